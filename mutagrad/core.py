@@ -1,0 +1,932 @@
+"""The traced array type, differentiation levels, storages and the dispatcher.
+
+A :class:`Tracer` wraps a value (an ndarray, or a tracer of an outer level)
+and belongs to one :class:`Level` (one ``grad`` or ``jvp`` in progress). Every
+NumPy entry point reaches :func:`bind`, which finds the innermost level among
+the arguments and lets it process the call with the primitive's rule.
+
+A :class:`Storage` is one buffer at one level: a fresh array and all its
+views share it. Derivative buffers (adjoints in reverse mode, tangents in
+forward mode) are kept per storage and mirror its memory layout byte for
+byte, so the derivative of a view is the same view of the storage's
+derivative buffer: views need no rule and alias exactly as NumPy's do.
+
+Invariant that keeps nesting correct: an array created while levels
+``L1 < ... < Lk`` are active is wrapped at all of them (inactive where it
+does not depend on that level's input). A write into it of a value traced at
+any of those levels is then recorded by that level.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+
+from .errors import (
+    EscapedTracerError,
+    MutationError,
+    NoRuleError,
+    WriteToPlainArrayError,
+    escape_error,
+    user_line,
+)
+from .tangents import ZeroTangent
+
+try:
+    from numpy.lib.array_utils import byte_bounds as _byte_bounds
+except ImportError:  # NumPy < 2
+    _byte_bounds = np.byte_bounds
+
+__all__ = ["Tracer", "Level", "Storage", "bind", "Primitive", "REGISTRY", "FUNCTIONS"]
+
+_ndarray = np.ndarray
+_FLOAT_KINDS = frozenset("fc")
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.levels: list = []
+        self.ceiling = 0  # how many levels the running code can see
+
+
+STATE = _State()
+_level_ids = itertools.count(1)
+
+
+def active_levels():
+    """The levels visible to the code running now, outermost first."""
+    st = STATE
+    return st.levels[: st.ceiling]
+
+
+# --------------------------------------------------------------------------
+# Primitives and the registries
+
+
+class Primitive:
+    """A function whose derivative is given by rules rather than by tracing.
+
+    ``linear``: the pullback does not read the primal inputs (so an input
+    need not be kept or restored for it). ``zero``: the derivative is zero
+    everywhere it exists (floor, sign): outputs are never active.
+    """
+
+    __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "__weakref__")
+
+    def __init__(self, fn, name=None, impl=None):
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", repr(fn))
+        self.impl = impl if impl is not None else fn
+        self.rrule = None
+        self.frule = None
+        self.linear = False
+        self.zero = False
+
+    def __repr__(self):
+        return f"Primitive({self.name})"
+
+
+REGISTRY: dict = {}  # numpy callable / user primitive -> Primitive
+FUNCTIONS: dict = {}  # __array_function__ targets -> handler(args, kwargs)
+
+
+def qualname(fn) -> str:
+    mod = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    if isinstance(fn, np.ufunc):
+        return f"np.{fn.__name__}"
+    if mod.startswith("numpy"):
+        mod = "np" + mod[5:]
+        mod = mod.replace("np.linalg._linalg", "np.linalg").replace("np._core.multiarray", "np")
+        mod = mod.replace("np._core.fromnumeric", "np").replace("np._core.numeric", "np")
+        parts = mod.split(".")
+        if len(parts) > 1 and parts[1].startswith("_"):
+            mod = "np"
+        if parts[:2] == ["np", "lib"]:
+            mod = "np"
+    return f"{mod}.{name}" if mod else name
+
+
+def get_primitive(fn, name=None) -> Primitive:
+    p = REGISTRY.get(fn)
+    if p is None:
+        p = REGISTRY[fn] = Primitive(fn, name or qualname(fn))
+        if hasattr(fn, "_implementation") and fn not in FUNCTIONS:
+            FUNCTIONS[fn] = lambda args, kwargs, _p=p: bind(_p, args, kwargs)
+    return p
+
+
+# --------------------------------------------------------------------------
+# Storages and geometry
+
+
+def bottom(x):
+    """The plain ndarray under every level of tracing."""
+    while type(x) is Tracer:
+        x = x._value
+    return x
+
+
+def _ptr(a) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class Geom:
+    """Where a view sits in its storage: byte offset, shape, strides, dtype."""
+
+    __slots__ = ("offset", "shape", "strides", "dtype", "overlap")
+
+    def __init__(self, offset, shape, strides, dtype):
+        self.offset = offset
+        self.shape = shape
+        self.strides = strides
+        self.dtype = dtype
+        self.overlap = _may_self_overlap(shape, strides, dtype.itemsize)
+
+    def __repr__(self):
+        return f"Geom({self.offset}, {self.shape}, {self.strides}, {self.dtype})"
+
+
+def _may_self_overlap(shape, strides, itemsize) -> bool:
+    dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
+    extent = itemsize
+    for s, n in dims:
+        if s < extent:
+            return True
+        extent = s * (n - 1) + extent
+    return False
+
+
+class Storage:
+    """One buffer at one level; a fresh array and all its views share it."""
+
+    __slots__ = (
+        "level", "root", "active", "captured", "adj", "adjbuf", "tangent",
+        "tangentbuf", "aliased", "poison", "name", "_bounds", "_rootgeom",
+    )
+
+    def __init__(self, level, root, active=False):
+        self.level = level
+        self.root = root  # the value at this level: ndarray or outer tracer
+        self.active = active
+        self.captured = False
+        self.adj = None  # reverse: adjoint of the root view (during the reverse pass)
+        self.adjbuf = None
+        self.tangent = None  # forward: tangent of the root view
+        self.tangentbuf = None
+        self.aliased = None  # name of another differentiated argument sharing memory
+        self.poison = None
+        self.name = None
+        self._bounds = None
+        self._rootgeom = False
+
+    @property
+    def bounds(self):
+        if self._bounds is None:
+            self._bounds = _byte_bounds(bottom(self.root))
+        return self._bounds
+
+    def contains(self, b) -> bool:
+        lo, hi = _byte_bounds(b)
+        slo, shi = self.bounds
+        return slo <= lo and hi <= shi and hi > lo or (b.nbytes == 0 and slo <= lo <= shi)
+
+    def geom_of(self, b) -> Geom:
+        return Geom(_ptr(b) - self.bounds[0], b.shape, b.strides, b.dtype)
+
+    def root_geom(self):
+        """Geometry of the root inside the mirror buffer, or None if it is the buffer."""
+        if self._rootgeom is False:
+            b = bottom(self.root)
+            if b.flags.c_contiguous:
+                self._rootgeom = None
+            else:
+                self._rootgeom = self.geom_of(b)
+        return self._rootgeom
+
+    def new_mirror(self, zeros):
+        """A zero buffer laid out like this storage's memory: (buffer, root view)."""
+        b = bottom(self.root)
+        g = self.root_geom()
+        if g is None:
+            buf = zeros(b.shape, b.dtype)
+            return buf, buf
+        lo, hi = self.bounds
+        n = -(-(hi - lo) // b.dtype.itemsize)
+        buf = zeros((n,), b.dtype)
+        return buf, view_of(buf, g)
+
+    def __repr__(self):
+        return f"<Storage {self.name or hex(id(self))} L{self.level.id} active={self.active}>"
+
+
+def view_of(buf, geom):
+    """The view ``geom`` of a mirror buffer (an ndarray or a tracer)."""
+    if geom is None:
+        return buf
+    if type(buf) is _ndarray:
+        return _ndarray(geom.shape, geom.dtype, buffer=buf, offset=geom.offset, strides=geom.strides)
+    return Tracer(view_of(buf._value, geom), buf._level, buf._storage, geom)
+
+
+# --------------------------------------------------------------------------
+# Levels
+
+
+class Level:
+    """One differentiation in progress (a ``grad`` or ``jvp`` call)."""
+
+    mode = "?"
+
+    def __init__(self):
+        self.id = next(_level_ids)
+        self.index = None
+        self.closed = False
+        self._saved_ceiling = 0
+
+    def __enter__(self):
+        st = STATE
+        self._saved_ceiling = st.ceiling
+        self.index = len(st.levels)
+        st.levels.append(self)
+        st.ceiling = len(st.levels)
+        return self
+
+    def __exit__(self, *exc):
+        st = STATE
+        st.levels.pop()
+        st.ceiling = self._saved_ceiling
+        self.closed = True
+        return False
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.id}>"
+
+    # -- wrapping -----------------------------------------------------------
+
+    def new_const(self, value, scalar=False):
+        """Wrap a fresh value as an inactive tracer of this level."""
+        return Tracer(value, self, Storage(self, value), None, scalar)
+
+    def unwrap_args(self, leaves):
+        """Replace this level's tracers by their values; return (vals, positions)."""
+        vals = list(leaves)
+        ins = []
+        for i, x in enumerate(leaves):
+            if type(x) is Tracer and x._level is self:
+                vals[i] = x._value
+                ins.append(i)
+        return vals, ins
+
+    def wrap_output(self, y, leaves, ins):
+        """Wrap one output leaf: a view of an input's storage, a fresh storage,
+        or (for non-float outputs) the plain value. Returns (out, fresh_storage)."""
+        b = bottom(y)
+        tb = type(b)
+        if tb is _ndarray:
+            if b.dtype.kind not in _FLOAT_KINDS:
+                return y, None
+            if b.base is not None or any(bottom(leaves[i]._value) is b for i in ins):
+                for i in ins:
+                    t = leaves[i]
+                    if t._storage.contains(b):
+                        return Tracer(y, self, t._storage, t._storage.geom_of(b), False), None
+                for x in leaves:
+                    if type(x) is _ndarray and np.may_share_memory(x, b):
+                        y = b = b.copy()
+                        break
+            s = Storage(self, y)
+            return Tracer(y, self, s, None, False), s
+        if tb is float or tb is complex or (isinstance(b, np.generic) and b.dtype.kind in _FLOAT_KINDS):
+            if type(y) is not Tracer:
+                y = np.asarray(y)
+            s = Storage(self, y)
+            return Tracer(y, self, s, None, True), s
+        return y, None
+
+
+def lift(y, levels):
+    """Wrap ``y`` at every level in ``levels`` above its own innermost one."""
+    if not levels:
+        return y
+    if type(y) is Tracer:
+        top = y._level.index
+        scalar = y._scalar
+    else:
+        b = y
+        if type(b) is _ndarray:
+            if b.dtype.kind not in _FLOAT_KINDS:
+                return y
+            scalar = False
+        elif isinstance(b, (float, complex, np.floating, np.complexfloating)):
+            y = np.asarray(y)
+            scalar = True
+        else:
+            return y
+        top = -1
+    for lv in levels:
+        if lv.index > top:
+            y = Tracer(y, lv, Storage(lv, y), None, scalar)
+    return y
+
+
+def _lift_tree(out, levels):
+    t = type(out)
+    if t is Tracer or t is _ndarray:
+        return lift(out, levels)
+    if t is tuple or t is list:
+        return t(_lift_tree(o, levels) for o in out)
+    if isinstance(out, tuple) and hasattr(t, "_fields"):
+        return t(*(_lift_tree(o, levels) for o in out))
+    return out
+
+
+# --------------------------------------------------------------------------
+# Dispatch
+
+
+def _flatten_args(args):
+    """Leaves of positional arguments (tuples and lists are containers)."""
+    for a in args:
+        t = type(a)
+        if t is list or t is tuple:
+            break
+    else:
+        return list(args), None
+    leaves: list = []
+    tree = [_flat(a, leaves) for a in args]
+    return leaves, tree
+
+
+def _flat(a, leaves):
+    t = type(a)
+    if t is list or t is tuple:
+        return (t, [_flat(c, leaves) for c in a])
+    leaves.append(a)
+    return None
+
+
+def _unflatten_args(tree, vals):
+    if tree is None:
+        return vals
+    it = iter(vals)
+    return [_unflat(n, it) for n in tree]
+
+
+def _unflat(n, it):
+    if n is None:
+        return next(it)
+    t, ch = n
+    return t(_unflat(c, it) for c in ch)
+
+
+def top_level(leaves):
+    top = None
+    for x in leaves:
+        if type(x) is Tracer:
+            lv = x._level
+            if top is None or lv.id > top.id:
+                top = lv
+    if top is not None and top.closed:
+        raise EscapedTracerError(
+            f"a traced value from a differentiation that has already returned was used at "
+            f"{user_line()}. Traced values are only valid inside the function being "
+            "differentiated; return them (or store mg.value(x)) instead of keeping them."
+        )
+    return top
+
+
+def bind(prim, args, kwargs=None):
+    """Apply ``prim`` to ``args``, dispatching to the innermost level present."""
+    if kwargs is None:
+        kwargs = {}
+    leaves, tree = _flatten_args(args)
+    top = top_level(leaves)
+    if top is None:
+        return prim.impl(*args, **kwargs)
+    for v in kwargs.values():
+        if type(v) is Tracer:
+            raise TypeError(f"{prim.name}: keyword arguments cannot be traced values ({user_line()})")
+    st = STATE
+    saved = st.ceiling
+    st.ceiling = top.index
+    try:
+        out = top.process(prim, leaves, tree, args, kwargs)
+    finally:
+        st.ceiling = saved
+    if saved - 1 > top.index:
+        out = _lift_tree(out, st.levels[top.index + 1 : saved])
+    return out
+
+
+def bind_with(level_method_name, x, *rest):
+    """Dispatch a core operation (getitem/write) on tracer ``x`` to its level."""
+    lv = x._level
+    if lv.closed:
+        top_level([x])
+    st = STATE
+    saved = st.ceiling
+    st.ceiling = lv.index
+    try:
+        out = getattr(lv, level_method_name)(x, *rest)
+    finally:
+        st.ceiling = saved
+    if saved - 1 > lv.index and out is not None:
+        out = _lift_tree(out, st.levels[lv.index + 1 : saved])
+    return out
+
+
+def _no_rule(fn, kind="function"):
+    name = qualname(fn)
+    return NoRuleError(
+        f"{name} was applied to a traced value at {user_line()}, but mutagrad has no "
+        f"derivative rule for this {kind}. It is never treated as a constant. If the result "
+        "should be a constant, apply it to mg.stop_gradient(x); otherwise register a rule "
+        f"with @mg.rrule({name.split('.')[-1]}) (and @mg.frule for forward mode)."
+    )
+
+
+UFUNC_HANDLERS: dict = {}  # (ufunc, method) -> handler(ufunc, inputs, kwargs)
+
+
+def ufunc_dispatch(ufunc, method, inputs, kwargs):
+    h = UFUNC_HANDLERS.get((ufunc, method)) or UFUNC_HANDLERS.get((None, method))
+    if h is None:
+        raise _no_rule(ufunc, f"ufunc method .{method}" if method != "__call__" else "ufunc")
+    return h(ufunc, inputs, kwargs)
+
+
+def function_dispatch(func, args, kwargs):
+    h = FUNCTIONS.get(func)
+    if h is None:
+        raise _no_rule(func)
+    return h(args, kwargs)
+
+
+# --------------------------------------------------------------------------
+# The traced array
+
+
+def _binop(ufunc):
+    def op(self, other):
+        if type(other) is list or type(other) is tuple:
+            return ufunc_dispatch(ufunc, "__call__", (self, other), {})
+        return call_ufunc(ufunc, (self, other), {})
+
+    def rop(self, other):
+        return call_ufunc(ufunc, (other, self), {})
+
+    def iop(self, other):
+        if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
+            return call_ufunc(ufunc, (self, other), {})
+        call_ufunc(ufunc, (self, other), {"out": (self,)})
+        return self
+
+    return op, rop, iop
+
+
+def call_ufunc(ufunc, inputs, kwargs):
+    return UFUNC_HANDLERS[(None, "__call__")](ufunc, inputs, kwargs)
+
+
+def _no_setattr(name):
+    def setter(self, value):
+        raise MutationError(
+            f"setting .{name} of a traced array in place at {user_line()} cannot be "
+            f"differentiated. Use x = x.reshape(...) / x.astype(...) / x.view(...) to get a new array."
+        )
+
+    return setter
+
+
+class Tracer:
+    """An array being differentiated. Behaves like ``numpy.ndarray``."""
+
+    __slots__ = ("_value", "_level", "_storage", "_geom", "_scalar", "__weakref__")
+    __array_priority__ = 1000.0
+
+    def __init__(self, value, level, storage, geom=None, scalar=False):
+        self._value = value
+        self._level = level
+        self._storage = storage
+        self._geom = geom
+        self._scalar = scalar
+
+    # -- NumPy protocols ----------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return ufunc_dispatch(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return function_dispatch(func, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise escape_error("np.asarray / np.array (or writing into a plain NumPy array)", WriteToPlainArrayError)
+
+    def __float__(self):
+        raise escape_error("float(x) (or math.*, or writing into a plain NumPy array)", WriteToPlainArrayError)
+
+    def __int__(self):
+        raise escape_error("int(x)")
+
+    def __complex__(self):
+        raise escape_error("complex(x)")
+
+    def __index__(self):
+        raise TypeError(f"a traced floating-point array cannot be used as an index ({user_line()})")
+
+    def item(self, *args):
+        raise escape_error("x.item()")
+
+    def tolist(self):
+        raise escape_error("x.tolist()")
+
+    def tobytes(self, *a, **k):
+        raise escape_error("x.tobytes()")
+
+    def __reduce__(self):
+        raise escape_error("pickling a traced array")
+
+    def __bool__(self):
+        return bool(bottom(self))
+
+    def __len__(self):
+        return len(self._value)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(len(self._value)):
+            yield self[i]
+
+    def __repr__(self):
+        return f"Tracer({bottom(self)!r}, level={self._level.id}, active={self._storage.active})"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        return format(bottom(self), spec)
+
+    def __copy__(self):
+        return np.copy(self)
+
+    def __deepcopy__(self, memo):
+        return np.copy(self)
+
+    __hash__ = None
+
+    # -- attributes -----------------------------------------------------------
+
+    shape = property(lambda self: self._value.shape, _no_setattr("shape"))
+    dtype = property(lambda self: self._value.dtype, _no_setattr("dtype"))
+    strides = property(lambda self: self._value.strides, _no_setattr("strides"))
+    ndim = property(lambda self: self._value.ndim)
+    size = property(lambda self: self._value.size)
+    itemsize = property(lambda self: self._value.itemsize)
+    nbytes = property(lambda self: self._value.nbytes)
+    flags = property(lambda self: bottom(self).flags)
+
+    @property
+    def T(self):
+        return np.transpose(self)
+
+    @property
+    def mT(self):
+        return np.swapaxes(self, -1, -2)
+
+    @property
+    def real(self):
+        return np.real(self)
+
+    @real.setter
+    def real(self, v):
+        np.real(self)[...] = v
+
+    @property
+    def imag(self):
+        return np.imag(self)
+
+    @imag.setter
+    def imag(self, v):
+        if self.dtype.kind != "c":
+            raise TypeError("array does not have imaginary part to set")
+        np.imag(self)[...] = v
+
+    @property
+    def flat(self):
+        from .rules.indexing import FlatIter
+
+        return FlatIter(self)
+
+    @flat.setter
+    def flat(self, v):
+        from .rules.indexing import FlatIter
+
+        FlatIter(self)[...] = v
+
+    @property
+    def base(self):
+        return None
+
+    # -- indexing -------------------------------------------------------------
+
+    def __getitem__(self, idx):
+        return bind_with("getitem", self, _check_index(idx))
+
+    def __setitem__(self, idx, value):
+        write(self, _check_index(idx), value)
+
+    # -- operators ------------------------------------------------------------
+
+    __add__, __radd__, __iadd__ = _binop(np.add)
+    __sub__, __rsub__, __isub__ = _binop(np.subtract)
+    __mul__, __rmul__, __imul__ = _binop(np.multiply)
+    __truediv__, __rtruediv__, __itruediv__ = _binop(np.true_divide)
+    __floordiv__, __rfloordiv__, __ifloordiv__ = _binop(np.floor_divide)
+    __mod__, __rmod__, __imod__ = _binop(np.remainder)
+    __pow__, __rpow__, __ipow__ = _binop(np.power)
+    __matmul__, __rmatmul__, _imatmul = _binop(np.matmul)
+
+    def __imatmul__(self, other):
+        if self._scalar:
+            return np.matmul(self, other)
+        res = np.matmul(self, other)
+        write(self, Ellipsis, res)
+        return self
+
+    def __divmod__(self, other):
+        return np.divmod(self, other)
+
+    def __rdivmod__(self, other):
+        return np.divmod(other, self)
+
+    def __neg__(self):
+        return call_ufunc(np.negative, (self,), {})
+
+    def __pos__(self):
+        return call_ufunc(np.positive, (self,), {})
+
+    def __abs__(self):
+        return call_ufunc(np.absolute, (self,), {})
+
+    def __lt__(self, o):
+        return np.less(self, o)
+
+    def __le__(self, o):
+        return np.less_equal(self, o)
+
+    def __gt__(self, o):
+        return np.greater(self, o)
+
+    def __ge__(self, o):
+        return np.greater_equal(self, o)
+
+    def __eq__(self, o):
+        return np.equal(self, o)
+
+    def __ne__(self, o):
+        return np.not_equal(self, o)
+
+    # -- methods (each is the NumPy function of the same name) ---------------
+
+    def sum(self, *a, **k):
+        return np.sum(self, *a, **k)
+
+    def mean(self, *a, **k):
+        return np.mean(self, *a, **k)
+
+    def prod(self, *a, **k):
+        return np.prod(self, *a, **k)
+
+    def max(self, *a, **k):
+        return np.max(self, *a, **k)
+
+    def min(self, *a, **k):
+        return np.min(self, *a, **k)
+
+    def var(self, *a, **k):
+        return np.var(self, *a, **k)
+
+    def std(self, *a, **k):
+        return np.std(self, *a, **k)
+
+    def cumsum(self, *a, **k):
+        return np.cumsum(self, *a, **k)
+
+    def cumprod(self, *a, **k):
+        return np.cumprod(self, *a, **k)
+
+    def ptp(self, *a, **k):
+        return np.ptp(self, *a, **k)
+
+    def reshape(self, *shape, **k):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return np.reshape(self, shape, **k)
+
+    def ravel(self, order="C"):
+        return np.ravel(self, order)
+
+    def flatten(self, order="C"):
+        return np.copy(np.ravel(self, order))
+
+    def copy(self, order="C"):
+        return np.copy(self, order=order)
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        from .rules.shape import astype
+
+        return astype(self, dtype, copy=copy)
+
+    def view(self, dtype=None, type=None):
+        from .rules.shape import view
+
+        return view(self, dtype)
+
+    def dot(self, b, out=None):
+        return np.dot(self, b, out=out)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return np.transpose(self, axes or None)
+
+    def swapaxes(self, a, b):
+        return np.swapaxes(self, a, b)
+
+    def squeeze(self, axis=None):
+        return np.squeeze(self, axis)
+
+    def conj(self):
+        return np.conjugate(self)
+
+    conjugate = conj
+
+    def clip(self, a_min=None, a_max=None, **k):
+        return np.clip(self, a_min, a_max, **k)
+
+    def round(self, decimals=0, out=None):
+        return np.round(self, decimals, out=out)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return np.diagonal(self, offset, axis1, axis2)
+
+    def trace(self, *a, **k):
+        return np.trace(self, *a, **k)
+
+    def repeat(self, *a, **k):
+        return np.repeat(self, *a, **k)
+
+    def take(self, *a, **k):
+        return np.take(self, *a, **k)
+
+    def argmax(self, *a, **k):
+        return np.argmax(bottom(self), *a, **k)
+
+    def argmin(self, *a, **k):
+        return np.argmin(bottom(self), *a, **k)
+
+    def argsort(self, *a, **k):
+        return np.argsort(bottom(self), *a, **k)
+
+    def nonzero(self):
+        return np.nonzero(bottom(self))
+
+    def all(self, *a, **k):
+        return np.all(bottom(self), *a, **k)
+
+    def any(self, *a, **k):
+        return np.any(bottom(self), *a, **k)
+
+    def searchsorted(self, v, *a, **k):
+        return np.searchsorted(bottom(self), bottom(v), *a, **k)
+
+    def fill(self, value):
+        write(self, Ellipsis, value)
+
+    def sort(self, axis=-1, kind=None, order=None):
+        from .rules.mutation import sort_inplace
+
+        sort_inplace(self, axis, kind)
+
+    def put(self, ind, v, mode="raise"):
+        np.put(self, ind, v, mode=mode)
+
+    def resize(self, *a, **k):
+        raise MutationError(
+            f"x.resize() on a traced array at {user_line()} changes its memory in place and "
+            "cannot be differentiated. Use x = np.resize(x, shape) or np.pad to get a new array."
+        )
+
+    def setflags(self, write=None, align=None, uic=None):
+        if write:
+            raise MutationError(f"x.setflags(write=True) on a traced array at {user_line()}")
+        if write is not None:
+            raise MutationError(
+                f"x.setflags(write=False) on a traced array at {user_line()} is not supported; "
+                "use mg.value(x) for a read-only view"
+            )
+
+
+def _check_index(idx):
+    """Reject traced indices and freeze mutable index containers."""
+    t = type(idx)
+    if t is int or t is slice or idx is Ellipsis or idx is None:
+        return idx
+    if t is tuple:
+        if all(type(i) is int or type(i) is slice or i is None or i is Ellipsis for i in idx):
+            return idx
+        return tuple(_check_index_part(i) for i in idx)
+    return _check_index_part(idx)
+
+
+def _check_index_part(i):
+    t = type(i)
+    if t is Tracer:
+        if i.dtype.kind in "fc":
+            raise IndexError(
+                f"only integers, slices, ellipsis, None and integer or boolean arrays are valid "
+                f"indices; got a traced floating-point array at {user_line()}"
+            )
+        i = bottom(i)
+    if t is list:
+        arr = np.asarray(i)
+        if arr.dtype == object:
+            raise IndexError(f"unsupported index {i!r}")
+        return arr
+    if t is _ndarray:
+        return i.copy()  # the caller may mutate it later; the tape must not see that
+    return i
+
+
+def write(dest, idx, value):
+    """``dest[idx] = value`` with every level that needs to see it."""
+    vt = type(value)
+    if type(dest) is not Tracer:
+        if vt is Tracer:
+            raise escape_error("writing a traced value into a plain NumPy array", WriteToPlainArrayError)
+        dest[idx] = value
+        return
+    if vt is Tracer and value._level.id > dest._level.id:
+        raise MutationError(
+            f"a value traced by an inner differentiation is written at {user_line()} into an "
+            "array created outside it; the inner derivative would leak out. Create the buffer "
+            "inside the inner function (mnp.zeros / np.zeros_like), or copy it there first."
+        )
+    if vt is list or vt is tuple:
+        from .numpy import array as _mnp_array
+
+        value = _mnp_array(value)
+    bind_with("write", dest, idx, value)
+
+
+def make_view_tracer(level, src, y):
+    """A tracer for ``y``, which is a view of ``src``'s storage."""
+    s = src._storage
+    return Tracer(y, level, s, s.geom_of(bottom(y)), False)
+
+
+def value(x):
+    """The plain value of ``x`` as a read-only ndarray view (no derivative).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> v = mg.value(np.arange(3.0))
+    >>> v.flags.writeable
+    False
+    """
+    b = bottom(x)
+    if isinstance(b, _ndarray):
+        v = b.view()
+        v.flags.writeable = False
+        return v
+    return b
+
+
+def stop_gradient(x):
+    """Treat ``x`` as a constant: a copy of its value with no derivative.
+
+    Inside differentiation the result is a writable traced array that does
+    not depend on anything; outside it is ``x`` unchanged.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> f = lambda x: np.sum(x * mg.stop_gradient(x))
+    >>> mg.grad(f)(np.array([1.0, 2.0]))
+    array([1., 2.])
+    """
+    from .pytree import tree_map
+
+    def leaf(v):
+        if type(v) is not Tracer:
+            return v
+        b = bottom(v)
+        if isinstance(b, _ndarray):
+            c = b.copy()
+        else:
+            c = b
+        return lift(np.asarray(c) if v._scalar else c, active_levels())
+
+    return tree_map(leaf, x)
+
+
+ZERO = ZeroTangent()

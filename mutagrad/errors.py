@@ -1,0 +1,100 @@
+"""Every error mutagrad raises on purpose.
+
+Each message names the operation, the user's source line and the fix. The
+user's line is found by walking the stack outwards past mutagrad's and
+NumPy's own frames; this happens only when an error is being raised.
+"""
+from __future__ import annotations
+
+import linecache
+import sys
+
+__all__ = [
+    "DifferentiationError",
+    "TracerEscapeError",
+    "WriteToPlainArrayError",
+    "NoRuleError",
+    "NotImplementedTangentError",
+    "MutationError",
+    "AliasingError",
+    "EscapedTracerError",
+    "ForwardRuleMissingError",
+    "user_line",
+]
+
+_INTERNAL_PREFIXES = ("mutagrad", "numpy", "scipy", "functools", "contextlib", "_pytest", "pluggy")
+
+
+def _frame_is_internal(frame) -> bool:
+    name = frame.f_globals.get("__name__", "") or ""
+    if name.startswith("mutagrad.testing") or name == "__main__":
+        return False
+    return name.startswith(_INTERNAL_PREFIXES) or name == "importlib._bootstrap"
+
+
+def user_frame(start=None):
+    """The innermost frame that belongs to user code (not mutagrad/NumPy)."""
+    frame = start if start is not None else sys._getframe(1)
+    while frame is not None and _frame_is_internal(frame):
+        frame = frame.f_back
+    return frame
+
+
+def user_line(start=None) -> str:
+    """``file:line: `source``` of the user's innermost frame, for messages."""
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    if frame is None:
+        return "<unknown location>"
+    filename = frame.f_code.co_filename
+    lineno = frame.f_lineno
+    src = linecache.getline(filename, lineno).strip()
+    where = f"{filename}:{lineno}"
+    return f"{where}: `{src}`" if src else where
+
+
+class DifferentiationError(Exception):
+    """Base class of every error mutagrad raises on purpose."""
+
+
+class TracerEscapeError(DifferentiationError, TypeError):
+    """A traced value was turned into a plain number or array."""
+
+
+class WriteToPlainArrayError(TracerEscapeError):
+    """A traced value was written into a plain (untraced) NumPy array."""
+
+
+class NoRuleError(DifferentiationError, NotImplementedError):
+    """An operation was applied to a traced value and has no derivative rule."""
+
+
+class NotImplementedTangentError(DifferentiationError):
+    """A rule reported that a needed derivative is not implemented (strict mode)."""
+
+
+class MutationError(DifferentiationError):
+    """An in-place operation that cannot be differentiated."""
+
+
+class AliasingError(MutationError):
+    """A write into a differentiated argument that shares memory with another."""
+
+
+class EscapedTracerError(DifferentiationError):
+    """A traced value was used after the differentiation that made it ended."""
+
+
+class ForwardRuleMissingError(NoRuleError):
+    """A primitive has a reverse rule but no forward rule."""
+
+
+def escape_error(what: str, cls=TracerEscapeError) -> DifferentiationError:
+    line = user_line(sys._getframe(1))
+    return cls(
+        f"{what} at {line}: this would turn a traced value into a plain "
+        "number or array and silently drop its derivative. If the value is an "
+        "intended constant, use mg.stop_gradient(x) (or mg.value(x) for a "
+        "read-only plain view). If you are filling a buffer, create it with "
+        "mnp.zeros(...)/mnp.empty(...) or np.zeros_like(x) instead of "
+        "np.zeros(...), so that it can hold traced values."
+    )

@@ -1,0 +1,170 @@
+"""Forward mode: dual arrays.
+
+Each storage of a forward level carries a tangent buffer that mirrors its
+memory layout (``None`` while the storage does not depend on the input: a
+symbolic zero). A view's tangent is the same view of that buffer, so a
+write through any view writes value and tangent together, exactly as
+NumPy aliases the values. Simple enough to trust: reverse mode is tested
+against it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .core import STATE, Level, Storage, Tracer, _FLOAT_KINDS, _unflatten_args, bottom, lift, view_of
+from .errors import AliasingError, MutationError, user_line
+from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
+
+_ndarray = np.ndarray
+ZERO = ZeroTangent()
+
+
+def _zeros_for_level(level):
+    """Zeros that can hold values traced by the levels outside ``level``."""
+    if level.index:
+        levels = STATE.levels[: level.index]
+        return lambda shape, dtype: lift(np.zeros(shape, dtype), levels)
+    return np.zeros
+
+
+class ForwardLevel(Level):
+    mode = "fwd"
+
+    def tangent_of(self, t):
+        s = t._storage
+        if s.tangent is None:
+            return ZERO
+        g = t._geom
+        if g is None:
+            return s.tangent
+        return view_of(s.tangentbuf, g)
+
+    def ensure_tangent(self, s):
+        if s.tangent is None:
+            s.tangentbuf, s.tangent = s.new_mirror(_zeros_for_level(self))
+        return s
+
+    def set_tangent(self, s, tdot, inputs_tangents=()):
+        """Give fresh storage ``s`` the tangent ``tdot`` (a private copy if needed)."""
+        if tdot is None or isinstance(tdot, AbstractZero):
+            return
+        if isinstance(tdot, Thunk):
+            tdot = tdot()
+        if isinstance(tdot, NotImplementedTangent):
+            s.poison = tdot
+            self.ensure_tangent(s)
+            return
+        root = s.root
+        tdot = project(tdot, root.shape, root.dtype)
+        if (
+            type(tdot) is _ndarray
+            and tdot.base is None
+            and tdot.flags.c_contiguous
+            and s.root_geom() is None
+            and all(tdot is not bottom(t) for t in inputs_tangents)
+            and not self.index
+        ):
+            s.tangent = s.tangentbuf = tdot
+            return
+        self.ensure_tangent(s)
+        tv = s.tangent
+        if type(tv) is _ndarray and type(tdot) is not Tracer:
+            tv[...] = tdot
+        else:
+            if type(tv) is _ndarray:
+                levels = STATE.levels[: self.index]
+                s.tangentbuf = lift(s.tangentbuf, levels)
+                rg = s.root_geom()
+                s.tangent = view_of(s.tangentbuf, rg) if rg is not None else s.tangentbuf
+                tv = s.tangent
+            tv[...] = tdot
+
+    def process(self, prim, leaves, tree, args, kwargs):
+        vals, ins = self.unwrap_args(leaves)
+        tans = None
+        for i in ins:
+            t = leaves[i]
+            if t._storage.tangent is not None:
+                if tans is None:
+                    tans = [ZERO] * len(leaves)
+                tans[i] = self.tangent_of(t)
+        if tans is None or prim.zero:
+            out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
+            return self.wrap(out, leaves, ins, None, ())
+        if prim.frule is None:
+            from .tape import prim_missing_rule
+
+            raise prim_missing_rule(prim, "forward")
+        primals = tuple(_unflatten_args(tree, vals))
+        tangents = tuple(_unflatten_args(tree, tans))
+        y, ydot = prim.frule(primals, tangents, **kwargs)
+        in_t = [x for x in tans if not isinstance(x, AbstractZero)]
+        return self.wrap(y, leaves, ins, ydot, in_t)
+
+    def wrap(self, y, leaves, ins, ydot, in_t):
+        ty = type(y)
+        if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
+            outs = []
+            if ydot is None or isinstance(ydot, AbstractZero):
+                ydot = [ZERO] * len(y)
+            for yl, dl in zip(y, ydot):
+                o, s = self.wrap_output(yl, leaves, ins)
+                if s is not None:
+                    self.set_tangent(s, dl, in_t)
+                outs.append(o)
+            return ty(*outs) if hasattr(ty, "_fields") else ty(outs)
+        o, s = self.wrap_output(y, leaves, ins)
+        if s is not None and ydot is not None:
+            self.set_tangent(s, ydot, in_t)
+        return o
+
+    def getitem(self, t, idx):
+        v = t._value[idx]
+        b = bottom(v)
+        s = t._storage
+        if type(b) is _ndarray:
+            if b.dtype.kind not in _FLOAT_KINDS:
+                return v
+            if b.base is not None and s.contains(b):
+                return Tracer(v, self, s, s.geom_of(b), False)
+            out = Storage(self, v)
+            res = Tracer(v, self, out, None, False)
+        else:
+            if type(v) is not Tracer:
+                v = np.asarray(v)
+            out = Storage(self, v)
+            res = Tracer(v, self, out, None, True)
+        if s.tangent is not None:
+            td = self.tangent_of(t)[idx]
+            if type(td) is not Tracer:
+                td = np.array(td)  # always a private copy
+            self.set_tangent(out, td)
+        return res
+
+    def write(self, dest, idx, value):
+        s = dest._storage
+        vt = type(value)
+        own = vt is Tracer and value._level is self
+        vdot = self.tangent_of(value) if own else ZERO
+        if s.aliased is not None and vt is Tracer:
+            raise AliasingError(
+                f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
+                f"memory with the differentiated argument {s.aliased}. Pass separate copies."
+            )
+        if dest._geom is not None and dest._geom.overlap:
+            raise MutationError(
+                f"writing through a self-overlapping view at {user_line()} cannot be differentiated; "
+                "write into the base array instead."
+            )
+        dest._value[idx] = value._value if own else value
+        if s.tangent is None and isinstance(vdot, AbstractZero):
+            return
+        self.ensure_tangent(s)
+        tv = self.tangent_of(dest)
+        if isinstance(vdot, AbstractZero):
+            tv[idx] = 0
+        else:
+            vdot = project(vdot, value.shape, value.dtype) if own else vdot
+            if value.dtype.kind == "c" and dest.dtype.kind != "c":
+                vdot = np.real(vdot)
+            tv[idx] = vdot

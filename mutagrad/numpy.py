@@ -1,0 +1,156 @@
+"""``mutagrad.numpy`` (``mnp``): NumPy, plus creation functions that make
+traced, writable buffers inside differentiation.
+
+``mnp.zeros(3)`` is a plain ndarray outside differentiation and a traced
+array inside it, so ``b = mnp.zeros(3); b[:] = p`` carries p's derivative.
+Every other name is NumPy's own (``mnp.sin is np.sin``): traced arrays
+dispatch through NumPy's protocols.
+
+>>> import mutagrad as mg, mutagrad.numpy as mnp
+>>> def f(p):
+...     b = mnp.zeros(3)
+...     b[:] = p
+...     return mnp.sum(b)
+>>> mg.grad(f)(1.0)
+3.0
+"""
+from __future__ import annotations
+
+import numpy as _np
+
+from .core import Tracer as _Tracer
+from .core import active_levels as _active_levels
+from .core import bottom as _bottom
+from .core import lift as _lift
+
+
+def _traced(x):
+    levels = _active_levels()
+    if not levels:
+        return x
+    return _lift(x, levels)
+
+
+def zeros(shape, dtype=float, order="C", **kw):
+    """Like ``np.zeros``; a traced buffer inside differentiation."""
+    return _traced(_np.zeros(shape, dtype, order, **kw))
+
+
+def ones(shape, dtype=None, order="C", **kw):
+    """Like ``np.ones``; a traced buffer inside differentiation."""
+    return _traced(_np.ones(shape, dtype, order, **kw))
+
+
+def empty(shape, dtype=float, order="C", **kw):
+    """Like ``np.empty``; a traced buffer inside differentiation."""
+    return _traced(_np.empty(shape, dtype, order, **kw))
+
+
+def full(shape, fill_value, dtype=None, order="C", **kw):
+    """Like ``np.full``; ``fill_value`` may be traced."""
+    if isinstance(fill_value, _Tracer):
+        out = empty(shape, dtype if dtype is not None else fill_value.dtype, order)
+        out[...] = fill_value
+        return out
+    return _traced(_np.full(shape, fill_value, dtype, order, **kw))
+
+
+def eye(N, M=None, k=0, dtype=float, order="C", **kw):
+    return _traced(_np.eye(N, M, k, dtype, order, **kw))
+
+
+def identity(n, dtype=None, **kw):
+    return _traced(_np.identity(n, dtype, **kw))
+
+
+def arange(*args, **kw):
+    return _traced(_np.arange(*args, **kw))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, **kw):
+    if isinstance(start, _Tracer) or isinstance(stop, _Tracer):
+        n = num - 1 if endpoint else num
+        t = _np.arange(num, dtype=float) / max(n, 1)
+        if endpoint and num == 1:
+            t = _np.zeros(1)
+        shape = [1] * (max(_np.ndim(start), _np.ndim(stop)) + 1)
+        shape[axis] = num
+        t = t.reshape(shape) if len(shape) > 1 else t
+        res = start + (stop - start) * t
+        if retstep:
+            return res, (stop - start) / max(n, 1)
+        return res
+    return _traced(_np.linspace(start, stop, num, endpoint, retstep, dtype, axis, **kw))
+
+
+def _has_tracer(obj):
+    if isinstance(obj, _Tracer):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_has_tracer(o) for o in obj)
+    return False
+
+
+def array(obj, dtype=None, copy=True, order="K", ndmin=0, **kw):
+    """Like ``np.array``; nested lists may hold traced values."""
+    if isinstance(obj, _Tracer):
+        res = _np.copy(obj) if copy else obj
+        if dtype is not None:
+            res = res.astype(dtype)
+        while _np.ndim(res) < ndmin:
+            res = res[None]
+        return res
+    if isinstance(obj, (list, tuple)) and _has_tracer(obj):
+        res = _stack_nested(obj)
+        if dtype is not None:
+            res = res.astype(dtype)
+        while _np.ndim(res) < ndmin:
+            res = res[None]
+        return res
+    return _traced(_np.array(obj, dtype=dtype, copy=copy, order=order, ndmin=ndmin, **kw))
+
+
+def _stack_nested(obj):
+    if isinstance(obj, (list, tuple)):
+        parts = [_stack_nested(o) for o in obj]
+        if not parts:
+            return _traced(_np.array([]))
+        return _np.stack(parts)
+    if isinstance(obj, _Tracer):
+        return obj
+    return _np.asarray(obj, dtype=float) if not isinstance(obj, complex) else _np.asarray(obj)
+
+
+def asarray(obj, dtype=None, order=None, **kw):
+    """Like ``np.asarray``: a traced array is returned as it is."""
+    if isinstance(obj, _Tracer):
+        return obj if dtype is None or _np.dtype(dtype) == obj.dtype else obj.astype(dtype)
+    if isinstance(obj, (list, tuple)) and _has_tracer(obj):
+        return array(obj, dtype=dtype)
+    return _np.asarray(obj, dtype=dtype, order=order, **kw)
+
+
+asanyarray = asarray
+
+
+def fromiter(iterable, dtype=float, count=-1, **kw):
+    """Like ``np.fromiter``; the items may be traced scalars."""
+    items = []
+    for i, v in enumerate(iterable):
+        if count >= 0 and i >= count:
+            break
+        items.append(v)
+    if count >= 0 and len(items) < count:
+        raise ValueError(f"iterator too short: Expected {count} but iterator had only {len(items)} items.")
+    if any(isinstance(v, _Tracer) for v in items):
+        res = _np.stack([v if isinstance(v, _Tracer) else _np.asarray(v, dtype) for v in items])
+        return res.astype(dtype) if _np.dtype(dtype) != res.dtype else res
+    return _traced(_np.array(items, dtype=dtype))
+
+
+def __getattr__(name):
+    return getattr(_np, name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(dir(_np)))

@@ -1,0 +1,101 @@
+"""Flatten and rebuild nested containers of arrays (pytrees).
+
+Containers: tuple, list, dict, namedtuple, dataclass instances and objects
+registered with :func:`register_pytree`. Everything else is a leaf.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "register_pytree"]
+
+_REGISTRY: dict[type, tuple] = {}
+
+
+def register_pytree(cls, flatten, unflatten):
+    """Register ``cls``: ``flatten(obj) -> (children, aux)``, ``unflatten(aux, children) -> obj``."""
+    _REGISTRY[cls] = (flatten, unflatten)
+
+
+def _is_namedtuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+class _Node:
+    __slots__ = ("kind", "aux", "children")
+
+    def __init__(self, kind, aux, children):
+        self.kind = kind
+        self.aux = aux
+        self.children = children
+
+    def __repr__(self):
+        return f"_Node({self.kind}, {self.children})"
+
+
+_LEAF = None
+
+
+def _flatten(x, leaves):
+    t = type(x)
+    if t is tuple or t is list:
+        return _Node(t, None, [_flatten(c, leaves) for c in x])
+    if t is dict:
+        keys = list(x.keys())
+        return _Node(dict, keys, [_flatten(x[k], leaves) for k in keys])
+    if t in _REGISTRY:
+        children, aux = _REGISTRY[t][0](x)
+        return _Node(("reg", t), aux, [_flatten(c, leaves) for c in children])
+    if _is_namedtuple(x):
+        return _Node(("nt", t), None, [_flatten(c, leaves) for c in x])
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fields = [f.name for f in dataclasses.fields(x)]
+        return _Node(("dc", t), (fields, x), [_flatten(getattr(x, f), leaves) for f in fields])
+    leaves.append(x)
+    return _LEAF
+
+
+def tree_flatten(x):
+    """Return ``(leaves, treedef)``."""
+    leaves: list = []
+    return leaves, _flatten(x, leaves)
+
+
+def _unflatten(node, it):
+    if node is _LEAF:
+        return next(it)
+    kind = node.kind
+    children = [_unflatten(c, it) for c in node.children]
+    if kind is tuple:
+        return tuple(children)
+    if kind is list:
+        return children
+    if kind is dict:
+        return dict(zip(node.aux, children))
+    tag, cls = kind
+    if tag == "nt":
+        return cls(*children)
+    if tag == "reg":
+        return _REGISTRY[cls][1](node.aux, children)
+    # dataclass: build a copy of the original with new field values
+    fields, proto = node.aux
+    obj = object.__new__(cls)
+    if hasattr(proto, "__dict__"):
+        obj.__dict__.update(proto.__dict__)
+    for f, c in zip(fields, children):
+        object.__setattr__(obj, f, c)
+    return obj
+
+
+def tree_unflatten(treedef, leaves):
+    return _unflatten(treedef, iter(leaves))
+
+
+def tree_leaves(x):
+    return tree_flatten(x)[0]
+
+
+def tree_map(fn, x, *rest):
+    leaves, treedef = tree_flatten(x)
+    others = [tree_flatten(r)[0] for r in rest]
+    return tree_unflatten(treedef, [fn(*a) for a in zip(leaves, *others)])

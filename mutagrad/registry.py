@@ -1,0 +1,247 @@
+"""Registering primitives and their rules.
+
+Users and mutagrad's own NumPy rules use the same decorators:
+
+* ``@mg.primitive`` makes a function opaque to tracing;
+* ``@mg.rrule(fn)`` registers ``rule(*args, **kw) -> (y, pullback)``;
+* ``@mg.frule(fn)`` registers ``rule(primals, tangents, **kw) -> (y, ydot)``.
+
+The helpers below derive both rules from one formula, as JAX's
+``defjvp``/``deflinear`` and PyTorch's derivatives table do:
+
+* :func:`defelementwise` from the partial derivatives of an elementwise
+  function (holomorphic; cotangents use the conjugate, see docs/complex.md);
+* :func:`deflinear` from the function itself and its transpose;
+* :func:`defzero` for piecewise-constant functions (derivative zero).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .core import REGISTRY, Primitive, Tracer, bind, get_primitive
+from .tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, is_zero, unbroadcast
+
+__all__ = ["primitive", "rrule", "frule", "defelementwise", "deflinear", "defzero", "conj_if_complex"]
+
+ZERO = ZeroTangent()
+
+
+def primitive(fun):
+    """Make ``fun`` a primitive: opaque to tracing, differentiated by its rules.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> @mg.primitive
+    ... def cube(x):
+    ...     return x ** 3
+    >>> @mg.rrule(cube)
+    ... def _(x):
+    ...     return cube(x), lambda g: (3 * x ** 2 * g,)
+    >>> mg.grad(cube)(2.0)
+    12.0
+    """
+    prim = Primitive(None, getattr(fun, "__qualname__", getattr(fun, "__name__", "primitive")), impl=fun)
+
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        return bind(prim, args, kwargs)
+
+    prim.fn = wrapper
+    REGISTRY[wrapper] = prim
+    wrapper._mutagrad_primitive = prim
+    return wrapper
+
+
+def _prim_for(fn) -> Primitive:
+    p = getattr(fn, "_mutagrad_primitive", None)
+    if p is not None:
+        return p
+    return get_primitive(fn)
+
+
+def rrule(fn):
+    """Register a reverse rule for ``fn`` (a primitive or a NumPy function).
+
+    The rule takes the primal arguments and returns ``(y, pullback)``;
+    ``pullback(ȳ)`` returns one cotangent per positional argument
+    (``NoTangent()`` for non-differentiable ones).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> @mg.primitive
+    ... def logsumexp(x):
+    ...     m = np.max(x)
+    ...     return m + np.log(np.sum(np.exp(x - m)))
+    >>> @mg.rrule(logsumexp)
+    ... def _(x):
+    ...     y = logsumexp(x)
+    ...     return y, lambda dy: (dy * np.exp(x - y),)
+    >>> mg.grad(logsumexp)(np.zeros(2))
+    array([0.5, 0.5])
+    """
+
+    def register(rule):
+        _prim_for(fn).rrule = rule
+        return rule
+
+    return register
+
+
+def frule(fn):
+    """Register a forward rule for ``fn``: ``rule(primals, tangents) -> (y, ydot)``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> @mg.primitive
+    ... def square(x):
+    ...     return x * x
+    >>> @mg.frule(square)
+    ... def _(primals, tangents):
+    ...     (x,), (dx,) = primals, tangents
+    ...     return square(x), 2 * x * dx
+    >>> mg.jvp(square, (3.0,), (1.0,))
+    (np.float64(9.0), np.float64(6.0))
+    """
+
+    def register(rule):
+        _prim_for(fn).frule = rule
+        return rule
+
+    return register
+
+
+def conj_if_complex(d):
+    dt = getattr(d, "dtype", None)
+    if dt is not None:
+        return np.conj(d) if dt.kind == "c" else d
+    if isinstance(d, complex):
+        return d.conjugate()
+    return d
+
+
+def _shape(x):
+    return np.shape(x)
+
+
+def defelementwise(fn, *partials, impl=None):
+    """Both rules of an elementwise function from its partial derivatives.
+
+    ``partials[i](*xs, y)`` is ∂y/∂x_i; ``1`` and ``-1`` mean the identity
+    and negation, ``None`` a non-differentiable argument.
+    """
+    p = _prim_for(fn)
+    call = impl or fn
+    n = len(partials)
+    p.linear = all(d is None or (not callable(d)) for d in partials)
+
+    def rule(*xs):
+        y = call(*xs)
+
+        def pullback(g):
+            out = []
+            for i in range(n):
+                d = partials[i]
+                if d is None:
+                    out.append(NoTangent())
+                elif d == 1 and not callable(d):
+                    out.append(Thunk(lambda i=i: unbroadcast(g, _shape(xs[i]))))
+                elif d == -1 and not callable(d):
+                    out.append(Thunk(lambda i=i: unbroadcast(-g, _shape(xs[i]))))
+                else:
+                    out.append(Thunk(lambda i=i, d=d: unbroadcast(g * conj_if_complex(d(*xs, y)), _shape(xs[i]))))
+            return tuple(out)
+
+        return y, pullback
+
+    def forward(primals, tangents):
+        y = call(*primals)
+        acc = ZERO
+        for i in range(n):
+            t = tangents[i]
+            d = partials[i]
+            if d is None or is_zero(t):
+                continue
+            if not callable(d):
+                term = t if d == 1 else -t
+            else:
+                term = t * d(*primals, y)
+            acc = term if isinstance(acc, AbstractZero) else acc + term
+        return y, acc
+
+    p.rrule = rule
+    p.frule = forward
+    return p
+
+
+def deflinear(fn, transpose, impl=None):
+    """Both rules of a function linear in its first argument.
+
+    ``transpose(g, x, *args, **kw)`` maps an output cotangent to the input's
+    cotangent; the forward rule applies ``fn`` to the tangent.
+    """
+    p = _prim_for(fn)
+    call = impl or fn
+    p.linear = True
+
+    def rule(x, *args, **kw):
+        y = call(x, *args, **kw)
+        shape = _shape(x)
+        dtype = getattr(x, "dtype", None)
+        meta = _Meta(shape, dtype)
+
+        def pullback(g):
+            return (transpose(g, meta, *args, **kw),) + tuple(NoTangent() for _ in args)
+
+        return y, pullback
+
+    def forward(primals, tangents, **kw):
+        x, *args = primals
+        t = tangents[0]
+        y = call(x, *args, **kw)
+        if is_zero(t):
+            return y, ZERO
+        return y, call(t, *args, **kw)
+
+    p.rrule = rule
+    p.frule = forward
+    return p
+
+
+class _Meta:
+    """Shape and dtype of a primal, for transposes that only need those."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def defzero(fn, impl=None):
+    """A piecewise-constant function: its derivative is zero where it exists."""
+    p = _prim_for(fn)
+    call = impl or fn
+    p.zero = True
+    p.linear = True
+
+    def rule(*xs, **kw):
+        y = call(*xs, **kw)
+        return y, lambda g: tuple(ZERO for _ in xs)
+
+    def forward(primals, tangents, **kw):
+        return call(*primals, **kw), ZERO
+
+    p.rrule = rule
+    p.frule = forward
+    return p
+
+
+def is_traced(x) -> bool:
+    return type(x) is Tracer

@@ -1,0 +1,305 @@
+"""Elementwise NumPy functions (ufuncs): one line per derivative.
+
+Also the ufunc call protocol itself: ``out=``, ``where=`` and ``dtype=`` are
+turned into ordinary traced operations (a computation on the selected
+elements followed by a write), so they are differentiated exactly by the
+mutation machinery and masked-out elements are never evaluated.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import REGISTRY, UFUNC_HANDLERS, Tracer, _no_rule, active_levels, bind, bottom, lift, write
+from ..registry import defelementwise, defzero
+from ..tangents import NoTangent, ZeroTangent
+
+ZERO = ZeroTangent()
+
+
+def _astype(x, dtype):
+    from .shape import astype
+
+    return astype(x, dtype)
+
+
+def _result_dtype(ufunc, inputs):
+    try:
+        return np.result_type(*(bottom(x) for x in inputs), 1.0 if ufunc.types[-1][-1] in "fdg" else 1)
+    except Exception:
+        return np.float64
+
+
+def ufunc_call(ufunc, inputs, kwargs):
+    prim = REGISTRY.get(ufunc)
+    if prim is None:
+        raise _no_rule(ufunc, "ufunc")
+    if not kwargs:
+        return bind(prim, inputs)
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    where = kwargs.pop("where", True)
+    dtype = kwargs.pop("dtype", None)
+    for k in ("casting", "order", "subok"):
+        kwargs.pop(k, None)
+    if kwargs:
+        raise TypeError(f"np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not supported on traced arrays")
+    if dtype is not None:
+        inputs = tuple(_astype(x, dtype) if hasattr(x, "dtype") else np.asarray(x, dtype) for x in inputs)
+    if out is not None and type(out) is not tuple:
+        out = (out,)
+    if out is not None and all(o is None for o in out):
+        out = None
+    if where is True:
+        res = bind(prim, inputs)
+        if out is None:
+            return res
+        if ufunc.nout == 1:
+            write(out[0], Ellipsis, res)
+            return out[0]
+        return tuple(_write_out(o, r) for o, r in zip(out, res))
+    where = bottom(where)
+    shapes = [np.shape(x) for x in inputs] + [np.shape(where)]
+    if out is not None:
+        shapes += [np.shape(o) for o in out if o is not None]
+    shape = np.broadcast_shapes(*shapes)
+    m = np.broadcast_to(np.asarray(where, dtype=bool), shape)
+    sel = tuple(np.broadcast_to(x, shape)[m] if np.ndim(x) or shape else x for x in inputs)
+    res = bind(prim, sel)
+    if ufunc.nout == 1:
+        res, out0 = (res,), (out[0] if out is not None else None,)
+    else:
+        out0 = out if out is not None else (None,) * ufunc.nout
+    dests = []
+    for o, r in zip(out0, res):
+        if o is None:
+            o = lift(np.zeros(shape, np.result_type(bottom(r))), active_levels())
+        write(o, m, r)
+        dests.append(o)
+    return dests[0] if ufunc.nout == 1 else tuple(dests)
+
+
+def _write_out(o, r):
+    if o is None:
+        return r
+    write(o, Ellipsis, r)
+    return o
+
+
+def _nondiff_call(ufunc, inputs, kwargs):
+    """Functions with boolean/integer results: computed on plain values."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    if "where" in kwargs:
+        kwargs["where"] = bottom(kwargs["where"])
+    res = getattr(ufunc, "__call__")(*(bottom(x) for x in inputs), **kwargs)
+    if out is not None:
+        out = out if type(out) is tuple else (out,)
+        if ufunc.nout == 1:
+            write(out[0], Ellipsis, res)
+            return out[0]
+        return tuple(_write_out(o, r) for o, r in zip(out, res))
+    return res
+
+
+UFUNC_HANDLERS[(None, "__call__")] = ufunc_call
+
+NONDIFF_UFUNCS = [
+    np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
+    np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
+    np.isnan, np.isinf, np.isfinite, np.signbit, np.isnat,
+    np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert, np.left_shift, np.right_shift,
+    np.gcd, np.lcm,
+]
+for _u in NONDIFF_UFUNCS:
+    UFUNC_HANDLERS[(_u, "__call__")] = _nondiff_call
+
+
+# -- arithmetic --------------------------------------------------------------
+
+def _sq(x):
+    return x * x
+
+
+defelementwise(np.add, 1, 1)
+defelementwise(np.subtract, 1, -1)
+defelementwise(np.negative, -1)
+defelementwise(np.positive, 1)
+defelementwise(np.multiply, lambda a, b, y: b, lambda a, b, y: a)
+defelementwise(np.true_divide, lambda a, b, y: 1.0 / b, lambda a, b, y: -y / b)
+defelementwise(np.reciprocal, lambda x, y: -y * y)
+defelementwise(np.square, lambda x, y: 2 * x)
+defelementwise(np.sqrt, lambda x, y: 0.5 / y)
+defelementwise(np.cbrt, lambda x, y: 1.0 / (3 * y * y))
+
+
+def _pow_dbase(x, p, y):
+    # p * x**(p-1), written so that x = 0 with p >= 1 gives the right limit
+    return p * np.power(x, p - 1)
+
+
+def _pow_dexp(x, p, y):
+    # y * log(x), defined as 0 where x == 0 (the limit for p > 0)
+    xb = bottom(x)
+    if np.ndim(xb) == 0 and not isinstance(xb, np.ndarray):
+        xb = np.asarray(xb)
+    safe = np.where(xb == 0, 1.0, x) if np.any(xb == 0) else x
+    d = y * np.log(safe)
+    if np.any(xb == 0):
+        d = np.where(xb == 0, 0.0, d)
+    return d
+
+
+defelementwise(np.power, _pow_dbase, _pow_dexp)
+defelementwise(np.float_power, _pow_dbase, _pow_dexp)
+
+# -- exponentials and logarithms -------------------------------------------------
+
+defelementwise(np.exp, lambda x, y: y)
+defelementwise(np.exp2, lambda x, y: y * np.log(2.0))
+defelementwise(np.expm1, lambda x, y: y + 1.0)
+defelementwise(np.log, lambda x, y: 1.0 / x)
+defelementwise(np.log2, lambda x, y: 1.0 / (x * np.log(2.0)))
+defelementwise(np.log10, lambda x, y: 1.0 / (x * np.log(10.0)))
+defelementwise(np.log1p, lambda x, y: 1.0 / (x + 1.0))
+defelementwise(np.logaddexp, lambda a, b, y: np.exp(a - y), lambda a, b, y: np.exp(b - y))
+defelementwise(np.logaddexp2, lambda a, b, y: np.exp2(a - y), lambda a, b, y: np.exp2(b - y))
+
+# -- trigonometric and hyperbolic ---------------------------------------------------
+
+defelementwise(np.sin, lambda x, y: np.cos(x))
+defelementwise(np.cos, lambda x, y: -np.sin(x))
+defelementwise(np.tan, lambda x, y: 1.0 + y * y)
+defelementwise(np.arcsin, lambda x, y: 1.0 / np.sqrt(1.0 - x * x))
+defelementwise(np.arccos, lambda x, y: -1.0 / np.sqrt(1.0 - x * x))
+defelementwise(np.arctan, lambda x, y: 1.0 / (1.0 + x * x))
+defelementwise(np.arctan2, lambda a, b, y: b / (a * a + b * b), lambda a, b, y: -a / (a * a + b * b))
+defelementwise(np.hypot, lambda a, b, y: a / y, lambda a, b, y: b / y)
+defelementwise(np.sinh, lambda x, y: np.cosh(x))
+defelementwise(np.cosh, lambda x, y: np.sinh(x))
+defelementwise(np.tanh, lambda x, y: 1.0 - y * y)
+defelementwise(np.arcsinh, lambda x, y: 1.0 / np.sqrt(x * x + 1.0))
+defelementwise(np.arccosh, lambda x, y: 1.0 / np.sqrt(x * x - 1.0))
+defelementwise(np.arctanh, lambda x, y: 1.0 / (1.0 - x * x))
+defelementwise(np.deg2rad, lambda x, y: np.pi / 180.0)
+defelementwise(np.rad2deg, lambda x, y: 180.0 / np.pi)
+defelementwise(np.radians, lambda x, y: np.pi / 180.0)
+defelementwise(np.degrees, lambda x, y: 180.0 / np.pi)
+
+# -- comparisons and selections that pick one argument --------------------------
+
+
+def _pick_first(a, b, y):
+    # the first argument wins where it is the result; ties split evenly
+    ab, bb = bottom(a), bottom(b)
+    return np.where(ab == bb, 0.5, np.where(bottom(y) == ab, 1.0, 0.0))
+
+
+def _pick_second(a, b, y):
+    ab, bb = bottom(a), bottom(b)
+    return np.where(ab == bb, 0.5, np.where(bottom(y) == ab, 0.0, 1.0))
+
+
+def _fpick_first(a, b, y):
+    # fmax/fmin: a NaN argument loses
+    ab, bb = bottom(a), bottom(b)
+    return np.where(np.isnan(ab), 0.0, np.where(np.isnan(bb), 1.0, _pick_first(a, b, y)))
+
+
+def _fpick_second(a, b, y):
+    ab, bb = bottom(a), bottom(b)
+    return np.where(np.isnan(bb), 0.0, np.where(np.isnan(ab), 1.0, _pick_second(a, b, y)))
+
+
+defelementwise(np.maximum, _pick_first, _pick_second)
+defelementwise(np.minimum, _pick_first, _pick_second)
+defelementwise(np.fmax, _fpick_first, _fpick_second)
+defelementwise(np.fmin, _fpick_first, _fpick_second)
+
+
+def _abs_d(x, y):
+    xb = bottom(x)
+    if np.iscomplexobj(xb):
+        # |z| is not holomorphic: handled by its own rule below
+        raise AssertionError
+    return np.sign(x)
+
+
+defelementwise(np.absolute, _abs_d)
+defelementwise(np.fabs, lambda x, y: np.sign(x))
+defelementwise(np.copysign,
+               lambda a, b, y: np.where(np.signbit(bottom(a)) == np.signbit(bottom(b)), 1.0, -1.0),
+               lambda a, b, y: 0.0)
+defelementwise(np.fmod, lambda a, b, y: 1.0, lambda a, b, y: -np.trunc(bottom(a) / bottom(b)))
+defelementwise(np.remainder, lambda a, b, y: 1.0, lambda a, b, y: -np.floor(bottom(a) / bottom(b)))
+defelementwise(np.sinc, lambda x, y: _sinc_d(x))
+defelementwise(np.ldexp, lambda x, e, y: np.exp2(bottom(e).astype(float) if hasattr(bottom(e), "astype") else float(e)), None)
+defelementwise(np.heaviside, lambda x, h, y: 0.0, lambda x, h, y: np.where(bottom(x) == 0, 1.0, 0.0))
+
+
+def _sinc_d(x):
+    xb = bottom(x)
+    px = np.pi * x
+    safe = np.where(xb == 0, 1.0, px) if np.any(xb == 0) else px
+    d = (np.cos(safe) - np.sin(safe) / safe) / x if not np.any(xb == 0) else (np.cos(safe) - np.sin(safe) / safe) / np.where(xb == 0, 1.0, x)
+    if np.any(xb == 0):
+        d = np.where(xb == 0, 0.0, d)
+    return d
+
+
+# -- piecewise constant: derivative zero -------------------------------------------
+
+for _u in (np.floor, np.ceil, np.trunc, np.rint, np.sign, np.floor_divide, np.spacing):
+    defzero(_u)
+
+
+# -- complex parts (not holomorphic: written out) ------------------------------------
+
+from ..core import get_primitive as _gp  # noqa: E402
+
+_abs = _gp(np.absolute)
+_abs_real_rule, _abs_real_frule = _abs.rrule, _abs.frule
+
+
+def _abs_rrule(x):
+    if np.iscomplexobj(bottom(x)):
+        y = np.absolute(x)
+
+        def pullback(g):
+            yb = bottom(y)
+            safe = np.where(yb == 0, 1.0, y) if np.any(yb == 0) else y
+            r = g * x / safe
+            if np.any(yb == 0):
+                r = np.where(yb == 0, 0.0, r)
+            return (r,)
+
+        return y, pullback
+    return _abs_real_rule(x)
+
+
+def _abs_frule(primals, tangents):
+    (x,), (t,) = primals, tangents
+    if np.iscomplexobj(bottom(x)):
+        y = np.absolute(x)
+        yb = bottom(y)
+        safe = np.where(yb == 0, 1.0, y) if np.any(yb == 0) else y
+        d = np.real(np.conj(x) * t) / safe
+        if np.any(yb == 0):
+            d = np.where(yb == 0, 0.0, d)
+        return y, d
+    return _abs_real_frule(primals, tangents)
+
+
+_abs.rrule, _abs.frule = _abs_rrule, _abs_frule
+_abs.linear = False
+
+
+def _conj_rule(x):
+    return np.conjugate(x), lambda g: (np.conjugate(g),)
+
+
+def _conj_frule(primals, tangents):
+    return np.conjugate(primals[0]), np.conjugate(tangents[0]) if not isinstance(tangents[0], ZeroTangent) else ZERO
+
+
+_c = _gp(np.conjugate)
+_c.rrule, _c.frule, _c.linear = _conj_rule, _conj_frule, True

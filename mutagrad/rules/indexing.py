@@ -1,0 +1,238 @@
+"""Reading by index: ``x.flat``, np.take, np.take_along_axis, np.where, np.sort.
+
+Plain ``x[idx]`` is handled by the levels themselves (a view for basic
+indices, a gather that scatters straight into the source's adjoint for the
+others). Everything here is expressed through it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import FUNCTIONS, Tracer, UFUNC_HANDLERS, bind, bottom, get_primitive, write
+from ..registry import conj_if_complex
+from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
+
+ZERO = ZeroTangent()
+
+
+def flat_positions(x, idx):
+    """The flat (C-order) positions that ``x.flat[idx]`` names, as an int array."""
+    n = int(np.prod(np.shape(x), dtype=np.int64))
+    if isinstance(idx, (int, np.integer)):
+        i = int(idx)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for size {n}")
+        return np.asarray(i % n)
+    if idx is Ellipsis:
+        return np.arange(n)
+    ar = np.arange(n)
+    if isinstance(idx, tuple):
+        if len(idx) != 1:
+            raise IndexError("x.flat takes a single index")
+        idx = idx[0]
+    return ar[idx]
+
+
+def _unravel(x, pos):
+    shape = np.shape(x)
+    if len(shape) == 0:
+        return ()
+    return tuple(np.unravel_index(pos, shape))
+
+
+def cycle_to(values, count):
+    """``values`` repeated (flat, cyclically) to ``count`` elements, as NumPy's
+    put/place/flat assignment do with a short value array."""
+    vsize = int(np.size(values))
+    if vsize == count or count == 0:
+        return np.reshape(values, (count,)) if vsize == count else values
+    if vsize == 1:
+        return np.reshape(values, ())
+    if vsize == 0:
+        raise ValueError("cannot assign an empty array to a non-empty selection")
+    return np.reshape(values, (-1,))[np.arange(count) % vsize]
+
+
+class FlatIter:
+    """``x.flat`` of a traced array: reads and writes by flat position."""
+
+    __slots__ = ("_x",)
+
+    def __init__(self, x):
+        self._x = x
+
+    def __getitem__(self, idx):
+        pos = flat_positions(self._x, idx)
+        return self._x[_unravel(self._x, pos)]
+
+    def __setitem__(self, idx, value):
+        pos = flat_positions(self._x, idx)
+        count = int(np.size(pos))
+        if isinstance(value, (list, tuple)):
+            from ..numpy import array as marray
+
+            value = marray(value)
+        if np.ndim(pos) == 0:
+            v = value if np.size(value) == 1 else np.reshape(value, (-1,))[0]
+            write(self._x, _unravel(self._x, pos), np.reshape(v, ()) if np.ndim(v) else v)
+            return
+        write(self._x, _unravel(self._x, pos.ravel()), cycle_to(value, count))
+
+    def __iter__(self):
+        for i in range(int(np.size(self._x))):
+            yield self[i]
+
+    def __len__(self):
+        return int(np.size(self._x))
+
+    @property
+    def base(self):
+        return self._x
+
+    def copy(self):
+        return np.ravel(self._x).copy()
+
+    def __array__(self, *a, **k):
+        return self._x.__array__()
+
+
+# -- np.take / take_along_axis -------------------------------------------------
+
+
+def _wrap_indices(indices, n, mode):
+    ind = np.asarray(bottom(indices))
+    if mode == "wrap":
+        return ind % n
+    if mode == "clip":
+        return np.clip(ind, 0, n - 1)
+    return ind
+
+
+def _np_take(args, kwargs):
+    a = dict(zip(("a", "indices", "axis", "out", "mode"), args))
+    a.update(kwargs)
+    x, ind, axis = a["a"], a["indices"], a.get("axis")
+    mode = a.get("mode", "raise")
+    if axis is None:
+        x = np.ravel(x)
+        axis = 0
+    axis = axis % np.ndim(x)
+    ind = _wrap_indices(ind, np.shape(x)[axis], mode)
+    res = x[(slice(None),) * axis + (ind,)]
+    if a.get("out") is not None:
+        write(a["out"], Ellipsis, res)
+        return a["out"]
+    return res
+
+
+def _along_axis_index(arr, indices, axis):
+    shape = np.shape(arr)
+    ind = np.asarray(bottom(indices))
+    if axis is None:
+        return (ind,), True
+    axis = axis % len(shape)
+    idx = []
+    for k in range(len(shape)):
+        if k == axis:
+            idx.append(ind)
+        else:
+            sh = [1] * len(shape)
+            sh[k] = shape[k]
+            idx.append(np.arange(shape[k]).reshape(sh))
+    return tuple(idx), False
+
+
+def _np_take_along_axis(args, kwargs):
+    a = dict(zip(("arr", "indices", "axis"), args))
+    a.update(kwargs)
+    arr = a["arr"]
+    idx, flat = _along_axis_index(arr, a["indices"], a.get("axis", -1))
+    if flat:
+        return np.ravel(arr)[idx]
+    return arr[idx]
+
+
+FUNCTIONS[np.take] = _np_take
+FUNCTIONS[np.take_along_axis] = _np_take_along_axis
+
+
+# -- np.where (selection) ----------------------------------------------------
+
+
+def _select_impl(cond, x, y):
+    return np.where(cond, x, y)
+
+
+select_p = get_primitive(_select_impl, "np.where")
+
+
+def _select_rrule(cond, x, y):
+    out = _select_impl(cond, x, y)
+    c = np.asarray(bottom(cond), dtype=bool)
+    sx, sy = np.shape(x), np.shape(y)
+
+    def pullback(g):
+        from ..tangents import Thunk
+
+        return (
+            NoTangent(),
+            Thunk(lambda: unbroadcast(np.where(c, g, 0), sx)),
+            Thunk(lambda: unbroadcast(np.where(c, 0, g), sy)),
+        )
+
+    return out, pullback
+
+
+def _select_frule(primals, tangents):
+    cond, x, y = primals
+    _, tx, ty = tangents
+    out = _select_impl(cond, x, y)
+    c = np.asarray(bottom(cond), dtype=bool)
+    if is_zero(tx) and is_zero(ty):
+        return out, ZERO
+    return out, np.where(c, 0 if is_zero(tx) else tx, 0 if is_zero(ty) else ty)
+
+
+select_p.rrule, select_p.frule = _select_rrule, _select_frule
+
+
+def _np_where(args, kwargs):
+    if len(args) == 1 and not kwargs:
+        return np.nonzero(bottom(args[0]))
+    cond, x, y = args
+    return bind(select_p, (np.asarray(bottom(cond), dtype=bool), x, y))
+
+
+FUNCTIONS[np.where] = _np_where
+
+
+# -- sorting -----------------------------------------------------------------
+
+
+def _np_sort(args, kwargs):
+    a = dict(zip(("a", "axis", "kind", "order"), args))
+    a.update(kwargs)
+    x = a["a"]
+    axis = a.get("axis", -1)
+    if axis is None:
+        x = np.ravel(x)
+        axis = -1
+    perm = np.argsort(bottom(x), axis=axis, kind="stable")
+    return np.take_along_axis(x, perm, axis)
+
+
+FUNCTIONS[np.sort] = _np_sort
+
+
+# -- ufunc.outer ----------------------------------------------------------------
+
+
+def _ufunc_outer(ufunc, inputs, kwargs):
+    a, b = inputs
+    na = np.ndim(a)
+    nb = np.ndim(b)
+    a2 = np.reshape(a, np.shape(a) + (1,) * nb)
+    return ufunc(a2, b, **kwargs)
+
+
+UFUNC_HANDLERS[(None, "outer")] = _ufunc_outer

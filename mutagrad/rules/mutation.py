@@ -1,0 +1,185 @@
+"""In-place NumPy functions, each expressed as writes ``dest[idx] = value``.
+
+A write saves only the elements it overwrites (see ``tape.py``), so every
+form here costs memory proportional to what it changes:
+np.copyto, np.put, np.place, np.putmask, np.fill_diagonal,
+np.put_along_axis, ndarray.sort, and ``ufunc.at``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bottom, write
+from ..errors import MutationError, user_line
+from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
+
+
+def _np_copyto(args, kwargs):
+    a = dict(zip(("dst", "src", "casting", "where"), args))
+    a.update(kwargs)
+    dst, src = a["dst"], a["src"]
+    where = a.get("where", True)
+    if isinstance(src, (list, tuple)):
+        from ..numpy import array as marray
+
+        src = marray(src)
+    if where is True or where is None:
+        write(dst, Ellipsis, np.broadcast_to(src, np.shape(dst)) if np.shape(src) != np.shape(dst) else src)
+        return None
+    m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(dst))
+    if np.ndim(src) == 0:
+        write(dst, m, src)
+    else:
+        write(dst, m, np.broadcast_to(src, np.shape(dst))[m])
+    return None
+
+
+def _np_put(args, kwargs):
+    a = dict(zip(("a", "ind", "v", "mode"), args))
+    a.update(kwargs)
+    x = a["a"]
+    n = int(np.size(x))
+    ind = np.asarray(bottom(a["ind"]))
+    mode = a.get("mode", "raise")
+    if mode == "wrap":
+        ind = ind % n
+    elif mode == "clip":
+        ind = np.clip(ind, 0, n - 1)
+    if ind.size == 0:
+        return None
+    FlatIter(x)[np.ravel(ind)] = cycle_to(a["v"], int(ind.size)) if np.ndim(ind) else a["v"]
+    return None
+
+
+def _np_place(args, kwargs):
+    a = dict(zip(("arr", "mask", "vals"), args))
+    a.update(kwargs)
+    arr = a["arr"]
+    mask = np.asarray(bottom(a["mask"]), dtype=bool)
+    pos = np.flatnonzero(mask)
+    if pos.size == 0:
+        return None
+    if np.size(a["vals"]) == 0:
+        raise ValueError("Cannot insert from an empty array!")
+    FlatIter(arr)[pos] = cycle_to(a["vals"], int(pos.size))
+    return None
+
+
+def _np_putmask(args, kwargs):
+    a = dict(zip(("a", "mask", "values"), args))
+    a.update(kwargs)
+    x = a["a"]
+    mask = np.broadcast_to(np.asarray(bottom(a["mask"]), dtype=bool), np.shape(x))
+    pos = np.flatnonzero(mask)
+    if pos.size == 0:
+        return None
+    vals = a["values"]
+    vsize = int(np.size(vals))
+    if vsize == 1:
+        FlatIter(x)[pos] = np.reshape(vals, ())
+    else:
+        FlatIter(x)[pos] = np.reshape(vals, (-1,))[pos % vsize]
+    return None
+
+
+def _np_fill_diagonal(args, kwargs):
+    a = dict(zip(("a", "val", "wrap"), args))
+    a.update(kwargs)
+    x = a["a"]
+    shape = np.shape(x)
+    if len(shape) < 2:
+        raise ValueError("array must be at least 2-d")
+    if len(shape) == 2:
+        step = shape[1] + 1
+        end = None if a.get("wrap", False) else shape[1] * shape[1]
+    else:
+        if not np.all(np.diff(shape) == 0):
+            raise ValueError("All dimensions of input must be of equal length")
+        step = 1 + int(np.cumprod(shape[:-1]).sum())
+        end = None
+    n = int(np.size(x))
+    pos = np.arange(0, n if end is None else min(end, n), step)
+    FlatIter(x)[pos] = cycle_to(a["val"], int(pos.size))
+    return None
+
+
+def _np_put_along_axis(args, kwargs):
+    a = dict(zip(("arr", "indices", "values", "axis"), args))
+    a.update(kwargs)
+    arr = a["arr"]
+    idx, flat = _along_axis_index(arr, a["indices"], a["axis"])
+    if flat:
+        FlatIter(arr)[idx[0]] = a["values"]
+    else:
+        write(arr, idx, a["values"])
+    return None
+
+
+FUNCTIONS[np.copyto] = _np_copyto
+FUNCTIONS[np.put] = _np_put
+FUNCTIONS[np.place] = _np_place
+FUNCTIONS[np.putmask] = _np_putmask
+FUNCTIONS[np.fill_diagonal] = _np_fill_diagonal
+FUNCTIONS[np.put_along_axis] = _np_put_along_axis
+
+
+def sort_inplace(x, axis=-1, kind=None):
+    """``x.sort(axis)``: a gather in sorted order written back into ``x``."""
+    if axis is None:
+        raise TypeError("ndarray.sort: axis=None is not allowed for an in-place sort")
+    perm = np.argsort(bottom(x), axis=axis, kind="stable")
+    write(x, Ellipsis, np.take_along_axis(x, perm, axis))
+
+
+def _ufunc_at(ufunc, inputs, kwargs):
+    """``ufunc.at(a, indices, b)``: unbuffered, so repeated indices all apply,
+    in index order. Applied in rounds; within a round every position is
+    distinct, and round r applies each position's r-th occurrence. The
+    arithmetic is the same sequence NumPy performs, so values are identical."""
+    if kwargs:
+        raise TypeError(f"np.{ufunc.__name__}.at: unexpected keyword arguments")
+    a = inputs[0]
+    indices = inputs[1]
+    b = inputs[2] if len(inputs) > 2 else None
+    if type(a) is not Tracer:
+        if any(type(v) is Tracer for v in (b,)):
+            from ..errors import WriteToPlainArrayError, escape_error
+
+            raise escape_error(f"np.{ufunc.__name__}.at writing a traced value into a plain NumPy array",
+                               WriteToPlainArrayError)
+    if isinstance(indices, list):
+        indices = np.asarray(indices)
+    shape = np.shape(a)
+    n = int(np.prod(shape, dtype=np.int64))
+    pos = np.arange(n).reshape(shape)[indices]
+    pshape = pos.shape
+    flatpos = pos.ravel()
+    if flatpos.size == 0:
+        return None
+    if b is not None:
+        bb = np.broadcast_to(b, pshape) if np.shape(b) != pshape else b
+        bflat = np.reshape(bb, (-1,))
+    # occurrence number of each element among equal positions, in order
+    order = np.argsort(flatpos, kind="stable")
+    sp = flatpos[order]
+    start = np.r_[0, np.flatnonzero(np.diff(sp)) + 1]
+    run_id = np.repeat(np.arange(start.size), np.diff(np.r_[start, sp.size]))
+    occ_sorted = np.arange(sp.size) - start[run_id]
+    occ = np.empty_like(occ_sorted)
+    occ[order] = occ_sorted
+    for r in range(int(occ.max()) + 1):
+        sel = np.flatnonzero(occ == r)
+        p = flatpos[sel]
+        if type(a) is Tracer:
+            cur = FlatIter(a)[p]
+            new = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
+            FlatIter(a)[p] = new
+        else:
+            idx = np.unravel_index(p, shape)
+            cur = a[idx]
+            new = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
+            write(a, idx, new)
+    return None
+
+
+UFUNC_HANDLERS[(None, "at")] = _ufunc_at

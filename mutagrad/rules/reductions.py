@@ -1,0 +1,410 @@
+"""Reductions: sum, mean, prod, max, min, var, std, cumsum, cumprod, ptp.
+
+``out=`` and ``where=`` are turned into traced operations (a masked select
+and a write), like the ufunc protocol does.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import FUNCTIONS, Tracer, UFUNC_HANDLERS, active_levels, bind, bottom, get_primitive, lift, write
+from ..registry import deflinear
+from ..tangents import NoTangent, ZeroTangent, is_zero
+
+ZERO = ZeroTangent()
+
+
+def _norm_axis(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        return tuple(sorted(a % ndim if ndim else 0 for a in axis))
+    return (axis % ndim if ndim else 0,)
+
+
+def expand_to(g, shape, axis, keepdims):
+    """Broadcast a reduced cotangent back to the reduced array's shape."""
+    ndim = len(shape)
+    if not keepdims:
+        axes = _norm_axis(axis, ndim)
+        gshape = list(np.shape(g))
+        for a in axes:
+            gshape.insert(a, 1)
+        g = np.reshape(g, gshape)
+    return np.broadcast_to(g, shape)
+
+
+def _reduce_args(args, kwargs, names):
+    """Positional/keyword arguments of a NumPy reduction as a dict."""
+    d = dict(zip(names, args))
+    d.update(kwargs)
+    return d
+
+
+# -- primitives (pure reductions: no out/where) ----------------------------
+
+
+def _sum_impl(x, axis=None, keepdims=False, dtype=None):
+    return np.sum(x, axis=axis, keepdims=keepdims, dtype=dtype)
+
+
+def _mean_impl(x, axis=None, keepdims=False, dtype=None):
+    return np.mean(x, axis=axis, keepdims=keepdims, dtype=dtype)
+
+
+sum_p = get_primitive(_sum_impl, "np.sum")
+mean_p = get_primitive(_mean_impl, "np.mean")
+deflinear(_sum_impl, lambda g, x, axis=None, keepdims=False, dtype=None: expand_to(g, x.shape, axis, keepdims))
+
+
+def _mean_T(g, x, axis=None, keepdims=False, dtype=None):
+    axes = _norm_axis(axis, x.ndim)
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64)) if axes else 1
+    return expand_to(g, x.shape, axis, keepdims) / count
+
+
+deflinear(_mean_impl, _mean_T)
+
+
+def _prod_impl(x, axis=None, keepdims=False, dtype=None):
+    return np.prod(x, axis=axis, keepdims=keepdims, dtype=dtype)
+
+
+prod_p = get_primitive(_prod_impl, "np.prod")
+
+
+def _exclusive_products(x, axes):
+    """For each element, the product of all the others along ``axes`` (exact with zeros)."""
+    nd = x.ndim
+    keep = [a for a in range(nd) if a not in axes]
+    perm = keep + list(axes)
+    xt = np.transpose(x, perm)
+    lead = xt.shape[: len(keep)]
+    n = int(np.prod(xt.shape[len(keep):], dtype=np.int64))
+    flat = np.reshape(xt, lead + (n,))
+    ones = np.ones(lead + (1,), dtype=bottom(flat).dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    rev = np.flip(flat, axis=-1)
+    right = np.flip(np.cumprod(np.concatenate([ones, rev[..., :-1]], axis=-1), axis=-1), axis=-1)
+    others = np.reshape(left * right, xt.shape)
+    return np.transpose(others, np.argsort(perm))
+
+
+def _prod_rrule(x, axis=None, keepdims=False, dtype=None):
+    y = _prod_impl(x, axis, keepdims, dtype)
+
+    def pullback(g):
+        axes = _norm_axis(axis, np.ndim(x))
+        others = _exclusive_products(x, axes) if axes else np.ones_like(x)
+        d = others
+        if np.iscomplexobj(bottom(d)):
+            d = np.conj(d)
+        return (expand_to(g, np.shape(x), axis, keepdims) * d,)
+
+    return y, pullback
+
+
+def _prod_frule(primals, tangents, axis=None, keepdims=False, dtype=None):
+    (x,), (t,) = primals, tangents
+    y = _prod_impl(x, axis, keepdims, dtype)
+    axes = _norm_axis(axis, np.ndim(x))
+    others = _exclusive_products(x, axes) if axes else np.ones_like(x)
+    return y, np.sum(t * others, axis=axis, keepdims=keepdims)
+
+
+prod_p.rrule, prod_p.frule = _prod_rrule, _prod_frule
+
+
+def _max_impl(x, axis=None, keepdims=False):
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _min_impl(x, axis=None, keepdims=False):
+    return np.min(x, axis=axis, keepdims=keepdims)
+
+
+max_p = get_primitive(_max_impl, "np.max")
+min_p = get_primitive(_min_impl, "np.min")
+
+
+def _argext_weights(x, y, axis, keepdims):
+    """Where x attains its extreme along axis; ties share the derivative evenly."""
+    xb, yb = bottom(x), bottom(y)
+    hit = (xb == expand_to(yb, xb.shape, axis, keepdims)) | (np.isnan(xb) & np.isnan(expand_to(yb, xb.shape, axis, keepdims)))
+    cnt = np.sum(hit, axis=axis, keepdims=True)
+    return hit / np.where(cnt == 0, 1, cnt)
+
+
+def _ext_rules(impl):
+    def rrule(x, axis=None, keepdims=False):
+        y = impl(x, axis, keepdims)
+
+        def pullback(g):
+            w = _argext_weights(x, y, axis, keepdims)
+            return (expand_to(g, np.shape(x), axis, keepdims) * w,)
+
+        return y, pullback
+
+    def frule(primals, tangents, axis=None, keepdims=False):
+        (x,), (t,) = primals, tangents
+        y = impl(x, axis, keepdims)
+        w = _argext_weights(x, y, axis, keepdims)
+        return y, np.sum(t * w, axis=axis, keepdims=keepdims)
+
+    return rrule, frule
+
+
+max_p.rrule, max_p.frule = _ext_rules(_max_impl)
+min_p.rrule, min_p.frule = _ext_rules(_min_impl)
+
+
+def _cumsum_impl(x, axis=None, dtype=None):
+    return np.cumsum(x, axis=axis, dtype=dtype)
+
+
+def _cumsum_T(g, x, axis=None, dtype=None):
+    if axis is None:
+        r = np.flip(np.cumsum(np.flip(np.reshape(g, -1))))
+        return np.reshape(r, x.shape)
+    return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
+
+
+cumsum_p = get_primitive(_cumsum_impl, "np.cumsum")
+deflinear(_cumsum_impl, _cumsum_T)
+
+
+def _cumprod_impl(x, axis=None, dtype=None):
+    return np.cumprod(x, axis=axis, dtype=dtype)
+
+
+cumprod_p = get_primitive(_cumprod_impl, "np.cumprod")
+
+
+def _cumprod_parts(x, axis):
+    """x moved to (..., n) along ``axis`` with the pieces of an exact derivative:
+    ``prev[..., j] = prod_{i<j} x_i`` and ``C[..., j, k] = prod_{j<i<=k} x_i`` (k >= j)."""
+    xx = np.reshape(x, -1) if axis is None else x
+    ax = 0 if axis is None else axis
+    xm = np.moveaxis(xx, ax, -1)
+    n = np.shape(xm)[-1]
+    ones = np.ones(np.shape(xm)[:-1] + (1,), dtype=bottom(xm).dtype)
+    prev = np.cumprod(np.concatenate([ones, xm[..., :-1]], axis=-1), axis=-1)
+    strict_upper = np.triu(np.ones((n, n), dtype=bool), 1)  # [j, i]: i > j
+    X = np.where(strict_upper, xm[..., None, :], 1.0)
+    C = np.cumprod(X, axis=-1)
+    upper = np.triu(np.ones((n, n), dtype=bool))
+    C = np.where(upper, C, 0.0)
+    return xx, ax, prev, C
+
+
+def _cumprod_rrule(x, axis=None, dtype=None):
+    y = _cumprod_impl(x, axis, dtype)
+
+    def pullback(g):
+        xx, ax, prev, C = _cumprod_parts(x, axis)
+        gm = np.moveaxis(np.reshape(g, np.shape(xx)), ax, -1)
+        d = prev[..., :, None] * C  # d[..., j, k] = dy_k / dx_j
+        if np.iscomplexobj(bottom(d)):
+            d = np.conj(d)
+        r = np.einsum("...jk,...k->...j", d, gm)
+        return (np.reshape(np.moveaxis(r, -1, ax), np.shape(x)),)
+
+    return y, pullback
+
+
+def _cumprod_frule(primals, tangents, axis=None, dtype=None):
+    (x,), (t,) = primals, tangents
+    y = _cumprod_impl(x, axis, dtype)
+    xx, ax, prev, C = _cumprod_parts(x, axis)
+    tm = np.moveaxis(np.reshape(t, np.shape(xx)), ax, -1)
+    d = prev[..., :, None] * C
+    r = np.einsum("...jk,...j->...k", d, tm)
+    return y, np.reshape(np.moveaxis(r, -1, ax), np.shape(y))
+
+
+cumprod_p.rrule, cumprod_p.frule = _cumprod_rrule, _cumprod_frule
+
+
+# -- the NumPy entry points: out=, where=, initial= ---------------------------
+
+
+def _finish(res, out):
+    if out is None:
+        return res
+    write(out, Ellipsis, res)
+    return out
+
+
+def _masked(x, where, fill):
+    if where is True or where is None:
+        return x
+    m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
+    return np.where(m, x, fill)
+
+
+def _np_sum(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
+    x = a["a"]
+    x = _masked(x, a.get("where", True), 0.0)
+    res = bind(sum_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+    if a.get("initial") is not None:
+        res = res + a["initial"]
+    return _finish(res, a.get("out"))
+
+
+def _np_mean(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "where"))
+    x = a["a"]
+    where = a.get("where", True)
+    if where is not True and where is not None:
+        m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
+        s = bind(sum_p, (np.where(m, x, 0.0),), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+        cnt = np.sum(m, axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
+        res = s / cnt
+    else:
+        res = bind(mean_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+    return _finish(res, a.get("out"))
+
+
+def _np_prod(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
+    x = _masked(a["a"], a.get("where", True), 1.0)
+    res = bind(prod_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+    if a.get("initial") is not None:
+        res = res * a["initial"]
+    return _finish(res, a.get("out"))
+
+
+def _np_ext(prim, ufunc):
+    def handler(args, kwargs):
+        a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims", "initial", "where"))
+        x = a["a"]
+        where = a.get("where", True)
+        initial = a.get("initial", None)
+        if where is not True and where is not None:
+            if initial is None:
+                raise ValueError(f"reduction operation '{ufunc.__name__}' does not have an identity, so to use a where mask one has to specify 'initial'")
+            x = _masked(x, where, initial)
+        res = bind(prim, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False))))
+        if initial is not None:
+            res = ufunc(res, initial)
+        return _finish(res, a.get("out"))
+
+    return handler
+
+
+def _np_cumsum(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
+    res = bind(cumsum_p, (a["a"],), dict(axis=a.get("axis"), dtype=a.get("dtype")))
+    return _finish(res, a.get("out"))
+
+
+def _np_cumprod(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
+    res = bind(cumprod_p, (a["a"],), dict(axis=a.get("axis"), dtype=a.get("dtype")))
+    return _finish(res, a.get("out"))
+
+
+def _np_var(args, kwargs, sqrt=False):
+    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "ddof", "keepdims", "where", "mean", "correction"))
+    x = a["a"]
+    axis = a.get("axis")
+    keepdims = bool(a.get("keepdims", False))
+    ddof = a.get("ddof", 0) or a.get("correction", 0) or 0
+    where = a.get("where", True)
+    if where is not True and where is not None:
+        m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
+        cnt = np.sum(m, axis=axis, keepdims=True)
+        mu = np.sum(np.where(m, x, 0.0), axis=axis, keepdims=True) / cnt
+        d = np.where(m, x - mu, 0.0)
+        ss = np.sum(np.real(d * np.conj(d)) if np.iscomplexobj(bottom(x)) else d * d, axis=axis, keepdims=keepdims)
+        n = np.sum(m, axis=axis, keepdims=keepdims)
+    else:
+        mu = np.mean(x, axis=axis, keepdims=True)
+        d = x - mu
+        ss = np.sum(np.real(d * np.conj(d)) if np.iscomplexobj(bottom(x)) else d * d, axis=axis, keepdims=keepdims)
+        axes = _norm_axis(axis, np.ndim(x))
+        n = int(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)) if axes else 1
+    res = ss / (n - ddof)
+    if sqrt:
+        res = np.sqrt(res)
+    return _finish(res, a.get("out"))
+
+
+def _np_ptp(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims"))
+    k = dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
+    res = bind(max_p, (a["a"],), k) - bind(min_p, (a["a"],), k)
+    return _finish(res, a.get("out"))
+
+
+def _np_average(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "axis", "weights", "returned", "keepdims"))
+    x, axis, w = a["a"], a.get("axis"), a.get("weights")
+    keepdims = bool(a.get("keepdims", False))
+    if w is None:
+        avg = np.mean(x, axis=axis, keepdims=keepdims)
+        axes = _norm_axis(axis, np.ndim(x))
+        scl = np.asarray(float(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)))
+    else:
+        if np.ndim(w) != np.ndim(x):
+            if axis is None:
+                raise TypeError("Axis must be specified when shapes of a and weights differ.")
+            if np.ndim(w) != 1 or np.shape(w)[0] != np.shape(x)[axis]:
+                raise ValueError("Length of weights not compatible with specified axis.")
+            shape = [1] * np.ndim(x)
+            shape[axis % np.ndim(x)] = np.shape(w)[0]
+            w = np.reshape(w, shape)
+        w = np.broadcast_to(w, np.shape(x))
+        scl = np.sum(w, axis=axis, keepdims=keepdims)
+        avg = np.sum(x * w, axis=axis, keepdims=keepdims) / scl
+    if a.get("returned", False):
+        return avg, np.broadcast_to(scl, np.shape(avg)) if np.shape(scl) != np.shape(avg) else scl
+    return avg
+
+
+FUNCTIONS[np.average] = _np_average
+FUNCTIONS[np.sum] = _np_sum
+FUNCTIONS[np.mean] = _np_mean
+FUNCTIONS[np.prod] = _np_prod
+FUNCTIONS[np.max] = FUNCTIONS[np.amax] = _np_ext(max_p, np.maximum)
+FUNCTIONS[np.min] = FUNCTIONS[np.amin] = _np_ext(min_p, np.minimum)
+FUNCTIONS[np.cumsum] = _np_cumsum
+FUNCTIONS[np.cumprod] = _np_cumprod
+FUNCTIONS[np.var] = _np_var
+FUNCTIONS[np.std] = lambda args, kwargs: _np_var(args, kwargs, sqrt=True)
+FUNCTIONS[np.ptp] = _np_ptp
+
+
+# -- ufunc methods -----------------------------------------------------------
+
+_REDUCE = {np.add: _np_sum, np.multiply: _np_prod, np.maximum: FUNCTIONS[np.max], np.minimum: FUNCTIONS[np.min]}
+_ACCUMULATE = {np.add: _np_cumsum, np.multiply: _np_cumprod}
+
+
+def _ufunc_reduce(ufunc, inputs, kwargs):
+    h = _REDUCE.get(ufunc)
+    if h is None:
+        from ..core import _no_rule
+
+        raise _no_rule(ufunc, "ufunc method .reduce")
+    kwargs = dict(kwargs)
+    kwargs.setdefault("axis", 0)
+    return h(inputs, kwargs)
+
+
+def _ufunc_accumulate(ufunc, inputs, kwargs):
+    h = _ACCUMULATE.get(ufunc)
+    if h is None:
+        from ..core import _no_rule
+
+        raise _no_rule(ufunc, "ufunc method .accumulate")
+    kwargs = dict(kwargs)
+    kwargs.setdefault("axis", 0)
+    return h(inputs, kwargs)
+
+
+for _u in _REDUCE:
+    UFUNC_HANDLERS[(_u, "reduce")] = _ufunc_reduce
+for _u in _ACCUMULATE:
+    UFUNC_HANDLERS[(_u, "accumulate")] = _ufunc_accumulate

@@ -1,0 +1,332 @@
+"""Shape, layout and type: reshape, transpose, concatenate, stack, astype...
+
+Most of these return views in NumPy. A view needs no rule: when NumPy's
+result shares memory with the input, the dispatcher makes it a view of the
+input's storage and derivatives flow through the shared derivative buffer.
+The rules below (all linear, via :func:`deflinear`) are used when NumPy
+copies instead (``reshape`` of a non-contiguous array, ``concatenate``...).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, write
+from ..registry import deflinear
+from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
+
+ZERO = ZeroTangent()
+
+
+def _argsort_axes(axes, ndim):
+    if axes is None:
+        return None
+    axes = [a % ndim for a in axes]
+    return tuple(np.argsort(axes))
+
+
+deflinear(np.reshape, lambda g, x, *a, **k: np.reshape(g, x.shape, order=k.get("order", a[1] if len(a) > 1 else "C")))
+deflinear(np.ravel, lambda g, x, order="C": np.reshape(g, x.shape, order=order))
+deflinear(np.transpose, lambda g, x, axes=None: np.transpose(g, _argsort_axes(axes, x.ndim)))
+deflinear(np.swapaxes, lambda g, x, a, b: np.swapaxes(g, a, b))
+deflinear(np.moveaxis, lambda g, x, s, d: np.moveaxis(g, d, s))
+deflinear(np.expand_dims, lambda g, x, axis: np.reshape(g, x.shape))
+deflinear(np.squeeze, lambda g, x, axis=None: np.reshape(g, x.shape))
+deflinear(np.broadcast_to, lambda g, x, shape, subok=False: unbroadcast(g, x.shape))
+deflinear(np.flip, lambda g, x, axis=None: np.flip(g, axis))
+deflinear(np.fliplr, lambda g, x: np.fliplr(g))
+deflinear(np.flipud, lambda g, x: np.flipud(g))
+deflinear(np.rot90, lambda g, x, k=1, axes=(0, 1): np.rot90(g, -k, axes))
+deflinear(np.atleast_1d, lambda g, x: np.reshape(g, x.shape))
+deflinear(np.copy, lambda g, x, order="K", subok=False: g)
+
+
+def _real_T(g, x):
+    return g if x.dtype.kind != "c" else np.real(g).astype(x.dtype)
+
+
+def _imag_T(g, x):
+    return 1j * g
+
+
+deflinear(np.real, _real_T)
+deflinear(np.imag, _imag_T)
+
+
+def _diagonal_T(g, x, offset=0, axis1=0, axis2=1):
+    from ..numpy import zeros as mzeros
+
+    z = mzeros(x.shape, np.result_type(bottom(g)))
+    n = np.shape(g)[-1]
+    i = np.arange(n)
+    zt = np.moveaxis(z, (axis1, axis2), (-2, -1))
+    zt[..., i + max(0, -offset), i + max(0, offset)] = g
+    return z
+
+
+deflinear(np.diagonal, _diagonal_T)
+
+
+# -- joining and splitting --------------------------------------------------
+
+
+def _concat_impl(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    return np.concatenate(arrays, axis=axis, dtype=dtype, casting=casting)
+
+
+concat_p = get_primitive(_concat_impl, "np.concatenate")
+concat_p.linear = True
+
+
+def _concat_rrule(arrays, axis=0, dtype=None, casting="same_kind"):
+    y = _concat_impl(arrays, axis, dtype=dtype, casting=casting)
+    shapes = [np.shape(a) for a in arrays]
+    ax = axis
+
+    def pullback(g):
+        if ax is None:
+            sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+            parts = np.split(g, np.cumsum(sizes)[:-1])
+            return ([np.reshape(p, s) for p, s in zip(parts, shapes)],)
+        axn = ax % len(np.shape(g))
+        sizes = [s[axn] for s in shapes]
+        parts = np.split(g, np.cumsum(sizes)[:-1], axis=axn)
+        return ([unbroadcast(p, s) for p, s in zip(parts, shapes)],)
+
+    return y, pullback
+
+
+def _concat_frule(primals, tangents, axis=0, dtype=None, casting="same_kind"):
+    (arrays,), (tans,) = primals, tangents
+    y = _concat_impl(arrays, axis, dtype=dtype, casting=casting)
+    ts = [np.zeros(np.shape(a), np.result_type(bottom(y))) if is_zero(t) else t for a, t in zip(arrays, tans)]
+    return y, np.concatenate(ts, axis=axis)
+
+
+concat_p.rrule, concat_p.frule = _concat_rrule, _concat_frule
+
+
+def _np_concatenate(args, kwargs):
+    a = dict(zip(("arrays", "axis", "out"), args))
+    a.update(kwargs)
+    out = a.pop("out", None)
+    arrays = list(a.pop("arrays"))
+    res = bind(concat_p, (arrays,), {"axis": a.get("axis", 0), "dtype": a.get("dtype"), "casting": a.get("casting", "same_kind")})
+    if out is not None:
+        write(out, Ellipsis, res)
+        return out
+    return res
+
+
+FUNCTIONS[np.concatenate] = _np_concatenate
+
+
+def _stack_impl(arrays, axis=0, dtype=None, casting="same_kind"):
+    return np.stack(arrays, axis=axis, dtype=dtype, casting=casting)
+
+
+stack_p = get_primitive(_stack_impl, "np.stack")
+stack_p.linear = True
+
+
+def _stack_rrule(arrays, axis=0, dtype=None, casting="same_kind"):
+    y = _stack_impl(arrays, axis, dtype, casting)
+    shapes = [np.shape(a) for a in arrays]
+
+    def pullback(g):
+        ax = axis % np.ndim(g)
+        return ([unbroadcast(np.take(g, i, axis=ax), s) for i, s in enumerate(shapes)],)
+
+    return y, pullback
+
+
+def _stack_frule(primals, tangents, axis=0, dtype=None, casting="same_kind"):
+    (arrays,), (tans,) = primals, tangents
+    y = _stack_impl(arrays, axis, dtype, casting)
+    ts = [np.zeros(np.shape(a), np.result_type(bottom(y))) if is_zero(t) else t for a, t in zip(arrays, tans)]
+    return y, np.stack(ts, axis=axis)
+
+
+stack_p.rrule, stack_p.frule = _stack_rrule, _stack_frule
+
+
+def _np_stack(args, kwargs):
+    a = dict(zip(("arrays", "axis", "out"), args))
+    a.update(kwargs)
+    out = a.pop("out", None)
+    arrays = list(a.pop("arrays"))
+    res = bind(stack_p, (arrays,), {"axis": a.get("axis", 0), "dtype": a.get("dtype"), "casting": a.get("casting", "same_kind")})
+    if out is not None:
+        write(out, Ellipsis, res)
+        return out
+    return res
+
+
+FUNCTIONS[np.stack] = _np_stack
+
+
+def _composite(fn):
+    """Differentiate through NumPy's own Python implementation of ``fn``
+    (for functions built from dispatched NumPy calls)."""
+    impl = fn._implementation
+
+    def handler(args, kwargs):
+        return impl(*args, **kwargs)
+
+    FUNCTIONS[fn] = handler
+
+
+for _f in (np.hstack, np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit):
+    _composite(_f)
+
+
+def _each(fn):
+    def handler(args, kwargs):
+        res = [fn(a) for a in args]
+        return res[0] if len(res) == 1 else res
+
+    return handler
+
+
+def _atleast_2d(x):
+    n = np.ndim(x)
+    return np.reshape(x, (1, 1)) if n == 0 else (np.expand_dims(x, 0) if n == 1 else x)
+
+
+def _atleast_3d(x):
+    n = np.ndim(x)
+    if n == 0:
+        return np.reshape(x, (1, 1, 1))
+    if n == 1:
+        return np.expand_dims(np.expand_dims(x, 0), -1)
+    return np.expand_dims(x, -1) if n == 2 else x
+
+
+FUNCTIONS[np.atleast_2d] = _each(_atleast_2d)
+FUNCTIONS[np.atleast_3d] = _each(_atleast_3d)
+FUNCTIONS[np.vstack] = lambda args, kwargs: np.concatenate([_atleast_2d(a) for a in args[0]], axis=0, **kwargs)
+FUNCTIONS[np.dstack] = lambda args, kwargs: np.concatenate([_atleast_3d(a) for a in args[0]], axis=2)
+FUNCTIONS[np.column_stack] = lambda args, kwargs: np.concatenate(
+    [np.reshape(a, (-1, 1)) if np.ndim(a) < 2 else a for a in args[0]], axis=1)
+
+
+def _np_append(args, kwargs):
+    a = dict(zip(("arr", "values", "axis"), args))
+    a.update(kwargs)
+    if a.get("axis") is None:
+        return np.concatenate([np.ravel(a["arr"]), np.ravel(a["values"])])
+    return np.concatenate([a["arr"], a["values"]], axis=a["axis"])
+
+
+def _np_outer(args, kwargs):
+    a = dict(zip(("a", "b", "out"), args))
+    a.update(kwargs)
+    res = np.multiply(np.reshape(a["a"], (-1, 1)), np.reshape(a["b"], (1, -1)))
+    if a.get("out") is not None:
+        write(a["out"], Ellipsis, res)
+        return a["out"]
+    return res
+
+
+def _np_trace(args, kwargs):
+    a = dict(zip(("a", "offset", "axis1", "axis2", "dtype", "out"), args))
+    a.update(kwargs)
+    res = np.sum(np.diagonal(a["a"], a.get("offset", 0), a.get("axis1", 0), a.get("axis2", 1)), axis=-1)
+    if a.get("out") is not None:
+        write(a["out"], Ellipsis, res)
+        return a["out"]
+    return res
+
+
+FUNCTIONS[np.append] = _np_append
+FUNCTIONS[np.outer] = _np_outer
+FUNCTIONS[np.trace] = _np_trace
+
+
+def _np_clip(args, kwargs):
+    a = dict(zip(("a", "a_min", "a_max", "out"), args))
+    a.update(kwargs)
+    x = a["a"]
+    lo = a.get("a_min", a.get("min"))
+    hi = a.get("a_max", a.get("max"))
+    res = x
+    if lo is not None:
+        res = np.maximum(res, lo)
+    if hi is not None:
+        res = np.minimum(res, hi)
+    if res is x:
+        res = np.copy(x)
+    out = a.get("out")
+    if out is not None:
+        write(out, Ellipsis, res)
+        return out
+    return res
+
+
+FUNCTIONS[np.clip] = _np_clip
+
+
+# -- dtype -------------------------------------------------------------------
+
+
+def _astype_impl(x, dtype):
+    return x.astype(dtype)
+
+
+astype_p = get_primitive(_astype_impl, "ndarray.astype")
+
+
+def _astype_T(g, x, dtype):
+    if x.dtype.kind != "c" and np.iscomplexobj(bottom(g)):
+        g = np.real(g)
+    return g.astype(x.dtype) if hasattr(g, "astype") else np.asarray(g, x.dtype)
+
+
+deflinear(_astype_impl, _astype_T)
+
+
+def astype(x, dtype, copy=True):
+    """``x.astype(dtype)``: float and complex casts are differentiable; casting
+    to an integer or boolean type gives a plain array (no derivative)."""
+    dt = np.dtype(dtype)
+    if dt.kind not in "fc":
+        return bottom(x).astype(dt)
+    if not copy and dt == x.dtype:
+        return x
+    return bind(astype_p, (x, dt))
+
+
+def view(x, dtype=None):
+    if dtype is None:
+        return bind(view_p, (x,))
+    dt = np.dtype(dtype)
+    if dt.kind not in "fc":
+        return bottom(x).view(dt)
+    return bind(view_p, (x, dt))
+
+
+def _view_impl(x, dtype=None):
+    return x.view() if dtype is None else x.view(dtype)
+
+
+view_p = get_primitive(_view_impl, "ndarray.view")
+deflinear(_view_impl, lambda g, x, dtype=None: g)
+
+
+# -- functions of metadata only: computed on plain values ------------------
+
+def _plain(fn):
+    def handler(args, kwargs):
+        from ..pytree import tree_map
+
+        return fn(*tree_map(bottom, list(args)), **tree_map(bottom, dict(kwargs)))
+
+    FUNCTIONS[fn] = handler
+
+
+for _f in (np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplexobj, np.isrealobj,
+           np.min_scalar_type, np.may_share_memory, np.shares_memory, np.array_equal, np.array_equiv,
+           np.allclose, np.isclose, np.argmax, np.argmin, np.argsort, np.argwhere, np.nonzero,
+           np.flatnonzero, np.searchsorted, np.count_nonzero, np.isreal, np.iscomplex, np.all, np.any,
+           np.isneginf, np.isposinf, np.lexsort, np.argpartition, np.digitize,
+           np.nanargmax, np.nanargmin, np.array_repr, np.array_str, np.array2string):
+    _plain(_f)

@@ -1,0 +1,229 @@
+"""Tangent types and the projection of a cotangent onto its primal.
+
+The vocabulary is ChainRulesCore's: ``NoTangent`` for an argument that is not
+differentiable (an index, a shape), ``ZeroTangent`` for a derivative that is
+structurally zero, ``NotImplementedTangent`` for one a rule cannot compute.
+They live inside rules and on the tape; users of ``grad`` get arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "AbstractZero",
+    "ZeroTangent",
+    "NoTangent",
+    "NotImplementedTangent",
+    "not_implemented",
+    "Tangent",
+    "Thunk",
+    "unbroadcast",
+    "project",
+    "is_zero",
+]
+
+
+class AbstractZero:
+    """A tangent that is known to be zero; costs nothing to add."""
+
+    __slots__ = ()
+
+    def __add__(self, other):
+        return other
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return self
+
+    def __mul__(self, other):
+        return self
+
+    __rmul__ = __mul__
+
+    def __bool__(self):
+        return False
+
+    def __eq__(self, other):
+        return type(other) is type(self)
+
+    def __hash__(self):
+        return hash(type(self))
+
+
+class ZeroTangent(AbstractZero):
+    """A structural zero: the derivative exists and is zero.
+
+    >>> import mutagrad as mg
+    >>> mg.ZeroTangent() + 1.0
+    1.0
+    """
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "ZeroTangent()"
+
+
+class NoTangent(AbstractZero):
+    """The argument is not differentiable (an index, a shape, a flag).
+
+    >>> import mutagrad as mg
+    >>> mg.NoTangent()
+    NoTangent()
+    """
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "NoTangent()"
+
+
+class NotImplementedTangent:
+    """A derivative the rule does not implement. It poisons what it touches.
+
+    Adding it to anything gives it back: it is never summed away or turned
+    into zero. Make one with :func:`not_implemented`.
+
+    >>> import mutagrad as mg
+    >>> t = mg.not_implemented("derivative of foo w.r.t. its order")
+    >>> (t + 1.0) is t
+    True
+    """
+
+    __slots__ = ("message", "where")
+
+    def __init__(self, message: str = "", where: str | None = None):
+        self.message = message
+        self.where = where
+
+    def _poison(self, *_):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _poison
+    __truediv__ = __rtruediv__ = __neg__ = __pos__ = __matmul__ = __rmatmul__ = _poison
+
+    def __array_ufunc__(self, ufunc, method, *args, **kwargs):
+        return self
+
+    def __array_function__(self, func, types, args, kwargs):
+        return self
+
+    def __bool__(self):
+        return True
+
+    def __repr__(self):
+        extra = f" at {self.where}" if self.where else ""
+        return f"NotImplementedTangent({self.message!r}{extra})"
+
+
+def not_implemented(message: str = "") -> NotImplementedTangent:
+    """Return a :class:`NotImplementedTangent` carrying ``message``.
+
+    >>> import mutagrad as mg
+    >>> mg.not_implemented("no derivative w.r.t. the order").message
+    'no derivative w.r.t. the order'
+    """
+    return NotImplementedTangent(message)
+
+
+class Tangent:
+    """A structured tangent for a composite primal (dataclass, namedtuple, object).
+
+    ``Tangent(Point, x=1.0, y=2.0)`` is the tangent of a ``Point``; missing
+    fields are zero.
+
+    >>> import mutagrad as mg
+    >>> t = mg.Tangent(object, w=2.0)
+    >>> t.w, t["w"]
+    (2.0, 2.0)
+    """
+
+    __slots__ = ("primal_type", "fields")
+
+    def __init__(self, primal_type=object, **fields):
+        self.primal_type = primal_type
+        self.fields = fields
+
+    def __getattr__(self, name):
+        try:
+            return object.__getattribute__(self, "fields")[name]
+        except KeyError:
+            return ZeroTangent()
+
+    def __getitem__(self, name):
+        return self.fields.get(name, ZeroTangent())
+
+    def __add__(self, other):
+        if isinstance(other, AbstractZero):
+            return self
+        if isinstance(other, Tangent):
+            keys = dict.fromkeys(list(self.fields) + list(other.fields))
+            return Tangent(self.primal_type, **{k: self[k] + other[k] for k in keys})
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __repr__(self):
+        name = getattr(self.primal_type, "__name__", str(self.primal_type))
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
+        return f"Tangent({name}, {inner})"
+
+
+class Thunk:
+    """A cotangent computed only if the tape needs it (ChainRules' @thunk)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self):
+        return self.fn()
+
+
+def is_zero(t) -> bool:
+    return t is None or isinstance(t, AbstractZero)
+
+
+def unbroadcast(g, shape):
+    """Sum ``g`` down to ``shape``: the transpose of broadcasting."""
+    gshape = np.shape(g)
+    if gshape == tuple(shape):
+        return g
+    nlead = len(gshape) - len(shape)
+    if nlead > 0:
+        g = np.sum(g, axis=tuple(range(nlead)))
+        gshape = gshape[nlead:]
+    elif nlead < 0:
+        return np.broadcast_to(g, shape)
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and gshape[i] != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    if np.shape(g) != tuple(shape):
+        g = np.broadcast_to(g, shape)
+    return g
+
+
+def project(ct, shape, dtype):
+    """Project a cotangent onto a primal of ``shape`` and ``dtype``.
+
+    Sums broadcast dimensions away, drops an imaginary part for a real
+    primal and casts to the primal's precision.
+    """
+    if isinstance(ct, (AbstractZero, NotImplementedTangent)) or ct is None:
+        return ct
+    if isinstance(ct, Thunk):
+        ct = ct()
+    if np.shape(ct) != tuple(shape):
+        ct = unbroadcast(ct, shape)
+    ctype = getattr(ct, "dtype", None)
+    if ctype is None:
+        ct = np.asarray(ct) if not hasattr(ct, "_value") else ct
+        ctype = ct.dtype
+    if ctype != dtype:
+        if ctype.kind == "c" and dtype.kind != "c":
+            ct = np.real(ct)
+        if dtype.kind in "fc":
+            ct = ct.astype(dtype) if hasattr(ct, "astype") else np.asarray(ct, dtype)
+    return ct

@@ -1,0 +1,461 @@
+"""Reverse mode: the rewinding tape.
+
+The tape records, in execution order, one entry per primitive call that
+touches an active value:
+
+* ``OpRecord``: ``y = f(x1, x2, ...)`` with a fresh output storage and the
+  rule's pullback. Inputs are referenced (storage + view geometry), never
+  copied.
+* ``GatherRecord``: ``y = x[idx]`` that copies (integer/boolean indices, or a
+  scalar element): the pullback scatters straight into ``x``'s adjoint, so an
+  element loop costs O(1) per read, not O(size of x).
+* ``WriteRecord``: ``x[idx] = v``. It saves only the elements it overwrites,
+  and only if an earlier pullback may read them (the storage was
+  *captured*).
+
+The reverse pass walks the tape backwards. At a write it first swaps the
+saved elements back in (so every earlier pullback sees the values its
+operation saw), then moves the adjoint: ``v̄ += sum_to_shape(ā[idx])`` and
+``ā[idx] = 0``. Afterwards the writes are swapped forward again, so the
+caller's arrays hold exactly what a plain call left in them.
+
+Why "captured" is enough to decide what to save: the flag only ever goes
+from False to True, so every write after the first capture saves and every
+write before it needs no restoring (no pullback reads the older values).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import config as _config
+from .core import (
+    STATE,
+    Level,
+    Storage,
+    Tracer,
+    _FLOAT_KINDS,
+    _flatten_args,
+    _unflatten_args,
+    bottom,
+    lift,
+    view_of,
+)
+from .errors import AliasingError, MutationError, NotImplementedTangentError, user_line
+from .tangents import AbstractZero, NotImplementedTangent, Thunk, project, unbroadcast
+
+_ndarray = np.ndarray
+
+
+def _zeros(shape, dtype):
+    return np.zeros(shape, dtype)
+
+
+class OpRecord:
+    __slots__ = ("pullback", "inputs", "outputs", "prim", "line", "nout", "outtree")
+
+    def __init__(self, pullback, inputs, outputs, prim, line, outtree):
+        self.pullback = pullback
+        self.inputs = inputs  # list of (storage, geom, leafpos)
+        self.outputs = outputs  # list of Storage or None (views / non-float outputs)
+        self.prim = prim
+        self.line = line
+        self.outtree = outtree
+
+    def backward(self, level):
+        outs = self.outputs
+        poison = None
+        cts = []
+        any_ct = False
+        for s in outs:
+            if s is None or s.adj is None:
+                cts.append(level.ZERO)
+            else:
+                cts.append(s.adj)
+                any_ct = True
+                if s.poison is not None:
+                    poison = s.poison
+            if s is not None:
+                s.adj = s.adjbuf = None
+        if poison is not None:
+            for s, g, _ in self.inputs:
+                level.accumulate(s, g, poison, self)
+            return
+        if not any_ct:
+            return
+        if self.outtree is None:
+            res = self.pullback(cts[0])
+        else:
+            res = self.pullback(self.outtree(cts))
+        if type(res) is not tuple:
+            res = tuple(res) if type(res) is list else (res,)
+        leaves, _ = _flatten_args(res)
+        for s, g, pos in self.inputs:
+            ct = leaves[pos] if pos < len(leaves) else None
+            if ct is None:
+                continue
+            if type(ct) is Thunk:
+                ct = ct()
+            level.accumulate(s, g, ct, self)
+
+
+class GatherRecord:
+    __slots__ = ("src", "geom", "idx", "out", "dups", "line")
+
+    def __init__(self, src, geom, idx, out, dups, line):
+        self.src = src
+        self.geom = geom
+        self.idx = idx
+        self.out = out
+        self.dups = dups
+        self.line = line
+
+    def backward(self, level):
+        out = self.out
+        g = out.adj
+        out.adj = out.adjbuf = None
+        if g is None:
+            return
+        src = self.src
+        if out.poison is not None:
+            level.accumulate(src, self.geom, out.poison, self)
+            return
+        av = level.adjview(src, self.geom)
+        if self.dups:
+            np.add.at(av, self.idx, g)
+        elif type(av) is _ndarray:
+            av[self.idx] += g
+        else:
+            av[self.idx] = av[self.idx] + g
+
+
+class WriteRecord:
+    __slots__ = ("dest", "geom", "idx", "saved", "vsrc", "vgeom", "vshape", "vdtype", "winners", "line", "dv")
+
+    def __init__(self, dest, geom, idx, saved, dv, line):
+        self.dest = dest
+        self.geom = geom
+        self.idx = idx
+        self.saved = saved
+        self.dv = dv  # the destination's value at this level (ndarray or outer tracer)
+        self.vsrc = None
+        self.vgeom = None
+        self.vshape = None
+        self.vdtype = None
+        self.winners = None
+        self.line = line
+
+    def swap(self):
+        """Exchange the saved elements with the current ones (undo or redo)."""
+        dv, idx = self.dv, self.idx
+        cur = dv[idx]
+        cur = cur.copy() if hasattr(cur, "copy") else cur
+        dv[idx] = self.saved
+        self.saved = cur
+
+    def backward(self, level):
+        if self.saved is not None:
+            self.swap()
+        dest = self.dest
+        if dest.adj is None:
+            return
+        av = level.adjview(dest, self.geom)
+        idx = self.idx
+        vsrc = self.vsrc
+        if vsrc is not None:
+            if dest.poison is not None:
+                level.accumulate(vsrc, self.vgeom, dest.poison, self)
+                g = None
+            else:
+                g = av[idx]
+                if self.winners is not None:
+                    g = np.where(self.winners, g, 0)
+                elif hasattr(g, "copy"):
+                    g = g.copy()
+        av[idx] = 0
+        if vsrc is not None and g is not None:
+            level.accumulate(vsrc, self.vgeom, unbroadcast(g, self.vshape), self)
+
+    def redo(self):
+        if self.saved is not None:
+            self.swap()
+
+
+class ReverseLevel(Level):
+    mode = "rev"
+    ZERO = None
+
+    def __init__(self, strict=None, record_lines=False):
+        super().__init__()
+        self.tape: list = []
+        if strict is None:
+            strict = _config.strict()
+        self.strict = strict
+        self.record_lines = record_lines or strict
+        self.snapshots: dict = {}
+        from .tangents import ZeroTangent
+
+        self.ZERO = ZeroTangent()
+
+    # -- forward pass -------------------------------------------------------
+
+    def _line(self):
+        return user_line() if self.record_lines else None
+
+    def snapshot(self, a):
+        """A private copy of a plain array a pullback will read (it may be
+        overwritten by plain NumPy code we cannot see). Reused while unchanged."""
+        if not a.flags.writeable and (a.base is None or not getattr(a.base, "flags", a.flags).writeable):
+            return a
+        if a.size <= 64:
+            return a.copy()
+        key = id(a)
+        hit = self.snapshots.get(key)
+        if hit is not None and hit[0] is a:
+            snap = hit[1]
+            if snap.shape == a.shape and snap.dtype == a.dtype and _same_bits(a, snap):
+                return snap
+        snap = a.copy()
+        snap.flags.writeable = False
+        self.snapshots[key] = (a, snap)
+        return snap
+
+    def process(self, prim, leaves, tree, args, kwargs):
+        vals, ins = self.unwrap_args(leaves)
+        active = False
+        for i in ins:
+            if leaves[i]._storage.active:
+                active = True
+                break
+        if not active or prim.zero:
+            out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
+            return self.wrap(out, leaves, ins, None, prim)
+        if prim.rrule is None:
+            raise prim_missing_rule(prim, "reverse")
+        if not prim.linear:
+            for i in ins:
+                leaves[i]._storage.captured = True
+            for i, x in enumerate(vals):
+                if type(x) is _ndarray and i not in ins and x.dtype.kind in "fciub":
+                    vals[i] = self.snapshot(x)
+        y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
+        return self.wrap(y, leaves, ins, pb, prim)
+
+    def wrap(self, y, leaves, ins, pb, prim):
+        ty = type(y)
+        if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
+            outs = []
+            fresh = []
+            for yl in y:
+                o, s = self.wrap_output(yl, leaves, ins)
+                outs.append(o)
+                fresh.append(s)
+            if isinstance(y, tuple) and hasattr(ty, "_fields"):
+                res = ty(*outs)
+                outtree = lambda cts, _t=ty: _t(*cts)  # noqa: E731
+            else:
+                res = ty(outs)
+                outtree = lambda cts, _t=ty: _t(cts)  # noqa: E731
+        else:
+            o, s = self.wrap_output(y, leaves, ins)
+            res, fresh, outtree = o, [s], None
+        if pb is None:
+            return res
+        if any(s is not None for s in fresh):
+            inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
+            self.tape.append(OpRecord(pb, inputs, fresh, prim, self._line(), outtree))
+            for s in fresh:
+                if s is not None:
+                    s.active = True
+        return res
+
+    def getitem(self, t, idx):
+        v = t._value[idx]
+        b = bottom(v)
+        s = t._storage
+        if type(b) is _ndarray:
+            if b.dtype.kind not in _FLOAT_KINDS:
+                return v
+            if b.base is not None and s.contains(b):
+                return Tracer(v, self, s, s.geom_of(b), False)
+            out = Storage(self, v)
+            res = Tracer(v, self, out, None, False)
+        else:
+            if type(v) is not Tracer:
+                v = np.asarray(v)
+            out = Storage(self, v)
+            res = Tracer(v, self, out, None, True)
+        if s.active:
+            out.active = True
+            self.tape.append(GatherRecord(s, t._geom, idx, out, _may_repeat(idx), self._line()))
+        return res
+
+    def write(self, dest, idx, value):
+        s = dest._storage
+        vt = type(value)
+        vactive = vt is Tracer and value._level is self and value._storage.active
+        if s.aliased is not None and (vactive or s.active or vt is Tracer):
+            raise AliasingError(
+                f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
+                f"memory with the differentiated argument {s.aliased}. Pass separate copies "
+                "(x.copy()) if the function writes into them."
+            )
+        if dest._geom is not None and dest._geom.overlap:
+            raise MutationError(
+                f"writing through a self-overlapping view (np.lib.stride_tricks.as_strided or "
+                f"similar) at {user_line()} cannot be differentiated: several elements of the view "
+                "are the same memory. Write into the base array instead."
+            )
+        dv = dest._value
+        vv = value._value if vt is Tracer and value._level is self else value
+        saved = None
+        if s.captured:
+            saved = dv[idx]
+            saved = saved.copy() if hasattr(saved, "copy") else saved
+        if s.active or vactive or saved is not None:
+            rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
+            if vactive:
+                rec.vsrc = value._storage
+                rec.vgeom = value._geom
+                rec.vshape = value.shape
+                rec.vdtype = value.dtype
+                if _may_repeat(idx):
+                    rec.winners = _winners(dv, idx, vv)
+            dv[idx] = vv
+            self.tape.append(rec)
+            if vactive:
+                s.active = True
+        else:
+            dv[idx] = vv
+
+    # -- reverse pass -------------------------------------------------------
+
+    def adjview(self, s, geom):
+        if s.adj is None:
+            zeros = _zeros
+            if self.index:  # nested: adjoints must be able to hold traced values
+                levels = STATE.levels[: self.index]
+                zeros = lambda shape, dtype: lift(np.zeros(shape, dtype), levels)  # noqa: E731
+            s.adjbuf, s.adj = s.new_mirror(zeros)
+        if geom is None:
+            return s.adj
+        return view_of(s.adjbuf, geom)
+
+    def accumulate(self, s, geom, ct, rec):
+        if ct is None or isinstance(ct, AbstractZero):
+            return
+        if isinstance(ct, NotImplementedTangent):
+            if self.strict:
+                where = rec.line if rec is not None and rec.line else user_line()
+                name = rec.prim.name if isinstance(rec, OpRecord) else "an indexing operation"
+                raise NotImplementedTangentError(
+                    f"the derivative of {name} at {where} is not implemented: {ct.message}. "
+                    "Treat that argument as a constant with mg.stop_gradient, or register a rule."
+                )
+            if s.poison is None:
+                s.poison = ct if ct.where else NotImplementedTangent(ct.message, rec.line if rec else None)
+            return
+        av = self.adjview(s, geom)
+        ct = project(ct, av.shape, av.dtype)
+        if isinstance(ct, NotImplementedTangent):
+            return self.accumulate(s, geom, ct, rec)
+        if geom is not None and geom.overlap:
+            _add_overlapping(s, geom, ct, self)
+        elif type(av) is _ndarray and type(ct) is not Tracer:
+            av += ct
+        else:
+            if type(av) is _ndarray:  # an outer-level cotangent arrives: upgrade the buffer
+                levels = STATE.levels[: self.index]
+                s.adjbuf = lift(s.adjbuf, levels)
+                s.adj = view_of(s.adjbuf, s.root_geom()) if s.root_geom() is not None else s.adjbuf
+                av = self.adjview(s, geom)
+            av[...] = av + ct
+
+    def seed(self, s, geom, ct):
+        self.accumulate(s, geom, ct, None)
+
+    def backward(self):
+        """Run the reverse pass over the whole tape, then redo the writes."""
+        tape = self.tape
+        n = len(tape)
+        i = n - 1
+        try:
+            while i >= 0:
+                tape[i].backward(self)
+                i -= 1
+        finally:
+            for rec in tape[i + 1 :]:
+                if type(rec) is WriteRecord:
+                    rec.redo()
+
+    def clear_adjoints(self, storages):
+        for s in storages:
+            s.adj = s.adjbuf = None
+            s.poison = None
+
+
+def prim_missing_rule(prim, mode):
+    from .errors import ForwardRuleMissingError, NoRuleError
+
+    if mode == "forward":
+        return ForwardRuleMissingError(
+            f"{prim.name} has a reverse rule but no forward rule, so forward mode (jvp, "
+            f"jacobian(mode='fwd'), hessian) cannot differentiate it at {user_line()}. "
+            f"Register one with @mg.frule({prim.name.split('.')[-1]})."
+        )
+    return NoRuleError(
+        f"{prim.name} has no reverse rule, so reverse mode cannot differentiate it at "
+        f"{user_line()}. Register one with @mg.rrule({prim.name.split('.')[-1]})."
+    )
+
+
+def _same_bits(a, b) -> bool:
+    if a.flags.c_contiguous and b.flags.c_contiguous and a.dtype.kind in "fc":
+        return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
+    return bool(np.array_equal(a, b, equal_nan=True))
+
+
+def _may_repeat(idx) -> bool:
+    """Whether an index may name one element twice (integer array parts)."""
+    if type(idx) is not tuple:
+        idx = (idx,)
+    n = 0
+    for i in idx:
+        if isinstance(i, _ndarray) and i.dtype.kind in "iu" and i.size > 1:
+            n += 1
+    return n > 0
+
+
+def _winners(dv, idx, vv):
+    """For an integer-array write with repeated targets: which of the written
+    elements survive (NumPy's own choice, found by replaying the write)."""
+    b = bottom(dv)
+    scratch = np.full(b.shape, -1, dtype=np.intp)
+    shape = np.shape(b[idx])
+    ids = np.arange(int(np.prod(shape)), dtype=np.intp).reshape(shape)
+    scratch[idx] = ids
+    won = scratch[idx] == ids
+    if won.all():
+        return None
+    return won
+
+
+def _add_overlapping(s, geom, ct, level):
+    """Accumulate into a view whose elements share memory (broadcast_to,
+    sliding windows): every position gets the sum of its aliases."""
+    item = geom.dtype.itemsize
+    bufdt = bottom(s.adjbuf).dtype
+    if geom.dtype != bufdt or any(st % item for st in geom.strides) or geom.offset % item:
+        raise MutationError("cannot accumulate into an overlapping view with a different element type")
+    pos = np.full(geom.shape, geom.offset // item, dtype=np.intp)
+    for ax, (n, st) in enumerate(zip(geom.shape, geom.strides)):
+        sh = [1] * len(geom.shape)
+        sh[ax] = n
+        pos = pos + (np.arange(n, dtype=np.intp) * (st // item)).reshape(sh)
+    flat = s.adjbuf if np.ndim(s.adjbuf) == 1 else np.reshape(s.adjbuf, -1)
+    np.add.at(flat, pos, np.broadcast_to(ct, geom.shape))
+
+
+def env_strict() -> bool:
+    return os.environ.get("MUTAGRAD_STRICT", "") not in ("", "0", "false", "False")

@@ -1,0 +1,281 @@
+"""Checking derivatives against independent oracles.
+
+* :func:`check_grads` compares mutagrad with central finite differences of
+  the same function run on fresh plain-NumPy copies of the arguments (the
+  function may write into them), checks forward against reverse mode by the
+  dot-product identity ``<ȳ, J ẋ> == <Jᵀ ȳ, ẋ>``, and checks that the
+  arguments hold after differentiation exactly what a plain call leaves.
+* :func:`check_rule` does the same for one registered primitive.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from .pytree import tree_flatten, tree_unflatten
+
+__all__ = ["check_grads", "check_rule", "numerical_grad"]
+
+
+def _fresh(args):
+    """Deep copies, so every evaluation starts from the same inputs."""
+    return copy.deepcopy(args)
+
+
+def _is_diff(x):
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    if isinstance(x, (float, complex, np.floating, np.complexfloating)):
+        return True
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind in "fc"
+    leaves, _ = tree_flatten(x)
+    return bool(leaves) and all(_is_diff(v) for v in leaves) and not (len(leaves) == 1 and leaves[0] is x)
+
+
+def _random_like(x, rng):
+    leaves, tree = tree_flatten(x)
+    out = []
+    for v in leaves:
+        a = np.asarray(v)
+        if a.dtype.kind == "c":
+            r = rng.standard_normal(a.shape) + 1j * rng.standard_normal(a.shape)
+        elif a.dtype.kind == "f":
+            r = rng.standard_normal(a.shape)
+        else:
+            r = np.zeros(a.shape)
+        out.append(r.astype(a.dtype) if a.dtype.kind in "fc" else r)
+    return tree_unflatten(tree, out)
+
+
+def _inner(w, y):
+    """sum(real(conj(w) * y)) over the leaves: a real scalar of the output."""
+    wl, _ = tree_flatten(w)
+    yl, _ = tree_flatten(y)
+    total = 0.0
+    for a, b in zip(wl, yl):
+        if isinstance(b, (int, np.integer)) or (hasattr(b, "dtype") and b.dtype.kind not in "fc"):
+            continue
+        total = total + np.sum(np.real(np.conj(a) * b))
+    return total
+
+
+def _real_inner(a, b):
+    """<a, b> as real vectors (complex numbers as pairs)."""
+    al, _ = tree_flatten(a)
+    bl, _ = tree_flatten(b)
+    return float(sum(np.sum(np.real(np.conj(np.asarray(x)) * np.asarray(y))) for x, y in zip(al, bl)))
+
+
+def _leaves_of(args, argnums):
+    return [tree_flatten(args[n]) for n in argnums]
+
+
+def _perturb(args, argnums, n, leaf_i, flat_k, delta):
+    """Fresh copies of args with leaf ``leaf_i`` of ``args[argnums[n]]`` moved by delta at flat_k
+    (flat_k None: delta is a whole array direction)."""
+    new = list(_fresh(args))
+    leaves, tree = tree_flatten(new[argnums[n]])
+    v = leaves[leaf_i]
+    if isinstance(v, np.ndarray):
+        d = delta if v.dtype.kind == "c" else np.real(delta)
+        if flat_k is None:
+            v += np.asarray(d).astype(v.dtype)
+        else:
+            v[np.unravel_index(flat_k, v.shape)] += d
+    else:
+        t = type(v)
+        if flat_k is None:
+            d = np.asarray(delta).reshape(()).item()
+        else:
+            d = delta
+        leaves[leaf_i] = t(v + d) if not isinstance(v, float) or not isinstance(d, complex) else v + d
+    new[argnums[n]] = tree_unflatten(tree, leaves)
+    return new
+
+
+def numerical_grad(s, args, argnums, eps=1e-6):
+    """Central differences of scalar ``s`` w.r.t. every element of ``args[argnums]``,
+    in the JAX convention for complex inputs (d/dx - i d/dy)."""
+    res = []
+    for n, (leaves, tree) in enumerate(_leaves_of(args, argnums)):
+        gl = []
+        for li, v in enumerate(leaves):
+            a = np.asarray(v)
+            g = np.zeros(a.shape, dtype=np.complex128 if a.dtype.kind == "c" else np.float64)
+            flat = g.reshape(-1)
+            for k in range(a.size):
+                h = eps * max(1.0, abs(a.reshape(-1)[k]))
+                fp = float(s(*_perturb(args, argnums, n, li, k, h)))
+                fm = float(s(*_perturb(args, argnums, n, li, k, -h)))
+                d = (fp - fm) / (2 * h)
+                if a.dtype.kind == "c":
+                    fpi = float(s(*_perturb(args, argnums, n, li, k, 1j * h)))
+                    fmi = float(s(*_perturb(args, argnums, n, li, k, -1j * h)))
+                    d = d - 1j * (fpi - fmi) / (2 * h)
+                flat[k] = d
+            gl.append(g)
+        res.append(tree_unflatten(tree, gl))
+    return res
+
+
+def _assert_close(actual, expected, atol, rtol, what):
+    al, _ = tree_flatten(actual)
+    el, _ = tree_flatten(expected)
+    if len(al) != len(el):
+        raise AssertionError(f"{what}: structure differs ({len(al)} vs {len(el)} leaves)")
+    for a, e in zip(al, el):
+        from .tangents import NotImplementedTangent
+
+        if isinstance(a, NotImplementedTangent):
+            raise AssertionError(f"{what}: got NotImplementedTangent({a.message!r})")
+        a = np.asarray(a)
+        e = np.asarray(e)
+        if a.shape != e.shape:
+            raise AssertionError(f"{what}: shape {a.shape} != expected {e.shape}")
+        if not np.allclose(a, e, atol=atol, rtol=rtol, equal_nan=True):
+            err = np.max(np.abs(a - e)) if a.size else 0
+            raise AssertionError(f"{what}: max abs error {err:.3g}\n got      {a!r}\n expected {e!r}")
+
+
+def _assert_same_state(after, ref, what):
+    al, _ = tree_flatten(after)
+    rl, _ = tree_flatten(ref)
+    for k, (a, r) in enumerate(zip(al, rl)):
+        if isinstance(r, np.ndarray):
+            if not np.array_equal(np.asarray(a), r, equal_nan=True):
+                raise AssertionError(
+                    f"{what}: argument leaf {k} holds {np.asarray(a)!r} after differentiation, "
+                    f"but a plain call leaves {r!r}"
+                )
+
+
+def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6, rtol=1e-5,
+                eps=1e-6, seed=0):
+    """Check mutagrad's derivatives of ``f`` at ``args`` against finite differences.
+
+    ``f`` may return any pytree of arrays; it is reduced to a scalar by a
+    fixed random projection. Raises ``AssertionError`` on any mismatch.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> def f(x):
+    ...     x[0] = x[1] ** 2      # writes into its argument
+    ...     return np.sin(x)
+    >>> mg.testing.check_grads(f, np.array([1.0, 2.0, 3.0]))
+    """
+    from .api import grad, jvp, vjp
+
+    if argnums is None:
+        argnums = tuple(i for i, a in enumerate(args) if _is_diff(a))
+    elif isinstance(argnums, int):
+        argnums = (argnums,)
+    rng = np.random.default_rng(seed)
+    ref_args = _fresh(args)
+    ref_out = f(*ref_args)
+    w = _random_like(ref_out, rng)
+
+    def s(*a):
+        return _inner(w, f(*a))
+
+    fd = numerical_grad(s, args, argnums, eps)
+    grads = None
+    if "rev" in modes:
+        a1 = _fresh(args)
+        grads = grad(s, argnums=argnums)(*a1)
+        _assert_close(grads, fd, atol, rtol, "reverse mode vs finite differences")
+        _assert_same_state(a1, ref_args, "reverse mode side effects")
+        # vjp of the array-valued function itself
+        a2 = _fresh(args)
+        closed = lambda *d: f(*_with(a2, argnums, d))  # noqa: E731
+        out, pb = vjp(closed, *[a2[n] for n in argnums])
+        _assert_close(out, ref_out, 1e-12, 1e-12, "vjp primal output")
+        cts = pb(w)
+        _assert_close(list(cts), fd, atol, rtol, "vjp vs finite differences")
+    if "fwd" in modes:
+        v = [_random_like(args[n], rng) for n in argnums]
+        a3 = _fresh(args)
+        closed = lambda *d: f(*_with(a3, argnums, d))  # noqa: E731
+        out, tout = jvp(closed, [a3[n] for n in argnums], v)
+        _assert_same_state(a3, ref_args, "forward mode side effects")
+        _assert_close(out, ref_out, 1e-12, 1e-12, "jvp primal output")
+        lhs = _real_inner(w, tout)
+        # fd is in the d/dx - i d/dy convention: <conj(fd), v> as real vectors
+        rhs = _real_inner([np.conj(np.asarray(x)) for x in tree_flatten(fd)[0]],
+                          [np.asarray(x) for x in tree_flatten(v)[0]])
+        if not np.isclose(lhs, rhs, atol=atol * 10, rtol=rtol * 10):
+            raise AssertionError(f"forward mode vs finite differences: <w, J v> = {lhs!r}, expected {rhs!r}")
+        if grads is not None:
+            gl = grads if len(argnums) > 1 else grads
+            rr = _real_inner([np.conj(np.asarray(x)) for x in tree_flatten(gl)[0]],
+                             [np.asarray(x) for x in tree_flatten(v)[0]])
+            if not np.isclose(lhs, rr, atol=1e-9, rtol=1e-8):
+                raise AssertionError(f"dot-product identity: <w, J v> = {lhs!r} (fwd) but <J^T w, v> = {rr!r} (rev)")
+    if order >= 2:
+        _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng)
+
+
+def _with(args, argnums, d):
+    new = list(args)
+    for n, x in zip(argnums, d):
+        new[n] = x
+    return new
+
+
+def _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng):
+    """Hessian-vector products against finite differences of the gradient."""
+    from .api import grad, jvp
+
+    v = [_random_like(args[n], rng) for n in argnums]
+    g = grad(s, argnums=argnums)
+
+    def gflat(*a):
+        return [np.asarray(x) for x in tree_flatten(list(g(*a)))[0]]
+
+    h = max(eps, 1e-4)
+    plus = list(_fresh(args))
+    minus = list(_fresh(args))
+    for k, n in enumerate(argnums):
+        plus[n] = _shift(plus[n], v[k], h)
+        minus[n] = _shift(minus[n], v[k], -h)
+    fd_hv = [(p - m) / (2 * h) for p, m in zip(gflat(*plus), gflat(*minus))]
+    tol = max(atol, 1e-5) * 100
+    if "fwd" in modes:
+        a = _fresh(args)
+        closed = lambda *d: list(g(*_with(a, argnums, d)))  # noqa: E731
+        _, hv = jvp(closed, [a[n] for n in argnums], v)
+        hv = [np.asarray(x) for x in tree_flatten(hv)[0]]
+        _assert_close(hv, fd_hv, tol, rtol * 100, "forward-over-reverse Hessian-vector product vs finite differences")
+    if "rev" in modes:
+        a = _fresh(args)
+
+        def gv(*d):
+            gg = g(*_with(a, argnums, d))
+            return _inner(v, list(gg)) if len(argnums) > 1 else _inner(v[0], gg)
+
+        hv2 = grad(gv, argnums=tuple(range(len(argnums))))(*[a[n] for n in argnums])
+        hv2 = [np.conj(np.asarray(x)) if np.iscomplexobj(x) else np.asarray(x) for x in tree_flatten(list(hv2))[0]]
+        _assert_close(hv2, fd_hv, tol, rtol * 100, "reverse-over-reverse Hessian-vector product vs finite differences")
+
+
+def _shift(x, v, h):
+    leaves, tree = tree_flatten(x)
+    vl, _ = tree_flatten(v)
+    out = []
+    for a, d in zip(leaves, vl):
+        if isinstance(a, np.ndarray):
+            out.append(a + h * np.asarray(d, a.dtype))
+        else:
+            out.append(type(a)(a + h * d))
+    return tree_unflatten(tree, out)
+
+
+def check_rule(fn, *args, modes=("fwd", "rev"), order=1, **kwargs):
+    """Check the registered rules of ``fn`` at ``args`` against finite
+    differences and against each other (keyword arguments are passed to
+    ``fn`` and not differentiated).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> mg.testing.check_rule(np.sin, np.array([0.1, 0.2]))
+    """
+    return check_grads(lambda *a: fn(*a, **kwargs), *args, modes=modes, order=order)

@@ -95,7 +95,9 @@ def qualname(fn) -> str:
     mod = getattr(fn, "__module__", None) or ""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     if isinstance(fn, np.ufunc):
-        return f"np.{fn.__name__}"
+        if getattr(np, fn.__name__, None) is fn:
+            return f"np.{fn.__name__}"
+        return f"scipy.special.{fn.__name__}"
     if mod.startswith("numpy"):
         mod = "np" + mod[5:]
         mod = mod.replace("np.linalg._linalg", "np.linalg").replace("np._core.multiarray", "np")

@@ -1,2 +1,20 @@
 """Derivative rules for NumPy (and SciPy when installed), grouped by topic."""
-from . import creation, elementwise, indexing, linalg, mutation, reductions, shape  # noqa: F401
+from . import (  # noqa: F401
+    construction,
+    creation,
+    elementwise,
+    fft,
+    indexing,
+    linalg,
+    mutation,
+    reductions,
+    shape,
+    statistics,
+)
+
+try:  # SciPy is optional: its rules load only when it is importable
+    import scipy  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+else:
+    from .scipy import linalg as _scipy_linalg, special as _scipy_special, stats as _scipy_stats  # noqa: F401

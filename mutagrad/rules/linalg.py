@@ -28,11 +28,8 @@ def _matmul_vjp(g, a, b, which):
     a_nd, b_nd = np.ndim(a), np.ndim(b)
     a2 = np.reshape(a, (1,) + np.shape(a)) if a_nd == 1 else a
     b2 = np.reshape(b, np.shape(b) + (1,)) if b_nd == 1 else b
-    g2 = g
-    if a_nd == 1:
-        g2 = np.expand_dims(g2, -2)
-    if b_nd == 1:
-        g2 = np.expand_dims(g2, -1)
+    sa, sb = np.shape(a2), np.shape(b2)
+    g2 = np.reshape(g, np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]))
     if which == 0:
         r = np.matmul(g2, _cj(_mT(b2)))
         if a_nd == 1:

@@ -1,0 +1,1 @@
+"""Rules for SciPy; loaded only when SciPy is importable."""

@@ -107,6 +107,9 @@ def qualname(fn) -> str:
             mod = "np"
         if parts[:2] == ["np", "lib"]:
             mod = "np"
+            for sub in ("stride_tricks",):
+                if getattr(getattr(np.lib, sub, None), name, None) is fn:
+                    mod = f"np.lib.{sub}"
     return f"{mod}.{name}" if mod else name
 
 
@@ -125,7 +128,7 @@ def get_primitive(fn, name=None) -> Primitive:
 
 def bottom(x):
     """The plain ndarray under every level of tracing."""
-    while type(x) is Tracer:
+    while isinstance(x, Tracer):
         x = x._value
     return x
 
@@ -276,7 +279,7 @@ class Level:
         vals = list(leaves)
         ins = []
         for i, x in enumerate(leaves):
-            if type(x) is Tracer and x._level is self:
+            if isinstance(x, Tracer) and x._level is self:
                 vals[i] = x._value
                 ins.append(i)
         return vals, ins
@@ -301,7 +304,7 @@ class Level:
             s = Storage(self, y)
             return Tracer(y, self, s, None, False), s
         if tb is float or tb is complex or (isinstance(b, np.generic) and b.dtype.kind in _FLOAT_KINDS):
-            if type(y) is not Tracer:
+            if not isinstance(y, Tracer):
                 y = np.asarray(y)
             s = Storage(self, y)
             return Tracer(y, self, s, None, True), s
@@ -312,7 +315,7 @@ def lift(y, levels):
     """Wrap ``y`` at every level in ``levels`` above its own innermost one."""
     if not levels:
         return y
-    if type(y) is Tracer:
+    if isinstance(y, Tracer):
         top = y._level.index
         scalar = y._scalar
     else:
@@ -335,7 +338,7 @@ def lift(y, levels):
 
 def _lift_tree(out, levels):
     t = type(out)
-    if t is Tracer or t is _ndarray:
+    if isinstance(out, Tracer) or t is _ndarray:
         return lift(out, levels)
     if t is tuple or t is list:
         return t(_lift_tree(o, levels) for o in out)
@@ -386,7 +389,7 @@ def _unflat(n, it):
 def top_level(leaves):
     top = None
     for x in leaves:
-        if type(x) is Tracer:
+        if isinstance(x, Tracer):
             lv = x._level
             if top is None or lv.id > top.id:
                 top = lv
@@ -408,7 +411,7 @@ def bind(prim, args, kwargs=None):
     if top is None:
         return prim.impl(*args, **kwargs)
     for v in kwargs.values():
-        if type(v) is Tracer:
+        if isinstance(v, Tracer):
             raise TypeError(f"{prim.name}: keyword arguments cannot be traced values ({user_line()})")
     st = STATE
     saved = st.ceiling
@@ -503,10 +506,21 @@ def _no_setattr(name):
 
 
 class Tracer:
-    """An array being differentiated. Behaves like ``numpy.ndarray``."""
+    """A value being differentiated. Behaves like ``numpy.ndarray`` (or, for
+    a NumPy scalar, like the scalar: no indexing, no ``len``).
+
+    Scalars are instances of :class:`ScalarTracer` and arrays of
+    :class:`ArrayTracer`; ``Tracer(...)`` picks the right one. The split
+    exists because NumPy treats any object with ``__getitem__`` as a
+    sequence when it is written into a plain array, and would then replace
+    our clear error by "setting an array element with a sequence".
+    """
 
     __slots__ = ("_value", "_level", "_storage", "_geom", "_scalar", "__weakref__")
     __array_priority__ = 1000.0
+
+    def __new__(cls, value, level, storage, geom=None, scalar=False):
+        return object.__new__(ScalarTracer if scalar else ArrayTracer)
 
     def __init__(self, value, level, storage, geom=None, scalar=False):
         self._value = value
@@ -552,15 +566,6 @@ class Tracer:
 
     def __bool__(self):
         return bool(bottom(self))
-
-    def __len__(self):
-        return len(self._value)
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d array")
-        for i in range(len(self._value)):
-            yield self[i]
 
     def __repr__(self):
         return f"Tracer({bottom(self)!r}, level={self._level.id}, active={self._storage.active})"
@@ -630,14 +635,6 @@ class Tracer:
     @property
     def base(self):
         return None
-
-    # -- indexing -------------------------------------------------------------
-
-    def __getitem__(self, idx):
-        return bind_with("getitem", self, _check_index(idx))
-
-    def __setitem__(self, idx, value):
-        write(self, _check_index(idx), value)
 
     # -- operators ------------------------------------------------------------
 
@@ -831,6 +828,34 @@ class Tracer:
             )
 
 
+class ArrayTracer(Tracer):
+    """A traced array: indexing, ``len`` and iteration as ``numpy.ndarray``."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx):
+        return bind_with("getitem", self, _check_index(idx))
+
+    def __setitem__(self, idx, value):
+        write(self, _check_index(idx), value)
+
+    def __len__(self):
+        return len(self._value)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(len(self._value)):
+            yield self[i]
+
+
+class ScalarTracer(Tracer):
+    """A traced NumPy scalar: immutable, not indexable (so NumPy never takes
+    it for a sequence)."""
+
+    __slots__ = ()
+
+
 def _check_index(idx):
     """Reject traced indices and freeze mutable index containers."""
     t = type(idx)
@@ -845,7 +870,7 @@ def _check_index(idx):
 
 def _check_index_part(i):
     t = type(i)
-    if t is Tracer:
+    if isinstance(i, Tracer):
         if i.dtype.kind in "fc":
             raise IndexError(
                 f"only integers, slices, ellipsis, None and integer or boolean arrays are valid "
@@ -865,12 +890,12 @@ def _check_index_part(i):
 def write(dest, idx, value):
     """``dest[idx] = value`` with every level that needs to see it."""
     vt = type(value)
-    if type(dest) is not Tracer:
-        if vt is Tracer:
+    if not isinstance(dest, Tracer):
+        if issubclass(vt, Tracer):
             raise escape_error("writing a traced value into a plain NumPy array", WriteToPlainArrayError)
         dest[idx] = value
         return
-    if vt is Tracer and value._level.id > dest._level.id:
+    if issubclass(vt, Tracer) and value._level.id > dest._level.id:
         raise MutationError(
             f"a value traced by an inner differentiation is written at {user_line()} into an "
             "array created outside it; the inner derivative would leak out. Create the buffer "
@@ -919,7 +944,7 @@ def stop_gradient(x):
     from .pytree import tree_map
 
     def leaf(v):
-        if type(v) is not Tracer:
+        if not isinstance(v, Tracer):
             return v
         b = bottom(v)
         if isinstance(b, _ndarray):

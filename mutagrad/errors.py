@@ -56,7 +56,7 @@ class DifferentiationError(Exception):
     """Base class of every error mutagrad raises on purpose."""
 
 
-class TracerEscapeError(DifferentiationError, TypeError):
+class TracerEscapeError(DifferentiationError):
     """A traced value was turned into a plain number or array."""
 
 

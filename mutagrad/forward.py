@@ -68,7 +68,7 @@ class ForwardLevel(Level):
             return
         self.ensure_tangent(s)
         tv = s.tangent
-        if type(tv) is _ndarray and type(tdot) is not Tracer:
+        if type(tv) is _ndarray and not isinstance(tdot, Tracer):
             tv[...] = tdot
         else:
             if type(tv) is _ndarray:
@@ -130,13 +130,13 @@ class ForwardLevel(Level):
             out = Storage(self, v)
             res = Tracer(v, self, out, None, False)
         else:
-            if type(v) is not Tracer:
+            if not isinstance(v, Tracer):
                 v = np.asarray(v)
             out = Storage(self, v)
             res = Tracer(v, self, out, None, True)
         if s.tangent is not None:
             td = self.tangent_of(t)[idx]
-            if type(td) is not Tracer:
+            if not isinstance(td, Tracer):
                 td = np.array(td)  # always a private copy
             self.set_tangent(out, td)
         return res
@@ -144,9 +144,9 @@ class ForwardLevel(Level):
     def write(self, dest, idx, value):
         s = dest._storage
         vt = type(value)
-        own = vt is Tracer and value._level is self
+        own = issubclass(vt, Tracer) and value._level is self
         vdot = self.tangent_of(value) if own else ZERO
-        if s.aliased is not None and vt is Tracer:
+        if s.aliased is not None and issubclass(vt, Tracer):
             raise AliasingError(
                 f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
                 f"memory with the differentiated argument {s.aliased}. Pass separate copies."

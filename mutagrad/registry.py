@@ -244,4 +244,4 @@ def defzero(fn, impl=None):
 
 
 def is_traced(x) -> bool:
-    return type(x) is Tracer
+    return isinstance(x, Tracer)

@@ -282,7 +282,7 @@ class ReverseLevel(Level):
             out = Storage(self, v)
             res = Tracer(v, self, out, None, False)
         else:
-            if type(v) is not Tracer:
+            if not isinstance(v, Tracer):
                 v = np.asarray(v)
             out = Storage(self, v)
             res = Tracer(v, self, out, None, True)
@@ -294,8 +294,8 @@ class ReverseLevel(Level):
     def write(self, dest, idx, value):
         s = dest._storage
         vt = type(value)
-        vactive = vt is Tracer and value._level is self and value._storage.active
-        if s.aliased is not None and (vactive or s.active or vt is Tracer):
+        vactive = issubclass(vt, Tracer) and value._level is self and value._storage.active
+        if s.aliased is not None and (vactive or s.active or issubclass(vt, Tracer)):
             raise AliasingError(
                 f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
                 f"memory with the differentiated argument {s.aliased}. Pass separate copies "
@@ -308,7 +308,7 @@ class ReverseLevel(Level):
                 "are the same memory. Write into the base array instead."
             )
         dv = dest._value
-        vv = value._value if vt is Tracer and value._level is self else value
+        vv = value._value if issubclass(vt, Tracer) and value._level is self else value
         saved = None
         if s.captured:
             saved = dv[idx]
@@ -362,7 +362,7 @@ class ReverseLevel(Level):
             return self.accumulate(s, geom, ct, rec)
         if geom is not None and geom.overlap:
             _add_overlapping(s, geom, ct, self)
-        elif type(av) is _ndarray and type(ct) is not Tracer:
+        elif type(av) is _ndarray and not isinstance(ct, Tracer):
             av += ct
         else:
             if type(av) is _ndarray:  # an outer-level cotangent arrives: upgrade the buffer

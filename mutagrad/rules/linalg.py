@@ -392,8 +392,8 @@ def _det_rrule(a):
 
     def pullback(g):
         # d det = det * tr(A^{-1} dA)  ->  Ā = ḡ conj(det) A^{-H}
-        cof = _cj(_mT(np.linalg.inv(a))) * _cj(np.asarray(y) if not hasattr(y, "shape") else y)[..., None, None]
-        return (np.asarray(g)[..., None, None] * cof if not hasattr(g, "_value") else g[..., None, None] * cof,)
+        cof = _cj(_mT(np.linalg.inv(a))) * np.expand_dims(_cj(y), (-2, -1))
+        return (np.expand_dims(g, (-2, -1)) * cof,)
 
     return y, pullback
 
@@ -417,8 +417,7 @@ def _slogdet_rrule(a):
         if is_zero(glog):
             return (ZERO,)
         ainvh = _cj(_mT(np.linalg.inv(a)))
-        g = glog if hasattr(glog, "shape") else np.asarray(glog)
-        return (g[..., None, None] * ainvh,)
+        return (np.expand_dims(glog, (-2, -1)) * ainvh,)
 
     return res, pullback
 

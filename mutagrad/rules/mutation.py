@@ -141,8 +141,8 @@ def _ufunc_at(ufunc, inputs, kwargs):
     a = inputs[0]
     indices = inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
-    if type(a) is not Tracer:
-        if any(type(v) is Tracer for v in (b,)):
+    if not isinstance(a, Tracer):
+        if any(isinstance(v, Tracer) for v in (b,)):
             from ..errors import WriteToPlainArrayError, escape_error
 
             raise escape_error(f"np.{ufunc.__name__}.at writing a traced value into a plain NumPy array",
@@ -170,7 +170,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
     for r in range(int(occ.max()) + 1):
         sel = np.flatnonzero(occ == r)
         p = flatpos[sel]
-        if type(a) is Tracer:
+        if isinstance(a, Tracer):
             cur = FlatIter(a)[p]
             new = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
             FlatIter(a)[p] = new

@@ -330,3 +330,27 @@ for _f in (np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplex
            np.isneginf, np.isposinf, np.lexsort, np.argpartition, np.digitize,
            np.nanargmax, np.nanargmin, np.array_repr, np.array_str, np.array2string):
     _plain(_f)
+
+
+# -- sliding windows: a read-only (or writeable) view whose elements overlap --
+
+_swv = np.lib.stride_tricks.sliding_window_view
+
+
+def _swv_impl(x, window_shape, axis=None, subok=False, writeable=False):
+    return _swv(x, window_shape, axis=axis, subok=subok, writeable=writeable)
+
+
+def _swv_T(g, x, window_shape, axis=None, subok=False, writeable=False):
+    # only reached if NumPy ever copies: scatter-add every window back
+    from ..numpy import zeros as mzeros
+
+    z = mzeros(x.shape, np.result_type(bottom(g)))
+    win = _swv(np.arange(int(np.prod(x.shape))).reshape(x.shape), window_shape, axis=axis)
+    np.add.at(np.reshape(z, -1), np.reshape(win, -1), np.reshape(g, -1))
+    return z
+
+
+swv_p = get_primitive(_swv_impl, "np.lib.stride_tricks.sliding_window_view")
+deflinear(_swv_impl, _swv_T)
+FUNCTIONS[_swv] = lambda args, kwargs: bind(swv_p, args, kwargs)

@@ -161,6 +161,8 @@ CASES = [
     ("np.dsplit", lambda a: np.dsplit(a, 2)[1] * 3, (R(2, 2, 4),), 1),
     ("ndarray.astype", lambda a: np.abs(a.astype(np.complex128) * (1 + 2j)), (R(3),), 1),
     ("ndarray.view", lambda a: a.view() * 2.0, (R(3),), 1),
+    ("np.lib.stride_tricks.sliding_window_view",
+     lambda a: np.lib.stride_tricks.sliding_window_view(a, 3) * np.arange(6.0).reshape(2, 3), (R(4),), 1),
     # products and linear algebra
     ("np.matmul", lambda a, b: a @ b, (R(2, 3), R(3, 4)), 2),
     ("np.matmul", lambda a, b: a @ b, (R(3), R(3, 2)), 1),

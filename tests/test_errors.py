@@ -1,0 +1,242 @@
+"""Never silently wrong: every path that would drop a derivative raises a
+DifferentiationError naming the operation, the user's line and the fix."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+import mutagrad as mg
+import mutagrad.numpy as mnp
+
+HERE = os.path.basename(__file__)
+
+
+def _raises(f, x, exc=mg.DifferentiationError):
+    with pytest.raises(exc) as info:
+        mg.grad(f)(x)
+    msg = str(info.value)
+    assert HERE in msg, msg  # names the user's file:line
+    return msg
+
+
+@pytest.mark.parametrize(
+    "what,f",
+    [
+        ("float(x)", lambda x: float(x[0]) * x[1]),
+        ("int(x)", lambda x: int(x[0]) * x[1]),
+        ("x.item()", lambda x: x[0].item() * x[1]),
+        ("x.tolist()", lambda x: np.sum(x.tolist())),
+        ("np.asarray", lambda x: np.sum(np.asarray(x))),
+        ("np.array", lambda x: np.sum(np.array(x))),
+        ("math.sin", lambda x: math.sin(x[0])),
+    ],
+)
+def test_escape_to_plain_value_raises(what, f):
+    msg = _raises(f, np.array([1.0, 2.0]), mg.TracerEscapeError)
+    assert "mg.stop_gradient" in msg and "mnp.zeros" in msg
+
+
+def test_write_into_plain_array_raises_and_names_the_fix():
+    def f(x):
+        out = np.zeros(3)
+        out[0] = x[0]
+        return np.sum(out)
+
+    msg = _raises(f, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
+    assert "out[0] = x[0]" in msg
+    assert "np.zeros_like" in msg
+
+
+def test_write_into_plain_array_via_copyto_raises():
+    def f(x):
+        out = np.zeros(2)
+        np.copyto(out, x)
+        return np.sum(out)
+
+    _raises(f, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
+
+
+def test_ufunc_out_into_plain_array_raises():
+    def f(x):
+        out = np.zeros(2)
+        np.sin(x, out=out)
+        return np.sum(out)
+
+    _raises(f, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
+
+
+def test_buffers_that_can_hold_traced_values_work():
+    def f(x):
+        a = mnp.zeros(2)
+        a[0] = x[0]
+        b = np.zeros_like(x)
+        b[1] = x[1] ** 2
+        return np.sum(a + b)
+
+    np.testing.assert_allclose(mg.grad(f)(np.array([1.0, 3.0])), [1.0, 6.0])
+
+
+def test_bool_comparisons_and_control_flow_are_allowed():
+    def f(x):
+        if x[0] > 0 and bool(x[1] < 5) and (x > -1).all():
+            return np.sum(x ** 2)
+        return np.sum(x)
+
+    np.testing.assert_allclose(mg.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])
+
+
+def test_ufunc_without_rule_raises_no_rule():
+    identity = np.frompyfunc(lambda v: v, 1, 1)
+    msg = _raises(lambda x: np.sum(identity(x)), np.array([1.0]), mg.NoRuleError)
+    assert "no derivative rule" in msg and "never treated as a constant" in msg
+
+
+def test_primitive_without_rule_raises_no_rule():
+    @mg.primitive
+    def opaque(x):
+        return x * 2
+
+    msg = _raises(lambda x: np.sum(opaque(x)), np.array([1.0]), mg.NoRuleError)
+    assert "opaque" in msg
+
+
+def test_numpy_function_without_rule_raises():
+    # np.partition has no rule: its values would be differentiable, so it must not be treated as constant
+    msg = _raises(lambda x: np.sum(np.partition(x, 1)), np.array([3.0, 1.0, 2.0]), mg.NoRuleError)
+    assert "partition" in msg
+
+
+@mg.primitive
+def half_known(x, y):
+    return x * y
+
+
+@mg.rrule(half_known)
+def _half_known_rrule(x, y):
+    return half_known(x, y), lambda g: (g * y, mg.not_implemented("d/dy of half_known"))
+
+
+def test_not_implemented_tangent_poisons_the_requested_gradient():
+    gx, gy = mg.grad(lambda x, y: np.sum(half_known(x, y) * 2.0 + y), argnums=(0, 1))(np.array([1.0]), np.array([2.0]))
+    np.testing.assert_allclose(gx, [4.0])
+    assert isinstance(gy, mg.NotImplementedTangent)
+    assert "d/dy of half_known" in gy.message
+
+
+def test_not_implemented_tangent_for_unrequested_argument_never_raises():
+    with mg.config(strict=True):
+        g = mg.grad(lambda x, y: np.sum(half_known(x, y)), argnums=0)(np.array([1.0]), np.array([2.0]))
+    np.testing.assert_allclose(g, [2.0])
+
+
+def test_strict_mode_raises_at_the_rule():
+    with mg.config(strict=True):
+        with pytest.raises(mg.NotImplementedTangentError) as info:
+            mg.grad(lambda x, y: np.sum(half_known(x, y)), argnums=(0, 1))(np.array([1.0]), np.array([2.0]))
+    assert "d/dy of half_known" in str(info.value)
+    assert HERE in str(info.value)
+
+
+def test_strict_mode_from_environment(monkeypatch):
+    monkeypatch.setenv("MUTAGRAD_STRICT", "1")
+    with pytest.raises(mg.NotImplementedTangentError):
+        mg.grad(lambda x, y: np.sum(half_known(x, y)), argnums=1)(np.array([1.0]), np.array([2.0]))
+    monkeypatch.setenv("MUTAGRAD_STRICT", "0")
+    g = mg.grad(lambda x, y: np.sum(half_known(x, y)), argnums=1)(np.array([1.0]), np.array([2.0]))
+    assert isinstance(g, mg.NotImplementedTangent)
+
+
+def test_escaped_tracer_raises():
+    kept = []
+
+    def f(x):
+        kept.append(x * 2)
+        return np.sum(x)
+
+    mg.grad(f)(np.array([1.0]))
+    with pytest.raises(mg.EscapedTracerError):
+        np.sin(kept[0])
+
+
+@pytest.mark.parametrize("attr,value", [("shape", (2, 1)), ("dtype", np.float32), ("strides", (8,))])
+def test_changing_layout_in_place_raises(attr, value):
+    def f(x):
+        y = x * 1.0
+        setattr(y, attr, value)
+        return np.sum(y)
+
+    _raises(f, np.array([1.0, 2.0]), mg.MutationError)
+
+
+def test_resize_in_place_raises():
+    def f(x):
+        y = x * 1.0
+        y.resize(4)
+        return np.sum(y)
+
+    _raises(f, np.array([1.0, 2.0]), mg.MutationError)
+
+
+def test_integer_and_boolean_inputs_raise_type_error():
+    with pytest.raises(TypeError, match="integer"):
+        mg.grad(lambda x: x * 2.0)(2)
+    with pytest.raises(TypeError, match="integer"):
+        mg.grad(lambda x: np.sum(x * 2.0))(np.array([1, 2]))
+    with pytest.raises(TypeError, match="boolean"):
+        mg.grad(lambda x: np.sum(x * 2.0))(np.array([True]))
+
+
+def test_non_scalar_output_raises_type_error():
+    with pytest.raises(TypeError, match="scalar output"):
+        mg.grad(lambda x: x * 2)(np.array([1.0, 2.0]))
+
+
+def test_aliased_arguments_read_only_are_exact():
+    a = np.array([1.0, 2.0])
+    gx, gy = mg.grad(lambda x, y: np.sum(x * y * y), argnums=(0, 1))(a, a)
+    np.testing.assert_allclose(gx, a * a)
+    np.testing.assert_allclose(gy, 2 * a * a)
+
+
+def test_aliased_arguments_written_raise():
+    a = np.array([1.0, 2.0, 3.0])
+
+    def f(x, y):
+        x[0] = 5.0
+        return np.sum(x * y)
+
+    with pytest.raises(mg.AliasingError) as info:
+        mg.grad(f, argnums=(0, 1))(a, a)
+    assert "argument 0" in str(info.value) and "argument 1" in str(info.value)
+    with pytest.raises(mg.AliasingError):
+        mg.grad(f, argnums=(0, 1))(a[:2], a[1:])
+
+
+def test_self_overlapping_view_write_raises():
+    def f(x):
+        y = x * 1.0
+        w = np.lib.stride_tricks.sliding_window_view(y, 2, writeable=True)
+        w[0, 1] = 3.0
+        return np.sum(y)
+
+    _raises(f, np.array([1.0, 2.0, 3.0]), mg.MutationError)
+
+
+def test_as_strided_on_a_traced_array_raises():
+    _raises(lambda x: np.sum(np.lib.stride_tricks.as_strided(x, shape=(2, 2), strides=(8, 8))),
+            np.array([1.0, 2.0, 3.0]))
+
+
+def test_reading_overlapping_windows_is_exact():
+    def f(x):
+        w = np.lib.stride_tricks.sliding_window_view(x, 2)
+        return np.sum(w * np.arange(4.0).reshape(2, 2) ** 2)
+
+    mg.testing.check_grads(f, np.array([1.0, 2.0, 3.0]))
+
+
+def test_every_error_is_a_differentiation_error():
+    for cls in (mg.TracerEscapeError, mg.WriteToPlainArrayError, mg.NoRuleError, mg.NotImplementedTangentError,
+                mg.MutationError, mg.AliasingError, mg.EscapedTracerError, mg.ForwardRuleMissingError):
+        assert issubclass(cls, mg.DifferentiationError)

@@ -72,9 +72,9 @@ def _wrap_leaf(level, x, name):
         kind = "array"
         scalar = False
     else:
-        if isinstance(x, float):
+        if type(x) is float:
             kind = "float"
-        elif isinstance(x, complex):
+        elif type(x) is complex:
             kind = "complex"
         else:
             kind = "npscalar"

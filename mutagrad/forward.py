@@ -152,6 +152,8 @@ class ForwardLevel(Level):
                 f"memory with the differentiated argument {s.aliased}. Pass separate copies."
             )
         if dest._geom is not None and dest._geom.overlap:
+            if not bottom(dest).flags.writeable:
+                raise ValueError("assignment destination is read-only")
             raise MutationError(
                 f"writing through a self-overlapping view at {user_line()} cannot be differentiated; "
                 "write into the base array instead."

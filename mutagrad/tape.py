@@ -302,6 +302,8 @@ class ReverseLevel(Level):
                 "(x.copy()) if the function writes into them."
             )
         if dest._geom is not None and dest._geom.overlap:
+            if not bottom(dest).flags.writeable:
+                raise ValueError("assignment destination is read-only")
             raise MutationError(
                 f"writing through a self-overlapping view (np.lib.stride_tricks.as_strided or "
                 f"similar) at {user_line()} cannot be differentiated: several elements of the view "

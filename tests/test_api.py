@@ -1,0 +1,256 @@
+"""The public API: argnums, has_aux, pytrees, dtypes, vjp, jvp, jacobian,
+hessian, stop_gradient, value, the mnp namespace."""
+import dataclasses
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import mutagrad as mg
+import mutagrad.numpy as mnp
+from mutagrad.testing import check_grads, numerical_grad
+
+
+def fd(f, *args, argnums=0):
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    res = numerical_grad(f, args, nums)
+    return res[0] if isinstance(argnums, int) else tuple(res)
+
+
+def test_argnums_int_and_tuple():
+    f = lambda x, y: np.sum(np.sin(x) * y ** 2)  # noqa: E731
+    x, y = np.array([0.3, 0.7]), np.array([1.5, -0.5])
+    np.testing.assert_allclose(mg.grad(f)(x, y), fd(f, x, y))
+    np.testing.assert_allclose(mg.grad(f, argnums=1)(x, y), fd(f, x, y, argnums=1))
+    gx, gy = mg.grad(f, argnums=(0, 1))(x, y)
+    ex, ey = fd(f, x, y, argnums=(0, 1))
+    np.testing.assert_allclose(gx, ex)
+    np.testing.assert_allclose(gy, ey)
+    (gy2,) = mg.grad(f, argnums=(1,))(x, y)
+    np.testing.assert_allclose(gy2, ey)
+
+
+def test_bad_argnums():
+    with pytest.raises(TypeError):
+        mg.grad(lambda x: x, argnums="0")
+    with pytest.raises(TypeError):
+        mg.grad(lambda x: x * 1.0, argnums=3)(1.0)
+
+
+def test_has_aux_and_value_and_grad():
+    def f(x):
+        y = np.sum(x ** 2)
+        return y, {"half": y / 2, "x": x}
+
+    (val, aux), g = mg.value_and_grad(f, has_aux=True)(np.array([1.0, 2.0]))
+    assert val == 5.0 and aux["half"] == 2.5
+    assert isinstance(aux["x"], np.ndarray)
+    np.testing.assert_allclose(g, [2.0, 4.0])
+    g2, aux2 = mg.grad(f, has_aux=True)(np.array([1.0, 2.0]))
+    np.testing.assert_allclose(g2, [2.0, 4.0])
+    assert aux2["half"] == 2.5
+
+
+Point = namedtuple("Point", "x y")
+
+
+@dataclasses.dataclass
+class Params:
+    w: np.ndarray
+    b: float
+
+
+def test_pytree_arguments_keep_their_structure():
+    def f(p):
+        return np.sum(p["a"][0] * p["a"][1]) + p["b"].x * p["b"].y ** 2 + np.sum(p["c"].w) * p["c"].b
+
+    p = {"a": [np.array([1.0, 2.0]), np.array([3.0, 4.0])], "b": Point(2.0, 3.0), "c": Params(np.array([1.0, 1.0]), 0.5)}
+    g = mg.grad(f)(p)
+    assert isinstance(g, dict) and isinstance(g["a"], list) and isinstance(g["b"], Point)
+    assert isinstance(g["c"], Params)
+    np.testing.assert_allclose(g["a"][0], [3.0, 4.0])
+    np.testing.assert_allclose(g["a"][1], [1.0, 2.0])
+    assert g["b"].x == 9.0 and g["b"].y == 12.0
+    assert isinstance(g["b"].x, float)
+    np.testing.assert_allclose(g["c"].w, [0.5, 0.5])
+    assert g["c"].b == 2.0
+
+
+def test_tuple_argument():
+    g = mg.grad(lambda t: t[0] * t[1])((2.0, 5.0))
+    assert g == (5.0, 2.0) and isinstance(g, tuple)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_gradient_dtype_matches_input(dtype):
+    x = np.array([1.0, 2.0], dtype=dtype)
+    g = mg.grad(lambda x: np.sum(x * x))(x)
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, [2.0, 4.0])
+
+
+def test_scalar_kinds_come_back_as_they_went_in():
+    f = lambda x: x * x * 3.0  # noqa: E731
+    g = mg.grad(f)(2.0)
+    assert type(g) is float and g == 12.0
+    g = mg.grad(f)(np.float64(2.0))
+    assert type(g) is np.float64 and g == 12.0
+    g = mg.grad(f)(np.float32(2.0))
+    assert type(g) is np.float32
+    g = mg.grad(f)(np.array(2.0))
+    assert isinstance(g, np.ndarray) and g.shape == () and g == 12.0
+
+
+def test_zero_gradient_is_zeros_not_symbolic():
+    g = mg.grad(lambda x, y: np.sum(y) * 2.0, argnums=0)(np.array([1.0, 2.0]), np.array([1.0]))
+    assert isinstance(g, np.ndarray)
+    np.testing.assert_array_equal(g, [0.0, 0.0])
+    assert mg.grad(lambda x: 3.0)(1.0) == 0.0
+
+
+def test_complex_convention():
+    z = np.array([1.0 + 2.0j, -0.5 + 0.3j])
+    f = lambda z: np.sum(np.abs(z) ** 2 + np.real(z) * np.imag(z))  # noqa: E731
+    g = mg.grad(f)(z)
+    x, y = z.real, z.imag
+    # df/dx - i df/dy
+    np.testing.assert_allclose(g, (2 * x + y) - 1j * (2 * y + x))
+    check_grads(lambda z: np.sin(z) * np.conj(z), z)
+
+
+def test_complex_output_grad_raises():
+    with pytest.raises(TypeError, match="real"):
+        mg.grad(lambda z: z * 2)(1.0 + 1.0j)
+
+
+def test_vjp_pytrees_and_repeated_pullbacks():
+    def f(x, y):
+        return {"s": x * y, "t": (np.sin(x), y ** 2)}
+
+    x, y = np.array([0.5, 1.0]), np.array([2.0, 3.0])
+    out, pb = mg.vjp(f, x, y)
+    np.testing.assert_allclose(out["s"], x * y)
+    ct = {"s": np.array([1.0, 0.0]), "t": (np.array([0.0, 1.0]), np.array([1.0, 1.0]))}
+    gx, gy = pb(ct)
+    np.testing.assert_allclose(gx, [y[0], np.cos(x[1])])
+    np.testing.assert_allclose(gy, [x[0] + 2 * y[0], 2 * y[1]])
+    gx2, gy2 = pb(ct)  # a second call gives the same
+    np.testing.assert_array_equal(gx, gx2)
+    np.testing.assert_array_equal(gy, gy2)
+
+
+def test_vjp_of_mutating_function_keeps_side_effects():
+    x = np.array([1.0, 2.0, 3.0])
+
+    def f(x):
+        y = np.exp(x)
+        x[1] = 10.0
+        return y * x
+
+    out, pb = mg.vjp(f, x)
+    np.testing.assert_array_equal(x, [1.0, 10.0, 3.0])
+    (g,) = pb(np.ones(3))
+    np.testing.assert_array_equal(x, [1.0, 10.0, 3.0])  # the pullback rewinds and replays
+    # out = exp(x) * [x0, 10, x2]: d/dx = [(1 + x0) e^x0, 10 e^x1, (1 + x2) e^x2]
+    np.testing.assert_allclose(g, [2 * np.e, 10 * np.exp(2.0), 4 * np.exp(3.0)])
+
+
+def test_jvp_and_jacobian_modes_agree():
+    def f(x):
+        out = np.zeros_like(x)
+        out[0] = x[0] * x[1]
+        out[1:] = np.sin(x[1:])
+        return out
+
+    x = np.array([0.3, 0.8, -0.2])
+    jr = mg.jacobian(f)(x)
+    jf = mg.jacobian(f, mode="fwd")(x)
+    expected = np.array([[x[1], x[0], 0], [0, np.cos(x[1]), 0], [0, 0, np.cos(x[2])]])
+    np.testing.assert_allclose(jr, expected)
+    np.testing.assert_allclose(jf, expected)
+    y, t = mg.jvp(f, (x,), (np.array([1.0, 0.0, 0.0]),))
+    np.testing.assert_allclose(t, expected[:, 0])
+
+
+def test_jacobian_pytrees():
+    def f(p):
+        return {"u": p[0] * p[1], "v": np.sum(p[0])}
+
+    p = (np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    for mode in ("rev", "fwd"):
+        J = mg.jacobian(f, mode=mode)(p)
+        np.testing.assert_allclose(J["u"][0], np.diag([3.0, 4.0]))
+        np.testing.assert_allclose(J["u"][1], np.diag([1.0, 2.0]))
+        np.testing.assert_allclose(J["v"][0], [1.0, 1.0])
+        np.testing.assert_allclose(J["v"][1], [0.0, 0.0])
+
+
+def test_hessian_of_mutating_function():
+    def f(x):
+        buf = mnp.zeros(3)
+        buf[:] = x
+        buf *= x
+        x[0] = 0.0
+        return np.sum(buf * np.sin(x))
+
+    x = np.array([0.4, 1.1, -0.7])
+    H = mg.hessian(f)(x.copy())
+    # analytic: f = sum_{i>0} x_i^2 sin(x_i)
+    d2 = 2 * np.sin(x) + 4 * x * np.cos(x) - x ** 2 * np.sin(x)
+    np.testing.assert_allclose(H, np.diag([0.0, d2[1], d2[2]]), atol=1e-12)
+
+
+def test_stop_gradient_and_value():
+    def f(x):
+        c = mg.stop_gradient(x)
+        v = mg.value(x)
+        assert isinstance(v, np.ndarray) and not v.flags.writeable
+        return np.sum(x * c) + np.sum(x) * v[0]
+
+    x = np.array([2.0, 3.0])
+    np.testing.assert_allclose(mg.grad(f)(x), x + x[0])
+    assert mg.stop_gradient(3.0) == 3.0
+
+
+def test_stop_gradient_result_is_a_writable_buffer():
+    def f(x):
+        c = mg.stop_gradient(x)
+        c[0] = x[1] * 2
+        return np.sum(c * x)
+
+    np.testing.assert_allclose(mg.grad(f)(np.array([1.0, 3.0])), [6.0, 3.0 + 2.0])
+
+
+def test_mnp_outside_differentiation_is_plain_numpy():
+    a = mnp.zeros(3)
+    assert type(a) is np.ndarray
+    assert type(mnp.array([1.0, 2.0])) is np.ndarray
+    assert mnp.sin is np.sin
+
+
+def test_mnp_array_and_fromiter_carry_derivatives():
+    def f(x):
+        a = mnp.array([[x[0], 2.0], [x[1] ** 2, x[0] * x[1]]])
+        b = mnp.fromiter((x[i] * i for i in range(2)), dtype=float)
+        return np.sum(a) + np.sum(b * b)
+
+    check_grads(f, np.array([0.5, 1.5]))
+
+
+def test_mnp_creation_functions():
+    def f(p):
+        a = mnp.full(2, p)
+        b = mnp.ones(2) * p
+        c = mnp.empty(2)
+        c[:] = p ** 2
+        d = mnp.eye(2) * p
+        return np.sum(a + b + c) + np.sum(d)
+
+    assert abs(mg.grad(f)(1.5) - (2 + 2 + 2 * 2 * 1.5 + 2)) < 1e-12
+
+
+def test_config_is_a_context_manager():
+    assert not mg.config.get("strict")
+    with mg.config(strict=True):
+        assert mg.config.get("strict")
+    assert not mg.config.get("strict")

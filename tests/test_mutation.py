@@ -1,0 +1,303 @@
+"""Every in-place form × (destination traced / value traced / both) ×
+(the array itself / a view of it), each checked with check_grads against
+central finite differences of the same program on plain arrays, forward
+against reverse, and the arguments' final contents against a plain call.
+
+Each program first captures the destination's values (``c = np.sin(d)``),
+then writes, then uses both: the derivative must see what each operation
+saw (contract 1.2.4)."""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+import mutagrad.numpy as mnp
+from mutagrad.testing import check_grads
+
+MASK6 = np.array([True, False, True, True, False, False])
+
+# forms on a 1-D destination of length >= 5 and a value of shape (3,)
+FORMS_1D = {
+    "setitem slice": lambda d, v: d.__setitem__(slice(1, 4), v),
+    "setitem int": lambda d, v: d.__setitem__(2, v[0]),
+    "setitem int array": lambda d, v: d.__setitem__(np.array([0, 3, 1]), v),
+    "setitem repeated ints (last wins)": lambda d, v: d.__setitem__([0, 2, 0], v),
+    "setitem bool mask": lambda d, v: d.__setitem__(MASK6[: len(d)], v[: MASK6[: len(d)].sum()]),
+    "setitem broadcast scalar": lambda d, v: d.__setitem__(slice(None, None, 2), v[1]),
+    "setitem ellipsis": lambda d, v: d.__setitem__(Ellipsis, v[2] * 2),
+    "setitem None": lambda d, v: d.__setitem__((None, slice(0, 3)), v[None, :]),
+    "setitem negative step": lambda d, v: d.__setitem__(slice(None, -4, -1), v),
+    "setitem negative index": lambda d, v: d.__setitem__(-1, v[2]),
+    "flat": lambda d, v: d.flat.__setitem__([1, 3], v[:2]),
+    "fill": lambda d, v: d.fill(v[1]),
+    "copyto": lambda d, v: np.copyto(d[:3], v),
+    "copyto where": lambda d, v: np.copyto(d[:3], v, where=np.array([True, False, True])),
+    "iadd": lambda d, v: d[:3].__iadd__(v),
+    "isub": lambda d, v: d[1:4].__isub__(v),
+    "imul": lambda d, v: d[:3].__imul__(v),
+    "itruediv": lambda d, v: d[:3].__itruediv__(v + 2.0),
+    "ipow": lambda d, v: _ipow(d, v),
+    "ufunc out": lambda d, v: np.multiply(d[:3], v, out=d[2:5]),
+    "ufunc where": lambda d, v: np.add(d[:3], v, out=d[:3], where=np.array([False, True, True])),
+    "ufunc out unary": lambda d, v: np.sin(v, out=d[1:4]),
+    "sum out": lambda d, v: np.sum(np.outer(v, v), axis=0, out=d[:3]),
+    "mean out": lambda d, v: np.mean(np.outer(v, v), axis=1, out=d[1:4]),
+    "prod out": lambda d, v: np.prod(np.outer(v, v), axis=1, out=d[:3]),
+    "max out": lambda d, v: np.max(np.outer(v, v + 1), axis=0, out=d[:3]),
+    "min out": lambda d, v: np.min(np.outer(v, v + 1), axis=1, out=d[:3]),
+    "cumsum out": lambda d, v: np.cumsum(v, out=d[:3]),
+    "clip out": lambda d, v: np.clip(v, 0.4, 0.8, out=d[:3]),
+    "dot out": lambda d, v: np.dot(np.outer(v, v), v, out=d[:3]),
+    "matmul out": lambda d, v: np.matmul(np.outer(v, v), v, out=d[:3]),
+    "add.at": lambda d, v: np.add.at(d, [0, 2, 0], v),
+    "multiply.at": lambda d, v: np.multiply.at(d, [1, 1, 3], v),
+    "subtract.at": lambda d, v: np.subtract.at(d, np.array([4, 0, 4]), v),
+    "sort": lambda d, v: (d.__setitem__(slice(0, 3), v * np.array([1.0, -1.0, 3.0])), d.sort()),
+    "put": lambda d, v: np.put(d, [4, 0, 2], v),
+    "place": lambda d, v: np.place(d, MASK6[: len(d)], v),
+    "putmask": lambda d, v: np.putmask(d, MASK6[: len(d)], np.concatenate([v, v])),
+    "put_along_axis": lambda d, v: np.put_along_axis(d, np.array([3, 0]), v[:2], 0),
+}
+
+
+def _ipow(d, v):
+    w = d[:3]
+    w **= v
+
+
+# forms on a (3, 3) destination with a (3, 3) value
+FORMS_2D = {
+    "imatmul": lambda d, v: d.__imatmul__(v),
+    "fill_diagonal": lambda d, v: np.fill_diagonal(d, v[0, 1]),
+    "setitem row": lambda d, v: d.__setitem__(1, v[0]),
+    "setitem column broadcast": lambda d, v: d.__setitem__((slice(None), 2), v[:, :1].ravel()),
+    "setitem advanced 2-D": lambda d, v: d.__setitem__((np.array([0, 2]), np.array([1, 1])), v[0, :2]),
+    "setitem mixed": lambda d, v: d.__setitem__((np.array([0, 2, 0]), slice(1, None)), v[:, :2]),
+    "matmul out": lambda d, v: np.matmul(v, v, out=d),
+    "iadd transposed": lambda d, v: d.__iadd__(v.T),
+    "einsum out": lambda d, v: np.einsum("ij,jk->ik", v, v, out=d),
+}
+
+VIEWS_1D = {
+    "array": lambda d: d,
+    "slice view": lambda d: d[1:],
+    "reversed view": lambda d: d[::-1],
+    "reshape view": lambda d: d.reshape(2, 3).reshape(6)[:],
+}
+
+VIEWS_2D = {
+    "array": lambda d: d,
+    "transpose view": lambda d: d.T,
+    "view of view": lambda d: d.reshape(9).reshape(3, 3)[:, :],
+}
+
+ROLES = ("both traced", "destination traced", "value traced")
+
+
+def _program(form, view, role, shape):
+    def prog(x, y):
+        if role == "value traced":
+            d = mnp.zeros(shape) + np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape) * 0.25
+        else:
+            d = x  # write into the differentiated argument itself
+        v = (y * y + 0.5) if role != "destination traced" else np.linspace(0.3, 0.9, y.size).reshape(y.shape)
+        c = np.sin(d) * 1.0  # captured before the write
+        form(view(d), v)
+        return [d * 1.0, c, np.sum(v)]
+
+    return prog
+
+
+CASES = []
+for fname, form in FORMS_1D.items():
+    for vname, view in VIEWS_1D.items():
+        for role in ROLES:
+            CASES.append(pytest.param(form, view, role, (6,), (3,), id=f"{fname}-{vname}-{role}"))
+for fname, form in FORMS_2D.items():
+    for vname, view in VIEWS_2D.items():
+        for role in ROLES:
+            CASES.append(pytest.param(form, view, role, (3, 3), (3, 3), id=f"{fname}-{vname}-{role}"))
+
+
+@pytest.mark.parametrize("form,view,role,dshape,vshape", CASES)
+def test_write_form(form, view, role, dshape, vshape):
+    rng = np.random.default_rng(abs(hash((role, dshape))) % 2**32)
+    x = rng.uniform(0.5, 1.5, dshape)
+    y = rng.uniform(0.5, 1.5, vshape)
+    prog = _program(form, view, role, dshape)
+    try:
+        prog(x.copy(), y.copy())
+    except Exception as e:  # NumPy refuses this combination: so must we
+        with pytest.raises(type(e)):
+            mg.grad(lambda x, y: np.sum(prog(x, y)[0]), argnums=(0, 1))(x.copy(), y.copy())
+        return
+    check_grads(prog, x, y, modes=("fwd", "rev"))
+
+
+# -- overlapping reads and writes follow NumPy ------------------------------
+
+OVERLAPS = {
+    "x[1:] = x[:-1]": lambda x: x.__setitem__(slice(1, None), x[:-1]),
+    "x[:-1] = x[1:]": lambda x: x.__setitem__(slice(None, -1), x[1:]),
+    "copyto(x, x[::-1])": lambda x: np.copyto(x, x[::-1]),
+    "add(x, x[::-1], out=x)": lambda x: np.add(x, x[::-1], out=x),
+    "x += x[::-1]": lambda x: x.__iadd__(x[::-1]),
+    "x *= x": lambda x: x.__imul__(x),
+    "x[::2] = x[1::2] * x[::2]": lambda x: x.__setitem__(slice(None, None, 2), x[1::2] * x[::2]),
+}
+
+
+@pytest.mark.parametrize("name", list(OVERLAPS))
+def test_overlapping_writes(name):
+    op = OVERLAPS[name]
+
+    def f(x):
+        c = np.exp(x)
+        op(x)
+        return x * c
+
+    check_grads(f, np.array([0.3, 0.9, -0.4, 1.2]))
+
+
+def test_square_matrix_plus_its_transpose_in_place():
+    def f(x):
+        x += x.T
+        return x * np.arange(1.0, 10.0).reshape(3, 3)
+
+    check_grads(f, np.arange(9.0).reshape(3, 3) / 7)
+
+
+# -- the seed cases of the core issue, against finite differences -----------
+
+def test_overwritten_after_use():
+    def f(x):
+        y = np.log(x)
+        x.fill(0)
+        return np.sum(y + x)
+
+    x = np.array([1.0, 2.0, 3.0])
+    g = mg.grad(f)(x.copy())
+    np.testing.assert_allclose(g, [1.0, 0.5, 1.0 / 3.0])
+    check_grads(f, x)
+
+
+def test_matvec_then_vector_filled():
+    def f(x, y, z):
+        xy = x @ y
+        y[:] = z
+        return np.sum(xy + y)
+
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    y = np.array([5.0, 6.0])
+    gx, gy, gz = mg.grad(f, argnums=(0, 1, 2))(x.copy(), y.copy(), 7.0)
+    np.testing.assert_allclose(gx, [[5.0, 6.0], [5.0, 6.0]])
+    np.testing.assert_allclose(gy, [4.0, 6.0])
+    assert gz == 2.0
+    check_grads(f, x, y, 7.0)
+
+
+def test_element_from_squared_parameter():
+    def f(x, y):
+        x[0] = y ** 2
+        return np.sum(x * y)
+
+    gx, gy = mg.grad(f, argnums=(0, 1))(np.array([1.0, 2.0, 3.0]), 4.0)
+    np.testing.assert_allclose(gx, [0.0, 4.0, 4.0])
+    assert gy == 53.0
+    check_grads(f, np.array([1.0, 2.0, 3.0]), 4.0)
+
+
+def test_scalar_broadcast_into_buffer():
+    def f(p):
+        b = mnp.zeros(3)
+        b[:] = p
+        return np.sum(b.copy())
+
+    assert mg.grad(f)(1.0) == 3.0
+
+
+def test_plain_constant_captured_then_overwritten():
+    """A plain (untraced) array used by an operation and overwritten later."""
+    c = np.array([1.0, 2.0, 3.0])
+
+    def f(x):
+        y = x * c
+        z = np.sin(x) @ c
+        c[:] = -5.0  # plain NumPy write we cannot see
+        return np.sum(y) + z + np.sum(c * x)
+
+    x = np.array([0.1, 0.2, 0.3])
+    c_orig = c.copy()
+    g = mg.grad(f)(x)
+    np.testing.assert_allclose(g, c_orig + np.cos(x) * c_orig - 5.0)
+
+
+def test_each_stage_of_a_rewritten_buffer_contributes():
+    def f(p):
+        b = mnp.zeros(2)
+        total = 0.0
+        for k in range(4):
+            b[:] = p * (k + 1) + b  # stage k reads stage k-1
+            total = total + np.sum(b ** 2)
+        return total
+
+    check_grads(f, np.array([0.3, -0.2]))
+
+
+def test_views_alias_values_and_derivatives():
+    def f(x):
+        v = x[1:3]
+        t = x.T if x.ndim > 1 else x
+        v *= 2.0        # write through a view changes the base
+        x[0] = v[0] ** 2  # write to the base is seen by the view
+        return [v * 1.0, t * 1.0, x * 1.0]
+
+    check_grads(f, np.array([0.5, 1.5, -0.7, 2.0]))
+
+
+def test_complex_real_and_imag_views():
+    def f(z):
+        w = z * 1.0
+        w.real[:] = np.abs(z) ** 2
+        w.imag = w.real * 2
+        return np.abs(w * z) ** 2
+
+    check_grads(f, np.array([1.0 + 0.5j, -0.3 + 2.0j]))
+
+
+def test_read_only_views_refuse_writes():
+    def f(x):
+        b = np.broadcast_to(x, (2, 3))
+        b[0, 0] = 1.0
+        return np.sum(b)
+
+    with pytest.raises(ValueError, match="read-only"):
+        mg.grad(f)(np.array([1.0, 2.0, 3.0]))
+
+    def g(x):
+        d = np.diagonal(x)
+        d[0] = 1.0
+        return np.sum(d)
+
+    with pytest.raises(ValueError, match="read-only"):
+        mg.grad(g)(np.eye(2))
+
+
+def test_side_effects_are_those_of_a_plain_call():
+    def f(x, buf):
+        buf[:2] = x[:2] ** 2
+        x[1:] = x[:-1] * 3.0
+        x.sort()
+        return np.sum(x[:3] * buf)
+
+    x0 = np.array([0.3, -1.2, 0.8, 2.0])
+    b0 = np.array([1.0, 2.0, 3.0])
+    xa, ba = x0.copy(), b0.copy()
+    f(xa, ba)
+    xb, bb = x0.copy(), b0.copy()
+    mg.grad(f, argnums=(0, 1))(xb, bb)
+    np.testing.assert_array_equal(xa, xb)
+    np.testing.assert_array_equal(ba, bb)
+    xc, bc = x0.copy(), b0.copy()
+    mg.jvp(f, (xc, bc), (np.ones(4), np.ones(3)))
+    np.testing.assert_array_equal(xa, xc)
+    np.testing.assert_array_equal(ba, bc)

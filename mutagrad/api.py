@@ -383,22 +383,20 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype) if not isinstance(tv, Tracer) else tv)
         out = fun(*targs)
         out_leaves, out_tree = tree_flatten(out)
-        tans = []
-        for o in out_leaves:
-            if isinstance(o, Tracer) and o._level is level:
-                t = level.tangent_of(o)
-                if isinstance(t, AbstractZero):
-                    t = np.zeros(o.shape, o.dtype)
-                else:
-                    t = np.copy(t) if isinstance(t, Tracer) else np.array(t)
-                if o._scalar and isinstance(t, _ndarray):
-                    t = t[()]
-            else:
-                b = bottom(o)
-                t = np.zeros(np.shape(b), getattr(b, "dtype", np.float64))
-                if np.ndim(b) == 0 and not isinstance(b, _ndarray):
-                    t = t[()]
-            tans.append(t)
+        raw = [level.tangent_of(o) if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
+    # copies are made outside the level, so that values traced by outer levels stay theirs
+    tans = []
+    for o, t in zip(out_leaves, raw):
+        if t is None or isinstance(t, AbstractZero):
+            b = bottom(o)
+            t = np.zeros(np.shape(b), getattr(b, "dtype", np.float64))
+            if (isinstance(o, Tracer) and o._scalar) or (np.ndim(b) == 0 and not isinstance(b, _ndarray)):
+                t = t[()]
+        else:
+            t = np.copy(t) if isinstance(t, Tracer) else np.array(t)
+            if o._scalar and isinstance(t, _ndarray):
+                t = t[()]
+        tans.append(t)
     return _unwrap_level(out, level), tree_unflatten(out_tree, tans)
 
 

@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .core import Storage, Tracer, bottom, lift
+from .core import TRACERS, Storage, Tracer, bottom, lift
 from .errors import DifferentiationError
 from .forward import ForwardLevel
 from .pytree import tree_flatten, tree_unflatten
@@ -82,7 +82,7 @@ def _wrap_leaf(level, x, name):
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
-    t = Tracer(val, level, s, None, scalar)
+    t = TRACERS[scalar](val, level, s, None, scalar)
     b = bottom(val)
     return t, _Leaf(kind, b.shape, b.dtype, s, x)
 

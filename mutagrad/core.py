@@ -232,7 +232,7 @@ def view_of(buf, geom):
         return buf
     if type(buf) is _ndarray:
         return _ndarray(geom.shape, geom.dtype, buffer=buf, offset=geom.offset, strides=geom.strides)
-    return Tracer(view_of(buf._value, geom), buf._level, buf._storage, geom)
+    return TRACERS[buf._scalar](view_of(buf._value, geom), buf._level, buf._storage, geom, buf._scalar)
 
 
 # --------------------------------------------------------------------------
@@ -272,7 +272,7 @@ class Level:
 
     def new_const(self, value, scalar=False):
         """Wrap a fresh value as an inactive tracer of this level."""
-        return Tracer(value, self, Storage(self, value), None, scalar)
+        return TRACERS[scalar](value, self, Storage(self, value), None, scalar)
 
     def unwrap_args(self, leaves):
         """Replace this level's tracers by their values; return (vals, positions)."""
@@ -287,28 +287,44 @@ class Level:
     def wrap_output(self, y, leaves, ins):
         """Wrap one output leaf: a view of an input's storage, a fresh storage,
         or (for non-float outputs) the plain value. Returns (out, fresh_storage)."""
-        b = bottom(y)
+        tb = type(y)
+        if tb in _FLOAT_SCALARS:  # the common fresh results first
+            y = np.asarray(y)
+            s = Storage(self, y)
+            return ScalarTracer(y, self, s, None, True), s
+        b = y if tb is _ndarray else bottom(y)
         tb = type(b)
         if tb is _ndarray:
             if b.dtype.kind not in _FLOAT_KINDS:
                 return y, None
-            if b.base is not None or any(bottom(leaves[i]._value) is b for i in ins):
+            if b.base is not None or _is_one_of(b, leaves):
                 for i in ins:
                     t = leaves[i]
                     if t._storage.contains(b):
-                        return Tracer(y, self, t._storage, t._storage.geom_of(b), False), None
+                        return ArrayTracer(y, self, t._storage, t._storage.geom_of(b), False), None
                 for x in leaves:
                     if type(x) is _ndarray and np.may_share_memory(x, b):
                         y = b = b.copy()
                         break
             s = Storage(self, y)
-            return Tracer(y, self, s, None, False), s
+            return ArrayTracer(y, self, s, None, False), s
         if tb is float or tb is complex or (isinstance(b, np.generic) and b.dtype.kind in _FLOAT_KINDS):
             if not isinstance(y, Tracer):
                 y = np.asarray(y)
             s = Storage(self, y)
-            return Tracer(y, self, s, None, True), s
+            return ScalarTracer(y, self, s, None, True), s
         return y, None
+
+
+_FLOAT_SCALARS = frozenset((float, complex, np.float64, np.float32, np.float16, np.complex128, np.complex64,
+                            np.longdouble, np.clongdouble))
+
+
+def _is_one_of(b, leaves):
+    for x in leaves:
+        if x is b or (isinstance(x, Tracer) and bottom(x) is b):
+            return True
+    return False
 
 
 def lift(y, levels):
@@ -332,7 +348,7 @@ def lift(y, levels):
         top = -1
     for lv in levels:
         if lv.index > top:
-            y = Tracer(y, lv, Storage(lv, y), None, scalar)
+            y = TRACERS[scalar](y, lv, Storage(lv, y), None, scalar)
     return y
 
 
@@ -510,7 +526,7 @@ class Tracer:
     a NumPy scalar, like the scalar: no indexing, no ``len``).
 
     Scalars are instances of :class:`ScalarTracer` and arrays of
-    :class:`ArrayTracer`; ``Tracer(...)`` picks the right one. The split
+    :class:`ArrayTracer` (``TRACERS[scalar](...)`` makes one). The split
     exists because NumPy treats any object with ``__getitem__`` as a
     sequence when it is written into a plain array, and would then replace
     our clear error by "setting an array element with a sequence".
@@ -518,9 +534,6 @@ class Tracer:
 
     __slots__ = ("_value", "_level", "_storage", "_geom", "_scalar", "__weakref__")
     __array_priority__ = 1000.0
-
-    def __new__(cls, value, level, storage, geom=None, scalar=False):
-        return object.__new__(ScalarTracer if scalar else ArrayTracer)
 
     def __init__(self, value, level, storage, geom=None, scalar=False):
         self._value = value
@@ -856,6 +869,9 @@ class ScalarTracer(Tracer):
     __slots__ = ()
 
 
+TRACERS = (ArrayTracer, ScalarTracer)  # indexed by the scalar flag
+
+
 def _check_index(idx):
     """Reject traced indices and freeze mutable index containers."""
     t = type(idx)
@@ -911,7 +927,7 @@ def write(dest, idx, value):
 def make_view_tracer(level, src, y):
     """A tracer for ``y``, which is a view of ``src``'s storage."""
     s = src._storage
-    return Tracer(y, level, s, s.geom_of(bottom(y)), False)
+    return ArrayTracer(y, level, s, s.geom_of(bottom(y)), False)
 
 
 def value(x):

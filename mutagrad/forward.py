@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import STATE, Level, Storage, Tracer, _FLOAT_KINDS, _unflatten_args, bottom, lift, view_of
+from .core import STATE, ArrayTracer, Level, ScalarTracer, Storage, Tracer, _FLOAT_KINDS, _unflatten_args, bottom, lift, view_of
 from .errors import AliasingError, MutationError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
@@ -126,14 +126,14 @@ class ForwardLevel(Level):
             if b.dtype.kind not in _FLOAT_KINDS:
                 return v
             if b.base is not None and s.contains(b):
-                return Tracer(v, self, s, s.geom_of(b), False)
+                return ArrayTracer(v, self, s, s.geom_of(b), False)
             out = Storage(self, v)
-            res = Tracer(v, self, out, None, False)
+            res = ArrayTracer(v, self, out, None, False)
         else:
             if not isinstance(v, Tracer):
                 v = np.asarray(v)
             out = Storage(self, v)
-            res = Tracer(v, self, out, None, True)
+            res = ScalarTracer(v, self, out, None, True)
         if s.tangent is not None:
             td = self.tangent_of(t)[idx]
             if not isinstance(td, Tracer):

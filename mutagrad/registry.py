@@ -122,6 +122,36 @@ def _shape(x):
     return np.shape(x)
 
 
+class ElementwisePullback:
+    """The pullback of an elementwise function: ``ȳ · conj(∂y/∂x_i)`` summed
+    to x_i's shape. The tape asks it for the active arguments only
+    (:meth:`one`); called as a function it returns lazy cotangents for all."""
+
+    __slots__ = ("partials", "xs", "y")
+
+    def __init__(self, partials, xs, y):
+        self.partials = partials
+        self.xs = xs
+        self.y = y
+
+    def one(self, g, i):
+        d = self.partials[i]
+        if d is None:
+            return NoTangent()
+        x = self.xs[i]
+        if d == 1 and not callable(d):
+            ct = g
+        elif d == -1 and not callable(d):
+            ct = -g
+        else:
+            ct = g * conj_if_complex(d(*self.xs, self.y))
+        shape = x.shape if type(x) is np.ndarray else np.shape(x)
+        return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
+
+    def __call__(self, g):
+        return tuple(Thunk(functools.partial(self.one, g, i)) for i in range(len(self.partials)))
+
+
 def defelementwise(fn, *partials, impl=None):
     """Both rules of an elementwise function from its partial derivatives.
 
@@ -135,22 +165,7 @@ def defelementwise(fn, *partials, impl=None):
 
     def rule(*xs):
         y = call(*xs)
-
-        def pullback(g):
-            out = []
-            for i in range(n):
-                d = partials[i]
-                if d is None:
-                    out.append(NoTangent())
-                elif d == 1 and not callable(d):
-                    out.append(Thunk(lambda i=i: unbroadcast(g, _shape(xs[i]))))
-                elif d == -1 and not callable(d):
-                    out.append(Thunk(lambda i=i: unbroadcast(-g, _shape(xs[i]))))
-                else:
-                    out.append(Thunk(lambda i=i, d=d: unbroadcast(g * conj_if_complex(d(*xs, y)), _shape(xs[i]))))
-            return tuple(out)
-
-        return y, pullback
+        return y, ElementwisePullback(partials, xs, y)
 
     def forward(primals, tangents):
         y = call(*primals)

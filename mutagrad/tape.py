@@ -31,6 +31,8 @@ import numpy as np
 
 from . import config as _config
 from .core import (
+    ArrayTracer,
+    ScalarTracer,
     STATE,
     Level,
     Storage,
@@ -42,6 +44,7 @@ from .core import (
     lift,
     view_of,
 )
+from .registry import ElementwisePullback
 from .errors import AliasingError, MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, project, unbroadcast
 
@@ -83,6 +86,12 @@ class OpRecord:
                 level.accumulate(s, g, poison, self)
             return
         if not any_ct:
+            return
+        pb = self.pullback
+        if type(pb) is ElementwisePullback:
+            g = cts[0]
+            for s, geom, pos in self.inputs:
+                level.accumulate(s, geom, pb.one(g, pos), self)
             return
         if self.outtree is None:
             res = self.pullback(cts[0])
@@ -244,6 +253,17 @@ class ReverseLevel(Level):
 
     def wrap(self, y, leaves, ins, pb, prim):
         ty = type(y)
+        if ty is _ndarray or ty is np.float64:  # one fresh output: the common case
+            o, s = self.wrap_output(y, leaves, ins)
+            if pb is not None and s is not None:
+                inputs = []
+                for i in ins:
+                    t = leaves[i]
+                    if t._storage.active:
+                        inputs.append((t._storage, t._geom, i))
+                self.tape.append(OpRecord(pb, inputs, [s], prim, self._line() if self.record_lines else None, None))
+                s.active = True
+            return o
         if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
             outs = []
             fresh = []
@@ -278,14 +298,14 @@ class ReverseLevel(Level):
             if b.dtype.kind not in _FLOAT_KINDS:
                 return v
             if b.base is not None and s.contains(b):
-                return Tracer(v, self, s, s.geom_of(b), False)
+                return ArrayTracer(v, self, s, s.geom_of(b), False)
             out = Storage(self, v)
-            res = Tracer(v, self, out, None, False)
+            res = ArrayTracer(v, self, out, None, False)
         else:
             if not isinstance(v, Tracer):
                 v = np.asarray(v)
             out = Storage(self, v)
-            res = Tracer(v, self, out, None, True)
+            res = ScalarTracer(v, self, out, None, True)
         if s.active:
             out.active = True
             self.tape.append(GatherRecord(s, t._geom, idx, out, _may_repeat(idx), self._line()))
@@ -345,6 +365,19 @@ class ReverseLevel(Level):
         return view_of(s.adjbuf, geom)
 
     def accumulate(self, s, geom, ct, rec):
+        tc = type(ct)
+        if (tc is _ndarray or tc is np.float64) and geom is None and not self.index:
+            # fast path: a plain cotangent for a whole storage root of the same layout
+            adj = s.adj
+            if adj is None:
+                root = s.root
+                if (type(root) is _ndarray and root.shape == np.shape(ct) and root.dtype == ct.dtype
+                        and s.root_geom() is None):
+                    s.adj = s.adjbuf = np.array(ct, copy=True)
+                    return
+            elif type(adj) is _ndarray and adj.shape == np.shape(ct) and adj.dtype == ct.dtype:
+                adj += ct
+                return
         if ct is None or isinstance(ct, AbstractZero):
             return
         if isinstance(ct, NotImplementedTangent):

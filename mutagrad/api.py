@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .core import TRACERS, Storage, Tracer, bottom, lift
-from .errors import DifferentiationError
+from .errors import DifferentiationError, MutationError, user_line
 from .forward import ForwardLevel
 from .pytree import tree_flatten, tree_unflatten
 from .tangents import AbstractZero, NotImplementedTangent, project
@@ -320,8 +321,18 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     out_leaves, out_tree = tree_flatten(out)
     out_vals = _unwrap_level(out, level)
     storages = _storages_of(level, infos)
+    guarded = [s for s in storages if s.captured]
+    prints = [_fingerprint(s) for s in guarded]
 
     def pullback(ct):
+        for s, fp in zip(guarded, prints):
+            if _fingerprint(s) != fp:
+                raise MutationError(
+                    f"an array that the function passed to mg.vjp read ({s.name or 'an intermediate or output'}) "
+                    f"was modified after vjp returned, before the pullback was called at {user_line()}. "
+                    "The pullback needs the values the function saw: copy the outputs (out.copy()) before "
+                    "modifying them, or call the pullback first."
+                )
         ct_leaves, ct_tree = tree_flatten(ct)
         if len(ct_leaves) != len(out_leaves):
             raise ValueError(
@@ -347,6 +358,14 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     if has_aux:
         return out_vals, pullback, _unwrap_level(aux, level)
     return out_vals, pullback
+
+
+def _fingerprint(s):
+    b = bottom(s.root)
+    if not isinstance(b, _ndarray):
+        return None
+    data = memoryview(b) if b.flags.c_contiguous else b.tobytes()
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 # --------------------------------------------------------------------------

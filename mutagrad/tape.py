@@ -263,6 +263,7 @@ class ReverseLevel(Level):
                         inputs.append((t._storage, t._geom, i))
                 self.tape.append(OpRecord(pb, inputs, [s], prim, self._line() if self.record_lines else None, None))
                 s.active = True
+                s.captured = not prim.linear  # the pullback may read its own output (exp, tanh...)
             return o
         if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
             outs = []
@@ -288,6 +289,7 @@ class ReverseLevel(Level):
             for s in fresh:
                 if s is not None:
                     s.active = True
+                    s.captured = not prim.linear
         return res
 
     def getitem(self, t, idx):

@@ -254,3 +254,11 @@ def test_config_is_a_context_manager():
     with mg.config(strict=True):
         assert mg.config.get("strict")
     assert not mg.config.get("strict")
+
+
+def test_vjp_detects_arrays_modified_before_the_pullback():
+    x = np.array([1.0, 2.0])
+    out, pb = mg.vjp(lambda x: np.exp(x), x)
+    out[0] = 100.0  # exp's pullback reads its output
+    with pytest.raises(mg.MutationError, match="modified after vjp returned"):
+        pb(np.ones(2))

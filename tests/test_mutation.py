@@ -301,3 +301,16 @@ def test_side_effects_are_those_of_a_plain_call():
     mg.jvp(f, (xc, bc), (np.ones(4), np.ones(3)))
     np.testing.assert_array_equal(xa, xc)
     np.testing.assert_array_equal(ba, bc)
+
+
+@pytest.mark.parametrize("fn", [np.exp, np.tanh, np.sqrt, lambda v: v ** 3, np.cumprod])
+def test_output_overwritten_after_a_later_use(fn):
+    """A pullback that reads its own output must see it as it was."""
+    def f(x):
+        y = fn(x)
+        s = np.sum(y * np.array([1.0, 2.0, 3.0]))
+        y[0] = 5.0
+        y[1:] *= 3.0
+        return s + np.sum(y)
+
+    check_grads(f, np.array([0.3, 0.6, 0.9]))

@@ -314,6 +314,9 @@ deflinear(_view_impl, lambda g, x, dtype=None: g)
 
 # -- functions of metadata only: computed on plain values ------------------
 
+PLAIN_FUNCTIONS = set()
+
+
 def _plain(fn):
     def handler(args, kwargs):
         from ..pytree import tree_map
@@ -321,6 +324,7 @@ def _plain(fn):
         return fn(*tree_map(bottom, list(args)), **tree_map(bottom, dict(kwargs)))
 
     FUNCTIONS[fn] = handler
+    PLAIN_FUNCTIONS.add(fn)
 
 
 for _f in (np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplexobj, np.isrealobj,

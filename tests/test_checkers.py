@@ -1,0 +1,80 @@
+"""The checkers themselves must be able to fail: a wrong rule is caught."""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+from mutagrad.testing import check_grads, check_rule
+
+
+def _prim(rev_scale=1.0, fwd_scale=1.0, with_frule=True):
+    @mg.primitive
+    def f(x):
+        return np.sin(x)
+
+    @mg.rrule(f)
+    def _(x):
+        return f(x), lambda g: (g * np.cos(x) * rev_scale,)
+
+    if with_frule:
+        @mg.frule(f)
+        def _(primals, tangents):
+            (x,), (t,) = primals, tangents
+            return f(x), t * np.cos(x) * fwd_scale
+
+    return f
+
+
+X = np.array([0.3, -0.8])
+
+
+def test_correct_rule_passes():
+    check_rule(_prim(), X)
+
+
+def test_wrong_reverse_rule_is_caught():
+    with pytest.raises(AssertionError, match="reverse mode"):
+        check_rule(_prim(rev_scale=1.01), X)
+
+
+def test_wrong_forward_rule_is_caught():
+    with pytest.raises(AssertionError, match="forward"):
+        check_rule(_prim(fwd_scale=0.99), X)
+
+
+def test_wrong_second_order_is_caught():
+    @mg.primitive
+    def cube(x):
+        return x ** 3
+
+    @mg.rrule(cube)
+    def _(x):
+        # right value, but written with a detached factor: its own derivative is lost
+        return cube(x), lambda g: (g * 3 * mg.stop_gradient(x) ** 2,)
+
+    @mg.frule(cube)
+    def _(primals, tangents):
+        return cube(primals[0]), tangents[0] * 3 * primals[0] ** 2
+
+    check_grads(cube, X, order=1)
+    with pytest.raises(AssertionError):
+        check_grads(cube, X, order=2)
+
+
+def test_missing_forward_rule_is_a_clear_error():
+    f = _prim(with_frule=False)
+    with pytest.raises(mg.ForwardRuleMissingError, match="frule"):
+        mg.jvp(f, (X,), (np.ones(2),))
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(f(x)))(X), np.cos(X))
+
+
+def test_wrong_side_effects_are_caught():
+    state = {"calls": 0}
+
+    def f(x):
+        state["calls"] += 1
+        if state["calls"] > 1:  # behaves differently when called again: not a pure program
+            x[0] = 1.0
+        return x * 2.0
+
+    with pytest.raises(AssertionError):
+        check_grads(f, X)

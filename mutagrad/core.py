@@ -471,7 +471,22 @@ def _no_rule(fn, kind="function"):
 UFUNC_HANDLERS: dict = {}  # (ufunc, method) -> handler(ufunc, inputs, kwargs)
 
 
+def _arrayify(inputs):
+    """Lists and tuples among ufunc operands become arrays (traced if they
+    hold traced values), so that every operand is one leaf."""
+    for x in inputs:
+        if type(x) is list or type(x) is tuple:
+            break
+    else:
+        return inputs
+    from .numpy import array
+
+    return tuple(array(x) if type(x) is list or type(x) is tuple else x for x in inputs)
+
+
 def ufunc_dispatch(ufunc, method, inputs, kwargs):
+    if method == "__call__":
+        inputs = _arrayify(inputs)
     h = UFUNC_HANDLERS.get((ufunc, method)) or UFUNC_HANDLERS.get((None, method))
     if h is None:
         raise _no_rule(ufunc, f"ufunc method .{method}" if method != "__call__" else "ufunc")
@@ -491,8 +506,6 @@ def function_dispatch(func, args, kwargs):
 
 def _binop(ufunc):
     def op(self, other):
-        if type(other) is list or type(other) is tuple:
-            return ufunc_dispatch(ufunc, "__call__", (self, other), {})
         return call_ufunc(ufunc, (self, other), {})
 
     def rop(self, other):
@@ -508,7 +521,7 @@ def _binop(ufunc):
 
 
 def call_ufunc(ufunc, inputs, kwargs):
-    return UFUNC_HANDLERS[(None, "__call__")](ufunc, inputs, kwargs)
+    return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(inputs), kwargs)
 
 
 def _no_setattr(name):

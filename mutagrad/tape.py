@@ -101,7 +101,15 @@ class OpRecord:
             res = tuple(res) if type(res) is list else (res,)
         leaves, _ = _flatten_args(res)
         for s, g, pos in self.inputs:
-            ct = leaves[pos] if pos < len(leaves) else None
+            if pos >= len(leaves):
+                from .errors import DifferentiationError
+
+                raise DifferentiationError(
+                    f"the reverse rule of {self.prim.name} returned {len(res)} cotangents whose "
+                    f"structure does not match its arguments (no cotangent for argument leaf {pos}); "
+                    "a pullback returns one cotangent per positional argument, a list for a list argument."
+                )
+            ct = leaves[pos]
             if ct is None:
                 continue
             if type(ct) is Thunk:

@@ -236,6 +236,24 @@ def test_reading_overlapping_windows_is_exact():
     mg.testing.check_grads(f, np.array([1.0, 2.0, 3.0]))
 
 
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(x.astype(object)),
+    lambda x: np.sum(np.array([x[0], x[1]], dtype=object)),
+    lambda x: np.sum(x.view(np.dtype("V8"))),
+])
+def test_object_dtype_arrays_of_traced_values_raise(f):
+    _raises(f, np.array([1.0, 2.0]))
+
+
+def test_nditer_on_a_traced_array_raises():
+    def f(x):
+        for v in np.nditer(x, op_flags=["readwrite"]):
+            v[...] = 2 * v
+        return np.sum(x)
+
+    _raises(f, np.array([1.0, 2.0]))
+
+
 def test_every_error_is_a_differentiation_error():
     for cls in (mg.TracerEscapeError, mg.WriteToPlainArrayError, mg.NoRuleError, mg.NotImplementedTangentError,
                 mg.MutationError, mg.AliasingError, mg.EscapedTracerError, mg.ForwardRuleMissingError):

@@ -288,8 +288,12 @@ def astype(x, dtype, copy=True):
     """``x.astype(dtype)``: float and complex casts are differentiable; casting
     to an integer or boolean type gives a plain array (no derivative)."""
     dt = np.dtype(dtype)
+    if dt.kind in "iub":
+        return bottom(x).astype(dt)  # an integer or boolean result carries no derivative
     if dt.kind not in "fc":
-        return bottom(x).astype(dt)
+        from ..errors import TracerEscapeError, escape_error
+
+        raise escape_error(f"x.astype({dt}) (a traced value in an array of {dt} elements)", TracerEscapeError)
     if not copy and dt == x.dtype:
         return x
     return bind(astype_p, (x, dt))
@@ -299,8 +303,12 @@ def view(x, dtype=None):
     if dtype is None:
         return bind(view_p, (x,))
     dt = np.dtype(dtype)
-    if dt.kind not in "fc":
+    if dt.kind in "iub":
         return bottom(x).view(dt)
+    if dt.kind not in "fc":
+        from ..errors import TracerEscapeError, escape_error
+
+        raise escape_error(f"x.view({dt})", TracerEscapeError)
     return bind(view_p, (x, dt))
 
 

@@ -138,7 +138,11 @@ def _finish_leaf(g, info):
         g = np.zeros(info.shape, info.dtype)
     else:
         g = project(g, info.shape, info.dtype)
-        g = np.copy(g) if isinstance(g, Tracer) else np.array(g, dtype=info.dtype, copy=True)
+        if isinstance(g, Tracer):
+            g = np.copy(g)
+        elif not (type(g) is _ndarray and g.base is None and g.dtype == info.dtype and g.shape == info.shape):
+            g = np.array(g, dtype=info.dtype, copy=True)
+        # else: the storage's own adjoint buffer, which nothing else refers to once the pass is over
     if info.dtype.kind == "c":
         g = np.conj(g)  # internal df/dx + i df/dy  ->  JAX/autograd convention
     if isinstance(g, Tracer):

@@ -1,5 +1,14 @@
 """Products and linear algebra: matmul, dot, einsum, tensordot, inner, vdot,
-np.linalg.inv/solve/det/slogdet.
+kron, cross; np.linalg: inv solve det slogdet norm, the factorizations
+cholesky eigh eigvalsh svd qr eig eigvals, pinv lstsq, and compositions
+(matrix_power multi_dot tensorsolve tensorinv cond vector_norm matrix_norm).
+
+Factorizations whose factors are not unique say so: eigen- and singular
+vectors at repeated values, and the extra columns of svd(full_matrices=True)
+or qr(mode="complete") of a non-square matrix, get ``not_implemented`` (never
+a silent number). Complex eigenvectors of eigh and singular vectors are
+defined up to a phase, so only phase-invariant functions of them have a
+derivative; eig and qr follow LAPACK's normalization and are exact.
 
 Cotangents follow the convention of the whole package: for y = f(x),
 x̄ = ȳ · conj(∂y/∂x), so products transpose *and* conjugate their other
@@ -155,6 +164,10 @@ def _np_dot(args, kwargs):
     else:
         res = bind(tensordot_p, (a, b), {"axes": ([na - 1], [nb - 2])})
     if out is not None:
+        ob = bottom(out)
+        if not (ob.flags.c_contiguous and ob.shape == np.shape(res) and ob.dtype == np.result_type(bottom(res))):
+            raise ValueError("output array is not acceptable (must have the right datatype, number of "
+                             "dimensions, and be a C-Array)")
         write(out, Ellipsis, res)
         return out
     return res
@@ -494,3 +507,953 @@ def _np_norm(args, kwargs):
 
 
 FUNCTIONS[np.linalg.norm] = _np_norm
+
+
+# -- helpers for the factorizations ---------------------------------------------
+#
+# Every rule below is the adjoint, for the real inner product Re tr(Āᴴ dA), of
+# its forward rule (PyTorch's convention, used by the whole package). The
+# forward rules are written in terms of the factors, so they are differentiable
+# again (higher order) wherever the factorization itself is.
+
+
+def _H(a):
+    """Conjugate transpose of the last two axes."""
+    return _cj(_mT(a))
+
+
+def _diag(a):
+    return np.diagonal(a, axis1=-2, axis2=-1)
+
+
+def _diag_embed(v):
+    return v[..., :, None] * np.eye(np.shape(v)[-1])
+
+
+def _is_complex(x):
+    return np.iscomplexobj(bottom(x))
+
+
+def _re(x):
+    return np.real(x) if _is_complex(x) else x
+
+
+def _pair_inv(v):
+    """F[..., i, j] = 1 / (v_j - v_i) off the diagonal, 0 on it."""
+    eye = np.eye(np.shape(v)[-1])
+    return 1.0 / (v[..., None, :] - v[..., :, None] + eye) - eye
+
+
+def _repeated(v):
+    """Whether ``v`` (eigen- or singular values) has a repeated entry: a plain decision."""
+    b = bottom(v)
+    n = b.shape[-1]
+    off = ~np.eye(n, dtype=bool)
+    return bool(np.any((b[..., None, :] - b[..., :, None])[..., off] == 0))
+
+
+def _tri(n, lower=True):
+    """A float mask of the strict lower (or upper) triangle."""
+    m = np.tri(n, k=-1)
+    return m if lower else m.T
+
+
+def _herm_in(a, lower):
+    """The Hermitian matrix LAPACK reads from ``a``: one triangle, mirrored,
+    and the real part of the diagonal (the other triangle is ignored)."""
+    n = np.shape(a)[-1]
+    off = a * _tri(n, lower)
+    return off + _H(off) + _re(a) * np.eye(n)
+
+
+def _herm_in_T(g, lower):
+    """Transpose of :func:`_herm_in`: ``tril(G, -1) + tril(Gᴴ, -1) + Re diag G``."""
+    n = np.shape(g)[-1]
+    return (g + _H(g)) * _tri(n, lower) + _re(g) * np.eye(n)
+
+
+def _acc(acc, t):
+    """``acc + t`` where either may be a symbolic zero."""
+    if is_zero(acc):
+        return t
+    return acc if is_zero(t) else acc + t
+
+
+def _all_zero(*ts):
+    return all(is_zero(t) for t in ts)
+
+
+def _degenerate(what):
+    from ..tangents import not_implemented
+
+    return not_implemented(
+        f"{what}: the derivative of the vectors does not exist at repeated values "
+        "(only functions invariant to the choice of basis of each eigenspace are differentiable there)"
+    )
+
+
+def call_args(names, args, kwargs, **defaults):
+    """Positional and keyword arguments of a NumPy call as one dict (None when absent)."""
+    d = dict.fromkeys(names)
+    d.update(defaults)
+    d.update(zip(names, args))
+    d.update(kwargs)
+    return d
+
+
+def _handler(prim, names, nargs=1, **defaults):
+    """A FUNCTIONS handler binding ``prim`` to the first ``nargs`` arguments,
+    the others normalized into keywords (positional or not, with defaults)."""
+
+    def handler(args, kwargs):
+        d = call_args(names, args, kwargs, **defaults)
+        return bind(prim, tuple(d.pop(k) for k in names[:nargs]), d)
+
+    return handler
+
+
+def with_out(res, out):
+    """Honour an ``out=`` argument: write the result into it."""
+    if out is not None:
+        write(out, Ellipsis, res)
+        return out
+    return res
+
+
+# -- cholesky ------------------------------------------------------------------
+# A = L Lᴴ: dL = L Φ(L⁻¹ dA L⁻ᴴ), Φ = strict lower triangle + half the diagonal;
+# Ā = L⁻ᴴ Φ(Lᴴ L̄) L⁻¹, then folded onto the triangle LAPACK reads.
+
+
+def _cholesky_impl(a, upper=False):
+    return np.linalg.cholesky(a, upper=upper)
+
+
+cholesky_p = get_primitive(_cholesky_impl, "np.linalg.cholesky")
+
+
+def _phi(x):
+    n = np.shape(x)[-1]
+    return x * (_tri(n) + 0.5 * np.eye(n))
+
+
+def _cholesky_rrule(a, upper=False):
+    y = _cholesky_impl(a, upper)
+
+    def pullback(g):
+        L, gL = (_H(y), _H(g)) if upper else (y, g)
+        li = np.linalg.inv(L)
+        G = np.matmul(np.matmul(_H(li), _phi(np.matmul(_H(L), gL))), li)
+        return (_herm_in_T(G, not upper),)
+
+    return y, pullback
+
+
+def _cholesky_frule(primals, tangents, upper=False):
+    (a,), (t,) = primals, tangents
+    y = _cholesky_impl(a, upper)
+    L = _H(y) if upper else y
+    li = np.linalg.inv(L)
+    dL = np.matmul(L, _phi(np.matmul(np.matmul(li, _herm_in(t, not upper)), _H(li))))
+    return y, (_H(dL) if upper else dL)
+
+
+cholesky_p.rrule, cholesky_p.frule = _cholesky_rrule, _cholesky_frule
+FUNCTIONS[np.linalg.cholesky] = _handler(cholesky_p, ("a",), upper=False)
+
+
+# -- eigh, eigvalsh ---------------------------------------------------------------
+# A = V diag(w) Vᴴ, X = Vᴴ dA V: dw = Re diag X, dV = V (F ∘ X), F_ij = 1/(w_j - w_i).
+# Ā = V (diag(w̄) + F ∘ (Vᴴ V̄)) Vᴴ. The eigenvectors of a complex matrix are only
+# defined up to a phase: differentiate functions that do not depend on it.
+
+
+def _eigh_impl(a, UPLO="L"):
+    return np.linalg.eigh(a, UPLO=UPLO)
+
+
+def _eigvalsh_impl(a, UPLO="L"):
+    return np.linalg.eigvalsh(a, UPLO=UPLO)
+
+
+eigh_p = get_primitive(_eigh_impl, "np.linalg.eigh")
+eigvalsh_p = get_primitive(_eigvalsh_impl, "np.linalg.eigvalsh")
+
+
+def _eigh_T(w, V, gw, gV, lower):
+    inner = ZERO if is_zero(gw) else _diag_embed(gw)
+    if not is_zero(gV):
+        if _repeated(w):
+            return _degenerate("np.linalg.eigh")
+        inner = inner + _pair_inv(w) * np.matmul(_H(V), gV)
+    return _herm_in_T(np.matmul(np.matmul(V, inner), _H(V)), lower)
+
+
+def _eigh_rrule(a, UPLO="L"):
+    y = _eigh_impl(a, UPLO)
+
+    def pullback(cts):
+        gw, gV = cts
+        if _all_zero(gw, gV):
+            return (ZERO,)
+        return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L"),)
+
+    return y, pullback
+
+
+def _eigh_X(V, t, UPLO):
+    return np.matmul(np.matmul(_H(V), _herm_in(t, UPLO.upper() == "L")), V)
+
+
+def _eigh_frule(primals, tangents, UPLO="L"):
+    (a,), (t,) = primals, tangents
+    y = _eigh_impl(a, UPLO)
+    w, V = y
+    X = _eigh_X(V, t, UPLO)
+    dV = _degenerate("np.linalg.eigh") if _repeated(w) else np.matmul(V, _pair_inv(w) * X)
+    return y, (_re(_diag(X)), dV)
+
+
+def _eigvalsh_rrule(a, UPLO="L"):
+    y = _eigvalsh_impl(a, UPLO)
+
+    def pullback(g):
+        w, V = np.linalg.eigh(a, UPLO=UPLO)
+        return (_eigh_T(w, V, g, ZERO, UPLO.upper() == "L"),)
+
+    return y, pullback
+
+
+def _eigvalsh_frule(primals, tangents, UPLO="L"):
+    (a,), (t,) = primals, tangents
+    _, V = np.linalg.eigh(a, UPLO=UPLO)
+    return _eigvalsh_impl(a, UPLO), _re(_diag(_eigh_X(V, t, UPLO)))
+
+
+eigh_p.rrule, eigh_p.frule = _eigh_rrule, _eigh_frule
+eigvalsh_p.rrule, eigvalsh_p.frule = _eigvalsh_rrule, _eigvalsh_frule
+FUNCTIONS[np.linalg.eigh] = _handler(eigh_p, ("a", "UPLO"), UPLO="L")
+FUNCTIONS[np.linalg.eigvalsh] = _handler(eigvalsh_p, ("a", "UPLO"), UPLO="L")
+
+
+# -- svd ---------------------------------------------------------------------------
+# A = U S Vᴴ (k = min(m, n) columns), dP = Uᴴ dA V, F_ij = 1/(s_j² - s_i²):
+#   dS = Re diag dP
+#   dU = U (F ∘ (dP S + S dPᴴ) + D) + (I - UUᴴ) dA V S⁻¹
+#   dV = V (F ∘ (S dP + dPᴴ S) - D) + (I - VVᴴ) dAᴴ U S⁻¹,  D = i Im(diag dP) / 2S
+# (D splits the phase of complex singular vectors evenly between U and V; only
+# phase-invariant functions of U and V are defined.) The pullback is its adjoint.
+# With full_matrices=True and m != n the extra columns are not unique: their
+# derivative is not implemented.
+
+
+def _svd_impl(a, full_matrices=True, compute_uv=True):
+    return np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+svd_p = get_primitive(_svd_impl, "np.linalg.svd")
+
+
+def _svd_factors(a, y, full_matrices, compute_uv):
+    """Reduced U, S, Vh of ``a``, taken from the primal result when it has them."""
+    if not compute_uv:
+        return np.linalg.svd(a, full_matrices=False)
+    U, S, Vh = y
+    k = np.shape(S)[-1]
+    return U[..., :, :k], S, Vh[..., :k, :]
+
+
+def _svd_jvp(U, S, Vh, dA, need_uv=True):
+    V = _H(Vh)
+    dP = np.matmul(np.matmul(_H(U), dA), V)
+    dS = _re(_diag(dP))
+    if not need_uv:
+        return dS
+    m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
+    if _repeated(S) or (m != n and np.any(bottom(S) == 0)):
+        bad = _degenerate("np.linalg.svd")
+        return bad, dS, bad
+    F = _pair_inv(S * S)
+    Sr, Sc = S[..., None, :], S[..., :, None]
+    dPh = _H(dP)
+    dUa = F * (dP * Sr + Sc * dPh)
+    dVa = F * (Sc * dP + dPh * Sr)
+    if _is_complex(dP):
+        D = _diag_embed(1j * np.imag(_diag(dP)) / (2 * S))
+        dUa, dVa = dUa + D, dVa - D
+    dU = np.matmul(U, dUa)
+    dV = np.matmul(V, dVa)
+    if m > k:
+        dU = dU + (np.matmul(dA, V) - np.matmul(U, dP)) / Sr
+    if n > k:
+        dV = dV + (np.matmul(_H(dA), U) - np.matmul(V, dPh)) / Sr
+    return dU, dS, _H(dV)
+
+
+def _svd_vjp(U, S, Vh, gU, gS, gVh):
+    V = _H(Vh)
+    m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
+    gP = ZERO if is_zero(gS) else _diag_embed(gS)
+    if _all_zero(gU, gVh):
+        return gP if is_zero(gP) else np.matmul(np.matmul(U, gP), Vh)
+    if _repeated(S) or (m != n and np.any(bottom(S) == 0)):
+        return _degenerate("np.linalg.svd")
+    F = _pair_inv(S * S)
+    Sr, Sc = S[..., None, :], S[..., :, None]
+    extra = ZERO
+    if not is_zero(gU):
+        Ju = np.matmul(_H(U), gU)
+        gP = gP + (F * (Ju - _H(Ju))) * Sr
+        if _is_complex(Ju):
+            gP = gP + _diag_embed(1j * np.imag(_diag(Ju)) / (2 * S))
+        if m > k:
+            extra = extra + np.matmul((gU - np.matmul(U, Ju)) / Sr, Vh)
+    if not is_zero(gVh):
+        gV = _H(gVh)
+        Jv = np.matmul(Vh, gV)
+        gP = gP + Sc * (F * (Jv - _H(Jv)))
+        if _is_complex(Jv):
+            gP = gP - _diag_embed(1j * np.imag(_diag(Jv)) / (2 * S))
+        if n > k:
+            extra = extra + np.matmul(U, _H(gV - np.matmul(V, Jv)) / Sc)
+    return _acc(extra, np.matmul(np.matmul(U, gP), Vh))
+
+
+def _extra_columns(g, k, axis):
+    """The part of a cotangent of full U (axis -1) or Vh (axis -2) beyond the first k."""
+    if is_zero(g) or np.shape(g)[axis] == k:
+        return None, g
+    lead = (Ellipsis, slice(None), slice(k, None)) if axis == -1 else (Ellipsis, slice(k, None), slice(None))
+    keep = (Ellipsis, slice(None), slice(None, k)) if axis == -1 else (Ellipsis, slice(None, k), slice(None))
+    return g[lead], g[keep]
+
+
+def _svd_rrule(a, full_matrices=True, compute_uv=True):
+    from ..tangents import not_implemented
+
+    y = _svd_impl(a, full_matrices, compute_uv)
+
+    def pullback(cts):
+        U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
+        if not compute_uv:
+            return (_svd_vjp(U, S, Vh, ZERO, cts, ZERO),)
+        gU, gS, gVh = cts
+        k = np.shape(S)[-1]
+        xu, gU = _extra_columns(gU, k, -1)
+        xv, gVh = _extra_columns(gVh, k, -2)
+        if any(x is not None and np.any(bottom(x) != 0) for x in (xu, xv)):
+            return (not_implemented("np.linalg.svd(full_matrices=True) of a non-square matrix: the "
+                                    "extra singular vectors are not unique; use full_matrices=False"),)
+        return (_svd_vjp(U, S, Vh, gU, gS, gVh),)
+
+    return y, pullback
+
+
+def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True):
+    from ..tangents import not_implemented
+
+    (a,), (t,) = primals, tangents
+    y = _svd_impl(a, full_matrices, compute_uv)
+    U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
+    if not compute_uv:
+        return y, _svd_jvp(U, S, Vh, t, need_uv=False)
+    dU, dS, dVh = _svd_jvp(U, S, Vh, t)
+    m, n = np.shape(a)[-2:]
+    if full_matrices and m != n:
+        bad = not_implemented("np.linalg.svd(full_matrices=True) of a non-square matrix: the extra "
+                              "singular vectors are not unique; use full_matrices=False")
+        dU, dVh = (bad, dVh) if m > n else (dU, bad)
+    return y, (dU, dS, dVh)
+
+
+svd_p.rrule, svd_p.frule = _svd_rrule, _svd_frule
+
+
+_SVDResult = type(np.linalg.svd(np.eye(1)))
+
+
+def _svd_hermitian(a, compute_uv):
+    """NumPy's hermitian=True path, on traced values: SVD from eigh."""
+    if not compute_uv:
+        s = np.abs(np.linalg.eigvalsh(a))
+        return np.sort(s, axis=-1)[..., ::-1]
+    s, u = np.linalg.eigh(a)
+    sidx = np.argsort(np.abs(bottom(s)), axis=-1)[..., ::-1]
+    sgn = np.take_along_axis(np.sign(bottom(s)), sidx, axis=-1)
+    s = np.take_along_axis(np.abs(s), sidx, axis=-1)
+    u = np.take_along_axis(u, sidx[..., None, :], axis=-1)
+    return _SVDResult(u, s, _H(u * sgn[..., None, :]))
+
+
+def _np_svd(args, kwargs):
+    d = call_args(("a", "full_matrices", "compute_uv", "hermitian"), args, kwargs,
+               full_matrices=True, compute_uv=True, hermitian=False)
+    if d["hermitian"]:
+        return _svd_hermitian(d["a"], d["compute_uv"])
+    return bind(svd_p, (d["a"],), {"full_matrices": bool(d["full_matrices"]), "compute_uv": bool(d["compute_uv"])})
+
+
+FUNCTIONS[np.linalg.svd] = _np_svd
+FUNCTIONS[np.linalg.svdvals] = lambda args, kwargs: np.linalg.svd(args[0], compute_uv=False)
+
+
+# -- qr ------------------------------------------------------------------------------
+# A = QR with m >= n (LAPACK's R has a real diagonal, which fixes the gauge):
+#   dX = Qᴴ dA R⁻¹, Ω = Qᴴ dQ = L - Lᴴ + i Im diag dX (L = strict lower dX),
+#   dR = (dX - Ω) R, dQ = dA R⁻¹ - Q (dX - Ω).
+#   Ā = (Q̄ + Q B) R⁻ᴴ with M = R̄ Rᴴ - Qᴴ Q̄, B = triu(M, 1) + triu(M, 1)ᴴ + Re diag M.
+# m < n: A = [X Y] with X square: (Q, R₁) = qr(X), R₂ = Qᴴ Y.
+
+
+def _qr_impl(a, mode="reduced"):
+    return np.linalg.qr(a, mode=mode)
+
+
+qr_p = get_primitive(_qr_impl, "np.linalg.qr")
+
+
+def _qr_tall_jvp(Q, R, dA):
+    ri = np.linalg.inv(R)
+    dX = np.matmul(np.matmul(_H(Q), dA), ri)
+    low = dX * _tri(np.shape(dX)[-1])
+    omega = low - _H(low)
+    if _is_complex(dX):
+        omega = omega + _diag_embed(1j * np.imag(_diag(dX)))
+    dXo = dX - omega
+    return np.matmul(dA, ri) - np.matmul(Q, dXo), np.matmul(dXo, R)
+
+
+def _qr_tall_vjp(Q, R, gQ, gR):
+    M = ZERO if is_zero(gQ) else -np.matmul(_H(Q), gQ)
+    if not is_zero(gR):
+        M = M + np.matmul(gR, _H(R))
+    up = M * _tri(np.shape(M)[-1], lower=False)
+    B = up + _H(up) + _re(M) * np.eye(np.shape(M)[-1])
+    lhs = _acc(gQ, np.matmul(Q, B))
+    return _H(np.linalg.solve(R, _H(lhs)))  # lhs R⁻ᴴ
+
+
+def _qr_jvp(Q, R, dA):
+    m = np.shape(Q)[-2]
+    if np.shape(R)[-1] <= m:
+        return _qr_tall_jvp(Q, R, dA)
+    dQ, dR1 = _qr_tall_jvp(Q, R[..., :m], dA[..., :m])
+    R2 = R[..., m:]  # R₂ = Qᴴ Y and Y = Q R₂
+    dR2 = np.matmul(np.matmul(_H(dQ), Q), R2) + np.matmul(_H(Q), dA[..., m:])
+    return dQ, np.concatenate([dR1, dR2], axis=-1)
+
+
+def _qr_vjp(Q, R, gQ, gR):
+    m = np.shape(Q)[-2]
+    if np.shape(R)[-1] <= m:
+        return _qr_tall_vjp(Q, R, gQ, gR)
+    R2 = R[..., m:]
+    if is_zero(gR):
+        gR = np.zeros(np.shape(R), dtype=np.result_type(bottom(Q), bottom(gQ)))
+    gR2 = gR[..., m:]
+    gQ = _acc(gQ, np.matmul(np.matmul(Q, R2), _H(gR2)))  # Y = Q R₂ feeds R₂ = Qᴴ Y
+    gX = _qr_tall_vjp(Q, R[..., :m], gQ, gR[..., :m])
+    return np.concatenate([gX, np.matmul(Q, gR2)], axis=-1)
+
+
+def _qr_reduced(a, y, mode):
+    """Reduced Q, R of ``a`` and the cotangent/tangent layout of ``mode``."""
+    if mode == "reduced":
+        return y
+    if mode == "r":
+        return np.linalg.qr(a)
+    k = min(np.shape(a)[-2:])
+    return y[0][..., :k], y[1][..., :k, :]
+
+
+_QR_EXTRA = ("np.linalg.qr(mode='complete') of a tall matrix: the extra columns of Q are not unique; "
+             "use mode='reduced'")
+
+
+def _qr_rrule(a, mode="reduced"):
+    from ..tangents import not_implemented
+
+    y = _qr_impl(a, mode)
+    if mode == "raw":
+        return y, lambda cts: (not_implemented("np.linalg.qr(mode='raw') is not differentiable"),)
+
+    def pullback(cts):
+        Q, R = _qr_reduced(a, y, mode)
+        if mode == "r":
+            gQ, gR = ZERO, cts
+        else:
+            gQ, gR = cts
+        k = np.shape(Q)[-1]
+        if mode == "complete":
+            xq, gQ = _extra_columns(gQ, k, -1)
+            if xq is not None and np.any(bottom(xq) != 0):
+                return (not_implemented(_QR_EXTRA),)
+            gR = gR if is_zero(gR) else gR[..., :k, :]
+        return (_qr_vjp(Q, R, gQ, gR),)
+
+    return y, pullback
+
+
+def _qr_frule(primals, tangents, mode="reduced"):
+    from ..tangents import not_implemented
+
+    (a,), (t,) = primals, tangents
+    y = _qr_impl(a, mode)
+    if mode == "raw":
+        bad = not_implemented("np.linalg.qr(mode='raw') is not differentiable")
+        return y, (bad, bad)
+    Q, R = _qr_reduced(a, y, mode)
+    dQ, dR = _qr_jvp(Q, R, t)
+    if mode == "r":
+        return y, dR
+    m, n = np.shape(a)[-2:]
+    if mode == "complete" and m > n:
+        pad = np.zeros(np.shape(dR)[:-2] + (m - n, n), dtype=bottom(dR).dtype)
+        return y, (not_implemented(_QR_EXTRA), np.concatenate([dR, pad], axis=-2))
+    return y, (dQ, dR)
+
+
+qr_p.rrule, qr_p.frule = _qr_rrule, _qr_frule
+FUNCTIONS[np.linalg.qr] = _handler(qr_p, ("a", "mode"), mode="reduced")
+
+
+# -- pinv, lstsq ------------------------------------------------------------------------
+# X = A⁺ (constant rank near A):
+#   dX = -X dA X + X Xᴴ dAᴴ (I - A X) + (I - X A) dAᴴ Xᴴ X
+#   Ā = -Xᴴ X̄ Xᴴ + (I - A X) X̄ᴴ X Xᴴ + Xᴴ X X̄ᴴ (I - X A)
+# (if rcond/rtol cuts off a nonzero singular value, this is not the derivative of
+# the truncated pseudo-inverse).
+
+
+def _pinv_impl(a, **kw):
+    return np.linalg.pinv(a, **kw)
+
+
+pinv_p = get_primitive(_pinv_impl, "np.linalg.pinv")
+
+
+def _pinv_jvp(A, X, dA):
+    dAh = _H(dA)
+    t1 = -np.matmul(np.matmul(X, dA), X)
+    t2 = np.matmul(np.matmul(X, _H(X)), np.matmul(dAh, _eye_minus(A, X)))
+    t3 = np.matmul(_eye_minus(X, A), np.matmul(dAh, np.matmul(_H(X), X)))
+    return t1 + t2 + t3
+
+
+def _eye_minus(p, q):
+    """I - p q."""
+    pq = np.matmul(p, q)
+    return np.eye(np.shape(pq)[-1]) - pq
+
+
+def _pinv_vjp(A, X, g):
+    Xh = _H(X)
+    gh = _H(g)
+    t1 = -np.matmul(np.matmul(Xh, g), Xh)
+    t2 = np.matmul(_eye_minus(A, X), np.matmul(gh, np.matmul(X, Xh)))
+    t3 = np.matmul(np.matmul(Xh, X), np.matmul(gh, _eye_minus(X, A)))
+    return t1 + t2 + t3
+
+
+def _pinv_rrule(a, **kw):
+    y = _pinv_impl(a, **kw)
+    herm = kw.get("hermitian", False)
+
+    def pullback(g):
+        A = _herm_in(a, True) if herm else a
+        gA = _pinv_vjp(A, y, g)
+        return (_herm_in_T(gA, True) if herm else gA,)
+
+    return y, pullback
+
+
+def _pinv_frule(primals, tangents, **kw):
+    (a,), (t,) = primals, tangents
+    y = _pinv_impl(a, **kw)
+    if kw.get("hermitian", False):
+        a, t = _herm_in(a, True), _herm_in(t, True)
+    return y, _pinv_jvp(a, y, t)
+
+
+pinv_p.rrule, pinv_p.frule = _pinv_rrule, _pinv_frule
+
+
+def _np_pinv(args, kwargs):
+    d = dict(zip(("a", "rcond", "hermitian"), args))
+    d.update(kwargs)
+    return bind(pinv_p, (d.pop("a"),), d)
+
+
+FUNCTIONS[np.linalg.pinv] = _np_pinv
+
+# lstsq: x = A⁺ b; r = b - A x.
+#   dx = X (db - dA x) + X Xᴴ dAᴴ r + (I - X A) dAᴴ Xᴴ x
+#   residuals ‖r‖² (full column rank, m > n, where Aᴴ r = 0): d = 2 Re(rᴴ (db - dA x))
+#   singular values: as svd(compute_uv=False); rank: an integer.
+
+
+def _lstsq_impl(a, b, rcond=None):
+    return np.linalg.lstsq(a, b, rcond=rcond)
+
+
+lstsq_p = get_primitive(_lstsq_impl, "np.linalg.lstsq")
+
+
+def _col(v, vec):
+    return v[..., None] if vec else v
+
+
+def _uncol(v, vec):
+    return v[..., 0] if vec else v
+
+
+def _lstsq_rrule(a, b, rcond=None):
+    y = _lstsq_impl(a, b, rcond)
+    vec = np.ndim(b) == 1
+
+    def pullback(cts):
+        gx, gres, _, gs = cts
+        x = _col(y[0], vec)
+        X = np.linalg.pinv(a)
+        r = _col(b, vec) - np.matmul(a, x)
+        ga = gb = ZERO
+        if not is_zero(gx):
+            gx = _col(gx, vec)
+            Xh = _H(X)
+            gb = np.matmul(Xh, gx)
+            gxh = _H(gx)
+            ga = (np.matmul(-gb, _H(x)) + np.matmul(r, np.matmul(gxh, np.matmul(X, Xh)))
+                  + np.matmul(np.matmul(Xh, x), np.matmul(gxh, _eye_minus(X, a))))
+        if not is_zero(gres) and np.size(y[1]):
+            rg = 2 * r * gres
+            gb = gb + rg
+            ga = _acc(ga, -np.matmul(rg, _H(x)))
+        if not is_zero(gs):
+            ga = _acc(ga, _svd_vjp(*np.linalg.svd(a, full_matrices=False), ZERO, gs, ZERO))
+        return ga, (gb if is_zero(gb) else _uncol(gb, vec))
+
+    return y, pullback
+
+
+def _lstsq_frule(primals, tangents, rcond=None):
+    (a, b), (ta, tb) = primals, tangents
+    y = _lstsq_impl(a, b, rcond)
+    vec = np.ndim(b) == 1
+    x = _col(y[0], vec)
+    X = np.linalg.pinv(a)
+    r = _col(b, vec) - np.matmul(a, x)
+    rhs = ZERO if is_zero(tb) else _col(tb, vec)  # db - dA x
+    dx = dres = ds = ZERO
+    if not is_zero(ta):
+        rhs = _acc(rhs, -np.matmul(ta, x))
+        tah = _H(ta)
+        dx = (np.matmul(np.matmul(X, _H(X)), np.matmul(tah, r))
+              + np.matmul(_eye_minus(X, a), np.matmul(tah, np.matmul(_H(X), x))))
+        ds = _svd_jvp(*np.linalg.svd(a, full_matrices=False), ta, need_uv=False)
+    dx = dx + np.matmul(X, rhs)
+    if np.size(y[1]):
+        dres = 2 * np.sum(_re(_cj(r) * rhs), axis=-2)
+    return y, (_uncol(dx, vec), dres, ZERO, ds)
+
+
+lstsq_p.rrule, lstsq_p.frule = _lstsq_rrule, _lstsq_frule
+FUNCTIONS[np.linalg.lstsq] = _handler(lstsq_p, ("a", "b", "rcond"), nargs=2, rcond=None)
+
+
+# -- eig, eigvals (general matrices) ---------------------------------------------------
+# A V = V diag(λ), X = V⁻¹ dA V: dλ = diag X, dV = W + V diag(c), W = V (F ∘ X),
+# F_ij = 1/(λ_j - λ_i). c keeps LAPACK's normalization, so the derivative is that of
+# NumPy's own eigenvectors: unit 2-norm (Re c_i = -Re(v_iᴴ w_i)) and, for complex
+# vectors, the largest component real (Im c_i = -Im(w_ji) / v_ji at that row j).
+
+
+def _eig_impl(a):
+    return np.linalg.eig(a)
+
+
+def _eigvals_impl(a):
+    return np.linalg.eigvals(a)
+
+
+eig_p = get_primitive(_eig_impl, "np.linalg.eig")
+eigvals_p = get_primitive(_eigvals_impl, "np.linalg.eigvals")
+
+
+def _largest_row(V):
+    """One-hot (..., n, n) mask of each column's largest entry (LAPACK makes it real)."""
+    b = bottom(V)
+    j = np.argmax(np.real(b * np.conj(b)), axis=-2)
+    return (np.arange(b.shape[-2])[:, None] == j[..., None, :]).astype(float)
+
+
+def _eig_gauge(V, W):
+    dV = W - V * _re(np.sum(_cj(V) * W, axis=-2))[..., None, :]
+    if _is_complex(V):
+        E = _largest_row(V)
+        vj = np.real(np.sum(E * V, axis=-2))
+        dV = dV - V * (1j * np.imag(np.sum(E * W, axis=-2)) / vj)[..., None, :]
+    return dV
+
+
+def _eig_gauge_T(V, gV):
+    u = np.sum(_cj(V) * gV, axis=-2)  # diag(Vᴴ V̄)
+    gW = gV - V * _re(u)[..., None, :]
+    if _is_complex(V):
+        E = _largest_row(V)
+        vj = np.real(np.sum(E * V, axis=-2))
+        gW = gW - E * (1j * np.imag(u) / vj)[..., None, :]
+    return gW
+
+
+def _eig_jvp(w, V, dA, need_v=True):
+    vi = np.linalg.inv(V)
+    X = np.matmul(np.matmul(vi, dA), V)
+    if not need_v:
+        return _diag(X)
+    if _repeated(w):
+        return _diag(X), _degenerate("np.linalg.eig")
+    return _diag(X), _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
+
+
+def _eig_vjp(w, V, gw, gV):
+    gX = ZERO if is_zero(gw) else _diag_embed(gw)
+    if not is_zero(gV):
+        if _repeated(w):
+            return _degenerate("np.linalg.eig")
+        gX = gX + _cj(_pair_inv(w)) * np.matmul(_H(V), _eig_gauge_T(V, gV))
+    return np.matmul(np.matmul(_H(np.linalg.inv(V)), gX), _H(V))
+
+
+def _eig_rrule(a):
+    y = _eig_impl(a)
+
+    def pullback(cts):
+        gw, gV = cts
+        if _all_zero(gw, gV):
+            return (ZERO,)
+        return (_eig_vjp(y[0], y[1], gw, gV),)
+
+    return y, pullback
+
+
+def _eig_frule(primals, tangents):
+    (a,), (t,) = primals, tangents
+    y = _eig_impl(a)
+    return y, _eig_jvp(y[0], y[1], t)
+
+
+def _eig_matching(a, w):
+    """eig(a) with its columns ordered as the eigenvalues ``w`` (from eigvals)."""
+    w2, V = np.linalg.eig(a)
+    perm = np.argmin(np.abs(bottom(w)[..., :, None] - bottom(w2)[..., None, :]), axis=-1)
+    return np.take_along_axis(w2, perm, axis=-1), np.take_along_axis(V, perm[..., None, :], axis=-1)
+
+
+def _eigvals_rrule(a):
+    y = _eigvals_impl(a)
+
+    def pullback(g):
+        return (_eig_vjp(*_eig_matching(a, y), g, ZERO),)
+
+    return y, pullback
+
+
+def _eigvals_frule(primals, tangents):
+    (a,), (t,) = primals, tangents
+    y = _eigvals_impl(a)
+    return y, _eig_jvp(*_eig_matching(a, y), t, need_v=False)
+
+
+eig_p.rrule, eig_p.frule = _eig_rrule, _eig_frule
+eigvals_p.rrule, eigvals_p.frule = _eigvals_rrule, _eigvals_frule
+FUNCTIONS[np.linalg.eig] = _handler(eig_p, ("a",))
+FUNCTIONS[np.linalg.eigvals] = _handler(eigvals_p, ("a",))
+
+
+# -- composites: matrix_power, multi_dot, tensorsolve, tensorinv, kron, cross ---------
+# NumPy's own algorithms, on traced values (same operations, same rounding).
+
+
+def _np_matrix_power(args, kwargs):
+    d = call_args(("a", "n"), args, kwargs)
+    a, n = d["a"], int(d["n"])
+    if n == 0:
+        return np.zeros_like(a) + np.eye(np.shape(a)[-1], dtype=bottom(a).dtype)
+    if n < 0:
+        a, n = np.linalg.inv(a), -n
+    if n <= 3:
+        return a if n == 1 else np.matmul(a, a) if n == 2 else np.matmul(np.matmul(a, a), a)
+    z = result = None
+    while n > 0:
+        z = a if z is None else np.matmul(z, z)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = z if result is None else np.matmul(result, z)
+    return result
+
+
+def _chain(arrays, order, i, j):
+    if i == j:
+        return arrays[i]
+    return np.dot(_chain(arrays, order, i, order[i, j]), _chain(arrays, order, order[i, j] + 1, j))
+
+
+def _np_multi_dot(args, kwargs):
+    d = call_args(("arrays",), args, kwargs, out=None)
+    arrays = list(d["arrays"])
+    n = len(arrays)
+    if n < 2:
+        raise ValueError("Expecting at least two arrays.")
+    if n == 2:
+        return with_out(np.dot(arrays[0], arrays[1]), d["out"])
+    nd_first, nd_last = np.ndim(arrays[0]), np.ndim(arrays[-1])
+    if nd_first == 1:
+        arrays[0] = np.atleast_2d(arrays[0])
+    if nd_last == 1:
+        arrays[-1] = np.atleast_2d(arrays[-1]).T
+    if n == 3:
+        A, B, C = arrays
+        (a0, a1b0), (b1c0, c1) = np.shape(A), np.shape(C)
+        if a0 * b1c0 * (a1b0 + c1) < a1b0 * c1 * (a0 + b1c0):
+            res = np.dot(np.dot(A, B), C)
+        else:
+            res = np.dot(A, np.dot(B, C))
+    else:
+        from numpy.linalg._linalg import _multi_dot_matrix_chain_order
+
+        res = _chain(arrays, _multi_dot_matrix_chain_order(arrays), 0, n - 1)
+    if nd_first == 1 and nd_last == 1:
+        res = res[0, 0]
+    elif nd_first == 1 or nd_last == 1:
+        res = np.ravel(res)
+    return with_out(res, d["out"])
+
+
+def _np_tensorsolve(args, kwargs):
+    d = call_args(("a", "b", "axes"), args, kwargs, axes=None)
+    a, b, axes = d["a"], d["b"], d["axes"]
+    an = np.ndim(a)
+    if axes is not None:
+        allaxes = list(range(an))
+        for k in axes:
+            allaxes.remove(k)
+            allaxes.insert(an, k)
+        a = np.transpose(a, allaxes)
+    oldshape = np.shape(a)[-(an - np.ndim(b)):]
+    prod = int(np.prod(oldshape, dtype=np.int64))
+    if np.size(a) != prod ** 2:
+        raise np.linalg.LinAlgError(
+            "Input arrays must satisfy the requirement prod(a.shape[b.ndim:]) == prod(a.shape[:b.ndim])")
+    res = np.linalg.solve(np.reshape(a, (prod, prod)), np.ravel(b))
+    return np.reshape(res, oldshape)
+
+
+def _np_tensorinv(args, kwargs):
+    d = call_args(("a", "ind"), args, kwargs, ind=2)
+    a, ind = d["a"], d["ind"]
+    if ind <= 0:
+        raise ValueError("Invalid ind argument.")
+    shape = np.shape(a)
+    prod = int(np.prod(shape[ind:], dtype=np.int64))
+    return np.reshape(np.linalg.inv(np.reshape(a, (prod, -1))), shape[ind:] + shape[:ind])
+
+
+def _np_kron(args, kwargs):
+    d = call_args(("a", "b"), args, kwargs)
+    a, b = d["a"], d["b"]
+    ndb = np.ndim(b)
+    if np.ndim(a) < ndb:
+        a = np.reshape(a, (1,) * (ndb - np.ndim(a)) + np.shape(a))
+    nda = np.ndim(a)
+    if nda == 0 or ndb == 0:
+        return np.multiply(a, b)
+    nd = max(nda, ndb)
+    as_ = (1,) * max(0, ndb - nda) + np.shape(a)
+    bs = (1,) * max(0, nda - ndb) + np.shape(b)
+    a_arr = np.expand_dims(np.reshape(a, as_), tuple(range(1, nd * 2, 2)))
+    b_arr = np.expand_dims(np.reshape(b, bs), tuple(range(0, nd * 2, 2)))
+    return np.reshape(np.multiply(a_arr, b_arr), tuple(p * q for p, q in zip(as_, bs)))
+
+
+def _np_cross(args, kwargs):
+    d = call_args(("a", "b", "axisa", "axisb", "axisc", "axis"), args, kwargs,
+               axisa=-1, axisb=-1, axisc=-1, axis=None)
+    axisa, axisb, axisc = (d["axis"],) * 3 if d["axis"] is not None else (d["axisa"], d["axisb"], d["axisc"])
+    a, b = np.moveaxis(d["a"], axisa, -1), np.moveaxis(d["b"], axisb, -1)
+    na, nb = np.shape(a)[-1], np.shape(b)[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ValueError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
+    a0, a1, b0, b1 = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+    c2 = a0 * b1 - a1 * b0
+    if na == 2 and nb == 2:
+        return c2
+    if na == 2:
+        b2 = b[..., 2]
+        c0, c1 = a1 * b2, -(a0 * b2)
+    elif nb == 2:
+        a2 = a[..., 2]
+        c0, c1 = -(a2 * b1), a2 * b0
+    else:
+        a2, b2 = a[..., 2], b[..., 2]
+        c0, c1 = a1 * b2 - a2 * b1, a2 * b0 - a0 * b2
+    shape = np.broadcast_shapes(np.shape(c0), np.shape(c1), np.shape(c2))
+    return np.moveaxis(np.stack([np.broadcast_to(c, shape) for c in (c0, c1, c2)], axis=-1), -1, axisc)
+
+
+FUNCTIONS[np.linalg.matrix_power] = _np_matrix_power
+FUNCTIONS[np.linalg.multi_dot] = _np_multi_dot
+FUNCTIONS[np.linalg.tensorsolve] = _np_tensorsolve
+FUNCTIONS[np.linalg.tensorinv] = _np_tensorinv
+FUNCTIONS[np.kron] = _np_kron
+FUNCTIONS[np.cross] = _np_cross
+
+
+# -- NumPy 2 array-API spellings and norms built on the rules above --------------------
+
+
+def _np_vector_norm(args, kwargs):
+    d = call_args(("x", "axis", "keepdims", "ord"), args, kwargs, keepdims=False, ord=2)
+    x, axis = d["x"], d["axis"]
+    shape = list(np.shape(x))
+    if axis is None:
+        x, ax = np.ravel(x), 0
+    elif isinstance(axis, tuple):
+        axis = tuple(a % len(shape) for a in axis)
+        rest = tuple(i for i in range(len(shape)) if i not in axis)
+        x = np.reshape(np.transpose(x, axis + rest),
+                       (int(np.prod([shape[i] for i in axis], dtype=int)), *[shape[i] for i in rest]))
+        ax = 0
+    else:
+        ax = axis
+    res = np.linalg.norm(x, axis=ax, ord=d["ord"])
+    if d["keepdims"]:
+        for i in (range(len(shape)) if axis is None else np.atleast_1d(axis)):
+            shape[i % len(shape)] = 1
+        res = np.reshape(res, tuple(shape))
+    return res
+
+
+def _np_cond(args, kwargs):
+    d = call_args(("x", "p"), args, kwargs)
+    x, p = d["x"], d["p"]
+    if p is None or p in (2, -2):
+        s = np.linalg.svd(x, compute_uv=False)
+        r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+    else:
+        r = np.linalg.norm(x, p, axis=(-2, -1)) * np.linalg.norm(np.linalg.inv(x), p, axis=(-2, -1))
+    nan = np.isnan(bottom(r)) & ~np.isnan(bottom(x)).any(axis=(-2, -1))
+    return np.where(nan, np.inf, r) if nan.any() else r
+
+
+def _np_matrix_rank(args, kwargs):
+    """An integer: computed on the plain values."""
+    return np.linalg.matrix_rank(*[bottom(a) for a in args], **{k: bottom(v) for k, v in kwargs.items()})
+
+
+FUNCTIONS[np.linalg.vector_norm] = _np_vector_norm
+FUNCTIONS[np.linalg.matrix_norm] = lambda args, kwargs: np.linalg.norm(
+    args[0], axis=(-2, -1), keepdims=kwargs.get("keepdims", False), ord=kwargs.get("ord", "fro"))
+FUNCTIONS[np.linalg.cond] = _np_cond
+FUNCTIONS[np.linalg.matrix_rank] = _np_matrix_rank
+FUNCTIONS[np.linalg.cross] = lambda args, kwargs: np.cross(args[0], args[1], axis=kwargs.get("axis", -1))
+FUNCTIONS[np.linalg.outer] = lambda args, kwargs: np.outer(args[0], args[1])

@@ -406,10 +406,14 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype) if not isinstance(tv, Tracer) else tv)
         out = fun(*targs)
         out_leaves, out_tree = tree_flatten(out)
-        raw = [level.tangent_of(o) if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
+        raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
+               for o in out_leaves]
     # copies are made outside the level, so that values traced by outer levels stay theirs
     tans = []
     for o, t in zip(out_leaves, raw):
+        if isinstance(t, NotImplementedTangent):
+            tans.append(t)
+            continue
         if t is None or isinstance(t, AbstractZero):
             b = bottom(o)
             t = np.zeros(np.shape(b), getattr(b, "dtype", np.float64))

@@ -30,6 +30,25 @@ def _zeros_for_level(level):
 class ForwardLevel(Level):
     mode = "fwd"
 
+    def __init__(self, strict=None):
+        super().__init__()
+        from .config import strict as _strict
+
+        self.strict = _strict() if strict is None else strict
+
+    def _poisoned(self, tdot, prim_name):
+        """A rule's NotImplementedTangent: raise in strict mode, else keep it (it poisons)."""
+        if self.strict:
+            from .errors import NotImplementedTangentError
+
+            raise NotImplementedTangentError(
+                f"the forward derivative of {prim_name} at {user_line()} is not implemented: "
+                f"{tdot.message}. Treat that input as a constant with mg.stop_gradient, or register a rule."
+            )
+        if tdot.where is None:
+            tdot = NotImplementedTangent(tdot.message, user_line())
+        return tdot
+
     def tangent_of(self, t):
         s = t._storage
         if s.tangent is None:
@@ -51,7 +70,7 @@ class ForwardLevel(Level):
         if isinstance(tdot, Thunk):
             tdot = tdot()
         if isinstance(tdot, NotImplementedTangent):
-            s.poison = tdot
+            s.poison = self._poisoned(tdot, "an operation")
             self.ensure_tangent(s)
             return
         root = s.root
@@ -98,6 +117,17 @@ class ForwardLevel(Level):
         primals = tuple(_unflatten_args(tree, vals))
         tangents = tuple(_unflatten_args(tree, tans))
         y, ydot = prim.frule(primals, tangents, **kwargs)
+        poison = None
+        for i in ins:
+            p = leaves[i]._storage.poison
+            if p is not None and leaves[i]._storage.tangent is not None:
+                poison = p
+        if isinstance(ydot, NotImplementedTangent):
+            poison = self._poisoned(ydot, prim.name)
+        if poison is not None:  # every output depends on a derivative nobody can give
+            ty = type(y)
+            multi = ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields"))
+            ydot = [poison] * len(y) if multi else poison
         in_t = [x for x in tans if not isinstance(x, AbstractZero)]
         return self.wrap(y, leaves, ins, ydot, in_t)
 
@@ -134,7 +164,9 @@ class ForwardLevel(Level):
                 v = np.asarray(v)
             out = Storage(self, v)
             res = ScalarTracer(v, self, out, None, True)
-        if s.tangent is not None:
+        if s.poison is not None:
+            self.set_tangent(out, s.poison)
+        elif s.tangent is not None:
             td = self.tangent_of(t)[idx]
             if not isinstance(td, Tracer):
                 td = np.array(td)  # always a private copy
@@ -159,6 +191,8 @@ class ForwardLevel(Level):
                 "write into the base array instead."
             )
         dest._value[idx] = value._value if own else value
+        if own and value._storage.poison is not None:
+            s.poison = value._storage.poison
         if s.tangent is None and isinstance(vdot, AbstractZero):
             return
         self.ensure_tangent(s)

@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from . import config as _config
+from .config import strict as _config_strict
 from .core import (
     ArrayTracer,
     ScalarTracer,
@@ -207,7 +207,7 @@ class ReverseLevel(Level):
         super().__init__()
         self.tape: list = []
         if strict is None:
-            strict = _config.strict()
+            strict = _config_strict()
         self.strict = strict
         self.record_lines = record_lines or strict
         self.snapshots: dict = {}

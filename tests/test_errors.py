@@ -258,3 +258,30 @@ def test_every_error_is_a_differentiation_error():
     for cls in (mg.TracerEscapeError, mg.WriteToPlainArrayError, mg.NoRuleError, mg.NotImplementedTangentError,
                 mg.MutationError, mg.AliasingError, mg.EscapedTracerError, mg.ForwardRuleMissingError):
         assert issubclass(cls, mg.DifferentiationError)
+
+
+@mg.primitive
+def fwd_unknown(x):
+    return 2 * x
+
+
+@mg.frule(fwd_unknown)
+def _fwd_unknown_frule(primals, tangents):
+    return fwd_unknown(primals[0]), mg.not_implemented("no forward derivative here")
+
+
+def test_forward_not_implemented_poisons_and_never_becomes_zero():
+    x = np.ones(2)
+    for f in (fwd_unknown, lambda x: np.sin(fwd_unknown(x)), lambda x: fwd_unknown(x)[0] + x):
+        _, t = mg.jvp(f, (x,), (np.ones(2),))
+        assert isinstance(t, mg.NotImplementedTangent) and "no forward derivative" in t.message
+    # an input whose tangent is a structural zero does not ask for that derivative
+    _, t = mg.jvp(lambda x, y: x * 2 + np.sum(fwd_unknown(y)), (x, x.copy()), (np.ones(2), mg.ZeroTangent()))
+    np.testing.assert_array_equal(t, [2.0, 2.0])
+
+
+def test_forward_strict_mode_raises_at_the_rule():
+    with mg.config(strict=True):
+        with pytest.raises(mg.NotImplementedTangentError) as info:
+            mg.jvp(fwd_unknown, (np.ones(2),), (np.ones(2),))
+    assert HERE in str(info.value)

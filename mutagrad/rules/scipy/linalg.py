@@ -1,1 +1,608 @@
-"""(being written)"""
+"""scipy.linalg: solve_triangular, cholesky, cho_factor/cho_solve,
+lu_factor/lu_solve, solve_sylvester, expm, sqrtm, and inv/solve/det (NumPy's
+rules under SciPy's names).
+
+None of these dispatch on traced arrays (SciPy calls ``np.asarray``): the
+primitives below are what ``mutagrad.scipy.linalg`` exports under SciPy's
+names and signatures. Every rule computes with registered primitives only
+(triangular and Sylvester solves included), so every order is available.
+
+A function that reads one triangle of its argument (``cholesky``,
+``solve_triangular``, ``assume_a="pos"``) has a derivative with respect to
+that triangle only: the other entries get a zero cotangent, as finite
+differences of the SciPy function would.
+
+Cotangent convention as in rules/linalg.py: x̄ = ȳ · conj(∂y/∂x), so
+products transpose and conjugate (``ā = -b̄ xᴴ``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sl
+
+from ...core import bottom, get_primitive
+from ...registry import conj_if_complex as _cj
+from ...registry import frule, rrule
+from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
+from .special import scipy_primitive
+
+ZERO = ZeroTangent()
+
+
+def _mT(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _mH(a):
+    return _cj(_mT(a))
+
+
+def _zero_if(t, like):
+    return np.zeros_like(like) if is_zero(t) else t
+
+
+# -- masks -----------------------------------------------------------------------
+
+
+def _tri_mask(shape, lower, k=0):
+    """The lower (upper) triangle of a (..., n, m) matrix; k > 0 moves away from
+    the diagonal (k = 1: the strict triangle)."""
+    n, m = shape[-2:]
+    return np.tri(n, m, -k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
+
+
+def _tri(x, lower, k=0):
+    return np.where(_tri_mask(np.shape(x), lower, k), x, 0.0)
+
+
+def _phi(x, lower):
+    """The strict triangle of x and half its diagonal (Murray's Φ)."""
+    n, m = np.shape(x)[-2:]
+    return np.where(_tri_mask((n, m), lower, 1), x, np.where(np.eye(n, m, dtype=bool), 0.5 * x, 0.0))
+
+
+def _from_triangle(a, lower, conj=True):
+    """The symmetric (Hermitian) matrix LAPACK sees when it reads one triangle of a."""
+    t = _phi(a, lower)
+    return t + (_mH(t) if conj else _mT(t))
+
+
+def _outer_or_mm(u, v, vec):
+    """u vᴴ for the columns of two right-hand sides (vectors if ``vec``)."""
+    if vec:
+        return u[..., :, None] * _cj(v)[..., None, :]
+    return np.matmul(u, _mH(v))
+
+
+# -- op(A) x = b: shared by solve_triangular and lu_solve ---------------------------
+
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
+
+
+def _op(m, trans):
+    return m if trans == 0 else (_mT(m) if trans == 1 else _mH(m))
+
+
+def _adjoint_solve(solve, g, trans):
+    """op(A)⁻ᴴ g, given ``solve(rhs, trans)`` = op_trans(A)⁻¹ rhs."""
+    if trans == 1:  # (Aᵀ)⁻ᴴ g = conj(A⁻¹ conj(g))
+        return _cj(solve(_cj(g), 0))
+    return solve(g, 2 - trans)
+
+
+def _solve_pullback(solve, g, x, trans, vec):
+    """For x = op(A)⁻¹ b: (cotangent of A, cotangent of b)."""
+    bbar = _adjoint_solve(solve, g, trans)
+    return _op(-_outer_or_mm(bbar, x, vec), trans), bbar
+
+
+# -- solve_triangular -------------------------------------------------------------
+
+
+@scipy_primitive("scipy.linalg.solve_triangular")
+def _solve_triangular(a, b, *, trans=0, lower=False, unit_diagonal=False):
+    return sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True):
+    """``scipy.linalg.solve_triangular``: x with op(A) x = b, A the triangle of ``a``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_triangular
+    >>> a = np.array([[2.0, 0.0], [1.0, 1.0]])
+    >>> mg.grad(lambda b: solve_triangular(a, b, lower=True).sum())(np.ones(2))
+    array([0., 1.])
+    """
+    return _solve_triangular(a, b, trans=_TRANS[trans], lower=lower, unit_diagonal=unit_diagonal)
+
+
+def _tri_solver(a, lower, unit_diagonal):
+    return lambda rhs, trans: _solve_triangular(a, rhs, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+
+
+@rrule(_solve_triangular)
+def _solve_triangular_rrule(a, b, *, trans=0, lower=False, unit_diagonal=False):
+    x = _solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+
+    def pullback(g):
+        abar, bbar = _solve_pullback(_tri_solver(a, lower, unit_diagonal), g, x, trans, np.ndim(b) == 1)
+        return unbroadcast(_tri(abar, lower, int(unit_diagonal)), np.shape(a)), unbroadcast(bbar, np.shape(b))
+
+    return x, pullback
+
+
+@frule(_solve_triangular)
+def _solve_triangular_frule(primals, tangents, *, trans=0, lower=False, unit_diagonal=False):
+    (a, b), (ta, tb) = primals, tangents
+    x = _solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+    rhs = _zero_if(tb, x)
+    if not is_zero(ta):
+        rhs = rhs - np.matmul(_op(_tri(ta, lower, int(unit_diagonal)), trans), x)
+    return x, _solve_triangular(a, rhs, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+
+
+# -- Cholesky ---------------------------------------------------------------------
+# A = L Lᴴ with A read from one triangle of a. Tangent: L̇ = L Φ(L⁻¹ Ȧ L⁻ᴴ);
+# cotangent: P = L⁻ᴴ Φ(Lᴴ L̄) L⁻¹, folded onto the triangle read.
+
+
+def _chol_tangent(L, adot):
+    y = _solve_triangular(L, adot, lower=True)
+    m = _mH(_solve_triangular(L, _mH(y), lower=True))
+    return np.matmul(L, _phi(m, True))
+
+
+def _chol_cotangent(L, Lbar, lower_read):
+    w = _phi(np.matmul(_mH(L), Lbar), True)
+    v = _solve_triangular(L, w, lower=True, trans=2)
+    p = _mH(_solve_triangular(L, _mH(v), lower=True, trans=2))
+    return _phi(p + _mH(p), lower_read)
+
+
+@scipy_primitive("scipy.linalg.cholesky")
+def _cholesky(a, *, lower=False):
+    return sl.cholesky(a, lower=lower)
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """``scipy.linalg.cholesky``: U with A = Uᴴ U (L with A = L Lᴴ if ``lower``),
+    A read from the upper (lower) triangle of ``a``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import cholesky
+    >>> mg.grad(lambda a: cholesky(a)[0, 0])(np.array([[4.0, 1.0], [1.0, 2.0]]))
+    array([[0.25, 0.  ],
+           [0.  , 0.  ]])
+    """
+    return _cholesky(a, lower=lower)
+
+
+@rrule(_cholesky)
+def _cholesky_rrule(a, *, lower=False):
+    y = _cholesky(a, lower=lower)
+    L = y if lower else _mH(y)
+
+    def pullback(g):
+        return (_chol_cotangent(L, g if lower else _mH(g), lower),)
+
+    return y, pullback
+
+
+@frule(_cholesky)
+def _cholesky_frule(primals, tangents, *, lower=False):
+    (a,), (t,) = primals, tangents
+    y = _cholesky(a, lower=lower)
+    L = y if lower else _mH(y)
+    ldot = _chol_tangent(L, _from_triangle(t, lower))
+    return y, ldot if lower else _mH(ldot)
+
+
+@scipy_primitive("scipy.linalg.cho_factor")
+def _cho_factor(a, *, lower=False):
+    # SciPy's c: the factor in the triangle read, a's own entries in the other
+    return np.where(_tri_mask(np.shape(a), lower), sl.cholesky(a, lower=lower), a), lower
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """``scipy.linalg.cho_factor``: ``(c, lower)`` for :func:`cho_solve`.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import cho_factor, cho_solve
+    >>> a = np.array([[4.0, 1.0], [1.0, 2.0]])
+    >>> mg.grad(lambda b: cho_solve(cho_factor(a), b)[0])(np.ones(2))
+    array([ 0.28571429, -0.14285714])
+    """
+    return _cho_factor(a, lower=lower)
+
+
+@rrule(_cho_factor)
+def _cho_factor_rrule(a, *, lower=False):
+    y, pb = _cholesky_rrule(a, lower=lower)
+    keep = _tri_mask(np.shape(a), lower)
+
+    def pullback(g):
+        gc = g[0]
+        if is_zero(gc):
+            return (ZERO,)
+        (abar,) = pb(np.where(keep, gc, 0.0))
+        return (abar + np.where(keep, 0.0, gc),)
+
+    return (np.where(keep, y, a), lower), pullback
+
+
+@frule(_cho_factor)
+def _cho_factor_frule(primals, tangents, *, lower=False):
+    (a,), (t,) = primals, tangents
+    y, ydot = _cholesky_frule((a,), (t,), lower=lower)
+    keep = _tri_mask(np.shape(a), lower)
+    return (np.where(keep, y, a), lower), (np.where(keep, ydot, t), ZERO)
+
+
+@scipy_primitive("scipy.linalg.cho_solve")
+def _cho_solve(c, b, *, lower=False):
+    return sl.cho_solve((c, lower), b)
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """``scipy.linalg.cho_solve``: x with A x = b from ``cho_factor``'s ``(c, lower)``;
+    differentiable w.r.t. ``b`` and the factor's triangle of ``c``."""
+    c, lower = c_and_lower
+    return _cho_solve(c, b, lower=bool(lower))
+
+
+def _cho_lower(c, lower):
+    """L with A = L Lᴴ, from the factor's triangle of c."""
+    return _tri(c, True) if lower else _mH(_tri(c, False))
+
+
+@rrule(_cho_solve)
+def _cho_solve_rrule(c, b, *, lower=False):
+    x = _cho_solve(c, b, lower=lower)
+
+    def pullback(g):
+        bbar = _cho_solve(c, g, lower=lower)  # A is Hermitian
+        abar = -_outer_or_mm(bbar, x, np.ndim(b) == 1)
+        lbar = np.matmul(abar + _mH(abar), _cho_lower(c, lower))  # A = L Lᴴ
+        cbar = _tri(lbar, True) if lower else _tri(_mH(lbar), False)
+        return unbroadcast(cbar, np.shape(c)), unbroadcast(bbar, np.shape(b))
+
+    return x, pullback
+
+
+@frule(_cho_solve)
+def _cho_solve_frule(primals, tangents, *, lower=False):
+    (c, b), (tc, tb) = primals, tangents
+    x = _cho_solve(c, b, lower=lower)
+    if is_zero(tc) and is_zero(tb):
+        return x, ZERO
+    rhs = _zero_if(tb, x)
+    if not is_zero(tc):
+        adot = np.matmul(_cho_lower(tc, lower), _mH(_cho_lower(c, lower)))
+        rhs = rhs - np.matmul(adot + _mH(adot), x)
+    return x, _cho_solve(c, rhs, lower=lower)
+
+
+# -- LU ---------------------------------------------------------------------------
+# A = P L U, lu = (L - I) + U, piv LAPACK's row interchanges (an integer array:
+# not differentiable). Tangent of the factors: F = L⁻¹ Pᵀ Ȧ U⁻¹,
+# L̇ = L tril(F, -1), U̇ = triu(F) U.
+
+
+def _row_order(piv):
+    """perm with A[perm] = L U: Pᵀ x = x[perm], P x = x[argsort(perm)]."""
+    perm = np.arange(len(piv))
+    for i, j in enumerate(bottom(piv)):
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def _unpermute(x, piv):  # P x
+    return x[np.argsort(_row_order(piv))]
+
+
+def _lu_parts(lu):
+    n = np.shape(lu)[-1]
+    return _tri(lu, True, 1) + np.eye(n), _tri(lu, False)
+
+
+def _unit_lower_solve(lu, x, trans=0):  # L⁻¹ x from the unit lower triangle of lu
+    return _solve_triangular(lu, x, lower=True, unit_diagonal=True, trans=trans)
+
+
+def _upper_solve(lu, x, trans=0):  # U⁻¹ x
+    return _solve_triangular(lu, x, lower=False, trans=trans)
+
+
+@scipy_primitive("scipy.linalg.lu_factor")
+def _lu_factor(a):
+    return sl.lu_factor(a)
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """``scipy.linalg.lu_factor``: ``(lu, piv)``, differentiable w.r.t. ``a``
+    (square matrices); ``piv`` is an integer array.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import lu_factor, lu_solve
+    >>> a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> mg.grad(lambda a: lu_solve(lu_factor(a), np.ones(2))[0])(a)  # -(A⁻ᵀ e₀) xᵀ
+    array([[-2.,  2.],
+           [ 1., -1.]])
+    """
+    return _lu_factor(a)
+
+
+def _square(a, what):
+    n, m = np.shape(a)[-2:]
+    return None if n == m else not_implemented(f"{what} of a non-square matrix")
+
+
+@rrule(_lu_factor)
+def _lu_factor_rrule(a):
+    lu, piv = _lu_factor(a)
+
+    def pullback(g):
+        gl = g[0]
+        if is_zero(gl):
+            return (ZERO,)
+        bad = _square(a, "the derivative of scipy.linalg.lu_factor")
+        if bad is not None:
+            return (bad,)
+        L, U = _lu_parts(lu)
+        m = _tri(np.matmul(_mH(L), _tri(gl, True, 1)), True, 1) + _tri(np.matmul(_tri(gl, False), _mH(U)), False)
+        y = _unit_lower_solve(lu, m, trans=2)  # L⁻ᴴ m
+        return (_unpermute(_mH(_upper_solve(lu, _mH(y))), piv),)  # P L⁻ᴴ m U⁻ᴴ
+
+    return (lu, piv), pullback
+
+
+@frule(_lu_factor)
+def _lu_factor_frule(primals, tangents):
+    (a,), (t,) = primals, tangents
+    lu, piv = _lu_factor(a)
+    bad = _square(a, "the derivative of scipy.linalg.lu_factor")
+    if bad is not None:
+        return (lu, piv), (bad, ZERO)
+    L, U = _lu_parts(lu)
+    f = _unit_lower_solve(lu, t[_row_order(piv)])  # L⁻¹ Pᵀ Ȧ
+    f = _mT(_upper_solve(lu, _mT(f), trans=1))  # ... U⁻¹
+    return (lu, piv), (np.matmul(L, _tri(f, True, 1)) + np.matmul(_tri(f, False), U), ZERO)
+
+
+@scipy_primitive("scipy.linalg.lu_solve")
+def _lu_solve(lu, piv, b, *, trans=0):
+    return sl.lu_solve((lu, piv), b, trans=trans)
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """``scipy.linalg.lu_solve``: x with op(A) x = b from ``lu_factor``'s
+    ``(lu, piv)``; differentiable w.r.t. ``b`` and ``lu``."""
+    lu, piv = lu_and_piv
+    return _lu_solve(lu, piv, b, trans=_TRANS[trans])
+
+
+def _lu_matrix_tangent(lu, piv, tlu):
+    """Ȧ = P (L̇ U + L U̇) for the factors' tangent ``tlu``."""
+    L, U = _lu_parts(lu)
+    return _unpermute(np.matmul(_tri(tlu, True, 1), U) + np.matmul(L, _tri(tlu, False)), piv)
+
+
+@rrule(_lu_solve)
+def _lu_solve_rrule(lu, piv, b, *, trans=0):
+    x = _lu_solve(lu, piv, b, trans=trans)
+
+    def pullback(g):
+        solve = lambda rhs, tr: _lu_solve(lu, piv, rhs, trans=tr)  # noqa: E731
+        abar, bbar = _solve_pullback(solve, g, x, trans, np.ndim(b) == 1)
+        L, U = _lu_parts(lu)
+        pa = abar[_row_order(piv)]  # Pᵀ Ā
+        lubar = _tri(np.matmul(pa, _mH(U)), True, 1) + _tri(np.matmul(_mH(L), pa), False)
+        return lubar, NoTangent(), unbroadcast(bbar, np.shape(b))
+
+    return x, pullback
+
+
+@frule(_lu_solve)
+def _lu_solve_frule(primals, tangents, *, trans=0):
+    (lu, piv, b), (tlu, _, tb) = primals, tangents
+    x = _lu_solve(lu, piv, b, trans=trans)
+    if is_zero(tlu) and is_zero(tb):
+        return x, ZERO
+    rhs = _zero_if(tb, x)
+    if not is_zero(tlu):
+        rhs = rhs - np.matmul(_op(_lu_matrix_tangent(lu, piv, tlu), trans), x)
+    return x, _lu_solve(lu, piv, rhs, trans=trans)
+
+
+# -- Sylvester equation, expm, sqrtm -------------------------------------------------
+
+
+@scipy_primitive("scipy.linalg.solve_sylvester")
+def _solve_sylvester(a, b, q):
+    return sl.solve_sylvester(a, b, q)
+
+
+def solve_sylvester(a, b, q):
+    """``scipy.linalg.solve_sylvester``: X with A X + X B = Q, differentiable
+    w.r.t. all three.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_sylvester
+    >>> mg.grad(lambda q: solve_sylvester(np.eye(2), np.eye(2), q).sum())(np.ones((2, 2)))
+    array([[0.5, 0.5],
+           [0.5, 0.5]])
+    """
+    return _solve_sylvester(a, b, q)
+
+
+@rrule(_solve_sylvester)
+def _solve_sylvester_rrule(a, b, q):
+    x = _solve_sylvester(a, b, q)
+
+    def pullback(g):
+        qbar = _solve_sylvester(_mH(a), _mH(b), g)
+        return (Thunk(lambda: -np.matmul(qbar, _mH(x))), Thunk(lambda: -np.matmul(_mH(x), qbar)), qbar)
+
+    return x, pullback
+
+
+@frule(_solve_sylvester)
+def _solve_sylvester_frule(primals, tangents):
+    (a, b, q), (ta, tb, tq) = primals, tangents
+    x = _solve_sylvester(a, b, q)
+    if is_zero(ta) and is_zero(tb) and is_zero(tq):
+        return x, ZERO
+    rhs = _zero_if(tq, x)
+    if not is_zero(ta):
+        rhs = rhs - np.matmul(ta, x)
+    if not is_zero(tb):
+        rhs = rhs - np.matmul(x, tb)
+    return x, _solve_sylvester(a, b, rhs)
+
+
+@scipy_primitive("scipy.linalg.expm")
+def _expm(a):
+    return sl.expm(a)
+
+
+def expm(A):
+    """``scipy.linalg.expm``: the matrix exponential.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import expm
+    >>> float(mg.grad(lambda t: expm(t * np.eye(2))[0, 0])(0.0))
+    1.0
+    """
+    return _expm(A)
+
+
+def _expm_frechet(a, e):
+    """L(A, E), the derivative of expm at A in direction E, from
+    expm([[A, E], [0, A]]) = [[expm(A), L(A, E)], [0, expm(A)]]."""
+    n = np.shape(a)[-1]
+    top = np.concatenate([a, e], axis=-1)
+    bottom_row = np.concatenate([np.zeros_like(e), a], axis=-1)
+    return _expm(np.concatenate([top, bottom_row], axis=-2))[..., :n, n:]
+
+
+@rrule(_expm)
+def _expm_rrule(a):
+    y = _expm(a)
+    return y, lambda g: (_expm_frechet(_mH(a), g),)  # L(A, ·)* = L(Aᴴ, ·)
+
+
+@frule(_expm)
+def _expm_frule(primals, tangents):
+    (a,), (t,) = primals, tangents
+    return _expm(a), _expm_frechet(a, t)
+
+
+@scipy_primitive("scipy.linalg.sqrtm")
+def _sqrtm(a):
+    return sl.sqrtm(a)
+
+
+def sqrtm(A, disp=True, blocksize=64):
+    """``scipy.linalg.sqrtm``: the principal matrix square root X (X X = A).
+
+    Derivative: X Ẋ + Ẋ X = Ȧ, solved with :func:`solve_sylvester` (itself
+    differentiable, so every order is available).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import sqrtm
+    >>> float(mg.grad(lambda t: sqrtm(t * np.eye(2))[0, 0])(4.0))
+    0.25
+    """
+    return _sqrtm(A)
+
+
+@rrule(_sqrtm)
+def _sqrtm_rrule(a):
+    x = _sqrtm(a)
+    return x, lambda g: (_solve_sylvester(_mH(x), _mH(x), g),)
+
+
+@frule(_sqrtm)
+def _sqrtm_frule(primals, tangents):
+    (a,), (t,) = primals, tangents
+    x = _sqrtm(a)
+    return x, _solve_sylvester(x, x, t)
+
+
+# -- inv, solve, det: NumPy's rules under SciPy's names ------------------------------
+
+
+def _numpy_alias(name, np_fn):
+    """A primitive computing ``np_fn`` whose rules are NumPy's own."""
+    np_prim = get_primitive(np_fn)
+
+    @scipy_primitive(name)
+    def alias(*args):
+        return np_fn(*args)
+
+    rrule(alias)(lambda *args: np_prim.rrule(*args))
+    frule(alias)(lambda primals, tangents: np_prim.frule(primals, tangents))
+    return alias
+
+
+_inv = _numpy_alias("scipy.linalg.inv", np.linalg.inv)
+_solve = _numpy_alias("scipy.linalg.solve", np.linalg.solve)
+_det = _numpy_alias("scipy.linalg.det", np.linalg.det)
+
+_STRUCTURES = {
+    None: "gen", "general": "gen", "gen": "gen", "diagonal": "diagonal", "tridiagonal": "tridiagonal",
+    "banded": "gen", "upper triangular": "upper", "lower triangular": "lower",
+    "pos": "her", "positive definite": "her", "her": "her", "hermitian": "her", "sym": "sym", "symmetric": "sym",
+}
+
+
+def _structured(a, assume_a, lower):
+    """The matrix SciPy's solver reads from ``a`` for the structure ``assume_a``
+    ("banded" reads every entry: SciPy finds the band from the nonzeros)."""
+    s = _STRUCTURES.get(assume_a)
+    if s is None:
+        raise ValueError(f"{assume_a} is not a recognized matrix structure")
+    if s == "gen":
+        return a
+    if s in ("her", "sym"):
+        return _from_triangle(a, lower, conj=s == "her")
+    if s in ("upper", "lower"):
+        return _tri(a, s == "lower")
+    i, j = np.indices(np.shape(a)[-2:])
+    return np.where(np.abs(i - j) <= (0 if s == "diagonal" else 1), a, 0.0)
+
+
+def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    """``scipy.linalg.inv`` (NumPy's rules; ``assume_a`` selects the entries read).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import inv
+    >>> float(mg.grad(lambda t: inv(t * np.eye(2))[0, 0])(2.0))
+    -0.25
+    """
+    return _inv(_structured(a, assume_a, lower))
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True, assume_a=None,
+          transposed=False):
+    """``scipy.linalg.solve`` (NumPy's rules; ``assume_a`` selects the entries read).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve
+    >>> mg.grad(lambda b: solve(2 * np.eye(2), b).sum())(np.ones(2))
+    array([0.5, 0.5])
+    """
+    a = _structured(a, assume_a, lower)
+    return _solve(_mT(a) if transposed else a, b)
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    """``scipy.linalg.det`` (NumPy's rules).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import det
+    >>> mg.grad(det)(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    array([[ 4., -3.],
+           [-2.,  1.]])
+    """
+    return _det(a)

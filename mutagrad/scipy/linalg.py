@@ -1,0 +1,35 @@
+"""``mutagrad.scipy.linalg``: ``scipy.linalg`` with differentiable
+``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve``,
+``lu_factor``/``lu_solve``, ``solve_sylvester``, ``expm``, ``sqrtm``,
+``inv``, ``solve`` and ``det``; every other name is SciPy's own (and raises
+mutagrad's escape error on a traced array).
+
+>>> import numpy as np, mutagrad as mg
+>>> import mutagrad.scipy.linalg as msl
+>>> float(mg.grad(lambda t: msl.expm(t * np.eye(2))[0, 0])(1.0))  # d/dt e^t
+2.718281828459045
+"""
+import scipy.linalg as _sl
+
+from ..rules.scipy.linalg import (  # noqa: F401
+    cho_factor,
+    cho_solve,
+    cholesky,
+    det,
+    expm,
+    inv,
+    lu_factor,
+    lu_solve,
+    solve,
+    solve_sylvester,
+    solve_triangular,
+    sqrtm,
+)
+
+
+def __getattr__(name):
+    return getattr(_sl, name)
+
+
+def __dir__():
+    return sorted(set(dir(_sl)) | set(globals()))

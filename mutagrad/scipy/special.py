@@ -1,0 +1,21 @@
+"""``mutagrad.scipy.special``: ``scipy.special`` with differentiable
+``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`` and
+``multigammaln``; every other name is SciPy's own (its ufuncs dispatch on
+traced arrays; see ``mutagrad/rules/scipy/special.py`` for which have rules).
+
+>>> import numpy as np, mutagrad as mg
+>>> import mutagrad.scipy.special as msp
+>>> float(mg.grad(msp.gammaln)(1.0))  # digamma(1) = -Euler's gamma
+-0.5772156649015329
+"""
+import scipy.special as _sp
+
+from ..rules.scipy.special import log_softmax, logsumexp, multigammaln, polygamma, softmax  # noqa: F401
+
+
+def __getattr__(name):
+    return getattr(_sp, name)
+
+
+def __dir__():
+    return sorted(set(dir(_sp)) | set(globals()))

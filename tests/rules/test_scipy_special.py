@@ -1,0 +1,169 @@
+"""scipy.special rules (mutagrad/rules/scipy/special.py), both modes, against
+finite differences; the plain-Python functions through mutagrad.scipy.special."""
+import numpy as np
+import pytest
+
+sp = pytest.importorskip("scipy.special")
+
+import mutagrad as mg  # noqa: E402
+import mutagrad.scipy.special as msp  # noqa: E402
+from mutagrad.testing import check_grads  # noqa: E402
+
+rng = np.random.default_rng(0)
+
+
+def R(*shape):
+    return rng.standard_normal(shape)
+
+
+def P(*shape):  # positive
+    return rng.uniform(0.5, 2.0, shape)
+
+
+def U01(*shape):  # inside (0, 1)
+    return rng.uniform(0.1, 0.9, shape)
+
+
+def NZ(*shape):  # away from 0, both signs
+    return rng.uniform(0.3, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+def C(*shape):
+    return rng.uniform(0.5, 1.5, shape) + 1j * rng.uniform(-0.5, 0.5, shape)
+
+
+NEG_B = np.array([1.0, -0.5, 2.0])  # a negative weight: logsumexp needs return_sign
+
+# (covers, function, args, order)
+CASES = [
+    # gamma and beta functions
+    ("scipy.special.gammaln", sp.gammaln, (np.array([-1.5, -0.5, 0.7, 3.2]),), 2),
+    ("scipy.special.loggamma", sp.loggamma, (P(3),), 2),
+    ("scipy.special.loggamma", sp.loggamma, (C(3),), 1),  # no complex polygamma in SciPy
+    ("scipy.special.psi", sp.digamma, (P(3),), 2),
+    ("scipy.special.psi", sp.psi, (np.array([-1.5, -0.5, 2.5]),), 2),
+    ("scipy.special.polygamma", lambda x: msp.polygamma(np.array([0, 1, 2]), x), (P(3),), 2),
+    ("scipy.special.polygamma", lambda x: msp.polygamma(3, x), (P(2, 2),), 2),
+    ("scipy.special.gamma", sp.gamma, (np.array([-1.5, 0.7, 2.2]),), 2),
+    ("scipy.special.beta", sp.beta, (P(3), P(3)), 2),
+    ("scipy.special.betaln", sp.betaln, (P(3), P(2, 3)), 2),
+    ("scipy.special.multigammaln", lambda a: msp.multigammaln(a, 3), (P(3) + 1.5,), 2),
+    ("scipy.special.gammainc", lambda x: sp.gammainc(np.array([0.5, 1.0, 2.5]), x), (P(3),), 2),
+    ("scipy.special.gammaincc", lambda x: sp.gammaincc(np.array([0.5, 1.0, 2.5]), x), (P(3),), 2),
+    ("scipy.special.betainc", lambda x: sp.betainc(np.array([0.5, 2.0]), np.array([3.0, 1.5]), x), (U01(2),), 2),
+    ("scipy.special.betaincc", lambda x: sp.betaincc(np.array([0.5, 2.0]), np.array([3.0, 1.5]), x), (U01(2),), 2),
+    ("scipy.special.stdtr", lambda t: sp.stdtr(np.array([1.0, 2.5, 30.0]), t), (R(3),), 2),
+    # error function and normal distribution
+    ("scipy.special.erf", sp.erf, (R(3),), 2),
+    ("scipy.special.erf", sp.erf, (C(3),), 2),
+    ("scipy.special.erfc", sp.erfc, (R(3),), 2),
+    ("scipy.special.erfi", sp.erfi, (R(3),), 2),
+    ("scipy.special.erfcx", sp.erfcx, (R(3),), 2),
+    ("scipy.special.dawsn", sp.dawsn, (R(3),), 2),
+    ("scipy.special.erfinv", sp.erfinv, (rng.uniform(-0.9, 0.9, 3),), 2),
+    ("scipy.special.erfcinv", sp.erfcinv, (rng.uniform(0.2, 1.8, 3),), 2),
+    ("scipy.special.ndtr", sp.ndtr, (R(3),), 2),
+    ("scipy.special.log_ndtr", sp.log_ndtr, (np.array([-30.0, -2.0, 0.3, 4.0]),), 2),
+    ("scipy.special.ndtri", sp.ndtri, (U01(3),), 2),
+    # logistic
+    ("scipy.special.expit", sp.expit, (R(3),), 2),
+    ("scipy.special.log_expit", sp.log_expit, (np.array([-40.0, -1.0, 0.5, 30.0]),), 2),
+    ("scipy.special.logit", sp.logit, (U01(3),), 2),
+    # x log y and entropies, including the line x = 0
+    ("scipy.special.xlogy", sp.xlogy, (R(3), P(3)), 2),
+    ("scipy.special.xlogy", sp.xlogy, (C(2), C(2)), 2),
+    ("scipy.special.xlogy", lambda y: sp.xlogy(np.zeros(3), y), (np.array([0.0, 0.5, 2.0]),), 2),
+    ("scipy.special.xlogy", lambda x: sp.xlogy(x, np.array([0.5, 2.0])), (np.zeros(2),), 2),
+    ("scipy.special.xlog1py", sp.xlog1py, (R(3), P(3)), 2),
+    ("scipy.special.xlog1py", lambda y: sp.xlog1py(np.zeros(3), y), (np.array([-1.0, -0.5, 2.0]),), 2),
+    ("scipy.special.entr", sp.entr, (P(3),), 2),
+    ("scipy.special.rel_entr", sp.rel_entr, (P(3), P(3)), 2),
+    ("scipy.special.rel_entr", lambda y: sp.rel_entr(np.zeros(2), y), (np.array([0.5, 2.0]),), 2),
+    ("scipy.special.kl_div", sp.kl_div, (P(3), P(3)), 2),
+    ("scipy.special.kl_div", lambda y: sp.kl_div(np.zeros(2), y), (P(2),), 2),
+    # Bessel functions, including x = 0 where they are smooth
+    ("scipy.special.j0", sp.j0, (R(3),), 2),
+    ("scipy.special.j1", sp.j1, (np.array([0.0, -1.3, 2.5]),), 2),
+    ("scipy.special.y0", sp.y0, (P(3),), 2),
+    ("scipy.special.y1", sp.y1, (P(3),), 2),
+    ("scipy.special.i0", sp.i0, (np.array([0.0, -1.3, 2.5]),), 2),
+    ("scipy.special.i1", sp.i1, (np.array([0.0, -1.3, 2.5]),), 2),
+    ("scipy.special.i0e", sp.i0e, (NZ(3),), 2),
+    ("scipy.special.i1e", sp.i1e, (NZ(3),), 2),
+    ("scipy.special.k0", sp.k0, (P(3),), 2),
+    ("scipy.special.k1", sp.k1, (P(3),), 2),
+    ("scipy.special.k0e", sp.k0e, (P(3),), 2),
+    ("scipy.special.k1e", sp.k1e, (P(3),), 2),
+    ("scipy.special.jv", lambda x: sp.jv(np.array([0.0, 1.5, 3.0]), x), (P(3),), 2),
+    ("scipy.special.jv", lambda x: sp.jv(2, x), (np.array([0.0, 1.0]),), 2),
+    ("scipy.special.yv", lambda x: sp.yv(1.5, x), (P(3),), 2),
+    ("scipy.special.iv", lambda x: sp.iv(np.array([0.0, 0.5, 2.0]), x), (P(3),), 2),
+    ("scipy.special.kv", lambda x: sp.kv(0.7, x), (P(3),), 2),
+    ("scipy.special.ive", lambda x: sp.ive(1.5, x), (P(3),), 2),
+    ("scipy.special.ive", lambda x: sp.ive(2, x), (NZ(3),), 2),
+    ("scipy.special.kve", lambda x: sp.kve(2.0, x), (P(3),), 2),
+    # logsumexp, softmax, log_softmax (plain-Python in SciPy: mutagrad.scipy.special)
+    ("scipy.special.logsumexp", msp.logsumexp, (R(2, 3),), 2),
+    ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, axis=1), (R(2, 3),), 2),
+    ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, axis=(0, 2), keepdims=True), (R(2, 3, 2),), 2),
+    ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, axis=-1, b=b), (R(2, 3), P(3)), 2),
+    ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, return_sign=True)[0], (R(3), NEG_B), 2),
+    ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, b=-NEG_B, return_sign=True)[0], (R(3),), 2),
+    ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, axis=0), (C(3, 2),), 2),
+    ("scipy.special.softmax", msp.softmax, (R(2, 3),), 2),
+    ("scipy.special.softmax", lambda x: msp.softmax(x, axis=1), (R(2, 3),), 2),
+    ("scipy.special.log_softmax", msp.log_softmax, (R(2, 3),), 2),
+    ("scipy.special.log_softmax", lambda x: msp.log_softmax(x, axis=0), (R(2, 3),), 2),
+]
+
+
+@pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule(covers, fn, args, order):
+    check_grads(fn, *args, modes=("fwd", "rev"), order=order)
+
+
+def test_namespace_matches_scipy():
+    x = np.array([[0.3, -1.2, 2.0], [1.0, 0.0, -0.5]])
+    b = np.array([1.0, -0.5, 2.0])
+    np.testing.assert_allclose(msp.logsumexp(x, axis=1, b=b, return_sign=True),
+                               sp.logsumexp(x, axis=1, b=b, return_sign=True), rtol=1e-14)
+    np.testing.assert_allclose(msp.softmax(x, axis=0), sp.softmax(x, axis=0), rtol=1e-14)
+    np.testing.assert_allclose(msp.log_softmax(x), sp.log_softmax(x), rtol=1e-14)
+    np.testing.assert_allclose(msp.polygamma([0, 2], 1.5), sp.polygamma([0, 2], 1.5), rtol=1e-14)
+    np.testing.assert_allclose(msp.multigammaln(np.array([2.5, 4.0]), 3),
+                               sp.multigammaln(np.array([2.5, 4.0]), 3), rtol=1e-13)
+    assert msp.gammaln is sp.gammaln and msp.zeta is sp.zeta  # everything else is SciPy's
+
+
+def test_special_points_closed_form():
+    # d/dy xlogy(0, y) = 0 (also at y = 0); d/dx xlogy(x, y) at x = 0 is log(y)
+    g = mg.grad(lambda y: np.sum(sp.xlogy(0.0, y)))(np.array([0.0, 2.0]))
+    np.testing.assert_array_equal(g, [0.0, 0.0])
+    g = mg.grad(lambda x: np.sum(sp.xlogy(x, np.array([0.5, 2.0]))))(np.zeros(2))
+    np.testing.assert_allclose(g, np.log([0.5, 2.0]))
+    # j1'(0) = i1'(0) = 1/2
+    np.testing.assert_allclose(mg.grad(sp.j1)(0.0), 0.5)
+    np.testing.assert_allclose(mg.grad(sp.i1)(0.0), 0.5)
+    # digamma'(1) = pi^2 / 6
+    np.testing.assert_allclose(mg.grad(sp.digamma)(1.0), np.pi ** 2 / 6)
+
+
+def test_real_parameter_derivative_is_not_implemented():
+    g = mg.grad(lambda v: sp.jv(v, 1.5))(0.5)
+    assert isinstance(g, mg.NotImplementedTangent)
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="scipy.special.gammainc"):
+        mg.grad(lambda a: sp.gammainc(a, 1.5))(0.5)
+    # not requested: no error
+    with mg.config(strict=True):
+        np.testing.assert_allclose(mg.grad(lambda x: sp.gammainc(0.5, x))(1.5),
+                                   np.exp(-1.5) * 1.5 ** -0.5 / sp.gamma(0.5))
+
+
+def test_real_parameter_tangent_is_not_implemented():
+    _, t = mg.jvp(lambda v: sp.iv(v, 1.5), (0.5,), (1.0,))
+    assert isinstance(t, mg.NotImplementedTangent)
+
+
+def test_plain_python_scipy_function_on_a_traced_value_raises():
+    with pytest.raises(mg.DifferentiationError):
+        mg.grad(lambda x: sp.logsumexp(x))(np.zeros(3))

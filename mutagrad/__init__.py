@@ -14,6 +14,7 @@ from . import rules as _rules  # noqa: F401  (fills the registries)
 from . import testing
 from .api import grad, hessian, jacobian, jvp, value_and_grad, vjp
 from .config import config
+from .explain import explain
 from .core import stop_gradient, value
 from .errors import (
     AliasingError,
@@ -35,7 +36,7 @@ __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian",
     "stop_gradient", "value", "primitive", "rrule", "frule",
     "ZeroTangent", "NoTangent", "NotImplementedTangent", "not_implemented", "Tangent",
-    "testing", "config",
+    "testing", "config", "explain",
     "DifferentiationError", "TracerEscapeError", "WriteToPlainArrayError", "NoRuleError",
     "NotImplementedTangentError", "MutationError", "AliasingError", "EscapedTracerError",
     "ForwardRuleMissingError",

@@ -31,7 +31,9 @@ def _is_diff(x):
     if isinstance(x, np.ndarray):
         return x.dtype.kind in "fc"
     leaves, _ = tree_flatten(x)
-    return bool(leaves) and all(_is_diff(v) for v in leaves) and not (len(leaves) == 1 and leaves[0] is x)
+    if not leaves or (len(leaves) == 1 and leaves[0] is x):
+        return False  # a leaf that is not a float or an array of floats
+    return all(_is_diff(v) for v in leaves)
 
 
 def _random_like(x, rng):

@@ -1,1 +1,638 @@
-"""(being written)"""
+"""Building arrays from arrays: tile, repeat, roll, pad, tril/triu, diag,
+convolve/correlate, interp, polyval, meshgrid, block, choose, select,
+compress, extract, resize, round, real_if_close, nan_to_num, unique.
+
+Most are composites of differentiable NumPy calls: rearrangements are
+gathers (``np.take`` with an index array computed on plain values), so their
+derivative is the matching scatter; NumPy's own algorithms are followed where
+the values must agree bit for bit (pad's reflections, interp's formula).
+``np.convolve`` is the one primitive: bilinear, its pullback is a correlation.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
+
+from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive
+from ..errors import NoRuleError
+from ..registry import conj_if_complex, defzero
+from ..tangents import Thunk, ZeroTangent, is_zero
+from ..numpy import _has_tracer
+from .reductions import _finish, _reduce_args
+
+ZERO = ZeroTangent()
+
+
+def _arr(x):
+    """A traced value as it is; anything else as a plain ndarray."""
+    return x if isinstance(x, Tracer) else np.asarray(x)
+
+
+# -- rearrangements: gathers -------------------------------------------------------
+
+
+def _np_tile(args, kwargs):
+    a = _reduce_args(args, kwargs, ("A", "reps"))
+    x, reps = _arr(a["A"]), a["reps"]
+    tup = tuple(reps) if np.iterable(reps) else (reps,)
+    nd = max(len(tup), np.ndim(x))
+    shape = (1,) * (nd - np.ndim(x)) + np.shape(x)
+    tup = (1,) * (nd - len(tup)) + tup
+    # (1, s0, 1, s1, ...) broadcast to (r0, s0, r1, s1, ...), then merged pairwise
+    x = np.reshape(x, sum(((1, s) for s in shape), ()))
+    x = np.broadcast_to(x, sum(((r, s) for r, s in zip(tup, shape)), ()))
+    return np.copy(np.reshape(x, tuple(r * s for r, s in zip(tup, shape))))
+
+
+def _np_repeat(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "repeats", "axis"))
+    x, axis = _arr(a["a"]), a.get("axis")
+    if axis is None:
+        x, axis = np.ravel(x), 0
+    axis = normalize_axis_index(axis, np.ndim(x))
+    idx = np.repeat(np.arange(np.shape(x)[axis]), bottom(a["repeats"]))
+    return np.take(x, idx, axis=axis)
+
+
+def _np_roll(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "shift", "axis"))
+    x, shift, axis = _arr(a["a"]), a["shift"], a.get("axis")
+    if axis is None:
+        return np.reshape(np.roll(np.ravel(x), shift, 0), np.shape(x))
+    axes = normalize_axis_tuple(axis, np.ndim(x), allow_duplicate=True)
+    shifts = dict.fromkeys(range(np.ndim(x)), 0)
+    for sh, ax in np.broadcast(shift, axes):
+        shifts[int(ax)] += int(sh)
+    for ax, sh in shifts.items():
+        n = np.shape(x)[ax]
+        if sh % max(n, 1):
+            x = np.take(x, (np.arange(n) - sh) % n, axis=ax)
+    return np.copy(x) if x is a["a"] else x
+
+
+def _np_resize(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "new_shape"))
+    shape = a["new_shape"]
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(d < 0 for d in shape):
+        raise ValueError("all elements of `new_shape` must be non-negative")
+    x = np.ravel(_arr(a["a"]))
+    size = int(np.prod(shape, dtype=np.int64))
+    if np.size(x) == 0 or size == 0:
+        return np.zeros_like(x, shape=shape)
+    return np.reshape(np.take(x, np.arange(size) % np.size(x)), shape)
+
+
+def _np_compress(args, kwargs):
+    a = _reduce_args(args, kwargs, ("condition", "a", "axis", "out"))
+    x, axis = _arr(a["a"]), a.get("axis")
+    cond = np.asarray(bottom(a["condition"]))
+    if cond.ndim != 1:
+        raise ValueError("condition must be a 1-d array")
+    if axis is None:
+        x, axis = np.ravel(x), 0
+    return _finish(np.take(x, np.nonzero(cond)[0], axis=axis), a.get("out"))
+
+
+def _np_extract(args, kwargs):
+    a = _reduce_args(args, kwargs, ("condition", "arr"))
+    pos = np.nonzero(np.ravel(np.asarray(bottom(a["condition"]))))[0]
+    return np.take(np.ravel(_arr(a["arr"])), pos)
+
+
+def _np_choose(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "choices", "out", "mode"))
+    ind = np.asarray(bottom(a["a"]))
+    if ind.dtype.kind not in "iub":
+        raise TypeError("Cannot cast array data from dtype('float64') to dtype('int64') according to the rule 'safe'")
+    choices = [_arr(c) for c in a["choices"]]
+    n, mode = len(choices), a.get("mode", "raise")
+    if mode == "wrap":
+        ind = ind % n
+    elif mode == "clip":
+        ind = np.clip(ind, 0, n - 1)
+    elif np.any((ind < 0) | (ind >= n)):
+        raise ValueError("invalid entry in choice array")
+    shape = np.broadcast_shapes(ind.shape, *(np.shape(c) for c in choices))
+    stacked = np.stack([np.broadcast_to(c, shape) for c in choices])
+    res = np.take_along_axis(stacked, np.broadcast_to(ind, shape)[None], 0)[0]
+    return _finish(res, a.get("out"))
+
+
+def _np_select(args, kwargs):
+    a = _reduce_args(args, kwargs, ("condlist", "choicelist", "default"))
+    conds, choices = list(a["condlist"]), [_arr(c) for c in a["choicelist"]]
+    if len(conds) != len(choices):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if not conds:
+        raise ValueError("select with an empty condition list is not possible")
+    conds = [np.asarray(bottom(c)) for c in conds]
+    for i, c in enumerate(conds):
+        if c.dtype.type is not np.bool_:
+            raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
+    res = _arr(a.get("default", 0))
+    shape = np.broadcast_shapes(np.shape(res), *(c.shape for c in conds), *(np.shape(c) for c in choices))
+    res = np.broadcast_to(res, shape)
+    for c, v in zip(reversed(conds), reversed(choices)):  # the first true condition wins
+        res = np.where(c, v, res)
+    return res
+
+
+# -- triangles and diagonals ---------------------------------------------------
+
+
+def _triangle(lower):
+    def handler(args, kwargs):
+        a = _reduce_args(args, kwargs, ("m", "k"))
+        m, k = _arr(a["m"]), a.get("k", 0)
+        mask = np.tri(*np.shape(m)[-2:], k=k if lower else k - 1, dtype=bool)
+        return np.where(mask if lower else ~mask, m, np.zeros(1, bottom(m).dtype))
+
+    return handler
+
+
+def _np_diag(args, kwargs):
+    from ..numpy import zeros as mzeros
+
+    a = _reduce_args(args, kwargs, ("v", "k"))
+    v, k = _arr(a["v"]), a.get("k", 0)
+    if np.ndim(v) == 2:
+        return np.diagonal(v, k)
+    if np.ndim(v) != 1:
+        raise ValueError("Input must be 1- or 2-d.")
+    n = np.shape(v)[0]
+    res = mzeros((n + abs(k),) * 2, bottom(v).dtype)
+    i = np.arange(n)
+    res[i + max(0, -k), i + max(0, k)] = v
+    return res
+
+
+FUNCTIONS.update({
+    np.tile: _np_tile, np.repeat: _np_repeat, np.roll: _np_roll, np.resize: _np_resize,
+    np.compress: _np_compress, np.extract: _np_extract, np.choose: _np_choose, np.select: _np_select,
+    np.tril: _triangle(True), np.triu: _triangle(False), np.diag: _np_diag,
+})
+
+
+def _np_diagflat(args, kwargs):
+    a = _reduce_args(args, kwargs, ("v", "k"))
+    return _np_diag((np.ravel(_arr(a["v"])), a.get("k", 0)), {})
+
+
+FUNCTIONS[np.diagflat] = _np_diagflat
+
+
+# -- pad ------------------------------------------------------------------------------
+
+
+def _pairs(x, ndim, index=False):
+    """``x`` broadcast to ``ndim`` (before, after) pairs, as NumPy's pad reads
+    pad_width, constant_values, end_values and stat_length."""
+    if x is None:
+        return [(None, None)] * ndim
+    if isinstance(x, dict):
+        seq = [(0, 0)] * ndim
+        for ax, w in x.items():
+            seq[ax] = (w, w) if isinstance(w, int) else tuple(w)
+        x = seq
+    if _has_tracer(x):
+        from ..numpy import array as marray
+
+        arr = marray(x)
+    else:
+        arr = np.array(x)
+        if index:
+            arr = np.round(arr).astype(np.intp)
+    if index and np.any(bottom(arr) < 0):
+        raise ValueError("index can't contain negative values")
+    if np.ndim(arr) < 3:
+        if np.size(arr) == 1:
+            v = np.reshape(arr, -1)[0]
+            return [(v, v)] * ndim
+        if np.size(arr) == 2 and np.shape(arr) != (2, 1):
+            r = np.reshape(arr, -1)
+            return [(r[0], r[1])] * ndim
+    b = np.broadcast_to(arr, (ndim, 2))
+    return [(b[i, 0], b[i, 1]) for i in range(ndim)]
+
+
+def _cat(parts, axis):
+    parts = [p for p in parts if p is not None and np.shape(p)[axis] > 0]
+    return np.concatenate(parts, axis=axis) if len(parts) > 1 else (np.copy(parts[0]) if parts else None)
+
+
+def _sl(axis, s, nd):
+    idx = [slice(None)] * nd
+    idx[axis] = s
+    return tuple(idx)
+
+
+def _block_of(v, x, axis, width):
+    """``v`` (a scalar or an array with length 1 along axis) filling a pad of ``width``."""
+    shape = list(np.shape(x))
+    shape[axis] = width
+    return np.broadcast_to(_arr(v).astype(bottom(x).dtype) if isinstance(v, Tracer) else np.asarray(v, bottom(x).dtype), shape)
+
+
+def _pad_index(x, axis, before, after, mode):
+    """Pad by a gather: NumPy's own pad of the positions 0..n-1 names the source of every output."""
+    n = np.shape(x)[axis]
+    return np.take(x, np.pad(np.arange(n), (before, after), mode=mode), axis=axis)
+
+
+def _pad_reflect(x, axis, before, after, odd, include_edge):
+    """NumPy's reflection, one chunk at a time (a chunk at most as long as the
+    values present, so large pads reflect the already padded values)."""
+    nd, period = np.ndim(x), np.shape(x)[axis]
+    cur, lp, rp = x, before, after
+    while lp > 0 or rp > 0:
+        L = np.shape(cur)[axis]
+        if include_edge:
+            old, eo = L // period * period, 1
+        else:
+            old, eo = (L - 1) // (period - 1) * (period - 1), 0
+        left = right = None
+        if lp > 0:
+            c = min(old, lp)
+            left = cur[_sl(axis, slice(1 - eo, c - eo + 1), nd)][_sl(axis, slice(None, None, -1), nd)]
+            if odd:
+                left = 2 * cur[_sl(axis, slice(0, 1), nd)] - left
+            lp -= c
+        if rp > 0:
+            c = min(old, rp)
+            right = cur[_sl(axis, slice(L - 1 + eo - c, L - 1 + eo), nd)][_sl(axis, slice(None, None, -1), nd)]
+            if odd:
+                right = 2 * cur[_sl(axis, slice(L - 1, L), nd)] - right
+            rp -= c
+        cur = _cat([left, cur, right], axis)
+    return cur
+
+
+def _ramp(x, axis, width, end, edge):
+    """np.linspace(end, edge, width, endpoint=False) along axis, with NumPy's arithmetic."""
+    nd = np.ndim(x)
+    delta = edge - end
+    step = delta / width
+    t = np.arange(width, dtype=bottom(x).dtype).reshape([width if k == axis else 1 for k in range(nd)])
+    if np.any(bottom(step) == 0):
+        y = (t / width) * delta
+    else:
+        y = t * step
+    return y + end
+
+
+def _pad_axis(x, axis, before, after, mode, kw, values, lengths):
+    nd, n = np.ndim(x), np.shape(x)[axis]
+    if before == 0 and after == 0:
+        return x
+    if mode == "constant" or mode == "empty":
+        vb, va = values if mode == "constant" else (0, 0)
+        return _cat([_block_of(vb, x, axis, before), x, _block_of(va, x, axis, after)], axis)
+    if n == 0:
+        raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant' or 'empty'")
+    if mode in ("edge", "wrap") or (mode in ("reflect", "symmetric") and n == 1):
+        return _pad_index(x, axis, before, after, "edge" if mode != "wrap" else "wrap")
+    if mode in ("reflect", "symmetric"):
+        odd = kw.get("reflect_type", "even") == "odd"
+        return _pad_reflect(x, axis, before, after, odd, mode == "symmetric")
+    if mode == "linear_ramp":
+        eb, ea = values
+        left = _ramp(x, axis, before, eb, x[_sl(axis, slice(0, 1), nd)]) if before else None
+        right = _ramp(x, axis, after, ea, x[_sl(axis, slice(n - 1, n), nd)]) if after else None
+        if right is not None:
+            right = right[_sl(axis, slice(None, None, -1), nd)]
+        return _cat([left, x, right], axis)
+    # statistics of the values near each edge
+    fn = {"maximum": np.max, "minimum": np.min, "mean": np.mean, "median": np.median}[mode]
+    lb, la = (n if v is None or v > n else v for v in lengths)
+    if (lb == 0 or la == 0) and mode in ("maximum", "minimum"):
+        raise ValueError("stat_length of 0 yields no value for padding")
+    sb = fn(x[_sl(axis, slice(0, lb), nd)], axis=axis, keepdims=True)
+    sa = sb if lb == la == n else fn(x[_sl(axis, slice(n - la, n), nd)], axis=axis, keepdims=True)
+    return _cat([_block_of(sb, x, axis, before), x, _block_of(sa, x, axis, after)], axis)
+
+
+_PAD_KWARGS = {
+    "empty": (), "edge": (), "wrap": (), "constant": ("constant_values",), "linear_ramp": ("end_values",),
+    "maximum": ("stat_length",), "mean": ("stat_length",), "median": ("stat_length",),
+    "minimum": ("stat_length",), "reflect": ("reflect_type",), "symmetric": ("reflect_type",),
+}
+
+
+def _np_pad(args, kwargs):
+    kw = dict(kwargs)
+    a = _reduce_args(args, {k: kw.pop(k) for k in ("array", "pad_width", "mode") if k in kw}, ("array", "pad_width", "mode"))
+    x, mode = _arr(a["array"]), a.get("mode", "constant")
+    nd = np.ndim(x)
+    pw = a["pad_width"]
+    if not isinstance(pw, dict) and np.asarray(pw).dtype.kind not in "iu":
+        raise TypeError("`pad_width` must be of integral type.")
+    widths = [(int(b), int(c)) for b, c in _pairs(pw, nd, index=True)]
+    if callable(mode):
+        return _pad_callable(x, widths, mode, kw)
+    if mode not in _PAD_KWARGS:
+        raise ValueError(f"mode '{mode}' is not supported")
+    bad = set(kw) - set(_PAD_KWARGS[mode])
+    if bad:
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': {bad}")
+    values = _pairs(kw.get("constant_values", kw.get("end_values", 0)), nd)
+    lengths = _pairs(kw.get("stat_length"), nd, index=True)
+    lengths = [tuple(None if v is None else int(v) for v in p) for p in lengths]
+    res = x
+    for axis in range(nd):  # axis by axis: later axes pad the corners, as in NumPy
+        res = _pad_axis(res, axis, *widths[axis], mode, kw, values[axis], lengths[axis])
+    return np.copy(res) if res is x else res
+
+
+def _pad_callable(x, widths, fn, kw):
+    """A user's padding function writes into each 1-d view of the padded array."""
+    from ..numpy import zeros as mzeros
+
+    shape = tuple(s + b + c for s, (b, c) in zip(np.shape(x), widths))
+    padded = mzeros(shape, bottom(x).dtype)
+    padded[tuple(slice(b, b + s) for s, (b, _) in zip(np.shape(x), widths))] = x
+    for axis in range(np.ndim(x)):
+        view = np.moveaxis(padded, axis, -1)
+        for ind in np.ndindex(np.shape(view)[:-1]):
+            fn(view[ind + (Ellipsis,)], widths[axis], axis, kw)
+    return padded
+
+
+FUNCTIONS[np.pad] = _np_pad
+
+
+# -- convolution ----------------------------------------------------------------
+
+
+def _convolve_impl(a, v):
+    return np.convolve(a, v, "full")
+
+
+convolve_p = get_primitive(_convolve_impl, "np.convolve")
+
+
+def _convolve_rrule(a, v):
+    y = _convolve_impl(a, v)
+
+    def pullback(g):
+        # y[k] = sum_i a[i] v[k-i]:  abar[i] = sum_k g[k] conj(v[k-i]), a correlation
+        return (Thunk(lambda: np.correlate(g, v, "valid")), Thunk(lambda: np.correlate(g, a, "valid")))
+
+    return y, pullback
+
+
+def _convolve_frule(primals, tangents):
+    (a, v), (da, dv) = primals, tangents
+    y = _convolve_impl(a, v)
+    t = ZERO
+    if not is_zero(da):
+        t = _convolve_impl(da, v)
+    if not is_zero(dv):
+        t = t + _convolve_impl(a, dv)
+    return y, t
+
+
+convolve_p.rrule, convolve_p.frule = _convolve_rrule, _convolve_frule
+
+_MODES = {0: "valid", 1: "same", 2: "full", "v": "valid", "s": "same", "f": "full"}
+
+
+def _mode_slice(y, n, m, mode, correlate):
+    mode = _MODES.get(mode, _MODES.get(mode[:1] if isinstance(mode, str) else None))
+    if mode is None:
+        raise ValueError(f"mode must be one of 'valid', 'same', or 'full'")
+    if mode == "full":
+        return y
+    if mode == "valid":
+        return y[min(n, m) - 1: max(n, m)]
+    lo = n // 2 if correlate and n < m else (min(n, m) - 1) // 2
+    return y[lo: lo + max(n, m)]
+
+
+def _conv_handler(correlate):
+    def handler(args, kwargs):
+        a = _reduce_args(args, kwargs, ("a", "v", "mode"))
+        x, v = _arr(a["a"]), _arr(a["v"])
+        if np.ndim(x) != 1 or np.ndim(v) != 1:
+            raise ValueError("object too deep for desired array")
+        n, m = np.shape(x)[0], np.shape(v)[0]
+        if n == 0 or m == 0:
+            raise ValueError(f"{'v' if m == 0 else 'a'} cannot be empty")
+        if correlate:
+            v = np.flip(conj_if_complex(v))
+        y = bind(convolve_p, (x, v))
+        return _mode_slice(y, n, m, a.get("mode", "valid" if correlate else "full"), correlate)
+
+    return handler
+
+
+FUNCTIONS[np.convolve] = _conv_handler(False)
+FUNCTIONS[np.correlate] = _conv_handler(True)
+
+
+# -- interpolation and polynomials --------------------------------------------------
+
+
+def _np_interp(args, kwargs):
+    a = _reduce_args(args, kwargs, ("x", "xp", "fp", "left", "right", "period"))
+    # NumPy computes in float64 (complex128 for complex fp)
+    fdt = np.complex128 if np.iscomplexobj(bottom(a["fp"])) else np.float64
+    x, xp, fp = (v.astype(dt) if isinstance(v, Tracer) else np.asarray(v, dt)
+                 for v, dt in ((a["x"], np.float64), (a["xp"], np.float64), (a["fp"], fdt)))
+    left, right, period = a.get("left"), a.get("right"), a.get("period")
+    if np.ndim(xp) != 1 or np.ndim(fp) != 1:
+        raise ValueError("Data points must be 1-D sequences")
+    if np.shape(xp)[0] != np.shape(fp)[0]:
+        raise ValueError("fp and xp are not of the same length")
+    if np.shape(xp)[0] == 0:
+        raise ValueError("array of sample points is empty")
+    if period is not None:
+        if period == 0:
+            raise ValueError("period must be a non-zero value")
+        period = abs(period)
+        left = right = None
+        x, xp = x % period, xp % period
+        order = np.argsort(bottom(xp))
+        xp, fp = xp[order], fp[order]
+        xp = np.concatenate((xp[-1:] - period, xp, xp[0:1] + period))
+        fp = np.concatenate((fp[-1:], fp, fp[0:1]))
+    xb, xpb = bottom(x), bottom(xp)
+    m = np.shape(xp)[0]
+    left = fp[0] if left is None else left
+    right = fp[-1] if right is None else right
+    if m == 1:
+        res = np.where(xb < xpb[0], left, np.where(xb > xpb[0], right, fp[0] + 0 * x))
+        return res
+    # xp[j] <= x < xp[j+1]: NumPy's formula slope * (x - xp[j]) + fp[j] on that segment
+    j = np.clip(np.searchsorted(xpb, xb, side="right") - 1, 0, m - 2)
+    slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
+    inside = slope * (x - xp[j]) + fp[j]
+    # at the last sample NumPy returns fp[-1] itself; its derivative is the last slope's
+    at_end = slope * (x - xb) + fp[-1]
+    res = np.where(xb == xpb[-1], at_end, inside)
+    return np.where(xb < xpb[0], left, np.where(xb > xpb[-1], right, res))
+
+
+def _np_polyval(args, kwargs):
+    a = _reduce_args(args, kwargs, ("p", "x"))
+    p, x = _arr(a["p"]), _arr(a["x"])
+    y = np.zeros_like(x)
+    for k in range(np.shape(p)[0]):
+        y = y * x + p[k]
+    return y
+
+
+def _np_meshgrid(args, kwargs):
+    copy, sparse = kwargs.get("copy", True), kwargs.get("sparse", False)
+    indexing = kwargs.get("indexing", "xy")
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    nd = len(args)
+    shapes = [[1] * nd for _ in range(nd)]
+    for i in range(nd):
+        shapes[i][i] = -1
+    if indexing == "xy" and nd > 1:
+        shapes[0][:2], shapes[1][:2] = [1, -1], [-1, 1]
+    out = [np.reshape(_arr(x), s) for x, s in zip(args, shapes)]
+    if not sparse:
+        full = np.broadcast_shapes(*(np.shape(o) for o in out))
+        out = [np.broadcast_to(o, full) for o in out]
+    if copy:
+        return tuple(np.copy(o) for o in out)
+    return tuple(out) if not sparse else out
+
+
+def _np_block(args, kwargs):
+    arrays = args[0] if args else kwargs["arrays"]
+
+    def depth(x, path):
+        if isinstance(x, tuple):
+            raise TypeError(f"{path} is a tuple. Only lists can be used to arrange blocks, "
+                            "and np.block does not allow implicit conversion from tuple to ndarray.")
+        if isinstance(x, list):
+            if not x:
+                raise ValueError(f"List at {path} cannot be empty")
+            ds = {depth(c, f"{path}[{i}]") for i, c in enumerate(x)}
+            if len(ds) != 1:
+                raise ValueError("List depths are mismatched.")
+            return ds.pop() + 1
+        return 0
+
+    list_nd = depth(arrays, "arrays")
+
+    def leaves(x):
+        return [y for c in x for y in leaves(c)] if isinstance(x, list) else [x]
+
+    nd = max([list_nd] + [np.ndim(x) for x in leaves(arrays)])
+
+    def build(x, d):
+        if not isinstance(x, list):
+            x = _arr(x)
+            return np.reshape(x, (1,) * (nd - np.ndim(x)) + np.shape(x))
+        parts = [build(c, d + 1) for c in x]
+        return np.concatenate(parts, axis=-(list_nd - d)) if len(parts) > 1 else parts[0]
+
+    res = build(arrays, 0)
+    return res if len(leaves(arrays)) > 1 else np.copy(res)  # a new array, as NumPy's
+
+
+FUNCTIONS[np.interp] = _np_interp
+FUNCTIONS[np.polyval] = _np_polyval
+FUNCTIONS[np.meshgrid] = _np_meshgrid
+FUNCTIONS[np.block] = _np_block
+
+
+# -- rounding and cleaning ------------------------------------------------------------
+
+
+def _round_impl(x, decimals=0):
+    return np.round(x, decimals)
+
+
+round_p = get_primitive(_round_impl, "np.round")
+defzero(_round_impl)
+
+
+def _np_round(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "decimals", "out"))
+    return _finish(bind(round_p, (a["a"],), {"decimals": a.get("decimals", 0)}), a.get("out"))
+
+
+def _np_real_if_close(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "tol"))
+    x, tol = _arr(a["a"]), a.get("tol", 100)
+    dt = bottom(x).dtype
+    if dt.kind != "c":
+        return x
+    if tol > 1:
+        tol = np.finfo(dt).eps * tol
+    return np.real(x) if np.all(np.abs(np.imag(bottom(x))) < tol) else x
+
+
+def _np_nan_to_num(args, kwargs):
+    a = _reduce_args(args, kwargs, ("x", "copy", "nan", "posinf", "neginf"))
+    x = _arr(a["x"])
+    if a.get("copy", True):
+        x = np.copy(x)
+    dt = bottom(x).dtype
+    if dt.kind not in "fc":
+        return x
+    parts = (np.real(x), np.imag(x)) if dt.kind == "c" else (x,)
+    info = np.finfo(dt)
+    big = info.max if a.get("posinf") is None else a["posinf"]
+    small = info.min if a.get("neginf") is None else a["neginf"]
+    for d in parts:
+        db = bottom(d)
+        for mask, v in ((np.isnan(db), a.get("nan", 0.0)), (np.isposinf(db), big), (np.isneginf(db), small)):
+            if mask.any():
+                np.copyto(d, v, where=mask)
+    return x
+
+
+FUNCTIONS[np.round] = FUNCTIONS[np.around] = _np_round
+FUNCTIONS[np.real_if_close] = _np_real_if_close
+FUNCTIONS[np.nan_to_num] = _np_nan_to_num
+
+
+# -- unique: each value is its first occurrence ----------------------------------------
+
+
+def _np_unique(args, kwargs):
+    """The unique values are a gather of their first occurrences; the derivative
+    of a value flows to that occurrence (a tie is a point where the output's size
+    changes, so no other occurrence has a better claim)."""
+    a = _reduce_args(args, kwargs, ("ar", "return_index", "return_inverse", "return_counts", "axis"))
+    a.setdefault("equal_nan", True)
+    x, axis = _arr(a["ar"]), a.get("axis")
+    opts = {k: a[k] for k in ("equal_nan", "sorted") if k in a}
+    res = np.unique(bottom(x), return_index=True, return_inverse=bool(a.get("return_inverse")),
+                    return_counts=bool(a.get("return_counts")), axis=axis, **opts)
+    idx = res[1]
+    vals = np.take(np.ravel(x), idx) if axis is None else np.take(x, idx, axis=axis)
+    extra = []
+    if a.get("return_index"):
+        extra.append(idx)
+    extra.extend(res[2:])
+    return (vals, *extra) if extra else vals
+
+
+def _unique_named(fn, flags):
+    """np.unique_values/_counts/_inverse/_all: np.unique(x, equal_nan=False,
+    sorted=False) with some outputs, as a named tuple (values alone for unique_values)."""
+    def handler(args, kwargs):
+        x = _arr(args[0] if args else kwargs["x"])
+        res = _np_unique((x,), dict(flags, equal_nan=False, sorted=False))
+        ref = fn(bottom(x))  # NumPy may order the values as it likes: follow it or refuse
+        if not np.array_equal(bottom(res[0] if flags else res), ref[0] if flags else ref, equal_nan=True):
+            raise NoRuleError(f"np.{fn.__name__} of a traced array: NumPy ordered the values differently "
+                              "from np.unique; use np.unique(x, return_index=True, ...) instead.")
+        return type(ref)(*res) if flags else res
+
+    return handler
+
+
+FUNCTIONS[np.unique] = _np_unique
+for _f, _flags in ((np.unique_values, {}), (np.unique_counts, {"return_counts": True}),
+                   (np.unique_inverse, {"return_inverse": True}),
+                   (np.unique_all, {"return_index": True, "return_inverse": True, "return_counts": True})):
+    FUNCTIONS[_f] = _unique_named(_f, _flags)

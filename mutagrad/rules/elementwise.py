@@ -303,3 +303,48 @@ def _conj_frule(primals, tangents):
 
 _c = _gp(np.conjugate)
 _c.rrule, _c.frule, _c.linear = _conj_rule, _conj_frule, True
+
+
+# -- ufuncs with several outputs: divmod, modf, frexp ---------------------------
+# (appended by the statistics/construction rules; cases in tests/rules/test_construction.py)
+# NumPy computes the values; one output varies continuously, the others are
+# piecewise constant (a quotient, an integral part) or integers (an exponent).
+
+from ..registry import conj_if_complex as _cj  # noqa: E402
+from ..tangents import Thunk as _Thunk, is_zero as _is_zero, unbroadcast as _unbroadcast  # noqa: E402
+
+
+def _defmulti(ufunc, k, *partials):
+    """Rules of a multi-output ufunc whose output ``k`` alone has a nonzero
+    derivative; ``partials[i](*xs, ys)`` is d ys[k] / d xs[i]."""
+    p = _gp(ufunc)
+
+    def rule(*xs):
+        ys = ufunc(*xs)
+
+        def pullback(cts):
+            g = cts[k]
+            if _is_zero(g):
+                return tuple(ZERO for _ in xs)
+            return tuple(_Thunk(lambda i=i: _unbroadcast(g * _cj(partials[i](*xs, ys)), np.shape(xs[i])))
+                         for i in range(len(xs)))
+
+        return ys, pullback
+
+    def forward(primals, tangents):
+        ys = ufunc(*primals)
+        acc = ZERO
+        for t, d in zip(tangents, partials):
+            if not _is_zero(t):
+                acc = acc + t * d(*primals, ys)
+        dots = [ZERO] * ufunc.nout
+        dots[k] = acc
+        return ys, tuple(dots)
+
+    p.rrule, p.frule = rule, forward
+    return p
+
+
+_defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -np.floor(bottom(a) / bottom(b)))
+_defmulti(np.modf, 0, lambda x, ys: 1.0)
+_defmulti(np.frexp, 0, lambda x, ys: np.ldexp(1.0, -bottom(ys[1])))

@@ -1,1 +1,741 @@
-"""(being written)"""
+"""Statistics: the ``nan*`` reductions, median and quantiles, differences,
+``gradient``, ``trapezoid``, ``cov``/``corrcoef``, and ``reduce``/``accumulate``
+of the binary ufuncs that reductions.py does not cover.
+
+Everything here is a composite: it calls differentiable NumPy functions on
+the traced arrays, and computes only index decisions (where the NaNs are,
+which order statistic a quantile picks) on plain values. Order statistics
+are piecewise linear in the data: their derivative routes the cotangent to
+the elements that were picked (``np.sort`` is a gather), exact away from ties.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
+
+from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bottom
+from .reductions import _finish, _reduce_args
+
+_NoValue = np._NoValue
+
+
+def _given(d, *names):
+    """The keyword arguments among ``names`` that the caller actually passed."""
+    return {k: d[k] for k in names if k in d and d[k] is not _NoValue}
+
+
+def _nan_mask(x):
+    return np.isnan(bottom(x))
+
+
+def _nan_filled(x, fill):
+    """``x`` with NaNs replaced by the constant ``fill`` (which gets no derivative)."""
+    m = _nan_mask(x)
+    return (np.where(m, fill, x) if m.any() else x), m
+
+
+# -- nan-ignoring reductions ---------------------------------------------------
+
+_SUM_ARGS = ("a", "axis", "dtype", "out", "keepdims", "initial", "where")
+
+
+def _nan_reducer(fn, fill, names):
+    def handler(args, kwargs):
+        a = _reduce_args(args, kwargs, names)
+        x, _ = _nan_filled(a.pop("a"), fill)
+        return fn(x, **_given(a, *names[1:]))
+
+    return handler
+
+
+def _np_nanmean(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "where"))
+    x, m = _nan_filled(a["a"], 0.0)
+    k = _given(a, "axis", "keepdims", "where")
+    cnt = np.sum(~m, dtype=np.intp, **k)
+    tot = np.sum(x, **_given(a, "dtype"), **k)
+    avg = tot / cnt
+    dt = bottom(tot).dtype
+    if bottom(avg).dtype != dt:  # NumPy divides into tot's own dtype
+        avg = avg.astype(dt)
+    return _finish(avg, a.get("out"))
+
+
+def _nan_extremum(fn, fill):
+    def handler(args, kwargs):
+        a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims", "initial", "where"))
+        x, m = _nan_filled(a["a"], fill)
+        k = _given(a, "axis", "keepdims")
+        res = fn(x, **k, **_given(a, "initial", "where"))
+        if _given(a, "initial") or not m.any():
+            return _finish(res, a.get("out"))
+        where = a.get("where", True)
+        where = True if where is _NoValue else np.asarray(bottom(where), dtype=bool)
+        allnan = np.all(m | ~np.broadcast_to(where, m.shape), **k)
+        if allnan.any():
+            res = np.where(allnan, np.nan, res)
+        return _finish(res, a.get("out"))
+
+    return handler
+
+
+def _nan_var(fn):
+    def handler(args, kwargs):
+        names = ("a", "axis", "dtype", "out", "ddof", "keepdims", "where", "mean", "correction")
+        a = _reduce_args(args, kwargs, names)
+        x = a.pop("a")
+        m = _nan_mask(x)
+        where = a.pop("where", _NoValue)
+        keep = ~m if where is _NoValue else (~m & np.asarray(bottom(where), dtype=bool))
+        return fn(x, where=keep, **_given(a, *names[1:]))
+
+    return handler
+
+
+FUNCTIONS[np.nansum] = _nan_reducer(np.sum, 0.0, _SUM_ARGS)
+FUNCTIONS[np.nanprod] = _nan_reducer(np.prod, 1.0, _SUM_ARGS)
+FUNCTIONS[np.nancumsum] = _nan_reducer(np.cumsum, 0.0, ("a", "axis", "dtype", "out"))
+FUNCTIONS[np.nancumprod] = _nan_reducer(np.cumprod, 1.0, ("a", "axis", "dtype", "out"))
+FUNCTIONS[np.nanmean] = _np_nanmean
+FUNCTIONS[np.nanmax] = _nan_extremum(np.max, -np.inf)
+FUNCTIONS[np.nanmin] = _nan_extremum(np.min, np.inf)
+FUNCTIONS[np.nanvar] = _nan_var(np.var)
+FUNCTIONS[np.nanstd] = _nan_var(np.std)
+
+
+# -- order statistics: median, quantile, percentile ------------------------------
+
+
+def _merge_reduced(x, axis):
+    """``x`` with the reduced axes moved last and merged into one.
+    Returns (array of shape K + (N,), kept shape K, shape for keepdims)."""
+    nd = np.ndim(x)
+    shape = np.shape(x)
+    axes = tuple(range(nd)) if axis is None else normalize_axis_tuple(axis, nd)
+    keep = [k for k in range(nd) if k not in axes]
+    kshape = tuple(shape[k] for k in keep)
+    n = int(np.prod([shape[k] for k in axes], dtype=np.int64))
+    perm = keep + sorted(axes)
+    if perm != list(range(nd)):
+        x = np.transpose(x, perm)
+    x = np.reshape(x, kshape + (n,))
+    kdshape = tuple(1 if k in axes else shape[k] for k in range(nd))
+    return x, kshape, kdshape
+
+
+def _gather_last(xs, idx):
+    """``xs[..., idx]`` elementwise: ``xs`` has shape K + (N,), ``idx`` (plain
+    ints) has shape Q + K; the result has shape Q + K."""
+    kshape = np.shape(xs)[:-1]
+    nd = np.ndim(idx)
+    lead = nd - len(kshape)
+    grids = tuple(
+        np.arange(k).reshape((1,) * (lead + d) + (k,) + (1,) * (len(kshape) - d - 1))
+        for d, k in enumerate(kshape)
+    )
+    return xs[grids + (idx,)]
+
+
+def _order_stats(x, axis, omit_nan, weights=None):
+    """The sorted slices and the number of values each one counts (plain ints)."""
+    x2, kshape, kdshape = _merge_reduced(x, axis)
+    xb = bottom(x2)
+    perm = np.argsort(xb, axis=-1, kind="stable")
+    xs = np.take_along_axis(x2, perm, -1)
+    nanlast = np.isnan(np.take_along_axis(xb, perm[..., -1:], -1)[..., 0]) if xb.shape[-1] else np.zeros(kshape, bool)
+    if omit_nan:
+        n = np.sum(~np.isnan(xb), axis=-1)
+    else:
+        n = np.full(kshape, xb.shape[-1], dtype=np.intp)
+    ws = None
+    if weights is not None:
+        wb = np.asarray(bottom(weights), dtype=np.float64)
+        if wb.shape != np.shape(x):
+            if axis is None or np.ndim(axis) or wb.ndim != 1 or wb.shape[0] != np.shape(x)[axis]:
+                raise ValueError("Shape of weights must be consistent with shape of a along specified axis.")
+            sh = [1] * np.ndim(x)
+            sh[normalize_axis_index(axis, np.ndim(x))] = -1
+            wb = np.broadcast_to(wb.reshape(sh), np.shape(x))
+        if np.any(wb < 0):
+            raise ValueError("Weights must be non-negative.")
+        w2, _, _ = _merge_reduced(wb, axis)
+        ws = np.take_along_axis(w2, perm, -1)
+        if omit_nan:
+            ws = np.where(np.isnan(np.take_along_axis(xb, perm, -1)), 0.0, ws)
+    return xs, n, nanlast, kshape, kdshape, ws
+
+
+def _shape_result(res, qshape, kshape, kdshape, keepdims):
+    if keepdims:
+        return np.reshape(res, qshape + kdshape)
+    return res
+
+
+def _median(x, axis, keepdims, omit_nan):
+    xs, n, nanlast, kshape, kdshape, _ = _order_stats(x, axis, omit_nan)
+    lo = np.maximum((n - 1) // 2, 0)
+    hi = np.maximum(n // 2, 0)
+    res = (_gather_last(xs, lo) + _gather_last(xs, hi)) / 2
+    bad = (n == 0) if omit_nan else nanlast
+    if np.any(bad):
+        res = np.where(bad, np.nan, res)
+    return _shape_result(res, (), kshape, kdshape, keepdims)
+
+
+def _np_median(omit_nan):
+    def handler(args, kwargs):
+        a = _reduce_args(args, kwargs, ("a", "axis", "out", "overwrite_input", "keepdims"))
+        keepdims = a.get("keepdims", False)
+        if np.size(bottom(a["a"])) == 0:  # no values: NumPy's NaNs, which depend on nothing
+            return np.nanmedian(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims)) if omit_nan \
+                else np.median(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims))
+        res = _median(a["a"], a.get("axis"), keepdims is not _NoValue and bool(keepdims), omit_nan)
+        return _finish(res, a.get("out"))
+
+    return handler
+
+
+# Virtual index of the q-quantile among n sorted values (Hyndman & Fan), as NumPy computes it.
+def _hf(alpha, beta):
+    return lambda n, q: n * q + (alpha + q * (1 - alpha - beta)) - 1
+
+
+_CONTINUOUS = {
+    "linear": lambda n, q: (n - 1) * q,
+    "interpolated_inverted_cdf": _hf(0, 1),
+    "hazen": _hf(0.5, 0.5),
+    "weibull": _hf(0, 0),
+    "median_unbiased": _hf(1 / 3.0, 1 / 3.0),
+    "normal_unbiased": _hf(3 / 8.0, 3 / 8.0),
+}
+
+
+def _boundary_index(v, pick_previous):
+    prev = np.floor(v)
+    g = v - prev
+    return np.maximum(np.where(pick_previous(g, v), prev, prev + 1), 0).astype(np.intp)
+
+
+_DISCRETE = {  # methods that pick one order statistic: the index, from plain n and q
+    "lower": lambda n, q: np.floor((n - 1) * q).astype(np.intp),
+    "higher": lambda n, q: np.ceil((n - 1) * q).astype(np.intp),
+    "nearest": lambda n, q: np.around((n - 1) * q).astype(np.intp),
+    "inverted_cdf": lambda n, q: _boundary_index(n * q - 1, lambda g, v: g == 0),
+    "closest_observation": lambda n, q: _boundary_index(
+        n * q - 1 - 0.5, lambda g, v: (g == 0) & (np.floor(v) % 2 == 1)),
+}
+
+# methods whose interpolation weight is piecewise constant: (virtual index, weight)
+_STEPPED = {
+    "averaged_inverted_cdf": (lambda n, q: n * q - 1, lambda g, v: np.where(g == 0, 0.5, 1.0)),
+    "midpoint": (lambda n, q: 0.5 * (np.floor((n - 1) * q) + np.ceil((n - 1) * q)),
+                 lambda g, v: np.where(v % 1 == 0, 0.0, 0.5)),
+}
+
+
+def _lerp(a, b, t, tb):
+    # NumPy's formula, so values agree bit for bit: the end nearer to t is exact
+    d = b - a
+    return np.where(tb >= 0.5, b - d * (1 - t), a + d * t)
+
+
+def _quantile(x, q, axis, method, keepdims, omit_nan, weights=None):
+    qb = np.asarray(bottom(q))
+    if qb.dtype.kind not in "biuf":
+        raise TypeError("q must be real")
+    if not (np.all(qb >= 0) and np.all(qb <= 1)):
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    if qb.ndim > 1:
+        raise ValueError("q must be a scalar or 1d")
+    if weights is not None and method != "inverted_cdf":
+        raise ValueError(f"Only method 'inverted_cdf' supports weights. Got: {method}.")
+    if method not in _CONTINUOUS and method not in _DISCRETE and method not in _STEPPED:
+        methods = list(_CONTINUOUS) + list(_DISCRETE) + list(_STEPPED)
+        raise ValueError(f"{method!r} is not a valid method. Use one of: {methods}")
+    xs, n, nanlast, kshape, kdshape, ws = _order_stats(x, axis, omit_nan, weights)
+    qshape = qb.shape
+    qq = np.reshape(q, qshape + (1,) * len(kshape)) if isinstance(q, Tracer) else qb.reshape(qshape + (1,) * len(kshape))
+    qqb = bottom(qq)
+    nn = n.reshape((1,) * len(qshape) + kshape)
+    last = np.maximum(nn - 1, 0)
+    weak = not isinstance(q, (np.ndarray, np.generic, Tracer))
+    if ws is not None:
+        res = _gather_last(xs, _weighted_index(ws, qqb, qshape, last))
+    elif method in _DISCRETE:
+        idx = np.minimum(_DISCRETE[method](nn, qqb), last)
+        res = _gather_last(xs, np.broadcast_to(idx, qshape + kshape))
+    else:
+        if method in _CONTINUOUS:
+            vi = _CONTINUOUS[method]
+            vb = vi(nn, qqb)
+            prev = np.floor(vb)
+            gb = vb - prev
+            g = vi(nn, qq) - prev if isinstance(q, Tracer) else gb  # linear in q: its derivative
+        else:
+            vi, fix = _STEPPED[method]
+            vb = vi(nn, qqb)
+            prev = np.floor(vb)
+            g = gb = fix(vb - prev, vb)
+        above = (vb >= nn - 1) | np.isnan(vb)
+        lo = np.where(above, last, np.where(vb < 0, 0, prev)).astype(np.intp)
+        hi = np.where(above, last, np.where(vb < 0, 0, prev + 1)).astype(np.intp)
+        full = qshape + kshape
+        lo, hi = np.broadcast_to(lo, full), np.broadcast_to(hi, full)
+        if weak and bottom(xs).dtype.kind == "f" and not isinstance(g, Tracer):
+            g = gb = np.asarray(gb, dtype=bottom(xs).dtype)
+        res = _lerp(_gather_last(xs, lo), _gather_last(xs, hi), g, gb)
+    bad = (n == 0) if omit_nan else nanlast
+    if np.any(bad):
+        res = np.where(np.broadcast_to(bad, np.shape(res)), np.nan, res)
+    return _shape_result(res, qshape, kshape, kdshape, keepdims)
+
+
+def _weighted_index(ws, qb, qshape, last):
+    """Weighted 'inverted_cdf': the first sorted value whose cumulative weight
+    reaches q. Piecewise constant in the weights: they get no derivative."""
+    cdf = np.cumsum(ws, axis=-1)
+    cdf = cdf / cdf[..., -1:]
+    if np.isnan(cdf[..., -1]).any():
+        raise ValueError("Weights included NaN, inf or were all zero.")
+    if qb.dtype.kind == "f":
+        cdf = cdf.astype(qb.dtype)
+    cdf = np.where(cdf == 0, -1.0, cdf)  # leading zero weights are never picked
+    idx = np.sum(cdf < qb[..., None], axis=-1)
+    return np.minimum(idx, last).astype(np.intp)
+
+
+def _np_quantile(scale, omit_nan):
+    def handler(args, kwargs):
+        names = ("a", "q", "axis", "out", "overwrite_input", "method", "keepdims")
+        a = _reduce_args(args, kwargs, names)
+        if a.get("interpolation") is not None:
+            raise TypeError("the 'interpolation' argument was removed from NumPy; use method=")
+        q = a["q"]
+        if scale != 1:
+            q = np.true_divide(q, scale)
+        keepdims = a.get("keepdims", False)
+        res = _quantile(a["a"], q, a.get("axis"), a.get("method", "linear"),
+                        keepdims is not _NoValue and bool(keepdims), omit_nan, a.get("weights"))
+        return _finish(res, a.get("out"))
+
+    return handler
+
+
+FUNCTIONS[np.median] = _np_median(False)
+FUNCTIONS[np.nanmedian] = _np_median(True)
+FUNCTIONS[np.quantile] = _np_quantile(1, False)
+FUNCTIONS[np.percentile] = _np_quantile(100, False)
+FUNCTIONS[np.nanquantile] = _np_quantile(1, True)
+FUNCTIONS[np.nanpercentile] = _np_quantile(100, True)
+
+
+# -- differences, gradient, integration -------------------------------------------
+
+
+def _along(axis, nd, s):
+    idx = [slice(None)] * nd
+    idx[axis] = s
+    return tuple(idx)
+
+
+def _np_diff(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "n", "axis", "prepend", "append"))
+    x, n, axis = a["a"], a.get("n", 1), a.get("axis", -1)
+    if n == 0:
+        return x
+    if n < 0:
+        raise ValueError("order must be non-negative but got " + repr(n))
+    nd = np.ndim(x)
+    if nd == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
+    axis = normalize_axis_index(axis, nd)
+    parts = []
+    for key in ("prepend", "append"):
+        v = a.get(key, _NoValue)
+        if v is _NoValue:
+            parts.append(None)
+            continue
+        if not isinstance(v, Tracer):
+            v = np.asarray(v)
+        if np.ndim(v) == 0:
+            shape = list(np.shape(x))
+            shape[axis] = 1
+            v = np.broadcast_to(v, tuple(shape))
+        parts.append(v)
+    if parts[0] is not None or parts[1] is not None:
+        x = np.concatenate([p for p in (parts[0], x, parts[1]) if p is not None], axis=axis)
+    hi, lo = _along(axis, nd, slice(1, None)), _along(axis, nd, slice(None, -1))
+    for _ in range(n):
+        x = x[hi] - x[lo]
+    return x
+
+
+def _np_ediff1d(args, kwargs):
+    a = _reduce_args(args, kwargs, ("ary", "to_end", "to_begin"))
+    x = np.ravel(a["ary"])
+    parts = [x[1:] - x[:-1]]
+    for key, pos in (("to_begin", 0), ("to_end", 1)):
+        v = a.get(key)
+        if v is not None:
+            v = np.ravel(v) if isinstance(v, Tracer) else np.ravel(np.asarray(v, dtype=bottom(x).dtype))
+            parts.insert(0 if pos == 0 else len(parts), v)
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def _spacings(f, varargs, axes):
+    """One spacing per axis: a scalar, or the differences of a coordinate array."""
+    n = len(varargs)
+    if n == 0:
+        return [1.0] * len(axes)
+    if n == 1 and np.ndim(varargs[0]) == 0:
+        return list(varargs) * len(axes)
+    if n != len(axes):
+        raise TypeError("invalid number of arguments")
+    dx = []
+    for ax, d in zip(axes, varargs):
+        if np.ndim(d) == 0:
+            dx.append(d)
+            continue
+        if np.ndim(d) != 1:
+            raise ValueError("distances must be either scalars or 1d")
+        if len(d) != np.shape(f)[ax]:
+            raise ValueError("when 1d, distances must match the length of the corresponding dimension")
+        if not isinstance(d, Tracer):
+            d = np.asarray(d)
+            if d.dtype.kind in "iub":
+                d = d.astype(np.float64)
+        diffx = d[1:] - d[:-1]
+        # Uniform plain coordinates take NumPy's uniform formula. Traced ones
+        # always take the general formula: its derivative is the true one.
+        if not isinstance(diffx, Tracer) and (diffx == diffx[0]).all():
+            diffx = diffx[0]
+        dx.append(diffx)
+    return dx
+
+
+def _np_gradient(args, kwargs):
+    from ..numpy import empty as mempty
+
+    f, varargs = args[0], args[1:]
+    axis = kwargs.get("axis")
+    edge_order = kwargs.get("edge_order", 1)
+    if not isinstance(f, Tracer):
+        f = np.asarray(f)
+    nd = np.ndim(f)
+    axes = tuple(range(nd)) if axis is None else normalize_axis_tuple(axis, nd)
+    dx = _spacings(f, varargs, axes)
+    if edge_order > 2:
+        raise ValueError("'edge_order' greater than 2 not supported")
+    otype = bottom(f).dtype
+    if otype.kind not in "fc":
+        f = f.astype(np.float64)
+        otype = np.dtype(np.float64)
+    outvals = []
+    for ax, h in zip(axes, dx):
+        if np.shape(f)[ax] < edge_order + 1:
+            raise ValueError("Shape of array too small to calculate a numerical gradient, "
+                             "at least (edge_order + 1) elements are required.")
+        S = lambda s: _along(ax, nd, s)  # noqa: E731
+        out = mempty(np.shape(f), otype)
+        uniform = np.ndim(h) == 0
+        if uniform:
+            out[S(slice(1, -1))] = (f[S(slice(2, None))] - f[S(slice(None, -2))]) / (2. * h)
+        else:
+            shape = [1] * nd
+            shape[ax] = -1
+            d1, d2 = h[0:-1], h[1:]
+            a = np.reshape(-(d2) / (d1 * (d1 + d2)), shape)
+            b = np.reshape((d2 - d1) / (d1 * d2), shape)
+            c = np.reshape(d1 / (d2 * (d1 + d2)), shape)
+            out[S(slice(1, -1))] = a * f[S(slice(None, -2))] + b * f[S(slice(1, -1))] + c * f[S(slice(2, None))]
+        if edge_order == 1:
+            out[S(0)] = (f[S(1)] - f[S(0)]) / (h if uniform else h[0])
+            out[S(-1)] = (f[S(-1)] - f[S(-2)]) / (h if uniform else h[-1])
+        else:
+            if uniform:
+                a, b, c = -1.5 / h, 2. / h, -0.5 / h
+            else:
+                d1, d2 = h[0], h[1]
+                a = -(2. * d1 + d2) / (d1 * (d1 + d2))
+                b = (d1 + d2) / (d1 * d2)
+                c = - d1 / (d2 * (d1 + d2))
+            out[S(0)] = a * f[S(0)] + b * f[S(1)] + c * f[S(2)]
+            if uniform:
+                a, b, c = 0.5 / h, -2. / h, 1.5 / h
+            else:
+                d1, d2 = h[-2], h[-1]
+                a = (d2) / (d1 * (d1 + d2))
+                b = - (d2 + d1) / (d1 * d2)
+                c = (2. * d2 + d1) / (d2 * (d1 + d2))
+            out[S(-1)] = a * f[S(-3)] + b * f[S(-2)] + c * f[S(-1)]
+        outvals.append(out)
+    return outvals[0] if len(axes) == 1 else tuple(outvals)
+
+
+def _np_trapezoid(args, kwargs):
+    a = _reduce_args(args, kwargs, ("y", "x", "dx", "axis"))
+    y, x, axis = a["y"], a.get("x"), a.get("axis", -1)
+    if not isinstance(y, Tracer):
+        y = np.asarray(y)
+    nd = np.ndim(y)
+    if x is None:
+        d = a.get("dx", 1.0)
+    else:
+        if not isinstance(x, Tracer):
+            x = np.asarray(x)
+        if np.ndim(x) == 1:
+            d = np.diff(x)
+            shape = [1] * nd
+            shape[axis] = np.shape(d)[0]
+            d = np.reshape(d, shape)
+        else:
+            d = np.diff(x, axis=axis)
+    hi, lo = _along(axis, nd, slice(1, None)), _along(axis, nd, slice(None, -1))
+    return np.sum(d * (y[hi] + y[lo]) / 2.0, axis=axis)
+
+
+FUNCTIONS[np.diff] = _np_diff
+FUNCTIONS[np.ediff1d] = _np_ediff1d
+FUNCTIONS[np.gradient] = _np_gradient
+FUNCTIONS[np.trapezoid] = _np_trapezoid
+if hasattr(np, "trapz"):  # removed in NumPy 2.4
+    FUNCTIONS[np.trapz] = _np_trapezoid
+
+
+# -- covariance and correlation --------------------------------------------------
+
+
+def _as_rows(v, dtype):
+    v = v.astype(dtype) if isinstance(v, Tracer) else np.asarray(v, dtype=dtype)
+    return np.reshape(v, (1, -1)) if np.ndim(v) < 2 else v
+
+
+def _np_cov(args, kwargs):
+    a = _reduce_args(args, kwargs, ("m", "y", "rowvar", "bias", "ddof", "fweights", "aweights"))
+    m, y = a["m"], a.get("y")
+    rowvar, bias, ddof = a.get("rowvar", True), a.get("bias", False), a.get("ddof")
+    if ddof is not None and ddof != int(ddof):
+        raise ValueError("ddof must be integer")
+    if np.ndim(m) > 2 or (y is not None and np.ndim(y) > 2):
+        raise ValueError("m has more than 2 dimensions")
+    dtype = a.get("dtype")
+    if dtype is None:
+        dtype = np.result_type(bottom(m), np.float64) if y is None else np.result_type(bottom(m), bottom(y), np.float64)
+    X = _as_rows(m, dtype)
+    if not rowvar and np.ndim(m) != 1:
+        X = X.T
+    if np.shape(X)[0] == 0:
+        return np.array([]).reshape(0, 0)
+    if y is not None:
+        Y = _as_rows(y, dtype)
+        if not rowvar and np.shape(Y)[0] != 1:
+            Y = Y.T
+        X = np.concatenate((X, Y), axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    fw, aw = a.get("fweights"), a.get("aweights")
+    w = None
+    if fw is not None:
+        fw = np.asarray(bottom(fw))
+        if not np.all(fw == np.around(fw)):
+            raise TypeError("fweights must be integer")
+        if np.any(fw < 0):
+            raise ValueError("fweights cannot be negative")
+        w = fw.astype(float)
+    if aw is not None:
+        if not isinstance(aw, Tracer):
+            aw = np.asarray(aw, dtype=float)
+        if np.any(bottom(aw) < 0):
+            raise ValueError("aweights cannot be negative")
+        w = aw if w is None else w * aw
+    avg, w_sum = np.average(X, axis=1, weights=w, returned=True)
+    w_sum = w_sum[0]
+    if w is None:
+        fact = np.shape(X)[1] - ddof
+    elif ddof == 0:
+        fact = w_sum
+    elif aw is None:
+        fact = w_sum - ddof
+    else:
+        fact = w_sum - ddof * np.sum(w * aw) / w_sum
+    if fact <= 0:
+        fact = 0.0
+    X = X - avg[:, None]
+    X_T = X.T if w is None else (X * w).T
+    c = np.matmul(X, np.conj(X_T))  # X is 2-D: as np.dot
+    c = c * np.true_divide(1, fact)
+    return np.squeeze(c)
+
+
+def _np_corrcoef(args, kwargs):
+    a = _reduce_args(args, kwargs, ("x", "y", "rowvar"))
+    c = np.cov(a["x"], a.get("y"), a.get("rowvar", True), dtype=a.get("dtype"))
+    if np.ndim(c) == 0:
+        return c / c
+    s = np.sqrt(np.real(np.diagonal(c)))
+    c = c / s[:, None]
+    c = c / s[None, :]
+    if np.iscomplexobj(bottom(c)):
+        return np.clip(np.real(c), -1, 1) + 1j * np.clip(np.imag(c), -1, 1)
+    return np.clip(c, -1, 1)
+
+
+FUNCTIONS[np.cov] = _np_cov
+FUNCTIONS[np.corrcoef] = _np_corrcoef
+
+
+# -- ufunc.reduce / ufunc.accumulate for the other binary ufuncs -------------------
+#
+# A left fold, exactly as NumPy evaluates these non-associative reductions, so
+# the derivative is the chain rule through every step. The ufuncs that pick one
+# of their arguments (maximum, fmax...) instead gather the element they picked.
+
+
+def _reduce_kwargs(kwargs, names):
+    k = dict(kwargs)
+    bad = set(k) - set(names)
+    if bad:
+        raise TypeError(f"unsupported keyword arguments {sorted(bad)} on traced arrays")
+    return k
+
+
+def _fold_reduce(ufunc, inputs, kwargs):
+    (x,) = inputs
+    k = _reduce_kwargs(kwargs, ("axis", "dtype", "out", "keepdims", "initial", "where"))
+    axis, keepdims = k.get("axis", 0), bool(k.get("keepdims", False))
+    if k.get("dtype") is not None:
+        x = x.astype(k["dtype"]) if isinstance(x, Tracer) else np.asarray(x, k["dtype"])
+    xb = bottom(x)
+    ufunc.reduce(np.ones((1,) * xb.ndim, xb.dtype), axis=axis)  # NumPy's own axis checks
+    x2, kshape, kdshape = _merge_reduced(x, axis)
+    where = k.get("where", True)
+    m = None
+    if where is not True:
+        m, _, _ = _merge_reduced(np.broadcast_to(np.asarray(bottom(where), bool), xb.shape), axis)
+    initial = k.get("initial", _NoValue)
+    n = np.shape(x2)[-1]
+    if initial is None or initial is _NoValue:
+        if n == 0 or m is not None:
+            if ufunc.identity is None:
+                raise ValueError(
+                    f"reduction operation '{ufunc.__name__}' does not have an identity, so to use a "
+                    "where mask or reduce an empty array one has to specify 'initial'")
+            initial = ufunc.identity
+        else:
+            initial = None
+    fast = _LOGSUMEXP.get(ufunc)
+    if fast is not None and m is None and n > 0:  # log-sum-exp in one pass instead of n steps
+        r = fast(x2)
+        if initial is not None:
+            r = ufunc(r, initial)
+        start = n
+    elif initial is None:
+        r, start = x2[..., 0], 1
+    elif isinstance(initial, Tracer):
+        r, start = np.broadcast_to(initial, kshape), 0
+    else:
+        r, start = np.full(kshape, initial, dtype=np.result_type(xb, initial)), 0
+    for i in range(start, n):
+        v = ufunc(r, x2[..., i])
+        r = v if m is None else np.where(m[..., i], v, r)
+    if keepdims:
+        r = np.reshape(r, kdshape)
+    out = k.get("out")
+    return _finish(r, out[0] if type(out) is tuple else out)
+
+
+def _logsumexp(exp, log):
+    def reduce(x2):
+        # shifted by the (constant) largest value: the shift cancels in value and derivative
+        with np.errstate(divide="ignore", invalid="ignore"):  # NumPy's fold is silent on inf/nan too
+            mb = np.max(bottom(x2), axis=-1, keepdims=True)
+            mb = np.where(np.isfinite(mb), mb, 0.0)
+            return mb[..., 0] + log(np.sum(exp(x2 - mb), axis=-1))
+
+    return reduce
+
+
+_LOGSUMEXP = {np.logaddexp: _logsumexp(np.exp, np.log), np.logaddexp2: _logsumexp(np.exp2, np.log2)}
+
+
+def _accumulate_args(ufunc, inputs, kwargs):
+    (x,) = inputs
+    k = _reduce_kwargs(kwargs, ("axis", "dtype", "out"))
+    if k.get("dtype") is not None:
+        x = x.astype(k["dtype"]) if isinstance(x, Tracer) else np.asarray(x, k["dtype"])
+    axis = normalize_axis_index(k.get("axis", 0), max(np.ndim(x), 1))
+    out = k.get("out")
+    return x, axis, (out[0] if type(out) is tuple else out)
+
+
+def _fold_accumulate(ufunc, inputs, kwargs):
+    x, axis, out = _accumulate_args(ufunc, inputs, kwargs)
+    xm = np.moveaxis(x, axis, 0)
+    if len(xm) == 0:
+        return _finish(np.copy(x), out)
+    r = xm[0]
+    steps = [r]
+    for i in range(1, len(xm)):
+        r = ufunc(r, xm[i])
+        steps.append(r)
+    return _finish(np.stack(steps, axis=axis), out)
+
+
+def _select_accumulate(ufunc, inputs, kwargs):
+    """maximum/minimum/fmax/fmin.accumulate: each output is the input element
+    where the running extreme was last set (a gather)."""
+    x, axis, out = _accumulate_args(ufunc, inputs, kwargs)
+    xb = bottom(x)
+    if xb.size == 0:
+        return _finish(np.copy(x), out)
+    cm = np.moveaxis(ufunc.accumulate(xb, axis=axis), axis, -1)
+    prev, cur = cm[..., :-1], cm[..., 1:]
+    same = (cur == prev) | (np.isnan(cur) & np.isnan(prev))
+    record = np.concatenate([np.ones(cm.shape[:-1] + (1,), bool), ~same], axis=-1)
+    idx = np.maximum.accumulate(np.where(record, np.arange(cm.shape[-1]), 0), axis=-1)
+    res = np.take_along_axis(np.moveaxis(x, axis, -1), idx, -1)
+    return _finish(np.moveaxis(res, -1, axis), out)
+
+
+def _nan_ext_reduce(handler):
+    def reduce(ufunc, inputs, kwargs):
+        k = dict(kwargs)
+        k.setdefault("axis", 0)
+        if k.get("dtype") is not None:
+            dt = k.pop("dtype")
+            inputs = tuple(v.astype(dt) if isinstance(v, Tracer) else np.asarray(v, dt) for v in inputs)
+        if type(k.get("out")) is tuple:
+            k["out"] = k["out"][0]
+        return handler(inputs, k)
+
+    return reduce
+
+
+def _numpy_folds(ufunc, method):
+    """Whether NumPy's ``ufunc.reduce``/``.accumulate`` is the left fold we
+    differentiate. (NumPy 2.4's ``power.reduce`` and ``arctan2.reduce`` return
+    ``f(x[0], x[-1])``; a rule for them would differentiate another function.)"""
+    probe = np.array([[1.25, 1.5, 0.75, 1.125, 1.75]] * 2)
+    r = probe[:, 0]
+    steps = [r]
+    for i in range(1, probe.shape[1]):
+        r = ufunc(r, probe[:, i])
+        steps.append(r)
+    want = r if method == "reduce" else np.stack(steps, axis=1)
+    fn = getattr(ufunc, method)
+    with np.errstate(all="ignore"):
+        got = (fn(probe, axis=1), fn(probe.T, axis=0).T, fn(probe[0]))
+    return all(np.allclose(g, w, rtol=1e-14, atol=0) for g, w in zip(got, (want, want, want[0])))
+
+
+_FOLDED = (np.subtract, np.true_divide, np.power, np.float_power, np.logaddexp, np.logaddexp2,
+           np.arctan2, np.hypot, np.copysign, np.fmod, np.remainder, np.heaviside)
+for _u in _FOLDED:
+    if _u in REGISTRY:
+        for _m, _h in (("reduce", _fold_reduce), ("accumulate", _fold_accumulate)):
+            if _numpy_folds(_u, _m):
+                UFUNC_HANDLERS.setdefault((_u, _m), _h)
+for _u in (np.maximum, np.minimum, np.fmax, np.fmin):
+    UFUNC_HANDLERS.setdefault((_u, "accumulate"), _select_accumulate)
+UFUNC_HANDLERS.setdefault((np.fmax, "reduce"), _nan_ext_reduce(FUNCTIONS[np.nanmax]))
+UFUNC_HANDLERS.setdefault((np.fmin, "reduce"), _nan_ext_reduce(FUNCTIONS[np.nanmin]))

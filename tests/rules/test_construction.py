@@ -1,0 +1,192 @@
+"""Construction rules (mutagrad/rules/construction.py): tile, repeat, roll,
+pad, triangles and diagonals, convolution, interp, polyval, meshgrid, block,
+choose/select/compress/extract, resize, rounding, nan_to_num, unique. One line
+per case, checked in both modes against finite differences."""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+from mutagrad.testing import check_grads
+
+rng = np.random.default_rng(2)
+
+
+def R(*shape):
+    return rng.standard_normal(shape)
+
+
+X = R(3, 4)
+V = R(4)
+XP = np.array([0.0, 0.5, 1.3, 2.0, 3.1])
+FP = R(5)
+XS = np.array([-0.5, 0.2, 0.7, 1.9, 2.5, 3.5])  # away from the samples, both sides outside
+XN = X.copy()
+XN[0, 1] = XN[2, 3] = np.nan  # finite differences cannot step off an infinity: see the closed-form test
+XNI = XN.copy()
+XNI[1, 2], XNI[2, 0] = np.inf, -np.inf
+XU = np.array([3.0, 1.0, 2.0, 1.5, 5.0, 0.5])  # distinct: unique is a permutation here
+PAD_MODES = ["constant", "edge", "wrap", "reflect", "symmetric", "linear_ramp", "maximum", "minimum", "mean", "median"]
+
+
+def _padder(vector, pad_width, iaxis, kwargs):
+    vector[:pad_width[0]] = kwargs.get("padder", 10) * vector[pad_width[0]]
+    if pad_width[1]:
+        vector[-pad_width[1]:] = vector[-pad_width[1] - 1] ** 2
+
+
+def _modf_out(a):
+    frac, whole = np.zeros_like(a), np.zeros_like(a)
+    np.modf(a, out=(frac, whole))
+    return frac * 2 + whole
+
+
+CASES = [
+    # rearrangements
+    ("np.tile", lambda a: np.tile(a, (2, 1, 3)), (X,), 2),
+    ("np.tile", lambda a: np.tile(a, 2), (V,), 1),
+    ("np.tile", lambda a: np.tile(a, 1) * 2, (V,), 1),
+    ("np.repeat", lambda a: np.repeat(a, [1, 0, 2], axis=0), (X,), 2),
+    ("np.repeat", lambda a: np.repeat(a, 2), (X,), 1),
+    ("np.repeat", lambda a: a.repeat(2, axis=1), (X,), 1),
+    ("np.roll", lambda a: np.roll(a, 2), (X,), 2),
+    ("np.roll", lambda a: np.roll(a, (1, -1), axis=(0, 1)), (X,), 1),
+    ("np.roll", lambda a: np.roll(a, 5, axis=1), (X,), 1),
+    ("np.resize", lambda a: np.resize(a, (5, 3)), (X,), 1),
+    ("np.compress", lambda a: np.compress([True, False, True], a, axis=0), (X,), 1),
+    ("np.compress", lambda a: np.compress([False, True], a), (X,), 1),
+    ("np.extract", lambda a: np.extract(a > 0, a), (X,), 1),
+    ("np.choose", lambda a, b: np.choose(np.array([[0, 1, 0, 1]] * 3), [a, b]), (X, V), 1),
+    ("np.choose", lambda a, b: np.choose(np.array([0, 2, 1, 5]), [a, b, 0.5], mode="clip"), (V, R(4)), 1),
+    ("np.select", lambda a, b: np.select([a > 0, b > 0], [a * b, b], default=a), (X, V), 2),
+    ("np.tril", lambda a: np.tril(a, -1), (X,), 2),
+    ("np.tril", lambda a: np.tril(a), (V,), 1),
+    ("np.triu", lambda a: np.triu(a, 1), (X,), 2),
+    ("np.diag", lambda a: np.diag(a, 1), (V,), 2),
+    ("np.diag", lambda a: np.diag(a, -1), (X,), 2),
+    ("np.diagflat", lambda a: np.diagflat(a, -2), (X[:2],), 2),
+] + [
+    ("np.pad", lambda a, m=m: np.pad(a, ((1, 2), (3, 1)), mode=m), (X,), 1) for m in PAD_MODES
+] + [
+    ("np.pad", lambda a, m=m: np.pad(a, ((7, 5), (9, 2)), mode=m), (X,), 1) for m in PAD_MODES
+] + [
+    ("np.pad", lambda a: np.pad(a, ((1, 2), (3, 1)), mode="reflect", reflect_type="odd"), (X,), 2),
+    ("np.pad", lambda a: np.pad(a, ((7, 5), (9, 11)), mode="reflect", reflect_type="odd"), (X,), 1),
+    ("np.pad", lambda a: np.pad(a, ((1, 2), (3, 1)), mode="symmetric", reflect_type="odd"), (X,), 2),
+    ("np.pad", lambda a: np.pad(a, ((7, 5), (9, 11)), mode="symmetric", reflect_type="odd"), (X,), 1),
+    ("np.pad", lambda a: np.pad(a, 3, mode="reflect", reflect_type="odd"), (X[:1],), 1),
+    ("np.pad", lambda a: np.pad(a, 2, mode="empty")[2:-2, 2:-2], (X,), 1),
+    ("np.pad", lambda a, c: np.pad(a, 2, constant_values=((c, 1.0), (2.0, c))), (X, 0.7), 2),
+    ("np.pad", lambda a: np.pad(a, (2, 3), mode="linear_ramp", end_values=(1.0, -2.0)), (X,), 2),
+    ("np.pad", lambda a: np.pad(a, (2, 3), mode="mean", stat_length=((1, 2), (3, 2))), (X,), 2),
+    ("np.pad", lambda a: np.pad(a, (2, 3), mode="median", stat_length=2), (X,), 1),
+    ("np.pad", lambda a: np.pad(a, {1: (1, 2)}, mode="edge"), (X,), 1),
+    ("np.pad", lambda a: np.pad(a, 2, _padder, padder=3.0), (X,), 2),
+    ("np.pad", lambda a: np.pad(a, 1, mode="reflect"), (R(2, 3, 2),), 1),
+    # convolution
+    ("np.convolve", lambda a, b: np.convolve(a, b), (R(6), R(3)), 2),
+    ("np.convolve", lambda a, b: np.convolve(a, b, "same"), (R(3), R(5)), 1),
+    ("np.convolve", lambda a, b: np.convolve(a, b, "valid"), (R(6), R(3)), 1),
+    ("np.convolve", lambda a: np.convolve(a, np.array([1.0, -2.0, 0.5])), (R(5),), 2),
+    ("np.convolve", lambda a, b: np.convolve(a, b, "same"), (R(4) + 1j * R(4), R(3) + 1j * R(3)), 1),
+    ("np.correlate", lambda a, b: np.correlate(a, b), (R(6), R(3)), 2),
+    ("np.correlate", lambda a, b: np.correlate(a, b, "same"), (R(2), R(5)), 1),
+    ("np.correlate", lambda a, b: np.correlate(a, b, "full"), (R(3), R(4)), 1),
+    ("np.correlate", lambda a, b: np.correlate(a, b, "same"), (R(4) + 1j * R(4), R(3) + 1j * R(3)), 1),
+    # interpolation and polynomials
+    ("np.interp", lambda t: np.interp(t, XP, FP), (XS,), 1),
+    ("np.interp", lambda f: np.interp(XS, XP, f), (FP,), 2),
+    ("np.interp", lambda p: np.interp(XS, p, FP), (XP,), 1),
+    ("np.interp", lambda t, p, f: np.interp(t, p, f, left=-1.0, right=2.0), (XS, XP, FP), 1),
+    ("np.interp", lambda t, f, l: np.interp(t, XP, f, left=l, right=l * 2), (XS, FP, 0.3), 1),
+    ("np.interp", lambda f: np.interp(np.array([3.1, 0.0, 1.3]), XP, f), (FP,), 1),
+    ("np.interp", lambda t, f: np.interp(t, XP, f, period=2.5), (np.array([-0.3, 0.2, 1.1, 3.7]), FP), 1),
+    ("np.interp", lambda f: np.interp(XS, XP, f), (FP + 1j * R(5),), 1),
+    ("np.interp", lambda t: np.interp(t, XP, FP), (0.7,), 1),
+    ("np.polyval", lambda p, t: np.polyval(p, t), (R(4), R(3)), 2),
+    ("np.polyval", lambda p: np.polyval(p, np.array([0.5, 2.0])), (R(4),), 2),
+    ("np.polyval", lambda t: np.polyval(np.array([1.0, -2.0, 3.0]), t), (R(3),), 2),
+    ("np.meshgrid", lambda a, b: np.meshgrid(a, b), (R(3), R(2)), 1),
+    ("np.meshgrid", lambda a, b, c: np.meshgrid(a, b, c, indexing="ij", sparse=True), (R(3), R(2), R(2)), 1),
+    ("np.meshgrid", lambda a, b: np.meshgrid(a, b, copy=False)[0] * 2, (R(3), R(2)), 1),
+    ("np.block", lambda a, b: np.block([[a, b], [b, a]]), (R(2, 2), R(2, 2)), 1),
+    ("np.block", lambda a, b: np.block([a, b, 1.0]), (R(2), R(3)), 1),
+    ("np.block", lambda a: np.block([[[a]]]) * 2, (R(2),), 1),
+    # rounding and cleaning
+    ("np.round", lambda a: np.round(a, 1) * a, (X,), 1),
+    ("np.round", lambda a: a.round(2) * a, (X,), 1),
+    ("np.around", lambda a: np.around(a) + a, (X,), 1),
+    ("np.real_if_close", lambda a: np.real_if_close(a + 0j) * 2, (X,), 1),
+    ("np.real_if_close", lambda a: np.abs(np.real_if_close(a * (1 + 0.5j))), (X,), 1),
+    ("np.nan_to_num", lambda a: np.nan_to_num(a), (XN,), 2),
+    ("np.nan_to_num", lambda a, n: np.nan_to_num(a, nan=n), (XN, 0.5), 2),
+    ("np.nan_to_num", lambda a: (np.nan_to_num(a, copy=False), a * 2)[1], (XN,), 1),
+    ("np.nan_to_num", lambda a: np.abs(np.nan_to_num(a * (1 + 1j))), (XN,), 1),
+    # multi-output ufuncs (appended to rules/elementwise.py)
+    ("np.divmod", lambda a, b: np.divmod(a, b), (np.array([5.3, -4.2, 7.7]), np.array([2.0, 1.5, -3.1])), 1),
+    ("np.divmod", lambda a, b: divmod(a, b)[1] * a, (np.array([5.3, -4.2, 7.7]), np.array([2.0, 1.5, -3.1])), 2),
+    ("np.modf", lambda a: np.modf(a), (np.array([5.3, -4.2, 0.7]),), 2),
+    ("np.modf", lambda a: _modf_out(a), (np.array([5.3, -4.2, 0.7]),), 1),
+    ("np.frexp", lambda a: np.frexp(a)[0] * a, (np.array([5.3, -4.2, 0.7]),), 2),
+    # unique: values are gathers of their first occurrences
+    ("np.unique", lambda a: np.unique(a) * np.arange(6.0), (XU,), 1),
+    ("np.unique", lambda a: np.unique(a, return_index=True, return_counts=True)[0], (XU,), 1),
+    ("np.unique", lambda a: np.unique(a, axis=0), (np.array([[1.0, 2.0], [0.5, 3.0], [1.5, 2.5]]),), 1),
+    ("np.unique_values", lambda a: np.unique_values(a), (XU,), 1),
+    ("np.unique_all", lambda a: np.unique_all(a).values, (XU,), 1),
+    ("np.unique_counts", lambda a: np.unique_counts(a).values, (XU,), 1),
+    ("np.unique_inverse", lambda a: np.unique_inverse(a).values, (XU,), 1),
+]
+
+
+@pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule(covers, fn, args, order):
+    check_grads(fn, *args, modes=("fwd", "rev"), order=order)
+
+
+@pytest.mark.parametrize("fn", [np.convolve, np.correlate])
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_convolution_values_match_numpy(fn, mode):
+    for n in range(1, 7):
+        for m in range(1, 7):
+            a, v = R(n) + 1j * R(n), R(m) + 1j * R(m)
+            out, _ = mg.vjp(lambda x: fn(x, v, mode), a)
+            np.testing.assert_allclose(out, fn(a, v, mode), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("mode", PAD_MODES + ["reflect-odd", "symmetric-odd"])
+def test_pad_values_match_numpy(mode):
+    kw = {"reflect_type": "odd"} if mode.endswith("-odd") else {}
+    mode = mode.split("-")[0]
+    x = R(2, 3)
+    for width in [((0, 1), (2, 0)), ((5, 7), (4, 9)), 3]:
+        out, _ = mg.vjp(lambda a: np.pad(a, width, mode=mode, **kw), x)
+        np.testing.assert_array_equal(out, np.pad(x, width, mode=mode, **kw))
+
+
+def test_unique_duplicates_flow_to_first_occurrence():
+    # closed form: unique([3, 1, 2, 1]) = [1, 2, 3], the 1 is x[1]
+    g = mg.grad(lambda a: np.sum(np.unique(a) * np.array([1.0, 2.0, 3.0])))(np.array([3.0, 1.0, 2.0, 1.0]))
+    np.testing.assert_array_equal(g, [3.0, 1.0, 2.0, 0.0])
+
+
+def test_round_has_zero_derivative():
+    np.testing.assert_array_equal(mg.grad(lambda a: np.sum(np.round(a, 1)))(np.array([0.33, 1.77])), [0.0, 0.0])
+
+
+def test_nan_to_num_replacements_are_constants():
+    # closed form: replaced elements get derivative 0 (or flow to the traced replacement), others 1
+    def f(a, n):
+        return np.sum(np.nan_to_num(a, nan=n, posinf=2 * n, neginf=-4.0))
+
+    ga, gn = mg.grad(f, argnums=(0, 1))(XNI, 0.5)
+    np.testing.assert_array_equal(ga, np.isfinite(XNI).astype(float))
+    assert gn == 2 + 2.0  # two NaNs, one +inf (times 2)
+
+
+def test_nan_to_num_in_place_matches_numpy():
+    def f(a):
+        np.nan_to_num(a, copy=False)
+        return a * 1.0
+
+    out, _ = mg.vjp(f, XNI.copy())
+    np.testing.assert_array_equal(out, np.nan_to_num(XNI))

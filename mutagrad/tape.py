@@ -383,7 +383,7 @@ class ReverseLevel(Level):
                 root = s.root
                 if (type(root) is _ndarray and root.shape == np.shape(ct) and root.dtype == ct.dtype
                         and s.root_geom() is None):
-                    s.adj = s.adjbuf = np.array(ct, copy=True)
+                    s.adj = s.adjbuf = np.array(ct, copy=True, order="C")  # C: views index it by byte offsets
                     return
             elif type(adj) is _ndarray and adj.shape == np.shape(ct) and adj.dtype == ct.dtype:
                 adj += ct

@@ -314,3 +314,22 @@ def test_output_overwritten_after_a_later_use(fn):
         return s + np.sum(y)
 
     check_grads(f, np.array([0.3, 0.6, 0.9]))
+
+
+def test_adjoint_buffer_layout_after_a_broadcast_cotangent():
+    """Regression: the first cotangent of a storage was a broadcast (stride-0)
+    view; copying it kept a Fortran layout and views then indexed it wrongly."""
+    def f(m):
+        buf = mnp.zeros((2, 3))
+        av = buf[0:1]
+        av[...] = av + 2 * m
+        return np.sum(buf, axis=0)
+
+    check_grads(f, np.array([0.5, -1.0, 2.0]))
+
+
+def test_var_with_a_given_mean():
+    def f(x, mu):
+        return np.var(x, axis=1, mean=mu)
+
+    check_grads(f, np.array([[0.5, -1.0, 2.0], [0.1, 0.4, 0.3]]), np.array([[0.3], [0.2]]))

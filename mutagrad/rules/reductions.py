@@ -315,12 +315,16 @@ def _np_var(args, kwargs, sqrt=False):
     if where is not True and where is not None:
         m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
         cnt = np.sum(m, axis=axis, keepdims=True)
-        mu = np.sum(np.where(m, x, 0.0), axis=axis, keepdims=True) / cnt
+        mu = a.get("mean")
+        if mu is None:
+            mu = np.sum(np.where(m, x, 0.0), axis=axis, keepdims=True) / cnt
         d = np.where(m, x - mu, 0.0)
         ss = np.sum(np.real(d * np.conj(d)) if np.iscomplexobj(bottom(x)) else d * d, axis=axis, keepdims=keepdims)
         n = np.sum(m, axis=axis, keepdims=keepdims)
     else:
-        mu = np.mean(x, axis=axis, keepdims=True)
+        mu = a.get("mean")
+        if mu is None:
+            mu = np.mean(x, axis=axis, keepdims=True)
         d = x - mu
         ss = np.sum(np.real(d * np.conj(d)) if np.iscomplexobj(bottom(x)) else d * d, axis=axis, keepdims=keepdims)
         axes = _norm_axis(axis, np.ndim(x))

@@ -85,8 +85,6 @@ def test_rule(covers, fn, args, order):
     check_grads(fn, *args, modes=("fwd", "rev"), order=order)
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: reverse-over-reverse through a view of a broadcast result, "
-                                      "e.g. mg.hessian-by-rev of sum(((X - m)[0:2]) ** 2)")
 def test_multivariate_normal_batch_with_traced_mean_second_order():
     check_grads(mst.multivariate_normal.logpdf, R(4, 3), R(3), SPD(3), modes=("fwd", "rev"), order=2)
 

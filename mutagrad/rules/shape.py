@@ -366,3 +366,43 @@ def _swv_T(g, x, window_shape, axis=None, subok=False, writeable=False):
 swv_p = get_primitive(_swv_impl, "np.lib.stride_tricks.sliding_window_view")
 deflinear(_swv_impl, _swv_T)
 FUNCTIONS[_swv] = lambda args, kwargs: bind(swv_p, args, kwargs)
+
+
+# -- a few more constructions, as compositions ----------------------------------
+
+
+def _np_broadcast_arrays(args, kwargs):
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    return tuple(np.broadcast_to(a, shape) for a in args)
+
+
+def _np_linspace(args, kwargs):
+    from ..numpy import linspace
+
+    return linspace(*args, **kwargs)
+
+
+def _np_delete(args, kwargs):
+    a = dict(zip(("arr", "obj", "axis"), args))
+    a.update(kwargs)
+    arr, axis = a["arr"], a.get("axis")
+    if axis is None:
+        arr, axis = np.ravel(arr), 0
+    n = np.shape(arr)[axis]
+    keep = np.delete(np.arange(n), bottom(a["obj"]))
+    return np.take(arr, keep, axis=axis)
+
+
+def _np_vander(args, kwargs):
+    a = dict(zip(("x", "N", "increasing"), args))
+    a.update(kwargs)
+    x = a["x"]
+    n = a.get("N") or np.shape(x)[0]
+    powers = np.arange(n) if a.get("increasing", False) else np.arange(n - 1, -1, -1)
+    return np.reshape(x, (-1, 1)) ** powers
+
+
+FUNCTIONS[np.broadcast_arrays] = _np_broadcast_arrays
+FUNCTIONS[np.linspace] = _np_linspace
+FUNCTIONS[np.delete] = _np_delete
+FUNCTIONS[np.vander] = _np_vander

@@ -284,6 +284,25 @@ class Level:
                 ins.append(i)
         return vals, ins
 
+    def index_value(self, t, idx):
+        """``t[idx]`` at this level: (result, fresh storage or None). A view of
+        t's storage for a basic index, else a new storage (the caller records
+        how its derivative depends on t)."""
+        v = t._value[idx]
+        b = bottom(v)
+        s = t._storage
+        if type(b) is _ndarray:
+            if b.dtype.kind not in _FLOAT_KINDS:
+                return v, None
+            if b.base is not None and s.contains(b):
+                return ArrayTracer(v, self, s, s.geom_of(b), False), None
+            out = Storage(self, v)
+            return ArrayTracer(v, self, out, None, False), out
+        if not isinstance(v, Tracer):
+            v = np.asarray(v)
+        out = Storage(self, v)
+        return ScalarTracer(v, self, out, None, True), out
+
     def wrap_output(self, y, leaves, ins):
         """Wrap one output leaf: a view of an input's storage, a fresh storage,
         or (for non-float outputs) the plain value. Returns (out, fresh_storage)."""

@@ -301,21 +301,10 @@ class ReverseLevel(Level):
         return res
 
     def getitem(self, t, idx):
-        v = t._value[idx]
-        b = bottom(v)
+        res, out = self.index_value(t, idx)
+        if out is None:
+            return res
         s = t._storage
-        if type(b) is _ndarray:
-            if b.dtype.kind not in _FLOAT_KINDS:
-                return v
-            if b.base is not None and s.contains(b):
-                return ArrayTracer(v, self, s, s.geom_of(b), False)
-            out = Storage(self, v)
-            res = ArrayTracer(v, self, out, None, False)
-        else:
-            if not isinstance(v, Tracer):
-                v = np.asarray(v)
-            out = Storage(self, v)
-            res = ScalarTracer(v, self, out, None, True)
         if s.active:
             out.active = True
             self.tape.append(GatherRecord(s, t._geom, idx, out, _may_repeat(idx), self._line()))

@@ -386,26 +386,24 @@ _REDUCE = {np.add: _np_sum, np.multiply: _np_prod, np.maximum: FUNCTIONS[np.max]
 _ACCUMULATE = {np.add: _np_cumsum, np.multiply: _np_cumprod}
 
 
-def _ufunc_reduce(ufunc, inputs, kwargs):
-    h = _REDUCE.get(ufunc)
-    if h is None:
-        from ..core import _no_rule
+def _ufunc_method(table, method):
+    """``ufunc.reduce`` / ``ufunc.accumulate`` through the matching reduction."""
 
-        raise _no_rule(ufunc, "ufunc method .reduce")
-    kwargs = dict(kwargs)
-    kwargs.setdefault("axis", 0)
-    return h(inputs, kwargs)
+    def handler(ufunc, inputs, kwargs):
+        h = table.get(ufunc)
+        if h is None:
+            from ..core import _no_rule
+
+            raise _no_rule(ufunc, f"ufunc method .{method}")
+        kwargs = dict(kwargs)
+        kwargs.setdefault("axis", 0)
+        return h(inputs, kwargs)
+
+    return handler
 
 
-def _ufunc_accumulate(ufunc, inputs, kwargs):
-    h = _ACCUMULATE.get(ufunc)
-    if h is None:
-        from ..core import _no_rule
-
-        raise _no_rule(ufunc, "ufunc method .accumulate")
-    kwargs = dict(kwargs)
-    kwargs.setdefault("axis", 0)
-    return h(inputs, kwargs)
+_ufunc_reduce = _ufunc_method(_REDUCE, "reduce")
+_ufunc_accumulate = _ufunc_method(_ACCUMULATE, "accumulate")
 
 
 for _u in _REDUCE:

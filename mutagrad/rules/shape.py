@@ -69,99 +69,64 @@ deflinear(np.diagonal, _diagonal_T)
 # -- joining and splitting --------------------------------------------------
 
 
-def _concat_impl(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+def _concat_impl(arrays, axis=0, dtype=None, casting="same_kind"):
     return np.concatenate(arrays, axis=axis, dtype=dtype, casting=casting)
-
-
-concat_p = get_primitive(_concat_impl, "np.concatenate")
-concat_p.linear = True
-
-
-def _concat_rrule(arrays, axis=0, dtype=None, casting="same_kind"):
-    y = _concat_impl(arrays, axis, dtype=dtype, casting=casting)
-    shapes = [np.shape(a) for a in arrays]
-    ax = axis
-
-    def pullback(g):
-        if ax is None:
-            sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
-            parts = np.split(g, np.cumsum(sizes)[:-1])
-            return ([np.reshape(p, s) for p, s in zip(parts, shapes)],)
-        axn = ax % len(np.shape(g))
-        sizes = [s[axn] for s in shapes]
-        parts = np.split(g, np.cumsum(sizes)[:-1], axis=axn)
-        return ([unbroadcast(p, s) for p, s in zip(parts, shapes)],)
-
-    return y, pullback
-
-
-def _concat_frule(primals, tangents, axis=0, dtype=None, casting="same_kind"):
-    (arrays,), (tans,) = primals, tangents
-    y = _concat_impl(arrays, axis, dtype=dtype, casting=casting)
-    ts = [np.zeros(np.shape(a), np.result_type(bottom(y))) if is_zero(t) else t for a, t in zip(arrays, tans)]
-    return y, np.concatenate(ts, axis=axis)
-
-
-concat_p.rrule, concat_p.frule = _concat_rrule, _concat_frule
-
-
-def _np_concatenate(args, kwargs):
-    a = dict(zip(("arrays", "axis", "out"), args))
-    a.update(kwargs)
-    out = a.pop("out", None)
-    arrays = list(a.pop("arrays"))
-    res = bind(concat_p, (arrays,), {"axis": a.get("axis", 0), "dtype": a.get("dtype"), "casting": a.get("casting", "same_kind")})
-    if out is not None:
-        write(out, Ellipsis, res)
-        return out
-    return res
-
-
-FUNCTIONS[np.concatenate] = _np_concatenate
 
 
 def _stack_impl(arrays, axis=0, dtype=None, casting="same_kind"):
     return np.stack(arrays, axis=axis, dtype=dtype, casting=casting)
 
 
-stack_p = get_primitive(_stack_impl, "np.stack")
-stack_p.linear = True
+def _concat_T(g, shapes, axis):
+    if axis is None:
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+        parts = np.split(g, np.cumsum(sizes)[:-1])
+        return [np.reshape(p, s) for p, s in zip(parts, shapes)]
+    axn = axis % len(np.shape(g))
+    parts = np.split(g, np.cumsum([s[axn] for s in shapes])[:-1], axis=axn)
+    return [unbroadcast(p, s) for p, s in zip(parts, shapes)]
 
 
-def _stack_rrule(arrays, axis=0, dtype=None, casting="same_kind"):
-    y = _stack_impl(arrays, axis, dtype, casting)
-    shapes = [np.shape(a) for a in arrays]
-
-    def pullback(g):
-        ax = axis % np.ndim(g)
-        return ([unbroadcast(np.take(g, i, axis=ax), s) for i, s in enumerate(shapes)],)
-
-    return y, pullback
+def _stack_T(g, shapes, axis):
+    ax = axis % np.ndim(g)
+    return [unbroadcast(np.take(g, i, axis=ax), s) for i, s in enumerate(shapes)]
 
 
-def _stack_frule(primals, tangents, axis=0, dtype=None, casting="same_kind"):
-    (arrays,), (tans,) = primals, tangents
-    y = _stack_impl(arrays, axis, dtype, casting)
-    ts = [np.zeros(np.shape(a), np.result_type(bottom(y))) if is_zero(t) else t for a, t in zip(arrays, tans)]
-    return y, np.stack(ts, axis=axis)
+def _defjoin(impl, transpose, name):
+    """A function joining a list of arrays: linear in each; its transpose
+    splits the cotangent back into the pieces."""
+    p = get_primitive(impl, name)
+    p.linear = True
+
+    def rrule(arrays, axis=0, dtype=None, casting="same_kind"):
+        y = impl(arrays, axis, dtype, casting)
+        shapes = [np.shape(a) for a in arrays]
+        return y, lambda g: (transpose(g, shapes, axis),)
+
+    def frule(primals, tangents, axis=0, dtype=None, casting="same_kind"):
+        (arrays,), (tans,) = primals, tangents
+        y = impl(arrays, axis, dtype, casting)
+        dt = np.result_type(bottom(y))
+        ts = [np.zeros(np.shape(a), dt) if is_zero(t) else t for a, t in zip(arrays, tans)]
+        return y, impl(ts, axis, dtype, casting)
+
+    def handler(args, kwargs):
+        a = dict(zip(("arrays", "axis", "out"), args))
+        a.update(kwargs)
+        out = a.pop("out", None)
+        res = bind(p, (list(a.pop("arrays")),),
+                   {"axis": a.get("axis", 0), "dtype": a.get("dtype"), "casting": a.get("casting", "same_kind")})
+        if out is not None:
+            write(out, Ellipsis, res)
+            return out
+        return res
+
+    p.rrule, p.frule = rrule, frule
+    return handler
 
 
-stack_p.rrule, stack_p.frule = _stack_rrule, _stack_frule
-
-
-def _np_stack(args, kwargs):
-    a = dict(zip(("arrays", "axis", "out"), args))
-    a.update(kwargs)
-    out = a.pop("out", None)
-    arrays = list(a.pop("arrays"))
-    res = bind(stack_p, (arrays,), {"axis": a.get("axis", 0), "dtype": a.get("dtype"), "casting": a.get("casting", "same_kind")})
-    if out is not None:
-        write(out, Ellipsis, res)
-        return out
-    return res
-
-
-FUNCTIONS[np.stack] = _np_stack
+FUNCTIONS[np.concatenate] = _defjoin(_concat_impl, _concat_T, "np.concatenate")
+FUNCTIONS[np.stack] = _defjoin(_stack_impl, _stack_T, "np.stack")
 
 
 def _composite(fn):

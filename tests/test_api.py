@@ -262,3 +262,34 @@ def test_vjp_detects_arrays_modified_before_the_pullback():
     out[0] = 100.0  # exp's pullback reads its output
     with pytest.raises(mg.MutationError, match="modified after vjp returned"):
         pb(np.ones(2))
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_gradient_dtype_matches_input(dtype):
+    z = np.array([1 + 2j, 3 - 1j], dtype=dtype)
+    g = mg.grad(lambda z: np.sum(np.abs(z) ** 2))(z)
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, 2 * np.conj(z), rtol=1e-6)
+
+
+def test_integer_intermediates_and_mixed_promotion():
+    def f(x):
+        k = np.argmax(x)                 # an index: no derivative
+        n = np.arange(3)                 # integers promote as in NumPy
+        y = x * n + x[k] * 2 + (x > 0).astype(int)
+        assert y.dtype == np.float64
+        counts = np.floor(x * 3).astype(np.int64)
+        return np.sum(y) + np.sum(counts)
+
+    x = np.array([0.2, 0.9, 0.4])
+    np.testing.assert_allclose(mg.grad(f)(x), np.arange(3.0) + np.array([0.0, 2.0, 0.0]))
+
+
+def test_float32_computation_stays_float32():
+    def f(x):
+        y = np.sin(x) * np.float32(2.0)
+        assert y.dtype == np.float32
+        return np.sum(y)
+
+    g = mg.grad(f)(np.array([0.1, 0.2], dtype=np.float32))
+    assert g.dtype == np.float32

@@ -72,7 +72,7 @@ class Primitive:
     everywhere it exists (floor, sign): outputs are never active.
     """
 
-    __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "__weakref__")
+    __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -82,6 +82,9 @@ class Primitive:
         self.frule = None
         self.linear = False
         self.zero = False
+        # reads[i] = (argument positions, reads the output?) that the cotangent of
+        # argument i needs; None: anything. Decides what must be kept for the pullback.
+        self.reads = None
 
     def __repr__(self):
         return f"Primitive({self.name})"

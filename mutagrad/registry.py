@@ -16,6 +16,7 @@ The helpers below derive both rules from one formula, as JAX's
 """
 from __future__ import annotations
 
+import dis
 import functools
 
 import numpy as np
@@ -122,6 +123,25 @@ def _shape(x):
     return np.shape(x)
 
 
+def _reads_of(d, n):
+    """Which of (x_1..x_n, y) the partial ``d(*xs, y)`` reads: the parameters
+    its code loads. Anything we cannot see through counts as read."""
+    if d is None or not callable(d):
+        return frozenset(), False
+    code = getattr(d, "__code__", None)
+    if code is None or code.co_argcount != n + 1 or code.co_flags & 0x0C:  # *args/**kwargs
+        return frozenset(range(n)), True
+    params = code.co_varnames[: n + 1]
+    used = set(code.co_cellvars)  # captured by an inner function: assume read
+    for ins in dis.get_instructions(code):
+        if ins.opname.startswith("LOAD_FAST") or ins.opname.startswith("LOAD_DEREF"):
+            arg = ins.argval
+            used.update(arg if isinstance(arg, tuple) else (arg,))
+        elif ins.opname in ("LOAD_NAME", "LOAD_GLOBAL") and ins.argval in ("locals", "vars"):
+            return frozenset(range(n)), True
+    return frozenset(i for i in range(n) if params[i] in used), params[n] in used
+
+
 class ElementwisePullback:
     """The pullback of an elementwise function: ``ȳ · conj(∂y/∂x_i)`` summed
     to x_i's shape. The tape asks it for the active arguments only
@@ -162,6 +182,7 @@ def defelementwise(fn, *partials, impl=None):
     call = impl or fn
     n = len(partials)
     p.linear = all(d is None or (not callable(d)) for d in partials)
+    p.reads = tuple(_reads_of(d, n) for d in partials)
 
     def rule(*xs):
         y = call(*xs)

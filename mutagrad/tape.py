@@ -250,16 +250,29 @@ class ReverseLevel(Level):
             return self.wrap(out, leaves, ins, None, prim)
         if prim.rrule is None:
             raise prim_missing_rule(prim, "reverse")
+        out_read = False
         if not prim.linear:
-            for i in ins:
-                leaves[i]._storage.captured = True
-            for i, x in enumerate(vals):
-                if type(x) is _ndarray and i not in ins and x.dtype.kind in "fciub":
-                    vals[i] = self.snapshot(x)
+            reads = prim.reads
+            if reads is None:  # the pullback may read any argument and the output
+                need = range(len(vals))
+                out_read = True
+            else:  # only what the partials of the active arguments read
+                need = set()
+                for i in ins:
+                    if leaves[i]._storage.active:
+                        r, ry = reads[i]
+                        need.update(r)
+                        out_read = out_read or ry
+            for i in need:
+                leaf = leaves[i]
+                if isinstance(leaf, Tracer) and leaf._level is self:
+                    leaf._storage.captured = True
+                elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
+                    vals[i] = self.snapshot(leaf)
         y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
-        return self.wrap(y, leaves, ins, pb, prim)
+        return self.wrap(y, leaves, ins, pb, prim, out_read)
 
-    def wrap(self, y, leaves, ins, pb, prim):
+    def wrap(self, y, leaves, ins, pb, prim, out_read=False):
         ty = type(y)
         if ty is _ndarray or ty is np.float64:  # one fresh output: the common case
             o, s = self.wrap_output(y, leaves, ins)
@@ -271,7 +284,7 @@ class ReverseLevel(Level):
                         inputs.append((t._storage, t._geom, i))
                 self.tape.append(OpRecord(pb, inputs, [s], prim, self._line() if self.record_lines else None, None))
                 s.active = True
-                s.captured = not prim.linear  # the pullback may read its own output (exp, tanh...)
+                s.captured = out_read  # the pullback reads its own output (exp, tanh...)
             return o
         if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
             outs = []
@@ -297,7 +310,7 @@ class ReverseLevel(Level):
             for s in fresh:
                 if s is not None:
                     s.active = True
-                    s.captured = not prim.linear
+                    s.captured = out_read
         return res
 
     def getitem(self, t, idx):

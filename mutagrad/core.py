@@ -100,6 +100,9 @@ def qualname(fn) -> str:
     if isinstance(fn, np.ufunc):
         if getattr(np, fn.__name__, None) is fn:
             return f"np.{fn.__name__}"
+        umath = getattr(getattr(np, "_core", None), "umath", None)
+        if umath is not None and getattr(umath, fn.__name__, None) is fn:
+            return f"np._core.umath.{fn.__name__}"  # NumPy's internal ufuncs (the one behind ndarray.clip)
         return f"scipy.special.{fn.__name__}"
     if mod.startswith("numpy"):
         mod = "np" + mod[5:]

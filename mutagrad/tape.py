@@ -139,7 +139,9 @@ class GatherRecord:
             level.accumulate(src, self.geom, out.poison, self)
             return
         av = level.adjview(src, self.geom)
-        if self.dups:
+        if self.geom is not None and self.geom.overlap:
+            _add_overlapping(src, self.geom, g, level, self.idx)
+        elif self.dups:
             np.add.at(av, self.idx, g)
         elif type(av) is _ndarray:
             av[self.idx] += g
@@ -488,20 +490,37 @@ def _winners(dv, idx, vv):
     return won
 
 
-def _add_overlapping(s, geom, ct, level):
-    """Accumulate into a view whose elements share memory (broadcast_to,
-    sliding windows): every position gets the sum of its aliases."""
+def _flat_positions(s, geom):
+    """The adjoint buffer of ``s`` as a flat array of the view's element type,
+    and the position in it of every element of the view ``geom`` (views whose
+    elements share memory name a position several times)."""
     item = geom.dtype.itemsize
-    bufdt = bottom(s.adjbuf).dtype
-    if geom.dtype != bufdt or any(st % item for st in geom.strides) or geom.offset % item:
-        raise MutationError("cannot accumulate into an overlapping view with a different element type")
+    if any(st % item for st in geom.strides) or geom.offset % item:
+        raise MutationError(
+            f"cannot accumulate the derivative of an overlapping view with strides {geom.strides} "
+            f"of {geom.dtype} elements (at {user_line()}); copy the view first (x.copy())"
+        )
     pos = np.full(geom.shape, geom.offset // item, dtype=np.intp)
     for ax, (n, st) in enumerate(zip(geom.shape, geom.strides)):
         sh = [1] * len(geom.shape)
         sh[ax] = n
         pos = pos + (np.arange(n, dtype=np.intp) * (st // item)).reshape(sh)
-    flat = s.adjbuf if np.ndim(s.adjbuf) == 1 else np.reshape(s.adjbuf, -1)
-    np.add.at(flat, pos, np.broadcast_to(ct, geom.shape))
+    flat = np.reshape(s.adjbuf, -1)
+    if bottom(flat).dtype != geom.dtype:
+        flat = flat.view(geom.dtype)
+    return flat, pos
+
+
+def _add_overlapping(s, geom, ct, level, idx=None):
+    """Accumulate into (the elements ``idx`` of) a view whose elements share
+    memory (broadcast_to, sliding windows): every position gets the sum of
+    its aliases."""
+    flat, pos = _flat_positions(s, geom)
+    if idx is None:
+        np.add.at(flat, pos, np.broadcast_to(ct, geom.shape))
+    else:
+        sel = pos[idx]
+        np.add.at(flat, sel, np.broadcast_to(ct, sel.shape))
 
 
 def env_strict() -> bool:

@@ -54,7 +54,7 @@ def ufunc_call(ufunc, inputs, kwargs):
         if out is None:
             return res
         if ufunc.nout == 1:
-            write(out[0], Ellipsis, res)
+            _write_result(ufunc, inputs, out[0], Ellipsis, res, True)
             return out[0]
         return tuple(_write_out(o, r) for o, r in zip(out, res))
     where = bottom(where)
@@ -73,9 +73,39 @@ def ufunc_call(ufunc, inputs, kwargs):
     for o, r in zip(out0, res):
         if o is None:
             o = lift(np.zeros(shape, np.result_type(bottom(r))), active_levels())
-        write(o, m, r)
+            write(o, m, r)
+        elif ufunc.nout == 1:
+            _write_result(ufunc, inputs, o, m, r, where)
+        else:
+            write(o, m, r)
         dests.append(o)
     return dests[0] if ufunc.nout == 1 else tuple(dests)
+
+
+# Correctly rounded (or exact) operations give the same bits whatever loop
+# NumPy picks; for the others (sin, exp, power...) NumPy's SIMD and strided
+# loops may differ in the last bit, so an in-place call is replayed exactly.
+_LAYOUT_INDEPENDENT = frozenset((
+    np.add, np.subtract, np.multiply, np.true_divide, np.negative, np.positive, np.absolute, np.fabs,
+    np.sqrt, np.square, np.reciprocal, np.maximum, np.minimum, np.fmax, np.fmin, np.copysign, np.floor,
+    np.ceil, np.trunc, np.rint, np.sign, np.conjugate, np.fmod, np.ldexp, np.heaviside,
+))
+
+
+def _write_result(ufunc, inputs, out, idx, res, where):
+    """``out[idx] = res`` for ``ufunc(*inputs, out=out, where=where)``, leaving in
+    ``out`` the very bits NumPy's own in-place call would leave."""
+    if ufunc in _LAYOUT_INDEPENDENT or not isinstance(out, Tracer):
+        write(out, idx, res)
+        return
+    ob = bottom(out)
+    old = ob.copy()
+    kw = {} if where is True else {"where": where}
+    ufunc(*(bottom(x) for x in inputs), out=ob, **kw)  # NumPy's result, in NumPy's layout
+    exact = ob.copy()
+    ob[...] = old
+    write(out, idx, res)  # the tape saves what is overwritten and records the derivative
+    ob[...] = exact
 
 
 def _write_out(o, r):

@@ -66,7 +66,13 @@ class FlatIter:
         return self._x[_unravel(self._x, pos)]
 
     def __setitem__(self, idx, value):
-        pos = flat_positions(self._x, idx)
+        self.assign(flat_positions(self._x, idx), value)
+
+    def assign(self, pos, value, sequential=True):
+        """``x.flat[pos] = value``. NumPy's flat assignment goes element by
+        element, so a value that overlaps ``x`` sees the elements already
+        written (``sequential``); np.put and np.putmask copy the values first."""
+        x = self._x
         count = int(np.size(pos))
         if isinstance(value, (list, tuple)):
             from ..numpy import array as marray
@@ -74,9 +80,17 @@ class FlatIter:
             value = marray(value)
         if np.ndim(pos) == 0:
             v = value if np.size(value) == 1 else np.reshape(value, (-1,))[0]
-            write(self._x, _unravel(self._x, pos), np.reshape(v, ()) if np.ndim(v) else v)
+            write(x, _unravel(x, pos), np.reshape(v, ()) if np.ndim(v) else v)
             return
-        write(self._x, _unravel(self._x, pos.ravel()), cycle_to(value, count))
+        pos = pos.ravel()
+        vb = bottom(value)
+        if sequential and isinstance(vb, np.ndarray) and np.may_share_memory(vb, bottom(x)) and np.size(vb) > 1:
+            vflat = np.reshape(value, (-1,))
+            n = int(np.size(vflat))
+            for k in range(count):
+                write(x, _unravel(x, pos[k]), vflat[k % n])
+            return
+        write(x, _unravel(x, pos), cycle_to(value, count))
 
     def __iter__(self):
         for i in range(int(np.size(self._x))):

@@ -47,7 +47,8 @@ def _np_put(args, kwargs):
         ind = np.clip(ind, 0, n - 1)
     if ind.size == 0:
         return None
-    FlatIter(x)[np.ravel(ind)] = cycle_to(a["v"], int(ind.size)) if np.ndim(ind) else a["v"]
+    pos = flat_positions(x, np.ravel(ind))  # negative indices count from the end; out of range raises
+    FlatIter(x).assign(pos, cycle_to(a["v"], int(ind.size)) if np.ndim(ind) else a["v"], sequential=False)
     return None
 
 
@@ -61,7 +62,7 @@ def _np_place(args, kwargs):
         return None
     if np.size(a["vals"]) == 0:
         raise ValueError("Cannot insert from an empty array!")
-    FlatIter(arr)[pos] = cycle_to(a["vals"], int(pos.size))
+    FlatIter(arr).assign(pos, a["vals"])  # element by element, cycling the values, as NumPy
     return None
 
 
@@ -76,9 +77,9 @@ def _np_putmask(args, kwargs):
     vals = a["values"]
     vsize = int(np.size(vals))
     if vsize == 1:
-        FlatIter(x)[pos] = np.reshape(vals, ())
+        FlatIter(x).assign(pos, np.reshape(vals, ()), sequential=False)
     else:
-        FlatIter(x)[pos] = np.reshape(vals, (-1,))[pos % vsize]
+        FlatIter(x).assign(pos, np.reshape(vals, (-1,))[pos % vsize], sequential=False)
     return None
 
 
@@ -99,7 +100,7 @@ def _np_fill_diagonal(args, kwargs):
         end = None
     n = int(np.size(x))
     pos = np.arange(0, n if end is None else min(end, n), step)
-    FlatIter(x)[pos] = cycle_to(a["val"], int(pos.size))
+    FlatIter(x).assign(pos, a["val"])
     return None
 
 
@@ -158,7 +159,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
         return None
     if b is not None:
         bb = np.broadcast_to(b, pshape) if np.shape(b) != pshape else b
-        bflat = np.reshape(bb, (-1,))
+        bflat = np.copy(np.reshape(bb, (-1,)))  # NumPy reads b before the loop (b may overlap a)
     # occurrence number of each element among equal positions, in order
     order = np.argsort(flatpos, kind="stable")
     sp = flatpos[order]

@@ -397,6 +397,8 @@ def _ufunc_method(table, method):
             raise _no_rule(ufunc, f"ufunc method .{method}")
         kwargs = dict(kwargs)
         kwargs.setdefault("axis", 0)
+        if type(kwargs.get("out")) is tuple:  # the ufunc protocol always passes a tuple
+            kwargs["out"] = kwargs["out"][0]
         return h(inputs, kwargs)
 
     return handler

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, write
+from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, write
 from ..registry import deflinear
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
@@ -228,6 +228,19 @@ def _np_clip(args, kwargs):
 
 
 FUNCTIONS[np.clip] = _np_clip
+
+
+def _clip_ufunc(ufunc, inputs, kwargs):
+    """NumPy's internal ``clip`` ufunc, which ``ndarray.clip`` calls."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    if type(out) is tuple:
+        out = out[0]
+    return _np_clip(tuple(inputs), {"out": out, **kwargs})
+
+
+if hasattr(getattr(np, "_core", None), "umath") and isinstance(getattr(np._core.umath, "clip", None), np.ufunc):
+    UFUNC_HANDLERS[(np._core.umath.clip, "__call__")] = _clip_ufunc
 
 
 # -- dtype -------------------------------------------------------------------

@@ -333,3 +333,47 @@ def test_var_with_a_given_mean():
         return np.var(x, axis=1, mean=mu)
 
     check_grads(f, np.array([[0.5, -1.0, 2.0], [0.1, 0.4, 0.3]]), np.array([[0.3], [0.2]]))
+
+
+# -- regressions found by the fuzzer -----------------------------------------
+
+
+def test_boolean_read_of_a_broadcast_view_reaches_every_alias():
+    m = np.array([[True, False, True], [True, True, False]])
+    w = np.array([1.0, 3.0, 4.0, 5.0])
+    check_grads(lambda x: np.sum(np.broadcast_to(x, (2, 3))[m] * w), np.array([1.0, 2.0, 3.0]))
+    check_grads(lambda x: np.broadcast_to(x, (2, 3))[[0, 1, 1], [0, 0, 2]] * 2.0, np.array([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("stmt", [
+    "np.add.at(a, [2, 1, 2], a[2:3])",
+    "a.flat[[1, 2]] = a[:2]",
+    "np.place(a, np.array([False, True, True, True]), a)",
+    "np.fill_diagonal(a.reshape(2, 2), a.reshape(2, 2)[0, ::-1])",
+    "np.put(a, [1, -1], a[:2])",
+    "np.putmask(a, np.array([False, True, True, True]), a)",
+    "a **= 3",
+    "np.sin(a[::-1], out=a[::-1])",
+    "np.exp(a, out=a, where=np.array([True, False, True, False]))",
+])
+def test_overlapping_in_place_forms_leave_numpys_bits(stmt):
+    def f(a):
+        exec(stmt, {"np": np, "a": a})
+        return a * np.arange(1.0, 5.0)
+
+    check_grads(f, np.array([0.3, 0.7, 1.1, 1.3]))
+
+
+def test_plain_arrays_reduced_into_traced_buffers():
+    c = np.arange(6.0).reshape(2, 3)
+
+    def f(x):
+        b = mnp.zeros(3)
+        c.sum(axis=0, out=b)
+        b2 = mnp.zeros(3)
+        np.add.reduce(x, axis=0, out=b2)
+        b3 = mnp.zeros(3)
+        x[1].clip(0.5, 1.5, out=b3)
+        return np.sum(b * x[0]) + np.sum(b2 * b3)
+
+    check_grads(f, np.array([[0.3, 0.8, 1.2], [0.4, 1.1, 2.0]]))

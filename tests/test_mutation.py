@@ -348,6 +348,7 @@ def test_boolean_read_of_a_broadcast_view_reaches_every_alias():
 @pytest.mark.parametrize("stmt", [
     "np.add.at(a, [2, 1, 2], a[2:3])",
     "a.flat[[1, 2]] = a[:2]",
+    "v = a.reshape(2, 2).T; v.flat[1:3] = v",
     "np.place(a, np.array([False, True, True, True]), a)",
     "np.fill_diagonal(a.reshape(2, 2), a.reshape(2, 2)[0, ::-1])",
     "np.put(a, [1, -1], a[:2])",

@@ -85,10 +85,10 @@ class FlatIter:
         pos = pos.ravel()
         vb = bottom(value)
         if sequential and isinstance(vb, np.ndarray) and np.may_share_memory(vb, bottom(x)) and np.size(vb) > 1:
-            vflat = np.reshape(value, (-1,))
-            n = int(np.size(vflat))
-            for k in range(count):
-                write(x, _unravel(x, pos[k]), vflat[k % n])
+            vshape = np.shape(value)
+            n = int(np.size(value))
+            for k in range(count):  # read the value's k-th element (C order) only now
+                write(x, _unravel(x, pos[k]), value[np.unravel_index(k % n, vshape)])
             return
         write(x, _unravel(x, pos), cycle_to(value, count))
 

@@ -126,8 +126,32 @@ def _wrap_args(level, args, argnums, check=True):
             wrapped.append((t, info))
         args[n] = tree_unflatten(tree, new)
         infos[n] = (tree, linfo)
+    _wrap_constants(level, args, argnums, wrapped)
     _mark_aliasing(wrapped)
     return args, infos
+
+
+def _wrap_constants(level, args, argnums, wrapped):
+    """Float arrays among the other arguments become inactive traced arrays:
+    the function can then write traced values into them (scratch buffers
+    passed in), and a write into them is recorded like any other, so an
+    operation that read them never needs a private copy."""
+    levels = level_stack_below(level) + [level]
+    for n in range(len(args)):
+        if n in argnums or (n - len(args)) in argnums:
+            continue
+        leaves, tree = tree_flatten(args[n])
+        if not any(isinstance(v, _ndarray) and v.dtype.kind in "fc" for v in leaves):
+            continue
+        new = []
+        for k, leaf in enumerate(leaves):
+            if isinstance(leaf, _ndarray) and leaf.dtype.kind in "fc":
+                t = lift(leaf, levels)
+                t._storage.name = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
+                wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
+                leaf = t
+            new.append(leaf)
+        args[n] = tree_unflatten(tree, new)
 
 
 def _finish_leaf(g, info):

@@ -589,27 +589,57 @@ class Tracer:
         return function_dispatch(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
+        if self._inactive():
+            # a constant (nothing traced was ever written into it): its value, as a
+            # read-only copy, so that later traced writes cannot reach plain code
+            v = bottom(self).astype(dtype) if dtype is not None else bottom(self).copy()
+            v.flags.writeable = False
+            return v
         raise escape_error("np.asarray / np.array (or writing into a plain NumPy array)", WriteToPlainArrayError)
 
+    def _inactive(self):
+        t = self
+        while isinstance(t, Tracer):
+            s = t._storage
+            if s.active if t._level.mode == "rev" else (s.tangent is not None or s.poison is not None):
+                return False
+            t = t._value
+        return True
+
+    # A constant (inactive) traced array may be read as plain values: nothing
+    # is lost. Anything that carries a derivative raises.
+
     def __float__(self):
+        if self._inactive():
+            return float(bottom(self))
         raise escape_error("float(x) (or math.*, or writing into a plain NumPy array)", WriteToPlainArrayError)
 
     def __int__(self):
+        if self._inactive():
+            return int(bottom(self))
         raise escape_error("int(x)")
 
     def __complex__(self):
+        if self._inactive():
+            return complex(bottom(self))
         raise escape_error("complex(x)")
 
     def __index__(self):
         raise TypeError(f"a traced floating-point array cannot be used as an index ({user_line()})")
 
     def item(self, *args):
+        if self._inactive():
+            return bottom(self).item(*args)
         raise escape_error("x.item()")
 
     def tolist(self):
+        if self._inactive():
+            return bottom(self).tolist()
         raise escape_error("x.tolist()")
 
     def tobytes(self, *a, **k):
+        if self._inactive():
+            return bottom(self).tobytes(*a, **k)
         raise escape_error("x.tobytes()")
 
     def __reduce__(self):

@@ -167,7 +167,7 @@ class ForwardLevel(Level):
         vt = type(value)
         own = issubclass(vt, Tracer) and value._level is self
         vdot = self.tangent_of(value) if own else ZERO
-        if s.aliased is not None and issubclass(vt, Tracer):
+        if s.aliased is not None:
             raise AliasingError(
                 f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
                 f"memory with the differentiated argument {s.aliased}. Pass separate copies."

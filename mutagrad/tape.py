@@ -329,7 +329,7 @@ class ReverseLevel(Level):
         s = dest._storage
         vt = type(value)
         vactive = issubclass(vt, Tracer) and value._level is self and value._storage.active
-        if s.aliased is not None and (vactive or s.active or issubclass(vt, Tracer)):
+        if s.aliased is not None:
             raise AliasingError(
                 f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
                 f"memory with the differentiated argument {s.aliased}. Pass separate copies "

@@ -294,3 +294,46 @@ def test_float32_computation_stays_float32():
 
     g = mg.grad(f)(np.array([0.1, 0.2], dtype=np.float32))
     assert g.dtype == np.float32
+
+
+def test_other_array_arguments_are_constants_that_can_be_written():
+    def f(x, buf, params):
+        assert int(params[0]) == 3 and float(params[1]) == 0.5  # constants read as plain values
+        plain = np.asarray(params)                               # a read-only copy of a constant
+        assert not plain.flags.writeable
+        for i in range(int(params[0])):
+            buf[i] = x[i] ** 2 * params[1]                       # a scratch buffer passed in
+        return np.sum(buf)
+
+    x = np.array([1.0, 2.0, 3.0])
+    buf = np.zeros(3)
+    params = np.array([3.0, 0.5])
+    g = mg.grad(f)(x, buf, params)
+    np.testing.assert_allclose(g, x)
+    np.testing.assert_array_equal(buf, 0.5 * x ** 2)  # the side effect of a plain call
+
+
+def test_constant_argument_overwritten_after_use_needs_no_copy():
+    def f(x, A):
+        y = A @ x
+        A[:] = 0.0  # written after the product used it
+        return np.sum(y * y) + np.sum(A)
+
+    A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    x = np.array([0.5, -1.0])
+    check_grads(f, x, A, argnums=0)
+    A2 = A.copy()
+    g = mg.grad(f)(x, A2)
+    np.testing.assert_allclose(g, 2 * A.T @ (A @ x))
+    np.testing.assert_array_equal(A2, 0.0)
+
+
+def test_constant_argument_aliasing_a_differentiated_one_cannot_be_written():
+    a = np.array([1.0, 2.0])
+
+    def f(x, y):
+        y[0] = 3.0
+        return np.sum(x * x)
+
+    with pytest.raises(mg.AliasingError):
+        mg.grad(f)(a, a)

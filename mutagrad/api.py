@@ -148,6 +148,10 @@ def _wrap_constants(level, args, argnums, wrapped):
             if isinstance(leaf, _ndarray) and leaf.dtype.kind in "fc":
                 t = lift(leaf, levels)
                 t._storage.name = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
+                u = t
+                while isinstance(u, Tracer):  # plain code may read it (int(p[0]), np.asarray(A))
+                    u._storage.pristine = True
+                    u = u._value
                 wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
                 leaf = t
             new.append(leaf)

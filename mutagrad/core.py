@@ -174,7 +174,7 @@ class Storage:
 
     __slots__ = (
         "level", "root", "active", "captured", "adj", "adjbuf", "tangent",
-        "tangentbuf", "aliased", "poison", "name", "_bounds", "_rootgeom",
+        "tangentbuf", "aliased", "poison", "name", "_bounds", "_rootgeom", "written", "pristine",
     )
 
     def __init__(self, level, root, active=False):
@@ -191,6 +191,10 @@ class Storage:
         self.name = None
         self._bounds = None
         self._rootgeom = False
+        self.written = False  # ever written through mutagrad
+        # a constant that plain code may read: a non-differentiated argument, or computed
+        # only from such (never written). Anything else converted to plain values raises.
+        self.pristine = False
 
     @property
     def bounds(self):
@@ -303,10 +307,12 @@ class Level:
             if b.base is not None and s.contains(b):
                 return ArrayTracer(v, self, s, s.geom_of(b), False), None
             out = Storage(self, v)
+            out.pristine = s.pristine and not s.written
             return ArrayTracer(v, self, out, None, False), out
         if not isinstance(v, Tracer):
             v = np.asarray(v)
         out = Storage(self, v)
+        out.pristine = s.pristine and not s.written
         return ScalarTracer(v, self, out, None, True), out
 
     def wrap_output(self, y, leaves, ins):
@@ -350,6 +356,14 @@ def _is_one_of(b, leaves):
         if x is b or (isinstance(x, Tracer) and bottom(x) is b):
             return True
     return False
+
+
+def _pristine(out):
+    """Mark the fresh outputs of an operation on pristine constants pristine."""
+    for o in (out if isinstance(out, (tuple, list)) else (out,)):
+        if isinstance(o, Tracer) and o._geom is None:
+            o._storage.pristine = True
+    return out
 
 
 def lift(y, levels):
@@ -590,8 +604,10 @@ class Tracer:
 
     def __array__(self, dtype=None, copy=None):
         if self._inactive():
-            # a constant (nothing traced was ever written into it): its value, as a
-            # read-only copy, so that later traced writes cannot reach plain code
+            # a pristine constant (a non-differentiated argument, or computed from
+            # such only, never written): its value, as a read-only copy. Anything
+            # else raises: a conversion may also be NumPy's own code that expects
+            # to write in place (ndarray.mean(out=...)) and would be silently lost
             v = bottom(self).astype(dtype) if dtype is not None else bottom(self).copy()
             v.flags.writeable = False
             return v
@@ -601,6 +617,8 @@ class Tracer:
         t = self
         while isinstance(t, Tracer):
             s = t._storage
+            if not s.pristine or s.written:
+                return False
             if s.active if t._level.mode == "rev" else (s.tangent is not None or s.poison is not None):
                 return False
             t = t._value
@@ -990,6 +1008,23 @@ def write(dest, idx, value):
 
         value = _mnp_array(value)
     bind_with("write", dest, idx, value)
+
+
+def write_replayed(out, idx, res, replay):
+    """``out[idx] = res`` for a NumPy call that writes into ``out`` itself
+    (``out=``), leaving in ``out`` the very bits NumPy's own call leaves:
+    ``replay(plain_out)`` performs that call on the plain values (before
+    anything is overwritten); the recorded write carries the derivative."""
+    if not isinstance(out, Tracer):
+        write(out, idx, res)
+        return
+    ob = bottom(out)
+    old = ob.copy()
+    replay(ob)
+    exact = ob.copy()
+    ob[...] = old
+    write(out, idx, res)
+    ob[...] = exact
 
 
 def make_view_tracer(level, src, y):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import STATE, ArrayTracer, Level, ScalarTracer, Storage, Tracer, _FLOAT_KINDS, _unflatten_args, bottom, lift, view_of
+from .core import STATE, _pristine, ArrayTracer, Level, ScalarTracer, Storage, Tracer, _FLOAT_KINDS, _unflatten_args, bottom, lift, view_of
 from .errors import AliasingError, MutationError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
@@ -109,6 +109,8 @@ class ForwardLevel(Level):
                 tans[i] = self.tangent_of(t)
         if tans is None or prim.zero:
             out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
+            if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
+                return _pristine(self.wrap(out, leaves, ins, None, ()))
             return self.wrap(out, leaves, ins, None, ())
         if prim.frule is None:
             from .tape import prim_missing_rule
@@ -167,6 +169,7 @@ class ForwardLevel(Level):
         vt = type(value)
         own = issubclass(vt, Tracer) and value._level is self
         vdot = self.tangent_of(value) if own else ZERO
+        s.written = True
         if s.aliased is not None:
             raise AliasingError(
                 f"writing into the differentiated argument {s.name} at {user_line()}, which shares "

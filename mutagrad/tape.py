@@ -31,6 +31,7 @@ import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
+    _pristine,
     ArrayTracer,
     ScalarTracer,
     STATE,
@@ -249,6 +250,8 @@ class ReverseLevel(Level):
                 break
         if not active or prim.zero:
             out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
+            if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
+                return _pristine(self.wrap(out, leaves, ins, None, prim))
             return self.wrap(out, leaves, ins, None, prim)
         if prim.rrule is None:
             raise prim_missing_rule(prim, "reverse")
@@ -329,6 +332,7 @@ class ReverseLevel(Level):
         s = dest._storage
         vt = type(value)
         vactive = issubclass(vt, Tracer) and value._level is self and value._storage.active
+        s.written = True
         if s.aliased is not None:
             raise AliasingError(
                 f"writing into the differentiated argument {s.name} at {user_line()}, which shares "

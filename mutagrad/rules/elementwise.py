@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import REGISTRY, UFUNC_HANDLERS, Tracer, _no_rule, active_levels, bind, bottom, lift, write
+from ..core import REGISTRY, UFUNC_HANDLERS, write_replayed, Tracer, _no_rule, active_levels, bind, bottom, lift, write
 from ..registry import defelementwise, defzero
 from ..tangents import NoTangent, ZeroTangent
 
@@ -95,17 +95,11 @@ _LAYOUT_INDEPENDENT = frozenset((
 def _write_result(ufunc, inputs, out, idx, res, where):
     """``out[idx] = res`` for ``ufunc(*inputs, out=out, where=where)``, leaving in
     ``out`` the very bits NumPy's own in-place call would leave."""
-    if ufunc in _LAYOUT_INDEPENDENT or not isinstance(out, Tracer):
+    if ufunc in _LAYOUT_INDEPENDENT:
         write(out, idx, res)
         return
-    ob = bottom(out)
-    old = ob.copy()
     kw = {} if where is True else {"where": where}
-    ufunc(*(bottom(x) for x in inputs), out=ob, **kw)  # NumPy's result, in NumPy's layout
-    exact = ob.copy()
-    ob[...] = old
-    write(out, idx, res)  # the tape saves what is overwritten and records the derivative
-    ob[...] = exact
+    write_replayed(out, idx, res, lambda ob: ufunc(*(bottom(x) for x in inputs), out=ob, **kw))
 
 
 def _write_out(o, r):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, write
+from ..core import FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, write, write_replayed
 from ..registry import conj_if_complex as _cj
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
@@ -152,23 +152,43 @@ def _np_tensordot(args, kwargs):
     return bind(tensordot_p, (a["a"], a["b"]), {"axes": a.get("axes", 2)})
 
 
+def _dot_axes(na, nb):
+    return ([na - 1], [0]) if nb == 1 else ([na - 1], [nb - 2])
+
+
+dot_p = get_primitive(lambda a, b: np.dot(a, b), "np.dot")
+
+
+def _dot_rrule(a, b):
+    y = np.dot(a, b)  # NumPy's own dot: the same bits as a plain call
+    axes = _dot_axes(np.ndim(a), np.ndim(b))
+
+    def pullback(g):
+        from ..tangents import Thunk
+
+        return (Thunk(lambda: _tensordot_vjp(g, a, b, axes, 0)), Thunk(lambda: _tensordot_vjp(g, a, b, axes, 1)))
+
+    return y, pullback
+
+
+dot_p.rrule = _dot_rrule
+dot_p.frule = _bilinear_frule(lambda a, b: np.dot(a, b))
+
+
 def _np_dot(args, kwargs):
     d = dict(zip(("a", "b", "out"), args))
     d.update(kwargs)
     a, b, out = d["a"], d["b"], d.get("out")
-    na, nb = np.ndim(a), np.ndim(b)
-    if na == 0 or nb == 0:
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
         res = np.multiply(a, b)
-    elif nb == 1:
-        res = bind(tensordot_p, (a, b), {"axes": ([na - 1], [0])})
     else:
-        res = bind(tensordot_p, (a, b), {"axes": ([na - 1], [nb - 2])})
+        res = bind(dot_p, (a, b))
     if out is not None:
         ob = bottom(out)
         if not (ob.flags.c_contiguous and ob.shape == np.shape(res) and ob.dtype == np.result_type(bottom(res))):
             raise ValueError("output array is not acceptable (must have the right datatype, number of "
                              "dimensions, and be a C-Array)")
-        write(out, Ellipsis, res)
+        write_replayed(out, Ellipsis, res, lambda o: np.dot(bottom(a), bottom(b), out=o))
         return out
     return res
 

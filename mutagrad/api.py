@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 from typing import Any, Callable, Sequence
 
@@ -275,6 +276,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     nums, single = _normalize_argnums(argnums)
 
     @functools.wraps(fun)
+    @_no_cyclic_gc
     def wrapped(*args, **kwargs):
         level = ReverseLevel()
         with level:
@@ -329,6 +331,26 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     return wrapped
 
 
+def _no_cyclic_gc(fn):
+    """Run ``fn`` with Python's cyclic garbage collector paused. A tape holds
+    many small objects that live until the reverse pass; the collector would
+    walk them again and again (element loops became superlinear). Reference
+    counting still frees everything that is not in a cycle."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+
+    return run
+
+
+@_no_cyclic_gc
 def vjp(fun: Callable, *primals, has_aux: bool = False):
     """Run ``fun(*primals)`` and return ``(out, pullback)``.
 
@@ -356,6 +378,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     guarded = [s for s in storages if s.captured]
     prints = [_fingerprint(s) for s in guarded]
 
+    @_no_cyclic_gc
     def pullback(ct):
         for s, fp in zip(guarded, prints):
             if _fingerprint(s) != fp:
@@ -404,6 +427,7 @@ def _fingerprint(s):
 # Forward mode
 
 
+@_no_cyclic_gc
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 

@@ -154,6 +154,13 @@ class ElementwisePullback:
         self.xs = xs
         self.y = y
 
+    def keep_only(self, needed, out_needed):
+        """Drop the arguments (and output) no active partial reads; keep their shapes."""
+        self.xs = tuple(x if i in needed or not hasattr(x, "shape") else _Meta(np.shape(x), getattr(x, "dtype", None))
+                        for i, x in enumerate(self.xs))
+        if not out_needed:
+            self.y = None
+
     def one(self, g, i):
         d = self.partials[i]
         if d is None:
@@ -165,7 +172,7 @@ class ElementwisePullback:
             ct = -g
         else:
             ct = g * conj_if_complex(d(*self.xs, self.y))
-        shape = x.shape if type(x) is np.ndarray else np.shape(x)
+        shape = x.shape if hasattr(x, "shape") else np.shape(x)
         return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
 
     def __call__(self, g):

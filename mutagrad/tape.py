@@ -256,6 +256,7 @@ class ReverseLevel(Level):
         if prim.rrule is None:
             raise prim_missing_rule(prim, "reverse")
         out_read = False
+        need = ()
         if not prim.linear:
             reads = prim.reads
             if reads is None:  # the pullback may read any argument and the output
@@ -275,6 +276,8 @@ class ReverseLevel(Level):
                 elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
                     vals[i] = self.snapshot(leaf)
         y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
+        if type(pb) is ElementwisePullback and prim.reads is not None:
+            pb.keep_only(need, out_read)  # let temporaries no pullback reads die now
         return self.wrap(y, leaves, ins, pb, prim, out_read)
 
     def wrap(self, y, leaves, ins, pb, prim, out_read=False):

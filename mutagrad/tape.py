@@ -91,8 +91,14 @@ class OpRecord:
         pb = self.pullback
         if type(pb) is ElementwisePullback:
             g = cts[0]
+            donate = True  # the output's adjoint is dead now: one input may adopt it
             for s, geom, pos in self.inputs:
-                level.accumulate(s, geom, pb.one(g, pos), self)
+                ct = pb.one(g, pos)
+                if ct is g:
+                    level.accumulate(s, geom, ct, self, donate)
+                    donate = False
+                else:  # computed just now: nobody else holds it
+                    level.accumulate(s, geom, ct, self, True)
             return
         if self.outtree is None:
             res = self.pullback(cts[0])
@@ -195,7 +201,7 @@ class WriteRecord:
                     g = g.copy()
         av[idx] = 0
         if vsrc is not None and g is not None:
-            level.accumulate(vsrc, self.vgeom, unbroadcast(g, self.vshape), self)
+            level.accumulate(vsrc, self.vgeom, unbroadcast(g, self.vshape), self, True)
 
     def redo(self):
         if self.saved is not None:
@@ -385,7 +391,10 @@ class ReverseLevel(Level):
             return s.adj
         return view_of(s.adjbuf, geom)
 
-    def accumulate(self, s, geom, ct, rec):
+    def accumulate(self, s, geom, ct, rec, owned=False):
+        """Add cotangent ``ct`` to the adjoint of view ``geom`` of storage ``s``.
+        ``owned``: the caller made ``ct`` and keeps no reference, so it may
+        become the adjoint buffer itself (no copy)."""
         tc = type(ct)
         if (tc is _ndarray or tc is np.float64) and geom is None and not self.index:
             # fast path: a plain cotangent for a whole storage root of the same layout
@@ -394,7 +403,11 @@ class ReverseLevel(Level):
                 root = s.root
                 if (type(root) is _ndarray and root.shape == np.shape(ct) and root.dtype == ct.dtype
                         and s.root_geom() is None):
-                    s.adj = s.adjbuf = np.array(ct, copy=True, order="C")  # C: views index it by byte offsets
+                    if owned and tc is _ndarray and ct.flags.c_contiguous and ct.flags.writeable and (
+                            ct.base is None or ct.flags.owndata):
+                        s.adj = s.adjbuf = ct
+                    else:
+                        s.adj = s.adjbuf = np.array(ct, copy=True, order="C")  # C: views index it by byte offsets
                     return
             elif type(adj) is _ndarray and adj.shape == np.shape(ct) and adj.dtype == ct.dtype:
                 adj += ct

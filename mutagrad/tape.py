@@ -235,14 +235,14 @@ class ReverseLevel(Level):
         if not a.flags.writeable and (a.base is None or not getattr(a.base, "flags", a.flags).writeable):
             return a
         if a.size <= 64:
-            return a.copy()
+            return a.copy(order="K")  # keep the layout: NumPy picks its loops by it
         key = id(a)
         hit = self.snapshots.get(key)
         if hit is not None and hit[0] is a:
             snap = hit[1]
             if snap.shape == a.shape and snap.dtype == a.dtype and _same_bits(a, snap):
                 return snap
-        snap = a.copy()
+        snap = a.copy(order="K")
         snap.flags.writeable = False
         self.snapshots[key] = (a, snap)
         return snap

@@ -62,7 +62,12 @@ def _np_place(args, kwargs):
         return None
     if np.size(a["vals"]) == 0:
         raise ValueError("Cannot insert from an empty array!")
-    FlatIter(arr).assign(pos, a["vals"])  # element by element, cycling the values, as NumPy
+    vals = a["vals"]
+    # NumPy works on C-contiguous versions of both (copies when they are not), then
+    # goes element by element: only then can it read values it has just written
+    vb = bottom(vals)
+    live = bottom(arr).flags.c_contiguous and isinstance(vb, np.ndarray) and vb.flags.c_contiguous
+    FlatIter(arr).assign(pos, vals, sequential=live)
     return None
 
 

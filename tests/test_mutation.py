@@ -351,7 +351,7 @@ def test_boolean_read_of_a_broadcast_view_reaches_every_alias():
     "v = a.reshape(2, 2).T; v.flat[1:3] = v",
     "np.place(a, np.array([False, True, True, True]), a)",
     "np.place(a[::-1], np.array([True, True, False, True]), a)",
-    "np.tanh(np.arange(9.0).reshape(3, 3).T) @ a[:3]",
+    "a[:3] = np.tanh(np.arange(9.0).reshape(3, 3).T) @ a[:3]",
     "np.fill_diagonal(a.reshape(2, 2), a.reshape(2, 2)[0, ::-1])",
     "np.put(a, [1, -1], a[:2])",
     "np.putmask(a, np.array([False, True, True, True]), a)",

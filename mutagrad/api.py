@@ -381,7 +381,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     @_no_cyclic_gc
     def pullback(ct):
         for s, fp in zip(guarded, prints):
-            if _fingerprint(s) != fp:
+            now = _fingerprint(s)
+            if now is not None and now != fp:
                 raise MutationError(
                     f"an array that the function passed to mg.vjp read ({s.name or 'an intermediate or output'}) "
                     f"was modified after vjp returned, before the pullback was called at {user_line()}. "
@@ -416,7 +417,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
 
 
 def _fingerprint(s):
-    b = bottom(s.root)
+    r = s.root
+    if r is None:  # nothing refers to it any more, so nothing can have changed it
+        return None
+    b = bottom(r)
     if not isinstance(b, _ndarray):
         return None
     data = memoryview(b) if b.flags.c_contiguous else b.tobytes()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class Primitive:
     everywhere it exists (floor, sign): outputs are never active.
     """
 
-    __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "__weakref__")
+    __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -85,6 +86,7 @@ class Primitive:
         # reads[i] = (argument positions, reads the output?) that the cotangent of
         # argument i needs; None: anything. Decides what must be kept for the pullback.
         self.reads = None
+        self.fresh = False  # its results never alias its arguments (elementwise functions)
 
     def __repr__(self):
         return f"Primitive({self.name})"
@@ -170,16 +172,35 @@ def _may_self_overlap(shape, strides, itemsize) -> bool:
 
 
 class Storage:
-    """One buffer at one level; a fresh array and all its views share it."""
+    """One buffer at one level; a fresh array and all its views share it.
+
+    A large plain root is held weakly: the tape needs only its shape, dtype
+    and layout (to make derivative buffers), and pullbacks hold the values
+    they read themselves, so temporaries nobody reads die during the forward
+    pass instead of living as long as the tape."""
 
     __slots__ = (
-        "level", "root", "active", "captured", "adj", "adjbuf", "tangent",
+        "level", "_root", "_ref", "shape", "dtype", "active", "captured", "adj", "adjbuf", "tangent",
         "tangentbuf", "aliased", "poison", "name", "_bounds", "_rootgeom", "written", "pristine",
     )
 
     def __init__(self, level, root, active=False):
         self.level = level
-        self.root = root  # the value at this level: ndarray or outer tracer
+        b = root if type(root) is _ndarray else bottom(root)
+        self.shape = b.shape
+        self.dtype = b.dtype
+        self._bounds = None
+        if type(root) is _ndarray and root.size > 256:
+            self._root = None
+            self._ref = weakref.ref(root)
+            if root.flags.c_contiguous:
+                self._rootgeom = None
+            else:  # needs the memory address: take it now
+                self._bounds = _byte_bounds(root)
+                self._rootgeom = self.geom_of(root)
+        else:
+            self._root = root  # the value at this level: ndarray or outer tracer
+            self._rootgeom = False
         self.active = active
         self.captured = False
         self.adj = None  # reverse: adjoint of the root view (during the reverse pass)
@@ -189,12 +210,16 @@ class Storage:
         self.aliased = None  # name of another differentiated argument sharing memory
         self.poison = None
         self.name = None
-        self._bounds = None
-        self._rootgeom = False
         self.written = False  # ever written through mutagrad
         # a constant that plain code may read: a non-differentiated argument, or computed
         # only from such (never written). Anything else converted to plain values raises.
         self.pristine = False
+
+    @property
+    def root(self):
+        """The root value, or None once nothing but the tape refers to it."""
+        r = self._root
+        return r if r is not None else self._ref()
 
     @property
     def bounds(self):
@@ -222,14 +247,13 @@ class Storage:
 
     def new_mirror(self, zeros):
         """A zero buffer laid out like this storage's memory: (buffer, root view)."""
-        b = bottom(self.root)
         g = self.root_geom()
         if g is None:
-            buf = zeros(b.shape, b.dtype)
+            buf = zeros(self.shape, self.dtype)
             return buf, buf
         lo, hi = self.bounds
-        n = -(-(hi - lo) // b.dtype.itemsize)
-        buf = zeros((n,), b.dtype)
+        n = -(-(hi - lo) // self.dtype.itemsize)
+        buf = zeros((n,), self.dtype)
         return buf, view_of(buf, g)
 
     def __repr__(self):
@@ -315,14 +339,18 @@ class Level:
         out.pristine = s.pristine and not s.written
         return ScalarTracer(v, self, out, None, True), out
 
-    def wrap_output(self, y, leaves, ins):
+    def wrap_output(self, y, leaves, ins, fresh=False):
         """Wrap one output leaf: a view of an input's storage, a fresh storage,
-        or (for non-float outputs) the plain value. Returns (out, fresh_storage)."""
+        or (for non-float outputs) the plain value. Returns (out, fresh_storage).
+        ``fresh``: the function never returns its inputs or views of them (ufuncs)."""
         tb = type(y)
         if tb in _FLOAT_SCALARS:  # the common fresh results first
             y = np.asarray(y)
             s = Storage(self, y)
             return ScalarTracer(y, self, s, None, True), s
+        if fresh and tb is _ndarray and y.base is None and y.dtype.kind in _FLOAT_KINDS:
+            s = Storage(self, y)
+            return ArrayTracer(y, self, s, None, False), s
         b = y if tb is _ndarray else bottom(y)
         tb = type(b)
         if tb is _ndarray:
@@ -543,12 +571,49 @@ def function_dispatch(func, args, kwargs):
 # The traced array
 
 
+_EMPTY = {}
+_PLAIN_SCALARS = frozenset((float, int, complex, np.float64, np.float32, np.int64))
+
+
+def _fast_call(ufunc, self, a, b):
+    """The hot path of ``a op b`` (and ``np.f(a, b)``): one differentiation
+    level in the thread, operands that are Python scalars or tracers of that
+    level, no keywords. Goes straight to the level, skipping the general
+    dispatcher; returns None when the call is not of that kind."""
+    lv = self._level
+    if lv.closed or len(STATE.levels) != 1:
+        return None
+    if not (type(a) in _PLAIN_SCALARS or (isinstance(a, Tracer) and a._level is lv)):
+        return None
+    if b is not _NOARG and not (type(b) in _PLAIN_SCALARS or (isinstance(b, Tracer) and b._level is lv)):
+        return None
+    prim = REGISTRY.get(ufunc)
+    if prim is None:
+        return None
+    st = STATE
+    saved = st.ceiling
+    st.ceiling = 0
+    try:
+        return lv.process(prim, [a, b] if b is not _NOARG else [a], None, None, _EMPTY)
+    finally:
+        st.ceiling = saved
+
+
+_NOARG = object()
+
+
 def _binop(ufunc):
     def op(self, other):
-        return call_ufunc(ufunc, (self, other), {})
+        r = _fast_call(ufunc, self, self, other)
+        if r is None:
+            return call_ufunc(ufunc, (self, other), {})
+        return r
 
     def rop(self, other):
-        return call_ufunc(ufunc, (other, self), {})
+        r = _fast_call(ufunc, self, other, self)
+        if r is None:
+            return call_ufunc(ufunc, (other, self), {})
+        return r
 
     def iop(self, other):
         if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
@@ -597,6 +662,10 @@ class Tracer:
     # -- NumPy protocols ----------------------------------------------------
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
+            r = _fast_call(ufunc, self, inputs[0], inputs[1] if len(inputs) == 2 else _NOARG)
+            if r is not None:
+                return r
         return ufunc_dispatch(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -760,7 +829,8 @@ class Tracer:
         return np.divmod(other, self)
 
     def __neg__(self):
-        return call_ufunc(np.negative, (self,), {})
+        r = _fast_call(np.negative, self, self, _NOARG)
+        return call_ufunc(np.negative, (self,), {}) if r is None else r
 
     def __pos__(self):
         return call_ufunc(np.positive, (self,), {})

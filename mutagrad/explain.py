@@ -247,8 +247,7 @@ class _Namer:
                 name, self.count = f"t{self.count}", self.count + 1
             self.names[id(s)] = name
             self.keep.append(s)
-            b = bottom(s.root)
-            self.info[name] = f"{np.shape(b)} {getattr(b, 'dtype', type(b).__name__)}"
+            self.info[name] = f"{s.shape} {s.dtype}"
         return name
 
 
@@ -267,14 +266,13 @@ def _describe(rec, k, label):
         outs = [label(s) for s in rec.outputs if s is not None]
         lhs = ", ".join(outs) if outs else "_"
         first = next((s for s in rec.outputs if s is not None), None)
-        b = bottom(first.root) if first is not None else None
         return Entry(k, "op", rec.prim.name, f"{lhs} = {rec.prim.name}({', '.join(ins)})", ins, outs,
-                     np.shape(b), getattr(b, "dtype", None), 0, rec.line)
+                     first.shape if first is not None else (), first.dtype if first is not None else None,
+                     0, rec.line)
     if t is GatherRecord:
         src, out = label(rec.src), label(rec.out)
-        b = bottom(rec.out.root)
         return Entry(k, "gather", "getitem", f"{out} = {src}[{_fmt_index(rec.idx)}]", [src], [out],
-                     np.shape(b), getattr(b, "dtype", None), 0, rec.line)
+                     rec.out.shape, rec.out.dtype, 0, rec.line)
     if t is WriteRecord:
         dest = label(rec.dest)
         ins = [dest]
@@ -286,9 +284,8 @@ def _describe(rec, k, label):
         else:
             val = "constant"
         target = dest + ("[view]" if rec.geom is not None else "")
-        b = bottom(rec.dest.root)
         return Entry(k, "write", "setitem", f"{target}[{_fmt_index(rec.idx)}] = {val}", ins, [dest],
-                     np.shape(b), getattr(b, "dtype", None), _nbytes(rec.saved), rec.line)
+                     rec.dest.shape, rec.dest.dtype, _nbytes(rec.saved), rec.line)
     raise TypeError(f"unknown tape record {rec!r}")
 
 

@@ -73,8 +73,7 @@ class ForwardLevel(Level):
             s.poison = self._poisoned(tdot, "an operation")
             self.ensure_tangent(s)
             return
-        root = s.root
-        tdot = project(tdot, root.shape, root.dtype)
+        tdot = project(tdot, s.shape, s.dtype)
         if (
             type(tdot) is _ndarray
             and tdot.base is None

@@ -155,9 +155,18 @@ class ElementwisePullback:
         self.y = y
 
     def keep_only(self, needed, out_needed):
-        """Drop the arguments (and output) no active partial reads; keep their shapes."""
-        self.xs = tuple(x if i in needed or not hasattr(x, "shape") else _Meta(np.shape(x), getattr(x, "dtype", None))
-                        for i, x in enumerate(self.xs))
+        """Drop the arrays (and output) no active partial reads, keeping their
+        shapes, so that temporaries die now. Small arrays are not worth it."""
+        xs = self.xs
+        new = None
+        for i in range(len(xs)):
+            x = xs[i]
+            if i not in needed and type(x) is np.ndarray and x.size > 64:
+                if new is None:
+                    new = list(xs)
+                new[i] = _Meta(x.shape, x.dtype)
+        if new is not None:
+            self.xs = tuple(new)
         if not out_needed:
             self.y = None
 
@@ -190,6 +199,7 @@ def defelementwise(fn, *partials, impl=None):
     n = len(partials)
     p.linear = all(d is None or (not callable(d)) for d in partials)
     p.reads = tuple(_reads_of(d, n) for d in partials)
+    p.fresh = isinstance(fn, np.ufunc)
 
     def rule(*xs):
         y = call(*xs)

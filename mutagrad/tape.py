@@ -248,12 +248,16 @@ class ReverseLevel(Level):
         return snap
 
     def process(self, prim, leaves, tree, args, kwargs):
-        vals, ins = self.unwrap_args(leaves)
+        vals = list(leaves)
+        ins = []
         active = False
-        for i in ins:
-            if leaves[i]._storage.active:
-                active = True
-                break
+        for i in range(len(leaves)):
+            x = leaves[i]
+            if isinstance(x, Tracer) and x._level is self:
+                vals[i] = x._value
+                ins.append(i)
+                if x._storage.active:
+                    active = True
         if not active or prim.zero:
             out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
             if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
@@ -268,6 +272,8 @@ class ReverseLevel(Level):
             if reads is None:  # the pullback may read any argument and the output
                 need = range(len(vals))
                 out_read = True
+            elif len(ins) == 1:  # one traced argument: what its partial reads
+                need, out_read = reads[ins[0]]
             else:  # only what the partials of the active arguments read
                 need = set()
                 for i in ins:
@@ -289,7 +295,7 @@ class ReverseLevel(Level):
     def wrap(self, y, leaves, ins, pb, prim, out_read=False):
         ty = type(y)
         if ty is _ndarray or ty is np.float64:  # one fresh output: the common case
-            o, s = self.wrap_output(y, leaves, ins)
+            o, s = self.wrap_output(y, leaves, ins, prim.fresh)
             if pb is not None and s is not None:
                 inputs = []
                 for i in ins:
@@ -400,9 +406,8 @@ class ReverseLevel(Level):
             # fast path: a plain cotangent for a whole storage root of the same layout
             adj = s.adj
             if adj is None:
-                root = s.root
-                if (type(root) is _ndarray and root.shape == np.shape(ct) and root.dtype == ct.dtype
-                        and s.root_geom() is None):
+                if (s.shape == np.shape(ct) and s.dtype == ct.dtype and s.root_geom() is None
+                        and (s._root is None or type(s._root) is _ndarray)):
                     if owned and tc is _ndarray and ct.flags.c_contiguous and ct.flags.writeable and (
                             ct.base is None or ct.flags.owndata):
                         s.adj = s.adjbuf = ct

@@ -73,7 +73,8 @@ class Primitive:
     everywhere it exists (floor, sign): outputs are never active.
     """
 
-    __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "__weakref__")
+    __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
+                 "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -87,6 +88,9 @@ class Primitive:
         # argument i needs; None: anything. Decides what must be kept for the pullback.
         self.reads = None
         self.fresh = False  # its results never alias its arguments (elementwise functions)
+        # its pullback returns newly made cotangents that it keeps no reference to (or views
+        # of them), so the tape may adopt them as adjoint buffers without copying
+        self.fresh_cts = False
 
     def __repr__(self):
         return f"Primitive({self.name})"

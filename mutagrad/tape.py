@@ -92,7 +92,10 @@ class OpRecord:
         if type(pb) is ElementwisePullback:
             g = cts[0]
             donate = True  # the output's adjoint is dead now: one input may adopt it
-            for s, geom, pos in self.inputs:
+            inputs = self.inputs
+            if len(inputs) > 1 and inputs[0][1] is None:  # views cannot adopt: let them go first
+                inputs = sorted(inputs, key=lambda r: r[1] is None)
+            for s, geom, pos in inputs:
                 ct = pb.one(g, pos)
                 if ct is g:
                     level.accumulate(s, geom, ct, self, donate)
@@ -107,6 +110,8 @@ class OpRecord:
         if type(res) is not tuple:
             res = tuple(res) if type(res) is list else (res,)
         leaves, _ = _flatten_args(res)
+        fresh = self.prim.fresh_cts
+        adopted = []
         for s, g, pos in self.inputs:
             if pos >= len(leaves):
                 from .errors import DifferentiationError
@@ -121,7 +126,10 @@ class OpRecord:
                 continue
             if type(ct) is Thunk:
                 ct = ct()
-            level.accumulate(s, g, ct, self)
+            own = fresh and not any(ct is c for c in cts) and not any(ct is c for c in adopted)
+            if own:
+                adopted.append(ct)  # the same array returned twice is adopted at most once
+            level.accumulate(s, g, ct, self, own)
 
 
 class GatherRecord:

@@ -1477,3 +1477,9 @@ FUNCTIONS[np.linalg.cond] = _np_cond
 FUNCTIONS[np.linalg.matrix_rank] = _np_matrix_rank
 FUNCTIONS[np.linalg.cross] = lambda args, kwargs: np.cross(args[0], args[1], axis=kwargs.get("axis", -1))
 FUNCTIONS[np.linalg.outer] = lambda args, kwargs: np.outer(args[0], args[1])
+
+
+# Their pullbacks compute every cotangent afresh (products, solves): the tape
+# may adopt them as adjoint buffers instead of copying (large gradients).
+for _p in (matmul_p, tensordot_p, dot_p, einsum_p, inv_p, solve_p, det_p):
+    _p.fresh_cts = True

@@ -1081,6 +1081,20 @@ def write(dest, idx, value):
         from .numpy import array as _mnp_array
 
         value = _mnp_array(value)
+    if type(idx) is _ndarray and idx.dtype == bool and isinstance(value, Tracer) and value.size > 1:
+        db, vb = bottom(dest), bottom(value)
+        if idx.ndim == db.ndim and np.may_share_memory(db, vb):
+            # NumPy assigns through a boolean mask element by element without
+            # buffering an overlapping value: later elements read earlier writes
+            pos = np.flatnonzero(idx)
+            vshape = value.shape
+            n = int(np.prod(vshape, dtype=np.int64))
+            if n not in (1, pos.size):
+                db[idx] = vb  # let NumPy raise its own shape error
+            for j in range(pos.size):
+                bind_with("write", dest, tuple(int(k) for k in np.unravel_index(pos[j], db.shape)),
+                          value[np.unravel_index(j if n > 1 else 0, vshape)])
+            return
     bind_with("write", dest, idx, value)
 
 

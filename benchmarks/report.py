@@ -142,12 +142,58 @@ def document(env: dict, mode, sections: list, command: str, seconds: float) -> s
               [[t.what, t.target, t.measured, verdict(t.met)] for s in sections for t in s.targets]).markdown(),
         "",
     ]
+    lines += [ANALYSIS.strip(), ""]
     lines += [s.markdown() for s in sections]
     checks = [[r.label, c[0], f"{c[1]:.1e}", f"{c[2]:.0e}", "ok" if c[3] else "**FAIL**"]
               for s in sections for r in s.rows for c in r.checks]
     lines += ["## Correctness checks", "",
               Table(["row", "comparison", "relative error", "tolerance", ""], checks).markdown(), ""]
     return "\n".join(lines)
+
+
+ANALYSIS = """
+## Where the time and memory go: the floors
+
+**Per-operation overhead (tiny ops).** mutagrad is pure Python. One traced
+operation costs, forward and backward together, about 5-6 µs on this
+machine, against about 4 µs for PyTorch eager (whose dispatcher and autograd
+engine are C++) and 0.06-0.3 µs for the NumPy call itself. The forward half
+is a handful of Python calls: the operator or `__array_ufunc__` entry, the
+level's `process` (find the traced arguments, decide what the pullback must
+keep), the rule (the NumPy call plus the pullback object), and the wrapping
+(a `Storage` and a `Tracer`, an `OpRecord` on the tape). The backward half is
+the pullback (one NumPy expression per active input) and the accumulation
+into the adjoint buffer. Each step is already on a fast path (one level, no
+keywords, elementwise rules that ask only for the active inputs' cotangents,
+adjoint buffers adopted instead of copied, no cyclic GC during
+differentiation). The remaining floor is roughly 12-15 Python frames and 6-8
+small objects per operation. A compiled core (the dispatcher, `Storage`,
+`Tracer` and the tape records in C or Cython, rules staying in Python) would
+remove most of the frame and object costs: judging by the profile, about half
+of the per-operation time, i.e. down to roughly 2.5-3 µs, below torch eager.
+
+**Large arrays.** The gradient of `sum(tanh(A @ x + b)**2 + 0.1*sin(x))`
+w.r.t. x costs the NumPy matvec of the forward pass, the transposed matvec of
+the backward pass, a few vector operations, and mutagrad's per-operation
+overhead (about 10 operations). On this machine the primal takes about 0.1 ms
+because A stays in cache, so even the hand-written NumPy adjoint is about
+1.9x the primal and mutagrad's fixed overhead of tens of microseconds shows;
+on larger problems the ratio tends to the hand-written adjoint's. A constant
+`A` passed as an argument is not copied: non-differentiated float arguments
+become constant traced arrays, whose writes are recorded. Gradients w.r.t. A
+allocate the 8 MB outer product once (NumPy's allocator maps fresh pages for
+it each call; torch reuses its cached blocks).
+
+**Memory of mutation.** A write saves exactly the elements it overwrites, and
+only if a recorded pullback may read them. What the element loops measure
+beyond those bytes is the tape itself: each recorded operation is a few
+Python objects (its record, the output's `Storage`, the pullback's
+references), about 0.5 kB per element step. Array-level workloads (heat, RK4)
+stay within the allowance because large temporaries are held weakly by the
+tape and die as soon as no pullback needs them. A compact tape (records as
+rows of preallocated arrays) would bring element loops near the bytes
+overwritten; it is not done.
+"""
 
 
 def summary(sections) -> str:

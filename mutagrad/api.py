@@ -506,7 +506,10 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
     The result has shape ``out.shape + arg.shape`` (pytrees: the output's
     structure with the argument's structure at each leaf). ``mode="rev"``
     runs ``fun`` once and pulls back one basis vector per output element;
-    ``mode="fwd"`` pushes one basis vector per input element.
+    ``mode="fwd"`` pushes one basis vector per input element, running
+    ``fun`` once per element: the arrays among the arguments are restored
+    before each run, so they end as after one plain call, but state that
+    ``fun`` mutates elsewhere (globals, closures) is mutated by every run.
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.jacobian(lambda x: x ** 2, mode="fwd")(np.array([1.0, 3.0]))
@@ -597,7 +600,7 @@ def _jac_rev(f, dargs, single):
 
 
 def _jac_fwd(f, dargs, single, allargs, nums):
-    saved = _snapshot_args(allargs, nums)
+    saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
     in_trees = [tree_flatten(d) for d in dargs]
     columns = []  # (ai, li, ishape, list of out tangents per input element)
     first = True
@@ -645,7 +648,8 @@ def _jac_fwd(f, dargs, single, allargs, nums):
 
 
 def hessian(fun: Callable, argnums=0) -> Callable:
-    """Return a function computing the Hessian of scalar ``fun`` (forward-over-reverse).
+    """Return a function computing the Hessian of scalar ``fun`` (forward-over-reverse:
+    ``jacobian(grad(fun), mode="fwd")``, see its note on repeated runs).
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))

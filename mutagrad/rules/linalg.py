@@ -1483,3 +1483,54 @@ FUNCTIONS[np.linalg.outer] = lambda args, kwargs: np.outer(args[0], args[1])
 # may adopt them as adjoint buffers instead of copying (large gradients).
 for _p in (matmul_p, tensordot_p, dot_p, einsum_p, inv_p, solve_p, det_p):
     _p.fresh_cts = True
+
+
+# -- NumPy 2's vector and matrix-vector ufuncs, through einsum -------------------
+
+
+def _defgufunc(ufunc, spec):
+    p = get_primitive(ufunc)
+
+    def rrule(a, b):
+        y = ufunc(a, b)
+        ins, out = _parse_einsum(spec, [np.shape(a), np.shape(b)])
+        ops = [_cj(a) if ufunc is np.vecdot else a, b]
+        sizes = {}
+        for s_, shp in zip(ins, [np.shape(a), np.shape(b)]):
+            for c, n in zip(s_, shp):
+                if n != 1 or c not in sizes:
+                    sizes[c] = n
+
+        def pullback(g):
+            from ..tangents import Thunk
+
+            ga = Thunk(lambda: unbroadcast(_einsum_operand_ct(g, ins, out, ops, 0, sizes), np.shape(a)))
+            if ufunc is np.vecdot:  # y = sum(conj(a) b): the cotangent of a is conj of that of conj(a)
+                ga = Thunk(lambda: np.conj(unbroadcast(_einsum_operand_ct(g, ins, out, ops, 0, sizes), np.shape(a)))
+                           if np.iscomplexobj(bottom(a)) else
+                           unbroadcast(_einsum_operand_ct(g, ins, out, ops, 0, sizes), np.shape(a)))
+            gb = Thunk(lambda: unbroadcast(_einsum_operand_ct(g, ins, out, ops, 1, sizes), np.shape(b)))
+            return ga, gb
+
+        return y, pullback
+
+    def frule(primals, tangents):
+        (a, b), (ta, tb) = primals, tangents
+        y = ufunc(a, b)
+        acc = ZERO
+        if not is_zero(ta):
+            acc = ufunc(ta, b)
+        if not is_zero(tb):
+            t = ufunc(a, tb)
+            acc = t if is_zero(acc) else acc + t
+        return y, acc
+
+    p.rrule, p.frule = rrule, frule
+    p.fresh = True
+
+
+if isinstance(getattr(np, "vecdot", None), np.ufunc):
+    _defgufunc(np.vecdot, "...i,...i->...")
+if isinstance(getattr(np, "matvec", None), np.ufunc):
+    _defgufunc(np.matvec, "...ij,...j->...i")
+    _defgufunc(np.vecmat, "...i,...ij->...j")

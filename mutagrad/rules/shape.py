@@ -384,3 +384,93 @@ FUNCTIONS[np.broadcast_arrays] = _np_broadcast_arrays
 FUNCTIONS[np.linspace] = _np_linspace
 FUNCTIONS[np.delete] = _np_delete
 FUNCTIONS[np.vander] = _np_vander
+
+
+# -- NumPy 2 names and small compositions ---------------------------------------
+
+
+def _np_angle(args, kwargs):
+    a = dict(zip(("z", "deg"), args))
+    a.update(kwargs)
+    z = a["z"]
+    r = np.arctan2(np.imag(z), np.real(z)) if np.iscomplexobj(bottom(z)) else np.arctan2(np.zeros_like(z), z)
+    return r * (180.0 / np.pi) if a.get("deg", False) else r
+
+
+def _np_rollaxis(args, kwargs):
+    a = dict(zip(("a", "axis", "start"), args))
+    a.update(kwargs)
+    x, axis, start = a["a"], a["axis"], a.get("start", 0)
+    n = np.ndim(x)
+    axis %= n
+    start = start + n if start < 0 else start
+    if axis < start:
+        start -= 1
+    return np.moveaxis(x, axis, start) if axis != start else x[...]
+
+
+def _cumulative(fn):
+    def handler(args, kwargs):
+        a = dict(zip(("x",), args))
+        a.update(kwargs)
+        x, axis = a["x"], a.get("axis")
+        if axis is None:
+            if np.ndim(x) > 1:
+                raise ValueError("axis must be specified for multi-dimensional arrays")
+            axis = 0
+        res = fn(x, axis=axis, dtype=a.get("dtype"))
+        if a.get("include_initial", False):
+            shape = list(np.shape(res))
+            shape[axis] = 1
+            init = np.zeros(shape) if fn is np.cumsum else np.ones(shape)
+            res = np.concatenate([init.astype(np.result_type(bottom(res))), res], axis=axis)
+        if a.get("out") is not None:
+            write(a["out"], Ellipsis, res)
+            return a["out"]
+        return res
+
+    return handler
+
+
+def _np_fix(args, kwargs):
+    a = dict(zip(("x", "out"), args))
+    a.update(kwargs)
+    res = np.trunc(a["x"])
+    if a.get("out") is not None:
+        write(a["out"], Ellipsis, res)
+        return a["out"]
+    return res
+
+
+def _np_unwrap(args, kwargs):
+    # unwrap(p) = p + a piecewise-constant multiple of the period: the derivative is the identity
+    from ..core import stop_gradient
+
+    p = args[0]
+    plain = np.unwrap(bottom(p), *args[1:], **kwargs)
+    return p + stop_gradient(np.asarray(plain) - bottom(p))
+
+
+def _np_bincount(args, kwargs):
+    a = dict(zip(("x", "weights", "minlength"), args))
+    a.update(kwargs)
+    x = np.asarray(bottom(a["x"]))
+    w = a.get("weights")
+    if not isinstance(w, Tracer):
+        return np.bincount(x, bottom(w) if w is not None else None, a.get("minlength", 0))
+    from ..numpy import zeros
+
+    n = max(int(x.max()) + 1 if x.size else 0, a.get("minlength", 0) or 0)
+    out = zeros(n, np.result_type(bottom(w), np.float64))
+    np.add.at(out, x, w)
+    return out
+
+
+FUNCTIONS[np.angle] = _np_angle
+FUNCTIONS[np.rollaxis] = _np_rollaxis
+FUNCTIONS[np.matrix_transpose] = lambda args, kwargs: np.swapaxes(args[0], -1, -2)
+FUNCTIONS[np.cumulative_sum] = _cumulative(np.cumsum)
+FUNCTIONS[np.cumulative_prod] = _cumulative(np.cumprod)
+FUNCTIONS[np.fix] = _np_fix
+FUNCTIONS[np.unwrap] = _np_unwrap
+FUNCTIONS[np.bincount] = _np_bincount

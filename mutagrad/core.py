@@ -175,6 +175,9 @@ def _may_self_overlap(shape, strides, itemsize) -> bool:
     return False
 
 
+WEAK_ROOT_SIZE = 256  # plain roots with more elements are held weakly by their storage
+
+
 class Storage:
     """One buffer at one level; a fresh array and all its views share it.
 
@@ -194,7 +197,7 @@ class Storage:
         self.shape = b.shape
         self.dtype = b.dtype
         self._bounds = None
-        if type(root) is _ndarray and root.size > 256:
+        if type(root) is _ndarray and root.size > WEAK_ROOT_SIZE:
             self._root = None
             self._ref = weakref.ref(root)
             if root.flags.c_contiguous:

@@ -74,7 +74,7 @@ class Primitive:
     """
 
     __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
-                 "__weakref__")
+                 "elementwise", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -91,6 +91,8 @@ class Primitive:
         # its pullback returns newly made cotangents that it keeps no reference to (or views
         # of them), so the tape may adopt them as adjoint buffers without copying
         self.fresh_cts = False
+        # (rrule, partials, function) for functions defined by defelementwise: the tape's fast path
+        self.elementwise = None
 
     def __repr__(self):
         return f"Primitive({self.name})"

@@ -222,6 +222,7 @@ def defelementwise(fn, *partials, impl=None):
 
     p.rrule = rule
     p.frule = forward
+    p.elementwise = (rule, partials, call)
     return p
 
 

@@ -295,7 +295,26 @@ class ReverseLevel(Level):
                     leaf._storage.captured = True
                 elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
                     vals[i] = self.snapshot(leaf)
-        y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
+        ew = prim.elementwise
+        if ew is not None and tree is None and not kwargs and prim.rrule is ew[0]:
+            # what the elementwise rrule does, without the calls: the hottest path
+            y = ew[2](*vals)
+            if type(y) is _ndarray and y.base is None and y.dtype.kind in _FLOAT_KINDS:
+                pb = ElementwisePullback(ew[1], tuple(vals), y)
+                pb.keep_only(need, out_read)
+                st = Storage(self, y)
+                inputs = []
+                for i in ins:
+                    t = leaves[i]
+                    if t._storage.active:
+                        inputs.append((t._storage, t._geom, i))
+                self.tape.append(OpRecord(pb, inputs, [st], prim, self._line() if self.record_lines else None, None))
+                st.active = True
+                st.captured = out_read
+                return ArrayTracer(y, self, st, None, False)
+            pb = ElementwisePullback(ew[1], tuple(vals), y)
+        else:
+            y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
         if type(pb) is ElementwisePullback and prim.reads is not None:
             pb.keep_only(need, out_read)  # let temporaries no pullback reads die now
         return self.wrap(y, leaves, ins, pb, prim, out_read)

@@ -611,14 +611,26 @@ def _fast_call(ufunc, self, a, b):
 _NOARG = object()
 
 
+SCALAR_OPS = {}  # ufunc -> primitive for NumPy scalars' own arithmetic (filled by rules)
+
+
+def _is_scalar(x):
+    return type(x) in _PLAIN_SCALARS or isinstance(x, np.generic) or (isinstance(x, Tracer) and x._scalar)
+
+
 def _binop(ufunc):
     def op(self, other):
+        if self._scalar and ufunc in SCALAR_OPS and _is_scalar(other):
+            # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
+            return bind(SCALAR_OPS[ufunc], (self, other))
         r = _fast_call(ufunc, self, self, other)
         if r is None:
             return call_ufunc(ufunc, (self, other), {})
         return r
 
     def rop(self, other):
+        if self._scalar and ufunc in SCALAR_OPS and _is_scalar(other):
+            return bind(SCALAR_OPS[ufunc], (other, self))
         r = _fast_call(ufunc, self, other, self)
         if r is None:
             return call_ufunc(ufunc, (other, self), {})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import REGISTRY, UFUNC_HANDLERS, write_replayed, Tracer, _no_rule, active_levels, bind, bottom, lift, write
+from ..core import REGISTRY, SCALAR_OPS, UFUNC_HANDLERS, get_primitive, write_replayed, Tracer, _no_rule, active_levels, bind, bottom, lift, write
 from ..registry import defelementwise, defzero
 from ..tangents import NoTangent, ZeroTangent
 
@@ -174,6 +174,22 @@ def _pow_dexp(x, p, y):
 
 
 defelementwise(np.power, _pow_dbase, _pow_dexp)
+
+
+def _scalar(v):
+    return v[()] if type(v) is np.ndarray and v.ndim == 0 else v
+
+
+def scalar_power(a, b):
+    """``a ** b`` for NumPy scalars: their own arithmetic, whose last bit can
+    differ from the ``np.power`` ufunc's (so a traced scalar computes what a
+    plain one would)."""
+    return _scalar(a) ** _scalar(b)
+
+
+get_primitive(scalar_power, "np.float64.__pow__")
+defelementwise(scalar_power, _pow_dbase, _pow_dexp)
+SCALAR_OPS[np.power] = REGISTRY[scalar_power]
 defelementwise(np.float_power, _pow_dbase, _pow_dexp)
 
 # -- exponentials and logarithms -------------------------------------------------

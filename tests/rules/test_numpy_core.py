@@ -50,6 +50,7 @@ CASES = [
     ("np.power", lambda a, b: a ** b, (P(3), R(3)), 2),
     ("np.power", lambda a: a ** 3, (R(3),), 2),
     ("np.float_power", np.float_power, (P(3), R(3)), 1),
+    ("np.float64.__pow__", lambda a, b: np.sum(a) ** np.sum(b) + 1.5 ** np.sum(b) + np.sum(a) ** 3, (P(2), R(2)), 2),
     ("np.absolute", np.abs, (R(4) + np.sign(R(4)),), 1),
     ("np.fabs", np.fabs, (np.array([-1.5, 2.0, -0.3]),), 1),
     ("np.sign", lambda a: np.sign(a) * a, (R(3),), 1),

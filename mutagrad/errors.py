@@ -96,5 +96,6 @@ def escape_error(what: str, cls=TracerEscapeError) -> DifferentiationError:
         "intended constant, use mg.stop_gradient(x) (or mg.value(x) for a "
         "read-only plain view). If you are filling a buffer, create it with "
         "mnp.zeros(...)/mnp.empty(...) or np.zeros_like(x) instead of "
-        "np.zeros(...), so that it can hold traced values."
+        "np.zeros(...), so that it can hold traced values; build an array from "
+        "traced values with mnp.array([...]) or np.stack (import mutagrad.numpy as mnp)."
     )

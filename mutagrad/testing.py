@@ -157,11 +157,14 @@ def _assert_same_state(after, ref, what):
 
 
 def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6, rtol=1e-5,
-                eps=1e-6, seed=0):
+                eps=1e-6, seed=0, final_state=True):
     """Check mutagrad's derivatives of ``f`` at ``args`` against finite differences.
 
     ``f`` may return any pytree of arrays; it is reduced to a scalar by a
-    fixed random projection. Raises ``AssertionError`` on any mismatch.
+    fixed random projection. With ``final_state`` (the default), the final
+    contents of the differentiated array arguments count as outputs too, so a
+    function that only writes into its arguments is checked as well (the
+    mutation-aware dot-product test). Raises ``AssertionError`` on any mismatch.
 
     >>> import numpy as np, mutagrad as mg
     >>> def f(x):
@@ -175,6 +178,17 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
         argnums = tuple(i for i, a in enumerate(args) if _is_diff(a))
     elif isinstance(argnums, int):
         argnums = (argnums,)
+    if final_state:
+        user_f = f
+        probe = _fresh(args)
+        user_f(*probe)
+        # the differentiated array arguments whose final contents are finite (FD needs that)
+        nums = tuple(n for n in argnums if isinstance(probe[n], np.ndarray) and np.all(np.isfinite(probe[n])))
+
+        def f(*a):
+            out = user_f(*a)
+            return out, [a[n] * 1.0 for n in nums]  # the arguments after the call, as the caller sees them
+
     rng = np.random.default_rng(seed)
     ref_args = _fresh(args)
     ref_out = f(*ref_args)

@@ -77,4 +77,16 @@ def test_wrong_side_effects_are_caught():
         return x * 2.0
 
     with pytest.raises(AssertionError):
+        check_grads(f, X, final_state=False)
+
+
+def test_a_wrong_derivative_seen_only_in_the_final_state_is_caught():
+    bad = _prim(rev_scale=1.01, fwd_scale=1.01)
+
+    def f(x):
+        x[0] = bad(x[1])  # the output does not depend on it: only the argument does
+        return 0.0
+
+    with pytest.raises(AssertionError):
         check_grads(f, X)
+    check_grads(lambda x: (x.__setitem__(0, _prim()(x[1])), 0.0)[1], X)

@@ -468,9 +468,11 @@ def _np_bincount(args, kwargs):
 
 FUNCTIONS[np.angle] = _np_angle
 FUNCTIONS[np.rollaxis] = _np_rollaxis
-FUNCTIONS[np.matrix_transpose] = lambda args, kwargs: np.swapaxes(args[0], -1, -2)
-FUNCTIONS[np.cumulative_sum] = _cumulative(np.cumsum)
-FUNCTIONS[np.cumulative_prod] = _cumulative(np.cumprod)
 FUNCTIONS[np.fix] = _np_fix
 FUNCTIONS[np.unwrap] = _np_unwrap
 FUNCTIONS[np.bincount] = _np_bincount
+for _name, _handler in (("matrix_transpose", lambda args, kwargs: np.swapaxes(args[0], -1, -2)),
+                        ("cumulative_sum", _cumulative(np.cumsum)),
+                        ("cumulative_prod", _cumulative(np.cumprod))):
+    if hasattr(np, _name):  # NumPy >= 2.1
+        FUNCTIONS[getattr(np, _name)] = _handler

@@ -303,14 +303,7 @@ class ReverseLevel(Level):
                 pb = ElementwisePullback(ew[1], tuple(vals), y)
                 pb.keep_only(need, out_read)
                 st = Storage(self, y)
-                inputs = []
-                for i in ins:
-                    t = leaves[i]
-                    if t._storage.active:
-                        inputs.append((t._storage, t._geom, i))
-                self.tape.append(OpRecord(pb, inputs, [st], prim, self._line() if self.record_lines else None, None))
-                st.active = True
-                st.captured = out_read
+                self._record_one(pb, leaves, ins, st, prim, out_read)
                 return ArrayTracer(y, self, st, None, False)
             pb = ElementwisePullback(ew[1], tuple(vals), y)
         else:
@@ -319,19 +312,23 @@ class ReverseLevel(Level):
             pb.keep_only(need, out_read)  # let temporaries no pullback reads die now
         return self.wrap(y, leaves, ins, pb, prim, out_read)
 
+    def _record_one(self, pb, leaves, ins, s, prim, out_read):
+        """Record an operation with one fresh output storage ``s``."""
+        inputs = []
+        for i in ins:
+            t = leaves[i]
+            if t._storage.active:
+                inputs.append((t._storage, t._geom, i))
+        self.tape.append(OpRecord(pb, inputs, [s], prim, self._line() if self.record_lines else None, None))
+        s.active = True
+        s.captured = out_read  # the pullback reads its own output (exp, tanh...)
+
     def wrap(self, y, leaves, ins, pb, prim, out_read=False):
         ty = type(y)
         if ty is _ndarray or ty is np.float64:  # one fresh output: the common case
             o, s = self.wrap_output(y, leaves, ins, prim.fresh)
             if pb is not None and s is not None:
-                inputs = []
-                for i in ins:
-                    t = leaves[i]
-                    if t._storage.active:
-                        inputs.append((t._storage, t._geom, i))
-                self.tape.append(OpRecord(pb, inputs, [s], prim, self._line() if self.record_lines else None, None))
-                s.active = True
-                s.captured = out_read  # the pullback reads its own output (exp, tanh...)
+                self._record_one(pb, leaves, ins, s, prim, out_read)
             return o
         if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
             outs = []

@@ -4,12 +4,12 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from .core import TRACERS, Storage, Tracer, bottom, lift
-from .errors import DifferentiationError, MutationError, user_line
+from .errors import MutationError, user_line
 from .forward import ForwardLevel
 from .pytree import tree_flatten, tree_unflatten
 from .tangents import AbstractZero, NotImplementedTangent, project
@@ -64,7 +64,7 @@ def _check_leaf(x, where):
 
 def _wrap_leaf(level, x, name):
     """A traced argument at ``level`` wrapping the caller's own array."""
-    outer = level_stack_below(level)
+    outer = level.outer_levels()
     if isinstance(x, Tracer):
         val = lift(x, outer)
         kind = "tracer"
@@ -89,25 +89,19 @@ def _wrap_leaf(level, x, name):
     return t, _Leaf(kind, b.shape, b.dtype, s, x)
 
 
-def level_stack_below(level):
-    from .core import STATE
-
-    return STATE.levels[: level.index]
-
-
 def _mark_aliasing(wrapped):
-    arrays = [(t, info) for t, info in wrapped]
-    for i in range(len(arrays)):
-        bi = bottom(arrays[i][0])
+    """Arguments that share memory may be read, not written (writes raise)."""
+    for i in range(len(wrapped)):
+        bi = bottom(wrapped[i][0])
         for j in range(i):
-            bj = bottom(arrays[j][0])
+            bj = bottom(wrapped[j][0])
             if np.may_share_memory(bi, bj) and np.shares_memory(bi, bj):
-                si, sj = arrays[i][1].storage, arrays[j][1].storage
+                si, sj = wrapped[i][1].storage, wrapped[j][1].storage
                 si.aliased = si.aliased or sj.name
                 sj.aliased = sj.aliased or si.name
 
 
-def _wrap_args(level, args, argnums, check=True):
+def _wrap_args(level, args, argnums):
     args = list(args)
     infos = {}
     wrapped = []
@@ -119,8 +113,7 @@ def _wrap_args(level, args, argnums, check=True):
         linfo = []
         for k, leaf in enumerate(leaves):
             where = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
-            if check:
-                _check_leaf(leaf, where)
+            _check_leaf(leaf, where)
             t, info = _wrap_leaf(level, leaf, where)
             new.append(t)
             linfo.append(info)
@@ -137,7 +130,7 @@ def _wrap_constants(level, args, argnums, wrapped):
     the function can then write traced values into them (scratch buffers
     passed in), and a write into them is recorded like any other, so an
     operation that read them never needs a private copy."""
-    levels = level_stack_below(level) + [level]
+    levels = level.outer_levels() + [level]
     for n in range(len(args)):
         if n in argnums or (n - len(args)) in argnums:
             continue
@@ -160,7 +153,8 @@ def _wrap_constants(level, args, argnums, wrapped):
 
 
 def _finish_leaf(g, info):
-    """Turn a derivative buffer into the argument's own form (a copy)."""
+    """Turn a derivative buffer into the argument's own form (shape, dtype,
+    Python or NumPy scalar, the JAX convention for complex)."""
     if isinstance(g, NotImplementedTangent):
         return g
     if g is None or isinstance(g, AbstractZero):

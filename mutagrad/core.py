@@ -311,11 +311,23 @@ class Level:
     def __repr__(self):
         return f"<{type(self).__name__} {self.id}>"
 
-    # -- wrapping -----------------------------------------------------------
+    # -- buffers and wrapping -------------------------------------------------
 
-    def new_const(self, value, scalar=False):
-        """Wrap a fresh value as an inactive tracer of this level."""
-        return TRACERS[scalar](value, self, Storage(self, value), None, scalar)
+    def outer_levels(self):
+        """The levels outside this one (in the thread that created it)."""
+        return STATE.levels[: self.index]
+
+    def zeros(self, shape, dtype):
+        """A zero derivative buffer. Inside outer differentiations it is traced
+        by them (constant, writable), so derivatives they trace can flow into it."""
+        z = np.zeros(shape, dtype)
+        return lift(z, STATE.levels[: self.index]) if self.index else z
+
+    def constant_result(self, res, leaves, ins):
+        """``res`` computed with no derivative: pristine if all its traced inputs were."""
+        if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
+            _pristine(res)
+        return res
 
     def unwrap_args(self, leaves):
         """Replace this level's tracers by their values; return (vals, positions)."""
@@ -693,7 +705,7 @@ class Tracer:
         return function_dispatch(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        if self._inactive():
+        if self._plain_constant():
             # a pristine constant (a non-differentiated argument, or computed from
             # such only, never written): its value, as a read-only copy. Anything
             # else raises: a conversion may also be NumPy's own code that expects
@@ -703,7 +715,7 @@ class Tracer:
             return v
         raise escape_error("np.asarray / np.array (or writing into a plain NumPy array)", WriteToPlainArrayError)
 
-    def _inactive(self):
+    def _plain_constant(self):
         t = self
         while isinstance(t, Tracer):
             s = t._storage
@@ -714,21 +726,21 @@ class Tracer:
             t = t._value
         return True
 
-    # A constant (inactive) traced array may be read as plain values: nothing
-    # is lost. Anything that carries a derivative raises.
+    # A pristine constant may be read as plain values: nothing is lost.
+    # Anything that carries (or may come to carry) a derivative raises.
 
     def __float__(self):
-        if self._inactive():
+        if self._plain_constant():
             return float(bottom(self))
         raise escape_error("float(x) (or math.*, or writing into a plain NumPy array)", WriteToPlainArrayError)
 
     def __int__(self):
-        if self._inactive():
+        if self._plain_constant():
             return int(bottom(self))
         raise escape_error("int(x)")
 
     def __complex__(self):
-        if self._inactive():
+        if self._plain_constant():
             return complex(bottom(self))
         raise escape_error("complex(x)")
 
@@ -736,17 +748,17 @@ class Tracer:
         raise TypeError(f"a traced floating-point array cannot be used as an index ({user_line()})")
 
     def item(self, *args):
-        if self._inactive():
+        if self._plain_constant():
             return bottom(self).item(*args)
         raise escape_error("x.item()")
 
     def tolist(self):
-        if self._inactive():
+        if self._plain_constant():
             return bottom(self).tolist()
         raise escape_error("x.tolist()")
 
     def tobytes(self, *a, **k):
-        if self._inactive():
+        if self._plain_constant():
             return bottom(self).tobytes(*a, **k)
         raise escape_error("x.tobytes()")
 
@@ -1099,20 +1111,37 @@ def write(dest, idx, value):
 
         value = _mnp_array(value)
     if type(idx) is _ndarray and idx.dtype == bool and isinstance(value, Tracer) and value.size > 1:
-        db, vb = bottom(dest), bottom(value)
-        if idx.ndim == db.ndim and np.may_share_memory(db, vb):
+        db = bottom(dest)
+        if idx.ndim == db.ndim and np.may_share_memory(db, bottom(value)):
             # NumPy assigns through a boolean mask element by element without
             # buffering an overlapping value: later elements read earlier writes
             pos = np.flatnonzero(idx)
-            vshape = value.shape
-            n = int(np.prod(vshape, dtype=np.int64))
-            if n not in (1, pos.size):
-                db[idx] = vb  # let NumPy raise its own shape error
-            for j in range(pos.size):
-                bind_with("write", dest, tuple(int(k) for k in np.unravel_index(pos[j], db.shape)),
-                          value[np.unravel_index(j if n > 1 else 0, vshape)])
+            if value.size != pos.size:
+                db[idx] = bottom(value)  # let NumPy raise its own shape error
+            write_in_order(dest, pos, value)
             return
     bind_with("write", dest, idx, value)
+
+
+def write_in_order(dest, flatpos, value):
+    """``dest.flat[flatpos[k]] = value.flat[k % value.size]`` one element at a
+    time, each value element read only when it is written: NumPy's order for
+    flat and boolean-mask assignment, which matters when ``value`` overlaps
+    ``dest``."""
+    shape, vshape = dest.shape, value.shape
+    n = int(np.prod(vshape, dtype=np.int64))
+    for k in range(len(flatpos)):
+        write(dest, tuple(int(i) for i in np.unravel_index(flatpos[k], shape)),
+              value[np.unravel_index(k % n, vshape)])
+
+
+def write_out(res, out):
+    """NumPy's ``out=`` convention: with ``out``, write ``res`` into it and
+    return ``out``; without, return ``res``."""
+    if out is None:
+        return res
+    write(out, Ellipsis, res)
+    return out
 
 
 def write_replayed(out, idx, res, replay):
@@ -1130,12 +1159,6 @@ def write_replayed(out, idx, res, replay):
     ob[...] = old
     write(out, idx, res)
     ob[...] = exact
-
-
-def make_view_tracer(level, src, y):
-    """A tracer for ``y``, which is a view of ``src``'s storage."""
-    s = src._storage
-    return ArrayTracer(y, level, s, s.geom_of(bottom(y)), False)
 
 
 def value(x):

@@ -11,20 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import STATE, _pristine, ArrayTracer, Level, ScalarTracer, Storage, Tracer, _FLOAT_KINDS, _unflatten_args, bottom, lift, view_of
+from .core import Level, Tracer, _unflatten_args, bottom, view_of
 from .errors import AliasingError, MutationError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
 _ndarray = np.ndarray
 ZERO = ZeroTangent()
-
-
-def _zeros_for_level(level):
-    """Zeros that can hold values traced by the levels outside ``level``."""
-    if level.index:
-        levels = STATE.levels[: level.index]
-        return lambda shape, dtype: lift(np.zeros(shape, dtype), levels)
-    return np.zeros
 
 
 class ForwardLevel(Level):
@@ -60,7 +52,7 @@ class ForwardLevel(Level):
 
     def ensure_tangent(self, s):
         if s.tangent is None:
-            s.tangentbuf, s.tangent = s.new_mirror(_zeros_for_level(self))
+            s.tangentbuf, s.tangent = s.new_mirror(self.zeros)
         return s
 
     def set_tangent(self, s, tdot, inputs_tangents=()):
@@ -84,18 +76,8 @@ class ForwardLevel(Level):
         ):
             s.tangent = s.tangentbuf = tdot
             return
-        self.ensure_tangent(s)
-        tv = s.tangent
-        if type(tv) is _ndarray and not isinstance(tdot, Tracer):
-            tv[...] = tdot
-        else:
-            if type(tv) is _ndarray:
-                levels = STATE.levels[: self.index]
-                s.tangentbuf = lift(s.tangentbuf, levels)
-                rg = s.root_geom()
-                s.tangent = view_of(s.tangentbuf, rg) if rg is not None else s.tangentbuf
-                tv = s.tangent
-            tv[...] = tdot
+        self.ensure_tangent(s)  # (nested: the buffer is traced by the outer levels)
+        s.tangent[...] = tdot
 
     def process(self, prim, leaves, tree, args, kwargs):
         vals, ins = self.unwrap_args(leaves)
@@ -108,9 +90,7 @@ class ForwardLevel(Level):
                 tans[i] = self.tangent_of(t)
         if tans is None or prim.zero:
             out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
-            if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
-                return _pristine(self.wrap(out, leaves, ins, None, ()))
-            return self.wrap(out, leaves, ins, None, ())
+            return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins)
         if prim.frule is None:
             from .tape import prim_missing_rule
 

@@ -20,7 +20,6 @@ import numpy as _np
 
 from .core import Tracer as _Tracer
 from .core import active_levels as _active_levels
-from .core import bottom as _bottom
 from .core import lift as _lift
 
 

@@ -25,16 +25,11 @@ write before it needs no restoring (no pullback reads the older values).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
-    _pristine,
     ArrayTracer,
-    ScalarTracer,
-    STATE,
     Level,
     Storage,
     Tracer,
@@ -42,22 +37,17 @@ from .core import (
     _flatten_args,
     _unflatten_args,
     bottom,
-    lift,
     view_of,
 )
 from .registry import ElementwisePullback
 from .errors import AliasingError, MutationError, NotImplementedTangentError, user_line
-from .tangents import AbstractZero, NotImplementedTangent, Thunk, project, unbroadcast
+from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
 
 
-def _zeros(shape, dtype):
-    return np.zeros(shape, dtype)
-
-
 class OpRecord:
-    __slots__ = ("pullback", "inputs", "outputs", "prim", "line", "nout", "outtree")
+    __slots__ = ("pullback", "inputs", "outputs", "prim", "line", "outtree")
 
     def __init__(self, pullback, inputs, outputs, prim, line, outtree):
         self.pullback = pullback
@@ -93,8 +83,8 @@ class OpRecord:
             g = cts[0]
             donate = True  # the output's adjoint is dead now: one input may adopt it
             inputs = self.inputs
-            if len(inputs) > 1 and inputs[0][1] is None:  # views cannot adopt: let them go first
-                inputs = sorted(inputs, key=lambda r: r[1] is None)
+            if len(inputs) > 1 and inputs[0][1] is None and inputs[-1][1] is not None:
+                inputs = inputs[::-1]  # views cannot adopt the donation: let them go first
             for s, geom, pos in inputs:
                 ct = pb.one(g, pos)
                 if ct is g:
@@ -165,7 +155,7 @@ class GatherRecord:
 
 
 class WriteRecord:
-    __slots__ = ("dest", "geom", "idx", "saved", "vsrc", "vgeom", "vshape", "vdtype", "winners", "line", "dv")
+    __slots__ = ("dest", "geom", "idx", "saved", "vsrc", "vgeom", "vshape", "winners", "line", "dv")
 
     def __init__(self, dest, geom, idx, saved, dv, line):
         self.dest = dest
@@ -176,7 +166,6 @@ class WriteRecord:
         self.vsrc = None
         self.vgeom = None
         self.vshape = None
-        self.vdtype = None
         self.winners = None
         self.line = line
 
@@ -218,7 +207,7 @@ class WriteRecord:
 
 class ReverseLevel(Level):
     mode = "rev"
-    ZERO = None
+    ZERO = ZeroTangent()
 
     def __init__(self, strict=None, record_lines=False):
         super().__init__()
@@ -228,9 +217,6 @@ class ReverseLevel(Level):
         self.strict = strict
         self.record_lines = record_lines or strict
         self.snapshots: dict = {}
-        from .tangents import ZeroTangent
-
-        self.ZERO = ZeroTangent()
 
     # -- forward pass -------------------------------------------------------
 
@@ -268,9 +254,7 @@ class ReverseLevel(Level):
                     active = True
         if not active or prim.zero:
             out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
-            if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
-                return _pristine(self.wrap(out, leaves, ins, None, prim))
-            return self.wrap(out, leaves, ins, None, prim)
+            return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins)
         if prim.rrule is None:
             raise prim_missing_rule(prim, "reverse")
         out_read = False
@@ -299,7 +283,7 @@ class ReverseLevel(Level):
         if ew is not None and tree is None and not kwargs and prim.rrule is ew[0]:
             # what the elementwise rrule does, without the calls: the hottest path
             y = ew[2](*vals)
-            if type(y) is _ndarray and y.base is None and y.dtype.kind in _FLOAT_KINDS:
+            if prim.fresh and type(y) is _ndarray and y.base is None and y.dtype.kind in _FLOAT_KINDS:
                 pb = ElementwisePullback(ew[1], tuple(vals), y)
                 pb.keep_only(need, out_read)
                 st = Storage(self, y)
@@ -398,7 +382,6 @@ class ReverseLevel(Level):
                 rec.vsrc = value._storage
                 rec.vgeom = value._geom
                 rec.vshape = value.shape
-                rec.vdtype = value.dtype
                 if _may_repeat(idx):
                     rec.winners = _winners(dv, idx, vv)
             dv[idx] = vv
@@ -412,11 +395,7 @@ class ReverseLevel(Level):
 
     def adjview(self, s, geom):
         if s.adj is None:
-            zeros = _zeros
-            if self.index:  # nested: adjoints must be able to hold traced values
-                levels = STATE.levels[: self.index]
-                zeros = lambda shape, dtype: lift(np.zeros(shape, dtype), levels)  # noqa: E731
-            s.adjbuf, s.adj = s.new_mirror(zeros)
+            s.adjbuf, s.adj = s.new_mirror(self.zeros)
         if geom is None:
             return s.adj
         return view_of(s.adjbuf, geom)
@@ -430,15 +409,14 @@ class ReverseLevel(Level):
             # fast path: a plain cotangent for a whole storage root of the same layout
             adj = s.adj
             if adj is None:
-                if (s.shape == np.shape(ct) and s.dtype == ct.dtype and s.root_geom() is None
-                        and (s._root is None or type(s._root) is _ndarray)):
+                if s.shape == ct.shape and s.dtype == ct.dtype and s.root_geom() is None:
                     if owned and tc is _ndarray and ct.flags.c_contiguous and ct.flags.writeable and (
                             ct.base is None or ct.flags.owndata):
                         s.adj = s.adjbuf = ct
                     else:
                         s.adj = s.adjbuf = np.array(ct, copy=True, order="C")  # C: views index it by byte offsets
                     return
-            elif type(adj) is _ndarray and adj.shape == np.shape(ct) and adj.dtype == ct.dtype:
+            elif type(adj) is _ndarray and adj.shape == ct.shape and adj.dtype == ct.dtype:
                 adj += ct
                 return
         if ct is None or isinstance(ct, AbstractZero):
@@ -460,14 +438,9 @@ class ReverseLevel(Level):
             return self.accumulate(s, geom, ct, rec)
         if geom is not None and geom.overlap:
             _add_overlapping(s, geom, ct, self)
-        elif type(av) is _ndarray and not isinstance(ct, Tracer):
+        elif type(av) is _ndarray:  # (nested: the buffers are traced by the outer levels)
             av += ct
         else:
-            if type(av) is _ndarray:  # an outer-level cotangent arrives: upgrade the buffer
-                levels = STATE.levels[: self.index]
-                s.adjbuf = lift(s.adjbuf, levels)
-                s.adj = view_of(s.adjbuf, s.root_geom()) if s.root_geom() is not None else s.adjbuf
-                av = self.adjview(s, geom)
             av[...] = av + ct
 
     def seed(self, s, geom, ct):
@@ -486,11 +459,6 @@ class ReverseLevel(Level):
             for rec in tape[i + 1 :]:
                 if type(rec) is WriteRecord:
                     rec.redo()
-
-    def clear_adjoints(self, storages):
-        for s in storages:
-            s.adj = s.adjbuf = None
-            s.poison = None
 
 
 def prim_missing_rule(prim, mode):
@@ -570,7 +538,3 @@ def _add_overlapping(s, geom, ct, level, idx=None):
     else:
         sel = pos[idx]
         np.add.at(flat, sel, np.broadcast_to(ct, sel.shape))
-
-
-def env_strict() -> bool:
-    return os.environ.get("MUTAGRAD_STRICT", "") not in ("", "0", "false", "False")

@@ -13,6 +13,7 @@ import copy
 
 import numpy as np
 
+from .api import _replace
 from .pytree import tree_flatten, tree_unflatten
 
 __all__ = ["check_grads", "check_rule", "numerical_grad"]
@@ -206,7 +207,7 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
         _assert_same_state(a1, ref_args, "reverse mode side effects")
         # vjp of the array-valued function itself
         a2 = _fresh(args)
-        closed = lambda *d: f(*_with(a2, argnums, d))  # noqa: E731
+        closed = lambda *d: f(*_replace(a2, argnums, d))  # noqa: E731
         out, pb = vjp(closed, *[a2[n] for n in argnums])
         _assert_close(out, ref_out, 1e-12, 1e-12, "vjp primal output")
         cts = pb(w)
@@ -214,7 +215,7 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
     if "fwd" in modes:
         v = [_random_like(args[n], rng) for n in argnums]
         a3 = _fresh(args)
-        closed = lambda *d: f(*_with(a3, argnums, d))  # noqa: E731
+        closed = lambda *d: f(*_replace(a3, argnums, d))  # noqa: E731
         out, tout = jvp(closed, [a3[n] for n in argnums], v)
         _assert_same_state(a3, ref_args, "forward mode side effects")
         _assert_close(out, ref_out, 1e-12, 1e-12, "jvp primal output")
@@ -229,13 +230,6 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
                 raise AssertionError(f"dot-product identity: <w, J v> = {lhs!r} (fwd) but <J^T w, v> = {rr!r} (rev)")
     if order >= 2:
         _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng)
-
-
-def _with(args, argnums, d):
-    new = list(args)
-    for n, x in zip(argnums, d):
-        new[n] = x
-    return new
 
 
 def _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng):
@@ -258,7 +252,7 @@ def _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng):
     tol = max(atol, 1e-5) * 100
     if "fwd" in modes:
         a = _fresh(args)
-        closed = lambda *d: list(g(*_with(a, argnums, d)))  # noqa: E731
+        closed = lambda *d: list(g(*_replace(a, argnums, d)))  # noqa: E731
         _, hv = jvp(closed, [a[n] for n in argnums], v)
         hv = [np.asarray(x) for x in tree_flatten(hv)[0]]
         _assert_close(hv, fd_hv, tol, rtol * 100, "forward-over-reverse Hessian-vector product vs finite differences")
@@ -267,7 +261,7 @@ def _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng):
         a = _fresh(args)
 
         def gv(*d):
-            gg = g(*_with(a, argnums, d))
+            gg = g(*_replace(a, argnums, d))
             return _inner(v, list(gg)) if len(argnums) > 1 else _inner(v[0], gg)
 
         hv2 = grad(gv, argnums=tuple(range(len(argnums))))(*[a[n] for n in argnums])

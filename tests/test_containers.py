@@ -6,7 +6,6 @@ import itertools
 
 import numpy as np
 
-import mutagrad as mg
 import mutagrad.numpy as mnp
 from mutagrad.testing import check_grads
 

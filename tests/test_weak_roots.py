@@ -5,7 +5,6 @@ import pytest
 
 import mutagrad as mg
 import mutagrad.core as core
-import mutagrad.numpy as mnp
 from mutagrad.testing import check_grads
 from tests import fuzz_programs
 

@@ -11,7 +11,6 @@ import argparse
 import pathlib
 import sys
 
-import numpy as np
 
 import mutagrad  # noqa: F401  (fills the registries)
 from mutagrad.core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, qualname

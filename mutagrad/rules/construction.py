@@ -16,9 +16,11 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive
 from ..errors import NoRuleError
 from ..registry import conj_if_complex, defzero
-from ..tangents import Thunk, ZeroTangent, is_zero
+from ..tangents import Thunk, ZeroTangent
 from ..numpy import _has_tracer
-from .reductions import _finish, _reduce_args
+from ..core import write_out
+from .linalg import _bilinear_frule
+from .reductions import _reduce_args
 
 ZERO = ZeroTangent()
 
@@ -91,7 +93,7 @@ def _np_compress(args, kwargs):
         raise ValueError("condition must be a 1-d array")
     if axis is None:
         x, axis = np.ravel(x), 0
-    return _finish(np.take(x, np.nonzero(cond)[0], axis=axis), a.get("out"))
+    return write_out(np.take(x, np.nonzero(cond)[0], axis=axis), a.get("out"))
 
 
 def _np_extract(args, kwargs):
@@ -116,7 +118,7 @@ def _np_choose(args, kwargs):
     shape = np.broadcast_shapes(ind.shape, *(np.shape(c) for c in choices))
     stacked = np.stack([np.broadcast_to(c, shape) for c in choices])
     res = np.take_along_axis(stacked, np.broadcast_to(ind, shape)[None], 0)[0]
-    return _finish(res, a.get("out"))
+    return write_out(res, a.get("out"))
 
 
 def _np_select(args, kwargs):
@@ -381,15 +383,7 @@ def _convolve_rrule(a, v):
     return y, pullback
 
 
-def _convolve_frule(primals, tangents):
-    (a, v), (da, dv) = primals, tangents
-    y = _convolve_impl(a, v)
-    t = ZERO
-    if not is_zero(da):
-        t = _convolve_impl(da, v)
-    if not is_zero(dv):
-        t = t + _convolve_impl(a, dv)
-    return y, t
+_convolve_frule = _bilinear_frule(_convolve_impl)
 
 
 convolve_p.rrule, convolve_p.frule = _convolve_rrule, _convolve_frule
@@ -555,7 +549,7 @@ defzero(_round_impl)
 
 def _np_round(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "decimals", "out"))
-    return _finish(bind(round_p, (a["a"],), {"decimals": a.get("decimals", 0)}), a.get("out"))
+    return write_out(bind(round_p, (a["a"],), {"decimals": a.get("decimals", 0)}), a.get("out"))
 
 
 def _np_real_if_close(args, kwargs):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FUNCTIONS, active_levels, bottom, lift, write
-from ..pytree import tree_map
 
 
 def _like(fn):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import REGISTRY, SCALAR_OPS, UFUNC_HANDLERS, get_primitive, write_replayed, Tracer, _no_rule, active_levels, bind, bottom, lift, write
+from ..core import REGISTRY, SCALAR_OPS, UFUNC_HANDLERS, get_primitive, write_out, write_replayed, _no_rule, active_levels, bind, bottom, lift, write
 from ..registry import defelementwise, defzero
-from ..tangents import NoTangent, ZeroTangent
+from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
 
@@ -20,13 +20,6 @@ def _astype(x, dtype):
     from .shape import astype
 
     return astype(x, dtype)
-
-
-def _result_dtype(ufunc, inputs):
-    try:
-        return np.result_type(*(bottom(x) for x in inputs), 1.0 if ufunc.types[-1][-1] in "fdg" else 1)
-    except Exception:
-        return np.float64
 
 
 def ufunc_call(ufunc, inputs, kwargs):
@@ -56,7 +49,7 @@ def ufunc_call(ufunc, inputs, kwargs):
         if ufunc.nout == 1:
             _write_result(ufunc, inputs, out[0], Ellipsis, res, True)
             return out[0]
-        return tuple(_write_out(o, r) for o, r in zip(out, res))
+        return tuple(write_out(r, o) for o, r in zip(out, res))
     where = bottom(where)
     shapes = [np.shape(x) for x in inputs] + [np.shape(where)]
     if out is not None:
@@ -102,13 +95,6 @@ def _write_result(ufunc, inputs, out, idx, res, where):
     write_replayed(out, idx, res, lambda ob: ufunc(*(bottom(x) for x in inputs), out=ob, **kw))
 
 
-def _write_out(o, r):
-    if o is None:
-        return r
-    write(o, Ellipsis, r)
-    return o
-
-
 def _nondiff_call(ufunc, inputs, kwargs):
     """Functions with boolean/integer results: computed on plain values."""
     kwargs = dict(kwargs)
@@ -121,7 +107,7 @@ def _nondiff_call(ufunc, inputs, kwargs):
         if ufunc.nout == 1:
             write(out[0], Ellipsis, res)
             return out[0]
-        return tuple(_write_out(o, r) for o, r in zip(out, res))
+        return tuple(write_out(r, o) for o, r in zip(out, res))
     return res
 
 

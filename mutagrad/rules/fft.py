@@ -25,7 +25,8 @@ import numpy as np
 
 from ..core import FUNCTIONS, bind, bottom, get_primitive
 from ..registry import deflinear
-from .linalg import call_args, with_out
+from ..core import write_out
+from .linalg import call_args
 
 _NORM = {None: "backward", "backward": "backward", "ortho": "ortho", "forward": "forward"}
 _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -116,7 +117,7 @@ def _one_d(name):
         if d["norm"] not in _NORM:
             raise ValueError(f'Invalid norm value {d["norm"]}; should be "backward", "ortho" or "forward".')
         res = bind(prim, (a,), {"n": int(n), "axis": axis, "norm": _NORM[d["norm"]]})
-        return with_out(res, d["out"])
+        return write_out(res, d["out"])
 
     return handler
 
@@ -136,14 +137,14 @@ def _np_hfft(args, kwargs):
     d = call_args(("a", "n", "axis", "norm", "out"), args, kwargs)
     a, axis = d["a"], (-1 if d["axis"] is None else d["axis"])
     n = 2 * (np.shape(a)[axis] - 1) if d["n"] is None else d["n"]
-    return with_out(np.fft.irfft(np.conj(a), n, axis, norm=_swap(d["norm"])), d["out"])
+    return write_out(np.fft.irfft(np.conj(a), n, axis, norm=_swap(d["norm"])), d["out"])
 
 
 def _np_ihfft(args, kwargs):
     d = call_args(("a", "n", "axis", "norm", "out"), args, kwargs)
     a, axis = d["a"], (-1 if d["axis"] is None else d["axis"])
     n = np.shape(a)[axis] if d["n"] is None else d["n"]
-    return with_out(np.conj(np.fft.rfft(a, n, axis, norm=_swap(d["norm"]))), d["out"])
+    return write_out(np.conj(np.fft.rfft(a, n, axis, norm=_swap(d["norm"]))), d["out"])
 
 
 def _cook(a, s, axes, invreal=False):
@@ -180,7 +181,7 @@ def _nd(kind, default_axes=None):
             for ii in range(len(axes) - 1):
                 a = np.fft.ifft(a, s[ii], axes[ii], norm)
             a = np.fft.irfft(a, s[-1], axes[-1], norm)
-        return with_out(a, d["out"])
+        return write_out(a, d["out"])
 
     return handler
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, Tracer, UFUNC_HANDLERS, bind, bottom, get_primitive, write
-from ..registry import conj_if_complex
+from ..core import write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, write
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
@@ -85,10 +84,7 @@ class FlatIter:
         pos = pos.ravel()
         vb = bottom(value)
         if sequential and isinstance(vb, np.ndarray) and np.may_share_memory(vb, bottom(x)) and np.size(vb) > 1:
-            vshape = np.shape(value)
-            n = int(np.size(value))
-            for k in range(count):  # read the value's k-th element (C order) only now
-                write(x, _unravel(x, pos[k]), value[np.unravel_index(k % n, vshape)])
+            write_in_order(x, pos, value)
             return
         write(x, _unravel(x, pos), cycle_to(value, count))
 
@@ -133,10 +129,7 @@ def _np_take(args, kwargs):
     axis = axis % np.ndim(x)
     ind = _wrap_indices(ind, np.shape(x)[axis], mode)
     res = x[(slice(None),) * axis + (ind,)]
-    if a.get("out") is not None:
-        write(a["out"], Ellipsis, res)
-        return a["out"]
-    return res
+    return write_out(res, a.get("out"))
 
 
 def _along_axis_index(arr, indices, axis):
@@ -243,7 +236,6 @@ FUNCTIONS[np.sort] = _np_sort
 
 def _ufunc_outer(ufunc, inputs, kwargs):
     a, b = inputs
-    na = np.ndim(a)
     nb = np.ndim(b)
     a2 = np.reshape(a, np.shape(a) + (1,) * nb)
     return ufunc(a2, b, **kwargs)

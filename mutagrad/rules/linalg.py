@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, write, write_replayed
+from ..core import FUNCTIONS, bind, bottom, get_primitive, write_out, write_replayed
 from ..registry import conj_if_complex as _cj
-from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
+from ..tangents import Thunk, NoTangent, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
 
@@ -347,10 +347,7 @@ def _np_einsum(args, kwargs):
         spec = ",".join(to(s) for s in subs) + ("->" + to(outsub) if outsub is not None else "")
         args = (spec, *operands)
     res = bind(einsum_p, tuple(args), {"optimize": bool(optimize) if optimize is not True else True})
-    if out is not None:
-        write(out, Ellipsis, res)
-        return out
-    return res
+    return write_out(res, out)
 
 
 FUNCTIONS[np.einsum] = _np_einsum
@@ -630,14 +627,6 @@ def _handler(prim, names, nargs=1, **defaults):
         return bind(prim, tuple(d.pop(k) for k in names[:nargs]), d)
 
     return handler
-
-
-def with_out(res, out):
-    """Honour an ``out=`` argument: write the result into it."""
-    if out is not None:
-        write(out, Ellipsis, res)
-        return out
-    return res
 
 
 # -- cholesky ------------------------------------------------------------------
@@ -1325,7 +1314,7 @@ def _np_multi_dot(args, kwargs):
     if n < 2:
         raise ValueError("Expecting at least two arrays.")
     if n == 2:
-        return with_out(np.dot(arrays[0], arrays[1]), d["out"])
+        return write_out(np.dot(arrays[0], arrays[1]), d["out"])
     nd_first, nd_last = np.ndim(arrays[0]), np.ndim(arrays[-1])
     if nd_first == 1:
         arrays[0] = np.atleast_2d(arrays[0])
@@ -1346,7 +1335,7 @@ def _np_multi_dot(args, kwargs):
         res = res[0, 0]
     elif nd_first == 1 or nd_last == 1:
         res = np.ravel(res)
-    return with_out(res, d["out"])
+    return write_out(res, d["out"])
 
 
 def _np_tensorsolve(args, kwargs):
@@ -1489,43 +1478,23 @@ for _p in (matmul_p, tensordot_p, dot_p, einsum_p, inv_p, solve_p, det_p):
 
 
 def _defgufunc(ufunc, spec):
+    """A NumPy 2 gufunc that is an einsum (vecdot conjugates its first operand)."""
     p = get_primitive(ufunc)
+    conj_first = ufunc is np.vecdot
 
     def rrule(a, b):
         y = ufunc(a, b)
-        ins, out = _parse_einsum(spec, [np.shape(a), np.shape(b)])
-        ops = [_cj(a) if ufunc is np.vecdot else a, b]
-        sizes = {}
-        for s_, shp in zip(ins, [np.shape(a), np.shape(b)]):
-            for c, n in zip(s_, shp):
-                if n != 1 or c not in sizes:
-                    sizes[c] = n
+        _, pb = _einsum_rrule(spec, _cj(a) if conj_first else a, b)
 
         def pullback(g):
-            from ..tangents import Thunk
-
-            ga = Thunk(lambda: unbroadcast(_einsum_operand_ct(g, ins, out, ops, 0, sizes), np.shape(a)))
-            if ufunc is np.vecdot:  # y = sum(conj(a) b): the cotangent of a is conj of that of conj(a)
-                ga = Thunk(lambda: np.conj(unbroadcast(_einsum_operand_ct(g, ins, out, ops, 0, sizes), np.shape(a)))
-                           if np.iscomplexobj(bottom(a)) else
-                           unbroadcast(_einsum_operand_ct(g, ins, out, ops, 0, sizes), np.shape(a)))
-            gb = Thunk(lambda: unbroadcast(_einsum_operand_ct(g, ins, out, ops, 1, sizes), np.shape(b)))
+            _, ga, gb = pb(g)
+            if conj_first:  # the cotangent of a is the conjugate of that of conj(a)
+                ga = Thunk(lambda t=ga: _cj(t()))
             return ga, gb
 
         return y, pullback
 
-    def frule(primals, tangents):
-        (a, b), (ta, tb) = primals, tangents
-        y = ufunc(a, b)
-        acc = ZERO
-        if not is_zero(ta):
-            acc = ufunc(ta, b)
-        if not is_zero(tb):
-            t = ufunc(a, tb)
-            acc = t if is_zero(acc) else acc + t
-        return y, acc
-
-    p.rrule, p.frule = rrule, frule
+    p.rrule, p.frule = rrule, _bilinear_frule(ufunc)
     p.fresh = True
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bottom, write
-from ..errors import MutationError, user_line
-from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
+from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
 
 
 def _np_copyto(args, kwargs):

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, Tracer, UFUNC_HANDLERS, active_levels, bind, bottom, get_primitive, lift, write
+from ..core import write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive
 from ..registry import deflinear
-from ..tangents import NoTangent, ZeroTangent, is_zero
+from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
 
@@ -228,13 +228,6 @@ cumprod_p.rrule, cumprod_p.frule = _cumprod_rrule, _cumprod_frule
 # -- the NumPy entry points: out=, where=, initial= ---------------------------
 
 
-def _finish(res, out):
-    if out is None:
-        return res
-    write(out, Ellipsis, res)
-    return out
-
-
 def _masked(x, where, fill):
     if where is True or where is None:
         return x
@@ -249,7 +242,7 @@ def _np_sum(args, kwargs):
     res = bind(sum_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
     if a.get("initial") is not None:
         res = res + a["initial"]
-    return _finish(res, a.get("out"))
+    return write_out(res, a.get("out"))
 
 
 def _np_mean(args, kwargs):
@@ -263,7 +256,7 @@ def _np_mean(args, kwargs):
         res = s / cnt
     else:
         res = bind(mean_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
-    return _finish(res, a.get("out"))
+    return write_out(res, a.get("out"))
 
 
 def _np_prod(args, kwargs):
@@ -272,7 +265,7 @@ def _np_prod(args, kwargs):
     res = bind(prod_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
     if a.get("initial") is not None:
         res = res * a["initial"]
-    return _finish(res, a.get("out"))
+    return write_out(res, a.get("out"))
 
 
 def _np_ext(prim, ufunc):
@@ -288,7 +281,7 @@ def _np_ext(prim, ufunc):
         res = bind(prim, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False))))
         if initial is not None:
             res = ufunc(res, initial)
-        return _finish(res, a.get("out"))
+        return write_out(res, a.get("out"))
 
     return handler
 
@@ -296,13 +289,13 @@ def _np_ext(prim, ufunc):
 def _np_cumsum(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
     res = bind(cumsum_p, (a["a"],), dict(axis=a.get("axis"), dtype=a.get("dtype")))
-    return _finish(res, a.get("out"))
+    return write_out(res, a.get("out"))
 
 
 def _np_cumprod(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
     res = bind(cumprod_p, (a["a"],), dict(axis=a.get("axis"), dtype=a.get("dtype")))
-    return _finish(res, a.get("out"))
+    return write_out(res, a.get("out"))
 
 
 def _np_var(args, kwargs, sqrt=False):
@@ -332,14 +325,14 @@ def _np_var(args, kwargs, sqrt=False):
     res = ss / (n - ddof)
     if sqrt:
         res = np.sqrt(res)
-    return _finish(res, a.get("out"))
+    return write_out(res, a.get("out"))
 
 
 def _np_ptp(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims"))
     k = dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
     res = bind(max_p, (a["a"],), k) - bind(min_p, (a["a"],), k)
-    return _finish(res, a.get("out"))
+    return write_out(res, a.get("out"))
 
 
 def _np_average(args, kwargs):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, write
+from ..core import write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive
 from ..registry import deflinear
-from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
+from ..tangents import ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
 
@@ -116,10 +116,7 @@ def _defjoin(impl, transpose, name):
         out = a.pop("out", None)
         res = bind(p, (list(a.pop("arrays")),),
                    {"axis": a.get("axis", 0), "dtype": a.get("dtype"), "casting": a.get("casting", "same_kind")})
-        if out is not None:
-            write(out, Ellipsis, res)
-            return out
-        return res
+        return write_out(res, out)
 
     p.rrule, p.frule = rrule, frule
     return handler
@@ -186,20 +183,14 @@ def _np_outer(args, kwargs):
     a = dict(zip(("a", "b", "out"), args))
     a.update(kwargs)
     res = np.multiply(np.reshape(a["a"], (-1, 1)), np.reshape(a["b"], (1, -1)))
-    if a.get("out") is not None:
-        write(a["out"], Ellipsis, res)
-        return a["out"]
-    return res
+    return write_out(res, a.get("out"))
 
 
 def _np_trace(args, kwargs):
     a = dict(zip(("a", "offset", "axis1", "axis2", "dtype", "out"), args))
     a.update(kwargs)
     res = np.sum(np.diagonal(a["a"], a.get("offset", 0), a.get("axis1", 0), a.get("axis2", 1)), axis=-1)
-    if a.get("out") is not None:
-        write(a["out"], Ellipsis, res)
-        return a["out"]
-    return res
+    return write_out(res, a.get("out"))
 
 
 FUNCTIONS[np.append] = _np_append
@@ -221,10 +212,7 @@ def _np_clip(args, kwargs):
     if res is x:
         res = np.copy(x)
     out = a.get("out")
-    if out is not None:
-        write(out, Ellipsis, res)
-        return out
-    return res
+    return write_out(res, out)
 
 
 FUNCTIONS[np.clip] = _np_clip
@@ -424,10 +412,7 @@ def _cumulative(fn):
             shape[axis] = 1
             init = np.zeros(shape) if fn is np.cumsum else np.ones(shape)
             res = np.concatenate([init.astype(np.result_type(bottom(res))), res], axis=axis)
-        if a.get("out") is not None:
-            write(a["out"], Ellipsis, res)
-            return a["out"]
-        return res
+        return write_out(res, a.get("out"))
 
     return handler
 
@@ -436,10 +421,7 @@ def _np_fix(args, kwargs):
     a = dict(zip(("x", "out"), args))
     a.update(kwargs)
     res = np.trunc(a["x"])
-    if a.get("out") is not None:
-        write(a["out"], Ellipsis, res)
-        return a["out"]
-    return res
+    return write_out(res, a.get("out"))
 
 
 def _np_unwrap(args, kwargs):

@@ -14,7 +14,8 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bottom
-from .reductions import _finish, _reduce_args
+from ..core import write_out
+from .reductions import _reduce_args
 
 _NoValue = np._NoValue
 
@@ -58,7 +59,7 @@ def _np_nanmean(args, kwargs):
     dt = bottom(tot).dtype
     if bottom(avg).dtype != dt:  # NumPy divides into tot's own dtype
         avg = avg.astype(dt)
-    return _finish(avg, a.get("out"))
+    return write_out(avg, a.get("out"))
 
 
 def _nan_extremum(fn, fill):
@@ -68,13 +69,13 @@ def _nan_extremum(fn, fill):
         k = _given(a, "axis", "keepdims")
         res = fn(x, **k, **_given(a, "initial", "where"))
         if _given(a, "initial") or not m.any():
-            return _finish(res, a.get("out"))
+            return write_out(res, a.get("out"))
         where = a.get("where", True)
         where = True if where is _NoValue else np.asarray(bottom(where), dtype=bool)
         allnan = np.all(m | ~np.broadcast_to(where, m.shape), **k)
         if allnan.any():
             res = np.where(allnan, np.nan, res)
-        return _finish(res, a.get("out"))
+        return write_out(res, a.get("out"))
 
     return handler
 
@@ -190,7 +191,7 @@ def _np_median(omit_nan):
             return np.nanmedian(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims)) if omit_nan \
                 else np.median(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims))
         res = _median(a["a"], a.get("axis"), keepdims is not _NoValue and bool(keepdims), omit_nan)
-        return _finish(res, a.get("out"))
+        return write_out(res, a.get("out"))
 
     return handler
 
@@ -316,7 +317,7 @@ def _np_quantile(scale, omit_nan):
         keepdims = a.get("keepdims", False)
         res = _quantile(a["a"], q, a.get("axis"), a.get("method", "linear"),
                         keepdims is not _NoValue and bool(keepdims), omit_nan, a.get("weights"))
-        return _finish(res, a.get("out"))
+        return write_out(res, a.get("out"))
 
     return handler
 
@@ -641,7 +642,7 @@ def _fold_reduce(ufunc, inputs, kwargs):
     if keepdims:
         r = np.reshape(r, kdshape)
     out = k.get("out")
-    return _finish(r, out[0] if type(out) is tuple else out)
+    return write_out(r, out[0] if type(out) is tuple else out)
 
 
 def _logsumexp(exp, log):
@@ -672,13 +673,13 @@ def _fold_accumulate(ufunc, inputs, kwargs):
     x, axis, out = _accumulate_args(ufunc, inputs, kwargs)
     xm = np.moveaxis(x, axis, 0)
     if len(xm) == 0:
-        return _finish(np.copy(x), out)
+        return write_out(np.copy(x), out)
     r = xm[0]
     steps = [r]
     for i in range(1, len(xm)):
         r = ufunc(r, xm[i])
         steps.append(r)
-    return _finish(np.stack(steps, axis=axis), out)
+    return write_out(np.stack(steps, axis=axis), out)
 
 
 def _select_accumulate(ufunc, inputs, kwargs):
@@ -687,14 +688,14 @@ def _select_accumulate(ufunc, inputs, kwargs):
     x, axis, out = _accumulate_args(ufunc, inputs, kwargs)
     xb = bottom(x)
     if xb.size == 0:
-        return _finish(np.copy(x), out)
+        return write_out(np.copy(x), out)
     cm = np.moveaxis(ufunc.accumulate(xb, axis=axis), axis, -1)
     prev, cur = cm[..., :-1], cm[..., 1:]
     same = (cur == prev) | (np.isnan(cur) & np.isnan(prev))
     record = np.concatenate([np.ones(cm.shape[:-1] + (1,), bool), ~same], axis=-1)
     idx = np.maximum.accumulate(np.where(record, np.arange(cm.shape[-1]), 0), axis=-1)
     res = np.take_along_axis(np.moveaxis(x, axis, -1), idx, -1)
-    return _finish(np.moveaxis(res, -1, axis), out)
+    return write_out(np.moveaxis(res, -1, axis), out)
 
 
 def _nan_ext_reduce(handler):

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import mutagrad as mg
-from mutagrad.core import FUNCTIONS, REGISTRY, qualname
 from mutagrad.testing import check_grads
 
 rng = np.random.default_rng(0)
@@ -281,7 +280,7 @@ def test_plain_functions_return_plain_values(name):
             r = fn(a, a)
         # nothing traced comes back: these results are indices, shapes or flags
         for leaf in (r if isinstance(r, tuple) else (r,)):
-            assert not isinstance(leaf, mg.core.Tracer) if hasattr(mg, "core") else True
+            assert not isinstance(leaf, mg.core.Tracer)
         return np.sum(a)
 
     g = mg.grad(f)(np.array(x))

@@ -20,6 +20,7 @@ import numpy as _np
 
 from .core import Tracer as _Tracer
 from .core import active_levels as _active_levels
+from .core import bottom as _bottom
 from .core import lift as _lift
 
 
@@ -67,19 +68,27 @@ def arange(*args, **kw):
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, **kw):
-    if isinstance(start, _Tracer) or isinstance(stop, _Tracer):
-        n = num - 1 if endpoint else num
-        t = _np.arange(num, dtype=float) / max(n, 1)
-        if endpoint and num == 1:
-            t = _np.zeros(1)
-        shape = [1] * (max(_np.ndim(start), _np.ndim(stop)) + 1)
-        shape[axis] = num
-        t = t.reshape(shape) if len(shape) > 1 else t
-        res = start + (stop - start) * t
-        if retstep:
-            return res, (stop - start) / max(n, 1)
-        return res
-    return _traced(_np.linspace(start, stop, num, endpoint, retstep, dtype, axis, **kw))
+    """Like ``np.linspace``; ``start`` and ``stop`` may be traced (the same
+    arithmetic as NumPy's, so the values are NumPy's to the last bit)."""
+    if not (isinstance(start, _Tracer) or isinstance(stop, _Tracer)):
+        return _traced(_np.linspace(start, stop, num, endpoint, retstep, dtype, axis, **kw))
+    div = (num - 1) if endpoint else num
+    delta = stop - start
+    y = _np.arange(0, num, dtype=float).reshape((-1,) + (1,) * _np.ndim(delta))
+    if div > 0:
+        step = delta / div
+        y = y / div * delta if _np.any(_bottom(step) == 0) else y * step
+    else:
+        step = _np.nan
+        y = y * delta
+    y = y + start
+    if endpoint and num > 1:
+        y[-1, ...] = stop
+    if axis != 0:
+        y = _np.moveaxis(y, 0, axis)
+    if dtype is not None:
+        y = y.astype(dtype)
+    return (y, step) if retstep else y
 
 
 def _has_tracer(obj):

@@ -165,6 +165,7 @@ CASES = [
      lambda a: np.lib.stride_tricks.sliding_window_view(a, 3) * np.arange(6.0).reshape(2, 3), (R(4),), 1),
     ("np.broadcast_arrays", lambda a, b: np.broadcast_arrays(a, b)[0] * np.broadcast_arrays(a, b)[1], (R(3), R(2, 1)), 1),
     ("np.linspace", lambda a, b: np.linspace(a, b, 5) ** 2, (0.3, 1.7), 2),
+    ("np.linspace", lambda a, b: np.linspace(a, b, 4, axis=-1, endpoint=False) ** 2, (R(2), R(3, 1)), 1),
     ("np.delete", lambda a: np.delete(a, [0, 2]) * 2, (R(4),), 1),
     ("np.delete", lambda a: np.delete(a, 1, axis=1) * 2, (R(2, 3),), 1),
     ("np.vander", lambda a: np.vander(a, 3), (R(3),), 2),

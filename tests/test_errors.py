@@ -66,6 +66,15 @@ def test_ufunc_out_into_plain_array_raises():
     _raises(f, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
 
 
+def test_ufunc_at_into_plain_array_raises():
+    def f(x):
+        acc = np.zeros(3)
+        np.add.at(acc, [0, 0, 2], x)
+        return np.sum(acc)
+
+    _raises(f, np.array([1.0, 2.0, 3.0]), mg.WriteToPlainArrayError)
+
+
 def test_buffers_that_can_hold_traced_values_work():
     def f(x):
         a = mnp.zeros(2)

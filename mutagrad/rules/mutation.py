@@ -146,12 +146,11 @@ def _ufunc_at(ufunc, inputs, kwargs):
     a = inputs[0]
     indices = inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
-    if not isinstance(a, Tracer):
-        if any(isinstance(v, Tracer) for v in (b,)):
-            from ..errors import WriteToPlainArrayError, escape_error
+    if not isinstance(a, Tracer):  # then b is the traced operand
+        from ..errors import WriteToPlainArrayError, escape_error
 
-            raise escape_error(f"np.{ufunc.__name__}.at writing a traced value into a plain NumPy array",
-                               WriteToPlainArrayError)
+        raise escape_error(f"np.{ufunc.__name__}.at writing a traced value into a plain NumPy array",
+                           WriteToPlainArrayError)
     if isinstance(indices, list):
         indices = np.asarray(indices)
     shape = np.shape(a)
@@ -175,15 +174,8 @@ def _ufunc_at(ufunc, inputs, kwargs):
     for r in range(int(occ.max()) + 1):
         sel = np.flatnonzero(occ == r)
         p = flatpos[sel]
-        if isinstance(a, Tracer):
-            cur = FlatIter(a)[p]
-            new = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
-            FlatIter(a)[p] = new
-        else:
-            idx = np.unravel_index(p, shape)
-            cur = a[idx]
-            new = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
-            write(a, idx, new)
+        cur = FlatIter(a)[p]
+        FlatIter(a)[p] = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
     return None
 
 

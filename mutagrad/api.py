@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import TRACERS, Storage, Tracer, bottom, lift
+from .core import TRACERS, Storage, Tracer, bottom, lift, write
 from .errors import MutationError, user_line
 from .forward import ForwardLevel
 from .pytree import tree_flatten, tree_unflatten
@@ -478,20 +478,21 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
 
 
 def _snapshot_args(args, nums):
-    """Copies of the arrays in ``args[nums]`` so that repeated calls start alike."""
+    """Copies of the arrays in ``args[nums]`` so that repeated calls start alike.
+    A traced argument (inside an outer differentiation) is copied and later
+    restored by traced operations, so the outer levels see the restoring."""
     saved = []
     for n in nums:
         for leaf in tree_flatten(args[n])[0]:
             b = bottom(leaf)
             if isinstance(b, _ndarray) and b.flags.writeable:
-                saved.append((leaf, b.copy()))
+                saved.append((leaf, np.copy(leaf)))
     return saved
 
 
 def _restore(saved):
     for leaf, copy in saved:
-        b = bottom(leaf)
-        b[...] = copy
+        write(leaf, Ellipsis, copy)
 
 
 def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:

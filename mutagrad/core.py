@@ -1117,7 +1117,8 @@ def write(dest, idx, value):
             # buffering an overlapping value: later elements read earlier writes
             pos = np.flatnonzero(idx)
             if value.size != pos.size:
-                db[idx] = bottom(value)  # let NumPy raise its own shape error
+                raise ValueError(f"NumPy boolean array indexing assignment cannot assign {value.size} input "
+                                 f"values to the {pos.size} output values where the mask is true")
             write_in_order(dest, pos, value)
             return
     bind_with("write", dest, idx, value)

@@ -94,3 +94,24 @@ def test_inner_value_written_into_outer_buffer_raises():
 def test_third_order():
     f = lambda x: np.exp(2 * x)  # noqa: E731
     assert abs(mg.grad(mg.grad(mg.grad(f)))(0.3) - 8 * np.exp(0.6)) < 1e-10
+
+
+def test_hessian_of_a_mutating_function_inside_grad():
+    """Forward-mode jacobians restore the arguments between passes; inside an
+    outer differentiation that restoring must be traced too (it was not, and
+    the outer gradient was silently wrong)."""
+    def f(x):
+        y = np.sum(x ** 3) + x[0] ** 2 * x[1] + x[0] * x[2] ** 2
+        x[0] = x[1] * 5.0  # the argument is overwritten: later passes must start from its value
+        return y + np.sum(np.sin(x))
+
+    W = np.arange(1.0, 10.0).reshape(3, 3)
+
+    def outer(x):
+        return np.sum(mg.hessian(f)(x) * W)
+
+    x = np.array([0.3, -0.5, 0.8])
+    g = mg.grad(outer)(x.copy())
+    eps = 1e-5
+    fd = np.array([(outer(x + eps * e) - outer(x - eps * e)) / (2 * eps) for e in np.eye(3)])
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)

@@ -323,6 +323,28 @@ class Level:
         z = np.zeros(shape, dtype)
         return lift(z, STATE.levels[: self.index]) if self.index else z
 
+    def check_writable(self, dest):
+        """What both modes refuse before a write into ``dest`` (and mark it written)."""
+        s = dest._storage
+        s.written = True
+        if s.aliased is not None:
+            from .errors import AliasingError
+
+            raise AliasingError(
+                f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
+                f"memory with the differentiated argument {s.aliased}. Pass separate copies "
+                "(x.copy()) if the function writes into them."
+            )
+        if dest._geom is not None and dest._geom.overlap:
+            if not bottom(dest).flags.writeable:
+                raise ValueError("assignment destination is read-only")
+            raise MutationError(
+                f"writing through a self-overlapping view (np.lib.stride_tricks.as_strided or "
+                f"similar) at {user_line()} cannot be differentiated: several elements of the view "
+                "are the same memory. Write into the base array instead."
+            )
+        return s
+
     def constant_result(self, res, leaves, ins):
         """``res`` computed with no derivative: pristine if all its traced inputs were."""
         if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import Level, Tracer, _unflatten_args, bottom, view_of
-from .errors import AliasingError, MutationError, user_line
+from .errors import user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
 _ndarray = np.ndarray
@@ -144,23 +144,9 @@ class ForwardLevel(Level):
         return res
 
     def write(self, dest, idx, value):
-        s = dest._storage
-        vt = type(value)
-        own = issubclass(vt, Tracer) and value._level is self
+        s = self.check_writable(dest)
+        own = isinstance(value, Tracer) and value._level is self
         vdot = self.tangent_of(value) if own else ZERO
-        s.written = True
-        if s.aliased is not None:
-            raise AliasingError(
-                f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
-                f"memory with the differentiated argument {s.aliased}. Pass separate copies."
-            )
-        if dest._geom is not None and dest._geom.overlap:
-            if not bottom(dest).flags.writeable:
-                raise ValueError("assignment destination is read-only")
-            raise MutationError(
-                f"writing through a self-overlapping view at {user_line()} cannot be differentiated; "
-                "write into the base array instead."
-            )
         dest._value[idx] = value._value if own else value
         if own and value._storage.poison is not None:
             s.poison = value._storage.poison

@@ -40,7 +40,7 @@ from .core import (
     view_of,
 )
 from .registry import ElementwisePullback
-from .errors import AliasingError, MutationError, NotImplementedTangentError, user_line
+from .errors import MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
@@ -352,24 +352,9 @@ class ReverseLevel(Level):
         return res
 
     def write(self, dest, idx, value):
-        s = dest._storage
+        s = self.check_writable(dest)
         vt = type(value)
         vactive = issubclass(vt, Tracer) and value._level is self and value._storage.active
-        s.written = True
-        if s.aliased is not None:
-            raise AliasingError(
-                f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
-                f"memory with the differentiated argument {s.aliased}. Pass separate copies "
-                "(x.copy()) if the function writes into them."
-            )
-        if dest._geom is not None and dest._geom.overlap:
-            if not bottom(dest).flags.writeable:
-                raise ValueError("assignment destination is read-only")
-            raise MutationError(
-                f"writing through a self-overlapping view (np.lib.stride_tricks.as_strided or "
-                f"similar) at {user_line()} cannot be differentiated: several elements of the view "
-                "are the same memory. Write into the base array instead."
-            )
         dv = dest._value
         vv = value._value if issubclass(vt, Tracer) and value._level is self else value
         saved = None

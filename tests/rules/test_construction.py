@@ -7,12 +7,10 @@ import pytest
 
 import mutagrad as mg
 from mutagrad.testing import check_grads
+from tests.rules._draws import Draws  # noqa: E402
 
-rng = np.random.default_rng(2)
-
-
-def R(*shape):
-    return rng.standard_normal(shape)
+_draws = Draws(2)
+R = _draws.R
 
 
 X = R(3, 4)

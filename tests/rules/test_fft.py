@@ -6,18 +6,12 @@ import pytest
 
 import mutagrad as mg
 from mutagrad.testing import check_grads
+from tests.rules._draws import Draws  # noqa: E402
 
-rng = np.random.default_rng(6)
+_draws = Draws(6)
+R, C = _draws.R, _draws.C
 F = np.fft
 NORMS = (None, "backward", "ortho", "forward")
-
-
-def R(*shape):
-    return rng.standard_normal(shape)
-
-
-def C(*shape):
-    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
 
 
 def _1d_cases(name, inputs, sizes):

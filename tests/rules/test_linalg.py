@@ -10,16 +10,10 @@ import pytest
 
 import mutagrad as mg
 from mutagrad.testing import check_grads
+from tests.rules._draws import Draws  # noqa: E402
 
-rng = np.random.default_rng(5)
-
-
-def R(*shape):
-    return rng.standard_normal(shape)
-
-
-def C(*shape):
-    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+_draws = Draws(5)
+R, C = _draws.R, _draws.C
 
 
 def SPD(n, batch=(), cplx=False):

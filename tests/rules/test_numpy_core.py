@@ -6,29 +6,10 @@ import pytest
 
 import mutagrad as mg
 from mutagrad.testing import check_grads
+from tests.rules._draws import Draws  # noqa: E402
 
-rng = np.random.default_rng(0)
-
-
-def R(*shape):
-    return rng.standard_normal(shape)
-
-
-def P(*shape):  # positive
-    return rng.uniform(0.5, 2.0, shape)
-
-
-def U(*shape):  # inside (-0.9, 0.9)
-    return rng.uniform(-0.9, 0.9, shape)
-
-
-def SPD(n):
-    a = rng.standard_normal((n, n))
-    return a @ a.T + n * np.eye(n)
-
-
-def C(*shape):
-    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+_draws = Draws(0)
+R, P, U, C, SPD = _draws.R, _draws.P, _draws.U, _draws.C, _draws.SPD
 
 
 W23 = R(2, 3)

@@ -8,16 +8,11 @@ sl = pytest.importorskip("scipy.linalg")
 import mutagrad as mg  # noqa: E402
 import mutagrad.scipy.linalg as msl  # noqa: E402
 from mutagrad.testing import check_grads  # noqa: E402
+from tests.rules._draws import Draws  # noqa: E402
 
-rng = np.random.default_rng(0)
-
-
-def R(*shape):
-    return rng.standard_normal(shape)
-
-
-def C(*shape):
-    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+_draws = Draws(0)
+rng = _draws.rng
+R, C = _draws.R, _draws.C
 
 
 def WELL(*shape):  # well-conditioned square matrices

@@ -8,20 +8,11 @@ sp = pytest.importorskip("scipy.special")
 import mutagrad as mg  # noqa: E402
 import mutagrad.scipy.special as msp  # noqa: E402
 from mutagrad.testing import check_grads  # noqa: E402
+from tests.rules._draws import Draws  # noqa: E402
 
-rng = np.random.default_rng(0)
-
-
-def R(*shape):
-    return rng.standard_normal(shape)
-
-
-def P(*shape):  # positive
-    return rng.uniform(0.5, 2.0, shape)
-
-
-def U01(*shape):  # inside (0, 1)
-    return rng.uniform(0.1, 0.9, shape)
+_draws = Draws(0)
+rng = _draws.rng
+R, P, U01 = _draws.R, _draws.P, _draws.U01
 
 
 def NZ(*shape):  # away from 0, both signs

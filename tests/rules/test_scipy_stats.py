@@ -9,25 +9,10 @@ st = pytest.importorskip("scipy.stats")
 import mutagrad as mg  # noqa: E402
 import mutagrad.scipy.stats as mst  # noqa: E402
 from mutagrad.testing import check_grads  # noqa: E402
+from tests.rules._draws import Draws  # noqa: E402
 
-rng = np.random.default_rng(0)
-
-
-def R(*shape):
-    return rng.standard_normal(shape)
-
-
-def P(*shape):  # positive
-    return rng.uniform(0.5, 2.0, shape)
-
-
-def U01(*shape):
-    return rng.uniform(0.1, 0.9, shape)
-
-
-def SPD(n):
-    a = rng.standard_normal((n, n))
-    return a @ a.T + n * np.eye(n)
+_draws = Draws(0)
+R, P, U01, SPD = _draws.R, _draws.P, _draws.U01, _draws.SPD
 
 
 X3 = R(3)

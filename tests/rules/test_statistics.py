@@ -7,18 +7,13 @@ import pytest
 
 import mutagrad as mg
 from mutagrad.testing import check_grads
+from tests.rules._draws import Draws  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")
 
-rng = np.random.default_rng(1)
-
-
-def R(*shape):
-    return rng.standard_normal(shape)
-
-
-def P(*shape):  # positive
-    return rng.uniform(0.5, 2.0, shape)
+_draws = Draws(1)
+rng = _draws.rng
+R, P = _draws.R, _draws.P
 
 
 def NAN(*shape):  # with a NaN in every row but the last

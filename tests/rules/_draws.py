@@ -1,0 +1,26 @@
+"""Seeded random inputs for the rule tables; each table draws from its own stream."""
+import numpy as np
+
+
+class Draws:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def R(self, *shape):
+        return self.rng.standard_normal(shape)
+
+    def P(self, *shape):  # positive
+        return self.rng.uniform(0.5, 2.0, shape)
+
+    def U(self, *shape):  # inside (-0.9, 0.9)
+        return self.rng.uniform(-0.9, 0.9, shape)
+
+    def U01(self, *shape):  # inside (0, 1)
+        return self.rng.uniform(0.1, 0.9, shape)
+
+    def C(self, *shape):
+        return self.rng.standard_normal(shape) + 1j * self.rng.standard_normal(shape)
+
+    def SPD(self, n):  # symmetric positive definite
+        a = self.rng.standard_normal((n, n))
+        return a @ a.T + n * np.eye(n)

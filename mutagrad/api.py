@@ -13,7 +13,7 @@ from .errors import MutationError, user_line
 from .forward import ForwardLevel
 from .pytree import tree_flatten, tree_unflatten
 from .tangents import AbstractZero, NotImplementedTangent, project
-from .tape import GatherRecord, OpRecord, ReverseLevel, WriteRecord
+from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian"]
 
@@ -209,7 +209,7 @@ def _storages_of(level, infos):
             seen[id(info.storage)] = info.storage
     for rec in level.tape:
         t = type(rec)
-        if t is OpRecord:
+        if t is OpRecord or t is EWRecord:
             for s, _, _ in rec.inputs:
                 seen[id(s)] = s
             for s in rec.outputs:

@@ -19,6 +19,7 @@ any of those levels is then recorded by that level.
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import weakref
 
@@ -195,20 +196,32 @@ class Storage:
 
     def __init__(self, level, root, active=False):
         self.level = level
-        b = root if type(root) is _ndarray else bottom(root)
-        self.shape = b.shape
-        self.dtype = b.dtype
         self._bounds = None
-        if type(root) is _ndarray and root.size > WEAK_ROOT_SIZE:
-            self._root = None
-            self._ref = weakref.ref(root)
-            if root.flags.c_contiguous:
-                self._rootgeom = None
-            else:  # needs the memory address: take it now
-                self._bounds = _byte_bounds(root)
-                self._rootgeom = self.geom_of(root)
-        else:
-            self._root = root  # the value at this level: ndarray or outer tracer
+        tr = type(root)
+        if tr is _ndarray:
+            self.shape = root.shape
+            self.dtype = root.dtype
+            if root.size > WEAK_ROOT_SIZE:
+                self._root = None
+                self._ref = weakref.ref(root)
+                if root.flags.c_contiguous:
+                    self._rootgeom = None
+                else:  # needs the memory address: take it now
+                    self._bounds = _byte_bounds(root)
+                    self._rootgeom = self.geom_of(root)
+            else:
+                self._root = root
+                self._rootgeom = False
+        elif tr in _NP_FLOAT_SCALARS:  # a NumPy scalar: no memory geometry
+            self.shape = ()
+            self.dtype = root.dtype
+            self._root = root
+            self._rootgeom = None
+        else:  # an outer level's tracer
+            b = bottom(root)
+            self.shape = b.shape
+            self.dtype = b.dtype
+            self._root = root
             self._rootgeom = False
         self.active = active
         self.captured = False
@@ -237,6 +250,8 @@ class Storage:
         return self._bounds
 
     def contains(self, b) -> bool:
+        if self.shape == () and type(bottom(self.root)) is not _ndarray:
+            return False  # a NumPy scalar: no array shares its memory
         lo, hi = _byte_bounds(b)
         slo, shi = self.bounds
         return slo <= lo and hi <= shi and hi > lo or (b.nbytes == 0 and slo <= lo <= shi)
@@ -377,7 +392,7 @@ class Level:
             out.pristine = s.pristine and not s.written
             return ArrayTracer(v, self, out, None, False), out
         if not isinstance(v, Tracer):
-            v = np.asarray(v)
+            v = _np_scalar(v)
         out = Storage(self, v)
         out.pristine = s.pristine and not s.written
         return ScalarTracer(v, self, out, None, True), out
@@ -388,7 +403,8 @@ class Level:
         ``fresh``: the function never returns its inputs or views of them (ufuncs)."""
         tb = type(y)
         if tb in _FLOAT_SCALARS:  # the common fresh results first
-            y = np.asarray(y)
+            if tb is float or tb is complex:
+                y = _np_scalar(y)
             s = Storage(self, y)
             return ScalarTracer(y, self, s, None, True), s
         if fresh and tb is _ndarray and y.base is None and y.dtype.kind in _FLOAT_KINDS:
@@ -408,16 +424,33 @@ class Level:
                     if type(x) is _ndarray and np.may_share_memory(x, b):
                         y = b = b.copy()
                         break
+                else:
+                    if y is b and b.base is not None and _may_self_overlap(b.shape, b.strides, b.itemsize):
+                        # a broadcast of memory no input owns (e.g. of a NumPy scalar): its
+                        # elements must be separate for their derivatives; keep it read-only
+                        ro = not b.flags.writeable
+                        y = b = b.copy()
+                        b.flags.writeable = not ro
             s = Storage(self, y)
             return ArrayTracer(y, self, s, None, False), s
         if tb is float or tb is complex or (isinstance(b, np.generic) and b.dtype.kind in _FLOAT_KINDS):
             if not isinstance(y, Tracer):
-                y = np.asarray(y)
+                y = _np_scalar(y)
             s = Storage(self, y)
             return ScalarTracer(y, self, s, None, True), s
         return y, None
 
 
+def _np_scalar(v):
+    """A traced scalar's value: a NumPy scalar (its arithmetic is NumPy's, and
+    it costs a tenth of a 0-d array's)."""
+    if isinstance(v, np.generic):
+        return v
+    return np.asarray(v)[()]
+
+
+_NP_FLOAT_SCALARS = frozenset((np.float64, np.float32, np.float16, np.complex128, np.complex64, np.longdouble,
+                               np.clongdouble))
 _FLOAT_SCALARS = frozenset((float, complex, np.float64, np.float32, np.float16, np.complex128, np.complex64,
                             np.longdouble, np.clongdouble))
 
@@ -451,7 +484,7 @@ def lift(y, levels):
                 return y
             scalar = False
         elif isinstance(b, (float, complex, np.floating, np.complexfloating)):
-            y = np.asarray(y)
+            y = _np_scalar(y)
             scalar = True
         else:
             return y
@@ -618,7 +651,7 @@ _EMPTY = {}
 _PLAIN_SCALARS = frozenset((float, int, complex, np.float64, np.float32, np.int64))
 
 
-def _fast_call(ufunc, self, a, b):
+def _fast_call(ufunc, self, a, b, scalar_op=None):
     """The hot path of ``a op b`` (and ``np.f(a, b)``): one differentiation
     level in the thread, operands that are Python scalars or tracers of that
     level, no keywords. Goes straight to the level, skipping the general
@@ -633,11 +666,17 @@ def _fast_call(ufunc, self, a, b):
     prim = REGISTRY.get(ufunc)
     if prim is None:
         return None
+    leaves = [a, b] if b is not _NOARG else [a]
+    ew = prim.elementwise
+    if ew is not None and lv.mode == "rev" and prim.rrule is ew[0] and not prim.zero and prim.reads is not None:
+        r = lv.process_ew(prim, leaves, scalar_op)  # plain values only: no dispatch inside, no ceiling needed
+        if r is not None:
+            return r
     st = STATE
     saved = st.ceiling
     st.ceiling = 0
     try:
-        return lv.process(prim, [a, b] if b is not _NOARG else [a], None, None, _EMPTY)
+        return lv.process(prim, leaves, None, None, _EMPTY)
     finally:
         st.ceiling = saved
 
@@ -652,12 +691,20 @@ def _is_scalar(x):
     return type(x) in _PLAIN_SCALARS or isinstance(x, np.generic) or (isinstance(x, Tracer) and x._scalar)
 
 
+# Operators whose NumPy-scalar arithmetic gives the ufunc's bits (IEEE operations), at a
+# tenth of the ufunc's cost on scalars; the fast path uses them for two float64 scalars.
+_SCALAR_ARITHMETIC = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+                      np.true_divide: operator.truediv}
+
+
 def _binop(ufunc):
+    sop = _SCALAR_ARITHMETIC.get(ufunc)
+
     def op(self, other):
         if self._scalar and ufunc in SCALAR_OPS and _is_scalar(other):
             # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
             return bind(SCALAR_OPS[ufunc], (self, other))
-        r = _fast_call(ufunc, self, self, other)
+        r = _fast_call(ufunc, self, self, other, sop)
         if r is None:
             return call_ufunc(ufunc, (self, other), {})
         return r
@@ -665,7 +712,7 @@ def _binop(ufunc):
     def rop(self, other):
         if self._scalar and ufunc in SCALAR_OPS and _is_scalar(other):
             return bind(SCALAR_OPS[ufunc], (other, self))
-        r = _fast_call(ufunc, self, other, self)
+        r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
             return call_ufunc(ufunc, (other, self), {})
         return r
@@ -1221,7 +1268,7 @@ def stop_gradient(x):
             c = b.copy()
         else:
             c = b
-        return lift(np.asarray(c) if v._scalar else c, active_levels())
+        return lift(_np_scalar(c) if v._scalar else c, active_levels())
 
     return tree_map(leaf, x)
 

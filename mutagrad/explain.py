@@ -29,7 +29,7 @@ import numpy as np
 
 from .api import _collect, _normalize_argnums, _unwrap_level, _wrap_args
 from .core import Tracer, bottom
-from .tape import GatherRecord, OpRecord, ReverseLevel, WriteRecord
+from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord
 
 __all__ = ["explain", "Report", "Entry"]
 
@@ -261,7 +261,7 @@ def _arg_label(name: str) -> str:
 
 def _describe(rec, k, label):
     t = type(rec)
-    if t is OpRecord:
+    if t is OpRecord or t is EWRecord:
         ins = [label(s) for s, _, _ in rec.inputs]
         outs = [label(s) for s in rec.outputs if s is not None]
         lhs = ", ".join(outs) if outs else "_"

@@ -170,18 +170,27 @@ class ElementwisePullback:
         if not out_needed:
             self.y = None
 
-    def one(self, g, i):
+    def one(self, g, i, inplace=False):
+        """The cotangent of argument ``i``. ``inplace``: ``g`` is a dead
+        adjoint nobody else holds, so the product may overwrite it (the same
+        bits as ``g * d``, without a new array)."""
         d = self.partials[i]
         if d is None:
             return NoTangent()
         x = self.xs[i]
+        shape = x.shape if hasattr(x, "shape") else np.shape(x)
         if d == 1 and not callable(d):
             ct = g
         elif d == -1 and not callable(d):
+            if inplace and type(g) is np.ndarray and g.shape == shape and g.flags.writeable:
+                return np.negative(g, out=g)
             ct = -g
         else:
-            ct = g * conj_if_complex(d(*self.xs, self.y))
-        shape = x.shape if hasattr(x, "shape") else np.shape(x)
+            dv = conj_if_complex(d(*self.xs, self.y))
+            if (inplace and type(g) is np.ndarray and g.shape == shape and g.flags.writeable
+                    and np.result_type(g, dv) == g.dtype and np.shape(dv) in ((), shape)):
+                return np.multiply(g, dv, out=g)
+            ct = g * dv
         return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
 
     def __call__(self, g):

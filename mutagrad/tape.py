@@ -30,6 +30,8 @@ import numpy as np
 from .config import strict as _config_strict
 from .core import (
     ArrayTracer,
+    ScalarTracer,
+    _FLOAT_SCALARS,
     Level,
     Storage,
     Tracer,
@@ -39,11 +41,12 @@ from .core import (
     bottom,
     view_of,
 )
-from .registry import ElementwisePullback
+from .registry import ElementwisePullback, _Meta
 from .errors import MutationError, NotImplementedTangentError, user_line
-from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
+from .tangents import AbstractZero, NoTangent, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
+_F64 = frozenset((np.float64, float))
 
 
 class OpRecord:
@@ -85,11 +88,14 @@ class OpRecord:
             inputs = self.inputs
             if len(inputs) > 1 and inputs[0][1] is None and inputs[-1][1] is not None:
                 inputs = inputs[::-1]  # views cannot adopt the donation: let them go first
-            for s, geom, pos in inputs:
-                ct = pb.one(g, pos)
+            last = len(inputs) - 1
+            for k in range(last + 1):
+                s, geom, pos = inputs[k]
+                # the last input may compute its cotangent in g itself if g is still ours
+                ct = pb.one(g, pos, donate and k == last)
                 if ct is g:
-                    level.accumulate(s, geom, ct, self, donate)
-                    donate = False
+                    if level.accumulate(s, geom, ct, self, donate):
+                        donate = False  # adopted as an adjoint buffer: no longer ours
                 else:  # computed just now: nobody else holds it
                     level.accumulate(s, geom, ct, self, True)
             return
@@ -120,6 +126,85 @@ class OpRecord:
             if own:
                 adopted.append(ct)  # the same array returned twice is adopted at most once
             level.accumulate(s, g, ct, self, own)
+
+
+class EWRecord(OpRecord):
+    """An elementwise operation with one fresh output, recorded by the fast
+    path: the pullback's state (partials, kept arguments, output) lives in
+    the record itself."""
+
+    __slots__ = ("partials", "xs", "y")
+
+    def __init__(self, partials, xs, y, inputs, out, prim, line):
+        self.pullback = None
+        self.inputs = inputs
+        self.outputs = (out,)
+        self.prim = prim
+        self.line = line
+        self.outtree = None
+        self.partials = partials
+        self.xs = xs
+        self.y = y
+
+    def backward(self, level):
+        s = self.outputs[0]
+        g = s.adj
+        if g is None:
+            return
+        s.adj = s.adjbuf = None
+        inputs = self.inputs
+        if s.poison is not None:
+            for st, geom, _ in inputs:
+                level.accumulate(st, geom, s.poison, self)
+            return
+        partials, xs, y = self.partials, self.xs, self.y
+        if len(inputs) == 1:  # the dead output adjoint is ours: compute in it, adopt it
+            st, geom, pos = inputs[0]
+            level.accumulate(st, geom, _ew_cotangent(g, partials[pos], xs, y, pos, True), self, True)
+            return
+        donate = True
+        if inputs[0][1] is None and inputs[-1][1] is not None:
+            inputs = inputs[::-1]  # views cannot adopt the donation: let them go first
+        last = len(inputs) - 1
+        for k in range(last + 1):
+            st, geom, pos = inputs[k]
+            ct = _ew_cotangent(g, partials[pos], xs, y, pos, donate and k == last)
+            if ct is g:
+                if level.accumulate(st, geom, ct, self, donate):
+                    donate = False  # adopted as an adjoint buffer: no longer ours
+            else:  # computed just now: nobody else holds it
+                level.accumulate(st, geom, ct, self, True)
+
+
+def _ew_cotangent(g, d, xs, y, i, inplace):
+    """``g · conj(∂y/∂x_i)`` summed to x_i's shape (see ElementwisePullback.one)."""
+    if d is None:
+        return NoTangent()
+    shape = xs[i].shape
+    if type(d) is int:
+        if d == 1:
+            ct = g
+        elif inplace and type(g) is _ndarray and g.shape == shape and g.flags.writeable:
+            return _negative(g, out=g)
+        else:
+            ct = -g
+    else:
+        dv = d(*xs, y)
+        dt = getattr(dv, "dtype", None)
+        if dt is not None:
+            if dt.kind == "c":
+                dv = _conj(dv)
+        elif type(dv) is complex:
+            dv = dv.conjugate()
+        if (inplace and type(g) is _ndarray and g.shape == shape and g.flags.writeable
+                and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
+                and (dt is None or dv.shape == () or dv.shape == shape)):
+            return _multiply(g, dv, out=g)
+        ct = g * dv
+    return ct if ct.shape == shape else unbroadcast(ct, shape)
+
+
+_negative, _multiply, _conj, _result_type = np.negative, np.multiply, np.conj, np.result_type
 
 
 class GatherRecord:
@@ -240,6 +325,73 @@ class ReverseLevel(Level):
         snap.flags.writeable = False
         self.snapshots[key] = (a, snap)
         return snap
+
+    def process_ew(self, prim, leaves, scalar_op=None):
+        """The hottest path, :meth:`process` for an elementwise primitive on
+        this level's tracers and plain scalars (one level, no keywords).
+        Returns None for what it does not handle (nothing active)."""
+        vals = []
+        ins = []
+        active = False
+        i = 0
+        for x in leaves:
+            tx = type(x)
+            if tx is ArrayTracer or tx is ScalarTracer:
+                vals.append(x._value)
+                ins.append(i)
+                if x._storage.active:
+                    active = True
+            else:
+                vals.append(x)
+            i += 1
+        if not active:
+            return None
+        if prim.linear:
+            need, out_read = (), False
+        else:
+            reads = prim.reads
+            if len(ins) == 1:
+                need, out_read = reads[ins[0]]
+            else:
+                need, out_read = set(), False
+                for i in ins:
+                    if leaves[i]._storage.active:
+                        r, ry = reads[i]
+                        need.update(r)
+                        out_read = out_read or ry
+            for i in need:
+                if i in ins:
+                    leaves[i]._storage.captured = True
+        ew = prim.elementwise
+        if scalar_op is not None and type(vals[0]) in _F64 and type(vals[1]) in _F64:
+            y = scalar_op(vals[0], vals[1])  # what NumPy scalars' own operator computes
+        else:
+            y = ew[2](*vals)
+        ty = type(y)
+        if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
+            st = Storage(self, y)
+            out = ArrayTracer(y, self, st, None, False)
+        elif ty in _FLOAT_SCALARS and ty is not float and ty is not complex:
+            st = Storage(self, y)
+            out = ScalarTracer(y, self, st, None, True)
+        else:
+            out, st = self.wrap_output(y, leaves, ins, prim.fresh)
+            if st is None:
+                return out
+        for i in range(len(vals)):  # let arrays no pullback reads die now
+            v = vals[i]
+            if type(v) is _ndarray and i not in need and v.size > 64:
+                vals[i] = _Meta(v.shape, v.dtype)
+        inputs = []
+        for i in ins:
+            t = leaves[i]
+            if t._storage.active:
+                inputs.append((t._storage, t._geom, i))
+        self.tape.append(EWRecord(ew[1], tuple(vals), y if out_read else None, inputs, st, prim,
+                                  self._line() if self.record_lines else None))
+        st.active = True
+        st.captured = out_read  # the pullback reads its own output (exp, tanh...)
+        return out
 
     def process(self, prim, leaves, tree, args, kwargs):
         vals = list(leaves)
@@ -388,21 +540,32 @@ class ReverseLevel(Level):
     def accumulate(self, s, geom, ct, rec, owned=False):
         """Add cotangent ``ct`` to the adjoint of view ``geom`` of storage ``s``.
         ``owned``: the caller made ``ct`` and keeps no reference, so it may
-        become the adjoint buffer itself (no copy)."""
+        become the adjoint buffer itself (no copy); returns True if it did."""
         tc = type(ct)
         if (tc is _ndarray or tc is np.float64) and geom is None and not self.index:
             # fast path: a plain cotangent for a whole storage root of the same layout
             adj = s.adj
             if adj is None:
-                if s.shape == ct.shape and s.dtype == ct.dtype and s.root_geom() is None:
-                    if owned and tc is _ndarray and ct.flags.c_contiguous and ct.flags.writeable and (
-                            ct.base is None or ct.flags.owndata):
-                        s.adj = s.adjbuf = ct
-                    else:
+                if s.shape == ct.shape and s.dtype == ct.dtype:
+                    rg = s._rootgeom
+                    if rg is False:
+                        rg = s.root_geom()
+                    if rg is None:
+                        if tc is np.float64 and type(s._root) is np.float64:
+                            s.adj = s.adjbuf = ct  # a NumPy scalar's adjoint: immutable, shared freely
+                            return
+                        if owned and tc is _ndarray and ct.flags.c_contiguous and ct.flags.writeable and (
+                                ct.base is None or ct.flags.owndata):
+                            s.adj = s.adjbuf = ct
+                            return True
                         s.adj = s.adjbuf = np.array(ct, copy=True, order="C")  # C: views index it by byte offsets
+                        return
+            elif type(adj) is _ndarray:
+                if adj.shape == ct.shape and adj.dtype == ct.dtype:
+                    adj += ct
                     return
-            elif type(adj) is _ndarray and adj.shape == ct.shape and adj.dtype == ct.dtype:
-                adj += ct
+            elif type(adj) is np.float64 and tc is np.float64:
+                s.adj = s.adjbuf = adj + ct
                 return
         if ct is None or isinstance(ct, AbstractZero):
             return
@@ -425,6 +588,8 @@ class ReverseLevel(Level):
             _add_overlapping(s, geom, ct, self)
         elif type(av) is _ndarray:  # (nested: the buffers are traced by the outer levels)
             av += ct
+        elif isinstance(av, np.generic):  # a NumPy scalar's adjoint (no views): replace it
+            s.adj = s.adjbuf = av + ct
         else:
             av[...] = av + ct
 

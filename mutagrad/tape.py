@@ -567,6 +567,17 @@ class ReverseLevel(Level):
             elif type(adj) is np.float64 and tc is np.float64:
                 s.adj = s.adjbuf = adj + ct
                 return
+        elif tc is _ndarray and not self.index and not geom.overlap and ct.shape == geom.shape and (
+                ct.dtype == geom.dtype):
+            # fast path: a plain cotangent for a view of the same shape and dtype
+            buf = s.adjbuf
+            if buf is None:
+                s.adjbuf, s.adj = s.new_mirror(self.zeros)
+                buf = s.adjbuf
+            if type(buf) is _ndarray:
+                av = _ndarray(geom.shape, geom.dtype, buffer=buf, offset=geom.offset, strides=geom.strides)
+                av += ct
+                return
         if ct is None or isinstance(ct, AbstractZero):
             return
         if isinstance(ct, NotImplementedTangent):

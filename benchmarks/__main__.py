@@ -10,9 +10,10 @@ import pathlib
 import sys
 import time
 
-from . import threads
+from . import alloc, threads
 
 THREADS = threads.limit()  # before NumPy, torch and JAX are imported
+MALLOC = alloc.configure()
 
 from . import harness, inplace, large, memory, report, tiny  # noqa: E402
 
@@ -41,6 +42,7 @@ def main(argv=None) -> int:
     env = harness.environment(peers)
     env["missing"] = peers.missing
     env["threads"] = threads.describe(THREADS)
+    env["malloc"] = MALLOC
     sections = []
     for name in chosen:
         t = time.perf_counter()

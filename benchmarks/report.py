@@ -118,6 +118,9 @@ def document(env: dict, mode, sections: list, command: str, seconds: float) -> s
         "imported libraries included) are exempted from Python's cyclic GC with `gc.freeze()`, so a row "
         "sees the GC cost of its own objects only.",
     ]
+    if env.get("malloc"):
+        lines.append(f"- {env['malloc']} (see `benchmarks/alloc.py`: otherwise whether torch or JAX was imported "
+                     "changed NumPy's own primal time by up to 3×).")
     if env.get("missing"):
         lines.append("- Peers not installed, skipped: "
                      + ", ".join(f"{k} ({why})" for k, why in env["missing"].items()))

@@ -249,7 +249,7 @@ class Storage:
                     self._rootgeom = self.geom_of(root)
             else:
                 self._root = root
-                self._rootgeom = False
+                self._rootgeom = None if root.flags.c_contiguous else False
         elif tr in _NP_FLOAT_SCALARS:  # a NumPy scalar: no memory geometry
             self.shape = ()
             self.dtype = root.dtype

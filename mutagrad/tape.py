@@ -331,42 +331,41 @@ class ReverseLevel(Level):
         this level's tracers and plain scalars (one level, no keywords).
         Returns None for what it does not handle (nothing active)."""
         vals = []
-        ins = []
-        active = False
+        inputs = []  # (storage, geometry, position) of the active arguments
         i = 0
         for x in leaves:
             tx = type(x)
             if tx is ArrayTracer or tx is ScalarTracer:
                 vals.append(x._value)
-                ins.append(i)
-                if x._storage.active:
-                    active = True
+                st = x._storage
+                if st.active:
+                    inputs.append((st, x._geom, i))
             else:
                 vals.append(x)
             i += 1
-        if not active:
+        if not inputs:
             return None
         if prim.linear:
             need, out_read = (), False
         else:
             reads = prim.reads
-            if len(ins) == 1:
-                need, out_read = reads[ins[0]]
+            if len(inputs) == 1:
+                need, out_read = reads[inputs[0][2]]
             else:
                 need, out_read = set(), False
-                for i in ins:
-                    if leaves[i]._storage.active:
-                        r, ry = reads[i]
-                        need.update(r)
-                        out_read = out_read or ry
-            for i in need:
-                if i in ins:
-                    leaves[i]._storage.captured = True
-        ew = prim.elementwise
+                for _, _, i in inputs:
+                    r, ry = reads[i]
+                    need.update(r)
+                    out_read = out_read or ry
+            for i in need:  # what a pullback reads: later writes into it must save it
+                x = leaves[i]
+                tx = type(x)
+                if tx is ArrayTracer or tx is ScalarTracer:
+                    x._storage.captured = True
         if scalar_op is not None and type(vals[0]) in _F64 and type(vals[1]) in _F64:
             y = scalar_op(vals[0], vals[1])  # what NumPy scalars' own operator computes
         else:
-            y = ew[2](*vals)
+            y = prim.elementwise[2](*vals)
         ty = type(y)
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             st = Storage(self, y)
@@ -375,19 +374,15 @@ class ReverseLevel(Level):
             st = Storage(self, y)
             out = ScalarTracer(y, self, st, None, True)
         else:
+            ins = [k for k in range(len(leaves)) if isinstance(leaves[k], Tracer)]
             out, st = self.wrap_output(y, leaves, ins, prim.fresh)
             if st is None:
                 return out
         for i in range(len(vals)):  # let arrays no pullback reads die now
             v = vals[i]
-            if type(v) is _ndarray and i not in need and v.size > 64:
+            if type(v) is _ndarray and v.size > 64 and i not in need:
                 vals[i] = _Meta(v.shape, v.dtype)
-        inputs = []
-        for i in ins:
-            t = leaves[i]
-            if t._storage.active:
-                inputs.append((t._storage, t._geom, i))
-        self.tape.append(EWRecord(ew[1], tuple(vals), y if out_read else None, inputs, st, prim,
+        self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
                                   self._line() if self.record_lines else None))
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)

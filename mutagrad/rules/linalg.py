@@ -34,6 +34,12 @@ def _mT(a):
 
 def _matmul_vjp(g, a, b, which):
     """Cotangent of ``a @ b`` for operand ``which`` (0 or 1), with NumPy's 1-D rules."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and type(g) is np.ndarray and a.ndim == 2 and (
+            b.ndim <= 2 and a.dtype.kind == "f" and b.dtype.kind == "f"):
+        # the common real matrix @ vector / matrix @ matrix cases, without the general bookkeeping
+        if which == 1:
+            return a.T @ g
+        return np.outer(g, b) if b.ndim == 1 else g @ b.T
     a_nd, b_nd = np.ndim(a), np.ndim(b)
     a2 = np.reshape(a, (1,) + np.shape(a)) if a_nd == 1 else a
     b2 = np.reshape(b, np.shape(b) + (1,)) if b_nd == 1 else b

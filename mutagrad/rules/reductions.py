@@ -24,6 +24,8 @@ def _norm_axis(axis, ndim):
 
 def expand_to(g, shape, axis, keepdims):
     """Broadcast a reduced cotangent back to the reduced array's shape."""
+    if axis is None and (type(g) in _PLAIN_SCALAR_CTS or type(g) is np.ndarray and g.ndim == 0):
+        return np.full(shape, g)  # a total: one fresh array (the tape adopts it)
     ndim = len(shape)
     if not keepdims:
         axes = _norm_axis(axis, ndim)
@@ -52,7 +54,10 @@ def _mean_impl(x, axis=None, keepdims=False, dtype=None):
     return np.mean(x, axis=axis, keepdims=keepdims, dtype=dtype)
 
 
+_PLAIN_SCALAR_CTS = frozenset((np.float64, np.float32, np.complex128, np.complex64))
+
 sum_p = get_primitive(_sum_impl, "np.sum")
+sum_p.fresh_cts = True  # its transpose makes a new array or a read-only broadcast (never adopted)
 mean_p = get_primitive(_mean_impl, "np.mean")
 deflinear(_sum_impl, lambda g, x, axis=None, keepdims=False, dtype=None: expand_to(g, x.shape, axis, keepdims))
 

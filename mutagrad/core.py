@@ -229,8 +229,16 @@ class Storage:
 
     __slots__ = (
         "level", "_root", "_ref", "shape", "dtype", "active", "captured", "adj", "adjbuf", "tangent",
-        "tangentbuf", "aliased", "poison", "name", "_bounds", "_rootgeom", "written", "pristine",
+        "tangentbuf", "_bounds", "_rootgeom", "__dict__",
     )
+    # Rarely set, so class-level defaults (an instance gets a dict only when one is set):
+    aliased = None  # name of another differentiated argument sharing memory
+    poison = None  # a NotImplementedTangent that every derivative through here carries
+    name = None  # "argument 0", ... for messages
+    written = False  # ever written through mutagrad
+    # a constant that plain code may read: a non-differentiated argument, or computed
+    # only from such (never written). Anything else converted to plain values raises.
+    pristine = False
 
     def __init__(self, level, root, active=False):
         self.level = level
@@ -267,13 +275,6 @@ class Storage:
         self.adjbuf = None
         self.tangent = None  # forward: tangent of the root view
         self.tangentbuf = None
-        self.aliased = None  # name of another differentiated argument sharing memory
-        self.poison = None
-        self.name = None
-        self.written = False  # ever written through mutagrad
-        # a constant that plain code may read: a non-differentiated argument, or computed
-        # only from such (never written). Anything else converted to plain values raises.
-        self.pristine = False
 
     @property
     def root(self):

@@ -184,7 +184,7 @@ def _ew_cotangent(g, d, xs, y, i, inplace):
     if type(d) is int:
         if d == 1:
             ct = g
-        elif inplace and type(g) is _ndarray and g.shape == shape and g.flags.writeable:
+        elif inplace and type(g) is _ndarray and g.shape == shape:  # (adjoint buffers are writable)
             return _negative(g, out=g)
         else:
             ct = -g
@@ -196,7 +196,7 @@ def _ew_cotangent(g, d, xs, y, i, inplace):
                 dv = _conj(dv)
         elif type(dv) is complex:
             dv = dv.conjugate()
-        if (inplace and type(g) is _ndarray and g.shape == shape and g.flags.writeable
+        if (inplace and type(g) is _ndarray and g.shape == shape
                 and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
                 and (dt is None or dv.shape == () or dv.shape == shape)):
             return _multiply(g, dv, out=g)
@@ -549,10 +549,11 @@ class ReverseLevel(Level):
                         if tc is np.float64 and type(s._root) is np.float64:
                             s.adj = s.adjbuf = ct  # a NumPy scalar's adjoint: immutable, shared freely
                             return
-                        if owned and tc is _ndarray and ct.flags.c_contiguous and ct.flags.writeable and (
-                                ct.base is None or ct.flags.owndata):
-                            s.adj = s.adjbuf = ct
-                            return True
+                        if owned and tc is _ndarray:
+                            fl = ct.flags
+                            if fl.c_contiguous and fl.writeable and (ct.base is None or fl.owndata):
+                                s.adj = s.adjbuf = ct
+                                return True
                         s.adj = s.adjbuf = np.array(ct, copy=True, order="C")  # C: views index it by byte offsets
                         return
             elif type(adj) is _ndarray:

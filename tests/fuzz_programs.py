@@ -60,6 +60,7 @@ NUMPY_REFUSES: frozenset[str] = frozenset({"cumsum_out_method+plain"})
 
 ARG_SHAPES = [(3,), (4,), (2, 3), (3, 3), (3, 3), (6,), (3, 2)]
 BOUND = 1e3          # every intermediate value stays below this (else the statement is rejected)
+SETTLED_RTOL = 1e-5  # agreement asked of two refined finite differences (and of mutagrad with them)
 FD_STEP = 1e-3       # 4-point stencil: error ~ h^4 f^(5) + eps |f| / h
 RTOL = 1e-6          # |mutagrad - FD| <= RTOL * max(1, max |FD|)
 DOT_RTOL = 1e-9      # <w, J v> (forward) vs <J^T w, v> (reverse)
@@ -1049,18 +1050,24 @@ def _fmt_exc(e):
 
 def _converges_to(fd_at, got, noise, tol):
     """For an ill-conditioned program FD_STEP is too coarse. Refine the step
-    (1e-4, 1e-5, 1e-6): if finite differences converge (the last
-    disagreement is smaller than the one before) and the finest estimate
-    agrees with mutagrad within tolerance plus its own disagreement, the
-    coarse mismatch was FD error. The reference is the converging estimate,
-    never "any step that happens to agree"."""
-    a, b, c = fd_at(1e-4), fd_at(1e-5), fd_at(1e-6)
-    d1 = max(float(np.max(np.abs(x - y), initial=0.0)) for x, y in zip(a, b))
-    d2 = max(float(np.max(np.abs(x - y), initial=0.0)) for x, y in zip(b, c))
-    if not d2 < d1:
-        return False  # not converging: the mismatch stands
-    err = max(float(np.max(np.abs(np.asarray(g) - y), initial=0.0)) for g, y in zip(got, c))
-    return err <= tol + 10 * d2
+    (1e-4 down to 1e-8) and find where finite differences settle: the pair
+    of consecutive steps whose estimates agree best. If they agree within
+    tolerance and mutagrad agrees with the finer of them within tolerance
+    plus their disagreement, the coarse mismatch was FD error. The reference
+    is a settled estimate (two steps agreeing), never "any step that happens
+    to agree" with mutagrad."""
+    def gap(x, y):
+        return max(float(np.max(np.abs(np.asarray(p) - q), initial=0.0)) for p, q in zip(x, y))
+
+    ests = [fd_at(h) for h in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8)]
+    gaps = [gap(ests[k], ests[k + 1]) for k in range(len(ests) - 1)]
+    k = min(range(len(gaps)), key=gaps.__getitem__)
+    ref = ests[k + 1]
+    # the tolerance scales with the settled derivative (the coarse one it replaces may be far off)
+    tol = max(tol, SETTLED_RTOL * max(float(np.max(np.abs(np.asarray(e)), initial=0.0)) for e in ref))
+    if gaps[k] > tol:
+        return False  # never settles: the mismatch stands
+    return gap(got, ref) <= tol + 10 * gaps[k]
 
 
 def check(f, args, seed=0):

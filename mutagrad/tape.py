@@ -240,7 +240,7 @@ class GatherRecord:
 
 
 class WriteRecord:
-    __slots__ = ("dest", "geom", "idx", "saved", "vsrc", "vgeom", "vshape", "winners", "line", "dv")
+    __slots__ = ("dest", "geom", "idx", "saved", "vsrc", "vgeom", "vshape", "winners", "line", "dv", "full")
 
     def __init__(self, dest, geom, idx, saved, dv, line):
         self.dest = dest
@@ -253,6 +253,7 @@ class WriteRecord:
         self.vshape = None
         self.winners = None
         self.line = line
+        self.full = False  # overwrites the whole storage with a whole value of its shape
 
     def swap(self):
         """Exchange the saved elements with the current ones (undo or redo)."""
@@ -268,9 +269,15 @@ class WriteRecord:
         dest = self.dest
         if dest.adj is None:
             return
+        vsrc = self.vsrc
+        if self.full and vsrc.adj is None and dest.poison is None and type(dest.adj) is _ndarray:
+            # every element was overwritten: the value takes the adjoint buffer over, and the
+            # destination's earlier contents have a zero adjoint (None: nothing to zero or copy)
+            vsrc.adj = vsrc.adjbuf = dest.adj
+            dest.adj = dest.adjbuf = None
+            return
         av = level.adjview(dest, self.geom)
         idx = self.idx
-        vsrc = self.vsrc
         if vsrc is not None:
             if dest.poison is not None:
                 level.accumulate(vsrc, self.vgeom, dest.poison, self)
@@ -511,11 +518,16 @@ class ReverseLevel(Level):
         if s.active or vactive or saved is not None:
             rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
             if vactive:
-                rec.vsrc = value._storage
+                vs = value._storage
+                rec.vsrc = vs
                 rec.vgeom = value._geom
                 rec.vshape = value.shape
                 if _may_repeat(idx):
                     rec.winners = _winners(dv, idx, vv)
+                elif (dest._geom is None and value._geom is None and not self.index and _whole(idx)
+                      and vs.shape == s.shape and vs.dtype == s.dtype and vs is not s
+                      and s.root_geom() is None and vs.root_geom() is None):
+                    rec.full = True
             dv[idx] = vv
             self.tape.append(rec)
             if vactive:
@@ -637,6 +649,18 @@ def _same_bits(a, b) -> bool:
     if a.flags.c_contiguous and b.flags.c_contiguous and a.dtype.kind in "fc":
         return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
     return bool(np.array_equal(a, b, equal_nan=True))
+
+
+def _whole(idx) -> bool:
+    """Whether ``x[idx]`` is all of x (``x[...]``, ``x[:]``, ``x[:, :]``)."""
+    if idx is Ellipsis:
+        return True
+    if type(idx) is slice:
+        return idx.start is None and idx.stop is None and idx.step is None
+    if type(idx) is tuple and idx:
+        return all(i is Ellipsis or (type(i) is slice and i.start is None and i.stop is None and i.step is None)
+                   for i in idx)
+    return False
 
 
 def _may_repeat(idx) -> bool:

@@ -69,7 +69,29 @@ def broadcast_of_a_traced_scalar(x):
     return np.sum(b * np.arange(6.0).reshape(2, 3)) + s * s
 
 
-PROGRAMS = [shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
+def full_overwrites(x):
+    """`buf[:] = v` and `u += ...` overwrite whole storages: the value takes the adjoint over."""
+    buf = x * 1.0
+    y = np.sin(buf)  # reads buf before it is overwritten
+    buf[:] = np.exp(x)  # handed over: buf's earlier contents get a zero adjoint
+    z = buf * y
+    buf[...] = np.cos(z) + buf  # the value reads buf itself
+    u = x.copy()
+    for _ in range(3):
+        u += 0.1 * np.tanh(u) * buf  # out= write of a fresh result over all of u
+    return np.sum(u * z)
+
+
+def full_overwrite_of_a_value_used_later(x):
+    buf = np.zeros_like(x)
+    v = np.exp(x)
+    buf[:] = v
+    w = v * 3.0  # v has an adjoint before the write is undone: no hand-over
+    buf[:] = buf * w
+    return np.sum(buf) + np.sum(v * v)
+
+
+PROGRAMS = [full_overwrites, full_overwrite_of_a_value_used_later, shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop,
             broadcast_of_a_traced_scalar]
 

@@ -580,6 +580,20 @@ class ReverseLevel(Level):
             # fast path: a plain cotangent for a view of the same shape and dtype
             buf = s.adjbuf
             if buf is None:
+                item = geom.dtype.itemsize
+                if (geom.dtype == s.dtype and s.root_geom() is None and not geom.offset % item
+                        and _c_contiguous(geom.shape, geom.strides, item)):
+                    # the first contribution, to one block of the storage: copy it in and zero
+                    # only the rest (instead of zeroing everything, then adding)
+                    buf = np.empty(s.shape, s.dtype)
+                    flat = buf.reshape(-1)
+                    k = geom.offset // item
+                    m = ct.size
+                    flat[:k] = 0
+                    flat[k + m:] = 0
+                    flat[k:k + m] = ct.reshape(-1)
+                    s.adj = s.adjbuf = buf
+                    return
                 s.adjbuf, s.adj = s.new_mirror(self.zeros)
                 buf = s.adjbuf
             if type(buf) is _ndarray:
@@ -649,6 +663,16 @@ def _same_bits(a, b) -> bool:
     if a.flags.c_contiguous and b.flags.c_contiguous and a.dtype.kind in "fc":
         return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
     return bool(np.array_equal(a, b, equal_nan=True))
+
+
+def _c_contiguous(shape, strides, item) -> bool:
+    """Whether a view with these strides is one C-ordered block of memory."""
+    want = item
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != want:
+            return False
+        want *= n
+    return True
 
 
 def _whole(idx) -> bool:

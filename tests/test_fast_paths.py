@@ -159,3 +159,23 @@ def test_view_reads_and_writes_through_basic_indices():
         return np.sum(m * m) + np.sum(r[::-1] ** 3)
 
     check_grads(f, X.copy(), order=1)
+
+
+@pytest.mark.parametrize("n", [10, 300, 5000])
+def test_first_contribution_through_a_view_leaves_the_rest_zero(n):
+    """The first cotangent of a storage that arrives through one block of it is
+    copied into an uninitialised buffer whose other elements are zeroed: with
+    freed NaN-filled memory around, the elements no view reached must be 0."""
+    w = np.linspace(1.0, 2.0, n - 5)
+
+    def f(x):
+        y = x * 1.0  # a fresh storage whose only reader is the view below
+        return np.sum(y[2:-3] * w)
+
+    g = mg.grad(f)
+    for _ in range(20):
+        junk = [np.full(n, np.nan) for _ in range(4)]
+        del junk
+        got = g(np.ones(n))
+        assert np.array_equal(got[:2], [0.0, 0.0]) and np.array_equal(got[-3:], [0.0, 0.0, 0.0])
+        assert np.array_equal(got[2:-3], w)

@@ -128,26 +128,30 @@ class OpRecord:
             level.accumulate(s, g, ct, self, own)
 
 
-class EWRecord(OpRecord):
+class EWRecord:
     """An elementwise operation with one fresh output, recorded by the fast
     path: the pullback's state (partials, kept arguments, output) lives in
-    the record itself."""
+    the record itself. Reads like an :class:`OpRecord`."""
 
-    __slots__ = ("partials", "xs", "y")
+    __slots__ = ("inputs", "out", "prim", "line", "partials", "xs", "y")
+    pullback = None
+    outtree = None
 
     def __init__(self, partials, xs, y, inputs, out, prim, line):
-        self.pullback = None
-        self.inputs = inputs
-        self.outputs = (out,)
+        self.inputs = inputs  # list of (storage, geom, leafpos) of the active arguments
+        self.out = out
         self.prim = prim
         self.line = line
-        self.outtree = None
         self.partials = partials
         self.xs = xs
         self.y = y
 
+    @property
+    def outputs(self):
+        return (self.out,)
+
     def backward(self, level):
-        s = self.outputs[0]
+        s = self.out
         g = s.adj
         if g is None:
             return
@@ -605,7 +609,7 @@ class ReverseLevel(Level):
         if isinstance(ct, NotImplementedTangent):
             if self.strict:
                 where = rec.line if rec is not None and rec.line else user_line()
-                name = rec.prim.name if isinstance(rec, OpRecord) else "an indexing operation"
+                name = rec.prim.name if isinstance(rec, (OpRecord, EWRecord)) else "an indexing operation"
                 raise NotImplementedTangentError(
                     f"the derivative of {name} at {where} is not implemented: {ct.message}. "
                     "Treat that argument as a constant with mg.stop_gradient, or register a rule."

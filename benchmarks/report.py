@@ -198,8 +198,11 @@ instead of copied, so the reverse pass allocates almost nothing. The NumPy
 primal is timed with the same allocator setting (see the protocol above).
 
 **Memory of mutation.** A write saves exactly the elements it overwrites, and
-only if a recorded pullback may read them. What the element loops measure
-beyond those bytes is the tape itself: each recorded operation is a few
+only if a recorded pullback may read them: the "saved" columns of (d) count
+those bytes from the tape (8 B per single-element write after a read of the
+whole array; none at all in heat, RK4 and the recurrence, whose overwritten
+values no pullback reads). What the element loops measure beyond those bytes
+is the tape itself: each recorded operation is a few
 Python objects (its record, the output's `Storage`, the index and saved
 value), a few hundred bytes per element step, against the 8 bytes a
 single-element write overwrites. Array-level workloads (heat, RK4) stay within

@@ -164,7 +164,11 @@ class EWRecord:
         partials, xs, y = self.partials, self.xs, self.y
         if len(inputs) == 1:  # the dead output adjoint is ours: compute in it, adopt it
             st, geom, pos = inputs[0]
-            level.accumulate(st, geom, _ew_cotangent(g, partials[pos], xs, y, pos, True), self, True)
+            d = partials[pos]
+            if geom is not None and type(d) is int and d == -1 and g.shape == xs[pos].shape:
+                level.accumulate(st, geom, g, self, False, True)  # a view: subtract, no -g
+            else:
+                level.accumulate(st, geom, _ew_cotangent(g, d, xs, y, pos, True), self, True)
             return
         donate = True
         if inputs[0][1] is None and inputs[-1][1] is not None:
@@ -172,7 +176,11 @@ class EWRecord:
         last = len(inputs) - 1
         for k in range(last + 1):
             st, geom, pos = inputs[k]
-            ct = _ew_cotangent(g, partials[pos], xs, y, pos, donate and k == last)
+            d = partials[pos]
+            if geom is not None and type(d) is int and d == -1 and g.shape == xs[pos].shape:
+                level.accumulate(st, geom, g, self, False, True)  # a view: subtract, no -g
+                continue
+            ct = _ew_cotangent(g, d, xs, y, pos, donate and k == last)
             if ct is g:
                 if level.accumulate(st, geom, ct, self, donate):
                     donate = False  # adopted as an adjoint buffer: no longer ours
@@ -548,11 +556,17 @@ class ReverseLevel(Level):
             return s.adj
         return view_of(s.adjbuf, geom)
 
-    def accumulate(self, s, geom, ct, rec, owned=False):
+    def accumulate(self, s, geom, ct, rec, owned=False, sub=False):
         """Add cotangent ``ct`` to the adjoint of view ``geom`` of storage ``s``.
         ``owned``: the caller made ``ct`` and keeps no reference, so it may
-        become the adjoint buffer itself (no copy); returns True if it did."""
+        become the adjoint buffer itself (no copy); returns True if it did.
+        ``sub``: subtract it instead (one pass into a view's adjoint, no -ct)."""
         tc = type(ct)
+        if sub and (tc is not _ndarray or geom is None or self.index or geom.overlap or ct.shape != geom.shape
+                    or ct.dtype != geom.dtype):
+            ct = -ct
+            tc = type(ct)
+            owned, sub = True, False
         if (tc is _ndarray or tc is np.float64) and geom is None and not self.index:
             # fast path: a plain cotangent for a whole storage root of the same layout
             adj = s.adj
@@ -595,15 +609,24 @@ class ReverseLevel(Level):
                     m = ct.size
                     flat[:k] = 0
                     flat[k + m:] = 0
-                    flat[k:k + m] = ct.reshape(-1)
+                    if sub:
+                        _negative(ct.reshape(-1), out=flat[k:k + m])
+                    else:
+                        flat[k:k + m] = ct.reshape(-1)
                     s.adj = s.adjbuf = buf
                     return
                 s.adjbuf, s.adj = s.new_mirror(self.zeros)
                 buf = s.adjbuf
             if type(buf) is _ndarray:
                 av = _ndarray(geom.shape, geom.dtype, buffer=buf, offset=geom.offset, strides=geom.strides)
-                av += ct
+                if sub:
+                    av -= ct
+                else:
+                    av += ct
                 return
+            if sub:
+                ct = -ct
+                owned = True
         if ct is None or isinstance(ct, AbstractZero):
             return
         if isinstance(ct, NotImplementedTangent):

@@ -91,7 +91,23 @@ def full_overwrite_of_a_value_used_later(x):
     return np.sum(buf) + np.sum(v * v)
 
 
-PROGRAMS = [full_overwrites, full_overwrite_of_a_value_used_later, shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
+def view_subtrahends(x):
+    """Views subtracted (partial -1) are accumulated by subtraction, first contribution or not."""
+    y = x * 1.0
+    a = 1.0 - y[1:-1]  # y's first cotangent: a subtraction into one block
+    b = y[2:] - y[:-2]  # one added, one subtracted view of the same storage
+    c = -y[::2]  # strided: not one block
+    return np.sum(a * b * np.cos(y[1:-1])) + np.sum(c * c * c) - np.sum(x[1:] - x[:-1] ** 2)
+
+
+def first_cotangent_by_subtraction(x):
+    y = x * 1.0
+    z = np.sin(y[:-2])  # read first, so its cotangent arrives last
+    a = 2.0 - y[1:-1]  # the last read: y's first cotangent is subtracted into a fresh buffer
+    return np.sum(a * a * z)
+
+
+PROGRAMS = [first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later, shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop,
             broadcast_of_a_traced_scalar]
 

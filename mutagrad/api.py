@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import TRACERS, Storage, Tracer, bottom, lift, write
+from .core import TRACERS, Storage, Tracer, _bounds_of, bottom, lift, write
 from .errors import MutationError, user_line
 from .forward import ForwardLevel
 from .pytree import tree_flatten, tree_unflatten
@@ -91,11 +91,16 @@ def _wrap_leaf(level, x, name):
 
 def _mark_aliasing(wrapped):
     """Arguments that share memory may be read, not written (writes raise)."""
+    bounds = [_bounds_of(bottom(t)) if type(bottom(t)) is _ndarray else None for t, _ in wrapped]
     for i in range(len(wrapped)):
+        if bounds[i] is None:
+            continue
         bi = bottom(wrapped[i][0])
         for j in range(i):
+            if bounds[j] is None or not (bounds[i][0] < bounds[j][1] and bounds[j][0] < bounds[i][1]):
+                continue  # disjoint address ranges
             bj = bottom(wrapped[j][0])
-            if np.may_share_memory(bi, bj) and np.shares_memory(bi, bj):
+            if np.shares_memory(bi, bj):
                 si, sj = wrapped[i][1].storage, wrapped[j][1].storage
                 si.aliased = si.aliased or sj.name
                 sj.aliased = sj.aliased or si.name
@@ -125,6 +130,9 @@ def _wrap_args(level, args, argnums):
     return args, infos
 
 
+_SCALAR_ARGS = frozenset((float, int, complex, bool, str, type(None)))
+
+
 def _wrap_constants(level, args, argnums, wrapped):
     """Float arrays among the other arguments become inactive traced arrays:
     the function can then write traced values into them (scratch buffers
@@ -134,22 +142,34 @@ def _wrap_constants(level, args, argnums, wrapped):
     for n in range(len(args)):
         if n in argnums or (n - len(args)) in argnums:
             continue
-        leaves, tree = tree_flatten(args[n])
+        a = args[n]
+        if type(a) is _ndarray:  # the common case: one plain array
+            if a.dtype.kind in "fc":
+                args[n] = _wrap_constant(a, f"argument {n}", levels, wrapped)
+            continue
+        if type(a) in _SCALAR_ARGS:
+            continue  # numbers and strings: nothing to wrap
+        leaves, tree = tree_flatten(a)
         if not any(isinstance(v, _ndarray) and v.dtype.kind in "fc" for v in leaves):
             continue
         new = []
         for k, leaf in enumerate(leaves):
             if isinstance(leaf, _ndarray) and leaf.dtype.kind in "fc":
-                t = lift(leaf, levels)
-                t._storage.name = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
-                u = t
-                while isinstance(u, Tracer):  # plain code may read it (int(p[0]), np.asarray(A))
-                    u._storage.pristine = True
-                    u = u._value
-                wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
-                leaf = t
+                leaf = _wrap_constant(leaf, f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else ""),
+                                      levels, wrapped)
             new.append(leaf)
         args[n] = tree_unflatten(tree, new)
+
+
+def _wrap_constant(leaf, name, levels, wrapped):
+    t = lift(leaf, levels)
+    t._storage.name = name
+    u = t
+    while isinstance(u, Tracer):  # plain code may read it (int(p[0]), np.asarray(A))
+        u._storage.pristine = True
+        u = u._value
+    wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
+    return t
 
 
 def _finish_leaf(g, info):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 __all__ = ["tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "register_pytree"]
 
 _REGISTRY: dict[type, tuple] = {}
@@ -36,8 +38,14 @@ class _Node:
 _LEAF = None
 
 
+_PLAIN_LEAVES = frozenset((np.ndarray, float, int, complex, np.float64, bool, type(None), str))
+
+
 def _flatten(x, leaves):
     t = type(x)
+    if t in _PLAIN_LEAVES:  # the common leaves, before the container checks
+        leaves.append(x)
+        return _LEAF
     if t is tuple or t is list:
         return _Node(t, None, [_flatten(c, leaves) for c in x])
     if t is dict:

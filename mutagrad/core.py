@@ -177,6 +177,8 @@ if _DATA_FIELD is not None:
     def _ptr(a) -> int:
         """The address of an array's first element (the data pointer, read
         directly: the public route builds a dict and costs ten times more)."""
+        if type(a) is not _ndarray:  # a subclass may lay its object out differently; scalars have no pointer
+            return _slow_ptr(a)
         return _read_ptr(id(a) + _DATA_FIELD).value or 0
 else:  # pragma: no cover
     _ptr = _slow_ptr

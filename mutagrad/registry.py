@@ -182,12 +182,12 @@ class ElementwisePullback:
         if d == 1 and not callable(d):
             ct = g
         elif d == -1 and not callable(d):
-            if inplace and type(g) is np.ndarray and g.shape == shape and g.flags.writeable:
+            if inplace and type(g) is np.ndarray and g.shape == shape and g.size != 1 and g.flags.writeable:
                 return np.negative(g, out=g)
             ct = -g
         else:
             dv = conj_if_complex(d(*self.xs, self.y))
-            if (inplace and type(g) is np.ndarray and g.shape == shape and g.flags.writeable
+            if (inplace and type(g) is np.ndarray and g.shape == shape and g.size != 1 and g.flags.writeable
                     and np.result_type(g, dv) == g.dtype and np.shape(dv) in ((), shape)):
                 return np.multiply(g, dv, out=g)
             ct = g * dv

@@ -165,37 +165,47 @@ operator, which gives the ufunc's bits at a tenth of its cost), and records
 one `EWRecord` (partials, the arguments its partials read, the output if
 read) plus the output's `Storage` and `Tracer`. The backward step computes
 each active input's cotangent, in the dead output adjoint itself when it is
-the last one, and adds it to the input's adjoint (adopting it when the input
-has none yet). Traced NumPy scalars are NumPy scalars, not 0-d arrays. That is
-about 2 µs forward and 2 µs backward per operation here, below PyTorch eager
-(whose dispatcher and autograd engine are C++); NumPy's own call is
-0.06-0.3 µs of it. The rest is about six Python frames and four small objects
-per operation; a compiled core (dispatcher, `Storage`, `Tracer` and tape
-records in C, rules staying in Python) would remove most of it.
+the last one and larger than one element (NumPy's `out=` path costs three
+times a new array on one element), and adds it to the input's adjoint, or
+hands it over when the input has none yet. Traced NumPy scalars are NumPy
+scalars, not 0-d arrays. That is about 1.5 µs forward and 1.5 µs backward per
+operation on scalars, 2 µs each on shape (1,), against 0.06-0.3 µs for
+NumPy's own call; PyTorch eager, whose dispatcher and autograd engine are
+C++, needs about 4 µs. The rest is about six Python frames and three small
+objects per operation; a compiled core (dispatcher, `Storage`, `Tracer` and
+tape records in C, rules staying in Python) would remove most of it.
 
 **Large arrays.** The gradient of `sum(tanh(A @ x + b)**2 + 0.1*sin(x))`
 w.r.t. x needs the forward matvec and a transposed matvec in the backward
 pass. Here A (8 MB) stays in the 32 MB cache, the matvec is about 85% of the
 primal, and both matvecs cost the same, so no reverse mode can be below about
-1.7x the primal: the hand-written NumPy adjoint measures about 1.9x, and the
-1.4x target is below this machine's floor. What mutagrad adds to the
-hand-written adjoint is fixed Python cost: about 20 µs per `grad` call
-(wrapping the arguments, the level, collecting the gradient) and about 2 µs
-per operation and direction on this 10-operation function, i.e. about 0.1 ms
-against a 0.1 ms primal. That part does not grow with the arrays, so on a
-larger problem the ratio tends to the hand-written adjoint's. A constant `A`
-passed as an argument is not copied (non-differentiated float arguments become
-constant traced arrays, whose writes are recorded). Gradients w.r.t. A
-allocate the 8 MB outer product each call.
+1.7x the primal: the hand-written NumPy adjoint measures about 1.9-2x, and
+the 1.4x target is below this machine's floor. What mutagrad adds to the
+hand-written adjoint is fixed Python cost, about 70-90 µs against a 0.1 ms
+primal: wrapping the three arguments and collecting the gradient (~15 µs),
+the reduction and the matmul through the general dispatcher (~10 µs each way),
+and about 2 µs per elementwise operation and direction. That part does not
+grow with the arrays, so on a larger problem the ratio tends to the
+hand-written adjoint's. A constant `A` passed as an argument is not copied
+(non-differentiated float arguments become constant traced arrays, whose
+writes are recorded). Gradients w.r.t. A allocate the 8 MB outer product
+each call.
 
-**In-place workloads.** At n = 10^5 the heat and RK4 gradients are dominated
-by passes over the arrays, not by Python: the forward pass makes the primal's
-passes, and the reverse pass about 1.5 times as many again (scaling by a
-constant, a negation for each subtraction, a gather and a zeroing of the
-overwritten region per write, an addition into the adjoint of each view
-read). Cotangents are computed in place in buffers the tape owns and adopted
-instead of copied, so the reverse pass allocates almost nothing. The NumPy
-primal is timed with the same allocator setting (see the protocol above).
+**In-place workloads.** At n = 10^5 the heat and RK4 gradients are bound by
+passes over the arrays, not by Python. The forward pass makes the primal's
+passes; in RK4 it also keeps the two operands of `R*u*(1-u)` for every stage
+(640 MB over 100 steps, as any reverse mode must), written to memory that is
+not in cache, which makes it about 1.5x the primal. The reverse pass makes
+about 1.5 times the primal's passes: scaling by a constant, the gather and
+zeroing of each partially overwritten region, an addition into the adjoint
+of each view read, a copy where two fresh operands of an addition both need
+the output's cotangent. What it avoids: cotangents are computed in place in
+adjoint buffers the tape owns and handed over instead of copied; a write over
+a whole array hands its adjoint to the value (no copy, no zeroing); a view
+with partial -1 is accumulated by subtraction; a storage's first cotangent
+through one block of it is copied into an uninitialised buffer with only the
+rest zeroed. The NumPy primal is timed with the same allocator setting (see
+the protocol above).
 
 **Memory of mutation.** A write saves exactly the elements it overwrites, and
 only if a recorded pullback may read them: the "saved" columns of (d) count

@@ -157,7 +157,10 @@ def _find_data_field():
     a few arrays (it follows the object header in PyArrayObject_fields), or
     None: then the slow public route is used."""
     import ctypes
+    import sys
 
+    if sys.implementation.name != "cpython":  # id() is an object's address only in CPython
+        return None
     probes = [np.zeros(3), np.arange(10.0)[3:], np.ones((4, 5))[1:, ::2]]
     for off in (16, 24, 32):
         try:

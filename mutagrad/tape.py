@@ -47,6 +47,7 @@ from .tangents import AbstractZero, NoTangent, NotImplementedTangent, Thunk, Zer
 
 _ndarray = np.ndarray
 _F64 = frozenset((np.float64, float))
+_PLAIN_NUMBERS = frozenset((float, int, np.float64, np.float32))
 
 
 class OpRecord:
@@ -517,6 +518,68 @@ class ReverseLevel(Level):
             out.active = True
             self.tape.append(GatherRecord(s, t._geom, idx, out, _may_repeat(idx), self._line()))
         return res
+
+    def process_ew_into(self, prim, leaves, dest):
+        """``ufunc(*leaves, out=dest)`` computed in place, as NumPy does, for an
+        elementwise primitive whose partials do not read its output, writing
+        all of ``dest`` (this level's array, one level running): recorded as
+        the operation into a fresh storage followed by a write of all of it,
+        without the copy. Returns None for what it does not handle."""
+        vals = []
+        inputs = []
+        i = 0
+        for x in leaves:
+            tx = type(x)
+            if tx is ArrayTracer or tx is ScalarTracer:
+                vals.append(x._value)
+                st = x._storage
+                if st.active:
+                    inputs.append((st, x._geom, i))
+            elif tx in _PLAIN_NUMBERS:
+                vals.append(x)
+            else:
+                return None
+            i += 1
+        if not inputs:
+            return None
+        dv = dest._value
+        if type(dv) is not _ndarray or _result_type(*vals) != dv.dtype or (
+                np.broadcast_shapes(*[np.shape(v) for v in vals]) != dv.shape):
+            return None  # a cast or a broadcast output: the general path
+        if prim.linear:
+            need, out_read = (), False
+        else:
+            reads = prim.reads
+            need, out_read = set(), False
+            for _, _, i in inputs:
+                r, ry = reads[i]
+                need.update(r)
+                out_read = out_read or ry
+            if out_read:
+                return None  # the pullback would read the destination's later contents
+        s = self.check_writable(dest)
+        for i in need:  # what a pullback reads: later writes into it must save it
+            x = leaves[i]
+            tx = type(x)
+            if tx is ArrayTracer or tx is ScalarTracer:
+                x._storage.captured = True
+        saved = dv.copy() if s.captured else None  # before the new values overwrite them
+        prim.elementwise[2](*vals, out=dv)
+        for i in range(len(vals)):  # let arrays no pullback reads die now
+            v = vals[i]
+            if type(v) is _ndarray and v.size > 64 and i not in need:
+                vals[i] = _Meta(v.shape, v.dtype)
+        line = self._line() if self.record_lines else None
+        st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
+        st.active = True
+        self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
+        rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
+        rec.vsrc = st
+        rec.vshape = dv.shape
+        rec.full = s.root_geom() is None and st.root_geom() is None
+        self.tape.append(rec)
+        s.active = True
+        return dest
 
     def write(self, dest, idx, value):
         s = self.check_writable(dest)

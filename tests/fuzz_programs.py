@@ -1050,7 +1050,7 @@ def _fmt_exc(e):
 
 def _converges_to(fd_at, got, noise, tol):
     """For an ill-conditioned program FD_STEP is too coarse. Refine the step
-    (1e-4 down to 1e-8) and find where finite differences settle: the pair
+    (1e-4 down to 1e-10) and find where finite differences settle: the pair
     of consecutive steps whose estimates agree best. If they agree within
     tolerance and mutagrad agrees with the finer of them within tolerance
     plus their disagreement, the coarse mismatch was FD error. The reference
@@ -1059,7 +1059,7 @@ def _converges_to(fd_at, got, noise, tol):
     def gap(x, y):
         return max(float(np.max(np.abs(np.asarray(p) - q), initial=0.0)) for p, q in zip(x, y))
 
-    ests = [fd_at(h) for h in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8)]
+    ests = [fd_at(h) for h in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)]
     gaps = [gap(ests[k], ests[k + 1]) for k in range(len(ests) - 1)]
     k = min(range(len(gaps)), key=gaps.__getitem__)
     ref = ests[k + 1]

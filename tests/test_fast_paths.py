@@ -107,7 +107,36 @@ def first_cotangent_by_subtraction(x):
     return np.sum(a * a * z)
 
 
-PROGRAMS = [first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later, shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
+def inplace_ufuncs_on_whole_arrays(x):
+    """`u op= v` and `ufunc(..., out=u)` over all of u are computed in place, as NumPy does."""
+    u = x * 1.0
+    c = np.sin(u)  # reads u: every write below must save what it overwrites
+    u += np.cos(x)  # the partials read nothing
+    u *= u  # reads the destination itself
+    np.sin(u, out=u)  # a layout-dependent ufunc, in place
+    np.add(u, u[::-1], out=u)  # an input overlapping the destination
+    w = np.zeros_like(x)
+    np.multiply(c, u, out=w)  # a fresh buffer
+    w -= 0.5 * x
+    np.exp(w, out=w)  # reads its output: the general path
+    return np.sum(w * c) + np.sum(u)
+
+
+def inplace_ufunc_into_an_argument(x):
+    x *= 2.0  # the caller's array, overwritten in place (its final contents are checked too)
+    np.tanh(x, out=x)
+    return np.sum(x ** 3)
+
+
+def inplace_op_first_reader(x):
+    w = x * 1.0
+    w *= w  # the first read of w is this in-place product: it must save the old w itself
+    np.multiply(w, x, out=w)
+    w += np.sin(w)
+    return np.sum(w * w)
+
+
+PROGRAMS = [inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument, first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later, shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop,
             broadcast_of_a_traced_scalar]
 
@@ -195,3 +224,20 @@ def test_first_contribution_through_a_view_leaves_the_rest_zero(n):
         got = g(np.ones(n))
         assert np.array_equal(got[:2], [0.0, 0.0]) and np.array_equal(got[-3:], [0.0, 0.0, 0.0])
         assert np.array_equal(got[2:-3], w)
+
+
+def test_inplace_ufunc_leaves_numpys_bits():
+    x = RNG.standard_normal(37)
+
+    def f(x):
+        u = x * 1.0
+        u *= np.float64(1.0001)
+        np.sin(u, out=u)
+        np.add(u, u[::-1], out=u)
+        u /= 3.0
+        return np.sum(u * u), u
+
+    (val, u_traced), _ = mg.value_and_grad(f, has_aux=True)(x.copy())
+    val_plain, u_plain = f(x.copy())
+    assert val.tobytes() == val_plain.tobytes()
+    assert u_traced.tobytes() == u_plain.tobytes()

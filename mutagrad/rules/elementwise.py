@@ -9,7 +9,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import REGISTRY, SCALAR_OPS, UFUNC_HANDLERS, get_primitive, write_out, write_replayed, _no_rule, active_levels, bind, bottom, lift, write
+from ..core import (
+    REGISTRY,
+    SCALAR_OPS,
+    STATE,
+    UFUNC_HANDLERS,
+    ArrayTracer,
+    _no_rule,
+    active_levels,
+    bind,
+    bottom,
+    get_primitive,
+    lift,
+    write,
+    write_out,
+    write_replayed,
+)
 from ..registry import defelementwise, defzero
 from ..tangents import ZeroTangent
 
@@ -43,6 +58,10 @@ def ufunc_call(ufunc, inputs, kwargs):
     if out is not None and all(o is None for o in out):
         out = None
     if where is True:
+        if out is not None and ufunc.nout == 1:  # NumPy's own in-place call: its bits, whatever the loop
+            r = _into(prim, inputs, out[0])
+            if r is not None:
+                return r
         res = bind(prim, inputs)
         if out is None:
             return res
@@ -83,6 +102,19 @@ _LAYOUT_INDEPENDENT = frozenset((
     np.sqrt, np.square, np.reciprocal, np.maximum, np.minimum, np.fmax, np.fmin, np.copysign, np.floor,
     np.ceil, np.trunc, np.rint, np.sign, np.conjugate, np.fmod, np.ldexp, np.heaviside,
 ))
+
+
+def _into(prim, inputs, dest):
+    """``ufunc(*inputs, out=dest)`` computed in place when one reverse-mode
+    level runs and ``dest`` is all of one of its arrays (no copy); None otherwise."""
+    if type(dest) is not ArrayTracer or dest._geom is not None:
+        return None
+    lv = dest._level
+    ew = prim.elementwise
+    if (lv.mode != "rev" or lv.closed or len(STATE.levels) != 1 or ew is None or prim.rrule is not ew[0]
+            or prim.zero or prim.reads is None):
+        return None
+    return lv.process_ew_into(prim, list(inputs), dest)
 
 
 def _write_result(ufunc, inputs, out, idx, res, where):

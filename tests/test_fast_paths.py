@@ -136,9 +136,10 @@ def inplace_op_first_reader(x):
     return np.sum(w * w)
 
 
-PROGRAMS = [inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument, first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later, shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
-            broadcast_operands, complex_partial, scalar_loop,
-            broadcast_of_a_traced_scalar]
+PROGRAMS = [inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
+            first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later,
+            shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
+            broadcast_operands, complex_partial, scalar_loop, broadcast_of_a_traced_scalar]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)

@@ -25,6 +25,8 @@ write before it needs no restoring (no pullback reads the older values).
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .config import strict as _config_strict
@@ -32,6 +34,8 @@ from .core import (
     ArrayTracer,
     ScalarTracer,
     _FLOAT_SCALARS,
+    _is_basic,
+    _ptr,
     Level,
     Storage,
     Tracer,
@@ -254,7 +258,8 @@ class GatherRecord:
 
 
 class WriteRecord:
-    __slots__ = ("dest", "geom", "idx", "saved", "vsrc", "vgeom", "vshape", "winners", "line", "dv", "full")
+    __slots__ = ("dest", "geom", "idx", "saved", "vsrc", "vgeom", "vshape", "winners", "line", "dv", "full",
+                 "block")
 
     def __init__(self, dest, geom, idx, saved, dv, line):
         self.dest = dest
@@ -268,6 +273,7 @@ class WriteRecord:
         self.winners = None
         self.line = line
         self.full = False  # overwrites the whole storage with a whole value of its shape
+        self.block = None  # (first element, count): overwrites one contiguous block with a whole value
 
     def swap(self):
         """Exchange the saved elements with the current ones (undo or redo)."""
@@ -289,6 +295,23 @@ class WriteRecord:
             # destination's earlier contents have a zero adjoint (None: nothing to zero or copy)
             vsrc.adj = vsrc.adjbuf = dest.adj
             dest.adj = dest.adjbuf = None
+            return
+        if (self.block is not None and vsrc.adj is None and dest.poison is None and type(dest.adj) is _ndarray
+                and dest.adjbuf is dest.adj):
+            # a block was overwritten: the value takes that block of the adjoint buffer as its own
+            # (a view nobody else holds), the destination gets a new buffer: the rest copied, the
+            # block zero. One pass over the block instead of two (copy it out, zero it).
+            k, m = self.block
+            old = dest.adj
+            new = np.empty_like(old)
+            of, nf = old.reshape(-1), new.reshape(-1)
+            nf[:k] = of[:k]
+            nf[k + m:] = of[k + m:]
+            nf[k:k + m] = 0
+            region = of[k:k + m].reshape(vsrc.shape)
+            dest.adj = dest.adjbuf = new
+            vsrc.adj = vsrc.adjbuf = region
+            level.own_view(region)
             return
         av = level.adjview(dest, self.geom)
         idx = self.idx
@@ -323,6 +346,7 @@ class ReverseLevel(Level):
         self.strict = strict
         self.record_lines = record_lines or strict
         self.snapshots: dict = {}
+        self.exclusive = None  # id -> array: adjoint memory handed over in blocks (see own_view)
 
     # -- forward pass -------------------------------------------------------
 
@@ -600,10 +624,14 @@ class ReverseLevel(Level):
                 rec.vshape = value.shape
                 if _may_repeat(idx):
                     rec.winners = _winners(dv, idx, vv)
-                elif (dest._geom is None and value._geom is None and not self.index and _whole(idx)
-                      and vs.shape == s.shape and vs.dtype == s.dtype and vs is not s
-                      and s.root_geom() is None and vs.root_geom() is None):
-                    rec.full = True
+                elif (dest._geom is None and value._geom is None and not self.index and vs is not s
+                      and vs.dtype == s.dtype and s.root_geom() is None and vs.root_geom() is None):
+                    if _whole(idx):
+                        rec.full = vs.shape == s.shape
+                    elif (type(idx) is slice or type(idx) is tuple) and _is_basic(idx):
+                        r = dv[idx]
+                        if type(r) is _ndarray and r.shape == vs.shape and r.flags.c_contiguous and r.size:
+                            rec.block = ((_ptr(r) - _ptr(dv)) // r.itemsize, r.size)
             dv[idx] = vv
             self.tape.append(rec)
             if vactive:
@@ -612,6 +640,17 @@ class ReverseLevel(Level):
             dv[idx] = vv
 
     # -- reverse pass -------------------------------------------------------
+
+    def own_view(self, v):
+        """Note that the memory under view ``v`` (an adjoint block handed over) is
+        referenced by nothing else, so ``v`` may be adopted as an adjoint buffer."""
+        if self.exclusive is None:
+            self.exclusive = weakref.WeakValueDictionary()
+        self.exclusive[id(v.base)] = v.base
+
+    def _owned_view(self, ct):
+        ex = self.exclusive
+        return ex is not None and ex.get(id(ct.base)) is ct.base
 
     def adjview(self, s, geom):
         if s.adj is None:
@@ -645,7 +684,8 @@ class ReverseLevel(Level):
                             return
                         if owned and tc is _ndarray:
                             fl = ct.flags
-                            if fl.c_contiguous and fl.writeable and (ct.base is None or fl.owndata):
+                            if fl.c_contiguous and fl.writeable and (
+                                    ct.base is None or fl.owndata or self._owned_view(ct)):
                                 s.adj = s.adjbuf = ct
                                 return True
                         s.adj = s.adjbuf = np.array(ct, copy=True, order="C")  # C: views index it by byte offsets

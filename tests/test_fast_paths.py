@@ -136,7 +136,23 @@ def inplace_op_first_reader(x):
     return np.sum(w * w)
 
 
-PROGRAMS = [inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
+def block_writes(x):
+    """`buf[a:b] = fresh` hands that block of buf's adjoint to the value; the rest stays buf's."""
+    n = x.shape[0]
+    u = x * 1.0
+    new = np.zeros_like(x)
+    for _ in range(3):
+        new[1:-1] = u[1:-1] + 0.25 * (u[2:] - 2 * u[1:-1] + u[:-2])  # the heat stencil
+        new[0] = new[1] * 0.5
+        new[-1] = np.sin(new[-2])
+        u, new = new, u
+    m = u.reshape(3, n // 3).copy()
+    m[1:, :] = np.cos(m[:-1, :]) * m[1:, :]  # a block of rows, from values that overlap it
+    m[0, 1:3] = m[2, :2] * 3.0
+    return np.sum(m * m) + np.sum(u[::2])
+
+
+PROGRAMS = [block_writes, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
             first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later,
             shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop, broadcast_of_a_traced_scalar]

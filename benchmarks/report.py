@@ -196,16 +196,18 @@ passes over the arrays, not by Python. The forward pass makes the primal's
 passes; in RK4 it also keeps the two operands of `R*u*(1-u)` for every stage
 (640 MB over 100 steps, as any reverse mode must), written to memory that is
 not in cache, which makes it about 1.5x the primal. The reverse pass makes
-about 1.5 times the primal's passes: scaling by a constant, the gather and
-zeroing of each partially overwritten region, an addition into the adjoint
-of each view read, a copy where two fresh operands of an addition both need
-the output's cotangent. What it avoids: cotangents are computed in place in
-adjoint buffers the tape owns and handed over instead of copied; a write over
-a whole array hands its adjoint to the value (no copy, no zeroing); a view
-with partial -1 is accumulated by subtraction; a storage's first cotangent
-through one block of it is copied into an uninitialised buffer with only the
-rest zeroed. The NumPy primal is timed with the same allocator setting (see
-the protocol above).
+about 1.3-1.5 times the primal's passes: scaling by a constant, an addition
+into the adjoint of each view read, a copy where two fresh operands of an
+addition both need the output's cotangent, the zeroing of each overwritten
+block. What it avoids: cotangents are computed in place in adjoint buffers
+the tape owns and handed over instead of copied; a write of a fresh value
+over a whole array, or over one contiguous block of it (`new[1:-1] = ...`),
+hands that part of the adjoint buffer to the value; a view with partial -1
+is accumulated by subtraction; a storage's first cotangent through one block
+of it is copied into an uninitialised buffer with only the rest zeroed; an
+in-place ufunc over a whole array (`u += v`) computes into it as NumPy does.
+The NumPy primal is timed with the same allocator setting (see the protocol
+above).
 
 **Memory of mutation.** A write saves exactly the elements it overwrites, and
 only if a recorded pullback may read them: the "saved" columns of (d) count

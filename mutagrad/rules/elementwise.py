@@ -59,7 +59,7 @@ def ufunc_call(ufunc, inputs, kwargs):
         out = None
     if where is True:
         if out is not None and ufunc.nout == 1:  # NumPy's own in-place call: its bits, whatever the loop
-            r = _into(prim, inputs, out[0])
+            r = _into(ufunc, prim, inputs, out[0])
             if r is not None:
                 return r
         res = bind(prim, inputs)
@@ -104,7 +104,7 @@ _LAYOUT_INDEPENDENT = frozenset((
 ))
 
 
-def _into(prim, inputs, dest):
+def _into(ufunc, prim, inputs, dest):
     """``ufunc(*inputs, out=dest)`` computed in place when one reverse-mode
     level runs and ``dest`` is all of one of its arrays (no copy); None otherwise."""
     if type(dest) is not ArrayTracer or dest._geom is not None:
@@ -112,7 +112,7 @@ def _into(prim, inputs, dest):
     lv = dest._level
     ew = prim.elementwise
     if (lv.mode != "rev" or lv.closed or len(STATE.levels) != 1 or ew is None or prim.rrule is not ew[0]
-            or prim.zero or prim.reads is None):
+            or ew[2] is not ufunc or prim.zero or prim.reads is None):
         return None
     return lv.process_ew_into(prim, list(inputs), dest)
 

@@ -1159,6 +1159,16 @@ class ArrayTracer(Tracer):
     __slots__ = ()
 
     def __getitem__(self, idx):
+        lv = self._level
+        ti = type(idx)
+        if (ti is slice or ti is tuple and _is_basic(idx)) and lv.index == 0 and STATE.ceiling == 1 and not lv.closed:
+            # the outermost level and a basic index: a view of this storage, nothing to record
+            v = self._value[idx]
+            if type(v) is _ndarray:
+                s = self._storage
+                g = self._geom
+                over = g.overlap if g is not None else s.root_geom() is not None and s._rootgeom.overlap
+                return ArrayTracer(v, lv, s, s.geom_of(v, over), False)
         return bind_with("getitem", self, _check_index(idx))
 
     def __setitem__(self, idx, value):

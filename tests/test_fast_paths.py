@@ -152,7 +152,17 @@ def block_writes(x):
     return np.sum(m * m) + np.sum(u[::2])
 
 
-PROGRAMS = [block_writes, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
+def slices_of_overlapping_views(x):
+    """A basic index of a view whose elements share memory keeps sharing: its
+    cotangent must still be summed over the aliases."""
+    w = np.arange(24.0).reshape(6, 4)[:, :3] + 1
+    b = np.broadcast_to(x[:3], (6, 3))
+    c = b[1:, ::2]
+    d = np.lib.stride_tricks.sliding_window_view(x, 3)[1:]
+    return np.sum(np.sin(c) * w[1:, ::2]) + np.sum(d * d * (np.arange(d.size).reshape(d.shape) + 1.0))
+
+
+PROGRAMS = [slices_of_overlapping_views, block_writes, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
             first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later,
             shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop, broadcast_of_a_traced_scalar]

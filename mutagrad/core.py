@@ -705,11 +705,24 @@ _EMPTY = {}
 _PLAIN_SCALARS = frozenset((float, int, complex, np.float64, np.float32, np.int64))
 
 
-def _fast_call(ufunc, self, a, b, scalar_op=None):
+def ew_rule(prim):
+    """``prim.elementwise`` (rule, partials, function) if the tape may record
+    ``prim`` as an elementwise operation: defined by defelementwise and its
+    reverse rule not replaced since; else None."""
+    ew = prim.elementwise
+    if ew is not None and prim.rrule is ew[0] and not prim.zero:
+        return ew
+    return None
+
+
+def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
     """The hot path of ``a op b`` (and ``np.f(a, b)``): one differentiation
     level in the thread, operands that are Python scalars or tracers of that
     level, no keywords. Goes straight to the level, skipping the general
-    dispatcher; returns None when the call is not of that kind."""
+    dispatcher; returns None when the call is not of that kind.
+
+    ``dest``: ``np.f(a, b, out=dest)`` with ``dest`` all of an array of that
+    level (``self``), computed in place by a reverse-mode level, or None."""
     lv = self._level
     if lv.closed or len(STATE.levels) != 1:
         return None
@@ -721,11 +734,13 @@ def _fast_call(ufunc, self, a, b, scalar_op=None):
     if prim is None:
         return None
     leaves = [a, b] if b is not _NOARG else [a]
-    ew = prim.elementwise
-    if ew is not None and lv.mode == "rev" and prim.rrule is ew[0] and not prim.zero and prim.reads is not None:
-        r = lv.process_ew(prim, leaves, scalar_op)  # plain values only: no dispatch inside, no ceiling needed
-        if r is not None:
+    if lv.mode == "rev" and ew_rule(prim) is not None:
+        # plain values only: no dispatch inside, no ceiling needed
+        r = lv.process_ew(prim, leaves, scalar_op, dest)
+        if r is not None or dest is not None:
             return r
+    elif dest is not None:
+        return None
     st = STATE
     saved = st.ceiling
     st.ceiling = 0

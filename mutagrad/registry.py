@@ -142,10 +142,57 @@ def _reads_of(d, n):
     return frozenset(i for i in range(n) if params[i] in used), params[n] in used
 
 
+def drop_unread(xs, needed):
+    """Replace, in list ``xs``, the arrays no partial reads (positions not in
+    ``needed``) by their shape and dtype, so that temporaries die now. Small
+    arrays are not worth it."""
+    for i in range(len(xs)):
+        x = xs[i]
+        if type(x) is np.ndarray and x.size > 64 and i not in needed:
+            xs[i] = _Meta(x.shape, x.dtype)
+
+
+def ew_cotangent(g, d, xs, y, i, inplace=False):
+    """``ȳ · conj(∂y/∂x_i)`` of an elementwise function, summed to x_i's shape.
+
+    ``d`` is the partial (a function of ``(*xs, y)``, ``1``, ``-1`` or None).
+    ``inplace``: ``g`` is a dead adjoint buffer nobody else holds, so the
+    product may overwrite it (the same bits as ``g * d``, without a new array;
+    not for one element, where NumPy's ``out=`` costs three times a new array).
+    """
+    if d is None:
+        return NoTangent()
+    x = xs[i]
+    shape = x.shape if hasattr(x, "shape") else np.shape(x)
+    if type(d) is int:
+        if d == 1:
+            ct = g
+        elif inplace and type(g) is np.ndarray and g.shape == shape and g.size != 1:
+            return np.negative(g, out=g)
+        else:
+            ct = -g
+    else:
+        dv = d(*xs, y)
+        dt = getattr(dv, "dtype", None)
+        if dt is not None:
+            if dt.kind == "c":
+                dv = np.conj(dv)
+        elif type(dv) is complex:
+            dv = dv.conjugate()
+        if (inplace and type(g) is np.ndarray and g.shape == shape and g.size != 1
+                and (dt is None or dt == g.dtype or np.result_type(g, dv) == g.dtype)
+                and (dt is None or dv.shape == () or dv.shape == shape)):
+            return np.multiply(g, dv, out=g)
+        ct = g * dv
+    cs = ct.shape if hasattr(ct, "shape") else np.shape(ct)
+    return ct if cs == shape else unbroadcast(ct, shape)
+
+
 class ElementwisePullback:
     """The pullback of an elementwise function: ``ȳ · conj(∂y/∂x_i)`` summed
-    to x_i's shape. The tape asks it for the active arguments only
-    (:meth:`one`); called as a function it returns lazy cotangents for all."""
+    to x_i's shape, as lazy cotangents for all arguments (the tape records
+    elementwise operations as ``EWRecord``s and calls :func:`ew_cotangent`
+    for the active ones only; this is what the rule itself returns)."""
 
     __slots__ = ("partials", "xs", "y")
 
@@ -154,44 +201,8 @@ class ElementwisePullback:
         self.xs = xs
         self.y = y
 
-    def keep_only(self, needed, out_needed):
-        """Drop the arrays (and output) no active partial reads, keeping their
-        shapes, so that temporaries die now. Small arrays are not worth it."""
-        xs = self.xs
-        new = None
-        for i in range(len(xs)):
-            x = xs[i]
-            if i not in needed and type(x) is np.ndarray and x.size > 64:
-                if new is None:
-                    new = list(xs)
-                new[i] = _Meta(x.shape, x.dtype)
-        if new is not None:
-            self.xs = tuple(new)
-        if not out_needed:
-            self.y = None
-
-    def one(self, g, i, inplace=False):
-        """The cotangent of argument ``i``. ``inplace``: ``g`` is a dead
-        adjoint nobody else holds, so the product may overwrite it (the same
-        bits as ``g * d``, without a new array)."""
-        d = self.partials[i]
-        if d is None:
-            return NoTangent()
-        x = self.xs[i]
-        shape = x.shape if hasattr(x, "shape") else np.shape(x)
-        if d == 1 and not callable(d):
-            ct = g
-        elif d == -1 and not callable(d):
-            if inplace and type(g) is np.ndarray and g.shape == shape and g.size != 1 and g.flags.writeable:
-                return np.negative(g, out=g)
-            ct = -g
-        else:
-            dv = conj_if_complex(d(*self.xs, self.y))
-            if (inplace and type(g) is np.ndarray and g.shape == shape and g.size != 1 and g.flags.writeable
-                    and np.result_type(g, dv) == g.dtype and np.shape(dv) in ((), shape)):
-                return np.multiply(g, dv, out=g)
-            ct = g * dv
-        return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
+    def one(self, g, i):
+        return ew_cotangent(g, self.partials[i], self.xs, self.y, i)
 
     def __call__(self, g):
         return tuple(Thunk(functools.partial(self.one, g, i)) for i in range(len(self.partials)))
@@ -206,6 +217,9 @@ def defelementwise(fn, *partials, impl=None):
     p = _prim_for(fn)
     call = impl or fn
     n = len(partials)
+    for d in partials:
+        if not (d is None or callable(d) or (type(d) is int and d in (1, -1))):
+            raise TypeError(f"defelementwise({p.name}): a partial is a function, 1, -1 or None, not {d!r}")
     p.linear = all(d is None or (not callable(d)) for d in partials)
     p.reads = tuple(_reads_of(d, n) for d in partials)
     p.fresh = isinstance(fn, np.ufunc)

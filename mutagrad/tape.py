@@ -36,6 +36,7 @@ from .core import (
     _FLOAT_SCALARS,
     _is_basic,
     _ptr,
+    ew_rule,
     Level,
     Storage,
     Tracer,
@@ -45,13 +46,12 @@ from .core import (
     bottom,
     view_of,
 )
-from .registry import ElementwisePullback, _Meta
+from .registry import ElementwisePullback, drop_unread, ew_cotangent
 from .errors import MutationError, NotImplementedTangentError, user_line
-from .tangents import AbstractZero, NoTangent, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
+from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
 _F64 = frozenset((np.float64, float))
-_PLAIN_NUMBERS = frozenset((float, int, np.float64, np.float32))
 
 
 class OpRecord:
@@ -85,24 +85,6 @@ class OpRecord:
                 level.accumulate(s, g, poison, self)
             return
         if not any_ct:
-            return
-        pb = self.pullback
-        if type(pb) is ElementwisePullback:
-            g = cts[0]
-            donate = True  # the output's adjoint is dead now: one input may adopt it
-            inputs = self.inputs
-            if len(inputs) > 1 and inputs[0][1] is None and inputs[-1][1] is not None:
-                inputs = inputs[::-1]  # views cannot adopt the donation: let them go first
-            last = len(inputs) - 1
-            for k in range(last + 1):
-                s, geom, pos = inputs[k]
-                # the last input may compute its cotangent in g itself if g is still ours
-                ct = pb.one(g, pos, donate and k == last)
-                if ct is g:
-                    if level.accumulate(s, geom, ct, self, donate):
-                        donate = False  # adopted as an adjoint buffer: no longer ours
-                else:  # computed just now: nobody else holds it
-                    level.accumulate(s, geom, ct, self, True)
             return
         if self.outtree is None:
             res = self.pullback(cts[0])
@@ -173,7 +155,7 @@ class EWRecord:
             if geom is not None and type(d) is int and d == -1 and g.shape == xs[pos].shape:
                 level.accumulate(st, geom, g, self, False, True)  # a view: subtract, no -g
             else:
-                level.accumulate(st, geom, _ew_cotangent(g, d, xs, y, pos, True), self, True)
+                level.accumulate(st, geom, ew_cotangent(g, d, xs, y, pos, True), self, True)
             return
         donate = True
         if inputs[0][1] is None and inputs[-1][1] is not None:
@@ -185,44 +167,12 @@ class EWRecord:
             if geom is not None and type(d) is int and d == -1 and g.shape == xs[pos].shape:
                 level.accumulate(st, geom, g, self, False, True)  # a view: subtract, no -g
                 continue
-            ct = _ew_cotangent(g, d, xs, y, pos, donate and k == last)
+            ct = ew_cotangent(g, d, xs, y, pos, donate and k == last)
             if ct is g:
                 if level.accumulate(st, geom, ct, self, donate):
                     donate = False  # adopted as an adjoint buffer: no longer ours
             else:  # computed just now: nobody else holds it
                 level.accumulate(st, geom, ct, self, True)
-
-
-def _ew_cotangent(g, d, xs, y, i, inplace):
-    """``g · conj(∂y/∂x_i)`` summed to x_i's shape (see ElementwisePullback.one)."""
-    if d is None:
-        return NoTangent()
-    shape = xs[i].shape
-    if type(d) is int:
-        if d == 1:
-            ct = g
-        elif inplace and type(g) is _ndarray and g.shape == shape and g.size != 1:  # (adjoints are writable)
-            return _negative(g, out=g)
-        else:
-            ct = -g
-    else:
-        dv = d(*xs, y)
-        dt = getattr(dv, "dtype", None)
-        if dt is not None:
-            if dt.kind == "c":
-                dv = _conj(dv)
-        elif type(dv) is complex:
-            dv = dv.conjugate()
-        # in place (out=) only where it pays: NumPy's out= path costs three times more on one element
-        if (inplace and type(g) is _ndarray and g.shape == shape and g.size != 1
-                and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
-                and (dt is None or dv.shape == () or dv.shape == shape)):
-            return _multiply(g, dv, out=g)
-        ct = g * dv
-    return ct if ct.shape == shape else unbroadcast(ct, shape)
-
-
-_negative, _multiply, _conj, _result_type = np.negative, np.multiply, np.conj, np.result_type
 
 
 class GatherRecord:
@@ -371,10 +321,16 @@ class ReverseLevel(Level):
         self.snapshots[key] = (a, snap)
         return snap
 
-    def process_ew(self, prim, leaves, scalar_op=None):
+    def process_ew(self, prim, leaves, scalar_op=None, dest=None):
         """The hottest path, :meth:`process` for an elementwise primitive on
-        this level's tracers and plain scalars (one level, no keywords).
-        Returns None for what it does not handle (nothing active)."""
+        this level's tracers and plain numbers (one level, no keywords).
+
+        With ``dest`` (all of one of this level's arrays), computes
+        ``f(*leaves, out=dest)`` in place as NumPy does, recorded as the
+        operation into a fresh storage followed by a write of all of ``dest``
+        (no copy of the result). Returns None for what it does not handle
+        (nothing active; for ``dest``, a cast, a broadcast output, or a
+        pullback that reads the output, i.e. ``dest``'s later contents)."""
         vals = []
         inputs = []  # (storage, geometry, position) of the active arguments
         i = 0
@@ -390,6 +346,12 @@ class ReverseLevel(Level):
             i += 1
         if not inputs:
             return None
+        if dest is not None:
+            dv = dest._value
+            if type(dv) is not _ndarray or type(prim.elementwise[2]) is not np.ufunc or (
+                    np.result_type(*vals) != dv.dtype) or (
+                    np.broadcast_shapes(*[np.shape(v) for v in vals]) != dv.shape):
+                return None
         if prim.linear:
             need, out_read = (), False
         else:
@@ -402,15 +364,24 @@ class ReverseLevel(Level):
                     r, ry = reads[i]
                     need.update(r)
                     out_read = out_read or ry
+            if dest is not None and out_read:
+                return None
             for i in need:  # what a pullback reads: later writes into it must save it
                 x = leaves[i]
                 tx = type(x)
                 if tx is ArrayTracer or tx is ScalarTracer:
                     x._storage.captured = True
+        if dest is not None:
+            return self._ew_into(prim, vals, inputs, need, dest, dv)
         if scalar_op is not None and type(vals[0]) in _F64 and type(vals[1]) in _F64:
             y = scalar_op(vals[0], vals[1])  # what NumPy scalars' own operator computes
         else:
             y = prim.elementwise[2](*vals)
+        return self._ew_record(prim, leaves, vals, inputs, need, out_read, y)
+
+    def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y):
+        """Wrap the result ``y`` of an elementwise primitive and record it as
+        one EWRecord (keeping only the arguments its partials read)."""
         ty = type(y)
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             st = Storage(self, y)
@@ -418,20 +389,34 @@ class ReverseLevel(Level):
         elif ty in _FLOAT_SCALARS and ty is not float and ty is not complex:
             st = Storage(self, y)
             out = ScalarTracer(y, self, st, None, True)
-        else:
-            ins = [k for k in range(len(leaves)) if isinstance(leaves[k], Tracer)]
+        else:  # a view, a non-float result, or an outer level's tracer
+            ins = [k for k in range(len(leaves)) if isinstance(leaves[k], Tracer) and leaves[k]._level is self]
             out, st = self.wrap_output(y, leaves, ins, prim.fresh)
             if st is None:
                 return out
-        for i in range(len(vals)):  # let arrays no pullback reads die now
-            v = vals[i]
-            if type(v) is _ndarray and v.size > 64 and i not in need:
-                vals[i] = _Meta(v.shape, v.dtype)
+        drop_unread(vals, need)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
-                                  self._line() if self.record_lines else None))
+                                  self._line()))
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)
         return out
+
+    def _ew_into(self, prim, vals, inputs, need, dest, dv):
+        s = self.check_writable(dest)
+        saved = dv.copy() if s.captured else None  # before the new values overwrite them
+        prim.elementwise[2](*vals, out=dv)
+        drop_unread(vals, need)
+        line = self._line()
+        st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
+        st.active = True
+        self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
+        rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
+        rec.vsrc = st
+        rec.vshape = dv.shape
+        rec.full = s.root_geom() is None and st.root_geom() is None
+        self.tape.append(rec)
+        s.active = True
+        return dest
 
     def process(self, prim, leaves, tree, args, kwargs):
         vals = list(leaves)
@@ -471,21 +456,17 @@ class ReverseLevel(Level):
                     leaf._storage.captured = True
                 elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
                     vals[i] = self.snapshot(leaf)
-        ew = prim.elementwise
-        if ew is not None and tree is None and not kwargs and prim.rrule is ew[0]:
-            # what the elementwise rrule does, without the calls: the hottest path
-            y = ew[2](*vals)
-            if prim.fresh and type(y) is _ndarray and y.base is None and y.dtype.kind in _FLOAT_KINDS:
-                pb = ElementwisePullback(ew[1], tuple(vals), y)
-                pb.keep_only(need, out_read)
-                st = Storage(self, y)
-                self._record_one(pb, leaves, ins, st, prim, out_read)
-                return ArrayTracer(y, self, st, None, False)
-            pb = ElementwisePullback(ew[1], tuple(vals), y)
-        else:
-            y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
-        if type(pb) is ElementwisePullback and prim.reads is not None:
-            pb.keep_only(need, out_read)  # let temporaries no pullback reads die now
+        if tree is None and not kwargs and ew_rule(prim) is not None:
+            # what the elementwise rrule does, recorded as one EWRecord
+            inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
+            return self._ew_record(prim, leaves, vals, inputs, need, out_read, prim.elementwise[2](*vals))
+        y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
+        if type(pb) is ElementwisePullback and prim.reads is not None:  # a rule called directly
+            xs = list(pb.xs)
+            drop_unread(xs, need)  # let temporaries no pullback reads die now
+            pb.xs = tuple(xs)
+            if not out_read:
+                pb.y = None
         return self.wrap(y, leaves, ins, pb, prim, out_read)
 
     def _record_one(self, pb, leaves, ins, s, prim, out_read):
@@ -542,68 +523,6 @@ class ReverseLevel(Level):
             out.active = True
             self.tape.append(GatherRecord(s, t._geom, idx, out, _may_repeat(idx), self._line()))
         return res
-
-    def process_ew_into(self, prim, leaves, dest):
-        """``ufunc(*leaves, out=dest)`` computed in place, as NumPy does, for an
-        elementwise primitive whose partials do not read its output, writing
-        all of ``dest`` (this level's array, one level running): recorded as
-        the operation into a fresh storage followed by a write of all of it,
-        without the copy. Returns None for what it does not handle."""
-        vals = []
-        inputs = []
-        i = 0
-        for x in leaves:
-            tx = type(x)
-            if tx is ArrayTracer or tx is ScalarTracer:
-                vals.append(x._value)
-                st = x._storage
-                if st.active:
-                    inputs.append((st, x._geom, i))
-            elif tx in _PLAIN_NUMBERS:
-                vals.append(x)
-            else:
-                return None
-            i += 1
-        if not inputs:
-            return None
-        dv = dest._value
-        if type(dv) is not _ndarray or _result_type(*vals) != dv.dtype or (
-                np.broadcast_shapes(*[np.shape(v) for v in vals]) != dv.shape):
-            return None  # a cast or a broadcast output: the general path
-        if prim.linear:
-            need, out_read = (), False
-        else:
-            reads = prim.reads
-            need, out_read = set(), False
-            for _, _, i in inputs:
-                r, ry = reads[i]
-                need.update(r)
-                out_read = out_read or ry
-            if out_read:
-                return None  # the pullback would read the destination's later contents
-        s = self.check_writable(dest)
-        for i in need:  # what a pullback reads: later writes into it must save it
-            x = leaves[i]
-            tx = type(x)
-            if tx is ArrayTracer or tx is ScalarTracer:
-                x._storage.captured = True
-        saved = dv.copy() if s.captured else None  # before the new values overwrite them
-        prim.elementwise[2](*vals, out=dv)
-        for i in range(len(vals)):  # let arrays no pullback reads die now
-            v = vals[i]
-            if type(v) is _ndarray and v.size > 64 and i not in need:
-                vals[i] = _Meta(v.shape, v.dtype)
-        line = self._line() if self.record_lines else None
-        st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
-        st.active = True
-        self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
-        rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
-        rec.vsrc = st
-        rec.vshape = dv.shape
-        rec.full = s.root_geom() is None and st.root_geom() is None
-        self.tape.append(rec)
-        s.active = True
-        return dest
 
     def write(self, dest, idx, value):
         s = self.check_writable(dest)
@@ -717,7 +636,7 @@ class ReverseLevel(Level):
                     flat[:k] = 0
                     flat[k + m:] = 0
                     if sub:
-                        _negative(ct.reshape(-1), out=flat[k:k + m])
+                        np.negative(ct.reshape(-1), out=flat[k:k + m])
                     else:
                         flat[k:k + m] = ct.reshape(-1)
                     s.adj = s.adjbuf = buf

@@ -12,9 +12,10 @@ import numpy as np
 from ..core import (
     REGISTRY,
     SCALAR_OPS,
-    STATE,
     UFUNC_HANDLERS,
     ArrayTracer,
+    _NOARG,
+    _fast_call,
     _no_rule,
     active_levels,
     bind,
@@ -59,7 +60,7 @@ def ufunc_call(ufunc, inputs, kwargs):
         out = None
     if where is True:
         if out is not None and ufunc.nout == 1:  # NumPy's own in-place call: its bits, whatever the loop
-            r = _into(ufunc, prim, inputs, out[0])
+            r = _into(ufunc, inputs, out[0])
             if r is not None:
                 return r
         res = bind(prim, inputs)
@@ -104,17 +105,13 @@ _LAYOUT_INDEPENDENT = frozenset((
 ))
 
 
-def _into(ufunc, prim, inputs, dest):
-    """``ufunc(*inputs, out=dest)`` computed in place when one reverse-mode
-    level runs and ``dest`` is all of one of its arrays (no copy); None otherwise."""
-    if type(dest) is not ArrayTracer or dest._geom is not None:
+def _into(ufunc, inputs, dest):
+    """``ufunc(*inputs, out=dest)`` computed in place, as NumPy does, when the
+    fast path takes it (one reverse-mode level, ``dest`` all of one of its
+    arrays); None otherwise."""
+    if type(dest) is not ArrayTracer or dest._geom is not None or not 0 < len(inputs) <= 2:
         return None
-    lv = dest._level
-    ew = prim.elementwise
-    if (lv.mode != "rev" or lv.closed or len(STATE.levels) != 1 or ew is None or prim.rrule is not ew[0]
-            or ew[2] is not ufunc or prim.zero or prim.reads is None):
-        return None
-    return lv.process_ew_into(prim, list(inputs), dest)
+    return _fast_call(ufunc, dest, inputs[0], inputs[1] if len(inputs) == 2 else _NOARG, None, dest)
 
 
 def _write_result(ufunc, inputs, out, idx, res, where):

@@ -434,10 +434,8 @@ class Level:
             if b.dtype.kind not in _FLOAT_KINDS:
                 return v, None
             if b.base is not None:
-                g = t._geom
-                if _is_basic(idx):  # a view of t: inside the storage, overlapping only if t is
-                    over = g.overlap if g is not None else s.root_geom() is not None and s._rootgeom.overlap
-                    return ArrayTracer(v, self, s, s.geom_of(b, over), False), None
+                if _is_basic(idx):
+                    return _basic_view(t, v, b, self), None
                 if s.contains(b):
                     return ArrayTracer(v, self, s, s.geom_of(b), False), None
             out = Storage(self, v)
@@ -1180,10 +1178,7 @@ class ArrayTracer(Tracer):
             # the outermost level and a basic index: a view of this storage, nothing to record
             v = self._value[idx]
             if type(v) is _ndarray:
-                s = self._storage
-                g = self._geom
-                over = g.overlap if g is not None else s.root_geom() is not None and s._rootgeom.overlap
-                return ArrayTracer(v, lv, s, s.geom_of(v, over), False)
+                return _basic_view(self, v, v, lv)
         return bind_with("getitem", self, _check_index(idx))
 
     def __setitem__(self, idx, value):
@@ -1207,6 +1202,15 @@ class ScalarTracer(Tracer):
 
 
 TRACERS = (ArrayTracer, ScalarTracer)  # indexed by the scalar flag
+
+
+def _basic_view(t, v, b, level):
+    """``v = t[idx]`` for a basic index (``b``: its plain array): a view of t's
+    storage, which overlaps itself only if t does (no containment or overlap test)."""
+    s = t._storage
+    g = t._geom
+    over = g.overlap if g is not None else s.root_geom() is not None and s._rootgeom.overlap
+    return ArrayTracer(v, level, s, s.geom_of(b, over), False)
 
 
 def _is_basic(idx) -> bool:

@@ -1229,12 +1229,9 @@ def _is_basic(idx) -> bool:
 
 def _check_index(idx):
     """Reject traced indices and freeze mutable index containers."""
-    t = type(idx)
-    if t is int or t is slice or idx is Ellipsis or idx is None:
+    if _is_basic(idx):
         return idx
-    if t is tuple:
-        if all(type(i) is int or type(i) is slice or i is None or i is Ellipsis for i in idx):
-            return idx
+    if type(idx) is tuple:
         return tuple(_check_index_part(i) for i in idx)
     return _check_index_part(idx)
 

@@ -584,8 +584,10 @@ class ReverseLevel(Level):
         become the adjoint buffer itself (no copy); returns True if it did.
         ``sub``: subtract it instead (one pass into a view's adjoint, no -ct)."""
         tc = type(ct)
-        if sub and (tc is not _ndarray or geom is None or self.index or geom.overlap or ct.shape != geom.shape
-                    or ct.dtype != geom.dtype):
+        # a plain cotangent for a view of the same shape and dtype (buffers are plain at the outermost level)
+        into_view = (tc is _ndarray and geom is not None and not self.index and not geom.overlap
+                     and ct.shape == geom.shape and ct.dtype == geom.dtype)
+        if sub and not into_view:
             ct = -ct
             tc = type(ct)
             owned, sub = True, False
@@ -619,9 +621,7 @@ class ReverseLevel(Level):
             elif type(adj) is np.float64 and tc is np.float64:
                 s.adj = s.adjbuf = adj + ct
                 return
-        elif tc is _ndarray and not self.index and not geom.overlap and ct.shape == geom.shape and (
-                ct.dtype == geom.dtype):
-            # fast path: a plain cotangent for a view of the same shape and dtype
+        elif into_view:
             buf = s.adjbuf
             if buf is None:
                 item = geom.dtype.itemsize
@@ -643,16 +643,12 @@ class ReverseLevel(Level):
                     return
                 s.adjbuf, s.adj = s.new_mirror(self.zeros)
                 buf = s.adjbuf
-            if type(buf) is _ndarray:
-                av = _ndarray(geom.shape, geom.dtype, buffer=buf, offset=geom.offset, strides=geom.strides)
-                if sub:
-                    av -= ct
-                else:
-                    av += ct
-                return
+            av = _ndarray(geom.shape, geom.dtype, buffer=buf, offset=geom.offset, strides=geom.strides)
             if sub:
-                ct = -ct
-                owned = True
+                av -= ct
+            else:
+                av += ct
+            return
         if ct is None or isinstance(ct, AbstractZero):
             return
         if isinstance(ct, NotImplementedTangent):

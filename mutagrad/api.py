@@ -11,7 +11,7 @@ import numpy as np
 from .core import TRACERS, Storage, Tracer, _bounds_of, bottom, lift, write
 from .errors import MutationError, user_line
 from .forward import ForwardLevel
-from .pytree import tree_flatten, tree_unflatten
+from .pytree import _PLAIN_LEAVES, tree_flatten, tree_unflatten
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord
 
@@ -130,9 +130,6 @@ def _wrap_args(level, args, argnums):
     return args, infos
 
 
-_SCALAR_ARGS = frozenset((float, int, complex, bool, str, type(None)))
-
-
 def _wrap_constants(level, args, argnums, wrapped):
     """Float arrays among the other arguments become inactive traced arrays:
     the function can then write traced values into them (scratch buffers
@@ -147,7 +144,7 @@ def _wrap_constants(level, args, argnums, wrapped):
             if a.dtype.kind in "fc":
                 args[n] = _wrap_constant(a, f"argument {n}", levels, wrapped)
             continue
-        if type(a) in _SCALAR_ARGS:
+        if type(a) in _PLAIN_LEAVES:
             continue  # numbers and strings: nothing to wrap
         leaves, tree = tree_flatten(a)
         if not any(isinstance(v, _ndarray) and v.dtype.kind in "fc" for v in leaves):

@@ -149,25 +149,19 @@ class EWRecord:
                 level.accumulate(st, geom, s.poison, self)
             return
         partials, xs, y = self.partials, self.xs, self.y
-        if len(inputs) == 1:  # the dead output adjoint is ours: compute in it, adopt it
-            st, geom, pos = inputs[0]
-            d = partials[pos]
-            if geom is not None and type(d) is int and d == -1 and g.shape == xs[pos].shape:
-                level.accumulate(st, geom, g, self, False, True)  # a view: subtract, no -g
-            else:
-                level.accumulate(st, geom, ew_cotangent(g, d, xs, y, pos, True), self, True)
-            return
+        # the dead output adjoint is ours: the last input may compute its cotangent in it, and
+        # one input may adopt it
         donate = True
-        if inputs[0][1] is None and inputs[-1][1] is not None:
+        if len(inputs) > 1 and inputs[0][1] is None and inputs[-1][1] is not None:
             inputs = inputs[::-1]  # views cannot adopt the donation: let them go first
-        last = len(inputs) - 1
-        for k in range(last + 1):
-            st, geom, pos = inputs[k]
+        last = inputs[-1]
+        for inp in inputs:
+            st, geom, pos = inp
             d = partials[pos]
-            if geom is not None and type(d) is int and d == -1 and g.shape == xs[pos].shape:
+            if geom is not None and d == -1 and type(d) is int and g.shape == xs[pos].shape:
                 level.accumulate(st, geom, g, self, False, True)  # a view: subtract, no -g
                 continue
-            ct = ew_cotangent(g, d, xs, y, pos, donate and k == last)
+            ct = ew_cotangent(g, d, xs, y, pos, donate and inp is last)
             if ct is g:
                 if level.accumulate(st, geom, ct, self, donate):
                     donate = False  # adopted as an adjoint buffer: no longer ours

@@ -214,12 +214,13 @@ def defelementwise(fn, *partials, impl=None):
     ``partials[i](*xs, y)`` is ∂y/∂x_i; ``1`` and ``-1`` mean the identity
     and negation, ``None`` a non-differentiable argument.
     """
+    for d in partials:
+        if not (d is None or callable(d) or (type(d) is int and d in (1, -1))):
+            raise TypeError(f"defelementwise({getattr(fn, '__name__', fn)!r}): a partial is a function of "
+                            f"(*xs, y), 1, -1 or None, not {d!r}")
     p = _prim_for(fn)
     call = impl or fn
     n = len(partials)
-    for d in partials:
-        if not (d is None or callable(d) or (type(d) is int and d in (1, -1))):
-            raise TypeError(f"defelementwise({p.name}): a partial is a function, 1, -1 or None, not {d!r}")
     p.linear = all(d is None or (not callable(d)) for d in partials)
     p.reads = tuple(_reads_of(d, n) for d in partials)
     p.fresh = isinstance(fn, np.ufunc)

@@ -294,3 +294,16 @@ def test_forward_strict_mode_raises_at_the_rule():
         with pytest.raises(mg.NotImplementedTangentError) as info:
             mg.jvp(fwd_unknown, (np.ones(2),), (np.ones(2),))
     assert HERE in str(info.value)
+
+
+def test_defelementwise_refuses_constant_partials_other_than_one():
+    from mutagrad.registry import defelementwise
+    from mutagrad.testing import check_grads
+
+    def triple(x):
+        return 3.0 * x
+
+    with pytest.raises(TypeError, match="a partial is a function"):
+        defelementwise(triple, 3.0)
+    defelementwise(triple, lambda x, y: 3.0)  # the constant written as a function
+    check_grads(lambda x: np.sum(triple(x) ** 2), np.array([0.5, -1.0]))

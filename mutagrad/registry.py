@@ -162,13 +162,15 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
     """
     if d is None:
         return NoTangent()
-    x = xs[i]
-    shape = x.shape if hasattr(x, "shape") else np.shape(x)
+    try:
+        shape = xs[i].shape
+    except AttributeError:  # a Python number
+        shape = ()
     if type(d) is int:
         if d == 1:
             ct = g
-        elif inplace and type(g) is np.ndarray and g.shape == shape and g.size != 1:
-            return np.negative(g, out=g)
+        elif inplace and type(g) is _ndarray and g.shape == shape and g.size != 1:
+            return _negative(g, out=g)
         else:
             ct = -g
     else:
@@ -176,16 +178,22 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
         dt = getattr(dv, "dtype", None)
         if dt is not None:
             if dt.kind == "c":
-                dv = np.conj(dv)
+                dv = _conj(dv)
         elif type(dv) is complex:
             dv = dv.conjugate()
-        if (inplace and type(g) is np.ndarray and g.shape == shape and g.size != 1
-                and (dt is None or dt == g.dtype or np.result_type(g, dv) == g.dtype)
+        if (inplace and type(g) is _ndarray and g.shape == shape and g.size != 1
+                and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
                 and (dt is None or dv.shape == () or dv.shape == shape)):
-            return np.multiply(g, dv, out=g)
+            return _multiply(g, dv, out=g)
         ct = g * dv
-    cs = ct.shape if hasattr(ct, "shape") else np.shape(ct)
-    return ct if cs == shape else unbroadcast(ct, shape)
+    try:
+        same = ct.shape == shape
+    except AttributeError:  # a Python number
+        same = shape == ()
+    return ct if same else unbroadcast(ct, shape)
+
+
+_ndarray, _negative, _multiply, _conj, _result_type = np.ndarray, np.negative, np.multiply, np.conj, np.result_type
 
 
 class ElementwisePullback:

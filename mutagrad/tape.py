@@ -390,7 +390,7 @@ class ReverseLevel(Level):
                 return out
         drop_unread(vals, need)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
-                                  self._line()))
+                                  self._line() if self.record_lines else None))
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)
         return out

@@ -76,9 +76,9 @@ class OpRecord:
             else:
                 cts.append(s.adj)
                 any_ct = True
-                if s.poison is not None:
-                    poison = s.poison
             if s is not None:
+                if s.poison is not None:  # (a poisoned output may have no numeric cotangent)
+                    poison = s.poison
                 s.adj = s.adjbuf = None
         if poison is not None:
             for s, g, _ in self.inputs:
@@ -140,7 +140,7 @@ class EWRecord:
     def backward(self, level):
         s = self.out
         g = s.adj
-        if g is None:
+        if g is None and s.poison is None:
             return
         s.adj = s.adjbuf = None
         inputs = self.inputs
@@ -184,11 +184,11 @@ class GatherRecord:
         out = self.out
         g = out.adj
         out.adj = out.adjbuf = None
-        if g is None:
-            return
         src = self.src
         if out.poison is not None:
             level.accumulate(src, self.geom, out.poison, self)
+            return
+        if g is None:
             return
         av = level.adjview(src, self.geom)
         if self.geom is not None and self.geom.overlap:
@@ -231,7 +231,7 @@ class WriteRecord:
         if self.saved is not None:
             self.swap()
         dest = self.dest
-        if dest.adj is None:
+        if dest.adj is None and dest.poison is None:
             return
         vsrc = self.vsrc
         if self.full and vsrc.adj is None and dest.poison is None and type(dest.adj) is _ndarray:

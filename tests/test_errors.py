@@ -133,6 +133,33 @@ def test_not_implemented_tangent_poisons_the_requested_gradient():
     assert "d/dy of half_known" in gy.message
 
 
+@pytest.mark.parametrize("through", ["scale", "sin", "element", "write", "element_loop"])
+def test_not_implemented_tangent_poisons_through_intermediates(through):
+    # the poisoned value is an intermediate: its only cotangent is the poison, and every
+    # record between it and the argument must pass the poison on (it once became zero)
+    def f(x, y):
+        if through == "scale":
+            z = y * 3.0
+        elif through == "sin":
+            z = np.sin(y)
+        elif through == "element":
+            z = y[0] * 3.0
+        elif through == "write":
+            z = mnp.zeros(1)
+            z[0] = y[0] * 2.0
+        else:
+            z = mnp.zeros(3)
+            for i in range(3):
+                z[i] = y[0] * float(i + 1)
+            z = z[2] - z[0]
+        return np.sum(half_known(x, z) * 2.0)
+
+    gx, gy = mg.grad(f, argnums=(0, 1))(np.array([1.0]), np.array([2.0]))
+    assert isinstance(gy, mg.NotImplementedTangent)
+    assert "d/dy of half_known" in gy.message
+    assert np.all(np.isfinite(gx))
+
+
 def test_not_implemented_tangent_for_unrequested_argument_never_raises():
     with mg.config(strict=True):
         g = mg.grad(lambda x, y: np.sum(half_known(x, y)), argnums=0)(np.array([1.0]), np.array([2.0]))

@@ -13,6 +13,7 @@ from .errors import MutationError, user_line
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_unflatten
 from .tangents import AbstractZero, NotImplementedTangent, project
+from .runs import ScalarRun
 from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian"]
@@ -239,6 +240,9 @@ def _storages_of(level, infos):
             seen[id(rec.dest)] = rec.dest
             if rec.vsrc is not None:
                 seen[id(rec.vsrc)] = rec.vsrc
+        elif t is ScalarRun:
+            for s in rec.storages():
+                seen[id(s)] = s
     return list(seen.values())
 
 
@@ -386,6 +390,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     out_leaves, out_tree = tree_flatten(out)
     out_vals = _unwrap_level(out, level)
     storages = _storages_of(level, infos)
+    runs = [rec for rec in level.tape if type(rec) is ScalarRun]
     guarded = [s for s in storages if s.captured]
     prints = [_fingerprint(s) for s in guarded]
 
@@ -408,6 +413,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         for s in storages:
             s.adj = s.adjbuf = None
             s.poison = None
+        for rec in runs:
+            rec.reset()
         for o, c in zip(out_leaves, ct_leaves):
             if isinstance(c, AbstractZero) or c is None:
                 continue
@@ -420,6 +427,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         res = _collect(level, infos, nums, False)
         for s in storages:
             s.adj = s.adjbuf = None
+        for rec in runs:
+            rec.reset()
         return res
 
     if has_aux:

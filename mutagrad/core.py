@@ -734,7 +734,7 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
     leaves = [a, b] if b is not _NOARG else [a]
     if lv.mode == "rev" and ew_rule(prim) is not None:
         # plain values only: no dispatch inside, no ceiling needed
-        r = lv.process_ew(prim, leaves, scalar_op, dest)
+        r = lv.process_ew(prim, leaves, scalar_op, dest, self._scalar)
         if r is not None or dest is not None:
             return r
     elif dest is not None:

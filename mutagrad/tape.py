@@ -31,6 +31,7 @@ import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
+    STATE,
     ArrayTracer,
     ScalarTracer,
     _FLOAT_SCALARS,
@@ -47,11 +48,14 @@ from .core import (
     view_of,
 )
 from .registry import ElementwisePullback, drop_unread, ew_cotangent
+from .runs import RunStorage, ScalarRun, element_position
+from .runs import operation as run_operation
 from .errors import MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
 _F64 = frozenset((np.float64, float))
+_BIG = 1 << 53  # integers beyond this are not exact as float64
 
 
 class OpRecord:
@@ -289,6 +293,10 @@ class ReverseLevel(Level):
             strict = _config_strict()
         self.strict = strict
         self.record_lines = record_lines or strict
+        # one-element operations recorded compactly in runs (see runs.py): not when every
+        # record must carry its source line
+        self.runs = not self.record_lines
+        self.run_kinds: tuple = ([], {})  # the kinds of operation runs record, shared by this level's runs
         self.snapshots: dict = {}
         self.exclusive = None  # id -> array: adjoint memory handed over in blocks (see own_view)
 
@@ -315,16 +323,21 @@ class ReverseLevel(Level):
         self.snapshots[key] = (a, snap)
         return snap
 
-    def process_ew(self, prim, leaves, scalar_op=None, dest=None):
+    def process_ew(self, prim, leaves, scalar_op=None, dest=None, scalar=False):
         """The hottest path, :meth:`process` for an elementwise primitive on
         this level's tracers and plain numbers (one level, no keywords).
 
         With ``dest`` (all of one of this level's arrays), computes
         ``f(*leaves, out=dest)`` in place as NumPy does, recorded as the
         operation into a fresh storage followed by a write of all of ``dest``
-        (no copy of the result). Returns None for what it does not handle
+        (no copy of the result). ``scalar``: the operation was called on a
+        traced scalar, so it may go to a run (see runs.py). Returns None for what it does not handle
         (nothing active; for ``dest``, a cast, a broadcast output, or a
         pullback that reads the output, i.e. ``dest``'s later contents)."""
+        if scalar and self.runs and dest is None:
+            out = run_operation(self, prim, leaves, scalar_op)  # maybe one for the current run
+            if out is not None:
+                return out
         vals = []
         inputs = []  # (storage, geometry, position) of the active arguments
         i = 0
@@ -508,7 +521,22 @@ class ReverseLevel(Level):
                     s.captured = out_read
         return res
 
+    def _run(self):
+        """The run at the end of the tape (a new one if the tape ends otherwise)."""
+        tape = self.tape
+        run = tape[-1] if tape else None
+        if type(run) is not ScalarRun:
+            run = ScalarRun(self.run_kinds)
+            tape.append(run)
+        return run
+
     def getitem(self, t, idx):
+        if self.runs and type(t) is ArrayTracer and t._storage.active and len(STATE.levels) == 1:
+            pos = element_position(t, idx)
+            if pos is not None:
+                v = t._value[idx]
+                if type(v) is np.float64:
+                    return self._run().gather(self, t, pos, v)
         res, out = self.index_value(t, idx)
         if out is None:
             return res
@@ -528,6 +556,16 @@ class ReverseLevel(Level):
         if s.captured:
             saved = dv[idx]
             saved = saved.copy() if hasattr(saved, "copy") else saved
+        if (self.runs and (s.active or vactive or saved is not None) and type(dv) is _ndarray
+                and (vt is ScalarTracer or vt is float or vt is np.float64 or vt is int and -_BIG <= value <= _BIG)
+                and len(STATE.levels) == 1 and (vt is not ScalarTracer or type(vv) is np.float64)):
+            pos = element_position(dest, idx)
+            if pos is not None:
+                self._run().write(dest, pos, value, vactive, saved)
+                dv[idx] = vv
+                if vactive:
+                    s.active = True
+                return
         if s.active or vactive or saved is not None:
             rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
             if vactive:
@@ -538,6 +576,7 @@ class ReverseLevel(Level):
                 if _may_repeat(idx):
                     rec.winners = _winners(dv, idx, vv)
                 elif (dest._geom is None and value._geom is None and not self.index and vs is not s
+                      and type(vs) is not RunStorage  # (its adjoint lives in its run)
                       and vs.dtype == s.dtype and s.root_geom() is None and vs.root_geom() is None):
                     if _whole(idx):
                         rec.full = vs.shape == s.shape
@@ -577,6 +616,9 @@ class ReverseLevel(Level):
         ``owned``: the caller made ``ct`` and keeps no reference, so it may
         become the adjoint buffer itself (no copy); returns True if it did.
         ``sub``: subtract it instead (one pass into a view's adjoint, no -ct)."""
+        if type(s) is RunStorage:  # a scalar a run computed: its adjoint lives in the run
+            s.run.receive(s.slot, -ct if sub else ct)
+            return
         tc = type(ct)
         # a plain cotangent for a view of the same shape and dtype (buffers are plain at the outermost level)
         into_view = (tc is _ndarray and geom is not None and not self.index and not geom.overlap
@@ -683,7 +725,7 @@ class ReverseLevel(Level):
                 i -= 1
         finally:
             for rec in tape[i + 1 :]:
-                if type(rec) is WriteRecord:
+                if type(rec) is WriteRecord or type(rec) is ScalarRun:
                     rec.redo()
 
 

@@ -1,0 +1,436 @@
+"""Compact recording of element-level code: runs of one-element operations.
+
+A loop such as ``out[i] = a * out[i - 1] + x[i]`` performs, per element,
+two element reads, two scalar operations and one element write. Recorded
+as tape records, that is five Python objects plus their argument lists and
+the output storages, about two kilobytes per element step. A
+:class:`ScalarRun` records consecutive operations of that kind as rows of
+three flat arrays instead (a code, integer references and float64 values):
+about a hundred bytes per element step, and the storages of intermediate
+scalars die as soon as the program drops them.
+
+What a run records (everything else ends it, as any other record appended
+to the tape does):
+
+* an element read ``x[i, j]`` (integer indices naming one element) of a
+  float64 array stored C-contiguously: the array's storage and the element's
+  position in it;
+* an elementwise operation whose traced arguments are float64 NumPy scalars
+  or 0-d float64 arrays and whose other arguments are Python floats or ints or
+  float64 scalars, with a float64 scalar result: the operation's kind, where
+  its active arguments come from, and the argument values its partials read;
+* an element write ``x[i, j] = v`` of such a scalar or a number into such an
+  array: the array, the element's position, where ``v`` comes from, and the
+  overwritten value if a pullback may read it (see :mod:`mutagrad.tape`).
+
+A scalar produced by a run is a :class:`RunStorage` that knows its row. The
+run holds no reference to it: its derivative lives in the run's list of
+adjoints, and a later record that uses the scalar adds its cotangent there
+(``ReverseLevel.accumulate`` sends it to :meth:`ScalarRun.receive`).
+
+Runs are used by a single reverse-mode differentiation without recorded
+source lines (``mg.explain`` and strict mode record one record per
+operation, with its line).
+"""
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+from .core import ArrayTracer, ScalarTracer, Storage
+from .registry import ew_cotangent
+from .tangents import AbstractZero, NotImplementedTangent, project
+
+_ndarray = np.ndarray
+_float64 = np.float64
+_F64 = np.dtype(np.float64)
+_GATHER, _WRITE, _WRITE_SAVED, _EW = 0, 1, 2, 3  # row codes; an operation's code is _EW + its kind
+_CONST = -(1 << 62)  # a written value that is a constant
+_INTS = frozenset((int, np.int64, np.int32, np.intp))
+_SCALARS = frozenset((float, np.float64))
+_BIG = float(1 << 53)  # integers beyond this are not exact as float64
+
+
+class RunStorage(Storage):
+    """The storage of a float64 scalar computed by a run: row ``slot`` of ``run``."""
+
+    __slots__ = ("run", "slot")
+
+    def __init__(self, level, y, run, slot):
+        # Storage.__init__ for a NumPy scalar, inlined (the element loop's hot path)
+        self.level = level
+        self._bounds = None
+        self.shape = ()
+        self.dtype = _F64
+        self._root = y
+        self._rootgeom = None
+        self.active = True
+        self.captured = False
+        self.adj = None
+        self.adjbuf = None
+        self.tangent = None
+        self.tangentbuf = None
+        self.run = run
+        self.slot = slot
+
+
+class _Kind:
+    """An elementwise primitive with a given set of active arguments and
+    types of constant arguments: what a row of that kind stores."""
+
+    __slots__ = ("prim", "partials", "active", "need", "out_read", "types", "callable")
+
+    def __init__(self, prim, active, types):
+        self.prim = prim
+        self.partials = prim.elementwise[1]
+        self.active = active  # positions of the active arguments (one reference each)
+        need, out_read = set(), False
+        if not prim.linear:
+            for i in active:
+                r, ry = prim.reads[i]
+                need.update(r)
+                out_read = out_read or ry
+        self.need = tuple(sorted(need))  # positions whose values the partials read
+        self.out_read = out_read  # the partials read the output too
+        self.types = types  # the type to rebuild each argument value with
+        self.callable = any(callable(self.partials[i]) for i in active)
+
+
+def element_position(t, idx):
+    """The position, in the flat adjoint buffer of ``t``'s storage, of the one
+    element ``t[idx]`` names (integer indices, as many as ``t`` has
+    dimensions), or None if ``t[idx]`` is not such an element or the storage
+    is not a C-contiguous float64 root."""
+    ti = type(idx)
+    if ti in _INTS:
+        idx = (idx,)
+    elif ti is not tuple:
+        return None
+    dv = t._value
+    shape = dv.shape
+    if len(idx) != len(shape):
+        return None
+    s = t._storage
+    if s.dtype != _F64:
+        return None
+    geom = t._geom
+    if geom is None:
+        if s.root_geom() is not None:
+            return None
+        off, strides = 0, dv.strides
+    else:
+        if geom.overlap or geom.dtype != _F64 or s.root_geom() is not None:
+            return None
+        off, strides = geom.offset, geom.strides
+    for i, n, st in zip(idx, shape, strides):
+        if type(i) not in _INTS:
+            return None
+        i = int(i)
+        if i < 0:
+            i += n
+        off += i * st
+    return off >> 3
+
+
+def operation(level, prim, leaves, scalar_op):
+    """``prim(*leaves)`` computed and recorded in the level's current run, if
+    it is an operation runs record (see the module docstring); else None,
+    with nothing computed or recorded."""
+    key = [prim]
+    vals = []
+    active = False
+    for x in leaves:
+        tx = type(x)
+        if tx is ScalarTracer or tx is ArrayTracer:
+            v = x._value
+            if type(v) is not _float64 and (tx is ScalarTracer or v.shape != () or v.dtype != _F64):
+                return None  # a traced float64 scalar or 0-d float64 array only
+            if x._storage.active:
+                key.append(None)
+                active = True
+            else:
+                key.append(_float64)  # a constant
+        elif tx is float or tx is _float64:
+            v = x
+            key.append(tx)
+        elif tx is int:
+            if not -_BIG <= x <= _BIG:
+                return None
+            v = x
+            key.append(int)
+        else:
+            return None
+        vals.append(v)
+    if not active:
+        return None
+    if scalar_op is not None and type(vals[0]) in _SCALARS and type(vals[1]) in _SCALARS:
+        y = scalar_op(vals[0], vals[1])  # what NumPy scalars' own operator computes
+    else:
+        y = prim.elementwise[2](*vals)
+    if type(y) is not _float64:
+        return None
+    kinds, ids = level.run_kinds
+    key = tuple(key)
+    c = ids.get(key)
+    if c is None:
+        if len(kinds) + _EW > 0xFFFF:
+            return None
+        c = ids[key] = len(kinds) + _EW
+        kinds.append(_Kind(prim, tuple(i for i in range(len(vals)) if key[i + 1] is None),
+                           tuple(_float64 if t is None else t for t in key[1:])))
+    kind = kinds[c - _EW]
+    tape = level.tape
+    run = tape[-1] if tape else None
+    if type(run) is not ScalarRun:
+        run = ScalarRun(level.run_kinds)
+        tape.append(run)
+    k = len(run.codes)
+    refs = run.refs
+    for i in kind.active:
+        x = leaves[i]
+        st = x._storage
+        refs.append(st.slot if type(st) is RunStorage and st.run is run else -1 - run._ext(st, x._geom))
+    if kind.need:
+        rv = run.vals
+        for i in kind.need:
+            rv.append(vals[i])
+    if kind.out_read:
+        run.vals.append(y)
+    run.codes.append(c)
+    return ScalarTracer(y, level, RunStorage(level, y, run, k), None, True)
+
+
+class ScalarRun:
+    """Consecutive one-element operations, recorded as rows (see the module
+    docstring). Reads like a tape record: ``backward(level)``, ``redo()``."""
+
+    __slots__ = ("codes", "refs", "vals", "ext", "_ext_ids", "kinds", "_kind_ids", "roots", "adj", "poison",
+                 "_redo", "_flats")
+    line = None
+    prim = None
+
+    def __init__(self, kinds):
+        self.codes = array("H")  # one per row: _GATHER, _WRITE, _WRITE_SAVED or _EW + kind
+        self.refs = array("q")  # per row, in order: see gather / write / operation
+        self.vals = array("d")  # per row, in order: the values its pullback reads
+        self.ext = []  # (storage, geometry) outside the run that rows read or write
+        self._ext_ids = {}
+        self.kinds, self._kind_ids = kinds  # the level's: (list of _Kind, key -> code)
+        self.roots = None  # ext index -> flat root array, for writes that save what they overwrite
+        self.adj = None  # the rows' adjoints (reverse pass), None where no cotangent arrived
+        self.poison = None  # row -> NotImplementedTangent
+        self._redo = None
+        self._flats = None
+
+    def __len__(self):
+        return len(self.codes)
+
+    # -- forward pass -------------------------------------------------------
+
+    def _ext(self, s, geom=None):
+        if geom is None:
+            j = self._ext_ids.get(id(s))
+            if j is not None:
+                return j
+            self._ext_ids[id(s)] = len(self.ext)
+        self.ext.append((s, geom))
+        return len(self.ext) - 1
+
+    def _ref(self, x):
+        s = x._storage
+        if type(s) is RunStorage and s.run is self:
+            return s.slot
+        return -1 - self._ext(s, x._geom)
+
+    def gather(self, level, t, pos, v):
+        """``t[idx]``, the element at flat position ``pos`` of ``t``'s storage, value ``v``."""
+        k = len(self.codes)
+        self.codes.append(_GATHER)
+        self.refs.append(self._ext(t._storage))
+        self.refs.append(pos)
+        return ScalarTracer(v, level, RunStorage(level, v, self, k), None, True)
+
+    def write(self, dest, pos, value, vactive, saved):
+        """``dest[idx] = value`` at flat position ``pos``; ``saved``: the
+        overwritten element, if a pullback may read it, else None."""
+        s = dest._storage
+        j = self._ext(s)
+        if saved is None:
+            self.codes.append(_WRITE)
+        else:
+            self.codes.append(_WRITE_SAVED)
+            if self.roots is None:
+                self.roots = {}
+            if j not in self.roots:
+                self.roots[j] = s.root.reshape(-1)
+            self.vals.append(saved)
+        refs = self.refs
+        refs.append(j)
+        refs.append(pos)
+        refs.append(self._ref(value) if vactive else _CONST)
+
+    # -- reverse pass -------------------------------------------------------
+
+    def receive(self, slot, ct):
+        """Add cotangent ``ct``, from a record outside the run, to row ``slot``."""
+        if ct is None or isinstance(ct, AbstractZero):
+            return
+        if isinstance(ct, NotImplementedTangent):
+            if self.poison is None:
+                self.poison = {}
+            self.poison.setdefault(slot, ct)
+            return
+        if type(ct) is not _float64 and type(ct) is not float:
+            ct = project(ct, (), _F64)
+            if type(ct) is _ndarray:
+                ct = ct[()]
+        adj = self.adj
+        if adj is None:
+            adj = self.adj = [None] * len(self.codes)
+        a = adj[slot]
+        adj[slot] = ct if a is None else a + ct
+
+    def reset(self):
+        """Forget the adjoints of an earlier reverse pass."""
+        self.adj = None
+        self.poison = None
+
+    def _flat(self, j, level):
+        """The flat adjoint buffer of external storage ``j`` (made if needed)."""
+        s = self.ext[j][0]
+        buf = s.adjbuf
+        if buf is None:
+            level.adjview(s, None)
+            buf = s.adjbuf
+        hit = self._flats.get(j)
+        if hit is not None and hit[0] is buf:
+            return hit[1]
+        f = buf.reshape(-1)
+        self._flats[j] = (buf, f)
+        return f
+
+    def _send(self, ref, ct, adj, level):
+        if ref >= 0:
+            a = adj[ref]
+            adj[ref] = ct if a is None else a + ct
+        else:
+            s, geom = self.ext[-1 - ref]
+            level.accumulate(s, geom, ct, self, True)
+
+    def _send_poison(self, ref, p, level):
+        if ref >= 0:
+            if self.poison is None:
+                self.poison = {}
+            self.poison.setdefault(ref, p)
+        else:
+            s, geom = self.ext[-1 - ref]
+            level.accumulate(s, geom, p, self)
+
+    def backward(self, level):
+        codes, refs, vals, kinds, ext = self.codes, self.refs, self.vals, self.kinds, self.ext
+        adj = self.adj
+        if adj is None:
+            adj = self.adj = [None] * len(codes)
+        self._redo = redo = []
+        self._flats = {}
+        r, v = len(refs), len(vals)
+        try:
+            for k in range(len(codes) - 1, -1, -1):
+                c = codes[k]
+                if c >= _EW:
+                    kind = kinds[c - _EW]
+                    act = kind.active
+                    r -= len(act)
+                    v -= len(kind.need) + kind.out_read
+                    g = adj[k]
+                    if g is None:
+                        if self.poison is not None and k in self.poison:
+                            p = self.poison[k]
+                            for q in range(len(act)):
+                                self._send_poison(refs[r + q], p, level)
+                        continue
+                    adj[k] = None
+                    if self.poison is not None and k in self.poison:
+                        p = self.poison[k]
+                        for q in range(len(act)):
+                            self._send_poison(refs[r + q], p, level)
+                        continue
+                    partials = kind.partials
+                    if kind.callable:
+                        types = kind.types
+                        xs = [None] * len(types)
+                        q = v
+                        for i in kind.need:
+                            xs[i] = types[i](vals[q])
+                            q += 1
+                        y = _float64(vals[q]) if kind.out_read else None
+                    for q in range(len(act)):
+                        d = partials[act[q]]
+                        if type(d) is int:
+                            ct = g if d == 1 else -g
+                        else:
+                            ct = ew_cotangent(g, d, xs, y, act[q])
+                            if ct is None or isinstance(ct, AbstractZero):
+                                continue
+                            if type(ct) is not _float64 and type(ct) is not float:
+                                ct = project(ct, (), _F64)
+                                if isinstance(ct, NotImplementedTangent):
+                                    self._send_poison(refs[r + q], ct, level)
+                                    continue
+                                if type(ct) is _ndarray:
+                                    ct = ct[()]
+                        ref = refs[r + q]
+                        if ref >= 0:
+                            a = adj[ref]
+                            adj[ref] = ct if a is None else a + ct
+                        else:
+                            s, geom = ext[-1 - ref]
+                            level.accumulate(s, geom, ct, self, True)
+                elif c == _GATHER:
+                    r -= 2
+                    g = adj[k]
+                    if g is None:
+                        if self.poison is not None and k in self.poison:
+                            level.accumulate(ext[refs[r]][0], None, self.poison[k], self)
+                        continue
+                    adj[k] = None
+                    self._flat(refs[r], level)[refs[r + 1]] += g
+                else:
+                    r -= 3
+                    j, pos, src = refs[r], refs[r + 1], refs[r + 2]
+                    if c == _WRITE_SAVED:
+                        v -= 1
+                        fv = self.roots[j]
+                        redo.append((fv, pos, fv[pos]))
+                        fv[pos] = vals[v]
+                    s = ext[j][0]
+                    if s.adj is None and s.poison is None:
+                        continue
+                    if s.poison is not None:
+                        if src != _CONST:
+                            self._send_poison(src, s.poison, level)
+                        self._flat(j, level)[pos] = 0.0
+                        continue
+                    f = self._flat(j, level)
+                    g = f[pos]
+                    f[pos] = 0.0
+                    if src != _CONST:
+                        self._send(src, g, adj, level)
+        except BaseException:
+            self.redo()
+            raise
+        finally:
+            self._flats = None
+
+    def redo(self):
+        """Write again, in program order, what the reverse pass swapped back."""
+        redo = self._redo
+        if redo:
+            for fv, pos, cur in reversed(redo):
+                fv[pos] = cur
+        self._redo = None
+
+    def storages(self):
+        """The storages outside the run that its rows read or write."""
+        return [s for s, _ in self.ext]

@@ -1,0 +1,211 @@
+"""Runs: element-level code recorded as rows of flat arrays (mutagrad/runs.py).
+
+Every program here is checked against central finite differences and forward
+mode (check_grads, second order too), and the element loops are also checked
+to be recorded by runs (otherwise they would test the ordinary records).
+"""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+import mutagrad.numpy as mnp
+from mutagrad import tape as tape_mod
+from mutagrad.runs import ScalarRun
+from mutagrad.testing import check_grads
+
+RNG = np.random.default_rng(11)
+X = RNG.uniform(0.5, 1.5, 7)
+M = RNG.uniform(0.5, 1.5, (3, 4))
+
+
+def recurrence(x):
+    out = np.zeros_like(x)
+    out[0] = x[0]
+    for i in range(1, x.shape[0]):
+        out[i] = 0.9 * out[i - 1] + np.sin(x[i]) * x[i - 1]
+    return np.sum(out * out)
+
+
+def overwrite_after_read(x):
+    # element reads and writes of the argument itself: the overwritten values are read later
+    s = x[0] * x[1]
+    for i in range(x.shape[0] - 1):
+        x[i] = x[i + 1] ** 2 - x[i] * s
+    return np.sum(np.cos(x)) + s
+
+
+def read_whole_then_write_elements(x):
+    y = np.sin(x) * x  # these pullbacks read x as it is now: the element writes save what they overwrite
+    for i in range(x.shape[0]):
+        x[i] = x[i] * 2.0 + y[i]
+    return np.sum(y * np.cos(x))
+
+
+def negative_and_numpy_indices(x):
+    acc = x[-1] * 2.0
+    for i in np.arange(1, x.shape[0]):
+        acc = acc * 0.5 + x[-i] / (1.0 + x[i])
+        x[-i] = acc
+    return acc + np.sum(x)
+
+
+def two_d_elements_and_views(m):
+    row = m[1]  # a view: its elements are found through the view
+    col = m[:, 2]
+    t = 0.0
+    for j in range(m.shape[1]):
+        t = t + row[j] * m[0, j] - np.exp(-m[2, j])
+        m[2, j] = t
+    for i in range(m.shape[0]):
+        col[i] = col[i] * t
+    return np.sum(m * m) + t
+
+
+def mixed_with_array_operations(x):
+    s = x[0] * x[1]  # a run
+    y = x * s  # an array operation ends it, and reads its scalar
+    s2 = s * y[2] + 1.0  # a new run: s comes from the old one
+    y[3] = s2
+    z = np.tanh(y) * s
+    return np.sum(z) + s2 ** 3
+
+
+def constants_of_every_kind(x):
+    a = x[0]
+    b = a * 2 + np.float64(0.5) - 3  # int, NumPy and Python constants
+    c = np.power(b, 2) + np.maximum(a, 0.75) + np.arctan2(a, b)
+    d = 1 - c / 7 + abs(-a)
+    return d * x[1]
+
+
+def written_constant_then_read(x):
+    out = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * x[i]
+        out[i] = 2.0  # a constant overwrites it: no derivative reaches x[i] from out
+        out[i] = out[i] * x[i]
+    return np.sum(out)
+
+
+def zero_d_arguments(x, c):
+    y = x * c  # 0-d arrays: their operations give NumPy scalars
+    for _ in range(3):
+        y = y * x + np.sin(y)
+    return y
+
+
+PROGRAMS = [recurrence, overwrite_after_read, read_whole_then_write_elements, negative_and_numpy_indices, mixed_with_array_operations,
+            constants_of_every_kind, written_constant_then_read]
+
+
+@pytest.mark.parametrize("f", PROGRAMS, ids=lambda f: f.__name__)
+def test_element_programs(f):
+    check_grads(f, X.copy(), order=2)
+
+
+def test_two_d_elements_and_views():
+    check_grads(two_d_elements_and_views, M.copy(), order=2)
+
+
+def test_zero_d_arguments():
+    check_grads(zero_d_arguments, np.array(0.7), np.array(1.3), order=2)
+
+
+def _count_runs(f, *args):
+    seen = []
+    orig = tape_mod.ReverseLevel.backward
+
+    def spy(level):
+        seen.append(sum(len(r) for r in level.tape if type(r) is ScalarRun))
+        return orig(level)
+
+    tape_mod.ReverseLevel.backward = spy
+    try:
+        mg.grad(f)(*args)
+    finally:
+        tape_mod.ReverseLevel.backward = orig
+    return seen[0]
+
+
+def test_element_loops_are_recorded_by_runs():
+    n = X.shape[0]
+    # per element: reads out[i-1], x[i], x[i-1]; sin, two products, a sum; one write
+    assert _count_runs(recurrence, X.copy()) == 2 + 8 * (n - 1)
+    assert _count_runs(two_d_elements_and_views, M.copy()) > 20
+
+
+def test_recurrence_closed_form():
+    # out[i] = a*out[i-1] + x[i]: d sum(out)/dx[j] = sum_{i>=j} a^(i-j)
+    a, n = 0.7, 6
+
+    def f(x):
+        out = mnp.zeros(n)
+        out[0] = x[0]
+        for i in range(1, n):
+            out[i] = a * out[i - 1] + x[i]
+        return np.sum(out)
+
+    expected = [sum(a ** (i - j) for i in range(j, n)) for j in range(n)]
+    np.testing.assert_allclose(mg.grad(f)(np.ones(n)), expected, rtol=1e-14)
+
+
+def test_pullback_called_twice_and_arguments_restored():
+    x = X.copy()
+    out, pb = mg.vjp(overwrite_after_read, x)
+    after = x.copy()
+    g1 = pb(np.float64(1.0))[0]
+    g2 = pb(np.float64(2.0))[0]
+    np.testing.assert_allclose(g2, 2 * g1, rtol=1e-13)
+    np.testing.assert_array_equal(x, after)  # the reverse passes rewound and redid the writes
+    fresh = X.copy()
+    np.testing.assert_allclose(g1, mg.grad(overwrite_after_read)(fresh), rtol=1e-13)
+
+
+def test_jacobian_of_an_element_loop():
+    def f(x):
+        out = mnp.zeros(x.shape[0])
+        for i in range(x.shape[0]):
+            out[i] = x[i] * x[i - 1]
+        return out
+
+    x = X[:4].copy()
+    jr = mg.jacobian(f, mode="rev")(x)
+    jf = mg.jacobian(f, mode="fwd")(x)
+    n = x.shape[0]
+    expected = np.zeros((n, n))
+    for i in range(n):
+        expected[i, i] += x[i - 1]
+        expected[i, (i - 1) % n] += x[i]
+    np.testing.assert_allclose(jr, expected, rtol=1e-14)
+    np.testing.assert_allclose(jf, expected, rtol=1e-14)
+
+
+def test_hessian_through_runs():
+    def f(x):
+        s = 0.0
+        for i in range(x.shape[0]):
+            s = s + x[i] * x[i - 1] * x[i - 2]
+        return s
+
+    x = X[:5].copy()
+    n = x.shape[0]
+    expected = np.zeros((n, n))
+    for i in range(n):
+        a, b, c = i, (i - 1) % n, (i - 2) % n
+        for p, q, r in ((a, b, c), (b, a, c), (c, a, b)):
+            expected[p, q] += x[r]
+            expected[p, r] += x[q]
+    np.testing.assert_allclose(mg.hessian(f)(x), expected, rtol=1e-13)
+    np.testing.assert_allclose(mg.grad(lambda x: mg.grad(f)(x)[1])(x), expected[1], rtol=1e-13)
+
+
+def test_run_scalar_used_by_a_later_write_of_a_whole_0d_array():
+    # a run's scalar written over a whole 0-d array: its cotangent goes back to the run
+    def f(x):
+        s = x[0] * 3.0
+        y = x * 1.0  # ends the run
+        b = mnp.zeros(())
+        b[...] = s
+        return np.sum(y) + b * x[1]
+
+    check_grads(f, X[:3].copy(), order=2)

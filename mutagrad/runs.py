@@ -332,9 +332,9 @@ class ScalarRun:
         adj = self.adj
         if adj is None:
             adj = self.adj = [None] * len(codes)
-        self._redo = redo = []
         self._flats = {}
         r, v = len(refs), len(vals)
+        k = len(codes)
         try:
             for k in range(len(codes) - 1, -1, -1):
                 c = codes[k]
@@ -402,8 +402,9 @@ class ScalarRun:
                     if c == _WRITE_SAVED:
                         v -= 1
                         fv = self.roots[j]
-                        redo.append((fv, pos, fv[pos]))
+                        cur = fv[pos]  # swap: the saved value back in, the current one kept for redo
                         fv[pos] = vals[v]
+                        vals[v] = cur
                     s = ext[j][0]
                     if s.adj is None and s.poison is None:
                         continue
@@ -418,18 +419,39 @@ class ScalarRun:
                     if src != _CONST:
                         self._send(src, g, adj, level)
         except BaseException:
+            self._flats = None
+            self._redo = k  # rows k and later have swapped
             self.redo()
             raise
-        finally:
-            self._flats = None
+        self._flats = None
+        self._redo = 0
 
     def redo(self):
-        """Write again, in program order, what the reverse pass swapped back."""
-        redo = self._redo
-        if redo:
-            for fv, pos, cur in reversed(redo):
-                fv[pos] = cur
-        self._redo = None
+        """Swap forward again, in program order, what the reverse pass swapped
+        back (the rows from ``self._redo`` on), so the arrays hold what the
+        program left in them and each row its saved value again."""
+        low, self._redo = self._redo, None
+        if low is None or self.roots is None:
+            return
+        codes, refs, vals, kinds, roots = self.codes, self.refs, self.vals, self.kinds, self.roots
+        r = v = 0
+        for k in range(len(codes)):
+            c = codes[k]
+            if c >= _EW:
+                kind = kinds[c - _EW]
+                r += len(kind.active)
+                v += len(kind.need) + kind.out_read
+            elif c == _GATHER:
+                r += 2
+            else:
+                if c == _WRITE_SAVED:
+                    if k >= low:
+                        fv, pos = roots[refs[r]], refs[r + 1]
+                        cur = fv[pos]
+                        fv[pos] = vals[v]
+                        vals[v] = cur
+                    v += 1
+                r += 3
 
     def storages(self):
         """The storages outside the run that its rows read or write."""

@@ -181,8 +181,8 @@ def operation(level, prim, leaves, scalar_op):
                            tuple(_float64 if t is None else t for t in key[1:])))
     kind = kinds[c - _EW]
     tape = level.tape
-    run = tape[-1] if tape else None
-    if type(run) is not ScalarRun:
+    run = tape[-1]
+    if type(run) is not ScalarRun:  # (the caller decided to start one)
         run = ScalarRun(level.run_kinds)
         tape.append(run)
     k = len(run.codes)

@@ -56,6 +56,7 @@ from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, p
 _ndarray = np.ndarray
 _F64 = frozenset((np.float64, float))
 _BIG = 1 << 53  # integers beyond this are not exact as float64
+RUN_AFTER = 4  # element-level records in a row before a run starts (see ReverseLevel.start_run)
 
 
 class OpRecord:
@@ -335,9 +336,11 @@ class ReverseLevel(Level):
         (nothing active; for ``dest``, a cast, a broadcast output, or a
         pullback that reads the output, i.e. ``dest``'s later contents)."""
         if scalar and self.runs and dest is None:
-            out = run_operation(self, prim, leaves, scalar_op)  # maybe one for the current run
-            if out is not None:
-                return out
+            tape = self.tape
+            if tape and type(tape[-1]) is ScalarRun or self.start_run():
+                out = run_operation(self, prim, leaves, scalar_op)  # recorded by a run
+                if out is not None:
+                    return out
         vals = []
         inputs = []  # (storage, geometry, position) of the active arguments
         i = 0
@@ -524,14 +527,37 @@ class ReverseLevel(Level):
     def _run(self):
         """The run at the end of the tape (a new one if the tape ends otherwise)."""
         tape = self.tape
-        run = tape[-1] if tape else None
+        run = tape[-1]
         if type(run) is not ScalarRun:
             run = ScalarRun(self.run_kinds)
             tape.append(run)
         return run
 
+    def start_run(self):
+        """Whether to start a run: the last ``RUN_AFTER`` records are all of
+        element-level operations. A few element operations among array
+        operations (a boundary condition) keep ordinary records, which cost
+        less there than a run of three or four rows."""
+        tape = self.tape
+        if len(tape) < RUN_AFTER:
+            return False
+        for k in range(-1, -1 - RUN_AFTER, -1):  # the latest first: array code stops at once
+            rec = tape[k]
+            t = type(rec)
+            if t is EWRecord or t is GatherRecord:
+                if rec.out.shape != ():
+                    return False
+            elif t is WriteRecord:
+                if rec.vshape is not None and rec.vshape != ():
+                    return False
+            elif t is not ScalarRun:
+                return False
+        return True
+
     def getitem(self, t, idx):
-        if self.runs and type(t) is ArrayTracer and t._storage.active and len(STATE.levels) == 1:
+        tape = self.tape
+        if (self.runs and (tape and type(tape[-1]) is ScalarRun or self.start_run()) and type(t) is ArrayTracer
+                and t._storage.active and len(STATE.levels) == 1):
             pos = element_position(t, idx)
             if pos is not None:
                 v = t._value[idx]
@@ -556,7 +582,9 @@ class ReverseLevel(Level):
         if s.captured:
             saved = dv[idx]
             saved = saved.copy() if hasattr(saved, "copy") else saved
-        if (self.runs and (s.active or vactive or saved is not None) and type(dv) is _ndarray
+        tape = self.tape
+        if (self.runs and (tape and type(tape[-1]) is ScalarRun or self.start_run())
+                and (s.active or vactive or saved is not None) and type(dv) is _ndarray
                 and (vt is ScalarTracer or vt is float or vt is np.float64 or vt is int and -_BIG <= value <= _BIG)
                 and len(STATE.levels) == 1 and (vt is not ScalarTracer or type(vv) is np.float64)):
             pos = element_position(dest, idx)

@@ -129,8 +129,9 @@ def _count_runs(f, *args):
 
 def test_element_loops_are_recorded_by_runs():
     n = X.shape[0]
-    # per element: reads out[i-1], x[i], x[i-1]; sin, two products, a sum; one write
-    assert _count_runs(recurrence, X.copy()) == 2 + 8 * (n - 1)
+    # per element: reads out[i-1], x[i], x[i-1]; sin, two products, a sum; one write. The
+    # first RUN_AFTER element operations are ordinary records (a run starts after them)
+    assert _count_runs(recurrence, X.copy()) == 2 + 8 * (n - 1) - tape_mod.RUN_AFTER
     assert _count_runs(two_d_elements_and_views, M.copy()) > 20
 
 
@@ -199,10 +200,25 @@ def test_hessian_through_runs():
     np.testing.assert_allclose(mg.grad(lambda x: mg.grad(f)(x)[1])(x), expected[1], rtol=1e-13)
 
 
+def test_few_element_operations_among_array_operations_keep_records():
+    def boundary(u):
+        new = u * 1.0
+        for _ in range(3):
+            new[0] = new[1]  # a boundary condition between array operations
+            new[-1] = new[-2]
+            new = new * 0.5 + np.roll(new, 1)
+        return np.sum(new * new)
+
+    assert _count_runs(boundary, X.copy()) == 0
+    check_grads(boundary, X.copy(), order=2)
+
+
 def test_run_scalar_used_by_a_later_write_of_a_whole_0d_array():
     # a run's scalar written over a whole 0-d array: its cotangent goes back to the run
     def f(x):
         s = x[0] * 3.0
+        for _ in range(3):
+            s = s * x[1] + x[2]  # enough element operations for a run
         y = x * 1.0  # ends the run
         b = mnp.zeros(())
         b[...] = s

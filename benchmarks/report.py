@@ -168,12 +168,16 @@ each active input's cotangent, in the dead output adjoint itself when it is
 the last one and larger than one element (NumPy's `out=` path costs three
 times a new array on one element), and adds it to the input's adjoint, or
 hands it over when the input has none yet. Traced NumPy scalars are NumPy
-scalars, not 0-d arrays. That is about 1.5 µs forward and 1.5 µs backward per
-operation on scalars, 2 µs each on shape (1,), against 0.06-0.3 µs for
-NumPy's own call; PyTorch eager, whose dispatcher and autograd engine are
-C++, needs about 4 µs. The rest is about six Python frames and three small
-objects per operation; a compiled core (dispatcher, `Storage`, `Tracer` and
-tape records in C, rules staying in Python) would remove most of it.
+scalars, not 0-d arrays. Operations on float64 scalars (the 0-d row), element
+reads and element writes go, after four of them in a row, to a *run*: one
+row of three flat arrays each (code, references, the values the partials
+read) instead of a record object, and one loop over the rows backwards. That
+is about 1.7 µs forward and 1 µs backward per operation on scalars, 3 µs and
+1.7 µs on shape (1,), against 0.06-0.3 µs for NumPy's own call; PyTorch
+eager, whose dispatcher and autograd engine are C++, needs about 4 µs. The
+rest is about six Python frames and two small objects (the output's `Tracer`
+and `Storage`) per operation; a compiled core (dispatcher, `Storage`,
+`Tracer` and the tape in C, rules staying in Python) would remove most of it.
 
 **Large arrays.** The gradient of `sum(tanh(A @ x + b)**2 + 0.1*sin(x))`
 w.r.t. x needs the forward matvec and a transposed matvec in the backward
@@ -214,14 +218,19 @@ only if a recorded pullback may read them: the "saved" columns of (d) count
 those bytes from the tape (8 B per single-element write after a read of the
 whole array; none at all in heat, RK4 and the recurrence, whose overwritten
 values no pullback reads). What the element loops measure beyond those bytes
-is the tape itself: each recorded operation is a few
-Python objects (its record, the output's `Storage`, the index and saved
-value), a few hundred bytes per element step, against the 8 bytes a
-single-element write overwrites. Array-level workloads (heat, RK4) stay within
-the allowance because large temporaries are held weakly by the tape and die
-as soon as no pullback needs them. Element loops would need a compact tape
-(records as rows of preallocated arrays, no object per operation) to come near
-the bytes overwritten; that is not done.
+is the tape itself. Element-level code is recorded by runs: an element read
+is a row of 18 bytes (a code, the array, the element's position), a scalar
+operation 2 bytes plus 8 per active argument and per value its partials
+read, an element write 26 bytes plus the 8 it saves; intermediate scalars
+die when the program drops them. At peak (the end of the reverse pass) there
+is also one 8-byte adjoint slot per row. A single-element write with its read
+of the value costs about 70 bytes of tape in all (it was 470 bytes as Python
+records), about 9 times the 8 bytes it overwrites: the position written and
+where the value comes from have to be recorded by any reverse mode, and cost
+more than the overwritten element itself. The recurrence's peak is about 3
+times the allowance, which counts no tape at all. Array-level workloads (heat,
+RK4) stay within the allowance because large temporaries are held weakly by
+the tape and die as soon as no pullback needs them.
 """
 
 

@@ -644,9 +644,6 @@ class ReverseLevel(Level):
         ``owned``: the caller made ``ct`` and keeps no reference, so it may
         become the adjoint buffer itself (no copy); returns True if it did.
         ``sub``: subtract it instead (one pass into a view's adjoint, no -ct)."""
-        if type(s) is RunStorage:  # a scalar a run computed: its adjoint lives in the run
-            s.run.receive(s.slot, -ct if sub else ct)
-            return
         tc = type(ct)
         # a plain cotangent for a view of the same shape and dtype (buffers are plain at the outermost level)
         into_view = (tc is _ndarray and geom is not None and not self.index and not geom.overlap
@@ -659,6 +656,9 @@ class ReverseLevel(Level):
             # fast path: a plain cotangent for a whole storage root of the same layout
             adj = s.adj
             if adj is None:
+                if type(s) is RunStorage:  # a scalar a run computed: its adjoint lives in the run
+                    s.run.receive(s.slot, ct)
+                    return
                 if s.shape == ct.shape and s.dtype == ct.dtype:
                     rg = s._rootgeom
                     if rg is False:
@@ -712,6 +712,9 @@ class ReverseLevel(Level):
                 av -= ct
             else:
                 av += ct
+            return
+        if type(s) is RunStorage:  # (no adjoint of its own: see above)
+            s.run.receive(s.slot, ct)
             return
         if ct is None or isinstance(ct, AbstractZero):
             return

@@ -390,7 +390,6 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     out_leaves, out_tree = tree_flatten(out)
     out_vals = _unwrap_level(out, level)
     storages = _storages_of(level, infos)
-    runs = [rec for rec in level.tape if type(rec) is ScalarRun]
     guarded = [s for s in storages if s.captured]
     prints = [_fingerprint(s) for s in guarded]
 
@@ -413,8 +412,6 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         for s in storages:
             s.adj = s.adjbuf = None
             s.poison = None
-        for rec in runs:
-            rec.reset()
         for o, c in zip(out_leaves, ct_leaves):
             if isinstance(c, AbstractZero) or c is None:
                 continue
@@ -427,8 +424,6 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         res = _collect(level, infos, nums, False)
         for s in storages:
             s.adj = s.adjbuf = None
-        for rec in runs:
-            rec.reset()
         return res
 
     if has_aux:

@@ -439,12 +439,14 @@ class Level:
                 if s.contains(b):
                     return ArrayTracer(v, self, s, s.geom_of(b), False), None
             out = Storage(self, v)
-            out.pristine = s.pristine and not s.written
+            if s.pristine and not s.written:  # (set only when true: setting it makes an instance dict)
+                out.pristine = True
             return ArrayTracer(v, self, out, None, False), out
         if not isinstance(v, Tracer):
             v = _np_scalar(v)
         out = Storage(self, v)
-        out.pristine = s.pristine and not s.written
+        if s.pristine and not s.written:
+            out.pristine = True
         return ScalarTracer(v, self, out, None, True), out
 
     def wrap_output(self, y, leaves, ins, fresh=False):
@@ -762,6 +764,15 @@ def _is_scalar(x):
 # tenth of the ufunc's cost on scalars; the fast path uses them for two float64 scalars.
 _SCALAR_ARITHMETIC = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
                       np.true_divide: operator.truediv}
+_F64_TYPES = frozenset((float, np.float64))
+
+
+def ew_value(prim, vals, scalar_op=None):
+    """An elementwise primitive's value on plain arguments; ``scalar_op``: its
+    operator from ``_SCALAR_ARITHMETIC``, used when both are float64 scalars."""
+    if scalar_op is not None and type(vals[0]) in _F64_TYPES and type(vals[1]) in _F64_TYPES:
+        return scalar_op(vals[0], vals[1])  # what NumPy scalars' own operator computes
+    return prim.elementwise[2](*vals)
 
 
 def _binop(ufunc):

@@ -38,7 +38,7 @@ from array import array
 
 import numpy as np
 
-from .core import ArrayTracer, ScalarTracer, Storage
+from .core import ArrayTracer, ScalarTracer, Storage, ew_value
 from .registry import ew_cotangent
 from .tangents import AbstractZero, NotImplementedTangent, project
 
@@ -48,8 +48,8 @@ _F64 = np.dtype(np.float64)
 _GATHER, _WRITE, _WRITE_SAVED, _EW = 0, 1, 2, 3  # row codes; an operation's code is _EW + its kind
 _CONST = -(1 << 62)  # a written value that is a constant
 _INTS = frozenset((int, np.int64, np.int32, np.intp))
-_SCALARS = frozenset((float, np.float64))
-_BIG = float(1 << 53)  # integers beyond this are not exact as float64
+_BIG = 1 << 53  # integers beyond this are not exact as float64
+_NO = object()  # arg_kind: not something a run records
 
 
 class RunStorage(Storage):
@@ -133,41 +133,46 @@ def element_position(t, idx):
     return off >> 3
 
 
+def arg_kind(x, level):
+    """How a run records an argument or a written value ``x``: ``None`` for an
+    active traced float64 scalar (or 0-d array) of ``level``, the type to
+    rebuild the value with for a constant a run takes (a Python float or an int
+    exact as float64, a float64 scalar, an inactive traced one), else ``_NO``."""
+    tx = type(x)
+    if tx is ScalarTracer or tx is ArrayTracer:
+        if x._level is not level:
+            return _NO
+        v = x._value
+        if type(v) is not _float64 and (tx is ScalarTracer or v.shape != () or v.dtype != _F64):
+            return _NO
+        return None if x._storage.active else _float64
+    if tx is float or tx is _float64:
+        return tx
+    if tx is int and -_BIG <= x <= _BIG:
+        return int
+    return _NO
+
+
 def operation(level, prim, leaves, scalar_op):
-    """``prim(*leaves)`` computed and recorded in the level's current run, if
-    it is an operation runs record (see the module docstring); else None,
-    with nothing computed or recorded."""
+    """``prim(*leaves)`` computed and recorded in the level's run (the caller
+    decided there is one, or may be), if it is an operation runs record (see
+    the module docstring); else None, with nothing computed or recorded."""
     key = [prim]
     vals = []
     active = False
     for x in leaves:
-        tx = type(x)
-        if tx is ScalarTracer or tx is ArrayTracer:
-            v = x._value
-            if type(v) is not _float64 and (tx is ScalarTracer or v.shape != () or v.dtype != _F64):
-                return None  # a traced float64 scalar or 0-d float64 array only
-            if x._storage.active:
-                key.append(None)
-                active = True
-            else:
-                key.append(_float64)  # a constant
-        elif tx is float or tx is _float64:
-            v = x
-            key.append(tx)
-        elif tx is int:
-            if not -_BIG <= x <= _BIG:
-                return None
-            v = x
-            key.append(int)
-        else:
+        kx = arg_kind(x, level)
+        if kx is None:
+            active = True
+            vals.append(x._value)
+        elif kx is _NO:
             return None
-        vals.append(v)
+        else:
+            vals.append(x._value if kx is _float64 and type(x) is not _float64 else x)
+        key.append(kx)
     if not active:
         return None
-    if scalar_op is not None and type(vals[0]) in _SCALARS and type(vals[1]) in _SCALARS:
-        y = scalar_op(vals[0], vals[1])  # what NumPy scalars' own operator computes
-    else:
-        y = prim.elementwise[2](*vals)
+    y = ew_value(prim, vals, scalar_op)
     if type(y) is not _float64:
         return None
     kinds, ids = level.run_kinds
@@ -180,17 +185,11 @@ def operation(level, prim, leaves, scalar_op):
         kinds.append(_Kind(prim, tuple(i for i in range(len(vals)) if key[i + 1] is None),
                            tuple(_float64 if t is None else t for t in key[1:])))
     kind = kinds[c - _EW]
-    tape = level.tape
-    run = tape[-1]
-    if type(run) is not ScalarRun:  # (the caller decided to start one)
-        run = ScalarRun(level.run_kinds)
-        tape.append(run)
+    run = level.run()
     k = len(run.codes)
     refs = run.refs
     for i in kind.active:
-        x = leaves[i]
-        st = x._storage
-        refs.append(st.slot if type(st) is RunStorage and st.run is run else -1 - run._ext(st, x._geom))
+        refs.append(run._ref(leaves[i]))
     if kind.need:
         rv = run.vals
         for i in kind.need:
@@ -205,10 +204,8 @@ class ScalarRun:
     """Consecutive one-element operations, recorded as rows (see the module
     docstring). Reads like a tape record: ``backward(level)``, ``redo()``."""
 
-    __slots__ = ("codes", "refs", "vals", "ext", "_ext_ids", "kinds", "_kind_ids", "roots", "adj", "poison",
-                 "_redo", "_flats")
-    line = None
-    prim = None
+    __slots__ = ("codes", "refs", "vals", "ext", "_ext_ids", "kinds", "roots", "adj", "poison", "_redo", "_flats")
+    line = None  # (read like a record's: runs are not used where lines are recorded)
 
     def __init__(self, kinds):
         self.codes = array("H")  # one per row: _GATHER, _WRITE, _WRITE_SAVED or _EW + kind
@@ -216,7 +213,7 @@ class ScalarRun:
         self.vals = array("d")  # per row, in order: the values its pullback reads
         self.ext = []  # (storage, geometry) outside the run that rows read or write
         self._ext_ids = {}
-        self.kinds, self._kind_ids = kinds  # the level's: (list of _Kind, key -> code)
+        self.kinds = kinds  # the level's list of _Kind (a row's code is _EW + its index)
         self.roots = None  # ext index -> flat root array, for writes that save what they overwrite
         self.adj = None  # the rows' adjoints (reverse pass), None where no cotangent arrived
         self.poison = None  # row -> NotImplementedTangent
@@ -273,7 +270,8 @@ class ScalarRun:
     # -- reverse pass -------------------------------------------------------
 
     def receive(self, slot, ct):
-        """Add cotangent ``ct``, from a record outside the run, to row ``slot``."""
+        """Add cotangent ``ct`` (any kind: a number, a 0-d array, a zero, a
+        NotImplementedTangent) to row ``slot``'s adjoint."""
         if ct is None or isinstance(ct, AbstractZero):
             return
         if isinstance(ct, NotImplementedTangent):
@@ -291,11 +289,6 @@ class ScalarRun:
         a = adj[slot]
         adj[slot] = ct if a is None else a + ct
 
-    def reset(self):
-        """Forget the adjoints of an earlier reverse pass."""
-        self.adj = None
-        self.poison = None
-
     def _flat(self, j, level):
         """The flat adjoint buffer of external storage ``j`` (made if needed)."""
         s = self.ext[j][0]
@@ -310,22 +303,18 @@ class ScalarRun:
         self._flats[j] = (buf, f)
         return f
 
-    def _send(self, ref, ct, adj, level):
-        if ref >= 0:
+    def _send(self, ref, ct, level):
+        """Add cotangent ``ct`` to what reference ``ref`` names: a row of this
+        run, or a storage outside it."""
+        if ref < 0:
+            s, geom = self.ext[-1 - ref]
+            level.accumulate(s, geom, ct, self, True)
+        elif type(ct) is _float64 or type(ct) is float:
+            adj = self.adj
             a = adj[ref]
             adj[ref] = ct if a is None else a + ct
         else:
-            s, geom = self.ext[-1 - ref]
-            level.accumulate(s, geom, ct, self, True)
-
-    def _send_poison(self, ref, p, level):
-        if ref >= 0:
-            if self.poison is None:
-                self.poison = {}
-            self.poison.setdefault(ref, p)
-        else:
-            s, geom = self.ext[-1 - ref]
-            level.accumulate(s, geom, p, self)
+            self.receive(ref, ct)
 
     def backward(self, level):
         codes, refs, vals, kinds, ext = self.codes, self.refs, self.vals, self.kinds, self.ext
@@ -344,17 +333,12 @@ class ScalarRun:
                     r -= len(act)
                     v -= len(kind.need) + kind.out_read
                     g = adj[k]
-                    if g is None:
-                        if self.poison is not None and k in self.poison:
-                            p = self.poison[k]
-                            for q in range(len(act)):
-                                self._send_poison(refs[r + q], p, level)
-                        continue
                     adj[k] = None
                     if self.poison is not None and k in self.poison:
-                        p = self.poison[k]
                         for q in range(len(act)):
-                            self._send_poison(refs[r + q], p, level)
+                            self._send(refs[r + q], self.poison[k], level)
+                        continue
+                    if g is None:
                         continue
                     partials = kind.partials
                     if kind.callable:
@@ -369,33 +353,19 @@ class ScalarRun:
                         d = partials[act[q]]
                         if type(d) is int:
                             ct = g if d == 1 else -g
+                        elif d is None:  # not differentiable in that argument
+                            continue
                         else:
                             ct = ew_cotangent(g, d, xs, y, act[q])
-                            if ct is None or isinstance(ct, AbstractZero):
-                                continue
-                            if type(ct) is not _float64 and type(ct) is not float:
-                                ct = project(ct, (), _F64)
-                                if isinstance(ct, NotImplementedTangent):
-                                    self._send_poison(refs[r + q], ct, level)
-                                    continue
-                                if type(ct) is _ndarray:
-                                    ct = ct[()]
-                        ref = refs[r + q]
-                        if ref >= 0:
-                            a = adj[ref]
-                            adj[ref] = ct if a is None else a + ct
-                        else:
-                            s, geom = ext[-1 - ref]
-                            level.accumulate(s, geom, ct, self, True)
+                        self._send(refs[r + q], ct, level)
                 elif c == _GATHER:
                     r -= 2
                     g = adj[k]
-                    if g is None:
-                        if self.poison is not None and k in self.poison:
-                            level.accumulate(ext[refs[r]][0], None, self.poison[k], self)
-                        continue
                     adj[k] = None
-                    self._flat(refs[r], level)[refs[r + 1]] += g
+                    if self.poison is not None and k in self.poison:
+                        level.accumulate(ext[refs[r]][0], None, self.poison[k], self)
+                    elif g is not None:
+                        self._flat(refs[r], level)[refs[r + 1]] += g
                 else:
                     r -= 3
                     j, pos, src = refs[r], refs[r + 1], refs[r + 2]
@@ -408,23 +378,21 @@ class ScalarRun:
                     s = ext[j][0]
                     if s.adj is None and s.poison is None:
                         continue
-                    if s.poison is not None:
-                        if src != _CONST:
-                            self._send_poison(src, s.poison, level)
-                        self._flat(j, level)[pos] = 0.0
-                        continue
                     f = self._flat(j, level)
-                    g = f[pos]
+                    g = f[pos] if s.poison is None else s.poison
                     f[pos] = 0.0
                     if src != _CONST:
-                        self._send(src, g, adj, level)
+                        self._send(src, g, level)
         except BaseException:
-            self._flats = None
             self._redo = k  # rows k and later have swapped
             self.redo()
             raise
-        self._flats = None
-        self._redo = 0
+        else:
+            self._redo = 0
+        finally:
+            # (an adjoint list of Nones and the poison are of this pass only: a pullback
+            # called again starts afresh)
+            self._flats = self.adj = self.poison = None
 
     def redo(self):
         """Swap forward again, in program order, what the reverse pass swapped

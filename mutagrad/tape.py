@@ -38,6 +38,7 @@ from .core import (
     _is_basic,
     _ptr,
     ew_rule,
+    ew_value,
     Level,
     Storage,
     Tracer,
@@ -48,15 +49,13 @@ from .core import (
     view_of,
 )
 from .registry import ElementwisePullback, drop_unread, ew_cotangent
-from .runs import RunStorage, ScalarRun, element_position
+from .runs import _NO, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
-_F64 = frozenset((np.float64, float))
-_BIG = 1 << 53  # integers beyond this are not exact as float64
-RUN_AFTER = 4  # element-level records in a row before a run starts (see ReverseLevel.start_run)
+RUN_AFTER = 4  # element-level records in a row before a run starts (see ReverseLevel.in_run)
 
 
 class OpRecord:
@@ -335,12 +334,10 @@ class ReverseLevel(Level):
         traced scalar, so it may go to a run (see runs.py). Returns None for what it does not handle
         (nothing active; for ``dest``, a cast, a broadcast output, or a
         pullback that reads the output, i.e. ``dest``'s later contents)."""
-        if scalar and self.runs and dest is None:
-            tape = self.tape
-            if tape and type(tape[-1]) is ScalarRun or self.start_run():
-                out = run_operation(self, prim, leaves, scalar_op)  # recorded by a run
-                if out is not None:
-                    return out
+        if scalar and self.runs and dest is None and self.in_run():
+            out = run_operation(self, prim, leaves, scalar_op)  # recorded by a run
+            if out is not None:
+                return out
         vals = []
         inputs = []  # (storage, geometry, position) of the active arguments
         i = 0
@@ -383,11 +380,7 @@ class ReverseLevel(Level):
                     x._storage.captured = True
         if dest is not None:
             return self._ew_into(prim, vals, inputs, need, dest, dv)
-        if scalar_op is not None and type(vals[0]) in _F64 and type(vals[1]) in _F64:
-            y = scalar_op(vals[0], vals[1])  # what NumPy scalars' own operator computes
-        else:
-            y = prim.elementwise[2](*vals)
-        return self._ew_record(prim, leaves, vals, inputs, need, out_read, y)
+        return self._ew_record(prim, leaves, vals, inputs, need, out_read, ew_value(prim, vals, scalar_op))
 
     def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y):
         """Wrap the result ``y`` of an elementwise primitive and record it as
@@ -524,21 +517,23 @@ class ReverseLevel(Level):
                     s.captured = out_read
         return res
 
-    def _run(self):
+    def run(self):
         """The run at the end of the tape (a new one if the tape ends otherwise)."""
         tape = self.tape
         run = tape[-1]
         if type(run) is not ScalarRun:
-            run = ScalarRun(self.run_kinds)
+            run = ScalarRun(self.run_kinds[0])
             tape.append(run)
         return run
 
-    def start_run(self):
-        """Whether to start a run: the last ``RUN_AFTER`` records are all of
-        element-level operations. A few element operations among array
-        operations (a boundary condition) keep ordinary records, which cost
-        less there than a run of three or four rows."""
+    def in_run(self):
+        """Whether an element-level operation now goes to a run: the tape ends
+        with one, or with ``RUN_AFTER`` element-level records in a row. A few
+        element operations among array operations (a boundary condition) keep
+        ordinary records, which cost less there than a run of a few rows."""
         tape = self.tape
+        if not tape or type(tape[-1]) is ScalarRun:
+            return bool(tape)
         if len(tape) < RUN_AFTER:
             return False
         for k in range(-1, -1 - RUN_AFTER, -1):  # the latest first: array code stops at once
@@ -550,19 +545,18 @@ class ReverseLevel(Level):
             elif t is WriteRecord:
                 if rec.vshape is not None and rec.vshape != ():
                     return False
-            elif t is not ScalarRun:
+            elif t is ScalarRun:
+                return True
+            else:
                 return False
         return True
 
     def getitem(self, t, idx):
-        tape = self.tape
-        if (self.runs and (tape and type(tape[-1]) is ScalarRun or self.start_run()) and type(t) is ArrayTracer
-                and t._storage.active and len(STATE.levels) == 1):
+        if (self.runs and t._storage.active and type(t) is ArrayTracer and len(STATE.levels) == 1
+                and self.in_run()):
             pos = element_position(t, idx)
-            if pos is not None:
-                v = t._value[idx]
-                if type(v) is np.float64:
-                    return self._run().gather(self, t, pos, v)
+            if pos is not None:  # (one element of a float64 array: a NumPy float64)
+                return self.run().gather(self, t, pos, t._value[idx])
         res, out = self.index_value(t, idx)
         if out is None:
             return res
@@ -582,42 +576,39 @@ class ReverseLevel(Level):
         if s.captured:
             saved = dv[idx]
             saved = saved.copy() if hasattr(saved, "copy") else saved
-        tape = self.tape
-        if (self.runs and (tape and type(tape[-1]) is ScalarRun or self.start_run())
-                and (s.active or vactive or saved is not None) and type(dv) is _ndarray
-                and (vt is ScalarTracer or vt is float or vt is np.float64 or vt is int and -_BIG <= value <= _BIG)
-                and len(STATE.levels) == 1 and (vt is not ScalarTracer or type(vv) is np.float64)):
+        if not (s.active or vactive or saved is not None):
+            dv[idx] = vv  # nothing to record
+            return
+        if (self.runs and type(dv) is _ndarray and len(STATE.levels) == 1 and self.in_run()
+                and arg_kind(value, self) is not _NO):
             pos = element_position(dest, idx)
             if pos is not None:
-                self._run().write(dest, pos, value, vactive, saved)
                 dv[idx] = vv
+                self.run().write(dest, pos, value, vactive, saved)
                 if vactive:
                     s.active = True
                 return
-        if s.active or vactive or saved is not None:
-            rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
-            if vactive:
-                vs = value._storage
-                rec.vsrc = vs
-                rec.vgeom = value._geom
-                rec.vshape = value.shape
-                if _may_repeat(idx):
-                    rec.winners = _winners(dv, idx, vv)
-                elif (dest._geom is None and value._geom is None and not self.index and vs is not s
-                      and type(vs) is not RunStorage  # (its adjoint lives in its run)
-                      and vs.dtype == s.dtype and s.root_geom() is None and vs.root_geom() is None):
-                    if _whole(idx):
-                        rec.full = vs.shape == s.shape
-                    elif (type(idx) is slice or type(idx) is tuple) and _is_basic(idx):
-                        r = dv[idx]
-                        if type(r) is _ndarray and r.shape == vs.shape and r.flags.c_contiguous and r.size:
-                            rec.block = ((_ptr(r) - _ptr(dv)) // r.itemsize, r.size)
-            dv[idx] = vv
-            self.tape.append(rec)
-            if vactive:
-                s.active = True
-        else:
-            dv[idx] = vv
+        rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
+        if vactive:
+            vs = value._storage
+            rec.vsrc = vs
+            rec.vgeom = value._geom
+            rec.vshape = value.shape
+            if _may_repeat(idx):
+                rec.winners = _winners(dv, idx, vv)
+            elif (dest._geom is None and value._geom is None and not self.index and vs is not s
+                  and type(vs) is not RunStorage  # (its adjoint lives in its run)
+                  and vs.dtype == s.dtype and s.root_geom() is None and vs.root_geom() is None):
+                if _whole(idx):
+                    rec.full = vs.shape == s.shape
+                elif (type(idx) is slice or type(idx) is tuple) and _is_basic(idx):
+                    r = dv[idx]
+                    if type(r) is _ndarray and r.shape == vs.shape and r.flags.c_contiguous and r.size:
+                        rec.block = ((_ptr(r) - _ptr(dv)) // r.itemsize, r.size)
+        dv[idx] = vv
+        self.tape.append(rec)
+        if vactive:
+            s.active = True
 
     # -- reverse pass -------------------------------------------------------
 

@@ -394,7 +394,7 @@ _MODES = {0: "valid", 1: "same", 2: "full", "v": "valid", "s": "same", "f": "ful
 def _mode_slice(y, n, m, mode, correlate):
     mode = _MODES.get(mode, _MODES.get(mode[:1] if isinstance(mode, str) else None))
     if mode is None:
-        raise ValueError(f"mode must be one of 'valid', 'same', or 'full'")
+        raise ValueError("mode must be one of 'valid', 'same', or 'full'")
     if mode == "full":
         return y
     if mode == "valid":

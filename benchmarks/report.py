@@ -172,7 +172,7 @@ scalars, not 0-d arrays. Operations on float64 scalars (the 0-d row), element
 reads and element writes go, after four of them in a row, to a *run*: one
 row of three flat arrays each (code, references, the values the partials
 read) instead of a record object, and one loop over the rows backwards. That
-is about 1.7 µs forward and 1 µs backward per operation on scalars, 3 µs and
+is about 1.9 µs forward and 1 µs backward per operation on scalars, 3 µs and
 1.7 µs on shape (1,), against 0.06-0.3 µs for NumPy's own call; PyTorch
 eager, whose dispatcher and autograd engine are C++, needs about 4 µs. The
 rest is about six Python frames and two small objects (the output's `Tracer`
@@ -224,8 +224,8 @@ operation 2 bytes plus 8 per active argument and per value its partials
 read, an element write 26 bytes plus the 8 it saves; intermediate scalars
 die when the program drops them. At peak (the end of the reverse pass) there
 is also one 8-byte adjoint slot per row. A single-element write with its read
-of the value costs about 70 bytes of tape in all (it was 470 bytes as Python
-records), about 9 times the 8 bytes it overwrites: the position written and
+of the value costs about 55 bytes of tape in all (it was 470 bytes as Python
+records), about 7 times the 8 bytes it overwrites: the position written and
 where the value comes from have to be recorded by any reverse mode, and cost
 more than the overwritten element itself. The recurrence's peak is about 3
 times the allowance, which counts no tape at all. Array-level workloads (heat,

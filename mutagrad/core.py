@@ -734,7 +734,8 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
     if prim is None:
         return None
     leaves = [a, b] if b is not _NOARG else [a]
-    if lv.mode == "rev" and ew_rule(prim) is not None:
+    ew = prim.elementwise
+    if lv.mode == "rev" and ew is not None and prim.rrule is ew[0] and not prim.zero:  # (ew_rule, inlined)
         # plain values only: no dispatch inside, no ceiling needed
         r = lv.process_ew(prim, leaves, scalar_op, dest, self._scalar)
         if r is not None or dest is not None:

@@ -142,13 +142,16 @@ def _reads_of(d, n):
     return frozenset(i for i in range(n) if params[i] in used), params[n] in used
 
 
+DROP_SIZE = 64  # arrays of at most this many elements are not worth dropping
+
+
 def drop_unread(xs, needed):
     """Replace, in list ``xs``, the arrays no partial reads (positions not in
     ``needed``) by their shape and dtype, so that temporaries die now. Small
     arrays are not worth it."""
     for i in range(len(xs)):
         x = xs[i]
-        if type(x) is np.ndarray and x.size > 64 and i not in needed:
+        if type(x) is np.ndarray and x.size > DROP_SIZE and i not in needed:
             xs[i] = _Meta(x.shape, x.dtype)
 
 
@@ -175,12 +178,15 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
             ct = -g
     else:
         dv = d(*xs, y)
-        dt = getattr(dv, "dtype", None)
-        if dt is not None:
-            if dt.kind == "c":
-                dv = _conj(dv)
-        elif type(dv) is complex:
-            dv = dv.conjugate()
+        if type(dv) is float:  # (a constant factor: no dtype, not complex)
+            dt = None
+        else:
+            dt = getattr(dv, "dtype", None)
+            if dt is not None:
+                if dt.kind == "c":
+                    dv = _conj(dv)
+            elif type(dv) is complex:
+                dv = dv.conjugate()
         if (inplace and type(g) is _ndarray and g.shape == shape and g.size != 1
                 and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
                 and (dt is None or dv.shape == () or dv.shape == shape)):

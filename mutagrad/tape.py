@@ -38,7 +38,6 @@ from .core import (
     _is_basic,
     _ptr,
     ew_rule,
-    ew_value,
     Level,
     Storage,
     Tracer,
@@ -48,13 +47,14 @@ from .core import (
     bottom,
     view_of,
 )
-from .registry import ElementwisePullback, drop_unread, ew_cotangent
+from .registry import DROP_SIZE, ElementwisePullback, drop_unread, ew_cotangent
 from .runs import _NO, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
+_F64_TYPES = frozenset((float, np.float64))
 RUN_AFTER = 4  # element-level records in a row before a run starts (see ReverseLevel.in_run)
 
 
@@ -380,7 +380,23 @@ class ReverseLevel(Level):
                     x._storage.captured = True
         if dest is not None:
             return self._ew_into(prim, vals, inputs, need, dest, dv)
-        return self._ew_record(prim, leaves, vals, inputs, need, out_read, ew_value(prim, vals, scalar_op))
+        if scalar_op is not None and type(vals[0]) in _F64_TYPES and type(vals[1]) in _F64_TYPES:
+            y = scalar_op(vals[0], vals[1])  # (core.ew_value, inlined: the hottest path)
+        else:
+            y = prim.elementwise[2](*vals)
+        ty = type(y)
+        if (ty is _ndarray and 0 < y.size <= DROP_SIZE and y.base is None and prim.fresh
+                and y.dtype.kind in _FLOAT_KINDS):
+            # (_ew_record's first case, inlined, for results too small for drop_unread to matter:
+            # the arguments of an elementwise result are no larger)
+            st = Storage(self, y)
+            out = ArrayTracer(y, self, st, None, False)
+            self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st,
+                                      prim, self._line() if self.record_lines else None))
+            st.active = True
+            st.captured = out_read
+            return out
+        return self._ew_record(prim, leaves, vals, inputs, need, out_read, y)
 
     def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y):
         """Wrap the result ``y`` of an elementwise primitive and record it as

@@ -47,7 +47,12 @@ def _reduce_args(args, kwargs, names):
 
 
 def _sum_impl(x, axis=None, keepdims=False, dtype=None):
+    if type(x) is np.ndarray:  # what np.sum calls for an ndarray, without its Python wrapper
+        return _add_reduce(x, axis, dtype, None, keepdims)
     return np.sum(x, axis=axis, keepdims=keepdims, dtype=dtype)
+
+
+_add_reduce = np.add.reduce
 
 
 def _mean_impl(x, axis=None, keepdims=False, dtype=None):

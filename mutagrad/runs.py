@@ -46,7 +46,12 @@ _ndarray = np.ndarray
 _float64 = np.float64
 _F64 = np.dtype(np.float64)
 _GATHER, _WRITE, _WRITE_SAVED, _EW = 0, 1, 2, 3  # row codes; an operation's code is _EW + its kind
-_CONST = -(1 << 62)  # a written value that is a constant
+_CONST = -(1 << 31)  # a written value that is a constant
+# References are 4-byte integers: rows (at most MAX_ROWS per run), storages outside the run
+# (-1 - index, at most three per row) and element positions up to REF_MAX; a position beyond
+# that widens the run's references to 8 bytes.
+REF_MAX = (1 << 31) - 1
+MAX_ROWS = 1 << 29  # rows of one run (the level starts a new run after that many)
 _INTS = frozenset((int, np.int64, np.int32, np.intp))
 _BIG = 1 << 53  # integers beyond this are not exact as float64
 _NO = object()  # arg_kind: not something a run records
@@ -209,7 +214,7 @@ class ScalarRun:
 
     def __init__(self, kinds):
         self.codes = array("H")  # one per row: _GATHER, _WRITE, _WRITE_SAVED or _EW + kind
-        self.refs = array("q")  # per row, in order: see gather / write / operation
+        self.refs = array("i")  # per row, in order: see gather / write / operation (8 bytes: see _wide)
         self.vals = array("d")  # per row, in order: the values its pullback reads
         self.ext = []  # (storage, geometry) outside the run that rows read or write
         self._ext_ids = {}
@@ -240,10 +245,17 @@ class ScalarRun:
             return s.slot
         return -1 - self._ext(s, x._geom)
 
+    def _wide(self):
+        """References of 8 bytes from now on (an element position beyond REF_MAX)."""
+        if self.refs.typecode != "q":
+            self.refs = array("q", self.refs)
+
     def gather(self, level, t, pos, v):
         """``t[idx]``, the element at flat position ``pos`` of ``t``'s storage, value ``v``."""
         k = len(self.codes)
         self.codes.append(_GATHER)
+        if pos > REF_MAX:
+            self._wide()
         self.refs.append(self._ext(t._storage))
         self.refs.append(pos)
         return ScalarTracer(v, level, RunStorage(level, v, self, k), None, True)
@@ -262,6 +274,8 @@ class ScalarRun:
             if j not in self.roots:
                 self.roots[j] = s.root.reshape(-1)
             self.vals.append(saved)
+        if pos > REF_MAX:
+            self._wide()
         refs = self.refs
         refs.append(j)
         refs.append(pos)

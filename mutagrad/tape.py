@@ -48,7 +48,7 @@ from .core import (
     view_of,
 )
 from .registry import DROP_SIZE, ElementwisePullback, drop_unread, ew_cotangent
-from .runs import _NO, RunStorage, ScalarRun, arg_kind, element_position
+from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
@@ -537,7 +537,7 @@ class ReverseLevel(Level):
         """The run at the end of the tape (a new one if the tape ends otherwise)."""
         tape = self.tape
         run = tape[-1]
-        if type(run) is not ScalarRun:
+        if type(run) is not ScalarRun or len(run.codes) >= MAX_ROWS:
             run = ScalarRun(self.run_kinds[0])
             tape.append(run)
         return run

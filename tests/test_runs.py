@@ -144,12 +144,13 @@ def test_zero_d_arguments():
     check_grads(zero_d_arguments, np.array(0.7), np.array(1.3), order=2)
 
 
-def _count_runs(f, *args):
+def _count_runs(f, *args, runs=False):
+    """Rows recorded by runs in ``mg.grad(f)(*args)`` (with ``runs``: the runs)."""
     seen = []
     orig = tape_mod.ReverseLevel.backward
 
     def spy(level):
-        seen.append(sum(len(r) for r in level.tape if type(r) is ScalarRun))
+        seen.append(sum(1 if runs else len(r) for r in level.tape if type(r) is ScalarRun))
         return orig(level)
 
     tape_mod.ReverseLevel.backward = spy
@@ -258,3 +259,35 @@ def test_run_scalar_used_by_a_later_write_of_a_whole_0d_array():
         return np.sum(y) + b * x[1]
 
     check_grads(f, X[:3].copy(), order=2)
+
+
+@pytest.mark.parametrize("f", PROGRAMS + [two_d_elements_and_views], ids=lambda f: f.__name__)
+def test_wide_references_and_runs_split_by_size(f, monkeypatch):
+    # positions beyond 4-byte references (here: beyond 3) widen a run's references to 8 bytes,
+    # and a run that is full is followed by a new one whose rows refer to the old one's scalars
+    from mutagrad import runs
+
+    widened = []
+    wide = runs.ScalarRun._wide
+
+    def spy(self):
+        widened.append(self.refs.typecode)
+        wide(self)
+
+    monkeypatch.setattr(runs, "REF_MAX", 3)
+    monkeypatch.setattr(runs.ScalarRun, "_wide", spy)
+    monkeypatch.setattr(tape_mod, "MAX_ROWS", 5)
+    x = M.copy() if f is two_d_elements_and_views else X.copy()
+    check_grads(f, x, order=2)
+    if f in (recurrence, read_whole_then_write_elements, two_d_elements_and_views):
+        assert "i" in widened  # (these read or write elements beyond position 3 in a run)
+        assert _count_runs(f, x.copy(), runs=True) > 2  # the rows are in more than two runs
+
+
+def test_references_are_four_bytes():
+    run = ScalarRun([])
+    assert run.refs.itemsize == 4
+    run.refs.extend([5, -(1 << 31), (1 << 31) - 1])
+    run._wide()
+    assert run.refs.itemsize == 8 and list(run.refs) == [5, -(1 << 31), (1 << 31) - 1]
+    run.refs.append(1 << 40)  # a position of an array of more than 2**31 elements

@@ -24,7 +24,7 @@ to the tape does):
   overwritten value if a pullback may read it (see :mod:`mutagrad.tape`).
 
 A scalar produced by a run is a :class:`RunStorage` that knows its row. The
-run holds no reference to it: its derivative lives in the run's list of
+run holds no reference to it: its derivative lives in the run's
 adjoints, and a later record that uses the scalar adds its cotangent there
 (``ReverseLevel.accumulate`` sends it to :meth:`ScalarRun.receive`).
 
@@ -220,7 +220,9 @@ class ScalarRun:
         self._ext_ids = {}
         self.kinds = kinds  # the level's list of _Kind (a row's code is _EW + its index)
         self.roots = None  # ext index -> flat root array, for writes that save what they overwrite
-        self.adj = None  # the rows' adjoints (reverse pass), None where no cotangent arrived
+        # the adjoints of the rows a cotangent reached and the reverse pass has not yet (a dict:
+        # in element loops few are pending at a time, so it stays small where a list has a slot per row)
+        self.adj = None
         self.poison = None  # row -> NotImplementedTangent
         self._redo = None
         self._flats = None
@@ -299,8 +301,8 @@ class ScalarRun:
                 ct = ct[()]
         adj = self.adj
         if adj is None:
-            adj = self.adj = [None] * len(self.codes)
-        a = adj[slot]
+            adj = self.adj = {}
+        a = adj.get(slot)
         adj[slot] = ct if a is None else a + ct
 
     def _flat(self, j, level):
@@ -325,7 +327,7 @@ class ScalarRun:
             level.accumulate(s, geom, ct, self, True)
         elif type(ct) is _float64 or type(ct) is float:
             adj = self.adj
-            a = adj[ref]
+            a = adj.get(ref)
             adj[ref] = ct if a is None else a + ct
         else:
             self.receive(ref, ct)
@@ -334,7 +336,7 @@ class ScalarRun:
         codes, refs, vals, kinds, ext = self.codes, self.refs, self.vals, self.kinds, self.ext
         adj = self.adj
         if adj is None:
-            adj = self.adj = [None] * len(codes)
+            adj = self.adj = {}
         self._flats = {}
         r, v = len(refs), len(vals)
         k = len(codes)
@@ -346,8 +348,7 @@ class ScalarRun:
                     act = kind.active
                     r -= len(act)
                     v -= len(kind.need) + kind.out_read
-                    g = adj[k]
-                    adj[k] = None
+                    g = adj.pop(k, None)
                     if self.poison is not None and k in self.poison:
                         for q in range(len(act)):
                             self._send(refs[r + q], self.poison[k], level)
@@ -374,8 +375,7 @@ class ScalarRun:
                         self._send(refs[r + q], ct, level)
                 elif c == _GATHER:
                     r -= 2
-                    g = adj[k]
-                    adj[k] = None
+                    g = adj.pop(k, None)
                     if self.poison is not None and k in self.poison:
                         level.accumulate(ext[refs[r]][0], None, self.poison[k], self)
                     elif g is not None:
@@ -404,7 +404,7 @@ class ScalarRun:
         else:
             self._redo = 0
         finally:
-            # (an adjoint list of Nones and the poison are of this pass only: a pullback
+            # (the pending adjoints and the poison are of this pass only: a pullback
             # called again starts afresh)
             self._flats = self.adj = self.poison = None
 

@@ -92,19 +92,32 @@ def _wrap_leaf(level, x, name):
 
 def _mark_aliasing(wrapped):
     """Arguments that share memory may be read, not written (writes raise)."""
-    bounds = [_bounds_of(bottom(t)) if type(bottom(t)) is _ndarray else None for t, _ in wrapped]
-    for i in range(len(wrapped)):
-        if bounds[i] is None:
-            continue
-        bi = bottom(wrapped[i][0])
-        for j in range(i):
-            if bounds[j] is None or not (bounds[i][0] < bounds[j][1] and bounds[j][0] < bounds[i][1]):
-                continue  # disjoint address ranges
-            bj = bottom(wrapped[j][0])
-            if np.shares_memory(bi, bj):
-                si, sj = wrapped[i][1].storage, wrapped[j][1].storage
-                si.aliased = si.aliased or sj.name
-                sj.aliased = sj.aliased or si.name
+    arrays = []
+    for t, info in wrapped:
+        b = bottom(t)
+        if type(b) is _ndarray:
+            arrays.append((b, info.storage))
+    n = len(arrays)
+    if n < 2:
+        return
+    if n <= 16:  # a few arrays: every pair, by NumPy's bounds test
+        pairs = [(i, j) for i in range(n) for j in range(i) if _may_share(arrays[i][0], arrays[j][0])]
+    else:  # many (a pytree of arrays): the pairs whose address ranges overlap, by a sweep
+        spans = sorted(_bounds_of(b) + (k,) for k, (b, _) in enumerate(arrays))
+        pairs, open_ = [], []  # open_: (end, index) of the spans that may reach the current one
+        for lo, hi, k in spans:
+            open_ = [(e, j) for e, j in open_ if e > lo]
+            pairs.extend((max(j, k), min(j, k)) for _, j in open_)
+            open_.append((hi, k))
+        pairs.sort()
+    for i, j in pairs:
+        (bi, si), (bj, sj) = arrays[i], arrays[j]
+        if np.shares_memory(bi, bj):
+            si.aliased = si.aliased or sj.name
+            sj.aliased = sj.aliased or si.name
+
+
+_may_share = np.may_share_memory
 
 
 def _wrap_args(level, args, argnums):

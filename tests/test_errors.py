@@ -335,3 +335,32 @@ def test_defelementwise_refuses_constant_partials_other_than_one():
         defelementwise(triple, 3.0)
     defelementwise(triple, lambda x, y: 3.0)  # the constant written as a function
     check_grads(lambda x: np.sum(triple(x) ** 2), np.array([0.5, -1.0]))
+
+
+def test_aliasing_found_among_many_arguments():
+    # more than 16 arrays: overlapping address ranges are found by a sweep, not pair by pair
+    base = np.arange(1.0, 7.0)
+    leaves = [np.full(3, float(k)) for k in range(20)]
+    leaves[3], leaves[17] = base[:4], base[2:]  # share base[2:4]
+    leaves[9] = base[4:5].copy()  # no memory shared
+
+    def f(xs):
+        return sum(np.sum(x * x) for x in xs)
+
+    grads = mg.grad(f)(leaves)
+    for x, g in zip(leaves, grads):
+        np.testing.assert_allclose(g, 2 * x)
+
+    def g(xs):
+        xs[17][0] = 0.0
+        return f(xs)
+
+    with pytest.raises(mg.AliasingError) as info:
+        mg.grad(g)(leaves)
+    assert "leaf 3" in str(info.value) and "leaf 17" in str(info.value)
+
+    def h(xs):
+        xs[9][0] = 0.0  # no alias: allowed
+        return f(xs)
+
+    mg.grad(h)(leaves)

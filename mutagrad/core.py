@@ -1296,7 +1296,81 @@ def write(dest, idx, value):
                                  f"values to the {pos.size} output values where the mask is true")
             write_in_order(dest, pos, value)
             return
+    if isinstance(value, Tracer) and value.ndim:
+        order = copy_order(bottom(dest), idx, bottom(value))
+        if order is not None:  # NumPy's unbuffered copy reads elements it has overwritten
+            copy_in_order(dest[idx], value, order)
+            return
     bind_with("write", dest, idx, value)
+
+
+def _view_index(idx) -> bool:
+    """Whether ``x[idx]`` is a view of x (basic indexing, NumPy integers included)."""
+    parts = idx if type(idx) is tuple else (idx,)
+    for i in parts:
+        if not (type(i) is slice or i is Ellipsis or i is None or isinstance(i, (int, np.integer))):
+            return False
+    return not isinstance(idx, (bool, np.bool_))
+
+
+def copy_order(db, idx, vb, mask=None):
+    """How NumPy copies ``vb`` into ``db[idx]`` (``x[idx] = v``, ``np.copyto``),
+    if its result is not that of copying a buffered ``vb``: the destination's
+    indices in the order NumPy writes them; None when the copy equals a
+    buffered one. ``mask``: the ``where=`` of ``np.copyto``.
+
+    NumPy buffers an overlapping source when the destination has more than one
+    dimension or the strides run opposite ways; for a 1-D destination it walks
+    both arrays together, by ascending destination address, backwards when the
+    source starts below the destination and reaches into it. With equal strides
+    that is what a buffered copy gives; with different ones an element may be
+    read after an earlier step overwrote it (``a[:, 2] = a[1]``)."""
+    if type(vb) is not _ndarray or vb.ndim == 0 or not np.may_share_memory(db, vb) or not _view_index(idx):
+        return None
+    d = db[idx]
+    if type(d) is not _ndarray or d.ndim != 1 or d.shape[0] < 2:
+        return None
+    if d.strides[0] * vb.strides[-1] < 0 or not np.may_share_memory(d, vb):
+        return None  # buffered by NumPy, or disjoint
+    n = d.shape[0]
+    v = vb
+    while v.ndim > 1 and v.shape[0] == 1:  # NumPy drops leading unit dimensions of the source
+        v = v[0]
+    if v.ndim != 1 or v.shape[0] != n:
+        return None  # one element broadcast (each step rewrites what it reads), or NumPy raises
+    ds, ss = d.strides[0], v.strides[0]
+    if ss == ds or ss == 0 or ds == 0:
+        return None
+    dp, sp = _ptr(d), _ptr(v)
+    view = np.arange(n)  # the view index that step k handles
+    if ds < 0:  # NumPy walks by ascending destination address
+        dp, sp, ds, ss = dp + (n - 1) * ds, sp + (n - 1) * ss, -ds, -ss
+        view = view[::-1]
+    steps = np.arange(n)
+    backward = sp < dp and sp + n * ss > dp
+    # the step that writes the address step k reads, if any
+    off = sp + steps * ss - dp
+    hit = (off % ds == 0) & (off >= 0) & (off < n * ds)
+    if mask is not None:
+        live = np.asarray(mask, dtype=bool)[view]
+        hit &= live[np.clip(off // ds, 0, n - 1)] & live
+    writer = off // ds
+    late = hit & ((writer > steps) if backward else (writer < steps))
+    if not late.any():
+        return None
+    order = view[::-1] if backward else view
+    if mask is not None:
+        order = order[np.asarray(mask, dtype=bool)[order]]
+    return [int(i) for i in order]
+
+
+def copy_in_order(dest, value, order):
+    """``dest[i] = value[i]`` (1-D ``dest``; ``value`` without its leading unit
+    dimensions) for ``i`` in ``order``, each element read when it is written."""
+    while value.ndim > 1 and value.shape[0] == 1:
+        value = value[0]
+    for i in order:
+        write(dest, i, value[i])
 
 
 def write_in_order(dest, flatpos, value):

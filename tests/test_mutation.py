@@ -367,6 +367,61 @@ def test_overlapping_in_place_forms_leave_numpys_bits(stmt):
     check_grads(f, np.array([0.3, 0.7, 1.1, 1.3]))
 
 
+# A 1-D destination and a source that overlaps it with other strides: NumPy copies
+# element by element without a buffer (by ascending destination address, backwards
+# when the source starts below the destination and reaches into it), so a later
+# element may read what an earlier step wrote. Found by the fuzzer (seed 71).
+UNBUFFERED = [
+    "x.reshape(3, 3)[:, 2] = x.reshape(3, 3)[1]",
+    "x.reshape(3, 3)[:, 2] = x.reshape(3, 3)[1:2, :]",
+    "x[1:5] = x[:8:2]",
+    "x[1:5][...] = x[:8:2]",
+    "x[np.int64(1):5] = x[:8:2].reshape(1, 4)",
+    "x[5:1:-1] = x[::-2][:4]",
+    "x.reshape(3, 3)[1, :] = x.reshape(3, 3)[:, 1]",
+    "np.copyto(x[1:5], x[:8:2])",
+    "np.copyto(x[1:5], x[:8:2], where=np.array([True, False, True, True]))",
+    "np.copyto(x[1:5], x[:8:2], where=np.array([True, True, False, True]))",
+    # buffered by NumPy, or unbuffered with the same result
+    "x[3:6] = x[::3]",
+    "x[::-1][:3] = x[::3]",
+    "x[::-3] = x[::-1][:3]",
+    "x[4:8] = x[:8:2]",
+]
+
+
+@pytest.mark.parametrize("stmt", UNBUFFERED)
+def test_unbuffered_overlapping_copies_follow_numpy(stmt):
+    w = np.linspace(-1.0, 1.0, 9)
+
+    def f(x):
+        c = np.sin(x)
+        exec(stmt, {"np": np, "x": x})
+        return np.sum(x * w) + np.sum(x ** 3 * c)
+
+    check_grads(f, np.random.default_rng(3).standard_normal(9), order=2)
+
+
+def test_unbuffered_overlapping_copy_closed_form():
+    # NumPy: a[0, 2] = a[1, 0]; a[1, 2] = a[1, 1]; a[2, 2] = a[1, 2], which now holds a[1, 1]
+    w = np.arange(1.0, 10.0).reshape(3, 3)
+
+    def f(x):
+        a = x.reshape(3, 3)
+        a[:, 2] = a[1]
+        return np.sum(a * w)
+
+    x = np.arange(9.0)
+    plain = x.copy().reshape(3, 3)
+    plain[:, 2] = plain[1]
+    np.testing.assert_array_equal(plain[:, 2], [3.0, 4.0, 4.0])  # NumPy's own result
+    expected = w.copy()
+    expected[:, 2] = 0.0
+    expected[1, 0] += w[0, 2]
+    expected[1, 1] += w[1, 2] + w[2, 2]
+    np.testing.assert_allclose(mg.grad(f)(x.copy()), expected.ravel(), rtol=1e-15)
+
+
 def test_plain_arrays_reduced_into_traced_buffers():
     c = np.arange(6.0).reshape(2, 3)
 

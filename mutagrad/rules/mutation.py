@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bottom, write
+from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bottom, copy_in_order, copy_order, write
 from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
 
 
@@ -28,8 +28,14 @@ def _np_copyto(args, kwargs):
     m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(dst))
     if np.ndim(src) == 0:
         write(dst, m, src)
-    else:
-        write(dst, m, np.broadcast_to(src, np.shape(dst))[m])
+        return None
+    src = np.broadcast_to(src, np.shape(dst))
+    if isinstance(dst, Tracer) and isinstance(src, Tracer):
+        order = copy_order(bottom(dst), Ellipsis, bottom(src), m)
+        if order is not None:  # NumPy's unbuffered copy reads elements it has overwritten
+            copy_in_order(dst, src, order)
+            return None
+    write(dst, m, src[m])
     return None
 
 

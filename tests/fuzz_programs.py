@@ -902,7 +902,13 @@ class Generator:
             "np.copyto({0}[1:], {0}[:-1])", "np.subtract({0}[1:], {0}[:-1], out={0}[:-1])",
             "np.multiply({0}[::-1], np.tanh({0}), out={0})", "{0}[...] = np.sin({0}[::-1])",
         ]
+        if len(s) == 1 and s[0] >= 3:  # other strides: NumPy copies these without a buffer
+            h = s[0] // 2
+            forms += [f"{{0}}[1:{h + 1}] = {{0}}[::2][:{h}]", f"np.copyto({{0}}[{h}:0:-1], {{0}}[::-2][:{h}])",
+                      f"{{0}}[{s[0] - h}:] = {{0}}[::2][:{h}]"]
         if len(s) == 2 and s[0] == s[1]:
+            forms += ["{0}[:, -1] = {0}[1]", "{0}[0] = {0}[:, 1]", "np.copyto({0}[:, 0], {0}[-1])",
+                      "np.copyto({0}[:, -1], {0}[0], where=np.arange(%d) %% 2 == 0)" % s[0]]
             forms += ["{0} += {0}.T", "{0}[...] = {0}.T", "np.add({0}, {0}.T, out={0})", "{0} @= np.tanh({0})",
                       "np.matmul(np.tanh({0}), {0}.T, out={0})", "{0}[1:] = {0}.T[:-1]",
                       "{0} -= 0.5 * {0}.T"]

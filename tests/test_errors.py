@@ -8,6 +8,7 @@ import pytest
 
 import mutagrad as mg
 import mutagrad.numpy as mnp
+from mutagrad.testing import check_grads
 
 HERE = os.path.basename(__file__)
 
@@ -364,3 +365,18 @@ def test_aliasing_found_among_many_arguments():
         return f(xs)
 
     mg.grad(h)(leaves)
+
+
+def test_einsum_out_sharing_memory_with_an_operand_raises():
+    def f(x):
+        np.einsum("i->i", x[:8:2], out=x[1:5])
+        return np.sum(x * x)
+
+    with pytest.raises(mg.MutationError, match="einsum"):
+        mg.grad(f)(np.arange(1.0, 10.0))
+
+    def g(x):  # disjoint: allowed
+        np.einsum("i,i->i", x[:3], x[3:6], out=x[6:9])
+        return np.sum(x * x)
+
+    check_grads(g, np.arange(1.0, 10.0))

@@ -382,6 +382,15 @@ UNBUFFERED = [
     "np.copyto(x[1:5], x[:8:2])",
     "np.copyto(x[1:5], x[:8:2], where=np.array([True, False, True, True]))",
     "np.copyto(x[1:5], x[:8:2], where=np.array([True, True, False, True]))",
+    # functions that write their result into out= in steps, each reading the arrays as they are then
+    "np.concatenate([x[3:6], x[0:3]], out=x[0:6])",
+    "np.concatenate([x[::3], x[1::3]], out=x[:6])",
+    "np.concatenate([x[::3], x[1::3].reshape(1, 3)], axis=None, out=x[2:8])",
+    "np.concatenate([x.reshape(3, 3)[:, :1], x.reshape(3, 3)[:, 2:]], axis=1, out=x.reshape(3, 3)[:, :2])",
+    "np.stack([x[3:6], x[0:3]], out=x[:6].reshape(2, 3))",
+    "np.stack([x[3:6], x[0:3]], axis=1, out=x[:6].reshape(3, 2))",
+    "np.ptp(x.reshape(3, 3), axis=0, out=x[1:4])",
+    "np.ptp(x.reshape(3, 3), axis=1, out=x[::4][:3])",
     # buffered by NumPy, or unbuffered with the same result
     "x[3:6] = x[::3]",
     "x[::-1][:3] = x[::3]",

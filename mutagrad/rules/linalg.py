@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, bind, bottom, get_primitive, write_out, write_replayed
+from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, write_out, write_replayed
+from ..errors import MutationError, user_line
 from ..registry import conj_if_complex as _cj
 from ..tangents import Thunk, NoTangent, ZeroTangent, is_zero, unbroadcast
 
@@ -352,6 +353,13 @@ def _np_einsum(args, kwargs):
         to = lambda sl: "".join("..." if s is Ellipsis else _LETTERS[s] for s in sl)  # noqa: E731
         spec = ",".join(to(s) for s in subs) + ("->" + to(outsub) if outsub is not None else "")
         args = (spec, *operands)
+    if out is not None and any(isinstance(x, (Tracer, np.ndarray)) and np.shares_memory(bottom(out), bottom(x))
+                               for x in args[1:]):
+        raise MutationError(
+            f"np.einsum(..., out=...) at {user_line()} writes into memory that one of its operands also "
+            "occupies; NumPy's result then depends on the order of its loops, which mutagrad does not "
+            "follow. Compute into a new array and copy it: out[...] = np.einsum(...)."
+        )
     res = bind(einsum_p, tuple(args), {"optimize": bool(optimize) if optimize is not True else True})
     return write_out(res, out)
 

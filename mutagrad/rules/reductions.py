@@ -341,8 +341,13 @@ def _np_var(args, kwargs, sqrt=False):
 def _np_ptp(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims"))
     k = dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
-    res = bind(max_p, (a["a"],), k) - bind(min_p, (a["a"],), k)
-    return write_out(res, a.get("out"))
+    out = a.get("out")
+    if out is None:
+        return bind(max_p, (a["a"],), k) - bind(min_p, (a["a"],), k)
+    # NumPy's order: the maximum into out, then the minimum (of the array as it is
+    # then, if out shares its memory), then their difference into out
+    write_out(bind(max_p, (a["a"],), k), out)
+    return write_out(out - bind(min_p, (a["a"],), k), out)
 
 
 def _np_average(args, kwargs):

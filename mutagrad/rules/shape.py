@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive
+from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive
 from ..registry import deflinear
 from ..tangents import ZeroTangent, is_zero, unbroadcast
 
@@ -114,12 +114,37 @@ def _defjoin(impl, transpose, name):
         a = dict(zip(("arrays", "axis", "out"), args))
         a.update(kwargs)
         out = a.pop("out", None)
-        res = bind(p, (list(a.pop("arrays")),),
-                   {"axis": a.get("axis", 0), "dtype": a.get("dtype"), "casting": a.get("casting", "same_kind")})
+        arrays = list(a.pop("arrays"))
+        axis = a.get("axis", 0)
+        res = bind(p, (arrays,), {"axis": axis, "dtype": a.get("dtype"), "casting": a.get("casting", "same_kind")})
+        if out is not None and isinstance(out, Tracer) and any(
+                isinstance(x, Tracer) and np.shares_memory(bottom(out), bottom(x)) for x in arrays):
+            _join_in_order(out, arrays, axis, impl is _stack_impl)
+            return out
         return write_out(res, out)
 
     p.rrule, p.frule = rrule, frule
     return handler
+
+
+def _join_in_order(out, arrays, axis, stack):
+    """np.concatenate / np.stack into an ``out`` that shares memory with some of
+    the arrays: NumPy copies the arrays into their parts of ``out`` one after
+    the other, so a later array reads what an earlier copy wrote. So do we."""
+    nd = np.ndim(out)
+    start = 0
+    for x in arrays:
+        if axis is None:  # (concatenate only: the flattened arrays, one after the other)
+            n = int(np.size(x))
+            write(out, slice(start, start + n), np.ravel(x))
+        elif stack:
+            write(out, (slice(None),) * (axis % nd) + (start,), x)
+            n = 1
+        else:
+            ax = axis % nd
+            n = np.shape(x)[ax]
+            write(out, (slice(None),) * ax + (slice(start, start + n),), x)
+        start += n
 
 
 FUNCTIONS[np.concatenate] = _defjoin(_concat_impl, _concat_T, "np.concatenate")

@@ -380,3 +380,23 @@ def test_einsum_out_sharing_memory_with_an_operand_raises():
         return np.sum(x * x)
 
     check_grads(g, np.arange(1.0, 10.0))
+
+
+@pytest.mark.parametrize("ufunc", [np.modf, np.frexp, np.divmod])
+def test_two_output_ufunc_with_outputs_sharing_memory_raises(ufunc):
+    def f(x):
+        args = (x[:8:2],) if ufunc is not np.divmod else (x[:8:2], 0.7)
+        ufunc(*args, out=(x[1:5], x[::2][:4]))
+        return np.sum(x * x)
+
+    with pytest.raises(mg.MutationError, match="share"):
+        mg.grad(f)(np.arange(1.0, 10.0))
+
+
+def test_two_output_ufunc_with_separate_outputs():
+    def f(x):
+        frac, whole = mnp.zeros(4), mnp.zeros(4)
+        np.modf(x[:8:2] * 2.5, out=(frac, whole))
+        return np.sum(frac * x[1:5])
+
+    check_grads(f, np.linspace(0.1, 0.9, 9))

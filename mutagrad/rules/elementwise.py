@@ -26,6 +26,7 @@ from ..core import (
     write_out,
     write_replayed,
 )
+from ..errors import MutationError, user_line
 from ..registry import defelementwise, defzero
 from ..tangents import ZeroTangent
 
@@ -58,6 +59,14 @@ def ufunc_call(ufunc, inputs, kwargs):
         out = (out,)
     if out is not None and all(o is None for o in out):
         out = None
+    if out is not None and ufunc.nout > 1:
+        outs = [bottom(o) for o in out if o is not None]
+        if any(np.shares_memory(outs[i], outs[j]) for i in range(len(outs)) for j in range(i)):
+            raise MutationError(
+                f"np.{ufunc.__name__}(..., out=...) at {user_line()} writes its outputs into memory they "
+                "share; which output's value survives then depends on NumPy's loop order, which mutagrad "
+                "does not follow. Give each output its own array."
+            )
     if where is True:
         if out is not None and ufunc.nout == 1:  # NumPy's own in-place call: its bits, whatever the loop
             r = _into(ufunc, inputs, out[0])

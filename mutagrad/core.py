@@ -910,6 +910,52 @@ class Tracer:
             return bottom(self).tobytes(*a, **k)
         raise escape_error("x.tobytes()")
 
+    def tofile(self, *a, **k):
+        if self._plain_constant():
+            return bottom(self).tofile(*a, **k)
+        raise escape_error("x.tofile()")
+
+    def dump(self, *a, **k):
+        raise escape_error("x.dump() (pickling a traced array)")
+
+    def dumps(self, *a, **k):
+        raise escape_error("x.dumps() (pickling a traced array)")
+
+    @property
+    def data(self):
+        raise escape_error("x.data (the raw buffer of a traced array)")
+
+    @property
+    def ctypes(self):
+        raise escape_error("x.ctypes (the raw memory of a traced array)")
+
+    @property
+    def device(self):
+        return "cpu"
+
+    def to_device(self, device, /, *, stream=None):
+        if device != "cpu":
+            raise ValueError(f"unsupported device {device!r}: traced arrays live on the CPU")
+        return self
+
+    def byteswap(self, inplace=False):
+        raise MutationError(
+            f"x.byteswap() on a traced array at {user_line()} reinterprets its bytes, which has no "
+            "derivative. If a constant is meant, apply it to mg.value(x) (a plain, read-only view)."
+        )
+
+    def getfield(self, dtype, offset=0):
+        raise MutationError(
+            f"x.getfield() on a traced array at {user_line()} reinterprets its bytes, which has no "
+            "derivative. Use x.view(dtype) for a same-size reinterpretation, or mg.value(x).getfield(...)."
+        )
+
+    def setfield(self, val, dtype, offset=0):
+        raise MutationError(
+            f"x.setfield() on a traced array at {user_line()} writes bytes of another type into it, which "
+            "has no derivative. Write values with x[...] = val instead."
+        )
+
     def __reduce__(self):
         raise escape_error("pickling a traced array")
 
@@ -1158,6 +1204,20 @@ class Tracer:
         from .rules.mutation import sort_inplace
 
         sort_inplace(self, axis, kind)
+
+    def partition(self, kth, axis=-1, kind="introselect", order=None):
+        if axis is None:
+            raise TypeError("ndarray.partition: axis=None is not allowed for an in-place partition")
+        write(self, Ellipsis, np.partition(self, kth, axis=axis, kind=kind, order=order))
+
+    def argpartition(self, *a, **k):
+        return np.argpartition(bottom(self), *a, **k)
+
+    def choose(self, choices, out=None, mode="raise"):
+        return np.choose(self, choices, out=out, mode=mode)
+
+    def compress(self, condition, axis=None, out=None):
+        return np.compress(condition, self, axis=axis, out=out)
 
     def put(self, ind, v, mode="raise"):
         np.put(self, ind, v, mode=mode)

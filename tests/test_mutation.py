@@ -444,3 +444,24 @@ def test_plain_arrays_reduced_into_traced_buffers():
         return np.sum(b * x[0]) + np.sum(b2 * b3)
 
     check_grads(f, np.array([[0.3, 0.8, 1.2], [0.4, 1.1, 2.0]]))
+
+
+@pytest.mark.parametrize("stmt", [
+    "x.partition(4)",
+    "x[:8:2].partition(2)",
+    "x.reshape(3, 3).partition(1, axis=0)",
+    "x.reshape(3, 3).partition([0, 2])",
+    "x.put([0, 0], [x[1], x[2]])",
+    "np.place(x, x > 0, [x[0], x[1]])",
+    "np.putmask(x, x > 0, (x[0], 2.0))",
+    "np.fill_diagonal(x.reshape(3, 3), [x[0], 2.0, x[8]])",
+])
+def test_in_place_partition_and_values_given_as_lists(stmt):
+    w = np.linspace(-1.0, 1.0, 9)
+
+    def f(x):
+        c = np.cos(x)
+        exec(stmt, {"np": np, "x": x})
+        return np.sum(x * w) + np.sum(x ** 3 * c)
+
+    check_grads(f, np.random.default_rng(5).standard_normal(9), order=2)

@@ -231,6 +231,24 @@ def _np_sort(args, kwargs):
 FUNCTIONS[np.sort] = _np_sort
 
 
+def _np_partition(args, kwargs):
+    a = dict(zip(("a", "kth", "axis", "kind", "order"), args))
+    a.update(kwargs)
+    if a.get("order") is not None:
+        raise TypeError("np.partition: order= applies to structured arrays, which have no derivative")
+    x = a["a"]
+    axis = a.get("axis", -1)
+    if axis is None:
+        x = np.ravel(x)
+        axis = -1
+    # argpartition runs the same selection as partition: the same arrangement (ties aside)
+    perm = np.argpartition(bottom(x), a["kth"], axis=axis, kind=a.get("kind", "introselect"))
+    return np.take_along_axis(x, perm, axis)
+
+
+FUNCTIONS[np.partition] = _np_partition
+
+
 # -- ufunc.outer ----------------------------------------------------------------
 
 

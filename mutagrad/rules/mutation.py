@@ -13,6 +13,15 @@ from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bottom, copy_in_order, cop
 from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
 
 
+def _as_values(v):
+    """A list or tuple of values (traced ones too) as one array, as NumPy converts it."""
+    if type(v) is list or type(v) is tuple:
+        from ..numpy import array as marray
+
+        return marray(v)
+    return v
+
+
 def _np_copyto(args, kwargs):
     a = dict(zip(("dst", "src", "casting", "where"), args))
     a.update(kwargs)
@@ -42,6 +51,8 @@ def _np_copyto(args, kwargs):
 def _np_put(args, kwargs):
     a = dict(zip(("a", "ind", "v", "mode"), args))
     a.update(kwargs)
+    if "v" in a:
+        a["v"] = _as_values(a["v"])
     x = a["a"]
     n = int(np.size(x))
     ind = np.asarray(bottom(a["ind"]))
@@ -60,6 +71,8 @@ def _np_put(args, kwargs):
 def _np_place(args, kwargs):
     a = dict(zip(("arr", "mask", "vals"), args))
     a.update(kwargs)
+    if "vals" in a:
+        a["vals"] = _as_values(a["vals"])
     arr = a["arr"]
     mask = np.asarray(bottom(a["mask"]), dtype=bool)
     pos = np.flatnonzero(mask)
@@ -79,6 +92,8 @@ def _np_place(args, kwargs):
 def _np_putmask(args, kwargs):
     a = dict(zip(("a", "mask", "values"), args))
     a.update(kwargs)
+    if "values" in a:
+        a["values"] = _as_values(a["values"])
     x = a["a"]
     mask = np.broadcast_to(np.asarray(bottom(a["mask"]), dtype=bool), np.shape(x))
     pos = np.flatnonzero(mask)
@@ -96,6 +111,8 @@ def _np_putmask(args, kwargs):
 def _np_fill_diagonal(args, kwargs):
     a = dict(zip(("a", "val", "wrap"), args))
     a.update(kwargs)
+    if "val" in a:
+        a["val"] = _as_values(a["val"])
     x = a["a"]
     shape = np.shape(x)
     if len(shape) < 2:
@@ -117,6 +134,8 @@ def _np_fill_diagonal(args, kwargs):
 def _np_put_along_axis(args, kwargs):
     a = dict(zip(("arr", "indices", "values", "axis"), args))
     a.update(kwargs)
+    if "values" in a:
+        a["values"] = _as_values(a["values"])
     arr = a["arr"]
     idx, flat = _along_axis_index(arr, a["indices"], a["axis"])
     if flat:

@@ -184,6 +184,8 @@ CASES = [
     ("np.take", lambda a: np.take(a, [2, 0, 2]), (R(3),), 1),
     ("np.take_along_axis", lambda a: np.take_along_axis(a, np.array([[1, 0], [0, 0]]), 1), (R(2, 2),), 1),
     ("np.sort", lambda a: np.sort(a) * np.arange(4.0), (np.array([0.3, -1.0, 2.0, 0.1]),), 1),
+    ("np.partition", lambda a: np.partition(a, [0, 3], axis=1) * np.arange(5.0),
+     (np.array([[0.3, -1.0, 2.0, 0.1, 1.4], [1.1, -0.2, 0.5, -2.0, 0.7]]),), 2),
     # creation
     ("np.zeros_like", lambda a: np.zeros_like(a) + a, (R(3),), 1),
     ("np.ones_like", lambda a: np.ones_like(a) * a, (R(3),), 1),

@@ -172,8 +172,10 @@ scalars, not 0-d arrays. Operations on float64 scalars (the 0-d row), element
 reads and element writes go, after four of them in a row, to a *run*: one
 row of three flat arrays each (code, references, the values the partials
 read) instead of a record object, and one loop over the rows backwards. That
-is about 1.9 µs forward and 1 µs backward per operation on scalars, 3 µs and
-1.7 µs on shape (1,), against 0.06-0.3 µs for NumPy's own call; PyTorch
+is about 1.9 µs forward and 1 µs backward per operation on scalars, 2.5 µs and
+1.6 µs on shape (1,) (where the record of a result of at most 64 elements is
+made inline, without the general wrapping), against 0.06-0.3 µs for NumPy's
+own call; PyTorch
 eager, whose dispatcher and autograd engine are C++, needs about 4 µs. The
 rest is about six Python frames and two small objects (the output's `Tracer`
 and `Storage`) per operation; a compiled core (dispatcher, `Storage`,
@@ -182,8 +184,8 @@ and `Storage`) per operation; a compiled core (dispatcher, `Storage`,
 **Large arrays.** The gradient of `sum(tanh(A @ x + b)**2 + 0.1*sin(x))`
 w.r.t. x needs the forward matvec and a transposed matvec in the backward
 pass. Here A (8 MB) stays in the 32 MB cache, the matvec is about 85% of the
-primal, and both matvecs cost the same, so no reverse mode can be below about
-1.7x the primal: the hand-written NumPy adjoint measures about 1.9-2x, and
+primal, and the transposed matvec costs nearly as much (about 80 against 92
+µs with one thread), so no reverse mode can be below about 1.7x the primal: the hand-written NumPy adjoint measures about 1.9-2x, and
 the 1.4x target is below this machine's floor. What mutagrad adds to the
 hand-written adjoint is fixed Python cost, about 70-90 µs against a 0.1 ms
 primal: wrapping the three arguments and collecting the gradient (~15 µs),
@@ -192,7 +194,8 @@ and about 2 µs per elementwise operation and direction. That part does not
 grow with the arrays, so on a larger problem the ratio tends to the
 hand-written adjoint's. A constant `A` passed as an argument is not copied
 (non-differentiated float arguments become constant traced arrays, whose
-writes are recorded). Gradients w.r.t. A allocate the 8 MB outer product
+writes are recorded); closed over by the function, it would be copied once
+per call, unless it is read-only (see docs/mutation.md). Gradients w.r.t. A allocate the 8 MB outer product
 each call.
 
 **In-place workloads.** At n = 10^5 the heat and RK4 gradients are bound by
@@ -219,16 +222,20 @@ those bytes from the tape (8 B per single-element write after a read of the
 whole array; none at all in heat, RK4 and the recurrence, whose overwritten
 values no pullback reads). What the element loops measure beyond those bytes
 is the tape itself. Element-level code is recorded by runs: an element read
-is a row of 18 bytes (a code, the array, the element's position), a scalar
-operation 2 bytes plus 8 per active argument and per value its partials
-read, an element write 26 bytes plus the 8 it saves; intermediate scalars
-die when the program drops them. At peak (the end of the reverse pass) there
-is also one 8-byte adjoint slot per row. A single-element write with its read
-of the value costs about 55 bytes of tape in all (it was 470 bytes as Python
-records), about 7 times the 8 bytes it overwrites: the position written and
-where the value comes from have to be recorded by any reverse mode, and cost
-more than the overwritten element itself. The recurrence's peak is about 3
-times the allowance, which counts no tape at all. Array-level workloads (heat,
+is a row of 10 bytes (a 2-byte code, 4-byte references to the array and to
+the element's position), a scalar operation 2 bytes plus 4 per active
+argument and 8 per value its partials read, an element write 14 bytes plus
+the 8 it saves; intermediate scalars die when the program drops them. The
+reverse pass keeps only the adjoints of the rows a cotangent has reached and
+the pass has not (few, in an element loop). A single-element write with its
+read of the value costs about 33 bytes of tape in all (it was 470 bytes as
+Python records, 55 with 8-byte references), about 4 times the 8 bytes it
+overwrites. That target is below what any tape can do for one float64
+element: besides the 8 saved bytes, a reverse mode must record where it
+wrote and where the value came from, at least 8 more bytes, so 2x is the
+floor. A step of the recurrence costs 58 bytes of tape (two reads, a
+product that keeps its constant factor, a sum, a write), and its peak is
+about 1.7 times the allowance, which counts no tape at all. Array-level workloads (heat,
 RK4) stay within the allowance because large temporaries are held weakly by
 the tape and die as soon as no pullback needs them.
 """

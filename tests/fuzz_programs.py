@@ -92,7 +92,7 @@ WRITE_KINDS = {
     "iadd": 2, "isub": 1, "imul": 2, "idiv": 1, "ipow": 1, "imatmul": 1, "aug_index": 3,
     "ufunc_out": 2, "ufunc_where": 2, "reduce_out": 2, "cumsum_out": 1, "clip_out": 1,
     "matmul_out": 1, "ufunc_at": 2, "reduce_out_method": 1, "cumsum_out_method": 1,
-    "ufunc_reduce_out": 1, "sort_inplace": 1, "fill_diagonal": 1, "put": 1, "place": 1,
+    "ufunc_reduce_out": 1, "sort_inplace": 1, "partition_inplace": 1, "fill_diagonal": 1, "put": 1, "place": 1,
     "putmask": 1, "put_along_axis": 1, "fill": 1, "overlap": 4, "const_write": 1,
 }
 OTHER_KINDS = {"term": 1}
@@ -835,6 +835,16 @@ class Generator:
         ax = self.choice(["", "axis=0", "axis=-1"])
         return self.emit("sort_inplace", f"{d}[...] = np.tanh({self.expr(s)}) + {self.offsets(s)}\n{d}.sort({ax})")
 
+    def k_partition_inplace(self):
+        d = self.dest()
+        if d is None:
+            return False
+        s = self.shape(d)
+        ax = self.choice([-1, 0])
+        kth = int(self.rng.integers(0, s[ax]))
+        return self.emit("partition_inplace",
+                         f"{d}[...] = np.tanh({self.expr(s)}) + {self.offsets(s)}\n{d}.partition({kth}, axis={ax})")
+
     def k_fill_diagonal(self):
         d = self.dest(lambda v: v.ndim == 2)
         if d is None:
@@ -905,9 +915,13 @@ class Generator:
         if len(s) == 1 and s[0] >= 3:  # other strides: NumPy copies these without a buffer
             h = s[0] // 2
             forms += [f"{{0}}[1:{h + 1}] = {{0}}[::2][:{h}]", f"np.copyto({{0}}[{h}:0:-1], {{0}}[::-2][:{h}])",
-                      f"{{0}}[{s[0] - h}:] = {{0}}[::2][:{h}]"]
+                      f"{{0}}[{s[0] - h}:] = {{0}}[::2][:{h}]",
+                      f"np.concatenate([{{0}}[{h}:{2 * h}], {{0}}[:{h}]], out={{0}}[:{2 * h}])",
+                      f"np.stack([{{0}}[1:{h + 1}], {{0}}[:{h}]], out={{0}}[:{2 * h}].reshape(2, {h}))"]
         if len(s) == 2 and s[0] == s[1]:
             forms += ["{0}[:, -1] = {0}[1]", "{0}[0] = {0}[:, 1]", "np.copyto({0}[:, 0], {0}[-1])",
+                      "np.ptp({0}, axis=0, out={0}[1])", "np.ptp({0}, axis=1, out={0}[:, 0])",
+                      "np.concatenate([{0}[1:], {0}[:1]], out={0})",
                       "np.copyto({0}[:, -1], {0}[0], where=np.arange(%d) %% 2 == 0)" % s[0]]
             forms += ["{0} += {0}.T", "{0}[...] = {0}.T", "np.add({0}, {0}.T, out={0})", "{0} @= np.tanh({0})",
                       "np.matmul(np.tanh({0}), {0}.T, out={0})", "{0}[1:] = {0}.T[:-1]",

@@ -12,7 +12,9 @@ The helpers below derive both rules from one formula, as JAX's
 * :func:`defelementwise` from the partial derivatives of an elementwise
   function (holomorphic; cotangents use the conjugate, see docs/complex.md);
 * :func:`deflinear` from the function itself and its transpose;
-* :func:`defzero` for piecewise-constant functions (derivative zero).
+* :func:`defzero` for piecewise-constant functions (derivative zero);
+* :func:`defnotimplemented` for functions with no derivative at all, as
+  PyTorch's ``not_implemented("why")`` entries.
 """
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ import functools
 import numpy as np
 
 from .core import REGISTRY, Primitive, Tracer, bind, get_primitive
-from .tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, is_zero, unbroadcast
+from .tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 
-__all__ = ["primitive", "rrule", "frule", "defelementwise", "deflinear", "defzero", "conj_if_complex"]
+__all__ = ["primitive", "rrule", "frule", "defelementwise", "deflinear", "defzero", "defnotimplemented",
+           "conj_if_complex"]
 
 ZERO = ZeroTangent()
 
@@ -332,6 +335,28 @@ def defzero(fn, impl=None):
 
     p.rrule = rule
     p.frule = forward
+    return p
+
+
+NOT_DIFFERENTIABLE: dict = {}  # primitive name -> why it has no derivative (listed in docs/coverage.md)
+
+
+def defnotimplemented(fn, why, impl=None):
+    """A function with no derivative: it runs on traced values, and the
+    derivative of whatever its result reaches is a ``NotImplementedTangent``
+    carrying ``why`` (an error where it ran, in strict mode). Never a zero."""
+    p = _prim_for(fn)
+    call = impl or fn
+
+    def rule(*xs, **kw):
+        return call(*xs, **kw), lambda g: tuple(not_implemented(why) for _ in xs)
+
+    def forward(primals, tangents, **kw):
+        return call(*primals, **kw), not_implemented(why)
+
+    p.rrule = rule
+    p.frule = forward
+    NOT_DIFFERENTIABLE[p.name] = why
     return p
 
 

@@ -20,3 +20,4 @@ def test_coverage_table_lists_what_is_registered():
     assert rows["np.sin"][:2] == (True, True)
     assert rows["np.argmax"][:2] == (False, False)
     assert "np.less" in rows and rows["np.less"][:2] == (False, False)
+    assert rows["np.nextafter"][:2] == (False, False)  # registered, but with no derivative

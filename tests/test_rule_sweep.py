@@ -1,8 +1,9 @@
 """Fails when a registered rule has no table-driven test case.
 
 Every module ``tests/rules/test_*.py`` defines ``CASES`` (and may define
-``MUTATION_CASES`` and ``PLAIN``): tuples whose first element names the
-function they cover, as ``mutagrad.core.qualname`` spells it.
+``MUTATION_CASES``, ``NOT_DIFFERENTIABLE_CASES`` and ``PLAIN``): tuples whose
+first element names the function they cover, as ``mutagrad.core.qualname``
+spells it.
 """
 import importlib
 import pkgutil
@@ -19,7 +20,7 @@ def _covered():
         if not info.name.startswith("test_"):
             continue
         mod = importlib.import_module(f"tests.rules.{info.name}")
-        for table in ("CASES", "MUTATION_CASES"):
+        for table in ("CASES", "MUTATION_CASES", "NOT_DIFFERENTIABLE_CASES"):
             names |= {c[0] for c in getattr(mod, table, [])}
         names |= set(getattr(mod, "PLAIN", ()))
     return names

@@ -14,6 +14,7 @@ import sys
 
 import mutagrad  # noqa: F401  (fills the registries)
 from mutagrad.core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, qualname
+from mutagrad.registry import NOT_DIFFERENTIABLE
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "coverage.md"
@@ -28,6 +29,9 @@ def collect():
     rows = {}
     for prim in REGISTRY.values():
         if not _public(prim.name):
+            continue
+        if prim.name in NOT_DIFFERENTIABLE:
+            rows[prim.name] = (False, False, "no derivative: its derivative is a NotImplementedTangent, never a zero")
             continue
         how = "zero derivative" if prim.zero else ("linear rule" if prim.linear else "rule")
         rows[prim.name] = (prim.rrule is not None, prim.frule is not None, how)

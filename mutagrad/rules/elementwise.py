@@ -27,7 +27,7 @@ from ..core import (
     write_replayed,
 )
 from ..errors import MutationError, user_line
-from ..registry import defelementwise, defzero
+from ..registry import defelementwise, defnotimplemented, defzero
 from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
@@ -316,6 +316,20 @@ for _u in (np.floor, np.ceil, np.trunc, np.rint, np.sign, np.floor_divide, np.sp
     defzero(_u)
 
 
+# -- no derivative ------------------------------------------------------------------
+# nextafter(x, y) is the float next to x towards y: a property of the number format,
+# not a function of real numbers. Read as x plus a one-ulp step its derivative would be
+# one in x; read as a step function on the float grid, zero (piecewise constant only in
+# a measure-zero sense). Neither is sound for every use: JAX registers no derivative
+# rule for lax.nextafter and PyTorch marks both arguments not_implemented. So do we:
+# never a silent number.
+
+defnotimplemented(np.nextafter, "np.nextafter has no derivative: it steps to the neighbouring floating-point "
+                  "number, a property of the number format rather than a function of real numbers (JAX and "
+                  "PyTorch define none either). Apply it to mg.stop_gradient(x) for a constant, or use x itself "
+                  "where a step of one unit in the last place does not matter")
+
+
 # -- complex parts (not holomorphic: written out) ------------------------------------
 
 from ..core import get_primitive as _gp  # noqa: E402
@@ -412,3 +426,4 @@ def _defmulti(ufunc, k, *partials):
 _defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -np.floor(bottom(a) / bottom(b)))
 _defmulti(np.modf, 0, lambda x, ys: 1.0)
 _defmulti(np.frexp, 0, lambda x, ys: np.ldexp(1.0, -bottom(ys[1])))
+

@@ -1,6 +1,8 @@
 """Every registered rule, one line per case, checked in both modes against
 finite differences (and forward against reverse by the dot-product
 identity). The sweep at the end fails when a registered rule has no case."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -208,6 +210,12 @@ if isinstance(getattr(np, "matvec", None), np.ufunc):  # NumPy >= 2.2
     ]
 
 
+# registered, with no derivative: the derivative of what they reach is a NotImplementedTangent
+NOT_DIFFERENTIABLE_CASES = [
+    ("np.nextafter", lambda a, b: np.nextafter(a, b) * 2.0, (R(3), R(3))),
+]
+
+
 def _filled(buf, a):
     buf[...] = a * a
     return buf
@@ -269,3 +277,16 @@ def test_plain_functions_return_plain_values(name):
 
     g = mg.grad(f)(np.array(x))
     np.testing.assert_array_equal(g, np.ones(3))
+
+
+@pytest.mark.parametrize("covers,fn,args", NOT_DIFFERENTIABLE_CASES)
+def test_no_derivative_is_not_implemented(covers, fn, args):
+    name = covers.split(".")[-1]
+    out, pullback = mg.vjp(fn, *args)
+    np.testing.assert_array_equal(out, fn(*copy.deepcopy(args)))
+    for g in pullback(np.ones_like(out)):
+        assert isinstance(g, mg.NotImplementedTangent) and name in g.message
+    _, tangent = mg.jvp(fn, args, tuple(np.ones_like(a) for a in args))
+    assert isinstance(tangent, mg.NotImplementedTangent) and name in tangent.message
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match=name):
+        mg.grad(lambda *a: np.sum(fn(*a)))(*args)

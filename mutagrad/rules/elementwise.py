@@ -427,3 +427,49 @@ _defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -np.floor(bottom(
 _defmulti(np.modf, 0, lambda x, ys: 1.0)
 _defmulti(np.frexp, 0, lambda x, ys: np.ldexp(1.0, -bottom(ys[1])))
 
+
+# -- np.i0: the modified Bessel function I0 ----------------------------------------------
+# I0' = I1: SciPy's i1 when SciPy is installed (the core needs only NumPy; SciPy's
+# rules then give the higher derivatives), otherwise the derivative of the Chebyshev
+# expansions np.i0 itself evaluates.
+
+try:
+    from scipy.special import i1 as _scipy_i1
+except ImportError:  # pragma: no cover
+    _scipy_i1 = None
+
+
+def _chbevl(t, coefs):
+    """NumPy's Chebyshev series at ``t`` (Clenshaw's recurrence, as np.i0 runs
+    it) and its derivative in ``t``."""
+    b0, b1, d0, d1 = coefs[0], 0.0, 0.0, 0.0
+    for c in coefs[1:]:
+        b2, b1 = b1, b0
+        d2, d1 = d1, d0
+        b0 = t * b1 - b2 + c
+        d0 = b1 + t * d1 - d2
+    return 0.5 * (b0 - b2), 0.5 * (d0 - d2)
+
+
+def i1_numpy(x):
+    """I1(x) from NumPy alone: the derivative of np.i0's own expansions,
+    e^a C_A(a/2 - 2) on a = |x| <= 8 and e^a C_B(32/a - 2) / sqrt(a) above."""
+    from numpy.lib import _function_base_impl as impl  # np.i0's coefficients
+
+    s = np.where(bottom(x) < 0, -1.0, 1.0)  # I1 is odd; s x = |x| stays smooth at 0 for higher orders
+    a = s * x
+    small = bottom(a) <= 8.0
+    a1 = np.where(small, a, 4.0)  # each branch at points where it is finite
+    a2 = np.where(small, 16.0, a)
+    c, dc = _chbevl(a1 / 2.0 - 2.0, impl._i0A)
+    f1 = np.exp(a1) * (c + 0.5 * dc)
+    c, dc = _chbevl(32.0 / a2 - 2.0, impl._i0B)
+    f2 = np.exp(a2) / np.sqrt(a2) * (c * (1.0 - 0.5 / a2) - 32.0 / (a2 * a2) * dc)
+    return s * np.where(small, f1, f2)
+
+
+def _i1(x):
+    return _scipy_i1(x) if _scipy_i1 is not None else i1_numpy(x)
+
+
+defelementwise(np.i0, lambda x, y: _i1(x))

@@ -1,4 +1,5 @@
-"""Reading by index: ``x.flat``, np.take, np.take_along_axis, np.where, np.sort.
+"""Reading by index: ``x.flat``, np.take, np.take_along_axis, np.where, np.sort,
+np.sort_complex, np.partition.
 
 Plain ``x[idx]`` is handled by the levels themselves (a view for basic
 indices, a gather that scatters straight into the source's adjoint for the
@@ -229,6 +230,20 @@ def _np_sort(args, kwargs):
 
 
 FUNCTIONS[np.sort] = _np_sort
+
+
+def _np_sort_complex(args, kwargs):
+    from .shape import astype
+
+    x = args[0] if args else kwargs["a"]
+    res = _np_sort((x,), {})  # complex values sort by real part, then imaginary part
+    dt = np.result_type(bottom(res))
+    if dt.kind == "c":
+        return res
+    return astype(res, "F" if dt.char in "bhBH" else ("G" if dt.char == "g" else "D"))
+
+
+FUNCTIONS[np.sort_complex] = _np_sort_complex
 
 
 def _np_partition(args, kwargs):

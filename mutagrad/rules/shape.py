@@ -290,6 +290,17 @@ def astype(x, dtype, copy=True):
     return bind(astype_p, (x, dt))
 
 
+def _np_astype(args, kwargs):
+    a = dict(zip(("x", "dtype"), args))
+    a.update(kwargs)
+    if a.get("device") not in (None, "cpu"):
+        raise ValueError(f"Device not understood. Only \"cpu\" is allowed, but received: {a['device']}")
+    return astype(a["x"], a["dtype"], copy=a.get("copy", True))
+
+
+FUNCTIONS[np.astype] = _np_astype
+
+
 def view(x, dtype=None):
     if dtype is None:
         return bind(view_p, (x,))
@@ -331,7 +342,8 @@ for _f in (np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplex
            np.allclose, np.isclose, np.argmax, np.argmin, np.argsort, np.argwhere, np.nonzero,
            np.flatnonzero, np.searchsorted, np.count_nonzero, np.isreal, np.iscomplex, np.all, np.any,
            np.isneginf, np.isposinf, np.lexsort, np.argpartition, np.digitize,
-           np.nanargmax, np.nanargmin, np.array_repr, np.array_str, np.array2string):
+           np.nanargmax, np.nanargmin, np.array_repr, np.array_str, np.array2string,
+           np.isin, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from):
     _plain(_f)
 
 
@@ -385,12 +397,19 @@ def _np_delete(args, kwargs):
 
 
 def _np_vander(args, kwargs):
+    """NumPy's algorithm: the powers as a running product (x, x*x, (x*x)*x...),
+    so the values are NumPy's to the last bit (np.polyfit's too)."""
     a = dict(zip(("x", "N", "increasing"), args))
     a.update(kwargs)
     x = a["x"]
-    n = a.get("N") or np.shape(x)[0]
-    powers = np.arange(n) if a.get("increasing", False) else np.arange(n - 1, -1, -1)
-    return np.reshape(x, (-1, 1)) ** powers
+    m = np.shape(x)[0]
+    n = m if a.get("N") is None else a["N"]
+    dt = np.promote_types(np.result_type(bottom(x)), int)
+    cols = [np.ones((m, min(n, 1)), dt)]
+    if n > 1:
+        cols.append(np.cumprod(np.broadcast_to(np.reshape(x, (-1, 1)), (m, n - 1)), axis=1))
+    v = np.concatenate(cols, axis=1)
+    return v if a.get("increasing", False) else v[:, ::-1]
 
 
 FUNCTIONS[np.broadcast_arrays] = _np_broadcast_arrays
@@ -483,3 +502,96 @@ for _name, _handler in (("matrix_transpose", lambda args, kwargs: np.swapaxes(ar
                         ("cumulative_prod", _cumulative(np.cumprod))):
     if hasattr(np, _name):  # NumPy >= 2.1
         FUNCTIONS[getattr(np, _name)] = _handler
+
+
+# -- insert, unstack ------------------------------------------------------------------
+
+
+def _np_insert(args, kwargs):
+    """A gather from the elements of ``arr`` and ``values``: NumPy's own insert,
+    applied to the element numbers, says where each one goes (positions,
+    broadcasting of ``values`` and all)."""
+    from ..numpy import _has_tracer, array as marray
+
+    a = dict(zip(("arr", "obj", "values", "axis"), args))
+    a.update(kwargs)
+    arr, values, axis, obj = a["arr"], a["values"], a.get("axis"), bottom(a["obj"])
+    arr = arr if isinstance(arr, Tracer) else np.asarray(arr)
+    values = values if isinstance(values, Tracer) else (marray(values) if _has_tracer(values) else np.asarray(values))
+    dt = np.result_type(bottom(arr))
+    if dt.kind not in "fc":  # an integer or boolean result carries no derivative
+        return np.insert(bottom(arr), obj, bottom(values), axis)
+    if np.result_type(bottom(values)) != dt:
+        values = astype(values, dt) if isinstance(values, Tracer) else values.astype(dt)
+    n, m = int(np.size(arr)), int(np.size(values))
+    src = np.insert(np.arange(n).reshape(np.shape(arr)), obj, n + np.arange(m).reshape(np.shape(values)), axis)
+    return np.concatenate([np.ravel(arr), np.ravel(values)])[src]
+
+
+FUNCTIONS[np.insert] = _np_insert
+_composite(np.unstack)  # tuple(np.moveaxis(x, axis, 0)): views
+
+
+# -- applying a function along axes: the user's function runs on traced slices ------
+
+
+def _take_args(names, args, kwargs):
+    """The leading named arguments of ``f(a, b, *args, **kwargs)``, positional or
+    keyword; the rest are the user function's."""
+    kwargs = dict(kwargs)
+    vals = list(args[:len(names)])
+    for name in names[len(vals):]:
+        vals.append(kwargs.pop(name))
+    return vals, tuple(args[len(names):]), kwargs
+
+
+def _np_apply_along_axis(args, kwargs):
+    """NumPy's algorithm (its own is not traceable: it calls np.asanyarray): the
+    function's results are written into a buffer of the first result's dtype,
+    with NumPy's broadcasting and casting, then the result axes move to ``axis``."""
+    from numpy.lib.array_utils import normalize_axis_index
+
+    from ..core import active_levels, lift
+    from ..numpy import asarray as masarray
+
+    (func1d, axis, arr), rest, kw = _take_args(("func1d", "axis", "arr"), args, kwargs)
+    arr = arr if isinstance(arr, Tracer) else np.asarray(arr)
+    axis = normalize_axis_index(axis, np.ndim(arr))
+    view = np.moveaxis(arr, axis, -1)
+    inds = [ind + (Ellipsis,) for ind in np.ndindex(np.shape(view)[:-1])]
+    if not inds:
+        raise ValueError("Cannot apply_along_axis when any iteration dimensions are 0")
+    res = masarray(func1d(view[inds[0]], *rest, **kw))
+    dt = np.result_type(bottom(res))
+    buff = np.zeros(np.shape(view)[:-1] + np.shape(res), dt)
+    traced = dt.kind in "fc"
+    if traced:
+        buff = lift(buff, active_levels())
+    for i, ind in enumerate(inds):
+        r = res if i == 0 else masarray(func1d(view[ind], *rest, **kw))
+        buff[ind] = r if traced else bottom(r)  # an integer buffer keeps no derivative
+    nd, rnd = np.ndim(buff), np.ndim(res)
+    dims = list(range(nd))
+    return np.transpose(buff, dims[:axis] + dims[nd - rnd:] + dims[axis:nd - rnd])
+
+
+def _np_apply_over_axes(args, kwargs):
+    (func, a, axes), _, _ = _take_args(("func", "a", "axes"), args, kwargs)
+    val = a if isinstance(a, Tracer) else np.asarray(a)
+    n = np.ndim(val)
+    if np.ndim(axes) == 0:
+        axes = (axes,)
+    for axis in axes:
+        if axis < 0:
+            axis = n + axis
+        res = func(val, axis)
+        if np.ndim(res) != np.ndim(val):
+            res = np.expand_dims(res, axis)
+            if np.ndim(res) != np.ndim(val):
+                raise ValueError("function is not returning an array of the correct shape")
+        val = res
+    return val
+
+
+FUNCTIONS[np.apply_along_axis] = _np_apply_along_axis
+FUNCTIONS[np.apply_over_axes] = _np_apply_over_axes

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import mutagrad as mg
+from mutagrad.pytree import tree_flatten
 from mutagrad.testing import check_grads
 from tests.rules._draws import Draws  # noqa: E402
 
@@ -210,9 +211,52 @@ if isinstance(getattr(np, "matvec", None), np.ufunc):  # NumPy >= 2.2
     ]
 
 
+# functions added with their own draws (so the cases above keep theirs)
+_more = Draws(5)
+X34 = _more.R(3, 4)
+I0X = np.array([-9.5, -3.0, -0.2, 0.7, 7.9, 8.1, 12.0])  # both of np.i0's expansions (|x| <= 8 and above)
+
+NEW_CASES = [
+    # insert: a gather from arr and values (int, slice and list positions; axis None or given)
+    ("np.insert", lambda a, v: np.insert(a, 2, v), (_more.R(4), 0.7), 2),
+    ("np.insert", lambda a, v: np.insert(a, [1, 3, 1], v), (_more.R(4), _more.R(3)), 1),
+    ("np.insert", lambda a, v: np.insert(a, slice(0, 3), v, axis=1), (X34, _more.R(3)), 1),
+    ("np.insert", lambda a, v: np.insert(a, 2, v, axis=0), (X34, _more.R(4)), 1),
+    ("np.insert", lambda a, v: np.insert(a, -1, v, axis=1), (X34, _more.R(3, 1)), 1),
+    ("np.insert", lambda a, v: np.insert(a, [0, 4], v, axis=1), (X34, _more.R(3, 1)), 1),
+    ("np.insert", lambda a, v: np.insert(a, 3, v), (X34, _more.R(2)), 1),
+    ("np.insert", lambda a: np.insert(a, 1, [2.0, 3.0]), (_more.R(3),), 1),
+    ("np.insert", lambda v: np.insert(np.arange(4.0), [0, 2], v), (_more.R(2),), 1),
+    ("np.insert", lambda a, v: np.insert(a, 1, [v, 2.0, v]), (_more.R(3), 0.4), 1),
+    ("np.unstack", lambda a: np.unstack(a, axis=1)[2] * 2, (X34,), 1),
+    ("np.unstack", lambda a: np.unstack(a), (X34,), 1),
+    ("np.astype", lambda a: np.abs(np.astype(a, np.complex128) * (1 + 2j)), (_more.R(3),), 1),
+    ("np.astype", lambda a: np.astype(a, np.float64, copy=False) * a, (_more.R(3),), 1),
+    ("np.apply_along_axis", lambda a: np.apply_along_axis(lambda r: r[::-1] * r, 1, a), (X34,), 2),
+    ("np.apply_along_axis", lambda a: np.apply_along_axis(np.sum, 0, a), (X34,), 1),
+    ("np.apply_along_axis", lambda a: np.apply_along_axis(np.diag, -1, a), (X34,), 1),
+    ("np.apply_along_axis", lambda a, s: np.apply_along_axis(lambda r, k: np.cumsum(r) * k, 1, a, s),
+     (_more.R(2, 3, 2), 1.5), 1),
+    ("np.apply_over_axes", lambda a: np.apply_over_axes(np.sum, a, [0, 2]), (_more.R(2, 3, 2),), 1),
+    ("np.apply_over_axes", lambda a: np.apply_over_axes(lambda v, ax: np.cumsum(v, ax) ** 2, a, -1), (X34,), 2),
+    ("np.i0", np.i0, (I0X,), 2),
+    ("np.i0", lambda a: np.i0(a) * a, (0.0,), 2),
+    ("np.vander", lambda a: np.vander(a, 4, increasing=True), (_more.R(3),), 2),  # NumPy's running product
+    ("np.sort_complex", lambda a: np.sort_complex(a), (_more.R(5),), 1),
+    ("np.sort_complex", lambda z: np.sort_complex(z), (_more.C(5),), 1),
+    ("np.logspace", lambda a, b: np.logspace(a, b, 5), (0.3, 1.2), 2),
+    ("np.logspace", lambda a, b: np.logspace(a, b, 4, base=2.0, endpoint=False, axis=-1), (_more.R(2), _more.R(3, 1)), 1),
+    ("np.logspace", lambda a, b, c: np.logspace(a, b, 4, base=c, axis=-1), (0.5, 1.5, np.array([2.0, 3.0])), 2),
+    ("np.geomspace", lambda a, b: np.geomspace(a, b, 5), (0.3, 7.0), 2),
+    ("np.geomspace", lambda a, b: np.geomspace(a, b, 4, endpoint=False), (-2.0, -30.0), 1),
+    ("np.geomspace", lambda a, b: np.geomspace(a, b, 4, axis=-1), (np.array([1.0, -2.0]), np.array([8.0, -0.5])), 1),
+    ("np.geomspace", lambda a, b: np.geomspace(a, b, 5), (1.0 + 1.0j, -3.0 + 0.5j), 1),
+]
+CASES += NEW_CASES
+
 # registered, with no derivative: the derivative of what they reach is a NotImplementedTangent
 NOT_DIFFERENTIABLE_CASES = [
-    ("np.nextafter", lambda a, b: np.nextafter(a, b) * 2.0, (R(3), R(3))),
+    ("np.nextafter", lambda a, b: np.nextafter(a, b) * 2.0, (_more.R(3), _more.R(3))),
 ]
 
 
@@ -244,7 +288,8 @@ PLAIN = {  # functions of metadata only, computed on plain values: checked for n
     "np.allclose", "np.isclose", "np.argmax", "np.argmin", "np.argsort", "np.argwhere", "np.nonzero",
     "np.flatnonzero", "np.searchsorted", "np.count_nonzero", "np.isreal", "np.iscomplex", "np.all", "np.any",
     "np.isneginf", "np.isposinf", "np.lexsort", "np.argpartition", "np.digitize", "np.nanargmax",
-    "np.nanargmin", "np.array_repr", "np.array_str", "np.array2string",
+    "np.nanargmin", "np.array_repr", "np.array_str", "np.array2string", "np.isin", "np.diag_indices_from",
+    "np.tril_indices_from", "np.triu_indices_from",
 }
 
 
@@ -265,7 +310,8 @@ def test_plain_functions_return_plain_values(name):
     def f(a):
         fn = eval(name, {"np": np})
         special = {"np.argpartition": (a, 1), "np.can_cast": (a, np.float32), "np.digitize": (a, np.array([0.0, 1.0])),
-                   "np.searchsorted": (np.sort(a), a), "np.lexsort": ((a, a),)}
+                   "np.searchsorted": (np.sort(a), a), "np.lexsort": ((a, a),), "np.diag_indices_from": (np.outer(a, a),),
+                   "np.tril_indices_from": (np.outer(a, a),), "np.triu_indices_from": (np.outer(a, a), 1)}
         try:
             r = fn(*special.get(name, (a,)))
         except TypeError:
@@ -279,6 +325,15 @@ def test_plain_functions_return_plain_values(name):
     np.testing.assert_array_equal(g, np.ones(3))
 
 
+@pytest.mark.parametrize("covers,fn,args,order", NEW_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(NEW_CASES)])
+def test_values_match_numpy(covers, fn, args, order):
+    out, _ = mg.vjp(fn, *args)
+    ref = fn(*copy.deepcopy(args))
+    for o, r in zip(tree_flatten(out)[0], tree_flatten(ref)[0]):
+        assert np.asarray(o).dtype == np.asarray(r).dtype
+        np.testing.assert_array_equal(o, r)
+
+
 @pytest.mark.parametrize("covers,fn,args", NOT_DIFFERENTIABLE_CASES)
 def test_no_derivative_is_not_implemented(covers, fn, args):
     name = covers.split(".")[-1]
@@ -290,3 +345,30 @@ def test_no_derivative_is_not_implemented(covers, fn, args):
     assert isinstance(tangent, mg.NotImplementedTangent) and name in tangent.message
     with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match=name):
         mg.grad(lambda *a: np.sum(fn(*a)))(*args)
+
+
+def test_i0_without_scipy(monkeypatch):
+    # the NumPy-only I1: the derivative of np.i0's own expansions, against SciPy's i1 and finite differences
+    sp = pytest.importorskip("scipy.special")
+    from mutagrad.rules import elementwise
+
+    x = np.concatenate([I0X, [0.0, 8.0, 30.0, -300.0]])
+    np.testing.assert_allclose(elementwise.i1_numpy(x), sp.i1(x), rtol=4e-15, atol=0)
+    monkeypatch.setattr(elementwise, "_scipy_i1", None)
+    check_grads(np.i0, I0X, order=2)
+    assert mg.grad(mg.grad(np.i0))(0.0) == pytest.approx(0.5, abs=1e-13)  # closed form: I0''(0) = 1/2
+
+
+def test_integer_results_are_plain():
+    x = X34.copy()
+
+    def f(a):
+        i = np.insert(np.arange(3), 1, a[0, 0])  # an integer array: NumPy casts the value
+        j = np.apply_along_axis(np.argmax, 1, a)
+        assert not isinstance(i, mg.core.Tracer) and not isinstance(j, mg.core.Tracer)
+        np.testing.assert_array_equal(i, np.insert(np.arange(3), 1, x[0, 0]))
+        np.testing.assert_array_equal(j, np.argmax(x, axis=1))
+        return np.sum(a)
+
+    np.testing.assert_array_equal(mg.grad(f)(x), np.ones_like(x))
+

@@ -1,6 +1,7 @@
 """Building arrays from arrays: tile, repeat, roll, pad, tril/triu, diag,
-convolve/correlate, interp, polyval, meshgrid, block, choose, select,
-compress, extract, resize, round, real_if_close, nan_to_num, unique.
+convolve/correlate, interp, the polynomial functions (polyval, polyfit, roots...),
+meshgrid, block, choose, select, piecewise, compress, extract, resize, round,
+real_if_close, nan_to_num, unique.
 
 Most are composites of differentiable NumPy calls: rearrangements are
 gathers (``np.take`` with an index array computed on plain values), so their
@@ -16,18 +17,26 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive
 from ..errors import NoRuleError
 from ..registry import conj_if_complex, defzero
-from ..tangents import Thunk, ZeroTangent
+from ..tangents import NotImplementedTangent, Thunk, ZeroTangent, not_implemented
 from ..numpy import _has_tracer
 from ..core import write_out
 from .linalg import _bilinear_frule
 from .reductions import _reduce_args
+from .shape import _composite
 
 ZERO = ZeroTangent()
 
 
 def _arr(x):
-    """A traced value as it is; anything else as a plain ndarray."""
-    return x if isinstance(x, Tracer) else np.asarray(x)
+    """A traced value as it is (a list holding traced values stacked); anything
+    else as a plain ndarray."""
+    if isinstance(x, Tracer):
+        return x
+    if isinstance(x, (list, tuple)) and _has_tracer(x):
+        from ..numpy import array as marray
+
+        return marray(x)
+    return np.asarray(x)
 
 
 # -- rearrangements: gathers -------------------------------------------------------
@@ -138,6 +147,41 @@ def _np_select(args, kwargs):
     for c, v in zip(reversed(conds), reversed(choices)):  # the first true condition wins
         res = np.where(c, v, res)
     return res
+
+
+def _np_piecewise(args, kwargs):
+    """NumPy's algorithm on a traced buffer: each function (or constant) is
+    applied to the elements its condition selects and written there."""
+    from ..core import active_levels, lift
+    from ..pytree import tree_map
+
+    kw = dict(kwargs)
+    names = ("x", "condlist", "funclist")
+    vals = list(args[:3]) + [kw.pop(k) for k in names[len(args[:3]):]]
+    x, condlist, funclist = vals
+    extra = args[3:]
+    x = np.reshape(x, ()) if isinstance(x, Tracer) and np.ndim(x) == 0 else _arr(x)  # a 0-d array, as NumPy's
+    if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray)) and np.ndim(x) != 0):
+        condlist = [condlist]
+    condlist = np.asarray(tree_map(bottom, list(condlist)), dtype=bool)
+    n, n2 = len(condlist), len(funclist)
+    if n == n2 - 1:  # the last function applies where no condition holds
+        condlist = np.concatenate([condlist, ~np.any(condlist, axis=0, keepdims=True)], axis=0)
+        n += 1
+    elif n != n2:
+        raise ValueError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
+    y = lift(np.zeros_like(bottom(x)), active_levels())
+    for cond, func in zip(condlist, funclist):
+        if not callable(func):
+            y[cond] = func
+        else:
+            vals = x[cond]
+            if np.size(vals) > 0:
+                y[cond] = func(vals, *extra, **kw)
+    return y
+
+
+FUNCTIONS[np.piecewise] = _np_piecewise
 
 
 # -- triangles and diagonals ---------------------------------------------------
@@ -534,6 +578,223 @@ FUNCTIONS[np.interp] = _np_interp
 FUNCTIONS[np.polyval] = _np_polyval
 FUNCTIONS[np.meshgrid] = _np_meshgrid
 FUNCTIONS[np.block] = _np_block
+
+
+# -- polynomial arithmetic (coefficients from the highest power down) ------------------
+# NumPy's algorithms on traced values; a poly1d argument gives a poly1d result.
+
+
+def _poly_args(*ps):
+    truepoly = any(isinstance(p, np.poly1d) for p in ps)
+    return truepoly, [_arr(p.coeffs if isinstance(p, np.poly1d) else p) for p in ps]
+
+
+def _trim_leading(p):
+    """np.poly1d's coefficients: leading zeros dropped ([0] if nothing is left)."""
+    nz = np.flatnonzero(bottom(p))
+    return p[nz[0]:] if nz.size else np.zeros(1, bottom(p).dtype)
+
+
+def _np_polymul(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a1", "a2"))
+    truepoly, (a1, a2) = _poly_args(a["a1"], a["a2"])
+    val = np.convolve(_trim_leading(np.atleast_1d(a1)), _trim_leading(np.atleast_1d(a2)))
+    return np.poly1d(val) if truepoly else val
+
+
+def _np_polyder(args, kwargs):
+    a = _reduce_args(args, kwargs, ("p", "m"))
+    m = int(a.get("m", 1))
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    truepoly, (p,) = _poly_args(a["p"])
+    for _ in range(m):
+        n = len(p) - 1
+        p = p[:-1] * np.arange(n, 0, -1)
+    return np.poly1d(p) if truepoly else p
+
+
+def _np_polyint(args, kwargs):
+    a = _reduce_args(args, kwargs, ("p", "m", "k"))
+    m = int(a.get("m", 1))
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    k = a.get("k")
+    k = np.zeros(m, float) if k is None else _arr(k)
+    k = np.atleast_1d(k)
+    if len(k) == 1 and m > 1:
+        k = k[0] * np.ones(m, float)
+    if len(k) < m:
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
+    truepoly, (p,) = _poly_args(a["p"])
+    for i in range(m):
+        p = np.concatenate((p / np.arange(len(p), 0, -1), np.reshape(k[i], (1,))))
+    return np.poly1d(p) if truepoly else p
+
+
+def _np_polydiv(args, kwargs):
+    from ..numpy import array as marray, zeros as mzeros
+
+    a = _reduce_args(args, kwargs, ("u", "v"))
+    truepoly, (u, v) = _poly_args(a["u"], a["v"])
+    u, v = np.atleast_1d(u) + 0.0, np.atleast_1d(v) + 0.0
+    dt = np.result_type(bottom(u)[0], bottom(v)[0])
+    m, n = len(u) - 1, len(v) - 1
+    scale = 1.0 / v[0]
+    q = mzeros((max(m - n + 1, 1),), dt)
+    r = marray(u, dtype=dt)  # a traced copy, reduced in place
+    for k in range(m - n + 1):
+        d = scale * r[k]
+        q[k] = d
+        r[k:k + n + 1] -= d * v
+    while np.allclose(r[0], 0, rtol=1e-14) and np.shape(r)[-1] > 1:
+        r = r[1:]
+    return (np.poly1d(q), np.poly1d(r)) if truepoly else (q, r)
+
+
+def _np_poly(args, kwargs):
+    """The coefficients from the roots (or from a square matrix's eigenvalues),
+    one factor (x - r) at a time, as NumPy multiplies them."""
+    a = _reduce_args(args, kwargs, ("seq_of_zeros",))
+    z = np.atleast_1d(_arr(a["seq_of_zeros"]))
+    sh = np.shape(z)
+    if len(sh) == 2 and sh[0] == sh[1] and sh[0] != 0:
+        z = np.linalg.eigvals(z)
+    elif len(sh) == 1:
+        z = z.astype(np.mintypecode(bottom(z).dtype.char))
+    else:
+        raise ValueError("input must be 1d or non-empty square 2d array.")
+    if len(z) == 0:
+        return 1.0
+    dt = bottom(z).dtype
+    c = np.ones((1,), dtype=dt)
+    for i in range(len(z)):
+        c = np.convolve(c, np.concatenate((np.ones(1, dt), -np.reshape(z[i], (1,)))), mode="full")
+    if np.iscomplexobj(bottom(c)):
+        # conjugate pairs of roots give real coefficients: NumPy keeps the real part
+        roots = np.asarray(bottom(z), complex)
+        if np.all(np.sort(roots) == np.sort(roots.conjugate())):
+            c = np.copy(np.real(c))
+    return c
+
+
+# np.roots: NumPy's values (the eigenvalues of the companion matrix, leading and
+# trailing zero coefficients dropped); derivative by the implicit function theorem,
+# p(r) = 0:  dr = -(sum_k dp_k r^(N-1-k)) / p'(r), with all N coefficients of p.
+# A root at 0 from a trailing zero coefficient moves with that coefficient, and a
+# leading zero coefficient moves the other roots; a composite through np.linalg.eigvals
+# of the trimmed companion matrix would miss both.
+
+
+def _roots_impl(p):
+    return np.roots(p)
+
+
+roots_p = get_primitive(_roots_impl, "np.roots")
+
+
+def _roots_jacobian(p, r):
+    """J[i, k] = d r_i / d p_k; not_implemented at a repeated root."""
+    n = np.shape(p)[0]
+    V = r[:, None] ** np.arange(n - 1, -1, -1)  # V[i, k] = r_i^(N-1-k)
+    dp = V[:, 1:] @ (p[:-1] * np.arange(n - 1, 0, -1))  # p'(r_i)
+    if np.any(bottom(dp) == 0):
+        return not_implemented("np.roots: a repeated root has no derivative (it moves as a square or "
+                               "higher root of a change in the coefficients)")
+    return -V / dp[:, None]
+
+
+def _roots_rrule(p):
+    r = _roots_impl(p)
+
+    def pullback(g):
+        if np.size(r) == 0:
+            return (ZERO,)
+        J = _roots_jacobian(p, r)
+        return (J if isinstance(J, NotImplementedTangent) else conj_if_complex(J).T @ g,)
+
+    return r, pullback
+
+
+def _roots_frule(primals, tangents):
+    (p,), (t,) = primals, tangents
+    r = _roots_impl(p)
+    if np.size(r) == 0:
+        return r, ZERO
+    J = _roots_jacobian(p, r)
+    return r, (J if isinstance(J, NotImplementedTangent) else J @ t)
+
+
+def _np_roots(args, kwargs):
+    p = np.atleast_1d(_arr(args[0] if args else kwargs["p"]))
+    if np.ndim(p) != 1:
+        raise ValueError("Input must be a rank-1 array.")
+    return bind(roots_p, (p,))
+
+
+roots_p.rrule, roots_p.frule = _roots_rrule, _roots_frule
+
+
+def _np_polyfit(args, kwargs):
+    """NumPy's least squares (scaled Vandermonde matrix, np.linalg.lstsq) on
+    traced values: differentiable in x, y and w; ``full`` and ``cov`` too."""
+    import warnings
+
+    a = _reduce_args(args, kwargs, ("x", "y", "deg", "rcond", "full", "w", "cov"))
+    deg, rcond, full, cov = a["deg"], a.get("rcond"), a.get("full", False), a.get("cov", False)
+    order = int(deg) + 1
+    x, y = _arr(a["x"]) + 0.0, _arr(a["y"]) + 0.0
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    if np.ndim(x) != 1:
+        raise TypeError("expected 1D vector for x")
+    if np.size(x) == 0:
+        raise TypeError("expected non-empty vector for x")
+    if np.ndim(y) < 1 or np.ndim(y) > 2:
+        raise TypeError("expected 1D or 2D array for y")
+    if np.shape(x)[0] != np.shape(y)[0]:
+        raise TypeError("expected x and y to have same length")
+    if rcond is None:
+        rcond = len(x) * np.finfo(bottom(x).dtype).eps
+    lhs, rhs = np.vander(x, order), y
+    w = a.get("w")
+    if w is not None:
+        w = _arr(w) + 0.0
+        if np.ndim(w) != 1:
+            raise TypeError("expected a 1-d array for weights")
+        if np.shape(w)[0] != np.shape(y)[0]:
+            raise TypeError("expected w and y to have the same length")
+        lhs = lhs * w[:, np.newaxis]
+        rhs = rhs * (w[:, np.newaxis] if np.ndim(rhs) == 2 else w)
+    if np.iscomplexobj(bottom(lhs)):
+        scale = np.sqrt(np.sum(np.abs(lhs) ** 2, axis=0))
+    else:
+        scale = np.sqrt(np.sum(lhs * lhs, axis=0))
+    lhs = lhs / scale
+    c, resids, rank, s = np.linalg.lstsq(lhs, rhs, rcond)
+    c = (c.T / scale).T
+    if rank != order and not full:
+        warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning, stacklevel=4)
+    if full:
+        return c, resids, rank, s, rcond
+    if not cov:
+        return c
+    vbase = np.linalg.inv(np.dot(lhs.T, lhs)) / np.outer(scale, scale)
+    if cov == "unscaled":
+        fac = 1
+    else:
+        if len(x) <= order:
+            raise ValueError("the number of data points must exceed order to scale the covariance matrix")
+        fac = resids / (len(x) - order)
+    return c, (vbase * fac if np.ndim(y) == 1 else vbase[:, :, np.newaxis] * fac)
+
+
+FUNCTIONS.update({
+    np.polymul: _np_polymul, np.polyder: _np_polyder, np.polyint: _np_polyint, np.polydiv: _np_polydiv,
+    np.poly: _np_poly, np.roots: _np_roots, np.polyfit: _np_polyfit,
+})
+_composite(np.polyadd)  # zeros padded in front, then a sum: NumPy's own code traces
+_composite(np.polysub)
 
 
 # -- rounding and cleaning ------------------------------------------------------------

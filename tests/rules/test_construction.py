@@ -1,11 +1,15 @@
 """Construction rules (mutagrad/rules/construction.py): tile, repeat, roll,
-pad, triangles and diagonals, convolution, interp, polyval, meshgrid, block,
-choose/select/compress/extract, resize, rounding, nan_to_num, unique. One line
-per case, checked in both modes against finite differences."""
+pad, triangles and diagonals, convolution, interp, the polynomial functions,
+meshgrid, block, choose/select/piecewise/compress/extract, resize, rounding,
+nan_to_num and unique. One line per case, checked in both modes against
+finite differences."""
+import copy
+
 import numpy as np
 import pytest
 
 import mutagrad as mg
+from mutagrad.pytree import tree_flatten
 from mutagrad.testing import check_grads
 from tests.rules._draws import Draws  # noqa: E402
 
@@ -136,6 +140,48 @@ CASES = [
 ]
 
 
+# piecewise and polynomials: their own draws (the cases above keep theirs)
+_more = Draws(12)
+R2 = _more.R
+XP6 = R2(6)
+ROOTS3 = np.array([1.0, 2.5, -0.7])
+DIVISOR = np.array([1.3, 0.5, -0.7])  # a leading coefficient away from 0: the quotient is 1 / DIVISOR[0] ** k
+
+NEW_CASES = [
+    ("np.piecewise", lambda a: np.piecewise(a, [a < 0, a >= 0], [lambda v: v ** 2, np.sin]), (XP6,), 2),
+    ("np.piecewise", lambda a: np.piecewise(a, [a < -0.5, a > 0.5], [lambda v: v ** 2, 1.5, lambda v: 3 * v]),
+     (XP6,), 1),
+    ("np.piecewise", lambda a, c: np.piecewise(a, [a < 0], [c, lambda v, k: v * k], 2.0), (XP6, 0.7), 1),
+    ("np.piecewise", lambda a: np.piecewise(a, a > 0, [lambda v: v ** 3, 0.0]), (0.8,), 1),
+    ("np.polyadd", np.polyadd, (R2(3), R2(5)), 1),
+    ("np.polysub", np.polysub, (R2(4), R2(2)), 1),
+    ("np.polymul", np.polymul, (R2(3), R2(4)), 2),
+    ("np.polymul", lambda a, b: np.polymul(a * np.array([0.0, 1.0, 1.0]), b), (R2(3), R2(2)), 1),
+    ("np.polyder", lambda a: np.polyder(a, 2), (R2(5),), 1),
+    ("np.polyder", lambda a: np.polyder(a), (R2(3),), 1),
+    ("np.polyint", np.polyint, (R2(4),), 1),
+    ("np.polyint", lambda a, k: np.polyint(a, 3, k), (R2(4), R2(3)), 1),
+    ("np.polyint", lambda a, k: np.polyint(a, 2, k), (R2(4), 0.4), 1),
+    ("np.polydiv", np.polydiv, (R2(6), DIVISOR), 2),
+    ("np.polydiv", np.polydiv, (R2(2), DIVISOR), 1),
+    ("np.poly", np.poly, (R2(4),), 2),
+    ("np.poly", np.poly, (R2(3) + 1j * R2(3),), 1),
+    ("np.poly", np.poly, (R2(3, 3),), 1),
+    ("np.roots", np.roots, (R2(5),), 2),
+    ("np.roots", np.roots, (np.poly(ROOTS3),), 2),
+    ("np.roots", lambda p: np.roots(p * np.array([1.0, 1.0, 1.0, 0.0])), (R2(4),), 1),
+    ("np.roots", np.roots, (np.array([1.0, -3.0, 0.0]),), 1),
+    ("np.roots", lambda a, b: np.roots([a, b, 2.0]), (1.0, -3.0), 2),
+    ("np.polyfit", lambda x, y: np.polyfit(x, y, 2), (R2(7), R2(7)), 2),
+    ("np.polyfit", lambda x, y: np.polyfit(x, y, 1), (R2(5), R2(5, 2)), 1),
+    ("np.polyfit", lambda x, y, w: np.polyfit(x, y, 2, w=w), (R2(7), R2(7), _more.P(7)), 1),
+    ("np.polyfit", lambda x, y: np.polyfit(x, y, 2, cov=True), (R2(7), R2(7)), 1),
+    ("np.polyfit", lambda x, y, w: np.polyfit(x, y, 1, cov="unscaled", w=w), (R2(7), R2(7, 2), _more.P(7)), 1),
+    ("np.polyfit", lambda x, y: np.polyfit(x, y, 2, full=True)[:2], (R2(7), R2(7)), 1),
+]
+CASES += NEW_CASES
+
+
 @pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule(covers, fn, args, order):
     check_grads(fn, *args, modes=("fwd", "rev"), order=order)
@@ -188,3 +234,32 @@ def test_nan_to_num_in_place_matches_numpy():
 
     out, _ = mg.vjp(f, XNI.copy())
     np.testing.assert_array_equal(out, np.nan_to_num(XNI))
+
+
+@pytest.mark.parametrize("covers,fn,args,order", NEW_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(NEW_CASES)])
+def test_values_match_numpy(covers, fn, args, order):
+    out, _ = mg.vjp(fn, *args)
+    ref = fn(*copy.deepcopy(args))
+    for o, r in zip(tree_flatten(out)[0], tree_flatten(ref)[0]):
+        assert np.asarray(o).dtype == np.asarray(r).dtype
+        np.testing.assert_array_equal(o, r)
+
+
+def test_roots_zero_coefficients_closed_form():
+    # implicit function theorem, p(r) = 0: dr/dp_k = -r^(N-1-k) / p'(r), with every coefficient of p,
+    # including the zeros NumPy drops (finite differences cannot step off them: the root count changes)
+    # x^2 - 3x (+ 0): roots 3 and 0, p'(x) = 2x - 3
+    J = mg.jacobian(np.roots)(np.array([1.0, -3.0, 0.0]))
+    np.testing.assert_allclose(J, [[-3.0, -1.0, -1 / 3], [0.0, 0.0, 1 / 3]], atol=1e-14)
+    # 0 x^3 + x^2 - 3x + 2: roots 2 and 1; a cubic term moves them by -r^3 / p'(r)
+    J = mg.jacobian(np.roots)(np.array([0.0, 1.0, -3.0, 2.0]))
+    np.testing.assert_allclose(J, [[-8.0, -4.0, -2.0, -1.0], [1.0, 1.0, 1.0, 1.0]], atol=1e-13)
+
+
+def test_roots_repeated_root_is_not_implemented():
+    p = np.array([1.0, -2.0, 1.0])  # (x - 1)^2: the roots move as sqrt of a change in p
+    assert np.array_equal(np.roots(p), [1.0, 1.0])
+    g = mg.grad(lambda q: np.sum(np.roots(q)))(p)
+    assert isinstance(g, mg.NotImplementedTangent) and "repeated root" in g.message
+    _, t = mg.jvp(np.roots, (p,), (np.ones(3),))
+    assert isinstance(t, mg.NotImplementedTangent)

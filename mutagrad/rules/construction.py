@@ -1,7 +1,7 @@
 """Building arrays from arrays: tile, repeat, roll, pad, tril/triu, diag,
 convolve/correlate, interp, the polynomial functions (polyval, polyfit, roots...),
 meshgrid, block, choose, select, piecewise, compress, extract, resize, round,
-real_if_close, nan_to_num, unique.
+real_if_close, nan_to_num, unique and the set operations.
 
 Most are composites of differentiable NumPy calls: rearrangements are
 gathers (``np.take`` with an index array computed on plain values), so their
@@ -891,3 +891,75 @@ for _f, _flags in ((np.unique_values, {}), (np.unique_counts, {"return_counts": 
                    (np.unique_inverse, {"return_inverse": True}),
                    (np.unique_all, {"return_index": True, "return_inverse": True, "return_counts": True})):
     FUNCTIONS[_f] = _unique_named(_f, _flags)
+
+
+# -- set operations: the values are gathers of the inputs -----------------------------
+# Positions are decided on plain values with NumPy's own algorithms (unique, a stable
+# sort); the derivative of each value flows to the element it was gathered from.
+
+
+def _flat(x):
+    return np.ravel(_arr(x))
+
+
+def _unique_positions(b, assume_unique):
+    return np.arange(b.size) if assume_unique else np.unique(b, return_index=True)[1]
+
+
+def _np_setdiff1d(args, kwargs):
+    a = _reduce_args(args, kwargs, ("ar1", "ar2", "assume_unique"))
+    x = _flat(a["ar1"])
+    xb, yb = bottom(x), np.asarray(bottom(_arr(a["ar2"])))
+    pos = _unique_positions(xb, a.get("assume_unique", False))
+    return x[pos[np.isin(xb[pos], yb, assume_unique=True, invert=True)]]
+
+
+def _np_union1d(args, kwargs):
+    # a value in both arrays is a tie, where the union's size changes: as np.unique
+    # (and JAX's union1d, the same unique of the concatenation), its first occurrence,
+    # in ar1, gets the derivative
+    a = _reduce_args(args, kwargs, ("ar1", "ar2"))
+    return np.unique(np.concatenate((_flat(a["ar1"]), _flat(a["ar2"]))))
+
+
+def _np_intersect1d(args, kwargs):
+    """Every value of the intersection is a tie of an element of ar1 with one of
+    ar2, and it exists only while they are equal: the derivative along that
+    (moving both alike) is well defined, a split between the two is not. We
+    follow NumPy's computation and JAX's intersect1d (the first of each equal
+    pair in a stable sort of ar1 then ar2): the value, and its derivative, are
+    ar1's element."""
+    a = _reduce_args(args, kwargs, ("ar1", "ar2", "assume_unique", "return_indices"))
+    assume_unique, return_indices = a.get("assume_unique", False), a.get("return_indices", False)
+    x1, x2 = _flat(a["ar1"]), _flat(a["ar2"])
+    b1, b2 = bottom(x1), bottom(x2)
+    p1, p2 = _unique_positions(b1, assume_unique), _unique_positions(b2, assume_unique)
+    aux = np.concatenate((b1[p1], b2[p2]))
+    order = np.argsort(aux, kind="stable")
+    s = aux[order]
+    src = order[:-1][s[1:] == s[:-1]]
+    res = np.concatenate((x1[p1], x2[p2]))[src]
+    if not return_indices:
+        return res
+    _, i1, i2 = np.intersect1d(b1, b2, assume_unique=assume_unique, return_indices=True)
+    return res, i1, i2
+
+
+def _np_setxor1d(args, kwargs):
+    a = _reduce_args(args, kwargs, ("ar1", "ar2", "assume_unique"))
+    assume_unique = a.get("assume_unique", False)
+    x1, x2 = _flat(a["ar1"]), _flat(a["ar2"])
+    b1, b2 = bottom(x1), bottom(x2)
+    p1, p2 = _unique_positions(b1, assume_unique), _unique_positions(b2, assume_unique)
+    both = np.concatenate((x1[p1], x2[p2]))
+    aux = np.concatenate((b1[p1], b2[p2]))
+    if aux.size == 0:
+        return both
+    order = np.argsort(aux, kind="stable")
+    s = aux[order]
+    flag = np.concatenate(([True], s[1:] != s[:-1], [True]))
+    return both[order[flag[1:] & flag[:-1]]]  # the values present once: no ties
+
+
+FUNCTIONS.update({np.setdiff1d: _np_setdiff1d, np.union1d: _np_union1d, np.intersect1d: _np_intersect1d,
+                  np.setxor1d: _np_setxor1d})

@@ -1,8 +1,8 @@
 """Construction rules (mutagrad/rules/construction.py): tile, repeat, roll,
 pad, triangles and diagonals, convolution, interp, the polynomial functions,
 meshgrid, block, choose/select/piecewise/compress/extract, resize, rounding,
-nan_to_num and unique. One line per case, checked in both modes against
-finite differences."""
+nan_to_num, unique and the set operations. One line per case, checked in both
+modes against finite differences."""
 import copy
 
 import numpy as np
@@ -140,12 +140,20 @@ CASES = [
 ]
 
 
-# piecewise and polynomials: their own draws (the cases above keep theirs)
+# piecewise, polynomials, set operations: their own draws (the cases above keep theirs)
 _more = Draws(12)
 R2 = _more.R
 XP6 = R2(6)
+SA = np.array([3.0, 1.0, 2.0, 1.5, 5.0, 0.5])  # distinct
+SB = np.array([2.5, 7.0, 0.25, 4.0])  # distinct, none in SA: ties are made inside the cases (a[[1, 4]]),
+# so that finite differences move both copies alike and the sets keep their sizes
 ROOTS3 = np.array([1.0, 2.5, -0.7])
 DIVISOR = np.array([1.3, 0.5, -0.7])  # a leading coefficient away from 0: the quotient is 1 / DIVISOR[0] ** k
+
+
+def _dup(a, b):
+    return np.concatenate([b, a[[1, 4]]])
+
 
 NEW_CASES = [
     ("np.piecewise", lambda a: np.piecewise(a, [a < 0, a >= 0], [lambda v: v ** 2, np.sin]), (XP6,), 2),
@@ -178,6 +186,16 @@ NEW_CASES = [
     ("np.polyfit", lambda x, y: np.polyfit(x, y, 2, cov=True), (R2(7), R2(7)), 1),
     ("np.polyfit", lambda x, y, w: np.polyfit(x, y, 1, cov="unscaled", w=w), (R2(7), R2(7, 2), _more.P(7)), 1),
     ("np.polyfit", lambda x, y: np.polyfit(x, y, 2, full=True)[:2], (R2(7), R2(7)), 1),
+    ("np.setdiff1d", lambda a, b: np.setdiff1d(np.concatenate([a, a[:2]]), np.concatenate([b, a[[3]]])), (SA, SB), 1),
+    ("np.setdiff1d", lambda a, b: np.setdiff1d(a, np.concatenate([b, a[[3]]]), assume_unique=True), (SA, SB), 1),
+    ("np.union1d", lambda a, b: np.union1d(a, _dup(a, b)), (SA, SB), 1),
+    ("np.union1d", lambda a, b: np.union1d(a.reshape(2, 3), b), (SA, SB), 1),
+    ("np.intersect1d", lambda a, b: np.intersect1d(np.concatenate([a, b[:1]]), _dup(a, b)), (SA, SB), 1),
+    ("np.intersect1d", lambda a, b: np.intersect1d(np.concatenate([a, b[:1]]), _dup(a, b), return_indices=True),
+     (SA, SB), 1),
+    ("np.intersect1d", lambda a, b: np.intersect1d(a, _dup(a, b), assume_unique=True), (SA, SB), 1),
+    ("np.setxor1d", lambda a, b: np.setxor1d(a, _dup(a, b)), (SA, SB), 1),
+    ("np.setxor1d", lambda a, b: np.setxor1d(a.reshape(2, 3), _dup(a, b), assume_unique=True), (SA, SB), 1),
 ]
 CASES += NEW_CASES
 
@@ -263,3 +281,21 @@ def test_roots_repeated_root_is_not_implemented():
     assert isinstance(g, mg.NotImplementedTangent) and "repeated root" in g.message
     _, t = mg.jvp(np.roots, (p,), (np.ones(3),))
     assert isinstance(t, mg.NotImplementedTangent)
+
+
+def test_set_operation_ties_flow_to_ar1():
+    # the convention stated in the rules (NumPy's and JAX's computation): a value present
+    # in both arrays is ar1's element
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([2.0, 5.0])
+    for fn in (np.union1d, np.intersect1d):
+        ga, gb = mg.grad(lambda x, y, fn=fn: np.sum(fn(x, y)), argnums=(0, 1))(a, b)
+        np.testing.assert_array_equal(ga, [1.0, 1.0, 1.0] if fn is np.union1d else [0.0, 1.0, 0.0])
+        np.testing.assert_array_equal(gb, [0.0, 1.0] if fn is np.union1d else [0.0, 0.0])
+
+
+def test_intersect1d_indices_match_numpy():
+    a, b = np.array([3.0, 1.0, 2.0, 1.0, 5.0]), np.array([2.0, 7.0, 1.0, 2.0])
+    for assume_unique in (False, True):
+        (v, i, j), _ = mg.vjp(lambda x, u=assume_unique: np.intersect1d(x, b, u, return_indices=True), a)
+        for got, ref in zip((v, i, j), np.intersect1d(a, b, assume_unique, return_indices=True)):
+            np.testing.assert_array_equal(got, ref)

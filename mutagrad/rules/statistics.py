@@ -1,6 +1,6 @@
 """Statistics: the ``nan*`` reductions, median and quantiles, differences,
-``gradient``, ``trapezoid``, ``cov``/``corrcoef``, and ``reduce``/``accumulate``
-of the binary ufuncs that reductions.py does not cover.
+``gradient``, ``trapezoid``, ``cov``/``corrcoef``, histograms, and
+``reduce``/``accumulate`` of the binary ufuncs that reductions.py does not cover.
 
 Everything here is a composite: it calls differentiable NumPy functions on
 the traced arrays, and computes only index decisions (where the NaNs are,
@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bottom
+from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive
+from ..registry import deflinear
 from ..core import write_out
 from .reductions import _reduce_args
 
@@ -583,6 +584,119 @@ def _np_corrcoef(args, kwargs):
 
 FUNCTIONS[np.cov] = _np_cov
 FUNCTIONS[np.corrcoef] = _np_corrcoef
+
+
+# -- histograms ----------------------------------------------------------------------
+# Bin edges computed from the data are linear in the outer edges (the data's min and
+# max, or range=), spaced with np.linspace's arithmetic. The counts are piecewise
+# constant in the data (an element changes bin only at an edge): plain integers, or
+# with weights= the sums of each bin's weights, linear in the weights, added in
+# NumPy's order (per block of 65536 elements; a cumulative sum with explicit edges).
+
+_HIST_BLOCK = 65536
+
+
+def _hist_inputs(a):
+    """(data, weights, bins, range) flattened and traced as given, and their plain values."""
+    from ..numpy import _has_tracer, array as marray
+
+    x = a["a"] if isinstance(a["a"], Tracer) else np.asarray(a["a"])
+    w = a.get("weights")
+    if w is not None:
+        w = w if isinstance(w, Tracer) else np.asarray(w)
+        if np.shape(w) != np.shape(x):
+            raise ValueError("weights should have the same shape as a.")
+        w = np.ravel(w)
+    bins = a.get("bins", 10)
+    if isinstance(bins, (list, tuple)) and _has_tracer(bins):
+        bins = marray(bins)
+    rng = a.get("range")
+    plain = (bottom(np.ravel(x)), bins if isinstance(bins, str) else bottom(bins),
+             None if rng is None else tuple(bottom(r) for r in rng), None if w is None else bottom(w))
+    return np.ravel(x), w, bins, rng, plain
+
+
+def _hist_edges(x, bins, rng, plain, edges_plain):
+    """The bin edges, traced where they depend on a traced value."""
+    from ..numpy import linspace
+
+    xb, bins_plain = plain[0], plain[1]
+    if not isinstance(bins_plain, str) and np.ndim(bins_plain) == 1:
+        return bins if isinstance(bins, Tracer) else edges_plain  # the edges given
+    if rng is not None:
+        first, last = rng
+    elif xb.size == 0:
+        first, last = 0, 1
+    else:
+        first, last = np.min(x), np.max(x)
+    if not (isinstance(first, Tracer) or isinstance(last, Tracer)):
+        return edges_plain
+    if bottom(first) == bottom(last):
+        first, last = first - 0.5, last + 0.5
+    dt = np.result_type(bottom(first), bottom(last), xb)
+    if np.issubdtype(dt, np.integer):
+        dt = np.result_type(dt, float)
+    return linspace(first, last, len(edges_plain), endpoint=True, dtype=dt)
+
+
+def _bin_sums_impl(w, idx, nb):
+    """np.bincount(idx, weights=w, minlength=nb) (complex weights by parts, as np.histogram adds them)."""
+    if np.iscomplexobj(w):
+        return np.bincount(idx, np.real(w), nb) + 1j * np.bincount(idx, np.imag(w), nb)
+    return np.bincount(idx, w, nb)
+
+
+bin_sums_p = get_primitive(_bin_sums_impl, "bin sums (np.histogram)")
+deflinear(_bin_sums_impl, lambda g, w, idx, nb: g[idx])
+
+
+def _hist_weighted(xb, w, edges, uniform):
+    """The sums of the (traced) weights in each bin, as NumPy adds them."""
+    nb = len(edges) - 1
+    n = None
+    if uniform:
+        for i in range(0, len(xb), _HIST_BLOCK):
+            ta, tw = xb[i:i + _HIST_BLOCK], w[i:i + _HIST_BLOCK]
+            keep = (ta >= edges[0]) & (ta <= edges[-1])
+            idx = np.minimum(np.searchsorted(edges, ta[keep], side="right") - 1, nb - 1)
+            part = bind(bin_sums_p, (tw[keep], idx, nb))
+            n = part if n is None else n + part
+        dt = np.result_type(bottom(w))
+        return n if np.result_type(bottom(n)) == dt else n.astype(dt)
+    zero = np.zeros(1, np.result_type(bottom(w)))
+    for i in range(0, len(xb), _HIST_BLOCK):
+        ta, tw = xb[i:i + _HIST_BLOCK], w[i:i + _HIST_BLOCK]
+        order = np.argsort(ta)
+        sa = ta[order]
+        cw = np.concatenate((zero, np.cumsum(tw[order])))
+        pos = np.concatenate((np.searchsorted(sa, edges[:-1], "left"), np.searchsorted(sa, edges[-1:], "right")))
+        n = cw[pos] if n is None else n + cw[pos]
+    return np.diff(n)
+
+
+def _np_histogram(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "bins", "range", "density", "weights"))
+    x, w, bins, rng, plain = _hist_inputs(a)
+    counts, edges_plain = np.histogram(plain[0], plain[1], plain[2], weights=plain[3])  # NumPy's checks too
+    edges = _hist_edges(x, bins, rng, plain, edges_plain)
+    if isinstance(w, Tracer):
+        uniform = isinstance(plain[1], str) or np.ndim(plain[1]) == 0
+        counts = _hist_weighted(plain[0], w, edges_plain, uniform)
+    if a.get("density"):
+        db = np.diff(edges)
+        db = db.astype(float) if isinstance(db, Tracer) else np.asarray(db, float)
+        return counts / db / np.sum(counts), edges
+    return counts, edges
+
+
+def _np_histogram_bin_edges(args, kwargs):
+    a = _reduce_args(args, kwargs, ("a", "bins", "range", "weights"))
+    x, _, bins, rng, plain = _hist_inputs(a)
+    return _hist_edges(x, bins, rng, plain, np.histogram_bin_edges(*plain))
+
+
+FUNCTIONS[np.histogram] = _np_histogram
+FUNCTIONS[np.histogram_bin_edges] = _np_histogram_bin_edges
 
 
 # -- ufunc.reduce / ufunc.accumulate for the other binary ufuncs -------------------

@@ -1,11 +1,14 @@
 """Statistics rules (mutagrad/rules/statistics.py): nan-reductions, order
-statistics, differences, gradient, trapezoid, cov/corrcoef and the
+statistics, differences, gradient, trapezoid, cov/corrcoef, histograms and the
 reduce/accumulate methods of binary ufuncs, one line per case, checked in both
 modes against finite differences. Inputs stay away from ties and kinks."""
+import copy
+
 import numpy as np
 import pytest
 
 import mutagrad as mg
+from mutagrad.pytree import tree_flatten
 from mutagrad.testing import check_grads
 from tests.rules._draws import Draws  # noqa: E402
 
@@ -127,6 +130,28 @@ CASES = [
 ]
 
 
+# histograms: their own draws (the cases above keep theirs)
+_more = Draws(7)
+HX = _more.R(40)
+HW = _more.R(40)
+EDGES = np.array([-3.0, -0.5, 0.0, 0.1, 2.0, 2.0, 4.0])  # explicit, with an empty bin
+
+NEW_CASES = [
+    ("np.histogram_bin_edges", lambda a: np.histogram_bin_edges(a), (HX,), 1),
+    ("np.histogram_bin_edges", lambda a: np.histogram_bin_edges(a, bins="auto"), (HX,), 1),
+    ("np.histogram_bin_edges", lambda a, lo: np.histogram_bin_edges(a, 5, range=(lo, 3.0)), (HX, -2.5), 2),
+    ("np.histogram_bin_edges", lambda a: np.histogram_bin_edges(a * 0.0 + 1.5, 4), (HX,), 1),  # min == max
+    ("np.histogram", lambda a: np.histogram(a, 6)[1], (HX,), 1),
+    ("np.histogram", lambda a, w: np.histogram(a, 6, weights=w), (HX, HW), 1),
+    ("np.histogram", lambda a, w: np.histogram(a, EDGES, weights=w), (HX, HW), 1),
+    ("np.histogram", lambda a, w: np.histogram(a, 5, weights=w, density=True), (HX, _more.P(40)), 2),
+    ("np.histogram", lambda a: np.histogram(a, 5, density=True), (HX,), 1),
+    ("np.histogram", lambda w: np.histogram(HX, 5, range=(-1.0, 1.0), weights=w + 1j * w), (HW,), 1),
+    ("np.histogram", lambda a, b: np.histogram(a, b, density=True), (HX, EDGES[[0, 1, 2, 3, 4, 6]]), 1),
+]
+CASES += NEW_CASES
+
+
 @pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule(covers, fn, args, order):
     check_grads(fn, *args, modes=("fwd", "rev"), order=order)
@@ -196,3 +221,41 @@ def test_reparameterized_draw():
         return np.sum(np.sin(mu + sigma * eps))
 
     check_grads(f, 0.4, 1.3, order=2)
+
+
+@pytest.mark.parametrize("covers,fn,args,order", NEW_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(NEW_CASES)])
+def test_values_match_numpy(covers, fn, args, order):
+    out, _ = mg.vjp(fn, *args)
+    ref = fn(*copy.deepcopy(args))
+    for o, r in zip(tree_flatten(out)[0], tree_flatten(ref)[0]):
+        assert np.asarray(o).dtype == np.asarray(r).dtype
+        np.testing.assert_array_equal(o, r)
+
+
+def test_histogram_counts_without_weights_are_plain():
+    def f(a):
+        counts, edges = np.histogram(a, 5)
+        assert not isinstance(counts, mg.core.Tracer) and isinstance(edges, mg.core.Tracer)
+        np.testing.assert_array_equal(counts, np.histogram(HX, 5)[0])
+        return edges
+
+    # closed form: the edges are min + k (max - min) / 5
+    J = mg.jacobian(f)(HX)
+    k = np.arange(6) / 5
+    expected = np.zeros((6, HX.size))
+    expected[:, np.argmin(HX)] = 1 - k
+    expected[:, np.argmax(HX)] += k
+    np.testing.assert_allclose(J, expected, atol=1e-15)
+
+
+@pytest.mark.parametrize("bins", [7, EDGES])
+def test_weighted_histogram_of_many_values_matches_numpy(bins):
+    # more than one of NumPy's blocks of 65536 values: the sums are added as NumPy adds them
+    a, w = _more.R(150000), _more.R(150000)
+    out, pullback = mg.vjp(lambda v: np.histogram(a, bins, weights=v)[0], w)
+    np.testing.assert_array_equal(out, np.histogram(a, bins, weights=w)[0])
+    g = pullback(np.arange(out.size, dtype=float))[0]  # closed form: each weight gets its bin's number
+    edges = np.histogram_bin_edges(a, bins)
+    inside = (a >= edges[0]) & (a <= edges[-1])
+    expected = np.where(inside, np.clip(np.searchsorted(edges, a, "right") - 1, 0, out.size - 1), 0.0)
+    np.testing.assert_array_equal(g, expected)

@@ -504,7 +504,7 @@ for _name, _handler in (("matrix_transpose", lambda args, kwargs: np.swapaxes(ar
         FUNCTIONS[getattr(np, _name)] = _handler
 
 
-# -- insert, unstack ------------------------------------------------------------------
+# -- insert, unstack, trim_zeros -------------------------------------------------------
 
 
 def _np_insert(args, kwargs):
@@ -528,7 +528,32 @@ def _np_insert(args, kwargs):
     return np.concatenate([np.ravel(arr), np.ravel(values)])[src]
 
 
+def _np_trim_zeros(args, kwargs):
+    """A slice of ``filt``: the bounds come from its plain values, as NumPy's."""
+    from numpy.lib.array_utils import normalize_axis_tuple
+
+    a = dict(zip(("filt", "trim", "axis"), args))
+    a.update(kwargs)
+    filt, trim, axis = a["filt"], a.get("trim", "fb").lower(), a.get("axis")
+    if trim not in {"fb", "bf", "f", "b"}:
+        raise ValueError(f"unexpected character(s) in `trim`: {trim!r}")
+    fb = np.asarray(bottom(filt))
+    nd = fb.ndim
+    axes = tuple(range(nd)) if axis is None else normalize_axis_tuple(axis, nd, argname="axis")
+    if not axes:
+        return filt
+    nonzero = np.argwhere(fb)
+    if nonzero.size == 0:  # all zero: an empty slice
+        start = stop = np.zeros(nd, dtype=np.intp)
+    else:
+        start = nonzero.min(axis=0) if "f" in trim else (None,) * nd
+        stop = nonzero.max(axis=0) + 1 if "b" in trim else (None,) * nd
+    sl = tuple(slice(start[k], stop[k]) if k in axes else slice(None) for k in range(nd))
+    return filt[sl[0]] if nd == 1 else filt[sl]
+
+
 FUNCTIONS[np.insert] = _np_insert
+FUNCTIONS[np.trim_zeros] = _np_trim_zeros
 _composite(np.unstack)  # tuple(np.moveaxis(x, axis, 0)): views
 
 

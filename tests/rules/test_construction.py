@@ -164,6 +164,7 @@ NEW_CASES = [
     ("np.polyadd", np.polyadd, (R2(3), R2(5)), 1),
     ("np.polysub", np.polysub, (R2(4), R2(2)), 1),
     ("np.polymul", np.polymul, (R2(3), R2(4)), 2),
+    ("np.polymul", lambda a, b: np.polymul(np.poly1d(a), b).coeffs, (R2(3), R2(4)), 1),  # poly1d trims with trim_zeros
     ("np.polymul", lambda a, b: np.polymul(a * np.array([0.0, 1.0, 1.0]), b), (R2(3), R2(2)), 1),
     ("np.polyder", lambda a: np.polyder(a, 2), (R2(5),), 1),
     ("np.polyder", lambda a: np.polyder(a), (R2(3),), 1),

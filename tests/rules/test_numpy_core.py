@@ -214,6 +214,8 @@ if isinstance(getattr(np, "matvec", None), np.ufunc):  # NumPy >= 2.2
 # functions added with their own draws (so the cases above keep theirs)
 _more = Draws(5)
 X34 = _more.R(3, 4)
+M1 = np.array([0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0])  # the zeros trim_zeros finds (a * M1 keeps them under FD)
+M2 = np.array([[0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0]])
 I0X = np.array([-9.5, -3.0, -0.2, 0.7, 7.9, 8.1, 12.0])  # both of np.i0's expansions (|x| <= 8 and above)
 
 NEW_CASES = [
@@ -232,6 +234,12 @@ NEW_CASES = [
     ("np.unstack", lambda a: np.unstack(a), (X34,), 1),
     ("np.astype", lambda a: np.abs(np.astype(a, np.complex128) * (1 + 2j)), (_more.R(3),), 1),
     ("np.astype", lambda a: np.astype(a, np.float64, copy=False) * a, (_more.R(3),), 1),
+    ("np.trim_zeros", lambda a: np.trim_zeros(a * M1), (_more.R(7),), 1),
+    ("np.trim_zeros", lambda a: np.trim_zeros(a * M1, "f"), (_more.R(7),), 1),
+    ("np.trim_zeros", lambda a: np.trim_zeros(a * M1, trim="b"), (_more.R(7),), 1),
+    ("np.trim_zeros", lambda a: np.trim_zeros(a * M2), (_more.R(3, 5),), 1),
+    ("np.trim_zeros", lambda a: np.trim_zeros(a * M2, "b", axis=1), (_more.R(3, 5),), 1),
+    ("np.trim_zeros", lambda a: np.trim_zeros(a * M2, axis=-2), (_more.R(3, 5),), 1),
     ("np.apply_along_axis", lambda a: np.apply_along_axis(lambda r: r[::-1] * r, 1, a), (X34,), 2),
     ("np.apply_along_axis", lambda a: np.apply_along_axis(np.sum, 0, a), (X34,), 1),
     ("np.apply_along_axis", lambda a: np.apply_along_axis(np.diag, -1, a), (X34,), 1),
@@ -372,3 +380,8 @@ def test_integer_results_are_plain():
 
     np.testing.assert_array_equal(mg.grad(f)(x), np.ones_like(x))
 
+
+def test_trim_zeros_of_zeros_is_empty():
+    out, pullback = mg.vjp(lambda a: np.trim_zeros(a * 0.0), np.ones(3))
+    assert out.shape == (0,)
+    np.testing.assert_array_equal(pullback(out)[0], np.zeros(3))

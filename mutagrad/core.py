@@ -694,7 +694,60 @@ def function_dispatch(func, args, kwargs):
     h = FUNCTIONS.get(func)
     if h is None:
         raise _no_rule(func)
+    if func is not np.block and (any(type(a) is list or type(a) is tuple for a in args) or any(
+            type(v) is list or type(v) is tuple for v in kwargs.values())):
+        if func in _SEQUENCE_OF_ARRAYS and args and (type(args[0]) is list or type(args[0]) is tuple):
+            # its first argument is a sequence of pieces: the pieces are converted, not the sequence
+            args = (type(args[0])(_numbers_as_arrays(p) for p in args[0]),) + args[1:]
+        else:
+            args = tuple(_numbers_as_arrays(a) for a in args)
+        kwargs = {k: _numbers_as_arrays(v) for k, v in kwargs.items()}
     return h(args, kwargs)
+
+
+# functions whose first argument is a sequence of arrays (np.block's nesting is its structure:
+# it is left alone)
+_SEQUENCE_OF_ARRAYS = frozenset(
+    getattr(np, n) for n in ("concatenate", "stack", "vstack", "hstack", "dstack", "column_stack", "row_stack")
+    if hasattr(np, n))
+
+
+def _numbers_as_arrays(obj):
+    """A (nested) list or tuple of numbers holding traced ones, as one traced
+    array (what NumPy would make of it, had it looked inside: NumPy dispatches
+    on arrays only, so ``np.dot([x[0], 1.0], y)`` reaches us with the list).
+    Lists of arrays (``np.concatenate([[0.0], x])``) keep their structure,
+    with such lists inside them converted."""
+    if type(obj) is not list and type(obj) is not tuple:
+        return obj
+    kind = _number_leaves(obj)
+    if kind is True:
+        from .numpy import array as marray
+
+        return marray(obj)
+    if kind is None:  # no traced value inside: as it was
+        return obj
+    return type(obj)(_numbers_as_arrays(o) for o in obj)
+
+
+def _number_leaves(obj):
+    """True: every leaf a number or a traced scalar, one of them traced; None:
+    nothing traced; False: something else (an array, a string...)."""
+    traced = False
+    for o in obj:
+        t = type(o)
+        if t is list or t is tuple:
+            k = _number_leaves(o)
+            if k is False:
+                return False
+            traced = traced or k is True
+        elif isinstance(o, Tracer):
+            if o.ndim:
+                return False
+            traced = True
+        elif not isinstance(o, (int, float, complex, np.number, np.bool_)):
+            return False
+    return True if traced else None
 
 
 # --------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import functools
 import itertools
 
 import numpy as np
+import pytest
 
 import mutagrad.numpy as mnp
 from mutagrad.testing import check_grads
@@ -136,3 +137,39 @@ def test_nested_list_to_array():
         return np.linalg.det(m)
 
     check_grads(f, np.array([0.6, -0.2]))
+
+
+# NumPy dispatches on arrays only: a list holding traced scalars reaches a function's rule as a
+# list when another argument is traced, and as pieces of a sequence of arrays
+LIST_ARGUMENTS = {
+    "dot": lambda x: np.dot([x[0], 1.0], x[:2]),
+    "matmul": lambda x: np.sum(np.matmul([[x[0], 1.0]], x[:2])),
+    "outer": lambda x: np.sum(np.outer([x[0], 2.0], x)),
+    "where": lambda x: np.sum(np.where([True, False], [x[0], x[1]], x[2:4])),
+    "tensordot": lambda x: np.tensordot([x[0], x[1]], x[:2], 1),
+    "einsum": lambda x: np.einsum("i,i->", [x[0], x[1]], x[:2]),
+    "kron": lambda x: np.sum(np.kron([x[0], 1.0], x[:2])),
+    "convolve": lambda x: np.sum(np.convolve([x[0], 1.0], x) ** 2),
+    "average weights": lambda x: np.average(x[:2], weights=[x[2] ** 2, 1.0]),
+    "polyval": lambda x: np.polyval([x[0], 1.0, x[1]], x[2:4]).sum(),
+    "meshgrid": lambda x: sum(np.sum(m ** 2) for m in np.meshgrid([x[0], 1.0], x[:2])),
+    "broadcast_arrays": lambda x: sum(np.sum(m * m) for m in np.broadcast_arrays(x[:2], [[x[0]], [1.0]])),
+    "block of scalars": lambda x: np.sum(np.block([[x[0], x[1]], [1.0, x[2]]]) ** 2),
+    "stack of scalars": lambda x: np.sum(np.stack([x[0], x[1]]) ** 2),
+    "stack, a list piece": lambda x: np.sum(np.stack([[x[0], 1.0], x[:2]]) ** 2),
+    "concatenate, zero padding": lambda x: np.sum(np.concatenate([[0.0], x, [0.0]]) ** 2),
+    "concatenate, a list piece": lambda x: np.sum(np.concatenate([[x[1], 2.0], x]) ** 3),
+    "vstack": lambda x: np.sum(np.vstack([x[:3], [1.0, 2.0, 3.0], [x[0], 0.0, x[1]]]) ** 2),
+    "hstack": lambda x: np.sum(np.hstack([[1.0], x, [x[0]]]) ** 2),
+    "hstack of scalars": lambda x: np.sum(np.hstack([x[0], x[1], 1.0]) ** 2),
+    "hstack 2-D": lambda x: np.sum(np.hstack([x.reshape(2, 3), [[1.0], [x[0]]]]) ** 2),
+    "dstack": lambda x: np.sum(np.dstack([x[:3], [1.0, 2.0, x[4]]]) ** 2),
+    "column_stack": lambda x: np.sum(np.column_stack([[x[0], 1.0], x[:2]]) ** 2),
+    "atleast_1d of several": lambda x: sum(np.sum(a ** 2) for a in np.atleast_1d(x[0], x[1:3], [1.0, 2.0])),
+    "atleast_2d of several": lambda x: sum(np.sum(a ** 2) for a in np.atleast_2d(x[0], x[1:3])),
+}
+
+
+@pytest.mark.parametrize("name", list(LIST_ARGUMENTS))
+def test_lists_of_traced_scalars_as_arguments(name):
+    check_grads(LIST_ARGUMENTS[name], np.array([0.3, -1.2, 2.0, 0.7, 1.1, -0.4]), order=2)

@@ -36,7 +36,6 @@ deflinear(np.flip, lambda g, x, axis=None: np.flip(g, axis))
 deflinear(np.fliplr, lambda g, x: np.fliplr(g))
 deflinear(np.flipud, lambda g, x: np.flipud(g))
 deflinear(np.rot90, lambda g, x, k=1, axes=(0, 1): np.rot90(g, -k, axes))
-deflinear(np.atleast_1d, lambda g, x: np.reshape(g, x.shape))
 deflinear(np.copy, lambda g, x, order="K", subok=False: g)
 
 
@@ -92,6 +91,18 @@ def _stack_T(g, shapes, axis):
     return [unbroadcast(np.take(g, i, axis=ax), s) for i, s in enumerate(shapes)]
 
 
+def _dense_tangent(a, t, dt):
+    """The tangent of one piece to join, as an array: zeros for a symbolic zero;
+    for a piece given as a (nested) list, its leaves' tangents stacked alike."""
+    if is_zero(t):
+        return np.zeros(np.shape(a), dt)
+    if type(t) is list or type(t) is tuple:
+        from ..numpy import array as marray
+
+        return marray([_dense_tangent(ai, ti, dt) for ai, ti in zip(a, t)], dtype=dt)
+    return t
+
+
 def _defjoin(impl, transpose, name):
     """A function joining a list of arrays: linear in each; its transpose
     splits the cotangent back into the pieces."""
@@ -107,7 +118,7 @@ def _defjoin(impl, transpose, name):
         (arrays,), (tans,) = primals, tangents
         y = impl(arrays, axis, dtype, casting)
         dt = np.result_type(bottom(y))
-        ts = [np.zeros(np.shape(a), dt) if is_zero(t) else t for a, t in zip(arrays, tans)]
+        ts = [_dense_tangent(a, t, dt) for a, t in zip(arrays, tans)]
         return y, impl(ts, axis, dtype, casting)
 
     def handler(args, kwargs):
@@ -168,10 +179,15 @@ for _f in (np.hstack, np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit)
 
 def _each(fn):
     def handler(args, kwargs):
-        res = [fn(a) for a in args]
-        return res[0] if len(res) == 1 else res
+        # (plain lists and numbers become arrays, as NumPy's own functions make them)
+        res = tuple(fn(a if isinstance(a, (Tracer, np.ndarray)) else np.asarray(a)) for a in args)
+        return res[0] if len(res) == 1 else res  # (a tuple for several, as NumPy 2 returns)
 
     return handler
+
+
+def _atleast_1d(x):
+    return np.reshape(x, (1,)) if np.ndim(x) == 0 else x
 
 
 def _atleast_2d(x):
@@ -188,6 +204,7 @@ def _atleast_3d(x):
     return np.expand_dims(x, -1) if n == 2 else x
 
 
+FUNCTIONS[np.atleast_1d] = _each(_atleast_1d)
 FUNCTIONS[np.atleast_2d] = _each(_atleast_2d)
 FUNCTIONS[np.atleast_3d] = _each(_atleast_3d)
 FUNCTIONS[np.vstack] = lambda args, kwargs: np.concatenate([_atleast_2d(a) for a in args[0]], axis=0, **kwargs)

@@ -371,6 +371,47 @@ _abs.rrule, _abs.frule = _abs_rrule, _abs_frule
 _abs.linear = False
 
 
+# sign of a complex number is z/|z| (NumPy 2): not holomorphic, and not piecewise constant
+# like the real sign. With s = sign(z), r = |z|: ds = i s Im(conj(s) dz) / r, so the cotangent
+# (df/dx + i df/dy) is -i s Im(conj(g) s) / r. At z = 0 both are zero (as abs's are).
+
+_sign = _gp(np.sign)
+_sign_real_rule, _sign_real_frule = _sign.rrule, _sign.frule
+
+
+def _sign_parts(x):
+    s = np.sign(x)
+    r = np.absolute(x)
+    rb = bottom(r)
+    zero = np.any(rb == 0)
+    return s, (np.where(rb == 0, 1.0, r) if zero else r), (rb == 0 if zero else None)
+
+
+def _sign_rrule(x):
+    if not np.iscomplexobj(bottom(x)):
+        return _sign_real_rule(x)
+    s, r, zero = _sign_parts(x)
+
+    def pullback(g):
+        ct = -1j * s * np.imag(np.conj(g) * s) / r
+        return (ct if zero is None else np.where(zero, 0.0, ct),)
+
+    return s, pullback
+
+
+def _sign_frule(primals, tangents):
+    (x,), (t,) = primals, tangents
+    if not np.iscomplexobj(bottom(x)) or _is_zero(t):
+        return _sign_real_frule(primals, tangents)
+    s, r, zero = _sign_parts(x)
+    d = 1j * s * np.imag(np.conj(s) * t) / r
+    return s, (d if zero is None else np.where(zero, 0.0, d))
+
+
+_sign.rrule, _sign.frule = _sign_rrule, _sign_frule
+_sign.zero = _sign.linear = False  # (a real sign still gets zero cotangents, from its own rule)
+
+
 def _conj_rule(x):
     return np.conjugate(x), lambda g: (np.conjugate(g),)
 

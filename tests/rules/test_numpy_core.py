@@ -37,6 +37,7 @@ CASES = [
     ("np.absolute", np.abs, (R(4) + np.sign(R(4)),), 1),
     ("np.fabs", np.fabs, (np.array([-1.5, 2.0, -0.3]),), 1),
     ("np.sign", lambda a: np.sign(a) * a, (R(3),), 1),
+    ("np.sign", lambda z: np.sign(z) * z ** 2, (C(3),), 2),  # complex: z/|z|, not piecewise constant
     ("np.floor", lambda a: np.floor(a) + a, (np.array([0.3, 1.7, -2.2]),), 1),
     ("np.ceil", lambda a: np.ceil(a) * a, (np.array([0.3, 1.7, -2.2]),), 1),
     ("np.trunc", lambda a: np.trunc(a) * a, (np.array([0.3, 1.7, -2.2]),), 1),

@@ -24,3 +24,17 @@ class Draws:
     def SPD(self, n):  # symmetric positive definite
         a = self.rng.standard_normal((n, n))
         return a @ a.T + n * np.eye(n)
+
+
+def assert_values_match_numpy(fn, args):
+    """``fn``'s outputs under differentiation are NumPy's own, bit for bit and dtype for dtype."""
+    import copy
+
+    import mutagrad as mg
+    from mutagrad.pytree import tree_flatten
+
+    out, _ = mg.vjp(fn, *args)
+    ref = fn(*copy.deepcopy(args))
+    for o, r in zip(tree_flatten(out)[0], tree_flatten(ref)[0]):
+        assert np.asarray(o).dtype == np.asarray(r).dtype
+        np.testing.assert_array_equal(o, r)

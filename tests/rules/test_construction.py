@@ -3,15 +3,13 @@ pad, triangles and diagonals, convolution, interp, the polynomial functions,
 meshgrid, block, choose/select/piecewise/compress/extract, resize, rounding,
 nan_to_num, unique and the set operations. One line per case, checked in both
 modes against finite differences."""
-import copy
 
 import numpy as np
 import pytest
 
 import mutagrad as mg
-from mutagrad.pytree import tree_flatten
 from mutagrad.testing import check_grads
-from tests.rules._draws import Draws  # noqa: E402
+from tests.rules._draws import Draws, assert_values_match_numpy  # noqa: E402
 
 _draws = Draws(2)
 R = _draws.R
@@ -257,11 +255,7 @@ def test_nan_to_num_in_place_matches_numpy():
 
 @pytest.mark.parametrize("covers,fn,args,order", NEW_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(NEW_CASES)])
 def test_values_match_numpy(covers, fn, args, order):
-    out, _ = mg.vjp(fn, *args)
-    ref = fn(*copy.deepcopy(args))
-    for o, r in zip(tree_flatten(out)[0], tree_flatten(ref)[0]):
-        assert np.asarray(o).dtype == np.asarray(r).dtype
-        np.testing.assert_array_equal(o, r)
+    assert_values_match_numpy(fn, args)
 
 
 def test_roots_zero_coefficients_closed_form():

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 import mutagrad as mg
-from mutagrad.pytree import tree_flatten
 from mutagrad.testing import check_grads
-from tests.rules._draws import Draws  # noqa: E402
+from tests.rules._draws import Draws, assert_values_match_numpy  # noqa: E402
 
 _draws = Draws(0)
 R, P, U, C, SPD = _draws.R, _draws.P, _draws.U, _draws.C, _draws.SPD
@@ -336,11 +335,7 @@ def test_plain_functions_return_plain_values(name):
 
 @pytest.mark.parametrize("covers,fn,args,order", NEW_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(NEW_CASES)])
 def test_values_match_numpy(covers, fn, args, order):
-    out, _ = mg.vjp(fn, *args)
-    ref = fn(*copy.deepcopy(args))
-    for o, r in zip(tree_flatten(out)[0], tree_flatten(ref)[0]):
-        assert np.asarray(o).dtype == np.asarray(r).dtype
-        np.testing.assert_array_equal(o, r)
+    assert_values_match_numpy(fn, args)
 
 
 @pytest.mark.parametrize("covers,fn,args", NOT_DIFFERENTIABLE_CASES)

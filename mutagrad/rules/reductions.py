@@ -420,3 +420,52 @@ for _u in _REDUCE:
     UFUNC_HANDLERS[(_u, "reduce")] = _ufunc_reduce
 for _u in _ACCUMULATE:
     UFUNC_HANDLERS[(_u, "accumulate")] = _ufunc_accumulate
+
+
+# -- np.add.reduceat: segment sums --------------------------------------------------
+# out[i] = sum of x[indices[i]:indices[i+1]] along axis (the last to the end), or
+# x[indices[i]] alone where indices[i] >= indices[i+1]. Linear; segments may overlap.
+
+
+def _add_reduceat_impl(x, indices, axis=0):
+    return np.add.reduceat(x, indices, axis=axis)
+
+
+def _add_reduceat_T(g, x, indices, axis=0):
+    from ..numpy import zeros as _zeros  # (a traced buffer when an outer differentiation traces g)
+
+    ax = axis % len(x.shape)
+    n = x.shape[ax]
+    starts = np.asarray(indices, dtype=np.intp).reshape(-1)
+    ends = np.append(starts[1:], n)
+    ends = np.where(starts < ends, ends, starts + 1)
+    lengths = ends - starts
+    owners = np.repeat(np.arange(starts.size), lengths)
+    positions = np.arange(owners.size) - np.repeat(np.cumsum(lengths) - lengths, lengths) + np.repeat(starts, lengths)
+    out = _zeros(x.shape, np.result_type(bottom(g), x.dtype))
+    np.add.at(out, (slice(None),) * ax + (positions,), np.take(g, owners, axis=ax))
+    return out
+
+
+add_reduceat_p = get_primitive(_add_reduceat_impl, "np.add.reduceat")
+deflinear(_add_reduceat_impl, _add_reduceat_T)
+
+
+def _ufunc_reduceat(ufunc, inputs, kwargs):
+    if ufunc is not np.add:
+        from ..core import _no_rule
+
+        raise _no_rule(ufunc, "ufunc method .reduceat")
+    a = dict(zip(("array", "indices", "axis", "dtype", "out"), inputs))
+    a.update(kwargs)
+    x = a["array"]
+    if a.get("dtype") is not None:
+        x = x.astype(a["dtype"])
+    out = a.get("out")
+    if type(out) is tuple:  # the ufunc protocol always passes a tuple
+        out = out[0]
+    res = bind(add_reduceat_p, (x,), {"indices": np.asarray(bottom(a["indices"])), "axis": a.get("axis", 0)})
+    return write_out(res, out)
+
+
+UFUNC_HANDLERS[(np.add, "reduceat")] = _ufunc_reduceat

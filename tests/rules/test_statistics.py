@@ -108,6 +108,10 @@ CASES = [
     ("np.corrcoef", lambda m, y: np.corrcoef(m, y), (X[0], X[1]), 1),
     # ufunc.reduce / .accumulate (UFUNC_HANDLERS; not in the sweep, covered here)
     ("np.logaddexp.reduce", lambda a: np.logaddexp.reduce(a), (X,), 2),
+    # segments, overlapping ones (5 >= 2: x[5] alone) and one to the end; along an axis; into out=
+    ("np.add.reduceat", lambda a: np.add.reduceat(a.reshape(-1), [0, 5, 2, 8]) ** 2, (X,), 2),
+    ("np.add.reduceat", lambda a: np.add.reduceat(a, [0, 2, 2, 4], axis=1) * a[:, :4], (X,), 2),
+    ("np.add.reduceat", lambda a: (np.add.reduceat(a, [1, 2], axis=0, out=a[:2]), a * a)[1], (X,), 1),
     ("np.logaddexp.reduce", lambda a: np.logaddexp.reduce(a, axis=None), (X,), 1),
     ("np.logaddexp.reduce", lambda a, i: np.logaddexp.reduce(a, axis=1, initial=i, keepdims=True), (X, 0.3), 2),
     ("np.logaddexp2.accumulate", lambda a: np.logaddexp2.accumulate(a, axis=1), (X,), 2),

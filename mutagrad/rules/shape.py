@@ -501,12 +501,16 @@ def _np_bincount(args, kwargs):
     w = a.get("weights")
     if not isinstance(w, Tracer):
         return np.bincount(x, bottom(w) if w is not None else None, a.get("minlength", 0))
-    from ..numpy import zeros
+    return bind(_bincount_p, (w,), {"bins": x, "minlength": a.get("minlength", 0)})
 
-    n = max(int(x.max()) + 1 if x.size else 0, a.get("minlength", 0) or 0)
-    out = zeros(n, np.result_type(bottom(w), np.float64))
-    np.add.at(out, x, w)
-    return out
+
+def _bincount_weights(w, bins, minlength=0):
+    """np.bincount(bins, weights=w): linear in the weights (NumPy's own sums)."""
+    return np.bincount(bins, w, minlength)
+
+
+_bincount_p = get_primitive(_bincount_weights, "np.bincount")
+deflinear(_bincount_weights, lambda g, w, bins, minlength=0: np.take(g, bins))  # each weight's bin
 
 
 FUNCTIONS[np.angle] = _np_angle

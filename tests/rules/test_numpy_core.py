@@ -159,6 +159,7 @@ CASES = [
     ("np.fix", lambda a: np.fix(a) * a, (np.array([0.3, -1.7, 2.2]),), 1),
     ("np.unwrap", lambda a: np.unwrap(a) ** 2, (np.array([0.1, 3.0, 6.5, 0.2]),), 2),
     ("np.bincount", lambda w: np.bincount(np.array([0, 2, 2, 1]), weights=w) * np.arange(1.0, 4.0), (R(4),), 1),
+    ("np.bincount", lambda w: np.bincount(np.array([4, 0, 4, 4, 1]), w, minlength=7) ** 2, (R(5),), 2),
     ("np.vecdot", np.vecdot, (R(2, 3), R(3)), 2),
     ("np.vecdot", np.vecdot, (C(3), C(3)), 1),
     # products and linear algebra

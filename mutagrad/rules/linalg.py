@@ -455,13 +455,20 @@ slogdet_p = get_primitive(np.linalg.slogdet)
 
 def _slogdet_rrule(a):
     res = np.linalg.slogdet(a)
+    cplx = np.iscomplexobj(bottom(a))
 
     def pullback(cts):
+        # d log det A = tr(A^-1 dA) = d logabsdet + i d arg: for a complex A the sign
+        # s = exp(i arg) moves too (ds = i s Im tr(A^-1 dA)); a real sign is constant
         gsign, glog = cts
-        if is_zero(glog):
+        k = ZERO if is_zero(glog) else glog
+        if cplx and not is_zero(gsign):
+            ks = -1j * np.imag(np.conj(gsign) * res[0])
+            k = ks if is_zero(k) else k + ks
+        if is_zero(k):
             return (ZERO,)
         ainvh = _cj(_mT(np.linalg.inv(a)))
-        return (np.expand_dims(glog, (-2, -1)) * ainvh,)
+        return (np.expand_dims(k, (-2, -1)) * ainvh,)
 
     return res, pullback
 
@@ -469,12 +476,10 @@ def _slogdet_rrule(a):
 def _slogdet_frule(primals, tangents):
     (a,), (t,) = primals, tangents
     res = np.linalg.slogdet(a)
-    dlog = np.real(np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1))
+    tr = np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
     if np.iscomplexobj(bottom(a)):
-        from ..tangents import not_implemented
-
-        return res, (not_implemented("slogdet sign tangent for complex matrices"), dlog)
-    return res, (ZERO, dlog)
+        return res, (1j * res[0] * np.imag(tr), np.real(tr))
+    return res, (ZERO, tr)
 
 
 slogdet_p.rrule, slogdet_p.frule = _slogdet_rrule, _slogdet_frule

@@ -184,6 +184,8 @@ CASES = [
     ("np.linalg.solve", np.linalg.solve, (SPD(3), R(3, 2)), 1),
     ("np.linalg.det", np.linalg.det, (R(3, 3),), 2),
     ("np.linalg.slogdet", lambda a: np.linalg.slogdet(a)[1], (SPD(3),), 2),
+    # complex: the sign exp(i arg det) moves with the matrix (its cotangent used to be dropped)
+    ("np.linalg.slogdet", lambda z: np.linalg.slogdet(z)[0] * (1 + 2j) + np.linalg.slogdet(z)[1], (C(3, 3),), 2),
     # indexing and selection
     ("np.take", lambda a: np.take(a, [2, 0, 2]), (R(3),), 1),
     ("np.take_along_axis", lambda a: np.take_along_axis(a, np.array([[1, 0], [0, 0]]), 1), (R(2, 2),), 1),

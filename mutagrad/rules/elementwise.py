@@ -14,6 +14,7 @@ from ..core import (
     SCALAR_OPS,
     UFUNC_HANDLERS,
     ArrayTracer,
+    Tracer,
     _NOARG,
     _fast_call,
     _no_rule,
@@ -181,8 +182,13 @@ defelementwise(np.cbrt, lambda x, y: 1.0 / (3 * y * y))
 
 
 def _pow_dbase(x, p, y):
-    # p * x**(p-1), written so that x = 0 with p >= 1 gives the right limit
-    return p * np.power(x, p - 1)
+    # p * x**(p-1). For a constant exponent the power is x**1 where p == 0 (so x = 0 gives
+    # 0, not 0 * inf = nan: d(x**0)/dx = 0, and every higher derivative of x**n at 0 stays
+    # finite), as autograd writes it. A traced exponent keeps p - 1: the mixed derivative
+    # d/dp (p x**(p-1)) at p = 0 is 1/x, which the replaced exponent would get wrong.
+    if isinstance(p, Tracer):
+        return p * np.power(x, p - 1)
+    return p * np.power(x, np.where(np.asarray(p) == 0, 1, np.asarray(p) - 1))
 
 
 def _pow_dexp(x, p, y):
@@ -301,13 +307,23 @@ defelementwise(np.heaviside, lambda x, h, y: 0.0, lambda x, h, y: np.where(botto
 
 
 def _sinc_d(x):
-    xb = bottom(x)
-    px = np.pi * x
-    safe = np.where(xb == 0, 1.0, px) if np.any(xb == 0) else px
-    d = (np.cos(safe) - np.sin(safe) / safe) / x if not np.any(xb == 0) else (np.cos(safe) - np.sin(safe) / safe) / np.where(xb == 0, 1.0, x)
-    if np.any(xb == 0):
-        d = np.where(xb == 0, 0.0, d)
-    return d
+    # d/dx sin(u)/u with u = pi x: pi (u cos u - sin u) / u**2, which loses digits as u -> 0
+    # (and is 0/0 at 0); there the series pi (-u/3 + u**3/30 - u**5/840 + u**7/45360
+    # - u**9/3991680), exact to double precision for |u| < 0.1, and smooth through 0, so the
+    # higher derivatives (-pi**2/3 at 0) come out right too.
+    xb = np.asarray(bottom(x))
+    small = np.abs(np.pi * xb) < 0.1
+    u = np.pi * x
+    if small.all():
+        return _sinc_series(u)
+    safe = np.where(small, 1.0, u) if small.any() else u
+    d = np.pi * (safe * np.cos(safe) - np.sin(safe)) / (safe * safe)
+    return np.where(small, _sinc_series(u), d) if small.any() else d
+
+
+def _sinc_series(u):
+    u2 = u * u
+    return np.pi * u * (-1.0 / 3 + u2 * (1.0 / 30 + u2 * (-1.0 / 840 + u2 * (1.0 / 45360 - u2 / 3991680))))
 
 
 # -- piecewise constant: derivative zero -------------------------------------------

@@ -384,3 +384,21 @@ def test_trim_zeros_of_zeros_is_empty():
     out, pullback = mg.vjp(lambda a: np.trim_zeros(a * 0.0), np.ones(3))
     assert out.shape == (0,)
     np.testing.assert_array_equal(pullback(out)[0], np.zeros(3))
+
+
+def test_derivatives_at_zero_closed_forms():
+    # x**p at x = 0: d(x**0)/dx = 0 (not 0 * inf), higher derivatives of x**n finite
+    assert mg.grad(lambda x: x ** 0.0)(0.0) == 0.0
+    assert mg.grad(mg.grad(lambda x: x ** 1.0))(0.0) == 0.0
+    assert mg.grad(mg.grad(mg.grad(lambda x: x ** 2)))(0.0) == 0.0
+    np.testing.assert_array_equal(mg.hessian(lambda x: np.sum(x ** 3))(np.zeros(2)), np.zeros((2, 2)))
+    np.testing.assert_array_equal(
+        mg.grad(lambda x: np.sum(np.power(x, np.array([0.0, 1.0, 2.0]))))(np.zeros(3)), [0.0, 1.0, 0.0])
+    # a traced exponent keeps the mixed derivative d2(x**p)/dx dp = 1/x at p = 0
+    h = mg.hessian(lambda v: v[0] ** v[1])(np.array([1.5, 0.0]))
+    np.testing.assert_allclose(h, [[0.0, 1 / 1.5], [1 / 1.5, np.log(1.5) ** 2]], rtol=1e-14, atol=1e-15)
+    # sinc is smooth through 0: sinc''(0) = -pi**2/3, and near 0 no digits are lost
+    np.testing.assert_allclose(mg.hessian(np.sinc)(0.0), -np.pi ** 2 / 3, rtol=1e-14)
+    np.testing.assert_allclose(mg.grad(mg.grad(np.sinc))(1e-7), -np.pi ** 2 / 3, rtol=1e-12)
+    u = np.pi * 0.05
+    np.testing.assert_allclose(mg.grad(np.sinc)(0.05), np.pi * (u * np.cos(u) - np.sin(u)) / u ** 2, rtol=1e-13)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive
+from ..core import write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
 from ..registry import deflinear
 from ..tangents import ZeroTangent
 
@@ -334,7 +334,15 @@ def _np_var(args, kwargs, sqrt=False):
         n = int(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)) if axes else 1
     res = ss / (n - ddof)
     if sqrt:
-        res = np.sqrt(res)
+        # the deviation from the mean of a single element is zero whatever it is: the std of
+        # one element is the constant 0 (sqrt's infinite slope at 0 would give 0 * inf = nan)
+        one = None if a.get("mean") is not None or ddof else np.asarray(n) == 1
+        if one is not None and one.all():
+            res = np.sqrt(stop_gradient(res))
+        elif one is not None and one.any():
+            res = np.where(one, np.sqrt(stop_gradient(res)), np.sqrt(np.where(one, 1.0, res)))
+        else:
+            res = np.sqrt(res)
     return write_out(res, a.get("out"))
 
 

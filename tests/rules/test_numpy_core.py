@@ -102,6 +102,9 @@ CASES = [
     ("np.var", lambda a: np.var(a, axis=1), (R(3, 4),), 2),
     ("np.var", lambda a: np.var(a, ddof=1), (R(5),), 1),
     ("np.std", lambda a: np.std(a, axis=0), (R(3, 4),), 2),
+    ("np.std", lambda a: np.std(a, axis=0) + a, (R(1, 4),), 2),  # one element: the constant 0 (not nan)
+    ("np.std", lambda a: np.std(a, axis=1, where=np.array([[True, False, True], [False, True, False]])) * a[:, 0],
+     (R(2, 3),), 2),
     ("np.ptp", lambda a: np.ptp(a, axis=1), (R(3, 4),), 1),
     ("np.cumsum", lambda a: np.cumsum(a, axis=1), (R(3, 4),), 2),
     ("np.cumsum", lambda a: np.cumsum(a), (R(3, 2),), 1),

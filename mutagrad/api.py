@@ -485,9 +485,12 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
                     continue
                 if np.shape(tv) != info.shape:
                     raise ValueError(f"jvp: tangent shape {np.shape(tv)} does not match primal shape {info.shape}")
+                if isinstance(tv, Tracer):  # a tangent traced by an outer differentiation
+                    level.set_tangent(info.storage, tv if tv.dtype == info.dtype else tv.astype(info.dtype))
+                    continue
                 if info.dtype.kind == "c":
                     tv = np.asarray(tv)
-                level.set_tangent(info.storage, np.array(tv, dtype=info.dtype) if not isinstance(tv, Tracer) else tv)
+                level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
         out = fun(*targs)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None

@@ -20,8 +20,10 @@ __all__ = ["check_grads", "check_rule", "numerical_grad"]
 
 
 def _fresh(args):
-    """Deep copies, so every evaluation starts from the same inputs."""
-    return copy.deepcopy(args)
+    """Deep copies, so every evaluation starts from the same inputs. Each argument is
+    copied on its own: the same array passed twice becomes two arrays, as mg.grad treats
+    them (one partial derivative each), so finite differences move one at a time."""
+    return tuple(copy.deepcopy(a) for a in args)
 
 
 def _is_diff(x):

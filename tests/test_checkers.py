@@ -90,3 +90,11 @@ def test_a_wrong_derivative_seen_only_in_the_final_state_is_caught():
     with pytest.raises(AssertionError):
         check_grads(f, X)
     check_grads(lambda x: (x.__setitem__(0, _prim()(x[1])), 0.0)[1], X)
+
+
+def test_check_grads_with_the_same_array_passed_twice():
+    # mg.grad gives one partial per argument; the finite differences must move one argument
+    # at a time, not both copies of the same array
+    x = np.array([0.5, 1.5, -0.3])
+    check_grads(lambda a, b: np.sum(a * b ** 2 + np.arctan2(a, b + 3.0)), x, x, argnums=(0, 1), order=2)
+    np.testing.assert_allclose(mg.grad(lambda a, b: np.sum(a * b ** 2), argnums=(0, 1))(x, x)[0], x ** 2)

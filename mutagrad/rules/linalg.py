@@ -431,13 +431,27 @@ solve_p.rrule, solve_p.frule = _solve_rrule, _solve_frule
 det_p = get_primitive(np.linalg.det)
 
 
+def _adjugate(a, y):
+    """adj(A) = det(A) A^-1, also where A is singular (then through the SVD A = U S Vh:
+    adj(A) = det(U) det(Vh) Vh^H adj(S) U^H, adj(S)_i the product of the other singular values)."""
+    try:
+        return np.linalg.inv(a) * np.expand_dims(y, (-2, -1))
+    except np.linalg.LinAlgError:
+        pass
+    u, sv, vh = np.linalg.svd(a)
+    ones = np.ones(np.shape(sv)[:-1] + (1,), dtype=bottom(sv).dtype)
+    left = np.cumprod(np.concatenate([ones, sv[..., :-1]], axis=-1), axis=-1)  # product of those before
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(sv, -1)[..., :-1]], axis=-1), axis=-1), -1)
+    scale = np.linalg.det(u) * np.linalg.det(vh)
+    return np.expand_dims(scale, (-2, -1)) * (_cj(_mT(vh)) * np.expand_dims(left * right, -2)) @ _cj(_mT(u))
+
+
 def _det_rrule(a):
     y = np.linalg.det(a)
 
     def pullback(g):
-        # d det = det * tr(A^{-1} dA)  ->  Ā = ḡ conj(det) A^{-H}
-        cof = _cj(_mT(np.linalg.inv(a))) * np.expand_dims(_cj(y), (-2, -1))
-        return (np.expand_dims(g, (-2, -1)) * cof,)
+        # d det = tr(adj(A) dA)  ->  Ā = ḡ adj(A)^H (= ḡ conj(det) A^{-H} where A is invertible)
+        return (np.expand_dims(g, (-2, -1)) * _cj(_mT(_adjugate(a, y))),)
 
     return y, pullback
 
@@ -445,7 +459,10 @@ def _det_rrule(a):
 def _det_frule(primals, tangents):
     (a,), (t,) = primals, tangents
     y = np.linalg.det(a)
-    return y, y * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
+    try:
+        return y, y * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
+    except np.linalg.LinAlgError:  # singular: through the adjugate
+        return y, np.trace(_adjugate(a, y) @ t, axis1=-2, axis2=-1)
 
 
 det_p.rrule, det_p.frule = _det_rrule, _det_frule

@@ -186,6 +186,10 @@ CASES = [
     ("np.linalg.solve", np.linalg.solve, (SPD(3), R(3)), 2),
     ("np.linalg.solve", np.linalg.solve, (SPD(3), R(3, 2)), 1),
     ("np.linalg.det", np.linalg.det, (R(3, 3),), 2),
+    # singular matrices: the gradient is the adjugate's transpose (inv would raise)
+    ("np.linalg.det", np.linalg.det, (np.array([[1.0, 2.0], [2.0, 4.0]]),), 1),
+    ("np.linalg.det", lambda a: np.linalg.det(np.stack([a, a + np.eye(3)])),
+     (np.array([[1.0, 2.0, 0.5], [0.0, 0.0, 0.0], [0.3, -1.0, 2.0]]),), 1),
     ("np.linalg.slogdet", lambda a: np.linalg.slogdet(a)[1], (SPD(3),), 2),
     # complex: the sign exp(i arg det) moves with the matrix (its cotangent used to be dropped)
     ("np.linalg.slogdet", lambda z: np.linalg.slogdet(z)[0] * (1 + 2j) + np.linalg.slogdet(z)[1], (C(3, 3),), 2),

@@ -285,6 +285,12 @@ def _check_scalar_output(out, name):
         )
     if (dt is not None and dt.kind == "c") or isinstance(b, complex):
         raise TypeError(f"{name} requires a real scalar output, got a complex value; take np.real or np.abs first.")
+    if (dt is not None and dt.kind in "biu") or isinstance(b, (bool, int)):
+        raise TypeError(
+            f"{name} requires a floating-point output, got {type(b).__name__ if dt is None else dt} "
+            f"({b!r}): a boolean or integer result has no derivative. Return a float (e.g. the "
+            "quantity the comparison or count was made from)."
+        )
 
 
 # --------------------------------------------------------------------------

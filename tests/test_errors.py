@@ -421,3 +421,10 @@ def test_device_methods():
         return np.sum(x.to_device("cpu") ** 2)
 
     np.testing.assert_allclose(mg.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])
+
+
+@pytest.mark.parametrize("f", [lambda x: x[0] > 0, lambda x: np.sum(x > 0), lambda x: 1],
+                         ids=["bool", "count", "python int"])
+def test_grad_of_a_boolean_or_integer_output_raises_type_error(f):
+    with pytest.raises(TypeError, match="floating-point output"):
+        mg.grad(f)(np.array([1.0, 2.0]))

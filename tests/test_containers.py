@@ -173,3 +173,26 @@ LIST_ARGUMENTS = {
 @pytest.mark.parametrize("name", list(LIST_ARGUMENTS))
 def test_lists_of_traced_scalars_as_arguments(name):
     check_grads(LIST_ARGUMENTS[name], np.array([0.3, -1.2, 2.0, 0.7, 1.1, -0.4]), order=2)
+
+
+INDEX_TRICKS = {
+    "r_": lambda x: np.sum(np.r_[x, 3.0 * x] ** 2),
+    "r_ padding": lambda x: np.sum(np.r_[0.0, x, 0.0] ** 3),
+    "r_ with a slice": lambda x: np.sum(np.r_[x[:2], 1:3, x[::-1]] ** 2),
+    "r_ of a traced scalar": lambda x: np.sum(np.r_[x[0], x] ** 2),
+    "r_ directive": lambda x: np.sum(np.r_["0,2", x, x ** 2] ** 2),
+    "c_": lambda x: np.sum(np.c_[x, x ** 2] ** 2),
+    "c_ 2-D": lambda x: np.sum(np.c_[np.outer(x, x), x] ** 2),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEX_TRICKS))
+def test_r_and_c_of_traced_arrays(name):
+    check_grads(INDEX_TRICKS[name], np.array([0.3, -1.2, 2.0]), order=2)
+
+
+def test_r_and_c_of_plain_arrays_unchanged():
+    np.testing.assert_array_equal(np.r_[1:4, 0, np.array([5, 6])], [1, 2, 3, 0, 5, 6])
+    assert np.r_[1:4, 0].dtype == np.arange(3).dtype
+    np.testing.assert_array_equal(np.c_[np.array([1, 2]), np.array([3, 4])], [[1, 3], [2, 4]])
+    assert np.r_[np.array([1.5], dtype=np.float32), 2].dtype == np.float32

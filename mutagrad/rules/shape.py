@@ -641,3 +641,37 @@ def _np_apply_over_axes(args, kwargs):
 
 FUNCTIONS[np.apply_along_axis] = _np_apply_along_axis
 FUNCTIONS[np.apply_over_axes] = _np_apply_over_axes
+
+
+# -- np.r_ / np.c_ ---------------------------------------------------------------------
+# NumPy's index tricks build their pieces with np.array(item, ndmin=...) (no dispatch:
+# a traced item would escape), then np.concatenate (which dispatches). Their module's
+# `array` is given a traced item's view with the leading unit dimensions np.array would
+# add; every other item goes to np.array itself, so plain code is unaffected.
+
+_np_array = np.array
+
+
+def _index_tricks_array(obj, *args, **kwargs):
+    if isinstance(obj, (list, tuple)) and not isinstance(obj, np.ndarray):
+        from ..numpy import _has_tracer, array as marray
+
+        if _has_tracer(obj):
+            obj = marray(obj)
+    if not isinstance(obj, Tracer):
+        return _np_array(obj, *args, **kwargs)
+    dtype = kwargs.get("dtype")
+    if dtype is not None and np.dtype(dtype) != obj.dtype:
+        obj = obj.astype(dtype)
+    ndmin = kwargs.get("ndmin", 0)
+    if obj.ndim < ndmin:
+        obj = np.reshape(obj, (1,) * (ndmin - obj.ndim) + obj.shape)
+    return obj
+
+
+try:
+    from numpy.lib import _index_tricks_impl as _index_tricks
+except ImportError:  # pragma: no cover (NumPy < 2)
+    _index_tricks = None
+if _index_tricks is not None and getattr(_index_tricks, "array", None) is np.array:
+    _index_tricks.array = _index_tricks_array

@@ -694,6 +694,12 @@ def function_dispatch(func, args, kwargs):
     h = FUNCTIONS.get(func)
     if h is None:
         raise _no_rule(func)
+    for a in args:
+        if type(a) is list or type(a) is tuple:
+            break
+    else:
+        if not kwargs:  # (the common case: arrays and numbers only)
+            return h(args, kwargs)
     if func is not np.block and (any(type(a) is list or type(a) is tuple for a in args) or any(
             type(v) is list or type(v) is tuple for v in kwargs.values())):
         if func in _SEQUENCE_OF_ARRAYS and args and (type(args[0]) is list or type(args[0]) is tuple):

@@ -231,8 +231,21 @@ defelementwise(np.log, lambda x, y: 1.0 / x)
 defelementwise(np.log2, lambda x, y: 1.0 / (x * np.log(2.0)))
 defelementwise(np.log10, lambda x, y: 1.0 / (x * np.log(10.0)))
 defelementwise(np.log1p, lambda x, y: 1.0 / (x + 1.0))
-defelementwise(np.logaddexp, lambda a, b, y: np.exp(a - y), lambda a, b, y: np.exp(b - y))
-defelementwise(np.logaddexp2, lambda a, b, y: np.exp2(a - y), lambda a, b, y: np.exp2(b - y))
+def _softmax_pair(a, b, expneg):
+    """(e^a, e^b) / (e^a + e^b) for base e (expneg = exp(-t)) or 2, from a - b alone: exp(a - y)
+    would use y = logaddexp(a, b) after rounding, which loses digits as |a| grows (at 1e15 the
+    weights of equal arguments came out 0.47); never an exponential of a positive number."""
+    d = a - b
+    pos = bottom(d) >= 0
+    e = expneg(np.where(pos, d, -d))  # (|d|, with the slope of d itself at 0, so higher orders hold)
+    big, small = 1.0 / (1.0 + e), e / (1.0 + e)
+    return np.where(pos, big, small), np.where(pos, small, big)
+
+
+defelementwise(np.logaddexp, lambda a, b, y: _softmax_pair(a, b, lambda t: np.exp(-t))[0],
+               lambda a, b, y: _softmax_pair(a, b, lambda t: np.exp(-t))[1])
+defelementwise(np.logaddexp2, lambda a, b, y: _softmax_pair(a, b, lambda t: np.exp2(-t))[0],
+               lambda a, b, y: _softmax_pair(a, b, lambda t: np.exp2(-t))[1])
 
 # -- trigonometric and hyperbolic ---------------------------------------------------
 
@@ -248,7 +261,8 @@ defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))
 defelementwise(np.tanh, lambda x, y: 1.0 - y * y)
 defelementwise(np.arcsinh, lambda x, y: 1.0 / np.sqrt(x * x + 1.0))
-defelementwise(np.arccosh, lambda x, y: 1.0 / np.sqrt(x * x - 1.0))
+# 1/sqrt(x*x - 1) has the wrong sign for complex x with Re x < 0 (the principal roots differ)
+defelementwise(np.arccosh, lambda x, y: 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
 defelementwise(np.arctanh, lambda x, y: 1.0 / (1.0 - x * x))
 defelementwise(np.deg2rad, lambda x, y: np.pi / 180.0)
 defelementwise(np.rad2deg, lambda x, y: 180.0 / np.pi)

@@ -57,6 +57,7 @@ CASES = [
     ("np.log10", np.log10, (P(3),), 2),
     ("np.log1p", np.log1p, (P(3),), 2),
     ("np.logaddexp", np.logaddexp, (R(3), R(3)), 2),
+    ("np.logaddexp", np.logaddexp, (np.array([0.3, -2.0, 5.0]), np.array([0.3, 1.0, -4.0])), 2),  # a tie
     ("np.logaddexp2", np.logaddexp2, (R(3), R(3)), 2),
     # trigonometric
     ("np.sin", np.sin, (R(3),), 2),
@@ -72,6 +73,7 @@ CASES = [
     ("np.tanh", np.tanh, (R(3),), 2),
     ("np.arcsinh", np.arcsinh, (R(3),), 2),
     ("np.arccosh", np.arccosh, (P(3) + 1.0,), 2),
+    ("np.arccosh", np.arccosh, (np.array([-2 + 0.1j, 1.5 - 0.3j, -0.5 + 2j, 3 + 1j]),), 2),  # Re z < 0 too
     ("np.arctanh", np.arctanh, (U(3),), 2),
     ("np.deg2rad", np.deg2rad, (R(3),), 1),
     ("np.rad2deg", np.rad2deg, (R(3),), 1),
@@ -409,3 +411,12 @@ def test_derivatives_at_zero_closed_forms():
     np.testing.assert_allclose(mg.grad(mg.grad(np.sinc))(1e-7), -np.pi ** 2 / 3, rtol=1e-12)
     u = np.pi * 0.05
     np.testing.assert_allclose(mg.grad(np.sinc)(0.05), np.pi * (u * np.cos(u) - np.sin(u)) / u ** 2, rtol=1e-13)
+
+
+def test_logaddexp_weights_exact_for_large_arguments():
+    # d logaddexp(a, b)/da = 1/(1 + exp(b - a)): 1/2 for equal arguments, however large
+    for big in (1e12, 1e15, 1e16):
+        ga, gb = mg.grad(np.logaddexp, (0, 1))(np.float64(big), np.float64(big))
+        assert ga == gb == 0.5
+        assert mg.grad(np.logaddexp2, (0, 1))(np.float64(big), np.float64(big)) == (0.5, 0.5)
+    assert mg.grad(np.logaddexp, (0, 1))(np.float64(np.inf), np.float64(1.0)) == (1.0, 0.0)

@@ -617,7 +617,11 @@ def _jac_rev(f, dargs, single):
         for k in range(n):
             cts = [np.zeros(_leaf_shape(x), _leaf_dtype(x)) for x in out_leaves]
             cts[oi] = _basis(oshape, odt, k)
-            rows.append(pb(tree_unflatten(out_tree, cts)))
+            row = pb(tree_unflatten(out_tree, cts))
+            if odt.kind == "c":  # a complex output: pull back i e_k as well (see _complex_entry)
+                cts[oi] = cts[oi] * 1j
+                row = tuple(_complex_entries(r, ri, _rev_entry) for r, ri in zip(row, pb(tree_unflatten(out_tree, cts))))
+            rows.append(row)
         per_out.append((oshape, rows))
     results = []
     for ai, (leaves_in, tree_in) in enumerate(in_trees):
@@ -637,6 +641,61 @@ def _jac_rev(f, dargs, single):
     return results[0] if single else tuple(results)
 
 
+# Complex Jacobians. For a real input x and a complex output f, the Jacobian is df/dx. For a
+# complex input z = x + iy and a real output it is the gradient's convention, df/dx - i df/dy.
+# For a complex output of a complex input it is f'(z), which exists only where f is
+# holomorphic (df/dy = i df/dx); anything else is not one complex matrix, so it raises.
+# Reverse mode pulls back e_k and i e_k (a pullback is linear in its cotangent, as JAX's vjp):
+# for a real input they give Re df/dx and -Im df/dx; for a complex input, with
+# r = pullback(e_k) and s = pullback(i e_k), holomorphic means s = i r.
+# Forward mode pushes e_k and, for a complex input, i e_k: tx = df/dx and ty = df/dy.
+
+
+def _not_holomorphic():
+    return TypeError(
+        "the Jacobian of a complex output with respect to a complex input exists as a complex "
+        "matrix only where the function is holomorphic (df/dy = i df/dx), and this one is not "
+        "(e.g. abs, conj, real, or the gradient of a real function, which mg.hessian takes). "
+        "Differentiate with respect to the real and imaginary parts: pass z.real and z.imag as "
+        "separate real arguments and build z = x + 1j * y inside the function."
+    )
+
+
+def _close(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)), 1e-300)
+    return bool(np.all(np.abs(a - b) <= 1e-9 * scale + 1e-300))
+
+
+def _rev_entry(r, s, complex_input):
+    if not complex_input:  # r = Re df/dx, s = d Re(i f)/dx = -Im df/dx
+        return np.real(r) - 1j * np.real(s)
+    if not _close(s, 1j * r):  # (a pullback is linear in its cotangent: s = i r where holomorphic)
+        raise _not_holomorphic()
+    return r
+
+
+def _fwd_entry(tx, ty):
+    if not np.iscomplexobj(tx) and not np.iscomplexobj(ty):  # a real output
+        return tx - 1j * ty
+    if not _close(ty, 1j * tx):
+        raise _not_holomorphic()
+    return tx
+
+
+def _complex_entries(r, s, entry):
+    """Combine the pullbacks of e_k (r) and i e_k (s), leaf by leaf, for one argument."""
+    rl, tree = tree_flatten(r)
+    sl, _ = tree_flatten(s)
+    out = []
+    for a, b in zip(rl, sl):
+        if isinstance(a, NotImplementedTangent) or isinstance(b, NotImplementedTangent):
+            out.append(a if isinstance(a, NotImplementedTangent) else b)
+            continue
+        out.append(entry(a, b, np.iscomplexobj(a)))  # (a complex argument gets complex cotangents)
+    return tree_unflatten(tree, out)
+
+
 def _jac_fwd(f, dargs, single, allargs, nums):
     saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
     in_trees = [tree_flatten(d) for d in dargs]
@@ -653,15 +712,23 @@ def _jac_fwd(f, dargs, single, allargs, nums):
                 if not first:
                     _restore(saved)
                 first = False
-                tans = []
-                for aj, (lj, tj) in enumerate(in_trees):
-                    tl = [np.zeros(_leaf_shape(x), _leaf_dtype(x)) for x in lj]
-                    if aj == ai:
-                        tl[li] = _basis(ishape, idt, k)
-                    tans.append(tree_unflatten(tj, tl))
-                out, tout = jvp(f, dargs, tans)
-                out_leaves, out_tree = tree_flatten(out)
-                cols.append(tree_flatten(tout)[0])
+                pushed = []
+                for direction in ((1.0, 1j) if idt.kind == "c" else (1.0,)):  # a complex input: x and y
+                    if pushed:
+                        _restore(saved)
+                    tans = []
+                    for aj, (lj, tj) in enumerate(in_trees):
+                        tl = [np.zeros(_leaf_shape(x), _leaf_dtype(x)) for x in lj]
+                        if aj == ai:
+                            tl[li] = _basis(ishape, idt, k) * direction
+                        tans.append(tree_unflatten(tj, tl))
+                    out, tout = jvp(f, dargs, tans)
+                    out_leaves, out_tree = tree_flatten(out)
+                    pushed.append(tree_flatten(tout)[0])
+                if len(pushed) == 1:
+                    cols.append(pushed[0])
+                else:
+                    cols.append([_fwd_entry(tx, ty) for tx, ty in zip(*pushed)])
             columns.append((ai, li, ishape, cols))
     if out_tree is None:  # no input elements at all
         out = f(*dargs)

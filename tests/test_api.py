@@ -337,3 +337,23 @@ def test_constant_argument_aliasing_a_differentiated_one_cannot_be_written():
 
     with pytest.raises(mg.AliasingError):
         mg.grad(f)(a, a)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_complex_jacobians(mode):
+    x = np.array([0.3, 1.0])
+    z = np.array([1 + 2j, -0.5 + 1j])
+    # real input, complex output: df/dx itself (reverse mode used to drop its imaginary part)
+    np.testing.assert_allclose(mg.jacobian(lambda x: np.exp(1j * x), mode=mode)(x), np.diag(1j * np.exp(1j * x)))
+    # complex input, holomorphic: f'(z)
+    np.testing.assert_allclose(mg.jacobian(lambda z: z ** 2, mode=mode)(z), np.diag(2 * z))
+    # complex input, real output: the gradient's convention df/dx - i df/dy (forward mode used to drop df/dy)
+    np.testing.assert_allclose(mg.jacobian(lambda z: np.abs(z) ** 2, mode=mode)(z), np.diag(2 * np.conj(z)))
+    # complex to complex and not holomorphic: not one complex matrix
+    with pytest.raises(TypeError, match="holomorphic"):
+        mg.jacobian(lambda z: z * np.conj(z) + z, mode=mode)(z)
+
+
+def test_hessian_of_a_real_function_of_complex_input_raises():
+    with pytest.raises(TypeError, match="real and imaginary parts"):
+        mg.hessian(lambda z: np.sum(np.abs(z) ** 4))(np.array([1 + 2j, -0.5 + 1j]))

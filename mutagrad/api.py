@@ -504,8 +504,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
     # copies are made outside the level, so that values traced by outer levels stay theirs
     tans = []
     for o, t in zip(out_leaves, raw):
-        if isinstance(t, NotImplementedTangent):
-            tans.append(t)
+        if isinstance(t, NotImplementedTangent) or isinstance(o, NotImplementedTangent):
+            tans.append(t if isinstance(t, NotImplementedTangent) else o)  # (a poisoned output: its tangent too)
             continue
         if t is None or isinstance(t, AbstractZero):
             b = bottom(o)
@@ -610,12 +610,16 @@ def _jac_rev(f, dargs, single):
     # per output leaf: list over its elements of the pulled-back cotangent tuple
     per_out = []
     for oi, o in enumerate(out_leaves):
+        if isinstance(o, NotImplementedTangent):  # (the function's output is itself a poisoned derivative)
+            per_out.append((None, o))
+            continue
         oshape = _leaf_shape(o)
         odt = _leaf_dtype(o)
         n = int(np.prod(oshape, dtype=np.int64))
         rows = []
         for k in range(n):
-            cts = [np.zeros(_leaf_shape(x), _leaf_dtype(x)) for x in out_leaves]
+            cts = [None if isinstance(x, NotImplementedTangent) else np.zeros(_leaf_shape(x), _leaf_dtype(x))
+                   for x in out_leaves]
             cts[oi] = _basis(oshape, odt, k)
             row = pb(tree_unflatten(out_tree, cts))
             if odt.kind == "c":  # a complex output: pull back i e_k as well (see _complex_entry)
@@ -627,12 +631,18 @@ def _jac_rev(f, dargs, single):
     for ai, (leaves_in, tree_in) in enumerate(in_trees):
         out_struct = []
         for oshape, rows in per_out:
+            if isinstance(rows, NotImplementedTangent):
+                out_struct.append(tree_unflatten(tree_in, [rows] * len(leaves_in)))
+                continue
             in_leaves_res = []
             for li, xin in enumerate(leaves_in):
                 ishape = _leaf_shape(xin)
                 elems = [tree_flatten(r[ai])[0][li] for r in rows]
                 elems = [np.zeros(ishape) if isinstance(e, AbstractZero) else e for e in elems]
-                if not elems:
+                poison = next((e for e in elems if isinstance(e, NotImplementedTangent)), None)
+                if poison is not None:  # (the whole block has no derivative, as grad's result)
+                    in_leaves_res.append(poison)
+                elif not elems:
                     in_leaves_res.append(np.zeros(tuple(oshape) + tuple(ishape)))
                 else:
                     in_leaves_res.append(_stack_jac(elems, oshape, ishape))
@@ -742,7 +752,10 @@ def _jac_fwd(f, dargs, single, allargs, nums):
             for (aj, li, ishape, cols) in columns:
                 if aj != ai:
                     continue
-                if cols:
+                poison = next((c[oi] for c in cols if isinstance(c[oi], NotImplementedTangent)), None)
+                if poison is not None:
+                    in_res.append(poison)
+                elif cols:
                     mat = np.stack([np.reshape(c[oi], (-1,)) for c in cols], axis=-1)
                     in_res.append(np.reshape(mat, tuple(oshape) + tuple(ishape)))
                 else:

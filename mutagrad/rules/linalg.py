@@ -1250,7 +1250,28 @@ def _eig_gauge_T(V, gV):
     return gW
 
 
+def _defective(V):
+    """Whether the eigenvectors V are (numerically) dependent: A is not diagonalizable, and its
+    eigenvalues have no derivative (they move like the square root of a perturbation)."""
+    vb = np.asarray(bottom(V))
+    with np.errstate(all="ignore"):
+        c = np.linalg.cond(vb)
+    return bool(np.any(~np.isfinite(c) | (c > 1e8)))
+
+
+def _not_diagonalizable():
+    from ..tangents import not_implemented
+
+    return not_implemented(
+        "np.linalg.eig/eigvals: the matrix is not diagonalizable (its eigenvectors are dependent), "
+        "so its eigenvalues have no derivative there (only functions like the trace or the "
+        "determinant do: compute those directly)"
+    )
+
+
 def _eig_jvp(w, V, dA, need_v=True):
+    if _defective(V):
+        return _not_diagonalizable() if not need_v else (_not_diagonalizable(), _not_diagonalizable())
     vi = np.linalg.inv(V)
     X = np.matmul(np.matmul(vi, dA), V)
     if not need_v:
@@ -1261,6 +1282,8 @@ def _eig_jvp(w, V, dA, need_v=True):
 
 
 def _eig_vjp(w, V, gw, gV):
+    if _defective(V):
+        return _not_diagonalizable()
     gX = ZERO if is_zero(gw) else _diag_embed(gw)
     if not is_zero(gV):
         if _repeated(w):
@@ -1290,8 +1313,24 @@ def _eig_frule(primals, tangents):
 def _eig_matching(a, w):
     """eig(a) with its columns ordered as the eigenvalues ``w`` (from eigvals)."""
     w2, V = np.linalg.eig(a)
-    perm = np.argmin(np.abs(bottom(w)[..., :, None] - bottom(w2)[..., None, :]), axis=-1)
+    perm = _one_to_one(np.asarray(bottom(w)), np.asarray(bottom(w2)))
     return np.take_along_axis(w2, perm, axis=-1), np.take_along_axis(V, perm[..., None, :], axis=-1)
+
+
+def _one_to_one(w, w2):
+    """For each eigenvalue in ``w`` the position of its match in ``w2``, every position used
+    once (the nearest unused one, surest matches first): equal eigenvalues get distinct
+    eigenvectors, so a repeated eigenvalue of a diagonalizable matrix keeps V invertible."""
+    perm = np.empty(w.shape, dtype=np.intp)
+    n = w.shape[-1]
+    for idx in np.ndindex(w.shape[:-1]):
+        d = np.abs(w[idx][:, None] - w2[idx][None, :])
+        used = np.zeros(n, dtype=bool)
+        for i in np.argsort(d.min(axis=1), kind="stable"):
+            j = int(np.argmin(np.where(used, np.inf, d[i])))
+            used[j] = True
+            perm[idx + (i,)] = j
+    return perm
 
 
 def _eigvals_rrule(a):

@@ -103,6 +103,8 @@ CASES = [
     ("np.linalg.eig", np.linalg.eig, (C(2, 2, 2),), 1),
     ("np.linalg.eigvals", np.linalg.eigvals, (R(3, 3),), 2),
     ("np.linalg.eigvals", np.linalg.eigvals, (C(2, 3, 3),), 1),
+    # a repeated eigenvalue of a diagonalizable matrix: each eigenvalue gets its own eigenvector
+    ("np.linalg.eigvals", lambda a: np.sum(np.linalg.eigvals(a) ** 2), (np.diag([1.0, 1.0, 2.0]),), 1),
     ("np.linalg.matrix_power", lambda a: np.linalg.matrix_power(a, 5), (R(3, 3) / 2,), 2),
     ("np.linalg.matrix_power", lambda a: np.linalg.matrix_power(a, -2), (WELL(2, 3, 3),), 1),
     ("np.linalg.matrix_power", lambda a: np.linalg.matrix_power(a, 0) + a, (C(3, 3),), 1),
@@ -205,3 +207,15 @@ def test_multi_dot_out():
         np.linalg.multi_dot([a, b, c], out=out)
         return out * 1.0
     check_grads(f, R(2, 3), R(3, 4), R(4, 2))
+
+
+def test_eigvals_repeated_and_defective():
+    # the identity: d sum(eigvals)/dA = I (the trace), was LinAlgError (one eigenvector matched twice)
+    g = mg.grad(lambda a: np.real(np.sum(np.linalg.eigvals(a))))(np.eye(3))
+    np.testing.assert_allclose(g, np.eye(3), atol=1e-12)
+    # a Jordan block is not diagonalizable: its eigenvalues have no derivative (they used to come
+    # out as a number: 2I for sum(eigvals**2), whose true gradient, 2 A^T, is [[2, 0], [2, 2]])
+    jordan = np.array([[1.0, 1.0], [0.0, 1.0]])
+    assert isinstance(mg.grad(lambda a: np.real(np.sum(np.linalg.eigvals(a) ** 2)))(jordan), mg.NotImplementedTangent)
+    _, t = mg.jvp(np.linalg.eigvals, (jordan,), (np.eye(2),))
+    assert isinstance(t, mg.NotImplementedTangent)

@@ -432,8 +432,13 @@ det_p = get_primitive(np.linalg.det)
 
 
 def _adjugate(a, y):
-    """adj(A) = det(A) A^-1, also where A is singular (then through the SVD A = U S Vh:
-    adj(A) = det(U) det(Vh) Vh^H adj(S) U^H, adj(S)_i the product of the other singular values)."""
+    """adj(A) = det(A) A^-1, also where A is singular. Up to 3x3: the cofactors themselves (a
+    polynomial: exact to every order, at any rank); larger: det(A) A^-1 where A is invertible,
+    else through the SVD A = U S Vh: adj(A) = det(U) det(Vh) Vh^H adj(S) U^H, adj(S)_i the
+    product of the other singular values."""
+    n = np.shape(a)[-1]
+    if n <= 3:
+        return _cofactor_adjugate(a, n)
     try:
         return np.linalg.inv(a) * np.expand_dims(y, (-2, -1))
     except np.linalg.LinAlgError:
@@ -444,6 +449,22 @@ def _adjugate(a, y):
     right = np.flip(np.cumprod(np.concatenate([ones, np.flip(sv, -1)[..., :-1]], axis=-1), axis=-1), -1)
     scale = np.linalg.det(u) * np.linalg.det(vh)
     return np.expand_dims(scale, (-2, -1)) * (_cj(_mT(vh)) * np.expand_dims(left * right, -2)) @ _cj(_mT(u))
+
+
+def _cofactor_adjugate(a, n):
+    if n == 1:
+        return np.ones_like(a)
+    rows = []
+    for i in range(n):
+        row = []
+        for j in range(n):  # adj(A)_ij = (-1)^(i+j) det(A without row j and column i)
+            keep_r = [r for r in range(n) if r != j]
+            keep_c = [c for c in range(n) if c != i]
+            minor = a[..., keep_r, :][..., :, keep_c]
+            m = minor[..., 0, 0] if n == 2 else minor[..., 0, 0] * minor[..., 1, 1] - minor[..., 0, 1] * minor[..., 1, 0]
+            row.append(m if (i + j) % 2 == 0 else -m)
+        rows.append(np.stack(row, axis=-1))
+    return np.stack(rows, axis=-2)
 
 
 def _det_rrule(a):

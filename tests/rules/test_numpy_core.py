@@ -189,7 +189,10 @@ CASES = [
     ("np.linalg.solve", np.linalg.solve, (SPD(3), R(3, 2)), 1),
     ("np.linalg.det", np.linalg.det, (R(3, 3),), 2),
     # singular matrices: the gradient is the adjugate's transpose (inv would raise)
-    ("np.linalg.det", np.linalg.det, (np.array([[1.0, 2.0], [2.0, 4.0]]),), 1),
+    ("np.linalg.det", np.linalg.det, (np.array([[1.0, 2.0], [2.0, 4.0]]),), 2),
+    ("np.linalg.det", np.linalg.det, (np.ones((3, 3)),), 2),  # rank 1: second order too (cofactors)
+    ("np.linalg.det", np.linalg.det, (np.array([[1.0, 2.0, 0.0, 1.0], [2.0, 4.0, 0.0, 2.0], [0.5, 1.0, 3.0, 1.0],
+                                                [1.0, 0.0, 1.0, 0.0]]),), 1),  # singular 4x4: the SVD route
     ("np.linalg.det", lambda a: np.linalg.det(np.stack([a, a + np.eye(3)])),
      (np.array([[1.0, 2.0, 0.5], [0.0, 0.0, 0.0], [0.3, -1.0, 2.0]]),), 1),
     ("np.linalg.slogdet", lambda a: np.linalg.slogdet(a)[1], (SPD(3),), 2),
@@ -420,3 +423,12 @@ def test_logaddexp_weights_exact_for_large_arguments():
         assert ga == gb == 0.5
         assert mg.grad(np.logaddexp2, (0, 1))(np.float64(big), np.float64(big)) == (0.5, 0.5)
     assert mg.grad(np.logaddexp, (0, 1))(np.float64(np.inf), np.float64(1.0)) == (1.0, 0.0)
+
+
+def test_det_hessian_at_zero_closed_form():
+    # det [[a, b], [c, d]] = ad - bc: its Hessian pairs a with d (+1) and b with c (-1), at any point
+    h = mg.hessian(np.linalg.det)(np.zeros((2, 2))).reshape(4, 4)
+    expected = np.zeros((4, 4))
+    expected[0, 3] = expected[3, 0] = 1.0
+    expected[1, 2] = expected[2, 1] = -1.0
+    np.testing.assert_array_equal(h, expected)

@@ -255,7 +255,10 @@ defelementwise(np.tan, lambda x, y: 1.0 + y * y)
 defelementwise(np.arcsin, lambda x, y: 1.0 / np.sqrt(1.0 - x * x))
 defelementwise(np.arccos, lambda x, y: -1.0 / np.sqrt(1.0 - x * x))
 defelementwise(np.arctan, lambda x, y: 1.0 / (1.0 + x * x))
-defelementwise(np.arctan2, lambda a, b, y: b / (a * a + b * b), lambda a, b, y: -a / (a * a + b * b))
+# b / (a*a + b*b) as (b / h) / h with h = hypot(a, b): the squares underflow for tiny arguments
+# (1e-200 gave inf for 5e199) and overflow for huge ones
+defelementwise(np.arctan2, lambda a, b, y: b / np.hypot(a, b) / np.hypot(a, b),
+               lambda a, b, y: -a / np.hypot(a, b) / np.hypot(a, b))
 defelementwise(np.hypot, lambda a, b, y: a / y, lambda a, b, y: b / y)
 defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))

@@ -432,3 +432,11 @@ def test_det_hessian_at_zero_closed_form():
     expected[0, 3] = expected[3, 0] = 1.0
     expected[1, 2] = expected[2, 1] = -1.0
     np.testing.assert_array_equal(h, expected)
+
+
+def test_arctan2_partials_for_tiny_and_huge_arguments():
+    # d arctan2(a, b)/da = b / (a^2 + b^2): 5e199 at (1e-200, 1e-200), not inf from an underflowed square
+    ga, gb = mg.grad(np.arctan2, (0, 1))(np.float64(1e-200), np.float64(1e-200))
+    np.testing.assert_allclose([ga, gb], [5e199, -5e199], rtol=1e-14)
+    ga, gb = mg.grad(np.arctan2, (0, 1))(np.float64(1e200), np.float64(1e200))
+    np.testing.assert_allclose([ga, gb], [5e-201, -5e-201], rtol=1e-14)

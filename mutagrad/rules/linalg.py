@@ -618,12 +618,29 @@ def _pair_inv(v):
     return 1.0 / (v[..., None, :] - v[..., :, None] + eye) - eye
 
 
+REPEATED_RTOL = 1e-10  # values closer than this (relative to the largest) count as repeated
+
+
 def _repeated(v):
-    """Whether ``v`` (eigen- or singular values) has a repeated entry: a plain decision."""
-    b = bottom(v)
+    """Whether ``v`` (eigen- or singular values) has a repeated entry, up to rounding: the
+    vector derivatives divide by the differences, so values 1e-16 apart (a rank-deficient
+    matrix's zero singular values, [5.6, 7e-16, 0]) amplify rounding into wrong numbers as surely
+    as exactly equal ones make them undefined. A plain decision."""
+    b = np.asarray(bottom(v))
     n = b.shape[-1]
+    if n < 2:
+        return False
     off = ~np.eye(n, dtype=bool)
-    return bool(np.any((b[..., None, :] - b[..., :, None])[..., off] == 0))
+    gap = np.abs(b[..., None, :] - b[..., :, None])[..., off]
+    scale = np.max(np.abs(b), axis=-1, keepdims=True) if b.ndim > 1 else np.max(np.abs(b))
+    return bool(np.any(gap.reshape(b.shape[:-1] + (-1,)) <= REPEATED_RTOL * np.asarray(scale)))
+
+
+def _has_zero(S):
+    """Whether singular values ``S`` include a zero, up to rounding (as _repeated)."""
+    b = np.asarray(bottom(S))
+    scale = np.max(b, axis=-1, keepdims=True) if b.size else 0.0
+    return bool(np.any(b <= REPEATED_RTOL * scale))
 
 
 def _tri(n, lower=True):
@@ -836,7 +853,7 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True):
     if not need_uv:
         return dS
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
-    if _repeated(S) or (m != n and np.any(bottom(S) == 0)):
+    if _repeated(S) or (m != n and _has_zero(S)):
         bad = _degenerate("np.linalg.svd")
         return bad, dS, bad
     F = _pair_inv(S * S)
@@ -862,7 +879,7 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
     gP = ZERO if is_zero(gS) else _diag_embed(gS)
     if _all_zero(gU, gVh):
         return gP if is_zero(gP) else np.matmul(np.matmul(U, gP), Vh)
-    if _repeated(S) or (m != n and np.any(bottom(S) == 0)):
+    if _repeated(S) or (m != n and _has_zero(S)):
         return _degenerate("np.linalg.svd")
     F = _pair_inv(S * S)
     Sr, Sc = S[..., None, :], S[..., :, None]

@@ -219,3 +219,22 @@ def test_eigvals_repeated_and_defective():
     assert isinstance(mg.grad(lambda a: np.real(np.sum(np.linalg.eigvals(a) ** 2)))(jordan), mg.NotImplementedTangent)
     _, t = mg.jvp(np.linalg.eigvals, (jordan,), (np.eye(2),))
     assert isinstance(t, mg.NotImplementedTangent)
+
+
+def test_nearly_repeated_values_count_as_repeated():
+    # a rank-1 3x3 matrix has singular values [14, 1e-15, 0]: the vector derivatives divide by
+    # their differences, and the second derivatives came out up to 0.35 where they are 0
+    u = np.array([1.0, 2.0, 3.0])
+    a = np.outer(u, u)
+    m = np.arange(9.0).reshape(3, 3)
+
+    def f(x):
+        uu, s, vh = np.linalg.svd(x)
+        return np.sum((uu * s) @ vh * m)
+
+    assert isinstance(mg.hessian(f)(a), mg.NotImplementedTangent)
+    # eigenvectors of eigenvalues 1e-15 apart: their derivative is not a number worth returning
+    w = np.diag([1.0, 1.0 + 1e-15, 2.0])
+    assert isinstance(mg.grad(lambda x: np.sum(np.linalg.eigh(x)[1][:, 0] ** 4))(w), mg.NotImplementedTangent)
+    # values apart by more than the tolerance keep their derivatives
+    check_grads(f, a + np.diag([0.0, 0.5, 1.0]), order=2)

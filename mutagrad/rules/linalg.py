@@ -4,7 +4,8 @@ cholesky eigh eigvalsh svd qr eig eigvals, pinv lstsq, and compositions
 (matrix_power multi_dot tensorsolve tensorinv cond vector_norm matrix_norm).
 
 Factorizations whose factors are not unique say so: eigen- and singular
-vectors at repeated values, and the extra columns of svd(full_matrices=True)
+vectors at repeated values (equal up to a relative 1e-10: closer values
+would only turn rounding into wrong numbers), and the extra columns of svd(full_matrices=True)
 or qr(mode="complete") of a non-square matrix, get ``not_implemented`` (never
 a silent number). Complex eigenvectors of eigh and singular vectors are
 defined up to a phase, so only phase-invariant functions of them have a

@@ -158,3 +158,13 @@ def test_real_parameter_tangent_is_not_implemented():
 def test_plain_python_scipy_function_on_a_traced_value_raises():
     with pytest.raises(mg.DifferentiationError):
         mg.grad(lambda x: sp.logsumexp(x))(np.zeros(3))
+
+
+def test_tails_closed_forms():
+    # log_ndtr' = phi/Phi ~ -x + 1/(-x) for x << 0 (was 1% off at -1e7, inf at -1e100)
+    for x in (-1e4, -1e7):
+        np.testing.assert_allclose(mg.grad(sp.log_ndtr)(np.float64(x)), -x + 1 / -x, rtol=1e-12)
+    assert np.isfinite(mg.grad(sp.log_ndtr)(np.float64(-1e100)))
+    np.testing.assert_allclose(mg.grad(mg.grad(sp.log_ndtr))(np.float64(-1e4)), -1.0, rtol=1e-6)
+    # expit' = e^-x / (1 + e^-x)^2, not 0 for x > 37
+    np.testing.assert_allclose(mg.grad(sp.expit)(np.float64(40.0)), np.exp(-40.0) / (1 + np.exp(-40.0)) ** 2, rtol=1e-14)

@@ -133,12 +133,23 @@ defelementwise(sp.dawsn, lambda x, y: 1.0 - 2 * x * y)
 defelementwise(sp.erfinv, lambda x, y: _SQRT_PI_2 * np.exp(y * y))
 defelementwise(sp.erfcinv, lambda x, y: -_SQRT_PI_2 * np.exp(y * y))
 defelementwise(sp.ndtr, lambda x, y: np.exp(-0.5 * x * x) / _SQRT_2PI)
-defelementwise(sp.log_ndtr, lambda x, y: np.exp(-0.5 * x * x - y) / _SQRT_2PI)  # stable for x << 0
+def _log_ndtr_d(x, y):
+    # phi/Phi. For x < 0 as sqrt(2/pi) / erfcx(-x/sqrt(2)): exp(-x*x/2 - y) subtracts two huge,
+    # nearly equal numbers there (1% off at x = -1e7, inf at -1e100). For x > 0 that form
+    # overflows erfcx (x > 37), while exp(-x*x/2 - y) is exact. Each branch at safe inputs only.
+    neg = np.asarray(bottom(x)) < 0
+    xn = np.where(neg, x, 0.0)
+    xp = np.where(neg, 0.0, x)
+    return np.where(neg, np.sqrt(2.0 / np.pi) / sp.erfcx(-xn / np.sqrt(2.0)),
+                    np.exp(-0.5 * xp * xp - np.where(neg, 0.0, y)) / _SQRT_2PI)
+
+
+defelementwise(sp.log_ndtr, _log_ndtr_d)
 defelementwise(sp.ndtri, lambda p, y: _SQRT_2PI * np.exp(0.5 * y * y))
 
 # -- logistic ------------------------------------------------------------------------
 
-defelementwise(sp.expit, lambda x, y: y * (1.0 - y))
+defelementwise(sp.expit, lambda x, y: y * sp.expit(-x))  # (y (1 - y) is 0 for x > 37: 1 - y rounds to 0)
 defelementwise(sp.log_expit, lambda x, y: sp.expit(-x))
 defelementwise(sp.logit, lambda p, y: 1.0 / (p * (1.0 - p)))
 

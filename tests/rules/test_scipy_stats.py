@@ -126,3 +126,10 @@ def test_other_names_fall_back_to_scipy():
     assert mst.ttest_ind is st.ttest_ind
     np.testing.assert_array_equal(mst.norm.rvs(size=2, random_state=0), st.norm.rvs(size=2, random_state=0))
     assert mst.norm(1.0, 2.0).mean() == 1.0
+
+
+def test_t_logpdf_for_large_and_infinite_df_matches_scipy():
+    # the log normalizer cancelled for large df (+1.91 instead of -1.16 at 1e15); df = inf is normal
+    for df in (3.0, 1e10, 1e14, 1e15, np.inf):
+        np.testing.assert_allclose(mst.t.logpdf(0.7, df), st.t.logpdf(0.7, df), rtol=1e-13)
+    np.testing.assert_allclose(mg.grad(lambda z: mst.t.logpdf(z, np.inf))(0.7), -0.7, rtol=1e-15)

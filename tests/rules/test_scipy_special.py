@@ -168,3 +168,14 @@ def test_tails_closed_forms():
     np.testing.assert_allclose(mg.grad(mg.grad(sp.log_ndtr))(np.float64(-1e4)), -1.0, rtol=1e-6)
     # expit' = e^-x / (1 + e^-x)^2, not 0 for x > 37
     np.testing.assert_allclose(mg.grad(sp.expit)(np.float64(40.0)), np.exp(-40.0) / (1 + np.exp(-40.0)) ** 2, rtol=1e-14)
+
+
+def test_erfcx_and_dawsn_derivatives_far_out():
+    # erfcx' ~ -1/(sqrt(pi) x^2) and erfcx'' ~ 2/(sqrt(pi) x^3); dawsn' ~ -1/(2x^2), dawsn'' ~ 1/x^3
+    # (2x erfcx - 2/sqrt(pi) and 1 - 2x dawsn cancel: 0 at x = 1e8, wrong signs for the second)
+    rp = 1 / np.sqrt(np.pi)
+    np.testing.assert_allclose(mg.grad(sp.erfcx)(np.float64(1e8)), -rp / 1e16, rtol=1e-14)
+    np.testing.assert_allclose(mg.grad(mg.grad(sp.erfcx))(np.float64(1e5)), 2 * rp / 1e15, rtol=1e-9)
+    np.testing.assert_allclose(mg.grad(sp.dawsn)(np.float64(1e8)), -0.5 / 1e16, rtol=1e-14)
+    np.testing.assert_allclose(mg.grad(mg.grad(sp.dawsn))(np.float64(-1e6)), -1 / 1e18, rtol=1e-9)
+    check_grads(lambda x: np.sum(sp.erfcx(x) + sp.dawsn(x)), np.array([-2.0, 0.3, 29.0, 31.0, 150.0]), order=2)

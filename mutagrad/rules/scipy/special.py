@@ -128,8 +128,32 @@ defparametric(sp.stdtr, 1, _t_density)
 defelementwise(sp.erf, lambda x, y: _2_SQRT_PI * np.exp(-x * x))
 defelementwise(sp.erfc, lambda x, y: -_2_SQRT_PI * np.exp(-x * x))
 defelementwise(sp.erfi, lambda x, y: _2_SQRT_PI * np.exp(x * x))
-defelementwise(sp.erfcx, lambda x, y: 2 * x * y - _2_SQRT_PI)
-defelementwise(sp.dawsn, lambda x, y: 1.0 - 2 * x * y)
+def _asymptotic(x, y, exact, series, both_signs, big=30.0):
+    """``exact(x, y)``, or where x > big (|x| > big with ``both_signs``), where it cancels
+    (erfcx' = 2 x erfcx - 2/sqrt(pi) lost all its digits by x = 1e8), the asymptotic
+    ``series(1/x**2)``; each branch at safe inputs only."""
+    xb = np.asarray(bottom(x))
+    far = (np.abs(xb) if both_signs else xb) > big
+    if not far.any():
+        return exact(x, y)
+    xs = np.where(far, big, x)
+    u = 1.0 / (np.where(far, x, big) ** 2)
+    return np.where(far, series(u), exact(xs, np.where(far, 0.0, y)))
+
+
+# For x -> +inf, erfcx(x) ~ (1/(x sqrt pi)) sum (-1)^n (2n-1)!!/(2x^2)^n, so
+# erfcx' = (2/sqrt pi) sum_{n>=1} (-1)^n (2n-1)!!/(2x^2)^n; for |x| -> inf, dawsn(x) ~ (1/2x)
+# sum (2n-1)!!/(2x^2)^n, so dawsn' = -sum_{n>=1} (2n-1)!!/(2x^2)^n. Five terms: within 1e-12 past 30.
+def _erfcx_far(u):
+    return _2_SQRT_PI * u * (-0.5 + u * (0.75 + u * (-1.875 + u * (6.5625 - u * 29.53125))))
+
+
+def _dawsn_far(u):
+    return -u * (0.5 + u * (0.75 + u * (1.875 + u * (6.5625 + u * 29.53125))))
+
+
+defelementwise(sp.erfcx, lambda x, y: _asymptotic(x, y, lambda x, y: 2 * x * y - _2_SQRT_PI, _erfcx_far, False))
+defelementwise(sp.dawsn, lambda x, y: _asymptotic(x, y, lambda x, y: 1.0 - 2 * x * y, _dawsn_far, True))
 defelementwise(sp.erfinv, lambda x, y: _SQRT_PI_2 * np.exp(y * y))
 defelementwise(sp.erfcinv, lambda x, y: -_SQRT_PI_2 * np.exp(y * y))
 defelementwise(sp.ndtr, lambda x, y: np.exp(-0.5 * x * x) / _SQRT_2PI)

@@ -622,9 +622,9 @@ def _jac_rev(f, dargs, single):
                    for x in out_leaves]
             cts[oi] = _basis(oshape, odt, k)
             row = pb(tree_unflatten(out_tree, cts))
-            if odt.kind == "c":  # a complex output: pull back i e_k as well (see _complex_entry)
+            if odt.kind == "c":  # a complex output: pull back i e_k as well (see _rev_entries)
                 cts[oi] = cts[oi] * 1j
-                row = tuple(_complex_entries(r, ri, _rev_entry) for r, ri in zip(row, pb(tree_unflatten(out_tree, cts))))
+                row = tuple(_rev_entries(r, ri) for r, ri in zip(row, pb(tree_unflatten(out_tree, cts))))
             rows.append(row)
         per_out.append((oshape, rows))
     results = []
@@ -693,7 +693,7 @@ def _fwd_entry(tx, ty):
     return tx
 
 
-def _complex_entries(r, s, entry):
+def _rev_entries(r, s):
     """Combine the pullbacks of e_k (r) and i e_k (s), leaf by leaf, for one argument."""
     rl, tree = tree_flatten(r)
     sl, _ = tree_flatten(s)
@@ -702,7 +702,7 @@ def _complex_entries(r, s, entry):
         if isinstance(a, NotImplementedTangent) or isinstance(b, NotImplementedTangent):
             out.append(a if isinstance(a, NotImplementedTangent) else b)
             continue
-        out.append(entry(a, b, np.iscomplexobj(a)))  # (a complex argument gets complex cotangents)
+        out.append(_rev_entry(a, b, np.iscomplexobj(a)))  # (a complex argument gets complex cotangents)
     return tree_unflatten(tree, out)
 
 

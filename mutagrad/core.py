@@ -698,10 +698,12 @@ def function_dispatch(func, args, kwargs):
         if type(a) is list or type(a) is tuple:
             break
     else:
-        if not kwargs:  # (the common case: arrays and numbers only)
+        for a in kwargs.values():
+            if type(a) is list or type(a) is tuple:
+                break
+        else:  # (the common case: arrays and numbers only)
             return h(args, kwargs)
-    if func is not np.block and (any(type(a) is list or type(a) is tuple for a in args) or any(
-            type(v) is list or type(v) is tuple for v in kwargs.values())):
+    if func is not np.block:  # (np.block's nesting is its structure)
         if func in _SEQUENCE_OF_ARRAYS and args and (type(args[0]) is list or type(args[0]) is tuple):
             # its first argument is a sequence of pieces: the pieces are converted, not the sequence
             args = (type(args[0])(_numbers_as_arrays(p) for p in args[0]),) + args[1:]
@@ -711,8 +713,7 @@ def function_dispatch(func, args, kwargs):
     return h(args, kwargs)
 
 
-# functions whose first argument is a sequence of arrays (np.block's nesting is its structure:
-# it is left alone)
+# functions whose first argument is a sequence of arrays
 _SEQUENCE_OF_ARRAYS = frozenset(
     getattr(np, n) for n in ("concatenate", "stack", "vstack", "hstack", "dstack", "column_stack", "row_stack")
     if hasattr(np, n))

@@ -38,14 +38,13 @@ from array import array
 
 import numpy as np
 
-from .core import ArrayTracer, ScalarTracer, Storage
+from .core import ArrayTracer, ScalarTracer, Storage, ew_value
 from .registry import ew_cotangent
 from .tangents import AbstractZero, NotImplementedTangent, project
 
 _ndarray = np.ndarray
 _float64 = np.float64
 _F64 = np.dtype(np.float64)
-_F64_TYPES = frozenset((float, np.float64))
 _GATHER, _WRITE, _WRITE_SAVED, _EW = 0, 1, 2, 3  # row codes; an operation's code is _EW + its kind
 _CONST = -(1 << 31)  # a written value that is a constant
 # References are 4-byte integers: rows (at most MAX_ROWS per run), storages outside the run
@@ -167,15 +166,6 @@ def operation(level, prim, leaves, scalar_op):
     vals = []
     active = False
     for x in leaves:
-        if type(x) is ScalarTracer and x._level is level and type(x._value) is _float64:
-            # (arg_kind's most common case, inlined: a scalar of this level, often this run's)
-            vals.append(x._value)
-            if x._storage.active:
-                active = True
-                key.append(None)
-            else:
-                key.append(_float64)
-            continue
         kx = arg_kind(x, level)
         if kx is None:
             active = True
@@ -187,10 +177,7 @@ def operation(level, prim, leaves, scalar_op):
         key.append(kx)
     if not active:
         return None
-    if scalar_op is not None and type(vals[0]) in _F64_TYPES and type(vals[1]) in _F64_TYPES:
-        y = scalar_op(vals[0], vals[1])  # (ew_value, inlined)
-    else:
-        y = prim.elementwise[2](*vals)
+    y = ew_value(prim, vals, scalar_op)
     if type(y) is not _float64:
         return None
     kinds, ids = level.run_kinds
@@ -207,11 +194,7 @@ def operation(level, prim, leaves, scalar_op):
     k = len(run.codes)
     refs = run.refs
     for i in kind.active:
-        s = leaves[i]._storage
-        if type(s) is RunStorage and s.run is run:  # (run._ref, inlined)
-            refs.append(s.slot)
-        else:
-            refs.append(-1 - run._ext(s, leaves[i]._geom))
+        refs.append(run._ref(leaves[i]))
     if kind.need:
         rv = run.vals
         for i in kind.need:

@@ -34,6 +34,7 @@ from .core import (
     STATE,
     ArrayTracer,
     ScalarTracer,
+    _F64_TYPES,
     _FLOAT_SCALARS,
     _is_basic,
     _ptr,
@@ -54,7 +55,6 @@ from .errors import MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
-_F64_TYPES = frozenset((float, np.float64))
 RUN_AFTER = 4  # element-level records in a row before a run starts (see ReverseLevel.in_run)
 
 
@@ -384,18 +384,6 @@ class ReverseLevel(Level):
             y = scalar_op(vals[0], vals[1])  # (core.ew_value, inlined: the hottest path)
         else:
             y = prim.elementwise[2](*vals)
-        ty = type(y)
-        if (ty is _ndarray and 0 < y.size <= DROP_SIZE and y.base is None and prim.fresh
-                and y.dtype.kind in _FLOAT_KINDS):
-            # (_ew_record's first case, inlined, for results too small for drop_unread to matter:
-            # the arguments of an elementwise result are no larger)
-            st = Storage(self, y)
-            out = ArrayTracer(y, self, st, None, False)
-            self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st,
-                                      prim, self._line() if self.record_lines else None))
-            st.active = True
-            st.captured = out_read
-            return out
         return self._ew_record(prim, leaves, vals, inputs, need, out_read, y)
 
     def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y):
@@ -405,6 +393,8 @@ class ReverseLevel(Level):
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             st = Storage(self, y)
             out = ArrayTracer(y, self, st, None, False)
+            if y.size > DROP_SIZE or not y.size:  # (the arguments of a nonempty result are no larger)
+                drop_unread(vals, need)
         elif ty in _FLOAT_SCALARS and ty is not float and ty is not complex:
             st = Storage(self, y)
             out = ScalarTracer(y, self, st, None, True)
@@ -413,7 +403,7 @@ class ReverseLevel(Level):
             out, st = self.wrap_output(y, leaves, ins, prim.fresh)
             if st is None:
                 return out
-        drop_unread(vals, need)
+            drop_unread(vals, need)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
                                   self._line() if self.record_lines else None))
         st.active = True

@@ -231,21 +231,21 @@ defelementwise(np.log, lambda x, y: 1.0 / x)
 defelementwise(np.log2, lambda x, y: 1.0 / (x * np.log(2.0)))
 defelementwise(np.log10, lambda x, y: 1.0 / (x * np.log(10.0)))
 defelementwise(np.log1p, lambda x, y: 1.0 / (x + 1.0))
-def _softmax_pair(a, b, expneg):
-    """(e^a, e^b) / (e^a + e^b) for base e (expneg = exp(-t)) or 2, from a - b alone: exp(a - y)
-    would use y = logaddexp(a, b) after rounding, which loses digits as |a| grows (at 1e15 the
-    weights of equal arguments came out 0.47); never an exponential of a positive number."""
-    d = a - b
+
+
+def _weight(d, expneg):
+    """e^a / (e^a + e^b) with d = a - b, for base e (expneg = exp(-t)) or 2: exp(a - y) would
+    use y = logaddexp(a, b) after rounding, which loses digits as |a| grows (at 1e15 the weights
+    of equal arguments came out 0.47); never an exponential of a positive number."""
     pos = bottom(d) >= 0
     e = expneg(np.where(pos, d, -d))  # (|d|, with the slope of d itself at 0, so higher orders hold)
-    big, small = 1.0 / (1.0 + e), e / (1.0 + e)
-    return np.where(pos, big, small), np.where(pos, small, big)
+    return np.where(pos, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-defelementwise(np.logaddexp, lambda a, b, y: _softmax_pair(a, b, lambda t: np.exp(-t))[0],
-               lambda a, b, y: _softmax_pair(a, b, lambda t: np.exp(-t))[1])
-defelementwise(np.logaddexp2, lambda a, b, y: _softmax_pair(a, b, lambda t: np.exp2(-t))[0],
-               lambda a, b, y: _softmax_pair(a, b, lambda t: np.exp2(-t))[1])
+defelementwise(np.logaddexp, lambda a, b, y: _weight(a - b, lambda t: np.exp(-t)),
+               lambda a, b, y: _weight(b - a, lambda t: np.exp(-t)))
+defelementwise(np.logaddexp2, lambda a, b, y: _weight(a - b, lambda t: np.exp2(-t)),
+               lambda a, b, y: _weight(b - a, lambda t: np.exp2(-t)))
 
 # -- trigonometric and hyperbolic ---------------------------------------------------
 
@@ -255,10 +255,14 @@ defelementwise(np.tan, lambda x, y: 1.0 + y * y)
 defelementwise(np.arcsin, lambda x, y: 1.0 / np.sqrt(1.0 - x * x))
 defelementwise(np.arccos, lambda x, y: -1.0 / np.sqrt(1.0 - x * x))
 defelementwise(np.arctan, lambda x, y: 1.0 / (1.0 + x * x))
-# b / (a*a + b*b) as (b / h) / h with h = hypot(a, b): the squares underflow for tiny arguments
-# (1e-200 gave inf for 5e199) and overflow for huge ones
-defelementwise(np.arctan2, lambda a, b, y: b / np.hypot(a, b) / np.hypot(a, b),
-               lambda a, b, y: -a / np.hypot(a, b) / np.hypot(a, b))
+def _over_hypot2(c, a, b):
+    # c / (a*a + b*b) as (c / h) / h with h = hypot(a, b): the squares underflow for tiny
+    # arguments (1e-200 gave inf for 5e199) and overflow for huge ones
+    h = np.hypot(a, b)
+    return c / h / h
+
+
+defelementwise(np.arctan2, lambda a, b, y: _over_hypot2(b, a, b), lambda a, b, y: _over_hypot2(-a, a, b))
 defelementwise(np.hypot, lambda a, b, y: a / y, lambda a, b, y: b / y)
 defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))

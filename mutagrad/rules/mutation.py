@@ -9,17 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bottom, copy_in_order, copy_order, write
+from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bottom, copy_in_order, copy_order, write, write_replayed
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
-
-
-def _as_values(v):
-    """A list or tuple of values (traced ones too) as one array, as NumPy converts it."""
-    if type(v) is list or type(v) is tuple:
-        from ..numpy import array as marray
-
-        return marray(v)
-    return v
 
 
 def _np_copyto(args, kwargs):
@@ -51,8 +42,6 @@ def _np_copyto(args, kwargs):
 def _np_put(args, kwargs):
     a = dict(zip(("a", "ind", "v", "mode"), args))
     a.update(kwargs)
-    if "v" in a:
-        a["v"] = _as_values(a["v"])
     x = a["a"]
     n = int(np.size(x))
     ind = np.asarray(bottom(a["ind"]))
@@ -71,8 +60,6 @@ def _np_put(args, kwargs):
 def _np_place(args, kwargs):
     a = dict(zip(("arr", "mask", "vals"), args))
     a.update(kwargs)
-    if "vals" in a:
-        a["vals"] = _as_values(a["vals"])
     arr = a["arr"]
     mask = np.asarray(bottom(a["mask"]), dtype=bool)
     pos = np.flatnonzero(mask)
@@ -92,8 +79,6 @@ def _np_place(args, kwargs):
 def _np_putmask(args, kwargs):
     a = dict(zip(("a", "mask", "values"), args))
     a.update(kwargs)
-    if "values" in a:
-        a["values"] = _as_values(a["values"])
     x = a["a"]
     mask = np.broadcast_to(np.asarray(bottom(a["mask"]), dtype=bool), np.shape(x))
     pos = np.flatnonzero(mask)
@@ -111,8 +96,6 @@ def _np_putmask(args, kwargs):
 def _np_fill_diagonal(args, kwargs):
     a = dict(zip(("a", "val", "wrap"), args))
     a.update(kwargs)
-    if "val" in a:
-        a["val"] = _as_values(a["val"])
     x = a["a"]
     shape = np.shape(x)
     if len(shape) < 2:
@@ -134,8 +117,6 @@ def _np_fill_diagonal(args, kwargs):
 def _np_put_along_axis(args, kwargs):
     a = dict(zip(("arr", "indices", "values", "axis"), args))
     a.update(kwargs)
-    if "values" in a:
-        a["values"] = _as_values(a["values"])
     arr = a["arr"]
     idx, flat = _along_axis_index(arr, a["indices"], a["axis"])
     if flat:
@@ -200,16 +181,13 @@ def _ufunc_at(ufunc, inputs, kwargs):
     if (rounds > 4 and b is not None and (ufunc is np.add or ufunc is np.subtract)
             and bottom(a).dtype.kind == "f" and np.asarray(bottom(bflat)).dtype.kind in "fiub"):
         # many repeats: one write of the positions touched, each with the sum of its values (a
-        # linear rule: np.bincount); the bits are NumPy's own sequence of additions, replayed
+        # linear rule: np.bincount), with the bits of NumPy's own sequence of additions
         uniq, inverse = np.unique(flatpos, return_inverse=True)
         sums = np.bincount(inverse, bflat, minlength=uniq.size)
         idx = _unravel(a, uniq)
-        cur = a[idx]
-        new = cur + sums if ufunc is np.add else cur - sums
-        exact = np.array(bottom(cur))
-        ufunc.at(exact, inverse, np.asarray(bottom(bflat)))
-        write(a, idx, new)
-        bottom(a)[idx] = exact
+        new = a[idx] + sums if ufunc is np.add else a[idx] - sums
+        plain_b = np.reshape(np.asarray(bottom(bflat)), pshape)
+        write_replayed(a, idx, new, lambda ob: ufunc.at(ob, indices, plain_b))
         return None
     for r in range(rounds):
         sel = np.flatnonzero(occ == r)

@@ -501,16 +501,21 @@ def _np_bincount(args, kwargs):
     w = a.get("weights")
     if not isinstance(w, Tracer):
         return np.bincount(x, bottom(w) if w is not None else None, a.get("minlength", 0))
-    return bind(_bincount_p, (w,), {"bins": x, "minlength": a.get("minlength", 0)})
+    if np.iscomplexobj(bottom(w)):  # NumPy takes real weights only: its own error
+        return np.bincount(x, bottom(w), a.get("minlength", 0))
+    return bind(bin_sums_p, (w, x, a.get("minlength", 0)))
 
 
-def _bincount_weights(w, bins, minlength=0):
-    """np.bincount(bins, weights=w): linear in the weights (NumPy's own sums)."""
-    return np.bincount(bins, w, minlength)
+def _bin_sums_impl(w, idx, nb):
+    """np.bincount(idx, weights=w, minlength=nb): NumPy's own sums, linear in the weights
+    (complex weights by parts, as np.histogram adds them)."""
+    if np.iscomplexobj(w):
+        return np.bincount(idx, np.real(w), nb) + 1j * np.bincount(idx, np.imag(w), nb)
+    return np.bincount(idx, w, nb)
 
 
-_bincount_p = get_primitive(_bincount_weights, "np.bincount")
-deflinear(_bincount_weights, lambda g, w, bins, minlength=0: np.take(g, bins))  # each weight's bin
+bin_sums_p = get_primitive(_bin_sums_impl, "np.bincount")
+deflinear(_bin_sums_impl, lambda g, w, idx, nb: np.take(g, idx))  # each weight's bin
 
 
 FUNCTIONS[np.angle] = _np_angle

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive
-from ..registry import deflinear
+from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom
 from ..core import write_out
 from .reductions import _reduce_args
+from .shape import bin_sums_p
 
 _NoValue = np._NoValue
 
@@ -637,17 +637,6 @@ def _hist_edges(x, bins, rng, plain, edges_plain):
     if np.issubdtype(dt, np.integer):
         dt = np.result_type(dt, float)
     return linspace(first, last, len(edges_plain), endpoint=True, dtype=dt)
-
-
-def _bin_sums_impl(w, idx, nb):
-    """np.bincount(idx, weights=w, minlength=nb) (complex weights by parts, as np.histogram adds them)."""
-    if np.iscomplexobj(w):
-        return np.bincount(idx, np.real(w), nb) + 1j * np.bincount(idx, np.imag(w), nb)
-    return np.bincount(idx, w, nb)
-
-
-bin_sums_p = get_primitive(_bin_sums_impl, "bin sums (np.histogram)")
-deflinear(_bin_sums_impl, lambda g, w, idx, nb: g[idx])
 
 
 def _hist_weighted(xb, w, edges, uniform):

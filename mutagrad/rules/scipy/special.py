@@ -132,6 +132,8 @@ defparametric(sp.stdtr, 1, _t_density)
 defelementwise(sp.erf, lambda x, y: _2_SQRT_PI * np.exp(-x * x))
 defelementwise(sp.erfc, lambda x, y: -_2_SQRT_PI * np.exp(-x * x))
 defelementwise(sp.erfi, lambda x, y: _2_SQRT_PI * np.exp(x * x))
+
+
 def _asymptotic(x, y, exact, series, both_signs, big=30.0):
     """``exact(x, y)``, or where x > big (|x| > big with ``both_signs``), where it cancels
     (erfcx' = 2 x erfcx - 2/sqrt(pi) lost all its digits by x = 1e8), the asymptotic
@@ -161,6 +163,8 @@ defelementwise(sp.dawsn, lambda x, y: _asymptotic(x, y, lambda x, y: 1.0 - 2 * x
 defelementwise(sp.erfinv, lambda x, y: _SQRT_PI_2 * np.exp(y * y))
 defelementwise(sp.erfcinv, lambda x, y: -_SQRT_PI_2 * np.exp(y * y))
 defelementwise(sp.ndtr, lambda x, y: np.exp(-0.5 * x * x) / _SQRT_2PI)
+
+
 def _log_ndtr_d(x, y):
     # phi/Phi. For x < 0 as sqrt(2/pi) / erfcx(-x/sqrt(2)): exp(-x*x/2 - y) subtracts two huge,
     # nearly equal numbers there (1% off at x = -1e7, inf at -1e100). For x > 0 that form

@@ -173,8 +173,8 @@ reads and element writes go, after four of them in a row, to a *run*: one
 row of three flat arrays each (code, references, the values the partials
 read) instead of a record object, and one loop over the rows backwards. That
 is about 1.9 µs forward and 1 µs backward per operation on scalars, 2.5 µs and
-1.6 µs on shape (1,) (where the record of a result of at most 64 elements is
-made inline, without the general wrapping), against 0.06-0.3 µs for NumPy's
+1.6 µs on shape (1,) (a result of at most 64 elements skips the pass that drops
+unread arguments), against 0.06-0.3 µs for NumPy's
 own call; PyTorch
 eager, whose dispatcher and autograd engine are C++, needs about 4 µs. The
 rest is about six Python frames and two small objects (the output's `Tracer`

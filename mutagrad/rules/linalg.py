@@ -9,7 +9,9 @@ would only turn rounding into wrong numbers), and the extra columns of svd(full_
 or qr(mode="complete") of a non-square matrix, get ``not_implemented`` (never
 a silent number). Complex eigenvectors of eigh and singular vectors are
 defined up to a phase, so only phase-invariant functions of them have a
-derivative; eig and qr follow LAPACK's normalization and are exact.
+derivative; eig and qr follow LAPACK's normalization and are exact (eig's
+eigenvectors up to the sign LAPACK leaves free: the derivative is that of
+the sign the call returned, which some LAPACK builds choose by memory layout).
 
 Cotangents follow the convention of the whole package: for y = f(x),
 x̄ = ȳ · conj(∂y/∂x), so products transpose *and* conjugate their other

@@ -1332,6 +1332,13 @@ class ScalarTracer(Tracer):
 
     __slots__ = ()
 
+    # A NumPy scalar's fill and put act on a temporary array: the scalar keeps its value.
+    def fill(self, value):
+        np.empty((), self.dtype).fill(bottom(value) if isinstance(value, Tracer) else value)
+
+    def put(self, ind, v, mode="raise"):
+        np.put(np.empty((), self.dtype), ind, np.zeros(np.shape(v), self.dtype), mode=mode)
+
 
 TRACERS = (ArrayTracer, ScalarTracer)  # indexed by the scalar flag
 

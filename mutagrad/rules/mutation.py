@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, UFUNC_HANDLERS, Tracer, bottom, copy_in_order, copy_order, write, write_replayed
+from ..core import FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, write, write_replayed
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
 
 
@@ -43,6 +43,8 @@ def _np_put(args, kwargs):
     a = dict(zip(("a", "ind", "v", "mode"), args))
     a.update(kwargs)
     x = a["a"]
+    if type(x) is ScalarTracer:
+        return x.put(bottom(a["ind"]), a["v"], a.get("mode", "raise"))
     n = int(np.size(x))
     ind = np.asarray(bottom(a["ind"]))
     mode = a.get("mode", "raise")

@@ -5,6 +5,8 @@ and a write), like the ufunc protocol does.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..core import write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
@@ -41,6 +43,17 @@ def _reduce_args(args, kwargs, names):
     d = dict(zip(names, args))
     d.update(kwargs)
     return d
+
+
+def _ufunc_axis(a):
+    """The axis of a reduction NumPy computes with a ufunc method (sum, prod,
+    max, min, ptp, cumsum, cumprod): these take axis 0 or -1 of a 0-d array
+    or a NumPy scalar (mean, var and the others raise), which is all of it."""
+    axis = a.get("axis")
+    if axis is not None and type(axis) is not tuple and type(axis) is not list and np.ndim(a["a"]) == 0:
+        if operator.index(axis) in (0, -1):
+            return None
+    return axis
 
 
 # -- primitives (pure reductions: no out/where) ----------------------------
@@ -249,7 +262,7 @@ def _np_sum(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
     x = a["a"]
     x = _masked(x, a.get("where", True), 0.0)
-    res = bind(sum_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+    res = bind(sum_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
     if a.get("initial") is not None:
         res = res + a["initial"]
     return write_out(res, a.get("out"))
@@ -272,7 +285,7 @@ def _np_mean(args, kwargs):
 def _np_prod(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
     x = _masked(a["a"], a.get("where", True), 1.0)
-    res = bind(prod_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+    res = bind(prod_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
     if a.get("initial") is not None:
         res = res * a["initial"]
     return write_out(res, a.get("out"))
@@ -288,7 +301,7 @@ def _np_ext(prim, ufunc):
             if initial is None:
                 raise ValueError(f"reduction operation '{ufunc.__name__}' does not have an identity, so to use a where mask one has to specify 'initial'")
             x = _masked(x, where, initial)
-        res = bind(prim, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False))))
+        res = bind(prim, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False))))
         if initial is not None:
             res = ufunc(res, initial)
         return write_out(res, a.get("out"))
@@ -298,13 +311,13 @@ def _np_ext(prim, ufunc):
 
 def _np_cumsum(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
-    res = bind(cumsum_p, (a["a"],), dict(axis=a.get("axis"), dtype=a.get("dtype")))
+    res = bind(cumsum_p, (a["a"],), dict(axis=_ufunc_axis(a), dtype=a.get("dtype")))
     return write_out(res, a.get("out"))
 
 
 def _np_cumprod(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
-    res = bind(cumprod_p, (a["a"],), dict(axis=a.get("axis"), dtype=a.get("dtype")))
+    res = bind(cumprod_p, (a["a"],), dict(axis=_ufunc_axis(a), dtype=a.get("dtype")))
     return write_out(res, a.get("out"))
 
 
@@ -348,7 +361,7 @@ def _np_var(args, kwargs, sqrt=False):
 
 def _np_ptp(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims"))
-    k = dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
+    k = dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)))
     out = a.get("out")
     if out is None:
         return bind(max_p, (a["a"],), k) - bind(min_p, (a["a"],), k)

@@ -440,3 +440,43 @@ def test_arctan2_partials_for_tiny_and_huge_arguments():
     np.testing.assert_allclose([ga, gb], [5e199, -5e199], rtol=1e-14)
     ga, gb = mg.grad(np.arctan2, (0, 1))(np.float64(1e200), np.float64(1e200))
     np.testing.assert_allclose([ga, gb], [5e-201, -5e-201], rtol=1e-14)
+
+
+@pytest.mark.parametrize("reduce", [
+    lambda s: np.sum(s, axis=0), lambda s: np.max(s, axis=-1), lambda s: np.min(s, axis=0),
+    lambda s: np.prod(s, axis=0), lambda s: np.ptp(s, axis=0) + s, lambda s: np.sum(np.cumsum(s, axis=0)),
+    lambda s: np.sum(np.cumprod(s, axis=-1)), lambda s: np.add.reduce(s, axis=0),
+])
+def test_ufunc_reductions_take_axis_0_of_a_scalar(reduce):
+    # NumPy reduces a 0-d array or a NumPy scalar along axis 0 or -1 (as a whole)
+    f = lambda x: reduce(x[0] * x[1]) * x[1]  # noqa: E731
+    x = np.array([0.7, -1.3])
+    check_grads(f, x)  # central differences, both modes
+
+
+@pytest.mark.parametrize("fn", [np.mean, np.std, np.var, np.median])
+def test_other_reductions_reject_axis_0_of_a_scalar(fn):
+    x = np.array([0.7, -1.3])
+    with pytest.raises(np.exceptions.AxisError):
+        fn(x[0] * 1.0, axis=0)
+    with pytest.raises(np.exceptions.AxisError):
+        mg.grad(lambda x: fn(x[0] * 1.0, axis=0))(x)
+
+
+def test_fill_and_put_of_a_traced_scalar_leave_it_unchanged():
+    # a NumPy scalar is immutable: its fill and put act on a temporary copy
+    def f(x, put):
+        s = x[0] * x[1]
+        if put:
+            np.put(s, 0, 3.0)
+            s.put(0, x[1])
+        else:
+            s.fill(x[1])
+        return s + x[1]
+
+    x = np.array([0.7, -1.3])
+    for put in (False, True):
+        assert f(x.copy(), put) == 0.7 * -1.3 - 1.3
+        assert np.allclose(mg.grad(f)(x, put), [-1.3, 0.7 + 1.0])
+    with pytest.raises(IndexError):
+        mg.grad(lambda x: np.put(x[0] * 1.0, 3, 1.0) or x[0])(x)

@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import TRACERS, Storage, Tracer, _bounds_of, bottom, lift, write
+from .core import TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, lift, write
 from .errors import MutationError, user_line
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_unflatten
@@ -94,7 +94,9 @@ def _mark_aliasing(wrapped):
     """Arguments that share memory may be read, not written (writes raise)."""
     arrays = []
     for t, info in wrapped:
-        b = bottom(t)
+        b = t._value
+        if type(b) is not _ndarray:
+            b = bottom(b)
         if type(b) is _ndarray:
             arrays.append((b, info.storage))
     n = len(arrays)
@@ -124,10 +126,23 @@ def _wrap_args(level, args, argnums):
     args = list(args)
     infos = {}
     wrapped = []
+    top = level.index == 0
     for n in argnums:
         if n >= len(args) or n < -len(args):
             raise TypeError(f"argnums={n} but the function was called with {len(args)} positional arguments")
-        leaves, tree = tree_flatten(args[n])
+        a = args[n]
+        if top and type(a) is _ndarray and a.dtype.kind in "fc":
+            # the common case, one float array (what _wrap_leaf does for it at the outermost level)
+            where = f"argument {n}"
+            st = Storage(level, a, active=True)
+            st.name = where
+            t = ArrayTracer(a, level, st, None, False)
+            info = _Leaf("array", a.shape, a.dtype, st, a)
+            args[n] = t
+            infos[n] = (None, [info])
+            wrapped.append((t, info))
+            continue
+        leaves, tree = tree_flatten(a)
         new = []
         linfo = []
         for k, leaf in enumerate(leaves):
@@ -156,7 +171,14 @@ def _wrap_constants(level, args, argnums, wrapped):
         a = args[n]
         if type(a) is _ndarray:  # the common case: one plain array
             if a.dtype.kind in "fc":
-                args[n] = _wrap_constant(a, f"argument {n}", levels, wrapped)
+                if len(levels) == 1:  # (what _wrap_constant does at the outermost level)
+                    st = Storage(level, a)
+                    st.name = f"argument {n}"
+                    st.pristine = True
+                    t = args[n] = ArrayTracer(a, level, st, None, False)
+                    wrapped.append((t, _Leaf("array", a.shape, a.dtype, st, a)))
+                else:
+                    args[n] = _wrap_constant(a, f"argument {n}", levels, wrapped)
             continue
         if type(a) in _PLAIN_LEAVES:
             continue  # numbers and strings: nothing to wrap
@@ -186,6 +208,9 @@ def _wrap_constant(leaf, name, levels, wrapped):
 def _finish_leaf(g, info):
     """Turn a derivative buffer into the argument's own form (shape, dtype,
     Python or NumPy scalar, the JAX convention for complex)."""
+    if type(g) is _ndarray and info.kind == "array" and g.base is None and g.dtype == info.dtype and (
+            g.shape == info.shape and g.dtype.kind == "f"):
+        return g  # the storage's own real adjoint buffer: the common case
     if isinstance(g, NotImplementedTangent):
         return g
     if g is None or isinstance(g, AbstractZero):
@@ -220,6 +245,8 @@ def _normalize_argnums(argnums):
 
 def _unwrap_level(x, level):
     """Strip ``level`` from every leaf of ``x`` (outputs and aux)."""
+    if type(x) is ScalarTracer and x._level is level and type(x._value) is not _ndarray:
+        return x._value  # the common case: a scalar output
 
     def leaf(v):
         if isinstance(v, Tracer) and v._level is level:
@@ -270,11 +297,13 @@ def _collect(level, infos, argnums, single):
                 leaves.append(s.poison)
             else:
                 leaves.append(_finish_leaf(s.adj, info))
-        res.append(tree_unflatten(tree, leaves))
+        res.append(leaves[0] if tree is None else tree_unflatten(tree, leaves))
     return res[0] if single else tuple(res)
 
 
 def _check_scalar_output(out, name):
+    if type(out) is ScalarTracer and type(out._value) is np.float64:
+        return  # the common case: a float64 scalar
     b = bottom(out)
     shape = np.shape(b)
     dt = getattr(b, "dtype", None)

@@ -75,7 +75,7 @@ class Primitive:
     """
 
     __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
-                 "elementwise", "__weakref__")
+                 "elementwise", "fast", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -94,6 +94,10 @@ class Primitive:
         self.fresh_cts = False
         # (rrule, partials, function) for functions defined by defelementwise: the tape's fast path
         self.elementwise = None
+        # fast(level, leaves): the operation recorded directly by a reverse-mode level that is
+        # the only one and records no lines (common cases of matmul), or None to take the
+        # general path. Set by rules; the reverse rule must give the same numbers.
+        self.fast = None
 
     def __repr__(self):
         return f"Primitive({self.name})"
@@ -802,6 +806,10 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
             return r
     elif dest is not None:
         return None
+    elif prim.fast is not None and lv.mode == "rev" and not lv.record_lines:
+        r = prim.fast(lv, leaves)
+        if r is not None:
+            return r
     st = STATE
     saved = st.ceiling
     st.ceiling = 0

@@ -478,6 +478,17 @@ class ReverseLevel(Level):
                 pb.y = None
         return self.wrap(y, leaves, ins, pb, prim, out_read)
 
+    def fast_op(self, prim, y, inputs, pullback):
+        """Record ``prim``'s fresh result ``y`` (a new array or a NumPy scalar)
+        with ``pullback``, for a rule's fast path (see ``Primitive.fast``):
+        ``inputs`` are the active arguments' (storage, geometry, position)."""
+        s = Storage(self, y)
+        s.active = True
+        self.tape.append(OpRecord(pullback, inputs, [s], prim, None, None))
+        if type(y) is _ndarray:
+            return ArrayTracer(y, self, s, None, False)
+        return ScalarTracer(y, self, s, None, True)
+
     def _record_one(self, pb, leaves, ins, s, prim, out_read):
         """Record an operation with one fresh output storage ``s``."""
         inputs = []

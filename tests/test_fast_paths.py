@@ -162,7 +162,23 @@ def slices_of_overlapping_views(x):
     return np.sum(np.sin(c) * w[1:, ::2]) + np.sum(d * d * (np.arange(d.size).reshape(d.shape) + 1.0))
 
 
-PROGRAMS = [slices_of_overlapping_views, block_writes, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
+def products_and_totals(x):
+    """`a @ b` of two traced real arrays and np.sum(x) of a traced array are
+    recorded directly (Primitive.fast, reductions._total): views, a constant
+    traced operand, writes into an operand after the product read it."""
+    a = x.reshape(3, 4)  # a view of the argument
+    v = np.sin(x[:4])
+    y = a @ v  # 2-D @ 1-D, both active
+    c = a @ np.cos(a).T  # 2-D @ 2-D, both active, a view
+    k = (mg.stop_gradient(x) * 0.0 + np.arange(12.0)).reshape(3, 4)  # a traced constant
+    z = k @ v + (k.T @ a[:, :2]).ravel()[:3]  # one active operand each
+    a[0, 0] = 5.0  # overwrites what the products read
+    a[1] *= 2.0
+    v += 1.0
+    return np.sum(y * y) + np.sum(c) + np.sum(z * z) + np.sum(x[::3] ** 2) + np.sum(a * v)
+
+
+PROGRAMS = [products_and_totals, slices_of_overlapping_views, block_writes, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
             first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later,
             shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop, broadcast_of_a_traced_scalar]
@@ -268,3 +284,20 @@ def test_inplace_ufunc_leaves_numpys_bits():
     val_plain, u_plain = f(x.copy())
     assert val.tobytes() == val_plain.tobytes()
     assert u_traced.tobytes() == u_plain.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_direct_products_and_totals_give_the_general_paths_bits(dtype):
+    # strict mode records every operation with its line, through the general path
+    def f(x, w):
+        m = x.reshape(3, 4)
+        return np.sum(np.tanh(m @ w) ** 2) + np.sum(m.T @ m) + np.sum(x)
+
+    x = X.astype(dtype)
+    w = RNG.standard_normal((4, 2)).astype(dtype)
+    fast = mg.grad(f, (0, 1))(x, w)
+    with mg.config(strict=True):
+        general = mg.grad(f, (0, 1))(x, w)
+    for a, b in zip(fast, general):
+        assert a.dtype == b.dtype == dtype
+        assert np.array_equal(a, b)

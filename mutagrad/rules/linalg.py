@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, write_out, write_replayed
+from ..core import FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, write_out, write_replayed
 from ..errors import MutationError, user_line
 from ..registry import conj_if_complex as _cj
 from ..tangents import Thunk, NoTangent, ZeroTangent, is_zero, unbroadcast
@@ -91,6 +91,39 @@ def _bilinear_frule(fn):
 
 
 matmul_p.rrule, matmul_p.frule = _matmul_rrule, _bilinear_frule(np.matmul)
+
+
+def _matmul_fast(level, leaves):
+    """``a @ b`` of a real matrix and a real vector or matrix, both traced,
+    recorded directly (``Primitive.fast``): the reverse rule's numbers, less
+    of the general path's bookkeeping."""
+    a, b = leaves
+    if type(a) is not ArrayTracer or type(b) is not ArrayTracer:
+        return None
+    av, bv = a._value, b._value
+    if (type(av) is not np.ndarray or type(bv) is not np.ndarray or av.ndim != 2 or not 1 <= bv.ndim <= 2
+            or av.dtype.kind != "f" or bv.dtype.kind != "f"):
+        return None
+    sa, sb = a._storage, b._storage
+    da, db = sa.active, sb.active
+    if not (da or db):
+        return None
+    y = np.matmul(av, bv)
+    inputs = []
+    if da:
+        inputs.append((sa, a._geom, 0))
+        sb.captured = True  # a's cotangent reads b
+    if db:
+        inputs.append((sb, b._geom, 1))
+        sa.captured = True
+
+    def pullback(g):
+        return (_matmul_vjp(g, av, bv, 0) if da else None, _matmul_vjp(g, av, bv, 1) if db else None)
+
+    return level.fast_op(matmul_p, y, inputs, pullback)
+
+
+matmul_p.fast = _matmul_fast
 
 
 # -- tensordot (dot, inner are expressed through it) -------------------------

@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 
-from ..core import write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
+from ..core import STATE, ArrayTracer, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
 from ..registry import deflinear
 from ..tangents import ZeroTangent
 
@@ -259,6 +259,10 @@ def _masked(x, where, fill):
 
 
 def _np_sum(args, kwargs):
+    if len(args) == 1 and not kwargs and type(args[0]) is ArrayTracer:
+        r = _total(args[0])
+        if r is not None:
+            return r
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
     x = a["a"]
     x = _masked(x, a.get("where", True), 0.0)
@@ -266,6 +270,20 @@ def _np_sum(args, kwargs):
     if a.get("initial") is not None:
         res = res + a["initial"]
     return write_out(res, a.get("out"))
+
+
+def _total(x):
+    """``np.sum(x)`` of a traced array, recorded directly by a reverse-mode
+    level that is the only one and records no lines (what sum_p's rule
+    computes, less of the general path's bookkeeping); else None."""
+    lv = x._level
+    v = x._value
+    s = x._storage
+    if (lv.mode != "rev" or lv.record_lines or lv.closed or len(STATE.levels) != 1 or not s.active
+            or type(v) is not np.ndarray):
+        return None
+    shape = v.shape
+    return lv.fast_op(sum_p, _add_reduce(v, None), [(s, x._geom, 0)], lambda g: (np.full(shape, g),))
 
 
 def _np_mean(args, kwargs):

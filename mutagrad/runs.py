@@ -45,7 +45,10 @@ from .tangents import AbstractZero, NotImplementedTangent, project
 _ndarray = np.ndarray
 _float64 = np.float64
 _F64 = np.dtype(np.float64)
-_GATHER, _WRITE, _WRITE_SAVED, _EW = 0, 1, 2, 3  # row codes; an operation's code is _EW + its kind
+# Row codes; an operation's code is _EW + its kind. A write whose value is the row just before
+# it (v = x[j]; y[i] = v, or y[i] = a * b) has a code of its own and no reference to the value.
+_GATHER, _WRITE, _WRITE_SAVED, _WRITE_PREV, _WRITE_SAVED_PREV, _EW = range(6)
+_SAVED = frozenset((_WRITE_SAVED, _WRITE_SAVED_PREV))
 _CONST = -(1 << 31)  # a written value that is a constant
 # References are 4-byte integers: rows (at most MAX_ROWS per run), storages outside the run
 # (-1 - index, at most three per row) and element positions up to REF_MAX; a position beyond
@@ -191,6 +194,8 @@ def operation(level, prim, leaves, scalar_op):
                            tuple(_float64 if t is None else t for t in key[1:])))
     kind = kinds[c - _EW]
     run = level.run()
+    if c > 0xFF and run.codes.typecode == "B":
+        run.codes = array("H", run.codes)  # codes of 2 bytes from now on (more than 250 kinds)
     k = len(run.codes)
     refs = run.refs
     for i in kind.active:
@@ -213,7 +218,8 @@ class ScalarRun:
     line = None  # (read like a record's: runs are not used where lines are recorded)
 
     def __init__(self, kinds):
-        self.codes = array("H")  # one per row: _GATHER, _WRITE, _WRITE_SAVED or _EW + kind
+        # one per row (see the codes above): 1 byte, 2 once the level has more than 250 kinds
+        self.codes = array("B" if len(kinds) + _EW <= 0xFF else "H")
         self.refs = array("i")  # per row, in order: see gather / write / operation (8 bytes: see _wide)
         self.vals = array("d")  # per row, in order: the values its pullback reads
         self.ext = []  # (storage, geometry) outside the run that rows read or write
@@ -267,10 +273,12 @@ class ScalarRun:
         overwritten element, if a pullback may read it, else None."""
         s = dest._storage
         j = self._ext(s)
+        src = self._ref(value) if vactive else _CONST
+        prev = src == len(self.codes) - 1  # the value is the row just before
         if saved is None:
-            self.codes.append(_WRITE)
+            self.codes.append(_WRITE_PREV if prev else _WRITE)
         else:
-            self.codes.append(_WRITE_SAVED)
+            self.codes.append(_WRITE_SAVED_PREV if prev else _WRITE_SAVED)
             if self.roots is None:
                 self.roots = {}
             if j not in self.roots:
@@ -281,7 +289,8 @@ class ScalarRun:
         refs = self.refs
         refs.append(j)
         refs.append(pos)
-        refs.append(self._ref(value) if vactive else _CONST)
+        if not prev:
+            refs.append(src)
 
     # -- reverse pass -------------------------------------------------------
 
@@ -381,9 +390,13 @@ class ScalarRun:
                     elif g is not None:
                         self._flat(refs[r], level)[refs[r + 1]] += g
                 else:
-                    r -= 3
-                    j, pos, src = refs[r], refs[r + 1], refs[r + 2]
-                    if c == _WRITE_SAVED:
+                    if c >= _WRITE_PREV:
+                        r -= 2
+                        j, pos, src = refs[r], refs[r + 1], k - 1
+                    else:
+                        r -= 3
+                        j, pos, src = refs[r], refs[r + 1], refs[r + 2]
+                    if c in _SAVED:
                         v -= 1
                         fv = self.roots[j]
                         cur = fv[pos]  # swap: the saved value back in, the current one kept for redo
@@ -426,14 +439,14 @@ class ScalarRun:
             elif c == _GATHER:
                 r += 2
             else:
-                if c == _WRITE_SAVED:
+                if c in _SAVED:
                     if k >= low:
                         fv, pos = roots[refs[r]], refs[r + 1]
                         cur = fv[pos]
                         fv[pos] = vals[v]
                         vals[v] = cur
                     v += 1
-                r += 3
+                r += 2 if c >= _WRITE_PREV else 3
 
     def storages(self):
         """The storages outside the run that its rows read or write."""

@@ -291,3 +291,53 @@ def test_references_are_four_bytes():
     run._wide()
     assert run.refs.itemsize == 8 and list(run.refs) == [5, -(1 << 31), (1 << 31) - 1]
     run.refs.append(1 << 40)  # a position of an array of more than 2**31 elements
+
+
+def _rows(f, x):
+    """The runs a reverse pass of f records (their rows as recorded)."""
+    runs = []
+    orig = tape_mod.ReverseLevel.backward
+
+    def spy(level):
+        runs.extend(r for r in level.tape if type(r) is ScalarRun)
+        return orig(level)
+
+    tape_mod.ReverseLevel.backward = spy
+    try:
+        mg.grad(f)(x)
+    finally:
+        tape_mod.ReverseLevel.backward = orig
+    return runs
+
+
+def test_codes_are_one_byte_and_a_write_of_the_previous_row_names_no_value():
+    def f(x):
+        out = np.zeros_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[(i * 3) % x.shape[0]]  # the value is the row just before the write
+        return np.sum(out * out)
+
+    x = X.copy()
+    check_grads(f, x, order=2)
+    (run,) = _rows(f, x.copy())  # (the first element operations are ordinary records)
+    pairs = len(run.codes) // 2
+    assert pairs >= 3 and run.codes.itemsize == 1
+    assert len(set(run.codes[0::2])) == len(set(run.codes[1::2])) == 1  # read, write, read, write...
+    assert len(run.refs) == 4 * pairs  # a read: array, position; a write: array, position
+
+
+@pytest.mark.parametrize("pad", [250, 300])
+def test_codes_widen_past_one_byte(pad, monkeypatch):
+    # a level with more kinds of operation than one byte holds: a run made then has 2-byte
+    # codes (300), and a run that meets such a kind widens its codes (250: the first new kind
+    # fits in a byte, the next ones do not)
+    init = tape_mod.ReverseLevel.__init__
+
+    def padded(self, *a, **k):
+        init(self, *a, **k)
+        self.run_kinds[0].extend([None] * pad)  # kinds no row uses
+
+    monkeypatch.setattr(tape_mod.ReverseLevel, "__init__", padded)
+    check_grads(recurrence, X.copy(), order=2)
+    runs = _rows(recurrence, X.copy())
+    assert runs and all(r.codes.itemsize == 2 for r in runs)

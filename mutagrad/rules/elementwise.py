@@ -188,6 +188,8 @@ def _pow_dbase(x, p, y):
     # d/dp (p x**(p-1)) at p = 0 is 1/x, which the replaced exponent would get wrong.
     if isinstance(p, Tracer):
         return p * np.power(x, p - 1)
+    if type(p) is int or type(p) is float:  # (the common case: a number)
+        return p * np.power(x, p - 1 if p != 0 else 1)
     return p * np.power(x, np.where(np.asarray(p) == 0, 1, np.asarray(p) - 1))
 
 

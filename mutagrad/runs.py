@@ -5,23 +5,30 @@ two element reads, two scalar operations and one element write. Recorded
 as tape records, that is five Python objects plus their argument lists and
 the output storages, about two kilobytes per element step. A
 :class:`ScalarRun` records consecutive operations of that kind as rows of
-three flat arrays instead (a code, integer references and float64 values):
-about a hundred bytes per element step, and the storages of intermediate
-scalars die as soon as the program drops them.
+four flat arrays instead (a one-byte code, 4-byte references, one-byte
+distances to recent rows, float64 values): about 20 bytes per element step,
+and the storages of intermediate scalars die as soon as the program drops
+them.
 
 What a run records (everything else ends it, as any other record appended
 to the tape does):
 
 * an element read ``x[i, j]`` (integer indices naming one element) of a
-  float64 array stored C-contiguously: the array's storage and the element's
-  position in it;
+  float64 array stored C-contiguously: the element's position (the arrays a
+  run reads and writes share one space of positions, each array's after the
+  previous one's, so one reference names both the array and the element);
 * an elementwise operation whose traced arguments are float64 NumPy scalars
   or 0-d float64 arrays and whose other arguments are Python floats or ints or
   float64 scalars, with a float64 scalar result: the operation's kind, where
-  its active arguments come from, and the argument values its partials read;
+  its active arguments come from (how many rows back, in a byte each, when
+  all are rows of the run at most 255 back; else a reference each), and the
+  argument values its partials read, except the constant numbers of the code
+  (``0.9`` in ``0.9 * s``), which are part of the kind (up to ``BAKED``
+  values per operation, then kept per row);
 * an element write ``x[i, j] = v`` of such a scalar or a number into such an
-  array: the array, the element's position, where ``v`` comes from, and the
-  overwritten value if a pullback may read it (see :mod:`mutagrad.tape`).
+  array: the element's position, where ``v`` comes from (nothing when it is
+  the row just before), and the overwritten value if a pullback may read it
+  (see :mod:`mutagrad.tape`).
 
 A scalar produced by a run is a :class:`RunStorage` that knows its row. The
 run holds no reference to it: its derivative lives in the run's
@@ -35,6 +42,7 @@ operation, with its line).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 
 import numpy as np
 
@@ -84,22 +92,32 @@ class RunStorage(Storage):
 
 
 class _Kind:
-    """An elementwise primitive with a given set of active arguments and
-    types of constant arguments: what a row of that kind stores."""
+    """An elementwise primitive with a given set of active arguments, types
+    of constant arguments, where the references to the active arguments are
+    kept, and possibly the values of constant numbers: what a row of that
+    kind stores."""
 
-    __slots__ = ("prim", "partials", "active", "need", "out_read", "types", "callable")
+    __slots__ = ("prim", "partials", "active", "need", "out_read", "types", "callable", "near", "xs")
 
-    def __init__(self, prim, active, types):
+    def __init__(self, prim, active, types, near, consts=()):
         self.prim = prim
         self.partials = prim.elementwise[1]
         self.active = active  # positions of the active arguments (one reference each)
+        # True: the active arguments are rows at most 255 back, referred to by one byte each
+        # (ScalarRun.near); False: by a reference each (ScalarRun.refs)
+        self.near = near
         need, out_read = set(), False
         if not prim.linear:
             for i in active:
                 r, ry = prim.reads[i]
                 need.update(r)
                 out_read = out_read or ry
-        self.need = tuple(sorted(need))  # positions whose values the partials read
+        xs = [None] * len(types)  # the arguments the partials read, baked constants in place
+        for i, c in consts:  # numbers of the code (``0.9 * s``): part of the kind, not of each row
+            xs[i] = c
+            need.discard(i)
+        self.xs = xs
+        self.need = tuple(sorted(need))  # positions whose values each row keeps
         self.out_read = out_read  # the partials read the output too
         self.types = types  # the type to rebuild each argument value with
         self.callable = any(callable(self.partials[i]) for i in active)
@@ -167,39 +185,83 @@ def operation(level, prim, leaves, scalar_op):
     the module docstring); else None, with nothing computed or recorded."""
     key = [prim]
     vals = []
-    active = False
+    act = []
+    cvals = None  # the values of the constant numbers, in order
     for x in leaves:
+        tx = type(x)
+        if tx is ScalarTracer and x._level is level and x._storage.active and type(x._value) is _float64:
+            act.append(x)  # (the common cases of arg_kind first)
+            vals.append(x._value)
+            key.append(None)
+            continue
+        if tx is float:
+            vals.append(x)
+            key.append(float)
+            if x == x and x != 0:
+                if cvals is None:
+                    cvals = [x]
+                else:
+                    cvals.append(x)
+            continue
         kx = arg_kind(x, level)
         if kx is None:
-            active = True
+            act.append(x)
             vals.append(x._value)
         elif kx is _NO:
             return None
         else:
             vals.append(x._value if kx is _float64 and type(x) is not _float64 else x)
+            if (kx is float or kx is int) and x == x and x != 0:  # (not -0.0: equal to 0.0 as a key)
+                if cvals is None:
+                    cvals = [x]
+                else:
+                    cvals.append(x)
         key.append(kx)
-    if not active:
+    if not act:
         return None
     y = ew_value(prim, vals, scalar_op)
     if type(y) is not _float64:
         return None
-    kinds, ids = level.run_kinds
-    key = tuple(key)
-    c = ids.get(key)
-    if c is None:
-        if len(kinds) + _EW > 0xFFFF:
-            return None
-        c = ids[key] = len(kinds) + _EW
-        kinds.append(_Kind(prim, tuple(i for i in range(len(vals)) if key[i + 1] is None),
-                           tuple(_float64 if t is None else t for t in key[1:])))
-    kind = kinds[c - _EW]
     run = level.run()
+    k = len(run.codes)
+    srcs = []
+    near = True
+    for x in act:  # (ScalarRun._ref, inlined)
+        st = x._storage
+        if type(st) is RunStorage and st.run is run:
+            r = st.slot
+            if k - r > 0xFF:
+                near = False
+        else:
+            r = -1 - run._ext(st, x._geom)
+            near = False
+        srcs.append(r)
+    key.append(near)
+    kinds, ids, baked = level.run_kinds
+    c = None
+    if cvals is not None and not prim.linear:
+        # a kind per value of the constant numbers (0.9 in ``0.9 * s``), up to BAKED per kind,
+        # so that the rows need not keep them
+        ck = tuple(key + cvals)
+        c = ids.get(ck)
+        if c is None:
+            c = _baked_kind(kinds, ids, baked, prim, tuple(key), ck, leaves)
+    if c is None:
+        key = tuple(key)
+        c = ids.get(key)
+        if c is None:
+            if len(kinds) + _EW > 0xFFFF:
+                return None
+            c = ids[key] = _new_kind(kinds, prim, key, ())
+    kind = kinds[c - _EW]
     if c > 0xFF and run.codes.typecode == "B":
         run.codes = array("H", run.codes)  # codes of 2 bytes from now on (more than 250 kinds)
-    k = len(run.codes)
-    refs = run.refs
-    for i in kind.active:
-        refs.append(run._ref(leaves[i]))
+    if near:
+        rn = run.near
+        for r in srcs:
+            rn.append(k - r)
+    else:
+        run.refs.extend(srcs)
     if kind.need:
         rv = run.vals
         for i in kind.need:
@@ -210,20 +272,54 @@ def operation(level, prim, leaves, scalar_op):
     return ScalarTracer(y, level, RunStorage(level, y, run, k), None, True)
 
 
+def _baked_kind(kinds, ids, baked, prim, key, ck, leaves):
+    """The code of a new kind for ``ck`` (``key`` and the values of its constant
+    numbers), or None if ``key`` has BAKED of them already."""
+    nb = baked.get(key, 0)
+    if nb >= BAKED or len(kinds) + _EW > 0xFFFF:
+        return None
+    baked[key] = nb + 1
+    types = key[1:-1]
+    consts = [(i, leaves[i]) for i in range(len(types))
+              if (types[i] is float or types[i] is int) and leaves[i] == leaves[i] and leaves[i] != 0]
+    c = ids[ck] = _new_kind(kinds, prim, key, consts)
+    return c
+
+
+BAKED = 8  # kinds with constant values baked in, per kind of operation (beyond: kept per row)
+
+
+def _new_kind(kinds, prim, key, consts):
+    """Add the kind of ``key`` (prim, the arguments' kinds, near) to ``kinds``; its code."""
+    types = key[1:-1]
+    kinds.append(_Kind(prim, tuple(i for i in range(len(types)) if types[i] is None),
+                       tuple(_float64 if t is None else t for t in types), key[-1], consts))
+    return len(kinds) - 1 + _EW
+
+
 class ScalarRun:
     """Consecutive one-element operations, recorded as rows (see the module
     docstring). Reads like a tape record: ``backward(level)``, ``redo()``."""
 
-    __slots__ = ("codes", "refs", "vals", "ext", "_ext_ids", "kinds", "roots", "adj", "poison", "_redo", "_flats")
+    __slots__ = ("codes", "refs", "near", "vals", "ext", "_ext_ids", "_starts", "_start_ext", "_vbase", "_vend",
+                 "kinds", "roots", "adj", "poison", "_redo", "_flats")
     line = None  # (read like a record's: runs are not used where lines are recorded)
 
     def __init__(self, kinds):
         # one per row (see the codes above): 1 byte, 2 once the level has more than 250 kinds
         self.codes = array("B" if len(kinds) + _EW <= 0xFF else "H")
         self.refs = array("i")  # per row, in order: see gather / write / operation (8 bytes: see _wide)
+        self.near = array("B")  # per operation row of a near kind: how many rows back each argument is
         self.vals = array("d")  # per row, in order: the values its pullback reads
         self.ext = []  # (storage, geometry) outside the run that rows read or write
         self._ext_ids = {}
+        # The arrays that rows read or write elements of share one space of positions: an array's
+        # elements start where the previous array's end, so a read or write keeps one position
+        # (ext index and position within the array found by bisection in _starts)
+        self._starts = []  # where each array's positions start (increasing)
+        self._start_ext = []  # its ext index
+        self._vbase = {}  # id(storage) -> where its positions start
+        self._vend = 0
         self.kinds = kinds  # the level's list of _Kind (a row's code is _EW + its index)
         self.roots = None  # ext index -> flat root array, for writes that save what they overwrite
         # the adjoints of the rows a cotangent reached and the reverse pass has not yet (a dict:
@@ -258,37 +354,54 @@ class ScalarRun:
         if self.refs.typecode != "q":
             self.refs = array("q", self.refs)
 
+    def _position(self, s, pos):
+        """Position ``pos`` of storage ``s`` in the run's space of element positions."""
+        base = self._vbase.get(id(s))
+        if base is None:
+            base = self._vbase[id(s)] = self._vend
+            self._starts.append(base)
+            self._start_ext.append(self._ext(s))
+            n = 1
+            for d in s.shape:
+                n *= d
+            self._vend = base + n
+        pos += base
+        if pos > REF_MAX:
+            self._wide()
+        return pos
+
+    def _locate(self, vpos):
+        """(ext index, position in that storage) of a position of the run's space."""
+        i = bisect_right(self._starts, vpos) - 1
+        return self._start_ext[i], vpos - self._starts[i]
+
     def gather(self, level, t, pos, v):
         """``t[idx]``, the element at flat position ``pos`` of ``t``'s storage, value ``v``."""
         k = len(self.codes)
         self.codes.append(_GATHER)
-        if pos > REF_MAX:
-            self._wide()
-        self.refs.append(self._ext(t._storage))
-        self.refs.append(pos)
+        vpos = self._position(t._storage, pos)  # (first: it may widen self.refs)
+        self.refs.append(vpos)
         return ScalarTracer(v, level, RunStorage(level, v, self, k), None, True)
 
     def write(self, dest, pos, value, vactive, saved):
         """``dest[idx] = value`` at flat position ``pos``; ``saved``: the
         overwritten element, if a pullback may read it, else None."""
         s = dest._storage
-        j = self._ext(s)
+        vpos = self._position(s, pos)
         src = self._ref(value) if vactive else _CONST
         prev = src == len(self.codes) - 1  # the value is the row just before
         if saved is None:
             self.codes.append(_WRITE_PREV if prev else _WRITE)
         else:
             self.codes.append(_WRITE_SAVED_PREV if prev else _WRITE_SAVED)
+            j = self._ext(s)
             if self.roots is None:
                 self.roots = {}
             if j not in self.roots:
                 self.roots[j] = s.root.reshape(-1)
             self.vals.append(saved)
-        if pos > REF_MAX:
-            self._wide()
         refs = self.refs
-        refs.append(j)
-        refs.append(pos)
+        refs.append(vpos)
         if not prev:
             refs.append(src)
 
@@ -342,12 +455,13 @@ class ScalarRun:
             self.receive(ref, ct)
 
     def backward(self, level):
-        codes, refs, vals, kinds, ext = self.codes, self.refs, self.vals, self.kinds, self.ext
+        codes, refs, near, vals, kinds, ext = self.codes, self.refs, self.near, self.vals, self.kinds, self.ext
+        starts, start_ext = self._starts, self._start_ext
         adj = self.adj
         if adj is None:
             adj = self.adj = {}
         self._flats = {}
-        r, v = len(refs), len(vals)
+        r, n, v = len(refs), len(near), len(vals)
         k = len(codes)
         try:
             for k in range(len(codes) - 1, -1, -1):
@@ -355,19 +469,23 @@ class ScalarRun:
                 if c >= _EW:
                     kind = kinds[c - _EW]
                     act = kind.active
-                    r -= len(act)
+                    kn = kind.near
+                    if kn:
+                        n -= len(act)
+                    else:
+                        r -= len(act)
                     v -= len(kind.need) + kind.out_read
                     g = adj.pop(k, None)
                     if self.poison is not None and k in self.poison:
                         for q in range(len(act)):
-                            self._send(refs[r + q], self.poison[k], level)
+                            self._send(k - near[n + q] if kn else refs[r + q], self.poison[k], level)
                         continue
                     if g is None:
                         continue
                     partials = kind.partials
                     if kind.callable:
                         types = kind.types
-                        xs = [None] * len(types)
+                        xs = list(kind.xs)
                         q = v
                         for i in kind.need:
                             xs[i] = types[i](vals[q])
@@ -381,21 +499,26 @@ class ScalarRun:
                             continue
                         else:
                             ct = ew_cotangent(g, d, xs, y, act[q])
-                        self._send(refs[r + q], ct, level)
+                        self._send(k - near[n + q] if kn else refs[r + q], ct, level)
                 elif c == _GATHER:
-                    r -= 2
+                    r -= 1
                     g = adj.pop(k, None)
+                    vpos = refs[r]
+                    i = bisect_right(starts, vpos) - 1  # (_locate, inlined)
                     if self.poison is not None and k in self.poison:
-                        level.accumulate(ext[refs[r]][0], None, self.poison[k], self)
+                        level.accumulate(ext[start_ext[i]][0], None, self.poison[k], self)
                     elif g is not None:
-                        self._flat(refs[r], level)[refs[r + 1]] += g
+                        self._flat(start_ext[i], level)[vpos - starts[i]] += g
                 else:
                     if c >= _WRITE_PREV:
-                        r -= 2
-                        j, pos, src = refs[r], refs[r + 1], k - 1
+                        r -= 1
+                        src = k - 1
                     else:
-                        r -= 3
-                        j, pos, src = refs[r], refs[r + 1], refs[r + 2]
+                        r -= 2
+                        src = refs[r + 1]
+                    vpos = refs[r]
+                    i = bisect_right(starts, vpos) - 1  # (_locate, inlined)
+                    j, pos = start_ext[i], vpos - starts[i]
                     if c in _SAVED:
                         v -= 1
                         fv = self.roots[j]
@@ -434,19 +557,21 @@ class ScalarRun:
             c = codes[k]
             if c >= _EW:
                 kind = kinds[c - _EW]
-                r += len(kind.active)
+                if not kind.near:
+                    r += len(kind.active)
                 v += len(kind.need) + kind.out_read
             elif c == _GATHER:
-                r += 2
+                r += 1
             else:
                 if c in _SAVED:
                     if k >= low:
-                        fv, pos = roots[refs[r]], refs[r + 1]
+                        j, pos = self._locate(refs[r])
+                        fv = roots[j]
                         cur = fv[pos]
                         fv[pos] = vals[v]
                         vals[v] = cur
                     v += 1
-                r += 2 if c >= _WRITE_PREV else 3
+                r += 1 if c >= _WRITE_PREV else 2
 
     def storages(self):
         """The storages outside the run that its rows read or write."""

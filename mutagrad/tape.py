@@ -296,7 +296,9 @@ class ReverseLevel(Level):
         # one-element operations recorded compactly in runs (see runs.py): not when every
         # record must carry its source line
         self.runs = not self.record_lines
-        self.run_kinds: tuple = ([], {})  # the kinds of operation runs record, shared by this level's runs
+        # the kinds of operation runs record, shared by this level's runs: (kinds, key -> code,
+        # key -> how many kinds with baked constants it has; see runs.operation)
+        self.run_kinds: tuple = ([], {}, {})
         self.snapshots: dict = {}
         self.exclusive = None  # id -> array: adjoint memory handed over in blocks (see own_view)
 

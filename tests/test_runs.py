@@ -103,8 +103,47 @@ def scalar_argument(s):
     return acc
 
 
+def constants_of_the_code(x):
+    """Numbers of the code are baked into the kind of a row (up to runs.BAKED values per
+    kind, then kept per row): many values, ints, -0.0, nan-free, as exponents too."""
+    s = x[0] * 1.0
+    for k in range(14):
+        s = 0.9 * s + x[1] * (k + 1) - np.sin(s) * (1.0 + k / 8.0)  # a new value each step after 8
+        s = s ** 2 * 0.25 + s * -0.0 + (s ** 1.5 if k % 3 else 3 * s)  # -0.0 is never baked (== 0.0)
+        s = np.power(s, 0.5) / 2 + 0.3 * x[2]
+    return s
+
+
+def references_far_back(x):
+    """A row refers to its arguments by distance up to 255 rows back (one byte); farther
+    ones, and values of other runs or records, by a reference."""
+    first = x[0] * x[1]
+    s = x[2] * 1.0
+    for _ in range(100):  # 3 rows per step: `first` ends up 300 rows back
+        s = s * 0.5 + np.sin(first) * 0.01 + x[3]
+    return s * first
+
+
+def several_arrays_one_space_of_positions(x):
+    """Element reads and writes of arrays of different sizes, whose positions share one
+    space; some writes save what they overwrite (a whole-array read before them)."""
+    a = np.zeros_like(x)
+    b = np.ones((2, 3)) * x[1]
+    c = x[:3] * 2.0
+    for i in range(x.shape[0]):
+        a[i] = b[i % 2, i % 3] * x[i] + c[i % 3]
+        b[(i + 1) % 2, i % 3] = a[i] * 0.5
+        c[i % 3] = c[(i + 1) % 3] + a[i]
+    t = np.sum(np.sin(b)) + np.sum(c * c)  # reads all of b and c: later writes save
+    for i in range(3):
+        b[1, i] = c[i] * x[i]
+        c[i] = np.cos(b[0, i])
+    return np.sum(a * a) + np.sum(b) + np.sum(c) + t
+
+
 PROGRAMS = [recurrence, overwrite_after_read, read_whole_then_write_elements, negative_and_numpy_indices, mixed_with_array_operations,
-            constants_of_every_kind, written_constant_then_read]
+            constants_of_every_kind, written_constant_then_read, constants_of_the_code, references_far_back,
+            several_arrays_one_space_of_positions]
 
 
 @pytest.mark.parametrize("f", PROGRAMS, ids=lambda f: f.__name__)
@@ -310,7 +349,7 @@ def _rows(f, x):
     return runs
 
 
-def test_codes_are_one_byte_and_a_write_of_the_previous_row_names_no_value():
+def test_codes_are_one_byte_and_reads_and_writes_keep_one_position():
     def f(x):
         out = np.zeros_like(x)
         for i in range(x.shape[0]):
@@ -323,7 +362,8 @@ def test_codes_are_one_byte_and_a_write_of_the_previous_row_names_no_value():
     pairs = len(run.codes) // 2
     assert pairs >= 3 and run.codes.itemsize == 1
     assert len(set(run.codes[0::2])) == len(set(run.codes[1::2])) == 1  # read, write, read, write...
-    assert len(run.refs) == 4 * pairs  # a read: array, position; a write: array, position
+    # one position each, in the run's space of positions of the arrays it reads and writes
+    assert len(run.refs) == 2 * pairs
 
 
 @pytest.mark.parametrize("pad", [250, 300])
@@ -341,3 +381,58 @@ def test_codes_widen_past_one_byte(pad, monkeypatch):
     check_grads(recurrence, X.copy(), order=2)
     runs = _rows(recurrence, X.copy())
     assert runs and all(r.codes.itemsize == 2 for r in runs)
+
+
+def test_rows_keep_no_baked_constants_and_near_references_in_a_byte():
+    from mutagrad.runs import _WRITE_PREV
+
+    (run,) = _rows(recurrence, X.copy())
+    # a step of recurrence: three reads, sin, two products (one by 0.9, baked into its kind), a
+    # sum, a write of the row before it. Each read and write keeps one position; the operations
+    # refer to rows just before them by one byte each (the first step's sum refers to a value
+    # outside the run); the values kept are what sin and x[i-1] * sin(x[i]) read
+    steps = list(run.codes).count(_WRITE_PREV)  # (the run starts within the first step)
+    assert steps >= 3 and 8 * steps - 8 < len(run.codes) <= 8 * steps
+    assert len(run.refs) <= 4 * steps + 1
+    assert len(run.near) >= 6 * steps - 6
+    assert len(run.vals) == 3 * steps and 0.9 not in list(run.vals)
+
+
+def _element_program(seed, steps=40):
+    """Source of a random element-level program: scalar operations on elements of a few
+    arrays (the argument among them) with constant numbers that repeat or vary, element
+    writes, and whole-array reads that make later writes save what they overwrite."""
+    rng = np.random.default_rng(seed)
+    consts = ["0.9", "2", "1.5", "-0.0", "3", "{k} / 7.0", "0.25"]
+    exprs = ["{c} * {u} + np.sin({v})", "{u} * {v} - {c}", "{u} ** 2 * {c}", "np.tanh({u}) / (1.5 + {v} ** 2)",
+             "np.cos({u} * {c}) + {v}", "{c} - {u} * 0.5", "np.arctan2({u}, 2 + {v} ** 2) * {c}"]
+    lines = ["def f(x):", "    a = x[:4] * 1.0", "    b = np.zeros((2, 3)) + x[4]", "    s0 = x[0] * 1.0",
+             "    s1 = x[1] * 1.0", "    t = 0.0"]
+
+    def elem():
+        return str(rng.choice(["a[%d]" % rng.integers(4), "b[%d, %d]" % (rng.integers(2), rng.integers(3)),
+                               "x[%d]" % rng.integers(6), "s0", "s1"]))
+
+    for k in range(steps):
+        e = str(rng.choice(exprs)).format(c=str(rng.choice(consts)).format(k=k), u=elem(), v=elem())
+        r = rng.random()
+        if r < 0.4:
+            lines.append(f"    s{rng.integers(2)} = np.tanh({e})")
+        elif r < 0.9:
+            target = str(rng.choice(["a[%d]" % rng.integers(4), "b[%d, %d]" % (rng.integers(2), rng.integers(3)),
+                                     "x[%d]" % rng.integers(6)]))
+            lines.append(f"    {target} = np.sin({e})")
+        else:
+            lines.append(f"    t = t + np.sum(np.sin({rng.choice(['a', 'b', 'x'])}))")
+    lines.append("    return t + s0 * s1 + np.sum(a * a) + np.sum(b) + np.sum(x ** 2)")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_element_programs(seed):
+    src = _element_program(seed)
+    ns = {"np": np}
+    exec(compile(src, f"<element program {seed}>", "exec"), ns)
+    x = RNG.uniform(-1, 1, 6) if seed % 2 else X[:6].copy()
+    assert _count_runs(ns["f"], x.copy(), runs=True) >= 1, src  # recorded by runs
+    check_grads(ns["f"], x, order=2 if seed < 6 else 1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import sys
 import threading
 import weakref
 
@@ -929,6 +930,14 @@ class Tracer:
             v = bottom(self).astype(dtype) if dtype is not None else bottom(self).copy()
             v.flags.writeable = False
             return v
+        caller = sys._getframe(1).f_code
+        if caller.co_name == "as_strided" and "stride_tricks" in caller.co_filename:
+            raise NoRuleError(
+                f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "
+                "builds an array from raw memory, which has no derivative rule. Use the views that "
+                "are differentiated instead (their derivatives alias as the values do): "
+                "np.lib.stride_tricks.sliding_window_view, np.broadcast_to, reshape, slicing."
+            )
         raise escape_error("np.asarray / np.array (or writing into a plain NumPy array)", WriteToPlainArrayError)
 
     def _plain_constant(self):

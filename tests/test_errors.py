@@ -439,3 +439,15 @@ def test_grad_of_a_boolean_or_integer_output_raises_type_error(f):
 def test_jacobians_of_a_poisoned_derivative_are_not_implemented_tangents(make):
     # (they crashed with internal errors; grad returns the NotImplementedTangent, and so do these)
     assert isinstance(make(), mg.NotImplementedTangent)
+
+
+def test_as_strided_names_the_views_that_work():
+    x = np.arange(1.0, 6.0)
+
+    def f(x):
+        return np.sum(np.lib.stride_tricks.as_strided(x, shape=(3, 2), strides=(8, 8)))
+
+    with pytest.raises(mg.NoRuleError, match=r"as_strided.*test_errors.py.*sliding_window_view"):
+        mg.grad(f)(x)
+    # the view it names is differentiated
+    check_grads(lambda x: np.sum(np.lib.stride_tricks.sliding_window_view(x, 2) ** 2), x)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
@@ -438,7 +439,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     out_leaves, out_tree = tree_flatten(out)
     out_vals = _unwrap_level(out, level)
     storages = _storages_of(level, infos)
-    guarded = [s for s in storages if s.captured]
+    # what the caller can still write into: the arguments, the outputs, aux and mg.value views
+    # (an intermediate is reachable only through a tracer, which raises once vjp has returned)
+    reach = {id(info.storage) for _, linfo in infos.values() for info in linfo}
+    for leaf in out_leaves + (tree_flatten(aux)[0] if has_aux else []):
+        if isinstance(leaf, Tracer) and leaf._level is level:
+            reach.add(id(leaf._storage))
+    guarded = [s for s in storages if s.captured and (id(s) in reach or s.exported)]
     prints = [_fingerprint(s) for s in guarded]
 
     @_no_cyclic_gc
@@ -474,9 +481,17 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
             s.adj = s.adjbuf = None
         return res
 
+    # storages refer to their level and the tape to the storages: a reference cycle that
+    # the cyclic collector may leave for a long time. Drop the tape when the pullback goes.
+    weakref.finalize(pullback, _release_tape, level)
     if has_aux:
         return out_vals, pullback, _unwrap_level(aux, level)
     return out_vals, pullback
+
+
+def _release_tape(level):
+    level.tape = []
+    level.snapshots.clear()
 
 
 def _fingerprint(s):

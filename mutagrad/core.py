@@ -243,6 +243,7 @@ class Storage:
     )
     # Rarely set, so class-level defaults (an instance gets a dict only when one is set):
     aliased = None  # name of another differentiated argument sharing memory
+    exported = False  # its memory was handed out as a plain array by mg.value
     poison = None  # a NotImplementedTangent that every derivative through here carries
     name = None  # "argument 0", ... for messages
     written = False  # ever written through mutagrad
@@ -1565,6 +1566,10 @@ def value(x):
     """
     b = bottom(x)
     if isinstance(b, _ndarray):
+        t = x
+        while isinstance(t, Tracer):
+            t._storage.exported = True  # (vjp's pullback checks it has not changed)
+            t = t._value
         v = b.view()
         v.flags.writeable = False
         return v

@@ -251,13 +251,19 @@ class WriteRecord:
             # block zero. One pass over the block instead of two (copy it out, zero it).
             k, m = self.block
             old = dest.adj
-            new = np.empty_like(old)
-            of, nf = old.reshape(-1), new.reshape(-1)
-            nf[:k] = of[:k]
-            nf[k + m:] = of[k + m:]
-            nf[k:k + m] = 0
+            of = old.reshape(-1)
             region = of[k:k + m].reshape(vsrc.shape)
-            dest.adj = dest.adjbuf = new
+            if of.size - m < m and not (of[:k].any() or of[k + m:].any()):
+                # the rest is zero (often: a stencil's ends, written after its interior): the
+                # destination's earlier contents have a zero adjoint, no buffer
+                dest.adj = dest.adjbuf = None
+            else:
+                new = np.empty_like(old)
+                nf = new.reshape(-1)
+                nf[:k] = of[:k]
+                nf[k + m:] = of[k + m:]
+                nf[k:k + m] = 0
+                dest.adj = dest.adjbuf = new
             vsrc.adj = vsrc.adjbuf = region
             level.own_view(region)
             return

@@ -152,6 +152,19 @@ def block_writes(x):
     return np.sum(m * m) + np.sum(u[::2])
 
 
+def block_writes_over_zero_and_live_ends(x):
+    """A block write whose destination's adjoint is zero outside the block (its ends were
+    overwritten later) leaves no buffer behind; with a live end it keeps one."""
+    buf = x * 2.0
+    early = buf * np.cos(x)  # reads buf's first contents: their adjoint comes after the writes
+    buf[1:-1] = np.sin(x[1:-1])  # later: the ends are overwritten, so the rest's adjoint is zero
+    buf[0] = x[1] * 3.0
+    buf[-1] = 0.5
+    mid = buf * buf
+    buf[1:] = np.exp(x[:-1])  # later: buf[0] is still read below, its adjoint is live
+    return np.sum(mid) + np.sum(early * early) + np.sum(buf * x) + buf[0] * x[2]
+
+
 def slices_of_overlapping_views(x):
     """A basic index of a view whose elements share memory keeps sharing: its
     cotangent must still be summed over the aliases."""
@@ -178,7 +191,7 @@ def products_and_totals(x):
     return np.sum(y * y) + np.sum(c) + np.sum(z * z) + np.sum(x[::3] ** 2) + np.sum(a * v)
 
 
-PROGRAMS = [products_and_totals, slices_of_overlapping_views, block_writes, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
+PROGRAMS = [products_and_totals, slices_of_overlapping_views, block_writes, block_writes_over_zero_and_live_ends, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
             first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later,
             shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop, broadcast_of_a_traced_scalar]

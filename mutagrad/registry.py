@@ -190,11 +190,14 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
                     dv = _conj(dv)
             elif type(dv) is complex:
                 dv = dv.conjugate()
-        if (inplace and type(g) is _ndarray and g.shape == shape and g.size != 1
+        if type(dv) is float and dv == 1.0 and (type(g) is _ndarray or type(g) is _float64) and g.dtype.kind == "f":
+            ct = g  # g * 1.0 is g, bit for bit, for a real g (D * u'' with D = 1.0): no pass
+        elif (inplace and type(g) is _ndarray and g.shape == shape and g.size != 1
                 and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
                 and (dt is None or dv.shape == () or dv.shape == shape)):
             return _multiply(g, dv, out=g)
-        ct = g * dv
+        else:
+            ct = g * dv
     try:
         same = ct.shape == shape
     except AttributeError:  # a Python number
@@ -203,6 +206,7 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
 
 
 _ndarray, _negative, _multiply, _conj, _result_type = np.ndarray, np.negative, np.multiply, np.conj, np.result_type
+_float64 = np.float64
 
 
 class ElementwisePullback:

@@ -165,6 +165,13 @@ def block_writes_over_zero_and_live_ends(x):
     return np.sum(mid) + np.sum(early * early) + np.sum(buf * x) + buf[0] * x[2]
 
 
+def unit_factors(x):
+    """A factor of exactly 1.0 passes the cotangent on without a pass (D * u'' with D = 1.0)."""
+    y = 1.0 * x[1:] + 1.0 * np.sin(x[:-1])
+    z = np.float32(1.0) * y * 1.0
+    return np.sum(z * z) + 1.0 * np.sum(x) * 1.0
+
+
 def slices_of_overlapping_views(x):
     """A basic index of a view whose elements share memory keeps sharing: its
     cotangent must still be summed over the aliases."""
@@ -191,7 +198,7 @@ def products_and_totals(x):
     return np.sum(y * y) + np.sum(c) + np.sum(z * z) + np.sum(x[::3] ** 2) + np.sum(a * v)
 
 
-PROGRAMS = [products_and_totals, slices_of_overlapping_views, block_writes, block_writes_over_zero_and_live_ends, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
+PROGRAMS = [products_and_totals, slices_of_overlapping_views, block_writes, block_writes_over_zero_and_live_ends, unit_factors, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
             first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later,
             shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop, broadcast_of_a_traced_scalar]
@@ -314,3 +321,12 @@ def test_direct_products_and_totals_give_the_general_paths_bits(dtype):
     for a, b in zip(fast, general):
         assert a.dtype == b.dtype == dtype
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unit_factor_keeps_dtype_and_value(dtype):
+    x = X.astype(dtype)
+    w = np.linspace(-1.0, 2.0, 12).astype(dtype)
+    g = mg.grad(lambda x: np.sum(1.0 * x * w))(x)
+    assert g.dtype == dtype
+    assert np.array_equal(g, w)  # 1 * 1.0 * w, exact

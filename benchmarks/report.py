@@ -169,75 +169,85 @@ the last one and larger than one element (NumPy's `out=` path costs three
 times a new array on one element), and adds it to the input's adjoint, or
 hands it over when the input has none yet. Traced NumPy scalars are NumPy
 scalars, not 0-d arrays. Operations on float64 scalars (the 0-d row), element
-reads and element writes go, after four of them in a row, to a *run*: one
-row of three flat arrays each (code, references, the values the partials
-read) instead of a record object, and one loop over the rows backwards. That
-is about 1.9 µs forward and 1 µs backward per operation on scalars, 2.5 µs and
-1.6 µs on shape (1,) (a result of at most 64 elements skips the pass that drops
-unread arguments), against 0.06-0.3 µs for NumPy's
-own call; PyTorch
-eager, whose dispatcher and autograd engine are C++, needs about 4 µs. The
-rest is about six Python frames and two small objects (the output's `Tracer`
-and `Storage`) per operation; a compiled core (dispatcher, `Storage`,
-`Tracer` and the tape in C, rules staying in Python) would remove most of it.
+reads and element writes go, after four of them in a row, to a *run*: rows
+of flat arrays (a one-byte code, references, values the partials read)
+instead of record objects, and one loop over the rows backwards. The cost
+is 15-55 times NumPy's own forward call per operation (the first ratio
+column of (a)), forward and backward together; PyTorch eager, whose dispatcher and autograd engine are C++, costs
+more than that here (the ratio is in the table). What remains is about six
+Python frames and two small objects (the output's `Tracer` and `Storage`) per
+operation; a compiled core (dispatcher, `Storage`, `Tracer` and the tape in
+C, rules staying in Python) would remove most of it.
 
 **Large arrays.** The gradient of `sum(tanh(A @ x + b)**2 + 0.1*sin(x))`
 w.r.t. x needs the forward matvec and a transposed matvec in the backward
-pass. Here A (8 MB) stays in the 32 MB cache, the matvec is about 85% of the
-primal, and the transposed matvec costs nearly as much (about 80 against 92
-µs with one thread), so no reverse mode can be below about 1.7x the primal: the hand-written NumPy adjoint measures about 1.9-2x, and
-the 1.4x target is below this machine's floor. What mutagrad adds to the
-hand-written adjoint is fixed Python cost, about 70-90 µs against a 0.1 ms
-primal: wrapping the three arguments and collecting the gradient (~15 µs),
-the reduction and the matmul through the general dispatcher (~10 µs each way),
-and about 2 µs per elementwise operation and direction. That part does not
-grow with the arrays, so on a larger problem the ratio tends to the
-hand-written adjoint's. A constant `A` passed as an argument is not copied
-(non-differentiated float arguments become constant traced arrays, whose
-writes are recorded); closed over by the function, it would be copied once
-per call, unless it is read-only (see docs/mutation.md). Gradients w.r.t. A allocate the 8 MB outer product
-each call.
+pass. On this machine A (8 MB) does not fit the 4 MB per-core L2 cache: the
+matvec is about 88% of the primal and the transposed matvec costs as much
+(each ~0.32 ms with one thread), so no reverse mode can be below about 1.8x
+the primal; the hand-written NumPy adjoint measures about 2x, and the 1.4x
+target is below this machine's floor (only `jax jit`, which fuses the
+elementwise work, gets near it). mutagrad records the matvec and the total
+directly (`Primitive.fast`: an `OpRecord` with the rule's numbers, no
+general dispatch) and wraps plain float arguments without flattening them.
+What it adds to the hand-written adjoint is fixed Python cost (wrapping the
+arguments and collecting the gradient, two direct records, about 2 µs per
+elementwise operation and direction): about 0.2-0.3 ms against a 0.35 ms
+primal (this machine runs Python about half as fast as the AMD one of
+earlier runs). It does not grow with the arrays, so on a larger problem the ratio
+tends to the hand-written adjoint's. A constant `A` passed as an argument is
+not copied (non-differentiated float arguments become constant traced
+arrays, whose writes are recorded); closed over by the function, it would
+be copied once per call, unless it is read-only (see docs/mutation.md).
+Gradients w.r.t. A allocate the 8 MB outer product each call.
 
 **In-place workloads.** At n = 10^5 the heat and RK4 gradients are bound by
-passes over the arrays, not by Python. The forward pass makes the primal's
-passes; in RK4 it also keeps the two operands of `R*u*(1-u)` for every stage
-(640 MB over 100 steps, as any reverse mode must), written to memory that is
-not in cache, which makes it about 1.5x the primal. The reverse pass makes
-about 1.3-1.5 times the primal's passes: scaling by a constant, an addition
-into the adjoint of each view read, a copy where two fresh operands of an
-addition both need the output's cotangent, the zeroing of each overwritten
-block. What it avoids: cotangents are computed in place in adjoint buffers
-the tape owns and handed over instead of copied; a write of a fresh value
-over a whole array, or over one contiguous block of it (`new[1:-1] = ...`),
-hands that part of the adjoint buffer to the value; a view with partial -1
-is accumulated by subtraction; a storage's first cotangent through one block
-of it is copied into an uninitialised buffer with only the rest zeroed; an
-in-place ufunc over a whole array (`u += v`) computes into it as NumPy does.
-The NumPy primal is timed with the same allocator setting (see the protocol
-above).
+passes over the arrays, not by Python (about 90 ms of Python in all for
+RK4's ~6000 recorded operations and their reverse steps). The forward pass
+makes the primal's passes; in RK4 it also keeps the two operands of
+`R*u*(1-u)` for every stage (640 MB over 100 steps, as any reverse mode
+must), written to memory that is not in cache: NumPy alone, keeping the same
+arrays, takes 1.35-1.7x its primal here, and mutagrad's forward pass is that
+plus its Python cost. The reverse pass costs 1.1-1.4x the primal: scaling
+by constants, an addition into the adjoint of each view read, a copy where
+two fresh operands of an addition both need the output's cotangent. So RK4's
+floor with NumPy on this machine is about 2.5-2.8x, and mutagrad measures
+2.9-3.3x between runs. What the reverse pass avoids: cotangents are computed
+in place in adjoint buffers the tape owns and handed over instead of copied;
+a write of a fresh value over a whole array, or over one contiguous block of
+it (`new[1:-1] = ...`), hands that part of the adjoint buffer to the value,
+and when the rest of the destination's adjoint is zero (the ends were written
+after the interior) the destination keeps no buffer at all; a view with
+partial -1 is accumulated by subtraction; a storage's first cotangent
+through one block of it is copied into an uninitialised buffer with only the
+rest zeroed; a constant factor 1.0 costs no pass; an in-place ufunc over a
+whole array (`u += v`) computes into it as NumPy does. The NumPy primal is
+timed with the same allocator setting (see the protocol above).
 
 **Memory of mutation.** A write saves exactly the elements it overwrites, and
 only if a recorded pullback may read them: the "saved" columns of (d) count
 those bytes from the tape (8 B per single-element write after a read of the
 whole array; none at all in heat, RK4 and the recurrence, whose overwritten
 values no pullback reads). What the element loops measure beyond those bytes
-is the tape itself. Element-level code is recorded by runs: an element read
-is a row of 10 bytes (a 2-byte code, 4-byte references to the array and to
-the element's position), a scalar operation 2 bytes plus 4 per active
-argument and 8 per value its partials read, an element write 14 bytes plus
-the 8 it saves; intermediate scalars die when the program drops them. The
-reverse pass keeps only the adjoints of the rows a cotangent has reached and
-the pass has not (few, in an element loop). A single-element write with its
-read of the value costs about 33 bytes of tape in all (it was 470 bytes as
-Python records, 55 with 8-byte references), about 4 times the 8 bytes it
-overwrites. That target is below what any tape can do for one float64
-element: besides the 8 saved bytes, a reverse mode must record where it
-wrote and where the value came from, at least 8 more bytes, so 2x is the
-floor. A step of the recurrence costs 58 bytes of tape (two reads, a
-product that keeps its constant factor, a sum, a write), and its peak is
-about 1.7 times the allowance, which counts no tape at all. Array-level workloads (heat,
-RK4) stay within the allowance because large temporaries are held weakly by
-the tape and die as soon as no pullback needs them.
+is the tape itself. Element-level code is recorded by runs: a row is a
+one-byte code (two bytes past 250 kinds of operation); an element read adds
+one 4-byte reference (the arrays of a run share one space of element
+positions, so one number names the array and the element); a scalar
+operation adds one byte per active argument computed by the last 255 rows
+(else 4), and 8 per argument value its partials read, except the constant
+numbers of the code (`0.9` in `0.9 * s`), which are part of the operation's
+kind; an element write adds the position, a reference to the value unless
+it is the row just before, and the 8 bytes it saves. A single-element write
+with its read of the value costs about 19 bytes of tape in all (470 as
+Python records, 55 in the first runs), 2.4 times the 8 bytes it overwrites.
+That target is below what any tape can do for one float64 element: besides
+the 8 saved bytes, a reverse mode must record where it wrote (a position in
+an array of M elements: log2 M bits, 3 bytes at M = 10^7) and where the
+value came from, so about 1.5x is the information floor and 2x the floor with
+fixed-width positions. A step of the recurrence costs about 20 bytes of tape
+(two reads, a product by a constant kept in its kind, a sum, a write to the
+row just before), and its peak is within the allowance. Array-level
+workloads (heat, RK4) stay within it too because large temporaries are held
+weakly by the tape and die as soon as no pullback needs them.
 """
 
 

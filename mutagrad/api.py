@@ -420,7 +420,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
 
     ``pullback(ct)`` returns a tuple with one cotangent per primal. It can be
     called several times; arrays ``fun`` wrote into keep the values of a
-    plain call in between.
+    plain call in between. If the caller changes, before calling it, values
+    the pullback reads (in an argument, an output, ``aux`` or an
+    ``mg.value`` view), it raises ``MutationError``. The tape lives as long
+    as the pullback.
 
     >>> import numpy as np, mutagrad as mg
     >>> out, pb = mg.vjp(lambda x: x * 3.0, np.array([1.0, 2.0]))

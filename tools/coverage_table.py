@@ -56,6 +56,8 @@ def collect():
             continue
         if method == "__call__":
             rows[name] = (False, False, "no derivative: boolean or integer result")
+        elif getattr(handler, "folds_checked", False):
+            rows[name] = (True, True, "composite: the left fold (NoRuleError on a CPU where NumPy computes another)")
         else:
             rows[name] = (True, True, "composite of differentiable operations")
     return dict(sorted(rows.items()))

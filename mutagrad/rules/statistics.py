@@ -15,6 +15,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom
 from ..core import write_out
+from ..errors import NoRuleError, user_line
 from .reductions import _reduce_args
 from .shape import bin_sums_p
 
@@ -818,7 +819,8 @@ def _nan_ext_reduce(handler):
 def _numpy_folds(ufunc, method):
     """Whether NumPy's ``ufunc.reduce``/``.accumulate`` is the left fold we
     differentiate. (NumPy 2.4's ``power.reduce`` and ``arctan2.reduce`` return
-    ``f(x[0], x[-1])``; a rule for them would differentiate another function.)"""
+    ``f(x[0], x[-1])`` on an Intel Xeon and the left fold on an AMD EPYC; a rule
+    would differentiate another function where they do not fold.)"""
     probe = np.array([[1.25, 1.5, 0.75, 1.125, 1.75]] * 2)
     r = probe[:, 0]
     steps = [r]
@@ -832,13 +834,42 @@ def _numpy_folds(ufunc, method):
     return all(np.allclose(g, w, rtol=1e-14, atol=0) for g, w in zip(got, (want, want, want[0])))
 
 
+_FOLDS_HERE: dict = {}  # (ufunc, method) -> whether NumPy folds on this machine
+
+
+def _checked_fold(handler, method):
+    """The fold's handler, behind a check (made once per ufunc and method, at
+    the first call) that NumPy computes the same left fold on this machine.
+    Whether it does depends on the CPU NumPy's loops were dispatched for, so
+    the registration does not: the handler is always there, and where NumPy
+    computes something else it raises instead of differentiating another
+    function than the one the program runs untraced."""
+
+    def fold(ufunc, inputs, kwargs):
+        ok = _FOLDS_HERE.get((ufunc, method))
+        if ok is None:
+            ok = _FOLDS_HERE[(ufunc, method)] = _numpy_folds(ufunc, method)
+        if not ok:
+            raise NoRuleError(
+                f"np.{ufunc.__name__}.{method} was applied to a traced value at {user_line()}, but "
+                f"on this machine NumPy's np.{ufunc.__name__}.{method} does not compute the left fold "
+                f"x[0] {ufunc.__name__} x[1] {ufunc.__name__} ... along the axis (its result depends on "
+                "the CPU its loops were built for), so there is no derivative of what it computes here. "
+                f"Write the fold as a loop of np.{ufunc.__name__} calls, which is differentiated."
+            )
+        return handler(ufunc, inputs, kwargs)
+
+    fold.__name__ = handler.__name__
+    fold.folds_checked = True
+    return fold
+
+
 _FOLDED = (np.subtract, np.true_divide, np.power, np.float_power, np.logaddexp, np.logaddexp2,
            np.arctan2, np.hypot, np.copysign, np.fmod, np.remainder, np.heaviside)
 for _u in _FOLDED:
     if _u in REGISTRY:
         for _m, _h in (("reduce", _fold_reduce), ("accumulate", _fold_accumulate)):
-            if _numpy_folds(_u, _m):
-                UFUNC_HANDLERS.setdefault((_u, _m), _h)
+            UFUNC_HANDLERS.setdefault((_u, _m), _checked_fold(_h, _m))
 for _u in (np.maximum, np.minimum, np.fmax, np.fmin):
     UFUNC_HANDLERS.setdefault((_u, "accumulate"), _select_accumulate)
 UFUNC_HANDLERS.setdefault((np.fmax, "reduce"), _nan_ext_reduce(FUNCTIONS[np.nanmax]))

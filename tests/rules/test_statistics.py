@@ -183,12 +183,30 @@ def test_dtype_is_kept():
 
 
 @pytest.mark.parametrize("ufunc,method", [(np.power, "reduce"), (np.arctan2, "reduce")])
-def test_reduce_numpy_does_not_fold_raises(ufunc, method):
-    # NumPy 2.4 returns f(x[0], x[-1]) for these: no rule rather than another function's derivative
-    if np.allclose(getattr(ufunc, method)(np.array([1.25, 1.5, 0.75])), ufunc(ufunc(1.25, 1.5), 0.75)):
-        pytest.skip("this NumPy folds; the rule is registered")
-    with pytest.raises(mg.NoRuleError, match=ufunc.__name__):
-        mg.grad(lambda a: getattr(ufunc, method)(a))(P(3))
+def test_reduce_where_numpy_may_not_fold(ufunc, method):
+    # NumPy 2.4 returns f(x[0], x[-1]) for these on some CPUs (an Intel Xeon) and the
+    # left fold on others (an AMD EPYC): the fold's derivative where NumPy folds, else
+    # NoRuleError naming the function and the line, never another function's derivative
+    a = P(3, 4)
+    r = a[:, 0]
+    for i in range(1, 4):
+        r = ufunc(r, a[:, i])
+    if np.allclose(getattr(ufunc, method)(a, axis=1), r, rtol=1e-14, atol=0):
+        check_grads(lambda a: getattr(ufunc, method)(a, axis=1), a, order=1)
+    else:
+        with pytest.raises(mg.NoRuleError, match=f"np.{ufunc.__name__}.{method}.*test_statistics.py"):
+            mg.grad(lambda a: getattr(ufunc, method)(a, axis=1).sum())(a)
+
+
+def test_reduce_that_numpy_does_not_fold_raises(monkeypatch):
+    # the same check forced to "does not fold", so the error path runs on every machine
+    from mutagrad.rules import statistics
+
+    monkeypatch.setitem(statistics._FOLDS_HERE, (np.power, "reduce"), False)
+    with pytest.raises(mg.NoRuleError, match=r"np.power.reduce.*test_statistics.py.*loop of np.power"):
+        mg.grad(lambda a: np.power.reduce(a, axis=1).sum())(P(3, 4))
+    monkeypatch.setitem(statistics._FOLDS_HERE, (np.power, "reduce"), True)
+    check_grads(lambda a: np.power.reduce(a, axis=1), P(3, 4), order=1)
 
 
 def test_noisy_objective_with_generator_draws():

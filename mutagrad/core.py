@@ -247,6 +247,9 @@ class Storage:
     poison = None  # a NotImplementedTangent that every derivative through here carries
     name = None  # "argument 0", ... for messages
     written = False  # ever written through mutagrad
+    # a view, lifted to an inner level, of an outer level's array that exists outside
+    # the inner differentiation (see _lift_views): outer code can change it unseen
+    outer_view = False
     # a constant that plain code may read: a non-differentiated argument, or computed
     # only from such (never written). Anything else converted to plain values raises.
     pristine = False
@@ -553,15 +556,37 @@ def lift(y, levels):
     return y
 
 
-def _lift_tree(out, levels):
+def _lift_tree(out, levels, sources=None):
+    """Lift an operation's outputs to ``levels``; ``sources``: the storages of
+    its traced arguments, so that an output that is a view of one of them
+    (memory that exists outside the inner levels) is marked (see _lift_views)."""
     t = type(out)
     if isinstance(out, Tracer) or t is _ndarray:
-        return lift(out, levels)
+        y = lift(out, levels)
+        if sources and isinstance(out, Tracer) and out._storage in sources:
+            _lift_views(y, out)
+        return y
     if t is tuple or t is list:
-        return t(_lift_tree(o, levels) for o in out)
+        return t(_lift_tree(o, levels, sources) for o in out)
     if isinstance(out, tuple) and hasattr(t, "_fields"):
-        return t(*(_lift_tree(o, levels) for o in out))
+        return t(*(_lift_tree(o, levels, sources) for o in out))
     return out
+
+
+def _lift_views(y, inner):
+    """Mark the storages that lift made around ``inner`` (a view, at an outer
+    level, of an array from outside the inner levels): the outer level can
+    still write that memory unseen by them, and they cannot make an inner
+    level's derivative reach it. So their pullbacks keep copies of what they
+    read (ReverseLevel.process), and writing a value that carries an inner
+    derivative into them raises (write)."""
+    while y is not inner and isinstance(y, Tracer):
+        y._storage.outer_view = True
+        y = y._value
+
+
+def _sources(leaves):
+    return {x._storage for x in leaves if isinstance(x, Tracer) and not x._scalar}
 
 
 # --------------------------------------------------------------------------
@@ -638,7 +663,7 @@ def bind(prim, args, kwargs=None):
     finally:
         st.ceiling = saved
     if saved - 1 > top.index:
-        out = _lift_tree(out, st.levels[top.index + 1 : saved])
+        out = _lift_tree(out, st.levels[top.index + 1 : saved], _sources(leaves))
     return out
 
 
@@ -657,7 +682,7 @@ def bind_with(level_method_name, x, *rest):
     finally:
         st.ceiling = saved
     if saved - 1 > lv.index and out is not None:
-        out = _lift_tree(out, st.levels[lv.index + 1 : saved])
+        out = _lift_tree(out, st.levels[lv.index + 1 : saved], _sources((x,)))
     return out
 
 
@@ -1420,7 +1445,11 @@ def write(dest, idx, value):
             raise escape_error("writing a traced value into a plain NumPy array", WriteToPlainArrayError)
         dest[idx] = value
         return
-    if issubclass(vt, Tracer) and value._level.id > dest._level.id:
+    while issubclass(vt, Tracer) and value._level.id > dest._level.id:
+        if not _carries_derivative(value):  # an inner level's constant: its outer value is written
+            value = value._value
+            vt = type(value)
+            continue
         raise MutationError(
             f"a value traced by an inner differentiation is written at {user_line()} into an "
             "array created outside it; the inner derivative would leak out. Create the buffer "
@@ -1430,6 +1459,14 @@ def write(dest, idx, value):
         from .numpy import array as _mnp_array
 
         value = _mnp_array(value)
+    if dest._storage.outer_view and isinstance(value, Tracer) and value._level is dest._level and (
+            _carries_derivative(value)):
+        raise MutationError(
+            f"a value traced by an inner differentiation is written at {user_line()} into a view of "
+            "an array created outside it; the inner derivative would leak out (and the outer "
+            "array, read elsewhere, would not carry it). Create the buffer inside the inner "
+            "function (mnp.zeros / np.zeros_like), or copy the outer array there first."
+        )
     if type(idx) is _ndarray and idx.dtype == bool and isinstance(value, Tracer) and value.size > 1:
         db = bottom(dest)
         if idx.ndim == db.ndim and np.may_share_memory(db, bottom(value)):
@@ -1447,6 +1484,14 @@ def write(dest, idx, value):
             copy_in_order(dest[idx], value, order)
             return
     bind_with("write", dest, idx, value)
+
+
+def _carries_derivative(t) -> bool:
+    """Whether tracer ``t`` may carry its level's derivative."""
+    st = t._storage
+    if t._level.mode == "rev":
+        return bool(st.active)
+    return st.tangent is not None or st.poison is not None
 
 
 def _view_index(idx) -> bool:

@@ -331,6 +331,23 @@ class ReverseLevel(Level):
         self.snapshots[key] = (a, snap)
         return snap
 
+    def snapshot_outer(self, t):
+        """What :meth:`snapshot` is for plain arrays, for an outer level's traced
+        array ``t`` a pullback of this level reads: a copy made at ``t``'s
+        level (so outer derivatives flow through it), since code of the outer
+        level (a closure, an argument not differentiated here) may write into
+        ``t`` after this read without this level seeing it. Reused while ``t``
+        has never been written and holds the same bits."""
+        key = id(t)
+        hit = self.snapshots.get(key)
+        if hit is not None and hit[0] is t and not _ever_written(t):
+            snap = hit[1]
+            if _same_bits(bottom(t), bottom(snap)):
+                return snap
+        snap = t.copy(order="K")
+        self.snapshots[key] = (t, snap)
+        return snap
+
     def process_ew(self, prim, leaves, scalar_op=None, dest=None, scalar=False):
         """The hottest path, :meth:`process` for an elementwise primitive on
         this level's tracers and plain numbers (one level, no keywords).
@@ -469,8 +486,13 @@ class ReverseLevel(Level):
                         out_read = out_read or ry
             for i in need:
                 leaf = leaves[i]
-                if isinstance(leaf, Tracer) and leaf._level is self:
-                    leaf._storage.captured = True
+                if isinstance(leaf, Tracer):
+                    if leaf._level is self:
+                        leaf._storage.captured = True
+                        if leaf._storage.outer_view:  # its outer level may write it unseen
+                            vals[i] = self.snapshot_outer(leaf._value)
+                    elif not leaf._scalar:  # an outer level's array, which it may write unseen
+                        vals[i] = self.snapshot_outer(leaf)
                 elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
                     vals[i] = self.snapshot(leaf)
         if tree is None and not kwargs and ew_rule(prim) is not None:
@@ -789,6 +811,15 @@ def prim_missing_rule(prim, mode):
         f"{prim.name} has no reverse rule, so reverse mode cannot differentiate it at "
         f"{user_line()}. Register one with @mg.rrule({prim.name.split('.')[-1]})."
     )
+
+
+def _ever_written(t) -> bool:
+    """Whether any layer of tracer ``t`` was ever written through mutagrad."""
+    while isinstance(t, Tracer):
+        if t._storage.written:
+            return True
+        t = t._value
+    return False
 
 
 def _same_bits(a, b) -> bool:

@@ -127,3 +127,122 @@ def test_grad_through_jvp_with_respect_to_a_complex_tangent():
     v = np.array([1 + 0j, 0.5 + 0.5j])
     np.testing.assert_allclose(mg.grad(h)(v), np.cos(z), rtol=1e-14)  # d Re(cos(z) v) / dv, as JAX
     check_grads(h, v)
+
+
+# -- an inner differentiation and the outer level's arrays -----------------------
+# The inner function reads an array of the outer level (passed as an argument it
+# does not differentiate, or closed over), and the outer level's code then writes
+# into it; or it writes an inner value into a view of such an array. The first
+# must give the derivatives of a plain call; the second raises MutationError.
+
+U = np.array([0.6, -0.8])  # the inner derivative's direction
+W = np.array([-0.3, 0.9])  # the outer one's
+
+
+def read_then_overwrite_view(x, a):
+    v = a[0:2]
+    y = np.sin(v * x[0])
+    a[0] = 5.0  # overwrites what the product's pullback reads
+    return np.sum(y) + x[1] * a[1]
+
+
+def read_then_shift(x, a):
+    y = np.sin(a * x[0])
+    a[1:] = a[:-1] * 0.5
+    return np.sum(y * x[1]) + np.sum(a * x[0])
+
+
+def read_view_then_write_through_it(x, a):
+    v = a.reshape(3, 1)[1:, 0]
+    y = np.exp(v * x[1])
+    v[...] = 2.0
+    return np.sum(y) * x[0] + np.sum(np.cos(a) * x[1])
+
+
+def inner_derivative(body, mode):
+    if mode == "rev":
+        return lambda x, a: mg.grad(body)(x, a) @ U
+    return lambda x, a: mg.jvp(lambda y: body(y, a), (x,), (U,))[1]
+
+
+def _fd(f, x, d, h=1e-6):
+    return (f(x + h * d) - f(x - h * d)) / (2 * h)
+
+
+A0 = np.array([0.4, -0.7, 1.1])
+X0 = np.array([0.3, -0.5])
+
+
+@pytest.mark.parametrize("body", [read_then_overwrite_view, read_then_shift, read_view_then_write_through_it])
+@pytest.mark.parametrize("inner", ["rev", "fwd"])
+@pytest.mark.parametrize("outer", ["rev", "fwd"])
+@pytest.mark.parametrize("how", ["argument", "closure"])
+def test_inner_level_reads_outer_array_that_outer_code_overwrites(body, inner, outer, how):
+    d1 = inner_derivative(body, inner)
+    # the outer level's array depends on x, so outer derivatives flow through it too
+    if how == "argument":
+        def first(x):
+            return d1(x, A0 * x[1])
+    else:
+        def first(x):
+            a = A0 * x[1]
+            return inner_derivative(lambda y, _: body(y, a), inner)(x, None)
+    seen = []
+
+    def outer_fn(x):
+        d = first(x)
+        seen.append(float(mg.value(d)))
+        return d
+
+    # first derivative, at the top level and as the outer level sees it, against FD of a plain call
+    want1 = _fd(lambda y: body(y, A0 * X0[1]), X0, U)  # the inner level holds a fixed
+    assert abs(first(X0) - want1) < 1e-6
+    if outer == "rev":
+        got2 = mg.grad(outer_fn)(X0) @ W
+    else:
+        got2 = mg.jvp(outer_fn, (X0,), (W,))[1]
+    assert abs(seen[0] - want1) < 1e-6
+    want2 = _fd(first, X0, W, h=1e-5)
+    assert abs(got2 - want2) < 1e-5 * max(1.0, abs(want2))
+
+
+def write_inner_through_slice(x, a):
+    v = a[0:1]
+    v[0] = x[0]
+    return np.sum(np.sin(a)) * x[1]
+
+
+def write_inner_through_reshape(x, a):
+    np.copyto(a.reshape(3, 1)[1:, 0], x * 2.0)
+    return np.sum(a * a) + x[0]
+
+
+def write_inner_by_out(x, a):
+    v = a[1:]
+    np.sin(x, out=v)
+    return np.sum(a) * x[0]
+
+
+def write_inner_in_place(x, a):
+    v = a[:2]
+    v += x
+    return np.sum(a ** 2)
+
+
+@pytest.mark.parametrize("body", [write_inner_through_slice, write_inner_through_reshape, write_inner_by_out,
+                                  write_inner_in_place])
+@pytest.mark.parametrize("inner", ["rev", "fwd"])
+@pytest.mark.parametrize("how", ["argument", "closure"])
+def test_inner_value_written_into_view_of_outer_array_raises(body, inner, how):
+    def outer_fn(x):
+        a = A0 * x[1]
+        if how == "argument":
+            return inner_derivative(body, inner)(x, a)
+        return inner_derivative(lambda y, _: body(y, a), inner)(x, None)
+
+    with pytest.raises(mg.MutationError, match=r"test_nested.py.*into a view of an array created outside it"):
+        mg.grad(outer_fn)(X0)
+    # at the top level the same body is an ordinary mutating function of x (a: an argument)
+    g = mg.grad(body)(X0, A0.copy())
+    for d in (U, W):
+        assert abs(g @ d - _fd(lambda y: body(y, A0.copy()), X0, d)) < 1e-6

@@ -402,9 +402,10 @@ class Level:
             from .errors import AliasingError
 
             raise AliasingError(
-                f"writing into the differentiated argument {s.name} at {user_line()}, which shares "
-                f"memory with the differentiated argument {s.aliased}. Pass separate copies "
-                "(x.copy()) if the function writes into them."
+                f"writing into {s.name} at {user_line()}, which shares memory with {s.aliased}: "
+                "arguments of a differentiated function that share memory may be read, not "
+                "written (a write into one changes the other). Pass separate copies (x.copy()) "
+                "if the function writes into them."
             )
         if dest._geom is not None and dest._geom.overlap:
             if not bottom(dest).flags.writeable:

@@ -1443,7 +1443,9 @@ def write(dest, idx, value):
     vt = type(value)
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
-            raise escape_error("writing a traced value into a plain NumPy array", WriteToPlainArrayError)
+            if not value._plain_constant():
+                raise escape_error("writing a traced value into a plain NumPy array", WriteToPlainArrayError)
+            value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return
     while issubclass(vt, Tracer) and value._level.id > dest._level.id:

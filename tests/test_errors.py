@@ -67,6 +67,29 @@ def test_ufunc_out_into_plain_array_raises():
     _raises(f, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
 
 
+def test_constants_written_into_plain_arrays_are_plain_values():
+    # a non-differentiated argument (and what is computed from it alone) may be read as
+    # plain values, as float(p[0]) may: writes of it into plain arrays work in every form;
+    # the same writes of a value that depends on x raise
+    def f(x, p, dep):
+        src = x if dep else p
+        z = np.array(0.5)
+        z += src[0] * 2.0
+        b = np.zeros(3)
+        np.multiply(src, 3.0, out=b)
+        b[1:] = src[:2]
+        c = np.zeros(3)
+        np.copyto(c, src * src)
+        return x[0] * z + np.sum(x * b) + np.sum(x * c)
+
+    x, p = np.array([0.3, -0.4, 0.5]), np.array([1.0, 2.0, -3.0])
+    g = mg.grad(f)(x, p, False)
+    h = 1e-6
+    fd = [(f(x + h * e, p, False) - f(x - h * e, p, False)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(g, fd, rtol=1e-8, atol=1e-8)
+    _raises(lambda x: f(x, p, True), x, mg.WriteToPlainArrayError)
+
+
 def test_ufunc_at_into_plain_array_raises():
     def f(x):
         acc = np.zeros(3)

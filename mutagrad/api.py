@@ -787,7 +787,7 @@ def _jac_fwd(f, dargs, single, allargs, nums):
                 else:
                     cols.append([_fwd_entry(tx, ty) for tx, ty in zip(*pushed)])
             columns.append((ai, li, ishape, cols))
-    if out_tree is None:  # no input elements at all
+    if first:  # no input elements at all: no pass ran (out_tree is None for a single leaf too)
         out = f(*dargs)
         out_leaves, out_tree = tree_flatten(out)
     results = []

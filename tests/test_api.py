@@ -173,6 +173,46 @@ def test_jvp_and_jacobian_modes_agree():
     np.testing.assert_allclose(t, expected[:, 0])
 
 
+def _writes_its_constant(x, c):
+    y = np.sin(x) * c
+    c *= 2.0  # a side effect on an argument that is not differentiated
+    return y + c * x * x
+
+
+@pytest.mark.parametrize("how", ["jacobian rev", "jacobian fwd", "hessian", "jacobian fwd, no input elements"])
+def test_jacobians_leave_arguments_as_one_plain_call(how):
+    # every pass starts from the arguments as given, and they end as after one plain call
+    # (a single-leaf output had made jacobian(mode="fwd") and hessian run f once more)
+    x = np.array([0.3, 0.5, 0.7])
+    c = np.array([1.0, 2.0, 3.0])
+    calls = []
+
+    def f(x, c):
+        calls.append(1)
+        return _writes_its_constant(x, c)
+
+    if how == "hessian":
+        H = mg.hessian(lambda x, c: np.sum(f(x, c)))(x.copy(), c)
+        h = 1e-5
+        g = mg.grad(lambda x, c: np.sum(_writes_its_constant(x, c)))
+        fd = [(g(x + h * e, np.array([1.0, 2.0, 3.0])) - g(x - h * e, np.array([1.0, 2.0, 3.0]))) / (2 * h)
+              for e in np.eye(3)]
+        np.testing.assert_allclose(H, np.array(fd).T, rtol=1e-6, atol=1e-8)
+        n = 3
+    elif how.startswith("jacobian fwd, no"):
+        mg.jacobian(lambda z, c: f(x.copy(), c) + np.sum(z), mode="fwd")(np.zeros(0), c)
+        n = 1
+    else:
+        J = mg.jacobian(f, mode=how.split()[1])(x.copy(), c)
+        h = 1e-6
+        fd = [(_writes_its_constant(x + h * e, np.array([1.0, 2.0, 3.0]))
+               - _writes_its_constant(x - h * e, np.array([1.0, 2.0, 3.0]))) / (2 * h) for e in np.eye(3)]
+        np.testing.assert_allclose(J, np.array(fd).T, rtol=1e-7, atol=1e-9)
+        n = 3 if how.endswith("fwd") else len(calls)
+    np.testing.assert_array_equal(c, [2.0, 4.0, 6.0])
+    assert len(calls) == n
+
+
 def test_jacobian_pytrees():
     def f(p):
         return {"u": p[0] * p[1], "v": np.sum(p[0])}

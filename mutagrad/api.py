@@ -123,7 +123,90 @@ def _mark_aliasing(wrapped):
 _may_share = np.may_share_memory
 
 
-def _wrap_args(level, args, argnums):
+def _code_names(code, out):
+    """The global names ``code`` and the functions defined in it refer to."""
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if type(c) is type(code):
+            _code_names(c, out)
+    return out
+
+
+_NAMES: dict = {}  # id(code object) -> (it, the global names it and its nested functions use)
+
+
+def _plain_arrays_of(fun):
+    """The plain arrays ``fun`` refers to directly: its closure's cells and the
+    globals its code names (not those of functions it calls)."""
+    code = getattr(fun, "__code__", None)
+    if code is None:
+        return []
+    found = []
+    for name, cell in zip(code.co_freevars, getattr(fun, "__closure__", None) or ()):
+        try:
+            v = cell.cell_contents
+        except ValueError:  # (an empty cell)
+            continue
+        if type(v) is _ndarray:
+            found.append((name, v))
+    g = getattr(fun, "__globals__", None)
+    if g:
+        hit = _NAMES.get(id(code))  # (by id: a code object's hash reads all of it)
+        if hit is not None and hit[0] is code:
+            names = hit[1]
+        else:
+            if len(_NAMES) > 4096:
+                _NAMES.clear()
+            names = tuple(_code_names(code, set()))
+            _NAMES[id(code)] = (code, names)
+        for name in names:
+            v = g.get(name)
+            if type(v) is _ndarray:
+                found.append((name, v))
+    return found
+
+
+def _mark_plain_aliases(fun, wrapped):
+    """An argument that is also (memory of) a plain array the function reads
+    by name: mutagrad sees only what goes through the argument. A write through
+    the argument raises (a plain read of the name would not carry its
+    derivative), and a plain write through the name, which the tape would not
+    see, is caught before the reverse pass (:func:`_check_plain_aliases`)."""
+    plain = _plain_arrays_of(fun)
+    flagged = []
+    if not plain:
+        return flagged
+    for _t, info in wrapped:
+        a = info.orig
+        if type(a) is not _ndarray:
+            continue
+        for name, v in plain:
+            if np.may_share_memory(a, v) and np.shares_memory(a, v):
+                st = info.storage
+                st.plain_alias = name
+                st.plain_before = a.copy()  # (to find plain writes through the name)
+                flagged.append(info)
+                break
+    return flagged
+
+
+def _check_plain_aliases(level):
+    """Before the reverse pass: an argument that is a plain array's memory and
+    that a pullback reads must not have been changed by plain code."""
+    for info in level.plain_aliases:
+        st = info.storage
+        if st.captured:
+            a = info.orig
+            if not np.array_equal(a, st.plain_before, equal_nan=a.dtype.kind in "fc"):
+                raise MutationError(
+                    f"{st.name} is the memory of the plain array `{st.plain_alias}`, which the function "
+                    f"read through the argument and then changed through the name `{st.plain_alias}` "
+                    "(plain NumPy code, which mutagrad does not see): the derivative would use the new "
+                    "values. Write through the argument, or pass a copy of the array."
+                )
+
+
+def _wrap_args(level, args, argnums, fun=None):
     args = list(args)
     infos = {}
     wrapped = []
@@ -157,6 +240,7 @@ def _wrap_args(level, args, argnums):
         infos[n] = (tree, linfo)
     _wrap_constants(level, args, argnums, wrapped)
     _mark_aliasing(wrapped)
+    level.plain_aliases = _mark_plain_aliases(fun, wrapped) if fun is not None and level.index == 0 else ()
     return args, infos
 
 
@@ -344,7 +428,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     def wrapped(*args, **kwargs):
         level = ReverseLevel()
         with level:
-            targs, infos = _wrap_args(level, args, nums)
+            targs, infos = _wrap_args(level, args, nums, fun)
             result = fun(*targs, **kwargs)
             if has_aux:
                 if not (isinstance(result, tuple) and len(result) == 2):
@@ -353,6 +437,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
             else:
                 out, aux = result, None
             _check_scalar_output(out, "grad")
+        _check_plain_aliases(level)
         try:
             if isinstance(out, Tracer) and out._level is level:
                 level.seed(out._storage, out._geom, np.ones((), out.dtype))
@@ -433,12 +518,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     nums = tuple(range(len(primals)))
     level = ReverseLevel()
     with level:
-        targs, infos = _wrap_args(level, primals, nums)
+        targs, infos = _wrap_args(level, primals, nums, fun)
         result = fun(*targs)
         if has_aux:
             out, aux = result
         else:
             out, aux = result, None
+    _check_plain_aliases(level)
     out_leaves, out_tree = tree_flatten(out)
     out_vals = _unwrap_level(out, level)
     storages = _storages_of(level, infos)
@@ -527,7 +613,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
     level = ForwardLevel()
     nums = tuple(range(len(primals)))
     with level:
-        targs, infos = _wrap_args(level, primals, nums)
+        targs, infos = _wrap_args(level, primals, nums, fun)
         for n in nums:
             _, linfo = infos[n]
             tl, _ = tree_flatten(tangents[n])

@@ -247,6 +247,10 @@ class Storage:
     poison = None  # a NotImplementedTangent that every derivative through here carries
     name = None  # "argument 0", ... for messages
     written = False  # ever written through mutagrad
+    # an argument that is the memory of a plain array the function names (api._mark_plain_aliases):
+    # that name, and the argument's values at the call
+    plain_alias = None
+    plain_before = None
     # a view, lifted to an inner level, of an outer level's array that exists outside
     # the inner differentiation (see _lift_views): outer code can change it unseen
     outer_view = False
@@ -406,6 +410,15 @@ class Level:
                 "arguments of a differentiated function that share memory may be read, not "
                 "written (a write into one changes the other). Pass separate copies (x.copy()) "
                 "if the function writes into them."
+            )
+        if s.plain_alias is not None:
+            from .errors import AliasingError
+
+            raise AliasingError(
+                f"writing into {s.name} at {user_line()}, which is the memory of the plain array "
+                f"`{s.plain_alias}` that the function also refers to by name (a global or closure "
+                f"variable): a plain NumPy read of `{s.plain_alias}` would not carry the derivative of "
+                "what is written. Read and write the array through the argument only, or pass a copy."
             )
         if dest._geom is not None and dest._geom.overlap:
             if not bottom(dest).flags.writeable:

@@ -477,3 +477,87 @@ def test_as_strided_names_the_views_that_work():
         mg.grad(f)(x)
     # the view it names is differentiated
     check_grads(lambda x: np.sum(np.lib.stride_tricks.sliding_window_view(x, 2) ** 2), x)
+
+
+# -- an argument that is also a plain array the function names --------------------
+GLOBAL_A = np.array([0.3, 0.6, -0.4])
+
+
+def _reset_global_a():
+    GLOBAL_A[:] = [0.3, 0.6, -0.4]
+
+
+def test_write_into_argument_that_the_function_reads_by_a_global_name_raises():
+    # p is GLOBAL_A: the plain read of GLOBAL_A would not carry the derivative of the write
+    def f(y, p):
+        p[0] = y[0] * 3.0
+        return np.sum(GLOBAL_A ** 2)
+
+    _reset_global_a()
+    with pytest.raises(mg.AliasingError, match=r"argument 1 at .*test_errors.py.*plain array `GLOBAL_A`"):
+        mg.grad(f)(np.array([1.0, 2.0]), GLOBAL_A)
+    _reset_global_a()
+    with pytest.raises(mg.AliasingError, match="GLOBAL_A"):
+        mg.jvp(f, (np.array([1.0, 2.0]), GLOBAL_A), (np.ones(2), np.zeros(3)))
+    _reset_global_a()
+    # the same function given a copy: an ordinary mutating function (p is not GLOBAL_A)
+    g = mg.grad(f)(np.array([1.0, 2.0]), GLOBAL_A.copy())
+    np.testing.assert_array_equal(g, [0.0, 0.0])
+
+
+def test_write_into_argument_that_a_closure_names_raises():
+    buf = np.array([1.0, 2.0, 3.0])
+
+    def f(x):
+        x[1:] = x[:-1] * 2.0
+        return np.sum(buf * x)  # buf is x's memory
+
+    with pytest.raises(mg.AliasingError, match=r"argument 0 .*plain array `buf`"):
+        mg.grad(f)(buf)
+
+
+def test_plain_write_through_the_name_after_a_traced_read_raises():
+    # the pullback of y * p needs p's values at the call; GLOBAL_A[1] = 5.0 changes them unseen
+    def f(y, p):
+        z = y * p
+        GLOBAL_A[1] = 5.0
+        return np.sum(z ** 2)
+
+    _reset_global_a()
+    with pytest.raises(mg.MutationError, match=r"argument 1 is the memory of the plain array `GLOBAL_A`"):
+        mg.grad(f)(np.ones(3), GLOBAL_A)
+    _reset_global_a()
+    with pytest.raises(mg.MutationError, match="GLOBAL_A"):
+        mg.vjp(f, np.ones(3), GLOBAL_A)
+    _reset_global_a()
+    # not read by a pullback before the plain write (p only added): nothing to keep, no error
+    def h(y, p):
+        z = y + p
+        GLOBAL_A[1] = 5.0
+        return np.sum(z * y)
+
+    g = mg.grad(h)(np.ones(3), GLOBAL_A)
+    _reset_global_a()
+    step = 1e-6
+    fd = []
+    for e in np.eye(3):
+        _reset_global_a()
+        hi = h(np.ones(3) + step * e, GLOBAL_A)
+        _reset_global_a()
+        lo = h(np.ones(3) - step * e, GLOBAL_A)
+        fd.append((hi - lo) / (2 * step))
+    _reset_global_a()
+    np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
+def test_argument_that_a_global_names_may_be_read_both_ways():
+    # reads only: the plain name is a constant (as a closed-over array always is), matching
+    # central differences that perturb the argument by new arrays
+    def f(x):
+        return np.sum(x * GLOBAL_A) + len(GLOBAL_A) * np.sum(np.sin(x))
+
+    _reset_global_a()
+    g = mg.grad(f)(GLOBAL_A)
+    step = 1e-6
+    fd = [(f(GLOBAL_A + step * e) - f(GLOBAL_A - step * e)) / (2 * step) for e in np.eye(3)]
+    np.testing.assert_allclose(g, fd, rtol=1e-7)

@@ -1658,7 +1658,12 @@ def stop_gradient(x):
             c = b.copy()
         else:
             c = b
-        return lift(_np_scalar(c) if v._scalar else c, active_levels())
+        t = lift(_np_scalar(c) if v._scalar else c, active_levels())
+        u = t
+        while isinstance(u, Tracer):  # a constant at every level: plain code may read it
+            u._storage.pristine = True
+            u = u._value
+        return t
 
     return tree_map(leaf, x)
 

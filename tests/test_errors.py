@@ -561,3 +561,24 @@ def test_argument_that_a_global_names_may_be_read_both_ways():
     step = 1e-6
     fd = [(f(GLOBAL_A + step * e) - f(GLOBAL_A - step * e)) / (2 * step) for e in np.eye(3)]
     np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
+def test_stop_gradient_values_may_be_written_into_plain_arrays():
+    # the escape error's advice ("an intended constant: mg.stop_gradient(x)") works for writes,
+    # reads and conversions; once a traced value is written into it, it is no longer plain
+    def f(x, check=False):
+        b = np.zeros(3)
+        b[:] = mg.stop_gradient(x * 2.0)
+        b[0] = mg.stop_gradient(x[1])
+        c = np.asarray(mg.stop_gradient(x)).copy()
+        s = mg.stop_gradient(x)
+        s[0] = x[0] * 5.0
+        if check:
+            with pytest.raises(mg.WriteToPlainArrayError):
+                np.zeros(3)[:] = s
+        return np.sum(x * b) + np.sum(c) + np.sum(s)
+
+    x = np.array([1.0, 2.0, 3.0])
+    g = mg.grad(lambda x: f(x, True))(x)
+    # the stopped parts are constants: d/dx = b + [5, 0, 0], with b = [x1, 2 x1, 2 x2] at x
+    np.testing.assert_allclose(g, [2.0 + 5.0, 4.0, 6.0])

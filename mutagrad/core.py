@@ -978,7 +978,11 @@ class Tracer:
                 "are differentiated instead (their derivatives alias as the values do): "
                 "np.lib.stride_tricks.sliding_window_view, np.broadcast_to, reshape, slicing."
             )
-        raise escape_error("np.asarray / np.array (or writing into a plain NumPy array)", WriteToPlainArrayError)
+        raise escape_error(
+            "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
+            "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
+            " To change only the layout or dtype of a traced array, use x.copy(order='C' or 'F') "
+            "or x.astype(dtype), which are differentiated.")
 
     def _plain_constant(self):
         t = self

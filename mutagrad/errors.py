@@ -77,7 +77,8 @@ class MutationError(DifferentiationError):
 
 
 class AliasingError(MutationError):
-    """A write into a differentiated argument that shares memory with another."""
+    """A write into an argument that shares memory with another argument, or
+    with a plain array the differentiated function names."""
 
 
 class EscapedTracerError(DifferentiationError):
@@ -88,7 +89,7 @@ class ForwardRuleMissingError(NoRuleError):
     """A primitive has a reverse rule but no forward rule."""
 
 
-def escape_error(what: str, cls=TracerEscapeError) -> DifferentiationError:
+def escape_error(what: str, cls=TracerEscapeError, extra: str = "") -> DifferentiationError:
     line = user_line(sys._getframe(1))
     return cls(
         f"{what} at {line}: this would turn a traced value into a plain "
@@ -98,4 +99,5 @@ def escape_error(what: str, cls=TracerEscapeError) -> DifferentiationError:
         "mnp.zeros(...)/mnp.empty(...) or np.zeros_like(x) instead of "
         "np.zeros(...), so that it can hold traced values; build an array from "
         "traced values with mnp.array([...]) or np.stack (import mutagrad.numpy as mnp)."
+        + extra
     )

@@ -330,3 +330,47 @@ def test_unit_factor_keeps_dtype_and_value(dtype):
     g = mg.grad(lambda x: np.sum(1.0 * x * w))(x)
     assert g.dtype == dtype
     assert np.array_equal(g, w)  # 1 * 1.0 * w, exact
+
+
+BITS_CASES = {
+    "norm": np.linalg.norm,
+    "norm fro": lambda X: np.linalg.norm(X.reshape(3, -1), "fro"),
+    "norm 2 of a vector": lambda x: np.linalg.norm(x, 2),
+    "norm keepdims": lambda x: np.sum(np.linalg.norm(x, keepdims=True)),
+    "norm complex": lambda x: np.linalg.norm(x * (1 + 0.5j) + x[::-1] * 1j),
+    "vdot": lambda x: np.vdot(x, np.sin(x)),
+    "vdot complex": lambda x: np.real(np.vdot(x * 1j + 0.5, x + 2j)),
+    "logaddexp.reduce": np.logaddexp.reduce,
+    "logaddexp2.reduce initial": lambda x: np.logaddexp2.reduce(x, initial=0.25),
+    "logaddexp.reduce axis": lambda x: np.sum(np.logaddexp.reduce(x.reshape(3, -1), axis=1) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", list(BITS_CASES))
+def test_values_have_numpys_bits(name):
+    # the traced value is NumPy's, bit for bit (a branch on it goes as in a plain call);
+    # these were computed by other formulas (sum of squares, one-pass log-sum-exp): 1 ulp off
+    f = BITS_CASES[name]
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        x = rng.standard_normal(3 * int(rng.integers(1, 12)))
+        value, _ = mg.value_and_grad(f)(x.copy())
+        assert np.array_equal(value, f(x.copy())), (name, value, f(x.copy()))
+        primal, _ = mg.jvp(f, (x.copy(),), (np.ones_like(x),))
+        assert np.array_equal(primal, f(x.copy())), (name, "forward mode", primal)
+    check_grads(f, rng.standard_normal(6), order=2)
+
+
+def test_branch_on_a_norm_goes_as_in_a_plain_call():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        x = rng.standard_normal(12)
+        tol = float(np.linalg.norm(x))  # exactly the plain value: the plain call takes the 3r branch
+
+        def f(x, tol=tol):
+            r = np.linalg.norm(x)
+            return 2.0 * r if r > tol else 3.0 * r
+
+        value, g = mg.value_and_grad(f)(x.copy())
+        assert value == f(x.copy())
+        np.testing.assert_allclose(g, 3.0 * x / tol, rtol=1e-12)

@@ -246,7 +246,8 @@ def _np_inner(args, kwargs):
 
 def _np_vdot(args, kwargs):
     a, b = args[:2]
-    return np.sum(np.conj(np.ravel(a)) * np.ravel(b))
+    # as a dot product (NumPy's own BLAS kernel, so the value has NumPy's bits)
+    return np.dot(np.conj(np.ravel(a)), np.ravel(b))
 
 
 FUNCTIONS[np.tensordot] = _np_tensordot
@@ -571,8 +572,15 @@ def _np_norm(args, kwargs):
     a.update(kwargs)
     x, ord_, axis, keepdims = a["x"], a.get("ord"), a.get("axis"), bool(a.get("keepdims", False))
     nd = np.ndim(x)
-    if axis is None and ord_ is None:
-        res = np.sqrt(np.sum(_abs2(np.ravel(x))))
+    if axis is None and (ord_ is None or (isinstance(ord_, str) and ord_ in ("f", "fro") and nd == 2)
+                         or (ord_ == 2 and nd == 1)):
+        # NumPy's own formula (dot products), so that the value has NumPy's bits
+        v = np.ravel(x, order="K")
+        if np.iscomplexobj(bottom(v)):
+            re, im = np.real(v), np.imag(v)
+            res = np.sqrt(np.dot(re, re) + np.dot(im, im))
+        else:
+            res = np.sqrt(np.dot(v, v))
         return np.reshape(res, (1,) * nd) if keepdims else res
     if axis is None:
         axis = tuple(range(nd))

@@ -1625,6 +1625,34 @@ FUNCTIONS[np.linalg.cross] = lambda args, kwargs: np.cross(args[0], args[1], axi
 FUNCTIONS[np.linalg.outer] = lambda args, kwargs: np.outer(args[0], args[1])
 
 
+# The array API's np.linalg functions: the NumPy ones with the matrix axes last.
+def _kw(kwargs, allowed, name):
+    bad = set(kwargs) - set(allowed)
+    if bad:
+        raise TypeError(f"np.linalg.{name}() got unexpected keyword arguments {sorted(bad)}")
+    return kwargs
+
+
+def _linalg_vecdot(a, b, axis=-1):
+    if axis != -1:  # the core dimension of each operand at its own position axis
+        a, b = (np.moveaxis(v, axis, -1) for v in (a, b))
+    return np.vecdot(a, b)
+
+
+_ARRAY_API = {
+    "vecdot": lambda args, kwargs: _linalg_vecdot(*args, **_kw(kwargs, ("axis",), "vecdot")),
+    "matrix_transpose": lambda args, kwargs: np.swapaxes(args[0], -1, -2),
+    "tensordot": lambda args, kwargs: np.tensordot(*args, axes=_kw(kwargs, ("axes",), "tensordot").get("axes", 2)),
+    "matmul": lambda args, kwargs: np.matmul(*args, **_kw(kwargs, (), "matmul")),
+    "trace": lambda args, kwargs: np.trace(args[0], axis1=-2, axis2=-1,
+                                           **_kw(kwargs, ("offset", "dtype"), "trace")),
+    "diagonal": lambda args, kwargs: np.diagonal(args[0], axis1=-2, axis2=-1, **_kw(kwargs, ("offset",), "diagonal")),
+}
+for _name, _handler in _ARRAY_API.items():
+    if getattr(np.linalg, _name, None) is not None and (_name != "vecdot" or hasattr(np, "vecdot")):
+        FUNCTIONS.setdefault(getattr(np.linalg, _name), _handler)
+
+
 # Their pullbacks compute every cotangent afresh (products, solves): the tape
 # may adopt them as adjoint buffers instead of copying (large gradients).
 for _p in (matmul_p, tensordot_p, dot_p, einsum_p, inv_p, solve_p, det_p):

@@ -138,6 +138,15 @@ CASES = [
     ("np.cross", lambda a, b: np.cross(a, b, axis=1), (C(2, 3, 2), C(2, 3, 2)), 1),
     ("np.linalg.cross", np.linalg.cross, (R(2, 3), C(2, 3)), 1),
     ("np.linalg.outer", np.linalg.outer, (R(2), C(3)), 1),
+    # the array API's np.linalg functions (matrix axes last)
+    ("np.linalg.vecdot", np.linalg.vecdot, (R(2, 3), R(3)), 2),
+    ("np.linalg.vecdot", lambda a, b: np.linalg.vecdot(a, b, axis=1), (C(2, 3, 2), C(2, 3, 2)), 1),
+    ("np.linalg.matrix_transpose", lambda a: np.linalg.matrix_transpose(a) @ a, (R(2, 3, 2),), 2),
+    ("np.linalg.tensordot", np.linalg.tensordot, (R(2, 3, 4), R(3, 4)), 2),
+    ("np.linalg.tensordot", lambda a, b: np.linalg.tensordot(a, b, axes=1), (R(2, 3), C(3, 2)), 1),
+    ("np.linalg.matmul", np.linalg.matmul, (R(2, 2, 3), R(3, 2)), 2),
+    ("np.linalg.trace", lambda a: np.linalg.trace(a, offset=1), (R(2, 3, 4),), 1),
+    ("np.linalg.diagonal", lambda a: np.linalg.diagonal(a, offset=-1) ** 2, (R(2, 4, 3),), 2),
 ]
 
 # 2-vectors are deprecated in NumPy 2 (a DeprecationWarning) but still computed

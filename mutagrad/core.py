@@ -978,6 +978,14 @@ class Tracer:
                 "are differentiated instead (their derivatives alias as the values do): "
                 "np.lib.stride_tricks.sliding_window_view, np.broadcast_to, reshape, slicing."
             )
+        scipy_fn = _calling_scipy(sys._getframe(1))
+        if scipy_fn is not None:
+            name, sub, ours = scipy_fn
+            raise escape_error(
+                f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
+                "with np.asarray)", WriteToPlainArrayError,
+                (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the same "
+                 "names, differentiated where docs/coverage.md lists them." if ours else ""))
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
@@ -1504,6 +1512,27 @@ def write(dest, idx, value):
             copy_in_order(dest[idx], value, order)
             return
     bind_with("write", dest, idx, value)
+
+
+def _calling_scipy(frame):
+    """(name, subpackage, whether mutagrad.scipy has that subpackage) of the
+    outermost SciPy function on the stack above ``frame`` (the one the user
+    called), if the conversion happens inside SciPy."""
+    top = None
+    f = frame
+    while f is not None:
+        mod = f.f_globals.get("__name__", "") or ""
+        if mod == "scipy" or mod.startswith("scipy."):
+            top = f
+        elif top is not None:
+            break
+        f = f.f_back
+    if top is None:
+        return None
+    parts = top.f_globals.get("__name__", "").split(".")
+    sub = parts[1] if len(parts) > 1 and not parts[1].startswith("_") else None
+    ours = sub in ("special", "linalg", "stats")  # the mutagrad.scipy modules
+    return top.f_code.co_name, sub, ours
 
 
 def _carries_derivative(t) -> bool:

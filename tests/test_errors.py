@@ -582,3 +582,22 @@ def test_stop_gradient_values_may_be_written_into_plain_arrays():
     g = mg.grad(lambda x: f(x, True))(x)
     # the stopped parts are constants: d/dx = b + [5, 0, 0], with b = [x1, 2 x1, 2 x2] at x
     np.testing.assert_allclose(g, [2.0 + 5.0, 4.0, 6.0])
+
+
+def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
+    sc = pytest.importorskip("scipy.special")
+    sl = pytest.importorskip("scipy.linalg")
+    msg = _raises(lambda x: sc.logsumexp(x), np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
+    assert "scipy.special function logsumexp" in msg and "mutagrad.scipy.special" in msg
+    msg = _raises(lambda x: sl.det(x.reshape(2, 2)), np.arange(1.0, 5.0), mg.WriteToPlainArrayError)
+    assert "scipy.linalg function det" in msg and "mutagrad.scipy.linalg" in msg
+    # what the message advises works
+    import mutagrad.scipy.special as msc
+
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(mg.grad(msc.logsumexp)(x), np.exp(x) / np.sum(np.exp(x)), rtol=1e-12)
+
+
+def test_layout_conversions_name_the_differentiated_alternatives():
+    msg = _raises(lambda x: np.sum(np.asfortranarray(x.reshape(2, 2))), np.arange(4.0), mg.WriteToPlainArrayError)
+    assert "np.asfortranarray" in msg and "x.copy(order=" in msg

@@ -12,7 +12,7 @@ import numpy as np
 from .core import TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, lift, write
 from .errors import MutationError, user_line
 from .forward import ForwardLevel
-from .pytree import _PLAIN_LEAVES, tree_flatten, tree_unflatten
+from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
 from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord
@@ -39,7 +39,21 @@ class _Leaf:
         self.orig = orig
 
 
+def _check_subclass(x, where):
+    """ndarray subclasses other than np.memmap (whose memory is an ndarray's)
+    carry semantics of their own (a mask, matrix products, units) that the
+    rules, written for numpy.ndarray, would silently drop."""
+    if isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, np.memmap):
+        raise TypeError(
+            f"{where}: mutagrad differentiates numpy.ndarray, got the subclass {type(x).__module__}."
+            f"{type(x).__qualname__}, whose own behaviour (a mask, matrix products, units...) the "
+            "derivative rules would not keep. Pass np.asarray(x) (or x.view(np.ndarray)) if plain "
+            "array semantics are what the function means."
+        )
+
+
 def _check_leaf(x, where):
+    _check_subclass(x, where)
     if isinstance(x, Tracer):
         if x.dtype.kind not in "fc":
             raise TypeError(f"{where}: differentiation needs float or complex inputs, got dtype {x.dtype}")
@@ -206,7 +220,18 @@ def _check_plain_aliases(level):
                 )
 
 
+def _check_argnums(argnums, nargs):
+    if len(argnums) > 1:
+        seen = set()
+        for n in argnums:
+            k = n + nargs if n < 0 else n
+            if k in seen:
+                raise ValueError(f"argnums={tuple(argnums)} names argument {k} twice; name each argument once")
+            seen.add(k)
+
+
 def _wrap_args(level, args, argnums, fun=None):
+    _check_argnums(argnums, len(args))
     args = list(args)
     infos = {}
     wrapped = []
@@ -273,8 +298,9 @@ def _wrap_constants(level, args, argnums, wrapped):
         new = []
         for k, leaf in enumerate(leaves):
             if isinstance(leaf, _ndarray) and leaf.dtype.kind in "fc":
-                leaf = _wrap_constant(leaf, f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else ""),
-                                      levels, wrapped)
+                where = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
+                _check_subclass(leaf, where)
+                leaf = _wrap_constant(leaf, where, levels, wrapped)
             new.append(leaf)
         args[n] = tree_unflatten(tree, new)
 
@@ -389,6 +415,16 @@ def _collect(level, infos, argnums, single):
 def _check_scalar_output(out, name):
     if type(out) is ScalarTracer and type(out._value) is np.float64:
         return  # the common case: a float64 scalar
+    if isinstance(out, (tuple, list, dict)):
+        raise TypeError(
+            f"{name} requires a scalar output, got a {type(out).__name__}. If the function returns "
+            "(value, aux), pass has_aux=True; for several outputs use mg.jacobian or mg.vjp."
+        )
+    if not isinstance(out, (Tracer, _ndarray, np.generic, float, int, complex, bool)):
+        raise TypeError(
+            f"{name} requires a scalar float output, got {type(out).__name__}"
+            + (" (did the function forget to return its value?)" if out is None else "")
+        )
     b = bottom(out)
     shape = np.shape(b)
     dt = getattr(b, "dtype", None)
@@ -521,6 +557,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         targs, infos = _wrap_args(level, primals, nums, fun)
         result = fun(*targs)
         if has_aux:
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
+                                f"{'an array' if isinstance(result, Tracer) else type(result).__name__}")
             out, aux = result
         else:
             out, aux = result, None
@@ -548,7 +587,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                     "The pullback needs the values the function saw: copy the outputs (out.copy()) before "
                     "modifying them, or call the pullback first."
                 )
-        ct_leaves, ct_tree = tree_flatten(ct)
+        ct_leaves = tree_flatten_like(out_tree, ct, "the cotangent passed to the pullback")
         if len(ct_leaves) != len(out_leaves):
             raise ValueError(
                 f"the cotangent has {len(ct_leaves)} leaves but the output has {len(out_leaves)}"
@@ -561,6 +600,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                 continue
             if np.shape(c) != np.shape(o):
                 raise ValueError(f"cotangent shape {np.shape(c)} does not match output shape {np.shape(o)}")
+            if np.iscomplexobj(bottom(c)) and not np.iscomplexobj(bottom(o)):
+                raise TypeError("a complex cotangent for a real output: its imaginary part would be dropped. "
+                                "Pass np.real(ct), or make the output complex.")
             if isinstance(o, Tracer) and o._level is level:
                 cc = np.conj(c) if np.iscomplexobj(bottom(c)) else c
                 level.seed(o._storage, o._geom, cc)
@@ -616,7 +658,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
         targs, infos = _wrap_args(level, primals, nums, fun)
         for n in nums:
             _, linfo = infos[n]
-            tl, _ = tree_flatten(tangents[n])
+            tl = tree_flatten_like(infos[n][0], tangents[n], f"jvp: tangent {n}")
             if len(tl) != len(linfo):
                 raise ValueError(f"jvp: tangent {n} does not have the structure of primal {n}")
             for info, tv in zip(linfo, tl):
@@ -629,6 +671,9 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
                     continue
                 if info.dtype.kind == "c":
                     tv = np.asarray(tv)
+                elif np.iscomplexobj(tv):
+                    raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
+                                    "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
         out = fun(*targs)
         out_leaves, out_tree = tree_flatten(out)
@@ -693,6 +738,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
+        _check_argnums(nums, len(args))
         for n in nums:
             for k, leaf in enumerate(tree_flatten(args[n])[0]):
                 _check_leaf(leaf, f"argument {n}")
@@ -700,7 +746,8 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
         dargs = [args[n] for n in nums]
         if mode == "rev":
             return _jac_rev(f, dargs, single)
-        return _jac_fwd(f, dargs, single, args, nums)
+        # every pass starts from the arguments as given, keyword arguments included
+        return _jac_fwd(f, dargs, single, tuple(args) + tuple(kwargs.values()), nums)
 
     return wrapped
 

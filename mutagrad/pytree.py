@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "register_pytree"]
+__all__ = ["tree_flatten", "tree_flatten_like", "tree_unflatten", "tree_map", "tree_leaves", "register_pytree"]
 
 _REGISTRY: dict[type, tuple] = {}
 
@@ -67,6 +67,73 @@ def tree_flatten(x):
     """Return ``(leaves, treedef)``."""
     leaves: list = []
     return leaves, _flatten(x, leaves)
+
+
+def _is_container(x) -> bool:
+    t = type(x)
+    return (t is tuple or t is list or t is dict or t in _REGISTRY or _is_namedtuple(x)
+            or (dataclasses.is_dataclass(x) and not isinstance(x, type)))
+
+
+def _kind_name(node) -> str:
+    k = node.kind
+    return k.__name__ if isinstance(k, type) else k[1].__name__
+
+
+def _flatten_like(node, x, leaves, path):
+    if node is _LEAF:
+        if _is_container(x):
+            raise ValueError(f"{path or 'it'} is a {type(x).__name__} where the structure has a single value")
+        leaves.append(x)
+        return
+    kind = node.kind
+    where = path or "it"
+    if kind is dict:
+        if type(x) is not dict:
+            raise ValueError(f"{where} is a {type(x).__name__} where the structure has a dict")
+        if set(x) != set(node.aux):
+            missing = [k for k in node.aux if k not in x]
+            extra = [k for k in x if k not in node.aux]
+            raise ValueError(f"{where} has the keys {sorted(map(repr, x))} where the structure has "
+                             f"{sorted(map(repr, node.aux))} (missing {missing}, unexpected {extra})")
+        for k, c in zip(node.aux, node.children):  # by key, in the structure's order
+            _flatten_like(c, x[k], leaves, f"{path}[{k!r}]")
+        return
+    if kind is tuple or kind is list or kind[0] == "nt":
+        if not isinstance(x, (tuple, list)):
+            raise ValueError(f"{where} is a {type(x).__name__} where the structure has a {_kind_name(node)}")
+        if len(x) != len(node.children):
+            raise ValueError(f"{where} has {len(x)} items where the structure has {len(node.children)}")
+        for i, (c, v) in enumerate(zip(node.children, x)):
+            _flatten_like(c, v, leaves, f"{path}[{i}]")
+        return
+    cls = kind[1]
+    if type(x) is not cls:
+        raise ValueError(f"{where} is a {type(x).__name__} where the structure has a {cls.__name__}")
+    sub: list = []
+    other = _flatten(x, sub)
+    if other is _LEAF or len(other.children) != len(node.children):
+        raise ValueError(f"{where} does not have the structure's fields")
+    for i, (c, v) in enumerate(zip(node.children, _children_of(x, other))):
+        _flatten_like(c, v, leaves, f"{path}.{i}")
+
+
+def _children_of(x, node):
+    tag, cls = node.kind
+    if tag == "reg":
+        return _REGISTRY[cls][0](x)[0]
+    return [getattr(x, f) for f in node.aux[0]]
+
+
+def tree_flatten_like(treedef, x, what="the value"):
+    """The leaves of ``x`` in the order of ``treedef`` (dicts matched by key, not
+    by position), or ValueError naming where ``x``'s structure differs."""
+    leaves: list = []
+    try:
+        _flatten_like(treedef, x, leaves, "")
+    except ValueError as e:
+        raise ValueError(f"{what} does not have the structure it must match: {e}") from None
+    return leaves
 
 
 def _unflatten(node, it):

@@ -466,3 +466,111 @@ def test_complex_jacobians(mode):
 def test_hessian_of_a_real_function_of_complex_input_raises():
     with pytest.raises(TypeError, match="real and imaginary parts"):
         mg.hessian(lambda z: np.sum(np.abs(z) ** 4))(np.array([1 + 2j, -0.5 + 1j]))
+
+
+# -- argument and result checks -----------------------------------------------------
+
+
+@pytest.mark.parametrize("transform", ["grad", "jacobian rev", "jacobian fwd", "value_and_grad"])
+def test_repeated_argnums_raise(transform):
+    def g(x, y):
+        return np.sum(x ** 2 * y)
+
+    x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    make = {"grad": lambda a: mg.grad(g, argnums=a), "value_and_grad": lambda a: mg.value_and_grad(g, argnums=a),
+            "jacobian rev": lambda a: mg.jacobian(g, argnums=a), "jacobian fwd": lambda a: mg.jacobian(g, argnums=a, mode="fwd")}
+    for argnums in ((0, 0), (0, -2)):
+        with pytest.raises(ValueError, match="names argument 0 twice"):
+            make[transform](argnums)(x, y)
+
+
+def test_dict_cotangents_and_tangents_are_matched_by_key():
+    def f(x):
+        return {"a": x * 2.0, "b": x * 3.0}
+
+    _, pb = mg.vjp(f, np.array([1.0, 2.0]))
+    (g,) = pb({"b": np.array([1.0, 0.0]), "a": np.array([0.0, 1.0])})
+    np.testing.assert_array_equal(g, [3.0, 2.0])  # 3 * ct_b + 2 * ct_a
+    with pytest.raises(ValueError, match=r"missing \['b'\], unexpected \['zzz'\]"):
+        pb({"a": np.ones(2), "zzz": np.ones(2)})
+    with pytest.raises(ValueError, match="is a list where the structure has a dict"):
+        pb([np.ones(2), np.ones(2)])
+    def h(p):
+        return np.sum(p["a"]) + 10.0 * np.sum(p["b"])
+
+    _, t = mg.jvp(h, ({"a": np.ones(2), "b": np.ones(2)},), ({"b": np.ones(2), "a": np.zeros(2)},))
+    assert t == 20.0
+    with pytest.raises(ValueError, match="jvp: tangent 0"):
+        mg.jvp(h, ({"a": np.ones(2), "b": np.ones(2)},), ({"a": np.ones(2)},))
+
+
+def test_complex_cotangent_or_tangent_for_real_values_raises():
+    _, pb = mg.vjp(lambda x: x * 2.0, np.ones(2))
+    with pytest.raises(TypeError, match="complex cotangent for a real output"):
+        pb(np.array([1.0 + 1.0j, 0.0]))
+    with pytest.raises(TypeError, match="complex tangent for the real primal 0"):
+        mg.jvp(lambda x: x * 2.0, (np.ones(2),), (np.array([1.0j, 0.0]),))
+
+
+@pytest.mark.parametrize("out, match", [
+    (lambda x: None, "forget to return"),
+    (lambda x: "abc", "got str"),
+    (lambda x: (np.sum(x), x), "has_aux=True"),
+    (lambda x: [np.sum(x)], "got a list"),
+])
+def test_grad_of_a_non_number_output_raises(out, match):
+    with pytest.raises(TypeError, match=match):
+        mg.grad(out)(np.array([1.0, 2.0]))
+
+
+def test_vjp_has_aux_requires_a_pair():
+    with pytest.raises(TypeError, match=r"pair \(output, aux\), got an array"):
+        mg.vjp(lambda x: x * 2.0, np.ones(2), has_aux=True)
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize("make", [lambda: np.array([1.0, 2.0]).view(_Sub),
+                                  lambda: np.ma.array([1.0, 2.0], mask=[False, True]),
+                                  lambda: np.asmatrix([[1.0, 2.0]])], ids=["subclass", "masked", "matrix"])
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # (np.matrix's own)
+def test_ndarray_subclasses_raise_instead_of_a_zero_gradient(make):
+    with pytest.raises(TypeError, match="subclass"):
+        mg.grad(lambda x: np.sum(x ** 2))(make())
+    with pytest.raises(TypeError, match="subclass"):
+        mg.jvp(lambda x: np.sum(x ** 2), (make(),), (np.ones((1, 2)) if make().ndim == 2 else np.ones(2),))
+    with pytest.raises(TypeError, match="argument 1: .*subclass"):
+        mg.grad(lambda x, c: np.sum(x * c))(np.ones(2), make())
+    # what the message advises works
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(x ** 2))(np.asarray(make()).astype(float)),
+                                  2 * np.asarray(make()))
+
+
+def test_memmap_arguments_are_arrays(tmp_path):
+    mm = np.memmap(tmp_path / "a.dat", dtype=float, mode="w+", shape=(3,))
+    mm[:] = [1.0, 2.0, 3.0]
+
+    def f(x):
+        y = np.sum(x ** 2)
+        x[0] = 5.0  # a side effect on the file-backed memory, as a plain call makes
+        return y
+
+    np.testing.assert_array_equal(mg.grad(f)(mm), [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(mm, [5.0, 2.0, 3.0])
+
+
+def test_jacobian_fwd_restores_keyword_arguments_between_passes():
+    def f(x, *, state):
+        state += 1.0  # one increment per plain call
+        return x * 2.0
+
+    def squares(x, *, state):
+        return np.sum(f(x, state=state) ** 2)
+
+    for run in (lambda s: mg.jacobian(f, mode="fwd")(np.ones(3), state=s),
+                lambda s: mg.hessian(squares)(np.ones(3), state=s)):
+        state = np.zeros(1)
+        run(state)
+        np.testing.assert_array_equal(state, [1.0])

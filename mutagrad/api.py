@@ -230,7 +230,10 @@ def _check_argnums(argnums, nargs):
             seen.add(k)
 
 
-def _wrap_args(level, args, argnums, fun=None):
+def _wrap_args(level, args, argnums, fun=None, kwargs=None):
+    """Wrap the arguments for ``level``: ``args[argnums]`` differentiated, the
+    other float arrays (and those of ``kwargs``, a dict rewritten in place)
+    constant traced arrays; returns (args, infos)."""
     _check_argnums(argnums, len(args))
     args = list(args)
     infos = {}
@@ -264,12 +267,14 @@ def _wrap_args(level, args, argnums, fun=None):
         args[n] = tree_unflatten(tree, new)
         infos[n] = (tree, linfo)
     _wrap_constants(level, args, argnums, wrapped)
+    if kwargs:
+        kwargs.update(_wrap_kwargs(level, kwargs, wrapped))
     _mark_aliasing(wrapped)
     level.plain_aliases = _mark_plain_aliases(fun, wrapped) if fun is not None and level.index == 0 else ()
     return args, infos
 
 
-def _wrap_constants(level, args, argnums, wrapped):
+def _wrap_constants(level, args, argnums, wrapped, names=None):
     """Float arrays among the other arguments become inactive traced arrays:
     the function can then write traced values into them (scratch buffers
     passed in), and a write into them is recorded like any other, so an
@@ -283,12 +288,12 @@ def _wrap_constants(level, args, argnums, wrapped):
             if a.dtype.kind in "fc":
                 if len(levels) == 1:  # (what _wrap_constant does at the outermost level)
                     st = Storage(level, a)
-                    st.name = f"argument {n}"
+                    st.name = f"argument {n}" if names is None else names[n]
                     st.pristine = True
                     t = args[n] = ArrayTracer(a, level, st, None, False)
                     wrapped.append((t, _Leaf("array", a.shape, a.dtype, st, a)))
                 else:
-                    args[n] = _wrap_constant(a, f"argument {n}", levels, wrapped)
+                    args[n] = _wrap_constant(a, f"argument {n}" if names is None else names[n], levels, wrapped)
             continue
         if type(a) in _PLAIN_LEAVES:
             continue  # numbers and strings: nothing to wrap
@@ -298,11 +303,22 @@ def _wrap_constants(level, args, argnums, wrapped):
         new = []
         for k, leaf in enumerate(leaves):
             if isinstance(leaf, _ndarray) and leaf.dtype.kind in "fc":
-                where = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
+                where = (f"argument {n}" if names is None else names[n]) + (f" leaf {k}" if len(leaves) > 1 else "")
                 _check_subclass(leaf, where)
                 leaf = _wrap_constant(leaf, where, levels, wrapped)
             new.append(leaf)
         args[n] = tree_unflatten(tree, new)
+
+
+def _wrap_kwargs(level, kwargs, wrapped):
+    """Float arrays among the keyword arguments (never differentiated) become
+    constant traced arrays, as positional ones do (:func:`_wrap_constants`)."""
+    if not kwargs:
+        return kwargs
+    names = list(kwargs)
+    vals = [kwargs[k] for k in names]
+    _wrap_constants(level, vals, (), wrapped, [f"keyword argument {k!r}" for k in names])
+    return dict(zip(names, vals))
 
 
 def _wrap_constant(leaf, name, levels, wrapped):
@@ -464,7 +480,9 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     def wrapped(*args, **kwargs):
         level = ReverseLevel()
         with level:
-            targs, infos = _wrap_args(level, args, nums, fun)
+            if kwargs:
+                kwargs = dict(kwargs)
+            targs, infos = _wrap_args(level, args, nums, fun, kwargs)
             result = fun(*targs, **kwargs)
             if has_aux:
                 if not (isinstance(result, tuple) and len(result) == 2):

@@ -574,3 +574,18 @@ def test_jacobian_fwd_restores_keyword_arguments_between_passes():
         state = np.zeros(1)
         run(state)
         np.testing.assert_array_equal(state, [1.0])
+
+
+def test_keyword_argument_arrays_are_constant_traced_arrays_as_positional_ones():
+    def f(x, buf):
+        buf[:] = x * 2.0  # a scratch buffer passed in
+        return np.sum(buf ** 2)
+
+    x = np.array([1.0, 2.0])
+    for call in (lambda b: mg.grad(f)(x, b), lambda b: mg.grad(f)(x, buf=b)):
+        b = np.zeros(2)
+        np.testing.assert_array_equal(call(b), 8.0 * x)  # d/dx sum((2x)^2)
+        np.testing.assert_array_equal(b, 2.0 * x)  # its side effect, as a plain call leaves it
+    a = np.zeros(2)
+    with pytest.raises(mg.AliasingError, match="keyword argument 'buf'.*shares memory with argument 0"):
+        mg.grad(lambda x, buf: f(x[:1] * 1.0, buf[:1]))(a, buf=a)

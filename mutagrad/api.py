@@ -306,11 +306,11 @@ def _wrap_constants(level, args, argnums, wrapped, names=None):
         if type(a) in _PLAIN_LEAVES:
             continue  # numbers and strings: nothing to wrap
         leaves, tree = tree_flatten(a)
-        if not any(isinstance(v, _ndarray) and v.dtype.kind in "fc" for v in leaves):
+        if not any(_constant_array(v, level) for v in leaves):
             continue
         new = []
         for k, leaf in enumerate(leaves):
-            if isinstance(leaf, _ndarray) and leaf.dtype.kind in "fc":
+            if _constant_array(leaf, level):
                 where = (f"argument {n}" if names is None else names[n]) + (f" leaf {k}" if len(leaves) > 1 else "")
                 _check_subclass(leaf, where)
                 leaf = _wrap_constant(leaf, where, levels, wrapped)
@@ -329,12 +329,22 @@ def _wrap_kwargs(level, kwargs, wrapped):
     return dict(zip(names, vals))
 
 
+def _constant_array(v, level) -> bool:
+    """A float array to pass as a constant traced array of ``level``: a plain
+    one, or an outer level's (inside an outer differentiation, e.g. the
+    arguments jacobian and hessian pass on), so that writes into it are this
+    level's writes."""
+    if isinstance(v, _ndarray):
+        return v.dtype.kind in "fc"
+    return type(v) is ArrayTracer and v._level is not level and v.dtype.kind in "fc"
+
+
 def _wrap_constant(leaf, name, levels, wrapped):
     t = lift(leaf, levels)
     t._storage.name = name
     u = t
-    while isinstance(u, Tracer):  # plain code may read it (int(p[0]), np.asarray(A))
-        u._storage.pristine = True
+    while isinstance(u, Tracer) and u is not leaf:  # plain code may read it (int(p[0]), np.asarray(A))
+        u._storage.pristine = True  # (the layers made here: an outer level's own stay as they are)
         u = u._value
     wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
     return t
@@ -562,7 +572,7 @@ def _no_cyclic_gc(fn):
 
 
 @_no_cyclic_gc
-def vjp(fun: Callable, *primals, has_aux: bool = False):
+def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
     """Run ``fun(*primals)`` and return ``(out, pullback)``.
 
     ``pullback(ct)`` returns a tuple with one cotangent per primal. It can be
@@ -577,7 +587,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     >>> pb(np.array([1.0, 10.0]))
     (array([ 3., 30.]),)
     """
-    nums = tuple(range(len(primals)))
+    # (_argnums, internal: differentiate only these; the other float arrays are traced constants)
+    nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
     level = ReverseLevel()
     with level:
         targs, infos = _wrap_args(level, primals, nums, fun)
@@ -667,7 +678,7 @@ def _fingerprint(s):
 
 
 @_no_cyclic_gc
-def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
+def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 
     >>> import numpy as np, mutagrad as mg
@@ -676,15 +687,16 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
     """
     primals = tuple(primals)
     tangents = tuple(tangents)
-    if len(primals) != len(tangents):
-        raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    # (_argnums, internal: the tangents are those of these primals; the others are constants)
+    nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
+    if len(nums) != len(tangents):
+        raise ValueError(f"jvp: {len(nums)} primals but {len(tangents)} tangents")
     level = ForwardLevel()
-    nums = tuple(range(len(primals)))
     with level:
         targs, infos = _wrap_args(level, primals, nums, fun)
-        for n in nums:
+        for i, n in enumerate(nums):
             _, linfo = infos[n]
-            tl = tree_flatten_like(infos[n][0], tangents[n], f"jvp: tangent {n}")
+            tl = tree_flatten_like(infos[n][0], tangents[i], f"jvp: tangent {n}")
             if len(tl) != len(linfo):
                 raise ValueError(f"jvp: tangent {n} does not have the structure of primal {n}")
             for info, tv in zip(linfo, tl):
@@ -768,12 +780,15 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
         for n in nums:
             for k, leaf in enumerate(tree_flatten(args[n])[0]):
                 _check_leaf(leaf, f"argument {n}")
-        f = lambda *dargs: fun(*_replace(args, nums, dargs), **kwargs)  # noqa: E731
+        f = lambda *a: fun(*a, **kwargs)  # noqa: E731
         dargs = [args[n] for n in nums]
+        # the other positional arguments are passed too (their float arrays traced constants,
+        # which can take traced writes, as under grad)
+        anums = tuple(n + len(args) if n < 0 else n for n in nums)
         if mode == "rev":
-            return _jac_rev(f, dargs, single)
+            return _jac_rev(f, args, anums, dargs, single)
         # every pass starts from the arguments as given, keyword arguments included
-        return _jac_fwd(f, dargs, single, tuple(args) + tuple(kwargs.values()), nums)
+        return _jac_fwd(f, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()))
 
     return wrapped
 
@@ -809,8 +824,8 @@ def _stack_jac(rows, out_shape, in_shape):
     return np.reshape(arr, tuple(out_shape) + tuple(in_shape))
 
 
-def _jac_rev(f, dargs, single):
-    out, pb = vjp(f, *dargs)
+def _jac_rev(f, args, nums, dargs, single):
+    out, pb = vjp(f, *args, _argnums=nums)
     out_leaves, out_tree = tree_flatten(out)
     in_trees = [tree_flatten(d) for d in dargs]
     # per output leaf: list over its elements of the pulled-back cotangent tuple
@@ -912,7 +927,7 @@ def _rev_entries(r, s):
     return tree_unflatten(tree, out)
 
 
-def _jac_fwd(f, dargs, single, allargs, nums):
+def _jac_fwd(f, args, nums, dargs, single, allargs):
     saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
     in_trees = [tree_flatten(d) for d in dargs]
     columns = []  # (ai, li, ishape, list of out tangents per input element)
@@ -938,7 +953,7 @@ def _jac_fwd(f, dargs, single, allargs, nums):
                         if aj == ai:
                             tl[li] = _basis(ishape, idt, k) * direction
                         tans.append(tree_unflatten(tj, tl))
-                    out, tout = jvp(f, dargs, tans)
+                    out, tout = jvp(f, args, tans, _argnums=nums)
                     out_leaves, out_tree = tree_flatten(out)
                     pushed.append(tree_flatten(tout)[0])
                 if len(pushed) == 1:
@@ -947,7 +962,7 @@ def _jac_fwd(f, dargs, single, allargs, nums):
                     cols.append([_fwd_entry(tx, ty) for tx, ty in zip(*pushed)])
             columns.append((ai, li, ishape, cols))
     if first:  # no input elements at all: no pass ran (out_tree is None for a single leaf too)
-        out = f(*dargs)
+        out = f(*args)
         out_leaves, out_tree = tree_flatten(out)
     results = []
     for ai, (leaves_in, tree_in) in enumerate(in_trees):

@@ -589,3 +589,17 @@ def test_keyword_argument_arrays_are_constant_traced_arrays_as_positional_ones()
     a = np.zeros(2)
     with pytest.raises(mg.AliasingError, match="keyword argument 'buf'.*shares memory with argument 0"):
         mg.grad(lambda x, buf: f(x[:1] * 1.0, buf[:1]))(a, buf=a)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_jacobian_takes_traced_writes_into_arguments_it_does_not_differentiate(mode):
+    def f(x, buf):
+        buf += x  # a state buffer passed positionally, not differentiated
+        return buf * x
+
+    x, b = np.array([1.0, 2.0]), np.array([10.0, 20.0])
+    J = mg.jacobian(f, mode=mode)(x, b)
+    np.testing.assert_array_equal(J, np.diag(2 * x + np.array([10.0, 20.0])))  # d/dx (b0 + x) x
+    np.testing.assert_array_equal(b, [11.0, 22.0])  # as after one plain call
+    H = mg.hessian(lambda x, buf: np.sum(f(x, buf)))(x, np.array([10.0, 20.0]))
+    np.testing.assert_array_equal(H, 2 * np.eye(2))

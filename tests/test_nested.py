@@ -240,8 +240,16 @@ def test_inner_value_written_into_view_of_outer_array_raises(body, inner, how):
             return inner_derivative(body, inner)(x, a)
         return inner_derivative(lambda y, _: body(y, a), inner)(x, None)
 
-    with pytest.raises(mg.MutationError, match=r"test_nested.py.*into a view of an array created outside it"):
-        mg.grad(outer_fn)(X0)
+    if how == "argument" and inner == "rev":
+        # an argument of the inner grad, even one it does not differentiate, is a constant
+        # traced array of the inner level: the write is the inner level's, and the outer
+        # level sees its side effect as a plain call makes it
+        got = mg.grad(outer_fn)(X0) @ W
+        want = _fd(outer_fn, X0, W, h=1e-5)
+        assert abs(got - want) < 1e-5 * max(1.0, abs(want))
+    else:  # a closure (or jvp's closed-over array): a view of memory from outside, raises
+        with pytest.raises(mg.MutationError, match=r"test_nested.py.*into a view of an array created outside it"):
+            mg.grad(outer_fn)(X0)
     # at the top level the same body is an ordinary mutating function of x (a: an argument)
     g = mg.grad(body)(X0, A0.copy())
     for d in (U, W):

@@ -1,6 +1,7 @@
 """The transformations: grad, value_and_grad, vjp, jvp, jacobian, hessian."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import hashlib
@@ -274,6 +275,7 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
             wrapped.append((t, info))
         args[n] = tree_unflatten(tree, new)
         infos[n] = (tree, linfo)
+        _pair_containers(level, a, args[n])
     _wrap_constants(level, args, argnums, wrapped)
     if kwargs:
         kwargs.update(_wrap_kwargs(level, kwargs, wrapped))
@@ -316,6 +318,74 @@ def _wrap_constants(level, args, argnums, wrapped, names=None):
                 leaf = _wrap_constant(leaf, where, levels, wrapped)
             new.append(leaf)
         args[n] = tree_unflatten(tree, new)
+        _pair_containers(level, a, args[n])
+
+
+# Containers passed as arguments are rebuilt around the traced leaves. So that the
+# caller's lists, dicts and objects end as after a plain call (an item rebound,
+# appended or removed), each rebuilt mutable container is paired with the caller's,
+# and after the call the caller's gets the items of the rebuilt one: the caller's
+# own leaves and containers where the function kept them, plain values for traced ones.
+
+
+def _is_object(x) -> bool:
+    return dataclasses.is_dataclass(x) and not isinstance(x, type)
+
+
+def _pair_containers(level, orig, ours):
+    pairs = level.__dict__.setdefault("container_pairs", ([], {}))
+    _pair(orig, ours, pairs)
+
+
+def _pair(orig, ours, pairs):
+    if orig is ours:
+        return
+    conts, leaves = pairs
+    t = type(orig)
+    if t is list or t is dict or _is_object(orig):
+        if type(ours) is not t:
+            return
+        conts.append((ours, orig))
+        leaves[id(ours)] = (ours, orig)
+        if t is list:
+            kids = zip(orig, ours)
+        elif t is dict:
+            kids = ((orig[k], ours[k]) for k in orig if k in ours)
+        else:
+            kids = ((getattr(orig, f.name), getattr(ours, f.name)) for f in dataclasses.fields(orig))
+        for o, u in kids:
+            _pair(o, u, pairs)
+    elif isinstance(orig, tuple):
+        if isinstance(ours, tuple) and len(ours) == len(orig):
+            for o, u in zip(orig, ours):
+                _pair(o, u, pairs)
+    else:
+        leaves[id(ours)] = (ours, orig)
+
+
+def _sync_containers(level):
+    """Give the caller's containers the items the function left in the rebuilt ones."""
+    pairs = level.__dict__.pop("container_pairs", None)
+    if not pairs:
+        return
+    conts, known = pairs
+
+    def plain(v):
+        hit = known.get(id(v))
+        if hit is not None and hit[0] is v:
+            return hit[1]  # the caller's own leaf or container
+        return _unwrap_level(v, level)
+
+    for ours, orig in conts:
+        if type(orig) is list:
+            orig[:] = [plain(v) for v in ours]
+        elif type(orig) is dict:
+            items = [(k, plain(v)) for k, v in ours.items()]
+            orig.clear()
+            orig.update(items)
+        else:
+            for k, v in vars(ours).items():
+                object.__setattr__(orig, k, plain(v))
 
 
 def _wrap_kwargs(level, kwargs, wrapped):
@@ -501,7 +571,10 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
             if kwargs:
                 kwargs = dict(kwargs)
             targs, infos = _wrap_args(level, args, nums, fun, kwargs)
-            result = fun(*targs, **kwargs)
+            try:
+                result = fun(*targs, **kwargs)
+            finally:
+                _sync_containers(level)
             if has_aux:
                 if not (isinstance(result, tuple) and len(result) == 2):
                     raise TypeError("has_aux=True requires the function to return a pair (output, aux)")
@@ -592,7 +665,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
     level = ReverseLevel()
     with level:
         targs, infos = _wrap_args(level, primals, nums, fun)
-        result = fun(*targs)
+        try:
+            result = fun(*targs)
+        finally:
+            _sync_containers(level)
         if has_aux:
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
@@ -713,7 +789,10 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
                     raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
-        out = fun(*targs)
+        try:
+            out = fun(*targs)
+        finally:
+            _sync_containers(level)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
                for o in out_leaves]

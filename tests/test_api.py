@@ -603,3 +603,57 @@ def test_jacobian_takes_traced_writes_into_arguments_it_does_not_differentiate(m
     np.testing.assert_array_equal(b, [11.0, 22.0])  # as after one plain call
     H = mg.hessian(lambda x, buf: np.sum(f(x, buf)))(x, np.array([10.0, 20.0]))
     np.testing.assert_array_equal(H, 2 * np.eye(2))
+
+
+@dataclasses.dataclass
+class _State:
+    u: np.ndarray
+    t: float
+
+
+def _rebinds(params, log, st):
+    y = np.sum(params["w"] ** 2) * params["s"]
+    params["s"] = params["s"] * 2.0  # rebinding items of the caller's dict and list
+    params["n"] = 1
+    log.append(y)
+    log[0] = log[0] * 3.0
+    st.t = st.t + 1.0  # and of an object's attribute
+    st.u[0] = st.u[0] + params["w"][0]  # an in-place write into its array
+    return y + log[0]
+
+
+@pytest.mark.parametrize("how", ["grad", "value_and_grad", "vjp", "jvp"])
+def test_containers_passed_as_arguments_end_as_after_a_plain_call(how):
+    def fresh():
+        return {"w": np.array([1.0, 2.0]), "s": 3.0}, [np.float64(0.5)], _State(np.zeros(2), 0.0)
+
+    pp, pl, ps = fresh()
+    plain_out = _rebinds(pp, pl, ps)
+    p, log, st = fresh()
+    w_arr, u_arr = p["w"], st.u
+    if how == "grad":
+        g = mg.grad(_rebinds)(p, log, st)
+
+        def plain_of_w(w):
+            q, lq, sq = fresh()
+            q["w"] = w
+            return _rebinds(q, lq, sq)
+
+        h = 1e-6
+        fd = [(plain_of_w(np.array([1.0, 2.0]) + h * e) - plain_of_w(np.array([1.0, 2.0]) - h * e)) / (2 * h)
+              for e in np.eye(2)]
+        np.testing.assert_allclose(g["w"], fd, rtol=1e-7)
+    elif how == "value_and_grad":
+        v, _ = mg.value_and_grad(_rebinds)(p, log, st)
+        assert v == plain_out
+    elif how == "vjp":
+        v, _ = mg.vjp(_rebinds, p, log, st)
+        assert v == plain_out
+    else:
+        v, _ = mg.jvp(_rebinds, (p, log, st), ({"w": np.ones(2), "s": 0.0}, [0.0], _State(np.zeros(2), 0.0)))
+        assert v == plain_out
+    assert p.keys() == pp.keys() and p["s"] == pp["s"] and p["n"] == 1
+    assert p["w"] is w_arr  # the caller's own array stays in place
+    assert len(log) == 2 and log[0] == pl[0] and log[1] == pl[1]
+    assert st.t == ps.t and st.u is u_arr
+    np.testing.assert_array_equal(st.u, ps.u)

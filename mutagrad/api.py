@@ -816,11 +816,13 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
 
 
 def _snapshot_args(args, nums):
-    """Copies of the arrays in ``args[nums]`` so that repeated calls start alike.
-    A traced argument (inside an outer differentiation) is copied and later
-    restored by traced operations, so the outer levels see the restoring."""
+    """Copies of the arrays in ``args[nums]``, and of the items of the lists,
+    dicts and dataclass objects holding them, so that repeated calls start
+    alike. A traced argument (inside an outer differentiation) is copied and
+    later restored by traced operations, so the outer levels see the restoring."""
     saved = []
     for n in nums:
+        _snapshot_containers(args[n], saved)
         for leaf in tree_flatten(args[n])[0]:
             b = bottom(leaf)
             if isinstance(b, _ndarray) and b.flags.writeable:
@@ -828,9 +830,38 @@ def _snapshot_args(args, nums):
     return saved
 
 
+def _snapshot_containers(x, saved):
+    t = type(x)
+    if t is list:
+        saved.append((x, list(x)))
+        kids = x
+    elif t is dict:
+        saved.append((x, dict(x)))
+        kids = x.values()
+    elif _is_object(x):
+        saved.append((x, dict(vars(x))))
+        kids = [getattr(x, f.name) for f in dataclasses.fields(x)]
+    elif isinstance(x, tuple):
+        kids = x
+    else:
+        return
+    for k in kids:
+        _snapshot_containers(k, saved)
+
+
 def _restore(saved):
-    for leaf, copy in saved:
-        write(leaf, Ellipsis, copy)
+    for obj, copy in saved:
+        t = type(obj)
+        if t is list:
+            obj[:] = copy
+        elif t is dict:
+            obj.clear()
+            obj.update(copy)
+        elif _is_object(obj):
+            for k, v in copy.items():
+                object.__setattr__(obj, k, v)
+        else:
+            write(obj, Ellipsis, copy)
 
 
 def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:

@@ -657,3 +657,20 @@ def test_containers_passed_as_arguments_end_as_after_a_plain_call(how):
     assert len(log) == 2 and log[0] == pl[0] and log[1] == pl[1]
     assert st.t == ps.t and st.u is u_arr
     np.testing.assert_array_equal(st.u, ps.u)
+
+
+@pytest.mark.parametrize("run", ["jacobian rev", "jacobian fwd", "hessian"])
+def test_jacobians_run_container_side_effects_once(run):
+    def f(x, log):
+        log.append(1.0)
+        log[0] = log[0] + 1.0
+        return x * 2.0
+
+    log = [0.0]
+    if run == "hessian":
+        mg.hessian(lambda x, log: np.sum(f(x, log) ** 2))(np.ones(3), log)
+    else:
+        mg.jacobian(f, mode=run.split()[1])(np.ones(3), log)
+    plain = [0.0]
+    f(np.ones(3), plain)
+    assert log == plain  # every pass starts from the caller's items; they end as after one call

@@ -332,6 +332,14 @@ def _is_object(x) -> bool:
     return dataclasses.is_dataclass(x) and not isinstance(x, type)
 
 
+def _attrs(x) -> dict:
+    """A dataclass object's fields and other attributes (slots or not)."""
+    d = dict(getattr(x, "__dict__", {}))
+    for f in dataclasses.fields(x):
+        d[f.name] = getattr(x, f.name)
+    return d
+
+
 def _pair_containers(level, orig, ours):
     pairs = level.__dict__.setdefault("container_pairs", ([], {}))
     _pair(orig, ours, pairs)
@@ -384,7 +392,7 @@ def _sync_containers(level):
             orig.clear()
             orig.update(items)
         else:
-            for k, v in vars(ours).items():
+            for k, v in _attrs(ours).items():
                 object.__setattr__(orig, k, plain(v))
 
 
@@ -839,7 +847,7 @@ def _snapshot_containers(x, saved):
         saved.append((x, dict(x)))
         kids = x.values()
     elif _is_object(x):
-        saved.append((x, dict(vars(x))))
+        saved.append((x, _attrs(x)))
         kids = [getattr(x, f.name) for f in dataclasses.fields(x)]
     elif isinstance(x, tuple):
         kids = x

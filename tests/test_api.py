@@ -674,3 +674,19 @@ def test_jacobians_run_container_side_effects_once(run):
     plain = [0.0]
     f(np.ones(3), plain)
     assert log == plain  # every pass starts from the caller's items; they end as after one call
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_dataclass_argument_attributes_end_as_after_a_plain_call(slots):
+    S = dataclasses.make_dataclass("S", [("u", np.ndarray), ("t", float)], slots=slots)
+
+    def f(s):
+        s.t = s.t + 1.0
+        return np.sum(s.u ** 2) * s.t
+
+    s = S(np.array([1.0, 2.0]), 2.0)
+    g = mg.grad(f)(s)
+    np.testing.assert_allclose(g.u, 2.0 * np.array([1.0, 2.0]) * 3.0)  # t is 3 when the product is taken
+    assert g.t == 5.0 and s.t == 3.0  # d/dt = sum(u^2); the caller's object as after a plain call
+    J = mg.jacobian(lambda s: f(s) * np.ones(2), mode="fwd")(s)
+    assert s.t == 4.0 and J.t.shape == (2,)  # one more call's side effect, once

@@ -874,7 +874,7 @@ def _is_scalar(x):
 # tenth of the ufunc's cost on scalars; the fast path uses them for two float64 scalars.
 _SCALAR_ARITHMETIC = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
                       np.true_divide: operator.truediv}
-_F64_TYPES = frozenset((float, np.float64))
+_F64_TYPES = frozenset((float, np.float64, complex, np.complex128))  # (NumPy scalars' own arithmetic: float64 and complex128)
 
 
 def ew_value(prim, vals, scalar_op=None):
@@ -885,13 +885,39 @@ def ew_value(prim, vals, scalar_op=None):
     return prim.elementwise[2](*vals)
 
 
+def _pow_shortcuts():
+    """``array ** e`` is not always ``np.power``: for some Python-number
+    exponents NumPy calls ``np.square``, ``np.sqrt`` or ``np.reciprocal``
+    instead, whose bits differ for complex arrays. Which ones is read off
+    NumPy itself: (type of e, e) -> ufunc."""
+    rng = np.random.default_rng(0)
+    probe = rng.uniform(0.1, 3.0, 64) + 1j * rng.uniform(0.1, 3.0, 64)
+    found = {}
+    for e in (2, 2.0, -1, -1.0, 0.5):
+        r = probe ** e
+        if np.array_equal(r, np.power(probe, e)):
+            continue
+        for uf in (np.square, np.reciprocal, np.sqrt):
+            if np.array_equal(r, uf(probe)):
+                found[(type(e), e)] = uf
+    return found
+
+
+_POW_SHORTCUTS = _pow_shortcuts()
+
+
 def _binop(ufunc):
     sop = _SCALAR_ARITHMETIC.get(ufunc)
+    shortcuts = _POW_SHORTCUTS if ufunc is np.power else None
 
     def op(self, other):
         if self._scalar and ufunc in SCALAR_OPS and _is_scalar(other):
             # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
             return bind(SCALAR_OPS[ufunc], (self, other))
+        if shortcuts and type(other) in (int, float) and self.dtype.kind == "c":
+            uf = shortcuts.get((type(other), other))
+            if uf is not None:  # what NumPy's array ** e calls
+                return call_ufunc(uf, (self,), {})
         r = _fast_call(ufunc, self, self, other, sop)
         if r is None:
             return call_ufunc(ufunc, (self, other), {})
@@ -908,6 +934,11 @@ def _binop(ufunc):
     def iop(self, other):
         if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
             return call_ufunc(ufunc, (self, other), {})
+        if shortcuts and type(other) in (int, float) and self.dtype.kind == "c":
+            uf = shortcuts.get((type(other), other))
+            if uf is not None:
+                call_ufunc(uf, (self,), {"out": (self,)})
+                return self
         call_ufunc(ufunc, (self, other), {"out": (self,)})
         return self
 

@@ -374,3 +374,86 @@ def test_branch_on_a_norm_goes_as_in_a_plain_call():
         value, g = mg.value_and_grad(f)(x.copy())
         assert value == f(x.copy())
         np.testing.assert_allclose(g, 3.0 * x / tol, rtol=1e-12)
+
+
+# -- plain NumPy's bits in in-place and complex code ----------------------------------
+
+
+def _same_as_plain(f, x):
+    plain = x.copy()
+    want = f(plain)
+    arg = x.copy()
+    value, _ = mg.value_and_grad(f)(arg)
+    assert np.array_equal(value, want), (value, want)
+    assert np.array_equal(arg, plain)  # the side effects, bit for bit
+
+
+def test_float32_ufunc_with_a_python_float_and_where_computes_in_float32():
+    mask = np.array([True, False, True, True])
+
+    def f(x):
+        np.multiply(x, 0.61, out=x, where=mask)  # 0.61 is weak (NEP 50): float32 arithmetic
+        np.subtract(x, 0.3, out=x, where=mask)
+        return np.sum(x.astype(np.float64) ** 2)
+
+    _same_as_plain(f, np.array([0.9, 0.3, 0.7, 0.55], dtype=np.float32))
+
+
+def test_complex_scalar_arithmetic_is_numpys_scalar_arithmetic():
+    rng = np.random.default_rng(1)
+    z = rng.uniform(0.1, 1, 60) + 1j * rng.uniform(0.1, 1, 60)
+
+    def f(z):
+        for i in range(0, 60, 2):
+            z[i] = z[i] * z[i + 1] + z[i] / (z[i + 1] + 1j)
+        return np.sum(np.abs(z) ** 2)
+
+    _same_as_plain(f, z)
+
+
+@pytest.mark.parametrize("e", [2, 0.5, -1, 2.0, -1.0, 3])
+def test_complex_array_power_takes_numpys_shortcuts(e):
+    # array ** 2 is np.square, ** 0.5 np.sqrt, ** -1 np.reciprocal (NumPy's own choice)
+    rng = np.random.default_rng(2)
+    z = rng.uniform(0.1, 3, 40) + 1j * rng.uniform(0.1, 3, 40)
+
+    def f(z):
+        y = z ** e
+        z **= e
+        return np.sum(np.abs(y) + np.abs(z))
+
+    _same_as_plain(f, z)
+    check_grads(lambda z: z ** e, z[:4], order=1)
+
+
+def test_complex_var_and_std_have_numpys_bits():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.1, 1, (30, 4)) + 1j * rng.uniform(0.1, 1, (30, 4))
+
+    def f(x):
+        v = x.var(axis=1) + x.std(axis=0).sum()
+        (x * 1.0).var(axis=1, out=x[:, 1])  # into a complex column: NumPy sums in complex there
+        return np.sum(v) + np.sum(np.abs(x) ** 2)
+
+    _same_as_plain(f, X)
+
+    def g(y):
+        o = np.zeros_like(y[:, 0], dtype=np.float32)
+        np.var(y, axis=1, out=o)
+        return np.sum(o.astype(np.float64))
+
+    _same_as_plain(g, rng.standard_normal((30, 5)))
+    check_grads(lambda x: x.var(axis=1), X[:3], order=2)
+
+
+def test_copyto_checks_casting_as_numpy():
+    import mutagrad.numpy as mnp
+
+    def f(x, casting):
+        b = mnp.zeros(3, np.float32)
+        np.copyto(b, x * 2.0, casting=casting)
+        return np.sum(b.astype(np.float64))
+
+    with pytest.raises(TypeError, match="safe"):
+        mg.grad(f)(np.array([1.0, 2.0, 3.0]), "safe")
+    np.testing.assert_array_equal(mg.grad(f)(np.array([1.0, 2.0, 3.0]), "same_kind"), [2.0, 2.0, 2.0])

@@ -86,7 +86,9 @@ def ufunc_call(ufunc, inputs, kwargs):
         shapes += [np.shape(o) for o in out if o is not None]
     shape = np.broadcast_shapes(*shapes)
     m = np.broadcast_to(np.asarray(where, dtype=bool), shape)
-    sel = tuple(np.broadcast_to(x, shape)[m] if np.ndim(x) or shape else x for x in inputs)
+    # (a Python number stays one: NumPy treats it as weakly typed, float32 * 0.61 is float32)
+    sel = tuple(x if type(x) in (int, float, complex) or not (np.ndim(x) or shape)
+                else np.broadcast_to(x, shape)[m] for x in inputs)
     res = bind(prim, sel)
     if ufunc.nout == 1:
         res, out0 = (res,), (out[0] if out is not None else None,)

@@ -22,6 +22,10 @@ def _np_copyto(args, kwargs):
         from ..numpy import array as marray
 
         src = marray(src)
+    # NumPy's casting check ("same_kind" by default), on 0-d stand-ins of the same dtypes
+    # (a Python number stays one: NumPy treats it as weakly typed)
+    probe = src if type(src) in (int, float, complex, bool) else np.zeros((), np.result_type(bottom(src)))
+    np.copyto(np.empty((), np.result_type(bottom(dst))), probe, casting=a.get("casting", "same_kind"))
     if where is True or where is None:
         write(dst, Ellipsis, np.broadcast_to(src, np.shape(dst)) if np.shape(src) != np.shape(dst) else src)
         return None

@@ -339,6 +339,15 @@ def _np_cumprod(args, kwargs):
     return write_out(res, a.get("out"))
 
 
+def _abs2(d):
+    """|d|^2 as NumPy's var computes it: re*re + im*im for complex (not the
+    real part of a complex product, whose loop may fuse and round differently)."""
+    if np.iscomplexobj(bottom(d)):
+        re, im = np.real(d), np.imag(d)
+        return re * re + im * im
+    return d * d
+
+
 def _np_var(args, kwargs, sqrt=False):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "ddof", "keepdims", "where", "mean", "correction"))
     x = a["a"]
@@ -353,14 +362,24 @@ def _np_var(args, kwargs, sqrt=False):
         if mu is None:
             mu = np.sum(np.where(m, x, 0.0), axis=axis, keepdims=True) / cnt
         d = np.where(m, x - mu, 0.0)
-        ss = np.sum(np.real(d * np.conj(d)) if np.iscomplexobj(bottom(x)) else d * d, axis=axis, keepdims=keepdims)
+        ss = np.sum(_abs2(d), axis=axis, keepdims=keepdims)
         n = np.sum(m, axis=axis, keepdims=keepdims)
     else:
         mu = a.get("mean")
         if mu is None:
             mu = np.mean(x, axis=axis, keepdims=True)
         d = x - mu
-        ss = np.sum(np.real(d * np.conj(d)) if np.iscomplexobj(bottom(x)) else d * d, axis=axis, keepdims=keepdims)
+        out = a.get("out")
+        sq = _abs2(d)
+        if out is not None and np.result_type(bottom(out)) != np.result_type(bottom(sq)):
+            # NumPy sums into `out`: in the common dtype of the squares and `out` (a complex out: a
+            # complex pairwise sum), stored in out's dtype, and divides there
+            odt = np.result_type(bottom(out))
+            ss = np.sum(sq, axis=axis, keepdims=keepdims, dtype=np.result_type(bottom(sq), odt))
+            if np.result_type(bottom(ss)) != odt:
+                ss = ss.astype(odt)
+        else:
+            ss = np.sum(sq, axis=axis, keepdims=keepdims)
         axes = _norm_axis(axis, np.ndim(x))
         n = int(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)) if axes else 1
     res = ss / (n - ddof)

@@ -855,9 +855,20 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
     saved = st.ceiling
     st.ceiling = 0
     try:
-        return lv.process(prim, leaves, None, None, _EMPTY)
+        r = lv.process(prim, leaves, None, None, _EMPTY)
     finally:
         st.ceiling = saved
+    if scalar_op is not None and type(r) is ScalarTracer:
+        # NumPy scalars' own arithmetic (complex128's differs from the ufunc loop in the last bit)
+        va = a._value if isinstance(a, Tracer) else a
+        vb = b._value if isinstance(b, Tracer) else b
+        if type(va) in _F64_TYPES and type(vb) in _F64_TYPES:
+            y = scalar_op(va, vb)
+            if type(y) is type(r._value) and r._storage is not None and r._geom is None:
+                r._value = y
+                if r._storage._root is not None:
+                    r._storage._root = y
+    return r
 
 
 _NOARG = object()

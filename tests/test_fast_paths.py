@@ -386,6 +386,10 @@ def _same_as_plain(f, x):
     value, _ = mg.value_and_grad(f)(arg)
     assert np.array_equal(value, want), (value, want)
     assert np.array_equal(arg, plain)  # the side effects, bit for bit
+    arg = x.copy()
+    value, _ = mg.jvp(f, (arg,), (np.ones_like(x),))
+    assert np.array_equal(value, want), ("forward mode", value, want)
+    assert np.array_equal(arg, plain), "forward mode side effects"
 
 
 def test_float32_ufunc_with_a_python_float_and_where_computes_in_float32():
@@ -457,3 +461,17 @@ def test_copyto_checks_casting_as_numpy():
     with pytest.raises(TypeError, match="safe"):
         mg.grad(f)(np.array([1.0, 2.0, 3.0]), "safe")
     np.testing.assert_array_equal(mg.grad(f)(np.array([1.0, 2.0, 3.0]), "same_kind"), [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("ufunc", [np.multiply, np.divide, np.add])
+def test_complex_ufunc_at_with_repeats_has_numpys_bits(ufunc):
+    rng = np.random.default_rng(0)
+    v = rng.uniform(0.1, 2, 5) + 1j * rng.uniform(0.1, 2, 5)
+
+    def f(x):
+        ufunc.at(x, [0, 2, 0, 0, 2], v)
+        return np.sum(np.abs(x) ** 2)
+
+    for _ in range(10):
+        _same_as_plain(f, rng.uniform(0.1, 2, 6) + 1j * rng.uniform(0.1, 2, 6))
+    check_grads(f, rng.uniform(0.1, 2, 6) + 1j * rng.uniform(0.1, 2, 6), order=1)

@@ -1,7 +1,8 @@
 """Flatten and rebuild nested containers of arrays (pytrees).
 
 Containers: tuple, list, dict, namedtuple, dataclass instances and objects
-registered with :func:`register_pytree`. Everything else is a leaf.
+registered with :func:`register_pytree`. ``None`` is an empty container (no
+leaf), as in JAX. Everything else is a leaf.
 """
 from __future__ import annotations
 
@@ -41,8 +42,13 @@ _LEAF = None
 _PLAIN_LEAVES = frozenset((np.ndarray, float, int, complex, np.float64, bool, type(None), str))
 
 
+_NONE = type(None)
+
+
 def _flatten(x, leaves):
     t = type(x)
+    if x is None:  # an empty subtree, as in JAX: no leaf, rebuilt as None
+        return _Node(_NONE, None, [])
     if t in _PLAIN_LEAVES:  # the common leaves, before the container checks
         leaves.append(x)
         return _LEAF
@@ -88,6 +94,10 @@ def _flatten_like(node, x, leaves, path):
         return
     kind = node.kind
     where = path or "it"
+    if kind is _NONE:
+        if x is not None:
+            raise ValueError(f"{where} is a {type(x).__name__} where the structure has None")
+        return
     if kind is dict:
         if type(x) is not dict:
             raise ValueError(f"{where} is a {type(x).__name__} where the structure has a dict")
@@ -140,6 +150,8 @@ def _unflatten(node, it):
     if node is _LEAF:
         return next(it)
     kind = node.kind
+    if kind is _NONE:
+        return None
     children = [_unflatten(c, it) for c in node.children]
     if kind is tuple:
         return tuple(children)

@@ -690,3 +690,23 @@ def test_dataclass_argument_attributes_end_as_after_a_plain_call(slots):
     assert g.t == 5.0 and s.t == 3.0  # d/dt = sum(u^2); the caller's object as after a plain call
     J = mg.jacobian(lambda s: f(s) * np.ones(2), mode="fwd")(s)
     assert s.t == 4.0 and J.t.shape == (2,)  # one more call's side effect, once
+
+
+def test_none_is_an_empty_subtree_as_in_jax():
+    def f(p):
+        return np.sum(p["a"] ** 2) + (0.0 if p["b"] is None else 1.0)
+
+    p = {"a": np.array([1.0, 2.0]), "b": None}
+    g = mg.grad(f)(p)
+    assert g["b"] is None
+    np.testing.assert_array_equal(g["a"], [2.0, 4.0])
+    _, t = mg.jvp(f, (p,), ({"a": np.ones(2), "b": None},))
+    assert t == 6.0
+    with pytest.raises(ValueError, match="where the structure has None"):
+        mg.jvp(f, (p,), ({"a": np.ones(2), "b": np.ones(2)},))
+    J = mg.jacobian(lambda p: p["a"] * 2.0, mode="fwd")(p)
+    assert J["b"] is None
+    np.testing.assert_array_equal(J["a"], 2.0 * np.eye(2))
+    out, pb = mg.vjp(lambda x: (x * 2.0, None), np.array([1.0, 2.0]))
+    assert out[1] is None
+    np.testing.assert_array_equal(pb((np.ones(2), None))[0], [2.0, 2.0])

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, lift, write
+from .core import TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, lift, pristine_layers, write
 from .errors import MutationError, user_line
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
@@ -229,6 +229,11 @@ def _check_plain_aliases(level):
                 )
 
 
+def _check_not_none(a, n):
+    if a is None:  # (None inside a container is an empty subtree; a whole argument None is a mistake)
+        raise TypeError(f"argument {n}: cannot differentiate with respect to None")
+
+
 def _check_argnums(argnums, nargs):
     if len(argnums) > 1:
         seen = set()
@@ -263,6 +268,7 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
             infos[n] = (None, [info])
             wrapped.append((t, info))
             continue
+        _check_not_none(a, n)
         leaves, tree = tree_flatten(a)
         new = []
         linfo = []
@@ -340,6 +346,33 @@ def _attrs(x) -> dict:
     return d
 
 
+def _items(x):
+    """(mutable, [(key, child)]) for the containers the caller may find changed
+    (lists, dicts, dataclass objects; tuples only hold them), else None."""
+    t = type(x)
+    if t is list:
+        return True, list(enumerate(x))
+    if t is dict:
+        return True, list(x.items())
+    if _is_object(x):
+        return True, list(_attrs(x).items())
+    if isinstance(x, tuple):
+        return False, list(enumerate(x))
+    return None
+
+
+def _set_items(obj, items):
+    """Give the list, dict or dataclass object ``obj`` the ``items`` (a list or a dict)."""
+    if type(obj) is list:
+        obj[:] = items
+    elif type(obj) is dict:
+        obj.clear()
+        obj.update(items)
+    else:
+        for k, v in items.items():
+            object.__setattr__(obj, k, v)
+
+
 def _pair_containers(level, orig, ours):
     pairs = level.__dict__.setdefault("container_pairs", ([], {}))
     _pair(orig, ours, pairs)
@@ -348,27 +381,21 @@ def _pair_containers(level, orig, ours):
 def _pair(orig, ours, pairs):
     if orig is ours:
         return
-    conts, leaves = pairs
-    t = type(orig)
-    if t is list or t is dict or _is_object(orig):
-        if type(ours) is not t:
-            return
+    conts, known = pairs
+    got = _items(orig)
+    if got is None:
+        known[id(ours)] = (ours, orig)  # a leaf: the caller's own where the function keeps it
+        return
+    mutable, kids = got
+    if type(ours) is not type(orig) and not (isinstance(ours, tuple) and isinstance(orig, tuple)):
+        return
+    if mutable:
         conts.append((ours, orig))
-        leaves[id(ours)] = (ours, orig)
-        if t is list:
-            kids = zip(orig, ours)
-        elif t is dict:
-            kids = ((orig[k], ours[k]) for k in orig if k in ours)
-        else:
-            kids = ((getattr(orig, f.name), getattr(ours, f.name)) for f in dataclasses.fields(orig))
-        for o, u in kids:
-            _pair(o, u, pairs)
-    elif isinstance(orig, tuple):
-        if isinstance(ours, tuple) and len(ours) == len(orig):
-            for o, u in zip(orig, ours):
-                _pair(o, u, pairs)
-    else:
-        leaves[id(ours)] = (ours, orig)
+        known[id(ours)] = (ours, orig)
+    theirs = dict(_items(ours)[1])
+    for k, o in kids:
+        if k in theirs:
+            _pair(o, theirs[k], pairs)
 
 
 def _sync_containers(level):
@@ -385,15 +412,25 @@ def _sync_containers(level):
         return _unwrap_level(v, level)
 
     for ours, orig in conts:
-        if type(orig) is list:
-            orig[:] = [plain(v) for v in ours]
-        elif type(orig) is dict:
-            items = [(k, plain(v)) for k, v in ours.items()]
-            orig.clear()
-            orig.update(items)
-        else:
-            for k, v in _attrs(ours).items():
-                object.__setattr__(orig, k, plain(v))
+        items = _items(ours)[1]
+        _set_items(orig, [plain(v) for _, v in items] if type(orig) is list else {k: plain(v) for k, v in items})
+
+
+def _call(level, fun, args, kwargs=None):
+    """``fun(*args, **kwargs)`` at ``level``, the caller's containers synced after it returns or raises."""
+    try:
+        return fun(*args, **(kwargs or {}))
+    finally:
+        _sync_containers(level)
+
+
+def _split_aux(result, has_aux):
+    if not has_aux:
+        return result, None
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
+                        f"{'an array' if isinstance(result, Tracer) else type(result).__name__}")
+    return result
 
 
 def _wrap_kwargs(level, kwargs, wrapped):
@@ -420,10 +457,7 @@ def _constant_array(v, level) -> bool:
 def _wrap_constant(leaf, name, levels, wrapped):
     t = lift(leaf, levels)
     t._storage.name = name
-    u = t
-    while isinstance(u, Tracer) and u is not leaf:  # plain code may read it (int(p[0]), np.asarray(A))
-        u._storage.pristine = True  # (the layers made here: an outer level's own stay as they are)
-        u = u._value
+    pristine_layers(t, leaf)  # (the layers made here: an outer level's own stay as they are)
     wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
     return t
 
@@ -576,19 +610,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     def wrapped(*args, **kwargs):
         level = ReverseLevel()
         with level:
-            if kwargs:
-                kwargs = dict(kwargs)
             targs, infos = _wrap_args(level, args, nums, fun, kwargs)
-            try:
-                result = fun(*targs, **kwargs)
-            finally:
-                _sync_containers(level)
-            if has_aux:
-                if not (isinstance(result, tuple) and len(result) == 2):
-                    raise TypeError("has_aux=True requires the function to return a pair (output, aux)")
-                out, aux = result
-            else:
-                out, aux = result, None
+            out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
             _check_scalar_output(out, "grad")
         _check_plain_aliases(level)
         try:
@@ -673,17 +696,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
     level = ReverseLevel()
     with level:
         targs, infos = _wrap_args(level, primals, nums, fun)
-        try:
-            result = fun(*targs)
-        finally:
-            _sync_containers(level)
-        if has_aux:
-            if not (isinstance(result, tuple) and len(result) == 2):
-                raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
-                                f"{'an array' if isinstance(result, Tracer) else type(result).__name__}")
-            out, aux = result
-        else:
-            out, aux = result, None
+        out, aux = _split_aux(_call(level, fun, targs), has_aux)
     _check_plain_aliases(level)
     out_leaves, out_tree = tree_flatten(out)
     out_vals = _unwrap_level(out, level)
@@ -797,10 +810,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
                     raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
-        try:
-            out = fun(*targs)
-        finally:
-            _sync_containers(level)
+        out = _call(level, fun, targs)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
                for o in out_leaves]
@@ -839,35 +849,20 @@ def _snapshot_args(args, nums):
 
 
 def _snapshot_containers(x, saved):
-    t = type(x)
-    if t is list:
-        saved.append((x, list(x)))
-        kids = x
-    elif t is dict:
-        saved.append((x, dict(x)))
-        kids = x.values()
-    elif _is_object(x):
-        saved.append((x, _attrs(x)))
-        kids = [getattr(x, f.name) for f in dataclasses.fields(x)]
-    elif isinstance(x, tuple):
-        kids = x
-    else:
+    got = _items(x)
+    if got is None:
         return
-    for k in kids:
+    mutable, kids = got
+    if mutable:
+        saved.append((x, [v for _, v in kids] if type(x) is list else dict(kids)))
+    for _, k in kids:
         _snapshot_containers(k, saved)
 
 
 def _restore(saved):
     for obj, copy in saved:
-        t = type(obj)
-        if t is list:
-            obj[:] = copy
-        elif t is dict:
-            obj.clear()
-            obj.update(copy)
-        elif _is_object(obj):
-            for k, v in copy.items():
-                object.__setattr__(obj, k, v)
+        if type(obj) is list or type(obj) is dict or _is_object(obj):
+            _set_items(obj, copy)
         else:
             write(obj, Ellipsis, copy)
 
@@ -896,6 +891,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
     def wrapped(*args, **kwargs):
         _check_argnums(nums, len(args))
         for n in nums:
+            _check_not_none(args[n], n)
             for k, leaf in enumerate(tree_flatten(args[n])[0]):
                 _check_leaf(leaf, f"argument {n}")
         f = lambda *a: fun(*a, **kwargs)  # noqa: E731

@@ -864,10 +864,8 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
         vb = b._value if isinstance(b, Tracer) else b
         if type(va) in _F64_TYPES and type(vb) in _F64_TYPES:
             y = scalar_op(va, vb)
-            if type(y) is type(r._value) and r._storage is not None and r._geom is None:
-                r._value = y
-                if r._storage._root is not None:
-                    r._storage._root = y
+            if type(y) is type(r._value):  # (r is fresh: its storage's root is its value)
+                r._value = r._storage._root = y
     return r
 
 
@@ -917,17 +915,27 @@ def _pow_shortcuts():
 _POW_SHORTCUTS = _pow_shortcuts()
 
 
+def _pow_shortcut(self, other):
+    """The ufunc NumPy's ``array ** other`` calls instead of np.power, if any."""
+    t = type(other)
+    if t is int or t is float:
+        uf = _POW_SHORTCUTS.get((t, other))
+        if uf is not None and bottom(self).dtype.kind == "c":
+            return uf
+    return None
+
+
 def _binop(ufunc):
     sop = _SCALAR_ARITHMETIC.get(ufunc)
-    shortcuts = _POW_SHORTCUTS if ufunc is np.power else None
+    pow_ = ufunc is np.power
 
     def op(self, other):
         if self._scalar and ufunc in SCALAR_OPS and _is_scalar(other):
             # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
             return bind(SCALAR_OPS[ufunc], (self, other))
-        if shortcuts and type(other) in (int, float) and self.dtype.kind == "c":
-            uf = shortcuts.get((type(other), other))
-            if uf is not None:  # what NumPy's array ** e calls
+        if pow_:
+            uf = _pow_shortcut(self, other)
+            if uf is not None:
                 return call_ufunc(uf, (self,), {})
         r = _fast_call(ufunc, self, self, other, sop)
         if r is None:
@@ -945,12 +953,8 @@ def _binop(ufunc):
     def iop(self, other):
         if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
             return call_ufunc(ufunc, (self, other), {})
-        if shortcuts and type(other) in (int, float) and self.dtype.kind == "c":
-            uf = shortcuts.get((type(other), other))
-            if uf is not None:
-                call_ufunc(uf, (self,), {"out": (self,)})
-                return self
-        call_ufunc(ufunc, (self, other), {"out": (self,)})
+        uf = _pow_shortcut(self, other) if pow_ else None
+        call_ufunc(uf or ufunc, (self,) if uf else (self, other), {"out": (self,)})
         return self
 
     return op, rop, iop
@@ -1683,13 +1687,28 @@ def write_replayed(out, idx, res, replay):
     if not isinstance(out, Tracer):
         write(out, idx, res)
         return
+    with_replayed_bits(out, replay, lambda: write(out, idx, res))
+
+
+def with_replayed_bits(out, replay, writes):
+    """Run ``writes()`` (traced writes into ``out``, carrying the derivative),
+    then leave in ``out`` the bits of ``replay(plain_out)``, NumPy's own call
+    on the values ``out`` held before."""
     ob = bottom(out)
     old = ob.copy()
     replay(ob)
     exact = ob.copy()
     ob[...] = old
-    write(out, idx, res)
+    writes()
     ob[...] = exact
+
+
+def pristine_layers(t, stop=None):
+    """Mark the layers of tracer ``t`` above ``stop`` pristine constants
+    (plain code may read them: float(p[0]), np.asarray(A))."""
+    while isinstance(t, Tracer) and t is not stop:
+        t._storage.pristine = True
+        t = t._value
 
 
 def value(x):
@@ -1734,10 +1753,7 @@ def stop_gradient(x):
         else:
             c = b
         t = lift(_np_scalar(c) if v._scalar else c, active_levels())
-        u = t
-        while isinstance(u, Tracer):  # a constant at every level: plain code may read it
-            u._storage.pristine = True
-            u = u._value
+        pristine_layers(t)  # a constant at every level
         return t
 
     return tree_map(leaf, x)

@@ -314,38 +314,28 @@ class ReverseLevel(Level):
         return user_line() if self.record_lines else None
 
     def snapshot(self, a):
-        """A private copy of a plain array a pullback will read (it may be
-        overwritten by plain NumPy code we cannot see). Reused while unchanged."""
-        if not a.flags.writeable and (a.base is None or not getattr(a.base, "flags", a.flags).writeable):
-            return a
-        if a.size <= 64:
-            return a.copy(order="K")  # keep the layout: NumPy picks its loops by it
+        """A private copy of an array a pullback will read, which code this level
+        cannot see may overwrite: a plain array, or an outer level's traced
+        array (a closure, an argument not differentiated here), copied at its
+        own level so that outer derivatives flow through the copy. Reused while
+        unchanged (for a traced one: never written through mutagrad, same bits)."""
+        traced = isinstance(a, Tracer)
+        if not traced:
+            if not a.flags.writeable and (a.base is None or not getattr(a.base, "flags", a.flags).writeable):
+                return a
+            if a.size <= 64:
+                return a.copy(order="K")  # keep the layout: NumPy picks its loops by it
         key = id(a)
         hit = self.snapshots.get(key)
-        if hit is not None and hit[0] is a:
+        if hit is not None and hit[0] is a and not (traced and _ever_written(a)):
             snap = hit[1]
-            if snap.shape == a.shape and snap.dtype == a.dtype and _same_bits(a, snap):
+            b, sb = (bottom(a), bottom(snap)) if traced else (a, snap)
+            if sb.shape == b.shape and sb.dtype == b.dtype and _same_bits(b, sb):
                 return snap
         snap = a.copy(order="K")
-        snap.flags.writeable = False
+        if not traced:
+            snap.flags.writeable = False
         self.snapshots[key] = (a, snap)
-        return snap
-
-    def snapshot_outer(self, t):
-        """What :meth:`snapshot` is for plain arrays, for an outer level's traced
-        array ``t`` a pullback of this level reads: a copy made at ``t``'s
-        level (so outer derivatives flow through it), since code of the outer
-        level (a closure, an argument not differentiated here) may write into
-        ``t`` after this read without this level seeing it. Reused while ``t``
-        has never been written and holds the same bits."""
-        key = id(t)
-        hit = self.snapshots.get(key)
-        if hit is not None and hit[0] is t and not _ever_written(t):
-            snap = hit[1]
-            if _same_bits(bottom(t), bottom(snap)):
-                return snap
-        snap = t.copy(order="K")
-        self.snapshots[key] = (t, snap)
         return snap
 
     def process_ew(self, prim, leaves, scalar_op=None, dest=None, scalar=False):
@@ -490,9 +480,9 @@ class ReverseLevel(Level):
                     if leaf._level is self:
                         leaf._storage.captured = True
                         if leaf._storage.outer_view:  # its outer level may write it unseen
-                            vals[i] = self.snapshot_outer(leaf._value)
+                            vals[i] = self.snapshot(leaf._value)
                     elif not leaf._scalar:  # an outer level's array, which it may write unseen
-                        vals[i] = self.snapshot_outer(leaf)
+                        vals[i] = self.snapshot(leaf)
                 elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
                     vals[i] = self.snapshot(leaf)
         if tree is None and not kwargs and ew_rule(prim) is not None:

@@ -707,6 +707,8 @@ def test_none_is_an_empty_subtree_as_in_jax():
     J = mg.jacobian(lambda p: p["a"] * 2.0, mode="fwd")(p)
     assert J["b"] is None
     np.testing.assert_array_equal(J["a"], 2.0 * np.eye(2))
+    with pytest.raises(TypeError, match="argument 0: cannot differentiate with respect to None"):
+        mg.grad(lambda p: 1.0)(None)  # a whole argument None is a mistake, not an empty tree
     out, pb = mg.vjp(lambda x: (x * 2.0, None), np.array([1.0, 2.0]))
     assert out[1] is None
     np.testing.assert_array_equal(pb((np.ones(2), None))[0], [2.0, 2.0])

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, write, write_replayed
+from ..core import (FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order,
+                    with_replayed_bits, write, write_replayed)
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
 
 
@@ -195,23 +196,20 @@ def _ufunc_at(ufunc, inputs, kwargs):
         plain_b = np.reshape(np.asarray(bottom(bflat)), pshape)
         write_replayed(a, idx, new, lambda ob: ufunc.at(ob, indices, plain_b))
         return None
-    ob = bottom(a)
-    exact = None
-    if ob.dtype.kind == "c":
+    def apply_rounds():
+        for r in range(rounds):
+            sel = np.flatnonzero(occ == r)
+            p = flatpos[sel]
+            cur = FlatIter(a)[p]
+            FlatIter(a)[p] = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
+
+    if bottom(a).dtype.kind == "c":
         # complex products and quotients round differently in NumPy's one-element steps than
         # in a vector loop: the values are NumPy's own (replayed), the derivative the rounds'
-        plain_b = None if b is None else np.reshape(np.asarray(bottom(bflat)), pshape)
-        old = ob.copy()
-        ufunc.at(ob, indices, *(() if b is None else (plain_b,)))
-        exact = ob.copy()
-        ob[...] = old
-    for r in range(rounds):
-        sel = np.flatnonzero(occ == r)
-        p = flatpos[sel]
-        cur = FlatIter(a)[p]
-        FlatIter(a)[p] = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
-    if exact is not None:
-        ob[...] = exact
+        plain_b = () if b is None else (np.reshape(np.asarray(bottom(bflat)), pshape),)
+        with_replayed_bits(a, lambda ob: ufunc.at(ob, indices, *plain_b), apply_rounds)
+    else:
+        apply_rounds()
     return None
 
 

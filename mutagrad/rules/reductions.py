@@ -339,7 +339,7 @@ def _np_cumprod(args, kwargs):
     return write_out(res, a.get("out"))
 
 
-def _abs2(d):
+def _abs2_by_parts(d):
     """|d|^2 as NumPy's var computes it: re*re + im*im for complex (not the
     real part of a complex product, whose loop may fuse and round differently)."""
     if np.iscomplexobj(bottom(d)):
@@ -362,7 +362,7 @@ def _np_var(args, kwargs, sqrt=False):
         if mu is None:
             mu = np.sum(np.where(m, x, 0.0), axis=axis, keepdims=True) / cnt
         d = np.where(m, x - mu, 0.0)
-        ss = np.sum(_abs2(d), axis=axis, keepdims=keepdims)
+        ss = np.sum(_abs2_by_parts(d), axis=axis, keepdims=keepdims)
         n = np.sum(m, axis=axis, keepdims=keepdims)
     else:
         mu = a.get("mean")
@@ -370,7 +370,7 @@ def _np_var(args, kwargs, sqrt=False):
             mu = np.mean(x, axis=axis, keepdims=True)
         d = x - mu
         out = a.get("out")
-        sq = _abs2(d)
+        sq = _abs2_by_parts(d)
         if out is not None and np.result_type(bottom(out)) != np.result_type(bottom(sq)):
             # NumPy sums into `out`: in the common dtype of the squares and `out` (a complex out: a
             # complex pairwise sum), stored in out's dtype, and divides there

@@ -89,9 +89,18 @@ class ForwardRuleMissingError(NoRuleError):
     """A primitive has a reverse rule but no forward rule."""
 
 
+# The last escape error built, with the user frame and line it names. NumPy
+# replaces an error raised while it converts one element (``plain.flat[0] =
+# traced`` gives "ValueError: Error setting single item of array."); the
+# transformations put ours back when the exception leaves that same line.
+_last_escape = None
+
+
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "") -> DifferentiationError:
+    global _last_escape
+    frame = user_frame(sys._getframe(1))
     line = user_line(sys._getframe(1))
-    return cls(
+    err = cls(
         f"{what} at {line}: this would turn a traced value into a plain "
         "number or array and silently drop its derivative. If the value is an "
         "intended constant, use mg.stop_gradient(x) (or mg.value(x) for a "
@@ -101,3 +110,25 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "") -> Different
         "traced values with mnp.array([...]) or np.stack (import mutagrad.numpy as mnp)."
         + extra
     )
+    _last_escape = (err, frame, None if frame is None else frame.f_lineno)
+    return err
+
+
+def forget_escape():
+    global _last_escape
+    _last_escape = None
+
+
+def swallowed_escape(exc: BaseException):
+    """The escape error NumPy replaced by ``exc``, if ``exc`` left the user's
+    line where that escape error was raised; else None. Forgets it."""
+    global _last_escape
+    last, _last_escape = _last_escape, None
+    if last is None or isinstance(exc, DifferentiationError) or exc.__context__ is not None:
+        return None
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame is not last[1]:
+        tb = tb.tb_next
+    if tb is None or tb.tb_next is not None or tb.tb_lineno != last[2]:
+        return None  # raised further in, or from another line: not NumPy's replacement
+    return last[0]

@@ -49,6 +49,30 @@ def test_write_into_plain_array_raises_and_names_the_fix():
     assert "np.zeros_like" in msg
 
 
+def test_write_into_plain_array_via_flat_raises_ours_not_numpys():
+    # NumPy replaces the error of the element conversion by "ValueError: Error
+    # setting single item of array."; the transformation puts ours back.
+    def f(x):
+        out = np.zeros(3)
+        out.flat[0] = x[0]
+        return np.sum(out)
+
+    msg = _raises(f, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
+    assert "out.flat[0] = x[0]" in msg
+    with pytest.raises(mg.WriteToPlainArrayError):
+        mg.jvp(f, (np.array([1.0, 2.0]),), (np.array([1.0, 0.0]),))
+
+    def g(x):  # a ValueError of the user's own, on another line, stays as it is
+        try:
+            float(x[0])
+        except mg.TracerEscapeError:
+            pass
+        raise ValueError("mine")
+
+    with pytest.raises(ValueError, match="mine"):
+        mg.grad(g)(np.array([1.0, 2.0]))
+
+
 def test_write_into_plain_array_via_copyto_raises():
     def f(x):
         out = np.zeros(2)

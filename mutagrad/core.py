@@ -976,13 +976,11 @@ def _no_setattr(name):
 
 class Tracer:
     """A value being differentiated. Behaves like ``numpy.ndarray`` (or, for
-    a NumPy scalar, like the scalar: no indexing, no ``len``).
+    a NumPy scalar, like the scalar: no ``len``, no iteration).
 
     Scalars are instances of :class:`ScalarTracer` and arrays of
-    :class:`ArrayTracer` (``TRACERS[scalar](...)`` makes one). The split
-    exists because NumPy treats any object with ``__getitem__`` as a
-    sequence when it is written into a plain array, and would then replace
-    our clear error by "setting an array element with a sequence".
+    :class:`ArrayTracer` (``TRACERS[scalar](...)`` makes one), each with
+    the indexing, ``len`` and iteration of what it stands for.
     """
 
     __slots__ = ("_value", "_level", "_storage", "_geom", "_scalar", "__weakref__")
@@ -1442,10 +1440,22 @@ class ArrayTracer(Tracer):
 
 
 class ScalarTracer(Tracer):
-    """A traced NumPy scalar: immutable, not indexable (so NumPy never takes
-    it for a sequence)."""
+    """A traced NumPy scalar: immutable; indexed as a NumPy scalar is
+    (``s[()]`` is s, ``s[None]`` and ``s[...]`` new arrays); no length, not
+    iterable."""
 
     __slots__ = ()
+
+    def __getitem__(self, idx):
+        if type(idx) is tuple and not idx:
+            return self
+        return np.copy(self)[_check_index(idx)]  # NumPy indexes a new 0-d array too
+
+    def __len__(self):
+        raise TypeError(f"object of type '{self.dtype.type.__name__}' has no len()")
+
+    def __iter__(self):
+        raise TypeError(f"'{self.dtype.type.__name__}' object is not iterable")
 
     # A NumPy scalar's fill and put act on a temporary array: the scalar keeps its value.
     def fill(self, value):

@@ -239,6 +239,27 @@ def test_traced_scalars_are_numpy_scalars_inside():
     assert seen == [np.float64]
 
 
+@pytest.mark.parametrize("idx", [(), None, Ellipsis, (None, None), (np.newaxis, Ellipsis), True],
+                         ids=["()", "None", "...", "None,None", "newaxis,...", "True"])
+def test_traced_scalars_are_indexed_as_numpy_scalars(idx):
+    def f(x):
+        s = np.sum(x * x)
+        r = s[idx]
+        return np.sum(r * x) if np.ndim(r) else r * x[0]
+
+    plain = np.float64(2.5)[idx]
+    seen = []
+    mg.grad(lambda x: seen.append(mg.value(np.sum(x)[idx])) or np.sum(x))(X.copy())
+    assert np.shape(seen[0]) == np.shape(plain) and np.ndim(seen[0]) == np.ndim(plain)
+    check_grads(f, X.copy())
+
+
+def test_traced_scalars_have_no_len_and_no_iteration():
+    for use in (len, iter, lambda s: s[0]):
+        with pytest.raises((TypeError, IndexError)):
+            mg.grad(lambda x: use(np.sum(x)) and np.sum(x))(X.copy())
+
+
 @pytest.mark.parametrize("make", [
     lambda: np.zeros(7),
     lambda: np.arange(24.0).reshape(4, 6)[1:, ::2],

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, lift, pristine_layers, write
-from .errors import MutationError, forget_escape, swallowed_escape, user_line
+from .errors import MutationError, ensure_shuffle_filter, forget_escape, replaced_error, user_line
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
 from .tangents import AbstractZero, NotImplementedTangent, project
@@ -419,12 +419,13 @@ def _sync_containers(level):
 def _call(level, fun, args, kwargs=None):
     """``fun(*args, **kwargs)`` at ``level``, the caller's containers synced after it returns or raises."""
     forget_escape()
+    ensure_shuffle_filter()
     try:
         return fun(*args, **(kwargs or {}))
-    except (ValueError, TypeError) as e:
-        hidden = swallowed_escape(e)
-        if hidden is not None:
-            raise hidden from e
+    except (ValueError, TypeError, NotImplementedError, UserWarning) as e:
+        clear = replaced_error(e)
+        if clear is not None:
+            raise clear from e
         raise
     finally:
         forget_escape()

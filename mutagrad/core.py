@@ -1022,6 +1022,12 @@ class Tracer:
                 "are differentiated instead (their derivatives alias as the values do): "
                 "np.lib.stride_tricks.sliding_window_view, np.broadcast_to, reshape, slicing."
             )
+        if dtype is not None and np.dtype(dtype).kind in "biu" and self.dtype.kind in "fc":
+            raise escape_error(
+                f"converting a traced floating-point value to a plain {np.dtype(dtype)} array (np.asarray "
+                f"with an integer dtype, or writing into an integer array)", WriteToPlainArrayError,
+                f" Integers carry no derivative: if the truncation is meant, convert explicitly with "
+                f"x.astype(np.{np.dtype(dtype)}) (differentiated, derivative zero) or mg.stop_gradient(x).")
         scipy_fn = _calling_scipy(sys._getframe(1))
         if scipy_fn is not None:
             name, sub, ours = scipy_fn
@@ -1202,7 +1208,16 @@ class Tracer:
 
     @property
     def base(self):
-        return None
+        """None for an array that owns its memory, as in NumPy; for a view, the
+        traced array of the whole buffer (NumPy gives the array that owns the
+        memory, which the traced world has no other object for)."""
+        if self._scalar or bottom(self).base is None:
+            return None
+        s = self._storage
+        root = s.root
+        if root is None or type(root) in _NP_FLOAT_SCALARS:
+            return None
+        return ArrayTracer(root, self._level, s, None, False)
 
     # -- operators ------------------------------------------------------------
 
@@ -1403,12 +1418,10 @@ class Tracer:
 
     def setflags(self, write=None, align=None, uic=None):
         if write:
-            raise MutationError(f"x.setflags(write=True) on a traced array at {user_line()}")
-        if write is not None:
             raise MutationError(
-                f"x.setflags(write=False) on a traced array at {user_line()} is not supported; "
-                "use mg.value(x) for a read-only view"
-            )
+                f"x.setflags(write=True) on a traced array at {user_line()}: mutagrad keeps some "
+                "traced arrays read-only (saved values, constants it shares); copy the array instead")
+        bottom(self).setflags(write=write, align=align, uic=uic)  # as x.flags.writeable = False does
 
 
 class ArrayTracer(Tracer):
@@ -1744,8 +1757,10 @@ def value(x):
 def stop_gradient(x):
     """Treat ``x`` as a constant: a copy of its value with no derivative.
 
-    Inside differentiation the result is a writable traced array that does
-    not depend on anything; outside it is ``x`` unchanged.
+    The result is a new array (NumPy scalars and Python numbers are returned
+    as they are): inside differentiation a writable traced array that does
+    not depend on anything, outside it a plain copy, so that writing into it
+    never changes ``x``, in a plain call or a differentiated one alike.
 
     >>> import numpy as np, mutagrad as mg
     >>> f = lambda x: np.sum(x * mg.stop_gradient(x))
@@ -1756,7 +1771,7 @@ def stop_gradient(x):
 
     def leaf(v):
         if not isinstance(v, Tracer):
-            return v
+            return v.copy() if isinstance(v, _ndarray) else v
         b = bottom(v)
         if isinstance(b, _ndarray):
             c = b.copy()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import linecache
 import sys
+import warnings
 
 __all__ = [
     "DifferentiationError",
@@ -119,16 +120,62 @@ def forget_escape():
     _last_escape = None
 
 
-def swallowed_escape(exc: BaseException):
-    """The escape error NumPy replaced by ``exc``, if ``exc`` left the user's
-    line where that escape error was raised; else None. Forgets it."""
+def _raised_at(exc, frame=None):
+    """The innermost Python frame ``exc`` passed through (and its line), if
+    that is ``frame`` (any frame when None): the exception came from C code
+    called on that line."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb if frame is None or tb.tb_frame is frame else None
+
+
+# NumPy's Generator.shuffle / np.random.shuffle take an object that is not an
+# ndarray for a Python sequence and swap ``x[i], x[j] = x[j], x[i]``: with
+# rows that are views (a traced array's are), rows come out duplicated, and
+# NumPy only warns. That warning is made an error for traced arrays.
+_SHUFFLE_WARNING = r"you are shuffling a '(ArrayTracer|ScalarTracer)' object"
+_shuffle_filter = [None]
+
+
+def ensure_shuffle_filter():
+    """Put the filter that makes NumPy's shuffle warning an error first (again,
+    if the user's own filters were put before it since)."""
+    filters = warnings.filters
+    if not filters or filters[0] is not _shuffle_filter[0]:
+        warnings.filterwarnings("error", message=_SHUFFLE_WARNING, category=UserWarning)
+        _shuffle_filter[0] = warnings.filters[0]
+
+
+def replaced_error(exc: BaseException):
+    """The clear error to raise instead of ``exc``, an exception leaving the
+    user's function, or None: the escape error NumPy replaced by its own
+    (``exc`` left the line where the escape error was raised), or NumPy's
+    shuffle of a traced array. Forgets the last escape error."""
     global _last_escape
     last, _last_escape = _last_escape, None
-    if last is None or isinstance(exc, DifferentiationError) or exc.__context__ is not None:
+    if isinstance(exc, DifferentiationError) or exc.__context__ is not None:
         return None
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame is not last[1]:
-        tb = tb.tb_next
-    if tb is None or tb.tb_next is not None or tb.tb_lineno != last[2]:
+    if isinstance(exc, UserWarning) and "shuffling a '" in str(exc) or (
+            type(exc) is NotImplementedError and "only supported on ndarray objects" in str(exc)):
+        tb, user = exc.__traceback__, None
+        while tb is not None:  # (NumPy's Cython frames come last)
+            if not _frame_is_internal(tb.tb_frame):
+                user = tb.tb_frame
+            tb = tb.tb_next
+        where = user_line(user) if user is not None else "<unknown location>"
+        return NoRuleError(
+            f"shuffling a traced array in place (rng.shuffle / np.random.shuffle) at {where}: NumPy "
+            "shuffles an object that is not an ndarray by swapping its rows in Python, which "
+            "duplicates rows that are views (NumPy only warns). Shuffle through an index instead: "
+            "x[...] = x[rng.permutation(len(x))], or along an axis, "
+            "x[...] = np.take(x, rng.permutation(x.shape[axis]), axis=axis) (the same permutation "
+            "as rng.shuffle draws).")
+    if last is None:
+        return None
+    tb = _raised_at(exc, last[1])
+    if tb is None or tb.tb_lineno != last[2]:
         return None  # raised further in, or from another line: not NumPy's replacement
     return last[0]

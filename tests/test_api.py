@@ -262,6 +262,26 @@ def test_stop_gradient_result_is_a_writable_buffer():
     np.testing.assert_allclose(mg.grad(f)(np.array([1.0, 3.0])), [6.0, 3.0 + 2.0])
 
 
+def test_stop_gradient_is_a_copy_in_plain_calls_too():
+    # writing into the result never changes x, in a plain call or a differentiated one
+    def f(x):
+        y = x * 1.0
+        s = mg.stop_gradient(y)
+        s[0] = 5.0
+        c = mg.stop_gradient(x)
+        c[1] = 7.0
+        return np.sum(y * x) + np.sum(c * x)
+
+    x = np.array([0.5, 1.0])
+    before = x.copy()
+    f(x)
+    np.testing.assert_array_equal(x, before)
+    # d/dx [sum(x * x) + sum(c * x)] with c = (x[0], 7) held constant
+    np.testing.assert_allclose(mg.grad(f)(x), 2 * x + [x[0], 7.0])
+    np.testing.assert_array_equal(x, before)
+    assert mg.stop_gradient(x) is not x and mg.stop_gradient(2.5) == 2.5
+
+
 def test_mnp_outside_differentiation_is_plain_numpy():
     a = mnp.zeros(3)
     assert type(a) is np.ndarray

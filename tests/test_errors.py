@@ -73,6 +73,57 @@ def test_write_into_plain_array_via_flat_raises_ours_not_numpys():
         mg.grad(g)(np.array([1.0, 2.0]))
 
 
+def test_write_into_integer_array_names_the_dtype_and_the_explicit_cast():
+    def f(x):
+        b = np.zeros_like(x, dtype=np.int64)
+        b[:] = x * 10
+        return np.sum(b * x)
+
+    msg = _raises(f, np.array([0.31, 1.27]), mg.WriteToPlainArrayError)
+    assert "int64" in msg and "x.astype(np.int64)" in msg
+
+    def g(x):  # the explicit cast works, derivative zero through the integers
+        b = np.zeros_like(x, dtype=np.int64)
+        b[:] = (x * 10).astype(np.int64)
+        return np.sum(b * x)
+
+    check_grads(g, np.array([0.31, 1.27]))
+
+
+@pytest.mark.parametrize("shuffle", [
+    lambda y: np.random.default_rng(0).shuffle(y),
+    lambda y: np.random.RandomState(0).shuffle(y),
+    lambda y: np.random.default_rng(0).shuffle(y, axis=1),
+], ids=["Generator", "RandomState", "axis=1"])
+def test_shuffle_of_a_traced_array_raises(shuffle):
+    # NumPy swaps rows of a non-ndarray in Python, duplicating rows that are views
+    def f(x):
+        y = x * 1.0
+        shuffle(y)
+        return np.sum(y * np.arange(12.0).reshape(4, 3))
+
+    msg = _raises(f, np.ones((4, 3)), mg.NoRuleError)
+    assert "rng.permutation" in msg and "shuffle(y" in msg
+
+
+def test_the_shuffle_the_message_offers_is_numpys_shuffle():
+    w = np.arange(12.0).reshape(4, 3)
+
+    def plain(x):
+        y = x * 1.0
+        np.random.default_rng(0).shuffle(y)
+        return np.sum(y * w)
+
+    def indexed(x):
+        y = x * 1.0
+        y[...] = y[np.random.default_rng(0).permutation(len(y))]
+        return np.sum(y * w)
+
+    x = np.random.default_rng(1).standard_normal((4, 3))
+    assert plain(x.copy()) == indexed(x.copy())
+    check_grads(indexed, x)
+
+
 def test_write_into_plain_array_via_copyto_raises():
     def f(x):
         out = np.zeros(2)

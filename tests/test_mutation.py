@@ -484,3 +484,46 @@ def test_ufunc_at_with_many_repeats(op):
     op.at(plain.reshape(2, 4)[:, ::2], (idx % 2, idx // 2), v)
     out, _ = mg.vjp(lambda a, v: (op.at(a.reshape(2, 4)[:, ::2], (idx % 2, idx // 2), v), a * 1.0)[1], a.copy(), v)
     np.testing.assert_array_equal(out, plain)
+
+
+def test_base_is_none_for_owned_memory_and_set_for_views():
+    seen = []
+
+    def f(x):
+        y = x * 1.0
+        seen.append((y.base is None, y[1:].base is not None, y[1:].T.base is not None,
+                     np.sum(y).base is None, y[[0, 1]].base is None))
+        return np.sum(y)
+
+    mg.grad(f)(np.ones(3))
+    plain = np.ones(3)
+    assert seen == [(plain.base is None, plain[1:].base is not None, plain[1:].T.base is not None,
+                     True, plain[[0, 1]].base is None)]
+
+
+def test_copy_if_view_idiom():
+    def own(v):
+        if v.base is not None:  # a view: work on a copy
+            v = v.copy()
+        v /= np.sum(v)
+        return v
+
+    def f(x):
+        y = x * 1.0
+        a = own(y[:2])
+        return np.sum(a[0] * y)
+
+    check_grads(f, np.array([0.5, 1.5, 2.0]))
+
+
+def test_setflags_write_false_as_numpy():
+    def f(x, fail):
+        y = x * 2.0
+        y.setflags(write=False)
+        if fail:
+            y[0] = 1.0
+        return np.sum(y * y)
+
+    check_grads(lambda x: f(x, False), np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="read-only"):
+        mg.grad(f)(np.array([1.0, 2.0]), True)

@@ -879,7 +879,9 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
     """Return a function computing the Jacobian of ``fun`` w.r.t. ``args[argnums]``.
 
     The result has shape ``out.shape + arg.shape`` (pytrees: the output's
-    structure with the argument's structure at each leaf). ``mode="rev"``
+    structure with the argument's structure at each leaf; with a tuple
+    ``argnums``, a tuple over them at each leaf, ``J[out][arg]`` as in JAX;
+    so ``hessian(f, (0, 1))(x, y)[0][1]`` is d²f/dx dy). ``mode="rev"``
     runs ``fun`` once and pulls back one basis vector per output element;
     ``mode="fwd"`` pushes one basis vector per input element, running
     ``fun`` once per element: the arrays among the arguments are restored
@@ -990,8 +992,17 @@ def _jac_rev(f, args, nums, dargs, single):
                 else:
                     in_leaves_res.append(_stack_jac(elems, oshape, ishape))
             out_struct.append(tree_unflatten(tree_in, in_leaves_res))
-        results.append(tree_unflatten(out_tree, out_struct))
-    return results[0] if single else tuple(results)
+        results.append(out_struct)
+    return _jac_tree(out_tree, results, single)
+
+
+def _jac_tree(out_tree, blocks, single):
+    """The Jacobian's structure from ``blocks[arg][output leaf]``: the output's
+    structure with, at each leaf, the argument's (a tuple over ``argnums``
+    when it is a tuple), as JAX's jacrev/jacfwd nest it: ``J[out][arg]``."""
+    if single:
+        return tree_unflatten(out_tree, blocks[0])
+    return tree_unflatten(out_tree, [tuple(b[oi] for b in blocks) for oi in range(len(blocks[0]))])
 
 
 # Complex Jacobians. For a real input x and a complex output f, the Jacobian is df/dx. For a
@@ -1104,8 +1115,8 @@ def _jac_fwd(f, args, nums, dargs, single, allargs):
                 else:
                     in_res.append(np.zeros(tuple(oshape) + tuple(ishape)))
             out_struct.append(tree_unflatten(tree_in, in_res))
-        results.append(tree_unflatten(out_tree, out_struct))
-    return results[0] if single else tuple(results)
+        results.append(out_struct)
+    return _jac_tree(out_tree, results, single)
 
 
 def hessian(fun: Callable, argnums=0) -> Callable:

@@ -1346,8 +1346,8 @@ class Tracer:
 
     conjugate = conj
 
-    def clip(self, a_min=None, a_max=None, **k):
-        return np.clip(self, a_min, a_max, **k)
+    def clip(self, min=None, max=None, out=None, **k):  # ndarray.clip's names
+        return np.clip(self, min, max, out=out, **k)
 
     def round(self, decimals=0, out=None):
         return np.round(self, decimals, out=out)

@@ -732,3 +732,43 @@ def test_none_is_an_empty_subtree_as_in_jax():
     out, pb = mg.vjp(lambda x: (x * 2.0, None), np.array([1.0, 2.0]))
     assert out[1] is None
     np.testing.assert_array_equal(pb((np.ones(2), None))[0], [2.0, 2.0])
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_jacobian_of_several_outputs_wrt_several_arguments_is_output_major(mode):
+    # J[out][arg] (JAX's nesting), each block out.shape + arg.shape, checked against central differences
+    def g(x, y):
+        return x * y[0], np.sin(y) * x[1], np.sum(x * x)
+
+    x, y = np.array([1.0, 2.0]), np.array([0.5, -1.0, 3.0])
+    J = mg.jacobian(g, argnums=(0, 1), mode=mode)(x, y)
+    h = 1e-6
+    for ai, a in enumerate((x, y)):
+        for k in range(a.size):
+            e = np.zeros(a.size)
+            e[k] = h
+            args_p = [x.copy(), y.copy()]
+            args_m = [x.copy(), y.copy()]
+            args_p[ai] = a + e
+            args_m[ai] = a - e
+            for oi, (op, om) in enumerate(zip(g(*args_p), g(*args_m))):
+                col = (np.asarray(op) - np.asarray(om)) / (2 * h)
+                assert J[oi][ai].shape == np.shape(op) + a.shape
+                np.testing.assert_allclose(J[oi][ai][..., k], col, rtol=1e-6, atol=1e-8)
+
+
+def test_hessian_cross_block_is_d2f_dx_dy():
+    M = np.array([[1.0, 3.0, -2.0], [5.0, 7.0, 0.5]])
+    H = mg.hessian(lambda x, y: np.sum(x[:, None] * y[None, :] * M), argnums=(0, 1))(
+        np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0]))
+    np.testing.assert_allclose(H[0][1], M)  # d2f/dx_i dy_j = M[i, j]
+    np.testing.assert_allclose(H[1][0], M.T)
+    np.testing.assert_allclose(H[0][0], np.zeros((2, 2)))
+
+
+def test_clip_method_keyword_bounds():
+    x = np.array([-1.0, -0.1, 0.5, 2.0])
+    for f in (lambda x: np.sum(x.clip(min=-0.3, max=0.3) ** 2), lambda x: np.sum(x.clip(min=-0.3) ** 3),
+              lambda x: np.sum(x.clip(max=0.3) * x), lambda x: np.sum(x.clip(-0.3, None) ** 2)):
+        assert mg.value_and_grad(f)(x)[0] == f(x)
+        check_grads(f, x)

@@ -527,3 +527,43 @@ def test_setflags_write_false_as_numpy():
     check_grads(lambda x: f(x, False), np.array([1.0, 2.0]))
     with pytest.raises(ValueError, match="read-only"):
         mg.grad(f)(np.array([1.0, 2.0]), True)
+
+
+_LAYOUTS = {  # views of a (4, 3, 4) array, made inside the function (check_grads copies its arguments)
+    "C": lambda b: b[:2], "F": lambda b: b[:2].copy(order="F"), "column": lambda b: b[:, 1, 0],
+    "transposed": lambda b: b.transpose(1, 0, 2), "strided": lambda b: b[::2, :, ::-1],
+    "reversed": lambda b: b[::-1, 1], "mixed": lambda b: b.transpose(2, 0, 1)[:, ::2],
+    "broadcast": lambda b: np.broadcast_to(b[:, None, 1, :3], (4, 2, 3)).transpose(2, 0, 1),
+    "0-d": lambda b: b[1, 1, 1],
+}
+
+
+@pytest.mark.parametrize("order", ["K", "A", "C", "F"])
+@pytest.mark.parametrize("name", list(_LAYOUTS))
+def test_ravel_and_flatten_in_every_order_of_every_layout(name, order):
+    # NumPy reads "K" in memory order and "A" as F for F-contiguous arrays: the transposes follow
+    view = _LAYOUTS[name]
+    b = np.arange(1.0, 49.0).reshape(4, 3, 4) / 7.0
+    x0 = view(b)
+    w = np.cos(np.arange(x0.size) * 0.7)
+    wt = np.cos(np.arange(x0.size) * 0.3).reshape(np.shape(x0)[::-1])
+    for f in (lambda b: np.sum(w * np.ravel(view(b), order=order) ** 2),
+              lambda b: np.sum(w * view(b).ravel(order) ** 3),
+              lambda b: np.sum(w * view(b).flatten(order) * np.sin(view(b).ravel(order))),
+              lambda b: np.sum(wt * np.reshape(view(b), np.shape(x0)[::-1], order=order if order != "K" else "A"))):
+        check_grads(f, b)
+
+
+def test_ravel_k_of_a_permuted_contiguous_array_is_a_view_as_in_numpy():
+    def f(x):
+        y = x * 1.0
+        v = y.transpose(1, 0, 2)
+        r = v.ravel(order="K")  # a view in memory order
+        r[1:5] = 0.0
+        return np.sum(y * y) + np.sum(r)
+
+    check_grads(f, np.arange(1.0, 25.0).reshape(2, 3, 4) / 5.0)
+
+
+def test_norm_of_a_column():
+    check_grads(lambda q: np.linalg.norm(q[:, 1]) + np.linalg.norm(q[::2].T), np.arange(1.0, 13.0).reshape(4, 3))

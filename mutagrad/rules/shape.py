@@ -26,6 +26,66 @@ def _argsort_axes(axes, ndim):
 
 deflinear(np.reshape, lambda g, x, *a, **k: np.reshape(g, x.shape, order=k.get("order", a[1] if len(a) > 1 else "C")))
 deflinear(np.ravel, lambda g, x, order="C": np.reshape(g, x.shape, order=order))
+
+
+# Orders "A" and "K" depend on the input's memory layout, which a transpose that sees only
+# the cotangent cannot know: they are resolved here, from the input, to "C", "F" or (for
+# "K" of a non-contiguous array) a transpose to memory order followed by a C ravel.
+
+def _layout_order(a, order):
+    b = bottom(a)
+    if order in ("A", "a"):
+        return "F" if b.flags.f_contiguous and not b.flags.c_contiguous else "C"
+    if b.flags.c_contiguous:
+        return "C"
+    if b.flags.f_contiguous:
+        return "F"
+    return _keep_order_axes(b.shape, b.strides)
+
+
+def _keep_order_axes(shape, strides):
+    """The axes, outermost first, in the order ``ravel(order="K")`` visits them: a stable
+    insertion sort by decreasing absolute stride in which a zero stride (a broadcast axis)
+    or a length-1 axis compares with nothing (NumPy's iterator: npyiter_find_best_axis_ordering)."""
+    st = [0 if n == 1 else abs(s) for n, s in zip(shape, strides)]
+    perm = list(range(len(shape) - 1, -1, -1))  # innermost first
+    for i0 in range(1, len(perm)):
+        pos, s0 = i0, st[perm[i0]]
+        for i1 in range(i0 - 1, -1, -1):
+            s1 = st[perm[i1]]
+            if s0 and s1:
+                if s1 <= s0:
+                    break
+                pos = i1
+        if pos != i0:
+            perm.insert(pos, perm.pop(i0))
+    return perm[::-1]
+
+
+def _order_arg(args, kwargs, at):
+    return args[at] if len(args) > at else kwargs.get("order", "C")
+
+
+def _np_ravel(args, kwargs, _bound=FUNCTIONS[np.ravel]):
+    a, order = args[0], _order_arg(args, kwargs, 1)
+    if order in ("A", "a", "K", "k") and isinstance(a, Tracer):
+        o = _layout_order(a, order)
+        if type(o) is list:
+            return np.reshape(np.transpose(a, o), -1)
+        return _bound((a, o), {})
+    return _bound(args, kwargs)
+
+
+def _np_reshape(args, kwargs, _bound=FUNCTIONS[np.reshape]):
+    order = _order_arg(args, kwargs, 2)
+    if order in ("A", "a") and isinstance(args[0], Tracer):
+        kwargs = dict(kwargs, order=_layout_order(args[0], order))
+        args = args[:2]
+    return _bound(args, kwargs)
+
+
+FUNCTIONS[np.ravel] = _np_ravel
+FUNCTIONS[np.reshape] = _np_reshape
 deflinear(np.transpose, lambda g, x, axes=None: np.transpose(g, _argsort_axes(axes, x.ndim)))
 deflinear(np.swapaxes, lambda g, x, a, b: np.swapaxes(g, a, b))
 deflinear(np.moveaxis, lambda g, x, s, d: np.moveaxis(g, d, s))

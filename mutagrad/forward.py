@@ -97,6 +97,8 @@ class ForwardLevel(Level):
             raise prim_missing_rule(prim, "forward")
         primals = tuple(_unflatten_args(tree, vals))
         tangents = tuple(_unflatten_args(tree, tans))
+        if tree is not None:  # a list or tuple with no tangent in it has a zero tangent (a list of
+            tangents = tuple(_zero_if_constant(t) for t in tangents)  # numbers NumPy makes an array of)
         y, ydot = prim.frule(primals, tangents, **kwargs)
         poison = None
         for i in ins:
@@ -161,3 +163,12 @@ class ForwardLevel(Level):
             if value.dtype.kind == "c" and dest.dtype.kind != "c":
                 vdot = np.real(vdot)
             tv[idx] = vdot
+
+
+def _zero_if_constant(t):
+    if type(t) is not list and type(t) is not tuple:
+        return t
+    parts = [_zero_if_constant(c) for c in t]
+    if parts and all(isinstance(c, AbstractZero) for c in parts):
+        return ZERO
+    return type(t)(parts)

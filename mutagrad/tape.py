@@ -58,16 +58,49 @@ _ndarray = np.ndarray
 RUN_AFTER = 4  # element-level records in a row before a run starts (see ReverseLevel.in_run)
 
 
-class OpRecord:
-    __slots__ = ("pullback", "inputs", "outputs", "prim", "line", "outtree")
+def _flatten_like(res, tree):
+    """The leaves of a pullback's cotangents, one per leaf of the arguments
+    (``tree`` from core._flatten_args): a list or tuple argument takes a list
+    or tuple of cotangents, or one cotangent for the whole (an array for a
+    list of plain numbers NumPy made one array of, or NoTangent), which gives
+    its leaves no cotangent."""
+    leaves: list = []
+    for r, node in zip(res, tree):
+        _flat_like(r, node, leaves)
+    return leaves
 
-    def __init__(self, pullback, inputs, outputs, prim, line, outtree):
+
+def _flat_like(r, node, leaves):
+    if node is None:
+        leaves.append(r)
+    elif type(r) is list or type(r) is tuple:
+        if len(r) != len(node[1]):
+            from .errors import DifferentiationError
+
+            raise DifferentiationError(
+                f"a reverse rule returned {len(r)} cotangents for an argument of {len(node[1])} elements "
+                "(a pullback returns one cotangent per element of a list argument)")
+        for rc, nc in zip(r, node[1]):
+            _flat_like(rc, nc, leaves)
+    else:
+        leaves.extend([None] * _count_leaves(node))
+
+
+def _count_leaves(node):
+    return 1 if node is None else sum(_count_leaves(c) for c in node[1])
+
+
+class OpRecord:
+    __slots__ = ("pullback", "inputs", "outputs", "prim", "line", "outtree", "intree")
+
+    def __init__(self, pullback, inputs, outputs, prim, line, outtree, intree=None):
         self.pullback = pullback
         self.inputs = inputs  # list of (storage, geom, leafpos)
         self.outputs = outputs  # list of Storage or None (views / non-float outputs)
         self.prim = prim
         self.line = line
         self.outtree = outtree
+        self.intree = intree  # the arguments' lists and tuples (core._flatten_args), or None
 
     def backward(self, level):
         outs = self.outputs
@@ -96,7 +129,7 @@ class OpRecord:
             res = self.pullback(self.outtree(cts))
         if type(res) is not tuple:
             res = tuple(res) if type(res) is list else (res,)
-        leaves, _ = _flatten_args(res)
+        leaves = _flatten_args(res)[0] if self.intree is None else _flatten_like(res, self.intree)
         fresh = self.prim.fresh_cts
         adopted = []
         for s, g, pos in self.inputs:
@@ -496,7 +529,7 @@ class ReverseLevel(Level):
             pb.xs = tuple(xs)
             if not out_read:
                 pb.y = None
-        return self.wrap(y, leaves, ins, pb, prim, out_read)
+        return self.wrap(y, leaves, ins, pb, prim, out_read, tree)
 
     def fast_op(self, prim, y, inputs, pullback):
         """Record ``prim``'s fresh result ``y`` (a new array or a NumPy scalar)
@@ -509,23 +542,23 @@ class ReverseLevel(Level):
             return ArrayTracer(y, self, s, None, False)
         return ScalarTracer(y, self, s, None, True)
 
-    def _record_one(self, pb, leaves, ins, s, prim, out_read):
+    def _record_one(self, pb, leaves, ins, s, prim, out_read, tree=None):
         """Record an operation with one fresh output storage ``s``."""
         inputs = []
         for i in ins:
             t = leaves[i]
             if t._storage.active:
                 inputs.append((t._storage, t._geom, i))
-        self.tape.append(OpRecord(pb, inputs, [s], prim, self._line() if self.record_lines else None, None))
+        self.tape.append(OpRecord(pb, inputs, [s], prim, self._line() if self.record_lines else None, None, tree))
         s.active = True
         s.captured = out_read  # the pullback reads its own output (exp, tanh...)
 
-    def wrap(self, y, leaves, ins, pb, prim, out_read=False):
+    def wrap(self, y, leaves, ins, pb, prim, out_read=False, tree=None):
         ty = type(y)
         if ty is _ndarray or ty is np.float64:  # one fresh output: the common case
             o, s = self.wrap_output(y, leaves, ins, prim.fresh)
             if pb is not None and s is not None:
-                self._record_one(pb, leaves, ins, s, prim, out_read)
+                self._record_one(pb, leaves, ins, s, prim, out_read, tree)
             return o
         if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
             outs = []
@@ -547,7 +580,7 @@ class ReverseLevel(Level):
             return res
         if any(s is not None for s in fresh):
             inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
-            self.tape.append(OpRecord(pb, inputs, fresh, prim, self._line(), outtree))
+            self.tape.append(OpRecord(pb, inputs, fresh, prim, self._line(), outtree, tree))
             for s in fresh:
                 if s is not None:
                     s.active = True

@@ -196,3 +196,16 @@ def test_r_and_c_of_plain_arrays_unchanged():
     assert np.r_[1:4, 0].dtype == np.arange(3).dtype
     np.testing.assert_array_equal(np.c_[np.array([1, 2]), np.array([3, 4])], [[1, 3], [2, 4]])
     assert np.r_[np.array([1.5], dtype=np.float32), 2].dtype == np.float32
+
+
+@pytest.mark.parametrize("f", [
+    lambda p: np.dot([1.0, 2.0, 4.0], p),
+    lambda p: np.inner([1.0, 2.0, 4.0], p * p),
+    lambda p: np.einsum("i,i->", [1.0, 2.0, 4.0], np.sin(p)),
+    lambda p: np.sum(np.stack([[1.0, 2.0, 4.0], p]) ** 2),
+    lambda p: np.sum(np.concatenate([[0.5, 1.5], p, (2.0,)]) ** 3),
+    lambda p: np.sum(np.where([True, False, True], p, [1.0, 2.0, 3.0]) * p),
+], ids=["dot", "inner", "einsum", "stack", "concatenate", "where"])
+def test_plain_lists_of_numbers_before_traced_arguments(f):
+    # a plain list NumPy makes one array of takes one cotangent, whatever comes after it
+    check_grads(f, np.array([0.3, -1.2, 2.0]))

@@ -487,8 +487,8 @@ def _finish_leaf(g, info):
         elif not (type(g) is _ndarray and g.base is None and g.dtype == info.dtype and g.shape == info.shape):
             g = np.array(g, dtype=info.dtype, copy=True)
         # else: the storage's own adjoint buffer, which nothing else refers to once the pass is over
-    if info.dtype.kind == "c":
-        g = np.conj(g)  # internal df/dx + i df/dy  ->  JAX/autograd convention
+    if info.dtype.kind == "c":  # internal df/dx + i df/dy  ->  JAX/autograd convention
+        g = np.conjugate(g, out=g) if type(g) is _ndarray else np.conj(g)  # (out=: a 0-d array stays one)
     if isinstance(g, Tracer):
         return g
     if info.kind == "float":
@@ -930,7 +930,8 @@ def _leaf_shape(x):
 
 def _leaf_dtype(x):
     b = bottom(x)
-    return getattr(b, "dtype", np.result_type(type(b)) if not isinstance(b, complex) else np.complex128)
+    dt = getattr(b, "dtype", None)  # (not `or`: a dtype without fields is falsy)
+    return dt if dt is not None else np.dtype(np.complex128 if isinstance(b, complex) else np.result_type(type(b)))
 
 
 def _basis(shape, dtype, k):

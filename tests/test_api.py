@@ -772,3 +772,26 @@ def test_clip_method_keyword_bounds():
               lambda x: np.sum(x.clip(max=0.3) * x), lambda x: np.sum(x.clip(-0.3, None) ** 2)):
         assert mg.value_and_grad(f)(x)[0] == f(x)
         check_grads(f, x)
+
+
+def test_gradient_of_a_complex_0d_array_is_a_0d_array():
+    g = mg.grad(lambda z: np.abs(z) ** 2)(np.array(1.0 + 2.0j))
+    assert type(g) is np.ndarray and g.shape == () and g.dtype == np.complex128
+    np.testing.assert_allclose(g, 2 * np.conj(1.0 + 2.0j))  # JAX convention: df/dx - i df/dy = 2x - 2iy
+
+
+def test_forward_jacobian_of_a_python_complex_scalar():
+    f = lambda z: np.sin(z) * z  # holomorphic: the Jacobian is f'(z)
+    z = 0.7 - 1.3j
+    expected = np.cos(z) * z + np.sin(z)
+    for mode in ("fwd", "rev"):
+        np.testing.assert_allclose(mg.jacobian(f, mode=mode)(z), expected, rtol=1e-12)
+
+
+def test_product_over_an_empty_axis():
+    x = np.ones((3, 0, 5))
+    assert mg.grad(lambda x: np.sum(np.prod(x, axis=1)))(x).shape == (3, 0, 5)
+    assert mg.grad(lambda x: np.prod(x))(x).shape == (3, 0, 5)
+    out, t = mg.jvp(lambda x: np.prod(x, axis=1), (x,), (x,))
+    np.testing.assert_array_equal(out, np.ones((3, 5)))
+    np.testing.assert_array_equal(t, np.zeros((3, 5)))  # an empty product is the constant 1

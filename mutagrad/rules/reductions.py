@@ -104,6 +104,8 @@ def _exclusive_products(x, axes):
     xt = np.transpose(x, perm)
     lead = xt.shape[: len(keep)]
     n = int(np.prod(xt.shape[len(keep):], dtype=np.int64))
+    if n == 0:  # an empty product: there are no elements to differentiate
+        return np.zeros_like(x)
     flat = np.reshape(xt, lead + (n,))
     ones = np.ones(lead + (1,), dtype=bottom(flat).dtype)
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)

@@ -441,9 +441,12 @@ class Level:
         vals = list(leaves)
         ins = []
         for i, x in enumerate(leaves):
-            if isinstance(x, Tracer) and x._level is self:
-                vals[i] = x._value
-                ins.append(i)
+            if isinstance(x, Tracer):
+                if x._level is self:
+                    vals[i] = x._value
+                    ins.append(i)
+            elif isinstance(x, _ndarray) and type(x) is not _ndarray:
+                raise subclass_error(x)
         return vals, ins
 
     def index_value(self, t, idx):
@@ -513,7 +516,19 @@ class Level:
                 y = _np_scalar(y)
             s = Storage(self, y)
             return ScalarTracer(y, self, s, None, True), s
+        if isinstance(b, _ndarray):  # (np.matrix, a masked array: a subclass operand made the result one)
+            raise subclass_error(b)
         return y, None
+
+
+def subclass_error(x):
+    """An ndarray subclass meeting a traced value: its own semantics (np.matrix's
+    ``*`` is a matrix product and its results stay 2-D) are not a traced array's."""
+    return NoRuleError(
+        f"a {type(x).__module__}.{type(x).__name__} (an ndarray subclass) was used with a traced value at "
+        f"{user_line()}: mutagrad differentiates plain ndarrays, and the subclass's own semantics (np.matrix's "
+        "`*` is a matrix product and its results stay 2-D) would not be followed. Convert it with "
+        "np.asarray(...) and write matrix products with `@`.")
 
 
 def _np_scalar(v):

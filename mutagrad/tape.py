@@ -31,6 +31,7 @@ import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
+    subclass_error,
     STATE,
     ArrayTracer,
     ScalarTracer,
@@ -397,6 +398,8 @@ class ReverseLevel(Level):
                 if st.active:
                     inputs.append((st, x._geom, i))
             else:
+                if tx is not float and tx is not _ndarray and isinstance(x, _ndarray):
+                    raise subclass_error(x)
                 vals.append(x)
             i += 1
         if not inputs:
@@ -481,11 +484,14 @@ class ReverseLevel(Level):
         active = False
         for i in range(len(leaves)):
             x = leaves[i]
-            if isinstance(x, Tracer) and x._level is self:
-                vals[i] = x._value
-                ins.append(i)
-                if x._storage.active:
-                    active = True
+            if isinstance(x, Tracer):
+                if x._level is self:
+                    vals[i] = x._value
+                    ins.append(i)
+                    if x._storage.active:
+                        active = True
+            elif isinstance(x, _ndarray) and type(x) is not _ndarray:
+                raise subclass_error(x)
         if not active or prim.zero:
             out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
             return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins)

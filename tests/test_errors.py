@@ -2,6 +2,7 @@
 DifferentiationError naming the operation, the user's line and the fix."""
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -676,3 +677,22 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
 def test_layout_conversions_name_the_differentiated_alternatives():
     msg = _raises(lambda x: np.sum(np.asfortranarray(x.reshape(2, 2))), np.arange(4.0), mg.WriteToPlainArrayError)
     assert "np.asfortranarray" in msg and "x.copy(order=" in msg
+
+
+with warnings.catch_warnings():  # (NumPy's PendingDeprecationWarning of np.matrix)
+    warnings.simplefilter("ignore", PendingDeprecationWarning)
+    _M = np.asmatrix(np.array([[1.0], [2.0]]))
+_MA = np.ma.array([1.0, 2.0], mask=[False, True])
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: np.sum(a @ _M), lambda a: np.sum(a * _M), lambda a: np.sum(np.dot(a, _M)),
+    lambda a: np.sum(np.matmul(a, _M)), lambda a: np.sum(a[0] * _MA), lambda a: np.sum(np.add(a[0], _MA)),
+], ids=["@", "*", "dot", "matmul", "masked *", "masked add"])
+def test_ndarray_subclasses_meeting_traced_values_raise(f):
+    # np.matrix results (a matrix product for `*`) had been taken as constants: a zero gradient
+    a = np.arange(1.0, 7.0).reshape(3, 2)
+    msg = _raises(f, a, mg.NoRuleError)
+    assert "np.asarray" in msg
+    with pytest.raises(mg.NoRuleError):
+        mg.jvp(f, (a,), (np.ones_like(a),))

@@ -180,7 +180,10 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
         else:
             ct = -g
     else:
+        fp = FP_FLAG[0]
         dv = d(*xs, y)
+        if FP_FLAG[0] is not fp:  # the partial overflowed or divided by zero: it may be inf
+            return _strong_zero_product(g, _conj(dv) if _iscomplexobj(dv) else dv, shape)
         if type(dv) is float:  # (a constant factor: no dtype, not complex)
             dt = None
         else:
@@ -195,9 +198,14 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
         elif (inplace and type(g) is _ndarray and g.shape == shape and g.size != 1
                 and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
                 and (dt is None or dv.shape == () or dv.shape == shape)):
-            return _multiply(g, dv, out=g)
+            ct = _multiply(g, dv, out=g)
+            if FP_FLAG[0] is not fp:  # 0 * inf in a product computed in place: g is gone, dv tells
+                ct[_isnan(ct) & _isinf(dv)] = 0
+            return ct
         else:
             ct = g * dv
+            if FP_FLAG[0] is not fp:  # an invalid product: 0 * inf
+                return _strong_zero_product(g, dv, shape)
     try:
         same = ct.shape == shape
     except AttributeError:  # a Python number
@@ -207,6 +215,33 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
 
 _ndarray, _negative, _multiply, _conj, _result_type = np.ndarray, np.negative, np.multiply, np.conj, np.result_type
 _float64 = np.float64
+_isnan, _isinf, _iscomplexobj = np.isnan, np.isinf, np.iscomplexobj
+
+# Strong zeros. An output element whose cotangent is zero (it was overwritten, or np.where
+# did not pick it) contributes nothing to its inputs, even where its partial is infinite or
+# undefined (sqrt at 0, log at 0, arcsin beyond 1): forward mode and finite differences say
+# so, and IEEE's 0 * inf = nan would not. The reverse pass runs with NumPy calling
+# ``_fp_event`` on an overflow, a division by zero or an invalid operation (see
+# ReverseLevel.backward); each one makes FP_FLAG[0] a new object, and ew_cotangent takes
+# the careful product when its partial or its product raised one. No cost otherwise.
+FP_FLAG = [0]
+
+
+def _fp_event(kind, flag):
+    FP_FLAG[0] = object()
+
+
+def _strong_zero_product(g, dv, shape):
+    """``g * dv`` with the products where ``g`` is zero exactly zero, summed to ``shape``."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        ct = g * dv
+    zero = g == 0
+    if np.ndim(ct) == 0 and not is_traced(ct):
+        if zero:
+            ct = np.zeros_like(ct)[()]
+    else:
+        ct = np.where(zero, np.zeros((), getattr(ct, "dtype", float)), ct)
+    return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
 
 
 class ElementwisePullback:

@@ -49,7 +49,7 @@ from .core import (
     bottom,
     view_of,
 )
-from .registry import DROP_SIZE, ElementwisePullback, drop_unread, ew_cotangent
+from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import MutationError, NotImplementedTangentError, user_line
@@ -818,9 +818,10 @@ class ReverseLevel(Level):
         n = len(tape)
         i = n - 1
         try:
-            while i >= 0:
-                tape[i].backward(self)
-                i -= 1
+            with np.errstate(divide="call", over="call", invalid="call", call=_fp_event):  # (strong zeros)
+                while i >= 0:
+                    tape[i].backward(self)
+                    i -= 1
         finally:
             for rec in tape[i + 1 :]:
                 if type(rec) is WriteRecord or type(rec) is ScalarRun:

@@ -567,3 +567,34 @@ def test_ravel_k_of_a_permuted_contiguous_array_is_a_view_as_in_numpy():
 
 def test_norm_of_a_column():
     check_grads(lambda q: np.linalg.norm(q[:, 1]) + np.linalg.norm(q[::2].T), np.arange(1.0, 13.0).reshape(4, 3))
+
+
+_MASK = np.array([1.0, 0.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(_overwrite(np.sqrt(x * x * _MASK)) ** 2 * np.arange(4.0)),
+    lambda x: np.sum(_overwrite(np.log(x * _MASK)) * x),
+    lambda x: np.sum(_overwrite(np.arcsin(0.3 * x * _MASK + (1 - _MASK))) * x),
+    lambda x: np.sum(np.where(_MASK > 0, np.sqrt(x * x * _MASK), 0.0) * x),
+    lambda x: np.sum(np.where(_MASK > 0, 1.0 / (x * _MASK), 0.0)),
+    lambda x: _distances(x),
+], ids=["sqrt(0) overwritten", "log(0) overwritten", "arcsin(1) overwritten", "where sqrt(0)",
+        "where 1/0", "distance matrix"])
+def test_a_zero_cotangent_times_an_infinite_partial_is_zero(f):
+    # elements whose value never reaches the output contribute nothing, even where their
+    # partial is infinite or undefined: forward mode and finite differences say so (IEEE 0*inf = nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        check_grads(f, np.array([0.7, 1.3, 2.1, 0.4]))
+
+
+def _overwrite(y):
+    y[_MASK == 0] = 2.0
+    return y
+
+
+def _distances(x):
+    dx = x[:, None] - x[None, :]
+    d = np.sqrt(dx ** 2)
+    d[d == 0] = -1.0  # the diagonal: sqrt(0), overwritten
+    return np.sum(d ** 2 * np.arange(16.0).reshape(4, 4))

@@ -155,6 +155,15 @@ CASES = [
     ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, return_sign=True)[0], (R(3), NEG_B), 2),
     ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, b=-NEG_B, return_sign=True)[0], (R(3),), 2),
     ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, axis=0), (C(3, 2),), 2),
+    # a 0-d a (SciPy reduces it as shape (1,): keepdims and axis=() give shape (1,)), and b broadcasting a
+    *[("scipy.special.logsumexp", lambda a, axis=axis, kd=kd: msp.logsumexp(a, axis=axis, keepdims=kd) * 3.0,
+       (np.array(1.5),), 2) for axis in (None, 0, -1, (), (0,)) for kd in (False, True)],
+    ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, axis=0, keepdims=True), (np.array(0.3), P(3)), 2),
+    ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, keepdims=True, return_sign=True)[0],
+     (np.array(0.3), np.array(-2.0)), 2),
+    ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, axis=(0, 1), keepdims=True), (R(3), P(2, 3)), 2),
+    *[(f"scipy.special.{name}", lambda x, name=name, axis=axis: getattr(msp, name)(x, axis=axis) * 3.0,
+       (np.array(0.7),), 2) for name in ("softmax", "log_softmax") for axis in (None, 0, -1, ())],
     ("scipy.special.softmax", msp.softmax, (R(2, 3),), 2),
     ("scipy.special.softmax", lambda x: msp.softmax(x, axis=1), (R(2, 3),), 2),
     ("scipy.special.log_softmax", msp.log_softmax, (R(2, 3),), 2),
@@ -178,6 +187,24 @@ def test_namespace_matches_scipy():
     np.testing.assert_allclose(msp.multigammaln(np.array([2.5, 4.0]), 3),
                                sp.multigammaln(np.array([2.5, 4.0]), 3), rtol=1e-13)
     assert msp.gammaln is sp.gammaln and msp.zeta is sp.zeta  # everything else is SciPy's
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1, (), (0,)])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("b", [None, np.array(2.0), np.array([0.5, 2.0])])
+def test_logsumexp_of_0d_matches_scipy(axis, keepdims, b):
+    # SciPy makes a (broadcast with b) at least 1-d: shape (1,) for keepdims=True or axis=() of a 0-d a
+    a = np.array(1.5)
+    ref = sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
+    val = msp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
+    assert np.shape(val) == np.shape(ref)
+    np.testing.assert_allclose(val, ref, rtol=1e-14)
+    ct = np.arange(1.0, np.size(ref) + 1).reshape(np.shape(ref))
+    g = mg.grad(lambda a: np.sum(msp.logsumexp(a, axis=axis, b=b, keepdims=keepdims) * ct))(a)
+    # each output is a + log(sum of some b): derivative 1, summed against the cotangent
+    np.testing.assert_allclose(g, np.sum(ct), rtol=1e-14)
+    _, t = mg.jvp(lambda a: msp.logsumexp(a, axis=axis, b=b, keepdims=keepdims), (a,), (np.array(1.0),))
+    np.testing.assert_allclose(t, np.ones(np.shape(ref)), rtol=1e-14)
 
 
 def test_special_points_closed_form():

@@ -421,10 +421,13 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 
 def _lse_weights(a, b, out, axis, keepdims, return_sign):
-    """∂y/∂a and ∂y/∂b, shaped like the broadcast of a and b:
+    """∂y/∂a and ∂y/∂b, shaped like the broadcast of a and b, at least 1-d
+    (SciPy reduces that: a 0-d ``a`` reduces as shape (1,), so that
+    ``keepdims=True`` or ``axis=()`` give shape (1,)):
     s * b * exp(a - y) and s * exp(a - y) (s the sign, 1 without return_sign)."""
     y, s = out if return_sign else (out, None)
     shape = np.broadcast_shapes(np.shape(a), np.shape(b)) if b is not None else np.shape(a)
+    shape = shape or (1,)
     w = np.exp(a - expand_to(y, shape, axis, keepdims))
     if s is not None:
         w = w * expand_to(bottom(s), shape, axis, keepdims)

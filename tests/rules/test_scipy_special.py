@@ -1,5 +1,7 @@
 """scipy.special rules (mutagrad/rules/scipy/special.py), both modes, against
 finite differences; the plain-Python functions through mutagrad.scipy.special."""
+import re
+
 import numpy as np
 import pytest
 
@@ -93,6 +95,58 @@ CASES = [
     ("scipy.special.ive", lambda x: sp.ive(1.5, x), (P(3),), 2),
     ("scipy.special.ive", lambda x: sp.ive(2, x), (NZ(3),), 2),
     ("scipy.special.kve", lambda x: sp.kve(2.0, x), (P(3),), 2),
+    # more gamma functions: 1/gamma through its zeros (the poles of gamma), sign, Pochhammer
+    ("scipy.special.rgamma", sp.rgamma, (np.array([-2.5, -0.3, 0.7, 3.2]),), 2),
+    ("scipy.special.rgamma", sp.rgamma, (np.array([0.0, -1.0, -2.0, -5.0]),), 2),
+    ("scipy.special.rgamma", sp.rgamma, (np.array([0.7 + 0.3j, -1.5 + 0.2j]),), 1),  # no complex polygamma
+    ("scipy.special.gammasgn", sp.gammasgn, (np.array([-2.5, -0.3, 0.7, 3.2]),), 2),
+    ("scipy.special.poch", sp.poch, (np.array([0.7, 2.5, -1.5]), np.array([0.5, 1.2, 0.3])), 2),
+    ("scipy.special.gammaincinv", lambda y: sp.gammaincinv(np.array([0.5, 1.0, 3.0]), y), (U01(3),), 2),
+    ("scipy.special.gammainccinv", lambda y: sp.gammainccinv(np.array([0.5, 1.0, 3.0]), y), (U01(3),), 2),
+    ("scipy.special.ndtri_exp", sp.ndtri_exp, (np.array([-30.0, -5.0, -0.7, -0.01]),), 2),
+    ("scipy.special.owens_t", sp.owens_t, (np.array([-1.5, 0.0, 0.5, 2.0]), np.array([-2.0, 0.3, 1.0, 5.0])), 2),
+    # integer-order Bessel functions (the order is data)
+    ("scipy.special.yn", lambda x: sp.yn(np.array([0, 1, 3]), x), (P(3),), 2),
+    ("scipy.special.kn", lambda x: sp.kn(np.array([0, 1, 3]), x), (P(3),), 2),
+    # exponential integrals, dilogarithm (including z = 1, 0/0 in the integrand), Hurwitz zeta in q
+    ("scipy.special.expn", lambda x: sp.expn(np.array([0, 1, 2, 5]), x), (P(4),), 2),
+    ("scipy.special.exp1", sp.exp1, (P(3),), 2),
+    ("scipy.special.exp1", sp.exp1, (np.array([-1.0 + 0.5j, 1.5 - 0.2j]),), 2),
+    ("scipy.special.expi", sp.expi, (np.array([-2.0, -0.3, 0.2, 1.5]),), 2),
+    ("scipy.special.spence", sp.spence, (np.array([0.3, 1.0, 2.5]),), 2),
+    ("scipy.special.spence", sp.spence, (np.array([0.5 + 0.5j, 2.0 - 1.0j]),), 2),
+    ("scipy.special._zeta", lambda q: sp.zeta(np.array([2.0, 3.5, 4.0]), q), (np.array([0.7, 2.0, -1.5]),), 2),
+    # complete elliptic integrals, including m = 0 (0/0) and m < 0
+    ("scipy.special.ellipk", sp.ellipk, (np.array([-3.0, -1e-4, 0.0, 1e-5, 0.3, 0.9]),), 2),
+    ("scipy.special.ellipe", sp.ellipe, (np.array([-3.0, -1e-4, 0.0, 1e-5, 0.3, 0.9]),), 2),
+    ("scipy.special.ellipkm1", sp.ellipkm1, (np.array([0.02, 0.1, 0.7, 1.0, 1.0 - 1e-5, 4.0]),), 2),
+    # Box-Cox and inverses, both arguments, including lambda = 0 (0/0) and near it
+    ("scipy.special.boxcox", sp.boxcox, (np.array([0.3, 1.0, 2.5, 4.0, 0.7]), np.array([-1.0, 0.5, 0.0, 1e-5, 2.0])), 2),
+    ("scipy.special.boxcox1p", sp.boxcox1p,
+     (np.array([-0.7, 0.0, 2.5, 4.0, 0.3]), np.array([-1.0, 0.5, 0.0, 1e-5, 2.0])), 2),
+    ("scipy.special.inv_boxcox", sp.inv_boxcox,
+     (np.array([-0.5, 0.0, 1.5, 0.7, 0.3]), np.array([-1.0, 0.5, 0.0, 1e-5, 2.0])), 2),
+    ("scipy.special.inv_boxcox1p", sp.inv_boxcox1p,
+     (np.array([-0.5, 0.0, 1.5, 0.7, 0.3]), np.array([-1.0, 0.5, 0.0, 1e-5, 2.0])), 2),
+    # elementary functions, in degrees, Wright omega
+    ("scipy.special.cbrt", sp.cbrt, (np.array([-2.0, 0.3, 5.0]),), 2),
+    ("scipy.special.exp2", sp.exp2, (R(3),), 2),
+    ("scipy.special.exp10", sp.exp10, (R(3),), 2),
+    ("scipy.special.expm1", sp.expm1, (np.array([-40.0, 0.3, 1e-9]),), 2),
+    ("scipy.special.log1p", sp.log1p, (np.array([-0.5, 0.3, 1e-9]),), 2),
+    ("scipy.special.cosm1", sp.cosm1, (np.array([-2.0, 0.3, 1e-9]),), 2),
+    ("scipy.special.sindg", sp.sindg, (np.array([-200.0, 30.0, 95.0]),), 2),
+    ("scipy.special.cosdg", sp.cosdg, (np.array([-200.0, 30.0, 95.0]),), 2),
+    ("scipy.special.tandg", sp.tandg, (np.array([-200.0, 30.0, 75.0]),), 2),
+    ("scipy.special.cotdg", sp.cotdg, (np.array([-200.0, 30.0, 75.0]),), 2),
+    ("scipy.special.wrightomega", sp.wrightomega, (np.array([-3.0, 0.3, 5.0]),), 2),
+    # hypergeometric functions w.r.t. the argument
+    ("scipy.special.hyp1f1", lambda x: sp.hyp1f1(np.array([0.5, 2.0, -1.5]), np.array([1.5, 3.0, 2.5]), x),
+     (np.array([-1.0, 0.3, 2.0]),), 2),
+    ("scipy.special.hyperu", lambda x: sp.hyperu(np.array([0.5, 2.0, 1.5]), np.array([1.5, 3.0, 0.5]), x),
+     (P(3),), 2),
+    ("scipy.special.hyp2f1", lambda z: sp.hyp2f1(np.array([0.5, 2.0, 1.5]), np.array([1.5, 3.0, 0.5]),
+                                                 np.array([2.5, 4.5, 3.0]), z), (np.array([-1.0, 0.3, 0.7]),), 2),
     # logsumexp, softmax, log_softmax (plain-Python in SciPy: mutagrad.scipy.special)
     ("scipy.special.logsumexp", msp.logsumexp, (R(2, 3),), 2),
     ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, axis=1), (R(2, 3),), 2),
@@ -101,6 +155,15 @@ CASES = [
     ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, return_sign=True)[0], (R(3), NEG_B), 2),
     ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, b=-NEG_B, return_sign=True)[0], (R(3),), 2),
     ("scipy.special.logsumexp", lambda a: msp.logsumexp(a, axis=0), (C(3, 2),), 2),
+    # a 0-d a (SciPy reduces it as shape (1,): keepdims and axis=() give shape (1,)), and b broadcasting a
+    *[("scipy.special.logsumexp", lambda a, axis=axis, kd=kd: msp.logsumexp(a, axis=axis, keepdims=kd) * 3.0,
+       (np.array(1.5),), 2) for axis in (None, 0, -1, (), (0,)) for kd in (False, True)],
+    ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, axis=0, keepdims=True), (np.array(0.3), P(3)), 2),
+    ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, keepdims=True, return_sign=True)[0],
+     (np.array(0.3), np.array(-2.0)), 2),
+    ("scipy.special.logsumexp", lambda a, b: msp.logsumexp(a, b=b, axis=(0, 1), keepdims=True), (R(3), P(2, 3)), 2),
+    *[(f"scipy.special.{name}", lambda x, name=name, axis=axis: getattr(msp, name)(x, axis=axis) * 3.0,
+       (np.array(0.7),), 2) for name in ("softmax", "log_softmax") for axis in (None, 0, -1, ())],
     ("scipy.special.softmax", msp.softmax, (R(2, 3),), 2),
     ("scipy.special.softmax", lambda x: msp.softmax(x, axis=1), (R(2, 3),), 2),
     ("scipy.special.log_softmax", msp.log_softmax, (R(2, 3),), 2),
@@ -124,6 +187,24 @@ def test_namespace_matches_scipy():
     np.testing.assert_allclose(msp.multigammaln(np.array([2.5, 4.0]), 3),
                                sp.multigammaln(np.array([2.5, 4.0]), 3), rtol=1e-13)
     assert msp.gammaln is sp.gammaln and msp.zeta is sp.zeta  # everything else is SciPy's
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1, (), (0,)])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("b", [None, np.array(2.0), np.array([0.5, 2.0])])
+def test_logsumexp_of_0d_matches_scipy(axis, keepdims, b):
+    # SciPy makes a (broadcast with b) at least 1-d: shape (1,) for keepdims=True or axis=() of a 0-d a
+    a = np.array(1.5)
+    ref = sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
+    val = msp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
+    assert np.shape(val) == np.shape(ref)
+    np.testing.assert_allclose(val, ref, rtol=1e-14)
+    ct = np.arange(1.0, np.size(ref) + 1).reshape(np.shape(ref))
+    g = mg.grad(lambda a: np.sum(msp.logsumexp(a, axis=axis, b=b, keepdims=keepdims) * ct))(a)
+    # each output is a + log(sum of some b): derivative 1, summed against the cotangent
+    np.testing.assert_allclose(g, np.sum(ct), rtol=1e-14)
+    _, t = mg.jvp(lambda a: msp.logsumexp(a, axis=axis, b=b, keepdims=keepdims), (a,), (np.array(1.0),))
+    np.testing.assert_allclose(t, np.ones(np.shape(ref)), rtol=1e-14)
 
 
 def test_special_points_closed_form():
@@ -186,3 +267,76 @@ def test_stdtr_density_for_large_and_infinite_df():
     normal = np.exp(-0.7 ** 2 / 2) / np.sqrt(2 * np.pi)
     for df in (1e14, 1e16, np.inf):
         np.testing.assert_allclose(mg.grad(lambda t: sp.stdtr(df, t))(np.float64(0.7)), normal, rtol=1e-13)
+
+
+# (covers, function, args, what the message names): no derivative at all, as SciPy has none
+NOT_DIFFERENTIABLE_CASES = [
+    ("scipy.special._riemann_zeta", sp.zeta, (np.array([2.5, 4.0]),), "zeta(x)"),
+    ("scipy.special.zetac", sp.zetac, (np.array([2.5, 4.0]),), "zetac"),
+]
+
+
+@pytest.mark.parametrize("covers,fn,args,names", NOT_DIFFERENTIABLE_CASES)
+def test_no_derivative_is_not_implemented(covers, fn, args, names):
+    out, pullback = mg.vjp(fn, *args)
+    np.testing.assert_array_equal(out, fn(*args))
+    (g,) = pullback(np.ones_like(out))
+    assert isinstance(g, mg.NotImplementedTangent) and names in g.message
+    _, t = mg.jvp(fn, args, (np.ones_like(args[0]),))
+    assert isinstance(t, mg.NotImplementedTangent) and names in t.message
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match=re.escape(names)):
+        mg.grad(lambda x: np.sum(fn(x)))(*args)
+
+
+@pytest.mark.parametrize("fn,args,argnum,names", [
+    (sp.zeta, (3.0, 1.5), 0, r"zeta\(x, q\) w.r.t. x"),
+    (sp.gammaincinv, (1.5, 0.3), 0, "gammaincinv"),
+    (sp.gammainccinv, (1.5, 0.3), 0, "gammainccinv"),
+    (sp.hyp1f1, (1.5, 2.5, 0.3), 1, "hyp1f1"),
+    (sp.hyp2f1, (0.5, 1.5, 2.5, 0.3), 2, "hyp2f1"),
+])
+def test_parameter_derivative_is_not_implemented(fn, args, argnum, names):
+    assert isinstance(mg.grad(fn, argnums=argnum)(*args), mg.NotImplementedTangent)
+    tangents = tuple(1.0 if i == argnum else 0.0 for i in range(len(args)))
+    assert isinstance(mg.jvp(fn, args, tangents)[1], mg.NotImplementedTangent)
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match=names):
+        mg.grad(fn, argnums=argnum)(*args)
+    # the other argument still has its derivative, also in strict mode
+    with mg.config(strict=True):
+        check_grads(lambda v: fn(*args[:-1], v), args[-1], order=1)
+
+
+def test_integer_order_has_no_tangent():
+    # the order of yn, kn, expn is data: Y_n' = (Y_{n-1} - Y_{n+1}) / 2, Y_{-1} = -Y_1
+    x, n = np.array([0.5, 1.5, 2.5]), np.array([0, 1, 2])
+    gx = mg.grad(lambda x: np.sum(sp.yn(n, x)))(x)
+    np.testing.assert_allclose(gx, [-sp.y1(0.5), 0.5 * (sp.y0(1.5) - sp.yn(2, 1.5)), 0.5 * (sp.y1(2.5) - sp.yn(3, 2.5))],
+                               rtol=1e-14)
+    # E_1' = -E_0 = -exp(-x)/x
+    np.testing.assert_allclose(mg.grad(lambda x: sp.expn(1, x))(0.7), -np.exp(-0.7) / 0.7, rtol=1e-14)
+
+
+def test_new_rules_closed_forms():
+    # 1/gamma at its zeros x = -n: (-1)^n n!; (1/gamma)''(0) = 2 Euler's gamma
+    for n in range(5):
+        np.testing.assert_allclose(mg.grad(sp.rgamma)(float(-n)), (-1) ** n * np.prod(np.arange(1, n + 1)), rtol=1e-14)
+    np.testing.assert_allclose(mg.grad(mg.grad(sp.rgamma))(0.0), 2 * np.euler_gamma, rtol=1e-14)
+    # spence'(1) = lim log(z)/(1-z) = -1, spence''(1) = 1/2
+    assert mg.grad(sp.spence)(1.0) == -1.0
+    assert mg.grad(mg.grad(sp.spence))(1.0) == 0.5
+    # K'(0) = pi/8, E'(0) = -pi/8; ellipkm1'(1) = -pi/8
+    np.testing.assert_allclose(mg.grad(sp.ellipk)(0.0), np.pi / 8, rtol=1e-15)
+    np.testing.assert_allclose(mg.grad(sp.ellipe)(0.0), -np.pi / 8, rtol=1e-15)
+    np.testing.assert_allclose(mg.grad(sp.ellipkm1)(1.0), -np.pi / 8, rtol=1e-15)
+    # boxcox at lambda = 0 is log x: d/dx = 1/x, d/dlambda = log(x)^2 / 2
+    gx, gl = mg.grad(sp.boxcox, argnums=(0, 1))(2.5, 0.0)
+    np.testing.assert_allclose((gx, gl), (0.4, np.log(2.5) ** 2 / 2), rtol=1e-15)
+    # boxcox(0, lambda) = -1/lambda for lambda > 0: d/dlambda = 1/lambda^2
+    np.testing.assert_allclose(mg.grad(lambda lm: sp.boxcox(0.0, lm))(0.5), 4.0, rtol=1e-15)
+    # gammasgn: zero derivative
+    assert mg.grad(sp.gammasgn)(-2.5) == 0.0
+    # Owen's T(0, a) = arctan(a) / (2 pi): d/da = 1 / (2 pi (1 + a^2)); T(h, 1) = Phi(h)(1 - Phi(h))/2
+    np.testing.assert_allclose(mg.grad(lambda a: sp.owens_t(0.0, a))(0.7), 1 / (2 * np.pi * 1.49), rtol=1e-15)
+    h = 0.8
+    phi, cdf = np.exp(-h * h / 2) / np.sqrt(2 * np.pi), sp.ndtr(h)
+    np.testing.assert_allclose(mg.grad(lambda h: sp.owens_t(h, 1.0))(h), phi * (1 - 2 * cdf) / 2, rtol=1e-14)

@@ -16,6 +16,7 @@ R, P, U01, SPD = _draws.R, _draws.P, _draws.U01, _draws.SPD
 
 
 X3 = R(3)
+_SING_A = R(3, 2)  # a plain singular covariance _SING_A @ _SING_A.T
 MU3 = R(3)
 K = np.array([0, 1, 3, 6])
 CONT = ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
@@ -62,6 +63,20 @@ CASES = [
     ("scipy.stats.multivariate_normal.logpdf", lambda x, c: mst.multivariate_normal.logpdf(x, 0.5, c), (R(4), 1.5), 2),
     ("scipy.stats.multivariate_normal.logpdf", lambda mu, c: mst.multivariate_normal(mu, c).logpdf(np.ones(2)),
      (R(2), SPD(2)), 2),
+    # allow_singular: cov = A Aᵀ of rank 2 in 3-d (the rank is constant), x in the support mean + range(A)
+    ("scipy.stats.multivariate_normal.logpdf",
+     lambda a, z, mu: mst.multivariate_normal.logpdf(mu + a @ z, mu, a @ a.T, allow_singular=True), (R(3, 2), R(2), R(3)), 2),
+    ("scipy.stats.multivariate_normal.logpdf",
+     lambda a, z, mu: mst.multivariate_normal.logpdf(mu + z @ a.T, mu, a @ a.T, allow_singular=True),
+     (R(3, 1), R(4, 1), R(3)), 2),
+    ("scipy.stats.multivariate_normal.pdf",
+     lambda a, z, mu: mst.multivariate_normal(mu, a @ a.T, allow_singular=True).pdf(mu + a @ z), (R(3, 2), R(2), R(3)), 2),
+    ("scipy.stats.multivariate_normal.logpdf",
+     lambda z, mu: mst.multivariate_normal.logpdf(mu + _SING_A @ z, mu, _SING_A @ _SING_A.T, allow_singular=True),
+     (R(2), R(3)), 2),
+    ("scipy.stats.multivariate_normal.logpdf",
+     lambda x, mu: mst.multivariate_normal.logpdf(x * np.array([1.0, 0.0, 1.0]), mu * np.array([1.0, 0.0, 1.0]),
+                                                  np.array([2.0, 0.0, 0.5]), allow_singular=True), (R(3), R(3)), 2),
 ]
 
 
@@ -133,3 +148,45 @@ def test_t_logpdf_for_large_and_infinite_df_matches_scipy():
     for df in (3.0, 1e10, 1e14, 1e15, np.inf):
         np.testing.assert_allclose(mst.t.logpdf(0.7, df), st.t.logpdf(0.7, df), rtol=1e-13)
     np.testing.assert_allclose(mg.grad(lambda z: mst.t.logpdf(z, np.inf))(0.7), -0.7, rtol=1e-15)
+
+
+def test_multivariate_normal_allow_singular_matches_scipy():
+    a, mu = R(3, 2), R(3)
+    cov = a @ a.T
+    inside = mu + R(5, 2) @ a.T  # in the support mean + range(cov)
+    x = np.concatenate([inside, mu + np.ones((1, 3))])  # the last one off it: -inf, pdf 0
+    for frozen in (False, True):
+        for meth in ("logpdf", "pdf"):
+            ours = (getattr(mst.multivariate_normal(mu, cov, allow_singular=True), meth)(x) if frozen
+                    else getattr(mst.multivariate_normal, meth)(x, mu, cov, allow_singular=True))
+            ref = getattr(st.multivariate_normal, meth)(x, mu, cov, allow_singular=True)
+            np.testing.assert_allclose(ours, ref, rtol=1e-12, err_msg=meth)
+    assert mst.multivariate_normal.logpdf(x[-1], mu, cov, allow_singular=True) == -np.inf
+    for cov1 in (np.array([1.0, 0.0, 2.0]), np.diag([3.0, 1e-14, 1.0])):  # a zero and a below-cutoff eigenvalue
+        np.testing.assert_allclose(mst.multivariate_normal.logpdf(x[0] * [1, 0, 1], np.zeros(3), cov1, allow_singular=True),
+                                   st.multivariate_normal.logpdf(x[0] * [1, 0, 1], np.zeros(3), cov1, allow_singular=True),
+                                   rtol=1e-12)
+
+
+def test_multivariate_normal_singular_errors_as_scipy():
+    cov = np.diag([1.0, 1e-14, 1.0])  # below SciPy's cutoff: singular
+    with pytest.raises(np.linalg.LinAlgError, match="allow_singular"):
+        mst.multivariate_normal.logpdf(np.zeros(3), np.zeros(3), cov)
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        mst.multivariate_normal.logpdf(np.zeros(3), np.zeros(3), -np.eye(3), allow_singular=True)
+
+
+def test_multivariate_normal_allow_singular_gradients_closed_form():
+    # on the support: d/dx = -C⁺ (x - mu); d/dC (constant rank, x - mu in range(C)) = -(C⁺ - C⁺ r rᵀ C⁺)/2
+    a, mu = R(3, 2), R(3)
+    cov = a @ a.T
+    x = mu + a @ R(2)
+    pinv, r = np.linalg.pinv(cov), x - mu
+    gx, gmu, gc = mg.grad(lambda x, mu, c: mst.multivariate_normal.logpdf(x, mu, c, allow_singular=True),
+                          argnums=(0, 1, 2))(x, mu, cov)
+    np.testing.assert_allclose(gx, -pinv @ r, rtol=1e-9)
+    np.testing.assert_allclose(gmu, pinv @ r, rtol=1e-9)
+    np.testing.assert_allclose(gc, -0.5 * (pinv - pinv @ np.outer(r, r) @ pinv), rtol=1e-9, atol=1e-12)
+    # off the support the value is a constant -inf: zero gradient, not nan
+    g = mg.grad(lambda x: mst.multivariate_normal.logpdf(x, mu, cov, allow_singular=True))(mu + np.ones(3))
+    np.testing.assert_array_equal(g, np.zeros(3))

@@ -11,16 +11,19 @@ every order is available.
 Orders and shape parameters: an integer order (``polygamma``'s ``n``) has no
 derivative (``NoTangent``); a real order or shape parameter (``jv``'s ``v``,
 ``gammainc``'s ``a``) has one that is not implemented
-(``mg.not_implemented``).
+(``mg.not_implemented``), as is the derivative w.r.t. x of ``zeta(x[, q])``
+(SciPy has no zeta'; ``scipy.special.zeta`` calls the ufuncs ``_zeta`` and
+``_riemann_zeta``, registered under those names).
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.special as sp
+from scipy.special import _ufuncs as _spu  # zeta(x[, q]) is a Python function calling these
 
 from ...core import bottom
 from ...registry import conj_if_complex as _cj
-from ...registry import defelementwise, frule, primitive, rrule
+from ...registry import defelementwise, defnotimplemented, defzero, frule, primitive, rrule
 from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 from ..reductions import expand_to
 
@@ -28,6 +31,8 @@ ZERO = ZeroTangent()
 _2_SQRT_PI = 2.0 / np.sqrt(np.pi)
 _SQRT_PI_2 = np.sqrt(np.pi) / 2.0
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
+_PI_2 = np.pi / 2.0
+_DEG = np.pi / 180.0
 
 
 def scipy_primitive(name):
@@ -48,15 +53,16 @@ def _quotient0(x, y):
     return x / np.where(both, 1.0, y) if np.any(both) else x / y
 
 
-def defparametric(fn, nparams, dx, integer=False):
+def defparametric(fn, nparams, dx, integer=False, why=None):
     """Both rules of ``fn(*params, x)``, elementwise in ``x`` with derivative
     ``dx(*params, x, y)``. The derivative w.r.t. the parameters is
-    ``NoTangent`` for integer ones (orders) and not implemented otherwise."""
+    ``NoTangent`` for integer ones (orders) and not implemented otherwise
+    (``why``: the message, if the default's "x" is not the argument's name)."""
     p = defelementwise(fn, *([None] * nparams), dx)
     if integer:
         return p
     name = p.name
-    why = f"the derivative of {name} w.r.t. its parameter is not implemented (only w.r.t. x)"
+    why = why or f"the derivative of {name} w.r.t. its parameter is not implemented (only w.r.t. x)"
     base_rrule, base_frule = p.rrule, p.frule
 
     def rule(*xs):
@@ -102,10 +108,36 @@ defelementwise(sp.betaln,
                lambda a, b, y: sp.digamma(a) - sp.digamma(a + b),
                lambda a, b, y: sp.digamma(b) - sp.digamma(a + b))
 
+
+def _rgamma_d(x, y):
+    """(1/Γ)' = -ψ/Γ. At the poles of Γ (0, -1, -2...), where 1/Γ = 0 and ψ is
+    infinite, from the reflection 1/Γ(x) = Γ(1-x) sin(πx)/π:
+    Γ(1-x) (cos πx - sin(πx) ψ(1-x)/π), smooth there (so every order is exact).
+    Each branch at safe inputs only."""
+    xb = np.asarray(bottom(x))
+    xr = xb.real
+    pole = (xr <= 0) & (xr == np.floor(xr)) & (xb.imag == 0)
+    if not pole.any():
+        return -y * sp.digamma(x)
+    xp = np.where(pole, x, 0.5)
+    xo = np.where(pole, 0.5, x)
+    at_pole = sp.gamma(1 - xp) * (np.cos(np.pi * xp) - np.sin(np.pi * xp) * sp.digamma(1 - xp) / np.pi)
+    return np.where(pole, at_pole, -sp.rgamma(xo) * sp.digamma(xo))
+
+
+defelementwise(sp.rgamma, _rgamma_d)
+defzero(sp.gammasgn)
+defelementwise(sp.poch,
+               lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)),
+               lambda z, m, y: y * sp.digamma(z + m))
+
 # regularized incomplete gamma and beta functions, Student's t cdf: derivative
 # w.r.t. the integration limit is the density
 defparametric(sp.gammainc, 1, lambda a, x, y: np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a)))
 defparametric(sp.gammaincc, 1, lambda a, x, y: -np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a)))
+# their inverses w.r.t. the probability: the reciprocal of the density at the result
+defparametric(sp.gammaincinv, 1, lambda a, p, x: np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a)))
+defparametric(sp.gammainccinv, 1, lambda a, p, x: -np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a)))
 
 
 def _beta_density(a, b, x, y):
@@ -178,6 +210,11 @@ def _log_ndtr_d(x, y):
 
 defelementwise(sp.log_ndtr, _log_ndtr_d)
 defelementwise(sp.ndtri, lambda p, y: _SQRT_2PI * np.exp(0.5 * y * y))
+defelementwise(sp.ndtri_exp, lambda v, y: _SQRT_2PI * np.exp(v + 0.5 * y * y))  # ndtri(exp(v))
+# Owen's T(h, a) = (1/2π) ∫_0^a exp(-h²(1+t²)/2) / (1+t²) dt
+defelementwise(sp.owens_t,
+               lambda h, a, y: -0.5 * np.exp(-0.5 * h * h) / _SQRT_2PI * sp.erf(a * h / np.sqrt(2.0)),
+               lambda h, a, y: np.exp(-0.5 * h * h * (1 + a * a)) / (2 * np.pi * (1 + a * a)))
 
 # -- logistic ------------------------------------------------------------------------
 
@@ -218,6 +255,147 @@ defelementwise(sp.k0, lambda x, y: -sp.k1(x))
 defelementwise(sp.k1, lambda x, y: -0.5 * (sp.k0(x) + sp.kv(2, x)))
 defelementwise(sp.k0e, lambda x, y: y - sp.k1e(x))
 defelementwise(sp.k1e, lambda x, y: y - 0.5 * (sp.k0e(x) + sp.kve(2, x)))
+defparametric(sp.yn, 1, lambda n, x, y: 0.5 * (sp.yn(bottom(n) - 1, x) - sp.yn(bottom(n) + 1, x)), integer=True)
+defparametric(sp.kn, 1, lambda n, x, y: -0.5 * (sp.kn(bottom(n) - 1, x) + sp.kn(bottom(n) + 1, x)), integer=True)
+
+# -- exponential integrals, dilogarithm, zeta ------------------------------------------
+
+
+def _expn_d(n, x, y):
+    """E_n' = -E_{n-1} for n >= 1; E_0 = exp(-x)/x (SciPy has no E_{-1})."""
+    nb = np.asarray(bottom(n))
+    if (nb >= 1).all():
+        return -sp.expn(nb - 1, x)
+    return np.where(nb == 0, -np.exp(-x) * (1 + x) / (x * x), -sp.expn(np.maximum(nb - 1, 0), x))
+
+
+defparametric(sp.expn, 1, _expn_d, integer=True)
+defelementwise(sp.exp1, lambda x, y: -np.exp(-x) / x)
+defelementwise(sp.expi, lambda x, y: np.exp(x) / x)
+
+
+def _spence_d(z, y):
+    """SciPy's spence(z) = ∫_1^z log(t)/(1-t) dt: the integrand log(z)/(1-z), and at z = 1
+    (0/0) its Taylor polynomial -log1p(u)/u = -(1 - u/2 + u²/3 - u³/4 + u⁴/5), u = z - 1,
+    exact there to the fourth order. Each branch at safe inputs only."""
+    one = bottom(z) == 1
+    if not np.any(one):
+        return np.log(z) / (1.0 - z)
+    u = z - 1.0
+    zs = np.where(one, 2.0, z)
+    return np.where(one, -(1 - u * (0.5 - u * (1 / 3 - u * (0.25 - u / 5)))), np.log(zs) / (1.0 - zs))
+
+
+defelementwise(sp.spence, _spence_d)
+# zeta(x, q) = sum_k (k + q)^-x: d/dq = -x zeta(x + 1, q); SciPy has no derivative in x
+defparametric(_spu._zeta, 1, lambda x, q, y: -x * _spu._zeta(x + 1, q),
+              why="the derivative of scipy.special.zeta(x, q) w.r.t. x is not implemented (only w.r.t. q)")
+defnotimplemented(_spu._riemann_zeta, "the derivative of scipy.special.zeta(x) w.r.t. x is not implemented "
+                  "(SciPy has no zeta')")
+defnotimplemented(sp.zetac, "the derivative of scipy.special.zetac(x) w.r.t. x is not implemented "
+                  "(SciPy has no zeta')")
+
+# -- complete elliptic integrals (parameter m) ------------------------------------------
+# K' = (E - (1-m) K) / (2m(1-m)), E' = (E - K) / (2m). Both cancel as m -> 0 (0/0 at 0):
+# for |m| < 1e-3 the Maclaurin series to m⁵ (from K = π/2 sum ((2n)!/(4^n n!²))² m^n and
+# E = π/2 sum -((2n)!/(4^n n!²))² m^n / (2n-1)), within 2e-15; each branch at safe inputs.
+
+
+def _ellipk_series_d(m):
+    return _PI_2 * (0.25 + m * (9 / 32 + m * (75 / 256 + m * (1225 / 4096 + m * (19845 / 65536 + m * 160083 / 524288)))))
+
+
+def _ellipe_series_d(m):
+    return -_PI_2 * (0.25 + m * (3 / 32 + m * (15 / 256 + m * (175 / 4096 + m * (2205 / 65536 + m * 14553 / 524288)))))
+
+
+def _near_zero(m, series, exact):
+    """``exact(m)``, or ``series(m)`` where |m| < 1e-3; each at safe inputs only."""
+    near = np.abs(np.asarray(bottom(m))) < 1e-3
+    if not near.any():
+        return exact(m)
+    return np.where(near, series(np.where(near, m, 0.0)), exact(np.where(near, 0.5, m)))
+
+
+def _ellipk_d(m, p, k):
+    """K'(m) from K = k, given p = 1 - m separately (exact for ellipkm1's small p)."""
+    return (sp.ellipe(m) - p * k) / (2 * m * p)
+
+
+def _ellipkm1_d(p, y):
+    """ellipkm1(p) = K(1 - p): -K'(1 - p), with p itself as 1 - m (1 - p is exact near p = 1,
+    where the series is used); each branch at safe inputs only."""
+    near = np.abs(1 - np.asarray(bottom(p))) < 1e-3
+    if not near.any():
+        return -_ellipk_d(1 - p, p, sp.ellipkm1(p))
+    ps = np.where(near, 0.5, p)
+    return np.where(near, -_ellipk_series_d(np.where(near, 1 - p, 0.0)), -_ellipk_d(1 - ps, ps, sp.ellipkm1(ps)))
+
+
+defelementwise(sp.ellipk, lambda m, y: _near_zero(m, _ellipk_series_d, lambda m: _ellipk_d(m, 1 - m, sp.ellipk(m))))
+defelementwise(sp.ellipe, lambda m, y: _near_zero(m, _ellipe_series_d, lambda m: (sp.ellipe(m) - sp.ellipk(m)) / (2 * m)))
+defelementwise(sp.ellipkm1, _ellipkm1_d)
+
+
+# -- Box-Cox transforms ------------------------------------------------------------------
+
+
+def _boxcox_dl(x, lmbda, y, log, xlog, safe_x):
+    """∂y/∂λ of y = (b^λ - 1)/λ (log b at λ = 0), b = x (log, xlogy) or 1 + x (log1p,
+    xlog1py): (b^λ log b - y)/λ, with b^λ log b as xlog (0 at b = 0). It cancels as
+    t = λ log b -> 0 (0/0 at λ = 0); for |t| < 1e-3 the series
+    L² (1/2 + t/3 + t²/8 + t³/30 + t⁴/144 + t⁵/840), L = log b, within 1e-19. Each
+    branch at safe inputs only (``safe_x``: where log b = 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        near = np.abs(bottom(lmbda) * log(bottom(x))) < 1e-3
+
+    def exact(x, lmbda):
+        with np.errstate(divide="ignore"):  # log 0 = -inf: b^λ log b is 0 there for λ > 0
+            return (xlog(np.exp(lmbda * log(x)), x) - y) / lmbda
+
+    if not np.any(near):
+        return exact(x, lmbda)
+    L = log(np.where(near, x, safe_x))
+    t = lmbda * L
+    series = L * L * (0.5 + t * (1 / 3 + t * (1 / 8 + t * (1 / 30 + t * (1 / 144 + t / 840)))))
+    return np.where(near, series, exact(x, np.where(near, 1.0, lmbda)))
+
+
+defelementwise(sp.boxcox,
+               lambda x, lmbda, y: np.power(x, lmbda - 1),
+               lambda x, lmbda, y: _boxcox_dl(x, lmbda, y, np.log, sp.xlogy, 1.0))
+defelementwise(sp.boxcox1p,
+               lambda x, lmbda, y: np.exp((lmbda - 1) * np.log1p(x)),
+               lambda x, lmbda, y: _boxcox_dl(x, lmbda, y, np.log1p, sp.xlog1py, 0.0))
+# the inverses x(y, λ): dx/dy = 1/(∂y/∂x), dx/dλ = -(∂y/∂λ)/(∂y/∂x) (implicit function theorem)
+defelementwise(sp.inv_boxcox,
+               lambda y, lmbda, x: np.power(x, 1 - lmbda),
+               lambda y, lmbda, x: -_boxcox_dl(x, lmbda, y, np.log, sp.xlogy, 1.0) * np.power(x, 1 - lmbda))
+defelementwise(sp.inv_boxcox1p,
+               lambda y, lmbda, x: np.exp((1 - lmbda) * np.log1p(x)),
+               lambda y, lmbda, x: -_boxcox_dl(x, lmbda, y, np.log1p, sp.xlog1py, 0.0)
+               * np.exp((1 - lmbda) * np.log1p(x)))
+
+# -- elementary functions, in degrees, Wright omega ---------------------------------------
+
+defelementwise(sp.cbrt, lambda x, y: 1.0 / (3.0 * y * y))
+defelementwise(sp.exp2, lambda x, y: np.log(2.0) * y)
+defelementwise(sp.exp10, lambda x, y: np.log(10.0) * y)
+defelementwise(sp.expm1, lambda x, y: np.exp(x))
+defelementwise(sp.log1p, lambda x, y: 1.0 / (1.0 + x))
+defelementwise(sp.cosm1, lambda x, y: -np.sin(x))
+defelementwise(sp.sindg, lambda x, y: _DEG * sp.cosdg(x))
+defelementwise(sp.cosdg, lambda x, y: -_DEG * sp.sindg(x))
+defelementwise(sp.tandg, lambda x, y: _DEG * (1 + y * y))
+defelementwise(sp.cotdg, lambda x, y: -_DEG * (1 + y * y))
+defelementwise(sp.wrightomega, lambda x, w: w / (1 + w))  # w + log w = x
+
+# -- hypergeometric functions: d/dz from the contiguous function --------------------------
+
+defparametric(sp.hyp1f1, 2, lambda a, b, x, y: a / b * sp.hyp1f1(a + 1, b + 1, x))
+defparametric(sp.hyperu, 2, lambda a, b, x, y: -a * sp.hyperu(a + 1, b + 1, x))
+defparametric(sp.hyp2f1, 3, lambda a, b, c, z, y: a * b / c * sp.hyp2f1(a + 1, b + 1, c + 1, z),
+              why="the derivative of scipy.special.hyp2f1 w.r.t. a, b, c is not implemented (only w.r.t. z)")
 
 
 # -- logsumexp, softmax, log_softmax --------------------------------------------------
@@ -243,10 +421,13 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 
 def _lse_weights(a, b, out, axis, keepdims, return_sign):
-    """∂y/∂a and ∂y/∂b, shaped like the broadcast of a and b:
+    """∂y/∂a and ∂y/∂b, shaped like the broadcast of a and b, at least 1-d
+    (SciPy reduces that: a 0-d ``a`` reduces as shape (1,), so that
+    ``keepdims=True`` or ``axis=()`` give shape (1,)):
     s * b * exp(a - y) and s * exp(a - y) (s the sign, 1 without return_sign)."""
     y, s = out if return_sign else (out, None)
     shape = np.broadcast_shapes(np.shape(a), np.shape(b)) if b is not None else np.shape(a)
+    shape = shape or (1,)
     w = np.exp(a - expand_to(y, shape, axis, keepdims))
     if s is not None:
         w = w * expand_to(bottom(s), shape, axis, keepdims)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.special as sp
 
-from ...core import bottom
+from ...core import Tracer, bottom
 
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
@@ -294,26 +294,75 @@ class _MultivariateNormal(_Distribution):
     ``mean`` and ``cov`` (symmetric positive definite; the gradient w.r.t.
     ``cov`` is that of the formula with all entries free, as autograd's).
 
+    With ``allow_singular=True`` a positive semidefinite ``cov`` is allowed,
+    as in SciPy: the eigenvalues at most 1e6 machine epsilons times the
+    largest are zero, the density is that of the normal on the support
+    (``mean`` + the range of ``cov``) with the pseudo-determinant and the
+    pseudo-inverse, and -inf (pdf 0) off it. Its derivative w.r.t. ``cov``
+    is that of the formula with the pseudo-inverse (``np.linalg.pinv``'s
+    rule), exact where the rank of ``cov`` is constant near the point.
+
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.stats import multivariate_normal
     >>> mg.grad(multivariate_normal.logpdf)(np.array([1.0, 2.0]), np.zeros(2), np.eye(2))
     array([-1., -2.])
+    >>> mg.grad(lambda x: multivariate_normal.logpdf(x, cov=np.diag([1.0, 0.0]), allow_singular=True))(
+    ...     np.array([1.0, 0.0]))
+    array([-1.,  0.])
     """
 
     name = "multivariate_normal"
     METHODS = ("logpdf", "pdf")
 
     def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
-        return _Frozen(self, (), {"mean": mean, "cov": cov})
+        return _Frozen(self, (), {"mean": mean, "cov": cov, "allow_singular": allow_singular})
 
     def logpdf(self, x, mean=None, cov=1, allow_singular=False):
         x, mean, cov, d = _mvn_parameters(x, mean, cov)
         r = x - mean
-        maha = np.sum(r * np.linalg.solve(cov, np.expand_dims(r, -1))[..., 0], axis=-1)
-        return -0.5 * (d * np.log(2 * np.pi) + np.linalg.slogdet(cov)[1] + maha)
+        s, u, eps = _mvn_spectrum(cov, allow_singular)
+        keep = s > eps
+        if keep.all():
+            maha = np.sum(r * np.linalg.solve(cov, np.expand_dims(r, -1))[..., 0], axis=-1)
+            return -0.5 * (d * np.log(2 * np.pi) + np.linalg.slogdet(cov)[1] + maha)
+        # SciPy's _PSD: rank, pseudo-determinant and pseudo-inverse over the eigenvalues above eps
+        rank = int(np.count_nonzero(keep))
+        if isinstance(cov, Tracer):
+            cp = np.linalg.pinv(cov, rcond=_psd_cond(s.dtype))
+            # log pdet(C) = log det(C + I - C C⁺) where the rank is constant; - tr((I - C C⁺) C), 0 there,
+            # makes the derivative tr(C⁺ dC) in every direction
+            free = np.eye(d) - np.matmul(cov, cp)
+            log_pdet = np.linalg.slogdet(cov + free)[1] - np.trace(np.matmul(free, cov))
+            maha = np.sum(r * np.matmul(cp, np.expand_dims(r, -1))[..., 0], axis=-1)
+        else:
+            w = u[:, keep] / np.sqrt(s[keep])
+            log_pdet = np.sum(np.log(s[keep]))
+            maha = np.sum(np.square(np.matmul(r, w)), axis=-1)
+        out = -0.5 * (rank * np.log(2 * np.pi) + log_pdet + maha)
+        inside = np.linalg.norm(np.matmul(bottom(r), u[:, ~keep]), axis=-1) < 1e3 * eps
+        return out if inside.all() else np.where(inside, out, -np.inf)
 
     def pdf(self, x, mean=None, cov=1, allow_singular=False):
-        return np.exp(self.logpdf(x, mean, cov))
+        return np.exp(self.logpdf(x, mean, cov, allow_singular))
+
+
+def _psd_cond(dtype):
+    """SciPy's relative cutoff for a zero eigenvalue (scipy.stats._multivariate._eigvalsh_to_eps)."""
+    return (1e3 if dtype == np.float32 else 1e6) * np.finfo(dtype).eps
+
+
+def _mvn_spectrum(cov, allow_singular):
+    """The plain eigendecomposition of ``cov`` and SciPy's cutoff for a zero
+    eigenvalue; SciPy's errors for a matrix that is not positive semidefinite,
+    or is singular without ``allow_singular``."""
+    s, u = np.linalg.eigh(np.asarray(bottom(cov)))
+    eps = _psd_cond(s.dtype) * np.max(np.abs(s))
+    if np.min(s) < -eps:
+        raise ValueError("The input matrix must be symmetric positive semidefinite.")
+    if not allow_singular and np.any(s <= eps):
+        raise np.linalg.LinAlgError("When `allow_singular is False`, the input matrix must be "
+                                    "symmetric positive definite.")
+    return s, u, eps
 
 
 def _mvn_parameters(x, mean, cov):

@@ -598,3 +598,24 @@ def _distances(x):
     d = np.sqrt(dx ** 2)
     d[d == 0] = -1.0  # the diagonal: sqrt(0), overwritten
     return np.sum(d ** 2 * np.arange(16.0).reshape(4, 4))
+
+
+@pytest.mark.parametrize("order", ["K", "A", "C", "F"])
+@pytest.mark.parametrize("name", list(_LAYOUTS))
+def test_ravel_values_and_layout_are_numpys(name, order):
+    view = _LAYOUTS[name]
+    b = np.arange(1.0, 49.0).reshape(4, 3, 4) / 7.0
+    plain = np.ravel(view(b), order=order)
+    seen = []
+    mg.grad(lambda b: seen.append(np.array(mg.value(np.ravel(view(b), order=order)), copy=None)) or np.sum(b))(b)
+    got = seen[0]
+    assert got.tobytes() == plain.tobytes() and got.flags.c_contiguous == plain.flags.c_contiguous
+
+
+def test_norm_of_a_strided_column_has_numpys_bits():
+    # NumPy's norm ravels (a contiguous copy) before its dot: BLAS sums a strided vector differently
+    q = np.random.RandomState(35).rand(6, 4)
+    for j in range(4):
+        seen = []
+        mg.grad(lambda q: seen.append(mg.value(np.linalg.norm(q[:, j]))) or np.sum(q))(q)
+        assert seen[0] == np.linalg.norm(q[:, j])

@@ -70,8 +70,8 @@ def _np_ravel(args, kwargs, _bound=FUNCTIONS[np.ravel]):
     a, order = args[0], _order_arg(args, kwargs, 1)
     if order in ("A", "a", "K", "k") and isinstance(a, Tracer):
         o = _layout_order(a, order)
-        if type(o) is list:
-            return np.reshape(np.transpose(a, o), -1)
+        if type(o) is list:  # (a ravel, not a reshape: its result is contiguous, a view only if it can be)
+            return _bound((np.transpose(a, o), "C"), {})
         return _bound((a, o), {})
     return _bound(args, kwargs)
 

@@ -27,7 +27,6 @@ import weakref
 import numpy as np
 
 from .errors import (
-    EscapedTracerError,
     MutationError,
     NoRuleError,
     WriteToPlainArrayError,
@@ -658,19 +657,26 @@ def _unflat(n, it):
 
 
 def top_level(leaves):
+    """The innermost level among ``leaves``' tracers (None if none), or False
+    when one of them is a leftover of a differentiation that has returned."""
     top = None
     for x in leaves:
         if isinstance(x, Tracer):
             lv = x._level
+            if lv.closed:
+                return False
             if top is None or lv.id > top.id:
                 top = lv
-    if top is not None and top.closed:
-        raise EscapedTracerError(
-            f"a traced value from a differentiation that has already returned was used at "
-            f"{user_line()}. Traced values are only valid inside the function being "
-            "differentiated; return them (or store mg.value(x)) instead of keeping them."
-        )
     return top
+
+
+def live(x):
+    """A leftover traced value (one a differentiation that has returned left in
+    a global, a closure, an object or a list) is the value it had: what a plain
+    call would have left there. Tracers of live levels are returned as they are."""
+    while isinstance(x, Tracer) and x._level.closed:
+        x = x._value
+    return x
 
 
 def bind(prim, args, kwargs=None):
@@ -679,6 +685,8 @@ def bind(prim, args, kwargs=None):
         kwargs = {}
     leaves, tree = _flatten_args(args)
     top = top_level(leaves)
+    if top is False:  # leftovers among the arguments: their values
+        return bind(prim, tuple(_unflatten_args(tree, [live(x) for x in leaves])), kwargs)
     if top is None:
         return prim.impl(*args, **kwargs)
     for v in kwargs.values():
@@ -699,8 +707,8 @@ def bind(prim, args, kwargs=None):
 def bind_with(level_method_name, x, *rest):
     """Dispatch a core operation (getitem/write) on tracer ``x`` to its level."""
     lv = x._level
-    if lv.closed:
-        top_level([x])
+    if lv.closed:  # a leftover (see live); writes unwrap theirs in write()
+        return live(x)[rest[0]]
     st = STATE
     if lv.index == 0 and st.ceiling == 1:  # the outermost level: its values are plain, nothing to lift
         return getattr(lv, level_method_name)(x, *rest)
@@ -1058,7 +1066,7 @@ class Tracer:
             "or x.astype(dtype), which are differentiated.")
 
     def _plain_constant(self):
-        t = self
+        t = live(self)
         while isinstance(t, Tracer):
             s = t._storage
             if not s.pristine or s.written:
@@ -1550,6 +1558,11 @@ def _check_index_part(i):
 def write(dest, idx, value):
     """``dest[idx] = value`` with every level that needs to see it."""
     vt = type(value)
+    if issubclass(vt, Tracer) and value._level.closed:
+        value = live(value)
+        vt = type(value)
+    if isinstance(dest, Tracer) and dest._level.closed:
+        dest = live(dest)
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
             if not value._plain_constant():

@@ -83,7 +83,8 @@ class AliasingError(MutationError):
 
 
 class EscapedTracerError(DifferentiationError):
-    """A traced value was used after the differentiation that made it ended."""
+    """Kept for compatibility; no longer raised: a traced value used after the
+    differentiation that made it ended is the value it had (core.live)."""
 
 
 class ForwardRuleMissingError(NoRuleError):

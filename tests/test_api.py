@@ -795,3 +795,14 @@ def test_product_over_an_empty_axis():
     out, t = mg.jvp(lambda x: np.prod(x, axis=1), (x,), (x,))
     np.testing.assert_array_equal(out, np.ones((3, 5)))
     np.testing.assert_array_equal(t, np.zeros((3, 5)))  # an empty product is the constant 1
+
+
+@pytest.mark.parametrize("outer,inner", [("fwd", "rev"), ("rev", "rev"), ("fwd", "fwd"), ("rev", "fwd")])
+def test_nested_jacobian_of_a_holomorphic_function(outer, inner):
+    rng = np.random.RandomState(0)
+    A = rng.randn(3, 3)
+    x = rng.randn(3) * (1 + 2j)
+    f = lambda x: np.dot(x, np.dot(A.astype(x.dtype), x))  # holomorphic: its second derivative is A + A.T
+    np.testing.assert_allclose(mg.jacobian(mg.jacobian(f, mode=inner), mode=outer)(x), A + A.T, atol=1e-12)
+    with pytest.raises(TypeError, match="holomorphic"):  # and a function that is not still raises
+        mg.jacobian(mg.jacobian(lambda x: x * np.conj(x), mode=inner), mode=outer)(x)

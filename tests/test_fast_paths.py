@@ -257,7 +257,7 @@ def test_traced_scalars_are_indexed_as_numpy_scalars(idx):
 def test_traced_scalars_have_no_len_and_no_iteration():
     for use in (len, iter, lambda s: s[0]):
         with pytest.raises((TypeError, IndexError)):
-            mg.grad(lambda x: use(np.sum(x)) and np.sum(x))(X.copy())
+            mg.grad(lambda x, use=use: use(np.sum(x)) and np.sum(x))(X.copy())
 
 
 @pytest.mark.parametrize("make", [

@@ -617,5 +617,5 @@ def test_norm_of_a_strided_column_has_numpys_bits():
     q = np.random.RandomState(35).rand(6, 4)
     for j in range(4):
         seen = []
-        mg.grad(lambda q: seen.append(mg.value(np.linalg.norm(q[:, j]))) or np.sum(q))(q)
+        mg.grad(lambda q, j=j, seen=seen: seen.append(mg.value(np.linalg.norm(q[:, j]))) or np.sum(q))(q)
         assert seen[0] == np.linalg.norm(q[:, j])

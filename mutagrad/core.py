@@ -1615,21 +1615,31 @@ def _calling_scipy(frame):
     """(name, subpackage, whether mutagrad.scipy has that subpackage) of the
     outermost SciPy function on the stack above ``frame`` (the one the user
     called), if the conversion happens inside SciPy."""
-    top = None
+    frames = []  # the SciPy frames, innermost first
     f = frame
     while f is not None:
         mod = f.f_globals.get("__name__", "") or ""
         if mod == "scipy" or mod.startswith("scipy."):
-            top = f
-        elif top is not None:
+            frames.append((f, mod.split(".")))
+        elif frames:
             break
         f = f.f_back
-    if top is None:
+    if not frames:
         return None
-    parts = top.f_globals.get("__name__", "").split(".")
+    # the outermost frame of a public subpackage (SciPy wraps some functions in decorators
+    # of its private scipy._lib, whose frames are outermost)
+    public = [(f, parts) for f, parts in frames if len(parts) > 1 and not parts[1].startswith("_")]
+    top, parts = public[-1] if public else frames[-1]
+    name = top.f_code.co_name
+    if not public:  # only a private decorator ran yet: the function it wraps, from its closure
+        for v in top.f_locals.values():
+            mod = getattr(v, "__module__", None) or ""
+            if callable(v) and mod.startswith("scipy.") and not mod.split(".")[1].startswith("_"):
+                name, parts = v.__name__, mod.split(".")
+                break
     sub = parts[1] if len(parts) > 1 and not parts[1].startswith("_") else None
     ours = sub in ("special", "linalg", "stats")  # the mutagrad.scipy modules
-    return top.f_code.co_name, sub, ours
+    return name, sub, ours
 
 
 def _carries_derivative(t) -> bool:

@@ -696,6 +696,10 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
     assert "scipy.special function logsumexp" in msg and "mutagrad.scipy.special" in msg
     msg = _raises(lambda x: sl.det(x.reshape(2, 2)), np.arange(1.0, 5.0), mg.WriteToPlainArrayError)
     assert "scipy.linalg function det" in msg and "mutagrad.scipy.linalg" in msg
+    spd = lambda x: x.reshape(2, 2) @ x.reshape(2, 2).T + np.eye(2)  # noqa: E731
+    for name, fn in (("cholesky", sl.cholesky), ("cho_factor", sl.cho_factor)):  # (wrapped by a SciPy decorator)
+        msg = _raises(lambda x, fn=fn: np.sum(fn(spd(x))[0]), np.arange(1.0, 5.0), mg.WriteToPlainArrayError)
+        assert f"scipy.linalg function {name}" in msg and "mutagrad.scipy.linalg" in msg
     # what the message advises works
     import mutagrad.scipy.special as msc
 

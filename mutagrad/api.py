@@ -150,20 +150,45 @@ def _code_names(code, out):
 _NAMES: dict = {}  # id(code object) -> (it, the global names it and its nested functions use)
 
 
-def _plain_arrays_of(fun):
-    """The plain arrays ``fun`` refers to directly: its closure's cells and the
-    globals its code names (not those of functions it calls)."""
+def _plain_arrays_of(fun, npos=0, kwnames=()):
+    """The plain arrays ``fun`` refers to by name: its closure's cells, its
+    default arguments and the globals its code names, and those of the Python
+    functions it names that way (helpers it calls, to a depth of 4 and at most
+    64 functions; not the attributes of objects). ``npos`` positional and the
+    ``kwnames`` keyword arguments are passed to ``fun``: their defaults are unused."""
+    found: list = []
+    _arrays_named_by(fun, found, set(), 0, npos, kwnames)
+    return found
+
+
+_NOT_USER = ("numpy", "scipy", "mutagrad", "builtins", "functools", "itertools", "collections")
+
+
+def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
     code = getattr(fun, "__code__", None)
-    if code is None:
-        return []
-    found = []
+    if code is None or id(fun) in seen or len(seen) >= 64:
+        return
+    seen.add(id(fun))
+    helpers = []
+    named = []  # (name, value) of its closure's cells and its default arguments
     for name, cell in zip(code.co_freevars, getattr(fun, "__closure__", None) or ()):
         try:
-            v = cell.cell_contents
+            named.append((name, cell.cell_contents))
         except ValueError:  # (an empty cell)
             continue
+    defaults = getattr(fun, "__defaults__", None)
+    if defaults:
+        first = code.co_argcount - len(defaults)
+        named.extend((name, v) for k, (name, v) in enumerate(zip(code.co_varnames[first:code.co_argcount], defaults))
+                     if first + k >= npos and name not in kwnames)
+    kwdefaults = getattr(fun, "__kwdefaults__", None)
+    if kwdefaults:
+        named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
+    for name, v in named:
         if type(v) is _ndarray:
             found.append((name, v))
+        elif type(v) is _FunctionType:
+            helpers.append(v)
     g = getattr(fun, "__globals__", None)
     if g:
         hit = _NAMES.get(id(code))  # (by id: a code object's hash reads all of it)
@@ -176,18 +201,27 @@ def _plain_arrays_of(fun):
             _NAMES[id(code)] = (code, names)
         for name in names:
             v = g.get(name)
-            if type(v) is _ndarray:
+            tv = type(v)
+            if tv is _ndarray:
                 found.append((name, v))
-    return found
+            elif tv is _FunctionType:
+                helpers.append(v)
+    if depth < 4:
+        for h in helpers:
+            if not (getattr(h, "__module__", None) or "").startswith(_NOT_USER):
+                _arrays_named_by(h, found, seen, depth + 1)
 
 
-def _mark_plain_aliases(fun, wrapped):
+_FunctionType = type(_code_names)
+
+
+def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=()):
     """An argument that is also (memory of) a plain array the function reads
     by name: mutagrad sees only what goes through the argument. A write through
     the argument raises (a plain read of the name would not carry its
     derivative), and a plain write through the name, which the tape would not
     see, is caught before the reverse pass (:func:`_check_plain_aliases`)."""
-    plain = _plain_arrays_of(fun)
+    plain = _plain_arrays_of(fun, npos, kwnames)
     flagged = []
     if not plain:
         return flagged
@@ -215,10 +249,12 @@ def _shares(a, b) -> bool:
 
 def _check_plain_aliases(level):
     """Before the reverse pass: an argument that is a plain array's memory and
-    that a pullback reads must not have been changed by plain code."""
+    that is differentiated, or that a pullback reads, must not have been
+    changed by plain code (a traced read after the change would take the new
+    values for the argument's own)."""
     for info in level.plain_aliases:
         st = info.storage
-        if st.captured:
+        if st.captured or st.active:
             a = info.orig
             if not np.array_equal(a, st.plain_before, equal_nan=a.dtype.kind in "fc"):
                 raise MutationError(
@@ -286,7 +322,8 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
     if kwargs:
         kwargs.update(_wrap_kwargs(level, kwargs, wrapped))
     _mark_aliasing(wrapped)
-    level.plain_aliases = _mark_plain_aliases(fun, wrapped) if fun is not None and level.index == 0 else ()
+    level.plain_aliases = (_mark_plain_aliases(fun, wrapped, len(args), kwargs or ())
+                           if fun is not None and level.index == 0 else ())
     return args, infos
 
 

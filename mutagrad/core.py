@@ -415,7 +415,7 @@ class Level:
 
             raise AliasingError(
                 f"writing into {s.name} at {user_line()}, which is the memory of the plain array "
-                f"`{s.plain_alias}` that the function also refers to by name (a global or closure "
+                f"`{s.plain_alias}` that the function (or a helper it calls) refers to by name (a global or closure "
                 f"variable): a plain NumPy read of `{s.plain_alias}` would not carry the derivative of "
                 "what is written. Read and write the array through the argument only, or pass a copy."
             )

@@ -610,6 +610,54 @@ def test_write_into_argument_that_the_function_reads_by_a_global_name_raises():
     np.testing.assert_array_equal(g, [0.0, 0.0])
 
 
+def _helper_reading_global_a():
+    return np.sum(GLOBAL_A ** 2)
+
+
+def _helper_of_a_helper():
+    return _helper_reading_global_a() * 2.0
+
+
+def test_write_into_argument_that_a_helper_reads_by_a_global_name_raises():
+    # the read is in a function the differentiated one calls (or in one that calls)
+    for helper in (_helper_reading_global_a, _helper_of_a_helper):
+        def f(y, p, helper=helper):
+            p[0] = y[0] * 3.0
+            return helper() + y[1]
+
+        _reset_global_a()
+        with pytest.raises(mg.AliasingError, match="plain array `GLOBAL_A`"):
+            mg.grad(f)(np.array([1.0, 2.0]), GLOBAL_A)
+    _reset_global_a()
+
+    def g(y, p):  # a closure helper too
+        def inner():
+            return np.sum(GLOBAL_A)
+        p[1] = y[0]
+        return inner()
+
+    with pytest.raises(mg.AliasingError, match="GLOBAL_A"):
+        mg.grad(g)(np.array([1.0, 2.0]), GLOBAL_A)
+    _reset_global_a()
+
+
+def test_aliases_through_default_arguments():
+    buf = np.array([1.5, 2.0, 3.0])
+
+    def f(x, a=buf):  # a plain write through the default's name into the differentiated x
+        a[0] = 1.0
+        return np.sum(x * a)
+
+    with pytest.raises(mg.MutationError, match="plain array `a`"):
+        mg.grad(f)(buf)
+
+    def g(x, a=buf):  # a passed explicitly is an argument, traced: no alias
+        a[0] = x[0] * 2.0
+        return np.sum(a * x)
+
+    np.testing.assert_allclose(mg.grad(g)(np.ones(3), buf.copy()), [4.0, 2.0, 3.0])
+
+
 def test_write_into_argument_that_a_closure_names_raises():
     buf = np.array([1.0, 2.0, 3.0])
 
@@ -696,7 +744,9 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
     assert "scipy.special function logsumexp" in msg and "mutagrad.scipy.special" in msg
     msg = _raises(lambda x: sl.det(x.reshape(2, 2)), np.arange(1.0, 5.0), mg.WriteToPlainArrayError)
     assert "scipy.linalg function det" in msg and "mutagrad.scipy.linalg" in msg
-    spd = lambda x: x.reshape(2, 2) @ x.reshape(2, 2).T + np.eye(2)  # noqa: E731
+    def spd(x):
+        return x.reshape(2, 2) @ x.reshape(2, 2).T + np.eye(2)
+
     for name, fn in (("cholesky", sl.cholesky), ("cho_factor", sl.cho_factor)):  # (wrapped by a SciPy decorator)
         msg = _raises(lambda x, fn=fn: np.sum(fn(spd(x))[0]), np.arange(1.0, 5.0), mg.WriteToPlainArrayError)
         assert f"scipy.linalg function {name}" in msg and "mutagrad.scipy.linalg" in msg

@@ -14,6 +14,7 @@ from .core import TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_o
 from .errors import MutationError, ensure_shuffle_filter, forget_escape, replaced_error, user_line
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
+from .registry import UserFPErrors
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
 from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord
@@ -855,7 +856,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
                     raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
-        out = _call(level, fun, targs)
+        with np.errstate(divide="call", over="call", invalid="call", call=UserFPErrors()):  # (strong zeros)
+            out = _call(level, fun, targs)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
                for o in out_leaves]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import warnings
 
 import numpy as np
 
@@ -200,7 +201,7 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
                 and (dt is None or dv.shape == () or dv.shape == shape)):
             ct = _multiply(g, dv, out=g)
             if FP_FLAG[0] is not fp:  # 0 * inf in a product computed in place: g is gone, dv tells
-                ct[_isnan(ct) & _isinf(dv)] = 0
+                ct[_isnan(ct) & (_isinf(dv) | (dv == 0))] = 0
             return ct
         else:
             ct = g * dv
@@ -225,17 +226,46 @@ _isnan, _isinf, _iscomplexobj = np.isnan, np.isinf, np.iscomplexobj
 # ReverseLevel.backward); each one makes FP_FLAG[0] a new object, and ew_cotangent takes
 # the careful product when its partial or its product raised one. No cost otherwise.
 FP_FLAG = [0]
+IN_DERIVATIVE = [0]  # > 0 while forward mode computes a partial or a tangent (UserFPErrors)
 
 
 def _fp_event(kind, flag):
     FP_FLAG[0] = object()
 
 
+class UserFPErrors:
+    """The same as ``_fp_event``, while the user's own code runs too (forward
+    mode runs the function): each event is then also handled as the
+    ``np.errstate`` in force before differentiation says (warn, raise, call...)."""
+
+    _KEYS = {"divide by zero": "divide", "overflow": "over", "underflow": "under", "invalid value": "invalid"}
+
+    def __init__(self):
+        self.modes = np.geterr()
+        self.call = np.geterrcall()
+
+    def __call__(self, kind, flag):
+        FP_FLAG[0] = object()
+        if IN_DERIVATIVE[0]:
+            return
+        mode = self.modes.get(self._KEYS.get(kind, "invalid"), "ignore")
+        if mode == "warn":
+            warnings.warn(f"{kind} encountered", RuntimeWarning, stacklevel=2)
+        elif mode == "raise":
+            raise FloatingPointError(f"{kind} encountered")
+        elif mode == "call" and callable(self.call):
+            self.call(kind, flag)
+        elif mode == "log" and self.call is not None:
+            self.call.write(f"Warning: {kind} encountered\n")
+        elif mode == "print":
+            print(f"Warning: {kind} encountered")
+
+
 def _strong_zero_product(g, dv, shape):
     """``g * dv`` with the products where ``g`` is zero exactly zero, summed to ``shape``."""
     with np.errstate(invalid="ignore", over="ignore"):
         ct = g * dv
-    zero = g == 0
+    zero = (g == 0) | (dv == 0)  # (a zero partial times an infinite cotangent too: sqrt(x**2 * 0))
     if np.ndim(ct) == 0 and not is_traced(ct):
         if zero:
             ct = np.zeros_like(ct)[()]
@@ -296,7 +326,15 @@ def defelementwise(fn, *partials, impl=None):
             if not callable(d):
                 term = t if d == 1 else -t
             else:
-                term = t * d(*primals, y)
+                fp = FP_FLAG[0]
+                IN_DERIVATIVE[0] += 1  # (its floating-point events are not the user's)
+                try:
+                    dv = d(*primals, y)
+                    term = t * dv
+                    if FP_FLAG[0] is not fp:  # an infinite or undefined partial: a zero tangent gives zero
+                        term = _strong_zero_product(t, dv, np.shape(term))
+                finally:
+                    IN_DERIVATIVE[0] -= 1
             acc = term if isinstance(acc, AbstractZero) else acc + term
         return y, acc
 

@@ -579,8 +579,10 @@ _MASK = np.array([1.0, 0.0, 1.0, 0.0])
     lambda x: np.sum(np.where(_MASK > 0, np.sqrt(x * x * _MASK), 0.0) * x),
     lambda x: np.sum(np.where(_MASK > 0, 1.0 / (x * _MASK), 0.0)),
     lambda x: _distances(x),
+    lambda x: np.sum(np.sqrt(x * x * _MASK)),
+    lambda x: np.sum(np.sqrt((x * _MASK) ** 3)),
 ], ids=["sqrt(0) overwritten", "log(0) overwritten", "arcsin(1) overwritten", "where sqrt(0)",
-        "where 1/0", "distance matrix"])
+        "where 1/0", "distance matrix", "sqrt of a constant 0", "sqrt(x**3) at 0"])
 def test_a_zero_cotangent_times_an_infinite_partial_is_zero(f):
     # elements whose value never reaches the output contribute nothing, even where their
     # partial is infinite or undefined: forward mode and finite differences say so (IEEE 0*inf = nan)
@@ -619,3 +621,27 @@ def test_norm_of_a_strided_column_has_numpys_bits():
         seen = []
         mg.grad(lambda q, j=j, seen=seen: seen.append(mg.value(np.linalg.norm(q[:, j]))) or np.sum(q))(q)
         assert seen[0] == np.linalg.norm(q[:, j])
+
+
+def test_forward_mode_zero_tangent_times_an_infinite_partial_is_zero():
+    # sqrt at 0 along a direction that leaves that element alone: the element does not move
+    x = np.array([0.0, 1.0, 4.0])
+    v = np.array([0.0, 1.0, 1.0])
+    _, t = mg.jvp(lambda x: np.sum(np.sqrt(x)), (x,), (v,))
+    assert t == 0.5 / 1.0 + 0.5 / 2.0
+    J = mg.jacobian(lambda x: np.log(x[1:]) * np.sqrt(x[0] + x[1:] - x[1:]), mode="fwd")(np.array([0.0, 1.0, 2.0]))
+    assert np.isfinite(J[:, 1:]).all()
+
+
+def test_forward_mode_keeps_the_users_floating_point_settings():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        mg.jvp(lambda x: np.log(x), (np.array([0.0, 1.0]),), (np.ones(2),))
+    assert [str(w.message) for w in seen] == ["divide by zero encountered"]  # the user's log(0), once
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        mg.jvp(lambda x: np.log(x), (np.array([0.0, 1.0]),), (np.ones(2),))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mg.jvp(lambda x: np.log(x), (np.array([0.0, 1.0]),), (np.ones(2),))

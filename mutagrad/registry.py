@@ -233,12 +233,13 @@ def _fp_event(kind, flag):
     FP_FLAG[0] = object()
 
 
+_FP_KEYS = {"divide by zero": "divide", "overflow": "over", "underflow": "under", "invalid value": "invalid"}
+
+
 class UserFPErrors:
     """The same as ``_fp_event``, while the user's own code runs too (forward
     mode runs the function): each event is then also handled as the
     ``np.errstate`` in force before differentiation says (warn, raise, call...)."""
-
-    _KEYS = {"divide by zero": "divide", "overflow": "over", "underflow": "under", "invalid value": "invalid"}
 
     def __init__(self):
         self.modes = np.geterr()
@@ -248,7 +249,7 @@ class UserFPErrors:
         FP_FLAG[0] = object()
         if IN_DERIVATIVE[0]:
             return
-        mode = self.modes.get(self._KEYS.get(kind, "invalid"), "ignore")
+        mode = self.modes.get(_FP_KEYS.get(kind, "invalid"), "ignore")
         if mode == "warn":
             warnings.warn(f"{kind} encountered", RuntimeWarning, stacklevel=2)
         elif mode == "raise":

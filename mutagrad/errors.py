@@ -121,6 +121,16 @@ def forget_escape():
     _last_escape = None
 
 
+def _where(exc) -> str:
+    """The user's line ``exc`` passed through last (C and Cython frames come after it)."""
+    tb, user = exc.__traceback__, None
+    while tb is not None:
+        if not _frame_is_internal(tb.tb_frame):
+            user = tb.tb_frame
+        tb = tb.tb_next
+    return user_line(user) if user is not None else "<unknown location>"
+
+
 def _raised_at(exc, frame=None):
     """The innermost Python frame ``exc`` passed through (and its line), if
     that is ``frame`` (any frame when None): the exception came from C code
@@ -161,12 +171,7 @@ def replaced_error(exc: BaseException):
         return None
     if isinstance(exc, UserWarning) and "shuffling a '" in str(exc) or (
             type(exc) is NotImplementedError and "only supported on ndarray objects" in str(exc)):
-        tb, user = exc.__traceback__, None
-        while tb is not None:  # (NumPy's Cython frames come last)
-            if not _frame_is_internal(tb.tb_frame):
-                user = tb.tb_frame
-            tb = tb.tb_next
-        where = user_line(user) if user is not None else "<unknown location>"
+        where = _where(exc)
         return NoRuleError(
             f"shuffling a traced array in place (rng.shuffle / np.random.shuffle) at {where}: NumPy "
             "shuffles an object that is not an ndarray by swapping its rows in Python, which "
@@ -174,6 +179,13 @@ def replaced_error(exc: BaseException):
             "x[...] = x[rng.permutation(len(x))], or along an axis, "
             "x[...] = np.take(x, rng.permutation(x.shape[axis]), axis=axis) (the same permutation "
             "as rng.shuffle draws).")
+    if type(exc) is TypeError and "bytes-like object is required, not '" in str(exc) and (
+            "Tracer'" in str(exc)):  # memoryview(x), np.frombuffer(x), struct, hashlib...
+        return TracerEscapeError(
+            f"the raw memory of a traced array was asked for (the buffer protocol: memoryview, "
+            f"np.frombuffer, bytes-like use) at {_where(exc)}: raw bytes carry no derivative. For the "
+            "values as a read-only plain array use mg.value(x) (mg.stop_gradient(x) for a constant "
+            "copy); to reinterpret the dtype, x.view(dtype) is differentiated.")
     if last is None:
         return None
     tb = _raised_at(exc, last[1])

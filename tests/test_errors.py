@@ -779,3 +779,10 @@ def test_ndarray_subclasses_meeting_traced_values_raise(f):
     assert "np.asarray" in msg
     with pytest.raises(mg.NoRuleError):
         mg.jvp(f, (a,), (np.ones_like(a),))
+
+
+@pytest.mark.parametrize("f", [lambda x: np.sum(np.frombuffer(x)), lambda x: memoryview(x).nbytes * np.sum(x)],
+                         ids=["np.frombuffer", "memoryview"])
+def test_the_raw_memory_of_a_traced_array_raises_ours(f):
+    msg = _raises(f, np.ones(3), mg.TracerEscapeError)
+    assert "mg.value(x)" in msg

@@ -1595,13 +1595,15 @@ def write(dest, idx, value):
     if type(idx) is _ndarray and idx.dtype == bool and isinstance(value, Tracer) and value.size > 1:
         db = bottom(dest)
         if idx.ndim == db.ndim and np.may_share_memory(db, bottom(value)):
-            # NumPy assigns through a boolean mask element by element without
-            # buffering an overlapping value: later elements read earlier writes
             pos = np.flatnonzero(idx)
             if value.size != pos.size:
                 raise ValueError(f"NumPy boolean array indexing assignment cannot assign {value.size} input "
                                  f"values to the {pos.size} output values where the mask is true")
-            write_in_order(dest, pos, value)
+            src = mask_copy_sources(db, idx, bottom(value))
+            if src is None:  # (a layout the probe cannot mirror) element by element, unbuffered
+                write_in_order(dest, pos, value)
+            else:  # what NumPy leaves: a gather of the value's elements as they were
+                bind_with("write", dest, idx, np.reshape(value, -1)[src])
             return
     if isinstance(value, Tracer) and value.ndim:
         order = copy_order(bottom(dest), idx, bottom(value))
@@ -1708,6 +1710,40 @@ def copy_order(db, idx, vb, mask=None):
     if mask is not None:
         order = order[np.asarray(mask, dtype=bool)[order]]
     return [int(i) for i in order]
+
+
+_ID_TYPES = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def mask_copy_sources(db, mask, vb):
+    """For ``db[mask] = vb`` with ``vb`` overlapping ``db``: the position in
+    ``vb.ravel()`` of the element whose value (as it was before the write) each
+    selected element of ``db`` holds after NumPy's assignment, found by making
+    NumPy do the same assignment on element numbers laid out in memory exactly
+    as ``db`` and ``vb`` are (NumPy buffers the value or walks it element by
+    element depending on the layouts). None if the layouts cannot be mirrored."""
+    isz = db.itemsize
+    idt = _ID_TYPES.get(isz)
+    if idt is None or vb.itemsize != isz or vb.ndim > 1:
+        return None
+    (dlo, dhi), (vlo, vhi) = _byte_bounds(db), _byte_bounds(vb)
+    lo, hi = min(dlo, vlo), max(dhi, vhi)
+    dp, vp = _ptr(db), _ptr(vb)
+    if (dp - lo) % isz or (vp - lo) % isz or any(st % isz for st in db.strides + vb.strides) or (hi - lo) % isz:
+        return None
+    n = (hi - lo) // isz
+    if n >= np.iinfo(idt).max:
+        return None
+    ids = np.arange(n, dtype=idt)
+    strided = np.lib.stride_tricks.as_strided
+    pd = strided(ids[(dp - lo) // isz:], db.shape, db.strides, writeable=True)
+    pv = strided(ids[(vp - lo) // isz:], vb.shape, vb.strides, writeable=True)
+    before = pv.copy()
+    pd[mask] = pv
+    where = np.full(n, -1, np.int64)
+    where[before] = np.arange(before.size)
+    src = where[pd[mask]]
+    return None if (src < 0).any() else src
 
 
 def copy_in_order(dest, value, order):

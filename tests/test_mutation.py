@@ -645,3 +645,105 @@ def test_forward_mode_keeps_the_users_floating_point_settings():
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("error")
         mg.jvp(lambda x: np.log(x), (np.array([0.0, 1.0]),), (np.ones(2),))
+
+
+_MASK_WRITES = {  # x[mask] = (a view of x): NumPy buffers some layouts and walks others element by element
+    "forward shift": lambda x: x.__setitem__(x < 0.5, x[: int(np.sum(x < 0.5))]),
+    "from the start": lambda x: x.__setitem__(np.arange(x.size) > 0, x[:-1]),
+    "backward shift": lambda x: x.__setitem__(np.arange(x.size) < x.size - 1, x[1:]),
+    "reversed": lambda x: x.__setitem__(np.arange(x.size) > 0, x[:-1][::-1]),
+    "strided": lambda x: x.__setitem__(np.arange(x.size) % 2 == 1, x[: x.size // 2]),
+    "2-d rows": lambda x: x.reshape(2, -1).__setitem__(np.eye(2, x.size // 2, 1, dtype=bool),
+                                                      x.reshape(2, -1)[0, :2]),
+}
+
+
+@pytest.mark.parametrize("name", list(_MASK_WRITES))
+def test_boolean_mask_write_from_an_overlapping_view_is_numpys(name):
+    def f(x):
+        y = x * 1.0
+        _MASK_WRITES[name](y)
+        return np.sum(y * y * np.arange(1.0, 1.0 + y.size)), y
+
+    x = np.array([0.333, -0.764, -0.807, 0.9, 0.2, -0.1])
+    plain_value, plain_y = f(x.copy())
+    seen = []
+    def keep(x):
+        r = f(x)
+        seen.append(np.array(mg.value(r[1])))
+        return r
+
+    (value, _), _ = mg.value_and_grad(keep, has_aux=True)(x.copy())
+    assert value == plain_value and seen[0].tobytes() == plain_y.tobytes()
+    check_grads(lambda x: f(x)[0], x)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x, y: (np.cumsum(x.reshape(1, 4), axis=1, out=y.reshape(1, 4)), np.sum(y * np.arange(4.0)))[1],
+    lambda x, y: (np.sum(x.reshape(2, 2), axis=1, out=y[:2]), np.sum(y * y))[1],
+    lambda x, y: (np.prod(x.reshape(2, 2), axis=-1, out=y[:2]), np.sum(y))[1],
+    lambda x, y: (np.mean(x.reshape(2, 2), axis=0, out=y[1:3]), np.sum(y ** 3))[1],
+    lambda x, y: (np.cumprod(x, out=y), np.sum(y))[1],
+], ids=["cumsum", "sum", "prod", "mean", "cumprod"])
+def test_reductions_into_a_wider_out_compute_in_its_dtype(f):
+    # NumPy adds a float32 input in the float64 of out=: the value and what out holds are its bits
+    x = np.array([-0.922, 1.391, 0.35, 1.227], dtype=np.float32)
+    y_plain = np.zeros(4)
+    plain = f(x.copy(), y_plain)
+    y = np.zeros(4)
+    value, _ = mg.value_and_grad(f)(x.copy(), y)
+    assert value == plain and y.tobytes() == y_plain.tobytes()
+
+
+def test_prod_into_a_complex_out_keeps_numpys_signed_zeros():
+    x = np.array([0.3, 0.35, -0.3, 0.35])
+
+    def f(x, z):
+        np.prod(x.reshape(2, 2), axis=-1, out=z)
+        return np.sum(z.real)
+
+    z_plain, z = np.zeros(2, complex), np.zeros(2, complex)
+    f(x.copy(), z_plain)
+    mg.grad(f)(x.copy(), z)
+    assert z.tobytes() == z_plain.tobytes()
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cumsum_into_a_larger_out_writes_what_numpy_writes(axis):
+    # NumPy broadcasts the result over out's other dimensions and writes only the result's
+    # length along the axis (it does not check that out is that long)
+    def f(x):
+        y = np.zeros_like(x, shape=(3, 3))
+        np.cumsum(x[:, None] if axis == 1 else x[None, :], axis=axis, out=y)
+        return np.sum(y * np.arange(1.0, 10.0).reshape(3, 3))
+
+    check_grads(f, np.array([1.0, 2.0, 3.0]))
+
+
+def _flat_0d(x):
+    a = np.tensordot(x, x, axes=1)  # a 0-d array
+    a.flat[[0]] = np.sin(x[:1])
+    return a * 1.0
+
+
+def _put_0d(x):
+    a = np.tensordot(x, x, axes=1)
+    np.put(a, [0, 0], x[1:3])  # the last value stays
+    return a * 1.0
+
+
+def _place_0d(x):
+    a = np.tensordot(x, x, axes=1)
+    np.place(a, np.array(True), x[:1])
+    return a * 1.0
+
+
+def _putmask_0d(x):
+    a = np.tensordot(x, x, axes=1)
+    np.putmask(a, np.array(True), 0.3 * np.mean(x))
+    return a * 1.0
+
+
+@pytest.mark.parametrize("f", [_flat_0d, _put_0d, _place_0d, _putmask_0d], ids=["flat", "put", "place", "putmask"])
+def test_flat_writes_into_a_0d_array(f):
+    check_grads(f, np.array([0.7, -0.4, 1.1]))

@@ -83,6 +83,9 @@ class FlatIter:
             write(x, _unravel(x, pos), np.reshape(v, ()) if np.ndim(v) else v)
             return
         pos = pos.ravel()
+        if np.ndim(x) == 0:  # every position is the one element: the last value written stays
+            write(x, (), np.reshape(cycle_to(value, count), (-1,))[-1])
+            return
         vb = bottom(value)
         if sequential and isinstance(vb, np.ndarray) and np.may_share_memory(vb, bottom(x)) and np.size(vb) > 1:
             write_in_order(x, pos, value)

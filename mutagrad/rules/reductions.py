@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 
-from ..core import STATE, ArrayTracer, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
+from ..core import STATE, ArrayTracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
 from ..registry import deflinear
 from ..tangents import ZeroTangent
 
@@ -43,6 +43,20 @@ def _reduce_args(args, kwargs, names):
     d = dict(zip(names, args))
     d.update(kwargs)
     return d
+
+
+def _loop_dtype(a, mean=False):
+    """The dtype NumPy computes a reduction in: ``dtype=``, or else that of
+    ``out=`` (a float32 sum into a float64 ``out`` adds in float64); None for
+    the input's own. (np.mean of float16 adds in float32 whatever ``out`` is.)"""
+    dt = a.get("dtype")
+    out = a.get("out")
+    if dt is not None or out is None:
+        return dt
+    odt, xdt = np.result_type(bottom(out)), np.result_type(bottom(a["a"]))
+    if odt == xdt or odt.kind not in "fc" or xdt.kind not in "fc" or (mean and xdt == np.float16):
+        return None
+    return odt
 
 
 def _ufunc_axis(a):
@@ -268,7 +282,7 @@ def _np_sum(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
     x = a["a"]
     x = _masked(x, a.get("where", True), 0.0)
-    res = bind(sum_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+    res = bind(sum_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=_loop_dtype(a)))
     if a.get("initial") is not None:
         res = res + a["initial"]
     return write_out(res, a.get("out"))
@@ -294,18 +308,20 @@ def _np_mean(args, kwargs):
     where = a.get("where", True)
     if where is not True and where is not None:
         m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
-        s = bind(sum_p, (np.where(m, x, 0.0),), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+        s = bind(sum_p, (np.where(m, x, 0.0),), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)),
+                                                     dtype=_loop_dtype(a, mean=True)))
         cnt = np.sum(m, axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
         res = s / cnt
     else:
-        res = bind(mean_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+        res = bind(mean_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)),
+                                      dtype=_loop_dtype(a, mean=True)))
     return write_out(res, a.get("out"))
 
 
 def _np_prod(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
     x = _masked(a["a"], a.get("where", True), 1.0)
-    res = bind(prod_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=a.get("dtype")))
+    res = bind(prod_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=_loop_dtype(a)))
     if a.get("initial") is not None:
         res = res * a["initial"]
     return write_out(res, a.get("out"))
@@ -331,14 +347,31 @@ def _np_ext(prim, ufunc):
 
 def _np_cumsum(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
-    res = bind(cumsum_p, (a["a"],), dict(axis=_ufunc_axis(a), dtype=a.get("dtype")))
-    return write_out(res, a.get("out"))
+    res = bind(cumsum_p, (a["a"],), dict(axis=_ufunc_axis(a), dtype=_loop_dtype(a)))
+    return _accumulate_out(res, a, np.cumsum)
 
 
 def _np_cumprod(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
-    res = bind(cumprod_p, (a["a"],), dict(axis=_ufunc_axis(a), dtype=a.get("dtype")))
-    return write_out(res, a.get("out"))
+    res = bind(cumprod_p, (a["a"],), dict(axis=_ufunc_axis(a), dtype=_loop_dtype(a)))
+    return _accumulate_out(res, a, np.cumprod)
+
+
+def _accumulate_out(res, a, fn):
+    """``out=`` of cumsum/cumprod as NumPy's accumulate fills it: an ``out``
+    larger than the result in other dimensions takes the result broadcast, and
+    along the axis only the result's length is written (NumPy does not check
+    it; where NumPy raises, it raises here too)."""
+    out = a.get("out")
+    if out is None or np.shape(out) == np.shape(res) or a.get("axis") is None:
+        return write_out(res, out)
+    fn(np.zeros(np.shape(a["a"]), np.result_type(bottom(res))), axis=a["axis"],
+       out=np.empty_like(bottom(out)))  # NumPy's own checks, on plain arrays
+    ax = operator.index(a["axis"]) % np.ndim(res)
+    n = np.shape(res)[ax]
+    target = np.shape(out)[:ax] + (n,) + np.shape(out)[ax + 1:]
+    write(out, (slice(None),) * ax + (slice(0, n),), np.broadcast_to(res, target))
+    return out
 
 
 def _abs2_by_parts(d):

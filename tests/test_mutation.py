@@ -685,14 +685,18 @@ def test_boolean_mask_write_from_an_overlapping_view_is_numpys(name):
     lambda x, y: (np.mean(x.reshape(2, 2), axis=0, out=y[1:3]), np.sum(y ** 3))[1],
     lambda x, y: (np.cumprod(x, out=y), np.sum(y))[1],
 ], ids=["cumsum", "sum", "prod", "mean", "cumprod"])
-def test_reductions_into_a_wider_out_compute_in_its_dtype(f):
-    # NumPy adds a float32 input in the float64 of out=: the value and what out holds are its bits
-    x = np.array([-0.922, 1.391, 0.35, 1.227], dtype=np.float32)
-    y_plain = np.zeros(4)
-    plain = f(x.copy(), y_plain)
-    y = np.zeros(4)
-    value, _ = mg.value_and_grad(f)(x.copy(), y)
-    assert value == plain and y.tobytes() == y_plain.tobytes()
+@pytest.mark.parametrize("xdt,ydt", [(np.float32, np.float64), (np.float64, np.float32)])
+def test_reductions_into_another_float_out_compute_in_the_wider_dtype(f, xdt, ydt):
+    # NumPy adds a float32 input in the float64 of out=, and a float64 input in float64 before
+    # rounding into a float32 out=: the value and what out holds are its bits
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        x = rng.standard_normal(4).astype(xdt)
+        y_plain = np.zeros(4, ydt)
+        plain = f(x.copy(), y_plain)
+        y = np.zeros(4, ydt)
+        value, _ = mg.value_and_grad(f)(x.copy(), y)
+        assert value == plain and y.tobytes() == y_plain.tobytes()
 
 
 def test_prod_into_a_complex_out_keeps_numpys_signed_zeros():

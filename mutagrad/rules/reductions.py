@@ -46,17 +46,19 @@ def _reduce_args(args, kwargs, names):
 
 
 def _loop_dtype(a, mean=False):
-    """The dtype NumPy computes a reduction in: ``dtype=``, or else that of
-    ``out=`` (a float32 sum into a float64 ``out`` adds in float64); None for
-    the input's own. (np.mean of float16 adds in float32 whatever ``out`` is.)"""
+    """The dtype NumPy computes a reduction in: ``dtype=``, or else the wider
+    of the input's and ``out=``'s (a float32 sum into a float64 ``out`` adds in
+    float64, a float64 one into a float32 ``out`` adds in float64 and rounds);
+    None for the input's own. (np.mean of float16 adds in float32.)"""
     dt = a.get("dtype")
     out = a.get("out")
     if dt is not None or out is None:
         return dt
     odt, xdt = np.result_type(bottom(out)), np.result_type(bottom(a["a"]))
-    if odt == xdt or odt.kind not in "fc" or xdt.kind not in "fc" or (mean and xdt == np.float16):
+    if odt.kind not in "fc" or xdt.kind not in "fc" or (mean and xdt == np.float16):
         return None
-    return odt
+    wide = np.result_type(xdt, odt)
+    return None if wide == xdt else wide
 
 
 def _ufunc_axis(a):

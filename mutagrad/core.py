@@ -31,6 +31,7 @@ from .errors import (
     NoRuleError,
     WriteToPlainArrayError,
     escape_error,
+    plain_write_target,
     user_line,
 )
 from .tangents import ZeroTangent
@@ -1059,6 +1060,9 @@ class Tracer:
                 "with np.asarray)", WriteToPlainArrayError,
                 (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the same "
                  "names, differentiated where docs/coverage.md lists them." if ours else ""))
+        target = plain_write_target(sys._getframe(1))
+        if target is not None:
+            raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError)
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
@@ -1082,7 +1086,10 @@ class Tracer:
     def __float__(self):
         if self._plain_constant():
             return float(bottom(self))
-        raise escape_error("float(x) (or math.*, or writing into a plain NumPy array)", WriteToPlainArrayError)
+        target = plain_write_target(sys._getframe(1))
+        if target is not None:
+            raise escape_error(f"writing a traced value into the plain NumPy array `{target}`", WriteToPlainArrayError)
+        raise escape_error("float(x) (or math.*)")
 
     def __int__(self):
         if self._plain_constant():

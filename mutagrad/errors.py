@@ -6,6 +6,7 @@ NumPy's own frames; this happens only when an error is being raised.
 """
 from __future__ import annotations
 
+import ast
 import linecache
 import sys
 import warnings
@@ -114,6 +115,27 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "") -> Different
     )
     _last_escape = (err, frame, None if frame is None else frame.f_lineno)
     return err
+
+
+def plain_write_target(start=None):
+    """The text of the array written on the line of ``start`` (the frame that
+    asked for the conversion), if ``start`` is the user's and that line is an
+    assignment into a subscript (``g[i] = x``, ``g[1:] += x``, ``g.flat[0] = x``):
+    NumPy converts the value there, and an escape error is then about that
+    write. None otherwise (or when the line cannot be read)."""
+    frame = start if start is not None else sys._getframe(1)
+    if frame is None or _frame_is_internal(frame):  # (converted by NumPy's or SciPy's Python code)
+        return None
+    src = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        stmt = ast.parse(src).body[0]
+    except (SyntaxError, IndexError, ValueError):
+        return None
+    targets = stmt.targets if type(stmt) is ast.Assign else [stmt.target] if type(stmt) is ast.AugAssign else []
+    for t in targets:
+        if type(t) is ast.Subscript:
+            return ast.unparse(t.value)
+    return None
 
 
 def forget_escape():

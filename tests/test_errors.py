@@ -48,6 +48,18 @@ def test_write_into_plain_array_raises_and_names_the_fix():
     msg = _raises(f, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
     assert "out[0] = x[0]" in msg
     assert "np.zeros_like" in msg
+    assert "into the plain NumPy array `out`" in msg  # the operation, not a guess at it
+
+    def g(x):
+        out = np.zeros(3)
+        out[1:] = x * 2.0
+        return np.sum(out)
+
+    assert "into the plain NumPy array `out`" in _raises(g, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
+    # float() itself is an escape, not a write
+    with pytest.raises(mg.TracerEscapeError) as info:
+        mg.grad(lambda x: float(x[0]) * x[1])(np.array([1.0, 2.0]))
+    assert not isinstance(info.value, mg.WriteToPlainArrayError)
 
 
 def test_write_into_plain_array_via_flat_raises_ours_not_numpys():

@@ -98,3 +98,24 @@ def test_check_grads_with_the_same_array_passed_twice():
     x = np.array([0.5, 1.5, -0.3])
     check_grads(lambda a, b: np.sum(a * b ** 2 + np.arctan2(a, b + 3.0)), x, x, argnums=(0, 1), order=2)
     np.testing.assert_allclose(mg.grad(lambda a, b: np.sum(a * b ** 2), argnums=(0, 1))(x, x)[0], x ** 2)
+
+
+def test_check_grads_allows_for_the_rounding_of_a_badly_scaled_function():
+    # |f| ~ 1e18: central differences lose ~1e18 * 1e-16 / 1e-6 to rounding; a wrong
+    # derivative of the same function is still caught
+    def f(x):
+        return 0.001 * (x[0] ** 10 + 50.0 * x[1] ** 2) ** 2
+
+    x = np.array([-7.1, -2.4])
+    check_grads(f, x, modes=("rev",))
+
+    @mg.primitive
+    def off(x):
+        return x ** 10
+
+    @mg.rrule(off)
+    def _(x):
+        return off(x), lambda g: (g * 10.0 * x ** 9 * 1.001,)
+
+    with pytest.raises(AssertionError):
+        check_grads(lambda x: 0.001 * (np.sum(off(x)) ** 2), x, modes=("rev",))

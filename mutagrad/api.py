@@ -186,9 +186,10 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
     if kwdefaults:
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
     for name, v in named:
-        if type(v) is _ndarray:
+        tv = type(v)
+        if tv is _ndarray or tv is ArrayTracer:  # (an outer level's array, in a nested differentiation)
             found.append((name, v))
-        elif type(v) is _FunctionType:
+        elif tv is _FunctionType:
             helpers.append(v)
     g = getattr(fun, "__globals__", None)
     if g:
@@ -203,7 +204,7 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
         for name in names:
             v = g.get(name)
             tv = type(v)
-            if tv is _ndarray:
+            if tv is _ndarray or tv is ArrayTracer:
                 found.append((name, v))
             elif tv is _FunctionType:
                 helpers.append(v)
@@ -227,10 +228,11 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=()):
     if not plain:
         return flagged
     for _t, info in wrapped:
-        a = info.orig
+        a = bottom(info.orig)  # (an outer level's traced array, inside a nested differentiation)
         if type(a) is not _ndarray:
             continue
         for name, v in plain:
+            v = bottom(v)
             if np.may_share_memory(a, v) and _shares(a, v):
                 st = info.storage
                 st.plain_alias = name
@@ -256,7 +258,7 @@ def _check_plain_aliases(level):
     for info in level.plain_aliases:
         st = info.storage
         if st.captured or st.active:
-            a = info.orig
+            a = bottom(info.orig)
             if not np.array_equal(a, st.plain_before, equal_nan=a.dtype.kind in "fc"):
                 raise MutationError(
                     f"{st.name} is the memory of the plain array `{st.plain_alias}`, which the function "
@@ -323,8 +325,7 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
     if kwargs:
         kwargs.update(_wrap_kwargs(level, kwargs, wrapped))
     _mark_aliasing(wrapped)
-    level.plain_aliases = (_mark_plain_aliases(fun, wrapped, len(args), kwargs or ())
-                           if fun is not None and level.index == 0 else ())
+    level.plain_aliases = _mark_plain_aliases(fun, wrapped, len(args), kwargs or ()) if fun is not None else ()
     return args, infos
 
 

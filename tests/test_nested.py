@@ -254,3 +254,34 @@ def test_inner_value_written_into_view_of_outer_array_raises(body, inner, how):
     g = mg.grad(body)(X0, A0.copy())
     for d in (U, W):
         assert abs(g @ d - _fd(lambda y: body(y, A0.copy()), X0, d)) < 1e-6
+
+
+def test_inner_argument_that_is_an_outer_array_the_inner_function_names_raises_on_write():
+    # as at the top level: the inner function writes its argument p and reads the same memory
+    # through its closure name a2, whose read would not carry the inner derivative
+    def outer(x):
+        a2 = np.zeros_like(x)
+
+        def inner(y, p):
+            p[1] = y[0] * 2.0
+            return np.sum(a2 * y)
+
+        return mg.grad(inner)(x, a2)[0]
+
+    x = np.array([0.5, 1.5])
+    with pytest.raises(mg.AliasingError, match="a2"):
+        outer(x)
+    with pytest.raises(mg.AliasingError, match="a2"):
+        mg.grad(outer)(x)
+    with pytest.raises(mg.AliasingError, match="a2"):
+        mg.jvp(outer, (x,), (np.ones(2),))
+
+    def reads_only(x):  # reading the alias is fine at every level
+        a2 = x * 1.0
+
+        def inner(y, p):
+            return np.sum(a2 * y * p)
+
+        return mg.grad(inner)(x, a2)[0]
+
+    check_grads(reads_only, x)

@@ -1640,7 +1640,10 @@ def _calling_scipy(frame):
     public = [(f, parts) for f, parts in frames if len(parts) > 1 and not parts[1].startswith("_")]
     top, parts = public[-1] if public else frames[-1]
     name = top.f_code.co_name
-    if not public:  # only a private decorator ran yet: the function it wraps, from its closure
+    method = top.f_locals.get("method") if name.startswith("__") else None
+    if method is not None and hasattr(method, "__name__"):  # a uarray backend (scipy.fft): the function it serves
+        name = method.__name__
+    elif not public:  # only a private decorator ran yet: the function it wraps, from its closure
         for v in top.f_locals.values():
             mod = getattr(v, "__module__", None) or ""
             if callable(v) and mod.startswith("scipy.") and not mod.split(".")[1].startswith("_"):

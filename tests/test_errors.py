@@ -762,6 +762,9 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
     for name, fn in (("cholesky", sl.cholesky), ("cho_factor", sl.cho_factor)):  # (wrapped by a SciPy decorator)
         msg = _raises(lambda x, fn=fn: np.sum(fn(spd(x))[0]), np.arange(1.0, 5.0), mg.WriteToPlainArrayError)
         assert f"scipy.linalg function {name}" in msg and "mutagrad.scipy.linalg" in msg
+    sf = pytest.importorskip("scipy.fft")  # served through uarray's __ua_function__
+    msg = _raises(lambda x: np.sum(np.real(sf.hfft2(x.reshape(2, 2)))), np.arange(1.0, 5.0), mg.TracerEscapeError)
+    assert "scipy.fft function hfft2" in msg
     # what the message advises works
     import mutagrad.scipy.special as msc
 

@@ -10,8 +10,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, lift, pristine_layers, write
-from .errors import MutationError, ensure_shuffle_filter, forget_escape, replaced_error, user_line
+from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, foreign_subclass, lift,
+                   pristine_layers, write)
+from .errors import _INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, replaced_error, user_line
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
 from .registry import UserFPErrors
@@ -45,7 +46,7 @@ def _check_subclass(x, where):
     """ndarray subclasses other than np.memmap (whose memory is an ndarray's)
     carry semantics of their own (a mask, matrix products, units) that the
     rules, written for numpy.ndarray, would silently drop."""
-    if isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, np.memmap):
+    if foreign_subclass(x):
         raise TypeError(
             f"{where}: mutagrad differentiates numpy.ndarray, got the subclass {type(x).__module__}."
             f"{type(x).__qualname__}, whose own behaviour (a mask, matrix products, units...) the "
@@ -162,7 +163,6 @@ def _plain_arrays_of(fun, npos=0, kwnames=()):
     return found
 
 
-_NOT_USER = ("numpy", "scipy", "mutagrad", "builtins", "functools", "itertools", "collections")
 
 
 def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
@@ -210,7 +210,7 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
                 helpers.append(v)
     if depth < 4:
         for h in helpers:
-            if not (getattr(h, "__module__", None) or "").startswith(_NOT_USER):
+            if not (getattr(h, "__module__", None) or "").startswith(_INTERNAL_PREFIXES):  # (not NumPy's own...)
                 _arrays_named_by(h, found, seen, depth + 1)
 
 

@@ -445,7 +445,7 @@ class Level:
                 if x._level is self:
                     vals[i] = x._value
                     ins.append(i)
-            elif isinstance(x, _ndarray) and type(x) is not _ndarray:
+            elif type(x) is not _ndarray and foreign_subclass(x):
                 raise subclass_error(x)
         return vals, ins
 
@@ -516,9 +516,16 @@ class Level:
                 y = _np_scalar(y)
             s = Storage(self, y)
             return ScalarTracer(y, self, s, None, True), s
-        if isinstance(b, _ndarray):  # (np.matrix, a masked array: a subclass operand made the result one)
+        if foreign_subclass(b):  # (np.matrix, a masked array: a subclass operand made the result one)
             raise subclass_error(b)
         return y, None
+
+
+def foreign_subclass(x) -> bool:
+    """An ndarray subclass with semantics of its own (np.matrix, a masked array,
+    units), which rules written for numpy.ndarray would drop; not np.memmap,
+    whose memory is an ndarray's and whose results are ndarrays."""
+    return isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, np.memmap)
 
 
 def subclass_error(x):
@@ -1035,7 +1042,7 @@ class Tracer:
             # such only, never written): its value, as a read-only copy. Anything
             # else raises: a conversion may also be NumPy's own code that expects
             # to write in place (ndarray.mean(out=...)) and would be silently lost
-            v = bottom(self).astype(dtype) if dtype is not None else bottom(self).copy()
+            v = np.array(bottom(self), dtype=dtype)  # (an ndarray, also for a NumPy scalar)
             v.flags.writeable = False
             return v
         caller = sys._getframe(1).f_code
@@ -1722,7 +1729,7 @@ def copy_order(db, idx, vb, mask=None):
     return [int(i) for i in order]
 
 
-_ID_TYPES = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+_ID_TYPES = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64, 16: np.complex128}  # (complex: ids in the real part)
 
 
 def mask_copy_sources(db, mask, vb):
@@ -1742,7 +1749,7 @@ def mask_copy_sources(db, mask, vb):
     if (dp - lo) % isz or (vp - lo) % isz or any(st % isz for st in db.strides + vb.strides) or (hi - lo) % isz:
         return None
     n = (hi - lo) // isz
-    if n >= np.iinfo(idt).max:
+    if n >= (2 ** 53 if idt is np.complex128 else np.iinfo(idt).max):
         return None
     ids = np.arange(n, dtype=idt)
     strided = np.lib.stride_tricks.as_strided
@@ -1751,8 +1758,8 @@ def mask_copy_sources(db, mask, vb):
     before = pv.copy()
     pd[mask] = pv
     where = np.full(n, -1, np.int64)
-    where[before] = np.arange(before.size)
-    src = where[pd[mask]]
+    where[before.real.astype(np.int64)] = np.arange(before.size)
+    src = where[pd[mask].real.astype(np.int64)]
     return None if (src < 0).any() else src
 
 

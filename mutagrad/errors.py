@@ -102,7 +102,7 @@ _last_escape = None
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "") -> DifferentiationError:
     global _last_escape
     frame = user_frame(sys._getframe(1))
-    line = user_line(sys._getframe(1))
+    line = user_line(frame) if frame is not None else "<unknown location>"
     err = cls(
         f"{what} at {line}: this would turn a traced value into a plain "
         "number or array and silently drop its derivative. If the value is an "
@@ -153,16 +153,15 @@ def _where(exc) -> str:
     return user_line(user) if user is not None else "<unknown location>"
 
 
-def _raised_at(exc, frame=None):
-    """The innermost Python frame ``exc`` passed through (and its line), if
-    that is ``frame`` (any frame when None): the exception came from C code
-    called on that line."""
+def _raised_at(exc, frame):
+    """The innermost traceback entry of ``exc`` if its frame is ``frame``: the
+    exception came from C code called on that frame's line; else None."""
     tb = exc.__traceback__
     if tb is None:
         return None
     while tb.tb_next is not None:
         tb = tb.tb_next
-    return tb if frame is None or tb.tb_frame is frame else None
+    return tb if tb.tb_frame is frame else None
 
 
 # NumPy's Generator.shuffle / np.random.shuffle take an object that is not an

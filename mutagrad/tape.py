@@ -31,6 +31,7 @@ import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
+    foreign_subclass,
     subclass_error,
     STATE,
     ArrayTracer,
@@ -398,7 +399,7 @@ class ReverseLevel(Level):
                 if st.active:
                     inputs.append((st, x._geom, i))
             else:
-                if tx is not float and tx is not _ndarray and isinstance(x, _ndarray):
+                if tx is not float and tx is not _ndarray and foreign_subclass(x):
                     raise subclass_error(x)
                 vals.append(x)
             i += 1
@@ -490,7 +491,7 @@ class ReverseLevel(Level):
                     ins.append(i)
                     if x._storage.active:
                         active = True
-            elif isinstance(x, _ndarray) and type(x) is not _ndarray:
+            elif type(x) is not _ndarray and foreign_subclass(x):
                 raise subclass_error(x)
         if not active or prim.zero:
             out = prim.impl(*_unflatten_args(tree, vals), **kwargs)

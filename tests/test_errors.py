@@ -801,3 +801,34 @@ def test_ndarray_subclasses_meeting_traced_values_raise(f):
 def test_the_raw_memory_of_a_traced_array_raises_ours(f):
     msg = _raises(f, np.ones(3), mg.TracerEscapeError)
     assert "mg.value(x)" in msg
+
+
+def test_a_memmap_constant_is_an_ndarray_to_traced_operations(tmp_path):
+    # np.memmap's memory is an ndarray's (np.load(..., mmap_mode='r') data): no subclass error
+    m = np.memmap(tmp_path / "m.dat", dtype=np.float64, mode="w+", shape=(3,))
+    m[:] = [1.0, -2.0, 0.5]
+    check_grads(lambda x: np.sum(np.sin(x * m)) + m @ (x * x), np.array([0.3, 0.7, -1.1]))
+
+
+def test_a_constant_scalar_written_into_a_plain_array():
+    # a pristine constant (from an argument not differentiated) is written as its plain value
+    c = np.zeros(3)
+
+    def f(x, z):
+        c[...] = np.mean(z)
+        return np.sum(x * c)
+
+    z = np.array([1.0, 2.0])
+    np.testing.assert_allclose(mg.grad(f)(np.ones(3), z), [1.5, 1.5, 1.5])
+    np.testing.assert_array_equal(c, [1.5, 1.5, 1.5])
+
+
+def test_cumsum_into_an_out_of_another_ndim_raises():
+    # NumPy accepts it only when the input overlaps out (and writes a column); said, not guessed
+    def f(x):
+        a = x * x
+        np.cumsum(a.T.ravel()[:2], axis=0, out=a)
+        return np.sum(a)
+
+    msg = _raises(f, np.arange(1.0, 5.0).reshape(2, 2), mg.NoRuleError)
+    assert "cumsum" in msg

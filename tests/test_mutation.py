@@ -751,3 +751,27 @@ def _putmask_0d(x):
 @pytest.mark.parametrize("f", [_flat_0d, _put_0d, _place_0d, _putmask_0d], ids=["flat", "put", "place", "putmask"])
 def test_flat_writes_into_a_0d_array(f):
     check_grads(f, np.array([0.7, -0.4, 1.1]))
+
+
+def test_boolean_mask_write_from_an_overlapping_view_of_a_complex_array():
+    # complex128 elements (16 bytes) are mirrored too; NumPy buffers this one
+    mask = np.array([[False, True, True], [False, True, True], [False, False, True]])
+
+    def f(x, y):
+        y = y * x[0]
+        y[mask] = y.ravel(order="K")[:5]
+        return np.sum(np.sin(y).real), y
+
+    x = np.array([1.3])
+    y0 = np.arange(9.0).reshape(3, 3) * (0.1 + 0.2j)
+    plain_value, plain_y = f(x, y0.copy())
+    seen = []
+
+    def keep(x, y):
+        r = f(x, y)
+        seen.append(np.array(mg.value(r[1])))
+        return r
+
+    (value, _), _ = mg.value_and_grad(keep, has_aux=True)(x, y0.copy())
+    assert value == plain_value and seen[0].tobytes() == plain_y.tobytes()
+    check_grads(lambda x: f(x, y0.copy())[0], x)

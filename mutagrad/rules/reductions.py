@@ -10,6 +10,7 @@ import operator
 import numpy as np
 
 from ..core import STATE, ArrayTracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
+from ..errors import NoRuleError, user_line
 from ..registry import deflinear
 from ..tangents import ZeroTangent
 
@@ -367,6 +368,9 @@ def _accumulate_out(res, a, fn):
     out = a.get("out")
     if out is None or np.shape(out) == np.shape(res) or a.get("axis") is None:
         return write_out(res, out)
+    if np.ndim(out) != np.ndim(res):  # (NumPy raises, except where the input overlaps out)
+        raise NoRuleError(f"{fn.__name__} with an out= of {np.ndim(out)} dimensions for a result of "
+                          f"{np.ndim(res)} at {user_line()}: write the result into a view of out's shape")
     fn(np.zeros(np.shape(a["a"]), np.result_type(bottom(res))), axis=a["axis"],
        out=np.empty_like(bottom(out)))  # NumPy's own checks, on plain arrays
     ax = operator.index(a["axis"]) % np.ndim(res)

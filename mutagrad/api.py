@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, foreign_subclass, lift,
-                   pristine_layers, write)
+                   mark_weak, pristine_layers, write)
 from .errors import _INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, replaced_error, user_line
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
@@ -104,6 +104,8 @@ def _wrap_leaf(level, x, name):
     s = Storage(level, val, active=True)
     s.name = name
     t = TRACERS[scalar](val, level, s, None, scalar)
+    if kind == "float" or kind == "complex":
+        mark_weak(t)  # a Python number: NumPy's weak scalar (a float32 array times it stays float32)
     b = bottom(val)
     return t, _Leaf(kind, b.shape, b.dtype, s, x)
 
@@ -550,11 +552,15 @@ def _normalize_argnums(argnums):
 def _unwrap_level(x, level):
     """Strip ``level`` from every leaf of ``x`` (outputs and aux)."""
     if type(x) is ScalarTracer and x._level is level and type(x._value) is not _ndarray:
+        if x._storage.weak:
+            return x._value.item()  # a Python float, as the plain call returns
         return x._value  # the common case: a scalar output
 
     def leaf(v):
         if isinstance(v, Tracer) and v._level is level:
             val = v._value
+            if v._scalar and v._storage.weak:
+                return val.item()
             if v._scalar and isinstance(val, _ndarray):
                 return val[()]
             return val
@@ -877,6 +883,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
             t = np.copy(t) if isinstance(t, Tracer) else np.array(t)
             if o._scalar and isinstance(t, _ndarray):
                 t = t[()]
+        if isinstance(o, Tracer) and o._scalar and o._storage.weak and isinstance(t, np.generic):
+            t = t.item()  # the tangent of a Python float output is a Python float
         tans.append(t)
     return _unwrap_level(out, level), tree_unflatten(out_tree, tans)
 

@@ -153,6 +153,57 @@ def bottom(x):
     return x
 
 
+def weak(x) -> bool:
+    """Whether traced ``x`` is a weak scalar (see Storage.weak)."""
+    while True:
+        v = x._value
+        if not isinstance(v, Tracer):
+            return x._storage.weak
+        x = v
+
+
+def mark_weak(x):
+    """Make traced scalar ``x`` weak: what Python arithmetic on Python numbers gives."""
+    while isinstance(x._value, Tracer):
+        x = x._value
+    x._storage.weak = True
+
+
+def _weak_self(t) -> bool:
+    """weak(t) for a traced scalar, the common cases first (an outermost tracer, or a strong one)."""
+    if t._storage.weak:
+        return True
+    v = t._value
+    return isinstance(v, Tracer) and weak(v)
+
+
+def promotion_operand(x):
+    """``x`` as NumPy's type promotion (np.result_type) sees it in a plain call:
+    Python numbers and weak traced scalars as Python numbers, else the plain value."""
+    if isinstance(x, Tracer):
+        return bottom(x).item() if x._scalar and weak(x) else bottom(x)
+    return x if type(x) in (int, float, complex) else np.asarray(x)
+
+
+def _weak_operand(x) -> bool:
+    t = type(x)
+    if t is float or t is int or t is complex or t is bool:
+        return True
+    return isinstance(x, Tracer) and x._scalar and weak(x)
+
+
+def _weak_result(r, operands):
+    """Mark ``r`` (a tracer or a tuple of them) weak if every operand of the Python
+    operator that made it is a Python number or a weak traced scalar, as in a plain call."""
+    for x in operands:
+        if not _weak_operand(x):
+            return r
+    for y in (r if type(r) is tuple else (r,)):
+        if isinstance(y, Tracer) and y._scalar:
+            mark_weak(y)
+    return r
+
+
 def _slow_ptr(a) -> int:
     return a.__array_interface__["data"][0]
 
@@ -257,6 +308,11 @@ class Storage:
     # a constant that plain code may read: a non-differentiated argument, or computed
     # only from such (never written). Anything else converted to plain values raises.
     pristine = False
+    # a scalar that is a Python float or complex in a plain call (an argument, or Python
+    # arithmetic on such): NumPy's "weak" scalar, whose dtype yields to the arrays it meets
+    # (NEP 50). Set only on the outermost tracer of a value, whose value is plain; the
+    # levels pass it to NumPy as a Python number (see plain_value, weak, mark_weak).
+    weak = False
 
     def __init__(self, level, root, active=False):
         self.level = level
@@ -443,7 +499,7 @@ class Level:
         for i, x in enumerate(leaves):
             if isinstance(x, Tracer):
                 if x._level is self:
-                    vals[i] = x._value
+                    vals[i] = x._value.item() if x._storage.weak else x._value
                     ins.append(i)
             elif type(x) is not _ndarray and foreign_subclass(x):
                 raise subclass_error(x)
@@ -961,9 +1017,15 @@ def _binop(ufunc):
     pow_ = ufunc is np.power
 
     def op(self, other):
-        if self._scalar and ufunc in SCALAR_OPS and _is_scalar(other):
-            # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
-            return bind(SCALAR_OPS[ufunc], (self, other))
+        if self._scalar:
+            if ufunc in SCALAR_OPS and _is_scalar(other):
+                # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
+                r = bind(SCALAR_OPS[ufunc], (self, other))
+            else:
+                r = _fast_call(ufunc, self, self, other, sop)
+                if r is None:
+                    r = call_ufunc(ufunc, (self, other), {})
+            return _weak_result(r, (self, other)) if _weak_self(self) else r
         if pow_:
             uf = _pow_shortcut(self, other)
             if uf is not None:
@@ -974,8 +1036,14 @@ def _binop(ufunc):
         return r
 
     def rop(self, other):
-        if self._scalar and ufunc in SCALAR_OPS and _is_scalar(other):
-            return bind(SCALAR_OPS[ufunc], (other, self))
+        if self._scalar:
+            if ufunc in SCALAR_OPS and _is_scalar(other):
+                r = bind(SCALAR_OPS[ufunc], (other, self))
+            else:
+                r = _fast_call(ufunc, self, other, self, sop)
+                if r is None:
+                    r = call_ufunc(ufunc, (other, self), {})
+            return _weak_result(r, (other, self)) if _weak_self(self) else r
         r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
             return call_ufunc(ufunc, (other, self), {})
@@ -983,7 +1051,8 @@ def _binop(ufunc):
 
     def iop(self, other):
         if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
-            return call_ufunc(ufunc, (self, other), {})
+            r = call_ufunc(ufunc, (self, other), {})
+            return _weak_result(r, (self, other)) if _weak_self(self) else r
         uf = _pow_shortcut(self, other) if pow_ else None
         call_ufunc(uf or ufunc, (self,) if uf else (self, other), {"out": (self,)})
         return self
@@ -1275,20 +1344,26 @@ class Tracer:
         return self
 
     def __divmod__(self, other):
-        return np.divmod(self, other)
+        r = np.divmod(self, other)
+        return _weak_result(r, (self, other)) if self._scalar and _weak_self(self) else r
 
     def __rdivmod__(self, other):
-        return np.divmod(other, self)
+        r = np.divmod(other, self)
+        return _weak_result(r, (other, self)) if self._scalar and _weak_self(self) else r
 
     def __neg__(self):
         r = _fast_call(np.negative, self, self, _NOARG)
-        return call_ufunc(np.negative, (self,), {}) if r is None else r
+        if r is None:
+            r = call_ufunc(np.negative, (self,), {})
+        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
 
     def __pos__(self):
-        return call_ufunc(np.positive, (self,), {})
+        r = call_ufunc(np.positive, (self,), {})
+        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
 
     def __abs__(self):
-        return call_ufunc(np.absolute, (self,), {})
+        r = call_ufunc(np.absolute, (self,), {})
+        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
 
     def __lt__(self, o):
         return np.less(self, o)

@@ -182,7 +182,10 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
             ct = -g
     else:
         fp = FP_FLAG[0]
-        dv = d(*xs, y)
+        try:
+            dv = d(*xs, y)
+        except (ZeroDivisionError, OverflowError):
+            dv = _numpy_partial(d, xs, y)
         if FP_FLAG[0] is not fp:  # the partial overflowed or divided by zero: it may be inf
             return _strong_zero_product(g, _conj(dv) if _iscomplexobj(dv) else dv, shape)
         if type(dv) is float:  # (a constant factor: no dtype, not complex)
@@ -212,6 +215,13 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
     except AttributeError:  # a Python number
         same = shape == ()
     return ct if same else unbroadcast(ct, shape)
+
+
+def _numpy_partial(d, xs, y):
+    """A partial whose Python-number arguments (constants, weak scalars) made Python
+    raise (``1 / 0.0``, ``10.0 ** 400``): computed with NumPy scalars instead, whose
+    arithmetic gives inf or nan as the elementwise function itself does."""
+    return d(*[np.asarray(x)[()] if type(x) in (float, int, complex) else x for x in xs], y)
 
 
 _ndarray, _negative, _multiply, _conj, _result_type = np.ndarray, np.negative, np.multiply, np.conj, np.result_type
@@ -330,7 +340,10 @@ def defelementwise(fn, *partials, impl=None):
                 fp = FP_FLAG[0]
                 IN_DERIVATIVE[0] += 1  # (its floating-point events are not the user's)
                 try:
-                    dv = d(*primals, y)
+                    try:
+                        dv = d(*primals, y)
+                    except (ZeroDivisionError, OverflowError):
+                        dv = _numpy_partial(d, primals, y)
                     term = t * dv
                     if FP_FLAG[0] is not fp:  # an infinite or undefined partial: a zero tangent gives zero
                         term = _strong_zero_product(t, dv, np.shape(term))
@@ -359,6 +372,8 @@ def deflinear(fn, transpose, impl=None):
         y = call(x, *args, **kw)
         shape = _shape(x)
         dtype = getattr(x, "dtype", None)
+        if dtype is None and (type(x) is float or type(x) is complex):  # a weak scalar (core.Storage.weak)
+            dtype = np.result_type(x)
         meta = _Meta(shape, dtype)
 
         def pullback(g):

@@ -394,8 +394,8 @@ class ReverseLevel(Level):
         for x in leaves:
             tx = type(x)
             if tx is ArrayTracer or tx is ScalarTracer:
-                vals.append(x._value)
                 st = x._storage
+                vals.append(x._value.item() if st.weak else x._value)  # (weak: a Python number, as in a plain call)
                 if st.active:
                     inputs.append((st, x._geom, i))
             else:
@@ -487,7 +487,7 @@ class ReverseLevel(Level):
             x = leaves[i]
             if isinstance(x, Tracer):
                 if x._level is self:
-                    vals[i] = x._value
+                    vals[i] = x._value.item() if x._storage.weak else x._value
                     ins.append(i)
                     if x._storage.active:
                         active = True

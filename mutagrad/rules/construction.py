@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive
+from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, promotion_operand
 from ..errors import NoRuleError
 from ..registry import conj_if_complex, defzero
 from ..tangents import NotImplementedTangent, Thunk, ZeroTangent, not_implemented
@@ -141,12 +141,15 @@ def _np_select(args, kwargs):
     for i, c in enumerate(conds):
         if c.dtype.type is not np.bool_:
             raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
-    res = _arr(a.get("default", 0))
+    default = a.get("default", 0)
+    # NumPy's result dtype: Python numbers (and weak traced scalars) take the arrays' dtype
+    dtype = np.result_type(*(promotion_operand(c) for c in list(a["choicelist"]) + [default]))
+    res = _arr(default)
     shape = np.broadcast_shapes(np.shape(res), *(c.shape for c in conds), *(np.shape(c) for c in choices))
     res = np.broadcast_to(res, shape)
     for c, v in zip(reversed(conds), reversed(choices)):  # the first true condition wins
         res = np.where(c, v, res)
-    return res
+    return res if res.dtype == dtype else res.astype(dtype)
 
 
 def _np_piecewise(args, kwargs):

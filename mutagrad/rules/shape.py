@@ -337,6 +337,8 @@ if hasattr(getattr(np, "_core", None), "umath") and isinstance(getattr(np._core.
 
 
 def _astype_impl(x, dtype):
+    if type(x) is float or type(x) is complex:  # a weak scalar (core.Storage.weak): as its NumPy scalar
+        x = np.asarray(x)[()]
     return x.astype(dtype)
 
 

@@ -1,0 +1,212 @@
+"""A differentiated Python float is NumPy's weak scalar, as in a plain call.
+
+NumPy 2 (NEP 50) lets a Python float or complex take the dtype of the array
+or NumPy scalar it meets: ``float32_array * 0.5`` is float32, and
+``float32_array * np.float64(0.5)`` is float64. A function differentiated
+w.r.t. a Python float must compute what its plain call computes: same
+dtypes, same bits. Python arithmetic on such numbers (``s * 2.0``, ``-s``,
+``s % 1.0``) stays weak; a NumPy function of one (``np.exp(s)``) is a float64
+scalar, strong.
+
+Oracles: the plain call (values, dtypes and bits), central differences of
+the same function with its arrays upcast to float64 (the derivative of the
+low-precision program equals that to its precision), and the other mode.
+"""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+import mutagrad.numpy as mnp
+
+W = np.array([0.3, -1.2, 0.7, 2.1])
+
+
+def _data(dtype):
+    a = np.array([1.5, 2.5, 0.25, 3.0])
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * np.array([0.5, -1.0, 2.0, 0.1])
+    return a.astype(dtype)
+
+
+def _reduce(y):
+    y = np.real(y) if np.iscomplexobj(y) else y
+    return np.sum(y * y.dtype.type(0.5)) if np.ndim(y) else y * 0.5
+
+
+def _inplace(s, a):
+    buf = mnp.zeros(a.shape, a.dtype)  # a buffer that may hold traced values
+    buf[1:] = a[1:] * s
+    buf += s
+    buf[0] = s * s
+    return buf
+
+
+def _divmod(s, a):
+    q, r = divmod(s * 3.0, 0.7)
+    return a * r + q
+
+
+def _run_loop(s, a):
+    t = s
+    for _ in range(8):  # enough one-element operations in a row to be recorded by a run
+        t = t * 1.01 + 0.5
+        t = t - 0.1 * t
+    return a * t
+
+
+def _python_ops(s, a):
+    t = -s + abs(s - 4.0) * 0.5
+    t = t ** 2 / (1.0 + s)
+    t += 0.25
+    return a * t + (s % 0.9)
+
+
+PROGRAMS = {
+    "a * s": lambda s, a: a * s,
+    "s * a + s": lambda s, a: s * a + s,
+    "a ** s": lambda s, a: np.abs(a) ** s,
+    "s ** a": lambda s, a: s ** np.abs(a),
+    "np.multiply(s, a)": lambda s, a: np.multiply(s, a),
+    "where": lambda s, a: np.where(np.real(a) > 2, s, a),
+    "clip": lambda s, a: np.clip(np.real(a), 0.0, s),
+    "maximum": lambda s, a: np.maximum(np.real(a), s * 0.8),
+    "stack": lambda s, a: np.stack([a, a * 0 + s]),
+    "select": lambda s, a: np.select([np.real(a) > 2], [a * s], 0.5),
+    "divide": lambda s, a: a / (1.0 + s ** 2),
+    "in place": _inplace,
+    "divmod": _divmod,
+    "run": _run_loop,
+    "python ops": _python_ops,
+    "strong np.exp(s)": lambda s, a: np.exp(s) * a,
+    "strong np.float64": lambda s, a: np.float64(2.0) * s * a,
+    "np.float32 scalar": lambda s, a: (s * np.float32(2.0)) * a,
+}
+
+
+def _fd(fn, s, h=1e-6):
+    return (fn(s + h) - fn(s - h)) / (2 * h)
+
+
+def _same(got, want):
+    assert type(got) is type(want), (type(got), type(want))
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.complex64])
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_weak_python_float(name, dtype):
+    prog = PROGRAMS[name]
+    a = _data(dtype)
+    s = 1.3
+
+    def f(s, a=a):
+        return _reduce(prog(s, a))
+
+    def f64(s):
+        return _reduce(prog(s, a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)))
+
+    want = f(s)
+    val, g = mg.value_and_grad(f)(s)
+    _same(val, want)  # the plain call's dtype and bits
+    assert type(g) is float
+    out, tan = mg.jvp(f, (s,), (1.0,))
+    _same(out, want)
+    tol = {np.float32: 1e-4, np.float16: 3e-2, np.complex64: 1e-4}[dtype]
+    ref = _fd(f64, s, 1e-3)  # (a step the float32 rounding of s * np.float32(2) does not swamp)
+    assert abs(g - ref) <= tol * max(1.0, abs(ref)), (g, ref)
+    assert abs(float(tan) - g) <= tol * max(1.0, abs(g)), (tan, g)
+
+
+def test_weak_complex_python_scalar():
+    a = _data(np.float32)
+    z = 0.4 + 0.3j
+
+    def f(z):
+        y = a * z  # complex64, as in a plain call
+        return np.sum(np.abs(y) ** 2)
+
+    def f64(z):
+        return np.sum(np.abs(a.astype(np.float64) * z) ** 2)
+
+    _same(mg.value_and_grad(f)(z)[0], f(z))
+    g = mg.grad(f)(z)
+    assert type(g) is complex
+    h = 1e-6
+    ref = complex((f64(z + h) - f64(z - h)) / (2 * h), -(f64(z + 1j * h) - f64(z - 1j * h)) / (2 * h))
+    assert abs(g - ref) <= 1e-4 * abs(ref)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda s: s * 2.0 + 1.0,
+    lambda s: -abs(s) ** 2 % 2.0,
+    lambda s: divmod(s, 0.4)[1] * s,
+    lambda s: np.sin(s) * 2.0,  # a NumPy function: a NumPy scalar
+    lambda s: s * np.float32(2.0),
+], ids=["arith", "unary-mod", "divmod", "np.sin", "np.float32"])
+def test_scalar_outputs_keep_their_python_type(fn):
+    s = 0.7
+    want = fn(s)
+    val, g = mg.value_and_grad(fn)(s)
+    _same(val, want)
+    out, tan = mg.jvp(fn, (s,), (1.0,))
+    _same(out, want)
+    assert type(tan) is type(want)  # a Python float output has a Python float tangent
+    ref = _fd(lambda x: float(fn(x)), s, 1e-4 if np.asarray(want).dtype == np.float32 else 1e-6)
+    tol = 1e-2 if np.asarray(want).dtype == np.float32 else 1e-7
+    assert abs(g - ref) <= tol * max(1.0, abs(ref))
+    assert abs(float(tan) - g) <= 1e-6 * max(1.0, abs(g))
+
+
+def test_weak_nested_and_hessian():
+    a = _data(np.float32)
+
+    def f(s):
+        return np.sum(a * s ** 3)  # float32 throughout, as in a plain call
+
+    h = 1e-4
+    a64 = a.astype(np.float64)
+    ref = (np.sum(a64 * (1.3 + h) ** 3) - 2 * np.sum(a64 * 1.3 ** 3) + np.sum(a64 * (1.3 - h) ** 3)) / h ** 2
+    for d2 in (mg.grad(mg.grad(f))(1.3), mg.hessian(f)(1.3)):
+        assert abs(d2 - ref) <= 1e-4 * abs(ref)
+
+    def outer(x):  # a Python float made weak inside an inner differentiation
+        def inner(y):
+            v = a * (y * 2.0 - 1.0) * x  # Python arithmetic on it stays weak too
+            assert v.dtype == np.float32
+            return np.sum(v)
+        return mg.grad(inner)(0.5)
+
+    g = mg.grad(outer)(1.0)
+    assert abs(g - 2 * float(np.sum(a64))) <= 1e-5 * float(np.sum(a64))  # d/dx of 2 x sum(a)
+
+
+def test_non_differentiated_python_float_stays_weak():
+    a = _data(np.float32)
+
+    def f(x, s):
+        y = x * s
+        assert y.dtype == np.float32
+        return np.sum(y * y)
+
+    g = mg.grad(f)(a, 0.5)
+    assert g.dtype == np.float32
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(g, 2 * 0.25 * a64, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_partial_of_python_number_divisor_is_numpy_arithmetic(mode):
+    # d(x / 0.0)/dx = 1 / 0.0: Python raises ZeroDivisionError, NumPy gives inf. The partial is
+    # NumPy's, and where np.where discards it the derivative is the other branch's (strong zero).
+    def f(x, s=0.0):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.sum(np.where(x > 5, x / s, 3.0 * x))
+
+    x = np.array([1.0, 2.0])
+    g = mg.grad(f)(x) if mode == "rev" else np.array([mg.jvp(f, (x,), (e,))[1] for e in np.eye(2)])
+    h = 1e-6
+    ref = np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(2)])
+    np.testing.assert_allclose(g, ref, rtol=1e-8)
+    with np.errstate(divide="ignore"):
+        assert np.all(np.isinf(mg.grad(lambda x: np.sum(x / 0.0))(x)))  # as 1 / np.float64(0.0)

@@ -15,7 +15,7 @@ from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_
 from .errors import _INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, replaced_error, user_line
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
-from .registry import UserFPErrors
+from .registry import CAREFUL, UserFPErrors
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
 from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord
@@ -668,9 +668,12 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
             _check_scalar_output(out, "grad")
         _check_plain_aliases(level)
         try:
-            if isinstance(out, Tracer) and out._level is level:
-                level.seed(out._storage, out._geom, np.ones((), out.dtype))
-            level.backward()
+            def seed():
+                if isinstance(out, Tracer) and out._level is level:
+                    level.seed(out._storage, out._geom, np.ones((), out.dtype))
+
+            seed()
+            _backward(level, infos, seed, None)
             grads = _collect(level, infos, nums, single)
         finally:
             level.tape = []
@@ -782,6 +785,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
         for s in storages:
             s.adj = s.adjbuf = None
             s.poison = None
+        seeds = []
         for o, c in zip(out_leaves, ct_leaves):
             if isinstance(c, AbstractZero) or c is None:
                 continue
@@ -791,9 +795,14 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
                 raise TypeError("a complex cotangent for a real output: its imaginary part would be dropped. "
                                 "Pass np.real(ct), or make the output complex.")
             if isinstance(o, Tracer) and o._level is level:
-                cc = np.conj(c) if np.iscomplexobj(bottom(c)) else c
+                seeds.append((o, np.conj(c) if np.iscomplexobj(bottom(c)) else c))
+
+        def seed():
+            for o, cc in seeds:
                 level.seed(o._storage, o._geom, cc)
-        level.backward()
+
+        seed()
+        _backward(level, infos, seed, storages)
         res = _collect(level, infos, nums, False)
         for s in storages:
             s.adj = s.adjbuf = None
@@ -805,6 +814,42 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
     if has_aux:
         return out_vals, pullback, _unwrap_level(aux, level)
     return out_vals, pullback
+
+
+def _backward(level, infos, seed, storages):
+    """The reverse pass; again with NaN strong zeros if a NaN reached a gradient.
+
+    A zero cotangent times a NaN partial (the square of a residual that is NaN
+    where np.nansum drops it, np.where over sqrt of a negative) is zero, as
+    forward mode and finite differences say, but IEEE's 0 * nan is nan, and NaN
+    propagates without a floating-point event. Finding each such product would
+    cost a pass per operation; instead a pass whose gradients hold a NaN is run
+    again (the tape can be) with every elementwise cotangent taking the strong
+    zeros (registry.CAREFUL). NaN that the careful pass keeps is the function's."""
+    level.backward()
+    if not _nan_in_gradients(infos):
+        return
+    for s in storages if storages is not None else _storages_of(level, infos):
+        s.adj = s.adjbuf = None
+        s.poison = None
+    seed()
+    CAREFUL[0] += 1
+    try:
+        level.backward()
+    finally:
+        CAREFUL[0] -= 1
+
+
+def _nan_in_gradients(infos) -> bool:
+    for _, linfo in infos.values():
+        for info in linfo:
+            a = info.storage.adj
+            if a is None or isinstance(a, AbstractZero):
+                continue
+            b = bottom(a)
+            if getattr(b, "dtype", None) is not None and b.dtype.kind in "fc" and np.isnan(b).any():
+                return True
+    return False
 
 
 def _release_tape(level):

@@ -185,6 +185,18 @@ def promotion_operand(x):
     return x if type(x) in (int, float, complex) else np.asarray(x)
 
 
+def strong_operand(x):
+    """``x`` as ``np.asarray`` makes it: a Python number or a weak traced scalar as a
+    strong NumPy value (for functions that convert their arguments to arrays first,
+    such as np.dot and ufunc.outer, where a Python float does not yield to the arrays)."""
+    t = type(x)
+    if t is float or t is int or t is complex:
+        return np.asarray(x)[()]
+    if isinstance(x, Tracer) and x._scalar and weak(x):
+        return x.astype(x.dtype)  # a strong copy
+    return x
+
+
 def _weak_operand(x) -> bool:
     t = type(x)
     if t is float or t is int or t is complex or t is bool:

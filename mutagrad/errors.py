@@ -153,6 +153,23 @@ def _where(exc) -> str:
     return user_line(user) if user is not None else "<unknown location>"
 
 
+def _innermost_holds_tracer(exc) -> bool:
+    """Whether the innermost Python frame ``exc`` left holds a traced value (in a
+    local variable, or one level into a dict, tuple or list of them)."""
+    from .core import Tracer
+
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    for v in tb.tb_frame.f_locals.values():
+        items = v.values() if type(v) is dict else v if type(v) in (tuple, list) else (v,)
+        if any(isinstance(x, Tracer) for x in items):
+            return True
+    return False
+
+
 def _raised_at(exc, frame):
     """The innermost traceback entry of ``exc`` if its frame is ``frame``: the
     exception came from C code called on that frame's line; else None."""
@@ -207,9 +224,15 @@ def replaced_error(exc: BaseException):
             f"np.frombuffer, bytes-like use) at {_where(exc)}: raw bytes carry no derivative. For the "
             "values as a read-only plain array use mg.value(x) (mg.stop_gradient(x) for a constant "
             "copy); to reinterpret the dtype, x.view(dtype) is differentiated.")
-    if last is None:
-        return None
-    tb = _raised_at(exc, last[1])
-    if tb is None or tb.tb_lineno != last[2]:
-        return None  # raised further in, or from another line: not NumPy's replacement
-    return last[0]
+    if last is not None:
+        tb = _raised_at(exc, last[1])
+        if tb is not None and tb.tb_lineno == last[2]:
+            return last[0]  # NumPy's replacement of the escape error raised on that line
+    if type(exc) is ValueError and str(exc).startswith("setting an array element with a sequence") and (
+            _innermost_holds_tracer(exc)):
+        return TracerEscapeError(
+            f"a traced value was passed to NumPy at {_where(exc)} in an argument that NumPy converts "
+            "itself, without asking mutagrad (a keyword such as initial= of a reduction of a plain array): "
+            "its derivative would be lost. Combine it with the result by a traced operation instead "
+            "(np.sum(a, initial=s) is s + np.sum(a); np.max(a, initial=s) is np.maximum(np.max(a), s)).")
+    return None

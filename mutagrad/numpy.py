@@ -16,12 +16,15 @@ dispatch through NumPy's protocols.
 """
 from __future__ import annotations
 
+import operator as _operator
+
 import numpy as _np
 
 from .core import Tracer as _Tracer
 from .core import active_levels as _active_levels
 from .core import bottom as _bottom
 from .core import lift as _lift
+from .core import promotion_operand as _promotion_operand
 
 
 def _traced(x):
@@ -68,13 +71,21 @@ def arange(*args, **kw):
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, **kw):
-    """Like ``np.linspace``; ``start`` and ``stop`` may be traced (the same
-    arithmetic as NumPy's, so the values are NumPy's to the last bit)."""
+    """Like ``np.linspace``; ``start`` and ``stop`` may be traced (NumPy's
+    algorithm and dtypes, so the values are NumPy's to the last bit)."""
     if not (isinstance(start, _Tracer) or isinstance(stop, _Tracer)):
         return _traced(_np.linspace(start, stop, num, endpoint, retstep, dtype, axis, **kw))
+    num = _operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
     div = (num - 1) if endpoint else num
-    delta = stop - start
-    y = _np.arange(0, num, dtype=float).reshape((-1,) + (1,) * _np.ndim(delta))
+    # NumPy's working dtype: Python numbers (and weak traced scalars) take the other's dtype
+    dt = _np.result_type(_promotion_operand(start), _promotion_operand(stop))
+    if dt.kind not in "fc":
+        dt = _np.result_type(dt, 1.0)
+    integer_dtype = dtype is not None and _np.issubdtype(dtype, _np.integer)
+    delta = _np.subtract(stop, start, dtype=dt)
+    y = _np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * _np.ndim(delta))
     if div > 0:
         step = delta / div
         y = y / div * delta if _np.any(_bottom(step) == 0) else y * step
@@ -86,8 +97,10 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         y[-1, ...] = stop
     if axis != 0:
         y = _np.moveaxis(y, 0, axis)
+    if integer_dtype:
+        y = _np.floor(y)
     if dtype is not None:
-        y = y.astype(dtype)
+        y = y.astype(dtype, copy=False)
     return (y, step) if retstep else y
 
 

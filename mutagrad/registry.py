@@ -186,7 +186,7 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
             dv = d(*xs, y)
         except (ZeroDivisionError, OverflowError):
             dv = _numpy_partial(d, xs, y)
-        if FP_FLAG[0] is not fp:  # the partial overflowed or divided by zero: it may be inf
+        if FP_FLAG[0] is not fp or CAREFUL[0]:  # the partial overflowed or divided by zero: it may be inf
             return _strong_zero_product(g, _conj(dv) if _iscomplexobj(dv) else dv, shape)
         if type(dv) is float:  # (a constant factor: no dtype, not complex)
             dt = None
@@ -236,6 +236,9 @@ _isnan, _isinf, _iscomplexobj = np.isnan, np.isinf, np.iscomplexobj
 # ReverseLevel.backward); each one makes FP_FLAG[0] a new object, and ew_cotangent takes
 # the careful product when its partial or its product raised one. No cost otherwise.
 FP_FLAG = [0]
+# > 0 during a reverse pass run again because a gradient held a NaN (api._backward): every
+# elementwise cotangent takes the strong zeros, NaN partials included
+CAREFUL = [0]
 IN_DERIVATIVE = [0]  # > 0 while forward mode computes a partial or a tangent (UserFPErrors)
 
 

@@ -210,3 +210,65 @@ def test_partial_of_python_number_divisor_is_numpy_arithmetic(mode):
     np.testing.assert_allclose(g, ref, rtol=1e-8)
     with np.errstate(divide="ignore"):
         assert np.all(np.isinf(mg.grad(lambda x: np.sum(x / 0.0))(x)))  # as 1 / np.float64(0.0)
+
+
+# NumPy functions whose result dtype depends on how they treat a Python number: some make it
+# an array first (strong: np.dot, np.kron, ufunc.outer), others let it take the arrays' dtype
+# (weak: np.choose, np.select, np.linspace, the quantiles' interpolation weight), and
+# np.ediff1d casts its ends into the input's dtype.
+DTYPE_CASES = {
+    "dot": lambda x, s: np.dot(x, s),
+    "dot scalar first": lambda x, s: np.dot(s, x),
+    "inner": lambda x, s: np.inner(x, s),
+    "kron": lambda x, s: np.kron(x, s),
+    "add.outer": lambda x, s: np.add.outer(x, s),
+    "choose": lambda x, s: np.choose(np.array([0, 1, 0, 1]), [x, s]),
+    "select": lambda x, s: np.select([x > 0], [x * s], 0.5),
+    "linspace": lambda x, s: np.linspace(x[0], s, 5),
+    "linspace reversed": lambda x, s: np.linspace(s, x[1], 4, endpoint=False),
+    "logspace": lambda x, s: np.logspace(x[0], s, 3),
+    "ediff1d": lambda x, s: np.ediff1d(x, to_begin=s, to_end=[s, 1.0]),
+    "quantile": lambda x, s: np.quantile(x * s, 0.3),
+    "quantile q": lambda x, s: np.quantile(x, s * 0.5),
+    "percentile": lambda x, s: np.percentile(x * s, [30.0, 95.0], method="hazen"),
+    "nanquantile": lambda x, s: np.nanquantile(np.where(x > 2.9, np.nan, x) * s, 0.3),
+}
+
+
+@pytest.mark.parametrize("traced", ["x", "s"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(DTYPE_CASES))
+def test_values_and_dtypes_follow_numpy(name, dtype, traced):
+    fn = DTYPE_CASES[name]
+    x = np.array([1.5, -2.5, 0.25, 3.0], dtype)
+    s = 0.7
+    want = fn(x.copy(), s)
+    seen = []
+
+    def keep(y):
+        seen.append(np.array(mg.value(y)))
+        return np.nansum(y) * 1.0
+
+    if traced == "x":
+        g = mg.grad(lambda x: keep(fn(x, s)))(x.copy())
+    else:
+        g = mg.grad(lambda s: keep(fn(x.copy(), s)))(s)
+    assert seen[0].dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(seen[0], want)
+    if dtype == np.float64:  # the derivative against central differences
+        plain = (lambda x: np.nansum(fn(x, s))) if traced == "x" else (lambda s: np.nansum(fn(x.copy(), s)))
+        at = x if traced == "x" else s
+        h = 1e-6
+        if traced == "x":
+            ref = np.array([(plain(at + h * e) - plain(at - h * e)) / (2 * h) for e in np.eye(len(at))])
+        else:
+            ref = (plain(at + h) - plain(at - h)) / (2 * h)
+        np.testing.assert_allclose(g, ref, rtol=1e-6, atol=1e-8)
+
+
+def test_traced_initial_of_a_plain_reduction_is_a_clear_error():
+    a = np.array([1.5, -2.5, 0.25], np.float32)
+    with pytest.raises(mg.DifferentiationError, match=r"test_weak_scalars.py:\d+.*initial="):
+        mg.grad(lambda s: np.sum(a, initial=s))(0.7)
+    g = mg.grad(lambda s: np.sum(a * s, initial=s))(0.7)  # the array traced: dispatched, differentiated
+    assert abs(g - (float(np.sum(a.astype(np.float64))) + 1.0)) < 1e-6

@@ -127,6 +127,9 @@ def _np_choose(args, kwargs):
     shape = np.broadcast_shapes(ind.shape, *(np.shape(c) for c in choices))
     stacked = np.stack([np.broadcast_to(c, shape) for c in choices])
     res = np.take_along_axis(stacked, np.broadcast_to(ind, shape)[None], 0)[0]
+    dtype = np.result_type(*(promotion_operand(c) for c in a["choices"]))  # (Python numbers are weak)
+    if res.dtype != dtype:
+        res = res.astype(dtype)
     return write_out(res, a.get("out"))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, write
+from ..core import write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, strong_operand, write
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
@@ -271,7 +271,7 @@ FUNCTIONS[np.partition] = _np_partition
 
 
 def _ufunc_outer(ufunc, inputs, kwargs):
-    a, b = inputs
+    a, b = (strong_operand(v) for v in inputs)  # (ufunc.outer makes arrays of Python numbers)
     nb = np.ndim(b)
     a2 = np.reshape(a, np.shape(a) + (1,) * nb)
     return ufunc(a2, b, **kwargs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, write_out, write_replayed
+from ..core import FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, strong_operand, write_out, write_replayed
 from ..errors import MutationError, user_line
 from ..registry import conj_if_complex as _cj
 from ..tangents import Thunk, NoTangent, ZeroTangent, is_zero, unbroadcast
@@ -223,7 +223,7 @@ def _np_dot(args, kwargs):
     d.update(kwargs)
     a, b, out = d["a"], d["b"], d.get("out")
     if np.ndim(a) == 0 or np.ndim(b) == 0:
-        res = np.multiply(a, b)
+        res = np.multiply(strong_operand(a), strong_operand(b))  # (np.dot makes arrays of Python numbers)
     else:
         res = bind(dot_p, (a, b))
     if out is not None:
@@ -240,7 +240,7 @@ def _np_inner(args, kwargs):
     a, b = args[:2]
     na, nb = np.ndim(a), np.ndim(b)
     if na == 0 or nb == 0:
-        return np.multiply(a, b)
+        return np.multiply(strong_operand(a), strong_operand(b))
     return bind(tensordot_p, (a, b), {"axes": ([na - 1], [nb - 1])})
 
 
@@ -1526,7 +1526,7 @@ def _np_tensorinv(args, kwargs):
 
 def _np_kron(args, kwargs):
     d = call_args(("a", "b"), args, kwargs)
-    a, b = d["a"], d["b"]
+    a, b = strong_operand(d["a"]), strong_operand(d["b"])  # (np.kron makes arrays of Python numbers)
     ndb = np.ndim(b)
     if np.ndim(a) < ndb:
         a = np.reshape(a, (1,) * (ndb - np.ndim(a)) + np.shape(a))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom
+from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
 from .reductions import _reduce_args
@@ -236,13 +236,13 @@ _STEPPED = {
 }
 
 
-def _lerp(a, b, t, tb):
+def _lerp(a, b, t, tb, one_minus_t=None):
     # NumPy's formula, so values agree bit for bit: the end nearer to t is exact
     d = b - a
-    return np.where(tb >= 0.5, b - d * (1 - t), a + d * t)
+    return np.where(tb >= 0.5, b - d * (1 - t if one_minus_t is None else one_minus_t), a + d * t)
 
 
-def _quantile(x, q, axis, method, keepdims, omit_nan, weights=None):
+def _quantile(x, q, axis, method, keepdims, omit_nan, weights=None, weak_q=False):
     qb = np.asarray(bottom(q))
     if qb.dtype.kind not in "biuf":
         raise TypeError("q must be real")
@@ -261,7 +261,8 @@ def _quantile(x, q, axis, method, keepdims, omit_nan, weights=None):
     qqb = bottom(qq)
     nn = n.reshape((1,) * len(qshape) + kshape)
     last = np.maximum(nn - 1, 0)
-    weak = not isinstance(q, (np.ndarray, np.generic, Tracer))
+    if qb.dtype.kind == "f":  # NumPy's count is a Python int: it takes q's dtype (float32 q: float32 indexes)
+        nn = nn.astype(qb.dtype)
     if ws is not None:
         res = _gather_last(xs, _weighted_index(ws, qqb, qshape, last))
     elif method in _DISCRETE:
@@ -278,18 +279,28 @@ def _quantile(x, q, axis, method, keepdims, omit_nan, weights=None):
             vi, fix = _STEPPED[method]
             vb = vi(nn, qqb)
             prev = np.floor(vb)
-            g = gb = fix(vb - prev, vb)
+            g = gb = np.asarray(fix(vb - prev, vb), dtype=np.asarray(vb).dtype)  # (NumPy's _get_gamma)
         above = (vb >= nn - 1) | np.isnan(vb)
         lo = np.where(above, last, np.where(vb < 0, 0, prev)).astype(np.intp)
         hi = np.where(above, last, np.where(vb < 0, 0, prev + 1)).astype(np.intp)
         full = qshape + kshape
         lo, hi = np.broadcast_to(lo, full), np.broadcast_to(hi, full)
-        if weak and bottom(xs).dtype.kind == "f" and not isinstance(g, Tracer):
-            g = gb = np.asarray(gb, dtype=bottom(xs).dtype)
-        res = _lerp(_gather_last(xs, lo), _gather_last(xs, hi), g, gb)
+        lov, hiv = _gather_last(xs, lo), _gather_last(xs, hi)
+        dt = bottom(xs).dtype
+        if weak_q and dt.kind == "f":
+            # q was a Python number: NumPy interpolates with the weight as a Python float, which
+            # takes the values' dtype in each product (1 - t is formed in float64 first)
+            g = g if isinstance(g, Tracer) else np.asarray(g)
+            res = _lerp(lov, hiv, g.astype(dt), gb, (1 - g).astype(dt))
+        else:
+            res = _lerp(lov, hiv, g, gb)
     bad = (n == 0) if omit_nan else nanlast
     if np.any(bad):
         res = np.where(np.broadcast_to(bad, np.shape(res)), np.nan, res)
+    if omit_nan and np.size(n) and np.ravel(n)[0] == 0 and res.dtype != bottom(x).dtype:
+        # NumPy computes lane by lane (np.apply_along_axis), the first lane's result giving the
+        # dtype of all; an all-NaN lane's result is NaN of the array's dtype
+        res = res.astype(bottom(x).dtype)
     return _shape_result(res, qshape, kshape, kdshape, keepdims)
 
 
@@ -314,11 +325,12 @@ def _np_quantile(scale, omit_nan):
         if a.get("interpolation") is not None:
             raise TypeError("the 'interpolation' argument was removed from NumPy; use method=")
         q = a["q"]
+        weak_q = type(q) in (int, float) or (isinstance(q, Tracer) and q._scalar and weak(q))  # (NumPy's test)
         if scale != 1:
             q = np.true_divide(q, scale)
         keepdims = a.get("keepdims", False)
         res = _quantile(a["a"], q, a.get("axis"), a.get("method", "linear"),
-                        keepdims is not _NoValue and bool(keepdims), omit_nan, a.get("weights"))
+                        keepdims is not _NoValue and bool(keepdims), omit_nan, a.get("weights"), weak_q)
         return write_out(res, a.get("out"))
 
     return handler
@@ -380,7 +392,10 @@ def _np_ediff1d(args, kwargs):
     for key, pos in (("to_begin", 0), ("to_end", 1)):
         v = a.get(key)
         if v is not None:
-            v = np.ravel(v) if isinstance(v, Tracer) else np.ravel(np.asarray(v, dtype=bottom(x).dtype))
+            dt = bottom(x).dtype  # NumPy's result has the dtype of ary; the ends are cast into it
+            if not np.can_cast(bottom(np.asarray(v) if not isinstance(v, Tracer) else v), dt, casting="same_kind"):
+                raise TypeError(f"dtype of `{key}` must be compatible with input `ary` under the `same_kind` rule.")
+            v = np.ravel(v).astype(dt, copy=False) if isinstance(v, Tracer) else np.ravel(np.asarray(v, dtype=dt))
             parts.insert(0 if pos == 0 else len(parts), v)
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 

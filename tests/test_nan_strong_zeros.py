@@ -1,0 +1,60 @@
+"""A zero cotangent times a NaN partial is zero (strong zeros for NaN too).
+
+np.nansum / np.nanmean drop NaN elements, np.where drops the branch it does
+not pick, a write drops what it overwrites: the derivative through such an
+element is zero, as forward mode and finite differences say, even where the
+element's own partial is NaN (IEEE's 0 * nan is nan). Oracles: central
+differences of the same function and forward mode.
+"""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+
+T = np.array([0.0, 1.0, 2.0, 3.0])
+Y = np.array([0.1, np.nan, 2.1, 2.9])
+
+
+def _dropped_write(x):
+    y = np.sqrt(x)
+    y[x <= 0] = 0.0
+    return np.sum(y)
+
+
+CASES = {
+    "nansum residuals": (lambda p: np.nansum((p[0] * T + p[1] - Y) ** 2), np.array([1.0, 0.1])),
+    "nanmean of squares": (lambda x: np.nanmean(x ** 2 * np.array([1.0, np.nan, 2.0])), np.array([1.0, 2.0, 3.0])),
+    "where over sqrt": (lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0)), np.array([-1.0, 4.0])),
+    "where over sin(x)/x": (lambda x: np.sum(np.where(x != 0, np.sin(x) / x, 1.0)), np.array([0.0, 1.2])),
+    "where over isnan": (lambda p: np.sum(np.where(np.isnan(Y), 0.0, (p[0] - Y) ** 2)), np.array([0.5, 0.0])),
+    "write over sqrt": (_dropped_write, np.array([-1.0, 4.0, 2.0])),
+    "nanquantile": (lambda s: np.nanquantile(Y * s, 0.3), 0.7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_zero_cotangent_times_nan_partial_is_zero(name):
+    f, x = CASES[name]
+    with np.errstate(all="ignore"):
+        g = mg.grad(f)(x)
+        xs = np.atleast_1d(np.asarray(x, float))
+        h = 1e-6
+
+        def fx(v):
+            return f(v if np.ndim(x) else float(v[0]))
+
+        ref = np.array([(fx(xs + h * e) - fx(xs - h * e)) / (2 * h) for e in np.eye(len(xs))])
+        fwd = np.array([mg.jvp(f, (x,), (e if np.ndim(x) else 1.0,))[1] for e in np.eye(len(xs))])
+        _, pb = mg.vjp(f, x)
+        (g_vjp,) = pb(1.0)
+    assert np.all(np.isfinite(g))
+    np.testing.assert_allclose(np.atleast_1d(g), ref, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(np.atleast_1d(g), fwd, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.atleast_1d(g_vjp), np.atleast_1d(g), rtol=0, atol=0)
+
+
+def test_the_functions_own_nan_stays():
+    # sqrt of a negative that reaches the output: the derivative is NaN, as the value is
+    with np.errstate(all="ignore"):
+        g = mg.grad(lambda x: np.sum(np.sqrt(x)))(np.array([-1.0, 4.0]))
+    assert np.isnan(g[0]) and g[1] == 0.25

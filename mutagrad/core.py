@@ -1671,6 +1671,9 @@ def write(dest, idx, value):
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return
+    if vt is ScalarTracer and bottom(value).dtype.kind == "c" and weak(value):
+        # a Python complex: NumPy refuses to put it in a real array (TypeError), as float() does
+        np.empty((), bottom(dest).dtype)[()] = bottom(value).item()
     while issubclass(vt, Tracer) and value._level.id > dest._level.id:
         if not _carries_derivative(value):  # an inner level's constant: its outer value is written
             value = value._value

@@ -23,6 +23,7 @@ from ..core import (
     bottom,
     get_primitive,
     lift,
+    promotion_operand,
     write,
     write_out,
     write_replayed,
@@ -50,10 +51,14 @@ def ufunc_call(ufunc, inputs, kwargs):
     out = kwargs.pop("out", None)
     where = kwargs.pop("where", True)
     dtype = kwargs.pop("dtype", None)
-    for k in ("casting", "order", "subok"):
+    casting = kwargs.pop("casting", "same_kind")
+    for k in ("order", "subok"):
         kwargs.pop(k, None)
     if kwargs:
-        raise TypeError(f"np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not supported on traced arrays")
+        raise TypeError(f"np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not supported on traced arrays "
+                        f"(at {user_line()}). Apply the operation without them, then reshape or move axes.")
+    if (out is not None or dtype is not None or casting != "same_kind") and _may_miscast(inputs, out, dtype, casting):
+        _check_casting(ufunc, inputs, out, dtype, casting)
     if dtype is not None:
         inputs = tuple(_astype(x, dtype) if hasattr(x, "dtype") else np.asarray(x, dtype) for x in inputs)
     if out is not None and type(out) is not tuple:
@@ -115,6 +120,52 @@ _LAYOUT_INDEPENDENT = frozenset((
     np.sqrt, np.square, np.reciprocal, np.maximum, np.minimum, np.fmax, np.fmin, np.copysign, np.floor,
     np.ceil, np.trunc, np.rint, np.sign, np.conjugate, np.fmod, np.ldexp, np.heaviside,
 ))
+
+
+def _probe(x):
+    """A one-element stand-in of ``x`` for NumPy's type resolution (NEP 50: only Python
+    numbers, and weak traced scalars, are weak; shapes and values do not count)."""
+    v = promotion_operand(x)
+    if type(v) in (int, float, complex, bool):
+        return v
+    return np.empty((1,) * np.ndim(v), np.result_type(v))  # (ones: the core dimensions of a gufunc)
+
+
+def _may_miscast(inputs, out, dtype, casting) -> bool:
+    """False for the common in-place call (``u += v``: one ``out=`` of the dtype of every
+    array argument, real Python numbers, the default casting), which NumPy always accepts."""
+    if dtype is not None or casting != "same_kind":
+        return True
+    if type(out) is tuple:
+        if len(out) != 1:
+            return True
+        out = out[0]
+    od = getattr(bottom(out), "dtype", None)
+    if od is None:
+        return True
+    for x in inputs:
+        t = type(x)
+        if t is float or t is int:
+            if od.kind not in "fc":
+                return True
+        else:
+            d = getattr(bottom(x), "dtype", None)
+            if d is None or d != od:  # (not `None != od`: NumPy reads None as float64)
+                return True
+    return False
+
+
+def _check_casting(ufunc, inputs, out, dtype, casting):
+    """Raise what NumPy raises for this call's casting (``out=`` of a kind the
+    result cannot be cast to under ``casting``, ``dtype=`` the inputs cannot be
+    cast to), by NumPy's own check on one-element stand-ins."""
+    outs = None
+    if out is not None:
+        outs = tuple(None if o is None else np.empty((1,) * np.ndim(o), np.result_type(bottom(o))) for o in
+                     (out if type(out) is tuple else (out,)))
+    kw = {} if dtype is None else {"dtype": dtype}
+    with np.errstate(all="ignore"):
+        ufunc(*(_probe(x) for x in inputs), out=outs, casting=casting, **kw)
 
 
 def _into(ufunc, inputs, dest):

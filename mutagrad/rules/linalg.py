@@ -376,8 +376,9 @@ def _np_einsum(args, kwargs):
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     optimize = kwargs.pop("optimize", False)
-    for k in ("dtype", "order", "casting"):
-        kwargs.pop(k, None)
+    dtype = kwargs.pop("dtype", None)
+    casting = kwargs.pop("casting", "safe")
+    kwargs.pop("order", None)
     if kwargs:
         raise TypeError(f"np.einsum: unsupported keyword arguments {sorted(kwargs)}")
     if not isinstance(args[0], str):
@@ -390,6 +391,13 @@ def _np_einsum(args, kwargs):
         to = lambda sl: "".join("..." if s is Ellipsis else _LETTERS[s] for s in sl)  # noqa: E731
         spec = ",".join(to(s) for s in subs) + ("->" + to(outsub) if outsub is not None else "")
         args = (spec, *operands)
+    if dtype is not None:  # NumPy casts the operands to dtype (under casting) and computes there
+        dt = np.dtype(dtype)
+        for x in args[1:]:
+            if not np.can_cast(np.result_type(bottom(x)), dt, casting=casting):
+                raise TypeError(f"Cannot cast array data from {np.result_type(bottom(x))!r} to {dt!r} according "
+                                f"to the rule {casting!r}")
+        args = (args[0], *(x.astype(dt) if isinstance(x, Tracer) else np.asarray(x, dt) for x in args[1:]))
     if out is not None and any(isinstance(x, (Tracer, np.ndarray)) and np.shares_memory(bottom(out), bottom(x))
                                for x in args[1:]):
         raise MutationError(

@@ -407,8 +407,18 @@ def _np_var(args, kwargs, sqrt=False):
         n = np.sum(m, axis=axis, keepdims=keepdims)
     else:
         mu = a.get("mean")
+        dtype = a.get("dtype")
+        if dtype is not None and np.iscomplexobj(bottom(x)) and np.dtype(dtype).kind != "c":
+            raise NoRuleError(f"np.var/np.std of a complex array with the real dtype={np.dtype(dtype)} at "
+                              f"{user_line()}: NumPy discards the imaginary parts of the mean's sum (a "
+                              "ComplexWarning) and mixes the parts. Pass a complex dtype, or none.")
         if mu is None:
-            mu = np.mean(x, axis=axis, keepdims=True)
+            if dtype is None:
+                mu = np.mean(x, axis=axis, keepdims=True)
+            else:  # NumPy: the sum in dtype, divided there
+                axes_ = _norm_axis(axis, np.ndim(x))
+                cnt = int(np.prod([np.shape(x)[k] for k in axes_], dtype=np.int64)) if axes_ else 1
+                mu = np.sum(x, axis=axis, keepdims=True, dtype=dtype) / cnt
         d = x - mu
         out = a.get("out")
         sq = _abs2_by_parts(d)
@@ -420,7 +430,7 @@ def _np_var(args, kwargs, sqrt=False):
             if np.result_type(bottom(ss)) != odt:
                 ss = ss.astype(odt)
         else:
-            ss = np.sum(sq, axis=axis, keepdims=keepdims)
+            ss = np.sum(sq, axis=axis, keepdims=keepdims, dtype=dtype)
         axes = _norm_axis(axis, np.ndim(x))
         n = int(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)) if axes else 1
     res = ss / (n - ddof)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive
+from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, weak
 from ..registry import deflinear
 from ..tangents import ZeroTangent, is_zero, unbroadcast
 
@@ -291,7 +291,8 @@ def _np_outer(args, kwargs):
 def _np_trace(args, kwargs):
     a = dict(zip(("a", "offset", "axis1", "axis2", "dtype", "out"), args))
     a.update(kwargs)
-    res = np.sum(np.diagonal(a["a"], a.get("offset", 0), a.get("axis1", 0), a.get("axis2", 1)), axis=-1)
+    res = np.sum(np.diagonal(a["a"], a.get("offset", 0), a.get("axis1", 0), a.get("axis2", 1)), axis=-1,
+                 dtype=a.get("dtype"))
     return write_out(res, a.get("out"))
 
 
@@ -406,11 +407,18 @@ deflinear(_view_impl, lambda g, x, dtype=None: g)
 PLAIN_FUNCTIONS = set()
 
 
+def _plain_value(x):
+    """What a plain call would pass: the plain value, a Python number for a weak scalar."""
+    if isinstance(x, Tracer):
+        return bottom(x).item() if x._scalar and weak(x) else bottom(x)
+    return x
+
+
 def _plain(fn):
     def handler(args, kwargs):
         from ..pytree import tree_map
 
-        return fn(*tree_map(bottom, list(args)), **tree_map(bottom, dict(kwargs)))
+        return fn(*tree_map(_plain_value, list(args)), **tree_map(_plain_value, dict(kwargs)))
 
     FUNCTIONS[fn] = handler
     PLAIN_FUNCTIONS.add(fn)

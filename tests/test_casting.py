@@ -1,0 +1,115 @@
+"""NumPy's casting rules hold inside differentiation.
+
+What NumPy refuses (a complex result into a real out=, a Python complex into
+a real array, casting="no" across dtypes) raises the same error under
+mutagrad; what NumPy accepts computes the dtype NumPy computes (dtype= of
+reductions, np.trace, np.einsum). Oracles: the plain call (its error, or its
+value and dtype) and central differences.
+"""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+import mutagrad.numpy as mnp
+
+
+def _inplace_complex(x, s):
+    y = x.copy()
+    y *= s
+    return np.sum(y ** 2)
+
+
+def _out_complex(x):
+    out = mnp.zeros(2)
+    np.add(x, 2j, out=out)
+    return np.sum(out)
+
+
+def _casting_no(x):
+    out = mnp.zeros(2, np.float32)
+    np.multiply(x, 2.0, out=out, casting="no")
+    return np.sum(out)
+
+
+def _setitem_complex(x, s):
+    y = x.copy()
+    y[0] = s
+    return np.sum(y ** 2)
+
+
+@pytest.mark.parametrize("fn, args, argnums", [
+    (_inplace_complex, (np.array([1.0, 2.0]), 0.5 + 0.5j), 0),
+    (_inplace_complex, (np.array([1.0, 2.0]), 0.5 + 0.5j), 1),
+    (_out_complex, (np.array([1.0, 2.0]),), 0),
+    (_casting_no, (np.array([1.0, 2.0]),), 0),
+    (_setitem_complex, (np.array([1.0, 2.0]), 0.5 + 0.5j), 1),
+], ids=["iop-x", "iop-s", "out-complex", "casting-no", "setitem-python-complex"])
+def test_what_numpy_refuses_raises_the_same(fn, args, argnums):
+    plain_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    with pytest.raises(TypeError) as want:
+        if fn in (_out_complex, _casting_no):  # the plain program, with a plain buffer
+            buf = np.zeros(2, np.float32 if fn is _casting_no else np.float64)
+            if fn is _out_complex:
+                np.add(plain_args[0], 2j, out=buf)
+            else:
+                np.multiply(plain_args[0], 2.0, out=buf, casting="no")
+        else:
+            fn(*plain_args)
+    with pytest.raises(type(want.value)) as got:
+        mg.grad(fn, argnums=argnums)(*args)
+    assert str(got.value) == str(want.value)
+
+
+def test_what_numpy_accepts_still_runs():
+    # a real Python float into a float array, complex into a complex array, unsafe casting
+    x = np.array([1.0, 2.0])
+    g = mg.grad(lambda x: _inplace_complex(x, 0.5))(x)
+    np.testing.assert_allclose(g, 2 * 0.25 * x, rtol=1e-12)
+    def set_abs2(x, s):
+        y = x.copy()
+        y[0] = s
+        return np.sum(np.abs(y) ** 2)
+
+    gz = mg.grad(set_abs2, argnums=1)(x.astype(complex), 0.5 + 0.5j)
+    assert gz == pytest.approx(2 * np.conj(0.5 + 0.5j))  # d|s|^2/dRe - i d|s|^2/dIm (JAX's convention)
+
+    def unsafe(x):
+        out = mnp.zeros(2, np.float32)
+        np.multiply(x, 2.0, out=out, casting="unsafe")
+        return np.sum(out)
+
+    np.testing.assert_allclose(mg.grad(unsafe)(x), [2.0, 2.0])
+
+
+X32 = np.array([1.5, -2.5, 0.25, 3.0], np.float32)
+DTYPE_ARG = {
+    "std": lambda x: np.std(x, dtype=np.float64),
+    "var": lambda x: np.var(x, dtype=np.float64),
+    "var narrower": lambda x: np.var(x.astype(np.float64), dtype=np.float32),
+    "var axis ddof": lambda x: np.var(np.outer(x, x), axis=0, dtype=np.float64, ddof=1),
+    "nanstd": lambda x: np.nanstd(x, dtype=np.float64),
+    "trace": lambda x: np.trace(np.outer(x, x), dtype=np.float64),
+    "einsum": lambda x: np.einsum("i,i->", x, x, dtype=np.float64),
+    "einsum unsafe": lambda x: np.einsum("i,i->i", x.astype(np.float64), x, dtype=np.float32, casting="unsafe"),
+    "matmul": lambda x: np.matmul(x, x, dtype=np.float64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DTYPE_ARG))
+def test_dtype_argument_is_numpys(name):
+    fn = DTYPE_ARG[name]
+    want = fn(X32.copy())
+    seen = []
+    g = mg.grad(lambda x: (seen.append(np.array(mg.value(fn(x)))), np.sum(fn(x)) * 1.0)[1])(X32.copy())
+    assert seen[0].dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(seen[0], want)
+    x64 = X32.astype(np.float64)
+    h = 1e-2  # (quadratic functions: no truncation error, and a step float32 rounding does not swamp)
+    ref = np.array([(np.sum(fn(x64 + h * e)) - np.sum(fn(x64 - h * e))) / (2 * h) for e in np.eye(4)])
+    np.testing.assert_allclose(g, ref, rtol=2e-3, atol=1e-4)
+
+
+def test_var_of_complex_with_real_dtype_is_a_clear_error():
+    z = np.array([1 + 1j, 2 - 1j])
+    with pytest.raises(mg.DifferentiationError, match="complex"):
+        mg.grad(lambda z: np.std(z, dtype=np.float64))(z)

@@ -24,6 +24,7 @@ from .errors import (
     MutationError,
     NoRuleError,
     NotImplementedTangentError,
+    RuleError,
     TracerEscapeError,
     WriteToPlainArrayError,
 )
@@ -39,5 +40,5 @@ __all__ = [
     "testing", "config", "explain",
     "DifferentiationError", "TracerEscapeError", "WriteToPlainArrayError", "NoRuleError",
     "NotImplementedTangentError", "MutationError", "AliasingError", "EscapedTracerError",
-    "ForwardRuleMissingError",
+    "ForwardRuleMissingError", "RuleError",
 ]

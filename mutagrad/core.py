@@ -29,6 +29,7 @@ import numpy as np
 from .errors import (
     MutationError,
     NoRuleError,
+    TracerEscapeError,
     WriteToPlainArrayError,
     escape_error,
     plain_write_target,
@@ -1265,7 +1266,15 @@ class Tracer:
     __str__ = __repr__
 
     def __format__(self, spec):
-        return format(bottom(self), spec)
+        # Digits of a traced value would be a plain number the derivative does not reach
+        # (float(f"{x:.17g}")), as float(x) and "%g" % x are: a constant may show its digits,
+        # anything else shows what str() shows, or raises for a numeric format.
+        if self._plain_constant():
+            return format(bottom(self), spec)
+        if not spec:
+            return str(self)
+        raise escape_error(f"formatting a traced value as text (format spec {spec!r})", TracerEscapeError,
+                           " To print or log it, format mg.value(x) (a plain read-only view of its value).")
 
     def __copy__(self):
         return np.copy(self)

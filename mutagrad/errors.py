@@ -92,6 +92,11 @@ class ForwardRuleMissingError(NoRuleError):
     """A primitive has a reverse rule but no forward rule."""
 
 
+class RuleError(DifferentiationError):
+    """A derivative rule registered with mg.rrule / mg.frule returned something
+    malformed (no pullback, a None or misshapen cotangent, a None tangent)."""
+
+
 # The last escape error built, with the user frame and line it names. NumPy
 # replaces an error raised while it converts one element (``plain.flat[0] =
 # traced`` gives "ValueError: Error setting single item of array."); the
@@ -141,6 +146,7 @@ def plain_write_target(start=None):
 def forget_escape():
     global _last_escape
     _last_escape = None
+    _READONLY_VIEW_MADE[0] = False
 
 
 def _where(exc) -> str:
@@ -151,6 +157,13 @@ def _where(exc) -> str:
             user = tb.tb_frame
         tb = tb.tb_next
     return user_line(user) if user is not None else "<unknown location>"
+
+
+_READONLY_VIEW_MADE = [False]  # an integer view of a traced array was handed out (rules.shape.view)
+
+
+def note_readonly_view(v):
+    _READONLY_VIEW_MADE[0] = True
 
 
 def _innermost_holds_tracer(exc) -> bool:
@@ -228,6 +241,12 @@ def replaced_error(exc: BaseException):
         tb = _raised_at(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:
             return last[0]  # NumPy's replacement of the escape error raised on that line
+    if type(exc) is ValueError and str(exc) == "assignment destination is read-only" and _READONLY_VIEW_MADE[0]:
+        return MutationError(
+            f"a write into a read-only array at {_where(exc)}. Inside differentiation, x.view(<integer "
+            "dtype>) of a traced array is a read-only view of its bits: a write through it would change x "
+            "unseen by the derivative. Write the values through x itself (x[i] = ...), or, for bit "
+            "manipulation, np.copy the integer view and build the new values with traced operations.")
     if type(exc) is ValueError and str(exc).startswith("setting an array element with a sequence") and (
             _innermost_holds_tracer(exc)):
         return TracerEscapeError(

@@ -25,7 +25,8 @@ import warnings
 import numpy as np
 
 from .core import REGISTRY, Primitive, Tracer, bind, get_primitive
-from .tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
+from .tangents import (AbstractZero, NotImplementedTangent, NoTangent, Tangent, Thunk, ZeroTangent, is_zero,
+                       not_implemented, unbroadcast)
 
 __all__ = ["primitive", "rrule", "frule", "defelementwise", "deflinear", "defzero", "defnotimplemented",
            "conj_if_complex"]
@@ -86,10 +87,64 @@ def rrule(fn):
     """
 
     def register(rule):
-        _prim_for(fn).rrule = rule
+        p = _prim_for(fn)
+        p.rrule = _checked_rrule(rule, p.name)
         return rule
 
     return register
+
+
+def _rule_error(msg):
+    from .errors import RuleError, user_line
+
+    return RuleError(f"{msg} (differentiating the call at {user_line()})")
+
+
+def _is_cotangent(c) -> bool:
+    return isinstance(c, (AbstractZero, NotImplementedTangent, Tangent, Thunk))
+
+
+def _checked_rrule(rule, name):
+    """A registered reverse rule whose output is checked: ``(y, pullback)``, and
+    from the pullback one cotangent per positional argument, of its shape."""
+
+    @functools.wraps(rule)
+    def checked(*args, **kwargs):
+        res = rule(*args, **kwargs)
+        if not (isinstance(res, tuple) and len(res) == 2 and callable(res[1])):
+            raise _rule_error(
+                f"the reverse rule of {name} returned {type(res).__name__}; it must return "
+                "(output, pullback), pullback a function of the output's cotangent")
+        y, pb = res
+
+        def pullback(g):
+            cts = pb(g)
+            if not isinstance(cts, (tuple, list)):
+                raise _rule_error(
+                    f"the pullback of {name}'s reverse rule returned {type(cts).__name__}; it must return a "
+                    f"tuple with one cotangent per positional argument ({len(args)})"
+                    + (" (did it forget `return`?)" if cts is None else ""))
+            if len(cts) != len(args):
+                raise _rule_error(
+                    f"the pullback of {name}'s reverse rule returned {len(cts)} cotangents for {len(args)} "
+                    "positional arguments; return one per argument (mg.NoTangent() for one without a derivative)")
+            for i, (c, a) in enumerate(zip(cts, args)):
+                if c is None:
+                    raise _rule_error(
+                        f"the pullback of {name}'s reverse rule returned None for argument {i}: return "
+                        "mg.ZeroTangent() for a zero derivative, mg.NoTangent() for an argument without one")
+                if _is_cotangent(c) or not isinstance(a, (np.ndarray, np.generic, float, complex, Tracer)):
+                    continue
+                if np.shape(c) != np.shape(a):
+                    raise _rule_error(
+                        f"the pullback of {name}'s reverse rule returned a cotangent of shape {np.shape(c)} for "
+                        f"argument {i} of shape {np.shape(a)}; a cotangent has its argument's shape (sum a "
+                        "broadcast dimension away)")
+            return cts
+
+        return y, pullback
+
+    return checked
 
 
 def frule(fn):
@@ -108,10 +163,30 @@ def frule(fn):
     """
 
     def register(rule):
-        _prim_for(fn).frule = rule
+        p = _prim_for(fn)
+        p.frule = _checked_frule(rule, p.name)
         return rule
 
     return register
+
+
+def _checked_frule(rule, name):
+    """A registered forward rule whose output is checked: ``(y, ydot)``, ydot not None."""
+
+    @functools.wraps(rule)
+    def checked(primals, tangents, **kwargs):
+        res = rule(primals, tangents, **kwargs)
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise _rule_error(
+                f"the forward rule of {name} returned {type(res).__name__}; it must return (output, tangent)"
+                + (" (did it forget `return`?)" if res is None else ""))
+        if res[1] is None:
+            raise _rule_error(
+                f"the forward rule of {name} returned None as the tangent: return mg.ZeroTangent() for a "
+                "zero derivative")
+        return res
+
+    return checked
 
 
 def conj_if_complex(d):

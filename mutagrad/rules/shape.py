@@ -385,12 +385,27 @@ def view(x, dtype=None):
     if dtype is None:
         return bind(view_p, (x,))
     dt = np.dtype(dtype)
+    b = bottom(x)
     if dt.kind in "iub":
-        return bottom(x).view(dt)
+        # the bits, for reading (sign tricks, hashing): read-only, since a write through it
+        # would change x unseen by the derivative (errors.replaced_error names it)
+        v = b.view(dt)
+        v.flags.writeable = False
+        from ..errors import note_readonly_view
+
+        note_readonly_view(v)
+        return v
     if dt.kind not in "fc":
         from ..errors import TracerEscapeError, escape_error
 
         raise escape_error(f"x.view({dt})", TracerEscapeError)
+    if np.empty(0, b.dtype).real.dtype != np.empty(0, dt).real.dtype:
+        from ..errors import NoRuleError, user_line
+
+        raise NoRuleError(
+            f"x.view({dt}) of a {b.dtype} array at {user_line()} reinterprets its bits as numbers of another "
+            "precision, which has no derivative (only views between a complex dtype and its real parts, "
+            "complex128 and float64 say, are linear). To convert the values use x.astype(dtype).")
     return bind(view_p, (x, dt))
 
 

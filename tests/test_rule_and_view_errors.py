@@ -1,0 +1,129 @@
+"""Clear errors where mutagrad had given a silently wrong number.
+
+Malformed user rules, a primitive whose rule closes over a traced value,
+writes through an integer view of a traced array, a view that reinterprets
+bits at another precision, and digits of a traced value formatted as text.
+Each error names the operation and the user's line; the cases that stay
+allowed are checked against central differences.
+"""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+
+HERE = "test_rule_and_view_errors.py:"
+
+
+def _fresh_mul(pullback):
+    @mg.primitive
+    def mul(x, y):
+        return x * y
+
+    @mg.rrule(mul)
+    def _(x, y):
+        return mul(x, y), lambda g: pullback(g, x, y)
+
+    return mul
+
+
+@pytest.mark.parametrize("pullback, match", [
+    (lambda g, x, y: (g * y, None), "returned None for argument 1"),
+    (lambda g, x, y: None, "forget `return`"),
+    (lambda g, x, y: (g * y,), "1 cotangents for 2"),
+    (lambda g, x, y: (np.full((3, 3), g) * y, g * x), r"shape \(3, 3\) for argument 0 of shape \(3,\)"),
+], ids=["none-cotangent", "no-return", "too-few", "misshapen"])
+def test_malformed_pullback_raises(pullback, match):
+    mul = _fresh_mul(pullback)
+    with pytest.raises(mg.RuleError, match=match):
+        mg.grad(lambda x: np.sum(mul(x, 2.0 * x)))(np.ones(3))
+
+
+def test_malformed_forward_rule_raises():
+    @mg.primitive
+    def triple(x):
+        return x * 3.0
+
+    @mg.frule(triple)
+    def _(primals, tangents):
+        return triple(primals[0]), None
+
+    with pytest.raises(mg.RuleError, match="None as the tangent"):
+        mg.jvp(triple, (2.0,), (1.0,))
+
+
+def test_a_wellformed_rule_still_works():
+    mul = _fresh_mul(lambda g, x, y: (g * y, g * x))
+    f = lambda x: np.sum(mul(x, np.sin(x)))
+    x = np.array([0.3, 1.1])
+    h = 1e-6
+    ref = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(2)]
+    np.testing.assert_allclose(mg.grad(f)(x), ref, rtol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_rule_closing_over_a_traced_value_raises(mode):
+    def f(x):
+        a = x[0] * 2.0
+
+        @mg.primitive
+        def g(y):
+            return y * a
+
+        @mg.rrule(g)
+        def _(y):
+            return g(y), lambda gb: (gb * a,)
+
+        @mg.frule(g)
+        def _(primals, tangents):
+            return g(primals[0]), tangents[0] * a
+
+        return g(x[1])
+
+    x = np.array([0.6, 1.3])
+    with pytest.raises(mg.RuleError, match=HERE + r"\d+.*closes over|closes over.*" + HERE):
+        if mode == "rev":
+            mg.grad(f)(x)
+        else:
+            mg.jvp(f, (x,), (np.ones(2),))
+
+
+def test_write_through_integer_view_raises():
+    def f(x):
+        x.view(np.int64)[1] = 0
+        return np.sum(x)
+
+    with pytest.raises(mg.MutationError, match=HERE + r"\d+.*x.view\(np.int64\)\[1\] = 0"):
+        mg.grad(f)(np.array([0.6, 1.3, 2.2]))
+
+    def reads(x):  # reading the bits stays allowed (no derivative through them)
+        return np.sum(x * (x.view(np.int64) > 0))
+
+    np.testing.assert_array_equal(mg.grad(reads)(np.array([1.0, -2.0])), [1.0, 0.0])
+
+
+def test_view_at_another_precision_raises_and_complex_views_are_linear():
+    with pytest.raises(mg.NoRuleError, match=r"view\(float32\).*" + HERE):
+        mg.grad(lambda x: np.sum(x.view(np.float32)).astype(float))(np.ones(2))
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+    c = np.array([1 + 1j, 2 - 1j])
+    f = lambda x: np.real(np.sum(x.view(np.complex128) * c * x.view(np.complex128)))
+    h = 1e-6
+    ref = [(f(w + h * e) - f(w - h * e)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(mg.grad(f)(w.copy()), ref, rtol=1e-7)
+    np.testing.assert_allclose([mg.jvp(f, (w.copy(),), (e,))[1] for e in np.eye(4)], ref, rtol=1e-7)
+
+
+def test_formatting_digits_of_a_traced_value_raises():
+    def f(x):
+        s = f"{x[0]:.17g}"
+        return float(s) * x[1]
+
+    with pytest.raises(mg.TracerEscapeError, match=HERE + r"\d+.*mg.value"):
+        mg.grad(f)(np.array([0.5, 1.5]))
+
+    def logs(x):  # formatting the plain value, as the message says
+        text = f"{mg.value(x[0]):.3f} {x}"
+        assert text.startswith("0.500 Tracer(")
+        return np.sum(x * x)
+
+    np.testing.assert_allclose(mg.grad(logs)(np.array([0.5, 1.5])), [1.0, 3.0])

@@ -498,9 +498,11 @@ def _constant_array(v, level) -> bool:
     one, or an outer level's (inside an outer differentiation, e.g. the
     arguments jacobian and hessian pass on), so that writes into it are this
     level's writes."""
-    if isinstance(v, _ndarray):
+    if type(v) is ArrayTracer:
+        return v._level is not level and v.dtype.kind in "fc"
+    if isinstance(v, _ndarray) and not isinstance(v, Tracer):
         return v.dtype.kind in "fc"
-    return type(v) is ArrayTracer and v._level is not level and v.dtype.kind in "fc"
+    return False
 
 
 def _wrap_constant(leaf, name, levels, wrapped):
@@ -561,7 +563,7 @@ def _unwrap_level(x, level):
             val = v._value
             if v._scalar and v._storage.weak:
                 return val.item()
-            if v._scalar and isinstance(val, _ndarray):
+            if v._scalar and type(val) is _ndarray:
                 return val[()]
             return val
         return v
@@ -926,9 +928,10 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
                 t = t[()]
         else:
             t = np.copy(t) if isinstance(t, Tracer) else np.array(t)
-            if o._scalar and isinstance(t, _ndarray):
+            if o._scalar and type(t) is _ndarray:
                 t = t[()]
-        if isinstance(o, Tracer) and o._scalar and o._storage.weak and isinstance(t, np.generic):
+        if (isinstance(o, Tracer) and o._scalar and o._storage.weak and isinstance(t, np.generic)
+                and not isinstance(t, Tracer)):
             t = t.item()  # the tangent of a Python float output is a Python float
         tans.append(t)
     return _unwrap_level(out, level), tree_unflatten(out_tree, tans)

@@ -594,7 +594,7 @@ def foreign_subclass(x) -> bool:
     """An ndarray subclass with semantics of its own (np.matrix, a masked array,
     units), which rules written for numpy.ndarray would drop; not np.memmap,
     whose memory is an ndarray's and whose results are ndarrays."""
-    return isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, np.memmap)
+    return isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, (np.memmap, Tracer))
 
 
 def subclass_error(x):
@@ -1562,6 +1562,10 @@ class ArrayTracer(Tracer):
 
     __slots__ = ()
 
+    # isinstance(x, np.ndarray) is True, as in a plain call (type(x) stays ArrayTracer): user
+    # code that checks types takes the path it takes on plain arrays
+    __class__ = property(lambda self: _ndarray)
+
     def __getitem__(self, idx):
         lv = self._level
         ti = type(idx)
@@ -1591,6 +1595,23 @@ class ScalarTracer(Tracer):
     iterable."""
 
     __slots__ = ()
+
+    def __round__(self, ndigits=None):
+        # as a NumPy scalar (a Python float, for a weak one): round(s) is an int (an escape),
+        # round(s, n) np.round (derivative zero almost everywhere)
+        if ndigits is None:
+            return int(self)
+        r = np.round(self, ndigits)
+        return _weak_result(r, ()) if _weak_self(self) else r
+
+    @property
+    def __class__(self):
+        # isinstance(s, np.float64) (and float, for a float64 or a Python float) is True, as in
+        # a plain call; a Python float argument (weak) is a float
+        b = bottom(self)
+        if type(b) is _ndarray:
+            b = b[()]
+        return type(b.item()) if weak(self) else type(b)
 
     def __getitem__(self, idx):
         if type(idx) is tuple and not idx:

@@ -1,0 +1,73 @@
+"""Type checks in user code see what a plain call shows them.
+
+isinstance(x, np.ndarray) for a traced array, isinstance(x[0], np.float64)
+and float for a traced float64 element, isinstance(s, float) for a Python
+float argument, np.isscalar: user code that branches on them takes the
+plain call's path. Oracles: the plain call's value and final arguments, and
+central differences.
+"""
+import numbers
+
+import numpy as np
+import pytest
+
+import mutagrad as mg
+
+W = np.array([1.0, 2.0, 3.0])
+
+
+def _normalize(v):
+    if isinstance(v, np.ndarray):  # a defensive copy for arrays
+        v = v.copy()
+    v /= np.sum(v)
+    return v
+
+
+def defensive_copy(x):
+    return np.sum(_normalize(x) * W) + np.sum(x ** 2)
+
+
+def scalar_branch(x):
+    scale = 2.0 if isinstance(x[0], float) and np.isscalar(x[1]) else 1.0
+    return scale * np.sum(x * x)
+
+
+def python_float_param(x, dt=0.1):
+    if isinstance(dt, float):  # a scalar step: the same for every element
+        dt = np.full_like(x, dt)
+    return np.sum(x * dt) * (2.0 if isinstance(dt, np.ndarray) else 1.0)
+
+
+@pytest.mark.parametrize("fn", [defensive_copy, scalar_branch, python_float_param])
+def test_type_checks_take_the_plain_path(fn):
+    x0 = np.array([0.6, 1.3, 2.2])
+    xp = x0.copy()
+    want = fn(xp)
+    xm = x0.copy()
+    val, g = mg.value_and_grad(fn)(xm)
+    assert val == want
+    np.testing.assert_array_equal(xm, xp)  # the argument ends as the plain call leaves it
+    h = 1e-6
+    ref = [(fn(x0 + h * e) - fn(x0 - h * e)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(g, ref, rtol=1e-7)
+    np.testing.assert_allclose([mg.jvp(fn, (x0.copy(),), (e,))[1] for e in np.eye(3)], ref, rtol=1e-7)
+
+
+def test_python_float_argument_is_a_float():
+    seen = []
+
+    def f(x, s):
+        seen.append((isinstance(s, float), isinstance(s, numbers.Real), isinstance(x, np.ndarray),
+                     isinstance(x[0], np.floating), round(x[0] * s, 2) == round(0.6 * 0.5, 2)))
+        return np.sum(x) * s
+
+    g = mg.grad(f, argnums=1)(np.array([0.6, 1.3]), 0.5)
+    assert seen == [(True, True, True, True, True)]
+    assert type(g) is float and abs(g - 1.9) < 1e-12
+
+
+def test_round_of_a_traced_scalar():
+    with pytest.raises(mg.TracerEscapeError, match="int"):
+        mg.grad(lambda x: round(x[0]) * x[1])(np.array([2.567, 1.26]))
+    g = mg.grad(lambda x: np.sum(x) * round(x[1], 1))(np.array([2.567, 1.26]))  # a constant factor
+    np.testing.assert_allclose(g, [1.3, 1.3])

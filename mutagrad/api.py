@@ -187,6 +187,13 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
     kwdefaults = getattr(fun, "__kwdefaults__", None)
     if kwdefaults:
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
+    if type(fun) is _MethodType:  # a bound method: the attributes of its object that its code names
+        attrs = getattr(fun.__self__, "__dict__", None)
+        if attrs:
+            for name in _names_of(code):
+                v = attrs.get(name)
+                if type(v) is _ndarray or type(v) is ArrayTracer:
+                    named.append((f"self.{name}", v))
     for name, v in named:
         tv = type(v)
         if tv is _ndarray or tv is ArrayTracer:  # (an outer level's array, in a nested differentiation)
@@ -195,14 +202,7 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
             helpers.append(v)
     g = getattr(fun, "__globals__", None)
     if g:
-        hit = _NAMES.get(id(code))  # (by id: a code object's hash reads all of it)
-        if hit is not None and hit[0] is code:
-            names = hit[1]
-        else:
-            if len(_NAMES) > 4096:
-                _NAMES.clear()
-            names = tuple(_code_names(code, set()))
-            _NAMES[id(code)] = (code, names)
+        names = _names_of(code)
         for name in names:
             v = g.get(name)
             tv = type(v)
@@ -217,6 +217,18 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
 
 
 _FunctionType = type(_code_names)
+_MethodType = type(_Leaf.__init__.__get__(object()))
+
+
+def _names_of(code):
+    hit = _NAMES.get(id(code))  # (by id: a code object's hash reads all of it)
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    if len(_NAMES) > 4096:
+        _NAMES.clear()
+    names = tuple(_code_names(code, set()))
+    _NAMES[id(code)] = (code, names)
+    return names
 
 
 def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=()):
@@ -265,7 +277,8 @@ def _check_plain_aliases(level):
                 raise MutationError(
                     f"{st.name} is the memory of the plain array `{st.plain_alias}`, which the function "
                     f"read through the argument and then changed through the name `{st.plain_alias}` "
-                    "(plain NumPy code, which mutagrad does not see): the derivative would use the new "
+                    "(plain NumPy code, which mutagrad does not see; found when the function returned, "
+                    f"differentiated at {user_line()}): the derivative would use the new "
                     "values. Write through the argument, or pass a copy of the array."
                 )
 
@@ -882,6 +895,10 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
     >>> mg.jvp(np.sin, (0.0,), (2.0,))
     (np.float64(0.0), np.float64(2.0))
     """
+    for name, v in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(v, (tuple, list)):
+            raise TypeError(f"jvp: {name} must be a tuple or list with one entry per positional argument of the "
+                            f"function, e.g. mg.jvp(f, (x,), (t,)); got {type(v).__name__}")
     primals = tuple(primals)
     tangents = tuple(tangents)
     # (_argnums, internal: the tangents are those of these primals; the others are constants)
@@ -1045,9 +1062,17 @@ def _stack_jac(rows, out_shape, in_shape):
     return np.reshape(arr, tuple(out_shape) + tuple(in_shape))
 
 
+def _check_jac_outputs(leaves):
+    for k, o in enumerate(leaves):
+        if not isinstance(o, (Tracer, _ndarray, np.generic, float, int, complex, bool, NotImplementedTangent)):
+            raise TypeError(f"jacobian: output leaf {k} is a {type(o).__name__}, not a number or an array: "
+                            "a Jacobian has no entries for it. Return it as aux of a wrapper, or drop it.")
+
+
 def _jac_rev(f, args, nums, dargs, single):
     out, pb = vjp(f, *args, _argnums=nums)
     out_leaves, out_tree = tree_flatten(out)
+    _check_jac_outputs(out_leaves)
     in_trees = [tree_flatten(d) for d in dargs]
     # per output leaf: list over its elements of the pulled-back cotangent tuple
     per_out = []
@@ -1185,6 +1210,7 @@ def _jac_fwd(f, args, nums, dargs, single, allargs):
                         tans.append(tree_unflatten(tj, tl))
                     out, tout = jvp(f, args, tans, _argnums=nums)
                     out_leaves, out_tree = tree_flatten(out)
+                    _check_jac_outputs(out_leaves)
                     pushed.append(tree_flatten(tout)[0])
                 if len(pushed) == 1:
                     cols.append(pushed[0])

@@ -189,6 +189,10 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
 
     if argnums is None:
         argnums = tuple(i for i, a in enumerate(args) if _is_diff(a))
+        if not argnums:
+            raise TypeError("check_grads: none of the arguments is a float or complex number or array, so there "
+                            f"is nothing to check (got {', '.join(type(a).__name__ for a in args) or 'none'}). "
+                            "Pass floats (2.0, not 2).")
     elif isinstance(argnums, int):
         argnums = (argnums,)
     if final_state:

@@ -127,3 +127,26 @@ def test_formatting_digits_of_a_traced_value_raises():
         return np.sum(x * x)
 
     np.testing.assert_allclose(mg.grad(logs)(np.array([0.5, 1.5])), [1.0, 3.0])
+
+
+def test_api_misuse_is_reported():
+    x = np.array([0.5, 1.5, 2.5])
+    with pytest.raises(TypeError, match="primals must be a tuple"):
+        mg.jvp(lambda x: x ** 2, x, np.ones(3))
+    for mode in ("rev", "fwd"):
+        with pytest.raises(TypeError, match="output leaf 1 is a str"):
+            mg.jacobian(lambda x: (x ** 2, "s"), mode=mode)(x)
+    with pytest.raises(TypeError, match="nothing to check"):
+        mg.testing.check_grads(lambda n: n * 2.0, 3)
+
+
+def test_plain_write_through_an_aliased_name_names_the_call():
+    buf = np.array([1.0, 2.0])
+
+    def f(x):
+        y = x * x  # the pullback reads x (= buf)
+        buf[0] = 100.0  # plain code changes it behind mutagrad's back
+        return np.sum(y)
+
+    with pytest.raises(mg.MutationError, match=HERE + r"\d+"):
+        mg.grad(f)(buf)

@@ -71,3 +71,29 @@ def test_round_of_a_traced_scalar():
         mg.grad(lambda x: round(x[0]) * x[1])(np.array([2.567, 1.26]))
     g = mg.grad(lambda x: np.sum(x) * round(x[1], 1))(np.array([2.567, 1.26]))  # a constant factor
     np.testing.assert_allclose(g, [1.3, 1.3])
+
+
+class _Sim:
+    def __init__(self):
+        self.u = np.array([0.6, 1.3, 2.2, -1.1])
+
+    def energy(self, u):  # called with u = self.u: a write through u changes self.u unseen
+        u *= 2.0
+        return np.sum(self.u ** 2)
+
+    def energy_arg_only(self, u):  # never names self.u: writing the argument is fine
+        u *= 2.0
+        return np.sum(u ** 2)
+
+
+def test_argument_aliasing_an_attribute_of_the_method_object():
+    sim = _Sim()
+    with pytest.raises(mg.AliasingError, match=r"self\.u"):
+        mg.grad(sim.energy)(sim.u)
+    sim = _Sim()
+    u0 = sim.u.copy()
+    g = mg.grad(sim.energy_arg_only)(sim.u)
+    np.testing.assert_allclose(g, 8 * u0, rtol=1e-12)  # d/du sum((2u)^2), by hand and by FD below
+    h = 1e-6
+    plain = lambda u: np.sum((2 * u) ** 2)
+    np.testing.assert_allclose(g, [(plain(u0 + h * e) - plain(u0 - h * e)) / (2 * h) for e in np.eye(4)], rtol=1e-7)

@@ -879,8 +879,15 @@ def _fingerprint(s):
     b = bottom(r)
     if not isinstance(b, _ndarray):
         return None
-    data = memoryview(b) if b.flags.c_contiguous else b.tobytes()
+    if b.dtype.char in "gG" and _LD_BYTES < _LD_ITEM:  # x87 extended: only 10 of 16 bytes are the number
+        data = np.ascontiguousarray(b).view(np.uint8).reshape(-1, _LD_ITEM)[:, :_LD_BYTES].tobytes()
+    else:
+        data = memoryview(b) if b.flags.c_contiguous else b.tobytes()
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+_LD_ITEM = np.dtype(np.longdouble).itemsize
+_LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 
 
 # --------------------------------------------------------------------------

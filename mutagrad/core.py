@@ -997,18 +997,21 @@ def ew_value(prim, vals, scalar_op=None):
 def _pow_shortcuts():
     """``array ** e`` is not always ``np.power``: for some Python-number
     exponents NumPy calls ``np.square``, ``np.sqrt`` or ``np.reciprocal``
-    instead, whose bits differ for complex arrays. Which ones is read off
-    NumPy itself: (type of e, e) -> ufunc."""
+    instead, whose bits can differ (complex arrays; sqrt of longdouble). Which
+    ones is read off NumPy itself: (dtype char, type of e, e) -> ufunc."""
     rng = np.random.default_rng(0)
-    probe = rng.uniform(0.1, 3.0, 64) + 1j * rng.uniform(0.1, 3.0, 64)
     found = {}
-    for e in (2, 2.0, -1, -1.0, 0.5):
-        r = probe ** e
-        if np.array_equal(r, np.power(probe, e)):
-            continue
-        for uf in (np.square, np.reciprocal, np.sqrt):
-            if np.array_equal(r, uf(probe)):
-                found[(type(e), e)] = uf
+    for dt in (np.float16, np.float32, np.float64, np.longdouble, np.complex64, np.complex128, np.clongdouble):
+        probe = rng.uniform(0.1, 3.0, 256).astype(dt)
+        if np.dtype(dt).kind == "c":
+            probe = probe + 1j * rng.uniform(0.1, 3.0, 256).astype(dt)
+        for e in (2, 2.0, -1, -1.0, 0.5):
+            r = probe ** e
+            if np.array_equal(r, np.power(probe, e)):
+                continue
+            for uf in (np.square, np.reciprocal, np.sqrt):
+                if np.array_equal(r, uf(probe)):
+                    found[(np.dtype(dt).char, type(e), e)] = uf
     return found
 
 
@@ -1019,9 +1022,7 @@ def _pow_shortcut(self, other):
     """The ufunc NumPy's ``array ** other`` calls instead of np.power, if any."""
     t = type(other)
     if t is int or t is float:
-        uf = _POW_SHORTCUTS.get((t, other))
-        if uf is not None and bottom(self).dtype.kind == "c":
-            return uf
+        return _POW_SHORTCUTS.get((bottom(self).dtype.char, t, other))
     return None
 
 

@@ -122,13 +122,24 @@ def array(obj, dtype=None, copy=True, order="K", ndmin=0, **kw):
             res = res[None]
         return res
     if isinstance(obj, (list, tuple)) and _has_tracer(obj):
+        # NumPy's dtype for the nesting (each item its own dtype: a Python float is float64 here,
+        # np.float32 items stay float32), read off np.array on stand-ins of the traced items
+        dt = _np.array(_stand_ins(obj)).dtype if dtype is None else _np.dtype(dtype)
         res = _stack_nested(obj)
-        if dtype is not None:
-            res = res.astype(dtype)
+        if res.dtype != dt:
+            res = res.astype(dt)
         while _np.ndim(res) < ndmin:
             res = res[None]
         return res
     return _traced(_np.array(obj, dtype=dtype, copy=copy, order=order, ndmin=ndmin, **kw))
+
+
+def _stand_ins(obj):
+    if isinstance(obj, (list, tuple)):
+        return [_stand_ins(o) for o in obj]
+    if isinstance(obj, _Tracer):
+        return _promotion_operand(obj) if obj._scalar else _np.empty(obj.shape, obj.dtype)
+    return obj
 
 
 def _stack_nested(obj):
@@ -139,7 +150,7 @@ def _stack_nested(obj):
         return _np.stack(parts)
     if isinstance(obj, _Tracer):
         return obj
-    return _np.asarray(obj, dtype=float) if not isinstance(obj, complex) else _np.asarray(obj)
+    return _np.asarray(obj)
 
 
 def asarray(obj, dtype=None, order=None, **kw):

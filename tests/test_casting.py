@@ -113,3 +113,34 @@ def test_var_of_complex_with_real_dtype_is_a_clear_error():
     z = np.array([1 + 1j, 2 - 1j])
     with pytest.raises(mg.DifferentiationError, match="complex"):
         mg.grad(lambda z: np.std(z, dtype=np.float64))(z)
+
+
+def test_longdouble_power_shortcut_and_repeated_pullbacks():
+    # NumPy computes longdouble ``x ** 0.5`` (and ``**=``) with np.sqrt: the same bits here
+    x = np.array([1.1, 2.3, 0.7], np.longdouble)
+    seen = []
+
+    def f(x):
+        y = x ** 0.5
+        z = x.copy()
+        z **= 0.5
+        seen.extend([np.array(mg.value(y)), np.array(mg.value(z))])
+        return np.sum(y + z)
+
+    g = mg.grad(f)(x)
+    np.testing.assert_array_equal(seen[0], x ** 0.5)
+    np.testing.assert_array_equal(seen[1], x ** 0.5)
+    np.testing.assert_allclose(g.astype(float), 1 / np.sqrt(x.astype(float)), rtol=1e-14)
+
+    # a longdouble output's padding bytes are not its value: a second pullback call is fine
+    s = np.longdouble(0.7)
+
+    def h(x):
+        y = np.clip(x * s, 0.05, 0.95)
+        y[0] = x[0]
+        return y
+
+    xs = np.array([0.61, 1.13, 0.87])
+    J = mg.jacobian(h)(xs.copy())
+    np.testing.assert_allclose(J.astype(float), mg.jacobian(h, mode="fwd")(xs.copy()).astype(float), rtol=0, atol=0)
+    np.testing.assert_allclose(np.diag(J).astype(float), [1.0, 0.7, 0.7], rtol=1e-15)

@@ -232,6 +232,8 @@ DTYPE_CASES = {
     "quantile q": lambda x, s: np.quantile(x, s * 0.5),
     "percentile": lambda x, s: np.percentile(x * s, [30.0, 95.0], method="hazen"),
     "nanquantile": lambda x, s: np.nanquantile(np.where(x > 2.9, np.nan, x) * s, 0.3),
+    "mnp.array of NumPy scalars": lambda x, s: mnp.array([x[0] * s, np.float32(2.0), x[1]]),
+    "mnp.array complex64 item": lambda x, s: np.abs(mnp.array([x[0] * s, np.complex64(0.7 + 0.3j)])),
 }
 
 

@@ -178,6 +178,14 @@ def _weak_self(t) -> bool:
     return isinstance(v, Tracer) and weak(v)
 
 
+def plain_operand(x):
+    """What a plain call would pass for ``x``: the plain value of a traced one (a
+    Python number for a weak scalar), anything else as it is."""
+    if isinstance(x, Tracer):
+        return bottom(x).item() if x._scalar and weak(x) else bottom(x)
+    return x
+
+
 def promotion_operand(x):
     """``x`` as NumPy's type promotion (np.result_type) sees it in a plain call:
     Python numbers and weak traced scalars as Python numbers, else the plain value."""

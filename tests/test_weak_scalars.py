@@ -274,3 +274,24 @@ def test_traced_initial_of_a_plain_reduction_is_a_clear_error():
         mg.grad(lambda s: np.sum(a, initial=s))(0.7)
     g = mg.grad(lambda s: np.sum(a * s, initial=s))(0.7)  # the array traced: dispatched, differentiated
     assert abs(g - (float(np.sum(a.astype(np.float64))) + 1.0)) < 1e-6
+
+
+def test_weak_scalar_in_out_and_comparisons():
+    x = np.array([0.61, 1.13, 0.7, 1.45], np.float32)
+
+    def f(x, s):
+        y = np.empty_like(x)
+        np.hypot(x, s, out=y)  # a float32 loop, as in a plain call, then replayed into y
+        z = x.copy()
+        z **= s
+        keep = x >= s  # 0.7 compared as float32, as NumPy's weak scalar
+        return np.sum(y + z * keep)
+
+    want = f(x.copy(), 0.7)
+    val, g = mg.value_and_grad(f, argnums=1)(x.copy(), 0.7)
+    _same(val, want)
+    x64 = x.astype(np.float64)
+    keep = x >= 0.7  # (the plain float32 comparison decides the branch of the upcast oracle too)
+    ref_f = lambda s: np.sum(np.hypot(x64, s) + x64 ** s * keep)
+    ref = _fd(ref_f, 0.7, 1e-6)
+    assert abs(g - ref) <= 1e-4 * abs(ref)

@@ -23,6 +23,7 @@ from ..core import (
     bottom,
     get_primitive,
     lift,
+    plain_operand,
     promotion_operand,
     write,
     write_out,
@@ -184,7 +185,7 @@ def _write_result(ufunc, inputs, out, idx, res, where):
         write(out, idx, res)
         return
     kw = {} if where is True else {"where": where}
-    write_replayed(out, idx, res, lambda ob: ufunc(*(bottom(x) for x in inputs), out=ob, **kw))
+    write_replayed(out, idx, res, lambda ob: ufunc(*(plain_operand(x) for x in inputs), out=ob, **kw))
 
 
 def _nondiff_call(ufunc, inputs, kwargs):
@@ -193,7 +194,7 @@ def _nondiff_call(ufunc, inputs, kwargs):
     out = kwargs.pop("out", None)
     if "where" in kwargs:
         kwargs["where"] = bottom(kwargs["where"])
-    res = getattr(ufunc, "__call__")(*(bottom(x) for x in inputs), **kwargs)
+    res = getattr(ufunc, "__call__")(*(plain_operand(x) for x in inputs), **kwargs)  # (weak scalars: NumPy's loop)
     if out is not None:
         out = out if type(out) is tuple else (out,)
         if ufunc.nout == 1:

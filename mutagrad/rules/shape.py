@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, weak
+from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operand
 from ..registry import deflinear
 from ..tangents import ZeroTangent, is_zero, unbroadcast
 
@@ -422,18 +422,11 @@ deflinear(_view_impl, lambda g, x, dtype=None: g)
 PLAIN_FUNCTIONS = set()
 
 
-def _plain_value(x):
-    """What a plain call would pass: the plain value, a Python number for a weak scalar."""
-    if isinstance(x, Tracer):
-        return bottom(x).item() if x._scalar and weak(x) else bottom(x)
-    return x
-
-
 def _plain(fn):
     def handler(args, kwargs):
         from ..pytree import tree_map
 
-        return fn(*tree_map(_plain_value, list(args)), **tree_map(_plain_value, dict(kwargs)))
+        return fn(*tree_map(plain_operand, list(args)), **tree_map(plain_operand, dict(kwargs)))
 
     FUNCTIONS[fn] = handler
     PLAIN_FUNCTIONS.add(fn)

@@ -978,6 +978,7 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
 
 
 _NOARG = object()
+PYTHON_COMPLEX_ABS = [None]  # the primitive of abs() of a Python complex (rules.elementwise)
 
 
 SCALAR_OPS = {}  # ufunc -> primitive for NumPy scalars' own arithmetic (filled by rules)
@@ -992,12 +993,16 @@ def _is_scalar(x):
 _SCALAR_ARITHMETIC = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
                       np.true_divide: operator.truediv}
 _F64_TYPES = frozenset((float, np.float64, complex, np.complex128))  # (NumPy scalars' own arithmetic: float64 and complex128)
+# operands the fast path computes with the scalars' own operator: with a Python int too, as
+# Python does for Python numbers (3 / z of a Python complex is Python's division, whose last
+# bit differs from NumPy's) and NumPy scalars do for theirs
+_SCALAR_OP_TYPES = _F64_TYPES | {int}
 
 
 def ew_value(prim, vals, scalar_op=None):
     """An elementwise primitive's value on plain arguments; ``scalar_op``: its
     operator from ``_SCALAR_ARITHMETIC``, used when both are float64 scalars."""
-    if scalar_op is not None and type(vals[0]) in _F64_TYPES and type(vals[1]) in _F64_TYPES:
+    if scalar_op is not None and type(vals[0]) in _SCALAR_OP_TYPES and type(vals[1]) in _SCALAR_OP_TYPES:
         return scalar_op(vals[0], vals[1])  # what NumPy scalars' own operator computes
     return prim.elementwise[2](*vals)
 
@@ -1153,11 +1158,17 @@ class Tracer:
         scipy_fn = _calling_scipy(sys._getframe(1))
         if scipy_fn is not None:
             name, sub, ours = scipy_fn
+            if ours == "passthrough":
+                extra = (f" mutagrad.scipy.{sub}.{name} is SciPy's own function, passed through without a "
+                         f"derivative rule; docs/coverage.md lists what mutagrad.scipy.{sub} differentiates.")
+            elif ours:
+                extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the "
+                         "same names, differentiated where docs/coverage.md lists them.")
+            else:
+                extra = ""
             raise escape_error(
                 f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
-                "with np.asarray)", WriteToPlainArrayError,
-                (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the same "
-                 "names, differentiated where docs/coverage.md lists them." if ours else ""))
+                "with np.asarray)", WriteToPlainArrayError, extra)
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError)
@@ -1314,7 +1325,8 @@ class Tracer:
 
     @property
     def real(self):
-        return np.real(self)
+        r = np.real(self)
+        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r  # (z.real of a Python complex)
 
     @real.setter
     def real(self, v):
@@ -1322,7 +1334,8 @@ class Tracer:
 
     @property
     def imag(self):
-        return np.imag(self)
+        r = np.imag(self)
+        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
 
     @imag.setter
     def imag(self, v):
@@ -1392,8 +1405,11 @@ class Tracer:
         return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
 
     def __abs__(self):
-        r = call_ufunc(np.absolute, (self,), {})
-        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
+        if self._scalar and _weak_self(self):
+            if bottom(self).dtype.kind == "c":  # Python's abs of a complex (its bits differ from NumPy's)
+                return _weak_result(bind(PYTHON_COMPLEX_ABS[0], (self,)), ())
+            return _weak_result(call_ufunc(np.absolute, (self,), {}), ())
+        return call_ufunc(np.absolute, (self,), {})
 
     def __lt__(self, o):
         return np.less(self, o)
@@ -1484,7 +1500,8 @@ class Tracer:
         return np.squeeze(self, axis)
 
     def conj(self):
-        return np.conjugate(self)
+        r = np.conjugate(self)
+        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
 
     conjugate = conj
 
@@ -1779,15 +1796,32 @@ def _calling_scipy(frame):
     method = top.f_locals.get("method") if name.startswith("__") else None
     if method is not None and hasattr(method, "__name__"):  # a uarray backend (scipy.fft): the function it serves
         name = method.__name__
-    elif not public:  # only a private decorator ran yet: the function it wraps, from its closure
+    elif not public or "wrapper" in name or name.startswith("__"):
+        # a decorator's frame (a private one, or a public wrapper such as scipy.stats'
+        # axis_nan_policy_wrapper): the function it wraps, from its locals
         for v in top.f_locals.values():
             mod = getattr(v, "__module__", None) or ""
-            if callable(v) and mod.startswith("scipy.") and not mod.split(".")[1].startswith("_"):
-                name, parts = v.__name__, mod.split(".")
+            if type(v) is _FunctionType and mod.startswith("scipy.") and v.__code__ is not top.f_code:
+                name = v.__name__
+                if not public:
+                    parts = mod.split(".")
                 break
     sub = parts[1] if len(parts) > 1 and not parts[1].startswith("_") else None
     ours = sub in ("special", "linalg", "stats")  # the mutagrad.scipy modules
+    if ours:
+        import importlib
+
+        try:
+            theirs = getattr(importlib.import_module(f"scipy.{sub}"), name, None)
+            mine = getattr(importlib.import_module(f"mutagrad.scipy.{sub}"), name, None)
+        except ImportError:  # pragma: no cover
+            theirs = mine = None
+        if mine is not None and mine is theirs:
+            ours = "passthrough"  # mutagrad.scipy re-exports it as it is: no advice to switch
     return name, sub, ours
+
+
+_FunctionType = type(_calling_scipy)
 
 
 def _carries_derivative(t) -> bool:

@@ -36,7 +36,7 @@ from .core import (
     STATE,
     ArrayTracer,
     ScalarTracer,
-    _F64_TYPES,
+    _SCALAR_OP_TYPES,
     _FLOAT_SCALARS,
     _is_basic,
     _ptr,
@@ -432,7 +432,7 @@ class ReverseLevel(Level):
                     x._storage.captured = True
         if dest is not None:
             return self._ew_into(prim, vals, inputs, need, dest, dv)
-        if scalar_op is not None and type(vals[0]) in _F64_TYPES and type(vals[1]) in _F64_TYPES:
+        if scalar_op is not None and type(vals[0]) in _SCALAR_OP_TYPES and type(vals[1]) in _SCALAR_OP_TYPES:
             y = scalar_op(vals[0], vals[1])  # (core.ew_value, inlined: the hottest path)
         else:
             y = prim.elementwise[2](*vals)

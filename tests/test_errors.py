@@ -770,6 +770,16 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
 
     x = np.array([1.0, 2.0])
     np.testing.assert_allclose(mg.grad(msc.logsumexp)(x), np.exp(x) / np.sum(np.exp(x)), rtol=1e-12)
+    # a name mutagrad.scipy passes through unchanged: no advice to switch to it; a public
+    # wrapper's frame (scipy.stats' axis_nan_policy) is named by the function it wraps
+    import mutagrad.scipy.linalg as msl
+    import mutagrad.scipy.stats as mst
+
+    a = np.array([[2.0, 0.3], [0.3, 1.0]])
+    msg = _raises(lambda a: np.sum(msl.eigh(a, eigvals_only=True)), a, mg.WriteToPlainArrayError)
+    assert "mutagrad.scipy.linalg.eigh is SciPy's own function" in msg and "in place of" not in msg
+    msg = _raises(lambda x: mst.skew(x), np.array([0.5, 1.5, 2.7]), mg.WriteToPlainArrayError)
+    assert "scipy.stats function skew" in msg and "wrapper" not in msg
 
 
 def test_layout_conversions_name_the_differentiated_alternatives():

@@ -438,7 +438,7 @@ for _f in (np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplex
            np.flatnonzero, np.searchsorted, np.count_nonzero, np.isreal, np.iscomplex, np.all, np.any,
            np.isneginf, np.isposinf, np.lexsort, np.argpartition, np.digitize,
            np.nanargmax, np.nanargmin, np.array_repr, np.array_str, np.array2string,
-           np.isin, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from):
+           np.isin, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from, np.common_type):
     _plain(_f)
 
 

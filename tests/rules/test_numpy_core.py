@@ -312,7 +312,7 @@ PLAIN = {  # functions of metadata only, computed on plain values: checked for n
     "np.flatnonzero", "np.searchsorted", "np.count_nonzero", "np.isreal", "np.iscomplex", "np.all", "np.any",
     "np.isneginf", "np.isposinf", "np.lexsort", "np.argpartition", "np.digitize", "np.nanargmax",
     "np.nanargmin", "np.array_repr", "np.array_str", "np.array2string", "np.isin", "np.diag_indices_from",
-    "np.tril_indices_from", "np.triu_indices_from",
+    "np.tril_indices_from", "np.triu_indices_from", "np.common_type",
 }
 
 

@@ -1052,7 +1052,8 @@ def _binop(ufunc):
                 r = _fast_call(ufunc, self, self, other, sop)
                 if r is None:
                     r = call_ufunc(ufunc, (self, other), {})
-            return _weak_result(r, (self, other)) if _weak_self(self) else r
+            return _weak_result(r, (self, other)) if self._storage.weak or (
+                type(self._value) in TRACERS and weak(self._value)) else r
         if pow_:
             uf = _pow_shortcut(self, other)
             if uf is not None:
@@ -1070,7 +1071,8 @@ def _binop(ufunc):
                 r = _fast_call(ufunc, self, other, self, sop)
                 if r is None:
                     r = call_ufunc(ufunc, (other, self), {})
-            return _weak_result(r, (other, self)) if _weak_self(self) else r
+            return _weak_result(r, (other, self)) if self._storage.weak or (
+                type(self._value) in TRACERS and weak(self._value)) else r
         r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
             return call_ufunc(ufunc, (other, self), {})
@@ -1079,7 +1081,8 @@ def _binop(ufunc):
     def iop(self, other):
         if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
             r = call_ufunc(ufunc, (self, other), {})
-            return _weak_result(r, (self, other)) if _weak_self(self) else r
+            return _weak_result(r, (self, other)) if self._storage.weak or (
+                type(self._value) in TRACERS and weak(self._value)) else r
         uf = _pow_shortcut(self, other) if pow_ else None
         call_ufunc(uf or ufunc, (self,) if uf else (self, other), {"out": (self,)})
         return self

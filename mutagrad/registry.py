@@ -86,12 +86,31 @@ def rrule(fn):
     array([0.5, 0.5])
     """
 
+    _check_rule_target(fn, "rrule")
+
     def register(rule):
         p = _prim_for(fn)
         p.rrule = _checked_rrule(rule, p.name)
         return rule
 
     return register
+
+
+def _check_rule_target(fn, which):
+    """A rule can only be registered for what mutagrad dispatches: a primitive, a NumPy
+    (or SciPy) callable, a ufunc. A rule for a plain Python function would never be called
+    (mutagrad traces through the function's body)."""
+    if not callable(fn):
+        raise TypeError(f"mg.{which}: expected the function the rule is for, got {type(fn).__name__}")
+    if (getattr(fn, "_mutagrad_primitive", None) is not None or fn in REGISTRY or isinstance(fn, np.ufunc)
+            or hasattr(fn, "_implementation")
+            or (getattr(fn, "__module__", None) or "").split(".")[0] in ("numpy", "scipy", "mutagrad")):
+        return
+    name = getattr(fn, "__qualname__", repr(fn))
+    raise TypeError(
+        f"mg.{which}({name}): {name} is a plain Python function, which mutagrad differentiates by tracing "
+        f"through its body, so this rule would never be used. Decorate it with @mg.primitive first "
+        "(then its body is opaque and the rule gives its derivative).")
 
 
 def _rule_error(msg):
@@ -161,6 +180,8 @@ def frule(fn):
     >>> mg.jvp(square, (3.0,), (1.0,))
     (np.float64(9.0), np.float64(6.0))
     """
+
+    _check_rule_target(fn, "frule")
 
     def register(rule):
         p = _prim_for(fn)

@@ -150,3 +150,15 @@ def test_plain_write_through_an_aliased_name_names_the_call():
 
     with pytest.raises(mg.MutationError, match=HERE + r"\d+"):
         mg.grad(f)(buf)
+
+
+def test_rule_for_a_plain_python_function_is_refused():
+    def clipped(x):
+        return np.minimum(x, 0.1)
+
+    with pytest.raises(TypeError, match="@mg.primitive"):
+        mg.rrule(clipped)
+    with pytest.raises(TypeError, match="expected the function"):
+        mg.rrule(3)
+    # NumPy callables and primitives take rules
+    assert callable(mg.frule(np.sinc)) and callable(mg.rrule(mg.primitive(clipped)))

@@ -99,7 +99,7 @@ def _wrap_leaf(level, x, name):
             kind = "complex"
         else:
             kind = "npscalar"
-        val = lift(np.array(x), outer)
+        val = lift(np.asarray(x)[()], outer)  # (a NumPy scalar, as traced scalars are: np.real of it is a scalar)
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
@@ -567,14 +567,14 @@ def _normalize_argnums(argnums):
 def _unwrap_level(x, level):
     """Strip ``level`` from every leaf of ``x`` (outputs and aux)."""
     if type(x) is ScalarTracer and x._level is level and type(x._value) is not _ndarray:
-        if x._storage.weak:
+        if x._storage.weak and x._geom is None:
             return x._value.item()  # a Python float, as the plain call returns
         return x._value  # the common case: a scalar output
 
     def leaf(v):
         if isinstance(v, Tracer) and v._level is level:
             val = v._value
-            if v._scalar and v._storage.weak:
+            if v._scalar and v._storage.weak and v._geom is None:
                 return val.item()
             if v._scalar and type(val) is _ndarray:
                 return val[()]
@@ -954,7 +954,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
             t = np.copy(t) if isinstance(t, Tracer) else np.array(t)
             if o._scalar and type(t) is _ndarray:
                 t = t[()]
-        if (isinstance(o, Tracer) and o._scalar and o._storage.weak and isinstance(t, np.generic)
+        if (isinstance(o, Tracer) and o._scalar and o._storage.weak and o._geom is None and isinstance(t, np.generic)
                 and not isinstance(t, Tracer)):
             t = t.item()  # the tangent of a Python float output is a Python float
         tans.append(t)

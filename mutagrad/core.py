@@ -77,7 +77,7 @@ class Primitive:
     """
 
     __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
-                 "elementwise", "fast", "__weakref__")
+                 "elementwise", "fast", "weak_args", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -96,6 +96,10 @@ class Primitive:
         self.fresh_cts = False
         # (rrule, partials, function) for functions defined by defelementwise: the tape's fast path
         self.elementwise = None
+        # its rules get a weak traced scalar as the Python number it stands for, whose dtype yields
+        # to the arrays it meets (elementwise functions, np.where, user primitives, which get what
+        # a plain call passes); the other built-in rules get its NumPy scalar, as np.asarray makes it
+        self.weak_args = False
         # fast(level, leaves): the operation recorded directly by a reverse-mode level that is
         # the only one and records no lines (common cases of matmul), or None to take the
         # general path. Set by rules; the reverse rule must give the same numbers.
@@ -159,7 +163,7 @@ def weak(x) -> bool:
     while True:
         v = x._value
         if not isinstance(v, Tracer):
-            return x._storage.weak
+            return x._storage.weak and x._geom is None  # (the scalar itself, not a view of its storage)
         x = v
 
 
@@ -172,7 +176,7 @@ def mark_weak(x):
 
 def _weak_self(t) -> bool:
     """weak(t) for a traced scalar, the common cases first (an outermost tracer, or a strong one)."""
-    if t._storage.weak:
+    if t._storage.weak and t._geom is None:
         return True
     v = t._value
     return isinstance(v, Tracer) and weak(v)
@@ -513,14 +517,14 @@ class Level:
             _pristine(res)
         return res
 
-    def unwrap_args(self, leaves):
+    def unwrap_args(self, leaves, weak_args=True):
         """Replace this level's tracers by their values; return (vals, positions)."""
         vals = list(leaves)
         ins = []
         for i, x in enumerate(leaves):
             if isinstance(x, Tracer):
                 if x._level is self:
-                    vals[i] = x._value.item() if x._storage.weak else x._value
+                    vals[i] = x._value.item() if weak_args and x._storage.weak and x._geom is None else x._value
                     ins.append(i)
             elif type(x) is not _ndarray and foreign_subclass(x):
                 raise subclass_error(x)
@@ -559,7 +563,11 @@ class Level:
         tb = type(y)
         if tb in _FLOAT_SCALARS:  # the common fresh results first
             if tb is float or tb is complex:
-                y = _np_scalar(y)
+                # a Python number (Python arithmetic on weak scalars; np.real(3.5) is 3.5): weak,
+                # as it is in a plain call
+                s = Storage(self, _np_scalar(y))
+                s.weak = True
+                return ScalarTracer(s._root, self, s, None, True), s
             s = Storage(self, y)
             return ScalarTracer(y, self, s, None, True), s
         if fresh and tb is _ndarray and y.base is None and y.dtype.kind in _FLOAT_KINDS:
@@ -968,16 +976,19 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
         st.ceiling = saved
     if scalar_op is not None and type(r) is ScalarTracer:
         # NumPy scalars' own arithmetic (complex128's differs from the ufunc loop in the last bit)
-        va = a._value if isinstance(a, Tracer) else a
-        vb = b._value if isinstance(b, Tracer) else b
-        if type(va) in _F64_TYPES and type(vb) in _F64_TYPES:
-            y = scalar_op(va, vb)
+        va = plain_operand(a) if isinstance(a, Tracer) and a._level is lv else a
+        vb = plain_operand(b) if isinstance(b, Tracer) and b._level is lv else b
+        if type(va) in _SCALAR_OP_TYPES and type(vb) in _SCALAR_OP_TYPES:
+            y = scalar_op(va, vb)  # (Python numbers, weak ones: Python's arithmetic, as in a plain call)
+            if type(y) is float or type(y) is complex:
+                y = _np_scalar(y)
             if type(y) is type(r._value):  # (r is fresh: its storage's root is its value)
                 r._value = r._storage._root = y
     return r
 
 
 _NOARG = object()
+_F64 = np.dtype(np.float64)
 PYTHON_COMPLEX_ABS = [None]  # the primitive of abs() of a Python complex (rules.elementwise)
 
 
@@ -1052,7 +1063,7 @@ def _binop(ufunc):
                 r = _fast_call(ufunc, self, self, other, sop)
                 if r is None:
                     r = call_ufunc(ufunc, (self, other), {})
-            return _weak_result(r, (self, other)) if self._storage.weak or (
+            return _weak_result(r, (self, other)) if (self._storage.weak and self._geom is None) or (
                 type(self._value) in TRACERS and weak(self._value)) else r
         if pow_:
             uf = _pow_shortcut(self, other)
@@ -1071,7 +1082,11 @@ def _binop(ufunc):
                 r = _fast_call(ufunc, self, other, self, sop)
                 if r is None:
                     r = call_ufunc(ufunc, (other, self), {})
-            return _weak_result(r, (other, self)) if self._storage.weak or (
+            if type(other) is complex and bottom(self).dtype == _F64:
+                # Python's complex operator takes a np.float64 (a float subclass) itself: `z * s`
+                # of a Python complex z is a Python complex, weak, in a plain call
+                return _weak_result(r, ())
+            return _weak_result(r, (other, self)) if (self._storage.weak and self._geom is None) or (
                 type(self._value) in TRACERS and weak(self._value)) else r
         r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
@@ -1081,7 +1096,7 @@ def _binop(ufunc):
     def iop(self, other):
         if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
             r = call_ufunc(ufunc, (self, other), {})
-            return _weak_result(r, (self, other)) if self._storage.weak or (
+            return _weak_result(r, (self, other)) if (self._storage.weak and self._geom is None) or (
                 type(self._value) in TRACERS and weak(self._value)) else r
         uf = _pow_shortcut(self, other) if pow_ else None
         call_ufunc(uf or ufunc, (self,) if uf else (self, other), {"out": (self,)})
@@ -2008,6 +2023,8 @@ def value(x):
         v = b.view()
         v.flags.writeable = False
         return v
+    if isinstance(x, Tracer) and x._scalar and weak(x):
+        return b.item()  # a Python float stands for itself
     return b
 
 

@@ -48,6 +48,7 @@ def primitive(fun):
     12.0
     """
     prim = Primitive(None, getattr(fun, "__qualname__", getattr(fun, "__name__", "primitive")), impl=fun)
+    prim.weak_args = True  # (its body and rules get what a plain call passes: a Python float as one)
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
@@ -178,7 +179,7 @@ def frule(fn):
     ...     (x,), (dx,) = primals, tangents
     ...     return square(x), 2 * x * dx
     >>> mg.jvp(square, (3.0,), (1.0,))
-    (np.float64(9.0), np.float64(6.0))
+    (9.0, 6.0)
     """
 
     _check_rule_target(fn, "frule")
@@ -201,10 +202,17 @@ def _checked_frule(rule, name):
             raise _rule_error(
                 f"the forward rule of {name} returned {type(res).__name__}; it must return (output, tangent)"
                 + (" (did it forget `return`?)" if res is None else ""))
-        if res[1] is None:
+        y, ydot = res
+        if ydot is None:
             raise _rule_error(
                 f"the forward rule of {name} returned None as the tangent: return mg.ZeroTangent() for a "
                 "zero derivative")
+        if (not _is_cotangent(ydot) and isinstance(y, (np.ndarray, np.generic, float, complex, Tracer))
+                and isinstance(ydot, (np.ndarray, np.generic, float, complex, Tracer))
+                and np.shape(ydot) != np.shape(y)):
+            raise _rule_error(
+                f"the forward rule of {name} returned a tangent of shape {np.shape(ydot)} for an output of "
+                f"shape {np.shape(y)}; a tangent has its output's shape")
         return res
 
     return checked

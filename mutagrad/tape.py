@@ -395,7 +395,7 @@ class ReverseLevel(Level):
             tx = type(x)
             if tx is ArrayTracer or tx is ScalarTracer:
                 st = x._storage
-                vals.append(x._value.item() if st.weak else x._value)  # (weak: a Python number, as in a plain call)
+                vals.append(x._value.item() if st.weak and x._geom is None else x._value)  # (weak: a Python number, as in a plain call)
                 if st.active:
                     inputs.append((st, x._geom, i))
             else:
@@ -483,11 +483,12 @@ class ReverseLevel(Level):
         vals = list(leaves)
         ins = []
         active = False
+        weak_args = prim.weak_args or prim.elementwise is not None
         for i in range(len(leaves)):
             x = leaves[i]
             if isinstance(x, Tracer):
                 if x._level is self:
-                    vals[i] = x._value.item() if x._storage.weak else x._value
+                    vals[i] = x._value.item() if weak_args and x._storage.weak and x._geom is None else x._value
                     ins.append(i)
                     if x._storage.active:
                         active = True

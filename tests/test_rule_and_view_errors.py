@@ -162,3 +162,16 @@ def test_rule_for_a_plain_python_function_is_refused():
         mg.rrule(3)
     # NumPy callables and primitives take rules
     assert callable(mg.frule(np.sinc)) and callable(mg.rrule(mg.primitive(clipped)))
+
+
+def test_misshapen_forward_tangent_raises():
+    @mg.primitive
+    def double(x):
+        return 2.0 * x
+
+    @mg.frule(double)
+    def _(primals, tangents):
+        return double(primals[0]), np.full((3, 3), 2.0) * tangents[0]
+
+    with pytest.raises(mg.RuleError, match=r"shape \(3, 3\) for an output of shape \(3,\)"):
+        mg.jvp(double, (np.ones(3),), (np.ones(3),))

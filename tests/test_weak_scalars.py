@@ -315,4 +315,42 @@ def test_python_complex_arithmetic_is_pythons(fn):
         h = 1e-6
         ref = complex((fn(z + h) - fn(z - h)) / (2 * h), -(fn(z + 1j * h) - fn(z - 1j * h)) / (2 * h))
         assert abs(g - ref) <= 1e-6 * max(1.0, abs(ref))
-        assert abs(mg.jvp(fn, (z,), (1.0,))[1] - g.real) <= 1e-9 * max(1.0, abs(g))
+        out, tan = mg.jvp(fn, (z,), (1.0,))
+        assert type(out) is type(want) and out == want
+        assert abs(tan - g.real) <= 1e-9 * max(1.0, abs(g))
+
+
+@pytest.mark.parametrize("fn", [np.max, np.min, np.ptp, np.nanmax, np.real, np.imag, np.atleast_1d],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("x", [3.5, -0.4 + 0.1j, np.float64(3.5), np.complex128(-0.4 + 0.1j)],
+                         ids=["float", "complex", "np.float64", "np.complex128"])
+def test_functions_of_a_scalar_argument(fn, x):
+    want = fn(x)
+    f = (lambda x: np.real(np.sum(fn(x)))) if np.iscomplexobj(x) else (lambda x: np.sum(fn(x)))
+    seen = []
+    g = mg.grad(lambda x: (seen.append(fn(x)), f(x))[1])(x)
+    got = seen[0]
+    assert type(mg.value(got)) is type(np.asarray(want) if type(want) is np.ndarray else want) or (
+        np.ndim(want) and np.shape(mg.value(got)) == np.shape(want))
+    np.testing.assert_array_equal(mg.value(got), want)
+    h = 1e-6
+    ref = (f(x + h) - f(x - h)) / (2 * h)
+    if np.iscomplexobj(x):
+        ref = complex(ref, -(f(x + 1j * h) - f(x - 1j * h)) / (2 * h))
+    assert abs(g - ref) <= 1e-8 * max(1.0, abs(ref))
+    assert type(g) is type(x)
+
+
+def test_python_complex_times_numpy_float64_is_a_python_complex():
+    # np.float64 is a float subclass: Python's complex operator takes it, so the product is a
+    # Python complex, which NumPy refuses to write into a real array (TypeError)
+    def f(x):
+        out = x * 0.0
+        out[1] = (0.5 + 0.3j) * x[0]
+        return np.sum(out ** 2)
+
+    with pytest.raises(TypeError) as want:
+        f(np.array([1.0, 2.0]))
+    with pytest.raises(TypeError) as got:
+        mg.grad(f)(np.array([1.0, 2.0]))
+    assert str(got.value) == str(want.value)

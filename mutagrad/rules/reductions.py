@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import operator
 
+import warnings
+
 import numpy as np
 
 from ..core import STATE, ArrayTracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
@@ -408,17 +410,20 @@ def _np_var(args, kwargs, sqrt=False):
     else:
         mu = a.get("mean")
         dtype = a.get("dtype")
-        if dtype is not None and np.iscomplexobj(bottom(x)) and np.dtype(dtype).kind != "c":
-            raise NoRuleError(f"np.var/np.std of a complex array with the real dtype={np.dtype(dtype)} at "
-                              f"{user_line()}: NumPy discards the imaginary parts of the mean's sum (a "
-                              "ComplexWarning) and mixes the parts. Pass a complex dtype, or none.")
         if mu is None:
             if dtype is None:
                 mu = np.mean(x, axis=axis, keepdims=True)
             else:  # NumPy: the sum in dtype, divided there
                 axes_ = _norm_axis(axis, np.ndim(x))
                 cnt = int(np.prod([np.shape(x)[k] for k in axes_], dtype=np.int64)) if axes_ else 1
-                mu = np.sum(x, axis=axis, keepdims=True, dtype=dtype) / cnt
+                xs = x
+                if np.iscomplexobj(bottom(x)) and np.dtype(dtype).kind != "c":
+                    # NumPy sums a complex array in a real dtype: the imaginary parts are dropped
+                    # (with its warning), and the deviations from that real mean are complex
+                    warnings.warn("Casting complex values to real discards the imaginary part",
+                                  np.exceptions.ComplexWarning, stacklevel=4)
+                    xs = np.real(x)
+                mu = np.sum(xs, axis=axis, keepdims=True, dtype=dtype) / cnt
         d = x - mu
         out = a.get("out")
         sq = _abs2_by_parts(d)

@@ -89,10 +89,45 @@ def _nan_var(fn):
         x = a.pop("a")
         m = _nan_mask(x)
         where = a.pop("where", _NoValue)
+        if where is _NoValue and not _given(a, "mean", "out") and (
+                a.get("dtype") is None or np.dtype(a["dtype"]).kind in "fc"):
+            return _nanvar_dtype(x, m, a, fn is np.std)
         keep = ~m if where is _NoValue else (~m & np.asarray(bottom(where), dtype=bool))
         return fn(x, where=keep, **_given(a, *names[1:]))
 
     return handler
+
+
+def _nanvar_dtype(x, m, a, sqrt):
+    """np.nanvar / np.nanstd over an array holding NaN, as NumPy computes them:
+    the mean summed in dtype, the deviations stored back in the array's own dtype (casting
+    'unsafe': a complex array's mean in a real dtype loses its imaginary part), their squares
+    summed in dtype, divided by the count less ddof."""
+    dtype = None if a.get("dtype") is None else np.dtype(a["dtype"])
+    axis, keepdims = a.get("axis"), bool(a.get("keepdims", False))
+    ddof = a.get("ddof", 0) or a.get("correction", 0) or 0
+    arr = np.where(m, 0.0, x) if np.dtype(bottom(x).dtype).kind == "f" else np.where(m, 0, x)
+    cnt = np.sum(~m, axis=axis, dtype=np.intp, keepdims=True)
+    avg = np.sum(arr, axis=axis, dtype=dtype, keepdims=True)
+    adt = bottom(avg).dtype
+    avg = avg / cnt
+    if bottom(avg).dtype != adt:  # NumPy divides into the sum's own dtype
+        avg = avg.astype(adt)
+    dev = arr - avg
+    xdt = bottom(x).dtype
+    if bottom(dev).dtype != xdt:  # NumPy subtracts into the array itself
+        dev = np.real(dev).astype(xdt) if xdt.kind != "c" and np.iscomplexobj(bottom(dev)) else dev.astype(xdt)
+    dev = np.where(m, 0, dev)
+    sqr = np.real(dev * np.conj(dev)) if xdt.kind == "c" else dev * dev
+    var = np.sum(sqr, axis=axis, dtype=dtype, keepdims=keepdims)
+    dof = (cnt if keepdims else np.squeeze(cnt, axis=axis) if axis is not None else np.reshape(cnt, ())) - ddof
+    res = var / dof
+    if bottom(res).dtype != bottom(var).dtype:
+        res = res.astype(bottom(var).dtype)
+    bad = np.asarray(dof) <= 0
+    if np.any(bad):
+        res = np.where(bad, np.nan, res)
+    return np.sqrt(res) if sqrt else res
 
 
 FUNCTIONS[np.nansum] = _nan_reducer(np.sum, 0.0, _SUM_ARGS)

@@ -176,3 +176,30 @@ def test_longdouble_power_shortcut_and_repeated_pullbacks():
     J = mg.jacobian(h)(xs.copy())
     np.testing.assert_allclose(J.astype(float), mg.jacobian(h, mode="fwd")(xs.copy()).astype(float), rtol=0, atol=0)
     np.testing.assert_allclose(np.diag(J).astype(float), [1.0, 0.7, 0.7], rtol=1e-15)
+
+
+@pytest.mark.parametrize("x", [np.array([0.5, 1.5], np.longdouble), np.array([0.5 + 0.1j, 1.5 + 0j])], ids=str)
+def test_interp_refuses_what_numpy_refuses(x):
+    k = lambda x: np.sum(np.interp(x, [0.0, 1.0, 2.0], [0.0, 1.0, 0.5]))
+    with pytest.raises(TypeError) as want:
+        k(x.copy())
+    with pytest.raises(TypeError) as got:
+        mg.grad(k)(x.copy())
+    assert str(got.value) == str(want.value)
+
+
+def test_longdouble_i0_and_weighted_histogram():
+    x = np.array([0.61, 1.13, 0.87, 1.45, 0.79], np.longdouble)
+    _, t = mg.jvp(np.i0, (x,), (np.ones(5, np.longdouble),))
+    h = 1e-6
+    xf = x.astype(float)
+    np.testing.assert_allclose(t.astype(float), (np.i0(xf + h) - np.i0(xf - h)) / (2 * h), rtol=1e-8)
+
+    def f(x):
+        return np.histogram(np.arange(5.0), bins=2, weights=x)[0]
+
+    out = mg.vjp(f, x)[0]
+    assert out.dtype == f(x).dtype
+    np.testing.assert_array_equal(out, f(x))
+    g = mg.grad(lambda x: np.sum(f(x) * np.array([1.0, 2.0])))(x)
+    np.testing.assert_array_equal(g.astype(float), [1.0, 1.0, 2.0, 2.0, 2.0])  # bins [0, 2), [2, 4]

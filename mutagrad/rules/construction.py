@@ -481,6 +481,10 @@ def _np_interp(args, kwargs):
     a = _reduce_args(args, kwargs, ("x", "xp", "fp", "left", "right", "period"))
     # NumPy computes in float64 (complex128 for complex fp)
     fdt = np.complex128 if np.iscomplexobj(bottom(a["fp"])) else np.float64
+    for v, dt in ((a["x"], np.float64), (a["xp"], np.float64), (a["fp"], fdt)):
+        vdt = np.result_type(bottom(v)) if isinstance(v, Tracer) else np.asarray(v).dtype
+        if not np.can_cast(vdt, dt, casting="safe"):  # NumPy converts its arguments under 'safe'
+            raise TypeError(f"Cannot cast array data from {vdt!r} to {np.dtype(dt)!r} according to the rule 'safe'")
     x, xp, fp = (v.astype(dt) if isinstance(v, Tracer) else np.asarray(v, dt)
                  for v, dt in ((a["x"], np.float64), (a["xp"], np.float64), (a["fp"], fdt)))
     left, right, period = a.get("left"), a.get("right"), a.get("period")

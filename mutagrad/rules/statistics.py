@@ -720,7 +720,10 @@ def _np_histogram(args, kwargs):
     counts, edges_plain = np.histogram(plain[0], plain[1], plain[2], weights=plain[3])  # NumPy's checks too
     edges = _hist_edges(x, bins, rng, plain, edges_plain)
     if isinstance(w, Tracer):
-        uniform = isinstance(plain[1], str) or np.ndim(plain[1]) == 0
+        wdt = np.result_type(bottom(w))
+        # NumPy's bincount path only for weights that cast to double or complex (longdouble: sorted sums)
+        simple = np.can_cast(wdt, np.double) or np.can_cast(wdt, complex)
+        uniform = (isinstance(plain[1], str) or np.ndim(plain[1]) == 0) and simple
         counts = _hist_weighted(plain[0], w, edges_plain, uniform)
     if a.get("density"):
         db = np.diff(edges)

@@ -1004,10 +1004,11 @@ def _is_scalar(x):
 _SCALAR_ARITHMETIC = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
                       np.true_divide: operator.truediv}
 _F64_TYPES = frozenset((float, np.float64, complex, np.complex128))  # (NumPy scalars' own arithmetic: float64 and complex128)
-# operands the fast path computes with the scalars' own operator: with a Python int too, as
-# Python does for Python numbers (3 / z of a Python complex is Python's division, whose last
-# bit differs from NumPy's) and NumPy scalars do for theirs
-_SCALAR_OP_TYPES = _F64_TYPES | {int}
+# operands the fast path computes with the scalars' own operator, as a plain call does: NumPy
+# scalars of every float and complex type (complex64 products differ from the ufunc loop's in
+# the last bit), with a Python int too, as Python does for Python numbers (3 / z of a Python
+# complex is Python's division, whose last bit differs from NumPy's)
+_SCALAR_OP_TYPES = _F64_TYPES | {int, np.float32, np.float16, np.complex64, np.longdouble, np.clongdouble}
 
 
 def ew_value(prim, vals, scalar_op=None):

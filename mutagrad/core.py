@@ -1831,11 +1831,23 @@ def _calling_scipy(frame):
         import importlib
 
         try:
-            theirs = getattr(importlib.import_module(f"scipy.{sub}"), name, None)
-            mine = getattr(importlib.import_module(f"mutagrad.scipy.{sub}"), name, None)
+            theirs_mod = importlib.import_module(f"scipy.{sub}")
+            mine_mod = importlib.import_module(f"mutagrad.scipy.{sub}")
         except ImportError:  # pragma: no cover
-            theirs = mine = None
-        if mine is not None and mine is theirs:
+            return name, sub, ours
+        key = name
+        obj = top.f_locals.get("self")
+        if name not in vars(theirs_mod) and obj is not None:
+            # a method of a SciPy object (a distribution's logpmf, gaussian_kde's __init__):
+            # named by the object's public name in the module
+            for attr in dir(theirs_mod):
+                v = getattr(theirs_mod, attr, None)
+                if v is obj or (isinstance(v, type) and type(obj) is v):
+                    key = attr
+                    name = attr if name.startswith("__") else f"{attr}.{name}"
+                    break
+        mine = getattr(mine_mod, key, None)
+        if mine is not None and mine is getattr(theirs_mod, key, None):
             ours = "passthrough"  # mutagrad.scipy re-exports it as it is: no advice to switch
     return name, sub, ours
 

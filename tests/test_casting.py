@@ -224,3 +224,26 @@ def test_scalar_element_arithmetic_has_numpy_scalar_bits(dtype):
         want = f(y)
         np.testing.assert_array_equal(mg.vjp(f, y)[0], want)
         np.testing.assert_array_equal(mg.jvp(f, (y,), (np.ones_like(y),))[0], want)
+
+
+def test_cumsum_of_a_scalar_into_a_larger_out_of_another_dtype():
+    # NumPy accepts a larger out= for the cumsum of a NumPy scalar when the dtypes differ
+    # (it casts through a buffer) and writes the first element; the same here
+    y = np.array([0.582, 0.28, -1.284])
+    x0 = np.array([0.54 + 0.14j, -0.681 + 0.443j, -0.113 - 0.322j])
+
+    def f(y):
+        x = mnp.zeros(3, complex)
+        x[...] = x0
+        np.cumsum(np.min(y), axis=0, out=x)
+        return np.sum(np.sin(x).real)
+
+    def plain(y):
+        x = x0.copy()
+        np.cumsum(np.min(y), axis=0, out=x)
+        return np.sum(np.sin(x).real)
+
+    assert mg.value_and_grad(f)(y)[0] == plain(y)
+    h = 1e-6
+    np.testing.assert_allclose(mg.grad(f)(y), [(plain(y + h * e) - plain(y - h * e)) / (2 * h) for e in np.eye(3)],
+                               rtol=1e-7, atol=1e-10)

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from ..core import STATE, ArrayTracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
+from ..core import STATE, ArrayTracer, Tracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
 from ..errors import NoRuleError, user_line
 from ..registry import deflinear
 from ..tangents import ZeroTangent
@@ -373,8 +373,11 @@ def _accumulate_out(res, a, fn):
     if np.ndim(out) != np.ndim(res):  # (NumPy raises, except where the input overlaps out)
         raise NoRuleError(f"{fn.__name__} with an out= of {np.ndim(out)} dimensions for a result of "
                           f"{np.ndim(res)} at {user_line()}: write the result into a view of out's shape")
-    fn(np.zeros(np.shape(a["a"]), np.result_type(bottom(res))), axis=a["axis"],
-       out=np.empty_like(bottom(out)))  # NumPy's own checks, on plain arrays
+    src = a["a"]
+    probe = np.zeros(np.shape(src), np.asarray(bottom(src)).dtype)  # (the input's dtype: NumPy's check depends on it)
+    if (isinstance(src, Tracer) and src._scalar) or isinstance(src, (np.generic, float, complex, int)):
+        probe = probe[()]  # (a NumPy scalar: NumPy accepts a larger out for it, not for a 0-d array)
+    fn(probe, axis=a["axis"], out=np.empty_like(bottom(out)))  # NumPy's own checks, on plain values
     ax = operator.index(a["axis"]) % np.ndim(res)
     n = np.shape(res)[ax]
     target = np.shape(out)[:ax] + (n,) + np.shape(out)[ax + 1:]

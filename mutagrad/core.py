@@ -194,7 +194,7 @@ def promotion_operand(x):
     """``x`` as NumPy's type promotion (np.result_type) sees it in a plain call:
     Python numbers and weak traced scalars as Python numbers, else the plain value."""
     if isinstance(x, Tracer):
-        return bottom(x).item() if x._scalar and weak(x) else bottom(x)
+        return plain_operand(x)
     return x if type(x) in (int, float, complex) else np.asarray(x)
 
 
@@ -336,7 +336,7 @@ class Storage:
     # a scalar that is a Python float or complex in a plain call (an argument, or Python
     # arithmetic on such): NumPy's "weak" scalar, whose dtype yields to the arrays it meets
     # (NEP 50). Set only on the outermost tracer of a value, whose value is plain; the
-    # levels pass it to NumPy as a Python number (see plain_value, weak, mark_weak).
+    # levels pass it to NumPy as a Python number (see plain_operand, weak, mark_weak).
     weak = False
 
     def __init__(self, level, root, active=False):

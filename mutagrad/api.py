@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import gc
 import hashlib
+import types
 import weakref
 from typing import Callable, Sequence
 
@@ -165,8 +166,6 @@ def _plain_arrays_of(fun, npos=0, kwnames=()):
     return found
 
 
-
-
 def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
     code = getattr(fun, "__code__", None)
     if code is None or id(fun) in seen or len(seen) >= 64:
@@ -216,8 +215,7 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
                 _arrays_named_by(h, found, seen, depth + 1)
 
 
-_FunctionType = type(_code_names)
-_MethodType = type(_Leaf.__init__.__get__(object()))
+_FunctionType, _MethodType = types.FunctionType, types.MethodType
 
 
 def _names_of(code):
@@ -797,9 +795,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
             raise ValueError(
                 f"the cotangent has {len(ct_leaves)} leaves but the output has {len(out_leaves)}"
             )
-        for s in storages:
-            s.adj = s.adjbuf = None
-            s.poison = None
+        _reset_adjoints(storages)
         seeds = []
         for o, c in zip(out_leaves, ct_leaves):
             if isinstance(c, AbstractZero) or c is None:
@@ -844,15 +840,19 @@ def _backward(level, infos, seed, storages):
     level.backward()
     if not _nan_in_gradients(infos):
         return
-    for s in storages if storages is not None else _storages_of(level, infos):
-        s.adj = s.adjbuf = None
-        s.poison = None
+    _reset_adjoints(storages if storages is not None else _storages_of(level, infos))
     seed()
     CAREFUL[0] += 1
     try:
         level.backward()
     finally:
         CAREFUL[0] -= 1
+
+
+def _reset_adjoints(storages):
+    for s in storages:
+        s.adj = s.adjbuf = None
+        s.poison = None
 
 
 def _nan_in_gradients(infos) -> bool:

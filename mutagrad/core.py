@@ -22,6 +22,7 @@ import itertools
 import operator
 import sys
 import threading
+import types
 import weakref
 
 import numpy as np
@@ -172,14 +173,6 @@ def mark_weak(x):
     while isinstance(x._value, Tracer):
         x = x._value
     x._storage.weak = True
-
-
-def _weak_self(t) -> bool:
-    """weak(t) for a traced scalar, the common cases first (an outermost tracer, or a strong one)."""
-    if t._storage.weak and t._geom is None:
-        return True
-    v = t._value
-    return isinstance(v, Tracer) and weak(v)
 
 
 def plain_operand(x):
@@ -1055,17 +1048,25 @@ def _binop(ufunc):
     sop = _SCALAR_ARITHMETIC.get(ufunc)
     pow_ = ufunc is np.power
 
+    def scalar(self, a, b):
+        """``a op b`` with traced scalar ``self`` one of them: NumPy scalars' own arithmetic,
+        and Python's weak result where both are Python numbers or weak scalars."""
+        if ufunc in SCALAR_OPS and _is_scalar(b if a is self else a):
+            # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
+            r = bind(SCALAR_OPS[ufunc], (a, b))
+        else:
+            r = _fast_call(ufunc, self, a, b, sop)
+            if r is None:
+                r = call_ufunc(ufunc, (a, b), {})
+        if type(a) is complex and b is self and bottom(self).dtype == _F64:
+            # Python's complex operator takes a np.float64 (a float subclass) itself: `z * s`
+            # of a Python complex z is a Python complex, weak, in a plain call
+            return _weak_result(r, ())
+        return _weak_result(r, (a, b)) if weak(self) else r
+
     def op(self, other):
         if self._scalar:
-            if ufunc in SCALAR_OPS and _is_scalar(other):
-                # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
-                r = bind(SCALAR_OPS[ufunc], (self, other))
-            else:
-                r = _fast_call(ufunc, self, self, other, sop)
-                if r is None:
-                    r = call_ufunc(ufunc, (self, other), {})
-            return _weak_result(r, (self, other)) if (self._storage.weak and self._geom is None) or (
-                type(self._value) in TRACERS and weak(self._value)) else r
+            return scalar(self, self, other)
         if pow_:
             uf = _pow_shortcut(self, other)
             if uf is not None:
@@ -1077,18 +1078,7 @@ def _binop(ufunc):
 
     def rop(self, other):
         if self._scalar:
-            if ufunc in SCALAR_OPS and _is_scalar(other):
-                r = bind(SCALAR_OPS[ufunc], (other, self))
-            else:
-                r = _fast_call(ufunc, self, other, self, sop)
-                if r is None:
-                    r = call_ufunc(ufunc, (other, self), {})
-            if type(other) is complex and bottom(self).dtype == _F64:
-                # Python's complex operator takes a np.float64 (a float subclass) itself: `z * s`
-                # of a Python complex z is a Python complex, weak, in a plain call
-                return _weak_result(r, ())
-            return _weak_result(r, (other, self)) if (self._storage.weak and self._geom is None) or (
-                type(self._value) in TRACERS and weak(self._value)) else r
+            return scalar(self, other, self)
         r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
             return call_ufunc(ufunc, (other, self), {})
@@ -1097,8 +1087,7 @@ def _binop(ufunc):
     def iop(self, other):
         if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
             r = call_ufunc(ufunc, (self, other), {})
-            return _weak_result(r, (self, other)) if (self._storage.weak and self._geom is None) or (
-                type(self._value) in TRACERS and weak(self._value)) else r
+            return _weak_result(r, (self, other)) if weak(self) else r
         uf = _pow_shortcut(self, other) if pow_ else None
         call_ufunc(uf or ufunc, (self,) if uf else (self, other), {"out": (self,)})
         return self
@@ -1345,7 +1334,7 @@ class Tracer:
     @property
     def real(self):
         r = np.real(self)
-        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r  # (z.real of a Python complex)
+        return _weak_result(r, ()) if self._scalar and weak(self) else r  # (z.real of a Python complex)
 
     @real.setter
     def real(self, v):
@@ -1354,7 +1343,7 @@ class Tracer:
     @property
     def imag(self):
         r = np.imag(self)
-        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
+        return _weak_result(r, ()) if self._scalar and weak(self) else r
 
     @imag.setter
     def imag(self, v):
@@ -1407,24 +1396,24 @@ class Tracer:
 
     def __divmod__(self, other):
         r = np.divmod(self, other)
-        return _weak_result(r, (self, other)) if self._scalar and _weak_self(self) else r
+        return _weak_result(r, (self, other)) if self._scalar and weak(self) else r
 
     def __rdivmod__(self, other):
         r = np.divmod(other, self)
-        return _weak_result(r, (other, self)) if self._scalar and _weak_self(self) else r
+        return _weak_result(r, (other, self)) if self._scalar and weak(self) else r
 
     def __neg__(self):
         r = _fast_call(np.negative, self, self, _NOARG)
         if r is None:
             r = call_ufunc(np.negative, (self,), {})
-        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
+        return _weak_result(r, ()) if self._scalar and weak(self) else r
 
     def __pos__(self):
         r = call_ufunc(np.positive, (self,), {})
-        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
+        return _weak_result(r, ()) if self._scalar and weak(self) else r
 
     def __abs__(self):
-        if self._scalar and _weak_self(self):
+        if self._scalar and weak(self):
             if bottom(self).dtype.kind == "c":  # Python's abs of a complex (its bits differ from NumPy's)
                 return _weak_result(bind(PYTHON_COMPLEX_ABS[0], (self,)), ())
             return _weak_result(call_ufunc(np.absolute, (self,), {}), ())
@@ -1520,7 +1509,7 @@ class Tracer:
 
     def conj(self):
         r = np.conjugate(self)
-        return _weak_result(r, ()) if self._scalar and _weak_self(self) else r
+        return _weak_result(r, ()) if self._scalar and weak(self) else r
 
     conjugate = conj
 
@@ -1647,7 +1636,7 @@ class ScalarTracer(Tracer):
         if ndigits is None:
             return int(self)
         r = np.round(self, ndigits)
-        return _weak_result(r, ()) if _weak_self(self) else r
+        return _weak_result(r, ()) if weak(self) else r
 
     @property
     def __class__(self):
@@ -1852,7 +1841,7 @@ def _calling_scipy(frame):
     return name, sub, ours
 
 
-_FunctionType = type(_calling_scipy)
+_FunctionType = types.FunctionType
 
 
 def _carries_derivative(t) -> bool:

@@ -80,7 +80,7 @@ class ForwardLevel(Level):
         s.tangent[...] = tdot
 
     def process(self, prim, leaves, tree, args, kwargs):
-        vals, ins = self.unwrap_args(leaves, prim.weak_args or prim.elementwise is not None)
+        vals, ins = self.unwrap_args(leaves, prim.weak_args)
         tans = None
         for i in ins:
             t = leaves[i]

@@ -286,10 +286,7 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
             ct = -g
     else:
         fp = FP_FLAG[0]
-        try:
-            dv = d(*xs, y)
-        except (ZeroDivisionError, OverflowError):
-            dv = _numpy_partial(d, xs, y)
+        dv = _partial(d, xs, y)
         if FP_FLAG[0] is not fp or CAREFUL[0]:  # the partial overflowed or divided by zero: it may be inf
             return _strong_zero_product(g, _conj(dv) if _iscomplexobj(dv) else dv, shape)
         if type(dv) is float:  # (a constant factor: no dtype, not complex)
@@ -321,11 +318,14 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
     return ct if same else unbroadcast(ct, shape)
 
 
-def _numpy_partial(d, xs, y):
-    """A partial whose Python-number arguments (constants, weak scalars) made Python
-    raise (``1 / 0.0``, ``10.0 ** 400``): computed with NumPy scalars instead, whose
-    arithmetic gives inf or nan as the elementwise function itself does."""
-    return d(*[np.asarray(x)[()] if type(x) in (float, int, complex) else x for x in xs], y)
+def _partial(d, xs, y):
+    """The partial ``d(*xs, y)``; where its Python-number arguments (constants, weak
+    scalars) made Python raise (``1 / 0.0``, ``10.0 ** 400``), computed on NumPy scalars
+    instead, whose arithmetic gives inf or nan as the elementwise function itself does."""
+    try:
+        return d(*xs, y)
+    except (ZeroDivisionError, OverflowError):
+        return d(*[np.asarray(x)[()] if type(x) in (float, int, complex) else x for x in xs], y)
 
 
 _ndarray, _negative, _multiply, _conj, _result_type = np.ndarray, np.negative, np.multiply, np.conj, np.result_type
@@ -447,10 +447,7 @@ def defelementwise(fn, *partials, impl=None):
                 fp = FP_FLAG[0]
                 IN_DERIVATIVE[0] += 1  # (its floating-point events are not the user's)
                 try:
-                    try:
-                        dv = d(*primals, y)
-                    except (ZeroDivisionError, OverflowError):
-                        dv = _numpy_partial(d, primals, y)
+                    dv = _partial(d, primals, y)
                     term = t * dv
                     if FP_FLAG[0] is not fp:  # an infinite or undefined partial: a zero tangent gives zero
                         term = _strong_zero_product(t, dv, np.shape(term))
@@ -462,6 +459,7 @@ def defelementwise(fn, *partials, impl=None):
     p.rrule = rule
     p.frule = forward
     p.elementwise = (rule, partials, call)
+    p.weak_args = True  # (a weak scalar takes the arrays' dtype in it, as in a plain call)
     return p
 
 

@@ -483,7 +483,7 @@ class ReverseLevel(Level):
         vals = list(leaves)
         ins = []
         active = False
-        weak_args = prim.weak_args or prim.elementwise is not None
+        weak_args = prim.weak_args
         for i in range(len(leaves)):
             x = leaves[i]
             if isinstance(x, Tracer):

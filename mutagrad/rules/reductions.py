@@ -10,6 +10,7 @@ import operator
 import warnings
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..core import STATE, ArrayTracer, Tracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
 from ..errors import NoRuleError, user_line
@@ -413,12 +414,12 @@ def _np_var(args, kwargs, sqrt=False):
     else:
         mu = a.get("mean")
         dtype = a.get("dtype")
+        axes = _norm_axis(axis, np.ndim(x)) if axis is None else normalize_axis_tuple(axis, np.ndim(x))
+        n = int(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)) if axes else 1
         if mu is None:
             if dtype is None:
                 mu = np.mean(x, axis=axis, keepdims=True)
             else:  # NumPy: the sum in dtype, divided there
-                axes_ = _norm_axis(axis, np.ndim(x))
-                cnt = int(np.prod([np.shape(x)[k] for k in axes_], dtype=np.int64)) if axes_ else 1
                 xs = x
                 if np.iscomplexobj(bottom(x)) and np.dtype(dtype).kind != "c":
                     # NumPy sums a complex array in a real dtype: the imaginary parts are dropped
@@ -426,7 +427,7 @@ def _np_var(args, kwargs, sqrt=False):
                     warnings.warn("Casting complex values to real discards the imaginary part",
                                   np.exceptions.ComplexWarning, stacklevel=4)
                     xs = np.real(x)
-                mu = np.sum(xs, axis=axis, keepdims=True, dtype=dtype) / cnt
+                mu = np.sum(xs, axis=axis, keepdims=True, dtype=dtype) / n
         d = x - mu
         out = a.get("out")
         sq = _abs2_by_parts(d)
@@ -439,8 +440,6 @@ def _np_var(args, kwargs, sqrt=False):
                 ss = ss.astype(odt)
         else:
             ss = np.sum(sq, axis=axis, keepdims=keepdims, dtype=dtype)
-        axes = _norm_axis(axis, np.ndim(x))
-        n = int(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)) if axes else 1
     res = ss / (n - ddof)
     if sqrt:
         # the deviation from the mean of a single element is zero whatever it is: the std of

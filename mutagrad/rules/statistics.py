@@ -91,14 +91,14 @@ def _nan_var(fn):
         where = a.pop("where", _NoValue)
         if where is _NoValue and not _given(a, "mean", "out") and (
                 a.get("dtype") is None or np.dtype(a["dtype"]).kind in "fc"):
-            return _nanvar_dtype(x, m, a, fn is np.std)
+            return _nanvar(x, m, a, fn is np.std)
         keep = ~m if where is _NoValue else (~m & np.asarray(bottom(where), dtype=bool))
         return fn(x, where=keep, **_given(a, *names[1:]))
 
     return handler
 
 
-def _nanvar_dtype(x, m, a, sqrt):
+def _nanvar(x, m, a, sqrt):
     """np.nanvar / np.nanstd over an array holding NaN, as NumPy computes them:
     the mean summed in dtype, the deviations stored back in the array's own dtype (casting
     'unsafe': a complex array's mean in a real dtype loses its imaginary part), their squares

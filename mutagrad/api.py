@@ -13,7 +13,8 @@ import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, foreign_subclass, lift,
                    mark_weak, pristine_layers, write)
-from .errors import _INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, replaced_error, user_line
+from .errors import (_INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, locked_write_error,
+                     replaced_error, user_line)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
 from .registry import CAREFUL, UserFPErrors
@@ -90,7 +91,7 @@ def _wrap_leaf(level, x, name):
         kind = "tracer"
         scalar = x._scalar
     elif isinstance(x, _ndarray):
-        val = lift(x, outer)
+        val = lift(level.lock(x, name), outer)
         kind = "array"
         scalar = False
     else:
@@ -104,6 +105,8 @@ def _wrap_leaf(level, x, name):
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
+    if kind == "array":
+        s.orig = x
     t = TRACERS[scalar](val, level, s, None, scalar)
     if kind == "float" or kind == "complex":
         mark_weak(t)  # a Python number: NumPy's weak scalar (a float32 array times it stays float32)
@@ -312,9 +315,11 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
         if top and type(a) is _ndarray and a.dtype.kind in "fc":
             # the common case, one float array (what _wrap_leaf does for it at the outermost level)
             where = f"argument {n}"
-            st = Storage(level, a, active=True)
+            v = level.lock(a, where)
+            st = Storage(level, v, active=True)
             st.name = where
-            t = ArrayTracer(a, level, st, None, False)
+            st.orig = a
+            t = ArrayTracer(v, level, st, None, False)
             info = _Leaf("array", a.shape, a.dtype, st, a)
             args[n] = t
             infos[n] = (None, [info])
@@ -355,10 +360,13 @@ def _wrap_constants(level, args, argnums, wrapped, names=None):
         if type(a) is _ndarray:  # the common case: one plain array
             if a.dtype.kind in "fc":
                 if len(levels) == 1:  # (what _wrap_constant does at the outermost level)
-                    st = Storage(level, a)
-                    st.name = f"argument {n}" if names is None else names[n]
+                    name = f"argument {n}" if names is None else names[n]
+                    v = level.lock(a, name)
+                    st = Storage(level, v)
+                    st.name = name
                     st.pristine = True
-                    t = args[n] = ArrayTracer(a, level, st, None, False)
+                    st.orig = a
+                    t = args[n] = ArrayTracer(v, level, st, None, False)
                     wrapped.append((t, _Leaf("array", a.shape, a.dtype, st, a)))
                 else:
                     args[n] = _wrap_constant(a, f"argument {n}" if names is None else names[n], levels, wrapped)
@@ -476,12 +484,20 @@ def _call(level, fun, args, kwargs=None):
         return fun(*args, **(kwargs or {}))
     except (ValueError, TypeError, NotImplementedError, UserWarning) as e:
         clear = replaced_error(e)
+        if clear is None and level.locked:
+            clear = locked_write_error(e, _locked_names(level))
         if clear is not None:
             raise clear from e
         raise
     finally:
         forget_escape()
         _sync_containers(level)
+
+
+def _locked_names(level):
+    """The names of the arguments whose caller's arrays ``level`` locked."""
+    also = {info.storage.name: info.storage.plain_alias for info in getattr(level, "plain_aliases", ())}
+    return [name + (f" (the plain array `{also[name]}`)" if name in also else "") for _, _, name in level.locked.values()]
 
 
 def _split_aux(result, has_aux):
@@ -517,8 +533,11 @@ def _constant_array(v, level) -> bool:
 
 
 def _wrap_constant(leaf, name, levels, wrapped):
-    t = lift(leaf, levels)
+    plain = not isinstance(leaf, Tracer)
+    t = lift(levels[-1].lock(leaf, name) if plain else leaf, levels)
     t._storage.name = name
+    if plain:
+        t._storage.orig = leaf
     pristine_layers(t, leaf)  # (the layers made here: an outer level's own stay as they are)
     wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
     return t
@@ -572,6 +591,8 @@ def _unwrap_level(x, level):
     def leaf(v):
         if isinstance(v, Tracer) and v._level is level:
             val = v._value
+            if v._geom is None and v._storage.orig is not None:
+                return v._storage.orig  # an argument itself: the caller's array, as a plain call returns it
             if v._scalar and v._storage.weak and v._geom is None:
                 return val.item()
             if v._scalar and type(val) is _ndarray:

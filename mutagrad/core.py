@@ -331,6 +331,9 @@ class Storage:
     # (NEP 50). Set only on the outermost tracer of a value, whose value is plain; the
     # levels pass it to NumPy as a Python number (see plain_operand, weak, mark_weak).
     weak = False
+    # an argument: the caller's array, read-only while the function runs, whose writable
+    # view is the root (Level.lock)
+    orig = None
 
     def __init__(self, level, root, active=False):
         self.level = level
@@ -455,7 +458,40 @@ class Level:
         st.levels.pop()
         st.ceiling = self._saved_ceiling
         self.closed = True
+        if self.locked:
+            self.unlock()
         return False
+
+    # The caller's arrays passed as arguments are read-only to plain code while the
+    # function runs: the tracers hold writable views of them, and a write through any
+    # other reference to the same array object (an attribute, a dict or list entry, a
+    # global), which the derivative would not see, raises (see api._call).
+    locked = None  # id(array) -> (array, writable view, argument name), or None
+
+    def lock(self, a, name):
+        """The view of the caller's array ``a`` for a tracer of this level to hold; ``a``
+        itself read-only until the level ends (unless it is read-only already)."""
+        locked = self.locked
+        if locked is None:
+            locked = self.locked = {}
+        else:
+            hit = locked.get(id(a))
+            if hit is not None and hit[0] is a:
+                return hit[1]  # (the same array passed twice)
+        if not a.flags.writeable:
+            return a
+        v = a.view()
+        a.flags.writeable = False
+        locked[id(a)] = (a, v, name)
+        return v
+
+    def unlock(self):
+        locked, self.locked = self.locked, None
+        for a, _, _ in locked.values():
+            try:
+                a.flags.writeable = True
+            except ValueError:  # (its base was made read-only meanwhile)
+                pass
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id}>"
@@ -1368,9 +1404,9 @@ class Tracer:
         """None for an array that owns its memory, as in NumPy; for a view, the
         traced array of the whole buffer (NumPy gives the array that owns the
         memory, which the traced world has no other object for)."""
-        if self._scalar or bottom(self).base is None:
-            return None
         s = self._storage
+        if self._scalar or bottom(self).base is None or (self._geom is None and s.orig is not None and s.orig.base is None):
+            return None
         root = s.root
         if root is None or type(root) in _NP_FLOAT_SCALARS:
             return None

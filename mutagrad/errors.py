@@ -211,6 +211,40 @@ def ensure_shuffle_filter():
         _shuffle_filter[0] = warnings.filters[0]
 
 
+class _LockedWriteError(AliasingError, ValueError):
+    """A plain write into a caller's array passed as an argument (read-only to plain code
+    during the call); a ValueError too, as NumPy's read-only error it replaces."""
+
+
+_READONLY_MESSAGES = ("is read-only", "underlying array is read-only", "base is read-only")
+
+
+def locked_write_error(exc: BaseException, names):
+    """The clear error for NumPy's read-only ValueError ``exc`` raised by a plain
+    write of the user's (not by mutagrad) while ``names`` (the caller's arrays
+    passed as arguments, which are read-only to plain code during the call: see
+    core.Level.lock) are locked; else None."""
+    if type(exc) is not ValueError or not str(exc).endswith(_READONLY_MESSAGES):
+        return None
+    tb, ours = exc.__traceback__, False
+    while tb is not None:  # a read-only error of mutagrad's own (raised past the user's last line) stays
+        if not _frame_is_internal(tb.tb_frame):
+            ours = False
+        elif (tb.tb_frame.f_globals.get("__name__", "") or "").startswith("mutagrad"):
+            ours = True
+        tb = tb.tb_next
+    if ours:
+        return None
+    return _LockedWriteError(
+        f"a plain NumPy write at {_where(exc)} went to a read-only array ({exc}). While mutagrad "
+        f"differentiates, the arrays passed to the function ({', '.join(names)}) are read-only except "
+        "through the argument the function received: a write into one of them through another "
+        "reference (an attribute, a dict or list entry, a global) would change values the derivative "
+        "reads without its knowing. Write through the argument itself, or pass a copy "
+        "(mg.grad(f)(x.copy())) if the other reference should keep its own values. (If the array is "
+        "read-only in your program too, a plain call raises the same ValueError.)")
+
+
 def replaced_error(exc: BaseException):
     """The clear error to raise instead of ``exc``, an exception leaving the
     user's function, or None: the escape error NumPy replaced by its own

@@ -1,0 +1,202 @@
+"""The caller's arrays passed as arguments are read-only to plain code while the
+function runs: a write into one through another reference to the same array
+(a dict entry, an attribute, a list, a module) would change values the
+derivative reads without its knowing. It raises AliasingError (also a
+ValueError, as NumPy's read-only error is) naming the line, and every array is
+writable again afterwards. Writes through the argument itself are
+differentiated as always; oracles: central differences of the plain function.
+"""
+import types
+
+import numpy as np
+import pytest
+
+import mutagrad as mg
+
+
+def fd_grad(f, x, step=1e-6):
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[i] = step
+        g.flat[i] = (f(x + e) - f(x - e)) / (2 * step)
+    return g
+
+
+STATE = {}
+OBJ = types.SimpleNamespace()
+LIST = [None]
+
+
+def write_through_dict(x):
+    y = np.sum(x ** 2)  # the pullback reads x
+    STATE["u"][0] = 5.0
+    return y + np.sum(x)
+
+
+def write_through_attribute(x):
+    OBJ.u *= 2.0
+    return np.sum(x ** 2)
+
+
+def write_through_list(x):
+    np.copyto(LIST[0], 0.0)
+    return np.sum(np.sin(x))
+
+
+def ufunc_out_through_dict(x):
+    np.exp(STATE["u"], out=STATE["u"])
+    return np.sum(x * x)
+
+
+def fill_through_attribute(x):
+    OBJ.u.fill(1.0)
+    return np.sum(x)
+
+
+def sort_through_list(x):
+    LIST[0].sort()
+    return np.sum(x * x)
+
+
+def view_write_through_dict(x):
+    v = STATE["u"][1:]  # a plain view of the locked array is read-only too
+    v[0] = 3.0
+    return np.sum(x * x)
+
+
+CASES = [
+    (write_through_dict, r'`STATE\["u"\]\[0\] = 5.0`'),
+    (write_through_attribute, r"`OBJ.u \*= 2.0`"),
+    (write_through_list, r"`np.copyto\(LIST\[0\], 0.0\)`"),
+    (ufunc_out_through_dict, r"np.exp\(STATE"),
+    (fill_through_attribute, r"OBJ.u.fill"),
+    (sort_through_list, r"LIST\[0\].sort"),
+    (view_write_through_dict, r"v\[0\] = 3.0"),
+]
+
+
+def _alias(x):
+    STATE["u"] = OBJ.u = LIST[0] = x
+
+
+@pytest.mark.parametrize("f, line", CASES, ids=[c[0].__name__ for c in CASES])
+@pytest.mark.parametrize("mode", ["grad", "vjp", "jvp", "hessian"])
+def test_plain_write_through_another_reference_raises(f, line, mode):
+    x = np.array([1.0, 2.0, 3.0])
+    _alias(x)
+    run = {
+        "grad": lambda: mg.grad(f)(x),
+        "vjp": lambda: mg.vjp(f, x),
+        "jvp": lambda: mg.jvp(f, (x,), (np.ones(3),)),
+        "hessian": lambda: mg.hessian(f)(x),
+    }[mode]
+    with pytest.raises(mg.AliasingError, match=line) as info:
+        run()
+    assert isinstance(info.value, ValueError)  # as NumPy's read-only error
+    assert "argument 0" in str(info.value) and "Write through the argument itself" in str(info.value)
+    assert x.flags.writeable  # unlocked once the differentiation is over
+    np.testing.assert_array_equal(x, [1.0, 2.0, 3.0])  # the refused write changed nothing
+
+
+def test_the_unseen_write_was_silently_wrong():
+    # what the error prevents: the derivative of write_through_dict w.r.t. x, where the plain
+    # write changes x[0] to a constant after x ** 2 read it, is not what the tape would give
+    def plain(x):
+        STATE["u"] = x
+        return write_through_dict(x)
+
+    x = np.array([1.0, 2.0, 3.0])
+    fd = fd_grad(plain, x)
+    # y = sum(x**2) before the write, then + sum(x) with x0 replaced by 5: d/dx0 = 2 x0 only (a tape
+    # that missed the write would add 1)
+    np.testing.assert_allclose(fd, [2.0, 5.0, 7.0], rtol=1e-6)
+    _alias(x)
+    with pytest.raises(mg.AliasingError):
+        mg.grad(write_through_dict)(x)
+
+
+def test_writes_through_the_argument_are_differentiated_and_arrays_unlocked():
+    def f(x, buf):
+        buf[:] = np.sin(x)  # a constant argument written with traced values
+        x[0] = buf[1] * x[2]
+        return np.sum(x ** 2) + np.sum(buf)
+
+    x0 = np.array([0.3, 0.7, 1.1])
+    buf = np.zeros(3)
+    g = mg.grad(f)(x0.copy(), buf)
+    assert buf.flags.writeable
+    np.testing.assert_allclose(g, fd_grad(lambda x: f(x.copy(), np.zeros(3)), x0), rtol=1e-6)
+    np.testing.assert_array_equal(buf, np.sin(x0))  # as a plain call leaves it
+
+
+def test_unlocked_after_an_error_in_the_function_and_read_only_arrays_stay_so():
+    x = np.array([1.0, 2.0])
+    c = np.array([3.0, 4.0])
+    c.flags.writeable = False
+
+    def f(x, c):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        mg.grad(f)(x, c)
+    assert x.flags.writeable and not c.flags.writeable
+
+
+def test_containers_keyword_constants_and_the_same_array_twice():
+    x = np.array([0.5, 1.5])
+    w = np.array([2.0, 3.0])
+    seen = {}
+
+    def f(p, scale=None):
+        a, b = p
+        seen["flags"] = (x.flags.writeable, w.flags.writeable, scale.flags.writeable)
+        return np.sum(a * b * scale)
+
+    g = mg.grad(f)([x, w], scale=w)
+    # the caller's arrays were read-only to plain code meanwhile; the argument itself is writable
+    assert seen["flags"] == (False, False, True)
+    assert x.flags.writeable and w.flags.writeable
+    # w is b and scale, but only b is differentiated: scale is a constant, as for differences
+    # that perturb b by new arrays
+    np.testing.assert_allclose(g[0], fd_grad(lambda a: f([a, w], scale=w), x), rtol=1e-6)
+    np.testing.assert_allclose(g[1], fd_grad(lambda b: f([x, b], scale=w), w), rtol=1e-6)
+    # the same array as two differentiated arguments, read only
+    h = lambda a, b: np.sum(a * np.sin(b))
+    gx, gy = mg.grad(h, argnums=(0, 1))(x, x)
+    np.testing.assert_allclose(gx, fd_grad(lambda a: h(a, x), x), rtol=1e-6)
+    np.testing.assert_allclose(gy, fd_grad(lambda b: h(x, b), x), rtol=1e-6)
+    assert x.flags.writeable
+
+
+def test_identity_and_base_of_an_argument_as_in_a_plain_call():
+    x = np.arange(1.0, 4.0)
+    seen = {}
+
+    def f(a):
+        seen["base"] = a.base is None
+        seen["view base"] = a[1:].base is not None
+        return a
+
+    out, pb = mg.vjp(f, x)
+    assert out is x  # the function returned its argument: the caller's array
+    assert seen == {"base": True, "view base": True}
+    np.testing.assert_array_equal(pb(np.ones(3))[0], np.ones(3))
+    base = np.arange(6.0)
+    mg.vjp(f, base[2:])
+    assert seen["base"] is False  # an argument that is a view has a base, as in NumPy
+
+
+def test_nested_differentiation_of_a_function_writing_through_a_dict():
+    def inner(y):
+        STATE["v"][0] = 0.0
+        return np.sum(y ** 3)
+
+    def outer(x):
+        return np.sum(mg.grad(inner)(x * 2.0))
+
+    x = np.array([1.0, 2.0])
+    STATE["v"] = x  # the outer argument, locked by the outer level
+    with pytest.raises(mg.AliasingError):
+        mg.grad(outer)(x)
+    assert x.flags.writeable

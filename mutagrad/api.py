@@ -13,7 +13,7 @@ import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, foreign_subclass, lift,
                    mark_weak, pristine_layers, write)
-from .errors import (_INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, locked_write_error,
+from .errors import (_INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, readonly_error,
                      replaced_error, user_line)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
@@ -484,8 +484,8 @@ def _call(level, fun, args, kwargs=None):
         return fun(*args, **(kwargs or {}))
     except (ValueError, TypeError, NotImplementedError, UserWarning) as e:
         clear = replaced_error(e)
-        if clear is None and level.locked:
-            clear = locked_write_error(e, _locked_names(level))
+        if clear is None:
+            clear = readonly_error(e, _locked_names(level) if level.locked else ())
         if clear is not None:
             raise clear from e
         raise

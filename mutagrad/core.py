@@ -1395,9 +1395,13 @@ class Tracer:
 
     @flat.setter
     def flat(self, v):
-        from .rules.indexing import FlatIter
+        from .rules.indexing import FlatIter, flat_positions
 
-        FlatIter(self)[...] = v
+        # NumPy converts the value with its F-contiguity required when self is F-contiguous
+        # (a copy, read before any write, unless the value already is), then goes element by element
+        vb = bottom(v)
+        sequential = not bottom(self).flags.f_contiguous or (isinstance(vb, _ndarray) and vb.flags.f_contiguous)
+        FlatIter(self).assign(flat_positions(self, ...), v, sequential)
 
     @property
     def base(self):

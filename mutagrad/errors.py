@@ -219,21 +219,29 @@ class _LockedWriteError(AliasingError, ValueError):
 _READONLY_MESSAGES = ("is read-only", "underlying array is read-only", "base is read-only")
 
 
-def locked_write_error(exc: BaseException, names):
-    """The clear error for NumPy's read-only ValueError ``exc`` raised by a plain
-    write of the user's (not by mutagrad) while ``names`` (the caller's arrays
-    passed as arguments, which are read-only to plain code during the call: see
-    core.Level.lock) are locked; else None."""
+def readonly_error(exc: BaseException, names):
+    """The clear error for NumPy's read-only ValueError ``exc`` leaving the user's
+    function, or None. Raised by mutagrad's own write (through a read-only view:
+    np.diagonal, np.broadcast_to...): the same ValueError, naming the user's line.
+    Raised by a plain write of the user's while ``names`` (the caller's arrays passed
+    as arguments, read-only to plain code during the call: see core.Level.lock) are
+    locked: AliasingError, a ValueError too."""
     if type(exc) is not ValueError or not str(exc).endswith(_READONLY_MESSAGES):
         return None
     tb, ours = exc.__traceback__, False
-    while tb is not None:  # a read-only error of mutagrad's own (raised past the user's last line) stays
+    while tb is not None:  # raised past the user's last line by mutagrad's code, or by NumPy's
         if not _frame_is_internal(tb.tb_frame):
             ours = False
         elif (tb.tb_frame.f_globals.get("__name__", "") or "").startswith("mutagrad"):
             ours = True
         tb = tb.tb_next
     if ours:
+        return ValueError(
+            f"{exc}: a write at {_where(exc)} into a read-only view (np.diagonal, np.broadcast_to, "
+            "sliding_window_view, mg.value and .imag of a real array give read-only views, as in NumPy; "
+            "NumPy's ufunc.at writes into them anyway, mutagrad does not). Write into the array itself "
+            "(x[idx] = ..., np.fill_diagonal), or into a copy of the view.")
+    if not names:
         return None
     return _LockedWriteError(
         f"a plain NumPy write at {_where(exc)} went to a read-only array ({exc}). While mutagrad "

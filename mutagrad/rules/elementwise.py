@@ -179,10 +179,16 @@ def _into(ufunc, inputs, dest):
     return _fast_call(ufunc, dest, inputs[0], inputs[1] if len(inputs) == 2 else _NOARG, None, dest)
 
 
+# complex products and quotients are not correctly rounded: NumPy's in-place loop (out=
+# an input) and its SIMD loop may differ in the last bit; these stay exact for complex too
+_COMPLEX_EXACT = frozenset((np.add, np.subtract, np.negative, np.positive, np.conjugate))
+
+
 def _write_result(ufunc, inputs, out, idx, res, where):
     """``out[idx] = res`` for ``ufunc(*inputs, out=out, where=where)``, leaving in
     ``out`` the very bits NumPy's own in-place call would leave."""
-    if ufunc in _LAYOUT_INDEPENDENT:
+    if ufunc in _LAYOUT_INDEPENDENT and (ufunc in _COMPLEX_EXACT or not (
+            np.result_type(bottom(out)).kind == "c" or any(np.iscomplexobj(bottom(x)) for x in inputs))):
         write(out, idx, res)
         return
     kw = {} if where is True else {"where": where}

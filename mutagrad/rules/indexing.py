@@ -71,7 +71,8 @@ class FlatIter:
     def assign(self, pos, value, sequential=True):
         """``x.flat[pos] = value``. NumPy's flat assignment goes element by
         element, so a value that overlaps ``x`` sees the elements already
-        written (``sequential``); np.put and np.putmask copy the values first."""
+        written (``sequential``), unless NumPy converted it to x's dtype first (a
+        copy); np.put and np.putmask copy the values first."""
         x = self._x
         count = int(np.size(pos))
         if isinstance(value, (list, tuple)):
@@ -87,7 +88,8 @@ class FlatIter:
             write(x, (), np.reshape(cycle_to(value, count), (-1,))[-1])
             return
         vb = bottom(value)
-        if sequential and isinstance(vb, np.ndarray) and np.may_share_memory(vb, bottom(x)) and np.size(vb) > 1:
+        if sequential and isinstance(vb, np.ndarray) and vb.dtype == bottom(x).dtype and (
+                np.may_share_memory(vb, bottom(x)) and np.size(vb) > 1):
             write_in_order(x, pos, value)
             return
         write(x, _unravel(x, pos), cycle_to(value, count))

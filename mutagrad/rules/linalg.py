@@ -797,10 +797,69 @@ cholesky_p.rrule, cholesky_p.frule = _cholesky_rrule, _cholesky_frule
 FUNCTIONS[np.linalg.cholesky] = _handler(cholesky_p, ("a",), upper=False)
 
 
+# -- the phase of complex eigenvectors and singular vectors ----------------------------
+# LAPACK fixes it by making one row of the vectors real: row 0 of eigh's V with UPLO="L"
+# (its tridiagonal reduction leaves e₀ alone), the last with "U"; for svd, row 0 of V
+# (m >= n) or of U (m < n). The derivative of NumPy's own vectors then has, besides the
+# phase-free part W, the phase term i c_k v_k that keeps that row real:
+# c_k = -Im(W_rk) / V_rk. The row is found on the result (exactly or nearly real in
+# every column); without one, a derivative that depends on the phase is not implemented.
+
+
+def _real_row(V, rows):
+    """One-hot (..., n, k) mask of the row among ``rows`` that is real in every column of
+    V, per matrix of a stack; None if some matrix has none (or V is real)."""
+    b = np.asarray(bottom(V))
+    if b.dtype.kind != "c" or b.shape[-2] == 0 or b.shape[-1] == 0:
+        return None
+    n = b.shape[-2]
+    pick = np.full(b.shape[:-2], -1)
+    for r in rows:
+        row = b[..., r % n, :]
+        ok = np.all(np.abs(row.imag) <= 1e-12 * np.abs(row) + 1e-300, axis=-1) & np.all(row.real != 0, axis=-1)
+        pick = np.where((pick < 0) & ok, r % n, pick)
+    if np.any(pick < 0):
+        return None
+    return (np.arange(n)[:, None] == pick[..., None, None]).astype(float) * np.ones(b.shape[-1])
+
+
+def _phase_fix(V, W, E):
+    """W plus the phase term that keeps the rows ``E`` of V real (see above)."""
+    vr = np.real(np.sum(E * V, axis=-2))
+    return W - V * (1j * np.imag(np.sum(E * W, axis=-2)) / vr)[..., None, :]
+
+
+def _phase_fix_T(V, c, E):
+    """The cotangent the phase term adds to W's, for c_k = Im(v_kᴴ ḡ_k) summed over the
+    vectors that share the phase (the adjoint of :func:`_phase_fix`)."""
+    vr = np.real(np.sum(E * V, axis=-2))
+    return E * (-1j * c / vr)[..., None, :]
+
+
+def _phase_unknown(what):
+    from ..tangents import not_implemented
+
+    return not_implemented(
+        f"{what}: the derivative depends on the phase of complex vectors, and NumPy's LAPACK fixed "
+        "it by a convention mutagrad did not recognise here. Differentiate phase-invariant "
+        "quantities (|v|², v vᴴ, products of a vector with its conjugate), or fix the phase yourself "
+        "(v * conj(v[0]) / abs(v[0]))")
+
+
+def _phase_dependent(V, gV):
+    """Whether the cotangent gV of unit vectors V sees their phase (Im diag(Vᴴ ḡV) != 0)."""
+    c = np.imag(np.sum(np.conj(bottom(V)) * bottom(gV), axis=-2))
+    return bool(np.any(np.abs(c) > 1e-10 * (1.0 + np.max(np.abs(bottom(gV))))))
+
+
 # -- eigh, eigvalsh ---------------------------------------------------------------
-# A = V diag(w) Vᴴ, X = Vᴴ dA V: dw = Re diag X, dV = V (F ∘ X), F_ij = 1/(w_j - w_i).
-# Ā = V (diag(w̄) + F ∘ (Vᴴ V̄)) Vᴴ. The eigenvectors of a complex matrix are only
-# defined up to a phase: differentiate functions that do not depend on it.
+# A = V diag(w) Vᴴ, X = Vᴴ dA V: dw = Re diag X, dV = V (F ∘ X), F_ij = 1/(w_j - w_i),
+# plus, for complex V, the phase term that keeps LAPACK's real row real (see above).
+# Ā = V (diag(w̄) + F ∘ (Vᴴ V̄)) Vᴴ, V̄ with the phase term's cotangent added.
+
+
+def _eigh_rows(UPLO):
+    return (0,) if UPLO.upper() == "L" else (-1,)
 
 
 def _eigh_impl(a, UPLO="L"):
@@ -820,6 +879,12 @@ def _eigh_T(w, V, gw, gV, lower):
     if not is_zero(gV):
         if _repeated(w):
             return _degenerate("np.linalg.eigh")
+        if _is_complex(V):
+            E = _real_row(V, (0,) if lower else (-1,))
+            if E is not None:
+                gV = gV + _phase_fix_T(V, np.imag(np.sum(_cj(V) * gV, axis=-2)), E)
+            elif _phase_dependent(V, gV):
+                return _phase_unknown("np.linalg.eigh")
         inner = inner + _pair_inv(w) * np.matmul(_H(V), gV)
     return _herm_in_T(np.matmul(np.matmul(V, inner), _H(V)), lower)
 
@@ -845,7 +910,13 @@ def _eigh_frule(primals, tangents, UPLO="L"):
     y = _eigh_impl(a, UPLO)
     w, V = y
     X = _eigh_X(V, t, UPLO)
-    dV = _degenerate("np.linalg.eigh") if _repeated(w) else np.matmul(V, _pair_inv(w) * X)
+    if _repeated(w):
+        dV = _degenerate("np.linalg.eigh")
+    else:
+        dV = np.matmul(V, _pair_inv(w) * X)
+        if _is_complex(V):
+            E = _real_row(V, _eigh_rows(UPLO))
+            dV = _phase_unknown("np.linalg.eigh") if E is None else _phase_fix(V, dV, E)
     return y, (_re(_diag(X)), dV)
 
 
@@ -922,7 +993,26 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True):
         dU = dU + (np.matmul(dA, V) - np.matmul(U, dP)) / Sr
     if n > k:
         dV = dV + (np.matmul(_H(dA), U) - np.matmul(V, dPh)) / Sr
+    if _is_complex(dP):  # the phase LAPACK fixes, shared by u_k and v_k
+        E, of_v = _svd_real_row(U, V)
+        if E is None:
+            bad = _phase_unknown("np.linalg.svd")
+            return bad, dS, bad
+        R, dR = (V, dV) if of_v else (U, dU)
+        c = -np.imag(np.sum(E * dR, axis=-2)) / np.real(np.sum(E * R, axis=-2))
+        dU = dU + U * (1j * c)[..., None, :]
+        dV = dV + V * (1j * c)[..., None, :]
     return dU, dS, _H(dV)
+
+
+def _svd_real_row(U, V):
+    """(mask, whether it is of V) of the row LAPACK made real: row 0 of V (m >= n) or of U."""
+    first, second = ((V, True), (U, False)) if np.shape(U)[-2] >= np.shape(V)[-2] else ((U, False), (V, True))
+    for R, of_v in (first, second):
+        E = _real_row(R, (0,))
+        if E is not None:
+            return E, of_v
+    return None, False
 
 
 def _svd_vjp(U, S, Vh, gU, gS, gVh):
@@ -935,6 +1025,21 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
         return _degenerate("np.linalg.svd")
     F = _pair_inv(S * S)
     Sr, Sc = S[..., None, :], S[..., :, None]
+    if _is_complex(U):  # the phase term's cotangent (see _svd_jvp), added to gU's or gVh's
+        c = 0.0
+        if not is_zero(gU):
+            c = c + np.imag(np.sum(_cj(U) * gU, axis=-2))
+        if not is_zero(gVh):
+            c = c + np.imag(np.sum(Vh * _cj(gVh), axis=-1))
+        E, of_v = _svd_real_row(U, V)
+        if E is None:
+            if np.any(np.abs(bottom(c)) > 1e-10 * (1.0 + max(np.max(np.abs(bottom(g)), initial=0.0)
+                                                              for g in (gU, gVh) if not is_zero(g)))):
+                return _phase_unknown("np.linalg.svd")
+        elif of_v:
+            gVh = _acc(gVh, _H(_phase_fix_T(V, c, E)))
+        else:
+            gU = _acc(gU, _phase_fix_T(U, c, E))
     extra = ZERO
     if not is_zero(gU):
         Ju = np.matmul(_H(U), gU)

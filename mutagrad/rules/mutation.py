@@ -78,7 +78,8 @@ def _np_place(args, kwargs):
     # NumPy works on C-contiguous versions of both (copies when they are not), then
     # goes element by element: only then can it read values it has just written
     vb = bottom(vals)
-    live = bottom(arr).flags.c_contiguous and isinstance(vb, np.ndarray) and vb.flags.c_contiguous
+    live = bottom(arr).flags.c_contiguous and isinstance(vb, np.ndarray) and vb.flags.c_contiguous and (
+        vb.dtype == bottom(arr).dtype)
     FlatIter(arr).assign(pos, vals, sequential=live)
     return None
 

@@ -1,8 +1,9 @@
 """np.linalg factorizations and solvers, kron, cross: one line per case, both
 modes against finite differences (the older linalg cases live in
 test_numpy_core.py). Complex eigen- and singular vectors are only defined up
-to a phase, so their cases differentiate phase-invariant functions of them,
-except qr, whose rule follows LAPACK's normalization. eig's eigenvectors are
+to a phase; LAPACK fixes it (a row of eigh's and svd's vectors real, R's
+diagonal of qr real) and the rules follow it, which the phase tests at the
+end check on phase-dependent functions. eig's eigenvectors are
 normalized to unit norm with their largest component real, which leaves a
 sign that LAPACK does not fix: on some machines it depends on the memory
 layout of the call, so the cases differentiate sign-free products of them."""
@@ -257,3 +258,80 @@ def test_nearly_repeated_values_count_as_repeated():
     assert isinstance(mg.grad(lambda x: np.sum(np.linalg.eigh(x)[1][:, 0] ** 4))(w), mg.NotImplementedTangent)
     # values apart by more than the tolerance keep their derivatives
     check_grads(f, a + np.diag([0.0, 0.5, 1.0]), order=2)
+
+
+# -- the phase of complex eigen- and singular vectors -----------------------------
+# NumPy's LAPACK makes one row of the vectors real (eigh: row 0 with UPLO="L", the last
+# with "U"; svd: row 0 of V when m >= n, of U when m < n), so NumPy's vectors are smooth
+# functions of the matrix, phase included. Their derivatives are checked on functions that
+# depend on the phase, against central differences along a complex direction.
+
+
+def _phase_cases():
+    rng = np.random.default_rng(11)
+
+    def cplx(*s):
+        return rng.standard_normal(s) + 1j * rng.standard_normal(s)
+
+    def herm(*s):
+        m = cplx(*s)
+        return m + np.conj(np.swapaxes(m, -1, -2))
+
+    cases = []
+    for uplo in ("L", "U"):
+        for n in (2, 4):
+            a, d, w = herm(n, n), herm(n, n), cplx(n, n)
+            cases.append((f"eigh {uplo} {n}x{n}", lambda t, a=a, d=d, w=w, uplo=uplo:
+                          np.sum(np.linalg.eigh(a + t * d, UPLO=uplo)[1] * w).real))
+    a, d, w = herm(2, 3, 3), herm(2, 3, 3), cplx(2, 3, 3)
+    cases.append(("eigh stacked", lambda t: np.sum(np.linalg.eigh(a + t * d)[1] * w).imag))
+    for m, n in ((4, 3), (3, 3), (3, 4), (2, 5)):
+        a, d, wu, wv = cplx(m, n), cplx(m, n), cplx(m, min(m, n)), cplx(min(m, n), n)
+        cases.append((f"svd {m}x{n}", lambda t, a=a, d=d, wu=wu, wv=wv: np.sum(
+            np.linalg.svd(a + t * d, full_matrices=False)[0] * wu).real + np.sum(
+            np.linalg.svd(a + t * d, full_matrices=False)[2] * wv).imag))
+    a, d, w = cplx(3, 3), cplx(3, 3), cplx(3, 3)
+    cases.append(("svd square full", lambda t: np.sum(np.linalg.svd(a + t * d)[2] * w).real))
+    a, d, w = herm(3, 3), herm(3, 3), cplx(3, 3)
+    cases.append(("svd hermitian", lambda t: np.sum(np.linalg.svd(a + t * d, hermitian=True)[0] * w).real))
+    return cases
+
+
+@pytest.mark.parametrize("name, f", _phase_cases(), ids=[c[0] for c in _phase_cases()])
+def test_phase_dependent_functions_of_complex_vectors(name, f):
+    t0, h = 0.3, 1e-6
+    fd = (f(t0 + h) - f(t0 - h)) / (2 * h)
+    g = mg.grad(f)(t0)
+    _, j = mg.jvp(f, (t0,), (1.0,))
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(j, g, rtol=1e-10, atol=1e-12)
+
+
+def test_phase_dependent_second_derivative_of_eigh():
+    rng = np.random.default_rng(12)
+    m, k = rng.standard_normal((2, 3, 3)) + 1j * rng.standard_normal((2, 3, 3))
+    a, b = m + m.conj().T, k + k.conj().T
+
+    def f(t):
+        return np.linalg.eigh(a + t[0] * b + t[1] * (b @ b))[1][2, 1].imag
+
+    t0 = np.array([0.3, 0.1])
+    g = mg.grad(f)
+    fd = np.array([(g(t0 + 1e-5 * e) - g(t0 - 1e-5 * e)) / 2e-5 for e in np.eye(2)])
+    np.testing.assert_allclose(mg.hessian(f)(t0), fd, rtol=1e-5, atol=1e-6)
+
+
+def test_phase_with_no_real_row_is_not_guessed():
+    # a block-diagonal matrix: row 0 of V is zero in two columns, so LAPACK's real row cannot
+    # fix their phase. A function that depends on it gets NotImplementedTangent; one that does
+    # not (to first order) gets its derivative, checked against central differences.
+    A = np.zeros((3, 3), complex)
+    A[0, 0], A[1:, 1:] = 5.0, [[1.0, 0.5 + 0.5j], [0.5 - 0.5j, -1.0]]
+    D = np.zeros((3, 3), complex)
+    D[1:, 1:] = [[0.3, 1j], [-1j, 0.2]]
+    dependent = lambda t: np.linalg.eigh(A + t * D)[1][2, 0].real  # noqa: E731
+    invariant = lambda t: np.sum(np.abs(np.linalg.eigh(A + t * D)[1]) ** 2 * np.arange(9.0).reshape(3, 3))  # noqa: E731
+    assert isinstance(mg.grad(dependent)(0.3), mg.NotImplementedTangent)
+    assert isinstance(mg.jvp(dependent, (0.3,), (1.0,))[1], mg.NotImplementedTangent)
+    fd = (invariant(0.3 + 1e-6) - invariant(0.3 - 1e-6)) / 2e-6
+    np.testing.assert_allclose(mg.grad(invariant)(0.3), fd, atol=1e-7)

@@ -791,17 +791,30 @@ def test_boolean_mask_write_from_an_overlapping_view_of_a_complex_array():
 # A complex product or quotient is not correctly rounded: NumPy's in-place loop (out= an
 # input) and its loop into another array may differ in the last bit, so an in-place
 # operation on a view leaves the in-place loop's bits (found by a random-program tester).
+def _imul(x):
+    x[:1] *= x[1:2]
+
+
+def _idiv(x):
+    x[:2] /= x[2:]
+
+
+def _iadd_product(x):
+    x[1:] += x[:-1] * x[1:]
+
+
+def _iscale(x):
+    x[::2] *= 1.5 - 0.5j
+
+
 @pytest.mark.parametrize("stmt", [
-    "x[:1] *= x[1:2]",
-    "x[:2] /= x[2:]",
-    "np.multiply(x[:2], x[2:], out=x[:2])",
-    "np.square(x[1:3], out=x[1:3])",
-    "x[::2] *= 1.5 - 0.5j",
-    "x[1:] += x[:-1] * x[1:]",
+    _imul, _idiv, _iadd_product, _iscale,
+    lambda x: np.multiply(x[:2], x[2:], out=x[:2]),
+    lambda x: np.square(x[1:3], out=x[1:3]),
 ])
 def test_complex_in_place_operations_on_views_leave_numpys_bits(stmt):
     def f(x):
-        exec(stmt, {"np": np, "x": x})
+        stmt(x)
         return np.sum(x.real * x.imag)
 
     rng = np.random.default_rng(7)

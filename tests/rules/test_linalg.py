@@ -329,8 +329,13 @@ def test_phase_with_no_real_row_is_not_guessed():
     A[0, 0], A[1:, 1:] = 5.0, [[1.0, 0.5 + 0.5j], [0.5 - 0.5j, -1.0]]
     D = np.zeros((3, 3), complex)
     D[1:, 1:] = [[0.3, 1j], [-1j, 0.2]]
-    dependent = lambda t: np.linalg.eigh(A + t * D)[1][2, 0].real  # noqa: E731
-    invariant = lambda t: np.sum(np.abs(np.linalg.eigh(A + t * D)[1]) ** 2 * np.arange(9.0).reshape(3, 3))  # noqa: E731
+
+    def dependent(t):
+        return np.linalg.eigh(A + t * D)[1][2, 0].real
+
+    def invariant(t):
+        return np.sum(np.abs(np.linalg.eigh(A + t * D)[1]) ** 2 * np.arange(9.0).reshape(3, 3))
+
     assert isinstance(mg.grad(dependent)(0.3), mg.NotImplementedTangent)
     assert isinstance(mg.jvp(dependent, (0.3,), (1.0,))[1], mg.NotImplementedTangent)
     fd = (invariant(0.3 + 1e-6) - invariant(0.3 - 1e-6)) / 2e-6

@@ -123,7 +123,12 @@ def qualname(fn) -> str:
         umath = getattr(getattr(np, "_core", None), "umath", None)
         if umath is not None and getattr(umath, fn.__name__, None) is fn:
             return f"np._core.umath.{fn.__name__}"  # NumPy's internal ufuncs (the one behind ndarray.clip)
-        return f"scipy.special.{fn.__name__}"
+        if fn.__name__.endswith(" (vectorized)"):
+            return f"np.frompyfunc({fn.__name__[:-13]})"
+        for where in ("scipy.special", "scipy.special._ufuncs"):
+            if getattr(sys.modules.get(where), fn.__name__, None) is fn:
+                return f"scipy.special.{fn.__name__}"
+        return f"the ufunc {fn.__name__}"
     if mod.startswith("numpy"):
         mod = "np" + mod[5:]
         mod = mod.replace("np.linalg._linalg", "np.linalg").replace("np._core.multiarray", "np")
@@ -1199,6 +1204,14 @@ class Tracer:
                 f"with an integer dtype, or writing into an integer array)", WriteToPlainArrayError,
                 f" Integers carry no derivative: if the truncation is meant, convert explicitly with "
                 f"x.astype(np.{np.dtype(dtype)}) (differentiated, derivative zero) or mg.stop_gradient(x).")
+        vec = _calling_vectorize(sys._getframe(1))
+        if vec is not None:
+            raise NoRuleError(
+                f"np.vectorize({getattr(vec.pyfunc, '__name__', 'f')}) was applied to a traced array at "
+                f"{user_line()}: it converts its arguments to plain arrays and calls the Python function "
+                "on plain elements, so the derivative would be lost. If the function is written with "
+                "NumPy operations, call it on the traced array itself; otherwise loop over the elements "
+                "(mnp.array([f(v) for v in x]), import mutagrad.numpy as mnp), which is differentiated.")
         scipy_fn = _calling_scipy(sys._getframe(1))
         if scipy_fn is not None:
             name, sub, ours = scipy_fn
@@ -1819,6 +1832,20 @@ def write(dest, idx, value):
             copy_in_order(dest[idx], value, order)
             return
     bind_with("write", dest, idx, value)
+
+
+def _calling_vectorize(frame):
+    """The np.vectorize object whose call converts a traced argument on the stack at
+    ``frame`` (NumPy's own frames only), or None."""
+    f = frame
+    for _ in range(6):
+        if f is None or not (f.f_globals.get("__name__", "") or "").startswith("numpy"):
+            return None
+        me = f.f_locals.get("self")
+        if isinstance(me, np.vectorize):
+            return me
+        f = f.f_back
+    return None
 
 
 def _calling_scipy(frame):

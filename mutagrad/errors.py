@@ -133,14 +133,22 @@ def plain_write_target(start=None):
         return None
     src = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
     try:
-        stmt = ast.parse(src).body[0]
-    except (SyntaxError, IndexError, ValueError):
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError):
         return None
-    targets = stmt.targets if type(stmt) is ast.Assign else [stmt.target] if type(stmt) is ast.AugAssign else []
-    for t in targets:
-        if type(t) is ast.Subscript:
-            return ast.unparse(t.value)
-    return None
+    found = set()  # every subscript assigned on the line (one-line for/if, a; b, tuple targets)
+    for node in ast.walk(tree):
+        targets = node.targets if type(node) is ast.Assign else [node.target] if type(node) in (
+            ast.AugAssign, ast.AnnAssign, ast.For) else []
+        while targets:
+            t = targets.pop()
+            if type(t) in (ast.Tuple, ast.List):
+                targets.extend(t.elts)
+            elif type(t) is ast.Starred:
+                targets.append(t.value)
+            elif type(t) is ast.Subscript:
+                found.add(ast.unparse(t.value))
+    return found.pop() if len(found) == 1 else None
 
 
 def forget_escape():

@@ -855,3 +855,41 @@ def test_cumsum_into_an_out_of_another_ndim_raises():
 
     msg = _raises(f, np.arange(1.0, 5.0).reshape(2, 2), mg.NoRuleError)
     assert "cumsum" in msg
+
+
+def _one_line_for(x):
+    b = np.zeros(3)
+    for i in range(3): b[i] = x[i] ** 2
+    return np.sum(b)
+
+
+def _after_semicolon(x):
+    b = np.zeros(3); b[0] = x[0]
+    return np.sum(b)
+
+
+def _tuple_target(x):
+    b = np.zeros(3)
+    b[0], b[1] = x[0], x[1]
+    return np.sum(b)
+
+
+@pytest.mark.parametrize("f", [_one_line_for, _after_semicolon, _tuple_target])
+def test_write_into_a_plain_array_on_a_compound_line_is_named(f):
+    with pytest.raises(mg.WriteToPlainArrayError, match="plain NumPy array `b`"):
+        mg.grad(f)(np.array([1.0, 2.0, 3.0]))
+
+
+def test_np_vectorize_and_frompyfunc_of_traced_arrays_are_named():
+    def double(a):
+        return a * 2.0
+
+    vec = np.vectorize(double)
+    with pytest.raises(mg.NoRuleError, match=r"np.vectorize\(double\).*mnp.array\(\[f\(v\) for v in x\]\)"):
+        mg.grad(lambda x: np.sum(vec(x)))(np.ones(2))
+    pyfunc = np.frompyfunc(double, 1, 1)
+    with pytest.raises(mg.NoRuleError, match=r"np.frompyfunc\(double\)"):
+        mg.grad(lambda x: np.sum(pyfunc(x)))(np.ones(2))
+    # on a constant (not differentiated) argument both are plain NumPy, as without mutagrad
+    g = mg.grad(lambda x, c: np.sum(x * vec(c)))(np.ones(2), np.array([1.0, 3.0]))
+    np.testing.assert_allclose(g, [2.0, 6.0])

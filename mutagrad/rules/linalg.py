@@ -442,12 +442,18 @@ def _solve_is_vec(a, b):
     return np.ndim(b) == 1
 
 
+def _solve_vec(a, r):
+    """Solve ``a x = r`` for vectors r (..., m): stacked ones too, which NumPy's solve would
+    read as matrices once they have a batch axis."""
+    return np.linalg.solve(a, r[..., None])[..., 0]
+
+
 def _solve_rrule(a, b):
     y = np.linalg.solve(a, b)
 
     def pullback(g):
         ah = _cj(_mT(a))
-        gb = np.linalg.solve(ah, g)
+        gb = _solve_vec(ah, g) if _solve_is_vec(a, b) else np.linalg.solve(ah, g)
         if _solve_is_vec(a, b):
             ga = -np.multiply.outer(gb, _cj(y)) if np.ndim(a) == 2 else -gb[..., :, None] * _cj(y)[..., None, :]
         else:
@@ -468,7 +474,7 @@ def _solve_frule(primals, tangents):
         rhs = -ay if is_zero(rhs) else rhs - ay
     if is_zero(rhs):
         return y, ZERO
-    return y, np.linalg.solve(a, rhs)
+    return y, _solve_vec(a, rhs) if _solve_is_vec(a, b) else np.linalg.solve(a, rhs)
 
 
 solve_p.rrule, solve_p.frule = _solve_rrule, _solve_frule
@@ -482,6 +488,8 @@ def _adjugate(a, y):
     else through the SVD A = U S Vh: adj(A) = det(U) det(Vh) Vh^H adj(S) U^H, adj(S)_i the
     product of the other singular values."""
     n = np.shape(a)[-1]
+    if n == 0:
+        return 0 * a  # (det of a 0x0 matrix is 1, a constant)
     if n <= 3:
         return _cofactor_adjugate(a, n)
     try:
@@ -550,16 +558,30 @@ def _slogdet_rrule(a):
             k = ks if is_zero(k) else k + ks
         if is_zero(k):
             return (ZERO,)
-        ainvh = _cj(_mT(np.linalg.inv(a)))
+        try:
+            ainvh = _cj(_mT(np.linalg.inv(a)))
+        except np.linalg.LinAlgError:
+            return (_slogdet_singular(),)
         return (np.expand_dims(k, (-2, -1)) * ainvh,)
 
     return res, pullback
 
 
+def _slogdet_singular():
+    from ..tangents import not_implemented
+
+    return not_implemented("np.linalg.slogdet of a singular matrix: log|det A| is -inf there, and it has "
+                           "no derivative (det itself has one: np.linalg.det)")
+
+
 def _slogdet_frule(primals, tangents):
     (a,), (t,) = primals, tangents
     res = np.linalg.slogdet(a)
-    tr = np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
+    try:
+        tr = np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
+    except np.linalg.LinAlgError:
+        bad = _slogdet_singular()
+        return res, (bad if np.iscomplexobj(bottom(a)) else ZERO, bad)
     if np.iscomplexobj(bottom(a)):
         return res, (1j * res[0] * np.imag(tr), np.real(tr))
     return res, (ZERO, tr)
@@ -606,6 +628,8 @@ def _np_norm(args, kwargs):
             return np.sum(bottom(x) != 0, axis=ax, keepdims=keepdims).astype(float)
         if ord_ == 1:
             return np.sum(np.abs(x), axis=ax, keepdims=keepdims)
+        if isinstance(ord_, str):
+            raise ValueError(f"Invalid norm order '{ord_}' for vectors")
         return np.sum(np.abs(x) ** ord_, axis=ax, keepdims=keepdims) ** (1.0 / ord_)
     if len(axis) != 2:
         raise ValueError("Improper number of dimensions to norm.")

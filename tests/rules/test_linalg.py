@@ -340,3 +340,28 @@ def test_phase_with_no_real_row_is_not_guessed():
     assert isinstance(mg.jvp(dependent, (0.3,), (1.0,))[1], mg.NotImplementedTangent)
     fd = (invariant(0.3 + 1e-6) - invariant(0.3 - 1e-6)) / 2e-6
     np.testing.assert_allclose(mg.grad(invariant)(0.3), fd, atol=1e-7)
+
+
+def test_solve_of_stacked_matrices_and_one_vector():
+    # NumPy 2: a 1-D b is one vector for every matrix of the stack
+    a = R(2, 3, 3) / 2 + 2 * np.eye(3)
+    b = R(3)
+    check_grads(lambda a, b: np.linalg.solve(a, b), a, b)
+
+
+def test_det_of_an_empty_matrix_and_slogdet_of_a_singular_one():
+    g = mg.grad(np.linalg.det)(np.zeros((0, 0)))  # det of a 0x0 matrix is the constant 1
+    assert g.shape == (0, 0)
+    assert mg.jvp(np.linalg.det, (np.zeros((0, 0)),), (np.zeros((0, 0)),)) == (1.0, 0.0)
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    assert tuple(np.linalg.slogdet(singular)) == (0.0, -np.inf)  # NumPy's value, no error
+    assert isinstance(mg.grad(lambda a: np.linalg.slogdet(a)[1])(singular), mg.NotImplementedTangent)
+    value, tangent = mg.jvp(lambda a: np.linalg.slogdet(a)[1], (singular,), (np.eye(2),))
+    assert value == -np.inf and isinstance(tangent, mg.NotImplementedTangent)
+    check_grads(np.linalg.det, singular)  # det itself has a derivative there
+
+
+@pytest.mark.parametrize("order", ["fro", "nuc", "f"])
+def test_string_norm_orders_of_vectors_raise_numpys_error(order):
+    with pytest.raises(ValueError, match=f"Invalid norm order '{order}' for vectors"):
+        mg.grad(lambda x: np.linalg.norm(x, ord=order))(np.ones(3))

@@ -919,6 +919,10 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 
+    A tangent that is None, ``mg.ZeroTangent()`` or all zeros is a symbolic zero:
+    it contributes nothing, even through a derivative that is not implemented or
+    infinite there.
+
     >>> import numpy as np, mutagrad as mg
     >>> mg.jvp(np.sin, (0.0,), (2.0,))
     (np.float64(0.0), np.float64(2.0))
@@ -949,6 +953,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
                 if isinstance(tv, Tracer):  # a tangent traced by an outer differentiation
                     level.set_tangent(info.storage, tv if tv.dtype == info.dtype else tv.astype(info.dtype))
                     continue
+                if not np.any(tv):  # all zeros: a symbolic zero, as None (a derivative that is not
+                    continue  # implemented, or infinite, times a zero tangent contributes nothing)
                 if info.dtype.kind == "c":
                     tv = np.asarray(tv)
                 elif np.iscomplexobj(tv):

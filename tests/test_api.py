@@ -806,3 +806,16 @@ def test_nested_jacobian_of_a_holomorphic_function(outer, inner):
     np.testing.assert_allclose(mg.jacobian(mg.jacobian(f, mode=inner), mode=outer)(x), A + A.T, atol=1e-12)
     with pytest.raises(TypeError, match="holomorphic"):  # and a function that is not still raises
         mg.jacobian(mg.jacobian(lambda x: x * np.conj(x), mode=inner), mode=outer)(x)
+
+
+def test_jvp_with_an_all_zero_tangent_is_a_symbolic_zero():
+    # a zero tangent for a parameter whose derivative is not implemented (gammainc in a)
+    # contributes nothing: the tangent in x alone, checked against central differences
+    sc = pytest.importorskip("scipy.special")
+    a, x = np.array([2.0, 3.0]), np.array([1.5, 2.5])
+    value, tangent = mg.jvp(sc.gammainc, (a, x), (np.zeros(2), np.ones(2)))
+    fd = (sc.gammainc(a, x + 1e-6) - sc.gammainc(a, x - 1e-6)) / 2e-6
+    np.testing.assert_allclose(tangent, fd, rtol=1e-7)
+    np.testing.assert_array_equal(value, sc.gammainc(a, x))
+    # an infinite derivative (sqrt at 0) times a zero tangent: zero, as with None
+    assert mg.jvp(np.sqrt, (0.0,), (0.0,))[1] == 0.0

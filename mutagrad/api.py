@@ -105,7 +105,7 @@ def _wrap_leaf(level, x, name):
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
-    if kind == "array":
+    if kind == "array" and not outer:  # (inside outer levels the value is their tracer, which unwraps to it)
         s.orig = x
     t = TRACERS[scalar](val, level, s, None, scalar)
     if kind == "float" or kind == "complex":
@@ -536,7 +536,7 @@ def _wrap_constant(leaf, name, levels, wrapped):
     plain = not isinstance(leaf, Tracer)
     t = lift(levels[-1].lock(leaf, name) if plain else leaf, levels)
     t._storage.name = name
-    if plain:
+    if plain and len(levels) == 1:
         t._storage.orig = leaf
     pristine_layers(t, leaf)  # (the layers made here: an outer level's own stay as they are)
     wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))

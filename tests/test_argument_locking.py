@@ -200,3 +200,27 @@ def test_nested_differentiation_of_a_function_writing_through_a_dict():
     with pytest.raises(mg.AliasingError):
         mg.grad(outer)(x)
     assert x.flags.writeable
+
+
+def test_inner_differentiation_returning_its_written_argument_keeps_the_outer_derivative():
+    # inside an outer grad, an inner vjp's argument is a plain buffer that the inner function
+    # writes an outer-traced value into and returns: the outer level must see that value
+    w = np.array([1.0, 2.0, 3.0])
+
+    def outer(y):
+        c = np.zeros(3)
+
+        def inner(a):
+            a[0] = y[0] * 2.0
+            return a
+
+        out, _ = mg.vjp(inner, c)
+        return np.sum(out * w) + np.sum(y)
+
+    def plain(y):
+        c = np.zeros(3)
+        c[0] = y[0] * 2.0
+        return np.sum(c * w) + np.sum(y)
+
+    y = np.array([0.5, 1.5])
+    np.testing.assert_allclose(mg.grad(outer)(y), fd_grad(plain, y), rtol=1e-7)

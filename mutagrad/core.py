@@ -34,6 +34,7 @@ from .errors import (
     WriteToPlainArrayError,
     escape_error,
     plain_write_target,
+    printing_statement,
     user_line,
 )
 from .tangents import ZeroTangent
@@ -1250,7 +1251,7 @@ class Tracer:
     # Anything that carries (or may come to carry) a derivative raises.
 
     def __float__(self):
-        if self._plain_constant():
+        if self._plain_constant() or printing_statement(sys._getframe(1)):
             return float(bottom(self))
         target = plain_write_target(sys._getframe(1))
         if target is not None:
@@ -1258,12 +1259,12 @@ class Tracer:
         raise escape_error("float(x) (or math.*)")
 
     def __int__(self):
-        if self._plain_constant():
+        if self._plain_constant() or printing_statement(sys._getframe(1)):
             return int(bottom(self))
         raise escape_error("int(x)")
 
     def __complex__(self):
-        if self._plain_constant():
+        if self._plain_constant() or printing_statement(sys._getframe(1)):
             return complex(bottom(self))
         raise escape_error("complex(x)")
 
@@ -1271,12 +1272,12 @@ class Tracer:
         raise TypeError(f"a traced floating-point array cannot be used as an index ({user_line()})")
 
     def item(self, *args):
-        if self._plain_constant():
+        if self._plain_constant() or printing_statement(sys._getframe(1)):
             return bottom(self).item(*args)
         raise escape_error("x.item()")
 
     def tolist(self):
-        if self._plain_constant():
+        if self._plain_constant() or printing_statement(sys._getframe(1)):
             return bottom(self).tolist()
         raise escape_error("x.tolist()")
 
@@ -1345,13 +1346,15 @@ class Tracer:
     def __format__(self, spec):
         # Digits of a traced value would be a plain number the derivative does not reach
         # (float(f"{x:.17g}")), as float(x) and "%g" % x are: a constant may show its digits,
-        # anything else shows what str() shows, or raises for a numeric format.
-        if self._plain_constant():
+        # and so may a statement that only prints or logs them; anything else shows what
+        # str() shows, or raises for a numeric format.
+        if self._plain_constant() or (spec and printing_statement(sys._getframe(1))):
             return format(bottom(self), spec)
         if not spec:
             return str(self)
         raise escape_error(f"formatting a traced value as text (format spec {spec!r})", TracerEscapeError,
-                           " To print or log it, format mg.value(x) (a plain read-only view of its value).")
+                           " To print or log it, do it in the print(...) or logger call itself, or format "
+                           "mg.value(x) (a plain read-only view of its value).")
 
     def __copy__(self):
         return np.copy(self)

@@ -122,33 +122,113 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "") -> Different
     return err
 
 
-def plain_write_target(start=None):
-    """The text of the array written on the line of ``start`` (the frame that
-    asked for the conversion), if ``start`` is the user's and that line is an
-    assignment into a subscript (``g[i] = x``, ``g[1:] += x``, ``g.flat[0] = x``):
-    NumPy converts the value there, and an escape error is then about that
-    write. None otherwise (or when the line cannot be read)."""
-    frame = start if start is not None else sys._getframe(1)
+def _statement_at(frame):
+    """The AST of the simple statement the user's ``frame`` is executing (a line of a
+    one-line ``for`` or of ``a; b``, or all lines of one that spans several), from the
+    source of its file and the position of its current instruction; None when the
+    source cannot be read."""
     if frame is None or _frame_is_internal(frame):  # (converted by NumPy's or SciPy's Python code)
         return None
-    src = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    code = frame.f_code
     try:
-        tree = ast.parse(src)
+        line, _, col, _ = list(code.co_positions())[frame.f_lasti // 2]
+    except (AttributeError, IndexError, ValueError):
+        line, col = frame.f_lineno, None
+    if line is None:
+        line, col = frame.f_lineno, None
+    source = "".join(linecache.getlines(code.co_filename))
+    try:
+        hit = _TREES.get(code.co_filename)
+        if hit is not None and hit[0] == source:
+            tree = hit[1]
+        else:
+            tree = ast.parse(source)
+            if len(_TREES) > 64:
+                _TREES.clear()
+            _TREES[code.co_filename] = (source, tree)
     except (SyntaxError, ValueError):
-        return None
-    found = set()  # every subscript assigned on the line (one-line for/if, a; b, tuple targets)
+        src = linecache.getline(code.co_filename, line).strip()  # (a file that no longer parses: this line)
+        try:
+            tree, line, col = ast.parse(src), 1, None
+        except (SyntaxError, ValueError):
+            return None
+    best = None
     for node in ast.walk(tree):
-        targets = node.targets if type(node) is ast.Assign else [node.target] if type(node) in (
-            ast.AugAssign, ast.AnnAssign, ast.For) else []
-        while targets:
-            t = targets.pop()
-            if type(t) in (ast.Tuple, ast.List):
-                targets.extend(t.elts)
-            elif type(t) is ast.Starred:
-                targets.append(t.value)
-            elif type(t) is ast.Subscript:
-                found.add(ast.unparse(t.value))
+        if not isinstance(node, ast.stmt) or isinstance(node, _COMPOUND):
+            continue
+        if not node.lineno <= line <= (node.end_lineno or node.lineno):
+            continue
+        if col is not None and node.lineno == line == node.end_lineno and not (
+                node.col_offset <= col < (node.end_col_offset or col + 1)):
+            continue  # (another statement of the same line)
+        if best is None or node.lineno >= best.lineno:
+            best = node
+    return best
+
+
+_TREES: dict = {}  # file name -> (its source, its AST): a loop that prints parses its file once
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
+             ast.AsyncFunctionDef, ast.ClassDef, ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
+def plain_write_target(start=None):
+    """The text of the array written by the statement ``start`` (the frame that asked
+    for the conversion) is executing, if ``start`` is the user's and the statement is an
+    assignment into a subscript (``g[i] = x``, ``g[1:] += x``, ``g.flat[0] = x``, also
+    within tuple targets): NumPy converts the value there, and an escape error is then
+    about that write. None otherwise (or when the source cannot be read)."""
+    stmt = _statement_at(start if start is not None else sys._getframe(1))
+    if stmt is None:
+        return None
+    targets = list(stmt.targets) if type(stmt) is ast.Assign else [stmt.target] if type(stmt) in (
+        ast.AugAssign, ast.AnnAssign) else []  # (a copy: the tree is cached)
+    found = set()
+    while targets:
+        t = targets.pop()
+        if type(t) in (ast.Tuple, ast.List):
+            targets.extend(t.elts)
+        elif type(t) is ast.Starred:
+            targets.append(t.value)
+        elif type(t) is ast.Subscript:
+            found.add(ast.unparse(t.value))
     return found.pop() if len(found) == 1 else None
+
+
+# A statement that only prints or logs: print(...) or <logger>.info(...) and the like, whose
+# arguments call nothing that could keep a value (only formatting, number conversions and
+# NumPy's functions, without out=). A traced value converted to digits there goes to the
+# output and nowhere else, so its derivative cannot be lost.
+_PRINT_CALLS = frozenset(("print",))
+_LOG_METHODS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "exception", "log"))
+_SAFE_CALLS = frozenset(("format", "float", "int", "complex", "round", "str", "repr", "abs", "len", "min", "max",
+                         "sum", "item", "mean", "std", "var", "norm", "value"))
+_SAFE_ROOTS = frozenset(("np", "numpy", "math", "mg", "mutagrad"))
+
+
+def printing_statement(frame) -> bool:
+    """Whether the user's ``frame`` is executing a statement that only prints or logs (see
+    above), or is the logging module formatting a record's message (lazy %-arguments)."""
+    if frame is not None and frame.f_globals.get("__name__") == "logging" and frame.f_code.co_name == "getMessage":
+        return True
+    stmt = _statement_at(frame)
+    if type(stmt) is not ast.Expr or type(stmt.value) is not ast.Call:
+        return False
+    fn = stmt.value.func
+    if not ((type(fn) is ast.Name and fn.id in _PRINT_CALLS) or (type(fn) is ast.Attribute and fn.attr in _LOG_METHODS)):
+        return False
+    for node in ast.walk(stmt.value):
+        if type(node) in (ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom, ast.Await):
+            return False
+        if type(node) is ast.Call and node is not stmt.value:
+            f = node.func
+            root = f
+            while type(root) is ast.Attribute:
+                root = root.value
+            name = f.id if type(f) is ast.Name else f.attr if type(f) is ast.Attribute else None
+            if any(k.arg == "out" for k in node.keywords) or not (
+                    name in _SAFE_CALLS or (type(root) is ast.Name and root.id in _SAFE_ROOTS)):
+                return False
+    return True
 
 
 def forget_escape():

@@ -893,3 +893,55 @@ def test_np_vectorize_and_frompyfunc_of_traced_arrays_are_named():
     # on a constant (not differentiated) argument both are plain NumPy, as without mutagrad
     g = mg.grad(lambda x, c: np.sum(x * vec(c)))(np.ones(2), np.array([1.0, 3.0]))
     np.testing.assert_allclose(g, [2.0, 6.0])
+
+
+def test_printing_and_logging_traced_values_show_their_digits(capsys, caplog):
+    import logging
+
+    log = logging.getLogger("mutagrad-test")
+
+    fmt, pct = "loss {:.4f}", "%.3f"
+
+    def f(x):
+        loss = np.sum(x ** 2)
+        print(fmt.format(loss), f"{np.max(x):.2f}", pct % loss, loss.item(), float(loss))
+        log.warning("loss %.3f", loss)
+        print(
+            f"norm {np.linalg.norm(x):.3f}",
+        )
+        return loss
+
+    x = np.array([1.0, 2.0])
+    g = mg.grad(f)(x)
+    np.testing.assert_allclose(g, 2 * x)  # d/dx sum(x^2)
+    out = capsys.readouterr().out
+    assert "loss 5.0000 2.00 5.000 5.0 5.0" in out and "norm 2.236" in out
+    assert "loss 5.000" in caplog.text
+
+
+def test_digits_that_could_be_kept_still_raise():
+    def kept_in_a_string(x):
+        loss = np.sum(x ** 2)
+        s = f"{loss:.4f}"
+        return float(s) + loss
+
+    def kept_by_a_call_in_print(x):
+        loss = np.sum(x ** 2)
+        keep = []
+        print(keep.append(float(loss)))
+        return loss + keep[0]
+
+    for f in (kept_in_a_string, kept_by_a_call_in_print):
+        with pytest.raises(mg.TracerEscapeError):
+            mg.grad(f)(np.array([1.0, 2.0]))
+
+
+def test_write_into_a_plain_array_by_a_statement_on_several_lines_is_named():
+    def f(x):
+        out = np.zeros(2)
+        out[0] = (x[0]
+                  * 2.0)
+        return np.sum(out)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match="plain NumPy array `out`"):
+        mg.grad(f)(np.array([1.0, 2.0]))

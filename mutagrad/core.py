@@ -18,6 +18,7 @@ any of those levels is then recorded by that level.
 """
 from __future__ import annotations
 
+import builtins
 import itertools
 import operator
 import sys
@@ -33,6 +34,7 @@ from .errors import (
     TracerEscapeError,
     WriteToPlainArrayError,
     escape_error,
+    method_calls,
     plain_write_target,
     printing_statement,
     user_line,
@@ -1230,6 +1232,10 @@ class Tracer:
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError)
+        if "dot" in method_calls(sys._getframe(1)):
+            raise escape_error(
+                "a plain array's method a.dot(b) with a traced b (the method converts b to a plain array)",
+                WriteToPlainArrayError, " Write np.dot(a, b) or a @ b, which are differentiated.")
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
@@ -1547,6 +1553,13 @@ class Tracer:
     def view(self, dtype=None, type=None):
         from .rules.shape import view
 
+        if isinstance(dtype, builtins.type) and issubclass(dtype, _ndarray):  # x.view(np.ndarray), as NumPy
+            dtype, type = None, dtype
+        if type is not None and type is not _ndarray:
+            raise NoRuleError(
+                f"x.view({type.__module__}.{type.__name__}) at {user_line()}: mutagrad differentiates plain "
+                "ndarrays, and the subclass's own semantics (np.matrix's `*` is a matrix product and its "
+                "results stay 2-D) would not be followed. Use 2-D arrays and `@` for matrix products.")
         return view(self, dtype)
 
     def dot(self, b, out=None):

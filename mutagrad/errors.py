@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import re
 import sys
 import warnings
 
@@ -194,6 +195,14 @@ def plain_write_target(start=None):
     return found.pop() if len(found) == 1 else None
 
 
+def method_calls(frame):
+    """The names of the methods the statement the user's ``frame`` executes calls (``a.dot(b)``: dot)."""
+    stmt = _statement_at(frame)
+    if stmt is None:
+        return set()
+    return {n.func.attr for n in ast.walk(stmt) if type(n) is ast.Call and type(n.func) is ast.Attribute}
+
+
 # A statement that only prints or logs: print(...) or <logger>.info(...) and the like, whose
 # arguments call nothing that could keep a value (only formatting, number conversions and
 # NumPy's functions, without out=). A traced value converted to digits there goes to the
@@ -304,6 +313,7 @@ class _LockedWriteError(AliasingError, ValueError):
     during the call); a ValueError too, as NumPy's read-only error it replaces."""
 
 
+_UNBOUND = re.compile(r"descriptor '(\w+)' for 'numpy\.(\w+)' objects doesn't apply to a '(?:Array|Scalar)Tracer' object")
 _READONLY_MESSAGES = ("is read-only", "underlying array is read-only", "base is read-only")
 
 
@@ -360,6 +370,12 @@ def replaced_error(exc: BaseException):
             "x[...] = x[rng.permutation(len(x))], or along an axis, "
             "x[...] = np.take(x, rng.permutation(x.shape[axis]), axis=axis) (the same permutation "
             "as rng.shuffle draws).")
+    m = _UNBOUND.match(str(exc)) if type(exc) is TypeError else None
+    if m is not None:  # np.ndarray.sum(x): CPython's check of the method's class, before any hook
+        return TypeError(
+            f"np.{m.group(2)}.{m.group(1)}(x) (a method called through the class) at {_where(exc)} does not "
+            f"accept a traced array, which is not an instance of the C class. Call it as a method, "
+            f"x.{m.group(1)}(...), or use np.{m.group(1)}(x, ...) where NumPy has that function.")
     if type(exc) is TypeError and "bytes-like object is required, not '" in str(exc) and (
             "Tracer'" in str(exc)):  # memoryview(x), np.frombuffer(x), struct, hashlib...
         return TracerEscapeError(

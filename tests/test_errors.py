@@ -945,3 +945,22 @@ def test_write_into_a_plain_array_by_a_statement_on_several_lines_is_named():
 
     with pytest.raises(mg.WriteToPlainArrayError, match="plain NumPy array `out`"):
         mg.grad(f)(np.array([1.0, 2.0]))
+
+
+def test_plain_dot_method_unbound_methods_and_matrix_views_are_named():
+    A = np.ones((2, 3))
+
+    def plain_dot(w):
+        h = A.dot(w)  # the plain array's method converts w
+        return np.sum(h)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"a.dot\(b\).*np.dot\(a, b\) or a @ b"):
+        mg.grad(plain_dot)(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(mg.grad(lambda w: np.sum(np.dot(A, w)))(np.ones(3)), [2.0, 2.0, 2.0])
+    with pytest.raises(TypeError, match=r"np.ndarray.transpose\(x\).*x.transpose\(...\)"):
+        mg.grad(lambda x: np.sum(np.ndarray.transpose(x) ** 2))(np.ones(3))
+    with pytest.raises(mg.NoRuleError, match="numpy.matrix"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # (NumPy's, about np.matrix)
+        mg.grad(lambda x: np.sum(np.matrix(x.reshape(1, 3))))(np.ones(3))
+    # x.view(np.ndarray) is x itself, as in NumPy
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(x.view(np.ndarray) ** 2))(np.array([1.0, 3.0])), [2.0, 6.0])

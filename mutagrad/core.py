@@ -1191,7 +1191,8 @@ class Tracer:
             # else raises: a conversion may also be NumPy's own code that expects
             # to write in place (ndarray.mean(out=...)) and would be silently lost
             v = np.array(bottom(self), dtype=dtype)  # (an ndarray, also for a NumPy scalar)
-            v.flags.writeable = False
+            if copy is not True:  # (np.array(x) asks for a copy of its own, writable as NumPy's is)
+                v.flags.writeable = False
             return v
         caller = sys._getframe(1).f_code
         if caller.co_name == "as_strided" and "stride_tricks" in caller.co_filename:
@@ -1262,6 +1263,8 @@ class Tracer:
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             raise escape_error(f"writing a traced value into the plain NumPy array `{target}`", WriteToPlainArrayError)
+        if "fill" in method_calls(sys._getframe(1)):
+            raise escape_error("filling a plain NumPy array with a traced value (a.fill(x))", WriteToPlainArrayError)
         raise escape_error("float(x) (or math.*)")
 
     def __int__(self):

@@ -347,8 +347,10 @@ def readonly_error(exc: BaseException, names):
         "through the argument the function received: a write into one of them through another "
         "reference (an attribute, a dict or list entry, a global) would change values the derivative "
         "reads without its knowing. Write through the argument itself, or pass a copy "
-        "(mg.grad(f)(x.copy())) if the other reference should keep its own values. (If the array is "
-        "read-only in your program too, a plain call raises the same ValueError.)")
+        "(mg.grad(f)(x.copy())) if the other reference should keep its own values. If the array is "
+        "not one of those: np.asarray(x) of a traced constant and mg.value(x) are read-only views "
+        "(np.array(x) is a writable copy), and an array read-only in your program raises the same "
+        "ValueError in a plain call.")
 
 
 def replaced_error(exc: BaseException):

@@ -964,3 +964,24 @@ def test_plain_dot_method_unbound_methods_and_matrix_views_are_named():
         mg.grad(lambda x: np.sum(np.matrix(x.reshape(1, 3))))(np.ones(3))
     # x.view(np.ndarray) is x itself, as in NumPy
     np.testing.assert_allclose(mg.grad(lambda x: np.sum(x.view(np.ndarray) ** 2))(np.array([1.0, 3.0])), [2.0, 6.0])
+
+
+def test_filling_a_plain_buffer_with_a_traced_value_is_named():
+    def f(x):
+        b = np.zeros(3)
+        b.fill(x[0])
+        return np.sum(b)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"a.fill\(x\)"):
+        mg.grad(f)(np.ones(2))
+
+
+def test_np_array_of_a_constant_argument_is_a_writable_copy():
+    def f(x, A):
+        B = np.array(A)
+        B[0] = 5.0
+        return np.sum(x * B)
+
+    A = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(mg.grad(f)(np.ones(3), A), [5.0, 2.0, 3.0])  # d/dx sum(x * B) = B
+    np.testing.assert_array_equal(A, [1.0, 2.0, 3.0])

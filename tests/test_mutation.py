@@ -837,3 +837,46 @@ def test_a_write_through_a_read_only_view_names_the_line():
 
     with pytest.raises(ValueError, match=r"read-only.*np.add.at\(d, \[0, 1, 0\], d\[2\]\).*into a copy"):
         mg.grad(f)(np.arange(9.0).reshape(3, 3))
+
+
+def _place_from_read_only_overlap(x):
+    v = x[2:6]
+    v.flags.writeable = False  # NumPy copies values that are not writable before it places them
+    np.place(x, x > 3.0, v)
+
+
+def _place_from_window(x):
+    np.place(x, x > 3.0, np.lib.stride_tricks.sliding_window_view(x, 3)[1])
+
+
+@pytest.mark.parametrize("stmt", [_place_from_read_only_overlap, _place_from_window])
+def test_place_copies_values_that_are_not_writable(stmt):
+    def f(x):
+        stmt(x)
+        return x * np.arange(1.0, 7.0)
+
+    check_grads(f, np.array([0.5, 3.5, 1.5, 4.5, 5.5, 2.5]))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda b: np.place(b, np.zeros(4, bool), [1.0]), "WRITEBACKIFCOPY base is read-only"),
+    (lambda b: np.putmask(b, np.zeros(4, bool), 1.0), "putmask: output array is read-only"),
+    (lambda b: np.put(b, [], []), "put: output array is read-only"),
+])
+def test_writes_into_read_only_views_raise_even_when_empty(call, message):
+    def f(x):
+        call(np.broadcast_to(x[0], (4,)))  # a read-only view, as in NumPy
+        return np.sum(x)
+
+    with pytest.raises(ValueError, match=message):
+        mg.grad(f)(np.arange(1.0, 5.0))
+
+
+def test_flat_item_refuses_an_array_as_numpy_2_does():
+    def f(x):
+        x.flat[5] = x[2:3]
+        return np.sum(x)
+
+    with pytest.raises(ValueError, match="Error setting single item of array"):
+        mg.grad(f)(np.arange(8.0))
+    check_grads(lambda x: (x.flat.__setitem__(5, x[2] * 3.0), x * 2.0)[1], np.arange(1.0, 9.0))

@@ -80,6 +80,8 @@ class FlatIter:
 
             value = marray(value)
         if np.ndim(pos) == 0:
+            if sequential is True and (isinstance(value, (list, tuple)) or np.ndim(value)):
+                raise ValueError("Error setting single item of array.")  # (NumPy 2: one element, not an array)
             v = value if np.size(value) == 1 else np.reshape(value, (-1,))[0]
             write(x, _unravel(x, pos), np.reshape(v, ()) if np.ndim(v) else v)
             return

@@ -561,10 +561,27 @@ def _slogdet_rrule(a):
         try:
             ainvh = _cj(_mT(np.linalg.inv(a)))
         except np.linalg.LinAlgError:
-            return (_slogdet_singular(),)
+            return (_slogdet_singular_T(a, k),)
         return (np.expand_dims(k, (-2, -1)) * ainvh,)
 
     return res, pullback
+
+
+def _slogdet_singular_T(a, k):
+    """The pullback through a stack holding singular matrices: their cotangents must be
+    zero (the loss does not use their log|det|); the others' as usual."""
+    batch = np.shape(a)[:-2]
+    kb = np.broadcast_to(bottom(k), batch)
+    out = []
+    for idx in np.ndindex(*batch):
+        if kb[idx] == 0:
+            out.append(0 * a[idx])
+            continue
+        try:
+            out.append(k[idx] * _cj(_mT(np.linalg.inv(a[idx]))))
+        except np.linalg.LinAlgError:
+            return _slogdet_singular()
+    return np.reshape(np.stack(out), np.shape(a)) if out else 0 * a
 
 
 def _slogdet_singular():
@@ -870,6 +887,29 @@ def _phase_unknown(what):
         "(v * conj(v[0]) / abs(v[0]))")
 
 
+# At a complex matrix whose imaginary part is zero, LAPACK's vectors are real and their sign
+# differs from that of its vectors at every nearby complex matrix (the phase jumps in complex
+# directions): there, a derivative that depends on the phase does not exist. The pullback
+# refuses a cotangent that sees the phase; a function that depends on the sign only (real
+# weights of real vectors), or a tangent, cannot be told apart from a phase-invariant one, and
+# gets the derivative along the real matrices' branch.
+
+
+def _on_real_matrix(V):
+    b = np.asarray(bottom(V))
+    return b.dtype.kind == "c" and b.size > 0 and bool(np.any(np.all(b.imag == 0, axis=(-2, -1))))
+
+
+def _phase_jumps(what):
+    from ..tangents import not_implemented
+
+    return not_implemented(
+        f"{what} of a complex matrix whose imaginary part is zero: LAPACK's vectors there have another "
+        "sign than at every nearby complex matrix, so a derivative that depends on their phase does not "
+        "exist in complex directions. Differentiate phase-invariant quantities (|v|², v vᴴ), or use a real "
+        "matrix (real directions)")
+
+
 def _phase_dependent(V, gV):
     """Whether the cotangent gV of unit vectors V sees their phase (Im diag(Vᴴ ḡV) != 0)."""
     c = np.imag(np.sum(np.conj(bottom(V)) * bottom(gV), axis=-2))
@@ -905,6 +945,8 @@ def _eigh_T(w, V, gw, gV, lower):
             return _degenerate("np.linalg.eigh")
         if _is_complex(V):
             E = _real_row(V, (0,) if lower else (-1,))
+            if E is not None and _on_real_matrix(V) and _phase_dependent(V, gV):
+                return _phase_jumps("np.linalg.eigh")
             if E is not None:
                 gV = gV + _phase_fix_T(V, np.imag(np.sum(_cj(V) * gV, axis=-2)), E)
             elif _phase_dependent(V, gV):
@@ -1056,10 +1098,10 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
         if not is_zero(gVh):
             c = c + np.imag(np.sum(Vh * _cj(gVh), axis=-1))
         E, of_v = _svd_real_row(U, V)
-        if E is None:
+        if E is None or (_on_real_matrix(U) and _on_real_matrix(V)):
             if np.any(np.abs(bottom(c)) > 1e-10 * (1.0 + max(np.max(np.abs(bottom(g)), initial=0.0)
                                                               for g in (gU, gVh) if not is_zero(g)))):
-                return _phase_unknown("np.linalg.svd")
+                return _phase_unknown("np.linalg.svd") if E is None else _phase_jumps("np.linalg.svd")
         elif of_v:
             gVh = _acc(gVh, _H(_phase_fix_T(V, c, E)))
         else:

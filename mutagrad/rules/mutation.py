@@ -44,6 +44,13 @@ def _np_copyto(args, kwargs):
     return None
 
 
+def _writable(x, message):
+    """NumPy's check, made before it looks at the positions (an empty mask too)."""
+    b = bottom(x)
+    if isinstance(b, np.ndarray) and not b.flags.writeable:
+        raise ValueError(message)
+
+
 def _np_put(args, kwargs):
     a = dict(zip(("a", "ind", "v", "mode"), args))
     a.update(kwargs)
@@ -53,6 +60,7 @@ def _np_put(args, kwargs):
     n = int(np.size(x))
     ind = np.asarray(bottom(a["ind"]))
     mode = a.get("mode", "raise")
+    _writable(x, "put: output array is read-only")
     if mode == "wrap":
         ind = ind % n
     elif mode == "clip":
@@ -68,6 +76,7 @@ def _np_place(args, kwargs):
     a = dict(zip(("arr", "mask", "vals"), args))
     a.update(kwargs)
     arr = a["arr"]
+    _writable(arr, "WRITEBACKIFCOPY base is read-only")
     mask = np.asarray(bottom(a["mask"]), dtype=bool)
     pos = np.flatnonzero(mask)
     if pos.size == 0:
@@ -75,11 +84,11 @@ def _np_place(args, kwargs):
     if np.size(a["vals"]) == 0:
         raise ValueError("Cannot insert from an empty array!")
     vals = a["vals"]
-    # NumPy works on C-contiguous versions of both (copies when they are not), then
-    # goes element by element: only then can it read values it has just written
+    # NumPy works on C-contiguous, writable versions of both (copies when they are not),
+    # then goes element by element: only then can it read values it has just written
     vb = bottom(vals)
     live = bottom(arr).flags.c_contiguous and isinstance(vb, np.ndarray) and vb.flags.c_contiguous and (
-        vb.dtype == bottom(arr).dtype)
+        vb.flags.writeable and vb.dtype == bottom(arr).dtype)
     FlatIter(arr).assign(pos, vals, sequential=live)
     return None
 
@@ -88,6 +97,7 @@ def _np_putmask(args, kwargs):
     a = dict(zip(("a", "mask", "values"), args))
     a.update(kwargs)
     x = a["a"]
+    _writable(x, "putmask: output array is read-only")
     mask = np.broadcast_to(np.asarray(bottom(a["mask"]), dtype=bool), np.shape(x))
     pos = np.flatnonzero(mask)
     if pos.size == 0:

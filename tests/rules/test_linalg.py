@@ -365,3 +365,37 @@ def test_det_of_an_empty_matrix_and_slogdet_of_a_singular_one():
 def test_string_norm_orders_of_vectors_raise_numpys_error(order):
     with pytest.raises(ValueError, match=f"Invalid norm order '{order}' for vectors"):
         mg.grad(lambda x: np.linalg.norm(x, ord=order))(np.ones(3))
+
+
+def test_slogdet_of_a_stack_with_a_singular_matrix_the_loss_does_not_use():
+    A = np.stack([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 1.0], [0.5, 3.0]]])
+    check_grads(lambda A: np.linalg.slogdet(A)[1][1], A, modes=("rev",))
+    assert isinstance(mg.grad(lambda A: np.sum(np.linalg.slogdet(A)[1]))(A), mg.NotImplementedTangent)
+
+
+def test_phase_at_a_complex_matrix_with_zero_imaginary_part():
+    # there LAPACK's vectors are real, with another sign than at every nearby complex matrix:
+    # a phase-dependent derivative exists along real directions only. The pullback refuses a
+    # cotangent that sees the phase; phase-invariant functions are differentiable.
+    rng = np.random.default_rng(13)
+    m = rng.standard_normal((4, 4))
+    a = (m + m.T).astype(complex)
+    n = rng.standard_normal((4, 4))
+    real_dir = (n + n.T).astype(complex)
+    w = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))
+
+    def dependent(a):
+        return np.sum(np.linalg.eigh(a)[1] * w).real
+
+    def invariant(a):
+        return np.sum(np.abs(np.linalg.eigh(a)[1]) ** 2 * w.real)
+
+    def svd_dependent(a):
+        return np.sum(np.linalg.svd(a)[2] * w).imag
+
+    assert isinstance(mg.grad(dependent)(a), mg.NotImplementedTangent)
+    assert isinstance(mg.grad(svd_dependent)(a), mg.NotImplementedTangent)
+    h = 1e-6
+    fd = (dependent(a + h * real_dir) - dependent(a - h * real_dir)) / (2 * h)
+    np.testing.assert_allclose(mg.jvp(dependent, (a,), (real_dir,))[1], fd, rtol=1e-6, atol=1e-8)
+    check_grads(invariant, a)

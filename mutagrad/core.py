@@ -1129,9 +1129,8 @@ def _binop(ufunc):
         return r
 
     def iop(self, other):
-        if self._scalar:  # NumPy scalars are immutable: `s += 1` rebinds
-            r = call_ufunc(ufunc, (self, other), {})
-            return _weak_result(r, (self, other)) if weak(self) else r
+        if self._scalar:  # NumPy scalars have no in-place operators: `s *= c` is `s = s * c`
+            return op(self, other)
         uf = _pow_shortcut(self, other) if pow_ else None
         call_ufunc(uf or ufunc, (self,) if uf else (self, other), {"out": (self,)})
         return self

@@ -880,3 +880,38 @@ def test_flat_item_refuses_an_array_as_numpy_2_does():
     with pytest.raises(ValueError, match="Error setting single item of array"):
         mg.grad(f)(np.arange(8.0))
     check_grads(lambda x: (x.flat.__setitem__(5, x[2] * 3.0), x * 2.0)[1], np.arange(1.0, 9.0))
+
+
+def _elem_imul_const(x):
+    x[2] *= (0.3 - 0.4j) if x.dtype.kind == "c" else 0.3
+
+
+def _elem_imul_elem(x):
+    x[-1] *= x[0]
+
+
+def _elem_idiv_2d(x):
+    x.reshape(2, 2)[1, 0] /= x[1]
+
+
+# x[i] *= c reads x[i] as a NumPy scalar, which has no in-place operator: Python computes
+# x[i] * c with the scalar's own arithmetic (not the ufunc loop's bits for complex) and stores it
+@pytest.mark.parametrize("stmt", [_elem_imul_const, _elem_imul_elem, _elem_idiv_2d])
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64, np.float64])
+def test_in_place_operators_on_elements_leave_numpys_bits(stmt, dtype):
+    def f(x):
+        stmt(x)
+        return np.sum(np.abs(x) ** 2)
+
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        x0 = (rng.uniform(-1.5, 1.5, 4) + (1j * rng.uniform(-1.5, 1.5, 4) if dtype != np.float64 else 0)).astype(dtype)
+        plain = x0.copy()
+        value = f(plain)
+        x = x0.copy()
+        got, _ = mg.value_and_grad(f)(x)
+        assert x.tobytes() == plain.tobytes() and got == value
+        x = x0.copy()
+        mg.jvp(f, (x,), (np.ones(4, dtype),))
+        assert x.tobytes() == plain.tobytes()
+    check_grads(f, x0.astype(np.complex128 if dtype != np.float64 else np.float64))

@@ -313,7 +313,8 @@ class _LockedWriteError(AliasingError, ValueError):
     during the call); a ValueError too, as NumPy's read-only error it replaces."""
 
 
-_UNBOUND = re.compile(r"descriptor '(\w+)' for 'numpy\.(\w+)' objects doesn't apply to a '(?:Array|Scalar)Tracer' object")
+_UNBOUND = re.compile(r"descriptor '(\w+)' (?:for|requires a) 'numpy\.(\w+)' (?:objects doesn't apply to a|object but "
+                      r"received a) '(?:Array|Scalar)Tracer'")
 _READONLY_MESSAGES = ("is read-only", "underlying array is read-only", "base is read-only")
 
 

@@ -91,7 +91,9 @@ def _wrap_leaf(level, x, name):
         kind = "tracer"
         scalar = x._scalar
     elif isinstance(x, _ndarray):
-        val = lift(level.lock(x, name), outer)
+        # a plain array is plain to the outer levels too: a value they trace written into it
+        # raises (it would leave their derivative behind in plain memory), as at the outermost level
+        val = level.lock(x, name)
         kind = "array"
         scalar = False
     else:
@@ -105,7 +107,7 @@ def _wrap_leaf(level, x, name):
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
-    if kind == "array" and not outer:  # (inside outer levels the value is their tracer, which unwraps to it)
+    if kind == "array":
         s.orig = x
     t = TRACERS[scalar](val, level, s, None, scalar)
     if kind == "float" or kind == "complex":
@@ -534,9 +536,10 @@ def _constant_array(v, level) -> bool:
 
 def _wrap_constant(leaf, name, levels, wrapped):
     plain = not isinstance(leaf, Tracer)
-    t = lift(levels[-1].lock(leaf, name) if plain else leaf, levels)
+    # (a plain array is plain to the outer levels: wrapped by this one only, see _wrap_leaf)
+    t = lift(levels[-1].lock(leaf, name), levels[-1:]) if plain else lift(leaf, levels)
     t._storage.name = name
-    if plain and len(levels) == 1:
+    if plain:
         t._storage.orig = leaf
     pristine_layers(t, leaf)  # (the layers made here: an outer level's own stay as they are)
     wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))

@@ -548,6 +548,18 @@ class Level:
             )
         return s
 
+    def check_not_outer_into_plain(self, dest, vv):
+        """An inner level's write of a value an outer level traces into memory that is plain
+        to the outer levels (an array passed to this differentiation): it would keep the value
+        without its derivative once this level ends, as any plain array would."""
+        if self.index and type(dest._value) is _ndarray and isinstance(vv, Tracer):
+            raise WriteToPlainArrayError(
+                f"writing a value traced by an outer differentiation into {dest._storage.name or 'an array'} at "
+                f"{user_line()}: that array is plain to the outer differentiation (a plain NumPy array passed to "
+                "this inner one), so it would keep the value after the inner call without its derivative. "
+                "Make the array inside the outer function with np.zeros_like(x) or mnp.zeros(...) (import "
+                "mutagrad.numpy as mnp), so that the outer differentiation traces it.")
+
     def constant_result(self, res, leaves, ins):
         """``res`` computed with no derivative: pristine if all its traced inputs were."""
         if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):

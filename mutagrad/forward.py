@@ -151,6 +151,8 @@ class ForwardLevel(Level):
     def write(self, dest, idx, value):
         s = self.check_writable(dest)
         own = isinstance(value, Tracer) and value._level is self
+        if self.index:
+            self.check_not_outer_into_plain(dest, value._value if own else value)
         vdot = self.tangent_of(value) if own else ZERO
         dest._value[idx] = value._value if own else value
         if own and value._storage.poison is not None:

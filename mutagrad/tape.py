@@ -651,6 +651,8 @@ class ReverseLevel(Level):
         vactive = issubclass(vt, Tracer) and value._level is self and value._storage.active
         dv = dest._value
         vv = value._value if issubclass(vt, Tracer) and value._level is self else value
+        if self.index:
+            self.check_not_outer_into_plain(dest, vv)
         saved = None
         if s.captured:
             saved = dv[idx]

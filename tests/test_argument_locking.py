@@ -202,25 +202,42 @@ def test_nested_differentiation_of_a_function_writing_through_a_dict():
     assert x.flags.writeable
 
 
-def test_inner_differentiation_returning_its_written_argument_keeps_the_outer_derivative():
-    # inside an outer grad, an inner vjp's argument is a plain buffer that the inner function
-    # writes an outer-traced value into and returns: the outer level must see that value
+def test_inner_differentiation_writing_outer_values_into_a_plain_array():
+    # a plain array passed to an inner differentiation is plain to the outer one: an outer-traced
+    # value written into it would stay there without its derivative (read after the inner call,
+    # or by the next pass of a forward jacobian), so it raises, as writing it directly would.
+    # A buffer the outer differentiation traces (np.zeros_like) carries the derivative.
     w = np.array([1.0, 2.0, 3.0])
 
-    def outer(y):
-        c = np.zeros(3)
+    def outer(y, make):
+        c = make(y)
 
         def inner(a):
             a[0] = y[0] * 2.0
             return a
 
         out, _ = mg.vjp(inner, c)
-        return np.sum(out * w) + np.sum(y)
+        return np.sum(out * w) + np.sum(c * w) + np.sum(y)
 
     def plain(y):
         c = np.zeros(3)
         c[0] = y[0] * 2.0
-        return np.sum(c * w) + np.sum(y)
+        return 2.0 * np.sum(c * w) + np.sum(y)
 
-    y = np.array([0.5, 1.5])
-    np.testing.assert_allclose(mg.grad(outer)(y), fd_grad(plain, y), rtol=1e-7)
+    y = np.array([0.5, 1.5, 0.2])
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"a\[0\] = y\[0\] \* 2.0.*np.zeros_like"):
+        mg.grad(outer)(y, lambda y: np.zeros(3))
+    np.testing.assert_allclose(mg.grad(outer)(y, lambda y: np.zeros_like(y)), fd_grad(plain, y), rtol=1e-7)
+
+    def through_jacobian(x):  # found by a nested-differentiation fuzzer: the passes share p
+        p = np.array([1.5, -0.3, 1.1])
+
+        def inner(b, p):
+            w = np.cumsum(p * b)
+            p[2] = x[0]
+            return w * b
+
+        return np.sum(np.sin(mg.jacobian(inner, mode="fwd")(np.array([0.3, 0.7, 1.1]), p)) * x)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match="plain to the outer differentiation"):
+        mg.grad(through_jacobian)(np.array([0.62, 0.91, 0.47]))

@@ -1196,7 +1196,7 @@ class Tracer:
         return function_dispatch(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        if self._plain_constant():
+        if self._plain_constant() or printing_statement(sys._getframe(1)):  # (print(np.asarray(x)))
             # a pristine constant (a non-differentiated argument, or computed from
             # such only, never written): its value, as a read-only copy. Anything
             # else raises: a conversion may also be NumPy's own code that expects

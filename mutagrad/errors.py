@@ -7,6 +7,7 @@ NumPy's own frames; this happens only when an error is being raised.
 from __future__ import annotations
 
 import ast
+import itertools
 import linecache
 import re
 import sys
@@ -132,8 +133,8 @@ def _statement_at(frame):
         return None
     code = frame.f_code
     try:
-        line, _, col, _ = list(code.co_positions())[frame.f_lasti // 2]
-    except (AttributeError, IndexError, ValueError):
+        line, _, col, _ = next(itertools.islice(code.co_positions(), frame.f_lasti // 2, None))
+    except (AttributeError, StopIteration, ValueError):
         line, col = frame.f_lineno, None
     if line is None:
         line, col = frame.f_lineno, None
@@ -204,14 +205,26 @@ def method_calls(frame):
 
 
 # A statement that only prints or logs: print(...) or <logger>.info(...) and the like, whose
-# arguments call nothing that could keep a value (only formatting, number conversions and
-# NumPy's functions, without out=). A traced value converted to digits there goes to the
-# output and nowhere else, so its derivative cannot be lost.
+# arguments call only functions that keep nothing: formatting, number conversions and pure
+# NumPy functions, with no out= (nor a positional out: at most the positional arguments given
+# here, counting a method's object as the first). A traced value converted to digits there
+# goes to the output and nowhere else, so its derivative cannot be lost.
 _PRINT_CALLS = frozenset(("print",))
 _LOG_METHODS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "exception", "log"))
-_SAFE_CALLS = frozenset(("format", "float", "int", "complex", "round", "str", "repr", "abs", "len", "min", "max",
-                         "sum", "item", "mean", "std", "var", "norm", "value"))
-_SAFE_ROOTS = frozenset(("np", "numpy", "math", "mg", "mutagrad"))
+_ANY = 99
+_SAFE_CALLS = {
+    **dict.fromkeys(("format", "float", "int", "complex", "str", "repr", "len", "item", "tolist", "value",
+                     "norm", "array2string", "array_str", "array_repr", "asarray", "array", "shape", "ndim",
+                     "size", "isclose", "allclose", "float64", "float32", "copy", "reshape", "ravel",
+                     "flatten", "join", "dumps"), _ANY),
+    # reductions: np.sum(a, axis, dtype, out), a.sum(axis, dtype, out)
+    **dict.fromkeys(("sum", "mean", "std", "var", "max", "min", "amax", "amin", "median", "ptp", "any", "all",
+                     "argmax", "argmin", "round", "around"), 2),
+    # ufuncs: np.sqrt(a, out)
+    **dict.fromkeys(("abs", "sqrt", "exp", "log", "log10", "absolute", "isnan", "isinf", "isfinite", "real", "imag",
+                     "conj", "sign"), 1),
+}
+_MODULES = frozenset(("np", "numpy", "math", "mg", "mutagrad", "json"))
 
 
 def printing_statement(frame) -> bool:
@@ -234,8 +247,12 @@ def printing_statement(frame) -> bool:
             while type(root) is ast.Attribute:
                 root = root.value
             name = f.id if type(f) is ast.Name else f.attr if type(f) is ast.Attribute else None
-            if any(k.arg == "out" for k in node.keywords) or not (
-                    name in _SAFE_CALLS or (type(root) is ast.Name and root.id in _SAFE_ROOTS)):
+            limit = _SAFE_CALLS.get(name)
+            if limit is None or any(k.arg == "out" for k in node.keywords) or any(
+                    type(a) is ast.Starred for a in node.args):
+                return False
+            method = type(f) is ast.Attribute and not (type(root) is ast.Name and root.id in _MODULES)
+            if len(node.args) + method > limit:
                 return False
     return True
 

@@ -909,13 +909,14 @@ def test_printing_and_logging_traced_values_show_their_digits(capsys, caplog):
         print(
             f"norm {np.linalg.norm(x):.3f}",
         )
+        print(np.asarray(x * 2.0))
         return loss
 
     x = np.array([1.0, 2.0])
     g = mg.grad(f)(x)
     np.testing.assert_allclose(g, 2 * x)  # d/dx sum(x^2)
     out = capsys.readouterr().out
-    assert "loss 5.0000 2.00 5.000 5.0 5.0" in out and "norm 2.236" in out
+    assert "loss 5.0000 2.00 5.000 5.0 5.0" in out and "norm 2.236" in out and "[2. 4.]" in out
     assert "loss 5.000" in caplog.text
 
 
@@ -987,3 +988,20 @@ def test_np_array_of_a_constant_argument_is_a_writable_copy():
     A = np.array([1.0, 2.0, 3.0])
     np.testing.assert_allclose(mg.grad(f)(np.ones(3), A), [5.0, 2.0, 3.0])  # d/dx sum(x * B) = B
     np.testing.assert_array_equal(A, [1.0, 2.0, 3.0])
+
+
+def test_a_print_statement_that_could_keep_the_value_still_raises():
+    # NumPy calls that write (copyto, put, an out= or a positional out) keep what they are given
+    def copies(x):
+        buf = np.zeros(2)
+        print(np.copyto(buf, float(x[0])))
+        return np.sum(buf * x)
+
+    def positional_out(x):
+        buf = np.zeros(1)
+        print(np.sqrt(float(x[0]), buf))
+        return np.sum(buf * x)
+
+    for f in (copies, positional_out):
+        with pytest.raises(mg.TracerEscapeError):
+            mg.grad(f)(np.array([1.0, 2.0]))

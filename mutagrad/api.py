@@ -93,9 +93,8 @@ def _wrap_leaf(level, x, name):
     elif isinstance(x, _ndarray):
         # a plain array is plain to the outer levels too: a value they trace written into it
         # raises (it would leave their derivative behind in plain memory), as at the outermost level
-        val = level.lock(x, name)
-        kind = "array"
-        scalar = False
+        val, s = _caller_array(level, x, name, active=True)
+        return ArrayTracer(val, level, s, None, False), _Leaf("array", x.shape, x.dtype, s, x)
     else:
         if type(x) is float:
             kind = "float"
@@ -107,8 +106,6 @@ def _wrap_leaf(level, x, name):
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
-    if kind == "array":
-        s.orig = x
     t = TRACERS[scalar](val, level, s, None, scalar)
     if kind == "float" or kind == "complex":
         mark_weak(t)  # a Python number: NumPy's weak scalar (a float32 array times it stays float32)
@@ -317,10 +314,7 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
         if top and type(a) is _ndarray and a.dtype.kind in "fc":
             # the common case, one float array (what _wrap_leaf does for it at the outermost level)
             where = f"argument {n}"
-            v = level.lock(a, where)
-            st = Storage(level, v, active=True)
-            st.name = where
-            st.orig = a
+            v, st = _caller_array(level, a, where, active=True)
             t = ArrayTracer(v, level, st, None, False)
             info = _Leaf("array", a.shape, a.dtype, st, a)
             args[n] = t
@@ -349,6 +343,16 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
     return args, infos
 
 
+def _caller_array(level, a, name, active=False):
+    """(the writable view of the caller's array ``a`` a tracer of ``level`` holds, its
+    storage): ``a`` itself is read-only to plain code meanwhile (Level.lock)."""
+    v = level.lock(a, name)
+    st = Storage(level, v, active)
+    st.name = name
+    st.orig = a
+    return v, st
+
+
 def _wrap_constants(level, args, argnums, wrapped, names=None):
     """Float arrays among the other arguments become inactive traced arrays:
     the function can then write traced values into them (scratch buffers
@@ -362,12 +366,8 @@ def _wrap_constants(level, args, argnums, wrapped, names=None):
         if type(a) is _ndarray:  # the common case: one plain array
             if a.dtype.kind in "fc":
                 if len(levels) == 1:  # (what _wrap_constant does at the outermost level)
-                    name = f"argument {n}" if names is None else names[n]
-                    v = level.lock(a, name)
-                    st = Storage(level, v)
-                    st.name = name
+                    v, st = _caller_array(level, a, f"argument {n}" if names is None else names[n])
                     st.pristine = True
-                    st.orig = a
                     t = args[n] = ArrayTracer(v, level, st, None, False)
                     wrapped.append((t, _Leaf("array", a.shape, a.dtype, st, a)))
                 else:

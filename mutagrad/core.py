@@ -548,6 +548,21 @@ class Level:
             )
         return s
 
+    def check_rule_output(self, prim, y):
+        """A rule gets this level's values, never its tracers: an output traced by this
+        level comes from a traced value the rule closed over, whose derivative its
+        pullback (or tangent) cannot pass on."""
+        leaves = y if type(y) is tuple or type(y) is list else (y,)
+        for v in leaves:
+            if isinstance(v, Tracer) and v._level is self:
+                from .errors import RuleError
+
+                raise RuleError(
+                    f"the rule of {prim.name} computed its output from a traced value it closes over (a "
+                    f"variable of the enclosing differentiated code), at {user_line()}: the derivative through "
+                    "that value would be lost. Pass the value to the primitive as an argument, and give its "
+                    "cotangent in the pullback.")
+
     def check_not_outer_into_plain(self, dest, vv):
         """An inner level's write of a value an outer level traces into memory that is plain
         to the outer levels (an array passed to this differentiation): it would keep the value
@@ -1196,7 +1211,7 @@ class Tracer:
         return function_dispatch(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        if self._plain_constant() or printing_statement(sys._getframe(1)):  # (print(np.asarray(x)))
+        if self._may_convert():  # (print(np.asarray(x)) too)
             # a pristine constant (a non-differentiated argument, or computed from
             # such only, never written): its value, as a read-only copy. Anything
             # else raises: a conversion may also be NumPy's own code that expects
@@ -1254,6 +1269,11 @@ class Tracer:
             " To change only the layout or dtype of a traced array, use x.copy(order='C' or 'F') "
             "or x.astype(dtype), which are differentiated.")
 
+    def _may_convert(self):
+        """A conversion to plain values (float(x), np.asarray(x), x.item()...) is allowed: of a
+        pristine constant, or in a statement that only prints or logs (its caller's caller)."""
+        return self._plain_constant() or printing_statement(sys._getframe(2))
+
     def _plain_constant(self):
         t = live(self)
         while isinstance(t, Tracer):
@@ -1269,7 +1289,7 @@ class Tracer:
     # Anything that carries (or may come to carry) a derivative raises.
 
     def __float__(self):
-        if self._plain_constant() or printing_statement(sys._getframe(1)):
+        if self._may_convert():
             return float(bottom(self))
         target = plain_write_target(sys._getframe(1))
         if target is not None:
@@ -1279,12 +1299,12 @@ class Tracer:
         raise escape_error("float(x) (or math.*)")
 
     def __int__(self):
-        if self._plain_constant() or printing_statement(sys._getframe(1)):
+        if self._may_convert():
             return int(bottom(self))
         raise escape_error("int(x)")
 
     def __complex__(self):
-        if self._plain_constant() or printing_statement(sys._getframe(1)):
+        if self._may_convert():
             return complex(bottom(self))
         raise escape_error("complex(x)")
 
@@ -1292,12 +1312,12 @@ class Tracer:
         raise TypeError(f"a traced floating-point array cannot be used as an index ({user_line()})")
 
     def item(self, *args):
-        if self._plain_constant() or printing_statement(sys._getframe(1)):
+        if self._may_convert():
             return bottom(self).item(*args)
         raise escape_error("x.item()")
 
     def tolist(self):
-        if self._plain_constant() or printing_statement(sys._getframe(1)):
+        if self._may_convert():
             return bottom(self).tolist()
         raise escape_error("x.tolist()")
 
@@ -1368,7 +1388,7 @@ class Tracer:
         # (float(f"{x:.17g}")), as float(x) and "%g" % x are: a constant may show its digits,
         # and so may a statement that only prints or logs them; anything else shows what
         # str() shows, or raises for a numeric format.
-        if self._plain_constant() or (spec and printing_statement(sys._getframe(1))):
+        if self._may_convert() if spec else self._plain_constant():
             return format(bottom(self), spec)
         if not spec:
             return str(self)

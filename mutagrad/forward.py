@@ -100,9 +100,7 @@ class ForwardLevel(Level):
         if tree is not None:  # a list or tuple with no tangent in it has a zero tangent (a list of
             tangents = tuple(_zero_if_constant(t) for t in tangents)  # numbers NumPy makes an array of)
         y, ydot = prim.frule(primals, tangents, **kwargs)
-        from .tape import _check_no_closed_over_tracer
-
-        _check_no_closed_over_tracer(prim, y, self)
+        self.check_rule_output(prim, y)
         poison = None
         for i in ins:
             p = leaves[i]._storage.poison

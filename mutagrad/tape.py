@@ -531,7 +531,7 @@ class ReverseLevel(Level):
             inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
             return self._ew_record(prim, leaves, vals, inputs, need, out_read, prim.elementwise[2](*vals))
         y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
-        _check_no_closed_over_tracer(prim, y, self)
+        self.check_rule_output(prim, y)
         if type(pb) is ElementwisePullback and prim.reads is not None:  # a rule called directly
             xs = list(pb.xs)
             drop_unread(xs, need)  # let temporaries no pullback reads die now
@@ -831,23 +831,6 @@ class ReverseLevel(Level):
             for rec in tape[i + 1 :]:
                 if type(rec) is WriteRecord or type(rec) is ScalarRun:
                     rec.redo()
-
-
-def _check_no_closed_over_tracer(prim, y, level):
-    """A rule gets this level's values, never its tracers: an output traced by this
-    level comes from a traced value the rule closed over, whose derivative its
-    pullback cannot pass on."""
-    ty = type(y)
-    leaves = y if ty is tuple or ty is list else (y,)
-    for v in leaves:
-        if isinstance(v, Tracer) and v._level is level:
-            from .errors import RuleError
-
-            raise RuleError(
-                f"the rule of {prim.name} computed its output from a traced value it closes over (a variable "
-                f"of the enclosing differentiated code), at {user_line()}: the derivative through that value "
-                "would be lost. Pass the value to the primitive as an argument, and give its cotangent "
-                "in the pullback.")
 
 
 def prim_missing_rule(prim, mode):

@@ -910,10 +910,11 @@ def _phase_jumps(what):
         "matrix (real directions)")
 
 
-def _phase_dependent(V, gV):
-    """Whether the cotangent gV of unit vectors V sees their phase (Im diag(Vᴴ ḡV) != 0)."""
-    c = np.imag(np.sum(np.conj(bottom(V)) * bottom(gV), axis=-2))
-    return bool(np.any(np.abs(c) > 1e-10 * (1.0 + np.max(np.abs(bottom(gV))))))
+def _sees_phase(c, *cts):
+    """Whether cotangents ``cts`` see the phase of the vectors: c_k = Im(v_kᴴ ḡ_k) summed over
+    the vectors sharing a phase is not zero (relative to the cotangents' size)."""
+    scale = max((float(np.max(np.abs(bottom(g)), initial=0.0)) for g in cts if not is_zero(g)), default=0.0)
+    return bool(np.any(np.abs(bottom(c)) > 1e-10 * (1.0 + scale)))
 
 
 # -- eigh, eigvalsh ---------------------------------------------------------------
@@ -945,12 +946,12 @@ def _eigh_T(w, V, gw, gV, lower):
             return _degenerate("np.linalg.eigh")
         if _is_complex(V):
             E = _real_row(V, (0,) if lower else (-1,))
-            if E is not None and _on_real_matrix(V) and _phase_dependent(V, gV):
-                return _phase_jumps("np.linalg.eigh")
-            if E is not None:
-                gV = gV + _phase_fix_T(V, np.imag(np.sum(_cj(V) * gV, axis=-2)), E)
-            elif _phase_dependent(V, gV):
-                return _phase_unknown("np.linalg.eigh")
+            c = np.imag(np.sum(_cj(V) * gV, axis=-2))
+            if E is None or _on_real_matrix(V):
+                if _sees_phase(c, gV):
+                    return _phase_unknown("np.linalg.eigh") if E is None else _phase_jumps("np.linalg.eigh")
+            else:
+                gV = gV + _phase_fix_T(V, c, E)
         inner = inner + _pair_inv(w) * np.matmul(_H(V), gV)
     return _herm_in_T(np.matmul(np.matmul(V, inner), _H(V)), lower)
 
@@ -1099,8 +1100,7 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
             c = c + np.imag(np.sum(Vh * _cj(gVh), axis=-1))
         E, of_v = _svd_real_row(U, V)
         if E is None or (_on_real_matrix(U) and _on_real_matrix(V)):
-            if np.any(np.abs(bottom(c)) > 1e-10 * (1.0 + max(np.max(np.abs(bottom(g)), initial=0.0)
-                                                              for g in (gU, gVh) if not is_zero(g)))):
+            if _sees_phase(c, gU, gVh):
                 return _phase_unknown("np.linalg.svd") if E is None else _phase_jumps("np.linalg.svd")
         elif of_v:
             gVh = _acc(gVh, _H(_phase_fix_T(V, c, E)))

@@ -892,8 +892,9 @@ def _nan_ext_reduce(handler):
 def _numpy_folds(ufunc, method):
     """Whether NumPy's ``ufunc.reduce``/``.accumulate`` is the left fold we
     differentiate. (NumPy 2.4's ``power.reduce`` and ``arctan2.reduce`` return
-    ``f(x[0], x[-1])`` on an Intel Xeon and the left fold on an AMD EPYC; a rule
-    would differentiate another function where they do not fold.)"""
+    something other than the left fold on some CPUs (an Intel Xeon, and for
+    ``power`` an AMD EPYC too) and the left fold on others; a rule would
+    differentiate another function where they do not fold.)"""
     probe = np.array([[1.25, 1.5, 0.75, 1.125, 1.75]] * 2)
     r = probe[:, 0]
     steps = [r]

@@ -354,3 +354,22 @@ def test_python_complex_times_numpy_float64_is_a_python_complex():
     with pytest.raises(TypeError) as got:
         mg.grad(f)(np.array([1.0, 2.0]))
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (lambda s: abs((-s) ** 0.5), (2.0,)),                            # = sqrt(s)
+    (lambda c: ((-1.0 + (1.0 - 4.0 * c) ** 0.5) / 2.0).imag, (1.0,)),  # a complex root's imaginary part
+    (lambda p: ((-2.0) ** p).real, (0.3,)),                          # traced exponent
+    (lambda s, p: ((-s) ** p).imag * s, (2.0, 0.3)),
+])
+def test_python_power_of_a_negative_float_is_complex(fn, args):
+    # Python's (-2.0) ** 0.5 is 1.414j: its derivative is the complex power's (it was NaN)
+    from mutagrad.testing import numerical_grad
+
+    nums = tuple(range(len(args)))
+    want = numerical_grad(fn, args, nums)
+    got = mg.grad(fn, argnums=nums)(*args)
+    np.testing.assert_allclose(np.array(got, float), np.array(want, float), rtol=1e-7)
+    v = (1.0,) * len(args)
+    _, t = mg.jvp(fn, args, v)
+    np.testing.assert_allclose(t, sum(want), rtol=1e-7)

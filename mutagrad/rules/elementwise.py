@@ -280,8 +280,18 @@ def scalar_power(a, b):
     return _scalar(a) ** _scalar(b)
 
 
+def _complex_base(x, y):
+    """The base as the power saw it: Python's ``a ** b`` of a negative float and a
+    fractional exponent is complex (``(-2.0) ** 0.5 == 1.414j``), so its partials
+    are those of the complex power, not NaN from the real one."""
+    if np.iscomplexobj(bottom(y)) and not np.iscomplexobj(bottom(x)):
+        return x + 0j
+    return x
+
+
 get_primitive(scalar_power, "np.float64.__pow__")
-defelementwise(scalar_power, _pow_dbase, _pow_dexp)
+defelementwise(scalar_power, lambda x, p, y: _pow_dbase(_complex_base(x, y), p, y),
+               lambda x, p, y: _pow_dexp(_complex_base(x, y), p, y))
 SCALAR_OPS[np.power] = REGISTRY[scalar_power]
 defelementwise(np.float_power, _pow_dbase, _pow_dexp)
 

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, foreign_subclass, lift,
-                   mark_weak, pristine_layers, write)
+                   live, mark_weak, pristine_layers, write)
 from .errors import (_INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, readonly_error,
                      replaced_error, user_line)
 from .forward import ForwardLevel
@@ -91,10 +91,15 @@ def _wrap_leaf(level, x, name):
         kind = "tracer"
         scalar = x._scalar
     elif isinstance(x, _ndarray):
-        # a plain array is plain to the outer levels too: a value they trace written into it
-        # raises (it would leave their derivative behind in plain memory), as at the outermost level
-        val, s = _caller_array(level, x, name, active=True)
-        return ArrayTracer(val, level, s, None, False), _Leaf("array", x.shape, x.dtype, s, x)
+        if not outer:
+            val, s = _caller_array(level, x, name, active=True)
+            return ArrayTracer(val, level, s, None, False), _Leaf("array", x.shape, x.dtype, s, x)
+        # inside outer levels: their constant, so that what is computed from it is theirs too;
+        # but plain memory to them, which a value they differentiate may not be written into
+        # (it would keep the value without its derivative once the call ends: plain_outer)
+        val = lift(level.lock(x, name), outer)
+        kind = "array"
+        scalar = False
     else:
         if type(x) is float:
             kind = "float"
@@ -106,6 +111,8 @@ def _wrap_leaf(level, x, name):
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
+    if kind == "array":
+        s.plain_outer = True  # (its value is the outer levels' tracer, which unwraps to x)
     t = TRACERS[scalar](val, level, s, None, scalar)
     if kind == "float" or kind == "complex":
         mark_weak(t)  # a Python number: NumPy's weak scalar (a float32 array times it stays float32)
@@ -303,7 +310,11 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
     other float arrays (and those of ``kwargs``, a dict rewritten in place)
     constant traced arrays; returns (args, infos)."""
     _check_argnums(argnums, len(args))
-    args = list(args)
+    # a traced value a finished differentiation left behind (in a global, an attribute) is
+    # the array it holds (see core.live)
+    args = [live(a) if isinstance(a, Tracer) else a for a in args]
+    if kwargs:
+        kwargs.update({k: live(v) for k, v in kwargs.items() if isinstance(v, Tracer)})
     infos = {}
     wrapped = []
     top = level.index == 0
@@ -536,11 +547,13 @@ def _constant_array(v, level) -> bool:
 
 def _wrap_constant(leaf, name, levels, wrapped):
     plain = not isinstance(leaf, Tracer)
-    # (a plain array is plain to the outer levels: wrapped by this one only, see _wrap_leaf)
-    t = lift(levels[-1].lock(leaf, name), levels[-1:]) if plain else lift(leaf, levels)
+    # (a plain array: the outer levels' constant, plain memory to them, see _wrap_leaf)
+    t = lift(levels[-1].lock(leaf, name) if plain else leaf, levels)
     t._storage.name = name
-    if plain:
+    if plain and len(levels) == 1:
         t._storage.orig = leaf
+    elif plain:
+        t._storage.plain_outer = True
     pristine_layers(t, leaf)  # (the layers made here: an outer level's own stay as they are)
     wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
     return t

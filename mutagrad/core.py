@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import math
 import operator
 import sys
 import threading
@@ -36,6 +37,7 @@ from .errors import (
     escape_error,
     method_calls,
     plain_write_target,
+    predicate_call,
     printing_statement,
     user_line,
 )
@@ -342,6 +344,10 @@ class Storage:
     # an argument: the caller's array, read-only while the function runs, whose writable
     # view is the root (Level.lock)
     orig = None
+    # a plain array passed to an inner differentiation: the outer levels wrap it for the
+    # call (what is computed from it is theirs), but it stays plain memory to them once the
+    # call ends, so a value they differentiate may not be written into it
+    plain_outer = False
 
     def __init__(self, level, root, active=False):
         self.level = level
@@ -564,10 +570,12 @@ class Level:
                     "cotangent in the pullback.")
 
     def check_not_outer_into_plain(self, dest, vv):
-        """An inner level's write of a value an outer level traces into memory that is plain
-        to the outer levels (an array passed to this differentiation): it would keep the value
-        without its derivative once this level ends, as any plain array would."""
-        if self.index and type(dest._value) is _ndarray and isinstance(vv, Tracer):
+        """An inner level's write of a value an outer level differentiates into memory that
+        is plain to the outer levels (a plain array passed to this differentiation, see
+        Storage.plain_outer): it would keep the value without its derivative once this level
+        ends, as any plain array would. Arrays computed inside (x.copy()) are the outer
+        levels' too and take such writes; so does the array itself for their constants."""
+        if self.index and dest._storage.plain_outer and isinstance(vv, Tracer) and _carries_derivative(vv):
             raise WriteToPlainArrayError(
                 f"writing a value traced by an outer differentiation into {dest._storage.name or 'an array'} at "
                 f"{user_line()}: that array is plain to the outer differentiation (a plain NumPy array passed to "
@@ -827,6 +835,16 @@ def top_level(leaves):
     return top
 
 
+def _carries_derivative(t) -> bool:
+    """Whether traced ``t`` depends, at some level, on what that level differentiates."""
+    while isinstance(t, Tracer):
+        s = t._storage
+        if s.active if t._level.mode == "rev" else (s.tangent is not None or s.poison is not None):
+            return True
+        t = t._value
+    return False
+
+
 def live(x):
     """A leftover traced value (one a differentiation that has returned left in
     a global, a closure, an object or a list) is the value it had: what a plain
@@ -911,13 +929,33 @@ def ufunc_dispatch(ufunc, method, inputs, kwargs):
         inputs = _arrayify(inputs)
     h = UFUNC_HANDLERS.get((ufunc, method)) or UFUNC_HANDLERS.get((None, method))
     if h is None:
+        plain = _leftovers_only(inputs, kwargs)
+        if plain is not None:
+            return getattr(ufunc, method)(*plain[0], **plain[1])
         raise _no_rule(ufunc, f"ufunc method .{method}" if method != "__call__" else "ufunc")
     return h(ufunc, inputs, kwargs)
+
+
+def _leftovers_only(args, kwargs):
+    """(args, kwargs) with every leftover traced value (see live) replaced by its value,
+    or None when a traced value of a running differentiation is among them."""
+    leaves, tree = _flatten_args(tuple(args) + tuple(kwargs.values()))
+    if top_level(leaves) is not False:
+        return None
+    vals = [live(x) for x in leaves]
+    if any(isinstance(v, Tracer) for v in vals):
+        return None
+    vals = _unflatten_args(tree, vals)
+    n = len(args)
+    return tuple(vals[:n]), dict(zip(kwargs, vals[n:]))
 
 
 def function_dispatch(func, args, kwargs):
     h = FUNCTIONS.get(func)
     if h is None:
+        plain = _leftovers_only(args, kwargs)
+        if plain is not None:  # (np.save(f, y) of a value a returned differentiation left behind)
+            return func(*plain[0], **plain[1])
         raise _no_rule(func)
     for a in args:
         if type(a) is list or type(a) is tuple:
@@ -1289,7 +1327,7 @@ class Tracer:
     # Anything that carries (or may come to carry) a derivative raises.
 
     def __float__(self):
-        if self._may_convert():
+        if self._may_convert() or predicate_call(sys._getframe(1)):
             return float(bottom(self))
         target = plain_write_target(sys._getframe(1))
         if target is not None:
@@ -1372,13 +1410,21 @@ class Tracer:
             "has no derivative. Write values with x[...] = val instead."
         )
 
-    def __reduce__(self):
+    def __reduce_ex__(self, protocol):
+        # a leftover (or a pristine constant) pickles as its plain value: nothing is lost
+        if self._plain_constant():
+            return bottom(self).__reduce_ex__(protocol)
         raise escape_error("pickling a traced array")
+
+    def __reduce__(self):
+        return self.__reduce_ex__(2)
 
     def __bool__(self):
         return bool(bottom(self))
 
     def __repr__(self):
+        if self._level.closed:  # a leftover: the value it had (see live)
+            return f"Tracer({bottom(self)!r}, left by a finished differentiation)"
         return f"Tracer({bottom(self)!r}, level={self._level.id}, active={self._storage.active})"
 
     __str__ = __repr__
@@ -1740,6 +1786,41 @@ class ScalarTracer(Tracer):
             return int(self)
         r = np.round(self, ndigits)
         return _weak_result(r, ()) if weak(self) else r
+
+    # Python float methods (np.float64 and a Python float argument have them)
+    def is_integer(self):
+        # a yes/no answer about the value, as a comparison: nothing to lose
+        return bottom(self).is_integer()
+
+    def _integral(self, name):
+        if self.dtype.kind == "c":
+            raise TypeError(f"must be real number, not {self.dtype.type.__name__}")
+        if self._may_convert():
+            return getattr(math, name)(bottom(self))
+        raise escape_error(f"math.{name}(x)", TracerEscapeError,
+                           f" For a traced value with derivative zero use np.{name}(x); for a plain int, "
+                           f"math.{name}(mg.stop_gradient(x)).")
+
+    def __trunc__(self):
+        return self._integral("trunc")
+
+    def __floor__(self):
+        return self._integral("floor")
+
+    def __ceil__(self):
+        return self._integral("ceil")
+
+    def as_integer_ratio(self):
+        m = bottom(self).as_integer_ratio  # (AttributeError where the NumPy scalar has none)
+        if self._may_convert():
+            return m()
+        raise escape_error("x.as_integer_ratio()")
+
+    def hex(self):
+        m = bottom(self).hex
+        if self._may_convert():
+            return m()
+        raise escape_error("x.hex()")
 
     @property
     def __class__(self):

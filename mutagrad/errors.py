@@ -257,6 +257,43 @@ def printing_statement(frame) -> bool:
     return True
 
 
+_PREDICATES = None
+
+
+def predicate_call(frame) -> bool:
+    """Whether the user's ``frame`` is calling ``math.isnan``, ``math.isinf`` or
+    ``math.isfinite`` (which convert their argument with float()) on the value being
+    converted: a yes/no answer about the value, no derivative to lose, as bool(x) and
+    comparisons are. Found from the position of the current instruction in the file's
+    AST; the called name is looked up in the frame, never evaluated."""
+    global _PREDICATES
+    if frame is None or _frame_is_internal(frame):
+        return False
+    if _PREDICATES is None:
+        import math
+
+        _PREDICATES = (math.isnan, math.isinf, math.isfinite)
+    try:
+        pos = next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None))
+    except (AttributeError, StopIteration, ValueError):
+        return False
+    stmt = _statement_at(frame)
+    if stmt is None or None in pos:
+        return False
+    for node in ast.walk(stmt):
+        if type(node) is ast.Call and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == pos:
+            f = node.func
+            if type(f) is ast.Name:
+                obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))
+            elif type(f) is ast.Attribute and type(f.value) is ast.Name:
+                mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
+                obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
+            else:
+                return False
+            return any(obj is p for p in _PREDICATES) and len(node.args) == 1
+    return False
+
+
 def forget_escape():
     global _last_escape
     _last_escape = None

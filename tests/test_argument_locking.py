@@ -241,3 +241,41 @@ def test_inner_differentiation_writing_outer_values_into_a_plain_array():
 
     with pytest.raises(mg.WriteToPlainArrayError, match="plain to the outer differentiation"):
         mg.grad(through_jacobian)(np.array([0.62, 0.91, 0.47]))
+
+
+@pytest.mark.parametrize("fresh", [lambda x: x.copy(), lambda x: x * 1.0, lambda x: np.copy(x), lambda x: x[::-1].copy()])
+def test_inner_differentiation_arrays_made_from_a_plain_argument_are_the_outer_levels(fresh):
+    # y = x.copy() of a plain array x passed to an inner differentiation is a new array: the
+    # outer level traces it, so writing an outer-traced value into it is differentiated
+    def inner(x, a):
+        y = fresh(x)
+        y *= a
+        y[0] = y[1] * a
+        return np.sum(np.sin(y))
+
+    def outer(a):
+        x = np.array([0.3, 0.5, 0.9])
+        g = mg.grad(inner)(x, a)
+        return np.sum(g ** 2)
+
+    want = fd_grad(lambda v: outer(v[0]), np.array([1.3]))[0]
+    assert abs(mg.grad(outer)(1.3) - want) <= 1e-6 * abs(want)
+    assert abs(mg.jvp(outer, (1.3,), (1.0,))[1] - want) <= 1e-6 * abs(want)
+
+
+def test_inner_differentiation_writes_its_own_constants_into_a_plain_argument():
+    # values computed from the plain argument alone are constants to the outer level: writing
+    # them into it loses nothing, before or after an outer-traced value is read from it
+    def outer(a):
+        x = np.array([0.3, 0.5, 0.9])
+
+        def inner(x, b):
+            x[0] = x[1] * 2.0
+            x[2] = x[0] * x[1]
+            return np.sum(x * b * a)
+
+        g = mg.grad(inner, argnums=1)(x, np.array([1.0, 2.0, 3.0]))
+        return np.sum(g * x)
+
+    want = fd_grad(lambda v: outer(v[0]), np.array([0.7]))[0]
+    assert abs(mg.grad(outer)(0.7) - want) <= 1e-7 * max(1.0, abs(want))

@@ -322,6 +322,40 @@ def test_traced_values_left_behind_are_their_values():
     np.testing.assert_allclose(mg.grad(lambda z: np.sum(z * kept[0]))(x), [5.0, 6.0])
 
 
+def test_traced_values_left_behind_work_where_plain_arrays_do():
+    # functions without a derivative rule, pickling, and passing one to a later
+    # differentiation as an argument it writes into: the value, as a plain array would be
+    import io
+    import pickle
+
+    kept = []
+
+    def f(x):
+        y = np.tanh(x * 2.0)
+        kept.append(y)
+        return np.sum(y ** 2)
+
+    x = np.array([0.1, 0.2])
+    mg.grad(f)(x)
+    y = kept[0]
+    want = np.tanh(x * 2.0)
+    buf = io.BytesIO()
+    np.save(buf, y)  # (np.save has no derivative rule)
+    buf.seek(0)
+    np.testing.assert_array_equal(np.load(buf), want)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(kept))[0], want)
+    assert "finished differentiation" in repr(y)
+
+    def g(z, out):
+        out[:] = z * z
+        return np.sum(out * z)
+
+    np.testing.assert_allclose(mg.grad(g)(np.array([1.0, 2.0]), y), 3 * np.array([1.0, 2.0]) ** 2)
+    np.testing.assert_array_equal(np.asarray(y), [1.0, 4.0])  # written, as the plain array would be
+    with pytest.raises(mg.TracerEscapeError, match="pickling"):
+        mg.grad(lambda z: pickle.dumps(z * 2.0) and np.sum(z))(x)
+
+
 def test_a_value_left_by_an_inner_differentiation_keeps_its_outer_derivative():
     box = []
 
@@ -1005,3 +1039,25 @@ def test_a_print_statement_that_could_keep_the_value_still_raises():
     for f in (copies, positional_out):
         with pytest.raises(mg.TracerEscapeError):
             mg.grad(f)(np.array([1.0, 2.0]))
+
+
+def test_python_float_methods_of_a_traced_scalar():
+    # is_integer and math.isnan/isinf/isfinite answer yes or no about the value (as a comparison
+    # does); math.floor/ceil/trunc, hex and as_integer_ratio would give plain numbers: they raise
+    seen = []
+
+    def f(s):
+        seen.append((s.is_integer(), math.isfinite(s), math.isnan(s * 2.0), math.isinf(s)))
+        return s * 3.0 if math.isfinite(s) else s
+
+    assert mg.grad(f)(2.5) == 3.0 and mg.jvp(f, (2.5,), (1.0,))[1] == 3.0
+    assert seen[0] == (False, True, False, False)
+    assert mg.grad(lambda s: s * 2.0 if s.is_integer() else s)(2.0) == 2.0
+    for fn, name in ((math.floor, "math.floor"), (math.ceil, "math.ceil"), (math.trunc, "math.trunc"),
+                     (lambda s: s.hex(), "x.hex"), (lambda s: s.as_integer_ratio(), "as_integer_ratio")):
+        msg = _raises(lambda s, fn=fn: fn(s) * s, 2.5, mg.TracerEscapeError)
+        assert name in msg, msg
+    # a predicate on another value of the statement does not let this conversion through
+    with pytest.raises(mg.TracerEscapeError, match="float"):
+        mg.grad(lambda s: s * 2.0 if math.isfinite(math.sqrt(s)) else s)(2.5)
+    assert math.floor(mg.grad(lambda s: s * math.floor(mg.stop_gradient(s)))(2.5)) == 2

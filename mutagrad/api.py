@@ -1049,7 +1049,9 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
     ``mode="fwd"`` pushes one basis vector per input element, running
     ``fun`` once per element: the arrays among the arguments are restored
     before each run, so they end as after one plain call, but state that
-    ``fun`` mutates elsewhere (globals, closures) is mutated by every run.
+    ``fun`` mutates elsewhere (globals, closures) is mutated by every run,
+    and a run that returns other values than the first (state read after
+    such a change, fresh random draws) raises ``MutationError``.
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.jacobian(lambda x: x ** 2, mode="fwd")(np.array([1.0, 3.0]))
@@ -1239,6 +1241,8 @@ def _jac_fwd(f, args, nums, dargs, single, allargs):
     first = True
     out_tree = None
     out_leaves = None
+    first_out = None  # the first run's values, which every later run must return too
+    runs = 0
     for ai, (leaves_in, tree_in) in enumerate(in_trees):
         for li, xin in enumerate(leaves_in):
             ishape = _leaf_shape(xin)
@@ -1261,6 +1265,12 @@ def _jac_fwd(f, args, nums, dargs, single, allargs):
                     out, tout = jvp(f, args, tans, _argnums=nums)
                     out_leaves, out_tree = tree_flatten(out)
                     _check_jac_outputs(out_leaves)
+                    if first_out is None:
+                        first_out = [o if isinstance(o, NotImplementedTangent) else np.array(bottom(o))
+                                     for o in out_leaves]
+                    else:
+                        _check_same_run(first_out, out_leaves, runs)
+                    runs += 1
                     pushed.append(tree_flatten(tout)[0])
                 if len(pushed) == 1:
                     cols.append(pushed[0])
@@ -1290,6 +1300,39 @@ def _jac_fwd(f, args, nums, dargs, single, allargs):
             out_struct.append(tree_unflatten(tree_in, in_res))
         results.append(out_struct)
     return _jac_tree(out_tree, results, single)
+
+
+def _check_same_run(first, leaves, runs):
+    """Forward mode pushes one direction per run of the function: the runs must compute the
+    same function. A run that returns other values (beyond rounding) than the first read state
+    the function changes outside its arguments, or fresh random numbers; its column would be
+    the derivative of another function."""
+    diff = len(leaves) != len(first)
+    if not diff:
+        for a, o in zip(first, leaves):
+            if isinstance(a, NotImplementedTangent) or isinstance(o, NotImplementedTangent):
+                diff = not (isinstance(a, NotImplementedTangent) and isinstance(o, NotImplementedTangent))
+                if diff:
+                    break
+                continue
+            b = np.asarray(bottom(o))
+            if a.shape != b.shape or a.dtype != b.dtype:
+                diff = True
+            elif not np.array_equal(a, b, equal_nan=True):
+                scale = float(np.max(np.abs(a), initial=0.0)) if a.size else 0.0
+                with np.errstate(invalid="ignore"):
+                    diff = not np.allclose(a, b, rtol=1e-10, atol=1e-10 * max(scale, 1e-300), equal_nan=True)
+            if diff:
+                break
+    if diff:
+        raise MutationError(
+            f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode pushes one "
+            f"direction per run; hessian is forward over reverse, so it does too), and run {runs + 1} returned "
+            "other values than run 1: the function reads state that it changes itself outside its arguments "
+            "(a global or closure array, a counter, an object's attribute) or draws new random numbers, so "
+            "each column would be the derivative of another function. Pass that state as an argument, or set "
+            "it inside the function (seed the generator there); or use mg.jacobian(f, mode='rev') "
+            "(for a Hessian, mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
 
 
 def hessian(fun: Callable, argnums=0) -> Callable:

@@ -696,6 +696,37 @@ def test_jacobians_run_container_side_effects_once(run):
     assert log == plain  # every pass starts from the caller's items; they end as after one call
 
 
+def test_forward_jacobian_refuses_runs_that_compute_another_function():
+    # forward mode runs the function once per input element: state it changes outside its
+    # arguments (a closure array) or fresh random draws would give each column another
+    # function's derivative, so a run that returns other values than the first raises
+    c = np.array([1.0, 2.0])
+
+    def f(x):
+        y = np.sum(x * c)
+        c[...] *= 2.0
+        return y * np.sum(x)
+
+    with pytest.raises(mg.MutationError, match=r"test_api.py:\d+.*runs the function once per input element"):
+        mg.hessian(f)(np.array([1.0, 1.0]))
+    rng = np.random.default_rng(0)
+    with pytest.raises(mg.MutationError, match="random numbers"):
+        mg.jacobian(lambda x: x * rng.normal(size=3), mode="fwd")(np.ones(3))
+    # reverse over reverse runs it once: H = c 1^T + 1 c^T at the values of the call
+    c[:] = [1.0, 2.0]
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(np.array([1.0, 1.0])), [[2.0, 3.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(c, [2.0, 4.0])  # as after one plain call
+    # side effects that do not change the values are not refused (they run once per pass)
+    log = []
+
+    def g(x):
+        log.append(1)
+        return np.sum(x ** 3)
+
+    np.testing.assert_allclose(mg.hessian(g)(np.array([1.0, 2.0])), [[6.0, 0.0], [0.0, 12.0]])
+    assert len(log) == 2
+
+
 @pytest.mark.parametrize("slots", [False, True])
 def test_dataclass_argument_attributes_end_as_after_a_plain_call(slots):
     S = dataclasses.make_dataclass("S", [("u", np.ndarray), ("t", float)], slots=slots)

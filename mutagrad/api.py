@@ -13,7 +13,7 @@ import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, foreign_subclass, lift,
                    live, mark_weak, pristine_layers, write)
-from .errors import (_INTERNAL_PREFIXES, MutationError, ensure_shuffle_filter, forget_escape, readonly_error,
+from .errors import (_INTERNAL_PREFIXES, MutationError, NoRuleError, ensure_shuffle_filter, forget_escape, readonly_error,
                      replaced_error, user_line)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
@@ -58,6 +58,19 @@ def _check_subclass(x, where):
 
 
 def _check_leaf(x, where):
+    try:
+        _check_leaf_kind(x, where)
+    except TypeError as e:
+        if " leaf " not in where:
+            raise
+        # (a leaf inside a differentiated container cannot be left out of argnums by itself)
+        msg = str(e).replace(" or leave it out of argnums.", ".")
+        raise TypeError(msg + ("" if msg.endswith(".") else ".") + " Every leaf of a differentiated "
+                        "argument is differentiated: keep integers, strings and other non-float values in "
+                        "an argument that is not in argnums.") from None
+
+
+def _check_leaf_kind(x, where):
     _check_subclass(x, where)
     if isinstance(x, Tracer):
         if x.dtype.kind not in "fc":
@@ -801,6 +814,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
     nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
     level = ReverseLevel()
     with level:
+        outer = level.outer_levels()
         targs, infos = _wrap_args(level, primals, nums, fun)
         out, aux = _split_aux(_call(level, fun, targs), has_aux)
     _check_plain_aliases(level)
@@ -828,6 +842,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
                     "modifying them, or call the pullback first."
                 )
         ct_leaves = tree_flatten_like(out_tree, ct, "the cotangent passed to the pullback")
+        for c in ct_leaves:
+            if isinstance(c, Tracer) and not c._level.closed and not any(c._level is o for o in outer):
+                raise NoRuleError(
+                    f"the pullback of an mg.vjp made outside this differentiation was called with a traced "
+                    f"cotangent at {user_line()}: its recorded steps are plain, so its result cannot be "
+                    "differentiated. Call mg.vjp inside the differentiated function, so that the "
+                    "differentiation traces its steps too.")
         if len(ct_leaves) != len(out_leaves):
             raise ValueError(
                 f"the cotangent has {len(ct_leaves)} leaves but the output has {len(out_leaves)}"

@@ -390,10 +390,11 @@ def readonly_error(exc: BaseException, names):
         tb = tb.tb_next
     if ours:
         return ValueError(
-            f"{exc}: a write at {_where(exc)} into a read-only view (np.diagonal, np.broadcast_to, "
-            "sliding_window_view, mg.value and .imag of a real array give read-only views, as in NumPy; "
-            "NumPy's ufunc.at writes into them anyway, mutagrad does not). Write into the array itself "
-            "(x[idx] = ..., np.fill_diagonal), or into a copy of the view.")
+            f"{exc}: a write at {_where(exc)} into a read-only array: an argument that was read-only when "
+            "passed (a plain call raises the same; pass a writable copy, x.copy()), or a read-only view "
+            "(np.diagonal, np.broadcast_to, sliding_window_view, mg.value and .imag of a real array give "
+            "read-only views, as in NumPy; NumPy's ufunc.at writes into them anyway, mutagrad does not): "
+            "write into the array it views (x[idx] = ..., np.fill_diagonal), or into a copy of the view.")
     if not names:
         return None
     return _LockedWriteError(

@@ -1061,3 +1061,35 @@ def test_python_float_methods_of_a_traced_scalar():
     with pytest.raises(mg.TracerEscapeError, match="float"):
         mg.grad(lambda s: s * 2.0 if math.isfinite(math.sqrt(s)) else s)(2.5)
     assert math.floor(mg.grad(lambda s: s * math.floor(mg.stop_gradient(s)))(2.5)) == 2
+
+
+def test_pullback_of_an_outside_vjp_with_a_traced_cotangent_is_refused():
+    _, pb = mg.vjp(np.sin, np.array([0.3, 0.4]))
+    msg = _raises(lambda w: np.sum(pb(w)[0] ** 2), np.array([1.0, 2.0]), mg.NoRuleError)
+    assert "Call mg.vjp inside the differentiated function" in msg
+    with pytest.raises(mg.NoRuleError, match="made outside this differentiation"):
+        mg.jvp(lambda w: pb(w)[0], (np.array([1.0, 2.0]),), (np.ones(2),))
+    # a plain cotangent is a constant there; a vjp made inside is differentiated
+    np.testing.assert_allclose(mg.grad(lambda w: np.sum(w * pb(np.ones(2))[0]))(np.array([1.0, 2.0])),
+                               np.cos([0.3, 0.4]))
+    check_grads(lambda w: np.sum(mg.vjp(np.sin, w * 2.0)[1](w)[0] ** 2), np.array([0.3, 0.4]))
+
+
+def test_non_float_leaf_of_a_differentiated_container_names_the_fix():
+    with pytest.raises(TypeError, match=r"argument 0 leaf 0: .*str\. Every leaf of a differentiated argument"):
+        mg.grad(lambda p: np.sum(p["w"]))({"s": "name", "w": np.ones(2)})  # (leaves in key order: s, w)
+    with pytest.raises(TypeError, match=r"leave it out of argnums"):
+        mg.grad(lambda n: 1.0)(3)
+
+
+def test_write_into_an_argument_passed_read_only_says_so():
+    x = np.array([1.0, 2.0])
+    x.flags.writeable = False
+
+    def f(x):
+        x[0] = 5.0
+        return np.sum(x)
+
+    with pytest.raises(ValueError, match=r"read-only.*test_errors.py:\d+.*read-only when passed"):
+        mg.grad(f)(x)
+    assert not x.flags.writeable

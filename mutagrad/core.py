@@ -34,11 +34,13 @@ from .errors import (
     NoRuleError,
     TracerEscapeError,
     WriteToPlainArrayError,
+    call_at,
     escape_error,
     method_calls,
     plain_write_target,
     predicate_call,
     printing_statement,
+    user_frame,
     user_line,
 )
 from .tangents import ZeroTangent
@@ -1297,6 +1299,13 @@ class Tracer:
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError)
+        call = call_at(user_frame(sys._getframe(1)))
+        it = getattr(call.func, "attr", getattr(call.func, "id", None)) if call is not None else None
+        if it in ("nditer", "ndenumerate"):
+            raise escape_error(
+                f"np.{it} over a traced array (it iterates plain memory)", WriteToPlainArrayError,
+                " Loop over the indices instead (for i in np.ndindex(x.shape): x[i] = ...), which is "
+                "differentiated.")
         if "dot" in method_calls(sys._getframe(1)):
             raise escape_error(
                 "a plain array's method a.dot(b) with a traced b (the method converts b to a plain array)",

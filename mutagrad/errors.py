@@ -138,17 +138,8 @@ def _statement_at(frame):
         line, col = frame.f_lineno, None
     if line is None:
         line, col = frame.f_lineno, None
-    source = "".join(linecache.getlines(code.co_filename))
-    try:
-        hit = _TREES.get(code.co_filename)
-        if hit is not None and hit[0] == source:
-            tree = hit[1]
-        else:
-            tree = ast.parse(source)
-            if len(_TREES) > 64:
-                _TREES.clear()
-            _TREES[code.co_filename] = (source, tree)
-    except (SyntaxError, ValueError):
+    tree = _file_tree(code.co_filename)
+    if tree is None:
         src = linecache.getline(code.co_filename, line).strip()  # (a file that no longer parses: this line)
         try:
             tree, line, col = ast.parse(src), 1, None
@@ -169,6 +160,42 @@ def _statement_at(frame):
 
 
 _TREES: dict = {}  # file name -> (its source, its AST): a loop that prints parses its file once
+
+
+def _file_tree(filename):
+    """The AST of the file (cached while its source is unchanged), or None."""
+    source = "".join(linecache.getlines(filename))
+    hit = _TREES.get(filename)
+    if hit is not None and hit[0] == source:
+        return hit[1]
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    if len(_TREES) > 64:
+        _TREES.clear()
+    _TREES[filename] = (source, tree)
+    return tree
+
+
+def call_at(frame):
+    """The ``ast.Call`` the user's ``frame`` is executing (found from the position of its
+    current instruction, in any statement, a ``for`` or ``with`` header too), or None."""
+    if frame is None or _frame_is_internal(frame):
+        return None
+    try:
+        pos = next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None))
+    except (AttributeError, StopIteration, ValueError):
+        return None
+    if None in pos:
+        return None
+    tree = _file_tree(frame.f_code.co_filename)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if type(node) is ast.Call and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == pos:
+            return node
+    return None
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
              ast.AsyncFunctionDef, ast.ClassDef, ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 
@@ -267,31 +294,22 @@ def predicate_call(frame) -> bool:
     comparisons are. Found from the position of the current instruction in the file's
     AST; the called name is looked up in the frame, never evaluated."""
     global _PREDICATES
-    if frame is None or _frame_is_internal(frame):
+    node = call_at(frame)
+    if node is None or len(node.args) != 1:
         return False
     if _PREDICATES is None:
         import math
 
         _PREDICATES = (math.isnan, math.isinf, math.isfinite)
-    try:
-        pos = next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None))
-    except (AttributeError, StopIteration, ValueError):
+    f = node.func
+    if type(f) is ast.Name:
+        obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))
+    elif type(f) is ast.Attribute and type(f.value) is ast.Name:
+        mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
+        obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
+    else:
         return False
-    stmt = _statement_at(frame)
-    if stmt is None or None in pos:
-        return False
-    for node in ast.walk(stmt):
-        if type(node) is ast.Call and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == pos:
-            f = node.func
-            if type(f) is ast.Name:
-                obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))
-            elif type(f) is ast.Attribute and type(f.value) is ast.Name:
-                mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
-                obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
-            else:
-                return False
-            return any(obj is p for p in _PREDICATES) and len(node.args) == 1
-    return False
+    return any(obj is p for p in _PREDICATES)
 
 
 def forget_escape():

@@ -1093,3 +1093,30 @@ def test_write_into_an_argument_passed_read_only_says_so():
     with pytest.raises(ValueError, match=r"read-only.*test_errors.py:\d+.*read-only when passed"):
         mg.grad(f)(x)
     assert not x.flags.writeable
+
+
+def test_nditer_and_ndenumerate_are_named():
+    def with_nditer(u0):
+        u = u0.copy()
+        with np.nditer(u, op_flags=["readwrite"]) as it:
+            for v in it:
+                v[...] = v ** 2
+        return np.sum(u)
+
+    def with_ndenumerate(u0):
+        u = u0.copy()
+        for i, v in np.ndenumerate(u):
+            u[i] = v * 2.0
+        return np.sum(u)
+
+    for f, name in ((with_nditer, "np.nditer"), (with_ndenumerate, "np.ndenumerate")):
+        msg = _raises(f, np.ones(3), mg.WriteToPlainArrayError)
+        assert name in msg and "np.ndindex" in msg, msg
+
+    def with_ndindex(u0):  # the fix the message gives
+        u = u0.copy()
+        for i in np.ndindex(u.shape):
+            u[i] = u[i] ** 2
+        return np.sum(u)
+
+    check_grads(with_ndindex, np.array([0.5, 1.5, 2.0]))

@@ -1842,9 +1842,9 @@ for _p in (matmul_p, tensordot_p, dot_p, einsum_p, inv_p, solve_p, det_p):
 
 
 def _defgufunc(ufunc, spec):
-    """A NumPy 2 gufunc that is an einsum (vecdot conjugates its first operand)."""
+    """A NumPy 2 gufunc that is an einsum (vecdot and vecmat conjugate their first operand)."""
     p = get_primitive(ufunc)
-    conj_first = ufunc is np.vecdot
+    conj_first = ufunc is np.vecdot or ufunc is getattr(np, "vecmat", None)  # (both conjugate the vector)
 
     def rrule(a, b):
         y = ufunc(a, b)

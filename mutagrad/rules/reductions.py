@@ -317,11 +317,21 @@ def _np_mean(args, kwargs):
         s = bind(sum_p, (np.where(m, x, 0.0),), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)),
                                                      dtype=_loop_dtype(a, mean=True)))
         cnt = np.sum(m, axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
-        res = s / cnt
+        # NumPy divides by the count into the sum's dtype (float16 for a float16 array)
+        keep = np.float16 if np.result_type(bottom(x)) == np.float16 and a.get("dtype") is None else None
+        res = _divided_in_dtype(s, cnt, keep)
     else:
         res = bind(mean_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)),
                                       dtype=_loop_dtype(a, mean=True)))
     return write_out(res, a.get("out"))
+
+
+def _divided_in_dtype(s, cnt, dtype=None):
+    """``s / cnt`` (a count: an integer array) stored in ``s``'s dtype (or ``dtype``), as
+    NumPy's mean and var divide (true_divide(s, cnt, out=s, casting='unsafe'))."""
+    r = s / cnt
+    want = np.dtype(dtype) if dtype is not None else np.result_type(bottom(s))
+    return r if np.result_type(bottom(r)) == want else r.astype(want)
 
 
 def _np_prod(args, kwargs):
@@ -339,6 +349,10 @@ def _np_ext(prim, ufunc):
         x = a["a"]
         where = a.get("where", True)
         initial = a.get("initial", None)
+        if initial is not None and np.size(bottom(x)) == 0:
+            # nothing to reduce: NumPy's result (initial everywhere, or its error) is a constant
+            kw = {k: bottom(v) for k, v in a.items() if k not in ("a", "out")}
+            return write_out(ufunc.reduce(bottom(x), **{"axis": None, **kw}), a.get("out"))
         if where is not True and where is not None:
             if initial is None:
                 raise ValueError(f"reduction operation '{ufunc.__name__}' does not have an identity, so to use a where mask one has to specify 'initial'")
@@ -406,11 +420,13 @@ def _np_var(args, kwargs, sqrt=False):
         m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
         cnt = np.sum(m, axis=axis, keepdims=True)
         mu = a.get("mean")
+        dtype = a.get("dtype")  # (NumPy sums in it, and so computes the deviations in it)
         if mu is None:
-            mu = np.sum(np.where(m, x, 0.0), axis=axis, keepdims=True) / cnt
+            mu = _divided_in_dtype(np.sum(np.where(m, x, 0.0), axis=axis, keepdims=True, dtype=dtype), cnt)
         d = np.where(m, x - mu, 0.0)
-        ss = np.sum(_abs2_by_parts(d), axis=axis, keepdims=keepdims)
+        ss = np.sum(_abs2_by_parts(d), axis=axis, keepdims=keepdims, dtype=dtype)
         n = np.sum(m, axis=axis, keepdims=keepdims)
+        res = _divided_in_dtype(ss, np.maximum(n - ddof, 0))
     else:
         mu = a.get("mean")
         dtype = a.get("dtype")
@@ -440,7 +456,7 @@ def _np_var(args, kwargs, sqrt=False):
                 ss = ss.astype(odt)
         else:
             ss = np.sum(sq, axis=axis, keepdims=keepdims, dtype=dtype)
-    res = ss / (n - ddof)
+        res = ss / (n - ddof)
     if sqrt:
         # the deviation from the mean of a single element is zero whatever it is: the std of
         # one element is the constant 0 (sqrt's infinite slope at 0 would give 0 * inf = nan)

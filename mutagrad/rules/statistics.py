@@ -794,6 +794,10 @@ def _fold_reduce(ufunc, inputs, kwargs):
         start = n
     elif initial is None:
         r, start = x2[..., 0], 1
+        if ufunc.identity is not None:  # NumPy starts from the identity: hypot.reduce([-1.25]) is 1.25
+            r = ufunc(ufunc.identity, r)
+        elif n == 1:  # (a new array, as NumPy's: not a view of x, which may be written later)
+            r = np.copy(r)
     elif isinstance(initial, Tracer):
         r, start = np.broadcast_to(initial, kshape), 0
     else:
@@ -801,10 +805,18 @@ def _fold_reduce(ufunc, inputs, kwargs):
     for i in range(start, n):
         v = ufunc(r, x2[..., i])
         r = v if m is None else np.where(m[..., i], v, r)
+    r = _as_fold_dtype(ufunc, r, xb.dtype)
     if keepdims:
         r = np.reshape(r, kdshape)
     out = k.get("out")
     return write_out(r, out[0] if type(out) is tuple else out)
+
+
+def _as_fold_dtype(ufunc, r, dt):
+    """``r`` in the dtype of the ufunc's loop for ``dt`` (float_power computes in float64
+    even when no step ran: a fold of one element)."""
+    want = ufunc.resolve_dtypes((dt, dt, None))[2]
+    return r if np.result_type(bottom(r)) == want else r.astype(want)
 
 
 def _with_bits(t, exact):
@@ -856,7 +868,7 @@ def _fold_accumulate(ufunc, inputs, kwargs):
     for i in range(1, len(xm)):
         r = ufunc(r, xm[i])
         steps.append(r)
-    return write_out(np.stack(steps, axis=axis), out)
+    return write_out(_as_fold_dtype(ufunc, np.stack(steps, axis=axis), bottom(x).dtype), out)
 
 
 def _select_accumulate(ufunc, inputs, kwargs):

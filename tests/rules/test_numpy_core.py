@@ -480,3 +480,13 @@ def test_fill_and_put_of_a_traced_scalar_leave_it_unchanged():
         assert np.allclose(mg.grad(f)(x, put), [-1.3, 0.7 + 1.0])
     with pytest.raises(IndexError):
         mg.grad(lambda x: np.put(x[0] * 1.0, 3, 1.0) or x[0])(x)
+
+
+@pytest.mark.skipif(not isinstance(getattr(np, "vecmat", None), np.ufunc), reason="NumPy >= 2.2")
+@pytest.mark.parametrize("fn, shapes", [(np.vecmat, ((3,), (3, 2))), (np.vecmat, ((2, 3), (2, 3, 2))),
+                                        (np.matvec, ((2, 3), (3,))), (np.vecdot, ((3,), (3,)))])
+def test_complex_vector_matrix_ufuncs(fn, shapes):
+    # vecmat and vecdot conjugate the vector: the reverse rule had missed it for vecmat
+    d = Draws(6)
+    args = tuple(d.C(*s) for s in shapes)
+    check_grads(fn, *args, order=1)

@@ -288,3 +288,54 @@ def test_weighted_histogram_of_many_values_matches_numpy(bins):
     inside = (a >= edges[0]) & (a <= edges[-1])
     expected = np.where(inside, np.clip(np.searchsorted(edges, a, "right") - 1, 0, out.size - 1), 0.0)
     np.testing.assert_array_equal(g, expected)
+
+
+@pytest.mark.parametrize("ufunc", [np.subtract, np.true_divide, np.fmod, np.remainder, np.float_power,
+                                   np.copysign, np.heaviside, np.hypot, np.logaddexp])
+def test_fold_over_one_element_is_numpys_new_array(ufunc):
+    # a fold over a length-1 axis: NumPy's value (hypot starts from its identity: |x|), in
+    # NumPy's dtype (float_power computes in float64), and a new array, not a view of x,
+    # which the function writes afterwards
+    def f(x):
+        r = ufunc.reduce(x, axis=0)
+        x *= 3.0
+        return np.sum(r * np.array([0.7, -1.3])) + np.sum(x)
+
+    x = np.array([[-0.75, 1.5]])
+    want = numerical_grad(lambda a: f(a.copy()), (x,), (0,))[0]
+    val, got = mg.value_and_grad(f)(x.copy())
+    assert val == f(x.copy())
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+    for xs in (x, x.astype(np.float32)):
+        for method in ("reduce", "accumulate"):
+            out = getattr(ufunc, method)(xs, axis=0)
+            got_out = mg.vjp(lambda a, m=method: getattr(ufunc, m)(a, axis=0), xs)[0]
+            assert got_out.dtype == out.dtype
+            np.testing.assert_array_equal(got_out, out)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("fn", [
+    lambda x, w: np.mean(x, axis=0, where=w), lambda x, w: np.mean(x, axis=0, dtype=np.float32, where=w),
+    lambda x, w: np.std(x, axis=0, where=w), lambda x, w: np.var(x, where=w, ddof=1),
+    lambda x, w: np.std(x, where=w, dtype=np.float64), lambda x, w: np.var(x, where=w, ddof=3),
+    lambda x, w: np.mean(x.astype(np.float16), where=w), lambda x, w: np.mean(x[:0], where=w[:0]),
+])
+def test_masked_mean_and_var_keep_numpys_dtype_and_value(fn):
+    # NumPy divides by the count into the sum's dtype: a float32 array's masked mean is float32
+    x = np.array([1.9345767, -0.9456922, 0.3], dtype=np.float32)
+    w = np.array([True, True, False])
+    want = fn(x, w)
+    got = mg.vjp(lambda a: fn(a, w), x)[0]
+    assert np.result_type(got) == np.result_type(want)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fn", [lambda x: np.max(x, axis=0, initial=0.1), lambda x: np.min(x, initial=-2.0),
+                                lambda x: np.max(x, axis=1, initial=0.1, keepdims=True),
+                                lambda x: x.min(axis=0, initial=0.5, where=np.ones((0, 3), bool))])
+def test_extremum_of_an_empty_array_with_initial(fn):
+    x = np.zeros((0, 3))
+    out, pb = mg.vjp(fn, x)
+    np.testing.assert_array_equal(out, fn(x))
+    assert pb(np.ones(np.shape(out)))[0].shape == (0, 3)

@@ -456,7 +456,7 @@ def _np_var(args, kwargs, sqrt=False):
                 ss = ss.astype(odt)
         else:
             ss = np.sum(sq, axis=axis, keepdims=keepdims, dtype=dtype)
-        res = ss / (n - ddof)
+        res = ss / max(n - ddof, 0)  # (NumPy's count: never below zero)
     if sqrt:
         # the deviation from the mean of a single element is zero whatever it is: the std of
         # one element is the constant 0 (sqrt's infinite slope at 0 would give 0 * inf = nan)

@@ -339,3 +339,11 @@ def test_extremum_of_an_empty_array_with_initial(fn):
     out, pb = mg.vjp(fn, x)
     np.testing.assert_array_equal(out, fn(x))
     assert pb(np.ones(np.shape(out)))[0].shape == (0, 3)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("ddof", [2, 3])
+def test_var_with_ddof_beyond_the_count_is_numpys_inf(ddof):
+    x = np.array([1.0, 2.0])
+    for fn in (np.var, np.std):
+        np.testing.assert_array_equal(mg.vjp(lambda a, f=fn: f(a, ddof=ddof), x)[0], fn(x, ddof=ddof))

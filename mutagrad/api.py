@@ -291,7 +291,7 @@ def _check_plain_aliases(level):
     values for the argument's own)."""
     for info in level.plain_aliases:
         st = info.storage
-        if st.captured or st.active:
+        if st.captured or st.was_captured or st.active:
             a = bottom(info.orig)
             if not np.array_equal(a, st.plain_before, equal_nan=a.dtype.kind in "fc"):
                 raise MutationError(
@@ -827,7 +827,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
     for leaf in out_leaves + (tree_flatten(aux)[0] if has_aux else []):
         if isinstance(leaf, Tracer) and leaf._level is level:
             reach.add(id(leaf._storage))
-    guarded = [s for s in storages if s.captured and (id(s) in reach or s.exported)]
+    guarded = [s for s in storages if (s.captured or s.was_captured) and (id(s) in reach or s.exported)]
     prints = [_fingerprint(s) for s in guarded]
 
     @_no_cyclic_gc

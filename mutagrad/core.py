@@ -350,6 +350,8 @@ class Storage:
     # call (what is computed from it is theirs), but it stays plain memory to them once the
     # call ends, so a value they differentiate may not be written into it
     plain_outer = False
+    # captured before a write over the whole storage set `captured` back (tape._overwritten)
+    was_captured = False
 
     def __init__(self, level, root, active=False):
         self.level = level
@@ -1769,6 +1771,13 @@ class ArrayTracer(Tracer):
         return bind_with("getitem", self, _check_index(idx))
 
     def __setitem__(self, idx, value):
+        if type(value) is ArrayTracer and value._storage is self._storage and _is_basic(idx):
+            # `x[i:j] += v` ends with Python's x[i:j] = <that same view>: a copy of memory onto
+            # itself, which changes nothing (neither values nor derivatives): no record
+            b, vb = bottom(self)[idx], bottom(value)
+            if (type(b) is _ndarray and b.flags.writeable and b.shape == vb.shape and b.strides == vb.strides
+                    and b.dtype == vb.dtype and _ptr(b) == _ptr(vb)):
+                return
         write(self, _check_index(idx), value)
 
     def __len__(self):

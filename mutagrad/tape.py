@@ -19,9 +19,13 @@ operation saw), then moves the adjoint: ``v̄ += sum_to_shape(ā[idx])`` and
 ``ā[idx] = 0``. Afterwards the writes are swapped forward again, so the
 caller's arrays hold exactly what a plain call left in them.
 
-Why "captured" is enough to decide what to save: the flag only ever goes
-from False to True, so every write after the first capture saves and every
-write before it needs no restoring (no pullback reads the older values).
+Why "captured" is enough to decide what to save: the flag goes from False
+to True when a pullback comes to read the storage, so every write after
+that saves, and every write before it needs no restoring (no pullback reads
+the older values). A write over the whole storage that saved what it
+overwrote sets it back to False: the reverse pass swaps the saved values
+back in before any earlier pullback runs, so the values it wrote are read by
+no pullback until one captures the storage again.
 """
 from __future__ import annotations
 
@@ -477,6 +481,8 @@ class ReverseLevel(Level):
         rec.full = s.root_geom() is None and st.root_geom() is None
         self.tape.append(rec)
         s.active = True
+        if saved is not None:
+            _overwritten(s)
         return dest
 
     def process(self, prim, leaves, tree, args, kwargs):
@@ -690,6 +696,8 @@ class ReverseLevel(Level):
         self.tape.append(rec)
         if vactive:
             s.active = True
+        if saved is not None and dest._geom is None and _whole(idx):
+            _overwritten(s)
 
     # -- reverse pass -------------------------------------------------------
 
@@ -871,6 +879,17 @@ def _c_contiguous(shape, strides, item) -> bool:
             return False
         want *= n
     return True
+
+
+def _overwritten(s):
+    """Storage ``s`` was written all over by a write that saved what it overwrote: every
+    pullback recorded so far reads the saved values (the reverse pass swaps them back in
+    before it runs them), so the values now in ``s`` are read by no pullback yet, and the
+    next write needs to save nothing unless one reads them meanwhile (which captures it
+    again). ``was_captured`` keeps the history for the checks made after the call (a plain
+    array's memory changed behind the tape, api._check_plain_aliases; vjp's guards)."""
+    s.captured = False
+    s.was_captured = True
 
 
 def _whole(idx) -> bool:

@@ -915,3 +915,39 @@ def test_in_place_operators_on_elements_leave_numpys_bits(stmt, dtype):
         mg.jvp(f, (x,), (np.ones(4, dtype),))
         assert x.tobytes() == plain.tobytes()
     check_grads(f, x0.astype(np.complex128 if dtype != np.float64 else np.float64))
+
+
+@pytest.mark.parametrize("whole", ["x[:] = v", "x[...] = v", "x *= v", "np.copyto(x, v)", "x.fill(v0)"])
+def test_writes_after_a_saved_whole_overwrite(whole):
+    # a write over the whole array saves what it overwrote; the partial writes that follow save
+    # nothing until a pullback reads the array again. Pullbacks recorded before the whole write,
+    # between the writes and after them must each see the values their operation saw.
+    w = np.array([0.3, -1.1, 0.7, 2.0])
+
+    def f(x, a):
+        y = np.sin(x) * x            # reads x
+        x[0] = a[3] * 2.0            # partial writes: each saves (y's pullback reads x)
+        x[1] = a[2] * x[2]
+        y = y + np.tanh(x)           # reads x again
+        xv = x[1:3]                  # a view made before the writes
+        v = a * np.cos(x)
+        v0 = a[0] * 1.5
+        if whole == "x[:] = v":
+            x[:] = v
+        elif whole == "x[...] = v":
+            x[...] = v
+        elif whole == "x *= v":
+            x *= v
+        elif whole == "np.copyto(x, v)":
+            np.copyto(x, v)
+        else:
+            x.fill(v0)
+        x[1:] -= x[:-1] * 0.5        # partial writes no pullback needs to undo
+        xv += a[1:3]
+        z = np.exp(x) * w            # reads x again
+        x[::2] *= a[::2]             # saved: z's pullback reads x
+        return np.sum(y * w) + np.sum(z) + np.sum(x * x) + np.sum(xv * a[:2])
+
+    x = np.array([0.2, 0.5, -0.4, 0.9])
+    a = np.array([1.3, -0.6, 0.8, 0.4])
+    check_grads(f, x, a, argnums=(0, 1), order=2)

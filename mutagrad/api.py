@@ -104,15 +104,11 @@ def _wrap_leaf(level, x, name):
         kind = "tracer"
         scalar = x._scalar
     elif isinstance(x, _ndarray):
-        if not outer:
-            val, s = _caller_array(level, x, name, active=True)
-            return ArrayTracer(val, level, s, None, False), _Leaf("array", x.shape, x.dtype, s, x)
-        # inside outer levels: their constant, so that what is computed from it is theirs too;
-        # but plain memory to them, which a value they differentiate may not be written into
-        # (it would keep the value without its derivative once the call ends: plain_outer)
-        val = lift(level.lock(x, name), outer)
-        kind = "array"
-        scalar = False
+        # a plain array is plain to the outer levels too (they never see its memory, which
+        # plain code may change after the call, or jacobian(mode="fwd") between its passes):
+        # a value they differentiate written into it raises, as at the outermost level
+        val, s = _caller_array(level, x, name, active=True)
+        return ArrayTracer(val, level, s, None, False), _Leaf("array", x.shape, x.dtype, s, x)
     else:
         if type(x) is float:
             kind = "float"
@@ -124,8 +120,6 @@ def _wrap_leaf(level, x, name):
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
-    if kind == "array":
-        s.plain_outer = True  # (its value is the outer levels' tracer, which unwraps to x)
     t = TRACERS[scalar](val, level, s, None, scalar)
     if kind == "float" or kind == "complex":
         mark_weak(t)  # a Python number: NumPy's weak scalar (a float32 array times it stays float32)
@@ -560,13 +554,11 @@ def _constant_array(v, level) -> bool:
 
 def _wrap_constant(leaf, name, levels, wrapped):
     plain = not isinstance(leaf, Tracer)
-    # (a plain array: the outer levels' constant, plain memory to them, see _wrap_leaf)
-    t = lift(levels[-1].lock(leaf, name) if plain else leaf, levels)
+    # (a plain array is plain to the outer levels: wrapped by this one only, see _wrap_leaf)
+    t = lift(levels[-1].lock(leaf, name), levels[-1:]) if plain else lift(leaf, levels)
     t._storage.name = name
-    if plain and len(levels) == 1:
+    if plain:
         t._storage.orig = leaf
-    elif plain:
-        t._storage.plain_outer = True
     pristine_layers(t, leaf)  # (the layers made here: an outer level's own stay as they are)
     wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
     return t

@@ -346,10 +346,6 @@ class Storage:
     # an argument: the caller's array, read-only while the function runs, whose writable
     # view is the root (Level.lock)
     orig = None
-    # a plain array passed to an inner differentiation: the outer levels wrap it for the
-    # call (what is computed from it is theirs), but it stays plain memory to them once the
-    # call ends, so a value they differentiate may not be written into it
-    plain_outer = False
     # captured before a write over the whole storage set `captured` back (tape._overwritten)
     was_captured = False
 
@@ -574,18 +570,21 @@ class Level:
                     "cotangent in the pullback.")
 
     def check_not_outer_into_plain(self, dest, vv):
-        """An inner level's write of a value an outer level differentiates into memory that
-        is plain to the outer levels (a plain array passed to this differentiation, see
-        Storage.plain_outer): it would keep the value without its derivative once this level
-        ends, as any plain array would. Arrays computed inside (x.copy()) are the outer
-        levels' too and take such writes; so does the array itself for their constants."""
-        if self.index and dest._storage.plain_outer and isinstance(vv, Tracer) and _carries_derivative(vv):
+        """An inner level's write of a value an outer level traces into memory that is plain
+        to the outer levels: an array passed to this differentiation, or one computed inside
+        it from such arrays only (x.copy()). The outer levels never see that memory, which
+        plain code may change after the call, or jacobian(mode="fwd") between its passes: the
+        value would be kept without its derivative, as in any plain array."""
+        if self.index and type(dest._value) is _ndarray and isinstance(vv, Tracer):
+            s = dest._storage
+            what = (f"{s.name}, a plain NumPy array passed to this inner one" if s.orig is not None else
+                    "an array the inner function computed only from plain arrays passed to it, as y = x.copy()")
             raise WriteToPlainArrayError(
-                f"writing a value traced by an outer differentiation into {dest._storage.name or 'an array'} at "
-                f"{user_line()}: that array is plain to the outer differentiation (a plain NumPy array passed to "
-                "this inner one), so it would keep the value after the inner call without its derivative. "
-                "Make the array inside the outer function with np.zeros_like(x) or mnp.zeros(...) (import "
-                "mutagrad.numpy as mnp), so that the outer differentiation traces it.")
+                f"writing a value traced by an outer differentiation into an array at {user_line()}: that array "
+                f"is plain to the outer differentiation ({what}), so it would keep the value after the inner "
+                "call without its derivative. Make the plain array inside the outer function with "
+                "np.zeros_like(p) or mnp.array(...)/mnp.zeros(...) (import mutagrad.numpy as mnp), so that the "
+                "outer differentiation traces it and what is computed from it.")
 
     def constant_result(self, res, leaves, ins):
         """``res`` computed with no derivative: pristine if all its traced inputs were."""
@@ -837,16 +836,6 @@ def top_level(leaves):
             if top is None or lv.id > top.id:
                 top = lv
     return top
-
-
-def _carries_derivative(t) -> bool:
-    """Whether traced ``t`` depends, at some level, on what that level differentiates."""
-    while isinstance(t, Tracer):
-        s = t._storage
-        if s.active if t._level.mode == "rev" else (s.tangent is not None or s.poison is not None):
-            return True
-        t = t._value
-    return False
 
 
 def live(x):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import mutagrad as mg
+import mutagrad.numpy as mnp
 
 
 def fd_grad(f, x, step=1e-6):
@@ -244,23 +245,55 @@ def test_inner_differentiation_writing_outer_values_into_a_plain_array():
 
 
 @pytest.mark.parametrize("fresh", [lambda x: x.copy(), lambda x: x * 1.0, lambda x: np.copy(x), lambda x: x[::-1].copy()])
-def test_inner_differentiation_arrays_made_from_a_plain_argument_are_the_outer_levels(fresh):
-    # y = x.copy() of a plain array x passed to an inner differentiation is a new array: the
-    # outer level traces it, so writing an outer-traced value into it is differentiated
+def test_inner_differentiation_arrays_made_from_a_plain_argument_are_plain_to_the_outer(fresh):
+    # y = x.copy() of a plain array x passed to an inner differentiation is computed from plain
+    # values only: the outer level never sees it, so an outer-traced value written into it
+    # raises, naming the array as such; making x with mnp.array in the outer function works
     def inner(x, a):
         y = fresh(x)
         y *= a
         y[0] = y[1] * a
         return np.sum(np.sin(y))
 
-    def outer(a):
-        x = np.array([0.3, 0.5, 0.9])
+    def outer(a, make):
+        x = make([0.3, 0.5, 0.9])
         g = mg.grad(inner)(x, a)
         return np.sum(g ** 2)
 
-    want = fd_grad(lambda v: outer(v[0]), np.array([1.3]))[0]
-    assert abs(mg.grad(outer)(1.3) - want) <= 1e-6 * abs(want)
-    assert abs(mg.jvp(outer, (1.3,), (1.0,))[1] - want) <= 1e-6 * abs(want)
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"y \*= a.*computed only from plain arrays passed to it"):
+        mg.grad(outer)(1.3, np.array)
+    want = fd_grad(lambda v: outer(v[0], np.array), np.array([1.3]))[0]
+    assert abs(mg.grad(outer)(1.3, mnp.array) - want) <= 1e-6 * abs(want)
+    assert abs(mg.jvp(lambda a: outer(a, mnp.array), (1.3,), (1.0,))[1] - want) <= 1e-6 * abs(want)
+
+
+def test_plain_arrays_of_the_outer_function_stay_plain_to_it():
+    # the outer level never records the memory of a plain array passed to (or read by) an inner
+    # differentiation: plain writes into it after the inner call, or the restores between the
+    # passes of a forward jacobian, must not change what the outer pullbacks read
+    def after_call(p, closed):
+        x = np.array([1.0, 2.0])
+
+        def inner(b, *xs):
+            v = x if closed else xs[0]
+            return np.sum(np.sin(v * p) * b * (v if xs and len(xs) > 1 else 1.0))
+
+        g = mg.grad(inner)(np.array([1.0, 3.0]), *(() if closed else (x, x)))
+        x[0] = 5.0  # plain code, after the inner call
+        return np.sum(g) + np.sum(x)
+
+    def forward_jacobian(p):
+        def inner(x):
+            y = x * p
+            x *= 0.9
+            return y * x
+
+        return np.sum(mg.jacobian(inner, mode="fwd")(np.array([1.0, 2.0])))  # 5.4 p
+
+    for f in (lambda p: after_call(p, True), lambda p: after_call(p, False), forward_jacobian):
+        want = fd_grad(lambda v, f=f: f(v[0]), np.array([0.7]))[0]
+        assert abs(mg.grad(f)(0.7) - want) <= 1e-6 * max(1.0, abs(want))
+        assert abs(mg.jvp(f, (0.7,), (1.0,))[1] - want) <= 1e-6 * max(1.0, abs(want))
 
 
 def test_inner_differentiation_writes_its_own_constants_into_a_plain_argument():

@@ -336,7 +336,18 @@ def _over_hypot2(c, a, b):
 
 
 defelementwise(np.arctan2, lambda a, b, y: _over_hypot2(b, a, b), lambda a, b, y: _over_hypot2(-a, a, b))
-defelementwise(np.hypot, lambda a, b, y: a / y, lambda a, b, y: b / y)
+def _over_norm(c, y):
+    """c / y for the partials of hypot, 0 where y (the norm) is 0: there the norm has no
+    derivative, and 0 is what central differences give and what |x| has at 0 (a
+    subgradient), in both modes, rather than 0/0."""
+    yb = bottom(y)
+    if not np.any(yb == 0):
+        return c / y
+    zero = yb == 0
+    return np.where(zero, 0.0, c / np.where(zero, 1.0, y))
+
+
+defelementwise(np.hypot, lambda a, b, y: _over_norm(a, y), lambda a, b, y: _over_norm(b, y))
 defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))
 defelementwise(np.tanh, lambda x, y: 1.0 - y * y)

@@ -625,9 +625,12 @@ def _np_norm(args, kwargs):
         v = np.ravel(x, order="K")
         if np.iscomplexobj(bottom(v)):
             re, im = np.real(v), np.imag(v)
-            res = np.sqrt(np.dot(re, re) + np.dot(im, im))
+            s = np.dot(re, re) + np.dot(im, im)
         else:
-            res = np.sqrt(np.dot(v, v))
+            s = np.dot(v, v)
+        # at the zero vector the norm has no derivative: 0 there (a subgradient, what central
+        # differences and sqrt(sum(x**2)) give), in both modes, rather than inf * 0
+        res = s * 0.0 if bottom(s) == 0 else np.sqrt(s)
         return np.reshape(res, (1,) * nd) if keepdims else res
     if axis is None:
         axis = tuple(range(nd))

@@ -404,3 +404,16 @@ def test_phase_at_a_complex_matrix_with_zero_imaginary_part():
     fd = (dependent(a + h * real_dir) - dependent(a - h * real_dir)) / (2 * h)
     np.testing.assert_allclose(mg.jvp(dependent, (a,), (real_dir,))[1], fd, rtol=1e-6, atol=1e-8)
     check_grads(invariant, a)
+
+
+@pytest.mark.parametrize("fn", [np.linalg.norm, lambda x: np.linalg.norm(x.reshape(3, 1)),
+                                lambda x: np.linalg.norm(x + 0j), lambda x: np.hypot(x[0], x[1]) + x[2],
+                                lambda x: np.sum(np.hypot(x, 0.0 * x))])
+def test_norm_at_zero_is_zero_in_both_modes(fn):
+    # no derivative at the zero vector: both modes give 0 there (central differences give 0, as
+    # does sqrt(sum(x**2)) and |x| at 0), not NaN in one mode and 0 in the other
+    x = np.zeros(3)
+    want = np.array([(fn(x + 1e-6 * e) - fn(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    np.testing.assert_allclose(mg.grad(fn)(x), want, atol=1e-12)
+    v = np.array([0.3, -1.2, 0.5])
+    np.testing.assert_allclose(mg.jvp(fn, (x,), (v,))[1], want @ v)

@@ -1084,7 +1084,8 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
 
 _NOARG = object()
 _F64 = np.dtype(np.float64)
-PYTHON_COMPLEX_ABS = [None]  # the primitive of abs() of a Python complex (rules.elementwise)
+PYTHON_COMPLEX_ABS = [None, None]  # the primitives of abs() of a Python complex and of a NumPy complex
+# scalar (rules.elementwise): both compute hypot, whose last bit differs from np.absolute's
 
 
 SCALAR_OPS = {}  # ufunc -> primitive for NumPy scalars' own arithmetic (filled by rules)
@@ -1559,6 +1560,8 @@ class Tracer:
             if bottom(self).dtype.kind == "c":  # Python's abs of a complex (its bits differ from NumPy's)
                 return _weak_result(bind(PYTHON_COMPLEX_ABS[0], (self,)), ())
             return _weak_result(call_ufunc(np.absolute, (self,), {}), ())
+        if self._scalar and self.dtype.kind == "c":  # (a NumPy complex scalar's own abs, as above)
+            return bind(PYTHON_COMPLEX_ABS[1], (self,))
         return call_ufunc(np.absolute, (self,), {})
 
     def __lt__(self, o):

@@ -397,3 +397,31 @@ def test_abs_of_a_numpy_complex_element_is_the_scalars_own(dtype):
 
     if dtype == np.complex128:
         np.testing.assert_allclose(g, numerical_grad(lambda a: f(a.copy(), zs), (x,), (0,))[0], rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("absf", [abs, np.abs])
+def test_abs_of_an_infinite_complex_element_later_overwritten(absf):
+    # a zero cotangent through abs at inf + 0j (partial inf / inf) is zero, as for a real buffer
+    def f(x, p):
+        c = np.zeros_like(x, dtype=complex)
+        c[0] = 1e200 * (2.0 + p)
+        c[1] = absf(c[0]) ** 2  # inf + 0j
+        c[0] = absf(c[1])
+        c[0] = p                # both overwritten
+        c[1] = p
+        return np.sum(np.abs(c) ** 2)  # 2 p**2
+
+    x, p = np.zeros(2), 0.3
+    want = (f(x.copy(), p + 1e-6) - f(x.copy(), p - 1e-6)) / 2e-6
+    assert abs(mg.grad(f, argnums=1)(x.copy(), p) - want) < 1e-6
+    assert abs(mg.jvp(f, (x.copy(), p), (np.zeros(2), 1.0))[1] - want) < 1e-6
+
+
+@pytest.mark.parametrize("fn, arg", [(lambda s: abs(s + 0.5j) ** 3, 0.7), (lambda s: abs((s + 0.5j) * (s - 1j)), 0.7),
+                                     (lambda z: abs(z[0]) ** 2 + abs(z[1]), np.array([0.3 + 0.4j, -1.2 + 0.5j]))])
+def test_second_derivative_of_abs_of_a_complex_scalar(fn, arg):
+    # abs() of a Python or NumPy complex scalar, differentiated twice (it raised an escape error)
+    from mutagrad.testing import check_grads
+
+    check_grads(fn, arg, order=2)

@@ -31,7 +31,7 @@ from ..core import (
     write_replayed,
 )
 from ..errors import MutationError, user_line
-from ..registry import defelementwise, defnotimplemented, defzero
+from ..registry import _strong_zero_product, defelementwise, defnotimplemented, defzero
 from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
@@ -466,7 +466,9 @@ def _abs_rrule(x):
         def pullback(g):
             yb = bottom(y)
             safe = np.where(yb == 0, 1.0, y) if np.any(yb == 0) else y
-            r = g * x / safe
+            with np.errstate(invalid="ignore"):  # (inf / inf at an infinite element)
+                d = x / safe
+            r = _strong_zero_product(g, d, np.shape(d))  # (a zero cotangent gives zero there)
             if np.any(yb == 0):
                 r = np.where(yb == 0, 0.0, r)
             return (r,)
@@ -481,7 +483,9 @@ def _abs_frule(primals, tangents):
         y = np.absolute(x)
         yb = bottom(y)
         safe = np.where(yb == 0, 1.0, y) if np.any(yb == 0) else y
-        d = np.real(np.conj(x) * t) / safe
+        with np.errstate(invalid="ignore"):
+            p = np.conj(x) / safe
+        d = np.real(_strong_zero_product(t, p, np.shape(p)))  # Re(conj(x) t) / |x|
         if np.any(yb == 0):
             d = np.where(yb == 0, 0.0, d)
         return y, d
@@ -494,7 +498,10 @@ _abs.linear = False
 
 def _python_complex_abs(z):
     """``abs(z)`` of a Python complex (a weak traced scalar): Python's own hypot, whose last
-    bit differs from np.absolute's for about a third of the values."""
+    bit differs from np.absolute's for about a third of the values. Traced (a higher
+    derivative): np.hypot of the parts, which has the same bits."""
+    if isinstance(z, Tracer):
+        return np.hypot(np.real(z), np.imag(z))
     return abs(complex(z))
 
 
@@ -503,7 +510,10 @@ _pyabs = _gp(_python_complex_abs, "abs")
 
 def _numpy_complex_abs(z):
     """``abs(z)`` of a NumPy complex scalar: the scalar's own abs (hypot, as Python's), a
-    NumPy float of its precision; np.absolute's last bit differs for about a third of values."""
+    NumPy float of its precision; np.absolute's last bit differs for about a third of values.
+    Traced (a higher derivative): np.hypot of the parts, which has the same bits."""
+    if isinstance(z, Tracer):
+        return np.hypot(np.real(z), np.imag(z))
     return abs(z[()] if type(z) is np.ndarray else z)
 
 
@@ -511,14 +521,23 @@ _npabs = _gp(_numpy_complex_abs, "abs")
 
 
 def _complex_abs_rules(fn):
+    # (a zero cotangent or tangent gives zero also where z is infinite: inf / inf)
     def rrule(z):
         y = fn(z)
-        return y, lambda g: ((g * z / y) if y != 0 else 0.0 * g * z,)
+        if y == 0:
+            return y, lambda g: (0.0 * g * z,)
+        with np.errstate(invalid="ignore"):
+            d = z / y
+        return y, lambda g: (_strong_zero_product(g, d, ()),)
 
     def frule(primals, tangents):
         (z,), (t,) = primals, tangents
         y = fn(z)
-        return y, ((np.conj(z) * t).real / y if y != 0 else 0.0 * (np.conj(z) * t).real)
+        if y == 0:
+            return y, 0.0 * (np.conj(z) * t).real
+        with np.errstate(invalid="ignore"):
+            p = np.conj(z) / y
+        return y, np.real(_strong_zero_product(t, p, ()))
 
     return rrule, frule
 

@@ -196,6 +196,8 @@ def call_at(frame):
         if type(node) is ast.Call and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == pos:
             return node
     return None
+
+
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
              ast.AsyncFunctionDef, ast.ClassDef, ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 

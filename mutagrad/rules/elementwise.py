@@ -336,6 +336,8 @@ def _over_hypot2(c, a, b):
 
 
 defelementwise(np.arctan2, lambda a, b, y: _over_hypot2(b, a, b), lambda a, b, y: _over_hypot2(-a, a, b))
+
+
 def _over_norm(c, y):
     """c / y for the partials of hypot, 0 where y (the norm) is 0: there the norm has no
     derivative, and 0 is what central differences give and what |x| has at 0 (a
@@ -468,7 +470,8 @@ def _abs_rrule(x):
             safe = np.where(yb == 0, 1.0, y) if np.any(yb == 0) else y
             with np.errstate(invalid="ignore"):  # (inf / inf at an infinite element)
                 d = x / safe
-            r = _strong_zero_product(g, d, np.shape(d))  # (a zero cotangent gives zero there)
+            # (a zero cotangent gives zero also where the partial is undefined)
+            r = g * d if np.isfinite(bottom(d)).all() else _strong_zero_product(g, d, np.shape(d))
             if np.any(yb == 0):
                 r = np.where(yb == 0, 0.0, r)
             return (r,)
@@ -485,7 +488,8 @@ def _abs_frule(primals, tangents):
         safe = np.where(yb == 0, 1.0, y) if np.any(yb == 0) else y
         with np.errstate(invalid="ignore"):
             p = np.conj(x) / safe
-        d = np.real(_strong_zero_product(t, p, np.shape(p)))  # Re(conj(x) t) / |x|
+        # Re(conj(x) t) / |x|, zero where t is zero also where p is undefined
+        d = np.real(p * t if np.isfinite(bottom(p)).all() else _strong_zero_product(t, p, np.shape(p)))
         if np.any(yb == 0):
             d = np.where(yb == 0, 0.0, d)
         return y, d

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, promotion_operand
-from ..errors import NoRuleError
+from ..errors import NoRuleError, user_line
 from ..registry import conj_if_complex, defzero
 from ..tangents import NotImplementedTangent, Thunk, ZeroTangent, not_implemented
 from ..numpy import _has_tracer
@@ -506,6 +506,12 @@ def _np_interp(args, kwargs):
         fp = np.concatenate((fp[-1:], fp, fp[0:1]))
     xb, xpb = bottom(x), bottom(xp)
     m = np.shape(xp)[0]
+    if m > 1 and np.any(xpb[1:] < xpb[:-1]):
+        # NumPy does not check, and its result is then meaningless (its search assumes order)
+        raise ValueError(
+            f"np.interp at {user_line()}: the sample points xp are not increasing. NumPy does not check "
+            "this and returns meaningless values (its search assumes sorted points), which mutagrad does "
+            "not reproduce. Sort them first: order = np.argsort(xp); np.interp(x, xp[order], fp[order]).")
     left = fp[0] if left is None else left
     right = fp[-1] if right is None else right
     if m == 1:

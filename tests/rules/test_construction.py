@@ -294,3 +294,15 @@ def test_intersect1d_indices_match_numpy():
         (v, i, j), _ = mg.vjp(lambda x, u=assume_unique: np.intersect1d(x, b, u, return_indices=True), a)
         for got, ref in zip((v, i, j), np.intersect1d(a, b, assume_unique, return_indices=True)):
             np.testing.assert_array_equal(got, ref)
+
+
+def test_interp_with_unsorted_sample_points_raises():
+    # NumPy does not check and returns meaningless values; mutagrad says so instead of computing others
+    xp = np.array([1.0, 0.4, 0.0])
+    with pytest.raises(ValueError, match=r"np.interp at .*test_construction.py.*not increasing.*argsort"):
+        mg.grad(lambda x: np.sum(np.interp(np.array([0.1, 0.5]), x, np.array([1.0, 2.0, 3.0]))))(xp)
+    # with period=, NumPy sorts them itself
+    def f(x):
+        return np.sum(np.interp(np.array([0.1, 0.5]), x, np.array([1.0, 2.0, 3.0]), period=1.0))
+
+    check_grads(f, np.array([0.7, 0.35, 0.15]))

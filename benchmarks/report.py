@@ -172,7 +172,7 @@ scalars, not 0-d arrays. Operations on float64 scalars (the 0-d row), element
 reads and element writes go, after four of them in a row, to a *run*: rows
 of flat arrays (a one-byte code, references, values the partials read)
 instead of record objects, and one loop over the rows backwards. The cost
-is 15-55 times NumPy's own forward call per operation (the first ratio
+is 15-65 times NumPy's own forward call per operation (the first ratio
 column of (a)), forward and backward together; PyTorch eager, whose dispatcher and autograd engine are C++, costs
 more than that here (the ratio is in the table). What remains is about six
 Python frames and two small objects (the output's `Tracer` and `Storage`) per
@@ -181,20 +181,22 @@ C, rules staying in Python) would remove most of it.
 
 **Large arrays.** The gradient of `sum(tanh(A @ x + b)**2 + 0.1*sin(x))`
 w.r.t. x needs the forward matvec and a transposed matvec in the backward
-pass. On this machine A (8 MB) does not fit the 4 MB per-core L2 cache: the
-matvec is about 88% of the primal and the transposed matvec costs as much
-(each ~0.32 ms with one thread), so no reverse mode can be below about 1.8x
-the primal; the hand-written NumPy adjoint measures about 2x, and the 1.4x
-target is below this machine's floor (only `jax jit`, which fuses the
+pass. A (8 MB) does not fit a core's L2 cache (1 MB on the AMD EPYC of
+this run, 4 MB on the Intel Xeon of the previous full run): the matvec is
+80-90% of the primal and the transposed matvec costs as much (each ~0.13 ms
+with one thread on the EPYC, ~0.32 ms on the Xeon), so no reverse mode can
+be below about 1.8x the primal; the hand-written NumPy adjoint measures
+about 2x on both, and the 1.4x target is below these machines' floor (only `jax jit`, which fuses the
 elementwise work, gets near it). mutagrad records the matvec and the total
 directly (`Primitive.fast`: an `OpRecord` with the rule's numbers, no
 general dispatch) and wraps plain float arguments without flattening them.
 What it adds to the hand-written adjoint is fixed Python cost (wrapping the
 arguments and collecting the gradient, two direct records, about 2 µs per
-elementwise operation and direction): about 0.2-0.3 ms against a 0.35 ms
-primal (this machine runs Python about half as fast as the AMD one of
-earlier runs). It does not grow with the arrays, so on a larger problem the ratio
-tends to the hand-written adjoint's. A constant `A` passed as an argument is
+elementwise operation and direction): about 0.15-0.2 ms on the EPYC,
+whose primal is 0.14 ms (so 1.7x the hand-written adjoint there), and
+0.2-0.3 ms on the Xeon, whose primal is 0.35 ms (1.2-1.4x). It does not
+grow with the arrays, so on a larger problem the ratio tends to the
+hand-written adjoint's. A constant `A` passed as an argument is
 not copied (non-differentiated float arguments become constant traced
 arrays, whose writes are recorded); closed over by the function, it would
 be copied once per call, unless it is read-only (see docs/mutation.md).
@@ -206,12 +208,13 @@ RK4's ~6000 recorded operations and their reverse steps). The forward pass
 makes the primal's passes; in RK4 it also keeps the two operands of
 `R*u*(1-u)` for every stage (640 MB over 100 steps, as any reverse mode
 must), written to memory that is not in cache: NumPy alone, keeping the same
-arrays, takes 1.35-1.7x its primal here, and mutagrad's forward pass is that
-plus its Python cost. The reverse pass costs 1.1-1.4x the primal: scaling
+arrays, took 1.35-1.7x its primal on the Xeon, and mutagrad's forward pass is
+that plus its Python cost. The reverse pass costs 1.1-1.4x the primal: scaling
 by constants, an addition into the adjoint of each view read, a copy where
 two fresh operands of an addition both need the output's cotangent. So RK4's
-floor with NumPy on this machine is about 2.5-2.8x, and mutagrad measures
-2.9-3.3x between runs. What the reverse pass avoids: cotangents are computed
+floor with NumPy was about 2.5-2.8x on the Xeon, where mutagrad measured
+2.9-3.3x between runs; on the EPYC a hand-written NumPy adjoint measured
+2.7x in a separate run, and mutagrad 3.2x in this one. What the reverse pass avoids: cotangents are computed
 in place in adjoint buffers the tape owns and handed over instead of copied;
 a write of a fresh value over a whole array, or over one contiguous block of
 it (`new[1:-1] = ...`), hands that part of the adjoint buffer to the value,

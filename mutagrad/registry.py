@@ -52,12 +52,69 @@ def primitive(fun):
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        return bind(prim, args, kwargs)
+        if kwargs or any(type(a) not in _POSITIONAL_LEAVES for a in args):
+            _check_visible_tracers(prim, args, kwargs)
+        before = _inputs_before(args)
+        out = bind(prim, args, kwargs)
+        if before:
+            _check_unchanged(prim, before)
+        return out
 
     prim.fn = wrapper
     REGISTRY[wrapper] = prim
     wrapper._mutagrad_primitive = prim
     return wrapper
+
+
+def _positional_leaves():
+    from .core import ArrayTracer, ScalarTracer
+
+    return frozenset((ArrayTracer, ScalarTracer, np.ndarray, float, int, complex, bool, list, tuple, str,
+                      type(None), np.float64, np.float32, np.complex128, np.int64))
+
+
+_POSITIONAL_LEAVES = _positional_leaves()
+
+
+def _check_visible_tracers(prim, args, kwargs):
+    """A primitive's rules see traced values among its positional arguments (arrays, numbers,
+    lists and tuples of them). One in a keyword argument, or inside a dict, a namedtuple or
+    a dataclass, would reach its body instead, which would then be traced as if it were no
+    primitive: a TypeError naming it."""
+    from .core import _flatten_args
+    from .pytree import tree_flatten
+
+    seen = {id(x) for x in _flatten_args(args)[0] if isinstance(x, Tracer)}
+    hidden = [x for x in tree_flatten((list(args), dict(kwargs)))[0] if isinstance(x, Tracer) and id(x) not in seen]
+    if hidden:
+        from .errors import user_line
+
+        raise TypeError(
+            f"the primitive {prim.name} at {user_line()} got a traced value in a keyword argument or inside a "
+            "dict, namedtuple or dataclass: its rules take traced values as positional arguments only "
+            "(arrays and numbers, or lists and tuples of them), one cotangent each. Pass the arrays "
+            "themselves as positional arguments.")
+
+
+def _inputs_before(args):
+    """(array, copy of its values) for the arrays under the traced positional arguments: a
+    primitive that writes into one changes values behind the tape's back, which its rules
+    cannot describe (see _check_unchanged)."""
+    from .core import _flatten_args, bottom
+
+    return [(b, b.copy()) for x in _flatten_args(args)[0] if isinstance(x, Tracer)
+            for b in (bottom(x),) if type(b) is np.ndarray and b.flags.writeable]
+
+
+def _check_unchanged(prim, before):
+    for b, old in before:
+        if not np.array_equal(b, old, equal_nan=b.dtype.kind in "fc"):
+            from .errors import MutationError, user_line
+
+            raise MutationError(
+                f"the primitive {prim.name} at {user_line()} wrote into an array passed to it. Its rules "
+                "cannot say how it changed that array, so the derivative would be wrong: write into a copy "
+                "inside it (x = x.copy()), or do the write outside the primitive.")
 
 
 def _prim_for(fn) -> Primitive:

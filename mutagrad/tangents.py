@@ -41,6 +41,36 @@ class AbstractZero:
 
     __rmul__ = __mul__
 
+    # The rest of the linear arithmetic a rule may do with a zero tangent (0 - y, y - 0, 0 / c,
+    # A @ 0, 0.T): NumPy's arrays defer to these (__array_ufunc__ = None) instead of making
+    # object arrays of it.
+    __array_ufunc__ = None
+
+    def __sub__(self, other):
+        return -other
+
+    def __rsub__(self, other):
+        return other
+
+    def __truediv__(self, other):
+        return self
+
+    def __matmul__(self, other):
+        return self
+
+    __rmatmul__ = __matmul__
+
+    def __pos__(self):
+        return self
+
+    def conj(self):
+        return self
+
+    conjugate = conj
+    T = property(conj)
+    real = property(conj)
+    imag = property(conj)
+
     def __bool__(self):
         return False
 

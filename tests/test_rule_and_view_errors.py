@@ -175,3 +175,68 @@ def test_misshapen_forward_tangent_raises():
 
     with pytest.raises(mg.RuleError, match=r"shape \(3, 3\) for an output of shape \(3,\)"):
         mg.jvp(double, (np.ones(3),), (np.ones(3),))
+
+
+def test_primitive_with_a_traced_keyword_or_structured_argument_raises():
+    # its rules take traced values positionally; one in a keyword argument or a dict would have
+    # reached its body, traced as if it were no primitive (a silently wrong [0, 0] here)
+    @mg.primitive
+    def ste(x):
+        return np.round(x)
+
+    @mg.rrule(ste)
+    def _(x):
+        return ste(x), lambda yb: (yb,)
+
+    x = np.array([0.4, 1.6])
+    np.testing.assert_array_equal(mg.grad(lambda v: np.sum(ste(v)))(x), [1.0, 1.0])  # straight-through
+    np.testing.assert_array_equal(mg.grad(lambda v: np.sum(ste(*[v])))(x), [1.0, 1.0])
+    for call in (lambda v: ste(x=v), lambda v: ste({"x": v}["x"] * 1.0) + ste(x=v)):
+        with pytest.raises(TypeError, match=r"primitive .*ste at .*test_rule_and_view_errors.py.*positional"):
+            mg.grad(lambda v, c=call: np.sum(c(v)))(x)
+
+    @mg.primitive
+    def ste_d(d):
+        return np.round(d["x"])
+
+    with pytest.raises(TypeError, match="inside a dict"):
+        mg.jvp(lambda v: ste_d({"x": v}), (x,), (np.ones(2),))
+    np.testing.assert_array_equal(ste(x=x), [0.0, 2.0])  # plain calls as before
+
+
+def test_primitive_writing_into_its_argument_raises():
+    @mg.primitive
+    def double_inplace(x):
+        x *= 2.0
+        return np.sum(x)
+
+    @mg.rrule(double_inplace)
+    def _(x):
+        return double_inplace(x), lambda yb: (2.0 * yb * np.ones_like(x),)
+
+    def f(x):
+        return double_inplace(x) + np.sum(x ** 2)
+
+    with pytest.raises(mg.MutationError, match=r"double_inplace at .*wrote into an array passed to it"):
+        mg.grad(f)(np.array([0.2, -0.5, 1.0]))
+
+
+def test_zero_tangent_in_a_rules_linear_arithmetic():
+    # a rule gets ZeroTangent() for an argument with no tangent: the documented polar frule
+    # subtracts and divides with it
+    @mg.primitive
+    def polar(x, y):
+        return np.hypot(x, y), np.arctan2(y, x)
+
+    @mg.frule(polar)
+    def _(primals, tangents):
+        (x, y), (xd, yd) = primals, tangents
+        r, phi = polar(x, y)
+        return (r, phi), ((x * xd + y * yd) / r, (x * yd - y * xd) / r ** 2)
+
+    _, t = mg.jvp(lambda x: polar(x, 1.0)[1], (2.0,), (1.0,))
+    assert abs(t - (np.arctan2(1.0, 2.0 + 1e-6) - np.arctan2(1.0, 2.0 - 1e-6)) / 2e-6) < 1e-8
+    z, a = mg.ZeroTangent(), np.array([1.0, 2.0])
+    assert z - 1.0 == -1.0 and 1.0 - z == 1.0 and (z / 2.0) is z and (a @ z) is z and (a * z) is z
+    np.testing.assert_array_equal(a - z, a)
+    assert z.T is z and z.conj() is z

@@ -130,8 +130,14 @@ class NotImplementedTangent:
     def _poison(self, *_):
         return self
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _poison
-    __truediv__ = __rtruediv__ = __neg__ = __pos__ = __matmul__ = __rmatmul__ = _poison
+    def _times(self, other):
+        # times a symbolic zero (the tangent of an argument that has none, in an frule): zero;
+        # the derivative that is missing is not asked for
+        return other if isinstance(other, AbstractZero) else self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = _poison
+    __mul__ = __rmul__ = __matmul__ = __rmatmul__ = _times
+    __truediv__ = __rtruediv__ = __neg__ = __pos__ = _poison
 
     def __array_ufunc__(self, ufunc, method, *args, **kwargs):
         return self

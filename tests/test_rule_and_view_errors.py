@@ -240,3 +240,24 @@ def test_zero_tangent_in_a_rules_linear_arithmetic():
     assert z - 1.0 == -1.0 and 1.0 - z == 1.0 and (z / 2.0) is z and (a @ z) is z and (a * z) is z
     np.testing.assert_array_equal(a - z, a)
     assert z.T is z and z.conj() is z
+
+
+def test_not_implemented_for_one_argument_in_forward_mode():
+    # an frule's not_implemented(...) times the other argument's zero tangent is zero: the
+    # missing derivative is not asked for (reverse mode already gave the number)
+    @mg.primitive
+    def power(x, n):
+        return x ** n
+
+    @mg.rrule(power)
+    def _(x, n):
+        return power(x, n), lambda g: (g * n * x ** (n - 1), mg.not_implemented("d/dn"))
+
+    @mg.frule(power)
+    def _(primals, tangents):
+        (x, n), (xd, nd) = primals, tangents
+        return power(x, n), n * x ** (n - 1) * xd + mg.not_implemented("d/dn") * nd
+
+    assert mg.jvp(lambda x: power(x, 3.0), (2.0,), (1.0,))[1] == 12.0 == mg.grad(lambda x: power(x, 3.0))(2.0)
+    t = mg.jvp(lambda n: power(2.0, n), (3.0,), (1.0,))[1]
+    assert isinstance(t, mg.NotImplementedTangent)  # asked for: still poisoned

@@ -951,3 +951,27 @@ def test_writes_after_a_saved_whole_overwrite(whole):
     x = np.array([0.2, 0.5, -0.4, 0.9])
     a = np.array([1.3, -0.6, 0.8, 0.4])
     check_grads(f, x, a, argnums=(0, 1), order=2)
+
+
+def test_in_place_ufuncs_over_a_whole_array_then_partial_writes():
+    # np.exp(u, out=u) and u *= x write all of u (saved when captured, which un-captures it);
+    # the partial writes after them save nothing, and every pullback still sees its values
+    def f(x):
+        u = x * 1.0
+        w = np.sin(u)          # captures u
+        np.exp(u, out=u)
+        u[0] = 5.0
+        u[1:] *= 2.0
+        return np.sum(u * w)
+
+    def g(x):
+        u = x * 1.0
+        w = u * u
+        u *= x                 # its partials read the old u and x
+        u[1] = x[0]
+        np.tanh(u, out=u)      # its partial reads its output
+        u[2] = 1.0
+        return np.sum(u) + np.sum(w)
+
+    for fn in (f, g):
+        check_grads(fn, np.array([0.3, -0.2, 0.5]), order=2)

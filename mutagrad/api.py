@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, bottom, foreign_subclass, lift,
+from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, bottom, foreign_subclass, lift,
                    live, mark_weak, pristine_layers, write)
 from .errors import (_INTERNAL_PREFIXES, MutationError, NoRuleError, ensure_shuffle_filter, forget_escape, readonly_error,
                      replaced_error, user_line)
@@ -364,6 +364,19 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
 def _caller_array(level, a, name, active=False):
     """(the writable view of the caller's array ``a`` a tracer of ``level`` holds, its
     storage): ``a`` itself is read-only to plain code meanwhile (Level.lock)."""
+    if active and a.size > 1 and _may_self_overlap(a.shape, a.strides, a.itemsize):
+        # elements sharing memory (np.broadcast_to): their derivatives must be separate, so a
+        # differentiated argument is a private copy, read-only as the caller's array is
+        if a.flags.writeable:
+            raise MutationError(
+                f"{name} has elements that share memory (an as_strided view with a zero or overlapping "
+                f"stride) and is writable: differentiating with respect to it at {user_line()} has no "
+                "meaning element by element. Pass a copy (x.copy()).")
+        v = a.copy()
+        v.flags.writeable = False
+        st = Storage(level, v, active)
+        st.name = name
+        return v, st
     v = level.lock(a, name)
     st = Storage(level, v, active)
     st.name = name

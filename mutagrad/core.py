@@ -297,6 +297,23 @@ class Geom:
         return f"Geom({self.offset}, {self.shape}, {self.strides}, {self.dtype})"
 
 
+def _relockable(a) -> bool:
+    """Whether NumPy lets ``a`` be made writable again once made read-only: its memory is a
+    NumPy array's own, or a writable buffer's (bytearray, ctypes); not memory with no base
+    object, or a base without a writable buffer."""
+    b = a
+    while isinstance(b.base, np.ndarray):
+        b = b.base
+    if b.flags.owndata:
+        return True
+    if b.base is None:
+        return False
+    try:
+        return not memoryview(b.base).readonly
+    except TypeError:
+        return False
+
+
 def _may_self_overlap(shape, strides, itemsize) -> bool:
     dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
     extent = itemsize
@@ -492,7 +509,9 @@ class Level:
             hit = locked.get(id(a))
             if hit is not None and hit[0] is a:
                 return hit[1]  # (the same array passed twice)
-        if not a.flags.writeable:
+        if not a.flags.writeable or not _relockable(a):
+            # (read-only already; or memory NumPy could not make writable again afterwards, as
+            # the Fortran memory SciPy's MINPACK and LSODA pass: no lock for it)
             return a
         v = a.view()
         a.flags.writeable = False

@@ -312,3 +312,42 @@ def test_inner_differentiation_writes_its_own_constants_into_a_plain_argument():
 
     want = fd_grad(lambda v: outer(v[0]), np.array([0.7]))[0]
     assert abs(mg.grad(outer)(0.7) - want) <= 1e-7 * max(1.0, abs(want))
+
+
+def test_arrays_numpy_could_not_make_writable_again_are_not_locked():
+    # memory with no NumPy owner (SciPy's MINPACK and LSODA pass such arrays): locking it would
+    # leave it read-only for good, and the forward jacobian's restores between passes failed
+    class Interface:
+        def __init__(self, a):
+            self.a = a
+            self.__array_interface__ = a.__array_interface__
+
+    for make in (lambda v: np.asarray(Interface(v)), lambda v: np.frombuffer(bytearray(v.tobytes()))):
+        x = make(np.array([1.0, 2.0, 3.0]))
+        assert x.flags.writeable
+        np.testing.assert_allclose(mg.grad(lambda x: np.sum(x ** 2))(x), [2.0, 4.0, 6.0])
+        np.testing.assert_allclose(mg.jacobian(lambda x: x ** 2, mode="fwd")(x), np.diag([2.0, 4.0, 6.0]))
+        np.testing.assert_allclose(mg.hessian(lambda x: np.sum(x ** 3))(x), np.diag([6.0, 12.0, 18.0]))
+        assert x.flags.writeable
+        x[0] = 1.0
+
+
+def test_argument_whose_elements_share_memory():
+    # np.broadcast_to: one memory cell for every element; each element's derivative is its own
+    w = np.array([1.0, 2.0, 3.0])
+    x = np.broadcast_to(np.array(0.5), (3,))
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(w * x))(x), w)
+    for mode in ("rev", "fwd"):
+        np.testing.assert_array_equal(mg.jacobian(lambda x: w * x, mode=mode)(x), np.diag(w))
+    np.testing.assert_array_equal(mg.jvp(lambda x: w * x, (x,), (np.array([1.0, 0.0, 0.0]),))[1], [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(mg.vjp(lambda x: w * x, x)[1](np.ones(3))[0], w)
+
+    def write(x):
+        x[0] = 1.0
+        return np.sum(x)
+
+    with pytest.raises(ValueError, match="read-only"):  # as in a plain call
+        mg.grad(write)(x)
+    shared = np.lib.stride_tricks.as_strided(np.zeros(1), (3,), (0,))  # writable
+    with pytest.raises(mg.MutationError, match="share memory.*x.copy"):
+        mg.grad(lambda x: np.sum(x))(shared)

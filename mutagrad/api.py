@@ -376,6 +376,7 @@ def _caller_array(level, a, name, active=False):
         v.flags.writeable = False
         st = Storage(level, v, active)
         st.name = name
+        st.orig = a  # (returned as itself, as a plain call returns it)
         return v, st
     v = level.lock(a, name)
     st = Storage(level, v, active)

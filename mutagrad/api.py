@@ -363,8 +363,10 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
 
 def _caller_array(level, a, name, active=False):
     """(the writable view of the caller's array ``a`` a tracer of ``level`` holds, its
-    storage): ``a`` itself is read-only to plain code meanwhile (Level.lock)."""
-    if active and a.size > 1 and _may_self_overlap(a.shape, a.strides, a.itemsize):
+    storage): ``a`` itself is read-only to plain code meanwhile (Level.lock). A differentiated
+    ``a`` whose elements share memory is held as a private read-only copy."""
+    if (active and a.size > 1 and not (a.flags.c_contiguous or a.flags.f_contiguous)
+            and _may_self_overlap(a.shape, a.strides, a.itemsize)):
         # elements sharing memory (np.broadcast_to): their derivatives must be separate, so a
         # differentiated argument is a private copy, read-only as the caller's array is
         if a.flags.writeable:
@@ -374,11 +376,8 @@ def _caller_array(level, a, name, active=False):
                 "meaning element by element. Pass a copy (x.copy()).")
         v = a.copy()
         v.flags.writeable = False
-        st = Storage(level, v, active)
-        st.name = name
-        st.orig = a  # (returned as itself, as a plain call returns it)
-        return v, st
-    v = level.lock(a, name)
+    else:
+        v = level.lock(a, name)
     st = Storage(level, v, active)
     st.name = name
     st.orig = a
@@ -1334,24 +1333,7 @@ def _check_same_run(first, leaves, runs):
     same function. A run that returns other values (beyond rounding) than the first read state
     the function changes outside its arguments, or fresh random numbers; its column would be
     the derivative of another function."""
-    diff = len(leaves) != len(first)
-    if not diff:
-        for a, o in zip(first, leaves):
-            if isinstance(a, NotImplementedTangent) or isinstance(o, NotImplementedTangent):
-                diff = not (isinstance(a, NotImplementedTangent) and isinstance(o, NotImplementedTangent))
-                if diff:
-                    break
-                continue
-            b = np.asarray(bottom(o))
-            if a.shape != b.shape or a.dtype != b.dtype:
-                diff = True
-            elif not np.array_equal(a, b, equal_nan=True):
-                scale = float(np.max(np.abs(a), initial=0.0)) if a.size else 0.0
-                with np.errstate(invalid="ignore"):
-                    diff = not np.allclose(a, b, rtol=1e-10, atol=1e-10 * max(scale, 1e-300), equal_nan=True)
-            if diff:
-                break
-    if diff:
+    if len(leaves) != len(first) or not all(_same_value(a, o) for a, o in zip(first, leaves)):
         raise MutationError(
             f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode pushes one "
             f"direction per run; hessian is forward over reverse, so it does too), and run {runs + 1} returned "
@@ -1360,6 +1342,19 @@ def _check_same_run(first, leaves, runs):
             "each column would be the derivative of another function. Pass that state as an argument, or set "
             "it inside the function (seed the generator there); or use mg.jacobian(f, mode='rev') "
             "(for a Hessian, mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
+
+
+def _same_value(a, o) -> bool:
+    """Whether output leaf ``o`` of a run equals ``a`` of the first run, within rounding
+    (NumPy's last bits may depend on an array's alignment)."""
+    if isinstance(a, NotImplementedTangent) or isinstance(o, NotImplementedTangent):
+        return isinstance(a, NotImplementedTangent) and isinstance(o, NotImplementedTangent)
+    b = np.asarray(bottom(o))
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    scale = float(np.max(np.abs(a), initial=0.0))
+    with np.errstate(invalid="ignore"):
+        return bool(np.allclose(a, b, rtol=1e-10, atol=1e-10 * max(scale, 1e-300), equal_nan=True))
 
 
 def hessian(fun: Callable, argnums=0) -> Callable:

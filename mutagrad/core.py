@@ -1824,7 +1824,7 @@ class ScalarTracer(Tracer):
     def _integral(self, name):
         if self.dtype.kind == "c":
             raise TypeError(f"must be real number, not {self.dtype.type.__name__}")
-        if self._may_convert():
+        if self._plain_constant():  # (no print exception: math.floor is not among the printing calls)
             return getattr(math, name)(bottom(self))
         raise escape_error(f"math.{name}(x)", TracerEscapeError,
                            f" For a traced value with derivative zero use np.{name}(x); for a plain int, "

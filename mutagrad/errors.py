@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import itertools
 import linecache
+import math
 import re
 import sys
 import warnings
@@ -132,10 +133,7 @@ def _statement_at(frame):
     if frame is None or _frame_is_internal(frame):  # (converted by NumPy's or SciPy's Python code)
         return None
     code = frame.f_code
-    try:
-        line, _, col, _ = next(itertools.islice(code.co_positions(), frame.f_lasti // 2, None))
-    except (AttributeError, StopIteration, ValueError):
-        line, col = frame.f_lineno, None
+    line, _, col, _ = _position(frame) or (None, None, None, None)
     if line is None:
         line, col = frame.f_lineno, None
     tree = _file_tree(code.co_filename)
@@ -178,16 +176,21 @@ def _file_tree(filename):
     return tree
 
 
+def _position(frame):
+    """(line, end line, column, end column) of ``frame``'s current instruction, or None."""
+    try:
+        return next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None))
+    except (AttributeError, StopIteration, ValueError):
+        return None
+
+
 def call_at(frame):
     """The ``ast.Call`` the user's ``frame`` is executing (found from the position of its
     current instruction, in any statement, a ``for`` or ``with`` header too), or None."""
     if frame is None or _frame_is_internal(frame):
         return None
-    try:
-        pos = next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None))
-    except (AttributeError, StopIteration, ValueError):
-        return None
-    if None in pos:
+    pos = _position(frame)
+    if pos is None or None in pos:
         return None
     tree = _file_tree(frame.f_code.co_filename)
     if tree is None:
@@ -286,7 +289,7 @@ def printing_statement(frame) -> bool:
     return True
 
 
-_PREDICATES = None
+_PREDICATES = (math.isnan, math.isinf, math.isfinite)
 
 
 def predicate_call(frame) -> bool:
@@ -295,14 +298,9 @@ def predicate_call(frame) -> bool:
     converted: a yes/no answer about the value, no derivative to lose, as bool(x) and
     comparisons are. Found from the position of the current instruction in the file's
     AST; the called name is looked up in the frame, never evaluated."""
-    global _PREDICATES
     node = call_at(frame)
     if node is None or len(node.args) != 1:
         return False
-    if _PREDICATES is None:
-        import math
-
-        _PREDICATES = (math.isnan, math.isinf, math.isfinite)
     f = node.func
     if type(f) is ast.Name:
         obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from .core import REGISTRY, Primitive, Tracer, bind, get_primitive
+from .core import REGISTRY, ArrayTracer, Primitive, ScalarTracer, Tracer, _flatten_args, bind, bottom, get_primitive
 from .tangents import (AbstractZero, NotImplementedTangent, NoTangent, Tangent, Thunk, ZeroTangent, is_zero,
                        not_implemented, unbroadcast)
 
@@ -52,9 +52,10 @@ def primitive(fun):
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
+        leaves = _flatten_args(args)[0]
         if kwargs or any(type(a) not in _POSITIONAL_LEAVES for a in args):
-            _check_visible_tracers(prim, args, kwargs)
-        before = _inputs_before(args)
+            _check_visible_tracers(prim, leaves, args, kwargs)
+        before = _inputs_before(leaves)
         out = bind(prim, args, kwargs)
         if before:
             _check_unchanged(prim, before)
@@ -66,25 +67,18 @@ def primitive(fun):
     return wrapper
 
 
-def _positional_leaves():
-    from .core import ArrayTracer, ScalarTracer
-
-    return frozenset((ArrayTracer, ScalarTracer, np.ndarray, float, int, complex, bool, list, tuple, str,
-                      type(None), np.float64, np.float32, np.complex128, np.int64))
+_POSITIONAL_LEAVES = frozenset((ArrayTracer, ScalarTracer, np.ndarray, float, int, complex, bool, list, tuple, str,
+                                type(None), np.float64, np.float32, np.complex128, np.int64))
 
 
-_POSITIONAL_LEAVES = _positional_leaves()
-
-
-def _check_visible_tracers(prim, args, kwargs):
+def _check_visible_tracers(prim, leaves, args, kwargs):
     """A primitive's rules see traced values among its positional arguments (arrays, numbers,
     lists and tuples of them). One in a keyword argument, or inside a dict, a namedtuple or
     a dataclass, would reach its body instead, which would then be traced as if it were no
     primitive: a TypeError naming it."""
-    from .core import _flatten_args
     from .pytree import tree_flatten
 
-    seen = {id(x) for x in _flatten_args(args)[0] if isinstance(x, Tracer)}
+    seen = {id(x) for x in leaves if isinstance(x, Tracer)}
     hidden = [x for x in tree_flatten((list(args), dict(kwargs)))[0] if isinstance(x, Tracer) and id(x) not in seen]
     if hidden:
         from .errors import user_line
@@ -96,13 +90,11 @@ def _check_visible_tracers(prim, args, kwargs):
             "themselves as positional arguments.")
 
 
-def _inputs_before(args):
+def _inputs_before(leaves):
     """(array, copy of its values) for the arrays under the traced positional arguments: a
     primitive that writes into one changes values behind the tape's back, which its rules
     cannot describe (see _check_unchanged)."""
-    from .core import _flatten_args, bottom
-
-    return [(b, b.copy()) for x in _flatten_args(args)[0] if isinstance(x, Tracer)
+    return [(b, b.copy()) for x in leaves if isinstance(x, Tracer)
             for b in (bottom(x),) if type(b) is np.ndarray and b.flags.writeable]
 
 

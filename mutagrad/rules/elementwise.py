@@ -339,14 +339,21 @@ defelementwise(np.arctan2, lambda a, b, y: _over_hypot2(b, a, b), lambda a, b, y
 
 
 def _over_norm(c, y):
-    """c / y for the partials of hypot, 0 where y (the norm) is 0: there the norm has no
-    derivative, and 0 is what central differences give and what |x| has at 0 (a
-    subgradient), in both modes, rather than 0/0."""
+    """c / y for the partials of a norm y (hypot, complex abs), 0 where y is 0: there the norm
+    has no derivative, and 0 is what central differences give and what |x| has at 0 (a
+    subgradient), in both modes, rather than 0/0. (inf / inf at an infinite element is NaN,
+    which _times makes zero for a zero cotangent or tangent.)"""
     yb = bottom(y)
-    if not np.any(yb == 0):
-        return c / y
-    zero = yb == 0
-    return np.where(zero, 0.0, c / np.where(zero, 1.0, y))
+    with np.errstate(invalid="ignore"):
+        if not np.any(yb == 0):
+            return c / y
+        zero = yb == 0
+        return np.where(zero, 0.0, c / np.where(zero, 1.0, y))
+
+
+def _times(g, d):
+    """g * d, zero where g is zero also where d is not finite (the strong zero)."""
+    return g * d if np.isfinite(bottom(d)).all() else _strong_zero_product(g, d, np.shape(d))
 
 
 defelementwise(np.hypot, lambda a, b, y: _over_norm(a, y), lambda a, b, y: _over_norm(b, y))
@@ -461,45 +468,6 @@ _abs = _gp(np.absolute)
 _abs_real_rule, _abs_real_frule = _abs.rrule, _abs.frule
 
 
-def _abs_rrule(x):
-    if np.iscomplexobj(bottom(x)):
-        y = np.absolute(x)
-
-        def pullback(g):
-            yb = bottom(y)
-            safe = np.where(yb == 0, 1.0, y) if np.any(yb == 0) else y
-            with np.errstate(invalid="ignore"):  # (inf / inf at an infinite element)
-                d = x / safe
-            # (a zero cotangent gives zero also where the partial is undefined)
-            r = g * d if np.isfinite(bottom(d)).all() else _strong_zero_product(g, d, np.shape(d))
-            if np.any(yb == 0):
-                r = np.where(yb == 0, 0.0, r)
-            return (r,)
-
-        return y, pullback
-    return _abs_real_rule(x)
-
-
-def _abs_frule(primals, tangents):
-    (x,), (t,) = primals, tangents
-    if np.iscomplexobj(bottom(x)):
-        y = np.absolute(x)
-        yb = bottom(y)
-        safe = np.where(yb == 0, 1.0, y) if np.any(yb == 0) else y
-        with np.errstate(invalid="ignore"):
-            p = np.conj(x) / safe
-        # Re(conj(x) t) / |x|, zero where t is zero also where p is undefined
-        d = np.real(p * t if np.isfinite(bottom(p)).all() else _strong_zero_product(t, p, np.shape(p)))
-        if np.any(yb == 0):
-            d = np.where(yb == 0, 0.0, d)
-        return y, d
-    return _abs_real_frule(primals, tangents)
-
-
-_abs.rrule, _abs.frule = _abs_rrule, _abs_frule
-_abs.linear = False
-
-
 def _python_complex_abs(z):
     """``abs(z)`` of a Python complex (a weak traced scalar): Python's own hypot, whose last
     bit differs from np.absolute's for about a third of the values. Traced (a higher
@@ -524,28 +492,27 @@ def _numpy_complex_abs(z):
 _npabs = _gp(_numpy_complex_abs, "abs")
 
 
-def _complex_abs_rules(fn):
-    # (a zero cotangent or tangent gives zero also where z is infinite: inf / inf)
+def _complex_abs_rules(fn, real_rules=None):
+    """The rules of |z| computed by ``fn`` (np.absolute, or a scalar's own abs): the cotangent
+    g z/|z| and the tangent Re(conj(z) t)/|z|, zero at z = 0; ``real_rules`` for real z."""
     def rrule(z):
+        if real_rules is not None and not np.iscomplexobj(bottom(z)):
+            return real_rules[0](z)
         y = fn(z)
-        if y == 0:
-            return y, lambda g: (0.0 * g * z,)
-        with np.errstate(invalid="ignore"):
-            d = z / y
-        return y, lambda g: (_strong_zero_product(g, d, ()),)
+        return y, lambda g: (_times(g, _over_norm(z, y)),)
 
     def frule(primals, tangents):
         (z,), (t,) = primals, tangents
+        if real_rules is not None and not np.iscomplexobj(bottom(z)):
+            return real_rules[1](primals, tangents)
         y = fn(z)
-        if y == 0:
-            return y, 0.0 * (np.conj(z) * t).real
-        with np.errstate(invalid="ignore"):
-            p = np.conj(z) / y
-        return y, np.real(_strong_zero_product(t, p, ()))
+        return y, np.real(_times(t, _over_norm(np.conj(z), y)))
 
     return rrule, frule
 
 
+_abs.rrule, _abs.frule = _complex_abs_rules(np.absolute, (_abs_real_rule, _abs_real_frule))
+_abs.linear = False
 _pyabs.rrule, _pyabs.frule = _complex_abs_rules(_python_complex_abs)
 _npabs.rrule, _npabs.frule = _complex_abs_rules(_numpy_complex_abs)
 PYTHON_COMPLEX_ABS[0] = _pyabs

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dis
 import functools
+import numbers
+import types
 import warnings
 
 import numpy as np
@@ -73,21 +75,62 @@ _POSITIONAL_LEAVES = frozenset((ArrayTracer, ScalarTracer, np.ndarray, float, in
 
 def _check_visible_tracers(prim, leaves, args, kwargs):
     """A primitive's rules see traced values among its positional arguments (arrays, numbers,
-    lists and tuples of them). One in a keyword argument, or inside a dict, a namedtuple or
-    a dataclass, would reach its body instead, which would then be traced as if it were no
-    primitive: a TypeError naming it."""
-    from .pytree import tree_flatten
-
+    lists and tuples of them). One in a keyword argument, inside a dict, a namedtuple or a
+    dataclass, in an object's attributes or in a function's closure would reach its body
+    instead, which would then be traced as if it were no primitive: a TypeError naming it."""
     seen = {id(x) for x in leaves if isinstance(x, Tracer)}
-    hidden = [x for x in tree_flatten((list(args), dict(kwargs)))[0] if isinstance(x, Tracer) and id(x) not in seen]
-    if hidden:
+    if _hidden_tracer((list(args), dict(kwargs)), seen, set(), 0):
         from .errors import user_line
 
         raise TypeError(
-            f"the primitive {prim.name} at {user_line()} got a traced value in a keyword argument or inside a "
-            "dict, namedtuple or dataclass: its rules take traced values as positional arguments only "
-            "(arrays and numbers, or lists and tuples of them), one cotangent each. Pass the arrays "
-            "themselves as positional arguments.")
+            f"the primitive {prim.name} at {user_line()} got a traced value in a keyword argument, "
+            "inside a dict, namedtuple or dataclass, in an object's attributes or in a function's "
+            "closure: its rules take traced values as positional arguments only (arrays and numbers, "
+            "or lists and tuples of them), one cotangent each, and its body would be differentiated "
+            "instead of its rules. Pass the arrays themselves as positional arguments.")
+
+
+_OPAQUE = (np.ndarray, np.generic, numbers.Number, str, bytes, type, types.ModuleType, type(None),
+           types.BuiltinFunctionType)
+
+
+def _hidden_tracer(x, seen, visited, depth) -> bool:
+    """Whether a traced value that is not one of the positional leaves (ids in ``seen``) is
+    reachable from x: through pytrees, object attributes (``__dict__``, ``__slots__``),
+    function closures and defaults, ``functools.partial`` and bound methods. Bounded depth,
+    each object once."""
+    from .pytree import tree_flatten
+
+    if isinstance(x, Tracer):
+        return id(x) not in seen and not x._level.closed  # (a leftover is a plain value; see live)
+    if isinstance(x, _OPAQUE) or depth > 6 or id(x) in visited:
+        return False
+    visited.add(id(x))
+    leaves = tree_flatten(x)[0]
+    if not (len(leaves) == 1 and leaves[0] is x):  # a container: its leaves
+        return any(_hidden_tracer(leaf, seen, visited, depth + 1) for leaf in leaves)
+    if isinstance(x, types.FunctionType):
+        inner = [c.cell_contents for c in (x.__closure__ or ()) if _cell_full(c)]
+        inner += list(x.__defaults__ or ()) + list((x.__kwdefaults__ or {}).values())
+    elif isinstance(x, functools.partial):
+        inner = [x.func, *x.args, *x.keywords.values()]
+    elif isinstance(x, types.MethodType):
+        inner = [x.__self__, x.__func__]
+    else:
+        inner = list(getattr(x, "__dict__", {}).values()) if isinstance(getattr(x, "__dict__", None), dict) else []
+        for cls in type(x).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+                    inner.append(getattr(x, name, None))
+    return any(_hidden_tracer(v, seen, visited, depth + 1) for v in inner)
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a closure variable not assigned yet
+        return False
+    return True
 
 
 def _inputs_before(leaves):

@@ -204,6 +204,61 @@ def test_primitive_with_a_traced_keyword_or_structured_argument_raises():
     np.testing.assert_array_equal(ste(x=x), [0.0, 2.0])  # plain calls as before
 
 
+def test_primitive_with_a_traced_value_in_an_object_or_closure_raises():
+    # the same silent [0, 0] as above when the traced value hides in an object's attributes,
+    # __slots__, a function's closure or defaults, a functools.partial or a bound method
+    import functools
+
+    class Box:
+        def __init__(self, w):
+            self.w = w
+
+        def value(self):
+            return self.w
+
+    class Slotted:
+        __slots__ = ("w",)
+
+        def __init__(self, w):
+            self.w = w
+
+    @mg.primitive
+    def ste_obj(o):
+        return np.round(o.w)
+
+    @mg.primitive
+    def ste_fn(fn):
+        return np.round(fn())
+
+    for prim in (ste_obj, ste_fn):
+        mg.rrule(prim)(lambda o, p=prim: (p(o), lambda yb: (yb,)))
+
+    x = np.array([0.4, 1.6])
+    calls = [lambda v: ste_obj(Box(v * 2.0)), lambda v: ste_obj(Slotted(v)),
+             lambda v: ste_fn(functools.partial(lambda b: b.w, Box(v))), lambda v: ste_fn(lambda: v * 2.0),
+             lambda v: ste_fn(lambda w=v: w), lambda v: ste_fn(functools.partial(np.multiply, v, 2.0)),
+             lambda v: ste_fn(Box(v).value)]
+    for call in calls:
+        with pytest.raises(TypeError, match=r"primitive .*ste_.* at .*test_rule_and_view_errors.py.*"
+                                            r"object's attributes or in a function's closure"):
+            mg.grad(lambda v, c=call: np.sum(c(v)))(x)
+    with pytest.raises(TypeError, match="closure"):
+        mg.jvp(lambda v: ste_fn(lambda: v), (x,), (np.ones(2),))
+
+    # an object holding only plain values passes, and the rule is used: the cube's derivative
+    # against central differences of the plain function
+    @mg.primitive
+    def scaled_cube(x, o):
+        return o.w * x ** 3
+
+    mg.rrule(scaled_cube)(lambda x, o: (scaled_cube(x, o), lambda yb: (3.0 * o.w * x ** 2 * yb, mg.NoTangent())))
+    box = Box(np.array([2.0, -1.0]))
+    g = mg.grad(lambda v: np.sum(scaled_cube(v, box)))(x)
+    h = 1e-6
+    fd = [(np.sum(box.w * (x + h * e) ** 3) - np.sum(box.w * (x - h * e) ** 3)) / (2 * h) for e in np.eye(2)]
+    np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
 def test_primitive_writing_into_its_argument_raises():
     @mg.primitive
     def double_inplace(x):

@@ -127,10 +127,9 @@ def _hidden_tracer(x, seen, visited, depth) -> bool:
 
 def _cell_full(cell) -> bool:
     try:
-        cell.cell_contents
+        return cell.cell_contents is not _cell_full  # (always true when it has contents)
     except ValueError:  # a closure variable not assigned yet
         return False
-    return True
 
 
 def _inputs_before(leaves):

@@ -1789,7 +1789,7 @@ class ArrayTracer(Tracer):
             if (type(b) is _ndarray and b.flags.writeable and b.shape == vb.shape and b.strides == vb.strides
                     and b.dtype == vb.dtype and _ptr(b) == _ptr(vb)):
                 return
-        write(self, _check_index(idx), value)
+        write(self, _check_index(idx, copy=False), value)  # (write copies index arrays)
 
     def __len__(self):
         return len(self._value)
@@ -1905,16 +1905,30 @@ def _is_basic(idx) -> bool:
     return False
 
 
-def _check_index(idx):
-    """Reject traced indices and freeze mutable index containers."""
+def _check_index(idx, copy=True):
+    """Reject traced indices and freeze mutable index containers (``copy``: copy index
+    arrays too, which the caller may change later; :func:`write` copies its own)."""
     if _is_basic(idx):
         return idx
     if type(idx) is tuple:
-        return tuple(_check_index_part(i) for i in idx)
-    return _check_index_part(idx)
+        return tuple(_check_index_part(i, copy) for i in idx)
+    return _check_index_part(idx, copy)
 
 
-def _check_index_part(i):
+def _own_index(idx):
+    """``idx`` with private copies of its index arrays: a recorded write reads its
+    index again in the reverse pass (rewinding and replaying), and the caller,
+    or the user code behind a mask or an index argument (``where=``,
+    ``np.put_along_axis``), may change those arrays after the write."""
+    t = type(idx)
+    if t is _ndarray:
+        return idx.copy()
+    if t is tuple and any(type(i) is _ndarray for i in idx):
+        return tuple(i.copy() if type(i) is _ndarray else i for i in idx)
+    return idx
+
+
+def _check_index_part(i, copy=True):
     t = type(i)
     if isinstance(i, Tracer):
         if i.dtype.kind in "fc":
@@ -1929,7 +1943,7 @@ def _check_index_part(i):
             raise IndexError(f"unsupported index {i!r}")
         return arr
     if t is _ndarray:
-        return i.copy()  # the caller may mutate it later; the tape must not see that
+        return i.copy() if copy else i  # the caller may mutate it later; the tape must not see that
     return i
 
 
@@ -1948,6 +1962,7 @@ def write(dest, idx, value):
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return
+    idx = _own_index(idx)
     if vt is ScalarTracer and bottom(value).dtype.kind == "c" and weak(value):
         # a Python complex: NumPy refuses to put it in a real array (TypeError), as float() does
         np.empty((), bottom(dest).dtype)[()] = bottom(value).item()

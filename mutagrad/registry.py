@@ -183,6 +183,7 @@ def rrule(fn):
     def register(rule):
         p = _prim_for(fn)
         p.rrule = _checked_rrule(rule, p.name)
+        p.reads = None  # its pullback may read any argument and the output (see Primitive.reads)
         return rule
 
     return register
@@ -468,6 +469,16 @@ class UserFPErrors:
             self.call.write(f"Warning: {kind} encountered\n")
         elif mode == "print":
             print(f"Warning: {kind} encountered")
+
+
+def strong_times(a, b):
+    """``a * b`` with the products exactly zero where either factor is zero, also where the
+    other is infinite or NaN: a tangent or cotangent times a weight that drops its element
+    (max's selection, a softmax weight that is exactly 0). IEEE's 0 * inf = nan otherwise."""
+    if isinstance(a, AbstractZero) or isinstance(b, AbstractZero) or (
+            np.isfinite(bottom(a)).all() and np.isfinite(bottom(b)).all()):
+        return a * b
+    return _strong_zero_product(a, b, np.broadcast_shapes(np.shape(a), np.shape(b)))
 
 
 def _strong_zero_product(g, dv, shape):

@@ -498,8 +498,9 @@ def _complex_abs_rules(fn, real_rules=None):
     def rrule(z):
         if real_rules is not None and not np.iscomplexobj(bottom(z)):
             return real_rules[0](z)
-        y = fn(z)
-        return y, lambda g: (_times(g, _over_norm(z, y)),)
+        # the pullback reads z only (np.absolute's declared reads): y is the caller's array,
+        # which later code may write in place (s = np.abs(z); s *= 3), so |z| is computed again
+        return fn(z), lambda g: (_times(g, _over_norm(z, fn(z))),)
 
     def frule(primals, tangents):
         (z,), (t,) = primals, tangents

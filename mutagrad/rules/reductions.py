@@ -14,7 +14,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..core import STATE, ArrayTracer, Tracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
 from ..errors import NoRuleError, user_line
-from ..registry import deflinear
+from ..registry import deflinear, strong_times
 from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
@@ -194,7 +194,7 @@ def _ext_rules(impl):
         (x,), (t,) = primals, tangents
         y = impl(x, axis, keepdims)
         w = _argext_weights(x, y, axis, keepdims)
-        return y, np.sum(t * w, axis=axis, keepdims=keepdims)
+        return y, np.sum(strong_times(t, w), axis=axis, keepdims=keepdims)  # (an infinite t it drops: 0)
 
     return rrule, frule
 

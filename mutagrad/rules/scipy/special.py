@@ -23,7 +23,7 @@ from scipy.special import _ufuncs as _spu  # zeta(x[, q]) is a Python function c
 
 from ...core import bottom
 from ...registry import conj_if_complex as _cj
-from ...registry import defelementwise, defnotimplemented, defzero, frule, primitive, rrule
+from ...registry import defelementwise, defnotimplemented, defzero, frule, primitive, rrule, strong_times
 from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 from ..reductions import expand_to
 
@@ -458,10 +458,10 @@ def _logsumexp_frule(primals, tangents, *, axis=None, keepdims=False, return_sig
     out = _logsumexp(a, b, axis=axis, keepdims=keepdims, return_sign=return_sign)
     _, da, db = _lse_weights(a, b, out, axis, keepdims, return_sign)
     acc = ZERO
-    if not is_zero(ta):
-        acc = ta * da
+    if not is_zero(ta):  # (an element with weight 0 drops its tangent, an infinite one too)
+        acc = strong_times(ta, da)
     if b is not None and not is_zero(tb):
-        acc = acc + tb * db
+        acc = acc + strong_times(tb, db)
     ydot = ZERO if is_zero(acc) else np.sum(acc, axis=axis, keepdims=keepdims)
     return out, ((ydot, ZERO) if return_sign else ydot)
 
@@ -514,7 +514,7 @@ def _softmax_rrule(x, *, axis=None):
 def _softmax_frule(primals, tangents, *, axis=None):
     (x,), (t,) = primals, tangents
     y = _softmax(x, axis=axis)
-    return y, y * (t - _axis_sum(t * y, axis))
+    return y, strong_times(y, t - _axis_sum(strong_times(t, y), axis))  # (y = 0 drops its tangent)
 
 
 @rrule(_log_softmax)
@@ -527,7 +527,7 @@ def _log_softmax_rrule(x, *, axis=None):
 def _log_softmax_frule(primals, tangents, *, axis=None):
     (x,), (t,) = primals, tangents
     y = _log_softmax(x, axis=axis)
-    return y, t - _axis_sum(t * np.exp(y), axis)
+    return y, t - _axis_sum(strong_times(t, np.exp(y)), axis)
 
 
 

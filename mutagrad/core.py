@@ -40,6 +40,7 @@ from .errors import (
     plain_write_target,
     predicate_call,
     printing_statement,
+    storing_into_subscript,
     user_frame,
     user_line,
 )
@@ -1359,6 +1360,8 @@ class Tracer:
     def __int__(self):
         if self._may_convert():
             return int(bottom(self))
+        if storing_into_subscript():
+            raise escape_error("writing a traced value into an integer array (NumPy converts it with int(x))")
         raise escape_error("int(x)")
 
     def __complex__(self):

@@ -7,6 +7,7 @@ NumPy's own frames; this happens only when an error is being raised.
 from __future__ import annotations
 
 import ast
+import dis
 import itertools
 import linecache
 import math
@@ -174,6 +175,16 @@ def _file_tree(filename):
         _TREES.clear()
     _TREES[filename] = (source, tree)
     return tree
+
+
+def storing_into_subscript(start=None) -> bool:
+    """Whether the user's innermost frame is executing ``a[i] = v`` (NumPy converting v for
+    a plain array ``a``: ``int(v)`` for an integer array)."""
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    if frame is None:
+        return False
+    code = frame.f_code.co_code
+    return 0 <= frame.f_lasti < len(code) and dis.opname[code[frame.f_lasti]] == "STORE_SUBSCR"
 
 
 def _position(frame):

@@ -39,6 +39,17 @@ def test_escape_to_plain_value_raises(what, f):
     assert "mg.stop_gradient" in msg and "mnp.zeros" in msg
 
 
+def test_element_written_into_an_integer_array_is_named_as_a_write():
+    def f(x):
+        k = np.zeros(3, dtype=np.int64)
+        k[0] = x[0] * 10  # NumPy calls int() on the traced element
+        return np.sum(x) + k[0]
+
+    msg = _raises(f, np.array([1.0, 2.0]), mg.TracerEscapeError)
+    assert msg.startswith("writing a traced value into an integer array") and "k[0] = x[0] * 10" in msg
+    assert _raises(lambda x: int(x[0]) * x[1], np.array([1.0, 2.0]), mg.TracerEscapeError).startswith("int(x)")
+
+
 def test_write_into_plain_array_raises_and_names_the_fix():
     def f(x):
         out = np.zeros(3)

@@ -1307,7 +1307,7 @@ class Tracer:
                 extra = ""
             raise escape_error(
                 f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
-                "with np.asarray)", WriteToPlainArrayError, extra)
+                "with np.asarray)", TracerEscapeError, extra)  # (a conversion: nothing is written)
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError)
@@ -1315,13 +1315,13 @@ class Tracer:
         it = getattr(call.func, "attr", getattr(call.func, "id", None)) if call is not None else None
         if it in ("nditer", "ndenumerate"):
             raise escape_error(
-                f"np.{it} over a traced array (it iterates plain memory)", WriteToPlainArrayError,
+                f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
                 " Loop over the indices instead (for i in np.ndindex(x.shape): x[i] = ...), which is "
                 "differentiated.")
         if "dot" in method_calls(sys._getframe(1)):
             raise escape_error(
                 "a plain array's method a.dot(b) with a traced b (the method converts b to a plain array)",
-                WriteToPlainArrayError, " Write np.dot(a, b) or a @ b, which are differentiated.")
+                TracerEscapeError, " Write np.dot(a, b) or a @ b, which are differentiated.")
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,

@@ -37,6 +37,7 @@ from .errors import (
     call_at,
     escape_error,
     method_calls,
+    plain_augassign_target,
     plain_write_target,
     predicate_call,
     printing_statement,
@@ -1961,7 +1962,17 @@ def write(dest, idx, value):
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
             if not value._plain_constant():
-                raise escape_error("writing a traced value into a plain NumPy array", WriteToPlainArrayError)
+                aug = plain_augassign_target(user_frame(sys._getframe(1)))
+                if aug is not None:
+                    t, op = aug
+                    raise escape_error(
+                        f"the in-place operation `{t} {op}= ...` on the plain NumPy array `{t}`",
+                        WriteToPlainArrayError,
+                        f" `{t}` was made from plain values only, so it cannot hold a derivative: write "
+                        f"`{t} = {t} {op} (...)`, which makes a new array that can.")
+                target = plain_write_target(user_frame(sys._getframe(1)))
+                raise escape_error("writing a traced value into a plain NumPy array" + (
+                    "" if target is None else f" `{target}`"), WriteToPlainArrayError)
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return

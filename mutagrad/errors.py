@@ -239,6 +239,20 @@ def plain_write_target(start=None):
     return found.pop() if len(found) == 1 else None
 
 
+_AUG_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+            ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+            ast.LShift: "<<", ast.RShift: ">>"}
+
+
+def plain_augassign_target(start=None):
+    """(target, operator) when the statement the user's frame ``start`` executes is an
+    augmented assignment to a whole array, ``K /= s`` (not ``K[i] /= s``); else None."""
+    stmt = _statement_at(start if start is not None else sys._getframe(1))
+    if type(stmt) is not ast.AugAssign or type(stmt.target) not in (ast.Name, ast.Attribute):
+        return None
+    return ast.unparse(stmt.target), _AUG_OPS.get(type(stmt.op), "?")
+
+
 def method_calls(frame):
     """The names of the methods the statement the user's ``frame`` executes calls (``a.dot(b)``: dot)."""
     stmt = _statement_at(frame)

@@ -50,6 +50,36 @@ def test_element_written_into_an_integer_array_is_named_as_a_write():
     assert _raises(lambda x: int(x[0]) * x[1], np.array([1.0, 2.0]), mg.TracerEscapeError).startswith("int(x)")
 
 
+def test_in_place_operation_on_a_plain_array_names_the_new_array_fix():
+    X = np.array([0.0, 1.0, 2.0])
+
+    def kernel(ell):
+        K = np.subtract.outer(X, X) ** 2  # plain values only
+        K /= -2 * ell ** 2
+        return np.sum(np.exp(K))
+
+    msg = _raises(kernel, 0.7, mg.WriteToPlainArrayError)
+    assert msg.startswith("the in-place operation `K /= ...` on the plain NumPy array `K`")
+    assert "write `K = K / (...)`" in msg
+
+    def part(s):
+        K = np.ones(3)
+        K[1:] *= s
+        return np.sum(K)
+
+    assert _raises(part, 0.7, mg.WriteToPlainArrayError).startswith(
+        "writing a traced value into a plain NumPy array `K`")
+
+    # the advised form is differentiated: against central differences of the plain function
+    def fixed(ell):
+        K = np.subtract.outer(X, X) ** 2
+        K = K / (-2 * ell ** 2)
+        return np.sum(np.exp(K))
+
+    fd = (fixed(0.7 + 1e-6) - fixed(0.7 - 1e-6)) / 2e-6
+    np.testing.assert_allclose(mg.grad(fixed)(0.7), fd, rtol=1e-7)
+
+
 def test_write_into_plain_array_raises_and_names_the_fix():
     def f(x):
         out = np.zeros(3)

@@ -366,6 +366,31 @@ def test_det_of_an_empty_matrix_and_slogdet_of_a_singular_one():
     check_grads(np.linalg.det, singular)  # det itself has a derivative there
 
 
+EMPTY_DECOMPOSITIONS = {
+    "eig values": lambda a: np.linalg.eig(a)[0], "eig vectors": lambda a: np.linalg.eig(a)[1],
+    "eigvals": np.linalg.eigvals, "eigh vectors": lambda a: np.linalg.eigh(a)[1],
+    "eigvalsh": np.linalg.eigvalsh, "svd U": lambda a: np.linalg.svd(a)[0],
+    "svd Vh reduced": lambda a: np.linalg.svd(a, full_matrices=False)[2], "qr R": lambda a: np.linalg.qr(a)[1],
+    "cholesky": np.linalg.cholesky,
+}
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (3, 0, 0), (0, 4, 4), (2, 0, 3, 3)])
+@pytest.mark.parametrize("name", sorted(EMPTY_DECOMPOSITIONS))
+def test_decompositions_of_no_elements(name, shape):
+    # the reverse rules' reductions and reshapes failed on zero-size input; a function of
+    # no elements has a gradient of no elements (as forward mode and PyTorch give)
+    f = EMPTY_DECOMPOSITIONS[name]
+    a = np.zeros(shape)
+    plain = f(a.copy())
+    out, pullback = mg.vjp(f, a.copy())
+    np.testing.assert_array_equal(out, plain)
+    (g,) = pullback(np.zeros(np.shape(out), np.result_type(out)))
+    assert np.shape(g) == shape
+    _, t = mg.jvp(f, (a.copy(),), (np.zeros(shape),))
+    assert np.shape(t) == np.shape(plain)
+
+
 @pytest.mark.parametrize("order", ["fro", "nuc", "f"])
 def test_string_norm_orders_of_vectors_raise_numpys_error(order):
     with pytest.raises(ValueError, match=f"Invalid norm order '{order}' for vectors"):

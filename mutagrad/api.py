@@ -13,7 +13,7 @@ import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, bottom, foreign_subclass, lift,
                    live, mark_weak, pristine_layers, write)
-from .errors import (_INTERNAL_PREFIXES, MutationError, NoRuleError, ensure_shuffle_filter, forget_escape, readonly_error,
+from .errors import (_INTERNAL_PACKAGES, MutationError, NoRuleError, ensure_shuffle_filter, forget_escape, readonly_error,
                      replaced_error, user_line)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
@@ -227,7 +227,7 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
                 helpers.append(v)
     if depth < 4:
         for h in helpers:
-            if not (getattr(h, "__module__", None) or "").startswith(_INTERNAL_PREFIXES):  # (not NumPy's own...)
+            if (getattr(h, "__module__", None) or "").partition(".")[0] not in _INTERNAL_PACKAGES:  # (not NumPy's...)
                 _arrays_named_by(h, found, seen, depth + 1)
 
 

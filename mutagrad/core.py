@@ -18,6 +18,7 @@ any of those levels is then recorded by that level.
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import itertools
 import math
@@ -1311,7 +1312,8 @@ class Tracer:
                 "with np.asarray)", TracerEscapeError, extra)  # (a conversion: nothing is written)
         target = plain_write_target(sys._getframe(1))
         if target is not None:
-            raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError)
+            raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError,
+                               _plain_copy_hint(target))
         call = call_at(user_frame(sys._getframe(1)))
         it = getattr(call.func, "attr", getattr(call.func, "id", None)) if call is not None else None
         if it in ("nditer", "ndenumerate"):
@@ -1351,11 +1353,18 @@ class Tracer:
     def __float__(self):
         if self._may_convert() or predicate_call(sys._getframe(1)):
             return float(bottom(self))
-        target = plain_write_target(sys._getframe(1))
-        if target is not None:
-            raise escape_error(f"writing a traced value into the plain NumPy array `{target}`", WriteToPlainArrayError)
-        if "fill" in method_calls(sys._getframe(1)):
+        frame = sys._getframe(1)
+        if storing_into_subscript(frame):  # NumPy converting for the write itself
+            target = plain_write_target(frame)
+            raise escape_error("writing a traced value into the plain NumPy array" + (
+                "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
+        if "fill" in method_calls(frame):
             raise escape_error("filling a plain NumPy array with a traced value (a.fill(x))", WriteToPlainArrayError)
+        call = call_at(user_frame(frame))
+        if call is not None and type(call.func) in (ast.Name, ast.Attribute):
+            name = ast.unparse(call.func)
+            if name not in ("float", "np.float64", "numpy.float64"):  # (a plain-number function: math.sqrt)
+                raise escape_error(f"{name}(...) of a traced value (it converts it with float(x))")
         raise escape_error("float(x) (or math.*)")
 
     def __int__(self):
@@ -1949,6 +1958,13 @@ def _check_index_part(i, copy=True):
     if t is _ndarray:
         return i.copy() if copy else i  # the caller may mutate it later; the tape must not see that
     return i
+
+
+def _plain_copy_hint(target=None):
+    name = "the array" if target is None else f"`{target}`"
+    return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = d.copy()`), "
+            "pass that array as an argument instead: an argument you do not differentiate is a traced "
+            "constant, and so are its copies.")
 
 
 def write(dest, idx, value):

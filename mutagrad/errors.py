@@ -28,14 +28,15 @@ __all__ = [
     "user_line",
 ]
 
-_INTERNAL_PREFIXES = ("mutagrad", "numpy", "scipy", "functools", "contextlib", "_pytest", "pluggy")
+# the packages whose frames are not the user's (by top-level name: a user's numpy_utils.py is theirs)
+_INTERNAL_PACKAGES = frozenset(("mutagrad", "numpy", "scipy", "functools", "contextlib", "_pytest", "pluggy"))
 
 
 def _frame_is_internal(frame) -> bool:
     name = frame.f_globals.get("__name__", "") or ""
     if name.startswith("mutagrad.testing") or name == "__main__":
         return False
-    return name.startswith(_INTERNAL_PREFIXES) or name == "importlib._bootstrap"
+    return name.partition(".")[0] in _INTERNAL_PACKAGES or name == "importlib._bootstrap"
 
 
 def user_frame(start=None):

@@ -31,6 +31,13 @@ def _traced(x):
     levels = _active_levels()
     if not levels:
         return x
+    if isinstance(x, _np.ndarray) and x.dtype.names is not None:
+        from .errors import user_line
+
+        raise TypeError(
+            f"a buffer with the structured dtype {x.dtype} at {user_line()}: mutagrad traces arrays of "
+            "floating-point or complex numbers, so its fields could not hold derivatives. Make one "
+            f"buffer per field instead (u = mnp.zeros(shape); v = mnp.zeros(shape)).")
     return _lift(x, levels)
 
 

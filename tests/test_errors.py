@@ -80,6 +80,63 @@ def test_in_place_operation_on_a_plain_array_names_the_new_array_fix():
     np.testing.assert_allclose(mg.grad(fixed)(0.7), fd, rtol=1e-7)
 
 
+def test_math_function_inside_a_write_into_a_traced_array_is_named():
+    # NumPy does not convert anything for this write (x is traced): math.sqrt does
+    def f(x):
+        x[0] = math.sqrt(x[1])
+        return np.sum(x)
+
+    msg = _raises(f, np.array([1.0, 4.0]), mg.TracerEscapeError)
+    assert msg.startswith("math.sqrt(...) of a traced value") and "plain NumPy array" not in msg
+
+
+def test_plain_copy_of_a_closed_over_array_names_the_argument_fix():
+    d = np.ones(3)
+
+    def f(x):
+        dc = d.copy()
+        dc[0] = x[0]
+        return np.sum(dc)
+
+    msg = _raises(f, np.ones(2), mg.WriteToPlainArrayError)
+    assert "plain NumPy array `dc`" in msg and "pass that array as an argument" in msg
+    # the advice works: d as an argument that is not differentiated; against differences
+    def fixed(x, d):
+        dc = d.copy()
+        dc[0] = x[0] ** 2
+        return np.sum(dc)
+
+    x = np.array([1.5, 2.0])
+    fd = [(fixed(x + 1e-6 * e, d) - fixed(x - 1e-6 * e, d)) / 2e-6 for e in np.eye(2)]
+    np.testing.assert_allclose(mg.grad(fixed)(x, d), fd, rtol=1e-7, atol=1e-9)
+
+
+def test_structured_dtype_buffer_is_refused_where_it_is_made():
+    def f(a):
+        z = mnp.zeros((3,), [("u", float), ("v", float)])
+        z["u"] += a
+        return np.sum(z["u"])
+
+    with pytest.raises(TypeError, match=r"structured dtype .*test_errors.py.*one buffer per field"):
+        mg.grad(f)(1.0)
+    assert mnp.zeros(2, [("u", float)]).dtype.names == ("u",)  # outside differentiation: NumPy's
+
+
+def test_a_user_module_named_like_numpy_is_user_code(tmp_path, monkeypatch):
+    # frames of numpy_utils.py were taken for NumPy's own: the error named no user line
+    (tmp_path / "numpy_userhelpers.py").write_text(
+        "import numpy as np\n"
+        "def fill(x):\n"
+        "    b = np.zeros(2)\n"
+        "    b[0] = x[0] ** 2\n"
+        "    return np.sum(b)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import numpy_userhelpers
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"numpy_userhelpers.py:4: `b\[0\] = x\[0\] \*\* 2`"):
+        mg.grad(numpy_userhelpers.fill)(np.array([1.0, 2.0]))
+
+
 def test_write_into_plain_array_raises_and_names_the_fix():
     def f(x):
         out = np.zeros(3)

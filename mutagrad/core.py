@@ -1988,7 +1988,7 @@ def write(dest, idx, value):
                         f"`{t} = {t} {op} (...)`, which makes a new array that can.")
                 target = plain_write_target(user_frame(sys._getframe(1)))
                 raise escape_error("writing a traced value into a plain NumPy array" + (
-                    "" if target is None else f" `{target}`"), WriteToPlainArrayError)
+                    "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return

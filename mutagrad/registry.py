@@ -110,8 +110,12 @@ def _hidden_tracer(x, seen, visited, depth) -> bool:
     if not (len(leaves) == 1 and leaves[0] is x):  # a container: its leaves
         return any(_hidden_tracer(leaf, seen, visited, depth + 1) for leaf in leaves)
     if isinstance(x, types.FunctionType):
-        inner = [c.cell_contents for c in (x.__closure__ or ()) if _cell_full(c)]
-        inner += list(x.__defaults__ or ()) + list((x.__kwdefaults__ or {}).values())
+        inner = list(x.__defaults__ or ()) + list((x.__kwdefaults__ or {}).values())
+        for cell in x.__closure__ or ():
+            try:
+                inner.append(cell.cell_contents)
+            except ValueError:  # a closure variable not assigned yet
+                pass
     elif isinstance(x, functools.partial):
         inner = [x.func, *x.args, *x.keywords.values()]
     elif isinstance(x, types.MethodType):
@@ -123,13 +127,6 @@ def _hidden_tracer(x, seen, visited, depth) -> bool:
                 if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
                     inner.append(getattr(x, name, None))
     return any(_hidden_tracer(v, seen, visited, depth + 1) for v in inner)
-
-
-def _cell_full(cell) -> bool:
-    try:
-        return cell.cell_contents is not _cell_full  # (always true when it has contents)
-    except ValueError:  # a closure variable not assigned yet
-        return False
 
 
 def _inputs_before(leaves):
@@ -475,7 +472,7 @@ def strong_times(a, b):
     """``a * b`` with the products exactly zero where either factor is zero, also where the
     other is infinite or NaN: a tangent or cotangent times a weight that drops its element
     (max's selection, a softmax weight that is exactly 0). IEEE's 0 * inf = nan otherwise."""
-    if isinstance(a, AbstractZero) or isinstance(b, AbstractZero) or (
+    if isinstance(a, (AbstractZero, NotImplementedTangent)) or isinstance(b, (AbstractZero, NotImplementedTangent)) or (
             np.isfinite(bottom(a)).all() and np.isfinite(bottom(b)).all()):
         return a * b
     return _strong_zero_product(a, b, np.broadcast_shapes(np.shape(a), np.shape(b)))

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, bottom, foreign_subclass, lift,
-                   live, mark_weak, pristine_layers, write)
+                   live, mark_weak, pristine_layers, weak, write)
 from .errors import (_INTERNAL_PACKAGES, MutationError, NoRuleError, ensure_shuffle_filter, forget_escape, readonly_error,
                      replaced_error, user_line)
 from .forward import ForwardLevel
@@ -596,7 +596,11 @@ def _finish_leaf(g, info):
         # else: the storage's own adjoint buffer, which nothing else refers to once the pass is over
     if info.dtype.kind == "c":  # internal df/dx + i df/dy  ->  JAX/autograd convention
         g = np.conjugate(g, out=g) if type(g) is _ndarray else np.conj(g)  # (out=: a 0-d array stays one)
-    if isinstance(g, Tracer):
+    if isinstance(g, Tracer):  # (an outer differentiation traces it)
+        if info.kind != "array" and not g._scalar:
+            g = g[()]  # a traced scalar, as the plain call's number
+            if info.kind != "npscalar":
+                mark_weak(g)  # a Python number there: weak in NumPy's promotion
         return g
     if info.kind == "float":
         return float(g)
@@ -1021,11 +1025,13 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
                 t = t[()]
         else:
             t = np.copy(t) if isinstance(t, Tracer) else np.array(t)
-            if o._scalar and type(t) is _ndarray:
-                t = t[()]
-        if (isinstance(o, Tracer) and o._scalar and o._storage.weak and o._geom is None and isinstance(t, np.generic)
-                and not isinstance(t, Tracer)):
-            t = t.item()  # the tangent of a Python float output is a Python float
+            if o._scalar and (type(t) is _ndarray or type(t) is ArrayTracer):
+                t = t[()]  # (a traced one too: an outer differentiation's scalar)
+        if isinstance(o, Tracer) and o._scalar and weak(o):
+            if type(t) is ScalarTracer:
+                mark_weak(t)  # traced by an outer differentiation: weak, as a Python float is
+            elif isinstance(t, np.generic):
+                t = t.item()  # the tangent of a Python float output is a Python float
         tans.append(t)
     return _unwrap_level(out, level), tree_unflatten(out_tree, tans)
 

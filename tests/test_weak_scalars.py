@@ -425,3 +425,27 @@ def test_second_derivative_of_abs_of_a_complex_scalar(fn, arg):
     from mutagrad.testing import check_grads
 
     check_grads(fn, arg, order=2)
+
+
+def _nested_results(x):
+    # an inner grad/jvp w.r.t. a Python float gives Python floats in a plain call: under an
+    # outer differentiation they must stay weak, so that x (float32) keeps its dtype
+    def inner(t):
+        return np.sum(np.tanh(t * x))
+
+    _, s = mg.jvp(lambda t: t * 2.0, (0.7,), (1.0,))
+    v, tv = mg.jvp(inner, (0.7,), (1.0,))
+    return mg.grad(inner)(0.7) * x[0] + s * x[1] + (v + tv) * x[2] + np.sum(np.sin(x))
+
+
+def test_inner_derivatives_of_python_floats_stay_weak():
+    x = np.array([0.1, -0.4, 0.3, 0.8], dtype=np.float32)
+    plain = _nested_results(x.copy())
+    assert plain.dtype == np.float32
+    for value in (mg.value_and_grad(_nested_results)(x.copy())[0],
+                  mg.jvp(_nested_results, (x.copy(),), (np.ones(4, np.float32),))[0]):
+        assert value.dtype == np.float32 and value.tobytes() == plain.tobytes()
+    # the derivative, against central differences of the program on float64 arrays
+    x64 = x.astype(np.float64)
+    fd = [(_nested_results(x64 + 1e-6 * e) - _nested_results(x64 - 1e-6 * e)) / 2e-6 for e in np.eye(4)]
+    np.testing.assert_allclose(mg.grad(_nested_results)(x.copy()), fd, rtol=2e-5)

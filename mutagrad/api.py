@@ -175,7 +175,8 @@ def _plain_arrays_of(fun, npos=0, kwnames=()):
     """The plain arrays ``fun`` refers to by name: its closure's cells, its
     default arguments and the globals its code names, and those of the Python
     functions it names that way (helpers it calls, to a depth of 4 and at most
-    64 functions; not the attributes of objects). ``npos`` positional and the
+    64 functions), and the attributes those names' objects hold that the
+    code names too (see _arrays_held_by). ``npos`` positional and the
     ``kwnames`` keyword arguments are passed to ``fun``: their defaults are unused."""
     found: list = []
     _arrays_named_by(fun, found, set(), 0, npos, kwnames)
@@ -209,22 +210,18 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
                 v = attrs.get(name)
                 if type(v) is _ndarray or type(v) is ArrayTracer:
                     named.append((f"self.{name}", v))
+    names = _names_of(code)
+    g = getattr(fun, "__globals__", None)
+    if g:
+        named.extend((name, g[name]) for name in names if name in g)
     for name, v in named:
         tv = type(v)
         if tv is _ndarray or tv is ArrayTracer:  # (an outer level's array, in a nested differentiation)
             found.append((name, v))
         elif tv is _FunctionType:
             helpers.append(v)
-    g = getattr(fun, "__globals__", None)
-    if g:
-        names = _names_of(code)
-        for name in names:
-            v = g.get(name)
-            tv = type(v)
-            if tv is _ndarray or tv is ArrayTracer:
-                found.append((name, v))
-            elif tv is _FunctionType:
-                helpers.append(v)
+        else:
+            _arrays_held_by(name, v, names, found, helpers)
     if depth < 4:
         for h in helpers:
             if (getattr(h, "__module__", None) or "").partition(".")[0] not in _INTERNAL_PACKAGES:  # (not NumPy's...)
@@ -232,6 +229,27 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
 
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
+_NOT_HOLDERS = (type, types.ModuleType, types.BuiltinFunctionType, np.ufunc, str, bytes, int, float, complex)
+
+
+def _arrays_held_by(name, v, names, found, helpers):
+    """The attributes of a named object that the code names too (``sim.u``): its arrays,
+    and its methods as helpers (``sim.step(x)``). Not the items of containers: which
+    item the code reads cannot be told by name (a list may hold the argument itself,
+    replaced by it in every call)."""
+    if type(v) in (dict, list, tuple, set) or isinstance(v, _NOT_HOLDERS):
+        return
+    attrs = getattr(v, "__dict__", None)
+    if type(attrs) is not dict:
+        return
+    for attr in names:
+        a = attrs.get(attr)
+        if type(a) is _ndarray or type(a) is ArrayTracer:
+            found.append((f"{name}.{attr}", a))
+        elif a is None:
+            fn = getattr(type(v), attr, None)  # (a plain function of its class: no property is run)
+            if type(fn) is _FunctionType:
+                helpers.append(_MethodType(fn, v))
 
 
 def _names_of(code):

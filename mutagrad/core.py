@@ -563,7 +563,7 @@ class Level:
             raise AliasingError(
                 f"writing into {s.name} at {user_line()}, which is the memory of the plain array "
                 f"`{s.plain_alias}` that the function (or a helper it calls) refers to by name (a global or closure "
-                f"variable, or an attribute of a method's object): a plain NumPy read of `{s.plain_alias}` would not carry the derivative of "
+                f"variable, or an attribute of an object it names): a plain NumPy read of `{s.plain_alias}` would not carry the derivative of "
                 "what is written. Read and write the array through the argument only, or pass a copy."
             )
         if dest._geom is not None and dest._geom.overlap:

@@ -787,6 +787,48 @@ def test_write_into_argument_that_a_helper_reads_by_a_global_name_raises():
     _reset_global_a()
 
 
+class _Sim:
+    def __init__(self, u):
+        self.u = u
+
+    def energy(self):
+        return np.sum(self.u ** 2)
+
+    @property
+    def side_effect(self):  # a property is never run by the alias scan
+        raise AssertionError("the scan ran a property")
+
+
+def test_write_into_argument_that_an_objects_attribute_holds_raises():
+    # the argument is also sim.u: the plain read of sim.u (directly, or in a method the
+    # function calls) would not carry the derivative of the write (it gave [0, 0])
+    sim = _Sim(np.array([1.0, 2.0]))
+
+    def direct(x):
+        x *= 2.0
+        if x is None:
+            return sim.side_effect  # named, never run
+        return np.sum(sim.u ** 2)
+
+    def through_a_method(x):
+        x *= 2.0
+        return sim.energy()
+
+    for f, name in ((direct, "sim.u"), (through_a_method, "self.u")):
+        with pytest.raises(mg.AliasingError, match=rf"plain array `{name}`"):
+            mg.grad(f)(sim.u)
+    # an attribute that is not the argument: an ordinary mutating function, against differences
+    sim = _Sim(np.array([0.5, -1.0]))
+
+    def g(x):
+        x *= 2.0
+        return np.sum(x * sim.u) + sim.energy()
+
+    x = np.array([1.0, 2.0])
+    fd = [(g(x + 1e-6 * e) - g(x - 1e-6 * e)) / 2e-6 for e in np.eye(2)]
+    np.testing.assert_allclose(mg.grad(g)(x.copy()), fd, rtol=1e-7)
+
+
 def test_aliases_through_default_arguments():
     buf = np.array([1.5, 2.0, 3.0])
 

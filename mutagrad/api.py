@@ -392,7 +392,7 @@ def _caller_array(level, a, name, active=False):
                 f"{name} has elements that share memory (an as_strided view with a zero or overlapping "
                 f"stride) and is writable: differentiating with respect to it at {user_line()} has no "
                 "meaning element by element. Pass a copy (x.copy()).")
-        v = a.copy()
+        v = a.view(_ndarray).copy()
         v.flags.writeable = False
     else:
         v = level.lock(a, name)

@@ -515,8 +515,9 @@ class Level:
         if not a.flags.writeable or not _relockable(a):
             # (read-only already; or memory NumPy could not make writable again afterwards, as
             # the Fortran memory SciPy's MINPACK and LSODA pass: no lock for it)
-            return a
-        v = a.view()
+            return a if type(a) is _ndarray else a.view(_ndarray)
+        v = a.view(_ndarray)  # (an np.memmap's views and results are memmaps: the tracer holds its memory
+        # as a plain ndarray, whose views the rules know)
         a.flags.writeable = False
         locked[id(a)] = (a, v, name)
         return v

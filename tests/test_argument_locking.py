@@ -364,3 +364,33 @@ def test_argument_whose_elements_share_memory():
     shared = np.lib.stride_tricks.as_strided(np.zeros(1), (3,), (0,))  # writable
     with pytest.raises(mg.MutationError, match="share memory.*x.copy"):
         mg.grad(lambda x: np.sum(x))(shared)
+
+
+def test_memmap_arguments_are_differentiated_through_views(tmp_path):
+    # an np.memmap's views and results are memmaps: the tracer held one, and a view
+    # (reshape, .T, ravel; norm and outer take them) escaped as a plain memmap, with no
+    # derivative (zeros, or half of x @ x.T's)
+    x0 = np.array([0.63, 1.71, 0.87, 1.46, 1.12, 0.74])
+
+    def memmap(name):
+        m = np.memmap(tmp_path / name, float, "w+", shape=x0.shape)
+        m[:] = x0
+        return m
+
+    def f(x):
+        a = x.reshape(2, 3)
+        b = np.empty_like(x)           # a buffer like the argument
+        np.multiply(x, x, out=b)
+        x *= 2.0                       # and a write into the file's memory
+        return np.sum(a.T @ a) + np.linalg.norm(x) + np.sum(np.outer(b, x.ravel()))
+
+    fd = [(f(x0 + 1e-6 * e) - f(x0 - 1e-6 * e)) / 2e-6 for e in np.eye(6)]
+    m = memmap("g.dat")
+    np.testing.assert_allclose(mg.grad(f)(m), fd, rtol=1e-7)
+    plain = x0.copy()
+    f(plain)
+    np.testing.assert_array_equal(np.asarray(m), plain)  # the file holds what a plain call leaves
+    _, t = mg.jvp(f, (memmap("j.dat"),), (np.ones(6),))
+    np.testing.assert_allclose(t, np.sum(fd), rtol=1e-7)
+    m = memmap("id.dat")
+    assert mg.vjp(lambda x: x, m)[0] is m  # returned as itself, as a plain call returns it

@@ -1025,7 +1025,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
                     raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
-        with np.errstate(divide="call", over="call", invalid="call", call=UserFPErrors()):  # (strong zeros)
+        with np.errstate(all="call", call=UserFPErrors()):  # (strong zeros; the user's modes, see UserFPErrors)
             out = _call(level, fun, targs)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None

@@ -467,6 +467,14 @@ class UserFPErrors:
         elif mode == "print":
             print(f"Warning: {kind} encountered")
 
+    def write(self, message):
+        """NumPy's "log" mode writes to the error-call object: an errstate that sets "log" for
+        one kind of event while this object is the error call (a nested np.errstate)."""
+        if IN_DERIVATIVE[0]:
+            return
+        if self.call is not None and hasattr(self.call, "write"):
+            self.call.write(message)
+
 
 def strong_times(a, b):
     """``a * b`` with the products exactly zero where either factor is zero, also where the

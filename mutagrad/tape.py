@@ -831,7 +831,9 @@ class ReverseLevel(Level):
         n = len(tape)
         i = n - 1
         try:
-            with np.errstate(divide="call", over="call", invalid="call", call=_fp_event):  # (strong zeros)
+            # (strong zeros; an underflow in derivative code is nobody's business: no warning or
+            # error under the user's np.errstate, and no call of a "log" object's write)
+            with np.errstate(divide="call", over="call", invalid="call", under="ignore", call=_fp_event):
                 while i >= 0:
                     tape[i].backward(self)
                     i -= 1

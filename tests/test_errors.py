@@ -1269,3 +1269,14 @@ def test_nditer_and_ndenumerate_are_named():
         return np.sum(u)
 
     check_grads(with_ndindex, np.array([0.5, 1.5, 2.0]))
+
+
+@pytest.mark.parametrize("f", [lambda x: np.sort(x), lambda x: (x.sort(), x)[1], lambda x: np.partition(x, 0)],
+                         ids=["np.sort", "x.sort()", "np.partition"])
+def test_sorting_a_0d_array_raises_numpys_axis_error(f):
+    # (it raised ZeroDivisionError from inside take_along_axis)
+    with pytest.raises(np.exceptions.AxisError) as plain:
+        f(np.array(2.0))
+    with pytest.raises(np.exceptions.AxisError) as traced:
+        mg.grad(lambda x: np.sum(f(x)))(np.array(2.0))
+    assert str(traced.value) == str(plain.value)

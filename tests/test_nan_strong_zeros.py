@@ -99,3 +99,42 @@ def test_an_infinite_tangent_of_an_element_that_does_not_count_is_dropped(name):
     assert np.isfinite(ref)
     np.testing.assert_allclose(g, ref, rtol=1e-6)
     np.testing.assert_allclose(t, ref, rtol=1e-6)
+
+
+class _Log:
+    def __init__(self):
+        self.messages = []
+
+    def write(self, message):
+        self.messages.append(message)
+
+
+@pytest.mark.parametrize("mode", ["log", "raise", "warn"])
+def test_derivative_code_follows_no_user_error_mode(mode):
+    # d(1/x) = -1/x**2 underflows where 1/x does not: under np.errstate(all="log") the
+    # reverse pass called .write on mutagrad's own handler (AttributeError), and under
+    # "raise" it raised FloatingPointError where the plain call returns. The derivative's
+    # floating-point events are mutagrad's: the user's mode applies to the user's operations.
+    import warnings
+
+    x = np.array([1e300, 2e300])
+    log = _Log()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with np.errstate(all=mode, call=log):
+            value = np.sum(1 / x)
+            g = mg.grad(lambda x: np.sum(1 / x))(x.copy())
+            v, t = mg.jvp(lambda x: np.sum(1 / x), (x.copy(),), (np.ones(2),))
+    assert v == value and not log.messages and not caught
+    np.testing.assert_array_equal(g, -(1 / x) ** 2)  # (-1e-600 underflows to -0.0)
+    assert t == 0.0
+    # the user's own events still follow the mode: log(0) in the function, as in a plain call
+    with np.errstate(all=mode, call=log):
+        if mode == "raise":
+            with pytest.raises(FloatingPointError):
+                mg.jvp(lambda x: np.sum(np.log(x - x)), (x.copy(),), (np.ones(2),))
+        else:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                mg.jvp(lambda x: np.sum(np.log(x - x)), (x.copy(),), (np.ones(2),))
+            assert len(log.messages) + len(caught) >= 1

@@ -8,6 +8,7 @@ others). Everything here is expressed through it.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
 
 from ..core import write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, strong_operand, write
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
@@ -233,6 +234,7 @@ def _np_sort(args, kwargs):
     if axis is None:
         x = np.ravel(x)
         axis = -1
+    axis = normalize_axis_index(axis, np.ndim(x))  # (NumPy's AxisError for a 0-d array)
     perm = np.argsort(bottom(x), axis=axis, kind="stable")
     return np.take_along_axis(x, perm, axis)
 
@@ -264,6 +266,7 @@ def _np_partition(args, kwargs):
     if axis is None:
         x = np.ravel(x)
         axis = -1
+    axis = normalize_axis_index(axis, np.ndim(x))
     # argpartition runs the same selection as partition: the same arrangement (ties aside)
     perm = np.argpartition(bottom(x), a["kth"], axis=axis, kind=a.get("kind", "introselect"))
     return np.take_along_axis(x, perm, axis)

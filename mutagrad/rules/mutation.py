@@ -8,6 +8,7 @@ np.put_along_axis, ndarray.sort, and ``ufunc.at``.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
 
 from ..core import (FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order,
                     with_replayed_bits, write, write_replayed)
@@ -156,6 +157,7 @@ def sort_inplace(x, axis=-1, kind=None):
     """``x.sort(axis)``: a gather in sorted order written back into ``x``."""
     if axis is None:
         raise TypeError("ndarray.sort: axis=None is not allowed for an in-place sort")
+    axis = normalize_axis_index(axis, np.ndim(x))  # (NumPy's AxisError for a 0-d array)
     perm = np.argsort(bottom(x), axis=axis, kind="stable")
     write(x, Ellipsis, np.take_along_axis(x, perm, axis))
 

@@ -1937,8 +1937,10 @@ def _own_index(idx):
     t = type(idx)
     if t is _ndarray:
         return idx.copy()
-    if t is tuple and any(type(i) is _ndarray for i in idx):
-        return tuple(i.copy() if type(i) is _ndarray else i for i in idx)
+    if t is tuple:
+        for i in idx:  # (a loop, not any(): this runs at every write of an element loop)
+            if type(i) is _ndarray:
+                return tuple(i.copy() if type(i) is _ndarray else i for i in idx)
     return idx
 
 

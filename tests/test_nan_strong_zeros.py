@@ -138,3 +138,21 @@ def test_derivative_code_follows_no_user_error_mode(mode):
                 warnings.simplefilter("always")
                 mg.jvp(lambda x: np.sum(np.log(x - x)), (x.copy(),), (np.ones(2),))
             assert len(log.messages) + len(caught) >= 1
+
+
+def test_an_out_argument_warns_as_often_as_the_plain_call():
+    # the exact-bits replay of exp(b, out=b) warned a second time
+    import warnings
+
+    def f(x):
+        b = np.empty_like(x)
+        np.multiply(x, x, out=b)
+        np.exp(b, out=b)
+        return np.sum(np.where(np.isinf(b), 0.0, b))
+
+    x = np.array([1e150, 1.0])
+    for call in (lambda: f(x.copy()), lambda: mg.grad(f)(x.copy())):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        assert [str(w.message) for w in caught] == ["overflow encountered in exp"]

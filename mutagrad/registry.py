@@ -376,7 +376,11 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
     else:
         fp = FP_FLAG[0]
         dv = _partial(d, xs, y)
-        if FP_FLAG[0] is not fp or CAREFUL[0]:  # the partial overflowed or divided by zero: it may be inf
+        # the partial overflowed or divided by zero: it may be inf (a Python float overflows silently)
+        if FP_FLAG[0] is not fp or CAREFUL[0] or (type(dv) is float and dv - dv != 0):
+            den = getattr(d, "reciprocal_of", None)
+            if den is not None:  # 1/den overflowed (den subnormal): g / den, which keeps the finite ratio
+                return _strong_zero_quotient(g, (_partial(den[0], xs, y), den[1]), shape, conj=True)
             return _strong_zero_product(g, _conj(dv) if _iscomplexobj(dv) else dv, shape)
         if type(dv) is float:  # (a constant factor: no dtype, not complex)
             dt = None
@@ -486,6 +490,33 @@ def strong_times(a, b):
     return _strong_zero_product(a, b, np.broadcast_shapes(np.shape(a), np.shape(b)))
 
 
+def reciprocal(partial, denominator, factor=1.0):
+    """Mark ``partial`` (a function of ``(*xs, y)``) as ``factor / denominator(*xs, y)``: where
+    the reciprocal overflows (a subnormal x in log's 1/x), the cotangent and the tangent are
+    computed as quotients, ``g / x * factor``, which stay finite where the true derivative is."""
+    partial.reciprocal_of = (denominator, factor)
+    return partial
+
+
+def _strong_zero_quotient(g, den, shape, conj=False):
+    """``g / den * factor`` for ``den = (value, factor)`` (``g / conj(value)`` with ``conj``),
+    exactly zero where ``g`` is zero."""
+    den, factor = den
+    if conj and _iscomplexobj(den):
+        den = _conj(den)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ct = g / den
+        if factor != 1.0:
+            ct = ct * factor
+    zero = g == 0
+    if np.ndim(ct) == 0 and not is_traced(ct):
+        if zero:
+            ct = np.zeros_like(ct)[()]
+    else:
+        ct = np.where(zero, np.zeros((), getattr(ct, "dtype", float)), ct)
+    return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
+
+
 def _strong_zero_product(g, dv, shape):
     """``g * dv`` with the products where ``g`` is zero exactly zero, summed to ``shape``."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -556,8 +587,13 @@ def defelementwise(fn, *partials, impl=None):
                 try:
                     dv = _partial(d, primals, y)
                     term = t * dv
-                    if FP_FLAG[0] is not fp:  # an infinite or undefined partial: a zero tangent gives zero
-                        term = _strong_zero_product(t, dv, np.shape(term))
+                    # an infinite or undefined partial: a zero tangent gives zero
+                    if FP_FLAG[0] is not fp or (type(dv) is float and dv - dv != 0):
+                        den = getattr(d, "reciprocal_of", None)
+                        if den is not None:  # (see reciprocal)
+                            term = _strong_zero_quotient(t, (_partial(den[0], primals, y), den[1]), np.shape(term))
+                        else:
+                            term = _strong_zero_product(t, dv, np.shape(term))
                 finally:
                     IN_DERIVATIVE[0] -= 1
             acc = term if isinstance(acc, AbstractZero) else acc + term

@@ -156,3 +156,26 @@ def test_an_out_argument_warns_as_often_as_the_plain_call():
             warnings.simplefilter("always")
             call()
         assert [str(w.message) for w in caught] == ["overflow encountered in exp"]
+
+
+@pytest.mark.parametrize("x", [1e-310, np.array([1e-310, 2.0]), np.array([5e-324, 1e-300])])
+def test_reciprocal_partials_of_subnormal_values_are_quotients(x):
+    # log's partial 1/x overflows at a subnormal x: the cotangent g * (1/x) was inf where the
+    # derivative of x log(x), log(x) + 1 (the closed form), is finite; g / x keeps it
+    c = np.where(np.abs(x) < 1e-300, 3e-310, 1.0)  # a / c: its partial 1/c overflows too
+
+    def f(x):
+        return np.sum(np.log(x) * x) + np.sum(np.log10(x) * x) + np.sum(x / c * c)
+
+    want = np.log(x) + 1.0 + np.log10(x) + 1.0 / np.log(10.0) + 1.0
+    g = mg.grad(f)(x)
+    np.testing.assert_allclose(g, want, rtol=1e-12)
+
+    def loop(v):  # element by element (runs), Python floats: 1.0 / 1e-310 is inf without an event
+        s = 0.0
+        for i in range(len(v)):
+            s = s + np.log(v[i]) * v[i]
+        return s
+
+    v = np.atleast_1d(x).astype(float)
+    np.testing.assert_allclose(mg.grad(loop)(v), np.log(v) + 1.0, rtol=1e-12)

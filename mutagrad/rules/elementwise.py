@@ -31,7 +31,7 @@ from ..core import (
     write_replayed,
 )
 from ..errors import MutationError, user_line
-from ..registry import _strong_zero_product, defelementwise, defnotimplemented, defzero
+from ..registry import _strong_zero_product, defelementwise, defnotimplemented, defzero, reciprocal
 from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
@@ -235,7 +235,7 @@ defelementwise(np.subtract, 1, -1)
 defelementwise(np.negative, -1)
 defelementwise(np.positive, 1)
 defelementwise(np.multiply, lambda a, b, y: b, lambda a, b, y: a)
-defelementwise(np.true_divide, lambda a, b, y: 1.0 / b, lambda a, b, y: -y / b)
+defelementwise(np.true_divide, reciprocal(lambda a, b, y: 1.0 / b, lambda a, b, y: b), lambda a, b, y: -y / b)
 defelementwise(np.reciprocal, lambda x, y: -y * y)
 defelementwise(np.square, lambda x, y: 2 * x)
 defelementwise(np.sqrt, lambda x, y: 0.5 / y)
@@ -300,10 +300,10 @@ defelementwise(np.float_power, _pow_dbase, _pow_dexp)
 defelementwise(np.exp, lambda x, y: y)
 defelementwise(np.exp2, lambda x, y: y * np.log(2.0))
 defelementwise(np.expm1, lambda x, y: y + 1.0)
-defelementwise(np.log, lambda x, y: 1.0 / x)
-defelementwise(np.log2, lambda x, y: 1.0 / (x * np.log(2.0)))
-defelementwise(np.log10, lambda x, y: 1.0 / (x * np.log(10.0)))
-defelementwise(np.log1p, lambda x, y: 1.0 / (x + 1.0))
+defelementwise(np.log, reciprocal(lambda x, y: 1.0 / x, lambda x, y: x))
+defelementwise(np.log2, reciprocal(lambda x, y: 1.0 / (x * np.log(2.0)), lambda x, y: x, 1.0 / np.log(2.0)))
+defelementwise(np.log10, reciprocal(lambda x, y: 1.0 / (x * np.log(10.0)), lambda x, y: x, 1.0 / np.log(10.0)))
+defelementwise(np.log1p, reciprocal(lambda x, y: 1.0 / (x + 1.0), lambda x, y: x + 1.0))
 
 
 def _weight(d, expneg):
@@ -363,7 +363,7 @@ defelementwise(np.tanh, lambda x, y: 1.0 - y * y)
 defelementwise(np.arcsinh, lambda x, y: 1.0 / np.sqrt(x * x + 1.0))
 # 1/sqrt(x*x - 1) has the wrong sign for complex x with Re x < 0 (the principal roots differ)
 defelementwise(np.arccosh, lambda x, y: 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
-defelementwise(np.arctanh, lambda x, y: 1.0 / (1.0 - x * x))
+defelementwise(np.arctanh, reciprocal(lambda x, y: 1.0 / (1.0 - x * x), lambda x, y: 1.0 - x * x))
 defelementwise(np.deg2rad, lambda x, y: np.pi / 180.0)
 defelementwise(np.rad2deg, lambda x, y: 180.0 / np.pi)
 defelementwise(np.radians, lambda x, y: np.pi / 180.0)

@@ -543,6 +543,27 @@ def _call(level, fun, args, kwargs=None):
     finally:
         forget_escape()
         _sync_containers(level)
+        _unwrap_left_in((args, kwargs), level, 0)
+
+
+def _unwrap_left_in(x, level, depth):
+    """Plain values in place of ``level``'s traced ones in the mutable containers among the
+    arguments that were passed as they are (a list the function appends traced values to,
+    not differentiated): what the caller finds there is what a plain call leaves, values."""
+    got = _items(x) if depth < 6 else None
+    if got is None:
+        return
+    mutable, kids = got
+    changed = False
+    for k, v in kids:
+        if isinstance(v, Tracer):
+            if mutable and v._level is level:
+                changed = True
+        else:
+            _unwrap_left_in(v, level, depth + 1)
+    if changed:
+        new = [(k, _unwrap_level(v, level) if isinstance(v, Tracer) and v._level is level else v) for k, v in kids]
+        _set_items(x, [v for _, v in new] if type(x) is list else dict(new))
 
 
 def _locked_names(level):

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+import mutagrad as mg
 import mutagrad.numpy as mnp
 from mutagrad.testing import check_grads
 
@@ -209,3 +210,27 @@ def test_r_and_c_of_plain_arrays_unchanged():
 def test_plain_lists_of_numbers_before_traced_arguments(f):
     # a plain list NumPy makes one array of takes one cotangent, whatever comes after it
     check_grads(f, np.array([0.3, -1.2, 2.0]))
+
+
+def test_containers_passed_as_they_are_get_values_not_traced_leftovers():
+    # a list or dict argument that is not differentiated (and holds no float array) is the
+    # caller's own: traced values the function put there were left as tracers of the
+    # finished differentiation, where a plain call leaves numbers and arrays
+    def f(y, log, state):
+        log.append(y[0] * 3.0)
+        state["v"] = y * 2.0
+        state["hist"].append(np.sum(y))
+        return np.sum(y ** 2)
+
+    y = np.array([1.0, 2.0])
+    plain_log, plain_state = [], {"hist": [0.5]}
+    f(y.copy(), plain_log, plain_state)
+    for run in (lambda l, s: mg.grad(f)(y.copy(), l, s),
+                lambda l, s: mg.value_and_grad(f)(y.copy(), l, s)):
+        log, state = [], {"hist": [0.5]}
+        run(log, state)
+        assert [type(v) for v in log] == [type(v) for v in plain_log] == [np.float64]
+        assert type(state["v"]) is np.ndarray and type(state["hist"][1]) is np.float64
+        assert log == plain_log and state["hist"] == plain_state["hist"]
+        np.testing.assert_array_equal(state["v"], plain_state["v"])
+    np.testing.assert_allclose(mg.grad(f)(y.copy(), [], {"hist": []}), 2 * y)  # d/dy sum(y**2)

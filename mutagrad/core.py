@@ -1317,6 +1317,9 @@ class Tracer:
                                _plain_copy_hint(target))
         call = call_at(user_frame(sys._getframe(1)))
         it = getattr(call.func, "attr", getattr(call.func, "id", None)) if call is not None else None
+        if it in _NUMPY_SCALAR_TYPES:
+            raise escape_error(f"np.{it}(x) of a traced value (a plain NumPy scalar)", TracerEscapeError,
+                               f" To change only the dtype, use x.astype(np.{it}), which is differentiated.")
         if it in ("nditer", "ndenumerate"):
             raise escape_error(
                 f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
@@ -1961,6 +1964,10 @@ def _check_index_part(i, copy=True):
     if t is _ndarray:
         return i.copy() if copy else i  # the caller may mutate it later; the tape must not see that
     return i
+
+
+_NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "single", "half", "longdouble",
+                                 "complex128", "complex64", "cdouble", "csingle", "clongdouble"))
 
 
 def _plain_copy_hint(target=None):

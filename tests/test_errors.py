@@ -1280,3 +1280,10 @@ def test_sorting_a_0d_array_raises_numpys_axis_error(f):
     with pytest.raises(np.exceptions.AxisError) as traced:
         mg.grad(lambda x: np.sum(f(x)))(np.array(2.0))
     assert str(traced.value) == str(plain.value)
+
+
+def test_numpy_scalar_type_of_a_traced_value_is_named():
+    # np.float64(s) was reported as np.asarray / np.array or a write into a plain array
+    for f, name in ((lambda x: np.float64(x[0] * 2) * x[1], "np.float64"), (lambda x: np.float32(np.sum(x)), "np.float32")):
+        msg = _raises(f, np.array([1.0, 2.0]), mg.TracerEscapeError)
+        assert msg.startswith(f"{name}(x) of a traced value") and "x.astype" in msg

@@ -79,10 +79,10 @@ def render() -> str:
         "",
         f"{len(rows)} functions; {both} differentiable in both reverse and forward mode.",
         "",
-        "`scipy.special` ufuncs are differentiated on traced arrays directly. The other `scipy.*` rows are "
-        "SciPy's plain-Python functions: they are differentiated when called through `mutagrad.scipy.special`, "
-        "`mutagrad.scipy.linalg` or `mutagrad.scipy.stats` (the same names); SciPy's own raise "
-        "`TracerEscapeError`, naming the module to use.",
+        ("`scipy.special` ufuncs are differentiated on traced arrays directly. The other `scipy.*` rows are "
+         "SciPy's plain-Python functions: they are differentiated when called through `mutagrad.scipy.special`, "
+         "`mutagrad.scipy.linalg` or `mutagrad.scipy.stats` (the same names); SciPy's own raise "
+         "`TracerEscapeError`, naming the module to use."),
         "",
         "| function | reverse | forward | how |",
         "|---|:---:|:---:|---|",

@@ -321,6 +321,9 @@ def _check_not_none(a, n):
 
 
 def _check_argnums(argnums, nargs):
+    for n in argnums:
+        if n >= nargs or n < -nargs:
+            raise TypeError(f"argnums={n} but the function was called with {nargs} positional arguments")
     if len(argnums) > 1:
         seen = set()
         for n in argnums:
@@ -330,10 +333,11 @@ def _check_argnums(argnums, nargs):
             seen.add(k)
 
 
-def _wrap_args(level, args, argnums, fun=None, kwargs=None):
+def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
     """Wrap the arguments for ``level``: ``args[argnums]`` differentiated, the
     other float arrays (and those of ``kwargs``, a dict rewritten in place)
-    constant traced arrays; returns (args, infos)."""
+    constant traced arrays; returns (args, infos). ``every``: vjp and jvp, which
+    differentiate every primal (a value that cannot be is closed over instead)."""
     _check_argnums(argnums, len(args))
     # a traced value a finished differentiation left behind (in a global, an attribute) is
     # the array it holds (see core.live)
@@ -344,8 +348,6 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
     wrapped = []
     top = level.index == 0
     for n in argnums:
-        if n >= len(args) or n < -len(args):
-            raise TypeError(f"argnums={n} but the function was called with {len(args)} positional arguments")
         a = args[n]
         if top and type(a) is _ndarray and a.dtype.kind in "fc":
             # the common case, one float array (what _wrap_leaf does for it at the outermost level)
@@ -363,7 +365,13 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None):
         linfo = []
         for k, leaf in enumerate(leaves):
             where = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
-            _check_leaf(leaf, where)
+            try:
+                _check_leaf(leaf, where)
+            except TypeError as e:
+                if not every or " leaf " in where:
+                    raise
+                raise TypeError(str(e).replace(" or leave it out of argnums.", ". vjp and jvp differentiate every "
+                                "primal: pass the others through a closure (lambda x: f(x, n)).")) from None
             t, info = _wrap_leaf(level, leaf, where)
             new.append(t)
             linfo.append(info)
@@ -863,7 +871,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
     level = ReverseLevel()
     with level:
         outer = level.outer_levels()
-        targs, infos = _wrap_args(level, primals, nums, fun)
+        targs, infos = _wrap_args(level, primals, nums, fun, every=True)
         out, aux = _split_aux(_call(level, fun, targs), has_aux)
     _check_plain_aliases(level)
     out_leaves, out_tree = tree_flatten(out)
@@ -1024,7 +1032,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
         raise ValueError(f"jvp: {len(nums)} primals but {len(tangents)} tangents")
     level = ForwardLevel()
     with level:
-        targs, infos = _wrap_args(level, primals, nums, fun)
+        targs, infos = _wrap_args(level, primals, nums, fun, every=True)
         for i, n in enumerate(nums):
             _, linfo = infos[n]
             tl = tree_flatten_like(infos[n][0], tangents[i], f"jvp: tangent {n}")

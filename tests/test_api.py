@@ -36,6 +36,11 @@ def test_bad_argnums():
         mg.grad(lambda x: x, argnums="0")
     with pytest.raises(TypeError):
         mg.grad(lambda x: x * 1.0, argnums=3)(1.0)
+    # jacobian and hessian too (they raised a bare IndexError)
+    for t in (mg.jacobian, lambda f, argnums: mg.jacobian(f, argnums=argnums, mode="fwd"), mg.hessian):
+        for n in (2, -3):
+            with pytest.raises(TypeError, match=f"argnums={n} but the function was called with 2 positional"):
+                t(lambda x, y: np.sum(x * y), argnums=n)(np.ones(2), np.ones(2))
 
 
 def test_has_aux_and_value_and_grad():
@@ -870,3 +875,13 @@ def test_jvp_with_an_all_zero_tangent_is_a_symbolic_zero():
     np.testing.assert_array_equal(value, sc.gammainc(a, x))
     # an infinite derivative (sqrt at 0) times a zero tangent: zero, as with None
     assert mg.jvp(np.sqrt, (0.0,), (0.0,))[1] == 0.0
+
+
+def test_integer_primal_of_vjp_or_jvp_names_the_closure_fix():
+    # "leave it out of argnums" does not apply: vjp and jvp take no argnums
+    for call in (lambda: mg.vjp(lambda x, n: x * n, 1.5, 3), lambda: mg.jvp(lambda x, n: x * n, (1.5, 3), (1.0, 0.0))):
+        with pytest.raises(TypeError, match=r"integer value 3.*differentiate every primal.*closure") as info:
+            call()
+        assert "argnums" not in str(info.value)
+    out, t = mg.jvp(lambda x: x * 3, (1.5,), (1.0,))  # the advice: close over n
+    assert (out, t) == (4.5, 3.0)

@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import gc
 import hashlib
+import itertools
 import types
 import weakref
 from typing import Callable, Sequence
@@ -551,7 +552,12 @@ def _call(level, fun, args, kwargs=None):
     finally:
         forget_escape()
         _sync_containers(level)
-        _unwrap_left_in((args, kwargs), level, 0)
+        for a in itertools.chain(args, (kwargs or {}).values()):
+            if type(a) in _CONTAINERS or _is_object(a):  # (not the argument list itself: ours)
+                _unwrap_left_in(a, level, 0)
+
+
+_CONTAINERS = (list, dict, tuple)
 
 
 def _unwrap_left_in(x, level, depth):

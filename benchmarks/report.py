@@ -192,8 +192,8 @@ directly (`Primitive.fast`: an `OpRecord` with the rule's numbers, no
 general dispatch) and wraps plain float arguments without flattening them.
 What it adds to the hand-written adjoint is fixed Python cost (wrapping the
 arguments and collecting the gradient, two direct records, about 2 µs per
-elementwise operation and direction): about 0.15-0.2 ms on the EPYC,
-whose primal is 0.14 ms (so 1.7x the hand-written adjoint there), and
+elementwise operation and direction): about 0.12-0.2 ms on the EPYC,
+whose primal is 0.13-0.14 ms (so 1.6-1.7x the hand-written adjoint there), and
 0.2-0.3 ms on the Xeon, whose primal is 0.35 ms (1.2-1.4x). It does not
 grow with the arrays, so on a larger problem the ratio tends to the
 hand-written adjoint's. A constant `A` passed as an argument is

@@ -508,20 +508,18 @@ def _strong_zero_quotient(g, den, shape, conj=False):
         ct = g / den
         if factor != 1.0:
             ct = ct * factor
-    zero = g == 0
-    if np.ndim(ct) == 0 and not is_traced(ct):
-        if zero:
-            ct = np.zeros_like(ct)[()]
-    else:
-        ct = np.where(zero, np.zeros((), getattr(ct, "dtype", float)), ct)
-    return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
+    return _zero_where(ct, g == 0, shape)
 
 
 def _strong_zero_product(g, dv, shape):
     """``g * dv`` with the products where ``g`` is zero exactly zero, summed to ``shape``."""
     with np.errstate(invalid="ignore", over="ignore"):
         ct = g * dv
-    zero = (g == 0) | (dv == 0)  # (a zero partial times an infinite cotangent too: sqrt(x**2 * 0))
+    return _zero_where(ct, (g == 0) | (dv == 0), shape)  # (a zero partial times an infinite cotangent too)
+
+
+def _zero_where(ct, zero, shape):
+    """``ct`` with exact zeros where ``zero``, summed to ``shape``."""
     if np.ndim(ct) == 0 and not is_traced(ct):
         if zero:
             ct = np.zeros_like(ct)[()]

@@ -188,6 +188,7 @@ def _zero_if_constant(t):
 def _events_hidden() -> bool:
     """Whether NumPy's error modes no longer call mutagrad's handler on a division by
     zero, an overflow or an invalid operation (api.jvp sets them; the user's own
-    np.errstate may change them inside the function)."""
+    np.errstate may change them, or the handler, inside the function)."""
     e = np.geterr()
-    return e["invalid"] != "call" or e["divide"] != "call" or e["over"] != "call"
+    return (e["invalid"] != "call" or e["divide"] != "call" or e["over"] != "call"
+            or type(np.geterrcall()) is not UserFPErrors)  # (an errstate(call=...) of the user's own)

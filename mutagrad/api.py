@@ -589,10 +589,10 @@ def _locked_names(level):
 def _split_aux(result, has_aux):
     if not has_aux:
         return result, None
-    if not (isinstance(result, tuple) and len(result) == 2):
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):  # (a list pair too, as JAX takes it)
         raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
                         f"{'an array' if isinstance(result, Tracer) else type(result).__name__}")
-    return result
+    return tuple(result)
 
 
 def _wrap_kwargs(level, kwargs, wrapped):

@@ -885,3 +885,14 @@ def test_integer_primal_of_vjp_or_jvp_names_the_closure_fix():
         assert "argnums" not in str(info.value)
     out, t = mg.jvp(lambda x: x * 3, (1.5,), (1.0,))  # the advice: close over n
     assert (out, t) == (4.5, 3.0)
+
+
+def test_has_aux_takes_a_list_pair_as_jax_does():
+    x = np.array([1.0, 2.0])
+    g, aux = mg.grad(lambda x: [np.sum(x ** 2), x * 2.0], has_aux=True)(x)
+    np.testing.assert_allclose(g, numerical_grad(lambda x: np.sum(x ** 2), (x,), (0,))[0], rtol=1e-7)
+    np.testing.assert_array_equal(aux, 2 * x)
+    out, pullback, aux = mg.vjp(lambda x: [np.sum(x ** 2), x * 2.0], x, has_aux=True)
+    assert out == 5.0 and np.array_equal(aux, 2 * x) and np.array_equal(pullback(1.0)[0], g)
+    with pytest.raises(TypeError, match="pair"):
+        mg.grad(lambda x: [np.sum(x), x, x], has_aux=True)(x)

@@ -1367,7 +1367,7 @@ class Tracer:
         call = call_at(user_frame(frame))
         if call is not None and type(call.func) in (ast.Name, ast.Attribute):
             name = ast.unparse(call.func)
-            if name not in ("float", "np.float64", "numpy.float64"):  # (a plain-number function: math.sqrt)
+            if name != "float":  # (a plain-number function: math.sqrt)
                 raise escape_error(f"{name}(...) of a traced value (it converts it with float(x))")
         raise escape_error("float(x) (or math.*)")
 
@@ -1796,7 +1796,7 @@ class ArrayTracer(Tracer):
             v = self._value[idx]
             if type(v) is _ndarray:
                 return _basic_view(self, v, v, lv)
-        return bind_with("getitem", self, _check_index(idx))
+        return bind_with("getitem", self, _check_index(idx))  # (a recorded gather copies its index)
 
     def __setitem__(self, idx, value):
         if type(value) is ArrayTracer and value._storage is self._storage and _is_basic(idx):
@@ -1806,7 +1806,7 @@ class ArrayTracer(Tracer):
             if (type(b) is _ndarray and b.flags.writeable and b.shape == vb.shape and b.strides == vb.strides
                     and b.dtype == vb.dtype and _ptr(b) == _ptr(vb)):
                 return
-        write(self, _check_index(idx, copy=False), value)  # (write copies index arrays)
+        write(self, _check_index(idx), value)  # (a recorded write copies its index)
 
     def __len__(self):
         return len(self._value)
@@ -1922,32 +1922,17 @@ def _is_basic(idx) -> bool:
     return False
 
 
-def _check_index(idx, copy=True):
-    """Reject traced indices and freeze mutable index containers (``copy``: copy index
-    arrays too, which the caller may change later; :func:`write` copies its own)."""
+def _check_index(idx):
+    """Reject traced indices and turn lists into index arrays (a record that keeps an
+    index copies its arrays: tape.owned_index)."""
     if _is_basic(idx):
         return idx
     if type(idx) is tuple:
-        return tuple(_check_index_part(i, copy) for i in idx)
-    return _check_index_part(idx, copy)
+        return tuple(_check_index_part(i) for i in idx)
+    return _check_index_part(idx)
 
 
-def _own_index(idx):
-    """``idx`` with private copies of its index arrays: a recorded write reads its
-    index again in the reverse pass (rewinding and replaying), and the caller,
-    or the user code behind a mask or an index argument (``where=``,
-    ``np.put_along_axis``), may change those arrays after the write."""
-    t = type(idx)
-    if t is _ndarray:
-        return idx.copy()
-    if t is tuple:
-        for i in idx:  # (a loop, not any(): this runs at every write of an element loop)
-            if type(i) is _ndarray:
-                return tuple(i.copy() if type(i) is _ndarray else i for i in idx)
-    return idx
-
-
-def _check_index_part(i, copy=True):
+def _check_index_part(i):
     t = type(i)
     if isinstance(i, Tracer):
         if i.dtype.kind in "fc":
@@ -1961,8 +1946,6 @@ def _check_index_part(i, copy=True):
         if arr.dtype == object:
             raise IndexError(f"unsupported index {i!r}")
         return arr
-    if t is _ndarray:
-        return i.copy() if copy else i  # the caller may mutate it later; the tape must not see that
     return i
 
 
@@ -2002,7 +1985,6 @@ def write(dest, idx, value):
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return
-    idx = _own_index(idx)
     if vt is ScalarTracer and bottom(value).dtype.kind == "c" and weak(value):
         # a Python complex: NumPy refuses to put it in a real array (TypeError), as float() does
         np.empty((), bottom(dest).dtype)[()] = bottom(value).item()

@@ -13,7 +13,6 @@ import numpy as np
 
 from .core import Level, Tracer, _unflatten_args, bottom, view_of
 from .errors import user_line
-from .registry import UserFPErrors
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
 _ndarray = np.ndarray
@@ -100,14 +99,7 @@ class ForwardLevel(Level):
         tangents = tuple(_unflatten_args(tree, tans))
         if tree is not None:  # a list or tuple with no tangent in it has a zero tangent (a list of
             tangents = tuple(_zero_if_constant(t) for t in tangents)  # numbers NumPy makes an array of)
-        if _events_hidden():
-            # the function runs under its own np.errstate (invalid="ignore"...), which hides the
-            # floating-point events the rules' strong zeros look for (0 * inf in a tangent):
-            # report them again, handled as that errstate says
-            with np.errstate(divide="call", over="call", invalid="call", call=UserFPErrors()):
-                y, ydot = prim.frule(primals, tangents, **kwargs)
-        else:
-            y, ydot = prim.frule(primals, tangents, **kwargs)
+        y, ydot = prim.frule(primals, tangents, **kwargs)
         self.check_rule_output(prim, y)
         poison = None
         for i in ins:
@@ -183,12 +175,3 @@ def _zero_if_constant(t):
     if parts and all(isinstance(c, AbstractZero) for c in parts):
         return ZERO
     return type(t)(parts)
-
-
-def _events_hidden() -> bool:
-    """Whether NumPy's error modes no longer call mutagrad's handler on a division by
-    zero, an overflow or an invalid operation (api.jvp sets them; the user's own
-    np.errstate may change them, or the handler, inside the function)."""
-    e = np.geterr()
-    return (e["invalid"] != "call" or e["divide"] != "call" or e["over"] != "call"
-            or type(np.geterrcall()) is not UserFPErrors)  # (an errstate(call=...) of the user's own)

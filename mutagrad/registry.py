@@ -376,12 +376,8 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
     else:
         fp = FP_FLAG[0]
         dv = _partial(d, xs, y)
-        # the partial overflowed or divided by zero: it may be inf (a Python float overflows silently)
-        if FP_FLAG[0] is not fp or CAREFUL[0] or (type(dv) is float and dv - dv != 0):
-            den = getattr(d, "reciprocal_of", None)
-            if den is not None:  # 1/den overflowed (den subnormal): g / den, which keeps the finite ratio
-                return _strong_zero_quotient(g, (_partial(den[0], xs, y), den[1]), shape, conj=True)
-            return _strong_zero_product(g, _conj(dv) if _iscomplexobj(dv) else dv, shape)
+        if FP_FLAG[0] is not fp or CAREFUL[0] or _silently_nonfinite(dv):  # the partial may be inf
+            return _careful_product(g, d, dv, xs, y, shape, conj=True)
         if type(dv) is float:  # (a constant factor: no dtype, not complex)
             dt = None
         else:
@@ -443,6 +439,29 @@ def _fp_event(kind, flag):
     FP_FLAG[0] = object()
 
 
+class _DerivativeEvents:
+    """Around a forward rule's derivative computation: marks it as such (IN_DERIVATIVE, so
+    UserFPErrors keeps its events from the user), and, where the function's own np.errstate
+    has turned off the reports that jvp set up (invalid="ignore", or its own call=handler),
+    reports them to the strong zeros again for that computation, underflow ignored."""
+
+    __slots__ = ("state",)
+
+    def __enter__(self):
+        IN_DERIVATIVE[0] += 1
+        e = np.geterr()
+        self.state = None
+        if (e["invalid"] != "call" or e["divide"] != "call" or e["over"] != "call"
+                or type(np.geterrcall()) is not UserFPErrors):
+            self.state = np.errstate(divide="call", over="call", invalid="call", under="ignore", call=_fp_event)
+            self.state.__enter__()
+
+    def __exit__(self, *exc):
+        if self.state is not None:
+            self.state.__exit__(*exc)
+        IN_DERIVATIVE[0] -= 1
+
+
 _FP_KEYS = {"divide by zero": "divide", "overflow": "over", "underflow": "under", "invalid value": "invalid"}
 
 
@@ -498,14 +517,23 @@ def reciprocal(partial, denominator, factor=1.0):
     return partial
 
 
-def _strong_zero_quotient(g, den, shape, conj=False):
-    """``g / den * factor`` for ``den = (value, factor)`` (``g / conj(value)`` with ``conj``),
-    exactly zero where ``g`` is zero."""
-    den, factor = den
-    if conj and _iscomplexobj(den):
-        den = _conj(den)
+def _silently_nonfinite(dv) -> bool:
+    """A partial computed on Python floats that overflowed: Python gives inf, with no event."""
+    return type(dv) is float and dv - dv != 0
+
+
+def _careful_product(g, d, dv, xs, y, shape, conj):
+    """``g * dv`` (``g * conj(dv)`` with ``conj``: a cotangent) where the partial ``d`` may be
+    infinite or undefined: exactly zero where ``g`` is; a partial marked ``reciprocal`` is
+    divided by instead, which keeps the finite ratio where 1/x overflowed."""
+    den = getattr(d, "reciprocal_of", None)
+    if den is None:
+        return _strong_zero_product(g, _conj(dv) if conj and _iscomplexobj(dv) else dv, shape)
+    value, factor = _partial(den[0], xs, y), den[1]
+    if conj and _iscomplexobj(value):
+        value = _conj(value)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ct = g / den
+        ct = g / value
         if factor != 1.0:
             ct = ct * factor
     return _zero_where(ct, g == 0, shape)
@@ -580,20 +608,12 @@ def defelementwise(fn, *partials, impl=None):
             if not callable(d):
                 term = t if d == 1 else -t
             else:
-                fp = FP_FLAG[0]
-                IN_DERIVATIVE[0] += 1  # (its floating-point events are not the user's)
-                try:
+                with _DerivativeEvents():  # (its floating-point events are not the user's)
+                    fp = FP_FLAG[0]
                     dv = _partial(d, primals, y)
                     term = t * dv
-                    # an infinite or undefined partial: a zero tangent gives zero
-                    if FP_FLAG[0] is not fp or (type(dv) is float and dv - dv != 0):
-                        den = getattr(d, "reciprocal_of", None)
-                        if den is not None:  # (see reciprocal)
-                            term = _strong_zero_quotient(t, (_partial(den[0], primals, y), den[1]), np.shape(term))
-                        else:
-                            term = _strong_zero_product(t, dv, np.shape(term))
-                finally:
-                    IN_DERIVATIVE[0] -= 1
+                    if FP_FLAG[0] is not fp or _silently_nonfinite(dv):  # an infinite or undefined partial
+                        term = _careful_product(t, d, dv, primals, y, np.shape(term), conj=False)
             acc = term if isinstance(acc, AbstractZero) else acc + term
         return y, acc
 

@@ -496,8 +496,8 @@ class ReverseLevel(Level):
                 if x._level is self:
                     vals[i] = x._value.item() if weak_args and x._storage.weak and x._geom is None else x._value
                     ins.append(i)
-                    if x._storage.active:
-                        active = True
+                    if x._storage.active and x._value.size:  # (an array of no elements carries nothing:
+                        active = True  # no rule needs to handle a derivative w.r.t. it)
             elif type(x) is not _ndarray and foreign_subclass(x):
                 raise subclass_error(x)
         if not active or prim.zero:
@@ -648,7 +648,7 @@ class ReverseLevel(Level):
         s = t._storage
         if s.active:
             out.active = True
-            self.tape.append(GatherRecord(s, t._geom, idx, out, _may_repeat(idx), self._line()))
+            self.tape.append(GatherRecord(s, t._geom, owned_index(idx), out, _may_repeat(idx), self._line()))
         return res
 
     def write(self, dest, idx, value):
@@ -675,6 +675,7 @@ class ReverseLevel(Level):
                 if vactive:
                     s.active = True
                 return
+        idx = owned_index(idx)
         rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
         if vactive:
             vs = value._storage
@@ -865,6 +866,21 @@ def _ever_written(t) -> bool:
             return True
         t = t._value
     return False
+
+
+def owned_index(idx):
+    """``idx`` with private copies of its index arrays, for a record that keeps it: the
+    reverse pass reads the index again (to rewind and replay a write, to scatter a gather),
+    and the caller may change those arrays after the operation (a ``where=`` mask buffer
+    refilled each step, an index passed to ``np.put_along_axis``)."""
+    t = type(idx)
+    if t is _ndarray:
+        return idx.copy()
+    if t is tuple:
+        for i in idx:  # (a loop, not any(): most indices are tuples of ints and slices)
+            if type(i) is _ndarray:
+                return tuple(i.copy() if type(i) is _ndarray else i for i in idx)
+    return idx
 
 
 def _same_bits(a, b) -> bool:

@@ -248,13 +248,18 @@ def _mask_then_changed(form):
         elif form == "put_along_axis":
             b = b.reshape(2, 2)
             np.put_along_axis(b, i, 7.0 * x[:2, None], axis=1)
+        elif form == "boolean read":
+            b = np.concatenate([(x ** 3)[m], x[:2]])
+        elif form == "fancy read and write":
+            b[i.ravel()] = (x ** 2)[i.ravel() + 2]
         m[:] = [False, True, False, True]  # plain writes into the mask and index after their use
         i[:] = [[0], [1]]
         return np.sum(np.ravel(b) ** 2 * W4)
     return f
 
 
-@pytest.mark.parametrize("form", ["copyto where", "ufunc out where", "ufunc where, fresh out", "put_along_axis"])
+@pytest.mark.parametrize("form", ["copyto where", "ufunc out where", "ufunc where, fresh out", "put_along_axis",
+                                  "boolean read", "fancy read and write"])
 def test_mask_or_index_changed_after_the_write(form):
     # the recorded write kept the caller's mask / index array: reverse mode rewound the write
     # through the changed one (a wrong gradient, or an internal broadcasting error)

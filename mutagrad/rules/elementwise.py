@@ -31,7 +31,7 @@ from ..core import (
     write_replayed,
 )
 from ..errors import MutationError, user_line
-from ..registry import _strong_zero_product, defelementwise, defnotimplemented, defzero, reciprocal
+from ..registry import defelementwise, defnotimplemented, defzero, reciprocal, strong_times
 from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
@@ -342,18 +342,13 @@ def _over_norm(c, y):
     """c / y for the partials of a norm y (hypot, complex abs), 0 where y is 0: there the norm
     has no derivative, and 0 is what central differences give and what |x| has at 0 (a
     subgradient), in both modes, rather than 0/0. (inf / inf at an infinite element is NaN,
-    which _times makes zero for a zero cotangent or tangent.)"""
+    which strong_times makes zero for a zero cotangent or tangent.)"""
     yb = bottom(y)
     with np.errstate(invalid="ignore"):
         if not np.any(yb == 0):
             return c / y
         zero = yb == 0
         return np.where(zero, 0.0, c / np.where(zero, 1.0, y))
-
-
-def _times(g, d):
-    """g * d, zero where g is zero also where d is not finite (the strong zero)."""
-    return g * d if np.isfinite(bottom(d)).all() else _strong_zero_product(g, d, np.shape(d))
 
 
 defelementwise(np.hypot, lambda a, b, y: _over_norm(a, y), lambda a, b, y: _over_norm(b, y))
@@ -500,14 +495,14 @@ def _complex_abs_rules(fn, real_rules=None):
             return real_rules[0](z)
         # the pullback reads z only (np.absolute's declared reads): y is the caller's array,
         # which later code may write in place (s = np.abs(z); s *= 3), so |z| is computed again
-        return fn(z), lambda g: (_times(g, _over_norm(z, fn(z))),)
+        return fn(z), lambda g: (strong_times(g, _over_norm(z, fn(z))),)
 
     def frule(primals, tangents):
         (z,), (t,) = primals, tangents
         if real_rules is not None and not np.iscomplexobj(bottom(z)):
             return real_rules[1](primals, tangents)
         y = fn(z)
-        return y, np.real(_times(t, _over_norm(np.conj(z), y)))
+        return y, np.real(strong_times(t, _over_norm(np.conj(z), y)))
 
     return rrule, frule
 

@@ -816,19 +816,6 @@ def _phi(x):
     return x * (_tri(n) + 0.5 * np.eye(n))
 
 
-def _zero_when_empty(rrule):
-    """A decomposition's reverse rule, whose pullback gives a zero cotangent when the
-    input has no elements (a batch of none, or 0×0 matrices): there is nothing to
-    differentiate, and the formulas' reductions and reshapes are undefined there."""
-    def rule(a, *args, **kwargs):
-        y, pullback = rrule(a, *args, **kwargs)
-        if np.size(bottom(a)) == 0:
-            return y, lambda g: (ZERO,)
-        return y, pullback
-
-    return rule
-
-
 def _cholesky_rrule(a, upper=False):
     y = _cholesky_impl(a, upper)
 
@@ -850,7 +837,7 @@ def _cholesky_frule(primals, tangents, upper=False):
     return y, (_H(dL) if upper else dL)
 
 
-cholesky_p.rrule, cholesky_p.frule = _zero_when_empty(_cholesky_rrule), _cholesky_frule
+cholesky_p.rrule, cholesky_p.frule = _cholesky_rrule, _cholesky_frule
 FUNCTIONS[np.linalg.cholesky] = _handler(cholesky_p, ("a",), upper=False)
 
 
@@ -1019,8 +1006,8 @@ def _eigvalsh_frule(primals, tangents, UPLO="L"):
     return _eigvalsh_impl(a, UPLO), _re(_diag(_eigh_X(V, t, UPLO)))
 
 
-eigh_p.rrule, eigh_p.frule = _zero_when_empty(_eigh_rrule), _eigh_frule
-eigvalsh_p.rrule, eigvalsh_p.frule = _zero_when_empty(_eigvalsh_rrule), _eigvalsh_frule
+eigh_p.rrule, eigh_p.frule = _eigh_rrule, _eigh_frule
+eigvalsh_p.rrule, eigvalsh_p.frule = _eigvalsh_rrule, _eigvalsh_frule
 FUNCTIONS[np.linalg.eigh] = _handler(eigh_p, ("a", "UPLO"), UPLO="L")
 FUNCTIONS[np.linalg.eigvalsh] = _handler(eigvalsh_p, ("a", "UPLO"), UPLO="L")
 
@@ -1188,7 +1175,7 @@ def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True):
     return y, (dU, dS, dVh)
 
 
-svd_p.rrule, svd_p.frule = _zero_when_empty(_svd_rrule), _svd_frule
+svd_p.rrule, svd_p.frule = _svd_rrule, _svd_frule
 
 
 _SVDResult = type(np.linalg.svd(np.eye(1)))
@@ -1335,7 +1322,7 @@ def _qr_frule(primals, tangents, mode="reduced"):
     return y, (dQ, dR)
 
 
-qr_p.rrule, qr_p.frule = _zero_when_empty(_qr_rrule), _qr_frule
+qr_p.rrule, qr_p.frule = _qr_rrule, _qr_frule
 FUNCTIONS[np.linalg.qr] = _handler(qr_p, ("a", "mode"), mode="reduced")
 
 
@@ -1625,8 +1612,8 @@ def _eigvals_frule(primals, tangents):
     return y, _eig_jvp(*_eig_matching(a, y), t, need_v=False)
 
 
-eig_p.rrule, eig_p.frule = _zero_when_empty(_eig_rrule), _eig_frule
-eigvals_p.rrule, eigvals_p.frule = _zero_when_empty(_eigvals_rrule), _eigvals_frule
+eig_p.rrule, eig_p.frule = _eig_rrule, _eig_frule
+eigvals_p.rrule, eigvals_p.frule = _eigvals_rrule, _eigvals_frule
 FUNCTIONS[np.linalg.eig] = _handler(eig_p, ("a",))
 FUNCTIONS[np.linalg.eigvals] = _handler(eigvals_p, ("a",))
 

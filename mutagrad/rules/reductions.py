@@ -13,6 +13,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..core import STATE, ArrayTracer, Tracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
+from ..core import with_replayed_bits
 from ..errors import NoRuleError, user_line
 from ..registry import deflinear, strong_times
 from ..tangents import ZeroTangent
@@ -273,6 +274,65 @@ cumprod_p.rrule, cumprod_p.frule = _cumprod_rrule, _cumprod_frule
 # -- the NumPy entry points: out=, where=, initial= ---------------------------
 
 
+def _numpy_value_impl(x, value=None):
+    """``x`` holding ``value``: the bits NumPy's own call gives for what ``x``
+    computed (see :func:`_numpy_bits`). The identity for derivatives."""
+    if isinstance(x, Tracer):
+        return bind(numpy_value_p, (x,), {"value": value})
+    return value
+
+
+numpy_value_p = get_primitive(_numpy_value_impl, "a reduction's value")
+deflinear(_numpy_value_impl, lambda g, x, value=None: g)
+numpy_value_p.frule = lambda primals, tangents, value=None: (_numpy_value_impl(primals[0], value), tangents[0])
+
+
+def _plain(v):
+    from ..pytree import tree_map
+
+    return tree_map(lambda u: bottom(u) if isinstance(u, Tracer) else u, v)
+
+
+def _numpy_bits(fn, names, handler, when=None):
+    """``handler`` (a traced composition of primitives: the derivative) giving
+    the values NumPy's own ``fn`` gives on the plain values. NumPy computes a
+    masked sum, a sum from ``initial``, a mean into ``out`` or a float16
+    variance in its own order and precision, which a composition reproduces
+    only to the last bits, or not at all (a masked float16 sum stalls where a
+    pairwise one does not; a float16 ``out`` overflows). ``when(a)``: whether
+    the arguments need it (else the composition's value is NumPy's)."""
+
+    def plain_call(a, **extra):
+        kw = {k: _plain(v) for k, v in a.items() if k != names[0] and k != "out"}
+        with warnings.catch_warnings(), np.errstate(all="ignore"):  # (the composition warned, as NumPy does)
+            warnings.simplefilter("ignore")
+            return fn(_plain(a[names[0]]), **kw, **extra)
+
+    def wrapped(args, kwargs):
+        a = _reduce_args(args, kwargs, names)
+        if when is not None and not when(a):
+            return handler(args, kwargs)
+        out = a.get("out")
+        if out is not None:
+            if not isinstance(out, Tracer):
+                return handler(args, kwargs)  # (it raises: a traced value written into a plain array)
+            res = []
+            with_replayed_bits(out, lambda ob: plain_call(a, out=ob), lambda: res.append(handler(args, kwargs)))
+            return res[0]
+        res = handler(args, kwargs)
+        if not isinstance(res, Tracer):
+            return res
+        exact = plain_call(a)
+        b = bottom(res)
+        if type(exact) is not type(b) or np.shape(exact) != np.shape(b) or exact.dtype != b.dtype:
+            return res
+        return _numpy_value_impl(res, exact)
+
+    return wrapped
+
+
+
+
 def _masked(x, where, fill):
     if where is True or where is None:
         return x
@@ -507,22 +567,33 @@ def _np_average(args, kwargs):
     return avg
 
 
-FUNCTIONS[np.average] = _np_average
-FUNCTIONS[np.sum] = _np_sum
-FUNCTIONS[np.mean] = _np_mean
-FUNCTIONS[np.prod] = _np_prod
+def _given(*names):
+    return lambda a: any(a.get(k) is not None and a.get(k) is not True for k in names)
+
+
+_SUM_NAMES = ("a", "axis", "dtype", "out", "keepdims", "initial", "where")
+_VAR_NAMES = ("a", "axis", "dtype", "out", "ddof", "keepdims", "where", "mean", "correction")
+FUNCTIONS[np.average] = _numpy_bits(np.average, ("a", "axis", "weights", "returned", "keepdims"), _np_average,
+                                    _given("weights"))
+FUNCTIONS[np.sum] = _numpy_bits(np.sum, _SUM_NAMES, _np_sum, _given("initial", "where"))
+FUNCTIONS[np.mean] = _numpy_bits(np.mean, ("a", "axis", "dtype", "out", "keepdims", "where"), _np_mean,
+                                 _given("out", "where"))
+FUNCTIONS[np.prod] = _numpy_bits(np.prod, _SUM_NAMES, _np_prod, _given("initial", "where"))
 FUNCTIONS[np.max] = FUNCTIONS[np.amax] = _np_ext(max_p, np.maximum)
 FUNCTIONS[np.min] = FUNCTIONS[np.amin] = _np_ext(min_p, np.minimum)
 FUNCTIONS[np.cumsum] = _np_cumsum
 FUNCTIONS[np.cumprod] = _np_cumprod
-FUNCTIONS[np.var] = _np_var
-FUNCTIONS[np.std] = lambda args, kwargs: _np_var(args, kwargs, sqrt=True)
+FUNCTIONS[np.var] = _numpy_bits(np.var, _VAR_NAMES, _np_var)
+FUNCTIONS[np.std] = _numpy_bits(np.std, _VAR_NAMES, lambda args, kwargs: _np_var(args, kwargs, sqrt=True))
 FUNCTIONS[np.ptp] = _np_ptp
 
 
 # -- ufunc methods -----------------------------------------------------------
 
-_REDUCE = {np.add: _np_sum, np.multiply: _np_prod, np.maximum: FUNCTIONS[np.max], np.minimum: FUNCTIONS[np.min]}
+_REDUCE_NAMES = ("array",) + _SUM_NAMES[1:]
+_REDUCE = {np.add: _numpy_bits(np.add.reduce, _REDUCE_NAMES, _np_sum, _given("initial", "where")),
+           np.multiply: _numpy_bits(np.multiply.reduce, _REDUCE_NAMES, _np_prod, _given("initial", "where")),
+           np.maximum: FUNCTIONS[np.max], np.minimum: FUNCTIONS[np.min]}
 _ACCUMULATE = {np.add: _np_cumsum, np.multiply: _np_cumprod}
 
 

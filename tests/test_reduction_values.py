@@ -1,0 +1,87 @@
+"""Reductions give NumPy's own values, not a composition's.
+
+NumPy computes a masked sum (``where=``), a sum from ``initial=``, a mean
+into ``out=`` and a float16 variance in its own order and precision. A
+composition of primitives (select, then sum; sum, then add ``initial``)
+differs in the last bits, or grossly: NumPy's masked float16 sum stalls
+where a pairwise sum does not, and a float16 ``out`` overflows. Oracles: the
+plain call's bits and dtype, central differences of the plain program, and
+the other mode.
+"""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+import mutagrad.numpy as mnp
+from mutagrad.testing import check_grads
+
+
+def _x(n, dtype, lo=0.5, hi=1.5, seed=5):
+    return np.random.default_rng(seed).uniform(lo, hi, n).astype(dtype)
+
+
+def _mean_into(dtype):
+    def f(x):
+        o = mnp.zeros((), dtype)  # (a buffer mutagrad may write a traced value into)
+        np.mean(x, out=o)
+        return o * 1.0
+    return f
+
+
+def _mean_rows_into(x):
+    A = x.reshape(6, 6)
+    o = np.empty_like(A[0])
+    np.mean(A, axis=1, out=o)
+    return np.sum(o * o)
+
+
+CASES = {
+    "sum-where": lambda x: np.sum(x, where=x < 1.0),
+    "add.reduce-where": lambda x: np.add.reduce(x, where=x < 1.0),
+    "sum-initial-axis": lambda x: np.sum(np.sum(x.reshape(-1, 4), axis=0, initial=0.5) ** 2),
+    "mean-where": lambda x: np.mean(x, where=x > 0.8),
+    "prod-where": lambda x: np.prod(x[:40], where=x[:40] < 1.2),
+    "prod-initial": lambda x: np.multiply.reduce(x[:40], initial=1.5),
+    "var": lambda x: np.var(x),
+    "std-where": lambda x: np.std(x, where=x < 1.3, ddof=1),
+    "average-weights": lambda x: np.average(x, weights=np.linspace(0.1, 1.0, x.size)),
+    "mean-out-f64": _mean_into(np.float64),
+    "mean-rows-out": _mean_rows_into,
+}
+
+SIZES = {"prod-where": 40, "prod-initial": 40, "mean-rows-out": 36, "sum-initial-axis": 200}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("name", list(CASES))
+def test_value_is_numpys_own(name, dtype):
+    f = CASES[name]
+    x = _x(SIZES.get(name, 4000), dtype)
+    with np.errstate(all="ignore"):
+        want = f(x.copy())
+    got_rev = mg.value_and_grad(f)(x.copy())[0]
+    got_fwd = mg.jvp(f, (x.copy(),), (np.ones_like(x),))[0]
+    for got in (got_rev, got_fwd):
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes(), (got, want)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_derivative_of_the_composition_is_right(name):
+    f = CASES[name]
+    x = _x(min(SIZES.get(name, 12), 40), np.float64)
+    check_grads(f, x, atol=1e-6, rtol=1e-5)
+
+
+def test_float16_mean_into_a_float16_out_overflows_as_numpy_does():
+    # NumPy sums into the float16 out (65504 at most) before it divides: inf
+    def f(x):
+        o = mnp.zeros((), np.float16)
+        np.mean(x, out=o)
+        return o * 1.0
+
+    x = _x(100000, np.float16)
+    with np.errstate(all="ignore"):
+        want = np.mean(x, out=np.zeros((), np.float16))
+        got = mg.value_and_grad(f)(x.copy())[0]
+    assert np.isinf(want) and np.isinf(got)

@@ -1667,7 +1667,7 @@ class Tracer:
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         from .rules.shape import astype
 
-        return astype(self, dtype, copy=copy)
+        return astype(self, dtype, copy=copy, casting=casting)
 
     def view(self, dtype=None, type=None):
         from .rules.shape import view

@@ -250,3 +250,44 @@ def test_cumsum_of_a_scalar_into_a_larger_out_of_another_dtype():
     h = 1e-6
     np.testing.assert_allclose(mg.grad(f)(y), [(plain(y + h * e) - plain(y - h * e)) / (2 * h) for e in np.eye(3)],
                                rtol=1e-7, atol=1e-10)
+
+
+def _putmask_f64(x):
+    np.putmask(x, x > 1.0, np.array([0.9]))
+    return np.sum(x * x)
+
+
+def _place_f64(x):
+    np.place(x, x > 1.0, np.array([0.9]))
+    return np.sum(x * x)
+
+
+def _astype(dt, casting):
+    return lambda x: np.sum(x.astype(dt, casting=casting)) * 1.0
+
+
+@pytest.mark.parametrize("fn", [_putmask_f64, _place_f64, _astype(np.float16, "safe"),
+                                _astype(np.int32, "same_kind"), _astype(np.float64, "no")],
+                         ids=["putmask", "place", "astype-safe", "astype-same_kind", "astype-no"])
+def test_casting_rules_of_putmask_place_and_astype_are_numpys(fn):
+    # np.place/np.putmask cast the values under the 'safe' rule; astype takes casting=
+    x = np.array([1.3, 0.6, 0.7, 1.9], np.float32)
+    with pytest.raises(TypeError) as want:
+        fn(x.copy())
+    for run in (lambda: mg.grad(fn)(x.copy()), lambda: mg.jvp(fn, (x.copy(),), (np.ones(4, np.float32),))):
+        with pytest.raises(TypeError) as got:
+            run()
+        assert str(got.value) == str(want.value)
+
+
+def test_putmask_and_astype_still_take_what_numpy_takes():
+    # a Python float or a NumPy scalar into putmask (weak, or NumPy's scalar rule), a widening astype
+    def f(x):
+        np.putmask(x, x > 1.0, 0.9)
+        np.place(x, x < 0.65, np.float64(0.5))
+        return np.sum(x.astype(np.float64, casting="safe") ** 2)
+
+    x = np.array([1.3, 0.6, 0.7, 1.9])
+    want = np.where((x > 1.0) | (x < 0.65), 0.0, 2 * x)  # the replaced elements are constants
+    np.testing.assert_allclose(mg.grad(f)(x.copy()), want, rtol=1e-12)
+    np.testing.assert_allclose(mg.jvp(f, (x.copy(),), (np.ones(4),))[1], want.sum(), rtol=1e-12)

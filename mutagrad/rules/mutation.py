@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order,
+from ..core import (FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, plain_operand,
                     with_replayed_bits, write, write_replayed)
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
 
@@ -73,11 +73,25 @@ def _np_put(args, kwargs):
     return None
 
 
+def _safe_cast_check(fn, arr, vals):
+    """NumPy's casting check of np.place/np.putmask (the values cast to the array's
+    dtype under the 'safe' rule, a Python number as a weak scalar), made by NumPy
+    itself on an empty array, before anything is written."""
+    from ..pytree import tree_map
+
+    plain = tree_map(plain_operand, vals)
+    try:
+        fn(np.empty(0, np.result_type(bottom(arr))), np.zeros(0, bool), plain)
+    except ValueError:  # (an empty array's own complaints: the real call's checks are made later)
+        pass
+
+
 def _np_place(args, kwargs):
     a = dict(zip(("arr", "mask", "vals"), args))
     a.update(kwargs)
     arr = a["arr"]
     _writable(arr, "WRITEBACKIFCOPY base is read-only")
+    _safe_cast_check(np.place, arr, a["vals"])
     mask = np.asarray(bottom(a["mask"]), dtype=bool)
     pos = np.flatnonzero(mask)
     if pos.size == 0:
@@ -99,6 +113,7 @@ def _np_putmask(args, kwargs):
     a.update(kwargs)
     x = a["a"]
     _writable(x, "putmask: output array is read-only")
+    _safe_cast_check(np.putmask, x, a["values"])
     mask = np.broadcast_to(np.asarray(bottom(a["mask"]), dtype=bool), np.shape(x))
     pos = np.flatnonzero(mask)
     if pos.size == 0:

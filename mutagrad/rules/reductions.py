@@ -13,7 +13,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..core import STATE, ArrayTracer, Tracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
-from ..core import with_replayed_bits
+from ..core import plain_operand, with_replayed_bits
 from ..errors import NoRuleError, user_line
 from ..registry import deflinear, strong_times
 from ..tangents import ZeroTangent
@@ -290,7 +290,7 @@ numpy_value_p.frule = lambda primals, tangents, value=None: (_numpy_value_impl(p
 def _plain(v):
     from ..pytree import tree_map
 
-    return tree_map(lambda u: bottom(u) if isinstance(u, Tracer) else u, v)
+    return tree_map(plain_operand, v)
 
 
 def _numpy_bits(fn, names, handler, when=None):

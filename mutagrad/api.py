@@ -1360,7 +1360,9 @@ def _jac_fwd(f, args, nums, dargs, single, allargs):
                 if len(pushed) == 1:
                     cols.append(pushed[0])
                 else:
-                    cols.append([_fwd_entry(tx, ty) for tx, ty in zip(*pushed)])
+                    cols.append([tx if isinstance(tx, NotImplementedTangent) else ty
+                                 if isinstance(ty, NotImplementedTangent) else _fwd_entry(tx, ty)
+                                 for tx, ty in zip(*pushed)])
             columns.append((ai, li, ishape, cols))
     if first:  # no input elements at all: no pass ran (out_tree is None for a single leaf too)
         out = f(*args)

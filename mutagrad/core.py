@@ -26,6 +26,7 @@ import operator
 import sys
 import threading
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -2257,7 +2258,8 @@ def with_replayed_bits(out, replay, writes):
     on the values ``out`` held before."""
     ob = bottom(out)
     old = ob.copy()
-    with np.errstate(all="ignore"):  # (the traced computation has raised or warned as the plain call does)
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # (the traced computation has raised or
+        warnings.simplefilter("ignore")                           # warned as the plain call does)
         replay(ob)
     exact = ob.copy()
     ob[...] = old

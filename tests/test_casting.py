@@ -291,3 +291,30 @@ def test_putmask_and_astype_still_take_what_numpy_takes():
     want = np.where((x > 1.0) | (x < 0.65), 0.0, 2 * x)  # the replaced elements are constants
     np.testing.assert_allclose(mg.grad(f)(x.copy()), want, rtol=1e-12)
     np.testing.assert_allclose(mg.jvp(f, (x.copy(),), (np.ones(4),))[1], want.sum(), rtol=1e-12)
+
+
+def test_unsafe_casting_of_a_complex_result_into_a_real_out():
+    # NumPy takes casting="unsafe" (the real part, one ComplexWarning per call); the gradient of
+    # Re(z*z) + Re(exp(z)) on the kept element is checked against central differences
+    def f(z):
+        r = mnp.zeros(2)
+        np.multiply(z, z, out=r, casting="unsafe")
+        np.exp(z, out=r, casting="unsafe", where=np.array([True, False]))
+        return np.sum(r)
+
+    z = np.array([1 + 2j, 3 - 1j])
+    with warnings.catch_warnings(record=True) as plain_w:
+        warnings.simplefilter("always")
+        want_v = f(z.copy())
+    h = 1e-6
+    want = np.array([(f(z + h * e) - f(z - h * e)) / (2 * h) - 1j * (f(z + 1j * h * e) - f(z - 1j * h * e)) / (2 * h)
+                     for e in np.eye(2)])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        v, g = mg.value_and_grad(f)(z.copy())
+    assert v == want_v and len(w) == len(plain_w) == 2
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+    t = np.array([0.3 - 0.2j, 1.1 + 0.4j])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        np.testing.assert_allclose(mg.jvp(f, (z.copy(),), (t,))[1], np.real(np.sum(want * t)), rtol=1e-6)

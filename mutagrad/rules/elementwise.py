@@ -7,6 +7,8 @@ mutation machinery and masked-out elements are never evaluated.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..core import (
@@ -84,7 +86,7 @@ def ufunc_call(ufunc, inputs, kwargs):
         if out is None:
             return res
         if ufunc.nout == 1:
-            _write_result(ufunc, inputs, out[0], Ellipsis, res, True)
+            _write_result(ufunc, inputs, out[0], Ellipsis, res, True, casting)
             return out[0]
         return tuple(write_out(r, o) for o, r in zip(out, res))
     where = bottom(where)
@@ -107,7 +109,7 @@ def ufunc_call(ufunc, inputs, kwargs):
             o = lift(np.zeros(shape, np.result_type(bottom(r))), active_levels())
             write(o, m, r)
         elif ufunc.nout == 1:
-            _write_result(ufunc, inputs, o, m, r, where)
+            _write_result(ufunc, inputs, o, m, r, where, casting)
         else:
             write(o, m, r)
         dests.append(o)
@@ -166,7 +168,8 @@ def _check_casting(ufunc, inputs, out, dtype, casting):
         outs = tuple(None if o is None else np.empty((1,) * np.ndim(o), np.result_type(bottom(o))) for o in
                      (out if type(out) is tuple else (out,)))
     kw = {} if dtype is None else {"dtype": dtype}
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a ComplexWarning: the call itself warns)
         ufunc(*(_probe(x) for x in inputs), out=outs, casting=casting, **kw)
 
 
@@ -184,14 +187,16 @@ def _into(ufunc, inputs, dest):
 _COMPLEX_EXACT = frozenset((np.add, np.subtract, np.negative, np.positive, np.conjugate))
 
 
-def _write_result(ufunc, inputs, out, idx, res, where):
-    """``out[idx] = res`` for ``ufunc(*inputs, out=out, where=where)``, leaving in
-    ``out`` the very bits NumPy's own in-place call would leave."""
+def _write_result(ufunc, inputs, out, idx, res, where, casting="same_kind"):
+    """``out[idx] = res`` for ``ufunc(*inputs, out=out, where=where, casting=casting)``,
+    leaving in ``out`` the very bits NumPy's own in-place call would leave."""
     if ufunc in _LAYOUT_INDEPENDENT and (ufunc in _COMPLEX_EXACT or not (
             np.result_type(bottom(out)).kind == "c" or any(np.iscomplexobj(bottom(x)) for x in inputs))):
         write(out, idx, res)
         return
     kw = {} if where is True else {"where": where}
+    if casting != "same_kind":
+        kw["casting"] = casting
     write_replayed(out, idx, res, lambda ob: ufunc(*(plain_operand(x) for x in inputs), out=ob, **kw))
 
 

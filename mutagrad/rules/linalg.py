@@ -903,14 +903,24 @@ def _on_real_matrix(V):
     return b.dtype.kind == "c" and b.size > 0 and bool(np.any(np.all(b.imag == 0, axis=(-2, -1))))
 
 
-def _phase_jumps(what):
+def _phase_jumps(what, forward=False):
     from ..tangents import not_implemented
 
+    fix = ("Forward mode cannot tell whether the function depends on the phase, so it refuses every "
+           "complex direction there: differentiate phase-invariant quantities (|v|², v vᴴ) in reverse "
+           "mode (grad, vjp), or push real directions only" if forward else
+           "Differentiate phase-invariant quantities (|v|², v vᴴ), or use a real matrix (real directions)")
     return not_implemented(
         f"{what} of a complex matrix whose imaginary part is zero: LAPACK's vectors there have another "
         "sign than at every nearby complex matrix, so a derivative that depends on their phase does not "
-        "exist in complex directions. Differentiate phase-invariant quantities (|v|², v vᴴ), or use a real "
-        "matrix (real directions)")
+        f"exist in complex directions. {fix}")
+
+
+def _leaves_reals(X):
+    """Whether tangent ``X`` (Vᴴ dA V of real vectors V) leaves the real matrices: the phase
+    jumps in that direction, and a derivative that depends on it does not exist (forward mode
+    cannot tell whether the function does; the pullback can, see :func:`_sees_phase`)."""
+    return bool(np.any(np.imag(bottom(X)) != 0))
 
 
 def _sees_phase(c, *cts):
@@ -986,7 +996,12 @@ def _eigh_frule(primals, tangents, UPLO="L"):
         dV = np.matmul(V, _pair_inv(w) * X)
         if _is_complex(V):
             E = _real_row(V, _eigh_rows(UPLO))
-            dV = _phase_unknown("np.linalg.eigh") if E is None else _phase_fix(V, dV, E)
+            if E is None:
+                dV = _phase_unknown("np.linalg.eigh")
+            elif _on_real_matrix(V) and _leaves_reals(X):
+                dV = _phase_jumps("np.linalg.eigh", forward=True)
+            else:
+                dV = _phase_fix(V, dV, E)
     return y, (_re(_diag(X)), dV)
 
 
@@ -1065,8 +1080,8 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True):
         dV = dV + (np.matmul(_H(dA), U) - np.matmul(V, dPh)) / Sr
     if _is_complex(dP):  # the phase LAPACK fixes, shared by u_k and v_k
         E, of_v = _svd_real_row(U, V)
-        if E is None:
-            bad = _phase_unknown("np.linalg.svd")
+        if E is None or (_on_real_matrix(U) and _on_real_matrix(V) and _leaves_reals(dP)):
+            bad = _phase_unknown("np.linalg.svd") if E is None else _phase_jumps("np.linalg.svd", forward=True)
             return bad, dS, bad
         R, dR = (V, dV) if of_v else (U, dU)
         c = -np.imag(np.sum(E * dR, axis=-2)) / np.real(np.sum(E * R, axis=-2))

@@ -1943,11 +1943,20 @@ def _check_index_part(i):
             )
         i = bottom(i)
     if t is list:
-        arr = np.asarray(i)
+        arr = index_array(i)
         if arr.dtype == object:
             raise IndexError(f"unsupported index {i!r}")
         return arr
     return i
+
+
+def index_array(i):
+    """A list used as an index, as NumPy reads it: an integer or boolean array, and an
+    empty list an empty integer array (np.asarray would make it float64)."""
+    arr = np.asarray(i)
+    if arr.size == 0 and arr.dtype.kind == "f":
+        arr = arr.astype(np.intp)
+    return arr
 
 
 _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "single", "half", "longdouble",

@@ -377,6 +377,26 @@ class ReverseLevel(Level):
         self.snapshots[key] = (a, snap)
         return snap
 
+    def _own_params(self, kwargs):
+        """A rule's keyword arguments with private copies (:meth:`snapshot`) of the plain
+        arrays among them (``np.add.reduceat``'s indices, ``np.bincount``'s bins), which its
+        pullback reads and the caller may change after the operation."""
+        for v in kwargs.values():
+            t = type(v)
+            if t is _ndarray or ((t is tuple or t is list) and any(type(i) is _ndarray for i in v)):
+                break
+        else:
+            return kwargs
+        out = {}
+        for k, v in kwargs.items():
+            t = type(v)
+            if t is _ndarray:
+                v = self.snapshot(v)
+            elif t is tuple or t is list:
+                v = t(self.snapshot(i) if type(i) is _ndarray else i for i in v)
+            out[k] = v
+        return out
+
     def process_ew(self, prim, leaves, scalar_op=None, dest=None, scalar=False):
         """The hottest path, :meth:`process` for an elementwise primitive on
         this level's tracers and plain numbers (one level, no keywords).
@@ -505,9 +525,15 @@ class ReverseLevel(Level):
             return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins)
         if prim.rrule is None:
             raise prim_missing_rule(prim, "reverse")
+        if kwargs:
+            kwargs = self._own_params(kwargs)
         out_read = False
         need = ()
-        if not prim.linear:
+        if prim.linear:  # the transpose reads no traced argument, but may read plain ones (indices)
+            for i in range(len(leaves)):
+                if type(leaves[i]) is _ndarray:
+                    vals[i] = self.snapshot(leaves[i])
+        else:
             reads = prim.reads
             if reads is None:  # the pullback may read any argument and the output
                 need = range(len(vals))

@@ -85,3 +85,25 @@ def test_float16_mean_into_a_float16_out_overflows_as_numpy_does():
         want = np.mean(x, out=np.zeros((), np.float16))
         got = mg.value_and_grad(f)(x.copy())[0]
     assert np.isinf(want) and np.isinf(got)
+
+
+def test_einsum_into_out_has_the_bits_of_numpys_call():
+    # with negative-stride operands NumPy's loop into out rounds otherwise than into a new array
+    def f(a, b):
+        c = mnp.zeros(2)
+        np.einsum("ij,ij->j", a, b, out=c)
+        return c
+
+    def rev(m):  # the same values, negative strides
+        return m[::-1, ::-1].copy()[::-1, ::-1]
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        a, b = rev(rng.uniform(0.5, 2, (3, 2))), rev(rng.uniform(0.5, 2, (3, 2)))
+        want = np.zeros(2)
+        np.einsum("ij,ij->j", a, b, out=want)
+        out, pullback = mg.vjp(f, a, b)
+        assert out.tobytes() == want.tobytes()
+    ga, gb = pullback(np.array([1.0, -2.0]))
+    np.testing.assert_allclose(ga, b * [1.0, -2.0], rtol=1e-15)  # d/da_ij of sum_j g_j sum_i a_ij b_ij
+    np.testing.assert_allclose(gb, a * [1.0, -2.0], rtol=1e-15)

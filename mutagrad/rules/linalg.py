@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, strong_operand, write_out, write_replayed
+from ..core import (FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, plain_operand, strong_operand,
+                    write_out, write_replayed)
 from ..errors import MutationError, user_line
 from ..registry import conj_if_complex as _cj
 from ..tangents import Thunk, NoTangent, ZeroTangent, is_zero, unbroadcast
@@ -405,8 +406,14 @@ def _np_einsum(args, kwargs):
             "occupies; NumPy's result then depends on the order of its loops, which mutagrad does not "
             "follow. Compute into a new array and copy it: out[...] = np.einsum(...)."
         )
-    res = bind(einsum_p, tuple(args), {"optimize": bool(optimize) if optimize is not True else True})
-    return write_out(res, out)
+    opt = bool(optimize) if optimize is not True else True
+    res = bind(einsum_p, tuple(args), {"optimize": opt})
+    if out is None:
+        return res
+    # the bits of NumPy's own call into out (its loops there may round otherwise than into a new array)
+    plain = [plain_operand(x) for x in args[1:]]
+    write_replayed(out, Ellipsis, res, lambda ob: np.einsum(args[0], *plain, out=ob, optimize=opt))
+    return out
 
 
 FUNCTIONS[np.einsum] = _np_einsum

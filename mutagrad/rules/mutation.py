@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, plain_operand,
-                    with_replayed_bits, write, write_replayed)
+from ..core import (FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, index_array,
+                    plain_operand, with_replayed_bits, write, write_replayed)
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
 
 
@@ -193,7 +193,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
         raise escape_error(f"np.{ufunc.__name__}.at writing a traced value into a plain NumPy array",
                            WriteToPlainArrayError)
     if isinstance(indices, list):
-        indices = np.asarray(indices)
+        indices = index_array(indices)
     shape = np.shape(a)
     n = int(np.prod(shape, dtype=np.int64))
     pos = np.arange(n).reshape(shape)[indices]

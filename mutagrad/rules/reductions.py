@@ -13,7 +13,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..core import STATE, ArrayTracer, Tracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
-from ..core import plain_operand, with_replayed_bits
+from ..core import index_array, plain_operand, with_replayed_bits
 from ..errors import NoRuleError, user_line
 from ..registry import deflinear, strong_times
 from ..tangents import ZeroTangent
@@ -274,12 +274,22 @@ cumprod_p.rrule, cumprod_p.frule = _cumprod_rrule, _cumprod_frule
 # -- the NumPy entry points: out=, where=, initial= ---------------------------
 
 
+class _Bits:
+    """A value passed to :data:`numpy_value_p` as it is (a plain array among a rule's
+    keyword arguments would be copied for its pullback, which does not read this one)."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+
 def _numpy_value_impl(x, value=None):
-    """``x`` holding ``value``: the bits NumPy's own call gives for what ``x``
+    """``x`` holding ``value.v``: the bits NumPy's own call gives for what ``x``
     computed (see :func:`_numpy_bits`). The identity for derivatives."""
     if isinstance(x, Tracer):
         return bind(numpy_value_p, (x,), {"value": value})
-    return value
+    return value.v
 
 
 numpy_value_p = get_primitive(_numpy_value_impl, "a reduction's value")
@@ -326,7 +336,7 @@ def _numpy_bits(fn, names, handler, when=None):
         b = bottom(res)
         if type(exact) is not type(b) or np.shape(exact) != np.shape(b) or exact.dtype != b.dtype:
             return res
-        return _numpy_value_impl(res, exact)
+        return _numpy_value_impl(res, _Bits(exact))
 
     return wrapped
 
@@ -667,7 +677,7 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
     out = a.get("out")
     if type(out) is tuple:  # the ufunc protocol always passes a tuple
         out = out[0]
-    res = bind(add_reduceat_p, (x,), {"indices": np.asarray(bottom(a["indices"])), "axis": a.get("axis", 0)})
+    res = bind(add_reduceat_p, (x,), {"indices": index_array(bottom(a["indices"])), "axis": a.get("axis", 0)})
     return write_out(res, out)
 
 

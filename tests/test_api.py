@@ -322,6 +322,47 @@ def test_config_is_a_context_manager():
     assert not mg.config.get("strict")
 
 
+def test_config_blocks_are_per_thread():
+    # blocks entered and left in an interleaved order in two threads: neither changes the
+    # other's setting, and both leave the process as it was (it stayed strict before)
+    import threading
+
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        with mg.config(strict=True):
+            a_in.set()
+            b_in.wait()
+            seen["a"] = mg.config.get("strict")
+        a_out.set()
+
+    def b():
+        a_in.wait()
+        seen["b_before"] = mg.config.get("strict")
+        with mg.config(strict=False):
+            b_in.set()
+            a_out.wait()
+            seen["b"] = mg.config.get("strict")
+
+    ts = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert seen == {"a": True, "b_before": False, "b": False}
+    assert not mg.config.get("strict")
+    mg.config(strict=True)  # called as a function: the whole process
+    try:
+        seen.clear()
+        t = threading.Thread(target=lambda: seen.setdefault("t", mg.config.get("strict")))
+        t.start()
+        t.join()
+        assert seen["t"]
+    finally:
+        mg.config(strict=False)
+
+
 def test_vjp_detects_arrays_modified_before_the_pullback():
     x = np.array([1.0, 2.0])
     out, pb = mg.vjp(lambda x: np.exp(x), x)

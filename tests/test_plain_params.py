@@ -86,3 +86,19 @@ def test_plain_arrays_changed_after_use(fn):
 def test_an_empty_list_is_an_empty_integer_index(fn):
     # NumPy reads [] as an empty integer index (np.asarray([]) is float64, which it refuses)
     check_grads(fn, np.array([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("values", [[2.0, 1.0, 0.5], 2.0], ids=["array", "scalar"])
+def test_put_writes_the_elements_before_an_index_out_of_range(values):
+    # NumPy writes in index order and raises at the first index out of range; a program that
+    # catches the IndexError goes on with the elements written
+    def f(x):
+        a = x.copy()
+        v = x[1] * np.asarray(values)
+        try:
+            np.put(a, [0, 2, 9], v)
+        except IndexError as e:
+            assert "index 9 is out of bounds" in str(e)
+        return np.sum(a * a)
+
+    check_grads(f, np.array([1.0, 2.0, 3.0]))

@@ -68,7 +68,16 @@ def _np_put(args, kwargs):
         ind = np.clip(ind, 0, n - 1)
     if ind.size == 0:
         return None
-    pos = flat_positions(x, np.ravel(ind))  # negative indices count from the end; out of range raises
+    flat = np.ravel(ind)
+    bad = (flat < -n) | (flat >= n)
+    if mode == "raise" and bad.any():
+        # NumPy writes the elements before the first index out of range, then raises
+        k = int(np.argmax(bad))
+        if k:
+            v = cycle_to(a["v"], int(ind.size))
+            FlatIter(x).assign(flat_positions(x, flat[:k]), v[:k] if np.ndim(v) else v, sequential=False)
+        raise IndexError(f"index {flat[k]} is out of bounds for axis 0 with size {n}")
+    pos = flat_positions(x, flat)  # negative indices count from the end
     FlatIter(x).assign(pos, cycle_to(a["v"], int(ind.size)) if np.ndim(ind) else a["v"], sequential=False)
     return None
 

@@ -11,6 +11,7 @@ import pytest
 
 import mutagrad as mg
 import mutagrad.scipy.special as mss
+from mutagrad.testing import check_grads
 
 T = np.array([0.0, 1.0, 2.0, 3.0])
 Y = np.array([0.1, np.nan, 2.1, 2.9])
@@ -206,3 +207,61 @@ def test_the_users_own_error_call_inside_the_function():
     assert calls == plain_calls  # the user's handler sees the user's events only
     np.testing.assert_allclose(tangent, fd, rtol=1e-7)
     np.testing.assert_allclose(np.sum(mg.grad(w)(x.copy()) * t), fd, rtol=1e-7)
+
+
+def _exp_out_caught(x):
+    a = x.copy()
+    try:
+        with np.errstate(over="raise"):
+            np.exp(a * np.array([1.0, 1000.0]), out=a)
+    except FloatingPointError as e:
+        assert str(e) == "overflow encountered in exp"
+    return a[0] * 3.0
+
+
+def _log_out_caught(x):
+    a = x.copy()
+    try:
+        with np.errstate(invalid="raise"):
+            np.log(a - 1.0, out=a)
+    except FloatingPointError as e:
+        assert str(e) == "invalid value encountered in log"
+    return np.sum(a[:2] ** 2)
+
+
+def _iadd_caught(x):
+    a = x * 1.0
+    try:
+        with np.errstate(divide="raise"):
+            a += np.array([1.0, 2.0, 3.0]) / np.array([1.0, 0.0, 2.0]) * 0.0 + x * 2.0
+            a /= np.array([1.0, 0.0, 1.0])
+    except FloatingPointError:
+        pass
+    return a[0] * a[2]
+
+
+@pytest.mark.parametrize("fn, x", [(_exp_out_caught, np.array([0.5, 2.0])),
+                                   (_log_out_caught, np.array([3.0, 1.5, 0.5])),
+                                   (_iadd_caught, np.array([0.5, 1.5, 2.0]))],
+                         ids=["exp-over", "log-invalid", "inplace-divide"])
+def test_an_out_argument_is_written_before_the_error_state_raises(fn, x):
+    # NumPy writes all of out, then raises; a program that catches the error goes on with it
+    with np.errstate(invalid="ignore", divide="ignore"):
+        check_grads(fn, x)
+
+
+def test_an_error_state_set_outside_jvp_raises_after_the_write():
+    # the error state before jvp: jvp runs the function under its own error call, which
+    # handles the events as that state says; out= is written before the raise there too
+    def f(x):
+        a = x.copy()
+        try:
+            np.exp(a * np.array([1.0, 1000.0]), out=a)
+        except FloatingPointError:
+            pass
+        return a[0] * 3.0
+
+    x = np.array([0.5, 2.0])
+    with np.errstate(over="raise"):
+        v, t = mg.jvp(f, (x,), (np.array([1.0, 0.0]),))
+    assert v == 3 * np.exp(0.5) and t == pytest.approx(3 * np.exp(0.5), rel=1e-14)

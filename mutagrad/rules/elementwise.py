@@ -33,7 +33,7 @@ from ..core import (
     write_replayed,
 )
 from ..errors import MutationError, user_line
-from ..registry import defelementwise, defnotimplemented, defzero, reciprocal, strong_times
+from ..registry import UserFPErrors, defelementwise, defnotimplemented, defzero, reciprocal, strong_times
 from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
@@ -51,6 +51,8 @@ def ufunc_call(ufunc, inputs, kwargs):
         raise _no_rule(ufunc, "ufunc")
     if not kwargs:
         return bind(prim, inputs)
+    if kwargs.get("out") is not None and _raises_fp():
+        return _errors_after_the_write(ufunc, inputs, kwargs)
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     where = kwargs.pop("where", True)
@@ -185,6 +187,49 @@ def _into(ufunc, inputs, dest):
 # complex products and quotients are not correctly rounded: NumPy's in-place loop (out=
 # an input) and its SIMD loop may differ in the last bit; these stay exact for complex too
 _COMPLEX_EXACT = frozenset((np.add, np.subtract, np.negative, np.positive, np.conjugate))
+
+
+_FP_ORDER = (("divide by zero", "divide"), ("overflow", "over"), ("underflow", "under"), ("invalid value", "invalid"))
+
+
+def _raises_fp() -> bool:
+    """Whether a floating-point event would raise here: the user's np.errstate, or, inside
+    jvp (whose error call is a UserFPErrors), the one in force before it."""
+    e = np.geterr()
+    if "raise" in e.values():
+        return True
+    c = np.geterrcall()
+    return type(c) is UserFPErrors and any(e[k] == "call" and c.modes.get(k) == "raise" for _, k in _FP_ORDER)
+
+
+def _errors_after_the_write(ufunc, inputs, kwargs):
+    """``ufunc(*inputs, out=...)`` where an error state raises: NumPy writes all of ``out``
+    and raises afterwards, so a program that catches the FloatingPointError goes on with
+    ``out`` written. The call runs with the events recorded, then they are handled as the
+    error state says, in NumPy's order."""
+    modes, handler = np.geterr(), np.geterrcall()
+    seen = {}
+    with np.errstate(all="call", call=lambda kind, flag: seen.setdefault(kind, flag)):
+        res = ufunc_call(ufunc, inputs, kwargs)
+    for kind, key in _FP_ORDER:
+        if kind not in seen:
+            continue
+        mode = modes[key]
+        if mode == "call" and type(handler) is UserFPErrors:  # (inside jvp: the modes before it)
+            mode = handler.modes.get(key, "ignore")
+            handler = handler.call
+        message = f"{kind} encountered in {ufunc.__name__}"
+        if mode == "raise":
+            raise FloatingPointError(message)
+        if mode == "warn":
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+        elif mode == "call" and callable(handler):
+            handler(kind, seen[kind])
+        elif mode == "log" and handler is not None:
+            handler.write(f"Warning: {message}\n")
+        elif mode == "print":
+            print(f"Warning: {message}")
+    return res
 
 
 def _write_result(ufunc, inputs, out, idx, res, where, casting="same_kind"):

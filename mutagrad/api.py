@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, bottom, foreign_subclass, lift,
-                   live, mark_weak, pristine_layers, weak, write)
+                   RunGroup, live, mark_weak, pristine_layers, weak, write)
 from .errors import (_INTERNAL_PACKAGES, MutationError, NoRuleError, ensure_shuffle_filter, forget_escape, readonly_error,
                      replaced_error, user_line)
 from .forward import ForwardLevel
@@ -1015,7 +1015,7 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 
 
 @_no_cyclic_gc
-def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
+def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None, _run_group=None):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 
     A tangent that is None, ``mg.ZeroTangent()`` or all zeros is a symbolic zero:
@@ -1037,6 +1037,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None):
     if len(nums) != len(tangents):
         raise ValueError(f"jvp: {len(nums)} primals but {len(tangents)} tangents")
     level = ForwardLevel()
+    level.run_group = _run_group  # (internal: one of a forward-mode jacobian's runs, see core.RunGroup)
     with level:
         targs, infos = _wrap_args(level, primals, nums, fun, every=True)
         for i, n in enumerate(nums):
@@ -1320,6 +1321,14 @@ def _rev_entries(r, s):
 
 
 def _jac_fwd(f, args, nums, dargs, single, allargs):
+    group = RunGroup()  # a later run must not read what an earlier one kept (see core.RunGroup)
+    try:
+        return _jac_fwd_runs(f, args, nums, dargs, single, allargs, group)
+    finally:
+        group.running = False
+
+
+def _jac_fwd_runs(f, args, nums, dargs, single, allargs, group):
     saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
     in_trees = [tree_flatten(d) for d in dargs]
     columns = []  # (ai, li, ishape, list of out tangents per input element)
@@ -1347,7 +1356,7 @@ def _jac_fwd(f, args, nums, dargs, single, allargs):
                         if aj == ai:
                             tl[li] = _basis(ishape, idt, k) * direction
                         tans.append(tree_unflatten(tj, tl))
-                    out, tout = jvp(f, args, tans, _argnums=nums)
+                    out, tout = jvp(f, args, tans, _argnums=nums, _run_group=group)
                     out_leaves, out_tree = tree_flatten(out)
                     _check_jac_outputs(out_leaves)
                     if first_out is None:

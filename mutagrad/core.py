@@ -473,6 +473,7 @@ class Level:
     """One differentiation in progress (a ``grad`` or ``jvp`` call)."""
 
     mode = "?"
+    run_group = None  # a RunGroup: one of the runs of a forward-mode jacobian (see live)
 
     def __init__(self):
         self.id = next(_level_ids)
@@ -865,10 +866,38 @@ def top_level(leaves):
 def live(x):
     """A leftover traced value (one a differentiation that has returned left in
     a global, a closure, an object or a list) is the value it had: what a plain
-    call would have left there. Tracers of live levels are returned as they are."""
+    call would have left there. Tracers of live levels are returned as they are.
+    Except a leftover of an earlier run of the same forward-mode jacobian: its
+    value is the same, its derivative would be lost (see RunGroup)."""
     while isinstance(x, Tracer) and x._level.closed:
+        g = x._level.run_group
+        if g is not None and g.running:
+            raise g.leftover_error()
         x = x._value
     return x
+
+
+class RunGroup:
+    """The runs of the function that a forward-mode jacobian (and so hessian) makes, one
+    per input direction. A run that reads a traced value an earlier run left behind (a
+    memoized intermediate, a cache in a global or closure) reads it as a constant: same
+    values, so the runs' outputs agree, but the derivative through it is lost for every
+    direction but the first, while reverse mode, which runs once, keeps it."""
+
+    __slots__ = ("running",)
+
+    def __init__(self):
+        self.running = True
+
+    def leftover_error(self):
+        from .errors import MutationError
+
+        return MutationError(
+            f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
+            "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
+            "reads a value an earlier run computed and kept (a memoized intermediate, a cache in a global, "
+            "a closure or an object): its derivative would be lost here. Compute it in every call (clear the "
+            "cache when the function starts), or use mode='rev'.")
 
 
 def bind(prim, args, kwargs=None):

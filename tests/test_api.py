@@ -742,6 +742,28 @@ def test_jacobians_run_container_side_effects_once(run):
     assert log == plain  # every pass starts from the caller's items; they end as after one call
 
 
+def test_forward_jacobian_refuses_a_run_that_reads_what_an_earlier_run_kept():
+    # a memoized intermediate: the later runs read the first run's exp(x) as a constant, with
+    # the same values, so their columns would miss its derivative (reverse mode runs once)
+    cache = {}
+
+    def f(x):
+        if "y" not in cache:
+            cache["y"] = np.exp(x)
+        return cache["y"] * x
+
+    x = np.array([0.1, 0.5, 0.9])
+    for run in (lambda: mg.jacobian(f, mode="fwd")(x), lambda: mg.hessian(lambda x: np.sum(f(x)))(x)):
+        cache.clear()
+        with pytest.raises(mg.MutationError, match=r"test_api.py:\d+.*an earlier run computed and kept"):
+            run()
+    cache.clear()
+    want = np.diag((1 + x) * np.exp(x))  # d/dx_i of exp(x_i) x_i, the function as the first call computes it
+    np.testing.assert_allclose(mg.jacobian(f, mode="rev")(x), want, rtol=1e-12)
+    # after the jacobian, a leftover is the value it had, as after any differentiation
+    np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(x), np.diag(np.exp(x)), rtol=1e-12)
+
+
 def test_forward_jacobian_refuses_runs_that_compute_another_function():
     # forward mode runs the function once per input element: state it changes outside its
     # arguments (a closure array) or fresh random draws would give each column another

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dis
 import itertools
 import math
 import operator
@@ -1836,6 +1837,8 @@ class ArrayTracer(Tracer):
             if (type(b) is _ndarray and b.flags.writeable and b.shape == vb.shape and b.strides == vb.strides
                     and b.dtype == vb.dtype and _ptr(b) == _ptr(vb)):
                 return
+            if type(idx) is int and self.ndim > 1 and _called_from_c(sys._getframe(1)):
+                raise _swap_from_c()
         write(self, _check_index(idx), value)  # (a recorded write copies its index)
 
     def __len__(self):
@@ -1848,12 +1851,42 @@ class ArrayTracer(Tracer):
             yield self[i]
 
 
+# A row of an array written into the same array by code that is not Python (no store
+# instruction in the calling frame): NumPy's shuffle of an object that is not an ndarray swaps
+# rows with `x[i], x[j] = x[j], x[i]`, which duplicates rows that are views. NumPy warns
+# (errors.ensure_shuffle_filter makes that an error), but a function that ignores warnings
+# itself would get duplicated rows: this check does not depend on the warning filters.
+_STORE_OPS = frozenset(dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap)
+
+
+def _called_from_c(frame) -> bool:
+    """Whether the calling Python frame is not at a store instruction (`x[i] = v`): a
+    C function it called (np.random.shuffle) is writing."""
+    return frame.f_code.co_code[frame.f_lasti] not in _STORE_OPS
+
+
+def _swap_from_c():
+    from .errors import shuffle_error
+
+    return shuffle_error(user_line())
+
+
 class ScalarTracer(Tracer):
     """A traced NumPy scalar: immutable; indexed as a NumPy scalar is
     (``s[()]`` is s, ``s[None]`` and ``s[...]`` new arrays); no length, not
     iterable."""
 
     __slots__ = ()
+
+    def __hash__(self):
+        # the number it stands for is hashable, but a lookup by value (a dict key, a set, a
+        # functools.lru_cache argument) would return what another call computed, a constant
+        raise TypeError(
+            f"a traced scalar is used as a dict key, a set member or an argument of a cached function "
+            f"(functools.lru_cache) at {user_line()}: a lookup by its value would return a result computed "
+            "in another call, without this call's derivative. Call the function itself inside "
+            "differentiation (f.__wrapped__ for an lru_cache function), or pass a plain number "
+            "(float(mg.value(x))) where no derivative is wanted.")
 
     def __round__(self, ndigits=None):
         # as a NumPy scalar (a Python float, for a weak one): round(s) is an int (an escape),

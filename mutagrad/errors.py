@@ -453,6 +453,16 @@ def readonly_error(exc: BaseException, names):
         "ValueError in a plain call.")
 
 
+def shuffle_error(where):
+    return NoRuleError(
+        f"shuffling a traced array in place (rng.shuffle / np.random.shuffle) at {where}: NumPy "
+        "shuffles an object that is not an ndarray by swapping its rows in Python, which "
+        "duplicates rows that are views (NumPy only warns). Shuffle through an index instead: "
+        "x[...] = x[rng.permutation(len(x))], or along an axis, "
+        "x[...] = np.take(x, rng.permutation(x.shape[axis]), axis=axis) (the same permutation "
+        "as rng.shuffle draws).")
+
+
 def replaced_error(exc: BaseException):
     """The clear error to raise instead of ``exc``, an exception leaving the
     user's function, or None: the escape error NumPy replaced by its own
@@ -464,14 +474,7 @@ def replaced_error(exc: BaseException):
         return None
     if isinstance(exc, UserWarning) and "shuffling a '" in str(exc) or (
             type(exc) is NotImplementedError and "only supported on ndarray objects" in str(exc)):
-        where = _where(exc)
-        return NoRuleError(
-            f"shuffling a traced array in place (rng.shuffle / np.random.shuffle) at {where}: NumPy "
-            "shuffles an object that is not an ndarray by swapping its rows in Python, which "
-            "duplicates rows that are views (NumPy only warns). Shuffle through an index instead: "
-            "x[...] = x[rng.permutation(len(x))], or along an axis, "
-            "x[...] = np.take(x, rng.permutation(x.shape[axis]), axis=axis) (the same permutation "
-            "as rng.shuffle draws).")
+        return shuffle_error(_where(exc))
     m = _UNBOUND.match(str(exc)) if type(exc) is TypeError else None
     if m is not None:  # np.ndarray.sum(x): CPython's check of the method's class, before any hook
         return TypeError(

@@ -600,21 +600,21 @@ def defelementwise(fn, *partials, impl=None):
     def forward(primals, tangents):
         y = call(*primals)
         acc = ZERO
-        for i in range(n):
-            t = tangents[i]
-            d = partials[i]
-            if d is None or is_zero(t):
-                continue
-            if not callable(d):
-                term = t if d == 1 else -t
-            else:
-                with _DerivativeEvents():  # (its floating-point events are not the user's)
+        with _DerivativeEvents():  # (the tangent's floating-point events are not the user's)
+            for i in range(n):
+                t = tangents[i]
+                d = partials[i]
+                if d is None or is_zero(t):
+                    continue
+                if not callable(d):
+                    term = t if d == 1 else -t
+                else:
                     fp = FP_FLAG[0]
                     dv = _partial(d, primals, y)
                     term = t * dv
                     if FP_FLAG[0] is not fp or _silently_nonfinite(dv):  # an infinite or undefined partial
                         term = _careful_product(t, d, dv, primals, y, np.shape(term), conj=False)
-            acc = term if isinstance(acc, AbstractZero) else acc + term
+                acc = term if isinstance(acc, AbstractZero) else acc + term
         return y, acc
 
     p.rrule = rule

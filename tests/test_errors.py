@@ -216,6 +216,25 @@ def test_shuffle_of_a_traced_array_raises(shuffle):
     msg = _raises(f, np.ones((4, 3)), mg.NoRuleError)
     assert "rng.permutation" in msg and "shuffle(y" in msg
 
+    def quiet(x):  # warnings silenced by the function itself: NumPy's warning cannot be the check
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return f(x)
+
+    msg = _raises(quiet, np.ones((4, 3)), mg.NoRuleError)
+    assert "rng.permutation" in msg and "shuffle(y" in msg
+
+
+def test_a_swap_of_rows_written_in_python_is_numpys():
+    # the same swap in the user's own code: rows are views, so NumPy duplicates a row; mutagrad
+    # computes what NumPy computes (central differences of the plain program)
+    def f(x):
+        y = x * 1.0
+        y[0], y[2] = y[2], y[0]
+        return np.sum(y * np.arange(12.0).reshape(4, 3))
+
+    check_grads(f, np.random.default_rng(2).standard_normal((4, 3)))
+
 
 def test_the_shuffle_the_message_offers_is_numpys_shuffle():
     w = np.arange(12.0).reshape(4, 3)
@@ -1287,3 +1306,15 @@ def test_numpy_scalar_type_of_a_traced_value_is_named():
     for f, name in ((lambda x: np.float64(x[0] * 2) * x[1], "np.float64"), (lambda x: np.float32(np.sum(x)), "np.float32")):
         msg = _raises(f, np.array([1.0, 2.0]), mg.TracerEscapeError)
         assert msg.startswith(f"{name}(x) of a traced value") and "x.astype" in msg
+
+
+def test_a_traced_scalar_as_a_cache_key_is_a_clear_error():
+    import functools
+
+    @functools.lru_cache(maxsize=None)
+    def sq(t):
+        return t ** 2
+
+    with pytest.raises(TypeError, match=r"lru_cache.*test_errors.py:\d+.*__wrapped__"):
+        mg.grad(lambda t: sq(t) * 3.0)(1.5)
+    assert mg.grad(lambda t: sq.__wrapped__(t) * 3.0)(1.5) == pytest.approx(9.0, rel=1e-15)  # 6t

@@ -265,3 +265,23 @@ def test_an_error_state_set_outside_jvp_raises_after_the_write():
     with np.errstate(over="raise"):
         v, t = mg.jvp(f, (x,), (np.array([1.0, 0.0]),))
     assert v == 3 * np.exp(0.5) and t == pytest.approx(3 * np.exp(0.5), rel=1e-14)
+
+
+def test_a_tangent_overflow_does_not_raise_under_the_functions_error_state():
+    # the value does not overflow, the tangent does: only the value's events are the user's,
+    # so the function does not take its except branch (which a plain call never takes)
+    def f(x):
+        a = x * 1.0
+        a[0] *= 1e308
+        try:
+            with np.errstate(over="raise"):
+                a[1] *= a[0]
+        except FloatingPointError:
+            a[1] = 0.0
+        return a[1] * 1e-300
+
+    x = np.array([0.9, 1.6])
+    v, t = mg.jvp(f, (x.copy(),), (np.ones(2),))
+    assert v == f(x.copy()) != 0.0
+    assert t == np.inf  # 0.9e308 + 1.6e308 overflows; reverse mode has no such intermediate
+    np.testing.assert_allclose(mg.grad(f)(x.copy()), [1.6e8, 0.9e8], rtol=1e-12)

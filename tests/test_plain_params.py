@@ -89,14 +89,18 @@ def test_an_empty_list_is_an_empty_integer_index(fn):
 
 
 @pytest.mark.parametrize("values", [[2.0, 1.0, 0.5], 2.0], ids=["array", "scalar"])
-def test_put_writes_the_elements_before_an_index_out_of_range(values):
+@pytest.mark.parametrize("how", ["put", "flat"])
+def test_put_writes_the_elements_before_an_index_out_of_range(values, how):
     # NumPy writes in index order and raises at the first index out of range; a program that
     # catches the IndexError goes on with the elements written
     def f(x):
         a = x.copy()
         v = x[1] * np.asarray(values)
         try:
-            np.put(a, [0, 2, 9], v)
+            if how == "put":
+                np.put(a, [0, 2, 9], v)
+            else:
+                a.flat[[0, 2, 9]] = v
         except IndexError as e:
             assert "index 9 is out of bounds" in str(e)
         return np.sum(a * a)

@@ -67,7 +67,29 @@ class FlatIter:
         return self._x[_unravel(self._x, pos)]
 
     def __setitem__(self, idx, value):
-        self.assign(flat_positions(self._x, idx), value)
+        try:
+            pos = flat_positions(self._x, idx)
+        except IndexError:
+            self._assign_before_the_error(idx, value)
+            raise
+        self.assign(pos, value)
+
+    def _assign_before_the_error(self, idx, value):
+        """NumPy's flat assignment through integer indices writes, in order, the elements
+        before the first index out of range, then raises."""
+        i = np.asarray(idx) if isinstance(idx, (list, np.ndarray)) else None
+        if i is None or i.dtype.kind not in "iu" or i.size == 0:
+            return
+        n = int(np.size(self._x))
+        flat = i.ravel()
+        k = int(np.argmax((flat < -n) | (flat >= n)))
+        if k:
+            if isinstance(value, (list, tuple)):
+                from ..numpy import array as marray
+
+                value = marray(value)
+            v = cycle_to(value, int(flat.size))
+            self.assign(flat[:k] % n, v[:k] if np.ndim(v) else v, sequential=False)
 
     def assign(self, pos, value, sequential=True):
         """``x.flat[pos] = value``. NumPy's flat assignment goes element by

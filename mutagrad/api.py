@@ -857,7 +857,7 @@ def _no_cyclic_gc(fn):
 
 
 @_no_cyclic_gc
-def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
+def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=None):
     """Run ``fun(*primals)`` and return ``(out, pullback)``.
 
     ``pullback(ct)`` returns a tuple with one cotangent per primal. It can be
@@ -872,13 +872,15 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None):
     >>> pb(np.array([1.0, 10.0]))
     (array([ 3., 30.]),)
     """
-    # (_argnums, internal: differentiate only these; the other float arrays are traced constants)
+    # (_argnums, internal: differentiate only these; the other float arrays are traced constants;
+    # _kwargs, internal: keyword arguments, their float arrays traced constants, as under grad)
     nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
+    kwargs = dict(_kwargs) if _kwargs else None
     level = ReverseLevel()
     with level:
         outer = level.outer_levels()
-        targs, infos = _wrap_args(level, primals, nums, fun, every=True)
-        out, aux = _split_aux(_call(level, fun, targs), has_aux)
+        targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=True)
+        out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
     _check_plain_aliases(level)
     out_leaves, out_tree = tree_flatten(out)
     out_vals = _unwrap_level(out, level)
@@ -1015,7 +1017,7 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 
 
 @_no_cyclic_gc
-def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None, _run_group=None):
+def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None, _run_group=None, _kwargs=None):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 
     A tangent that is None, ``mg.ZeroTangent()`` or all zeros is a symbolic zero:
@@ -1038,8 +1040,9 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None, _ru
         raise ValueError(f"jvp: {len(nums)} primals but {len(tangents)} tangents")
     level = ForwardLevel()
     level.run_group = _run_group  # (internal: one of a forward-mode jacobian's runs, see core.RunGroup)
+    kwargs = dict(_kwargs) if _kwargs else None  # (internal: keyword arguments, as in vjp)
     with level:
-        targs, infos = _wrap_args(level, primals, nums, fun, every=True)
+        targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=True)
         for i, n in enumerate(nums):
             _, linfo = infos[n]
             tl = tree_flatten_like(infos[n][0], tangents[i], f"jvp: tangent {n}")
@@ -1062,7 +1065,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None, _ru
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
         with np.errstate(all="call", call=UserFPErrors()):  # (strong zeros; the user's modes, see UserFPErrors)
-            out = _call(level, fun, targs)
+            out = _call(level, fun, targs, kwargs)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
                for o in out_leaves]
@@ -1155,15 +1158,15 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
             _check_not_none(args[n], n)
             for k, leaf in enumerate(tree_flatten(args[n])[0]):
                 _check_leaf(leaf, f"argument {n}")
-        f = lambda *a: fun(*a, **kwargs)  # noqa: E731
         dargs = [args[n] for n in nums]
         # the other positional arguments are passed too (their float arrays traced constants,
         # which can take traced writes, as under grad)
         anums = tuple(n + len(args) if n < 0 else n for n in nums)
+        # (keyword arguments: their float arrays traced constants, as under grad)
         if mode == "rev":
-            return _jac_rev(f, args, anums, dargs, single)
+            return _jac_rev(fun, args, anums, dargs, single, kwargs)
         # every pass starts from the arguments as given, keyword arguments included
-        return _jac_fwd(f, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()))
+        return _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs)
 
     return wrapped
 
@@ -1207,8 +1210,8 @@ def _check_jac_outputs(leaves):
                             "a Jacobian has no entries for it. Return it as aux of a wrapper, or drop it.")
 
 
-def _jac_rev(f, args, nums, dargs, single):
-    out, pb = vjp(f, *args, _argnums=nums)
+def _jac_rev(f, args, nums, dargs, single, kwargs):
+    out, pb = vjp(f, *args, _argnums=nums, _kwargs=kwargs)
     out_leaves, out_tree = tree_flatten(out)
     _check_jac_outputs(out_leaves)
     in_trees = [tree_flatten(d) for d in dargs]
@@ -1320,15 +1323,15 @@ def _rev_entries(r, s):
     return tree_unflatten(tree, out)
 
 
-def _jac_fwd(f, args, nums, dargs, single, allargs):
+def _jac_fwd(f, args, nums, dargs, single, allargs, kwargs):
     group = RunGroup()  # a later run must not read what an earlier one kept (see core.RunGroup)
     try:
-        return _jac_fwd_runs(f, args, nums, dargs, single, allargs, group)
+        return _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group)
     finally:
         group.running = False
 
 
-def _jac_fwd_runs(f, args, nums, dargs, single, allargs, group):
+def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group):
     saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
     in_trees = [tree_flatten(d) for d in dargs]
     columns = []  # (ai, li, ishape, list of out tangents per input element)
@@ -1356,7 +1359,7 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, group):
                         if aj == ai:
                             tl[li] = _basis(ishape, idt, k) * direction
                         tans.append(tree_unflatten(tj, tl))
-                    out, tout = jvp(f, args, tans, _argnums=nums, _run_group=group)
+                    out, tout = jvp(f, args, tans, _argnums=nums, _run_group=group, _kwargs=kwargs)
                     out_leaves, out_tree = tree_flatten(out)
                     _check_jac_outputs(out_leaves)
                     if first_out is None:
@@ -1374,7 +1377,7 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, group):
                                  for tx, ty in zip(*pushed)])
             columns.append((ai, li, ishape, cols))
     if first:  # no input elements at all: no pass ran (out_tree is None for a single leaf too)
-        out = f(*args)
+        out = f(*args, **kwargs)
         out_leaves, out_tree = tree_flatten(out)
     results = []
     for ai, (leaves_in, tree_in) in enumerate(in_trees):

@@ -657,6 +657,30 @@ def test_keyword_argument_arrays_are_constant_traced_arrays_as_positional_ones()
         mg.grad(lambda x, buf: f(x[:1] * 1.0, buf[:1]))(a, buf=a)
 
 
+def test_keyword_buffers_under_jacobian_hessian_and_vjp():
+    # a scratch buffer passed by keyword takes traced writes under every transformation, as a
+    # positional one does (it was refused by jacobian and hessian, which ran a closure)
+    def f(x, buf=None):
+        buf[:] = x ** 3
+        return np.sum(buf * x)
+
+    def g(x, buf=None):
+        buf[:] = x ** 3
+        return buf * x
+
+    x = np.array([0.5, 1.0, -0.7])
+    runs = {
+        "hessian": (lambda b: mg.hessian(f)(x, buf=b), np.diag(12 * x ** 2)),
+        "jacobian-fwd": (lambda b: mg.jacobian(g, mode="fwd")(x, buf=b), np.diag(4 * x ** 3)),
+        "jacobian-rev": (lambda b: mg.jacobian(g, mode="rev")(x, buf=b), np.diag(4 * x ** 3)),
+        "jacobian-of-grad": (lambda b: mg.jacobian(mg.grad(f))(x, buf=b), np.diag(12 * x ** 2)),
+    }
+    for name, (run, want) in runs.items():
+        b = np.zeros(3)
+        np.testing.assert_allclose(run(b), want, rtol=1e-12, err_msg=name)  # closed forms
+        np.testing.assert_array_equal(b, x ** 3, err_msg=name)  # as after one plain call
+
+
 @pytest.mark.parametrize("mode", ["rev", "fwd"])
 def test_jacobian_takes_traced_writes_into_arguments_it_does_not_differentiate(mode):
     def f(x, buf):

@@ -545,7 +545,7 @@ def _call(level, fun, args, kwargs=None):
     except (ValueError, TypeError, NotImplementedError, UserWarning) as e:
         clear = replaced_error(e)
         if clear is None:
-            clear = readonly_error(e, _locked_names(level) if level.locked else ())
+            clear = readonly_error(e, _locked_names(level) if level.locked else (), level.outer_locked)
         if clear is not None:
             raise clear from e
         raise

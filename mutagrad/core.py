@@ -504,6 +504,7 @@ class Level:
     # other reference to the same array object (an attribute, a dict or list entry, a
     # global), which the derivative would not see, raises (see api._call).
     locked = None  # id(array) -> (array, writable view, argument name), or None
+    outer_locked = None  # (argument name, an outer level's argument name): an array that one locked
 
     def lock(self, a, name):
         """The view of the caller's array ``a`` for a tracer of this level to hold; ``a``
@@ -518,6 +519,10 @@ class Level:
         if not a.flags.writeable or not _relockable(a):
             # (read-only already; or memory NumPy could not make writable again afterwards, as
             # the Fortran memory SciPy's MINPACK and LSODA pass: no lock for it)
+            for lv in STATE.levels:
+                hit = lv.locked.get(id(a)) if lv.locked and lv is not self else None
+                if hit is not None and hit[0] is a:  # read-only because an outer level locked it
+                    self.outer_locked = (name, hit[2])
             return a if type(a) is _ndarray else a.view(_ndarray)
         v = a.view(_ndarray)  # (an np.memmap's views and results are memmaps: the tracer holds its memory
         # as a plain ndarray, whose views the rules know)

@@ -416,13 +416,14 @@ _UNBOUND = re.compile(r"descriptor '(\w+)' (?:for|requires a) 'numpy\.(\w+)' (?:
 _READONLY_MESSAGES = ("is read-only", "underlying array is read-only", "base is read-only")
 
 
-def readonly_error(exc: BaseException, names):
+def readonly_error(exc: BaseException, names, outer_locked=None):
     """The clear error for NumPy's read-only ValueError ``exc`` leaving the user's
     function, or None. Raised by mutagrad's own write (through a read-only view:
     np.diagonal, np.broadcast_to...): the same ValueError, naming the user's line.
     Raised by a plain write of the user's while ``names`` (the caller's arrays passed
     as arguments, read-only to plain code during the call: see core.Level.lock) are
-    locked: AliasingError, a ValueError too."""
+    locked: AliasingError, a ValueError too. ``outer_locked``: (name, outer name), an argument of
+    this differentiation that an outer one locked: its caller's array, reached another way."""
     if type(exc) is not ValueError or not str(exc).endswith(_READONLY_MESSAGES):
         return None
     tb, ours = exc.__traceback__, False
@@ -432,6 +433,14 @@ def readonly_error(exc: BaseException, names):
         elif (tb.tb_frame.f_globals.get("__name__", "") or "").startswith("mutagrad"):
             ours = True
         tb = tb.tb_next
+    if ours and outer_locked is not None:
+        return _LockedWriteError(
+            f"a write at {_where(exc)} into {outer_locked[0]}, a read-only array ({exc}): it is the caller's "
+            f"array of an outer differentiation's {outer_locked[1]}, passed to this inner one through another "
+            "reference (a global, an attribute), and read-only while the outer one runs: the write would "
+            "change values the outer derivative reads without its knowing (a plain call can write it). Pass "
+            "the outer function's argument itself to the inner differentiation (mg.grad(h)(x)), or a copy "
+            "(mg.grad(h)(X.copy())) if the array should keep its values.")
     if ours:
         return ValueError(
             f"{exc}: a write at {_where(exc)} into a read-only array: an argument that was read-only when "

@@ -1318,3 +1318,27 @@ def test_a_traced_scalar_as_a_cache_key_is_a_clear_error():
     with pytest.raises(TypeError, match=r"lru_cache.*test_errors.py:\d+.*__wrapped__"):
         mg.grad(lambda t: sq(t) * 3.0)(1.5)
     assert mg.grad(lambda t: sq.__wrapped__(t) * 3.0)(1.5) == pytest.approx(9.0, rel=1e-15)  # 6t
+
+
+X_GLOBAL = np.array([0.5, 1.0, 1.5])
+
+
+def test_an_inner_grad_of_the_outer_argument_through_a_global_names_both():
+    # the outer grad's argument is read-only to other references while it runs; an inner grad
+    # given the same array through a global cannot write into it (the outer derivative reads it)
+    def h(z):
+        z[0] = z[1] ** 2
+        return np.sum(np.sin(z))
+
+    def through_global(x):
+        return np.sum(np.log(x) * x) + np.sum(mg.grad(h)(X_GLOBAL))
+
+    with pytest.raises(mg.AliasingError, match=r"test_errors.py:\d+.*outer differentiation's argument 0.*mg.grad\(h\)\(x\)"):
+        mg.grad(through_global)(X_GLOBAL)
+
+    def through_argument(x):  # the fix the message offers: the inner grad nested in the outer one
+        return np.sum(np.log(x) * x) + np.sum(mg.grad(h)(x))
+
+    x = X_GLOBAL.copy()
+    want = numerical_grad(lambda v: through_argument(v.copy()), (x.copy(),), (0,))[0]
+    np.testing.assert_allclose(mg.grad(through_argument)(x.copy()), want, rtol=1e-6)

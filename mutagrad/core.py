@@ -2179,6 +2179,8 @@ def _calling_scipy(frame):
         mine = getattr(mine_mod, key, None)
         if mine is not None and mine is getattr(theirs_mod, key, None):
             ours = "passthrough"  # mutagrad.scipy re-exports it as it is: no advice to switch
+        elif "." in name and name.rsplit(".", 1)[1] not in getattr(mine, "METHODS", (name.rsplit(".", 1)[1],)):
+            ours = "passthrough"  # a method mutagrad's distribution hands to SciPy's (rvs, fit, entropy...)
     return name, sub, ours
 
 

@@ -26,3 +26,8 @@ def test_coverage_table_lists_what_is_registered():
     assert rows["np.argmax"][:2] == (False, False)
     assert "np.less" in rows and rows["np.less"][:2] == (False, False)
     assert rows["np.nextafter"][:2] == (False, False)  # registered, but with no derivative
+    # the distributions of mutagrad.scipy.stats, a row per method
+    assert rows["scipy.stats.norm.logpdf"][:2] == (True, True)
+    assert rows["scipy.stats.weibull_min.ppf"][:2] == (True, True)
+    assert "NotImplementedTangent" in rows["scipy.stats.chi2.cdf"][2]
+    assert "NotImplementedTangent" not in rows["scipy.stats.chi2.logpdf"][2]

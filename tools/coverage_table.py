@@ -60,7 +60,25 @@ def collect():
             rows[name] = (True, True, "composite: the left fold (NoRuleError on a CPU where NumPy computes another)")
         else:
             rows[name] = (True, True, "composite of differentiable operations")
+    rows.update(_stats_rows())
     return dict(sorted(rows.items()))
+
+
+def _stats_rows():
+    """A row per method of each mutagrad.scipy.stats distribution: compositions of the
+    functions above, with the shape parameters whose derivative is not implemented."""
+    try:
+        from mutagrad.rules.scipy import stats
+    except ImportError:  # no SciPy
+        return {}
+    rows = {}
+    for dist in stats.DISTRIBUTIONS:
+        for method in dist.METHODS:
+            how = "composite of differentiable operations"
+            if method in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED:
+                how += f"; the derivative w.r.t. {', '.join(dist.shapes)} is a NotImplementedTangent"
+            rows[f"scipy.stats.{dist.name}.{method}"] = (True, True, how)
+    return rows
 
 
 def _plain_functions():
@@ -82,7 +100,8 @@ def render() -> str:
         ("`scipy.special` ufuncs are differentiated on traced arrays directly. The other `scipy.*` rows are "
          "SciPy's plain-Python functions: they are differentiated when called through `mutagrad.scipy.special`, "
          "`mutagrad.scipy.linalg` or `mutagrad.scipy.stats` (the same names); SciPy's own raise "
-         "`TracerEscapeError`, naming the module to use."),
+         "`TracerEscapeError`, naming the module to use. The `scipy.stats.<distribution>.<method>` rows are the "
+         "distributions of `mutagrad.scipy.stats`, written with the differentiable functions above."),
         "",
         "| function | reverse | forward | how |",
         "|---|:---:|:---:|---|",

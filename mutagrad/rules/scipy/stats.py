@@ -1,18 +1,36 @@
 """scipy.stats distributions as compositions of differentiable operations.
 
-``norm``, ``t``, ``gamma``, ``beta``, ``poisson`` and ``multivariate_normal``
-are written with NumPy and the scipy.special functions registered in
+Continuous, location-scale (``x, *shapes, loc=0, scale=1``): ``norm``,
+``t`` (df), ``gamma`` (a), ``beta`` (a, b), ``expon``, ``laplace``,
+``cauchy``, ``logistic``, ``uniform``, ``chi2`` (df), ``lognorm`` (s),
+``weibull_min`` (c), ``gumbel_r``, ``halfnorm``, ``f`` (dfn, dfd): ``logpdf``,
+``pdf``, ``cdf``, ``logcdf``, ``sf``, ``logsf``, and ``ppf`` for all but
+``t``, ``beta`` and ``f``. Discrete: ``poisson`` (mu; ``logpmf``,
+``pmf`` and the cumulative functions). Multivariate: ``multivariate_normal``
+(``logpdf``, ``pdf``, ``entropy``) and ``dirichlet`` (``logpdf``, ``pdf``).
+
+They are written with NumPy and the scipy.special functions registered in
 special.py, so they need no rules of their own and every order comes for
 free. ``mutagrad.scipy.stats`` exports them under SciPy's names; they take
-SciPy's arguments (``x, *shapes, loc=0, scale=1``; calling one freezes it)
-and fall back to SciPy for the other methods (``rvs``, ``fit``...).
+SciPy's arguments (calling one freezes it), formulas (log1p, expm1,
+log_ndtr... where SciPy has them) and conventions: off the support the
+density is 0 (logpdf -inf) and the cumulative functions are 0 or 1, with
+zero derivatives (the formulas are evaluated at a point inside the support
+there, so no NaN reaches a derivative); an invalid parameter (scale <= 0, a
+shape parameter <= 0) or a NaN gives NaN. The other methods (``rvs``,
+``fit``, ``mean``...) are SciPy's own.
 
 Derivatives: w.r.t. ``x``, ``loc`` and ``scale`` everywhere; w.r.t. the
-shape parameters for the densities (``logpdf``/``pdf``/``logpmf``/``pmf``).
-Cumulative functions are differentiable w.r.t. x, loc and scale (and
-Poisson's ``mu``); their derivative w.r.t. a shape parameter (t's ``df``,
-gamma's ``a``, beta's ``a, b``) is not implemented (``mg.not_implemented``).
-Poisson's ``k`` is data: integers, no derivative.
+shape parameters for the densities (``logpdf``/``pdf``/``logpmf``/``pmf``)
+and for the cumulative functions and ``ppf`` of ``lognorm`` and
+``weibull_min``. Those of ``t``, ``gamma``, ``beta``, ``chi2`` and ``f`` are
+scipy.special's incomplete beta and gamma functions (and their inverses),
+whose derivative w.r.t. their parameters is not implemented: w.r.t. df, a,
+b, dfn, dfd they give a ``NotImplementedTangent`` (each class's
+``SHAPE_DERIVATIVE_NOT_IMPLEMENTED`` lists those methods; docs/coverage.md
+shows them). Poisson's ``k`` is data: integers, no derivative. Where the
+value is an infinite density (chi2 with df < 2 at x = loc) the derivatives
+have no value and may be NaN.
 """
 from __future__ import annotations
 
@@ -21,7 +39,12 @@ import scipy.special as sp
 
 from ...core import Tracer, bottom
 
+_LOG_2 = np.log(2.0)
+_LOG_PI = np.log(np.pi)
+_LOG_2PI = np.log(2 * np.pi)
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
+_SQRT_2PI = np.sqrt(2 * np.pi)
+_CUMULATIVE = ("cdf", "logcdf", "sf", "logsf")
 
 
 def _on_support(inside, fn, z, fill, safe):
@@ -30,6 +53,34 @@ def _on_support(inside, fn, z, fill, safe):
     if np.all(inside):
         return fn(z)
     return np.where(inside, fn(np.where(inside, z, safe)), fill)
+
+
+def _piecewise(x, *pieces):
+    """``f(x)`` where the plain mask ``cond`` holds, for each ``(cond, f, safe)`` of
+    ``pieces`` (the masks do not overlap and cover ``x``). Each ``f`` is evaluated at
+    ``safe``, a point of its domain, where it does not apply: no inf or NaN of a branch
+    that is not taken reaches a derivative."""
+    res = None
+    for cond, fn, safe in pieces:
+        if np.all(cond):  # (an empty x too)
+            return fn(x)
+        if np.any(cond):
+            val = fn(np.where(cond, x, safe))
+            res = val if res is None else np.where(cond, val, res)
+    return res
+
+
+def _nan_where(bad, res):
+    """SciPy's NaN (its ``badvalue``) where the plain mask ``bad`` holds; a plain 0-d
+    result as a NumPy scalar, as SciPy returns it."""
+    if np.any(bad):
+        res = np.where(bad, np.nan, res)
+    return res[()] if type(res) is np.ndarray and res.ndim == 0 else res
+
+
+def _plain(v):
+    """``v`` as a NumPy array if it is a list or tuple (SciPy takes those too)."""
+    return np.asarray(v) if isinstance(v, (list, tuple)) else v
 
 
 def _log(p):
@@ -54,6 +105,8 @@ class _Frozen:
         if name.startswith("_") or not callable(method):
             raise AttributeError(name)
         if name in self.dist.METHODS:
+            if name in self.dist.PARAMETER_METHODS:  # of the parameters only (entropy)
+                return lambda: getattr(self.dist, "_" + name)(*self.args, **self.kwds)
             return lambda x: method(x, *self.args, **self.kwds)
         return getattr(_scipy_dist(self.dist.name)(*self.args, **self.kwds), name)
 
@@ -63,7 +116,9 @@ class _Distribution:
 
     name = ""
     shapes: tuple = ()
-    METHODS: tuple = ()
+    METHODS: tuple = ()  # the differentiable methods, listed in docs/coverage.md
+    PARAMETER_METHODS: tuple = ()  # those of them that take no x (frozen: ``_name(*parameters)``)
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED: tuple = ()  # methods without a derivative w.r.t. the shapes
 
     def __call__(self, *args, **kwds):
         return _Frozen(self, args, kwds)
@@ -93,51 +148,125 @@ class _Distribution:
                 raise TypeError(f"{self.name}: missing shape parameter {k!r}")
         if kwds:
             raise TypeError(f"{self.name}: unexpected arguments {sorted(kwds)}")
-        return [vals[k] for k in names[:n]], [vals[k] for k in names[n:]]
+        return [_plain(vals[k]) for k in names[:n]], [_plain(vals[k]) for k in names[n:]]
 
 
-def _standardized(method):
-    """The public ``method(x, *shapes, loc, scale)`` from ``_method(z, *shapes)``."""
+def _off_support(method, closed, below, above):
+    """The public ``method(x, *shapes, loc=0, scale=1)`` from the standardized
+    ``_method(z, *shapes)``, as scipy.stats.rv_continuous has it: evaluated on the
+    support (closed, or open as SciPy's cumulative functions), ``below`` under it and
+    ``above`` over it."""
 
     def public(self, x, *args, **kwds):
-        z, shapes, scale = self._standardize(x, args, kwds)
-        return self._valid_scale(getattr(self, "_" + method)(z, *shapes), scale)
+        shapes, loc, scale, bad = self._parameters(args, kwds)
+        z = (_plain(x) - loc) / scale
+        zb = np.asarray(bottom(z))
+        a, b = self._a, self._b
+        inside = (zb >= a) & (zb <= b) if closed and not self._open else (zb > a) & (zb < b)
+        if method == "logpdf":
+            def fn(z, *shapes):  # (so that off the support the value is a constant -inf)
+                return self._logpdf(z, *shapes) - np.log(scale)
+        else:
+            fn = getattr(self, "_" + method)
+        if np.all(inside):
+            res = fn(z, *shapes)
+        else:
+            off = below if below == above else np.where(zb >= b, above, below)
+            res = np.where(inside, fn(np.where(inside, z, self._inner), *shapes), off)
+        return _nan_where(bad | np.isnan(zb), res)
 
     public.__name__ = public.__qualname__ = method
     return public
 
 
+def _quantile(self, q, *args, **kwds):
+    """``ppf(q, *shapes, loc=0, scale=1)`` from the standardized ``_ppf`` as SciPy has
+    it: the ends of the support at q = 0 and 1, NaN outside [0, 1]."""
+    shapes, loc, scale, bad = self._parameters(args, kwds)
+    q = _plain(q)
+    qb = np.asarray(bottom(q))
+    inside = (qb > 0) & (qb < 1)
+    if np.all(inside):
+        res = self._ppf(q, *shapes) * scale + loc
+    else:
+        res = self._ppf(np.where(inside, q, 0.5), *shapes) * scale + loc
+        ends = np.where(qb == 0, self._end(self._a, loc, scale),
+                        np.where(qb == 1, self._end(self._b, loc, scale), np.nan))
+        res = np.where(inside, res, ends)
+    return _nan_where(bad | np.isnan(np.asarray(bottom(loc))), res)
+
+
 class _Continuous(_Distribution):
     """A location-scale family from its standardized ``_logpdf``, ``_cdf``, ``_sf``
-    (z = (x - loc) / scale), as scipy.stats.rv_continuous does it."""
+    (z = (x - loc) / scale; optional ``_logcdf``, ``_logsf``, and ``_ppf`` with
+    ``ppf = _quantile``) on the support ``[_a, _b]``, as scipy.stats.rv_continuous
+    does it."""
 
     METHODS = ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+    _a, _b = -np.inf, np.inf  # the standardized support, SciPy's a and b
+    _open = False  # the density on the open support too (SciPy's _open_support_mask: lognorm)
 
-    def _standardize(self, x, args, kwds):
+    @property
+    def _inner(self):
+        """A point inside the support, where the formulas are evaluated off it."""
+        a, b = self._a, self._b
+        if np.isfinite(a):
+            return (a + b) / 2 if np.isfinite(b) else a + 1.0
+        return b - 1.0 if np.isfinite(b) else 0.0
+
+    @staticmethod
+    def _end(end, loc, scale):
+        """An end of the support, SciPy's ``end * scale + loc`` (an infinite one alone:
+        its derivative w.r.t. scale would be inf, and NaN where masked off)."""
+        return end if np.isinf(end) else end * scale + loc
+
+    def _argcheck(self, *shapes):
+        """Where the (plain) shape parameters are valid: all positive, SciPy's default."""
+        ok = np.True_
+        for s in shapes:
+            ok = ok & (s > 0)
+        return ok
+
+    def _parameters(self, args, kwds):
+        """(shapes, loc, scale, bad) from SciPy's arguments. Where ``bad`` (an invalid
+        parameter) the result is NaN; the formulas see scale 1 and shapes 1 there, so
+        that no NaN reaches a derivative elsewhere."""
         shapes, (loc, scale) = self._parse(args, kwds, {"loc": 0.0, "scale": 1.0})
-        return (x - loc) / scale, shapes, scale
+        bad = ~self._argcheck(*(np.asarray(bottom(s)) for s in shapes)) | ~(np.asarray(bottom(scale)) > 0)
+        if np.any(bad):
+            scale = np.where(bad, 1.0, scale)
+            shapes = [np.where(bad, 1.0, s) for s in shapes]
+        return shapes, loc, scale, bad
 
-    def _valid_scale(self, res, scale):
-        bad = bottom(scale) <= 0
-        return np.where(bad, np.nan, res) if np.any(bad) else res
-
-    def logpdf(self, x, *args, **kwds):
-        z, shapes, scale = self._standardize(x, args, kwds)
-        return self._valid_scale(self._logpdf(z, *shapes) - np.log(scale), scale)
+    logpdf = _off_support("logpdf", True, -np.inf, -np.inf)
+    cdf = _off_support("cdf", False, 0.0, 1.0)
+    logcdf = _off_support("logcdf", False, -np.inf, 0.0)
+    sf = _off_support("sf", False, 1.0, 0.0)
+    logsf = _off_support("logsf", False, 0.0, -np.inf)
 
     def pdf(self, x, *args, **kwds):
         return np.exp(self.logpdf(x, *args, **kwds))
 
-    cdf = _standardized("cdf")
-    sf = _standardized("sf")
-    logcdf = _standardized("logcdf")
-    logsf = _standardized("logsf")
+    def _median(self, *shapes):
+        """The standardized median at the plain shape parameters."""
+        return self._ppf(0.5, *shapes)
 
     def _logcdf(self, z, *shapes):
-        return _log(self._cdf(z, *shapes))
+        # SciPy's: log(cdf) under the median, log1p(-sf) over it (log(cdf) is 0 there when cdf
+        # rounds to 1); each branch evaluated at the median where the other applies
+        med = self._median(*(np.asarray(bottom(s)) for s in shapes))
+        low = np.asarray(bottom(z)) < med
+        return _piecewise(z, (low, lambda z: _log(self._cdf(z, *shapes)), med),
+                          (~low, lambda z: sp.log1p(-self._sf(z, *shapes)), med))
 
     def _logsf(self, z, *shapes):
-        return _log(self._sf(z, *shapes))
+        med = self._median(*(np.asarray(bottom(s)) for s in shapes))
+        high = np.asarray(bottom(z)) > med
+        return _piecewise(z, (high, lambda z: _log(self._sf(z, *shapes)), med),
+                          (~high, lambda z: sp.log1p(-self._cdf(z, *shapes)), med))
+
+
+_WITH_PPF = _Continuous.METHODS + ("ppf",)
 
 
 class _Norm(_Continuous):
@@ -150,7 +279,8 @@ class _Norm(_Continuous):
     """
 
     name = "norm"
-    METHODS = _Continuous.METHODS + ("ppf",)
+    METHODS = _WITH_PPF
+    ppf = _quantile
 
     def _logpdf(self, z):
         return -0.5 * z * z - _LOG_SQRT_2PI
@@ -167,8 +297,8 @@ class _Norm(_Continuous):
     def _logsf(self, z):
         return sp.log_ndtr(-z)
 
-    def ppf(self, q, loc=0.0, scale=1.0):
-        return loc + scale * sp.ndtri(q)
+    def _ppf(self, q):
+        return sp.ndtri(q)
 
 
 class _T(_Continuous):
@@ -182,6 +312,7 @@ class _T(_Continuous):
 
     name = "t"
     shapes = ("df",)
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # stdtr's w.r.t. df
 
     def _logpdf(self, z, df):
         # log Gamma((df+1)/2) - log Gamma(df/2) - log(df pi)/2 as -betaln(1/2, df/2) - log(df)/2:
@@ -193,6 +324,9 @@ class _T(_Continuous):
         d = np.where(inf, 1.0, df)
         t = -sp.betaln(0.5, d / 2) - 0.5 * np.log(d) - (d + 1) / 2 * np.log1p(z * z / d)
         return np.where(inf, -0.5 * z * z - 0.5 * np.log(2 * np.pi), t)
+
+    def _median(self, df):
+        return 0.0
 
     def _cdf(self, z, df):
         return sp.stdtr(df, z)
@@ -212,15 +346,22 @@ class _Gamma(_Continuous):
 
     name = "gamma"
     shapes = ("a",)
+    METHODS = _WITH_PPF
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf",)  # gammainc's, gammaincinv's w.r.t. a
+    ppf = _quantile
+    _a = 0.0
 
     def _logpdf(self, z, a):
-        return _on_support(bottom(z) >= 0, lambda z: sp.xlogy(a - 1, z) - z - sp.gammaln(a), z, -np.inf, 1.0)
+        return sp.xlogy(a - 1, z) - z - sp.gammaln(a)
 
     def _cdf(self, z, a):
-        return sp.gammainc(a, np.clip(z, 0.0, None))
+        return sp.gammainc(a, z)
 
     def _sf(self, z, a):
-        return sp.gammaincc(a, np.clip(z, 0.0, None))
+        return sp.gammaincc(a, z)
+
+    def _ppf(self, q, a):
+        return sp.gammaincinv(a, q)
 
 
 class _Beta(_Continuous):
@@ -234,17 +375,368 @@ class _Beta(_Continuous):
 
     name = "beta"
     shapes = ("a", "b")
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # betainc's w.r.t. a, b
+    _a, _b = 0.0, 1.0
 
     def _logpdf(self, z, a, b):
-        zb = bottom(z)
-        return _on_support((zb >= 0) & (zb <= 1),
-                           lambda z: sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b), z, -np.inf, 0.5)
+        return sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b)
+
+    def _median(self, a, b):
+        return sp.betaincinv(a, b, 0.5)  # (plain: no rule)
 
     def _cdf(self, z, a, b):
-        return sp.betainc(a, b, np.clip(z, 0.0, 1.0))
+        return sp.betainc(a, b, z)
 
     def _sf(self, z, a, b):
-        return sp.betaincc(a, b, np.clip(z, 0.0, 1.0))
+        return sp.betaincc(a, b, z)
+
+
+class _Expon(_Continuous):
+    """``scipy.stats.expon``, supported on x >= loc.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import expon
+    >>> float(mg.grad(lambda s: expon.logpdf(3.0, scale=s))(2.0))  # -1/s + x/s**2
+    0.25
+    """
+
+    name = "expon"
+    METHODS = _WITH_PPF
+    ppf = _quantile
+    _a = 0.0
+
+    def _logpdf(self, z):
+        return -z
+
+    def _cdf(self, z):
+        return -sp.expm1(-z)
+
+    def _sf(self, z):
+        return np.exp(-z)
+
+    def _logsf(self, z):
+        return -z
+
+    def _ppf(self, q):
+        return -sp.log1p(-q)
+
+
+class _Laplace(_Continuous):
+    """``scipy.stats.laplace`` (at x = loc, where the density has a kink, the
+    derivative w.r.t. x is 0, the mean of the one-sided ones).
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import laplace
+    >>> float(mg.grad(laplace.logpdf)(-2.0))  # d/dx -|x|
+    1.0
+    """
+
+    name = "laplace"
+    METHODS = _WITH_PPF
+    ppf = _quantile
+
+    def _logpdf(self, z):
+        return -np.abs(z) - _LOG_2
+
+    def _cdf(self, z):
+        pos = np.asarray(bottom(z)) > 0
+        return _piecewise(z, (pos, lambda z: 1.0 - 0.5 * np.exp(-z), 1.0), (~pos, lambda z: 0.5 * np.exp(z), -1.0))
+
+    def _sf(self, z):
+        return self._cdf(-z)
+
+    def _logcdf(self, z):  # SciPy: log(cdf); log1p keeps the right tail
+        pos = np.asarray(bottom(z)) > 0
+        return _piecewise(z, (pos, lambda z: sp.log1p(-0.5 * np.exp(-z)), 1.0), (~pos, lambda z: z - _LOG_2, -1.0))
+
+    def _logsf(self, z):
+        return self._logcdf(-z)
+
+    def _ppf(self, q):
+        upper = np.asarray(bottom(q)) > 0.5
+        return _piecewise(q, (upper, lambda q: -np.log(2 * (1 - q)), 0.75), (~upper, lambda q: np.log(2 * q), 0.25))
+
+
+class _Cauchy(_Continuous):
+    """``scipy.stats.cauchy``.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import cauchy
+    >>> float(mg.grad(cauchy.logpdf)(1.0))  # -2x / (1 + x**2)
+    -1.0
+    """
+
+    name = "cauchy"
+    METHODS = _WITH_PPF
+    ppf = _quantile
+
+    def _logpdf(self, z):
+        # log(z * z) overflows for |z| > 1e154: SciPy's 2 log|z| + log1p(1/z**2) there
+        small = np.abs(np.asarray(bottom(z))) < 1
+        return _piecewise(z, (small, lambda z: -_LOG_PI - np.log1p(z * z), 0.0),
+                          (~small, lambda z: -_LOG_PI - (2 * np.log(np.abs(z)) + np.log1p((1 / z) ** 2)), 1.0))
+
+    def _cdf(self, z):
+        return np.arctan2(1, -z) / np.pi
+
+    def _sf(self, z):
+        return np.arctan2(1, z) / np.pi
+
+    def _ppf(self, q):
+        # tan(pi (q - 1/2)) loses the tails (q - 1/2 rounds, tan is steep near pi/2): there
+        # -cot(pi q) and cot(pi (1 - q)), exact arguments
+        qb = np.asarray(bottom(q))
+        low, high = qb < 0.25, qb > 0.75
+        return _piecewise(q, (low, lambda q: -1 / np.tan(np.pi * q), 0.125),
+                          (~low & ~high, lambda q: np.tan(np.pi * (q - 0.5)), 0.5),
+                          (high, lambda q: 1 / np.tan(np.pi * (1 - q)), 0.875))
+
+
+class _Logistic(_Continuous):
+    """``scipy.stats.logistic``.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import logistic
+    >>> float(mg.grad(logistic.cdf)(0.0))  # the density at 0
+    0.25
+    """
+
+    name = "logistic"
+    METHODS = _WITH_PPF
+    ppf = _quantile
+
+    def _logpdf(self, z):
+        # SciPy's y - 2 log1p(exp(y)), y = -|z|, by the sign of z: -|z| has derivative 0 at 0,
+        # which gives a second derivative 0 there instead of -1/2
+        pos = np.asarray(bottom(z)) > 0
+        return _piecewise(z, (pos, lambda z: -z - 2.0 * sp.log1p(np.exp(-z)), 1.0),
+                          (~pos, lambda z: z - 2.0 * sp.log1p(np.exp(z)), -1.0))
+
+    def _cdf(self, z):
+        return sp.expit(z)
+
+    def _logcdf(self, z):
+        return sp.log_expit(z)
+
+    def _sf(self, z):
+        return sp.expit(-z)
+
+    def _logsf(self, z):
+        return sp.log_expit(-z)
+
+    def _ppf(self, q):
+        return sp.logit(q)
+
+
+class _Uniform(_Continuous):
+    """``scipy.stats.uniform`` on [loc, loc + scale].
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import uniform
+    >>> float(mg.grad(lambda s: uniform.cdf(1.0, 0.0, s))(4.0))  # d/ds x/s
+    -0.0625
+    """
+
+    name = "uniform"
+    METHODS = _WITH_PPF
+    ppf = _quantile
+    _a, _b = 0.0, 1.0
+
+    def _logpdf(self, z):
+        return 0.0 * z
+
+    def _cdf(self, z):
+        return 1.0 * z
+
+    def _sf(self, z):
+        return 1.0 - z
+
+    def _ppf(self, q):
+        return 1.0 * q
+
+
+class _Chi2(_Continuous):
+    """``scipy.stats.chi2`` (shape ``df``), supported on x >= loc.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import chi2
+    >>> float(mg.grad(chi2.logpdf)(4.0, 2.0))  # df = 2: exponential with scale 2
+    -0.5
+    """
+
+    name = "chi2"
+    shapes = ("df",)
+    METHODS = _WITH_PPF
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf",)  # gammainc's, gammaincinv's w.r.t. a
+    ppf = _quantile
+    _a = 0.0
+
+    def _logpdf(self, z, df):
+        return sp.xlogy(df / 2.0 - 1, z) - z / 2.0 - sp.gammaln(df / 2.0) - (_LOG_2 * df) / 2.0
+
+    def _cdf(self, z, df):
+        return sp.gammainc(df / 2, z / 2)  # scipy.special.chdtr
+
+    def _sf(self, z, df):
+        return sp.gammaincc(df / 2, z / 2)  # scipy.special.chdtrc
+
+    def _ppf(self, q, df):
+        return 2 * sp.gammaincinv(df / 2, q)
+
+
+class _Lognorm(_Continuous):
+    """``scipy.stats.lognorm`` (shape ``s``), supported on x > loc.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import lognorm
+    >>> float(mg.grad(lognorm.logpdf)(1.0, 0.5))  # -(1 + log(x) / s**2) / x
+    -1.0
+    """
+
+    name = "lognorm"
+    shapes = ("s",)
+    METHODS = _WITH_PPF
+    ppf = _quantile
+    _a = 0.0
+    _open = True
+
+    def _logpdf(self, z, s):
+        return -np.log(z) ** 2 / (2 * s**2) - np.log(s * z * _SQRT_2PI)
+
+    def _cdf(self, z, s):
+        return sp.ndtr(np.log(z) / s)
+
+    def _logcdf(self, z, s):
+        return sp.log_ndtr(np.log(z) / s)
+
+    def _sf(self, z, s):
+        return sp.ndtr(-(np.log(z) / s))
+
+    def _logsf(self, z, s):
+        return sp.log_ndtr(-(np.log(z) / s))
+
+    def _ppf(self, q, s):
+        return np.exp(s * sp.ndtri(q))
+
+
+class _WeibullMin(_Continuous):
+    """``scipy.stats.weibull_min`` (shape ``c``), supported on x >= loc.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import weibull_min
+    >>> float(mg.grad(weibull_min.logsf, argnums=1)(1.0, 2.0))  # d/dc -x**c = -x**c log x
+    -0.0
+    """
+
+    name = "weibull_min"
+    shapes = ("c",)
+    METHODS = _WITH_PPF
+    ppf = _quantile
+    _a = 0.0
+
+    def _logpdf(self, z, c):
+        return np.log(c) + sp.xlogy(c - 1, z) - np.power(z, c)
+
+    def _cdf(self, z, c):
+        return -sp.expm1(-np.power(z, c))
+
+    def _sf(self, z, c):
+        return np.exp(-np.power(z, c))
+
+    def _logsf(self, z, c):
+        return -np.power(z, c)
+
+    def _ppf(self, q, c):
+        return np.power(-sp.log1p(-q), 1.0 / c)
+
+
+class _GumbelR(_Continuous):
+    """``scipy.stats.gumbel_r``.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import gumbel_r
+    >>> float(mg.grad(gumbel_r.logcdf)(0.0))  # d/dx -exp(-x)
+    1.0
+    """
+
+    name = "gumbel_r"
+    METHODS = _WITH_PPF
+    ppf = _quantile
+
+    def _logpdf(self, z):
+        return -z - np.exp(-z)
+
+    def _cdf(self, z):
+        return np.exp(-np.exp(-z))
+
+    def _logcdf(self, z):
+        return -np.exp(-z)
+
+    def _sf(self, z):
+        return -sp.expm1(-np.exp(-z))
+
+    def _ppf(self, q):
+        return -np.log(-np.log(q))
+
+
+class _Halfnorm(_Continuous):
+    """``scipy.stats.halfnorm``, supported on x >= loc.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import halfnorm
+    >>> float(mg.grad(halfnorm.logpdf)(1.5))  # -x
+    -1.5
+    """
+
+    name = "halfnorm"
+    METHODS = _WITH_PPF
+    ppf = _quantile
+    _a = 0.0
+
+    def _logpdf(self, z):
+        return 0.5 * np.log(2.0 / np.pi) - z * z / 2.0
+
+    def _cdf(self, z):
+        return sp.erf(z / np.sqrt(2))
+
+    def _sf(self, z):
+        return 2 * sp.ndtr(-z)
+
+    def _logsf(self, z):  # SciPy: log(sf); log_ndtr keeps the tail
+        return _LOG_2 + sp.log_ndtr(-z)
+
+    def _ppf(self, q):
+        return sp.ndtri((1 + q) / 2.0)
+
+
+class _F(_Continuous):
+    """``scipy.stats.f`` (shapes ``dfn, dfd``), supported on x >= loc.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import f
+    >>> float(mg.grad(f.logpdf)(1.0, 2.0, 2.0))  # -2 / (1 + x)
+    -1.0
+    """
+
+    name = "f"
+    shapes = ("dfn", "dfd")
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # betainc's w.r.t. a, b
+    _a = 0.0
+
+    def _logpdf(self, z, dfn, dfd):
+        n, m = 1.0 * dfn, 1.0 * dfd
+        return (m / 2 * np.log(m) + n / 2 * np.log(n) + sp.xlogy(n / 2 - 1, z)
+                - (((n + m) / 2) * np.log(m + n * z) + sp.betaln(n / 2, m / 2)))
+
+    def _median(self, dfn, dfd):
+        return sp.fdtri(dfn, dfd, 0.5)  # (plain: no rule)
+
+    def _cdf(self, z, dfn, dfd):  # scipy.special.fdtr
+        w = dfn * z
+        return sp.betainc(dfn / 2, dfd / 2, w / (dfd + w))
+
+    def _sf(self, z, dfn, dfd):  # scipy.special.fdtrc
+        return sp.betainc(dfd / 2, dfn / 2, dfd / (dfd + dfn * z))
 
 
 class _Poisson(_Distribution):
@@ -291,16 +783,18 @@ class _Poisson(_Distribution):
 
 class _MultivariateNormal(_Distribution):
     """``scipy.stats.multivariate_normal``: ``logpdf``/``pdf`` w.r.t. ``x``,
-    ``mean`` and ``cov`` (symmetric positive definite; the gradient w.r.t.
-    ``cov`` is that of the formula with all entries free, as autograd's).
+    ``mean`` and ``cov``, ``entropy`` w.r.t. ``cov`` (symmetric positive
+    definite; the gradient w.r.t. ``cov`` is that of the formula with all
+    entries free, as autograd's).
 
-    With ``allow_singular=True`` a positive semidefinite ``cov`` is allowed,
-    as in SciPy: the eigenvalues at most 1e6 machine epsilons times the
-    largest are zero, the density is that of the normal on the support
-    (``mean`` + the range of ``cov``) with the pseudo-determinant and the
-    pseudo-inverse, and -inf (pdf 0) off it. Its derivative w.r.t. ``cov``
-    is that of the formula with the pseudo-inverse (``np.linalg.pinv``'s
-    rule), exact where the rank of ``cov`` is constant near the point.
+    With ``allow_singular=True`` (always for ``entropy``, as in SciPy) a
+    positive semidefinite ``cov`` is allowed: the eigenvalues at most 1e6
+    machine epsilons times the largest are zero, the density is that of the
+    normal on the support (``mean`` + the range of ``cov``) with the
+    pseudo-determinant and the pseudo-inverse, and -inf (pdf 0) off it. Its
+    derivative w.r.t. ``cov`` is that of the formula with the pseudo-inverse
+    (``np.linalg.pinv``'s rule), exact where the rank of ``cov`` is constant
+    near the point.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.stats import multivariate_normal
@@ -309,10 +803,14 @@ class _MultivariateNormal(_Distribution):
     >>> mg.grad(lambda x: multivariate_normal.logpdf(x, cov=np.diag([1.0, 0.0]), allow_singular=True))(
     ...     np.array([1.0, 0.0]))
     array([-1.,  0.])
+    >>> mg.grad(lambda c: multivariate_normal.entropy(cov=c))(np.diag([2.0, 4.0]))  # inv(cov) / 2
+    array([[0.25 , 0.   ],
+           [0.   , 0.125]])
     """
 
     name = "multivariate_normal"
-    METHODS = ("logpdf", "pdf")
+    METHODS = ("logpdf", "pdf", "entropy")
+    PARAMETER_METHODS = ("entropy",)
 
     def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
         return _Frozen(self, (), {"mean": mean, "cov": cov, "allow_singular": allow_singular})
@@ -324,26 +822,32 @@ class _MultivariateNormal(_Distribution):
         keep = s > eps
         if keep.all():
             maha = np.sum(r * np.linalg.solve(cov, np.expand_dims(r, -1))[..., 0], axis=-1)
-            return -0.5 * (d * np.log(2 * np.pi) + np.linalg.slogdet(cov)[1] + maha)
+            return -0.5 * (d * _LOG_2PI + np.linalg.slogdet(cov)[1] + maha)
         # SciPy's _PSD: rank, pseudo-determinant and pseudo-inverse over the eigenvalues above eps
-        rank = int(np.count_nonzero(keep))
-        if isinstance(cov, Tracer):
-            cp = np.linalg.pinv(cov, rcond=_psd_cond(s.dtype))
-            # log pdet(C) = log det(C + I - C C⁺) where the rank is constant; - tr((I - C C⁺) C), 0 there,
-            # makes the derivative tr(C⁺ dC) in every direction
-            free = np.eye(d) - np.matmul(cov, cp)
-            log_pdet = np.linalg.slogdet(cov + free)[1] - np.trace(np.matmul(free, cov))
+        log_pdet, cp = _mvn_log_pdet(cov, s, keep)
+        if cp is not None:
             maha = np.sum(r * np.matmul(cp, np.expand_dims(r, -1))[..., 0], axis=-1)
         else:
             w = u[:, keep] / np.sqrt(s[keep])
-            log_pdet = np.sum(np.log(s[keep]))
             maha = np.sum(np.square(np.matmul(r, w)), axis=-1)
-        out = -0.5 * (rank * np.log(2 * np.pi) + log_pdet + maha)
+        out = -0.5 * (np.count_nonzero(keep) * _LOG_2PI + log_pdet + maha)
         inside = np.linalg.norm(np.matmul(bottom(r), u[:, ~keep]), axis=-1) < 1e3 * eps
         return out if inside.all() else np.where(inside, out, -np.inf)
 
     def pdf(self, x, mean=None, cov=1, allow_singular=False):
         return np.exp(self.logpdf(x, mean, cov, allow_singular))
+
+    def entropy(self, mean=None, cov=1):
+        """The differential entropy, ``(rank (log(2 pi) + 1) + log pdet(cov)) / 2``;
+        ``cov`` may be singular, as in SciPy."""
+        return self._entropy(mean, cov)
+
+    def _entropy(self, mean=None, cov=1, allow_singular=True):
+        cov = _mvn_parameters(0.0, mean, cov)[2]
+        s, _, eps = _mvn_spectrum(cov, allow_singular)
+        keep = s > eps
+        log_pdet = np.linalg.slogdet(cov)[1] if keep.all() else _mvn_log_pdet(cov, s, keep)[0]
+        return 0.5 * (np.count_nonzero(keep) * (_LOG_2PI + 1) + log_pdet)
 
 
 def _psd_cond(dtype):
@@ -365,9 +869,22 @@ def _mvn_spectrum(cov, allow_singular):
     return s, u, eps
 
 
+def _mvn_log_pdet(cov, s, keep):
+    """(log pseudo-determinant, pseudo-inverse) of a singular ``cov`` with eigenvalues
+    ``s`` (``keep``: those above the cutoff); a plain ``cov`` needs no pseudo-inverse (None)."""
+    if not isinstance(cov, Tracer):
+        return np.sum(np.log(s[keep])), None
+    cp = np.linalg.pinv(cov, rcond=_psd_cond(s.dtype))
+    # log pdet(C) = log det(C + I - C C⁺) where the rank is constant; - tr((I - C C⁺) C), 0 there,
+    # makes the derivative tr(C⁺ dC) in every direction
+    free = np.eye(s.shape[0]) - np.matmul(cov, cp)
+    return np.linalg.slogdet(cov + free)[1] - np.trace(np.matmul(free, cov)), cp
+
+
 def _mvn_parameters(x, mean, cov):
     """SciPy's conventions: a scalar ``cov`` is a multiple of I, a vector its
     diagonal; with d = 1 every entry of ``x`` is a sample."""
+    x, mean, cov = _plain(x), _plain(mean), _plain(cov)
     if np.ndim(cov) == 0:
         d = np.shape(mean)[-1] if mean is not None and np.ndim(mean) else 1
         cov = cov * np.eye(d)
@@ -381,9 +898,87 @@ def _mvn_parameters(x, mean, cov):
     return x, (0.0 if mean is None else mean), cov, d
 
 
+class _Dirichlet(_Distribution):
+    """``scipy.stats.dirichlet``: ``logpdf``/``pdf`` w.r.t. ``x`` and ``alpha``,
+    with SciPy's conventions (the components of ``x`` along its first axis; with
+    one fewer than ``alpha`` the last is ``1 - sum(x)``, and its derivative flows
+    to the others) and argument checks.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.stats import dirichlet
+    >>> mg.grad(dirichlet.logpdf)(np.array([0.25, 0.75]), np.array([2.0, 3.0]))  # (alpha - 1) / x
+    array([4.        , 2.66666667])
+    """
+
+    name = "dirichlet"
+    METHODS = ("logpdf", "pdf")
+
+    def __call__(self, alpha, seed=None):
+        return _Frozen(self, (alpha,), {})
+
+    def logpdf(self, x, alpha):
+        x, alpha = _dirichlet_arguments(x, alpha)
+        lnb = np.sum(sp.gammaln(alpha)) - sp.gammaln(np.sum(alpha))
+        out = -lnb + np.sum(np.transpose(sp.xlogy(alpha - 1, np.transpose(x))), axis=0)
+        out = np.squeeze(out)  # SciPy's _squeeze_output
+        return out[()] if np.ndim(out) == 0 else out
+
+    def pdf(self, x, alpha):
+        return np.exp(self.logpdf(x, alpha))
+
+
+def _dirichlet_arguments(x, alpha):
+    """``x`` with its last component if it lacks it, and ``alpha``, after SciPy's checks
+    (scipy.stats._multivariate._dirichlet_check_parameters and _check_input)."""
+    x = x if isinstance(x, Tracer) else np.asarray(x)
+    alpha = alpha if isinstance(alpha, Tracer) else np.asarray(alpha)
+    ab = np.asarray(bottom(alpha))
+    if np.min(ab) <= 0:
+        raise ValueError("All parameters must be greater than 0")
+    if ab.ndim != 1:
+        raise ValueError(f"Parameter vector 'a' must be one dimensional, but a.shape = {ab.shape}.")
+    if x.shape[0] + 1 != ab.shape[0] and x.shape[0] != ab.shape[0]:
+        raise ValueError("Vector 'x' must have either the same number of entries as, or one entry fewer than, "
+                         f"parameter vector 'a', but alpha.shape = {ab.shape} and x.shape = {x.shape}.")
+    if x.shape[0] != ab.shape[0]:
+        if x.ndim > 2:
+            raise ValueError("The input must be one dimensional or a two dimensional matrix containing the entries.")
+        last = 1 - np.sum(x, 0)
+        x = np.concatenate([x, np.reshape(last, (1,) + np.shape(last))])
+    xb = np.asarray(bottom(x))
+    if np.min(xb) < 0:
+        raise ValueError("Each entry in 'x' must be greater than or equal to zero.")
+    if np.max(xb) > 1:
+        raise ValueError("Each entry in 'x' must be smaller or equal one.")
+    below1 = ab < 1
+    if xb.shape != ab.shape:
+        below1 = np.repeat(below1, xb.shape[-1], axis=-1).reshape(xb.shape)
+    if np.sum((xb == 0) & below1):
+        raise ValueError("Each entry in 'x' must be greater than zero if its alpha is less than one.")
+    if (np.abs(np.sum(xb, 0) - 1.0) > 10e-10).any():
+        raise ValueError(f"The input vector 'x' must lie within the normal simplex. but np.sum(x, 0) = {np.sum(xb, 0)}.")
+    return x, alpha
+
+
 norm = _Norm()
 t = _T()
 gamma = _Gamma()
 beta = _Beta()
+expon = _Expon()
+laplace = _Laplace()
+cauchy = _Cauchy()
+logistic = _Logistic()
+uniform = _Uniform()
+chi2 = _Chi2()
+lognorm = _Lognorm()
+weibull_min = _WeibullMin()
+gumbel_r = _GumbelR()
+halfnorm = _Halfnorm()
+f = _F()
 poisson = _Poisson()
 multivariate_normal = _MultivariateNormal()
+dirichlet = _Dirichlet()
+
+#: every distribution above: docs/coverage.md lists their METHODS
+DISTRIBUTIONS = (norm, t, gamma, beta, expon, laplace, cauchy, logistic, uniform, chi2, lognorm, weibull_min,
+                 gumbel_r, halfnorm, f, poisson, multivariate_normal, dirichlet)

@@ -107,3 +107,32 @@ def test_einsum_into_out_has_the_bits_of_numpys_call():
     ga, gb = pullback(np.array([1.0, -2.0]))
     np.testing.assert_allclose(ga, b * [1.0, -2.0], rtol=1e-15)  # d/da_ij of sum_j g_j sum_i a_ij b_ij
     np.testing.assert_allclose(gb, a * [1.0, -2.0], rtol=1e-15)
+
+
+@pytest.mark.parametrize("ufunc", [np.multiply, np.maximum, np.minimum])
+@pytest.mark.parametrize("indices", [[0, 2], [0, 3, 1, 5], [4, 1], [0], [5, 5, 0]], ids=str)
+def test_reduceat_of_multiply_maximum_minimum(ufunc, indices):
+    # each segment's reduction, or the element alone where the indices do not increase; the
+    # values are NumPy's own, the derivatives against central differences in both modes
+    def f(x):
+        return np.sum(ufunc.reduceat(x, indices) ** 2)
+
+    x = np.array([1.0, 3.0, 2.0, 5.0, 0.7, 1.3])
+    assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
+    check_grads(f, x)
+
+
+def test_reduceat_along_an_axis_into_out():
+    def f(a):
+        out = mnp.zeros((3, 3))
+        np.multiply.reduceat(a, [0, 2, 3], axis=1, out=out)
+        return np.sum(out ** 2)
+
+    a = np.random.default_rng(0).random((3, 5)) + 0.5
+    check_grads(f, a)
+    def g(a, bad):
+        return np.sum(np.maximum.reduceat(a, bad, axis=1))
+
+    for bad in ([0, 7], [-2, 1]):  # NumPy's IndexError (it takes no negative indices)
+        with pytest.raises(IndexError, match="out-of-bounds in maximum.reduceat"):
+            mg.grad(g)(a, bad)

@@ -665,7 +665,7 @@ deflinear(_add_reduceat_impl, _add_reduceat_T)
 
 
 def _ufunc_reduceat(ufunc, inputs, kwargs):
-    if ufunc is not np.add:
+    if ufunc is not np.add and ufunc not in _REDUCE:
         from ..core import _no_rule
 
         raise _no_rule(ufunc, "ufunc method .reduceat")
@@ -677,8 +677,40 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
     out = a.get("out")
     if type(out) is tuple:  # the ufunc protocol always passes a tuple
         out = out[0]
-    res = bind(add_reduceat_p, (x,), {"indices": index_array(bottom(a["indices"])), "axis": a.get("axis", 0)})
+    indices = index_array(bottom(a["indices"]))
+    axis = a.get("axis", 0)
+    if ufunc is np.add:
+        res = bind(add_reduceat_p, (x,), {"indices": indices, "axis": axis})
+    else:
+        res = _segment_reductions(ufunc, x, indices, axis)
     return write_out(res, out)
 
 
-UFUNC_HANDLERS[(np.add, "reduceat")] = _ufunc_reduceat
+def _segment_reductions(ufunc, x, indices, axis):
+    """``ufunc.reduceat(x, indices, axis)`` of np.multiply, np.maximum, np.minimum: the
+    reduction of each segment ``x[indices[i]:indices[i+1]]`` (to the end for the last), or
+    ``x[indices[i]]`` alone where ``indices[i] >= indices[i+1]``, joined along ``axis``;
+    the values NumPy's own call gives (its loop's order)."""
+    ax = operator.index(axis) % np.ndim(x)
+    n = np.shape(x)[ax]
+    starts = np.asarray(indices).reshape(-1)
+    if starts.size and (starts.min() < 0 or starts.max() >= n):  # NumPy's own error (no negative indices)
+        ufunc.reduceat(np.zeros(np.shape(bottom(x)), np.result_type(bottom(x))), indices, axis)
+    lead = (slice(None),) * ax
+    parts = []
+    for i, s0 in enumerate(starts):
+        end = int(starts[i + 1]) if i + 1 < starts.size else n
+        seg = x[lead + (slice(int(s0), end if end > s0 else int(s0) + 1),)]
+        parts.append(ufunc.reduce(seg, axis=ax, keepdims=True))
+    res = np.concatenate(parts, axis=ax) if parts else ufunc.reduceat(bottom(x), indices, ax)
+    if not isinstance(res, Tracer):
+        return res
+    exact = ufunc.reduceat(bottom(x), indices, ax)
+    b = bottom(res)
+    if type(b) is not type(exact) or b.shape != exact.shape or b.dtype != exact.dtype:
+        return res
+    return _numpy_value_impl(res, _Bits(exact))
+
+
+for _u in (np.add, *_REDUCE):
+    UFUNC_HANDLERS[(_u, "reduceat")] = _ufunc_reduceat

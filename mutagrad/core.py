@@ -1293,6 +1293,12 @@ class Tracer:
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
+            if ufunc is np.power and self._scalar and isinstance(inputs[0], np.generic) and _power_operator(
+                    sys._getframe(1)):
+                # `c ** s` of a NumPy scalar c: NumPy's scalar operator hands a traced s to the
+                # power ufunc, whose last bit can differ from the scalar arithmetic it does on
+                # two NumPy scalars: compute what a plain call computes
+                return self.__rpow__(inputs[0])
             r = _fast_call(ufunc, self, inputs[0], inputs[1] if len(inputs) == 2 else _NOARG)
             if r is not None:
                 return r
@@ -1862,6 +1868,18 @@ class ArrayTracer(Tracer):
 # (errors.ensure_shuffle_filter makes that an error), but a function that ignores warnings
 # itself would get duplicated rows: this check does not depend on the warning filters.
 _STORE_OPS = frozenset(dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap)
+
+
+_BINARY_OP = dis.opmap.get("BINARY_OP")
+_POWER_ARGS = frozenset(i for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ())) if name in ("NB_POWER",
+                                                                                                  "NB_INPLACE_POWER"))
+
+
+def _power_operator(frame) -> bool:
+    """Whether the calling Python frame is at a `**` (or `**=`) operator."""
+    i = frame.f_lasti
+    code = frame.f_code.co_code
+    return code[i] == _BINARY_OP and code[i + 1] in _POWER_ARGS
 
 
 def _called_from_c(frame) -> bool:

@@ -318,3 +318,25 @@ def test_unsafe_casting_of_a_complex_result_into_a_real_out():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
         np.testing.assert_allclose(mg.jvp(f, (z.copy(),), (t,))[1], np.real(np.sum(want * t)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_numpy_scalar_to_a_traced_power_has_the_scalar_operators_bits(dtype):
+    # `c ** x[0]` of a NumPy scalar c: NumPy's scalar arithmetic, whose last bit differs from the
+    # power ufunc's for some inputs (np.power itself keeps the ufunc's bits)
+    rng = np.random.default_rng(7)
+    c = dtype(2.3)
+
+    def op(x):
+        return c ** x[0]
+
+    def ufunc(x):
+        return np.power(c, x[0])
+
+    for v in rng.uniform(0.1, 3.0, 40).astype(dtype):
+        x = np.array([v])
+        for f, want in ((op, c ** x[0]), (ufunc, np.power(c, x[0]))):
+            got = mg.value_and_grad(f)(x.copy())[0]
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    x = np.array([dtype(1.7)])
+    np.testing.assert_allclose(mg.grad(op)(x), [np.log(c) * c ** x[0]], rtol=1e-6)  # d/dx c^x

@@ -1349,7 +1349,9 @@ class Tracer:
                 extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the "
                          "same names, differentiated where docs/coverage.md lists them.")
             else:
-                extra = ""
+                extra = (f" mutagrad has no derivative rules for scipy{'.' + sub if sub else ''}: write the "
+                         "computation with NumPy operations on the traced values (a filter as a loop over the "
+                         "elements, an ODE solver as explicit steps), which are differentiated.")
             raise escape_error(
                 f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
                 "with np.asarray)", TracerEscapeError, extra)  # (a conversion: nothing is written)

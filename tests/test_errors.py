@@ -971,7 +971,15 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
         assert f"scipy.linalg function {name}" in msg and "mutagrad.scipy.linalg" in msg
     sf = pytest.importorskip("scipy.fft")  # served through uarray's __ua_function__
     msg = _raises(lambda x: np.sum(np.real(sf.hfft2(x.reshape(2, 2)))), np.arange(1.0, 5.0), mg.TracerEscapeError)
-    assert "scipy.fft function hfft2" in msg
+    assert "scipy.fft function hfft2" in msg and "no derivative rules for scipy.fft" in msg
+    ss = pytest.importorskip("scipy.signal")  # no mutagrad.scipy module: the advice is NumPy operations
+    msg = _raises(lambda x: np.sum(ss.lfilter([0.5, 0.5], [1.0], x)), np.arange(1.0, 5.0), mg.TracerEscapeError)
+    assert "scipy.signal function lfilter" in msg and "a filter as a loop over the elements" in msg
+    # methods mutagrad's distributions hand to SciPy's are named as passed through
+    import mutagrad.scipy.stats as mst_
+
+    msg = _raises(lambda q: mst_.f.ppf(q, 2.0, 3.0), np.array([0.3, 0.6]), mg.TracerEscapeError)
+    assert "mutagrad.scipy.stats.f.ppf is SciPy's own function" in msg and "in place of" not in msg
     # what the message advises works
     import mutagrad.scipy.special as msc
 

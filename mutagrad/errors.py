@@ -223,8 +223,9 @@ def plain_write_target(start=None):
     assignment into a subscript (``g[i] = x``, ``g[1:] += x``, ``g.flat[0] = x``, also
     within tuple targets): NumPy converts the value there, and an escape error is then
     about that write. None otherwise (or when the source cannot be read)."""
-    stmt = _statement_at(start if start is not None else sys._getframe(1))
-    if stmt is None:
+    frame = start if start is not None else sys._getframe(1)
+    stmt = _statement_at(frame)
+    if stmt is None or _at_a_call(frame):  # (a call on the right-hand side converts: np.array([...]))
         return None
     targets = list(stmt.targets) if type(stmt) is ast.Assign else [stmt.target] if type(stmt) in (
         ast.AugAssign, ast.AnnAssign) else []  # (a copy: the tree is cached)
@@ -238,6 +239,15 @@ def plain_write_target(start=None):
         elif type(t) is ast.Subscript:
             found.add(ast.unparse(t.value))
     return found.pop() if len(found) == 1 else None
+
+
+_CALL_OPS = frozenset(code for name, code in dis.opmap.items() if name.startswith("CALL") or name == "PRECALL")
+
+
+def _at_a_call(frame) -> bool:
+    """Whether the user's ``frame`` is at a call instruction (not at the store or the
+    augmented operator of an assignment)."""
+    return frame.f_code.co_code[frame.f_lasti] in _CALL_OPS
 
 
 _AUG_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",

@@ -1350,3 +1350,15 @@ def test_an_inner_grad_of_the_outer_argument_through_a_global_names_both():
     x = X_GLOBAL.copy()
     want = numerical_grad(lambda v: through_argument(v.copy()), (x.copy(),), (0,))[0]
     np.testing.assert_allclose(mg.grad(through_argument)(x.copy()), want, rtol=1e-6)
+
+
+def test_a_conversion_on_the_right_of_a_write_is_named_not_the_target():
+    # y[:] = np.array([...traced...]): np.array converts, before any write into y (an argument)
+    def f(x, y):
+        y[:] = np.array([x[0], x[1] * 2.0, x[2]])
+        return np.sum(y ** 2)
+
+    with pytest.raises(mg.WriteToPlainArrayError) as info:
+        mg.grad(f)(np.array([1.0, 2.0, 3.0]), np.zeros(3))
+    msg = str(info.value)
+    assert msg.startswith("np.asarray / np.array") and "plain NumPy array `y`" not in msg

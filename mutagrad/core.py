@@ -2051,6 +2051,11 @@ _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "sin
 
 
 def _plain_copy_hint(target=None):
+    if target is not None and "[" in target:
+        # `b[[0, 1]][0] = v`: the target is itself indexed, a copy when the index is fancy
+        return (f" If `{target}` is a fancy-indexed copy (an integer-array or mask index), the write "
+                "changes nothing in the array it was taken from, as in NumPy: index the array itself "
+                "in one subscript.")
     name = "the array" if target is None else f"`{target}`"
     return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = d.copy()`), "
             "pass that array as an argument instead: an argument you do not differentiate is a traced "

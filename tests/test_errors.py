@@ -1362,3 +1362,13 @@ def test_a_conversion_on_the_right_of_a_write_is_named_not_the_target():
         mg.grad(f)(np.array([1.0, 2.0, 3.0]), np.zeros(3))
     msg = str(info.value)
     assert msg.startswith("np.asarray / np.array") and "plain NumPy array `y`" not in msg
+
+
+def test_a_write_into_a_fancy_indexed_temporary_gets_no_copy_advice():
+    def f(x):
+        b = np.zeros(3)
+        b[[0, 1]][0] = np.max(x)  # a copy in NumPy: b unchanged
+        return np.sum(np.sin(x)) + np.sum(b)
+
+    msg = _raises(f, np.array([0.3, -0.7, 1.1]), mg.WriteToPlainArrayError)
+    assert "fancy-indexed copy" in msg and ".copy()" not in msg.split("fancy-indexed copy")[1]

@@ -379,8 +379,9 @@ class ReverseLevel(Level):
 
     def _own_params(self, kwargs):
         """A rule's keyword arguments with private copies (:meth:`snapshot`) of the plain
-        arrays among them (``np.add.reduceat``'s indices, ``np.bincount``'s bins), which its
-        pullback reads and the caller may change after the operation."""
+        arrays among them (``np.add.reduceat``'s indices), which its pullback reads and the
+        caller may change after the operation. (A linear rule's plain positional arguments,
+        ``np.bincount``'s bins, are copied in :meth:`process`.)"""
         for v in kwargs.values():
             t = type(v)
             if t is _ndarray or ((t is tuple or t is list) and any(type(i) is _ndarray for i in v)):

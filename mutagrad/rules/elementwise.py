@@ -214,19 +214,18 @@ def _errors_after_the_write(ufunc, inputs, kwargs):
     for kind, key in _FP_ORDER:
         if kind not in seen:
             continue
-        mode = modes[key]
+        mode, call = modes[key], handler
         if mode == "call" and type(handler) is UserFPErrors:  # (inside jvp: the modes before it)
-            mode = handler.modes.get(key, "ignore")
-            handler = handler.call
+            mode, call = handler.modes.get(key, "ignore"), handler.call
         message = f"{kind} encountered in {ufunc.__name__}"
         if mode == "raise":
             raise FloatingPointError(message)
         if mode == "warn":
             warnings.warn(message, RuntimeWarning, stacklevel=3)
-        elif mode == "call" and callable(handler):
-            handler(kind, seen[kind])
-        elif mode == "log" and handler is not None:
-            handler.write(f"Warning: {message}\n")
+        elif mode == "call" and callable(call):
+            call(kind, seen[kind])
+        elif mode == "log" and call is not None:
+            call.write(f"Warning: {message}\n")
         elif mode == "print":
             print(f"Warning: {message}")
     return res

@@ -285,3 +285,21 @@ def test_a_tangent_overflow_does_not_raise_under_the_functions_error_state():
     assert v == f(x.copy()) != 0.0
     assert t == np.inf  # 0.9e308 + 1.6e308 overflows; reverse mode has no such intermediate
     np.testing.assert_allclose(mg.grad(f)(x.copy()), [1.6e8, 0.9e8], rtol=1e-12)
+
+
+def test_each_kind_of_event_after_an_out_write_follows_its_own_mode():
+    # inside jvp, the error state before it: divide ignored, invalid raises; log of [0, -1]
+    # into out= has both events, and the invalid one raises after out is written
+    def f(x):
+        a = x * 1.0
+        try:
+            np.log(a, out=a)
+        except FloatingPointError as e:
+            assert str(e) == "invalid value encountered in log"
+            return a[2] * 2.0
+        return a[2] * 0.0
+
+    x = np.array([0.0, -1.0, 2.0])
+    with np.errstate(divide="ignore", invalid="raise"):
+        v, t = mg.jvp(f, (x,), (np.array([0.0, 0.0, 1.0]),))
+    assert v == 2 * np.log(2.0) and t == pytest.approx(1.0, rel=1e-15)  # d/dx 2 log x at 2

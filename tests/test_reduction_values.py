@@ -136,3 +136,18 @@ def test_reduceat_along_an_axis_into_out():
     for bad in ([0, 7], [-2, 1]):  # NumPy's IndexError (it takes no negative indices)
         with pytest.raises(IndexError, match="out-of-bounds in maximum.reduceat"):
             mg.grad(g)(a, bad)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_inner_of_two_vectors_is_a_numpy_scalar_with_numpys_bits(dtype):
+    rng = np.random.default_rng(0)
+    x, y = rng.random(100).astype(dtype), rng.random(100).astype(dtype)
+
+    def f(x):
+        return np.inner(x, y)
+
+    want = f(x)
+    got = mg.jvp(f, (x,), (np.ones_like(x),))[0]
+    assert type(got) is type(want) and got.tobytes() == want.tobytes()
+    if dtype is not np.complex128:
+        np.testing.assert_allclose(mg.grad(f)(x), y, rtol=1e-6)  # d/dx_i of sum x_i y_i

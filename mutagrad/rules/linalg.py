@@ -242,6 +242,8 @@ def _np_inner(args, kwargs):
     na, nb = np.ndim(a), np.ndim(b)
     if na == 0 or nb == 0:
         return np.multiply(strong_operand(a), strong_operand(b))
+    if na == 1 and nb == 1:  # a NumPy scalar, as np.inner returns (tensordot's is a 0-d array)
+        return np.dot(a, b)
     return bind(tensordot_p, (a, b), {"axes": ([na - 1], [nb - 1])})
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import dis
 import itertools
 import math
 import operator
@@ -37,6 +36,8 @@ from .errors import (
     NoRuleError,
     TracerEscapeError,
     WriteToPlainArrayError,
+    at_a_power,
+    at_a_store,
     call_at,
     escape_error,
     method_calls,
@@ -58,6 +59,7 @@ except ImportError:  # NumPy < 2
 __all__ = ["Tracer", "Level", "Storage", "bind", "Primitive", "REGISTRY", "FUNCTIONS"]
 
 _ndarray = np.ndarray
+_np_power = np.power  # (a global, not an attribute lookup, on the ufunc hot path)
 _FLOAT_KINDS = frozenset("fc")
 
 
@@ -198,6 +200,13 @@ def plain_operand(x):
     if isinstance(x, Tracer):
         return bottom(x).item() if x._scalar and weak(x) else bottom(x)
     return x
+
+
+def plain_operands(tree):
+    """:func:`plain_operand` of every leaf of ``tree`` (lists, tuples, dicts of arguments)."""
+    from .pytree import tree_map
+
+    return tree_map(plain_operand, tree)
 
 
 def promotion_operand(x):
@@ -1293,7 +1302,7 @@ class Tracer:
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
-            if ufunc is np.power and self._scalar and isinstance(inputs[0], np.generic) and _power_operator(
+            if ufunc is _np_power and self._scalar and isinstance(inputs[0], np.generic) and at_a_power(
                     sys._getframe(1)):
                 # `c ** s` of a NumPy scalar c: NumPy's scalar operator hands a traced s to the
                 # power ufunc, whose last bit can differ from the scalar arithmetic it does on
@@ -1850,7 +1859,7 @@ class ArrayTracer(Tracer):
             if (type(b) is _ndarray and b.flags.writeable and b.shape == vb.shape and b.strides == vb.strides
                     and b.dtype == vb.dtype and _ptr(b) == _ptr(vb)):
                 return
-            if type(idx) is int and self.ndim > 1 and _called_from_c(sys._getframe(1)):
+            if type(idx) is int and self.ndim > 1 and not at_a_store(sys._getframe(1)):
                 raise _swap_from_c()
         write(self, _check_index(idx), value)  # (a recorded write copies its index)
 
@@ -1864,33 +1873,12 @@ class ArrayTracer(Tracer):
             yield self[i]
 
 
-# A row of an array written into the same array by code that is not Python (no store
-# instruction in the calling frame): NumPy's shuffle of an object that is not an ndarray swaps
-# rows with `x[i], x[j] = x[j], x[i]`, which duplicates rows that are views. NumPy warns
-# (errors.ensure_shuffle_filter makes that an error), but a function that ignores warnings
-# itself would get duplicated rows: this check does not depend on the warning filters.
-_STORE_OPS = frozenset(dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap)
-
-
-_BINARY_OP = dis.opmap.get("BINARY_OP")
-_POWER_ARGS = frozenset(i for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ())) if name in ("NB_POWER",
-                                                                                                  "NB_INPLACE_POWER"))
-
-
-def _power_operator(frame) -> bool:
-    """Whether the calling Python frame is at a `**` (or `**=`) operator."""
-    i = frame.f_lasti
-    code = frame.f_code.co_code
-    return code[i] == _BINARY_OP and code[i + 1] in _POWER_ARGS
-
-
-def _called_from_c(frame) -> bool:
-    """Whether the calling Python frame is not at a store instruction (`x[i] = v`): a
-    C function it called (np.random.shuffle) is writing."""
-    return frame.f_code.co_code[frame.f_lasti] not in _STORE_OPS
-
-
 def _swap_from_c():
+    """A row written into its own array by a C function (errors.at_a_store is false):
+    NumPy's shuffle of an object that is not an ndarray swaps rows with
+    ``x[i], x[j] = x[j], x[i]``, which duplicates rows that are views. NumPy warns
+    (errors.ensure_shuffle_filter makes that an error), but a function that ignores
+    warnings itself would get duplicated rows: this check does not depend on the filters."""
     from .errors import shuffle_error
 
     return shuffle_error(user_line())

@@ -241,13 +241,31 @@ def plain_write_target(start=None):
     return found.pop() if len(found) == 1 else None
 
 
+# What a frame is executing, from its current instruction: C code it called (NumPy's shuffle,
+# a scalar's operator) calls back into mutagrad with no Python frame of its own.
 _CALL_OPS = frozenset(code for name, code in dis.opmap.items() if name.startswith("CALL") or name == "PRECALL")
+_STORE_OPS = frozenset(dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap)
+_BINARY_OP = dis.opmap.get("BINARY_OP")
+_POWER_ARGS = frozenset(i for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ()))
+                        if name in ("NB_POWER", "NB_INPLACE_POWER"))
 
 
 def _at_a_call(frame) -> bool:
-    """Whether the user's ``frame`` is at a call instruction (not at the store or the
-    augmented operator of an assignment)."""
+    """Whether ``frame`` is at a call instruction (not at the store or the augmented
+    operator of an assignment)."""
     return frame.f_code.co_code[frame.f_lasti] in _CALL_OPS
+
+
+def at_a_store(frame) -> bool:
+    """Whether ``frame`` is at a subscript store (``x[i] = v``), not in a C function it
+    called that writes (np.random.shuffle)."""
+    return frame.f_code.co_code[frame.f_lasti] in _STORE_OPS
+
+
+def at_a_power(frame) -> bool:
+    """Whether ``frame`` is at a ``**`` (or ``**=``) operator."""
+    code, i = frame.f_code.co_code, frame.f_lasti
+    return code[i] == _BINARY_OP and code[i + 1] in _POWER_ARGS
 
 
 _AUG_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",

@@ -510,6 +510,7 @@ class ReverseLevel(Level):
         vals = list(leaves)
         ins = []
         active = False
+        plain = False  # a plain array among the arguments
         weak_args = prim.weak_args
         for i in range(len(leaves)):
             x = leaves[i]
@@ -519,7 +520,9 @@ class ReverseLevel(Level):
                     ins.append(i)
                     if x._storage.active and x._value.size:  # (an array of no elements carries nothing:
                         active = True  # no rule needs to handle a derivative w.r.t. it)
-            elif type(x) is not _ndarray and foreign_subclass(x):
+            elif type(x) is _ndarray:
+                plain = True
+            elif foreign_subclass(x):
                 raise subclass_error(x)
         if not active or prim.zero:
             out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
@@ -531,9 +534,11 @@ class ReverseLevel(Level):
         out_read = False
         need = ()
         if prim.linear:  # the transpose reads no traced argument, but may read plain ones (indices)
-            for i in range(len(leaves)):
-                if type(leaves[i]) is _ndarray:
-                    vals[i] = self.snapshot(leaves[i])
+            if plain:
+                for i in range(len(leaves)):
+                    leaf = leaves[i]
+                    if type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
+                        vals[i] = self.snapshot(leaf)
         else:
             reads = prim.reads
             if reads is None:  # the pullback may read any argument and the output

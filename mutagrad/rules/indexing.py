@@ -70,19 +70,21 @@ class FlatIter:
         try:
             pos = flat_positions(self._x, idx)
         except IndexError:
-            self._assign_before_the_error(idx, value)
+            i = np.asarray(idx) if isinstance(idx, (list, np.ndarray)) else None
+            if i is not None and i.dtype.kind in "iu":
+                self.assign_before_bad_index(i.ravel(), value)
             raise
         self.assign(pos, value)
 
-    def _assign_before_the_error(self, idx, value):
-        """NumPy's flat assignment through integer indices writes, in order, the elements
-        before the first index out of range, then raises."""
-        i = np.asarray(idx) if isinstance(idx, (list, np.ndarray)) else None
-        if i is None or i.dtype.kind not in "iu" or i.size == 0:
-            return
+    def assign_before_bad_index(self, flat, value):
+        """NumPy's flat assignment and np.put through integer indices ``flat`` write, in
+        order, the elements before the first index out of range, then raise: write those,
+        and return that index (None if every index is in range)."""
         n = int(np.size(self._x))
-        flat = i.ravel()
-        k = int(np.argmax((flat < -n) | (flat >= n)))
+        bad = (flat < -n) | (flat >= n)
+        if not bad.any():
+            return None
+        k = int(np.argmax(bad))
         if k:
             if isinstance(value, (list, tuple)):
                 from ..numpy import array as marray
@@ -90,6 +92,7 @@ class FlatIter:
                 value = marray(value)
             v = cycle_to(value, int(flat.size))
             self.assign(flat[:k] % n, v[:k] if np.ndim(v) else v, sequential=False)
+        return int(flat[k])
 
     def assign(self, pos, value, sequential=True):
         """``x.flat[pos] = value``. NumPy's flat assignment goes element by

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from ..core import (FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, index_array,
-                    plain_operand, with_replayed_bits, write, write_replayed)
+                    plain_operands, with_replayed_bits, write, write_replayed)
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
 
 
@@ -69,14 +69,10 @@ def _np_put(args, kwargs):
     if ind.size == 0:
         return None
     flat = np.ravel(ind)
-    bad = (flat < -n) | (flat >= n)
-    if mode == "raise" and bad.any():
-        # NumPy writes the elements before the first index out of range, then raises
-        k = int(np.argmax(bad))
-        if k:
-            v = cycle_to(a["v"], int(ind.size))
-            FlatIter(x).assign(flat_positions(x, flat[:k]), v[:k] if np.ndim(v) else v, sequential=False)
-        raise IndexError(f"index {flat[k]} is out of bounds for axis 0 with size {n}")
+    if mode == "raise":
+        bad = FlatIter(x).assign_before_bad_index(flat, a["v"])
+        if bad is not None:
+            raise IndexError(f"index {bad} is out of bounds for axis 0 with size {n}")
     pos = flat_positions(x, flat)  # negative indices count from the end
     FlatIter(x).assign(pos, cycle_to(a["v"], int(ind.size)) if np.ndim(ind) else a["v"], sequential=False)
     return None
@@ -86,11 +82,8 @@ def _safe_cast_check(fn, arr, vals):
     """NumPy's casting check of np.place/np.putmask (the values cast to the array's
     dtype under the 'safe' rule, a Python number as a weak scalar), made by NumPy
     itself on an empty array, before anything is written."""
-    from ..pytree import tree_map
-
-    plain = tree_map(plain_operand, vals)
     try:
-        fn(np.empty(0, np.result_type(bottom(arr))), np.zeros(0, bool), plain)
+        fn(np.empty(0, np.result_type(bottom(arr))), np.zeros(0, bool), plain_operands(vals))
     except ValueError:  # (an empty array's own complaints: the real call's checks are made later)
         pass
 

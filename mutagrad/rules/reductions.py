@@ -13,7 +13,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..core import STATE, ArrayTracer, Tracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
-from ..core import index_array, plain_operand, with_replayed_bits
+from ..core import index_array, plain_operands, with_replayed_bits
 from ..errors import NoRuleError, user_line
 from ..registry import deflinear, strong_times
 from ..tangents import ZeroTangent
@@ -297,12 +297,6 @@ deflinear(_numpy_value_impl, lambda g, x, value=None: g)
 numpy_value_p.frule = lambda primals, tangents, value=None: (_numpy_value_impl(primals[0], value), tangents[0])
 
 
-def _plain(v):
-    from ..pytree import tree_map
-
-    return tree_map(plain_operand, v)
-
-
 def _numpy_bits(fn, names, handler, when=None):
     """``handler`` (a traced composition of primitives: the derivative) giving
     the values NumPy's own ``fn`` gives on the plain values. NumPy computes a
@@ -313,10 +307,10 @@ def _numpy_bits(fn, names, handler, when=None):
     the arguments need it (else the composition's value is NumPy's)."""
 
     def plain_call(a, **extra):
-        kw = {k: _plain(v) for k, v in a.items() if k != names[0] and k != "out"}
+        kw = {k: plain_operands(v) for k, v in a.items() if k != names[0] and k != "out"}
         with warnings.catch_warnings(), np.errstate(all="ignore"):  # (the composition warned, as NumPy does)
             warnings.simplefilter("ignore")
-            return fn(_plain(a[names[0]]), **kw, **extra)
+            return fn(plain_operands(a[names[0]]), **kw, **extra)
 
     def wrapped(args, kwargs):
         a = _reduce_args(args, kwargs, names)
@@ -330,17 +324,20 @@ def _numpy_bits(fn, names, handler, when=None):
             with_replayed_bits(out, lambda ob: plain_call(a, out=ob), lambda: res.append(handler(args, kwargs)))
             return res[0]
         res = handler(args, kwargs)
-        if not isinstance(res, Tracer):
-            return res
-        exact = plain_call(a)
-        b = bottom(res)
-        if type(exact) is not type(b) or np.shape(exact) != np.shape(b) or exact.dtype != b.dtype:
-            return res
-        return _numpy_value_impl(res, _Bits(exact))
+        return _with_value(res, lambda: plain_call(a))
 
     return wrapped
 
 
+def _with_value(res, exact):
+    """Traced ``res`` holding the value ``exact()`` (NumPy's own call on the plain values),
+    unless that differs in type, shape or dtype (then the composition's own value)."""
+    if not isinstance(res, Tracer):
+        return res
+    e, b = exact(), bottom(res)
+    if type(e) is not type(b) or np.shape(e) != np.shape(b) or e.dtype != b.dtype:
+        return res
+    return _numpy_value_impl(res, _Bits(e))
 
 
 def _masked(x, where, fill):
@@ -703,13 +700,7 @@ def _segment_reductions(ufunc, x, indices, axis):
         seg = x[lead + (slice(int(s0), end if end > s0 else int(s0) + 1),)]
         parts.append(ufunc.reduce(seg, axis=ax, keepdims=True))
     res = np.concatenate(parts, axis=ax) if parts else ufunc.reduceat(bottom(x), indices, ax)
-    if not isinstance(res, Tracer):
-        return res
-    exact = ufunc.reduceat(bottom(x), indices, ax)
-    b = bottom(res)
-    if type(b) is not type(exact) or b.shape != exact.shape or b.dtype != exact.dtype:
-        return res
-    return _numpy_value_impl(res, _Bits(exact))
+    return _with_value(res, lambda: ufunc.reduceat(bottom(x), indices, ax))
 
 
 for _u in (np.add, *_REDUCE):

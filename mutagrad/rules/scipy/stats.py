@@ -168,11 +168,8 @@ def _off_support(method, closed, below, above):
                 return self._logpdf(z, *shapes) - np.log(scale)
         else:
             fn = getattr(self, "_" + method)
-        if np.all(inside):
-            res = fn(z, *shapes)
-        else:
-            off = below if below == above else np.where(zb >= b, above, below)
-            res = np.where(inside, fn(np.where(inside, z, self._inner), *shapes), off)
+        off = below if below == above else np.where(zb >= b, above, below)
+        res = _on_support(inside, lambda z: fn(z, *shapes), z, off, self._inner)
         return _nan_where(bad | np.isnan(zb), res)
 
     public.__name__ = public.__qualname__ = method

@@ -13,10 +13,43 @@ import numpy as np
 
 from .core import Level, Tracer, _unflatten_args, bottom, view_of
 from .errors import user_line
+from .pytree import tree_map
+from .registry import FP_FLAG
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
 _ndarray = np.ndarray
 ZERO = ZeroTangent()
+
+
+class _Events:
+    """An np.errstate call handler that notes that a floating-point event happened."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self):
+        self.seen = False
+
+    def __call__(self, kind, flag):
+        FP_FLAG[0] = object()
+        self.seen = True
+
+
+def _frule_events_apart(prim, primals, tangents, kwargs):
+    """``prim.frule(primals, tangents)``, whose primal's floating-point events are the
+    function's and whose tangent's are not.
+
+    A forward rule computes both together, under the error state the function set
+    (``np.errstate(over="raise")`` around the call): an overflow of the tangent alone would
+    raise inside the function and send it down its ``except`` branch. So the rule runs with
+    every event only noted; if one happened, the primal alone is computed again, on plain
+    values, under the function's error state, which then warns, raises or calls exactly as
+    the plain call would."""
+    events = _Events()
+    with np.errstate(all="call", call=events):
+        y, ydot = prim.frule(primals, tangents, **kwargs)
+    if events.seen:
+        prim.impl(*tree_map(bottom, primals), **kwargs)
+    return y, ydot
 
 
 class ForwardLevel(Level):
@@ -99,7 +132,10 @@ class ForwardLevel(Level):
         tangents = tuple(_unflatten_args(tree, tans))
         if tree is not None:  # a list or tuple with no tangent in it has a zero tangent (a list of
             tangents = tuple(_zero_if_constant(t) for t in tangents)  # numbers NumPy makes an array of)
-        y, ydot = prim.frule(primals, tangents, **kwargs)
+        if getattr(prim.frule, "events_apart", False):  # (elementwise: it keeps them apart itself)
+            y, ydot = prim.frule(primals, tangents, **kwargs)
+        else:
+            y, ydot = _frule_events_apart(prim, primals, tangents, kwargs)
         self.check_rule_output(prim, y)
         poison = None
         for i in ins:

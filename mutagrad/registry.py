@@ -617,6 +617,7 @@ def defelementwise(fn, *partials, impl=None):
                 acc = term if isinstance(acc, AbstractZero) else acc + term
         return y, acc
 
+    forward.events_apart = True  # (ForwardLevel.process: the primal's events are the user's)
     p.rrule = rule
     p.frule = forward
     p.elementwise = (rule, partials, call)

@@ -6,6 +6,8 @@ element is zero, as forward mode and finite differences say, even where the
 element's own partial is NaN (IEEE's 0 * nan is nan). Oracles: central
 differences of the same function and forward mode.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -285,6 +287,51 @@ def test_a_tangent_overflow_does_not_raise_under_the_functions_error_state():
     assert v == f(x.copy()) != 0.0
     assert t == np.inf  # 0.9e308 + 1.6e308 overflows; reverse mode has no such intermediate
     np.testing.assert_allclose(mg.grad(f)(x.copy()), [1.6e8, 0.9e8], rtol=1e-12)
+
+
+def _sum_caught(x):
+    with np.errstate(over="raise"):
+        try:
+            return np.sum(x) * 1.0
+        except FloatingPointError:
+            return -1.0 * x[0]
+
+
+def _matmul_caught(x):
+    with np.errstate(over="raise"):
+        try:
+            return x @ np.array([2.0, 3.0])
+        except FloatingPointError:
+            return -1.0 * x[0]
+
+
+@pytest.mark.parametrize("fn, want", [(_sum_caught, (2e-10, 2e8)), (_matmul_caught, (5e-10, 5e8))],
+                         ids=["sum", "matmul"])
+def test_a_tangent_overflow_in_a_non_elementwise_rule_is_not_the_functions(fn, want):
+    # a rule that computes value and tangent together (sum, matmul) ran under the function's
+    # np.errstate: the tangent's overflow raised, and the function returned its except branch's
+    # value (-1e-10) as if the plain call had taken it
+    x, v = np.array([1e-10, 1e-10]), np.array([1e308, 1e308])
+    assert fn(x.copy()) == want[0]
+    val, tan = mg.jvp(fn, (x.copy(),), (v,))
+    assert val == want[0] and tan == np.inf  # the true tangent, want[1] * 1e300, overflows in float64
+    _, small = mg.jvp(fn, (x.copy(),), (v * 1e-300,))
+    assert small == pytest.approx(want[1], rel=1e-14)
+
+
+def test_a_value_overflow_in_a_non_elementwise_rule_still_raises_in_the_function():
+    # the value's own events are the function's: it takes its except branch, as a plain call does
+    x = np.array([1e308, 1e308])
+    assert _sum_caught(x.copy()) == -1e308
+    val, tan = mg.jvp(_sum_caught, (x.copy(),), (np.array([1.0, 0.0]),))
+    assert val == -1e308 and tan == -1.0
+    with warnings.catch_warnings():  # outside the function: NumPy's warning, once
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="overflow"):
+            mg.jvp(lambda x: np.sum(x), (x.copy(),), (np.array([1.0, 0.0]),))
+    with np.errstate(over="ignore"):
+        val, tan = mg.jvp(lambda x: np.sum(x), (x.copy(),), (np.array([1e-300, 0.0]),))
+    assert val == np.inf and tan == 1e-300
 
 
 def test_each_kind_of_event_after_an_out_write_follows_its_own_mode():

@@ -214,18 +214,17 @@ by constants, an addition into the adjoint of each view read, a copy where
 two fresh operands of an addition both need the output's cotangent. So RK4's
 floor with NumPy was about 2.5-2.8x on the Xeon, where mutagrad measured
 2.9-3.3x between runs; on the EPYC a hand-written NumPy adjoint measured
-2.7x in a separate run, and mutagrad 3.2x in this one. Part of the gap is
-NumPy's temporary elision, which the primal gets and a traced program does
-not: NumPy computes `a*b + c` into the temporary `a*b` when nothing else
-refers to it (arrays of 256 KiB and more), so a chain of operations reuses one
-buffer that stays in cache. The same RK4 primal written with `np.add` and
-`np.multiply` calls, which NumPy does not elide, took 1.44x as long at
-n = 10^5 (559 against 389 ms on the Xeon, allocator fixed as in the suite).
-A tracer cannot elide from Python without risking wrong values: NumPy
-decides that an operand is a temporary from its reference count and a C
-backtrace that rules out borrowed references, and an element of an object
-array that NumPy's object loop hands to an operator has the same count as a
-temporary; Python code sees only the count. What the reverse pass avoids: cotangents are computed
+2.7x in a separate run, and mutagrad 3.2x in this one. Part of that gap
+was NumPy's temporary elision, which the primal gets: NumPy computes `a*b + c`
+into the temporary `a*b` when nothing else refers to it (arrays of 256 KiB
+and more), so a chain of operations reuses one buffer that stays in cache.
+The same RK4 primal written with `np.add` and `np.multiply` calls, which
+NumPy does not elide, took 1.44x as long at n = 10^5 (559 against 389 ms on
+the Xeon, allocator fixed as in the suite). mutagrad's operators now elide
+large temporaries too, where the bytecode, the last result and the
+reference count together prove the operand a temporary (docs/design.md);
+the forward pass of RK4 at n = 10^5 went from 2.2x to 1.9x the primal.
+What the reverse pass avoids: cotangents are computed
 in place in adjoint buffers the tape owns and handed over instead of copied;
 a write of a fresh value over a whole array, or over one contiguous block of
 it (`new[1:-1] = ...`), hands that part of the adjoint buffer to the value,

@@ -31,6 +31,7 @@ import weakref
 
 import numpy as np
 
+from .elide import ELIDE_BYTES, note_result, temporary
 from .errors import (
     MutationError,
     NoRuleError,
@@ -59,6 +60,7 @@ except ImportError:  # NumPy < 2
 __all__ = ["Tracer", "Level", "Storage", "bind", "Primitive", "REGISTRY", "FUNCTIONS"]
 
 _ndarray = np.ndarray
+_getframe = sys._getframe
 _np_power = np.power  # (a global, not an attribute lookup, on the ufunc hot path)
 _FLOAT_KINDS = frozenset("fc")
 
@@ -484,6 +486,7 @@ class Level:
 
     mode = "?"
     run_group = None  # a RunGroup: one of the runs of a forward-mode jacobian (see live)
+    last_result = None  # the last large result of a traced operator (elide.note_result)
 
     def __init__(self):
         self.id = next(_level_ids)
@@ -1099,14 +1102,15 @@ def ew_rule(prim):
     return None
 
 
-def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
+def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     """The hot path of ``a op b`` (and ``np.f(a, b)``): one differentiation
     level in the thread, operands that are Python scalars or tracers of that
     level, no keywords. Goes straight to the level, skipping the general
     dispatcher; returns None when the call is not of that kind.
 
     ``dest``: ``np.f(a, b, out=dest)`` with ``dest`` all of an array of that
-    level (``self``), computed in place by a reverse-mode level, or None."""
+    level (``self``), computed in place by a reverse-mode level, or None.
+    ``into``: ``a`` or ``b``, a temporary whose buffer may take the result (elide.py)."""
     lv = self._level
     if lv.closed or len(STATE.levels) != 1:
         return None
@@ -1121,7 +1125,7 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None):
     ew = prim.elementwise
     if lv.mode == "rev" and ew is not None and prim.rrule is ew[0] and not prim.zero:  # (ew_rule, inlined)
         # plain values only: no dispatch inside, no ceiling needed
-        r = lv.process_ew(prim, leaves, scalar_op, dest, self._scalar)
+        r = lv.process_ew(prim, leaves, scalar_op, dest, self._scalar, into)
         if r is not None or dest is not None:
             return r
     elif dest is not None:
@@ -1242,6 +1246,21 @@ def _binop(ufunc):
             uf = _pow_shortcut(self, other)
             if uf is not None:
                 return call_ufunc(uf, (self,), {})
+        if _large(self) or (type(other) is ArrayTracer and _large(other)):
+            # (elide.temporary is called from here: the depth at which elide counted references)
+            lv = self._level
+            f = _getframe(1)
+            into = None
+            if lv.mode == "rev":
+                if temporary(self, f, f.f_code, 0, lv):
+                    into = self
+                elif type(other) is ArrayTracer and other._level is lv and temporary(other, f, f.f_code, 1, lv):
+                    into = other
+            r = _fast_call(ufunc, self, self, other, sop, into=into)
+            if r is None:
+                r = call_ufunc(ufunc, (self, other), {})
+            _note_result(r, f, lv)
+            return r
         r = _fast_call(ufunc, self, self, other, sop)
         if r is None:
             return call_ufunc(ufunc, (self, other), {})
@@ -1250,6 +1269,15 @@ def _binop(ufunc):
     def rop(self, other):
         if self._scalar:
             return scalar(self, other, self)
+        if _large(self):
+            lv = self._level
+            f = _getframe(1)
+            into = self if lv.mode == "rev" and temporary(self, f, f.f_code, 1, lv) else None
+            r = _fast_call(ufunc, self, other, self, sop, into=into)
+            if r is None:
+                r = call_ufunc(ufunc, (other, self), {})
+            _note_result(r, f, lv)
+            return r
         r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
             return call_ufunc(ufunc, (other, self), {})
@@ -1263,6 +1291,18 @@ def _binop(ufunc):
         return self
 
     return op, rop, iop
+
+
+def _large(t) -> bool:
+    """Whether ``t``'s value is an array NumPy would elide as a temporary (elide.py)."""
+    v = t._value
+    return type(v) is _ndarray and v.nbytes >= ELIDE_BYTES
+
+
+def _note_result(r, frame, lv):
+    """Remember a large traced result of an operator, which the next operator may elide."""
+    if type(r) is ArrayTracer and r._level is lv and _large(r):
+        note_result(r, frame, lv)
 
 
 def call_ufunc(ufunc, inputs, kwargs):
@@ -1638,7 +1678,11 @@ class Tracer:
         r = _fast_call(np.negative, self, self, _NOARG)
         if r is None:
             r = call_ufunc(np.negative, (self,), {})
-        return _weak_result(r, ()) if self._scalar and weak(self) else r
+        if self._scalar:
+            return _weak_result(r, ()) if weak(self) else r
+        if _large(self):
+            _note_result(r, _getframe(1), self._level)
+        return r
 
     def __pos__(self):
         r = call_ufunc(np.positive, (self,), {})

@@ -29,6 +29,7 @@ no pullback until one captures the storage again.
 """
 from __future__ import annotations
 
+import sys
 import weakref
 
 import numpy as np
@@ -61,6 +62,14 @@ from .errors import MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 _ndarray = np.ndarray
+_getrefcount = sys.getrefcount
+
+
+class _Dead:
+    pass
+
+
+_GONE = weakref.ref(_Dead())  # a dead reference: the root of a storage whose memory went to another
 RUN_AFTER = 4  # element-level records in a row before a run starts (see ReverseLevel.in_run)
 
 
@@ -398,7 +407,7 @@ class ReverseLevel(Level):
             out[k] = v
         return out
 
-    def process_ew(self, prim, leaves, scalar_op=None, dest=None, scalar=False):
+    def process_ew(self, prim, leaves, scalar_op=None, dest=None, scalar=False, into=None):
         """The hottest path, :meth:`process` for an elementwise primitive on
         this level's tracers and plain numbers (one level, no keywords).
 
@@ -408,7 +417,9 @@ class ReverseLevel(Level):
         (no copy of the result). ``scalar``: the operation was called on a
         traced scalar, so it may go to a run (see runs.py). Returns None for what it does not handle
         (nothing active; for ``dest``, a cast, a broadcast output, or a
-        pullback that reads the output, i.e. ``dest``'s later contents)."""
+        pullback that reads the output, i.e. ``dest``'s later contents).
+        ``into``: one of ``leaves``, a temporary nothing else refers to, whose buffer
+        may take the result if no pullback reads it (:meth:`_elide`)."""
         if scalar and self.runs and dest is None and self.in_run():
             out = run_operation(self, prim, leaves, scalar_op)  # recorded by a run
             if out is not None:
@@ -457,6 +468,10 @@ class ReverseLevel(Level):
                     x._storage.captured = True
         if dest is not None:
             return self._ew_into(prim, vals, inputs, need, dest, dv)
+        if into is not None:
+            y = self._elide(prim, vals, leaves, into, need)
+            if y is not None:
+                return self._ew_record(prim, leaves, vals, inputs, need, out_read, y)
         if scalar_op is not None and type(vals[0]) in _SCALAR_OP_TYPES and type(vals[1]) in _SCALAR_OP_TYPES:
             y = scalar_op(vals[0], vals[1])  # (core.ew_value, inlined: the hottest path)
         else:
@@ -486,6 +501,36 @@ class ReverseLevel(Level):
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)
         return out
+
+    def _elide(self, prim, vals, leaves, into, need):
+        """NumPy's temporary elision: compute ``prim(*vals)`` into the buffer of
+        ``into``, an operand the caller found to be a stack temporary (elide.py),
+        if its storage is a plain fresh result nothing reads or shares: no pullback
+        reads it, no view, record or export refers to the array, and the result has
+        its dtype and shape. Returns that buffer, or None. The temporary's storage
+        then no longer knows its memory, as if the array had died."""
+        k = 0 if leaves[0] is into else 1
+        st = into._storage
+        if (k in need or type(st) is not Storage or into._geom is not None or st.captured or st._root is not None
+                or st.orig is not None or st.written or st.exported or st.aliased is not None
+                or st.poison is not None or st.pristine or st.weak or st.plain_alias is not None):
+            return None
+        buf = vals[k]
+        uf = prim.elementwise[2]
+        # references to buf: into._value, vals[k], buf, getrefcount's argument
+        if (type(buf) is not _ndarray or type(uf) is not np.ufunc or _getrefcount(buf) != 4
+                or buf.base is not None or not buf.flags.c_contiguous or not buf.flags.writeable):
+            return None
+        try:
+            dt = uf.resolve_dtypes(tuple(v.dtype if isinstance(v, (_ndarray, np.generic)) else type(v)
+                                         for v in vals) + (None,))[-1]
+        except (TypeError, ValueError):
+            return None
+        if dt != buf.dtype or np.broadcast_shapes(*[np.shape(v) for v in vals]) != buf.shape:
+            return None
+        uf(*vals, out=buf)
+        st._ref = _GONE
+        return buf
 
     def _ew_into(self, prim, vals, inputs, need, dest, dv):
         s = self.check_writable(dest)

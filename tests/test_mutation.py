@@ -1052,3 +1052,67 @@ def test_in_place_ufuncs_over_a_whole_array_then_partial_writes():
 
     for fn in (f, g):
         check_grads(fn, np.array([0.3, -0.2, 0.5]), order=2)
+
+
+# -- results without a derivative written into a traced out= buffer --------------------
+
+_X_INF = np.array([-np.inf, 0.0, np.inf, 1.5])
+_MASK = np.array([True, False, True, False])
+
+
+def _central(f, y, h=1e-6):
+    return np.array([(f(y + h * e) - f(y - h * e)) / (2 * h) for e in np.eye(y.size)])
+
+
+@pytest.mark.parametrize("call", [
+    lambda y: np.less(_X_INF, 1.0, out=y, where=_MASK),
+    lambda y: np.isnan(_X_INF, out=y, where=_MASK),
+    lambda y: np.equal(_X_INF, _X_INF, out=y, where=_MASK),
+    lambda y: np.logical_not(_X_INF, out=y, where=_MASK),
+    lambda y: np.signbit(_X_INF, out=y, where=_MASK),
+], ids=["less", "isnan", "equal", "logical_not", "signbit"])
+def test_a_boolean_ufunc_with_where_leaves_the_rest_of_out(call):
+    # the elements where= leaves out keep the buffer's values and their derivative
+    # (they held NumPy's uninitialised memory, and a zero derivative)
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+
+    def f(y):
+        call(y)
+        return np.sum(y * w) + np.sum(y * y)
+
+    y0 = np.array([2.0, 5.0, 7.0, -1.0])
+    plain = y0.copy()
+    call(plain)
+    assert plain[1] == 5.0 and plain[3] == -1.0
+    traced = y0.copy()
+    value, g = mg.value_and_grad(f)(traced)
+    np.testing.assert_array_equal(traced, plain)  # the argument ends as the plain call leaves it
+    assert value == f(y0.copy())
+    np.testing.assert_allclose(g, _central(f, y0), atol=1e-6)
+    check_grads(f, y0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda y: np.isposinf(_X_INF, y),
+    lambda y: np.isneginf(_X_INF, out=y),
+    lambda y: np.any(_X_INF.reshape(2, 2), axis=0, out=y[:2]),
+    lambda y: np.all(_X_INF.reshape(2, 2) != 0, axis=1, out=y[2:]),
+], ids=["isposinf", "isneginf", "any", "all"])
+def test_a_function_of_plain_values_writes_its_out_buffer(call):
+    # np.isposinf(x, y), np.any(..., out=y): y's memory took the result unseen, so the
+    # derivative went through as if y had not been overwritten
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+
+    def f(y):
+        call(y)
+        return np.sum(y * w) + np.sum(y * y)
+
+    y0 = np.array([2.0, 5.0, 7.0, -1.0])
+    plain = y0.copy()
+    call(plain)
+    traced = y0.copy()
+    value, g = mg.value_and_grad(f)(traced)
+    np.testing.assert_array_equal(traced, plain)
+    assert value == f(y0.copy())
+    np.testing.assert_allclose(g, _central(f, y0), atol=1e-6)
+    check_grads(f, y0)

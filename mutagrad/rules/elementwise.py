@@ -250,6 +250,18 @@ def _nondiff_call(ufunc, inputs, kwargs):
     out = kwargs.pop("out", None)
     if "where" in kwargs:
         kwargs["where"] = bottom(kwargs["where"])
+    where = kwargs.get("where", True)
+    if where is not True and out is not None:
+        # the elements where= leaves out keep out's values (and derivatives): NumPy's call
+        # without out= leaves them uninitialised, so it is given a plain copy of out
+        outs = out if type(out) is tuple else (out,)
+        copies = tuple(np.array(bottom(o), copy=True) for o in outs)
+        res = getattr(ufunc, "__call__")(*(plain_operand(x) for x in inputs), out=copies, **kwargs)
+        res = res if ufunc.nout > 1 else (res,)
+        for o, r in zip(outs, res):
+            mask = np.broadcast_to(np.asarray(where, dtype=bool), np.shape(o))
+            write(o, mask, r[mask])
+        return outs[0] if ufunc.nout == 1 else outs
     res = getattr(ufunc, "__call__")(*(plain_operand(x) for x in inputs), **kwargs)  # (weak scalars: NumPy's loop)
     if out is not None:
         out = out if type(out) is tuple else (out,)

@@ -8,6 +8,8 @@ copies instead (``reshape`` of a non-contiguous array, ``concatenate``...).
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operand
@@ -426,10 +428,25 @@ PLAIN_FUNCTIONS = set()
 
 
 def _plain(fn):
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    at = params.index("out") if "out" in params else None  # (np.isposinf(x, y): out is the second)
+
     def handler(args, kwargs):
         from ..pytree import tree_map
 
-        return fn(*tree_map(plain_operand, list(args)), **tree_map(plain_operand, dict(kwargs)))
+        out = None
+        if at is not None:  # a traced out= buffer takes the result as a recorded write, not in its memory
+            if isinstance(kwargs.get("out"), Tracer):
+                kwargs = dict(kwargs)
+                out = kwargs.pop("out")
+            elif len(args) > at and isinstance(args[at], Tracer):
+                out = args[at]
+                args = (*args[:at], None, *args[at + 1:])
+        res = fn(*tree_map(plain_operand, list(args)), **tree_map(plain_operand, dict(kwargs)))
+        return write_out(res, out)
 
     FUNCTIONS[fn] = handler
     PLAIN_FUNCTIONS.add(fn)

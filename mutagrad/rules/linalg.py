@@ -578,8 +578,13 @@ def _slogdet_rrule(a):
 
 def _slogdet_singular_T(a, k):
     """The pullback through a stack holding singular matrices: their cotangents must be
-    zero (the loss does not use their log|det|); the others' as usual."""
+    zero (the loss does not use their log|det|); the others' as usual. For one matrix a
+    zero cotangent is a computed one, not an unused log|det| (which sends none): in
+    ``s * exp(logabsdet)``, exp's derivative at -inf is 0 and log|det|'s is infinite, so
+    the derivative (det's) is not 0 * inf = 0."""
     batch = np.shape(a)[:-2]
+    if not batch:
+        return _slogdet_singular()
     kb = np.broadcast_to(bottom(k), batch)
     out = []
     for idx in np.ndindex(*batch):

@@ -466,3 +466,23 @@ def test_forward_jacobian_of_a_complex_input_passes_a_missing_derivative_on():
 
     for mode in ("rev", "fwd"):
         assert isinstance(mg.jacobian(f, mode=mode)(m), mg.NotImplementedTangent)
+
+
+def test_sign_times_exp_of_slogdet_at_a_singular_matrix_is_not_zero():
+    # s * exp(logabsdet) is det, whose derivative at this rank-2 matrix is its cofactor matrix
+    # (central differences: 4 at [0, 0]); the cotangent of logabsdet is exp(-inf) = 0, a
+    # computed zero, and the pullback took it for an unused logabsdet: a gradient of zeros
+    A = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+
+    def f(a):
+        s, logabs = np.linalg.slogdet(a)
+        return s * np.exp(logabs)
+
+    h = 1e-6
+    E = np.zeros((3, 3))
+    E[0, 0] = h
+    assert (f(A + E) - f(A - E)) / (2 * h) == pytest.approx(4.0, rel=1e-6)
+    assert isinstance(mg.grad(f)(A.copy()), mg.NotImplementedTangent)
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="slogdet"):
+        mg.grad(f)(A.copy())
+    assert isinstance(mg.jvp(f, (A.copy(),), (np.eye(3),))[1], mg.NotImplementedTangent)

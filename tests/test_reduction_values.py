@@ -151,3 +151,29 @@ def test_inner_of_two_vectors_is_a_numpy_scalar_with_numpys_bits(dtype):
     assert type(got) is type(want) and got.tobytes() == want.tobytes()
     if dtype is not np.complex128:
         np.testing.assert_allclose(mg.grad(f)(x), y, rtol=1e-6)  # d/dx_i of sum x_i y_i
+
+
+@pytest.mark.parametrize("axis, wshape", [((0, 1), (2, 3)), ((1, 0), (3, 2)), ((-1, 0), (4, 2)), ((2,), (4,)),
+                                          (1, (3,))])
+def test_average_with_weights_along_several_axes(axis, wshape):
+    # weights of a's shape along the axes, in the axes' order (NumPy's docstring example:
+    # axis=(0, 1) with 2-D weights); it raised from inside mutagrad
+    x = np.random.default_rng(3).uniform(0.5, 1.5, (2, 3, 4))
+    w = np.random.default_rng(4).uniform(0.1, 1.0, wshape)
+
+    def f(x):
+        avg, scl = np.average(x, axis=axis, weights=w, returned=True)
+        return np.sum(avg * np.arange(1.0, avg.size + 1).reshape(avg.shape)) + np.sum(scl)
+
+    plain = np.average(x, axis=axis, weights=w)
+    assert mg.value_and_grad(f)(x)[0] == f(x)
+    np.testing.assert_array_equal(mg.vjp(lambda x: np.average(x, axis=axis, weights=w), x)[0], plain)
+    check_grads(f, x)
+
+
+def test_average_with_weights_of_the_wrong_shape_raises_numpys_error():
+    x = np.ones((2, 3, 4))
+    with pytest.raises(ValueError, match="Shape of weights must be consistent"):
+        np.average(x, axis=(0, 1), weights=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="Shape of weights must be consistent"):
+        mg.grad(lambda x: np.average(x, axis=(0, 1), weights=np.ones((3, 2))))(x)

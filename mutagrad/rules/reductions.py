@@ -558,14 +558,14 @@ def _np_average(args, kwargs):
         axes = _norm_axis(axis, np.ndim(x))
         scl = np.asarray(float(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)))
     else:
-        if np.ndim(w) != np.ndim(x):
+        if np.shape(w) != np.shape(x):  # (NumPy's checks and layout: weights along the axes, in order)
             if axis is None:
                 raise TypeError("Axis must be specified when shapes of a and weights differ.")
-            if np.ndim(w) != 1 or np.shape(w)[0] != np.shape(x)[axis]:
-                raise ValueError("Length of weights not compatible with specified axis.")
-            shape = [1] * np.ndim(x)
-            shape[axis % np.ndim(x)] = np.shape(w)[0]
-            w = np.reshape(w, shape)
+            axes = normalize_axis_tuple(axis, np.ndim(x), argname="axis")  # (in the caller's order)
+            if np.shape(w) != tuple(np.shape(x)[k] for k in axes):
+                raise ValueError("Shape of weights must be consistent with shape of a along specified axis.")
+            w = np.transpose(w, np.argsort(axes))
+            w = np.reshape(w, tuple(s if k in axes else 1 for k, s in enumerate(np.shape(x))))
         w = np.broadcast_to(w, np.shape(x))
         scl = np.sum(w, axis=axis, keepdims=keepdims)
         avg = np.sum(x * w, axis=axis, keepdims=keepdims) / scl

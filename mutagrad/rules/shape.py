@@ -362,7 +362,9 @@ def astype(x, dtype, copy=True, casting="unsafe"):
     """``x.astype(dtype)``: float and complex casts are differentiable; casting
     to an integer or boolean type gives a plain array (no derivative)."""
     dt = np.dtype(dtype)
-    if casting != "unsafe":  # NumPy's check (and its error), on an empty array of x's dtype
+    if casting == "same_value":  # a check of the values themselves (NumPy >= 2.4): on them
+        bottom(x).astype(dt, casting=casting)
+    elif casting != "unsafe":  # NumPy's check (and its error), on an empty array of x's dtype
         np.empty(0, np.result_type(bottom(x))).astype(dt, casting=casting)
     if dt.kind in "iub":
         return bottom(x).astype(dt)  # an integer or boolean result carries no derivative

@@ -687,6 +687,8 @@ def _np_norm(args, kwargs):
         raise ValueError("Invalid norm order for matrices.")
     if not keepdims:
         res = np.squeeze(res, axis=(r, c))
+        if np.ndim(res) == 0:
+            res = res[()]  # NumPy's scalar, as its reductions give
     return res
 
 

@@ -221,16 +221,68 @@ def _median(x, axis, keepdims, omit_nan):
 
 
 def _np_median(omit_nan):
+    fn = np.nanmedian if omit_nan else np.median
+
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "axis", "out", "overwrite_input", "keepdims"))
         keepdims = a.get("keepdims", False)
         if np.size(bottom(a["a"])) == 0:  # no values: NumPy's NaNs, which depend on nothing
-            return np.nanmedian(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims)) if omit_nan \
-                else np.median(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims))
+            return fn(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims))
         res = _median(a["a"], a.get("axis"), keepdims is not _NoValue and bool(keepdims), omit_nan)
+        if a.get("overwrite_input"):
+            _overwrite_input(a["a"], a.get("axis"), lambda c: fn(c, axis=a.get("axis"), overwrite_input=True))
         return write_out(res, a.get("out"))
 
     return handler
+
+
+def _overwrite_input(x, axis, plain_call):
+    """``overwrite_input=True``: NumPy leaves ``x`` partitioned (its elements permuted
+    along ``axis``, or all of it when ``axis`` is None and it is C-contiguous, else a
+    raveled copy is partitioned). The same permutation, found by running NumPy on a copy
+    and matching values, is written into ``x`` as a traced gather, so that code reading
+    ``x`` afterwards sees NumPy's values with their derivatives."""
+    import warnings
+
+    xb = bottom(x)
+    if not isinstance(x, Tracer):
+        plain_call(xb)  # a plain array: NumPy's own side effect
+        return
+    if axis is None:
+        if not xb.flags.c_contiguous:
+            return  # NumPy partitions a raveled copy: x is left as it was
+    elif not isinstance(axis, (int, np.integer)):
+        raise NoRuleError(
+            f"overwrite_input=True with the tuple axis {axis} on a traced array at {user_line()}: where NumPy "
+            "partitions the array itself depends on its memory layout. Pass overwrite_input=False (the result "
+            "is the same; the array is then left as it is).")
+    c = xb.copy()
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        plain_call(c)
+    ax = -1 if axis is None else normalize_axis_index(int(axis), xb.ndim)
+    xm = xb.reshape(-1) if axis is None else np.moveaxis(xb, ax, -1)
+    cm = c.reshape(-1) if axis is None else np.moveaxis(c, ax, -1)
+    # sort both by value, then sign bit (so -0.0 and 0.0 keep their bits): the k-th smallest
+    # of c came from the k-th smallest of x, lane by lane
+    src = np.lexsort((np.signbit(xm), xm), axis=-1)
+    dst = np.lexsort((np.signbit(cm), cm), axis=-1)
+    xs, cs = np.take_along_axis(xm, src, axis=-1), np.take_along_axis(cm, dst, axis=-1)
+    if not (np.array_equal(xs, cs, equal_nan=True) and np.array_equal(np.signbit(xs), np.signbit(cs))):
+        # (np.nanmedian and the other nan* functions move values over the NaNs: copies, not a
+        # permutation of the elements)
+        raise NoRuleError(
+            f"overwrite_input=True at {user_line()} left the traced array with values copied over others "
+            "(a nan* function over NaNs), which mutagrad does not reproduce. Pass overwrite_input=False (the "
+            "result is the same; the array is then left as it is).")
+    perm = np.empty_like(src)
+    np.put_along_axis(perm, dst, src, axis=-1)
+    if np.array_equal(perm, np.broadcast_to(np.arange(perm.shape[-1]), perm.shape)):
+        return
+    if axis is None:
+        x[...] = np.reshape(np.reshape(x, -1)[perm], xb.shape)
+    else:
+        x[...] = np.moveaxis(np.take_along_axis(np.moveaxis(x, ax, -1), perm, axis=-1), -1, ax)
 
 
 # Virtual index of the q-quantile among n sorted values (Hyndman & Fan), as NumPy computes it.
@@ -354,6 +406,9 @@ def _weighted_index(ws, qb, qshape, last):
 
 
 def _np_quantile(scale, omit_nan):
+    fn = {(1, False): np.quantile, (100, False): np.percentile, (1, True): np.nanquantile,
+          (100, True): np.nanpercentile}[scale, omit_nan]
+
     def handler(args, kwargs):
         names = ("a", "q", "axis", "out", "overwrite_input", "method", "keepdims")
         a = _reduce_args(args, kwargs, names)
@@ -366,6 +421,9 @@ def _np_quantile(scale, omit_nan):
         keepdims = a.get("keepdims", False)
         res = _quantile(a["a"], q, a.get("axis"), a.get("method", "linear"),
                         keepdims is not _NoValue and bool(keepdims), omit_nan, a.get("weights"), weak_q)
+        if a.get("overwrite_input"):
+            _overwrite_input(a["a"], a.get("axis"), lambda c: fn(
+                c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, method=a.get("method", "linear")))
         if a.get("out") is None and np.ndim(res) == 0 and a.get("weights") is None:
             res = res[()]  # NumPy's scalar (its weighted path leaves a 0-d array)
         return write_out(res, a.get("out"))

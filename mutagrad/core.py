@@ -977,15 +977,17 @@ UFUNC_HANDLERS: dict = {}  # (ufunc, method) -> handler(ufunc, inputs, kwargs)
 
 def _arrayify(inputs):
     """Lists and tuples among ufunc operands become arrays (traced if they
-    hold traced values), so that every operand is one leaf."""
+    hold traced values), so that every operand is one leaf; a range becomes
+    NumPy's array of it (rules' partials test operands' values)."""
     for x in inputs:
-        if type(x) is list or type(x) is tuple:
+        if type(x) is list or type(x) is tuple or type(x) is range:
             break
     else:
         return inputs
     from .numpy import array
 
-    return tuple(array(x) if type(x) is list or type(x) is tuple else x for x in inputs)
+    return tuple(array(x) if type(x) is list or type(x) is tuple else np.asarray(x) if type(x) is range else x
+                 for x in inputs)
 
 
 def ufunc_dispatch(ufunc, method, inputs, kwargs):

@@ -350,3 +350,18 @@ def test_each_kind_of_event_after_an_out_write_follows_its_own_mode():
     with np.errstate(divide="ignore", invalid="raise"):
         v, t = mg.jvp(f, (x,), (np.array([0.0, 0.0, 1.0]),))
     assert v == 2 * np.log(2.0) and t == pytest.approx(1.0, rel=1e-15)  # d/dx 2 log x at 2
+
+
+@pytest.mark.parametrize("fn", [np.power, np.float_power])
+def test_a_range_base_of_a_power_is_an_array(fn):
+    # d/de 0**e = 0 (for e > 0): a range base (NumPy's float_power example) reached the
+    # partial as a range, which `== 0` did not see, and gave 0 * log(0) = nan
+    e = np.array([1.5, 2.0, 0.5, 3.0, 1.0, 2.5])
+
+    def f(e):
+        return np.sum(fn(range(6), e))
+
+    want = np.arange(6.0) ** e * np.log(np.where(np.arange(6.0) == 0, 1.0, np.arange(6.0)))  # closed form
+    np.testing.assert_allclose(mg.grad(f)(e), want, rtol=1e-12)
+    check_grads(f, e)
+    assert mg.value_and_grad(f)(e)[0] == f(e)

@@ -404,3 +404,21 @@ def test_overwrite_input_of_a_plain_array_and_with_a_tuple_axis():
     b1 = np.array([3.0, np.nan, 1.0, 2.0, 5.0])
     with pytest.raises(mg.DifferentiationError, match="overwrite_input=False"):
         mg.grad(lambda b: np.nanmedian(b, overwrite_input=True) + np.nansum(b))(b1.copy())
+
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+def test_gradient_with_uniform_traced_coordinates_has_numpys_bits(edge_order):
+    # NumPy takes its uniform formula for evenly spaced coordinates; the traced general one
+    # differed in the last bit (NumPy's docstring example); the derivative stays the general one's
+    y = np.array([0.0, 3.0, 6.0, 9.0])
+    zs = np.random.default_rng(5).uniform(-1, 1, (3, 4)) * 7.3
+    w = np.random.default_rng(6).standard_normal((3, 4))
+
+    def f(zs, y):
+        return np.sum(np.gradient(zs, 1.5, y, edge_order=edge_order)[1] * w)
+
+    plain = np.gradient(zs, 1.5, y, edge_order=edge_order)
+    traced = mg.vjp(lambda zs, y: np.gradient(zs, 1.5, y, edge_order=edge_order), zs, y)[0]
+    for p, t in zip(plain, traced):
+        np.testing.assert_array_equal(t, p)
+    check_grads(f, zs, y)

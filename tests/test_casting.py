@@ -366,3 +366,26 @@ def test_astype_same_value_checks_the_values(x, dt, ok):
         with pytest.raises(ValueError) as traced:
             mg.grad(f)(x.copy())
         assert str(traced.value) == str(plain.value)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("increasing", [False, True])
+def test_vander_computes_in_its_result_dtype(dtype, increasing):
+    # NumPy writes x into a float64 result and multiplies there; the traced powers were
+    # multiplied in float32 (or float16) and then widened: 1939.32947 for 1939.32966 (found
+    # with PyTorch's OpInfo reference inputs)
+    x = np.array([-6.6361, 7.855, 0.5, 3.25], dtype=dtype)
+    w = np.random.default_rng(2).standard_normal((4, 5))
+    plain = np.vander(x, 5, increasing=increasing)
+    traced = mg.vjp(lambda x: np.vander(x, 5, increasing=increasing), x)[0]
+    assert traced.dtype == plain.dtype == np.float64
+    np.testing.assert_array_equal(traced, plain)
+    # the derivative of the float64 powers of x's (exactly representable) values, in closed form
+    xs = x.astype(np.float64)
+    k = np.arange(5) if increasing else np.arange(4, -1, -1)
+    want = np.sum(w * k * np.where(k > 0, xs[:, None] ** np.maximum(k - 1, 0), 0.0), axis=1)
+    g = mg.grad(lambda x: np.sum(np.vander(x, 5, increasing=increasing) * w))(x)
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, want.astype(dtype), rtol=2e-3 if dtype == np.float16 else 1e-6)
+    tangent = mg.jvp(lambda x: np.sum(np.vander(x, 5, increasing=increasing) * w), (x,), (np.ones(4, dtype),))[1]
+    assert tangent == pytest.approx(np.sum(want), rel=1e-12)

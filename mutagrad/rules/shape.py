@@ -519,9 +519,13 @@ def _np_vander(args, kwargs):
     a = dict(zip(("x", "N", "increasing"), args))
     a.update(kwargs)
     x = a["x"]
+    if np.ndim(x) != 1:
+        raise ValueError("x must be a one-dimensional array or sequence.")
     m = np.shape(x)[0]
     n = m if a.get("N") is None else a["N"]
     dt = np.promote_types(np.result_type(bottom(x)), int)
+    if isinstance(x, Tracer) and x.dtype != dt:
+        x = x.astype(dt)  # NumPy writes x into the result's dtype, then multiplies there (float32: float64)
     cols = [np.ones((m, min(n, 1)), dt)]
     if n > 1:
         cols.append(np.cumprod(np.broadcast_to(np.reshape(x, (-1, 1)), (m, n - 1)), axis=1))

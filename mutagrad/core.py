@@ -331,6 +331,8 @@ def _relockable(a) -> bool:
 
 
 def _may_self_overlap(shape, strides, itemsize) -> bool:
+    if 0 in shape:  # no elements: nothing overlaps (NumPy's writes into it are no-ops)
+        return False
     dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
     extent = itemsize
     for s, n in dims:

@@ -1116,3 +1116,38 @@ def test_a_function_of_plain_values_writes_its_out_buffer(call):
     assert value == f(y0.copy())
     np.testing.assert_allclose(g, _central(f, y0), atol=1e-6)
     check_grads(f, y0)
+
+
+def test_broadcast_arrays_of_one_shape_are_the_arrays_themselves():
+    # NumPy returns the arguments themselves (writeable) when no broadcasting is needed;
+    # a write through them was refused as a write into a read-only array
+    def f(a, b):
+        ya, yb = np.broadcast_arrays(a, b)
+        ya *= 2.0  # doubles a
+        c, _ = np.broadcast_arrays(b, np.ones((3, 2)))  # (b[...]: a view of b, not b)
+        return np.sum(ya) + np.sum(yb * 3.0) + np.sum(a * b) + np.sum(c)
+
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    check_grads(f, a, b)
+    v, g = mg.value_and_grad(f, argnums=(0, 1))(a.copy(), b.copy())
+    assert v == f(a.copy(), b.copy())
+    np.testing.assert_allclose(g[0], 2.0 + 2.0 * b)  # closed form: d/da of 2a + 2a*b
+    np.testing.assert_allclose(g[1], 3.0 + 2.0 * a + 3.0)
+
+
+@pytest.mark.parametrize("make", [lambda x: np.real(x), lambda x: np.split(x, 5)[2], lambda x: x[:, :, ::-1].T],
+                         ids=["real", "split", "reversed-transposed"])
+def test_a_write_into_an_empty_view_is_a_no_op(make):
+    # NumPy gives empty views strides that look self-overlapping (0 or repeated); a write into
+    # one changes nothing, as in NumPy (it was refused as a self-overlapping view)
+    def f(x, y):
+        v = make(x)
+        v *= 2.0
+        v[...] = 3.0
+        return np.sum(v) + np.sum(x) + np.sum(y * y)
+
+    x, y = np.zeros((5, 0, 5)), np.array([1.0, 2.0])
+    v, g = mg.value_and_grad(f, argnums=(0, 1))(x.copy(), y.copy())
+    assert v == f(x.copy(), y.copy()) == 5.0
+    assert g[0].shape == (5, 0, 5)
+    np.testing.assert_array_equal(g[1], 2.0 * y)

@@ -492,8 +492,13 @@ FUNCTIONS[_swv] = lambda args, kwargs: bind(swv_p, args, kwargs)
 
 
 def _np_broadcast_arrays(args, kwargs):
+    args = [a if isinstance(a, Tracer) else np.asarray(a) for a in args]
     shape = np.broadcast_shapes(*(np.shape(a) for a in args))
-    return tuple(np.broadcast_to(a, shape) for a in args)
+    # as NumPy: all of the shape already, the arrays themselves; else one of the shape is a
+    # writeable view of it (and the others read-only broadcast views)
+    if all(np.shape(a) == shape for a in args):
+        return tuple(args)
+    return tuple(a[...] if np.shape(a) == shape else np.broadcast_to(a, shape) for a in args)
 
 
 def _np_linspace(args, kwargs):

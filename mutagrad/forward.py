@@ -48,7 +48,7 @@ def _frule_events_apart(prim, primals, tangents, kwargs):
     with np.errstate(all="call", call=events):
         y, ydot = prim.frule(primals, tangents, **kwargs)
     if events.seen:
-        prim.impl(*tree_map(bottom, primals), **kwargs)
+        prim.impl(*tree_map(bottom, primals), **{k: tree_map(bottom, v) for k, v in kwargs.items()})
     return y, ydot
 
 

@@ -70,6 +70,22 @@ class _Dead:
 
 
 _GONE = weakref.ref(_Dead())  # a dead reference: the root of a storage whose memory went to another
+
+
+def _buffer_refs():
+    """The reference count ReverseLevel._elide sees of an array held by nothing but its
+    tracer (``into._value``), the list of values and its own local: measured, with the
+    same structure, on this interpreter."""
+    holder = _Dead()
+    a = np.empty(1)
+    holder.value = a
+    vals = [a]
+    del a
+    buf = vals[0]
+    return _getrefcount(buf)
+
+
+_BUFFER_REFS = _buffer_refs()
 RUN_AFTER = 4  # element-level records in a row before a run starts (see ReverseLevel.in_run)
 
 
@@ -517,8 +533,8 @@ class ReverseLevel(Level):
             return None
         buf = vals[k]
         uf = prim.elementwise[2]
-        # references to buf: into._value, vals[k], buf, getrefcount's argument
-        if (type(buf) is not _ndarray or type(uf) is not np.ufunc or _getrefcount(buf) != 4
+        # references to buf: into._value, vals[k], buf (and getrefcount's argument)
+        if (type(buf) is not _ndarray or type(uf) is not np.ufunc or _getrefcount(buf) != _BUFFER_REFS
                 or buf.base is not None or not buf.flags.c_contiguous or not buf.flags.writeable):
             return None
         try:

@@ -1074,6 +1074,13 @@ def _central(f, y, h=1e-6):
 def test_a_boolean_ufunc_with_where_leaves_the_rest_of_out(call):
     # the elements where= leaves out keep the buffer's values and their derivative
     # (they held NumPy's uninitialised memory, and a zero derivative)
+    plain = _written_like_numpy(call)
+    assert plain[1] == 5.0 and plain[3] == -1.0
+
+
+def _written_like_numpy(call):
+    """``call(y)`` writes into y: the traced call leaves y as the plain call does, and the
+    gradient of a function reading y afterwards is the plain program's central differences."""
     w = np.array([1.0, 2.0, 3.0, 4.0])
 
     def f(y):
@@ -1083,13 +1090,13 @@ def test_a_boolean_ufunc_with_where_leaves_the_rest_of_out(call):
     y0 = np.array([2.0, 5.0, 7.0, -1.0])
     plain = y0.copy()
     call(plain)
-    assert plain[1] == 5.0 and plain[3] == -1.0
     traced = y0.copy()
     value, g = mg.value_and_grad(f)(traced)
     np.testing.assert_array_equal(traced, plain)  # the argument ends as the plain call leaves it
     assert value == f(y0.copy())
     np.testing.assert_allclose(g, _central(f, y0), atol=1e-6)
     check_grads(f, y0)
+    return plain
 
 
 @pytest.mark.parametrize("call", [
@@ -1101,21 +1108,7 @@ def test_a_boolean_ufunc_with_where_leaves_the_rest_of_out(call):
 def test_a_function_of_plain_values_writes_its_out_buffer(call):
     # np.isposinf(x, y), np.any(..., out=y): y's memory took the result unseen, so the
     # derivative went through as if y had not been overwritten
-    w = np.array([1.0, 2.0, 3.0, 4.0])
-
-    def f(y):
-        call(y)
-        return np.sum(y * w) + np.sum(y * y)
-
-    y0 = np.array([2.0, 5.0, 7.0, -1.0])
-    plain = y0.copy()
-    call(plain)
-    traced = y0.copy()
-    value, g = mg.value_and_grad(f)(traced)
-    np.testing.assert_array_equal(traced, plain)
-    assert value == f(y0.copy())
-    np.testing.assert_allclose(g, _central(f, y0), atol=1e-6)
-    check_grads(f, y0)
+    _written_like_numpy(call)
 
 
 def test_broadcast_arrays_of_one_shape_are_the_arrays_themselves():

@@ -402,7 +402,9 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
                 return _strong_zero_product(g, dv, shape)
     try:
         same = ct.shape == shape
-    except AttributeError:  # a Python number
+    except AttributeError:  # a Python number, or a partial's NotImplementedTangent
+        if isinstance(ct, NotImplementedTangent):
+            return ct
         same = shape == ()
     return ct if same else unbroadcast(ct, shape)
 

@@ -340,3 +340,48 @@ def test_new_rules_closed_forms():
     h = 0.8
     phi, cdf = np.exp(-h * h / 2) / np.sqrt(2 * np.pi), sp.ndtr(h)
     np.testing.assert_allclose(mg.grad(lambda h: sp.owens_t(h, 1.0))(h), phi * (1 - 2 * cdf) / 2, rtol=1e-14)
+
+
+_EULER_GAMMA = 0.5772156649015329
+
+
+def _second_difference(f, x, h):
+    """Five-point central second difference (error O(h^4))."""
+    return (-f(x + 2 * h) + 16 * f(x + h) - 30 * f(x) + 16 * f(x - h) - f(x - 2 * h)) / (12 * h * h)
+
+
+@pytest.mark.parametrize("x", [1e-300, 1e-160, 1e-8, -1 + 1e-9, -3 + 1e-10, -2.2, 0.2])
+def test_rgamma_second_derivative_near_its_zeros(x):
+    # 1/Γ is entire; -ψ/Γ differentiated again is Γ⁻¹(ψ² - ψ'), inf - inf near the poles of Γ:
+    # -inf at x = 1e-300 (the true value is 2γ), 205.5 for 0.8456 at -1 + 1e-9
+    d2 = mg.grad(mg.grad(lambda x: msp.rgamma(x)))(x)
+    want = 2 * _EULER_GAMMA if abs(x) < 1e-6 else _second_difference(sp.rgamma, x, 1e-3)
+    assert d2 == pytest.approx(want, rel=1e-7)
+    d1 = mg.grad(lambda x: msp.rgamma(x))(x)
+    # 1/Γ(x) = x + γx² + ... near 0
+    assert d1 == pytest.approx((sp.rgamma(x + 1e-6) - sp.rgamma(x - 1e-6)) / 2e-6 if abs(x) > 1e-6
+                               else 1.0 + 2 * _EULER_GAMMA * x, rel=1e-8)
+
+
+@pytest.mark.parametrize("z, m, want", [(1e-10, -1.0, -1 / (1e-10 - 1) ** 2), (1e-8, -1.0, -1 / (1e-8 - 1) ** 2),
+                                        (1e-12, -2.0, None), (1e-10, 2.0, 2e-10 + 1), (0.3, 3, None)])
+def test_poch_derivative_near_the_poles_of_digamma(z, m, want):
+    # y (ψ(z+m) - ψ(z)): two digammas of 1e10 cancel at z = 1e-10 (-7076.85 for -1)
+    if want is None:  # closed form: poch(z, m) is a rational function for an integer m
+        if m < 0:
+            want = -sum(1.0 / (z - k) for k in range(1, int(-m) + 1)) * sp.poch(z, m)
+        else:
+            want = sum(1.0 / (z + k) for k in range(int(m))) * sp.poch(z, m)
+    assert mg.grad(lambda z: msp.poch(z, m))(z) == pytest.approx(want, rel=1e-12)
+    assert mg.jvp(lambda z: msp.poch(z, m), (z,), (1.0,))[1] == pytest.approx(want, rel=1e-12)
+
+
+def test_ive_of_a_complex_argument_has_no_derivative_here():
+    # ive(v, z) = iv(v, z) exp(-|Re z|) is not holomorphic: the holomorphic formula gave
+    # every derivative wrong (0.02997+0.14721j for d/dx = 0.0015076-0.0245378j)
+    z = np.array([2.5 + 3j])
+    assert isinstance(mg.grad(lambda z: np.sum(msp.ive(0, z).real))(z), mg.NotImplementedTangent)
+    assert isinstance(mg.jvp(lambda z: msp.ive(0, z), (z,), (np.ones(1, complex),))[1], mg.NotImplementedTangent)
+    x = np.array([2.5, 0.7])
+    check_grads(lambda x: msp.ive(1.5, x), x)  # real: exp(-|x|) iv, differentiable away from 0
+    check_grads(lambda x: msp.ive(2, x), -x)

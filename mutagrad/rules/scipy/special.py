@@ -110,13 +110,14 @@ defelementwise(sp.betaln,
 
 
 def _rgamma_d(x, y):
-    """(1/Γ)' = -ψ/Γ. At the poles of Γ (0, -1, -2...), where 1/Γ = 0 and ψ is
-    infinite, from the reflection 1/Γ(x) = Γ(1-x) sin(πx)/π:
-    Γ(1-x) (cos πx - sin(πx) ψ(1-x)/π), smooth there (so every order is exact).
-    Each branch at safe inputs only."""
+    """(1/Γ)' = -ψ/Γ. At and near the poles of Γ (0, -1, -2...), where 1/Γ is 0 and ψ
+    infinite (the product loses digits, and its derivative ψ² - ψ' cancels inf - inf),
+    from the reflection 1/Γ(x) = Γ(1-x) sin(πx)/π: Γ(1-x) (cos πx - sin(πx) ψ(1-x)/π),
+    smooth there (so every order is accurate). Each branch at safe inputs only."""
     xb = np.asarray(bottom(x))
     xr = xb.real
-    pole = (xr <= 0) & (xr == np.floor(xr)) & (xb.imag == 0)
+    # within 1/4 of a pole, real, and where Γ(1-x) is finite
+    pole = (xr < 0.25) & (xr > -170) & (np.abs(xr - np.round(xr)) < 0.25) & (xb.imag == 0)
     if not pole.any():
         return -y * sp.digamma(x)
     xp = np.where(pole, x, 0.5)
@@ -127,9 +128,23 @@ def _rgamma_d(x, y):
 
 defelementwise(sp.rgamma, _rgamma_d)
 defzero(sp.gammasgn)
-defelementwise(sp.poch,
-               lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)),
-               lambda z, m, y: y * sp.digamma(z + m))
+
+
+def _poch_dz(z, m, y):
+    """d/dz poch(z, m) = poch(z, m) (ψ(z+m) - ψ(z)). For an integer m (|m| <= 64) the
+    difference is the finite sum Σ 1/(z+k), k = 0..m-1 (or -Σ 1/(z-k), k = 1..-m): near a
+    pole of ψ the two digammas are huge and cancel (1e10 - 1e10 at z = 1e-10)."""
+    mb = np.asarray(bottom(m))
+    if (mb.dtype.kind in "fiu" and not np.iscomplexobj(bottom(z)) and mb.size
+            and np.all(mb == np.round(mb)) and np.all(np.abs(mb) <= 64)):
+        total = 0.0
+        for k in range(1, int(np.max(np.abs(mb))) + 1):
+            total = total + np.where(mb >= k, 1.0 / (z + (k - 1)), 0.0) - np.where(mb <= -k, 1.0 / (z - k), 0.0)
+        return y * total
+    return y * (sp.digamma(z + m) - sp.digamma(z))
+
+
+defelementwise(sp.poch, _poch_dz, lambda z, m, y: y * sp.digamma(z + m))
 
 # regularized incomplete gamma and beta functions, Student's t cdf: derivative
 # w.r.t. the integration limit is the density
@@ -241,7 +256,18 @@ defparametric(sp.jv, 1, lambda v, x, y: 0.5 * (sp.jv(v - 1, x) - sp.jv(v + 1, x)
 defparametric(sp.yv, 1, lambda v, x, y: 0.5 * (sp.yv(v - 1, x) - sp.yv(v + 1, x)))
 defparametric(sp.iv, 1, lambda v, x, y: 0.5 * (sp.iv(v - 1, x) + sp.iv(v + 1, x)))
 defparametric(sp.kv, 1, lambda v, x, y: -0.5 * (sp.kv(v - 1, x) + sp.kv(v + 1, x)))
-defparametric(sp.ive, 1, lambda v, x, y: 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x)) - _sign(x) * y)
+
+
+def _ive_dx(v, x, y):
+    if np.iscomplexobj(bottom(x)):
+        # SciPy's ive(v, z) is iv(v, z) exp(-|Re z|): not holomorphic (the holomorphic
+        # formula gave every derivative wrong)
+        return not_implemented("scipy.special.ive of a complex argument (iv(v, z) * exp(-|Re z|) is not "
+                               "holomorphic); use scipy.special.iv(v, z) * np.exp(-np.abs(z.real))")
+    return 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x)) - _sign(x) * y
+
+
+defparametric(sp.ive, 1, _ive_dx)
 defparametric(sp.kve, 1, lambda v, x, y: y - 0.5 * (sp.kve(v - 1, x) + sp.kve(v + 1, x)))
 defelementwise(sp.j0, lambda x, y: -sp.j1(x))
 defelementwise(sp.j1, lambda x, y: 0.5 * (sp.j0(x) - sp.jv(2, x)))

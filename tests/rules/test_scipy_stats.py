@@ -190,3 +190,31 @@ def test_multivariate_normal_allow_singular_gradients_closed_form():
     # off the support the value is a constant -inf: zero gradient, not nan
     g = mg.grad(lambda x: mst.multivariate_normal.logpdf(x, mu, cov, allow_singular=True))(mu + np.ones(3))
     np.testing.assert_array_equal(g, np.zeros(3))
+
+
+@pytest.mark.parametrize("method", ["logpdf", "pdf"])
+def test_multivariate_normal_reads_the_lower_triangle_of_cov_as_scipy_does(method):
+    # SciPy's eigh reads the lower triangle only: its function of C does not change with C[0, 1];
+    # mutagrad's read both triangles (gradient -0.33 for both entries, SciPy's 0 and -0.67)
+    m = np.array([0.3, -1.0])
+    C = np.array([[2.0, 0.3], [0.3, 1.0]])
+    x = np.array([[0.1, 0.2], [1.0, -2.0]])
+
+    def f_sp(C):
+        return np.sum(getattr(st.multivariate_normal, method)(x, m, C))
+
+    def f_mg(C):
+        return np.sum(getattr(mst.multivariate_normal, method)(x, m, C))
+
+    h = 1e-6
+    fd = np.zeros((2, 2))
+    for i in range(2):
+        for j in range(2):
+            E = np.zeros((2, 2))
+            E[i, j] = h
+            fd[i, j] = (f_sp(C + E) - f_sp(C - E)) / (2 * h)
+    assert fd[0, 1] == 0.0
+    np.testing.assert_allclose(mg.grad(f_mg)(C), fd, rtol=1e-6, atol=1e-10)
+    upper = C.copy()
+    upper[0, 1] = 5.0  # not symmetric: SciPy's value ignores it
+    assert f_mg(upper) == pytest.approx(f_sp(upper), rel=1e-12)

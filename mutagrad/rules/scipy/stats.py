@@ -890,6 +890,8 @@ def _mvn_parameters(x, mean, cov):
         cov = np.eye(d) * cov
     else:
         d = np.shape(cov)[-1]
+        # SciPy reads the lower triangle only (eigh, lower=True): so does this function
+        cov = np.tril(cov) + np.swapaxes(np.tril(cov, -1), -1, -2)
     if d == 1 and (np.ndim(x) == 0 or np.shape(x)[-1] != 1):
         x = np.expand_dims(x, -1)
     return x, (0.0 if mean is None else mean), cov, d

@@ -72,6 +72,32 @@ class _Dead:
 _GONE = weakref.ref(_Dead())  # a dead reference: the root of a storage whose memory went to another
 
 
+class _Elided:
+    """The value of a tracer whose buffer an operator took for its result (ReverseLevel._elide):
+    a stack temporary, which nothing can use again, unless NumPy's object-array loop handed
+    the operator an element of an object array (borrowed, with a temporary's reference count
+    and history). Any use of it raises, instead of reading the result's values."""
+
+    __slots__ = ()
+
+    def _error(self, *args, **kwargs):
+        raise MutationError(
+            f"a traced array kept in an object array (dtype=object) was used at {user_line()} after an "
+            "operator on that object array took its memory for a result: mutagrad computes a*b + c into the "
+            "temporary a*b as NumPy does, and NumPy's loop over an object array passes its elements as "
+            "temporaries. Keep traced arrays in a list (or stack them into one array) instead of an object array.")
+
+    __array__ = __getitem__ = __len__ = __iter__ = __float__ = _error
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # (protocol probes: hasattr(obj, "__wrapped__") and the like)
+            raise AttributeError(name)
+        self._error()
+
+
+_ELIDED = _Elided()
+
+
 def _buffer_refs():
     """The reference count ReverseLevel._elide sees of an array held by nothing but its
     tracer (``into._value``), the list of values and its own local: measured, with the
@@ -546,6 +572,7 @@ class ReverseLevel(Level):
             return None
         uf(*vals, out=buf)
         st._ref = _GONE
+        into._value = _ELIDED  # (a stack temporary dies now; an object array's element must not be read)
         return buf
 
     def _ew_into(self, prim, vals, inputs, need, dest, dv):

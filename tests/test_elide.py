@@ -164,3 +164,27 @@ def test_the_operands_instructions():
     assert ("*", None) in names and (None, "*") in names and ("*", "*") in names
     assert ("UNARY_NEGATIVE", None) in names
     assert names[-1] == (None, None) and names[-2] == (None, None)
+
+
+def test_an_element_of_an_object_array_is_never_read_after_its_memory_was_taken():
+    # NumPy's object loop hands an operator the elements of a temporary object array with a
+    # temporary's reference count; the element the last operator returned passes every check,
+    # and the loop may use it again (broadcasting): values were silently wrong (18 for 15).
+    # Now such a use raises; arrays of two or more elements, and lists, compute as NumPy does.
+    def broadcast(x):
+        box = np.empty(1, dtype=object)
+        box[0] = x
+        r = (box * 2.0) + np.array([1.0, 3.0], dtype=object)
+        return np.mean(r[0] * r[1])
+
+    x = _x(4)
+    assert broadcast(x.copy()) == pytest.approx(np.mean((2 * x + 1) * (2 * x + 3)))
+    with pytest.raises(mg.MutationError, match="object array"):
+        mg.grad(broadcast)(x.copy())
+
+    def as_list(x):
+        parts = [x * 1.0, x * 0.5]
+        r = [(p * 2.0) + 1.0 for p in parts]
+        return np.mean(r[0] * r[1])
+
+    _same_as_plain(as_list, x)

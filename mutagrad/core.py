@@ -1262,11 +1262,15 @@ def _binop(ufunc):
                     into = other
             r = _fast_call(ufunc, self, self, other, sop, into=into)
             if r is None:
+                if _defers(other):
+                    return NotImplemented
                 r = call_ufunc(ufunc, (self, other), {})
             _note_result(r, f, lv)
             return r
         r = _fast_call(ufunc, self, self, other, sop)
         if r is None:
+            if _defers(other):
+                return NotImplemented
             return call_ufunc(ufunc, (self, other), {})
         return r
 
@@ -1279,11 +1283,15 @@ def _binop(ufunc):
             into = self if lv.mode == "rev" and temporary(self, f, f.f_code, 1, lv) else None
             r = _fast_call(ufunc, self, other, self, sop, into=into)
             if r is None:
+                if _defers(other):
+                    return NotImplemented
                 r = call_ufunc(ufunc, (other, self), {})
             _note_result(r, f, lv)
             return r
         r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
+            if _defers(other):
+                return NotImplemented
             return call_ufunc(ufunc, (other, self), {})
         return r
 
@@ -1295,6 +1303,13 @@ def _binop(ufunc):
         return self
 
     return op, rop, iop
+
+
+def _defers(other) -> bool:
+    """An operand that opts out of NumPy's ufuncs (``__array_ufunc__ = None``): an
+    ndarray's operator returns NotImplemented for it, so Python asks its own
+    reflected operator (``other.__radd__``)."""
+    return getattr(type(other), "__array_ufunc__", False) is None
 
 
 def _large(t) -> bool:

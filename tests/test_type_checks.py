@@ -121,3 +121,26 @@ def test_quantiles_and_matrix_norms_return_numpys_types(call):
     np.testing.assert_array_equal(traced, plain)
     forward = mg.jvp(lambda a, b: call(a, b), (_A, _B), (np.ones(6), np.ones((2, 3))))[0]
     assert type(forward) is type(plain)
+
+
+class _OptsOut:
+    """An operand that opts out of NumPy's ufuncs: NumPy's operators let its own reflected
+    operators answer."""
+
+    __array_ufunc__ = None
+
+    def __radd__(self, other):
+        return other * 3.0
+
+    def __rmul__(self, other):
+        return other + 1.0
+
+
+def test_an_operand_with_array_ufunc_none_gets_its_reflected_operator():
+    # x + AU() raised TypeError under grad; NumPy's ndarray returns NotImplemented for it
+    def f(x):
+        return np.sum(x + _OptsOut()) + np.sum(x * _OptsOut())
+
+    x = np.array([1.0, 2.0])
+    assert mg.value_and_grad(f)(x)[0] == f(x) == 14.0
+    np.testing.assert_allclose(mg.grad(f)(x), [4.0, 4.0])  # closed form: d/dx (3x + x + 1)

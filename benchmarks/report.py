@@ -182,7 +182,7 @@ C, rules staying in Python) would remove most of it.
 **Large arrays.** The gradient of `sum(tanh(A @ x + b)**2 + 0.1*sin(x))`
 w.r.t. x needs the forward matvec and a transposed matvec in the backward
 pass. A (8 MB) does not fit a core's L2 cache (1 MB on the AMD EPYC of
-this run, 4 MB on the Intel Xeon of the previous full run): the matvec is
+an earlier full run, 4 MB on the Intel Xeon of this one): the matvec is
 80-90% of the primal and the transposed matvec costs as much (each ~0.13 ms
 with one thread on the EPYC, ~0.32 ms on the Xeon), so no reverse mode can
 be below about 1.8x the primal; the hand-written NumPy adjoint measures
@@ -214,7 +214,7 @@ by constants, an addition into the adjoint of each view read, a copy where
 two fresh operands of an addition both need the output's cotangent. So RK4's
 floor with NumPy was about 2.5-2.8x on the Xeon, where mutagrad measured
 2.9-3.3x between runs; on the EPYC a hand-written NumPy adjoint measured
-2.7x in a separate run, and mutagrad 3.2x in this one. Part of that gap
+2.7x in a separate run, and mutagrad 3.2x in a full run. Part of that gap
 was NumPy's temporary elision, which the primal gets: NumPy computes `a*b + c`
 into the temporary `a*b` when nothing else refers to it (arrays of 256 KiB
 and more), so a chain of operations reuses one buffer that stays in cache.
@@ -223,7 +223,10 @@ NumPy does not elide, took 1.44x as long at n = 10^5 (559 against 389 ms on
 the Xeon, allocator fixed as in the suite). mutagrad's operators now elide
 large temporaries too, where the bytecode, the last result and the
 reference count together prove the operand a temporary (docs/design.md);
-the forward pass of RK4 at n = 10^5 went from 2.2x to 1.9x the primal.
+the forward pass of RK4 at n = 10^5 went from 2.2x to 1.9x the primal, and
+in old and new code run in alternating processes on the Xeon the gradient
+went from 3.5x to 3.1x its primal (heat: 2.7x to 2.1x). This run's tables
+are the first full run with elision.
 What the reverse pass avoids: cotangents are computed
 in place in adjoint buffers the tape owns and handed over instead of copied;
 a write of a fresh value over a whole array, or over one contiguous block of

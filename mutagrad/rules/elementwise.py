@@ -256,7 +256,7 @@ def _nondiff_call(ufunc, inputs, kwargs):
         # without out= leaves them uninitialised, so it is given a plain copy of out
         outs = out if type(out) is tuple else (out,)
         copies = tuple(np.array(bottom(o), copy=True) for o in outs)
-        res = getattr(ufunc, "__call__")(*(plain_operand(x) for x in inputs), out=copies, **kwargs)
+        res = ufunc(*(plain_operand(x) for x in inputs), out=copies, **kwargs)
         res = res if ufunc.nout > 1 else (res,)
         for o, r in zip(outs, res):
             mask = np.broadcast_to(np.asarray(where, dtype=bool), np.shape(o))

@@ -74,3 +74,35 @@ def test_minimiser_keeps_the_failing_statement():
     small, so = fz.minimise(prog, o)
     assert so.status == "fail" and so.category == o.category
     assert units[2] in small.units and len(small.units) < len(units)
+
+
+def test_random_programs_with_elision_at_every_size(monkeypatch):
+    # temporary elision (mutagrad/elide.py) runs from 256 KiB; its checks do not depend on the
+    # size, so with the threshold at one byte (and every root held weakly, as large ones are)
+    # the fuzzer's small programs exercise it on every operator chain they contain: a check that
+    # elision leaves mutating programs' values and derivatives alone (the cases built to break
+    # it are in test_elide.py)
+    import mutagrad.core as core
+    import mutagrad.tape as tape
+
+    monkeypatch.setattr(core, "ELIDE_BYTES", 1)
+    monkeypatch.setattr(core, "WEAK_ROOT_SIZE", 0)
+    done = []
+    elide = tape.ReverseLevel._elide
+
+    def counted(self, *args):
+        r = elide(self, *args)
+        done.append(r is not None)
+        return r
+
+    monkeypatch.setattr(tape.ReverseLevel, "_elide", counted)
+    failures = []
+    for i in range(PER_CHUNK):
+        prog = fz.generate(2000, i, fz.KNOWN_CORE_BUGS)
+        o = fz.check_program(prog)
+        if o.status == "fail":
+            failures.append(f"--seed 2000 --only {i}: {o.category}\n{prog.script()}\n{o.message}")
+            if len(failures) >= 3:
+                break
+    assert not failures, "\n\n".join(failures)
+    assert sum(done) > 50  # it did elide

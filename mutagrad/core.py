@@ -1250,7 +1250,9 @@ def _binop(ufunc):
             uf = _pow_shortcut(self, other)
             if uf is not None:
                 return call_ufunc(uf, (self,), {})
-        if _large(self) or (type(other) is ArrayTracer and _large(other)):
+        # (no local for self._value: ReverseLevel._elide counts the references to the buffer)
+        if (type(self._value) is _ndarray and self._value.nbytes >= ELIDE_BYTES) or (
+                type(other) is ArrayTracer and _large(other)):
             # (elide.temporary is called from here: the depth at which elide counted references)
             lv = self._level
             f = _getframe(1)
@@ -1260,13 +1262,7 @@ def _binop(ufunc):
                     into = self
                 elif type(other) is ArrayTracer and other._level is lv and temporary(other, f, f.f_code, 1, lv):
                     into = other
-            r = _fast_call(ufunc, self, self, other, sop, into=into)
-            if r is None:
-                if _defers(other):
-                    return NotImplemented
-                r = call_ufunc(ufunc, (self, other), {})
-            _note_result(r, f, lv)
-            return r
+            return _large_call(ufunc, self, self, other, other, sop, into, f, lv)
         r = _fast_call(ufunc, self, self, other, sop)
         if r is None:
             if _defers(other):
@@ -1277,17 +1273,11 @@ def _binop(ufunc):
     def rop(self, other):
         if self._scalar:
             return scalar(self, other, self)
-        if _large(self):
+        if type(self._value) is _ndarray and self._value.nbytes >= ELIDE_BYTES:
             lv = self._level
             f = _getframe(1)
             into = self if lv.mode == "rev" and temporary(self, f, f.f_code, 1, lv) else None
-            r = _fast_call(ufunc, self, other, self, sop, into=into)
-            if r is None:
-                if _defers(other):
-                    return NotImplemented
-                r = call_ufunc(ufunc, (other, self), {})
-            _note_result(r, f, lv)
-            return r
+            return _large_call(ufunc, self, other, self, other, sop, into, f, lv)
         r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
             if _defers(other):
@@ -1310,6 +1300,19 @@ def _defers(other) -> bool:
     ndarray's operator returns NotImplemented for it, so Python asks its own
     reflected operator (``other.__radd__``)."""
     return getattr(type(other), "__array_ufunc__", False) is None
+
+
+def _large_call(ufunc, self, a, b, other, sop, into, frame, lv):
+    """``a op b`` on large arrays (one of them ``self``, the other ``other``): computed
+    into the temporary ``into`` where it is one (elide.py), its result remembered for
+    the next operator."""
+    r = _fast_call(ufunc, self, a, b, sop, into=into)
+    if r is None:
+        if _defers(other):
+            return NotImplemented
+        r = call_ufunc(ufunc, (a, b), {})
+    _note_result(r, frame, lv)
+    return r
 
 
 def _large(t) -> bool:

@@ -467,6 +467,22 @@ class _DerivativeEvents:
 _FP_KEYS = {"divide by zero": "divide", "overflow": "over", "underflow": "under", "invalid value": "invalid"}
 
 
+def fp_event_as_numpy(mode, call, kind, flag, message, stacklevel):
+    """What NumPy does with a floating-point event of ``kind`` under the error mode
+    ``mode`` and error call ``call``: warn (at ``stacklevel`` from the caller), raise,
+    call, log or print ``message``."""
+    if mode == "warn":
+        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+    elif mode == "raise":
+        raise FloatingPointError(message)
+    elif mode == "call" and callable(call):
+        call(kind, flag)
+    elif mode == "log" and call is not None:
+        call.write(f"Warning: {message}\n")
+    elif mode == "print":
+        print(f"Warning: {message}")
+
+
 class UserFPErrors:
     """The same as ``_fp_event``, while the user's own code runs too (forward
     mode runs the function): each event is then also handled as the
@@ -480,17 +496,8 @@ class UserFPErrors:
         FP_FLAG[0] = object()
         if IN_DERIVATIVE[0]:
             return
-        mode = self.modes.get(_FP_KEYS.get(kind, "invalid"), "ignore")
-        if mode == "warn":
-            warnings.warn(f"{kind} encountered", RuntimeWarning, stacklevel=2)
-        elif mode == "raise":
-            raise FloatingPointError(f"{kind} encountered")
-        elif mode == "call" and callable(self.call):
-            self.call(kind, flag)
-        elif mode == "log" and self.call is not None:
-            self.call.write(f"Warning: {kind} encountered\n")
-        elif mode == "print":
-            print(f"Warning: {kind} encountered")
+        fp_event_as_numpy(self.modes.get(_FP_KEYS.get(kind, "invalid"), "ignore"), self.call, kind, flag,
+                          f"{kind} encountered", stacklevel=3)
 
     def write(self, message):
         """NumPy's "log" mode writes to the error-call object: an errstate that sets "log" for

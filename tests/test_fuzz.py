@@ -82,8 +82,7 @@ def test_random_programs_with_elision_at_every_size(monkeypatch):
     # the fuzzer's small programs exercise it on every operator chain they contain: a check that
     # elision leaves mutating programs' values and derivatives alone (the cases built to break
     # it are in test_elide.py)
-    import mutagrad.core as core
-    import mutagrad.tape as tape
+    from mutagrad import core, tape
 
     monkeypatch.setattr(core, "ELIDE_BYTES", 1)
     monkeypatch.setattr(core, "WEAK_ROOT_SIZE", 0)

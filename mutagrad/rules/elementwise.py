@@ -33,7 +33,8 @@ from ..core import (
     write_replayed,
 )
 from ..errors import MutationError, user_line
-from ..registry import UserFPErrors, defelementwise, defnotimplemented, defzero, reciprocal, strong_times
+from ..registry import (_FP_KEYS, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
+                        reciprocal, strong_times)
 from ..tangents import ZeroTangent
 
 ZERO = ZeroTangent()
@@ -189,9 +190,6 @@ def _into(ufunc, inputs, dest):
 _COMPLEX_EXACT = frozenset((np.add, np.subtract, np.negative, np.positive, np.conjugate))
 
 
-_FP_ORDER = (("divide by zero", "divide"), ("overflow", "over"), ("underflow", "under"), ("invalid value", "invalid"))
-
-
 def _raises_fp() -> bool:
     """Whether a floating-point event would raise here: the user's np.errstate, or, inside
     jvp (whose error call is a UserFPErrors), the one in force before it."""
@@ -199,7 +197,7 @@ def _raises_fp() -> bool:
     if "raise" in e.values():
         return True
     c = np.geterrcall()
-    return type(c) is UserFPErrors and any(e[k] == "call" and c.modes.get(k) == "raise" for _, k in _FP_ORDER)
+    return type(c) is UserFPErrors and any(e[k] == "call" and c.modes.get(k) == "raise" for k in _FP_KEYS.values())
 
 
 def _errors_after_the_write(ufunc, inputs, kwargs):
@@ -211,23 +209,13 @@ def _errors_after_the_write(ufunc, inputs, kwargs):
     seen = {}
     with np.errstate(all="call", call=lambda kind, flag: seen.setdefault(kind, flag)):
         res = ufunc_call(ufunc, inputs, kwargs)
-    for kind, key in _FP_ORDER:
+    for kind, key in _FP_KEYS.items():  # (NumPy's order)
         if kind not in seen:
             continue
         mode, call = modes[key], handler
         if mode == "call" and type(handler) is UserFPErrors:  # (inside jvp: the modes before it)
             mode, call = handler.modes.get(key, "ignore"), handler.call
-        message = f"{kind} encountered in {ufunc.__name__}"
-        if mode == "raise":
-            raise FloatingPointError(message)
-        if mode == "warn":
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
-        elif mode == "call" and callable(call):
-            call(kind, seen[kind])
-        elif mode == "log" and call is not None:
-            call.write(f"Warning: {message}\n")
-        elif mode == "print":
-            print(f"Warning: {message}")
+        fp_event_as_numpy(mode, call, kind, seen[kind], f"{kind} encountered in {ufunc.__name__}", stacklevel=4)
     return res
 
 

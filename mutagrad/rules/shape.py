@@ -12,7 +12,7 @@ import inspect
 
 import numpy as np
 
-from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operand
+from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
 from ..registry import deflinear
 from ..tangents import ZeroTangent, is_zero, unbroadcast
 
@@ -437,8 +437,6 @@ def _plain(fn):
     at = params.index("out") if "out" in params else None  # (np.isposinf(x, y): out is the second)
 
     def handler(args, kwargs):
-        from ..pytree import tree_map
-
         out = None
         if at is not None:  # a traced out= buffer takes the result as a recorded write, not in its memory
             if isinstance(kwargs.get("out"), Tracer):
@@ -447,8 +445,7 @@ def _plain(fn):
             elif len(args) > at and isinstance(args[at], Tracer):
                 out = args[at]
                 args = (*args[:at], None, *args[at + 1:])
-        res = fn(*tree_map(plain_operand, list(args)), **tree_map(plain_operand, dict(kwargs)))
-        return write_out(res, out)
+        return write_out(fn(*plain_operands(list(args)), **plain_operands(dict(kwargs))), out)
 
     FUNCTIONS[fn] = handler
     PLAIN_FUNCTIONS.add(fn)

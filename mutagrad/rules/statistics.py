@@ -16,7 +16,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
-from .reductions import _reduce_args, _with_value
+from .reductions import _numpy_bits, _reduce_args, _with_value
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue
@@ -700,27 +700,10 @@ def _np_corrcoef(args, kwargs):
     return np.clip(c, -1, 1)
 
 
-def _numpys_value(fn, handler):
-    """``handler``'s traced result (the derivative) holding NumPy's own ``fn`` values:
-    NumPy's ``np.dot(X, X.T)`` (a symmetric product) and its order of operations leave
-    other last bits than the composition."""
-    def exact(args, kwargs):
-        import warnings
-
-        from ..core import plain_operands
-
-        with warnings.catch_warnings(), np.errstate(all="ignore"):  # (the composition warned, as NumPy does)
-            warnings.simplefilter("ignore")
-            return fn(*plain_operands(list(args)), **plain_operands(dict(kwargs)))
-
-    def wrapped(args, kwargs):
-        return _with_value(handler(args, kwargs), lambda: exact(args, kwargs))
-
-    return wrapped
-
-
-FUNCTIONS[np.cov] = _numpys_value(np.cov, _np_cov)
-FUNCTIONS[np.corrcoef] = _numpys_value(np.corrcoef, _np_corrcoef)
+# NumPy's symmetric product np.dot(X, X.T) and its order of operations leave other last bits
+# than the composition: NumPy's own values, the composition's derivative
+FUNCTIONS[np.cov] = _numpy_bits(np.cov, ("m", "y", "rowvar", "bias", "ddof", "fweights", "aweights"), _np_cov)
+FUNCTIONS[np.corrcoef] = _numpy_bits(np.corrcoef, ("x", "y", "rowvar"), _np_corrcoef)
 
 
 # -- histograms ----------------------------------------------------------------------

@@ -266,7 +266,20 @@ class _Continuous(_Distribution):
 _WITH_PPF = _Continuous.METHODS + ("ppf",)
 
 
-class _Norm(_Continuous):
+class _Symmetric(_Continuous):
+    """A standardized distribution symmetric about 0: sf(z) = cdf(-z), median 0."""
+
+    def _median(self, *shapes):
+        return 0.0
+
+    def _sf(self, z, *shapes):
+        return self._cdf(-z, *shapes)
+
+    def _logsf(self, z, *shapes):
+        return self._logcdf(-z, *shapes)
+
+
+class _Norm(_Symmetric):
     """``scipy.stats.norm``.
 
     >>> import mutagrad as mg
@@ -285,20 +298,14 @@ class _Norm(_Continuous):
     def _cdf(self, z):
         return sp.ndtr(z)
 
-    def _sf(self, z):
-        return sp.ndtr(-z)
-
     def _logcdf(self, z):
         return sp.log_ndtr(z)
-
-    def _logsf(self, z):
-        return sp.log_ndtr(-z)
 
     def _ppf(self, q):
         return sp.ndtri(q)
 
 
-class _T(_Continuous):
+class _T(_Symmetric):
     """``scipy.stats.t`` (shape ``df``).
 
     >>> import mutagrad as mg
@@ -322,14 +329,9 @@ class _T(_Continuous):
         t = -sp.betaln(0.5, d / 2) - 0.5 * np.log(d) - (d + 1) / 2 * np.log1p(z * z / d)
         return np.where(inf, -0.5 * z * z - 0.5 * np.log(2 * np.pi), t)
 
-    def _median(self, df):
-        return 0.0
-
     def _cdf(self, z, df):
         return sp.stdtr(df, z)
 
-    def _sf(self, z, df):
-        return sp.stdtr(df, -z)
 
 
 class _Gamma(_Continuous):
@@ -418,7 +420,7 @@ class _Expon(_Continuous):
         return -sp.log1p(-q)
 
 
-class _Laplace(_Continuous):
+class _Laplace(_Symmetric):
     """``scipy.stats.laplace`` (at x = loc, where the density has a kink, the
     derivative w.r.t. x is 0, the mean of the one-sided ones).
 
@@ -439,22 +441,16 @@ class _Laplace(_Continuous):
         pos = np.asarray(bottom(z)) > 0
         return _piecewise(z, (pos, lambda z: 1.0 - 0.5 * np.exp(-z), 1.0), (~pos, lambda z: 0.5 * np.exp(z), -1.0))
 
-    def _sf(self, z):
-        return self._cdf(-z)
-
     def _logcdf(self, z):  # SciPy: log(cdf); log1p keeps the right tail
         pos = np.asarray(bottom(z)) > 0
         return _piecewise(z, (pos, lambda z: sp.log1p(-0.5 * np.exp(-z)), 1.0), (~pos, lambda z: z - _LOG_2, -1.0))
-
-    def _logsf(self, z):
-        return self._logcdf(-z)
 
     def _ppf(self, q):
         upper = np.asarray(bottom(q)) > 0.5
         return _piecewise(q, (upper, lambda q: -np.log(2 * (1 - q)), 0.75), (~upper, lambda q: np.log(2 * q), 0.25))
 
 
-class _Cauchy(_Continuous):
+class _Cauchy(_Symmetric):
     """``scipy.stats.cauchy``.
 
     >>> import mutagrad as mg
@@ -476,9 +472,6 @@ class _Cauchy(_Continuous):
     def _cdf(self, z):
         return np.arctan2(1, -z) / np.pi
 
-    def _sf(self, z):
-        return np.arctan2(1, z) / np.pi
-
     def _ppf(self, q):
         # tan(pi (q - 1/2)) loses the tails (q - 1/2 rounds, tan is steep near pi/2): there
         # -cot(pi q) and cot(pi (1 - q)), exact arguments
@@ -489,7 +482,7 @@ class _Cauchy(_Continuous):
                           (high, lambda q: 1 / np.tan(np.pi * (1 - q)), 0.875))
 
 
-class _Logistic(_Continuous):
+class _Logistic(_Symmetric):
     """``scipy.stats.logistic``.
 
     >>> import mutagrad as mg
@@ -514,12 +507,6 @@ class _Logistic(_Continuous):
 
     def _logcdf(self, z):
         return sp.log_expit(z)
-
-    def _sf(self, z):
-        return sp.expit(-z)
-
-    def _logsf(self, z):
-        return sp.log_expit(-z)
 
     def _ppf(self, q):
         return sp.logit(q)
@@ -781,8 +768,9 @@ class _Poisson(_Distribution):
 class _MultivariateNormal(_Distribution):
     """``scipy.stats.multivariate_normal``: ``logpdf``/``pdf`` w.r.t. ``x``,
     ``mean`` and ``cov``, ``entropy`` w.r.t. ``cov`` (symmetric positive
-    definite; the gradient w.r.t. ``cov`` is that of the formula with all
-    entries free, as autograd's).
+    definite). As SciPy's, the function reads the lower triangle of ``cov``
+    only: the gradient w.r.t. an entry above the diagonal is 0, and one below
+    it stands for both (what central differences of SciPy's function give).
 
     With ``allow_singular=True`` (always for ``entropy``, as in SciPy) a
     positive semidefinite ``cov`` is allowed: the eigenvalues at most 1e6

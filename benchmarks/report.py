@@ -191,12 +191,21 @@ elementwise work, gets near it). mutagrad records the matvec and the total
 directly (`Primitive.fast`: an `OpRecord` with the rule's numbers, no
 general dispatch) and wraps plain float arguments without flattening them.
 What it adds to the hand-written adjoint is fixed Python cost (wrapping the
-arguments and collecting the gradient, two direct records, about 2 µs per
-elementwise operation and direction): about 0.12-0.2 ms on the EPYC,
+arguments and collecting the gradient, two direct records, the elementwise
+operations' records and reverse steps): about 0.12-0.2 ms on the EPYC,
 whose primal is 0.13-0.14 ms (so 1.6-1.7x the hand-written adjoint there), and
-0.2-0.3 ms on the Xeon, whose primal is 0.35 ms (1.2-1.4x). It does not
-grow with the arrays, so on a larger problem the ratio tends to the
-hand-written adjoint's. A constant `A` passed as an argument is
+0.2-0.3 ms on the Xeon with warm caches. That cost does not grow with the
+arrays' sizes, but it grows with what they do to the caches: the matvec
+streams the 8 MB matrix through them twice per gradient, and the interpreter's
+code and objects (mutagrad's dispatch, records and reverse steps) are then
+fetched from memory again. The last table of (b) measures it on the same
+function at n = 10: a call made after 16 MB were streamed costs about 2x a
+call with warm caches, for mutagrad and for PyTorch eager alike (the
+hand-written adjoint, with a few NumPy calls, too). At n = 1000 mutagrad's
+gradient takes about 0.5 ms more than the hand-written adjoint (1.4-1.5x it),
+which is that fixed cost with cold caches. A smaller working set per operation
+(a compiled core) is what would close the gap; on a problem whose arrays take
+much longer than that, the ratio tends to the hand-written adjoint's. A constant `A` passed as an argument is
 not copied (non-differentiated float arguments become constant traced
 arrays, whose writes are recorded); closed over by the function, it would
 be copied once per call, unless it is read-only (see docs/mutation.md).

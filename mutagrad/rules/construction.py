@@ -265,6 +265,8 @@ def _pairs(x, ndim, index=False):
             r = np.reshape(arr, -1)
             return [(r[0], r[1])] * ndim
     b = np.broadcast_to(arr, (ndim, 2))
+    if not isinstance(b, Tracer):
+        return [tuple(p) for p in b.tolist()]  # Python numbers, as NumPy's (weak: ramps keep a float32 array's type)
     return [(b[i, 0], b[i, 1]) for i in range(ndim)]
 
 
@@ -325,12 +327,16 @@ def _ramp(x, axis, width, end, edge):
     nd = np.ndim(x)
     delta = edge - end
     step = delta / width
-    t = np.arange(width, dtype=bottom(x).dtype).reshape([width if k == axis else 1 for k in range(nd)])
+    # (linspace computes in the type of its ends and a float, then casts to the array's: a
+    # float32 array with float64 end values gets ramps computed in float64)
+    t = np.arange(width, dtype=np.result_type(bottom(delta), 0.0)).reshape([width if k == axis else 1 for k in range(nd)])
     if np.any(bottom(step) == 0):
         y = (t / width) * delta
     else:
         y = t * step
-    return y + end
+    y = y + end
+    dt = bottom(x).dtype
+    return y if bottom(y).dtype == dt else y.astype(dt)
 
 
 def _pad_axis(x, axis, before, after, mode, kw, values, lengths):

@@ -224,6 +224,19 @@ def test_pad_values_match_numpy(mode):
         np.testing.assert_array_equal(out, np.pad(x, width, mode=mode, **kw))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_linear_ramp_keeps_the_arrays_type_and_numpys_bits(dtype):
+    # NumPy computes the ramps in the type of the end values (np.float64 scalars for one pair,
+    # Python floats for a pair per axis) and casts them to the array's (a float32 array stayed float64)
+    x = R(4, 3).astype(dtype)
+    for ends in [(0.25, 0.5), 3, ((1.0, 2.0), (0.5, -1.0)), (np.float32(0.3), np.float32(2.0))]:
+        for width in [2, (1, 3), ((2, 1), (0, 3)), 300]:
+            want = np.pad(x, width, mode="linear_ramp", end_values=ends)
+            out, _ = mg.vjp(lambda a, w=width, e=ends: np.pad(a, w, mode="linear_ramp", end_values=e), x)
+            assert out.dtype == want.dtype
+            np.testing.assert_array_equal(out, want)
+
+
 def test_unique_duplicates_flow_to_first_occurrence():
     # closed form: unique([3, 1, 2, 1]) = [1, 2, 3], the 1 is x[1]
     g = mg.grad(lambda a: np.sum(np.unique(a) * np.array([1.0, 2.0, 3.0])))(np.array([3.0, 1.0, 2.0, 1.0]))

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from ..core import (
+    FUNCTIONS,
     REGISTRY,
     PYTHON_COMPLEX_ABS,
     SCALAR_OPS,
@@ -374,8 +375,11 @@ defelementwise(np.logaddexp2, lambda a, b, y: _weight(a - b, lambda t: np.exp2(-
 defelementwise(np.sin, lambda x, y: np.cos(x))
 defelementwise(np.cos, lambda x, y: -np.sin(x))
 defelementwise(np.tan, lambda x, y: 1.0 + y * y)
-defelementwise(np.arcsin, lambda x, y: 1.0 / np.sqrt(1.0 - x * x))
-defelementwise(np.arccos, lambda x, y: -1.0 / np.sqrt(1.0 - x * x))
+# For complex x on the branch cuts (real x beyond ±1), sqrt(1 - x*x) has the wrong sign where
+# the cut meets +1 (1 - x*x has a +0 imaginary part, NumPy's arcsin the side of -0): cos(arcsin x)
+# and sin(arccos x) are the roots on the side the function's value is on.
+defelementwise(np.arcsin, lambda x, y: 1.0 / np.cos(np.arcsin(x)) if np.iscomplexobj(x) else 1.0 / np.sqrt(1.0 - x * x))
+defelementwise(np.arccos, lambda x, y: -1.0 / np.sin(np.arccos(x)) if np.iscomplexobj(x) else -1.0 / np.sqrt(1.0 - x * x))
 defelementwise(np.arctan, lambda x, y: 1.0 / (1.0 + x * x))
 def _over_hypot2(c, a, b):
     # c / (a*a + b*b) as (c / h) / h with h = hypot(a, b): the squares underflow for tiny
@@ -709,3 +713,46 @@ def _i1(x):
 
 
 defelementwise(np.i0, lambda x, y: _i1(x))
+
+
+# -- np.emath (numpy.lib.scimath): real arguments outside a function's real domain go complex --
+
+
+def _emath_operand(x, fix):
+    """NumPy's ``_fix_real_lt_zero`` ("neg"), ``_fix_real_abs_gt_1`` ("abs1") and
+    ``_fix_int_lt_zero`` ("int") on a traced or plain operand: the operand itself, or
+    (where one of its real elements is outside the domain) its complex (float) version,
+    differentiated as ``astype`` is."""
+    if not isinstance(x, Tracer):
+        x = np.asarray(x)
+    b = np.asarray(bottom(x))
+    real = np.isreal(b)
+    if not np.any(real & ((abs(b) > 1) if fix == "abs1" else (b < 0))):
+        return x
+    if fix == "int":
+        return x * 1.0
+    small = (np.single, np.byte, np.short, np.ubyte, np.ushort, np.csingle)  # (NumPy's _tocomplex)
+    return x.astype(np.complex64 if issubclass(b.dtype.type, small) else np.complex128)
+
+
+def _emath_rule(fn, fixes, compute):
+    """``fn`` of np.emath as NumPy computes it: its operands fixed by ``fixes`` (one per
+    parameter), then ``compute`` (NumPy's ufuncs) on them, traced."""
+    import inspect
+
+    sig = inspect.signature(fn)
+
+    def handler(args, kwargs):
+        bound = sig.bind(*args, **kwargs)
+        ops = [_emath_operand(v, f) for v, f in zip(bound.args, fixes)]
+        return compute(*ops)
+
+    FUNCTIONS[fn] = handler
+
+
+for _name, _uf in (("sqrt", np.sqrt), ("log", np.log), ("log2", np.log2), ("log10", np.log10)):
+    _emath_rule(getattr(np.emath, _name), ("neg",), _uf)
+for _name, _uf in (("arccos", np.arccos), ("arcsin", np.arcsin), ("arctanh", np.arctanh)):
+    _emath_rule(getattr(np.emath, _name), ("abs1",), _uf)
+_emath_rule(np.emath.power, ("neg", "int"), np.power)
+_emath_rule(np.emath.logn, ("neg", "neg"), lambda n, x: np.log(x) / np.log(n))

@@ -274,6 +274,20 @@ NEW_CASES = [
     ("np.geomspace", lambda a, b: np.geomspace(a, b, 4, endpoint=False), (-2.0, -30.0), 1),
     ("np.geomspace", lambda a, b: np.geomspace(a, b, 4, axis=-1), (np.array([1.0, -2.0]), np.array([8.0, -0.5])), 1),
     ("np.geomspace", lambda a, b: np.geomspace(a, b, 5), (1.0 + 1.0j, -3.0 + 0.5j), 1),
+    # np.emath: real where the real function is defined, complex (as NumPy) where an element is not
+    ("np.emath.sqrt", np.emath.sqrt, (_more.P(3),), 2),
+    ("np.emath.sqrt", np.emath.sqrt, (np.array([0.7, -1.3, 2.1]),), 2),
+    ("np.emath.log", np.emath.log, (np.array([0.7, -1.3, 2.1]),), 2),
+    ("np.emath.log2", np.emath.log2, (_more.P(3),), 1),
+    ("np.emath.log10", np.emath.log10, (np.array([-0.7, 1.3]),), 1),
+    ("np.emath.logn", np.emath.logn, (np.array([2.0, 3.0]), np.array([-0.7, 1.3])), 2),
+    ("np.emath.power", np.emath.power, (np.array([0.7, -1.3, 2.1]), 2.5), 2),
+    ("np.emath.power", lambda a: np.emath.power(a, 3), (np.array([-0.7, 1.3]),), 1),
+    ("np.emath.arccos", np.emath.arccos, (np.array([0.3, -1.7, 2.5]),), 2),
+    ("np.emath.arcsin", np.emath.arcsin, (np.array([0.3, -0.6]),), 2),
+    ("np.emath.arctanh", np.emath.arctanh, (np.array([0.3, -1.7, 2.5]),), 1),
+    ("np.emath.sqrt", np.emath.sqrt, (_more.C(3),), 1),
+    ("np.emath.sqrt", lambda a: np.emath.sqrt(a[0]), (np.array([-2.0, 1.0]),), 1),
 ]
 CASES += NEW_CASES
 
@@ -490,3 +504,31 @@ def test_complex_vector_matrix_ufuncs(fn, shapes):
     d = Draws(6)
     args = tuple(d.C(*s) for s in shapes)
     check_grads(fn, *args, order=1)
+
+
+def test_emath_values_in_single_precision_are_numpys():
+    # NumPy makes float32 operands complex64 (float16 complex128) where an element is off the domain
+    for dt in (np.float16, np.float32):
+        for fn in (np.emath.sqrt, np.emath.log, np.emath.arccos, lambda a: np.emath.power(a, 2.5)):
+            assert_values_match_numpy(fn, (np.array([0.7, -1.3, 2.1], dt),))
+            assert_values_match_numpy(fn, (np.array([0.7, 0.3], dt),))
+
+
+@pytest.mark.parametrize("fn", [np.arcsin, np.arccos])
+def test_complex_arcsin_arccos_along_their_branch_cuts(fn):
+    # real x beyond +1 and -1 with a +0 imaginary part: NumPy's values follow one side of the cut,
+    # and the derivative along the cut is that side's (central differences stay on the cut);
+    # 1/sqrt(1 - x*x) had the other sign beyond +1
+    z = np.array([2.5, 1.7, -2.5, -1.3, 0.4]) + 0j
+    h = 1e-7
+    fd = (fn(z + h) - fn(z - h)) / (2 * h)
+    _, t = mg.jvp(fn, (z,), (np.ones(5) + 0j,))
+    np.testing.assert_allclose(t, fd, rtol=1e-6)
+    w = np.array([0.3 + 0.7j, -1.1 + 0.2j, 0.5 - 0.4j, 0.9 + 0.1j, -0.2 - 0.6j])
+
+    def loss(v):
+        return np.real(np.sum(w * fn(v)))
+
+    g = mg.grad(loss)(z)
+    fd = [(loss(z + h * e) - loss(z - h * e)) / (2 * h) for e in np.eye(5)]
+    np.testing.assert_allclose(np.real(g), fd, rtol=1e-6)  # (the real part: d loss / d Re z)

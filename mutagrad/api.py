@@ -1,6 +1,7 @@
 """The transformations: grad, value_and_grad, vjp, jvp, jacobian, hessian."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import gc
@@ -204,14 +205,9 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
     kwdefaults = getattr(fun, "__kwdefaults__", None)
     if kwdefaults:
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
-    if type(fun) is _MethodType:  # a bound method: the attributes of its object that its code names
-        attrs = getattr(fun.__self__, "__dict__", None)
-        if attrs:
-            for name in _names_of(code):
-                v = attrs.get(name)
-                if type(v) is _ndarray or type(v) is ArrayTracer:
-                    named.append((f"self.{name}", v))
     names = _names_of(code)
+    if type(fun) is _MethodType:  # a bound method: the attributes of its object that its code names
+        _arrays_held_by("self", fun.__self__, names, found, helpers)
     g = getattr(fun, "__globals__", None)
     if g:
         named.extend((name, g[name]) for name in names if name in g)
@@ -235,22 +231,65 @@ _NOT_HOLDERS = (type, types.ModuleType, types.BuiltinFunctionType, np.ufunc, str
 
 def _arrays_held_by(name, v, names, found, helpers):
     """The attributes of a named object that the code names too (``sim.u``): its arrays,
-    and its methods as helpers (``sim.step(x)``). Not the items of containers: which
-    item the code reads cannot be told by name (a list may hold the argument itself,
-    replaced by it in every call)."""
-    if type(v) in (dict, list, tuple, set) or isinstance(v, _NOT_HOLDERS):
+    and its methods as helpers (``sim.step(x)``). Attributes of the instance, its
+    ``__slots__`` and namedtuple fields, its class's attributes, and the functions
+    behind its properties (as helpers: the attributes they name). A named class: its
+    class attributes. Not the items of containers: which item the code reads cannot be
+    told by name (a list may hold the argument itself, replaced by it in every call).
+    No user code runs: only the stored values are read."""
+    tv = type(v)
+    if tv in (dict, list, tuple, set):
+        return
+    if isinstance(v, type):
+        for attr in names:
+            a = _class_attr(v, attr)
+            if type(a) is _ndarray or type(a) is ArrayTracer:
+                found.append((f"{name}.{attr}", a))
+        return
+    if isinstance(v, _NOT_HOLDERS):
         return
     attrs = getattr(v, "__dict__", None)
     if type(attrs) is not dict:
-        return
+        attrs = None
     for attr in names:
-        a = attrs.get(attr)
+        a = attrs.get(attr) if attrs is not None else None
+        if a is None:
+            d = _class_attr(tv, attr)
+            td = type(d)
+            if td is _FunctionType:  # a method (``sim.step(x)``)
+                helpers.append(_MethodType(d, v))
+                continue
+            if td is property:
+                if type(d.fget) is _FunctionType:  # (its code names the attribute it returns)
+                    helpers.append(_MethodType(d.fget, v))
+                continue
+            if td in _STORED_ATTRS:  # a slot, a namedtuple field: the stored value
+                try:
+                    a = d.__get__(v, tv)
+                except AttributeError:  # (an empty slot)
+                    continue
+            else:
+                a = d  # a class attribute
         if type(a) is _ndarray or type(a) is ArrayTracer:
             found.append((f"{name}.{attr}", a))
-        elif a is None:
-            fn = getattr(type(v), attr, None)  # (a plain function of its class: no property is run)
-            if type(fn) is _FunctionType:
-                helpers.append(_MethodType(fn, v))
+
+
+def _class_attr(cls, attr):
+    """``attr`` as stored in the dictionary of ``cls`` or of a class it derives from (no descriptor run)."""
+    for k in getattr(cls, "__mro__", ()):
+        d = k.__dict__
+        if attr in d:
+            return d[attr]
+    return None
+
+
+class _Slotted:
+    __slots__ = ("a",)
+
+
+# descriptors whose __get__ reads a stored value without running Python code: __slots__
+# members and namedtuple fields
+_STORED_ATTRS = (type(_Slotted.a), type(collections.namedtuple("_T", "a").a))
 
 
 def _names_of(code):

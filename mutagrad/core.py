@@ -37,6 +37,7 @@ from .errors import (
     NoRuleError,
     TracerEscapeError,
     WriteToPlainArrayError,
+    _frame_is_internal,
     at_a_power,
     at_a_store,
     call_at,
@@ -157,6 +158,8 @@ def qualname(fn) -> str:
             for sub in ("stride_tricks",):
                 if getattr(getattr(np.lib, sub, None), name, None) is fn:
                     mod = f"np.lib.{sub}"
+            if getattr(getattr(np, "emath", None), name, None) is fn:
+                mod = "np.emath"  # (numpy.lib.scimath: np.emath.sqrt is not np.sqrt)
     return f"{mod}.{name}" if mod else name
 
 
@@ -313,6 +316,63 @@ class Geom:
         return f"Geom({self.offset}, {self.shape}, {self.strides}, {self.dtype})"
 
 
+class _ArgumentFlags:
+    """The flags of an argument: those of the view of the caller's array that its tracer
+    holds, except OWNDATA, which is the caller's array's (``if not x.flags.owndata: x =
+    x.copy()`` takes the branch a plain call takes)."""
+
+    __slots__ = ("_flags", "_owndata")
+
+    def __init__(self, flags, owndata):
+        object.__setattr__(self, "_flags", flags)
+        object.__setattr__(self, "_owndata", owndata)
+
+    def __getattr__(self, name):
+        if name == "owndata":
+            return self._owndata
+        return getattr(self._flags, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._flags, name, value)
+
+    def __getitem__(self, key):
+        if key in ("OWNDATA", "O"):
+            return self._owndata
+        return self._flags[key]
+
+    def __setitem__(self, key, value):
+        self._flags[key] = value
+
+    def __eq__(self, other):
+        return self is other
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return repr(self._flags).replace(f"OWNDATA : {not self._owndata}", f"OWNDATA : {self._owndata}")
+
+
+def write_readonly(arr, idx, value):
+    """``arr[idx] = value`` into memory the program made read-only after writing into it
+    (``x.flags.writeable = False``): the reverse pass rewinds and redoes the program's writes.
+    The read-only flags of ``arr`` and of its bases are lifted for the write and put back."""
+    chain = []
+    b = arr
+    while isinstance(b, _ndarray):
+        chain.append(b)
+        b = b.base
+    lifted = []
+    try:
+        for b in reversed(chain):  # the memory's owner first: NumPy lets a view be writable only then
+            if not b.flags.writeable:
+                b.flags.writeable = True
+                lifted.append(b)
+        arr[idx] = value
+    finally:
+        for b in reversed(lifted):
+            b.flags.writeable = False
+
+
 def _relockable(a) -> bool:
     """Whether NumPy lets ``a`` be made writable again once made read-only: its memory is a
     NumPy array's own, or a writable buffer's (bytearray, ctypes); not memory with no base
@@ -378,6 +438,9 @@ class Storage:
     # (NEP 50). Set only on the outermost tracer of a value, whose value is plain; the
     # levels pass it to NumPy as a Python number (see plain_operand, weak, mark_weak).
     weak = False
+    # the traced array of the whole storage that its views report as their ``base`` (a
+    # weak reference, set when a view is made from it): ``y[1:].base is y``, as in NumPy
+    owner = None
     # an argument: the caller's array, read-only while the function runs, whose writable
     # view is the root (Level.lock)
     orig = None
@@ -546,7 +609,9 @@ class Level:
 
     def unlock(self):
         locked, self.locked = self.locked, None
-        for a, _, _ in locked.values():
+        for a, v, _ in locked.values():
+            if not v.flags.writeable:
+                continue  # the function made its argument read-only: as a plain call leaves it
             try:
                 a.flags.writeable = True
             except ValueError:  # (its base was made read-only meanwhile)
@@ -702,6 +767,8 @@ class Level:
                 for i in ins:
                     t = leaves[i]
                     if t._storage.contains(b):
+                        if t._geom is None:
+                            _note_owner(t, t._storage)
                         return ArrayTracer(y, self, t._storage, t._storage.geom_of(b), False), None
                 for x in leaves:
                     if type(x) is _ndarray and np.may_share_memory(x, b):
@@ -1388,6 +1455,22 @@ class Tracer:
             if copy is not True:  # (np.array(x) asks for a copy of its own, writable as NumPy's is)
                 v.flags.writeable = False
             return v
+        scipy_fn = _calling_scipy(sys._getframe(1))
+        if scipy_fn is not None:
+            name, sub, ours = scipy_fn
+            if ours == "passthrough":
+                extra = (f" mutagrad.scipy.{sub}.{name} is SciPy's own function, passed through without a "
+                         f"derivative rule; docs/coverage.md lists what mutagrad.scipy.{sub} differentiates.")
+            elif ours:
+                extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the "
+                         "same names, differentiated where docs/coverage.md lists them.")
+            else:
+                extra = (f" mutagrad has no derivative rules for scipy{'.' + sub if sub else ''}: write the "
+                         "computation with NumPy operations on the traced values (a filter as a loop over the "
+                         "elements, an ODE solver as explicit steps), which are differentiated.")
+            raise escape_error(
+                f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
+                "with np.asarray)", TracerEscapeError, extra)  # (a conversion: nothing is written)
         caller = sys._getframe(1).f_code
         if caller.co_name == "as_strided" and "stride_tricks" in caller.co_filename:
             raise NoRuleError(
@@ -1410,22 +1493,6 @@ class Tracer:
                 "on plain elements, so the derivative would be lost. If the function is written with "
                 "NumPy operations, call it on the traced array itself; otherwise loop over the elements "
                 "(mnp.array([f(v) for v in x]), import mutagrad.numpy as mnp), which is differentiated.")
-        scipy_fn = _calling_scipy(sys._getframe(1))
-        if scipy_fn is not None:
-            name, sub, ours = scipy_fn
-            if ours == "passthrough":
-                extra = (f" mutagrad.scipy.{sub}.{name} is SciPy's own function, passed through without a "
-                         f"derivative rule; docs/coverage.md lists what mutagrad.scipy.{sub} differentiates.")
-            elif ours:
-                extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the "
-                         "same names, differentiated where docs/coverage.md lists them.")
-            else:
-                extra = (f" mutagrad has no derivative rules for scipy{'.' + sub if sub else ''}: write the "
-                         "computation with NumPy operations on the traced values (a filter as a loop over the "
-                         "elements, an ODE solver as explicit steps), which are differentiated.")
-            raise escape_error(
-                f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
-                "with np.asarray)", TracerEscapeError, extra)  # (a conversion: nothing is written)
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError,
@@ -1435,6 +1502,15 @@ class Tracer:
         if it in _NUMPY_SCALAR_TYPES:
             raise escape_error(f"np.{it}(x) of a traced value (a plain NumPy scalar)", TracerEscapeError,
                                f" To change only the dtype, use x.astype(np.{it}), which is differentiated.")
+        if it in ("permutation", "permuted"):
+            fix = (" Permute the positions instead, which is differentiated and draws the same order from the "
+                   "generator: np.take(x, rng.permutation(x.shape[axis]), axis) (x[rng.permutation(len(x))] "
+                   "for axis 0)." if it == "permutation" else
+                   " Permute the positions instead, which is differentiated and draws the same orders from the "
+                   "generator: np.take_along_axis(x, rng.permuted(i, axis=axis), axis), i the positions along "
+                   "the axis broadcast to x's shape (np.indices(x.shape)[axis]).")
+            raise escape_error(f"rng.{it}(x) of a traced array (the generator converts it to a plain array)",
+                               TracerEscapeError, fix)
         if it in ("nditer", "ndenumerate"):
             raise escape_error(
                 f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
@@ -1444,6 +1520,16 @@ class Tracer:
             raise escape_error(
                 "a plain array's method a.dot(b) with a traced b (the method converts b to a plain array)",
                 TracerEscapeError, " Write np.dot(a, b) or a @ b, which are differentiated.")
+        lib = _calling_numpy_python(sys._getframe(1))
+        if lib is not None:
+            extra = (" mutagrad has no rule for it: write the computation with NumPy operations on the traced "
+                     "values, which are differentiated.")
+            if lib.startswith("np.polynomial."):
+                extra += (" A series with traced coefficients c at plain points x is a product with the plain "
+                          "Vandermonde matrix: np.polynomial.chebyshev.chebvander(x, len(c) - 1) @ c (likewise "
+                          "polyvander, legvander, hermvander...).")
+            raise escape_error(f"{lib} (NumPy's plain-Python code, which converts its arguments with np.asarray)",
+                               TracerEscapeError, extra)
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
@@ -1611,7 +1697,14 @@ class Tracer:
     size = property(lambda self: self._value.size)
     itemsize = property(lambda self: self._value.itemsize)
     nbytes = property(lambda self: self._value.nbytes)
-    flags = property(lambda self: bottom(self).flags)
+    @property
+    def flags(self):
+        f = bottom(self).flags
+        if self._geom is None:
+            orig = self._storage.orig
+            if orig is not None and orig.flags.owndata != f.owndata:
+                return _ArgumentFlags(f, orig.flags.owndata)  # (the tracer holds a view of the caller's array)
+        return f
 
     @property
     def T(self):
@@ -1660,14 +1753,18 @@ class Tracer:
     @property
     def base(self):
         """None for an array that owns its memory, as in NumPy; for a view, the
-        traced array of the whole buffer (NumPy gives the array that owns the
-        memory, which the traced world has no other object for)."""
+        traced array of the whole memory it was made from (``y[1:].base is y``,
+        ``x.T.base is x``), or, once that one is gone, a traced array of that memory."""
         s = self._storage
         if self._scalar or bottom(self).base is None or (self._geom is None and s.orig is not None and s.orig.base is None):
             return None
         root = s.root
         if root is None or type(root) in _NP_FLOAT_SCALARS:
             return None
+        o = s.owner
+        o = o() if o is not None else None
+        if o is not None and o._value is root and o._geom is None:
+            return o  # the array the view was made from (or from a view of): `y[1:].base is y`
         return ArrayTracer(root, self._level, s, None, False)
 
     # -- operators ------------------------------------------------------------
@@ -1887,7 +1984,8 @@ class Tracer:
     def resize(self, *a, **k):
         raise MutationError(
             f"x.resize() on a traced array at {user_line()} changes its memory in place and "
-            "cannot be differentiated. Use x = np.resize(x, shape) or np.pad to get a new array."
+            "cannot be differentiated. Make a new array: x = np.pad(x.ravel(), (0, n - x.size)).reshape(shape) "
+            "is what x.resize(shape) leaves (n elements, zero-filled; np.resize repeats the values instead)."
         )
 
     def setflags(self, write=None, align=None, uic=None):
@@ -2046,8 +2144,17 @@ def _basic_view(t, v, b, level):
     storage, which overlaps itself only if t does (no containment or overlap test)."""
     s = t._storage
     g = t._geom
+    if g is None:
+        _note_owner(t, s)
     over = g.overlap if g is not None else s.root_geom() is not None and s._rootgeom.overlap
     return ArrayTracer(v, level, s, s.geom_of(b, over), False)
+
+
+def _note_owner(t, s):
+    """``t``, the traced array of all of storage ``s``, is what views of it report as their base."""
+    o = s.owner
+    if o is None or o() is None:
+        s.owner = weakref.ref(t)
 
 
 def _is_basic(idx) -> bool:
@@ -2201,6 +2308,35 @@ def _calling_vectorize(frame):
     return None
 
 
+def _calling_numpy_python(frame):
+    """The name of the outermost NumPy function written in Python on the stack above
+    ``frame``, if the user called it directly (the next frame out is the user's): a
+    function mutagrad does not handle (np.polynomial, np.poly1d's arithmetic) converting
+    its traced arguments."""
+    top = None
+    f = frame
+    while f is not None:
+        mod = f.f_globals.get("__name__", "") or ""
+        if mod == "numpy" or mod.startswith("numpy."):
+            top = f
+        elif top is not None:
+            break
+        f = f.f_back
+    if top is None or f is None or _frame_is_internal(f):
+        return None
+    mod = top.f_globals.get("__name__", "")
+    qual = top.f_code.co_qualname
+    if "<" in qual:
+        return None
+    this = top.f_locals.get("self")
+    if this is not None and "." in qual:  # a method: named by the object's class (Chebyshev, not its base)
+        mod, qual = type(this).__module__, type(this).__name__ + "." + qual.rpartition(".")[2]
+    qual = qual.removesuffix(".__init__")
+    if mod.startswith("numpy.polynomial"):
+        return "np." + mod[len("numpy."):] + "." + qual
+    return "np." + qual  # (np.poly1d.__truediv__, ...: NumPy's public names)
+
+
 def _calling_scipy(frame):
     """(name, subpackage, whether mutagrad.scipy has that subpackage) of the
     outermost SciPy function on the stack above ``frame`` (the one the user
@@ -2221,9 +2357,12 @@ def _calling_scipy(frame):
     public = [(f, parts) for f, parts in frames if len(parts) > 1 and not parts[1].startswith("_")]
     top, parts = public[-1] if public else frames[-1]
     name = top.f_code.co_name
+    qual = top.f_code.co_qualname
     method = top.f_locals.get("method") if name.startswith("__") else None
     if method is not None and hasattr(method, "__name__"):  # a uarray backend (scipy.fft): the function it serves
         name = method.__name__
+    elif public and name == "__init__" and "<" not in qual:  # a class made: named by the class
+        name = qual.removesuffix(".__init__")
     elif not public or "wrapper" in name or name.startswith("__"):
         # a decorator's frame (a private one, or a public wrapper such as scipy.stats'
         # axis_nan_policy_wrapper): the function it wraps, from its locals

@@ -46,7 +46,7 @@ from bisect import bisect_right
 
 import numpy as np
 
-from .core import ArrayTracer, ScalarTracer, Storage, ew_value
+from .core import ArrayTracer, ScalarTracer, Storage, ew_value, write_readonly
 from .registry import ew_cotangent
 from .tangents import AbstractZero, NotImplementedTangent, project
 
@@ -523,7 +523,10 @@ class ScalarRun:
                         v -= 1
                         fv = self.roots[j]
                         cur = fv[pos]  # swap: the saved value back in, the current one kept for redo
-                        fv[pos] = vals[v]
+                        try:
+                            fv[pos] = vals[v]
+                        except ValueError:  # (the program made it read-only after the write)
+                            write_readonly(fv, pos, vals[v])
                         vals[v] = cur
                     s = ext[j][0]
                     if s.adj is None and s.poison is None:
@@ -568,7 +571,10 @@ class ScalarRun:
                         j, pos = self._locate(refs[r])
                         fv = roots[j]
                         cur = fv[pos]
-                        fv[pos] = vals[v]
+                        try:
+                            fv[pos] = vals[v]
+                        except ValueError:  # (the program made it read-only after the write)
+                            write_readonly(fv, pos, vals[v])
                         vals[v] = cur
                     v += 1
                 r += 1 if c >= _WRITE_PREV else 2

@@ -54,6 +54,7 @@ from .core import (
     _unflatten_args,
     bottom,
     view_of,
+    write_readonly,
 )
 from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
@@ -318,7 +319,12 @@ class WriteRecord:
         dv, idx = self.dv, self.idx
         cur = dv[idx]
         cur = cur.copy() if hasattr(cur, "copy") else cur
-        dv[idx] = self.saved
+        try:
+            dv[idx] = self.saved
+        except ValueError:
+            if type(dv) is not _ndarray or dv.flags.writeable:
+                raise
+            write_readonly(dv, idx, self.saved)  # (the program made it read-only after the write)
         self.saved = cur
 
     def backward(self, level):

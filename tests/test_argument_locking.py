@@ -394,3 +394,81 @@ def test_memmap_arguments_are_differentiated_through_views(tmp_path):
     np.testing.assert_allclose(t, np.sum(fd), rtol=1e-7)
     m = memmap("id.dat")
     assert mg.vjp(lambda x: x, m)[0] is m  # returned as itself, as a plain call returns it
+
+
+def test_base_of_a_view_is_the_array_it_was_made_from():
+    # code that branches on `v.base is y` takes the plain call's branch: here it copies, so the
+    # write below does not reach y (a wrong branch gave 10010 and gradient [2, 0, 6])
+    def f(x):
+        y = x * 1.0
+        v = y[1:]
+        if v.base is y:
+            v = v.copy()
+        v[0] = 100.0
+        w = y.T[::2]
+        assert w.base is y and y[1:][1:].base is y and x[1:].base is x
+        return np.sum(y ** 2)
+
+    x = np.array([1.0, 2.0, 3.0])
+    val, g = mg.value_and_grad(f)(x)
+    assert val == f(x.copy())
+    np.testing.assert_allclose(g, fd_grad(lambda a: f(a.copy()), x), rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(f, (x,), (np.ones(3),))[1], np.sum(fd_grad(lambda a: f(a.copy()), x)),
+                               rtol=1e-7)
+
+
+def test_owndata_of_an_argument_is_the_callers():
+    # "only write into memory I own": the plain call owns x and doubles it in place
+    def f(x, c):
+        assert c.flags.owndata and c.flags["OWNDATA"] and not c[1:].flags.owndata
+        if not x.flags.owndata:
+            x = x.copy()
+        x *= 2.0
+        return np.sum(x ** 2 * c)
+
+    x0, c = np.array([0.3, 1.2, -0.7]), np.array([1.0, 2.0, 3.0])
+    plain = x0.copy()
+    f(plain, c)
+    for run in (lambda a: mg.grad(f)(a, c), lambda a: mg.jvp(lambda v: f(v, c), (a,), (np.ones(3),))):
+        x = x0.copy()
+        run(x)
+        np.testing.assert_array_equal(x, plain)
+    np.testing.assert_allclose(mg.grad(f)(x0.copy(), c), fd_grad(lambda a: f(a.copy(), c), x0), rtol=1e-7)
+    def h(v):
+        assert not v.flags.owndata  # an argument that is a view does not own its memory, as in NumPy
+        return np.sum(v)
+
+    np.testing.assert_array_equal(mg.grad(h)(np.arange(6.0)[::2]), np.ones(3))
+
+
+def test_argument_made_read_only_after_writes_into_it():
+    # the reverse pass rewinds and redoes the writes into memory the program made read-only
+    # (it raised a bare "assignment destination is read-only" from inside the reverse pass);
+    # the caller's array is left read-only, as a plain call leaves it
+    def f(x):
+        s = np.sum(np.sin(x))
+        x[0] = x[1] ** 2
+        x.flags.writeable = False
+        return s + np.sum(x ** 2)
+
+    def loop(x):  # element writes, recorded by runs
+        s = np.sum(np.sin(x))
+        for i in range(6):
+            x[i] = x[i + 1] * 0.5
+        x.setflags(write=False)
+        return s + np.sum(x ** 2)
+
+    x0 = np.linspace(0.3, 1.2, 8)
+    for fn in (f, loop):
+        plain = x0.copy()
+        fn(plain)
+        x = x0.copy()
+        g = mg.grad(fn)(x)
+        np.testing.assert_allclose(g, fd_grad(lambda a, fn=fn: fn(a.copy()), x0), rtol=1e-6)
+        np.testing.assert_array_equal(x, plain)
+        assert not x.flags.writeable and not plain.flags.writeable
+        _, pb = mg.vjp(fn, x0.copy())
+        np.testing.assert_allclose(pb(1.0)[0], g, rtol=1e-12)
+        np.testing.assert_allclose(pb(1.0)[0], g, rtol=1e-12)  # twice: rewound and redone again
+        _, t = mg.jvp(fn, (x0.copy(),), (np.ones(8),))
+        np.testing.assert_allclose(t, np.sum(g), rtol=1e-7)

@@ -1023,9 +1023,15 @@ def _nan_in_gradients(infos) -> bool:
             if a is None or isinstance(a, AbstractZero):
                 continue
             b = bottom(a)
-            if getattr(b, "dtype", None) is not None and b.dtype.kind in "fc" and np.isnan(b).any():
+            if getattr(b, "dtype", None) is not None and b.dtype.kind in "fc" and _has_nan(b):
                 return True
     return False
+
+
+def _has_nan(b) -> bool:
+    if b.dtype.kind == "f" and b.size > 4096:
+        return bool(np.isnan(np.min(b)))  # (NaN propagates through min: one pass, no boolean array)
+    return bool(np.isnan(b).any())
 
 
 def _release_tape(level):

@@ -689,6 +689,14 @@ def _finish_leaf(g, info):
     if info.dtype.kind == "c":  # internal df/dx + i df/dy  ->  JAX/autograd convention
         g = np.conjugate(g, out=g) if type(g) is _ndarray else np.conj(g)  # (out=: a 0-d array stays one)
     if isinstance(g, Tracer):  # (an outer differentiation traces it)
+        if info.kind == "tracer":  # an outer level's traced argument: the gradient takes its kind
+            o = info.orig
+            if o._scalar:
+                if not g._scalar:
+                    g = g[()]
+                if weak(o):  # (a Python number at the outer level; np.float32 stays one)
+                    mark_weak(g)
+            return g
         if info.kind != "array" and not g._scalar:
             g = g[()]  # a traced scalar, as the plain call's number
             if info.kind != "npscalar":

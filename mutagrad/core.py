@@ -668,8 +668,7 @@ class Level:
         """A rule gets this level's values, never its tracers: an output traced by this
         level comes from a traced value the rule closed over, whose derivative its
         pullback (or tangent) cannot pass on."""
-        leaves = y if type(y) is tuple or type(y) is list else (y,)
-        for v in leaves:
+        for v in output_leaves(y)[0]:
             if isinstance(v, Tracer) and v._level is self:
                 from .errors import RuleError
 
@@ -899,6 +898,20 @@ def _sources(leaves):
 
 # --------------------------------------------------------------------------
 # Dispatch
+
+
+def output_leaves(y):
+    """A rule's output as (its leaves, their pytree), or ``([y], None)`` for one output:
+    several outputs are a container of them (tuple, list, dict, namedtuple, dataclass)."""
+    t = type(y)
+    if t is _ndarray or t in _NP_FLOAT_SCALARS:
+        return [y], None
+    from .pytree import tree_flatten
+
+    leaves, tree = tree_flatten(y)
+    if len(leaves) == 1 and leaves[0] is y:
+        return leaves, None
+    return leaves, tree
 
 
 def _flatten_args(args):
@@ -1521,7 +1534,14 @@ class Tracer:
                 "a plain array's method a.dot(b) with a traced b (the method converts b to a plain array)",
                 TracerEscapeError, " Write np.dot(a, b) or a @ b, which are differentiated.")
         lib = _calling_numpy_python(sys._getframe(1))
+        if lib is not None and lib[1]:
+            raise escape_error(
+                f"{lib[0]} of traced values that NumPy's dispatch does not see (inside a list or tuple, or in an "
+                "argument it does not dispatch on), so that its own code converts them with np.asarray",
+                TracerEscapeError, f" Make them one traced array first: {lib[0]}(np.stack(values)) "
+                "(or mnp.array(values)), which is differentiated.")
         if lib is not None:
+            lib = lib[0]
             extra = (" mutagrad has no rule for it: write the computation with NumPy operations on the traced "
                      "values, which are differentiated.")
             if lib.startswith("np.polynomial."):
@@ -2309,10 +2329,11 @@ def _calling_vectorize(frame):
 
 
 def _calling_numpy_python(frame):
-    """The name of the outermost NumPy function written in Python on the stack above
-    ``frame``, if the user called it directly (the next frame out is the user's): a
+    """(name, dispatched) of the outermost NumPy function written in Python on the stack
+    above ``frame``, if the user called it directly (the next frame out is the user's): a
     function mutagrad does not handle (np.polynomial, np.poly1d's arithmetic) converting
-    its traced arguments."""
+    its traced arguments, or (dispatched) one NumPy dispatches to mutagrad, which did not
+    see the traced values (np.mean of a list of them)."""
     top = None
     f = frame
     while f is not None:
@@ -2328,13 +2349,16 @@ def _calling_numpy_python(frame):
     qual = top.f_code.co_qualname
     if "<" in qual:
         return None
+    fn = top.f_globals.get(qual)
+    if fn is not None and hasattr(fn, "_implementation") and getattr(fn, "__name__", None) == qual:
+        return qualname(fn), True
     this = top.f_locals.get("self")
     if this is not None and "." in qual:  # a method: named by the object's class (Chebyshev, not its base)
         mod, qual = type(this).__module__, type(this).__name__ + "." + qual.rpartition(".")[2]
     qual = qual.removesuffix(".__init__")
     if mod.startswith("numpy.polynomial"):
-        return "np." + mod[len("numpy."):] + "." + qual
-    return "np." + qual  # (np.poly1d.__truediv__, ...: NumPy's public names)
+        return "np." + mod[len("numpy."):] + "." + qual, False
+    return "np." + qual, False  # (np.poly1d.__truediv__, ...: NumPy's public names)
 
 
 def _calling_scipy(frame):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import Level, Tracer, _unflatten_args, bottom, view_of
+from .core import Level, Tracer, _unflatten_args, bottom, output_leaves, view_of
 from .errors import user_line
-from .pytree import tree_map
+from .pytree import tree_flatten_like, tree_map, tree_unflatten
 from .registry import FP_FLAG
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
@@ -145,24 +145,33 @@ class ForwardLevel(Level):
         if isinstance(ydot, NotImplementedTangent):
             poison = self._poisoned(ydot, prim.name)
         if poison is not None:  # every output depends on a derivative nobody can give
-            ty = type(y)
-            multi = ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields"))
-            ydot = [poison] * len(y) if multi else poison
+            ys, ytree = output_leaves(y)
+            ydot = poison if ytree is None else tree_unflatten(ytree, [poison] * len(ys))
         in_t = [x for x in tans if not isinstance(x, AbstractZero)]
-        return self.wrap(y, leaves, ins, ydot, in_t)
+        return self.wrap(y, leaves, ins, ydot, in_t, prim)
 
-    def wrap(self, y, leaves, ins, ydot, in_t):
-        ty = type(y)
-        if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
-            outs = []
+    def wrap(self, y, leaves, ins, ydot, in_t, prim=None):
+        ys, ytree = output_leaves(y)
+        if ytree is not None:  # several outputs: a tuple, list, dict, dataclass... of them (a pytree)
             if ydot is None or isinstance(ydot, AbstractZero):
-                ydot = [ZERO] * len(y)
-            for yl, dl in zip(y, ydot):
+                dls = [ZERO] * len(ys)
+            else:
+                try:
+                    dls = tree_flatten_like(ytree, ydot, "the tangent")
+                except ValueError as e:
+                    from .errors import RuleError
+
+                    raise RuleError(
+                        f"the forward rule of {prim.name if prim is not None else 'an operation'} returned tangents "
+                        f"that do not match its outputs ({e}); return one tangent per output, in the outputs' "
+                        f"structure (mg.ZeroTangent() for a zero one), at {user_line()}") from None
+            outs = []
+            for yl, dl in zip(ys, dls):
                 o, s = self.wrap_output(yl, leaves, ins)
                 if s is not None:
                     self.set_tangent(s, dl, in_t)
                 outs.append(o)
-            return ty(*outs) if hasattr(ty, "_fields") else ty(outs)
+            return tree_unflatten(ytree, outs)
         o, s = self.wrap_output(y, leaves, ins)
         if s is not None and ydot is not None:
             self.set_tangent(s, ydot, in_t)

@@ -29,6 +29,7 @@ no pullback until one captures the storage again.
 """
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 
@@ -53,9 +54,11 @@ from .core import (
     _flatten_args,
     _unflatten_args,
     bottom,
+    output_leaves,
     view_of,
     write_readonly,
 )
+from .pytree import tree_unflatten
 from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
@@ -128,20 +131,32 @@ def _flatten_like(res, tree):
     return leaves
 
 
+class _Whole:
+    """The cotangent a pullback returned for a whole list or tuple argument, in place of a
+    cotangent per element: it gives the plain numbers there none (NumPy made an array of
+    them), and is an error for a traced element (OpRecord.backward)."""
+
+    __slots__ = ("ct",)
+
+    def __init__(self, ct):
+        self.ct = ct
+
+
 def _flat_like(r, node, leaves):
     if node is None:
         leaves.append(r)
     elif type(r) is list or type(r) is tuple:
         if len(r) != len(node[1]):
-            from .errors import DifferentiationError
+            from .errors import RuleError
 
-            raise DifferentiationError(
+            raise RuleError(
                 f"a reverse rule returned {len(r)} cotangents for an argument of {len(node[1])} elements "
-                "(a pullback returns one cotangent per element of a list argument)")
+                f"(a pullback returns one cotangent per element of a list argument), at {user_line()}")
         for rc, nc in zip(r, node[1]):
             _flat_like(rc, nc, leaves)
     else:
-        leaves.extend([None] * _count_leaves(node))
+        whole = None if r is None or isinstance(r, AbstractZero) else _Whole(r)
+        leaves.extend([whole] * _count_leaves(node))
 
 
 def _count_leaves(node):
@@ -192,9 +207,9 @@ class OpRecord:
         adopted = []
         for s, g, pos in self.inputs:
             if pos >= len(leaves):
-                from .errors import DifferentiationError
+                from .errors import RuleError
 
-                raise DifferentiationError(
+                raise RuleError(
                     f"the reverse rule of {self.prim.name} returned {len(res)} cotangents whose "
                     f"structure does not match its arguments (no cotangent for argument leaf {pos}); "
                     "a pullback returns one cotangent per positional argument, a list for a list argument."
@@ -202,6 +217,13 @@ class OpRecord:
             ct = leaves[pos]
             if ct is None:
                 continue
+            if type(ct) is _Whole:
+                from .errors import RuleError
+
+                raise RuleError(
+                    f"the pullback of {self.prim.name}'s reverse rule returned one {type(ct.ct).__name__} as the "
+                    "cotangent of a list or tuple argument holding traced values: return a list (or tuple) with "
+                    f"one cotangent per element, as the argument has (differentiating the call at {self.line or user_line()})")
             if type(ct) is Thunk:
                 ct = ct()
             own = fresh and not any(ct is c for c in cts) and not any(ct is c for c in adopted)
@@ -701,19 +723,16 @@ class ReverseLevel(Level):
             if pb is not None and s is not None:
                 self._record_one(pb, leaves, ins, s, prim, out_read, tree)
             return o
-        if ty is tuple or ty is list or (isinstance(y, tuple) and hasattr(ty, "_fields")):
+        ys, ytree = output_leaves(y)
+        if ytree is not None:  # several outputs: a tuple, list, dict, dataclass... of them (a pytree)
             outs = []
             fresh = []
-            for yl in y:
+            for yl in ys:
                 o, s = self.wrap_output(yl, leaves, ins)
                 outs.append(o)
                 fresh.append(s)
-            if isinstance(y, tuple) and hasattr(ty, "_fields"):
-                res = ty(*outs)
-                outtree = lambda cts, _t=ty: _t(*cts)  # noqa: E731
-            else:
-                res = ty(outs)
-                outtree = lambda cts, _t=ty: _t(cts)  # noqa: E731
+            res = tree_unflatten(ytree, outs)
+            outtree = functools.partial(tree_unflatten, ytree)  # the cotangents in the outputs' structure
         else:
             o, s = self.wrap_output(y, leaves, ins)
             res, fresh, outtree = o, [s], None

@@ -1522,3 +1522,17 @@ def test_generator_permutation_of_a_traced_array_names_it_and_the_advice_works()
 
         assert advised2(x) == plain2(x)
         np.testing.assert_allclose(mg.grad(advised2)(x), fd(plain2), rtol=1e-7, atol=1e-8)
+
+
+def test_numpy_function_of_a_list_of_traced_values_says_to_stack_them():
+    # NumPy dispatches on the list, not its items: its own code converts them (np.mean has a rule)
+    x = np.array([0.3, -1.2, 2.0])
+
+    def f(v):
+        return np.mean([np.sum(v), np.sum(v ** 2)])
+
+    with pytest.raises(mg.TracerEscapeError, match=r"np\.mean of traced values that NumPy's dispatch does not see.*"
+                                                   r"np\.mean\(np\.stack\(values\)\)"):
+        mg.grad(f)(x)
+    np.testing.assert_allclose(mg.grad(lambda v: np.mean(np.stack([np.sum(v), np.sum(v ** 2)])))(x),
+                               (1.0 + 2.0 * x) / 2.0, rtol=1e-12)  # closed form

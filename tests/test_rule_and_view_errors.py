@@ -316,3 +316,95 @@ def test_not_implemented_for_one_argument_in_forward_mode():
     assert mg.jvp(lambda x: power(x, 3.0), (2.0,), (1.0,))[1] == 12.0 == mg.grad(lambda x: power(x, 3.0))(2.0)
     t = mg.jvp(lambda n: power(2.0, n), (3.0,), (1.0,))[1]
     assert isinstance(t, mg.NotImplementedTangent)  # asked for: still poisoned
+
+
+def _fd(f, x, h=1e-6):
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+
+@mg.primitive
+def _sincos_dict(x):
+    return {"s": np.sin(x), "c": np.cos(x)}
+
+
+@mg.rrule(_sincos_dict)
+def _(x):
+    return _sincos_dict(x), lambda ct: (ct["s"] * np.cos(x) - ct["c"] * np.sin(x),)
+
+
+@mg.frule(_sincos_dict)
+def _(p, t):
+    return _sincos_dict(p[0]), {"c": -np.sin(p[0]) * t[0], "s": np.cos(p[0]) * t[0]}  # (keys in another order)
+
+
+@mg.primitive
+def _nested(x):
+    return np.sin(x), ({"c": np.cos(x)}, [x * 2.0])
+
+
+@mg.rrule(_nested)
+def _(x):
+    return _nested(x), lambda ct: (ct[0] * np.cos(x) - ct[1][0]["c"] * np.sin(x) + 2.0 * ct[1][1][0],)
+
+
+@mg.frule(_nested)
+def _(p, t):
+    x, dx = p[0], t[0]
+    return _nested(x), (np.cos(x) * dx, ({"c": -np.sin(x) * dx}, [2.0 * dx]))
+
+
+def test_primitive_outputs_in_dicts_and_nested_containers():
+    # each output leaf carries its derivative (a dict output got zero derivatives, silently)
+    x = np.array([0.1, 0.5, 1.0])
+    for f in (lambda v: np.sum(_sincos_dict(v)["s"] * 2.0 + _sincos_dict(v)["c"] ** 2),
+              lambda v: np.sum(_nested(v)[0] + _nested(v)[1][0]["c"] ** 2 + _nested(v)[1][1][0] ** 3)):
+        fd = _fd(f, x)
+        np.testing.assert_allclose(mg.grad(f)(x), fd, rtol=1e-7)
+        np.testing.assert_allclose(mg.jvp(f, (x,), (np.ones(3),))[1], np.sum(fd), rtol=1e-7)
+        np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(x), fd, rtol=1e-7)
+        np.testing.assert_allclose(mg.hessian(f)(x), _fd(mg.grad(f), x).T, rtol=1e-5, atol=1e-8)
+    out = _nested(x)
+    assert type(out[1][0]) is dict and type(out[1][1]) is list
+
+
+def test_malformed_structures_of_a_rule_raise():
+    @mg.primitive
+    def q(xs):
+        return xs[0] * 2.0 + xs[1]
+
+    @mg.rrule(q)
+    def _(xs):
+        return q(xs), lambda g: (np.stack([2.0 * g, g]),)  # one array for a list of two traced values
+
+    with pytest.raises(mg.RuleError, match="list or tuple argument holding traced values"):
+        mg.grad(lambda x: np.sum(q([x, x ** 2])))(np.array([0.3, 1.1]))
+
+    @mg.rrule(q)
+    def _(xs):
+        return q(xs), lambda g: ([2.0 * g],)  # one cotangent for two elements
+
+    with pytest.raises(mg.RuleError, match="1 cotangents for an argument of 2 elements"):
+        mg.grad(lambda x: np.sum(q([x, x ** 2])))(np.array([0.3, 1.1]))
+
+    @mg.primitive
+    def two(x):
+        return x * 2.0, x * 3.0
+
+    @mg.frule(two)
+    def _(p, t):
+        return two(p[0]), (2.0 * t[0],)  # one tangent for two outputs (the primal was truncated)
+
+    with pytest.raises(mg.RuleError, match="1 items where the structure has 2"):
+        mg.jvp(lambda x: two(x)[0] + two(x)[1], (np.ones(3),), (np.ones(3),))
+
+
+@pytest.mark.parametrize("x", [np.float32(2.0), np.array(2.0, np.float32), np.float16(2.0), 2.0])
+def test_second_derivatives_of_scalars_keep_their_type(x):
+    # the gradient of an outer level's traced np.float32 is an np.float32 (it became a Python float)
+    def f(v):
+        return v * v * v
+
+    h = mg.hessian(f)(x)
+    assert np.result_type(h) == np.result_type(x) and h == 6.0 * x
+    g2 = mg.grad(mg.grad(f))(x)
+    assert type(g2) is type(x) and g2 == 6.0 * x

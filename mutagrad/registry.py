@@ -297,11 +297,15 @@ def _checked_frule(rule, name):
                 f"the forward rule of {name} returned None as the tangent: return mg.ZeroTangent() for a "
                 "zero derivative")
         if (not _is_cotangent(ydot) and isinstance(y, (np.ndarray, np.generic, float, complex, Tracer))
-                and isinstance(ydot, (np.ndarray, np.generic, float, complex, Tracer))
-                and np.shape(ydot) != np.shape(y)):
-            raise _rule_error(
-                f"the forward rule of {name} returned a tangent of shape {np.shape(ydot)} for an output of "
-                f"shape {np.shape(y)}; a tangent has its output's shape")
+                and isinstance(ydot, (np.ndarray, np.generic, float, complex, Tracer))):
+            if np.shape(ydot) != np.shape(y):
+                raise _rule_error(
+                    f"the forward rule of {name} returned a tangent of shape {np.shape(ydot)} for an output of "
+                    f"shape {np.shape(y)}; a tangent has its output's shape")
+            if np.iscomplexobj(ydot) and not np.iscomplexobj(y):
+                raise _rule_error(
+                    f"the forward rule of {name} returned a complex tangent for a real output: its imaginary "
+                    "part would be dropped; a real output's tangent is real (take np.real if that is meant)")
         return res
 
     return checked

@@ -408,3 +408,16 @@ def test_second_derivatives_of_scalars_keep_their_type(x):
     assert np.result_type(h) == np.result_type(x) and h == 6.0 * x
     g2 = mg.grad(mg.grad(f))(x)
     assert type(g2) is type(x) and g2 == 6.0 * x
+
+
+def test_complex_tangent_for_a_real_output_raises():
+    @mg.primitive
+    def dbl(x):
+        return 2.0 * x
+
+    @mg.frule(dbl)
+    def _(p, t):
+        return dbl(p[0]), (2.0 + 1.0j) * t[0]  # (its imaginary part was dropped silently)
+
+    with pytest.raises(mg.RuleError, match="complex tangent for a real output"):
+        mg.jvp(dbl, (np.ones(3),), (np.ones(3),))

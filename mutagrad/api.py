@@ -1070,12 +1070,14 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 
 
 @_no_cyclic_gc
-def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None, _run_group=None, _kwargs=None):
+def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False, _argnums=None,
+        _run_group=None, _kwargs=None):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 
     A tangent that is None, ``mg.ZeroTangent()`` or all zeros is a symbolic zero:
     it contributes nothing, even through a derivative that is not implemented or
-    infinite there.
+    infinite there. With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
+    the result is ``(output, tangent, aux)``, as JAX's.
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.jvp(np.sin, (0.0,), (2.0,))
@@ -1118,7 +1120,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None, _ru
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
         with np.errstate(all="call", call=UserFPErrors()):  # (strong zeros; the user's modes, see UserFPErrors)
-            out = _call(level, fun, targs, kwargs)
+            out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
                for o in out_leaves]
@@ -1143,6 +1145,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, _argnums=None, _ru
             elif isinstance(t, np.generic):
                 t = t.item()  # the tangent of a Python float output is a Python float
         tans.append(t)
+    if has_aux:
+        return _unwrap_level(out, level), tree_unflatten(out_tree, tans), _unwrap_level(aux, level)
     return _unwrap_level(out, level), tree_unflatten(out_tree, tans)
 
 
@@ -1180,7 +1184,7 @@ def _restore(saved):
             write(obj, Ellipsis, copy)
 
 
-def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
+def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False) -> Callable:
     """Return a function computing the Jacobian of ``fun`` w.r.t. ``args[argnums]``.
 
     The result has shape ``out.shape + arg.shape`` (pytrees: the output's
@@ -1193,7 +1197,9 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
     before each run, so they end as after one plain call, but state that
     ``fun`` mutates elsewhere (globals, closures) is mutated by every run,
     and a run that returns other values than the first (state read after
-    such a change, fresh random draws) raises ``MutationError``.
+    such a change, fresh random draws) raises ``MutationError``. With
+    ``has_aux=True``, ``fun`` returns ``(output, aux)`` and the result is
+    ``(jacobian, aux)`` (aux of the first run), as JAX's.
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.jacobian(lambda x: x ** 2, mode="fwd")(np.array([1.0, 3.0]))
@@ -1217,9 +1223,9 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev") -> Callable:
         anums = tuple(n + len(args) if n < 0 else n for n in nums)
         # (keyword arguments: their float arrays traced constants, as under grad)
         if mode == "rev":
-            return _jac_rev(fun, args, anums, dargs, single, kwargs)
+            return _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux)
         # every pass starts from the arguments as given, keyword arguments included
-        return _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs)
+        return _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux)
 
     return wrapped
 
@@ -1263,8 +1269,9 @@ def _check_jac_outputs(leaves):
                             "a Jacobian has no entries for it. Return it as aux of a wrapper, or drop it.")
 
 
-def _jac_rev(f, args, nums, dargs, single, kwargs):
-    out, pb = vjp(f, *args, _argnums=nums, _kwargs=kwargs)
+def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False):
+    res = vjp(f, *args, has_aux=has_aux, _argnums=nums, _kwargs=kwargs)
+    out, pb = res[:2]
     out_leaves, out_tree = tree_flatten(out)
     _check_jac_outputs(out_leaves)
     in_trees = [tree_flatten(d) for d in dargs]
@@ -1309,7 +1316,8 @@ def _jac_rev(f, args, nums, dargs, single, kwargs):
                     in_leaves_res.append(_stack_jac(elems, oshape, ishape))
             out_struct.append(tree_unflatten(tree_in, in_leaves_res))
         results.append(out_struct)
-    return _jac_tree(out_tree, results, single)
+    jac = _jac_tree(out_tree, results, single)
+    return (jac, res[2]) if has_aux else jac
 
 
 def _jac_tree(out_tree, blocks, single):
@@ -1376,15 +1384,15 @@ def _rev_entries(r, s):
     return tree_unflatten(tree, out)
 
 
-def _jac_fwd(f, args, nums, dargs, single, allargs, kwargs):
+def _jac_fwd(f, args, nums, dargs, single, allargs, kwargs, has_aux=False):
     group = RunGroup()  # a later run must not read what an earlier one kept (see core.RunGroup)
     try:
-        return _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group)
+        return _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux)
     finally:
         group.running = False
 
 
-def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group):
+def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=False):
     saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
     in_trees = [tree_flatten(d) for d in dargs]
     columns = []  # (ai, li, ishape, list of out tangents per input element)
@@ -1392,6 +1400,7 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group):
     out_tree = None
     out_leaves = None
     first_out = None  # the first run's values, which every later run must return too
+    first_aux = None
     runs = 0
     for ai, (leaves_in, tree_in) in enumerate(in_trees):
         for li, xin in enumerate(leaves_in):
@@ -1412,10 +1421,12 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group):
                         if aj == ai:
                             tl[li] = _basis(ishape, idt, k) * direction
                         tans.append(tree_unflatten(tj, tl))
-                    out, tout = jvp(f, args, tans, _argnums=nums, _run_group=group, _kwargs=kwargs)
+                    res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs)
+                    out, tout = res[:2]
                     out_leaves, out_tree = tree_flatten(out)
                     _check_jac_outputs(out_leaves)
                     if first_out is None:
+                        first_aux = res[2] if has_aux else None
                         first_out = [o if isinstance(o, NotImplementedTangent) else np.array(bottom(o))
                                      for o in out_leaves]
                     else:
@@ -1430,7 +1441,7 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group):
                                  for tx, ty in zip(*pushed)])
             columns.append((ai, li, ishape, cols))
     if first:  # no input elements at all: no pass ran (out_tree is None for a single leaf too)
-        out = f(*args, **kwargs)
+        out, first_aux = _split_aux(f(*args, **kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
     results = []
     for ai, (leaves_in, tree_in) in enumerate(in_trees):
@@ -1451,7 +1462,8 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group):
                     in_res.append(np.zeros(tuple(oshape) + tuple(ishape)))
             out_struct.append(tree_unflatten(tree_in, in_res))
         results.append(out_struct)
-    return _jac_tree(out_tree, results, single)
+    jac = _jac_tree(out_tree, results, single)
+    return (jac, first_aux) if has_aux else jac
 
 
 def _check_same_run(first, leaves, runs):
@@ -1483,13 +1495,19 @@ def _same_value(a, o) -> bool:
         return bool(np.allclose(a, b, rtol=1e-10, atol=1e-10 * max(scale, 1e-300), equal_nan=True))
 
 
-def hessian(fun: Callable, argnums=0) -> Callable:
+def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """Return a function computing the Hessian of scalar ``fun`` (forward-over-reverse:
-    ``jacobian(grad(fun), mode="fwd")``, see its note on repeated runs).
+    ``jacobian(grad(fun), mode="fwd")``, see its note on repeated runs). With
+    ``has_aux=True``, ``fun`` returns ``(value, aux)`` and the result is ``(hessian, aux)``.
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
+    if has_aux:
+        def grad_aux(*args, **kwargs):  # (grad gives (gradient, aux): the pair jacobian's has_aux takes)
+            return grad(fun, argnums, has_aux=True)(*args, **kwargs)
+
+        return jacobian(grad_aux, argnums, mode="fwd", has_aux=True)
     return jacobian(grad(fun, argnums), argnums, mode="fwd")

@@ -983,3 +983,37 @@ def test_has_aux_takes_a_list_pair_as_jax_does():
     assert out == 5.0 and np.array_equal(aux, 2 * x) and np.array_equal(pullback(1.0)[0], g)
     with pytest.raises(TypeError, match="pair"):
         mg.grad(lambda x: [np.sum(x), x, x], has_aux=True)(x)
+
+
+def test_has_aux_for_jvp_jacobian_and_hessian():
+    # as JAX's: (out, tangent, aux), (jacobian, aux), (hessian, aux); aux is the plain value of the call
+    def f(x):
+        y = x.copy()
+        y[0] = y[1] ** 2  # a write, so that aux is a mutated array
+        return np.sum(np.sin(y) * x), {"y": y, "n": 3}
+
+    x = np.array([0.3, 1.2, -0.7])
+
+    def plain(v):
+        return f(v.copy())[0]
+
+    h = 1e-6
+    fd = np.array([(plain(x + h * e) - plain(x - h * e)) / (2 * h) for e in np.eye(3)])
+    out, t, aux = mg.jvp(f, (x,), (np.ones(3),), has_aux=True)
+    assert out == plain(x) and aux["n"] == 3
+    np.testing.assert_array_equal(aux["y"], [1.44, 1.2, -0.7])
+    np.testing.assert_allclose(t, np.sum(fd), rtol=1e-7)
+    for mode in ("rev", "fwd"):
+        jac, aux = mg.jacobian(f, mode=mode, has_aux=True)(x)
+        np.testing.assert_allclose(jac, fd, rtol=1e-7)
+        np.testing.assert_array_equal(aux["y"], [1.44, 1.2, -0.7])
+    hess, aux = mg.hessian(f, has_aux=True)(x)
+    h2 = 1e-4
+    def gfd(v):
+        return np.array([(plain(v + h2 * e) - plain(v - h2 * e)) / (2 * h2) for e in np.eye(3)])
+
+    np.testing.assert_allclose(hess, [(gfd(x + h2 * e) - gfd(x - h2 * e)) / (2 * h2) for e in np.eye(3)],
+                               rtol=1e-4, atol=1e-6)
+    assert aux["n"] == 3
+    with pytest.raises(TypeError, match="has_aux=True requires the function to return a pair"):
+        mg.jvp(lambda v: np.sum(v), (x,), (x,), has_aux=True)

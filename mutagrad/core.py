@@ -1490,7 +1490,9 @@ class Tracer:
                 f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "
                 "builds an array from raw memory, which has no derivative rule. Use the views that "
                 "are differentiated instead (their derivatives alias as the values do): "
-                "np.lib.stride_tricks.sliding_window_view, np.broadcast_to, reshape, slicing."
+                "np.lib.stride_tricks.sliding_window_view, np.broadcast_to, reshape, slicing, or "
+                "mnp.as_strided(x, shape, strides) (import mutagrad.numpy as mnp), the same function "
+                "for traced arrays."
             )
         if dtype is not None and np.dtype(dtype).kind in "biu" and self.dtype.kind in "fc":
             raise escape_error(

@@ -187,6 +187,15 @@ def fromiter(iterable, dtype=float, count=-1, **kw):
     return _traced(_np.array(items, dtype=dtype))
 
 
+def as_strided(x, shape=None, strides=None, subok=False, writeable=True):
+    """``np.lib.stride_tricks.as_strided``, also of a traced array: a view of its memory,
+    differentiated as any view (overlapping elements add their derivatives; writes through
+    an overlapping view raise). The view must stay within the array's memory."""
+    from .rules.shape import as_strided as _traced_as_strided
+
+    return _traced_as_strided(x, shape, strides, subok=subok, writeable=writeable)
+
+
 def __getattr__(name):
     return getattr(_np, name)
 

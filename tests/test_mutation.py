@@ -1144,3 +1144,50 @@ def test_a_write_into_an_empty_view_is_a_no_op(make):
     assert v == f(x.copy(), y.copy()) == 5.0
     assert g[0].shape == (5, 0, 5)
     np.testing.assert_array_equal(g[1], 2.0 * y)
+
+
+def _fd_grad(f, x, h=1e-6):
+    return np.reshape([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size).reshape((x.size,) + x.shape)],
+                      x.shape)
+
+
+def test_as_strided_of_traced_arrays_through_mutagrad_numpy():
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((6, 6)), rng.standard_normal((2, 3))
+
+    def conv(a, ast):  # im2col: overlapping windows, read
+        s0, s1 = a.strides
+        win = ast(a, shape=(5, 4, 2, 3), strides=(s0, s1, s0, s1), writeable=False)
+        return np.sum(np.tanh(np.tensordot(win, w, axes=([2, 3], [0, 1]))))
+
+    def plain(a):
+        return conv(a, np.lib.stride_tricks.as_strided)
+
+    def traced(a):
+        return conv(a, mnp.as_strided)
+
+    assert traced(x) == plain(x)
+    np.testing.assert_allclose(mg.grad(traced)(x), _fd_grad(plain, x), rtol=1e-6, atol=1e-9)
+    check_grads(traced, x, modes=("fwd", "rev"), order=2)
+    with pytest.raises(mg.NoRuleError, match=r"mnp\.as_strided"):  # NumPy's own: the advice names it
+        mg.grad(plain)(x)
+
+    def write(v, ast):  # a view that does not overlap itself, written through
+        a = v * 1.0
+        s = ast(a, (3,), (2 * a.itemsize,))
+        s *= v[1::2]
+        return np.sum(a ** 2)
+
+    v = np.array([0.3, -1.2, 0.8, 2.0, -0.5, 1.1])
+    np.testing.assert_allclose(mg.grad(lambda a: write(a, mnp.as_strided))(v),
+                               _fd_grad(lambda a: write(a, np.lib.stride_tricks.as_strided), v), rtol=1e-7)
+    with pytest.raises(mg.NoRuleError, match="reaches memory outside the array"):
+        mg.grad(lambda a: np.sum(mnp.as_strided(a, (10,), (a.itemsize,))))(np.ones(4))
+    with pytest.raises(mg.MutationError, match="self-overlapping"):  # elements that are the same memory
+        mg.grad(lambda a: np.sum(_write_first(mnp.as_strided(a * 1.0, (3, 2), (a.itemsize, a.itemsize)))))(np.ones(4))
+    assert type(mnp.as_strided(np.arange(4.0), (2,), (16,))) is np.ndarray  # plain outside differentiation
+
+
+def _write_first(w):
+    w[0, 1] = 5.0
+    return w

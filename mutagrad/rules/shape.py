@@ -485,6 +485,48 @@ deflinear(_swv_impl, _swv_T)
 FUNCTIONS[_swv] = lambda args, kwargs: bind(swv_p, args, kwargs)
 
 
+# -- as_strided: a view of the memory, on traced arrays through mutagrad.numpy --------
+
+_as_strided = np.lib.stride_tricks.as_strided
+
+
+def _as_strided_impl(x, shape, strides, writeable):
+    if isinstance(x, Tracer):  # an outer level's traced array: a view of it at its level
+        return as_strided(x, shape, strides, writeable=writeable)
+    return _as_strided(x, shape, strides, writeable=writeable)
+
+
+def _as_strided_T(g, x, shape, strides, writeable):
+    # (never reached: the result is a view of the argument's memory, whose derivative goes
+    # through the memory it shares, as slicing's; no record is kept for it)
+    raise NotImplementedError("the transpose of as_strided is its view of the argument's memory")
+
+
+as_strided_p = get_primitive(_as_strided_impl, "mutagrad.numpy.as_strided")
+deflinear(_as_strided_impl, _as_strided_T)
+
+
+def as_strided(x, shape=None, strides=None, subok=False, writeable=True):
+    """``np.lib.stride_tricks.as_strided`` of a traced array: a view of its memory with the
+    given shape and byte strides, differentiated as any view (elements that overlap add
+    their derivatives; writes through an overlapping view raise). The view must stay within
+    the memory of the array it was made from."""
+    if not isinstance(x, Tracer):
+        return _as_strided(x, shape, strides, subok=subok, writeable=writeable)
+    from ..errors import NoRuleError, user_line
+
+    b = bottom(x)
+    shape = b.shape if shape is None else tuple(shape)
+    strides = b.strides if strides is None else tuple(strides)
+    v = _as_strided(b, shape, strides, writeable=False)
+    if v.size and not x._storage.contains(v):
+        raise NoRuleError(
+            f"as_strided at {user_line()} makes a view that reaches memory outside the array it was made "
+            "from: those values are not the array's, and have no derivative. Check the shape and the "
+            "strides (in bytes, x.itemsize per element).")
+    return bind(as_strided_p, (x, shape, strides, writeable), {})
+
+
 # -- a few more constructions, as compositions ----------------------------------
 
 

@@ -343,11 +343,6 @@ class _ArgumentFlags:
     def __setitem__(self, key, value):
         self._flags[key] = value
 
-    def __eq__(self, other):
-        return self is other
-
-    __hash__ = object.__hash__
-
     def __repr__(self):
         return repr(self._flags).replace(f"OWNDATA : {not self._owndata}", f"OWNDATA : {self._owndata}")
 

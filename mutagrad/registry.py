@@ -540,15 +540,21 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
     infinite or undefined: exactly zero where ``g`` is; a partial marked ``reciprocal`` is
     divided by instead, which keeps the finite ratio where 1/x overflowed."""
     den = getattr(d, "reciprocal_of", None)
+    dvc = _conj(dv) if conj and _iscomplexobj(dv) else dv
     if den is None:
-        return _strong_zero_product(g, _conj(dv) if conj and _iscomplexobj(dv) else dv, shape)
+        return _strong_zero_product(g, dvc, shape)
+    finite = np.isfinite(bottom(dv))
+    if finite.all():  # (an event of a finite partial: an underflow, or a complex quotient's)
+        return _strong_zero_product(g, dvc, shape)
     value, factor = _partial(den[0], xs, y), den[1]
     if conj and _iscomplexobj(value):
         value = _conj(value)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         ct = g / value
         if factor != 1.0:
             ct = ct * factor
+        if finite.any():  # (the quotient only where the partial overflowed: its denominator
+            ct = np.where(finite, g * dvc, ct)  # may overflow where the partial does not)
     return _zero_where(ct, g == 0, shape)
 
 

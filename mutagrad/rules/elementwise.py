@@ -375,12 +375,87 @@ defelementwise(np.logaddexp2, lambda a, b, y: _weight(a - b, lambda t: np.exp2(-
 defelementwise(np.sin, lambda x, y: np.cos(x))
 defelementwise(np.cos, lambda x, y: -np.sin(x))
 defelementwise(np.tan, lambda x, y: 1.0 + y * y)
-# For complex x on the branch cuts (real x beyond ±1), sqrt(1 - x*x) has the wrong sign where
-# the cut meets +1 (1 - x*x has a +0 imaginary part, NumPy's arcsin the side of -0): cos(arcsin x)
-# and sin(arccos x) are the roots on the side the function's value is on.
-defelementwise(np.arcsin, lambda x, y: 1.0 / np.cos(np.arcsin(x)) if np.iscomplexobj(x) else 1.0 / np.sqrt(1.0 - x * x))
-defelementwise(np.arccos, lambda x, y: -1.0 / np.sin(np.arccos(x)) if np.iscomplexobj(x) else -1.0 / np.sqrt(1.0 - x * x))
-defelementwise(np.arctan, lambda x, y: 1.0 / (1.0 + x * x))
+def _on_value_side(s, x, value_root, on_cut):
+    """The root ``s``, a product of principal square roots (accurate up to the branch points,
+    where a root computed from the function's value loses every digit: cos(arcsin 1) is 6e-17,
+    not 0), with its sign taken on the branch cut from ``value_root`` (that root computed from
+    NumPy's value, which is on the side the signed zero of x names; the principal roots may be
+    on the other). Only the sign is read from ``value_root``: it is exact there."""
+    xb = bottom(x)
+    cut = on_cut(xb)
+    if not np.any(cut):
+        return s
+    with np.errstate(all="ignore"):
+        flip = cut & (np.real(bottom(s) * np.conj(value_root)) < 0)
+    return np.where(flip, -s, s) if np.any(flip) else s
+
+
+def _real_beyond_one(z):
+    return (np.imag(z) == 0) & (np.abs(np.real(z)) > 1)
+
+
+def _imaginary_beyond_one(z):
+    return (np.real(z) == 0) & (np.abs(np.imag(z)) > 1)
+
+
+def _real_below_one(z):
+    return (np.imag(z) == 0) & (np.real(z) < 1)
+
+
+def _arcsin_root(x, y, value_root):
+    """sqrt(1 - x*x) as sqrt(1 - x) * sqrt(1 + x) (1 - x*x loses digits next to ±1), on the side
+    of arcsin's (``value_root`` cos) or arccos's (sin) value."""
+    if not np.iscomplexobj(bottom(x)):
+        return np.sqrt((1.0 - x) * (1.0 + x))
+    return _on_value_side(np.sqrt(1.0 - x) * np.sqrt(1.0 + x), x, value_root(bottom(y)), _real_beyond_one)
+
+
+def _arcsinh_root(x, y):
+    """sqrt(x*x + 1): hypot(x, 1) for real x (x*x overflows beyond 1e154); for complex x
+    sqrt(1 + ix) * sqrt(1 - ix), whose cuts are arcsinh's, on the side of arcsinh's value."""
+    if not np.iscomplexobj(bottom(x)):
+        return np.hypot(x, 1.0)
+    return _on_value_side(np.sqrt(1.0 + 1j * x) * np.sqrt(1.0 - 1j * x), x, np.cosh(bottom(y)),
+                          _imaginary_beyond_one)
+
+
+def _arccosh_root(x, y):
+    """sqrt(x - 1) * sqrt(x + 1) (1/sqrt(x*x - 1) has the wrong sign for Re x < 0), on the side
+    of arccosh's value on its cut (real x < 1)."""
+    s = np.sqrt(x - 1.0) * np.sqrt(x + 1.0)
+    if not np.iscomplexobj(bottom(x)):
+        return s
+    return _on_value_side(s, x, np.sinh(bottom(y)), _real_below_one)
+
+
+def _one_minus_square(x, y):
+    return (1.0 - x) * (1.0 + x)
+
+
+def _inverse_one_minus_square(x, y):
+    """1 / (1 - x*x) as 1/(1 - x) * 1/(1 + x): exact next to ±1, and for complex x no overflow of
+    x*x (to inf and NaN) where the derivative is tiny."""
+    if not np.iscomplexobj(bottom(x)):
+        return 1.0 / ((1.0 - x) * (1.0 + x))
+    return (1.0 / (1.0 - x)) * (1.0 / (1.0 + x))
+
+
+def _inverse_one_plus_square(x, y):
+    """1 / (1 + x*x), for complex x as 1/(1 + ix) * 1/(1 - ix) (no overflow of x*x)."""
+    if not np.iscomplexobj(bottom(x)):
+        return 1.0 / (1.0 + x * x)
+    return (1.0 / (1.0 + 1j * x)) * (1.0 / (1.0 - 1j * x))
+
+
+def _one_plus_square(x, y):
+    return 1.0 + x * x if not np.iscomplexobj(bottom(x)) else (1.0 + 1j * x) * (1.0 - 1j * x)
+
+
+defelementwise(np.arcsin, reciprocal(lambda x, y: 1.0 / _arcsin_root(x, y, np.cos),
+                                     lambda x, y: _arcsin_root(x, y, np.cos)))
+defelementwise(np.arccos, reciprocal(lambda x, y: -1.0 / _arcsin_root(x, y, np.sin),
+                                     lambda x, y: _arcsin_root(x, y, np.sin), -1.0))
+defelementwise(np.arctan, reciprocal(_inverse_one_plus_square, _one_plus_square))
 def _over_hypot2(c, a, b):
     # c / (a*a + b*b) as (c / h) / h with h = hypot(a, b): the squares underflow for tiny
     # arguments (1e-200 gave inf for 5e199) and overflow for huge ones
@@ -408,10 +483,9 @@ defelementwise(np.hypot, lambda a, b, y: _over_norm(a, y), lambda a, b, y: _over
 defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))
 defelementwise(np.tanh, lambda x, y: 1.0 - y * y)
-defelementwise(np.arcsinh, lambda x, y: 1.0 / np.sqrt(x * x + 1.0))
-# 1/sqrt(x*x - 1) has the wrong sign for complex x with Re x < 0 (the principal roots differ)
-defelementwise(np.arccosh, lambda x, y: 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
-defelementwise(np.arctanh, reciprocal(lambda x, y: 1.0 / (1.0 - x * x), lambda x, y: 1.0 - x * x))
+defelementwise(np.arcsinh, reciprocal(lambda x, y: 1.0 / _arcsinh_root(x, y), _arcsinh_root))
+defelementwise(np.arccosh, reciprocal(lambda x, y: 1.0 / _arccosh_root(x, y), _arccosh_root))
+defelementwise(np.arctanh, reciprocal(_inverse_one_minus_square, _one_minus_square))
 defelementwise(np.deg2rad, lambda x, y: np.pi / 180.0)
 defelementwise(np.rad2deg, lambda x, y: 180.0 / np.pi)
 defelementwise(np.radians, lambda x, y: np.pi / 180.0)

@@ -532,3 +532,108 @@ def test_complex_arcsin_arccos_along_their_branch_cuts(fn):
     g = mg.grad(loss)(z)
     fd = [(loss(z + h * e) - loss(z - h * e)) / (2 * h) for e in np.eye(5)]
     np.testing.assert_allclose(np.real(g), fd, rtol=1e-6)  # (the real part: d loss / d Re z)
+
+
+def _shifted(z, h, imaginary=False):
+    """z + h (z + ih) with the other component's bits kept: z + h would turn a -0.0 imaginary
+    part into +0.0, the other side of a branch cut."""
+    out = z.copy()
+    if imaginary:
+        out.imag += h
+    else:
+        out.real += h
+    return out
+
+
+_CUTS = {  # each function's branch cut, both signed zeros, near and far from the branch point
+    np.arcsin: ([2.5, 1.0 + 1e-9, -1.7, -1.0 - 1e-9, 1e300], False),
+    np.arccos: ([2.5, 1.0 + 1e-9, -1.7, -1.0 - 1e-9, -1e300], False),
+    np.arccosh: ([-2.0, -3.0, 0.4, -1.0 - 1e-9, 1.0 - 1e-9, -1e300], False),
+    np.arcsinh: ([2.0, -3.0, 1.0 + 1e-9, -1.0 - 1e-9, 1e300], True),
+    np.arctanh: ([2.0, -3.0, 1.0 + 1e-9], False),
+    np.arctan: ([2.0, -3.0, -1.0 - 1e-9], True),
+}
+
+
+@pytest.mark.parametrize("fn", list(_CUTS), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("zero", [0.0, -0.0], ids=["+0", "-0"])
+def test_complex_inverse_functions_on_their_branch_cuts(fn, zero):
+    # on a cut NumPy's value is on the side the signed zero names, and so is the derivative:
+    # central differences along the cut, which keep the zero's sign, are the oracle (the
+    # derivatives through sqrt(x*x - 1) and 1/sqrt(x*x + 1) had the other side's sign)
+    along, imaginary = _CUTS[fn]
+    along = np.array(along)
+    z = np.empty(along.size, complex)
+    z.real, z.imag = (zero, along) if imaginary else (along, zero)
+    h = 1e-4 * np.minimum(np.abs(np.abs(along) - 1.0), np.abs(along))  # (inside the cut's piece)
+    zp, zm = _shifted(z, h, imaginary), _shifted(z, -h, imaginary)
+    fd = (fn(zp) - fn(zm)) / (zp - zm)  # (the steps as rounded: next to 1 they are not h)
+    direction = (1j if imaginary else 1.0) * np.ones(z.size)
+    _, t = mg.jvp(fn, (z,), (direction,))
+    np.testing.assert_allclose(t / direction, fd, rtol=1e-6)
+    w = np.array([0.3 + 0.7j, -1.1 + 0.2j, 0.5 - 0.4j, 0.9 + 0.1j, -0.2 - 0.6j, 0.7 + 0.0j])[:z.size]
+    (g,) = mg.vjp(fn, z)[1](w)  # reverse mode: the cotangent times the derivative (JAX's convention)
+    np.testing.assert_allclose(g, w * fd, rtol=1e-6)
+    # second derivative along the cut, forward over reverse
+    second = mg.jvp(lambda v: mg.jvp(fn, (v,), (direction,))[1], (z,), (direction,))[1]
+    hp, hm = np.abs(zp - z), np.abs(z - zm)
+    fd2 = ((fn(zp) - fn(z)) / hp - (fn(z) - fn(zm)) / hm) / ((hp + hm) / 2) / direction**2
+    keep = np.abs(along) < 1e6  # (far out the second difference is all rounding)
+    np.testing.assert_allclose((second / direction**2)[keep], fd2[keep], rtol=2e-4)
+
+
+def _exact_derivative(name, z):
+    """The derivative in 50 digits, from its closed form with principal roots (right off the cuts)."""
+    import mpmath
+
+    with mpmath.workdps(50):
+        z = mpmath.mpc(z.real, z.imag)
+        d = {"arcsin": lambda: 1 / mpmath.sqrt(1 - z * z), "arccos": lambda: -1 / mpmath.sqrt(1 - z * z),
+             "arcsinh": lambda: 1 / mpmath.sqrt(1 + z * z),
+             "arccosh": lambda: 1 / (mpmath.sqrt(z - 1) * mpmath.sqrt(z + 1))}[name]()
+        return complex(d)
+
+
+@pytest.mark.parametrize("fn,points", [
+    (np.arcsin, [1 + 1e-300j, 1 - 1e-40j, -1 + 1e-30j, -1 - 1e-200j, 1 + 1e-12 + 1e-20j, 0.3 + 0.2j]),
+    (np.arccos, [1 + 1e-300j, -1 + 1e-300j, -1 - 1e-40j, 1 - 1e-12 - 1e-24j]),
+    (np.arcsinh, [1e-300 + 1j, -1e-40 - 1j, 1e-20 + (1 + 1e-12) * 1j, 1e-14 - 1j]),
+    (np.arccosh, [1 + 1e-300j, -1 + 1e-40j, -1 - 1e-30j, 1 + 1e-12 - 1e-20j]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_complex_inverse_functions_next_to_their_branch_points(fn, points):
+    # the derivative grows as 1/sqrt(distance) next to a branch point; from the function's value
+    # (1/cos(arcsin z)) it was 1.6e16 at 1 + 1e-300j, the rounding of cos(pi/2). NumPy's own
+    # values there are not accurate enough for differences: the oracle is the closed form in
+    # 50 digits
+    for z in points:
+        exact = _exact_derivative(fn.__name__, z)
+        _, t = mg.jvp(fn, (np.array(z),), (np.array(1.0 + 0j),))
+        (g,) = mg.vjp(fn, np.array(z))[1](np.array(1.0 + 0j))
+        np.testing.assert_allclose(t, exact, rtol=1e-12, err_msg=repr(z))
+        np.testing.assert_allclose(g, exact, rtol=1e-12, err_msg=repr(z))
+
+
+@pytest.mark.parametrize("fn", [np.arcsinh, np.arctan, np.arctanh, np.arccos, np.arcsin, np.arccosh])
+def test_complex_inverse_function_derivatives_far_out_are_finite(fn):
+    # x*x overflows beyond 1e154: the derivatives there are tiny, not NaN (inf/inf) or 0
+    z = np.array([6e299 + 8e299j, -3e200 + 4e200j, 1e160 - 1e160j])
+    h = 1e-6 * np.abs(z)
+    fd = (fn(z + h) - fn(z - h)) / (2 * h)
+    if fn in (np.arctan, np.arctanh):  # (the value is a constant there to the last digit)
+        fd = (-1.0 if fn is np.arctanh else 1.0) / z / z
+    _, t = mg.jvp(fn, (z,), (np.ones(3) + 0j,))
+    (g,) = mg.vjp(fn, z)[1](np.ones(3) + 0j)
+    np.testing.assert_allclose(t, fd, rtol=1e-6)
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+def test_real_inverse_function_derivatives_next_to_one_and_far_out():
+    # (1 - x)(1 + x) rather than 1 - x*x next to 1; hypot(x, 1) rather than sqrt(x*x + 1)
+    x = np.array([1 - 1e-10, -1 + 1e-12, 0.3])
+    for fn in (np.arcsin, np.arccos, np.arctanh):
+        xp, xm = x + 1e-4 * np.minimum(1 - np.abs(x), 1), x - 1e-4 * np.minimum(1 - np.abs(x), 1)
+        fd = (fn(xp) - fn(xm)) / (xp - xm)
+        np.testing.assert_allclose(mg.jvp(fn, (x,), (np.ones(3),))[1], fd, rtol=1e-6)
+    x = np.array([1e200, -3e300, 2.0])
+    np.testing.assert_allclose(mg.grad(lambda v: np.sum(np.arcsinh(v)))(x), 1 / np.abs(x) * [1, 1, 0]
+                               + [0, 0, 1 / np.sqrt(5)], rtol=1e-12)

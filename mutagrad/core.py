@@ -1020,6 +1020,18 @@ def bind(prim, args, kwargs=None):
     return out
 
 
+def apply_inner(prim, leaves, tree, kwargs):
+    """``prim`` applied to one level's unwrapped arguments, where that level has no derivative
+    to carry: the plain function, or, where an outer level's traced values are among them
+    (the level's own were), ``prim`` bound again for those levels (a ``@primitive``'s
+    function is plain Python, which would turn them into plain arrays)."""
+    args = _unflatten_args(tree, leaves)
+    for x in leaves:
+        if isinstance(x, Tracer):
+            return bind(prim, tuple(args), kwargs)
+    return prim.impl(*args, **kwargs)
+
+
 def bind_with(level_method_name, x, *rest):
     """Dispatch a core operation (getitem/write) on tracer ``x`` to its level."""
     lv = x._level

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import Level, Tracer, _unflatten_args, bottom, output_leaves, view_of
+from .core import (
+    Level,
+    Tracer,
+    _unflatten_args,
+    apply_inner,
+    bottom,
+    output_leaves,
+    view_of,
+)
 from .errors import user_line
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
 from .registry import FP_FLAG
@@ -122,7 +130,7 @@ class ForwardLevel(Level):
                     tans = [ZERO] * len(leaves)
                 tans[i] = self.tangent_of(t)
         if tans is None or prim.zero:
-            out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
+            out = apply_inner(prim, vals, tree, kwargs)
             return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins)
         if prim.frule is None:
             from .tape import prim_missing_rule

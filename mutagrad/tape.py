@@ -37,6 +37,7 @@ import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
+    apply_inner,
     foreign_subclass,
     subclass_error,
     STATE,
@@ -641,7 +642,7 @@ class ReverseLevel(Level):
             elif foreign_subclass(x):
                 raise subclass_error(x)
         if not active or prim.zero:
-            out = prim.impl(*_unflatten_args(tree, vals), **kwargs)
+            out = apply_inner(prim, vals, tree, kwargs)
             return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins)
         if prim.rrule is None:
             raise prim_missing_rule(prim, "reverse")

@@ -285,3 +285,54 @@ def test_inner_argument_that_is_an_outer_array_the_inner_function_names_raises_o
         return mg.grad(inner)(x, a2)[0]
 
     check_grads(reads_only, x)
+
+
+def test_primitive_called_by_a_level_with_no_derivative_to_carry_sees_the_outer_levels():
+    # jvp of a two-argument hessian: the level of the second argument's direction carries no
+    # derivative through digamma's rule, whose partial calls the polygamma primitive, a plain
+    # Python function; it was called on the outer level's traced value (a TracerEscapeError)
+    scipy_special = pytest.importorskip("scipy.special")
+
+    def f(x, y):
+        return np.sum(scipy_special.digamma(x)) + np.sum(y ** 2)
+
+    x, y = np.array([1.3, 2.2]), np.array([0.5])
+    dh = mg.jvp(mg.hessian(f, argnums=(0, 1)), (x, y), (np.ones(2), np.ones(1)))[1]
+    h = 1e-4  # central differences of the Hessian's diagonal, polygamma(2, x)
+    fd = (scipy_special.polygamma(2, x + h) - scipy_special.polygamma(2, x - h)) / (2 * h)
+    np.testing.assert_allclose(np.diag(dh[0][0]), fd, rtol=1e-6)
+    np.testing.assert_allclose(dh[1][1], [[0.0]])
+    np.testing.assert_allclose(dh[0][1], np.zeros((2, 1)))
+
+    @mg.primitive
+    def cube(v):
+        return np.asarray(v) ** 3  # (plain Python: a traced value would escape)
+
+    @mg.rrule(cube)
+    def _cube_rrule(v):
+        return cube(v), lambda g: (3 * g * square(v),)
+
+    @mg.frule(cube)
+    def _cube_frule(primals, tangents):
+        (v,), (t,) = primals, tangents
+        return cube(v), 3 * square(v) * t
+
+    @mg.primitive
+    def square(v):
+        return np.asarray(v) ** 2
+
+    @mg.rrule(square)
+    def _square_rrule(v):
+        return square(v), lambda g: (2 * g * v,)
+
+    @mg.frule(square)
+    def _square_frule(primals, tangents):
+        (v,), (t,) = primals, tangents
+        return square(v), 2 * v * t
+
+    def k(a, b):
+        return np.sum(cube(a)) + np.sum(b ** 2)
+
+    a = np.array([0.7, -1.1])
+    dk = mg.jvp(mg.hessian(k, argnums=(0, 1)), (a, y), (np.ones(2), np.ones(1)))[1]
+    np.testing.assert_allclose(np.diag(dk[0][0]), [6.0, 6.0])  # d/da of 6a along 1: the third derivative of a^3

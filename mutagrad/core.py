@@ -2018,11 +2018,10 @@ class Tracer:
         )
 
     def setflags(self, write=None, align=None, uic=None):
-        if write:
-            raise MutationError(
-                f"x.setflags(write=True) on a traced array at {user_line()}: mutagrad keeps some "
-                "traced arrays read-only (saved values, constants it shares); copy the array instead")
-        bottom(self).setflags(write=write, align=align, uic=uic)  # as x.flags.writeable = False does
+        # as x.flags.writeable = ... does: the array's own flags (NumPy refuses write=True where
+        # the memory belongs to a read-only array); the reverse pass rewinds writes into arrays
+        # that are read-only when it runs
+        bottom(self).setflags(write=write, align=align, uic=uic)
 
 
 class ArrayTracer(Tracer):

@@ -472,3 +472,26 @@ def test_argument_made_read_only_after_writes_into_it():
         np.testing.assert_allclose(pb(1.0)[0], g, rtol=1e-12)  # twice: rewound and redone again
         _, t = mg.jvp(fn, (x0.copy(),), (np.ones(8),))
         np.testing.assert_allclose(t, np.sum(g), rtol=1e-7)
+
+
+def test_setflags_write_true_as_flags_writeable():
+    # y.setflags(write=True) after write=False, as y.flags.writeable = True (it was refused)
+    def f(x, how):
+        y = x * 2.0
+        if how == "setflags":
+            y.setflags(write=False)
+            y.setflags(write=True)
+        else:
+            y.flags.writeable = False
+            y.flags.writeable = True
+        y[0] = np.sin(y[1])
+        return np.sum(y ** 2)
+
+    x0 = np.array([0.3, 1.2, -0.7])
+    for how in ("setflags", "flags"):
+        g = mg.grad(f)(x0.copy(), how)
+        np.testing.assert_allclose(g, fd_grad(lambda a, how=how: f(a.copy(), how), x0), rtol=1e-6)
+        np.testing.assert_allclose(mg.jvp(lambda a, how=how: f(a, how), (x0.copy(),), (np.ones(3),))[1],
+                                   np.sum(g), rtol=1e-7)
+    with pytest.raises(ValueError, match="WRITEABLE"):  # NumPy's refusal for a view of a read-only array
+        mg.grad(lambda x: np.sum(np.broadcast_to(x, (2, 3)).setflags(write=True) or x))(x0.copy())

@@ -432,19 +432,29 @@ def _one_minus_square(x, y):
     return (1.0 - x) * (1.0 + x)
 
 
+def _far_out(x, near, sign):
+    """For complex x: ``near`` where |x| < 1e8, ``sign`` * (1/x)^2 beyond, where 1 ± x*x is ±x*x
+    to the last digit: for infinite x its limit 0 (the factors' inf * 0 is NaN)."""
+    far = ~(np.abs(bottom(x)) < 1e8)
+    if not np.any(far):
+        return near()
+    u = 1.0 / np.where(far, x, 2.0)
+    return np.where(far, sign * (u * u), near() if not np.all(far) else 0.0)
+
+
 def _inverse_one_minus_square(x, y):
     """1 / (1 - x*x) as 1/(1 - x) * 1/(1 + x): exact next to ±1, and for complex x no overflow of
     x*x (to inf and NaN) where the derivative is tiny."""
     if not np.iscomplexobj(bottom(x)):
         return 1.0 / ((1.0 - x) * (1.0 + x))
-    return (1.0 / (1.0 - x)) * (1.0 / (1.0 + x))
+    return _far_out(x, lambda: (1.0 / (1.0 - x)) * (1.0 / (1.0 + x)), -1.0)
 
 
 def _inverse_one_plus_square(x, y):
     """1 / (1 + x*x), for complex x as 1/(1 + ix) * 1/(1 - ix) (no overflow of x*x)."""
     if not np.iscomplexobj(bottom(x)):
         return 1.0 / (1.0 + x * x)
-    return (1.0 / (1.0 + 1j * x)) * (1.0 / (1.0 - 1j * x))
+    return _far_out(x, lambda: (1.0 / (1.0 + 1j * x)) * (1.0 / (1.0 - 1j * x)), 1.0)
 
 
 def _one_plus_square(x, y):
@@ -460,7 +470,11 @@ def _over_hypot2(c, a, b):
     # c / (a*a + b*b) as (c / h) / h with h = hypot(a, b): the squares underflow for tiny
     # arguments (1e-200 gave inf for 5e199) and overflow for huge ones
     h = np.hypot(a, b)
-    return c / h / h
+    inf = np.isinf(bottom(h))
+    if not np.any(inf):
+        return c / h / h
+    # at an infinite argument the partials are 0 (they fall as 1/h), not inf/inf
+    return np.where(inf, 0.0, c / np.where(inf, 1.0, h) / np.where(inf, 1.0, h))
 
 
 defelementwise(np.arctan2, lambda a, b, y: _over_hypot2(b, a, b), lambda a, b, y: _over_hypot2(-a, a, b))

@@ -454,6 +454,14 @@ def test_arctan2_partials_for_tiny_and_huge_arguments():
     np.testing.assert_allclose([ga, gb], [5e199, -5e199], rtol=1e-14)
     ga, gb = mg.grad(np.arctan2, (0, 1))(np.float64(1e200), np.float64(1e200))
     np.testing.assert_allclose([ga, gb], [5e-201, -5e-201], rtol=1e-14)
+    # at an infinite argument they are the limit 0 (they fall as 1/h), not inf/inf = NaN; np.angle
+    # of an infinite complex number in both modes
+    for a, b in ((1.0, np.inf), (np.inf, np.inf), (-np.inf, 2.0)):
+        assert mg.grad(np.arctan2, (0, 1))(np.float64(a), np.float64(b)) == (0.0, 0.0)
+    z = np.array([complex(np.inf, 0.0), complex(-np.inf, 1.0), complex(2.0, np.inf)])
+    for d in (1.0, 1j):
+        np.testing.assert_array_equal(mg.jvp(np.angle, (z,), (np.full(3, d),))[1], 0.0)
+    np.testing.assert_array_equal(mg.grad(lambda v: np.sum(np.angle(v)))(z), 0.0)
 
 
 @pytest.mark.parametrize("reduce", [
@@ -625,6 +633,9 @@ def test_complex_inverse_function_derivatives_far_out_are_finite(fn):
     (g,) = mg.vjp(fn, z)[1](np.ones(3) + 0j)
     np.testing.assert_allclose(t, fd, rtol=1e-6)
     np.testing.assert_allclose(g, fd, rtol=1e-6)
+    if fn in (np.arctan, np.arctanh):  # at infinity the limit, 0 (JAX's), not inf * 0
+        z = np.array([complex(np.inf, 0.0), complex(-np.inf, 2.0), complex(1.0, np.inf)])
+        np.testing.assert_array_equal(mg.jvp(fn, (z,), (np.ones(3) + 0j,))[1], 0.0)
 
 
 def test_real_inverse_function_derivatives_next_to_one_and_far_out():

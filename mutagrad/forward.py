@@ -42,8 +42,8 @@ class _Events:
         self.seen = True
 
 
-def _frule_events_apart(prim, primals, tangents, kwargs):
-    """``prim.frule(primals, tangents)``, whose primal's floating-point events are the
+def _frule_events_apart(prim, frule, primals, tangents, kwargs):
+    """``frule(primals, tangents)``, ``prim``'s forward rule, whose primal's floating-point events are the
     function's and whose tangent's are not.
 
     A forward rule computes both together, under the error state the function set
@@ -54,7 +54,7 @@ def _frule_events_apart(prim, primals, tangents, kwargs):
     the plain call would."""
     events = _Events()
     with np.errstate(all="call", call=events):
-        y, ydot = prim.frule(primals, tangents, **kwargs)
+        y, ydot = frule(primals, tangents, **kwargs)
     if events.seen:
         prim.impl(*tree_map(bottom, primals), **{k: tree_map(bottom, v) for k, v in kwargs.items()})
     return y, ydot
@@ -132,18 +132,23 @@ class ForwardLevel(Level):
         if tans is None or prim.zero:
             out = apply_inner(prim, vals, tree, kwargs)
             return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins)
-        if prim.frule is None:
-            from .tape import prim_missing_rule
+        frule = prim.frule
+        if frule is None:
+            if prim.rrule is None:
+                from .tape import prim_missing_rule
 
-            raise prim_missing_rule(prim, "forward")
+                raise prim_missing_rule(prim, "forward")
+            from .derived import forward_from_reverse
+
+            frule = forward_from_reverse(prim)
         primals = tuple(_unflatten_args(tree, vals))
         tangents = tuple(_unflatten_args(tree, tans))
         if tree is not None:  # a list or tuple with no tangent in it has a zero tangent (a list of
             tangents = tuple(_zero_if_constant(t) for t in tangents)  # numbers NumPy makes an array of)
-        if getattr(prim.frule, "events_apart", False):  # (elementwise: it keeps them apart itself)
-            y, ydot = prim.frule(primals, tangents, **kwargs)
+        if getattr(frule, "events_apart", False):  # (elementwise: it keeps them apart itself)
+            y, ydot = frule(primals, tangents, **kwargs)
         else:
-            y, ydot = _frule_events_apart(prim, primals, tangents, kwargs)
+            y, ydot = _frule_events_apart(prim, frule, primals, tangents, kwargs)
         self.check_rule_output(prim, y)
         poison = None
         for i in ins:

@@ -644,8 +644,13 @@ class ReverseLevel(Level):
         if not active or prim.zero:
             out = apply_inner(prim, vals, tree, kwargs)
             return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins)
-        if prim.rrule is None:
-            raise prim_missing_rule(prim, "reverse")
+        rrule = prim.rrule
+        if rrule is None:
+            if prim.frule is None:
+                raise prim_missing_rule(prim, "reverse")
+            from .derived import reverse_from_forward
+
+            rrule = reverse_from_forward(prim)
         if kwargs:
             kwargs = self._own_params(kwargs)
         out_read = False
@@ -685,7 +690,7 @@ class ReverseLevel(Level):
             # what the elementwise rrule does, recorded as one EWRecord
             inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
             return self._ew_record(prim, leaves, vals, inputs, need, out_read, prim.elementwise[2](*vals))
-        y, pb = prim.rrule(*_unflatten_args(tree, vals), **kwargs)
+        y, pb = rrule(*_unflatten_args(tree, vals), **kwargs)
         self.check_rule_output(prim, y)
         if type(pb) is ElementwisePullback and prim.reads is not None:  # a rule called directly
             xs = list(pb.xs)
@@ -993,16 +998,11 @@ class ReverseLevel(Level):
 def prim_missing_rule(prim, mode):
     from .errors import ForwardRuleMissingError, NoRuleError
 
-    if mode == "forward":
-        return ForwardRuleMissingError(
-            f"{prim.name} has a reverse rule but no forward rule, so forward mode (jvp, "
-            f"jacobian(mode='fwd'), hessian) cannot differentiate it at {user_line()}. "
-            f"Register one with @mg.frule({prim.name.split('.')[-1]})."
-        )
-    return NoRuleError(
-        f"{prim.name} has no reverse rule, so reverse mode cannot differentiate it at "
-        f"{user_line()}. Register one with @mg.rrule({prim.name.split('.')[-1]})."
-    )
+    short = prim.name.split(".")[-1]
+    text = (f"{prim.name} has no derivative rule, so {mode} mode cannot differentiate it at {user_line()}. "
+            f"Register one with @mg.rrule({short}) or @mg.frule({short}) (either one: the other mode "
+            "is derived from it), or apply it to mg.stop_gradient(x) if its result is a constant.")
+    return ForwardRuleMissingError(text) if mode == "forward" else NoRuleError(text)
 
 
 def _ever_written(t) -> bool:

@@ -60,11 +60,24 @@ def test_wrong_second_order_is_caught():
         check_grads(cube, X, order=2)
 
 
-def test_missing_forward_rule_is_a_clear_error():
+def test_a_missing_forward_rule_is_derived_and_a_wrong_reverse_rule_still_caught():
     f = _prim(with_frule=False)
-    with pytest.raises(mg.ForwardRuleMissingError, match="frule"):
+    _, t = mg.jvp(f, (X,), (np.ones(2),))
+    np.testing.assert_allclose(t, (np.sin(X + 1e-6) - np.sin(X - 1e-6)) / 2e-6, rtol=1e-8)
+    check_rule(f, X, order=2)
+    with pytest.raises(AssertionError):  # the derived forward rule carries the reverse rule's error
+        check_rule(_prim(rev_scale=1.01, with_frule=False), X)
+
+
+def test_a_primitive_without_rules_is_a_clear_error():
+    @mg.primitive
+    def f(x):
+        return np.sin(x)
+
+    with pytest.raises(mg.ForwardRuleMissingError, match=r"@mg.rrule\(f\) or @mg.frule\(f\)"):
         mg.jvp(f, (X,), (np.ones(2),))
-    np.testing.assert_allclose(mg.grad(lambda x: np.sum(f(x)))(X), np.cos(X))
+    with pytest.raises(mg.NoRuleError, match=r"@mg.rrule\(f\) or @mg.frule\(f\)"):
+        mg.grad(lambda x: np.sum(f(x)))(X)
 
 
 def test_wrong_side_effects_are_caught():

@@ -1,0 +1,179 @@
+"""The rule a primitive lacks, derived from the one it has.
+
+A primitive registered with only ``@mg.frule`` is differentiated in reverse mode, and one
+with only ``@mg.rrule`` in forward mode (so ``jvp`` and ``hessian``), as JAX differentiates a
+``custom_jvp`` function in reverse mode:
+
+- **reverse from forward**: the tangent map ``t -> frule(x, t)[1]`` is linear in ``t``, so
+  its transpose applied to the cotangent ``ȳ`` is the cotangent of ``x``; it is computed by
+  mutagrad's own reverse mode on the tangent map (at ``t = 0``), which the rule writes with
+  NumPy operations;
+- **forward from reverse**: the pullback ``ȳ -> pullback(ȳ)`` is linear in ``ȳ`` and is the
+  transpose of the tangent map, so the reverse mode of the pullback (at ``ȳ = 0``) applied to
+  the tangent ``t`` is ``ẏ`` (the "double vjp").
+
+Both are exact: the derived rule is the transpose of a linear map that the given rule
+computes, by the same differentiation mutagrad applies to any NumPy code. The cost is one
+extra reverse-mode pass over the given rule per use. A rule whose tangent or cotangent
+computation mutagrad cannot differentiate (plain Python converting its arguments) raises the
+missing rule's error (``NoRuleError``, ``ForwardRuleMissingError``), which names the failure.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .core import STATE, Tracer, _flatten_args, apply_inner, bottom, output_leaves
+from .pytree import tree_unflatten
+from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, is_zero
+
+ZERO = ZeroTangent()
+
+
+def _differentiable(a) -> bool:
+    """Whether argument ``a`` has a tangent: a floating-point or complex array or number."""
+    if isinstance(a, Tracer):
+        return bottom(a).dtype.kind in "fc"
+    if isinstance(a, (np.ndarray, np.generic)):
+        return a.dtype.kind in "fc"
+    return type(a) in (float, complex)
+
+
+def _zeros_like(a):
+    """A plain zero of ``a``'s shape and type: the point the linear maps are taken at."""
+    b = bottom(a) if isinstance(a, Tracer) else a
+    if type(b) in (float, complex):
+        return np.zeros((), type(b))
+    return np.zeros(np.shape(b), b.dtype)
+
+
+def _dense(c, like):
+    """A derived rule's cotangent or tangent as an array (a symbolic zero: zeros)."""
+    if isinstance(c, Thunk):
+        c = c()
+    if c is None or isinstance(c, AbstractZero):
+        return _zeros_like(like)
+    return c
+
+
+def _failed(e, prim, missing):
+    """The error for a derived rule whose given rule mutagrad could not differentiate: the
+    missing rule's error, naming what failed, with ``e`` as its cause."""
+    from .errors import DifferentiationError, ForwardRuleMissingError, NoRuleError
+
+    if not isinstance(e, DifferentiationError):  # (the rule's own error: as it is, with a note)
+        if hasattr(e, "add_note"):
+            e.add_note(f"(while differentiating a rule of {prim.name} to derive its missing @mg.{missing})")
+        return e
+    short = prim.name.split(".")[-1]
+    if missing == "rrule":
+        return NoRuleError(
+            f"{prim.name} has a forward rule but no reverse rule; reverse mode transposes the forward "
+            f"rule's tangent computation, which mutagrad could not differentiate: {e} Register a reverse "
+            f"rule with @mg.rrule({short}).")
+    return ForwardRuleMissingError(
+        f"{prim.name} has a reverse rule but no forward rule; forward mode transposes the pullback, "
+        f"which mutagrad could not differentiate: {e} Register a forward rule with @mg.frule({short}).")
+
+
+def reverse_from_forward(prim):
+    """A reverse rule for ``prim`` from its forward rule, by transposing the tangent map."""
+    frule = prim.frule
+
+    def rule(*args, **kwargs):
+        zeros = tuple(ZERO for _ in args)
+        leaves, tree = _flatten_args(args)
+        y = apply_inner(prim, leaves, tree, kwargs)  # (the primal, as a plain call computes it)
+        diff = [i for i, a in enumerate(args) if _differentiable(a)]
+
+        def pullback(g):
+            from .api import vjp
+
+            if not diff:
+                return tuple(ZERO for _ in args)
+
+            def tangent_map(*ts):
+                full = list(zeros)
+                for i, t in zip(diff, ts):
+                    full[i] = t
+                ydot = frule(args, tuple(full), **kwargs)[1]
+                ys, ytree = output_leaves(y)
+                if ytree is None:
+                    return _dense(ydot, y)
+                from .pytree import tree_flatten_like
+
+                leaves = tree_flatten_like(ytree, ydot, "the tangent") if not isinstance(ydot, AbstractZero) \
+                    else [ZERO] * len(ys)
+                return tree_unflatten(ytree, [_dense(d, v) for d, v in zip(leaves, ys)])
+
+            try:
+                _, pb = vjp(tangent_map, *[_zeros_like(args[i]) for i in diff])
+                cts = _internal(pb, g)
+            except Exception as e:
+                raise _failed(e, prim, "rrule") from e
+            out = [ZERO] * len(args)
+            for i, c in zip(diff, cts):
+                out[i] = c
+            return tuple(out)
+
+        return y, pullback
+
+    return rule
+
+
+def forward_from_reverse(prim):
+    """A forward rule for ``prim`` from its reverse rule, by transposing the pullback."""
+    rrule = prim.rrule
+
+    def forward(primals, tangents, **kwargs):
+        processing = STATE.ceiling  # (the index of the forward level that calls this rule)
+        y, pb = rrule(*primals, **kwargs)
+        active = [i for i, t in enumerate(tangents) if not is_zero(t) and _differentiable(primals[i])]
+        if not active:
+            return y, ZERO
+        for i in active:
+            if isinstance(tangents[i], NotImplementedTangent):
+                return y, tangents[i]
+        ys, ytree = output_leaves(y)
+
+        def cotangent_map(*gs):
+            cts = pb(tree_unflatten(ytree, list(gs)) if ytree is not None else gs[0])
+            return tuple(_dense(cts[i], primals[i]) for i in active)
+
+        try:
+            _, pb2 = _vjp(cotangent_map, [_zeros_like(v) for v in ys])
+            ydots = [_below(v, processing)
+                     for v in _internal(pb2, tuple(_dense(tangents[i], primals[i]) for i in active))]
+        except Exception as e:
+            raise _failed(e, prim, "frule") from e
+        return y, (tree_unflatten(ytree, ydots) if ytree is not None else ydots[0])
+
+    return forward
+
+
+def _conj(v):
+    b = bottom(v) if isinstance(v, Tracer) else v
+    return np.conj(v) if np.iscomplexobj(b) else v
+
+
+def _internal(public_pullback, g):
+    """A rule's pullback (``x̄ = ȳ conj(dy/dx)``, PyTorch's convention, see docs/complex.md) from
+    ``mg.vjp``'s (JAX's, ``ȳ dy/dx``): the same map between conjugates."""
+    from .pytree import tree_map
+
+    return tuple(tree_map(_conj, c) for c in public_pullback(tree_map(_conj, g)))
+
+
+def _below(v, index):
+    """``v`` without the wrappers of the level at ``index`` (the forward level calling the rule)
+    and of later ones: the reverse pass over the pullback sees that level and gives its results
+    as its constants, but nothing in it depends on the level's traced values (the rule gets
+    their values and tangents)."""
+    while isinstance(v, Tracer) and v._level.index is not None and v._level.index >= index:
+        v = v._value
+    return v
+
+
+def _vjp(fun, at):
+    from .api import vjp
+
+    return vjp(fun, *at)

@@ -1,0 +1,124 @@
+"""A primitive with one rule is differentiated in the other mode through it (mutagrad.derived):
+reverse mode transposes a forward rule's tangent map, forward mode a reverse rule's pullback.
+Oracles: central differences of the plain function (check_grads), and the same primitive with
+both rules."""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+from mutagrad.registry import conj_if_complex
+from mutagrad.testing import check_grads
+
+
+def _sincos(rules):
+    """f(x, k) = (sin(k x) * x, cos(x)): two outputs, an integer parameter without a tangent."""
+    @mg.primitive
+    def f(x, k):
+        return np.sin(k * x) * x, np.cos(x)
+
+    if "rev" in rules:
+        @mg.rrule(f)
+        def _(x, k):
+            def pullback(g):
+                g0, g1 = g
+                return (g0 * (k * np.cos(k * x) * x + np.sin(k * x)) - g1 * np.sin(x), mg.NoTangent())
+            return f(x, k), pullback
+
+    if "fwd" in rules:
+        @mg.frule(f)
+        def _(primals, tangents):
+            (x, k), (t, _) = primals, tangents
+            return f(x, k), ((k * np.cos(k * x) * x + np.sin(k * x)) * t, -np.sin(x) * t)
+
+    return f
+
+
+X = np.array([0.3, -0.8, 1.7])
+
+
+@pytest.mark.parametrize("rules", ["rev", "fwd"])
+def test_one_rule_gives_both_modes_to_third_order(rules):
+    f = _sincos(rules)
+
+    def program(x):
+        y = np.empty_like(x)
+        a, b = f(x, 3)
+        y[...] = a
+        y[1:] += b[:-1] * y[:-1]  # (in place around the primitive)
+        return y
+
+    check_grads(program, X, order=2)
+    both = _sincos("rev fwd")
+    for mode in ("rev", "fwd"):
+        jac = mg.jacobian(lambda x: f(x, 3)[0] * f(x, 2)[1], mode=mode)(X)
+        want = mg.jacobian(lambda x: both(x, 3)[0] * both(x, 2)[1], mode=mode)(X)
+        np.testing.assert_allclose(jac, want, rtol=1e-13)
+    third = mg.jvp(mg.hessian(lambda x: np.sum(f(x, 2)[0])), (X,), (np.ones(3),))[1]
+    h = 1e-4
+    hp, hm = (mg.hessian(lambda x: np.sum(both(x, 2)[0]))(X + s * h) for s in (1, -1))
+    np.testing.assert_allclose(third, (hp - hm) / (2 * h), rtol=1e-6, atol=1e-8)
+    gg = mg.grad(lambda x: np.sum(mg.grad(lambda v: np.sum(f(v, 2)[0] ** 2))(x) ** 2))(X)
+    ggw = mg.grad(lambda x: np.sum(mg.grad(lambda v: np.sum(both(v, 2)[0] ** 2))(x) ** 2))(X)
+    np.testing.assert_allclose(gg, ggw, rtol=1e-12)
+
+
+def _cube(rules):
+    """z^3 conj(z), not holomorphic: the derived rules follow the conjugate conventions."""
+    @mg.primitive
+    def c(z):
+        return z ** 3 * np.conj(z)
+
+    if "rev" in rules:
+        @mg.rrule(c)
+        def _(z):
+            return c(z), lambda g: (conj_if_complex(3 * z ** 2 * np.conj(z)) * g + z ** 3 * np.conj(g),)
+
+    if "fwd" in rules:
+        @mg.frule(c)
+        def _(primals, tangents):
+            (z,), (t,) = primals, tangents
+            return c(z), 3 * z ** 2 * np.conj(z) * t + z ** 3 * np.conj(t)
+
+    return c
+
+
+@pytest.mark.parametrize("rules", ["rev", "fwd"])
+def test_complex_arguments(rules):
+    c = _cube(rules)
+    z = np.array([0.5 + 0.3j, -1.2 + 0.7j])
+    check_grads(c, z, order=2)
+    check_grads(lambda x: np.real(c(x + 0.5j)), np.array([0.4, -0.9]), order=2)  # real in, complex inside
+
+
+def test_a_rule_the_derivation_cannot_differentiate_raises_the_missing_rules_error():
+    @mg.primitive
+    def f(x):
+        return np.sin(x)
+
+    @mg.frule(f)
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        out = np.empty(np.shape(x))  # a plain buffer: fine for plain tangents only
+        out[...] = np.cos(x) * t
+        return f(x), out
+
+    np.testing.assert_allclose(mg.jvp(f, (X,), (np.ones(3),))[1], np.cos(X))
+    with pytest.raises(mg.NoRuleError, match=r"no reverse rule.*plain NumPy array.*@mg.rrule\(f\)"):
+        mg.grad(lambda x: np.sum(f(x)))(X)
+
+
+def test_a_rules_own_error_is_raised_as_it_is():
+    @mg.primitive
+    def f(x):
+        return np.sin(x)
+
+    @mg.rrule(f)
+    def _(x):
+        def pullback(g):
+            if np.ndim(g) > 0 and np.shape(g) != np.shape(x):
+                raise ValueError("bad cotangent shape")
+            raise KeyError("the rule's own bug")
+        return f(x), pullback
+
+    with pytest.raises(KeyError, match="own bug"):
+        mg.jvp(f, (X,), (np.ones(3),))

@@ -787,11 +787,39 @@ class Level:
         return y, None
 
 
+class FloatBits(np.ndarray):
+    """The bits of a traced floating-point array, ``x.view(<integer dtype>)``: integers for
+    reading (sign tricks, hashing), whose arithmetic and comparisons are NumPy's and whose
+    results are bits too. Reinterpreting bits as floating-point numbers again
+    (``.view(np.float64)``; the fast inverse square root) raises: it has no derivative, and
+    the result would be a plain array, a constant, with the derivative silently zero. Met with
+    a plain array, the plain array's type wins (the product of bits and values is not bits)."""
+
+    __array_priority__ = -1.0
+
+    def view(self, *args, **kwargs):
+        dtype = kwargs.get("dtype", args[0] if args else None)
+        typ = kwargs.get("type", args[1] if len(args) > 1 else None)
+        if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
+            dtype, typ = None, dtype
+        if dtype is not None and np.dtype(dtype).kind in "fc":
+            
+            raise NoRuleError(
+                f"bits of a traced array reinterpreted as floating-point numbers (x.view(<integer dtype>) "
+                f"...view({np.dtype(dtype)})) at {user_line()}: bit manipulation has no derivative, and the "
+                "result would be a plain array with its derivative silently lost. Compute the values with "
+                "traced operations (np.abs, np.copysign, np.frexp/np.ldexp, 1/np.sqrt(x)), or use x itself.")
+        v = np.ndarray.view(self, dtype) if dtype is not None else np.ndarray.view(self)
+        if typ is not None and typ is not np.ndarray and typ is not FloatBits:
+            v = np.ndarray.view(v, typ)
+        return v
+
+
 def foreign_subclass(x) -> bool:
     """An ndarray subclass with semantics of its own (np.matrix, a masked array,
     units), which rules written for numpy.ndarray would drop; not np.memmap,
     whose memory is an ndarray's and whose results are ndarrays."""
-    return isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, (np.memmap, Tracer))
+    return isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, (np.memmap, Tracer, FloatBits))
 
 
 def subclass_error(x):

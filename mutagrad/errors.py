@@ -303,6 +303,7 @@ _SAFE_CALLS = {
                      "norm", "array2string", "array_str", "array_repr", "asarray", "array", "shape", "ndim",
                      "size", "isclose", "allclose", "float64", "float32", "copy", "reshape", "ravel",
                      "flatten", "join", "dumps"), _ANY),
+    "getLogger": 1,  # logging.getLogger(name).info(...)
     # reductions: np.sum(a, axis, dtype, out), a.sum(axis, dtype, out)
     **dict.fromkeys(("sum", "mean", "std", "var", "max", "min", "amax", "amin", "median", "ptp", "any", "all",
                      "argmax", "argmin", "round", "around"), 2),
@@ -310,7 +311,7 @@ _SAFE_CALLS = {
     **dict.fromkeys(("abs", "sqrt", "exp", "log", "log10", "absolute", "isnan", "isinf", "isfinite", "real", "imag",
                      "conj", "sign"), 1),
 }
-_MODULES = frozenset(("np", "numpy", "math", "mg", "mutagrad", "json"))
+_MODULES = frozenset(("np", "numpy", "math", "mg", "mutagrad", "json", "logging"))
 
 
 def printing_statement(frame) -> bool:

@@ -1115,18 +1115,19 @@ def test_printing_and_logging_traced_values_show_their_digits(capsys, caplog):
         loss = np.sum(x ** 2)
         print(fmt.format(loss), f"{np.max(x):.2f}", pct % loss, loss.item(), float(loss))
         log.warning("loss %.3f", loss)
+        logging.getLogger("mutagrad-test").warning("first %.2f", float(x[0]))
         print(
             f"norm {np.linalg.norm(x):.3f}",
         )
-        print(np.asarray(x * 2.0))
+        print(np.asarray(x * 2.0), np.array2string(x * 3.0, precision=1))
         return loss
 
     x = np.array([1.0, 2.0])
     g = mg.grad(f)(x)
     np.testing.assert_allclose(g, 2 * x)  # d/dx sum(x^2)
     out = capsys.readouterr().out
-    assert "loss 5.0000 2.00 5.000 5.0 5.0" in out and "norm 2.236" in out and "[2. 4.]" in out
-    assert "loss 5.000" in caplog.text
+    assert "loss 5.0000 2.00 5.000 5.0 5.0" in out and "norm 2.236" in out and "[2. 4.] [3. 6.]" in out
+    assert "loss 5.000" in caplog.text and "first 1.00" in caplog.text
 
 
 def test_digits_that_could_be_kept_still_raise():
@@ -1141,9 +1142,18 @@ def test_digits_that_could_be_kept_still_raise():
         print(keep.append(float(loss)))
         return loss + keep[0]
 
-    for f in (kept_in_a_string, kept_by_a_call_in_print):
+    def kept_by_array2string(x):  # (its digits were read back: the derivative was x, not 2x)
+        return np.sum(np.array(eval(np.array2string(x, precision=17, separator=","))) * x)
+
+    def kept_by_array_str(x):
+        return float(np.array_str(x[0], precision=17)) * x[1]
+
+    for f in (kept_in_a_string, kept_by_a_call_in_print, kept_by_array2string, kept_by_array_str):
         with pytest.raises(mg.TracerEscapeError):
             mg.grad(f)(np.array([1.0, 2.0]))
+    c = np.array([1.0, 2.0])  # a constant's digits are plain
+    g = mg.grad(lambda x, c: np.sum(np.array(eval(np.array2string(c, separator=","))) * x))(c.copy(), c)
+    np.testing.assert_array_equal(g, c)
 
 
 def test_write_into_a_plain_array_by_a_statement_on_several_lines_is_named():

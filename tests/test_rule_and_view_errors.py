@@ -101,6 +101,26 @@ def test_write_through_integer_view_raises():
     np.testing.assert_array_equal(mg.grad(reads)(np.array([1.0, -2.0])), [1.0, 0.0])
 
 
+@pytest.mark.parametrize("bits_back", [
+    lambda x: x.view(np.int64).view(np.float64),  # the same bits: still no derivative through bits
+    lambda x: (x.view(np.int64) & 0x7FFFFFFFFFFFFFFF).view(np.float64),  # |x| by the sign bit
+    lambda x: x.view(np.uint8).copy().view(float),
+    lambda x: (x.view(np.int64) + 0).view(dtype=np.float64),
+    lambda x: x.view(np.int64).view(np.ndarray).view(np.float64),
+    lambda x: (0x5FE6EB50C7B537A9 - (x.view(np.int64) >> 1)).view(np.float64),  # fast 1/sqrt
+], ids=["same", "mask", "uint8 copy", "plus 0", "ndarray view", "inverse sqrt"])
+def test_bits_of_a_traced_array_made_floats_again_raise(bits_back):
+    # they were a plain array: the derivative was silently zero (finite differences: 2x)
+    x = np.array([0.7, 1.3, 2.1])
+    with pytest.raises(mg.NoRuleError, match=HERE + r"\d+.*bit manipulation has no derivative"):
+        mg.grad(lambda v: np.sum(bits_back(v) ** 2))(x)
+    with pytest.raises(mg.NoRuleError, match="bit manipulation"):
+        mg.jvp(lambda v: np.sum(bits_back(v) ** 2), (x,), (np.ones(3),))
+    # bits of a constant (an argument not differentiated) are plain: nothing is lost
+    g = mg.grad(lambda v, c: np.sum(v * bits_back(c)), argnums=0)(x, x.copy())
+    np.testing.assert_array_equal(g, bits_back(x.copy()))
+
+
 def test_view_at_another_precision_raises_and_complex_views_are_linear():
     with pytest.raises(mg.NoRuleError, match=r"view\(float32\).*" + HERE):
         mg.grad(lambda x: np.sum(x.view(np.float32)).astype(float))(np.ones(2))

@@ -11,6 +11,8 @@ import argparse
 import pathlib
 import sys
 
+import numpy as np
+
 
 import mutagrad  # noqa: F401  (fills the registries)
 from mutagrad.core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, qualname
@@ -45,7 +47,9 @@ def collect():
             continue
         mod = getattr(handler, "__module__", "") or ""
         if getattr(handler, "__name__", "") == "handler" and "shape" in mod and fn in _plain_functions():
-            rows[name] = (False, False, "no derivative: returns indices, shapes or flags")
+            rows[name] = (False, False, "no derivative: text of the digits (raises outside print/log, "
+                          "as float(x) does)" if fn in (np.array2string, np.array_repr, np.array_str)
+                          else "no derivative: returns indices, shapes or flags")
         else:
             rows[name] = (True, True, "composite of differentiable operations")
     for (uf, method), handler in UFUNC_HANDLERS.items():

@@ -9,10 +9,11 @@ copies instead (``reshape`` of a non-contiguous array, ``concatenate``...).
 from __future__ import annotations
 
 import inspect
+import sys
 
 import numpy as np
 
-from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
+from ..core import FloatBits, write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
 from ..registry import deflinear
 from ..tangents import ZeroTangent, is_zero, unbroadcast
 
@@ -397,6 +398,8 @@ def view(x, dtype=None):
         # the bits, for reading (sign tricks, hashing): read-only, since a write through it
         # would change x unseen by the derivative (errors.replaced_error names it)
         v = b.view(dt)
+        if b.dtype.kind in "fc" and not x._plain_constant():  # (a constant's bits are plain)
+            v = v.view(FloatBits)
         v.flags.writeable = False
         from ..errors import note_readonly_view
 
@@ -456,9 +459,33 @@ for _f in (np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplex
            np.allclose, np.isclose, np.argmax, np.argmin, np.argsort, np.argwhere, np.nonzero,
            np.flatnonzero, np.searchsorted, np.count_nonzero, np.isreal, np.iscomplex, np.all, np.any,
            np.isneginf, np.isposinf, np.lexsort, np.argpartition, np.digitize,
-           np.nanargmax, np.nanargmin, np.array_repr, np.array_str, np.array2string,
+           np.nanargmax, np.nanargmin,
            np.isin, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from, np.common_type):
     _plain(_f)
+
+
+def _text(fn):
+    """np.array2string, np.array_str, np.array_repr: the digits of a traced value are a plain
+    number the derivative does not reach (float(...) of them), as f"{x:.17g}" is. A constant
+    may show them, and so may a statement that only prints or logs; anything else raises."""
+    def handler(args, kwargs):
+        from ..errors import printing_statement, user_frame
+
+        traced = [v for v in list(args) + list(kwargs.values()) if isinstance(v, Tracer)]
+        if any(not t._plain_constant() for t in traced) and not printing_statement(user_frame(sys._getframe(1))):
+            from ..errors import TracerEscapeError, escape_error
+
+            raise escape_error(f"np.{fn.__name__} of a traced value (its digits as text)", TracerEscapeError,
+                               " To print or log it, do it in the print(...) or logger call itself, or "
+                               "format mg.value(x) (a plain read-only view of its value).")
+        return fn(*plain_operands(list(args)), **plain_operands(dict(kwargs)))
+
+    FUNCTIONS[fn] = handler
+    PLAIN_FUNCTIONS.add(fn)
+
+
+for _f in (np.array_repr, np.array_str, np.array2string):
+    _text(_f)
 
 
 # -- sliding windows: a read-only (or writeable) view whose elements overlap --

@@ -943,6 +943,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
 
     @_no_cyclic_gc
     def pullback(ct):
+        where = getattr(level, "leftover_write", None)
+        if where is not None:
+            raise MutationError(
+                f"an intermediate that the function passed to mg.vjp read, and left behind (in a list, a "
+                f"global or an object), was written at {where} after vjp returned; the pullback, called at "
+                f"{user_line()}, needs the values the function saw. Write into a copy (a.copy()) instead, "
+                "or call the pullback first.")
         for s, fp in zip(guarded, prints):
             now = _fingerprint(s)
             if now is not None and now != fp:

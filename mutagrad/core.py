@@ -415,6 +415,10 @@ class Storage:
     # Rarely set, so class-level defaults (an instance gets a dict only when one is set):
     aliased = None  # name of another differentiated argument sharing memory
     exported = False  # its memory was handed out as a plain array by mg.value
+    # the user's line where np.asarray(x) handed its memory out as a plain read-only view (a
+    # constant's, as NumPy's asarray returns the array itself): traced values written into it
+    # later would show in that view without their derivative, so such a write raises
+    handed_out = None
     poison = None  # a NotImplementedTangent that every derivative through here carries
     name = None  # "argument 0", ... for messages
     written = False  # ever written through mutagrad
@@ -1499,7 +1503,21 @@ class Tracer:
             # such only, never written): its value, as a read-only copy. Anything
             # else raises: a conversion may also be NumPy's own code that expects
             # to write in place (ndarray.mean(out=...)) and would be silently lost
-            v = np.array(bottom(self), dtype=dtype)  # (an ndarray, also for a NumPy scalar)
+            b = bottom(self)
+            if (copy is not True and type(b) is _ndarray and (dtype is None or np.dtype(dtype) == b.dtype)
+                    and self._plain_constant()):
+                # np.asarray(p) of a constant: its memory, as NumPy's asarray returns p itself
+                # (a copy showed old values once p was updated in place), read-only
+                v = b.view()
+                v.flags.writeable = False
+                line = user_line()
+                t = self
+                while isinstance(t, Tracer):
+                    if t._storage.handed_out is None:
+                        t._storage.handed_out = line
+                    t = t._value
+                return v
+            v = np.array(b, dtype=dtype)  # (an ndarray, also for a NumPy scalar)
             if copy is not True:  # (np.array(x) asks for a copy of its own, writable as NumPy's is)
                 v.flags.writeable = False
             return v
@@ -2279,6 +2297,27 @@ def _plain_copy_hint(target=None):
             "constant, and so are its copies.")
 
 
+def _carries_derivative(t) -> bool:
+    """Whether traced value ``t`` carries a derivative at some level (not a constant)."""
+    while isinstance(t, Tracer):
+        s = t._storage
+        if s.active if t._level.mode == "rev" else (s.tangent is not None or s.poison is not None):
+            return True
+        t = t._value
+    return False
+
+
+def note_leftover_write(t):
+    """A write through ``t``, a traced value a finished differentiation left behind: if a
+    pullback that is still to be called (an mg.vjp's) reads its memory, note the line, so that
+    the pullback raises instead of using the new values."""
+    while isinstance(t, Tracer) and t._level.closed:
+        s, lv = t._storage, t._level
+        if (s.captured or s.was_captured) and getattr(lv, "tape", None) and getattr(lv, "leftover_write", None) is None:
+            lv.leftover_write = user_line()
+        t = t._value
+
+
 def write(dest, idx, value):
     """``dest[idx] = value`` with every level that needs to see it."""
     vt = type(value)
@@ -2286,7 +2325,15 @@ def write(dest, idx, value):
         value = live(value)
         vt = type(value)
     if isinstance(dest, Tracer) and dest._level.closed:
+        note_leftover_write(dest)
         dest = live(dest)
+    if isinstance(dest, Tracer) and dest._storage.handed_out is not None and issubclass(vt, Tracer) and (
+            _carries_derivative(value)):
+        raise MutationError(
+            f"a traced value written at {user_line()} into an array whose memory np.asarray (or np.array(..., "
+            f"copy=False)) handed out as a plain array at {dest._storage.handed_out}: that plain array would "
+            "show the new values without their derivative. Make the plain array a copy (np.array(p)), or "
+            "write into a copy of this array.")
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
             if not value._plain_constant():

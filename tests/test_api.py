@@ -412,6 +412,34 @@ def test_vjp_detects_memory_handed_out_by_value_modified():
         pb(np.ones(2))
 
 
+@pytest.mark.parametrize("write", [
+    lambda k: k.__setitem__(slice(None), 1.0), lambda k: k.__iadd__(1.0), lambda k: np.copyto(k, 2.0),
+    lambda k: k.fill(3.0), lambda k: k.__setitem__(1, 5.0),
+], ids=["slice", "iadd", "copyto", "fill", "element"])
+def test_vjp_detects_a_left_behind_intermediate_written(write):
+    # the function leaves an intermediate its pullback reads in a list; the caller writes into it
+    # before calling the pullback, which used the new values silently ([1.7, 2.3, 3.1], not
+    # e^x (x + 1))
+    kept = []
+
+    def f(x):
+        y = np.exp(x)
+        kept.append(y)
+        return np.sum(np.log(y) * y)
+
+    x = np.array([0.7, 1.3, 2.1])
+    _, pb = mg.vjp(f, x.copy())
+    fd = np.array([(f(x + h) - f(x - h)) / 2e-6 for h in 1e-6 * np.eye(3)])
+    np.testing.assert_allclose(pb(1.0)[0], fd, rtol=1e-7)
+    write(kept[0])
+    with pytest.raises(mg.MutationError, match=r"left behind.*written at .*test_api.py:\d+"):
+        pb(1.0)
+    kept.clear()
+    g = mg.grad(f)(x.copy())  # after grad has returned, nothing reads it: writes are the caller's
+    write(kept[0])
+    np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
 def test_vjp_pullback_repeats_and_matches_central_differences():
     # the intermediates the pullback reads are reachable only through the tape: no check needed,
     # and the results match central differences however often the pullback runs

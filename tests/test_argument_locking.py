@@ -495,3 +495,31 @@ def test_setflags_write_true_as_flags_writeable():
                                    np.sum(g), rtol=1e-7)
     with pytest.raises(ValueError, match="WRITEABLE"):  # NumPy's refusal for a view of a read-only array
         mg.grad(lambda x: np.sum(np.broadcast_to(x, (2, 3)).setflags(write=True) or x))(x0.copy())
+
+
+def test_asarray_of_a_constant_argument_is_its_memory():
+    # NumPy's np.asarray(p) is p itself: a copy showed p's old values once p was updated in place
+    # (value 9.6 and gradient p instead of 19.2 and 2p)
+    def f(x, p):
+        c = np.asarray(p)
+        shared = np.shares_memory(c, p)
+        p *= 2.0
+        p[0] += 1.0
+        return np.sum(c * x) + shared
+
+    x0, p0 = np.array([0.7, 1.3, 2.1]), np.array([1.0, 2.0, 3.0])
+    value, g = mg.value_and_grad(f)(x0.copy(), p0.copy())
+    assert value == f(x0.copy(), p0.copy())
+    np.testing.assert_allclose(g, fd_grad(lambda a: f(a, p0.copy()), x0), rtol=1e-7)
+    c = mg.grad(lambda x, p: np.sum(np.asarray(p) * x))  # read-only: a write through it raises
+    with pytest.raises(ValueError, match="read-only"):
+        mg.grad(lambda x, p: np.asarray(p).fill(0.0) or np.sum(x))(x0.copy(), p0.copy())
+    np.testing.assert_array_equal(c(x0.copy(), p0.copy()), p0)
+
+    def later(x, p):  # traced values written into p afterwards would show in c without derivative
+        c = np.asarray(p)
+        p[0] = x[0] ** 2
+        return np.sum(c * x)
+
+    with pytest.raises(mg.MutationError, match=r"np.asarray.*handed out.*test_argument_locking.py:\d+"):
+        mg.grad(later)(x0.copy(), p0.copy())

@@ -581,7 +581,7 @@ def _call(level, fun, args, kwargs=None):
     ensure_shuffle_filter()
     try:
         return fun(*args, **(kwargs or {}))
-    except (ValueError, TypeError, NotImplementedError, UserWarning) as e:
+    except Exception as e:  # (NumPy's, SciPy's C code's: MINPACK's error replacing mutagrad's)
         clear = replaced_error(e)
         if clear is None:
             clear = readonly_error(e, _locked_names(level) if level.locked else (), level.outer_locked)

@@ -1660,7 +1660,16 @@ class Tracer:
         raise escape_error("complex(x)")
 
     def __index__(self):
-        raise TypeError(f"a traced floating-point array cannot be used as an index ({user_line()})")
+        from .errors import TracedTypeError
+
+        call = call_at(user_frame(sys._getframe(1)))
+        it = getattr(call.func, "id", None) if call is not None else None
+        if it in ("bytes", "bytearray"):
+            raise TracedTypeError(
+                f"{it}(x) of a traced array at {user_line()}: its raw memory carries no derivative. For the "
+                f"bytes of its value use mg.value(x).tobytes().")
+        raise TracedTypeError(f"a traced floating-point value cannot be used as an index (or a count) at "
+                              f"{user_line()}: convert it with int(...) of a constant, or index with integers.")
 
     def item(self, *args):
         if self._may_convert():
@@ -2132,7 +2141,9 @@ class ScalarTracer(Tracer):
     def __hash__(self):
         # the number it stands for is hashable, but a lookup by value (a dict key, a set, a
         # functools.lru_cache argument) would return what another call computed, a constant
-        raise TypeError(
+        from .errors import TracedTypeError
+
+        raise TracedTypeError(
             f"a traced scalar is used as a dict key, a set member or an argument of a cached function "
             f"(functools.lru_cache) at {user_line()}: a lookup by its value would return a result computed "
             "in another call, without this call's derivative. Call the function itself inside "

@@ -71,6 +71,11 @@ class WriteToPlainArrayError(TracerEscapeError):
     """A traced value was written into a plain (untraced) NumPy array."""
 
 
+class TracedTypeError(TracerEscapeError, TypeError):
+    """A traced value used where Python needs a plain one (a dict key, an index, the receiver
+    of a method called through its class): a TypeError too, as Python's protocols expect."""
+
+
 class NoRuleError(DifferentiationError, NotImplementedError):
     """An operation was applied to a traced value and has no derivative rule."""
 
@@ -418,6 +423,19 @@ def _raised_at(exc, frame):
     return tb if tb.tb_frame is frame else None
 
 
+def _raised_below(exc, frame):
+    """The traceback entry of ``exc`` in ``frame`` if every entry after it is library code
+    (NumPy's, SciPy's: MINPACK's error after it printed mutagrad's); else None."""
+    tb, hit = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame is frame:
+            hit = tb
+        elif hit is not None and not _frame_is_internal(tb.tb_frame):
+            hit = None
+        tb = tb.tb_next
+    return hit
+
+
 # NumPy's Generator.shuffle / np.random.shuffle take an object that is not an
 # ndarray for a Python sequence and swap ``x[i], x[j] = x[j], x[i]``: with
 # rows that are views (a traced array's are), rows come out duplicated, and
@@ -508,6 +526,10 @@ def replaced_error(exc: BaseException):
     shuffle of a traced array. Forgets the last escape error."""
     global _last_escape
     last, _last_escape = _last_escape, None
+    if type(exc) is SystemError and isinstance(exc.__context__, DifferentiationError):
+        # C code that called back into Python (SciPy's brentq converting the callback's traced
+        # result) and went on with mutagrad's error set: that error is the one to see
+        return exc.__context__
     if isinstance(exc, DifferentiationError) or exc.__context__ is not None:
         return None
     if isinstance(exc, UserWarning) and "shuffling a '" in str(exc) or (
@@ -515,7 +537,7 @@ def replaced_error(exc: BaseException):
         return shuffle_error(_where(exc))
     m = _UNBOUND.match(str(exc)) if type(exc) is TypeError else None
     if m is not None:  # np.ndarray.sum(x): CPython's check of the method's class, before any hook
-        return TypeError(
+        return TracedTypeError(
             f"np.{m.group(2)}.{m.group(1)}(x) (a method called through the class) at {_where(exc)} does not "
             f"accept a traced array, which is not an instance of the C class. Call it as a method, "
             f"x.{m.group(1)}(...), or use np.{m.group(1)}(x, ...) where NumPy has that function.")
@@ -527,9 +549,9 @@ def replaced_error(exc: BaseException):
             "values as a read-only plain array use mg.value(x) (mg.stop_gradient(x) for a constant "
             "copy); to reinterpret the dtype, x.view(dtype) is differentiated.")
     if last is not None:
-        tb = _raised_at(exc, last[1])
+        tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:
-            return last[0]  # NumPy's replacement of the escape error raised on that line
+            return last[0]  # NumPy's (SciPy's) replacement of the escape error raised on that line
     if type(exc) is ValueError and str(exc) == "assignment destination is read-only" and _READONLY_VIEW_MADE[0]:
         return MutationError(
             f"a write into a read-only array at {_where(exc)}. Inside differentiation, x.view(<integer "

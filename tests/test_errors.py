@@ -1546,3 +1546,47 @@ def test_numpy_function_of_a_list_of_traced_values_says_to_stack_them():
         mg.grad(f)(x)
     np.testing.assert_allclose(mg.grad(lambda v: np.mean(np.stack([np.sum(v), np.sum(v ** 2)])))(x),
                                (1.0 + 2.0 * x) / 2.0, rtol=1e-12)  # closed form
+
+
+def test_errors_that_c_code_replaced_or_mangled_are_mutagrads():
+    # SciPy's brentq went on with mutagrad's error set (SystemError); MINPACK printed it and raised
+    # its own; struct and ctypes replace it by theirs: the escape error is what the user sees
+    import struct
+
+    scipy_optimize = pytest.importorskip("scipy.optimize")
+
+    def brentq(p):
+        return scipy_optimize.brentq(lambda z: z ** 3 - p, 0.0, 2.0)
+
+    def fsolve(x):
+        return scipy_optimize.fsolve(lambda t: t ** 3 - x[2], 1.0)[0]
+
+    def packed(x):
+        return len(struct.pack("d", x[0])) * np.sum(x)
+
+    for f, arg in ((brentq, 0.5), (fsolve, np.array([0.7, 1.3, 2.1])), (packed, np.array([0.7, 1.3]))):
+        with pytest.raises(mg.TracerEscapeError, match=r"test_errors.py:\d+"):
+            mg.grad(f)(arg)
+    np.testing.assert_allclose(mg.grad(lambda z: np.sum(np.sin(z)))(np.array([0.3])), [np.cos(0.3)])
+
+
+def test_traced_values_where_python_needs_plain_ones_raise_type_errors_of_ours():
+    # a dict key, an index, bytes(x), np.ndarray.sum(x): TypeError as Python's protocols expect,
+    # and a DifferentiationError as the contract says
+    def key(x):
+        return {x[0]: 1.0}[x[0]] * x[0]
+
+    def index(x):
+        return [1.0, 2.0][x[0]] * x[0]
+
+    def raw(x):
+        return len(bytes(x)) * np.sum(x)
+
+    def unbound(x):
+        return np.ndarray.sum(x)
+
+    for f, match in ((key, "dict key"), (index, "index"), (raw, r"bytes\(x\).*mg.value\(x\).tobytes"),
+                     (unbound, "called through the class")):
+        with pytest.raises(TypeError, match=match) as info:
+            mg.grad(f)(np.array([1.0, 2.0]))
+        assert isinstance(info.value, mg.TracerEscapeError)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import STATE, Tracer, _flatten_args, apply_inner, bottom, output_leaves
-from .pytree import tree_unflatten
+from .pytree import tree_flatten_like, tree_map, tree_unflatten
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, is_zero
 
 ZERO = ZeroTangent()
@@ -53,6 +53,12 @@ def _dense(c, like):
     if c is None or isinstance(c, AbstractZero):
         return _zeros_like(like)
     return c
+
+
+class _Unimplemented(Exception):
+    def __init__(self, tangent):
+        super().__init__(tangent)
+        self.tangent = tangent
 
 
 def _failed(e, prim, missing):
@@ -86,33 +92,30 @@ def reverse_from_forward(prim):
         diff = [i for i, a in enumerate(args) if _differentiable(a)]
 
         def pullback(g):
-            from .api import vjp
-
-            if not diff:
-                return tuple(ZERO for _ in args)
-
-            def tangent_map(*ts):
-                full = list(zeros)
-                for i, t in zip(diff, ts):
-                    full[i] = t
-                ydot = frule(args, tuple(full), **kwargs)[1]
-                ys, ytree = output_leaves(y)
-                if ytree is None:
-                    return _dense(ydot, y)
-                from .pytree import tree_flatten_like
-
-                leaves = tree_flatten_like(ytree, ydot, "the tangent") if not isinstance(ydot, AbstractZero) \
-                    else [ZERO] * len(ys)
-                return tree_unflatten(ytree, [_dense(d, v) for d, v in zip(leaves, ys)])
-
-            try:
-                _, pb = vjp(tangent_map, *[_zeros_like(args[i]) for i in diff])
-                cts = _internal(pb, g)
-            except Exception as e:
-                raise _failed(e, prim, "rrule") from e
             out = [ZERO] * len(args)
-            for i, c in zip(diff, cts):
-                out[i] = c
+            for i in diff:  # (one argument at a time: a NotImplementedTangent is that argument's only)
+                def tangent_map(t, i=i):
+                    full = list(zeros)
+                    full[i] = t
+                    ydot = frule(args, tuple(full), **kwargs)[1]
+                    ys, ytree = output_leaves(y)
+                    if isinstance(ydot, AbstractZero):
+                        tl = [ZERO] * len(ys)
+                    else:
+                        tl = [ydot] if ytree is None else tree_flatten_like(ytree, ydot, "the tangent")
+                    for d in tl:
+                        if isinstance(d, NotImplementedTangent):
+                            raise _Unimplemented(d)
+                    tl = [_dense(d, v) for d, v in zip(tl, ys)]
+                    return tl[0] if ytree is None else tree_unflatten(ytree, tl)
+
+                try:
+                    _, pb = _vjp(tangent_map, [_zeros_like(args[i])])
+                    out[i] = _internal(pb, g)[0]
+                except _Unimplemented as u:  # (the forward rule's own NotImplementedTangent: it poisons)
+                    out[i] = u.tangent
+                except Exception as e:
+                    raise _failed(e, prim, "rrule") from e
             return tuple(out)
 
         return y, pullback
@@ -137,12 +140,17 @@ def forward_from_reverse(prim):
 
         def cotangent_map(*gs):
             cts = pb(tree_unflatten(ytree, list(gs)) if ytree is not None else gs[0])
+            for i in active:
+                if isinstance(cts[i], NotImplementedTangent):
+                    raise _Unimplemented(cts[i])
             return tuple(_dense(cts[i], primals[i]) for i in active)
 
         try:
             _, pb2 = _vjp(cotangent_map, [_zeros_like(v) for v in ys])
             ydots = [_below(v, processing)
                      for v in _internal(pb2, tuple(_dense(tangents[i], primals[i]) for i in active))]
+        except _Unimplemented as u:  # (the reverse rule's own NotImplementedTangent: it poisons)
+            return y, u.tangent
         except Exception as e:
             raise _failed(e, prim, "frule") from e
         return y, (tree_unflatten(ytree, ydots) if ytree is not None else ydots[0])
@@ -158,8 +166,6 @@ def _conj(v):
 def _internal(public_pullback, g):
     """A rule's pullback (``x̄ = ȳ conj(dy/dx)``, PyTorch's convention, see docs/complex.md) from
     ``mg.vjp``'s (JAX's, ``ȳ dy/dx``): the same map between conjugates."""
-    from .pytree import tree_map
-
     return tuple(tree_map(_conj, c) for c in public_pullback(tree_map(_conj, g)))
 
 

@@ -122,3 +122,33 @@ def test_a_rules_own_error_is_raised_as_it_is():
 
     with pytest.raises(KeyError, match="own bug"):
         mg.jvp(f, (X,), (np.ones(3),))
+
+
+def test_a_not_implemented_derivative_stays_its_arguments():
+    # the derived rule transposes one argument at a time: a NotImplementedTangent for the scale
+    # does not poison the derivative w.r.t. x
+    @mg.primitive
+    def f(x, a):
+        return np.sin(x) * a
+
+    @mg.frule(f)
+    def _(primals, tangents):
+        (x, a), (tx, ta) = primals, tangents
+        nit = mg.not_implemented("no derivative in a") if not mg.tangents.is_zero(ta) else 0.0
+        return f(x, a), np.cos(x) * a * tx + nit
+
+    @mg.primitive
+    def h(x, a):
+        return np.sin(x) * a
+
+    @mg.rrule(h)
+    def _(x, a):
+        return h(x, a), lambda g: (g * np.cos(x) * a, mg.not_implemented("no derivative in a"))
+
+    fd = (np.sin(X + 1e-6) - np.sin(X - 1e-6)) / 2e-6 * 2.0
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(f(x, 2.0)))(X), fd, rtol=1e-8)
+    np.testing.assert_allclose(mg.jvp(lambda x: h(x, 2.0), (X,), (np.ones(3),))[1], fd, rtol=1e-8)
+    assert isinstance(mg.grad(lambda a: np.sum(f(X, a)))(2.0), mg.NotImplementedTangent)
+    assert isinstance(mg.jvp(lambda a: h(X, a), (2.0,), (1.0,))[1], mg.NotImplementedTangent)
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="no derivative in a"):
+        mg.grad(lambda a: np.sum(f(X, a)))(2.0)

@@ -694,9 +694,11 @@ class Level:
                 "np.zeros_like(p) or mnp.array(...)/mnp.zeros(...) (import mutagrad.numpy as mnp), so that the "
                 "outer differentiation traces it and what is computed from it.")
 
-    def constant_result(self, res, leaves, ins):
-        """``res`` computed with no derivative: pristine if all its traced inputs were."""
-        if ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
+    def constant_result(self, res, leaves, ins, zero=False):
+        """``res`` computed with no derivative: pristine if all its traced inputs were, or if it
+        is a piecewise-constant function's (``zero``: np.floor, np.sign...), whose derivative is
+        zero wherever it exists, so that plain code may read it (int(np.ceil(T / h)))."""
+        if zero or ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
             _pristine(res)
         return res
 

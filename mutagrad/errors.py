@@ -353,13 +353,13 @@ _PREDICATES = (math.isnan, math.isinf, math.isfinite)
 
 
 def predicate_call(frame) -> bool:
-    """Whether the user's ``frame`` is calling ``math.isnan``, ``math.isinf`` or
-    ``math.isfinite`` (which convert their argument with float()) on the value being
+    """Whether the user's ``frame`` is calling ``math.isnan``, ``math.isinf``,
+    ``math.isfinite`` or ``math.isclose`` (which convert their arguments with float()) on the value being
     converted: a yes/no answer about the value, no derivative to lose, as bool(x) and
     comparisons are. Found from the position of the current instruction in the file's
     AST; the called name is looked up in the frame, never evaluated."""
     node = call_at(frame)
-    if node is None or len(node.args) != 1:
+    if node is None or len(node.args) not in (1, 2):
         return False
     f = node.func
     if type(f) is ast.Name:
@@ -369,7 +369,9 @@ def predicate_call(frame) -> bool:
         obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
     else:
         return False
-    return any(obj is p for p in _PREDICATES)
+    if obj is math.isclose:  # (math.isclose(a, b, rel_tol=...): yes or no too)
+        return len(node.args) == 2
+    return len(node.args) == 1 and any(obj is p for p in _PREDICATES)
 
 
 def forget_escape():

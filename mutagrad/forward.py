@@ -131,7 +131,7 @@ class ForwardLevel(Level):
                 tans[i] = self.tangent_of(t)
         if tans is None or prim.zero:
             out = apply_inner(prim, vals, tree, kwargs)
-            return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins)
+            return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins, prim.zero)
         frule = prim.frule
         if frule is None:
             if prim.rrule is None:

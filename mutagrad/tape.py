@@ -643,7 +643,7 @@ class ReverseLevel(Level):
                 raise subclass_error(x)
         if not active or prim.zero:
             out = apply_inner(prim, vals, tree, kwargs)
-            return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins)
+            return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, prim.zero)
         rrule = prim.rrule
         if rrule is None:
             if prim.frule is None:

@@ -1590,3 +1590,35 @@ def test_traced_values_where_python_needs_plain_ones_raise_type_errors_of_ours()
         with pytest.raises(TypeError, match=match) as info:
             mg.grad(f)(np.array([1.0, 2.0]))
         assert isinstance(info.value, mg.TracerEscapeError)
+
+
+def test_piecewise_constant_results_and_isclose_may_be_read_as_numbers():
+    # int(np.ceil(T / h)) (a step count from a traced step size) loses nothing: np.ceil's
+    # derivative is zero wherever it exists (PyTorch allows it); math.isclose answers yes or no
+    import math
+
+    def f(x):
+        h = 0.1 * x[0]
+        n = int(np.ceil(1.0 / h)) + int(np.floor(x[2] * 3)) + int(np.rint(np.sum(x)))
+        u = x[1] * 1.0
+        for _ in range(n):
+            u = u + h * np.sin(u)
+        s = 0.0
+        for v in x:
+            if math.isclose(v, 2.2, rel_tol=1e-3):  # skip values near a sentinel
+                continue
+            s = s + v ** 2
+        return u + s
+
+    x = np.array([0.7, 1.3, 2.2])
+    fd = np.array([(f(x + h) - f(x - h)) / 2e-6 for h in 1e-6 * np.eye(3)])
+    np.testing.assert_allclose(mg.grad(f)(x), fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(mg.jvp(f, (x,), (np.ones(3),))[1], fd.sum(), rtol=1e-6)
+
+    def written(x):  # a piecewise-constant result that traced values were written into is not
+        y = np.floor(x)
+        y[0] = x[0] ** 2
+        return float(y[0])
+
+    with pytest.raises(mg.TracerEscapeError):
+        mg.grad(written)(x)

@@ -950,6 +950,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
                 f"global or an object), was written at {where} after vjp returned; the pullback, called at "
                 f"{user_line()}, needs the values the function saw. Write into a copy (a.copy()) instead, "
                 "or call the pullback first.")
+        for s, fp in list(getattr(level, "leftover_prints", {}).values()):
+            if _fingerprint(s) != fp:
+                raise MutationError(
+                    f"an intermediate that the function passed to mg.vjp read, and left behind (in a list, a "
+                    f"global or an object), was modified after vjp returned (through a view of it, say), before "
+                    f"the pullback was called at {user_line()}. The pullback needs the values the function saw: "
+                    "write into a copy (a.copy()) instead, or call the pullback first.")
         for s, fp in zip(guarded, prints):
             now = _fingerprint(s)
             if now is not None and now != fp:

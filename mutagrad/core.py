@@ -631,10 +631,13 @@ class Level:
         z = np.zeros(shape, dtype)
         return lift(z, STATE.levels[: self.index]) if self.index else z
 
-    def check_writable(self, dest):
-        """What both modes refuse before a write into ``dest`` (and mark it written)."""
+    def check_writable(self, dest, active=True):
+        """What both modes refuse before a write into ``dest`` (and mark it written); ``active``:
+        the written values carry a derivative."""
         s = dest._storage
         s.written = True
+        if active and s.handed_out is not None:
+            raise handed_out_error(s)
         if s.aliased is not None:
             from .errors import AliasingError
 
@@ -793,39 +796,11 @@ class Level:
         return y, None
 
 
-class FloatBits(np.ndarray):
-    """The bits of a traced floating-point array, ``x.view(<integer dtype>)``: integers for
-    reading (sign tricks, hashing), whose arithmetic and comparisons are NumPy's and whose
-    results are bits too. Reinterpreting bits as floating-point numbers again
-    (``.view(np.float64)``; the fast inverse square root) raises: it has no derivative, and
-    the result would be a plain array, a constant, with the derivative silently zero. Met with
-    a plain array, the plain array's type wins (the product of bits and values is not bits)."""
-
-    __array_priority__ = -1.0
-
-    def view(self, *args, **kwargs):
-        dtype = kwargs.get("dtype", args[0] if args else None)
-        typ = kwargs.get("type", args[1] if len(args) > 1 else None)
-        if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
-            dtype, typ = None, dtype
-        if dtype is not None and np.dtype(dtype).kind in "fc":
-            
-            raise NoRuleError(
-                f"bits of a traced array reinterpreted as floating-point numbers (x.view(<integer dtype>) "
-                f"...view({np.dtype(dtype)})) at {user_line()}: bit manipulation has no derivative, and the "
-                "result would be a plain array with its derivative silently lost. Compute the values with "
-                "traced operations (np.abs, np.copysign, np.frexp/np.ldexp, 1/np.sqrt(x)), or use x itself.")
-        v = np.ndarray.view(self, dtype) if dtype is not None else np.ndarray.view(self)
-        if typ is not None and typ is not np.ndarray and typ is not FloatBits:
-            v = np.ndarray.view(v, typ)
-        return v
-
-
 def foreign_subclass(x) -> bool:
     """An ndarray subclass with semantics of its own (np.matrix, a masked array,
     units), which rules written for numpy.ndarray would drop; not np.memmap,
     whose memory is an ndarray's and whose results are ndarrays."""
-    return isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, (np.memmap, Tracer, FloatBits))
+    return isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, (np.memmap, Tracer))
 
 
 def subclass_error(x):
@@ -999,11 +974,26 @@ def live(x):
     Except a leftover of an earlier run of the same forward-mode jacobian: its
     value is the same, its derivative would be lost (see RunGroup)."""
     while isinstance(x, Tracer) and x._level.closed:
-        g = x._level.run_group
+        lv = x._level
+        g = lv.run_group
         if g is not None and g.running:
             raise g.leftover_error()
+        s = x._storage
+        if (s.captured or s.was_captured) and getattr(lv, "tape", None):
+            _note_leftover_read(lv, s)
         x = x._value
     return x
+
+
+def _note_leftover_read(lv, s):
+    """A leftover whose memory a pullback still to be called (an mg.vjp's) reads is used by
+    plain code, which may write into it or into views of it: the pullback compares the
+    memory with this fingerprint and raises if it changed."""
+    prints = lv.__dict__.setdefault("leftover_prints", {})
+    if id(s) not in prints:
+        from .api import _fingerprint
+
+        prints[id(s)] = (s, _fingerprint(s))
 
 
 class RunGroup:
@@ -1357,6 +1347,8 @@ def _binop(ufunc):
         else:
             r = _fast_call(ufunc, self, a, b, sop)
             if r is None:
+                if _defers(b if a is self else a):  # (__array_ufunc__ = None: its reflected operator)
+                    return NotImplemented
                 r = call_ufunc(ufunc, (a, b), {})
         if type(a) is complex and b is self and bottom(self).dtype == _F64:
             # Python's complex operator takes a np.float64 (a float subclass) itself: `z * s`
@@ -2310,6 +2302,14 @@ def _plain_copy_hint(target=None):
             "constant, and so are its copies.")
 
 
+def handed_out_error(s):
+    return MutationError(
+        f"a traced value written at {user_line()} into an array whose memory np.asarray (or np.array(..., "
+        f"copy=False)) handed out as a plain array at {s.handed_out}: that plain array would show the new "
+        "values without their derivative. Make the plain array a copy (np.array(p)), or write into a copy "
+        "of this array.")
+
+
 def _carries_derivative(t) -> bool:
     """Whether traced value ``t`` carries a derivative at some level (not a constant)."""
     while isinstance(t, Tracer):
@@ -2342,11 +2342,7 @@ def write(dest, idx, value):
         dest = live(dest)
     if isinstance(dest, Tracer) and dest._storage.handed_out is not None and issubclass(vt, Tracer) and (
             _carries_derivative(value)):
-        raise MutationError(
-            f"a traced value written at {user_line()} into an array whose memory np.asarray (or np.array(..., "
-            f"copy=False)) handed out as a plain array at {dest._storage.handed_out}: that plain array would "
-            "show the new values without their derivative. Make the plain array a copy (np.array(p)), or "
-            "write into a copy of this array.")
+        raise handed_out_error(dest._storage)
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
             if not value._plain_constant():

@@ -20,17 +20,24 @@ missing rule's error (``NoRuleError``, ``ForwardRuleMissingError``), which names
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .core import STATE, Tracer, _flatten_args, apply_inner, bottom, output_leaves
-from .pytree import tree_flatten_like, tree_map, tree_unflatten
+from .pytree import (
+    tree_flatten,
+    tree_flatten_like,
+    tree_leaves,
+    tree_map,
+    tree_unflatten,
+)
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, is_zero
 
 ZERO = ZeroTangent()
 
 
-def _differentiable(a) -> bool:
-    """Whether argument ``a`` has a tangent: a floating-point or complex array or number."""
+def _leaf_differentiable(a) -> bool:
     if isinstance(a, Tracer):
         return bottom(a).dtype.kind in "fc"
     if isinstance(a, (np.ndarray, np.generic)):
@@ -38,21 +45,65 @@ def _differentiable(a) -> bool:
     return type(a) in (float, complex)
 
 
-def _zeros_like(a):
-    """A plain zero of ``a``'s shape and type: the point the linear maps are taken at."""
+def _differentiable(a) -> bool:
+    """Whether argument ``a`` has a tangent: a floating-point or complex array or number, or a
+    list, tuple or dict of them (a pytree whose leaves all are)."""
+    if _leaf_differentiable(a):
+        return True
+    if type(a) in (list, tuple, dict):
+        leaves = tree_leaves(a)
+        return bool(leaves) and all(_leaf_differentiable(v) for v in leaves)
+    return False
+
+
+def _zero_leaf(a):
     b = bottom(a) if isinstance(a, Tracer) else a
     if type(b) in (float, complex):
         return np.zeros((), type(b))
     return np.zeros(np.shape(b), b.dtype)
 
 
+def _zeros_like(a):
+    """A plain zero of ``a``'s structure, shapes and types: the point the linear maps are taken at."""
+    return tree_map(_zero_leaf, a) if type(a) in (list, tuple, dict) else _zero_leaf(a)
+
+
 def _dense(c, like):
-    """A derived rule's cotangent or tangent as an array (a symbolic zero: zeros)."""
+    """A derived rule's cotangent or tangent as arrays in ``like``'s structure (a symbolic zero:
+    zeros)."""
     if isinstance(c, Thunk):
         c = c()
     if c is None or isinstance(c, AbstractZero):
         return _zeros_like(like)
+    if type(like) in (list, tuple, dict) and not isinstance(c, NotImplementedTangent):
+        leaves = tree_flatten_like(tree_flatten(like)[1], c, "a rule's cotangent or tangent")
+        return tree_unflatten(tree_flatten(like)[1], [_dense(v, w) for v, w in zip(leaves, tree_leaves(like))])
     return c
+
+
+_DERIVING = threading.local()  # .prims: the primitives whose missing rule is being derived
+
+
+def _entered(prim, missing):
+    """Enter the derivation of ``prim``'s ``missing`` rule; a rule that applies ``prim`` itself
+    to a tangent (a cotangent) would need that derivation again, without end: it raises."""
+    prims = getattr(_DERIVING, "prims", None)
+    if prims is None:
+        prims = _DERIVING.prims = []
+    if prim in prims:
+        from .errors import ForwardRuleMissingError, NoRuleError
+
+        short = prim.name.split(".")[-1]
+        given = "forward" if missing == "rrule" else "reverse"
+        cls = NoRuleError if missing == "rrule" else ForwardRuleMissingError
+        raise cls(f"the {given} rule of {prim.name} applies {prim.name} itself to a "
+                  f"{'tangent' if missing == 'rrule' else 'cotangent'}, so its missing rule cannot be derived "
+                  f"from it (that would need the missing rule itself). Register one with @mg.{missing}({short}).")
+    prims.append(prim)
+
+
+def _left(prim):
+    _DERIVING.prims.remove(prim)
 
 
 class _Unimplemented(Exception):
@@ -97,7 +148,12 @@ def reverse_from_forward(prim):
                 def tangent_map(t, i=i):
                     full = list(zeros)
                     full[i] = t
-                    ydot = frule(args, tuple(full), **kwargs)[1]
+                    try:
+                        ydot = frule(args, tuple(full), **kwargs)[1]
+                    except TypeError:  # (a rule that cannot take the symbolic zeros: np.sum(ZeroTangent())
+                        full = [_zeros_like(a) if j != i and _differentiable(a) else full[j]  # gets arrays)
+                                for j, a in enumerate(args)]
+                        ydot = frule(args, tuple(full), **kwargs)[1]
                     ys, ytree = output_leaves(y)
                     if isinstance(ydot, AbstractZero):
                         tl = [ZERO] * len(ys)
@@ -109,6 +165,7 @@ def reverse_from_forward(prim):
                     tl = [_dense(d, v) for d, v in zip(tl, ys)]
                     return tl[0] if ytree is None else tree_unflatten(ytree, tl)
 
+                _entered(prim, "rrule")
                 try:
                     _, pb = _vjp(tangent_map, [_zeros_like(args[i])])
                     out[i] = _internal(pb, g)[0]
@@ -116,6 +173,8 @@ def reverse_from_forward(prim):
                     out[i] = u.tangent
                 except Exception as e:
                     raise _failed(e, prim, "rrule") from e
+                finally:
+                    _left(prim)
             return tuple(out)
 
         return y, pullback
@@ -145,6 +204,7 @@ def forward_from_reverse(prim):
                     raise _Unimplemented(cts[i])
             return tuple(_dense(cts[i], primals[i]) for i in active)
 
+        _entered(prim, "frule")
         try:
             _, pb2 = _vjp(cotangent_map, [_zeros_like(v) for v in ys])
             ydots = [_below(v, processing)
@@ -153,6 +213,8 @@ def forward_from_reverse(prim):
             return y, u.tangent
         except Exception as e:
             raise _failed(e, prim, "frule") from e
+        finally:
+            _left(prim)
         return y, (tree_unflatten(ytree, ydots) if ytree is not None else ydots[0])
 
     return forward

@@ -549,7 +549,8 @@ def replaced_error(exc: BaseException):
             f"the raw memory of a traced array was asked for (the buffer protocol: memoryview, "
             f"np.frombuffer, bytes-like use) at {_where(exc)}: raw bytes carry no derivative. For the "
             "values as a read-only plain array use mg.value(x) (mg.stop_gradient(x) for a constant "
-            "copy); to reinterpret the dtype, x.view(dtype) is differentiated.")
+            "copy); to view the values as another floating-point dtype (complex as pairs of floats), "
+            "x.view(dtype) is differentiated.")
     if last is not None:
         tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:
@@ -557,9 +558,8 @@ def replaced_error(exc: BaseException):
     if type(exc) is ValueError and str(exc) == "assignment destination is read-only" and _READONLY_VIEW_MADE[0]:
         return MutationError(
             f"a write into a read-only array at {_where(exc)}. Inside differentiation, x.view(<integer "
-            "dtype>) of a traced array is a read-only view of its bits: a write through it would change x "
-            "unseen by the derivative. Write the values through x itself (x[i] = ...), or, for bit "
-            "manipulation, np.copy the integer view and build the new values with traced operations.")
+            "dtype>) of a constant traced array is a read-only view of its bits: a write through it would "
+            "change x unseen. Write the values through x itself (x[i] = ...).")
     if type(exc) is ValueError and str(exc).startswith("setting an array element with a sequence") and (
             _innermost_holds_tracer(exc)):
         return TracerEscapeError(

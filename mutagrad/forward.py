@@ -205,8 +205,8 @@ class ForwardLevel(Level):
         return res
 
     def write(self, dest, idx, value):
-        s = self.check_writable(dest)
         own = isinstance(value, Tracer) and value._level is self
+        s = self.check_writable(dest, own and (value._storage.tangent is not None or value._storage.poison is not None))
         if self.index:
             self.check_not_outer_into_plain(dest, value._value if own else value)
         vdot = self.tangent_of(value) if own else ZERO

@@ -803,9 +803,9 @@ class ReverseLevel(Level):
         return res
 
     def write(self, dest, idx, value):
-        s = self.check_writable(dest)
         vt = type(value)
         vactive = issubclass(vt, Tracer) and value._level is self and value._storage.active
+        s = self.check_writable(dest, vactive)
         dv = dest._value
         vv = value._value if issubclass(vt, Tracer) and value._level is self else value
         if self.index:

@@ -435,11 +435,13 @@ def _one_minus_square(x, y):
 def _far_out(x, near, sign):
     """For complex x: ``near`` where |x| < 1e8, ``sign`` * (1/x)^2 beyond, where 1 ± x*x is ±x*x
     to the last digit: for infinite x its limit 0 (the factors' inf * 0 is NaN)."""
-    far = ~(np.abs(bottom(x)) < 1e8)
+    r = np.abs(bottom(x))
+    far = ~(r < 1e8)
     if not np.any(far):
         return near()
-    u = 1.0 / np.where(far, x, 2.0)
-    return np.where(far, sign * (u * u), near() if not np.all(far) else 0.0)
+    inf = np.isinf(r)  # (1/(inf + inf j) is NaN in complex division: the limit is 0 there too)
+    u = 1.0 / np.where(far & ~inf, x, 2.0)
+    return np.where(inf, 0.0, np.where(far, sign * (u * u), near() if not np.all(far) else 0.0))
 
 
 def _inverse_one_minus_square(x, y):

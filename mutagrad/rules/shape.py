@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from ..core import FloatBits, write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
+from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
 from ..registry import deflinear
 from ..tangents import ZeroTangent, is_zero, unbroadcast
 
@@ -395,11 +395,23 @@ def view(x, dtype=None):
     dt = np.dtype(dtype)
     b = bottom(x)
     if dt.kind in "iub":
-        # the bits, for reading (sign tricks, hashing): read-only, since a write through it
-        # would change x unseen by the derivative (errors.replaced_error names it)
-        v = b.view(dt)
         if b.dtype.kind in "fc" and not x._plain_constant():  # (a constant's bits are plain)
-            v = v.view(FloatBits)
+            # bits carry no derivative, and floats made from them again (viewed back, computed
+            # from them, or from plain copies of them: np.array, tolist, tobytes, struct) would
+            # silently have none: no way out of plain integers can be watched, so none is given
+            from ..errors import NoRuleError, user_line
+
+            raise NoRuleError(
+                f"x.view({dt}) of a traced array at {user_line()}: its bits carry no derivative (bit "
+                "manipulation has no derivative), and floating-point values made from them again would "
+                "silently lose it. Test the values with comparisons, np.signbit(x) or np.frexp(x) (all "
+                f"differentiated as NumPy's values); for the bits themselves (hashing), mg.value(x).view({dt}) "
+                "is a plain read-only view, and nothing computed from it carries a derivative.")
+        # a constant's bits, for reading: read-only, since a write through it would change x
+        # unseen by the derivative (errors.replaced_error names it)
+        v = b.view(dt)
+        if type(v) is not np.ndarray:  # (a NumPy scalar's bits: a NumPy scalar, immutable)
+            return v
         v.flags.writeable = False
         from ..errors import note_readonly_view
 

@@ -152,3 +152,59 @@ def test_a_not_implemented_derivative_stays_its_arguments():
     assert isinstance(mg.jvp(lambda a: h(X, a), (2.0,), (1.0,))[1], mg.NotImplementedTangent)
     with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="no derivative in a"):
         mg.grad(lambda a: np.sum(f(X, a)))(2.0)
+
+
+def test_list_arguments_rules_that_need_arrays_and_self_application():
+    # a list argument's derivative was silently zero in the derived mode; a forward rule calling
+    # np.sum on a symbolic zero, and a scalar one adding it, crashed; a forward rule applying its
+    # own primitive to the tangent recursed
+    @mg.primitive
+    def lsum(xs, c):
+        return xs[0] * xs[1] + c
+
+    @mg.rrule(lsum)
+    def _(xs, c):
+        return lsum(xs, c), lambda g: ([g * xs[1], g * xs[0]], np.sum(g))
+
+    @mg.primitive
+    def lsum2(xs, c):
+        return xs[0] * xs[1] + c
+
+    @mg.frule(lsum2)
+    def _(primals, tangents):
+        (xs, c), (xd, cd) = primals, tangents
+        yd = 0.0 * xs[0]
+        if not mg.tangents.is_zero(xd):
+            yd = yd + xd[0] * xs[1] + xs[0] * xd[1]
+        return lsum2(xs, c), yd + (0.0 if mg.tangents.is_zero(cd) else cd)
+
+    a, b = np.array([2.0, -0.5]), np.array([3.0, 1.5])
+    for p in (lsum, lsum2):
+        check_grads(lambda u, v, p=p: p([u, v], 1.0), a, b, order=2)
+
+    @mg.primitive
+    def q(x, s):
+        return np.sum(x) * s
+
+    @mg.frule(q)
+    def _(primals, tangents):
+        (x, s), (xd, sd) = primals, tangents
+        return q(x, s), np.sum(xd) * s + np.sum(x) * sd
+
+    check_grads(q, X, 0.8)
+
+    @mg.primitive
+    def solve(A, v):
+        return np.linalg.solve(A, v)
+
+    @mg.frule(solve)
+    def _(primals, tangents):
+        (A, v), (Ad, vd) = primals, tangents
+        y = solve(A, v)
+        return y, solve(A, vd - Ad @ y)
+
+    A = np.array([[3.0, 1.0], [0.5, 2.0]])
+    np.testing.assert_allclose(mg.jvp(lambda v: solve(A, v), (np.ones(2),), (np.array([1.0, 0.0]),))[1],
+                               np.linalg.solve(A, [1.0, 0.0]))
+    with pytest.raises(mg.NoRuleError, match=r"applies .*solve itself to a tangent.*@mg.rrule\(solve\)"):
+        mg.grad(lambda v: np.sum(solve(A, v)))(np.ones(2))

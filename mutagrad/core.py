@@ -316,16 +316,39 @@ class Geom:
         return f"Geom({self.offset}, {self.shape}, {self.strides}, {self.dtype})"
 
 
+def set_writeable(view, orig):
+    """``view.flags.writeable = True`` for the view of the caller's array ``orig`` that an
+    argument's tracer holds: ``orig`` is read-only while the function runs only because the
+    differentiation locked it (Level.lock), so the view may be made writable again, as the
+    array itself may in a plain call."""
+    try:
+        view.flags.writeable = True
+        return
+    except ValueError:
+        for lv in STATE.levels:
+            hit = lv.locked.get(id(orig)) if lv.locked else None
+            if hit is not None and hit[0] is orig and not orig.flags.writeable:
+                orig.flags.writeable = True
+                try:
+                    view.flags.writeable = True
+                finally:
+                    orig.flags.writeable = False
+                return
+        raise
+
+
 class _ArgumentFlags:
     """The flags of an argument: those of the view of the caller's array that its tracer
     holds, except OWNDATA, which is the caller's array's (``if not x.flags.owndata: x =
     x.copy()`` takes the branch a plain call takes)."""
 
-    __slots__ = ("_flags", "_owndata")
+    __slots__ = ("_flags", "_owndata", "_view", "_orig")
 
-    def __init__(self, flags, owndata):
+    def __init__(self, flags, owndata, view=None, orig=None):
         object.__setattr__(self, "_flags", flags)
         object.__setattr__(self, "_owndata", owndata)
+        object.__setattr__(self, "_view", view)
+        object.__setattr__(self, "_orig", orig)
 
     def __getattr__(self, name):
         if name == "owndata":
@@ -333,6 +356,9 @@ class _ArgumentFlags:
         return getattr(self._flags, name)
 
     def __setattr__(self, name, value):
+        if name == "writeable" and value and self._view is not None:
+            set_writeable(self._view, self._orig)
+            return
         setattr(self._flags, name, value)
 
     def __getitem__(self, key):
@@ -1781,7 +1807,8 @@ class Tracer:
         if self._geom is None:
             orig = self._storage.orig
             if orig is not None and orig.flags.owndata != f.owndata:
-                return _ArgumentFlags(f, orig.flags.owndata)  # (the tracer holds a view of the caller's array)
+                # (the tracer holds a view of the caller's array)
+                return _ArgumentFlags(f, orig.flags.owndata, bottom(self), orig)
         return f
 
     @property
@@ -2070,6 +2097,9 @@ class Tracer:
         # as x.flags.writeable = ... does: the array's own flags (NumPy refuses write=True where
         # the memory belongs to a read-only array); the reverse pass rewinds writes into arrays
         # that are read-only when it runs
+        if write and self._geom is None and self._storage.orig is not None:
+            set_writeable(bottom(self), self._storage.orig)
+            write = None
         bottom(self).setflags(write=write, align=align, uic=uic)
 
 

@@ -13,7 +13,6 @@ import copy
 
 import numpy as np
 
-from .api import _replace
 from .pytree import tree_flatten, tree_unflatten
 
 __all__ = ["check_grads", "check_rule", "numerical_grad"]
@@ -225,17 +224,15 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
         _assert_close(grads, fd, atol, rtol, "reverse mode vs finite differences")
         _assert_same_state(a1, ref_args, "reverse mode side effects")
         # vjp of the array-valued function itself
-        a2 = _fresh(args)
-        closed = lambda *d: f(*_replace(a2, argnums, d))  # noqa: E731
-        out, pb = vjp(closed, *[a2[n] for n in argnums])
+        a2 = _fresh(args)  # (the other float arguments traced constants, as under grad: buffers)
+        out, pb = vjp(f, *a2, _argnums=argnums)
         _assert_close(out, ref_out, 1e-12, 1e-12, "vjp primal output")
         cts = pb(w)
         _assert_close(list(cts), fd, atol, rtol, "vjp vs finite differences")
     if "fwd" in modes:
         v = [_random_like(args[n], rng) for n in argnums]
         a3 = _fresh(args)
-        closed = lambda *d: f(*_replace(a3, argnums, d))  # noqa: E731
-        out, tout = jvp(closed, [a3[n] for n in argnums], v)
+        out, tout = jvp(f, a3, v, _argnums=argnums)
         _assert_same_state(a3, ref_args, "forward mode side effects")
         _assert_close(out, ref_out, 1e-12, 1e-12, "jvp primal output")
         lhs = _pair(w, tout)
@@ -271,19 +268,22 @@ def _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng):
     tol = max(atol, 1e-5) * 100
     if "fwd" in modes:
         a = _fresh(args)
-        closed = lambda *d: list(g(*_replace(a, argnums, d)))  # noqa: E731
-        _, hv = jvp(closed, [a[n] for n in argnums], v)
+
+        def grads_list(*b):
+            return list(g(*b))
+
+        _, hv = jvp(grads_list, a, v, _argnums=argnums)  # (the others traced constants: buffers)
         hv = [np.asarray(x) for x in tree_flatten(hv)[0]]
         _assert_close(hv, fd_hv, tol, rtol * 100, "forward-over-reverse Hessian-vector product vs finite differences")
     is_complex = any(np.iscomplexobj(np.asarray(x)) for n in argnums for x in tree_flatten(args[n])[0])
     if "rev" in modes and not is_complex:  # H v = grad <v, grad s> needs a symmetric (real) Hessian
         a = _fresh(args)
 
-        def gv(*d):
-            gg = g(*_replace(a, argnums, d))
+        def gv(*b):
+            gg = g(*b)
             return _inner(v, list(gg)) if len(argnums) > 1 else _inner(v[0], gg)
 
-        hv2 = grad(gv, argnums=tuple(range(len(argnums))))(*[a[n] for n in argnums])
+        hv2 = grad(gv, argnums=argnums)(*a)
         hv2 = [np.asarray(x) for x in tree_flatten(list(hv2))[0]]
         _assert_close(hv2, fd_hv, tol, rtol * 100, "reverse-over-reverse Hessian-vector product vs finite differences")
 

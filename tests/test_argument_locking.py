@@ -523,3 +523,29 @@ def test_asarray_of_a_constant_argument_is_its_memory():
 
     with pytest.raises(mg.MutationError, match=r"np.asarray.*handed out.*test_argument_locking.py:\d+"):
         mg.grad(later)(x0.copy(), p0.copy())
+
+
+def test_an_argument_made_writeable_again():
+    # the caller's array is locked while the function runs; the function's own
+    # writeable = False, then True, raised NumPy's bare "cannot set WRITEABLE flag"
+    def f(x, how):
+        if how == "setflags":
+            x.setflags(write=False)
+            x.setflags(write=True)
+        else:
+            x.flags.writeable = False
+            x.flags.writeable = True
+        x[0] = x[1] ** 2
+        return np.sum(x ** 2)
+
+    x0 = np.array([0.5, 1.5])
+    for how in ("setflags", "flags"):
+        x = x0.copy()
+        g = mg.grad(f)(x, how)
+        np.testing.assert_allclose(g, fd_grad(lambda a, how=how: f(a.copy(), how), x0), rtol=1e-6)
+        plain = x0.copy()
+        f(plain, how)
+        np.testing.assert_array_equal(x, plain)
+        assert x.flags.writeable
+        np.testing.assert_allclose(mg.jvp(lambda a, how=how: f(a, how), (x0.copy(),), (np.ones(2),))[1],
+                                   np.sum(g), rtol=1e-7)

@@ -59,7 +59,9 @@ def collect():
         if name in rows:
             continue
         if method == "__call__":
-            rows[name] = (False, False, "no derivative: boolean or integer result")
+            floating = any(t[-1] in "efdgFDG" for t in uf.types)  # (np._core.umath.clip: np.clip's rule)
+            rows[name] = ((True, True, "composite of differentiable operations") if floating
+                          else (False, False, "no derivative: boolean or integer result"))
         elif getattr(handler, "folds_checked", False):
             rows[name] = (True, True, "composite: the left fold (NoRuleError on a CPU where NumPy computes another)")
         else:

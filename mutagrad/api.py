@@ -15,8 +15,8 @@ import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, bottom, foreign_subclass, lift,
                    RunGroup, live, mark_weak, pristine_layers, weak, write)
-from .errors import (_INTERNAL_PACKAGES, MutationError, NoRuleError, ensure_shuffle_filter, forget_escape, readonly_error,
-                     replaced_error, user_line)
+from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, ensure_shuffle_filter,
+                     forget_escape, readonly_error, replaced_error, take_deferred, user_line)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
 from .registry import CAREFUL, UserFPErrors
@@ -580,7 +580,13 @@ def _call(level, fun, args, kwargs=None):
     forget_escape()
     ensure_shuffle_filter()
     try:
-        return fun(*args, **(kwargs or {}))
+        out = fun(*args, **(kwargs or {}))
+        deferred = take_deferred()
+        if deferred is not None:
+            raise deferred
+        return out
+    except DifferentiationError:
+        raise
     except Exception as e:  # (NumPy's, SciPy's C code's: MINPACK's error replacing mutagrad's)
         clear = replaced_error(e)
         if clear is None:

@@ -1518,6 +1518,9 @@ class Tracer:
         return function_dispatch(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
+        if self._level.closed:  # a leftover: the array it is (writable, as NumPy's asarray gives it)
+            v = live(self)
+            return np.array(v, dtype=dtype, copy=True) if copy else np.asarray(v, dtype=dtype)
         if self._may_convert():  # (print(np.asarray(x)) too)
             # a pristine constant (a non-differentiated argument, or computed from
             # such only, never written): its value, as a read-only copy. Anything
@@ -1664,7 +1667,16 @@ class Tracer:
         if call is not None and type(call.func) in (ast.Name, ast.Attribute):
             name = ast.unparse(call.func)
             if name != "float":  # (a plain-number function: math.sqrt)
-                raise escape_error(f"{name}(...) of a traced value (it converts it with float(x))")
+                err = escape_error(f"{name}(...) of a traced value (it converts it with float(x))")
+                if (frame.f_globals.get("__name__") or "").startswith("scipy."):
+                    # SciPy's C code (brentq's) goes on after a failed conversion with the error
+                    # set, which makes later Python code fail at random: give it NaN, and raise
+                    # when the function returns (or what SciPy raises is replaced by this)
+                    from .errors import defer_escape
+
+                    defer_escape(err)
+                    return float("nan")
+                raise err
         raise escape_error("float(x) (or math.*)")
 
     def __int__(self):

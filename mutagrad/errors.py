@@ -374,9 +374,23 @@ def predicate_call(frame) -> bool:
     return len(node.args) == 1 and any(obj is p for p in _PREDICATES)
 
 
+_DEFERRED = [None]  # an escape error C code would have mangled: raised when the function returns
+
+
+def defer_escape(err):
+    if _DEFERRED[0] is None:
+        _DEFERRED[0] = err
+
+
+def take_deferred():
+    err, _DEFERRED[0] = _DEFERRED[0], None
+    return err
+
+
 def forget_escape():
     global _last_escape
     _last_escape = None
+    _DEFERRED[0] = None
     _READONLY_VIEW_MADE[0] = False
 
 

@@ -1048,3 +1048,21 @@ def test_has_aux_for_jvp_jacobian_and_hessian():
     assert aux["n"] == 3
     with pytest.raises(TypeError, match="has_aux=True requires the function to return a pair"):
         mg.jvp(lambda v: np.sum(v), (x,), (x,), has_aux=True)
+
+
+def test_np_asarray_of_a_leftover_is_its_writable_memory():
+    # docs/errors.md: code reading an ndarray's memory needs np.asarray(y) first; it was a
+    # read-only copy, so writing through it raised
+    kept = []
+
+    def f(x):
+        y = np.exp(x)
+        kept.append(y)
+        return np.sum(y)
+
+    x = np.array([0.0, 1.0])
+    np.testing.assert_allclose(mg.grad(f)(x), np.exp(x))
+    a = np.asarray(kept[0])
+    a[1] = 2.0
+    np.testing.assert_array_equal(np.asarray(kept[0]), [1.0, 2.0])
+    assert np.shares_memory(a, np.asarray(kept[0]))

@@ -1668,10 +1668,10 @@ class Tracer:
             name = ast.unparse(call.func)
             if name != "float":  # (a plain-number function: math.sqrt)
                 err = escape_error(f"{name}(...) of a traced value (it converts it with float(x))")
-                if (frame.f_globals.get("__name__") or "").startswith("scipy."):
-                    # SciPy's C code (brentq's) goes on after a failed conversion with the error
-                    # set, which makes later Python code fail at random: give it NaN, and raise
-                    # when the function returns (or what SciPy raises is replaced by this)
+                if (frame.f_globals.get("__name__") or "") == "scipy.optimize._zeros_py":
+                    # SciPy's root finders' C code (brentq's) goes on after a failed conversion with
+                    # the error set, which makes later Python code fail at random: give it NaN, and
+                    # raise when the function returns (or what SciPy raises is replaced by this)
                     from .errors import defer_escape
 
                     defer_escape(err)

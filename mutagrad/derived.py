@@ -82,6 +82,7 @@ def _dense(c, like):
 
 
 _DERIVING = threading.local()  # .prims: the primitives whose missing rule is being derived
+_MAX_NESTED = 8
 
 
 def _entered(prim, missing):
@@ -90,15 +91,19 @@ def _entered(prim, missing):
     prims = getattr(_DERIVING, "prims", None)
     if prims is None:
         prims = _DERIVING.prims = []
-    if prim in prims:
+    # (a derivation inside one of the same primitive is legitimate once per level of nested
+    # differentiation, a third derivative say; without end it is the rule applying itself)
+    if sum(p is prim for p in prims) >= _MAX_NESTED:
         from .errors import ForwardRuleMissingError, NoRuleError
 
         short = prim.name.split(".")[-1]
         given = "forward" if missing == "rrule" else "reverse"
         cls = NoRuleError if missing == "rrule" else ForwardRuleMissingError
-        raise cls(f"the {given} rule of {prim.name} applies {prim.name} itself to a "
+        err = cls(f"the {given} rule of {prim.name} applies {prim.name} itself to a "
                   f"{'tangent' if missing == 'rrule' else 'cotangent'}, so its missing rule cannot be derived "
                   f"from it (that would need the missing rule itself). Register one with @mg.{missing}({short}).")
+        err.derived_of = prim
+        raise err
     prims.append(prim)
 
 
@@ -117,19 +122,24 @@ def _failed(e, prim, missing):
     missing rule's error, naming what failed, with ``e`` as its cause."""
     from .errors import DifferentiationError, ForwardRuleMissingError, NoRuleError
 
+    if getattr(e, "derived_of", None) is prim:  # (from a nested derivation of the same rule: as it is)
+        return e
     if not isinstance(e, DifferentiationError):  # (the rule's own error: as it is, with a note)
         if hasattr(e, "add_note"):
             e.add_note(f"(while differentiating a rule of {prim.name} to derive its missing @mg.{missing})")
         return e
     short = prim.name.split(".")[-1]
     if missing == "rrule":
-        return NoRuleError(
+        err = NoRuleError(
             f"{prim.name} has a forward rule but no reverse rule; reverse mode transposes the forward "
             f"rule's tangent computation, which mutagrad could not differentiate: {e} Register a reverse "
             f"rule with @mg.rrule({short}).")
-    return ForwardRuleMissingError(
-        f"{prim.name} has a reverse rule but no forward rule; forward mode transposes the pullback, "
-        f"which mutagrad could not differentiate: {e} Register a forward rule with @mg.frule({short}).")
+    else:
+        err = ForwardRuleMissingError(
+            f"{prim.name} has a reverse rule but no forward rule; forward mode transposes the pullback, "
+            f"which mutagrad could not differentiate: {e} Register a forward rule with @mg.frule({short}).")
+    err.derived_of = prim
+    return err
 
 
 def reverse_from_forward(prim):

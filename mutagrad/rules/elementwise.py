@@ -390,6 +390,13 @@ def _on_value_side(s, x, value_root, on_cut):
     return np.where(flip, -s, s) if np.any(flip) else s
 
 
+def _infinite_root(s, x):
+    """The root ``s`` with inf where x is infinite (the roots' product is NaN there): the
+    derivative, its reciprocal, is then the limit 0."""
+    inf = np.isinf(np.abs(bottom(x)))
+    return np.where(inf, np.inf, s) if np.any(inf) else s
+
+
 def _real_beyond_one(z):
     return (np.imag(z) == 0) & (np.abs(np.real(z)) > 1)
 
@@ -407,7 +414,8 @@ def _arcsin_root(x, y, value_root):
     of arcsin's (``value_root`` cos) or arccos's (sin) value."""
     if not np.iscomplexobj(bottom(x)):
         return np.sqrt((1.0 - x) * (1.0 + x))
-    return _on_value_side(np.sqrt(1.0 - x) * np.sqrt(1.0 + x), x, value_root(bottom(y)), _real_beyond_one)
+    s = _infinite_root(np.sqrt(1.0 - x) * np.sqrt(1.0 + x), x)
+    return _on_value_side(s, x, value_root(bottom(y)), _real_beyond_one)
 
 
 def _arcsinh_root(x, y):
@@ -415,8 +423,8 @@ def _arcsinh_root(x, y):
     sqrt(1 + ix) * sqrt(1 - ix), whose cuts are arcsinh's, on the side of arcsinh's value."""
     if not np.iscomplexobj(bottom(x)):
         return np.hypot(x, 1.0)
-    return _on_value_side(np.sqrt(1.0 + 1j * x) * np.sqrt(1.0 - 1j * x), x, np.cosh(bottom(y)),
-                          _imaginary_beyond_one)
+    s = _infinite_root(np.sqrt(1.0 + 1j * x) * np.sqrt(1.0 - 1j * x), x)
+    return _on_value_side(s, x, np.cosh(bottom(y)), _imaginary_beyond_one)
 
 
 def _arccosh_root(x, y):
@@ -425,7 +433,7 @@ def _arccosh_root(x, y):
     s = np.sqrt(x - 1.0) * np.sqrt(x + 1.0)
     if not np.iscomplexobj(bottom(x)):
         return s
-    return _on_value_side(s, x, np.sinh(bottom(y)), _real_below_one)
+    return _on_value_side(_infinite_root(s, x), x, np.sinh(bottom(y)), _real_below_one)
 
 
 def _one_minus_square(x, y):

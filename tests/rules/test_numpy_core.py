@@ -661,7 +661,7 @@ def test_complex_inverse_function_derivatives_far_out_are_finite(fn):
     (g,) = mg.vjp(fn, z)[1](np.ones(3) + 0j)
     np.testing.assert_allclose(t, fd, rtol=1e-6)
     np.testing.assert_allclose(g, fd, rtol=1e-6)
-    if fn in (np.arctan, np.arctanh):  # at infinity the limit, 0 (JAX's), not inf * 0
+    with np.errstate(invalid="ignore"):  # at infinity the limit, 0 (JAX's), not inf * 0
         z = np.array([complex(np.inf, 0.0), complex(-np.inf, 2.0), complex(1.0, np.inf),
                       complex(np.inf, np.inf), complex(-np.inf, -np.inf)])
         np.testing.assert_array_equal(mg.jvp(fn, (z,), (np.ones(5) + 0j,))[1], 0.0)

@@ -474,16 +474,20 @@ def test_argument_made_read_only_after_writes_into_it():
         np.testing.assert_allclose(t, np.sum(g), rtol=1e-7)
 
 
+def _read_only_then_writeable(a, how):
+    if how == "setflags":
+        a.setflags(write=False)
+        a.setflags(write=True)
+    else:
+        a.flags.writeable = False
+        a.flags.writeable = True
+
+
 def test_setflags_write_true_as_flags_writeable():
     # y.setflags(write=True) after write=False, as y.flags.writeable = True (it was refused)
     def f(x, how):
         y = x * 2.0
-        if how == "setflags":
-            y.setflags(write=False)
-            y.setflags(write=True)
-        else:
-            y.flags.writeable = False
-            y.flags.writeable = True
+        _read_only_then_writeable(y, how)
         y[0] = np.sin(y[1])
         return np.sum(y ** 2)
 
@@ -529,12 +533,7 @@ def test_an_argument_made_writeable_again():
     # the caller's array is locked while the function runs; the function's own
     # writeable = False, then True, raised NumPy's bare "cannot set WRITEABLE flag"
     def f(x, how):
-        if how == "setflags":
-            x.setflags(write=False)
-            x.setflags(write=True)
-        else:
-            x.flags.writeable = False
-            x.flags.writeable = True
+        _read_only_then_writeable(x, how)
         x[0] = x[1] ** 2
         return np.sum(x ** 2)
 

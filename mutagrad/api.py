@@ -949,13 +949,6 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
 
     @_no_cyclic_gc
     def pullback(ct):
-        where = getattr(level, "leftover_write", None)
-        if where is not None:
-            raise MutationError(
-                f"an intermediate that the function passed to mg.vjp read, and left behind (in a list, a "
-                f"global or an object), was written at {where} after vjp returned; the pullback, called at "
-                f"{user_line()}, needs the values the function saw. Write into a copy (a.copy()) instead, "
-                "or call the pullback first.")
         for s, fp in list(getattr(level, "leftover_prints", {}).values()):
             if _fingerprint(s) != fp:
                 raise MutationError(
@@ -1525,9 +1518,5 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
-    if has_aux:
-        def grad_aux(*args, **kwargs):  # (grad gives (gradient, aux): the pair jacobian's has_aux takes)
-            return grad(fun, argnums, has_aux=True)(*args, **kwargs)
-
-        return jacobian(grad_aux, argnums, mode="fwd", has_aux=True)
-    return jacobian(grad(fun, argnums), argnums, mode="fwd")
+    # (with has_aux, grad gives (gradient, aux): the pair jacobian's has_aux takes)
+    return jacobian(grad(fun, argnums, has_aux=has_aux), argnums, mode="fwd", has_aux=has_aux)

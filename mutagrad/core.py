@@ -1792,9 +1792,10 @@ class Tracer:
             return format(bottom(self), spec)
         if not spec:
             return str(self)
+        from .errors import PRINT_HINT
+
         raise escape_error(f"formatting a traced value as text (format spec {spec!r})", TracerEscapeError,
-                           " To print or log it, do it in the print(...) or logger call itself, or format "
-                           "mg.value(x) (a plain read-only view of its value).")
+                           PRINT_HINT)
 
     def __copy__(self):
         return np.copy(self)
@@ -2352,27 +2353,6 @@ def handed_out_error(s):
         "of this array.")
 
 
-def _carries_derivative(t) -> bool:
-    """Whether traced value ``t`` carries a derivative at some level (not a constant)."""
-    while isinstance(t, Tracer):
-        s = t._storage
-        if s.active if t._level.mode == "rev" else (s.tangent is not None or s.poison is not None):
-            return True
-        t = t._value
-    return False
-
-
-def note_leftover_write(t):
-    """A write through ``t``, a traced value a finished differentiation left behind: if a
-    pullback that is still to be called (an mg.vjp's) reads its memory, note the line, so that
-    the pullback raises instead of using the new values."""
-    while isinstance(t, Tracer) and t._level.closed:
-        s, lv = t._storage, t._level
-        if (s.captured or s.was_captured) and getattr(lv, "tape", None) and getattr(lv, "leftover_write", None) is None:
-            lv.leftover_write = user_line()
-        t = t._value
-
-
 def write(dest, idx, value):
     """``dest[idx] = value`` with every level that needs to see it."""
     vt = type(value)
@@ -2380,11 +2360,7 @@ def write(dest, idx, value):
         value = live(value)
         vt = type(value)
     if isinstance(dest, Tracer) and dest._level.closed:
-        note_leftover_write(dest)
-        dest = live(dest)
-    if isinstance(dest, Tracer) and dest._storage.handed_out is not None and issubclass(vt, Tracer) and (
-            _carries_derivative(value)):
-        raise handed_out_error(dest._storage)
+        dest = live(dest)  # (a pullback still to be called that reads it: see _note_leftover_read)
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
             if not value._plain_constant():

@@ -76,8 +76,9 @@ def _dense(c, like):
     if c is None or isinstance(c, AbstractZero):
         return _zeros_like(like)
     if type(like) in (list, tuple, dict) and not isinstance(c, NotImplementedTangent):
-        leaves = tree_flatten_like(tree_flatten(like)[1], c, "a rule's cotangent or tangent")
-        return tree_unflatten(tree_flatten(like)[1], [_dense(v, w) for v, w in zip(leaves, tree_leaves(like))])
+        like_leaves, tree = tree_flatten(like)
+        leaves = tree_flatten_like(tree, c, "a rule's cotangent or tangent")
+        return tree_unflatten(tree, [_dense(v, w) for v, w in zip(leaves, like_leaves)])
     return c
 
 

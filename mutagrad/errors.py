@@ -374,6 +374,9 @@ def predicate_call(frame) -> bool:
     return len(node.args) == 1 and any(obj is p for p in _PREDICATES)
 
 
+PRINT_HINT = (" To print or log it, do it in the print(...) or logger call itself, or format mg.value(x) "
+              "(a plain read-only view of its value).")
+
 _DEFERRED = [None]  # an escape error C code would have mangled: raised when the function returns
 
 

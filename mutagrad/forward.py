@@ -14,6 +14,7 @@ import numpy as np
 from .core import (
     Level,
     Tracer,
+    _carries_derivative,
     _unflatten_args,
     apply_inner,
     bottom,
@@ -206,7 +207,7 @@ class ForwardLevel(Level):
 
     def write(self, dest, idx, value):
         own = isinstance(value, Tracer) and value._level is self
-        s = self.check_writable(dest, own and (value._storage.tangent is not None or value._storage.poison is not None))
+        s = self.check_writable(dest, own and _carries_derivative(value))
         if self.index:
             self.check_not_outer_into_plain(dest, value._value if own else value)
         vdot = self.tangent_of(value) if own else ZERO

@@ -485,11 +485,10 @@ def _text(fn):
 
         traced = [v for v in list(args) + list(kwargs.values()) if isinstance(v, Tracer)]
         if any(not t._plain_constant() for t in traced) and not printing_statement(user_frame(sys._getframe(1))):
-            from ..errors import TracerEscapeError, escape_error
+            from ..errors import PRINT_HINT, TracerEscapeError, escape_error
 
             raise escape_error(f"np.{fn.__name__} of a traced value (its digits as text)", TracerEscapeError,
-                               " To print or log it, do it in the print(...) or logger call itself, or "
-                               "format mg.value(x) (a plain read-only view of its value).")
+                               PRINT_HINT)
         return fn(*plain_operands(list(args)), **plain_operands(dict(kwargs)))
 
     FUNCTIONS[fn] = handler

@@ -219,8 +219,9 @@ makes the primal's passes; in RK4 it also keeps the two operands of
 must), written to memory that is not in cache: NumPy alone, keeping the same
 arrays, took 1.35-1.7x its primal on the Xeon, and mutagrad's forward pass is
 that plus its Python cost. The reverse pass costs 1.1-1.4x the primal: scaling
-by constants, an addition into the adjoint of each view read, a copy where
-two fresh operands of an addition both need the output's cotangent. So RK4's
+by constants, an addition into the adjoint of each view read (two fresh
+operands of an addition that both need the output's cotangent share its
+buffer, copy-on-write, instead of one of them copying it). So RK4's
 floor with NumPy was about 2.5-2.8x on the Xeon, where mutagrad measured
 2.9-3.3x between runs; on the EPYC a hand-written NumPy adjoint measured
 2.7x in a separate run, and mutagrad 3.2x in a full run. Part of that gap

@@ -102,7 +102,7 @@ def _wrap_leaf(level, x, name):
     """A traced argument at ``level`` wrapping the caller's own array."""
     outer = level.outer_levels()
     if isinstance(x, Tracer):
-        val = lift(x, outer)
+        val = lift(level.lock_traced(x, name), outer)
         kind = "tracer"
         scalar = x._scalar
     elif isinstance(x, _ndarray):
@@ -628,7 +628,7 @@ def _unwrap_left_in(x, level, depth):
 def _locked_names(level):
     """The names of the arguments whose caller's arrays ``level`` locked."""
     also = {info.storage.name: info.storage.plain_alias for info in getattr(level, "plain_aliases", ())}
-    return [name + (f" (the plain array `{also[name]}`)" if name in also else "") for _, _, name in level.locked.values()]
+    return [name + (f" (the plain array `{also[name]}`)" if name in also else "") for _, _, name, *_ in level.locked.values()]
 
 
 def _split_aux(result, has_aux):
@@ -666,7 +666,7 @@ def _constant_array(v, level) -> bool:
 def _wrap_constant(leaf, name, levels, wrapped):
     plain = not isinstance(leaf, Tracer)
     # (a plain array is plain to the outer levels: wrapped by this one only, see _wrap_leaf)
-    t = lift(levels[-1].lock(leaf, name), levels[-1:]) if plain else lift(leaf, levels)
+    t = lift(levels[-1].lock(leaf, name), levels[-1:]) if plain else lift(levels[-1].lock_traced(leaf, name), levels)
     t._storage.name = name
     if plain:
         t._storage.orig = leaf
@@ -784,7 +784,14 @@ def _collect(level, infos, argnums, single):
             if s.poison is not None:
                 leaves.append(s.poison)
             else:
-                leaves.append(_finish_leaf(s.adj, info))
+                a = s.adj
+                sh = s.adjshared
+                if sh is not None:  # an adjoint buffer that is another argument's gradient too
+                    s.adjshared = None
+                    if sh.n > 1:
+                        sh.n -= 1
+                        a = np.copy(a)
+                leaves.append(_finish_leaf(a, info))
         res.append(leaves[0] if tree is None else tree_unflatten(tree, leaves))
     return res[0] if single else tuple(res)
 
@@ -997,8 +1004,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         seed()
         _backward(level, infos, seed, storages)
         res = _collect(level, infos, nums, False)
-        for s in storages:
-            s.adj = s.adjbuf = None
+        _reset_adjoints(storages)
         return res
 
     # storages refer to their level and the tape to the storages: a reference cycle that
@@ -1035,6 +1041,7 @@ def _reset_adjoints(storages):
     for s in storages:
         s.adj = s.adjbuf = None
         s.poison = None
+        s.adjshared = None
 
 
 def _nan_in_gradients(infos) -> bool:

@@ -73,6 +73,13 @@ class _State(threading.local):
 
 
 STATE = _State()
+# id(storage) -> (storage, argument name): the outer levels' traced arrays that running inner
+# differentiations hold as arguments, read-only to the program through the arrays themselves
+# (Level.lock_traced)
+LOCKED_TRACED: dict = {}
+# id(array) -> array: the arrays that running levels locked (Level.lock, Level.lock_traced),
+# whichever levels the running code sees
+LOCKED: dict = {}
 _level_ids = itertools.count(1)
 
 
@@ -325,15 +332,13 @@ def set_writeable(view, orig):
         view.flags.writeable = True
         return
     except ValueError:
-        for lv in STATE.levels:
-            hit = lv.locked.get(id(orig)) if lv.locked else None
-            if hit is not None and hit[0] is orig and not orig.flags.writeable:
-                orig.flags.writeable = True
-                try:
-                    view.flags.writeable = True
-                finally:
-                    orig.flags.writeable = False
-                return
+        if LOCKED.get(id(orig)) is orig and not orig.flags.writeable:  # (locked by a running level)
+            orig.flags.writeable = True
+            try:
+                view.flags.writeable = True
+            finally:
+                orig.flags.writeable = False
+            return
         raise
 
 
@@ -471,6 +476,11 @@ class Storage:
     orig = None
     # captured before a write over the whole storage set `captured` back (tape._overwritten)
     was_captured = False
+    # reverse pass: the adjoint buffer (or the block of one that ``adj`` is) may be other
+    # storages' too (the cotangent of ``a + b`` given to both operands as is): then this is
+    # the count of its holders (tape._Share). It is read freely; before a write into it, a
+    # holder that is not the last one left makes a copy of its own (ReverseLevel.private_adj)
+    adjshared = None
 
     def __init__(self, level, root, active=False):
         self.level = level
@@ -583,10 +593,17 @@ class Level:
         self.index = None
         self.closed = False
         self._saved_ceiling = 0
+        self._hidden = None
 
     def __enter__(self):
         st = STATE
-        self._saved_ceiling = st.ceiling
+        self._saved_ceiling = c = st.ceiling
+        if c < len(st.levels):
+            # entered by code that sees only the levels below the ceiling: a rule of the level
+            # processing a primitive (an mg.grad inside an rrule), which gets that level's values.
+            # The levels it cannot see are not outer levels of this one: set aside until it ends
+            self._hidden = st.levels[c:]
+            del st.levels[c:]
         self.index = len(st.levels)
         st.levels.append(self)
         st.ceiling = len(st.levels)
@@ -595,6 +612,9 @@ class Level:
     def __exit__(self, *exc):
         st = STATE
         st.levels.pop()
+        if self._hidden is not None:
+            st.levels.extend(self._hidden)
+            self._hidden = None
         st.ceiling = self._saved_ceiling
         self.closed = True
         if self.locked:
@@ -605,19 +625,24 @@ class Level:
     # function runs: the tracers hold writable views of them, and a write through any
     # other reference to the same array object (an attribute, a dict or list entry, a
     # global), which the derivative would not see, raises (see api._call).
-    locked = None  # id(array) -> (array, writable view, argument name), or None
+    locked = None  # id(array) -> (array, writable view, argument name[, view tracer: lock_traced]), or None
     outer_locked = None  # (argument name, an outer level's argument name): an array that one locked
+
+    def _lock_entry(self, a):
+        """(this level's table of locked arrays, its entry for ``a`` or None)."""
+        locked = self.locked
+        if locked is None:
+            locked = self.locked = {}
+            return locked, None
+        hit = locked.get(id(a))
+        return locked, (hit if hit is not None and hit[0] is a else None)
 
     def lock(self, a, name):
         """The view of the caller's array ``a`` for a tracer of this level to hold; ``a``
         itself read-only until the level ends (unless it is read-only already)."""
-        locked = self.locked
-        if locked is None:
-            locked = self.locked = {}
-        else:
-            hit = locked.get(id(a))
-            if hit is not None and hit[0] is a:
-                return hit[1]  # (the same array passed twice)
+        locked, hit = self._lock_entry(a)
+        if hit is not None:
+            return hit[1]  # (the same array passed twice)
         if not a.flags.writeable or not _relockable(a):
             # (read-only already; or memory NumPy could not make writable again afterwards, as
             # the Fortran memory SciPy's MINPACK and LSODA pass: no lock for it)
@@ -630,17 +655,55 @@ class Level:
         # as a plain ndarray, whose views the rules know)
         a.flags.writeable = False
         locked[id(a)] = (a, v, name)
+        LOCKED[id(a)] = a
+        return v
+
+    def lock_traced(self, x, name):
+        """The view of an outer level's traced array ``x`` (an argument of this inner
+        differentiation) for a tracer of this level to hold; ``x`` itself read-only until
+        this level ends, as the caller's arrays are (``lock``): the program may hold ``x``
+        elsewhere too (a list entry, an attribute), and a write through that reference would
+        change values this level read without its knowing."""
+        if type(x) is not ArrayTracer:
+            return x  # (scalars are immutable)
+        b = bottom(x)
+        if type(b) is not _ndarray or not b.flags.writeable or not _relockable(b):
+            return x
+        locked, hit = self._lock_entry(b)
+        if hit is not None:
+            return hit[3] if len(hit) > 3 else x  # (the same array passed twice)
+        st = STATE
+        saved = st.ceiling
+        st.ceiling = self.index  # (a view at x's levels only: the same storages, an array of its own)
+        try:
+            v = x[...]
+        finally:
+            st.ceiling = saved
+        b.flags.writeable = False
+        locked[id(b)] = (b, bottom(v), name, v)
+        LOCKED[id(b)] = b
+        LOCKED_TRACED[id(x._storage)] = (x._storage, name)
         return v
 
     def unlock(self):
         locked, self.locked = self.locked, None
-        for a, v, _ in locked.values():
+        for a, v, _, *traced in locked.values():
+            if traced:
+                LOCKED_TRACED.pop(id(traced[0]._storage), None)
+            LOCKED.pop(id(a), None)
             if not v.flags.writeable:
                 continue  # the function made its argument read-only: as a plain call leaves it
             try:
                 a.flags.writeable = True
-            except ValueError:  # (its base was made read-only meanwhile)
-                pass
+            except ValueError:
+                # its base is read-only: an outer level's locked array, whose writable view
+                # this one locked (a rule calling mg.grad on its argument), or the program
+                # made the base read-only meanwhile (then it stays so)
+                if a.base is not None:
+                    try:
+                        set_writeable(a, a.base)
+                    except ValueError:
+                        pass
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id}>"
@@ -662,6 +725,19 @@ class Level:
         the written values carry a derivative."""
         s = dest._storage
         s.written = True
+        if LOCKED_TRACED and id(s) in LOCKED_TRACED and not bottom(dest).flags.writeable:
+            hit = LOCKED_TRACED[id(s)]
+            if hit[0] is s:
+                from .errors import AliasingError
+
+                raise AliasingError(
+                    f"writing at {user_line()} into a traced array that was passed to an inner "
+                    f"differentiation (its {hit[1]}) still running, through another reference to it (a list "
+                    "or dict entry, an attribute, a variable of the outer function): the inner "
+                    "differentiation would not see the write and would differentiate values that are "
+                    "gone. Write through the inner function's own argument, or pass it a copy "
+                    "(mg.grad(h)(x.copy())) if the other reference should keep its own values."
+                )
         if active and s.handed_out is not None:
             raise handed_out_error(s)
         if s.aliased is not None:

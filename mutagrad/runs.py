@@ -431,7 +431,7 @@ class ScalarRun:
         """The flat adjoint buffer of external storage ``j`` (made if needed)."""
         s = self.ext[j][0]
         buf = s.adjbuf
-        if buf is None:
+        if buf is None or s.adjshared is not None:  # (written into below: a shared one is copied first)
             level.adjview(s, None)
             buf = s.adjbuf
         hit = self._flats.get(j)

@@ -66,6 +66,26 @@ from .runs import operation as run_operation
 from .errors import MutationError, NotImplementedTangentError, user_line
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
+SHARED = "shared"  # ReverseLevel.accumulate's answer: the cotangent became a shared adjoint buffer
+
+
+def _let_go(s):
+    """Storage ``s``, whose adjoint is gone, is no longer a holder of a shared buffer."""
+    sh = s.adjshared
+    if sh is not None:
+        sh.n -= 1
+        s.adjshared = None
+
+
+class _Share:
+    """The number of storages whose adjoint is one buffer (or views of it): ``Storage.adjshared``
+    of each. The last holder left may write into it; the others copy it first."""
+
+    __slots__ = ("n",)
+
+    def __init__(self):
+        self.n = 0
+
 _ndarray = np.ndarray
 _getrefcount = sys.getrefcount
 
@@ -181,6 +201,7 @@ class OpRecord:
         poison = None
         cts = []
         any_ct = False
+        shares = None
         for s in outs:
             if s is None or s.adj is None:
                 cts.append(level.ZERO)
@@ -191,6 +212,19 @@ class OpRecord:
                 if s.poison is not None:  # (a poisoned output may have no numeric cotangent)
                     poison = s.poison
                 s.adj = s.adjbuf = None
+                if s.adjshared is not None:  # (counted as a holder until its cotangents are read)
+                    shares = [s.adjshared] if shares is None else [*shares, s.adjshared]
+                    s.adjshared = None
+        if shares is None:
+            self._backward(level, poison, cts, any_ct)
+        else:
+            try:
+                self._backward(level, poison, cts, any_ct)
+            finally:
+                for sh in shares:
+                    sh.n -= 1
+
+    def _backward(self, level, poison, cts, any_ct):
         if poison is not None:
             for s, g, _ in self.inputs:
                 level.accumulate(s, g, poison, self)
@@ -263,13 +297,22 @@ class EWRecord:
         s.adj = s.adjbuf = None
         inputs = self.inputs
         if s.poison is not None:
+            _let_go(s)
             for st, geom, _ in inputs:
                 level.accumulate(st, geom, s.poison, self)
             return
         partials, xs, y = self.partials, self.xs, self.y
-        # the dead output adjoint is ours: the last input may compute its cotangent in it, and
-        # one input may adopt it
-        donate = True
+        # the dead output adjoint is ours, unless another storage holds it too: the last input
+        # may compute its cotangent in it, and one input may adopt it; inputs whose cotangent
+        # is g itself and that have no adjoint yet share it (`a + b`: no copy for the second)
+        sh = s.adjshared
+        if sh is not None:
+            s.adjshared = None
+            if sh.n <= 1:
+                sh = None  # the other holders have let go of it
+        mine = sh  # s stays among g's holders until its inputs' cotangents are computed
+        donate = sh is None
+        holder = None  # the input that adopted g
         if len(inputs) > 1 and inputs[0][1] is None and inputs[-1][1] is not None:
             inputs = inputs[::-1]  # views cannot adopt the donation: let them go first
         last = inputs[-1]
@@ -281,10 +324,24 @@ class EWRecord:
                 continue
             ct = ew_cotangent(g, d, xs, y, pos, donate and inp is last)
             if ct is g:
-                if level.accumulate(st, geom, ct, self, donate):
+                took = level.accumulate(st, geom, ct, self, donate, share=True)
+                if took is True:
                     donate = False  # adopted as an adjoint buffer: no longer ours
+                    holder = st
+                elif took is SHARED:
+                    donate = False
+                    if sh is None:
+                        mine = sh = _Share()
+                        sh.n = 1
+                        if holder is not None:
+                            holder.adjshared = sh
+                            sh.n = 2
+                    st.adjshared = sh
+                    sh.n += 1
             else:  # computed just now: nobody else holds it
                 level.accumulate(st, geom, ct, self, True)
+        if mine is not None:
+            mine.n -= 1
 
 
 class GatherRecord:
@@ -304,10 +361,20 @@ class GatherRecord:
         out.adj = out.adjbuf = None
         src = self.src
         if out.poison is not None:
+            _let_go(out)
             level.accumulate(src, self.geom, out.poison, self)
             return
         if g is None:
             return
+        sh = out.adjshared
+        if sh is not None:  # (counted as a holder of g until it is scattered)
+            out.adjshared = None
+            self._scatter(level, src, g)
+            sh.n -= 1
+        else:
+            self._scatter(level, src, g)
+
+    def _scatter(self, level, src, g):
         av = level.adjview(src, self.geom)
         if self.geom is not None and self.geom.overlap:
             _add_overlapping(src, self.geom, g, level, self.idx)
@@ -362,6 +429,9 @@ class WriteRecord:
             # destination's earlier contents have a zero adjoint (None: nothing to zero or copy)
             vsrc.adj = vsrc.adjbuf = dest.adj
             dest.adj = dest.adjbuf = None
+            if dest.adjshared is not None:  # (the holder changes, their count does not)
+                vsrc.adjshared = dest.adjshared
+                dest.adjshared = None
             return
         if (self.block is not None and vsrc.adj is None and dest.poison is None and type(dest.adj) is _ndarray
                 and dest.adjbuf is dest.adj):
@@ -370,6 +440,9 @@ class WriteRecord:
             # block zero. One pass over the block instead of two (copy it out, zero it).
             k, m = self.block
             old = dest.adj
+            sh = dest.adjshared
+            if sh is not None:
+                dest.adjshared = None  # (its place among the holders goes to vsrc)
             of = old.reshape(-1)
             region = of[k:k + m].reshape(vsrc.shape)
             if of.size - m < m and not (of[:k].any() or of[k + m:].any()):
@@ -384,7 +457,10 @@ class WriteRecord:
                 nf[k:k + m] = 0
                 dest.adj = dest.adjbuf = new
             vsrc.adj = vsrc.adjbuf = region
-            level.own_view(region)
+            if sh is not None and sh.n > 1:  # old is other storages' too: so is the block
+                vsrc.adjshared = sh
+            else:
+                level.own_view(region)
             return
         av = level.adjview(dest, self.geom)
         idx = self.idx
@@ -864,18 +940,37 @@ class ReverseLevel(Level):
         ex = self.exclusive
         return ex is not None and ex.get(id(ct.base)) is ct.base
 
+    def private_adj(self, s):
+        """Make the shared adjoint buffer of ``s`` its own before a write into it (see
+        ``Storage.adjshared``): a copy, unless the other holders have let go of it."""
+        sh = s.adjshared
+        s.adjshared = None
+        if sh.n <= 1:
+            return
+        sh.n -= 1
+        buf = s.adjbuf
+        new = np.array(buf, copy=True, order="C")
+        s.adj = new if s.adj is buf else view_of(new, s.root_geom())
+        s.adjbuf = new
+
     def adjview(self, s, geom):
+        """The adjoint of view ``geom`` of ``s`` (all of it for None), to be written into."""
         if s.adj is None:
             s.adjbuf, s.adj = s.new_mirror(self.zeros)
+        elif s.adjshared is not None:
+            self.private_adj(s)
         if geom is None:
             return s.adj
         return view_of(s.adjbuf, geom)
 
-    def accumulate(self, s, geom, ct, rec, owned=False, sub=False):
+    def accumulate(self, s, geom, ct, rec, owned=False, sub=False, share=False):
         """Add cotangent ``ct`` to the adjoint of view ``geom`` of storage ``s``.
         ``owned``: the caller made ``ct`` and keeps no reference, so it may
         become the adjoint buffer itself (no copy); returns True if it did.
-        ``sub``: subtract it instead (one pass into a view's adjoint, no -ct)."""
+        ``sub``: subtract it instead (one pass into a view's adjoint, no -ct).
+        ``share``: ``ct`` is an adjoint buffer another storage may keep: it may
+        become this one's too (no copy); returns SHARED if it did, and the caller
+        counts ``s`` among its holders (``Storage.adjshared``)."""
         tc = type(ct)
         # a plain cotangent for a view of the same shape and dtype (buffers are plain at the outermost level)
         into_view = (tc is _ndarray and geom is not None and not self.index and not geom.overlap
@@ -905,10 +1000,20 @@ class ReverseLevel(Level):
                                     ct.base is None or fl.owndata or self._owned_view(ct)):
                                 s.adj = s.adjbuf = ct
                                 return True
+                        if share and tc is _ndarray and ct.flags.c_contiguous:
+                            s.adj = s.adjbuf = ct
+                            return SHARED
                         s.adj = s.adjbuf = np.array(ct, copy=True, order="C")  # C: views index it by byte offsets
                         return
             elif type(adj) is _ndarray:
                 if adj.shape == ct.shape and adj.dtype == ct.dtype:
+                    sh = s.adjshared
+                    if sh is not None:
+                        s.adjshared = None
+                        if sh.n > 1:  # other storages' too: a new sum, not a copy and an addition
+                            sh.n -= 1
+                            s.adj = s.adjbuf = np.add(adj, ct, out=np.empty(adj.shape, adj.dtype))  # (0-d: an array)
+                            return
                     if adj.size == 1 and adj.ndim and s.adjbuf is adj:
                         s.adj = s.adjbuf = adj + ct  # one element: a new sum is cheaper than NumPy's out=
                     else:
@@ -918,6 +1023,8 @@ class ReverseLevel(Level):
                 s.adj = s.adjbuf = adj + ct
                 return
         elif into_view:
+            if s.adjshared is not None:
+                self.private_adj(s)
             buf = s.adjbuf
             if buf is None:
                 item = geom.dtype.itemsize
@@ -937,7 +1044,7 @@ class ReverseLevel(Level):
                         flat[k:k + m] = ct.reshape(-1)
                     s.adj = s.adjbuf = buf
                     return
-                s.adjbuf, s.adj = s.new_mirror(self.zeros)
+                self.adjview(s, None)
                 buf = s.adjbuf
             av = _ndarray(geom.shape, geom.dtype, buffer=buf, offset=geom.offset, strides=geom.strides)
             if sub:

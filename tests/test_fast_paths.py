@@ -198,7 +198,91 @@ def products_and_totals(x):
     return np.sum(y * y) + np.sum(c) + np.sum(z * z) + np.sum(x[::3] ** 2) + np.sum(a * v)
 
 
-PROGRAMS = [products_and_totals, slices_of_overlapping_views, block_writes, block_writes_over_zero_and_live_ends, unit_factors, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
+# `a + b` whose operands have no adjoint yet gives both its cotangent as is: one buffer, shared by
+# two storages until one of them writes into it (each program below writes into it in another way
+# while the other operand, computed first, still has to read it further down the reverse pass)
+
+
+def shared_then_accumulated(x):
+    b = np.sin(x)
+    a = x * 2.0
+    c = a * a  # a read before the sum: its contribution arrives after the sum's in the reverse pass
+    z = a + b
+    return np.sum(z * z) + np.sum(c)
+
+
+def shared_then_scaled_in_place(x):
+    b = np.exp(x)
+    a = np.sin(x) * x  # a's pullback would compute its operands' cotangents in the buffer it was given
+    z = b - 0.5 + a
+    return np.sum(z * np.cos(x))
+
+
+def shared_block_handover(x):
+    t = np.cos(x)
+    buf = np.zeros_like(x)
+    buf[1:-1] = np.sin(x[1:-1]) * x[:-2]  # a fresh value written into one block
+    z = buf + t
+    return np.sum(z * z)
+
+
+def shared_full_handover(x):
+    t = np.cos(x)
+    buf = np.empty_like(x)
+    buf[:] = x * x  # a fresh value written over all of buf
+    z = buf + t
+    return np.sum(z * z * x)
+
+
+def shared_then_gathered(x):
+    t = np.cos(x)
+    a = x * 2.0
+    e = a[[0, 3, 3, 7]]  # a gather with a repeated index: a scatter into a's adjoint
+    f = a[2:5] * 3.0  # a view read: an addition into a block of a's adjoint
+    z = a + t
+    return np.sum(z * z) + np.sum(e ** 2) + np.sum(f * f)
+
+
+def shared_then_element_loop(x):
+    t = np.cos(x)
+    a = x * 2.0
+    s = 0.0
+    for i in range(8):  # element reads recorded by a run
+        s = s + a[i] * a[i + 1] * 0.5
+    z = a + t
+    return np.sum(z * z) + s
+
+
+def shared_then_written(x):
+    t = np.cos(x)
+    a = x * 2.0
+    a[[0, 5]] = x[:2] * 5.0  # a write with an index array: zeroes what it overwrote in a's adjoint
+    a[7] = x[3] * x[4]
+    z = a + t
+    return np.sum(z * z)
+
+
+def shared_with_an_operand_of_its_reader(x):
+    """`u += h(u)`: u's old contents and h share the cotangent; h's pullback adds into u's adjoint
+    (the other holder) and still reads the cotangent afterwards, for h's other operand."""
+    u = x * 1.0
+    u += np.hypot(u, 1.0 + (u * x[::-1]) ** 2)
+    return np.sum(u * np.linspace(-1.0, 1.0, u.size))
+
+
+def shared_zero_d(x):
+    t = np.sum(np.cos(x), keepdims=True).reshape(())
+    a = np.zeros_like(x, shape=())
+    a[...] = np.sum(x * x)
+    c = a * 3.0
+    z = a + t
+    return z * z + c * c
+
+
+PROGRAMS = [shared_then_accumulated, shared_then_scaled_in_place, shared_block_handover, shared_full_handover,
+            shared_then_gathered, shared_then_element_loop, shared_then_written, shared_with_an_operand_of_its_reader,
+            shared_zero_d,
+            products_and_totals, slices_of_overlapping_views, block_writes, block_writes_over_zero_and_live_ends, unit_factors, inplace_op_first_reader, inplace_ufuncs_on_whole_arrays, inplace_ufunc_into_an_argument,
             first_cotangent_by_subtraction, view_subtrahends, full_overwrites, full_overwrite_of_a_value_used_later,
             shared_input_twice, views_and_subtraction, chain_of_one_input_ops, reused_intermediate,
             broadcast_operands, complex_partial, scalar_loop, broadcast_of_a_traced_scalar]
@@ -207,6 +291,21 @@ PROGRAMS = [products_and_totals, slices_of_overlapping_views, block_writes, bloc
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
 def test_fast_paths_against_finite_differences_and_forward_mode(fn):
     check_grads(fn, X.copy(), order=2)
+
+
+def test_arguments_given_one_cotangent_get_gradients_of_their_own():
+    """`x + y` hands its cotangent to both arguments as one buffer: each gradient is an array of
+    its own (the complex convention conjugates each in place)."""
+    x, y = X.copy(), X[::-1].copy()
+    gx, gy = mg.grad(lambda a, b: np.sum(np.sin(a + b)), argnums=(0, 1))(x, y)
+    assert not np.shares_memory(gx, gy)
+    np.testing.assert_allclose(gx, np.cos(x + y), rtol=1e-14)
+    gx += 1.0
+    np.testing.assert_allclose(gy, np.cos(x + y), rtol=1e-14)
+    z, w = X + 0.5j * X[::-1], X[::-1] - 2j
+    gz, gw = mg.grad(lambda a, b: np.sum(np.abs(a + b) ** 2), argnums=(0, 1))(z, w)
+    np.testing.assert_allclose(gz, 2 * np.conj(z + w), rtol=1e-14)  # docs/complex.md: d|u|^2 -> 2 conj(u)
+    np.testing.assert_allclose(gw, 2 * np.conj(z + w), rtol=1e-14)
 
 
 def test_scalar_arithmetic_gives_numpys_bits():

@@ -336,3 +336,101 @@ def test_primitive_called_by_a_level_with_no_derivative_to_carry_sees_the_outer_
     a = np.array([0.7, -1.1])
     dk = mg.jvp(mg.hessian(k, argnums=(0, 1)), (a, y), (np.ones(2), np.ones(1)))[1]
     np.testing.assert_allclose(np.diag(dk[0][0]), [6.0, 6.0])  # d/da of 6a along 1: the third derivative of a^3
+
+
+def test_inner_argument_written_through_another_reference_raises():
+    # the inner grad's argument is an outer traced array; the inner function overwrites it
+    # through a list entry after reading it: the inner pullback would read the new values
+    # (inner gradient cos(0) for cos(0.3), outer gradient 0 for -sin(0.3)), as the caller's
+    # array reached that way is refused at the top level
+    t0 = np.array([0.3, 0.2, -0.1])
+
+    def outer(t, how):
+        w = t * 1.0
+        holder = {"list": [w], "dict": {"w": w}}[how]
+
+        def loss(ww):
+            y = np.sum(np.sin(ww))
+            if how == "list":
+                holder[0][0] = 0.0
+            else:
+                holder["w"][1:] *= 2.0
+            return y
+
+        return np.sum(mg.grad(loss)(w))
+
+    for how in ("list", "dict"):
+        with pytest.raises(mg.AliasingError, match="inner differentiation"):
+            mg.grad(outer)(t0, how)
+        with pytest.raises(mg.AliasingError, match="inner differentiation"):
+            mg.jvp(lambda t, how=how: outer(t, how), (t0,), (np.ones(3),))
+
+    def writes_its_argument(t):  # through the argument itself: differentiated, and w writable after
+        w = t * 1.0
+        store = [w]
+
+        def loss(ww):
+            y = np.sum(np.sin(ww))
+            ww[0] = 0.0  # after the read: the inner derivative stays cos(t)
+            return y + np.sum(ww * ww)
+
+        g = mg.grad(loss)(w)  # cos(t) + 2 * [0, t1, t2]
+        store[0][2] = 5.0  # the inner differentiation is over: writable again
+        return np.sum(g * g) + np.sum(w)
+
+    def plain(t):
+        g = np.cos(t) + 2 * np.array([0.0, t[1], t[2]])
+        return np.sum(g * g) + t[1] + 5.0
+
+    np.testing.assert_allclose(writes_its_argument(t0), plain(t0), rtol=1e-14)
+    expected = np.array([_fd(plain, t0, e) for e in np.eye(3)])
+    np.testing.assert_allclose(mg.grad(writes_its_argument)(t0), expected, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(mg.jvp(writes_its_argument, (t0,), (np.ones(3),))[1], expected.sum(), rtol=1e-7)
+
+
+@mg.primitive
+def _squared(p):
+    return p ** 2
+
+
+@mg.rrule(_squared)
+def _squared_rrule(p):
+    d = mg.grad(lambda q: np.sum(q ** 2))(p)  # mutagrad inside the rule: 2p
+    return _squared(p), lambda g: (g * d,)
+
+
+@mg.primitive
+def _squared_late(p):
+    return p ** 2
+
+
+@mg.rrule(_squared_late)
+def _squared_late_rrule(p):
+    return _squared_late(p), lambda g: (g * mg.grad(lambda q: np.sum(q ** 2))(p),)  # inside the pullback
+
+
+@mg.primitive
+def _squared_fwd(p):
+    return p ** 2
+
+
+@mg.frule(_squared_fwd)
+def _squared_fwd_frule(primals, tangents):
+    (p,), (t,) = primals, tangents
+    return _squared_fwd(p), mg.jvp(lambda q: q ** 2, (p,), (t,))[1]  # mutagrad inside the forward rule
+
+
+@pytest.mark.parametrize("prim", [_squared, _squared_late, _squared_fwd], ids=lambda p: p.__name__)
+def test_rules_that_differentiate_inside(prim):
+    # a rule runs below its level: mutagrad called in it differentiates its values, and the
+    # caller's arrays are writable again afterwards (an inner grad of the argument's writable
+    # view left the caller's array read-only; an inner jvp's tangent was the rule's level's own)
+    p0 = np.array([1.0, 3.0])
+    np.testing.assert_allclose(mg.grad(lambda p: np.sum(prim(p) * p))(p0), 3 * p0 ** 2)
+    assert p0.flags.writeable
+    p0[0] = 1.0
+    np.testing.assert_allclose(mg.jvp(prim, (p0,), (np.ones(2),))[1], 2 * p0)
+    for mode in ("rev", "fwd"):
+        np.testing.assert_allclose(mg.jacobian(prim, mode=mode)(p0), np.diag(2 * p0))
+    np.testing.assert_allclose(mg.hessian(lambda p: np.sum(prim(p) * p))(p0), np.diag(6 * p0))
+    assert p0.flags.writeable

@@ -371,6 +371,27 @@ def test_vjp_detects_arrays_modified_before_the_pullback():
         pb(np.ones(2))
 
 
+def test_vjp_of_a_constant_matrix_product_keeps_no_argument():
+    # x's cotangent M.T @ ct does not read x: modifying x before the pullback is fine (PyTorch
+    # agrees); A @ w with w constant likewise does not read A
+    M = np.array([[1.0, 2.0], [0.0, 1.0]])
+    x = np.array([1.0, 2.0])
+    _, pb = mg.vjp(lambda x: M @ x, x)
+    x *= 2.0
+    np.testing.assert_array_equal(pb(np.array([1.0, -1.0]))[0], M.T @ np.array([1.0, -1.0]))
+    A = M.copy()
+    _, pb = mg.vjp(lambda A: A @ x, A)
+    A[0, 0] = 7.0
+    np.testing.assert_array_equal(pb(np.array([1.0, -1.0]))[0], np.outer([1.0, -1.0], x))
+
+    def overwrites_after_product(x):  # x's first value is not saved by the write: no pullback reads it
+        y = M @ x
+        x[0] = x[1] * 3.0
+        return np.sum(y * y) + np.sum(np.sin(x))
+
+    check_grads(overwrites_after_product, np.array([0.3, -0.8]))
+
+
 def _sin_times(x):
     y = np.sin(x)
     return y * x  # mul's pullback reads y and x

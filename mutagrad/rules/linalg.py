@@ -92,6 +92,7 @@ def _bilinear_frule(fn):
 
 
 matmul_p.rrule, matmul_p.frule = _matmul_rrule, _bilinear_frule(np.matmul)
+matmul_p.reads = (((1,), False), ((0,), False))  # a's cotangent reads b, b's reads a (a constant's change is no matter)
 
 
 def _matmul_fast(level, leaves):

@@ -2810,6 +2810,8 @@ def stop_gradient(x):
     as they are): inside differentiation a writable traced array that does
     not depend on anything, outside it a plain copy, so that writing into it
     never changes ``x``, in a plain call or a differentiated one alike.
+    It is a constant to every differentiation running, the outer ones of a
+    nested call too (as ``jax.lax.stop_gradient``).
 
     >>> import numpy as np, mutagrad as mg
     >>> f = lambda x: np.sum(x * mg.stop_gradient(x))

@@ -1090,13 +1090,26 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 
 
 @_no_cyclic_gc
+def _constant_by_tangent(p, t) -> bool:
+    """Whether jvp may pass primal ``p`` as a constant: a plain float array whose tangent
+    ``t`` is a symbolic zero or all zeros of its shape."""
+    if type(p) is not _ndarray or p.dtype.kind not in "fc":
+        return False
+    if t is None or isinstance(t, AbstractZero):
+        return True
+    return isinstance(t, (_ndarray, np.generic)) and not isinstance(t, Tracer) and (
+        np.shape(t) == p.shape and not np.any(t))
+
+
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False, _argnums=None,
         _run_group=None, _kwargs=None):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 
     A tangent that is None, ``mg.ZeroTangent()`` or all zeros is a symbolic zero:
     it contributes nothing, even through a derivative that is not implemented or
-    infinite there. With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
+    infinite there; a float array with such a tangent is passed as a constant,
+    as ``grad`` passes the arguments it does not differentiate (its values may be
+    read as plain numbers). With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
     the result is ``(output, tangent, aux)``, as JAX's.
 
     >>> import numpy as np, mutagrad as mg
@@ -1113,6 +1126,12 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
     if len(nums) != len(tangents):
         raise ValueError(f"jvp: {len(nums)} primals but {len(tangents)} tangents")
+    if _argnums is None:
+        # a float array whose tangent is zero is passed as a constant, as grad passes the
+        # arguments it does not differentiate (plain reads of it are allowed): the same numbers
+        kept = [(n, t) for n, t in zip(nums, tangents) if not _constant_by_tangent(primals[n], t)]
+        if len(kept) < len(nums):
+            nums, tangents = tuple(n for n, _ in kept), tuple(t for _, t in kept)
     level = ForwardLevel()
     level.run_group = _run_group  # (internal: one of a forward-mode jacobian's runs, see core.RunGroup)
     kwargs = dict(_kwargs) if _kwargs else None  # (internal: keyword arguments, as in vjp)

@@ -371,6 +371,23 @@ def test_vjp_detects_arrays_modified_before_the_pullback():
         pb(np.ones(2))
 
 
+def test_jvp_passes_an_array_with_a_zero_tangent_as_a_constant():
+    # as grad passes the arguments it does not differentiate: its values may be read as numbers
+    def f(theta, data):
+        h = np.array([1.0, data[1]])  # a plain read of the data
+        buf = data.copy()
+        buf[0] = theta[0] * h[1]  # a traced write into a copy of it
+        return np.sum(buf ** 2) + theta[1] * h[1]
+
+    theta, data = np.array([0.5, 2.0]), np.array([1.0, 3.0, 4.0])
+    for zero in (np.zeros(3), None, mg.ZeroTangent()):
+        y, t = mg.jvp(f, (theta, data), (np.array([1.0, -2.0]), zero))
+        assert y == f(theta, data.copy())
+        assert t == 2 * theta[0] * 9.0 - 2 * 3.0  # d/dtheta0 (3 theta0)^2, d/dtheta1 3 theta1
+    with pytest.raises(mg.TracerEscapeError):  # with a tangent, the plain read drops a derivative
+        mg.jvp(f, (theta, data), (np.array([1.0, -2.0]), np.ones(3)))
+
+
 def test_vjp_of_a_constant_matrix_product_keeps_no_argument():
     # x's cotangent M.T @ ct does not read x: modifying x before the pullback is fine (PyTorch
     # agrees); A @ w with w constant likewise does not read A

@@ -36,6 +36,11 @@ def collect():
             rows[prim.name] = (False, False, "no derivative: its derivative is a NotImplementedTangent, never a zero")
             continue
         how = "zero derivative" if prim.zero else ("linear rule" if prim.linear else "rule")
+        missing = _parameters_without_derivative().get(prim.name)
+        if missing:
+            how += ("; the derivative w.r.t. its first argument (the parameter)" if missing == 1 else
+                    f"; the derivative w.r.t. its first {missing} arguments (the parameters)")
+            how += " is a NotImplementedTangent"
         rows[prim.name] = (prim.rrule is not None, prim.frule is not None, how)
     for fn, handler in FUNCTIONS.items():
         name = qualname(fn)
@@ -85,6 +90,14 @@ def _stats_rows():
                 how += f"; the derivative w.r.t. {', '.join(dist.shapes)} is a NotImplementedTangent"
             rows[f"scipy.stats.{dist.name}.{method}"] = (True, True, how)
     return rows
+
+
+def _parameters_without_derivative():
+    try:
+        from mutagrad.rules.scipy import special
+    except ImportError:  # no SciPy
+        return {}
+    return special.PARAMETER_DERIVATIVE_NOT_IMPLEMENTED
 
 
 def _plain_functions():

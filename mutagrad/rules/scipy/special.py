@@ -53,6 +53,10 @@ def _quotient0(x, y):
     return x / np.where(both, 1.0, y) if np.any(both) else x / y
 
 
+# name -> how many leading arguments (the parameters) have no derivative: docs/coverage.md says so
+PARAMETER_DERIVATIVE_NOT_IMPLEMENTED: dict = {}
+
+
 def defparametric(fn, nparams, dx, integer=False, why=None):
     """Both rules of ``fn(*params, x)``, elementwise in ``x`` with derivative
     ``dx(*params, x, y)``. The derivative w.r.t. the parameters is
@@ -62,6 +66,7 @@ def defparametric(fn, nparams, dx, integer=False, why=None):
     if integer:
         return p
     name = p.name
+    PARAMETER_DERIVATIVE_NOT_IMPLEMENTED[name] = nparams
     why = why or f"the derivative of {name} w.r.t. its parameter is not implemented (only w.r.t. x)"
     base_rrule, base_frule = p.rrule, p.frule
 

@@ -791,8 +791,11 @@ def _degenerate(what):
     from ..tangents import not_implemented
 
     return not_implemented(
-        f"{what}: the derivative of the vectors does not exist at repeated values "
-        "(only functions invariant to the choice of basis of each eigenspace are differentiable there)"
+        f"{what}: the vectors have no derivative at repeated values (for the singular vectors of a "
+        "non-square matrix, also at a zero singular value), and a function of them that has one there "
+        "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
+        "that cannot be formed from the cotangent. Compute such a quantity without the vectors "
+        "(np.linalg.inv, solve, slogdet, eigvalsh), or use only the values"
     )
 
 

@@ -2763,6 +2763,8 @@ def with_replayed_bits(out, replay, writes):
     then leave in ``out`` the bits of ``replay(plain_out)``, NumPy's own call
     on the values ``out`` held before."""
     ob = bottom(out)
+    if not ob.flags.writeable:
+        writes()  # (read-only: what a traced write into it raises, e.g. a locked argument's AliasingError)
     old = ob.copy()
     with np.errstate(all="ignore"), warnings.catch_warnings():  # (the traced computation has raised or
         warnings.simplefilter("ignore")                           # warned as the plain call does)

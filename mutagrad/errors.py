@@ -398,13 +398,20 @@ def forget_escape():
 
 
 def _where(exc) -> str:
-    """The user's line ``exc`` passed through last (C and Cython frames come after it)."""
+    """The user's line ``exc`` passed through last (C and Cython frames come after it): the
+    line of the traceback entry, not the frame's current one (an ``except`` clause that did
+    not match it, or a ``finally`` block, runs after the raise)."""
     tb, user = exc.__traceback__, None
     while tb is not None:
         if not _frame_is_internal(tb.tb_frame):
-            user = tb.tb_frame
+            user = tb
         tb = tb.tb_next
-    return user_line(user) if user is not None else "<unknown location>"
+    if user is None:
+        return "<unknown location>"
+    filename = user.tb_frame.f_code.co_filename
+    src = linecache.getline(filename, user.tb_lineno).strip()
+    where = f"{filename}:{user.tb_lineno}"
+    return f"{where}: `{src}`" if src else where
 
 
 _READONLY_VIEW_MADE = [False]  # an integer view of a traced array was handed out (rules.shape.view)

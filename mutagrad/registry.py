@@ -213,6 +213,18 @@ def _is_cotangent(c) -> bool:
     return isinstance(c, (AbstractZero, NotImplementedTangent, Tangent, Thunk))
 
 
+def _read_only(g):
+    """A read-only view of a plain array cotangent (other values as they are)."""
+    if type(g) is np.ndarray and g.flags.writeable:
+        g = g.view()
+        g.flags.writeable = False
+    elif isinstance(g, (tuple, list, dict)):
+        from .pytree import tree_map
+
+        return tree_map(_read_only, g)
+    return g
+
+
 def _checked_rrule(rule, name):
     """A registered reverse rule whose output is checked: ``(y, pullback)``, and
     from the pullback one cotangent per positional argument, of its shape."""
@@ -227,7 +239,25 @@ def _checked_rrule(rule, name):
         y, pb = res
 
         def pullback(g):
-            cts = pb(g)
+            # ȳ read-only (it may be another value's adjoint buffer too), and the arrays the rule
+            # was given compared after: pullbacks must not modify their inputs or ȳ
+            before = [(i, a, a.copy()) for i, a in enumerate(args) if type(a) is np.ndarray and a.flags.writeable]
+            try:
+                cts = pb(_read_only(g))
+            except ValueError as e:
+                if "read-only" not in str(e):
+                    raise
+                raise _rule_error(
+                    f"the pullback of {name}'s reverse rule wrote into a read-only array ({e}): the cotangent ȳ a "
+                    "pullback receives is read-only, as are the arrays its rule read; compute new arrays "
+                    "(g = g * 2, not g *= 2)") from e
+            for i, a, old in before:
+                if not np.array_equal(a, old, equal_nan=a.dtype.kind in "fc"):
+                    a[...] = old
+                    raise _rule_error(
+                        f"the pullback of {name}'s reverse rule changed its argument {i} (directly, or through a "
+                        "function it called that writes into its argument): a pullback must not modify its "
+                        "inputs, which are the values the function computed with; work on a copy (x.copy())")
             if not isinstance(cts, (tuple, list)):
                 raise _rule_error(
                     f"the pullback of {name}'s reverse rule returned {type(cts).__name__}; it must return a "

@@ -347,19 +347,21 @@ def test_inner_argument_written_through_another_reference_raises():
 
     def outer(t, how):
         w = t * 1.0
-        holder = {"list": [w], "dict": {"w": w}}[how]
+        holder = {"list": [w], "dict": {"w": w}, "out=": {"w": w}}[how]
 
         def loss(ww):
             y = np.sum(np.sin(ww))
             if how == "list":
                 holder[0][0] = 0.0
-            else:
+            elif how == "dict":
                 holder["w"][1:] *= 2.0
+            else:
+                np.exp(holder["w"], out=holder["w"])
             return y
 
         return np.sum(mg.grad(loss)(w))
 
-    for how in ("list", "dict"):
+    for how in ("list", "dict", "out="):
         with pytest.raises(mg.AliasingError, match="inner differentiation"):
             mg.grad(outer)(t0, how)
         with pytest.raises(mg.AliasingError, match="inner differentiation"):

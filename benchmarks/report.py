@@ -223,7 +223,7 @@ by constants, an addition into the adjoint of each view read (two fresh
 operands of an addition that both need the output's cotangent share its
 buffer, copy-on-write, instead of one of them copying it). So RK4's
 floor with NumPy was about 2.5-2.8x on the Xeon, where mutagrad measured
-2.9-3.3x between runs; on the EPYC a hand-written NumPy adjoint measured
+2.85-3.3x between runs; on the EPYC a hand-written NumPy adjoint measured
 2.7x in a separate run, and mutagrad 3.2x in a full run. Part of that gap
 was NumPy's temporary elision, which the primal gets: NumPy computes `a*b + c`
 into the temporary `a*b` when nothing else refers to it (arrays of 256 KiB

@@ -1041,7 +1041,8 @@ def _reset_adjoints(storages):
     for s in storages:
         s.adj = s.adjbuf = None
         s.poison = None
-        s.adjshared = None
+        if s.adjshared is not None:
+            s.adjshared = None
 
 
 def _nan_in_gradients(infos) -> bool:
@@ -1089,7 +1090,6 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 # Forward mode
 
 
-@_no_cyclic_gc
 def _constant_by_tangent(p, t) -> bool:
     """Whether jvp may pass primal ``p`` as a constant: a plain float array whose tangent
     ``t`` is a symbolic zero or all zeros of its shape."""
@@ -1101,6 +1101,7 @@ def _constant_by_tangent(p, t) -> bool:
         np.shape(t) == p.shape and not np.any(t))
 
 
+@_no_cyclic_gc
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False, _argnums=None,
         _run_group=None, _kwargs=None):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.

@@ -1126,10 +1126,20 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
     gP = ZERO if is_zero(gS) else _diag_embed(gS)
     if _all_zero(gU, gVh):
         return gP if is_zero(gP) else np.matmul(np.matmul(U, gP), Vh)
-    if _repeated(S) or (m != n and _has_zero(S)):
+    if _repeated(S):
         return _degenerate("np.linalg.svd")
+    Sd = S  # the divisors of the terms that divide by a singular value
+    if m != n and _has_zero(S):
+        # a zero singular value of a non-square matrix: its vectors are not unique, but the
+        # others' derivative is (the terms through the arbitrary u_k or v_k cancel), when the
+        # cotangent does not reach the zero value's own vectors; those terms' numerators are
+        # then zero, and so are they
+        zero = np.asarray(bottom(S)) <= REPEATED_RTOL * np.max(np.asarray(bottom(S)), axis=-1, keepdims=True)
+        if _reaches(gU, zero[..., None, :]) or _reaches(gVh, zero[..., :, None]):
+            return _degenerate("np.linalg.svd")
+        Sd = np.where(zero, 1.0, S)
     F = _pair_inv(S * S)
-    Sr, Sc = S[..., None, :], S[..., :, None]
+    Sr, Sc = Sd[..., None, :], Sd[..., :, None]
     if _is_complex(U):  # the phase term's cotangent (see _svd_jvp), added to gU's or gVh's
         c = 0.0
         if not is_zero(gU):
@@ -1147,20 +1157,27 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
     extra = ZERO
     if not is_zero(gU):
         Ju = np.matmul(_H(U), gU)
-        gP = gP + (F * (Ju - _H(Ju))) * Sr
+        gP = gP + (F * (Ju - _H(Ju))) * S[..., None, :]
         if _is_complex(Ju):
-            gP = gP + _diag_embed(1j * np.imag(_diag(Ju)) / (2 * S))
+            gP = gP + _diag_embed(1j * np.imag(_diag(Ju)) / (2 * Sd))
         if m > k:
             extra = extra + np.matmul((gU - np.matmul(U, Ju)) / Sr, Vh)
     if not is_zero(gVh):
         gV = _H(gVh)
         Jv = np.matmul(Vh, gV)
-        gP = gP + Sc * (F * (Jv - _H(Jv)))
+        gP = gP + S[..., :, None] * (F * (Jv - _H(Jv)))
         if _is_complex(Jv):
-            gP = gP - _diag_embed(1j * np.imag(_diag(Jv)) / (2 * S))
+            gP = gP - _diag_embed(1j * np.imag(_diag(Jv)) / (2 * Sd))
         if n > k:
             extra = extra + np.matmul(U, _H(gV - np.matmul(V, Jv)) / Sc)
     return _acc(extra, np.matmul(np.matmul(U, gP), Vh))
+
+
+def _reaches(g, mask):
+    """Whether cotangent ``g`` is nonzero anywhere ``mask`` (broadcast) is true."""
+    if is_zero(g):
+        return False
+    return bool(np.any((np.asarray(bottom(g)) != 0) & mask))
 
 
 def _extra_columns(g, k, axis):

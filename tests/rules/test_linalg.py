@@ -216,6 +216,29 @@ def test_svd_repeated_singular_values():
     np.testing.assert_allclose(mg.grad(lambda x: np.sum(np.linalg.svd(x, compute_uv=False)))(np.eye(3)), np.eye(3))
 
 
+@pytest.mark.parametrize("shape,cplx", [((5, 3), False), ((3, 5), False), ((2, 6, 4), False), ((5, 3), True)])
+def test_svd_zero_singular_value_of_a_non_square_matrix(shape, cplx):
+    # rank one short: the zero value's vectors are not unique, the others' derivative is (it was a
+    # NotImplementedTangent); a function of the zero value's own vectors still gets none
+    rng = np.random.default_rng(11)
+    *batch, m, n = shape
+    r = min(m, n) - 1
+    def draw(*s):
+        return rng.standard_normal(s) + 1j * rng.standard_normal(s) if cplx else rng.standard_normal(s)
+
+    a = draw(*batch, m, r) @ draw(*batch, r, n)
+    w = rng.standard_normal(m)
+
+    def top(x):
+        u, s, vh = np.linalg.svd(x, full_matrices=False)
+        return np.sum(s[..., :r] * np.abs(u[..., 0, :r]) ** 2) + np.sum(np.abs(vh[..., :r, 0] * s[..., :r]) ** 2)
+
+    check_grads(top, a, modes=("rev",))
+    np.testing.assert_allclose(np.linalg.svd(a, compute_uv=False)[..., -1], 0.0, atol=1e-12)
+    g = mg.grad(lambda x: np.sum(np.abs(np.linalg.svd(x, full_matrices=False)[0][..., -1]) ** 2 * w))(a)
+    assert isinstance(g, mg.NotImplementedTangent) and "zero singular value" in g.message
+
+
 def test_qr_raw_not_differentiable():
     g = mg.grad(lambda x: np.sum(np.linalg.qr(x, mode="raw")[0]))(R(3, 3))
     assert isinstance(g, mg.NotImplementedTangent) and "raw" in g.message

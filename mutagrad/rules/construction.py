@@ -444,6 +444,29 @@ _convolve_frule = _bilinear_frule(_convolve_impl)
 
 convolve_p.rrule, convolve_p.frule = _convolve_rrule, _convolve_frule
 
+
+def _correlate_impl(a, v):
+    return np.correlate(a, v, "full")
+
+
+# its own primitive, not convolve(a, flip(conj(v))): NumPy swaps a short `a` with `v`, and the
+# values must have its bits
+correlate_p = get_primitive(_correlate_impl, "np.correlate")
+
+
+def _correlate_rrule(a, v):
+    y = _correlate_impl(a, v)
+    _, conv_pullback = _convolve_rrule(a, np.flip(conj_if_complex(v)))  # the same numbers, mathematically
+
+    def pullback(g):
+        ga, gvf = conv_pullback(g)
+        return ga, Thunk(lambda: conj_if_complex(np.flip(gvf())))  # v̄ from the flipped conjugate's
+
+    return y, pullback
+
+
+correlate_p.rrule, correlate_p.frule = _correlate_rrule, _bilinear_frule(_correlate_impl)  # (linear in conj v)
+
 _MODES = {0: "valid", 1: "same", 2: "full", "v": "valid", "s": "same", "f": "full"}
 
 
@@ -468,9 +491,7 @@ def _conv_handler(correlate):
         n, m = np.shape(x)[0], np.shape(v)[0]
         if n == 0 or m == 0:
             raise ValueError(f"{'v' if m == 0 else 'a'} cannot be empty")
-        if correlate:
-            v = np.flip(conj_if_complex(v))
-        y = bind(convolve_p, (x, v))
+        y = bind(correlate_p if correlate else convolve_p, (x, v))
         return _mode_slice(y, n, m, a.get("mode", "valid" if correlate else "full"), correlate)
 
     return handler

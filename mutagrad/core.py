@@ -22,6 +22,7 @@ import ast
 import builtins
 import itertools
 import math
+import numbers
 import operator
 import sys
 import threading
@@ -1511,10 +1512,15 @@ def _binop(ufunc):
 
 
 def _defers(other) -> bool:
-    """An operand that opts out of NumPy's ufuncs (``__array_ufunc__ = None``): an
-    ndarray's operator returns NotImplemented for it, so Python asks its own
-    reflected operator (``other.__radd__``)."""
-    return getattr(type(other), "__array_ufunc__", False) is None
+    """An operand an ndarray's operator returns NotImplemented for, so that Python asks its
+    own reflected operator (``other.__radd__``): one that opts out of NumPy's ufuncs
+    (``__array_ufunc__ = None``), or, as NumPy's legacy rule has it, an object without
+    ``__array_ufunc__`` that claims a higher ``__array_priority__`` (scipy.sparse matrices)."""
+    au = getattr(type(other), "__array_ufunc__", False)
+    if au is None:
+        return True
+    return au is False and not isinstance(other, (_ndarray, np.generic, numbers.Number, list, tuple)) and (
+        getattr(other, "__array_priority__", 0.0) > 0.0)
 
 
 def _large_call(ufunc, self, a, b, other, sop, into, frame, lv):

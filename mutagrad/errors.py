@@ -575,6 +575,14 @@ def replaced_error(exc: BaseException):
             "values as a read-only plain array use mg.value(x) (mg.stop_gradient(x) for a constant "
             "copy); to view the values as another floating-point dtype (complex as pairs of floats), "
             "x.view(dtype) is differentiated.")
+    if type(exc) is TypeError and re.search(r"must be (?:a )?numpy\.ndarray, not (?:Array|Scalar)Tracer", str(exc)):
+        # C code that accepts only NumPy's own arrays (scipy.sparse.linalg's SuperLU.solve, Cython
+        # typed arguments): it never asks for the values, it refuses the traced array's type
+        return TracedTypeError(
+            f"a function implemented in C at {_where(exc)} accepts only plain NumPy arrays ({exc}): it "
+            "cannot be differentiated through. Use NumPy's (or mutagrad.scipy's) functions, which are "
+            "differentiated (a dense np.linalg.solve instead of a sparse factorization), or pass "
+            "mg.stop_gradient(x) if its result is a constant.")
     if last is not None:
         tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:

@@ -1,7 +1,7 @@
 """``mutagrad.scipy.linalg``: ``scipy.linalg`` with differentiable
 ``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve``,
 ``lu_factor``/``lu_solve``, ``solve_sylvester``, ``expm``, ``sqrtm``,
-``inv``, ``solve`` and ``det``; every other name is SciPy's own (and raises
+``inv``, ``solve``, ``solve_banded`` and ``det``; every other name is SciPy's own (and raises
 mutagrad's escape error on a traced array).
 
 >>> import numpy as np, mutagrad as mg
@@ -21,6 +21,7 @@ from ..rules.scipy.linalg import (  # noqa: F401
     lu_factor,
     lu_solve,
     solve,
+    solve_banded,
     solve_sylvester,
     solve_triangular,
     sqrtm,

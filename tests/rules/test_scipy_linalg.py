@@ -34,6 +34,12 @@ A3, S3, B32, b3 = WELL(3, 3), SPD(3, 3), R(3, 2), R(3)
 LU3, PIV3 = sl.lu_factor(A3)
 
 
+def _band(lower, upper, n, cplx=False):  # the diagonals of a diagonally dominant banded matrix
+    ab = (C if cplx else R)(lower + upper + 1, n)
+    ab[upper] += 8.0
+    return ab
+
+
 def _tri(trans, lower, unit):
     return lambda a, b: msl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit)
 
@@ -92,6 +98,10 @@ CASES = [
     ("scipy.linalg.solve", lambda a, b: msl.solve(a, b, assume_a="tridiagonal"), (WELL(4, 4), R(4)), 2),
     ("scipy.linalg.solve", lambda a, b: msl.solve(a, b, assume_a="lower triangular"), (WELL(3, 3), b3), 2),
     ("scipy.linalg.det", msl.det, (R(3, 3),), 2),
+    ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((1, 1), ab, b), (_band(1, 1, 6), R(6)), 2),
+    ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((2, 0), ab, b), (_band(2, 0, 5), R(5, 3)), 2),
+    ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((0, 3), ab, b), (_band(0, 3, 6), R(6, 2)), 1),
+    ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((1, 2), ab, b), (_band(1, 2, 5, True), C(5)), 1),
 ]
 
 

@@ -141,6 +141,85 @@ def _solve_triangular_frule(primals, tangents, *, trans=0, lower=False, unit_dia
     return x, _solve_triangular(a, rhs, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
 
 
+# -- solve_banded -----------------------------------------------------------------
+# A[i, j] = ab[u + i - j, j] inside the band. x = A⁻¹ b; ẋ = A⁻¹ (ḃ - Ȧ x);
+# b̄ = A⁻ᴴ x̄ (a banded solve with the conjugate transpose's band), āb[r, j] = -b̄[j + r - u] x[j]ᴴ.
+
+
+@scipy_primitive("scipy.linalg.solve_banded")
+def _solve_banded(ab, b, *, lower=0, upper=0):
+    return sl.solve_banded((lower, upper), ab, b)
+
+
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """``scipy.linalg.solve_banded``: x with A x = b, A given by its diagonals ``ab``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_banded
+    >>> ab = np.array([[0.0, 1.0], [2.0, 2.0], [1.0, 0.0]])  # A = [[2, 1], [1, 2]]
+    >>> mg.grad(lambda b: solve_banded((1, 1), ab, b).sum())(np.ones(2))
+    array([0.33333333, 0.33333333])
+    """
+    lower, upper = (int(v) for v in l_and_u)
+    return _solve_banded(ab, b, lower=lower, upper=upper)
+
+
+def _band_shift(row, k):
+    """``row`` moved by ``k`` places (out[j] = row[j + k]), zeros where it has none."""
+    n = np.shape(row)[-1]
+    if k == 0:
+        return row
+    z = np.zeros_like(row[..., : min(abs(k), n)])
+    if k > 0:
+        return np.concatenate([row[..., k:], z], axis=-1) if k < n else np.zeros_like(row)
+    return np.concatenate([z, row[..., : n + k]], axis=-1) if -k < n else np.zeros_like(row)
+
+
+def _band_adjoint(ab, lower, upper):
+    """The band of Aᴴ (lower and upper bandwidths swapped): row l + k is row u - k moved by k."""
+    rows = [_band_shift(ab[upper - k], k) for k in range(-lower, upper + 1)]
+    return _cj(np.stack(rows))
+
+
+def _band_times(ab, x, lower, upper):
+    """A x for the band ``ab`` of A (x a vector, or a matrix of columns)."""
+    vec = np.ndim(x) == 1
+    y = 0.0
+    for r in range(lower + upper + 1):
+        s = r - upper  # A[j + s, j] = ab[r, j]: y[i] += ab[r, i - s] x[i - s]
+        d = ab[r] * x if vec else ab[r][:, None] * x
+        y = y + (_band_shift(d, -s) if vec else _mT(_band_shift(_mT(d), -s)))
+    return y
+
+
+@rrule(_solve_banded)
+def _solve_banded_rrule(ab, b, *, lower=0, upper=0):
+    x = _solve_banded(ab, b, lower=lower, upper=upper)
+
+    def pullback(g):
+        bbar = _solve_banded(_band_adjoint(ab, lower, upper), g, lower=upper, upper=lower)
+        vec = np.ndim(b) == 1
+        rows = []
+        for r in range(lower + upper + 1):
+            s = r - upper  # ab̄[r, j] = -b̄[j + s] x[j]ᴴ (summed over the columns of b)
+            shifted = _band_shift(bbar, s) if vec else _mT(_band_shift(_mT(bbar), s))
+            prod = shifted * _cj(x)
+            rows.append(-(prod if vec else np.sum(prod, axis=-1)))
+        return np.stack(rows), bbar
+
+    return x, pullback
+
+
+@frule(_solve_banded)
+def _solve_banded_frule(primals, tangents, *, lower=0, upper=0):
+    (ab, b), (tab, tb) = primals, tangents
+    x = _solve_banded(ab, b, lower=lower, upper=upper)
+    rhs = _zero_if(tb, x)
+    if not is_zero(tab):
+        rhs = rhs - _band_times(tab, x, lower, upper)
+    return x, _solve_banded(ab, rhs, lower=lower, upper=upper)
+
+
 # -- Cholesky ---------------------------------------------------------------------
 # A = L Lᴴ with A read from one triangle of a. Tangent: L̇ = L Φ(L⁻¹ Ȧ L⁻ᴴ);
 # cotangent: P = L⁻ᴴ Φ(Lᴴ L̄) L⁻¹, folded onto the triangle read.

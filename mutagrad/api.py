@@ -22,7 +22,7 @@ from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatt
 from .registry import CAREFUL, UserFPErrors
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
-from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord
+from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord, release_adj
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian"]
 
@@ -785,12 +785,8 @@ def _collect(level, infos, argnums, single):
                 leaves.append(s.poison)
             else:
                 a = s.adj
-                sh = s.adjshared
-                if sh is not None:  # an adjoint buffer that is another argument's gradient too
-                    s.adjshared = None
-                    if sh.n > 1:
-                        sh.n -= 1
-                        a = np.copy(a)
+                if s.adjshared is not None and release_adj(s):  # another argument's gradient too
+                    a = np.copy(a)
                 leaves.append(_finish_leaf(a, info))
         res.append(leaves[0] if tree is None else tree_unflatten(tree, leaves))
     return res[0] if single else tuple(res)

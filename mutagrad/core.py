@@ -333,7 +333,7 @@ def set_writeable(view, orig):
         view.flags.writeable = True
         return
     except ValueError:
-        if LOCKED.get(id(orig)) is orig and not orig.flags.writeable:  # (locked by a running level)
+        if orig is not None and LOCKED.get(id(orig)) is orig and not orig.flags.writeable:  # (a running level's)
             orig.flags.writeable = True
             try:
                 view.flags.writeable = True
@@ -695,16 +695,11 @@ class Level:
             if not v.flags.writeable:
                 continue  # the function made its argument read-only: as a plain call leaves it
             try:
-                a.flags.writeable = True
+                # (a base read-only because an outer level locked it: a rule calling mg.grad on
+                # the writable view of it that it got; one the program made read-only stays so)
+                set_writeable(a, a.base)
             except ValueError:
-                # its base is read-only: an outer level's locked array, whose writable view
-                # this one locked (a rule calling mg.grad on its argument), or the program
-                # made the base read-only meanwhile (then it stays so)
-                if a.base is not None:
-                    try:
-                        set_writeable(a, a.base)
-                    except ValueError:
-                        pass
+                pass
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id}>"

@@ -69,12 +69,15 @@ from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, p
 SHARED = "shared"  # ReverseLevel.accumulate's answer: the cotangent became a shared adjoint buffer
 
 
-def _let_go(s):
-    """Storage ``s``, whose adjoint is gone, is no longer a holder of a shared buffer."""
+def release_adj(s) -> bool:
+    """Storage ``s`` stops holding its shared adjoint buffer (``Storage.adjshared``): whether
+    other storages still hold it, so that ``s`` must not write into it (a copy, or a new sum)."""
     sh = s.adjshared
-    if sh is not None:
+    s.adjshared = None
+    if sh.n > 1:
         sh.n -= 1
-        s.adjshared = None
+        return True
+    return False
 
 
 class _Share:
@@ -215,14 +218,10 @@ class OpRecord:
                 if s.adjshared is not None:  # (counted as a holder until its cotangents are read)
                     shares = [s.adjshared] if shares is None else [*shares, s.adjshared]
                     s.adjshared = None
-        if shares is None:
-            self._backward(level, poison, cts, any_ct)
-        else:
-            try:
-                self._backward(level, poison, cts, any_ct)
-            finally:
-                for sh in shares:
-                    sh.n -= 1
+        self._backward(level, poison, cts, any_ct)
+        if shares is not None:
+            for sh in shares:
+                sh.n -= 1
 
     def _backward(self, level, poison, cts, any_ct):
         if poison is not None:
@@ -297,7 +296,8 @@ class EWRecord:
         s.adj = s.adjbuf = None
         inputs = self.inputs
         if s.poison is not None:
-            _let_go(s)
+            if s.adjshared is not None:
+                release_adj(s)
             for st, geom, _ in inputs:
                 level.accumulate(st, geom, s.poison, self)
             return
@@ -361,7 +361,8 @@ class GatherRecord:
         out.adj = out.adjbuf = None
         src = self.src
         if out.poison is not None:
-            _let_go(out)
+            if out.adjshared is not None:
+                release_adj(out)
             level.accumulate(src, self.geom, out.poison, self)
             return
         if g is None:
@@ -943,11 +944,8 @@ class ReverseLevel(Level):
     def private_adj(self, s):
         """Make the shared adjoint buffer of ``s`` its own before a write into it (see
         ``Storage.adjshared``): a copy, unless the other holders have let go of it."""
-        sh = s.adjshared
-        s.adjshared = None
-        if sh.n <= 1:
+        if not release_adj(s):
             return
-        sh.n -= 1
         buf = s.adjbuf
         new = np.array(buf, copy=True, order="C")
         s.adj = new if s.adj is buf else view_of(new, s.root_geom())
@@ -1007,13 +1005,10 @@ class ReverseLevel(Level):
                         return
             elif type(adj) is _ndarray:
                 if adj.shape == ct.shape and adj.dtype == ct.dtype:
-                    sh = s.adjshared
-                    if sh is not None:
-                        s.adjshared = None
-                        if sh.n > 1:  # other storages' too: a new sum, not a copy and an addition
-                            sh.n -= 1
-                            s.adj = s.adjbuf = np.add(adj, ct, out=np.empty(adj.shape, adj.dtype))  # (0-d: an array)
-                            return
+                    if s.adjshared is not None and release_adj(s):
+                        # other storages' too: a new sum, not a copy and an addition
+                        s.adj = s.adjbuf = np.add(adj, ct, out=np.empty(adj.shape, adj.dtype))  # (0-d: an array)
+                        return
                     if adj.size == 1 and adj.ndim and s.adjbuf is adj:
                         s.adj = s.adjbuf = adj + ct  # one element: a new sum is cheaper than NumPy's out=
                     else:

@@ -749,11 +749,16 @@ def _repeated(v):
     return bool(np.any(gap.reshape(b.shape[:-1] + (-1,)) <= REPEATED_RTOL * np.asarray(scale)))
 
 
-def _has_zero(S):
-    """Whether singular values ``S`` include a zero, up to rounding (as _repeated)."""
+def _zero_values(S):
+    """Which singular values ``S`` are zero, up to rounding (as _repeated)."""
     b = np.asarray(bottom(S))
     scale = np.max(b, axis=-1, keepdims=True) if b.size else 0.0
-    return bool(np.any(b <= REPEATED_RTOL * scale))
+    return b <= REPEATED_RTOL * scale
+
+
+def _has_zero(S):
+    """Whether singular values ``S`` include a zero, up to rounding."""
+    return bool(np.any(_zero_values(S)))
 
 
 def _tri(n, lower=True):
@@ -1129,12 +1134,12 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
     if _repeated(S):
         return _degenerate("np.linalg.svd")
     Sd = S  # the divisors of the terms that divide by a singular value
-    if m != n and _has_zero(S):
+    zero = _zero_values(S) if m != n else None
+    if zero is not None and np.any(zero):
         # a zero singular value of a non-square matrix: its vectors are not unique, but the
         # others' derivative is (the terms through the arbitrary u_k or v_k cancel), when the
         # cotangent does not reach the zero value's own vectors; those terms' numerators are
         # then zero, and so are they
-        zero = np.asarray(bottom(S)) <= REPEATED_RTOL * np.max(np.asarray(bottom(S)), axis=-1, keepdims=True)
         if _reaches(gU, zero[..., None, :]) or _reaches(gVh, zero[..., :, None]):
             return _degenerate("np.linalg.svd")
         Sd = np.where(zero, 1.0, S)

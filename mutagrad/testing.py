@@ -80,8 +80,13 @@ def _magnitude(w, y):
 def _pair(a, b):
     """Re(sum(a * b)) over the leaves: how a cotangent (or a gradient in the
     d/dx - i d/dy convention) pairs with a tangent."""
+    from .tangents import NotImplementedTangent
+
     al, _ = tree_flatten(a)
     bl, _ = tree_flatten(b)
+    for x in al + bl:
+        if isinstance(x, NotImplementedTangent):
+            raise AssertionError(f"got NotImplementedTangent({x.message!r})")
     return float(sum(np.sum(np.real(np.asarray(x) * np.asarray(y))) for x, y in zip(al, bl)))
 
 

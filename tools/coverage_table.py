@@ -72,6 +72,7 @@ def collect():
         else:
             rows[name] = (True, True, "composite of differentiable operations")
     rows.update(_stats_rows())
+    rows.update(_scipy_linalg_rows())
     return dict(sorted(rows.items()))
 
 
@@ -90,6 +91,15 @@ def _stats_rows():
                 how += f"; the derivative w.r.t. {', '.join(dist.shapes)} is a NotImplementedTangent"
             rows[f"scipy.stats.{dist.name}.{method}"] = (True, True, how)
     return rows
+
+
+def _scipy_linalg_rows():
+    """The functions of mutagrad.scipy.linalg written with the differentiable operations above."""
+    try:
+        from mutagrad.rules.scipy import linalg
+    except ImportError:  # no SciPy
+        return {}
+    return {name: (True, True, "composite of differentiable operations") for name in linalg.COMPOSITES}
 
 
 def _parameters_without_derivative():

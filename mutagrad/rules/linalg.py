@@ -909,7 +909,7 @@ def _phase_unknown(what):
     from ..tangents import not_implemented
 
     return not_implemented(
-        f"{what}: the derivative depends on the phase of complex vectors, and NumPy's LAPACK fixed "
+        f"{what}: the derivative depends on the phase of complex vectors, and LAPACK fixed "
         "it by a convention mutagrad did not recognise here. Differentiate phase-invariant "
         "quantities (|v|², v vᴴ, products of a vector with its conjugate), or fix the phase yourself "
         "(v * conj(v[0]) / abs(v[0]))")

@@ -1,7 +1,7 @@
 """``mutagrad.scipy.linalg``: ``scipy.linalg`` with differentiable
 ``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve``,
 ``lu_factor``/``lu_solve``, ``solve_sylvester``, ``expm``, ``sqrtm``,
-``inv``, ``solve``, ``solve_banded`` and ``det``; every other name is SciPy's own (and raises
+``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``block_diag``, ``toeplitz``, ``circulant`` and ``hankel``; every other name is SciPy's own (and raises
 mutagrad's escape error on a traced array).
 
 >>> import numpy as np, mutagrad as mg
@@ -12,11 +12,16 @@ mutagrad's escape error on a traced array).
 import scipy.linalg as _sl
 
 from ..rules.scipy.linalg import (  # noqa: F401
+    block_diag,
     cho_factor,
     cho_solve,
     cholesky,
+    circulant,
     det,
+    eigh,
+    eigvalsh,
     expm,
+    hankel,
     inv,
     lu_factor,
     lu_solve,
@@ -25,6 +30,7 @@ from ..rules.scipy.linalg import (  # noqa: F401
     solve_sylvester,
     solve_triangular,
     sqrtm,
+    toeplitz,
 )
 
 

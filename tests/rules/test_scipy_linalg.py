@@ -102,6 +102,19 @@ CASES = [
     ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((2, 0), ab, b), (_band(2, 0, 5), R(5, 3)), 2),
     ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((0, 3), ab, b), (_band(0, 3, 6), R(6, 2)), 1),
     ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((1, 2), ab, b), (_band(1, 2, 5, True), C(5)), 1),
+    # eigh: the standard and the generalized problem (one triangle of each read), values and vectors
+    ("scipy.linalg.eigh", lambda a: msl.eigh(a, eigvals_only=True), (S3 + np.triu(R(3, 3), 1),), 2),
+    ("scipy.linalg.eigh", lambda a: msl.eigvalsh(a, lower=False), (S3 + np.tril(R(3, 3), -1),), 2),
+    ("scipy.linalg.eigh", lambda a, b: msl.eigvalsh(a, b), (R(3, 3) + np.triu(R(3, 3)), SPD(3, 3)), 2),
+    ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b), (S3 + np.triu(R(3, 3), 1), SPD(3, 3) + np.triu(R(3, 3), 1)), 2),
+    ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b, lower=False), (R(4, 4), SPD(4, 4) + np.tril(R(4, 4), -1)), 2),
+    ("scipy.linalg.eigh", lambda a: msl.eigh(a, driver="evd"), (S3 + np.triu(R(3, 3), 1),), 2),
+    ("scipy.linalg.eigh", lambda a: msl.eigh(a, lower=False, driver="ev"), (R(4, 4),), 2),
+    ("scipy.linalg.eigh", lambda a: msl.eigh(a, driver="evx"), (R(3, 3),), 1),
+    ("scipy.linalg.eigh", lambda a: msl.eigh(a, driver="evd"), (HPD(3),), 1),  # complex: LAPACK's real row
+    ("scipy.linalg.eigh", lambda a: msl.eigh(a, lower=False, driver="evd"), (HPD(3),), 1),
+    ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b, lower=False), (HPD(3), HPD(3)), 1),
+    ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b, eigvals_only=True), (HPD(3), HPD(3)), 1),
 ]
 
 
@@ -155,3 +168,89 @@ def test_expm_closed_form():
     # third order: expm(t I)[0, 0] = e^t
     d3 = mg.grad(mg.grad(mg.grad(lambda t: msl.expm(t * np.eye(2))[0, 0])))(0.3)
     np.testing.assert_allclose(d3, np.exp(0.3), rtol=1e-10)
+
+
+def test_eigh_values_and_vectors_are_scipys():
+    a, b = S3 + np.triu(R(3, 3), 1), SPD(3, 3)
+    for args in ((a,), (a, b)):
+        for lower in (True, False):
+            w, v = msl.eigh(*args, lower=lower)
+            w_ref, v_ref = sl.eigh(*args, lower=lower)
+            np.testing.assert_array_equal(w, w_ref)
+            np.testing.assert_array_equal(v, v_ref)
+            np.testing.assert_array_equal(msl.eigvalsh(*args, lower=lower), sl.eigvalsh(*args, lower=lower))
+
+
+def test_generalized_eigenvalues_of_diagonal_matrices_closed_form():
+    # A v = λ B v with A = diag(a), B = diag(b): λ = a / b (sorted), dλ/da = 1/b, dλ/db = -a/b²
+    a, b = np.array([1.0, 9.0, 3.0]), np.array([2.0, 3.0, 4.0])  # λ = 0.5, 3, 0.75
+    weights = np.array([1.0, 10.0, 100.0])  # on the sorted values 0.5, 0.75, 3
+    f = lambda a, b: np.sum(weights * msl.eigvalsh(np.diag(a), np.diag(b)))
+    order = np.argsort(a / b)  # which weight each diagonal entry's value gets
+    w_of = np.empty(3)
+    w_of[order] = weights
+    np.testing.assert_allclose(mg.grad(f, 0)(a, b), w_of / b, rtol=1e-12)
+    np.testing.assert_allclose(mg.grad(f, 1)(a, b), -w_of * a / b**2, rtol=1e-12)
+    _, jv = mg.jvp(f, (a, b), (np.ones(3), np.zeros(3)))
+    np.testing.assert_allclose(jv, np.sum(w_of / b), rtol=1e-12)
+
+
+def test_eigh_vectors_with_the_default_driver_are_refused():
+    # SciPy's default standard-problem driver ("evr") picks vector signs that jump under
+    # rounding-level changes of the matrix: no derivative; the values keep theirs
+    a = S3 + np.triu(R(3, 3), 1)
+    g = mg.grad(lambda a: msl.eigh(a)[1][0, 0])(a)
+    assert isinstance(g, mg.NotImplementedTangent) and "driver='evd'" in g.message
+    with mg.config(strict=True), pytest.raises(mg.DifferentiationError, match="evr"):
+        mg.grad(lambda a: msl.eigh(a)[1][0, 0])(a)
+    dw, dv = mg.jvp(lambda a: msl.eigh(a), (a,), (a,))[1]
+    assert isinstance(dv, mg.NotImplementedTangent) and "driver='evd'" in dv.message
+    np.testing.assert_allclose(dw, mg.jvp(lambda a: msl.eigh(a, driver="evd")[0], (a,), (a,))[1], rtol=1e-12)
+    check_grads(lambda a: msl.eigh(a)[0], a, order=2)
+
+
+def test_eigh_phase_of_generalized_complex_vectors_with_lower_is_refused():
+    a, b = HPD(3), HPD(3)
+    # no row of the vectors is real (L⁻ᴴ mixes LAPACK's real row): phase-invariant functions only,
+    # in reverse mode (forward mode cannot tell whether the function depends on the phase)
+    check_grads(lambda a, b: np.abs(msl.eigh(a, b)[1]) ** 2, a, b, modes=("rev",))
+    g = mg.grad(lambda a: np.real(msl.eigh(a, b)[1][1, 0]))(a)
+    assert isinstance(g, mg.NotImplementedTangent) and "phase" in g.message
+
+
+def test_eigh_options_not_supported_are_clear():
+    with pytest.raises(ValueError, match="type=2"):
+        msl.eigh(S3, SPD(3, 3), type=2)
+    with pytest.raises(ValueError, match="subset_by_index"):
+        msl.eigh(S3, subset_by_index=[0, 1])
+
+
+@pytest.mark.parametrize("name,args", [
+    ("toeplitz", (R(3),)), ("toeplitz", (R(3), R(4))), ("toeplitz", (C(3),)), ("toeplitz", (R(2, 3), R(4))),
+    ("toeplitz", ([1, 2, 3], [1, 4, 5, 6])), ("circulant", (R(4),)), ("circulant", (C(2, 3),)),
+    ("hankel", (R(3),)), ("hankel", (R(3), R(5))), ("hankel", ([1, 2, 3],)),
+    ("block_diag", (R(1, 3),)), ("block_diag", (1.0, [2, 3], [[4, 5], [6, 7]])), ("block_diag", (R(2, 2), C(3, 1))),
+    ("block_diag", ()), ("block_diag", (R(2, 2, 2), R(1, 1))),
+])
+def test_special_matrices_are_scipys(name, args):
+    got, want = getattr(msl, name)(*args), getattr(sl, name)(*args)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fn,args", [
+    (msl.toeplitz, (R(3), R(4))), (msl.toeplitz, (C(3),)), (msl.toeplitz, (R(2, 3), R(2, 2))),
+    (msl.circulant, (R(2, 3),)), (msl.hankel, (R(3), R(2))),
+    (lambda a, b: msl.block_diag(a, b, a), (R(2, 3), R(1, 2))), (lambda a, b: msl.block_diag(a, b), (R(2, 2, 2), C(1, 1))),
+])
+def test_special_matrices_derivatives(fn, args):
+    check_grads(fn, *args, order=2 if not any(np.iscomplexobj(a) for a in args) else 1)
+
+
+def test_toeplitz_solve_with_writes():
+    def f(x):
+        t = msl.toeplitz(x)
+        t[0, :] *= 2.0  # (a fresh array: written in place)
+        return np.sum(np.linalg.solve(t + 5 * np.eye(3), x))
+
+    check_grads(f, R(3), order=2)

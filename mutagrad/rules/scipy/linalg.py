@@ -24,6 +24,7 @@ from ...core import bottom, get_primitive
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
 from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
+from .. import linalg as _lin
 from .special import scipy_primitive
 
 ZERO = ZeroTangent()
@@ -685,3 +686,352 @@ def det(a, overwrite_a=False, check_finite=True):
            [-2.,  1.]])
     """
     return _det(a)
+
+
+# -- eigh, eigvalsh: the standard and the generalized Hermitian problem -------------------
+# A V = B V Λ with Vᴴ B V = I (B = I for the standard problem). With P = Vᴴ dA V and
+# Q = Vᴴ dB V (Hermitian), dV = V C:
+#   dλ = Re diag P - λ Re diag Q
+#   C = F ∘ (P - Q Λ) - diag(Re diag Q) / 2,   F_ij = 1 / (λ_j - λ_i) off the diagonal
+# (Λ C - C Λ = Q Λ - P + dΛ off the diagonal; diag(Cᴴ + Q + C) = 0 from the normalisation),
+# plus, for complex V, the phase term that keeps LAPACK's real row real (rules/linalg.py).
+# Reverse, G = Vᴴ V̄:
+#   Ā = V (diag(λ̄) + F ∘ G) Vᴴ,   B̄ = -V (diag(λ̄ λ) + (F ∘ G) Λ + diag(Re diag G) / 2) Vᴴ,
+# each folded onto the triangle LAPACK reads.
+
+
+def _eigh_real_rows(generalized, lower):
+    """The row of SciPy's complex eigenvectors LAPACK keeps real: row 0 (``lower``) or the
+    last of the standard problem's; the last of the generalized problem's with ``lower=False``
+    (V = U⁻¹ W with B = Uᴴ U, U upper triangular: V's last row is W's, over a real U_nn). With
+    ``lower=True`` the real row of W is mixed by L⁻ᴴ, so no row of V is real: None."""
+    if not generalized:
+        return (0,) if lower else (-1,)
+    return None if lower else (-1,)
+
+
+def _eigh_vectors_tangent(w, V, P, Q, rows):
+    """dV = V C (see above), with the phase term of complex vectors."""
+    X = P if is_zero(Q) else P - Q * w[None, :]
+    C = _lin._pair_inv(w) * X
+    if not is_zero(Q):
+        C = C - _lin._diag_embed(_lin._re(_lin._diag(Q))) / 2
+    dV = np.matmul(V, C)
+    if _lin._is_complex(V):
+        E = None if rows is None else _lin._real_row(V, rows)
+        if E is None:
+            return _lin._phase_unknown("scipy.linalg.eigh")
+        if _lin._on_real_matrix(V) and (_lin._leaves_reals(P) or (not is_zero(Q) and _lin._leaves_reals(Q))):
+            return _lin._phase_jumps("scipy.linalg.eigh", forward=True)
+        dV = _lin._phase_fix(V, dV, E)
+    return dV
+
+
+def _eigh_cotangents(w, V, gw, gV, lower, rows, generalized):
+    """(Ā, B̄) from the cotangents of the values and the vectors (see above)."""
+    inner_a = ZERO if is_zero(gw) else _lin._diag_embed(gw)
+    inner_b = ZERO if is_zero(gw) else -_lin._diag_embed(gw * w)
+    if not is_zero(gV):
+        if _lin._repeated(w):
+            d = _lin._degenerate("scipy.linalg.eigh")
+            return d, d
+        if _lin._is_complex(V):
+            E = None if rows is None else _lin._real_row(V, rows)
+            c = np.imag(np.sum(_cj(V) * gV, axis=-2))
+            if E is None or _lin._on_real_matrix(V):
+                if _lin._sees_phase(c, gV):
+                    d = _lin._phase_unknown("scipy.linalg.eigh") if E is None else _lin._phase_jumps("scipy.linalg.eigh")
+                    return d, d
+            else:
+                gV = gV + _lin._phase_fix_T(V, c, E)
+        G = np.matmul(_mH(V), gV)
+        FG = _lin._pair_inv(w) * G
+        inner_a = _lin._acc(inner_a, FG)
+        inner_b = _lin._acc(inner_b, -(FG * w[None, :]) - _lin._diag_embed(_lin._re(_lin._diag(G))) / 2)
+    abar = ZERO if is_zero(inner_a) else _lin._herm_in_T(np.matmul(np.matmul(V, inner_a), _mH(V)), lower)
+    if not generalized:
+        return abar, None
+    bbar = ZERO if is_zero(inner_b) else _lin._herm_in_T(np.matmul(np.matmul(V, inner_b), _mH(V)), lower)
+    return abar, bbar
+
+
+def _unstable_signs(driver):
+    """SciPy's default driver of the standard problem, "evr" (MRRR), picks the vectors' signs
+    (phases) in a way that jumps under rounding-level changes of the matrix: 190 of 200
+    perturbations of 1e-7 flipped a column of a random 4x4 matrix ("ev", "evd", "evx": none).
+    A function of those vectors has no derivative unless it is sign-invariant, which cannot be
+    told from a cotangent or a tangent."""
+    return not_implemented(
+        f"scipy.linalg.eigh with driver={driver!r}: SciPy's default driver for the standard problem, "
+        "'evr', chooses the signs (phases) of the eigenvectors in a way that jumps under rounding-level "
+        "changes of the matrix, so functions of its vectors have no derivative (unless sign-invariant, "
+        "which mutagrad cannot tell). Pass driver='evd' (or 'ev', 'evx'), or use np.linalg.eigh, whose "
+        "vectors change continuously; the eigenvalues alone (eigvals_only=True) are differentiable "
+        "with every driver")
+
+
+def _smooth_vectors(a, lower, driver, V=None):
+    """Vectors for the values' derivative (V diag(λ̄) Vᴴ, sign-invariant) whose own derivative
+    exists: ``V`` unless its driver is "evr" (see :func:`_unstable_signs`), else "evd"'s."""
+    if V is not None and driver not in (None, "evr"):
+        return V
+    return _eigh(a, lower=lower, driver="evd")[1]
+
+
+def _herm_tangent(t, lower):
+    return t if is_zero(t) else _lin._herm_in(t, lower)
+
+
+@scipy_primitive("scipy.linalg.eigh")
+def _eigh(a, *, lower=True, driver=None):
+    return tuple(sl.eigh(a, lower=lower, driver=driver))
+
+
+@scipy_primitive("scipy.linalg.eigh")
+def _eigh_gen(a, b, *, lower=True, driver=None):
+    return tuple(sl.eigh(a, b, lower=lower, driver=driver))
+
+
+@scipy_primitive("scipy.linalg.eigvalsh")
+def _eigvalsh(a, *, lower=True, driver=None):
+    return sl.eigh(a, lower=lower, driver=driver, eigvals_only=True)
+
+
+@scipy_primitive("scipy.linalg.eigvalsh")
+def _eigvalsh_gen(a, b, *, lower=True, driver=None):
+    return sl.eigh(a, b, lower=lower, driver=driver, eigvals_only=True)
+
+
+@rrule(_eigh)
+def _eigh_rrule(a, *, lower=True, driver=None):
+    w, V = y = _eigh(a, lower=lower, driver=driver)
+
+    def pullback(g):
+        gw, gV = g
+        if _lin._all_zero(gw, gV):
+            return (ZERO,)
+        if is_zero(gV):
+            return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver, V), gw, gV, lower, None, False)[0],)
+        if driver in (None, "evr"):
+            return (_unstable_signs(driver),)
+        return (_eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(False, lower), False)[0],)
+
+    return y, pullback
+
+
+@rrule(_eigh_gen)
+def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
+    w, V = y = _eigh_gen(a, b, lower=lower, driver=driver)
+
+    def pullback(g):
+        gw, gV = g
+        if _lin._all_zero(gw, gV):
+            return ZERO, ZERO
+        return _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True)
+
+    return y, pullback
+
+
+@rrule(_eigvalsh)
+def _eigvalsh_rrule(a, *, lower=True, driver=None):
+    def pullback(g):
+        w = _eigvalsh(a, lower=lower, driver=driver)
+        return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver), g, ZERO, lower, None, False)[0],)
+
+    return _eigvalsh(a, lower=lower, driver=driver), pullback
+
+
+@rrule(_eigvalsh_gen)
+def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None):
+    def pullback(g):
+        w, V = _eigh_gen(a, b, lower=lower, driver=driver)
+        return _eigh_cotangents(w, V, g, ZERO, lower, None, True)
+
+    return _eigvalsh_gen(a, b, lower=lower, driver=driver), pullback
+
+
+def _eigh_tangents(w, V, ta, tb, lower):
+    """(P, Q, dλ) for the tangents of a and b (b's None for the standard problem)."""
+    P = np.matmul(np.matmul(_mH(V), _herm_tangent(ta, lower)), V) if not is_zero(ta) else np.zeros_like(V)
+    Q = ZERO if tb is None or is_zero(tb) else np.matmul(np.matmul(_mH(V), _herm_tangent(tb, lower)), V)
+    dw = _lin._re(_lin._diag(P))
+    if not is_zero(Q):
+        dw = dw - w * _lin._re(_lin._diag(Q))
+    return P, Q, dw
+
+
+@frule(_eigh)
+def _eigh_frule(primals, tangents, *, lower=True, driver=None):
+    (a,), (ta,) = primals, tangents
+    w, V = y = _eigh(a, lower=lower, driver=driver)
+    if driver in (None, "evr"):
+        return y, (_eigh_tangents(w, _smooth_vectors(a, lower, driver), ta, None, lower)[2], _unstable_signs(driver))
+    P, Q, dw = _eigh_tangents(w, V, ta, None, lower)
+    if _lin._repeated(w):
+        dV = _lin._degenerate("scipy.linalg.eigh")
+    else:
+        dV = _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(False, lower))
+    return y, (dw, dV)
+
+
+@frule(_eigh_gen)
+def _eigh_gen_frule(primals, tangents, *, lower=True, driver=None):
+    (a, b), (ta, tb) = primals, tangents
+    w, V = y = _eigh_gen(a, b, lower=lower, driver=driver)
+    P, Q, dw = _eigh_tangents(w, V, ta, tb, lower)
+    dV = _lin._degenerate("scipy.linalg.eigh") if _lin._repeated(w) else (
+        _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(True, lower)))
+    return y, (dw, dV)
+
+
+@frule(_eigvalsh)
+def _eigvalsh_frule(primals, tangents, *, lower=True, driver=None):
+    (a,), (ta,) = primals, tangents
+    w = _eigvalsh(a, lower=lower, driver=driver)
+    return w, _eigh_tangents(w, _smooth_vectors(a, lower, driver), ta, None, lower)[2]
+
+
+@frule(_eigvalsh_gen)
+def _eigvalsh_gen_frule(primals, tangents, *, lower=True, driver=None):
+    (a, b), (ta, tb) = primals, tangents
+    w, V = _eigh_gen(a, b, lower=lower, driver=driver)
+    return _eigvalsh_gen(a, b, lower=lower, driver=driver), _eigh_tangents(w, V, ta, tb, lower)[2]
+
+
+def _eigh_options(type, subset_by_index, subset_by_value):
+    if type != 1:
+        raise ValueError(f"mutagrad.scipy.linalg.eigh: type={type!r} is not supported (type=1 only, "
+                         "A v = λ B v); for type 2 (A B v = λ v) or 3 (B A v = λ v), with B = L Lᴴ, solve "
+                         "the standard problem of Lᴴ A L")
+    if subset_by_index is not None or subset_by_value is not None:
+        raise ValueError("mutagrad.scipy.linalg.eigh: subset_by_index and subset_by_value are not supported "
+                         "(the derivative of a subset's vectors needs all of them): compute every pair and "
+                         "slice, eigh(a)[0][lo:hi + 1]")
+
+
+def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
+         check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+    """``scipy.linalg.eigh``: the standard (``b`` None) or generalized Hermitian
+    eigenproblem A v = λ B v, Vᴴ B V = I, each matrix read from the ``lower``
+    (upper) triangle; differentiable w.r.t. ``a`` and ``b``. As for
+    ``np.linalg.eigh``, the vectors have no derivative at repeated eigenvalues,
+    and complex vectors a derivative only of phase-invariant quantities where
+    LAPACK's phase convention is not recognised (``b`` given with ``lower=True``).
+    The vectors of the standard problem with SciPy's default driver ("evr") have
+    signs that jump under rounding-level changes of ``a``: their derivative is
+    refused (``NotImplementedTangent``) with that driver; pass ``driver="evd"``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import eigh
+    >>> b = np.diag([1.0, 4.0])
+    >>> mg.grad(lambda t: eigh(np.diag([t, 2.0]), b, eigvals_only=True)[1])(3.0)  # λ = t, 0.5
+    np.float64(1.0)
+    """
+    _eigh_options(type, subset_by_index, subset_by_value)
+    if b is None:
+        return _eigvalsh(a, lower=lower, driver=driver) if eigvals_only else _eigh(a, lower=lower, driver=driver)
+    if eigvals_only:
+        return _eigvalsh_gen(a, b, lower=lower, driver=driver)
+    return _eigh_gen(a, b, lower=lower, driver=driver)
+
+
+def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
+             subset_by_index=None, subset_by_value=None, driver=None):
+    """``scipy.linalg.eigvalsh``: the eigenvalues of :func:`eigh`."""
+    return eigh(a, b, lower=lower, eigvals_only=True, type=type, subset_by_index=subset_by_index,
+                subset_by_value=subset_by_value, driver=driver)
+
+
+# -- special matrices: gathers and concatenations of the entries (exact copies, any order) ----
+
+COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg.hankel", "scipy.linalg.toeplitz")
+
+
+def _vector(x):
+    return np.atleast_1d(x) if isinstance(x, np.ndarray) else np.atleast_1d(np.asarray(x))
+
+
+def toeplitz(c, r=None):
+    """``scipy.linalg.toeplitz``: T[..., i, j] = c[..., i - j] below the diagonal and
+    r[..., j - i] above it (``r`` defaults to conj(c)); leading axes of ``c`` and ``r``
+    are batches, as in SciPy 1.17.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import toeplitz
+    >>> mg.grad(lambda c: toeplitz(c).sum())(np.array([1.0, 2.0, 3.0]))  # c[0] on the diagonal
+    array([3., 4., 2.])
+    """
+    c = _vector(c)
+    r = np.conjugate(c) if r is None else _vector(r)
+    batch = np.broadcast_shapes(np.shape(c)[:-1], np.shape(r)[:-1])
+    c = np.broadcast_to(c, batch + np.shape(c)[-1:])
+    r = np.broadcast_to(r, batch + np.shape(r)[-1:])
+    n, m = np.shape(c)[-1], np.shape(r)[-1]
+    vals = np.concatenate((c[..., ::-1], r[..., 1:]), axis=-1)
+    return vals[..., (n - 1) - np.arange(n)[:, None] + np.arange(m)[None, :]]
+
+
+def circulant(c):
+    """``scipy.linalg.circulant``: C[..., i, j] = c[..., (i - j) mod n]; leading axes of
+    ``c`` are batches.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import circulant
+    >>> mg.grad(lambda c: circulant(c)[0].sum())(np.array([1.0, 2.0, 3.0]))
+    array([1., 1., 1.])
+    """
+    c = _vector(c)
+    n = np.shape(c)[-1]
+    return c[..., (np.arange(n)[:, None] - np.arange(n)[None, :]) % n]
+
+
+def hankel(c, r=None):
+    """``scipy.linalg.hankel``: H[i, j] = c[i + j] for i + j < len(c), else
+    r[i + j - len(c) + 1] (``r`` defaults to zeros); arrays of more than one axis are
+    raveled, with SciPy's FutureWarning.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import hankel
+    >>> mg.grad(lambda c: hankel(c).sum())(np.array([1.0, 2.0, 3.0]))
+    array([1., 2., 3.])
+    """
+    c = c if isinstance(c, np.ndarray) else np.asarray(c)
+    r = np.zeros_like(c) if r is None else (r if isinstance(r, np.ndarray) else np.asarray(r))
+    if np.ndim(c) > 1 or np.ndim(r) > 1:
+        import warnings
+
+        warnings.warn("Beginning in SciPy 1.19, multidimensional input will be treated as a batch, not "
+                      "`ravel`ed. To preserve the existing behavior and silence this warning, `ravel` "
+                      "arguments before passing them to `hankel`.", FutureWarning, stacklevel=2)
+    c, r = np.ravel(c), np.ravel(r)
+    vals = np.concatenate((c, r[1:]))
+    n, m = np.shape(c)[0], np.shape(r)[0]
+    return vals[np.arange(n)[:, None] + np.arange(m)[None, :]]
+
+
+def block_diag(*arrs):
+    """``scipy.linalg.block_diag``: the arrays (at least 2-D; leading axes broadcast as
+    batches) on the diagonal of a zero matrix.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import block_diag
+    >>> mg.grad(lambda a: block_diag(a, 2.0 * a).sum())(np.ones((1, 2)))
+    array([[3., 3.]])
+    """
+    if arrs == ():
+        arrs = ([],)
+    arrs = [a if isinstance(a, np.ndarray) and np.ndim(a) >= 2 else np.atleast_2d(
+        a if isinstance(a, np.ndarray) else np.asarray(a)) for a in arrs]
+    batch = np.broadcast_shapes(*(np.shape(a)[:-2] for a in arrs))
+    arrs = [np.broadcast_to(a, batch + np.shape(a)[-2:]) for a in arrs]
+    dtype = np.result_type(*(bottom(a) for a in arrs))
+    widths = [np.shape(a)[-1] for a in arrs]
+    total = sum(widths)
+    rows, before = [], 0
+    for a, w in zip(arrs, widths):
+        h = np.shape(a)[-2]
+        left = np.zeros(batch + (h, before), dtype)
+        right = np.zeros(batch + (h, total - before - w), dtype)
+        rows.append(np.concatenate((left, a.astype(dtype, copy=False), right), axis=-1))
+        before += w
+    return np.concatenate(rows, axis=-2)

@@ -23,7 +23,14 @@ import scipy.linalg as sl
 from ...core import bottom, get_primitive
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
-from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
+from ...tangents import (
+    NoTangent,
+    Thunk,
+    ZeroTangent,
+    is_zero,
+    not_implemented,
+    unbroadcast,
+)
 from .. import linalg as _lin
 from .special import scipy_primitive
 

@@ -254,3 +254,28 @@ def test_toeplitz_solve_with_writes():
         return np.sum(np.linalg.solve(t + 5 * np.eye(3), x))
 
     check_grads(f, R(3), order=2)
+
+
+@pytest.mark.parametrize("a", [R(4, 4), R(3, 3).astype(np.float32), C(3, 3), R(2, 3, 3), R(3, 5), R(5, 3)],
+                         ids=["square", "float32", "complex", "batch", "wide", "tall"])
+@pytest.mark.parametrize("kw", [{}, {"permute_l": True}, {"p_indices": True}], ids=["plu", "permute_l", "p_indices"])
+def test_lu_is_scipys(a, kw):
+    for got, want in zip(msl.lu(a, **kw), sl.lu(a, **kw)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fn,a,order", [
+    (lambda a: msl.lu(a)[1:], R(4, 4), 2), (lambda a: msl.lu(a, permute_l=True), R(3, 3), 2),
+    (lambda a: msl.lu(a)[1:], R(2, 3, 3), 1), (lambda a: msl.lu(a)[1:], C(3, 3), 1),
+])
+def test_lu_derivatives(fn, a, order):
+    check_grads(fn, a, order=order)
+
+
+def test_lu_closed_form():
+    # A = [[a, b], [c, d]] with |a| > |c| (no row exchange): U₁₁ = d - b c / a
+    a = np.array([[2.0, 1.0], [1.0, 3.0]])
+    np.testing.assert_allclose(mg.grad(lambda a: msl.lu(a)[2][1, 1])(a), [[0.25, -0.5], [-0.5, 1.0]], rtol=1e-14)
+    g = mg.grad(lambda a: msl.lu(a)[2].sum())(R(3, 4))  # rectangular: SciPy's values, no derivative
+    assert isinstance(g, mg.NotImplementedTangent)

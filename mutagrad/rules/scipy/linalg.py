@@ -389,7 +389,7 @@ def _unpermute(x, piv):  # P x
 
 def _lu_parts(lu):
     n = np.shape(lu)[-1]
-    return _tri(lu, True, 1) + np.eye(n), _tri(lu, False)
+    return _tri(lu, True, 1) + np.eye(n, dtype=bottom(lu).dtype), _tri(lu, False)
 
 
 def _unit_lower_solve(lu, x, trans=0):  # L⁻¹ x from the unit lower triangle of lu
@@ -454,6 +454,40 @@ def _lu_factor_frule(primals, tangents):
     f = _unit_lower_solve(lu, t[_row_order(piv)])  # L⁻¹ Pᵀ Ȧ
     f = _mT(_upper_solve(lu, _mT(f), trans=1))  # ... U⁻¹
     return (lu, piv), (np.matmul(L, _tri(f, True, 1)) + np.matmul(_tri(f, False), U), ZERO)
+
+
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
+    """``scipy.linalg.lu``: ``(P, L, U)`` with A = P L U (``(P L, U)`` with
+    ``permute_l``; P as row indices, A = L[p] @ U, with ``p_indices``), from
+    :func:`lu_factor` (square matrices; leading axes are batches): SciPy's values,
+    differentiable w.r.t. ``a``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import lu
+    >>> mg.grad(lambda a: lu(a)[2][1, 1])(np.array([[2.0, 1.0], [1.0, 3.0]]))  # U₁₁ = d - b c / a
+    array([[ 0.25, -0.5 ],
+           [-0.5 ,  1.  ]])
+    """
+    if np.ndim(a) > 2:
+        parts = [lu(a[k], permute_l=permute_l, p_indices=p_indices) for k in np.ndindex(np.shape(a)[:-2])]
+        batch = np.shape(a)[:-2]
+        return tuple(np.reshape(np.stack([q[i] for q in parts]), batch + np.shape(parts[0][i]))
+                     for i in range(len(parts[0])))
+    factors, piv = lu_factor(a)  # (a rectangular matrix: SciPy's values, no derivative)
+    m, n = np.shape(factors)
+    k = min(m, n)
+    low = _tri(factors[:, :k], True, 1) + np.eye(m, k, dtype=bottom(factors).dtype)
+    up = _tri(factors[:k, :], False)
+    perm = np.arange(m)
+    for i, j in enumerate(bottom(piv)):
+        perm[i], perm[j] = perm[j], perm[i]
+    p = np.argsort(perm).astype(np.int32)  # A = (L U)[p] (SciPy's p_indices: int32)
+    if permute_l:
+        return low[p], up
+    if p_indices:
+        return p, low, up
+    real = np.empty(0, bottom(a).dtype).real.dtype
+    return np.eye(len(p), dtype=real)[p], low, up
 
 
 @scipy_primitive("scipy.linalg.lu_solve")
@@ -951,7 +985,8 @@ def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, typ
 
 # -- special matrices: gathers and concatenations of the entries (exact copies, any order) ----
 
-COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg.hankel", "scipy.linalg.toeplitz")
+COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg.hankel", "scipy.linalg.lu",
+              "scipy.linalg.toeplitz")
 
 
 def _vector(x):

@@ -104,8 +104,8 @@ CASES = [
     ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((1, 2), ab, b), (_band(1, 2, 5, True), C(5)), 1),
     # eigh: the standard and the generalized problem (one triangle of each read), values and vectors
     ("scipy.linalg.eigh", lambda a: msl.eigh(a, eigvals_only=True), (S3 + np.triu(R(3, 3), 1),), 2),
-    ("scipy.linalg.eigh", lambda a: msl.eigvalsh(a, lower=False), (S3 + np.tril(R(3, 3), -1),), 2),
-    ("scipy.linalg.eigh", lambda a, b: msl.eigvalsh(a, b), (R(3, 3) + np.triu(R(3, 3)), SPD(3, 3)), 2),
+    ("scipy.linalg.eigvalsh", lambda a: msl.eigvalsh(a, lower=False), (S3 + np.tril(R(3, 3), -1),), 2),
+    ("scipy.linalg.eigvalsh", lambda a, b: msl.eigvalsh(a, b), (R(3, 3) + np.triu(R(3, 3)), SPD(3, 3)), 2),
     ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b), (S3 + np.triu(R(3, 3), 1), SPD(3, 3) + np.triu(R(3, 3), 1)), 2),
     ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b, lower=False), (R(4, 4), SPD(4, 4) + np.tril(R(4, 4), -1)), 2),
     ("scipy.linalg.eigh", lambda a: msl.eigh(a, driver="evd"), (S3 + np.triu(R(3, 3), 1),), 2),

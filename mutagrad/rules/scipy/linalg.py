@@ -965,8 +965,8 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import eigh
     >>> b = np.diag([1.0, 4.0])
-    >>> mg.grad(lambda t: eigh(np.diag([t, 2.0]), b, eigvals_only=True)[1])(3.0)  # λ = t, 0.5
-    np.float64(1.0)
+    >>> mg.grad(lambda t: eigh(t * np.diag([1.0, 2.0]), b, eigvals_only=True)[0])(3.0)  # λ = t / 2, t
+    0.5
     """
     _eigh_options(type, subset_by_index, subset_by_value)
     if b is None:

@@ -421,6 +421,33 @@ def note_readonly_view(v):
     _READONLY_VIEW_MADE[0] = True
 
 
+def _out_is_traced(exc) -> bool:
+    """Whether the ``out=`` argument named on the user's line that ``exc`` left (``f(out=buf)``,
+    ``buf`` a name) is a traced array. False when the line does not tell."""
+    from .core import Tracer
+
+    tb, hit = exc.__traceback__, None
+    while tb is not None:
+        if not _frame_is_internal(tb.tb_frame):
+            hit = tb
+        tb = tb.tb_next
+    if hit is None:
+        return False
+    frame = hit.tb_frame
+    try:
+        tree = ast.parse(linecache.getline(frame.f_code.co_filename, hit.tb_lineno).strip())
+    except SyntaxError:  # (a statement over several lines)
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "out" and isinstance(kw.value, ast.Name):
+                    v = frame.f_locals.get(kw.value.id, frame.f_globals.get(kw.value.id))
+                    if isinstance(v, Tracer):
+                        return True
+    return False
+
+
 def _innermost_holds_tracer(exc) -> bool:
     """Whether the innermost Python frame ``exc`` left holds a traced value (in a
     local variable, or one level into a dict, tuple or list of them)."""
@@ -583,6 +610,15 @@ def replaced_error(exc: BaseException):
             "cannot be differentiated through. Use NumPy's (or mutagrad.scipy's) functions, which are "
             "differentiated (a dense np.linalg.solve instead of a sparse factorization), or pass "
             "mg.stop_gradient(x) if its result is a constant.")
+    if type(exc) is ValueError and str(exc).startswith("Supplied output array must be contiguous") and (
+            _out_is_traced(exc)):
+        # NumPy's random Generator filling out= (rng.standard_normal(out=buf)): its C code writes
+        # only into NumPy's own arrays, and a traced array is not one
+        return TracedTypeError(
+            f"a NumPy random generator was asked to fill a traced array with out= at {_where(exc)} ({exc}): "
+            "its C code writes only into plain NumPy arrays, and a write into a traced array must be "
+            "recorded. Assign the draws instead, buf[...] = rng.standard_normal(buf.shape) (the same "
+            "numbers: out= fills the buffer in the order size= returns them).")
     if last is not None:
         tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:

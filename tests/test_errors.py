@@ -1647,3 +1647,31 @@ def test_piecewise_constant_results_and_isclose_may_be_read_as_numbers():
 
     with pytest.raises(mg.TracerEscapeError):
         mg.grad(written)(x)
+
+
+def test_random_generator_filling_a_traced_array_names_the_fix():
+    # NumPy's Generator writes out= only into its own arrays: a traced buffer (an argument not
+    # differentiated) gets a clear error whose advice draws the same numbers
+    def f(s, noise):
+        rng = np.random.default_rng(1)
+        rng.standard_normal(out=noise)
+        return np.sum(noise * s)
+
+    with pytest.raises(mg.errors.TracedTypeError, match=r"buf\[\.\.\.\] = rng.standard_normal") as info:
+        mg.grad(f)(0.2, np.zeros((2, 2)))
+    assert HERE in str(info.value)
+
+    def advised(s, noise):
+        rng = np.random.default_rng(1)
+        noise[...] = rng.standard_normal(noise.shape)
+        return np.sum(noise * s)
+
+    assert mg.grad(advised)(0.2, np.zeros((2, 2))) == np.sum(np.random.default_rng(1).standard_normal((2, 2)))
+
+    def plain_buffer(s):  # a plain array NumPy refuses: NumPy's own error, as in a plain call
+        np.random.default_rng(1).standard_normal(out=np.zeros((4, 4))[:, ::2])
+        return s * 2
+
+    with pytest.raises(ValueError, match="Supplied output array") as info:
+        mg.grad(plain_buffer)(1.0)
+    assert not isinstance(info.value, mg.DifferentiationError)

@@ -1367,6 +1367,15 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     return r
 
 
+# NumPy's random methods whose draw is a differentiable transform of a standard variate,
+# loc + scale * z as NumPy's own C code computes it (Generator and RandomState alike)
+_RANDOM_REPARAMETERIZED = {
+    "normal": "loc + scale * {rng}.standard_normal(size)",
+    "lognormal": "np.exp(mean + sigma * {rng}.standard_normal(size)) (NumPy's np.exp may differ from the "
+                 "generator's exp in the last bit)",
+    "uniform": "low + (high - low) * {rng}.random(size)",
+    "exponential": "scale * {rng}.standard_exponential(size)",
+}
 _NOARG = object()
 _F64 = np.dtype(np.float64)
 PYTHON_COMPLEX_ABS = [None, None]  # the primitives of abs() of a Python complex and of a NumPy complex
@@ -1679,6 +1688,13 @@ class Tracer:
                    "the axis broadcast to x's shape (np.indices(x.shape)[axis]).")
             raise escape_error(f"rng.{it}(x) of a traced array (the generator converts it to a plain array)",
                                TracerEscapeError, fix)
+        if it in _RANDOM_REPARAMETERIZED and isinstance(call.func, ast.Attribute):
+            rng = ast.unparse(call.func.value)
+            raise escape_error(
+                f"{rng}.{it}(...) with a traced parameter (the generator converts its parameters to plain "
+                "arrays)", TracerEscapeError,
+                " Draw the standard variate and transform it, which is differentiated and gives the same "
+                "numbers: " + _RANDOM_REPARAMETERIZED[it].format(rng=rng) + ".")
         if it in ("nditer", "ndenumerate"):
             raise escape_error(
                 f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
@@ -1699,6 +1715,9 @@ class Tracer:
             lib = lib[0]
             extra = (" mutagrad has no rule for it: write the computation with NumPy operations on the traced "
                      "values, which are differentiated.")
+            if lib in ("np.full", "np.full_like"):
+                extra = (" Use mnp.full(shape, x) (import mutagrad.numpy as mnp), which is differentiated "
+                         "(mnp.full_like(a, x) for np.full_like), or x * np.ones(shape).")
             if lib.startswith("np.polynomial."):
                 extra += (" A series with traced coefficients c at plain points x is a product with the plain "
                           "Vandermonde matrix: np.polynomial.chebyshev.chebvander(x, len(c) - 1) @ c (likewise "

@@ -1780,6 +1780,26 @@ def _np_kron(args, kwargs):
     return np.reshape(np.multiply(a_arr, b_arr), tuple(p * q for p, q in zip(as_, bs)))
 
 
+def _cross3_impl(a, b):
+    return np.cross(a, b)
+
+
+cross3_p = get_primitive(_cross3_impl, "np.cross")
+
+
+def _cross3_rrule(a, b):
+    # c = a × b: ā = conj(b) × c̄, b̄ = c̄ × conj(a), summed over broadcast axes
+    def pullback(g):
+        return (Thunk(lambda: unbroadcast(np.cross(_cj(b), g), np.shape(a))),
+                Thunk(lambda: unbroadcast(np.cross(g, _cj(a)), np.shape(b))))
+
+    return _cross3_impl(a, b), pullback
+
+
+cross3_p.rrule, cross3_p.frule = _cross3_rrule, _bilinear_frule(_cross3_impl)
+cross3_p.reads = (((1,), False), ((0,), False))  # a's cotangent reads b, b's reads a
+
+
 def _np_cross(args, kwargs):
     d = call_args(("a", "b", "axisa", "axisb", "axisc", "axis"), args, kwargs,
                axisa=-1, axisb=-1, axisc=-1, axis=None)
@@ -1788,6 +1808,8 @@ def _np_cross(args, kwargs):
     na, nb = np.shape(a)[-1], np.shape(b)[-1]
     if na not in (2, 3) or nb not in (2, 3):
         raise ValueError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
+    if na == 3 and nb == 3:  # (the common case: one primitive, NumPy's own bits)
+        return np.moveaxis(bind(cross3_p, (a, b)), -1, axisc)
     a0, a1, b0, b1 = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
     c2 = a0 * b1 - a1 * b0
     if na == 2 and nb == 2:

@@ -136,6 +136,8 @@ CASES = [
     ("np.cross", np.cross, (R(3), R(3)), 2),
     ("np.cross", lambda a, b: np.cross(a, b, axisa=0, axisc=0), (R(3, 4), R(4, 3)), 1),
     ("np.cross", np.cross, (R(2, 3), R(3)), 1),
+    ("np.cross", np.cross, (R(4, 1, 3), R(2, 3)), 2),  # broadcast: summed cotangents
+    ("np.cross", np.cross, (C(2, 3), C(3)), 1),
     ("np.cross", lambda a, b: np.cross(a, b, axis=1), (C(2, 3, 2), C(2, 3, 2)), 1),
     ("np.linalg.cross", np.linalg.cross, (R(2, 3), C(2, 3)), 1),
     ("np.linalg.outer", np.linalg.outer, (R(2), C(3)), 1),

@@ -2425,6 +2425,36 @@ def index_array(i):
     return arr
 
 
+def index_positions(shape, idx):
+    """The flat (C-order) positions in an array of ``shape`` of the elements ``a[idx]``
+    selects, in the shape of ``a[idx]``. Integer arrays (and integers) indexing the leading
+    axes, the other axes whole, cost the size of the selection; any other index costs the
+    size of the array (an arange indexed by it). NumPy's IndexError for an index out of
+    bounds."""
+    parts = idx if type(idx) is tuple else (idx,)
+    k = len(parts)
+    if 0 < k <= len(shape) and all(
+            (isinstance(i, _ndarray) and i.dtype.kind in "iu") or (type(i) is int or isinstance(i, np.integer))
+            for i in parts) and any(isinstance(i, _ndarray) for i in parts):
+        arrays = np.broadcast_arrays(*[np.asarray(i) for i in parts])
+        lead = tuple(int(n) for n in shape[:k])
+        fixed = []
+        for ax, (a, n) in enumerate(zip(arrays, lead)):
+            if a.size and (a.min() < -n or a.max() >= n):
+                bad = a[(a < -n) | (a >= n)].flat[0]
+                raise IndexError(f"index {bad} is out of bounds for axis {ax} with size {n}")
+            fixed.append(a % n if a.size and a.min() < 0 else a)
+        lin = np.ravel_multi_index(fixed, lead) if lead else np.zeros(arrays[0].shape, np.intp)
+        rest = tuple(int(n) for n in shape[k:])
+        if not rest:
+            return lin
+        m = int(np.prod(rest, dtype=np.int64))
+        return (lin.reshape(lin.shape + (1,) * len(rest)) * m
+                + np.arange(m, dtype=np.intp).reshape(rest))
+    n = int(np.prod(shape, dtype=np.int64))
+    return np.arange(n, dtype=np.intp).reshape(shape)[idx]
+
+
 _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "single", "half", "longdouble",
                                  "complex128", "complex64", "cdouble", "csingle", "clongdouble"))
 

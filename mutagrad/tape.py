@@ -38,6 +38,7 @@ import numpy as np
 from .config import strict as _config_strict
 from .core import (
     apply_inner,
+    index_positions,
     foreign_subclass,
     subclass_error,
     STATE,
@@ -1183,16 +1184,26 @@ def _may_repeat(idx) -> bool:
 
 def _winners(dv, idx, vv):
     """For an integer-array write with repeated targets: which of the written
-    elements survive (NumPy's own choice, found by replaying the write)."""
+    elements survive (NumPy's own choice, found by replaying the write), or None
+    when no target repeats. Costs the size of the write where it can (see
+    core.index_positions): the replay writes the elements' numbers into ``dv``
+    itself, which the write then overwrites (a plain ``dv`` whose memory ``vv``
+    does not share, numbers its dtype holds exactly); else into a scratch array
+    of ``dv``'s size."""
     b = bottom(dv)
-    scratch = np.full(b.shape, -1, dtype=np.intp)
-    shape = np.shape(b[idx])
-    ids = np.arange(int(np.prod(shape)), dtype=np.intp).reshape(shape)
+    pos = index_positions(b.shape, idx)
+    flat = np.sort(pos, axis=None)
+    if flat.size < 2 or not np.any(flat[1:] == flat[:-1]):
+        return None
+    ids = np.arange(pos.size, dtype=np.intp).reshape(pos.shape)
+    exact = b.dtype.kind in "fc" and pos.size <= 2 ** (np.finfo(b.dtype).nmant + 1)
+    if type(dv) is _ndarray and exact and not np.may_share_memory(b, bottom(vv)):
+        scratch = b  # (the write that follows overwrites every element written here)
+    else:
+        scratch = np.full(b.shape, -1, dtype=np.intp)
     scratch[idx] = ids
     won = scratch[idx] == ids
-    if won.all():
-        return None
-    return won
+    return None if won.all() else won
 
 
 def _flat_positions(s, geom):

@@ -1191,3 +1191,51 @@ def test_as_strided_of_traced_arrays_through_mutagrad_numpy():
 def _write_first(w):
     w[0, 1] = 5.0
     return w
+
+
+@pytest.mark.parametrize("idx", [
+    np.array([0, 3, -1]), (np.array([[0], [2]]), np.array([1, -2, 4])), (np.array([1, 1]), 2), (2, np.array([0, 4, 4])),
+    (np.array([0, 1]), np.array([1, 2]), np.array([0, -1])), np.array([[1, 2], [3, 0]]), (np.int64(1), np.array([0])),
+    np.ix_(np.array([0, 2]), np.array([1, 3])), np.array([], dtype=int), (slice(None), np.array([0, 1])),
+    np.array([True, False, True, False]), (Ellipsis, 0), np.array([1, 2], dtype=np.uint8),
+])
+def test_index_positions_are_numpys(idx):
+    # the flat positions of a[idx] without an arange of a's size where the index allows
+    from mutagrad.core import index_positions
+
+    shape = (4, 5, 3)
+    want = np.arange(60).reshape(shape)[idx]
+    got = index_positions(shape, idx)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("idx", [np.array([4]), (np.array([0]), np.array([-6])), np.array([-5])])
+def test_index_positions_out_of_bounds_is_numpys_error(idx):
+    from mutagrad.core import index_positions
+
+    with pytest.raises(IndexError) as ours:
+        index_positions((4, 5, 3), idx)
+    with pytest.raises(IndexError) as numpys:
+        np.zeros((4, 5, 3))[idx]
+    assert str(ours.value) == str(numpys.value)
+
+
+def test_repeated_fancy_writes_into_a_large_array_keep_numpys_winner():
+    # the winners of repeated targets are replayed in the destination itself (no scratch of its
+    # size): the last occurrence wins, as in NumPy, and values and derivatives are exact
+    M = 100_000
+    weights = np.linspace(0.5, 1.5, 6)
+
+    def f(x):
+        b = np.zeros_like(x, shape=(M,))
+        for i in range(5):
+            d = np.array([i, i + 1, i, M - 1 - i])  # i twice: its second value wins
+            b[d] = np.stack([x[i], 2 * x[i + 1], 3 * x[i], x[i] ** 2])
+            b[d[:2]] += x[i]
+        return np.sum(b[:6] * weights) + np.sum(b[-6:] ** 2)
+
+    check_grads(f, np.linspace(1.0, 2.0, 6))
+    b = np.zeros(M)
+    b[np.array([0, 1, 0])] = [1.0, 2.0, 3.0]
+    assert b[0] == 3.0  # (NumPy's choice the replay reproduces)

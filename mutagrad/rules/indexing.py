@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, strong_operand, write
+from ..core import write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, strong_operand, write, index_array, index_positions
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
@@ -26,12 +26,15 @@ def flat_positions(x, idx):
         return np.asarray(i % n)
     if idx is Ellipsis:
         return np.arange(n)
-    ar = np.arange(n)
     if isinstance(idx, tuple):
         if len(idx) != 1:
             raise IndexError("x.flat takes a single index")
         idx = idx[0]
-    return ar[idx]
+    if isinstance(idx, list):
+        idx = index_array(idx)
+    if isinstance(idx, slice):
+        return np.arange(*idx.indices(n))
+    return index_positions((n,), idx)
 
 
 def _unravel(x, pos):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (FUNCTIONS, UFUNC_HANDLERS, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, index_array,
+from ..core import (FUNCTIONS, UFUNC_HANDLERS, index_positions, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, index_array,
                     plain_operands, with_replayed_bits, write, write_replayed)
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
 
@@ -196,9 +196,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
                            WriteToPlainArrayError)
     if isinstance(indices, list):
         indices = index_array(indices)
-    shape = np.shape(a)
-    n = int(np.prod(shape, dtype=np.int64))
-    pos = np.arange(n).reshape(shape)[indices]
+    pos = index_positions(np.shape(a), indices)
     pshape = pos.shape
     flatpos = pos.ravel()
     if flatpos.size == 0:

@@ -444,22 +444,42 @@ def _np_cumprod(args, kwargs):
     return _accumulate_out(res, a, np.cumprod)
 
 
+def accumulate_out_of_another_shape(src, shape, out, name, numpy_check):
+    """Refuse an ``out=`` of an accumulation whose shape is not the result's (``shape``):
+    where it overlaps the input ``src``, NumPy copies it first and fills only part of
+    it (a quirk no rule follows); elsewhere NumPy raises, and ``numpy_check()`` (NumPy's
+    own call on plain values) raises its error. False when ``out`` fits."""
+    if out is None or np.shape(out) == tuple(shape):
+        return False
+    if np.may_share_memory(bottom(src), bottom(out)):
+        raise NoRuleError(
+            f"{name} into an out= of shape {np.shape(out)} for a result of shape {tuple(shape)} at {user_line()}, "
+            "out sharing memory with the input: NumPy then copies out and fills only part of it (without "
+            "the overlap it raises 'provided out is the wrong size'). Pass an out of the result's shape "
+            "(a view of the part to fill).")
+    numpy_check()
+    return True
+
+
 def _accumulate_out(res, a, fn):
-    """``out=`` of cumsum/cumprod as NumPy's accumulate fills it: an ``out``
-    larger than the result in other dimensions takes the result broadcast, and
-    along the axis only the result's length is written (NumPy does not check
-    it; where NumPy raises, it raises here too)."""
+    """``out=`` of cumsum/cumprod: of the result's shape; otherwise NumPy's own error
+    (or, where out overlaps the input, a refusal: see accumulate_out_of_another_shape).
+    Where NumPy accepts a larger ``out`` (a NumPy scalar's accumulation), the result
+    broadcast to it along the other axes, as NumPy fills it."""
     out = a.get("out")
-    if out is None or np.shape(out) == np.shape(res) or a.get("axis") is None:
-        return write_out(res, out)
-    if np.ndim(out) != np.ndim(res):  # (NumPy raises, except where the input overlaps out)
-        raise NoRuleError(f"{fn.__name__} with an out= of {np.ndim(out)} dimensions for a result of "
-                          f"{np.ndim(res)} at {user_line()}: write the result into a view of out's shape")
     src = a["a"]
-    probe = np.zeros(np.shape(src), np.asarray(bottom(src)).dtype)  # (the input's dtype: NumPy's check depends on it)
-    if (isinstance(src, Tracer) and src._scalar) or isinstance(src, (np.generic, float, complex, int)):
-        probe = probe[()]  # (a NumPy scalar: NumPy accepts a larger out for it, not for a 0-d array)
-    fn(probe, axis=a["axis"], out=np.empty_like(bottom(out)))  # NumPy's own checks, on plain values
+
+    def numpy_check():
+        probe = np.zeros(np.shape(src), np.asarray(bottom(src)).dtype)  # (the input's dtype: NumPy's check depends on it)
+        if (isinstance(src, Tracer) and src._scalar) or isinstance(src, (np.generic, float, complex, int)):
+            probe = probe[()]  # (a NumPy scalar: NumPy accepts a larger out for it, not for a 0-d array)
+        fn(probe, axis=a.get("axis"), out=np.empty_like(bottom(out)))  # NumPy's own checks, on plain values
+
+    if not accumulate_out_of_another_shape(src, np.shape(res), out, fn.__name__, numpy_check):
+        return write_out(res, out)
+    if a.get("axis") is None or np.ndim(out) != np.ndim(res):
+        raise NoRuleError(f"{fn.__name__} with an out= of shape {np.shape(out)} for a result of shape "
+                          f"{np.shape(res)} at {user_line()}: write the result into a view of out's shape")
     ax = operator.index(a["axis"]) % np.ndim(res)
     n = np.shape(res)[ax]
     target = np.shape(out)[:ax] + (n,) + np.shape(out)[ax + 1:]

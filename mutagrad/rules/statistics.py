@@ -16,7 +16,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
-from .reductions import _numpy_bits, _reduce_args, _with_value
+from .reductions import _numpy_bits, _reduce_args, _with_value, accumulate_out_of_another_shape
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue
@@ -919,12 +919,23 @@ _LOGSUMEXP = {np.logaddexp: _logsumexp(np.exp, np.log), np.logaddexp2: _logsumex
 
 def _accumulate_args(ufunc, inputs, kwargs):
     (x,) = inputs
+    src = x
     k = _reduce_kwargs(kwargs, ("axis", "dtype", "out"))
     if k.get("dtype") is not None:
         x = x.astype(k["dtype"]) if isinstance(x, Tracer) else np.asarray(x, k["dtype"])
     axis = normalize_axis_index(k.get("axis", 0), max(np.ndim(x), 1))
     out = k.get("out")
-    return x, axis, (out[0] if type(out) is tuple else out)
+    out = out[0] if type(out) is tuple else out
+
+    def numpy_check():  # NumPy's own error for this out, on plain values
+        with np.errstate(all="ignore"):
+            ufunc.accumulate(np.ones(np.shape(src), bottom(x).dtype), axis=axis, out=np.empty_like(bottom(out)))
+
+    name = f"np.{ufunc.__name__}.accumulate"
+    if accumulate_out_of_another_shape(src, np.shape(x), out, name, numpy_check):
+        raise NoRuleError(f"{name} with an out= of shape {np.shape(out)} for a result of shape {np.shape(x)} at "
+                          f"{user_line()}: write the result into a view of out's shape")
+    return x, axis, out
 
 
 def _fold_accumulate(ufunc, inputs, kwargs):

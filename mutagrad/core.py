@@ -1995,8 +1995,12 @@ class Tracer:
     def __imatmul__(self, other):
         if self._scalar:
             return np.matmul(self, other)
-        res = np.matmul(self, other)
-        write(self, Ellipsis, res)
+        if np.ndim(other) == 1:  # (NumPy's own check and message)
+            raise ValueError("inplace matrix multiplication requires the first operand to have at least one and "
+                             "the second at least two dimensions.")
+        # as NumPy's a @= b: matmul with out=a, computed in a buffer of a's layout (an F-ordered
+        # complex a rounds otherwise than a C-ordered result)
+        np.matmul(self, other, out=self)
         return self
 
     def __divmod__(self, other):

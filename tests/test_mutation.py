@@ -1273,3 +1273,34 @@ def test_accumulate_into_a_wrong_size_out_raises_numpys_error(call):
     with pytest.raises(ValueError) as ours:
         mg.grad(f)(np.array([0.7, -1.3]), np.zeros(3))
     assert str(ours.value) == str(numpys.value)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_inplace_matmul_has_numpys_bits(order):
+    # a @= b is matmul with out=a: computed in a buffer of a's layout (an F-ordered complex a
+    # rounded otherwise when computed into a C-ordered result, then copied)
+    rng = np.random.default_rng(0)
+    m = rng.standard_normal((2, 2)) + 1j * rng.standard_normal((2, 2))
+    x = np.array(rng.standard_normal((4, 2)) + 1j * rng.standard_normal((4, 2)), order=order)
+
+    def f(x):
+        x @= m
+        return np.sum(np.abs(x) ** 2)
+
+    a, b = x.copy(order="K"), x.copy(order="K")
+    assert f(a) == mg.value_and_grad(f)(b)[0]
+    np.testing.assert_array_equal(a, b)
+    check_grads(f, x.copy(order="K"))
+
+
+@pytest.mark.parametrize("other", [np.ones(2), np.ones((2, 3)), 2.0], ids=["1-d", "shape", "0-d"])
+def test_inplace_matmul_errors_are_numpys(other):
+    def f(x):
+        x @= other
+        return np.sum(x)
+
+    with pytest.raises(ValueError) as numpys:
+        f(np.ones((3, 2)))
+    with pytest.raises(ValueError) as ours:
+        mg.grad(f)(np.ones((3, 2)))
+    assert str(ours.value) == str(numpys.value)

@@ -2369,6 +2369,8 @@ def _basic_view(t, v, b, level):
     if g is None:
         _note_owner(t, s)
     over = g.overlap if g is not None else s.root_geom() is not None and s._rootgeom.overlap
+    if over:  # (a part of a self-overlapping view, a row of sliding windows, may not overlap itself)
+        over = None  # (geom_of tests it)
     return ArrayTracer(v, level, s, s.geom_of(b, over), False)
 
 
@@ -2533,6 +2535,15 @@ def write(dest, idx, value):
             "array, read elsewhere, would not carry it). Create the buffer inside the inner "
             "function (mnp.zeros / np.zeros_like), or copy the outer array there first."
         )
+    g = dest._geom
+    if g is not None and g.overlap and _is_basic(idx):
+        # a write through a self-overlapping view (sliding windows) into elements that are distinct
+        # memory: through the view of those elements (a 0-d view for an element)
+        parts = idx if type(idx) is tuple else (idx,)
+        sub = dest[idx + (Ellipsis,) if type(idx) is tuple else (idx, Ellipsis)] if Ellipsis not in parts else dest[idx]
+        if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
+            write(sub, Ellipsis, value)
+            return
     if type(idx) is _ndarray and idx.dtype == bool and isinstance(value, Tracer) and value.size > 1:
         db = bottom(dest)
         if idx.ndim == db.ndim and np.may_share_memory(db, bottom(value)):

@@ -115,6 +115,11 @@ CASES = [
     ("scipy.linalg.eigh", lambda a: msl.eigh(a, lower=False, driver="evd"), (HPD(3),), 1),
     ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b, lower=False), (HPD(3), HPD(3)), 1),
     ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b, eigvals_only=True), (HPD(3), HPD(3)), 1),
+    # the lowest modes: subset_by_index of the values
+    ("scipy.linalg.eigvalsh", lambda a, b: msl.eigh(a, b, eigvals_only=True, subset_by_index=[0, 1]),
+     (S3 + np.triu(R(3, 3), 1), SPD(3, 3)), 2),
+    ("scipy.linalg.eigvalsh", lambda a: msl.eigvalsh(a, subset_by_index=(1, 2), lower=False), (R(3, 3),), 2),
+    ("scipy.linalg.eigvalsh", lambda a, b: msl.eigvalsh(a, b, subset_by_index=(2, 2)), (HPD(3), HPD(3)), 1),
 ]
 
 
@@ -179,6 +184,8 @@ def test_eigh_values_and_vectors_are_scipys():
             np.testing.assert_array_equal(w, w_ref)
             np.testing.assert_array_equal(v, v_ref)
             np.testing.assert_array_equal(msl.eigvalsh(*args, lower=lower), sl.eigvalsh(*args, lower=lower))
+            np.testing.assert_array_equal(msl.eigvalsh(*args, lower=lower, subset_by_index=(1, 2)),
+                                          sl.eigvalsh(*args, lower=lower, subset_by_index=(1, 2)))
 
 
 def test_generalized_eigenvalues_of_diagonal_matrices_closed_form():
@@ -221,8 +228,12 @@ def test_eigh_phase_of_generalized_complex_vectors_with_lower_is_refused():
 def test_eigh_options_not_supported_are_clear():
     with pytest.raises(ValueError, match="type=2"):
         msl.eigh(S3, SPD(3, 3), type=2)
-    with pytest.raises(ValueError, match="subset_by_index"):
+    with pytest.raises(ValueError, match="subset_by_index with the vectors"):
         msl.eigh(S3, subset_by_index=[0, 1])
+    with pytest.raises(ValueError, match="subset_by_value"):
+        msl.eigh(S3, subset_by_value=(0.0, 1.0), eigvals_only=True)
+    with pytest.raises(ValueError, match="Requested eigenvalue indices are not valid"):  # SciPy's message
+        msl.eigvalsh(S3, subset_by_index=(2, 5))
 
 
 @pytest.mark.parametrize("name,args", [

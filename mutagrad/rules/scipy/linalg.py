@@ -17,6 +17,8 @@ products transpose and conjugate (``ā = -b̄ xᴴ``).
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import scipy.linalg as sl
 
@@ -834,13 +836,25 @@ def _eigh_gen(a, b, *, lower=True, driver=None):
 
 
 @scipy_primitive("scipy.linalg.eigvalsh")
-def _eigvalsh(a, *, lower=True, driver=None):
-    return sl.eigh(a, lower=lower, driver=driver, eigvals_only=True)
+def _eigvalsh(a, *, lower=True, driver=None, subset=None):
+    return sl.eigh(a, lower=lower, driver=driver, eigvals_only=True, subset_by_index=subset)
 
 
 @scipy_primitive("scipy.linalg.eigvalsh")
-def _eigvalsh_gen(a, b, *, lower=True, driver=None):
-    return sl.eigh(a, b, lower=lower, driver=driver, eigvals_only=True)
+def _eigvalsh_gen(a, b, *, lower=True, driver=None, subset=None):
+    return sl.eigh(a, b, lower=lower, driver=driver, eigvals_only=True, subset_by_index=subset)
+
+
+def _subset(V, subset):
+    """The columns of the eigenvalues ``subset`` = (lo, hi) asks for (all for None)."""
+    return V if subset is None else V[..., subset[0]:subset[1] + 1]
+
+
+def _gen_vectors(a, b, lower):
+    """The generalized problem's vectors for the values' derivative (sign-invariant), by
+    SciPy's default driver ("gvd": every driver of the generalized problem changes its
+    vectors continuously)."""
+    return _eigh_gen(a, b, lower=lower)[1]
 
 
 @rrule(_eigh)
@@ -874,21 +888,22 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
 
 
 @rrule(_eigvalsh)
-def _eigvalsh_rrule(a, *, lower=True, driver=None):
+def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
     def pullback(g):
-        w = _eigvalsh(a, lower=lower, driver=driver)
-        return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver), g, ZERO, lower, None, False)[0],)
+        w = _eigvalsh(a, lower=lower, driver=driver, subset=subset)
+        V = _subset(_smooth_vectors(a, lower, driver), subset)
+        return (_eigh_cotangents(w, V, g, ZERO, lower, None, False)[0],)
 
-    return _eigvalsh(a, lower=lower, driver=driver), pullback
+    return _eigvalsh(a, lower=lower, driver=driver, subset=subset), pullback
 
 
 @rrule(_eigvalsh_gen)
-def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None):
+def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None, subset=None):
     def pullback(g):
-        w, V = _eigh_gen(a, b, lower=lower, driver=driver)
-        return _eigh_cotangents(w, V, g, ZERO, lower, None, True)
+        w = _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
+        return _eigh_cotangents(w, _subset(_gen_vectors(a, b, lower), subset), g, ZERO, lower, None, True)
 
-    return _eigvalsh_gen(a, b, lower=lower, driver=driver), pullback
+    return _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset), pullback
 
 
 def _eigh_tangents(w, V, ta, tb, lower):
@@ -926,28 +941,41 @@ def _eigh_gen_frule(primals, tangents, *, lower=True, driver=None):
 
 
 @frule(_eigvalsh)
-def _eigvalsh_frule(primals, tangents, *, lower=True, driver=None):
+def _eigvalsh_frule(primals, tangents, *, lower=True, driver=None, subset=None):
     (a,), (ta,) = primals, tangents
-    w = _eigvalsh(a, lower=lower, driver=driver)
-    return w, _eigh_tangents(w, _smooth_vectors(a, lower, driver), ta, None, lower)[2]
+    w = _eigvalsh(a, lower=lower, driver=driver, subset=subset)
+    return w, _eigh_tangents(w, _subset(_smooth_vectors(a, lower, driver), subset), ta, None, lower)[2]
 
 
 @frule(_eigvalsh_gen)
-def _eigvalsh_gen_frule(primals, tangents, *, lower=True, driver=None):
+def _eigvalsh_gen_frule(primals, tangents, *, lower=True, driver=None, subset=None):
     (a, b), (ta, tb) = primals, tangents
-    w, V = _eigh_gen(a, b, lower=lower, driver=driver)
-    return _eigvalsh_gen(a, b, lower=lower, driver=driver), _eigh_tangents(w, V, ta, tb, lower)[2]
+    w = _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
+    return w, _eigh_tangents(w, _subset(_gen_vectors(a, b, lower), subset), ta, tb, lower)[2]
 
 
-def _eigh_options(type, subset_by_index, subset_by_value):
+def _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value):
+    """The subset (lo, hi) of the values asked for, or None; the options not supported refused."""
     if type != 1:
         raise ValueError(f"mutagrad.scipy.linalg.eigh: type={type!r} is not supported (type=1 only, "
                          "A v = λ B v); for type 2 (A B v = λ v) or 3 (B A v = λ v), with B = L Lᴴ, solve "
                          "the standard problem of Lᴴ A L")
-    if subset_by_index is not None or subset_by_value is not None:
-        raise ValueError("mutagrad.scipy.linalg.eigh: subset_by_index and subset_by_value are not supported "
-                         "(the derivative of a subset's vectors needs all of them): compute every pair and "
-                         "slice, eigh(a)[0][lo:hi + 1]")
+    if subset_by_value is not None:
+        raise ValueError("mutagrad.scipy.linalg.eigh: subset_by_value is not supported (which values it "
+                         "keeps changes with the matrix): compute them all and select, w[(w > lo) & (w <= hi)], "
+                         "or pass subset_by_index")
+    if subset_by_index is None:
+        return None
+    if not eigvals_only:
+        raise ValueError("mutagrad.scipy.linalg.eigh: subset_by_index with the vectors is not supported (the "
+                         "derivative of a subset's vectors needs all of them): compute every pair and slice, "
+                         "w[lo:hi + 1], v[:, lo:hi + 1]; the values alone (eigvals_only=True) take a subset")
+    n = np.shape(a)[-1]
+    lo, hi = (int(operator.index(i)) for i in subset_by_index)
+    if not 0 <= lo <= hi < n:
+        raise ValueError("Requested eigenvalue indices are not valid. Valid range is [0, "
+                         f"{n - 1}] and start <= end, but start={lo}, end={hi} is given")
+    return lo, hi
 
 
 def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
@@ -961,6 +989,7 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     The vectors of the standard problem with SciPy's default driver ("evr") have
     signs that jump under rounding-level changes of ``a``: their derivative is
     refused (``NotImplementedTangent``) with that driver; pass ``driver="evd"``.
+    ``subset_by_index`` with ``eigvals_only`` (the lowest modes); ``type`` 1 only.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import eigh
@@ -968,11 +997,12 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     >>> mg.grad(lambda t: eigh(t * np.diag([1.0, 2.0]), b, eigvals_only=True)[0])(3.0)  # λ = t / 2, t
     0.5
     """
-    _eigh_options(type, subset_by_index, subset_by_value)
+    subset = _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value)
     if b is None:
-        return _eigvalsh(a, lower=lower, driver=driver) if eigvals_only else _eigh(a, lower=lower, driver=driver)
+        return _eigvalsh(a, lower=lower, driver=driver, subset=subset) if eigvals_only else (
+            _eigh(a, lower=lower, driver=driver))
     if eigvals_only:
-        return _eigvalsh_gen(a, b, lower=lower, driver=driver)
+        return _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
     return _eigh_gen(a, b, lower=lower, driver=driver)
 
 

@@ -1,7 +1,7 @@
 """``mutagrad.scipy.linalg``: ``scipy.linalg`` with differentiable
 ``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve``,
 ``lu_factor``/``lu_solve``, ``solve_sylvester``, ``expm``, ``sqrtm``,
-``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``lu``, ``block_diag``, ``toeplitz``, ``circulant`` and ``hankel``; every other name is SciPy's own (and raises
+``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``solveh_banded``, ``lu``, ``block_diag``, ``toeplitz``, ``circulant`` and ``hankel``; every other name is SciPy's own (and raises
 mutagrad's escape error on a traced array).
 
 >>> import numpy as np, mutagrad as mg
@@ -30,6 +30,7 @@ from ..rules.scipy.linalg import (  # noqa: F401
     solve_banded,
     solve_sylvester,
     solve_triangular,
+    solveh_banded,
     sqrtm,
     toeplitz,
 )

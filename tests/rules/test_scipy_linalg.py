@@ -40,6 +40,12 @@ def _band(lower, upper, n, cplx=False):  # the diagonals of a diagonally dominan
     return ab
 
 
+def _hband(p, lower, n, cplx=False):  # a Hermitian band, diagonally dominant, one triangle stored
+    ab = (C if cplx else R)(p + 1, n)
+    ab[0 if lower else p] = 8.0 + np.abs(R(n))
+    return ab
+
+
 def _tri(trans, lower, unit):
     return lambda a, b: msl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit)
 
@@ -102,6 +108,11 @@ CASES = [
     ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((2, 0), ab, b), (_band(2, 0, 5), R(5, 3)), 2),
     ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((0, 3), ab, b), (_band(0, 3, 6), R(6, 2)), 1),
     ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((1, 2), ab, b), (_band(1, 2, 5, True), C(5)), 1),
+    # solveh_banded: one triangle of a Hermitian positive definite band (upper form by default)
+    ("scipy.linalg.solveh_banded", msl.solveh_banded, (_hband(1, False, 6), R(6)), 2),
+    ("scipy.linalg.solveh_banded", lambda ab, b: msl.solveh_banded(ab, b, lower=True), (_hband(2, True, 6), R(6, 2)), 2),
+    ("scipy.linalg.solveh_banded", msl.solveh_banded, (_hband(2, False, 5, True), C(5)), 1),
+    ("scipy.linalg.solveh_banded", lambda ab, b: msl.solveh_banded(ab, b, lower=True), (_hband(1, True, 5, True), C(5)), 1),
     # eigh: the standard and the generalized problem (one triangle of each read), values and vectors
     ("scipy.linalg.eigh", lambda a: msl.eigh(a, eigvals_only=True), (S3 + np.triu(R(3, 3), 1),), 2),
     ("scipy.linalg.eigvalsh", lambda a: msl.eigvalsh(a, lower=False), (S3 + np.tril(R(3, 3), -1),), 2),
@@ -290,3 +301,16 @@ def test_lu_closed_form():
     np.testing.assert_allclose(mg.grad(lambda a: msl.lu(a)[2][1, 1])(a), [[0.25, -0.5], [-0.5, 1.0]], rtol=1e-14)
     g = mg.grad(lambda a: msl.lu(a)[2].sum())(R(3, 4))  # rectangular: SciPy's values, no derivative
     assert isinstance(g, mg.NotImplementedTangent)
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_solveh_banded_is_scipys_and_the_dense_solve(lower):
+    ab, b = _hband(2, lower, 6), R(6)
+    np.testing.assert_array_equal(msl.solveh_banded(ab, b, lower=lower), sl.solveh_banded(ab, b, lower=lower))
+    a = np.zeros((6, 6))  # the dense matrix the band stands for
+    for d in range(3):
+        for j in range(6 - d):
+            a[j + d, j] = a[j, j + d] = ab[d, j] if lower else ab[2 - d, j + d]
+    g = mg.grad(lambda b: np.sum(msl.solveh_banded(ab, b, lower=lower) ** 2))(b)
+    x = np.linalg.solve(a, b)
+    np.testing.assert_allclose(g, 2 * np.linalg.solve(a, x), rtol=1e-12)  # d|x|²/db = 2 A⁻¹ x

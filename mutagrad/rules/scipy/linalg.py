@@ -230,6 +230,94 @@ def _solve_banded_frule(primals, tangents, *, lower=0, upper=0):
     return x, _solve_banded(ab, rhs, lower=lower, upper=upper)
 
 
+# -- solveh_banded: a Hermitian positive definite band, one triangle stored ----------------
+# upper form (lower=False): ab[p - d, j] = A[j - d, j]; lower form: ab[d, j] = A[j + d, j]
+# (d = 0..p); the other triangle is the conjugate, and the diagonal's imaginary part is not
+# read. Through the general band of A (bandwidths p, p): x̄ → b̄ = A⁻¹ x̄ (A = Aᴴ), Ā = -b̄ xᴴ
+# folded onto the stored triangle (an entry's cotangent gets its mirror's conjugate).
+
+
+@scipy_primitive("scipy.linalg.solveh_banded")
+def _solveh_banded(ab, b, *, lower=False):
+    return sl.solveh_banded(ab, b, lower=lower)
+
+
+def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False, check_finite=True):
+    """``scipy.linalg.solveh_banded``: x with A x = b, A Hermitian positive definite
+    given by one triangle of its band (``lower``), differentiable w.r.t. ``ab`` and ``b``
+    (the stored band only; the diagonal's imaginary part, which SciPy does not read, has
+    none).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solveh_banded
+    >>> ab = np.array([[0.0, 1.0], [2.0, 2.0]])  # A = [[2, 1], [1, 2]], upper form
+    >>> mg.grad(lambda b: solveh_banded(ab, b).sum())(np.ones(2))
+    array([0.33333333, 0.33333333])
+    """
+    return _solveh_banded(ab, b, lower=bool(lower))
+
+
+def _general_band(ab, lower):
+    """The (p, p) general band (solve_banded's form) of the Hermitian band ``ab``."""
+    p = np.shape(ab)[0] - 1
+    if lower:
+        diag = _re_if_complex(ab[0])
+        upper = [_cj(_band_shift(ab[d], -d)) for d in range(p, 0, -1)]
+        return np.stack(upper + [diag] + [ab[d] for d in range(1, p + 1)]), p
+    diag = _re_if_complex(ab[p])
+    below = [_cj(_band_shift(ab[p - d], d)) for d in range(1, p + 1)]
+    return np.stack([ab[r] for r in range(p)] + [diag] + below), p
+
+
+def _re_if_complex(x):
+    return np.real(x).astype(bottom(x).dtype) if np.iscomplexobj(bottom(x)) else x
+
+
+def _fold_general_band(g, p, lower):
+    """The cotangent of the stored band from ``g``, that of the general band (the transpose
+    of :func:`_general_band`)."""
+    rows = [None] * (p + 1)
+    if lower:
+        rows[0] = _re_if_complex(g[p])
+        for d in range(1, p + 1):
+            rows[d] = g[p + d] + _cj(_band_shift(g[p - d], d))
+    else:
+        rows[p] = _re_if_complex(g[p])
+        for d in range(1, p + 1):
+            rows[p - d] = g[p - d] + _cj(_band_shift(g[p + d], -d))
+    return np.stack(rows)
+
+
+@rrule(_solveh_banded)
+def _solveh_banded_rrule(ab, b, *, lower=False):
+    x = _solveh_banded(ab, b, lower=lower)
+
+    def pullback(g):
+        bbar = _solveh_banded(ab, g, lower=lower)
+        p = np.shape(ab)[0] - 1
+        vec = np.ndim(b) == 1
+        rows = []
+        for r in range(2 * p + 1):
+            s = r - p  # the general band's cotangent: -b̄[j + s] x[j]ᴴ (summed over b's columns)
+            shifted = _band_shift(bbar, s) if vec else _mT(_band_shift(_mT(bbar), s))
+            prod = shifted * _cj(x)
+            rows.append(-(prod if vec else np.sum(prod, axis=-1)))
+        return _fold_general_band(np.stack(rows), p, lower), bbar
+
+    return x, pullback
+
+
+@frule(_solveh_banded)
+def _solveh_banded_frule(primals, tangents, *, lower=False):
+    (ab, b), (tab, tb) = primals, tangents
+    x = _solveh_banded(ab, b, lower=lower)
+    rhs = _zero_if(tb, x)
+    if not is_zero(tab):
+        gab, p = _general_band(tab, lower)
+        rhs = rhs - _band_times(gab, x, p, p)
+    return x, _solveh_banded(ab, rhs, lower=lower)
+
+
 # -- Cholesky ---------------------------------------------------------------------
 # A = L Lᴴ with A read from one triangle of a. Tangent: L̇ = L Φ(L⁻¹ Ȧ L⁻ᴴ);
 # cotangent: P = L⁻ᴴ Φ(Lᴴ L̄) L⁻¹, folded onto the triangle read.

@@ -38,6 +38,7 @@ from .errors import (
     NoRuleError,
     TracerEscapeError,
     WriteToPlainArrayError,
+    _CALL_OPS,
     _frame_is_internal,
     at_a_power,
     at_a_store,
@@ -2233,6 +2234,11 @@ class ArrayTracer(Tracer):
             v = self._value[idx]
             if type(v) is _ndarray:
                 return _basic_view(self, v, v, lv)
+        if ti is int and self.ndim > 1 and _shuffling(sys._getframe(1)):
+            # NumPy's shuffle of an object that is not an ndarray swaps rows in C,
+            # x[i], x[j] = x[j], x[i]: with rows that are views, a row would be duplicated;
+            # with copies the swap is NumPy's own, and so is the permutation (the same draws)
+            return np.copy(bind_with("getitem", self, idx))
         return bind_with("getitem", self, _check_index(idx))  # (a recorded gather copies its index)
 
     def __setitem__(self, idx, value):
@@ -2255,6 +2261,15 @@ class ArrayTracer(Tracer):
             raise TypeError("iteration over a 0-d array")
         for i in range(len(self._value)):
             yield self[i]
+
+
+def _shuffling(frame) -> bool:
+    """Whether C code called by ``rng.shuffle(x)`` / ``np.random.shuffle(x)`` on the
+    user's line ``frame`` is indexing (the frame is at that call, not at a subscript)."""
+    if frame.f_code.co_code[frame.f_lasti] not in _CALL_OPS:
+        return False
+    call = call_at(user_frame(frame))
+    return call is not None and getattr(call.func, "attr", getattr(call.func, "id", None)) == "shuffle"
 
 
 def _swap_from_c():

@@ -490,19 +490,21 @@ def _raised_below(exc, frame):
 
 
 # NumPy's Generator.shuffle / np.random.shuffle take an object that is not an
-# ndarray for a Python sequence and swap ``x[i], x[j] = x[j], x[i]``: with
-# rows that are views (a traced array's are), rows come out duplicated, and
-# NumPy only warns. That warning is made an error for traced arrays.
+# ndarray for a Python sequence and swap ``x[i], x[j] = x[j], x[i]``, warning that
+# rows that are views come out duplicated. A traced array gives that swap copies of
+# its rows (core._shuffling), so the shuffle is NumPy's own and the warning is
+# silenced; where the swap cannot be recognised (no source for the user's line),
+# a row written into its own array from C raises (core._swap_from_c).
 _SHUFFLE_WARNING = r"you are shuffling a '(ArrayTracer|ScalarTracer)' object"
 _shuffle_filter = [None]
 
 
 def ensure_shuffle_filter():
-    """Put the filter that makes NumPy's shuffle warning an error first (again,
-    if the user's own filters were put before it since)."""
+    """Put the filter that silences NumPy's shuffle warning for traced arrays first
+    (again, if the user's own filters were put before it since)."""
     filters = warnings.filters
     if not filters or filters[0] is not _shuffle_filter[0]:
-        warnings.filterwarnings("error", message=_SHUFFLE_WARNING, category=UserWarning)
+        warnings.filterwarnings("ignore", message=_SHUFFLE_WARNING, category=UserWarning)
         _shuffle_filter[0] = warnings.filters[0]
 
 
@@ -565,8 +567,9 @@ def readonly_error(exc: BaseException, names, outer_locked=None):
 def shuffle_error(where):
     return NoRuleError(
         f"shuffling a traced array in place (rng.shuffle / np.random.shuffle) at {where}: NumPy "
-        "shuffles an object that is not an ndarray by swapping its rows in Python, which "
-        "duplicates rows that are views (NumPy only warns). Shuffle through an index instead: "
+        "shuffles an object that is not an ndarray by swapping its rows from C, which duplicates "
+        "rows that are views; mutagrad gives the swap copies where it recognises the call on the "
+        "line (rng.shuffle(x) along axis 0, with the line's source available). Shuffle through an index instead: "
         "x[...] = x[rng.permutation(len(x))], or along an axis, "
         "x[...] = np.take(x, rng.permutation(x.shape[axis]), axis=axis) (the same permutation "
         "as rng.shuffle draws).")

@@ -568,7 +568,7 @@ def test_self_overlapping_view_write_raises():
     def f(x):
         y = x * 1.0
         w = np.lib.stride_tricks.sliding_window_view(y, 2, writeable=True)
-        w[0, 1] = 3.0
+        w[0:2] = 3.0  # (windows 0 and 1 share y[1]; one window or one element alone is distinct memory)
         return np.sum(y)
 
     _raises(f, np.array([1.0, 2.0, 3.0]), mg.MutationError)
@@ -1091,11 +1091,21 @@ def test_cumsum_into_an_out_of_another_ndim_raises():
     # NumPy accepts it only when the input overlaps out (and writes a column); said, not guessed
     def f(x):
         a = x * x
-        np.cumsum(a.T.ravel()[:2], axis=0, out=a)
+        np.cumsum(a.ravel()[:2], axis=0, out=a)  # (a view of a: overlapping)
         return np.sum(a)
 
     msg = _raises(f, np.arange(1.0, 5.0).reshape(2, 2), mg.NoRuleError)
     assert "cumsum" in msg
+
+    def g(x):  # a.T.ravel() is a copy: no overlap, and NumPy raises its own error
+        a = x * x
+        np.cumsum(a.T.ravel()[:2], axis=0, out=a)
+        return np.sum(a)
+
+    with pytest.raises(ValueError, match="provided out is the wrong size"):
+        g(np.arange(1.0, 5.0).reshape(2, 2))
+    with pytest.raises(ValueError, match="provided out is the wrong size"):
+        mg.grad(g)(np.arange(1.0, 5.0).reshape(2, 2))
 
 
 def _one_line_for(x):

@@ -1337,3 +1337,29 @@ def test_write_through_overlapping_elements_is_still_refused():
 
     with pytest.raises(mg.MutationError, match="self-overlapping"):
         mg.grad(f)(np.array([0.3, -1.2, 0.8, 2.0, 0.5]))
+
+
+@pytest.mark.parametrize("case", ["b-overlaps-a", "float32", "unary", "tuple-index", "slice"])
+def test_ufunc_at_without_repeats_is_numpys(case):
+    # every position once: a gather, the ufunc and a write, with NumPy's bits (b read first)
+    def f(x):
+        a = x * 1.0 if case != "float32" else (x * 1.0).astype(np.float32)
+        if case == "b-overlaps-a":
+            np.multiply.at(a, np.array([3, 0, 5]), a[:3])
+        elif case == "float32":
+            np.add.at(a, np.array([1, 4]), 0.1)
+        elif case == "unary":
+            np.negative.at(a, [0, 2])
+        elif case == "tuple-index":
+            a2 = a.reshape(2, 3)
+            np.subtract.at(a2, (np.array([0, 1]), np.array([2, 0])), x[1:3] ** 2)
+        else:
+            np.add.at(a, slice(1, 4), x[:3])
+        return a
+
+    x = np.linspace(0.3, 1.8, 6)
+    a, b = f(x), mg.vjp(f, x)[0]
+    assert a.dtype == b.dtype
+    np.testing.assert_array_equal(a, b)
+    if case != "float32":  # (central differences of float32 arithmetic are noise)
+        check_grads(f, x, order=2)

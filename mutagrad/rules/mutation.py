@@ -201,6 +201,12 @@ def _ufunc_at(ufunc, inputs, kwargs):
     flatpos = pos.ravel()
     if flatpos.size == 0:
         return None
+    srt = np.sort(flatpos)
+    if not np.any(srt[1:] == srt[:-1]) and bottom(a).dtype.kind != "c":
+        # every position once: the gather, the ufunc and the write (b read before the write, as
+        # NumPy reads it; the same one operation per element)
+        write(a, indices, ufunc(a[indices], b) if b is not None else ufunc(a[indices]))
+        return None
     if b is not None:
         bb = np.broadcast_to(b, pshape) if np.shape(b) != pshape else b
         bflat = np.copy(np.reshape(bb, (-1,)))  # NumPy reads b before the loop (b may overlap a)

@@ -2555,7 +2555,7 @@ def write(dest, idx, value):
         # a write through a self-overlapping view (sliding windows) into elements that are distinct
         # memory: through the view of those elements (a 0-d view for an element)
         parts = idx if type(idx) is tuple else (idx,)
-        sub = dest[idx + (Ellipsis,) if type(idx) is tuple else (idx, Ellipsis)] if Ellipsis not in parts else dest[idx]
+        sub = dest[parts if Ellipsis in parts else parts + (Ellipsis,)]
         if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
             write(sub, Ellipsis, value)
             return

@@ -912,7 +912,7 @@ class ReverseLevel(Level):
             rec.vgeom = value._geom
             rec.vshape = value.shape
             if _may_repeat(idx):
-                rec.winners = _winners(dv, idx, vv)
+                rec.winners = _winners(dv, idx)
             elif (dest._geom is None and value._geom is None and not self.index and vs is not s
                   and type(vs) is not RunStorage  # (its adjoint lives in its run)
                   and vs.dtype == s.dtype and s.root_geom() is None and vs.root_geom() is None):
@@ -1182,27 +1182,28 @@ def _may_repeat(idx) -> bool:
     return n > 0
 
 
-def _winners(dv, idx, vv):
+def _winners(dv, idx):
     """For an integer-array write with repeated targets: which of the written
     elements survive (NumPy's own choice, found by replaying the write), or None
     when no target repeats. Costs the size of the write where it can (see
     core.index_positions): the replay writes the elements' numbers into ``dv``
-    itself, which the write then overwrites (a plain ``dv`` whose memory ``vv``
-    does not share, numbers its dtype holds exactly); else into a scratch array
-    of ``dv``'s size."""
+    itself and puts the elements back (a plain ``dv``, numbers its dtype holds
+    exactly); else into a scratch array of ``dv``'s size."""
     b = bottom(dv)
     pos = index_positions(b.shape, idx)
     flat = np.sort(pos, axis=None)
     if flat.size < 2 or not np.any(flat[1:] == flat[:-1]):
         return None
     ids = np.arange(pos.size, dtype=np.intp).reshape(pos.shape)
-    exact = b.dtype.kind in "fc" and pos.size <= 2 ** (np.finfo(b.dtype).nmant + 1)
-    if type(dv) is _ndarray and exact and not np.may_share_memory(b, bottom(vv)):
-        scratch = b  # (the write that follows overwrites every element written here)
+    if type(dv) is _ndarray and b.dtype.kind in "fc" and pos.size <= 2 ** (np.finfo(b.dtype).nmant + 1):
+        old = b[idx]  # (a copy: the elements of repeated targets are equal, so putting it back is exact)
+        b[idx] = ids
+        won = b[idx] == ids
+        b[idx] = old
     else:
         scratch = np.full(b.shape, -1, dtype=np.intp)
-    scratch[idx] = ids
-    won = scratch[idx] == ids
+        scratch[idx] = ids
+        won = scratch[idx] == ids
     return None if won.all() else won
 
 

@@ -1363,3 +1363,19 @@ def test_ufunc_at_without_repeats_is_numpys(case):
     np.testing.assert_array_equal(a, b)
     if case != "float32":  # (central differences of float32 arithmetic are noise)
         check_grads(f, x, order=2)
+
+
+def test_failed_repeated_target_write_leaves_the_array_as_numpy_does():
+    # the winners of repeated targets are replayed in the destination and put back: a write that
+    # then fails (NumPy's broadcast error, caught by the function) leaves the array unchanged
+    def f(x):
+        b = x * 1.0
+        try:
+            b[np.array([0, 1, 0])] = x[:2]  # 2 values for 3 targets: NumPy raises
+        except ValueError:
+            pass
+        return b
+
+    x = np.array([0.5, 1.5, 2.5])
+    np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+    check_grads(f, x)

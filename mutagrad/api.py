@@ -1233,7 +1233,8 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False)
     before each run, so they end as after one plain call, but state that
     ``fun`` mutates elsewhere (globals, closures) is mutated by every run,
     and a run that returns other values than the first (state read after
-    such a change, fresh random draws) raises ``MutationError``. With
+    such a change, fresh random draws), or takes other steps (other indices
+    or operations, though its values agree), raises ``MutationError``. With
     ``has_aux=True``, ``fun`` returns ``(output, aux)`` and the result is
     ``(jacobian, aux)`` (aux of the first run), as JAX's.
 
@@ -1457,7 +1458,9 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                         if aj == ai:
                             tl[li] = _basis(ishape, idt, k) * direction
                         tans.append(tree_unflatten(tj, tl))
+                    group.start_run(runs == 0)
                     res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs)
+                    group.finish_run()
                     out, tout = res[:2]
                     out_leaves, out_tree = tree_flatten(out)
                     _check_jac_outputs(out_leaves)

@@ -1102,10 +1102,46 @@ class RunGroup:
     values, so the runs' outputs agree, but the derivative through it is lost for every
     direction but the first, while reverse mode, which runs once, keeps it."""
 
-    __slots__ = ("running",)
+    __slots__ = ("running", "trail", "pos", "recording")
 
     def __init__(self):
         self.running = True
+        self.trail = []  # what the first run did: the operations and the plain indices they took
+        self.pos = 0
+        self.recording = True
+
+    def start_run(self, first):
+        self.pos = 0
+        self.recording = first
+
+    def note(self, entry):
+        """One step of a run: recorded by the first, compared by the others. A run whose
+        steps differ (a permutation drawn from a generator the function does not reseed,
+        a branch on state it changes) computes another function than the first, though
+        its output may have the same values (a shuffle of equal elements)."""
+        if self.recording:
+            self.trail.append(entry)
+            return
+        k = self.pos
+        self.pos = k + 1
+        if k >= len(self.trail) or not _same_step(self.trail[k], entry):
+            raise self.diverged_error()
+
+    def finish_run(self):
+        if not self.recording and self.pos != len(self.trail):
+            raise self.diverged_error()
+
+    def diverged_error(self):
+        from .errors import MutationError
+
+        return MutationError(
+            f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
+            "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
+            "took other steps than the first (other indices, another branch): it drew from a random "
+            "generator the function does not seed itself, or read state an earlier run changed, so its "
+            "column would be the derivative of another function. Seed the generator inside the function "
+            "(np.random.default_rng(seed)), or use mode='rev' (hessian: mg.jacobian(mg.grad(f)))."
+        )
 
     def leftover_error(self):
         from .errors import MutationError
@@ -1116,6 +1152,30 @@ class RunGroup:
             "reads a value an earlier run computed and kept (a memoized intermediate, a cache in a global, "
             "a closure or an object): its derivative would be lost here. Compute it in every call (clear the "
             "cache when the function starts), or use mode='rev'.")
+
+
+def index_step(idx):
+    """A comparable record of an index (RunGroup.note): its integers, slices and the
+    contents of its arrays."""
+    parts = idx if type(idx) is tuple else (idx,)
+    out = []
+    for i in parts:
+        if isinstance(i, _ndarray):
+            out.append((i.dtype.str, i.shape, i.tobytes()))
+        elif type(i) is slice:
+            out.append(("slice", i.start, i.stop, i.step))
+        elif isinstance(i, Tracer):
+            out.append(("traced", bottom(i).tobytes()))
+        else:
+            out.append(i)
+    return tuple(out)
+
+
+def _same_step(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # (an index object NumPy compares elementwise: differences shown by its bytes)
+        return repr(a) == repr(b)
 
 
 def bind(prim, args, kwargs=None):

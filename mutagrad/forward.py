@@ -18,6 +18,7 @@ from .core import (
     _unflatten_args,
     apply_inner,
     bottom,
+    index_step,
     output_leaves,
     view_of,
 )
@@ -123,6 +124,9 @@ class ForwardLevel(Level):
 
     def process(self, prim, leaves, tree, args, kwargs):
         vals, ins = self.unwrap_args(leaves, prim.weak_args)
+        if self.run_group is not None:  # (one of a forward-mode jacobian's runs: its steps)
+            self.run_group.note((prim.name,) + tuple(
+                index_step(v) for v in vals if type(v) is _ndarray and v.dtype.kind in "iub"))
         tans = None
         for i in ins:
             t = leaves[i]
@@ -192,6 +196,8 @@ class ForwardLevel(Level):
         return o
 
     def getitem(self, t, idx):
+        if self.run_group is not None:
+            self.run_group.note(("getitem", index_step(idx)))
         res, out = self.index_value(t, idx)
         if out is None:
             return res
@@ -206,6 +212,8 @@ class ForwardLevel(Level):
         return res
 
     def write(self, dest, idx, value):
+        if self.run_group is not None:
+            self.run_group.note(("write", index_step(idx)))
         own = isinstance(value, Tracer) and value._level is self
         s = self.check_writable(dest, own and _carries_derivative(value))
         if self.index:

@@ -1104,3 +1104,34 @@ def test_np_asarray_of_a_leftover_is_its_writable_memory():
     a[1] = 2.0
     np.testing.assert_array_equal(np.asarray(kept[0]), [1.0, 2.0])
     assert np.shares_memory(a, np.asarray(kept[0]))
+
+
+@pytest.mark.parametrize("draw", ["shuffle", "permutation", "branch"])
+def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(draw):
+    # at x = ones every permutation gives the same output values, so comparing the runs' outputs
+    # cannot tell; the runs' steps (the indices they took, the operations) tell
+    w = np.arange(1.0, 6.0)
+    rng = np.random.default_rng(0)
+
+    def f(x):
+        if draw == "shuffle":
+            rng.shuffle(x)
+        elif draw == "permutation":
+            x = x[rng.permutation(5)]
+        elif rng.random() < 0.5:
+            x = np.exp(x - 1.0)  # (equal values at x = 1, another function)
+        return w * x ** 2
+
+    with pytest.raises(mg.MutationError, match="took other steps than the first"):
+        mg.jacobian(f, mode="fwd")(np.ones(5))
+    with pytest.raises(mg.MutationError, match="took other steps than the first"):
+        mg.hessian(lambda x: np.sum(f(x)))(np.ones(5))
+
+    def seeded(x):  # a generator the function seeds itself: every run takes the same steps
+        r = np.random.default_rng(3)
+        r.shuffle(x)
+        return w * x[r.permutation(5)] ** 2
+
+    x = np.linspace(0.5, 1.5, 5)
+    np.testing.assert_allclose(mg.jacobian(seeded, mode="fwd")(x.copy()), mg.jacobian(seeded)(x.copy()), rtol=1e-13)
+    check_grads(lambda x: np.sum(seeded(x)), x.copy(), order=2)

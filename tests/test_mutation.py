@@ -1379,3 +1379,42 @@ def test_failed_repeated_target_write_leaves_the_array_as_numpy_does():
     x = np.array([0.5, 1.5, 2.5])
     np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
     check_grads(f, x)
+
+
+@pytest.mark.parametrize("fn", [np.cumulative_sum, np.cumulative_prod])
+@pytest.mark.parametrize("out_of", ["short", "2-d"])
+def test_cumulative_into_a_wrong_size_out_raises_numpys_error(fn, out_of):
+    def f(x):  # (a fresh out, not overlapping the input: NumPy raises)
+        o = np.zeros_like(x)[:3] if out_of == "short" else np.zeros_like(x)[None, :]
+        fn(x[:1] if out_of == "short" else x, out=o)
+        return np.sum(o)
+
+    x = np.arange(1.0, 7.0)
+    with pytest.raises(ValueError) as numpys:
+        f(x.copy())
+    with pytest.raises(ValueError) as ours:
+        mg.grad(f)(x.copy())
+    assert str(ours.value) == str(numpys.value)
+
+
+@pytest.mark.parametrize("ufunc", [np.add, np.multiply, np.subtract, np.maximum, np.hypot])
+def test_accumulate_with_axis_none_is_numpys(ufunc):
+    # one axis (None: the only one of a 1-d array); several raise NumPy's error
+    x = np.linspace(0.5, 2.0, 6)
+    f = lambda x: ufunc.accumulate(x, axis=None)
+    np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+    check_grads(f, x)
+    for bad in (lambda y: ufunc.accumulate(y.reshape(2, 3), axis=None),
+                lambda y: ufunc.accumulate(y.reshape(2, 3), axis=(0, 1))):
+        with pytest.raises(ValueError, match="accumulate does not allow multiple axes"):
+            mg.grad(lambda y: np.sum(bad(y)))(x)
+
+
+def test_inplace_matmul_into_a_plain_array_names_the_write():
+    def f(b):
+        a = np.eye(3)
+        a @= b  # (NumPy passes axes= for the in-place product: the write into a plain array is the error)
+        return np.sum(a)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match="a @= "):
+        mg.grad(f)(np.arange(9.0).reshape(3, 3))

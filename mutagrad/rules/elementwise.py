@@ -62,6 +62,9 @@ def ufunc_call(ufunc, inputs, kwargs):
     casting = kwargs.pop("casting", "same_kind")
     for k in ("order", "subok"):
         kwargs.pop(k, None)
+    if (ufunc is np.matmul and "axes" in kwargs and all(np.ndim(x) >= 2 for x in inputs)
+            and [tuple(a) for a in kwargs["axes"]] == [(-2, -1)] * 3):
+        del kwargs["axes"]  # (what ndarray's a @= b passes: the last two axes, matmul's own)
     if kwargs:
         raise TypeError(f"np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not supported on traced arrays "
                         f"(at {user_line()}). Apply the operation without them, then reshape or move axes.")

@@ -444,6 +444,20 @@ def _np_cumprod(args, kwargs):
     return _accumulate_out(res, a, np.cumprod)
 
 
+def accumulate_axis(x, axis):
+    """The axis of ``ufunc.accumulate`` as NumPy reads it: None or a 1-tuple is one axis
+    (None: the only one), several raise NumPy's ValueError."""
+    if type(axis) is tuple:
+        if len(axis) != 1:
+            raise ValueError("accumulate does not allow multiple axes")
+        axis = axis[0]
+    if axis is None:
+        if np.ndim(x) > 1:
+            raise ValueError("accumulate does not allow multiple axes")
+        return 0
+    return axis
+
+
 def accumulate_out_of_another_shape(src, shape, out, name, numpy_check):
     """Refuse an ``out=`` of an accumulation whose shape is not the result's (``shape``):
     where it overlaps the input ``src``, NumPy copies it first and fills only part of
@@ -635,6 +649,8 @@ def _ufunc_method(table, method):
             raise _no_rule(ufunc, f"ufunc method .{method}")
         kwargs = dict(kwargs)
         kwargs.setdefault("axis", 0)
+        if method == "accumulate":
+            kwargs["axis"] = accumulate_axis(inputs[0], kwargs["axis"])
         if type(kwargs.get("out")) is tuple:  # the ufunc protocol always passes a tuple
             kwargs["out"] = kwargs["out"][0]
         return h(inputs, kwargs)

@@ -644,7 +644,7 @@ def _np_rollaxis(args, kwargs):
     return np.moveaxis(x, axis, start) if axis != start else x[...]
 
 
-def _cumulative(fn):
+def _cumulative(fn, numpy_fn):
     def handler(args, kwargs):
         a = dict(zip(("x",), args))
         a.update(kwargs)
@@ -659,7 +659,19 @@ def _cumulative(fn):
             shape[axis] = 1
             init = np.zeros(shape) if fn is np.cumsum else np.ones(shape)
             res = np.concatenate([init.astype(np.result_type(bottom(res))), res], axis=axis)
-        return write_out(res, a.get("out"))
+        out = a.get("out")
+        from ..errors import NoRuleError, user_line
+        from .reductions import accumulate_out_of_another_shape
+
+        def numpy_check():  # NumPy's own error for this out, on plain values
+            probe = np.ones(np.shape(x), np.asarray(bottom(x)).dtype)
+            numpy_fn(probe, axis=a.get("axis"), dtype=a.get("dtype"), out=np.empty_like(bottom(out)),
+                     include_initial=a.get("include_initial", False))
+
+        if accumulate_out_of_another_shape(x, np.shape(res), out, f"np.{numpy_fn.__name__}", numpy_check):
+            raise NoRuleError(f"np.{numpy_fn.__name__} with an out= of shape {np.shape(out)} for a result of shape "
+                              f"{np.shape(res)} at {user_line()}: write the result into a view of out's shape")
+        return write_out(res, out)
 
     return handler
 
@@ -710,8 +722,8 @@ FUNCTIONS[np.fix] = _np_fix
 FUNCTIONS[np.unwrap] = _np_unwrap
 FUNCTIONS[np.bincount] = _np_bincount
 for _name, _handler in (("matrix_transpose", lambda args, kwargs: np.swapaxes(args[0], -1, -2)),
-                        ("cumulative_sum", _cumulative(np.cumsum)),
-                        ("cumulative_prod", _cumulative(np.cumprod))):
+                        ("cumulative_sum", _cumulative(np.cumsum, np.cumulative_sum)),
+                        ("cumulative_prod", _cumulative(np.cumprod, np.cumulative_prod))):
     if hasattr(np, _name):  # NumPy >= 2.1
         FUNCTIONS[getattr(np, _name)] = _handler
 

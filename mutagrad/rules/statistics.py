@@ -16,7 +16,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
-from .reductions import _numpy_bits, _reduce_args, _with_value, accumulate_out_of_another_shape
+from .reductions import _numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue
@@ -923,7 +923,7 @@ def _accumulate_args(ufunc, inputs, kwargs):
     k = _reduce_kwargs(kwargs, ("axis", "dtype", "out"))
     if k.get("dtype") is not None:
         x = x.astype(k["dtype"]) if isinstance(x, Tracer) else np.asarray(x, k["dtype"])
-    axis = normalize_axis_index(k.get("axis", 0), max(np.ndim(x), 1))
+    axis = normalize_axis_index(accumulate_axis(x, k.get("axis", 0)), max(np.ndim(x), 1))
     out = k.get("out")
     out = out[0] if type(out) is tuple else out
 

@@ -569,12 +569,29 @@ def _slogdet_rrule(a):
         if is_zero(k):
             return (ZERO,)
         try:
-            ainvh = _cj(_mT(np.linalg.inv(a)))
+            ainv = np.linalg.inv(a)
         except np.linalg.LinAlgError:
             return (_slogdet_singular_T(a, k),)
-        return (np.expand_dims(k, (-2, -1)) * ainvh,)
+        if np.any(_numerically_singular(a, ainv)):
+            return (_slogdet_singular_T(a, k),)
+        return (np.expand_dims(k, (-2, -1)) * _cj(_mT(ainv)),)
 
     return res, pullback
+
+
+def _numerically_singular(a, ainv):
+    """Per matrix of a stack: singular to working precision, cond₁(A) = ‖A‖₁‖A⁻¹‖₁ beyond
+    1 / (n ε). log|det A| is then rounding (-inf in exact arithmetic), and its derivatives,
+    A⁻ᵀ and beyond, are sums of terms of size cond that cancel to nothing reliable: a
+    composite such as sign · exp(logabsdet) got a wrong second derivative there."""
+    b, bi = np.asarray(bottom(a)), np.asarray(bottom(ainv))
+    n = b.shape[-1]
+    if n == 0:
+        return np.zeros(b.shape[:-2], bool)
+    eps = np.finfo(b.dtype).eps
+    with np.errstate(all="ignore"):
+        cond = np.max(np.sum(np.abs(b), axis=-2), axis=-1) * np.max(np.sum(np.abs(bi), axis=-2), axis=-1)
+    return ~(cond < 1.0 / (n * eps))
 
 
 def _slogdet_singular_T(a, k):
@@ -593,24 +610,31 @@ def _slogdet_singular_T(a, k):
             out.append(0 * a[idx])
             continue
         try:
-            out.append(k[idx] * _cj(_mT(np.linalg.inv(a[idx]))))
+            ainv = np.linalg.inv(a[idx])
         except np.linalg.LinAlgError:
             return _slogdet_singular()
+        if _numerically_singular(a[idx], ainv):
+            return _slogdet_singular()
+        out.append(k[idx] * _cj(_mT(ainv)))
     return np.reshape(np.stack(out), np.shape(a)) if out else 0 * a
 
 
 def _slogdet_singular():
     from ..tangents import not_implemented
 
-    return not_implemented("np.linalg.slogdet of a singular matrix: log|det A| is -inf there, and it has "
-                           "no derivative (det itself has one: np.linalg.det)")
+    return not_implemented("np.linalg.slogdet of a singular matrix (or one singular to working precision, "
+                           "cond(A) beyond 1/(n eps)): log|det A| is -inf there, and it has no derivative "
+                           "(det itself has one: np.linalg.det)")
 
 
 def _slogdet_frule(primals, tangents):
     (a,), (t,) = primals, tangents
     res = np.linalg.slogdet(a)
     try:
-        tr = np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
+        ainv = np.linalg.inv(a)
+        if np.any(_numerically_singular(a, ainv)):
+            raise np.linalg.LinAlgError
+        tr = np.trace(np.matmul(ainv, t), axis1=-2, axis2=-1)
     except np.linalg.LinAlgError:
         bad = _slogdet_singular()
         return res, (bad if np.iscomplexobj(bottom(a)) else ZERO, bad)

@@ -511,3 +511,19 @@ def test_sign_times_exp_of_slogdet_at_a_singular_matrix_is_not_zero():
     with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="slogdet"):
         mg.grad(f)(A.copy())
     assert isinstance(mg.jvp(f, (A.copy(),), (np.eye(3),))[1], mg.NotImplementedTangent)
+
+
+def test_slogdet_of_a_matrix_singular_to_working_precision():
+    # rank 2 in exact arithmetic; LU leaves a pivot of 1e-16, so inv does not raise: log|det| is
+    # rounding (-inf exactly), and sign·exp(logabsdet) got a wrong Hessian from the cancellation of
+    # terms of size cond(A). Refused as at an exactly singular matrix; det has its derivatives
+    a = np.outer([1.0, 2.0, 3.0], [1.0, 0.0, 1.0]) + np.outer([0.0, 1.0, 1.0], [2.0, 1.0, 0.0])
+    via_slogdet = lambda x: (lambda s, l: s * np.exp(l))(*np.linalg.slogdet(x.reshape(3, 3)))
+    assert isinstance(mg.hessian(via_slogdet)(a.ravel()), mg.NotImplementedTangent)
+    assert isinstance(mg.grad(via_slogdet)(a.ravel()), mg.NotImplementedTangent)
+    # det's own rule: its Hessian (d²det/dA_ij dA_kl, the signed 1x1 minors) against finite differences
+    det = lambda x: np.linalg.det(x.reshape(3, 3))
+    h = mg.hessian(det)(a.ravel())
+    g = mg.grad(det)
+    fd = np.array([(g(a.ravel() + 1e-6 * e) - g(a.ravel() - 1e-6 * e)) / 2e-6 for e in np.eye(9)])
+    np.testing.assert_allclose(h, fd, atol=1e-6)

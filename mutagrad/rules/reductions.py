@@ -50,6 +50,20 @@ def _reduce_args(args, kwargs, names):
     return d
 
 
+def _cast_to_loop(a):
+    """``dtype=`` of a reduction that NumPy reaches by casting each element first where the
+    cast is not a widening: a complex input with a real dtype loses its imaginary parts
+    (NumPy's ComplexWarning), so the derivative is that of the real parts' reduction."""
+    dt = a.get("dtype")
+    if dt is None:
+        return a
+    x = a["a"]
+    if np.iscomplexobj(bottom(x)) and np.dtype(dt).kind != "c":
+        a = dict(a)
+        a["a"] = x.astype(dt) if isinstance(x, Tracer) else np.asarray(x).astype(dt)
+    return a
+
+
 def _loop_dtype(a, mean=False):
     """The dtype NumPy computes a reduction in: ``dtype=``, or else the wider
     of the input's and ``out=``'s (a float32 sum into a float64 ``out`` adds in
@@ -352,7 +366,7 @@ def _np_sum(args, kwargs):
         r = _total(args[0])
         if r is not None:
             return r
-    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
+    a = _cast_to_loop(_reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where")))
     x = a["a"]
     x = _masked(x, a.get("where", True), 0.0)
     res = bind(sum_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=_loop_dtype(a)))
@@ -402,7 +416,7 @@ def _divided_in_dtype(s, cnt, dtype=None):
 
 
 def _np_prod(args, kwargs):
-    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where"))
+    a = _cast_to_loop(_reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "initial", "where")))
     x = _masked(a["a"], a.get("where", True), 1.0)
     res = bind(prod_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=_loop_dtype(a)))
     if a.get("initial") is not None:
@@ -413,6 +427,9 @@ def _np_prod(args, kwargs):
 def _np_ext(prim, ufunc):
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims", "initial", "where"))
+        if a.get("dtype") is not None:  # (ufunc.reduce's: the elements cast to the loop's dtype first)
+            dt = a.pop("dtype")
+            a["a"] = a["a"].astype(dt) if isinstance(a["a"], Tracer) else np.asarray(a["a"]).astype(dt)
         x = a["a"]
         where = a.get("where", True)
         initial = a.get("initial", None)
@@ -433,13 +450,13 @@ def _np_ext(prim, ufunc):
 
 
 def _np_cumsum(args, kwargs):
-    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
+    a = _cast_to_loop(_reduce_args(args, kwargs, ("a", "axis", "dtype", "out")))
     res = bind(cumsum_p, (a["a"],), dict(axis=_ufunc_axis(a), dtype=_loop_dtype(a)))
     return _accumulate_out(res, a, np.cumsum)
 
 
 def _np_cumprod(args, kwargs):
-    a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out"))
+    a = _cast_to_loop(_reduce_args(args, kwargs, ("a", "axis", "dtype", "out")))
     res = bind(cumprod_p, (a["a"],), dict(axis=_ufunc_axis(a), dtype=_loop_dtype(a)))
     return _accumulate_out(res, a, np.cumprod)
 

@@ -306,19 +306,33 @@ FUNCTIONS[np.trace] = _np_trace
 
 
 def _np_clip(args, kwargs):
+    """np.clip: NumPy's maximum, minimum or clip ufunc, with its keywords: ``dtype=``
+    and ``casting=`` select the loop; ``where=`` writes only the selected elements of
+    ``out`` (without ``out`` NumPy leaves the others uninitialized: refused)."""
     a = dict(zip(("a", "a_min", "a_max", "out"), args))
     a.update(kwargs)
     x = a["a"]
     lo = a.get("a_min", a.get("min"))
     hi = a.get("a_max", a.get("max"))
+    loop = {k: a[k] for k in ("dtype", "casting") if a.get(k) is not None}
     res = x
     if lo is not None:
-        res = np.maximum(res, lo)
+        res = np.maximum(res, lo, **loop)
     if hi is not None:
-        res = np.minimum(res, hi)
+        res = np.minimum(res, hi, **loop)
     if res is x:
-        res = np.copy(x)
+        res = np.copy(x) if "dtype" not in loop else x.astype(loop["dtype"])
     out = a.get("out")
+    where = a.get("where", True)
+    if where is not True:
+        if out is None:
+            from ..errors import NoRuleError, user_line
+
+            raise NoRuleError(f"np.clip with where= and no out= at {user_line()}: NumPy leaves the elements where "
+                              "the mask is False uninitialized. Pass out= (the array that keeps them), or clip "
+                              "everything and select: np.where(mask, np.clip(x, lo, hi), other).")
+        np.copyto(out, res, casting=loop.get("casting", "same_kind"), where=where)
+        return out
     return write_out(res, out)
 
 

@@ -2,6 +2,7 @@
 finite differences (and forward against reverse by the dot-product
 identity). The sweep at the end fails when a registered rule has no case."""
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -677,3 +678,46 @@ def test_real_inverse_function_derivatives_next_to_one_and_far_out():
     x = np.array([1e200, -3e300, 2.0])
     np.testing.assert_allclose(mg.grad(lambda v: np.sum(np.arcsinh(v)))(x), 1 / np.abs(x) * [1, 1, 0]
                                + [0, 0, 1 / np.sqrt(5)], rtol=1e-12)
+
+
+def test_clip_keywords_are_numpys():
+    # where= writes only the selected elements of out; dtype= selects the loop (both were ignored)
+    m = np.array([True, False, True])
+
+    def f(x):
+        o = np.ones_like(x)
+        np.clip(x, -0.5, None, out=o, where=m)
+        return o * np.array([1.0, 2.0, 3.0])
+
+    x = np.array([0.3, -0.9, 0.7])
+    np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+    check_grads(f, x)
+    x32 = np.array([0.1, 0.7, 1.3], np.float32)
+    for call in (lambda a: np.clip(a, 0.15, None, dtype=np.float64), lambda a: np.clip(a, 0.2, 1.0, dtype=np.float64),
+                 lambda a: a.clip(0.2, 1.0)):
+        want, got = call(x32), mg.vjp(call, x32)[0]
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(mg.NoRuleError, match="where= and no out="):
+        mg.grad(lambda a: np.sum(np.clip(a, 0.0, 1.0, where=m)))(x)
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: np.maximum.reduce(a, axis=1, dtype=np.float32),
+    lambda a: np.minimum.reduce(a, axis=None, dtype=np.complex128),
+    lambda a: np.prod(a + 0.5j, dtype=np.float64),
+    lambda a: np.cumprod(a * (1 + 0.25j), dtype=np.float64),
+    lambda a: np.multiply.reduce(a - 0.3j, axis=0, dtype=np.float64),
+    lambda a: np.sum(a * 1j + a, dtype=np.float64),
+], ids=["max-f32", "min-c128", "prod", "cumprod", "multiply.reduce", "sum"])
+def test_reduction_dtype_casts_the_elements_first(call):
+    # NumPy casts each element to dtype= before the loop: a complex input with a real dtype
+    # loses its imaginary parts (the gradient was the complex product's)
+    x = np.array([[1.2, 0.8, 1.1], [0.9, 1.3, 0.7]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        want, got = call(x), mg.vjp(call, x)[0]
+        assert np.result_type(got) == np.result_type(want)
+        np.testing.assert_array_equal(got, want)
+        if np.result_type(want) != np.float32:
+            check_grads(call, x)

@@ -2560,6 +2560,21 @@ def handed_out_error(s):
         "of this array.")
 
 
+def numpy_layout(res, like):
+    """``res``, a new array a rule computed (C-ordered, or in a gather's order), in the
+    memory layout NumPy gives a new array like ``like`` (order 'K': an accumulation or a
+    sort of a transposed array keeps its layout). The layout is seen: ``t.reshape(-1)`` is a
+    view of a C-ordered t and a copy of another, and a write through it reaches t or not."""
+    b, lb = bottom(res), bottom(like)
+    if not isinstance(like, Tracer) or np.ndim(b) < 2 or np.shape(b) != np.shape(lb):
+        return res
+    if b.strides == np.empty_like(lb, dtype=b.dtype).strides:
+        return res
+    buf = like.astype(b.dtype)  # (a copy in like's layout)
+    write(buf, Ellipsis, res)
+    return buf
+
+
 def write(dest, idx, value):
     """``dest[idx] = value`` with every level that needs to see it."""
     vt = type(value)

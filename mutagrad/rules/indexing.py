@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, strong_operand, write, index_array, index_positions
+from ..core import write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, strong_operand, write, index_array, index_positions, numpy_layout
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
@@ -264,7 +264,7 @@ def _np_sort(args, kwargs):
         axis = -1
     axis = normalize_axis_index(axis, np.ndim(x))  # (NumPy's AxisError for a 0-d array)
     perm = np.argsort(bottom(x), axis=axis, kind="stable")
-    return np.take_along_axis(x, perm, axis)
+    return numpy_layout(np.take_along_axis(x, perm, axis), x)  # (NumPy sorts a copy of x, order 'K')
 
 
 FUNCTIONS[np.sort] = _np_sort

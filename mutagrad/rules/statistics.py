@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, weak
+from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, numpy_layout, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
 from .reductions import _numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape
@@ -948,7 +948,7 @@ def _fold_accumulate(ufunc, inputs, kwargs):
     for i in range(1, len(xm)):
         r = ufunc(r, xm[i])
         steps.append(r)
-    return write_out(_as_fold_dtype(ufunc, np.stack(steps, axis=axis), bottom(x).dtype), out)
+    return write_out(numpy_layout(_as_fold_dtype(ufunc, np.stack(steps, axis=axis), bottom(x).dtype), x), out)
 
 
 def _select_accumulate(ufunc, inputs, kwargs):
@@ -964,7 +964,7 @@ def _select_accumulate(ufunc, inputs, kwargs):
     record = np.concatenate([np.ones(cm.shape[:-1] + (1,), bool), ~same], axis=-1)
     idx = np.maximum.accumulate(np.where(record, np.arange(cm.shape[-1]), 0), axis=-1)
     res = np.take_along_axis(np.moveaxis(x, axis, -1), idx, -1)
-    return write_out(np.moveaxis(res, -1, axis), out)
+    return write_out(numpy_layout(np.moveaxis(res, -1, axis), x), out)
 
 
 def _nan_ext_reduce(handler):

@@ -721,3 +721,28 @@ def test_reduction_dtype_casts_the_elements_first(call):
         np.testing.assert_array_equal(got, want)
         if np.result_type(want) != np.float32:
             check_grads(call, x)
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: np.maximum.accumulate(x, axis=0), lambda x: np.minimum.accumulate(x, axis=1),
+    lambda x: np.logaddexp.accumulate(x, axis=0), lambda x: np.hypot.accumulate(x, axis=1),
+    lambda x: np.sort(x, axis=0), lambda x: np.fmax.accumulate(x, axis=0),
+], ids=["maximum", "minimum", "logaddexp", "hypot", "sort", "fmax"])
+@pytest.mark.parametrize("layout", ["C", "T"])
+def test_result_layout_is_numpys(op, layout):
+    # NumPy's result keeps the input's layout (order 'K'): t.reshape(-1) is a view of a
+    # C-ordered t and a copy of another, so a write through it reaches t or not
+    w = np.arange(1.0, 7.0).reshape(3, 2)
+
+    def f(a):
+        t = op(a.T if layout == "T" else a.reshape(3, 2))
+        v = t.reshape(-1)
+        v *= 3.0
+        return np.sum(t * w)
+
+    a = np.array([[0.3, -0.9, 0.7], [0.2, 0.5, -0.1]]) + np.array([[0.0], [0.05]])
+    assert mg.value_and_grad(f)(a.copy())[0] == f(a.copy())
+    check_grads(f, a)
+    t_plain = op(a.T if layout == "T" else a.reshape(3, 2))
+    t_ours = mg.vjp(lambda a: op(a.T if layout == "T" else a.reshape(3, 2)), a)[0]
+    assert t_ours.strides == t_plain.strides

@@ -897,8 +897,8 @@ def _unstable_signs(driver):
         "'evr', chooses the signs (phases) of the eigenvectors in a way that jumps under rounding-level "
         "changes of the matrix, so functions of its vectors have no derivative (unless sign-invariant, "
         "which mutagrad cannot tell). Pass driver='evd' (or 'ev', 'evx'), or use np.linalg.eigh, whose "
-        "vectors change continuously; the eigenvalues alone (eigvals_only=True) are differentiable "
-        "with every driver")
+        "signs change only at isolated matrices; the eigenvalues alone (eigvals_only=True) are "
+        "differentiable with every driver")
 
 
 def _smooth_vectors(a, lower, driver, V=None):
@@ -939,9 +939,13 @@ def _subset(V, subset):
 
 
 def _gen_vectors(a, b, lower):
-    """The generalized problem's vectors for the values' derivative (sign-invariant), by
-    SciPy's default driver ("gvd": every driver of the generalized problem changes its
-    vectors continuously)."""
+    """The generalized problem's vectors for the values' derivative (V diag(λ̄) Vᴴ:
+    phase-invariant), by SciPy's default driver. Complex matrices are passed whole and
+    read from the upper triangle, whose LAPACK phase convention (a real last row) is
+    recognised: the vectors then have a derivative of their own (higher orders of the
+    values); with ``lower=True`` no row of them is real."""
+    if lower and (np.iscomplexobj(bottom(a)) or np.iscomplexobj(bottom(b))):
+        return _eigh_gen(_lin._herm_in(a, True), _lin._herm_in(b, True), lower=False)[1]
     return _eigh_gen(a, b, lower=lower)[1]
 
 

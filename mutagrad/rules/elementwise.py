@@ -112,6 +112,17 @@ def ufunc_call(ufunc, inputs, kwargs):
         out0 = out if out is not None else (None,) * ufunc.nout
     dests = []
     for o, r in zip(out0, res):
+        if (o is not None and not m.all() and np.result_type(bottom(r)) != np.result_type(bottom(o))
+                and any(np.may_share_memory(bottom(o), bottom(x)) for x in inputs if hasattr(x, "dtype"))):
+            from ..errors import NoRuleError
+
+            raise NoRuleError(
+                f"np.{ufunc.__name__}(..., out=..., where=...) at {user_line()}: out shares memory with an input "
+                f"and has another dtype ({np.result_type(bottom(o))}) than the loop ({np.result_type(bottom(r))}): "
+                "NumPy then passes the elements the mask leaves through the loop's dtype too (a complex out "
+                "loses their imaginary parts, a float64 out is rounded to float32), which mutagrad does not "
+                f"follow. Compute into a new array and copy the selected elements: np.copyto(out, "
+                f"np.{ufunc.__name__}(...), where=mask).")
         if o is None:
             o = lift(np.zeros(shape, np.result_type(bottom(r))), active_levels())
             write(o, m, r)

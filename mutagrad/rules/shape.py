@@ -323,6 +323,8 @@ def _np_clip(args, kwargs):
     if res is x:
         res = np.copy(x) if "dtype" not in loop else x.astype(loop["dtype"])
     out = a.get("out")
+    if type(out) is tuple:  # (the ufunc spelling, out=(o,))
+        out = out[0] if len(out) == 1 else out
     where = a.get("where", True)
     if where is not True:
         if out is None:

@@ -1418,3 +1418,16 @@ def test_inplace_matmul_into_a_plain_array_names_the_write():
 
     with pytest.raises(mg.WriteToPlainArrayError, match="a @= "):
         mg.grad(f)(np.arange(9.0).reshape(3, 3))
+
+
+def test_ufunc_at_of_a_python_float_into_float32_is_numpys():
+    # ufunc.at converts its value with np.asarray: a Python float is a float64 operand (the sum is
+    # rounded to float32 once), not a weak scalar (a float32 addition): NumPy's bits
+    c0 = np.random.default_rng(3).uniform(-1, 1, (4, 5)).astype(np.float32)
+
+    def f(c):
+        np.add.at(c, (slice(None), [3, 0, 2]), 0.8856746451243238)
+        np.multiply.at(c, [1, 1], 1.1)  # (repeated: the rounds)
+        return c
+
+    np.testing.assert_array_equal(mg.vjp(f, c0.copy())[0], f(c0.copy()))

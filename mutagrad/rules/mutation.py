@@ -11,7 +11,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from ..core import (FUNCTIONS, UFUNC_HANDLERS, index_positions, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, index_array,
-                    plain_operands, with_replayed_bits, write, write_replayed)
+                    plain_operands, strong_operand, with_replayed_bits, write, write_replayed)
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
 
 
@@ -205,7 +205,8 @@ def _ufunc_at(ufunc, inputs, kwargs):
     if not np.any(srt[1:] == srt[:-1]) and bottom(a).dtype.kind != "c":
         # every position once: the gather, the ufunc and the write (b read before the write, as
         # NumPy reads it; the same one operation per element)
-        write(a, indices, ufunc(a[indices], b) if b is not None else ufunc(a[indices]))
+        # (ufunc.at converts b with np.asarray: a Python float is a float64 operand, not a weak one)
+        write(a, indices, ufunc(a[indices], strong_operand(b)) if b is not None else ufunc(a[indices]))
         return None
     if b is not None:
         bb = np.broadcast_to(b, pshape) if np.shape(b) != pshape else b

@@ -144,16 +144,23 @@ FUNCTIONS[np.nanstd] = _nan_var(np.std)
 # -- order statistics: median, quantile, percentile ------------------------------
 
 
-def _merge_reduced(x, axis):
+def _merge_reduced(x, axis, like=None):
     """``x`` with the reduced axes moved last and merged into one.
-    Returns (array of shape K + (N,), kept shape K, shape for keepdims)."""
+    Returns (array of shape K + (N,), kept shape K, shape for keepdims).
+    ``like``: a plain array of x's shape whose memory order the merged axes follow
+    (NumPy's fold over several axes visits them by decreasing stride; a negative stride
+    is walked in its own direction)."""
     nd = np.ndim(x)
     shape = np.shape(x)
     axes = tuple(range(nd)) if axis is None else normalize_axis_tuple(axis, nd)
     keep = [k for k in range(nd) if k not in axes]
     kshape = tuple(shape[k] for k in keep)
     n = int(np.prod([shape[k] for k in axes], dtype=np.int64))
-    perm = keep + sorted(axes)
+    order = sorted(axes)
+    if like is not None and len(axes) > 1:
+        st = like.strides
+        order = sorted(axes, key=lambda k: -abs(st[k]) if shape[k] > 1 else 0)
+    perm = keep + order
     if perm != list(range(nd)):
         x = np.transpose(x, perm)
     x = np.reshape(x, kshape + (n,))
@@ -834,11 +841,11 @@ def _fold_reduce(ufunc, inputs, kwargs):
         x = x.astype(k["dtype"]) if isinstance(x, Tracer) else np.asarray(x, k["dtype"])
     xb = bottom(x)
     ufunc.reduce(np.ones((1,) * xb.ndim, xb.dtype), axis=axis)  # NumPy's own axis checks
-    x2, kshape, kdshape = _merge_reduced(x, axis)
+    x2, kshape, kdshape = _merge_reduced(x, axis, xb)
     where = k.get("where", True)
     m = None
     if where is not True:
-        m, _, _ = _merge_reduced(np.broadcast_to(np.asarray(bottom(where), bool), xb.shape), axis)
+        m, _, _ = _merge_reduced(np.broadcast_to(np.asarray(bottom(where), bool), xb.shape), axis, xb)
     initial = k.get("initial", _NoValue)
     n = np.shape(x2)[-1]
     if initial is None or initial is _NoValue:
@@ -926,6 +933,10 @@ def _accumulate_args(ufunc, inputs, kwargs):
     axis = normalize_axis_index(accumulate_axis(x, k.get("axis", 0)), max(np.ndim(x), 1))
     out = k.get("out")
     out = out[0] if type(out) is tuple else out
+    if k.get("dtype") is None and out is not None:  # NumPy's loop: the wider of the input's and out's
+        xdt, odt = np.result_type(bottom(x)), np.result_type(bottom(out))
+        if xdt.kind in "fc" and odt.kind in "fc" and np.result_type(xdt, odt) != xdt:
+            x = x.astype(np.result_type(xdt, odt)) if isinstance(x, Tracer) else np.asarray(x, np.result_type(xdt, odt))
 
     def numpy_check():  # NumPy's own error for this out, on plain values
         with np.errstate(all="ignore"):

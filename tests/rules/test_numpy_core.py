@@ -767,3 +767,29 @@ def test_out_with_where_of_another_dtype_overlapping_an_input():
     x, z = np.array([1.0, 2.0, 3.0]), np.array([1 + 1j, 2 + 2j, 3 + 3j])
     np.testing.assert_array_equal(mg.vjp(apart, x, z.copy())[0], apart(x, z.copy()))
     check_grads(apart, x, z.copy())
+
+
+@pytest.mark.parametrize("ufunc", [np.hypot, np.logaddexp, np.logaddexp2])
+def test_fold_over_several_axes_visits_numpys_order(ufunc):
+    # NumPy's fold over several axes walks them by decreasing stride: a transposed array's
+    # result differs in the last bit from a C-order walk
+    rng = np.random.default_rng(0)
+    for shape in ((3, 4), (2, 3, 4)):
+        a = rng.standard_normal(shape)
+        for v in (a, a.T, a[..., ::-1], np.swapaxes(a, 0, -1)):
+            for axis in (None, (0, 1), (-1, 0)):
+                want = ufunc.reduce(v, axis=axis)
+                assert np.array_equal(mg.vjp(lambda x: ufunc.reduce(x, axis=axis), v)[0], want)
+    check_grads(lambda x: ufunc.reduce(x.T, axis=None), rng.standard_normal((2, 3, 4)))
+
+
+@pytest.mark.parametrize("ufunc", [np.subtract, np.maximum, np.logaddexp, np.hypot])
+def test_accumulate_into_a_wider_out_computes_in_its_dtype(ufunc):
+    x = np.linspace(0.1, 1.3, 6).astype(np.float32)
+
+    def f(x):
+        o = np.zeros(6)  # (float64: NumPy's loop is the wider of the input's and out's)
+        ufunc.accumulate(x, out=o)
+        return o
+
+    np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))

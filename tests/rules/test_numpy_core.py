@@ -788,7 +788,7 @@ def test_accumulate_into_a_wider_out_computes_in_its_dtype(ufunc):
     x = np.linspace(0.1, 1.3, 6).astype(np.float32)
 
     def f(x):
-        o = np.zeros(6)  # (float64: NumPy's loop is the wider of the input's and out's)
+        o = np.zeros_like(x, dtype=np.float64)  # (NumPy's loop: the wider of the input's and out's dtypes)
         ufunc.accumulate(x, out=o)
         return o
 

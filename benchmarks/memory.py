@@ -186,7 +186,7 @@ def run(peers, mode) -> Section:
                " / ".join(f"{e:.0f}" for e in extra) + f" B per write at n = {power10(ns[-1])}",
                max(extra) <= 1.5 * min(extra)),
         Target("integer-array writes: time independent of M", "time per write flat over M",
-               " / ".join(micro(p) for p in f_per) + f" µs per write at M = "
+               " / ".join(micro(p) for p in f_per) + " µs per write at M = "
                + ", ".join(power10(r["m"]) for r in f_rows), max(f_per) <= 1.5 * min(f_per)),
         Target("mutation memory (writes)", "≤ 1.2× bytes overwritten + unavoidable",
                f"up to {ratio(over_ratio)} the 8 B overwritten per write (tape records included)", over_ratio <= 1.2),

@@ -34,11 +34,11 @@ import numpy as np
 
 from .elide import ELIDE_BYTES, note_result, temporary
 from .errors import (
+    _CALL_OPS,
     MutationError,
     NoRuleError,
     TracerEscapeError,
     WriteToPlainArrayError,
-    _CALL_OPS,
     _frame_is_internal,
     at_a_power,
     at_a_store,
@@ -1102,7 +1102,7 @@ class RunGroup:
     values, so the runs' outputs agree, but the derivative through it is lost for every
     direction but the first, while reverse mode, which runs once, keeps it."""
 
-    __slots__ = ("running", "trail", "pos", "recording")
+    __slots__ = ("pos", "recording", "running", "trail")
 
     def __init__(self):
         self.running = True
@@ -1174,7 +1174,7 @@ def index_step(idx):
 def _same_step(a, b) -> bool:
     try:
         return bool(a == b)
-    except Exception:  # (an index object NumPy compares elementwise: differences shown by its bytes)
+    except (TypeError, ValueError):  # (an index NumPy compares elementwise: its repr tells)
         return repr(a) == repr(b)
 
 

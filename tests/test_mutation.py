@@ -1407,7 +1407,7 @@ def test_accumulate_with_axis_none_is_numpys(ufunc):
     for bad in (lambda y: ufunc.accumulate(y.reshape(2, 3), axis=None),
                 lambda y: ufunc.accumulate(y.reshape(2, 3), axis=(0, 1))):
         with pytest.raises(ValueError, match="accumulate does not allow multiple axes"):
-            mg.grad(lambda y: np.sum(bad(y)))(x)
+            mg.grad(lambda y, bad=bad: np.sum(bad(y)))(x)
 
 
 def test_inplace_matmul_into_a_plain_array_names_the_write():

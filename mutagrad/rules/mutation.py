@@ -207,7 +207,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
         # NumPy reads it; the same one operation per element)
         # (ufunc.at converts b with np.asarray: a Python float is a float64 operand, not a weak one)
         write(a, indices, ufunc(a[indices], strong_operand(b)) if b is not None else ufunc(a[indices]))
-        return None
+        return
     if b is not None:
         bb = np.broadcast_to(b, pshape) if np.shape(b) != pshape else b
         bflat = np.copy(np.reshape(bb, (-1,)))  # NumPy reads b before the loop (b may overlap a)

@@ -781,7 +781,7 @@ def test_fold_over_several_axes_visits_numpys_order(ufunc):
         for v in (a, a.T, a[..., ::-1], np.swapaxes(a, 0, -1)):
             for axis in (None, (0, 1), (-1, 0)):
                 want = ufunc.reduce(v, axis=axis)
-                assert np.array_equal(mg.vjp(lambda x: ufunc.reduce(x, axis=axis), v)[0], want)
+                assert np.array_equal(mg.vjp(lambda x, axis=axis: ufunc.reduce(x, axis=axis), v)[0], want)
     check_grads(lambda x: ufunc.reduce(x.T, axis=None), rng.standard_normal((2, 3, 4)))
 
 

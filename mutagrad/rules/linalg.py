@@ -791,6 +791,30 @@ def _tri(n, lower=True):
     return m if lower else m.T
 
 
+def _repeated_pairs(v):
+    """Boolean (..., n, n): the pairs i != j of values ``v`` repeated up to rounding (see
+    :func:`_repeated`)."""
+    b = np.asarray(bottom(v))
+    n = b.shape[-1]
+    scale = np.max(np.abs(b), axis=-1, keepdims=True) if b.ndim > 1 else np.max(np.abs(b), initial=0.0)
+    gap = np.abs(b[..., None, :] - b[..., :, None])
+    return (gap <= REPEATED_RTOL * np.asarray(scale)[..., None]) & ~np.eye(n, dtype=bool)
+
+
+def _distinct_part(w, gV):
+    """For vectors whose values ``w`` repeat: F = _pair_inv(w) with the repeated pairs
+    dropped, if the cotangent ``gV`` reads no vector of a repeated value (a distinct value's
+    vector has a derivative: its sum over each cluster, P / (λ - λc), is basis-invariant);
+    else None (the cotangent needs divided differences the cluster does not have)."""
+    pairs = _repeated_pairs(w)
+    touched = np.any(pairs, axis=-2)  # (..., n): columns of repeated values
+    if np.any(np.any(np.asarray(bottom(gV)) != 0, axis=-2) & touched):
+        return None
+    eye = np.eye(np.shape(w)[-1])
+    denom = np.where(pairs, 1.0, w[..., None, :] - w[..., :, None] + eye)  # (no 1/0 for the pairs dropped)
+    return np.where(pairs, 0.0, 1.0 / denom - eye)
+
+
 def _herm_in(a, lower):
     """The Hermitian matrix LAPACK reads from ``a``: one triangle, mirrored,
     and the real part of the diagonal (the other triangle is ignored)."""
@@ -1004,8 +1028,11 @@ eigvalsh_p = get_primitive(_eigvalsh_impl, "np.linalg.eigvalsh")
 def _eigh_T(w, V, gw, gV, lower):
     inner = ZERO if is_zero(gw) else _diag_embed(gw)
     if not is_zero(gV):
+        F = _pair_inv(w)
         if _repeated(w):
-            return _degenerate("np.linalg.eigh")
+            F = _distinct_part(w, gV)
+            if F is None:
+                return _degenerate("np.linalg.eigh")
         if _is_complex(V):
             E = _real_row(V, (0,) if lower else (-1,))
             c = np.imag(np.sum(_cj(V) * gV, axis=-2))
@@ -1014,7 +1041,7 @@ def _eigh_T(w, V, gw, gV, lower):
                     return _phase_unknown("np.linalg.eigh") if E is None else _phase_jumps("np.linalg.eigh")
             else:
                 gV = gV + _phase_fix_T(V, c, E)
-        inner = inner + _pair_inv(w) * np.matmul(_H(V), gV)
+        inner = inner + F * np.matmul(_H(V), gV)
     return _herm_in_T(np.matmul(np.matmul(V, inner), _H(V)), lower)
 
 

@@ -530,3 +530,19 @@ def test_slogdet_of_a_matrix_singular_to_working_precision():
     g = mg.grad(det)
     fd = np.array([(g(a.ravel() + 1e-6 * e) - g(a.ravel() - 1e-6 * e)) / 2e-6 for e in np.eye(9)])
     np.testing.assert_allclose(h, fd, atol=1e-6)
+
+
+@pytest.mark.parametrize("gap", [0.0, 1e-13], ids=["repeated", "nearly"])
+def test_eigh_vector_of_a_distinct_value_beside_a_repeated_pair(gap):
+    # v₃'s derivative sums over the other vectors, and over the cluster {λ₁ = λ₂} that sum,
+    # P / (λ₃ - λc), does not depend on the basis chosen in it: it exists (JAX gives it too)
+    q, _ = np.linalg.qr(np.random.default_rng(1).standard_normal((4, 4)))
+    a = q @ np.diag([1.0, 1.0 + gap, 3.0, 4.0]) @ q.T
+    c = np.arange(4.0)
+    f = lambda a: np.sum(np.linalg.eigh(a)[1][:, 3] ** 2 * c)  # (sign-invariant)
+    g = mg.grad(f)(a)
+    e = np.eye(16).reshape(16, 4, 4)
+    fd = np.array([(f(a + 1e-6 * d) - f(a - 1e-6 * d)) / 2e-6 for d in e]).reshape(4, 4)
+    np.testing.assert_allclose(g, fd, atol=1e-8)
+    # a function of a vector of the cluster has none
+    assert isinstance(mg.grad(lambda a: np.sum(np.linalg.eigh(a)[1][:, 0] ** 2 * c))(a), mg.NotImplementedTangent)

@@ -863,9 +863,12 @@ def _eigh_cotangents(w, V, gw, gV, lower, rows, generalized):
     inner_a = ZERO if is_zero(gw) else _lin._diag_embed(gw)
     inner_b = ZERO if is_zero(gw) else -_lin._diag_embed(gw * w)
     if not is_zero(gV):
+        F = _lin._pair_inv(w)
         if _lin._repeated(w):
-            d = _lin._degenerate("scipy.linalg.eigh")
-            return d, d
+            F = _lin._distinct_part(w, gV)
+            if F is None:
+                d = _lin._degenerate("scipy.linalg.eigh")
+                return d, d
         if _lin._is_complex(V):
             E = None if rows is None else _lin._real_row(V, rows)
             c = np.imag(np.sum(_cj(V) * gV, axis=-2))
@@ -876,7 +879,7 @@ def _eigh_cotangents(w, V, gw, gV, lower, rows, generalized):
             else:
                 gV = gV + _lin._phase_fix_T(V, c, E)
         G = np.matmul(_mH(V), gV)
-        FG = _lin._pair_inv(w) * G
+        FG = F * G
         inner_a = _lin._acc(inner_a, FG)
         inner_b = _lin._acc(inner_b, -(FG * w[None, :]) - _lin._diag_embed(_lin._re(_lin._diag(G))) / 2)
     abar = ZERO if is_zero(inner_a) else _lin._herm_in_T(np.matmul(np.matmul(V, inner_a), _mH(V)), lower)

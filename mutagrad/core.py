@@ -2560,19 +2560,17 @@ def handed_out_error(s):
         "of this array.")
 
 
-def numpy_layout(res, like):
+def numpy_layout(res, strides):
     """``res``, a new array a rule computed (C-ordered, or in a gather's order), in the
-    memory layout NumPy gives a new array like ``like`` (order 'K': an accumulation or a
-    sort of a transposed array keeps its layout). The layout is seen: ``t.reshape(-1)`` is a
-    view of a C-ordered t and a copy of another, and a write through it reaches t or not."""
-    b, lb = bottom(res), bottom(like)
-    if not isinstance(like, Tracer) or np.ndim(b) < 2 or np.shape(b) != np.shape(lb):
+    memory layout of NumPy's own result, whose ``strides`` are given (an accumulation or a
+    sort of a transposed array keeps its layout). The layout is seen: ``t.reshape(-1)`` is
+    a view of a C-ordered t and a copy of another, and a write through it reaches t or not."""
+    b = bottom(res)
+    if not isinstance(res, Tracer) or np.ndim(b) < 2 or b.strides == tuple(strides):
         return res
-    if b.strides == np.empty_like(lb, dtype=b.dtype).strides:
-        return res
-    buf = like.astype(b.dtype)  # (a copy in like's layout)
-    write(buf, Ellipsis, res)
-    return buf
+    order = sorted(range(b.ndim), key=lambda k: -abs(strides[k]))  # (outermost first, as NumPy lays it out)
+    back = [order.index(k) for k in range(b.ndim)]
+    return np.transpose(np.transpose(res, order).copy(order="C"), back)
 
 
 def write(dest, idx, value):

@@ -70,6 +70,7 @@ def ufunc_call(ufunc, inputs, kwargs):
                         f"(at {user_line()}). Apply the operation without them, then reshape or move axes.")
     if (out is not None or dtype is not None or casting != "same_kind") and _may_miscast(inputs, out, dtype, casting):
         _check_casting(ufunc, inputs, out, dtype, casting)
+    given = inputs  # (before a cast to dtype=, which copies)
     if dtype is not None:
         inputs = tuple(_astype(x, dtype) if hasattr(x, "dtype") else np.asarray(x, dtype) for x in inputs)
     if out is not None and type(out) is not tuple:
@@ -113,7 +114,7 @@ def ufunc_call(ufunc, inputs, kwargs):
     dests = []
     for o, r in zip(out0, res):
         if (o is not None and not m.all() and np.result_type(bottom(r)) != np.result_type(bottom(o))
-                and any(np.may_share_memory(bottom(o), bottom(x)) for x in inputs if hasattr(x, "dtype"))):
+                and any(np.may_share_memory(bottom(o), bottom(x)) for x in given if hasattr(x, "dtype"))):
             from ..errors import NoRuleError
 
             raise NoRuleError(

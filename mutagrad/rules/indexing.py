@@ -264,7 +264,8 @@ def _np_sort(args, kwargs):
         axis = -1
     axis = normalize_axis_index(axis, np.ndim(x))  # (NumPy's AxisError for a 0-d array)
     perm = np.argsort(bottom(x), axis=axis, kind="stable")
-    return numpy_layout(np.take_along_axis(x, perm, axis), x)  # (NumPy sorts a copy of x, order 'K')
+    # (NumPy sorts a copy of x in order 'K': its layout)
+    return numpy_layout(np.take_along_axis(x, perm, axis), np.empty_like(bottom(x), order="K").strides)
 
 
 FUNCTIONS[np.sort] = _np_sort

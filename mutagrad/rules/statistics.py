@@ -959,7 +959,11 @@ def _fold_accumulate(ufunc, inputs, kwargs):
     for i in range(1, len(xm)):
         r = ufunc(r, xm[i])
         steps.append(r)
-    return write_out(numpy_layout(_as_fold_dtype(ufunc, np.stack(steps, axis=axis), bottom(x).dtype), x), out)
+    res = _as_fold_dtype(ufunc, np.stack(steps, axis=axis), bottom(x).dtype)
+    if out is None and np.ndim(res) > 1:  # (NumPy's own result, for its layout)
+        with np.errstate(all="ignore"):
+            res = numpy_layout(res, ufunc.accumulate(np.asarray(bottom(x)), axis=axis).strides)
+    return write_out(res, out)
 
 
 def _select_accumulate(ufunc, inputs, kwargs):
@@ -975,7 +979,7 @@ def _select_accumulate(ufunc, inputs, kwargs):
     record = np.concatenate([np.ones(cm.shape[:-1] + (1,), bool), ~same], axis=-1)
     idx = np.maximum.accumulate(np.where(record, np.arange(cm.shape[-1]), 0), axis=-1)
     res = np.take_along_axis(np.moveaxis(x, axis, -1), idx, -1)
-    return write_out(numpy_layout(np.moveaxis(res, -1, axis), x), out)
+    return write_out(numpy_layout(np.moveaxis(res, -1, axis), np.moveaxis(cm, -1, axis).strides), out)
 
 
 def _nan_ext_reduce(handler):

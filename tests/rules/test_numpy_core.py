@@ -795,3 +795,15 @@ def test_accumulate_into_a_wider_out_computes_in_its_dtype(ufunc):
         return o
 
     np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+
+
+def test_out_with_where_overlapping_an_input_cast_by_dtype():
+    # dtype=float32 casts the inputs (copies): the overlap is the given input's with out
+    m = np.array([True, False, True])
+
+    def f(b):
+        np.fmin(b[1:] * 1.0, b[1:], out=b[:-1], where=m, dtype=np.float32)
+        return b
+
+    with pytest.raises(mg.NoRuleError, match="out shares memory with an input"):
+        mg.vjp(f, np.linspace(0.1, 0.9, 4))

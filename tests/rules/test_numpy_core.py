@@ -807,3 +807,19 @@ def test_out_with_where_overlapping_an_input_cast_by_dtype():
 
     with pytest.raises(mg.NoRuleError, match="out shares memory with an input"):
         mg.vjp(f, np.linspace(0.1, 0.9, 4))
+
+
+@pytest.mark.parametrize("op", [lambda x: np.logaddexp.accumulate(x, axis=0), lambda x: np.maximum.accumulate(x, axis=1),
+                                lambda x: np.sort(x, axis=0)], ids=["fold", "select", "sort"])
+def test_result_layout_of_a_broadcast_input_is_numpys(op):
+    # NumPy's accumulation of a broadcast array is C-ordered (empty_like of it is not): its layout
+    # decides whether t.reshape(-1) is a view, and so where a write through it goes
+    def f(a):
+        t = op(np.broadcast_to(a, (2,) + a.shape))
+        v = t.reshape(-1)
+        v *= 3.0
+        return t * 1.0
+
+    a = np.random.default_rng(0).standard_normal((3, 4))
+    np.testing.assert_array_equal(mg.vjp(f, a)[0], f(a))
+    check_grads(f, a)

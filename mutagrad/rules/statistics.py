@@ -946,11 +946,16 @@ def _accumulate_args(ufunc, inputs, kwargs):
     if accumulate_out_of_another_shape(src, np.shape(x), out, name, numpy_check):
         raise NoRuleError(f"{name} with an out= of shape {np.shape(out)} for a result of shape {np.shape(x)} at "
                           f"{user_line()}: write the result into a view of out's shape")
-    return x, axis, out
+
+    def layout():  # the strides of NumPy's own result (of the input as given, in the loop's dtype)
+        with np.errstate(all="ignore"):
+            return ufunc.accumulate(np.asarray(bottom(src)), axis=axis, dtype=bottom(x).dtype).strides
+
+    return x, axis, out, layout
 
 
 def _fold_accumulate(ufunc, inputs, kwargs):
-    x, axis, out = _accumulate_args(ufunc, inputs, kwargs)
+    x, axis, out, layout = _accumulate_args(ufunc, inputs, kwargs)
     xm = np.moveaxis(x, axis, 0)
     if len(xm) == 0:
         return write_out(np.copy(x), out)
@@ -960,16 +965,15 @@ def _fold_accumulate(ufunc, inputs, kwargs):
         r = ufunc(r, xm[i])
         steps.append(r)
     res = _as_fold_dtype(ufunc, np.stack(steps, axis=axis), bottom(x).dtype)
-    if out is None and np.ndim(res) > 1:  # (NumPy's own result, for its layout)
-        with np.errstate(all="ignore"):
-            res = numpy_layout(res, ufunc.accumulate(np.asarray(bottom(x)), axis=axis).strides)
+    if out is None and np.ndim(res) > 1:
+        res = numpy_layout(res, layout())
     return write_out(res, out)
 
 
 def _select_accumulate(ufunc, inputs, kwargs):
     """maximum/minimum/fmax/fmin.accumulate: each output is the input element
     where the running extreme was last set (a gather)."""
-    x, axis, out = _accumulate_args(ufunc, inputs, kwargs)
+    x, axis, out, layout = _accumulate_args(ufunc, inputs, kwargs)
     xb = bottom(x)
     if xb.size == 0:
         return write_out(np.copy(x), out)
@@ -979,7 +983,8 @@ def _select_accumulate(ufunc, inputs, kwargs):
     record = np.concatenate([np.ones(cm.shape[:-1] + (1,), bool), ~same], axis=-1)
     idx = np.maximum.accumulate(np.where(record, np.arange(cm.shape[-1]), 0), axis=-1)
     res = np.take_along_axis(np.moveaxis(x, axis, -1), idx, -1)
-    return write_out(numpy_layout(np.moveaxis(res, -1, axis), np.moveaxis(cm, -1, axis).strides), out)
+    res = np.moveaxis(res, -1, axis)
+    return write_out(numpy_layout(res, layout()) if out is None and np.ndim(res) > 1 else res, out)
 
 
 def _nan_ext_reduce(handler):

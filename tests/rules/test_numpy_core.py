@@ -823,3 +823,15 @@ def test_result_layout_of_a_broadcast_input_is_numpys(op):
     a = np.random.default_rng(0).standard_normal((3, 4))
     np.testing.assert_array_equal(mg.vjp(f, a)[0], f(a))
     check_grads(f, a)
+
+
+def test_accumulate_with_dtype_of_a_broadcast_input_has_numpys_layout():
+    # the layout is that of NumPy's result for the input as given (a broadcast array cast by
+    # dtype=), not of the cast copy: a sum over it then adds in NumPy's order (one ulp otherwise)
+    def f(a):
+        t = np.subtract.accumulate(np.broadcast_to(np.log2(a[None]), (2, 1) + a.shape), axis=2, dtype=np.complex128)
+        return np.sum(np.sin(0.5 * np.real(t)) + np.cos(0.7 * np.imag(t))), t
+
+    a = np.array([0.7, 1.3, 2.9])
+    (v, t), (vm, tm) = f(a), mg.vjp(f, a)[0]
+    assert v == vm and tm.strides == t.strides

@@ -947,9 +947,11 @@ def _accumulate_args(ufunc, inputs, kwargs):
         raise NoRuleError(f"{name} with an out= of shape {np.shape(out)} for a result of shape {np.shape(x)} at "
                           f"{user_line()}: write the result into a view of out's shape")
 
-    def layout():  # the strides of NumPy's own result (of the input as given, in the loop's dtype)
+    given = {} if k.get("dtype") is None else {"dtype": k["dtype"]}
+
+    def layout():  # the strides of NumPy's own result (of the input as given, with its dtype=)
         with np.errstate(all="ignore"):
-            return ufunc.accumulate(np.asarray(bottom(src)), axis=axis, dtype=bottom(x).dtype).strides
+            return ufunc.accumulate(np.asarray(bottom(src)), axis=axis, **given).strides
 
     return x, axis, out, layout
 

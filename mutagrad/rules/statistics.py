@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, Tracer, bind, bottom, numpy_layout, weak
+from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, numpy_layout, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
 from .reductions import _numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape
@@ -32,8 +32,16 @@ def _nan_mask(x):
 
 
 def _nan_filled(x, fill):
-    """``x`` with NaNs replaced by the constant ``fill`` (which gets no derivative)."""
+    """``x`` with NaNs replaced by the constant ``fill`` (which gets no derivative). As
+    NumPy's nan-functions, a floating-point array is copied in its own layout (order 'K')
+    first: the reductions then add in NumPy's order (a broadcast or transposed array's
+    sum differs in the last bit from a C-ordered one's)."""
     m = _nan_mask(x)
+    if isinstance(x, ArrayTracer) and np.ndim(x) > 1 and bottom(x).dtype.kind in "fc":
+        y = x.copy(order="K")
+        if m.any():
+            y[m] = fill
+        return y, m
     return (np.where(m, fill, x) if m.any() else x), m
 
 

@@ -438,3 +438,12 @@ def test_cov_and_corrcoef_have_numpys_bits(call, dtype):
     np.testing.assert_array_equal(mg.vjp(call, x)[0], plain)
     if dtype == np.float64:
         check_grads(lambda x: np.sum(call(x) * np.arange(1.0, np.size(plain) + 1).reshape(np.shape(plain))), x)
+
+
+def test_nan_reductions_of_a_broadcast_array_add_in_numpys_order():
+    # NumPy's nan-functions copy a floating-point array in its own layout (order 'K') first;
+    # the sum of a broadcast array's copy then differs from a C-ordered sum in the last bit
+    a = np.array([0.9253584365048412, 1.1766099142591064, 1.2302650866284766, 1.5223440977785154, 0.5537094996654459], dtype=np.float64).reshape((5,))
+    f = lambda x: np.nansum(np.broadcast_to(x, (2,) + x.shape), keepdims=True)
+    assert mg.vjp(f, a)[0] == f(a)
+    check_grads(lambda x: np.nanmean(np.broadcast_to(x, (2,) + x.shape).T, axis=0), a)

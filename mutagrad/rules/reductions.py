@@ -727,6 +727,11 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
     out = a.get("out")
     if type(out) is tuple:  # the ufunc protocol always passes a tuple
         out = out[0]
+    if a.get("dtype") is None and out is not None:  # NumPy's loop: the wider of the input's and out's
+        xdt, odt = np.result_type(bottom(x)), np.result_type(bottom(out))
+        if xdt.kind in "fc" and odt.kind in "fc" and np.result_type(xdt, odt) != xdt:
+            wide = np.result_type(xdt, odt)
+            x = x.astype(wide) if isinstance(x, Tracer) else np.asarray(x, wide)
     indices = index_array(bottom(a["indices"]))
     axis = a.get("axis", 0)
     if ufunc is np.add:

@@ -835,3 +835,16 @@ def test_accumulate_with_dtype_of_a_broadcast_input_has_numpys_layout():
     a = np.array([0.7, 1.3, 2.9])
     (v, t), (vm, tm) = f(a), mg.vjp(f, a)[0]
     assert v == vm and tm.strides == t.strides
+
+
+@pytest.mark.parametrize("ufunc", [np.add, np.multiply, np.maximum])
+def test_reduceat_into_a_wider_out_computes_in_its_dtype(ufunc):
+    # NumPy's loop is the wider of the input's and out's dtypes (float32 segments summed in float64)
+    x = np.array([0.6518491, 1.3953152, 1.5417148, 1.0615326, 1.2782121], np.float32)
+
+    def f(x):
+        o = np.zeros_like(x, dtype=np.float64, shape=(2,))
+        ufunc.reduceat(x, [0, 3], out=o)
+        return o
+
+    np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))

@@ -847,6 +847,12 @@ def _fold_reduce(ufunc, inputs, kwargs):
     axis, keepdims = k.get("axis", 0), bool(k.get("keepdims", False))
     if k.get("dtype") is not None:
         x = x.astype(k["dtype"]) if isinstance(x, Tracer) else np.asarray(x, k["dtype"])
+    elif k.get("out") is not None:  # NumPy's loop: the wider of the input's and out's dtypes
+        o = k["out"][0] if type(k["out"]) is tuple else k["out"]
+        xdt, odt = np.result_type(bottom(x)), np.result_type(bottom(o))
+        if xdt.kind in "fc" and odt.kind in "fc" and np.result_type(xdt, odt) != xdt:
+            wide = np.result_type(xdt, odt)
+            x = x.astype(wide) if isinstance(x, Tracer) else np.asarray(x, wide)
     xb = bottom(x)
     ufunc.reduce(np.ones((1,) * xb.ndim, xb.dtype), axis=axis)  # NumPy's own axis checks
     x2, kshape, kdshape = _merge_reduced(x, axis, xb)

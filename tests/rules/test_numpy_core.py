@@ -848,3 +848,15 @@ def test_reduceat_into_a_wider_out_computes_in_its_dtype(ufunc):
         return o
 
     np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+
+
+@pytest.mark.parametrize("ufunc", [np.hypot, np.logaddexp, np.subtract])
+def test_folded_reduce_into_a_wider_out_computes_in_its_dtype(ufunc):
+    x = np.linspace(0.1, 1.3, 6).astype(np.float32).reshape(2, 3)
+
+    def f(x):
+        o = np.zeros_like(x, dtype=np.float64, shape=(3,))
+        ufunc.reduce(x, axis=0, out=o)
+        return o
+
+    np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))

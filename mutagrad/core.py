@@ -2294,11 +2294,13 @@ class ArrayTracer(Tracer):
             v = self._value[idx]
             if type(v) is _ndarray:
                 return _basic_view(self, v, v, lv)
-        if ti is int and self.ndim > 1 and _shuffling(sys._getframe(1)):
-            # NumPy's shuffle of an object that is not an ndarray swaps rows in C,
-            # x[i], x[j] = x[j], x[i]: with rows that are views, a row would be duplicated;
-            # with copies the swap is NumPy's own, and so is the permutation (the same draws)
-            return np.copy(bind_with("getitem", self, idx))
+        if ti is int and self.ndim > 1:
+            f = sys._getframe(1)
+            if f.f_code.co_code[f.f_lasti] in _CALL_OPS and _shuffling(f):  # (C code indexing: at a call)
+                # NumPy's shuffle of an object that is not an ndarray swaps rows in C,
+                # x[i], x[j] = x[j], x[i]: with rows that are views, a row would be duplicated;
+                # with copies the swap is NumPy's own, and so is the permutation (the same draws)
+                return np.copy(bind_with("getitem", self, idx))
         return bind_with("getitem", self, _check_index(idx))  # (a recorded gather copies its index)
 
     def __setitem__(self, idx, value):
@@ -2325,9 +2327,7 @@ class ArrayTracer(Tracer):
 
 def _shuffling(frame) -> bool:
     """Whether C code called by ``rng.shuffle(x)`` / ``np.random.shuffle(x)`` on the
-    user's line ``frame`` is indexing (the frame is at that call, not at a subscript)."""
-    if frame.f_code.co_code[frame.f_lasti] not in _CALL_OPS:
-        return False
+    user's line ``frame``, at a call instruction, is indexing."""
     call = call_at(user_frame(frame))
     return call is not None and getattr(call.func, "attr", getattr(call.func, "id", None)) == "shuffle"
 
@@ -2534,6 +2534,12 @@ def index_positions(shape, idx):
                 + np.arange(m, dtype=np.intp).reshape(rest))
     n = int(np.prod(shape, dtype=np.int64))
     return np.arange(n, dtype=np.intp).reshape(shape)[idx]
+
+
+def has_repeats(pos) -> bool:
+    """Whether the positions ``pos`` (index_positions') name an element twice."""
+    flat = np.sort(pos, axis=None)
+    return flat.size > 1 and bool(np.any(flat[1:] == flat[:-1]))
 
 
 _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "single", "half", "longdouble",

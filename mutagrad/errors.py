@@ -397,15 +397,22 @@ def forget_escape():
     _READONLY_VIEW_MADE[0] = False
 
 
-def _where(exc) -> str:
-    """The user's line ``exc`` passed through last (C and Cython frames come after it): the
-    line of the traceback entry, not the frame's current one (an ``except`` clause that did
-    not match it, or a ``finally`` block, runs after the raise)."""
+def _user_entry(exc):
+    """The traceback entry of the user's code that ``exc`` passed through last (C and Cython
+    frames come after it), or None."""
     tb, user = exc.__traceback__, None
     while tb is not None:
         if not _frame_is_internal(tb.tb_frame):
             user = tb
         tb = tb.tb_next
+    return user
+
+
+def _where(exc) -> str:
+    """The user's line ``exc`` passed through last: the line of the traceback entry, not the
+    frame's current one (an ``except`` clause that did not match it, or a ``finally`` block,
+    runs after the raise)."""
+    user = _user_entry(exc)
     if user is None:
         return "<unknown location>"
     filename = user.tb_frame.f_code.co_filename
@@ -426,11 +433,7 @@ def _out_is_traced(exc) -> bool:
     ``buf`` a name) is a traced array. False when the line does not tell."""
     from .core import Tracer
 
-    tb, hit = exc.__traceback__, None
-    while tb is not None:
-        if not _frame_is_internal(tb.tb_frame):
-            hit = tb
-        tb = tb.tb_next
+    hit = _user_entry(exc)
     if hit is None:
         return False
     frame = hit.tb_frame

@@ -227,7 +227,10 @@ def _read_only(g):
 
 def _checked_rrule(rule, name):
     """A registered reverse rule whose output is checked: ``(y, pullback)``, and
-    from the pullback one cotangent per positional argument, of its shape."""
+    from the pullback one cotangent per positional argument, of its shape. A user's
+    pullback is also checked not to change the arrays its rule was given (mutagrad's own
+    rules, tested for it, are not: the copies would cost every call)."""
+    own = (getattr(rule, "__module__", None) or "").startswith("mutagrad.")
 
     @functools.wraps(rule)
     def checked(*args, **kwargs):
@@ -241,7 +244,8 @@ def _checked_rrule(rule, name):
         def pullback(g):
             # ȳ read-only (it may be another value's adjoint buffer too), and the arrays the rule
             # was given compared after: pullbacks must not modify their inputs or ȳ
-            before = [(i, a, a.copy()) for i, a in enumerate(args) if type(a) is np.ndarray and a.flags.writeable]
+            before = () if own else [(i, a, a.copy()) for i, a in enumerate(args)
+                                     if type(a) is np.ndarray and a.flags.writeable]
             try:
                 cts = pb(_read_only(g))
             except ValueError as e:

@@ -38,6 +38,7 @@ import numpy as np
 from .config import strict as _config_strict
 from .core import (
     apply_inner,
+    has_repeats,
     index_positions,
     foreign_subclass,
     subclass_error,
@@ -1191,8 +1192,7 @@ def _winners(dv, idx):
     exactly); else into a scratch array of ``dv``'s size."""
     b = bottom(dv)
     pos = index_positions(b.shape, idx)
-    flat = np.sort(pos, axis=None)
-    if flat.size < 2 or not np.any(flat[1:] == flat[:-1]):
+    if not has_repeats(pos):
         return None
     ids = np.arange(pos.size, dtype=np.intp).reshape(pos.shape)
     if type(dv) is _ndarray and b.dtype.kind in "fc" and pos.size <= 2 ** (np.finfo(b.dtype).nmant + 1):

@@ -763,14 +763,7 @@ def _repeated(v):
     vector derivatives divide by the differences, so values 1e-16 apart (a rank-deficient
     matrix's zero singular values, [5.6, 7e-16, 0]) amplify rounding into wrong numbers as surely
     as exactly equal ones make them undefined. A plain decision."""
-    b = np.asarray(bottom(v))
-    n = b.shape[-1]
-    if n < 2:
-        return False
-    off = ~np.eye(n, dtype=bool)
-    gap = np.abs(b[..., None, :] - b[..., :, None])[..., off]
-    scale = np.max(np.abs(b), axis=-1, keepdims=True) if b.ndim > 1 else np.max(np.abs(b))
-    return bool(np.any(gap.reshape(b.shape[:-1] + (-1,)) <= REPEATED_RTOL * np.asarray(scale)))
+    return np.shape(bottom(v))[-1] >= 2 and bool(np.any(_repeated_pairs(v)))
 
 
 def _zero_values(S):
@@ -807,8 +800,7 @@ def _distinct_part(w, gV):
     vector has a derivative: its sum over each cluster, P / (λ - λc), is basis-invariant);
     else None (the cotangent needs divided differences the cluster does not have)."""
     pairs = _repeated_pairs(w)
-    touched = np.any(pairs, axis=-2)  # (..., n): columns of repeated values
-    if np.any(np.any(np.asarray(bottom(gV)) != 0, axis=-2) & touched):
+    if _reaches(gV, np.any(pairs, axis=-2)[..., None, :]):  # (the columns of repeated values)
         return None
     eye = np.eye(np.shape(w)[-1])
     denom = np.where(pairs, 1.0, w[..., None, :] - w[..., :, None] + eye)  # (no 1/0 for the pairs dropped)
@@ -1025,24 +1017,61 @@ eigh_p = get_primitive(_eigh_impl, "np.linalg.eigh")
 eigvalsh_p = get_primitive(_eigvalsh_impl, "np.linalg.eigvalsh")
 
 
-def _eigh_T(w, V, gw, gV, lower):
+def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=False):
+    """Ā (with ``generalized``, (Ā, B̄) of A V = B V Λ, Vᴴ B V = I) from the cotangents of the
+    values and the vectors, folded onto the triangle read: Ā = V (diag(w̄) + F ∘ G) Vᴴ,
+    B̄ = -V (diag(w̄ w) + (F ∘ G) Λ + diag(Re diag G) / 2) Vᴴ, G = Vᴴ V̄. ``rows``: where
+    LAPACK keeps a row of complex vectors real (default: the standard problem's, by
+    ``lower``; None: no convention known)."""
+    rows = ((0,) if lower else (-1,)) if rows is None else rows
     inner = ZERO if is_zero(gw) else _diag_embed(gw)
+    inner_b = ZERO if is_zero(gw) else -_diag_embed(gw * w)
     if not is_zero(gV):
         F = _pair_inv(w)
+        bad = None
         if _repeated(w):
             F = _distinct_part(w, gV)
             if F is None:
-                return _degenerate("np.linalg.eigh")
-        if _is_complex(V):
-            E = _real_row(V, (0,) if lower else (-1,))
+                bad = _degenerate(what)
+        if bad is None and _is_complex(V):
+            E = _real_row(V, rows) if rows else None
             c = np.imag(np.sum(_cj(V) * gV, axis=-2))
             if E is None or _on_real_matrix(V):
                 if _sees_phase(c, gV):
-                    return _phase_unknown("np.linalg.eigh") if E is None else _phase_jumps("np.linalg.eigh")
+                    bad = _phase_unknown(what) if E is None else _phase_jumps(what)
             else:
                 gV = gV + _phase_fix_T(V, c, E)
-        inner = inner + F * np.matmul(_H(V), gV)
-    return _herm_in_T(np.matmul(np.matmul(V, inner), _H(V)), lower)
+        if bad is not None:
+            return (bad, bad) if generalized else bad
+        FG = F * np.matmul(_H(V), gV)
+        inner = _acc(inner, FG)
+        if generalized:
+            G_diag = _re(np.sum(_cj(V) * gV, axis=-2))  # Re diag(Vᴴ V̄)
+            inner_b = _acc(inner_b, -(FG * w[..., None, :]) - _diag_embed(G_diag) / 2)
+    abar = ZERO if is_zero(inner) else _herm_in_T(np.matmul(np.matmul(V, inner), _H(V)), lower)
+    if not generalized:
+        return abar
+    return abar, (ZERO if is_zero(inner_b) else _herm_in_T(np.matmul(np.matmul(V, inner_b), _H(V)), lower))
+
+
+def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO):
+    """The vectors' tangent V C, C = F ∘ (X - Q Λ) - diag(Re diag Q) / 2 (X = Vᴴ Ȧ V; for
+    the generalized problem Q = Vᴴ Ḃ V), with the phase term of complex vectors keeping
+    LAPACK's real row (``rows``; None: no convention known) real."""
+    if _repeated(w):
+        return _degenerate(what)
+    C = _pair_inv(w) * (X if is_zero(Q) else X - Q * w[..., None, :])
+    if not is_zero(Q):
+        C = C - _diag_embed(_re(_diag(Q))) / 2
+    dV = np.matmul(V, C)
+    if _is_complex(V):
+        E = _real_row(V, rows) if rows else None
+        if E is None:
+            return _phase_unknown(what)
+        if _on_real_matrix(V) and (_leaves_reals(X) or (not is_zero(Q) and _leaves_reals(Q))):
+            return _phase_jumps(what, forward=True)
+        dV = _phase_fix(V, dV, E)
+    return dV
 
 
 def _eigh_rrule(a, UPLO="L"):
@@ -1066,19 +1095,7 @@ def _eigh_frule(primals, tangents, UPLO="L"):
     y = _eigh_impl(a, UPLO)
     w, V = y
     X = _eigh_X(V, t, UPLO)
-    if _repeated(w):
-        dV = _degenerate("np.linalg.eigh")
-    else:
-        dV = np.matmul(V, _pair_inv(w) * X)
-        if _is_complex(V):
-            E = _real_row(V, _eigh_rows(UPLO))
-            if E is None:
-                dV = _phase_unknown("np.linalg.eigh")
-            elif _on_real_matrix(V) and _leaves_reals(X):
-                dV = _phase_jumps("np.linalg.eigh", forward=True)
-            else:
-                dV = _phase_fix(V, dV, E)
-    return y, (_re(_diag(X)), dV)
+    return y, (_re(_diag(X)), _eigh_dV(w, V, X, _eigh_rows(UPLO)))
 
 
 def _eigvalsh_rrule(a, UPLO="L"):

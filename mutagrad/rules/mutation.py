@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (FUNCTIONS, UFUNC_HANDLERS, index_positions, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, index_array,
+from ..core import (FUNCTIONS, UFUNC_HANDLERS, has_repeats, index_positions, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, index_array,
                     plain_operands, strong_operand, with_replayed_bits, write, write_replayed)
 from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
 
@@ -201,8 +201,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
     flatpos = pos.ravel()
     if flatpos.size == 0:
         return None
-    srt = np.sort(flatpos)
-    if not np.any(srt[1:] == srt[:-1]) and bottom(a).dtype.kind != "c":
+    if not has_repeats(flatpos) and bottom(a).dtype.kind != "c":
         # every position once: the gather, the ufunc and the write (b read before the write, as
         # NumPy reads it; the same one operation per element)
         # (ufunc.at converts b with np.asarray: a Python float is a float64 operand, not a weak one)

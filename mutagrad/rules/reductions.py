@@ -60,8 +60,20 @@ def _cast_to_loop(a):
     x = a["a"]
     if np.iscomplexobj(bottom(x)) and np.dtype(dt).kind != "c":
         a = dict(a)
-        a["a"] = x.astype(dt) if isinstance(x, Tracer) else np.asarray(x).astype(dt)
+        a["a"] = as_dtype(x, dt)
     return a
+
+
+def as_dtype(x, dtype):
+    """``x`` in ``dtype`` (a traced array by its differentiated astype)."""
+    return x.astype(dtype) if isinstance(x, Tracer) else np.asarray(x, dtype)
+
+
+def cast_for_out(x, out):
+    """``x`` in the dtype NumPy's loop takes with an ``out=`` wider than ``x`` (float32
+    into float64 is added in float64), see :func:`_loop_dtype`; else ``x`` itself."""
+    dt = _loop_dtype({"a": x, "out": out})
+    return x if dt is None else as_dtype(x, dt)
 
 
 def _loop_dtype(a, mean=False):
@@ -428,8 +440,7 @@ def _np_ext(prim, ufunc):
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims", "initial", "where"))
         if a.get("dtype") is not None:  # (ufunc.reduce's: the elements cast to the loop's dtype first)
-            dt = a.pop("dtype")
-            a["a"] = a["a"].astype(dt) if isinstance(a["a"], Tracer) else np.asarray(a["a"]).astype(dt)
+            a["a"] = as_dtype(a["a"], a.pop("dtype"))
         x = a["a"]
         where = a.get("where", True)
         initial = a.get("initial", None)
@@ -475,11 +486,12 @@ def accumulate_axis(x, axis):
     return axis
 
 
-def accumulate_out_of_another_shape(src, shape, out, name, numpy_check):
+def accumulate_out_of_another_shape(src, shape, out, name, numpy_check, larger_ok=False):
     """Refuse an ``out=`` of an accumulation whose shape is not the result's (``shape``):
     where it overlaps the input ``src``, NumPy copies it first and fills only part of
     it (a quirk no rule follows); elsewhere NumPy raises, and ``numpy_check()`` (NumPy's
-    own call on plain values) raises its error. False when ``out`` fits."""
+    own call on plain values) raises its error; where NumPy accepts it, refused too,
+    unless ``larger_ok`` (the caller fills it). False when ``out`` fits."""
     if out is None or np.shape(out) == tuple(shape):
         return False
     if np.may_share_memory(bottom(src), bottom(out)):
@@ -489,6 +501,9 @@ def accumulate_out_of_another_shape(src, shape, out, name, numpy_check):
             "the overlap it raises 'provided out is the wrong size'). Pass an out of the result's shape "
             "(a view of the part to fill).")
     numpy_check()
+    if not larger_ok:
+        raise NoRuleError(f"{name} with an out= of shape {np.shape(out)} for a result of shape {tuple(shape)} at "
+                          f"{user_line()}: write the result into a view of out's shape")
     return True
 
 
@@ -506,11 +521,9 @@ def _accumulate_out(res, a, fn):
             probe = probe[()]  # (a NumPy scalar: NumPy accepts a larger out for it, not for a 0-d array)
         fn(probe, axis=a.get("axis"), out=np.empty_like(bottom(out)))  # NumPy's own checks, on plain values
 
-    if not accumulate_out_of_another_shape(src, np.shape(res), out, fn.__name__, numpy_check):
+    larger_ok = a.get("axis") is not None and np.ndim(out) == np.ndim(res)
+    if not accumulate_out_of_another_shape(src, np.shape(res), out, fn.__name__, numpy_check, larger_ok):
         return write_out(res, out)
-    if a.get("axis") is None or np.ndim(out) != np.ndim(res):
-        raise NoRuleError(f"{fn.__name__} with an out= of shape {np.shape(out)} for a result of shape "
-                          f"{np.shape(res)} at {user_line()}: write the result into a view of out's shape")
     ax = operator.index(a["axis"]) % np.ndim(res)
     n = np.shape(res)[ax]
     target = np.shape(out)[:ax] + (n,) + np.shape(out)[ax + 1:]
@@ -723,15 +736,12 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
     a.update(kwargs)
     x = a["array"]
     if a.get("dtype") is not None:
-        x = x.astype(a["dtype"])
+        x = as_dtype(x, a["dtype"])
     out = a.get("out")
     if type(out) is tuple:  # the ufunc protocol always passes a tuple
         out = out[0]
-    if a.get("dtype") is None and out is not None:  # NumPy's loop: the wider of the input's and out's
-        xdt, odt = np.result_type(bottom(x)), np.result_type(bottom(out))
-        if xdt.kind in "fc" and odt.kind in "fc" and np.result_type(xdt, odt) != xdt:
-            wide = np.result_type(xdt, odt)
-            x = x.astype(wide) if isinstance(x, Tracer) else np.asarray(x, wide)
+    if a.get("dtype") is None:
+        x = cast_for_out(x, out)
     indices = index_array(bottom(a["indices"]))
     axis = a.get("axis", 0)
     if ufunc is np.add:

@@ -16,7 +16,8 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, numpy_layout, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
-from .reductions import _numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape
+from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
+                         as_dtype, cast_for_out)
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue
@@ -846,13 +847,9 @@ def _fold_reduce(ufunc, inputs, kwargs):
     k = _reduce_kwargs(kwargs, ("axis", "dtype", "out", "keepdims", "initial", "where"))
     axis, keepdims = k.get("axis", 0), bool(k.get("keepdims", False))
     if k.get("dtype") is not None:
-        x = x.astype(k["dtype"]) if isinstance(x, Tracer) else np.asarray(x, k["dtype"])
-    elif k.get("out") is not None:  # NumPy's loop: the wider of the input's and out's dtypes
-        o = k["out"][0] if type(k["out"]) is tuple else k["out"]
-        xdt, odt = np.result_type(bottom(x)), np.result_type(bottom(o))
-        if xdt.kind in "fc" and odt.kind in "fc" and np.result_type(xdt, odt) != xdt:
-            wide = np.result_type(xdt, odt)
-            x = x.astype(wide) if isinstance(x, Tracer) else np.asarray(x, wide)
+        x = as_dtype(x, k["dtype"])
+    else:  # (NumPy's loop: the wider of the input's and out's dtypes)
+        x = cast_for_out(x, k["out"][0] if type(k.get("out")) is tuple else k.get("out"))
     xb = bottom(x)
     ufunc.reduce(np.ones((1,) * xb.ndim, xb.dtype), axis=axis)  # NumPy's own axis checks
     x2, kshape, kdshape = _merge_reduced(x, axis, xb)
@@ -942,24 +939,17 @@ def _accumulate_args(ufunc, inputs, kwargs):
     (x,) = inputs
     src = x
     k = _reduce_kwargs(kwargs, ("axis", "dtype", "out"))
-    if k.get("dtype") is not None:
-        x = x.astype(k["dtype"]) if isinstance(x, Tracer) else np.asarray(x, k["dtype"])
     axis = normalize_axis_index(accumulate_axis(x, k.get("axis", 0)), max(np.ndim(x), 1))
     out = k.get("out")
     out = out[0] if type(out) is tuple else out
-    if k.get("dtype") is None and out is not None:  # NumPy's loop: the wider of the input's and out's
-        xdt, odt = np.result_type(bottom(x)), np.result_type(bottom(out))
-        if xdt.kind in "fc" and odt.kind in "fc" and np.result_type(xdt, odt) != xdt:
-            x = x.astype(np.result_type(xdt, odt)) if isinstance(x, Tracer) else np.asarray(x, np.result_type(xdt, odt))
+    # (NumPy's loop: dtype=, or the wider of the input's and out's dtypes)
+    x = as_dtype(x, k["dtype"]) if k.get("dtype") is not None else cast_for_out(x, out)
 
     def numpy_check():  # NumPy's own error for this out, on plain values
         with np.errstate(all="ignore"):
             ufunc.accumulate(np.ones(np.shape(src), bottom(x).dtype), axis=axis, out=np.empty_like(bottom(out)))
 
-    name = f"np.{ufunc.__name__}.accumulate"
-    if accumulate_out_of_another_shape(src, np.shape(x), out, name, numpy_check):
-        raise NoRuleError(f"{name} with an out= of shape {np.shape(out)} for a result of shape {np.shape(x)} at "
-                          f"{user_line()}: write the result into a view of out's shape")
+    accumulate_out_of_another_shape(src, np.shape(x), out, f"np.{ufunc.__name__}.accumulate", numpy_check)
 
     given = {} if k.get("dtype") is None else {"dtype": k["dtype"]}
 

@@ -202,20 +202,26 @@ def _band_times(ab, x, lower, upper):
     return y
 
 
+def _band_of_outer(bbar, x, lower, upper):
+    """The band of -b̄ xᴴ (Ā of a solve, on the band only): row r is -b̄[j + r - u] x[j]ᴴ,
+    summed over the columns of b."""
+    vec = np.ndim(x) == 1
+    rows = []
+    for r in range(lower + upper + 1):
+        s = r - upper
+        shifted = _band_shift(bbar, s) if vec else _mT(_band_shift(_mT(bbar), s))
+        prod = shifted * _cj(x)
+        rows.append(-(prod if vec else np.sum(prod, axis=-1)))
+    return np.stack(rows)
+
+
 @rrule(_solve_banded)
 def _solve_banded_rrule(ab, b, *, lower=0, upper=0):
     x = _solve_banded(ab, b, lower=lower, upper=upper)
 
     def pullback(g):
         bbar = _solve_banded(_band_adjoint(ab, lower, upper), g, lower=upper, upper=lower)
-        vec = np.ndim(b) == 1
-        rows = []
-        for r in range(lower + upper + 1):
-            s = r - upper  # ab̄[r, j] = -b̄[j + s] x[j]ᴴ (summed over the columns of b)
-            shifted = _band_shift(bbar, s) if vec else _mT(_band_shift(_mT(bbar), s))
-            prod = shifted * _cj(x)
-            rows.append(-(prod if vec else np.sum(prod, axis=-1)))
-        return np.stack(rows), bbar
+        return _band_of_outer(bbar, x, lower, upper), bbar
 
     return x, pullback
 
@@ -295,14 +301,7 @@ def _solveh_banded_rrule(ab, b, *, lower=False):
     def pullback(g):
         bbar = _solveh_banded(ab, g, lower=lower)
         p = np.shape(ab)[0] - 1
-        vec = np.ndim(b) == 1
-        rows = []
-        for r in range(2 * p + 1):
-            s = r - p  # the general band's cotangent: -b̄[j + s] x[j]ᴴ (summed over b's columns)
-            shifted = _band_shift(bbar, s) if vec else _mT(_band_shift(_mT(bbar), s))
-            prod = shifted * _cj(x)
-            rows.append(-(prod if vec else np.sum(prod, axis=-1)))
-        return _fold_general_band(np.stack(rows), p, lower), bbar
+        return _fold_general_band(_band_of_outer(bbar, x, p, p), p, lower), bbar
 
     return x, pullback
 
@@ -465,9 +464,10 @@ def _cho_solve_frule(primals, tangents, *, lower=False):
 # L̇ = L tril(F, -1), U̇ = triu(F) U.
 
 
-def _row_order(piv):
-    """perm with A[perm] = L U: Pᵀ x = x[perm], P x = x[argsort(perm)]."""
-    perm = np.arange(len(piv))
+def _row_order(piv, m=None):
+    """perm with A[perm] = L U: Pᵀ x = x[perm], P x = x[argsort(perm)] (``m`` rows: as many
+    as pivots unless given)."""
+    perm = np.arange(len(piv) if m is None else m)
     for i, j in enumerate(bottom(piv)):
         perm[i], perm[j] = perm[j], perm[i]
     return perm
@@ -478,8 +478,11 @@ def _unpermute(x, piv):  # P x
 
 
 def _lu_parts(lu):
-    n = np.shape(lu)[-1]
-    return _tri(lu, True, 1) + np.eye(n, dtype=bottom(lu).dtype), _tri(lu, False)
+    """(L, U) from lu_factor's ``lu`` of an m x n matrix: L m x k with a unit diagonal,
+    U k x n (k = min(m, n))."""
+    m, n = np.shape(lu)[-2:]
+    k = min(m, n)
+    return _tri(lu[..., :, :k], True, 1) + np.eye(m, k, dtype=bottom(lu).dtype), _tri(lu[..., :k, :], False)
 
 
 def _unit_lower_solve(lu, x, trans=0):  # L⁻¹ x from the unit lower triangle of lu
@@ -564,14 +567,8 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         return tuple(np.reshape(np.stack([q[i] for q in parts]), batch + np.shape(parts[0][i]))
                      for i in range(len(parts[0])))
     factors, piv = lu_factor(a)  # (a rectangular matrix: SciPy's values, no derivative)
-    m, n = np.shape(factors)
-    k = min(m, n)
-    low = _tri(factors[:, :k], True, 1) + np.eye(m, k, dtype=bottom(factors).dtype)
-    up = _tri(factors[:k, :], False)
-    perm = np.arange(m)
-    for i, j in enumerate(bottom(piv)):
-        perm[i], perm[j] = perm[j], perm[i]
-    p = np.argsort(perm).astype(np.int32)  # A = (L U)[p] (SciPy's p_indices: int32)
+    low, up = _lu_parts(factors)
+    p = np.argsort(_row_order(piv, np.shape(factors)[0])).astype(np.int32)  # A = (L U)[p] (SciPy's: int32)
     if permute_l:
         return low[p], up
     if p_indices:
@@ -842,51 +839,15 @@ def _eigh_real_rows(generalized, lower):
 
 
 def _eigh_vectors_tangent(w, V, P, Q, rows):
-    """dV = V C (see above), with the phase term of complex vectors."""
-    X = P if is_zero(Q) else P - Q * w[None, :]
-    C = _lin._pair_inv(w) * X
-    if not is_zero(Q):
-        C = C - _lin._diag_embed(_lin._re(_lin._diag(Q))) / 2
-    dV = np.matmul(V, C)
-    if _lin._is_complex(V):
-        E = None if rows is None else _lin._real_row(V, rows)
-        if E is None:
-            return _lin._phase_unknown("scipy.linalg.eigh")
-        if _lin._on_real_matrix(V) and (_lin._leaves_reals(P) or (not is_zero(Q) and _lin._leaves_reals(Q))):
-            return _lin._phase_jumps("scipy.linalg.eigh", forward=True)
-        dV = _lin._phase_fix(V, dV, E)
-    return dV
+    """dV = V C (see above), with the phase term of complex vectors (rules/linalg.py's)."""
+    return _lin._eigh_dV(w, V, P, rows, "scipy.linalg.eigh", Q)
 
 
 def _eigh_cotangents(w, V, gw, gV, lower, rows, generalized):
-    """(Ā, B̄) from the cotangents of the values and the vectors (see above)."""
-    inner_a = ZERO if is_zero(gw) else _lin._diag_embed(gw)
-    inner_b = ZERO if is_zero(gw) else -_lin._diag_embed(gw * w)
-    if not is_zero(gV):
-        F = _lin._pair_inv(w)
-        if _lin._repeated(w):
-            F = _lin._distinct_part(w, gV)
-            if F is None:
-                d = _lin._degenerate("scipy.linalg.eigh")
-                return d, d
-        if _lin._is_complex(V):
-            E = None if rows is None else _lin._real_row(V, rows)
-            c = np.imag(np.sum(_cj(V) * gV, axis=-2))
-            if E is None or _lin._on_real_matrix(V):
-                if _lin._sees_phase(c, gV):
-                    d = _lin._phase_unknown("scipy.linalg.eigh") if E is None else _lin._phase_jumps("scipy.linalg.eigh")
-                    return d, d
-            else:
-                gV = gV + _lin._phase_fix_T(V, c, E)
-        G = np.matmul(_mH(V), gV)
-        FG = F * G
-        inner_a = _lin._acc(inner_a, FG)
-        inner_b = _lin._acc(inner_b, -(FG * w[None, :]) - _lin._diag_embed(_lin._re(_lin._diag(G))) / 2)
-    abar = ZERO if is_zero(inner_a) else _lin._herm_in_T(np.matmul(np.matmul(V, inner_a), _mH(V)), lower)
-    if not generalized:
-        return abar, None
-    bbar = ZERO if is_zero(inner_b) else _lin._herm_in_T(np.matmul(np.matmul(V, inner_b), _mH(V)), lower)
-    return abar, bbar
+    """(Ā, B̄) from the cotangents of the values and the vectors (see above; B̄ None for the
+    standard problem): rules/linalg.py's, which np.linalg.eigh uses too."""
+    res = _lin._eigh_T(w, V, gw, gV, lower, rows if rows is not None else (), "scipy.linalg.eigh", generalized)
+    return res if generalized else (res, None)
 
 
 def _unstable_signs(driver):
@@ -1018,11 +979,7 @@ def _eigh_frule(primals, tangents, *, lower=True, driver=None):
     if driver in (None, "evr"):
         return y, (_eigh_tangents(w, _smooth_vectors(a, lower, driver), ta, None, lower)[2], _unstable_signs(driver))
     P, Q, dw = _eigh_tangents(w, V, ta, None, lower)
-    if _lin._repeated(w):
-        dV = _lin._degenerate("scipy.linalg.eigh")
-    else:
-        dV = _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(False, lower))
-    return y, (dw, dV)
+    return y, (dw, _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(False, lower)))
 
 
 @frule(_eigh_gen)
@@ -1030,9 +987,7 @@ def _eigh_gen_frule(primals, tangents, *, lower=True, driver=None):
     (a, b), (ta, tb) = primals, tangents
     w, V = y = _eigh_gen(a, b, lower=lower, driver=driver)
     P, Q, dw = _eigh_tangents(w, V, ta, tb, lower)
-    dV = _lin._degenerate("scipy.linalg.eigh") if _lin._repeated(w) else (
-        _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(True, lower)))
-    return y, (dw, dV)
+    return y, (dw, _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(True, lower)))
 
 
 @frule(_eigvalsh)
@@ -1115,7 +1070,7 @@ COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg
 
 
 def _vector(x):
-    return np.atleast_1d(x) if isinstance(x, np.ndarray) else np.atleast_1d(np.asarray(x))
+    return np.atleast_1d(x)
 
 
 def toeplitz(c, r=None):

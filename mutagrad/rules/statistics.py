@@ -964,6 +964,7 @@ def _fold_accumulate(ufunc, inputs, kwargs):
     x, axis, out, layout = _accumulate_args(ufunc, inputs, kwargs)
     xm = np.moveaxis(x, axis, 0)
     if len(xm) == 0:
+        layout()  # (NumPy's error for a dtype the ufunc has no loop for, which no step raises here)
         return write_out(np.copy(x), out)
     r = xm[0]
     steps = [r]
@@ -982,6 +983,7 @@ def _select_accumulate(ufunc, inputs, kwargs):
     x, axis, out, layout = _accumulate_args(ufunc, inputs, kwargs)
     xb = bottom(x)
     if xb.size == 0:
+        layout()  # (NumPy's error for a dtype without a loop)
         return write_out(np.copy(x), out)
     cm = np.moveaxis(ufunc.accumulate(xb, axis=axis), axis, -1)
     prev, cur = cm[..., :-1], cm[..., 1:]

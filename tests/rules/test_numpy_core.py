@@ -860,3 +860,15 @@ def test_folded_reduce_into_a_wider_out_computes_in_its_dtype(ufunc):
         return o
 
     np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+
+
+@pytest.mark.parametrize("ufunc", [np.logaddexp, np.hypot, np.arctan2])
+@pytest.mark.parametrize("shape", [(0,), (0, 2)])
+def test_empty_accumulate_in_a_dtype_without_a_loop_raises_numpys_error(ufunc, shape):
+    # no step of the fold runs on an empty array: NumPy's loop resolution still refuses the dtype
+    f = lambda x: ufunc.accumulate(x, dtype=np.complex128)
+    with pytest.raises(TypeError) as plain:
+        f(np.zeros(shape))
+    with pytest.raises(TypeError) as traced:
+        mg.vjp(f, np.zeros(shape))
+    assert str(traced.value) == str(plain.value)

@@ -1428,6 +1428,54 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     return r
 
 
+# NumPy's random methods whose draws are integers: a float parameter (probabilities, rates)
+# moves them by jumps only, so the draws have derivative zero w.r.t. it, as np.searchsorted's
+# result has w.r.t. its arguments. (choice's population ``a`` is converted without a dtype:
+# a traced one is not a parameter and is refused.)
+_RANDOM_INTEGER_DRAWS = frozenset(("choice", "multinomial", "binomial", "negative_binomial", "poisson",
+                                   "geometric", "zipf", "logseries"))
+
+
+def _integer_draw(frame, dtype) -> bool:
+    """Whether the conversion (to ``dtype``) asked by ``frame`` is NumPy's random generator
+    converting a float parameter of a method in ``_RANDOM_INTEGER_DRAWS``."""
+    if np.dtype(dtype) != _F64:
+        return False
+    call = call_at(frame)
+    return (call is not None and type(call.func) is ast.Attribute and call.func.attr in _RANDOM_INTEGER_DRAWS
+            and _random_method(call, frame))
+
+
+def _random_method(call, frame) -> bool:
+    """Whether ``call``, executed by ``frame``, is ``<g>.method(...)`` with ``<g>`` a
+    ``Generator``, a ``RandomState`` or the ``np.random`` module (its legacy functions):
+    a name or attribute chain, or a call of their constructors (not called again)."""
+    g = call.func.value
+    if type(g) is ast.Call:  # np.random.default_rng(0).choice(...): the constructor, not called again
+        return _named(g.func, frame) in _GENERATOR_MAKERS
+    g = _named(g, frame)
+    return isinstance(g, (np.random.Generator, np.random.RandomState)) or g is np.random
+
+
+_GENERATOR_MAKERS = (np.random.default_rng, np.random.Generator, np.random.RandomState)
+
+
+def _named(node, frame):
+    """The object a name or attribute chain (``rng``, ``self.rng``, ``np.random``) stands for in
+    ``frame``, or None for any other expression (which is not evaluated again)."""
+    names = []
+    while type(node) is ast.Attribute:
+        names.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    scope = frame.f_locals
+    g = scope[node.id] if node.id in scope else frame.f_globals.get(node.id, frame.f_builtins.get(node.id))
+    for name in reversed(names):
+        g = getattr(g, name, None)
+    return g
+
+
 # NumPy's random methods whose draw is a differentiable transform of a standard variate,
 # loc + scale * z as NumPy's own C code computes it (Generator and RandomState alike)
 _RANDOM_REPARAMETERIZED = {
@@ -1691,6 +1739,10 @@ class Tracer:
             if copy is not True:  # (np.array(x) asks for a copy of its own, writable as NumPy's is)
                 v.flags.writeable = False
             return v
+        if dtype is not None and _integer_draw(sys._getframe(1), dtype):
+            # a parameter of a draw whose results are integers (rng.choice(n, p=w), rng.binomial,
+            # rng.poisson...): they are piecewise constant in it, derivative zero, as np.searchsorted's
+            return np.array(bottom(self), dtype=dtype)
         scipy_fn = _calling_scipy(sys._getframe(1))
         if scipy_fn is not None:
             name, sub, ours = scipy_fn
@@ -1735,7 +1787,8 @@ class Tracer:
         if target is not None:
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError,
                                _plain_copy_hint(target))
-        call = call_at(user_frame(sys._getframe(1)))
+        frame = user_frame(sys._getframe(1))
+        call = call_at(frame)
         it = getattr(call.func, "attr", getattr(call.func, "id", None)) if call is not None else None
         if it in _NUMPY_SCALAR_TYPES:
             raise escape_error(f"np.{it}(x) of a traced value (a plain NumPy scalar)", TracerEscapeError,
@@ -1756,6 +1809,26 @@ class Tracer:
                 "arrays)", TracerEscapeError,
                 " Draw the standard variate and transform it, which is differentiated and gives the same "
                 "numbers: " + _RANDOM_REPARAMETERIZED[it].format(rng=rng) + ".")
+        if it == "choice" and _random_method(call, frame):
+            raise escape_error(
+                f"{ast.unparse(call.func.value)}.choice(x, ...) of a traced population x (the generator "
+                "converts it to a plain array)", TracerEscapeError,
+                " Draw the positions and gather them, which is differentiated and draws the same elements: "
+                "np.take(x, rng.choice(x.shape[axis], size, ...), axis) (x[rng.choice(len(x), size, ...)] "
+                "for axis 0), with the same replace=, p= and shuffle=.")
+        if it is not None and isinstance(call.func, ast.Attribute) and _random_method(call, frame):
+            rng = ast.unparse(call.func.value)
+            raise escape_error(
+                f"{rng}.{it}(...) with a traced parameter (the generator converts its parameters to plain "
+                "arrays)", TracerEscapeError,
+                " Integer draws (choice with p=, binomial, poisson, multinomial...) take traced parameters "
+                "(derivative zero); the other samplers' draws have no derivative w.r.t. their parameters. "
+                "If the draws need no derivative w.r.t. the parameter, pass mg.stop_gradient(param). "
+                + (f"A traced mean: mean + {rng}.multivariate_normal(np.zeros_like(mean), cov, size) draws the "
+                   "same numbers and is differentiated." if it == "multivariate_normal" else
+                   "A location or scale: draw the standard variate and transform it, which is differentiated "
+                   f"(loc + scale * {rng}.standard_t(df, size); scale * {rng}.standard_gamma(shape, size) for "
+                   f"{rng}.gamma(shape, scale, size))."))
         if it in ("nditer", "ndenumerate"):
             raise escape_error(
                 f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,

@@ -1135,3 +1135,44 @@ def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(d
     x = np.linspace(0.5, 1.5, 5)
     np.testing.assert_allclose(mg.jacobian(seeded, mode="fwd")(x.copy()), mg.jacobian(seeded)(x.copy()), rtol=1e-13)
     check_grads(lambda x: np.sum(seeded(x)), x.copy(), order=2)
+
+
+def test_integer_draws_take_traced_parameters_with_derivative_zero():
+    # multinomial resampling, binomial and Poisson counts drawn with traced probabilities or rates:
+    # the draws are the plain call's (the same numbers from the same seed) and jump only, so the
+    # derivative flows through the rest of the function alone (checked against central differences)
+    x0 = np.array([0.3, -0.2, 1.1, 0.5])
+
+    def f(x):
+        w = np.exp(-0.5 * x ** 2)
+        w /= w.sum()
+        rng = np.random.default_rng(0)
+        idx = rng.choice(4, size=4, p=w)
+        counts = rng.multinomial(6, w) + rng.binomial(5, w) + np.random.RandomState(1).poisson(3 * w)
+        np.random.seed(2)
+        legacy = np.random.choice(4, 3, True, w)
+        return np.sum(x[idx] ** 2) + np.sum(counts * x ** 3) + np.sum(x[legacy])
+
+    assert mg.value_and_grad(f)(x0)[0] == f(x0)
+    check_grads(f, x0, order=2)
+    np.testing.assert_allclose(mg.jvp(f, (x0,), (np.ones(4),))[1], np.sum(fd(f, x0)), rtol=1e-8)
+
+
+def test_draws_of_a_traced_population_or_other_samplers_name_the_fix():
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.5, 1.5, 5)
+    with pytest.raises(mg.TracerEscapeError, match=r"np.take\(x, rng.choice\(x.shape\[axis\]"):
+        mg.grad(lambda x: np.sum(rng.choice(x, 3)))(x)
+    with pytest.raises(mg.TracerEscapeError, match=r"scale \* rng.standard_gamma\(shape, size\)"):
+        mg.grad(lambda x: np.sum(rng.gamma(x)))(x)
+    with pytest.raises(mg.TracerEscapeError, match=r"mean \+ rng.multivariate_normal\(np.zeros_like"):
+        mg.grad(lambda m: np.sum(rng.multivariate_normal(m, np.eye(5))))(x)
+    # the advice draws the same elements and numbers
+    p = x / x.sum()
+    for kw in ({}, {"replace": False}, {"p": p}):
+        a, i = np.random.default_rng(4).choice(x, 3, **kw), np.random.default_rng(4).choice(len(x), 3, **kw)
+        np.testing.assert_array_equal(a, x[i])
+    np.testing.assert_array_equal(np.random.default_rng(4).gamma(x, 1.7), 1.7 * np.random.default_rng(4).standard_gamma(x))
+    m, c = np.array([1.0, 2.0]), np.array([[2.0, 0.3], [0.3, 1.0]])
+    np.testing.assert_array_equal(np.random.default_rng(4).multivariate_normal(m, c, 3),
+                                  m + np.random.default_rng(4).multivariate_normal(np.zeros_like(m), c, 3))

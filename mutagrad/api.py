@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import dis
 import functools
 import gc
 import hashlib
@@ -161,13 +162,21 @@ def _mark_aliasing(wrapped):
 _may_share = np.may_share_memory
 
 
-def _code_names(code, out):
-    """The global names ``code`` and the functions defined in it refer to."""
-    out.update(code.co_names)
+_GLOBAL_OPS = frozenset(("LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "STORE_NAME", "DELETE_GLOBAL", "DELETE_NAME"))
+_ATTR_OPS = frozenset(("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR", "LOAD_SUPER_ATTR", "IMPORT_FROM"))
+
+
+def _code_names(code, glob, attrs):
+    """The global names ``code`` and the functions defined in it refer to (into ``glob``),
+    and the attributes and methods they name (into ``attrs``): ``self.q`` names no global ``q``."""
+    for ins in dis.get_instructions(code):
+        if ins.opname in _GLOBAL_OPS:
+            glob.add(ins.argval)
+        elif ins.opname in _ATTR_OPS:
+            attrs.add(ins.argval)
     for c in code.co_consts:
         if type(c) is type(code):
-            _code_names(c, out)
-    return out
+            _code_names(c, glob, attrs)
 
 
 _NAMES: dict = {}  # id(code object) -> (it, the global names it and its nested functions use)
@@ -205,12 +214,12 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
     kwdefaults = getattr(fun, "__kwdefaults__", None)
     if kwdefaults:
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
-    names = _names_of(code)
+    glob, names = _names_of(code)
     if type(fun) is _MethodType:  # a bound method: the attributes of its object that its code names
         _arrays_held_by("self", fun.__self__, names, found, helpers)
     g = getattr(fun, "__globals__", None)
     if g:
-        named.extend((name, g[name]) for name in names if name in g)
+        named.extend((name, g[name]) for name in glob if name in g)
     for name, v in named:
         tv = type(v)
         if tv is _ndarray or tv is ArrayTracer:  # (an outer level's array, in a nested differentiation)
@@ -298,7 +307,9 @@ def _names_of(code):
         return hit[1]
     if len(_NAMES) > 4096:
         _NAMES.clear()
-    names = tuple(_code_names(code, set()))
+    glob, attrs = set(), set()
+    _code_names(code, glob, attrs)
+    names = (tuple(glob), tuple(attrs))
     _NAMES[id(code)] = (code, names)
     return names
 

@@ -792,6 +792,26 @@ def test_write_into_argument_that_the_function_reads_by_a_global_name_raises():
     np.testing.assert_array_equal(g, [0.0, 0.0])
 
 
+class _Arm:
+    def __init__(self):
+        self.GLOBAL_A = np.array([9.0, 9.0, 9.0])  # another array under the global's name
+
+    def cost(self, q):
+        q[0] = q[0] * 2.0
+        return np.sum(np.sin(q)) + np.sum(self.GLOBAL_A)
+
+
+def test_an_attribute_named_like_a_global_argument_is_not_the_global():
+    # self.GLOBAL_A names no global: the method never reads the array passed as its argument
+    # through another name, so the write through the argument is an ordinary one
+    _reset_global_a()
+    x = GLOBAL_A.copy()
+    g = mg.grad(_Arm().cost)(GLOBAL_A)
+    _reset_global_a()
+    np.testing.assert_allclose(g, numerical_grad(_Arm().cost, (x.copy(),), (0,))[0], rtol=1e-8)
+    _reset_global_a()
+
+
 def _helper_reading_global_a():
     return np.sum(GLOBAL_A ** 2)
 

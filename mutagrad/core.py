@@ -1595,7 +1595,7 @@ def _binop(ufunc):
         r = _fast_call(ufunc, self, self, other, sop)
         if r is None:
             if _defers(other):
-                return NotImplemented
+                return _deferred(ufunc, self, other, False)
             return call_ufunc(ufunc, (self, other), {})
         return r
 
@@ -1610,7 +1610,7 @@ def _binop(ufunc):
         r = _fast_call(ufunc, self, other, self, sop)
         if r is None:
             if _defers(other):
-                return NotImplemented
+                return _deferred(ufunc, self, other, True)
             return call_ufunc(ufunc, (other, self), {})
         return r
 
@@ -1636,6 +1636,21 @@ def _defers(other) -> bool:
         getattr(other, "__array_priority__", 0.0) > 0.0)
 
 
+SPARSE_PRODUCT = [None]  # (is_sparse, is_matrix_product_operator, sparse_matmul) from rules/sparse.py
+
+
+def _deferred(ufunc, self, other, reflected):
+    """``self op other`` (``other op self`` if ``reflected``) for an ``other`` that an ndarray's
+    operator defers to (:func:`_defers`): the product of a constant scipy.sparse matrix
+    (``@``, and ``*`` of the spmatrix classes, a matrix product there; rules/sparse.py), else
+    NotImplemented, so that Python asks ``other``'s own operator."""
+    sp = SPARSE_PRODUCT[0]
+    if sp is not None and (ufunc is np.matmul or ufunc is np.multiply) and sp[0](other) and (
+            ufunc is np.matmul or sp[1](other)):
+        return sp[2](other, self, not reflected)
+    return NotImplemented
+
+
 def _large_call(ufunc, self, a, b, other, sop, into, frame, lv):
     """``a op b`` on large arrays (one of them ``self``, the other ``other``): computed
     into the temporary ``into`` where it is one (elide.py), its result remembered for
@@ -1643,7 +1658,7 @@ def _large_call(ufunc, self, a, b, other, sop, into, frame, lv):
     r = _fast_call(ufunc, self, a, b, sop, into=into)
     if r is None:
         if _defers(other):
-            return NotImplemented
+            return _deferred(ufunc, self, other, b is self)
         r = call_ufunc(ufunc, (a, b), {})
     _note_result(r, frame, lv)
     return r
@@ -1743,7 +1758,13 @@ class Tracer:
             # a parameter of a draw whose results are integers (rng.choice(n, p=w), rng.binomial,
             # rng.poisson...): they are piecewise constant in it, derivative zero, as np.searchsorted's
             return np.array(bottom(self), dtype=dtype)
-        scipy_fn = _calling_scipy(sys._getframe(1))
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "_matmul_dispatch" and caller.f_globals.get("__name__", "").startswith(
+                "scipy.sparse"):
+            # SciPy's sign for an operand that is no array: a 0-d object array. It returns
+            # NotImplemented, and Python asks the tracer's reflected operator (rules/sparse.py)
+            return np.empty((), dtype=object)
+        scipy_fn = _calling_scipy(caller)
         if scipy_fn is not None:
             name, sub, ours = scipy_fn
             if ours == "passthrough":
@@ -1752,6 +1773,12 @@ class Tracer:
             elif ours:
                 extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the "
                          "same names, differentiated where docs/coverage.md lists them.")
+            elif sub == "sparse":
+                extra = (" A scipy.sparse matrix holds plain numbers, so it cannot be built from traced values: "
+                         "build it from plain ones (a constant), whose products with traced arrays (A @ x, "
+                         "x @ A, A.dot(x)) and solves (mutagrad.scipy.sparse.linalg.spsolve, splu, factorized) "
+                         "are differentiated; for a matrix that depends on traced values, use a dense array "
+                         "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
             else:
                 extra = (f" mutagrad has no derivative rules for scipy{'.' + sub if sub else ''}: write the "
                          "computation with NumPy operations on the traced values (a filter as a loop over the "
@@ -2356,8 +2383,10 @@ class ArrayTracer(Tracer):
     __slots__ = ()
 
     # isinstance(x, np.ndarray) is True, as in a plain call (type(x) stays ArrayTracer): user
-    # code that checks types takes the path it takes on plain arrays
-    __class__ = property(lambda self: _ndarray)
+    # code that checks types takes the path it takes on plain arrays. Except for scipy.sparse's
+    # product, whose fast path for ndarrays (`other.__class__ is np.ndarray`) would hand the
+    # tracer to C code: its general path asks np.asanyarray, answered in __array__
+    __class__ = property(lambda self: ArrayTracer if _getframe(1).f_code.co_name == "_matmul_dispatch" else _ndarray)
 
     def __getitem__(self, idx):
         lv = self._level
@@ -2816,7 +2845,9 @@ def _calling_scipy(frame):
                     parts = mod.split(".")
                 break
     sub = parts[1] if len(parts) > 1 and not parts[1].startswith("_") else None
-    ours = sub in ("special", "linalg", "stats")  # the mutagrad.scipy modules
+    if sub == "sparse" and len(parts) > 2 and parts[2] == "linalg":
+        sub = "sparse.linalg"
+    ours = sub in ("special", "linalg", "stats", "sparse.linalg")  # the mutagrad.scipy modules
     if ours:
         import importlib
 

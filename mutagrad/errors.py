@@ -614,8 +614,8 @@ def replaced_error(exc: BaseException):
         return TracedTypeError(
             f"a function implemented in C at {_where(exc)} accepts only plain NumPy arrays ({exc}): it "
             "cannot be differentiated through. Use NumPy's (or mutagrad.scipy's) functions, which are "
-            "differentiated (a dense np.linalg.solve instead of a sparse factorization), or pass "
-            "mg.stop_gradient(x) if its result is a constant.")
+            "differentiated (for a sparse factorization, mutagrad.scipy.sparse.linalg.splu(A).solve or "
+            "factorized(A)), or pass mg.stop_gradient(x) if its result is a constant.")
     if type(exc) is ValueError and str(exc).startswith("Supplied output array must be contiguous") and (
             _out_is_traced(exc)):
         # NumPy's random Generator filling out= (rng.standard_normal(out=buf)): its C code writes

@@ -536,6 +536,20 @@ class ReverseLevel(Level):
         self.snapshots[key] = (a, snap)
         return snap
 
+    def snapshot_sparse(self, a):
+        """A private copy of a scipy.sparse matrix a pullback will read (see :meth:`snapshot`),
+        reused while its arrays keep their bits. (Other objects of scipy.sparse, a SuperLU
+        factorization, which cannot be changed, as they are.)"""
+        if not hasattr(a, "format"):
+            return a
+        key = id(a)
+        hit = self.snapshots.get(key)
+        if hit is not None and hit[0] is a and _same_sparse(a, hit[1]):
+            return hit[1]
+        snap = a.copy()
+        self.snapshots[key] = (a, snap)
+        return snap
+
     def _own_params(self, kwargs):
         """A rule's keyword arguments with private copies (:meth:`snapshot`) of the plain
         arrays among them (``np.add.reduceat``'s indices), which its pullback reads and the
@@ -720,6 +734,8 @@ class ReverseLevel(Level):
                 plain = True
             elif foreign_subclass(x):
                 raise subclass_error(x)
+            elif type(x).__module__.startswith("scipy.sparse"):
+                plain = True  # (a constant sparse matrix, which the caller may change: copied below)
         if not active or prim.zero:
             out = apply_inner(prim, vals, tree, kwargs)
             return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, prim.zero)
@@ -740,6 +756,8 @@ class ReverseLevel(Level):
                     leaf = leaves[i]
                     if type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
                         vals[i] = self.snapshot(leaf)
+                    elif type(leaf).__module__.startswith("scipy.sparse"):
+                        vals[i] = self.snapshot_sparse(leaf)
         else:
             reads = prim.reads
             if reads is None:  # the pullback may read any argument and the output
@@ -1131,6 +1149,27 @@ def owned_index(idx):
             if type(i) is _ndarray:
                 return tuple(i.copy() if type(i) is _ndarray else i for i in idx)
     return idx
+
+
+def _same_sparse(a, b) -> bool:
+    """Whether two scipy.sparse matrices of the compressed, coordinate or diagonal formats
+    hold the same arrays, bit for bit (other formats: never)."""
+    fmt = a.format
+    if type(a) is not type(b) or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if fmt in ("csr", "csc", "bsr"):
+        parts = ("data", "indices", "indptr")
+    elif fmt == "coo":
+        parts = ("data", "row", "col")
+    elif fmt == "dia":
+        parts = ("data", "offsets")
+    else:
+        return False
+    for p in parts:
+        u, v = getattr(a, p), getattr(b, p)
+        if u.shape != v.shape or u.dtype != v.dtype or not _same_bits(u, v):
+            return False
+    return True
 
 
 def _same_bits(a, b) -> bool:

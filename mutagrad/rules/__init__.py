@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     mutation,
     reductions,
     shape,
+    sparse,
     statistics,
 )
 
@@ -17,4 +18,7 @@ try:  # SciPy is optional: its rules load only when it is importable
 except ImportError:  # pragma: no cover
     pass
 else:
-    from .scipy import linalg as _scipy_linalg, special as _scipy_special, stats as _scipy_stats  # noqa: F401
+    from .scipy import linalg as _scipy_linalg  # noqa: F401
+    from .scipy import sparse as _scipy_sparse  # noqa: F401
+    from .scipy import special as _scipy_special  # noqa: F401
+    from .scipy import stats as _scipy_stats  # noqa: F401

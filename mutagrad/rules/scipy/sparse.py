@@ -1,0 +1,166 @@
+"""scipy.sparse.linalg: ``spsolve``, ``splu`` (its ``solve``) and ``factorized``
+with a constant sparse matrix and a traced right-hand side.
+
+x = A⁻¹ b is linear in b: ẋ = A⁻¹ ḃ, b̄ = A⁻ᴴ x̄ (cotangent convention of
+rules/linalg.py), a second sparse solve with the factors already made
+(``splu``, ``factorized``) or with Aᴴ (``spsolve``). The matrix is a plain
+value: sparse matrices hold no traced numbers (a derivative with respect to
+the matrix would need one), so it is constant. Every value is SciPy's own.
+scipy.sparse.linalg is imported at the first call (it takes a while to import).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core import Tracer, bind, get_primitive
+from ...tangents import NoTangent, ZeroTangent, is_zero
+from ..sparse import _adjoint
+
+
+def _ssl():
+    import scipy.sparse.linalg as ssl
+
+    return ssl
+
+
+def _constant_matrix(a, what):
+    if isinstance(a, Tracer):
+        raise TypeError(f"{what}: the matrix must be a plain (constant) sparse matrix or array: mutagrad "
+                        "differentiates with respect to the right-hand side only (a scipy.sparse matrix cannot "
+                        "hold traced values)")
+
+
+# -- spsolve ---------------------------------------------------------------------
+
+
+def _spsolve(a, b, *, permc_spec=None, use_umfpack=True):
+    return _ssl().spsolve(a, b, permc_spec=permc_spec, use_umfpack=use_umfpack)
+
+
+spsolve_p = get_primitive(_spsolve, "scipy.sparse.linalg.spsolve")
+spsolve_p.linear = True
+
+
+def spsolve(A, b, permc_spec=None, use_umfpack=True):
+    """``scipy.sparse.linalg.spsolve``: x with A x = b, differentiated in ``b`` (A constant).
+
+    >>> import numpy as np, scipy.sparse as sp, mutagrad as mg
+    >>> from mutagrad.scipy.sparse.linalg import spsolve
+    >>> A = sp.csc_array(np.array([[2.0, 0.0], [1.0, 1.0]]))
+    >>> mg.grad(lambda b: spsolve(A, b).sum())(np.ones(2))
+    array([0., 1.])
+    """
+    _constant_matrix(A, "scipy.sparse.linalg.spsolve")
+    return bind(spsolve_p, (A, b), {"permc_spec": permc_spec, "use_umfpack": use_umfpack})
+
+
+def _spsolve_rrule(a, b, **kw):
+    x = bind(spsolve_p, (a, b), kw)  # (b may be an outer level's traced array: every order)
+
+    def pullback(g):
+        if is_zero(g):
+            return NoTangent(), ZeroTangent()
+        return NoTangent(), np.reshape(bind(spsolve_p, (_adjoint(a), g), kw), np.shape(b))
+
+    return x, pullback
+
+
+def _spsolve_frule(primals, tangents, **kw):
+    (a, b), (_, t) = primals, tangents
+    return bind(spsolve_p, (a, b), kw), (ZeroTangent() if is_zero(t) else bind(spsolve_p, (a, t), kw))
+
+
+spsolve_p.rrule, spsolve_p.frule = _spsolve_rrule, _spsolve_frule
+
+
+# -- splu / factorized: solves with the factors of A -------------------------------------
+
+
+def _lu_solve(lu, b, *, trans="N"):
+    return lu.solve(b, trans=trans)
+
+
+lu_solve_p = get_primitive(_lu_solve, "scipy.sparse.linalg.SuperLU.solve")
+lu_solve_p.linear = True
+
+
+def _solve(lu, b, trans):
+    return bind(lu_solve_p, (lu, b), {"trans": trans})
+
+
+def _lu_solve_rrule(lu, b, *, trans="N"):
+    x = _solve(lu, b, trans)  # (b may be an outer level's traced array: every order)
+
+    def pullback(g):
+        if is_zero(g):
+            return NoTangent(), ZeroTangent()
+        if trans == "N":  # b̄ = A⁻ᴴ ḡ
+            bbar = _solve(lu, g, "H")
+        elif trans == "H":  # x = A⁻ᴴ b: b̄ = A⁻¹ ḡ
+            bbar = _solve(lu, g, "N")
+        else:  # x = A⁻ᵀ b: b̄ = conj(A⁻¹) ḡ = conj(A⁻¹ conj(ḡ))
+            bbar = np.conj(_solve(lu, np.conj(g), "N")) if np.iscomplexobj(g) or lu.U.dtype.kind == "c" else (
+                _solve(lu, g, "N"))
+        return NoTangent(), np.reshape(bbar, np.shape(b))
+
+    return x, pullback
+
+
+def _lu_solve_frule(primals, tangents, *, trans="N"):
+    (lu, b), (_, t) = primals, tangents
+    return _solve(lu, b, trans), (ZeroTangent() if is_zero(t) else _solve(lu, t, trans))
+
+
+lu_solve_p.rrule, lu_solve_p.frule = _lu_solve_rrule, _lu_solve_frule
+
+
+class SuperLU:
+    """``scipy.sparse.linalg.SuperLU`` whose ``solve`` is differentiated in the right-hand
+    side; every other attribute (``L``, ``U``, ``perm_r``, ``perm_c``, ``shape``, ``nnz``) is
+    the factorization's own."""
+
+    __slots__ = ("_lu",)
+
+    def __init__(self, lu):
+        self._lu = lu
+
+    def solve(self, rhs, trans="N"):
+        if trans not in ("N", "T", "H"):
+            return self._lu.solve(rhs, trans=trans)  # (SciPy's own error)
+        return _solve(self._lu, rhs, trans)
+
+    def __getattr__(self, name):
+        return getattr(self._lu, name)
+
+    def __repr__(self):
+        return f"mutagrad SuperLU({self._lu!r})"
+
+
+def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None, options=None):
+    """``scipy.sparse.linalg.splu``: the factorization of a constant sparse A, whose ``solve``
+    is differentiated in the right-hand side.
+
+    >>> import numpy as np, scipy.sparse as sp, mutagrad as mg
+    >>> from mutagrad.scipy.sparse.linalg import splu
+    >>> lu = splu(sp.csc_array(np.array([[2.0, 0.0], [1.0, 1.0]])))
+    >>> mg.grad(lambda b: lu.solve(b).sum())(np.ones(2))
+    array([0., 1.])
+    """
+    _constant_matrix(A, "scipy.sparse.linalg.splu")
+    return SuperLU(_ssl().splu(A, permc_spec=permc_spec, diag_pivot_thresh=diag_pivot_thresh, relax=relax,
+                               panel_size=panel_size, options=options or {}))
+
+
+def factorized(A):
+    """``scipy.sparse.linalg.factorized``: a function solving A x = b for a constant sparse A,
+    differentiated in b, with SciPy's SuperLU factors (where SciPy would solve with UMFPACK,
+    scikit-umfpack being installed, the factors are SuperLU's all the same: its values may
+    then differ from a plain call's in the last bits)."""
+    _constant_matrix(A, "scipy.sparse.linalg.factorized")
+    ssl = _ssl()
+    lu = getattr(ssl.factorized(A), "__self__", None)
+    if type(lu).__name__ != "SuperLU":
+        import scipy.sparse as sp
+
+        lu = ssl.splu(sp.csc_matrix(A))
+    return SuperLU(lu).solve

@@ -1,0 +1,22 @@
+"""``mutagrad.scipy.sparse.linalg``: ``scipy.sparse.linalg`` with ``spsolve``,
+``splu`` and ``factorized`` differentiated in the right-hand side (the sparse
+matrix is a constant); every other name is SciPy's own (and raises mutagrad's
+escape error on a traced array).
+
+>>> import numpy as np, scipy.sparse as sp, mutagrad as mg
+>>> import mutagrad.scipy.sparse.linalg as mssl
+>>> A = sp.diags_array([2.0, 4.0]).tocsc()
+>>> mg.grad(lambda b: mssl.spsolve(A, b).sum())(np.ones(2))
+array([0.5 , 0.25])
+"""
+import scipy.sparse.linalg as _ssl
+
+from ...rules.scipy.sparse import SuperLU, factorized, splu, spsolve  # noqa: F401
+
+
+def __getattr__(name):
+    return getattr(_ssl, name)
+
+
+def __dir__():
+    return sorted(set(dir(_ssl)) | set(globals()))

@@ -1,0 +1,114 @@
+"""Constant scipy.sparse matrices: their products with traced arrays and the sparse solves of
+mutagrad.scipy.sparse.linalg, against central differences (check_grads: both modes, second
+order) and SciPy's own values."""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+from mutagrad.testing import check_grads, numerical_grad
+
+sp = pytest.importorskip("scipy.sparse")
+ssl = pytest.importorskip("scipy.sparse.linalg")
+import mutagrad.scipy.sparse.linalg as mssl
+
+RNG = np.random.default_rng(0)
+DENSE = RNG.standard_normal((5, 4)) * (RNG.random((5, 4)) < 0.5)
+MAKERS = [sp.csr_matrix, sp.csc_array, sp.coo_matrix, sp.csr_array, sp.lil_matrix, sp.bsr_array]
+
+
+PRODUCT = "scipy.sparse matrix product (A @ x, x @ A, A.dot(x))"
+_A = sp.csr_matrix(DENSE)
+_K = sp.csc_matrix(np.diag([4.0, 5.0, 6.0, 7.0]) + np.diag([1.0, -1.0, 0.5], 1))
+_LU = mssl.splu(_K)
+CASES = [  # (what it covers, function, arguments, order): check_grads in both modes
+    (PRODUCT, lambda x: np.sin(_A @ x), (RNG.standard_normal(4),), 2),
+    (PRODUCT, lambda y: np.cos(y @ _A), (RNG.standard_normal((2, 5)),), 2),
+    ("scipy.sparse.linalg.spsolve", lambda b: np.exp(mssl.spsolve(_K, b)), (RNG.standard_normal(4),), 2),
+    ("scipy.sparse.linalg.SuperLU.solve", lambda b: np.sin(_LU.solve(b, "T")), (RNG.standard_normal((4, 2)),), 2),
+]
+
+
+@pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule(covers, fn, args, order):
+    check_grads(fn, *args, modes=("fwd", "rev"), order=order)
+
+
+@pytest.mark.parametrize("make", MAKERS, ids=lambda m: m.__name__)
+def test_products_of_a_constant_sparse_matrix(make):
+    A = make(DENSE)
+    x, X, Y = RNG.standard_normal(4), RNG.standard_normal((4, 3)), RNG.standard_normal((2, 5))
+    cases = [(lambda x: A @ x, x), (lambda x: A.dot(x), x), (lambda X: A @ X, X), (lambda y: y @ A, Y),
+             (lambda y: A.T @ y, Y[0]), (lambda x: A @ x.reshape(4, 1), x)]
+    if sp.isspmatrix(A):  # (`*` is the matrix product of the spmatrix classes)
+        cases += [(lambda x: A * x, x), (lambda y: y * A, Y[0])]
+    for prod, arg in cases:
+        np.testing.assert_array_equal(mg.vjp(prod, arg)[0], prod(arg))  # SciPy's own product
+        check_grads(lambda v, prod=prod: np.sum(np.sin(prod(v)) ** 2), arg, order=2)
+
+
+def test_products_of_a_complex_sparse_matrix():
+    A = sp.csr_matrix(DENSE + 1j * np.roll(DENSE, 1))
+    x = RNG.standard_normal(4)
+    check_grads(lambda x: np.sum(np.abs(A @ x) ** 2), x, order=2)
+    check_grads(lambda z: np.sum(np.abs(z @ A.T) ** 2), x + 0.3j, order=2)
+
+
+def test_the_matrix_as_it_was_at_the_product():
+    # the matrix is changed in place after its product: the derivative is the product's then
+    D = RNG.standard_normal((4, 4)) * (RNG.random((4, 4)) < 0.6)
+    A = sp.csr_matrix(D)
+
+    def f(x):
+        y = A @ x
+        A.data *= 2.0
+        z = A @ np.sin(y)
+        A.data /= 2.0
+        return np.sum(z ** 2)
+
+    x = RNG.standard_normal(4)
+    np.testing.assert_allclose(mg.grad(f)(x), numerical_grad(f, (x,), (0,))[0], rtol=1e-7)
+    np.testing.assert_array_equal(A.toarray(), D)
+
+    def power(x):  # many products of one matrix
+        for _ in range(30):
+            x = A @ x
+            x = x / np.linalg.norm(x)
+        return x[0] + x[1]
+
+    np.testing.assert_allclose(mg.grad(power)(x), numerical_grad(power, (x,), (0,))[0], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(mg.jacobian(lambda x: A @ x, mode="fwd")(x), D, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_sparse_solves(dtype):
+    n = 6
+    D = RNG.standard_normal((n, n)) * (RNG.random((n, n)) < 0.4) + 4 * np.eye(n)
+    if dtype == np.complex128:
+        D = D + 0.5j * np.eye(n, k=1)
+    A = sp.csc_matrix(D)
+    b, B = RNG.standard_normal(n), RNG.standard_normal((n, 2))
+    lu, solve = mssl.splu(A), mssl.factorized(A)
+    cases = [(lambda b: mssl.spsolve(A, b), lambda b: ssl.spsolve(A, b), b),
+             (lambda B: mssl.spsolve(sp.csr_array(A), B), lambda B: ssl.spsolve(sp.csr_array(A), B), B),
+             (lambda b: mssl.spsolve(A, b.reshape(n, 1)), lambda b: ssl.spsolve(A, b.reshape(n, 1)), b),
+             (lambda b: lu.solve(b), lambda b: ssl.splu(A).solve(b), b),
+             (lambda b: lu.solve(b, "T"), lambda b: ssl.splu(A).solve(b, "T"), b),
+             (lambda B: lu.solve(B, "H"), lambda B: ssl.splu(A).solve(B, "H"), B),
+             (lambda b: solve(b), lambda b: ssl.factorized(A)(b), b)]
+    for ours, theirs, arg in cases:
+        np.testing.assert_array_equal(mg.vjp(ours, arg)[0], theirs(arg))
+        check_grads(lambda v, ours=ours: np.sum(np.abs(ours(np.sin(v))) ** 2), arg, order=2)
+        if dtype == np.complex128:
+            check_grads(lambda v, ours=ours: np.sum(np.abs(ours(v)) ** 2), arg + 0.2j, order=2)
+    assert lu.shape == (n, n) and lu.nnz == ssl.splu(A).nnz  # SciPy's attributes
+
+
+def test_sparse_matrices_from_traced_values_and_scipys_own_solvers_name_the_fix():
+    with pytest.raises(mg.TracerEscapeError, match=r"cannot be built from traced values.*A @ x"):
+        mg.grad(lambda w: np.sum(sp.csr_matrix((w, ([0, 1], [1, 0])), shape=(2, 2)) @ np.ones(2)))(np.ones(2))
+    with pytest.raises(mg.TracerEscapeError, match=r"Use mutagrad.scipy.sparse.linalg in place"):
+        mg.grad(lambda b: np.sum(ssl.spsolve(sp.csc_matrix(np.eye(2)), b)))(np.ones(2))
+    with pytest.raises(mg.TracerEscapeError, match=r"mutagrad.scipy.sparse.linalg.cg is SciPy's own"):
+        mg.grad(lambda b: np.sum(mssl.cg(sp.csc_matrix(np.eye(2)), b)[0]))(np.ones(2))
+    with pytest.raises(TypeError, match="the matrix must be a plain"):
+        mg.grad(lambda a: np.sum(mssl.spsolve(a, np.ones(2))))(np.eye(2))

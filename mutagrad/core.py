@@ -1946,6 +1946,11 @@ class Tracer:
     def __complex__(self):
         if self._may_convert():
             return complex(bottom(self))
+        frame = sys._getframe(1)
+        if storing_into_subscript(frame):  # NumPy converting for a write into a plain complex array
+            target = plain_write_target(frame)
+            raise escape_error("writing a traced value into the plain NumPy array" + (
+                "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
         raise escape_error("complex(x)")
 
     def __index__(self):

@@ -156,6 +156,13 @@ def test_write_into_plain_array_raises_and_names_the_fix():
         return np.sum(out)
 
     assert "into the plain NumPy array `out`" in _raises(g, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
+
+    def h(x):  # a complex element into a plain complex array (NumPy converts it with complex(x))
+        out = np.zeros(3, dtype=complex)
+        out[0] = x[0] * (1 + 1j)
+        return np.sum(np.abs(out) ** 2)
+
+    assert "into the plain NumPy array `out`" in _raises(h, np.array([1.0, 2.0]), mg.WriteToPlainArrayError)
     # float() itself is an escape, not a write
     with pytest.raises(mg.TracerEscapeError) as info:
         mg.grad(lambda x: float(x[0]) * x[1])(np.array([1.0, 2.0]))

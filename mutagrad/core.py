@@ -1879,6 +1879,9 @@ class Tracer:
             if lib in ("np.full", "np.full_like"):
                 extra = (" Use mnp.full(shape, x) (import mutagrad.numpy as mnp), which is differentiated "
                          "(mnp.full_like(a, x) for np.full_like), or x * np.ones(shape).")
+            if lib == "np.kaiser":
+                extra = (" Use mnp.kaiser(M, beta) (import mutagrad.numpy as mnp): NumPy's formula, "
+                         "differentiated in beta.")
             if lib.startswith("np.polynomial."):
                 extra += (" A series with traced coefficients c at plain points x is a product with the plain "
                           "Vandermonde matrix: np.polynomial.chebyshev.chebvander(x, len(c) - 1) @ c (likewise "

@@ -65,6 +65,19 @@ def full(shape, fill_value, dtype=None, order="C", **kw):
     return _traced(_np.full(shape, fill_value, dtype, order, **kw))
 
 
+def kaiser(M, beta):
+    """Like ``np.kaiser``; ``beta`` may be traced (NumPy's converts it to a plain number).
+    NumPy's operations, so NumPy's values."""
+    if not isinstance(beta, _Tracer):
+        return _np.kaiser(M, beta)
+    M = _np.float64(M)
+    if M == 1:
+        return _np.ones(1)
+    n = _np.arange(0, M)
+    alpha = (M - 1) / 2.0
+    return _np.i0(beta * _np.sqrt(1 - ((n - alpha) / alpha) ** 2.0)) / _np.i0(beta)
+
+
 def eye(N, M=None, k=0, dtype=float, order="C", **kw):
     return _traced(_np.eye(N, M, k, dtype, order, **kw))
 

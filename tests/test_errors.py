@@ -1754,6 +1754,19 @@ def test_random_draw_with_traced_parameters_names_the_reparameterization(method,
         np.testing.assert_array_equal(got, want)
 
 
+def test_np_kaiser_with_a_traced_beta_names_mnp_kaiser():
+    msg = _raises(lambda b: np.sum(np.kaiser(16, b) ** 2), 5.0, mg.TracerEscapeError)
+    assert "mnp.kaiser(M, beta)" in msg
+    f = lambda b: np.sum(mnp.kaiser(16, b) ** 2)
+    np.testing.assert_allclose(mg.grad(f)(5.0), numerical_grad(lambda b: np.sum(np.kaiser(16, b) ** 2), (5.0,), (0,))[0],
+                               rtol=1e-8)
+    check_grads(f, 5.0, order=2)
+    for m in (0, 1, 2, 7):  # NumPy's values, traced or not
+        for beta in (0.0, 8.6):
+            assert np.array_equal(mg.vjp(lambda b, m=m: mnp.kaiser(m, b), beta)[0], np.kaiser(m, beta))
+            assert np.array_equal(mnp.kaiser(m, beta), np.kaiser(m, beta))
+
+
 def test_np_full_with_a_traced_fill_names_mnp_full():
     msg = _raises(lambda r: np.sum(np.full(4, r)), 0.03, mg.TracerEscapeError)
     assert "mnp.full(shape, x)" in msg

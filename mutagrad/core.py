@@ -2855,7 +2855,7 @@ def _calling_scipy(frame):
     sub = parts[1] if len(parts) > 1 and not parts[1].startswith("_") else None
     if sub == "sparse" and len(parts) > 2 and parts[2] == "linalg":
         sub = "sparse.linalg"
-    ours = sub in ("special", "linalg", "stats", "sparse.linalg")  # the mutagrad.scipy modules
+    ours = sub in ("special", "linalg", "stats", "sparse.linalg", "signal")  # the mutagrad.scipy modules
     if ours:
         import importlib
 

@@ -1029,9 +1029,16 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
     sf = pytest.importorskip("scipy.fft")  # served through uarray's __ua_function__
     msg = _raises(lambda x: np.sum(np.real(sf.hfft2(x.reshape(2, 2)))), np.arange(1.0, 5.0), mg.TracerEscapeError)
     assert "scipy.fft function hfft2" in msg and "no derivative rules for scipy.fft" in msg
-    ss = pytest.importorskip("scipy.signal")  # no mutagrad.scipy module: the advice is NumPy operations
+    ss = pytest.importorskip("scipy.signal")
     msg = _raises(lambda x: np.sum(ss.lfilter([0.5, 0.5], [1.0], x)), np.arange(1.0, 5.0), mg.TracerEscapeError)
-    assert "scipy.signal function lfilter" in msg and "a filter as a loop over the elements" in msg
+    assert "scipy.signal function lfilter" in msg and "Use mutagrad.scipy.signal in place of scipy.signal" in msg
+    import mutagrad.scipy.signal as mss
+
+    msg = _raises(lambda x: np.sum(mss.savgol_filter(x, 3, 1)), np.arange(1.0, 6.0), mg.TracerEscapeError)
+    assert "mutagrad.scipy.signal.savgol_filter is SciPy's own" in msg
+    si = pytest.importorskip("scipy.integrate")  # no mutagrad.scipy module: the advice is NumPy operations
+    msg = _raises(lambda x: np.sum(si.cumulative_trapezoid(x)), np.arange(1.0, 5.0), mg.TracerEscapeError)
+    assert "scipy.integrate function cumulative_trapezoid" in msg and "an ODE solver as explicit steps" in msg
     # methods mutagrad's distributions hand to SciPy's are named as passed through
     import mutagrad.scipy.stats as mst_
 

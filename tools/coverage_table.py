@@ -128,7 +128,8 @@ def render() -> str:
         "",
         ("`scipy.special` ufuncs are differentiated on traced arrays directly. The other `scipy.*` rows are "
          "SciPy's plain-Python functions: they are differentiated when called through `mutagrad.scipy.special`, "
-         "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats` or `mutagrad.scipy.sparse.linalg` (the same names); "
+         "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats`, `mutagrad.scipy.signal` or `mutagrad.scipy.sparse.linalg` "
+         "(the same names); "
          "SciPy's own raise `TracerEscapeError`, naming the module to use. The `scipy.stats.<distribution>.<method>` "
          "rows are the distributions of `mutagrad.scipy.stats`, written with the differentiable functions above. "
          "A `scipy.sparse` matrix is a constant (it holds plain numbers): its products with traced arrays and "

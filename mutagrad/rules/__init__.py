@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover
     pass
 else:
     from .scipy import linalg as _scipy_linalg  # noqa: F401
+    from .scipy import signal as _scipy_signal  # noqa: F401
     from .scipy import sparse as _scipy_sparse  # noqa: F401
     from .scipy import special as _scipy_special  # noqa: F401
     from .scipy import stats as _scipy_stats  # noqa: F401

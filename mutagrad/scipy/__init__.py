@@ -1,7 +1,7 @@
 """``mutagrad.scipy``: drop-in SciPy namespaces, like ``autograd.scipy``.
 
-``mutagrad.scipy.special``, ``.linalg``, ``.stats`` and ``.sparse`` (with
-``.sparse.linalg``) hold every name of the SciPy module of the same name; the functions SciPy writes in plain Python
+``mutagrad.scipy.special``, ``.linalg``, ``.stats``, ``.signal`` and ``.sparse``
+(with ``.sparse.linalg``) hold every name of the SciPy module of the same name; the functions SciPy writes in plain Python
 (which call ``np.asarray`` and so cannot see traced arrays) are replaced by
 differentiable ones. SciPy's ufuncs (``scipy.special.gammaln``...) dispatch
 by themselves and are the same objects here.
@@ -13,7 +13,7 @@ by themselves and are the same objects here.
 """
 import importlib
 
-__all__ = ["linalg", "sparse", "special", "stats"]
+__all__ = ["linalg", "signal", "sparse", "special", "stats"]
 
 
 def __getattr__(name):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dis
 import itertools
 import math
 import numbers
@@ -64,6 +65,7 @@ __all__ = ["Tracer", "Level", "Storage", "bind", "Primitive", "REGISTRY", "FUNCT
 
 _ndarray = np.ndarray
 _getframe = sys._getframe
+_getrefcount = sys.getrefcount
 _np_power = np.power  # (a global, not an attribute lookup, on the ufunc hot path)
 _FLOAT_KINDS = frozenset("fc")
 
@@ -1262,6 +1264,82 @@ def _arrayify(inputs):
                  for x in inputs)
 
 
+def _plain_inplace_operand(inputs, kwargs):
+    """(the plain array, its reference count seen from here) when a ufunc is called as
+    ``f(p, t, out=(p,))`` on a plain ndarray ``p``, as NumPy calls it for ``p += t``; else None."""
+    out = kwargs.get("out")
+    if type(out) is not tuple or len(out) != 1:
+        return None
+    p = out[0]
+    if type(p) is not _ndarray or inputs[0] is not p:
+        return None
+    return p, _getrefcount(p)
+
+
+def _promoted_inplace(ufunc, inputs, p, frame):
+    """``p op= t`` with ``p`` a plain array that only the assignment's target names (made
+    from plain values: ``x = x0.copy(); x += t``): the statement rebinds the target to
+    what the operator returns, so it may return a new traced array ``p op t`` in p's dtype
+    and leave p as it was (no one else can see it). None where that is not the case:
+    the caller's frame is not at an in-place operator, p is a view, is read-only, holds no
+    floats, or the result would need another shape or an unsafe cast (NumPy's errors then)."""
+    code = frame.f_code.co_code
+    at = frame.f_lasti
+    if (code[at] != _BINARY_OP_CODE or code[at + 1] not in _INPLACE_ARGS or p.base is not None
+            or not p.flags.writeable or p.dtype.kind not in "fc"):
+        return None
+    res = call_ufunc(ufunc, inputs, {})
+    if np.shape(res) != p.shape:
+        return None
+    dt = bottom(res).dtype
+    if dt != p.dtype:
+        if not np.can_cast(dt, p.dtype, "same_kind"):
+            return None
+        res = res.astype(p.dtype)
+    return res
+
+
+_BINARY_OP_CODE = dis.opmap.get("BINARY_OP", -1)
+_INPLACE_ARGS = frozenset(i for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ())) if "INPLACE" in name)
+
+
+class _InplaceProbe:
+    """Measures the reference count :func:`_plain_inplace_operand` sees for the target of
+    ``x += probe``, x named once; None (no promotion) if a second name does not change it."""
+    __array_priority__ = 1000.0
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        p = _plain_inplace_operand(inputs, kwargs)
+        self.seen.append(None if p is None else p[1])
+        return inputs[0]
+
+
+def _calibrate_inplace():
+    once, twice = [], []
+
+    def named_once():
+        x = np.zeros(2)
+        x += _InplaceProbe(once)
+
+    def named_twice():
+        x = np.zeros(2)
+        y = x
+        x += _InplaceProbe(twice)
+        return y
+
+    named_once()
+    named_twice()
+    if once[0] is None or twice[0] is None or twice[0] <= once[0]:
+        return None
+    return once[0]
+
+
+_INPLACE_REFS = [None]
+
+
 def ufunc_dispatch(ufunc, method, inputs, kwargs):
     if method == "__call__":
         inputs = _arrayify(inputs)
@@ -1712,6 +1790,12 @@ class Tracer:
     # -- NumPy protocols ----------------------------------------------------
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs and len(inputs) == 2 and method == "__call__" and len(kwargs) == 1:
+            p = _plain_inplace_operand(inputs, kwargs)
+            if p is not None and p[1] == _INPLACE_REFS[0]:
+                r = _promoted_inplace(ufunc, inputs, p[0], sys._getframe(1))
+                if r is not None:
+                    return r
         if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
             if ufunc is _np_power and self._scalar and isinstance(inputs[0], np.generic) and at_a_power(
                     sys._getframe(1)):
@@ -2706,8 +2790,11 @@ def write(dest, idx, value):
                     raise escape_error(
                         f"the in-place operation `{t} {op}= ...` on the plain NumPy array `{t}`",
                         WriteToPlainArrayError,
-                        f" `{t}` was made from plain values only, so it cannot hold a derivative: write "
-                        f"`{t} = {t} {op} (...)`, which makes a new array that can.")
+                        f" `{t}` was made from plain values only, so it cannot hold a derivative. An in-place "
+                        "operator on such an array gives the name a new traced array only where nothing else "
+                        "refers to the array (no other name, view or container, which would not see the new one) "
+                        f"and the result keeps its shape and dtype; else write `{t} = {t} {op} (...)`, which makes "
+                        "a new array, where that is meant.")
                 target = plain_write_target(user_frame(sys._getframe(1)))
                 raise escape_error("writing a traced value into a plain NumPy array" + (
                     "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
@@ -3109,3 +3196,4 @@ def stop_gradient(x):
 
 
 ZERO = ZeroTangent()
+_INPLACE_REFS[0] = _calibrate_inplace()

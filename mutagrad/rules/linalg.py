@@ -25,7 +25,7 @@ from ..core import (FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive,
                     write_out, write_replayed)
 from ..errors import MutationError, user_line
 from ..registry import conj_if_complex as _cj
-from ..tangents import Thunk, NoTangent, ZeroTangent, is_zero, unbroadcast
+from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
 
@@ -1455,8 +1455,16 @@ FUNCTIONS[np.linalg.qr] = _handler(qr_p, ("a", "mode"), mode="reduced")
 # X = A⁺ (constant rank near A):
 #   dX = -X dA X + X Xᴴ dAᴴ (I - A X) + (I - X A) dAᴴ Xᴴ X
 #   Ā = -Xᴴ X̄ Xᴴ + (I - A X) X̄ᴴ X Xᴴ + Xᴴ X X̄ᴴ (I - X A)
-# (if rcond/rtol cuts off a nonzero singular value, this is not the derivative of
-# the truncated pseudo-inverse).
+# with X the truncated pseudo-inverse (the singular values rcond/rtol cuts off dropped).
+# That is the derivative of the truncated pseudo-inverse A ↦ A_k⁺ only where the values cut
+# off are zero to working precision (beside the smallest value kept): the kept singular
+# vectors turn under dA by terms σ_d / (σ_k² - σ_d²) of each value cut off. Where one is
+# not, the derivative is that of the singular value function A = U S Vᴴ ↦ V φ(S) Uᴴ,
+# φ(σ) = 1/σ kept, 0 cut off: with P = Uᴴ dA V (full SVD of A padded square with zeros),
+#   dX = V (G ∘ P + H ∘ Pᴴ) Uᴴ,  Ā = U (G ∘ W + Hᵀ ∘ Wᴴ) Vᴴ,  W = Vᴴ X̄ U,
+# G_ij = -1/(σ_i σ_j) both kept, σ_j / (σ_i (σ_i² - σ_j²)) i kept and j cut off (and
+# symmetrically), H_ij = 1/(σ_i² - σ_j²) i kept and j cut off (and symmetrically), 0
+# elsewhere (two values cut off: nothing, repeated or not).
 
 
 def _pinv_impl(a, **kw):
@@ -1489,14 +1497,99 @@ def _pinv_vjp(A, X, g):
     return t1 + t2 + t3
 
 
+def _pinv_rcond(a, kw):
+    """The relative cutoff np.linalg.pinv applies (its rcond/rtol defaults)."""
+    rcond, rtol = kw.get("rcond"), kw.get("rtol", _NOVALUE)
+    if rcond is None:
+        if rtol is _NOVALUE:
+            return 1e-15
+        if rtol is None:
+            return max(np.shape(a)[-2:]) * np.finfo(np.asarray(bottom(a)).dtype).eps
+        return rtol
+    return rcond
+
+
+_NOVALUE = getattr(np, "_NoValue", None)
+
+
+def _cut_off(a, rcond):
+    """The mask of the singular values of ``a`` (plain) that the relative cutoff ``rcond`` drops
+    while they are not zero to working precision beside the smallest value kept, or None if there
+    is none: there the constant-rank derivative is not the truncated pseudo-inverse's."""
+    b = np.asarray(bottom(a))
+    if b.size == 0:
+        return None
+    s = np.linalg.svd(b, compute_uv=False)
+    smax = np.max(s, axis=-1, keepdims=True)
+    kept = s > np.asarray(bottom(rcond))[..., None] * smax
+    if np.all(kept):
+        return None
+    small = np.min(np.where(kept, s, np.inf), axis=-1, keepdims=True)  # the smallest value kept
+    eps = np.finfo(b.dtype).eps * max(b.shape[-2:])
+    if not np.any(~kept & (s > eps * np.where(np.isfinite(small), small, smax))):
+        return None
+    return kept
+
+
+def _truncated_parts(a, kept):
+    """(U, σ, V, G, H) of ``a`` padded to a square matrix with zeros (see above)."""
+    m, n = np.shape(a)[-2:]
+    N = max(m, n)
+    pad = [(0, 0)] * (np.ndim(a) - 2) + [(0, N - m), (0, N - n)]
+    ap = np.pad(np.asarray(bottom(a)), pad)
+    U, s, Vh = np.linalg.svd(ap)
+    k = np.concatenate([kept, np.zeros(kept.shape[:-1] + (N - kept.shape[-1],), bool)], axis=-1)
+    si, sj, ki, kj = s[..., :, None], s[..., None, :], k[..., :, None], k[..., None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = si * si - sj * sj
+        G = np.where(ki & kj, -1.0 / (si * sj), np.where(ki & ~kj, sj / (si * d), np.where(~ki & kj, si / (sj * -d), 0.0)))
+        H = np.where(ki & ~kj, 1.0 / d, np.where(~ki & kj, -1.0 / d, 0.0))
+    return U, _H(Vh), G, H, (m, n, N)
+
+
+def _padded(x, N):
+    pad = [(0, 0)] * (np.ndim(x) - 2) + [(0, N - np.shape(x)[-2]), (0, N - np.shape(x)[-1])]
+    return np.pad(x, pad)
+
+
+def _truncated_jvp(a, kept, dA):
+    """dX of X = A_k⁺, the singular values of ``kept`` (see above). Computed on plain values:
+    a nested differentiation gets a NotImplementedTangent (see the callers)."""
+    U, V, G, H, (m, n, N) = _truncated_parts(a, kept)
+    P = np.matmul(np.matmul(_H(U), _padded(dA, N)), V)
+    return np.matmul(np.matmul(V, G * P + H * _H(P)), _H(U))[..., :n, :m]
+
+
+def _truncated_vjp(a, kept, g):
+    U, V, G, H, (m, n, N) = _truncated_parts(a, kept)
+    W = np.matmul(np.matmul(_H(V), _padded(g, N)), U)
+    return np.matmul(np.matmul(U, G * W + _mT(H) * _H(W)), _H(V))[..., :m, :n]
+
+
+def _truncation_nested():
+    from ..tangents import not_implemented
+
+    return not_implemented(
+        "np.linalg.pinv/lstsq with an rcond/rtol that cuts off a singular value which is not zero: the "
+        "first derivative of the truncated pseudo-inverse is given, a derivative of higher order is not")
+
+
+def _traced(*xs):
+    return any(isinstance(x, Tracer) for x in xs)
+
+
 def _pinv_rrule(a, **kw):
     y = _pinv_impl(a, **kw)
     herm = kw.get("hermitian", False)
+    A = _herm_in(a, True) if herm else a
+    kept = _cut_off(A, _pinv_rcond(a, kw))
 
     def pullback(g):
-        A = _herm_in(a, True) if herm else a
-        gA = _pinv_vjp(A, y, g)
-        return (_herm_in_T(gA, True) if herm else gA,)
+        if kept is not None:
+            gA = _truncation_nested() if _traced(A, g) else _truncated_vjp(A, kept, g)
+        else:
+            gA = _pinv_vjp(A, y, g)
+        return (_herm_in_T(gA, True) if herm and not isinstance(gA, NotImplementedTangent) else gA,)
 
     return y, pullback
 
@@ -1506,6 +1599,9 @@ def _pinv_frule(primals, tangents, **kw):
     y = _pinv_impl(a, **kw)
     if kw.get("hermitian", False):
         a, t = _herm_in(a, True), _herm_in(t, True)
+    kept = _cut_off(a, _pinv_rcond(primals[0], kw))
+    if kept is not None:
+        return y, (_truncation_nested() if _traced(a, t) else _truncated_jvp(a, kept, t))
     return y, _pinv_jvp(a, y, t)
 
 
@@ -1541,14 +1637,25 @@ def _uncol(v, vec):
     return v[..., 0] if vec else v
 
 
+def _lstsq_rcond(a, b, rcond):
+    """The relative cutoff of np.linalg.lstsq (LAPACK's gelsd: machine precision if negative)."""
+    dt = np.result_type(np.asarray(bottom(a)).dtype, np.asarray(bottom(b)).dtype, np.float64)
+    eps = np.finfo(dt).eps
+    if rcond is None:
+        return eps * max(np.shape(a)[-2:])
+    return eps if rcond < 0 else rcond
+
+
 def _lstsq_rrule(a, b, rcond=None):
     y = _lstsq_impl(a, b, rcond)
     vec = np.ndim(b) == 1
+    rc = _lstsq_rcond(a, b, rcond)
+    kept = _cut_off(a, rc)
 
     def pullback(cts):
         gx, gres, _, gs = cts
         x = _col(y[0], vec)
-        X = np.linalg.pinv(a)
+        X = np.linalg.pinv(a, rcond=rc)  # (the values lstsq cuts off, cut off)
         r = _col(b, vec) - np.matmul(a, x)
         ga = gb = ZERO
         if not is_zero(gx):
@@ -1556,14 +1663,19 @@ def _lstsq_rrule(a, b, rcond=None):
             Xh = _H(X)
             gb = np.matmul(Xh, gx)
             gxh = _H(gx)
-            ga = (np.matmul(-gb, _H(x)) + np.matmul(r, np.matmul(gxh, np.matmul(X, Xh)))
-                  + np.matmul(np.matmul(Xh, x), np.matmul(gxh, _eye_minus(X, a))))
+            if kept is not None:  # x = A_k⁺ b: Ā from X̄ = x̄ bᴴ
+                ga = (_truncation_nested() if _traced(a, b, gx) else
+                      _truncated_vjp(a, kept, np.matmul(gx, _H(_col(b, vec)))))
+            else:
+                ga = (np.matmul(-gb, _H(x)) + np.matmul(r, np.matmul(gxh, np.matmul(X, Xh)))
+                      + np.matmul(np.matmul(Xh, x), np.matmul(gxh, _eye_minus(X, a))))
         if not is_zero(gres) and np.size(y[1]):
             rg = 2 * r * gres
             gb = gb + rg
             ga = _acc(ga, -np.matmul(rg, _H(x)))
         if not is_zero(gs):
-            ga = _acc(ga, _svd_vjp(*np.linalg.svd(a, full_matrices=False), ZERO, gs, ZERO))
+            ga = ga if isinstance(ga, NotImplementedTangent) else _acc(
+                ga, _svd_vjp(*np.linalg.svd(a, full_matrices=False), ZERO, gs, ZERO))
         return ga, (gb if is_zero(gb) else _uncol(gb, vec))
 
     return y, pullback
@@ -1574,10 +1686,20 @@ def _lstsq_frule(primals, tangents, rcond=None):
     y = _lstsq_impl(a, b, rcond)
     vec = np.ndim(b) == 1
     x = _col(y[0], vec)
-    X = np.linalg.pinv(a)
+    rc = _lstsq_rcond(a, b, rcond)
+    X = np.linalg.pinv(a, rcond=rc)  # (the values lstsq cuts off, cut off)
     r = _col(b, vec) - np.matmul(a, x)
     rhs = ZERO if is_zero(tb) else _col(tb, vec)  # db - dA x
     dx = dres = ds = ZERO
+    kept = None if is_zero(ta) else _cut_off(a, rc)
+    if kept is not None:  # x = A_k⁺ b: dx = dX b + X db
+        if _traced(a, b, ta):
+            return y, (_truncation_nested(), ZERO, ZERO, ZERO)
+        dx = np.matmul(_truncated_jvp(a, kept, ta), _col(b, vec))
+        ds = _svd_jvp(*np.linalg.svd(a, full_matrices=False), ta, need_uv=False)
+        if not is_zero(tb):
+            dx = dx + np.matmul(X, _col(tb, vec))
+        return y, (_uncol(dx, vec), dres, ZERO, ds)
     if not is_zero(ta):
         rhs = _acc(rhs, -np.matmul(ta, x))
         tah = _H(ta)

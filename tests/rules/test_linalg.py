@@ -546,3 +546,43 @@ def test_eigh_vector_of_a_distinct_value_beside_a_repeated_pair(gap):
     np.testing.assert_allclose(g, fd, atol=1e-8)
     # a function of a vector of the cluster has none
     assert isinstance(mg.grad(lambda a: np.sum(np.linalg.eigh(a)[1][:, 0] ** 2 * c))(a), mg.NotImplementedTangent)
+
+
+def _with_singular_values(m, n, s, complex_=False, seed=0):
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((m, m)) + (1j * rng.standard_normal((m, m)) if complex_ else 0)
+    v = rng.standard_normal((n, n)) + (1j * rng.standard_normal((n, n)) if complex_ else 0)
+    U, V = np.linalg.qr(u)[0], np.linalg.qr(v)[0]
+    r = min(m, n)
+    return U[:, :r] @ np.diag(s[:r]) @ V[:, :r].conj().T
+
+
+@pytest.mark.parametrize("shape,cut", [((8, 3), 0.05), ((8, 3), 1e-11), ((3, 6), 0.05), ((4, 4), 0.02)])
+@pytest.mark.parametrize("complex_", [False, True])
+def test_pinv_and_lstsq_cutting_off_a_nonzero_singular_value(shape, cut, complex_):
+    # rcond/rtol drops a singular value that is not zero: the derivative of the truncated
+    # pseudo-inverse A -> A_k+ (the kept vectors turn under dA by terms of the value dropped),
+    # against central differences of NumPy's own functions (the cutoff far from every value)
+    A = _with_singular_values(*shape, [3.0, 1.0, 0.6, cut][:min(shape) - 1] + [cut], complex_)
+    rc = cut if cut > 1e-6 else 1e-5  # (the cutoff rc * 3: between the value dropped and those kept)
+    C = np.random.default_rng(1).standard_normal(shape[::-1])
+    b = np.random.default_rng(2).standard_normal(shape[0])
+    check_grads(lambda A: np.sum(np.abs(np.linalg.pinv(A, rcond=rc) - C) ** 2), A, modes=("fwd", "rev"))
+    check_grads(lambda A: np.sum(np.abs(np.linalg.pinv(A, rtol=rc) - C) ** 2), A, modes=("fwd", "rev"))
+    check_grads(lambda A, b: np.sum(np.abs(np.linalg.lstsq(A, b, rcond=rc)[0] - C[:, 0]) ** 2), A, b,
+                modes=("fwd", "rev"))
+
+
+def test_truncated_hermitian_pinv_polyfit_and_higher_orders():
+    S = _with_singular_values(4, 4, [3.0, 1.0, 0.2, 0.02])
+    S = S + S.T
+    W = np.random.default_rng(3).standard_normal((4, 4))
+    check_grads(lambda S: np.sum(np.linalg.pinv(S, rtol=0.05, hermitian=True) * W), S, modes=("fwd", "rev"))
+    t, y = np.linspace(0, 1, 10), np.sin(3 * np.linspace(0, 1, 10))
+    with warnings.catch_warnings():  # (NumPy's RankWarning: the fit is truncated, as meant)
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)
+        check_grads(lambda y: np.polyfit(t, y, 6, rcond=1e-3)[0], y, modes=("fwd", "rev"))
+    # a second derivative of the truncated function: not given (a NotImplementedTangent)
+    A = _with_singular_values(5, 3, [3.0, 1.0, 0.05])
+    with mg.config(strict=True), pytest.raises(mg.DifferentiationError, match="truncated pseudo-inverse"):
+        mg.hessian(lambda A: np.sum(np.linalg.pinv(A, rcond=0.1) ** 2))(A)

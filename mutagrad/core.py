@@ -1341,6 +1341,9 @@ _INPLACE_REFS = [None]
 
 
 def ufunc_dispatch(ufunc, method, inputs, kwargs):
+    for x in inputs:
+        if type(x) is _ndarray and x.dtype.kind == "O":
+            raise _object_operand(qualname(ufunc) if method == "__call__" else f"{qualname(ufunc)}.{method}", x)
     if method == "__call__":
         inputs = _arrayify(inputs)
     h = UFUNC_HANDLERS.get((ufunc, method)) or UFUNC_HANDLERS.get((None, method))
@@ -1374,7 +1377,11 @@ def function_dispatch(func, args, kwargs):
             return func(*plain[0], **plain[1])
         raise _no_rule(func)
     for a in args:
-        if type(a) is list or type(a) is tuple:
+        ta = type(a)
+        if (ta is _ndarray and a.dtype.kind == "O") or (ta not in _PLAIN_SCALARS and ta.__module__.startswith(
+                "scipy.sparse")):
+            raise _object_operand(qualname(func), a)
+        if ta is list or ta is tuple:
             break
     else:
         for a in kwargs.values():
@@ -1536,6 +1543,17 @@ def _random_method(call, frame) -> bool:
 
 
 _GENERATOR_MAKERS = (np.random.default_rng, np.random.Generator, np.random.RandomState)
+_GENERATOR_METHODS = frozenset(n for n in dir(np.random.Generator) if not n.startswith("_"))
+# samplers whose traced location or scale a transform of a draw with fixed parameters gives,
+# differentiated (the same numbers: NumPy's C code computes loc + scale * the standard draw)
+_RANDOM_TRANSFORMS = {
+    "multivariate_normal": ("A traced mean: mean + {rng}.multivariate_normal(np.zeros(np.shape(mean)), cov, size) "
+                            "draws the same numbers and is differentiated."),
+    "gamma": "A traced scale: scale * {rng}.standard_gamma(shape, size) draws the same numbers and is differentiated.",
+    **{k: (f"A traced loc or scale: loc + scale * {{rng}}.{k}(0.0, 1.0, size) draws the same numbers and is "
+           "differentiated.") for k in ("laplace", "logistic", "gumbel")},
+    "rayleigh": "A traced scale: scale * {rng}.rayleigh(1.0, size) draws the same numbers and is differentiated.",
+}
 
 
 def _named(node, frame):
@@ -1755,7 +1773,27 @@ def _note_result(r, frame, lv):
 
 
 def call_ufunc(ufunc, inputs, kwargs):
+    for x in inputs:
+        if type(x) is _ndarray and x.dtype.kind == "O":
+            raise _object_operand(qualname(ufunc), x)
     return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(inputs), kwargs)
+
+
+def _object_operand(what, x):
+    """The error for a plain operand NumPy would compute with as Python objects (an object
+    array, a scipy.sparse matrix among NumPy's functions): the results are objects, which
+    carry no derivative."""
+    from .errors import TracedTypeError
+
+    if type(x).__module__.startswith("scipy.sparse"):
+        return TracedTypeError(
+            f"{what} of a traced array and a scipy.sparse matrix at {user_line()}: NumPy's functions "
+            "treat the matrix as one Python object (an object array), whose results carry no derivative. "
+            "Use the matrix's own product, A @ x, x @ A or A.dot(x), which is differentiated.")
+    return TracedTypeError(
+        f"{what} of a traced array and an array of dtype object at {user_line()}: NumPy computes with its "
+        "items as Python objects, whose results carry no derivative. Convert it to numbers first "
+        "(a.astype(float)).")
 
 
 def _no_setattr(name):
@@ -1843,8 +1881,8 @@ class Tracer:
             # rng.poisson...): they are piecewise constant in it, derivative zero, as np.searchsorted's
             return np.array(bottom(self), dtype=dtype)
         caller = sys._getframe(1)
-        if caller.f_code.co_name == "_matmul_dispatch" and caller.f_globals.get("__name__", "").startswith(
-                "scipy.sparse"):
+        if caller.f_code.co_name == "_matmul_dispatch" and caller.f_locals.get("other") is self and (
+                caller.f_globals.get("__name__", "").startswith("scipy.sparse")):
             # SciPy's sign for an operand that is no array: a 0-d object array. It returns
             # NotImplemented, and Python asks the tracer's reflected operator (rules/sparse.py)
             return np.empty((), dtype=object)
@@ -1919,7 +1957,8 @@ class Tracer:
                 f"{rng}.{it}(...) with a traced parameter (the generator converts its parameters to plain "
                 "arrays)", TracerEscapeError,
                 " Draw the standard variate and transform it, which is differentiated and gives the same "
-                "numbers: " + _RANDOM_REPARAMETERIZED[it].format(rng=rng) + ".")
+                "numbers: " + _RANDOM_REPARAMETERIZED[it].format(rng=rng) + " (size: the draws' shape, the "
+                "parameters' broadcast shape where the call gives no size=).")
         if it == "choice" and _random_method(call, frame):
             raise escape_error(
                 f"{ast.unparse(call.func.value)}.choice(x, ...) of a traced population x (the generator "
@@ -1927,6 +1966,14 @@ class Tracer:
                 " Draw the positions and gather them, which is differentiated and draws the same elements: "
                 "np.take(x, rng.choice(x.shape[axis], size, ...), axis) (x[rng.choice(len(x), size, ...)] "
                 "for axis 0), with the same replace=, p= and shuffle=.")
+        if (it in _GENERATOR_METHODS and isinstance(call.func, ast.Attribute) and type(call.func.value) is ast.Call
+                and not _random_method(call, frame)):
+            rng = ast.unparse(call.func.value)
+            raise escape_error(
+                f"{rng}.{it}(...) with a traced argument", TracerEscapeError,
+                f" If {rng} is a NumPy random generator, name it first (rng = {rng}; rng.{it}(...)): mutagrad "
+                "tells a generator's integer draws (which take traced parameters, derivative zero) and "
+                "the other methods apart by the name, without calling the expression again.")
         if it is not None and isinstance(call.func, ast.Attribute) and _random_method(call, frame):
             rng = ast.unparse(call.func.value)
             raise escape_error(
@@ -1934,12 +1981,8 @@ class Tracer:
                 "arrays)", TracerEscapeError,
                 " Integer draws (choice with p=, binomial, poisson, multinomial...) take traced parameters "
                 "(derivative zero); the other samplers' draws have no derivative w.r.t. their parameters. "
-                "If the draws need no derivative w.r.t. the parameter, pass mg.stop_gradient(param). "
-                + (f"A traced mean: mean + {rng}.multivariate_normal(np.zeros_like(mean), cov, size) draws the "
-                   "same numbers and is differentiated." if it == "multivariate_normal" else
-                   "A location or scale: draw the standard variate and transform it, which is differentiated "
-                   f"(loc + scale * {rng}.standard_t(df, size); scale * {rng}.standard_gamma(shape, size) for "
-                   f"{rng}.gamma(shape, scale, size))."))
+                "If the draws need no derivative w.r.t. the parameter, pass mg.stop_gradient(param)."
+                + ("" if it not in _RANDOM_TRANSFORMS else " " + _RANDOM_TRANSFORMS[it].format(rng=rng)))
         if it in ("nditer", "ndenumerate"):
             raise escape_error(
                 f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
@@ -2001,6 +2044,8 @@ class Tracer:
         if self._may_convert() or predicate_call(sys._getframe(1)):
             return float(bottom(self))
         frame = sys._getframe(1)
+        if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
+            return float(bottom(self))
         if storing_into_subscript(frame):  # NumPy converting for the write itself
             target = plain_write_target(frame)
             raise escape_error("writing a traced value into the plain NumPy array" + (
@@ -2928,7 +2973,8 @@ def _calling_scipy(frame):
     if method is not None and hasattr(method, "__name__"):  # a uarray backend (scipy.fft): the function it serves
         name = method.__name__
     elif public and name == "__init__" and "<" not in qual:  # a class made: named by the class
-        name = qual.removesuffix(".__init__")
+        obj = top.f_locals.get("self")  # (the class made, not the base class whose __init__ runs)
+        name = type(obj).__name__ if obj is not None else qual.removesuffix(".__init__")
     elif not public or "wrapper" in name or name.startswith("__"):
         # a decorator's frame (a private one, or a public wrapper such as scipy.stats'
         # axis_nan_policy_wrapper): the function it wraps, from its locals

@@ -451,6 +451,17 @@ def _out_is_traced(exc) -> bool:
     return False
 
 
+def _raised_in_library(exc) -> bool:
+    """Whether ``exc`` was raised in NumPy's or SciPy's Python code."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    mod = tb.tb_frame.f_globals.get("__name__", "") or ""
+    return mod.partition(".")[0] in ("numpy", "scipy")
+
+
 def _innermost_holds_tracer(exc) -> bool:
     """Whether the innermost Python frame ``exc`` left holds a traced value (in a
     local variable, or one level into a dict, tuple or list of them)."""
@@ -588,6 +599,11 @@ def replaced_error(exc: BaseException):
     if type(exc) is SystemError and isinstance(exc.__context__, DifferentiationError):
         # C code that called back into Python (SciPy's brentq converting the callback's traced
         # result) and went on with mutagrad's error set: that error is the one to see
+        return exc.__context__
+    if isinstance(exc.__context__, DifferentiationError) and type(exc) in (ValueError, TypeError) and (
+            _raised_in_library(exc)):
+        # library code that caught mutagrad's error and raised its own (scipy.sparse's constructors:
+        # "unrecognized csr_array constructor input"): mutagrad's is the one to see
         return exc.__context__
     if isinstance(exc, DifferentiationError) or exc.__context__ is not None:
         return None

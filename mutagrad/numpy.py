@@ -70,9 +70,10 @@ def kaiser(M, beta):
     NumPy's operations, so NumPy's values."""
     if not isinstance(beta, _Tracer):
         return _np.kaiser(M, beta)
+    beta = beta.astype(_np.result_type(_np.float64, beta.dtype))  # (NumPy's np.array([0.0, M, beta]): float64 at least)
     M = _np.float64(M)
     if M == 1:
-        return _np.ones(1)
+        return _np.ones(1, beta.dtype)
     n = _np.arange(0, M)
     alpha = (M - 1) / 2.0
     return _np.i0(beta * _np.sqrt(1 - ((n - alpha) / alpha) ** 2.0)) / _np.i0(beta)

@@ -1157,6 +1157,21 @@ def test_integer_draws_take_traced_parameters_with_derivative_zero():
     check_grads(f, x0, order=2)
     np.testing.assert_allclose(mg.jvp(f, (x0,), (np.ones(4),))[1], np.sum(fd(f, x0)), rtol=1e-8)
 
+    def scalars(k):  # a traced scalar parameter (NumPy converts it with float(), not np.asarray)
+        rng = np.random.default_rng(0)
+        np.random.seed(1)
+        n = rng.poisson(k[0] * 3.0) + rng.binomial(10, k[0] / 4) + np.random.geometric(k[1] / 4)
+        return n * k[0] ** 2 + k[1]
+
+    k0 = np.array([1.0, 2.0])
+    np.testing.assert_allclose(mg.grad(scalars)(k0), fd(scalars, k0), rtol=1e-8)
+
+    def make_rng():
+        return np.random.default_rng(0)
+
+    with pytest.raises(mg.TracerEscapeError, match=r"name it first \(rng = make_rng\(\); rng.poisson"):
+        mg.grad(lambda k: np.sum(make_rng().poisson(k * 3.0) * k))(k0)
+
 
 def test_draws_of_a_traced_population_or_other_samplers_name_the_fix():
     rng = np.random.default_rng(0)
@@ -1165,8 +1180,20 @@ def test_draws_of_a_traced_population_or_other_samplers_name_the_fix():
         mg.grad(lambda x: np.sum(rng.choice(x, 3)))(x)
     with pytest.raises(mg.TracerEscapeError, match=r"scale \* rng.standard_gamma\(shape, size\)"):
         mg.grad(lambda x: np.sum(rng.gamma(x)))(x)
-    with pytest.raises(mg.TracerEscapeError, match=r"mean \+ rng.multivariate_normal\(np.zeros_like"):
+    with pytest.raises(mg.TracerEscapeError, match=r"mean \+ rng.multivariate_normal\(np.zeros\(np.shape\(mean"):
         mg.grad(lambda m: np.sum(rng.multivariate_normal(m, np.eye(5))))(x)
+    with pytest.raises(mg.TracerEscapeError, match=r"loc \+ scale \* rng.laplace\(0.0, 1.0, size\)"):
+        mg.grad(lambda m: np.sum(rng.laplace(m, 2.0)))(x)
+    msg = str(pytest.raises(mg.TracerEscapeError, mg.grad(lambda a: np.sum(rng.beta(a, 2.0))), x).value)
+    assert "stop_gradient" in msg and "standard_gamma" not in msg  # (no transform to offer)
+    # the advice is differentiated and draws the same numbers
+    m, c = np.array([1.0, 2.0]), np.array([[2.0, 0.3], [0.3, 1.0]])
+    adv = lambda m: np.sum(m + np.random.default_rng(4).multivariate_normal(np.zeros(np.shape(m)), c, 3))
+    np.testing.assert_allclose(mg.grad(adv)(m), [3.0, 3.0])
+    for k in ("laplace", "logistic", "gumbel"):
+        np.testing.assert_array_equal(getattr(np.random.default_rng(4), k)(x, 1.7),
+                                      x + 1.7 * getattr(np.random.default_rng(4), k)(0.0, 1.0, 5))
+    np.testing.assert_array_equal(np.random.default_rng(4).rayleigh(x), x * np.random.default_rng(4).rayleigh(1.0, 5))
     # the advice draws the same elements and numbers
     p = x / x.sum()
     for kw in ({}, {"replace": False}, {"p": p}):
@@ -1175,4 +1202,4 @@ def test_draws_of_a_traced_population_or_other_samplers_name_the_fix():
     np.testing.assert_array_equal(np.random.default_rng(4).gamma(x, 1.7), 1.7 * np.random.default_rng(4).standard_gamma(x))
     m, c = np.array([1.0, 2.0]), np.array([[2.0, 0.3], [0.3, 1.0]])
     np.testing.assert_array_equal(np.random.default_rng(4).multivariate_normal(m, c, 3),
-                                  m + np.random.default_rng(4).multivariate_normal(np.zeros_like(m), c, 3))
+                                  m + np.random.default_rng(4).multivariate_normal(np.zeros(np.shape(m)), c, 3))

@@ -1819,7 +1819,7 @@ def test_np_kaiser_with_a_traced_beta_names_mnp_kaiser():
                                rtol=1e-8)
     check_grads(f, 5.0, order=2)
     for m in (0, 1, 2, 7):  # NumPy's values, traced or not
-        for beta in (0.0, 8.6):
+        for beta in (0.0, 8.6, np.float32(4.0)):
             assert np.array_equal(mg.vjp(lambda b, m=m: mnp.kaiser(m, b), beta)[0], np.kaiser(m, beta))
             assert np.array_equal(mnp.kaiser(m, beta), np.kaiser(m, beta))
 
@@ -1830,3 +1830,17 @@ def test_np_full_with_a_traced_fill_names_mnp_full():
     import mutagrad.numpy as mnp
 
     assert mg.grad(lambda r: np.sum(mnp.full(4, r)))(0.03) == 4.0
+
+
+def test_object_operands_are_refused_not_silently_constant():
+    # NumPy computes with an object array's items as Python objects (and treats a scipy.sparse
+    # matrix in its functions as one object): the results carried no derivative, silently
+    w = np.array([2.0, 3.0], dtype=object)
+    for f in (lambda x: np.sum(x * w), lambda x: np.sum(np.multiply(x, w)), lambda x: np.sum(np.dot(x, w)),
+              lambda x: np.sum(x[0] * w)):
+        msg = _raises(f, np.array([0.5, -1.0]), mg.errors.TracedTypeError)
+        assert "dtype object" in msg and "astype(float)" in msg
+    sp = pytest.importorskip("scipy.sparse")
+    A = sp.csr_array(np.array([[2.0, 1.0], [0.0, 3.0]]))
+    for f in (lambda x: np.sum(np.dot(A, x)), lambda x: np.sum(np.inner(x, A)), lambda x: np.sum(np.kron(A, x))):
+        assert "A @ x" in _raises(f, np.array([0.5, -1.0]), mg.errors.TracedTypeError)

@@ -112,3 +112,17 @@ def test_sparse_matrices_from_traced_values_and_scipys_own_solvers_name_the_fix(
         mg.grad(lambda b: np.sum(mssl.cg(sp.csc_matrix(np.eye(2)), b)[0]))(np.ones(2))
     with pytest.raises(TypeError, match="the matrix must be a plain"):
         mg.grad(lambda a: np.sum(mssl.spsolve(a, np.ones(2))))(np.eye(2))
+    for make in (sp.csr_array, sp.csr_matrix, sp.bsr_array):  # (SciPy's "unrecognized ... input" before)
+        with pytest.raises(mg.TracerEscapeError, match=rf"scipy.sparse function {make.__name__} .*A @ x"):
+            mg.grad(lambda x: np.sum(make(np.diag(x)) @ np.ones(3)))(np.ones(3))
+    with pytest.raises(mg.TracerEscapeError, match="scipy.sparse function __matmul__"):  # a list of traced numbers
+        mg.grad(lambda x: np.sum(sp.csr_array(np.eye(2)) @ [x[0], x[1]]))(np.ones(2))
+    with pytest.raises(ValueError, match="trans must be N, T, or H"):  # (SciPy's error)
+        mssl.splu(sp.csc_array(np.eye(2))).solve(np.ones(2), trans="C")
+
+
+def test_a_right_hand_side_given_as_a_list_of_traced_numbers():
+    A = sp.csc_array(np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 0.5], [0.0, 0.5, 2.0]]))
+    lu = mssl.splu(A)
+    for solve in (lambda b: mssl.spsolve(A, b), lambda b: lu.solve(b)):
+        check_grads(lambda x, solve=solve: np.sum(solve([x[0], x[1] ** 2, 1.0]) ** 2), np.array([0.3, 0.7]), order=2)

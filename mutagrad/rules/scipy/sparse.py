@@ -23,6 +23,15 @@ def _ssl():
     return ssl
 
 
+def _dense(b):
+    """A right-hand side given as a list or tuple that may hold traced numbers, as one array."""
+    if isinstance(b, (list, tuple)):
+        from ...numpy import array
+
+        return array(b)
+    return b
+
+
 def _constant_matrix(a, what):
     if isinstance(a, Tracer):
         raise TypeError(f"{what}: the matrix must be a plain (constant) sparse matrix or array: mutagrad "
@@ -51,7 +60,7 @@ def spsolve(A, b, permc_spec=None, use_umfpack=True):
     array([0., 1.])
     """
     _constant_matrix(A, "scipy.sparse.linalg.spsolve")
-    return bind(spsolve_p, (A, b), {"permc_spec": permc_spec, "use_umfpack": use_umfpack})
+    return bind(spsolve_p, (A, _dense(b)), {"permc_spec": permc_spec, "use_umfpack": use_umfpack})
 
 
 def _spsolve_rrule(a, b, **kw):
@@ -126,8 +135,8 @@ class SuperLU:
 
     def solve(self, rhs, trans="N"):
         if trans not in ("N", "T", "H"):
-            return self._lu.solve(rhs, trans=trans)  # (SciPy's own error)
-        return _solve(self._lu, rhs, trans)
+            return self._lu.solve(np.zeros(self._lu.shape[0]), trans=trans)  # (SciPy's own error)
+        return _solve(self._lu, _dense(rhs), trans)
 
     def __getattr__(self, name):
         return getattr(self._lu, name)

@@ -114,7 +114,7 @@ def test_sparse_matrices_from_traced_values_and_scipys_own_solvers_name_the_fix(
         mg.grad(lambda a: np.sum(mssl.spsolve(a, np.ones(2))))(np.eye(2))
     for make in (sp.csr_array, sp.csr_matrix, sp.bsr_array):  # (SciPy's "unrecognized ... input" before)
         with pytest.raises(mg.TracerEscapeError, match=rf"scipy.sparse function {make.__name__} .*A @ x"):
-            mg.grad(lambda x: np.sum(make(np.diag(x)) @ np.ones(3)))(np.ones(3))
+            mg.grad(lambda x, make=make: np.sum(make(np.diag(x)) @ np.ones(3)))(np.ones(3))
     with pytest.raises(mg.TracerEscapeError, match="scipy.sparse function __matmul__"):  # a list of traced numbers
         mg.grad(lambda x: np.sum(sp.csr_array(np.eye(2)) @ [x[0], x[1]]))(np.ones(2))
     with pytest.raises(ValueError, match="trans must be N, T, or H"):  # (SciPy's error)

@@ -167,6 +167,20 @@ def test_quantile_values_match_numpy(method):
     np.testing.assert_array_equal(out, np.quantile(x, q, axis=1, method=method))
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_quantile_of_a_2d_q(method):
+    # NumPy takes q of any shape (the result's leading axes): mutagrad's rule refused one of 2-d
+    Q = np.array([[0.1, 0.5], [0.7, 0.95]])
+    x = R(3, 7)
+    for fn in (np.quantile, np.nanquantile, lambda a, q, **k: np.percentile(a, q * 100, **k)):
+        for axis in (None, 1):
+            f = lambda a, fn=fn, axis=axis: fn(a, Q, axis=axis, method=method, keepdims=True)
+            np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+    if method in ("linear", "weibull", "hazen", "median_unbiased"):
+        check_grads(lambda a: np.sum(np.quantile(a, Q, axis=1, method=method) ** 2), x, order=2)
+        check_grads(lambda q: np.sum(np.quantile(x, q, method=method)), Q * 0.9 + 0.0137)  # (away from kinks)
+
+
 def test_median_gradient_splits_between_middle_values():
     # closed form: the median of an even count is the mean of the two middle values
     g = mg.grad(lambda a: np.median(a))(np.array([4.0, 1.0, 3.0, 2.0]))

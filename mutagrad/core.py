@@ -1983,6 +1983,13 @@ class Tracer:
                 "(derivative zero); the other samplers' draws have no derivative w.r.t. their parameters. "
                 "If the draws need no derivative w.r.t. the parameter, pass mg.stop_gradient(param)."
                 + ("" if it not in _RANDOM_TRANSFORMS else " " + _RANDOM_TRANSFORMS[it].format(rng=rng)))
+        if it == "arange" and isinstance(call.func, (ast.Attribute, ast.Name)):
+            raise escape_error(
+                "np.arange with a traced start, stop or step (it converts them to plain numbers)", TracerEscapeError,
+                " Make the count from plain values and scale a plain range, which is differentiated in start "
+                "and step: start + step * np.arange(n), n = int(np.ceil((mg.value(stop) - mg.value(start)) / "
+                "mg.value(step))) (NumPy's values up to rounding); np.linspace(start, stop, num) takes traced "
+                "ends.")
         if it in ("nditer", "ndenumerate"):
             raise escape_error(
                 f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
@@ -1994,11 +2001,16 @@ class Tracer:
                 TracerEscapeError, " Write np.dot(a, b) or a @ b, which are differentiated.")
         lib = _calling_numpy_python(sys._getframe(1))
         if lib is not None and lib[1]:
+            fix = (f" Make them one traced array first: {lib[0]}(np.stack(values)) (or mnp.array(values)), which "
+                   "is differentiated.")
+            if lib[0] in ("np.polyval", "np.polyder", "np.polyint", "np.polyadd", "np.polysub", "np.polymul",
+                          "np.polydiv", "np.roots"):
+                fix = (f" A np.poly1d p of traced coefficients: pass its coefficients, {lib[0]}(p.coeffs, ...), "
+                       "or call it, p(x), which are differentiated." + fix)
             raise escape_error(
                 f"{lib[0]} of traced values that NumPy's dispatch does not see (inside a list or tuple, or in an "
                 "argument it does not dispatch on), so that its own code converts them with np.asarray",
-                TracerEscapeError, f" Make them one traced array first: {lib[0]}(np.stack(values)) "
-                "(or mnp.array(values)), which is differentiated.")
+                TracerEscapeError, fix)
         if lib is not None:
             lib = lib[0]
             extra = (" mutagrad has no rule for it: write the computation with NumPy operations on the traced "

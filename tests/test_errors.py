@@ -1844,3 +1844,14 @@ def test_object_operands_are_refused_not_silently_constant():
     A = sp.csr_array(np.array([[2.0, 1.0], [0.0, 3.0]]))
     for f in (lambda x: np.sum(np.dot(A, x)), lambda x: np.sum(np.inner(x, A)), lambda x: np.sum(np.kron(A, x))):
         assert "A @ x" in _raises(f, np.array([0.5, -1.0]), mg.errors.TracedTypeError)
+
+
+def test_arange_of_a_traced_step_and_polyval_of_a_poly1d_name_the_fix():
+    msg = _raises(lambda s: np.sum(np.arange(0.0, 3.0, s)), 0.7, mg.TracerEscapeError)
+    assert "np.arange with a traced start, stop or step" in msg and "start + step * np.arange(n)" in msg
+    # the advice is differentiated: d/ds of sum(s * i), i < n, is sum(i)
+    assert mg.grad(lambda s: np.sum(0.0 + s * np.arange(int(np.ceil(3.0 / mg.value(s))))))(0.7) == 10.0
+    c, x = np.array([1.0, 2.0, 3.0]), np.array([0.5, 1.0])
+    msg = _raises(lambda c: np.sum(np.polyval(np.poly1d(c), x)), c, mg.TracerEscapeError)
+    assert "np.polyval(p.coeffs, ...)" in msg
+    np.testing.assert_allclose(mg.grad(lambda c: np.sum(np.polyval(np.poly1d(c).coeffs, x)))(c), [1.25, 1.5, 2.0])

@@ -10,6 +10,8 @@ the elements that were picked (``np.sort`` is a gather), exact away from ties.
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
@@ -823,6 +825,96 @@ def _np_histogram_bin_edges(args, kwargs):
 
 FUNCTIONS[np.histogram] = _np_histogram
 FUNCTIONS[np.histogram_bin_edges] = _np_histogram_bin_edges
+
+
+# histogramdd and histogram2d: NumPy's algorithm (each sample's bin from searchsorted on the
+# plain values, the weights summed by np.bincount of the raveled bin index, the outliers
+# dropped), with the weights and the data-made edges traced as in np.histogram.
+
+
+def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
+    from ..numpy import linspace
+
+    if isinstance(sample, (list, tuple)):
+        sample = np.stack([s if isinstance(s, Tracer) else np.asarray(s) for s in sample], axis=-1)
+    elif not isinstance(sample, Tracer):
+        sample = np.asarray(sample)
+    if np.ndim(sample) != 2:
+        sample = np.atleast_2d(sample).T
+    sb = np.asarray(bottom(sample))
+    wb = None if weights is None else np.asarray(bottom(weights))
+    rb = None if range is None else [None if r is None else tuple(bottom(v) for v in r) for r in range]
+    try:
+        len(bins)
+        per_dim = True
+    except TypeError:  # (NumPy's test: one bins for every dimension)
+        per_dim = False
+    bb = [b if np.ndim(b) == 0 else np.asarray(bottom(b)) for b in bins] if per_dim else bins
+    counts, edges_plain = np.histogramdd(sb, bb, rb, density, wb)  # (NumPy's checks and values)
+    n, d = sb.shape
+    bins = bins if per_dim else [bins] * d
+    edges = []
+    for i in builtins.range(d):
+        e = edges_plain[i]
+        if np.ndim(bins[i]) == 0:  # edges from the data or range=: traced where those are
+            r = None if range is None else range[i]
+            if r is not None:
+                first, last = r
+            elif n == 0:
+                first, last = 0, 1
+            else:
+                first, last = np.min(sample[:, i]), np.max(sample[:, i])
+            if isinstance(first, Tracer) or isinstance(last, Tracer):
+                if bottom(first) == bottom(last):
+                    first, last = first - 0.5, last + 0.5
+                e = linspace(first, last, len(e))
+        elif isinstance(bins[i], Tracer):
+            e = bins[i]
+        edges.append(e)
+    traced_edges = any(isinstance(e, Tracer) for e in edges)
+    if isinstance(weights, Tracer):  # the bins' sums of the weights, as NumPy adds them
+        nbin = np.array([len(e) + 1 for e in edges_plain], np.intp)
+        ncount = tuple(np.searchsorted(edges_plain[i], sb[:, i], side="right") for i in builtins.range(d))
+        for i in builtins.range(d):
+            ncount[i][sb[:, i] == edges_plain[i][-1]] -= 1
+        xy = np.ravel_multi_index(ncount, nbin)
+        raw = np.bincount(xy, np.ravel(weights), minlength=int(nbin.prod())).reshape(tuple(nbin))
+        raw = raw[(slice(1, -1),) * d]
+    elif density and traced_edges:
+        raw = np.histogramdd(sb, bb, rb, False, wb)[0]
+    else:
+        return counts, edges
+    if not density:
+        return raw, edges
+    hist = raw
+    for i in builtins.range(d):  # (NumPy's order of divisions)
+        shape = [1] * d
+        shape[i] = len(edges_plain[i]) - 1
+        hist = hist / np.reshape(np.diff(edges[i]), shape)
+    hist = hist / np.sum(raw)
+    return hist, edges
+
+
+def _np_histogramdd(args, kwargs):
+    a = _reduce_args(args, kwargs, ("sample", "bins", "range", "density", "weights"))
+    return _histogramdd(a["sample"], a.get("bins", 10), a.get("range"), a.get("density"), a.get("weights"))
+
+
+def _np_histogram2d(args, kwargs):
+    a = _reduce_args(args, kwargs, ("x", "y", "bins", "range", "density", "weights"))
+    bins = a.get("bins", 10)
+    try:
+        nb = len(bins)
+    except TypeError:
+        nb = 1
+    if nb != 1 and nb != 2:
+        bins = [bins, bins]
+    hist, edges = _histogramdd([a["x"], a["y"]], bins, a.get("range"), a.get("density"), a.get("weights"))
+    return hist, edges[0], edges[1]
+
+
+FUNCTIONS[np.histogramdd] = _np_histogramdd
+FUNCTIONS[np.histogram2d] = _np_histogram2d
 
 
 # -- ufunc.reduce / ufunc.accumulate for the other binary ufuncs -------------------

@@ -152,6 +152,16 @@ NEW_CASES = [
     ("np.histogram", lambda a, b: np.histogram(a, b, density=True), (HX, EDGES[[0, 1, 2, 3, 4, 6]]), 1),
 ]
 CASES += NEW_CASES
+_HY, _HS = np.random.default_rng(7).standard_normal(HX.shape), np.random.default_rng(8).standard_normal((HX.size, 3))
+CASES += [  # histogram2d/dd: linear in the weights; the data move the edges they make (density)
+    ("np.histogram2d", lambda w: np.histogram2d(HX, _HY, 4, weights=w)[0], (HW,), 2),
+    ("np.histogram2d", lambda w: np.histogram2d(HX, _HY, [3, 5], range=[[-2, 2], [-3, 3]], weights=w,
+                                                density=True)[0], (HW,), 2),
+    ("np.histogram2d", lambda x: np.histogram2d(x, _HY, 4, density=True)[0], (HX,), 1),
+    ("np.histogramdd", lambda w: np.histogramdd(_HS, [np.linspace(-3, 3, 4), 2, 5], weights=w, density=True)[0],
+     (HW,), 2),
+    ("np.histogramdd", lambda s: np.histogramdd(s, 3, density=True)[0], (_HS,), 1),
+]
 
 
 @pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
@@ -165,6 +175,24 @@ def test_quantile_values_match_numpy(method):
     q = np.array([0.0, 0.05, 0.5, 0.61, 1.0])
     out, _ = mg.vjp(lambda a: np.quantile(a, q, axis=1, method=method), x)
     np.testing.assert_array_equal(out, np.quantile(x, q, axis=1, method=method))
+
+
+def test_histogram2d_and_histogramdd_values_are_numpys():
+    w = np.random.default_rng(9).random(HX.shape)
+    for f in (lambda w: np.histogram2d(HX, _HY, 4, weights=w), lambda w: np.histogram2d(HX, _HY, 4, density=True),
+              lambda w: np.histogramdd(_HS, (2, 3, np.linspace(-2, 2, 4)), weights=w, density=True),
+              lambda w: np.histogram2d(HX, _HY, np.linspace(-2, 2, 6), weights=w)):
+        got, want = _arrays(mg.vjp(f, w)[0]), _arrays(f(w))
+        assert len(got) == len(want)
+        for g, e in zip(got, want):
+            np.testing.assert_array_equal(g, e)
+
+
+def _arrays(r):
+    """The arrays of a result: (hist, edges...) or (hist, [edges...])."""
+    if isinstance(r, (tuple, list)):
+        return [a for v in r for a in _arrays(v)]
+    return [r]
 
 
 @pytest.mark.parametrize("method", METHODS)

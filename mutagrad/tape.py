@@ -795,6 +795,10 @@ class ReverseLevel(Level):
             pb.xs = tuple(xs)
             if not out_read:
                 pb.y = None
+        elif getattr(type(pb), "trims_operands", False) and prim.reads is not None:  # (matmul's)
+            xs = list(pb.xs)
+            drop_unread(xs, need)
+            pb.xs = tuple(xs)
         return self.wrap(y, leaves, ins, pb, prim, out_read, tree)
 
     def fast_op(self, prim, y, inputs, pullback):
@@ -923,6 +927,7 @@ class ReverseLevel(Level):
                 if vactive:
                     s.active = True
                 return
+        repeats = _may_repeat(idx)  # (of the index given: a mask kept as positions repeats none)
         idx = owned_index(idx)
         rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
         if vactive:
@@ -930,7 +935,7 @@ class ReverseLevel(Level):
             rec.vsrc = vs
             rec.vgeom = value._geom
             rec.vshape = value.shape
-            if _may_repeat(idx):
+            if repeats:
                 rec.winners = _winners(dv, idx)
             elif (dest._geom is None and value._geom is None and not self.index and vs is not s
                   and type(vs) is not RunStorage  # (its adjoint lives in its run)
@@ -1140,15 +1145,35 @@ def owned_index(idx):
     """``idx`` with private copies of its index arrays, for a record that keeps it: the
     reverse pass reads the index again (to rewind and replay a write, to scatter a gather),
     and the caller may change those arrays after the operation (a ``where=`` mask buffer
-    refilled each step, an index passed to ``np.put_along_axis``)."""
+    refilled each step, an index passed to ``np.put_along_axis``). A boolean mask with few
+    true elements is kept as their positions (``x[m]`` is ``x[m.nonzero()]``, in NumPy's
+    definition): a mask that selects one element of a large array would keep its size."""
     t = type(idx)
     if t is _ndarray:
-        return idx.copy()
+        return _compact(idx) if idx.dtype == _BOOL else idx.copy()
     if t is tuple:
         for i in idx:  # (a loop, not any(): most indices are tuples of ints and slices)
             if type(i) is _ndarray:
-                return tuple(i.copy() if type(i) is _ndarray else i for i in idx)
+                out = []
+                for j in idx:
+                    if type(j) is not _ndarray:
+                        out.append(j)
+                        continue
+                    c = _compact(j) if j.dtype == _BOOL else j.copy()
+                    out.extend(c) if type(c) is tuple else out.append(c)
+                return tuple(out)
     return idx
+
+
+_BOOL = np.dtype(bool)
+
+
+def _compact(mask):
+    """A copy of boolean index ``mask``, or the tuple of its true elements' positions where
+    that is smaller."""
+    if mask.ndim and np.count_nonzero(mask) * 8 * mask.ndim < mask.size:
+        return np.nonzero(mask)
+    return mask.copy()
 
 
 def _same_sparse(a, b) -> bool:

@@ -95,3 +95,52 @@ def test_threads_differentiate_independently():
         # buf -> 2*k*x (geometric series limit after 200 steps), loss = sum(buf^2)
         s = sum(0.5 ** j for j in range(200))
         np.testing.assert_allclose(g, 2 * (k * s) ** 2 * np.array([1.0, 2.0, 3.0]), rtol=1e-12)
+
+
+def _peak(fn, *args):
+    gc.collect()
+    tracemalloc.start()
+    fn(*args)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def test_boolean_mask_writes_of_few_elements_keep_their_positions_not_the_mask():
+    """A mask write that changes one element of an M-element array kept the M-byte mask per
+    write (contract item 6: memory proportional to what is overwritten)."""
+    m, pos = 100_000, np.arange(100_000)
+
+    def f(x, n):
+        b = x.copy()
+        for i in range(n):
+            b[pos == (i * 37) % m] = b[(i * 37) % m] * 0.5
+        return np.sum(b * b)
+
+    x = np.linspace(0.5, 1.5, m)
+    extra = _peak(mg.grad(f), x, 100) - _peak(mg.grad(f), x, 0)
+    assert extra < 100 * 5_000, extra  # (the tape's records; the 100 masks: 10 MB)
+    g = mg.grad(f)(x, 3)  # the same gradient as before: halved where written, squared
+    want = 2 * x
+    for i in range(3):
+        want[(i * 37) % m] *= 0.25
+    np.testing.assert_allclose(g, want)
+
+
+def test_a_constant_matrix_product_keeps_the_matrix_not_each_vector():
+    """y @ A with a constant A: y's cotangent reads A only, so the vectors it multiplies
+    need not be kept (they were, one per step)."""
+    a = np.random.default_rng(0).standard_normal((300, 300)) / 20
+
+    def f(x, n, a):
+        y = x
+        for _ in range(n):
+            y = (0.5 * y + 0.1) @ a  # (the linear steps keep nothing: only the product could)
+        return np.sum(y)
+
+    x = np.full((100, 300), 0.2)
+    ro = a.copy()
+    ro.flags.writeable = False
+    for mat in (a, ro):  # a constant argument (traced), a read-only plain array
+        grow = _peak(mg.grad(f), x, 40, mat) - _peak(mg.grad(f), x, 10, mat)
+        assert grow < 5 * x.nbytes, grow  # (one vector per step: 30 of them)

@@ -24,6 +24,7 @@ import numpy as np
 from ..core import (FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, plain_operand, strong_operand,
                     write_out, write_replayed)
 from ..errors import MutationError, user_line
+from ..registry import _Meta
 from ..registry import conj_if_complex as _cj
 from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, unbroadcast
 
@@ -64,15 +65,32 @@ def _matmul_vjp(g, a, b, which):
 matmul_p = get_primitive(np.matmul)
 
 
-def _matmul_rrule(a, b):
-    y = np.matmul(a, b)
+class _MatmulPullback:
+    """The pullback of ``a @ b``, holding the operands in ``xs``: the tape drops the one no
+    active operand's cotangent reads (``Primitive.reads``; a constant matrix's product keeps
+    the matrix only, not each vector it multiplies). A dropped operand's cotangent is not asked."""
 
-    def pullback(g):
-        from ..tangents import Thunk
+    __slots__ = ("xs",)
+    trims_operands = True
 
+    def __init__(self, a, b):
+        self.xs = (a, b)
+
+    def __call__(self, g):
+        a, b = (_stand_in(x) for x in self.xs)
         return (Thunk(lambda: _matmul_vjp(g, a, b, 0)), Thunk(lambda: _matmul_vjp(g, a, b, 1)))
 
-    return y, pullback
+
+def _stand_in(x):
+    """An operand the tape dropped (its shape and dtype): zeros of no memory, for the shapes
+    of the other operand's cotangent."""
+    if type(x) is _Meta:
+        return np.broadcast_to(np.zeros((), x.dtype), x.shape)
+    return x
+
+
+def _matmul_rrule(a, b):
+    return np.matmul(a, b), _MatmulPullback(a, b)
 
 
 def _bilinear_frule(fn):
@@ -118,9 +136,12 @@ def _matmul_fast(level, leaves):
     if db:
         inputs.append((sb, b._geom, 1))
         sa.captured = True
+    # only what the active operands' cotangents read (a constant matrix's product keeps the matrix)
+    ka = av if db else np.broadcast_to(np.zeros((), av.dtype), av.shape)
+    kb = bv if da else np.broadcast_to(np.zeros((), bv.dtype), bv.shape)
 
     def pullback(g):
-        return (_matmul_vjp(g, av, bv, 0) if da else None, _matmul_vjp(g, av, bv, 1) if db else None)
+        return (_matmul_vjp(g, ka, kb, 0) if da else None, _matmul_vjp(g, ka, kb, 1) if db else None)
 
     return level.fast_op(matmul_p, y, inputs, pullback)
 

@@ -139,8 +139,17 @@ def test_a_constant_matrix_product_keeps_the_matrix_not_each_vector():
         return np.sum(y)
 
     x = np.full((100, 300), 0.2)
+    for prod in (lambda y, a: np.dot(y, a), lambda y, a: np.einsum("ij,jk->ik", y, a)):
+        g = lambda x, n, a, prod=prod: np.sum(_linear_steps(x, n, a, prod))
+        assert _peak(mg.grad(g), x, 40, a) - _peak(mg.grad(g), x, 10, a) < 5 * x.nbytes
     ro = a.copy()
     ro.flags.writeable = False
     for mat in (a, ro):  # a constant argument (traced), a read-only plain array
         grow = _peak(mg.grad(f), x, 40, mat) - _peak(mg.grad(f), x, 10, mat)
         assert grow < 5 * x.nbytes, grow  # (one vector per step: 30 of them)
+
+
+def _linear_steps(y, n, a, prod):
+    for _ in range(n):
+        y = prod(0.5 * y + 0.1, a)
+    return y

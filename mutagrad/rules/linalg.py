@@ -19,6 +19,8 @@ operand (``ā = ȳ @ conj(b).T``). For real arrays the conjugation is free.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..core import (FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, plain_operand, strong_operand,
@@ -65,20 +67,22 @@ def _matmul_vjp(g, a, b, which):
 matmul_p = get_primitive(np.matmul)
 
 
-class _MatmulPullback:
-    """The pullback of ``a @ b``, holding the operands in ``xs``: the tape drops the one no
-    active operand's cotangent reads (``Primitive.reads``; a constant matrix's product keeps
-    the matrix only, not each vector it multiplies). A dropped operand's cotangent is not asked."""
+class _ProductPullback:
+    """The pullback of a product of two operands (matmul, dot, tensordot, einsum), holding
+    them in ``xs``: the tape drops the one no active operand's cotangent reads
+    (``Primitive.reads``; a constant matrix's product keeps the matrix only, not each vector it
+    multiplies). ``vjp(g, xs, i)`` is operand ``i``'s cotangent (a dropped operand's is not asked)."""
 
-    __slots__ = ("xs",)
+    __slots__ = ("xs", "vjp", "lead")
     trims_operands = True
 
-    def __init__(self, a, b):
-        self.xs = (a, b)
+    def __init__(self, vjp, xs, lead=()):
+        self.vjp, self.xs, self.lead = vjp, xs, lead  # lead: no cotangents for leading arguments
 
     def __call__(self, g):
-        a, b = (_stand_in(x) for x in self.xs)
-        return (Thunk(lambda: _matmul_vjp(g, a, b, 0)), Thunk(lambda: _matmul_vjp(g, a, b, 1)))
+        xs = tuple(_stand_in(x) for x in self.xs)
+        n = len(self.lead)
+        return self.lead + tuple(Thunk(functools.partial(self.vjp, g, xs, i)) for i in range(n, len(xs)))
 
 
 def _stand_in(x):
@@ -90,7 +94,7 @@ def _stand_in(x):
 
 
 def _matmul_rrule(a, b):
-    return np.matmul(a, b), _MatmulPullback(a, b)
+    return np.matmul(a, b), _ProductPullback(lambda g, xs, i: _matmul_vjp(g, xs[0], xs[1], i), (a, b))
 
 
 def _bilinear_frule(fn):
@@ -199,16 +203,11 @@ def _tensordot_vjp(g, a, b, axes, which):
 
 def _tensordot_rrule(a, b, axes=2):
     y = _tensordot_impl(a, b, axes)
-
-    def pullback(g):
-        from ..tangents import Thunk
-
-        return (Thunk(lambda: _tensordot_vjp(g, a, b, axes, 0)), Thunk(lambda: _tensordot_vjp(g, a, b, axes, 1)))
-
-    return y, pullback
+    return y, _ProductPullback(lambda g, xs, i: _tensordot_vjp(g, xs[0], xs[1], axes, i), (a, b))
 
 
 tensordot_p.rrule = _tensordot_rrule
+tensordot_p.reads = (((1,), False), ((0,), False))
 tensordot_p.frule = _bilinear_frule(_tensordot_impl)
 
 
@@ -228,16 +227,11 @@ dot_p = get_primitive(lambda a, b: np.dot(a, b), "np.dot")
 def _dot_rrule(a, b):
     y = np.dot(a, b)  # NumPy's own dot: the same bits as a plain call
     axes = _dot_axes(np.ndim(a), np.ndim(b))
-
-    def pullback(g):
-        from ..tangents import Thunk
-
-        return (Thunk(lambda: _tensordot_vjp(g, a, b, axes, 0)), Thunk(lambda: _tensordot_vjp(g, a, b, axes, 1)))
-
-    return y, pullback
+    return y, _ProductPullback(lambda g, xs, i: _tensordot_vjp(g, xs[0], xs[1], axes, i), (a, b))
 
 
 dot_p.rrule = _dot_rrule
+dot_p.reads = (((1,), False), ((0,), False))
 dot_p.frule = _bilinear_frule(lambda a, b: np.dot(a, b))
 
 
@@ -369,14 +363,10 @@ def _einsum_rrule(subscripts, *operands, optimize=False):
             if n != 1 or c not in sizes:
                 sizes[c] = n
 
-    def pullback(g):
-        from ..tangents import Thunk
+    def vjp(g, xs, i):
+        return unbroadcast(_einsum_operand_ct(g, ins, out, xs[1:], i - 1, sizes), shapes[i - 1])
 
-        cts = [Thunk(lambda i=i: unbroadcast(_einsum_operand_ct(g, ins, out, operands, i, sizes), shapes[i]))
-               for i in range(len(operands))]
-        return (NoTangent(), *cts)
-
-    return y, pullback
+    return y, _ProductPullback(vjp, (subscripts, *operands), (NoTangent(),))
 
 
 def _einsum_frule(primals, tangents, optimize=False):
@@ -395,6 +385,12 @@ def _einsum_frule(primals, tangents, optimize=False):
 
 
 einsum_p.rrule, einsum_p.frule = _einsum_rrule, _einsum_frule
+# einsum of two operands: each one's cotangent reads the other (more: every other), so the
+# tape keeps only a constant operand of a product with one traced operand
+einsum2_p = get_primitive(lambda subscripts, a, b, optimize=False: _einsum_impl(subscripts, a, b, optimize=optimize),
+                          "np.einsum")
+einsum2_p.rrule, einsum2_p.frule = _einsum_rrule, _einsum_frule
+einsum2_p.reads = ((), ((2,), False), ((1,), False))
 
 
 def _np_einsum(args, kwargs):
@@ -431,7 +427,7 @@ def _np_einsum(args, kwargs):
             "follow. Compute into a new array and copy it: out[...] = np.einsum(...)."
         )
     opt = bool(optimize) if optimize is not True else True
-    res = bind(einsum_p, tuple(args), {"optimize": opt})
+    res = bind(einsum2_p if len(args) == 3 else einsum_p, tuple(args), {"optimize": opt})
     if out is None:
         return res
     # the bits of NumPy's own call into out (its loops there may round otherwise than into a new array)
@@ -2127,7 +2123,7 @@ for _name, _handler in _ARRAY_API.items():
 
 # Their pullbacks compute every cotangent afresh (products, solves): the tape
 # may adopt them as adjoint buffers instead of copying (large gradients).
-for _p in (matmul_p, tensordot_p, dot_p, einsum_p, inv_p, solve_p, det_p):
+for _p in (matmul_p, tensordot_p, dot_p, einsum_p, einsum2_p, inv_p, solve_p, det_p):
     _p.fresh_cts = True
 
 

@@ -73,7 +73,7 @@ class _ProductPullback:
     (``Primitive.reads``; a constant matrix's product keeps the matrix only, not each vector it
     multiplies). ``vjp(g, xs, i)`` is operand ``i``'s cotangent (a dropped operand's is not asked)."""
 
-    __slots__ = ("xs", "vjp", "lead")
+    __slots__ = ("lead", "vjp", "xs")
     trims_operands = True
 
     def __init__(self, vjp, xs, lead=()):

@@ -759,7 +759,7 @@ class ReverseLevel(Level):
                     elif type(leaf).__module__.startswith("scipy.sparse"):
                         vals[i] = self.snapshot_sparse(leaf)
         else:
-            reads = prim.reads
+            reads = prim.reads if tree is None else None  # (positions of arguments: no list among them)
             if reads is None:  # the pullback may read any argument and the output
                 need = range(len(vals))
                 out_read = True

@@ -122,7 +122,7 @@ def _lfilter_rrule(b, a, x, zi, *, axis=-1):
 
     def pullback(g):
         if is_zero(g):
-            return NoTangent(), ZeroTangent(), ZeroTangent(), ZeroTangent()
+            return ZeroTangent(), ZeroTangent(), ZeroTangent(), (NoTangent() if zi is None else ZeroTangent())
         n = np.shape(x)[axis]
         xbar = _backwards(b, a, g, axis)
         w = _backwards(_ONE, a, g, axis)

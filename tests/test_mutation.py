@@ -1431,3 +1431,21 @@ def test_ufunc_at_of_a_python_float_into_float32_is_numpys():
         return c
 
     np.testing.assert_array_equal(mg.vjp(f, c0.copy())[0], f(c0.copy()))
+
+
+def test_np_put_of_one_element_in_an_element_loop():
+    # one position and one value: the element write itself (the same values and derivative as
+    # the general path: negative positions, 2-d arrays, wrap/clip modes, NumPy's errors)
+    def f(x):
+        b = np.outer(x, x)
+        for i in range(6):
+            np.put(b, [i * 5 - 7], x[i % 3] * b.flat[i])
+            np.put(b, i + 7, np.sin(x[(i + 1) % 3]), mode="wrap")
+            np.put(b, [-20], 2.0, mode="clip")
+        return b
+
+    x = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+    check_grads(lambda x: np.sum(f(x) ** 2), x, order=2)
+    with pytest.raises(IndexError, match="index 9 is out of bounds for axis 0 with size 9"):
+        mg.grad(lambda x: np.sum(np.put(np.outer(x, x), [9], x[0]) or x))(x)

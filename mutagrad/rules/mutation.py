@@ -69,6 +69,15 @@ def _np_put(args, kwargs):
     if ind.size == 0:
         return None
     flat = np.ravel(ind)
+    v = a["v"]
+    if flat.size == 1 and (type(v) in (float, int, complex) or isinstance(v, np.generic) or (
+            isinstance(v, Tracer) and v._scalar)) and np.ndim(x):
+        # one position and one value (an element loop's np.put): the element write itself
+        i = int(flat[0])
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for axis 0 with size {n}")
+        write(x, tuple(int(k) for k in np.unravel_index(i % n, np.shape(x))), v)
+        return None
     if mode == "raise":
         bad = FlatIter(x).assign_before_bad_index(flat, a["v"])
         if bad is not None:

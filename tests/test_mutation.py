@@ -1439,7 +1439,7 @@ def test_np_put_of_one_element_in_an_element_loop():
     def f(x):
         b = np.outer(x, x)
         for i in range(6):
-            np.put(b, [i * 5 - 7], x[i % 3] * b.flat[i])
+            np.put(b, [(i * 5) % 9 - 7], x[i % 3] * b.flat[i])
             np.put(b, i + 7, np.sin(x[(i + 1) % 3]), mode="wrap")
             np.put(b, [-20], 2.0, mode="clip")
         return b

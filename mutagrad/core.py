@@ -41,6 +41,7 @@ from .errors import (
     TracerEscapeError,
     WriteToPlainArrayError,
     _frame_is_internal,
+    _statement_at,
     at_a_power,
     at_a_store,
     call_at,
@@ -1266,9 +1267,10 @@ def _arrayify(inputs):
 
 def _plain_inplace_operand(inputs, kwargs):
     """(the plain array, its reference count seen from here) when a ufunc is called as
-    ``f(p, t, out=(p,))`` on a plain ndarray ``p``, as NumPy calls it for ``p += t``; else None."""
+    ``f(p, t, out=(p,))`` on a plain ndarray ``p``, as NumPy calls it for ``p += t`` (``p @= t``
+    adds NumPy's axes=); else None."""
     out = kwargs.get("out")
-    if type(out) is not tuple or len(out) != 1:
+    if type(out) is not tuple or len(out) != 1 or (len(kwargs) == 2 and "axes" not in kwargs):
         return None
     p = out[0]
     if type(p) is not _ndarray or inputs[0] is not p:
@@ -1286,8 +1288,18 @@ def _promoted_inplace(ufunc, inputs, p, frame):
     code = frame.f_code.co_code
     at = frame.f_lasti
     if (code[at] != _BINARY_OP_CODE or code[at + 1] not in _INPLACE_ARGS or p.base is not None
-            or not p.flags.writeable or p.dtype.kind not in "fc"):
+            or not p.flags.owndata or not p.flags.writeable or p.dtype.kind not in "fc"
+            or _weakref_count(p) or not (p.flags.c_contiguous or p.flags.f_contiguous)):
         return None
+    # the target a name, which the statement rebinds itself (an attribute or an item may be read
+    # from one object and stored into another: a class attribute, a proxy, a ChainMap)
+    stmt = _statement_at(frame)
+    if type(stmt) is not ast.AugAssign or type(stmt.target) is not ast.Name:
+        return None
+    axes = _INPLACE_AXES.get(ufunc)
+    with np.errstate(all="ignore"):  # NumPy's own errors (shapes, casting), as in a plain call
+        ufunc(p.copy(), *[bottom(x) for x in inputs[1:]], out=(np.empty_like(p),),
+              **({} if axes is None else {"axes": axes}))
     res = call_ufunc(ufunc, inputs, {})
     if np.shape(res) != p.shape:
         return None
@@ -1296,7 +1308,18 @@ def _promoted_inplace(ufunc, inputs, p, frame):
         if not np.can_cast(dt, p.dtype, "same_kind"):
             return None
         res = res.astype(p.dtype)
+    if not p.flags.c_contiguous and p.ndim > 1:  # (the array's layout: a Fortran-ordered one stays so)
+        res = numpy_layout(res, p.strides)
     return res
+
+
+_INPLACE_AXES = {np.matmul: [(-2, -1), (-2, -1), (-2, -1)]}  # (what ndarray.__imatmul__ passes)
+
+
+def _weakref_count(x) -> int:
+    import weakref
+
+    return weakref.getweakrefcount(x)
 
 
 _BINARY_OP_CODE = dis.opmap.get("BINARY_OP", -1)
@@ -1318,26 +1341,35 @@ class _InplaceProbe:
 
 
 def _calibrate_inplace():
-    once, twice = [], []
+    """{False: the count for ``x op= t``, True: for ``x @= t`` (NumPy passes axes=)}; a
+    missing entry (no promotion) where a second name does not change the count."""
+    once, twice, mat_once, mat_twice = [], [], [], []
 
     def named_once():
-        x = np.zeros(2)
+        x = np.zeros((2, 2))
         x += _InplaceProbe(once)
+        x = np.zeros((2, 2))
+        x @= _InplaceProbe(mat_once)
 
     def named_twice():
-        x = np.zeros(2)
+        x = np.zeros((2, 2))
         y = x
         x += _InplaceProbe(twice)
-        return y
+        x = np.zeros((2, 2))
+        z = x
+        x @= _InplaceProbe(mat_twice)
+        return y, z
 
     named_once()
     named_twice()
-    if once[0] is None or twice[0] is None or twice[0] <= once[0]:
-        return None
-    return once[0]
+    refs = {}
+    for key, a, b in ((False, once, twice), (True, mat_once, mat_twice)):
+        if a and b and a[0] is not None and b[0] is not None and b[0] > a[0]:
+            refs[key] = a[0]
+    return refs
 
 
-_INPLACE_REFS = [None]
+_INPLACE_REFS = [{}]
 
 
 def ufunc_dispatch(ufunc, method, inputs, kwargs):
@@ -1828,9 +1860,9 @@ class Tracer:
     # -- NumPy protocols ----------------------------------------------------
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if kwargs and len(inputs) == 2 and method == "__call__" and len(kwargs) == 1:
+        if kwargs and len(inputs) == 2 and method == "__call__" and len(kwargs) <= 2:
             p = _plain_inplace_operand(inputs, kwargs)
-            if p is not None and p[1] == _INPLACE_REFS[0]:
+            if p is not None and p[1] == _INPLACE_REFS[0].get(ufunc is np.matmul):
                 r = _promoted_inplace(ufunc, inputs, p[0], sys._getframe(1))
                 if r is not None:
                     return r
@@ -2848,10 +2880,10 @@ def write(dest, idx, value):
                         f"the in-place operation `{t} {op}= ...` on the plain NumPy array `{t}`",
                         WriteToPlainArrayError,
                         f" `{t}` was made from plain values only, so it cannot hold a derivative. An in-place "
-                        "operator on such an array gives the name a new traced array only where nothing else "
-                        "refers to the array (no other name, view or container, which would not see the new one) "
-                        f"and the result keeps its shape and dtype; else write `{t} = {t} {op} (...)`, which makes "
-                        "a new array, where that is meant.")
+                        "operator on such an array gives a variable a new traced array only where nothing else "
+                        "refers to the array (no other name, view, container or weak reference, which would not "
+                        "see the new one); else, or for an attribute or an item, write "
+                        f"`{t} = {t} {op} (...)`, which makes a new array, where that is meant.")
                 target = plain_write_target(user_frame(sys._getframe(1)))
                 raise escape_error("writing a traced value into a plain NumPy array" + (
                     "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))

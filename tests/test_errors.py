@@ -72,20 +72,19 @@ def test_in_place_operator_on_a_plain_array_nothing_else_refers_to_makes_it_trac
         x **= 2
         return np.sum(x)
 
-    class State:
-        pass
-
-    def holders(p):  # an attribute, a dict entry, a list item: each rebound to the new array
-        s, d, lst = State(), {"k": np.ones(2)}, [np.ones(2)]
-        s.x = x0.copy()
-        s.x += p
-        d["k"] *= p
-        lst[0] -= p
-        return np.sum(s.x * d["k"] + lst[0])
+    def layouts(p):  # a Fortran-ordered array stays so (a reshape(-1) through it is a copy, as in NumPy)
+        x = np.asfortranarray(np.ones((3, 3)))
+        x += np.outer(p, [1.0, 2.0, 3.0])
+        k = np.eye(3)
+        k @= np.outer(p, p)  # (NumPy's in-place matmul)
+        return np.sum(x.ravel(order="K")[:4] * np.arange(4.0)) + np.sum(k)
 
     check_grads(kernel, 0.7, order=2)
     check_grads(rollout, np.array([1.0, 2.0]), order=2)
-    check_grads(holders, np.array([1.0, 2.0]), order=2)
+    check_grads(layouts, np.array([1.0, 2.0, 0.5]), order=2)
+    assert mg.vjp(layouts, np.array([1.0, 2.0, 0.5]))[0] == layouts(np.array([1.0, 2.0, 0.5]))
+    with pytest.raises(ValueError, match="inplace matrix multiplication requires"):  # NumPy's error
+        mg.grad(lambda p: np.sum(_matmul_into_ones(p)))(np.ones(3))
 
     def single(p):  # the array's dtype, as NumPy's in-place operator keeps it
         x = np.ones(2, np.float32)
@@ -95,8 +94,41 @@ def test_in_place_operator_on_a_plain_array_nothing_else_refers_to_makes_it_trac
     assert mg.vjp(single, np.array([1.0, 2.0]))[0].dtype == np.float32
 
 
+def _matmul_into_ones(p):
+    k = np.ones((2, 3))
+    k @= p  # (a 1-d right operand: NumPy refuses)
+    return k
+
+
+class _Shared:
+    K = np.ones(3)  # a class attribute: read through an instance, stored into the instance
+
+
 def test_in_place_operation_on_a_plain_array_others_refer_to_names_the_new_array_fix():
     X = np.array([0.0, 1.0, 2.0])
+    p0 = np.array([0.3, -0.2, 1.1])
+
+    def class_attribute(p):  # NumPy updates the class's array; a new array would go to the instance
+        _Shared.K = np.ones(3)
+        c = _Shared()
+        c.K += p
+        return np.sum(_Shared().K ** 2)
+
+    def weakly_held(p):
+        import weakref
+
+        x = np.ones(3)
+        r = weakref.ref(x)
+        x += p
+        return np.sum(r() ** 2)
+
+    def item(p):
+        d = {"k": np.ones(3)}
+        d["k"] *= p
+        return np.sum(d["k"])
+
+    for f in (class_attribute, weakly_held, item):
+        _raises(f, p0, mg.WriteToPlainArrayError)
 
     def kernel(ell):
         K = np.subtract.outer(X, X) ** 2

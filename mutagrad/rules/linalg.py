@@ -1530,22 +1530,24 @@ _NOVALUE = getattr(np, "_NoValue", None)
 
 
 def _cut_off(a, rcond):
-    """The mask of the singular values of ``a`` (plain) that the relative cutoff ``rcond`` drops
-    while they are not zero to working precision beside the smallest value kept, or None if there
-    is none: there the constant-rank derivative is not the truncated pseudo-inverse's."""
+    """(kept, cut): the mask of the singular values of ``a`` (plain) that the relative cutoff
+    ``rcond`` keeps where it drops one that is not zero to working precision beside the smallest
+    value kept (there the constant-rank derivative is not the truncated pseudo-inverse's), else
+    None; and whether it drops any (there the second derivative of the truncated pseudo-inverse
+    has the terms of the dropped values' turning, which the constant-rank rule's has not)."""
     b = np.asarray(bottom(a))
     if b.size == 0:
-        return None
+        return None, False
     s = np.linalg.svd(b, compute_uv=False)
     smax = np.max(s, axis=-1, keepdims=True)
     kept = s > np.asarray(bottom(rcond))[..., None] * smax
     if np.all(kept):
-        return None
+        return None, False
     small = np.min(np.where(kept, s, np.inf), axis=-1, keepdims=True)  # the smallest value kept
     eps = np.finfo(b.dtype).eps * max(b.shape[-2:])
     if not np.any(~kept & (s > eps * np.where(np.isfinite(small), small, smax))):
-        return None
-    return kept
+        return None, True
+    return kept, True
 
 
 def _truncated_parts(a, kept):
@@ -1587,8 +1589,9 @@ def _truncation_nested():
     from ..tangents import not_implemented
 
     return not_implemented(
-        "np.linalg.pinv/lstsq with an rcond/rtol that cuts off a singular value which is not zero: the "
-        "first derivative of the truncated pseudo-inverse is given, a derivative of higher order is not")
+        "np.linalg.pinv/lstsq with an rcond/rtol that cuts off a singular value (a rank-deficient or "
+        "truncated matrix): the first derivative of the truncated pseudo-inverse is given, a derivative of "
+        "higher order is not")
 
 
 def _traced(*xs):
@@ -1599,11 +1602,13 @@ def _pinv_rrule(a, **kw):
     y = _pinv_impl(a, **kw)
     herm = kw.get("hermitian", False)
     A = _herm_in(a, True) if herm else a
-    kept = _cut_off(A, _pinv_rcond(a, kw))
+    kept, cut = _cut_off(A, _pinv_rcond(a, kw))
 
     def pullback(g):
-        if kept is not None:
-            gA = _truncation_nested() if _traced(A, g) else _truncated_vjp(A, kept, g)
+        if cut and _traced(A, g):
+            gA = _truncation_nested()
+        elif kept is not None:
+            gA = _truncated_vjp(A, kept, g)
         else:
             gA = _pinv_vjp(A, y, g)
         return (_herm_in_T(gA, True) if herm and not isinstance(gA, NotImplementedTangent) else gA,)
@@ -1616,9 +1621,11 @@ def _pinv_frule(primals, tangents, **kw):
     y = _pinv_impl(a, **kw)
     if kw.get("hermitian", False):
         a, t = _herm_in(a, True), _herm_in(t, True)
-    kept = _cut_off(a, _pinv_rcond(primals[0], kw))
+    kept, cut = _cut_off(a, _pinv_rcond(primals[0], kw))
+    if cut and _traced(a, t):
+        return y, _truncation_nested()
     if kept is not None:
-        return y, (_truncation_nested() if _traced(a, t) else _truncated_jvp(a, kept, t))
+        return y, _truncated_jvp(a, kept, t)
     return y, _pinv_jvp(a, y, t)
 
 
@@ -1667,7 +1674,7 @@ def _lstsq_rrule(a, b, rcond=None):
     y = _lstsq_impl(a, b, rcond)
     vec = np.ndim(b) == 1
     rc = _lstsq_rcond(a, b, rcond)
-    kept = _cut_off(a, rc)
+    kept, cut = _cut_off(a, rc)
 
     def pullback(cts):
         gx, gres, _, gs = cts
@@ -1680,9 +1687,10 @@ def _lstsq_rrule(a, b, rcond=None):
             Xh = _H(X)
             gb = np.matmul(Xh, gx)
             gxh = _H(gx)
-            if kept is not None:  # x = A_k⁺ b: Ā from X̄ = x̄ bᴴ
-                ga = (_truncation_nested() if _traced(a, b, gx) else
-                      _truncated_vjp(a, kept, np.matmul(gx, _H(_col(b, vec)))))
+            if cut and _traced(a, b, gx):
+                ga = _truncation_nested()
+            elif kept is not None:  # x = A_k⁺ b: Ā from X̄ = x̄ bᴴ
+                ga = _truncated_vjp(a, kept, np.matmul(gx, _H(_col(b, vec))))
             else:
                 ga = (np.matmul(-gb, _H(x)) + np.matmul(r, np.matmul(gxh, np.matmul(X, Xh)))
                       + np.matmul(np.matmul(Xh, x), np.matmul(gxh, _eye_minus(X, a))))
@@ -1708,10 +1716,10 @@ def _lstsq_frule(primals, tangents, rcond=None):
     r = _col(b, vec) - np.matmul(a, x)
     rhs = ZERO if is_zero(tb) else _col(tb, vec)  # db - dA x
     dx = dres = ds = ZERO
-    kept = None if is_zero(ta) else _cut_off(a, rc)
+    kept, cut = (None, False) if is_zero(ta) else _cut_off(a, rc)
+    if cut and _traced(a, b, ta):
+        return y, (_truncation_nested(), ZERO, ZERO, ZERO)
     if kept is not None:  # x = A_k⁺ b: dx = dX b + X db
-        if _traced(a, b, ta):
-            return y, (_truncation_nested(), ZERO, ZERO, ZERO)
         dx = np.matmul(_truncated_jvp(a, kept, ta), _col(b, vec))
         ds = _svd_jvp(*np.linalg.svd(a, full_matrices=False), ta, need_uv=False)
         if not is_zero(tb):

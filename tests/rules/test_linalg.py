@@ -586,3 +586,8 @@ def test_truncated_hermitian_pinv_polyfit_and_higher_orders():
     A = _with_singular_values(5, 3, [3.0, 1.0, 0.05])
     with mg.config(strict=True), pytest.raises(mg.DifferentiationError, match="truncated pseudo-inverse"):
         mg.hessian(lambda A: np.sum(np.linalg.pinv(A, rcond=0.1) ** 2))(A)
+    rank1 = np.outer([1.0, 2.0, -1.0], [0.5, 1.5])  # (a rank-deficient matrix: the zero value is cut off)
+    for f in (lambda A: np.sum(np.linalg.pinv(A, rcond=1e-3) * W[:2, :3]),
+              lambda A: np.sum(np.linalg.lstsq(A, np.array([1.0, 0.5, 2.0]), rcond=1e-3)[0] ** 2)):
+        with mg.config(strict=True), pytest.raises(mg.DifferentiationError, match="truncated pseudo-inverse"):
+            mg.jvp(mg.grad(f), (rank1,), (np.ones_like(rank1),))

@@ -1414,6 +1414,9 @@ def function_dispatch(func, args, kwargs):
                 "scipy.sparse")):
             raise _object_operand(qualname(func), a)
         if ta is list or ta is tuple:
+            obj = _object_item(a)  # (a sequence of arrays: np.concatenate, np.stack, np.block, choices)
+            if obj is not None:
+                raise _object_operand(qualname(func), obj)
             break
     else:
         for a in kwargs.values():
@@ -1809,6 +1812,20 @@ def call_ufunc(ufunc, inputs, kwargs):
         if type(x) is _ndarray and x.dtype.kind == "O":
             raise _object_operand(qualname(ufunc), x)
     return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(inputs), kwargs)
+
+
+def _object_item(seq, depth=0):
+    """An object array or a scipy.sparse matrix in (nested) list or tuple ``seq``, or None."""
+    for i in seq:
+        ti = type(i)
+        if (ti is _ndarray and i.dtype.kind == "O") or (ti not in _PLAIN_SCALARS and (
+                ti.__module__.startswith("scipy.sparse"))):
+            return i
+        if (ti is list or ti is tuple) and depth < 4:
+            obj = _object_item(i, depth + 1)
+            if obj is not None:
+                return obj
+    return None
 
 
 def _object_operand(what, x):

@@ -1870,7 +1870,9 @@ def test_object_operands_are_refused_not_silently_constant():
     # matrix in its functions as one object): the results carried no derivative, silently
     w = np.array([2.0, 3.0], dtype=object)
     for f in (lambda x: np.sum(x * w), lambda x: np.sum(np.multiply(x, w)), lambda x: np.sum(np.dot(x, w)),
-              lambda x: np.sum(x[0] * w)):
+              lambda x: np.sum(x[0] * w), lambda x: np.sum(np.concatenate([x, w]) ** 2),
+              lambda x: np.sum(np.stack((x, w))), lambda x: np.sum(np.choose([0, 1], [x[:2], w[:2]])),
+              lambda x: np.sum(np.block([[x], [w]]))):
         msg = _raises(f, np.array([0.5, -1.0]), mg.errors.TracedTypeError)
         assert "dtype object" in msg and "astype(float)" in msg
     sp = pytest.importorskip("scipy.sparse")

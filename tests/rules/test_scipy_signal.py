@@ -36,6 +36,20 @@ def test_rule(covers, fn, args, order):
 
 def test_coefficients_given_as_lists_of_traced_numbers():
     check_grads(lambda p: np.sum(mss.lfilter([1.0, p], [1.0, -p, 0.1 * p], X) ** 2), 0.3, order=2)
+    # a signal and a state given as lists holding traced numbers
+    check_grads(lambda p: np.sum(mss.lfilter(B, A, [p, 2 * p, 1.0]) ** 2), 0.7, order=2)
+    check_grads(lambda p: np.sum(mss.lfilter(B, A, X, zi=[p, 0.5 * p])[0] ** 2), 0.7, order=2)
+
+
+def test_final_state_of_complex_signals():
+    # the final state's reverse derivative with complex values (it took the conjugate cotangent)
+    xc, zc = X[:4] + 1j * X[4:], np.array([0.1 + 0.2j, -0.3j])
+
+    def f(b, a, x, zi):
+        return np.sum(np.abs(mss.lfilter(b, a, x, zi=zi)[1]) ** 2)
+
+    check_grads(f, B, A, xc, zc, order=2)
+    check_grads(f, B + 0.3j, A, X[:4], ZI, order=1)
 
 
 @pytest.mark.parametrize("b,a", [([1, 2, 1], 1), (RNG.standard_normal(5), [2.0, 0.3]),

@@ -54,6 +54,8 @@ def lfilter(b, a, x, axis=-1, zi=None):
     array([0.25, 0.5 , 1.  ])
     """
     b, a = _coefficients(b), _coefficients(a)
+    x = _dense(x)
+    zi = None if zi is None else _dense(zi)
     if zi is None:
         return _lf(b, a, x, None, axis)
     return _lf(b, a, x, zi, axis), bind(lfilter_zf_p, (b, a, x, zi), {"axis": axis})
@@ -66,6 +68,15 @@ def _coefficients(c):
 
         c = array(c)
     return np.atleast_1d(c)
+
+
+def _dense(v):
+    """A signal or state given as a (nested) list that may hold traced numbers, as one array."""
+    if isinstance(v, (list, tuple)):
+        from ...numpy import array
+
+        return array(v)
+    return v
 
 
 def _along(v, start, stop, axis):
@@ -168,7 +179,13 @@ def _zf_rrule(b, a, x, zi, *, axis=-1):
 
     zf = bind(lfilter_zf_p, (b, a, x, zi), {"axis": axis})
     _, pb = vjp(lambda b, a, x, zi: _final_state(b, a, x, zi, axis), b, a, x, zi)
-    return zf, lambda g: (ZeroTangent(),) * 4 if is_zero(g) else pb(g)
+
+    def pullback(g):  # (mg.vjp's pullback is g·J, JAX's; a rule's cotangent is ḡ·conj(J))
+        if is_zero(g):
+            return (ZeroTangent(),) * 4
+        return tuple(_cj(c) for c in pb(_cj(g)))
+
+    return zf, pullback
 
 
 def _zf_frule(primals, tangents, *, axis=-1):

@@ -75,6 +75,7 @@ class _State(threading.local):
     def __init__(self):
         self.levels: list = []
         self.ceiling = 0  # how many levels the running code can see
+        self.reverse_passes = 0  # reverse passes running (RunGroup.note: their steps are not the program's)
 
 
 STATE = _State()
@@ -1122,6 +1123,10 @@ class RunGroup:
         steps differ (a permutation drawn from a generator the function does not reseed,
         a branch on state it changes) computes another function than the first, though
         its output may have the same values (a shuffle of equal elements)."""
+        if STATE.reverse_passes:
+            # a reverse pass's steps follow its tape, which the forward pass's steps fixed; its rules
+            # take other paths where the tangents raise floating-point events (0 * inf) in one run only
+            return
         if self.recording:
             self.trail.append(entry)
             return

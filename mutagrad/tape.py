@@ -1109,6 +1109,8 @@ class ReverseLevel(Level):
         tape = self.tape
         n = len(tape)
         i = n - 1
+        st = STATE
+        st.reverse_passes += 1
         try:
             # (strong zeros; an underflow in derivative code is nobody's business: no warning or
             # error under the user's np.errstate, and no call of a "log" object's write)
@@ -1117,6 +1119,7 @@ class ReverseLevel(Level):
                     tape[i].backward(self)
                     i -= 1
         finally:
+            st.reverse_passes -= 1
             for rec in tape[i + 1 :]:
                 if type(rec) is WriteRecord or type(rec) is ScalarRun:
                     rec.redo()

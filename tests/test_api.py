@@ -1203,3 +1203,25 @@ def test_draws_of_a_traced_population_or_other_samplers_name_the_fix():
     m, c = np.array([1.0, 2.0]), np.array([[2.0, 0.3], [0.3, 1.0]])
     np.testing.assert_array_equal(np.random.default_rng(4).multivariate_normal(m, c, 3),
                                   m + np.random.default_rng(4).multivariate_normal(np.zeros(np.shape(m)), c, 3))
+
+
+def test_hessian_of_a_function_with_infinite_constants_over_a_parameter():
+    # the reverse pass's rules take another path where a run's tangents raise a floating-point
+    # event (0 * inf) and another run's do not: no divergence of the program (it was refused)
+    e = np.array([-np.inf, 0.5, np.inf])
+
+    def f(t):
+        return np.sum(np.tanh(e / t[0])) + np.sum(np.exp(-e ** 2 * t[1])) + t[0] * t[1] ** 2
+
+    x = np.array([0.3, 0.7])
+    np.testing.assert_allclose(mg.hessian(f)(x), _fd_hessian(f, x), rtol=1e-5, atol=1e-6)
+
+
+def _fd_hessian(f, x, h=1e-4):
+    n = len(x)
+    H = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            ei, ej = np.eye(n)[i] * h, np.eye(n)[j] * h
+            H[i, j] = (f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)) / (4 * h * h)
+    return H

@@ -353,6 +353,8 @@ def _quantile(x, q, axis, method, keepdims, omit_nan, weights=None, weak_q=False
         raise TypeError("q must be real")
     if not (np.all(qb >= 0) and np.all(qb <= 1)):
         raise ValueError("Quantiles must be in the range [0, 1]")
+    if qb.ndim > 2:  # (NumPy 2.4 takes a 2-d q, not more)
+        raise ValueError("q must be a scalar or 1d")
     if weights is not None and method != "inverted_cdf":
         raise ValueError(f"Only method 'inverted_cdf' supports weights. Got: {method}.")
     if method not in _CONTINUOUS and method not in _DISCRETE and method not in _STEPPED:

@@ -204,6 +204,8 @@ def test_quantile_of_a_2d_q(method):
         for axis in (None, 1):
             f = lambda a, fn=fn, axis=axis: fn(a, Q, axis=axis, method=method, keepdims=True)
             np.testing.assert_array_equal(mg.vjp(f, x)[0], f(x))
+    with pytest.raises(ValueError, match="q must be a scalar or 1d"):  # (NumPy's limit: 2 dimensions)
+        mg.vjp(lambda a: np.quantile(a, np.full((2, 2, 2), 0.5), method=method), x)
     if method in ("linear", "weibull", "hazen", "median_unbiased"):
         check_grads(lambda a: np.sum(np.quantile(a, Q, axis=1, method=method) ** 2), x, order=2)
         check_grads(lambda q: np.sum(np.quantile(x, q, method=method)), Q * 0.9 + 0.0137)  # (away from kinks)

@@ -1413,6 +1413,7 @@ def function_dispatch(func, args, kwargs):
         if plain is not None:  # (np.save(f, y) of a value a returned differentiation left behind)
             return func(*plain[0], **plain[1])
         raise _no_rule(func)
+    seq = False
     for a in args:
         ta = type(a)
         if (ta is _ndarray and a.dtype.kind == "O") or (ta not in _PLAIN_SCALARS and ta.__module__.startswith(
@@ -1422,8 +1423,8 @@ def function_dispatch(func, args, kwargs):
             obj = _object_item(a)  # (a sequence of arrays: np.concatenate, np.stack, np.block, choices)
             if obj is not None:
                 raise _object_operand(qualname(func), obj)
-            break
-    else:
+            seq = True
+    if not seq:
         for a in kwargs.values():
             if type(a) is list or type(a) is tuple:
                 break

@@ -1872,7 +1872,7 @@ def test_object_operands_are_refused_not_silently_constant():
     for f in (lambda x: np.sum(x * w), lambda x: np.sum(np.multiply(x, w)), lambda x: np.sum(np.dot(x, w)),
               lambda x: np.sum(x[0] * w), lambda x: np.sum(np.concatenate([x, w]) ** 2),
               lambda x: np.sum(np.stack((x, w))), lambda x: np.sum(np.choose([0, 1], [x[:2], w[:2]])),
-              lambda x: np.sum(np.block([[x], [w]]))):
+              lambda x: np.sum(np.block([[x], [w]])), lambda x: np.sum(np.where([True, False], x[:2], w[:2]))):
         msg = _raises(f, np.array([0.5, -1.0]), mg.errors.TracedTypeError)
         assert "dtype object" in msg and "astype(float)" in msg
     sp = pytest.importorskip("scipy.sparse")

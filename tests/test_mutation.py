@@ -1413,11 +1413,20 @@ def test_accumulate_with_axis_none_is_numpys(ufunc):
 def test_inplace_matmul_into_a_plain_array_names_the_write():
     def f(b):
         a = np.eye(3)
+        a @= b  # (a variable nothing else refers to: it gets the new traced product)
+        return np.sum(a * a)
+
+    b0 = np.arange(9.0).reshape(3, 3) / 9
+    check_grads(f, b0, order=2)
+
+    def shared(b):
+        a = np.eye(3)
+        seen = a
         a @= b  # (NumPy passes axes= for the in-place product: the write into a plain array is the error)
-        return np.sum(a)
+        return np.sum(seen)
 
     with pytest.raises(mg.WriteToPlainArrayError, match="a @= "):
-        mg.grad(f)(np.arange(9.0).reshape(3, 3))
+        mg.grad(shared)(b0)
 
 
 def test_ufunc_at_of_a_python_float_into_float32_is_numpys():

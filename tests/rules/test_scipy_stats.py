@@ -63,14 +63,15 @@ CASES = [
     ("scipy.stats.multivariate_normal.logpdf", lambda x, c: mst.multivariate_normal.logpdf(x, 0.5, c), (R(4), 1.5), 2),
     ("scipy.stats.multivariate_normal.logpdf", lambda mu, c: mst.multivariate_normal(mu, c).logpdf(np.ones(2)),
      (R(2), SPD(2)), 2),
-    # allow_singular: cov = A Aᵀ of rank 2 in 3-d (the rank is constant), x in the support mean + range(A)
+    # allow_singular: cov = A Aᵀ of rank 2 in 3-d (the rank is constant), x in the support mean + range(A);
+    # first order (the pseudo-inverse cuts the zero eigenvalue off: its higher orders are not given)
     ("scipy.stats.multivariate_normal.logpdf",
-     lambda a, z, mu: mst.multivariate_normal.logpdf(mu + a @ z, mu, a @ a.T, allow_singular=True), (R(3, 2), R(2), R(3)), 2),
+     lambda a, z, mu: mst.multivariate_normal.logpdf(mu + a @ z, mu, a @ a.T, allow_singular=True), (R(3, 2), R(2), R(3)), 1),
     ("scipy.stats.multivariate_normal.logpdf",
      lambda a, z, mu: mst.multivariate_normal.logpdf(mu + z @ a.T, mu, a @ a.T, allow_singular=True),
-     (R(3, 1), R(4, 1), R(3)), 2),
+     (R(3, 1), R(4, 1), R(3)), 1),
     ("scipy.stats.multivariate_normal.pdf",
-     lambda a, z, mu: mst.multivariate_normal(mu, a @ a.T, allow_singular=True).pdf(mu + a @ z), (R(3, 2), R(2), R(3)), 2),
+     lambda a, z, mu: mst.multivariate_normal(mu, a @ a.T, allow_singular=True).pdf(mu + a @ z), (R(3, 2), R(2), R(3)), 1),
     ("scipy.stats.multivariate_normal.logpdf",
      lambda z, mu: mst.multivariate_normal.logpdf(mu + _SING_A @ z, mu, _SING_A @ _SING_A.T, allow_singular=True),
      (R(2), R(3)), 2),

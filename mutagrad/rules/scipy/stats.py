@@ -779,7 +779,8 @@ class _MultivariateNormal(_Distribution):
     pseudo-determinant and the pseudo-inverse, and -inf (pdf 0) off it. Its
     derivative w.r.t. ``cov`` is that of the formula with the pseudo-inverse
     (``np.linalg.pinv``'s rule), exact where the rank of ``cov`` is constant
-    near the point.
+    near the point; its derivatives of higher order w.r.t. a singular ``cov``
+    are a NotImplementedTangent (the pseudo-inverse cuts a zero eigenvalue off).
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.stats import multivariate_normal

@@ -1215,13 +1215,3 @@ def test_hessian_of_a_function_with_infinite_constants_over_a_parameter():
 
     x = np.array([0.3, 0.7])
     np.testing.assert_allclose(mg.hessian(f)(x), _fd_hessian(f, x), rtol=1e-5, atol=1e-6)
-
-
-def _fd_hessian(f, x, h=1e-4):
-    n = len(x)
-    H = np.zeros((n, n))
-    for i in range(n):
-        for j in range(n):
-            ei, ej = np.eye(n)[i] * h, np.eye(n)[j] * h
-            H[i, j] = (f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)) / (4 * h * h)
-    return H

@@ -976,8 +976,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
                 raise MutationError(
                     f"an array that the function passed to mg.vjp read ({s.name or 'an intermediate or output'}) "
                     f"was modified after vjp returned, before the pullback was called at {user_line()}. "
-                    "The pullback needs the values the function saw: copy the outputs (out.copy()) before "
-                    "modifying them, or call the pullback first."
+                    "The pullback needs the values the function saw: " + (
+                        "pass mg.vjp a copy of the argument (mg.vjp(f, x.copy())), modify a copy of it, or call "
+                        "the pullback first." if (s.name or "").startswith("argument") else
+                        "copy the outputs (out.copy()) before modifying them, or call the pullback first.")
                 )
         ct_leaves = tree_flatten_like(out_tree, ct, "the cotangent passed to the pullback")
         for c in ct_leaves:

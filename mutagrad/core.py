@@ -2450,7 +2450,7 @@ class Tracer:
         return np.ptp(self, *a, **k)
 
     def reshape(self, *shape, **k):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, _ndarray)):  # (a shape given as one array too)
             shape = shape[0]
         return np.reshape(self, shape, **k)
 

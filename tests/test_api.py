@@ -1215,3 +1215,13 @@ def test_hessian_of_a_function_with_infinite_constants_over_a_parameter():
 
     x = np.array([0.3, 0.7])
     np.testing.assert_allclose(mg.hessian(f)(x), _fd_hessian(f, x), rtol=1e-5, atol=1e-6)
+
+
+def test_reshape_method_with_a_shape_given_as_one_array():
+    # ndarray.reshape takes the shape as one array too (NumPy's histogramdd does so)
+    def f(x):
+        return np.sum(x.reshape(np.array([3, 1])) * np.arange(3.0)[:, None]) + np.sum(np.reshape(x, np.array([1, 3])))
+
+    x = np.array([0.5, 1.5, -0.3])
+    assert mg.vjp(lambda x: x.reshape(np.array([3, 1])), x)[0].shape == (3, 1)
+    np.testing.assert_allclose(mg.grad(f)(x), fd(f, x), rtol=1e-8)

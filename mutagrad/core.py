@@ -67,6 +67,7 @@ __all__ = ["Tracer", "Level", "Storage", "bind", "Primitive", "REGISTRY", "FUNCT
 _ndarray = np.ndarray
 _getframe = sys._getframe
 _getrefcount = sys.getrefcount
+_getweakrefcount = weakref.getweakrefcount
 _np_power = np.power  # (a global, not an attribute lookup, on the ufunc hot path)
 _FLOAT_KINDS = frozenset("fc")
 
@@ -1294,7 +1295,7 @@ def _promoted_inplace(ufunc, inputs, p, frame):
     at = frame.f_lasti
     if (code[at] != _BINARY_OP_CODE or code[at + 1] not in _INPLACE_ARGS or p.base is not None
             or not p.flags.owndata or not p.flags.writeable or p.dtype.kind not in "fc"
-            or _weakref_count(p) or not (p.flags.c_contiguous or p.flags.f_contiguous)):
+            or _getweakrefcount(p) or not (p.flags.c_contiguous or p.flags.f_contiguous)):
         return None
     # the target a name, which the statement rebinds itself (an attribute or an item may be read
     # from one object and stored into another: a class attribute, a proxy, a ChainMap)
@@ -1319,12 +1320,6 @@ def _promoted_inplace(ufunc, inputs, p, frame):
 
 
 _INPLACE_AXES = {np.matmul: [(-2, -1), (-2, -1), (-2, -1)]}  # (what ndarray.__imatmul__ passes)
-
-
-def _weakref_count(x) -> int:
-    import weakref
-
-    return weakref.getweakrefcount(x)
 
 
 _BINARY_OP_CODE = dis.opmap.get("BINARY_OP", -1)
@@ -1378,9 +1373,7 @@ _INPLACE_REFS = [{}]
 
 
 def ufunc_dispatch(ufunc, method, inputs, kwargs):
-    for x in inputs:
-        if type(x) is _ndarray and x.dtype.kind == "O":
-            raise _object_operand(qualname(ufunc) if method == "__call__" else f"{qualname(ufunc)}.{method}", x)
+    _no_object_inputs(qualname(ufunc) if method == "__call__" else f"{qualname(ufunc)}.{method}", inputs)
     if method == "__call__":
         inputs = _arrayify(inputs)
     h = UFUNC_HANDLERS.get((ufunc, method)) or UFUNC_HANDLERS.get((None, method))
@@ -1415,10 +1408,9 @@ def function_dispatch(func, args, kwargs):
         raise _no_rule(func)
     seq = False
     for a in args:
-        ta = type(a)
-        if (ta is _ndarray and a.dtype.kind == "O") or (ta not in _PLAIN_SCALARS and ta.__module__.startswith(
-                "scipy.sparse")):
+        if _object_like(a):
             raise _object_operand(qualname(func), a)
+        ta = type(a)
         if ta is list or ta is tuple:
             obj = _object_item(a)  # (a sequence of arrays: np.concatenate, np.stack, np.block, choices)
             if obj is not None:
@@ -1814,24 +1806,41 @@ def _note_result(r, frame, lv):
 
 
 def call_ufunc(ufunc, inputs, kwargs):
-    for x in inputs:
-        if type(x) is _ndarray and x.dtype.kind == "O":
-            raise _object_operand(qualname(ufunc), x)
+    _no_object_inputs(qualname(ufunc), inputs)
     return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(inputs), kwargs)
 
 
+def scipy_sparse_object(x) -> bool:
+    """Whether ``x`` is an object of scipy.sparse (a matrix, a factorization), by its type's
+    module (SciPy is not imported for it)."""
+    t = type(x)
+    return t not in _PLAIN_SCALARS and t.__module__.startswith("scipy.sparse")
+
+
+def _object_like(x) -> bool:
+    """A plain operand NumPy computes with as Python objects: an object array, or a
+    scipy.sparse matrix (one object to NumPy's functions)."""
+    return (type(x) is _ndarray and x.dtype.kind == "O") or scipy_sparse_object(x)
+
+
 def _object_item(seq, depth=0):
-    """An object array or a scipy.sparse matrix in (nested) list or tuple ``seq``, or None."""
+    """An object-like operand (:func:`_object_like`) in (nested) list or tuple ``seq``, or None."""
     for i in seq:
-        ti = type(i)
-        if (ti is _ndarray and i.dtype.kind == "O") or (ti not in _PLAIN_SCALARS and (
-                ti.__module__.startswith("scipy.sparse"))):
+        if _object_like(i):
             return i
+        ti = type(i)
         if (ti is list or ti is tuple) and depth < 4:
             obj = _object_item(i, depth + 1)
             if obj is not None:
                 return obj
     return None
+
+
+def _no_object_inputs(what, inputs):
+    """A ufunc's inputs: an object array among them raises (:func:`_object_operand`)."""
+    for x in inputs:
+        if type(x) is _ndarray and x.dtype.kind == "O":
+            raise _object_operand(what, x)
 
 
 def _object_operand(what, x):
@@ -1840,7 +1849,7 @@ def _object_operand(what, x):
     carry no derivative."""
     from .errors import TracedTypeError
 
-    if type(x).__module__.startswith("scipy.sparse"):
+    if scipy_sparse_object(x):
         return TracedTypeError(
             f"{what} of a traced array and a scipy.sparse matrix at {user_line()}: NumPy's functions "
             "treat the matrix as one Python object (an object array), whose results carry no derivative. "

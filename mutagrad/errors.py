@@ -451,14 +451,18 @@ def _out_is_traced(exc) -> bool:
     return False
 
 
+def _last_entry(exc):
+    """The innermost traceback entry of ``exc`` (where it was raised in Python), or None."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
+
+
 def _raised_in_library(exc) -> bool:
     """Whether ``exc`` was raised in NumPy's or SciPy's Python code."""
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    mod = tb.tb_frame.f_globals.get("__name__", "") or ""
+    tb = _last_entry(exc)
+    mod = "" if tb is None else tb.tb_frame.f_globals.get("__name__", "") or ""
     return mod.partition(".")[0] in ("numpy", "scipy")
 
 
@@ -467,11 +471,9 @@ def _innermost_holds_tracer(exc) -> bool:
     local variable, or one level into a dict, tuple or list of them)."""
     from .core import Tracer
 
-    tb = exc.__traceback__
+    tb = _last_entry(exc)
     if tb is None:
         return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
     for v in tb.tb_frame.f_locals.values():
         items = v.values() if type(v) is dict else v if type(v) in (tuple, list) else (v,)
         if any(isinstance(x, Tracer) for x in items):

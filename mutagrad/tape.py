@@ -43,6 +43,7 @@ from .core import (
     foreign_subclass,
     subclass_error,
     STATE,
+    scipy_sparse_object,
     ArrayTracer,
     ScalarTracer,
     _SCALAR_OP_TYPES,
@@ -734,7 +735,7 @@ class ReverseLevel(Level):
                 plain = True
             elif foreign_subclass(x):
                 raise subclass_error(x)
-            elif type(x).__module__.startswith("scipy.sparse"):
+            elif scipy_sparse_object(x):
                 plain = True  # (a constant sparse matrix, which the caller may change: copied below)
         if not active or prim.zero:
             out = apply_inner(prim, vals, tree, kwargs)
@@ -756,7 +757,7 @@ class ReverseLevel(Level):
                     leaf = leaves[i]
                     if type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
                         vals[i] = self.snapshot(leaf)
-                    elif type(leaf).__module__.startswith("scipy.sparse"):
+                    elif scipy_sparse_object(leaf):
                         vals[i] = self.snapshot_sparse(leaf)
         else:
             reads = prim.reads if tree is None else None  # (positions of arguments: no list among them)

@@ -141,8 +141,8 @@ def _matmul_fast(level, leaves):
         inputs.append((sb, b._geom, 1))
         sa.captured = True
     # only what the active operands' cotangents read (a constant matrix's product keeps the matrix)
-    ka = av if db else np.broadcast_to(np.zeros((), av.dtype), av.shape)
-    kb = bv if da else np.broadcast_to(np.zeros((), bv.dtype), bv.shape)
+    ka = av if db else _stand_in(_Meta(av.shape, av.dtype))
+    kb = bv if da else _stand_in(_Meta(bv.shape, bv.dtype))
 
     def pullback(g):
         return (_matmul_vjp(g, ka, kb, 0) if da else None, _matmul_vjp(g, ka, kb, 1) if db else None)
@@ -1572,8 +1572,9 @@ def _padded(x, N):
 
 
 def _truncated_jvp(a, kept, dA):
-    """dX of X = A_k⁺, the singular values of ``kept`` (see above). Computed on plain values:
-    a nested differentiation gets a NotImplementedTangent (see the callers)."""
+    """dX of X = A_k⁺, the singular values of ``kept`` (see above): the SVD and G, H from A's
+    plain values, linear in ``dA`` (which may be traced). A traced A gets a NotImplementedTangent
+    for its higher orders from the callers."""
     U, V, G, H, (m, n, N) = _truncated_parts(a, kept)
     P = np.matmul(np.matmul(_H(U), _padded(dA, N)), V)
     return np.matmul(np.matmul(V, G * P + H * _H(P)), _H(U))[..., :n, :m]

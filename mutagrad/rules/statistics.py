@@ -835,8 +835,6 @@ FUNCTIONS[np.histogram_bin_edges] = _np_histogram_bin_edges
 
 
 def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
-    from ..numpy import linspace
-
     if isinstance(sample, (list, tuple)):
         sample = np.stack([s if isinstance(s, Tracer) else np.asarray(s) for s in sample], axis=-1)
     elif not isinstance(sample, Tracer):
@@ -853,26 +851,13 @@ def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
         per_dim = False
     bb = [b if np.ndim(b) == 0 else np.asarray(bottom(b)) for b in bins] if per_dim else bins
     counts, edges_plain = np.histogramdd(sb, bb, rb, density, wb)  # (NumPy's checks and values)
-    n, d = sb.shape
+    d = sb.shape[1]
     bins = bins if per_dim else [bins] * d
-    edges = []
+    edges = []  # (np.histogram's edges per dimension: traced where the data or range= make them)
     for i in builtins.range(d):
-        e = edges_plain[i]
-        if np.ndim(bins[i]) == 0:  # edges from the data or range=: traced where those are
-            r = None if range is None else range[i]
-            if r is not None:
-                first, last = r
-            elif n == 0:
-                first, last = 0, 1
-            else:
-                first, last = np.min(sample[:, i]), np.max(sample[:, i])
-            if isinstance(first, Tracer) or isinstance(last, Tracer):
-                if bottom(first) == bottom(last):
-                    first, last = first - 0.5, last + 0.5
-                e = linspace(first, last, len(e))
-        elif isinstance(bins[i], Tracer):
-            e = bins[i]
-        edges.append(e)
+        r = None if range is None else range[i]
+        plain = (sb[:, i], bins[i] if np.ndim(bins[i]) == 0 else bb[i], None if r is None else rb[i], None)
+        edges.append(_hist_edges(sample[:, i], bins[i], r, plain, edges_plain[i]))
     traced_edges = any(isinstance(e, Tracer) for e in edges)
     if isinstance(weights, Tracer):  # the bins' sums of the weights, as NumPy adds them
         nbin = np.array([len(e) + 1 for e in edges_plain], np.intp)

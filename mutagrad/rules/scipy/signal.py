@@ -22,6 +22,7 @@ import numpy as np
 from ...core import bind, get_primitive
 from ...registry import conj_if_complex as _cj
 from ...tangents import NoTangent, ZeroTangent, is_zero
+from .sparse import _dense
 
 
 def _lfilter(b, a, x, zi, *, axis=-1):
@@ -63,20 +64,7 @@ def lfilter(b, a, x, axis=-1, zi=None):
 
 def _coefficients(c):
     """A 1-d array of coefficients, from a list that may hold traced numbers ([1.0, -p]) too."""
-    if isinstance(c, (list, tuple)):
-        from ...numpy import array
-
-        c = array(c)
-    return np.atleast_1d(c)
-
-
-def _dense(v):
-    """A signal or state given as a (nested) list that may hold traced numbers, as one array."""
-    if isinstance(v, (list, tuple)):
-        from ...numpy import array
-
-        return array(v)
-    return v
+    return np.atleast_1d(_dense(c))
 
 
 def _along(v, start, stop, axis):

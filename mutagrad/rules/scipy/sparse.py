@@ -24,7 +24,8 @@ def _ssl():
 
 
 def _dense(b):
-    """A right-hand side given as a list or tuple that may hold traced numbers, as one array."""
+    """An operand given as a (nested) list or tuple that may hold traced numbers (a right-hand
+    side, a signal, coefficients), as one array."""
     if isinstance(b, (list, tuple)):
         from ...numpy import array
 

@@ -126,7 +126,7 @@ class Primitive:
         # its pullback returns newly made cotangents that it keeps no reference to (or views
         # of them), so the tape may adopt them as adjoint buffers without copying
         self.fresh_cts = False
-        # (rrule, partials, function) for functions defined by defelementwise: the tape's fast path
+        # (rrule, partials, function, frule) for functions defined by defelementwise: the levels' fast paths
         self.elementwise = None
         # its rules get a weak traced scalar as the Python number it stands for, whose dtype yields
         # to the arrays it meets (elementwise functions, np.where, user primitives, which get what
@@ -1485,7 +1485,7 @@ _PLAIN_SCALARS = frozenset((float, int, complex, np.float64, np.float32, np.int6
 
 
 def ew_rule(prim):
-    """``prim.elementwise`` (rule, partials, function) if the tape may record
+    """``prim.elementwise`` (rule, partials, function, frule) if the tape may record
     ``prim`` as an elementwise operation: defined by defelementwise and its
     reverse rule not replaced since; else None."""
     ew = prim.elementwise
@@ -1495,16 +1495,19 @@ def ew_rule(prim):
 
 
 def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
-    """The hot path of ``a op b`` (and ``np.f(a, b)``): one differentiation
-    level in the thread, operands that are Python scalars or tracers of that
-    level, no keywords. Goes straight to the level, skipping the general
-    dispatcher; returns None when the call is not of that kind.
+    """The hot path of ``a op b`` (and ``np.f(a, b)``): operands that are Python
+    scalars or tracers of the innermost level the running code sees, no keywords.
+    Goes straight to the level, skipping the general dispatcher (and, for an
+    elementwise function at the outermost level, whose values are plain, to the
+    level's ``process_ew``); returns None when the call is not of that kind.
 
     ``dest``: ``np.f(a, b, out=dest)`` with ``dest`` all of an array of that
     level (``self``), computed in place by a reverse-mode level, or None.
     ``into``: ``a`` or ``b``, a temporary whose buffer may take the result (elide.py)."""
     lv = self._level
-    if lv.closed or len(STATE.levels) != 1:
+    st = STATE
+    nested = len(st.levels) != 1
+    if lv.closed or nested and st.ceiling != lv.index + 1:  # (the innermost level the running code sees)
         return None
     if not (type(a) in _PLAIN_SCALARS or (isinstance(a, Tracer) and a._level is lv)):
         return None
@@ -1515,24 +1518,35 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
         return None
     leaves = [a, b] if b is not _NOARG else [a]
     ew = prim.elementwise
-    if lv.mode == "rev" and ew is not None and prim.rrule is ew[0] and not prim.zero:  # (ew_rule, inlined)
-        # plain values only: no dispatch inside, no ceiling needed
-        r = lv.process_ew(prim, leaves, scalar_op, dest, self._scalar, into)
-        if r is not None or dest is not None:
-            return r
+    r = None
+    if nested:  # nested differentiations: the general rule, at this level
+        if dest is not None or into is not None:
+            return None
+        if lv.index == 0 and lv.mode == "fwd" and ew is not None and prim.frule is ew[3] and not prim.zero:
+            r = lv.process_ew(prim, leaves)  # (the outermost level: plain values)
+    elif lv.mode == "rev":
+        if ew is not None and prim.rrule is ew[0] and not prim.zero:  # (ew_rule, inlined)
+            # plain values only: no dispatch inside, no ceiling needed
+            r = lv.process_ew(prim, leaves, scalar_op, dest, self._scalar, into)
+            if r is not None or dest is not None:
+                return r
+        elif dest is not None:
+            return None
+        elif prim.fast is not None and not lv.record_lines:
+            r = prim.fast(lv, leaves)
+            if r is not None:
+                return r
     elif dest is not None:
         return None
-    elif prim.fast is not None and lv.mode == "rev" and not lv.record_lines:
-        r = prim.fast(lv, leaves)
-        if r is not None:
-            return r
-    st = STATE
-    saved = st.ceiling
-    st.ceiling = 0
-    try:
-        r = lv.process(prim, leaves, None, None, _EMPTY)
-    finally:
-        st.ceiling = saved
+    elif ew is not None and prim.frule is ew[3] and not prim.zero:
+        r = lv.process_ew(prim, leaves)
+    if r is None:
+        saved = st.ceiling
+        st.ceiling = lv.index
+        try:
+            r = lv.process(prim, leaves, None, None, _EMPTY)
+        finally:
+            st.ceiling = saved
     if scalar_op is not None and type(r) is ScalarTracer:
         # NumPy scalars' own arithmetic (complex128's differs from the ufunc loop in the last bit)
         va = plain_operand(a) if isinstance(a, Tracer) and a._level is lv else a

@@ -12,14 +12,18 @@ from __future__ import annotations
 import numpy as np
 
 from .core import (
+    ArrayTracer,
     Level,
+    ScalarTracer,
     Tracer,
     _carries_derivative,
     _unflatten_args,
     apply_inner,
     bottom,
+    foreign_subclass,
     index_step,
     output_leaves,
+    subclass_error,
     view_of,
 )
 from .errors import user_line
@@ -121,6 +125,48 @@ class ForwardLevel(Level):
             return
         self.ensure_tangent(s)  # (nested: the buffer is traced by the outer levels)
         s.tangent[...] = tdot
+
+    def process_ew(self, prim, leaves):
+        """:meth:`process` for an elementwise primitive whose forward rule is defelementwise's, on
+        this level's tracers (of plain values: the outermost level) and plain numbers, with no
+        keywords; None for what it leaves to :meth:`process` (no tangent among the arguments, a
+        poisoned one, a jacobian's runs)."""
+        if self.run_group is not None:
+            return None
+        vals = []
+        tans = []
+        ins = []
+        active = False
+        i = 0
+        for x in leaves:
+            tx = type(x)
+            if tx is ArrayTracer or tx is ScalarTracer:
+                s = x._storage
+                vals.append(x._value.item() if s.weak and x._geom is None else x._value)
+                ins.append(i)
+                if s.tangent is not None:
+                    if s.poison is not None:
+                        return None
+                    g = x._geom
+                    tans.append(s.tangent if g is None else view_of(s.tangentbuf, g))
+                    active = True
+                else:
+                    tans.append(ZERO)
+            else:
+                if tx is not float and tx is not _ndarray and foreign_subclass(x):
+                    raise subclass_error(x)
+                vals.append(x)
+                tans.append(ZERO)
+            i += 1
+        if not active:
+            return None
+        y, ydot = prim.frule(tuple(vals), tuple(tans))
+        if isinstance(ydot, NotImplementedTangent):
+            ydot = self._poisoned(ydot, prim.name)
+        o, s = self.wrap_output(y, leaves, ins, prim.fresh)
+        if s is not None:
+            self.set_tangent(s, ydot, [t for t in tans if t is not ZERO])
+        return o
 
     def process(self, prim, leaves, tree, args, kwargs):
         vals, ins = self.unwrap_args(leaves, prim.weak_args)

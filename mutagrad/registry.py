@@ -479,6 +479,16 @@ def _fp_event(kind, flag):
     FP_FLAG[0] = object()
 
 
+try:  # NumPy's error state (np.errstate) is a context variable: its value is one object per state
+    _errstate_now = np._core._multiarray_umath._extobj_contextvar.get
+except AttributeError:  # (another NumPy: no shortcut)
+    def _errstate_now():
+        return None
+# the last two error states found to report every event to the strong zeros (jvp's, a reverse pass's;
+# held, so that their identities stay their own)
+_REPORTING = [None, None]
+
+
 class _DerivativeEvents:
     """Around a forward rule's derivative computation: marks it as such (IN_DERIVATIVE, so
     UserFPErrors keeps its events from the user), and, where the function's own np.errstate
@@ -489,12 +499,18 @@ class _DerivativeEvents:
 
     def __enter__(self):
         IN_DERIVATIVE[0] += 1
-        e = np.geterr()
         self.state = None
+        ext = _errstate_now()
+        if ext is not None and (ext is _REPORTING[0] or ext is _REPORTING[1]):  # (states found to report)
+            return
+        e = np.geterr()
+        call = np.geterrcall()
         if (e["invalid"] != "call" or e["divide"] != "call" or e["over"] != "call"
-                or type(np.geterrcall()) is not UserFPErrors):
+                or (type(call) is not UserFPErrors and call is not _fp_event)):  # (jvp's or a reverse pass's)
             self.state = np.errstate(divide="call", over="call", invalid="call", under="ignore", call=_fp_event)
             self.state.__enter__()
+        else:
+            _REPORTING[1], _REPORTING[0] = _REPORTING[0], ext
 
     def __exit__(self, *exc):
         if self.state is not None:
@@ -673,7 +689,7 @@ def defelementwise(fn, *partials, impl=None):
     forward.events_apart = True  # (ForwardLevel.process: the primal's events are the user's)
     p.rrule = rule
     p.frule = forward
-    p.elementwise = (rule, partials, call)
+    p.elementwise = (rule, partials, call, forward)
     p.weak_args = True  # (a weak scalar takes the arrays' dtype in it, as in a plain call)
     return p
 

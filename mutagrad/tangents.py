@@ -22,6 +22,8 @@ __all__ = [
     "is_zero",
 ]
 
+_ndarray = np.ndarray
+
 
 class AbstractZero:
     """A tangent that is known to be zero; costs nothing to add."""
@@ -247,11 +249,17 @@ def project(ct, shape, dtype):
     Sums broadcast dimensions away, drops an imaginary part for a real
     primal and casts to the primal's precision.
     """
+    if type(ct) is _ndarray and ct.dtype == dtype and ct.shape == shape:  # (the common case first)
+        return ct
     if isinstance(ct, (AbstractZero, NotImplementedTangent)) or ct is None:
         return ct
     if isinstance(ct, Thunk):
         ct = ct()
-    if np.shape(ct) != tuple(shape):
+    try:
+        sh = ct.shape  # (a traced array's own: np.shape would dispatch)
+    except AttributeError:
+        sh = np.shape(ct)
+    if sh != tuple(shape):
         ct = unbroadcast(ct, shape)
     ctype = getattr(ct, "dtype", None)
     if ctype is None:

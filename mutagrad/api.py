@@ -1132,6 +1132,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                             f"function, e.g. mg.jvp(f, (x,), (t,)); got {type(v).__name__}")
     primals = tuple(primals)
     tangents = tuple(tangents)
+    given = (primals, tangents)
     # (_argnums, internal: the tangents are those of these primals; the others are constants)
     nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
     if len(nums) != len(tangents):
@@ -1168,11 +1169,14 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                     raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
+        pairs = "container_pairs" in level.__dict__  # (containers among the arguments)
         with np.errstate(all="call", call=UserFPErrors()):  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
                for o in out_leaves]
+        again = (_run_group is None and not CAREFUL[0] and not pairs and _nan_tangent(out_leaves, raw)
+                 and not _written(targs, kwargs))
     # copies are made outside the level, so that values traced by outer levels stay theirs
     tans = []
     for o, t in zip(out_leaves, raw):
@@ -1195,8 +1199,55 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                 t = t.item()  # the tangent of a Python float output is a Python float
         tans.append(t)
     if has_aux:
-        return _unwrap_level(out, level), tree_unflatten(out_tree, tans), _unwrap_level(aux, level)
-    return _unwrap_level(out, level), tree_unflatten(out_tree, tans)
+        res = _unwrap_level(out, level), tree_unflatten(out_tree, tans), _unwrap_level(aux, level)
+    else:
+        res = _unwrap_level(out, level), tree_unflatten(out_tree, tans)
+    if again:
+        return _careful_jvp(res, fun, given, has_aux, _argnums, _kwargs)
+    return res
+
+
+def _nan_tangent(out_leaves, raw) -> bool:
+    """Whether an output's tangent holds a NaN where its value does not."""
+    for o, t in zip(out_leaves, raw):
+        if t is None or isinstance(t, (AbstractZero, NotImplementedTangent)):
+            continue
+        b = bottom(t)
+        if getattr(b, "dtype", None) is None or b.dtype.kind not in "fc" or not _has_nan(b):
+            continue
+        v = bottom(o)
+        if not (np.isnan(b) & ~np.isnan(v)).any():
+            continue
+        return True
+    return False
+
+
+def _written(targs, kwargs) -> bool:
+    """Whether the function wrote into one of its (wrapped) array arguments."""
+    for a in tree_flatten((targs, kwargs or {}))[0]:
+        if isinstance(a, Tracer) and a._storage.written:
+            return True
+    return False
+
+
+def _careful_jvp(first, fun, given, has_aux, argnums, kwargs):
+    """``jvp`` again, with every elementwise tangent taking the strong zeros, after a run whose
+    tangent held a NaN that its value does not: a zero partial times a NaN tangent (an element
+    of a log-space recursion at -inf, whose logaddexp has partial 0 downstream) is zero, as
+    reverse mode's careful pass (api._backward) and finite differences say, but IEEE's
+    0 * nan is nan. Forward mode has no tape to run again, so the function runs again (not
+    when it wrote into its arguments or they are containers, whose first run changed them).
+    A second run that returns other values than the first (fresh random numbers) is not the
+    same function: the first run's result stands."""
+    CAREFUL[0] += 1
+    try:
+        res = jvp(fun, given[0], given[1], has_aux, argnums, None, kwargs)
+    finally:
+        CAREFUL[0] -= 1
+    a, b = tree_flatten(first[0])[0], tree_flatten(res[0])[0]
+    if len(a) != len(b) or not all(_same_value(np.asarray(bottom(x)), y) for x, y in zip(a, b)):
+        return first
+    return res
 
 
 def _snapshot_args(args, nums):
@@ -1477,6 +1528,24 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                     out, tout = res[:2]
                     out_leaves, out_tree = tree_flatten(out)
                     _check_jac_outputs(out_leaves)
+                    if not CAREFUL[0] and _nan_tangent(out_leaves, tree_flatten(tout)[0]):
+                        # the run again, with strong zeros (see _careful_jvp), from the same arguments
+                        if first_out is None:
+                            first_out = [o if isinstance(o, NotImplementedTangent) else np.array(bottom(o))
+                                         for o in out_leaves]
+                        else:
+                            _check_same_run(first_out, out_leaves, runs)
+                        runs += 1
+                        _restore(saved)
+                        group.start_run(False)
+                        CAREFUL[0] += 1
+                        try:
+                            res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs)
+                        finally:
+                            CAREFUL[0] -= 1
+                        group.finish_run()
+                        out, tout = res[:2]
+                        out_leaves, out_tree = tree_flatten(out)
                     if first_out is None:
                         first_aux = res[2] if has_aux else None
                         first_out = [o if isinstance(o, NotImplementedTangent) else np.array(bottom(o))
@@ -1542,7 +1611,7 @@ def _same_value(a, o) -> bool:
     b = np.asarray(bottom(o))
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    scale = float(np.max(np.abs(a), initial=0.0))
+    scale = float(np.max(np.abs(a), initial=0.0, where=np.isfinite(a)))  # (an inf would allow anything)
     with np.errstate(invalid="ignore"):
         return bool(np.allclose(a, b, rtol=1e-10, atol=1e-10 * max(scale, 1e-300), equal_nan=True))
 

@@ -681,7 +681,7 @@ def defelementwise(fn, *partials, impl=None):
                     fp = FP_FLAG[0]
                     dv = _partial(d, primals, y)
                     term = t * dv
-                    if FP_FLAG[0] is not fp or _silently_nonfinite(dv):  # an infinite or undefined partial
+                    if FP_FLAG[0] is not fp or CAREFUL[0] or _silently_nonfinite(dv):  # an infinite or undefined partial
                         term = _careful_product(t, d, dv, primals, y, np.shape(term), conj=False)
                 acc = term if isinstance(acc, AbstractZero) else acc + term
         return y, acc

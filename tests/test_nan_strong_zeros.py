@@ -378,3 +378,112 @@ def test_a_range_base_of_a_power_is_an_array(fn):
     np.testing.assert_allclose(mg.grad(f)(e), want, rtol=1e-12)
     check_grads(f, e)
     assert mg.value_and_grad(f)(e)[0] == f(e)
+
+
+# -- forward mode: a zero partial times a NaN tangent ------------------------------------------
+#
+# In a log-space recursion (an HMM's or CTC's forward algorithm) an unreachable state is -inf,
+# and logaddexp(-inf, -inf) has an undefined (NaN) tangent; the next logaddexp's partial with
+# respect to it is exactly 0, so the derivative is finite. Forward mode runs the function again
+# with strong zeros when a tangent holds a NaN that the value does not. Oracles: central
+# differences of the plain function (first and second order) and reverse mode.
+
+with np.errstate(divide="ignore"):  # left-to-right: -inf entries
+    _LOG_A = np.log(np.array([[0.7, 0.3, 0.0], [0.0, 0.6, 0.4], [0.0, 0.0, 1.0]]))
+
+
+def _hmm_loglik(theta):
+    em = np.stack([np.sin(theta * k) + 1.5 for k in (1.0, 2.0, 3.0)])  # 3 states x T emissions
+    logem = np.log(em / np.sum(em, axis=0))
+    alpha = np.full_like(logem[:, 0], -np.inf)
+    alpha[0] = logem[0, 0]
+    for t in range(1, len(theta)):
+        new = np.full_like(alpha, -np.inf)
+        for j in range(3):
+            acc = -np.inf
+            for i in range(3):
+                acc = np.logaddexp(acc, alpha[i] + _LOG_A[i, j])
+            new[j] = acc + logem[j, t]
+        alpha = new
+    return np.logaddexp(np.logaddexp(alpha[0], alpha[1]), alpha[2])
+
+
+def _fd_hessian(f, x, h=1e-4):
+    n = len(x)
+    H = np.empty((n, n))
+    E = np.eye(n) * h
+    for i in range(n):
+        for j in range(n):
+            H[i, j] = (f(x + E[i] + E[j]) - f(x + E[i] - E[j]) - f(x - E[i] + E[j]) + f(x - E[i] - E[j])) / (4 * h * h)
+    return H
+
+
+def test_a_zero_partial_times_a_nan_tangent_is_zero_in_forward_mode():
+    def f(x):
+        u = np.full_like(x, -np.inf) + x
+        v = np.logaddexp(u[0], u[1])  # -inf for every x: its tangent is NaN
+        return np.logaddexp(v, x[2]) * x[0] ** 0 + np.logaddexp2(v, x[1])
+
+    x = np.array([0.3, -0.2, 0.5])
+    with np.errstate(all="ignore"):
+        ref = np.array([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+        t = np.array([0.3, -1.0, 2.0])
+        _, jv = mg.jvp(f, (x,), (t,))
+        jac = mg.jacobian(f, mode="fwd")(x)
+    np.testing.assert_allclose(jv, ref @ t, rtol=1e-8)
+    np.testing.assert_allclose(jac, ref, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(mg.grad(f)(x), ref, rtol=1e-8, atol=1e-12)
+
+
+def test_the_hessian_of_a_log_space_forward_algorithm():
+    theta = np.array([0.3, -0.4, 0.8, 0.1])
+    with np.errstate(all="ignore"):
+        g = mg.grad(_hmm_loglik)(theta)
+        g_ref = np.array([(_hmm_loglik(theta + 1e-6 * e) - _hmm_loglik(theta - 1e-6 * e)) / 2e-6 for e in np.eye(4)])
+        H = mg.hessian(_hmm_loglik)(theta)
+        H_rr = mg.jacobian(mg.grad(_hmm_loglik), mode="rev")(theta)
+        H_ref = _fd_hessian(_hmm_loglik, theta)
+        _, hv = mg.jvp(mg.grad(_hmm_loglik), (theta,), (np.ones(4),))
+    np.testing.assert_allclose(g, g_ref, rtol=1e-6, atol=1e-9)
+    assert np.all(np.isfinite(H))
+    np.testing.assert_allclose(H, H_ref, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(H, H_rr, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(hv, H_ref @ np.ones(4), rtol=1e-4, atol=1e-6)
+
+
+def test_forward_mode_runs_again_only_for_a_nan_the_value_does_not_have():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return np.sqrt(x)  # NaN value and tangent at -1: the function's own
+
+    with np.errstate(all="ignore"):
+        y, t = mg.jvp(f, (np.array([-1.0, 4.0]),), (np.ones(2),))
+    assert len(calls) == 1
+    assert np.isnan(y[0]) and np.isnan(t[0]) and t[1] == 0.25
+
+    def g(x):
+        calls.append(1)
+        v = np.logaddexp(np.full(1, -np.inf) + x[0], np.full(1, -np.inf) + x[1])
+        return np.logaddexp(v, x)
+
+    calls.clear()
+    with np.errstate(all="ignore"):
+        _, t = mg.jvp(g, (np.array([0.3, 0.5]),), (np.ones(2),))
+    assert len(calls) == 2  # once more, with strong zeros
+    np.testing.assert_allclose(t, np.ones(2))
+
+
+def test_a_function_that_wrote_into_its_argument_is_not_run_again():
+    # the first run changed the argument, so a second run would differentiate another point:
+    # the NaN of the first run stays (docs/errors.md)
+    def f(x):
+        x[0] = x[0] * 2
+        v = np.logaddexp(-np.inf + x[1], -np.inf + x[2])
+        return np.logaddexp(v, x[0])
+
+    x = np.array([0.3, 0.1, 0.2])
+    with np.errstate(all="ignore"):
+        _, t = mg.jvp(f, (x.copy(),), (np.array([1.0, 1.0, 1.0]),))
+    assert np.isnan(t)

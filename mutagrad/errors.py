@@ -123,8 +123,9 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "") -> Different
         "number or array and silently drop its derivative. If the value is an "
         "intended constant, use mg.stop_gradient(x) (or mg.value(x) for a "
         "read-only plain view). If you are filling a buffer, create it with "
-        "mnp.zeros(...)/mnp.empty(...) or np.zeros_like(x) instead of "
-        "np.zeros(...), so that it can hold traced values; build an array from "
+        "mnp.zeros(...)/mnp.empty(...), or np.zeros_like(x) of a traced x, instead of "
+        "np.zeros(...), so that it can hold traced values (np.zeros_like of a plain "
+        "array, such as one the function closes over, is plain too); build an array from "
         "traced values with mnp.array([...]) or np.stack (import mutagrad.numpy as mnp)."
         + extra
     )

@@ -137,8 +137,7 @@ class ForwardLevel(Level):
         tans = []
         ins = []
         active = False
-        i = 0
-        for x in leaves:
+        for i, x in enumerate(leaves):
             tx = type(x)
             if tx is ArrayTracer or tx is ScalarTracer:
                 s = x._storage
@@ -157,7 +156,6 @@ class ForwardLevel(Level):
                     raise subclass_error(x)
                 vals.append(x)
                 tans.append(ZERO)
-            i += 1
         if not active:
             return None
         y, ydot = prim.frule(tuple(vals), tuple(tans))

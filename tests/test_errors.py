@@ -1890,3 +1890,19 @@ def test_arange_of_a_traced_step_and_polyval_of_a_poly1d_name_the_fix():
     msg = _raises(lambda c: np.sum(np.polyval(np.poly1d(c), x)), c, mg.TracerEscapeError)
     assert "np.polyval(p.coeffs, ...)" in msg
     np.testing.assert_allclose(mg.grad(lambda c: np.sum(np.polyval(np.poly1d(c).coeffs, x)))(c), [1.25, 1.5, 2.0])
+
+
+def test_a_buffer_made_like_a_closed_over_array_names_why_it_is_plain():
+    # np.zeros_like of a plain array is plain, even inside the differentiated function: the
+    # message says so (the seismic tester's lambda w: misfit(c, w) with c closed over)
+    c = np.linspace(1.0, 2.0, 5)
+
+    def misfit(c, w):
+        u = np.zeros_like(c)
+        u[2] += w[0]
+        return np.sum(u ** 2)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match="np.zeros_like of a plain array, such as one the function "
+                       "closes over, is plain"):
+        mg.grad(lambda w: misfit(c, w))(np.array([0.5]))
+    np.testing.assert_allclose(mg.grad(misfit, argnums=1)(c, np.array([0.5])), [1.0])  # d(w²)/dw at 0.5

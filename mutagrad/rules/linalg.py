@@ -980,9 +980,17 @@ def _phase_unknown(what):
 # gets the derivative along the real matrices' branch.
 
 
-def _on_real_matrix(V):
-    b = np.asarray(bottom(V))
-    return b.dtype.kind == "c" and b.size > 0 and bool(np.any(np.all(b.imag == 0, axis=(-2, -1))))
+def _real_members(*Vs):
+    """The mask (over a stack's matrices; 0-d for one matrix) of the matrices whose complex
+    vectors ``Vs`` (each of them) have imaginary part zero, or None if there is none."""
+    on = None
+    for V in Vs:
+        b = np.asarray(bottom(V))
+        if b.dtype.kind != "c" or b.size == 0:
+            return None
+        r = np.all(b.imag == 0, axis=(-2, -1))
+        on = r if on is None else on & r
+    return on if np.any(on) else None
 
 
 def _phase_jumps(what, forward=False):
@@ -998,11 +1006,23 @@ def _phase_jumps(what, forward=False):
         f"exist in complex directions. {fix}")
 
 
-def _leaves_reals(X):
-    """Whether tangent ``X`` (Vᴴ dA V of real vectors V) leaves the real matrices: the phase
-    jumps in that direction, and a derivative that depends on it does not exist (forward mode
-    cannot tell whether the function does; the pullback can, see :func:`_sees_phase`)."""
-    return bool(np.any(np.imag(bottom(X)) != 0))
+def _leaves_reals(X, on):
+    """Whether tangent ``X`` (Vᴴ dA V) leaves the real matrices at one of the stack's real
+    members ``on`` (:func:`_real_members`): the phase jumps in that direction, and a derivative
+    that depends on it does not exist (forward mode cannot tell whether the function does;
+    the pullback can, see :func:`_sees_phase`)."""
+    return bool(np.any(np.any(np.imag(bottom(X)) != 0, axis=(-2, -1)) & on))
+
+
+def _phase_cotangent(c, on):
+    """``c`` (the phase terms' cotangents, per vector) with those of the stack's real members
+    ``on`` zero (a cotangent that does not see their phase: they have no phase term), or None
+    when every member is real (no term at all)."""
+    if on is None:
+        return c
+    if np.all(on):
+        return None
+    return c * ~on[..., None]
 
 
 def _sees_phase(c, *cts):
@@ -1053,11 +1073,16 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
         if bad is None and _is_complex(V):
             E = _real_row(V, rows) if rows else None
             c = np.imag(np.sum(_cj(V) * gV, axis=-2))
-            if E is None or _on_real_matrix(V):
+            on = _real_members(V)
+            if E is None:
                 if _sees_phase(c, gV):
-                    bad = _phase_unknown(what) if E is None else _phase_jumps(what)
+                    bad = _phase_unknown(what)
+            elif on is not None and _sees_phase(bottom(c) * on[..., None], gV):
+                bad = _phase_jumps(what)
             else:
-                gV = gV + _phase_fix_T(V, c, E)
+                c = _phase_cotangent(c, on)
+                if c is not None:
+                    gV = gV + _phase_fix_T(V, c, E)
         if bad is not None:
             return (bad, bad) if generalized else bad
         FG = F * np.matmul(_H(V), gV)
@@ -1085,7 +1110,8 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO):
         E = _real_row(V, rows) if rows else None
         if E is None:
             return _phase_unknown(what)
-        if _on_real_matrix(V) and (_leaves_reals(X) or (not is_zero(Q) and _leaves_reals(Q))):
+        on = _real_members(V)
+        if on is not None and (_leaves_reals(X, on) or (not is_zero(Q) and _leaves_reals(Q, on))):
             return _phase_jumps(what, forward=True)
         dV = _phase_fix(V, dV, E)
     return dV
@@ -1190,7 +1216,8 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True):
         dV = dV + (np.matmul(_H(dA), U) - np.matmul(V, dPh)) / Sr
     if _is_complex(dP):  # the phase LAPACK fixes, shared by u_k and v_k
         E, of_v = _svd_real_row(U, V)
-        if E is None or (_on_real_matrix(U) and _on_real_matrix(V) and _leaves_reals(dP)):
+        on = _real_members(U, V)
+        if E is None or (on is not None and _leaves_reals(dP, on)):
             bad = _phase_unknown("np.linalg.svd") if E is None else _phase_jumps("np.linalg.svd", forward=True)
             return bad, dS, bad
         R, dR = (V, dV) if of_v else (U, dU)
@@ -1237,13 +1264,20 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
         if not is_zero(gVh):
             c = c + np.imag(np.sum(Vh * _cj(gVh), axis=-1))
         E, of_v = _svd_real_row(U, V)
-        if E is None or (_on_real_matrix(U) and _on_real_matrix(V)):
+        on = _real_members(U, V)
+        if E is None:
             if _sees_phase(c, gU, gVh):
-                return _phase_unknown("np.linalg.svd") if E is None else _phase_jumps("np.linalg.svd")
-        elif of_v:
-            gVh = _acc(gVh, _H(_phase_fix_T(V, c, E)))
+                return _phase_unknown("np.linalg.svd")
+        elif on is not None and _sees_phase(bottom(c) * on[..., None], gU, gVh):
+            return _phase_jumps("np.linalg.svd")
         else:
-            gU = _acc(gU, _phase_fix_T(U, c, E))
+            c = _phase_cotangent(c, on)
+            if c is None:
+                pass
+            elif of_v:
+                gVh = _acc(gVh, _H(_phase_fix_T(V, c, E)))
+            else:
+                gU = _acc(gU, _phase_fix_T(U, c, E))
     extra = ZERO
     if not is_zero(gU):
         Ju = np.matmul(_H(U), gU)

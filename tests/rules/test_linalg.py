@@ -466,6 +466,45 @@ def test_phase_at_a_complex_matrix_with_zero_imaginary_part():
     np.testing.assert_allclose(mg.jvp(invariant, (a,), (real_dir,))[1], fd, rtol=1e-6, atol=1e-8)
 
 
+def test_a_stack_with_one_real_member_is_judged_matrix_by_matrix():
+    # the refusal at a complex matrix with zero imaginary part (above) concerns that matrix
+    # only: its stack mates keep their phase-dependent derivatives, and a tangent that stays
+    # real at it is fine (a band structure's k = 0 point; it refused the whole stack)
+    rng = np.random.default_rng(5)
+    m = rng.standard_normal((3, 3, 3)) + 1j * rng.standard_normal((3, 3, 3))
+    m[1] = m[1].real
+    a = m + np.conj(np.swapaxes(m, -1, -2))
+    n = rng.standard_normal((3, 3, 3)) + 1j * rng.standard_normal((3, 3, 3))
+    n[1] = n[1].real
+    d = n + np.conj(np.swapaxes(n, -1, -2))  # real at the real member
+    w = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))
+
+    def dependent(t):  # the phase of members 0 and 2, |v|² of member 1
+        V = np.linalg.eigh(a + t * d)[1]
+        return np.sum(V[0] * w).real + np.sum(np.abs(V[1]) ** 2 * w.real) + np.sum(V[2] * w).imag
+
+    def svd_dependent(t):
+        U, _, Vh = np.linalg.svd(a + t * d)
+        return np.sum(Vh[0] * w).real + np.sum(np.abs(U[1]) ** 2 * w.real) + np.sum(U[2] * w).imag
+
+    t0, h = 0.2, 1e-6
+    for f in (dependent, svd_dependent):
+        fd = (f(t0 + h) - f(t0 - h)) / (2 * h)
+        np.testing.assert_allclose(mg.grad(f)(t0), fd, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(mg.jvp(f, (t0,), (1.0,))[1], fd, rtol=1e-6, atol=1e-8)
+
+    # the real member's own phase still has no derivative: refused, in the stack as alone
+    def real_member_phase(t):
+        return np.sum(np.linalg.eigh(a + t * d)[1][1] * w).imag
+
+    assert isinstance(mg.grad(real_member_phase)(0.0), mg.NotImplementedTangent)
+    # and a tangent leaving the reals at the real member is refused in forward mode
+    d2 = d.copy()
+    d2[1] = d2[1] + 1j * (n[0] - n[0].T).imag
+    assert isinstance(mg.jvp(lambda t: np.sum(np.abs(np.linalg.eigh(a + t * d2)[1]) ** 2 * w.real), (0.0,),
+                             (1.0,))[1], mg.NotImplementedTangent)
+
+
 @pytest.mark.parametrize("fn", [np.linalg.norm, lambda x: np.linalg.norm(x.reshape(3, 1)),
                                 lambda x: np.linalg.norm(x + 0j), lambda x: np.hypot(x[0], x[1]) + x[2],
                                 lambda x: np.sum(np.hypot(x, 0.0 * x))])

@@ -1076,13 +1076,13 @@ class ReverseLevel(Level):
         if type(s) is RunStorage:  # (no adjoint of its own: see above)
             s.run.receive(s.slot, ct)
             return
-        if (tc is ArrayTracer and geom is None and s.adjshared is None and s._rootgeom is None and self.index
-                and ct._geom is None and ct.shape == s.shape and ct.dtype == s.dtype and s.shape):
+        if (tc is ArrayTracer and geom is None and s.adjshared is None and self.index and ct._geom is None
+                and ct.shape == s.shape and ct.dtype == s.dtype and s.shape and s.root_geom() is None):
             # nested: a cotangent traced by the outer levels, for all of a storage laid out as its
             # buffer (not 0-d: a sum of two 0-d arrays is a scalar)
             adj = s.adj
             if adj is None:
-                if owned and ct._storage._rootgeom is None:  # (C-contiguous memory of its own)
+                if owned and ct._storage.root_geom() is None:  # (C-contiguous memory of its own)
                     s.adj = s.adjbuf = ct  # (the caller's: no copy)
                     return True
             elif type(adj) is ArrayTracer and adj is s.adjbuf:

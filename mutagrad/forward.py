@@ -33,6 +33,8 @@ from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, p
 
 _ndarray = np.ndarray
 ZERO = ZeroTangent()
+_NP_FLOAT_SCALARS = frozenset((np.float64, np.float32, np.float16, np.complex128, np.complex64, np.longdouble,
+                               np.clongdouble))
 
 
 class _Events:
@@ -113,6 +115,9 @@ class ForwardLevel(Level):
             self.ensure_tangent(s)
             return
         tdot = project(tdot, s.shape, s.dtype)
+        if type(tdot) is type(s._root) and type(tdot) in _NP_FLOAT_SCALARS and not self.index:
+            s.tangent = s.tangentbuf = tdot  # (a NumPy scalar's: immutable, no views or writes)
+            return
         if (
             type(tdot) is _ndarray
             and tdot.base is None

@@ -1088,6 +1088,22 @@ class ReverseLevel(Level):
             elif type(adj) is ArrayTracer and adj is s.adjbuf:
                 s.adj = s.adjbuf = adj + ct  # (a new sum: one operation of the outer levels, no write)
                 return
+        if self.index and type(s._root) is ScalarTracer and s.shape == ():
+            # nested: a NumPy scalar traced by the outer levels, immutable (no views, no writes):
+            # its adjoint is a traced scalar too, taken as it is and summed functionally
+            adj = s.adj
+            if adj is None:
+                if tc is ScalarTracer and ct.dtype == s.dtype:
+                    s.adj = s.adjbuf = ct
+                    return
+            elif type(adj) is ScalarTracer:
+                ct = project(ct, (), s.dtype)
+                if ct is None or isinstance(ct, AbstractZero):
+                    return
+                if not isinstance(ct, NotImplementedTangent):
+                    r = adj + ct
+                    s.adj = s.adjbuf = r if type(r) is ScalarTracer else r[()]
+                    return
         if ct is None or isinstance(ct, AbstractZero):
             return
         if isinstance(ct, NotImplementedTangent):

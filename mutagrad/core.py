@@ -2146,7 +2146,12 @@ class Tracer:
         if call is not None and type(call.func) in (ast.Name, ast.Attribute):
             name = ast.unparse(call.func)
             if name != "float":  # (a plain-number function: math.sqrt)
-                err = escape_error(f"{name}(...) of a traced value (it converts it with float(x))")
+                extra = ""
+                if name.endswith("interp") and name != "mnp.interp":
+                    extra = (" np.interp dispatches on x, xp and fp only: with a traced left= or right= and plain "
+                             "x, xp, fp, use mnp.interp(...) (import mutagrad.numpy as mnp), which is differentiated.")
+                err = escape_error(f"{name}(...) of a traced value (it converts it with float(x))",
+                                   TracerEscapeError, extra)
                 if (frame.f_globals.get("__name__") or "") == "scipy.optimize._zeros_py":
                     # SciPy's root finders' C code (brentq's) goes on after a failed conversion with
                     # the error set, which makes later Python code fail at random: give it NaN, and

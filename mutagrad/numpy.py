@@ -79,6 +79,16 @@ def kaiser(M, beta):
     return _np.i0(beta * _np.sqrt(1 - ((n - alpha) / alpha) ** 2.0)) / _np.i0(beta)
 
 
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """Like ``np.interp``; also with a traced ``left`` or ``right`` beside plain ``x``, ``xp``
+    and ``fp`` (NumPy dispatches on those three only, and converts the others to numbers)."""
+    if any(isinstance(v, _Tracer) for v in (x, xp, fp, left, right)):
+        from .core import FUNCTIONS
+
+        return FUNCTIONS[_np.interp]((x, xp, fp, left, right, period), {})
+    return _np.interp(x, xp, fp, left, right, period)
+
+
 def eye(N, M=None, k=0, dtype=float, order="C", **kw):
     return _traced(_np.eye(N, M, k, dtype, order, **kw))
 

@@ -2,7 +2,7 @@
 ``t``, ``gamma``, ``beta``, ``expon``, ``laplace``, ``cauchy``, ``logistic``,
 ``uniform``, ``chi2``, ``lognorm``, ``weibull_min``, ``gumbel_r``,
 ``halfnorm``, ``f`` (densities, cumulative and survival functions and their
-logs, most quantile functions), ``poisson``, ``multivariate_normal``
+logs, most quantile functions), ``poisson``, ``nbinom``, ``binom``, ``multivariate_normal``
 (densities, entropy) and ``dirichlet`` (densities); see
 ``mutagrad/rules/scipy/stats.py`` and the ``scipy.stats`` rows of
 docs/coverage.md. Every other name is SciPy's own.
@@ -14,6 +14,7 @@ docs/coverage.md. Every other name is SciPy's own.
 """
 from ..rules.scipy.stats import (  # noqa: F401
     beta,
+    binom,
     cauchy,
     chi2,
     dirichlet,
@@ -26,6 +27,7 @@ from ..rules.scipy.stats import (  # noqa: F401
     logistic,
     lognorm,
     multivariate_normal,
+    nbinom,
     norm,
     poisson,
     t,

@@ -311,6 +311,25 @@ def test_intersect1d_indices_match_numpy():
             np.testing.assert_array_equal(got, ref)
 
 
+def test_interp_with_traced_ends_and_plain_samples():
+    # NumPy's interp dispatches on x, xp and fp only; traced left=/right= beside plain ones
+    # go through mnp.interp (the odefit tester's pre-dose baseline), and np.interp's message says so
+    import mutagrad.numpy as mnp
+
+    xp, fp, xq = np.array([0.0, 1.0, 2.0]), np.array([1.0, 3.0, 2.0]), np.array([-0.5, 0.5, 2.5, 2.0])
+
+    def f(lr):
+        return np.sum(mnp.interp(xq, xp, fp, left=lr[0], right=lr[1]) ** 2)
+
+    lr = np.array([0.3, -0.7])
+    np.testing.assert_allclose(f(lr), np.sum(np.interp(xq, xp, fp, left=0.3, right=-0.7) ** 2))
+    check_grads(f, lr)
+    check_grads(lambda p: np.sum(mnp.interp(xq, xp, p[:3], left=p[3]) ** 2), np.array([1.0, 3.0, 2.0, 0.4]))
+    assert type(mnp.interp(xq, xp, fp)) is np.ndarray  # plain arguments: NumPy's own call
+    with pytest.raises(mg.TracerEscapeError, match=r"np.interp dispatches on x, xp and fp only.*mnp.interp"):
+        mg.grad(lambda lr: np.sum(np.interp(xq, xp, fp, left=lr[0], right=lr[1]) ** 2))(lr)
+
+
 def test_interp_with_unsorted_sample_points_raises():
     # NumPy does not check and returns meaningless values; mutagrad says so instead of computing others
     xp = np.array([1.0, 0.4, 0.0])

@@ -55,6 +55,13 @@ CASES = [
     *[(f"scipy.stats.poisson.{meth}", lambda mu, meth=meth: m("poisson", meth)(K, mu), (P(4) + 1,), 2)
       for meth in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")],
     ("scipy.stats.poisson.pmf", lambda mu: mst.poisson.pmf(np.array([-1, 0.5, 2.0]), mu, loc=1), (P(3),), 2),
+    # nbinom and binom: densities w.r.t. n and p, the cumulative functions w.r.t. p (k is data)
+    *[(f"scipy.stats.nbinom.{meth}", lambda n, p, meth=meth: m("nbinom", meth)(K, n, p), (P(4) + 1, U01(4)), 2)
+      for meth in ("logpmf", "pmf")],
+    *[(f"scipy.stats.nbinom.{meth}", lambda p, meth=meth: m("nbinom", meth)(K, 2.5, p), (U01(4),), 2)
+      for meth in ("cdf", "logcdf", "sf", "logsf")],
+    *[(f"scipy.stats.binom.{meth}", lambda p, meth=meth: m("binom", meth)(K, 7, p), (U01(4),), 2)
+      for meth in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")],
     # multivariate normal: w.r.t. x, mean and cov
     ("scipy.stats.multivariate_normal.logpdf", m("multivariate_normal", "logpdf"), (R(3), R(3), SPD(3)), 2),
     ("scipy.stats.multivariate_normal.logpdf", lambda x, c: mst.multivariate_normal.logpdf(x, MU3, c), (R(4, 3), SPD(3)), 2),
@@ -111,6 +118,18 @@ def test_discrete_and_multivariate_values_match_scipy():
             for args in ((1.7,), (1.7, 1)):
                 np.testing.assert_allclose(getattr(mst.poisson, meth)(k, *args), getattr(st.poisson, meth)(k, *args),
                                            rtol=1e-12, err_msg=meth)
+    k = np.array([-1, 0, 1.5, 2, 5, 9, 12, np.nan])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for dist, params in (("nbinom", (2.5, 0.3)), ("nbinom", (2.5, 0.3, 1)), ("nbinom", (3, 1.0)),
+                             ("nbinom", (-1.0, 0.3)), ("nbinom", (2.0, 1.5)), ("binom", (10, 0.3)),
+                             ("binom", (10, 0.3, 1)), ("binom", (10, 1.0)), ("binom", (10, 0.0)),
+                             ("binom", (4, -0.5))):
+            for meth in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf"):
+                if meth == "logcdf" and params == (4, -0.5):
+                    continue  # (SciPy's logcdf gives 0, not NaN, at k >= n for an invalid p)
+                np.testing.assert_allclose(getattr(getattr(mst, dist), meth)(k, *params),
+                                           getattr(getattr(st, dist), meth)(k, *params), rtol=1e-12,
+                                           err_msg=f"{dist}{params}.{meth}")
     x, mu, cov = R(5, 3), R(3), SPD(3)
     for args in ((mu, cov), (mu, np.diag(cov)), (mu, 2.0)):
         np.testing.assert_allclose(mst.multivariate_normal.logpdf(x, *args), st.multivariate_normal.logpdf(x, *args),
@@ -127,6 +146,24 @@ def test_gradients_closed_form():
     np.testing.assert_allclose(g, (-1.5 / 2.25, 1.5 / 2.25, -1 / 1.5 + 2.25 / 1.5 ** 3))
     # d/dmu log Poisson(k; mu) = k / mu - 1
     np.testing.assert_allclose(mg.grad(lambda mu: mst.poisson.logpmf(4, mu))(2.0), 1.0)
+    # d/dp log NB(k; n, p) = n / p - k / (1 - p); the odefit tester's case-count likelihood (vs central differences)
+    np.testing.assert_allclose(mg.grad(lambda p: mst.nbinom.logpmf(3, 2.0, p))(0.25), 2.0 / 0.25 - 3 / 0.75)
+    y = np.array([0.0, 3.0, 10.0, 7.0])
+
+    def nll(th):
+        mu, r = np.exp(th[0]) * np.array([1.0, 2.0, 8.0, 6.0]), np.exp(th[1])
+        return -np.sum(mst.nbinom.logpmf(y, r, r / (r + mu)))
+
+    th = np.array([0.1, np.log(4.0)])
+    fd = np.array([(nll(th + 1e-6 * e) - nll(th - 1e-6 * e)) / 2e-6 for e in np.eye(2)])
+    np.testing.assert_allclose(mg.grad(nll)(th), fd, rtol=1e-7)
+    # d/dp log Bin(k; n, p) = k / p - (n - k) / (1 - p)
+    np.testing.assert_allclose(mg.grad(lambda p: mst.binom.logpmf(3, 10, p))(0.4), 3 / 0.4 - 7 / 0.6)
+    # w.r.t. n, the log-gamma formula's: digamma(n + 1) - digamma(n - k + 1) + log(1 - p)
+    import scipy.special as ssp
+
+    np.testing.assert_allclose(mg.grad(lambda n: mst.binom.logpmf(3, n, 0.4))(10.0),
+                               ssp.digamma(11.0) - ssp.digamma(8.0) + np.log(0.6), rtol=1e-12)
     # d/dmu P(K <= 2; mu) = -pmf(2; mu)
     np.testing.assert_allclose(mg.grad(lambda mu: mst.poisson.cdf(2, mu))(1.3), -st.poisson.pmf(2, 1.3))
     # d/dx gamma cdf = gamma pdf

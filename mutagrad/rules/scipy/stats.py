@@ -5,8 +5,8 @@ Continuous, location-scale (``x, *shapes, loc=0, scale=1``): ``norm``,
 ``cauchy``, ``logistic``, ``uniform``, ``chi2`` (df), ``lognorm`` (s),
 ``weibull_min`` (c), ``gumbel_r``, ``halfnorm``, ``f`` (dfn, dfd): ``logpdf``,
 ``pdf``, ``cdf``, ``logcdf``, ``sf``, ``logsf``, and ``ppf`` for all but
-``t``, ``beta`` and ``f``. Discrete: ``poisson`` (mu; ``logpmf``,
-``pmf`` and the cumulative functions). Multivariate: ``multivariate_normal``
+``t``, ``beta`` and ``f``. Discrete: ``poisson`` (mu), ``nbinom`` and
+``binom`` (n, p): ``logpmf``, ``pmf`` and the cumulative functions. Multivariate: ``multivariate_normal``
 (``logpdf``, ``pdf``, ``entropy``) and ``dirichlet`` (``logpdf``, ``pdf``).
 
 They are written with NumPy and the scipy.special functions registered in
@@ -765,6 +765,124 @@ class _Poisson(_Distribution):
         return _log(self.sf(k, *args, **kwds))
 
 
+class _CountDistribution(_Distribution):
+    """A discrete distribution of counts k = 0, 1, ... (up to ``_upper``) with two shape
+    parameters (``n``, ``p``): SciPy's NaN for invalid parameters, -inf (pmf 0) off the
+    support and at non-integer k, the cumulative functions from the regularized incomplete
+    beta function (no derivative w.r.t. its parameters: w.r.t. ``n`` they give a
+    NotImplementedTangent)."""
+
+    shapes = ("n", "p")
+    METHODS = ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # betainc's w.r.t. its parameters
+    _SAFE = (1.0, 0.5)  # parameters at which the formulas are evaluated where the given ones are invalid
+
+    def _k(self, k, args, kwds):
+        (n, p), (loc,) = self._parse(args, kwds, {"loc": 0})
+        k = np.asarray(bottom(k)) - bottom(loc)
+        bad = ~self._valid(np.asarray(bottom(n)), np.asarray(bottom(p))) | np.isnan(k)
+        if np.any(bad):
+            n, p = np.where(bad, self._SAFE[0], n), np.where(bad, self._SAFE[1], p)
+        return k, n, p, bad
+
+    def logpmf(self, k, *args, **kwds):
+        k, n, p, bad = self._k(k, args, kwds)
+        valid = (k >= 0) & (k == np.floor(k)) & (k <= self._upper(np.asarray(bottom(n))))
+        return _nan_where(bad, _on_support(valid, lambda k: self._logpmf(k, n, p), k, -np.inf, 0.0))
+
+    def pmf(self, k, *args, **kwds):
+        return np.exp(self.logpmf(k, *args, **kwds))
+
+    def cdf(self, k, *args, **kwds):
+        k, n, p, bad = self._k(k, args, kwds)
+        k = np.floor(k)
+        inside = (k >= 0) & (k < self._upper(np.asarray(bottom(n))))
+        return _nan_where(bad, _on_support(inside, lambda k: self._cdf(k, n, p), k, np.where(k < 0, 0.0, 1.0), 0.0))
+
+    def sf(self, k, *args, **kwds):
+        k, n, p, bad = self._k(k, args, kwds)
+        k = np.floor(k)
+        inside = (k >= 0) & (k < self._upper(np.asarray(bottom(n))))
+        return _nan_where(bad, _on_support(inside, lambda k: self._sf(k, n, p), k, np.where(k < 0, 1.0, 0.0), 0.0))
+
+    def logcdf(self, k, *args, **kwds):
+        return _log(self.cdf(k, *args, **kwds))
+
+    def logsf(self, k, *args, **kwds):
+        return _log(self.sf(k, *args, **kwds))
+
+
+class _NBinom(_CountDistribution):
+    """``scipy.stats.nbinom`` (shapes ``n`` > 0, ``p`` in (0, 1]; ``k`` is data): the number of
+    failures before the n-th success. Densities w.r.t. ``n`` and ``p``, the cumulative
+    functions w.r.t. ``p``.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import nbinom
+    >>> float(mg.grad(lambda p: nbinom.logpmf(3, 2.0, p))(0.5))  # n / p - k / (1 - p)
+    -2.0
+    """
+
+    name = "nbinom"
+
+    @staticmethod
+    def _valid(n, p):
+        return (n > 0) & (p > 0) & (p <= 1)
+
+    @staticmethod
+    def _upper(n):
+        return np.inf
+
+    @staticmethod
+    def _logpmf(k, n, p):
+        return sp.gammaln(n + k) - sp.gammaln(k + 1) - sp.gammaln(n) + n * np.log(p) + sp.xlog1py(k, -p)
+
+    @staticmethod
+    def _cdf(k, n, p):
+        return sp.betainc(n, k + 1, p)
+
+    @staticmethod
+    def _sf(k, n, p):
+        return sp.betainc(k + 1, n, 1 - p)
+
+
+class _Binom(_CountDistribution):
+    """``scipy.stats.binom`` (shapes ``n``, a count, and ``p`` in [0, 1]; ``k`` is data).
+    Densities w.r.t. ``p``, and w.r.t. ``n`` the derivative of their log-gamma formula (SciPy's
+    function itself is NaN at a non-integer n, as JAX's is not); the cumulative functions
+    w.r.t. ``p``.
+
+    >>> import mutagrad as mg
+    >>> from mutagrad.scipy.stats import binom
+    >>> float(mg.grad(lambda p: binom.logpmf(3, 10, p))(0.5))  # k / p - (n - k) / (1 - p)
+    -8.0
+    """
+
+    name = "binom"
+    _SAFE = (0.0, 0.5)
+
+    @staticmethod
+    def _valid(n, p):
+        return (n >= 0) & (n == np.floor(n)) & (p >= 0) & (p <= 1)
+
+    @staticmethod
+    def _upper(n):
+        return n
+
+    @staticmethod
+    def _logpmf(k, n, p):
+        return (sp.gammaln(n + 1) - (sp.gammaln(k + 1) + sp.gammaln(n - k + 1)) + sp.xlogy(k, p)
+                + sp.xlog1py(n - k, -p))
+
+    @staticmethod
+    def _cdf(k, n, p):
+        return sp.betainc(n - k, k + 1, 1 - p)
+
+    @staticmethod
+    def _sf(k, n, p):
+        return sp.betainc(k + 1, n - k, p)
+
+
 class _MultivariateNormal(_Distribution):
     """``scipy.stats.multivariate_normal``: ``logpdf``/``pdf`` w.r.t. ``x``,
     ``mean`` and ``cov``, ``entropy`` w.r.t. ``cov`` (symmetric positive
@@ -964,9 +1082,11 @@ gumbel_r = _GumbelR()
 halfnorm = _Halfnorm()
 f = _F()
 poisson = _Poisson()
+nbinom = _NBinom()
+binom = _Binom()
 multivariate_normal = _MultivariateNormal()
 dirichlet = _Dirichlet()
 
 #: every distribution above: docs/coverage.md lists their METHODS
 DISTRIBUTIONS = (norm, t, gamma, beta, expon, laplace, cauchy, logistic, uniform, chi2, lognorm, weibull_min,
-                 gumbel_r, halfnorm, f, poisson, multivariate_normal, dirichlet)
+                 gumbel_r, halfnorm, f, poisson, nbinom, binom, multivariate_normal, dirichlet)

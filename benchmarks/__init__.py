@@ -9,6 +9,7 @@ cancel out. Results go to ``docs/benchmarks.md``.
 Modules: ``harness`` (peers, timing, memory, checks), ``tiny`` (per-operation
 overhead), ``large`` (one big array function), ``inplace`` (stencil, RK4,
 recurrence written in place), ``memory`` (tape memory against the bytes
-overwritten), ``report`` (the markdown), ``profile`` (cProfile of the
+overwritten), ``hvp`` (Hessian-vector products against each library's own
+gradient), ``report`` (the markdown), ``profile`` (cProfile of the
 tiny-op loop: ``python -m benchmarks.profile``).
 """

@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only tiny,large,inplace,memory] [--output PATH]``.
+"""``python -m benchmarks [--quick] [--only tiny,large,inplace,memory,hvp] [--output PATH]``.
 
 Runs the suite, writes the report (default ``docs/benchmarks.md``) and
 prints it. Exit status 1 if a correctness check failed.
@@ -15,9 +15,9 @@ from . import alloc, threads
 THREADS = threads.limit()  # before NumPy, torch and JAX are imported
 MALLOC = alloc.configure()
 
-from . import harness, inplace, large, memory, report, tiny  # noqa: E402
+from . import harness, hvp, inplace, large, memory, report, tiny  # noqa: E402
 
-SECTIONS = {"tiny": tiny, "large": large, "inplace": inplace, "memory": memory}
+SECTIONS = {"tiny": tiny, "large": large, "inplace": inplace, "memory": memory, "hvp": hvp}
 DEFAULT_OUTPUT = pathlib.Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 

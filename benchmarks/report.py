@@ -133,7 +133,9 @@ def document(env: dict, mode, sections: list, command: str, seconds: float) -> s
         "and has few cores: read ratios, not absolute times.",
         "- Correctness guard: before timing, each row checks mutagrad's gradient against every peer's "
         "(relative max-norm error ≤ 1e-8) and against a central finite difference along a random "
-        "direction (≤ 1e-6). A library that disagrees or raises is not timed; the notes say so.",
+        "direction (≤ 1e-6); the Hessian-vector rows of (e) check every library's product and gradient "
+        "against mutagrad's and mutagrad's product against a central difference of a hand-written gradient. "
+        "A library that disagrees or raises is not timed; the notes say so.",
         "",
         "## Summary",
         "",

@@ -153,3 +153,29 @@ def _linear_steps(y, n, a, prod):
     for _ in range(n):
         y = prod(0.5 * y + 0.1, a)
     return y
+
+
+def test_maximum_and_clip_keep_their_inputs_not_their_outputs():
+    # the partials of np.maximum / np.minimum recompute which argument won from the plain
+    # inputs: a chain y = op(y) * 1.01 keeps one array per maximum (its input), two per clip
+    # (its input and the intermediate maximum), where it kept one more each (the output)
+    n = 100_000
+
+    def f(x, k, op):
+        y = x
+        for _ in range(k):
+            y = op(y) * 1.01  # (a product by a constant keeps nothing)
+        return np.sum(y)
+
+    def kept(op):
+        peaks = []
+        for k in (10, 40):
+            tracemalloc.start()
+            g = mg.grad(f)(np.full(n, 0.3), k, op)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+            np.testing.assert_allclose(g, 1.01 ** k)  # inside the bounds: the derivative of 1.01**k * x
+        return (peaks[1] - peaks[0]) / 30 / (8 * n)
+
+    assert kept(lambda y: np.maximum(y, 0.2)) < 1.2
+    assert kept(lambda y: np.clip(y, -1.0, 1.0)) < 2.2

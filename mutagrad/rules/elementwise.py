@@ -555,8 +555,24 @@ def _fpick_second(a, b, y):
     return np.where(np.isnan(bb), 0.0, np.where(np.isnan(ab), 1.0, _pick_second(a, b, y)))
 
 
-defelementwise(np.maximum, _pick_first, _pick_second)
-defelementwise(np.minimum, _pick_first, _pick_second)
+def _picks(fn):
+    """The partials of ``fn`` (np.maximum, np.minimum) that recompute its plain result instead
+    of reading the output (which then need not be kept for the reverse pass): the first
+    argument wins where it is the result, ties split evenly."""
+
+    def first(a, b, y):
+        ab, bb = bottom(a), bottom(b)
+        return np.where(ab == bb, 0.5, np.where(fn(ab, bb) == ab, 1.0, 0.0))
+
+    def second(a, b, y):
+        ab, bb = bottom(a), bottom(b)
+        return np.where(ab == bb, 0.5, np.where(fn(ab, bb) == ab, 0.0, 1.0))
+
+    return first, second
+
+
+defelementwise(np.maximum, *_picks(np.maximum))
+defelementwise(np.minimum, *_picks(np.minimum))
 defelementwise(np.fmax, _fpick_first, _fpick_second)
 defelementwise(np.fmin, _fpick_first, _fpick_second)
 

@@ -6,7 +6,8 @@ cholesky eigh eigvalsh svd qr eig eigvals, pinv lstsq, and compositions
 Factorizations whose factors are not unique say so: eigen- and singular
 vectors at repeated values (equal up to a relative 1e-10: closer values
 would only turn rounding into wrong numbers), and the extra columns of svd(full_matrices=True)
-or qr(mode="complete") of a non-square matrix, get ``not_implemented`` (never
+or qr(mode="complete") of a non-square matrix (but one, of a real matrix of full
+rank: a null vector, unique up to its sign), get ``not_implemented`` (never
 a silent number). Complex eigenvectors of eigh and singular vectors are
 defined up to a phase, so only phase-invariant functions of them have a
 derivative; eig and qr follow LAPACK's normalization and are exact (eig's
@@ -1170,8 +1171,52 @@ FUNCTIONS[np.linalg.eigvalsh] = _handler(eigvalsh_p, ("a", "UPLO"), UPLO="L")
 #   dV = V (F ∘ (S dP + dPᴴ S) - D) + (I - VVᴴ) dAᴴ U S⁻¹,  D = i Im(diag dP) / 2S
 # (D splits the phase of complex singular vectors evenly between U and V; only
 # phase-invariant functions of U and V are defined.) The pullback is its adjoint.
-# With full_matrices=True and m != n the extra columns are not unique: their
-# derivative is not implemented.
+# With full_matrices=True and m != n the extra columns span the complement of the
+# range (of A's columns for U, of its rows for V). One extra column (|m - n| = 1) of a
+# real matrix of full rank is unique up to its sign, a null vector: for w (Vh's last row,
+# A w = 0, |w| = 1), dw = -A⁺ dA w = -V S⁻¹ Uᵀ dA w, and for u (U's last column),
+# du = -U S⁻¹ Vᵀ dAᵀ u (the derivative of the branch LAPACK's sign picks); the pullbacks
+# add -(U S⁻¹ Vᵀ w̄) wᵀ and -u (V S⁻¹ Uᵀ ū)ᵀ. Several extra columns are not unique (any
+# rotation among them will do), nor complex ones (a phase): not implemented.
+
+
+def _one_null_vector(a, S):
+    """Whether svd(full_matrices=True) of ``a`` has exactly one extra singular vector, unique
+    up to its sign: |m - n| = 1, a real matrix, no zero singular value."""
+    m, n = np.shape(a)[-2:]
+    return abs(m - n) == 1 and not _is_complex(a) and not _has_zero(S)
+
+
+def _null_vector_jvp(U, S, Vh, y, t):
+    """The tangent of the extra singular vector (see above): U's last column (m > n) or Vh's
+    last row (m < n), from tangent ``t`` of A and the full factors ``y``."""
+    m, n = np.shape(U)[-2], np.shape(Vh)[-1]
+    if m < n:
+        w = y[2][..., m, :]
+        c = np.matmul(_mT(U), np.matmul(t, w[..., None]))[..., 0] / S
+        return -np.matmul(_mT(Vh), c[..., None])[..., 0]
+    u = y[0][..., :, n]
+    c = np.matmul(Vh, np.matmul(_mT(t), u[..., None]))[..., 0] / S
+    return -np.matmul(U, c[..., None])[..., 0]
+
+
+def _null_vector_vjp(U, S, Vh, y, g):
+    """Ā from the cotangent ``g`` of the extra singular vector (the adjoint of
+    :func:`_null_vector_jvp`)."""
+    m, n = np.shape(U)[-2], np.shape(Vh)[-1]
+    if m < n:
+        w = y[2][..., m, :]
+        p = np.matmul(U, (np.matmul(Vh, g[..., None])[..., 0] / S)[..., None])[..., 0]
+        return -(p[..., :, None] * w[..., None, :])
+    u = y[0][..., :, n]
+    q = np.matmul(_mT(Vh), (np.matmul(_mT(U), g[..., None])[..., 0] / S)[..., None])[..., 0]
+    return -(u[..., :, None] * q[..., None, :])
+
+
+_EXTRA_VECTORS = ("np.linalg.svd(full_matrices=True) of a non-square matrix: the extra singular vectors are not "
+                  "unique (more than one of them, a complex matrix, or a matrix of lower rank: any rotation among "
+                  "them will do). A function of the projector onto them is: I - V Vᴴ from full_matrices=False "
+                  "(V = Vh.conj().T), or I - U Uᴴ for the extra columns of U")
 
 
 def _svd_impl(a, full_matrices=True, compute_uv=True):
@@ -1326,10 +1371,14 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True):
         k = np.shape(S)[-1]
         xu, gU = _extra_columns(gU, k, -1)
         xv, gVh = _extra_columns(gVh, k, -2)
-        if any(x is not None and np.any(bottom(x) != 0) for x in (xu, xv)):
-            return (not_implemented("np.linalg.svd(full_matrices=True) of a non-square matrix: the "
-                                    "extra singular vectors are not unique; use full_matrices=False"),)
-        return (_svd_vjp(U, S, Vh, gU, gS, gVh),)
+        extra = [x for x in (xu, xv) if x is not None and np.any(bottom(x) != 0)]
+        if extra and not _one_null_vector(a, S):
+            return (not_implemented(_EXTRA_VECTORS),)
+        ga = _svd_vjp(U, S, Vh, gU, gS, gVh)
+        if extra and not isinstance(ga, NotImplementedTangent):
+            x = extra[0]
+            ga = _acc(ga, _null_vector_vjp(U, S, Vh, y, x[..., :, 0] if xu is not None else x[..., 0, :]))
+        return (ga,)
 
     return y, pullback
 
@@ -1345,9 +1394,13 @@ def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True):
     dU, dS, dVh = _svd_jvp(U, S, Vh, t)
     m, n = np.shape(a)[-2:]
     if full_matrices and m != n:
-        bad = not_implemented("np.linalg.svd(full_matrices=True) of a non-square matrix: the extra "
-                              "singular vectors are not unique; use full_matrices=False")
-        dU, dVh = (bad, dVh) if m > n else (dU, bad)
+        if not _one_null_vector(a, S):
+            bad = not_implemented(_EXTRA_VECTORS)
+            dU, dVh = (bad, dVh) if m > n else (dU, bad)
+        elif m > n and not isinstance(dU, NotImplementedTangent):
+            dU = np.concatenate((dU, _null_vector_jvp(U, S, Vh, y, t)[..., :, None]), axis=-1)
+        elif m < n and not isinstance(dVh, NotImplementedTangent):
+            dVh = np.concatenate((dVh, _null_vector_jvp(U, S, Vh, y, t)[..., None, :]), axis=-2)
     return y, (dU, dS, dVh)
 
 
@@ -1451,8 +1504,33 @@ def _qr_reduced(a, y, mode):
     return y[0][..., :k], y[1][..., :k, :]
 
 
-_QR_EXTRA = ("np.linalg.qr(mode='complete') of a tall matrix: the extra columns of Q are not unique; "
-             "use mode='reduced'")
+_QR_EXTRA = ("np.linalg.qr(mode='complete') of a tall matrix: the extra columns of Q are not unique (more than "
+             "one of them, a complex matrix, or a matrix of lower rank: any rotation among them will do). A "
+             "function of the projector onto them is: I - Q Qᴴ from mode='reduced'")
+
+# One extra column (m = n + 1) of a real matrix of full rank is unique up to its sign, the
+# unit null vector q of Aᵀ (Householder's sign): dq = -Q R⁻ᵀ dAᵀ q, and the pullback adds
+# -q (R⁻¹ Qᵀ q̄)ᵀ, as svd's (see _null_vector_jvp).
+
+
+def _one_qr_null_vector(a, R):
+    m, n = np.shape(a)[-2:]
+    if m != n + 1 or _is_complex(a):
+        return False
+    d = np.abs(np.asarray(bottom(_diag(R))))
+    return d.size == 0 or bool(np.all(d > REPEATED_RTOL * np.max(d, axis=-1, keepdims=True)))
+
+
+def _qr_null_vector_jvp(Q, R, y, t):
+    q = y[0][..., :, -1]
+    c = np.linalg.solve(_mT(R), np.matmul(_mT(t), q[..., None]))
+    return -np.matmul(Q, c)[..., 0]
+
+
+def _qr_null_vector_vjp(Q, R, y, g):
+    q = y[0][..., :, -1]
+    c = np.linalg.solve(R, np.matmul(_mT(Q), g[..., None]))[..., 0]
+    return -(q[..., :, None] * c[..., None, :])
 
 
 def _qr_rrule(a, mode="reduced"):
@@ -1469,12 +1547,18 @@ def _qr_rrule(a, mode="reduced"):
         else:
             gQ, gR = cts
         k = np.shape(Q)[-1]
+        extra = None
         if mode == "complete":
             xq, gQ = _extra_columns(gQ, k, -1)
             if xq is not None and np.any(bottom(xq) != 0):
-                return (not_implemented(_QR_EXTRA),)
+                if not _one_qr_null_vector(a, R):
+                    return (not_implemented(_QR_EXTRA),)
+                extra = xq[..., :, 0]
             gR = gR if is_zero(gR) else gR[..., :k, :]
-        return (_qr_vjp(Q, R, gQ, gR),)
+        ga = _qr_vjp(Q, R, gQ, gR)
+        if extra is not None and not isinstance(ga, NotImplementedTangent):
+            ga = _acc(ga, _qr_null_vector_vjp(Q, R, y, extra))
+        return (ga,)
 
     return y, pullback
 
@@ -1494,7 +1578,11 @@ def _qr_frule(primals, tangents, mode="reduced"):
     m, n = np.shape(a)[-2:]
     if mode == "complete" and m > n:
         pad = np.zeros(np.shape(dR)[:-2] + (m - n, n), dtype=bottom(dR).dtype)
-        return y, (not_implemented(_QR_EXTRA), np.concatenate([dR, pad], axis=-2))
+        if _one_qr_null_vector(a, R) and not isinstance(dQ, NotImplementedTangent):
+            dQ = np.concatenate((dQ, _qr_null_vector_jvp(Q, R, y, t)[..., :, None]), axis=-1)
+        else:
+            dQ = not_implemented(_QR_EXTRA)
+        return y, (dQ, np.concatenate([dR, pad], axis=-2))
     return y, (dQ, dR)
 
 

@@ -466,6 +466,45 @@ def test_phase_at_a_complex_matrix_with_zero_imaginary_part():
     np.testing.assert_allclose(mg.jvp(invariant, (a,), (real_dir,))[1], fd, rtol=1e-6, atol=1e-8)
 
 
+def _check_null_vector_of_svd(A, W):
+    m, n = np.shape(A)[-2:]
+
+    def vec(A):
+        U, _, Vh = np.linalg.svd(A)
+        return Vh[..., -1, :] if m < n else U[..., :, -1]
+
+    check_grads(lambda A: np.sum(vec(A) * W[..., 0, :]), A, order=2)  # the sign LAPACK picked
+    check_grads(lambda A: np.sum(vec(A)[..., :, None] * vec(A)[..., None, :] * W), A, order=2)
+    check_grads(lambda A: np.sum(np.linalg.svd(A)[0] * W[..., :m, :m]) + np.sum(np.linalg.svd(A)[2] * W[..., :n, :n]),
+                A, order=2)
+
+
+def test_the_one_extra_singular_vector_is_a_null_vector():
+    # svd(full_matrices=True) of an m x (m + 1) real matrix of full rank: its last right singular
+    # vector spans the null space, unique up to its sign (a minimal DLT homography, an 8-point
+    # essential matrix); likewise U's last column of an (n + 1) x n matrix and qr(mode="complete")'s
+    # last column of Q. Oracle: central differences (check_grads), both modes, second order.
+    rng = np.random.default_rng(11)
+    for shape in ((3, 4), (4, 3), (2, 2, 3), (2, 3, 2), (1, 2)):
+        _check_null_vector_of_svd(rng.standard_normal(shape), rng.standard_normal(shape[:-2] + (max(shape),) * 2))
+    for shape in ((4, 3), (2, 3, 2), (2, 1)):
+        W = rng.standard_normal(shape[:-2] + (shape[-2], shape[-2]))
+        check_grads(lambda A, W=W: np.sum(np.linalg.qr(A, mode="complete")[0] * W), rng.standard_normal(shape),
+                    order=2)
+    # more than one extra vector, a complex matrix, a rank-deficient one: not unique, refused
+    wide = rng.standard_normal((2, 4))
+    low = np.outer(rng.standard_normal(3), rng.standard_normal(4))
+    cplx = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    for A in (wide, low):
+        for mode in ("rev", "fwd"):
+            J = mg.jacobian(lambda A: np.linalg.svd(A)[2][-1], mode=mode)(A)
+            assert isinstance(J, mg.NotImplementedTangent), J
+    assert isinstance(mg.grad(lambda A: np.sum(np.abs(np.linalg.svd(A)[2][-1]) ** 2 * np.arange(4.0)))(cplx),
+                      mg.NotImplementedTangent)
+    assert isinstance(mg.grad(lambda A: np.sum(np.linalg.qr(A, mode="complete")[0]))(rng.standard_normal((5, 3))),
+                      mg.NotImplementedTangent)
+
+
 def test_a_stack_with_one_real_member_is_judged_matrix_by_matrix():
     # the refusal at a complex matrix with zero imaginary part (above) concerns that matrix
     # only: its stack mates keep their phase-dependent derivatives, and a tangent that stays

@@ -2020,6 +2020,16 @@ class Tracer:
         if it in _NUMPY_SCALAR_TYPES:
             raise escape_error(f"np.{it}(x) of a traced value (a plain NumPy scalar)", TracerEscapeError,
                                f" To change only the dtype, use x.astype(np.{it}), which is differentiated.")
+        callee = (_named(call.func, frame) if it in ("reduce", "accumulate", "reduceat", "outer", "at")
+                  and isinstance(call.func, (ast.Name, ast.Attribute)) else None)
+        if isinstance(getattr(callee, "__self__", None), np.ufunc):  # a ufunc's method
+            uf = qualname(callee.__self__)
+            it = callee.__name__
+            raise escape_error(
+                f"{uf}.{it} of traced values inside a list or tuple (NumPy converts the sequence with "
+                "np.asarray; a ufunc method dispatches on arrays only)", TracerEscapeError,
+                f" Make them one traced array first: {uf}.{it}(np.stack(values), ...) (or mnp.array(values)), "
+                "which is differentiated.")
         if it in ("permutation", "permuted"):
             fix = (" Permute the positions instead, which is differentiated and draws the same order from the "
                    "generator: np.take(x, rng.permutation(x.shape[axis]), axis) (x[rng.permutation(len(x))] "
@@ -2081,6 +2091,10 @@ class Tracer:
         if lib is not None and lib[1]:
             fix = (f" Make them one traced array first: {lib[0]}(np.stack(values)) (or mnp.array(values)), which "
                    "is differentiated.")
+            if lib[0] == "np.piecewise":
+                fix = (" A plain x whose functions return traced values (closures over a traced parameter): "
+                       "use mnp.piecewise(x, condlist, funclist) (import mutagrad.numpy as mnp), whose result "
+                       "is traced." + fix)
             if lib[0] in ("np.polyval", "np.polyder", "np.polyint", "np.polyadd", "np.polysub", "np.polymul",
                           "np.polydiv", "np.roots"):
                 fix = (f" A np.poly1d p of traced coefficients: pass its coefficients, {lib[0]}(p.coeffs, ...), "

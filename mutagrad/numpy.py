@@ -89,6 +89,17 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     return _np.interp(x, xp, fp, left, right, period)
 
 
+def piecewise(x, condlist, funclist, *args, **kw):
+    """Like ``np.piecewise``; also with a plain ``x`` whose functions (or values) are traced, as
+    closures over a traced parameter (NumPy dispatches on ``x`` only, and writes the functions'
+    values into a plain array)."""
+    from .core import FUNCTIONS, active_levels
+
+    if not active_levels():
+        return _np.piecewise(x, condlist, funclist, *args, **kw)
+    return FUNCTIONS[_np.piecewise]((x, condlist, funclist, *args), kw)
+
+
 def eye(N, M=None, k=0, dtype=float, order="C", **kw):
     return _traced(_np.eye(N, M, k, dtype, order, **kw))
 

@@ -330,6 +330,25 @@ def test_interp_with_traced_ends_and_plain_samples():
         mg.grad(lambda lr: np.sum(np.interp(xq, xp, fp, left=lr[0], right=lr[1]) ** 2))(lr)
 
 
+def test_piecewise_of_a_plain_array_with_traced_functions():
+    # NumPy's piecewise dispatches on x only and writes the functions' values into a plain array;
+    # mnp.piecewise traces the result (the CFD tester's friction law over a plain velocity field)
+    import mutagrad.numpy as mnp
+
+    u = np.array([0.1, 0.5, 0.2, 0.7])
+
+    def fric(cf, pw):
+        return np.sum(pw(u, [u > 0.3, u <= 0.3], [lambda v: cf * v * v, lambda v: 0.3 * cf * v]))
+
+    np.testing.assert_allclose(fric(0.5, mnp.piecewise), fric(0.5, np.piecewise), rtol=0, atol=0)
+    fd = (fric(0.5 + 1e-6, np.piecewise) - fric(0.5 - 1e-6, np.piecewise)) / 2e-6
+    np.testing.assert_allclose(mg.grad(fric)(0.5, mnp.piecewise), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(lambda c: fric(c, mnp.piecewise), (0.5,), (1.0,))[1], fd, rtol=1e-7)
+    assert type(mnp.piecewise(u, [u > 0.3], [1.0, 2.0])) is np.ndarray  # outside differentiation: NumPy's
+    with pytest.raises(mg.TracerEscapeError, match=r"mnp.piecewise\(x, condlist, funclist\)"):
+        mg.grad(fric)(0.5, np.piecewise)
+
+
 def test_interp_with_unsorted_sample_points_raises():
     # NumPy does not check and returns meaningless values; mutagrad says so instead of computing others
     xp = np.array([1.0, 0.4, 0.0])

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, bottom, foreign_subclass, lift,
-                   RunGroup, live, mark_weak, pristine_layers, weak, write)
+                   STATE, RunGroup, live, mark_weak, pristine_layers, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, ensure_shuffle_filter,
                      forget_escape, readonly_error, replaced_error, take_deferred, user_line)
 from .forward import ForwardLevel
@@ -1038,12 +1038,15 @@ def _backward(level, infos, seed, storages):
     if not _nan_in_gradients(infos):
         return
     _reset_adjoints(storages if storages is not None else _storages_of(level, infos))
-    seed()
+    st = STATE
+    st.reverse_passes += 1  # (the seeding is the careful pass's: not a step of the program, see RunGroup.note)
     CAREFUL[0] += 1
     try:
+        seed()
         level.backward()
     finally:
         CAREFUL[0] -= 1
+        st.reverse_passes -= 1
 
 
 def _reset_adjoints(storages):
@@ -1169,7 +1172,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                     raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
-        pairs = "container_pairs" in level.__dict__  # (containers among the arguments)
+        pairs = bool(level.__dict__.get("container_pairs", ((),))[0])  # (mutable containers among the arguments)
         with np.errstate(all="call", call=UserFPErrors()):  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
@@ -1212,11 +1215,11 @@ def _nan_tangent(out_leaves, raw) -> bool:
     for o, t in zip(out_leaves, raw):
         if t is None or isinstance(t, (AbstractZero, NotImplementedTangent)):
             continue
-        b = bottom(t)
-        if getattr(b, "dtype", None) is None or b.dtype.kind not in "fc" or not _has_nan(b):
+        b = np.asarray(bottom(t))  # (a Python float: a weak output's)
+        if b.dtype.kind not in "fc" or not _has_nan(b):
             continue
-        v = bottom(o)
-        if not (np.isnan(b) & ~np.isnan(v)).any():
+        v = np.asarray(bottom(o))
+        if v.dtype.kind not in "fc" or not (np.isnan(b) & ~np.isnan(v)).any():
             continue
         return True
     return False
@@ -1531,6 +1534,7 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                     if not CAREFUL[0] and _nan_tangent(out_leaves, tree_flatten(tout)[0]):
                         # the run again, with strong zeros (see _careful_jvp), from the same arguments
                         if first_out is None:
+                            first_aux = res[2] if has_aux else None
                             first_out = [o if isinstance(o, NotImplementedTangent) else np.array(bottom(o))
                                          for o in out_leaves]
                         else:

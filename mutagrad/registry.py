@@ -605,14 +605,18 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
             ct = ct * factor
         if finite.any():  # (the quotient only where the partial overflowed: its denominator
             ct = np.where(finite, g * dvc, ct)  # may overflow where the partial does not)
-    return _zero_where(ct, g == 0, shape)
+    return _zero_where(ct, (g == 0) & ~np.isfinite(bottom(ct)), shape)
 
 
 def _strong_zero_product(g, dv, shape):
     """``g * dv`` with the products where ``g`` is zero exactly zero, summed to ``shape``."""
     with np.errstate(invalid="ignore", over="ignore"):
         ct = g * dv
-    return _zero_where(ct, (g == 0) | (dv == 0), shape)  # (a zero partial times an infinite cotangent too)
+    # only the products 0 * inf and 0 * nan (a zero partial times an infinite cotangent too): elsewhere
+    # the product is already right, and where its factors are traced by outer levels (a Hessian), its
+    # derivative is theirs (a zero partial whose own derivative is infinite: d(x**1.5) at 0)
+    gb, db = bottom(g), bottom(dv)
+    return _zero_where(ct, ((gb == 0) & ~np.isfinite(db)) | ((db == 0) & ~np.isfinite(gb)), shape)
 
 
 def _zero_where(ct, zero, shape):

@@ -487,3 +487,63 @@ def test_a_function_that_wrote_into_its_argument_is_not_run_again():
     with np.errstate(all="ignore"):
         _, t = mg.jvp(f, (x.copy(),), (np.array([1.0, 1.0, 1.0]),))
     assert np.isnan(t)
+
+
+def _lse_point(x):
+    """logaddexp(x0*x1, logaddexp(-inf, -inf)): x0*x1, through a NaN tangent."""
+    return np.logaddexp(np.logaddexp(x[0] - np.inf, x[1] - np.inf), x[0] * x[1])
+
+
+def test_the_careful_second_run_for_scalar_primals_nested_modes_and_aux():
+    # the forward tester's cases: a Python float primal, jvp of jvp, grad of jvp, the aux of a
+    # forward-mode jacobian. Oracles: central differences of the plain function and closed forms
+    def g(s):
+        return np.logaddexp(np.logaddexp(s - np.inf, s - np.inf), s * s)  # s*s
+
+    x = np.array([0.4, 0.9])
+    with np.errstate(all="ignore"):
+        for s in (0.5, np.float64(0.5), np.array(0.5)):
+            np.testing.assert_allclose(mg.jvp(g, (s,), (1.0 if np.ndim(s) == 0 and not isinstance(s, np.ndarray)
+                                                     else np.ones_like(s),))[1], 1.0)
+            np.testing.assert_allclose(mg.hessian(g)(s), 2.0)
+        v = np.array([1.0, 0.0])
+
+        def inner(z):
+            return mg.jvp(_lse_point, (z,), (v,))[1]  # d/dx0 (x0 x1) = x1
+
+        y, t = mg.jvp(inner, (x,), (np.array([0.0, 1.0]),))
+        np.testing.assert_allclose((y, t), (0.9, 1.0))
+        np.testing.assert_allclose(mg.jacobian(inner, mode="fwd")(x), [0.0, 1.0])
+        np.testing.assert_allclose(mg.grad(inner)(x), [0.0, 1.0])
+        h, aux = mg.hessian(lambda x: (_lse_point(x), x.sum()), has_aux=True)(x)
+        np.testing.assert_allclose(h, [[0.0, 1.0], [1.0, 0.0]])
+        assert aux == 1.3
+        j, aux = mg.jacobian(lambda x: (_lse_point(x), x.sum()), mode="fwd", has_aux=True)(x)
+        np.testing.assert_allclose(j, [0.9, 0.4])
+        assert aux == 1.3
+
+
+def test_third_order_through_a_careful_reverse_pass_is_not_a_changed_run():
+    # an inner gradient with a NaN takes the careful reverse pass in the first run of a forward-mode
+    # jacobian and not in the careful second run: its seeding is not a step of the program
+    def f(x):
+        return np.sum(np.logaddexp(np.logaddexp(x - np.inf, x - np.inf), np.sin(x)))  # sum(sin x)
+
+    with np.errstate(all="ignore"):
+        h = mg.hessian(lambda z: mg.grad(f)(z) @ np.ones(1))(np.array([0.3]))
+    np.testing.assert_allclose(h, [[-np.cos(0.3)]])
+
+
+def test_a_zero_partial_with_an_infinite_derivative_keeps_it_in_every_mode():
+    # d²(x**1.5)/dx² = 0.75 / sqrt(x): +inf at 0. The partial 1.5 sqrt(x) is 0 there, and its
+    # own derivative infinite: forward over reverse gave 0 (a strong zero of the product's
+    # derivative), reverse over reverse inf
+    def f(x):
+        return np.sum(x ** 1.5)
+
+    x = np.array([0.0, 1.0])
+    with np.errstate(all="ignore"):
+        h = mg.hessian(f)(x)
+        h_rr = mg.jacobian(mg.grad(f), mode="rev")(x)
+    np.testing.assert_array_equal(h, h_rr)
+    assert h[0, 0] == np.inf and h[1, 1] == 0.75 and h[0, 1] == 0 and h[1, 0] == 0

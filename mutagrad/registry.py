@@ -447,10 +447,42 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
     return ct if same else unbroadcast(ct, shape)
 
 
+_LOW_PRECISION = frozenset("efF")  # float16, float32, complex64
+
+
+def _at_loop_precision(xs):
+    """``xs`` with the arguments of a lower precision than the function's loop cast to it, as
+    NumPy casts them before computing (``x / np.float32(0.7)`` of a float64 x divides by the
+    float64 0.7f: its partial 1/c must be computed in float64 too)."""
+    from .core import promotion_operand
+
+    loop = np.result_type(*[promotion_operand(x) for x in xs])
+    if loop.kind not in "fc":
+        return xs
+    out = list(xs)
+    for i, x in enumerate(xs):
+        dt = getattr(x, "dtype", None)
+        if dt is not None and dt.char in _LOW_PRECISION and dt.itemsize * (2 if dt.kind == "f" else 1) < \
+                loop.itemsize * (2 if loop.kind == "f" else 1):
+            want = loop if dt.kind == loop.kind else np.dtype(loop.char.lower())  # (a real x stays real)
+            out[i] = x.astype(want)
+    return tuple(out)
+
+
 def _partial(d, xs, y):
-    """The partial ``d(*xs, y)``; where its Python-number arguments (constants, weak
-    scalars) made Python raise (``1 / 0.0``, ``10.0 ** 400``), computed on NumPy scalars
-    instead, whose arithmetic gives inf or nan as the elementwise function itself does."""
+    """The partial ``d(*xs, y)``, on arguments of the function's loop precision; where its
+    Python-number arguments (constants, weak scalars) made Python raise (``1 / 0.0``,
+    ``10.0 ** 400``), computed on NumPy scalars instead, whose arithmetic gives inf or nan as
+    the elementwise function itself does."""
+    if len(xs) > 1:
+        for x in xs:
+            tx = type(x)
+            if tx is _float64 or tx is float or tx is int:
+                continue
+            dt = getattr(x, "dtype", None)
+            if dt is not None and dt.char in _LOW_PRECISION:
+                xs = _at_loop_precision(xs)
+                break
     try:
         return d(*xs, y)
     except (ZeroDivisionError, OverflowError):

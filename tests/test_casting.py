@@ -389,3 +389,20 @@ def test_vander_computes_in_its_result_dtype(dtype, increasing):
     np.testing.assert_allclose(g, want.astype(dtype), rtol=2e-3 if dtype == np.float16 else 1e-6)
     tangent = mg.jvp(lambda x: np.sum(np.vander(x, 5, increasing=increasing) * w), (x,), (np.ones(4, dtype),))[1]
     assert tangent == pytest.approx(np.sum(want), rel=1e-12)
+
+
+def test_a_lower_precision_constant_gives_partials_at_the_loop_precision():
+    # NumPy casts a float32 constant to float64 before a float64 loop; the partials must be
+    # computed on the cast value (they were float32-accurate: 1/c off by 7e-9 relative).
+    # Oracles: closed forms in float64 and central differences
+    c = np.float32(0.7)
+    c64 = np.float64(c)
+    x = np.array([1.3])
+    cases = [(lambda x: np.sum(x / c), 1 / c64), (lambda x: np.sum(c ** x), np.log(c64) * c64 ** 1.3),
+             (lambda x: np.sum(x * np.array([c])), c64), (lambda x: np.sum(np.arctan2(x, c)), c64 / (c64 ** 2 + 1.69))]
+    for f, want in cases:
+        np.testing.assert_allclose(mg.grad(f)(x), [want], rtol=1e-14)
+        np.testing.assert_allclose(mg.jvp(f, (x,), (np.ones(1),))[1], want, rtol=1e-14)
+        fd = (f(x + 1e-6) - f(x - 1e-6)) / 2e-6
+        np.testing.assert_allclose(mg.grad(f)(x), [fd], rtol=1e-9)
+    np.testing.assert_allclose(mg.hessian(lambda x: np.sum(c ** x))(x), [[np.log(c64) ** 2 * c64 ** 1.3]], rtol=1e-13)

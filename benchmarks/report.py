@@ -276,6 +276,20 @@ fixed-width positions. A step of the recurrence costs about 20 bytes of tape
 row just before), and its peak is within the allowance. Array-level
 workloads (heat, RK4) stay within it too because large temporaries are held
 weakly by the tape and die as soon as no pullback needs them.
+
+**Second order (e).** mutagrad's Hessian-vector product is forward over
+reverse: `grad` runs at an inner level whose values are traced by an outer
+forward level, so every operation of the gradient's forward and reverse pass
+is also an operation of the outer level, and each pullback's arithmetic (a
+partial, its product with the cotangent, the addition into an adjoint) is
+three or four of them. An operator whose operands belong to the innermost
+level the running code sees skips the general dispatcher at every level, an
+elementwise operation at the outer forward level goes to its own fast path
+(the primal, then the tangent from the registered partials), and an adjoint
+of the inner level is summed functionally, one outer operation each. What
+remains is Python per operation, as for first order but at both levels;
+torch's double backward builds its second graph in C++. A compiled core
+would shorten both levels alike.
 """
 
 

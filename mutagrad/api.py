@@ -1148,6 +1148,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             nums, tangents = tuple(n for n, _ in kept), tuple(t for _, t in kept)
     level = ForwardLevel()
     level.run_group = _run_group  # (internal: one of a forward-mode jacobian's runs, see core.RunGroup)
+    if _run_group is None and not CAREFUL[0] and level.index is None and not STATE.levels:
+        level.saved_args = []  # (the outermost jvp: a careful second run restores what it writes)
     kwargs = dict(_kwargs) if _kwargs else None  # (internal: keyword arguments, as in vjp)
     with level:
         targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=True)
@@ -1179,7 +1181,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
                for o in out_leaves]
         again = (_run_group is None and not CAREFUL[0] and not pairs and _nan_tangent(out_leaves, raw)
-                 and not _written(targs, kwargs))
+                 and (not _written(targs, kwargs) or _all_saved(level, targs, kwargs)))
     # copies are made outside the level, so that values traced by outer levels stay theirs
     tans = []
     for o, t in zip(out_leaves, raw):
@@ -1206,8 +1208,20 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     else:
         res = _unwrap_level(out, level), tree_unflatten(out_tree, tans)
     if again:
-        return _careful_jvp(res, fun, given, has_aux, _argnums, _kwargs)
+        return _careful_jvp(res, fun, given, has_aux, _argnums, _kwargs, level.saved_args)
     return res
+
+
+def _all_saved(level, targs, kwargs) -> bool:
+    """Whether every argument the function wrote into had its contents saved before (see
+    ForwardLevel.saved_args), so that a second run can start from them."""
+    if level.saved_args is None:
+        return False
+    saved = {id(a) for a, _ in level.saved_args}
+    for a in tree_flatten((targs, kwargs or {}))[0]:
+        if isinstance(a, Tracer) and a._storage.written and id(a._storage.orig) not in saved:
+            return False
+    return True
 
 
 def _nan_tangent(out_leaves, raw) -> bool:
@@ -1233,15 +1247,17 @@ def _written(targs, kwargs) -> bool:
     return False
 
 
-def _careful_jvp(first, fun, given, has_aux, argnums, kwargs):
+def _careful_jvp(first, fun, given, has_aux, argnums, kwargs, saved_args=None):
     """``jvp`` again, with every elementwise tangent taking the strong zeros, after a run whose
     tangent held a NaN that its value does not: a zero partial times a NaN tangent (an element
     of a log-space recursion at -inf, whose logaddexp has partial 0 downstream) is zero, as
     reverse mode's careful pass (api._backward) and finite differences say, but IEEE's
     0 * nan is nan. Forward mode has no tape to run again, so the function runs again (not
-    when it wrote into its arguments or they are containers, whose first run changed them).
-    A second run that returns other values than the first (fresh random numbers) is not the
-    same function: the first run's result stands."""
+    when its arguments are containers, whose first run changed them; the arrays it wrote into
+    get their contents back first). A second run that returns other values than the first
+    (fresh random numbers) is not the same function: the first run's result stands."""
+    for a, before in saved_args or ():
+        np.copyto(a, before)
     CAREFUL[0] += 1
     try:
         res = jvp(fun, given[0], given[1], has_aux, argnums, None, kwargs)

@@ -90,6 +90,16 @@ class ForwardLevel(Level):
             tdot = NotImplementedTangent(tdot.message, user_line())
         return tdot
 
+    # jvp's: (caller's array, its contents before the function's first write into it) for each
+    # argument the function writes, so that a careful second run (api._careful_jvp) starts alike
+    saved_args = None
+
+    def check_writable(self, dest, active=True):
+        s = dest._storage
+        if self.saved_args is not None and not s.written and type(s.orig) is _ndarray:
+            self.saved_args.append((s.orig, np.array(bottom(s.root), copy=True)))
+        return super().check_writable(dest, active)
+
     def tangent_of(self, t):
         s = t._storage
         if s.tangent is None:

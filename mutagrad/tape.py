@@ -1148,10 +1148,12 @@ class ReverseLevel(Level):
                     tape[i].backward(self)
                     i -= 1
         finally:
-            st.reverse_passes -= 1
-            for rec in tape[i + 1 :]:
-                if type(rec) is WriteRecord or type(rec) is ScalarRun:
-                    rec.redo()
+            try:
+                for rec in tape[i + 1 :]:
+                    if type(rec) is WriteRecord or type(rec) is ScalarRun:
+                        rec.redo()
+            finally:  # (the replayed writes are the reverse pass's steps too, not the program's)
+                st.reverse_passes -= 1
 
 
 def prim_missing_rule(prim, mode):

@@ -475,17 +475,29 @@ def test_forward_mode_runs_again_only_for_a_nan_the_value_does_not_have():
     np.testing.assert_allclose(t, np.ones(2))
 
 
-def test_a_function_that_wrote_into_its_argument_is_not_run_again():
-    # the first run changed the argument, so a second run would differentiate another point:
-    # the NaN of the first run stays (docs/errors.md)
+def test_a_function_that_wrote_into_its_argument_runs_again_from_its_contents():
+    # the first run changed the argument: the second starts from the contents it had (saved at
+    # the first write), and the argument ends as after one plain call. Oracle: the closed form
+    # (d/dx0 of logaddexp(-inf, 2 x0) = 2) and the plain call's argument
     def f(x):
         x[0] = x[0] * 2
         v = np.logaddexp(-np.inf + x[1], -np.inf + x[2])
         return np.logaddexp(v, x[0])
 
     x = np.array([0.3, 0.1, 0.2])
+    plain = x.copy()
     with np.errstate(all="ignore"):
-        _, t = mg.jvp(f, (x.copy(),), (np.array([1.0, 1.0, 1.0]),))
+        want = f(plain)
+        y, t = mg.jvp(f, (x,), (np.array([1.0, 1.0, 1.0]),))
+    assert y == want and t == 2.0
+    np.testing.assert_array_equal(x, plain)
+
+    def g(xs):  # a list argument: not run again (its first run may have changed the list)
+        xs[0][0] = xs[0][0] * 2
+        return np.logaddexp(np.logaddexp(-np.inf + xs[0][1], -np.inf + xs[0][2]), xs[0][0])
+
+    with np.errstate(all="ignore"):
+        _, t = mg.jvp(g, ([np.array([0.3, 0.1, 0.2])],), ([np.ones(3)],))
     assert np.isnan(t)
 
 

@@ -1541,39 +1541,22 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                         if aj == ai:
                             tl[li] = _basis(ishape, idt, k) * direction
                         tans.append(tree_unflatten(tj, tl))
-                    group.start_run(runs == 0)
-                    res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs)
-                    group.finish_run()
-                    out, tout = res[:2]
-                    out_leaves, out_tree = tree_flatten(out)
-                    _check_jac_outputs(out_leaves)
-                    if not CAREFUL[0] and _nan_tangent(out_leaves, tree_flatten(tout)[0]):
+                    res, out_leaves, out_tree, tout = _jac_fwd_run(f, args, tans, has_aux, nums, group, kwargs,
+                                                                   runs == 0)
+                    if not CAREFUL[0] and _nan_tangent(out_leaves, tout):
                         # the run again, with strong zeros (see _careful_jvp), from the same arguments
-                        if first_out is None:
-                            first_aux = res[2] if has_aux else None
-                            first_out = [o if isinstance(o, NotImplementedTangent) else np.array(bottom(o))
-                                         for o in out_leaves]
-                        else:
-                            _check_same_run(first_out, out_leaves, runs)
+                        first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs)
                         runs += 1
                         _restore(saved)
-                        group.start_run(False)
                         CAREFUL[0] += 1
                         try:
-                            res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs)
+                            res, out_leaves, out_tree, tout = _jac_fwd_run(f, args, tans, has_aux, nums, group,
+                                                                           kwargs, False)
                         finally:
                             CAREFUL[0] -= 1
-                        group.finish_run()
-                        out, tout = res[:2]
-                        out_leaves, out_tree = tree_flatten(out)
-                    if first_out is None:
-                        first_aux = res[2] if has_aux else None
-                        first_out = [o if isinstance(o, NotImplementedTangent) else np.array(bottom(o))
-                                     for o in out_leaves]
-                    else:
-                        _check_same_run(first_out, out_leaves, runs)
+                    first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs)
                     runs += 1
-                    pushed.append(tree_flatten(tout)[0])
+                    pushed.append(tout)
                 if len(pushed) == 1:
                     cols.append(pushed[0])
                 else:
@@ -1605,6 +1588,27 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
         results.append(out_struct)
     jac = _jac_tree(out_tree, results, single)
     return (jac, first_aux) if has_aux else jac
+
+
+def _jac_fwd_run(f, args, tans, has_aux, nums, group, kwargs, first):
+    """One run of a forward-mode jacobian: (jvp's result, its output leaves and structure, the
+    tangents' leaves)."""
+    group.start_run(first)
+    res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs)
+    group.finish_run()
+    out_leaves, out_tree = tree_flatten(res[0])
+    _check_jac_outputs(out_leaves)
+    return res, out_leaves, out_tree, tree_flatten(res[1])[0]
+
+
+def _first_run(first_out, first_aux, res, out_leaves, has_aux, runs):
+    """(the first run's output values, its aux): this run's if it is the first, else the first's,
+    which this run must have returned too (_check_same_run)."""
+    if first_out is None:
+        return ([o if isinstance(o, NotImplementedTangent) else np.array(bottom(o)) for o in out_leaves],
+                res[2] if has_aux else None)
+    _check_same_run(first_out, out_leaves, runs)
+    return first_out, first_aux
 
 
 def _check_same_run(first, leaves, runs):

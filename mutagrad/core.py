@@ -1200,16 +1200,24 @@ def bind(prim, args, kwargs=None):
     for v in kwargs.values():
         if isinstance(v, Tracer):
             raise TypeError(f"{prim.name}: keyword arguments cannot be traced values ({user_line()})")
+    out = _process_at(top, prim, leaves, tree, args, kwargs)
     st = STATE
     saved = st.ceiling
-    st.ceiling = top.index
-    try:
-        out = top.process(prim, leaves, tree, args, kwargs)
-    finally:
-        st.ceiling = saved
     if saved - 1 > top.index:
         out = _lift_tree(out, st.levels[top.index + 1 : saved], _sources(leaves))
     return out
+
+
+def _process_at(lv, prim, leaves, tree, args, kwargs):
+    """``lv.process(...)``, run by code that sees only the levels outside ``lv`` (its rules get
+    their values, which may be those levels' traced values)."""
+    st = STATE
+    saved = st.ceiling
+    st.ceiling = lv.index
+    try:
+        return lv.process(prim, leaves, tree, args, kwargs)
+    finally:
+        st.ceiling = saved
 
 
 def apply_inner(prim, leaves, tree, kwargs):
@@ -1541,12 +1549,7 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     elif ew is not None and prim.frule is ew[3] and not prim.zero:
         r = lv.process_ew(prim, leaves)
     if r is None:
-        saved = st.ceiling
-        st.ceiling = lv.index
-        try:
-            r = lv.process(prim, leaves, None, None, _EMPTY)
-        finally:
-            st.ceiling = saved
+        r = _process_at(lv, prim, leaves, None, None, _EMPTY)
     if scalar_op is not None and type(r) is ScalarTracer:
         # NumPy scalars' own arithmetic (complex128's differs from the ufunc loop in the last bit)
         va = plain_operand(a) if isinstance(a, Tracer) and a._level is lv else a

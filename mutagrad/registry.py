@@ -607,7 +607,8 @@ def strong_times(a, b):
 def reciprocal(partial, denominator, factor=1.0):
     """Mark ``partial`` (a function of ``(*xs, y)``) as ``factor / denominator(*xs, y)``: where
     the reciprocal overflows (a subnormal x in log's 1/x), the cotangent and the tangent are
-    computed as quotients, ``g / x * factor``, which stay finite where the true derivative is."""
+    computed as quotients, ``g / x * factor``, which stay finite where the true derivative is.
+    ``factor`` is a number or a function of ``(*xs, y)`` (the quotient's -y / b: factor -y)."""
     partial.reciprocal_of = (denominator, factor)
     return partial
 
@@ -631,9 +632,13 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
     value, factor = _partial(den[0], xs, y), den[1]
     if conj and _iscomplexobj(value):
         value = _conj(value)
+    if callable(factor):  # (a partial numerator / denominator whose numerator is not a constant)
+        factor = _partial(factor, xs, y)
+        if conj and _iscomplexobj(factor):
+            factor = _conj(factor)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         ct = g / value
-        if factor != 1.0:
+        if callable(den[1]) or factor != 1.0:
             ct = ct * factor
         if finite.any():  # (the quotient only where the partial overflowed: its denominator
             ct = np.where(finite, g * dvc, ct)  # may overflow where the partial does not)

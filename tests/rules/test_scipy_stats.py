@@ -258,3 +258,28 @@ def test_multivariate_normal_reads_the_lower_triangle_of_cov_as_scipy_does(metho
     upper = C.copy()
     upper[0, 1] = 5.0  # not symmetric: SciPy's value ignores it
     assert f_mg(upper) == pytest.approx(f_sp(upper), rel=1e-12)
+
+
+def test_second_derivatives_of_log_tail_probabilities_far_in_the_tail():
+    # log cdf ~ -360: the chain rule's 1/c then -y/c (true_divide's partial w.r.t. its
+    # denominator) overflowed to inf, where the derivative is finite; computed as quotients now
+    # (the MLE tester's censored likelihoods). Oracles: closed forms without the tail
+    # poisson: log P(K <= 3; mu) = -mu + log(1 + mu + mu^2/2 + mu^3/6)
+    mu = 380.0
+    P = np.array([1.0 / 6, 0.5, 1.0, 1.0])  # coefficients of mu^3 .. mu^0
+    p, dp, ddp = np.polyval(P, mu), np.polyval(np.polyder(P), mu), np.polyval(np.polyder(P, 2), mu)
+    want = (ddp * p - dp * dp) / (p * p)
+
+    def f(v):
+        return mst.poisson.logcdf(3.0, v[0])
+
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(mg.hessian(f)(np.array([mu])), [[want]], rtol=1e-6)
+        np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(np.array([mu])), [[want]], rtol=1e-6)
+        # gamma(a=2): log sf = -x + log(1 + x), second derivative -1 / (1 + x)^2
+        x = 500.0
+        np.testing.assert_allclose(mg.hessian(lambda v: mst.gamma.logsf(v[0], 2.0))(np.array([x])),
+                                   [[-1 / (1 + x) ** 2]], rtol=1e-6)
+        # log(c) of a tiny c: d²/dc² log(c * s) at s = 1 is -1/s² = -1, through 1/(c s) (1e316 squared)
+        c = 1e-158
+        np.testing.assert_allclose(mg.hessian(lambda v: np.log(c * v[0]))(np.array([1.0])), [[-1.0]], rtol=1e-12)

@@ -1551,7 +1551,7 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                         CAREFUL[0] += 1
                         try:
                             res, out_leaves, out_tree, tout = _jac_fwd_run(f, args, tans, has_aux, nums, group,
-                                                                           kwargs, False)
+                                                                           kwargs, False, free=True)
                         finally:
                             CAREFUL[0] -= 1
                     first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs)
@@ -1590,10 +1590,10 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
     return (jac, first_aux) if has_aux else jac
 
 
-def _jac_fwd_run(f, args, tans, has_aux, nums, group, kwargs, first):
+def _jac_fwd_run(f, args, tans, has_aux, nums, group, kwargs, first, free=False):
     """One run of a forward-mode jacobian: (jvp's result, its output leaves and structure, the
-    tangents' leaves)."""
-    group.start_run(first)
+    tangents' leaves). ``free``: a careful second run, whose steps are not compared."""
+    group.start_run(first, free)
     res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs)
     group.finish_run()
     out_leaves, out_tree = tree_flatten(res[0])

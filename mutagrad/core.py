@@ -1107,26 +1107,29 @@ class RunGroup:
     values, so the runs' outputs agree, but the derivative through it is lost for every
     direction but the first, while reverse mode, which runs once, keeps it."""
 
-    __slots__ = ("pos", "recording", "running", "trail")
+    __slots__ = ("free", "pos", "recording", "running", "trail")
 
     def __init__(self):
         self.running = True
         self.trail = []  # what the first run did: the operations and the plain indices they took
         self.pos = 0
         self.recording = True
+        self.free = False  # a run whose steps are not compared: a careful second run (api._careful_jvp)
 
-    def start_run(self, first):
+    def start_run(self, first, free=False):
         self.pos = 0
         self.recording = first
+        self.free = free
 
     def note(self, entry):
         """One step of a run: recorded by the first, compared by the others. A run whose
         steps differ (a permutation drawn from a generator the function does not reseed,
         a branch on state it changes) computes another function than the first, though
         its output may have the same values (a shuffle of equal elements)."""
-        if STATE.reverse_passes:
+        if STATE.reverse_passes or self.free:
             # a reverse pass's steps follow its tape, which the forward pass's steps fixed; its rules
-            # take other paths where the tangents raise floating-point events (0 * inf) in one run only
+            # take other paths where the tangents raise floating-point events (0 * inf) in one run only.
+            # A careful run's arithmetic (strong zeros) takes other steps than the run it repeats
             return
         if self.recording:
             self.trail.append(entry)
@@ -1137,6 +1140,9 @@ class RunGroup:
             raise self.diverged_error()
 
     def finish_run(self):
+        if self.free:
+            self.free = False
+            return
         if not self.recording and self.pos != len(self.trail):
             raise self.diverged_error()
 

@@ -559,3 +559,20 @@ def test_a_zero_partial_with_an_infinite_derivative_keeps_it_in_every_mode():
         h_rr = mg.jacobian(mg.grad(f), mode="rev")(x)
     np.testing.assert_array_equal(h, h_rr)
     assert h[0, 0] == np.inf and h[1, 1] == 0.75 and h[0, 1] == 0 and h[1, 0] == 0
+
+
+def test_a_careful_run_inside_a_forward_mode_jacobian_is_not_a_changed_run():
+    # an inner forward-mode jacobian runs again carefully in the outer jacobian's first run, and
+    # the outer careful run takes strong-zero arithmetic: neither is a step of the program.
+    # Oracle: closed forms (g = x1**3 here)
+    def g(x):
+        return np.logaddexp(np.logaddexp(-np.inf + x[0], -np.inf + x[0]), x[1] ** 3)
+
+    x = np.array([0.5, 1.5])
+    with np.errstate(all="ignore"):
+        J = mg.jacobian(lambda z: mg.jacobian(g, mode="fwd")(z), mode="fwd")(x)
+        H1 = mg.jacobian(lambda z: mg.hessian(g)(z)[1], mode="fwd")(x)
+        _, t = mg.jvp(lambda z: mg.jacobian(g, mode="fwd")(z), (x,), (np.ones(2),))
+    np.testing.assert_allclose(J, [[0.0, 0.0], [0.0, 6 * 1.5]])
+    np.testing.assert_allclose(H1, [[0.0, 0.0], [0.0, 6.0]])
+    np.testing.assert_allclose(t, [0.0, 9.0])

@@ -88,7 +88,8 @@ def _stats_rows():
         for method in dist.METHODS:
             how = "composite of differentiable operations"
             if method in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED:
-                how += f"; the derivative w.r.t. {', '.join(dist.shapes)} is a NotImplementedTangent"
+                shapes = getattr(dist, "SHAPES_NOT_DIFFERENTIATED", dist.shapes)
+                how += f"; the derivative w.r.t. {', '.join(shapes)} is a NotImplementedTangent"
             rows[f"scipy.stats.{dist.name}.{method}"] = (True, True, how)
     return rows
 

@@ -1374,6 +1374,9 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True):
         extra = [x for x in (xu, xv) if x is not None and np.any(bottom(x) != 0)]
         if extra and not _one_null_vector(a, S):
             return (not_implemented(_EXTRA_VECTORS),)
+        if extra:  # (a function of the null vector only: its derivative needs no distinct singular values)
+            gU, gVh = (ZERO if not isinstance(g, Tracer) and not is_zero(g) and not np.any(g) else g
+                       for g in (gU, gVh))
         ga = _svd_vjp(U, S, Vh, gU, gS, gVh)
         if extra and not isinstance(ga, NotImplementedTangent):
             x = extra[0]

@@ -491,6 +491,11 @@ def test_the_one_extra_singular_vector_is_a_null_vector():
         W = rng.standard_normal(shape[:-2] + (shape[-2], shape[-2]))
         check_grads(lambda A, W=W: np.sum(np.linalg.qr(A, mode="complete")[0] * W), rng.standard_normal(shape),
                     order=2)
+    # a function of the null vector only needs no distinct singular values (the forward tester's
+    # 2 x 3 matrix with singular values (2, 2)); central differences
+    Q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    c = rng.standard_normal(3)
+    check_grads(lambda A: (np.linalg.svd(A)[2][-1] @ c) ** 2, 2.0 * Q[:2], modes=("rev",))
     # more than one extra vector, a complex matrix, a rank-deficient one: not unique, refused
     wide = rng.standard_normal((2, 4))
     low = np.outer(rng.standard_normal(3), rng.standard_normal(4))

@@ -283,3 +283,11 @@ def test_second_derivatives_of_log_tail_probabilities_far_in_the_tail():
         # log(c) of a tiny c: d²/dc² log(c * s) at s = 1 is -1/s² = -1, through 1/(c s) (1e316 squared)
         c = 1e-158
         np.testing.assert_allclose(mg.hessian(lambda v: np.log(c * v[0]))(np.array([1.0])), [[-1.0]], rtol=1e-12)
+
+
+def test_nbinom_logcdf_near_one_is_scipys():
+    # SciPy computes log1p(-sf) where the cdf is above 1/2; log(cdf) lost the digits there
+    k = np.array([-1.0, 0.0, 2.5, 12.0, 20.0, 30.0])
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(mst.nbinom.logcdf(k, 2.5, 0.85), st.nbinom.logcdf(k, 2.5, 0.85), rtol=1e-12)
+    check_grads(lambda p: mst.nbinom.logcdf(np.array([0.0, 3.0, 12.0]), 2.5, p), np.array([0.3, 0.85, 0.6]))

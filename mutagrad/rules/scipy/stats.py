@@ -775,6 +775,7 @@ class _CountDistribution(_Distribution):
     shapes = ("n", "p")
     METHODS = ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")
     SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # betainc's w.r.t. its parameters
+    SHAPES_NOT_DIFFERENTIATED = ("n",)  # (those methods are differentiated w.r.t. p)
     _SAFE = (1.0, 0.5)  # parameters at which the formulas are evaluated where the given ones are invalid
 
     def _k(self, k, args, kwds):
@@ -844,6 +845,18 @@ class _NBinom(_CountDistribution):
     @staticmethod
     def _sf(k, n, p):
         return sp.betainc(k + 1, n, 1 - p)
+
+    def logcdf(self, k, *args, **kwds):
+        """SciPy's: log1p(-sf) where the cdf is above 1/2 (log(cdf) loses the digits there)."""
+        cdf = self.cdf(k, *args, **kwds)
+        cb = np.asarray(bottom(cdf))
+        if not np.any(cb > 0.5):
+            return _log(cdf)
+        sf = self.sf(k, *args, **kwds)
+        high = cb > 0.5
+        with np.errstate(divide="ignore"):
+            res = np.where(high, np.log1p(-np.where(high, sf, 0.0)), _log(np.where(high, 0.5, cdf)))
+        return res[()] if type(res) is np.ndarray and res.ndim == 0 else res
 
 
 class _Binom(_CountDistribution):

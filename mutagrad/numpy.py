@@ -82,7 +82,8 @@ def kaiser(M, beta):
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Like ``np.interp``; also with a traced ``left`` or ``right`` beside plain ``x``, ``xp``
     and ``fp`` (NumPy dispatches on those three only, and converts the others to numbers)."""
-    if any(isinstance(v, _Tracer) for v in (x, xp, fp, left, right)):
+    x, xp, fp = (array(v) if type(v) in (list, tuple) and _has_tracer(v) else v for v in (x, xp, fp))
+    if any(isinstance(v, _Tracer) for v in (x, xp, fp, left, right, period)):
         from .core import FUNCTIONS
 
         return FUNCTIONS[_np.interp]((x, xp, fp, left, right, period), {})

@@ -326,6 +326,15 @@ def test_interp_with_traced_ends_and_plain_samples():
     check_grads(f, lr)
     check_grads(lambda p: np.sum(mnp.interp(xq, xp, p[:3], left=p[3]) ** 2), np.array([1.0, 3.0, 2.0, 0.4]))
     assert type(mnp.interp(xq, xp, fp)) is np.ndarray  # plain arguments: NumPy's own call
+    # a traced period= beside a plain x, and fp as a list holding traced numbers
+    def per(p):
+        return np.sum(mnp.interp(np.array([1.0, 7.5]), xp, fp, period=p))
+
+    fd = (np.sum(np.interp(np.array([1.0, 7.5]), xp, fp, period=6.0 + 1e-6))
+          - np.sum(np.interp(np.array([1.0, 7.5]), xp, fp, period=6.0 - 1e-6))) / 2e-6
+    np.testing.assert_allclose(mg.grad(per)(6.0), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.grad(lambda a: np.sum(mnp.interp([0.5], [0.0, 1.0, 2.0], [a, a ** 2, 1.0])))(6.0),
+                               (1 + 2 * 6.0) / 2)
     with pytest.raises(mg.TracerEscapeError, match=r"np.interp dispatches on x, xp and fp only.*mnp.interp"):
         mg.grad(lambda lr: np.sum(np.interp(xq, xp, fp, left=lr[0], right=lr[1]) ** 2))(lr)
 

@@ -1215,8 +1215,10 @@ def _null_vector_vjp(U, S, Vh, y, g):
 
 _EXTRA_VECTORS = ("np.linalg.svd(full_matrices=True) of a non-square matrix: the extra singular vectors are not "
                   "unique (more than one of them, a complex matrix, or a matrix of lower rank: any rotation among "
-                  "them will do). A function of the projector onto them is: I - V Vᴴ from full_matrices=False "
-                  "(V = Vh.conj().T), or I - U Uᴴ for the extra columns of U")
+                  "them will do). If the function does not read them, call np.linalg.svd(a, full_matrices=False) "
+                  "(forward mode and hessian cannot tell which parts of U and Vh are read); a function of the "
+                  "projector onto them is: I - V Vᴴ from full_matrices=False (V = Vh.conj().T), or I - U Uᴴ for the "
+                  "extra columns of U")
 
 
 def _svd_impl(a, full_matrices=True, compute_uv=True):
@@ -1508,8 +1510,9 @@ def _qr_reduced(a, y, mode):
 
 
 _QR_EXTRA = ("np.linalg.qr(mode='complete') of a tall matrix: the extra columns of Q are not unique (more than "
-             "one of them, a complex matrix, or a matrix of lower rank: any rotation among them will do). A "
-             "function of the projector onto them is: I - Q Qᴴ from mode='reduced'")
+             "one of them, a complex matrix, or a matrix of lower rank: any rotation among them will do). If the "
+             "function does not read them, use mode='reduced' (forward mode and hessian cannot tell which "
+             "columns are read); a function of the projector onto them is: I - Q Qᴴ from mode='reduced'")
 
 # One extra column (m = n + 1) of a real matrix of full rank is unique up to its sign, the
 # unit null vector q of Aᵀ (Householder's sign): dq = -Q R⁻ᵀ dAᵀ q, and the pullback adds

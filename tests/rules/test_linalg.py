@@ -674,3 +674,16 @@ def test_truncated_hermitian_pinv_polyfit_and_higher_orders():
               lambda A: np.sum(np.linalg.lstsq(A, np.array([1.0, 0.5, 2.0]), rcond=1e-3)[0] ** 2)):
         with mg.config(strict=True), pytest.raises(mg.DifferentiationError, match="truncated pseudo-inverse"):
             mg.jvp(mg.grad(f), (rank1,), (np.ones_like(rank1),))
+
+
+def test_the_extra_vectors_message_names_the_reduced_factorization():
+    # forward mode cannot tell whether the extra vectors are read: the message says what to call
+    A = np.random.default_rng(2).standard_normal((3, 5))
+    H = mg.hessian(lambda A: np.sum(np.linalg.svd(A)[1] ** 2))(A)
+    assert isinstance(H, mg.NotImplementedTangent) and "full_matrices=False" in H.message
+    # the reduced factorization: the Hessian of the squared Frobenius norm, 2 I
+    H = mg.hessian(lambda A: np.sum(np.linalg.svd(A, full_matrices=False)[1] ** 2))(A)
+    np.testing.assert_allclose(H.reshape(15, 15), 2 * np.eye(15), atol=1e-9)
+    B = np.random.default_rng(3).standard_normal((5, 3))
+    H = mg.hessian(lambda B: np.sum(np.linalg.qr(B, mode="complete")[1] ** 2))(B)
+    assert isinstance(H, mg.NotImplementedTangent) and "mode='reduced'" in H.message

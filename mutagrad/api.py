@@ -1148,7 +1148,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             nums, tangents = tuple(n for n, _ in kept), tuple(t for _, t in kept)
     level = ForwardLevel()
     level.run_group = _run_group  # (internal: one of a forward-mode jacobian's runs, see core.RunGroup)
-    if _run_group is None and not CAREFUL[0] and level.index is None and not STATE.levels:
+    if _run_group is None and not CAREFUL[0] and not STATE.levels:
         level.saved_args = []  # (the outermost jvp: a careful second run restores what it writes)
     kwargs = dict(_kwargs) if _kwargs else None  # (internal: keyword arguments, as in vjp)
     with level:
@@ -1181,7 +1181,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
                for o in out_leaves]
         again = (_run_group is None and not CAREFUL[0] and not pairs and _nan_tangent(out_leaves, raw)
-                 and (not _written(targs, kwargs) or _all_saved(level, targs, kwargs)))
+                 and not _unsaved_writes(level, targs, kwargs))
     # copies are made outside the level, so that values traced by outer levels stay theirs
     tans = []
     for o, t in zip(out_leaves, raw):
@@ -1212,16 +1212,14 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     return res
 
 
-def _all_saved(level, targs, kwargs) -> bool:
-    """Whether every argument the function wrote into had its contents saved before (see
-    ForwardLevel.saved_args), so that a second run can start from them."""
-    if level.saved_args is None:
-        return False
-    saved = {id(a) for a, _ in level.saved_args}
+def _unsaved_writes(level, targs, kwargs) -> bool:
+    """Whether the function wrote into one of its (wrapped) array arguments without its contents
+    saved before (ForwardLevel.saved_args), so that a second run cannot start from them."""
+    saved = {id(a) for a, _ in level.saved_args or ()}
     for a in tree_flatten((targs, kwargs or {}))[0]:
         if isinstance(a, Tracer) and a._storage.written and id(a._storage.orig) not in saved:
-            return False
-    return True
+            return True
+    return False
 
 
 def _nan_tangent(out_leaves, raw) -> bool:
@@ -1236,14 +1234,6 @@ def _nan_tangent(out_leaves, raw) -> bool:
         if v.dtype.kind not in "fc" or not (np.isnan(b) & ~np.isnan(v)).any():
             continue
         return True
-    return False
-
-
-def _written(targs, kwargs) -> bool:
-    """Whether the function wrote into one of its (wrapped) array arguments."""
-    for a in tree_flatten((targs, kwargs or {}))[0]:
-        if isinstance(a, Tracer) and a._storage.written:
-            return True
     return False
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import (
+    _NP_FLOAT_SCALARS,
     ArrayTracer,
     Level,
     ScalarTracer,
@@ -33,8 +34,6 @@ from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, p
 
 _ndarray = np.ndarray
 ZERO = ZeroTangent()
-_NP_FLOAT_SCALARS = frozenset((np.float64, np.float32, np.float16, np.complex128, np.complex64, np.longdouble,
-                               np.clongdouble))
 
 
 class _Events:

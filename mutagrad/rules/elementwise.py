@@ -534,48 +534,29 @@ defelementwise(np.degrees, lambda x, y: 180.0 / np.pi)
 # -- comparisons and selections that pick one argument --------------------------
 
 
-def _pick_first(a, b, y):
-    # the first argument wins where it is the result; ties split evenly
-    ab, bb = bottom(a), bottom(b)
-    return np.where(ab == bb, 0.5, np.where(bottom(y) == ab, 1.0, 0.0))
-
-
-def _pick_second(a, b, y):
-    ab, bb = bottom(a), bottom(b)
-    return np.where(ab == bb, 0.5, np.where(bottom(y) == ab, 0.0, 1.0))
-
-
-def _fpick_first(a, b, y):
-    # fmax/fmin: a NaN argument loses
-    ab, bb = bottom(a), bottom(b)
-    return np.where(np.isnan(ab), 0.0, np.where(np.isnan(bb), 1.0, _pick_first(a, b, y)))
-
-
-def _fpick_second(a, b, y):
-    ab, bb = bottom(a), bottom(b)
-    return np.where(np.isnan(bb), 0.0, np.where(np.isnan(ab), 1.0, _pick_second(a, b, y)))
-
-
-def _picks(fn):
-    """The partials of ``fn`` (np.maximum, np.minimum) that recompute its plain result instead
-    of reading the output (which then need not be kept for the reverse pass): the first
-    argument wins where it is the result, ties split evenly."""
+def _picks(fn, nan_loses=False):
+    """The partials of ``fn`` (np.maximum, np.minimum; np.fmax, np.fmin with ``nan_loses``) that
+    recompute its plain result instead of reading the output (which then need not be kept for
+    the reverse pass): the first argument wins where it is the result, ties split evenly; for
+    fmax/fmin a NaN argument loses."""
 
     def first(a, b, y):
         ab, bb = bottom(a), bottom(b)
-        return np.where(ab == bb, 0.5, np.where(fn(ab, bb) == ab, 1.0, 0.0))
+        d = np.where(ab == bb, 0.5, np.where(fn(ab, bb) == ab, 1.0, 0.0))
+        return np.where(np.isnan(ab), 0.0, np.where(np.isnan(bb), 1.0, d)) if nan_loses else d
 
     def second(a, b, y):
         ab, bb = bottom(a), bottom(b)
-        return np.where(ab == bb, 0.5, np.where(fn(ab, bb) == ab, 0.0, 1.0))
+        d = np.where(ab == bb, 0.5, np.where(fn(ab, bb) == ab, 0.0, 1.0))
+        return np.where(np.isnan(bb), 0.0, np.where(np.isnan(ab), 1.0, d)) if nan_loses else d
 
     return first, second
 
 
 defelementwise(np.maximum, *_picks(np.maximum))
 defelementwise(np.minimum, *_picks(np.minimum))
-defelementwise(np.fmax, _fpick_first, _fpick_second)
-defelementwise(np.fmin, _fpick_first, _fpick_second)
+defelementwise(np.fmax, *_picks(np.fmax, nan_loses=True))
+defelementwise(np.fmin, *_picks(np.fmin, nan_loses=True))
 
 
 def _abs_d(x, y):

@@ -2874,15 +2874,33 @@ def index_positions(shape, idx):
     if 0 < k <= len(shape) and all(
             (isinstance(i, _ndarray) and i.dtype.kind in "iu") or (type(i) is int or isinstance(i, np.integer))
             for i in parts) and any(isinstance(i, _ndarray) for i in parts):
-        arrays = np.broadcast_arrays(*[np.asarray(i) for i in parts])
         lead = tuple(int(n) for n in shape[:k])
+        arrays = [np.asarray(i) for i in parts]
+        empty = not all(a.size for a in arrays)  # (then NumPy checks the bounds of integers only)
         fixed = []
         for ax, (a, n) in enumerate(zip(arrays, lead)):
-            if a.size and (a.min() < -n or a.max() >= n):
-                bad = a[(a < -n) | (a >= n)].flat[0]
-                raise IndexError(f"index {bad} is out of bounds for axis {ax} with size {n}")
-            fixed.append(a % n if a.size and a.min() < 0 else a)
-        lin = np.ravel_multi_index(fixed, lead) if lead else np.zeros(arrays[0].shape, np.intp)
+            if not empty or not a.ndim:
+                if a.size <= _FEW:  # (Python's min and max of a short list cost less than NumPy's reductions)
+                    vals = a.ravel().tolist()
+                    lo, hi = min(vals), max(vals)
+                else:
+                    lo, hi = a.min(), a.max()
+                if lo < -n or hi >= n:
+                    bad = a[(a < -n) | (a >= n)].flat[0]
+                    raise IndexError(f"index {bad} is out of bounds for axis {ax} with size {n}")
+                if lo < 0:
+                    a = a % n
+            fixed.append(a)
+        # C-order positions, the parts broadcast as NumPy broadcasts them
+        lin = np.array(fixed[-1], dtype=np.intp)  # (a new array: the positions are the caller's)
+        step = 1
+        for a, n in zip(fixed[-2::-1], lead[-1:0:-1]):
+            step *= n
+            try:
+                lin = lin + np.asarray(a, dtype=np.intp) * step
+            except ValueError:
+                raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
+                                 + " ".join(str(np.shape(p)) for p in parts)) from None
         rest = tuple(int(n) for n in shape[k:])
         if not rest:
             return lin
@@ -2895,8 +2913,14 @@ def index_positions(shape, idx):
 
 def has_repeats(pos) -> bool:
     """Whether the positions ``pos`` (index_positions') name an element twice."""
+    if pos.size <= _FEW:
+        vals = pos.ravel().tolist()
+        return len(set(vals)) < len(vals)
     flat = np.sort(pos, axis=None)
     return flat.size > 1 and bool(np.any(flat[1:] == flat[:-1]))
+
+
+_FEW = 64  # index arrays of at most this many elements are checked with Python's list operations
 
 
 _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "single", "half", "longdouble",

@@ -1198,6 +1198,7 @@ def _write_first(w):
     (np.array([0, 1]), np.array([1, 2]), np.array([0, -1])), np.array([[1, 2], [3, 0]]), (np.int64(1), np.array([0])),
     np.ix_(np.array([0, 2]), np.array([1, 3])), np.array([], dtype=int), (slice(None), np.array([0, 1])),
     np.array([True, False, True, False]), (Ellipsis, 0), np.array([1, 2], dtype=np.uint8),
+    (np.array([[7]]), np.array([], dtype=int)),  # (an empty selection: NumPy checks no array's bounds)
 ])
 def test_index_positions_are_numpys(idx):
     # the flat positions of a[idx] without an arange of a's size where the index allows
@@ -1210,7 +1211,8 @@ def test_index_positions_are_numpys(idx):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("idx", [np.array([4]), (np.array([0]), np.array([-6])), np.array([-5])])
+@pytest.mark.parametrize("idx", [np.array([4]), (np.array([0]), np.array([-6])), np.array([-5]),
+                                 (4, np.array([], dtype=int)), (np.array(-5), np.array([], dtype=int))])
 def test_index_positions_out_of_bounds_is_numpys_error(idx):
     from mutagrad.core import index_positions
 
@@ -1219,6 +1221,16 @@ def test_index_positions_out_of_bounds_is_numpys_error(idx):
     with pytest.raises(IndexError) as numpys:
         np.zeros((4, 5, 3))[idx]
     assert str(ours.value) == str(numpys.value)
+
+
+def test_index_positions_of_arrays_that_do_not_broadcast_is_an_index_error():
+    from mutagrad.core import index_positions
+
+    idx = (np.array([0, 1]), np.array([0, 1, 2]))
+    with pytest.raises(IndexError, match="shape mismatch"):
+        index_positions((4, 5, 3), idx)
+    with pytest.raises(IndexError, match="shape mismatch"):
+        np.zeros((4, 5, 3))[idx]
 
 
 def test_repeated_fancy_writes_into_a_large_array_keep_numpys_winner():

@@ -2088,10 +2088,8 @@ class Tracer:
                 "mg.value(step))) (NumPy's values up to rounding); np.linspace(start, stop, num) takes traced "
                 "ends.")
         if it in ("nditer", "ndenumerate"):
-            raise escape_error(
-                f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
-                " Loop over the indices instead (for i in np.ndindex(x.shape): x[i] = ...), which is "
-                "differentiated.")
+            raise escape_error(f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
+                               _NDINDEX_HINT)
         if "dot" in method_calls(sys._getframe(1)):
             raise escape_error(
                 "a plain array's method a.dot(b) with a traced b (the method converts b to a plain array)",
@@ -2119,6 +2117,8 @@ class Tracer:
             if lib in ("np.full", "np.full_like"):
                 extra = (" Use mnp.full(shape, x) (import mutagrad.numpy as mnp), which is differentiated "
                          "(mnp.full_like(a, x) for np.full_like), or x * np.ones(shape).")
+            if lib in ("np.ndenumerate", "np.nditer"):
+                extra = _NDINDEX_HINT
             if lib == "np.kaiser":
                 extra = (" Use mnp.kaiser(M, beta) (import mutagrad.numpy as mnp): NumPy's formula, "
                          "differentiated in beta.")
@@ -3055,6 +3055,10 @@ def _calling_vectorize(frame):
             return me
         f = f.f_back
     return None
+
+
+_NDINDEX_HINT = (" Loop over the indices instead (for i in np.ndindex(x.shape): v = x[i], or x[i] = ...), "
+                 "which is differentiated.")
 
 
 def _calling_numpy_python(frame):

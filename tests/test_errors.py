@@ -1452,7 +1452,11 @@ def test_nditer_and_ndenumerate_are_named():
             u[i] = v * 2.0
         return np.sum(u)
 
-    for f, name in ((with_nditer, "np.nditer"), (with_ndenumerate, "np.ndenumerate")):
+    def in_a_generator(x):  # (NumPy's Python code of ndenumerate converts x, inside the generator)
+        return sum(v ** 2 for _, v in np.ndenumerate(x))
+
+    for f, name in ((with_nditer, "np.nditer"), (with_ndenumerate, "np.ndenumerate"),
+                    (in_a_generator, "np.ndenumerate")):
         msg = _raises(f, np.ones(3), mg.TracerEscapeError)
         assert name in msg and "np.ndindex" in msg, msg
 

@@ -471,9 +471,9 @@ def _at_loop_precision(xs):
 
 def _partial(d, xs, y):
     """The partial ``d(*xs, y)``, on arguments of the function's loop precision; where its
-    Python-number arguments (constants, weak scalars) made Python raise (``1 / 0.0``,
-    ``10.0 ** 400``), computed on NumPy scalars instead, whose arithmetic gives inf or nan as
-    the elementwise function itself does."""
+    Python-number arguments (constants, weak scalars, an outer level's traced ones) made
+    Python raise (``1 / 0.0``, ``10.0 ** 400``), computed on NumPy scalars instead, whose
+    arithmetic gives inf or nan as the elementwise function itself does."""
     if len(xs) > 1:
         for x in xs:
             tx = type(x)
@@ -486,7 +486,10 @@ def _partial(d, xs, y):
     try:
         return d(*xs, y)
     except (ZeroDivisionError, OverflowError):
-        return d(*[np.asarray(x)[()] if type(x) in (float, int, complex) else x for x in xs], y)
+        # (Python numbers, and an outer level's traced ones at higher order, as NumPy values)
+        from .core import strong_operand
+
+        return d(*[strong_operand(x) for x in xs], strong_operand(y))
 
 
 _ndarray, _negative, _multiply, _conj, _result_type = np.ndarray, np.negative, np.multiply, np.conj, np.result_type

@@ -212,6 +212,21 @@ def test_partial_of_python_number_divisor_is_numpy_arithmetic(mode):
         assert np.all(np.isinf(mg.grad(lambda x: np.sum(x / 0.0))(x)))  # as 1 / np.float64(0.0)
 
 
+@pytest.mark.parametrize("f, x0, want", [
+    (np.log, 0.0, -np.inf),  # d²/dx² log x = -1/x²
+    (lambda x: np.log1p(x - 1.0), 0.0, -np.inf),  # -1/x² at x = 0
+    (np.arctanh, 1.0, np.inf),  # 2x / (1 - x²)²
+])
+def test_second_order_partial_at_a_python_number_is_numpy_arithmetic(f, x0, want):
+    # at second order the partial's argument is an outer level's traced Python float: 1 / 0.0 is
+    # NumPy's inf there too (it raised ZeroDivisionError), as at the NumPy scalar np.float64(x0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        results = [mg.hessian(f)(x0), mg.grad(mg.grad(f))(x0), mg.jvp(mg.grad(f), (x0,), (1.0,))[1],
+                   mg.hessian(f)(np.float64(x0))]
+    for r in results:
+        assert r == want, results
+
+
 # NumPy functions whose result dtype depends on how they treat a Python number: some make it
 # an array first (strong: np.dot, np.kron, ufunc.outer), others let it take the arrays' dtype
 # (weak: np.choose, np.select, np.linspace, the quantiles' interpolation weight), and

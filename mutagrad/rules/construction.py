@@ -542,16 +542,48 @@ def _np_interp(args, kwargs):
     left = fp[0] if left is None else left
     right = fp[-1] if right is None else right
     if m == 1:
-        res = np.where(xb < xpb[0], left, np.where(xb > xpb[0], right, fp[0] + 0 * x))
-        return res
+        res = np.where(xb < xpb[0], left, np.where(xb > xpb[0], right, fp[0]))
+        return res[()] if np.ndim(res) == 0 else res  # (a NumPy scalar for a 0-d x, as NumPy's)
     # xp[j] <= x < xp[j+1]: NumPy's formula slope * (x - xp[j]) + fp[j] on that segment
     j = np.clip(np.searchsorted(xpb, xb, side="right") - 1, 0, m - 2)
-    slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
-    inside = slope * (x - xp[j]) + fp[j]
-    # at the last sample NumPy returns fp[-1] itself; its derivative is the last slope's
-    at_end = slope * (x - xb) + fp[-1]
-    res = np.where(xb == xpb[-1], at_end, inside)
-    return np.where(xb < xpb[0], left, np.where(xb > xpb[-1], right, res))
+    xj, xj1, fj, fj1 = xp[j], xp[j + 1], fp[j], fp[j + 1]
+    with np.errstate(all="ignore"):  # (infinite samples: NumPy's loop raises no warning)
+        if np.iscomplexobj(bottom(fp)):  # NumPy's formula and rules part by part, its slopes (dfp) * (1 / dx)
+            inv = 1.0 / (xj1 - xj)
+            # (a traced array to write the parts into: zeros_like of a traced argument of x's shape)
+            res = np.zeros_like(next(v for v in (fj, x, xj) if isinstance(v, Tracer)), dtype=bottom(fj).dtype)
+            for part in ("real", "imag"):
+                a, b, e = getattr(fj, part), getattr(fj1, part), getattr(fp[-1], part)
+                setattr(res, part, _interp_inside(x, xb, xj, xj1, xpb[-1], a, b, e, (b - a) * inv))
+        else:
+            res = _interp_inside(x, xb, xj, xj1, xpb[-1], fj, fj1, fp[-1], (fj1 - fj) / (xj1 - xj))
+    res = np.where(xb < xpb[0], left, np.where(xb > xpb[-1], right, res))
+    res = np.where(np.isnan(xb), x, res)  # (NumPy returns a NaN x itself)
+    return res[()] if np.ndim(res) == 0 else res  # (a NumPy scalar for a 0-d x, as NumPy's)
+
+
+def _interp_inside(x, xb, xj, xj1, last, fj, fj1, flast, slope):
+    """np.interp's value at points x (values xb) inside [xp[0], xp[-1]] (``last``) of segments
+    [xj, xj1], real values fj, fj1 there (flast at the last sample), with NumPy's rules: the formula from the segment's right end where the one from its left
+    end is NaN (an infinite sample), fp[j] where that too is NaN and fp[j] == fp[j+1], and the
+    sample's own value at a sample (the last one's at the last). Derivatives: the segment's
+    formula, right of a sample, where its slope is finite; else the value taken's."""
+    res = slope * (x - xj) + fj
+    bad = np.isnan(bottom(res))
+    if np.any(bad):
+        res = np.where(bad, slope * (x - xj1) + fj1, res)
+        bad &= np.isnan(bottom(res)) & (bottom(fj) == bottom(fj1))
+        if np.any(bad):
+            res = np.where(bad, fj, res)
+    sb = bottom(slope)
+    finite = np.isfinite(sb) & np.isfinite(xb)
+    at = xb == bottom(xj)
+    if np.any(at & ~finite):  # a sample: its value (plus the zero slope * (x - xp[j]) where finite)
+        res = np.where(at, np.where(finite, slope * (x - xj), 0) + fj, res)
+    end = xb == last
+    if np.any(end):  # the last sample: its value, its derivative the last slope's where that is finite
+        res = np.where(end, np.where(finite, slope * (x - xb), 0) + flast, res)
+    return res
 
 
 def _np_polyval(args, kwargs):

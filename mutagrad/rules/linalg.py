@@ -1360,10 +1360,11 @@ def _extra_columns(g, k, axis):
     return g[lead], g[keep]
 
 
-def _svd_rrule(a, full_matrices=True, compute_uv=True):
+def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
+    """(``_impl``: the function computing the factors, another library's SVD.)"""
     from ..tangents import not_implemented
 
-    y = _svd_impl(a, full_matrices, compute_uv)
+    y = _impl(a, full_matrices, compute_uv)
 
     def pullback(cts):
         U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
@@ -1388,11 +1389,11 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True):
     return y, pullback
 
 
-def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True):
+def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True, _impl=_svd_impl):
     from ..tangents import not_implemented
 
     (a,), (t,) = primals, tangents
-    y = _svd_impl(a, full_matrices, compute_uv)
+    y = _impl(a, full_matrices, compute_uv)
     U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
     if not compute_uv:
         return y, _svd_jvp(U, S, Vh, t, need_uv=False)
@@ -1539,10 +1540,11 @@ def _qr_null_vector_vjp(Q, R, y, g):
     return -(q[..., :, None] * c[..., None, :])
 
 
-def _qr_rrule(a, mode="reduced"):
+def _qr_rrule(a, mode="reduced", _impl=_qr_impl):
+    """(``_impl``: the function computing the factors in NumPy's ``mode``, another library's QR.)"""
     from ..tangents import not_implemented
 
-    y = _qr_impl(a, mode)
+    y = _impl(a, mode)
     if mode == "raw":
         return y, lambda cts: (not_implemented("np.linalg.qr(mode='raw') is not differentiable"),)
 
@@ -1569,11 +1571,11 @@ def _qr_rrule(a, mode="reduced"):
     return y, pullback
 
 
-def _qr_frule(primals, tangents, mode="reduced"):
+def _qr_frule(primals, tangents, mode="reduced", _impl=_qr_impl):
     from ..tangents import not_implemented
 
     (a,), (t,) = primals, tangents
-    y = _qr_impl(a, mode)
+    y = _impl(a, mode)
     if mode == "raw":
         bad = not_implemented("np.linalg.qr(mode='raw') is not differentiable")
         return y, (bad, bad)

@@ -1,8 +1,9 @@
 """``mutagrad.scipy.linalg``: ``scipy.linalg`` with differentiable
 ``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve``,
 ``lu_factor``/``lu_solve``, ``solve_sylvester``, ``expm``, ``sqrtm``,
-``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``solveh_banded``, ``lu``, ``block_diag``, ``toeplitz``, ``circulant`` and ``hankel``; every other name is SciPy's own (and raises
-mutagrad's escape error on a traced array).
+``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``solveh_banded``, ``lu``,
+``svd``, ``qr``, ``null_space``, ``orth``, ``block_diag``, ``toeplitz``, ``circulant`` and
+``hankel``; every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 
 >>> import numpy as np, mutagrad as mg
 >>> import mutagrad.scipy.linalg as msl
@@ -26,12 +27,16 @@ from ..rules.scipy.linalg import (  # noqa: F401
     lu,
     lu_factor,
     lu_solve,
+    null_space,
+    orth,
+    qr,
     solve,
     solve_banded,
     solve_sylvester,
     solve_triangular,
     solveh_banded,
     sqrtm,
+    svd,
     toeplitz,
 )
 

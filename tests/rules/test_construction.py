@@ -4,6 +4,8 @@ meshgrid, block, choose/select/piecewise/compress/extract, resize, rounding,
 nan_to_num, unique and the set operations. One line per case, checked in both
 modes against finite differences."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -356,6 +358,49 @@ def test_piecewise_of_a_plain_array_with_traced_functions():
     assert type(mnp.piecewise(u, [u > 0.3], [1.0, 2.0])) is np.ndarray  # outside differentiation: NumPy's
     with pytest.raises(mg.TracerEscapeError, match=r"mnp.piecewise\(x, condlist, funclist\)"):
         mg.grad(fric)(0.5, np.piecewise)
+
+
+@pytest.mark.parametrize("x, xp, fp", [
+    ([0.5, -3.0, 0.0], [-np.inf, 0.0, 1.0], [1.0, 3.0, -2.0]),  # NaN from the left end: NumPy's from the right
+    ([1.0, 2.0, 0.5], [0.0, 1.0, 2.0], [1.0, 3.0, np.inf]),  # samples beside an infinite slope, the last one
+    ([-np.inf, np.inf, 0.3], [-np.inf, 0.0, np.inf], [1.0, 2.0, 4.0]),  # x at infinite samples
+    ([2.0, 1.5, np.nan], [1.0, 2.0, 2.0], [1.0, 5.0, 3.0]),  # a repeated last sample, a NaN x
+    ([0.5, 1.5], [0.0, 1.0, 2.0], [1.0, np.inf, np.inf]),  # inf - inf: fp[j] where fp[j] == fp[j+1]
+    ([0.5, 1.0, 1.5], [0.0, 1.0, 2.0], [1 + 1j, np.inf + 2j, 3 - 1j]),  # complex: NumPy's rules part by part
+    (0.25, [0.0, 1.0], [2.0, 4.0]),  # a 0-d x: a NumPy scalar
+])
+def test_interp_values_with_infinite_samples_are_numpys(x, xp, fp):
+    # NumPy's loop: a sample's own value at a sample, the formula from the segment's right end
+    # where the left one gives NaN, fp[j] where both do and fp[j] == fp[j+1] (it was NaN, the
+    # tester's censored grid); its values bit for bit, whichever argument is traced, no warning
+    x, xp, fp = (np.array(v) if np.ndim(v) else v for v in (x, xp, fp))
+    with np.errstate(all="ignore"):
+        want = np.interp(x, xp, fp)
+    args = [x, xp, fp]
+    for k in range(3):
+        if np.ndim(args[k]) == 0:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = mg.jvp(lambda a, k=k: np.interp(*(a if i == k else args[i] for i in range(3))),
+                         (args[k],), (np.ones_like(args[k]),))[0]
+        assert type(got) is type(want)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_interp_derivative_beside_an_infinite_sample():
+    # x = -3 lies between xp = -inf and 0: NumPy's value fp[1] (the formula from the right end), so
+    # its derivative goes to fp[1]; central differences of the plain function
+    x, xp = np.array([0.5, -3.0]), np.array([-np.inf, 0.0, 1.0])
+
+    def f(fp):
+        return np.sum(np.interp(x, xp, fp) * np.array([1.0, 10.0]))
+
+    fp = np.array([1.0, 3.0, -2.0])
+    fd = np.array([(f(fp + 1e-6 * e) - f(fp - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    np.testing.assert_allclose(fd, [0.0, 10.5, 0.5], atol=1e-8)
+    np.testing.assert_allclose(mg.grad(f)(fp), fd, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(fp), fd, rtol=1e-8, atol=1e-9)
 
 
 def test_interp_with_unsorted_sample_points_raises():

@@ -131,6 +131,19 @@ CASES = [
      (S3 + np.triu(R(3, 3), 1), SPD(3, 3)), 2),
     ("scipy.linalg.eigvalsh", lambda a: msl.eigvalsh(a, subset_by_index=(1, 2), lower=False), (R(3, 3),), 2),
     ("scipy.linalg.eigvalsh", lambda a, b: msl.eigvalsh(a, b, subset_by_index=(2, 2)), (HPD(3), HPD(3)), 1),
+    # svd and qr: SciPy's factors with np.linalg's rules (the one extra vector of full_matrices/"full" too)
+    ("scipy.linalg.svd", lambda a: msl.svd(a, compute_uv=False), (R(4, 3),), 2),
+    ("scipy.linalg.svd", lambda a: msl.svd(a, full_matrices=False), (R(4, 3),), 2),
+    ("scipy.linalg.svd", msl.svd, (R(3, 4),), 2),
+    ("scipy.linalg.svd", lambda a: msl.svd(a, lapack_driver="gesvd"), (R(4, 3),), 1),
+    ("scipy.linalg.svd", lambda a: msl.svd(a, full_matrices=False), (R(2, 3, 3),), 1),
+    ("scipy.linalg.svd", lambda a: msl.svd(a, compute_uv=False), (C(3, 2),), 1),
+    ("scipy.linalg.qr", msl.qr, (R(4, 3),), 2),
+    ("scipy.linalg.qr", lambda a: msl.qr(a, mode="economic"), (R(5, 3),), 2),
+    ("scipy.linalg.qr", lambda a: msl.qr(a, mode="r")[0], (R(3, 4),), 2),
+    ("scipy.linalg.qr", lambda a: msl.qr(a, mode="economic"), (C(3, 3),), 1),
+    ("scipy.linalg.null_space", msl.null_space, (R(2, 3),), 2),
+    ("scipy.linalg.orth", msl.orth, (R(4, 3),), 2),
 ]
 
 
@@ -324,3 +337,37 @@ def test_generalized_complex_eigenvalues_have_every_order():
     a, b = HPD(3), HPD(3)
     check_grads(lambda a, b: msl.eigvalsh(a, b), a, b, order=2)
     check_grads(lambda t: np.sum(msl.eigvalsh(a, b + t * np.eye(3)) ** 2), 0.3, order=2)
+
+
+def test_svd_and_qr_values_are_scipys():
+    # the traced call returns SciPy's own factors (its LAPACK), whichever driver and mode
+    a = R(5, 3)
+    for fn in (lambda x: msl.svd(x), lambda x: msl.svd(x.T, lapack_driver="gesvd"),
+               lambda x: msl.svd(x, compute_uv=False), lambda x: msl.qr(x), lambda x: msl.qr(x, mode="economic"),
+               lambda x: msl.qr(x.T, mode="r"), lambda x: msl.null_space(x.T), lambda x: msl.orth(x)):
+        plain = fn(a)
+        with np.errstate(all="ignore"):
+            traced = mg.vjp(fn, a)[0]
+        for p, t in zip(plain if isinstance(plain, tuple) else (plain,), traced if isinstance(traced, tuple) else (traced,)):
+            assert type(t) is np.ndarray
+            np.testing.assert_array_equal(t, p)
+
+
+def test_svd_extra_vectors_of_a_wide_matrix_are_not_unique():
+    # two extra rows of Vh (a 2 x 4 matrix): any rotation of them will do, so no derivative (a
+    # function of the first rows only is); null_space of that matrix likewise
+    a = R(2, 4)
+    g = mg.grad(lambda x: np.sum(msl.svd(x)[2][3]))(a)
+    assert isinstance(g, mg.NotImplementedTangent)
+    assert isinstance(mg.grad(lambda x: np.sum(msl.null_space(x)))(a), mg.NotImplementedTangent)
+    check_grads(lambda x: msl.svd(x)[2][:2], a, modes=("rev",), order=1)
+
+
+def test_qr_raw_and_pivoting_have_no_rule():
+    a = R(4, 3)
+    with pytest.raises(mg.NoRuleError, match=r"pivoting=True.*a\[:, P\]"):
+        mg.grad(lambda x: np.sum(msl.qr(x, pivoting=True)[1]))(a)
+    with pytest.raises(mg.NoRuleError, match="mode='raw'"):
+        mg.grad(lambda x: np.sum(msl.qr(x, mode="raw")[1]))(a)
+    with pytest.raises(ValueError, match="lapack_driver"):
+        msl.svd(a, lapack_driver="gesvx")

@@ -757,6 +757,128 @@ _inv = _numpy_alias("scipy.linalg.inv", np.linalg.inv)
 _solve = _numpy_alias("scipy.linalg.solve", np.linalg.solve)
 _det = _numpy_alias("scipy.linalg.det", np.linalg.det)
 
+# -- svd, qr, null_space, orth: SciPy's factors, NumPy's rules -------------------------
+# SciPy's svd and qr compute what np.linalg.svd and np.linalg.qr (mode "complete" for SciPy's
+# "full", "reduced" for "economic") compute, through its own LAPACK: the primitives below return
+# SciPy's values and take the derivatives of rules/linalg.py from them (the one extra singular
+# vector or column of Q included; several are not unique: NotImplementedTangent there).
+
+
+@scipy_primitive("scipy.linalg.svd")
+def _svd(a, *, full_matrices=True, compute_uv=True, lapack_driver="gesdd"):
+    return sl.svd(a, full_matrices=full_matrices, compute_uv=compute_uv, lapack_driver=lapack_driver)
+
+
+def _scipy_svd_impl(lapack_driver):  # (the primitive itself: an outer level's traced matrix at higher order)
+    return lambda a, full_matrices, compute_uv: _svd(a, full_matrices=full_matrices, compute_uv=compute_uv,
+                                                     lapack_driver=lapack_driver)
+
+
+rrule(_svd)(lambda a, full_matrices=True, compute_uv=True, lapack_driver="gesdd": _lin._svd_rrule(
+    a, full_matrices, compute_uv, _impl=_scipy_svd_impl(lapack_driver)))
+frule(_svd)(lambda primals, tangents, full_matrices=True, compute_uv=True, lapack_driver="gesdd": _lin._svd_frule(
+    primals, tangents, full_matrices, compute_uv, _impl=_scipy_svd_impl(lapack_driver)))
+
+
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
+    """``scipy.linalg.svd``: SciPy's factors (either LAPACK driver), differentiable
+    w.r.t. ``a`` with the rules of ``np.linalg.svd``: distinct singular values for the
+    vectors, and of the extra vectors of ``full_matrices=True`` the single one of a real
+    matrix of full rank with one more row or column.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import svd
+    >>> float(mg.grad(lambda t: svd(t * np.diag([2.0, 1.0]), compute_uv=False)[0])(3.0))  # s₀ = 2t
+    2.0
+    """
+    if lapack_driver not in ("gesdd", "gesvd"):
+        raise ValueError(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"')
+    return _svd(a, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv), lapack_driver=lapack_driver)
+
+
+_QR_MODES = {"full": "complete", "economic": "reduced"}  # SciPy's mode -> NumPy's
+
+
+@scipy_primitive("scipy.linalg.qr")
+def _qr(a, *, mode="full"):
+    return tuple(sl.qr(a, mode=mode))
+
+
+def _scipy_qr_impl(a, np_mode):
+    return _qr(a, mode="full" if np_mode == "complete" else "economic")
+
+
+rrule(_qr)(lambda a, mode="full": _lin._qr_rrule(a, _QR_MODES[mode], _impl=_scipy_qr_impl))
+frule(_qr)(lambda primals, tangents, mode="full": _lin._qr_frule(primals, tangents, _QR_MODES[mode],
+                                                                 _impl=_scipy_qr_impl))
+
+
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """``scipy.linalg.qr``: SciPy's factors for ``mode`` "full", "economic" and "r" (R
+    alone, in a 1-tuple), differentiable w.r.t. ``a`` with the rules of ``np.linalg.qr``
+    ("full" is its "complete": of the extra columns of Q, the single one of a real tall
+    matrix of full rank with one more row). ``mode="raw"`` and ``pivoting=True``
+    (a column permutation chosen from the values) have no rule.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import qr
+    >>> float(mg.grad(lambda t: qr(t * np.array([[3.0, 1.0], [4.0, 2.0]]))[1][0, 0])(2.0))  # R₀₀ = -5t
+    -5.0
+    """
+    if mode not in ("full", "economic", "r", "raw"):
+        raise ValueError("Mode argument should be one of ['full', 'r', 'economic', 'raw']")
+    if mode == "raw" or pivoting:
+        from ...errors import NoRuleError, user_line
+
+        what = "mode='raw' (Householder reflectors)" if mode == "raw" else "pivoting=True"
+        raise NoRuleError(
+            f"scipy.linalg.qr with {what} at {user_line()} has no derivative rule in mutagrad. Use mode='full' "
+            "or 'economic' without pivoting (np.linalg.qr is differentiated too)"
+            + (", on the permuted matrix: P = scipy.linalg.qr(mg.value(a), mode='r', pivoting=True)[1]; "
+               "qr(a[:, P])." if pivoting else "."))
+    if mode == "r":
+        return (_qr(a, mode="full")[1],)
+    return _qr(a, mode=mode)
+
+
+def _rank(s, rcond, m, n):
+    """How many singular values ``s`` exceed SciPy's tolerance (plain: the rank is piecewise constant)."""
+    s = bottom(s)
+    if rcond is None:
+        rcond = np.finfo(s.dtype).eps * max(m, n)
+    return np.sum(s > np.amax(s, initial=0.0) * bottom(rcond), dtype=int)
+
+
+def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
+    """``scipy.linalg.null_space``: the rows of Vᴴ beyond the rank, from :func:`svd`
+    (differentiable where those vectors are: a single extra vector of a real matrix of
+    full rank with one more column, or vectors of distinct singular values).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import null_space
+    >>> mg.grad(lambda a: null_space(a)[1, 0])(np.array([[1.0, 0.0]]))  # w = (0, ±1)
+    array([[0., 0.]])
+    """
+    u, s, vh = svd(A, full_matrices=True, lapack_driver=lapack_driver)
+    num = _rank(s, rcond, np.shape(u)[0], np.shape(vh)[1])
+    return np.conj(vh[num:, :].T)
+
+
+def orth(A, rcond=None):
+    """``scipy.linalg.orth``: the columns of U within the rank, from :func:`svd`
+    (differentiable at distinct singular values).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import orth
+    >>> mg.grad(lambda a: np.sum(orth(a) ** 2))(np.array([[2.0, 0.0], [0.0, 1.0]]))
+    array([[0., 0.],
+           [0., 0.]])
+    """
+    u, s, vh = svd(A, full_matrices=False)
+    num = _rank(s, rcond, np.shape(u)[0], np.shape(vh)[1])
+    return u[:, :num]
+
+
 _STRUCTURES = {
     None: "gen", "general": "gen", "gen": "gen", "diagonal": "diagonal", "tridiagonal": "tridiagonal",
     "banded": "gen", "upper triangular": "upper", "lower triangular": "lower",
@@ -1066,6 +1188,7 @@ def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, typ
 # -- special matrices: gathers and concatenations of the entries (exact copies, any order) ----
 
 COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg.hankel", "scipy.linalg.lu",
+              "scipy.linalg.null_space", "scipy.linalg.orth",
               "scipy.linalg.toeplitz")
 
 

@@ -520,10 +520,19 @@ def _adjugate(a, y):
         return 0 * a  # (det of a 0x0 matrix is 1, a constant)
     if n <= 3:
         return _cofactor_adjugate(a, n)
+    batch = np.shape(a)[:-2]
     try:
-        return np.linalg.inv(a) * np.expand_dims(y, (-2, -1))
+        ainv = np.linalg.inv(a)
     except np.linalg.LinAlgError:
-        pass
+        sing = None
+    else:
+        # singular to working precision: det(A) A⁻¹ is a product of sizes cond and 1/cond whose
+        # derivatives (second order of det) cancel to nothing reliable: the SVD's products
+        sing = _numerically_singular(a, ainv)
+        if not np.any(sing):
+            return ainv * np.expand_dims(y, (-2, -1))
+    if batch and (sing is None or not np.all(sing)):  # each matrix of the stack by its own rank
+        return np.reshape(np.stack([_adjugate(a[i], y[i]) for i in np.ndindex(*batch)]), np.shape(a))
     u, sv, vh = np.linalg.svd(a)
     ones = np.ones(np.shape(sv)[:-1] + (1,), dtype=bottom(sv).dtype)
     left = np.cumprod(np.concatenate([ones, sv[..., :-1]], axis=-1), axis=-1)  # product of those before
@@ -562,8 +571,11 @@ def _det_frule(primals, tangents):
     (a,), (t,) = primals, tangents
     y = np.linalg.det(a)
     try:
-        return y, y * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
-    except np.linalg.LinAlgError:  # singular: through the adjugate
+        ainv = np.linalg.inv(a)
+        if np.shape(a)[-1] > 3 and np.any(_numerically_singular(a, ainv)):
+            raise np.linalg.LinAlgError
+        return y, y * np.trace(np.matmul(ainv, t), axis1=-2, axis2=-1)
+    except np.linalg.LinAlgError:  # singular (to working precision): through the adjugate
         return y, np.trace(_adjugate(a, y) @ t, axis1=-2, axis2=-1)
 
 
@@ -1447,6 +1459,12 @@ FUNCTIONS[np.linalg.svdvals] = lambda args, kwargs: np.linalg.svd(args[0], compu
 #   dR = (dX - Ω) R, dQ = dA R⁻¹ - Q (dX - Ω).
 #   Ā = (Q̄ + Q B) R⁻ᴴ with M = R̄ Rᴴ - Qᴴ Q̄, B = triu(M, 1) + triu(M, 1)ᴴ + Re diag M.
 # m < n: A = [X Y] with X square: (Q, R₁) = qr(X), R₂ = Qᴴ Y.
+# A real square A (m = n): Q Qᵀ = I, so dQ = Q Ω and dR = X - Ω R with X = Qᵀ dA; Ω's strict
+# lower part L solves tril(X) = tril(L R) column by column, which reads R's leading block
+# R₁ = R[:n-1, :n-1] only (Q's last column is the complement of the others): L = tril([X₁ R₁⁻¹, 0]),
+# X₁ = X[:, :n-1]. So a matrix of rank n - 1 (R's last diagonal entry 0, or rounding-small)
+# has a derivative, where the general formula's dA R⁻¹ - Q Qᵀ dA R⁻¹ cancels two huge terms.
+# Its adjoint: K = tril(G - Gᵀ, -1), G = Qᵀ Q̄ - R̄ Rᵀ; Ā = Q (R̄ + [K₁ R₁⁻ᵀ, 0]).
 
 
 def _qr_impl(a, mode="reduced"):
@@ -1456,8 +1474,58 @@ def _qr_impl(a, mode="reduced"):
 qr_p = get_primitive(_qr_impl, "np.linalg.qr")
 
 
+class _RankDeficient(Exception):
+    """A QR factorization whose Q has no derivative: R's leading block is singular."""
+
+
+_QR_RANK = ("np.linalg.qr of a matrix of lower rank: the columns of Q beyond the rank are not unique (any "
+            "rotation among them will do), so neither Q nor R has a derivative there")
+
+
+def _square_real(Q, R, dA):
+    n = np.shape(R)[-1]
+    return n == np.shape(Q)[-2] and n > 1 and not _is_complex(Q) and not _is_complex(dA)
+
+
+def _lead_solve(R, B, trans=False):
+    """[B₁ R₁⁻¹, 0] (``trans``: [B₁ R₁⁻ᵀ, 0]) for B's first n - 1 columns B₁ and R's leading
+    block R₁ (see above)."""
+    n = np.shape(R)[-1]
+    R1 = R[..., : n - 1, : n - 1]
+    try:
+        P = _mT(np.linalg.solve(R1 if trans else _mT(R1), _mT(B[..., : n - 1])))
+    except np.linalg.LinAlgError:
+        raise _RankDeficient from None
+    return np.concatenate([P, np.zeros(np.shape(P)[:-1] + (1,), dtype=bottom(P).dtype)], axis=-1)
+
+
+def _qr_square_jvp(Q, R, dA):
+    X = np.matmul(_mT(Q), dA)
+    low = _lead_solve(R, X) * _tri(np.shape(R)[-1])
+    omega = low - _mT(low)
+    return np.matmul(Q, omega), X - np.matmul(omega, R)
+
+
+def _qr_square_vjp(Q, R, gQ, gR):
+    n = np.shape(R)[-1]
+    up = np.triu(np.ones((n, n)))
+    gR = ZERO if is_zero(gR) else gR * up  # (R's strict lower part is constant: its cotangent is nobody's)
+    G = ZERO if is_zero(gQ) else np.matmul(_mT(Q), gQ)
+    if not is_zero(gR):
+        G = _acc(G, -np.matmul(gR, _mT(R)))
+    if is_zero(G):
+        return np.matmul(Q, gR)
+    K = (G - _mT(G)) * _tri(n)
+    return np.matmul(Q, _acc(gR, _lead_solve(R, K, trans=True)))
+
+
 def _qr_tall_jvp(Q, R, dA):
-    ri = np.linalg.inv(R)
+    if _square_real(Q, R, dA):
+        return _qr_square_jvp(Q, R, dA)
+    try:
+        ri = np.linalg.inv(R)
+    except np.linalg.LinAlgError:
+        raise _RankDeficient from None
     dX = np.matmul(np.matmul(_H(Q), dA), ri)
     low = dX * _tri(np.shape(dX)[-1])
     omega = low - _H(low)
@@ -1468,13 +1536,18 @@ def _qr_tall_jvp(Q, R, dA):
 
 
 def _qr_tall_vjp(Q, R, gQ, gR):
+    if _square_real(Q, R, ZERO if is_zero(gQ) else gQ) and (is_zero(gR) or not _is_complex(gR)):
+        return _qr_square_vjp(Q, R, gQ, gR)
     M = ZERO if is_zero(gQ) else -np.matmul(_H(Q), gQ)
     if not is_zero(gR):
         M = M + np.matmul(gR, _H(R))
     up = M * _tri(np.shape(M)[-1], lower=False)
     B = up + _H(up) + _re(M) * np.eye(np.shape(M)[-1])
     lhs = _acc(gQ, np.matmul(Q, B))
-    return _H(np.linalg.solve(R, _H(lhs)))  # lhs R⁻ᴴ
+    try:
+        return _H(np.linalg.solve(R, _H(lhs)))  # lhs R⁻ᴴ
+    except np.linalg.LinAlgError:
+        raise _RankDeficient from None
 
 
 def _qr_jvp(Q, R, dA):
@@ -1563,7 +1636,10 @@ def _qr_rrule(a, mode="reduced", _impl=_qr_impl):
                     return (not_implemented(_QR_EXTRA),)
                 extra = xq[..., :, 0]
             gR = gR if is_zero(gR) else gR[..., :k, :]
-        ga = _qr_vjp(Q, R, gQ, gR)
+        try:
+            ga = _qr_vjp(Q, R, gQ, gR)
+        except _RankDeficient:
+            return (not_implemented(_QR_RANK),)
         if extra is not None and not isinstance(ga, NotImplementedTangent):
             ga = _acc(ga, _qr_null_vector_vjp(Q, R, y, extra))
         return (ga,)
@@ -1580,7 +1656,10 @@ def _qr_frule(primals, tangents, mode="reduced", _impl=_qr_impl):
         bad = not_implemented("np.linalg.qr(mode='raw') is not differentiable")
         return y, (bad, bad)
     Q, R = _qr_reduced(a, y, mode)
-    dQ, dR = _qr_jvp(Q, R, t)
+    try:
+        dQ, dR = _qr_jvp(Q, R, t)
+    except _RankDeficient:
+        dQ = dR = not_implemented(_QR_RANK)
     if mode == "r":
         return y, dR
     m, n = np.shape(a)[-2:]

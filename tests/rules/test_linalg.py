@@ -687,3 +687,56 @@ def test_the_extra_vectors_message_names_the_reduced_factorization():
     B = np.random.default_rng(3).standard_normal((5, 3))
     H = mg.hessian(lambda B: np.sum(np.linalg.qr(B, mode="complete")[1] ** 2))(B)
     assert isinstance(H, mg.NotImplementedTangent) and "mode='reduced'" in H.message
+
+
+def _fd_jacobian(f, a, h=1e-6):
+    return np.array([(f(a + h * e) - f(a - h * e)) / (2 * h) for e in np.eye(a.size).reshape((a.size,) + a.shape)])
+
+
+def test_qr_of_a_square_matrix_of_rank_n_minus_1():
+    # the third column is the sum of the others (R's last diagonal entry is rounding, 4e-16): Q's
+    # last column is the complement of the others and R's last column their coefficients, both
+    # smooth; the derivative reads R's leading block only (it cancelled two terms of size 1e16)
+    a = np.array([[2.0, 1.0, 3.0], [1.0, 1.0, 2.0], [0.5, -1.0, -0.5]])
+    w = np.arange(18.0).reshape(2, 3, 3) / 10
+
+    def f(x):
+        q, r = np.linalg.qr(x)
+        return np.sum(w[0] * q) + np.sum(w[1] * r)
+
+    fd = _fd_jacobian(f, a).reshape(3, 3)
+    np.testing.assert_allclose(mg.grad(f)(a), fd, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(a), fd, rtol=1e-6, atol=1e-7)
+    # a stack: the rank-deficient matrix beside a regular one
+    b = np.stack([a, a + np.eye(3)])
+    np.testing.assert_allclose(mg.grad(lambda x: f(x[0]) + f(x[1]))(b)[0], fd, rtol=1e-6, atol=1e-7)
+
+
+def test_qr_of_a_matrix_of_rank_below_n_minus_1_has_no_derivative():
+    # a zero column before the last: the columns of Q beyond the rank are any orthonormal pair
+    a = np.array([[1.0, 0.0, 2.0], [2.0, 0.0, 1.0], [3.0, 0.0, 1.0]])
+    g = mg.grad(lambda x: np.sum(np.linalg.qr(x)[0][:, 2]))(a)
+    assert isinstance(g, mg.NotImplementedTangent) and "lower rank" in g.message
+    _, t = mg.jvp(lambda x: np.linalg.qr(x)[1], (a,), (np.ones((3, 3)),))
+    assert isinstance(t, mg.NotImplementedTangent)
+
+
+def test_det_hessian_at_a_matrix_singular_to_working_precision():
+    # rank 3 in exact arithmetic, sigma_min ~ 1e-16: det(A) A⁻¹ multiplied sizes 1e-16 and 1e16,
+    # whose derivatives cancelled wrongly (a Hessian entry -2.0 for -0.962); det is a polynomial, so
+    # second-order central differences with a large step are exact up to rounding
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4, 3)) @ rng.standard_normal((3, 4))
+    h, e = 1e-3, np.eye(16).reshape(16, 4, 4)
+    d = np.linalg.det
+    fd = np.array([[(d(a + h * p + h * q) - d(a + h * p - h * q) - d(a - h * p + h * q) + d(a - h * p - h * q))
+                    / (4 * h * h) for q in e] for p in e])
+    np.testing.assert_allclose(np.reshape(mg.hessian(d)(a), (16, 16)), fd, atol=1e-8)
+    np.testing.assert_allclose(np.reshape(mg.jacobian(mg.grad(d), mode="rev")(a), (16, 16)), fd, atol=1e-8)
+    # in a stack beside an orthogonal matrix (repeated singular values: its own path)
+    p4 = np.eye(4)[[1, 0, 2, 3]]
+    fd_p = np.array([[(d(p4 + h * p + h * q) - d(p4 + h * p - h * q) - d(p4 - h * p + h * q) + d(p4 - h * p - h * q))
+                      / (4 * h * h) for q in e] for p in e])
+    hs = np.reshape(mg.hessian(lambda x: np.sum(d(x)))(np.stack([a, p4])), (32, 32))
+    np.testing.assert_allclose(hs[:16, :16], fd, atol=1e-8)
+    np.testing.assert_allclose(hs[16:, 16:], fd_p, atol=1e-8)

@@ -512,9 +512,10 @@ det_p = get_primitive(np.linalg.det)
 
 def _adjugate(a, y):
     """adj(A) = det(A) A^-1, also where A is singular. Up to 3x3: the cofactors themselves (a
-    polynomial: exact to every order, at any rank); larger: det(A) A^-1 where A is invertible,
-    else through the SVD A = U S Vh: adj(A) = det(U) det(Vh) Vh^H adj(S) U^H, adj(S)_i the
-    product of the other singular values."""
+    polynomial: exact to every order, at any rank); larger: det(A) A^-1 where A is invertible
+    (and not singular to working precision), else the cofactors up to 5x5, and beyond through
+    the SVD A = U S Vh: adj(A) = det(U) det(Vh) Vh^H adj(S) U^H, adj(S)_i the product of the
+    other singular values."""
     n = np.shape(a)[-1]
     if n == 0:
         return 0 * a  # (det of a 0x0 matrix is 1, a constant)
@@ -531,6 +532,8 @@ def _adjugate(a, y):
         sing = _numerically_singular(a, ainv)
         if not np.any(sing):
             return ainv * np.expand_dims(y, (-2, -1))
+    if n <= _POLY_ADJUGATE:  # (the SVD's derivative needs distinct singular values: rank n - 2 has two zeros)
+        return _cofactor_adjugate(a, n)
     if batch and (sing is None or not np.all(sing)):  # each matrix of the stack by its own rank
         return np.reshape(np.stack([_adjugate(a[i], y[i]) for i in np.ndindex(*batch)]), np.shape(a))
     u, sv, vh = np.linalg.svd(a)
@@ -539,6 +542,24 @@ def _adjugate(a, y):
     right = np.flip(np.cumprod(np.concatenate([ones, np.flip(sv, -1)[..., :-1]], axis=-1), axis=-1), -1)
     scale = np.linalg.det(u) * np.linalg.det(vh)
     return np.expand_dims(scale, (-2, -1)) * (_cj(_mT(vh)) * np.expand_dims(left * right, -2)) @ _cj(_mT(u))
+
+
+def _poly_det(m):
+    """det of a small matrix by cofactor expansion along its first row: a polynomial in the
+    entries, its derivatives exact at any rank."""
+    k = np.shape(m)[-1]
+    if k == 1:
+        return m[..., 0, 0]
+    if k == 2:
+        return m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+    total = 0
+    for j in range(k):
+        t = m[..., 0, j] * _poly_det(m[..., 1:, :][..., :, [c for c in range(k) if c != j]])
+        total = total + t if j % 2 == 0 else total - t
+    return total
+
+
+_POLY_ADJUGATE = 5  # the largest matrices whose adjugate at a singular one is the cofactors' polynomial
 
 
 def _cofactor_adjugate(a, n):
@@ -550,8 +571,7 @@ def _cofactor_adjugate(a, n):
         for j in range(n):  # adj(A)_ij = (-1)^(i+j) det(A without row j and column i)
             keep_r = [r for r in range(n) if r != j]
             keep_c = [c for c in range(n) if c != i]
-            minor = a[..., keep_r, :][..., :, keep_c]
-            m = minor[..., 0, 0] if n == 2 else minor[..., 0, 0] * minor[..., 1, 1] - minor[..., 0, 1] * minor[..., 1, 0]
+            m = _poly_det(a[..., keep_r, :][..., :, keep_c])
             row.append(m if (i + j) % 2 == 0 else -m)
         rows.append(np.stack(row, axis=-1))
     return np.stack(rows, axis=-2)

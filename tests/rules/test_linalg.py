@@ -740,3 +740,16 @@ def test_det_hessian_at_a_matrix_singular_to_working_precision():
     hs = np.reshape(mg.hessian(lambda x: np.sum(d(x)))(np.stack([a, p4])), (32, 32))
     np.testing.assert_allclose(hs[:16, :16], fd, atol=1e-8)
     np.testing.assert_allclose(hs[16:, 16:], fd_p, atol=1e-8)
+
+
+@pytest.mark.parametrize("n, rank", [(4, 2), (5, 3), (5, 4)])
+def test_det_hessian_at_low_rank_matrices(n, rank):
+    # singular to working precision with two zero singular values (rank n - 2): the SVD's vectors
+    # have no derivative there, the cofactors' polynomial has; det is a polynomial, so second-order
+    # central differences with a large step are exact up to rounding
+    rng = np.random.default_rng(n + rank)
+    a = rng.standard_normal((n, rank)) @ rng.standard_normal((rank, n))
+    h, e, d = 1e-3, np.eye(n * n).reshape(n * n, n, n), np.linalg.det
+    fd = np.array([[(d(a + h * p + h * q) - d(a + h * p - h * q) - d(a - h * p + h * q) + d(a - h * p - h * q))
+                    / (4 * h * h) for q in e] for p in e])
+    np.testing.assert_allclose(np.reshape(mg.hessian(d)(a), (n * n, n * n)), fd, atol=1e-7)

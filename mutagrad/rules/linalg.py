@@ -1407,15 +1407,23 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
         xu, gU = _extra_columns(gU, k, -1)
         xv, gVh = _extra_columns(gVh, k, -2)
         extra = [x for x in (xu, xv) if x is not None and np.any(bottom(x) != 0)]
-        if extra and not _one_null_vector(a, S):
-            return (not_implemented(_EXTRA_VECTORS),)
-        if extra:  # (a function of the null vector only: its derivative needs no distinct singular values)
+        Sn = S  # the singular values the null vector's pullback divides by
+        if extra:
+            m, n = np.shape(a)[-2:]
+            if abs(m - n) != 1 or _is_complex(a):
+                return (not_implemented(_EXTRA_VECTORS),)
+            low = np.any(_zero_values(S), axis=-1)  # matrices of lower rank, judged one by one in a stack:
+            if np.any(low):  # those whose null vector the function reads have no derivative
+                if np.any(low & np.any(np.asarray(bottom(extra[0])) != 0, axis=(-2, -1))):
+                    return (not_implemented(_EXTRA_VECTORS),)
+                Sn = np.where(low[..., None], 1.0, S)  # (the others' cotangent there is zero)
+            # (a function of the null vector only: its derivative needs no distinct singular values)
             gU, gVh = (ZERO if not isinstance(g, Tracer) and not is_zero(g) and not np.any(g) else g
                        for g in (gU, gVh))
         ga = _svd_vjp(U, S, Vh, gU, gS, gVh)
         if extra and not isinstance(ga, NotImplementedTangent):
             x = extra[0]
-            ga = _acc(ga, _null_vector_vjp(U, S, Vh, y, x[..., :, 0] if xu is not None else x[..., 0, :]))
+            ga = _acc(ga, _null_vector_vjp(U, Sn, Vh, y, x[..., :, 0] if xu is not None else x[..., 0, :]))
         return (ga,)
 
     return y, pullback

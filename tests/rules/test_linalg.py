@@ -753,3 +753,19 @@ def test_det_hessian_at_low_rank_matrices(n, rank):
     fd = np.array([[(d(a + h * p + h * q) - d(a + h * p - h * q) - d(a - h * p + h * q) + d(a - h * p - h * q))
                     / (4 * h * h) for q in e] for p in e])
     np.testing.assert_allclose(np.reshape(mg.hessian(d)(a), (n * n, n * n)), fd, atol=1e-7)
+
+
+def test_svd_null_vector_of_a_stack_with_a_lower_rank_member():
+    # member 1 has rank 2 (its extra singular vectors are a plane): a function of member 0's null
+    # vector is differentiated (it was refused for the whole stack); one of member 1's is not
+    rng = np.random.default_rng(2)
+    s = rng.standard_normal((2, 3, 4))
+    s[1, 2] = s[1, 0] + s[1, 1]
+    w = np.array([0.3, -1.0, 0.6, 2.0])
+
+    def f(x):
+        return np.linalg.svd(x)[2][0, -1] @ w
+
+    np.testing.assert_allclose(mg.grad(f)(s), _fd_jacobian(f, s).reshape(s.shape), rtol=1e-6, atol=1e-8)
+    g = mg.grad(lambda x: np.linalg.svd(x)[2][1, -1] @ w)(s)
+    assert isinstance(g, mg.NotImplementedTangent) and "not unique" in g.message

@@ -564,10 +564,11 @@ def _np_interp(args, kwargs):
 
 def _interp_inside(x, xb, xj, xj1, last, fj, fj1, flast, slope):
     """np.interp's value at points x (values xb) inside [xp[0], xp[-1]] (``last``) of segments
-    [xj, xj1], real values fj, fj1 there (flast at the last sample), with NumPy's rules: the formula from the segment's right end where the one from its left
-    end is NaN (an infinite sample), fp[j] where that too is NaN and fp[j] == fp[j+1], and the
-    sample's own value at a sample (the last one's at the last). Derivatives: the segment's
-    formula, right of a sample, where its slope is finite; else the value taken's."""
+    [xj, xj1], real values fj, fj1 there (flast at the last sample), with NumPy's rules: the
+    formula from the segment's right end where the one from its left end is NaN (an infinite
+    sample), fp[j] where that too is NaN and fp[j] == fp[j+1], and the sample's own value at a
+    sample (the last one's at the last). Derivatives: the segment's formula, right of a sample,
+    where its slope is finite; else the value taken's."""
     res = slope * (x - xj) + fj
     bad = np.isnan(bottom(res))
     if np.any(bad):

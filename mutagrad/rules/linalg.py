@@ -1512,13 +1512,15 @@ _QR_RANK = ("np.linalg.qr of a matrix of lower rank: the columns of Q beyond the
 
 def _square_real(Q, R, dA):
     n = np.shape(R)[-1]
-    return n == np.shape(Q)[-2] and n > 1 and not _is_complex(Q) and not _is_complex(dA)
+    return n == np.shape(Q)[-2] and not _is_complex(Q) and not _is_complex(dA)
 
 
 def _lead_solve(R, B, trans=False):
     """[B₁ R₁⁻¹, 0] (``trans``: [B₁ R₁⁻ᵀ, 0]) for B's first n - 1 columns B₁ and R's leading
     block R₁ (see above)."""
     n = np.shape(R)[-1]
+    if n == 1:  # (a 1 x 1 matrix: Q = 1, Ω = 0)
+        return 0 * B
     R1 = R[..., : n - 1, : n - 1]
     try:
         P = _mT(np.linalg.solve(R1 if trans else _mT(R1), _mT(B[..., : n - 1])))

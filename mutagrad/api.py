@@ -871,6 +871,9 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
             level.tape = []
             level.snapshots.clear()
         val = _unwrap_level(out, level)
+        if not STATE.levels and _nan_in_gradients(infos):
+            grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux,
+                                  val[0] if has_aux else val, None)
         if has_aux:
             return (val, _unwrap_level(aux, level)), grads
         return val, grads
@@ -1013,6 +1016,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         seed()
         _backward(level, infos, seed, storages)
         res = _collect(level, infos, nums, False)
+        if not STATE.levels and not outer and _nan_in_gradients(infos):
+            res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves)
         _reset_adjoints(storages)
         return res
 
@@ -1047,6 +1052,77 @@ def _backward(level, infos, seed, storages):
     finally:
         CAREFUL[0] -= 1
         st.reverse_passes -= 1
+
+
+_NAN_FILL = 64  # the most gradient entries that reverse mode left NaN which forward mode computes again
+
+
+def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value, cts):
+    """``grads`` (what ``_collect`` gave) with the NaN entries the careful pass kept computed
+    again by forward mode, which takes the strong zero of each product: ``inf - inf`` in a sum
+    of cotangents (sqrt(x - a) at a node where x - a is 0 for every a: the partial inf reaches
+    ``a`` twice, with opposite signs) is NaN where the tangent of x - a is 0 and the derivative
+    finite. One ``jvp`` per entry, so at most ``_NAN_FILL`` of them, of real arguments; only
+    where the arguments are arrays and numbers the function did not write into (a second run
+    starts from the same values), no keyword arguments, and the second run returns the same
+    value (not fresh random numbers). ``cts``: the leaves of the output's cotangent (vjp), else
+    the output is a scalar (grad)."""
+    todo = []
+    for n in nums:
+        for k, info in enumerate(infos[n][1]):
+            a = info.storage.adj
+            b = None if a is None or isinstance(a, AbstractZero) else bottom(a)
+            if info.storage.poison is not None or getattr(b, "dtype", None) is None or b.dtype.kind != "f":
+                continue
+            todo += [(n, k, i) for i in np.flatnonzero(np.isnan(b))]
+    plain = (_ndarray, np.generic, float, int, bool)
+    if (not todo or len(todo) > _NAN_FILL or kwargs
+            or any(not isinstance(a, plain) for a in args)
+            or any(info.storage.written for _, linfo in infos.values() for info in linfo)
+            or (cts is not None and any(np.iscomplexobj(bottom(c)) for c in cts))):
+        return grads
+    out_leaves = tree_flatten(value)[0]
+    if any(np.iscomplexobj(bottom(o)) for o in out_leaves):
+        return grads
+    per = list(grads) if not single else [grads]
+    for n, k, i in todo:
+        tree, linfo = infos[n]
+        units = [np.zeros(info.shape, info.dtype) for info in linfo]
+        units[k].flat[i] = 1.0
+        tangents = [None] * len(args)
+        tangents[n] = units[0] if tree is None else tree_unflatten(tree, units)
+        try:
+            got = jvp(fun, list(args), tangents, has_aux)
+        except DifferentiationError:
+            continue
+        outs, touts = tree_flatten(got[0])[0], tree_flatten(got[1])[0]
+        if len(outs) != len(out_leaves) or not all(
+                _same_value(np.asarray(bottom(x)), y) for x, y in zip(out_leaves, outs)):
+            return grads  # (another value: not the same function)
+        if any(isinstance(t, NotImplementedTangent) for t in touts):
+            continue
+        if cts is None:
+            d = float(np.asarray(touts[0]))
+        else:
+            d = 0.0
+            for c, t in zip(cts, touts):
+                if isinstance(c, AbstractZero) or c is None or isinstance(t, AbstractZero):
+                    continue
+                c, t = np.asarray(c, dtype=float), np.asarray(t, dtype=float)
+                d += float(np.sum(np.where(c == 0, 0.0, c * t)))  # (strong zeros: c = 0 reads nothing)
+        if np.isnan(d):
+            continue
+        j = nums.index(n)
+        gl, gtree = tree_flatten(per[j])
+        leaf = gl[k]
+        if isinstance(leaf, _ndarray):
+            leaf = np.array(leaf, copy=True)
+            leaf.flat[i] = d
+        else:
+            leaf = type(leaf)(d)
+        gl[k] = leaf
+        per[j] = tree_unflatten(gtree, gl)
+    return per[0] if single else tuple(per)
 
 
 def _reset_adjoints(storages):

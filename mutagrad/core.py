@@ -2546,6 +2546,8 @@ class Tracer:
         return np.squeeze(self, axis)
 
     def conj(self):
+        if not self._scalar and self.dtype.kind != "c":
+            return self  # (NumPy's ndarray.conj of a real array is the array itself, not a copy)
         r = np.conjugate(self)
         return _weak_result(r, ()) if self._scalar and weak(self) else r
 

@@ -1470,3 +1470,22 @@ def test_np_put_of_one_element_in_an_element_loop():
     check_grads(lambda x: np.sum(f(x) ** 2), x, order=2)
     with pytest.raises(IndexError, match="index 9 is out of bounds for axis 0 with size 9"):
         mg.grad(lambda x: np.sum(np.put(np.outer(x, x), [9], x[0]) or x))(x)
+
+
+def test_conj_method_of_a_real_array_is_the_array_itself():
+    # NumPy's ndarray.conj() of a real array returns the array itself (not a copy): a write through
+    # it is a write into the array (the spectral tester's generic real-or-complex helper)
+    def f(u):
+        w = u * 1.0
+        v = w.conj()
+        v *= 3.0
+        c = (w * 1j).conjugate()  # (a complex array's conjugate is a new array)
+        c *= 2.0
+        return np.sum(w ** 2) + np.sum(np.abs(c))
+
+    u = np.array([1.0, 2.0, 3.0])
+    assert f(u.copy()) == 126.0 + 2 * 3 * 6.0
+    val, g = mg.value_and_grad(f)(u.copy())
+    assert val == f(u.copy())
+    np.testing.assert_allclose(g, _fd_grad(f, u), rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(f, (u,), (np.ones(3),))[1], _fd_grad(f, u).sum(), rtol=1e-7)

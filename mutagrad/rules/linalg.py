@@ -1623,12 +1623,19 @@ _QR_EXTRA = ("np.linalg.qr(mode='complete') of a tall matrix: the extra columns 
 # -q (R⁻¹ Qᵀ q̄)ᵀ, as svd's (see _null_vector_jvp).
 
 
+def _full_rank_r(R):
+    """Per matrix of a stack: whether R's diagonal has no zero, up to rounding (as _zero_values)."""
+    d = np.abs(np.asarray(bottom(_diag(R))))
+    if d.size == 0:
+        return np.ones(d.shape[:-1], bool)
+    return np.all(d > REPEATED_RTOL * np.max(d, axis=-1, keepdims=True), axis=-1)
+
+
 def _one_qr_null_vector(a, R):
     m, n = np.shape(a)[-2:]
     if m != n + 1 or _is_complex(a):
         return False
-    d = np.abs(np.asarray(bottom(_diag(R))))
-    return d.size == 0 or bool(np.all(d > REPEATED_RTOL * np.max(d, axis=-1, keepdims=True)))
+    return bool(np.all(_full_rank_r(R)))
 
 
 def _qr_null_vector_jvp(Q, R, y, t):
@@ -1661,9 +1668,16 @@ def _qr_rrule(a, mode="reduced", _impl=_qr_impl):
         extra = None
         if mode == "complete":
             xq, gQ = _extra_columns(gQ, k, -1)
+            Rn = R  # the R the null vector's pullback solves with
             if xq is not None and np.any(bottom(xq) != 0):
-                if not _one_qr_null_vector(a, R):
+                m, n = np.shape(a)[-2:]
+                if m != n + 1 or _is_complex(a):
                     return (not_implemented(_QR_EXTRA),)
+                low = ~_full_rank_r(R)  # matrices of lower rank, judged one by one in a stack:
+                if np.any(low):  # those whose extra column the function reads have no derivative
+                    if np.any(low & np.any(np.asarray(bottom(xq)) != 0, axis=(-2, -1))):
+                        return (not_implemented(_QR_EXTRA),)
+                    Rn = np.where(low[..., None, None], np.eye(n), R)  # (the others' cotangent there is zero)
                 extra = xq[..., :, 0]
             gR = gR if is_zero(gR) else gR[..., :k, :]
         try:
@@ -1671,7 +1685,7 @@ def _qr_rrule(a, mode="reduced", _impl=_qr_impl):
         except _RankDeficient:
             return (not_implemented(_QR_RANK),)
         if extra is not None and not isinstance(ga, NotImplementedTangent):
-            ga = _acc(ga, _qr_null_vector_vjp(Q, R, y, extra))
+            ga = _acc(ga, _qr_null_vector_vjp(Q, Rn, y, extra))
         return (ga,)
 
     return y, pullback

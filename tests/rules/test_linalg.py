@@ -769,3 +769,19 @@ def test_svd_null_vector_of_a_stack_with_a_lower_rank_member():
     np.testing.assert_allclose(mg.grad(f)(s), _fd_jacobian(f, s).reshape(s.shape), rtol=1e-6, atol=1e-8)
     g = mg.grad(lambda x: np.linalg.svd(x)[2][1, -1] @ w)(s)
     assert isinstance(g, mg.NotImplementedTangent) and "not unique" in g.message
+
+
+def test_qr_extra_column_of_a_stack_with_a_lower_rank_member():
+    # member 1's third column is the sum of the others: its extra columns of Q are a plane; a
+    # function of member 0's extra column is differentiated, one of member 1's is not
+    rng = np.random.default_rng(2)
+    s = rng.standard_normal((2, 4, 3))
+    s[1, :, 2] = s[1, :, 0] + s[1, :, 1]
+    w = np.array([0.3, -1.0, 0.6, 2.0])
+
+    def f(x):
+        return np.linalg.qr(x, mode="complete")[0][0][:, -1] @ w
+
+    np.testing.assert_allclose(mg.grad(f)(s), _fd_jacobian(f, s).reshape(s.shape), rtol=1e-6, atol=1e-8)
+    g = mg.grad(lambda x: np.linalg.qr(x, mode="complete")[0][1][:, -1] @ w)(s)
+    assert isinstance(g, mg.NotImplementedTangent) and "not unique" in g.message

@@ -216,6 +216,7 @@ def test_partial_of_python_number_divisor_is_numpy_arithmetic(mode):
     (np.log, 0.0, -np.inf),  # d²/dx² log x = -1/x²
     (lambda x: np.log1p(x - 1.0), 0.0, -np.inf),  # -1/x² at x = 0
     (np.arctanh, 1.0, np.inf),  # 2x / (1 - x²)²
+    (np.cbrt, 0.0, -np.inf),  # -2/9 x^(-5/3) (it was 0: the tangent of y * y in the partial, a strong zero)
 ])
 def test_second_order_partial_at_a_python_number_is_numpy_arithmetic(f, x0, want):
     # at second order the partial's argument is an outer level's traced Python float: 1 / 0.0 is

@@ -305,7 +305,9 @@ defelementwise(np.true_divide, reciprocal(lambda a, b, y: 1.0 / b, lambda a, b, 
 defelementwise(np.reciprocal, lambda x, y: -y * y)
 defelementwise(np.square, lambda x, y: 2 * x)
 defelementwise(np.sqrt, lambda x, y: 0.5 / y)
-defelementwise(np.cbrt, lambda x, y: 1.0 / (3 * y * y))
+# (cbrt's partial as (1/y)² / 3, not 1 / (3 y y): at 0 the tangent of y * y is 0 · inf, a strong
+# zero, which made the second derivative 0 where it is -inf; (1/y)²'s is 2 (1/y) · (-inf) = -inf)
+defelementwise(np.cbrt, lambda x, y: (1.0 / y) ** 2 / 3.0)
 
 
 def _pow_dbase(x, p, y):

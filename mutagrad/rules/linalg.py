@@ -1506,6 +1506,19 @@ class _RankDeficient(Exception):
     """A QR factorization whose Q has no derivative: R's leading block is singular."""
 
 
+def _unread_low_rank(R, low, g):
+    """``R`` with the matrices ``low`` (of a stack; lower rank, up to rounding) replaced by the
+    identity where ``g`` (the cotangent, or the tangent, of each matrix) is zero: their
+    derivative is zero and needs no R; raises _RankDeficient where such a matrix is read."""
+    if not np.any(low):
+        return R
+    if is_zero(g):
+        return np.where(np.asarray(low)[..., None, None], np.eye(np.shape(R)[-1]), R)
+    if np.any(low & np.any(np.asarray(bottom(g)) != 0, axis=(-2, -1))):
+        raise _RankDeficient
+    return np.where(np.asarray(low)[..., None, None], np.eye(np.shape(R)[-1]), R)
+
+
 _QR_RANK = ("np.linalg.qr of a matrix of lower rank: the columns of Q beyond the rank are not unique (any "
             "rotation among them will do), so neither Q nor R has a derivative there")
 
@@ -1521,6 +1534,9 @@ def _lead_solve(R, B, trans=False):
     n = np.shape(R)[-1]
     if n == 1:  # (a 1 x 1 matrix: Q = 1, Ω = 0)
         return 0 * B
+    d = np.abs(np.asarray(bottom(_diag(R))))
+    low = np.any(d[..., : n - 1] <= _rounding_rtol(R) * np.max(d, axis=-1, keepdims=True), axis=-1)
+    R = _unread_low_rank(R, low, B)  # (R₁ singular, up to rounding: rank below n - 1)
     R1 = R[..., : n - 1, : n - 1]
     try:
         P = _mT(np.linalg.solve(R1 if trans else _mT(R1), _mT(B[..., : n - 1])))
@@ -1552,6 +1568,7 @@ def _qr_square_vjp(Q, R, gQ, gR):
 def _qr_tall_jvp(Q, R, dA):
     if _square_real(Q, R, dA):
         return _qr_square_jvp(Q, R, dA)
+    R = _unread_low_rank(R, ~_full_rank_r(R, _rounding_rtol(R)), dA)  # (lower rank: Q beyond it is not unique)
     try:
         ri = np.linalg.inv(R)
     except np.linalg.LinAlgError:
@@ -1568,6 +1585,10 @@ def _qr_tall_jvp(Q, R, dA):
 def _qr_tall_vjp(Q, R, gQ, gR):
     if _square_real(Q, R, ZERO if is_zero(gQ) else gQ) and (is_zero(gR) or not _is_complex(gR)):
         return _qr_square_vjp(Q, R, gQ, gR)
+    low = ~_full_rank_r(R, _rounding_rtol(R))  # (lower rank: the columns of Q beyond it are not unique)
+    if np.any(low):
+        R = _unread_low_rank(R, low, ZERO if is_zero(gQ) else gQ)
+        R = _unread_low_rank(R, low, ZERO if is_zero(gR) else gR)
     M = ZERO if is_zero(gQ) else -np.matmul(_H(Q), gQ)
     if not is_zero(gR):
         M = M + np.matmul(gR, _H(R))
@@ -1623,12 +1644,19 @@ _QR_EXTRA = ("np.linalg.qr(mode='complete') of a tall matrix: the extra columns 
 # -q (R⁻¹ Qᵀ q̄)ᵀ, as svd's (see _null_vector_jvp).
 
 
-def _full_rank_r(R):
-    """Per matrix of a stack: whether R's diagonal has no zero, up to rounding (as _zero_values)."""
+def _full_rank_r(R, rtol=REPEATED_RTOL):
+    """Per matrix of a stack: whether R's diagonal has no zero, up to ``rtol`` relative to its
+    largest entry (as _zero_values)."""
     d = np.abs(np.asarray(bottom(_diag(R))))
     if d.size == 0:
         return np.ones(d.shape[:-1], bool)
-    return np.all(d > REPEATED_RTOL * np.max(d, axis=-1, keepdims=True), axis=-1)
+    return np.all(d > rtol * np.max(d, axis=-1, keepdims=True), axis=-1)
+
+
+def _rounding_rtol(R):
+    """A diagonal entry of R this small relative to the largest is rounding: the matrix has a
+    lower rank to working precision (a hundred times n ε)."""
+    return 100 * np.shape(R)[-1] * np.finfo(np.asarray(bottom(R)).dtype).eps
 
 
 def _one_qr_null_vector(a, R):

@@ -1489,3 +1489,17 @@ def test_conj_method_of_a_real_array_is_the_array_itself():
     assert val == f(u.copy())
     np.testing.assert_allclose(g, _fd_grad(f, u), rtol=1e-7)
     np.testing.assert_allclose(mg.jvp(f, (u,), (np.ones(3),))[1], _fd_grad(f, u).sum(), rtol=1e-7)
+
+
+@pytest.mark.parametrize("idx, b", [(np.array([], dtype=int), np.arange(3.0)), (np.array([1, 2]), np.arange(3.0)),
+                                    ((np.array([[1], [2]]),), np.ones((2, 3)))])
+def test_ufunc_at_values_that_do_not_broadcast_are_numpys_error(idx, b):
+    # np.add.at's values must broadcast to the indexed shape, an empty one too (it ran under mutagrad)
+    def f(x):
+        np.add.at(x, idx, b)
+        return np.sum(x)
+
+    with pytest.raises(ValueError, match="not broadcastable to correct shape"):
+        f(np.ones(5))
+    with pytest.raises(ValueError, match="not broadcastable to correct shape"):
+        mg.grad(f)(np.ones(5))

@@ -208,6 +208,13 @@ def _ufunc_at(ufunc, inputs, kwargs):
     pos = index_positions(np.shape(a), indices)
     pshape = pos.shape
     flatpos = pos.ravel()
+    if b is not None and np.shape(b) != pshape:  # (b broadcasts to the indexed shape, or NumPy's error)
+        try:
+            fits = np.broadcast_shapes(np.shape(b), pshape) == pshape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError("array is not broadcastable to correct shape")
     if flatpos.size == 0:
         return None
     if not has_repeats(flatpos) and bottom(a).dtype.kind != "c":

@@ -141,6 +141,7 @@ CASES = [
     ("scipy.linalg.qr", msl.qr, (R(4, 3),), 2),
     ("scipy.linalg.qr", lambda a: msl.qr(a, mode="economic"), (R(5, 3),), 2),
     ("scipy.linalg.qr", lambda a: msl.qr(a, mode="r")[0], (R(3, 4),), 2),
+    ("scipy.linalg.qr", lambda a: msl.qr(a, mode="r")[0], (R(5, 2),), 2),  # (tall: no extra Q columns read)
     ("scipy.linalg.qr", lambda a: msl.qr(a, mode="economic"), (C(3, 3),), 1),
     ("scipy.linalg.null_space", msl.null_space, (R(2, 3),), 2),
     ("scipy.linalg.orth", msl.orth, (R(4, 3),), 2),
@@ -371,3 +372,20 @@ def test_qr_raw_and_pivoting_have_no_rule():
         mg.grad(lambda x: np.sum(msl.qr(x, mode="raw")[1]))(a)
     with pytest.raises(ValueError, match="lapack_driver"):
         msl.svd(a, lapack_driver="gesvx")
+
+
+def test_qr_plain_calls_and_stacks_are_scipys():
+    # a plain matrix: SciPy's own call, every mode (pivoting and raw too); a stack: SciPy's list
+    # of factors, and its R alone for mode "r"
+    a = R(4, 3)
+    for kw in ({"pivoting": True}, {"mode": "raw"}, {"mode": "r", "pivoting": True}):
+        got, want = msl.qr(a, **kw), sl.qr(a, **kw)
+        assert type(got) is type(want) and len(got) == len(want)
+    np.testing.assert_array_equal(msl.qr(a, pivoting=True)[2], sl.qr(a, pivoting=True)[2])
+    s = R(2, 4, 3)
+    for mode in ("full", "economic", "r"):
+        want = sl.qr(s, mode=mode)
+        got = mg.vjp(lambda x, m=mode: msl.qr(x, mode=m), s)[0]
+        assert type(got) is type(want)
+        for g, w in zip(got if isinstance(got, list) else [got], want if isinstance(want, list) else [want]):
+            np.testing.assert_array_equal(g, w)

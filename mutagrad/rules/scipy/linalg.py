@@ -22,7 +22,7 @@ import operator
 import numpy as np
 import scipy.linalg as sl
 
-from ...core import bottom, get_primitive
+from ...core import Tracer, bottom, get_primitive
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
 from ...tangents import (
@@ -827,6 +827,9 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     """
     if mode not in ("full", "economic", "r", "raw"):
         raise ValueError("Mode argument should be one of ['full', 'r', 'economic', 'raw']")
+    if not isinstance(a, Tracer):  # (plain: SciPy's own call, every mode)
+        return sl.qr(a, overwrite_a=overwrite_a, lwork=lwork, mode=mode, pivoting=pivoting, check_finite=check_finite)
+    stack = np.ndim(a) > 2  # (SciPy returns a list of a stack's factors, and its R alone for mode "r")
     if mode == "raw" or pivoting:
         from ...errors import NoRuleError, user_line
 
@@ -836,9 +839,14 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
             "or 'economic' without pivoting (np.linalg.qr is differentiated too)"
             + (", on the permuted matrix: P = scipy.linalg.qr(mg.value(a), mode='r', pivoting=True)[1]; "
                "qr(a[:, P])." if pivoting else "."))
-    if mode == "r":
-        return (_qr(a, mode="full")[1],)
-    return _qr(a, mode=mode)
+    if mode == "r":  # (the economic R, with the zero rows of a tall matrix's full one: SciPy's values)
+        r = _qr(a, mode="economic")[1]
+        m, n = np.shape(a)[-2:]
+        if m > n:
+            r = np.concatenate([r, np.zeros(np.shape(r)[:-2] + (m - n, n), dtype=bottom(r).dtype)], axis=-2)
+        return r if stack else (r,)
+    q, r = _qr(a, mode=mode)
+    return [q, r] if stack else (q, r)
 
 
 def _rank(s, rcond, m, n):

@@ -527,12 +527,14 @@ def _adjugate(a, y):
     except np.linalg.LinAlgError:
         sing = None
     else:
-        # singular to working precision: det(A) A⁻¹ is a product of sizes cond and 1/cond whose
-        # derivatives (second order of det) cancel to nothing reliable: the SVD's products
-        sing = _numerically_singular(a, ainv)
+        # ill-conditioned: det(A) A⁻¹ is a product of sizes cond and 1/cond whose derivatives
+        # (second order of det) cancel to few digits (none, singular to working precision)
+        sing = _ill_conditioned(a, ainv)
         if not np.any(sing):
             return ainv * np.expand_dims(y, (-2, -1))
-    if n <= _POLY_ADJUGATE:  # (the SVD's derivative needs distinct singular values: rank n - 2 has two zeros)
+    if n <= _POLY_ADJUGATE or (n <= _POLY_ADJUGATE + 1 and _is_complex(a)):
+        # (the SVD's derivative needs distinct singular values: rank n - 2 has two zeros; and it is
+        # not holomorphic: a complex matrix's adjugate is, as a polynomial)
         return _cofactor_adjugate(a, n)
     if batch and (sing is None or not np.all(sing)):  # each matrix of the stack by its own rank
         return np.reshape(np.stack([_adjugate(a[i], y[i]) for i in np.ndindex(*batch)]), np.shape(a))
@@ -592,7 +594,7 @@ def _det_frule(primals, tangents):
     y = np.linalg.det(a)
     try:
         ainv = np.linalg.inv(a)
-        if np.shape(a)[-1] > 3 and np.any(_numerically_singular(a, ainv)):
+        if np.shape(a)[-1] > 3 and np.any(_ill_conditioned(a, ainv)):
             raise np.linalg.LinAlgError
         return y, y * np.trace(np.matmul(ainv, t), axis1=-2, axis2=-1)
     except np.linalg.LinAlgError:  # singular (to working precision): through the adjugate
@@ -627,6 +629,17 @@ def _slogdet_rrule(a):
         return (np.expand_dims(k, (-2, -1)) * _cj(_mT(ainv)),)
 
     return res, pullback
+
+
+def _ill_conditioned(a, ainv):
+    """Per matrix of a stack: cond₁(A) beyond 1/√ε, where det(A) A⁻¹'s derivatives (det's second
+    order) lose more than half the digits to the cancellation of terms of size cond."""
+    b = np.asarray(bottom(a))
+    eps = np.finfo(b.dtype).eps
+    with np.errstate(all="ignore"):
+        cond = (np.max(np.sum(np.abs(b), axis=-2), axis=-1)
+                * np.max(np.sum(np.abs(np.asarray(bottom(ainv))), axis=-2), axis=-1))
+    return ~(cond < 1.0 / np.sqrt(eps))
 
 
 def _numerically_singular(a, ainv):

@@ -805,3 +805,14 @@ def test_qr_of_a_matrix_of_rank_n_minus_2_to_rounding_has_no_derivative():
         return np.sum(w * np.linalg.qr(x)[0][0])
 
     np.testing.assert_allclose(mg.grad(f)(s), _fd_jacobian(f, s).reshape(s.shape), rtol=1e-6, atol=1e-8)
+
+
+def test_det_hessian_at_an_ill_conditioned_matrix():
+    # smallest singular value 1e-14 (cond ~1e14, below "singular to working precision"): det(A) A⁻¹'s
+    # second derivatives lost 3-4 digits; the cofactors' polynomial has none to lose
+    rr = np.random.default_rng(104)
+    a = rr.standard_normal((5, 4)) @ rr.standard_normal((4, 5)) + 1e-14 * np.random.default_rng(5).standard_normal((5, 5))
+    h, e, d = 1e-3, np.eye(25).reshape(25, 5, 5), np.linalg.det
+    fd = np.array([[(d(a + h * p + h * q) - d(a + h * p - h * q) - d(a - h * p + h * q) + d(a - h * p - h * q))
+                    / (4 * h * h) for q in e] for p in e])
+    np.testing.assert_allclose(np.reshape(mg.hessian(d)(a), (25, 25)), fd, atol=1e-7, rtol=1e-6)

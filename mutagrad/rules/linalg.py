@@ -721,6 +721,9 @@ def _np_norm(args, kwargs):
     a.update(kwargs)
     x, ord_, axis, keepdims = a["x"], a.get("ord"), a.get("axis"), bool(a.get("keepdims", False))
     nd = np.ndim(x)
+    if np.size(bottom(x)) == 0:  # NumPy's value (0 where its maxima start at 0) or error; no derivative
+        val = np.linalg.norm(np.asarray(bottom(x)), ord_, axis, keepdims)
+        return val + 0.0 * np.sum(np.real(x))
     if axis is None and (ord_ is None or (isinstance(ord_, str) and ord_ in ("f", "fro") and nd == 2)
                          or (ord_ == 2 and nd == 1)):
         # NumPy's own formula (dot products), so that the value has NumPy's bits
@@ -2373,6 +2376,8 @@ def _np_vector_norm(args, kwargs):
 def _np_cond(args, kwargs):
     d = call_args(("x", "p"), args, kwargs)
     x, p = d["x"], d["p"]
+    if np.size(bottom(x)) == 0:
+        raise np.linalg.LinAlgError("cond is not defined on empty arrays")  # (NumPy's)
     if p is None or p in (2, -2):
         s = np.linalg.svd(x, compute_uv=False)
         r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]

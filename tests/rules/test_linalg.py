@@ -816,3 +816,18 @@ def test_det_hessian_at_an_ill_conditioned_matrix():
     fd = np.array([[(d(a + h * p + h * q) - d(a + h * p - h * q) - d(a - h * p + h * q) + d(a - h * p - h * q))
                     / (4 * h * h) for q in e] for p in e])
     np.testing.assert_allclose(np.reshape(mg.hessian(d)(a), (25, 25)), fd, atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape, kw", [((0, 3), {"ord": np.inf}), ((3, 0), {"ord": 1}), ((0, 0), {"ord": 2}),
+                                       ((0, 3), {"ord": "nuc"}), ((0, 3), {"axis": 0}), ((0,), {"ord": -1})])
+def test_norm_of_an_empty_array_is_numpys(shape, kw):
+    # NumPy's maxima start at 0 for an empty array (inf for the vector ord=-1): it raised from
+    # mutagrad's own reduction
+    x = np.zeros(shape)
+    with np.errstate(all="ignore"):
+        want = np.linalg.norm(x, **kw)
+        val, pb = mg.vjp(lambda a: np.linalg.norm(a, **kw), x)
+    np.testing.assert_array_equal(val, want)
+    assert pb(np.ones_like(want))[0].shape == shape
+    with pytest.raises(np.linalg.LinAlgError, match="empty"):
+        mg.grad(np.linalg.cond)(np.zeros((0, 0)))

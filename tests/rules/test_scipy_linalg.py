@@ -131,6 +131,12 @@ CASES = [
      (S3 + np.triu(R(3, 3), 1), SPD(3, 3)), 2),
     ("scipy.linalg.eigvalsh", lambda a: msl.eigvalsh(a, subset_by_index=(1, 2), lower=False), (R(3, 3),), 2),
     ("scipy.linalg.eigvalsh", lambda a, b: msl.eigvalsh(a, b, subset_by_index=(2, 2)), (HPD(3), HPD(3)), 1),
+    # lu of rectangular matrices: the square part's rule, then L's extra rows (tall) or U's extra columns (wide)
+    ("scipy.linalg.lu_factor", lambda a: msl.lu_factor(a)[0], (R(5, 3),), 2),
+    ("scipy.linalg.lu_factor", lambda a: msl.lu_factor(a)[0], (R(3, 5),), 2),
+    ("scipy.linalg.lu_factor", lambda a: msl.lu_factor(a)[0], (C(4, 2),), 1),
+    ("scipy.linalg.lu", lambda a: msl.lu(a)[1:], (R(6, 4),), 2),
+    ("scipy.linalg.lu", lambda a: msl.lu(a, permute_l=True), (R(2, 5),), 2),
     # svd and qr: SciPy's factors with np.linalg's rules (the one extra vector of full_matrices/"full" too)
     ("scipy.linalg.svd", lambda a: msl.svd(a, compute_uv=False), (R(4, 3),), 2),
     ("scipy.linalg.svd", lambda a: msl.svd(a, full_matrices=False), (R(4, 3),), 2),
@@ -185,10 +191,11 @@ def test_lu_pivots_are_plain_integers():
     mg.grad(f)(A3)
 
 
-def test_lu_factor_of_a_rectangular_matrix_is_not_implemented():
-    g = mg.grad(lambda a: np.sum(msl.lu_factor(a)[0]))(R(3, 2))
-    assert isinstance(g, mg.NotImplementedTangent)
-    assert "non-square" in g.message
+def test_lu_of_a_rectangular_matrix_closed_form():
+    # a tall [[a], [c]] (|a| > |c|): L = [[1], [c / a]], U = [[a]]; a wide [a, b]: L = 1, U = [a, b]
+    g = mg.grad(lambda x: msl.lu_factor(x)[0][1, 0])(np.array([[2.0], [1.0]]))
+    np.testing.assert_allclose(g, [[-0.25], [0.5]], rtol=1e-14)  # d(c/a) = (-c/a², 1/a)
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(msl.lu(x)[2]))(np.array([[2.0, 1.0]])), [[1.0, 1.0]])
 
 
 def test_expm_closed_form():
@@ -314,8 +321,7 @@ def test_lu_closed_form():
     # A = [[a, b], [c, d]] with |a| > |c| (no row exchange): U₁₁ = d - b c / a
     a = np.array([[2.0, 1.0], [1.0, 3.0]])
     np.testing.assert_allclose(mg.grad(lambda a: msl.lu(a)[2][1, 1])(a), [[0.25, -0.5], [-0.5, 1.0]], rtol=1e-14)
-    g = mg.grad(lambda a: msl.lu(a)[2].sum())(R(3, 4))  # rectangular: SciPy's values, no derivative
-    assert isinstance(g, mg.NotImplementedTangent)
+    check_grads(lambda a: msl.lu(a)[2].sum(), R(3, 4), modes=("fwd", "rev"), order=2)  # rectangular
 
 
 @pytest.mark.parametrize("lower", [False, True])

@@ -499,8 +499,8 @@ def _lu_factor(a):
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True):
-    """``scipy.linalg.lu_factor``: ``(lu, piv)``, differentiable w.r.t. ``a``
-    (square matrices); ``piv`` is an integer array.
+    """``scipy.linalg.lu_factor``: ``(lu, piv)``, differentiable w.r.t. ``a`` (square and
+    rectangular matrices); ``piv`` is an integer array.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import lu_factor, lu_solve
@@ -512,9 +512,60 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     return _lu_factor(a)
 
 
-def _square(a, what):
-    n, m = np.shape(a)[-2:]
-    return None if n == m else not_implemented(f"{what} of a non-square matrix")
+# A rectangular P A = L U: a tall one's L = [L₁; L₂] (A₁ = L₁ U square, A₂ = L₂ U, so
+# dL₂ = (dA₂ - L₂ dU) U⁻¹), a wide one's U = [U₁ U₂] (A₁ = L U₁, A₂ = L U₂, so
+# dU₂ = L⁻¹ (dA₂ - dL U₂)); the square part as above. Adjoints: a tall one's Ā₂ = L̄₂ U⁻ᴴ and
+# Ū ← Ū - L₂ᴴ Ā₂; a wide one's Ā₂ = L⁻ᴴ Ū₂ and L̄ ← L̄ - Ā₂ U₂ᴴ.
+
+
+def _lu_square_jvp(lu, t):
+    """The tangent of square ``lu`` (packed: dL below the diagonal, dU on and above) from the
+    tangent ``t`` of the permuted matrix: F = L⁻¹ t U⁻¹, dL = L tril(F), dU = triu(F) U."""
+    L, U = _lu_parts(lu)
+    f = _unit_lower_solve(lu, t)  # L⁻¹ Pᵀ Ȧ
+    f = _mT(_upper_solve(lu, _mT(f), trans=1))  # ... U⁻¹
+    return np.matmul(L, _tri(f, True, 1)) + np.matmul(_tri(f, False), U)
+
+
+def _lu_square_vjp(lu, g):
+    """The cotangent of the permuted matrix from packed cotangent ``g`` of square ``lu``."""
+    L, U = _lu_parts(lu)
+    m = _tri(np.matmul(_mH(L), _tri(g, True, 1)), True, 1) + _tri(np.matmul(_tri(g, False), _mH(U)), False)
+    y = _unit_lower_solve(lu, m, trans=2)  # L⁻ᴴ m
+    return _mH(_upper_solve(lu, _mH(y)))  # L⁻ᴴ m U⁻ᴴ
+
+
+def _lu_jvp(lu, piv, t):
+    m, n = np.shape(lu)[-2:]
+    tp = t[..., _row_order(piv, m), :]  # Pᵀ Ȧ
+    if m == n:
+        return _lu_square_jvp(lu, tp)
+    if m > n:
+        lu1 = lu[..., :n, :]
+        top = _lu_square_jvp(lu1, tp[..., :n, :])
+        rest = tp[..., n:, :] - np.matmul(lu[..., n:, :], _tri(top, False))  # dA₂ - L₂ dU
+        return np.concatenate([top, _mT(_upper_solve(lu1, _mT(rest), trans=1))], axis=-2)  # ... U⁻¹
+    lu1 = lu[..., :, :m]
+    top = _lu_square_jvp(lu1, tp[..., :, :m])
+    rest = tp[..., :, m:] - np.matmul(_tri(top, True, 1), lu[..., :, m:])  # dA₂ - dL U₂
+    return np.concatenate([top, _unit_lower_solve(lu1, rest)], axis=-1)
+
+
+def _lu_vjp(lu, piv, g):
+    m, n = np.shape(lu)[-2:]
+    if m == n:
+        ga = _lu_square_vjp(lu, g)
+    elif m > n:
+        lu1 = lu[..., :n, :]
+        g2 = _mH(_upper_solve(lu1, _mH(g[..., n:, :])))  # Ā₂ = L̄₂ U⁻ᴴ
+        g1 = g[..., :n, :] - _tri(np.matmul(_mH(lu[..., n:, :]), g2), False)  # Ū - L₂ᴴ Ā₂
+        ga = np.concatenate([_lu_square_vjp(lu1, g1), g2], axis=-2)
+    else:
+        lu1 = lu[..., :, :m]
+        g2 = _unit_lower_solve(lu1, g[..., :, m:], trans=2)  # Ā₂ = L⁻ᴴ Ū₂
+        g1 = g[..., :, :m] - _tri(np.matmul(g2, _mH(lu[..., :, m:])), True, 1)  # L̄ - Ā₂ U₂ᴴ
+        ga = np.concatenate([_lu_square_vjp(lu1, g1), g2], axis=-1)
+    return ga[..., np.argsort(_row_order(piv, m)), :]  # P (...)
 
 
 @rrule(_lu_factor)
@@ -525,13 +576,7 @@ def _lu_factor_rrule(a):
         gl = g[0]
         if is_zero(gl):
             return (ZERO,)
-        bad = _square(a, "the derivative of scipy.linalg.lu_factor")
-        if bad is not None:
-            return (bad,)
-        L, U = _lu_parts(lu)
-        m = _tri(np.matmul(_mH(L), _tri(gl, True, 1)), True, 1) + _tri(np.matmul(_tri(gl, False), _mH(U)), False)
-        y = _unit_lower_solve(lu, m, trans=2)  # L⁻ᴴ m
-        return (_unpermute(_mH(_upper_solve(lu, _mH(y))), piv),)  # P L⁻ᴴ m U⁻ᴴ
+        return (_lu_vjp(lu, piv, gl),)
 
     return (lu, piv), pullback
 
@@ -540,20 +585,14 @@ def _lu_factor_rrule(a):
 def _lu_factor_frule(primals, tangents):
     (a,), (t,) = primals, tangents
     lu, piv = _lu_factor(a)
-    bad = _square(a, "the derivative of scipy.linalg.lu_factor")
-    if bad is not None:
-        return (lu, piv), (bad, ZERO)
-    L, U = _lu_parts(lu)
-    f = _unit_lower_solve(lu, t[_row_order(piv)])  # L⁻¹ Pᵀ Ȧ
-    f = _mT(_upper_solve(lu, _mT(f), trans=1))  # ... U⁻¹
-    return (lu, piv), (np.matmul(L, _tri(f, True, 1)) + np.matmul(_tri(f, False), U), ZERO)
+    return (lu, piv), (_lu_jvp(lu, piv, t), ZERO)
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
     """``scipy.linalg.lu``: ``(P, L, U)`` with A = P L U (``(P L, U)`` with
     ``permute_l``; P as row indices, A = L[p] @ U, with ``p_indices``), from
-    :func:`lu_factor` (square matrices; leading axes are batches): SciPy's values,
-    differentiable w.r.t. ``a``.
+    :func:`lu_factor` (square or rectangular matrices; leading axes are batches): SciPy's
+    values, differentiable w.r.t. ``a``.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import lu
@@ -566,7 +605,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         batch = np.shape(a)[:-2]
         return tuple(np.reshape(np.stack([q[i] for q in parts]), batch + np.shape(parts[0][i]))
                      for i in range(len(parts[0])))
-    factors, piv = lu_factor(a)  # (a rectangular matrix: SciPy's values, no derivative)
+    factors, piv = lu_factor(a)
     low, up = _lu_parts(factors)
     p = np.argsort(_row_order(piv, np.shape(factors)[0])).astype(np.int32)  # A = (L U)[p] (SciPy's: int32)
     if permute_l:

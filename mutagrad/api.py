@@ -872,8 +872,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
             level.snapshots.clear()
         val = _unwrap_level(out, level)
         if not STATE.levels and _nan_in_gradients(infos):
-            grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux,
-                                  val[0] if has_aux else val, None)
+            grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, val, None, targs)
         if has_aux:
             return (val, _unwrap_level(aux, level)), grads
         return val, grads
@@ -1017,7 +1016,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         _backward(level, infos, seed, storages)
         res = _collect(level, infos, nums, False)
         if not STATE.levels and not outer and _nan_in_gradients(infos):
-            res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves)
+            res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs)
         _reset_adjoints(storages)
         return res
 
@@ -1057,7 +1056,7 @@ def _backward(level, infos, seed, storages):
 _NAN_FILL = 64  # the most gradient entries that reverse mode left NaN which forward mode computes again
 
 
-def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value, cts):
+def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value, cts, targs):
     """``grads`` (what ``_collect`` gave) with the NaN entries the careful pass kept computed
     again by forward mode, which takes the strong zero of each product: ``inf - inf`` in a sum
     of cotangents (sqrt(x - a) at a node where x - a is 0 for every a: the partial inf reaches
@@ -1066,7 +1065,8 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
     where the arguments are arrays and numbers the function did not write into (a second run
     starts from the same values), no keyword arguments, and the second run returns the same
     value (not fresh random numbers). ``cts``: the leaves of the output's cotangent (vjp), else
-    the output is a scalar (grad)."""
+    the output is a scalar (grad); ``targs``: the arguments as the level wrapped them (the
+    constant ones too, whose storages tell whether the function wrote into them)."""
     todo = []
     for n in nums:
         for k, info in enumerate(infos[n][1]):
@@ -1078,7 +1078,7 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
     plain = (_ndarray, np.generic, float, int, bool)
     if (not todo or len(todo) > _NAN_FILL or kwargs
             or any(not isinstance(a, plain) for a in args)
-            or any(info.storage.written for _, linfo in infos.values() for info in linfo)
+            or any(isinstance(t, Tracer) and t._storage.written for t in tree_flatten(list(targs))[0])
             or (cts is not None and any(np.iscomplexobj(bottom(c)) for c in cts))):
         return grads
     out_leaves = tree_flatten(value)[0]

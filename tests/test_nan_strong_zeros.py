@@ -614,6 +614,15 @@ def test_reverse_mode_nan_is_not_recomputed_where_a_second_run_differs():
     def random(a):
         return np.sqrt(a - a) + a * rng.random()
 
+    def writes_constant(a, c):  # (into an argument it does not differentiate)
+        y = np.sqrt(a - a) + a * c[0]
+        c[0] = 5.0
+        return y
+
     with np.errstate(all="ignore"):
         assert np.isnan(mg.grad(writes)(np.array([0.7, 0.2]))).all()
         assert np.isnan(mg.grad(random)(0.7))
+        assert np.isnan(mg.grad(writes_constant)(0.7, np.array([2.0])))
+        # with aux: computed again (d/da of sqrt(a - a) + a * c is c)
+        (_, aux), g = mg.value_and_grad(lambda a: (np.sqrt(a - a) + 2.0 * a, "aux"), has_aux=True)(0.7)
+    assert aux == "aux" and g == 2.0

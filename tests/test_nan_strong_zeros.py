@@ -623,6 +623,6 @@ def test_reverse_mode_nan_is_not_recomputed_where_a_second_run_differs():
         assert np.isnan(mg.grad(writes)(np.array([0.7, 0.2]))).all()
         assert np.isnan(mg.grad(random)(0.7))
         assert np.isnan(mg.grad(writes_constant)(0.7, np.array([2.0])))
-        # with aux: computed again (d/da of sqrt(a - a) + a * c is c)
+        # with aux: computed again (d/da of sqrt(a - a) + 2a is 2)
         (_, aux), g = mg.value_and_grad(lambda a: (np.sqrt(a - a) + 2.0 * a, "aux"), has_aux=True)(0.7)
     assert aux == "aux" and g == 2.0

@@ -1338,8 +1338,14 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
     gP = ZERO if is_zero(gS) else _diag_embed(gS)
     if _all_zero(gU, gVh):
         return gP if is_zero(gP) else np.matmul(np.matmul(U, gP), Vh)
+    F = None
     if _repeated(S):
-        return _degenerate("np.linalg.svd")
+        # a distinct value's vectors have a derivative when the cotangent reads no vector of a
+        # repeated value (as eigh's, _distinct_part): the pairs of repeated values drop out
+        rep = np.any(_repeated_pairs(S * S), axis=-2)
+        if _reaches(gU, rep[..., None, :]) or _reaches(gVh, rep[..., :, None]):
+            return _degenerate("np.linalg.svd")
+        F = _distinct_part(S * S, ZERO)
     Sd = S  # the divisors of the terms that divide by a singular value
     zero = _zero_values(S) if m != n else None
     if zero is not None and np.any(zero):
@@ -1350,7 +1356,8 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
         if _reaches(gU, zero[..., None, :]) or _reaches(gVh, zero[..., :, None]):
             return _degenerate("np.linalg.svd")
         Sd = np.where(zero, 1.0, S)
-    F = _pair_inv(S * S)
+    if F is None:
+        F = _pair_inv(S * S)
     Sr, Sc = Sd[..., None, :], Sd[..., :, None]
     if _is_complex(U):  # the phase term's cotangent (see _svd_jvp), added to gU's or gVh's
         c = 0.0

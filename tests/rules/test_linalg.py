@@ -831,3 +831,26 @@ def test_norm_of_an_empty_array_is_numpys(shape, kw):
     assert pb(np.ones_like(want))[0].shape == shape
     with pytest.raises(np.linalg.LinAlgError, match="empty"):
         mg.grad(np.linalg.cond)(np.zeros((0, 0)))
+
+
+def test_svd_vector_of_a_distinct_singular_value_beside_repeated_ones():
+    # singular values (3, 1, 1): u₀ has a derivative (the repeated pair drops out, as eigh's), the
+    # vectors of the repeated value have none; in a stack beside the identity (all repeated), a
+    # function of the other member alone is differentiated
+    rng = np.random.default_rng(1)
+    u = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    v = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    a = u[:, :3] @ np.diag([3.0, 1.0, 1.0]) @ v.T
+
+    def f(x):
+        return np.sum(np.linalg.svd(x, full_matrices=False)[0][:, 0] ** 3)
+
+    np.testing.assert_allclose(mg.grad(f)(a), _fd_jacobian(f, a).reshape(a.shape), rtol=1e-6, atol=1e-8)
+    g = mg.grad(lambda x: np.sum(np.linalg.svd(x, full_matrices=False)[0][:, 1] ** 3))(a)
+    assert isinstance(g, mg.NotImplementedTangent)
+    s = np.stack([rng.standard_normal((3, 3)), np.eye(3)])
+
+    def h(x):
+        return np.sum(np.linalg.svd(x)[0][0] ** 3)
+
+    np.testing.assert_allclose(mg.grad(h)(s), _fd_jacobian(h, s).reshape(s.shape), rtol=1e-6, atol=1e-8)

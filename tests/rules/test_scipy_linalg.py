@@ -395,3 +395,17 @@ def test_qr_plain_calls_and_stacks_are_scipys():
         assert type(got) is type(want)
         for g, w in zip(got if isinstance(got, list) else [got], want if isinstance(want, list) else [want]):
             np.testing.assert_array_equal(g, w)
+
+
+def test_orth_of_a_matrix_of_lower_rank():
+    # rank 2 for every b: the projector onto the range is smooth; orth reads the vectors of the
+    # nonzero singular values only (the two zero ones repeat, and their vectors are not read)
+    rng = np.random.default_rng(7)
+    b0, c, w = rng.standard_normal((5, 2)), rng.standard_normal((2, 4)), rng.standard_normal((5, 5))
+
+    def f(b):
+        q = msl.orth(b @ c)
+        return np.sum(w * (q @ q.T))
+
+    fd = np.array([(f(b0 + 1e-6 * e) - f(b0 - 1e-6 * e)) / 2e-6 for e in np.eye(10).reshape(10, 5, 2)]).reshape(5, 2)
+    np.testing.assert_allclose(mg.grad(f)(b0), fd, rtol=1e-6, atol=1e-8)

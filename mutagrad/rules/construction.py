@@ -543,6 +543,8 @@ def _np_interp(args, kwargs):
     right = fp[-1] if right is None else right
     if m == 1:
         res = np.where(xb < xpb[0], left, np.where(xb > xpb[0], right, fp[0]))
+        if not isinstance(res, Tracer):  # (constant in a traced x, but traced as every output of one)
+            res = np.where(True, res, x)
         return res[()] if np.ndim(res) == 0 else res  # (a NumPy scalar for a 0-d x, as NumPy's)
     # xp[j] <= x < xp[j+1]: NumPy's formula slope * (x - xp[j]) + fp[j] on that segment
     j = np.clip(np.searchsorted(xpb, xb, side="right") - 1, 0, m - 2)

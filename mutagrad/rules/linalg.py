@@ -512,10 +512,10 @@ det_p = get_primitive(np.linalg.det)
 
 def _adjugate(a, y):
     """adj(A) = det(A) A^-1, also where A is singular. Up to 3x3: the cofactors themselves (a
-    polynomial: exact to every order, at any rank); larger: det(A) A^-1 where A is invertible
-    (and not singular to working precision), else the cofactors up to 5x5, and beyond through
-    the SVD A = U S Vh: adj(A) = det(U) det(Vh) Vh^H adj(S) U^H, adj(S)_i the product of the
-    other singular values."""
+    polynomial: exact to every order, at any rank); larger: det(A) A^-1 where A is well
+    conditioned (cond below 1/√ε), else the cofactors up to 5x5 (6x6 complex), and beyond
+    through the SVD A = U S Vh: adj(A) = det(U) det(Vh) Vh^H adj(S) U^H, adj(S)_i the product
+    of the other singular values."""
     n = np.shape(a)[-1]
     if n == 0:
         return 0 * a  # (det of a 0x0 matrix is 1, a constant)
@@ -631,30 +631,29 @@ def _slogdet_rrule(a):
     return res, pullback
 
 
-def _ill_conditioned(a, ainv):
-    """Per matrix of a stack: cond₁(A) beyond 1/√ε, where det(A) A⁻¹'s derivatives (det's second
-    order) lose more than half the digits to the cancellation of terms of size cond."""
-    b = np.asarray(bottom(a))
-    eps = np.finfo(b.dtype).eps
-    with np.errstate(all="ignore"):
-        cond = (np.max(np.sum(np.abs(b), axis=-2), axis=-1)
-                * np.max(np.sum(np.abs(np.asarray(bottom(ainv))), axis=-2), axis=-1))
-    return ~(cond < 1.0 / np.sqrt(eps))
-
-
-def _numerically_singular(a, ainv):
-    """Per matrix of a stack: singular to working precision, cond₁(A) = ‖A‖₁‖A⁻¹‖₁ beyond
-    1 / (n ε). log|det A| is then rounding (-inf in exact arithmetic), and its derivatives,
-    A⁻ᵀ and beyond, are sums of terms of size cond that cancel to nothing reliable: a
-    composite such as sign · exp(logabsdet) got a wrong second derivative there."""
+def _cond_beyond(a, ainv, bound):
+    """Per matrix of a stack: whether cond₁(A) = ‖A‖₁‖A⁻¹‖₁ is not below ``bound(n, ε)``."""
     b, bi = np.asarray(bottom(a)), np.asarray(bottom(ainv))
     n = b.shape[-1]
     if n == 0:
         return np.zeros(b.shape[:-2], bool)
-    eps = np.finfo(b.dtype).eps
     with np.errstate(all="ignore"):
         cond = np.max(np.sum(np.abs(b), axis=-2), axis=-1) * np.max(np.sum(np.abs(bi), axis=-2), axis=-1)
-    return ~(cond < 1.0 / (n * eps))
+    return ~(cond < bound(n, np.finfo(b.dtype).eps))
+
+
+def _ill_conditioned(a, ainv):
+    """Per matrix of a stack: cond₁(A) beyond 1/√ε, where det(A) A⁻¹'s derivatives (det's second
+    order) lose more than half the digits to the cancellation of terms of size cond."""
+    return _cond_beyond(a, ainv, lambda n, eps: 1.0 / np.sqrt(eps))
+
+
+def _numerically_singular(a, ainv):
+    """Per matrix of a stack: singular to working precision, cond₁(A) beyond 1 / (n ε).
+    log|det A| is then rounding (-inf in exact arithmetic), and its derivatives, A⁻ᵀ and
+    beyond, are sums of terms of size cond that cancel to nothing reliable: a composite such
+    as sign · exp(logabsdet) got a wrong second derivative there."""
+    return _cond_beyond(a, ainv, lambda n, eps: 1.0 / (n * eps))
 
 
 def _slogdet_singular_T(a, k):
@@ -1535,9 +1534,7 @@ def _unread_low_rank(R, low, g):
     derivative is zero and needs no R; raises _RankDeficient where such a matrix is read."""
     if not np.any(low):
         return R
-    if is_zero(g):
-        return np.where(np.asarray(low)[..., None, None], np.eye(np.shape(R)[-1]), R)
-    if np.any(low & np.any(np.asarray(bottom(g)) != 0, axis=(-2, -1))):
+    if not is_zero(g) and np.any(low & np.any(np.asarray(bottom(g)) != 0, axis=(-2, -1))):
         raise _RankDeficient
     return np.where(np.asarray(low)[..., None, None], np.eye(np.shape(R)[-1]), R)
 
@@ -1609,9 +1606,8 @@ def _qr_tall_vjp(Q, R, gQ, gR):
     if _square_real(Q, R, ZERO if is_zero(gQ) else gQ) and (is_zero(gR) or not _is_complex(gR)):
         return _qr_square_vjp(Q, R, gQ, gR)
     low = ~_full_rank_r(R, _rounding_rtol(R))  # (lower rank: the columns of Q beyond it are not unique)
-    if np.any(low):
-        R = _unread_low_rank(R, low, ZERO if is_zero(gQ) else gQ)
-        R = _unread_low_rank(R, low, ZERO if is_zero(gR) else gR)
+    for g in (gQ, gR):
+        R = _unread_low_rank(R, low, g)
     M = ZERO if is_zero(gQ) else -np.matmul(_H(Q), gQ)
     if not is_zero(gR):
         M = M + np.matmul(gR, _H(R))
@@ -1724,11 +1720,10 @@ def _qr_rrule(a, mode="reduced", _impl=_qr_impl):
                 m, n = np.shape(a)[-2:]
                 if m != n + 1 or _is_complex(a):
                     return (not_implemented(_QR_EXTRA),)
-                low = ~_full_rank_r(R)  # matrices of lower rank, judged one by one in a stack:
-                if np.any(low):  # those whose extra column the function reads have no derivative
-                    if np.any(low & np.any(np.asarray(bottom(xq)) != 0, axis=(-2, -1))):
-                        return (not_implemented(_QR_EXTRA),)
-                    Rn = np.where(low[..., None, None], np.eye(n), R)  # (the others' cotangent there is zero)
+                try:  # (matrices of lower rank, judged one by one in a stack: those read have no derivative)
+                    Rn = _unread_low_rank(R, ~_full_rank_r(R), xq)
+                except _RankDeficient:
+                    return (not_implemented(_QR_EXTRA),)
                 extra = xq[..., :, 0]
             gR = gR if is_zero(gR) else gR[..., :k, :]
         try:

@@ -388,6 +388,22 @@ def test_interp_values_with_infinite_samples_are_numpys(x, xp, fp):
         np.testing.assert_array_equal(got, want)
 
 
+def test_interp_with_one_sample_is_a_traced_array():
+    # one sample: the value is constant in x, but the result of a traced x is traced (writable
+    # with traced values, as any output of one); its values NumPy's, a NaN x and -0.0 included
+    def f(x):
+        r = np.interp(x, [1.0], [3.0])
+        r[0] = x[0] ** 2
+        return np.sum(r)
+
+    x = np.array([0.5, 0.2])
+    fd = np.array([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(2)])
+    np.testing.assert_allclose(mg.grad(f)(x), fd, rtol=1e-8, atol=1e-9)
+    v = np.array([0.5, np.nan, -np.inf, 2.0])
+    got = mg.vjp(lambda a: np.interp(a, [1.0], [-0.0]), v)[0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.interp(v, [1.0], [-0.0])))
+
+
 def test_interp_derivative_beside_an_infinite_sample():
     # x = -3 lies between xp = -inf and 0: NumPy's value fp[1] (the formula from the right end), so
     # its derivative goes to fp[1]; central differences of the plain function

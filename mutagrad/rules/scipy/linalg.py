@@ -473,8 +473,8 @@ def _row_order(piv, m=None):
     return perm
 
 
-def _unpermute(x, piv):  # P x
-    return x[np.argsort(_row_order(piv))]
+def _unpermute(x, piv):  # P x (the rows of x: as many as x has, pivots or more)
+    return x[..., np.argsort(_row_order(piv, np.shape(x)[-2])), :]
 
 
 def _lu_parts(lu):
@@ -565,7 +565,7 @@ def _lu_vjp(lu, piv, g):
         g2 = _unit_lower_solve(lu1, g[..., :, m:], trans=2)  # Ā₂ = L⁻ᴴ Ū₂
         g1 = g[..., :, :m] - _tri(np.matmul(g2, _mH(lu[..., :, m:])), True, 1)  # L̄ - Ā₂ U₂ᴴ
         ga = np.concatenate([_lu_square_vjp(lu1, g1), g2], axis=-1)
-    return ga[..., np.argsort(_row_order(piv, m)), :]  # P (...)
+    return _unpermute(ga, piv)
 
 
 @rrule(_lu_factor)

@@ -556,21 +556,22 @@ def _np_interp(args, kwargs):
             res = np.zeros_like(next(v for v in (fj, x, xj) if isinstance(v, Tracer)), dtype=bottom(fj).dtype)
             for part in ("real", "imag"):
                 a, b, e = getattr(fj, part), getattr(fj1, part), getattr(fp[-1], part)
-                setattr(res, part, _interp_inside(x, xb, xj, xj1, xpb[-1], a, b, e, (b - a) * inv))
+                setattr(res, part, _interp_inside(x, xb, xj, xj1, xp[-1], a, b, e, (b - a) * inv))
         else:
-            res = _interp_inside(x, xb, xj, xj1, xpb[-1], fj, fj1, fp[-1], (fj1 - fj) / (xj1 - xj))
+            res = _interp_inside(x, xb, xj, xj1, xp[-1], fj, fj1, fp[-1], (fj1 - fj) / (xj1 - xj))
     res = np.where(xb < xpb[0], left, np.where(xb > xpb[-1], right, res))
     res = np.where(np.isnan(xb), x, res)  # (NumPy returns a NaN x itself)
     return res[()] if np.ndim(res) == 0 else res  # (a NumPy scalar for a 0-d x, as NumPy's)
 
 
 def _interp_inside(x, xb, xj, xj1, last, fj, fj1, flast, slope):
-    """np.interp's value at points x (values xb) inside [xp[0], xp[-1]] (``last``) of segments
+    """np.interp's value at points x (values xb) inside [xp[0], xp[-1]] (``last``, traced) of segments
     [xj, xj1], real values fj, fj1 there (flast at the last sample), with NumPy's rules: the
     formula from the segment's right end where the one from its left end is NaN (an infinite
     sample), fp[j] where that too is NaN and fp[j] == fp[j+1], and the sample's own value at a
-    sample (the last one's at the last). Derivatives: the segment's formula, right of a sample,
-    where its slope is finite; else the value taken's."""
+    sample (the last one's at the last). Derivatives: the segment's formula, right of a sample
+    (at the last one, the last segment's: in x and in xp[-1] alike, so that moving both together
+    sees the value stay), where its slope is finite; else the value taken's."""
     res = slope * (x - xj) + fj
     bad = np.isnan(bottom(res))
     if np.any(bad):
@@ -583,9 +584,9 @@ def _interp_inside(x, xb, xj, xj1, last, fj, fj1, flast, slope):
     at = xb == bottom(xj)
     if np.any(at & ~finite):  # a sample: its value (plus the zero slope * (x - xp[j]) where finite)
         res = np.where(at, np.where(finite, slope * (x - xj), 0) + fj, res)
-    end = xb == last
-    if np.any(end):  # the last sample: its value, its derivative the last slope's where that is finite
-        res = np.where(end, np.where(finite, slope * (x - xb), 0) + flast, res)
+    end = xb == bottom(last)
+    if np.any(end):  # the last sample: its value, its derivative the last segment's where its slope is finite
+        res = np.where(end, np.where(finite, slope * (x - last), 0) + flast, res)
     return res
 
 

@@ -419,6 +419,27 @@ def test_interp_derivative_beside_an_infinite_sample():
     np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(fp), fd, rtol=1e-8, atol=1e-9)
 
 
+@pytest.mark.parametrize("fp", [np.array([0.0, 1.0, 4.0, 9.0]), np.array([0.0, 1.0 + 2.0j, 4.0 - 1.0j, 9.0 + 0.5j])])
+def test_interp_at_an_end_sample_that_moves_with_x(fp):
+    # resampling onto a grid spanning the samples' own range: the grid's ends sit on the first
+    # and last samples whatever x is, so the function is smooth there; the derivative in x and
+    # in xp must come from the same segment (the last one's in both, at the last sample)
+    def f(x):
+        r = np.interp(np.linspace(x[0], x[-1], 5), x, fp)
+        return np.sum(np.real(r) + 0.3 * np.imag(r))
+
+    x = np.array([0.0, 1.0, 2.0, 3.0])
+    fd = np.array([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(4)])
+    np.testing.assert_allclose(mg.grad(f)(x), fd, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(x), fd, rtol=1e-7, atol=1e-8)
+
+    def g(a):  # equal to fp[-1] for every a > 0
+        return np.real(np.interp(a, a * np.array([0.0, 0.5, 1.0]), fp[:3]))
+
+    assert g(1.9) == g(2.1) == g(2.0)
+    assert mg.grad(g)(2.0) == 0.0 and mg.jvp(g, (2.0,), (1.0,))[1] == 0.0
+
+
 def test_interp_with_unsorted_sample_points_raises():
     # NumPy does not check and returns meaningless values; mutagrad says so instead of computing others
     xp = np.array([1.0, 0.4, 0.0])

@@ -1628,6 +1628,27 @@ def _named(node, frame):
     return g
 
 
+_MATH_TO_NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2", "asinh": "arcsinh",
+                  "acosh": "arccosh", "atanh": "arctanh", "pow": "power", "fsum": "sum", "prod": "prod"}
+_MATH_TO_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
+
+
+def _math_hint(fn, name):
+    """The fix for a function of the math module called on a traced value: its NumPy twin."""
+    if getattr(fn, "__module__", None) != "math" and not name.startswith("math."):
+        return ""
+    short = getattr(fn, "__name__", name.rsplit(".", 1)[-1])
+    if short in _MATH_TO_SPECIAL:
+        twin = f"mutagrad.scipy.special.{_MATH_TO_SPECIAL[short]}"
+    elif hasattr(np, _MATH_TO_NUMPY.get(short, short)):
+        twin = f"np.{_MATH_TO_NUMPY.get(short, short)}"
+    else:
+        return (f" The math module's functions take plain numbers only: write {name} with NumPy's functions, "
+                "which take traced values.")
+    return (f" The math module's functions take plain numbers only: use {twin}(...) instead of {name}(...), "
+            "which takes traced values (a 0-d result where math gives a float).")
+
+
 # NumPy's random methods whose draw is a differentiable transform of a standard variate,
 # loc + scale * z as NumPy's own C code computes it (Generator and RandomState alike)
 _RANDOM_REPARAMETERIZED = {
@@ -2173,6 +2194,8 @@ class Tracer:
                 if name.endswith("interp") and name != "mnp.interp":
                     extra = (" np.interp dispatches on x, xp and fp only: with a traced left= or right= and plain "
                              "x, xp, fp, use mnp.interp(...) (import mutagrad.numpy as mnp), which is differentiated.")
+                else:
+                    extra = _math_hint(_named(call.func, user_frame(frame)), name)
                 err = escape_error(f"{name}(...) of a traced value (it converts it with float(x))",
                                    TracerEscapeError, extra)
                 if (frame.f_globals.get("__name__") or "") == "scipy.optimize._zeros_py":

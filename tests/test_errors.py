@@ -172,6 +172,19 @@ def test_math_function_inside_a_write_into_a_traced_array_is_named():
 
     msg = _raises(f, np.array([1.0, 4.0]), mg.TracerEscapeError)
     assert msg.startswith("math.sqrt(...) of a traced value") and "plain NumPy array" not in msg
+    assert "use np.sqrt(...) instead of math.sqrt(...)" in msg
+
+
+def test_math_function_of_a_traced_value_names_its_numpy_twin():
+    from math import atan2 as at2
+
+    cases = [(lambda t: math.exp(t[0]), "np.exp(...) instead of math.exp(...)"),
+             (lambda t: at2(t[0], 1.0), "np.arctan2(...) instead of at2(...)"),
+             (lambda t: math.lgamma(t[0]), "mutagrad.scipy.special.gammaln(...) instead of math.lgamma(...)")]
+    for f, fix in cases:
+        msg = _raises(f, np.array([1.5]), mg.TracerEscapeError)
+        assert fix in msg, msg
+        assert "test_errors.py" in msg
 
 
 def test_plain_copy_of_a_closed_over_array_names_the_argument_fix():

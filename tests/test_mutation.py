@@ -1377,6 +1377,75 @@ def test_ufunc_at_without_repeats_is_numpys(case):
         check_grads(f, x, order=2)
 
 
+_AT_IDX = np.array([3, 0, 3, 5, 3, 0, 1, 3, 3, 5, 3])  # position 3 six times: rounding in NumPy's order
+
+
+def _at_repeats(case, x):
+    a = x * 1.0
+    if case == "add":
+        np.add.at(a, _AT_IDX, x[: _AT_IDX.size] * 1e3)
+    elif case == "subtract":
+        np.subtract.at(a, _AT_IDX, np.sin(x[: _AT_IDX.size]))
+    elif case == "rows":  # values of fewer dimensions than the indexed shape (NumPy broadcasts them)
+        a2 = a[:12].reshape(3, 4)
+        np.add.at(a2, [0, 2, -3, -1, 0], x[:4] ** 2)
+    elif case == "tuple-index":
+        a2 = a[:12].reshape(3, 4)
+        np.subtract.at(a2, (np.array([1, 1, 2, 1]), np.array([0, 0, 3, 0])), x[4:8] * x[:4])
+    elif case == "slice-index":
+        a2 = a[:12].reshape(3, 4)
+        np.add.at(a2, (slice(None), [3, 0, 3]), x[:3] ** 2)
+    elif case == "b-overlaps-a":  # NumPy reads the values before the loop
+        np.add.at(a, _AT_IDX[:5], a[2:7])
+    elif case == "scalar":
+        np.add.at(a, _AT_IDX, 0.1)
+        np.subtract.at(a, _AT_IDX[:4], np.arange(4))  # integer values
+    elif case == "large":  # few positions of a large array (a sort, not a mark per element)
+        big = np.repeat(a, 30)
+        np.add.at(big, [7, 300, 7, 7, 359], x[:5])
+        a = big[::30] + big[7]
+    elif case == "float32":
+        a = a.astype(np.float32)
+        np.add.at(a, _AT_IDX, x[: _AT_IDX.size] ** 2)  # float64 values into float32 elements
+    elif case == "complex":
+        a = a * (1 - 0.5j)
+        np.add.at(a, _AT_IDX, x[: _AT_IDX.size] ** 2)  # real values into complex elements
+        np.subtract.at(a, _AT_IDX[:3], (1 + 2j) * x[:3])
+        return np.abs(a) ** 2
+    return a
+
+
+@pytest.mark.parametrize("case", ["add", "subtract", "rows", "tuple-index", "slice-index", "b-overlaps-a",
+                                  "scalar", "large", "float32", "complex"])
+def test_add_and_subtract_at_with_repeats(case):
+    # repeated positions: NumPy's own sums in index order (the same bits), one linear rule
+    x = np.linspace(0.3, 1.8, 12)
+    a, b = _at_repeats(case, x.copy()), mg.vjp(lambda v: _at_repeats(case, v), x.copy())[0]
+    assert a.dtype == b.dtype
+    np.testing.assert_array_equal(a, b)
+    if case != "float32":  # (central differences of float32 arithmetic are noise)
+        check_grads(lambda v: _at_repeats(case, v), x, order=2)
+    else:
+        g = mg.grad(lambda v: np.sum(_at_repeats(case, v).astype(np.float64)))(x)
+        assert g.dtype == np.float64
+        np.testing.assert_allclose(g, 1 + np.bincount(np.arange(11), minlength=12) * 2 * x, rtol=1e-6)
+
+
+def test_add_at_values_into_the_argument_itself():
+    # the argument holds what a plain call leaves; the derivative is w.r.t. its values at the call
+    def f(a, b):
+        np.add.at(a, [1, 1, 0, 1], b)
+        return np.sum(a ** 3)
+
+    a0, b0 = np.array([0.5, -1.0, 2.0]), np.array([0.3, 0.2, -0.7, 0.9])
+    plain = a0.copy()
+    f(plain, b0)
+    arg = a0.copy()
+    mg.grad(f, argnums=(0, 1))(arg, b0)
+    np.testing.assert_array_equal(arg, plain)
+    check_grads(f, a0, b0, order=2)
+
+
 def test_failed_repeated_target_write_leaves_the_array_as_numpy_does():
     # the winners of repeated targets are replayed in the destination and put back: a write that
     # then fails (NumPy's broadcast error, caught by the function) leaves the array unchanged

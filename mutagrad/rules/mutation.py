@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (FUNCTIONS, UFUNC_HANDLERS, has_repeats, index_positions, ScalarTracer, Tracer, bottom, copy_in_order, copy_order, index_array,
-                    plain_operands, strong_operand, with_replayed_bits, write, write_replayed)
-from .indexing import FlatIter, _along_axis_index, _unravel, cycle_to, flat_positions
+from ..core import (FUNCTIONS, UFUNC_HANDLERS, has_repeats, index_positions, ScalarTracer, Tracer, bind, bottom, copy_in_order, copy_order,
+                    get_primitive, index_array,
+                    plain_operands, strong_operand, with_replayed_bits, write)
+from ..tangents import NoTangent, is_zero, unbroadcast
+from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
 
 
 def _np_copyto(args, kwargs):
@@ -188,6 +190,82 @@ def sort_inplace(x, axis=-1, kind=None):
     write(x, Ellipsis, np.take_along_axis(x, perm, axis))
 
 
+def _at_sums_impl(vals, b, inv, ufunc):
+    """``vals`` after ``ufunc.at(vals, inv, b)``, ufunc np.add or np.subtract: NumPy's own
+    loop, on a copy, so each element gets its values in index order, with NumPy's bits."""
+    out = np.copy(vals)
+    if np.ndim(b) and np.shape(b) != inv.shape:
+        # (NumPy 2.4 reads memory past a value array of fewer dimensions than the index array:
+        # values of the index array's shape, as NumPy would broadcast them)
+        b = np.broadcast_to(b, inv.shape)
+    ufunc.at(out, inv, b)
+    return out
+
+
+at_sums_p = get_primitive(_at_sums_impl, "np.add.at")
+at_sums_p.linear = True  # (its pullback reads the positions only)
+
+
+def _at_sums_rrule(vals, b, inv, ufunc):
+    out = _at_sums_impl(vals, b, inv, ufunc)
+    bshape = _shape(b)
+    bdt = np.result_type(bottom(b))
+
+    def pullback(g):
+        gb = g[inv]  # each value's element: the transpose of the sums
+        if ufunc is np.subtract:
+            gb = -gb
+        gb = unbroadcast(gb, bshape)
+        if bdt.kind not in "fc":
+            return g, NoTangent(), NoTangent(), NoTangent()
+        if bdt.kind == "f" and np.iscomplexobj(bottom(gb)):  # (a real value added into complex elements)
+            gb = np.real(gb)
+        if np.result_type(bottom(gb)) != bdt:
+            gb = gb.astype(bdt)
+        return g, gb, NoTangent(), NoTangent()
+
+    return out, pullback
+
+
+def _at_sums_frule(primals, tangents):
+    vals, b, inv, ufunc = primals
+    tv, tb = tangents[:2]
+    out = _at_sums_impl(vals, b, inv, ufunc)
+    if is_zero(tb) or np.result_type(bottom(b)).kind not in "fc":
+        return out, tv
+    if is_zero(tv):
+        tv = np.zeros(np.shape(out), np.result_type(bottom(out)))
+    return out, _at_sums_impl(tv, tb, inv, ufunc)  # (linear in both together)
+
+
+at_sums_p.rrule, at_sums_p.frule = _at_sums_rrule, _at_sums_frule
+
+
+def _positions_once(flatpos, size):
+    """``(unique positions, inverse)`` of ``flatpos`` (positions in an array of ``size``
+    elements), or None when each occurs once."""
+    n = flatpos.size
+    if size <= 4 * n + 64:  # a mark per element of the array: no sort
+        mark = np.zeros(size, np.intp)
+        mark[flatpos] = 1
+        uniq = np.flatnonzero(mark)
+        if uniq.size == n:
+            return None
+        mark[uniq] = np.arange(uniq.size)
+        return uniq, mark[flatpos]
+    uniq, inv = np.unique(flatpos, return_inverse=True)
+    return None if uniq.size == n else (uniq, inv)
+
+
+def _shape(v):
+    return v.shape if isinstance(v, Tracer) else np.shape(v)  # (np.shape of a traced array dispatches)
+
+
+def _sums_operand(b):
+    """Whether ``ufunc.at``'s values ``b`` may go to ``at_sums_p`` as they are."""
+    return isinstance(b, (Tracer, np.ndarray, np.generic, float, int, complex, bool))
+
+
 def _ufunc_at(ufunc, inputs, kwargs):
     """``ufunc.at(a, indices, b)``: unbuffered, so repeated indices all apply,
     in index order. Applied in rounds; within a round every position is
@@ -205,26 +283,41 @@ def _ufunc_at(ufunc, inputs, kwargs):
                            WriteToPlainArrayError)
     if isinstance(indices, list):
         indices = index_array(indices)
-    pos = index_positions(np.shape(a), indices)
+    ashape = a.shape
+    pos = index_positions(ashape, indices)
     pshape = pos.shape
     flatpos = pos.ravel()
-    if b is not None and np.shape(b) != pshape:  # (b broadcasts to the indexed shape, or NumPy's error)
+    bshape = None if b is None else _shape(b)
+    if b is not None and bshape != pshape:  # (b broadcasts to the indexed shape, or NumPy's error)
         try:
-            fits = np.broadcast_shapes(np.shape(b), pshape) == pshape
+            fits = np.broadcast_shapes(bshape, pshape) == pshape
         except ValueError:
             fits = False
         if not fits:
             raise ValueError("array is not broadcastable to correct shape")
     if flatpos.size == 0:
         return None
-    if not has_repeats(flatpos) and bottom(a).dtype.kind != "c":
+    if ((ufunc is np.add or ufunc is np.subtract) and b is not None and bottom(a).dtype.kind in "fc"
+            and _sums_operand(b)):
+        once = _positions_once(flatpos, int(np.size(bottom(a))))
+        if once is not None:
+            # repeated positions: one gather, NumPy's own sums in index order (a linear rule),
+            # one write of the positions touched (b is read before the write, as NumPy reads it)
+            uniq, inv = once
+            idx = tuple(np.unravel_index(uniq, ashape))
+            write(a, idx, bind(at_sums_p, (a[idx], b, inv.reshape(pshape), ufunc)))
+            return None
+        repeats = False
+    else:
+        repeats = has_repeats(flatpos)
+    if not repeats and bottom(a).dtype.kind != "c":
         # every position once: the gather, the ufunc and the write (b read before the write, as
         # NumPy reads it; the same one operation per element)
         # (ufunc.at converts b with np.asarray: a Python float is a float64 operand, not a weak one)
         write(a, indices, ufunc(a[indices], strong_operand(b)) if b is not None else ufunc(a[indices]))
         return
     if b is not None:
-        bb = np.broadcast_to(b, pshape) if np.shape(b) != pshape else b
+        bb = np.broadcast_to(b, pshape) if bshape != pshape else b
         bflat = np.copy(np.reshape(bb, (-1,)))  # NumPy reads b before the loop (b may overlap a)
     # occurrence number of each element among equal positions, in order
     order = np.argsort(flatpos, kind="stable")
@@ -235,23 +328,13 @@ def _ufunc_at(ufunc, inputs, kwargs):
     occ = np.empty_like(occ_sorted)
     occ[order] = occ_sorted
     rounds = int(occ.max()) + 1
-    if (rounds > 4 and b is not None and (ufunc is np.add or ufunc is np.subtract)
-            and bottom(a).dtype.kind == "f" and np.asarray(bottom(bflat)).dtype.kind in "fiub"):
-        # many repeats: one write of the positions touched, each with the sum of its values (a
-        # linear rule: np.bincount), with the bits of NumPy's own sequence of additions
-        uniq, inverse = np.unique(flatpos, return_inverse=True)
-        sums = np.bincount(inverse, bflat, minlength=uniq.size)
-        idx = _unravel(a, uniq)
-        new = a[idx] + sums if ufunc is np.add else a[idx] - sums
-        plain_b = np.reshape(np.asarray(bottom(bflat)), pshape)
-        write_replayed(a, idx, new, lambda ob: ufunc.at(ob, indices, plain_b))
-        return None
+
     def apply_rounds():
         for r in range(rounds):
             sel = np.flatnonzero(occ == r)
-            p = flatpos[sel]
-            cur = FlatIter(a)[p]
-            FlatIter(a)[p] = ufunc(cur, bflat[sel]) if b is not None else ufunc(cur)
+            idx = tuple(np.unravel_index(flatpos[sel], ashape))
+            cur = a[idx]
+            write(a, idx, ufunc(cur, bflat[sel]) if b is not None else ufunc(cur))
 
     if bottom(a).dtype.kind == "c":
         # complex products and quotients round differently in NumPy's one-element steps than

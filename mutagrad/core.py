@@ -2117,8 +2117,15 @@ class Tracer:
                 TracerEscapeError, " Write np.dot(a, b) or a @ b, which are differentiated.")
         lib = _calling_numpy_python(sys._getframe(1))
         if lib is not None and lib[1]:
-            fix = (f" Make them one traced array first: {lib[0]}(np.stack(values)) (or mnp.array(values)), which "
-                   "is differentiated.")
+            fix = (f" Traced values inside a list or tuple: make them one traced array first: "
+                   f"{lib[0]}(np.stack(values)) (or mnp.array(values)), which is differentiated.")
+            short = lib[0].removeprefix("np.")
+            if "." not in short and getattr(np, short, None) in FUNCTIONS:
+                fix = (f" NumPy dispatches {lib[0]} on some of its arguments only: with a plain array there and "
+                       "a traced value in another argument (constant_values=, weights=...) or in a function it "
+                       f"calls (a closure over a traced parameter), use mnp.{short}(...) (import mutagrad.numpy "
+                       f"as mnp), which looks at every argument, or pass the plain array to the differentiated "
+                       "function as an argument (it then arrives traced)." + fix)
             if lib[0] == "np.piecewise":
                 fix = (" A plain x whose functions return traced values (closures over a traced parameter): "
                        "use mnp.piecewise(x, condlist, funclist) (import mutagrad.numpy as mnp), whose result "

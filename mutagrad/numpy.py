@@ -4,7 +4,10 @@ traced, writable buffers inside differentiation.
 ``mnp.zeros(3)`` is a plain ndarray outside differentiation and a traced
 array inside it, so ``b = mnp.zeros(3); b[:] = p`` carries p's derivative.
 Every other name is NumPy's own (``mnp.sin is np.sin``): traced arrays
-dispatch through NumPy's protocols.
+dispatch through NumPy's protocols. A function NumPy dispatches on some
+arguments only (``np.pad`` on its array, ``np.apply_along_axis`` on ``arr``)
+looks at every argument in ``mnp``: ``mnp.pad(plain, 2, constant_values=c)``
+with a traced ``c`` is differentiated, where NumPy would convert ``c``.
 
 >>> import mutagrad as mg, mutagrad.numpy as mnp
 >>> def f(p):
@@ -232,8 +235,51 @@ def as_strided(x, shape=None, strides=None, subok=False, writeable=True):
     return _traced_as_strided(x, shape, strides, subok=subok, writeable=writeable)
 
 
+_EVERY_ARGUMENT: dict = {}
+
+
+def _deep_tracer(objs):
+    for o in objs:
+        if isinstance(o, _Tracer) or (isinstance(o, (list, tuple)) and _deep_tracer(o)) or (
+                isinstance(o, dict) and _deep_tracer(o.values())):
+            return True
+    return False
+
+
+def _every_argument(fn, handler):
+    """``fn`` looking at every argument: NumPy dispatches some functions on a few of them only
+    (np.pad on its array, np.apply_along_axis on arr), so a traced ``constant_values=`` beside a
+    plain array, or a function closing over traced values, would be converted by NumPy's own
+    code; inside differentiation such calls go to mutagrad's rule for ``fn``."""
+
+    def call(*args, **kwargs):
+        if _active_levels() and (_deep_tracer(args) or _deep_tracer(kwargs.values()) or any(
+                callable(a) and not isinstance(a, type) for a in (*args, *kwargs.values()))):
+            return handler(args, kwargs)
+        return fn(*args, **kwargs)
+
+    call.__name__ = getattr(fn, "__name__", "call")
+    call.__qualname__ = call.__name__
+    call.__doc__ = getattr(fn, "__doc__", None)
+    call.__wrapped__ = fn
+    return call
+
+
 def __getattr__(name):
-    return getattr(_np, name)
+    fn = getattr(_np, name)
+    if callable(fn) and not isinstance(fn, (type, _np.ufunc)):
+        from .core import FUNCTIONS
+
+        try:
+            handler = FUNCTIONS.get(fn)
+        except TypeError:  # (unhashable)
+            handler = None
+        if handler is not None:
+            wrapped = _EVERY_ARGUMENT.get(name)
+            if wrapped is None or wrapped.__wrapped__ is not fn:
+                wrapped = _EVERY_ARGUMENT[name] = _every_argument(fn, handler)
+            return wrapped
+    return fn
 
 
 def __dir__():

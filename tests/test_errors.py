@@ -1882,6 +1882,32 @@ def test_np_full_with_a_traced_fill_names_mnp_full():
     assert mg.grad(lambda r: np.sum(mnp.full(4, r)))(0.03) == 4.0
 
 
+def test_traced_value_beside_a_plain_dispatched_array_names_mnp():
+    # np.pad dispatches on its array only, np.apply_along_axis on arr: a traced constant_values=
+    # beside a plain image, or a function closing over a traced parameter, is converted by
+    # NumPy's own code; mnp's versions look at every argument
+    import mutagrad.numpy as mnp
+
+    img = np.linspace(0.1, 1.2, 12).reshape(3, 4)
+
+    def pad(c, pad_fn):
+        return np.sum(pad_fn(img, 2, constant_values=c) ** 2)
+
+    def blur(s, along):
+        k = np.exp(-np.arange(-1.0, 2.0) ** 2 / (2 * s ** 2))
+        return np.sum(along(lambda r: np.convolve(r, k / k.sum(), mode="same"), 1, img) ** 2)
+
+    for f, x, name in ((pad, 0.7, "pad"), (blur, 0.8, "apply_along_axis")):
+        msg = _raises(lambda v: f(v, getattr(np, name)), x, mg.TracerEscapeError)
+        assert f"NumPy dispatches np.{name} on some of its arguments only" in msg and f"mnp.{name}(...)" in msg
+        assert "test_errors.py" in msg
+        fd = numerical_grad(lambda v: f(v, getattr(np, name)), (x,), (0,))[0]
+        np.testing.assert_allclose(mg.grad(lambda v: f(v, getattr(mnp, name)))(x), fd, rtol=1e-7)
+        np.testing.assert_allclose(mg.jvp(lambda v: f(v, getattr(mnp, name)), (x,), (1.0,))[1], fd, rtol=1e-7)
+    assert type(mnp.pad(img, 1)) is np.ndarray and np.array_equal(mnp.pad(img, 1), np.pad(img, 1))
+    assert mnp.pad is mnp.pad and mnp.sin is np.sin
+
+
 def test_object_operands_are_refused_not_silently_constant():
     # NumPy computes with an object array's items as Python objects (and treats a scipy.sparse
     # matrix in its functions as one object): the results carried no derivative, silently

@@ -2959,7 +2959,27 @@ _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "sin
                                  "complex128", "complex64", "cdouble", "csingle", "clongdouble"))
 
 
+def _made_outside_hint(target, frame):
+    """Where the array written into is a global or closed-over name of the user's function:
+    made outside the differentiation, so plain even if mnp made it."""
+    if target is None or frame is None:
+        return ""
+    name = target.split("[", 1)[0].split(".", 1)[0].strip()
+    code = frame.f_code
+    if not name.isidentifier() or name in code.co_varnames or name in code.co_cellvars:
+        return ""
+    if name not in code.co_freevars and name not in frame.f_globals:
+        return ""
+    return (f" `{name}` was made outside the differentiated function (a global or a closed-over name): "
+            "there, mnp.zeros/mnp.empty make a plain ndarray too. Make the buffer inside the function, or "
+            "pass it as an argument (an argument you do not differentiate arrives traced, and holds after "
+            "the call what a plain call leaves).")
+
+
 def _plain_copy_hint(target=None):
+    outside = _made_outside_hint(target, user_frame(sys._getframe(1)))
+    if outside:
+        return outside
     if target is not None and "[" in target:
         # `b[[0, 1]][0] = v`: the target is itself indexed, a copy when the index is fancy
         return (f" If `{target}` is a fancy-indexed copy (an integer-array or mask index), the write "
@@ -3014,6 +3034,12 @@ def write(dest, idx, value):
                         "refers to the array (no other name, view, container or weak reference, which would not "
                         "see the new one); else, or for an attribute or an item, write "
                         f"`{t} = {t} {op} (...)`, which makes a new array, where that is meant.")
+                lib = _calling_numpy_python(sys._getframe(1))
+                if lib is not None and lib[0] in ("np.full", "np.full_like"):  # (np.copyto of its fill value)
+                    raise escape_error(
+                        f"{lib[0]} with a traced fill value (NumPy copies it into a plain array)",
+                        WriteToPlainArrayError, f" Use mnp.{lib[0][3:]}(...) (import mutagrad.numpy as mnp), which "
+                        "is differentiated, or x * np.ones(shape).")
                 target = plain_write_target(user_frame(sys._getframe(1)))
                 raise escape_error("writing a traced value into a plain NumPy array" + (
                     "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))

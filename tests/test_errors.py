@@ -1908,6 +1908,36 @@ def test_traced_value_beside_a_plain_dispatched_array_names_mnp():
     assert mnp.pad is mnp.pad and mnp.sin is np.sin
 
 
+_MODULE_BUFFER = mnp.zeros(3)  # made outside differentiation: a plain ndarray
+
+
+def test_write_into_a_buffer_made_outside_the_function_says_so():
+    def f(u):
+        _MODULE_BUFFER[:] = u ** 2
+        return np.sum(_MODULE_BUFFER)
+
+    def closing():
+        v = mnp.zeros(3)
+
+        def g(u):
+            v[1:] = u[:2]
+            return np.sum(v)
+        return g
+
+    for fn in (f, closing()):
+        msg = _raises(fn, np.array([1.0, 2.0, 3.0]), mg.WriteToPlainArrayError)
+        assert "was made outside the differentiated function" in msg and "pass it as an argument" in msg
+    np.testing.assert_array_equal(_MODULE_BUFFER, 0.0)
+
+
+def test_np_full_like_with_a_traced_fill_names_mnp_full_like():
+    u0 = np.ones(4)
+    msg = _raises(lambda k: np.sum(np.full_like(u0, -k / 2)), 0.3, mg.WriteToPlainArrayError)
+    assert msg.startswith("np.full_like with a traced fill value") and "mnp.full_like(...)" in msg
+    assert mg.grad(lambda k: np.sum(mnp.full_like(u0, -k / 2)))(0.3) == -2.0
+    assert mg.jvp(lambda k: np.sum(mnp.full_like(u0, -k / 2)), (0.3,), (1.0,))[1] == -2.0
+
+
 def test_object_operands_are_refused_not_silently_constant():
     # NumPy computes with an object array's items as Python objects (and treats a scipy.sparse
     # matrix in its functions as one object): the results carried no derivative, silently

@@ -4,6 +4,7 @@
 ``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``solveh_banded``, ``lu``,
 ``svd``, ``qr``, ``null_space``, ``orth``, ``block_diag``, ``toeplitz``, ``circulant`` and
 ``hankel``; every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
+Stacks of matrices (leading axes) are SciPy 1.17's: its values, shapes, lists and errors.
 
 >>> import numpy as np, mutagrad as mg
 >>> import mutagrad.scipy.linalg as msl

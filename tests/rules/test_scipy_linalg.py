@@ -153,6 +153,62 @@ CASES = [
     ("scipy.linalg.orth", msl.orth, (R(4, 3),), 2),
 ]
 
+# stacks (SciPy 1.17 batches over leading axes, broadcasting them; a vector right-hand side
+# serves every matrix), from a stream of their own so the draws above stay as they were
+_stacks = Draws(11)
+SR, SC = _stacks.R, _stacks.C
+
+
+def _swell(*shape, cplx=False):
+    return (SC if cplx else SR)(*shape) + 3 * np.eye(shape[-1])
+
+
+def _sspd(*shape):
+    a = SR(*shape)
+    return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def _sband(lower, upper, *shape):  # a stack of diagonally dominant bands (..., l + u + 1, n)
+    ab = SR(*shape[:-1], lower + upper + 1, shape[-1])
+    ab[..., upper, :] += 8.0
+    return ab
+
+
+def _shband(p, lower, *shape):
+    ab = SR(*shape[:-1], p + 1, shape[-1])
+    ab[..., 0 if lower else p, :] = 8.0 + np.abs(SR(*shape[:-1], shape[-1]))
+    return ab
+
+
+_C24 = SR(2, 2, 4)  # orth of b @ _C24: a stack of 4 x 4 matrices of rank 2 for every b
+
+CASES += [
+    ("scipy.linalg.lu_factor", lambda a: msl.lu_factor(a)[0], (SR(2, 3, 3),), 2),
+    ("scipy.linalg.lu_factor", lambda a: msl.lu_factor(a)[0], (SC(2, 4, 3),), 1),
+    ("scipy.linalg.lu_solve", lambda a, b: msl.lu_solve(msl.lu_factor(a), b, trans=1), (SR(2, 3, 3), SR(2, 3, 2)), 1),
+    ("scipy.linalg.lu_solve", lambda a, b: msl.lu_solve(msl.lu_factor(a), b), (SR(2, 3, 3), SR(3)), 1),  # one b for all
+    ("scipy.linalg.lu_solve", lambda a, b: msl.lu_solve(msl.lu_factor(a), b), (SR(3, 3), SR(2, 3, 2)), 1),  # a broadcast
+    ("scipy.linalg.lu", lambda a: msl.lu(a, permute_l=True), (SR(2, 3, 4),), 1),
+    ("scipy.linalg.solve_triangular", _tri(1, True, False), (_swell(2, 3, 3), SR(3)), 1),
+    ("scipy.linalg.cho_solve", _cho(True), (_sspd(2, 3, 3), SR(3)), 1),
+    ("scipy.linalg.cho_factor", lambda a: msl.cho_factor(a)[0], (_sspd(2, 3, 3),), 1),
+    ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((1, 2), ab, b), (_sband(1, 2, 2, 5), SR(2, 5, 2)), 2),
+    ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((1, 1), ab, b), (_sband(1, 1, 2, 4), SR(4)), 1),
+    ("scipy.linalg.solve_banded", lambda ab, b: msl.solve_banded((2, 0), ab, b), (_sband(2, 0, 4), SR(2, 4, 1)), 1),
+    ("scipy.linalg.solveh_banded", msl.solveh_banded, (_shband(1, False, 2, 5), SR(2, 5, 2)), 2),
+    ("scipy.linalg.solveh_banded", lambda ab, b: msl.solveh_banded(ab, b, lower=True), (_shband(2, True, 2, 5), SR(5)), 1),
+    ("scipy.linalg.solveh_banded", lambda ab, b: msl.solveh_banded(ab, b, lower=True), (_shband(1, True, 5), SR(2, 5, 1)), 1),
+    ("scipy.linalg.solve_sylvester", msl.solve_sylvester, (_swell(3, 3), _swell(2, 3, 3), SR(3, 3)), 1),
+    ("scipy.linalg.eigh", lambda a, b: msl.eigh(a, b), (_sspd(2, 3, 3), _sspd(3, 3)), 1),
+    ("scipy.linalg.eigvalsh", lambda a, b: msl.eigvalsh(a, b), (_sspd(3, 3), _sspd(2, 3, 3)), 1),
+    ("scipy.linalg.solve", msl.solve, (_swell(2, 3, 3), SR(3)), 1),
+    ("scipy.linalg.orth", msl.orth, (SR(2, 4, 3),), 2),
+    ("scipy.linalg.orth", msl.orth, (SC(2, 3, 2),), 1),
+    ("scipy.linalg.orth", lambda b: msl.orth(b @ _C24), (SR(2, 4, 2),), 2),  # rank 2, every matrix
+    ("scipy.linalg.null_space", msl.null_space, (SR(2, 2, 3),), 2),
+    ("scipy.linalg.null_space", lambda a: msl.null_space(a, lapack_driver="gesvd"), (SR(3, 4),), 1),
+]
+
 
 @pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule(covers, fn, args, order):
@@ -304,9 +360,11 @@ def test_toeplitz_solve_with_writes():
                          ids=["square", "float32", "complex", "batch", "wide", "tall"])
 @pytest.mark.parametrize("kw", [{}, {"permute_l": True}, {"p_indices": True}], ids=["plu", "permute_l", "p_indices"])
 def test_lu_is_scipys(a, kw):
-    for got, want in zip(msl.lu(a, **kw), sl.lu(a, **kw)):
-        assert got.dtype == want.dtype
-        np.testing.assert_array_equal(got, want)
+    want = sl.lu(a, **kw)
+    for out in (msl.lu(a, **kw), mg.vjp(lambda x: msl.lu(x, **kw), a)[0]):  # plain and traced
+        for got, w in zip(out, want, strict=True):
+            assert got.dtype == w.dtype
+            np.testing.assert_array_equal(got, w)
 
 
 @pytest.mark.parametrize("fn,a,order", [
@@ -409,3 +467,118 @@ def test_orth_of_a_matrix_of_lower_rank():
 
     fd = np.array([(f(b0 + 1e-6 * e) - f(b0 - 1e-6 * e)) / 2e-6 for e in np.eye(10).reshape(10, 5, 2)]).reshape(5, 2)
     np.testing.assert_allclose(mg.grad(f)(b0), fd, rtol=1e-6, atol=1e-8)
+
+
+# -- stacks: SciPy 1.17's values, shapes, return types and errors; derivatives per matrix ---------
+
+_rng3 = np.random.default_rng(3)  # (the report's matrices)
+_A43 = _rng3.standard_normal((4, 2)) @ _rng3.standard_normal((2, 4))  # rank 2
+_STACK_CALLS = [  # (name, function of the module sl or msl, args)
+    ("solve_triangular", lambda m, a, b: m.solve_triangular(a, b, trans=1), (_swell(2, 3, 3), SR(3))),
+    ("cho_factor", lambda m, a: m.cho_factor(a, lower=True), (_sspd(2, 3, 3),)),
+    ("cho_solve", lambda m, a, b: m.cho_solve(m.cho_factor(a, lower=True), b), (_sspd(2, 3, 3), SR(3))),
+    ("lu_factor", lambda m, a: m.lu_factor(a), (SR(2, 4, 3),)),
+    ("lu_solve", lambda m, a, b: m.lu_solve(m.lu_factor(a), b, trans=2), (SC(2, 3, 3), SC(3))),
+    ("lu", lambda m, a: m.lu(a, p_indices=True), (SR(2, 3, 4),)),
+    ("solve_banded", lambda m, ab, b: m.solve_banded((1, 1), ab, b), (_sband(1, 1, 2, 4), SR(4))),
+    ("solveh_banded", lambda m, ab, b: m.solveh_banded(ab, b), (_shband(1, False, 2, 4), SR(4))),
+    ("solve_sylvester", lambda m, a, b, q: m.solve_sylvester(a, b, q), (_swell(3, 3), _swell(2, 3, 3), SR(3, 3))),
+    ("eigh", lambda m, a, b: m.eigh(a, b), (_sspd(2, 3, 3), _sspd(3, 3))),
+    ("eigh", lambda m, a: m.eigh(a, driver="evd"), (_sspd(2, 3, 3),)),
+    ("svd", lambda m, a: m.svd(a), (SR(2, 3, 4),)),
+    ("null_space", lambda m, a: m.null_space(a), (np.random.default_rng(2).standard_normal((3, 2, 4)),)),  # (3, 4, 2)
+    ("orth", lambda m, a: m.orth(a), (np.stack([_A43, _A43]),)),  # the report: (2, 4, 2), not (2, 4, 4)
+    ("solve", lambda m, a, b: m.solve(a, b, assume_a="pos"), (_sspd(2, 3, 3), SR(2, 3, 1))),
+]
+
+
+def _leaves(x):
+    return [y for z in x for y in _leaves(z)] if isinstance(x, (tuple, list)) else [x]
+
+
+@pytest.mark.parametrize("name,fn,args", _STACK_CALLS, ids=[c[0] for c in _STACK_CALLS])
+def test_stacks_are_scipys(name, fn, args):
+    want = fn(sl, *args)
+    for got in (fn(msl, *args), mg.vjp(lambda *a: fn(msl, *a), *args)[0]):  # plain and traced
+        assert type(got) is type(want)  # (SciPy's lists for a stack's factors)
+        for g, w in zip(_leaves(got), _leaves(want), strict=True):
+            assert np.shape(g) == np.shape(w) and np.asarray(g).dtype == np.asarray(w).dtype
+            if name == "solve":  # (NumPy's LAPACK call under SciPy's name: rounding apart)
+                np.testing.assert_allclose(g, w, rtol=1e-12)
+            else:
+                np.testing.assert_array_equal(g, w)
+
+
+def test_lu_factor_of_a_stack_is_differentiated():
+    # the report: grad (and the forward Jacobian) of lu_factor of a stack raised in _row_order
+    s = np.random.default_rng(2).standard_normal((2, 4, 4))
+    f = lambda s: np.sum(msl.lu_factor(s)[0] ** 2)
+    np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(s), mg.grad(f)(s), rtol=1e-12)
+    check_grads(f, s, order=1)  # vs central differences of the same function on plain arrays
+
+
+@pytest.mark.parametrize("fn", [msl.orth, msl.null_space])
+def test_bases_of_matrices_of_different_ranks_do_not_stack(fn):
+    # SciPy computes each matrix's basis and stacks them: different ranks, its error
+    a = np.stack([_A43, SR(4, 4)])
+    with pytest.raises(ValueError, match="all input arrays must have the same shape"):
+        getattr(sl, fn.__name__)(a)
+    for call in (lambda: fn(a), lambda: mg.vjp(fn, a)):
+        with pytest.raises(ValueError, match="all input arrays must have the same shape"):
+            call()
+
+
+def test_orth_of_a_stack_of_lower_rank_both_modes():
+    # each matrix's rank (2) is its own: the basis has 2 columns, differentiable along the
+    # matrices of that rank (b @ c), against central differences, forward against reverse
+    c = SR(2, 2, 5)
+    f = lambda b: msl.orth(b @ c)
+    assert f(SR(2, 3, 2)).shape == (2, 3, 2)
+    check_grads(f, SR(2, 3, 2), order=1)
+
+
+def test_null_space_that_is_not_unique_is_refused_naming_null_space():
+    a = SR(3, 5)  # a null space of dimension 2
+    with mg.config(strict=True), pytest.raises(mg.DifferentiationError) as err:
+        mg.grad(lambda a: np.sum(msl.null_space(a)))(a)
+    msg = str(err.value)
+    assert "scipy.linalg.null_space" in msg and "dimension 2" in msg and "orth(A.conj().T)" in msg
+    assert "scipy.linalg.svd" not in msg and "full_matrices" not in msg
+    assert isinstance(mg.jvp(msl.null_space, (a,), (a,))[1], mg.NotImplementedTangent)
+    # the fix it offers: the projector onto the null space, I - Q Qᴴ with Q = orth(Aᴴ)
+    n = sl.null_space(a)
+    def proj(a):
+        q = msl.orth(a.T)
+        return np.eye(5) - q @ q.T
+
+    np.testing.assert_allclose(proj(a), n @ n.T, atol=1e-12)
+    check_grads(proj, a, order=1)
+
+
+def test_null_vector_of_a_matrix_of_lower_rank_is_refused():
+    # a 3 x 3 matrix of rank 2 (b @ c): its null vector belongs to a zero singular value, whose
+    # sign LAPACK picks from rounding errors (central differences see the flips): no derivative,
+    # in either mode; a single matrix and a stack
+    c = SR(2, 3)
+    f = lambda b: msl.null_space(b @ c)
+    for b in (SR(3, 2), SR(2, 3, 2)):
+        assert f(b).shape[-1] == 1
+        g = mg.grad(lambda b: np.sum(f(b)))(b)
+        assert isinstance(g, mg.NotImplementedTangent) and "rank 2" in g.message
+        assert isinstance(mg.jvp(f, (b,), (b,))[1], mg.NotImplementedTangent)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("cho_factor", (np.zeros((0, 2, 2)),)), ("eigvalsh", (np.zeros((0, 2, 2)),)), ("orth", (np.zeros((0, 2, 2)),)),
+    ("null_space", (np.zeros((0, 2, 2)),)), ("lu_factor", (np.zeros((0, 2, 2)),)),
+    ("solve", (np.ones((2, 3, 3)), np.ones((2, 3)))),  # b of two axes is a matrix, of 2 rows
+    ("solve_triangular", (np.ones((2, 3, 3)), np.ones((2, 3)))),
+    ("lu", (np.ones(3),)),
+])
+def test_stack_errors_are_scipys(name, args):
+    with pytest.raises(ValueError) as want:
+        getattr(sl, name)(*args)
+    for call in (lambda: getattr(msl, name)(*args), lambda: mg.vjp(getattr(msl, name), *args)):
+        with pytest.raises(ValueError) as got:
+            call()
+        assert str(got.value) == str(want.value)

@@ -12,6 +12,10 @@ A function that reads one triangle of its argument (``cholesky``,
 that triangle only: the other entries get a zero cotangent, as finite
 differences of the SciPy function would.
 
+Leading axes are stacks of matrices, as in SciPy 1.17 (see "stacks" below):
+every function returns SciPy's values, shapes and containers for them, and
+decides ranks and pivots matrix by matrix.
+
 Cotangent convention as in rules/linalg.py: x̄ = ȳ · conj(∂y/∂x), so
 products transpose and conjugate (``ā = -b̄ xᴴ``).
 """
@@ -27,6 +31,7 @@ from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
 from ...tangents import (
     NoTangent,
+    NotImplementedTangent,
     Thunk,
     ZeroTangent,
     is_zero,
@@ -49,6 +54,41 @@ def _mH(a):
 
 def _zero_if(t, like):
     return np.zeros_like(like) if is_zero(t) else t
+
+
+def _unb(g, shape):
+    """``g`` summed down to ``shape`` (a broadcast argument's cotangent); symbolic ones as they are."""
+    return g if is_zero(g) or isinstance(g, NotImplementedTangent) else unbroadcast(g, shape)
+
+
+# -- stacks ------------------------------------------------------------------------
+# SciPy 1.17 batches these functions over leading axes: a matrix argument of more than two
+# axes is a stack, broadcast against the others' batch axes; a right-hand side of one axis is
+# one vector for every matrix (a stack of solutions), of two or more a matrix (or a stack).
+# The rules below work on stacks; a vector for a stack is solved as a column (LAPACK's same
+# call: SciPy's values, bit for bit), whose rules need no special case.
+
+
+def _one_vector_for_a_stack(a, b):
+    return np.ndim(b) == 1 and np.ndim(a) > 2
+
+
+def _no_empty_stack(name, *mats):
+    """SciPy's error for a stack of no matrices, under the name of the function called (the
+    function computing it may be another SciPy function, whose error would name that one)."""
+    try:
+        batch = np.broadcast_shapes(*(np.shape(m)[:-2] for m in mats if m is not None))
+    except ValueError:
+        return  # (SciPy's own error, from the call)
+    if batch and 0 in batch:
+        raise ValueError(f"`{name}` does not support zero-size batches.")
+
+
+def _as_column(solve, a, b, **kw):
+    """``solve(a, b, **kw)``, a vector ``b`` for a stack ``a`` solved as a column."""
+    if _one_vector_for_a_stack(a, b):
+        return solve(a, np.expand_dims(b, -1), **kw)[..., 0]
+    return solve(a, b, **kw)
 
 
 # -- masks -----------------------------------------------------------------------
@@ -123,7 +163,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     >>> mg.grad(lambda b: solve_triangular(a, b, lower=True).sum())(np.ones(2))
     array([0., 1.])
     """
-    return _solve_triangular(a, b, trans=_TRANS[trans], lower=lower, unit_diagonal=unit_diagonal)
+    return _as_column(_solve_triangular, a, b, trans=_TRANS[trans], lower=lower, unit_diagonal=unit_diagonal)
 
 
 def _tri_solver(a, lower, unit_diagonal):
@@ -154,6 +194,7 @@ def _solve_triangular_frule(primals, tangents, *, trans=0, lower=False, unit_dia
 # -- solve_banded -----------------------------------------------------------------
 # A[i, j] = ab[u + i - j, j] inside the band. x = A⁻¹ b; ẋ = A⁻¹ (ḃ - Ȧ x);
 # b̄ = A⁻ᴴ x̄ (a banded solve with the conjugate transpose's band), āb[r, j] = -b̄[j + r - u] x[j]ᴴ.
+# A stack of bands is (..., l + u + 1, n): row r of each is ab[..., r, :].
 
 
 @scipy_primitive("scipy.linalg.solve_banded")
@@ -171,7 +212,7 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     array([0.33333333, 0.33333333])
     """
     lower, upper = (int(v) for v in l_and_u)
-    return _solve_banded(ab, b, lower=lower, upper=upper)
+    return _as_column(_solve_banded, ab, b, lower=lower, upper=upper)
 
 
 def _band_shift(row, k):
@@ -187,17 +228,17 @@ def _band_shift(row, k):
 
 def _band_adjoint(ab, lower, upper):
     """The band of Aᴴ (lower and upper bandwidths swapped): row l + k is row u - k moved by k."""
-    rows = [_band_shift(ab[upper - k], k) for k in range(-lower, upper + 1)]
-    return _cj(np.stack(rows))
+    rows = [_band_shift(ab[..., upper - k, :], k) for k in range(-lower, upper + 1)]
+    return _cj(np.stack(rows, axis=-2))
 
 
 def _band_times(ab, x, lower, upper):
-    """A x for the band ``ab`` of A (x a vector, or a matrix of columns)."""
+    """A x for the band ``ab`` of A (x a vector, or a matrix of columns; stacks of either)."""
     vec = np.ndim(x) == 1
     y = 0.0
     for r in range(lower + upper + 1):
         s = r - upper  # A[j + s, j] = ab[r, j]: y[i] += ab[r, i - s] x[i - s]
-        d = ab[r] * x if vec else ab[r][:, None] * x
+        d = ab[..., r, :] * x if vec else ab[..., r, :, None] * x
         y = y + (_band_shift(d, -s) if vec else _mT(_band_shift(_mT(d), -s)))
     return y
 
@@ -212,7 +253,7 @@ def _band_of_outer(bbar, x, lower, upper):
         shifted = _band_shift(bbar, s) if vec else _mT(_band_shift(_mT(bbar), s))
         prod = shifted * _cj(x)
         rows.append(-(prod if vec else np.sum(prod, axis=-1)))
-    return np.stack(rows)
+    return np.stack(rows, axis=-2)
 
 
 @rrule(_solve_banded)
@@ -221,7 +262,7 @@ def _solve_banded_rrule(ab, b, *, lower=0, upper=0):
 
     def pullback(g):
         bbar = _solve_banded(_band_adjoint(ab, lower, upper), g, lower=upper, upper=lower)
-        return _band_of_outer(bbar, x, lower, upper), bbar
+        return _unb(_band_of_outer(bbar, x, lower, upper), np.shape(ab)), _unb(bbar, np.shape(b))
 
     return x, pullback
 
@@ -260,19 +301,20 @@ def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False, che
     >>> mg.grad(lambda b: solveh_banded(ab, b).sum())(np.ones(2))
     array([0.33333333, 0.33333333])
     """
-    return _solveh_banded(ab, b, lower=bool(lower))
+    return _as_column(_solveh_banded, ab, b, lower=bool(lower))
 
 
 def _general_band(ab, lower):
     """The (p, p) general band (solve_banded's form) of the Hermitian band ``ab``."""
-    p = np.shape(ab)[0] - 1
+    p = np.shape(ab)[-2] - 1
+    row = lambda d: ab[..., d, :]
     if lower:
-        diag = _re_if_complex(ab[0])
-        upper = [_cj(_band_shift(ab[d], -d)) for d in range(p, 0, -1)]
-        return np.stack(upper + [diag] + [ab[d] for d in range(1, p + 1)]), p
-    diag = _re_if_complex(ab[p])
-    below = [_cj(_band_shift(ab[p - d], d)) for d in range(1, p + 1)]
-    return np.stack([ab[r] for r in range(p)] + [diag] + below), p
+        diag = _re_if_complex(row(0))
+        upper = [_cj(_band_shift(row(d), -d)) for d in range(p, 0, -1)]
+        return np.stack(upper + [diag] + [row(d) for d in range(1, p + 1)], axis=-2), p
+    diag = _re_if_complex(row(p))
+    below = [_cj(_band_shift(row(p - d), d)) for d in range(1, p + 1)]
+    return np.stack([row(r) for r in range(p)] + [diag] + below, axis=-2), p
 
 
 def _re_if_complex(x):
@@ -283,15 +325,16 @@ def _fold_general_band(g, p, lower):
     """The cotangent of the stored band from ``g``, that of the general band (the transpose
     of :func:`_general_band`)."""
     rows = [None] * (p + 1)
+    row = lambda r: g[..., r, :]
     if lower:
-        rows[0] = _re_if_complex(g[p])
+        rows[0] = _re_if_complex(row(p))
         for d in range(1, p + 1):
-            rows[d] = g[p + d] + _cj(_band_shift(g[p - d], d))
+            rows[d] = row(p + d) + _cj(_band_shift(row(p - d), d))
     else:
-        rows[p] = _re_if_complex(g[p])
+        rows[p] = _re_if_complex(row(p))
         for d in range(1, p + 1):
-            rows[p - d] = g[p - d] + _cj(_band_shift(g[p + d], -d))
-    return np.stack(rows)
+            rows[p - d] = row(p - d) + _cj(_band_shift(row(p + d), -d))
+    return np.stack(rows, axis=-2)
 
 
 @rrule(_solveh_banded)
@@ -300,8 +343,8 @@ def _solveh_banded_rrule(ab, b, *, lower=False):
 
     def pullback(g):
         bbar = _solveh_banded(ab, g, lower=lower)
-        p = np.shape(ab)[0] - 1
-        return _fold_general_band(_band_of_outer(bbar, x, p, p), p, lower), bbar
+        p = np.shape(ab)[-2] - 1
+        return _unb(_fold_general_band(_band_of_outer(bbar, x, p, p), p, lower), np.shape(ab)), _unb(bbar, np.shape(b))
 
     return x, pullback
 
@@ -380,7 +423,8 @@ def _cho_factor(a, *, lower=False):
 
 
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
-    """``scipy.linalg.cho_factor``: ``(c, lower)`` for :func:`cho_solve`.
+    """``scipy.linalg.cho_factor``: ``(c, lower)`` for :func:`cho_solve` (of a stack, as
+    SciPy: the list ``[c, lower]`` with ``lower`` a boolean per matrix).
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import cho_factor, cho_solve
@@ -388,7 +432,10 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     >>> mg.grad(lambda b: cho_solve(cho_factor(a), b)[0])(np.ones(2))
     array([ 0.28571429, -0.14285714])
     """
-    return _cho_factor(a, lower=lower)
+    _no_empty_stack("cho_factor", a)
+    c, low = _cho_factor(a, lower=lower)
+    batch = np.shape(a)[:-2]
+    return [c, np.full(batch, low)] if batch else (c, low)
 
 
 @rrule(_cho_factor)
@@ -423,7 +470,9 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """``scipy.linalg.cho_solve``: x with A x = b from ``cho_factor``'s ``(c, lower)``;
     differentiable w.r.t. ``b`` and the factor's triangle of ``c``."""
     c, lower = c_and_lower
-    return _cho_solve(c, b, lower=bool(lower))
+    # (LAPACK's integer argument: SciPy reads an array's first entry, as cho_factor of a stack gives)
+    lower = bool(np.ravel(lower)[0]) if np.ndim(lower) else bool(lower)
+    return _as_column(_cho_solve, c, b, lower=lower)
 
 
 def _cho_lower(c, lower):
@@ -466,15 +515,32 @@ def _cho_solve_frule(primals, tangents, *, lower=False):
 
 def _row_order(piv, m=None):
     """perm with A[perm] = L U: Pᵀ x = x[perm], P x = x[argsort(perm)] (``m`` rows: as many
-    as pivots unless given)."""
-    perm = np.arange(len(piv) if m is None else m)
-    for i, j in enumerate(bottom(piv)):
-        perm[i], perm[j] = perm[j], perm[i]
+    as pivots unless given); of a stack's pivots (..., k), a row order per matrix (..., m)."""
+    piv = np.asarray(bottom(piv))
+    k = np.shape(piv)[-1]
+    perm = np.array(np.broadcast_to(np.arange(k if m is None else m), np.shape(piv)[:-1] + (k if m is None else m,)))
+    for i in range(k):  # (LAPACK's interchanges in order: row i with row piv[i], every matrix at once)
+        j = piv[..., i:i + 1]
+        here = perm[..., i:i + 1].copy()
+        perm[..., i:i + 1] = np.take_along_axis(perm, j, axis=-1)
+        np.put_along_axis(perm, j, here, axis=-1)
     return perm
 
 
+def _rows(x, order):
+    """x[..., order, :]: the rows of each matrix in ``order`` (one per matrix of a stack, broadcast
+    against x's leading axes)."""
+    if np.ndim(order) == 1:
+        return x[..., order, :]
+    idx = order[..., :, None]
+    nd = max(np.ndim(x), idx.ndim)
+    if np.ndim(x) < nd:
+        x = np.reshape(x, (1,) * (nd - np.ndim(x)) + np.shape(x))
+    return np.take_along_axis(x, idx.reshape((1,) * (nd - idx.ndim) + idx.shape), axis=-2)
+
+
 def _unpermute(x, piv):  # P x (the rows of x: as many as x has, pivots or more)
-    return x[..., np.argsort(_row_order(piv, np.shape(x)[-2])), :]
+    return _rows(x, np.argsort(_row_order(piv, np.shape(x)[-2]), axis=-1))
 
 
 def _lu_parts(lu):
@@ -500,7 +566,7 @@ def _lu_factor(a):
 
 def lu_factor(a, overwrite_a=False, check_finite=True):
     """``scipy.linalg.lu_factor``: ``(lu, piv)``, differentiable w.r.t. ``a`` (square and
-    rectangular matrices); ``piv`` is an integer array.
+    rectangular matrices; of a stack, SciPy's list ``[lu, piv]``); ``piv`` is an integer array.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import lu_factor, lu_solve
@@ -509,7 +575,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     array([[-2.,  2.],
            [ 1., -1.]])
     """
-    return _lu_factor(a)
+    lu, piv = _lu_factor(a)
+    return [lu, piv] if np.ndim(a) > 2 else (lu, piv)
 
 
 # A rectangular P A = L U: a tall one's L = [L₁; L₂] (A₁ = L₁ U square, A₂ = L₂ U, so
@@ -537,7 +604,7 @@ def _lu_square_vjp(lu, g):
 
 def _lu_jvp(lu, piv, t):
     m, n = np.shape(lu)[-2:]
-    tp = t[..., _row_order(piv, m), :]  # Pᵀ Ȧ
+    tp = _rows(t, _row_order(piv, m))  # Pᵀ Ȧ
     if m == n:
         return _lu_square_jvp(lu, tp)
     if m > n:
@@ -600,20 +667,20 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     array([[ 0.25, -0.5 ],
            [-0.5 ,  1.  ]])
     """
-    if np.ndim(a) > 2:
-        parts = [lu(a[k], permute_l=permute_l, p_indices=p_indices) for k in np.ndindex(np.shape(a)[:-2])]
-        batch = np.shape(a)[:-2]
-        return tuple(np.reshape(np.stack([q[i] for q in parts]), batch + np.shape(parts[0][i]))
-                     for i in range(len(parts[0])))
-    factors, piv = lu_factor(a)
+    if not isinstance(a, Tracer) or np.size(a) == 0:  # (plain, or no entries: SciPy's own call)
+        return sl.lu(bottom(a) if isinstance(a, Tracer) else a, permute_l=permute_l, overwrite_a=overwrite_a,
+                     check_finite=check_finite, p_indices=p_indices)
+    if np.ndim(a) < 2:
+        raise ValueError("The input array must be at least two-dimensional.")
+    factors, piv = _lu_factor(a)
     low, up = _lu_parts(factors)
-    p = np.argsort(_row_order(piv, np.shape(factors)[0])).astype(np.int32)  # A = (L U)[p] (SciPy's: int32)
+    p = np.argsort(_row_order(piv, np.shape(factors)[-2]), axis=-1).astype(np.int32)  # A = (L U)[p] (SciPy's: int32)
     if permute_l:
-        return low[p], up
+        return _rows(low, p), up
     if p_indices:
         return p, low, up
     real = np.empty(0, bottom(a).dtype).real.dtype
-    return np.eye(len(p), dtype=real)[p], low, up
+    return np.eye(np.shape(p)[-1], dtype=real)[p], low, up
 
 
 @scipy_primitive("scipy.linalg.lu_solve")
@@ -625,6 +692,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """``scipy.linalg.lu_solve``: x with op(A) x = b from ``lu_factor``'s
     ``(lu, piv)``; differentiable w.r.t. ``b`` and ``lu``."""
     lu, piv = lu_and_piv
+    if _one_vector_for_a_stack(lu, b) or (np.ndim(b) == 1 and np.ndim(piv) > 1):
+        return _lu_solve(lu, piv, np.expand_dims(b, -1), trans=_TRANS[trans])[..., 0]
     return _lu_solve(lu, piv, b, trans=_TRANS[trans])
 
 
@@ -641,10 +710,12 @@ def _lu_solve_rrule(lu, piv, b, *, trans=0):
     def pullback(g):
         solve = lambda rhs, tr: _lu_solve(lu, piv, rhs, trans=tr)  # noqa: E731
         abar, bbar = _solve_pullback(solve, g, x, trans, np.ndim(b) == 1)
+        n = np.shape(lu)[-1]  # (Ā of the matrices of lu and piv: a broadcast b's summed away)
+        abar = unbroadcast(abar, np.broadcast_shapes(np.shape(lu)[:-2], np.shape(piv)[:-1]) + (n, n))
         L, U = _lu_parts(lu)
-        pa = abar[_row_order(piv)]  # Pᵀ Ā
+        pa = _rows(abar, _row_order(piv))  # Pᵀ Ā
         lubar = _tri(np.matmul(pa, _mH(U)), True, 1) + _tri(np.matmul(_mH(L), pa), False)
-        return lubar, NoTangent(), unbroadcast(bbar, np.shape(b))
+        return unbroadcast(lubar, np.shape(lu)), NoTangent(), unbroadcast(bbar, np.shape(b))
 
     return x, pullback
 
@@ -687,8 +758,9 @@ def _solve_sylvester_rrule(a, b, q):
     x = _solve_sylvester(a, b, q)
 
     def pullback(g):
-        qbar = _solve_sylvester(_mH(a), _mH(b), g)
-        return (Thunk(lambda: -np.matmul(qbar, _mH(x))), Thunk(lambda: -np.matmul(_mH(x), qbar)), qbar)
+        qbar = _solve_sylvester(_mH(a), _mH(b), g)  # (stacks broadcast: each cotangent summed to its argument)
+        return (Thunk(lambda: _unb(-np.matmul(qbar, _mH(x)), np.shape(a))),
+                Thunk(lambda: _unb(-np.matmul(_mH(x), qbar), np.shape(b))), _unb(qbar, np.shape(q)))
 
     return x, pullback
 
@@ -888,32 +960,166 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     return [q, r] if stack else (q, r)
 
 
-def _rank(s, rcond, m, n):
-    """How many singular values ``s`` exceed SciPy's tolerance (plain: the rank is piecewise constant)."""
-    s = bottom(s)
+# -- null_space, orth: bases of the null space and of the range ---------------------------
+# SciPy keeps the singular values of each matrix above rcond · max(s) (the matrices of a stack
+# must keep as many: bases of different widths do not stack, SciPy's error); orth returns the
+# first r columns of U, null_space the rows of Vh beyond r, conjugate-transposed. The rank is
+# taken as constant near A (it is piecewise so), and decided matrix by matrix.
+# orth: the first r singular triplets (s_r above the rest) are smooth in A, with the derivative
+# of a reduced SVD of r columns (rules/linalg.py's, whose terms (I - U Uᴴ) dA V S⁻¹ stand for
+# every vector beyond r): none of those vectors is needed. null_space: the one null vector N of
+# a real (n - 1) x n matrix of full rank (unique up to its sign, which LAPACK's Householder
+# vectors fix smoothly) has dN = -A⁺ dA N, A⁺ = V S⁻¹ Uᴴ of the first r triplets, and
+# Ā = -(U S⁻¹ Vh N̄) Nᵀ. Several null vectors, or a complex one, are not unique; nor is the sign of
+# one of a matrix of lower rank (a zero singular value's vector: LAPACK's sign comes from rounding,
+# and flipped under half of 200 perturbations of 1e-7 of a 3 x 3 matrix of rank 2).
+
+
+def _ranks(s, rcond, m, n):
+    """SciPy's rank of each matrix of a stack, from its singular values ``s`` (..., k)."""
     if rcond is None:
         rcond = np.finfo(s.dtype).eps * max(m, n)
-    return np.sum(s > np.amax(s, initial=0.0) * bottom(rcond), dtype=int)
+    tol = np.amax(s, axis=-1, keepdims=True, initial=0.0) * rcond
+    return np.sum(s > tol, axis=-1, dtype=int)
+
+
+def _top_svd(name, repeated):
+    """A primitive for the first singular triplets (U, s, Vh) of SciPy's reduced SVD: ``rank`` of
+    them, or as many as SciPy's ``rcond`` keeps (orth's); differentiable in both modes, at every
+    order, while those singular values are distinct. ``repeated``: the message where they are not."""
+
+    @scipy_primitive(name)
+    def top(a, *, rank=None, rcond=None, lapack_driver="gesdd"):
+        u, s, vh = sl.svd(a, full_matrices=False, lapack_driver=lapack_driver)
+        if rank is None:
+            r = np.ravel(_ranks(s, rcond, *np.shape(a)[-2:]))
+            if np.any(r != r[0]):  # (SciPy stacks each matrix's basis: its error)
+                raise ValueError("all input arrays must have the same shape")
+            rank = int(r[0])
+        return u[..., :, :rank], s[..., :rank], vh[..., :rank, :]
+
+    def explained(t, S):
+        """A refusal at repeated values says what the user's function can do instead."""
+        return not_implemented(repeated) if isinstance(t, NotImplementedTangent) and _lin._repeated(S) else t
+
+    @rrule(top)
+    def _rrule(a, *, rank=None, rcond=None, lapack_driver="gesdd"):
+        y = top(a, rank=rank, rcond=rcond, lapack_driver=lapack_driver)
+
+        def pullback(g):
+            if _lin._all_zero(*g) or np.shape(y[1])[-1] == 0:
+                return (ZERO,)
+            return (explained(_lin._svd_vjp(*y, *g), y[1]),)
+
+        return y, pullback
+
+    @frule(top)
+    def _frule(primals, tangents, *, rank=None, rcond=None, lapack_driver="gesdd"):
+        (a,), (t,) = primals, tangents
+        y = top(a, rank=rank, rcond=rcond, lapack_driver=lapack_driver)
+        if np.shape(y[1])[-1] == 0:
+            return y, (ZERO, ZERO, ZERO)
+        dU, dS, dVh = _lin._svd_jvp(*y, t)
+        return y, (explained(dU, y[1]), dS, explained(dVh, y[1]))
+
+    return top
+
+
+_orth_svd = _top_svd("scipy.linalg.orth", (
+    "scipy.linalg.orth of a matrix with repeated nonzero singular values (up to rounding): the columns it "
+    "returns for them are not unique (any rotation among them will do), so they have no derivative. A "
+    "function of the projector Q Qᴴ onto the range has one: write Q Qᴴ as A @ np.linalg.pinv(A, rtol=None) "
+    "(rtol=None: orth's default cutoff)"))
+_null_svd = _top_svd("scipy.linalg.null_space", (
+    "scipy.linalg.null_space: its derivative of higher order is taken through the singular vectors of the "
+    "nonzero singular values of the matrix, which repeat here (up to rounding), so they are not unique. A "
+    "function of the projector N Nᴴ onto the null space can be written np.eye(n) - np.linalg.pinv(A, "
+    "rtol=None) @ A (n = A.shape[-1]; first order at a matrix of lower rank)"))
+
+
+@scipy_primitive("scipy.linalg.null_space")
+def _null_space(a, *, rcond=None, check_finite=True, lapack_driver="gesdd"):
+    return sl.null_space(a, rcond, check_finite=check_finite, lapack_driver=lapack_driver)
+
+
+def _null_space_refused(a, N):
+    """Why the basis ``N`` of the null space of ``a`` has no derivative (None: it has one, the
+    null vector of a real (n - 1) x n matrix of full rank, or no vector at all)."""
+    m, n = np.shape(a)[-2:]
+    d = np.shape(N)[-1]
+    if d == 0 or (d == 1 and m == n - 1 and not np.iscomplexobj(bottom(N))):
+        return None
+    if d > 1:
+        why = f"the null space has dimension {d}, and any rotation of its basis will do"
+    elif np.iscomplexobj(bottom(N)):
+        why = "the null vector of a complex matrix is unique only up to a phase"
+    else:
+        why = (f"the null vector of a {m} x {n} matrix of rank {n - 1} belongs to a zero singular value, "
+               "whose vector's sign LAPACK picks from rounding errors (it flips under tiny changes of the "
+               "matrix)")
+    return not_implemented(
+        f"scipy.linalg.null_space: {why}, so the basis it returns has no derivative (the null vector of a "
+        "real (n - 1) x n matrix of full rank has one). A function of the projector N Nᴴ onto the null "
+        "space has one: write N Nᴴ as np.eye(n) - Q @ Q.conj().T with Q = mutagrad.scipy.linalg.orth("
+        "A.conj().T), an orthonormal basis of the row space (n = A.shape[-1]), or as "
+        "np.eye(n) - np.linalg.pinv(A, rtol=None) @ A")
+
+
+def _pinv_factors(a, lapack_driver):
+    """(U, s, Vh) of the rank part of ``a``, whose null space is one vector: A⁺ = Vhᴴ S⁻¹ Uᴴ."""
+    return _null_svd(a, rank=np.shape(a)[-1] - 1, lapack_driver=lapack_driver)
+
+
+@rrule(_null_space)
+def _null_space_rrule(a, *, rcond=None, check_finite=True, lapack_driver="gesdd"):
+    N = _null_space(a, rcond=rcond, check_finite=check_finite, lapack_driver=lapack_driver)
+
+    def pullback(g):
+        if is_zero(g) or np.shape(N)[-1] == 0 or (not isinstance(g, Tracer) and not np.any(g)):
+            return (ZERO,)
+        refused = _null_space_refused(a, N)
+        if refused is not None:
+            return (refused,)
+        U, S, Vh = _pinv_factors(a, lapack_driver)
+        return (-np.matmul(np.matmul(U, np.matmul(Vh, g) / S[..., :, None]), _mT(N)),)  # -(U S⁻¹ Vh N̄) Nᵀ
+
+    return N, pullback
+
+
+@frule(_null_space)
+def _null_space_frule(primals, tangents, *, rcond=None, check_finite=True, lapack_driver="gesdd"):
+    (a,), (t,) = primals, tangents
+    N = _null_space(a, rcond=rcond, check_finite=check_finite, lapack_driver=lapack_driver)
+    if np.shape(N)[-1] == 0:
+        return N, ZERO
+    refused = _null_space_refused(a, N)
+    if refused is not None:
+        return N, refused
+    U, S, Vh = _pinv_factors(a, lapack_driver)
+    return N, -np.matmul(_mT(Vh), np.matmul(_mT(U), np.matmul(t, N)) / S[..., :, None])  # -A⁺ dA N
 
 
 def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
-    """``scipy.linalg.null_space``: the rows of Vᴴ beyond the rank, from :func:`svd`
-    (differentiable where those vectors are: a single extra vector of a real matrix of
-    full rank with one more column, or vectors of distinct singular values).
+    """``scipy.linalg.null_space``: an orthonormal basis of the null space, SciPy's (of each
+    matrix of a stack), differentiable where it is unique and smooth: the null vector of a
+    real (n - 1) x n matrix of full rank. Other bases (two or more vectors, a complex matrix,
+    a matrix of lower rank, whose null vector's sign LAPACK picks from rounding errors) are
+    refused (``NotImplementedTangent``); the projector N Nᴴ is ``I - Q Qᴴ`` with
+    ``Q = orth(A.conj().T)``, which is differentiable.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import null_space
-    >>> mg.grad(lambda a: null_space(a)[1, 0])(np.array([[1.0, 0.0]]))  # w = (0, ±1)
-    array([[0., 0.]])
+    >>> a = lambda t: np.array([[1.0, 0.0]]) + t * np.array([[0.0, 1.0]])  # [1, t]: w = ±(-t, 1) / √(1 + t²)
+    >>> round(float(mg.grad(lambda t: null_space(a(t))[0, 0] ** 2)(1.0)), 12)  # d/dt t² / (1 + t²) at 1
+    0.5
     """
-    u, s, vh = svd(A, full_matrices=True, lapack_driver=lapack_driver)
-    num = _rank(s, rcond, np.shape(u)[0], np.shape(vh)[1])
-    return np.conj(vh[num:, :].T)
+    return _null_space(A, rcond=rcond, check_finite=check_finite, lapack_driver=lapack_driver)
 
 
 def orth(A, rcond=None):
-    """``scipy.linalg.orth``: the columns of U within the rank, from :func:`svd`
-    (differentiable at distinct singular values).
+    """``scipy.linalg.orth``: an orthonormal basis of the range, SciPy's (of each matrix of a
+    stack; matrices of different ranks: SciPy's error), differentiable at distinct nonzero
+    singular values, the rank taken as constant near ``A``.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import orth
@@ -921,9 +1127,10 @@ def orth(A, rcond=None):
     array([[0., 0.],
            [0., 0.]])
     """
-    u, s, vh = svd(A, full_matrices=False)
-    num = _rank(s, rcond, np.shape(u)[0], np.shape(vh)[1])
-    return u[:, :num]
+    if not isinstance(A, Tracer):  # (plain: SciPy's own call)
+        return sl.orth(A, rcond)
+    _no_empty_stack("orth", A)
+    return _orth_svd(A, rcond=rcond)[0]
 
 
 _STRUCTURES = {
@@ -962,15 +1169,30 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True, assume_a=None,
           transposed=False):
-    """``scipy.linalg.solve`` (NumPy's rules; ``assume_a`` selects the entries read).
+    """``scipy.linalg.solve`` (NumPy's rules; ``assume_a`` selects the entries read; stacks
+    broadcast, a vector ``b`` one right-hand side for every matrix, as SciPy's).
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import solve
     >>> mg.grad(lambda b: solve(2 * np.eye(2), b).sum())(np.ones(2))
     array([0.5, 0.5])
     """
+    _check_solve_shapes(a, b)
     a = _structured(a, assume_a, lower)
     return _solve(_mT(a) if transposed else a, b)
+
+
+def _check_solve_shapes(a, b):
+    """SciPy's checks of the shapes solve is given, with its messages (NumPy's differ)."""
+    a_shape, b_shape = np.shape(a), np.shape(b)
+    a_shape = (1,) * (2 - len(a_shape)) + a_shape if len(a_shape) < 2 else a_shape
+    b_shape = b_shape + (1,) if len(b_shape) <= 1 else b_shape  # (a vector: one column)
+    b_shape = (1,) * (2 - len(b_shape)) + b_shape
+    if a_shape[-1] != a_shape[-2]:
+        raise ValueError(f"Expected square matrix, got a1.shape={a_shape}")
+    if b_shape[-2] != a_shape[-1] and np.prod(a_shape) != 1:
+        raise ValueError(f"incompatible shapes: a1.shape={a_shape} and b1.shape={b_shape}")
+    np.broadcast_shapes(a_shape[:-2], b_shape[:-2])  # (its error, as SciPy's)
 
 
 def det(a, overwrite_a=False, check_finite=True):
@@ -1107,7 +1329,8 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return ZERO, ZERO
-        return _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True)
+        abar, bbar = _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True)
+        return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 
     return y, pullback
 
@@ -1126,7 +1349,8 @@ def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
 def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None, subset=None):
     def pullback(g):
         w = _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
-        return _eigh_cotangents(w, _subset(_gen_vectors(a, b, lower), subset), g, ZERO, lower, None, True)
+        abar, bbar = _eigh_cotangents(w, _subset(_gen_vectors(a, b, lower), subset), g, ZERO, lower, None, True)
+        return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 
     return _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset), pullback
 
@@ -1205,6 +1429,7 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     ``np.linalg.eigh``, the vectors have no derivative at repeated eigenvalues,
     and complex vectors a derivative only of phase-invariant quantities where
     LAPACK's phase convention is not recognised (``b`` given with ``lower=True``).
+    Leading axes are stacks (broadcast), whose values and vectors come as SciPy's list.
     The vectors of the standard problem with SciPy's default driver ("evr") have
     signs that jump under rounding-level changes of ``a``: their derivative is
     refused (``NotImplementedTangent``) with that driver; pass ``driver="evd"``.
@@ -1218,16 +1443,21 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     """
     subset = _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value)
     if b is None:
-        return _eigvalsh(a, lower=lower, driver=driver, subset=subset) if eigvals_only else (
-            _eigh(a, lower=lower, driver=driver))
-    if eigvals_only:
+        if eigvals_only:
+            return _eigvalsh(a, lower=lower, driver=driver, subset=subset)
+        w, v = _eigh(a, lower=lower, driver=driver)
+    elif eigvals_only:
         return _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
-    return _eigh_gen(a, b, lower=lower, driver=driver)
+    else:
+        w, v = _eigh_gen(a, b, lower=lower, driver=driver)
+    stack = np.ndim(a) > 2 or np.ndim(b) > 2  # (SciPy returns a stack's values and vectors as a list)
+    return [w, v] if stack else (w, v)
 
 
 def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
              subset_by_index=None, subset_by_value=None, driver=None):
     """``scipy.linalg.eigvalsh``: the eigenvalues of :func:`eigh`."""
+    _no_empty_stack("eigvalsh", a, b)
     return eigh(a, b, lower=lower, eigvals_only=True, type=type, subset_by_index=subset_by_index,
                 subset_by_value=subset_by_value, driver=driver)
 
@@ -1235,7 +1465,6 @@ def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, typ
 # -- special matrices: gathers and concatenations of the entries (exact copies, any order) ----
 
 COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg.hankel", "scipy.linalg.lu",
-              "scipy.linalg.null_space", "scipy.linalg.orth",
               "scipy.linalg.toeplitz")
 
 

@@ -7,7 +7,7 @@ sl = pytest.importorskip("scipy.linalg")
 
 import mutagrad as mg  # noqa: E402
 import mutagrad.scipy.linalg as msl  # noqa: E402
-from mutagrad.testing import check_grads  # noqa: E402
+from mutagrad.testing import check_grads, numerical_grad  # noqa: E402
 from tests.rules._draws import Draws  # noqa: E402
 
 _draws = Draws(0)
@@ -555,17 +555,26 @@ def test_null_space_that_is_not_unique_is_refused_naming_null_space():
     check_grads(proj, a, order=1)
 
 
-def test_null_vector_of_a_matrix_of_lower_rank_is_refused():
-    # a 3 x 3 matrix of rank 2 (b @ c): its null vector belongs to a zero singular value, whose
-    # sign LAPACK picks from rounding errors (central differences see the flips): no derivative,
-    # in either mode; a single matrix and a stack
-    c = SR(2, 3)
-    f = lambda b: msl.null_space(b @ c)
-    for b in (SR(3, 2), SR(2, 3, 2)):
-        assert f(b).shape[-1] == 1
-        g = mg.grad(lambda b: np.sum(f(b)))(b)
-        assert isinstance(g, mg.NotImplementedTangent) and "rank 2" in g.message
-        assert isinstance(mg.jvp(f, (b,), (b,))[1], mg.NotImplementedTangent)
+def test_null_vector_of_a_matrix_of_lower_rank_continues_smoothly():
+    # a 3 x 3 matrix of rank 2 (b @ c, singular for every c): its null vector (c's) belongs to a
+    # zero singular value, whose sign LAPACK picks from rounding; functions that do not read the
+    # sign (a normalised vector, as a Markov chain's stationary distribution, and v vᵀ) are
+    # smooth, and their derivative is the vector's continued smoothly; a single matrix and a stack
+    w = np.array([0.3, -1.1, 2.0])
+
+    def make(null_space, b):
+        def f(c):
+            v = null_space(b @ c)[..., 0]
+            p = v / np.sum(v, axis=-1, keepdims=True)
+            return np.sum(p * w) + np.sum((v[..., :, None] * v[..., None, :]) ** 2 * w)
+        return f
+
+    for b, c in ((SR(3, 2), SR(2, 3)), (SR(2, 3, 2), SR(2, 2, 3))):
+        assert sl.null_space(b @ c).shape[-1] == 1
+        fd = numerical_grad(make(sl.null_space, b), (c,), (0,))[0]
+        f = make(msl.null_space, b)
+        np.testing.assert_allclose(mg.grad(f)(c), fd, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(c), fd, rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.parametrize("name,args", [

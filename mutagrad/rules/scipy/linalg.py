@@ -1043,23 +1043,22 @@ def _null_space(a, *, rcond=None, check_finite=True, lapack_driver="gesdd"):
 
 
 def _null_space_refused(a, N):
-    """Why the basis ``N`` of the null space of ``a`` has no derivative (None: it has one, the
-    null vector of a real (n - 1) x n matrix of full rank, or no vector at all)."""
-    m, n = np.shape(a)[-2:]
+    """Why the basis ``N`` of the null space of ``a`` has no derivative (None: it has one, a
+    real null vector (the rank n - 1), or no vector at all). A square or tall matrix's null
+    vector belongs to a zero singular value, whose vectors' signs LAPACK picks from rounding
+    where a perturbation moves that value through zero: its derivative is the vector's
+    continued smoothly, -A⁺ dA N, which every function of it that does not read its sign
+    (v / v.sum(), v vᵀ) has (docs/errors.md)."""
     d = np.shape(N)[-1]
-    if d == 0 or (d == 1 and m == n - 1 and not np.iscomplexobj(bottom(N))):
+    if d == 0 or (d == 1 and not np.iscomplexobj(bottom(N))):
         return None
     if d > 1:
         why = f"the null space has dimension {d}, and any rotation of its basis will do"
-    elif np.iscomplexobj(bottom(N)):
-        why = "the null vector of a complex matrix is unique only up to a phase"
     else:
-        why = (f"the null vector of a {m} x {n} matrix of rank {n - 1} belongs to a zero singular value, "
-               "whose vector's sign LAPACK picks from rounding errors (it flips under tiny changes of the "
-               "matrix)")
+        why = "the null vector of a complex matrix is unique only up to a phase"
     return not_implemented(
-        f"scipy.linalg.null_space: {why}, so the basis it returns has no derivative (the null vector of a "
-        "real (n - 1) x n matrix of full rank has one). A function of the projector N Nᴴ onto the null "
+        f"scipy.linalg.null_space: {why}, so the basis it returns has no derivative (a real null vector, "
+        "of a matrix of rank n - 1, has one). A function of the projector N Nᴴ onto the null "
         "space has one: write N Nᴴ as np.eye(n) - Q @ Q.conj().T with Q = mutagrad.scipy.linalg.orth("
         "A.conj().T), an orthonormal basis of the row space (n = A.shape[-1]), or as "
         "np.eye(n) - np.linalg.pinv(A, rtol=None) @ A")
@@ -1101,10 +1100,10 @@ def _null_space_frule(primals, tangents, *, rcond=None, check_finite=True, lapac
 
 def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
     """``scipy.linalg.null_space``: an orthonormal basis of the null space, SciPy's (of each
-    matrix of a stack), differentiable where it is unique and smooth: the null vector of a
-    real (n - 1) x n matrix of full rank. Other bases (two or more vectors, a complex matrix,
-    a matrix of lower rank, whose null vector's sign LAPACK picks from rounding errors) are
-    refused (``NotImplementedTangent``); the projector N Nᴴ is ``I - Q Qᴴ`` with
+    matrix of a stack), differentiable where it is unique up to sign: a real null vector (rank
+    n - 1; at a square or tall matrix, whose null vector's sign LAPACK picks from rounding, the
+    vector continued smoothly: see docs/errors.md). Other bases (two or more vectors, a complex
+    matrix's) are refused (``NotImplementedTangent``); the projector N Nᴴ is ``I - Q Qᴴ`` with
     ``Q = orth(A.conj().T)``, which is differentiable.
 
     >>> import numpy as np, mutagrad as mg

@@ -151,7 +151,9 @@ class NotImplementedTangent:
         return True
 
     def __repr__(self):
-        extra = f" at {self.where}" if self.where else ""
+        # (reverse mode records no lines, for speed: strict mode does, and raises at the line)
+        extra = f" at {self.where}" if self.where else (
+            "; run under mg.config(strict=True) to raise it at the line it comes from" if self.message else "")
         return f"NotImplementedTangent({self.message!r}{extra})"
 
 

@@ -2000,3 +2000,19 @@ def test_a_ufunc_method_of_a_list_of_traced_arrays_names_itself_and_the_stack():
     fd = np.array([(superbee(r + 1e-6 * e, np.maximum.reduce) - superbee(r - 1e-6 * e, np.maximum.reduce)) / 2e-6
                    for e in np.eye(5)])
     np.testing.assert_allclose(g, fd, atol=1e-8)
+
+
+def test_reverse_mode_refusal_says_how_to_find_its_line():
+    # reverse mode records no lines (for speed): the refusal it returns says that strict mode
+    # raises at the line; forward mode's names the line itself
+    def polar(h):
+        u, _, vt = np.linalg.svd(h)
+        return np.sum(vt.T @ u.T * np.arange(9.0).reshape(3, 3))
+
+    h = 8.0 * np.eye(3)  # repeated singular values: the vectors have no derivative
+    g = mg.grad(polar)(h)
+    assert isinstance(g, mg.NotImplementedTangent) and "mg.config(strict=True)" in repr(g)
+    assert "test_errors.py" in repr(mg.jvp(polar, (h,), (np.eye(3),))[1])
+    with mg.config(strict=True):
+        msg = _raises(polar, h, mg.DifferentiationError)
+    assert "test_errors.py" in msg and "np.linalg.svd" in msg

@@ -2964,8 +2964,14 @@ def _made_outside_hint(target, frame):
     made outside the differentiation, so plain even if mnp made it."""
     if target is None or frame is None:
         return ""
-    name = target.split("[", 1)[0].split(".", 1)[0].strip()
+    array = target.split("[", 1)[0].strip()
+    name = array.split(".", 1)[0].strip()
     code = frame.f_code
+    if "." in array and name.isidentifier():  # an attribute (self.du): perhaps made in __init__
+        return (f" If `{array}` was made outside the differentiated function (in __init__, at module level), "
+                "mnp.zeros/mnp.empty made a plain ndarray there: make it inside the function, or pass it "
+                "as an argument (an argument you do not differentiate arrives traced, and holds after the "
+                "call what a plain call leaves; a dataclass field of an argument too).")
     if not name.isidentifier() or name in code.co_varnames or name in code.co_cellvars:
         return ""
     if name not in code.co_freevars and name not in frame.f_globals:
@@ -3149,6 +3155,9 @@ def _calling_numpy_python(frame):
     qual = qual.removesuffix(".__init__")
     if mod.startswith("numpy.polynomial"):
         return "np." + mod[len("numpy."):] + "." + qual, False
+    for sub in ("ma", "linalg", "fft", "random"):  # (public subpackages: np.ma.masked_invalid)
+        if mod == f"numpy.{sub}" or mod.startswith(f"numpy.{sub}."):
+            return f"np.{sub}.{qual}", False
     return "np." + qual, False  # (np.poly1d.__truediv__, ...: NumPy's public names)
 
 

@@ -2016,3 +2016,23 @@ def test_reverse_mode_refusal_says_how_to_find_its_line():
     with mg.config(strict=True):
         msg = _raises(polar, h, mg.DifferentiationError)
     assert "test_errors.py" in msg and "np.linalg.svd" in msg
+
+
+def test_write_into_an_attribute_buffer_made_in_init_says_so():
+    class Model:
+        def __init__(self):
+            self.du = mnp.zeros(2)  # plain: made outside differentiation
+
+        def ll(self, th):
+            self.du[0] = th[0] * th[1]
+            return np.sum(self.du ** 2)
+
+    msg = _raises(Model().ll, np.array([0.5, 0.2]), mg.WriteToPlainArrayError)
+    assert "`self.du` was made outside the differentiated function (in __init__" in msg
+
+
+def test_numpy_subpackage_functions_are_named_with_their_subpackage():
+    y = np.array([3.0, np.nan])
+    msg = _raises(lambda m: np.sum(np.ma.masked_invalid(y * np.log(m) - m)), np.array([1.0, 2.0]),
+                  mg.TracerEscapeError)
+    assert msg.startswith("np.ma.masked_invalid ")

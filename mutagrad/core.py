@@ -48,6 +48,7 @@ from .errors import (
     escape_error,
     method_calls,
     plain_augassign_target,
+    plain_call_target,
     plain_write_target,
     predicate_call,
     printing_statement,
@@ -2192,7 +2193,8 @@ class Tracer:
             raise escape_error("writing a traced value into the plain NumPy array" + (
                 "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
         if "fill" in method_calls(frame):
-            raise escape_error("filling a plain NumPy array with a traced value (a.fill(x))", WriteToPlainArrayError)
+            raise escape_error("filling a plain NumPy array with a traced value (a.fill(x))", WriteToPlainArrayError,
+                               _plain_copy_hint(plain_call_target(user_frame(frame))))
         call = call_at(user_frame(frame))
         if call is not None and type(call.func) in (ast.Name, ast.Attribute):
             name = ast.unparse(call.func)
@@ -3046,7 +3048,10 @@ def write(dest, idx, value):
                         f"{lib[0]} with a traced fill value (NumPy copies it into a plain array)",
                         WriteToPlainArrayError, f" Use mnp.{lib[0][3:]}(...) (import mutagrad.numpy as mnp), which "
                         "is differentiated, or x * np.ones(shape).")
-                target = plain_write_target(user_frame(sys._getframe(1)))
+                frame = user_frame(sys._getframe(1))
+                target = plain_write_target(frame)
+                if target is None:  # (out=, np.copyto, a.fill, ufunc.at: the array the call writes into)
+                    target = plain_call_target(frame)
                 raise escape_error("writing a traced value into a plain NumPy array" + (
                     "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))

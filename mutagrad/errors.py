@@ -247,6 +247,28 @@ def plain_write_target(start=None):
     return found.pop() if len(found) == 1 else None
 
 
+_WRITING_CALLS = {"copyto", "at", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
+
+
+def plain_call_target(frame):
+    """The text of the array a NumPy call the user's ``frame`` is executing writes into: its
+    ``out=`` argument, the receiver of ``a.fill(v)``/``a.sort()``, the first argument of
+    np.copyto, ufunc.at, np.put...; None otherwise."""
+    call = call_at(frame)
+    if call is None:
+        return None
+    for kw in call.keywords:
+        if kw.arg == "out":
+            return ast.unparse(kw.value)
+    func = call.func
+    name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else None
+    if name in ("fill", "sort") and type(func) is ast.Attribute:
+        return ast.unparse(func.value)
+    if name in _WRITING_CALLS and call.args:
+        return ast.unparse(call.args[0])
+    return None
+
+
 # What a frame is executing, from its current instruction: C code it called (NumPy's shuffle,
 # a scalar's operator) calls back into mutagrad with no Python frame of its own.
 _CALL_OPS = frozenset(code for name, code in dis.opmap.items() if name.startswith("CALL") or name == "PRECALL")

@@ -1929,9 +1929,16 @@ def test_write_into_a_buffer_made_outside_the_function_says_so():
             return np.sum(v)
         return g
 
-    for fn in (f, closing()):
+    def by_calls():  # the same through the calls that write: out=, np.copyto, a.fill, ufunc.at
+        return [lambda u: np.sum(np.multiply(u, 1.0, out=_MODULE_BUFFER)),
+                lambda u: (np.copyto(_MODULE_BUFFER, u), np.sum(_MODULE_BUFFER))[1],
+                lambda u: (_MODULE_BUFFER.fill(u[0]), np.sum(_MODULE_BUFFER))[1],
+                lambda u: (np.add.at(_MODULE_BUFFER, [0, 0], u[:2]), np.sum(_MODULE_BUFFER))[1]]
+
+    for fn in (f, closing(), *by_calls()):
         msg = _raises(fn, np.array([1.0, 2.0, 3.0]), mg.WriteToPlainArrayError)
-        assert "was made outside the differentiated function" in msg and "pass it as an argument" in msg
+        assert "`_MODULE_BUFFER` was made outside" in msg or "`v` was made outside" in msg, msg
+        assert "pass it as an argument" in msg
     np.testing.assert_array_equal(_MODULE_BUFFER, 0.0)
 
 

@@ -552,8 +552,10 @@ def _np_interp(args, kwargs):
     with np.errstate(all="ignore"):  # (infinite samples: NumPy's loop raises no warning)
         if np.iscomplexobj(bottom(fp)):  # NumPy's formula and rules part by part, its slopes (dfp) * (1 / dx)
             inv = 1.0 / (xj1 - xj)
-            # (a traced array to write the parts into: zeros_like of a traced argument of x's shape)
-            res = np.zeros_like(next(v for v in (fj, x, xj) if isinstance(v, Tracer)), dtype=bottom(fj).dtype)
+            # (a traced array to write the parts into, of x's shape: only left= or right= may be traced)
+            from ..numpy import zeros as traced_zeros
+
+            res = traced_zeros(np.shape(xb), dtype=bottom(fj).dtype)
             for part in ("real", "imag"):
                 a, b, e = getattr(fj, part), getattr(fj1, part), getattr(fp[-1], part)
                 setattr(res, part, _interp_inside(x, xb, xj, xj1, xp[-1], a, b, e, (b - a) * inv))

@@ -10,9 +10,24 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (FUNCTIONS, UFUNC_HANDLERS, has_repeats, index_positions, ScalarTracer, Tracer, bind, bottom, copy_in_order, copy_order,
-                    get_primitive, index_array,
-                    plain_operands, strong_operand, with_replayed_bits, write)
+from ..core import (
+    FUNCTIONS,
+    UFUNC_HANDLERS,
+    ScalarTracer,
+    Tracer,
+    bind,
+    bottom,
+    copy_in_order,
+    copy_order,
+    get_primitive,
+    has_repeats,
+    index_array,
+    index_positions,
+    plain_operands,
+    strong_operand,
+    with_replayed_bits,
+    write,
+)
 from ..tangents import NoTangent, is_zero, unbroadcast
 from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
 
@@ -277,10 +292,18 @@ def _ufunc_at(ufunc, inputs, kwargs):
     indices = inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     if not isinstance(a, Tracer):  # then b is the traced operand
-        from ..errors import WriteToPlainArrayError, escape_error
+        import sys
+
+        from ..core import _plain_copy_hint
+        from ..errors import (
+            WriteToPlainArrayError,
+            escape_error,
+            plain_call_target,
+            user_frame,
+        )
 
         raise escape_error(f"np.{ufunc.__name__}.at writing a traced value into a plain NumPy array",
-                           WriteToPlainArrayError)
+                           WriteToPlainArrayError, _plain_copy_hint(plain_call_target(user_frame(sys._getframe(1)))))
     if isinstance(indices, list):
         indices = index_array(indices)
     ashape = a.shape

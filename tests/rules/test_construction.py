@@ -440,6 +440,21 @@ def test_interp_at_an_end_sample_that_moves_with_x(fp):
     assert mg.grad(g)(2.0) == 0.0 and mg.jvp(g, (2.0,), (1.0,))[1] == 0.0
 
 
+def test_mnp_interp_with_complex_samples_and_a_traced_left_only():
+    # only left= is traced (x, xp and complex fp plain): mnp.interp's result is still traced
+    import mutagrad.numpy as mnp
+
+    fp = np.array([1 + 1j, 2 - 1j])
+
+    def f(p, interp):
+        r = interp(np.array([-1.0, 0.5, 3.0]), [0.0, 1.0], fp, left=p * 1j, right=2.0)
+        return np.sum(np.abs(r) ** 2)
+
+    fd = (f(0.7 + 1e-6, np.interp) - f(0.7 - 1e-6, np.interp)) / 2e-6
+    np.testing.assert_allclose(mg.grad(lambda p: f(p, mnp.interp))(0.7), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(lambda p: f(p, mnp.interp), (0.7,), (1.0,))[1], fd, rtol=1e-7)
+
+
 def test_interp_with_unsorted_sample_points_raises():
     # NumPy does not check and returns meaningless values; mutagrad says so instead of computing others
     xp = np.array([1.0, 0.4, 0.0])

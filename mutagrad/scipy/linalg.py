@@ -5,6 +5,11 @@
 ``svd``, ``qr``, ``null_space``, ``orth``, ``block_diag``, ``toeplitz``, ``circulant`` and
 ``hankel``; every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 Stacks of matrices (leading axes) are SciPy 1.17's: its values, shapes, lists and errors.
+``overwrite_a=True`` / ``overwrite_b=True`` (``overwrite_ab``) leave in the arrays what SciPy's own
+call leaves, which depends on their dtype and memory layout: nothing, a result (b the solution, a
+the factor; the array is then returned, as SciPy returns it), differentiated exactly, or
+intermediate values, whose derivative is a ``NotImplementedTangent`` (read the array afterwards
+only with the flag off). Without a traced argument a call is SciPy's own.
 
 >>> import numpy as np, mutagrad as mg
 >>> import mutagrad.scipy.linalg as msl

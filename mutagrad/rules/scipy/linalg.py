@@ -16,17 +16,25 @@ Leading axes are stacks of matrices, as in SciPy 1.17 (see "stacks" below):
 every function returns SciPy's values, shapes and containers for them, and
 decides ranks and pivots matrix by matrix.
 
+``overwrite_a``, ``overwrite_b`` and ``overwrite_ab`` leave in the arrays what
+SciPy's own call leaves there (see "overwrite_a / overwrite_b" below): its
+result, differentiated, or intermediate values, which have no derivative.
+
 Cotangent convention as in rules/linalg.py: x̄ = ȳ · conj(∂y/∂x), so
 products transpose and conjugate (``ā = -b̄ xᴴ``).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
+import warnings
 
 import numpy as np
 import scipy.linalg as sl
 
-from ...core import Tracer, bottom, get_primitive
+from ...core import Tracer, bottom, get_primitive, write
+from ...errors import MutationError, WriteToPlainArrayError, escape_error, user_line
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
 from ...tangents import (
@@ -89,6 +97,275 @@ def _as_column(solve, a, b, **kw):
     if _one_vector_for_a_stack(a, b):
         return solve(a, np.expand_dims(b, -1), **kw)[..., 0]
     return solve(a, b, **kw)
+
+
+# -- overwrite_a / overwrite_b: the side effects of SciPy's own call --------------------------
+# SciPy's flags let LAPACK work in the caller's array where its dtype and memory layout allow (a
+# Fortran-ordered matrix, a contiguous vector, each function its own rules): the array is left
+# unchanged, or holds one of the results (b the solution, a the factor or the inverse: SciPy then
+# returns that very array), or intermediate values (solve's and det's LU factors, svd's and qr's
+# reflectors). Which one is SciPy's decision, so it is asked, not predicted: with a flag set and
+# a traced argument, the call is replayed on plain copies of the arrays it may overwrite, of the
+# same dtype, strides, alignment and writeable flag (one more SciPy call), and what the copies
+# hold afterwards is written into the arrays (DESIGN 1.2.5): a result as a traced write (its
+# derivative exact), other values as a primitive whose derivative is a NotImplementedTangent,
+# which costs nothing unless read (forward mode marks the whole array: read none of it). A plain
+# array that would receive traced values raises WriteToPlainArrayError; arrays sharing memory
+# (SciPy would read what it overwrote) raise MutationError. The results take the bits of SciPy's
+# own (inv, solve and det compute with NumPy's LAPACK calls otherwise), and where SciPy returns
+# the argument or a view of it, so does the call. A stack that SciPy's batch decorator handles
+# matrix by matrix is called so here too (an array broadcast over the stack is overwritten by
+# the first matrix and read so by the next). Without a traced argument the call is SciPy's own.
+
+
+@scipy_primitive("the values scipy.linalg leaves in an overwritten array")
+def _left_by_scipy(*deps, values, why):
+    return values.copy()
+
+
+@rrule(_left_by_scipy)
+def _left_by_scipy_rrule(*deps, values, why):
+    def pullback(g):  # (a zero cotangent: the values were not read, or overwritten before they were)
+        zero = not isinstance(g, Tracer) and not np.any(g)
+        return tuple(ZERO if zero else not_implemented(why) for _ in deps)
+
+    return values.copy(), pullback
+
+
+@frule(_left_by_scipy)
+def _left_by_scipy_frule(primals, tangents, *, values, why):
+    return values.copy(), not_implemented(why)
+
+
+@scipy_primitive("the bits of SciPy's own result")
+def _scipy_bits(y, *, bits):
+    """``y``, a result computed with other LAPACK calls (NumPy's), valued as SciPy's ``bits``:
+    the same function, rounded as SciPy rounds it; its derivative is y's."""
+    return bits.copy() if isinstance(bits, np.ndarray) else bits
+
+
+rrule(_scipy_bits)(lambda y, *, bits: (_scipy_bits(y, bits=bits), lambda g: (g,)))
+frule(_scipy_bits)(lambda primals, tangents, *, bits: (_scipy_bits(primals[0], bits=bits), tangents[0]))
+
+
+def _flat_leaves(x):
+    return [z for y in x for z in _flat_leaves(y)] if isinstance(x, (tuple, list)) else [x]
+
+
+def _rebuild(x, leaves):
+    """``x``'s tuples and lists with the leaves taken in order from the iterator ``leaves``."""
+    if isinstance(x, (tuple, list)):
+        return type(x)(_rebuild(y, leaves) for y in x)
+    return next(leaves)
+
+
+def _has_tracer(x):
+    return isinstance(x, Tracer) or (isinstance(x, (tuple, list)) and any(_has_tracer(y) for y in x))
+
+
+def _plain(x):
+    if isinstance(x, (tuple, list)):
+        return type(x)(_plain(y) for y in x)
+    return bottom(x) if isinstance(x, Tracer) else x
+
+
+def _same_bits(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    return (x.shape == y.shape and x.dtype == y.dtype
+            and np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes())
+
+
+def _replica(x):
+    """A copy of the plain array ``x`` laid out as ``x``: its strides (offset and negative ones
+    too), its address modulo 64 and its writeable flag, all of which SciPy decides by."""
+    lo, hi = np.lib.array_utils.byte_bounds(x)
+    buf = np.empty(hi - lo + 64, np.uint8)
+    start = (lo - buf.ctypes.data) % 64
+    r = np.ndarray(x.shape, x.dtype, buffer=buf[start:start + hi - lo], offset=x.ctypes.data - lo,
+                   strides=x.strides)
+    r[...] = x
+    r.flags.writeable = x.flags.writeable
+    return r
+
+
+def _same_memory(y, r):
+    """Whether ``y`` is ``r``, or a view of it element for element (solve's x of a vector b)."""
+    return y is r or (isinstance(y, np.ndarray) and y.shape == r.shape and y.ctypes.data == r.ctypes.data
+                       and all(n <= 1 or s == t for n, s, t in zip(y.shape, y.strides, r.strides)))
+
+
+def _as_returned(x, y, r):
+    """``x`` as SciPy returns its replica ``r`` as ``y``: itself, or a view of all of it (read-only
+    where SciPy's is: solve's x of a vector b is a view of np.broadcast_to(b[:, None], ...))."""
+    if y is r:
+        return x
+    return x[...] if y.flags.writeable else np.broadcast_to(x, np.shape(x))
+
+
+def _shares(x, y):
+    if not np.may_share_memory(x, y):
+        return False
+    try:
+        return np.shares_memory(x, y, max_work=10000)
+    except np.exceptions.TooHardError:
+        return True
+
+
+def _core_ndim(core, v):
+    return (2 if np.ndim(v) >= 2 else 1) if core == "1|2" else core
+
+
+class _Overwrites:
+    """The overwrite flags of one function (see above): ``flags`` maps a flag to (the parameter
+    of the array it names, the parameters that array's intermediate values depend on);
+    ``batch`` is SciPy's batch decorator's (parameter or (parameter, item), core axes) of the
+    arrays, or None where SciPy handles stacks itself."""
+
+    def __init__(self, fn, scipy_fn, flags, batch):
+        self.fn, self.scipy_fn, self.flags, self.batch = fn, scipy_fn, flags, batch
+        self.name = "scipy.linalg." + scipy_fn.__name__
+        self.sig = inspect.signature(fn)
+        params = list(self.sig.parameters)
+        self.positions = [(f, params.index(f) if self.sig.parameters[f].kind is not
+                           inspect.Parameter.KEYWORD_ONLY else None) for f in flags]
+
+    def flagged(self, args, kwargs):
+        for f, i in self.positions:
+            if kwargs.get(f) or (i is not None and len(args) > i and args[i]):
+                return True
+        return False
+
+    def __call__(self, args, kwargs, pending=None, shared=()):
+        """The call; ``pending`` (a matrix of a stack): a list to leave the writes of intermediate
+        values into the arrays not in ``shared`` (those read by no other matrix) to the caller."""
+        bound = self.sig.bind(*args, **kwargs)
+        if not _has_tracer(list(bound.arguments.values())):
+            return self.scipy_fn(*args, **kwargs)  # (plain: SciPy's own call)
+        bound.apply_defaults()
+        arg = dict(bound.arguments)
+        targets = [(f, p, deps) for f, (p, deps) in self.flags.items()
+                   if arg[f] and isinstance(arg[p], (Tracer, np.ndarray)) and np.ndim(arg[p])]
+        if not targets:
+            return self.fn(*args, **kwargs)
+        if self.batch is not None and self._stacked(arg):
+            return self._matrix_by_matrix(bound)
+        self._no_overlap(arg, targets)
+        out = self.fn(*args, **kwargs)
+        copies = {p: _replica(_plain(arg[p])) for _, p, _ in targets}
+        replay = {k: copies.get(k, _plain(v)) for k, v in arg.items()}
+        bound.arguments.update(replay)
+        with warnings.catch_warnings():  # (the traced call warned as SciPy does, or not at all)
+            warnings.simplefilter("ignore")
+            want = _flat_leaves(self.scipy_fn(*bound.args, **bound.kwargs))
+        got = _flat_leaves(out)
+        if len(got) != len(want):  # pragma: no cover  (the same structure: SciPy's)
+            raise AssertionError(f"{self.name}: results unlike SciPy's")
+        new = [_scipy_bits(g, bits=w) if isinstance(g, Tracer) and np.shape(g) == np.shape(w)
+               and bottom(g).dtype == np.asarray(w).dtype and not _same_bits(bottom(g), w) else g
+               for g, w in zip(got, want)]
+        writes = []  # (flag, parameter, index of the result it holds or None, value)
+        for flag, p, deps in targets:
+            x, r = arg[p], copies[p]
+            same = [i for i, w in enumerate(want) if _same_memory(w, r)]
+            if _same_bits(r, _plain(x)):
+                for i in same:
+                    new[i] = _as_returned(x, want[i], r)  # (SciPy returns the array, unchanged)
+                continue
+            if not same:
+                same = [i for i, w in enumerate(want) if _same_bits(w, r)][:1]
+            if same:  # one of the results: its derivative is exact
+                writes.append((flag, p, same[0], new[same[0]]))
+                continue
+            why = (f"{self.name} with {flag}=True left intermediate values (its workspace, not one of its "
+                   f"results) in the array `{p}`, and they have no derivative. Pass {flag}=False (or a copy "
+                   f"of `{p}`) where the function reads `{p}` afterwards")
+            traced = [v for d in deps for v in _flat_leaves(arg[d]) if isinstance(v, Tracer)]
+            writes.append((flag, p, None, _left_by_scipy(*traced, values=r, why=why) if traced else r.copy()))
+        for flag, p, i, v in writes:
+            if not isinstance(arg[p], Tracer) and isinstance(v, Tracer):
+                raise escape_error(
+                    f"{self.name} with {flag}=True writing its {'intermediate values' if i is None else 'result'} "
+                    f"into `{p}`, a plain NumPy array", WriteToPlainArrayError,
+                    f" SciPy's own call leaves them in `{p}`; they depend on traced values, which a plain array "
+                    f"cannot hold. Pass {flag}=False (and use the result), or a traced `{p}` (a copy made "
+                    "inside the function: np.array(x) of a traced x).")
+            if i is None and pending is not None and p not in shared:
+                pending.append((arg[p], v))
+                continue
+            write(arg[p], Ellipsis, v)
+            if i is not None and _same_memory(want[i], copies[p]):  # (SciPy returns the array it wrote into)
+                new[i] = _as_returned(arg[p], want[i], copies[p])
+        return _rebuild(out, iter(new))
+
+    def _no_overlap(self, arg, targets):
+        arrays = [(k, _plain(v)) for k, a in arg.items() for v in _flat_leaves(a) if isinstance(v, (Tracer, np.ndarray))]
+        for flag, p, _ in targets:
+            x = _plain(arg[p])
+            for k, y in arrays:
+                if k != p and _shares(x, y):
+                    raise MutationError(
+                        f"{self.name} with {flag}=True at {user_line()}: `{p}` shares memory with `{k}`, so "
+                        f"SciPy would read values it has overwritten, which cannot be differentiated. Pass "
+                        f"{flag}=False, or a copy of `{p}`.")
+
+    def _arrays(self, arg):
+        """(parameter, item, core axes, value) of the arrays SciPy's batch decorator loops over."""
+        for spec, core in self.batch:
+            p, item = spec if isinstance(spec, tuple) else (spec, None)
+            v = arg[p] if item is None else arg[p][item]
+            if v is not None:
+                if not isinstance(v, (Tracer, np.ndarray)):
+                    v = np.asarray(v)
+                yield p, item, _core_ndim(core, v), v
+
+    def _stacked(self, arg):
+        shapes = [np.shape(v)[:np.ndim(v) - c] for _, _, c, v in self._arrays(arg)]
+        return any(shapes) and 0 not in np.broadcast_shapes(*shapes)
+
+    def _matrix_by_matrix(self, bound):
+        """SciPy's batch decorator's loop: the function of each matrix (and its side effects), in
+        order, on the arrays' matrices broadcast against each other; its results stacked. The
+        intermediate values left in an array no other matrix reads are written last (forward
+        mode marks a whole array whose part has no derivative)."""
+        orig = dict(bound.arguments)
+        arrays = list(self._arrays(orig))
+        batch = np.broadcast_shapes(*(np.shape(v)[:np.ndim(v) - c] for _, _, c, v in arrays))
+        shared = {p for p, _, c, v in arrays if np.prod(np.shape(v)[:np.ndim(v) - c], dtype=int) < np.prod(batch)}
+        rows, pending = [], []
+        for idx in np.ndindex(batch):
+            call = dict(orig)
+            for p, item, c, v in arrays:
+                own = np.shape(v)[:np.ndim(v) - c]
+                sub = idx[len(idx) - len(own):]
+                v = v[tuple(0 if n == 1 else i for n, i in zip(own, sub))] if own else v
+                if item is None:
+                    call[p] = v
+                else:
+                    call[p] = tuple(v if j == item else w for j, w in enumerate(call[p]))
+            bound.arguments.update(call)
+            res = self(bound.args, bound.kwargs, pending, shared)
+            rows.append(res if isinstance(res, tuple) else (res,))
+        for x, v in pending:
+            write(x, Ellipsis, v)
+        cols = [np.reshape(np.stack(col), batch + np.shape(col[0])) for col in zip(*rows)]
+        return cols[0] if len(cols) == 1 else cols
+
+
+def _overwrites(scipy_fn, batch=None, **flags):
+    """The public function it decorates follows SciPy's overwrite ``flags`` (see above)."""
+
+    def decorate(fn):
+        ow = _Overwrites(fn, scipy_fn, flags, batch)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if ow.flagged(args, kwargs):
+                return ow(args, kwargs)
+            return fn(*args, **kwargs)
+
+        return call
+
+    return decorate
 
 
 # -- masks -----------------------------------------------------------------------
@@ -154,6 +431,7 @@ def _solve_triangular(a, b, *, trans=0, lower=False, unit_diagonal=False):
     return sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
 
 
+@_overwrites(sl.solve_triangular, overwrite_b=("b", ("a", "b")), batch=(("a", 2), ("b", "1|2")))
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True):
     """``scipy.linalg.solve_triangular``: x with op(A) x = b, A the triangle of ``a``.
 
@@ -202,6 +480,8 @@ def _solve_banded(ab, b, *, lower=0, upper=0):
     return sl.solve_banded((lower, upper), ab, b)
 
 
+@_overwrites(sl.solve_banded, overwrite_ab=("ab", ("ab",)), overwrite_b=("b", ("ab", "b")),
+              batch=(("ab", 2), ("b", "1|2")))
 def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     """``scipy.linalg.solve_banded``: x with A x = b, A given by its diagonals ``ab``.
 
@@ -289,6 +569,8 @@ def _solveh_banded(ab, b, *, lower=False):
     return sl.solveh_banded(ab, b, lower=lower)
 
 
+@_overwrites(sl.solveh_banded, overwrite_ab=("ab", ("ab",)), overwrite_b=("b", ("ab", "b")),
+              batch=(("ab", 2), ("b", "1|2")))
 def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False, check_finite=True):
     """``scipy.linalg.solveh_banded``: x with A x = b, A Hermitian positive definite
     given by one triangle of its band (``lower``), differentiable w.r.t. ``ab`` and ``b``
@@ -383,6 +665,7 @@ def _cholesky(a, *, lower=False):
     return sl.cholesky(a, lower=lower)
 
 
+@_overwrites(sl.cholesky, overwrite_a=("a", ("a",)), batch=(("a", 2),))
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     """``scipy.linalg.cholesky``: U with A = Uᴴ U (L with A = L Lᴴ if ``lower``),
     A read from the upper (lower) triangle of ``a``.
@@ -422,6 +705,7 @@ def _cho_factor(a, *, lower=False):
     return np.where(_tri_mask(np.shape(a), lower), sl.cholesky(a, lower=lower), a), lower
 
 
+@_overwrites(sl.cho_factor, overwrite_a=("a", ("a",)), batch=(("a", 2),))
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """``scipy.linalg.cho_factor``: ``(c, lower)`` for :func:`cho_solve` (of a stack, as
     SciPy: the list ``[c, lower]`` with ``lower`` a boolean per matrix).
@@ -466,6 +750,7 @@ def _cho_solve(c, b, *, lower=False):
     return sl.cho_solve((c, lower), b)
 
 
+@_overwrites(sl.cho_solve, overwrite_b=("b", ("c_and_lower", "b")), batch=((("c_and_lower", 0), 2), ("b", "1|2")))
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """``scipy.linalg.cho_solve``: x with A x = b from ``cho_factor``'s ``(c, lower)``;
     differentiable w.r.t. ``b`` and the factor's triangle of ``c``."""
@@ -564,6 +849,7 @@ def _lu_factor(a):
     return sl.lu_factor(a)
 
 
+@_overwrites(sl.lu_factor, overwrite_a=("a", ("a",)), batch=(("a", 2),))
 def lu_factor(a, overwrite_a=False, check_finite=True):
     """``scipy.linalg.lu_factor``: ``(lu, piv)``, differentiable w.r.t. ``a`` (square and
     rectangular matrices; of a stack, SciPy's list ``[lu, piv]``); ``piv`` is an integer array.
@@ -655,6 +941,7 @@ def _lu_factor_frule(primals, tangents):
     return (lu, piv), (_lu_jvp(lu, piv, t), ZERO)
 
 
+@_overwrites(sl.lu, overwrite_a=("a", ("a",)))
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
     """``scipy.linalg.lu``: ``(P, L, U)`` with A = P L U (``(P L, U)`` with
     ``permute_l``; P as row indices, A = L[p] @ U, with ``p_indices``), from
@@ -688,6 +975,8 @@ def _lu_solve(lu, piv, b, *, trans=0):
     return sl.lu_solve((lu, piv), b, trans=trans)
 
 
+@_overwrites(sl.lu_solve, overwrite_b=("b", ("lu_and_piv", "b")),
+              batch=((("lu_and_piv", 0), 2), (("lu_and_piv", 1), 1), ("b", "1|2")))
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """``scipy.linalg.lu_solve``: x with op(A) x = b from ``lu_factor``'s
     ``(lu, piv)``; differentiable w.r.t. ``b`` and ``lu``."""
@@ -891,6 +1180,7 @@ frule(_svd)(lambda primals, tangents, full_matrices=True, compute_uv=True, lapac
     primals, tangents, full_matrices, compute_uv, _impl=_scipy_svd_impl(lapack_driver)))
 
 
+@_overwrites(sl.svd, overwrite_a=("a", ("a",)), batch=(("a", 2),))
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
     """``scipy.linalg.svd``: SciPy's factors (either LAPACK driver), differentiable
     w.r.t. ``a`` with the rules of ``np.linalg.svd``: distinct singular values for the
@@ -924,6 +1214,7 @@ frule(_qr)(lambda primals, tangents, mode="full": _lin._qr_frule(primals, tangen
                                                                  _impl=_scipy_qr_impl))
 
 
+@_overwrites(sl.qr, overwrite_a=("a", ("a",)), batch=(("a", 2),))
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     """``scipy.linalg.qr``: SciPy's factors for ``mode`` "full", "economic" and "r" (R
     alone, in a 1-tuple), differentiable w.r.t. ``a`` with the rules of ``np.linalg.qr``
@@ -1098,6 +1389,7 @@ def _null_space_frule(primals, tangents, *, rcond=None, check_finite=True, lapac
     return N, -np.matmul(_mT(Vh), np.matmul(_mT(U), np.matmul(t, N)) / S[..., :, None])  # -A⁺ dA N
 
 
+@_overwrites(sl.null_space, overwrite_a=("A", ("A",)), batch=(("A", 2),))
 def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
     """``scipy.linalg.null_space``: an orthonormal basis of the null space, SciPy's (of each
     matrix of a stack), differentiable where it is unique up to sign: a real null vector (rank
@@ -1155,6 +1447,7 @@ def _structured(a, assume_a, lower):
     return np.where(np.abs(i - j) <= (0 if s == "diagonal" else 1), a, 0.0)
 
 
+@_overwrites(sl.inv, overwrite_a=("a", ("a",)))
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     """``scipy.linalg.inv`` (NumPy's rules; ``assume_a`` selects the entries read).
 
@@ -1166,6 +1459,7 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     return _inv(_structured(a, assume_a, lower))
 
 
+@_overwrites(sl.solve, overwrite_a=("a", ("a",)), overwrite_b=("b", ("a", "b")))
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True, assume_a=None,
           transposed=False):
     """``scipy.linalg.solve`` (NumPy's rules; ``assume_a`` selects the entries read; stacks
@@ -1194,6 +1488,7 @@ def _check_solve_shapes(a, b):
     np.broadcast_shapes(a_shape[:-2], b_shape[:-2])  # (its error, as SciPy's)
 
 
+@_overwrites(sl.det, overwrite_a=("a", ("a",)))
 def det(a, overwrite_a=False, check_finite=True):
     """``scipy.linalg.det`` (NumPy's rules).
 
@@ -1420,6 +1715,7 @@ def _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value):
     return lo, hi
 
 
+@_overwrites(sl.eigh, overwrite_a=("a", ("a", "b")), overwrite_b=("b", ("b",)), batch=(("a", 2), ("b", 2)))
 def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
          check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
     """``scipy.linalg.eigh``: the standard (``b`` None) or generalized Hermitian
@@ -1453,6 +1749,8 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     return [w, v] if stack else (w, v)
 
 
+@_overwrites(sl.eigvalsh, overwrite_a=("a", ("a", "b")), overwrite_b=("b", ("b",)),
+              batch=(("a", 2), ("b", 2)))
 def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
              subset_by_index=None, subset_by_value=None, driver=None):
     """``scipy.linalg.eigvalsh``: the eigenvalues of :func:`eigh`."""

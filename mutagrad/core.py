@@ -2112,10 +2112,21 @@ class Tracer:
         if it in ("nditer", "ndenumerate"):
             raise escape_error(f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
                                _NDINDEX_HINT)
-        if "dot" in method_calls(sys._getframe(1)):
-            raise escape_error(
-                "a plain array's method a.dot(b) with a traced b (the method converts b to a plain array)",
-                TracerEscapeError, " Write np.dot(a, b) or a @ b, which are differentiated.")
+        if call is not None and type(call.func) is ast.Attribute and hasattr(np.ndarray, call.func.attr):
+            # a method of a plain array given a traced argument (a.dot(b), idx.choose(x)): the method
+            # converts it; the receiver is looked up only when it is a name or an attribute chain
+            recv = _named(call.func.value, frame) if type(call.func.value) in (ast.Name, ast.Attribute) else None
+            m = call.func.attr
+            if isinstance(recv, np.ndarray) or (recv is None and m == "dot"):
+                a = ast.unparse(call.func.value)
+                a = a if type(call.func.value) in (ast.Name, ast.Attribute, ast.Subscript, ast.Call) else f"({a})"
+                fix = {"dot": f" Write np.dot({a}, b) or {a} @ b, which are differentiated.",
+                       "choose": f" Write np.choose({a}, choices), which is differentiated."}.get(
+                    m, f" Write np.{m}({a}, ...), which is differentiated." if hasattr(np, m) else
+                    " Make the array traced first (pass it as an argument), or write the operation with NumPy "
+                    "functions of the traced value.")
+                raise escape_error(f"a plain array's method {a}.{m}(...) with a traced argument (the method "
+                                   "converts it to a plain array)", TracerEscapeError, fix)
         lib = _calling_numpy_python(sys._getframe(1))
         if lib is not None and lib[1]:
             fix = (f" Traced values inside a list or tuple: make them one traced array first: "

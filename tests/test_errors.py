@@ -1343,7 +1343,7 @@ def test_plain_dot_method_unbound_methods_and_matrix_views_are_named():
         h = A.dot(w)  # the plain array's method converts w
         return np.sum(h)
 
-    with pytest.raises(mg.TracerEscapeError, match=r"a.dot\(b\).*np.dot\(a, b\) or a @ b"):
+    with pytest.raises(mg.TracerEscapeError, match=r"A.dot\(\.\.\.\).*np.dot\(A, b\) or A @ b"):
         mg.grad(plain_dot)(np.array([1.0, 2.0, 3.0]))
     np.testing.assert_allclose(mg.grad(lambda w: np.sum(np.dot(A, w)))(np.ones(3)), [2.0, 2.0, 2.0])
     with pytest.raises(TypeError, match=r"np.ndarray.transpose\(x\).*x.transpose\(...\)"):
@@ -2043,3 +2043,16 @@ def test_numpy_subpackage_functions_are_named_with_their_subpackage():
     msg = _raises(lambda m: np.sum(np.ma.masked_invalid(y * np.log(m) - m)), np.array([1.0, 2.0]),
                   mg.TracerEscapeError)
     assert msg.startswith("np.ma.masked_invalid ")
+
+
+def test_plain_array_method_escapes_name_the_method_and_other_escapes_on_a_dot_line():
+    # the method named is the one converting (idx.choose), and a np.dot elsewhere on the line does
+    # not make an np.asarray escape a ".dot" one
+    w = np.array([1.0, 2.0, 3.0])
+    X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    idx = np.array([0, 1, 0])
+    msg = _raises(lambda x: np.dot(np.asarray(x) ** 2, w), np.array([0.5, 1.0, 1.5]), mg.DifferentiationError)
+    assert msg.startswith("np.asarray") and ".dot(" not in msg.split(":")[0]
+    msg = _raises(lambda x: np.sum(idx.choose(X * x[0])), np.array([0.5]), mg.TracerEscapeError)
+    assert "idx.choose(...)" in msg and "np.choose(idx, choices)" in msg
+    assert mg.grad(lambda x: np.sum(np.choose(idx, X * x[0])))(np.array([0.5]))[0] == 1.0 + 5.0 + 3.0

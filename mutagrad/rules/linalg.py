@@ -748,8 +748,10 @@ def _np_norm(args, kwargs):
             return np.max(np.abs(x), axis=ax, keepdims=keepdims)
         if ord_ == -np.inf:
             return np.min(np.abs(x), axis=ax, keepdims=keepdims)
-        if ord_ == 0:
-            return np.sum(bottom(x) != 0, axis=ax, keepdims=keepdims).astype(float)
+        if ord_ == 0:  # (NumPy's count, in the real dtype of x: float32 for a float32 x)
+            xb = bottom(x)
+            dt = xb.real.dtype if xb.dtype.kind in "fc" else np.float64
+            return np.sum(xb != 0, axis=ax, keepdims=keepdims).astype(dt)
         if ord_ == 1:
             return np.sum(np.abs(x), axis=ax, keepdims=keepdims)
         if isinstance(ord_, str):

@@ -433,6 +433,10 @@ def _np_quantile(scale, omit_nan):
         if a.get("interpolation") is not None:
             raise TypeError("the 'interpolation' argument was removed from NumPy; use method=")
         q = a["q"]
+        if np.size(bottom(a["a"])) == 0:  # no values: NumPy's NaNs (or its error), which depend on nothing
+            kw = {k: a[k] for k in ("method", "keepdims", "weights") if a.get(k) is not None and a[k] is not _NoValue}
+            kw = {k: (bottom(v) if k == "weights" else v) for k, v in kw.items()}
+            return write_out(fn(bottom(a["a"]), np.asarray(bottom(q)), a.get("axis"), **kw), a.get("out"))
         weak_q = type(q) in (int, float) or (isinstance(q, Tracer) and q._scalar and weak(q))  # (NumPy's test)
         if scale != 1:
             q = np.true_divide(q, scale)

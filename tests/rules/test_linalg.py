@@ -854,3 +854,14 @@ def test_svd_vector_of_a_distinct_singular_value_beside_repeated_ones():
         return np.sum(np.linalg.svd(x)[0][0] ** 3)
 
     np.testing.assert_allclose(mg.grad(h)(s), _fd_jacobian(h, s).reshape(s.shape), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
+def test_norm_order_zero_has_numpys_dtype(dtype):
+    # the count of nonzero entries, in the real dtype of x (float32 for float32 and complex64)
+    x = np.array([0.5, 0.0, 2.0], dtype=dtype)
+    for f in (lambda a: np.linalg.norm(a, 0) * a, lambda a: np.linalg.vector_norm(a, ord=0)):
+        want = f(x)
+        got = mg.vjp(f, x)[0]
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

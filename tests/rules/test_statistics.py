@@ -3,6 +3,8 @@ statistics, differences, gradient, trapezoid, cov/corrcoef, histograms and the
 reduce/accumulate methods of binary ufuncs, one line per case, checked in both
 modes against finite differences. Inputs stay away from ties and kinks."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -502,3 +504,21 @@ def test_nan_reductions_of_a_broadcast_array_add_in_numpys_order():
     f = lambda x: np.nansum(np.broadcast_to(x, (2,) + x.shape), keepdims=True)
     assert mg.vjp(f, a)[0] == f(a)
     check_grads(lambda x: np.nanmean(np.broadcast_to(x, (2,) + x.shape).T, axis=0), a)
+
+
+@pytest.mark.parametrize("fn", [np.quantile, np.nanquantile, np.percentile, np.nanpercentile])
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_quantiles_of_an_empty_array_are_numpys(fn, axis):
+    # no values: NumPy's NaNs (nan*) or its IndexError (quantile of an empty lane), traced or not
+    x = np.zeros((0, 3))
+    q = 70.0 if "percentile" in fn.__name__ else 0.7
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            want = fn(x, q, axis=axis, keepdims=True)
+        except IndexError:
+            with pytest.raises(IndexError):
+                mg.vjp(lambda x: fn(x, q, axis=axis, keepdims=True), x)
+            return
+        got = mg.vjp(lambda x: fn(x, q, axis=axis, keepdims=True), x)[0]
+    assert np.shape(got) == np.shape(want) and np.array_equal(got, want, equal_nan=True)

@@ -1,5 +1,7 @@
 """scipy.linalg rules (mutagrad/rules/scipy/linalg.py) through
 mutagrad.scipy.linalg, both modes, against finite differences."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -92,7 +94,7 @@ CASES = [
     ("scipy.linalg.sqrtm", msl.sqrtm, (SPD(3, 3),), 2),
     ("scipy.linalg.sqrtm", msl.sqrtm, (WELL(3, 3) + 2 * np.eye(3),), 2),  # not symmetric
     ("scipy.linalg.sqrtm", msl.sqrtm, (HPD(3),), 1),
-    # NumPy's rules under SciPy's names; assume_a selects the entries read
+    # SciPy's values with np.linalg's formulas; assume_a selects the entries read
     ("scipy.linalg.inv", msl.inv, (WELL(3, 3),), 2),
     ("scipy.linalg.inv", lambda a: msl.inv(a, assume_a="pos", lower=True), (S3 + np.triu(R(3, 3), 1),), 2),
     ("scipy.linalg.inv", lambda a: msl.inv(a, assume_a="upper triangular"), (WELL(3, 3),), 2),
@@ -210,6 +212,51 @@ CASES += [
 ]
 
 
+# inv, solve and det (more below): SciPy's values, and the structures SciPy 1.17 reads
+_sv = Draws(23)  # (a stream of their own)
+_SOLVE_STRUCTURES = [None, "gen", "diagonal", "tridiagonal", "banded", "upper triangular", "lower triangular",
+                     "sym", "her", "pos"]
+_ALIASES = {"general": "gen", "symmetric": "sym", "hermitian": "her", "positive definite": "pos"}
+
+
+def _draw(shape, cplx):
+    return _sv.C(*shape) if cplx else _sv.R(*shape)
+
+
+def _structured_input(assume_a, lower, cplx, batch=(), n=3):
+    """A matrix for ``assume_a`` whose entries SciPy does not read are noise (the diagonal's
+    imaginary part of a Hermitian one too); for None, alternately a general and an exactly
+    positive definite one (SciPy finds the structure: Cholesky)."""
+    shape = batch + (n, n)
+    eye = np.eye(n)
+    if assume_a in ("sym", "her", "pos") or (assume_a is None and lower):
+        g = _draw(shape, cplx)
+        h = g @ np.swapaxes(g, -1, -2) if assume_a == "sym" else g @ np.swapaxes(g, -1, -2).conj()
+        h = h + n * eye
+        if assume_a is None:
+            return h
+        unread = np.triu(_draw(shape, cplx), 1) if lower else np.tril(_draw(shape, cplx), -1)
+        return h + unread + (1j * eye * _sv.R(*shape) if cplx and assume_a != "sym" else 0)
+    if assume_a == "banded":  # (SciPy finds the band: one below the diagonal, two above)
+        i, j = np.indices((n, n))
+        return np.where((j - i <= 2) & (i - j <= 1), _draw(shape, cplx), 0) + 4 * eye
+    return _draw(shape, cplx) + 4 * eye
+
+
+CASES += [  # (every order: the derivative's solves are SciPy's, with the matrix read)
+    ("scipy.linalg.solve", lambda a, b: msl.solve(a, b, assume_a="pos", lower=True),
+     (_structured_input("pos", True, False), _sv.R(3, 2)), 2),
+    ("scipy.linalg.solve", lambda a, b: msl.solve(a, b, assume_a="upper triangular", transposed=True),
+     (_structured_input("gen", False, False), _sv.R(3)), 2),
+    ("scipy.linalg.solve", lambda a, b: msl.solve(a, b, assume_a="sym"),
+     (_structured_input("sym", False, True), _sv.C(3)), 1),
+    ("scipy.linalg.solve", msl.solve, (np.array([[2.0]]), _sv.R(3, 2)), 2),  # (one entry: SciPy divides)
+    ("scipy.linalg.inv", lambda a: msl.inv(a, assume_a="diagonal"), (_structured_input("gen", False, False),), 2),
+    ("scipy.linalg.inv", lambda a: msl.inv(a, assume_a="her"), (_structured_input("her", False, True),), 1),
+    ("scipy.linalg.det", msl.det, (_sv.C(2, 3, 3),), 1),
+]
+
+
 @pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule(covers, fn, args, order):
     check_grads(fn, *args, modes=("fwd", "rev"), order=order)
@@ -219,8 +266,7 @@ def test_rule(covers, fn, args, order):
                                       "upper triangular", "lower triangular"])
 def test_solve_reads_what_scipy_reads(assume_a):
     a = np.triu(A3) if assume_a == "banded" else A3
-    np.testing.assert_allclose(msl.solve(a, B32, assume_a=assume_a), sl.solve(a, B32, assume_a=assume_a),
-                               rtol=1e-11)
+    np.testing.assert_array_equal(msl.solve(a, B32, assume_a=assume_a), sl.solve(a, B32, assume_a=assume_a))
 
 
 def test_values_match_scipy():
@@ -233,8 +279,8 @@ def test_values_match_scipy():
     lu, piv = msl.lu_factor(A3)
     np.testing.assert_array_equal(lu, LU3)
     np.testing.assert_array_equal(piv, PIV3)
-    np.testing.assert_allclose(msl.inv(S3, assume_a="pos"), sl.inv(S3, assume_a="pos"), rtol=1e-12)
-    np.testing.assert_allclose(msl.det(A3), sl.det(A3), rtol=1e-13)
+    np.testing.assert_array_equal(msl.inv(S3, assume_a="pos"), sl.inv(S3, assume_a="pos"))
+    np.testing.assert_array_equal(msl.det(A3), sl.det(A3))
     assert msl.logm is sl.logm  # everything else is SciPy's
 
 
@@ -503,10 +549,7 @@ def test_stacks_are_scipys(name, fn, args):
         assert type(got) is type(want)  # (SciPy's lists for a stack's factors)
         for g, w in zip(_leaves(got), _leaves(want), strict=True):
             assert np.shape(g) == np.shape(w) and np.asarray(g).dtype == np.asarray(w).dtype
-            if name == "solve":  # (NumPy's LAPACK call under SciPy's name: rounding apart)
-                np.testing.assert_allclose(g, w, rtol=1e-12)
-            else:
-                np.testing.assert_array_equal(g, w)
+            np.testing.assert_array_equal(g, w)
 
 
 def test_lu_factor_of_a_stack_is_differentiated():
@@ -591,3 +634,221 @@ def test_stack_errors_are_scipys(name, args):
         with pytest.raises(ValueError) as got:
             call()
         assert str(got.value) == str(want.value)
+
+
+# -- inv, solve, det: SciPy's own values, dtypes, warnings and errors, plain and traced; the
+# derivatives against central differences of the plain SciPy function, forward against reverse ----
+
+
+def _solve_cases():
+    cases = []
+    for k, (assume_a, lower, kind) in enumerate(
+            (s, lo, kd) for s in _SOLVE_STRUCTURES for lo in (False, True) for kd in ("real", "transposed", "complex")):
+        cplx = kind == "complex"
+        batch = (2,) if k % 2 else ()
+        # (b: a vector, and a matrix or a stack of them; the derivatives with either, in turn)
+        cases.append((assume_a, lower, kind == "transposed", _structured_input(assume_a, lower, cplx, batch),
+                      _draw((3,), cplx), _draw((2, 3, 2) if k % 4 == 1 else (3, 4), cplx), k % 4 < 2))
+    return cases
+
+
+_SOLVE_CASES = _solve_cases()
+
+
+def _solvers(**kw):
+    return (lambda a, b: msl.solve(a, b, **kw)), (lambda a, b: sl.solve(a, b, **kw))
+
+
+def _inverters(**kw):
+    return (lambda a: msl.inv(a, **kw)), (lambda a: sl.inv(a, **kw))
+
+
+def _orders(a):
+    return (a, np.asfortranarray(a))
+
+
+def _assert_scipys(got, want):
+    assert type(got) is type(want)
+    assert np.asarray(got).dtype == np.asarray(want).dtype and np.shape(got) == np.shape(want)
+    np.testing.assert_array_equal(got, want)
+
+
+def _assert_values_scipys(msl_fn, sl_fn, args):
+    """Plain, under mg.vjp and under mg.jvp: SciPy's value, bit for bit, dtype and type."""
+    want = sl_fn(*args)
+    _assert_scipys(msl_fn(*args), want)
+    _assert_scipys(mg.vjp(msl_fn, *args)[0], want)
+    _assert_scipys(mg.jvp(msl_fn, args, tuple(np.ones_like(x) for x in args))[0], want)
+
+
+def _assert_derivatives(msl_fn, sl_fn, args, rtol=1e-6, atol=1e-8):
+    """Reverse mode against central differences of the plain SciPy function, and forward mode
+    against reverse (Re Σ w ẏ = Re Σ ḡ ẋ, the JAX convention for complex arguments)."""
+    y = sl_fn(*args)
+    w = _draw(np.shape(y), np.iscomplexobj(y))
+    argnums = tuple(range(len(args)))
+    fd = numerical_grad(lambda *a: np.real(np.sum(w * sl_fn(*a))), args, argnums)
+    grads = mg.grad(lambda *a: np.real(np.sum(w * msl_fn(*a))), argnums=argnums)(*args)
+    for g, d in zip(grads, fd, strict=True):
+        np.testing.assert_allclose(g, d, rtol=rtol, atol=atol)
+    ts = tuple(_draw(np.shape(x), np.iscomplexobj(x)) for x in args)
+    dy = mg.jvp(msl_fn, args, ts)[1]
+    np.testing.assert_allclose(np.real(np.sum(w * dy)), sum(np.real(np.sum(g * t)) for g, t in zip(grads, ts)),
+                               rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("assume_a,lower,transposed,a,b,B,matrix_b", _SOLVE_CASES,
+                         ids=[f"{c[0]}-{'lower' if c[1] else 'upper'}-{'T' if c[2] else ''}"
+                              f"{'complex' if np.iscomplexobj(c[3]) else 'real'}-{c[3].ndim}d" for c in _SOLVE_CASES])
+def test_solve_is_scipys(assume_a, lower, transposed, a, b, B, matrix_b):
+    f, g = _solvers(lower=lower, assume_a=assume_a, transposed=transposed)
+    for a_ in _orders(a):
+        for rhs in (b, B):
+            _assert_values_scipys(f, g, (a_, rhs))
+    for name, alias in _ALIASES.items():  # (SciPy's other names of the structures)
+        if alias == assume_a:
+            _assert_values_scipys(*_solvers(lower=lower, assume_a=name, transposed=transposed), (a, B))
+    # the entries SciPy does not read get a zero cotangent, as central differences show
+    _assert_derivatives(f, g, (a, B if matrix_b else b))
+
+
+_INV_STRUCTURES = [None, "gen", "general", "diagonal", "upper triangular", "lower triangular", "sym", "her", "pos"]
+_INV_CASES = [(s, lo, _structured_input(_ALIASES.get(s, s), lo, cplx, (2,) if lo == cplx else ()))
+              for s in _INV_STRUCTURES for lo in (False, True) for cplx in (False, True)]
+
+
+@pytest.mark.parametrize("assume_a,lower,a", _INV_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2].dtype}-{c[2].ndim}d" for c in _INV_CASES])
+def test_inv_is_scipys(assume_a, lower, a):
+    # assume_a="diagonal": SciPy 1.17 inverts the diagonal and returns the other entries as they
+    # are, which its differences show too (they pass through)
+    f, g = _inverters(lower=lower, assume_a=assume_a)
+    for a_ in _orders(a):
+        _assert_values_scipys(f, g, (a_,))
+    _assert_derivatives(f, g, (a,))
+
+
+_DET_CASES = [
+    _sv.R(3, 3), _sv.C(3, 3), _sv.R(2, 4, 4), _sv.R(1, 1), _sv.C(2, 1, 1), _sv.R(0, 0),
+    _sv.R(4, 2) @ _sv.R(2, 4),  # singular: through the adjugate
+]
+
+
+@pytest.mark.parametrize("a", _DET_CASES, ids=[f"{a.dtype}-{a.shape}" for a in _DET_CASES])
+def test_det_is_scipys(a):
+    for a_ in _orders(a):
+        _assert_values_scipys(msl.det, sl.det, (a_,))
+    if a.size:
+        _assert_derivatives(msl.det, sl.det, (a,), atol=1e-7)
+
+
+def test_single_precision_and_integers_have_scipys_dtypes():
+    for kw in ({}, {"assume_a": "pos"}):
+        a, b = 10 * _structured_input(kw.get("assume_a"), False, False), _sv.R(3)
+        for ta, tb in ((np.float32, np.float32), (np.float32, np.float64), (np.complex64, np.float32)):
+            args = (a.astype(ta), b.astype(tb))
+            _assert_values_scipys(*_solvers(**kw), args)
+            _assert_values_scipys(*_inverters(**kw), args[:1])
+        ai = a.astype(np.int64)  # (a constant: integers are not differentiated)
+        f, g = _solvers(**kw)
+        _assert_values_scipys(functools.partial(f, ai), functools.partial(g, ai), (b.astype(np.float32),))
+        _assert_scipys(msl.inv(ai, **kw), sl.inv(ai, **kw))
+    for t in (np.float32, np.complex64):  # (det: double precision for every input)
+        _assert_values_scipys(msl.det, sl.det, ((10 * a).astype(t),))
+        _assert_values_scipys(msl.det, sl.det, ((10 * _sv.R(2, 3, 3)).astype(t),))
+    _assert_scipys(msl.det(a.astype(np.int64)), sl.det(a.astype(np.int64)))
+    g = mg.grad(msl.det)(a.astype(np.float32))
+    assert g.dtype == np.float32  # (a gradient has its argument's dtype)
+    np.testing.assert_allclose(g, numerical_grad(sl.det, (a.astype(np.float32).astype(float),), (0,))[0], rtol=1e-4)
+
+
+_ONE_BY_ONE = [  # SciPy divides every row of b by a matrix of one entry (or a scalar), whatever b's shape
+    (np.array([[2.5]]), _sv.R(3), {}),
+    (np.array([[1.5 - 0.5j]]), _sv.C(3, 2), {"assume_a": "her"}),  # (all of it: no triangle read)
+    (np.array(-2.0), _sv.R(4, 2), {}),  # (with a stack b, SciPy 1.17 fails: a1.item() of the broadcast a)
+    (np.array([0.7]), _sv.R(4), {"transposed": True}),
+    (np.array([[[3.0]]]), _sv.R(5, 2), {"assume_a": "pos"}),
+    (np.array([[2.0]]), _sv.R(3), {"assume_a": "banded"}),  # (SciPy 1.17 fails for a matrix b)
+]
+
+
+@pytest.mark.parametrize("a,b,kw", _ONE_BY_ONE, ids=[f"{c[0].shape}-{c[1].shape}-{c[2]}" for c in _ONE_BY_ONE])
+def test_solve_with_one_entry_divides_as_scipy(a, b, kw):
+    f, g = _solvers(**kw)
+    _assert_values_scipys(f, g, (a, b))
+    _assert_derivatives(f, g, (a, b))
+
+
+def test_plain_lists_are_scipys_arrays():  # (the rules conjugate and transpose a plain a too)
+    for a in ([[2 + 1j]], [[2 + 1j, 1], [1, 3 - 1j]]):
+        for kw in ({}, {"assume_a": "sym"}):
+            f, g = (functools.partial(h, a) for h in _solvers(**kw))
+            _assert_values_scipys(f, g, (_sv.C(2),))
+            _assert_derivatives(f, g, (_sv.C(2),))
+    _assert_scipys(msl.det([[1.0, 2.0], [3.0, 4.0]]), sl.det([[1.0, 2.0], [3.0, 4.0]]))
+    _assert_scipys(msl.inv([[2.0, 1.0], [1.0, 3.0]], assume_a="pos"), sl.inv([[2.0, 1.0], [1.0, 3.0]], assume_a="pos"))
+
+
+def _paths(call):
+    """A call of the plain function, under mg.vjp (with its pullback) and under mg.jvp."""
+    def rev(*args):
+        out, pb = mg.vjp(call, *args)
+        pb(np.ones_like(out))
+        return out
+
+    return (call, rev, lambda *args: mg.jvp(call, args, tuple(np.ones_like(x) for x in args))[0])
+
+
+_HILBERT = 1.0 / (np.arange(1, 13)[:, None] + np.arange(12))  # (rcond ~ 1e-17)
+_WARNING_CALLS = [
+    ("solve", lambda m, a: m.solve(a, np.ones(12)), _HILBERT),
+    ("solve-pos", lambda m, a: m.solve(a, np.ones((12, 2)), assume_a="pos"), _HILBERT),
+    ("solve-sym-transposed", lambda m, a: m.solve(a, np.ones(12), assume_a="sym", transposed=True), _HILBERT),
+    ("solve-stack", lambda m, a: m.solve(a, np.ones(12)), np.stack([np.eye(12), _HILBERT])),
+    ("inv", lambda m, a: m.inv(a), _HILBERT),
+    ("inv-pos", lambda m, a: m.inv(a, assume_a="pos", lower=True), _HILBERT),
+]
+
+
+@pytest.mark.parametrize("name,call,a", _WARNING_CALLS, ids=[c[0] for c in _WARNING_CALLS])
+def test_ill_conditioned_matrices_warn_as_in_scipy(name, call, a):
+    with pytest.warns(sl.LinAlgWarning) as want:
+        call(sl, a)
+    for path in _paths(lambda a: call(msl, a)):
+        with pytest.warns(sl.LinAlgWarning) as got:
+            path(a)
+        # SciPy's message, once: the derivative's solves, with the same matrix, do not repeat it
+        assert [str(w.message) for w in got if issubclass(w.category, sl.LinAlgWarning)] == \
+            [str(w.message) for w in want]
+
+
+_ERROR_CALLS = [
+    ("singular", lambda m, a, b: m.solve(a, b), (np.ones((3, 3)), _sv.R(3))),
+    ("singular-stack", lambda m, a, b: m.solve(a, b, assume_a="pos"),
+     (np.stack([np.eye(3), np.zeros((3, 3))]), _sv.R(3))),
+    ("singular-1x1", lambda m, a, b: m.solve(a, b), (np.zeros((1, 1)), _sv.R(3))),
+    ("singular-inv", lambda m, a: m.inv(a, assume_a="upper triangular"),
+     (np.triu(np.ones((3, 3))) - np.diag([0.0, 1.0, 0.0]),)),
+    ("complex-transposed", lambda m, a, b: m.solve(a, b, transposed=True), (_sv.C(3, 3), _sv.R(3))),
+    ("complex-b-transposed", lambda m, a, b: m.solve(a, b, transposed=True), (_sv.R(3, 3), _sv.C(3))),
+    ("not-finite", lambda m, a, b: m.solve(a, b), (np.diag([1.0, np.nan, 1.0]), _sv.R(3))),
+    ("not-finite-unread", lambda m, a, b: m.solve(a, b, assume_a="sym"),  # (SciPy checks every entry)
+     (np.eye(3) + np.tril(np.full((3, 3), np.inf), -1), _sv.R(3))),
+    ("not-finite-det", lambda m, a: m.det(a), (np.diag([1.0, np.inf]),)),
+    ("structure", lambda m, a, b: m.solve(a, b, assume_a="tridiagonl"), (np.eye(3), _sv.R(3))),
+    ("structure-inv", lambda m, a: m.inv(a, assume_a="tridiagonal"), (np.eye(3),)),
+    ("not-square", lambda m, a, b: m.solve(a, b), (_sv.R(3, 2), _sv.R(3))),
+    ("shapes", lambda m, a, b: m.solve(a, b), (np.eye(3), _sv.R(2))),
+    ("not-square-inv", lambda m, a: m.inv(a), (_sv.R(2, 3),)),
+    ("vector-det", lambda m, a: m.det(a), (_sv.R(3),)),
+]
+
+
+@pytest.mark.parametrize("name,call,args", _ERROR_CALLS, ids=[c[0] for c in _ERROR_CALLS])
+def test_errors_are_scipys(name, call, args):
+    with pytest.raises(Exception) as want:
+        call(sl, *args)
+    for path in _paths(lambda *a: call(msl, *a)):
+        with pytest.raises(want.type) as got:
+            path(*args)
+        assert got.type is want.type and str(got.value) == str(want.value)

@@ -1,6 +1,6 @@
 """scipy.linalg: solve_triangular, cholesky, cho_factor/cho_solve,
-lu_factor/lu_solve, solve_sylvester, expm, sqrtm, and inv/solve/det (NumPy's
-rules under SciPy's names).
+lu_factor/lu_solve, solve_sylvester, expm, sqrtm, inv/solve/det (SciPy's values,
+np.linalg's formulas), and the others below.
 
 None of these dispatch on traced arrays (SciPy calls ``np.asarray``): the
 primitives below are what ``mutagrad.scipy.linalg`` exports under SciPy's
@@ -33,7 +33,7 @@ import warnings
 import numpy as np
 import scipy.linalg as sl
 
-from ...core import Tracer, bottom, get_primitive, write
+from ...core import Tracer, bottom, write
 from ...errors import MutationError, WriteToPlainArrayError, escape_error, user_line
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
@@ -111,9 +111,9 @@ def _as_column(solve, a, b, **kw):
 # derivative exact), other values as a primitive whose derivative is a NotImplementedTangent,
 # which costs nothing unless read (forward mode marks the whole array: read none of it). A plain
 # array that would receive traced values raises WriteToPlainArrayError; arrays sharing memory
-# (SciPy would read what it overwrote) raise MutationError. The results take the bits of SciPy's
-# own (inv, solve and det compute with NumPy's LAPACK calls otherwise), and where SciPy returns
-# the argument or a view of it, so does the call. A stack that SciPy's batch decorator handles
+# (SciPy would read what it overwrote) raise MutationError. The results are SciPy's own bits (a
+# traced result rounded otherwise would take them: _scipy_bits), and where SciPy returns the
+# argument or a view of it, so does the call. A stack that SciPy's batch decorator handles
 # matrix by matrix is called so here too (an array broadcast over the stack is overwritten by
 # the first matrix and read so by the next). Without a traced argument the call is SciPy's own.
 
@@ -139,8 +139,8 @@ def _left_by_scipy_frule(primals, tangents, *, values, why):
 
 @scipy_primitive("the bits of SciPy's own result")
 def _scipy_bits(y, *, bits):
-    """``y``, a result computed with other LAPACK calls (NumPy's), valued as SciPy's ``bits``:
-    the same function, rounded as SciPy rounds it; its derivative is y's."""
+    """``y``, a result computed with other LAPACK calls, valued as SciPy's ``bits``: the same
+    function, rounded as SciPy rounds it; its derivative is y's."""
     return bits.copy() if isinstance(bits, np.ndarray) else bits
 
 
@@ -1137,26 +1137,6 @@ def _sqrtm_frule(primals, tangents):
     return x, _solve_sylvester(x, x, t)
 
 
-# -- inv, solve, det: NumPy's rules under SciPy's names ------------------------------
-
-
-def _numpy_alias(name, np_fn):
-    """A primitive computing ``np_fn`` whose rules are NumPy's own."""
-    np_prim = get_primitive(np_fn)
-
-    @scipy_primitive(name)
-    def alias(*args):
-        return np_fn(*args)
-
-    rrule(alias)(lambda *args: np_prim.rrule(*args))
-    frule(alias)(lambda primals, tangents: np_prim.frule(primals, tangents))
-    return alias
-
-
-_inv = _numpy_alias("scipy.linalg.inv", np.linalg.inv)
-_solve = _numpy_alias("scipy.linalg.solve", np.linalg.solve)
-_det = _numpy_alias("scipy.linalg.det", np.linalg.det)
-
 # -- svd, qr, null_space, orth: SciPy's factors, NumPy's rules -------------------------
 # SciPy's svd and qr compute what np.linalg.svd and np.linalg.qr (mode "complete" for SciPy's
 # "full", "reduced" for "economic") compute, through its own LAPACK: the primitives below return
@@ -1424,6 +1404,21 @@ def orth(A, rcond=None):
     return _orth_svd(A, rcond=rcond)[0]
 
 
+# -- inv, solve, det: SciPy's values, np.linalg's formulas ----------------------------------
+# SciPy 1.17 picks its LAPACK calls by structure: given by assume_a, or found from the values
+# (assume_a=None: a symmetric, positive definite, triangular... matrix gets its own solver, each
+# matrix of a stack its own), and transposed=True solves with op(A) = Aᵀ. The primitives below
+# are SciPy's own calls (its values, dtypes, warnings and errors); their rules are np.linalg's
+# formulas (rules/linalg.py), written with the matrix M SciPy reads, S(a) (_structured: for
+# "sym", "her" and "pos" the symmetric or Hermitian matrix of one triangle, for the triangular
+# and band structures the entries of the band), and the adjoint of S (_read_adjoint), which
+# gives the entries SciPy does not read a zero cotangent, as finite differences of SciPy's
+# function show. assume_a=None reads every entry: a change of any entry changes the structure
+# found, and the solution is that of the changed matrix. A 1x1 matrix (of one entry: a scalar
+# too) divides every row of b, whatever the structure. The solves of a derivative are the same
+# primitive, with M (forward) or Mᴴ (reverse), so every order is SciPy's; they do not warn again
+# (the value warned, for the same matrix).
+
 _STRUCTURES = {
     None: "gen", "general": "gen", "gen": "gen", "diagonal": "diagonal", "tridiagonal": "tridiagonal",
     "banded": "gen", "upper triangular": "upper", "lower triangular": "lower",
@@ -1432,11 +1427,9 @@ _STRUCTURES = {
 
 
 def _structured(a, assume_a, lower):
-    """The matrix SciPy's solver reads from ``a`` for the structure ``assume_a``
+    """S(a), the matrix SciPy's solver reads from ``a`` for the structure ``assume_a``
     ("banded" reads every entry: SciPy finds the band from the nonzeros)."""
-    s = _STRUCTURES.get(assume_a)
-    if s is None:
-        raise ValueError(f"{assume_a} is not a recognized matrix structure")
+    s = _STRUCTURES[assume_a]
     if s == "gen":
         return a
     if s in ("her", "sym"):
@@ -1447,50 +1440,185 @@ def _structured(a, assume_a, lower):
     return np.where(np.abs(i - j) <= (0 if s == "diagonal" else 1), a, 0.0)
 
 
+def _read_adjoint(g, assume_a, lower):
+    """The adjoint of ``_structured``: M̄ as ā (S(a) = Φ(a) + Φ(a)ᵀ or Φ(a)ᴴ for one triangle)."""
+    s = _STRUCTURES[assume_a]
+    if s in ("her", "sym"):
+        return _phi(g + (_mH(g) if s == "her" else _mT(g)), lower)
+    return _structured(g, assume_a, lower)  # (a mask is its own adjoint)
+
+
+def _array_like(x):
+    """A plain list or tuple as the array SciPy reads it as (the rules conjugate and transpose it)."""
+    return np.asarray(x) if isinstance(x, (list, tuple)) and not _has_tracer(x) else x
+
+
+def _quiet(solve, *args, **kwargs):
+    """``solve`` of a derivative, silent: SciPy's LinAlgWarning for its matrix came with the value."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sl.LinAlgWarning)
+        return solve(*args, **kwargs)
+
+
+@scipy_primitive("scipy.linalg.inv")
+def _inv(a, *, assume_a=None, lower=False, check_finite=True):
+    return sl.inv(a, check_finite=check_finite, assume_a=assume_a, lower=lower)
+
+
+def _eye_mask(y):
+    return np.eye(np.shape(y)[-1], dtype=bool)
+
+
+@rrule(_inv)
+def _inv_rrule(a, *, assume_a=None, lower=False, check_finite=True):
+    y = _inv(a, assume_a=assume_a, lower=lower, check_finite=check_finite)
+
+    def pullback(g):
+        if assume_a == "diagonal":  # (SciPy inverts the diagonal and returns the other entries as they are)
+            return (np.where(_eye_mask(y), -(_cj(y) * g * _cj(y)), g),)
+        yh = _mH(y)
+        return (_read_adjoint(-np.matmul(np.matmul(yh, g), yh), assume_a, lower),)  # Ā = -Y⁻ᴴ Ȳ Y⁻ᴴ, read
+
+    return y, pullback
+
+
+@frule(_inv)
+def _inv_frule(primals, tangents, *, assume_a=None, lower=False, check_finite=True):
+    (a,), (t,) = primals, tangents
+    y = _inv(a, assume_a=assume_a, lower=lower, check_finite=check_finite)
+    if assume_a == "diagonal":
+        return y, np.where(_eye_mask(y), -(y * t * y), t)
+    return y, -np.matmul(np.matmul(y, _structured(t, assume_a, lower)), y)
+
+
 @_overwrites(sl.inv, overwrite_a=("a", ("a",)))
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
-    """``scipy.linalg.inv`` (NumPy's rules; ``assume_a`` selects the entries read).
+    """``scipy.linalg.inv``: SciPy's inverse, differentiated w.r.t. the entries SciPy's
+    solver for ``assume_a`` reads (one triangle for "pos", "sym" and "her").
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import inv
     >>> float(mg.grad(lambda t: inv(t * np.eye(2))[0, 0])(2.0))
     -0.25
     """
-    return _inv(_structured(a, assume_a, lower))
+    return _inv(_array_like(a), assume_a=assume_a, lower=lower, check_finite=check_finite)
+
+
+@scipy_primitive("scipy.linalg.solve")
+def _solve(a, b, *, lower=False, assume_a=None, transposed=False, check_finite=True):
+    return sl.solve(a, b, lower=lower, check_finite=check_finite, assume_a=assume_a, transposed=transposed)
+
+
+def _divides(a):
+    """Whether SciPy's solve divides by ``a`` (of one entry) rather than solving with it."""
+    return np.prod(np.shape(a), dtype=int) == 1
+
+
+def _solve_adjoint(a, g, *, lower, assume_a, transposed):
+    """Mᴴ⁻¹ g, M the matrix ``solve(a, ·, ...)`` solves with, without transposed=True for
+    complex values (which SciPy refuses)."""
+    kw = {"lower": lower, "assume_a": assume_a, "check_finite": False}
+    s = _STRUCTURES[assume_a]
+    if s == "sym":  # (Mᴴ = conj(M))
+        a = _cj(a)
+    elif transposed or s == "her":  # (real M = S(a)ᵀ: Mᴴ = S(a); Hermitian M = Mᴴ)
+        pass
+    elif s in ("upper", "lower"):
+        a, kw["assume_a"] = _mH(a), ("upper" if s == "lower" else "lower") + " triangular"
+    else:
+        a = _mH(a)
+    return _quiet(_solve, a, g, **kw)
+
+
+@rrule(_solve)
+def _solve_rrule(a, b, *, lower=False, assume_a=None, transposed=False, check_finite=True):
+    kw = {"lower": lower, "assume_a": assume_a, "transposed": transposed}
+    x = _solve(a, b, check_finite=check_finite, **kw)
+    vec = np.ndim(b) == 1  # (one column)
+
+    def pullback(g):
+        gc, xc = (g[..., None], x[..., None]) if vec else (g, x)
+        if _divides(a):  # x = b / a
+            bbar = gc / _cj(a)
+            abar = -bbar * _cj(xc)
+        else:  # b̄ = M⁻ᴴ x̄, M̄ = -b̄ xᴴ (as ā)
+            bbar = _solve_adjoint(a, gc, **kw)
+            mbar = -np.matmul(bbar, _mH(xc))
+            abar = _read_adjoint(_mT(mbar) if transposed else mbar, assume_a, lower)
+        return _unb(abar, np.shape(a)), _unb(bbar[..., 0] if vec else bbar, np.shape(b))
+
+    return x, pullback
+
+
+@frule(_solve)
+def _solve_frule(primals, tangents, *, lower=False, assume_a=None, transposed=False, check_finite=True):
+    (a, b), (ta, tb) = primals, tangents
+    kw = {"lower": lower, "assume_a": assume_a, "transposed": transposed}
+    x = _solve(a, b, check_finite=check_finite, **kw)
+    vec = np.ndim(b) == 1
+    rhs = ZERO if is_zero(tb) else tb[..., None] if vec else tb
+    if not is_zero(ta):  # ẋ = M⁻¹ (ḃ - Ṁ x)
+        xc = x[..., None] if vec else x
+        if _divides(a):
+            mx = ta * xc
+        else:
+            m = _structured(ta, assume_a, lower)
+            mx = np.matmul(_mT(m) if transposed else m, xc)
+        rhs = -mx if is_zero(rhs) else rhs - mx
+    if is_zero(rhs):
+        return x, ZERO
+    dx = rhs / a if _divides(a) else _quiet(_solve, a, rhs, check_finite=False, **kw)
+    return x, dx[..., 0] if vec else dx
 
 
 @_overwrites(sl.solve, overwrite_a=("a", ("a",)), overwrite_b=("b", ("a", "b")))
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True, assume_a=None,
           transposed=False):
-    """``scipy.linalg.solve`` (NumPy's rules; ``assume_a`` selects the entries read; stacks
-    broadcast, a vector ``b`` one right-hand side for every matrix, as SciPy's).
+    """``scipy.linalg.solve``: SciPy's solution (its solver for the structure given or found),
+    differentiated w.r.t. the entries that solver reads (one triangle for "pos", "sym" and
+    "her"); stacks broadcast, a vector ``b`` one right-hand side for every matrix, as SciPy's.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import solve
     >>> mg.grad(lambda b: solve(2 * np.eye(2), b).sum())(np.ones(2))
     array([0.5, 0.5])
     """
-    _check_solve_shapes(a, b)
-    a = _structured(a, assume_a, lower)
-    return _solve(_mT(a) if transposed else a, b)
+    return _solve(_array_like(a), _array_like(b), lower=lower, assume_a=assume_a, transposed=transposed,
+                  check_finite=check_finite)
 
 
-def _check_solve_shapes(a, b):
-    """SciPy's checks of the shapes solve is given, with its messages (NumPy's differ)."""
-    a_shape, b_shape = np.shape(a), np.shape(b)
-    a_shape = (1,) * (2 - len(a_shape)) + a_shape if len(a_shape) < 2 else a_shape
-    b_shape = b_shape + (1,) if len(b_shape) <= 1 else b_shape  # (a vector: one column)
-    b_shape = (1,) * (2 - len(b_shape)) + b_shape
-    if a_shape[-1] != a_shape[-2]:
-        raise ValueError(f"Expected square matrix, got a1.shape={a_shape}")
-    if b_shape[-2] != a_shape[-1] and np.prod(a_shape) != 1:
-        raise ValueError(f"incompatible shapes: a1.shape={a_shape} and b1.shape={b_shape}")
-    np.broadcast_shapes(a_shape[:-2], b_shape[:-2])  # (its error, as SciPy's)
+@scipy_primitive("scipy.linalg.det")
+def _det(a, *, check_finite=True):
+    return sl.det(a, check_finite=check_finite)
+
+
+@rrule(_det)
+def _det_rrule(a, *, check_finite=True):
+    y = _det(a, check_finite=check_finite)
+
+    def pullback(g):  # Ā = ḡ adj(A)ᴴ
+        return (np.expand_dims(g, (-2, -1)) * _mH(_lin._adjugate(a, y)),)
+
+    return y, pullback
+
+
+@frule(_det)
+def _det_frule(primals, tangents, *, check_finite=True):
+    (a,), (t,) = primals, tangents
+    y = _det(a, check_finite=check_finite)
+    try:
+        ainv = np.linalg.inv(a)
+        if np.shape(a)[-1] > 3 and np.any(_lin._ill_conditioned(a, ainv)):
+            raise np.linalg.LinAlgError
+        return y, y * np.trace(np.matmul(ainv, t), axis1=-2, axis2=-1)
+    except np.linalg.LinAlgError:  # singular (to working precision): through the adjugate
+        return y, np.trace(_lin._adjugate(a, y) @ t, axis1=-2, axis2=-1)
 
 
 @_overwrites(sl.det, overwrite_a=("a", ("a",)))
 def det(a, overwrite_a=False, check_finite=True):
-    """``scipy.linalg.det`` (NumPy's rules).
+    """``scipy.linalg.det``: SciPy's determinant (float64 or complex128 for every input),
+    differentiated with the adjugate (a singular matrix too).
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import det
@@ -1498,7 +1626,7 @@ def det(a, overwrite_a=False, check_finite=True):
     array([[ 4., -3.],
            [-2.,  1.]])
     """
-    return _det(a)
+    return _det(_array_like(a), check_finite=check_finite)
 
 
 # -- eigh, eigvalsh: the standard and the generalized Hermitian problem -------------------

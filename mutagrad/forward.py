@@ -75,6 +75,7 @@ class ForwardLevel(Level):
         from .config import strict as _strict
 
         self.strict = _strict() if strict is None else strict
+        self.clean_marks = {}  # id(storage) -> (storage, mark buffer, its root view): see _note_clean_write
 
     def _poisoned(self, tdot, prim_name):
         """A rule's NotImplementedTangent: raise in strict mode, else keep it (it poisons)."""
@@ -280,6 +281,9 @@ class ForwardLevel(Level):
         dest._value[idx] = value._value if own else value
         if own and value._storage.poison is not None:
             s.poison = value._storage.poison
+            self.clean_marks.pop(id(s), None)
+        elif s.poison is not None:
+            self._note_clean_write(s, dest, idx)
         if s.tangent is None and isinstance(vdot, AbstractZero):
             return
         self.ensure_tangent(s)
@@ -291,6 +295,26 @@ class ForwardLevel(Level):
             if value.dtype.kind == "c" and dest.dtype.kind != "c":
                 vdot = np.real(vdot)
             tv[idx] = vdot
+
+
+def _note_clean_write(self, s, dest, idx):
+    """A write of values that have a derivative into a poisoned storage (one holding, say, the
+    scratch values SciPy left with overwrite_a=True): the poison covers the whole storage, so it
+    goes once every element (both parts of a complex one) has been rewritten so since."""
+    entry = self.clean_marks.get(id(s))
+    if entry is None or entry[0] is not s:
+        buf, root = s.new_mirror(np.zeros)
+        entry = self.clean_marks[id(s)] = (s, buf, root)
+    target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
+    target[idx] = (1 + 1j) if target.dtype.kind == "c" else 1
+    root = entry[2]
+    done = np.all(root.real != 0) and (root.dtype.kind != "c" or np.all(root.imag != 0))
+    if done:
+        s.poison = None
+        del self.clean_marks[id(s)]
+
+
+ForwardLevel._note_clean_write = _note_clean_write
 
 
 def _zero_if_constant(t):

@@ -318,6 +318,40 @@ def test_intermediate_values_cost_nothing_unless_read():
             mg.grad(lambda a: np.sum(msl.svd(a, overwrite_a=True, compute_uv=False)) + a[0, 0])(a.copy(order="F"))
 
 
+def test_forward_mode_forgets_intermediate_values_once_every_element_is_rewritten():
+    # a scratch buffer holding SciPy's workspace (det's LU factors), rewritten before it is read
+    # again: forward mode (which marks a whole array) is right once every element is rewritten,
+    # at once or row by row; reading it before that is still refused
+    a0 = np.array([[2.0, 0.3], [0.3, 1.0]])
+
+    def f(a, w, det=msl.det, rows=False):
+        tot = 0.0
+        for t in range(2):
+            if rows:
+                for i in range(2):
+                    w[i] = a0[i] * a[0] + t
+            else:
+                w[...] = a0 * a[0] + t
+            tot = tot + np.log(det(w, overwrite_a=True))
+        return tot
+
+    for rows in (False, True):
+        fd = numerical_grad(lambda a: f(a, np.zeros((2, 2)), sl.det, rows), (np.array([1.0]),), (0,))[0]
+        g = lambda a, w, rows=rows: f(a, w, rows=rows)
+        t = mg.jvp(g, (np.array([1.0]), np.zeros((2, 2))), (np.array([1.0]), np.zeros((2, 2))))[1]
+        np.testing.assert_allclose(t, fd[0], rtol=1e-6)
+        np.testing.assert_allclose(mg.grad(g)(np.array([1.0]), np.zeros((2, 2))), fd, rtol=1e-6)
+
+    def partly(a, w):
+        w[...] = a0 * a[0]
+        d = msl.det(w, overwrite_a=True)
+        w[0] = a[0]  # (row 1 still holds the workspace)
+        return d + np.sum(w)
+
+    t = mg.jvp(partly, (np.array([1.0]), np.zeros((2, 2))), (np.array([1.0]), np.zeros((2, 2))))[1]
+    assert isinstance(t, mg.NotImplementedTangent)
+
+
 def test_second_order():
     a = np.asfortranarray(WELL(N, N))
 

@@ -336,7 +336,7 @@ def test_forward_mode_forgets_intermediate_values_once_every_element_is_rewritte
         return tot
 
     for rows in (False, True):
-        fd = numerical_grad(lambda a: f(a, np.zeros((2, 2)), sl.det, rows), (np.array([1.0]),), (0,))[0]
+        fd = numerical_grad(lambda a, rows=rows: f(a, np.zeros((2, 2)), sl.det, rows), (np.array([1.0]),), (0,))[0]
         g = lambda a, w, rows=rows: f(a, w, rows=rows)
         t = mg.jvp(g, (np.array([1.0]), np.zeros((2, 2))), (np.array([1.0]), np.zeros((2, 2))))[1]
         np.testing.assert_allclose(t, fd[0], rtol=1e-6)

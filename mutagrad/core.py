@@ -1269,6 +1269,7 @@ def _no_rule(fn, kind="function"):
 
 
 UFUNC_HANDLERS: dict = {}  # (ufunc, method) -> handler(ufunc, inputs, kwargs)
+_OWN_CALL = frozenset((np.divmod, np.modf))  # ufuncs whose calls take their handler, not the fast path
 
 
 def _arrayify(inputs):
@@ -1943,7 +1944,7 @@ class Tracer:
                 r = _promoted_inplace(ufunc, inputs, p[0], sys._getframe(1))
                 if r is not None:
                     return r
-        if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
+        if method == "__call__" and not kwargs and 0 < len(inputs) <= 2 and ufunc not in _OWN_CALL:
             if ufunc is _np_power and self._scalar and isinstance(inputs[0], np.generic) and at_a_power(
                     sys._getframe(1)):
                 # `c ** s` of a NumPy scalar c: NumPy's scalar operator hands a traced s to the

@@ -465,3 +465,21 @@ def test_interp_with_unsorted_sample_points_raises():
         return np.sum(np.interp(np.array([0.1, 0.5]), x, np.array([1.0, 2.0, 3.0]), period=1.0))
 
     check_grads(f, np.array([0.7, 0.35, 0.15]))
+
+
+def test_integral_parts_of_modf_and_divmod_are_constants_plain_code_may_read():
+    # int(np.modf(d)[1]) and int(divmod(d, 1.0)[0]) as int(np.floor(d)): piecewise-constant
+    # outputs come out as constants; the continuous output keeps its derivative
+    sig = np.arange(10.0) ** 2
+    parts = [lambda d: np.modf(d)[1], lambda d: divmod(d, 1.0)[0], lambda d: np.divmod(d, 1.0)[0]]
+    for part in parts:
+        def f(d, part=part):
+            k = int(part(d))
+            fr = d - k
+            return (1 - fr) * sig[k] + fr * sig[k + 1]
+
+        fd = (f(3.25 + 1e-6) - f(3.25 - 1e-6)) / 2e-6
+        np.testing.assert_allclose(mg.grad(f)(3.25), fd, rtol=1e-7)
+        np.testing.assert_allclose(mg.jvp(f, (3.25,), (1.0,))[1], fd, rtol=1e-7)
+    check_grads(lambda x: np.modf(x)[0] * np.modf(x)[1] + np.divmod(x, 0.7)[1] * np.divmod(x, 0.7)[0],
+                np.array([1.55, 2.25]), order=2)

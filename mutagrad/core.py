@@ -110,7 +110,7 @@ class Primitive:
     """
 
     __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
-                 "elementwise", "fast", "weak_args", "__weakref__")
+                 "elementwise", "fast", "weak_args", "zero_outputs", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -120,6 +120,9 @@ class Primitive:
         self.frule = None
         self.linear = False
         self.zero = False
+        # positions of outputs whose derivative is zero wherever it exists (divmod's quotient,
+        # modf's integral part): constants, as a ``zero`` function's outputs are
+        self.zero_outputs = ()
         # reads[i] = (argument positions, reads the output?) that the cotangent of
         # argument i needs; None: anything. Decides what must be kept for the pullback.
         self.reads = None
@@ -1269,7 +1272,6 @@ def _no_rule(fn, kind="function"):
 
 
 UFUNC_HANDLERS: dict = {}  # (ufunc, method) -> handler(ufunc, inputs, kwargs)
-_OWN_CALL = frozenset((np.divmod, np.modf))  # ufuncs whose calls take their handler, not the fast path
 
 
 def _arrayify(inputs):
@@ -1944,7 +1946,7 @@ class Tracer:
                 r = _promoted_inplace(ufunc, inputs, p[0], sys._getframe(1))
                 if r is not None:
                     return r
-        if method == "__call__" and not kwargs and 0 < len(inputs) <= 2 and ufunc not in _OWN_CALL:
+        if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
             if ufunc is _np_power and self._scalar and isinstance(inputs[0], np.generic) and at_a_power(
                     sys._getframe(1)):
                 # `c ** s` of a NumPy scalar c: NumPy's scalar operator hands a traced s to the

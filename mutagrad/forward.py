@@ -243,10 +243,14 @@ class ForwardLevel(Level):
                         f"that do not match its outputs ({e}); return one tangent per output, in the outputs' "
                         f"structure (mg.ZeroTangent() for a zero one), at {user_line()}") from None
             outs = []
-            for yl, dl in zip(ys, dls):
+            zero = prim.zero_outputs if prim is not None else ()
+            for j, (yl, dl) in enumerate(zip(ys, dls)):
                 o, s = self.wrap_output(yl, leaves, ins)
                 if s is not None:
-                    self.set_tangent(s, dl, in_t)
+                    if j in zero:  # (a constant, as a piecewise-constant function's result)
+                        s.pristine = True
+                    else:
+                        self.set_tangent(s, dl, in_t)
                 outs.append(o)
             return tree_unflatten(ytree, outs)
         o, s = self.wrap_output(y, leaves, ins)
@@ -296,25 +300,21 @@ class ForwardLevel(Level):
                 vdot = np.real(vdot)
             tv[idx] = vdot
 
-
-def _note_clean_write(self, s, dest, idx):
-    """A write of values that have a derivative into a poisoned storage (one holding, say, the
-    scratch values SciPy left with overwrite_a=True): the poison covers the whole storage, so it
-    goes once every element (both parts of a complex one) has been rewritten so since."""
-    entry = self.clean_marks.get(id(s))
-    if entry is None or entry[0] is not s:
-        buf, root = s.new_mirror(np.zeros)
-        entry = self.clean_marks[id(s)] = (s, buf, root)
-    target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
-    target[idx] = (1 + 1j) if target.dtype.kind == "c" else 1
-    root = entry[2]
-    done = np.all(root.real != 0) and (root.dtype.kind != "c" or np.all(root.imag != 0))
-    if done:
-        s.poison = None
-        del self.clean_marks[id(s)]
-
-
-ForwardLevel._note_clean_write = _note_clean_write
+    def _note_clean_write(self, s, dest, idx):
+        """A write of values that have a derivative into a poisoned storage (one holding, say, the
+        scratch values SciPy left with overwrite_a=True): the poison covers the whole storage, so it
+        goes once every element (both parts of a complex one) has been rewritten so since."""
+        entry = self.clean_marks.get(id(s))
+        if entry is None or entry[0] is not s:
+            buf, root = s.new_mirror(np.zeros)
+            entry = self.clean_marks[id(s)] = (s, buf, root)
+        target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
+        target[idx] = (1 + 1j) if target.dtype.kind == "c" else 1
+        root = entry[2]
+        done = np.all(root.real != 0) and (root.dtype.kind != "c" or np.all(root.imag != 0))
+        if done:
+            s.poison = None
+            del self.clean_marks[id(s)]
 
 
 def _zero_if_constant(t):

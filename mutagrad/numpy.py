@@ -238,14 +238,6 @@ def as_strided(x, shape=None, strides=None, subok=False, writeable=True):
 _EVERY_ARGUMENT: dict = {}
 
 
-def _deep_tracer(objs):
-    for o in objs:
-        if isinstance(o, _Tracer) or (isinstance(o, (list, tuple)) and _deep_tracer(o)) or (
-                isinstance(o, dict) and _deep_tracer(o.values())):
-            return True
-    return False
-
-
 def _every_argument(fn, handler):
     """``fn`` looking at every argument: NumPy dispatches some functions on a few of them only
     (np.pad on its array, np.apply_along_axis on arr), so a traced ``constant_values=`` beside a
@@ -253,7 +245,7 @@ def _every_argument(fn, handler):
     code; inside differentiation such calls go to mutagrad's rule for ``fn``."""
 
     def call(*args, **kwargs):
-        if _active_levels() and (_deep_tracer(args) or _deep_tracer(kwargs.values()) or any(
+        if _active_levels() and (_has_tracer(args) or _has_tracer(tuple(kwargs.values())) or any(
                 callable(a) and not isinstance(a, type) for a in (*args, *kwargs.values()))):
             return handler(args, kwargs)
         return fn(*args, **kwargs)

@@ -849,8 +849,12 @@ class ReverseLevel(Level):
         if any(s is not None for s in fresh):
             inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
             self.tape.append(OpRecord(pb, inputs, fresh, prim, self._line(), outtree, tree))
-            for s in fresh:
+            zero = prim.zero_outputs if prim is not None else ()
+            for j, s in enumerate(fresh):
                 if s is not None:
+                    if j in zero:  # (a constant, as a piecewise-constant function's result)
+                        s.pristine = True
+                        continue
                     s.active = True
                     s.captured = out_read
         return res

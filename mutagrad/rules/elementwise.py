@@ -771,32 +771,15 @@ def _defmulti(ufunc, k, *partials):
         return ys, tuple(dots)
 
     p.rrule, p.frule = rule, forward
+    # the other outputs (a quotient, an integral part, an exponent) are constants, as np.floor's
+    # result is, so that plain code may read them: int(np.modf(d)[1]) as int(np.floor(d))
+    p.zero_outputs = tuple(i for i in range(ufunc.nout) if i != k)
     return p
 
 
 _defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -np.floor(bottom(a) / bottom(b)))
 _defmulti(np.modf, 0, lambda x, ys: 1.0)
 _defmulti(np.frexp, 0, lambda x, ys: np.ldexp(1.0, -bottom(ys[1])))
-
-
-def _constant_parts(zero):
-    """A multi-output ufunc's call whose outputs ``zero`` (a quotient, an integral part) are
-    piecewise constant: they come out as constants, as np.floor's does, so that plain code may
-    read them (int(np.modf(d)[1]), like int(np.floor(d))); their derivative is zero either way."""
-
-    def handler(ufunc, inputs, kwargs):
-        res = ufunc_call(ufunc, inputs, kwargs)
-        if kwargs.get("out") is not None or type(res) is not tuple:  # (written into the caller's arrays)
-            return res
-        from ..core import stop_gradient
-
-        return tuple(stop_gradient(r) if i in zero and isinstance(r, Tracer) else r for i, r in enumerate(res))
-
-    return handler
-
-
-UFUNC_HANDLERS[(np.divmod, "__call__")] = _constant_parts((0,))
-UFUNC_HANDLERS[(np.modf, "__call__")] = _constant_parts((1,))
 
 
 # -- np.i0: the modified Bessel function I0 ----------------------------------------------

@@ -28,7 +28,7 @@ from ..core import (
     with_replayed_bits,
     write,
 )
-from ..tangents import NoTangent, is_zero, unbroadcast
+from ..tangents import NoTangent, is_zero
 from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
 
 
@@ -223,21 +223,12 @@ at_sums_p.linear = True  # (its pullback reads the positions only)
 
 def _at_sums_rrule(vals, b, inv, ufunc):
     out = _at_sums_impl(vals, b, inv, ufunc)
-    bshape = _shape(b)
-    bdt = np.result_type(bottom(b))
 
     def pullback(g):
-        gb = g[inv]  # each value's element: the transpose of the sums
-        if ufunc is np.subtract:
-            gb = -gb
-        gb = unbroadcast(gb, bshape)
-        if bdt.kind not in "fc":
-            return g, NoTangent(), NoTangent(), NoTangent()
-        if bdt.kind == "f" and np.iscomplexobj(bottom(gb)):  # (a real value added into complex elements)
-            gb = np.real(gb)
-        if np.result_type(bottom(gb)) != bdt:
-            gb = gb.astype(bdt)
-        return g, gb, NoTangent(), NoTangent()
+        # each value's element: the transpose of the sums (the tape projects it onto b: the
+        # broadcast summed away, the real part for a real b, b's precision)
+        gb = g[inv]
+        return g, -gb if ufunc is np.subtract else gb, NoTangent(), NoTangent()
 
     return out, pullback
 

@@ -35,6 +35,7 @@ import scipy.linalg as sl
 
 from ...core import Tracer, bottom, write
 from ...errors import MutationError, WriteToPlainArrayError, escape_error, user_line
+from ...pytree import tree_flatten, tree_map, tree_unflatten
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
 from ...tangents import (
@@ -104,18 +105,18 @@ def _as_column(solve, a, b, **kw):
 # Fortran-ordered matrix, a contiguous vector, each function its own rules): the array is left
 # unchanged, or holds one of the results (b the solution, a the factor or the inverse: SciPy then
 # returns that very array), or intermediate values (solve's and det's LU factors, svd's and qr's
-# reflectors). Which one is SciPy's decision, so it is asked, not predicted: with a flag set and
-# a traced argument, the call is replayed on plain copies of the arrays it may overwrite, of the
+# reflectors). Which one is SciPy's decision, so it is asked, not predicted: with a flag set and a
+# traced argument, the call is replayed on plain copies of the arrays it may overwrite, of the
 # same dtype, strides, alignment and writeable flag (one more SciPy call), and what the copies
 # hold afterwards is written into the arrays (DESIGN 1.2.5): a result as a traced write (its
 # derivative exact), other values as a primitive whose derivative is a NotImplementedTangent,
-# which costs nothing unless read (forward mode marks the whole array: read none of it). A plain
-# array that would receive traced values raises WriteToPlainArrayError; arrays sharing memory
-# (SciPy would read what it overwrote) raise MutationError. The results are SciPy's own bits (a
-# traced result rounded otherwise would take them: _scipy_bits), and where SciPy returns the
-# argument or a view of it, so does the call. A stack that SciPy's batch decorator handles
-# matrix by matrix is called so here too (an array broadcast over the stack is overwritten by
-# the first matrix and read so by the next). Without a traced argument the call is SciPy's own.
+# which costs nothing unless read (forward mode marks the whole array until every element is
+# rewritten). A plain array that would receive traced values raises WriteToPlainArrayError; arrays
+# sharing memory (SciPy would read what it overwrote) raise MutationError. The results are SciPy's
+# own bits (the primitives are SciPy's calls), and where SciPy returns the argument or a view of
+# it, so does the call. A stack that SciPy's batch decorator handles matrix by matrix is called so
+# here too (an array broadcast over the stack is overwritten by the first matrix and read so by
+# the next). Without a traced argument the call is SciPy's own.
 
 
 @scipy_primitive("the values scipy.linalg leaves in an overwritten array")
@@ -137,36 +138,16 @@ def _left_by_scipy_frule(primals, tangents, *, values, why):
     return values.copy(), not_implemented(why)
 
 
-@scipy_primitive("the bits of SciPy's own result")
-def _scipy_bits(y, *, bits):
-    """``y``, a result computed with other LAPACK calls, valued as SciPy's ``bits``: the same
-    function, rounded as SciPy rounds it; its derivative is y's."""
-    return bits.copy() if isinstance(bits, np.ndarray) else bits
-
-
-rrule(_scipy_bits)(lambda y, *, bits: (_scipy_bits(y, bits=bits), lambda g: (g,)))
-frule(_scipy_bits)(lambda primals, tangents, *, bits: (_scipy_bits(primals[0], bits=bits), tangents[0]))
-
-
 def _flat_leaves(x):
-    return [z for y in x for z in _flat_leaves(y)] if isinstance(x, (tuple, list)) else [x]
-
-
-def _rebuild(x, leaves):
-    """``x``'s tuples and lists with the leaves taken in order from the iterator ``leaves``."""
-    if isinstance(x, (tuple, list)):
-        return type(x)(_rebuild(y, leaves) for y in x)
-    return next(leaves)
+    return tree_flatten(x)[0]
 
 
 def _has_tracer(x):
-    return isinstance(x, Tracer) or (isinstance(x, (tuple, list)) and any(_has_tracer(y) for y in x))
+    return any(isinstance(v, Tracer) for v in tree_flatten(x)[0])
 
 
 def _plain(x):
-    if isinstance(x, (tuple, list)):
-        return type(x)(_plain(y) for y in x)
-    return bottom(x) if isinstance(x, Tracer) else x
+    return tree_map(bottom, x)  # (bottom leaves a plain value as it is)
 
 
 def _same_bits(x, y):
@@ -257,12 +238,10 @@ class _Overwrites:
         with warnings.catch_warnings():  # (the traced call warned as SciPy does, or not at all)
             warnings.simplefilter("ignore")
             want = _flat_leaves(self.scipy_fn(*bound.args, **bound.kwargs))
-        got = _flat_leaves(out)
+        got, outdef = tree_flatten(out)
         if len(got) != len(want):  # pragma: no cover  (the same structure: SciPy's)
             raise AssertionError(f"{self.name}: results unlike SciPy's")
-        new = [_scipy_bits(g, bits=w) if isinstance(g, Tracer) and np.shape(g) == np.shape(w)
-               and bottom(g).dtype == np.asarray(w).dtype and not _same_bits(bottom(g), w) else g
-               for g, w in zip(got, want)]
+        new = list(got)  # (the primitives are SciPy's own calls: the same bits as ``want``)
         writes = []  # (flag, parameter, index of the result it holds or None, value)
         for flag, p, deps in targets:
             x, r = arg[p], copies[p]
@@ -295,7 +274,7 @@ class _Overwrites:
             write(arg[p], Ellipsis, v)
             if i is not None and _same_memory(want[i], copies[p]):  # (SciPy returns the array it wrote into)
                 new[i] = _as_returned(arg[p], want[i], copies[p])
-        return _rebuild(out, iter(new))
+        return tree_unflatten(outdef, new)
 
     def _no_overlap(self, arg, targets):
         arrays = [(k, _plain(v)) for k, a in arg.items() for v in _flat_leaves(a) if isinstance(v, (Tracer, np.ndarray))]
@@ -1241,9 +1220,11 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
 # every vector beyond r): none of those vectors is needed. null_space: the one null vector N of
 # a real (n - 1) x n matrix of full rank (unique up to its sign, which LAPACK's Householder
 # vectors fix smoothly) has dN = -A⁺ dA N, A⁺ = V S⁻¹ Uᴴ of the first r triplets, and
-# Ā = -(U S⁻¹ Vh N̄) Nᵀ. Several null vectors, or a complex one, are not unique; nor is the sign of
-# one of a matrix of lower rank (a zero singular value's vector: LAPACK's sign comes from rounding,
-# and flipped under half of 200 perturbations of 1e-7 of a 3 x 3 matrix of rank 2).
+# Ā = -(U S⁻¹ Vh N̄) Nᵀ. The null vector of a square or tall matrix of rank n - 1 belongs to a
+# zero singular value, whose sign LAPACK picks from rounding (it flipped under half of 200
+# perturbations of 1e-7 of a 3 x 3 matrix of rank 2): the same formula is the derivative of the
+# vector continued smoothly through the zero, every sign-free function's (v / v.sum(), v vᵀ; see
+# docs/errors.md). Several null vectors, or a complex one, are not unique: refused.
 
 
 def _ranks(s, rcond, m, n):

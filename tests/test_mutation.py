@@ -574,6 +574,66 @@ def test_ufunc_at_with_many_repeats(op):
     np.testing.assert_array_equal(out, plain)
 
 
+@pytest.mark.parametrize("op", [np.maximum, np.minimum, np.fmax, np.fmin])
+def test_ufunc_at_picking_one_argument_with_many_repeats(op):
+    # repeated positions: NumPy's own loop on the gathered values, the fold's derivative
+    rng = np.random.default_rng(9)
+    idx = rng.integers(0, 4, 40)
+    v = rng.standard_normal(40)
+
+    def f(a, v):
+        view = a.reshape(2, 4)[:, ::2]  # a view that is not contiguous
+        c = np.sin(a)
+        op.at(view, (idx % 2, idx // 2), v * np.abs(v))
+        return np.sum(a ** 3 * c)
+
+    check_grads(f, rng.standard_normal(8), v, order=2)
+    a = rng.standard_normal(8)
+    plain = a.copy()
+    op.at(plain.reshape(2, 4)[:, ::2], (idx % 2, idx // 2), v)
+    out, _ = mg.vjp(lambda a, v: (op.at(a.reshape(2, 4)[:, ::2], (idx % 2, idx // 2), v), a * 1.0)[1], a.copy(), v)
+    np.testing.assert_array_equal(out, plain)
+
+
+def test_maximum_at_ties_split_as_the_sequence_of_maximums():
+    # np.maximum's tie rule (half to each) applied step by step, by hand: a = b0 = b1:
+    # c1 = max(a, b0) gives a, b0 a half each; c2 = max(c1, b1) halves c1's share, b1 gets a half
+    def f(a, b):
+        a = a * 1.0
+        np.maximum.at(a, [0, 0, 1], b)
+        return a[0] + 3.0 * a[1]
+
+    a, b = np.array([1.0, 5.0]), np.array([1.0, 1.0, 7.0])
+    ga, gb = mg.grad(f, argnums=(0, 1))(a, b)
+    np.testing.assert_array_equal(ga, [0.25, 0.0])
+    np.testing.assert_array_equal(gb, [0.25, 0.5, 3.0])
+    _, t = mg.jvp(f, (a, b), (np.array([1.0, 10.0]), np.array([100.0, 1000.0, 1e4])))
+    assert t == 0.25 + 25.0 + 500.0 + 3e4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fmax_at_with_nans_and_a_python_float(dtype):
+    # a NaN loses to a number in np.fmax; a Python float is a float64 operand of ufunc.at
+    def f(x, b):
+        a = x.astype(dtype) * 2.0
+        np.fmax.at(a, [0, 0, 2, 2, 1], b)
+        np.fmax.at(a, [1, 1], 0.1)
+        return np.sum(a * np.array([1.0, 2.0, 3.0]))
+
+    x = np.array([np.nan, -1.0, 0.2])
+    b = np.array([0.3, np.nan, np.nan, 0.05, -3.0])
+    plain = x.astype(dtype) * 2.0
+    np.fmax.at(plain, [0, 0, 2, 2, 1], b)
+    np.fmax.at(plain, [1, 1], 0.1)
+    gx, gb = mg.grad(f, argnums=(0, 1))(x, b)
+    # by hand: a[0] is b[0] (NaN loses), a[2] stays 2*x[2] = 0.4, a[1] is the Python float 0.1
+    np.testing.assert_array_equal(gx, [0.0, 0.0, 6.0])
+    np.testing.assert_array_equal(gb, [1.0, 0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(mg.value_and_grad(f)(x, b)[0], np.sum(plain * np.array([1.0, 2.0, 3.0])))
+    _, t = mg.jvp(f, (x, b), (np.ones(3), np.ones(5)))
+    assert t == gx.sum() + gb.sum()
+
+
 def test_base_is_none_for_owned_memory_and_set_for_views():
     seen = []
 

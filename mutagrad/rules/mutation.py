@@ -29,6 +29,7 @@ from ..core import (
     write,
 )
 from ..tangents import NoTangent, is_zero
+from .elementwise import _picks
 from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
 
 
@@ -247,6 +248,100 @@ def _at_sums_frule(primals, tangents):
 at_sums_p.rrule, at_sums_p.frule = _at_sums_rrule, _at_sums_frule
 
 
+def _occurrences(inv):
+    """Each element's occurrence number among the equal entries of ``inv``, in order."""
+    order = np.argsort(inv, kind="stable")
+    sp = inv[order]
+    start = np.r_[0, np.flatnonzero(np.diff(sp)) + 1]
+    run_id = np.repeat(np.arange(start.size), np.diff(np.r_[start, sp.size]))
+    occ = np.empty(inv.size, np.intp)
+    occ[order] = np.arange(sp.size) - start[run_id]
+    return occ
+
+
+_PICKS = {np.maximum: _picks(np.maximum), np.minimum: _picks(np.minimum),
+          np.fmax: _picks(np.fmax, nan_loses=True), np.fmin: _picks(np.fmin, nan_loses=True)}
+
+
+def _at_picks_impl(vals, b, inv, ufunc):
+    """``vals`` after ``ufunc.at(vals, inv, b)`` for a ufunc picking one argument (np.maximum,
+    np.minimum, np.fmax, np.fmin): NumPy's own loop on a copy (values in index order)."""
+    out = np.copy(vals)
+    if np.ndim(b) and np.shape(b) != inv.shape:
+        b = np.broadcast_to(b, inv.shape)  # (see _at_sums_impl)
+    ufunc.at(out, inv, b)
+    return out
+
+
+def _at_picks_weights(vals, b, inv, ufunc, out):
+    """The derivative of the folds ``c = ufunc(c, b_i)`` (each position's values in index order)
+    with respect to the starting values and to each ``b_i``: products of the one-step partials
+    ``np.maximum``'s rule gives (the winner 1, ties halved), plain arrays of ``vals`` and
+    ``inv``'s shapes, piecewise constant (so the rule is linear in the tangents it carries)."""
+    invf = inv.reshape(-1)
+    vb, bb, ob = bottom(vals), np.asarray(bottom(b)), bottom(out)
+    bf = np.reshape(np.broadcast_to(bb, inv.shape), (-1,))
+    if bb.dtype == vb.dtype:
+        # each fold's result is one of its values, compared without a cast: where exactly one
+        # value of a fold equals its result (no tie with it, no NaN), that value has the whole
+        # derivative (earlier values lose to it, later ones to the running result)
+        wv = (vb == ob).astype(np.float64)
+        wb = (bf == ob[invf]).astype(np.float64)
+        if np.all(np.bincount(invf, wb, ob.size) + wv == 1.0):
+            return wv, wb.reshape(inv.shape)
+    first, second = _PICKS[ufunc]
+    cur = np.array(vb, copy=True)
+    occ = _occurrences(invf)
+    rounds = [np.flatnonzero(occ == r) for r in range(int(occ.max()) + 1)] if invf.size else []
+    d_cur = np.empty(invf.size)
+    d_b = np.empty(invf.size)
+    for sel in rounds:  # (within a round each position once: NumPy's one-element steps, vectorized)
+        u = invf[sel]
+        c, x = cur[u], bf[sel]
+        d_cur[sel] = first(c, x, None)
+        d_b[sel] = second(c, x, None)
+        cur[u] = ufunc(c, x)
+    acc = np.ones(cur.shape)
+    for sel in reversed(rounds):  # (the later steps' products: suffix products per position)
+        u = invf[sel]
+        d_b[sel] *= acc[u]
+        acc[u] *= d_cur[sel]
+    return acc, d_b.reshape(inv.shape)
+
+
+at_picks_p = get_primitive(_at_picks_impl, "np.maximum.at")
+
+
+def _at_picks_rrule(vals, b, inv, ufunc):
+    out = _at_picks_impl(vals, b, inv, ufunc)
+    wv, wb = _at_picks_weights(vals, b, inv, ufunc, out)
+    rdt = np.finfo(np.result_type(bottom(out))).dtype  # (exact: products of halves)
+    wv, wb = wv.astype(rdt, copy=False), wb.astype(rdt, copy=False)
+
+    def pullback(g):
+        return g * wv, g[inv] * wb, NoTangent(), NoTangent()  # (the tape projects onto b)
+
+    return out, pullback
+
+
+def _at_picks_frule(primals, tangents):
+    vals, b, inv, ufunc = primals
+    tv, tb = tangents[:2]
+    out = _at_picks_impl(vals, b, inv, ufunc)
+    wv, wb = _at_picks_weights(vals, b, inv, ufunc, out)
+    rdt = np.finfo(np.result_type(bottom(out))).dtype
+    wv, wb = wv.astype(rdt, copy=False), wb.astype(rdt, copy=False)
+    t = np.zeros(np.shape(out), rdt) if is_zero(tv) else tv * wv
+    if not is_zero(tb) and np.result_type(bottom(b)).kind in "fc":
+        if np.ndim(tb) and np.shape(tb) != inv.shape:
+            tb = np.broadcast_to(tb, inv.shape)
+        np.add.at(t, inv, tb * wb)
+    return out, t
+
+
+at_picks_p.rrule, at_picks_p.frule = _at_picks_rrule, _at_picks_frule
+
+
 def _positions_once(flatpos, size):
     """``(unique positions, inverse)`` of ``flatpos`` (positions in an array of ``size``
     elements), or None when each occurs once."""
@@ -311,15 +406,18 @@ def _ufunc_at(ufunc, inputs, kwargs):
             raise ValueError("array is not broadcastable to correct shape")
     if flatpos.size == 0:
         return None
-    if ((ufunc is np.add or ufunc is np.subtract) and b is not None and bottom(a).dtype.kind in "fc"
-            and _sums_operand(b)):
+    kind = bottom(a).dtype.kind
+    fold = (at_sums_p if ufunc is np.add or ufunc is np.subtract
+            else at_picks_p if ufunc in _PICKS and kind == "f" else None)
+    if fold is not None and b is not None and kind in "fc" and _sums_operand(b):
         once = _positions_once(flatpos, int(np.size(bottom(a))))
         if once is not None:
-            # repeated positions: one gather, NumPy's own sums in index order (a linear rule),
-            # one write of the positions touched (b is read before the write, as NumPy reads it)
+            # repeated positions: one gather, NumPy's own loop in index order on the gathered
+            # values (one rule), one write of the positions touched (b is read before the
+            # write, as NumPy reads it)
             uniq, inv = once
             idx = tuple(np.unravel_index(uniq, ashape))
-            write(a, idx, bind(at_sums_p, (a[idx], b, inv.reshape(pshape), ufunc)))
+            write(a, idx, bind(fold, (a[idx], b, inv.reshape(pshape), ufunc)))
             return None
         repeats = False
     else:
@@ -333,14 +431,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
     if b is not None:
         bb = np.broadcast_to(b, pshape) if bshape != pshape else b
         bflat = np.copy(np.reshape(bb, (-1,)))  # NumPy reads b before the loop (b may overlap a)
-    # occurrence number of each element among equal positions, in order
-    order = np.argsort(flatpos, kind="stable")
-    sp = flatpos[order]
-    start = np.r_[0, np.flatnonzero(np.diff(sp)) + 1]
-    run_id = np.repeat(np.arange(start.size), np.diff(np.r_[start, sp.size]))
-    occ_sorted = np.arange(sp.size) - start[run_id]
-    occ = np.empty_like(occ_sorted)
-    occ[order] = occ_sorted
+    occ = _occurrences(flatpos)
     rounds = int(occ.max()) + 1
 
     def apply_rounds():

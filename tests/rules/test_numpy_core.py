@@ -320,6 +320,8 @@ MUTATION_CASES = [
     ("np.put_along_axis", lambda a, b: (np.put_along_axis(a, np.array([[1], [0]]), b[:2, None], 1), a * 1.0)[1], (R(2, 2), R(3))),
     ("np.add.at", _mut(lambda a, b: np.add.at(a, [2, 0, 2], b)), (R(3), R(3))),  # (repeats: NumPy's sums)
     ("np.add.at", _mut(lambda a, b: np.subtract.at(a, [1, 1, 1], b ** 2)), (R(3), R(3))),
+    ("np.maximum.at", _mut(lambda a, b: np.maximum.at(a, [2, 0, 2], b)), (R(3), R(3))),  # (repeats: a fold)
+    ("np.maximum.at", _mut(lambda a, b: np.fmin.at(a, [1, 1, 1], b ** 2)), (R(3), R(3))),
 ]
 
 PLAIN = {  # functions of metadata only, computed on plain values: checked for not dropping anything

@@ -52,11 +52,27 @@ def user_line(start=None) -> str:
     frame = user_frame(start if start is not None else sys._getframe(1))
     if frame is None:
         return "<unknown location>"
-    filename = frame.f_code.co_filename
-    lineno = frame.f_lineno
+    return _line_text(frame.f_code.co_filename, frame.f_lineno)
+
+
+def _line_text(filename, lineno) -> str:
     src = linecache.getline(filename, lineno).strip()
     where = f"{filename}:{lineno}"
     return f"{where}: `{src}`" if src else where
+
+
+def user_place(start=None):
+    """The user's innermost frame's ``(code, line number)``, to name in a message later with
+    :func:`line_text` (no source read now: cheap enough to keep for every general record)."""
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    return None if frame is None else (frame.f_code, frame.f_lineno)
+
+
+def line_text(line):
+    """A recorded line (``user_line``'s text, ``user_place``'s pair, or None) as text, or None."""
+    if type(line) is tuple:
+        return _line_text(line[0].co_filename, line[1])
+    return line
 
 
 class DifferentiationError(Exception):

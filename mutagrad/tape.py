@@ -66,7 +66,7 @@ from .pytree import tree_unflatten
 from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
-from .errors import MutationError, NotImplementedTangentError, user_line
+from .errors import MutationError, NotImplementedTangentError, line_text, user_line, user_place
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 SHARED = "shared"  # ReverseLevel.accumulate's answer: the cotangent became a shared adjoint buffer
@@ -260,7 +260,7 @@ class OpRecord:
                 raise RuleError(
                     f"the pullback of {self.prim.name}'s reverse rule returned one {type(ct.ct).__name__} as the "
                     "cotangent of a list or tuple argument holding traced values: return a list (or tuple) with "
-                    f"one cotangent per element, as the argument has (differentiating the call at {self.line or user_line()})")
+                    f"one cotangent per element, as the argument has (differentiating the call at {line_text(self.line) or user_line()})")
             if type(ct) is Thunk:
                 ct = ct()
             own = fresh and not any(ct is c for c in cts) and not any(ct is c for c in adopted)
@@ -511,6 +511,11 @@ class ReverseLevel(Level):
 
     def _line(self):
         return user_line() if self.record_lines else None
+
+    def _place(self):
+        """The line of a general-path record: its text when lines are recorded, else the frame's
+        place, so that a derivative its rule does not implement names the line (text later)."""
+        return user_line() if self.record_lines else user_place()
 
     def snapshot(self, a):
         """A private copy of an array a pullback will read, which code this level
@@ -820,7 +825,7 @@ class ReverseLevel(Level):
             t = leaves[i]
             if t._storage.active:
                 inputs.append((t._storage, t._geom, i))
-        self.tape.append(OpRecord(pb, inputs, [s], prim, self._line() if self.record_lines else None, None, tree))
+        self.tape.append(OpRecord(pb, inputs, [s], prim, self._place(), None, tree))
         s.active = True
         s.captured = out_read  # the pullback reads its own output (exp, tanh...)
 
@@ -848,7 +853,7 @@ class ReverseLevel(Level):
             return res
         if any(s is not None for s in fresh):
             inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
-            self.tape.append(OpRecord(pb, inputs, fresh, prim, self._line(), outtree, tree))
+            self.tape.append(OpRecord(pb, inputs, fresh, prim, self._place(), outtree, tree))
             zero = prim.zero_outputs if prim is not None else ()
             for j, s in enumerate(fresh):
                 if s is not None:
@@ -1112,14 +1117,14 @@ class ReverseLevel(Level):
             return
         if isinstance(ct, NotImplementedTangent):
             if self.strict:
-                where = rec.line if rec is not None and rec.line else user_line()
+                where = line_text(rec.line) if rec is not None and rec.line else user_line()
                 name = rec.prim.name if isinstance(rec, (OpRecord, EWRecord)) else "an indexing operation"
                 raise NotImplementedTangentError(
                     f"the derivative of {name} at {where} is not implemented: {ct.message}. "
                     "Treat that argument as a constant with mg.stop_gradient, or register a rule."
                 )
             if s.poison is None:
-                s.poison = ct if ct.where else NotImplementedTangent(ct.message, rec.line if rec else None)
+                s.poison = ct if ct.where else NotImplementedTangent(ct.message, line_text(rec.line) if rec else None)
             return
         av = self.adjview(s, geom)
         ct = project(ct, av.shape, av.dtype)

@@ -481,6 +481,19 @@ def test_not_implemented_tangent_poisons_the_requested_gradient():
     np.testing.assert_allclose(gx, [4.0])
     assert isinstance(gy, mg.NotImplementedTangent)
     assert "d/dy of half_known" in gy.message
+    # it names the line of the operation whose rule returned it, without strict mode
+    assert HERE in gy.where and "half_known(x, y) * 2.0 + y" in gy.where
+    assert "half_known(x, y) * 2.0 + y" in repr(gy)
+
+
+def test_not_implemented_tangent_of_a_numpy_rule_names_the_users_line():
+    def f(a):
+        s, ld = np.linalg.slogdet(a)  # singular: log|det| is -inf, no derivative
+        return ld
+
+    g = mg.grad(f)(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    assert isinstance(g, mg.NotImplementedTangent) and "slogdet" in g.message
+    assert HERE in g.where and "np.linalg.slogdet(a)" in g.where
 
 
 @pytest.mark.parametrize("through, z_value", [("scale", 6.0), ("sin", np.sin(2.0)), ("element", 6.0),
@@ -2009,16 +2022,17 @@ def test_a_ufunc_method_of_a_list_of_traced_arrays_names_itself_and_the_stack():
     np.testing.assert_allclose(g, fd, atol=1e-8)
 
 
-def test_reverse_mode_refusal_says_how_to_find_its_line():
-    # reverse mode records no lines (for speed): the refusal it returns says that strict mode
-    # raises at the line; forward mode's names the line itself
+def test_reverse_mode_refusal_names_its_line():
+    # the refusal reverse mode returns names the line of the operation (as forward mode's does);
+    # strict mode raises there
     def polar(h):
         u, _, vt = np.linalg.svd(h)
         return np.sum(vt.T @ u.T * np.arange(9.0).reshape(3, 3))
 
     h = 8.0 * np.eye(3)  # repeated singular values: the vectors have no derivative
     g = mg.grad(polar)(h)
-    assert isinstance(g, mg.NotImplementedTangent) and "mg.config(strict=True)" in repr(g)
+    assert isinstance(g, mg.NotImplementedTangent) and "u, _, vt = np.linalg.svd(h)" in repr(g)
+    assert "test_errors.py" in repr(g)
     assert "test_errors.py" in repr(mg.jvp(polar, (h,), (np.eye(3),))[1])
     with mg.config(strict=True):
         msg = _raises(polar, h, mg.DifferentiationError)

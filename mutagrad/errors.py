@@ -63,7 +63,7 @@ def _line_text(filename, lineno) -> str:
 
 def user_place(start=None):
     """The user's innermost frame's ``(code, line number)``, to name in a message later with
-    :func:`line_text` (no source read now: cheap enough to keep for every general record)."""
+    :func:`line_text` (no source read now)."""
     frame = user_frame(start if start is not None else sys._getframe(1))
     return None if frame is None else (frame.f_code, frame.f_lineno)
 

@@ -829,6 +829,7 @@ def defnotimplemented(fn, why, impl=None):
 
     p.rrule = rule
     p.frule = forward
+    p.names_line = True  # (the derivative it poisons names the line: see Primitive.names_line)
     NOT_DIFFERENTIABLE[p.name] = why
     return p
 

@@ -512,10 +512,12 @@ class ReverseLevel(Level):
     def _line(self):
         return user_line() if self.record_lines else None
 
-    def _place(self):
-        """The line of a general-path record: its text when lines are recorded, else the frame's
-        place, so that a derivative its rule does not implement names the line (text later)."""
-        return user_line() if self.record_lines else user_place()
+    def _place(self, prim):
+        """The line of a record of ``prim``: its text when lines are recorded; else, for a rule
+        that may not implement a derivative, the frame's place (text made when one is missing)."""
+        if self.record_lines:
+            return user_line()
+        return user_place() if prim is not None and prim.names_line else None
 
     def snapshot(self, a):
         """A private copy of an array a pullback will read, which code this level
@@ -667,7 +669,7 @@ class ReverseLevel(Level):
                 return out
             drop_unread(vals, need)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
-                                  self._line() if self.record_lines else None))
+                                  self._place(prim) if self.record_lines or prim.names_line else None))
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)
         return out
@@ -825,7 +827,7 @@ class ReverseLevel(Level):
             t = leaves[i]
             if t._storage.active:
                 inputs.append((t._storage, t._geom, i))
-        self.tape.append(OpRecord(pb, inputs, [s], prim, self._place(), None, tree))
+        self.tape.append(OpRecord(pb, inputs, [s], prim, self._place(prim), None, tree))
         s.active = True
         s.captured = out_read  # the pullback reads its own output (exp, tanh...)
 
@@ -853,7 +855,7 @@ class ReverseLevel(Level):
             return res
         if any(s is not None for s in fresh):
             inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
-            self.tape.append(OpRecord(pb, inputs, fresh, prim, self._place(), outtree, tree))
+            self.tape.append(OpRecord(pb, inputs, fresh, prim, self._place(prim), outtree, tree))
             zero = prim.zero_outputs if prim is not None else ()
             for j, s in enumerate(fresh):
                 if s is not None:

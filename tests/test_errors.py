@@ -486,14 +486,29 @@ def test_not_implemented_tangent_poisons_the_requested_gradient():
     assert "half_known(x, y) * 2.0 + y" in repr(gy)
 
 
-def test_not_implemented_tangent_of_a_numpy_rule_names_the_users_line():
-    def f(a):
-        s, ld = np.linalg.slogdet(a)  # singular: log|det| is -inf, no derivative
-        return ld
+def _singular_slogdet(a):
+    s, ld = np.linalg.slogdet(a.reshape(2, 2))  # singular: log|det| is -inf, no derivative
+    return ld
 
-    g = mg.grad(f)(np.array([[1.0, 2.0], [2.0, 4.0]]))
-    assert isinstance(g, mg.NotImplementedTangent) and "slogdet" in g.message
-    assert HERE in g.where and "np.linalg.slogdet(a)" in g.where
+
+def _jv_order(v):
+    sp = pytest.importorskip("scipy.special")
+    return np.sum(sp.jv(v[:2], 2.0))  # no derivative w.r.t. the order here
+
+
+def _next_float(x):
+    return np.sum(np.nextafter(x, 2.0) * 3.0)
+
+
+@pytest.mark.parametrize("f, name, source", [
+    (_singular_slogdet, "slogdet", "np.linalg.slogdet(a.reshape(2, 2))"),
+    (_jv_order, "jv", "sp.jv(v[:2], 2.0)"),
+    (_next_float, "nextafter", "np.nextafter(x, 2.0) * 3.0"),
+])
+def test_not_implemented_tangent_of_a_built_in_rule_names_the_users_line(f, name, source):
+    g = mg.grad(f)(np.array([1.0, 2.0, 2.0, 4.0]))
+    assert isinstance(g, mg.NotImplementedTangent) and name in g.message
+    assert HERE in g.where and source in g.where
 
 
 @pytest.mark.parametrize("through, z_value", [("scale", 6.0), ("sin", np.sin(2.0)), ("element", 6.0),

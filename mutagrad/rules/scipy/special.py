@@ -41,6 +41,7 @@ def scipy_primitive(name):
     def register(fun):
         w = primitive(fun)
         w._mutagrad_primitive.name = name
+        w._mutagrad_primitive.names_line = False  # (mutagrad's own rules: see Primitive.names_line)
         return w
 
     return register
@@ -63,6 +64,7 @@ def defparametric(fn, nparams, dx, integer=False, why=None):
     ``NoTangent`` for integer ones (orders) and not implemented otherwise
     (``why``: the message, if the default's "x" is not the argument's name)."""
     p = defelementwise(fn, *([None] * nparams), dx)
+    p.names_line = True  # (its rules may not implement a derivative: see Primitive.names_line)
     if integer:
         return p
     name = p.name

@@ -595,6 +595,32 @@ def test_ufunc_at_picking_one_argument_with_many_repeats(op):
     np.testing.assert_array_equal(out, plain)
 
 
+@pytest.mark.parametrize("op", [np.add, np.subtract, np.maximum, np.fmin])
+@pytest.mark.parametrize("inner", ["hessian", "jvp_of_grad", "grad"])
+def test_ufunc_at_and_repeated_gathers_under_nested_differentiation(op, inner):
+    # the rules of ufunc.at with repeats get plain values at their level and an outer level's
+    # traced ones (a zero tangent meeting a traced one; values written from outside): the
+    # derivatives of derivatives vs central differences of mutagrad's own (plain) inner ones
+    idx = np.array([0, 1, 1, 2, 0])
+
+    def energy(u, p):
+        a = u * p[1]
+        op.at(a, idx, p[0] * np.arange(1.0, 6.0) - u[idx] ** 2)
+        return p[0] * np.sum(a ** 3) + np.sum(np.sin(u[idx]) * p[1])
+
+    def outer(p):
+        u = p[:3] * 1.0
+        if inner == "hessian":
+            d = mg.hessian(energy)(u, p[3:])
+        elif inner == "jvp_of_grad":
+            d = mg.jvp(lambda u: mg.grad(energy)(u, p[3:]), (u,), (np.array([1.0, -2.0, 0.5]),))[1]
+        else:
+            d = mg.grad(energy, argnums=(0, 1))(u, p[3:])
+        return d
+
+    check_grads(outer, np.array([0.7, 1.3, -0.4, 0.9, 1.1]), atol=1e-5, final_state=False)
+
+
 def test_maximum_at_ties_split_as_the_sequence_of_maximums():
     # np.maximum's tie rule (half to each) applied step by step, by hand: a = b0 = b1:
     # c1 = max(a, b0) gives a, b0 a half each; c2 = max(c1, b1) halves c1's share, b1 gets a half

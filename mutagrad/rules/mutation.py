@@ -206,10 +206,21 @@ def sort_inplace(x, axis=-1, kind=None):
     write(x, Ellipsis, np.take_along_axis(x, perm, axis))
 
 
+def _copy_taking(vals, b):
+    """A copy of ``vals`` that ``b``'s values may be written into: traced where ``b`` is traced
+    and ``vals`` is not (a rule's arguments under nested differentiation: ``vals`` plain at its
+    level, ``b`` an outer level's; a zero tangent meeting a traced one)."""
+    if isinstance(b, Tracer) and not isinstance(vals, Tracer):
+        out = np.zeros_like(b, shape=np.shape(vals), dtype=np.result_type(vals))
+        out[...] = vals
+        return out
+    return np.copy(vals)
+
+
 def _at_sums_impl(vals, b, inv, ufunc):
     """``vals`` after ``ufunc.at(vals, inv, b)``, ufunc np.add or np.subtract: NumPy's own
     loop, on a copy, so each element gets its values in index order, with NumPy's bits."""
-    out = np.copy(vals)
+    out = _copy_taking(vals, b)
     if np.ndim(b) and np.shape(b) != inv.shape:
         # (NumPy 2.4 reads memory past a value array of fewer dimensions than the index array:
         # values of the index array's shape, as NumPy would broadcast them)
@@ -266,7 +277,7 @@ _PICKS = {np.maximum: _picks(np.maximum), np.minimum: _picks(np.minimum),
 def _at_picks_impl(vals, b, inv, ufunc):
     """``vals`` after ``ufunc.at(vals, inv, b)`` for a ufunc picking one argument (np.maximum,
     np.minimum, np.fmax, np.fmin): NumPy's own loop on a copy (values in index order)."""
-    out = np.copy(vals)
+    out = _copy_taking(vals, b)
     if np.ndim(b) and np.shape(b) != inv.shape:
         b = np.broadcast_to(b, inv.shape)  # (see _at_sums_impl)
     ufunc.at(out, inv, b)
@@ -335,6 +346,7 @@ def _at_picks_frule(primals, tangents):
     if not is_zero(tb) and np.result_type(bottom(b)).kind in "fc":
         if np.ndim(tb) and np.shape(tb) != inv.shape:
             tb = np.broadcast_to(tb, inv.shape)
+        t = _copy_taking(t, tb)
         np.add.at(t, inv, tb * wb)
     return out, t
 

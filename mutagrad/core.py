@@ -2240,14 +2240,14 @@ class Tracer:
                     defer_escape(err)
                     return float("nan")
                 raise err
-        raise escape_error("float(x) (or math.*)")
+        raise escape_error("float(x) (or math.*)", TracerEscapeError, _CONVERSION_HINT)
 
     def __int__(self):
         if self._may_convert():
             return int(bottom(self))
         if storing_into_subscript():
             raise escape_error("writing a traced value into an integer array (NumPy converts it with int(x))")
-        raise escape_error("int(x)")
+        raise escape_error("int(x)", TracerEscapeError, _CONVERSION_HINT)
 
     def __complex__(self):
         if self._may_convert():
@@ -2985,14 +2985,66 @@ _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "sin
                                  "complex128", "complex64", "cdouble", "csingle", "clongdouble"))
 
 
+_UNRESOLVED = object()
+
+# float(x) / int(x) for a test or a loop bound: no conversion needed
+_CONVERSION_HINT = (" A comparison needs no conversion: `if err < tol:`, `while np.max(r) > eps:` work on the "
+                    "traced value (control flow on values is allowed); for an integer, int(np.floor(x)) or "
+                    "int(np.round(x)) works (a piecewise-constant value converts).")
+
+
+def _resolve_name(expr, frame):
+    """The object a dotted name (``F``, ``self.flux``) of the user's frame refers to, or
+    _UNRESOLVED (for a message: plain lookups only, nothing evaluated)."""
+    parts = expr.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return _UNRESOLVED
+    scope = frame.f_locals
+    obj = scope[parts[0]] if parts[0] in scope else frame.f_globals.get(parts[0], _UNRESOLVED)
+    for p in parts[1:]:
+        if obj is _UNRESOLVED:
+            break
+        d = getattr(obj, "__dict__", None)
+        obj = d.get(p, _UNRESOLVED) if isinstance(d, dict) else _UNRESOLVED
+    return obj
+
+
+def _alias_of(obj, frame):
+    """The attribute of a local object (``self.flux``) or the global that holds ``obj``, by
+    identity, or None."""
+    for k, v in frame.f_locals.items():
+        d = getattr(v, "__dict__", None)
+        if isinstance(d, dict) and not isinstance(v, type(sys)):
+            for attr, val in d.items():
+                if val is obj:
+                    return f"{k}.{attr}"
+    for k, v in frame.f_globals.items():
+        if v is obj and not k.startswith("__"):
+            return k
+    return None
+
+
 def _made_outside_hint(target, frame):
     """Where the array written into is a global or closed-over name of the user's function:
-    made outside the differentiation, so plain even if mnp made it."""
+    made outside the differentiation, so plain even if mnp made it; or an array an earlier
+    differentiation left."""
     if target is None or frame is None:
         return ""
     array = target.split("[", 1)[0].strip()
     name = array.split(".", 1)[0].strip()
     code = frame.f_code
+    obj = _resolve_name(array, frame)
+    if isinstance(obj, Tracer) and obj._level.closed:
+        return (f" `{array}` holds an array an earlier differentiation made (on an earlier call, inside the "
+                "function) and left behind: once that differentiation ended it holds plain values, which a "
+                "later one cannot write traced values into. Make the buffer inside the function on every "
+                "call, or pass it as an argument.")
+    if "." not in array and isinstance(obj, np.ndarray) and name in code.co_varnames:
+        alias = _alias_of(obj, frame)  # `F = self.flux; F[0] = ...`
+        if alias is not None and alias != array:
+            outside = _made_outside_hint(alias, frame)
+            if outside:
+                return f" `{array}` is `{alias}`." + outside
     if "." in array and name.isidentifier():  # an attribute (self.du): perhaps made in __init__
         return (f" If `{array}` was made outside the differentiated function (in __init__, at module level), "
                 "mnp.zeros/mnp.empty made a plain ndarray there: make it inside the function, or pass it "

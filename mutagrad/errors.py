@@ -563,6 +563,11 @@ def ensure_shuffle_filter():
         _shuffle_filter[0] = warnings.filters[0]
 
 
+class _UnsupportedInputError(NoRuleError, ValueError):
+    """Inputs for which NumPy's result is meaningless and mutagrad has no rule (np.interp of
+    sample points that are not increasing); a ValueError too, as a bad argument."""
+
+
 class _LockedWriteError(AliasingError, ValueError):
     """A plain write into a caller's array passed as an argument (read-only to plain code
     during the call); a ValueError too, as NumPy's read-only error it replaces."""

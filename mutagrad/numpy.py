@@ -238,15 +238,40 @@ def as_strided(x, shape=None, strides=None, subok=False, writeable=True):
 _EVERY_ARGUMENT: dict = {}
 
 
+# the names of parameters that take one array (NumPy converts a list given there with np.asarray;
+# np.concatenate's ``arrays``, np.vstack's ``tup``, np.select's lists take sequences of arrays)
+_ARRAY_PARAMETERS = frozenset(("a", "x", "arr", "ary", "array", "m", "b", "y", "x1", "x2", "condition"))
+
+
+def _array_parameters(fn):
+    """``(position, name)`` of ``fn``'s parameters that take one array."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple((i, p.name) for i, p in enumerate(params) if p.kind in kinds and p.name in _ARRAY_PARAMETERS)
+
+
 def _every_argument(fn, handler):
     """``fn`` looking at every argument: NumPy dispatches some functions on a few of them only
     (np.pad on its array, np.apply_along_axis on arr), so a traced ``constant_values=`` beside a
     plain array, or a function closing over traced values, would be converted by NumPy's own
-    code; inside differentiation such calls go to mutagrad's rule for ``fn``."""
+    code; inside differentiation such calls go to mutagrad's rule for ``fn``. A list of traced
+    values given for one array (``mnp.max([q0, q1])``) is made one, as :func:`array` makes it."""
+    arrays = _array_parameters(fn)
 
     def call(*args, **kwargs):
         if _active_levels() and (_has_tracer(args) or _has_tracer(tuple(kwargs.values())) or any(
                 callable(a) and not isinstance(a, type) for a in (*args, *kwargs.values()))):
+            for i, name in arrays:
+                if i < len(args):
+                    if isinstance(args[i], (list, tuple)) and _has_tracer(args[i]):
+                        args = args[:i] + (array(args[i]),) + args[i + 1:]
+                elif isinstance(kwargs.get(name), (list, tuple)) and _has_tracer(kwargs[name]):
+                    kwargs = {**kwargs, name: array(kwargs[name])}
             return handler(args, kwargs)
         return fn(*args, **kwargs)
 

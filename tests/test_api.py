@@ -303,6 +303,30 @@ def test_mnp_array_and_fromiter_carry_derivatives():
     check_grads(f, np.array([0.5, 1.5]))
 
 
+_LIST_REDUCTIONS = {
+    "max": lambda q0, q1: mnp.max([q0, q1, 2.0]),
+    "min": lambda q0, q1: mnp.min((q0, q1)),
+    "amax": lambda q0, q1: mnp.amax([q1, q0 * q1]),
+    "sum": lambda q0, q1: mnp.sum([q0, q1]),
+    "mean": lambda q0, q1: mnp.mean([q0, q1, 1.0]),
+    "prod": lambda q0, q1: mnp.prod([q0, q1]),
+    "std": lambda q0, q1: mnp.std([q0, q1, 0.3]),
+    "median": lambda q0, q1: mnp.median([q0, q1, 0.9]),
+    "cumsum": lambda q0, q1: mnp.cumsum([q0, q1])[-1],
+    "sort": lambda q0, q1: mnp.sort([q1, q0])[0],
+    "dot": lambda q0, q1: mnp.dot([q0, q1], [q1, 2.0]),
+    "where": lambda q0, q1: mnp.sum(mnp.where([True, False], [q0, q1], [q1, 2.0])),
+    "keyword": lambda q0, q1: mnp.max(a=[q0, q1]),
+    "nested": lambda q0, q1: mnp.max([[q0, 1.0], [q1, q0]], axis=0).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LIST_REDUCTIONS))
+def test_mnp_functions_of_lists_of_traced_values(name):
+    # a Bellman backup over a list of action values: the list is one array, as in NumPy
+    check_grads(lambda x: _LIST_REDUCTIONS[name](x[0] * 2.0, np.sin(x[1])), np.array([0.4, 1.1]))
+
+
 def test_mnp_creation_functions():
     def f(p):
         a = mnp.full(2, p)

@@ -42,6 +42,21 @@ def test_escape_to_plain_value_raises(what, f):
     assert "mg.stop_gradient" in msg and "mnp.zeros" in msg
 
 
+def test_float_of_a_traced_value_for_a_test_says_comparisons_need_no_conversion():
+    def f(x):
+        err = np.sum(x ** 2)
+        if float(err) < 1.0:
+            return err
+        return 2.0 * err
+
+    msg = _raises(f, np.array([0.1, 0.2]), mg.TracerEscapeError)
+    assert msg.startswith("float(x)") and "`if err < tol:`" in msg and "int(np.floor(x))" in msg
+    # the fixes it names work
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(x ** 2) if np.sum(x ** 2) < 1.0 else 0.0)(
+        np.array([0.1, 0.2])), [0.2, 0.4])
+    assert mg.grad(lambda x: x * int(np.floor(x)) + x * int(np.round(x)))(2.5) == 4.0
+
+
 def test_element_written_into_an_integer_array_is_named_as_a_write():
     def f(x):
         k = np.zeros(3, dtype=np.int64)
@@ -2065,6 +2080,36 @@ def test_write_into_an_attribute_buffer_made_in_init_says_so():
 
     msg = _raises(Model().ll, np.array([0.5, 0.2]), mg.WriteToPlainArrayError)
     assert "`self.du` was made outside the differentiated function (in __init__" in msg
+
+
+def test_write_into_a_local_alias_of_an_attribute_buffer_names_the_attribute():
+    class Solver:
+        def __init__(self, n):
+            self.flux = mnp.zeros((2, n + 1))  # plain: made outside differentiation
+
+        def loss(self, h):
+            F = self.flux
+            F[0, 1:] = h ** 2
+            return np.sum(F)
+
+    msg = _raises(Solver(3).loss, np.array([1.0, 2.0, 3.0]), mg.WriteToPlainArrayError)
+    assert "`F` is `self.flux`" in msg and "`self.flux` was made outside the differentiated function" in msg
+
+
+def test_write_into_a_buffer_an_earlier_differentiation_left_says_so():
+    class Solver:
+        work = None
+
+        def loss(self, h):
+            if self.work is None:
+                self.work = np.empty_like(h)  # traced, on the first differentiation
+            self.work[:] = h ** 2
+            return np.sum(self.work)
+
+    s, h = Solver(), np.array([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(mg.grad(s.loss)(h), 2 * h)
+    msg = _raises(s.loss, h, mg.WriteToPlainArrayError)
+    assert "`self.work` holds an array an earlier differentiation made" in msg and "on every call" in msg
 
 
 def test_numpy_subpackage_functions_are_named_with_their_subpackage():

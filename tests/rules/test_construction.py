@@ -460,6 +460,9 @@ def test_interp_with_unsorted_sample_points_raises():
     xp = np.array([1.0, 0.4, 0.0])
     with pytest.raises(ValueError, match=r"np.interp at .*test_construction.py.*not increasing.*argsort"):
         mg.grad(lambda x: np.sum(np.interp(np.array([0.1, 0.5]), x, np.array([1.0, 2.0, 3.0]))))(xp)
+    # a deliberate refusal, also with plain sample points and a traced x
+    with pytest.raises(mg.DifferentiationError, match="not increasing"):
+        mg.grad(lambda x: np.interp(x, np.array([0.0, 2.0, 1.0, 3.0]), np.arange(4.0)))(0.5)
     # with period=, NumPy sorts them itself
     def f(x):
         return np.sum(np.interp(np.array([0.1, 0.5]), x, np.array([1.0, 2.0, 3.0]), period=1.0))

@@ -3107,17 +3107,29 @@ def write(dest, idx, value):
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
             if not value._plain_constant():
-                aug = plain_augassign_target(user_frame(sys._getframe(1)))
+                uframe = user_frame(sys._getframe(1))
+                aug = plain_augassign_target(uframe)
                 if aug is not None:
                     t, op = aug
-                    raise escape_error(
-                        f"the in-place operation `{t} {op}= ...` on the plain NumPy array `{t}`",
-                        WriteToPlainArrayError,
-                        f" `{t}` was made from plain values only, so it cannot hold a derivative. An in-place "
-                        "operator on such an array gives a variable a new traced array only where nothing else "
-                        "refers to the array (no other name, view, container or weak reference, which would not "
-                        "see the new one); else, or for an attribute or an item, write "
-                        f"`{t} = {t} {op} (...)`, which makes a new array, where that is meant.")
+                    code = uframe.f_code
+                    made = (" Make it traced where it is made: if it is a copy of an array the differentiated "
+                            "function closes over (`x = x0.copy()`), pass that array as an argument instead (an "
+                            "argument you do not differentiate arrives traced, and so do its copies), or copy it "
+                            "with mnp.array(x0) (import mutagrad.numpy as mnp).")
+                    if t in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+                        # a helper updating its caller's array (`def step(W, g): W -= lr * g`)
+                        hint = (f" `{t}` is an argument of {code.co_name}, and the array it was given was made "
+                                "from plain values only, so it cannot hold a derivative; rebinding it here "
+                                f"(`{t} = {t} {op} ...`) would leave the caller's array unchanged." + made)
+                    else:
+                        hint = (f" `{t}` was made from plain values only, so it cannot hold a derivative. An "
+                                "in-place operator on such an array gives a variable a new traced array only where "
+                                "nothing else refers to the array (no other name, view, container or weak "
+                                "reference, which would not see the new one); else, or for an attribute or an "
+                                f"item, write `{t} = {t} {op} (...)`, which makes a new array, where that is "
+                                "meant (the other references keep the old values)." + made)
+                    raise escape_error(f"the in-place operation `{t} {op}= ...` on the plain NumPy array `{t}`",
+                                       WriteToPlainArrayError, hint)
                 lib = _calling_numpy_python(sys._getframe(1))
                 if lib is not None and lib[0] in ("np.full", "np.full_like"):  # (np.copyto of its fill value)
                     raise escape_error(

@@ -57,6 +57,28 @@ def test_float_of_a_traced_value_for_a_test_says_comparisons_need_no_conversion(
     assert mg.grad(lambda x: x * int(np.floor(x)) + x * int(np.round(x)))(2.5) == 4.0
 
 
+def test_in_place_update_of_a_plain_array_in_a_helper_names_the_fix_that_reaches_the_caller():
+    # `def step(W, g): W -= lr * g` on a plain copy: rebinding W there would not train the
+    # caller's array; the message says where to make it traced instead (and that fix works)
+    W0 = np.array([[0.5, -0.2], [0.1, 0.3]])
+    X = np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.1]])
+
+    def step(W, g, lr):
+        W -= lr * g
+
+    def train(lr, make=np.copy):
+        W = make(W0)
+        for _ in range(3):
+            step(W, X.T @ (X @ W), lr)
+        return np.sum((X @ W) ** 2)
+
+    msg = _raises(train, 0.1, mg.WriteToPlainArrayError)
+    assert "`W` is an argument of step" in msg and "leave the caller's array unchanged" in msg
+    assert "mnp.array(x0)" in msg and "pass that array as an argument" in msg
+    fd = (train(0.1 + 1e-6) - train(0.1 - 1e-6)) / 2e-6
+    np.testing.assert_allclose(mg.grad(lambda lr: train(lr, mnp.array))(0.1), fd, rtol=1e-6)
+
+
 def test_element_written_into_an_integer_array_is_named_as_a_write():
     def f(x):
         k = np.zeros(3, dtype=np.int64)

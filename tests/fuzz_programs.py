@@ -17,6 +17,11 @@ Every program is checked against oracles that never come from mutagrad:
    and against ``<grad, v>`` (dot-product identity);
 3. the arguments' contents after ``mg.grad`` and after ``mg.jvp`` against a
    plain call (bitwise);
+   with ``--nested``, also Hessian-vector products (forward over reverse and reverse
+   over reverse) against finite differences of mutagrad's gradient, against each
+   other, and a third derivative (forward over forward over reverse) against finite
+   differences of the Hessian-vector product: there a DifferentiationError is a
+   failure (the first order passed);
 4. an explicit ``mg.DifferentiationError`` is recorded as "raised", never a
    failure; any other exception or mismatch is a failure.
 
@@ -1179,11 +1184,123 @@ def check(f, args, seed=0):
             gscale = max(1.0, sum(float(np.sum(np.abs(g * d))) for g, d in zip(grads, v)))
             if abs(t - gv) > DOT_RTOL * gscale:
                 fails.append(("dot-identity", f"dot-product identity: jvp {t!r} but <grad, v> {gv!r}"))
+    if NESTED[0] and grads is not None and not fails and not raised:
+        noisy = _check_nested(f, args, ref, v, nums, fails, raised) or noisy
     if fails:
         return Outcome("fail", fails[0][0], "\n".join(f"[{c}] {m}" for c, m in fails), raised)
     if noisy:
         return Outcome("fd-noise", "", "", raised)
     return Outcome("raised" if raised else "pass", "", "", raised)
+
+
+NESTED = [False]  # --nested: also check second derivatives (Hessian-vector products)
+
+
+def _check_nested(f, args, ref, v, nums, fails, raised):
+    """Second order: the Hessian-vector product forward over reverse (``jvp`` of ``grad``) and
+    reverse over reverse (``grad`` of ``<grad, v>``) against the directional finite difference of
+    mutagrad's gradient on plain arguments (itself checked against finite differences above),
+    and against each other; the arguments' contents after each against a plain call. Returns
+    whether only finite-difference noise kept a comparison from passing."""
+    def grad_of(*a):
+        return mg.grad(f, argnums=nums)(*a)
+
+    def grad_along(t):
+        return [np.asarray(x, dtype=float) for x in grad_of(*[a + t * d for a, d in zip(args, v)])]
+
+    def stencil(h):
+        p1, m1, p2, m2 = grad_along(h), grad_along(-h), grad_along(2 * h), grad_along(-2 * h)
+        return [(8 * (a - b) - (c - d)) / (12 * h) for a, b, c, d in zip(p1, m1, p2, m2)]
+
+    try:
+        fd = stencil(FD_STEP)
+    except Exception as e:  # (the first order passed at args; a step away may leave the smooth domain)
+        return False
+    scale = max(1.0, max(float(np.max(np.abs(x), initial=0.0)) for x in fd))
+    noise = None
+    noisy = False
+    results = {}
+    for mode in ("fwd", "rev"):
+        a = _copies(args)
+        try:
+            if mode == "fwd":
+                hv = mg.jvp(grad_of, a, v)[1]
+            else:
+                hv = mg.grad(lambda *x: sum(np.sum(gi * vi) for gi, vi in zip(grad_of(*x), v)), argnums=nums)(*a)
+        except mg.DifferentiationError as e:  # (the first order passed: refusing the second is a finding)
+            fails.append((f"nested-{mode}-raised:{type(e).__name__}", _fmt_exc(e)))
+            continue
+        except Exception as e:
+            fails.append((f"nested-{mode}-exception:{type(e).__name__}", _fmt_exc(e)))
+            continue
+        hv = [np.asarray(x, dtype=float) for x in hv]
+        results[mode] = hv
+        msg = _state_diff(a, ref)
+        if msg:
+            fails.append((f"nested-{mode}-state", f"{mode}-over-rev side effects: " + msg))
+        err = max(float(np.max(np.abs(x - d), initial=0.0)) for x, d in zip(hv, fd))
+        if err > RTOL * scale:
+            if noise is None:
+                fd2 = stencil(FD_STEP / 2)
+                noise = max(float(np.max(np.abs(x - d), initial=0.0)) for x, d in zip(fd, fd2))
+            if err > RTOL * scale + 10 * noise and not _converges_to(stencil, hv, noise, RTOL * scale):
+                fails.append((f"nested-{mode}-vs-fd", f"Hessian-vector product ({mode} over rev) vs finite "
+                                                     f"differences of the gradient: max abs error {err:.3g} "
+                                                     f"(FD noise {noise:.2g})\n got      {hv!r}\n expected {fd!r}"))
+            else:
+                noisy = True
+    if len(results) == 2:
+        err = max(float(np.max(np.abs(x - y), initial=0.0)) for x, y in zip(results["fwd"], results["rev"]))
+        if err > 1e-8 * scale:
+            fails.append(("nested-fwd-vs-rev", f"Hessian-vector products disagree: fwd over rev {results['fwd']!r}, "
+                                               f"rev over rev {results['rev']!r}"))
+    if "fwd" in results and not fails:
+        noisy = _check_third(grad_of, args, ref, v, fails, raised) or noisy
+    return noisy
+
+
+def _check_third(grad_of, args, ref, v, fails, raised):
+    """Third order: the derivative along ``v`` of the forward-over-reverse Hessian-vector
+    product (forward over forward over reverse) against its directional finite difference."""
+    def hv_at(*a):
+        return mg.jvp(grad_of, list(a), v)[1]
+
+    def hv_along(t):
+        return [np.asarray(x, dtype=float) for x in hv_at(*[a + t * d for a, d in zip(args, v)])]
+
+    def stencil(h):
+        p1, m1, p2, m2 = hv_along(h), hv_along(-h), hv_along(2 * h), hv_along(-2 * h)
+        return [(8 * (a - b) - (c - d)) / (12 * h) for a, b, c, d in zip(p1, m1, p2, m2)]
+
+    try:
+        fd = stencil(FD_STEP)
+    except Exception:
+        return False
+    scale = max(1.0, max(float(np.max(np.abs(x), initial=0.0)) for x in fd))
+    a = _copies(args)
+    try:
+        t3 = mg.jvp(hv_at, a, v)[1]
+    except mg.DifferentiationError as e:
+        fails.append((f"nested-third-raised:{type(e).__name__}", _fmt_exc(e)))
+        return False
+    except Exception as e:
+        fails.append((f"nested-third-exception:{type(e).__name__}", _fmt_exc(e)))
+        return False
+    t3 = [np.asarray(x, dtype=float) for x in t3]
+    msg = _state_diff(a, ref)
+    if msg:
+        fails.append(("nested-third-state", "fwd-over-fwd-over-rev side effects: " + msg))
+    err = max(float(np.max(np.abs(x - d), initial=0.0)) for x, d in zip(t3, fd))
+    if err > 1e3 * RTOL * scale:  # (a finite difference of a second derivative: coarser)
+        fd2 = stencil(FD_STEP / 2)
+        noise = max(float(np.max(np.abs(x - d), initial=0.0)) for x, d in zip(fd, fd2))
+        if err > 1e3 * RTOL * scale + 10 * noise:
+            fails.append(("nested-third-vs-fd", f"third derivative along v vs finite differences of the "
+                                                f"Hessian-vector product: max abs error {err:.3g} (FD noise "
+                                                f"{noise:.2g})\n got      {t3!r}\n expected {fd!r}"))
+        else:
+            return True
+    return False
 
 
 def check_program(prog):
@@ -1277,7 +1394,10 @@ def main(argv=None):
     ap.add_argument("--max-minimise", type=int, default=300, help="failures to minimise (-1: all)")
     ap.add_argument("--show-raised", action="store_true", help="list the DifferentiationErrors raised")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--nested", action="store_true",
+                    help="also check Hessian-vector products (forward over reverse, reverse over reverse)")
     a = ap.parse_args(argv)
+    NESTED[0] = a.nested
     exclude = (KNOWN_CORE_BUGS if a.exclude_known else frozenset()) | {k for k in a.exclude.split(",") if k}
     unknown = {k for k in exclude if k.split("+")[0] not in ALL_KINDS}
     if unknown:

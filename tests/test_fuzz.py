@@ -32,6 +32,44 @@ def test_random_programs(chunk):
     assert not failures, "\n\n".join(failures)
 
 
+def test_random_programs_nested():
+    # second and third derivatives (Hessian-vector products both ways, a third directional
+    # derivative) of random in-place programs against finite differences of the lower order
+    fz.NESTED[0] = True
+    try:
+        failures = []
+        for i in range(60):
+            prog = fz.generate(2000, i, fz.KNOWN_CORE_BUGS)
+            o = fz.check_program(prog)
+            if o.status == "fail":
+                small, so = fz.minimise(prog, o)
+                failures.append(f"--nested --seed 2000 --only {i}: {so.category}\n{small.script()}\n{so.message}")
+                if len(failures) >= 3:
+                    break
+    finally:
+        fz.NESTED[0] = False
+    assert not failures, "\n\n".join(failures)
+
+
+@mg.primitive
+def _cube(x):
+    return x ** 3
+
+
+@mg.rrule(_cube)
+def _cube_rrule(x):
+    # a pullback that converts its argument: right at first order, refused under an outer level
+    return _cube(x), lambda g: (g * 3.0 * np.asarray(x) ** 2,)
+
+
+def test_nested_checker_counts_a_refused_second_derivative_as_a_failure(monkeypatch):
+    monkeypatch.setattr(fz, "NESTED", [True])
+    o = fz.check(lambda a: np.sum(_cube(np.sin(a))), [np.array([0.3, 0.5, 0.9])])
+    assert o.status == "fail" and o.category.startswith("nested-") and "raised" in o.category, o
+    monkeypatch.setattr(fz, "NESTED", [False])
+    assert fz.check(lambda a: np.sum(_cube(np.sin(a))), [np.array([0.3, 0.5, 0.9])]).status == "pass"
+
+
 def test_generator_covers_every_kind():
     seen = collections.Counter()
     for i in range(300):

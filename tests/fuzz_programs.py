@@ -1214,7 +1214,7 @@ def _check_nested(f, args, ref, v, nums, fails, raised):
 
     try:
         fd = stencil(FD_STEP)
-    except Exception as e:  # (the first order passed at args; a step away may leave the smooth domain)
+    except Exception:  # (the first order passed at args; a step away may leave the smooth domain)
         return False
     scale = max(1.0, max(float(np.max(np.abs(x), initial=0.0)) for x in fd))
     noise = None
@@ -1244,16 +1244,16 @@ def _check_nested(f, args, ref, v, nums, fails, raised):
                 fd2 = stencil(FD_STEP / 2)
                 noise = max(float(np.max(np.abs(x - d), initial=0.0)) for x, d in zip(fd, fd2))
             if err > RTOL * scale + 10 * noise and not _converges_to(stencil, hv, noise, RTOL * scale):
-                fails.append((f"nested-{mode}-vs-fd", f"Hessian-vector product ({mode} over rev) vs finite "
-                                                     f"differences of the gradient: max abs error {err:.3g} "
-                                                     f"(FD noise {noise:.2g})\n got      {hv!r}\n expected {fd!r}"))
+                fails.append((f"nested-{mode}-vs-fd", (f"Hessian-vector product ({mode} over rev) vs finite "
+                                                      f"differences of the gradient: max abs error {err:.3g} "
+                                                      f"(FD noise {noise:.2g})\n got      {hv!r}\n expected {fd!r}")))
             else:
                 noisy = True
     if len(results) == 2:
         err = max(float(np.max(np.abs(x - y), initial=0.0)) for x, y in zip(results["fwd"], results["rev"]))
         if err > 1e-8 * scale:
-            fails.append(("nested-fwd-vs-rev", f"Hessian-vector products disagree: fwd over rev {results['fwd']!r}, "
-                                               f"rev over rev {results['rev']!r}"))
+            fails.append(("nested-fwd-vs-rev", (f"Hessian-vector products disagree: fwd over rev {results['fwd']!r}, "
+                                                f"rev over rev {results['rev']!r}")))
     if "fwd" in results and not fails:
         noisy = _check_third(grad_of, args, ref, v, fails, raised) or noisy
     return noisy
@@ -1295,9 +1295,9 @@ def _check_third(grad_of, args, ref, v, fails, raised):
         fd2 = stencil(FD_STEP / 2)
         noise = max(float(np.max(np.abs(x - d), initial=0.0)) for x, d in zip(fd, fd2))
         if err > 1e3 * RTOL * scale + 10 * noise:
-            fails.append(("nested-third-vs-fd", f"third derivative along v vs finite differences of the "
-                                                f"Hessian-vector product: max abs error {err:.3g} (FD noise "
-                                                f"{noise:.2g})\n got      {t3!r}\n expected {fd!r}"))
+            fails.append(("nested-third-vs-fd", (f"third derivative along v vs finite differences of the "
+                                                 f"Hessian-vector product: max abs error {err:.3g} (FD noise "
+                                                 f"{noise:.2g})\n got      {t3!r}\n expected {fd!r}")))
         else:
             return True
     return False

@@ -252,34 +252,57 @@ def _cumprod_impl(x, axis=None, dtype=None):
 cumprod_p = get_primitive(_cumprod_impl, "np.cumprod")
 
 
-def _cumprod_parts(x, axis):
-    """x moved to (..., n) along ``axis`` with the pieces of an exact derivative:
-    ``prev[..., j] = prod_{i<j} x_i`` and ``C[..., j, k] = prod_{j<i<=k} x_i`` (k >= j)."""
-    xx = np.reshape(x, -1) if axis is None else x
-    ax = 0 if axis is None else axis
-    xm = np.moveaxis(xx, ax, -1)
-    n = np.shape(xm)[-1]
-    ones = np.ones(np.shape(xm)[:-1] + (1,), dtype=bottom(xm).dtype)
-    prev = np.cumprod(np.concatenate([ones, xm[..., :-1]], axis=-1), axis=-1)
-    strict_upper = np.triu(np.ones((n, n), dtype=bool), 1)  # [j, i]: i > j
-    X = np.where(strict_upper, xm[..., None, :], 1.0)
-    C = np.cumprod(X, axis=-1)
-    upper = np.triu(np.ones((n, n), dtype=bool))
-    C = np.where(upper, C, 0.0)
-    return xx, ax, prev, C
+def _along_last(a, axis):
+    """``a`` with ``axis`` moved last (flattened for None)."""
+    return np.moveaxis(np.reshape(a, -1) if axis is None else a, 0 if axis is None else axis, -1)
+
+
+def _back(r, x, axis):
+    """``r`` (axis last) in ``x``'s shape and axis order."""
+    return np.reshape(np.moveaxis(r, -1, 0 if axis is None else axis), np.shape(x))
+
+
+def _divides_exactly(xm, ym):
+    """Whether ``y_k / x_j`` is ``prod_{i <= k, i != j} x_i`` to rounding for every element:
+    no zero factor, and no product that overflowed or lost precision to underflow."""
+    xb, yb = bottom(xm), bottom(ym)
+    if not np.size(yb):
+        return True
+    tiny = np.finfo(np.result_type(yb, np.float16)).tiny  # (the smallest normal number of y's precision)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(xb != 0) and np.all(np.isfinite(yb)) and np.all(np.abs(yb) >= tiny))
+
+
+def _exclusive_cumprod(xm):
+    """``prev[..., j] = prod_{i < j} x_i``."""
+    ones = np.ones(np.shape(xm)[:-1] + (1,), dtype=np.result_type(bottom(xm)))
+    return np.cumprod(np.concatenate([ones, xm[..., :-1]], axis=-1), axis=-1)
 
 
 def _cumprod_rrule(x, axis=None, dtype=None):
     y = _cumprod_impl(x, axis, dtype)
 
     def pullback(g):
-        xx, ax, prev, C = _cumprod_parts(x, axis)
-        gm = np.moveaxis(np.reshape(g, np.shape(xx)), ax, -1)
-        d = prev[..., :, None] * C  # d[..., j, k] = dy_k / dx_j
-        if np.iscomplexobj(bottom(d)):
-            d = np.conj(d)
-        r = np.einsum("...jk,...k->...j", d, gm)
-        return (np.reshape(np.moveaxis(r, -1, ax), np.shape(x)),)
+        # x̄_j = sum_{k >= j} conj(dy_k/dx_j) g_k, dy_k/dx_j = prod_{i <= k, i != j} x_i: the suffix
+        # sums of conj(y) g divided by conj(x_j) where that is exact (O(n)), else the recurrence
+        # s_j = g_j + conj(x_{j+1}) s_{j+1}, x̄_j = conj(prod_{i<j} x_i) s_j (zeros, under/overflow)
+        xm, ym = _along_last(x, axis), _along_last(y, axis)
+        gm = _along_last(g, axis)  # (g has y's shape: flat for axis=None)
+        cplx = np.iscomplexobj(bottom(xm)) or np.iscomplexobj(bottom(ym))
+        cx, cy = (np.conj(xm), np.conj(ym)) if cplx else (xm, ym)
+        if _divides_exactly(xm, ym):
+            with np.errstate(over="ignore", invalid="ignore"):
+                gy = cy * gm
+            if np.all(np.isfinite(bottom(gy))):
+                return (_back(np.flip(np.cumsum(np.flip(gy, -1), axis=-1), -1) / cx, x, axis),)
+        n = np.shape(xm)[-1]
+        cols = [gm[..., n - 1]] if n else []
+        for j in range(n - 2, -1, -1):
+            cols.append(gm[..., j] + cx[..., j + 1] * cols[-1])
+        if not n:
+            return (_back(gm * cx, x, axis),)
+        prev = _exclusive_cumprod(cx)
+        return (_back(prev * np.stack(cols[::-1], axis=-1), x, axis),)
 
     return y, pullback
 
@@ -287,11 +310,18 @@ def _cumprod_rrule(x, axis=None, dtype=None):
 def _cumprod_frule(primals, tangents, axis=None, dtype=None):
     (x,), (t,) = primals, tangents
     y = _cumprod_impl(x, axis, dtype)
-    xx, ax, prev, C = _cumprod_parts(x, axis)
-    tm = np.moveaxis(np.reshape(t, np.shape(xx)), ax, -1)
-    d = prev[..., :, None] * C
-    r = np.einsum("...jk,...j->...k", d, tm)
-    return y, np.reshape(np.moveaxis(r, -1, ax), np.shape(y))
+    # ẏ_k = sum_{j <= k} (dy_k/dx_j) ẋ_j: y times the prefix sums of ẋ / x where that is exact, else
+    # the recurrence ẏ_k = ẏ_{k-1} x_k + y_{k-1} ẋ_k
+    xm, ym, tm = _along_last(x, axis), _along_last(y, axis), _along_last(t, axis)
+    if _divides_exactly(xm, ym):
+        return y, _back(ym * np.cumsum(tm / xm, axis=-1), y, axis)
+    n = np.shape(xm)[-1]
+    if not n:
+        return y, _back(tm * ym, y, axis)
+    cols = [tm[..., 0]]
+    for k in range(1, n):
+        cols.append(cols[-1] * xm[..., k] + ym[..., k - 1] * tm[..., k])
+    return y, _back(np.stack(cols, axis=-1), y, axis)
 
 
 cumprod_p.rrule, cumprod_p.frule = _cumprod_rrule, _cumprod_frule

@@ -876,3 +876,43 @@ def test_empty_accumulate_in_a_dtype_without_a_loop_raises_numpys_error(ufunc, s
     with pytest.raises(TypeError) as traced:
         mg.vjp(f, np.zeros(shape))
     assert str(traced.value) == str(plain.value)
+
+
+@pytest.mark.parametrize("x, axis", [
+    (np.array([0.5, 0.0, 2.0, 3.0, 0.0, 1.5]), None),  # zeros: the recurrence
+    (np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0], [0.4, 1.2, 0.9]]), 1),
+    (np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0], [0.4, 1.2, 0.9]]), 0),
+    (np.array([[0.7, 1.3], [1.1, 0.6], [0.9, 1.4]]), -2),  # no zeros: suffix sums divided by x
+])
+def test_cumprod_with_and_without_zeros(x, axis):
+    w = np.random.default_rng(5).standard_normal(x.size).reshape(np.cumprod(x, axis=axis).shape)
+    check_grads(lambda x: np.sum(np.cumprod(x, axis=axis) * w), x, order=2)
+
+
+def test_cumprod_derivative_where_the_products_underflow():
+    # y = [1e-200, 0 (underflow), 0, 0]: dividing y by x would lose x_1 * x_2 * ... = 1e-200 * 1e200;
+    # by hand, dy_k/dx_j = prod_{i <= k, i != j} x_i summed over k with g = 1
+    x = np.array([1e-200, 1e-200, 1e200, 2.0])
+    _, pullback = mg.vjp(np.cumprod, x)
+    (g,) = pullback(np.ones(4))
+    np.testing.assert_allclose(g, [1.0 + 1e-200 + 1.0 + 2.0, 1e-200 + 1.0 + 2.0, 0.0, 0.0], rtol=1e-14)
+    _, t = mg.jvp(np.cumprod, (x,), (np.array([0.0, 1.0, 0.0, 0.0]),))  # d y / d x_1
+    np.testing.assert_allclose(t, [0.0, 1e-200, 1.0, 2.0], rtol=1e-14)
+
+
+def test_cumprod_derivative_is_linear_in_memory():
+    # (the derivative once formed an n x n matrix: 5000 x 5000 here)
+    import tracemalloc
+
+    x = 1.0 + 1e-4 * np.sin(np.arange(5000.0))
+    x[2500] = 0.0  # (the recurrence too)
+    tracemalloc.start()
+    try:
+        g = mg.grad(lambda s: np.sum(np.cumprod(x * s)))(1.0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, peak
+    h = 1e-6
+    fd = (np.sum(np.cumprod(x * (1 + h))) - np.sum(np.cumprod(x * (1 - h)))) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-6)

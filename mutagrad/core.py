@@ -1647,6 +1647,31 @@ _MATH_TO_NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2":
 _MATH_TO_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
 
 
+_ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "root_scalar", "fsolve", "root",
+                           "newton_krylov", "anderson", "broyden1", "broyden2"))
+_QUADRATURES = frozenset(("quad", "quad_vec", "dblquad", "tplquad", "nquad", "fixed_quad", "quadrature",
+                          "romberg"))
+
+
+def _scipy_hint(sub, name):
+    """The fix for a SciPy function mutagrad has no rule for, called on a traced value."""
+    short = name.rsplit(".", 1)[-1]
+    if short in _ROOT_FINDERS:
+        return (f" A root's derivative follows from the equation it solves: find the root on plain values "
+                f"(pass mg.value(p) for the traced parameters to {short}), then take one Newton step on the "
+                "traced ones, s = s - g(s, p) / dg_ds(s, p) (dg_ds by hand or with mg.grad): at the root it has "
+                "the root's first derivative exactly; or write the iteration (Newton, bisection) with NumPy "
+                "operations, which are differentiated; or make the solve a @mg.primitive with an "
+                "implicit-function rrule (docs/rules.md).")
+    if short in _QUADRATURES:
+        return (" Integrate with fixed nodes on the traced integrand instead: x, w = "
+                "np.polynomial.legendre.leggauss(n) (plain nodes, mapped to [a, b]) and np.sum(w * f(x)), or "
+                "np.trapezoid(f(x), x) on a grid; their derivative is that of the rule, exact for it.")
+    return (f" mutagrad has no derivative rules for scipy{'.' + sub if sub else ''}: write the computation "
+            "with NumPy operations on the traced values (a filter as a loop over the elements, an ODE solver "
+            "as explicit steps, an optimizer's iterations), which are differentiated.")
+
+
 def _math_hint(fn, name):
     """The fix for a function of the math module called on a traced value: its NumPy twin."""
     if getattr(fn, "__module__", None) != "math" and not name.startswith("math."):
@@ -2024,9 +2049,7 @@ class Tracer:
                          "are differentiated; for a matrix that depends on traced values, use a dense array "
                          "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
             else:
-                extra = (f" mutagrad has no derivative rules for scipy{'.' + sub if sub else ''}: write the "
-                         "computation with NumPy operations on the traced values (a filter as a loop over the "
-                         "elements, an ODE solver as explicit steps), which are differentiated.")
+                extra = _scipy_hint(sub, name)
             raise escape_error(
                 f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
                 "with np.asarray)", TracerEscapeError, extra)  # (a conversion: nothing is written)
@@ -2228,7 +2251,11 @@ class Tracer:
                     extra = (" np.interp dispatches on x, xp and fp only: with a traced left= or right= and plain "
                              "x, xp, fp, use mnp.interp(...) (import mutagrad.numpy as mnp), which is differentiated.")
                 else:
-                    extra = _math_hint(_named(call.func, user_frame(frame)), name)
+                    fn = _named(call.func, user_frame(frame))
+                    extra = _math_hint(fn, name)
+                    mod = getattr(fn, "__module__", None) or ""
+                    if not extra and mod.startswith("scipy."):
+                        extra = _scipy_hint(mod.split(".")[1], getattr(fn, "__name__", name))
                 err = escape_error(f"{name}(...) of a traced value (it converts it with float(x))",
                                    TracerEscapeError, extra)
                 if (frame.f_globals.get("__name__") or "") == "scipy.optimize._zeros_py":

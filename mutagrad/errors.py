@@ -476,8 +476,13 @@ def _out_is_traced(exc) -> bool:
     if hit is None:
         return False
     frame = hit.tb_frame
+    source = linecache.getline(frame.f_code.co_filename, hit.tb_lineno).strip()
+    if not source:  # (python -c, stdin, exec of a string): the call's bytecode names the argument
+        name = _out_name_in_bytecode(frame.f_code, hit.tb_lasti)
+        v = None if name is None else frame.f_locals.get(name, frame.f_globals.get(name))
+        return isinstance(v, Tracer)
     try:
-        tree = ast.parse(linecache.getline(frame.f_code.co_filename, hit.tb_lineno).strip())
+        tree = ast.parse(source)
     except SyntaxError:  # (a statement over several lines)
         return False
     for node in ast.walk(tree):
@@ -488,6 +493,28 @@ def _out_is_traced(exc) -> bool:
                     if isinstance(v, Tracer):
                         return True
     return False
+
+
+_NAME_LOADS = frozenset(("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF"))
+
+
+def _out_name_in_bytecode(code, lasti):
+    """The name of the variable passed as ``out=`` to the call at instruction ``lasti`` of
+    ``code``, when the keyword arguments are plain names; else None."""
+    import dis
+
+    ins = [i for i in dis.get_instructions(code) if i.offset <= lasti]
+    kw = next((k for k in range(len(ins) - 1, -1, -1) if ins[k].opname == "KW_NAMES"), None)
+    if kw is None or "CALL" not in "".join(i.opname for i in ins[kw:]):
+        return None
+    names = code.co_consts[ins[kw].arg] if isinstance(ins[kw].arg, int) else ins[kw].argval
+    if not isinstance(names, tuple) or "out" not in names:
+        return None
+    back = len(names) - names.index("out")  # the keyword values are loaded last, in order
+    load = ins[kw - back] if kw - back >= 0 else None
+    if load is None or any(i.opname not in _NAME_LOADS for i in ins[kw - len(names):kw]):
+        return None
+    return load.argval
 
 
 def _last_entry(exc):

@@ -79,6 +79,31 @@ def test_in_place_update_of_a_plain_array_in_a_helper_names_the_fix_that_reaches
     np.testing.assert_allclose(mg.grad(lambda lr: train(lr, mnp.array))(0.1), fd, rtol=1e-6)
 
 
+def test_scipy_root_finder_and_quadrature_messages_name_fixes_that_work():
+    opt = pytest.importorskip("scipy.optimize")
+    integrate = pytest.importorskip("scipy.integrate")
+
+    msg = _raises(lambda p: opt.brentq(lambda s: s ** 2 - p, 0.0, 10.0), 2.0, mg.TracerEscapeError)
+    assert "brentq" in msg and "one Newton step on the traced ones" in msg
+
+    def root(p):  # the fix: the root on plain values, one Newton step on traced ones
+        s = opt.brentq(lambda s: s ** 2 - mg.value(p), 0.0, 10.0)
+        return s - (s ** 2 - p) / (2.0 * s)
+
+    assert abs(mg.grad(root)(2.0) - 0.5 / np.sqrt(2.0)) < 1e-12
+
+    msg = _raises(lambda a: integrate.quad(lambda t: np.exp(-a * t), 0.0, 1.0)[0], 2.0, mg.TracerEscapeError)
+    assert "quad" in msg and "leggauss" in msg
+
+    def gauss(a):  # the fix: fixed nodes on the traced integrand
+        x, w = np.polynomial.legendre.leggauss(20)
+        t = 0.5 * (x + 1.0)
+        return 0.5 * np.sum(w * np.exp(-a * t))
+
+    exact = (np.exp(-2.0) * (2.0 + 1.0) - 1.0) / 4.0  # d/da (1 - e^-a) / a at a = 2, by hand
+    assert abs(mg.grad(gauss)(2.0) - exact) < 1e-12
+
+
 def test_element_written_into_an_integer_array_is_named_as_a_write():
     def f(x):
         k = np.zeros(3, dtype=np.int64)
@@ -1895,6 +1920,18 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
 
     with pytest.raises(ValueError, match="Supplied output array") as info:
         mg.grad(plain_buffer)(1.0)
+    assert not isinstance(info.value, mg.DifferentiationError)
+
+    # without the line's source (python -c, stdin, exec of a string) the call's bytecode names out=
+    scope = {"np": np}
+    exec(compile("def f(s, noise):\n    rng = np.random.default_rng(1)\n    rng.standard_normal(out=noise)\n"
+                 "    return np.sum(noise * s)\n"
+                 "def plain(s):\n    buf = np.zeros((4, 4))[:, ::2]\n    np.random.default_rng(1).standard_normal("
+                 "out=buf)\n    return s * 2\n", "<generated>", "exec"), scope)
+    with pytest.raises(mg.errors.TracedTypeError, match=r"<generated>:3.*buf\[\.\.\.\] = rng.standard_normal"):
+        mg.grad(scope["f"])(0.2, np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="Supplied output array") as info:
+        mg.grad(scope["plain"])(1.0)
     assert not isinstance(info.value, mg.DifferentiationError)
 
 

@@ -488,11 +488,45 @@ def _out_is_traced(exc) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for kw in node.keywords:
-                if kw.arg == "out" and isinstance(kw.value, ast.Name):
-                    v = frame.f_locals.get(kw.value.id, frame.f_globals.get(kw.value.id))
-                    if isinstance(v, Tracer):
+                if kw.arg != "out":
+                    continue
+                root = kw.value  # (a name, or a view of one: buf[1], self.buf, buf.T)
+                while isinstance(root, (ast.Subscript, ast.Attribute)):
+                    root = root.value
+                if isinstance(root, ast.Name):
+                    v = frame.f_locals.get(root.id, frame.f_globals.get(root.id))
+                    if isinstance(v, Tracer) or _holds_tracer(v):
                         return True
     return False
+
+
+def _holds_tracer(obj) -> bool:
+    """Whether an object's attributes hold a traced array (``self.buf``), one level deep."""
+    from .core import Tracer
+
+    if isinstance(obj, Tracer) or type(obj).__module__.startswith("numpy"):
+        return False
+    d = getattr(obj, "__dict__", None)
+    return isinstance(d, dict) and any(isinstance(v, Tracer) for v in d.values())
+
+
+def _called_method(exc):
+    """The method called on the user's line that ``exc`` left and its ``out=`` expression
+    (``rng.random(out=b[1])``: ('random', 'b[1]')), or None."""
+    hit = _user_entry(exc)
+    if hit is None:
+        return None
+    source = linecache.getline(hit.tb_frame.f_code.co_filename, hit.tb_lineno).strip()
+    try:
+        tree = ast.parse(source) if source else None
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            for kw in node.keywords:
+                if kw.arg == "out":
+                    return node.func.attr, ast.unparse(kw.value)
+    return None
 
 
 _NAME_LOADS = frozenset(("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF"))
@@ -501,8 +535,6 @@ _NAME_LOADS = frozenset(("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", 
 def _out_name_in_bytecode(code, lasti):
     """The name of the variable passed as ``out=`` to the call at instruction ``lasti`` of
     ``code``, when the keyword arguments are plain names; else None."""
-    import dis
-
     ins = [i for i in dis.get_instructions(code) if i.offset <= lasti]
     kw = next((k for k in range(len(ins) - 1, -1, -1) if ins[k].opname == "KW_NAMES"), None)
     if kw is None or "CALL" not in "".join(i.opname for i in ins[kw:]):
@@ -705,15 +737,18 @@ def replaced_error(exc: BaseException):
             "cannot be differentiated through. Use NumPy's (or mutagrad.scipy's) functions, which are "
             "differentiated (for a sparse factorization, mutagrad.scipy.sparse.linalg.splu(A).solve or "
             "factorized(A)), or pass mg.stop_gradient(x) if its result is a constant.")
-    if type(exc) is ValueError and str(exc).startswith("Supplied output array must be contiguous") and (
+    if type(exc) is ValueError and str(exc).startswith("Supplied output array must be") and (
             _out_is_traced(exc)):
         # NumPy's random Generator filling out= (rng.standard_normal(out=buf)): its C code writes
-        # only into NumPy's own arrays, and a traced array is not one
+        # only into NumPy's own arrays, and a traced array (or a view of one) is not one
+        method, buf = _called_method(exc) or ("standard_normal", "buf")
+        args = f"{buf}.shape" if method in ("standard_normal", "random", "standard_exponential") else (
+            f"<its other arguments>, size={buf}.shape")
         return TracedTypeError(
             f"a NumPy random generator was asked to fill a traced array with out= at {_where(exc)} ({exc}): "
             "its C code writes only into plain NumPy arrays, and a write into a traced array must be "
-            "recorded. Assign the draws instead, buf[...] = rng.standard_normal(buf.shape) (the same "
-            "numbers: out= fills the buffer in the order size= returns them).")
+            f"recorded. Assign the draws instead, {buf}[...] = rng.{method}({args}) (the same numbers: out= "
+            "fills the buffer in the order size= returns them).")
     if last is not None:
         tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:

@@ -150,6 +150,23 @@ class NotImplementedTangent:
     def __bool__(self):
         return True
 
+    def _as_number(self, *_):
+        # a poisoned derivative used as a number (an optimizer comparing it, np.asarray of it):
+        # say what it is where it is used, not as a TypeError deep in the caller's code
+        from .errors import NotImplementedTangentError
+
+        where = f" (at {self.where})" if self.where else ""
+        raise NotImplementedTangentError(
+            f"a derivative that is not implemented was used as a number: {self.message}{where}. If that "
+            "argument is a constant read from a traced array (a parameter held fixed inside the parameter "
+            "vector, full = np.concatenate([theta, [c]])), the whole array's derivative is poisoned: pass "
+            "the argument as mg.stop_gradient(full[2]) where the function takes it, or the constant itself "
+            "rather than an element of the array; else differentiate only the arguments the rule supports.")
+
+    __float__ = __int__ = __complex__ = __index__ = _as_number
+    __lt__ = __le__ = __gt__ = __ge__ = _as_number
+    __array__ = _as_number
+
     def __repr__(self):
         # (reverse mode records no lines, for speed: strict mode does, and raises at the line)
         extra = f" at {self.where}" if self.where else (

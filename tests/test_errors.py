@@ -573,6 +573,26 @@ def test_not_implemented_tangent_of_a_built_in_rule_names_the_users_line(f, name
     assert HERE in g.where and source in g.where
 
 
+def test_a_not_implemented_derivative_used_as_a_number_says_what_it_is():
+    # a parameter held fixed inside the parameter vector: its derivative (not implemented) poisons
+    # the gradient; an optimizer comparing it, or np.asarray of it, gets an error saying so
+    def ll(th):
+        full = np.concatenate([th, [2.0]])
+        return np.sum(half_known(full[:2], full[2]))
+
+    g = mg.grad(ll)(np.array([0.5, 1.5]))
+    assert isinstance(g, mg.NotImplementedTangent)
+    for use in (lambda: g > 1e-5, lambda: float(g), lambda: np.asarray(g), lambda: np.linalg.norm(g) < 1.0):
+        with pytest.raises(mg.NotImplementedTangentError, match="d/dy of half_known.*mg.stop_gradient"):
+            use()
+
+    def fixed(th):  # the fix the message names
+        full = np.concatenate([th, [2.0]])
+        return np.sum(half_known(full[:2], mg.stop_gradient(full[2])))
+
+    np.testing.assert_allclose(mg.grad(fixed)(np.array([0.5, 1.5])), [2.0, 2.0])
+
+
 @pytest.mark.parametrize("through, z_value", [("scale", 6.0), ("sin", np.sin(2.0)), ("element", 6.0),
                                               ("write", 4.0), ("element_loop", 4.0)])
 def test_not_implemented_tangent_poisons_through_intermediates(through, z_value):
@@ -1903,7 +1923,7 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
         rng.standard_normal(out=noise)
         return np.sum(noise * s)
 
-    with pytest.raises(mg.errors.TracedTypeError, match=r"buf\[\.\.\.\] = rng.standard_normal") as info:
+    with pytest.raises(mg.errors.TracedTypeError, match=r"noise\[\.\.\.\] = rng.standard_normal\(noise.shape\)") as info:
         mg.grad(f)(0.2, np.zeros((2, 2)))
     assert HERE in str(info.value)
 
@@ -1921,6 +1941,32 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
     with pytest.raises(ValueError, match="Supplied output array") as info:
         mg.grad(plain_buffer)(1.0)
     assert not isinstance(info.value, mg.DifferentiationError)
+
+    # other methods, and a view of a traced array: the message names the method and the view
+    def gamma(x):
+        buf = np.empty_like(x)
+        np.random.default_rng(1).standard_gamma(2.0, out=buf)
+        return np.sum(buf * x)
+
+    def row(x):
+        buf = np.stack([x, x ** 2])
+        np.random.default_rng(1).random(out=buf[1])
+        return np.sum(buf * x)
+
+    x = np.linspace(0.1, 0.8, 6)
+    with pytest.raises(mg.errors.TracedTypeError, match=r"buf\[\.\.\.\] = rng.standard_gamma\(<its other arguments>"):
+        mg.grad(gamma)(x)
+    with pytest.raises(mg.errors.TracedTypeError, match=r"buf\[1\]\[\.\.\.\] = rng.random\(buf\[1\].shape\)"):
+        mg.grad(row)(x)
+
+    def row_advised(x):
+        buf = np.stack([x, x ** 2])
+        buf[1][...] = np.random.default_rng(1).random(buf[1].shape)
+        return np.sum(buf * x)
+
+    plain = np.stack([x, x ** 2])
+    np.random.default_rng(1).random(out=plain[1])
+    np.testing.assert_allclose(mg.grad(row_advised)(x), 2 * x + plain[1], rtol=1e-15)
 
     # without the line's source (python -c, stdin, exec of a string) the call's bytecode names out=
     scope = {"np": np}

@@ -112,7 +112,7 @@ class Primitive:
     everywhere it exists (floor, sign): outputs are never active.
     """
 
-    __slots__ = ("fn", "name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
+    __slots__ = ("fn", "_name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
                  "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
@@ -143,11 +143,18 @@ class Primitive:
         # the only one and records no lines (common cases of matmul), or None to take the
         # general path. Set by rules; the reverse rule must give the same numbers.
         self.fast = None
+
+    @property
+    def name(self):
+        return self._name
+
+    @name.setter
+    def name(self, n):
+        self._name = n
         # the reverse level records the user's line of each use (a frame walk, ~3 µs), so that a
         # NotImplementedTangent its rule returns names it: the rules that may return one
         # (np.linalg's, scipy.linalg's, np.roots's; scipy.special's set it) and every primitive
-        # a user registers
-        n = self.name
+        # a user registers (decided by the name, set again when a primitive is renamed)
         self.names_line = (n.startswith(("np.linalg.", "scipy.linalg.")) or n == "np.roots"
                            or not (n.startswith(("np.", "scipy.", "ndarray.", "mutagrad.")) or n in _OWN_UNNAMED))
 
@@ -2166,7 +2173,8 @@ class Tracer:
         lib = _calling_numpy_python(sys._getframe(1))
         if lib is not None and lib[1]:
             fix = (f" Traced values inside a list or tuple: make them one traced array first: "
-                   f"{lib[0]}(np.stack(values)) (or mnp.array(values)), which is differentiated.")
+                   f"{lib[0]}(mnp.array(values)) (import mutagrad.numpy as mnp; nested lists too), or "
+                   f"np.stack(values) of a flat list, which are differentiated.")
             short = lib[0].removeprefix("np.")
             if "." not in short and getattr(np, short, None) in FUNCTIONS:
                 fix = (f" NumPy dispatches {lib[0]} on some of its arguments only: with a plain array there and "
@@ -2807,8 +2815,11 @@ class ScalarTracer(Tracer):
     def __round__(self, ndigits=None):
         # as a NumPy scalar (a Python float, for a weak one): round(s) is an int (an escape),
         # round(s, n) np.round (derivative zero almost everywhere)
-        if ndigits is None:
-            return int(self)
+        if ndigits is None:  # (Python's rounding, half to even: not int()'s truncation)
+            if self._may_convert():
+                b = bottom(self)
+                return round(b.item() if isinstance(b, np.ndarray) else b)
+            raise escape_error("round(x)", TracerEscapeError, _CONVERSION_HINT)
         r = np.round(self, ndigits)
         return _weak_result(r, ()) if weak(self) else r
 
@@ -3016,8 +3027,9 @@ _UNRESOLVED = object()
 
 # float(x) / int(x) for a test or a loop bound: no conversion needed
 _CONVERSION_HINT = (" A comparison needs no conversion: `if err < tol:`, `while np.max(r) > eps:` work on the "
-                    "traced value (control flow on values is allowed); for an integer, int(np.floor(x)) or "
-                    "int(np.round(x)) works (a piecewise-constant value converts).")
+                    "traced value (control flow on values is allowed); for an integer, int(np.trunc(x)) (what "
+                    "int(x) gives), int(np.floor(x)) or int(np.round(x)) works (a piecewise-constant value "
+                    "converts).")
 
 
 def _resolve_name(expr, frame):
@@ -3037,17 +3049,37 @@ def _resolve_name(expr, frame):
 
 
 def _alias_of(obj, frame):
-    """The attribute of a local object (``self.flux``) or the global that holds ``obj``, by
-    identity, or None."""
+    """``(name, view)``: the attribute of a local object (``self.flux``), an item of a list or
+    dict held in one (``self.bufs[1]``), or the global that holds ``obj`` or an array ``obj``
+    is a view of (``view`` True), or None."""
+    def same(val):
+        if val is obj:
+            return False
+        if type(val) is np.ndarray and type(obj) is np.ndarray and np.may_share_memory(val, obj):
+            return True
+        return None
+
+    def items(val):
+        if type(val) in (list, tuple):
+            return [(f"[{i}]", v) for i, v in enumerate(val)]
+        if type(val) is dict:
+            return [(f"[{k!r}]", v) for k, v in val.items()]
+        return []
+
     for k, v in frame.f_locals.items():
         d = getattr(v, "__dict__", None)
         if isinstance(d, dict) and not isinstance(v, type(sys)):
             for attr, val in d.items():
-                if val is obj:
-                    return f"{k}.{attr}"
+                for suffix, item in [("", val)] + items(val):
+                    view = same(item)
+                    if view is not None:
+                        return f"{k}.{attr}{suffix}", view
     for k, v in frame.f_globals.items():
-        if v is obj and not k.startswith("__"):
-            return k
+        if not k.startswith("__"):
+            for suffix, item in [("", v)] + items(v):
+                view = same(item)
+                if view is not None:
+                    return f"{k}{suffix}", view
     return None
 
 
@@ -3067,11 +3099,12 @@ def _made_outside_hint(target, frame):
                 "later one cannot write traced values into. Make the buffer inside the function on every "
                 "call, or pass it as an argument.")
     if "." not in array and isinstance(obj, np.ndarray) and name in code.co_varnames:
-        alias = _alias_of(obj, frame)  # `F = self.flux; F[0] = ...`
-        if alias is not None and alias != array:
-            outside = _made_outside_hint(alias, frame)
+        found = _alias_of(obj, frame)  # `F = self.flux; F[0] = ...`, `F = self.flux[1:]`
+        if found is not None and found[0] != array:
+            alias, view = found
+            outside = _made_outside_hint(alias.split("[", 1)[0] if "." in alias else alias, frame)
             if outside:
-                return f" `{array}` is `{alias}`." + outside
+                return f" `{array}` is {'a view of ' if view else ''}`{alias}`." + outside
     if "." in array and name.isidentifier():  # an attribute (self.du): perhaps made in __init__
         return (f" If `{array}` was made outside the differentiated function (in __init__, at module level), "
                 "mnp.zeros/mnp.empty made a plain ndarray there: make it inside the function, or pass it "
@@ -3139,6 +3172,10 @@ def write(dest, idx, value):
                 if aug is not None:
                     t, op = aug
                     code = uframe.f_code
+                    left = _made_outside_hint(t, uframe)
+                    if "an earlier differentiation made" in left:  # (a buffer left by one: no copy)
+                        raise escape_error(f"the in-place operation `{t} {op}= ...` on the array `{t}`",
+                                           WriteToPlainArrayError, left)
                     made = (" Make it traced where it is made: if it is a copy of an array the differentiated "
                             "function closes over (`x = x0.copy()`), pass that array as an argument instead (an "
                             "argument you do not differentiate arrives traced, and so do its copies), or copy it "

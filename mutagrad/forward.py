@@ -253,6 +253,13 @@ class ForwardLevel(Level):
                         self.set_tangent(s, dl, in_t)
                 outs.append(o)
             return tree_unflatten(ytree, outs)
+        if isinstance(ydot, (tuple, list, dict)):  # (summed into the array it would make: never right)
+            from .errors import RuleError
+
+            raise RuleError(
+                f"the forward rule of {prim.name if prim is not None else 'an operation'} returned a "
+                f"{type(ydot).__name__} as the tangent of its one output: return one tangent, an array (or "
+                f"number) of the output's shape, at {user_line()}")
         o, s = self.wrap_output(y, leaves, ins)
         if s is not None and ydot is not None:
             self.set_tangent(s, ydot, in_t)

@@ -26,6 +26,7 @@ import numpy as _np
 from .core import Tracer as _Tracer
 from .core import active_levels as _active_levels
 from .core import bottom as _bottom
+from .core import function_dispatch as _function_dispatch
 from .core import lift as _lift
 from .core import promotion_operand as _promotion_operand
 
@@ -170,7 +171,10 @@ def array(obj, dtype=None, copy=True, order="K", ndmin=0, **kw):
     if isinstance(obj, (list, tuple)) and _has_tracer(obj):
         # NumPy's dtype for the nesting (each item its own dtype: a Python float is float64 here,
         # np.float32 items stay float32), read off np.array on stand-ins of the traced items
-        dt = _np.array(_stand_ins(obj)).dtype if dtype is None else _np.dtype(dtype)
+        try:
+            dt = _np.array(_stand_ins(obj)).dtype if dtype is None else _np.dtype(dtype)
+        except ValueError as e:  # (a ragged nesting: NumPy's own error, raised anew so that it is not
+            raise ValueError(str(e)) from e  # taken for NumPy converting a traced value)
         res = _stack_nested(obj)
         if res.dtype != dt:
             res = res.astype(dt)
@@ -272,7 +276,9 @@ def _every_argument(fn, handler):
                         args = args[:i] + (array(args[i]),) + args[i + 1:]
                 elif isinstance(kwargs.get(name), (list, tuple)) and _has_tracer(kwargs[name]):
                     kwargs = {**kwargs, name: array(kwargs[name])}
-            return handler(args, kwargs)
+            # (as NumPy's dispatch to mutagrad: the other lists of numbers holding traced ones as arrays,
+            # the pieces of np.concatenate's sequence too)
+            return _function_dispatch(fn, args, kwargs)
         return fn(*args, **kwargs)
 
     call.__name__ = getattr(fn, "__name__", "call")

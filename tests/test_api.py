@@ -321,10 +321,29 @@ _LIST_REDUCTIONS = {
 }
 
 
+_LIST_REDUCTIONS.update({
+    "concatenate": lambda q0, q1: mnp.sum(mnp.concatenate([np.ones(2) * q0, [q1, 1.0]]) ** 2),
+    "stack": lambda q0, q1: mnp.sum(mnp.stack([np.ones(2) * q0, [q1, 1.0]]) ** 3),
+    "einsum": lambda q0, q1: mnp.einsum("i,i->", np.ones(2) * q0, [q1, 1.0]),
+    "vstack": lambda q0, q1: mnp.sum(mnp.vstack([np.ones(2) * q0, [q1, 1.0]]) ** 2),
+    "column_stack": lambda q0, q1: mnp.sum(mnp.column_stack([np.ones(2) * q0, [q1, 1.0]]) ** 2),
+    "append": lambda q0, q1: mnp.sum(mnp.append(np.ones(2) * q0, [q1, 1.0]) ** 2),
+    "average": lambda q0, q1: mnp.average([1.0, 2.0], weights=[q0 ** 2, q1 ** 2]),
+    "bincount": lambda q0, q1: mnp.sum(mnp.bincount([0, 1, 1], weights=[q0, q1, q0 * q1]) ** 2),
+})
+
+
 @pytest.mark.parametrize("name", sorted(_LIST_REDUCTIONS))
 def test_mnp_functions_of_lists_of_traced_values(name):
     # a Bellman backup over a list of action values: the list is one array, as in NumPy
     check_grads(lambda x: _LIST_REDUCTIONS[name](x[0] * 2.0, np.sin(x[1])), np.array([0.4, 1.1]))
+
+
+def test_mnp_function_of_a_ragged_list_raises_numpys_error():
+    x = np.array([0.3, -1.2, 0.9])
+    with pytest.raises(ValueError, match="inhomogeneous") as info:
+        mg.grad(lambda x: mnp.max([x[:2], x[:3]]))(x)
+    assert not isinstance(info.value, mg.DifferentiationError)
 
 
 def test_mnp_creation_functions():

@@ -496,3 +496,21 @@ def test_complex_tangent_for_a_real_output_raises():
 
     with pytest.raises(mg.RuleError, match="complex tangent for a real output"):
         mg.jvp(dbl, (np.ones(3),), (np.ones(3),))
+
+
+@mg.primitive
+def _doubled(x):
+    return x * 2.0
+
+
+@mg.frule(_doubled)
+def _doubled_frule(primals, tangents):
+    (x,), (xd,) = primals, tangents
+    return _doubled(x), (xd * 2.0, xd * 5.0)  # a user's mistake: a tuple for one output
+
+
+def test_forward_rule_returning_a_tuple_for_one_output_raises():
+    # (NumPy would sum the tuple into the tangent: jvp gave 7 for 2)
+    for x, t in ((3.0, 1.0), (np.array([3.0, 4.0]), np.array([1.0, 0.0]))):
+        with pytest.raises(mg.RuleError, match="forward rule of _doubled returned a tuple"):
+            mg.jvp(_doubled, (x,), (t,))

@@ -40,8 +40,7 @@ def scipy_primitive(name):
 
     def register(fun):
         w = primitive(fun)
-        w._mutagrad_primitive.name = name
-        w._mutagrad_primitive.names_line = False  # (mutagrad's own rules: see Primitive.names_line)
+        w._mutagrad_primitive.name = name  # (which decides Primitive.names_line again)
         return w
 
     return register

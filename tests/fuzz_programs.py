@@ -1214,7 +1214,7 @@ def _check_nested(f, args, ref, v, nums, fails, raised):
 
     try:
         fd = stencil(FD_STEP)
-    except Exception:  # (the first order passed at args; a step away may leave the smooth domain)
+    except Exception:  # noqa: BLE001 (the first order passed at args; a step away may leave the smooth domain)
         return False
     scale = max(1.0, max(float(np.max(np.abs(x), initial=0.0)) for x in fd))
     noise = None
@@ -1230,7 +1230,7 @@ def _check_nested(f, args, ref, v, nums, fails, raised):
         except mg.DifferentiationError as e:  # (the first order passed: refusing the second is a finding)
             fails.append((f"nested-{mode}-raised:{type(e).__name__}", _fmt_exc(e)))
             continue
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001
             fails.append((f"nested-{mode}-exception:{type(e).__name__}", _fmt_exc(e)))
             continue
         hv = [np.asarray(x, dtype=float) for x in hv]
@@ -1274,7 +1274,7 @@ def _check_third(grad_of, args, ref, v, fails, raised):
 
     try:
         fd = stencil(FD_STEP)
-    except Exception:
+    except Exception:  # noqa: BLE001
         return False
     scale = max(1.0, max(float(np.max(np.abs(x), initial=0.0)) for x in fd))
     a = _copies(args)
@@ -1283,7 +1283,7 @@ def _check_third(grad_of, args, ref, v, fails, raised):
     except mg.DifferentiationError as e:
         fails.append((f"nested-third-raised:{type(e).__name__}", _fmt_exc(e)))
         return False
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001
         fails.append((f"nested-third-exception:{type(e).__name__}", _fmt_exc(e)))
         return False
     t3 = [np.asarray(x, dtype=float) for x in t3]
@@ -1306,7 +1306,7 @@ def _check_third(grad_of, args, ref, v, fails, raised):
 def check_program(prog):
     try:
         return check(prog.function(), prog.args)
-    except Exception as e:  # a bug in the checker itself must be visible too
+    except Exception as e:  # a bug in the checker itself must be visible too  # noqa: BLE001
         return Outcome("fail", f"checker:{type(e).__name__}", _fmt_exc(e))
 
 

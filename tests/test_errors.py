@@ -564,7 +564,7 @@ def test_not_implemented_tangent_poisons_the_requested_gradient():
 
 
 def _singular_slogdet(a):
-    s, ld = np.linalg.slogdet(a.reshape(2, 2))  # singular: log|det| is -inf, no derivative
+    _sign, ld = np.linalg.slogdet(a.reshape(2, 2))  # singular: log|det| is -inf, no derivative
     return ld
 
 
@@ -575,7 +575,7 @@ def _jv_order(v):
 
 def _msl_svd_vectors(a):
     msl = pytest.importorskip("mutagrad.scipy.linalg")
-    u, s, vt = msl.svd(a[0] * np.diag([1.0, 1.0, 0.5]))  # repeated singular values: no vectors' derivative
+    u, _s, _vt = msl.svd(a[0] * np.diag([1.0, 1.0, 0.5]))  # repeated singular values: no vectors' derivative
     return np.sum(u[:, 1] ** 3)
 
 
@@ -1996,7 +1996,7 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
 
     # without the line's source (python -c, stdin, exec of a string) the call's bytecode names out=
     scope = {"np": np}
-    exec(compile("def f(s, noise):\n    rng = np.random.default_rng(1)\n    rng.standard_normal(out=noise)\n"
+    exec(compile("def f(s, noise):\n    rng = np.random.default_rng(1)\n    rng.standard_normal(out=noise)\n"  # noqa: S102
                  "    return np.sum(noise * s)\n"
                  "def plain(s):\n    buf = np.zeros((4, 4))[:, ::2]\n    np.random.default_rng(1).standard_normal("
                  "out=buf)\n    return s * 2\n", "<generated>", "exec"), scope)

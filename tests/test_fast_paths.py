@@ -192,10 +192,13 @@ def products_and_totals(x):
     c = a @ np.cos(a).T  # 2-D @ 2-D, both active, a view
     k = (mg.stop_gradient(x) * 0.0 + np.arange(12.0)).reshape(3, 4)  # a traced constant
     z = k @ v + (k.T @ a[:, :2]).ravel()[:3]  # one active operand each
+    d = x[4:7] - x[:3]
+    q = d @ d + v[:3] @ d + k[0, :3] @ d  # 1-D @ 1-D: one storage twice, two, a constant operand
     a[0, 0] = 5.0  # overwrites what the products read
     a[1] *= 2.0
     v += 1.0
-    return np.sum(y * y) + np.sum(c) + np.sum(z * z) + np.sum(x[::3] ** 2) + np.sum(a * v)
+    d *= 3.0
+    return np.sum(y * y) + np.sum(c) + np.sum(z * z) + np.sum(x[::3] ** 2) + np.sum(a * v) + q * q + np.sum(d)
 
 
 # `a + b` whose operands have no adjoint yet gives both its cotangent as is: one buffer, shared by

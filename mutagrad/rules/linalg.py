@@ -50,6 +50,8 @@ def _matmul_vjp(g, a, b, which):
             return a.T @ g
         return np.outer(g, b) if b.ndim == 1 else g @ b.T
     a_nd, b_nd = np.ndim(a), np.ndim(b)
+    if a_nd == 1 and b_nd == 1:  # an inner product: g is its 0-d cotangent
+        return g * _cj(b) if which == 0 else _cj(a) * g
     a2 = np.reshape(a, (1,) + np.shape(a)) if a_nd == 1 else a
     b2 = np.reshape(b, np.shape(b) + (1,)) if b_nd == 1 else b
     sa, sb = np.shape(a2), np.shape(b2)
@@ -119,15 +121,15 @@ matmul_p.reads = (((1,), False), ((0,), False))  # a's cotangent reads b, b's re
 
 
 def _matmul_fast(level, leaves):
-    """``a @ b`` of a real matrix and a real vector or matrix, both traced,
+    """``a @ b`` of a real matrix and a real vector or matrix, or of two real vectors, both traced,
     recorded directly (``Primitive.fast``): the reverse rule's numbers, less
     of the general path's bookkeeping."""
     a, b = leaves
     if type(a) is not ArrayTracer or type(b) is not ArrayTracer:
         return None
     av, bv = a._value, b._value
-    if (type(av) is not np.ndarray or type(bv) is not np.ndarray or av.ndim != 2 or not 1 <= bv.ndim <= 2
-            or av.dtype.kind != "f" or bv.dtype.kind != "f"):
+    if (type(av) is not np.ndarray or type(bv) is not np.ndarray or not 1 <= av.ndim <= 2 or not 1 <= bv.ndim <= 2
+            or (av.ndim == 1 and bv.ndim == 2) or av.dtype.kind != "f" or bv.dtype.kind != "f"):
         return None
     sa, sb = a._storage, b._storage
     da, db = sa.active, sb.active

@@ -2013,6 +2013,11 @@ class Tracer:
             # else raises: a conversion may also be NumPy's own code that expects
             # to write in place (ndarray.mean(out=...)) and would be silently lost
             b = bottom(self)
+            caller = sys._getframe(1).f_code
+            if caller.co_name == "as_strided" and "stride_tricks" in caller.co_filename:
+                from .errors import note_strided_view
+
+                note_strided_view()  # (a write through the view it makes is named as such)
             if (copy is not True and type(b) is _ndarray and (dtype is None or np.dtype(dtype) == b.dtype)
                     and self._plain_constant()):
                 # np.asarray(p) of a constant: its memory, as NumPy's asarray returns p itself
@@ -2078,12 +2083,17 @@ class Tracer:
                 f"x.astype(np.{np.dtype(dtype)}) (differentiated, derivative zero) or mg.stop_gradient(x).")
         vec = _calling_vectorize(sys._getframe(1))
         if vec is not None:
+            fname = getattr(vec.pyfunc, '__name__', 'f')
+            # (the vectorized object may carry the function's own name, @np.vectorize: its Python
+            # function is .pyfunc)
+            f = f"{fname}.pyfunc" if _user_name_is(vec, fname, sys._getframe(1)) else fname
             raise NoRuleError(
-                f"np.vectorize({getattr(vec.pyfunc, '__name__', 'f')}) was applied to a traced array at "
+                f"np.vectorize({fname}) was applied to a traced array at "
                 f"{user_line()}: it converts its arguments to plain arrays and calls the Python function "
                 "on plain elements, so the derivative would be lost. If the function is written with "
-                "NumPy operations, call it on the traced array itself; otherwise loop over the elements "
-                "(mnp.array([f(v) for v in x]), import mutagrad.numpy as mnp), which is differentiated.")
+                f"NumPy operations, call it on the traced array itself ({f}(x)); otherwise loop over the "
+                f"elements (mnp.array([{f}(v) for v in x]), import mutagrad.numpy as mnp), which is "
+                "differentiated.")
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError,
@@ -3024,6 +3034,15 @@ _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "sin
 
 
 _UNRESOLVED = object()
+
+
+def _user_name_is(obj, name, start):
+    """Whether ``name`` in the user's frame (from ``start``) refers to ``obj`` itself."""
+    frame = user_frame(start)
+    if frame is None:
+        return False
+    scope = frame.f_locals
+    return (scope[name] if name in scope else frame.f_globals.get(name)) is obj
 
 # float(x) / int(x) for a test or a loop bound: no conversion needed
 _CONVERSION_HINT = (" A comparison needs no conversion: `if err < tol:`, `while np.max(r) > eps:` work on the "

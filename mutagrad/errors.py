@@ -434,6 +434,7 @@ def forget_escape():
     _last_escape = None
     _DEFERRED[0] = None
     _READONLY_VIEW_MADE[0] = False
+    _STRIDED_VIEW_MADE[0] = False
 
 
 def _user_entry(exc):
@@ -461,6 +462,11 @@ def _where(exc) -> str:
 
 
 _READONLY_VIEW_MADE = [False]  # an integer view of a traced array was handed out (rules.shape.view)
+_STRIDED_VIEW_MADE = [False]  # NumPy's as_strided was handed a traced constant's read-only memory
+
+
+def note_strided_view():
+    _STRIDED_VIEW_MADE[0] = True
 
 
 def note_readonly_view(v):
@@ -669,6 +675,14 @@ def readonly_error(exc: BaseException, names, outer_locked=None):
             "(np.diagonal, np.broadcast_to, sliding_window_view, mg.value and .imag of a real array give "
             "read-only views, as in NumPy; NumPy's ufunc.at writes into them anyway, mutagrad does not): "
             "write into the array it views (x[idx] = ..., np.fill_diagonal), or into a copy of the view.")
+    if _STRIDED_VIEW_MADE[0]:
+        return MutationError(
+            f"a write at {_where(exc)} into a read-only array ({exc}), after NumPy's "
+            "np.lib.stride_tricks.as_strided was given a traced array: it views that array's values as a "
+            "plain read-only array, and a write through it would not be recorded. Write through the traced "
+            "array itself (a diagonal: np.fill_diagonal(a, v) or a[np.diag_indices(n)] = v), or make the "
+            "view with mnp.as_strided (import mutagrad.numpy as mnp), which is differentiated (writes "
+            "through a view whose elements do not overlap).")
     if not names:
         return None
     return _LockedWriteError(

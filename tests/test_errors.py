@@ -119,6 +119,52 @@ def test_scipy_root_finder_and_quadrature_messages_name_fixes_that_work():
     assert abs(mg.grad(gauss)(2.0) - exact) < 1e-12
 
 
+def test_write_through_numpys_as_strided_view_of_a_traced_constant_names_the_fix():
+    from numpy.lib.stride_tricks import as_strided
+
+    def pot(x, m, strided=as_strided):
+        d = x[:, None] - x[None]
+        r2 = np.sum(d * d, -1)
+        n = len(m)
+        diag = strided(r2, shape=(n,), strides=((n + 1) * r2.itemsize,))  # the diagonal
+        diag[:] = 1.0
+        inv = r2 ** -0.5
+        np.fill_diagonal(inv, 0.0)
+        return -0.5 * m @ inv @ m
+
+    x = np.random.default_rng(0).normal(size=(4, 3))
+    m = np.array([0.6, 1.2, 0.9, 1.4])
+    with pytest.raises(mg.MutationError, match="as_strided.*np.fill_diagonal.*mnp.as_strided") as info:
+        mg.grad(pot, argnums=1)(x, m)  # (x a traced constant: NumPy's as_strided reads its memory)
+    assert HERE in str(info.value)
+    g = mg.grad(lambda x, m: pot(x, m, mnp.as_strided), argnums=1)(x, m)  # the fix it names
+    h = 1e-6
+    np.testing.assert_allclose(g, [(pot(x, m + h * e) - pot(x, m - h * e)) / (2 * h) for e in np.eye(4)],
+                               rtol=1e-7)
+
+
+@np.vectorize
+def _vectorized_kernel(r):
+    return (1 - r) ** 3 if r < 1 else 0.0
+
+
+def test_vectorize_decorator_message_names_the_python_function():
+    def f(x):
+        return np.sum(_vectorized_kernel(np.abs(x[:, None] - x[None])))
+
+    x = np.array([0.1, 0.5, 0.7, 2.0])
+    msg = _raises(f, x, mg.NoRuleError)
+    assert "mnp.array([_vectorized_kernel.pyfunc(v) for v in x])" in msg
+
+    def fixed(x):  # the fix it names
+        r = np.abs(x[:, None] - x[None]).ravel()
+        return np.sum(mnp.array([_vectorized_kernel.pyfunc(v) for v in r]))
+
+    h = 1e-6
+    fd = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(mg.grad(fixed)(x), fd, rtol=1e-6, atol=1e-8)
+
+
 def test_element_written_into_an_integer_array_is_named_as_a_write():
     def f(x):
         k = np.zeros(3, dtype=np.int64)

@@ -2086,7 +2086,8 @@ class Tracer:
             fname = getattr(vec.pyfunc, '__name__', 'f')
             # (the vectorized object may carry the function's own name, @np.vectorize: its Python
             # function is .pyfunc)
-            f = f"{fname}.pyfunc" if _user_name_is(vec, fname, sys._getframe(1)) else fname
+            uframe = user_frame(sys._getframe(1))
+            f = f"{fname}.pyfunc" if uframe is not None and _resolve_name(fname, uframe) is vec else fname
             raise NoRuleError(
                 f"np.vectorize({fname}) was applied to a traced array at "
                 f"{user_line()}: it converts its arguments to plain arrays and calls the Python function "
@@ -3036,14 +3037,6 @@ _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "sin
 _UNRESOLVED = object()
 
 
-def _user_name_is(obj, name, start):
-    """Whether ``name`` in the user's frame (from ``start``) refers to ``obj`` itself."""
-    frame = user_frame(start)
-    if frame is None:
-        return False
-    scope = frame.f_locals
-    return (scope[name] if name in scope else frame.f_globals.get(name)) is obj
-
 # float(x) / int(x) for a test or a loop bound: no conversion needed
 _CONVERSION_HINT = (" A comparison needs no conversion: `if err < tol:`, `while np.max(r) > eps:` work on the "
                     "traced value (control flow on values is allowed); for an integer, int(np.trunc(x)) (what "
@@ -3102,6 +3095,19 @@ def _alias_of(obj, frame):
     return None
 
 
+def _leftover_hint(target, frame):
+    """Where the array written into is one an earlier differentiation left (``self.work`` made
+    on a first call): that, and the fix; else ""."""
+    array = target.split("[", 1)[0].strip()
+    obj = _resolve_name(array, frame)
+    if not (isinstance(obj, Tracer) and obj._level.closed):
+        return ""
+    return (f" `{array}` holds an array an earlier differentiation made (on an earlier call, inside the "
+            "function) and left behind: once that differentiation ended it holds plain values, which a "
+            "later one cannot write traced values into. Make the buffer inside the function on every "
+            "call, or pass it as an argument.")
+
+
 def _made_outside_hint(target, frame):
     """Where the array written into is a global or closed-over name of the user's function:
     made outside the differentiation, so plain even if mnp made it; or an array an earlier
@@ -3111,12 +3117,10 @@ def _made_outside_hint(target, frame):
     array = target.split("[", 1)[0].strip()
     name = array.split(".", 1)[0].strip()
     code = frame.f_code
+    left = _leftover_hint(target, frame)
+    if left:
+        return left
     obj = _resolve_name(array, frame)
-    if isinstance(obj, Tracer) and obj._level.closed:
-        return (f" `{array}` holds an array an earlier differentiation made (on an earlier call, inside the "
-                "function) and left behind: once that differentiation ended it holds plain values, which a "
-                "later one cannot write traced values into. Make the buffer inside the function on every "
-                "call, or pass it as an argument.")
     if "." not in array and isinstance(obj, np.ndarray) and name in code.co_varnames:
         found = _alias_of(obj, frame)  # `F = self.flux; F[0] = ...`, `F = self.flux[1:]`
         if found is not None and found[0] != array:
@@ -3191,8 +3195,8 @@ def write(dest, idx, value):
                 if aug is not None:
                     t, op = aug
                     code = uframe.f_code
-                    left = _made_outside_hint(t, uframe)
-                    if "an earlier differentiation made" in left:  # (a buffer left by one: no copy)
+                    left = _leftover_hint(t, uframe)
+                    if left:  # (a buffer an earlier differentiation left: no copy to blame)
                         raise escape_error(f"the in-place operation `{t} {op}= ...` on the array `{t}`",
                                            WriteToPlainArrayError, left)
                     made = (" Make it traced where it is made: if it is a copy of an array the differentiated "

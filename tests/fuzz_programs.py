@@ -1196,6 +1196,15 @@ def check(f, args, seed=0):
 NESTED = [False]  # --nested: also check second derivatives (Hessian-vector products)
 
 
+def _stencil_of(fn, args, v, h):
+    """4-point central difference along ``v`` of ``fn``, whose value is a list of arrays."""
+    def at(t):
+        return [np.asarray(x, dtype=float) for x in fn(*[a + t * d for a, d in zip(args, v)])]
+
+    p1, m1, p2, m2 = at(h), at(-h), at(2 * h), at(-2 * h)
+    return [(8 * (a - b) - (c - d)) / (12 * h) for a, b, c, d in zip(p1, m1, p2, m2)]
+
+
 def _check_nested(f, args, ref, v, nums, fails, raised):
     """Second order: the Hessian-vector product forward over reverse (``jvp`` of ``grad``) and
     reverse over reverse (``grad`` of ``<grad, v>``) against the directional finite difference of
@@ -1205,12 +1214,8 @@ def _check_nested(f, args, ref, v, nums, fails, raised):
     def grad_of(*a):
         return mg.grad(f, argnums=nums)(*a)
 
-    def grad_along(t):
-        return [np.asarray(x, dtype=float) for x in grad_of(*[a + t * d for a, d in zip(args, v)])]
-
     def stencil(h):
-        p1, m1, p2, m2 = grad_along(h), grad_along(-h), grad_along(2 * h), grad_along(-2 * h)
-        return [(8 * (a - b) - (c - d)) / (12 * h) for a, b, c, d in zip(p1, m1, p2, m2)]
+        return _stencil_of(grad_of, args, v, h)
 
     try:
         fd = stencil(FD_STEP)
@@ -1265,12 +1270,8 @@ def _check_third(grad_of, args, ref, v, fails, raised):
     def hv_at(*a):
         return mg.jvp(grad_of, list(a), v)[1]
 
-    def hv_along(t):
-        return [np.asarray(x, dtype=float) for x in hv_at(*[a + t * d for a, d in zip(args, v)])]
-
     def stencil(h):
-        p1, m1, p2, m2 = hv_along(h), hv_along(-h), hv_along(2 * h), hv_along(-2 * h)
-        return [(8 * (a - b) - (c - d)) / (12 * h) for a, b, c, d in zip(p1, m1, p2, m2)]
+        return _stencil_of(hv_at, args, v, h)
 
     try:
         fd = stencil(FD_STEP)

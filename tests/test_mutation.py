@@ -553,31 +553,11 @@ def test_in_place_partition_and_values_given_as_lists(stmt):
     _check_statement(stmt, 5)
 
 
-@pytest.mark.parametrize("op", [np.add, np.subtract])
+@pytest.mark.parametrize("op", [np.add, np.subtract, np.maximum, np.minimum, np.fmax, np.fmin])
 def test_ufunc_at_with_many_repeats(op):
-    # more than four occurrences of a position: one write of the sums, with NumPy's own bits
+    # more than four occurrences of a position: one write of NumPy's own loop on the gathered
+    # values (its bits), the sums' or the fold's derivative
     rng = np.random.default_rng(8)
-    idx = rng.integers(0, 4, 40)
-    v = rng.standard_normal(40)
-
-    def f(a, v):
-        view = a.reshape(2, 4)[:, ::2]  # a view that is not contiguous
-        c = np.sin(a)
-        op.at(view, (idx % 2, idx // 2), v * v)
-        return np.sum(a ** 3 * c)
-
-    check_grads(f, rng.standard_normal(8), v, order=2)
-    a = rng.standard_normal(8)
-    plain = a.copy()
-    op.at(plain.reshape(2, 4)[:, ::2], (idx % 2, idx // 2), v)
-    out, _ = mg.vjp(lambda a, v: (op.at(a.reshape(2, 4)[:, ::2], (idx % 2, idx // 2), v), a * 1.0)[1], a.copy(), v)
-    np.testing.assert_array_equal(out, plain)
-
-
-@pytest.mark.parametrize("op", [np.maximum, np.minimum, np.fmax, np.fmin])
-def test_ufunc_at_picking_one_argument_with_many_repeats(op):
-    # repeated positions: NumPy's own loop on the gathered values, the fold's derivative
-    rng = np.random.default_rng(9)
     idx = rng.integers(0, 4, 40)
     v = rng.standard_normal(40)
 

@@ -217,9 +217,9 @@ def _copy_taking(vals, b):
     return np.copy(vals)
 
 
-def _at_sums_impl(vals, b, inv, ufunc):
-    """``vals`` after ``ufunc.at(vals, inv, b)``, ufunc np.add or np.subtract: NumPy's own
-    loop, on a copy, so each element gets its values in index order, with NumPy's bits."""
+def _numpy_at(vals, b, inv, ufunc):
+    """``vals`` after ``ufunc.at(vals, inv, b)``: NumPy's own loop, on a copy, so each element
+    gets its values in index order, with NumPy's bits."""
     out = _copy_taking(vals, b)
     if np.ndim(b) and np.shape(b) != inv.shape:
         # (NumPy 2.4 reads memory past a value array of fewer dimensions than the index array:
@@ -227,6 +227,11 @@ def _at_sums_impl(vals, b, inv, ufunc):
         b = np.broadcast_to(b, inv.shape)
     ufunc.at(out, inv, b)
     return out
+
+
+def _at_sums_impl(vals, b, inv, ufunc):
+    """``ufunc.at`` with repeated positions for np.add or np.subtract (see :func:`_numpy_at`)."""
+    return _numpy_at(vals, b, inv, ufunc)
 
 
 at_sums_p = get_primitive(_at_sums_impl, "np.add.at")
@@ -275,20 +280,23 @@ _PICKS = {np.maximum: _picks(np.maximum), np.minimum: _picks(np.minimum),
 
 
 def _at_picks_impl(vals, b, inv, ufunc):
-    """``vals`` after ``ufunc.at(vals, inv, b)`` for a ufunc picking one argument (np.maximum,
-    np.minimum, np.fmax, np.fmin): NumPy's own loop on a copy (values in index order)."""
-    out = _copy_taking(vals, b)
-    if np.ndim(b) and np.shape(b) != inv.shape:
-        b = np.broadcast_to(b, inv.shape)  # (see _at_sums_impl)
-    ufunc.at(out, inv, b)
-    return out
+    """``ufunc.at`` with repeated positions for a ufunc picking one argument (np.maximum,
+    np.minimum, np.fmax, np.fmin; see :func:`_numpy_at`)."""
+    return _numpy_at(vals, b, inv, ufunc)
 
 
 def _at_picks_weights(vals, b, inv, ufunc, out):
     """The derivative of the folds ``c = ufunc(c, b_i)`` (each position's values in index order)
     with respect to the starting values and to each ``b_i``: products of the one-step partials
     ``np.maximum``'s rule gives (the winner 1, ties halved), plain arrays of ``vals`` and
-    ``inv``'s shapes, piecewise constant (so the rule is linear in the tangents it carries)."""
+    ``inv``'s shapes in ``out``'s precision (exact: products of halves), piecewise constant (so
+    the rule is linear in the tangents it carries)."""
+    rdt = np.finfo(np.result_type(bottom(out))).dtype
+    wv, wb = _fold_weights(vals, b, inv, ufunc, out)
+    return wv.astype(rdt, copy=False), wb.astype(rdt, copy=False)
+
+
+def _fold_weights(vals, b, inv, ufunc, out):
     invf = inv.reshape(-1)
     vb, bb, ob = bottom(vals), np.asarray(bottom(b)), bottom(out)
     bf = np.reshape(np.broadcast_to(bb, inv.shape), (-1,))
@@ -326,8 +334,6 @@ at_picks_p = get_primitive(_at_picks_impl, "np.maximum.at")
 def _at_picks_rrule(vals, b, inv, ufunc):
     out = _at_picks_impl(vals, b, inv, ufunc)
     wv, wb = _at_picks_weights(vals, b, inv, ufunc, out)
-    rdt = np.finfo(np.result_type(bottom(out))).dtype  # (exact: products of halves)
-    wv, wb = wv.astype(rdt, copy=False), wb.astype(rdt, copy=False)
 
     def pullback(g):
         return g * wv, g[inv] * wb, NoTangent(), NoTangent()  # (the tape projects onto b)
@@ -340,9 +346,7 @@ def _at_picks_frule(primals, tangents):
     tv, tb = tangents[:2]
     out = _at_picks_impl(vals, b, inv, ufunc)
     wv, wb = _at_picks_weights(vals, b, inv, ufunc, out)
-    rdt = np.finfo(np.result_type(bottom(out))).dtype
-    wv, wb = wv.astype(rdt, copy=False), wb.astype(rdt, copy=False)
-    t = np.zeros(np.shape(out), rdt) if is_zero(tv) else tv * wv
+    t = np.zeros(np.shape(out), wv.dtype) if is_zero(tv) else tv * wv
     if not is_zero(tb) and np.result_type(bottom(b)).kind in "fc":
         if np.ndim(tb) and np.shape(tb) != inv.shape:
             tb = np.broadcast_to(tb, inv.shape)

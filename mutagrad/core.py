@@ -3023,7 +3023,12 @@ def has_repeats(pos) -> bool:
     if pos.size <= _FEW:
         vals = pos.ravel().tolist()
         return len(set(vals)) < len(vals)
-    flat = np.sort(pos, axis=None)
+    flat = pos.ravel()
+    if int(flat.max()) < 8 * flat.size:  # (nonnegative positions in a range of their count: one mark
+        mark = np.zeros(int(flat.max()) + 1, np.bool_)  # per position, no sort)
+        mark[flat] = True
+        return int(np.count_nonzero(mark)) < flat.size
+    flat = np.sort(flat)
     return flat.size > 1 and bool(np.any(flat[1:] == flat[:-1]))
 
 

@@ -1656,13 +1656,53 @@ _MATH_TO_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "g
 
 _ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "root_scalar", "fsolve", "root",
                            "newton_krylov", "anderson", "broyden1", "broyden2"))
+_CONVOLUTIONS = frozenset(("convolve", "convolve2d", "fftconvolve", "oaconvolve", "correlate", "correlate2d",
+                           "gaussian_filter", "gaussian_filter1d", "uniform_filter", "uniform_filter1d",
+                           "median_filter", "convolve1d", "correlate1d", "sobel", "laplace", "zoom",
+                           "map_coordinates", "shift", "rotate", "affine_transform"))
 _QUADRATURES = frozenset(("quad", "quad_vec", "dblquad", "tplquad", "nquad", "fixed_quad", "quadrature",
                           "romberg"))
+
+
+_SIGNAL_REWRITES = {
+    "sosfilt": "SOS filtering is a chain of lfilter calls, one per section: for s in sos: x = "
+               "mutagrad.scipy.signal.lfilter(s[:3], s[3:], x) (SciPy's values to rounding), which is differentiated.",
+    "filtfilt": "filtfilt is lfilter forward, then on the reversed result (y[::-1]) and reversed back, with "
+                "SciPy's edge padding (np.concatenate of reflected ends) and initial conditions "
+                "(lfilter_zi(b, a) times the first sample): mutagrad.scipy.signal.lfilter is differentiated.",
+    "stft": "Frame the signal (np.lib.stride_tricks.sliding_window_view(x, n)[::hop]), multiply by the "
+            "window and take np.fft.rfft along the last axis: differentiated.",
+    "hilbert": "The analytic signal is np.fft.ifft of np.fft.fft(x) with the negative frequencies zeroed and "
+               "the positive ones doubled: differentiated.",
+    "resample": "Resample in Fourier space: np.fft.rfft, truncate or zero-pad the spectrum, np.fft.irfft "
+                "(scaled by the length ratio): differentiated.",
+    "freqz": "A frequency response is np.polyval of the coefficients at np.exp(-1j * w), b over a: "
+             "differentiated.",
+}
+_SIGNAL_REWRITES["sosfiltfilt"] = _SIGNAL_REWRITES["filtfilt"]
+_SIGNAL_REWRITES["welch"] = _SIGNAL_REWRITES["spectrogram"] = _SIGNAL_REWRITES["periodogram"] = (
+    _SIGNAL_REWRITES["stft"] + " Average |X|**2 over the frames for a power spectrum.")
+
+
+def _scipy_rewrite(sub, name):
+    """The NumPy (or mutagrad.scipy) rewrite of a SciPy function without a rule, or ""."""
+    short = name.rsplit(".", 1)[-1]
+    if sub == "signal" and short in _SIGNAL_REWRITES:
+        return " " + _SIGNAL_REWRITES[short]
+    if short in _CONVOLUTIONS:
+        return (" Write the filter with NumPy operations on the traced values, which are differentiated: "
+                "np.convolve / np.correlate in 1-D, sums of shifted slices or of "
+                "np.lib.stride_tricks.sliding_window_view(x, shape) times the kernel, or a product in "
+                "Fourier space (np.fft.rfft2 / np.fft.irfft2).")
+    return ""
 
 
 def _scipy_hint(sub, name):
     """The fix for a SciPy function mutagrad has no rule for, called on a traced value."""
     short = name.rsplit(".", 1)[-1]
+    rewrite = _scipy_rewrite(sub, name)
+    if rewrite:
+        return rewrite
     if short in _ROOT_FINDERS:
         return (f" A root's derivative follows from the equation it solves: find the root on plain values "
                 f"(pass mg.value(p) for the traced parameters to {short}), then take one Newton step on the "
@@ -2050,7 +2090,8 @@ class Tracer:
             name, sub, ours = scipy_fn
             if ours == "passthrough":
                 extra = (f" mutagrad.scipy.{sub}.{name} is SciPy's own function, passed through without a "
-                         f"derivative rule; docs/coverage.md lists what mutagrad.scipy.{sub} differentiates.")
+                         f"derivative rule; docs/coverage.md lists what mutagrad.scipy.{sub} differentiates."
+                         + _scipy_rewrite(sub, name))
             elif ours:
                 extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the "
                          "same names, differentiated where docs/coverage.md lists them.")
@@ -3204,6 +3245,10 @@ def write(dest, idx, value):
                     if left:  # (a buffer an earlier differentiation left: no copy to blame)
                         raise escape_error(f"the in-place operation `{t} {op}= ...` on the array `{t}`",
                                            WriteToPlainArrayError, left)
+                    outside = _made_outside_hint(t, uframe)
+                    if outside:  # (self.fb made in __init__, a global buffer: made outside the function)
+                        raise escape_error(f"the in-place operation `{t} {op}= ...` on the plain NumPy array "
+                                           f"`{t}`", WriteToPlainArrayError, outside)
                     made = (" Make it traced where it is made: if it is a copy of an array the differentiated "
                             "function closes over (`x = x0.copy()`), pass that array as an argument instead (an "
                             "argument you do not differentiate arrives traced, and so do its copies), or copy it "

@@ -165,6 +165,44 @@ def test_vectorize_decorator_message_names_the_python_function():
     np.testing.assert_allclose(mg.grad(fixed)(x), fd, rtol=1e-6, atol=1e-8)
 
 
+def test_in_place_operator_on_an_attribute_buffer_made_in_init_says_where_it_was_made():
+    class Renderer:
+        def __init__(self):
+            self.fb = mnp.zeros((2, 3))  # plain: made outside differentiation
+
+        def render(self, c):
+            self.fb.fill(0.0)
+            self.fb += np.exp(-(np.arange(6.0).reshape(2, 3) - c[0]) ** 2)
+            return np.sum(self.fb ** 2)
+
+    msg = _raises(Renderer().render, np.array([2.0]), mg.WriteToPlainArrayError)
+    assert "`self.fb` was made outside the differentiated function (in __init__" in msg
+
+
+def test_scipy_filters_name_a_rewrite_that_is_differentiated():
+    ss = pytest.importorskip("scipy.signal")
+    mss = pytest.importorskip("mutagrad.scipy.signal")
+    msg = _raises(lambda im: np.sum(ss.convolve2d(im, np.ones((3, 3)) / 9, mode="same") ** 2), np.ones((6, 6)),
+                  mg.TracerEscapeError)
+    assert "sliding_window_view" in msg and "np.fft.rfft2" in msg
+    sos = ss.butter(4, 0.2, output="sos")
+    x = np.random.default_rng(0).standard_normal(32)
+    msg = _raises(lambda x: np.sum(mss.sosfilt(sos, x) ** 2), x, mg.TracerEscapeError)
+    assert "for s in sos: x = mutagrad.scipy.signal.lfilter(s[:3], s[3:], x)" in msg
+
+    def chained(x):  # the rewrite it names
+        for s in sos:
+            x = mss.lfilter(s[:3], s[3:], x)
+        return np.sum(x ** 2)
+
+    np.testing.assert_allclose(chained(x), np.sum(ss.sosfilt(sos, x) ** 2), rtol=1e-12)
+    g = mg.grad(chained)(x)
+    h = 1e-6
+    fd = [(np.sum(ss.sosfilt(sos, x + h * e) ** 2) - np.sum(ss.sosfilt(sos, x - h * e) ** 2)) / (2 * h)
+          for e in np.eye(32)[:5]]
+    np.testing.assert_allclose(g[:5], fd, rtol=1e-6, atol=1e-9)
+
+
 def test_element_written_into_an_integer_array_is_named_as_a_write():
     def f(x):
         k = np.zeros(3, dtype=np.int64)

@@ -211,6 +211,17 @@ def get_primitive(fn, name=None) -> Primitive:
 # Storages and geometry
 
 
+def _carries_no_derivative(t):
+    """Whether traced ``t`` has no derivative at any of its levels now: no recorded dependence
+    on a differentiated input (reverse), no tangent and no poison (forward)."""
+    while isinstance(t, Tracer):
+        s = t._storage
+        if (s.active if t._level.mode == "rev" else (s.tangent is not None or s.poison is not None)):
+            return False
+        t = t._value
+    return True
+
+
 def bottom(x):
     """The plain ndarray under every level of tracing."""
     while isinstance(x, Tracer):
@@ -810,8 +821,12 @@ class Level:
         to the outer levels: an array passed to this differentiation, or one computed inside
         it from such arrays only (x.copy()). The outer levels never see that memory, which
         plain code may change after the call, or jacobian(mode="fwd") between its passes: the
-        value would be kept without its derivative, as in any plain array."""
+        value would be kept without its derivative, as in any plain array. A value that carries no
+        derivative at the outer levels (made from plain values only there: np.empty_like(u) filled
+        from u) loses nothing: its plain value is returned, to be written; else ``vv``."""
         if self.index and type(dest._value) is _ndarray and isinstance(vv, Tracer):
+            if _carries_no_derivative(vv):
+                return bottom(vv)
             s = dest._storage
             what = (f"{s.name}, a plain NumPy array passed to this inner one" if s.orig is not None else
                     "an array the inner function computed only from plain arrays passed to it, as y = x.copy()")
@@ -821,6 +836,7 @@ class Level:
                 "call without its derivative. Make the plain array inside the outer function with "
                 "np.zeros_like(p) or mnp.array(...)/mnp.zeros(...) (import mutagrad.numpy as mnp), so that the "
                 "outer differentiation traces it and what is computed from it.")
+        return vv
 
     def constant_result(self, res, leaves, ins, zero=False):
         """``res`` computed with no derivative: pristine if all its traced inputs were, or if it

@@ -573,15 +573,29 @@ def _raised_in_library(exc) -> bool:
 def _innermost_holds_tracer(exc) -> bool:
     """Whether the innermost Python frame ``exc`` left holds a traced value (in a
     local variable, or one level into a dict, tuple or list of them)."""
+    tb = _last_entry(exc)
+    return tb is not None and _frame_holds_tracer(tb.tb_frame)
+
+
+def _frame_holds_tracer(frame, attributes=False) -> bool:
     from .core import Tracer
 
-    tb = _last_entry(exc)
-    if tb is None:
-        return False
-    for v in tb.tb_frame.f_locals.values():
+    for v in frame.f_locals.values():
         items = v.values() if type(v) is dict else v if type(v) in (tuple, list) else (v,)
-        if any(isinstance(x, Tracer) for x in items):
+        if any(isinstance(x, Tracer) for x in items) or (attributes and _holds_tracer(v)):
             return True
+    return False
+
+
+def _library_holds_tracer(exc) -> bool:
+    """Whether a library frame ``exc`` passed through after the user's last line holds a traced
+    value (also as an attribute of a local object, ``self.values``)."""
+    user = _user_entry(exc)
+    tb = user.tb_next if user is not None else exc.__traceback__
+    while tb is not None:
+        if _frame_holds_tracer(tb.tb_frame, attributes=True):
+            return True
+        tb = tb.tb_next
     return False
 
 
@@ -751,6 +765,19 @@ def replaced_error(exc: BaseException):
             "cannot be differentiated through. Use NumPy's (or mutagrad.scipy's) functions, which are "
             "differentiated (for a sparse factorization, mutagrad.scipy.sparse.linalg.splu(A).solve or "
             "factorized(A)), or pass mg.stop_gradient(x) if its result is a constant.")
+    if type(exc) is TypeError and str(exc) == "No matching signature found" and _library_holds_tracer(exc):
+        # a Cython fused-type function (scipy.interpolate's RegularGridInterpolator, interpn) given
+        # a traced array: no signature matches its type
+        tb = _last_entry(exc)
+        lib = (tb.tb_frame.f_globals.get("__name__", "") or "") if tb is not None else ""
+        return TracedTypeError(
+            f"a function implemented in Cython ({lib or 'a library'}) was given a traced array at "
+            f"{_where(exc)} ({exc}): it accepts only plain NumPy arrays, so it cannot be differentiated "
+            "through. Write the computation with NumPy operations on the traced values, which are "
+            "differentiated (an interpolation on a grid: the cell index from np.floor of the plain "
+            "coordinates, the weights from their fractional parts, and a weighted sum of the traced "
+            "values gathered at the cell's corners), or pass mg.stop_gradient(x) if its result is a "
+            "constant.")
     if type(exc) is ValueError and str(exc).startswith("Supplied output array must be") and (
             _out_is_traced(exc)):
         # NumPy's random Generator filling out= (rng.standard_normal(out=buf)): its C code writes

@@ -286,10 +286,11 @@ class ForwardLevel(Level):
             self.run_group.note(("write", index_step(idx)))
         own = isinstance(value, Tracer) and value._level is self
         s = self.check_writable(dest, own and _carries_derivative(value))
+        vv = value._value if own else value
         if self.index:
-            self.check_not_outer_into_plain(dest, value._value if own else value)
+            vv = self.check_not_outer_into_plain(dest, vv)
         vdot = self.tangent_of(value) if own else ZERO
-        dest._value[idx] = value._value if own else value
+        dest._value[idx] = vv
         if own and value._storage.poison is not None:
             s.poison = value._storage.poison
             self.clean_marks.pop(id(s), None)

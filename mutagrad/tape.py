@@ -922,7 +922,7 @@ class ReverseLevel(Level):
         dv = dest._value
         vv = value._value if issubclass(vt, Tracer) and value._level is self else value
         if self.index:
-            self.check_not_outer_into_plain(dest, vv)
+            vv = self.check_not_outer_into_plain(dest, vv)
         saved = None
         if s.captured:
             saved = dv[idx]

@@ -174,7 +174,7 @@ def _assert_same_state(after, ref, what):
 
 
 def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6, rtol=1e-5,
-                eps=1e-6, seed=0, final_state=True):
+                eps=None, seed=0, final_state=True):
     """Check mutagrad's derivatives of ``f`` at ``args`` against finite differences.
 
     ``f`` may return any pytree of arrays; it is reduced to a scalar by a
@@ -182,6 +182,9 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
     contents of the differentiated array arguments count as outputs too, so a
     function that only writes into its arguments is checked as well (the
     mutation-aware dot-product test). Raises ``AssertionError`` on any mismatch.
+    The finite-difference step ``eps`` (relative) defaults to 1e-6 in double precision and to
+    the cube root of the machine epsilon for lower precisions (float32: 5e-3), whose
+    rounding also widens the tolerances.
 
     >>> import numpy as np, mutagrad as mg
     >>> def f(x):
@@ -218,10 +221,18 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
     def s(*a):
         return _inner(w, f(*a))
 
+    # the coarsest precision among the differentiated arguments and the outputs: its rounding
+    # decides the step and bounds how well finite differences (and the modes) can agree
+    prec = _precision([x for n in argnums for x in tree_flatten(args[n])[0]] + tree_flatten(ref_out)[0])
+    low = prec > np.finfo(np.float64).eps
+    if eps is None:
+        eps = float(np.cbrt(prec)) if low else 1e-6
+    if low:
+        rtol = max(rtol, 10 * float(prec) ** (2 / 3))
     fd = numerical_grad(s, args, argnums, eps)
     # central differences lose about |w|.|f| * machine epsilon / eps to rounding: a badly scaled
     # function (values ~1e18) needs that much slack, which is nothing for ordinary ones
-    atol = atol + 8 * np.finfo(np.float64).eps * _magnitude(w, ref_out) / eps
+    atol = atol + 8 * prec * _magnitude(w, ref_out) / eps
     grads = None
     if "rev" in modes:
         a1 = _fresh(args)
@@ -247,10 +258,20 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
         if grads is not None:
             gl = list(grads) if isinstance(grads, tuple) else [grads]
             rr = _pair(tree_flatten(gl)[0], tree_flatten(v)[0])
-            if not np.isclose(lhs, rr, atol=1e-9, rtol=1e-8):
+            if not np.isclose(lhs, rr, atol=1e-9, rtol=max(1e-8, 100 * prec)):
                 raise AssertionError(f"dot-product identity: <w, J v> = {lhs!r} (fwd) but <J^T w, v> = {rr!r} (rev)")
     if order >= 2:
         _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng)
+
+
+def _precision(leaves):
+    """The machine epsilon of the coarsest floating-point dtype among ``leaves``."""
+    eps = np.finfo(np.float64).eps
+    for x in leaves:
+        dt = getattr(x, "dtype", None)
+        if dt is not None and dt.kind in "fc":
+            eps = max(eps, np.finfo(dt).eps)
+    return float(eps)
 
 
 def _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng):

@@ -548,3 +548,33 @@ def test_an_argument_made_writeable_again():
         assert x.flags.writeable
         np.testing.assert_allclose(mg.jvp(lambda a, how=how: f(a, how), (x0.copy(),), (np.ones(2),))[1],
                                    np.sum(g), rtol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_outer_traced_value_without_derivative_may_go_into_an_array_plain_to_the_outer(mode):
+    # np.empty_like(u) of the inner state is traced by the outer differentiation too, but filled
+    # from plain values only it carries no outer derivative: `u += k` into u (plain to the outer
+    # differentiation) loses nothing and is allowed (it raised, blaming the write)
+    x0 = np.array([0.3, -1.2, 0.5])
+
+    def model(u0):
+        u = u0.copy()
+        k = np.empty_like(u)
+        k[:] = u
+        u += k
+        return u
+
+    def cost(x, y):
+        return 0.5 * np.sum((model(x) - y) ** 2)
+
+    def sens(y):
+        return np.sum(mg.grad(cost)(x0, y) ** 2)
+
+    y0 = np.array([1.0, 2.0, -0.5])
+    h = 1e-6
+    fd = np.array([(sens(y0 + h * e) - sens(y0 - h * e)) / (2 * h) for e in np.eye(3)])
+    if mode == "rev":
+        np.testing.assert_allclose(mg.grad(sens)(y0), fd, rtol=1e-7)
+    else:
+        v = np.array([1.0, -0.5, 2.0])
+        np.testing.assert_allclose(mg.jvp(sens, (y0,), (v,))[1], fd @ v, rtol=1e-7)

@@ -132,3 +132,16 @@ def test_check_grads_allows_for_the_rounding_of_a_badly_scaled_function():
 
     with pytest.raises(AssertionError):
         check_grads(lambda x: 0.001 * (np.sum(off(x)) ** 2), x, modes=("rev",))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_checkers_work_in_single_precision(dtype):
+    # the step and the tolerances follow the precision: a right rule passes (it always failed in
+    # float32: the step vanished and the modes' agreement was asked to 1e-8), a wrong one fails
+    x = np.array([0.3, -0.8, 1.1], dtype=dtype)
+    check_rule(np.sin, x, order=2)
+    check_grads(lambda a: a ** 2 * np.exp(a), x)
+    with pytest.raises(AssertionError):
+        check_grads(_prim(rev_scale=1.02), np.array([0.3, -0.8], dtype=np.float32), modes=("rev",))
+    with pytest.raises(AssertionError):
+        check_grads(_prim(fwd_scale=1.02), np.array([0.3, -0.8], dtype=np.float32), modes=("fwd",))

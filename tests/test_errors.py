@@ -203,6 +203,17 @@ def test_scipy_filters_name_a_rewrite_that_is_differentiated():
     np.testing.assert_allclose(g[:5], fd, rtol=1e-6, atol=1e-9)
 
 
+def test_cython_function_given_a_traced_array_is_named():
+    interpolate = pytest.importorskip("scipy.interpolate")
+    grid = (np.arange(4.0), np.arange(5.0))
+    pts = np.array([[1.5, 2.2], [0.3, 3.1]])
+    for f in (lambda u: np.sum(interpolate.RegularGridInterpolator(grid, u)(pts) ** 2),
+              lambda u: np.sum(interpolate.interpn(grid, u, pts))):
+        with pytest.raises(mg.TracerEscapeError, match="Cython.*np.floor") as info:
+            mg.grad(f)(np.arange(20.0).reshape(4, 5))
+        assert HERE in str(info.value)
+
+
 def test_element_written_into_an_integer_array_is_named_as_a_write():
     def f(x):
         k = np.zeros(3, dtype=np.int64)

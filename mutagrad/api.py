@@ -871,7 +871,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
             level.tape = []
             level.snapshots.clear()
         val = _unwrap_level(out, level)
-        if not STATE.levels and _nan_in_gradients(infos):
+        if not STATE.levels and (_nan_in_gradients(infos) or _poison_in_gradients(infos, nums)):
             grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, val, None, targs)
         if has_aux:
             return (val, _unwrap_level(aux, level)), grads
@@ -1015,7 +1015,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         seed()
         _backward(level, infos, seed, storages)
         res = _collect(level, infos, nums, False)
-        if not STATE.levels and not outer and _nan_in_gradients(infos):
+        if not STATE.levels and not outer and (_nan_in_gradients(infos) or _poison_in_gradients(infos, nums)):
             res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs)
         _reset_adjoints(storages)
         return res
@@ -1068,11 +1068,20 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
     the output is a scalar (grad); ``targs``: the arguments as the level wrapped them (the
     constant ones too, whose storages tell whether the function wrote into them)."""
     todo = []
+    whole = {}  # (n, k) -> entries to compute: a leaf whose derivative reverse mode could not give
     for n in nums:
         for k, info in enumerate(infos[n][1]):
+            if info.storage.poison is not None:
+                # (a rule's missing derivative reached it: forward mode gives the entries whose
+                # direction does not ask for it, a parameter held fixed inside a traced vector)
+                if np.dtype(info.dtype).kind == "f":
+                    size = int(np.prod(info.shape, dtype=np.int64))
+                    whole[(n, k)] = size
+                    todo += [(n, k, i) for i in range(size)]
+                continue
             a = info.storage.adj
             b = None if a is None or isinstance(a, AbstractZero) else bottom(a)
-            if info.storage.poison is not None or getattr(b, "dtype", None) is None or b.dtype.kind != "f":
+            if getattr(b, "dtype", None) is None or b.dtype.kind != "f":
                 continue
             todo += [(n, k, i) for i in np.flatnonzero(np.isnan(b))]
     plain = (_ndarray, np.generic, float, int, bool)
@@ -1084,7 +1093,14 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
     out_leaves = tree_flatten(value)[0]
     if any(np.iscomplexobj(bottom(o)) for o in out_leaves):
         return grads
+    if whole and not all(np.all(np.isfinite(bottom(o))) for o in out_leaves):
+        # (a value that is NaN or infinite has no derivative to give in place of the refusal)
+        todo = [e for e in todo if (e[0], e[1]) not in whole]
+        whole = {}
+        if not todo:
+            return grads
     per = list(grads) if not single else [grads]
+    filled = {key: np.zeros(tuple(infos[key[0]][1][key[1]].shape)) for key in whole}
     for n, k, i in todo:
         tree, linfo = infos[n]
         units = [np.zeros(info.shape, info.dtype) for info in linfo]
@@ -1110,7 +1126,11 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
                     continue
                 c, t = np.asarray(c, dtype=float), np.asarray(t, dtype=float)
                 d += float(np.sum(np.where(c == 0, 0.0, c * t)))  # (strong zeros: c = 0 reads nothing)
-        if np.isnan(d):
+        if np.isnan(d) and (n, k) not in whole:
+            continue
+        if (n, k) in whole:  # (replaced once every entry is known)
+            filled[(n, k)].flat[i] = d
+            whole[(n, k)] -= 1
             continue
         j = nums.index(n)
         gl, gtree = tree_flatten(per[j])
@@ -1121,6 +1141,14 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
         else:
             leaf = type(leaf)(d)
         gl[k] = leaf
+        per[j] = tree_unflatten(gtree, gl)
+    for (n, k), left in whole.items():
+        if left:
+            continue  # (an entry forward mode could not give either: the leaf stays poisoned)
+        j = nums.index(n)
+        gl, gtree = tree_flatten(per[j])
+        info = infos[n][1][k]
+        gl[k] = _finish_leaf(filled[(n, k)].astype(info.dtype), info)
         per[j] = tree_unflatten(gtree, gl)
     return per[0] if single else tuple(per)
 
@@ -1141,6 +1169,17 @@ def _nan_in_gradients(infos) -> bool:
                 continue
             b = bottom(a)
             if getattr(b, "dtype", None) is not None and b.dtype.kind in "fc" and _has_nan(b):
+                return True
+    return False
+
+
+def _poison_in_gradients(infos, nums) -> bool:
+    """Whether a rule's missing derivative reached a differentiated real argument of at most
+    ``_NAN_FILL`` elements (forward mode may give its gradient: see _forward_fill)."""
+    for n in nums:
+        for info in infos[n][1]:
+            if (info.storage.poison is not None and np.dtype(info.dtype).kind == "f"
+                    and int(np.prod(info.shape, dtype=np.int64)) <= _NAN_FILL):
                 return True
     return False
 

@@ -1758,6 +1758,8 @@ def _qr_frule(primals, tangents, mode="reduced", _impl=_qr_impl):
         return y, dR
     m, n = np.shape(a)[-2:]
     if mode == "complete" and m > n:
+        if isinstance(dR, NotImplementedTangent):  # (rank deficient: neither factor has one)
+            return y, (dR, dR)
         pad = np.zeros(np.shape(dR)[:-2] + (m - n, n), dtype=bottom(dR).dtype)
         if _one_qr_null_vector(a, R) and not isinstance(dQ, NotImplementedTangent):
             dQ = np.concatenate((dQ, _qr_null_vector_jvp(Q, R, y, t)[..., :, None]), axis=-1)

@@ -1293,8 +1293,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         with np.errstate(all="call", call=UserFPErrors()):  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
-        raw = [(o._storage.poison or level.tangent_of(o)) if isinstance(o, Tracer) and o._level is level else None
-               for o in out_leaves]
+        raw = [(level.tangent_of(o) if o._storage.poison is None else o._storage.poison)
+               if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
         again = (_run_group is None and not CAREFUL[0] and not pairs and _nan_tangent(out_leaves, raw)
                  and not _unsaved_writes(level, targs, kwargs))
     # copies are made outside the level, so that values traced by outer levels stay theirs

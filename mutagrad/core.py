@@ -2871,6 +2871,8 @@ class ScalarTracer(Tracer):
     def __hash__(self):
         # the number it stands for is hashable, but a lookup by value (a dict key, a set, a
         # functools.lru_cache argument) would return what another call computed, a constant
+        if self._level.closed:  # (a leftover is the value it had: hashed as that value)
+            return hash(bottom(live(self)))
         from .errors import TracedTypeError
 
         raise TracedTypeError(
@@ -2888,8 +2890,9 @@ class ScalarTracer(Tracer):
                 b = bottom(self)
                 return round(b.item() if isinstance(b, np.ndarray) else b)
             raise escape_error("round(x)", TracerEscapeError, _CONVERSION_HINT)
-        r = np.round(self, ndigits)
-        return _weak_result(r, ()) if weak(self) else r
+        if weak(self):  # a Python float: Python's rounding (round(2.55, 1) is 2.5, NumPy's 2.6),
+            return round(float(bottom(self)), ndigits)  # a constant (its derivative is zero)
+        return np.round(self, ndigits)
 
     # Python float methods (np.float64 and a Python float argument have them)
     def is_integer(self):

@@ -36,7 +36,15 @@ def _frame_is_internal(frame) -> bool:
     name = frame.f_globals.get("__name__", "") or ""
     if name.startswith("mutagrad.testing") or name == "__main__":
         return False
-    return name.partition(".")[0] in _INTERNAL_PACKAGES or name == "importlib._bootstrap"
+    top = name.partition(".")[0]
+    # (the standard library's frames too: statistics.fmean converting a traced value is the
+    # user's call of it, on the user's line)
+    return top in _INTERNAL_PACKAGES or name == "importlib._bootstrap" or (
+        top in _STDLIB and frame.f_code.co_filename.startswith(_STDLIB_DIR))
+
+
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) - {"__main__"}
+_STDLIB_DIR = __import__("sysconfig").get_paths()["stdlib"]
 
 
 def user_frame(start=None):

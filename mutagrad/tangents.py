@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import NotImplementedTangentError
+
 __all__ = [
     "AbstractZero",
     "ZeroTangent",
@@ -142,36 +144,65 @@ class NotImplementedTangent:
     __truediv__ = __rtruediv__ = __neg__ = __pos__ = _poison
 
     def __array_ufunc__(self, ufunc, method, *args, **kwargs):
+        if kwargs.get("out") is not None:  # (writing it into an array: its values are unknown)
+            self._as_number()
         return self
 
     def __array_function__(self, func, types, args, kwargs):
+        if kwargs.get("out") is not None or func in _WRITES_OR_SAVES:
+            self._as_number()
         return self
 
-    def __bool__(self):
-        return True
+    def _as_number(self, *_, **__):
+        # a poisoned derivative used as a number (an optimizer comparing it, np.asarray of it, a
+        # truth test, a write or a save of it): say what it is where it is used, not as a TypeError
+        # deep in the caller's code, nor as a silently true test or an unwritten array
+        raise self._error(NotImplementedTangentError)
 
-    def _as_number(self, *_):
-        # a poisoned derivative used as a number (an optimizer comparing it, np.asarray of it):
-        # say what it is where it is used, not as a TypeError deep in the caller's code
-        from .errors import NotImplementedTangentError
-
+    def _error(self, cls):
         where = f" (at {self.where})" if self.where else ""
-        raise NotImplementedTangentError(
+        return cls(
             f"a derivative that is not implemented was used as a number: {self.message}{where}. If that "
             "argument is a constant read from a traced array (a parameter held fixed inside the parameter "
             "vector, full = np.concatenate([theta, [c]])), the whole array's derivative is poisoned: pass "
             "the argument as mg.stop_gradient(full[2]) where the function takes it, or the constant itself "
             "rather than an element of the array; else differentiate only the arguments the rule supports.")
 
-    __float__ = __int__ = __complex__ = __index__ = _as_number
+    __float__ = __int__ = __complex__ = __index__ = __bool__ = _as_number
     __lt__ = __le__ = __gt__ = __ge__ = _as_number
-    __array__ = _as_number
+    __array__ = __len__ = __iter__ = __getitem__ = __setitem__ = _as_number
+    __abs__ = _poison
+
+    def __format__(self, spec):
+        if spec:  # (f"{g:.3f}": digits it does not have)
+            self._as_number()
+        return repr(self)
+
+    def __getattr__(self, name):
+        # (g.astype, g.shape: an ndarray's attribute; an AttributeError too, for getattr(g, n, default))
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise self._error(_NotImplementedAttribute)
 
     def __repr__(self):
         # (reverse mode records no lines, for speed: strict mode does, and raises at the line)
         extra = f" at {self.where}" if self.where else (
             "; run under mg.config(strict=True) to raise it at the line it comes from" if self.message else "")
         return f"NotImplementedTangent({self.message!r}{extra})"
+
+
+def _writes_or_saves():
+    names = ("copyto", "save", "savez", "savez_compressed", "savetxt", "put", "place", "putmask",
+             "fill_diagonal", "put_along_axis", "array_equal", "array_equiv", "allclose")
+    return frozenset(getattr(np, n) for n in names if hasattr(np, n))
+
+
+_WRITES_OR_SAVES = _writes_or_saves()
+
+
+class _NotImplementedAttribute(NotImplementedTangentError, AttributeError):
+    """An ndarray's attribute asked of a NotImplementedTangent (an AttributeError too, for
+    ``getattr(g, name, default)``)."""
 
 
 def not_implemented(message: str = "") -> NotImplementedTangent:

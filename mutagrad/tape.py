@@ -533,15 +533,19 @@ class ReverseLevel(Level):
                 return a.copy(order="K")  # keep the layout: NumPy picks its loops by it
         key = id(a)
         hit = self.snapshots.get(key)
-        if hit is not None and hit[0] is a and not (traced and _ever_written(a)):
+        # (a plain array is not kept, nor weakly referenced: that would stop `x += t` giving a plain
+        # x nothing else refers to a new traced array; an array at the same address later is
+        # served the copy only if it holds the same bits in the same layout)
+        if hit is not None and (hit[0] is a if traced else hit[0] is None) and not (traced and _ever_written(a)):
             snap = hit[1]
             b, sb = (bottom(a), bottom(snap)) if traced else (a, snap)
-            if sb.shape == b.shape and sb.dtype == b.dtype and _same_bits(b, sb):
+            if (sb.shape == b.shape and sb.dtype == b.dtype and (traced or sb.strides == b.strides)
+                    and _same_bits(b, sb)):
                 return snap
         snap = a.copy(order="K")
         if not traced:
             snap.flags.writeable = False
-        self.snapshots[key] = (a, snap)
+        self.snapshots[key] = (a if traced else None, snap)
         return snap
 
     def snapshot_sparse(self, a):

@@ -57,6 +57,56 @@ def test_round_of_a_traced_constant_rounds_as_python_and_of_a_traced_value_is_na
     assert mg.grad(lambda x: x * int(np.round(x)) + x * int(np.trunc(-x)))(2.7) == 3.0 - 2.0
 
 
+def test_round_with_digits_rounds_as_the_plain_call_does():
+    # a Python float rounds as Python rounds (the decimal value: round(2.55, 1) is 2.5), a NumPy
+    # float as NumPy rounds (2.6); both are constants (derivative zero)
+    f = lambda s: round(s, 1) * s
+    for s in (2.55, 0.125, -1.45):
+        assert mg.value_and_grad(f)(s) == (f(s), round(s, 1))
+        assert mg.jvp(f, (s,), (1.0,)) == (f(s), round(s, 1))
+        n = np.float64(s)
+        v, g = mg.value_and_grad(f)(n)
+        assert v == f(n) and g == np.round(n, 1)
+
+
+def test_values_saved_to_files_inside_the_function_are_the_plain_calls(tmp_path):
+    # np.save & co. of traced values write their values (the output only, as print): a loop's
+    # snapshots; the derivative is the function's
+    def sim(u0, path):
+        u = u0.copy()
+        for k in range(3):
+            u[1:-1] += 0.2 * (u[2:] - 2 * u[1:-1] + u[:-2])
+            np.save(path / f"snap{k}.npy", u)
+        np.savez(path / "all.npz", u=u * 2.0, k=3)
+        np.savetxt(path / "u.txt", u)
+        return np.sum(u ** 2)
+
+    u0 = np.array([0.0, 1.0, 0.3, 0.8, 0.0])
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "mg").mkdir()
+    sim(u0.copy(), tmp_path / "plain")
+    g = mg.grad(sim)(u0.copy(), tmp_path / "mg")
+    for name in ("snap0.npy", "snap2.npy"):
+        np.testing.assert_array_equal(np.load(tmp_path / "mg" / name), np.load(tmp_path / "plain" / name))
+    np.testing.assert_array_equal(np.load(tmp_path / "mg" / "all.npz")["u"], np.load(tmp_path / "plain" / "all.npz")["u"])
+    assert (tmp_path / "mg" / "u.txt").read_text() == (tmp_path / "plain" / "u.txt").read_text()
+    h = 1e-6
+    fd = [(sim(u0 + h * e, tmp_path / "plain") - sim(u0 - h * e, tmp_path / "plain")) / (2 * h) for e in np.eye(5)]
+    np.testing.assert_allclose(g, fd, rtol=1e-7, atol=1e-10)
+
+
+def test_a_leftover_scalar_hashes_as_its_value():
+    history = []
+
+    def loss(x):
+        l = np.sum(x ** 2)
+        history.append(l)
+        return l
+
+    mg.grad(loss)(np.array([1.0, 2.0]))
+    assert hash(history[0]) == hash(5.0) and {history[0]: "a"}[5.0] == "a"
+
+
 def test_float_of_a_traced_value_for_a_test_says_comparisons_need_no_conversion():
     def f(x):
         err = np.sum(x ** 2)
@@ -223,6 +273,29 @@ def test_element_written_into_an_integer_array_is_named_as_a_write():
     msg = _raises(f, np.array([1.0, 2.0]), mg.TracerEscapeError)
     assert msg.startswith("writing a traced value into an integer array") and "k[0] = x[0] * 10" in msg
     assert _raises(lambda x: int(x[0]) * x[1], np.array([1.0, 2.0]), mg.TracerEscapeError).startswith("int(x)")
+
+
+@pytest.mark.parametrize("n", [3, 64, 65, 300])
+def test_in_place_operator_rebinding_after_a_traced_read_of_any_size(n):
+    # a traced operation that read the plain x kept a copy of it for its pullback; above 64
+    # elements the level's copy cache held x itself, which made `x += t` refuse as if another
+    # name referred to x (CG or gradient descent w.r.t. A, Sinkhorn w.r.t. the cost, for n > 64)
+    b = np.linspace(0.5, 1.5, n)
+
+    def f(A):
+        x = b * 0.0
+        r = A @ x
+        x += 0.1 * r + b
+        x += 0.1 * (A @ x)
+        return np.sum(x ** 2)
+
+    A = np.eye(n) * 0.5 + 0.01
+    g = mg.grad(f)(A)
+    h = 1e-6
+    for i, j in ((0, 1), (n - 1, 0)):
+        E = np.zeros((n, n))
+        E[i, j] = 1.0
+        np.testing.assert_allclose(g[i, j], (f(A + h * E) - f(A - h * E)) / (2 * h), rtol=1e-6)
 
 
 def test_in_place_operator_on_a_plain_array_nothing_else_refers_to_makes_it_traced():

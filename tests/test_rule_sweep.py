@@ -1,7 +1,7 @@
 """Fails when a registered rule has no table-driven test case.
 
 Every module ``tests/rules/test_*.py`` defines ``CASES`` (and may define
-``MUTATION_CASES``, ``NOT_DIFFERENTIABLE_CASES``, ``PLAIN`` and ``TEXT``): tuples whose
+``MUTATION_CASES``, ``NOT_DIFFERENTIABLE_CASES``, ``PLAIN``, ``TEXT`` and ``SAVED``): tuples whose
 first element names the function they cover, as ``mutagrad.core.qualname``
 spells it.
 """
@@ -22,7 +22,7 @@ def _covered():
         mod = importlib.import_module(f"tests.rules.{info.name}")
         for table in ("CASES", "MUTATION_CASES", "NOT_DIFFERENTIABLE_CASES"):
             names |= {c[0] for c in getattr(mod, table, [])}
-        names |= set(getattr(mod, "PLAIN", ())) | set(getattr(mod, "TEXT", ()))
+        names |= set(getattr(mod, "PLAIN", ())) | set(getattr(mod, "TEXT", ())) | set(getattr(mod, "SAVED", ()))
     return names
 
 

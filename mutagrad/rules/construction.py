@@ -1046,3 +1046,24 @@ def _np_setxor1d(args, kwargs):
 
 FUNCTIONS.update({np.setdiff1d: _np_setdiff1d, np.union1d: _np_union1d, np.intersect1d: _np_intersect1d,
                   np.setxor1d: _np_setxor1d})
+
+
+# -- saving to files: the values go out, nowhere else ------------------------------------
+
+
+def _saves_values(fn):
+    """``np.save`` & co. given traced values: the values are written (their derivative goes
+    nowhere, as a print's), the values a plain call would write."""
+    from ..core import _flatten_args, _unflatten_args
+
+    def handler(args, kwargs):
+        leaves, tree = _flatten_args(tuple(args) + tuple(kwargs.values()))
+        vals = _unflatten_args(tree, [bottom(x) if isinstance(x, Tracer) else x for x in leaves])
+        n = len(args)
+        return fn(*vals[:n], **dict(zip(kwargs, vals[n:])))
+
+    return handler
+
+
+for _fn in (np.save, np.savez, np.savez_compressed, np.savetxt):
+    FUNCTIONS[_fn] = _saves_values(_fn)

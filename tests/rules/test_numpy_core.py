@@ -373,6 +373,32 @@ def test_text_of_traced_values_only_for_constants_and_printing(name, capsys):
     assert fn(x * 2.0) in capsys.readouterr().out
 
 
+SAVED = {"np.save", "np.savez", "np.savez_compressed", "np.savetxt"}  # the values written to a file
+
+
+@pytest.mark.parametrize("name", sorted(SAVED))
+def test_saving_traced_values_writes_the_plain_calls_file(name, tmp_path):
+    fn = eval(name, {"np": np})
+    x = np.array([0.5, -1.0, 2.0])
+
+    def f(a, path):
+        y = np.sin(a) * 3.0
+        fn(path, y) if name in ("np.save", "np.savetxt") else fn(path, y=y, k=2)
+        return np.sum(y * a)
+
+    f(x, tmp_path / "plain")
+    g = mg.grad(f)(x, tmp_path / "traced")
+    suffix = {"np.save": ".npy", "np.savetxt": ""}.get(name, ".npz")
+    a, b = (tmp_path / ("plain" + suffix)), (tmp_path / ("traced" + suffix))
+    if name == "np.savetxt":
+        assert a.read_text() == b.read_text()
+    elif name == "np.save":
+        np.testing.assert_array_equal(np.load(a), np.load(b))
+    else:
+        np.testing.assert_array_equal(np.load(a)["y"], np.load(b)["y"])
+    np.testing.assert_allclose(g, 3.0 * (np.cos(x) * x + np.sin(x)), rtol=1e-14)  # by hand
+
+
 @pytest.mark.parametrize("name", sorted(PLAIN))
 def test_plain_functions_return_plain_values(name):
     x = mg.value(np.array([0.5, -1.0, 2.0]))

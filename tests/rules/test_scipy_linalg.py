@@ -360,15 +360,27 @@ def test_eigh_phase_of_generalized_complex_vectors_with_lower_is_refused():
     assert isinstance(g, mg.NotImplementedTangent) and "phase" in g.message
 
 
-def test_eigh_options_not_supported_are_clear():
-    with pytest.raises(ValueError, match="type=2"):
-        msl.eigh(S3, SPD(3, 3), type=2)
-    with pytest.raises(ValueError, match="subset_by_index with the vectors"):
-        msl.eigh(S3, subset_by_index=[0, 1])
-    with pytest.raises(ValueError, match="subset_by_value"):
-        msl.eigh(S3, subset_by_value=(0.0, 1.0), eigvals_only=True)
+def test_eigh_options_on_plain_matrices_are_scipys_and_on_traced_ones_differentiated_or_named():
+    b = SPD(3, 3)
+    for kw in (dict(b=b, type=2), dict(b=b, type=3), dict(subset_by_index=[0, 1]),
+               dict(subset_by_value=(0.0, 1.5)), dict(subset_by_value=(-np.inf, np.inf), eigvals_only=True)):
+        mine, theirs = msl.eigh(S3, **kw), sl.eigh(S3, **kw)
+        for x, y in zip(mine if isinstance(mine, tuple) else (mine,), theirs if isinstance(theirs, tuple) else (theirs,)):
+            np.testing.assert_array_equal(x, y)  # (SciPy's own call: the same bits)
+    with pytest.raises(mg.NoRuleError, match="type=2") as info:
+        mg.grad(lambda a: np.sum(msl.eigh(a, b, type=2)[0]))(S3)
+    assert isinstance(info.value, ValueError) and "test_scipy_linalg.py" in str(info.value)
     with pytest.raises(ValueError, match="Requested eigenvalue indices are not valid"):  # SciPy's message
         msl.eigvalsh(S3, subset_by_index=(2, 5))
+    with pytest.raises(ValueError, match="cannot compute subsets"):  # (SciPy's, also traced)
+        mg.grad(lambda a: np.sum(msl.eigh(a, subset_by_index=[0, 1], driver="evd")[0]))(S3)
+    # the vectors of a subset, and a subset by value: from every pair, vs central differences
+    w = np.arange(9.0).reshape(3, 3) / 9.0
+    check_grads(lambda a: msl.eigh(a, subset_by_index=[1, 2], driver="evx")[0], S3)
+    check_grads(lambda a: np.abs(msl.eigh(a, subset_by_index=[1, 2], driver="evx")[1][:, -1]) ** 2 * w[0], S3,
+                modes=("rev",))
+    lo = float(np.linalg.eigvalsh(S3)[0]) + 1e-3
+    check_grads(lambda a: msl.eigh(a, subset_by_value=(lo, np.inf), eigvals_only=True), S3)
 
 
 @pytest.mark.parametrize("name,args", [

@@ -1801,21 +1801,19 @@ def _eigvalsh_gen_frule(primals, tangents, *, lower=True, driver=None, subset=No
 
 
 def _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value):
-    """The subset (lo, hi) of the values asked for, or None; the options not supported refused."""
+    """The subset (lo, hi) of the values the rules compute, or None; the options without a
+    derivative refused. (The vectors of a subset, and a subset by value, are taken from every pair
+    by the caller: ``eigh``.)"""
     if type != 1:
-        raise ValueError(f"mutagrad.scipy.linalg.eigh: type={type!r} is not supported (type=1 only, "
-                         "A v = λ B v); for type 2 (A B v = λ v) or 3 (B A v = λ v), with B = L Lᴴ, solve "
-                         "the standard problem of Lᴴ A L")
-    if subset_by_value is not None:
-        raise ValueError("mutagrad.scipy.linalg.eigh: subset_by_value is not supported (which values it "
-                         "keeps changes with the matrix): compute them all and select, w[(w > lo) & (w <= hi)], "
-                         "or pass subset_by_index")
-    if subset_by_index is None:
+        from ...errors import _UnsupportedInputError
+
+        raise _UnsupportedInputError(
+            f"mutagrad.scipy.linalg.eigh with type={type!r} of traced matrices at {user_line()}: only "
+            "type=1 (A v = λ B v) is differentiated; for type 2 (A B v = λ v) or 3 (B A v = λ v), with "
+            "B = L Lᴴ (np.linalg.cholesky), solve the standard problem of Lᴴ A L, whose vectors u give "
+            "v = L⁻ᴴ u (type 2) or v = L u (type 3)")
+    if subset_by_index is None or subset_by_value is not None or not eigvals_only:
         return None
-    if not eigvals_only:
-        raise ValueError("mutagrad.scipy.linalg.eigh: subset_by_index with the vectors is not supported (the "
-                         "derivative of a subset's vectors needs all of them): compute every pair and slice, "
-                         "w[lo:hi + 1], v[:, lo:hi + 1]; the values alone (eigvals_only=True) take a subset")
     n = np.shape(a)[-1]
     lo, hi = (int(operator.index(i)) for i in subset_by_index)
     if not 0 <= lo <= hi < n:
@@ -1837,7 +1835,9 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     The vectors of the standard problem with SciPy's default driver ("evr") have
     signs that jump under rounding-level changes of ``a``: their derivative is
     refused (``NotImplementedTangent``) with that driver; pass ``driver="evd"``.
-    ``subset_by_index`` with ``eigvals_only`` (the lowest modes); ``type`` 1 only.
+    Plain matrices get SciPy's own call (every option). On traced ones, ``subset_by_index``
+    with ``eigvals_only`` computes the subset; with the vectors, and ``subset_by_value``, the
+    subset of every pair (the values to rounding of SciPy's subset call); ``type`` 1 only.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import eigh
@@ -1845,17 +1845,53 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     >>> mg.grad(lambda t: eigh(t * np.diag([1.0, 2.0]), b, eigvals_only=True)[0])(3.0)  # λ = t / 2, t
     0.5
     """
+    if not _has_tracer([a, b]):  # (plain matrices: SciPy's own call, every option)
+        return sl.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type, check_finite=check_finite,
+                       subset_by_index=subset_by_index, subset_by_value=subset_by_value, driver=driver)
+    if (subset_by_index is not None or subset_by_value is not None) and driver in ("ev", "evd", "gv", "gvd"):
+        raise ValueError(f'"{driver}" cannot compute subsets of eigenvalues')  # (SciPy's error)
     subset = _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value)
     if b is None:
-        if eigvals_only:
+        if subset is not None:
             return _eigvalsh(a, lower=lower, driver=driver, subset=subset)
-        w, v = _eigh(a, lower=lower, driver=driver)
-    elif eigvals_only:
+        if eigvals_only:
+            w, v = _eigvalsh(a, lower=lower, driver=driver), None
+        else:
+            w, v = _eigh(a, lower=lower, driver=driver)
+    elif subset is not None:
         return _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
+    elif eigvals_only:
+        w, v = _eigvalsh_gen(a, b, lower=lower, driver=driver), None
     else:
         w, v = _eigh_gen(a, b, lower=lower, driver=driver)
+    if subset_by_index is not None or subset_by_value is not None:
+        # a subset of every pair (the derivative of a subset's vectors needs all of them): by index,
+        # or by value, whose indices are read off the plain values (the pairs that fall in it)
+        sel = _subset_indices(bottom(w), subset_by_index, subset_by_value)
+        w = w[..., sel]
+        v = None if v is None else v[..., :, sel]
+    if v is None:
+        return w
     stack = np.ndim(a) > 2 or np.ndim(b) > 2  # (SciPy returns a stack's values and vectors as a list)
     return [w, v] if stack else (w, v)
+
+
+def _subset_indices(w, by_index, by_value):
+    """The slice of ascending values ``w`` that SciPy's ``subset_by_index`` (lo, hi: inclusive)
+    or ``subset_by_value`` (lo, hi]: half-open) keeps."""
+    n = np.shape(w)[-1]
+    if by_index is not None:
+        lo, hi = (int(operator.index(i)) for i in by_index)
+        if not 0 <= lo <= hi < n:
+            raise ValueError("Requested eigenvalue indices are not valid. Valid range is [0, "
+                             f"{n - 1}] and start <= end, but start={lo}, end={hi} is given")
+        return slice(lo, hi + 1)
+    lo, hi = by_value
+    if np.ndim(w) > 1:
+        raise ValueError("mutagrad.scipy.linalg.eigh: subset_by_value of a stack (each matrix its own "
+                         "number of values) is not supported: call it per matrix")
+    keep = np.flatnonzero((w > lo) & (w <= hi))
+    return slice(int(keep[0]), int(keep[-1]) + 1) if keep.size else slice(0, 0)
 
 
 @_overwrites(sl.eigvalsh, overwrite_a=("a", ("a", "b")), overwrite_b=("b", ("b",)),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dis
+import inspect
 import itertools
 import math
 import numbers
@@ -2141,16 +2142,21 @@ class Tracer:
         vec = _calling_vectorize(sys._getframe(1))
         if vec is not None:
             fname = getattr(vec.pyfunc, '__name__', 'f')
-            # (the vectorized object may carry the function's own name, @np.vectorize: its Python
-            # function is .pyfunc)
-            uframe = user_frame(sys._getframe(1))
-            f = f"{fname}.pyfunc" if uframe is not None and _resolve_name(fname, uframe) is vec else fname
+            f = _vectorized_function_name(vec, fname, user_frame(sys._getframe(1)))
+            try:
+                nargs = sum(p.default is inspect.Parameter.empty and p.kind in (
+                    inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                    for p in inspect.signature(vec.pyfunc).parameters.values())
+            except (TypeError, ValueError):
+                nargs = 1
+            call, loop = ((f"{f}(x)", f"mnp.array([{f}(v) for v in x])") if nargs <= 1 else
+                          (f"{f}(x, y, ...)", f"mnp.array([{f}(*vs) for vs in zip(x, y, ...)])"))
             raise NoRuleError(
                 f"np.vectorize({fname}) was applied to a traced array at "
                 f"{user_line()}: it converts its arguments to plain arrays and calls the Python function "
                 "on plain elements, so the derivative would be lost. If the function is written with "
-                f"NumPy operations, call it on the traced array itself ({f}(x)); otherwise loop over the "
-                f"elements (mnp.array([{f}(v) for v in x]), import mutagrad.numpy as mnp), which is "
+                f"NumPy operations, call it on the traced arrays themselves ({call}); otherwise loop over the "
+                f"elements ({loop}, import mutagrad.numpy as mnp; .ravel() them first), which is "
                 "differentiated.")
         target = plain_write_target(sys._getframe(1))
         if target is not None:
@@ -3100,6 +3106,20 @@ _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "sin
 
 
 _UNRESOLVED = object()
+
+
+def _vectorized_function_name(vec, fname, frame):
+    """How the user's code can call the Python function of ``np.vectorize`` object ``vec``: its
+    own name where that names it, ``name.pyfunc`` where a name holds ``vec`` (@np.vectorize, a
+    lambda), else ``<name>.pyfunc``."""
+    if frame is not None:
+        if fname.isidentifier() and _resolve_name(fname, frame) is vec.pyfunc:
+            return fname
+        for scope in (frame.f_locals, frame.f_globals):
+            for k, v in scope.items():
+                if v is vec:
+                    return f"{k}.pyfunc"
+    return f"{fname}.pyfunc" if fname.isidentifier() else "<the vectorized object>.pyfunc"
 
 
 # float(x) / int(x) for a test or a loop bound: no conversion needed

@@ -1589,7 +1589,7 @@ def test_np_vectorize_and_frompyfunc_of_traced_arrays_are_named():
         return a * 2.0
 
     vec = np.vectorize(double)
-    with pytest.raises(mg.NoRuleError, match=r"np.vectorize\(double\).*mnp.array\(\[double\(v\) for v in x\]\)"):
+    with pytest.raises(mg.NoRuleError, match=r"np.vectorize\(double\).*mnp.array\(\[vec.pyfunc\(v\) for v in x\]\)"):
         mg.grad(lambda x: np.sum(vec(x)))(np.ones(2))
     pyfunc = np.frompyfunc(double, 1, 1)
     with pytest.raises(mg.NoRuleError, match=r"np.frompyfunc\(double\)"):

@@ -273,6 +273,16 @@ def _divides_exactly(xm, ym):
         return bool(np.all(xb != 0) and np.all(np.isfinite(yb)) and np.all(np.abs(yb) >= tiny))
 
 
+def _wider(*arrays):
+    """The plain double-precision ``arrays`` in NumPy's extended precision where it has a wider
+    exponent range (x86's 80-bit long double); else None (traced values, or no wider type)."""
+    ld = np.longdouble
+    if np.finfo(ld).maxexp <= np.finfo(np.float64).maxexp or any(
+            type(a) is not np.ndarray or a.dtype.char not in "dD" for a in arrays):
+        return None
+    return tuple(a.astype(np.clongdouble if a.dtype.kind == "c" else ld) for a in arrays)
+
+
 def _exclusive_cumprod(xm):
     """``prev[..., j] = prod_{i < j} x_i``."""
     ones = np.ones(np.shape(xm)[:-1] + (1,), dtype=np.result_type(bottom(xm)))
@@ -296,13 +306,18 @@ def _cumprod_rrule(x, axis=None, dtype=None):
             if np.all(np.isfinite(bottom(gy))):
                 return (_back(np.flip(np.cumsum(np.flip(gy, -1), axis=-1), -1) / cx, x, axis),)
         n = np.shape(xm)[-1]
-        cols = [gm[..., n - 1]] if n else []
-        for j in range(n - 2, -1, -1):
-            cols.append(gm[..., j] + cx[..., j + 1] * cols[-1])
         if not n:
             return (_back(gm * cx, x, axis),)
-        prev = _exclusive_cumprod(cx)
-        return (_back(prev * np.stack(cols[::-1], axis=-1), x, axis),)
+        wide = _wider(cx, gm)  # (plain values: the recurrence in extended range, for factors spanning
+        if wide is not None:  # more than the exponent range, whose partial sums would overflow)
+            cx, gm = wide
+        cols = [gm[..., n - 1]]
+        for j in range(n - 2, -1, -1):
+            cols.append(gm[..., j] + cx[..., j + 1] * cols[-1])
+        r = _exclusive_cumprod(cx) * np.stack(cols[::-1], axis=-1)
+        if wide is not None:
+            r = r.astype(np.result_type(bottom(ym), bottom(g)))
+        return (_back(r, x, axis),)
 
     return y, pullback
 
@@ -318,10 +333,18 @@ def _cumprod_frule(primals, tangents, axis=None, dtype=None):
     n = np.shape(xm)[-1]
     if not n:
         return y, _back(tm * ym, y, axis)
+    wide = _wider(xm, tm)  # (see the pullback)
+    yw = ym
+    if wide is not None:
+        xm, tm = wide
+        yw = np.cumprod(xm, axis=-1)  # (y in extended range: no underflow to zero on the way)
     cols = [tm[..., 0]]
     for k in range(1, n):
-        cols.append(cols[-1] * xm[..., k] + ym[..., k - 1] * tm[..., k])
-    return y, _back(np.stack(cols, axis=-1), y, axis)
+        cols.append(cols[-1] * xm[..., k] + yw[..., k - 1] * tm[..., k])
+    r = np.stack(cols, axis=-1)
+    if wide is not None:
+        r = r.astype(np.result_type(bottom(ym), bottom(t)))
+    return y, _back(r, y, axis)
 
 
 cumprod_p.rrule, cumprod_p.frule = _cumprod_rrule, _cumprod_frule

@@ -921,9 +921,21 @@ def test_cumprod_derivative_where_the_products_underflow():
     x = np.array([1e-200, 1e-200, 1e200, 2.0])
     _, pullback = mg.vjp(np.cumprod, x)
     (g,) = pullback(np.ones(4))
-    np.testing.assert_allclose(g, [1.0 + 1e-200 + 1.0 + 2.0, 1e-200 + 1.0 + 2.0, 0.0, 0.0], rtol=1e-14)
+    # (d/dx_2: 3e-400, zero in float64; d/dx_3 = x0 x1 x2 = 1e-200, a product of an underflowed y_3 / x_3)
+    np.testing.assert_allclose(g, [1.0 + 1e-200 + 1.0 + 2.0, 1e-200 + 1.0 + 2.0, 0.0, 1e-200], rtol=1e-14)
     _, t = mg.jvp(np.cumprod, (x,), (np.array([0.0, 1.0, 0.0, 0.0]),))  # d y / d x_1
     np.testing.assert_allclose(t, [0.0, 1e-200, 1.0, 2.0], rtol=1e-14)
+
+
+def test_cumprod_derivative_where_the_factors_span_more_than_the_exponent_range():
+    # x spans 600 orders of magnitude: the recurrence's partial sums overflowed (inf) in reverse
+    # mode and y's underflowed (0) in forward mode; by hand, dS/dx_j = sum_{k >= j} prod_{i <= k, i != j} x_i
+    if np.finfo(np.longdouble).maxexp <= np.finfo(np.float64).maxexp:
+        pytest.skip("no extended-range long double on this platform")
+    x = np.array([1e-300, 1e-300, 1e300, 1e300, 3.0, 2.0])
+    want = [1e301, 1e301, 1e-299, 1e-299, 3.0, 3.0]  # (1e-300 + 1 + 1e300 + 3e300 + 6e300; ...)
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(np.cumprod(x)))(x), want, rtol=1e-14)
+    np.testing.assert_allclose(mg.jacobian(lambda x: np.sum(np.cumprod(x)), mode="fwd")(x), want, rtol=1e-14)
 
 
 def test_cumprod_derivative_is_linear_in_memory():

@@ -362,8 +362,8 @@ def test_eigh_phase_of_generalized_complex_vectors_with_lower_is_refused():
 
 def test_eigh_options_on_plain_matrices_are_scipys_and_on_traced_ones_differentiated_or_named():
     b = SPD(3, 3)
-    for kw in (dict(b=b, type=2), dict(b=b, type=3), dict(subset_by_index=[0, 1]),
-               dict(subset_by_value=(0.0, 1.5)), dict(subset_by_value=(-np.inf, np.inf), eigvals_only=True)):
+    for kw in ({"b": b, "type": 2}, {"b": b, "type": 3}, {"subset_by_index": [0, 1]},
+               {"subset_by_value": (0.0, 1.5)}, {"subset_by_value": (-np.inf, np.inf), "eigvals_only": True}):
         mine, theirs = msl.eigh(S3, **kw), sl.eigh(S3, **kw)
         for x, y in zip(mine if isinstance(mine, tuple) else (mine,), theirs if isinstance(theirs, tuple) else (theirs,)):
             np.testing.assert_array_equal(x, y)  # (SciPy's own call: the same bits)

@@ -184,7 +184,7 @@ C, rules staying in Python) would remove most of it.
 **Large arrays.** The gradient of `sum(tanh(A @ x + b)**2 + 0.1*sin(x))`
 w.r.t. x needs the forward matvec and a transposed matvec in the backward
 pass. A (8 MB) does not fit a core's L2 cache (1 MB on the AMD EPYC of
-an earlier full run, 4 MB on the Intel Xeon of this one): the matvec is
+some full runs, 4 MB on the Intel Xeon of others): the matvec is
 80-90% of the primal and the transposed matvec costs as much (each ~0.13 ms
 with one thread on the EPYC, ~0.32 ms on the Xeon), so no reverse mode can
 be below about 1.8x the primal; the hand-written NumPy adjoint measures

@@ -1724,9 +1724,10 @@ def _scipy_hint(sub, name):
         return (f" A root's derivative follows from the equation it solves: find the root on plain values "
                 f"(pass mg.value(p) for the traced parameters to {short}), then take one Newton step on the "
                 "traced ones, s = s - g(s, p) / dg_ds(s, p) (dg_ds by hand or with mg.grad): at the root it has "
-                "the root's first derivative exactly; or write the iteration (Newton, bisection) with NumPy "
-                "operations, which are differentiated; or make the solve a @mg.primitive with an "
-                "implicit-function rrule (docs/rules.md).")
+                "the root's first derivative exactly (not its second: a Hessian needs one of the other two "
+                "ways); or write the iteration (Newton, bisection) with NumPy operations, which are "
+                "differentiated; or make the solve a @mg.primitive with an implicit-function rrule "
+                "(docs/rules.md).")
     if short in _QUADRATURES:
         return (" Integrate with fixed nodes on the traced integrand instead: x, w = "
                 "np.polynomial.legendre.leggauss(n) (plain nodes, mapped to [a, b]) and np.sum(w * f(x)), or "

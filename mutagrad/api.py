@@ -1126,7 +1126,7 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
                     continue
                 c, t = np.asarray(c, dtype=float), np.asarray(t, dtype=float)
                 d += float(np.sum(np.where(c == 0, 0.0, c * t)))  # (strong zeros: c = 0 reads nothing)
-        if np.isnan(d) and (n, k) not in whole:
+        if np.isnan(d):  # (a poisoned leaf with a NaN entry stays poisoned)
             continue
         if (n, k) in whole:  # (replaced once every entry is known)
             filled[(n, k)].flat[i] = d

@@ -2892,6 +2892,9 @@ class ScalarTracer(Tracer):
     def __round__(self, ndigits=None):
         # as a NumPy scalar (a Python float, for a weak one): round(s) is an int (an escape),
         # round(s, n) np.round (derivative zero almost everywhere)
+        if np.iscomplexobj(bottom(self)):  # (as Python's and NumPy's complex numbers: no rounding)
+            raise TypeError(f"type {'complex' if weak(self) else type(bottom(self)).__name__} doesn't define "
+                            "__round__ method")
         if ndigits is None:  # (Python's rounding, half to even: not int()'s truncation)
             if self._may_convert():
                 b = bottom(self)

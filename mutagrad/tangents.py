@@ -169,7 +169,8 @@ class NotImplementedTangent:
             "rather than an element of the array; else differentiate only the arguments the rule supports.")
 
     __float__ = __int__ = __complex__ = __index__ = __bool__ = _as_number
-    __lt__ = __le__ = __gt__ = __ge__ = _as_number
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _as_number
+    __hash__ = object.__hash__  # (identity, as before: __eq__ above would remove it)
     __array__ = __len__ = __iter__ = __getitem__ = __setitem__ = _as_number
     __abs__ = _poison
 

@@ -300,7 +300,9 @@ def _cumprod_rrule(x, axis=None, dtype=None):
         gm = _along_last(g, axis)  # (g has y's shape: flat for axis=None)
         cplx = np.iscomplexobj(bottom(xm)) or np.iscomplexobj(bottom(ym))
         cx, cy = (np.conj(xm), np.conj(ym)) if cplx else (xm, ym)
-        if _divides_exactly(xm, ym):
+        # (the division only on plain values: differentiated again, S_j / x_j loses x_j's cancellation
+        # to rounding, catastrophically for a small x_j; the recurrence has no division)
+        if not isinstance(x, Tracer) and not isinstance(g, Tracer) and _divides_exactly(xm, ym):
             with np.errstate(over="ignore", invalid="ignore"):
                 gy = cy * gm
             if np.all(np.isfinite(bottom(gy))):
@@ -328,7 +330,7 @@ def _cumprod_frule(primals, tangents, axis=None, dtype=None):
     # ẏ_k = sum_{j <= k} (dy_k/dx_j) ẋ_j: y times the prefix sums of ẋ / x where that is exact, else
     # the recurrence ẏ_k = ẏ_{k-1} x_k + y_{k-1} ẋ_k
     xm, ym, tm = _along_last(x, axis), _along_last(y, axis), _along_last(t, axis)
-    if _divides_exactly(xm, ym):
+    if not isinstance(x, Tracer) and not isinstance(t, Tracer) and _divides_exactly(xm, ym):  # (see the pullback)
         return y, _back(ym * np.cumsum(tm / xm, axis=-1), y, axis)
     n = np.shape(xm)[-1]
     if not n:

@@ -866,3 +866,30 @@ def test_errors_are_scipys(name, call, args):
         with pytest.raises(want.type) as got:
             path(*args)
         assert got.type is want.type and str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_eigh_subset_vectors_have_scipys_signs(seed):
+    # the vectors of a traced subset come from every pair: turned to the signs SciPy's subset call
+    # picks, so that a function reading them has the plain call's value, and its derivative the
+    # central differences of the plain function
+    rng = np.random.default_rng(seed)
+    m = rng.standard_normal((5, 5))
+    a = m + m.T
+    bm = rng.standard_normal((5, 5))
+    b = bm @ bm.T + 5 * np.eye(5)
+    for kw in ({"driver": "evx", "subset_by_index": [1, 2]}, {"driver": "evx", "subset_by_value": (-1.0, 1.0)},
+               {"b": b, "driver": "gvx", "subset_by_index": [1, 2]}, {"b": b, "subset_by_value": (-0.5, 0.5)}):
+        if sl.eigh(a, **kw)[0].size == 0:
+            continue
+
+        def f(a, kw=kw):
+            w, v = msl.eigh(a, **kw)
+            return np.sum(v[0]) + np.sum(w)
+
+        val, g = mg.value_and_grad(f)(a)
+        np.testing.assert_allclose(val, f(a), rtol=1e-12)
+        h = 1e-6
+        e = np.zeros((5, 5))
+        e[2, 0] = e[0, 2] = h
+        np.testing.assert_allclose(g[2, 0] + g[0, 2], (f(a + e) - f(a - e)) / (2 * h), rtol=1e-5, atol=1e-7)

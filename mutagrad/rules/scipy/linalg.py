@@ -1869,7 +1869,18 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
         # or by value, whose indices are read off the plain values (the pairs that fall in it)
         sel = _subset_indices(bottom(w), subset_by_index, subset_by_value)
         w = w[..., sel]
-        v = None if v is None else v[..., :, sel]
+        if v is not None:
+            # SciPy's subset call picks each vector's sign (phase) its own way: the same columns,
+            # turned to SciPy's (a constant factor per column), so that values agree with it
+            _, vs = sl.eigh(bottom(a), None if b is None else bottom(b), lower=lower, driver=driver,
+                            subset_by_index=subset_by_index, subset_by_value=subset_by_value)
+            v = v[..., :, sel]
+            vb = bottom(v)
+            overlap = np.sum(np.conj(vb) * vs, axis=-2)
+            size = np.abs(overlap)
+            norms = np.sqrt(np.sum(np.abs(vb) ** 2, axis=-2) * np.sum(np.abs(vs) ** 2, axis=-2))
+            turn = np.where(size > 0.5 * norms, overlap / np.where(size > 0, size, 1.0), 1.0)
+            v = v * (turn.real if not np.iscomplexobj(turn) else turn)[..., None, :]
     if v is None:
         return w
     stack = np.ndim(a) > 2 or np.ndim(b) > 2  # (SciPy returns a stack's values and vectors as a list)

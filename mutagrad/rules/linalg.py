@@ -909,7 +909,10 @@ def _degenerate(what):
         "non-square matrix, also at a zero singular value), and a function of them that has one there "
         "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
         "that cannot be formed from the cotangent. Compute such a quantity without the vectors "
-        "(np.linalg.inv, solve, slogdet, eigvalsh), or use only the values"
+        "(np.linalg.inv, solve, slogdet, eigvalsh), or use only the values. (Forward mode over the "
+        "reverse pass of np.linalg.eigvalsh or of a simple eigenvalue goes through the vectors too: "
+        "mg.hessian of a ground-state energy with a repeated level elsewhere is refused here, where "
+        "reverse over reverse, mg.jacobian(mg.grad(f), mode=\"rev\"), gives the second derivative.)"
     )
 
 

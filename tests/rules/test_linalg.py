@@ -873,3 +873,17 @@ def test_norm_order_zero_has_numpys_dtype(dtype):
         got = mg.vjp(f, x)[0]
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def test_second_derivative_of_a_simple_eigenvalue_beside_a_repeated_level():
+    # forward over reverse goes through the vectors of the repeated level: refused, naming the way
+    # that works; reverse over reverse gives it (second-order perturbation theory, by hand: -0.13)
+    h0 = np.diag([-1.0, 1.0, 1.0])
+    v = np.array([[0.0, 0.3, 0.2], [0.3, 0.0, 0.0], [0.2, 0.0, 0.0]])
+
+    def e0(p):
+        return np.linalg.eigvalsh(h0 + p * v)[0]
+
+    h = mg.hessian(e0)(0.0)
+    assert isinstance(h, mg.NotImplementedTangent) and 'mode="rev"' in h.message
+    np.testing.assert_allclose(mg.jacobian(mg.grad(e0), mode="rev")(0.0), -2 * (0.09 + 0.04) / 2, rtol=1e-12)

@@ -1706,6 +1706,11 @@ def _scipy_rewrite(sub, name):
     short = name.rsplit(".", 1)[-1]
     if sub == "signal" and short in _SIGNAL_REWRITES:
         return " " + _SIGNAL_REWRITES[short]
+    if sub == "stats":
+        return (" Write the log-density of a distribution not listed with NumPy operations and "
+                "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "
+                "mutagrad.scipy.stats.cauchy.logpdf(x, 0, s) + np.log(2) for x >= 0, an inverse gamma "
+                "a log(b) - gammaln(a) - (a + 1) log(x) - b / x.")
     if short in _CONVOLUTIONS:
         return (" Write the filter with NumPy operations on the traced values, which are differentiated: "
                 "np.convolve / np.correlate in 1-D, sums of shifted slices or of "
@@ -3211,10 +3216,20 @@ def _made_outside_hint(target, frame):
         return left
     obj = _resolve_name(array, frame)
     if "." not in array and isinstance(obj, np.ndarray) and name in code.co_varnames:
-        found = _alias_of(obj, frame)  # `F = self.flux; F[0] = ...`, `F = self.flux[1:]`
+        # `F = self.flux; F[0] = ...`, `F = self.flux[1:]`; a helper's argument, by its callers
+        found, f, at = None, frame, frame
+        for _ in range(4):
+            if f is None:
+                break
+            found, at = _alias_of(obj, f), f
+            if found is not None:
+                break
+            f = f.f_back
+            while f is not None and _frame_is_internal(f):
+                f = f.f_back
         if found is not None and found[0] != array:
             alias, view = found
-            outside = _made_outside_hint(alias.split("[", 1)[0] if "." in alias else alias, frame)
+            outside = _made_outside_hint(alias.split("[", 1)[0] if "." in alias else alias, at)
             if outside:
                 return f" `{array}` is {'a view of ' if view else ''}`{alias}`." + outside
     if "." in array and name.isidentifier():  # an attribute (self.du): perhaps made in __init__

@@ -2447,6 +2447,39 @@ def test_write_into_a_view_or_item_of_an_attribute_buffer_names_it(form):
     assert named in msg and "was made outside the differentiated function" in msg, msg
 
 
+def test_write_through_a_helpers_argument_names_the_callers_attribute_buffer():
+    def grad_logp(th, out):
+        out[:] = -th  # the helper's argument is the caller's self.g
+        return out
+
+    class Sampler:
+        def __init__(self, d):
+            self.g = mnp.zeros(d)  # plain: made outside differentiation
+
+        def energy(self, q):
+            grad_logp(q, self.g)
+            return 0.5 * q @ q + 0.1 * np.sum(self.g ** 2)
+
+    msg = _raises(Sampler(3).energy, np.ones(3), mg.WriteToPlainArrayError)
+    assert "`out` is `self.g`" in msg and "`self.g` was made outside the differentiated function" in msg
+
+
+def test_a_scipy_stats_distribution_without_a_rule_names_a_rewrite():
+    mst = pytest.importorskip("mutagrad.scipy.stats")
+    sst = pytest.importorskip("scipy.stats")
+    msg = _raises(lambda lt: mst.halfcauchy.logpdf(np.exp(lt), scale=2.5) + lt, 0.3, mg.TracerEscapeError)
+    assert "cauchy.logpdf(x, 0, s) + np.log(2)" in msg
+
+    def fixed(lt):  # the rewrite it names
+        return mst.cauchy.logpdf(np.exp(lt), 0.0, 2.5) + np.log(2.0) + lt
+
+    def plain(lt):
+        return sst.halfcauchy.logpdf(np.exp(lt), scale=2.5) + lt
+
+    assert abs(fixed(0.3) - plain(0.3)) < 1e-12
+    assert abs(mg.grad(fixed)(0.3) - (plain(0.3 + 1e-6) - plain(0.3 - 1e-6)) / 2e-6) < 1e-7
+
+
 def test_write_into_a_buffer_an_earlier_differentiation_left_says_so():
     class Solver:
         work = None

@@ -909,9 +909,9 @@ def _degenerate(what):
         "non-square matrix, also at a zero singular value), and a function of them that has one there "
         "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
         "that cannot be formed from the cotangent. Compute such a quantity without the vectors "
-        "(np.linalg.inv, solve, slogdet, eigvalsh), or use only the values. (A second derivative "
-        "by forward over reverse goes through the vectors of the reverse pass: reverse over reverse, "
-        "mg.jacobian(mg.grad(f), mode=\"rev\"), needs only the distinct values' vectors.)"
+        "(np.linalg.inv, solve, slogdet, eigvalsh), or use only the values. (A second derivative of "
+        "the values, np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
+        "repeated values it has no general formula from the cotangent either.)"
     )
 
 
@@ -1195,55 +1195,12 @@ def _eigh_frule(primals, tangents, UPLO="L"):
     return y, (_re(_diag(X)), _eigh_dV(w, V, X, _eigh_rows(UPLO)))
 
 
-def _eigvalsh_ct_impl(a, g, UPLO="L"):
-    """Ā of the values' cotangent ``g``: V diag(g) Vᴴ folded onto the triangle read."""
-    w, V = np.linalg.eigh(a, UPLO=UPLO)
-    return _eigh_T(w, V, g, ZERO, UPLO.upper() == "L")
-
-
-# (its own primitive, so that a derivative of the reverse pass (forward over reverse: mg.hessian)
-# takes the divided differences of g, which a repeated level with equal cotangents does not need,
-# instead of the vectors, which have none there)
-eigvalsh_ct_p = get_primitive(_eigvalsh_ct_impl, "the cotangent of np.linalg.eigvalsh")
-
-
-def _eigvalsh_ct_frule(primals, tangents, UPLO="L"):
-    # d(V diag(g) Vᴴ) = V (D ∘ X) Vᴴ + V diag(ġ) Vᴴ, X = Vᴴ Ȧ V, D_ij = (g_i - g_j) / (w_i - w_j)
-    # (Daleckii-Krein), 0 for a repeated pair with equal g (the function is constant on the
-    # eigenspace), no derivative for a repeated pair with different g
-    (a, g), (t, tg) = primals, tangents
-    lower = UPLO.upper() == "L"
-    w, V = np.linalg.eigh(a, UPLO=UPLO)
-    y = _eigh_T(w, V, g, ZERO, lower)
-    out = ZERO
-    if not is_zero(t):
-        pairs = _repeated_pairs(w)
-        gb = bottom(g)
-        dg = gb[..., None, :] - gb[..., :, None]
-        if np.any(pairs & (dg != 0)):
-            from ..tangents import not_implemented
-
-            return y, not_implemented(
-                "np.linalg.eigvalsh: a second derivative through values that repeat with different "
-                "cotangents (a function of one of two equal eigenvalues) does not exist")
-        eye = np.eye(np.shape(w)[-1])
-        denom = np.where(pairs, 1.0, w[..., None, :] - w[..., :, None] + eye)
-        D = np.where(pairs | (eye > 0), 0.0, (g[..., None, :] - g[..., :, None]) / denom)
-        X = _eigh_X(V, t, UPLO)
-        out = _herm_in_T(np.matmul(np.matmul(V, D * X), _H(V)), lower)
-    if not is_zero(tg):
-        out = _acc(out, _eigh_T(w, V, tg, ZERO, lower))
-    return y, out
-
-
-eigvalsh_ct_p.frule = _eigvalsh_ct_frule
-
-
 def _eigvalsh_rrule(a, UPLO="L"):
     y = _eigvalsh_impl(a, UPLO)
 
     def pullback(g):
-        return (bind(eigvalsh_ct_p, (a, g), {"UPLO": UPLO}),)
+        w, V = np.linalg.eigh(a, UPLO=UPLO)
+        return (_eigh_T(w, V, g, ZERO, UPLO.upper() == "L"),)
 
     return y, pullback
 

@@ -875,25 +875,6 @@ def test_norm_order_zero_has_numpys_dtype(dtype):
         np.testing.assert_array_equal(got, want)
 
 
-def test_second_derivative_of_a_simple_eigenvalue_beside_a_repeated_level():
-    # a ground-state energy with a repeated excited level (a periodic spin chain): eigvalsh's reverse
-    # pass is its own primitive, whose forward rule takes divided differences of the cotangent (0
-    # across the repeated level, where it is equal), not the vectors (none there): every mode
-    # gives second-order perturbation theory's value, by hand -2 (0.3² + 0.2²) / 2 = -0.13
-    h0 = np.diag([-1.0, 1.0, 1.0])
-    v = np.array([[0.0, 0.3, 0.2], [0.3, 0.0, 0.0], [0.2, 0.0, 0.0]])
-
-    def e0(p):
-        return np.linalg.eigvalsh(h0 + p * v)[0]
-
-    for h in (mg.hessian(e0)(0.0), mg.jacobian(mg.grad(e0), mode="rev")(0.0),
-              mg.jvp(mg.grad(e0), (0.0,), (1.0,))[1]):
-        np.testing.assert_allclose(h, -2 * (0.09 + 0.04) / 2, rtol=1e-12)
-    # one of the two equal values: no second derivative (they cross), refused in every mode
-    v2 = np.array([[0.0, 0.3, 0.2], [0.3, 0.0, 0.1], [0.2, 0.1, 0.0]])
-    assert isinstance(mg.hessian(lambda p: np.linalg.eigvalsh(h0 + p * v2)[1])(0.0), mg.NotImplementedTangent)
-
-
 @pytest.mark.parametrize("case", ["real", "upper", "complex", "stack"])
 def test_eigvalsh_second_derivatives_vs_central_differences(case):
     rng = np.random.default_rng(4)

@@ -1654,7 +1654,8 @@ def _unstable_signs(driver):
         f"scipy.linalg.eigh with driver={driver!r}: SciPy's default driver for the standard problem, "
         "'evr', chooses the signs (phases) of the eigenvectors in a way that jumps under rounding-level "
         "changes of the matrix, so functions of its vectors have no derivative (unless sign-invariant, "
-        "which mutagrad cannot tell). Pass driver='evd' (or 'ev', 'evx'), or use np.linalg.eigh, whose "
+        "which mutagrad cannot tell). Pass driver='evd' (or 'ev'; with subset_by_index or subset_by_value, "
+        "'evx', the one that computes subsets), or use np.linalg.eigh, whose "
         "signs change only at isolated matrices; the eigenvalues alone (eigvals_only=True) are "
         "differentiable with every driver")
 

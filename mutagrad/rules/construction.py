@@ -348,8 +348,17 @@ def _pad_axis(x, axis, before, after, mode, kw, values, lengths):
         return _cat([_block_of(vb, x, axis, before), x, _block_of(va, x, axis, after)], axis)
     if n == 0:
         raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant' or 'empty'")
-    if mode in ("edge", "wrap") or (mode in ("reflect", "symmetric") and n == 1):
-        return _pad_index(x, axis, before, after, "edge" if mode != "wrap" else "wrap")
+    if mode == "wrap" and before <= n and after <= n:
+        # (slices of x: a concatenation, whose pullback adds slices, not a gather with repeats)
+        left = x[_sl(axis, slice(n - before, n), nd)] if before else None
+        right = x[_sl(axis, slice(0, after), nd)] if after else None
+        return _cat([left, x, right], axis)
+    if mode == "edge" or (mode in ("reflect", "symmetric") and n == 1):
+        left = _block_of(x[_sl(axis, slice(0, 1), nd)], x, axis, before) if before else None
+        right = _block_of(x[_sl(axis, slice(n - 1, n), nd)], x, axis, after) if after else None
+        return _cat([left, x, right], axis)
+    if mode == "wrap":
+        return _pad_index(x, axis, before, after, "wrap")
     if mode in ("reflect", "symmetric"):
         odd = kw.get("reflect_type", "even") == "odd"
         return _pad_reflect(x, axis, before, after, odd, mode == "symmetric")

@@ -486,3 +486,17 @@ def test_integral_parts_of_modf_and_divmod_are_constants_plain_code_may_read():
         np.testing.assert_allclose(mg.jvp(f, (3.25,), (1.0,))[1], fd, rtol=1e-7)
     check_grads(lambda x: np.modf(x)[0] * np.modf(x)[1] + np.divmod(x, 0.7)[1] * np.divmod(x, 0.7)[0],
                 np.array([1.55, 2.25]), order=2)
+
+
+@pytest.mark.parametrize("mode", ["wrap", "edge", "reflect", "symmetric"])
+@pytest.mark.parametrize("shape, width", [((5,), 2), ((5,), (0, 5)), ((5,), (7, 1)), ((3, 4), ((1, 2), (3, 0))),
+                                          ((1,), 3), ((3, 4), 4)])
+def test_pad_by_slices_has_numpys_values_and_derivative(mode, shape, width):
+    # wrap and edge pads within the array's length are concatenations of slices (their pullback adds
+    # slices); wider wraps gather; the values are NumPy's, the derivative vs central differences
+    rng = np.random.default_rng(len(shape) + 3 * np.size(width))
+    x = rng.standard_normal(shape)
+    plain = np.pad(x, width, mode=mode)
+    np.testing.assert_array_equal(mg.vjp(lambda x: np.pad(x, width, mode=mode), x)[0], plain)
+    w = rng.standard_normal(plain.shape)
+    check_grads(lambda x: np.sum(np.pad(x, width, mode=mode) * w), x)

@@ -2076,8 +2076,7 @@ class Tracer:
             # else raises: a conversion may also be NumPy's own code that expects
             # to write in place (ndarray.mean(out=...)) and would be silently lost
             b = bottom(self)
-            caller = sys._getframe(1).f_code
-            if caller.co_name == "as_strided" and "stride_tricks" in caller.co_filename:
+            if _numpys_as_strided(sys._getframe(1).f_code):
                 from .errors import note_strided_view
 
                 note_strided_view()  # (a write through the view it makes is named as such)
@@ -2129,8 +2128,7 @@ class Tracer:
             raise escape_error(
                 f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
                 "with np.asarray)", TracerEscapeError, extra)  # (a conversion: nothing is written)
-        caller = sys._getframe(1).f_code
-        if caller.co_name == "as_strided" and "stride_tricks" in caller.co_filename:
+        if _numpys_as_strided(sys._getframe(1).f_code):
             raise NoRuleError(
                 f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "
                 "builds an array from raw memory, which has no derivative rule. Use the views that "
@@ -3099,8 +3097,9 @@ def has_repeats(pos) -> bool:
         vals = pos.ravel().tolist()
         return len(set(vals)) < len(vals)
     flat = pos.ravel()
-    if int(flat.max()) < 8 * flat.size:  # (nonnegative positions in a range of their count: one mark
-        mark = np.zeros(int(flat.max()) + 1, np.bool_)  # per position, no sort)
+    top = int(flat.max())
+    if top < 8 * flat.size:  # (nonnegative positions in a range of their count: a mark per position, no sort)
+        mark = np.zeros(top + 1, np.bool_)
         mark[flat] = True
         return int(np.count_nonzero(mark)) < flat.size
     flat = np.sort(flat)
@@ -3115,6 +3114,11 @@ _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "sin
 
 
 _UNRESOLVED = object()
+
+
+def _numpys_as_strided(code) -> bool:
+    """Whether ``code`` is NumPy's np.lib.stride_tricks.as_strided (converting its argument)."""
+    return code.co_name == "as_strided" and "stride_tricks" in code.co_filename
 
 
 def _vectorized_function_name(vec, fname, frame):
@@ -3299,14 +3303,10 @@ def write(dest, idx, value):
                 if aug is not None:
                     t, op = aug
                     code = uframe.f_code
-                    left = _leftover_hint(t, uframe)
-                    if left:  # (a buffer an earlier differentiation left: no copy to blame)
-                        raise escape_error(f"the in-place operation `{t} {op}= ...` on the array `{t}`",
-                                           WriteToPlainArrayError, left)
                     outside = _made_outside_hint(t, uframe)
-                    if outside:  # (self.fb made in __init__, a global buffer: made outside the function)
-                        raise escape_error(f"the in-place operation `{t} {op}= ...` on the plain NumPy array "
-                                           f"`{t}`", WriteToPlainArrayError, outside)
+                    if outside:  # (self.fb made in __init__, a global buffer, a leftover: no copy to blame)
+                        raise escape_error(f"the in-place operation `{t} {op}= ...` on the array `{t}`",
+                                           WriteToPlainArrayError, outside)
                     made = (" Make it traced where it is made: if it is a copy of an array the differentiated "
                             "function closes over (`x = x0.copy()`), pass that array as an argument instead (an "
                             "argument you do not differentiate arrives traced, and so do its copies), or copy it "

@@ -481,24 +481,25 @@ def note_readonly_view(v):
     _READONLY_VIEW_MADE[0] = True
 
 
-def _out_is_traced(exc) -> bool:
-    """Whether the ``out=`` argument named on the user's line that ``exc`` left (``f(out=buf)``,
-    ``buf`` a name) is a traced array. False when the line does not tell."""
+def _traced_out(exc):
+    """``(method, out)`` of the call on the user's line that ``exc`` left whose ``out=`` argument
+    is a traced array or a view of one (``rng.random(out=b[1])``: ('random', 'b[1]'); both None
+    where only the call's bytecode tells, without the line's source); else None."""
     from .core import Tracer
 
     hit = _user_entry(exc)
     if hit is None:
-        return False
+        return None
     frame = hit.tb_frame
     source = linecache.getline(frame.f_code.co_filename, hit.tb_lineno).strip()
     if not source:  # (python -c, stdin, exec of a string): the call's bytecode names the argument
         name = _out_name_in_bytecode(frame.f_code, hit.tb_lasti)
         v = None if name is None else frame.f_locals.get(name, frame.f_globals.get(name))
-        return isinstance(v, Tracer)
+        return (None, None) if isinstance(v, Tracer) else None
     try:
         tree = ast.parse(source)
     except SyntaxError:  # (a statement over several lines)
-        return False
+        return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for kw in node.keywords:
@@ -510,8 +511,9 @@ def _out_is_traced(exc) -> bool:
                 if isinstance(root, ast.Name):
                     v = frame.f_locals.get(root.id, frame.f_globals.get(root.id))
                     if isinstance(v, Tracer) or _holds_tracer(v):
-                        return True
-    return False
+                        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+                        return method, ast.unparse(kw.value)
+    return None
 
 
 def _holds_tracer(obj) -> bool:
@@ -522,25 +524,6 @@ def _holds_tracer(obj) -> bool:
         return False
     d = getattr(obj, "__dict__", None)
     return isinstance(d, dict) and any(isinstance(v, Tracer) for v in d.values())
-
-
-def _called_method(exc):
-    """The method called on the user's line that ``exc`` left and its ``out=`` expression
-    (``rng.random(out=b[1])``: ('random', 'b[1]')), or None."""
-    hit = _user_entry(exc)
-    if hit is None:
-        return None
-    source = linecache.getline(hit.tb_frame.f_code.co_filename, hit.tb_lineno).strip()
-    try:
-        tree = ast.parse(source) if source else None
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            for kw in node.keywords:
-                if kw.arg == "out":
-                    return node.func.attr, ast.unparse(kw.value)
-    return None
 
 
 _NAME_LOADS = frozenset(("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF"))
@@ -786,11 +769,11 @@ def replaced_error(exc: BaseException):
             "coordinates, the weights from their fractional parts, and a weighted sum of the traced "
             "values gathered at the cell's corners), or pass mg.stop_gradient(x) if its result is a "
             "constant.")
-    if type(exc) is ValueError and str(exc).startswith("Supplied output array must be") and (
-            _out_is_traced(exc)):
+    out = _traced_out(exc) if type(exc) is ValueError and str(exc).startswith("Supplied output array must be") else None
+    if out is not None:
         # NumPy's random Generator filling out= (rng.standard_normal(out=buf)): its C code writes
         # only into NumPy's own arrays, and a traced array (or a view of one) is not one
-        method, buf = _called_method(exc) or ("standard_normal", "buf")
+        method, buf = out[0] or "standard_normal", out[1] or "buf"
         args = f"{buf}.shape" if method in ("standard_normal", "random", "standard_exponential") else (
             f"<its other arguments>, size={buf}.shape")
         return TracedTypeError(

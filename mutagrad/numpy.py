@@ -259,7 +259,7 @@ def _array_parameters(fn):
     return tuple((i, p.name) for i, p in enumerate(params) if p.kind in kinds and p.name in _ARRAY_PARAMETERS)
 
 
-def _every_argument(fn, handler):
+def _every_argument(fn):
     """``fn`` looking at every argument: NumPy dispatches some functions on a few of them only
     (np.pad on its array, np.apply_along_axis on arr), so a traced ``constant_values=`` beside a
     plain array, or a function closing over traced values, would be converted by NumPy's own
@@ -294,13 +294,13 @@ def __getattr__(name):
         from .core import FUNCTIONS
 
         try:
-            handler = FUNCTIONS.get(fn)
+            ruled = fn in FUNCTIONS
         except TypeError:  # (unhashable)
-            handler = None
-        if handler is not None:
+            ruled = False
+        if ruled:
             wrapped = _EVERY_ARGUMENT.get(name)
             if wrapped is None or wrapped.__wrapped__ is not fn:
-                wrapped = _EVERY_ARGUMENT[name] = _every_argument(fn, handler)
+                wrapped = _EVERY_ARGUMENT[name] = _every_argument(fn)
             return wrapped
     return fn
 

@@ -149,7 +149,7 @@ class NotImplementedTangent:
         return self
 
     def __array_function__(self, func, types, args, kwargs):
-        if kwargs.get("out") is not None or func in _WRITES_OR_SAVES:
+        if kwargs.get("out") is not None or func in _READS_VALUES:
             self._as_number()
         return self
 
@@ -186,19 +186,20 @@ class NotImplementedTangent:
         raise self._error(_NotImplementedAttribute)
 
     def __repr__(self):
-        # (reverse mode records no lines, for speed: strict mode does, and raises at the line)
+        # (a refusal records its line where its rule may refuse, Primitive.names_line; strict mode
+        # raises at the line for every rule)
         extra = f" at {self.where}" if self.where else (
             "; run under mg.config(strict=True) to raise it at the line it comes from" if self.message else "")
         return f"NotImplementedTangent({self.message!r}{extra})"
 
 
-def _writes_or_saves():
+def _reads_values():
     names = ("copyto", "save", "savez", "savez_compressed", "savetxt", "put", "place", "putmask",
              "fill_diagonal", "put_along_axis", "array_equal", "array_equiv", "allclose")
     return frozenset(getattr(np, n) for n in names if hasattr(np, n))
 
 
-_WRITES_OR_SAVES = _writes_or_saves()
+_READS_VALUES = _reads_values()
 
 
 class _NotImplementedAttribute(NotImplementedTangentError, AttributeError):

@@ -1095,7 +1095,7 @@ def _converges_to(fd_at, got, noise, tol):
     return gap(got, ref) <= tol + 10 * gaps[k]
 
 
-def check(f, args, seed=0):
+def check(f, args, seed=0, nested=False):
     """Check one program ``f`` at ``args``; returns an :class:`Outcome`."""
     if isinstance(f, str):
         f = compile_source(f)
@@ -1184,16 +1184,13 @@ def check(f, args, seed=0):
             gscale = max(1.0, sum(float(np.sum(np.abs(g * d))) for g, d in zip(grads, v)))
             if abs(t - gv) > DOT_RTOL * gscale:
                 fails.append(("dot-identity", f"dot-product identity: jvp {t!r} but <grad, v> {gv!r}"))
-    if NESTED[0] and grads is not None and not fails and not raised:
+    if nested and grads is not None and not fails and not raised:
         noisy = _check_nested(f, args, ref, v, nums, fails, raised) or noisy
     if fails:
         return Outcome("fail", fails[0][0], "\n".join(f"[{c}] {m}" for c, m in fails), raised)
     if noisy:
         return Outcome("fd-noise", "", "", raised)
     return Outcome("raised" if raised else "pass", "", "", raised)
-
-
-NESTED = [False]  # --nested: also check second derivatives (Hessian-vector products)
 
 
 def _stencil_of(fn, args, v, h):
@@ -1304,9 +1301,9 @@ def _check_third(grad_of, args, ref, v, fails, raised):
     return False
 
 
-def check_program(prog):
+def check_program(prog, nested=False):
     try:
-        return check(prog.function(), prog.args)
+        return check(prog.function(), prog.args, nested=nested)
     except Exception as e:  # a bug in the checker itself must be visible too  # noqa: BLE001
         return Outcome("fail", f"checker:{type(e).__name__}", _fmt_exc(e))
 
@@ -1329,7 +1326,7 @@ def unit_of(prog, exc):
     return "?"
 
 
-def minimise(prog, outcome):
+def minimise(prog, outcome, nested=False):
     """Drop statements while the same kind of failure persists."""
     units = list(prog.units)
     changed = True
@@ -1339,19 +1336,19 @@ def minimise(prog, outcome):
             if i >= len(units):
                 continue
             cand = Program(prog.args, units[:i] + units[i + 1:], prog.seed)
-            o = check_program(cand)
+            o = check_program(cand, nested)
             if o.status == "fail" and o.category == outcome.category:
                 units = cand.units
                 changed = True
     small = Program(prog.args, units, prog.seed)
-    return small, check_program(small)
+    return small, check_program(small, nested)
 
 
 # ------------------------------------------------------------------------------
 # Command line
 
 
-def run(count, seed, exclude=frozenset(), max_minimise=300, out=sys.stdout, verbose=False):
+def run(count, seed, exclude=frozenset(), max_minimise=300, out=sys.stdout, verbose=False, nested=False):
     """Generate and check ``count`` programs; return (summary dict, distinct failures)."""
     counts = {"programs": 0, "passed": 0, "raised": 0, "failures": 0, "invalid": 0, "fd-noise": 0}
     raised_kinds = {}
@@ -1359,7 +1356,7 @@ def run(count, seed, exclude=frozenset(), max_minimise=300, out=sys.stdout, verb
     unminimised = []
     for i in range(count):
         prog = generate(seed, i, exclude)
-        o = check_program(prog)
+        o = check_program(prog, nested)
         counts["programs"] += 1
         key = {"pass": "passed", "raised": "raised", "fail": "failures"}.get(o.status, o.status)
         counts[key] += 1
@@ -1368,7 +1365,7 @@ def run(count, seed, exclude=frozenset(), max_minimise=300, out=sys.stdout, verb
             raised_kinds[k] = raised_kinds.get(k, 0) + 1
         if o.status == "fail":
             if len(distinct) + len(unminimised) < max_minimise or max_minimise < 0:
-                small, so = minimise(prog, o)
+                small, so = minimise(prog, o, nested)
                 if so.status != "fail":
                     small, so = prog, o
                 dk = (so.category, tuple(sorted(small.kinds() - GENERIC_KINDS)))
@@ -1398,7 +1395,6 @@ def main(argv=None):
     ap.add_argument("--nested", action="store_true",
                     help="also check Hessian-vector products (forward over reverse, reverse over reverse)")
     a = ap.parse_args(argv)
-    NESTED[0] = a.nested
     exclude = (KNOWN_CORE_BUGS if a.exclude_known else frozenset()) | {k for k in a.exclude.split(",") if k}
     unknown = {k for k in exclude if k.split("+")[0] not in ALL_KINDS}
     if unknown:
@@ -1407,13 +1403,13 @@ def main(argv=None):
     if a.only is not None:
         prog = generate(a.seed, a.only, exclude)
         print(prog.script())
-        o = check_program(prog)
+        o = check_program(prog, a.nested)
         print(o.status, o.category, o.message)
         for mode, e in o.raised:
             print(f"raised in {mode}: {type(e).__name__}: {e}")
         return 1 if o.status == "fail" else 0
     counts, raised_kinds, distinct, unminimised = run(a.count, a.seed, exclude, a.max_minimise,
-                                                      verbose=a.verbose)
+                                                      verbose=a.verbose, nested=a.nested)
     for n, (key, (small, so, k, sd)) in enumerate(sorted(distinct.items(), key=lambda kv: kv[0][0])):
         print(f"=== failure {n + 1}: {so.category} (seen {k}x; first at --seed {sd[0]} --only {sd[1]}; "
               f"kinds {key[1]})")

@@ -17,37 +17,32 @@ CHUNKS = 6
 PER_CHUNK = 100
 
 
-@pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_random_programs(chunk):
+def _failures(seed, count, nested=False):
+    """Minimised failures among ``count`` programs of stream ``seed`` (at most three)."""
     failures = []
-    for i in range(PER_CHUNK):
-        prog = fz.generate(1000 + chunk, i, fz.KNOWN_CORE_BUGS)
-        o = fz.check_program(prog)
+    for i in range(count):
+        prog = fz.generate(seed, i, fz.KNOWN_CORE_BUGS)
+        o = fz.check_program(prog, nested)
         assert o.status != "invalid", f"generated program does not run in plain NumPy:\n{prog.source()}\n{o.message}"
         if o.status == "fail":
-            small, so = fz.minimise(prog, o)
-            failures.append(f"--seed {1000 + chunk} --only {i}: {so.category}\n{small.script()}\n{so.message}")
+            small, so = fz.minimise(prog, o, nested)
+            flag = "--nested " if nested else ""
+            failures.append(f"{flag}--seed {seed} --only {i}: {so.category}\n{small.script()}\n{so.message}")
             if len(failures) >= 3:
                 break
+    return failures
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_random_programs(chunk):
+    failures = _failures(1000 + chunk, PER_CHUNK)
     assert not failures, "\n\n".join(failures)
 
 
 def test_random_programs_nested():
     # second and third derivatives (Hessian-vector products both ways, a third directional
     # derivative) of random in-place programs against finite differences of the lower order
-    fz.NESTED[0] = True
-    try:
-        failures = []
-        for i in range(60):
-            prog = fz.generate(2000, i, fz.KNOWN_CORE_BUGS)
-            o = fz.check_program(prog)
-            if o.status == "fail":
-                small, so = fz.minimise(prog, o)
-                failures.append(f"--nested --seed 2000 --only {i}: {so.category}\n{small.script()}\n{so.message}")
-                if len(failures) >= 3:
-                    break
-    finally:
-        fz.NESTED[0] = False
+    failures = _failures(2000, 60, nested=True)
     assert not failures, "\n\n".join(failures)
 
 
@@ -62,11 +57,9 @@ def _cube_rrule(x):
     return _cube(x), lambda g: (g * 3.0 * np.asarray(x) ** 2,)
 
 
-def test_nested_checker_counts_a_refused_second_derivative_as_a_failure(monkeypatch):
-    monkeypatch.setattr(fz, "NESTED", [True])
-    o = fz.check(lambda a: np.sum(_cube(np.sin(a))), [np.array([0.3, 0.5, 0.9])])
+def test_nested_checker_counts_a_refused_second_derivative_as_a_failure():
+    o = fz.check(lambda a: np.sum(_cube(np.sin(a))), [np.array([0.3, 0.5, 0.9])], nested=True)
     assert o.status == "fail" and o.category.startswith("nested-") and "raised" in o.category, o
-    monkeypatch.setattr(fz, "NESTED", [False])
     assert fz.check(lambda a: np.sum(_cube(np.sin(a))), [np.array([0.3, 0.5, 0.9])]).status == "pass"
 
 

@@ -1063,15 +1063,9 @@ FUNCTIONS.update({np.setdiff1d: _np_setdiff1d, np.union1d: _np_union1d, np.inter
 def _saves_values(fn):
     """``np.save`` & co. given traced values: the values are written (their derivative goes
     nowhere, as a print's), the values a plain call would write."""
-    from ..core import _flatten_args, _unflatten_args
+    from ..core import plain_operands
 
-    def handler(args, kwargs):
-        leaves, tree = _flatten_args(tuple(args) + tuple(kwargs.values()))
-        vals = _unflatten_args(tree, [bottom(x) if isinstance(x, Tracer) else x for x in leaves])
-        n = len(args)
-        return fn(*vals[:n], **dict(zip(kwargs, vals[n:])))
-
-    return handler
+    return lambda args, kwargs: fn(*plain_operands(list(args)), **plain_operands(dict(kwargs)))
 
 
 for _fn in (np.save, np.savez, np.savez_compressed, np.savetxt):

@@ -350,7 +350,8 @@ def _at_picks_frule(primals, tangents):
     if not is_zero(tb) and np.result_type(bottom(b)).kind in "fc":
         if np.ndim(tb) and np.shape(tb) != inv.shape:
             tb = np.broadcast_to(tb, inv.shape)
-        t = _copy_taking(t, tb)
+        if isinstance(tb, Tracer) and not isinstance(t, Tracer):  # (t is fresh: a copy only to trace it)
+            t = _copy_taking(t, tb)
         np.add.at(t, inv, tb * wb)
     return out, t
 

@@ -1815,12 +1815,18 @@ def _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value):
             "v = L⁻ᴴ u (type 2) or v = L u (type 3)")
     if subset_by_index is None or subset_by_value is not None or not eigvals_only:
         return None
-    n = np.shape(a)[-1]
-    lo, hi = (int(operator.index(i)) for i in subset_by_index)
+    sel = _index_range(np.shape(a)[-1], subset_by_index)
+    return sel.start, sel.stop - 1
+
+
+def _index_range(n, by_index):
+    """The slice of ``n`` ascending values SciPy's ``subset_by_index`` (lo, hi: inclusive) keeps,
+    or SciPy's error."""
+    lo, hi = (int(operator.index(i)) for i in by_index)
     if not 0 <= lo <= hi < n:
         raise ValueError("Requested eigenvalue indices are not valid. Valid range is [0, "
                          f"{n - 1}] and start <= end, but start={lo}, end={hi} is given")
-    return lo, hi
+    return slice(lo, hi + 1)
 
 
 @_overwrites(sl.eigh, overwrite_a=("a", ("a", "b")), overwrite_b=("b", ("b",)), batch=(("a", 2), ("b", 2)))
@@ -1891,13 +1897,8 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
 def _subset_indices(w, by_index, by_value):
     """The slice of ascending values ``w`` that SciPy's ``subset_by_index`` (lo, hi: inclusive)
     or ``subset_by_value`` (lo, hi]: half-open) keeps."""
-    n = np.shape(w)[-1]
     if by_index is not None:
-        lo, hi = (int(operator.index(i)) for i in by_index)
-        if not 0 <= lo <= hi < n:
-            raise ValueError("Requested eigenvalue indices are not valid. Valid range is [0, "
-                             f"{n - 1}] and start <= end, but start={lo}, end={hi} is given")
-        return slice(lo, hi + 1)
+        return _index_range(np.shape(w)[-1], by_index)
     lo, hi = by_value
     if np.ndim(w) > 1:
         raise ValueError("mutagrad.scipy.linalg.eigh: subset_by_value of a stack (each matrix its own "

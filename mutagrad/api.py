@@ -166,17 +166,21 @@ _GLOBAL_OPS = frozenset(("LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "STORE_NAME
 _ATTR_OPS = frozenset(("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR", "LOAD_SUPER_ATTR", "IMPORT_FROM"))
 
 
-def _code_names(code, glob, attrs):
+def _code_names(code, glob, attrs, keys):
     """The global names ``code`` and the functions defined in it refer to (into ``glob``),
-    and the attributes and methods they name (into ``attrs``): ``self.q`` names no global ``q``."""
+    the attributes and methods they name (into ``attrs``): ``self.q`` names no global ``q``,
+    and their constants that may be keys of a dictionary (into ``keys``: ``state["u"]``)."""
     for ins in dis.get_instructions(code):
         if ins.opname in _GLOBAL_OPS:
             glob.add(ins.argval)
         elif ins.opname in _ATTR_OPS:
             attrs.add(ins.argval)
     for c in code.co_consts:
-        if type(c) is type(code):
-            _code_names(c, glob, attrs)
+        tc = type(c)
+        if tc is type(code):
+            _code_names(c, glob, attrs, keys)
+        elif tc is str or tc is int or tc is tuple or tc is bytes:
+            keys.add(c)
 
 
 _NAMES: dict = {}  # id(code object) -> (it, the global names it and its nested functions use)
@@ -186,8 +190,8 @@ def _plain_arrays_of(fun, npos=0, kwnames=()):
     """The plain arrays ``fun`` refers to by name: its closure's cells, its
     default arguments and the globals its code names, and those of the Python
     functions it names that way (helpers it calls, to a depth of 4 and at most
-    64 functions), and the attributes those names' objects hold that the
-    code names too (see _arrays_held_by). ``npos`` positional and the
+    64 functions), and the arrays those names' objects hold where the code can
+    reach them (see _arrays_held_by). ``npos`` positional and the
     ``kwnames`` keyword arguments are passed to ``fun``: their defaults are unused."""
     found: list = []
     _arrays_named_by(fun, found, set(), 0, npos, kwnames)
@@ -215,19 +219,17 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
     if kwdefaults:
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
     glob, names = _names_of(code)
-    if type(fun) is _MethodType:  # a bound method: the attributes of its object that its code names
-        _arrays_held_by("self", fun.__self__, names, found, helpers)
+    walk = _Holdings(names, found, helpers)
+    if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
+        walk.visit("self", fun.__self__, 0)
     g = getattr(fun, "__globals__", None)
     if g:
         named.extend((name, g[name]) for name in glob if name in g)
     for name, v in named:
-        tv = type(v)
-        if tv is _ndarray or tv is ArrayTracer:  # (an outer level's array, in a nested differentiation)
-            found.append((name, v))
-        elif tv is _FunctionType:
+        if type(v) is _FunctionType:
             helpers.append(v)
         else:
-            _arrays_held_by(name, v, names, found, helpers)
+            walk.visit(name, v, 0)
     if depth < 4:
         for h in helpers:
             if (getattr(h, "__module__", None) or "").partition(".")[0] not in _INTERNAL_PACKAGES:  # (not NumPy's...)
@@ -235,52 +237,104 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
 
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
-_NOT_HOLDERS = (type, types.ModuleType, types.BuiltinFunctionType, np.ufunc, str, bytes, int, float, complex)
+_NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, str, bytes, int, float, complex, bool, set, frozenset, range)
+_ITERATING = frozenset(("values", "items", "__iter__"))  # dictionary methods that reach every entry
 
 
-def _arrays_held_by(name, v, names, found, helpers):
-    """The attributes of a named object that the code names too (``sim.u``): its arrays,
-    and its methods as helpers (``sim.step(x)``). Attributes of the instance, its
-    ``__slots__`` and namedtuple fields, its class's attributes, and the functions
-    behind its properties (as helpers: the attributes they name). A named class: its
-    class attributes. Not the items of containers: which item the code reads cannot be
-    told by name (a list may hold the argument itself, replaced by it in every call).
-    No user code runs: only the stored values are read."""
-    tv = type(v)
-    if tv in (dict, list, tuple, set):
-        return
-    if isinstance(v, type):
-        for attr in names:
-            a = _class_attr(v, attr)
-            if type(a) is _ndarray or type(a) is ArrayTracer:
-                found.append((f"{name}.{attr}", a))
-        return
-    if isinstance(v, _NOT_HOLDERS):
-        return
-    attrs = getattr(v, "__dict__", None)
-    if type(attrs) is not dict:
-        attrs = None
-    for attr in names:
-        a = attrs.get(attr) if attrs is not None else None
-        if a is None:
-            d = _class_attr(tv, attr)
-            td = type(d)
-            if td is _FunctionType:  # a method (``sim.step(x)``)
-                helpers.append(_MethodType(d, v))
-                continue
-            if td is property:
-                if type(d.fget) is _FunctionType:  # (its code names the attribute it returns)
-                    helpers.append(_MethodType(d.fget, v))
-                continue
-            if td in _STORED_ATTRS:  # a slot, a namedtuple field: the stored value
-                try:
-                    a = d.__get__(v, tv)
-                except AttributeError:  # (an empty slot)
-                    continue
+class _Holdings:
+    """The arrays a named object holds where the code can reach them (``sim.u``,
+    ``world.grid.u``, ``state["u"]``, ``views[2]``, ``model.layers[0].W``), to a
+    depth of 4 steps and 4096 objects, and the methods it names as helpers
+    (``sim.step(x)``): attributes the code names, of an instance (its dictionary,
+    ``__slots__``, namedtuple fields, its class's attributes; the functions behind
+    its properties are helpers, for the attributes they name), of a class or a
+    module; dictionary entries whose keys are constants of the code (every entry
+    if the code names ``values`` or ``items``); every item of a list or tuple
+    (of at most 256). No user code runs: only the stored values are read."""
+
+    __slots__ = ("attrs", "every_entry", "found", "helpers", "keys", "seen")
+
+    def __init__(self, names, found, helpers):
+        self.attrs, self.keys = names
+        self.every_entry = not _ITERATING.isdisjoint(self.attrs)
+        self.found, self.helpers, self.seen = found, helpers, set()
+
+    def visit(self, name, v, depth):
+        tv = type(v)
+        if tv is _ndarray or (tv is ArrayTracer and not v._level.closed):  # (an outer level's array, in a
+            # nested differentiation; a leftover of a finished one is checked where it is used: core.live)
+            self.found.append((name, v))
+            return
+        if depth >= 4 or isinstance(v, _NOT_HOLDERS) or id(v) in self.seen or len(self.seen) >= 4096:
+            return
+        self.seen.add(id(v))
+        depth += 1
+        if tv is list or tv is tuple:
+            if len(v) <= 256:
+                for k, item in enumerate(v):
+                    self.visit(f"{name}[{k}]", item, depth)
+            return
+        if isinstance(v, dict):
+            if self.every_entry and len(v) <= 256:
+                entries = list(dict.items(v))
             else:
-                a = d  # a class attribute
-        if type(a) is _ndarray or type(a) is ArrayTracer:
-            found.append((f"{name}.{attr}", a))
+                entries = []
+                for key in self.keys:
+                    try:
+                        item = dict.get(v, key, _ABSENT)
+                    except TypeError:  # (a key of an unhashable tuple)
+                        continue
+                    if item is not _ABSENT:
+                        entries.append((key, item))
+            for key, item in entries:
+                self.visit(f"{name}[{key!r}]", item, depth)
+            return
+        if isinstance(v, (list, tuple)) and not hasattr(tv, "_fields"):  # (a subclass; a namedtuple's
+            return  # fields are attributes, below)
+        if isinstance(v, types.ModuleType):
+            if (getattr(v, "__name__", "") or "").partition(".")[0] in _INTERNAL_PACKAGES:
+                return
+            attrs = vars(v)
+            for attr in self.attrs:
+                a = attrs.get(attr)
+                if type(a) is _FunctionType:  # a function of a module (``physics.rhs(u)``)
+                    self.helpers.append(a)
+                elif a is not None:
+                    self.visit(f"{name}.{attr}", a, depth)
+            return
+        if isinstance(v, type):
+            for attr in self.attrs:
+                a = _class_attr(v, attr)
+                if a is not None and type(a) is not _FunctionType:
+                    self.visit(f"{name}.{attr}", a, depth)
+            return
+        attrs = getattr(v, "__dict__", None)
+        if type(attrs) is not dict:
+            attrs = None
+        for attr in self.attrs:
+            a = attrs.get(attr) if attrs is not None else None
+            if a is None:
+                d = _class_attr(tv, attr)
+                td = type(d)
+                if td is _FunctionType:  # a method (``sim.step(x)``)
+                    self.helpers.append(_MethodType(d, v))
+                    continue
+                if td is property:
+                    if type(d.fget) is _FunctionType:  # (its code names the attribute it returns)
+                        self.helpers.append(_MethodType(d.fget, v))
+                    continue
+                if td in _STORED_ATTRS:  # a slot, a namedtuple field: the stored value
+                    try:
+                        a = d.__get__(v, tv)
+                    except AttributeError:  # (an empty slot)
+                        continue
+                else:
+                    a = d  # a class attribute
+            if a is not None:
+                self.visit(f"{name}.{attr}", a, depth)
+
+
+_ABSENT = object()
 
 
 def _class_attr(cls, attr):
@@ -307,9 +361,9 @@ def _names_of(code):
         return hit[1]
     if len(_NAMES) > 4096:
         _NAMES.clear()
-    glob, attrs = set(), set()
-    _code_names(code, glob, attrs)
-    names = (tuple(glob), tuple(attrs))
+    glob, attrs, keys = set(), set(), set()
+    _code_names(code, glob, attrs, keys)
+    names = (tuple(glob), (tuple(attrs), tuple(keys)))
     _NAMES[id(code)] = (code, names)
     return names
 
@@ -458,6 +512,10 @@ def _caller_array(level, a, name, active=False):
     st = Storage(level, v, active)
     st.name = name
     st.orig = a
+    if level.arg_storages:
+        level.arg_storages.append(st)
+    else:
+        level.arg_storages = [st]
     return v, st
 
 

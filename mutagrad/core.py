@@ -626,6 +626,7 @@ class Level:
 
     mode = "?"
     run_group = None  # a RunGroup: one of the runs of a forward-mode jacobian (see live)
+    arg_storages = ()  # the storages of the caller's arrays its tracers hold (api._caller_array)
     last_result = None  # the last large result of a traced operator (elide.note_result)
 
     def __init__(self):
@@ -657,6 +658,7 @@ class Level:
             self._hidden = None
         st.ceiling = self._saved_ceiling
         self.closed = True
+        self.arg_storages = ()  # (storages refer to their level: no cycle left for the collector)
         if self.locked:
             self.unlock()
         return False
@@ -789,8 +791,8 @@ class Level:
 
             raise AliasingError(
                 f"writing into {s.name} at {user_line()}, which is the memory of the plain array "
-                f"`{s.plain_alias}` that the function (or a helper it calls) refers to by name (a global or closure "
-                f"variable, or an attribute of an object it names): a plain NumPy read of `{s.plain_alias}` would not carry the derivative of "
+                f"`{s.plain_alias}` that the function (or a helper it calls) reaches by name (a global or closure "
+                f"variable, or an attribute or item of an object it names): a plain NumPy read of `{s.plain_alias}` would not carry the derivative of "
                 "what is written. Read and write the array through the argument only, or pass a copy."
             )
         if dest._geom is not None and dest._geom.overlap:
@@ -1109,12 +1111,13 @@ def top_level(leaves):
     return top
 
 
-def live(x):
+def live(x, writing=False):
     """A leftover traced value (one a differentiation that has returned left in
     a global, a closure, an object or a list) is the value it had: what a plain
     call would have left there. Tracers of live levels are returned as they are.
     Except a leftover of an earlier run of the same forward-mode jacobian: its
     value is the same, its derivative would be lost (see RunGroup)."""
+    left = False
     while isinstance(x, Tracer) and x._level.closed:
         lv = x._level
         g = lv.run_group
@@ -1124,7 +1127,36 @@ def live(x):
         if (s.captured or s.was_captured) and getattr(lv, "tape", None):
             _note_leftover_read(lv, s)
         x = x._value
+        left = True
+    if left and LOCKED:
+        _check_leftover_alias(x, writing)
     return x
+
+
+def _check_leftover_alias(v, writing):
+    """A leftover whose memory is an argument's of a running differentiation (``state["x"]
+    = x`` in an earlier call, the same array passed again) is plain NumPy to it: reading it
+    after the function wrote into the argument would take the new values as constants,
+    and a write through it would change the argument behind the tape."""
+    b = bottom(v)
+    if type(b) is not _ndarray:
+        return
+    for lv in STATE.levels:
+        for st in lv.arg_storages:
+            a = st.orig
+            if (writing or st.written) and np.may_share_memory(a, b) and np.shares_memory(a, b, max_work=10_000):
+                from .errors import AliasingError
+
+                if writing:
+                    done, lost, fix = "writing into", "the derivative would not see this write", "write into"
+                else:
+                    done, lost, fix = "reading", "the derivative of what the function wrote there would be lost", "read"
+                raise AliasingError(
+                    f"{done} a value left by an earlier differentiation at {user_line()}, which is the memory "
+                    f"of {st.name} of this one{'' if writing else ', written since the call'}: to mutagrad that "
+                    f"value is a plain array, so {lost}. Keep a copy (x.copy()) where the earlier call stored "
+                    f"it, or {fix} the argument itself."
+                )
 
 
 def _note_leftover_read(lv, s):
@@ -1701,11 +1733,32 @@ _SIGNAL_REWRITES["welch"] = _SIGNAL_REWRITES["spectrogram"] = _SIGNAL_REWRITES["
     _SIGNAL_REWRITES["stft"] + " Average |X|**2 over the frames for a power spectrum.")
 
 
+_DISTANCES = {
+    "cdist": "cdist(A, B, 'sqeuclidean') is np.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=-1) and the "
+             "Euclidean one its np.sqrt (whose derivative is infinite at a zero distance: add a small constant "
+             "inside, or write a kernel as a function of the squared distance)",
+    "pdist": "pdist(X, 'sqeuclidean') is the upper triangle D[np.triu_indices(n, 1)] of the matrix "
+             "D = np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1), the Euclidean one its np.sqrt (whose "
+             "derivative is infinite at a zero distance: add a small constant inside)",
+    "squareform": "squareform(d) of a condensed vector is a matrix filled by D = np.zeros_like(d, shape=(n, n)); "
+                  "D[np.triu_indices(n, 1)] = d; D = D + D.T",
+}
+_ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
+
+
 def _scipy_rewrite(sub, name):
     """The NumPy (or mutagrad.scipy) rewrite of a SciPy function without a rule, or ""."""
     short = name.rsplit(".", 1)[-1]
     if sub == "signal" and short in _SIGNAL_REWRITES:
         return " " + _SIGNAL_REWRITES[short]
+    if short in _DISTANCES:
+        return f" Write the distances with NumPy operations, which are differentiated: {_DISTANCES[short]}."
+    if short in _ODE_SOLVERS:
+        return (" Integrate with explicit steps written in NumPy, which are differentiated: a fixed-step "
+                "RK4 loop (k1 = f(t, y); k2 = f(t + h/2, y + h/2 * k1); ...; y = y + h/6 * (k1 + 2*k2 + "
+                "2*k3 + k4)) into a preallocated array (ys = np.zeros_like(y0, shape=(n, y0.size)); "
+                "ys[i] = y); for adaptive steps, choose them on plain values (a run with mg.value(p)) and "
+                "take the same steps traced.")
     if sub == "stats":
         return (" Write the log-density of a distribution not listed with NumPy operations and "
                 "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "
@@ -2127,7 +2180,7 @@ class Tracer:
                 extra = _scipy_hint(sub, name)
             raise escape_error(
                 f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
-                "with np.asarray)", TracerEscapeError, extra)  # (a conversion: nothing is written)
+                "with np.asarray)", TracerEscapeError, extra, specific=True)  # (a conversion: nothing is written)
         if _numpys_as_strided(sys._getframe(1).f_code):
             raise NoRuleError(
                 f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "
@@ -2141,8 +2194,7 @@ class Tracer:
             raise escape_error(
                 f"converting a traced floating-point value to a plain {np.dtype(dtype)} array (np.asarray "
                 f"with an integer dtype, or writing into an integer array)", WriteToPlainArrayError,
-                f" Integers carry no derivative: if the truncation is meant, convert explicitly with "
-                f"x.astype(np.{np.dtype(dtype)}) (differentiated, derivative zero) or mg.stop_gradient(x).")
+                integer=dtype)
         vec = _calling_vectorize(sys._getframe(1))
         if vec is not None:
             fname = getattr(vec.pyfunc, '__name__', 'f')
@@ -2249,6 +2301,11 @@ class Tracer:
                 raise escape_error(f"a plain array's method {a}.{m}(...) with a traced argument (the method "
                                    "converts it to a plain array)", TracerEscapeError, fix)
         lib = _calling_numpy_python(sys._getframe(1))
+        if lib is not None and lib[0] == "np.fill_diagonal":
+            # (NumPy dispatches it on the array only: a plain one has the traced value converted)
+            target = plain_call_target(user_frame(sys._getframe(1)))
+            raise escape_error("np.fill_diagonal writing a traced value into a plain NumPy array" + (
+                "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
         if lib is not None and lib[1]:
             fix = (f" Traced values inside a list or tuple: make them one traced array first: "
                    f"{lib[0]}(mnp.array(values)) (import mutagrad.numpy as mnp; nested lists too), or "
@@ -2359,7 +2416,8 @@ class Tracer:
         if self._may_convert():
             return int(bottom(self))
         if storing_into_subscript():
-            raise escape_error("writing a traced value into an integer array (NumPy converts it with int(x))")
+            raise escape_error("writing a traced value into an integer array (NumPy converts it with int(x))",
+                               integer=True)
         raise escape_error("int(x)", TracerEscapeError, _CONVERSION_HINT)
 
     def __complex__(self):
@@ -3294,7 +3352,7 @@ def write(dest, idx, value):
         value = live(value)
         vt = type(value)
     if isinstance(dest, Tracer) and dest._level.closed:
-        dest = live(dest)  # (a pullback still to be called that reads it: see _note_leftover_read)
+        dest = live(dest, True)  # (a pullback still to be called that reads it: see _note_leftover_read)
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
             if not value._plain_constant():
@@ -3335,6 +3393,10 @@ def write(dest, idx, value):
                 target = plain_write_target(frame)
                 if target is None:  # (out=, np.copyto, a.fill, ufunc.at: the array the call writes into)
                     target = plain_call_target(frame)
+                d = bottom(dest)
+                if getattr(d, "dtype", None) is not None and d.dtype.kind in "biu" and bottom(value).dtype.kind in "fc":
+                    raise escape_error("writing a traced value into the plain integer array" + (
+                        "" if target is None else f" `{target}`"), WriteToPlainArrayError, integer=d.dtype)
                 raise escape_error("writing a traced value into a plain NumPy array" + (
                     "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))

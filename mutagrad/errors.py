@@ -15,6 +15,8 @@ import re
 import sys
 import warnings
 
+import numpy as np
+
 __all__ = [
     "DifferentiationError",
     "TracerEscapeError",
@@ -138,10 +140,34 @@ class RuleError(DifferentiationError):
 _last_escape = None
 
 
-def escape_error(what: str, cls=TracerEscapeError, extra: str = "") -> DifferentiationError:
+def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None,
+                 specific=False) -> DifferentiationError:
+    """The error for a traced value turned into plain values by ``what``; ``integer``: the
+    integer (or boolean) dtype it is converted to, by a write into an array of that dtype;
+    ``specific``: ``extra`` is the fix (a function to call or write instead), and the advice
+    on buffers does not apply."""
     global _last_escape
     frame = user_frame(sys._getframe(1))
     line = user_line(frame) if frame is not None else "<unknown location>"
+    if specific:
+        err = cls(
+            f"{what} at {line}: this would turn a traced value into a plain number or array and silently "
+            f"drop its derivative.{extra} (For a value meant as a constant: mg.stop_gradient(x).)"
+        )
+        _last_escape = (err, frame, None if frame is None else frame.f_lineno)
+        return err
+    if integer is not None:
+        kind = f"np.{np.dtype(integer)}" if integer is not True else "int"
+        err = cls(
+            f"{what} at {line}: the array's dtype is {'integer' if integer is True else np.dtype(integer)}, so "
+            f"NumPy would truncate the traced "
+            f"floating-point values, silently dropping their derivative. If the truncation is meant, "
+            f"convert explicitly: x.astype({kind}) (differentiated: its derivative is zero) or "
+            f"mg.stop_gradient(x); if the array should carry the derivative, give it a floating-point "
+            f"dtype (mnp.zeros(...), or np.zeros_like(x) of a traced x; import mutagrad.numpy as mnp)." + extra
+        )
+        _last_escape = (err, frame, None if frame is None else frame.f_lineno)
+        return err
     err = cls(
         f"{what} at {line}: this would turn a traced value into a plain "
         "number or array and silently drop its derivative. If the value is an "

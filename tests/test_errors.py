@@ -5,6 +5,8 @@ import dataclasses
 import functools
 import math
 import os
+import re
+import types
 import warnings
 
 import numpy as np
@@ -551,6 +553,64 @@ def test_write_into_integer_array_names_the_dtype_and_the_explicit_cast():
     check_grads(g, np.array([0.31, 1.27]))
 
 
+@pytest.mark.parametrize("write", [
+    lambda k, v: np.copyto(k, v, casting="unsafe"),
+    lambda k, v: np.sum(v, out=k[0, ...]),
+    lambda k, v: np.multiply(v, 2.0, out=k, casting="unsafe"),
+], ids=["copyto", "sum-out", "ufunc-out"])
+def test_traced_floats_written_into_a_plain_integer_array_name_the_dtype_and_the_cast(write):
+    def f(x):
+        k = np.zeros((3,), dtype=np.int32)
+        write(k, x * 3.0)
+        return np.sum(k * x)
+
+    msg = _raises(f, np.array([0.31, 1.27, -0.8]), mg.WriteToPlainArrayError)
+    assert "plain integer array `k" in msg and "int32" in msg and "x.astype(np.int32)" in msg
+
+    def g(x):  # the cast it names: the integers' derivative is zero
+        k = np.zeros((3,), dtype=np.int32)
+        write(k, (x * 3.0).astype(np.int32))
+        return np.sum(k * x)
+
+    check_grads(g, np.array([0.31, 1.27, -0.8]))
+
+
+def test_fill_diagonal_of_a_plain_array_with_a_traced_value_is_named_as_a_write():
+    # NumPy dispatches np.fill_diagonal on the array only: the message was about dispatch
+    def f(x):
+        P = np.zeros((3, 3))
+        np.fill_diagonal(P, x[0])
+        return np.sum(P * x)
+
+    msg = _raises(f, np.array([0.5, 1.0, 2.0]), mg.WriteToPlainArrayError)
+    assert msg.startswith("np.fill_diagonal writing a traced value into a plain NumPy array `P`")
+    assert "mnp.zeros" in msg
+
+    def g(x):  # the fix it names
+        P = mnp.zeros((3, 3))
+        np.fill_diagonal(P, x[0])
+        return np.sum(P * x)
+
+    check_grads(g, np.array([0.5, 1.0, 2.0]))
+
+
+def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
+    spatial = pytest.importorskip("scipy.spatial.distance")
+    integrate = pytest.importorskip("scipy.integrate")
+    X = np.array([[0.0, 1.0], [1.5, 0.2], [0.3, -0.7]])
+    msg = _raises(lambda X: np.sum(spatial.cdist(X, X, "sqeuclidean")), X, mg.TracerEscapeError)
+    assert "np.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=-1)" in msg and "mnp.zeros" not in msg
+
+    def rewritten(X):  # the rewrite it names, against SciPy's values and central differences
+        return np.sum(np.exp(-np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)))
+
+    assert np.isclose(rewritten(X), np.sum(np.exp(-spatial.cdist(X, X, "sqeuclidean"))))
+    check_grads(rewritten, X)
+    msg = _raises(lambda k: integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), [1.0]).y[0, -1], 0.5,
+                  mg.TracerEscapeError)
+    assert "RK4" in msg and "mg.value(p)" in msg
+
+
 @pytest.mark.parametrize("shuffle", [
     lambda y: np.random.default_rng(0).shuffle(y),
     lambda y: np.random.RandomState(0).shuffle(y),
@@ -858,6 +918,152 @@ def test_strict_mode_from_environment(monkeypatch):
     monkeypatch.setenv("MUTAGRAD_STRICT", "0")
     g = mg.grad(lambda x, y: np.sum(half_known(x, y)), argnums=1)(np.array([1.0]), np.array([2.0]))
     assert isinstance(g, mg.NotImplementedTangent)
+
+
+class _Grid:
+    def __init__(self, u):
+        self.u = u
+
+
+class _World:
+    def __init__(self, u):
+        self.grid = _Grid(u)
+        self.state = {"u": u}
+        self.layers = [_Grid(u)]
+
+    def energy(self, u):
+        u[1:] += u[:-1]
+        return np.sum(self.state["u"] ** 2)
+
+
+def _module_total():
+    return np.sum(u ** 2)  # noqa: F821 (run with the globals of a module that defines u)
+
+
+def _containers_holding(x):
+    """Functions that write into their argument and read it back through a plain reference
+    held by a container or an object two steps or more from a name they use."""
+    state = {"u": x}
+    world = _World(x)
+    views = [x[1:], x[:2]]
+    registry = {"a": x[:1], "b": x[1:]}
+    pair = collections.namedtuple("Pair", "first second")(x, None)
+    mod = types.ModuleType("user_physics")  # (a module of the user's: its array and a function reading it)
+    mod.np, mod.u = np, x
+    mod.total = types.FunctionType(_module_total.__code__, vars(mod))
+
+    def by_key(u):
+        u *= 2.0
+        return np.sum(state["u"] ** 2)
+
+    def two_attributes_down(u):
+        u[0] = 5.0 * u[1]
+        return np.sum(world.grid.u ** 2)
+
+    def list_of_views(u):
+        u *= 3.0
+        return np.sum(views[0] ** 2)
+
+    def by_iteration(u):
+        u *= 3.0
+        return sum(np.sum(v ** 2) for v in registry.values())
+
+    def item_then_attribute(u):
+        u[1:] = u[:-1] * 2.0
+        return np.sum(world.layers[0].u ** 2)
+
+    def namedtuple_field(u):
+        u *= 2.0
+        return np.sum(pair.first)
+
+    def module_attribute(u):
+        u *= 2.0
+        return np.sum(mod.u) + mod.total()
+
+    return [(by_key, "state['u']"), (two_attributes_down, "world.grid.u"), (list_of_views, "views[0]"),
+            (by_iteration, "registry['a']"), (item_then_attribute, "world.layers[0].u"),
+            (namedtuple_field, "pair.first"), (module_attribute, "mod.u"), (world.energy, "self.state['u']")]
+
+
+def test_write_into_argument_that_a_container_holds_raises():
+    # each read gave a plain constant of what the function wrote ([0, 0, 0] or x's
+    # derivative alone), silently: now the write through the argument raises, naming the path
+    for path in [p for _, p in _containers_holding(np.zeros(3))]:
+        x = np.array([1.0, 2.0, 3.0])
+        f = {p: g for g, p in _containers_holding(x)}[path]
+        with pytest.raises(mg.AliasingError, match=r"argument 0 at .*test_errors.py.*plain array `" + re.escape(path)):
+            mg.grad(f)(x)
+        np.testing.assert_array_equal(x, [1.0, 2.0, 3.0])  # (refused before the write)
+        assert x.flags.writeable
+    # the same functions given another array: ordinary mutating functions, against differences
+    held = np.array([0.5, -1.0, 2.0])
+    for f, path in _containers_holding(held):
+        x = np.array([1.0, 2.0, 3.0])
+        want = numerical_grad(f, (x.copy(),), (0,))[0]
+        np.testing.assert_allclose(mg.grad(f)(x.copy()), want, rtol=1e-7, atol=1e-9, err_msg=path)
+    np.testing.assert_array_equal(held, [0.5, -1.0, 2.0])
+
+
+def test_containers_that_do_not_hold_the_argument_where_the_code_reads_are_not_aliases():
+    # a dictionary entry under a key the code never names, and the previous iterates of a
+    # history list (copies): the writes through the argument are ordinary
+    x = np.array([1.0, 2.0, 3.0])
+    cache = {"x0": x, "scale": np.array([2.0, 2.0, 2.0])}
+    history = []
+
+    def f(u):
+        history.append(u.copy())
+        u *= cache["scale"]
+        return np.sum(u ** 3)
+
+    want = numerical_grad(f, (x.copy(),), (0,))[0]
+    history.clear()
+    for _ in range(2):
+        x[:] = [1.0, 2.0, 3.0]
+        np.testing.assert_allclose(mg.grad(f)(x), want, rtol=1e-7)
+        np.testing.assert_array_equal(x, [2.0, 4.0, 6.0])  # (the plain call's side effect)
+    assert len(history) == 2
+
+
+def test_argument_stored_by_an_earlier_call_and_read_back_after_a_write_raises():
+    # state["x"] = x keeps the traced argument: a later call with the same array finds its
+    # memory there. Keeping it is fine; reading it after writing the argument would take the
+    # new values as constants, and writing through it would change the argument unseen
+    state = {}
+
+    def keeps(x):
+        x *= 2.0
+        state["x"] = x
+        return np.sum(x ** 2)
+
+    x = np.array([1.0, 2.0, 3.0])
+    for k in range(3):
+        np.testing.assert_allclose(mg.grad(keeps)(x), 8.0 * np.array([1.0, 2.0, 3.0]) * 2.0 ** k)
+
+    def reads_back(x):
+        x *= 2.0
+        return np.sum(x ** 2) + np.sum(state["x"])
+
+    with pytest.raises(mg.AliasingError, match=r"reading a value left by an earlier differentiation at .*test_errors"
+                       r".*state\[.x.\].*argument 0 of this one, written since the call"):
+        mg.grad(reads_back)(x)
+
+    def writes_through(x):
+        state["x"][0] = 7.0
+        return np.sum(x ** 2)
+
+    with pytest.raises(mg.AliasingError, match=r"writing into a value left by an earlier differentiation.*argument 0"):
+        mg.grad(writes_through)(x)
+
+    def reads_before_writing(x):  # the value at the call: a constant, as a closed-over array is
+        r = np.sum(x * state["x"])
+        x *= 2.0
+        return r + np.sum(x)
+
+    x = np.array([1.0, 2.0, 3.0])
+    mg.grad(keeps)(x)
+    x[:] = [1.0, 2.0, 3.0]
+    np.testing.assert_allclose(mg.grad(reads_before_writing)(x), [3.0, 4.0, 5.0])
 
 
 def test_traced_values_left_behind_are_their_values():

@@ -1638,3 +1638,23 @@ def test_ufunc_at_values_that_do_not_broadcast_are_numpys_error(idx, b):
         f(np.ones(5))
     with pytest.raises(ValueError, match="not broadcastable to correct shape"):
         mg.grad(f)(np.ones(5))
+
+
+@pytest.mark.parametrize("write", [
+    lambda y: np.put(y, [0, 1], []),
+    lambda y: np.put(y, [7], [], mode="raise"),  # (no values: NumPy checks no index either)
+    lambda y: np.putmask(y, y > 0, []),
+    lambda y: y.put([2], []),
+], ids=["put", "put-out-of-range", "putmask", "method"])
+def test_put_and_putmask_of_no_values_write_nothing(write):
+    # NumPy writes nothing; mutagrad raised from its own code (an empty selection, a modulo by 0)
+    def f(x):
+        y = x * 2.0
+        write(y)
+        return np.sum(y * x)
+
+    x = np.array([0.3, -1.2, 0.8])
+    y = x * 2.0
+    write(y)
+    np.testing.assert_array_equal(y, x * 2.0)
+    check_grads(f, x)

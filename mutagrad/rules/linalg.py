@@ -863,6 +863,32 @@ def _repeated_pairs(v):
     return (gap <= REPEATED_RTOL * np.asarray(scale)[..., None]) & ~np.eye(n, dtype=bool)
 
 
+def _tie_mean(w, d):
+    """The derivatives (tangents or cotangents) ``d`` of the values ``w`` with those of each
+    group of repeated values (up to rounding, as _repeated) replaced by the group's mean. At a
+    tie a single value has no derivative (its one-sided slopes differ), and the vector LAPACK
+    returns would pick one of them by chance: the mean, Re tr(Vₖᴴ dA Vₖ) / k over the group's
+    eigenspace, is basis-invariant and what central differences give. A symmetric function of
+    the tied values (their sum, sum(f(w))) sees no change. The averaging matrix is symmetric,
+    so tangents and cotangents take the same one."""
+    if is_zero(d) or np.shape(bottom(w))[-1] < 2:
+        return d
+    pairs = _repeated_pairs(w)
+    if not pairs.any():
+        return d
+    b = np.asarray(bottom(w))
+    order = np.argsort(b, axis=-1)
+    sb = np.take_along_axis(b, order, axis=-1)
+    scale = np.max(np.abs(b), axis=-1, keepdims=True)
+    tied = np.diff(sb, axis=-1) <= REPEATED_RTOL * scale  # (neighbours in sorted order: chains of ties)
+    runs = np.concatenate((np.zeros(sb.shape[:-1] + (1,), int), np.cumsum(~tied, axis=-1)), axis=-1)
+    group = np.empty_like(runs)
+    np.put_along_axis(group, order, runs, axis=-1)
+    same = group[..., :, None] == group[..., None, :]
+    M = same / np.sum(same, axis=-1, keepdims=True)
+    return np.matmul(M, d[..., None])[..., 0]
+
+
 def _distinct_part(w, gV):
     """For vectors whose values ``w`` repeat: F = _pair_inv(w) with the repeated pairs
     dropped, if the cotangent ``gV`` reads no vector of a repeated value (a distinct value's
@@ -901,14 +927,23 @@ def _all_zero(*ts):
     return all(is_zero(t) for t in ts)
 
 
-def _degenerate(what):
+def _degenerate(what, forward=False):
     from ..tangents import not_implemented
 
+    if forward and what != "np.linalg.eig":
+        # (eig's reverse pass refuses repeated values too; eigh's and svd's take the distinct ones)
+        mode = ("Forward mode computes the tangents of all the vectors, so one without a derivative leaves "
+                "none: reverse mode (mg.grad, mg.vjp, mg.jacobian(f, mode=\"rev\")) differentiates a function "
+                "that reads only vectors of distinct values (nonzero ones for a non-square matrix's singular "
+                "vectors: a truncated SVD keeping those). ")
+    else:
+        mode = ""
+    cot = "its tangent" if forward else "the cotangent"
     return not_implemented(
         f"{what}: the vectors have no derivative at repeated values (for the singular vectors of a "
-        "non-square matrix, also at a zero singular value), and a function of them that has one there "
+        f"non-square matrix, also at a zero singular value). {mode}A function of them that has one there "
         "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
-        "that cannot be formed from the cotangent. Compute such a quantity without the vectors "
+        f"that cannot be formed from {cot}: compute such a quantity without the vectors "
         "(np.linalg.inv, solve, slogdet, eigvalsh), or use only the values. (A second derivative of "
         "the values, np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
         "repeated values it has no general formula from the cotangent either.)"
@@ -1115,6 +1150,7 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
     LAPACK keeps a row of complex vectors real (default: the standard problem's, by
     ``lower``; None: no convention known)."""
     rows = ((0,) if lower else (-1,)) if rows is None else rows
+    gw = _tie_mean(w, gw)
     inner = ZERO if is_zero(gw) else _diag_embed(gw)
     inner_b = ZERO if is_zero(gw) else -_diag_embed(gw * w)
     if not is_zero(gV):
@@ -1155,7 +1191,7 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO):
     the generalized problem Q = Vᴴ Ḃ V), with the phase term of complex vectors keeping
     LAPACK's real row (``rows``; None: no convention known) real."""
     if _repeated(w):
-        return _degenerate(what)
+        return _degenerate(what, forward=True)
     C = _pair_inv(w) * (X if is_zero(Q) else X - Q * w[..., None, :])
     if not is_zero(Q):
         C = C - _diag_embed(_re(_diag(Q))) / 2
@@ -1192,7 +1228,7 @@ def _eigh_frule(primals, tangents, UPLO="L"):
     y = _eigh_impl(a, UPLO)
     w, V = y
     X = _eigh_X(V, t, UPLO)
-    return y, (_re(_diag(X)), _eigh_dV(w, V, X, _eigh_rows(UPLO)))
+    return y, (_tie_mean(w, _re(_diag(X))), _eigh_dV(w, V, X, _eigh_rows(UPLO)))
 
 
 def _eigvalsh_rrule(a, UPLO="L"):
@@ -1207,8 +1243,8 @@ def _eigvalsh_rrule(a, UPLO="L"):
 
 def _eigvalsh_frule(primals, tangents, UPLO="L"):
     (a,), (t,) = primals, tangents
-    _, V = np.linalg.eigh(a, UPLO=UPLO)
-    return _eigvalsh_impl(a, UPLO), _re(_diag(_eigh_X(V, t, UPLO)))
+    w, V = np.linalg.eigh(a, UPLO=UPLO)
+    return _eigvalsh_impl(a, UPLO), _tie_mean(w, _re(_diag(_eigh_X(V, t, UPLO))))
 
 
 eigh_p.rrule, eigh_p.frule = _eigh_rrule, _eigh_frule
@@ -1293,12 +1329,12 @@ def _svd_factors(a, y, full_matrices, compute_uv):
 def _svd_jvp(U, S, Vh, dA, need_uv=True):
     V = _H(Vh)
     dP = np.matmul(np.matmul(_H(U), dA), V)
-    dS = _re(_diag(dP))
+    dS = _tie_mean(S, _re(_diag(dP)))
     if not need_uv:
         return dS
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
     if _repeated(S) or (m != n and _has_zero(S)):
-        bad = _degenerate("np.linalg.svd")
+        bad = _degenerate("np.linalg.svd", forward=True)
         return bad, dS, bad
     F = _pair_inv(S * S)
     Sr, Sc = S[..., None, :], S[..., :, None]
@@ -1340,6 +1376,7 @@ def _svd_real_row(U, V):
 def _svd_vjp(U, S, Vh, gU, gS, gVh):
     V = _H(Vh)
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
+    gS = _tie_mean(S, gS)
     gP = ZERO if is_zero(gS) else _diag_embed(gS)
     if _all_zero(gU, gVh):
         return gP if is_zero(gP) else np.matmul(np.matmul(U, gP), Vh)
@@ -2121,7 +2158,7 @@ def _eig_jvp(w, V, dA, need_v=True):
     if not need_v:
         return _diag(X)
     if _repeated(w):
-        return _diag(X), _degenerate("np.linalg.eig")
+        return _diag(X), _degenerate("np.linalg.eig", forward=True)
     return _diag(X), _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
 
 

@@ -84,7 +84,7 @@ def _np_put(args, kwargs):
         ind = ind % n
     elif mode == "clip":
         ind = np.clip(ind, 0, n - 1)
-    if ind.size == 0:
+    if ind.size == 0 or np.size(a["v"]) == 0:  # (no values: NumPy writes nothing, checks no index)
         return None
     flat = np.ravel(ind)
     v = a["v"]
@@ -151,7 +151,7 @@ def _np_putmask(args, kwargs):
     vsize = int(np.size(vals))
     if vsize == 1:
         FlatIter(x).assign(pos, np.reshape(vals, ()), sequential=False)
-    else:
+    elif vsize:  # (no values: NumPy writes nothing)
         FlatIter(x).assign(pos, np.reshape(vals, (-1,))[pos % vsize], sequential=False)
     return None
 

@@ -7,6 +7,7 @@ end check on phase-dependent functions. eig's eigenvectors are
 normalized to unit norm with their largest component real, which leaves a
 sign that LAPACK does not fix: on some machines it depends on the memory
 layout of the call, so the cases differentiate sign-free products of them."""
+import functools
 import warnings
 
 import numpy as np
@@ -239,6 +240,9 @@ def test_svd_zero_singular_value_of_a_non_square_matrix(shape, cplx):
     np.testing.assert_allclose(np.linalg.svd(a, compute_uv=False)[..., -1], 0.0, atol=1e-12)
     g = mg.grad(lambda x: np.sum(np.abs(np.linalg.svd(x, full_matrices=False)[0][..., -1]) ** 2 * w))(a)
     assert isinstance(g, mg.NotImplementedTangent) and "zero singular value" in g.message
+    # forward mode computes every vector's tangent: it refuses, and names reverse mode, which works
+    _, t = mg.jvp(top, (a,), (draw(*a.shape),))
+    assert isinstance(t, mg.NotImplementedTangent) and "reverse mode (mg.grad, mg.vjp" in t.message
 
 
 def test_qr_raw_not_differentiable():
@@ -888,3 +892,55 @@ def test_eigvalsh_second_derivatives_vs_central_differences(case):
     w = np.array([0.3, -1.0, 2.0, 0.7])
     check_grads(lambda a: np.sum(np.sin(np.linalg.eigvalsh(a, UPLO="U" if case == "upper" else "L")) * w), a,
                 order=2)
+
+
+def _tied_family():
+    """S(p) = S0 + Σ p_k B_k with S0 = Q diag(1, 1, 3) Qᵀ: the two lowest values tie at p = 0 and
+    split along every direction (the B_k are not multiples of the identity on the eigenspace)."""
+    rng = np.random.default_rng(0)
+    q = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    s0 = q @ np.diag([1.0, 1.0, 3.0]) @ q.T
+    bs = [np.diag([1.0, 0.0, 0.0]), np.diag([0.0, 1.0, 0.0]), np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0] * 3])]
+    return lambda p: s0 + p[0] * bs[0] + p[1] * bs[1] + p[2] * bs[2]
+
+
+def _tied_cases():
+    msl = pytest.importorskip("mutagrad.scipy.linalg")
+    S = _tied_family()
+    m = np.diag([1.0, 2.0, 2.5])
+    r = np.sqrt(m)  # (A = R S R with B = M: the generalized values are S's, tied)
+    return [
+        ("eigvalsh", lambda p, k: np.linalg.eigvalsh(S(p))[k]),
+        ("eigh", lambda p, k: np.linalg.eigh(S(p))[0][k]),
+        ("svd", lambda p, k: np.linalg.svd(S(p))[1][::-1][k]),
+        ("svdvals", lambda p, k: np.linalg.svd(S(p), compute_uv=False)[::-1][k]),
+        ("norm-2", lambda p, k: np.linalg.norm(S(p) - 4.0 * np.eye(3), 2)),  # (the larger, tied, of 3, 3, 1)
+        ("scipy", lambda p, k, e=msl.eigh: e(S(p), eigvals_only=True)[k]),
+        ("scipy-vectors", lambda p, k, e=msl.eigh: e(S(p), driver="evd")[0][k]),
+        ("scipy-subset", lambda p, k, e=msl.eigh: e(S(p), eigvals_only=True, subset_by_index=(k, k))[0]),
+        ("generalized", lambda p, k, e=msl.eigh: e(r @ S(p) @ r, m, eigvals_only=True)[k]),
+        ("generalized-subset", lambda p, k, e=msl.eigh: e(r @ S(p) @ r, m, eigvals_only=True,
+                                                           subset_by_index=(0, k))[k]),
+    ]
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_derivative_of_one_of_tied_values_is_the_mean_over_the_tie(case):
+    # at a tie a single value has no derivative; the vector LAPACK returned picked one slope by
+    # chance (changing the matrix by 1e-15 changed it by 97%): now the mean over the tied group,
+    # basis-invariant, which central differences give; the sum of the pair is unchanged
+    name, f = _tied_cases()[case]
+    p0 = np.zeros(3)
+    for k in (0, 1):
+        fk = functools.partial(f, k=k)
+        fd = _fd_jacobian(fk, p0)
+        np.testing.assert_allclose(mg.grad(fk)(p0), fd, rtol=1e-6, atol=1e-8, err_msg=name)
+        np.testing.assert_allclose(mg.jacobian(fk, mode="fwd")(p0), fd, rtol=1e-6, atol=1e-8, err_msg=name)
+    # both tied values get the same derivative, half the pair sum's
+    g0, g1 = (mg.grad(functools.partial(f, k=k))(p0) for k in (0, 1))
+    np.testing.assert_allclose(g0, g1, rtol=1e-12, atol=1e-14)
+    # away from the tie, each value's own derivative (the vector's), against differences
+    p1 = np.array([0.3, -0.2, 0.1])
+    for k in (0, 1):
+        fk = functools.partial(f, k=k)
+        np.testing.assert_allclose(mg.grad(fk)(p1), _fd_jacobian(fk, p1), rtol=1e-6, atol=1e-8, err_msg=name)

@@ -1692,20 +1692,36 @@ def _eigvalsh_gen(a, b, *, lower=True, driver=None, subset=None):
     return sl.eigh(a, b, lower=lower, driver=driver, eigvals_only=True, subset_by_index=subset)
 
 
-def _subset(V, subset):
-    """The columns of the eigenvalues ``subset`` = (lo, hi) asks for (all for None)."""
-    return V if subset is None else V[..., subset[0]:subset[1] + 1]
+def _subset(dw, subset):
+    """The derivatives of the values ``subset`` = (lo, hi) asks for, of those of all (all for None)."""
+    return dw if subset is None else dw[..., subset[0]:subset[1] + 1]
 
 
-def _gen_vectors(a, b, lower):
-    """The generalized problem's vectors for the values' derivative (V diag(λ̄) Vᴴ:
+def _whole(g, subset, n):
+    """The cotangent of the values ``subset`` asks for as one of all ``n`` (zero outside): a
+    value of the subset tied with one outside shares its derivative with it (_lin._tie_mean)."""
+    if subset is None or is_zero(g):
+        return g
+    lo, hi = subset
+    lead = np.shape(g)[:-1]
+    return np.concatenate((np.zeros(lead + (lo,)), g, np.zeros(lead + (n - 1 - hi,))), axis=-1)
+
+
+def _gen_pairs(a, b, lower):
+    """The generalized problem's values and vectors for the values' derivative (V diag(λ̄) Vᴴ:
     phase-invariant), by SciPy's default driver. Complex matrices are passed whole and
     read from the upper triangle, whose LAPACK phase convention (a real last row) is
     recognised: the vectors then have a derivative of their own (higher orders of the
     values); with ``lower=True`` no row of them is real."""
     if lower and (np.iscomplexobj(bottom(a)) or np.iscomplexobj(bottom(b))):
-        return _eigh_gen(_lin._herm_in(a, True), _lin._herm_in(b, True), lower=False)[1]
-    return _eigh_gen(a, b, lower=lower)[1]
+        return _eigh_gen(_lin._herm_in(a, True), _lin._herm_in(b, True), lower=False)
+    return _eigh_gen(a, b, lower=lower)
+
+
+def _smooth_pairs(a, lower):
+    """Every value and vector of the standard problem, by the driver whose vectors have a
+    derivative ("evd", see :func:`_unstable_signs`), for the values' derivative."""
+    return _eigh(a, lower=lower, driver="evd")
 
 
 @rrule(_eigh)
@@ -1742,9 +1758,8 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
 @rrule(_eigvalsh)
 def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
     def pullback(g):
-        w = _eigvalsh(a, lower=lower, driver=driver, subset=subset)
-        V = _subset(_smooth_vectors(a, lower, driver), subset)
-        return (_eigh_cotangents(w, V, g, ZERO, lower, None, False)[0],)
+        w, V = _smooth_pairs(a, lower)
+        return (_eigh_cotangents(w, V, _whole(g, subset, np.shape(w)[-1]), ZERO, lower, None, False)[0],)
 
     return _eigvalsh(a, lower=lower, driver=driver, subset=subset), pullback
 
@@ -1752,8 +1767,8 @@ def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
 @rrule(_eigvalsh_gen)
 def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None, subset=None):
     def pullback(g):
-        w = _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
-        abar, bbar = _eigh_cotangents(w, _subset(_gen_vectors(a, b, lower), subset), g, ZERO, lower, None, True)
+        w, V = _gen_pairs(a, b, lower)
+        abar, bbar = _eigh_cotangents(w, V, _whole(g, subset, np.shape(w)[-1]), ZERO, lower, None, True)
         return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 
     return _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset), pullback
@@ -1766,7 +1781,7 @@ def _eigh_tangents(w, V, ta, tb, lower):
     dw = _lin._re(_lin._diag(P))
     if not is_zero(Q):
         dw = dw - w * _lin._re(_lin._diag(Q))
-    return P, Q, dw
+    return P, Q, _lin._tie_mean(w, dw)
 
 
 @frule(_eigh)
@@ -1790,15 +1805,17 @@ def _eigh_gen_frule(primals, tangents, *, lower=True, driver=None):
 @frule(_eigvalsh)
 def _eigvalsh_frule(primals, tangents, *, lower=True, driver=None, subset=None):
     (a,), (ta,) = primals, tangents
-    w = _eigvalsh(a, lower=lower, driver=driver, subset=subset)
-    return w, _eigh_tangents(w, _subset(_smooth_vectors(a, lower, driver), subset), ta, None, lower)[2]
+    wf, V = _smooth_pairs(a, lower)
+    return _eigvalsh(a, lower=lower, driver=driver, subset=subset), _subset(_eigh_tangents(wf, V, ta, None, lower)[2],
+                                                                             subset)
 
 
 @frule(_eigvalsh_gen)
 def _eigvalsh_gen_frule(primals, tangents, *, lower=True, driver=None, subset=None):
     (a, b), (ta, tb) = primals, tangents
-    w = _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
-    return w, _eigh_tangents(w, _subset(_gen_vectors(a, b, lower), subset), ta, tb, lower)[2]
+    wf, V = _gen_pairs(a, b, lower)
+    return (_eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset),
+            _subset(_eigh_tangents(wf, V, ta, tb, lower)[2], subset))
 
 
 def _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value):

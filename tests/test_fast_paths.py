@@ -598,3 +598,42 @@ def test_complex_ufunc_at_with_repeats_has_numpys_bits(ufunc):
     for _ in range(10):
         _same_as_plain(f, rng.uniform(0.1, 2, 6) + 1j * rng.uniform(0.1, 2, 6))
     check_grads(f, rng.uniform(0.1, 2, 6) + 1j * rng.uniform(0.1, 2, 6), order=1)
+
+
+_SWV = np.lib.stride_tricks.sliding_window_view
+
+
+@pytest.mark.parametrize("view", [
+    lambda x: _SWV(x, 5) @ np.array([0.1, 0.2, 0.4, 0.2, 0.1]),  # a 1-D stencil
+    lambda x: np.einsum("ijkl,kl->ij", _SWV(x.reshape(6, 7), (3, 3)), np.arange(9.0).reshape(3, 3)),  # 2-D
+    lambda x: np.broadcast_to(x[:, None], (42, 4)) * np.arange(4.0),  # a zero-stride axis
+    lambda x: np.broadcast_to(x.reshape(6, 7)[:, None, :], (6, 3, 7)) * np.arange(3.0)[:, None],
+    lambda x: _SWV(x[1::2], (4,)) ** 2,  # a window of a strided view
+    lambda x: _SWV(x.reshape(6, 7).T, (2, 3)) * 1.5,  # of a transposed one
+    lambda x: mg.numpy.as_strided(x, (20, 3), (16, 8)) ** 2,  # rows overlapping by one element
+    lambda x: _SWV(x, 40)[::3] * np.linspace(0.0, 1.0, 40),  # a long window, every third start
+], ids=["1d", "2d", "broadcast", "broadcast-mid", "strided", "transposed", "as_strided", "long"])
+def test_overlapping_views_accumulate_by_slices(view):
+    # the cotangent of a view whose elements share memory is added slice by slice (it went
+    # element by element through np.add.at): against central differences and forward mode
+    x = np.random.default_rng(3).standard_normal(42)
+    check_grads(lambda x: np.sum(np.sin(view(x))), x)
+
+
+def test_flat_element_loop_reads_and_writes_one_element_at_a_time():
+    # y.flat[i] with one integer goes to the element itself (it went through the flat-position
+    # machinery and np.shape's dispatch, 6x the y[i] loop): 2-D, negative indices, a 0-d array
+    def f(x):
+        y = x.reshape(3, 4) * 1.0
+        for i in range(1, 12):
+            y.flat[i] = 0.5 * y.flat[i - 1] + y.flat[-i] * y.flat[i]
+        z = x[:1].reshape(()).copy()  # (a 0-d array)
+        z.flat[0] = z.flat[-1] * 3.0
+        return np.sum(y ** 2) + z
+
+    check_grads(f, np.linspace(-1.0, 1.0, 12))
+    for bad in (12, -13):
+        with pytest.raises(IndexError):
+            mg.grad(lambda x, bad=bad: x.flat[bad])(np.ones(12))
+        with pytest.raises(IndexError):
+            np.ones(12).flat[bad]

@@ -179,8 +179,11 @@ def _code_names(code, glob, attrs, keys):
         tc = type(c)
         if tc is type(code):
             _code_names(c, glob, attrs, keys)
-        elif tc is str or tc is int or tc is tuple or tc is bytes:
+        elif tc is str or tc is int or tc is bytes:
             keys.add(c)
+        elif tc is tuple:  # a key (a, b), or the keys a loop goes through: for k in ("u", "v")
+            keys.add(c)
+            keys.update(k for k in c if type(k) is str or type(k) is int)
 
 
 _NAMES: dict = {}  # id(code object) -> (it, the global names it and its nested functions use)

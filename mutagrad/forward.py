@@ -83,7 +83,7 @@ class ForwardLevel(Level):
             from .errors import NotImplementedTangentError
 
             raise NotImplementedTangentError(
-                f"the forward derivative of {prim_name} at {user_line()} is not implemented: "
+                f"the forward derivative of {prim_name} at {tdot.where or user_line()} is not implemented: "
                 f"{tdot.message}. Treat that input as a constant with mg.stop_gradient, or register a rule."
             )
         if tdot.where is None:

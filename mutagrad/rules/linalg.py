@@ -927,9 +927,49 @@ def _all_zero(*ts):
     return all(is_zero(t) for t in ts)
 
 
+# (the function, the user's line) of a values-only reverse pass running now inside an outer
+# differentiation (eigvalsh's, svd(compute_uv=False)'s): its vectors are computed traced, and
+# where they have no derivative the refusal is about that function's second derivative
+_VALUES_PULLBACK: list = []
+
+
+class _ValuesPullback:
+    """``with _ValuesPullback(name, where):`` around the vectors a values-only pullback computes."""
+
+    __slots__ = ("entry",)
+
+    def __init__(self, name, where):
+        self.entry = (name, where)
+
+    def __enter__(self):
+        _VALUES_PULLBACK.append(self.entry)
+
+    def __exit__(self, *exc):
+        _VALUES_PULLBACK.pop()
+
+
+def _values_where(a):
+    """The user's line, for a values-only rule whose argument an outer differentiation traces
+    (see _VALUES_PULLBACK); None otherwise (no frame walk in a first-order run)."""
+    return user_line() if isinstance(a, Tracer) else None
+
+
+def _second_order_refusal(name, where):
+    return NotImplementedTangent(
+        f"{name} at repeated values (up to rounding): its second derivative goes through the vectors "
+        "of its reverse pass, which have no derivative there (a second derivative of a smooth function "
+        "of the values needs that function's divided differences, which its cotangent does not carry). "
+        "Write the quantity without the spectrum where there is such a form (log det: "
+        "np.linalg.slogdet(A)[1]; the sum of squares: np.sum(A * A); the sum: np.trace(A); a matrix "
+        "function: np.linalg.solve / inv, mutagrad.scipy.linalg.expm), or evaluate it off the tie (exact "
+        "ties are special points: a generic perturbation splits them)", where)
+
+
 def _degenerate(what, forward=False):
     from ..tangents import not_implemented
 
+    if forward and _VALUES_PULLBACK:
+        return _second_order_refusal(*_VALUES_PULLBACK[-1])
     if forward and what != "np.linalg.eig":
         # (eig's reverse pass refuses repeated values too; eigh's and svd's take the distinct ones)
         mode = ("Forward mode computes the tangents of all the vectors, so one without a derivative leaves "
@@ -1233,9 +1273,11 @@ def _eigh_frule(primals, tangents, UPLO="L"):
 
 def _eigvalsh_rrule(a, UPLO="L"):
     y = _eigvalsh_impl(a, UPLO)
+    where = _values_where(a)
 
     def pullback(g):
-        w, V = np.linalg.eigh(a, UPLO=UPLO)
+        with _ValuesPullback("np.linalg.eigvalsh", where):
+            w, V = np.linalg.eigh(a, UPLO=UPLO)
         return (_eigh_T(w, V, g, ZERO, UPLO.upper() == "L"),)
 
     return y, pullback
@@ -1462,11 +1504,14 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
     from ..tangents import not_implemented
 
     y = _impl(a, full_matrices, compute_uv)
+    where = None if compute_uv else _values_where(a)
 
     def pullback(cts):
-        U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
         if not compute_uv:
+            with _ValuesPullback("np.linalg.svd(compute_uv=False)", where):
+                U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
             return (_svd_vjp(U, S, Vh, ZERO, cts, ZERO),)
+        U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
         gU, gS, gVh = cts
         k = np.shape(S)[-1]
         xu, gU = _extra_columns(gU, k, -1)

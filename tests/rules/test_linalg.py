@@ -944,3 +944,25 @@ def test_derivative_of_one_of_tied_values_is_the_mean_over_the_tie(case):
     for k in (0, 1):
         fk = functools.partial(f, k=k)
         np.testing.assert_allclose(mg.grad(fk)(p1), _fd_jacobian(fk, p1), rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+def test_second_derivative_of_values_at_a_tie_names_the_values_function_and_its_line():
+    # log det through eigvalsh at I: the refusal named np.linalg.eigh (which the code never
+    # called), the mg.hessian line, and the fix "use only the values" the code already followed
+    c = np.array([[0.3, 0.5, 0.1], [0.5, -0.2, 0.4], [0.1, 0.4, 0.7]])
+
+    def logdet(t):
+        w = np.linalg.eigvalsh(np.eye(3) + t * c)  # the line named
+        return np.sum(np.log(w))
+
+    h = mg.hessian(logdet)(0.0)
+    assert isinstance(h, mg.NotImplementedTangent)
+    assert h.message.startswith("np.linalg.eigvalsh at repeated values") and "slogdet" in h.message
+    assert "w = np.linalg.eigvalsh(np.eye(3) + t * c)" in h.where
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match=r"eigvalsh\(np.eye\(3\)"):
+        mg.hessian(logdet)(0.0)
+    # the form it names: exact, -tr(C²) by hand
+    np.testing.assert_allclose(mg.hessian(lambda t: np.linalg.slogdet(np.eye(3) + t * c)[1])(0.0),
+                               -np.trace(c @ c), rtol=1e-12)
+    s = mg.hessian(lambda t: np.sum(np.log(np.linalg.svd(np.eye(3) + t * c, compute_uv=False))))(0.0)
+    assert isinstance(s, mg.NotImplementedTangent) and s.message.startswith("np.linalg.svd(compute_uv=False)")

@@ -1757,8 +1757,11 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
 
 @rrule(_eigvalsh)
 def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
+    where = _lin._values_where(a)
+
     def pullback(g):
-        w, V = _smooth_pairs(a, lower)
+        with _lin._ValuesPullback("scipy.linalg.eigh(eigvals_only=True)", where):
+            w, V = _smooth_pairs(a, lower)
         return (_eigh_cotangents(w, V, _whole(g, subset, np.shape(w)[-1]), ZERO, lower, None, False)[0],)
 
     return _eigvalsh(a, lower=lower, driver=driver, subset=subset), pullback
@@ -1766,8 +1769,11 @@ def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
 
 @rrule(_eigvalsh_gen)
 def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None, subset=None):
+    where = _lin._values_where(a) or _lin._values_where(b)
+
     def pullback(g):
-        w, V = _gen_pairs(a, b, lower)
+        with _lin._ValuesPullback("scipy.linalg.eigh(a, b, eigvals_only=True)", where):
+            w, V = _gen_pairs(a, b, lower)
         abar, bbar = _eigh_cotangents(w, V, _whole(g, subset, np.shape(w)[-1]), ZERO, lower, None, True)
         return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 

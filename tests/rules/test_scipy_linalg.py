@@ -257,6 +257,96 @@ CASES += [  # (every order: the derivative's solves are SciPy's, with the matrix
 ]
 
 
+# Lyapunov and Riccati equations (a stream of their own). SciPy requires q and r Hermitian (it
+# raises beyond rounding), so central differences move them through p ↦ p + pᴴ + 4 I; a, e, s
+# and b move freely. The problems are well conditioned: a stable a for the continuous Lyapunov
+# equation, one of spectral radius below 1 for the discrete one, a full-rank b and positive
+# definite q and r (stabilizable and detectable) for the Riccati equations.
+_eq = Draws(31)
+
+
+def _eq_draw(shape, cplx=False):
+    return _eq.C(*shape) if cplx else _eq.R(*shape)
+
+
+def _hurwitz(*shape, cplx=False):  # eigenvalues in the open left half plane, away from the axis
+    return 0.5 * _eq_draw(shape, cplx) - 2.5 * np.eye(shape[-1])
+
+
+def _schur_stable(*shape, cplx=False):  # spectral radius 0.6
+    a = _eq_draw(shape, cplx)
+    return 0.6 * a / np.max(np.abs(np.linalg.eigvals(a)), axis=-1)[..., None, None]
+
+
+def _herm(p):
+    return p + np.swapaxes(p, -1, -2).conj() + 4 * np.eye(p.shape[-1])
+
+
+def _riccati(solve, extra="", **kw):
+    """``solve`` of (a, b, p, w, *more): q = _herm(p), r = _herm(w), and ``more`` the matrices
+    named by ``extra`` ("e", "s" or "es")."""
+    def f(a, b, p, w, *more):
+        return solve(a, b, _herm(p), _herm(w), **dict(zip(extra, more)), **kw)
+
+    return f
+
+
+def _riccati_args(solve, n=3, m=2, batch=(), cplx=False, extra=""):
+    """(a, b, p, w, *more) for _riccati(solve, extra): a stack of a, r and s matrices for
+    ``batch``; drawn again until SciPy's X is moderate (|X| < 20: central differences of a
+    Riccati solution lose its size times SciPy's rounding over the step)."""
+    while True:
+        args = [0.5 * _eq_draw(batch + (n, n), cplx), _eq_draw((n, m), cplx), 0.3 * _eq_draw((n, n), cplx),
+                0.3 * _eq_draw(batch + (m, m), cplx)]
+        if "e" in extra:
+            args.append(np.eye(n) + 0.2 * _eq_draw((n, n), cplx))
+        if "s" in extra:
+            args.append(0.3 * _eq_draw(batch + (n, m), cplx))
+        try:
+            if np.max(np.abs(_riccati(getattr(sl, solve), extra, balanced=False)(*args))) < 20:
+                return tuple(args)
+        except np.linalg.LinAlgError:
+            pass
+
+
+_care, _dare = (functools.partial(_riccati, msl.solve_continuous_are),
+                functools.partial(_riccati, msl.solve_discrete_are))
+_care_args, _dare_args = (functools.partial(_riccati_args, "solve_continuous_are"),
+                          functools.partial(_riccati_args, "solve_discrete_are"))
+_dlyap_bilinear = functools.partial(msl.solve_discrete_lyapunov, method="bilinear")
+
+CASES += [  # (every order: the derivatives' equations are solved by the same, differentiable, solvers)
+    ("scipy.linalg.solve_continuous_lyapunov", msl.solve_continuous_lyapunov, (_hurwitz(3, 3), _eq.R(3, 3)), 2),
+    ("scipy.linalg.solve_continuous_lyapunov", msl.solve_continuous_lyapunov,
+     (_hurwitz(3, 3, cplx=True), _eq.C(3, 3)), 1),
+    ("scipy.linalg.solve_continuous_lyapunov", msl.solve_lyapunov, (_hurwitz(2, 3, 3), _eq.R(3, 3)), 1),
+    ("scipy.linalg.solve_continuous_lyapunov", msl.solve_continuous_lyapunov,  # (real a, real eigenvalues)
+     (np.triu(_eq.R(3, 3), 1) - np.diag([1.0, 2.0, 3.0]), _eq.C(3, 3)), 1),
+    ("scipy.linalg.solve_discrete_lyapunov", msl.solve_discrete_lyapunov, (_schur_stable(3, 3), _eq.R(3, 3)), 2),
+    ("scipy.linalg.solve_discrete_lyapunov", _dlyap_bilinear, (_schur_stable(3, 3), _eq.R(3, 3)), 2),
+    ("scipy.linalg.solve_discrete_lyapunov", msl.solve_discrete_lyapunov,
+     (_schur_stable(3, 3, cplx=True), _eq.C(3, 3)), 1),
+    ("scipy.linalg.solve_discrete_lyapunov", _dlyap_bilinear, (_schur_stable(3, 3, cplx=True), _eq.C(3, 3)), 1),
+    ("scipy.linalg.solve_discrete_lyapunov", msl.solve_discrete_lyapunov,  # (direct: a real a, a complex q)
+     (_schur_stable(3, 3), _eq.C(3, 3)), 1),
+    ("scipy.linalg.solve_discrete_lyapunov", msl.solve_discrete_lyapunov, (_schur_stable(3, 3), _eq.R(2, 3, 3)), 1),
+    ("scipy.linalg.solve_continuous_are", _care(), _care_args(), 2),
+    ("scipy.linalg.solve_continuous_are", _care(balanced=False), _care_args(m=1), 2),
+    ("scipy.linalg.solve_continuous_are", _care("s"), _care_args(extra="s"), 2),
+    ("scipy.linalg.solve_continuous_are", _care("es", balanced=False), _care_args(extra="es"), 2),
+    ("scipy.linalg.solve_continuous_are", _care(), _care_args(cplx=True), 1),
+    ("scipy.linalg.solve_continuous_are", _care("es", balanced=False), _care_args(cplx=True, extra="es"), 1),
+    ("scipy.linalg.solve_continuous_are", _care(), _care_args(batch=(2,)), 1),
+    ("scipy.linalg.solve_discrete_are", _dare(), _dare_args(), 2),
+    ("scipy.linalg.solve_discrete_are", _dare(balanced=False), _dare_args(m=1), 2),
+    ("scipy.linalg.solve_discrete_are", _dare("s"), _dare_args(extra="s"), 2),
+    ("scipy.linalg.solve_discrete_are", _dare("es", balanced=False), _dare_args(extra="es"), 2),
+    ("scipy.linalg.solve_discrete_are", _dare(), _dare_args(cplx=True), 1),
+    ("scipy.linalg.solve_discrete_are", _dare("es", balanced=False), _dare_args(cplx=True, extra="es"), 1),
+    ("scipy.linalg.solve_discrete_are", _dare(), _dare_args(batch=(2,)), 1),
+]
+
+
 @pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule(covers, fn, args, order):
     check_grads(fn, *args, modes=("fwd", "rev"), order=order)
@@ -893,3 +983,272 @@ def test_eigh_subset_vectors_have_scipys_signs(seed):
         e = np.zeros((5, 5))
         e[2, 0] = e[0, 2] = h
         np.testing.assert_allclose(g[2, 0] + g[0, 2], (f(a + e) - f(a - e)) / (2 * h), rtol=1e-5, atol=1e-7)
+
+
+# -- Lyapunov and Riccati equations: SciPy's values, derivatives against central differences of
+# SciPy's functions (first and second order) and closed forms; the inputs SciPy solves wrongly -----
+
+_eqv = Draws(37)  # (a stream of their own)
+
+
+def _riccati_problem(solve, n=3, m=2, extra="", cplx=False):
+    """(a, b, q, r, *more), q and r Hermitian positive definite, |X| moderate (see _riccati_args)."""
+    while True:
+        d = (lambda *s: _eqv.C(*s)) if cplx else (lambda *s: _eqv.R(*s))
+        a, b, q, r = 0.5 * d(n, n), d(n, m), _herm(0.3 * d(n, n)), _herm(0.3 * d(m, m))
+        more = {"e": np.eye(n) + 0.2 * d(n, n)} if "e" in extra else {}
+        if "s" in extra:
+            more["s"] = 0.3 * d(n, m)
+        try:
+            if np.max(np.abs(getattr(sl, solve)(a, b, q, r, balanced=False, **more))) < 20:
+                return (a, b, q, r) + tuple(more[k] for k in extra)
+        except np.linalg.LinAlgError:
+            pass
+
+
+_EQ_VALUE_CALLS = [  # (name, function of the module sl or msl, args)
+    ("clyap", lambda m, a, q: m.solve_continuous_lyapunov(a, q), (_hurwitz(3, 3), _eqv.R(3, 3))),
+    ("solve_lyapunov", lambda m, a, q: m.solve_lyapunov(a, q), (_hurwitz(3, 3, cplx=True), _eqv.C(3, 3))),
+    ("clyap-stack", lambda m, a, q: m.solve_continuous_lyapunov(a, q), (_hurwitz(2, 3, 3), _eqv.R(3, 3))),
+    ("dlyap", lambda m, a, q: m.solve_discrete_lyapunov(a, q), (_schur_stable(3, 3), _eqv.R(3, 3))),
+    ("dlyap-10", lambda m, a, q: m.solve_discrete_lyapunov(a, q), (_schur_stable(10, 10), _eqv.R(10, 10))),
+    ("dlyap-bilinear", lambda m, a, q: m.solve_discrete_lyapunov(a, q, method="bilinear"),
+     (_schur_stable(3, 3, cplx=True), _eqv.C(3, 3))),
+    ("care", lambda m, *args: m.solve_continuous_are(*args), _riccati_problem("solve_continuous_are")),
+    ("care-s", lambda m, a, b, q, r, s: m.solve_continuous_are(a, b, q, r, s=s),
+     _riccati_problem("solve_continuous_are", extra="s")),
+    ("care-es", lambda m, *args: m.solve_continuous_are(*args, balanced=False),
+     _riccati_problem("solve_continuous_are", extra="es", cplx=True)),
+    ("care-scalars", lambda m, a, q: m.solve_continuous_are(a, 1.0, q, 2.0), (3.0, 16.0)),
+    ("dare", lambda m, *args: m.solve_discrete_are(*args), _riccati_problem("solve_discrete_are", cplx=True)),
+    ("dare-s", lambda m, a, b, q, r, s: m.solve_discrete_are(a, b, q, r, s=s),
+     _riccati_problem("solve_discrete_are", extra="s")),
+    ("dare-es", lambda m, *args: m.solve_discrete_are(*args, balanced=False),
+     _riccati_problem("solve_discrete_are", extra="es")),
+]
+
+
+@pytest.mark.parametrize("name,fn,args", _EQ_VALUE_CALLS, ids=[c[0] for c in _EQ_VALUE_CALLS])
+def test_matrix_equations_are_scipys(name, fn, args):
+    # plain, under mg.vjp and under mg.jvp: SciPy's own value, bit for bit
+    want = fn(sl, *args)
+    for got in (fn(msl, *args), mg.vjp(lambda *a: fn(msl, *a), *args)[0],
+                mg.jvp(lambda *a: fn(msl, *a), args, tuple(np.ones_like(x) for x in args))[0]):
+        assert type(got) is np.ndarray and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def _flat(*xs):
+    return np.concatenate([np.ravel(x) for x in xs])
+
+
+def _unflat(theta, like):
+    out, k = [], 0
+    for x in like:
+        out.append(theta[k:k + np.size(x)].reshape(np.shape(x)))
+        k += np.size(x)
+    return out
+
+
+def _hermitian_directions(n, rng):
+    d = rng.standard_normal((n, n))
+    return d + d.T
+
+
+@pytest.mark.parametrize("solve,extra", [("solve_continuous_are", ""), ("solve_continuous_are", "es"),
+                                         ("solve_discrete_are", ""), ("solve_discrete_are", "es")])
+def test_riccati_gradients_against_central_differences(solve, extra):
+    # the gradient of sum(X * W) w.r.t. every matrix against central differences of SciPy's function
+    # (q and r: moved along Hermitian directions only, which SciPy requires; their gradients are
+    # Hermitian), the forward Jacobian against the reverse one and against differences too
+    kw = {"balanced": False} if "e" in extra else {}
+    args = _riccati_problem(solve, extra=extra)
+    w = _eqv.R(3, 3)
+
+    def f(mod):
+        return lambda *a: np.sum(w * getattr(mod, solve)(*a[:4], **dict(zip(extra, a[4:])), **kw))
+
+    argnums = tuple(range(len(args)))
+    grads = mg.grad(f(msl), argnums=argnums)(*args)
+    free = tuple(n for n in argnums if n not in (2, 3))  # (a, b, e, s)
+    fd = numerical_grad(f(sl), args, free)
+    for n, d in zip(free, fd):
+        np.testing.assert_allclose(grads[n], d, rtol=1e-6, atol=1e-7)
+    rng = np.random.default_rng(0)
+    for n in (2, 3):
+        np.testing.assert_allclose(grads[n], grads[n].T, rtol=1e-12, atol=1e-12)  # Hermitian
+        for _ in range(2):
+            d = _hermitian_directions(args[n].shape[0], rng)
+            h = 1e-6
+            plus, minus = list(args), list(args)
+            plus[n], minus[n] = args[n] + h * d, args[n] - h * d
+            np.testing.assert_allclose(np.sum(grads[n] * d), (f(sl)(*plus) - f(sl)(*minus)) / (2 * h),
+                                       rtol=1e-6, atol=1e-7)
+    # Jacobians of X w.r.t. a (and b): forward and reverse mode against central differences
+    for n in (0, 1):
+        def x_of(v, n=n):
+            full = list(args)
+            full[n] = v
+            return getattr(msl, solve)(*full[:4], **dict(zip(extra, full[4:])), **kw)
+
+        def x_of_plain(v, n=n):
+            full = list(args)
+            full[n] = v
+            return getattr(sl, solve)(*full[:4], **dict(zip(extra, full[4:])), **kw)
+
+        jf, jr = mg.jacobian(x_of, mode="fwd")(args[n]), mg.jacobian(x_of, mode="rev")(args[n])
+        np.testing.assert_allclose(jf, jr, rtol=1e-10, atol=1e-11)
+        h = 1e-6
+        fdj = np.stack([(x_of_plain(args[n] + h * t) - x_of_plain(args[n] - h * t)) / (2 * h)
+                        for t in np.eye(args[n].size).reshape((-1,) + args[n].shape)], axis=-1)
+        np.testing.assert_allclose(jf, fdj.reshape(jf.shape), rtol=1e-6, atol=1e-7)
+
+
+def _second_differences(f, x, h=1e-3):
+    """The Hessian of the plain scalar function ``f`` at ``x`` (a vector), by central differences
+    of f itself (independent of any gradient)."""
+    e = h * np.eye(x.size)
+    hess = np.empty((x.size, x.size))
+    for i in range(x.size):
+        for j in range(i, x.size):
+            hess[i, j] = hess[j, i] = (f(x + e[i] + e[j]) - f(x + e[i] - e[j]) - f(x - e[i] + e[j])
+                                       + f(x - e[i] - e[j])) / (4 * h * h)
+    return hess
+
+
+def _hessian_cases():
+    lyap_a, dlyap_a, q = _hurwitz(2, 2), _schur_stable(2, 2), _eqv.R(2, 2)
+    cases = [("solve_continuous_lyapunov", (lyap_a, q), lambda m, a, q: m.solve_continuous_lyapunov(a, q)),
+             ("solve_discrete_lyapunov", (dlyap_a, q), lambda m, a, q: m.solve_discrete_lyapunov(a, q))]
+    for solve in ("solve_continuous_are", "solve_discrete_are"):
+        a, b, _, _ = _riccati_problem(solve, n=2, m=1)
+        p, w = 0.3 * _eqv.R(2, 2), 0.3 * _eqv.R(1, 1)
+        cases.append((solve, (a, b, p, w), lambda m, a, b, p, w, s=solve: getattr(m, s)(a, b, _herm(p), _herm(w))))
+        e, s_ = np.eye(2) + 0.2 * _eqv.R(2, 2), 0.3 * _eqv.R(2, 1)
+        cases.append((solve + "-es", (a, b, p, w, e, s_), lambda m, a, b, p, w, e, s_, s=solve: getattr(m, s)(
+            a, b, _herm(p), _herm(w), e, s_, balanced=False)))
+    return cases
+
+
+_HESSIAN_CASES = _hessian_cases()
+
+
+@pytest.mark.parametrize("name,args,call", _HESSIAN_CASES, ids=[c[0] for c in _HESSIAN_CASES])
+def test_matrix_equation_hessians_against_second_differences(name, args, call):
+    # mg.hessian (forward over reverse) and the reverse Jacobian of the gradient, against second
+    # central differences of SciPy's function itself
+    wt = _eqv.R(2, 2)
+    theta = _flat(*args)
+
+    def f(mod):
+        return lambda t: np.sum(wt * call(mod, *_unflat(t, args)))
+
+    want = _second_differences(f(sl), theta)
+    np.testing.assert_allclose(mg.hessian(f(msl))(theta), want, rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f(msl)), mode="rev")(theta), want, rtol=1e-4, atol=2e-5)
+
+
+def test_scalar_riccati_closed_forms():
+    # n = m = 1, real: 2 a x - b² x² / r + q = 0 has x = r (a + D) / b², D = sqrt(a² + b² q / r),
+    # whose partial derivatives are written out below; and a x a - x - (a x b)² / (r + b² x) + q = 0
+    # has x, the positive root of b² x² - ((a² - 1) r + b² q) x - q r = 0
+    a, b, q, r = 0.7, 1.3, 2.0, 0.5
+    d = np.sqrt(a * a + b * b * q / r)
+    x = r * (a + d) / b**2
+    np.testing.assert_allclose(sl.solve_continuous_are(a, b, q, r)[0, 0], x, rtol=1e-12)
+    want = (r * (1 + a / d) / b**2, q / (b * d) - 2 * x / b, 1 / (2 * d), (a + d - b * b * q / (2 * r * d)) / b**2)
+    got = mg.grad(lambda *v: msl.solve_continuous_are(*v)[0, 0], argnums=(0, 1, 2, 3))(a, b, q, r)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    # second derivative in q: d²x/dq² = -(b² / r) / (4 D³)
+    d2 = mg.grad(mg.grad(lambda q: msl.solve_continuous_are(a, b, q, r)[0, 0]))(q)
+    np.testing.assert_allclose(d2, -(b * b / r) / (4 * d**3), rtol=1e-9)
+
+    def dare_x(a, b, q, r):
+        c = (a * a - 1) * r + b * b * q
+        return (c + np.sqrt(c * c + 4 * b * b * q * r)) / (2 * b * b)
+
+    np.testing.assert_allclose(sl.solve_discrete_are(a, b, q, r)[0, 0], dare_x(a, b, q, r), rtol=1e-12)
+    v = np.array([a, b, q, r])
+    fd = [(dare_x(*(v + h)) - dare_x(*(v - h))) / 2e-6 for h in 1e-6 * np.eye(4)]
+    got = mg.grad(lambda *v: msl.solve_discrete_are(*v)[0, 0], argnums=(0, 1, 2, 3))(a, b, q, r)
+    np.testing.assert_allclose(got, fd, rtol=1e-7)
+
+
+def test_lyapunov_of_a_real_matrix_with_complex_eigenvalues_and_a_complex_q_is_refused():
+    # SciPy passes a real a's real Schur form (2 x 2 blocks) to the complex solver, which takes it
+    # for a triangle: its X does not solve the equation, so it has no derivative that would
+    a = np.array([[-2.0, 1.0, 0.3], [-1.0, -2.0, 0.1], [0.0, 0.2, -1.0]])  # eigenvalues -2 ± i, -1
+    q = _eqv.C(3, 3)
+    x = sl.solve_continuous_lyapunov(a, q)
+    assert np.max(np.abs(a @ x + x @ a.T - q)) > 1e-2  # (SciPy's value: not a solution)
+    np.testing.assert_array_equal(msl.solve_continuous_lyapunov(a, q), x)  # (plain: SciPy's own call)
+    for call in (lambda: mg.grad(lambda q: np.real(np.sum(msl.solve_continuous_lyapunov(a, q))))(q),
+                 lambda: mg.jvp(lambda a: msl.solve_continuous_lyapunov(a, q), (a,), (a,))):
+        with pytest.raises(mg.NoRuleError, match=r"a\.astype\(complex\)") as info:
+            call()
+        assert isinstance(info.value, ValueError) and "test_scipy_linalg.py" in str(info.value)
+    # the fix it offers: a complex a, which SciPy solves, differentiated
+    xc = sl.solve_continuous_lyapunov(a.astype(complex), q)
+    np.testing.assert_allclose(a @ xc + xc @ a.T, q, atol=1e-12)
+    check_grads(lambda q: msl.solve_continuous_lyapunov(a.astype(complex), q), q)
+    # the discrete equation: "bilinear" (SciPy's choice from 10 x 10 on) solves such an equation;
+    # "direct" does not, and is differentiated
+    a10, q10 = _schur_stable(10, 10), _eqv.C(10, 10)
+    x10 = sl.solve_discrete_lyapunov(a10, q10)
+    assert np.max(np.abs(a10 @ x10 @ a10.T - x10 + q10)) > 1e-2
+    with pytest.raises(mg.NoRuleError, match="method='direct'"):
+        mg.grad(lambda q: np.real(np.sum(msl.solve_discrete_lyapunov(a10, q))))(q10)
+    check_grads(lambda q: msl.solve_discrete_lyapunov(0.3 * a, q, method="direct"), q)
+
+
+def test_riccati_with_e_and_balancing_is_refused():
+    # SciPy 1.17 balances the pencil but corrects its stable basis with the unbalanced E: here its
+    # X does not solve the equation (balanced=False's does)
+    rng = np.random.default_rng(74)
+    a, b = rng.standard_normal((3, 3)), rng.standard_normal((3, 2))
+    e = np.eye(3) + 0.3 * rng.standard_normal((3, 3))
+    q, r = np.eye(3), np.eye(2)
+
+    def residual(x):
+        return np.max(np.abs(a.T @ x @ e + e.T @ x @ a - e.T @ x @ b @ b.T @ x @ e + q))
+
+    x = sl.solve_continuous_are(a, b, q, r, e)
+    assert residual(x) > 0.1 and residual(sl.solve_continuous_are(a, b, q, r, e, balanced=False)) < 1e-12
+    np.testing.assert_array_equal(msl.solve_continuous_are(a, b, q, r, e), x)  # (plain: SciPy's own call)
+    for solve in (msl.solve_continuous_are, msl.solve_discrete_are):
+        for argnum in (0, 4):  # (a traced, and e)
+            def f(a, e, solve=solve, argnum=argnum):
+                return np.sum(solve(a, b, q, r, e))
+
+            with pytest.raises(mg.NoRuleError, match="balanced=False") as info:
+                mg.grad(f, argnums=0 if argnum == 0 else 1)(0.5 * a, e)
+            assert solve.__name__ in str(info.value) and "test_scipy_linalg.py" in str(info.value)
+    # the fix it offers
+    check_grads(lambda a, e: msl.solve_continuous_are(a, b, q, r, e, balanced=False), a, e)
+
+
+def test_riccati_tangent_is_hermitian_along_any_direction():
+    # SciPy returns (X + Xᴴ)/2: the tangent along a non-Hermitian direction of q is that of its
+    # Hermitian part (forward mode), as the reverse mode's Hermitian cotangent says
+    a, b, q, r = _riccati_problem("solve_discrete_are", cplx=True)
+    t = _eqv.C(3, 3)
+    _, xdot = mg.jvp(lambda q: msl.solve_discrete_are(a, b, q, r), (q,), (t,))
+    _, xdot_h = mg.jvp(lambda q: msl.solve_discrete_are(a, b, q, r), (q,), ((t + t.conj().T) / 2,))
+    np.testing.assert_allclose(xdot, xdot.conj().T, atol=1e-12)
+    np.testing.assert_allclose(xdot, xdot_h, rtol=1e-12, atol=1e-12)
+
+
+def test_matrix_equations_take_numbers_and_lists_as_scipy_does():
+    # a number is a 1 x 1 matrix, a list of traced numbers a matrix: derivatives against central
+    # differences of SciPy's function of the same arguments
+    calls = [
+        lambda m, t: m.solve_continuous_are([[t, 0.2], [0.1, -2.0]], [[1.0], [0.5]], np.eye(2), 1),
+        lambda m, t: m.solve_discrete_are(0.5, 1.0, 2.0, t),
+        lambda m, t: m.solve_continuous_lyapunov([[t, 0.2], [0.1, -2.0]], [[1.0, t], [t, 2.0]]),
+        lambda m, t: m.solve_discrete_lyapunov([[t, 0.2], [0.1, 0.3]], np.eye(2)),
+    ]
+    for call in calls:
+        g = mg.grad(lambda t, call=call: np.sum(call(msl, t)))(0.5)
+        assert type(g) is float
+        h = 1e-6
+        np.testing.assert_allclose(g, (np.sum(call(sl, 0.5 + h)) - np.sum(call(sl, 0.5 - h))) / (2 * h), rtol=1e-7)

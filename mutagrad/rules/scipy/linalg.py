@@ -1,6 +1,7 @@
 """scipy.linalg: solve_triangular, cholesky, cho_factor/cho_solve,
-lu_factor/lu_solve, solve_sylvester, expm, sqrtm, inv/solve/det (SciPy's values,
-np.linalg's formulas), and the others below.
+lu_factor/lu_solve, solve_sylvester, solve_continuous_lyapunov/solve_discrete_lyapunov,
+solve_continuous_are/solve_discrete_are (implicit differentiation), expm, sqrtm,
+inv/solve/det (SciPy's values, np.linalg's formulas), and the others below.
 
 None of these dispatch on traced arrays (SciPy calls ``np.asarray``): the
 primitives below are what ``mutagrad.scipy.linalg`` exports under SciPy's
@@ -1114,6 +1115,363 @@ def _sqrtm_frule(primals, tangents):
     (a,), (t,) = primals, tangents
     x = _sqrtm(a)
     return x, _solve_sylvester(x, x, t)
+
+
+# -- Lyapunov and Riccati equations: implicit differentiation -------------------------------
+# Each solution X is defined by an equation in X and the inputs. Differentiated, it is linear
+# in Ẋ: the tangent solves an equation of the same kind (Lyapunov, Stein) whose right-hand side
+# collects the inputs' tangents, and the cotangent solves its adjoint (the matrices conjugate-
+# transposed), from whose solution Y every input's cotangent is a product. Those equations are
+# solved by the Lyapunov primitives below (SciPy's solvers, differentiable in turn: every order),
+# the gains by np.linalg.solve. Inner products are Re tr(Uᴴ V) (the convention above).
+#
+# continuous Lyapunov, A X + X Aᴴ = Q:
+#   Ẋ = clyap(A, Q̇ - Ȧ X - X Ȧᴴ);        Y = clyap(Aᴴ, X̄): Q̄ = Y, Ā = -(Y Xᴴ + Yᴴ X)
+# discrete Lyapunov (Stein), A X Aᴴ - X + Q = 0:
+#   Ẋ = dlyap(A, Q̇ + Ȧ X Aᴴ + A X Ȧᴴ);     Y = dlyap(Aᴴ, X̄): Q̄ = Y, Ā = Y A Xᴴ + Yᴴ A X
+#
+# Riccati equations, with the gain K and the closed loop A_c = A - B K (stable at the stabilizing
+# solution SciPy returns, so the equations below have one solution):
+# continuous, Aᴴ X E + Eᴴ X A - (Eᴴ X B + S) R⁻¹ (Bᴴ X E + Sᴴ) + Q = 0, K = R⁻¹ (Bᴴ X E + Sᴴ):
+#   A_cᴴ Ẋ E + Eᴴ Ẋ A_c = -(W + Wᴴ + Kᴴ Ṙ K + Q̇),  W = Eᴴ X (Ȧ - Ḃ K) + Ėᴴ X A_c - Ṡ K;
+#   A_c Y Eᴴ + E Y A_cᴴ = X̄:  Q̄ = -Y, R̄ = -K Y Kᴴ, Ā = -2 X E Y, B̄ = 2 X E Y Kᴴ,
+#   Ē = -2 X A_c Y, S̄ = 2 Y Kᴴ
+# discrete, Aᴴ X A - Eᴴ X E - (Aᴴ X B + S) (R + Bᴴ X B)⁻¹ (Bᴴ X A + Sᴴ) + Q = 0,
+# K = (R + Bᴴ X B)⁻¹ (Bᴴ X A + Sᴴ):
+#   Eᴴ Ẋ E - A_cᴴ Ẋ A_c = W + Wᴴ + Kᴴ Ṙ K + Q̇,  W = A_cᴴ X (Ȧ - Ḃ K) - Eᴴ X Ė - Ṡ K;
+#   E Y Eᴴ - A_c Y A_cᴴ = X̄:  Q̄ = Y, R̄ = K Y Kᴴ, Ā = 2 X A_c Y, B̄ = -2 X A_c Y Kᴴ,
+#   Ē = -2 X E Y, S̄ = -2 Y Kᴴ
+# (E: multiplied by E⁻ᴴ and E⁻¹, the generalized equations are Lyapunov and Stein equations of
+# A_c E⁻¹.) SciPy requires Q and R Hermitian (it raises beyond rounding) and returns (X + Xᴴ)/2:
+# the derivative is that of the function of their Hermitian parts, which SciPy's is where it is
+# defined. Ẋ is Hermitian, X̄ enters by its Hermitian part (so Y is Hermitian, as the
+# cotangents above assume), and Q̄ and R̄ are Hermitian. X is Hermitian exactly (SciPy's
+# symmetrization), and its tangent is made so.
+
+
+def _herm(x):
+    return (x + _mH(x)) / 2
+
+
+def _tangent_sum(*terms):
+    """The sum of ``f(t)`` over the (tangent t, f) pairs whose tangent is not zero (None if all are)."""
+    out = None
+    for t, f in terms:
+        if not is_zero(t):
+            out = f(t) if out is None else out + f(t)
+    return out
+
+
+def _lists_as_arrays(*xs):
+    """A list holding traced numbers as an array (one positional argument of a primitive, whose
+    rules give it one cotangent)."""
+    from ...numpy import asarray
+
+    return tuple(asarray(x) if isinstance(x, (list, tuple)) and _has_tracer(x) else x for x in xs)
+
+
+def _at_least_2d(*xs):  # (as SciPy takes them: a number is a 1 x 1 matrix)
+    return tuple(x if x is None or np.ndim(x) >= 2 else np.atleast_2d(x) for x in _lists_as_arrays(*xs))
+
+
+def _refuse_real_schur_of_complex(name, a, q, method=None):
+    """SciPy solves a Lyapunov equation of a real ``a`` and a complex ``q`` with a's real Schur
+    form (solve_discrete_lyapunov: for method "bilinear", SciPy's choice from 10 x 10 on), whose
+    2 x 2 blocks (complex eigenvalues) the complex LAPACK solver (ztrsyl) takes for a triangle:
+    its X does not solve the equation, and has no derivative that would. Refused for traced
+    arguments (a real ``a`` of real eigenvalues is solved right, and differentiated)."""
+    if not _has_tracer((a, q)) or np.iscomplexobj(bottom(a)) or not np.iscomplexobj(bottom(q)):
+        return
+    if name == "solve_discrete_lyapunov":
+        if method is None:
+            method = "direct" if np.shape(a)[-1] < 10 else "bilinear"
+        if not isinstance(method, str) or method.lower() != "bilinear":
+            return  # (direct: a linear system of a's Kronecker product; another method: SciPy's error)
+    m, what = np.asarray(bottom(a)), "`a`"
+    if name == "solve_discrete_lyapunov":  # (bilinear: SciPy's continuous equation of B = (Aᴴ - I)(Aᴴ + I)⁻¹)
+        eye = np.eye(m.shape[-1])
+        m = _mT(np.matmul(_mT(m) - eye, np.linalg.inv(_mT(m) + eye)))
+        what = "(Aᴴ - I)(Aᴴ + I)⁻¹ (method='bilinear', SciPy's choice from 10 x 10 on)"
+    t = sl.schur(m, output="real")[0]
+    if not np.any(np.diagonal(t, -1, axis1=-2, axis2=-1) != 0):
+        return
+    from ...errors import _UnsupportedInputError
+
+    raise _UnsupportedInputError(
+        f"scipy.linalg.{name} of a real `a` with complex eigenvalues and a complex `q` at {user_line()}: "
+        f"SciPy solves it with the real Schur form of {what}, which its complex solver takes for a "
+        "triangular one, so the X it returns does not solve the equation, and mutagrad has no derivative "
+        "of it. Pass a complex `a` (a.astype(complex)): SciPy then solves the equation, and mutagrad "
+        "differentiates it" + ("; or method='direct'." if name == "solve_discrete_lyapunov" else "."))
+
+
+@scipy_primitive("scipy.linalg.solve_continuous_lyapunov")
+def _solve_continuous_lyapunov(a, q):
+    return sl.solve_continuous_lyapunov(a, q)
+
+
+def solve_continuous_lyapunov(a, q):
+    """``scipy.linalg.solve_continuous_lyapunov``: X with A X + X Aᴴ = Q, differentiable
+    w.r.t. both (Ẋ solves the same equation with Q̇ - Ȧ X - X Ȧᴴ). A real ``a`` with complex
+    eigenvalues and a complex ``q``, which SciPy does not solve right, is refused (NoRuleError):
+    pass a complex ``a``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_continuous_lyapunov
+    >>> float(mg.grad(lambda t: solve_continuous_lyapunov(-t * np.eye(2), np.eye(2))[0, 0])(1.0))  # x = -1/(2t)
+    0.5
+    """
+    a, q = _at_least_2d(a, q)
+    _refuse_real_schur_of_complex("solve_continuous_lyapunov", a, q)
+    return _solve_continuous_lyapunov(a, q)
+
+
+solve_lyapunov = solve_continuous_lyapunov  # (SciPy's other name of it)
+
+
+@rrule(_solve_continuous_lyapunov)
+def _solve_continuous_lyapunov_rrule(a, q):
+    x = _solve_continuous_lyapunov(a, q)
+
+    def pullback(g):
+        y = _solve_continuous_lyapunov(_mH(a), g)
+        return (Thunk(lambda: _unb(-(np.matmul(y, _mH(x)) + np.matmul(_mH(y), x)), np.shape(a))),
+                _unb(y, np.shape(q)))
+
+    return x, pullback
+
+
+@frule(_solve_continuous_lyapunov)
+def _solve_continuous_lyapunov_frule(primals, tangents):
+    (a, q), (ta, tq) = primals, tangents
+    x = _solve_continuous_lyapunov(a, q)
+    rhs = _tangent_sum((tq, lambda t: t), (ta, lambda t: -(np.matmul(t, x) + np.matmul(x, _mH(t)))))
+    return x, ZERO if rhs is None else _solve_continuous_lyapunov(a, rhs)
+
+
+@scipy_primitive("scipy.linalg.solve_discrete_lyapunov")
+def _solve_discrete_lyapunov(a, q, *, method=None):
+    return sl.solve_discrete_lyapunov(a, q, method=method)
+
+
+def solve_discrete_lyapunov(a, q, method=None):
+    """``scipy.linalg.solve_discrete_lyapunov``: X with A X Aᴴ - X + Q = 0, differentiable
+    w.r.t. both (Ẋ solves the same equation with Q̇ + Ȧ X Aᴴ + A X Ȧᴴ), with SciPy's
+    ``method`` for every solve. As in :func:`solve_continuous_lyapunov`, a real ``a`` with
+    complex eigenvalues and a complex ``q`` are refused for method "bilinear" (SciPy's from
+    10 x 10 on).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_discrete_lyapunov
+    >>> float(mg.grad(lambda t: solve_discrete_lyapunov(t * np.eye(2), np.eye(2))[0, 0])(0.5))  # 1/(1-t²)
+    1.7777777777777777
+    """
+    a, q = _lists_as_arrays(a, q)
+    _refuse_real_schur_of_complex("solve_discrete_lyapunov", a, q, method)
+    return _solve_discrete_lyapunov(a, q, method=method)
+
+
+@rrule(_solve_discrete_lyapunov)
+def _solve_discrete_lyapunov_rrule(a, q, *, method=None):
+    x = _solve_discrete_lyapunov(a, q, method=method)
+
+    def pullback(g):
+        y = _solve_discrete_lyapunov(_mH(a), g, method=method)
+        return (Thunk(lambda: _unb(np.matmul(y, np.matmul(a, _mH(x))) + np.matmul(_mH(y), np.matmul(a, x)),
+                                   np.shape(a))),
+                _unb(y, np.shape(q)))
+
+    return x, pullback
+
+
+@frule(_solve_discrete_lyapunov)
+def _solve_discrete_lyapunov_frule(primals, tangents, *, method=None):
+    (a, q), (ta, tq) = primals, tangents
+    x = _solve_discrete_lyapunov(a, q, method=method)
+
+    def from_a(t):
+        tx = np.matmul(t, np.matmul(x, _mH(a)))
+        return tx + np.matmul(a, np.matmul(x, _mH(t)))
+
+    rhs = _tangent_sum((tq, lambda t: t), (ta, from_a))
+    return x, ZERO if rhs is None else _solve_discrete_lyapunov(a, rhs, method=method)
+
+
+def _are_gain(x, a, b, r, e, s, discrete):
+    """The gain K and the closed loop A_c = A - B K of a Riccati solution X (see above)."""
+    bh = _mH(b)
+    if discrete:
+        n, lhs = np.matmul(bh, np.matmul(x, a)), r + np.matmul(bh, np.matmul(x, b))
+    else:
+        n, lhs = np.matmul(bh, x if e is None else np.matmul(x, e)), r
+    if s is not None:
+        n = n + _mH(s)
+    k = np.linalg.solve(lhs, n)
+    return k, a - np.matmul(b, k)
+
+
+def _riccati_tangent(k, ac, e, tangents, w_of_a, w_of_e, discrete):
+    """Ẋ: the Lyapunov (continuous) or Stein (discrete) equation above, W = w_of_a(Ȧ - Ḃ K) +
+    w_of_e(Ė) - Ṡ K."""
+    ta, tb, tq, tr, te, ts = tangents
+    w = _tangent_sum((ta, w_of_a), (tb, lambda t: -w_of_a(np.matmul(t, k))), (te, w_of_e),
+                     (ts, lambda t: -np.matmul(t, k)))
+    c = _tangent_sum((tq, lambda t: t), (tr, lambda t: np.matmul(_mH(k), np.matmul(t, k))))
+    if w is not None:
+        c = w + _mH(w) if c is None else c + w + _mH(w)
+    if c is None:
+        return ZERO
+    if e is None:
+        m = _mH(ac)
+    else:  # (times E⁻ᴴ on the left and E⁻¹ on the right)
+        ei = np.linalg.inv(e)
+        m, c = _mH(np.matmul(ac, ei)), np.matmul(_mH(ei), np.matmul(c, ei))
+    if discrete:  # Ẋ - m Ẋ mᴴ = C
+        return _herm(_solve_discrete_lyapunov(m, c))
+    return _herm(_solve_continuous_lyapunov(m, -c))  # m Ẋ + Ẋ mᴴ = -C
+
+
+def _riccati_adjoint(g, ac, e, discrete):
+    """Y of the adjoint equation above, for the cotangent ``g`` of X (its Hermitian part)."""
+    g = _herm(g)
+    if e is not None:  # (times E⁻¹ on the left and E⁻ᴴ on the right)
+        ei = np.linalg.inv(e)
+        ac, g = np.matmul(ei, ac), np.matmul(ei, np.matmul(g, _mH(ei)))
+    return (_solve_discrete_lyapunov if discrete else _solve_continuous_lyapunov)(ac, g)
+
+
+def _riccati_cotangents(x, y, k, ac, args, discrete):
+    """(Ā, B̄, Q̄, R̄, Ē, S̄) from Y (see above). The discrete equation's, with sign = 1 and
+    P = X A_c Y, P' = X E Y: Ā = 2 P, B̄ = -2 P Kᴴ, Q̄ = Y, R̄ = K Y Kᴴ, Ē = -2 P',
+    S̄ = -2 Y Kᴴ; the continuous one's the same with sign = -1 (all but Ē) and P, P' exchanged."""
+    a, b, q, r, e, s = args
+    sign = 1 if discrete else -1
+    xe = x if e is None else np.matmul(x, e)
+    xac = np.matmul(x, ac)
+    p, p_e = (xac, xe) if discrete else (xe, xac)
+    kh = _mH(k)
+    return (Thunk(lambda: _unb(2 * sign * np.matmul(p, y), np.shape(a))),
+            Thunk(lambda: _unb(-2 * sign * np.matmul(p, np.matmul(y, kh)), np.shape(b))),
+            _unb(sign * y, np.shape(q)),
+            Thunk(lambda: _unb(sign * np.matmul(k, np.matmul(y, kh)), np.shape(r))),
+            NoTangent() if e is None else Thunk(lambda: _unb(-2 * np.matmul(p_e, y), np.shape(e))),
+            NoTangent() if s is None else Thunk(lambda: _unb(-2 * sign * np.matmul(y, kh), np.shape(s))))
+
+
+def _refuse_balanced_e(name, args, e, balanced):
+    """With ``e`` and ``balanced=True``, SciPy 1.17 balances the pencil (a diagonal scaling D of
+    its rows and columns) but then multiplies the balanced stable basis by the unbalanced E: where
+    D does not commute with E, the X it returns does not solve the equation (of random 3 x 3
+    problems, a quarter raise LinAlgError and one in 25 return such an X, residuals up to 1e5).
+    Its derivative would not be the equation's: refused for traced arguments."""
+    if e is None or not balanced or not _has_tracer(args):
+        return
+    from ...errors import _UnsupportedInputError
+
+    raise _UnsupportedInputError(
+        f"scipy.linalg.{name} with `e` and balanced=True of traced matrices at {user_line()}: SciPy balances "
+        "the matrix pencil but corrects its stable basis with the unbalanced E, so that where the balancing "
+        "scales, the X it returns does not solve the equation (or it raises LinAlgError), and mutagrad has "
+        "no derivative of it. Pass balanced=False: SciPy then solves the generalized equation, and mutagrad "
+        "differentiates it w.r.t. every matrix, e included.")
+
+
+@scipy_primitive("scipy.linalg.solve_continuous_are")
+def _solve_continuous_are(a, b, q, r, e, s, *, balanced=True):
+    return sl.solve_continuous_are(a, b, q, r, e, s, balanced)
+
+
+def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
+    """``scipy.linalg.solve_continuous_are``: the stabilizing X of
+    Aᴴ X E + Eᴴ X A - (Eᴴ X B + S) R⁻¹ (Bᴴ X E + Sᴴ) + Q = 0 (E = I and S = 0 when omitted),
+    differentiable w.r.t. every matrix: Ẋ solves a Lyapunov equation of the closed loop
+    A - B K, K = R⁻¹ (Bᴴ X E + Sᴴ). Q and R are Hermitian (SciPy checks): their cotangents are
+    too. ``balanced`` is SciPy's; with ``e``, traced matrices need ``balanced=False`` (SciPy's
+    balancing with E can return an X that does not solve the equation: refused, NoRuleError).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_continuous_are
+    >>> # x = a + sqrt(a² + q) for b = r = 1: dx/dq = 1 / (2 sqrt(a² + q)) = 1/10 at a = 3, q = 16
+    >>> float(mg.grad(lambda q: solve_continuous_are(3.0, 1.0, q, 1.0)[0, 0])(16.0))
+    0.1
+    """
+    args = _at_least_2d(a, b, q, r, e, s)
+    _refuse_balanced_e("solve_continuous_are", args, e, balanced)
+    return _solve_continuous_are(*args, balanced=balanced)
+
+
+@rrule(_solve_continuous_are)
+def _solve_continuous_are_rrule(a, b, q, r, e, s, *, balanced=True):
+    x = _solve_continuous_are(a, b, q, r, e, s, balanced=balanced)
+    k, ac = _are_gain(x, a, b, r, e, s, discrete=False)
+
+    def pullback(g):
+        y = _riccati_adjoint(g, ac, e, discrete=False)
+        return _riccati_cotangents(x, y, k, ac, (a, b, q, r, e, s), discrete=False)
+
+    return x, pullback
+
+
+@frule(_solve_continuous_are)
+def _solve_continuous_are_frule(primals, tangents, *, balanced=True):
+    a, b, q, r, e, s = primals
+    x = _solve_continuous_are(a, b, q, r, e, s, balanced=balanced)
+    if all(is_zero(t) for t in tangents):
+        return x, ZERO
+    k, ac = _are_gain(x, a, b, r, e, s, discrete=False)
+    ehx = x if e is None else np.matmul(_mH(e), x)
+    xac = np.matmul(x, ac)
+    return x, _riccati_tangent(k, ac, e, tangents, lambda t: np.matmul(ehx, t),  # W = Eᴴ X (Ȧ - Ḃ K)
+                               lambda t: np.matmul(_mH(t), xac), discrete=False)  # + Ėᴴ X A_c - Ṡ K
+
+
+@scipy_primitive("scipy.linalg.solve_discrete_are")
+def _solve_discrete_are(a, b, q, r, e, s, *, balanced=True):
+    return sl.solve_discrete_are(a, b, q, r, e, s, balanced)
+
+
+def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
+    """``scipy.linalg.solve_discrete_are``: the stabilizing X of
+    Aᴴ X A - Eᴴ X E - (Aᴴ X B + S) (R + Bᴴ X B)⁻¹ (Bᴴ X A + Sᴴ) + Q = 0 (E = I and S = 0 when
+    omitted), differentiable w.r.t. every matrix: Ẋ solves a Stein equation of the closed loop
+    A - B K, K = (R + Bᴴ X B)⁻¹ (Bᴴ X A + Sᴴ). Q and R are Hermitian (SciPy checks): their
+    cotangents are too. ``balanced`` is SciPy's; with ``e``, traced matrices need
+    ``balanced=False``, as for :func:`solve_continuous_are`.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_discrete_are
+    >>> # a = 0: x = q, whatever b and r
+    >>> float(mg.grad(lambda q: solve_discrete_are(0.0, 1.0, q, 1.0)[0, 0])(2.0))
+    1.0
+    """
+    args = _at_least_2d(a, b, q, r, e, s)
+    _refuse_balanced_e("solve_discrete_are", args, e, balanced)
+    return _solve_discrete_are(*args, balanced=balanced)
+
+
+@rrule(_solve_discrete_are)
+def _solve_discrete_are_rrule(a, b, q, r, e, s, *, balanced=True):
+    x = _solve_discrete_are(a, b, q, r, e, s, balanced=balanced)
+    k, ac = _are_gain(x, a, b, r, e, s, discrete=True)
+
+    def pullback(g):
+        y = _riccati_adjoint(g, ac, e, discrete=True)
+        return _riccati_cotangents(x, y, k, ac, (a, b, q, r, e, s), discrete=True)
+
+    return x, pullback
+
+
+@frule(_solve_discrete_are)
+def _solve_discrete_are_frule(primals, tangents, *, balanced=True):
+    a, b, q, r, e, s = primals
+    x = _solve_discrete_are(a, b, q, r, e, s, balanced=balanced)
+    if all(is_zero(t) for t in tangents):
+        return x, ZERO
+    k, ac = _are_gain(x, a, b, r, e, s, discrete=True)
+    achx = np.matmul(_mH(ac), x)
+    ehx = x if e is None else np.matmul(_mH(e), x)
+    return x, _riccati_tangent(k, ac, e, tangents, lambda t: np.matmul(achx, t),  # W = A_cᴴ X (Ȧ - Ḃ K)
+                               lambda t: -np.matmul(ehx, t), discrete=True)  # - Eᴴ X Ė - Ṡ K
 
 
 # -- svd, qr, null_space, orth: SciPy's factors, NumPy's rules -------------------------

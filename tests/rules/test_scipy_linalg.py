@@ -1201,6 +1201,26 @@ def test_lyapunov_of_a_real_matrix_with_complex_eigenvalues_and_a_complex_q_is_r
     check_grads(lambda q: msl.solve_discrete_lyapunov(0.3 * a, q, method="direct"), q)
 
 
+def test_sylvester_of_a_real_matrix_with_complex_eigenvalues_and_a_complex_argument_is_refused():
+    # the same SciPy path as the Lyapunov solvers': real Schur forms handed to the complex solver
+    a = np.array([[0.0, 1.0], [-1.0, 0.2]])  # eigenvalues 0.1 ± 0.99i
+    b = np.array([[2.0, 0.5], [0.0, 1.0]])  # real eigenvalues: its Schur form is triangular
+    q = np.array([[1.0 + 1.0j, 0.5], [-0.3j, 2.0]])
+    x = sl.solve_sylvester(a, b, q)
+    assert np.max(np.abs(a @ x + x @ b - q)) > 1e-2  # (SciPy's value: not a solution)
+    np.testing.assert_array_equal(msl.solve_sylvester(a, b, q), x)  # (plain: SciPy's own call)
+    for call in (lambda: mg.grad(lambda a: np.real(np.sum(msl.solve_sylvester(a, b, q))))(a),
+                 lambda: mg.grad(lambda b: np.real(np.sum(msl.solve_sylvester(b, a.T, q))))(b)):
+        with pytest.raises(mg.NoRuleError, match=r"a\.astype\(complex\)") as info:
+            call()
+        assert isinstance(info.value, ValueError) and "test_scipy_linalg.py" in str(info.value)
+    # the fix it offers: complex matrices, which SciPy solves, differentiated
+    xc = sl.solve_sylvester(a.astype(complex), b, q)
+    np.testing.assert_allclose(a @ xc + xc @ b, q, atol=1e-12)
+    check_grads(lambda q: msl.solve_sylvester(a.astype(complex), b, q), q)
+    check_grads(lambda a: msl.solve_sylvester(a, b, q.real), a)  # (all real: SciPy's real solver)
+
+
 def test_riccati_with_e_and_balancing_is_refused():
     # SciPy 1.17 balances the pencil but corrects its stable basis with the unbalanced E: here its
     # X does not solve the equation (balanced=False's does)

@@ -194,18 +194,33 @@ def _plain_arrays_of(fun, npos=0, kwnames=()):
     default arguments and the globals its code names, and those of the Python
     functions it names that way (helpers it calls, to a depth of 4 and at most
     64 functions), and the arrays those names' objects hold where the code can
-    reach them (see _arrays_held_by). ``npos`` positional and the
-    ``kwnames`` keyword arguments are passed to ``fun``: their defaults are unused."""
+    reach them (see _Holdings). ``npos`` positional and the ``kwnames`` keyword
+    arguments are passed to ``fun``: their defaults are unused. Returns (the
+    (path, array) pairs, whether the search stopped at its budget)."""
     found: list = []
-    _arrays_named_by(fun, found, set(), 0, npos, kwnames)
-    return found
+    budget = _Budget()
+    _arrays_named_by(fun, found, set(), 0, npos, kwnames, budget)
+    return found, budget.left <= 0
 
 
-def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
+class _Budget:
+    """The objects one search may still visit (arrays, containers, objects: 10000 in all)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self):
+        self.left = ALIAS_SEARCH_BUDGET
+
+
+ALIAS_SEARCH_BUDGET = 10_000
+
+
+def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None):
     code = getattr(fun, "__code__", None)
     if code is None or id(fun) in seen or len(seen) >= 64:
         return
     seen.add(id(fun))
+    budget = budget or _Budget()
     helpers = []
     named = []  # (name, value) of its closure's cells and its default arguments
     for name, cell in zip(code.co_freevars, getattr(fun, "__closure__", None) or ()):
@@ -222,63 +237,70 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=()):
     if kwdefaults:
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
     glob, names = _names_of(code)
-    walk = _Holdings(names, found, helpers)
+    walk = _Holdings(names, "getattr" in glob, found, helpers, budget)
     if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
         walk.visit("self", fun.__self__, 0)
     g = getattr(fun, "__globals__", None)
     if g:
         named.extend((name, g[name]) for name in glob if name in g)
     for name, v in named:
-        if type(v) is _FunctionType:
-            helpers.append(v)
-        else:
-            walk.visit(name, v, 0)
+        walk.visit(name, v, 0)
     if depth < 4:
         for h in helpers:
             if (getattr(h, "__module__", None) or "").partition(".")[0] not in _INTERNAL_PACKAGES:  # (not NumPy's...)
-                _arrays_named_by(h, found, seen, depth + 1)
+                _arrays_named_by(h, found, seen, depth + 1, budget=budget)
 
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
 _NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, str, bytes, int, float, complex, bool, set, frozenset, range)
-_ITERATING = frozenset(("values", "items", "__iter__"))  # dictionary methods that reach every entry
+_SEQUENCES = (list, tuple, collections.deque)
 
 
 class _Holdings:
     """The arrays a named object holds where the code can reach them (``sim.u``,
     ``world.grid.u``, ``state["u"]``, ``views[2]``, ``model.layers[0].W``), to a
-    depth of 4 steps and 4096 objects, and the methods it names as helpers
-    (``sim.step(x)``): attributes the code names, of an instance (its dictionary,
-    ``__slots__``, namedtuple fields, its class's attributes; the functions behind
-    its properties are helpers, for the attributes they name), of a class or a
-    module; dictionary entries whose keys are constants of the code (every entry
-    if the code names ``values`` or ``items``); every item of a list or tuple
-    (of at most 256). No user code runs: only the stored values are read."""
+    depth of 4 steps and the budget's objects, and the functions it may call as
+    helpers (``sim.step(x)``, callbacks in a list, a functools.partial): attributes
+    the code names (every one of an instance's dictionary when the code calls
+    ``getattr``), of an instance (its dictionary, ``__slots__``, namedtuple fields,
+    its class's attributes; the functions behind its properties are helpers, for the
+    attributes they name), of a class or a module; every entry of a dictionary of at
+    most 256 (of a larger one, those under keys that are constants of the code); every
+    item of a list, tuple or deque of at most 256. No user code runs: only the stored
+    values are read."""
 
-    __slots__ = ("attrs", "every_entry", "found", "helpers", "keys", "seen")
+    __slots__ = ("attrs", "budget", "by_getattr", "found", "helpers", "keys", "seen")
 
-    def __init__(self, names, found, helpers):
+    def __init__(self, names, by_getattr, found, helpers, budget):
         self.attrs, self.keys = names
-        self.every_entry = not _ITERATING.isdisjoint(self.attrs)
-        self.found, self.helpers, self.seen = found, helpers, set()
+        self.by_getattr = by_getattr
+        self.found, self.helpers, self.budget = found, helpers, budget
+        self.seen = set()  # (per function: another one names other attributes of the same objects)
 
     def visit(self, name, v, depth):
+        b = self.budget
+        if b.left <= 0:
+            return
+        b.left -= 1
         tv = type(v)
         if tv is _ndarray or (tv is ArrayTracer and not v._level.closed):  # (an outer level's array, in a
             # nested differentiation; a leftover of a finished one is checked where it is used: core.live)
             self.found.append((name, v))
             return
-        if depth >= 4 or isinstance(v, _NOT_HOLDERS) or id(v) in self.seen or len(self.seen) >= 4096:
+        if tv is _FunctionType or tv is _MethodType:  # a callback, a helper held by an object
+            self.helpers.append(v)
+            return
+        if depth >= 4 or isinstance(v, _NOT_HOLDERS) or id(v) in self.seen:
             return
         self.seen.add(id(v))
         depth += 1
-        if tv is list or tv is tuple:
+        if tv in _SEQUENCES:
             if len(v) <= 256:
                 for k, item in enumerate(v):
                     self.visit(f"{name}[{k}]", item, depth)
             return
         if isinstance(v, dict):
-            if self.every_entry and len(v) <= 256:
+            if len(v) <= 256:
                 entries = list(dict.items(v))
             else:
                 entries = []
@@ -292,7 +314,14 @@ class _Holdings:
             for key, item in entries:
                 self.visit(f"{name}[{key!r}]", item, depth)
             return
-        if isinstance(v, (list, tuple)) and not hasattr(tv, "_fields"):  # (a subclass; a namedtuple's
+        if tv is functools.partial:
+            self.visit(f"{name}.func", v.func, depth)
+            for k, item in enumerate(v.args):
+                self.visit(f"{name}.args[{k}]", item, depth)
+            for key, item in v.keywords.items():
+                self.visit(f"{name}.keywords[{key!r}]", item, depth)
+            return
+        if isinstance(v, _SEQUENCES) and not hasattr(tv, "_fields"):  # (a subclass; a namedtuple's
             return  # fields are attributes, below)
         if isinstance(v, types.ModuleType):
             if (getattr(v, "__name__", "") or "").partition(".")[0] in _INTERNAL_PACKAGES:
@@ -300,9 +329,7 @@ class _Holdings:
             attrs = vars(v)
             for attr in self.attrs:
                 a = attrs.get(attr)
-                if type(a) is _FunctionType:  # a function of a module (``physics.rhs(u)``)
-                    self.helpers.append(a)
-                elif a is not None:
+                if a is not None:  # (a function of a module, physics.rhs(u): a helper)
                     self.visit(f"{name}.{attr}", a, depth)
             return
         if isinstance(v, type):
@@ -314,6 +341,10 @@ class _Holdings:
         attrs = getattr(v, "__dict__", None)
         if type(attrs) is not dict:
             attrs = None
+        if self.by_getattr and attrs is not None and len(attrs) <= 256:  # getattr(self, name): any of them
+            for attr, a in list(attrs.items()):
+                if attr not in self.attrs:
+                    self.visit(f"{name}.{attr}", a, depth)
         for attr in self.attrs:
             a = attrs.get(attr) if attrs is not None else None
             if a is None:
@@ -377,22 +408,23 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=()):
     the argument raises (a plain read of the name would not carry its
     derivative), and a plain write through the name, which the tape would not
     see, is caught before the reverse pass (:func:`_check_plain_aliases`)."""
-    plain = _plain_arrays_of(fun, npos, kwnames)
+    plain, incomplete = _plain_arrays_of(fun, npos, kwnames)
     flagged = []
-    if not plain:
+    if not plain and not incomplete:
         return flagged
     for _t, info in wrapped:
         a = bottom(info.orig)  # (an outer level's traced array, inside a nested differentiation)
         if type(a) is not _ndarray:
             continue
-        for name, v in plain:
-            v = bottom(v)
-            if np.may_share_memory(a, v) and _shares(a, v):
-                st = info.storage
-                st.plain_alias = name
-                st.plain_before = a.copy()  # (to find plain writes through the name)
-                flagged.append(info)
-                break
+        st = info.storage
+        hits = [(name, bottom(v)) for name, v in plain if np.may_share_memory(a, bottom(v)) and _shares(a, bottom(v))]
+        if hits:
+            st.plain_alias = hits[0][0]
+            st.plain_views = hits  # (a write into memory none of them holds is an ordinary one)
+            st.plain_before = a.copy()  # (to find plain writes through the name)
+            flagged.append(info)
+        elif incomplete:
+            st.alias_unchecked = True
     return flagged
 
 

@@ -497,6 +497,9 @@ class Storage:
     # that name, and the argument's values at the call
     plain_alias = None
     plain_before = None
+    plain_views = ()  # every (path, plain array) sharing its memory; plain_alias is the first's path
+    # the search for such names stopped at its budget (a large object graph): a write warns once
+    alias_unchecked = False
     # a view, lifted to an inner level, of an outer level's array that exists outside
     # the inner differentiation (see _lift_views): outer code can change it unseen
     outer_view = False
@@ -787,14 +790,32 @@ class Level:
                 "if the function writes into them."
             )
         if s.plain_alias is not None:
-            from .errors import AliasingError
+            path = _plain_view_written(s, dest)
+            if path is not None:
+                from .errors import AliasingError
 
-            raise AliasingError(
-                f"writing into {s.name} at {user_line()}, which is the memory of the plain array "
-                f"`{s.plain_alias}` that the function (or a helper it calls) reaches by name (a global or closure "
-                f"variable, or an attribute or item of an object it names): a plain NumPy read of `{s.plain_alias}` would not carry the derivative of "
-                "what is written. Read and write the array through the argument only, or pass a copy."
-            )
+                raise AliasingError(
+                    f"writing into {s.name} at {user_line()}, which is the memory of the plain array "
+                    f"`{path}` that the function (or a helper it calls) reaches by name (a global or closure "
+                    f"variable, or an attribute or item of an object it names): a plain NumPy read of `{path}` "
+                    "would not carry the derivative of what is written. Read and write the array through the "
+                    "argument only, or pass a copy."
+                )
+        elif s.alias_unchecked:
+            s.alias_unchecked = False
+            import warnings
+
+            frame = user_frame(sys._getframe(1))
+            msg = (f"writing into {s.name} at {user_line()}: the function reaches more objects than mutagrad "
+                   "searches for other references to its arguments (10000), so it could not check that no plain "
+                   "array it reads is this argument's memory (such a read would not carry the derivative of "
+                   "the write). Pass the argument as a copy if the function may read it back through an object.")
+            if frame is None:
+                warnings.warn(msg, UserWarning, stacklevel=2)
+            else:  # (attributed to the user's line, where a filter on it applies)
+                warnings.warn_explicit(msg, UserWarning, frame.f_code.co_filename, frame.f_lineno,
+                                       module=frame.f_globals.get("__name__"),
+                                       registry=frame.f_globals.setdefault("__warningregistry__", {}))
         if dest._geom is not None and dest._geom.overlap:
             if not bottom(dest).flags.writeable:
                 raise ValueError("assignment destination is read-only")
@@ -1109,6 +1130,24 @@ def top_level(leaves):
             if top is None or lv.id > top.id:
                 top = lv
     return top
+
+
+def _plain_view_written(s, dest):
+    """The path of a plain array holding the memory that a write into ``dest`` (the argument
+    of storage ``s``, or a view of it) changes, or None (``views["left"]`` is x[:4], the write
+    x[4:] *= 2)."""
+    b = bottom(dest)
+    for path, v in s.plain_views:
+        if type(b) is not _ndarray or (np.may_share_memory(b, v) and _shares_bounded(b, v)):
+            return path
+    return None
+
+
+def _shares_bounded(a, b) -> bool:
+    try:
+        return bool(np.shares_memory(a, b, max_work=10_000))
+    except np.exceptions.TooHardError:  # (NumPy cannot tell cheaply: as if they do)
+        return True
 
 
 def live(x, writing=False):

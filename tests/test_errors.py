@@ -14,6 +14,7 @@ import pytest
 
 import mutagrad as mg
 import mutagrad.numpy as mnp
+from mutagrad import api
 from mutagrad.testing import check_grads, numerical_grad
 
 HERE = os.path.basename(__file__)
@@ -940,6 +941,13 @@ def _module_total():
     return np.sum(u ** 2)  # noqa: F821 (run with the globals of a module that defines u)
 
 
+def _energy_of(state):
+    return np.sum(state["u"] ** 2)
+
+
+_module_total.__wrapped__ = _energy_of  # (the helper a functools.partial holds, below)
+
+
 def _containers_holding(x):
     """Functions that write into their argument and read it back through a plain reference
     held by a container or an object two steps or more from a name they use."""
@@ -984,7 +992,34 @@ def _containers_holding(x):
         u *= 2.0
         return np.sum(mod.u) + mod.total()
 
-    return [(by_key, "state['u']"), (keys_of_a_loop, "state['u']"), (two_attributes_down, "world.grid.u"), (list_of_views, "views[0]"),
+    fields = {"u": x}
+    ring = collections.deque([np.zeros(3), x], maxlen=4)
+    total = functools.partial(_module_total.__wrapped__, state)
+    hooks = [lambda: np.sum(world.grid.u ** 2)]
+
+    def by_iterating_keys(u):
+        u *= 2.0
+        return sum(np.sum(fields[k] ** 2) for k in fields)
+
+    def by_getattr(u, names=("u",)):
+        u *= 2.0
+        return sum(np.sum(getattr(world.grid, n) ** 2) for n in names)
+
+    def deque_item(u):
+        u *= 2.0
+        return np.sum(ring[-1] ** 2)
+
+    def partial_helper(u):
+        u += 1.0
+        return total() + np.sum(u)
+
+    def callback_in_a_list(u):
+        u *= 3.0
+        return np.sum(u) + sum(h() for h in hooks)
+
+    return [(by_key, "state['u']"), (keys_of_a_loop, "state['u']"), (by_iterating_keys, "fields['u']"),
+            (by_getattr, "world."), (deque_item, "ring[1]"), (partial_helper, "total.args[0]['u']"),
+            (callback_in_a_list, "world.grid.u"), (two_attributes_down, "world.grid.u"), (list_of_views, "views[0]"),
             (by_iteration, "registry['a']"), (item_then_attribute, "world.layers[0].u"),
             (namedtuple_field, "pair.first"), (module_attribute, "mod.u"), (world.energy, "self.state['u']")]
 
@@ -1008,11 +1043,50 @@ def test_write_into_argument_that_a_container_holds_raises():
     np.testing.assert_array_equal(held, [0.5, -1.0, 2.0])
 
 
-def test_containers_that_do_not_hold_the_argument_where_the_code_reads_are_not_aliases():
-    # a dictionary entry under a key the code never names, and the previous iterates of a
-    # history list (copies): the writes through the argument are ordinary
+def test_write_into_memory_no_reachable_view_holds_is_ordinary():
+    # views["left"] is buf[:4]: a write into buf[4:] changes nothing it holds (it was refused,
+    # naming views["left"] as sharing the written memory)
+    buf = np.arange(1.0, 9.0)
+    views = {"left": buf[:4]}
+
+    def f(b):
+        b[4:] *= 2.0
+        return np.sum(b ** 2) / len(views["left"])
+
+    want = numerical_grad(f, (buf.copy(),), (0,))[0]
+    np.testing.assert_allclose(mg.grad(f)(buf.copy()), want, rtol=1e-7)
+
+    def g(b):
+        b[0] = 1.0  # memory views["left"] holds: refused
+        return f(b)
+
+    with pytest.raises(mg.AliasingError, match=r"views\['left'\]"):
+        mg.grad(g)(buf)
+
+
+def test_alias_search_past_its_budget_warns_at_a_write(monkeypatch):
+    # more objects than the search visits: a write through the argument cannot be checked, and
+    # says so at the user's line (it was silent); a function that writes nothing is not warned
+    monkeypatch.setattr(api, "ALIAS_SEARCH_BUDGET", 50)
+    grid = [[np.zeros(2) for _ in range(10)] for _ in range(10)]
+
+    def writes(u):
+        u *= 2.0
+        return np.sum(u) + np.sum(grid[-1][-1] ** 2)
+
+    with pytest.warns(UserWarning, match=r"more objects than mutagrad searches") as rec:
+        mg.grad(writes)(np.ones(2))
+    assert rec[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mg.grad(lambda u: np.sum(u * 2.0) + np.sum(grid[-1][-1]))(np.ones(2))
+
+
+def test_containers_that_do_not_hold_the_argument_are_not_aliases():
+    # a dictionary of copies and the previous iterates of a history list (copies): the writes
+    # through the argument are ordinary
     x = np.array([1.0, 2.0, 3.0])
-    cache = {"x0": x, "scale": np.array([2.0, 2.0, 2.0])}
+    cache = {"x0": x.copy(), "scale": np.array([2.0, 2.0, 2.0])}
     history = []
 
     def f(u):

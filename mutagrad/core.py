@@ -1746,8 +1746,9 @@ _ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "r
                            "newton_krylov", "anderson", "broyden1", "broyden2"))
 _CONVOLUTIONS = frozenset(("convolve", "convolve2d", "fftconvolve", "oaconvolve", "correlate", "correlate2d",
                            "gaussian_filter", "gaussian_filter1d", "uniform_filter", "uniform_filter1d",
-                           "median_filter", "convolve1d", "correlate1d", "sobel", "laplace", "zoom",
-                           "map_coordinates", "shift", "rotate", "affine_transform"))
+                           "median_filter", "convolve1d", "correlate1d", "sobel", "laplace"))
+_INTERPOLATIONS = frozenset(("zoom", "map_coordinates", "shift", "rotate", "affine_transform",
+                             "geometric_transform", "spline_filter"))
 _QUADRATURES = frozenset(("quad", "quad_vec", "dblquad", "tplquad", "nquad", "fixed_quad", "quadrature",
                           "romberg"))
 
@@ -1803,6 +1804,11 @@ def _scipy_rewrite(sub, name):
                 "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "
                 "mutagrad.scipy.stats.cauchy.logpdf(x, 0, s) + np.log(2) for x >= 0, an inverse gamma "
                 "a log(b) - gammaln(a) - (a + 1) log(x) - b / x.")
+    if short in _INTERPOLATIONS:
+        return (" Interpolate with NumPy operations, which are differentiated with respect to the image and "
+                "the coordinates: linear interpolation at y is i = np.floor(y).astype(int), w = y - i, "
+                "im[i] * (1 - w) + im[i + 1] * w along each axis (bilinear in 2-D: the four neighbours "
+                "im[i, j], im[i + 1, j], ... by fancy indexing, i and j clipped to the image).")
     if short in _CONVOLUTIONS:
         return (" Write the filter with NumPy operations on the traced values, which are differentiated: "
                 "np.convolve / np.correlate in 1-D, sums of shifted slices or of "
@@ -3358,7 +3364,7 @@ def _plain_copy_hint(target=None):
                 "changes nothing in the array it was taken from, as in NumPy: index the array itself "
                 "in one subscript.")
     name = "the array" if target is None else f"`{target}`"
-    return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = d.copy()`), "
+    return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = outer.copy()`), "
             "pass that array as an argument instead: an argument you do not differentiate is a traced "
             "constant, and so are its copies.")
 

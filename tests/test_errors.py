@@ -610,6 +610,21 @@ def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     msg = _raises(lambda k: integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), [1.0]).y[0, -1], 0.5,
                   mg.TracerEscapeError)
     assert "RK4" in msg and "mg.value(p)" in msg
+    ndimage = pytest.importorskip("scipy.ndimage")
+    img = np.arange(72.0).reshape(8, 9) ** 0.5
+    msg = _raises(lambda s: np.sum(ndimage.shift(img, s, order=1)), np.array([0.3, 0.4]), mg.TracerEscapeError)
+    assert "np.floor(y).astype(int)" in msg and "sliding_window_view" not in msg
+
+    def shifted(s):  # the rewrite it names (interior samples), against SciPy's values and differences
+        i = np.floor(-s).astype(int)
+        w = -s - i
+        rows, cols = np.arange(2, 6)[:, None] + i[0], np.arange(2, 7)[None, :] + i[1]
+        return ((1 - w[0]) * (1 - w[1]) * img[rows, cols] + w[0] * (1 - w[1]) * img[rows + 1, cols]
+                + (1 - w[0]) * w[1] * img[rows, cols + 1] + w[0] * w[1] * img[rows + 1, cols + 1])
+
+    s0 = np.array([0.3, 0.4])
+    np.testing.assert_allclose(shifted(s0), ndimage.shift(img, s0, order=1)[2:6, 2:7], rtol=1e-12)
+    check_grads(lambda s: np.sum(shifted(s) ** 2), s0)
 
 
 @pytest.mark.parametrize("shuffle", [

@@ -267,7 +267,8 @@ class _Holdings:
     attributes they name), of a class or a module; every entry of a dictionary of at
     most 256 (of a larger one, those under keys that are constants of the code); every
     item of a list, tuple or deque of at most 256. No user code runs: only the stored
-    values are read."""
+    values are read, and types are taken with type(): isinstance would ask a proxy's
+    __getattribute__ for __class__."""
 
     __slots__ = ("attrs", "budget", "by_getattr", "found", "helpers", "keys", "seen")
 
@@ -290,7 +291,7 @@ class _Holdings:
         if tv is _FunctionType or tv is _MethodType:  # a callback, a helper held by an object
             self.helpers.append(v)
             return
-        if depth >= 4 or isinstance(v, _NOT_HOLDERS) or id(v) in self.seen:
+        if depth >= 4 or issubclass(tv, _NOT_HOLDERS) or id(v) in self.seen:
             return
         self.seen.add(id(v))
         depth += 1
@@ -299,7 +300,7 @@ class _Holdings:
                 for k, item in enumerate(v):
                     self.visit(f"{name}[{k}]", item, depth)
             return
-        if isinstance(v, dict):
+        if issubclass(tv, dict):
             if len(v) <= 256:
                 entries = list(dict.items(v))
             else:
@@ -321,9 +322,9 @@ class _Holdings:
             for key, item in v.keywords.items():
                 self.visit(f"{name}.keywords[{key!r}]", item, depth)
             return
-        if isinstance(v, _SEQUENCES) and not hasattr(tv, "_fields"):  # (a subclass; a namedtuple's
+        if issubclass(tv, _SEQUENCES) and _class_attr(tv, "_fields") is None:  # (a subclass; a namedtuple's
             return  # fields are attributes, below)
-        if isinstance(v, types.ModuleType):
+        if issubclass(tv, types.ModuleType):
             if (getattr(v, "__name__", "") or "").partition(".")[0] in _INTERNAL_PACKAGES:
                 return
             attrs = vars(v)
@@ -332,13 +333,16 @@ class _Holdings:
                 if a is not None:  # (a function of a module, physics.rhs(u): a helper)
                     self.visit(f"{name}.{attr}", a, depth)
             return
-        if isinstance(v, type):
+        if issubclass(tv, type):
             for attr in self.attrs:
                 a = _class_attr(v, attr)
                 if a is not None and type(a) is not _FunctionType:
                     self.visit(f"{name}.{attr}", a, depth)
             return
-        attrs = getattr(v, "__dict__", None)
+        try:  # (the instance dictionary itself: no __getattribute__ or __getattr__ of the user's runs)
+            attrs = object.__getattribute__(v, "__dict__")
+        except Exception:  # noqa: BLE001 (none, or a descriptor that refuses)
+            attrs = None
         if type(attrs) is not dict:
             attrs = None
         if self.by_getattr and attrs is not None and len(attrs) <= 256:  # getattr(self, name): any of them

@@ -2827,3 +2827,25 @@ def test_plain_array_method_escapes_name_the_method_and_other_escapes_on_a_dot_l
     f = lambda x: np.sum(np.choose(idx, X * x[0]))  # (the fix: X[0, 0] + X[1, 1] + X[0, 2] per unit of x)
     np.testing.assert_allclose(mg.grad(f)(np.array([0.5])), numerical_grad(f, (np.array([0.5]),), (0,))[0])
     np.testing.assert_allclose(mg.jvp(f, (np.array([0.5]),), (np.ones(1),))[1], 1.0 + 5.0 + 3.0)
+
+
+def test_alias_search_runs_no_code_of_the_objects_it_visits():
+    # a proxy whose every attribute access raises, in a dict and as an attribute the code names:
+    # the search reads stored values only (isinstance would have asked it for __class__)
+    class Proxy:
+        def __getattribute__(self, name):
+            raise RuntimeError("the search ran the proxy's code")
+
+    holder = {"proxy": Proxy()}
+
+    class Sim:
+        def __init__(self):
+            self.proxy = Proxy()
+
+        def energy(self, x):
+            x *= 2.0
+            assert self.proxy is not None and holder  # (named: the search reaches both)
+            return np.sum(x ** 2)
+
+    x = np.array([0.5, -1.0])
+    np.testing.assert_allclose(mg.grad(Sim().energy)(x.copy()), 8.0 * x)

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, bottom, foreign_subclass, lift,
+from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
                    STATE, RunGroup, live, mark_weak, pristine_layers, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, ensure_shuffle_filter,
                      forget_escape, readonly_error, replaced_error, take_deferred, user_line)
@@ -189,33 +189,71 @@ def _code_names(code, glob, attrs, keys):
 _NAMES: dict = {}  # id(code object) -> (it, the global names it and its nested functions use)
 
 
-def _plain_arrays_of(fun, npos=0, kwnames=()):
+def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
     """The plain arrays ``fun`` refers to by name: its closure's cells, its
     default arguments and the globals its code names, and those of the Python
     functions it names that way (helpers it calls, to a depth of 4 and at most
     64 functions), and the arrays those names' objects hold where the code can
-    reach them (see _Holdings). ``npos`` positional and the ``kwnames`` keyword
-    arguments are passed to ``fun``: their defaults are unused. Returns (the
-    (path, array) pairs, whether the search stopped at its budget)."""
+    reach them (see _Holdings), through the attributes any of those functions
+    names (``energy(s)``, whose code reads ``sim.u``). ``npos`` positional and the
+    ``kwnames`` keyword arguments are passed to ``fun``: their defaults are unused;
+    ``roots``: (name, value) of the arguments that are no arrays (an object, a
+    callback), searched too. Returns (the (path, array) pairs, whether the search
+    stopped at its budget)."""
     found: list = []
     budget = _Budget()
-    _arrays_named_by(fun, found, set(), 0, npos, kwnames, budget)
+    budget.names = _names_of_helpers(fun)
+    _arrays_named_by(fun, found, set(), 0, npos, kwnames, budget, roots)
     return found, budget.left <= 0
 
 
-class _Budget:
-    """The objects one search may still visit (arrays, containers, objects: 10000 in all)."""
+def _names_of_helpers(fun):
+    """(attributes, keys, whether getattr is called) of ``fun`` and of the Python functions it
+    names (globals, closure cells, defaults), theirs in turn, to 64 functions: an object one of
+    them reaches may be handed to another, which reads its attributes."""
+    attrs, keys, by_getattr = set(), set(), False
+    todo, seen = [fun], set()
+    while todo and len(seen) < 64:
+        f = todo.pop()
+        code = getattr(f, "__code__", None)
+        if code is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        glob, (a, k) = _names_of(code)
+        attrs.update(a)
+        keys.update(k)
+        by_getattr = by_getattr or "getattr" in glob
+        values = [c.cell_contents for c in (getattr(f, "__closure__", None) or ()) if _filled(c)]
+        values += list(getattr(f, "__defaults__", None) or ())
+        g = getattr(f, "__globals__", None) or {}
+        values += [g[n] for n in glob if n in g]
+        todo += [v for v in values if type(v) is _FunctionType and (getattr(v, "__module__", None) or "").partition(
+            ".")[0] not in _INTERNAL_PACKAGES]
+    return tuple(attrs), tuple(keys), by_getattr
 
-    __slots__ = ("left",)
+
+def _filled(cell) -> bool:
+    try:
+        return cell.cell_contents is not _ABSENT
+    except ValueError:  # (an empty cell)
+        return False
+
+
+class _Budget:
+    """The objects one search may still visit (arrays, containers, objects: 10000 in all), and
+    the names of the functions it starts from (_names_of_helpers)."""
+
+    __slots__ = ("left", "names")
 
     def __init__(self):
         self.left = ALIAS_SEARCH_BUDGET
+        self.names = ((), (), False)
 
 
 ALIAS_SEARCH_BUDGET = 10_000
 
 
-def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None):
+def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None, roots=()):
     code = getattr(fun, "__code__", None)
     if code is None or id(fun) in seen or len(seen) >= 64:
         return
@@ -236,13 +274,16 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None):
     kwdefaults = getattr(fun, "__kwdefaults__", None)
     if kwdefaults:
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
-    glob, names = _names_of(code)
-    walk = _Holdings(names, "getattr" in glob, found, helpers, budget)
+    glob, (attrs, keys) = _names_of(code)
+    shared_attrs, shared_keys, by_getattr = budget.names
+    walk = _Holdings((set(attrs).union(shared_attrs), set(keys).union(shared_keys)),
+                     by_getattr or "getattr" in glob, found, helpers, budget)
     if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
         walk.visit("self", fun.__self__, 0)
     g = getattr(fun, "__globals__", None)
     if g:
         named.extend((name, g[name]) for name in glob if name in g)
+    named.extend(roots)
     for name, v in named:
         walk.visit(name, v, 0)
     if depth < 4:
@@ -284,6 +325,12 @@ class _Holdings:
             return
         b.left -= 1
         tv = type(v)
+        if tv is _ndarray and v.dtype.hasobject:  # an object array: its items, as a list's
+            if v.size <= 256 and depth < 4 and id(v) not in self.seen:
+                self.seen.add(id(v))
+                for k, item in enumerate(v.ravel(order="K")):
+                    self.visit(f"{name}.flat[{k}]", item, depth + 1)
+            return
         if tv is _ndarray or (tv is ArrayTracer and not v._level.closed):  # (an outer level's array, in a
             # nested differentiation; a leftover of a finished one is checked where it is used: core.live)
             self.found.append((name, v))
@@ -406,13 +453,15 @@ def _names_of(code):
     return names
 
 
-def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=()):
+def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None):
     """An argument that is also (memory of) a plain array the function reads
     by name: mutagrad sees only what goes through the argument. A write through
-    the argument raises (a plain read of the name would not carry its
-    derivative), and a plain write through the name, which the tape would not
-    see, is caught before the reverse pass (:func:`_check_plain_aliases`)."""
-    plain, incomplete = _plain_arrays_of(fun, npos, kwnames)
+    the argument into that memory raises (a plain read of the name would not carry
+    its derivative), and a plain write through the name, which the tape would not
+    see, is caught before the reverse pass (:func:`_check_plain_aliases`). ``args``,
+    ``kwargs``: the call's, whose objects and callbacks are searched too (``f(x, sim)``
+    reading ``sim.u``)."""
+    plain, incomplete = _plain_arrays_of(fun, npos, kwnames, _object_arguments(fun, args, kwargs))
     flagged = []
     if not plain and not incomplete:
         return flagged
@@ -421,42 +470,56 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=()):
         if type(a) is not _ndarray:
             continue
         st = info.storage
-        hits = [(name, bottom(v)) for name, v in plain if np.may_share_memory(a, bottom(v)) and _shares(a, bottom(v))]
+        hits = [(name, b, b.copy()) for name, b in ((name, bottom(v)) for name, v in plain)
+                if np.may_share_memory(a, b) and _shares_bounded(a, b)]
         if hits:
+            # (path, plain array, its values at the call: a plain write through it is found when the
+            # function returns; a traced write into memory none of them holds is an ordinary one)
             st.plain_alias = hits[0][0]
-            st.plain_views = hits  # (a write into memory none of them holds is an ordinary one)
-            st.plain_before = a.copy()  # (to find plain writes through the name)
+            st.plain_views = hits
             flagged.append(info)
         elif incomplete:
             st.alias_unchecked = True
     return flagged
 
 
-def _shares(a, b) -> bool:
-    """np.shares_memory with bounded work; when NumPy cannot tell cheaply, as if they do."""
-    try:
-        return bool(np.shares_memory(a, b, max_work=10_000))
-    except np.exceptions.TooHardError:
-        return True
+def _object_arguments(fun, args, kwargs):
+    """(parameter name, value) of the call's arguments that are neither arrays nor numbers nor
+    containers (which are flattened and checked as arguments): objects and callbacks."""
+    code = getattr(fun, "__code__", None)
+    params = code.co_varnames[:code.co_argcount] if code is not None else ()
+    if type(fun) is _MethodType:
+        params = params[1:]
+    out = []
+    items = [(params[k] if k < len(params) else f"argument {k}", v) for k, v in enumerate(args)]
+    items += list((kwargs or {}).items())
+    for name, v in items:
+        tv = type(v)
+        if tv is _ndarray or issubclass(tv, (Tracer, int, float, complex, str, bytes, dict, list, tuple)) or v is None:
+            continue
+        leaves = tree_flatten(v)[0]
+        if len(leaves) == 1 and leaves[0] is v:  # (not a dataclass or another registered container: those
+            out.append((name, v))  # are flattened, their arrays checked as the arguments' leaves)
+    return out
 
 
 def _check_plain_aliases(level):
     """Before the reverse pass: an argument that is a plain array's memory and
     that is differentiated, or that a pullback reads, must not have been
-    changed by plain code (a traced read after the change would take the new
-    values for the argument's own)."""
+    changed by plain code through that array (a traced read after the change
+    would take the new values for the argument's own)."""
     for info in level.plain_aliases:
         st = info.storage
         if st.captured or st.was_captured or st.active:
-            a = bottom(info.orig)
-            if not np.array_equal(a, st.plain_before, equal_nan=a.dtype.kind in "fc"):
-                raise MutationError(
-                    f"{st.name} is the memory of the plain array `{st.plain_alias}`, which the function "
-                    f"read through the argument and then changed through the name `{st.plain_alias}` "
-                    "(plain NumPy code, which mutagrad does not see; found when the function returned, "
-                    f"differentiated at {user_line()}): the derivative would use the new "
-                    "values. Write through the argument, or pass a copy of the array."
-                )
+            for path, v, before in st.plain_views:
+                if not np.array_equal(v, before, equal_nan=v.dtype.kind in "fc"):
+                    raise MutationError(
+                        f"{st.name} is the memory of the plain array `{path}`, which the function "
+                        f"read through the argument and then changed through `{path}` "
+                        "(plain NumPy code, which mutagrad does not see; found when the function returned, "
+                        f"differentiated at {user_line()}): the derivative would use the new "
+                        "values. Write through the argument, or pass a copy of the array."
+                    )
 
 
 def _check_not_none(a, n):
@@ -485,9 +548,10 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
     _check_argnums(argnums, len(args))
     # a traced value a finished differentiation left behind (in a global, an attribute) is
     # the array it holds (see core.live)
-    args = [live(a) if isinstance(a, Tracer) else a for a in args]
+    args = [live(a, argument=True) if isinstance(a, Tracer) else a for a in args]
     if kwargs:
-        kwargs.update({k: live(v) for k, v in kwargs.items() if isinstance(v, Tracer)})
+        kwargs.update({k: live(v, argument=True) for k, v in kwargs.items() if isinstance(v, Tracer)})
+    orig_args, orig_kwargs = tuple(args), dict(kwargs) if kwargs else None  # (for the alias search)
     infos = {}
     wrapped = []
     top = level.index == 0
@@ -527,7 +591,8 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
     if kwargs:
         kwargs.update(_wrap_kwargs(level, kwargs, wrapped))
     _mark_aliasing(wrapped)
-    level.plain_aliases = _mark_plain_aliases(fun, wrapped, len(args), kwargs or ()) if fun is not None else ()
+    level.plain_aliases = (_mark_plain_aliases(fun, wrapped, len(args), kwargs or (), orig_args, orig_kwargs)
+                           if fun is not None else ())
     return args, infos
 
 

@@ -497,7 +497,8 @@ class Storage:
     # that name, and the argument's values at the call
     plain_alias = None
     plain_before = None
-    plain_views = ()  # every (path, plain array) sharing its memory; plain_alias is the first's path
+    plain_views = ()  # (path, plain array, its values at the call) of each sharing its memory; plain_alias: the first's
+    leftover_warned = False  # a leftover of it used by a later differentiation has been warned about (live)
     # the search for such names stopped at its budget (a large object graph): a write warns once
     alias_unchecked = False
     # a view, lifted to an inner level, of an outer level's array that exists outside
@@ -1137,7 +1138,7 @@ def _plain_view_written(s, dest):
     of storage ``s``, or a view of it) changes, or None (``views["left"]`` is x[:4], the write
     x[4:] *= 2)."""
     b = bottom(dest)
-    for path, v in s.plain_views:
+    for path, v, _ in s.plain_views:
         if type(b) is not _ndarray or (np.may_share_memory(b, v) and _shares_bounded(b, v)):
             return path
     return None
@@ -1150,13 +1151,13 @@ def _shares_bounded(a, b) -> bool:
         return True
 
 
-def live(x, writing=False):
+def live(x, writing=False, argument=False):
     """A leftover traced value (one a differentiation that has returned left in
     a global, a closure, an object or a list) is the value it had: what a plain
     call would have left there. Tracers of live levels are returned as they are.
     Except a leftover of an earlier run of the same forward-mode jacobian: its
     value is the same, its derivative would be lost (see RunGroup)."""
-    left = False
+    left = None
     while isinstance(x, Tracer) and x._level.closed:
         lv = x._level
         g = lv.run_group
@@ -1166,10 +1167,38 @@ def live(x, writing=False):
         if (s.captured or s.was_captured) and getattr(lv, "tape", None):
             _note_leftover_read(lv, s)
         x = x._value
-        left = True
-    if left and LOCKED:
-        _check_leftover_alias(x, writing)
+        left = left or s
+    if left is not None:
+        if LOCKED:
+            _check_leftover_alias(x, writing)
+        if (left.active and not (argument or writing or left.leftover_warned) and STATE.levels
+                and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps its derivative)
+            _warn_leftover_used(left)
     return x
+
+
+def _warn_leftover_used(s):
+    """A value that carried a derivative in a finished differentiation (a cache filled by an
+    earlier call, a global it set), used by a running one: a constant to it, so a derivative it
+    has with respect to this one's inputs (the same parameters, a cached matrix of them) is
+    lost. JAX and PyTorch raise there; mutagrad reads the value, as a plain call would, and
+    warns once per value."""
+    import warnings
+
+    s.leftover_warned = True
+    frame = user_frame(sys._getframe(2))
+    msg = (f"a value computed in an earlier differentiation, which carried its derivative there (left in a "
+           f"cache, a global, an object), is used at {user_line(frame) if frame is not None else 'this line'} "
+           "by a running differentiation: to it the value is a constant, so a derivative it has with "
+           "respect to this differentiation's inputs is lost (a cached matrix of the parameters: 0). "
+           "Compute it again in the function, or store mg.stop_gradient(value) where it is meant as a "
+           "constant.")
+    if frame is None:
+        warnings.warn(msg, UserWarning, stacklevel=3)
+    else:
+        warnings.warn_explicit(msg, UserWarning, frame.f_code.co_filename, frame.f_lineno,
+                               module=frame.f_globals.get("__name__"),
+                               registry=frame.f_globals.setdefault("__warningregistry__", {}))
 
 
 def _check_leftover_alias(v, writing):
@@ -1183,7 +1212,7 @@ def _check_leftover_alias(v, writing):
     for lv in STATE.levels:
         for st in lv.arg_storages:
             a = st.orig
-            if (writing or st.written) and np.may_share_memory(a, b) and np.shares_memory(a, b, max_work=10_000):
+            if (writing or st.written) and np.may_share_memory(a, b) and _shares_bounded(a, b):
                 from .errors import AliasingError
 
                 if writing:

@@ -956,6 +956,10 @@ def _module_total():
     return np.sum(u ** 2)  # noqa: F821 (run with the globals of a module that defines u)
 
 
+def _grid_energy(sim):
+    return np.sum(sim.grid.u ** 2)
+
+
 def _energy_of(state):
     return np.sum(state["u"] ** 2)
 
@@ -1012,6 +1016,17 @@ def _containers_holding(x):
     total = functools.partial(_module_total.__wrapped__, state)
     hooks = [lambda: np.sum(world.grid.u ** 2)]
 
+    held = np.empty(2, dtype=object)
+    held[0], held[1] = "label", x
+
+    def helper_reads_an_attribute(u):  # world named here, .grid.u read by the helper it is given to
+        u *= 2.0
+        return _grid_energy(world)
+
+    def object_array_item(u):
+        u *= 3.0
+        return np.sum(held[1] ** 2)
+
     def by_iterating_keys(u):
         u *= 2.0
         return sum(np.sum(fields[k] ** 2) for k in fields)
@@ -1032,7 +1047,8 @@ def _containers_holding(x):
         u *= 3.0
         return np.sum(u) + sum(h() for h in hooks)
 
-    return [(by_key, "state['u']"), (keys_of_a_loop, "state['u']"), (by_iterating_keys, "fields['u']"),
+    return [(helper_reads_an_attribute, "world.grid.u"), (object_array_item, "held.flat[1]"),
+            (by_key, "state['u']"), (keys_of_a_loop, "state['u']"), (by_iterating_keys, "fields['u']"),
             (by_getattr, "world."), (deque_item, "ring[1]"), (partial_helper, "total.args[0]['u']"),
             (callback_in_a_list, "world.grid.u"), (two_attributes_down, "world.grid.u"), (list_of_views, "views[0]"),
             (by_iteration, "registry['a']"), (item_then_attribute, "world.layers[0].u"),
@@ -1077,6 +1093,47 @@ def test_write_into_memory_no_reachable_view_holds_is_ordinary():
 
     with pytest.raises(mg.AliasingError, match=r"views\['left'\]"):
         mg.grad(g)(buf)
+
+
+def test_objects_and_callbacks_passed_as_arguments_are_searched():
+    # f(x, sim) reading sim.u, g(x, cb) calling a callback over x: the plain reads gave 0
+    sim = _Grid(np.array([1.0, 2.0, 3.0]))
+
+    def f(y, s):
+        y *= 2.0
+        return np.sum(s.u ** 2)
+
+    def g(y, cb):
+        y *= 2.0
+        return cb()
+
+    with pytest.raises(mg.AliasingError, match="plain array `s.u`"):
+        mg.grad(f)(sim.u, sim)
+    with pytest.raises(mg.AliasingError, match="plain array `x`"):
+        x = np.array([1.0, 2.0, 3.0])
+        mg.grad(g)(x, cb=lambda: np.sum(x ** 2))
+    # the same functions with an object that does not hold the argument: ordinary, vs differences
+    other = _Grid(np.array([0.5, -1.0, 2.0]))
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(mg.grad(lambda y, s: f(y, s) + np.sum(y ** 2))(x.copy(), other),
+                               numerical_grad(lambda y: f(y, other) + np.sum(y ** 2), (x.copy(),), (0,))[0],
+                               rtol=1e-7)
+
+
+def test_a_plain_view_of_memory_the_function_never_writes_reads_as_a_constant():
+    # views["left"] is x[:3]; the function writes only x[3:]: the read is the input's values
+    # (a constant, as any closed-over array), and no write went through the view (it raised a
+    # MutationError claiming one)
+    x = np.arange(1.0, 7.0)
+    views = {"left": x[:3]}
+
+    def f(y):
+        y[3:] *= 3.0
+        return np.sum(views["left"] ** 2) + np.sum(y ** 2)
+
+    g = mg.grad(f)(x)
+    np.testing.assert_allclose(g, [2.0, 4.0, 6.0, 72.0, 90.0, 108.0])  # by hand: 2y, and 2 * 9 y for y[3:]
+    np.testing.assert_array_equal(x, [1.0, 2.0, 3.0, 12.0, 15.0, 18.0])  # (a plain call's side effect)
 
 
 def test_alias_search_past_its_budget_warns_at_a_write(monkeypatch):
@@ -1156,7 +1213,8 @@ def test_argument_stored_by_an_earlier_call_and_read_back_after_a_write_raises()
     x = np.array([1.0, 2.0, 3.0])
     mg.grad(keeps)(x)
     x[:] = [1.0, 2.0, 3.0]
-    np.testing.assert_allclose(mg.grad(reads_before_writing)(x), [3.0, 4.0, 5.0])
+    with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
+        np.testing.assert_allclose(mg.grad(reads_before_writing)(x), [3.0, 4.0, 5.0])
 
 
 def test_traced_values_left_behind_are_their_values():
@@ -1181,8 +1239,9 @@ def test_traced_values_left_behind_are_their_values():
     assert kept[1] + 1.0 == 3.0 and float(box.v) == 8.0 and kept[0][1] == 6.0
     kept[0][0] = 5.0  # a buffer left behind can be written, as the plain array it stands for
     assert kept[0][0] == 5.0
-    # read by a later differentiation: a constant
-    np.testing.assert_allclose(mg.grad(lambda z: np.sum(z * kept[0]))(x), [5.0, 6.0])
+    # read by a later differentiation: a constant, with a warning (it carried a derivative)
+    with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
+        np.testing.assert_allclose(mg.grad(lambda z: np.sum(z * kept[0]))(x), [5.0, 6.0])
 
 
 def test_traced_values_left_behind_work_where_plain_arrays_do():
@@ -2803,7 +2862,8 @@ def test_write_into_a_buffer_an_earlier_differentiation_left_says_so():
 
     s = Accumulating()
     np.testing.assert_array_equal(mg.grad(s.loss)(h), 2 * h)
-    msg = _raises(s.loss, h, mg.WriteToPlainArrayError)
+    with pytest.warns(UserWarning, match="computed in an earlier differentiation"):  # (`+=` reads it first)
+        msg = _raises(s.loss, h, mg.WriteToPlainArrayError)
     assert "`self.work` holds an array an earlier differentiation made" in msg and "copy" not in msg
 
 

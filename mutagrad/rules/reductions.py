@@ -595,6 +595,31 @@ def _abs2_by_parts(d):
     return d * d
 
 
+def _no_dof_impl(res, x):
+    return res
+
+
+# np.var / np.std over no degrees of freedom (count <= ddof): the value NumPy's (nan, or inf),
+# the derivative with respect to x NaN in both modes, as JAX and PyTorch give (the division by a
+# zero count met zero deviations: reverse mode's strong zeros made it 0, forward mode NaN)
+no_dof_p = get_primitive(_no_dof_impl, "a variance over no degrees of freedom")
+
+
+def _no_dof_rrule(res, x):
+    def pullback(g):
+        return ZeroTangent(), (x + np.sum(x)) * np.nan  # (of x: NaN in every second derivative too)
+
+    return res, pullback
+
+
+def _no_dof_frule(primals, tangents):
+    res, _ = primals
+    return res, res * np.nan
+
+
+no_dof_p.rrule, no_dof_p.frule = _no_dof_rrule, _no_dof_frule
+
+
 def _np_var(args, kwargs, sqrt=False):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "ddof", "keepdims", "where", "mean", "correction"))
     x = a["a"]
@@ -643,6 +668,8 @@ def _np_var(args, kwargs, sqrt=False):
         else:
             ss = np.sum(sq, axis=axis, keepdims=keepdims, dtype=dtype)
         res = ss / max(n - ddof, 0)  # (NumPy's count: never below zero)
+        if n - ddof <= 0:  # NumPy's nan or inf, a function of x nowhere differentiable: NaN derivatives
+            res = bind(no_dof_p, (res, x))
     if sqrt:
         # the deviation from the mean of a single element is zero whatever it is: the std of
         # one element is the constant 0 (sqrt's infinite slope at 0 would give 0 * inf = nan)

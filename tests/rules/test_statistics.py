@@ -522,3 +522,21 @@ def test_quantiles_of_an_empty_array_are_numpys(fn, axis):
             return
         got = mg.vjp(lambda x: fn(x, q, axis=axis, keepdims=True), x)[0]
     assert np.shape(got) == np.shape(want) and np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("f,x", [
+    (lambda x: np.std(x, ddof=1), np.array([0.7])),  # 0 / 0: NumPy's nan
+    (lambda x: np.var(x, ddof=2), np.array([0.7, 1.9])),  # s / 0: NumPy's inf
+    (lambda x: np.var(x, ddof=5), np.array([[0.7, 1.9], [0.1, -0.4]]).T),  # (count 4 < ddof)
+], ids=["std-nan", "var-inf", "var-count-below"])
+def test_variance_over_no_degrees_of_freedom_has_nan_derivatives_in_both_modes(f, x):
+    # reverse mode gave 0 (strong zeros of the zero deviations) where forward gave NaN: both NaN
+    # now, as JAX and PyTorch give; the value stays NumPy's
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = f(x.copy())
+        assert np.all(np.isnan(want) | np.isinf(want))
+        assert np.array_equal(mg.vjp(f, x.copy())[0], want, equal_nan=True)
+        assert np.all(np.isnan(mg.grad(lambda x: np.sum(f(x)))(x.copy())))
+        assert np.all(np.isnan(mg.jvp(lambda x: np.sum(f(x)), (x.copy(),), (np.ones_like(x),))[1]))
+        assert np.all(np.isnan(mg.hessian(lambda x: np.sum(f(x)))(x.copy())))

@@ -2402,7 +2402,7 @@ class Tracer:
             raise escape_error(
                 f"{lib[0]} of traced values that NumPy's dispatch does not see (inside a list or tuple, or in an "
                 "argument it does not dispatch on), so that its own code converts them with np.asarray",
-                TracerEscapeError, fix)
+                TracerEscapeError, fix, specific=True)  # (the fix names the call to make instead)
         if lib is not None:
             lib = lib[0]
             extra = (" mutagrad has no rule for it: write the computation with NumPy operations on the traced "

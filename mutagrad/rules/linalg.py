@@ -863,9 +863,19 @@ def _repeated_pairs(v):
     return (gap <= REPEATED_RTOL * np.asarray(scale)[..., None]) & ~np.eye(n, dtype=bool)
 
 
+def _tie_rtol(b):
+    """How close (relative to the largest value) values of the float array ``b`` are tied for
+    _tie_mean: what LAPACK's rounding leaves between exactly equal ones, 4 max(n, 16) machine
+    epsilons (1.4e-14 for a 3 x 3 float64 matrix, 9e-13 for 1000 x 1000). Values further apart
+    are resolved: each value's own derivative (its vector's) is right, and a tolerance as wide
+    as the vectors' (REPEATED_RTOL) would halve the derivative of a value 1e-10 from zero."""
+    eps = np.finfo(b.dtype if b.dtype.kind in "fc" else np.float64).eps
+    return 4 * max(b.shape[-1], 16) * eps
+
+
 def _tie_mean(w, d):
     """The derivatives (tangents or cotangents) ``d`` of the values ``w`` with those of each
-    group of repeated values (up to rounding, as _repeated) replaced by the group's mean. At a
+    group of equal values (up to LAPACK's rounding, _tie_rtol) replaced by the group's mean. At a
     tie a single value has no derivative (its one-sided slopes differ), and the vector LAPACK
     returns would pick one of them by chance: the mean, Re tr(Vₖᴴ dA Vₖ) / k over the group's
     eigenspace, is basis-invariant and what central differences give. A symmetric function of
@@ -873,14 +883,13 @@ def _tie_mean(w, d):
     so tangents and cotangents take the same one."""
     if is_zero(d) or np.shape(bottom(w))[-1] < 2:
         return d
-    pairs = _repeated_pairs(w)
-    if not pairs.any():
-        return d
     b = np.asarray(bottom(w))
     order = np.argsort(b, axis=-1)
     sb = np.take_along_axis(b, order, axis=-1)
     scale = np.max(np.abs(b), axis=-1, keepdims=True)
-    tied = np.diff(sb, axis=-1) <= REPEATED_RTOL * scale  # (neighbours in sorted order: chains of ties)
+    tied = np.diff(sb, axis=-1) <= _tie_rtol(b) * scale  # (neighbours in sorted order: chains of ties)
+    if not tied.any():
+        return d
     runs = np.concatenate((np.zeros(sb.shape[:-1] + (1,), int), np.cumsum(~tied, axis=-1)), axis=-1)
     group = np.empty_like(runs)
     np.put_along_axis(group, order, runs, axis=-1)

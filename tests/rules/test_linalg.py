@@ -946,6 +946,18 @@ def test_derivative_of_one_of_tied_values_is_the_mean_over_the_tie(case):
         np.testing.assert_allclose(mg.grad(fk)(p1), _fd_jacobian(fk, p1), rtol=1e-6, atol=1e-8, err_msg=name)
 
 
+@pytest.mark.parametrize("gap", [1e-9, 1e-10, 1e-11, 1e-13])
+def test_values_resolved_by_lapack_are_not_tied(gap):
+    # 0 and 1e-10 beside 1: LAPACK resolves them, and the middle value's derivative is its own
+    # (1: it is gap + t), not the tie's mean (0.5, which a tolerance of 1e-10 gave)
+    def f(t):
+        return np.linalg.eigvalsh(np.diag([0.0, gap, 1.0]) + t * np.diag([0.0, 1.0, 0.0]))[1]
+
+    h = gap / 100
+    fd = (f(h) - f(-h)) / (2 * h)
+    np.testing.assert_allclose([mg.grad(f)(0.0), mg.jvp(f, (0.0,), (1.0,))[1]], [fd, fd], rtol=1e-5)
+
+
 def test_second_derivative_of_values_at_a_tie_names_the_values_function_and_its_line():
     # log det through eigvalsh at I: the refusal named np.linalg.eigh (which the code never
     # called), the mg.hessian line, and the fix "use only the values" the code already followed

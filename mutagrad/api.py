@@ -200,10 +200,18 @@ def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
     ``roots``: (name, value) of the arguments that are no arrays (an object, a
     callback), searched too. Returns (the (path, array) pairs, whether the search
     stopped at its budget)."""
-    found: list = []
-    budget = _Budget()
-    budget.names = _names_of_helpers(fun)
-    _arrays_named_by(fun, found, set(), 0, npos, kwnames, budget, roots)
+    names = _names_of_helpers(fun)
+    for _ in range(3):  # (the helpers found on objects may name attributes the first round skipped)
+        found: list = []
+        budget = _Budget()
+        budget.names = names
+        budget.walked = set()
+        _arrays_named_by(fun, found, set(), 0, npos, kwnames, budget, roots)
+        attrs, keys, by_getattr = names
+        grown = (tuple(set(attrs) | budget.walked_attrs), keys, by_getattr or budget.walked_getattr)
+        if len(grown[0]) == len(attrs) and grown[2] == by_getattr:
+            break
+        names = grown
     return found, budget.left <= 0
 
 
@@ -243,11 +251,14 @@ class _Budget:
     """The objects one search may still visit (arrays, containers, objects: 10000 in all), and
     the names of the functions it starts from (_names_of_helpers)."""
 
-    __slots__ = ("left", "names")
+    __slots__ = ("left", "names", "walked", "walked_attrs", "walked_getattr")
 
     def __init__(self):
         self.left = ALIAS_SEARCH_BUDGET
         self.names = ((), (), False)
+        self.walked = set()
+        self.walked_attrs = set()  # the attributes the functions walked name (a next round reads them too)
+        self.walked_getattr = False
 
 
 ALIAS_SEARCH_BUDGET = 10_000
@@ -276,8 +287,11 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None, r
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
     glob, (attrs, keys) = _names_of(code)
     shared_attrs, shared_keys, by_getattr = budget.names
+    reflective = "getattr" in glob or "vars" in glob or "__dict__" in attrs  # (any attribute, by name)
+    budget.walked_attrs.update(attrs)
+    budget.walked_getattr = budget.walked_getattr or reflective
     walk = _Holdings((set(attrs).union(shared_attrs), set(keys).union(shared_keys)),
-                     by_getattr or "getattr" in glob, found, helpers, budget)
+                     by_getattr or reflective, found, helpers, budget)
     if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
         walk.visit("self", fun.__self__, 0)
     g = getattr(fun, "__globals__", None)
@@ -383,7 +397,15 @@ class _Holdings:
         if issubclass(tv, type):
             for attr in self.attrs:
                 a = _class_attr(v, attr)
-                if a is not None and type(a) is not _FunctionType:
+                ta = type(a)
+                if ta is _FunctionType or ta is staticmethod:  # (Sim.energy_of(s): a helper)
+                    f = a if ta is _FunctionType else a.__func__
+                    if type(f) is _FunctionType:
+                        self.helpers.append(f)
+                elif ta is classmethod:
+                    if type(a.__func__) is _FunctionType:
+                        self.helpers.append(_MethodType(a.__func__, v))
+                elif a is not None:
                     self.visit(f"{name}.{attr}", a, depth)
             return
         try:  # (the instance dictionary itself: no __getattribute__ or __getattr__ of the user's runs)
@@ -396,13 +418,23 @@ class _Holdings:
             for attr, a in list(attrs.items()):
                 if attr not in self.attrs:
                     self.visit(f"{name}.{attr}", a, depth)
+        if (getattr(tv, "__module__", None) or "").partition(".")[0] not in _INTERNAL_PACKAGES:
+            for op in _CALLED_BY_SYNTAX:  # (monitor(u), op @ u, store["u"]: methods no name calls)
+                d = _class_attr(tv, op)
+                if type(d) is _FunctionType:
+                    self.helpers.append(_MethodType(d, v))
         for attr in self.attrs:
             a = attrs.get(attr) if attrs is not None else None
             if a is None:
                 d = _class_attr(tv, attr)
                 td = type(d)
-                if td is _FunctionType:  # a method (``sim.step(x)``)
-                    self.helpers.append(_MethodType(d, v))
+                if td is _FunctionType:  # a method (``sim.step(x)``), and those it overrides (super())
+                    self.helpers.extend(_MethodType(f, v) for f in _methods_named(tv, attr))
+                    continue
+                if td is staticmethod or td is classmethod:
+                    f = d.__func__
+                    if type(f) is _FunctionType:
+                        self.helpers.append(f if td is staticmethod else _MethodType(f, tv))
                     continue
                 if td is property:
                     if type(d.fget) is _FunctionType:  # (its code names the attribute it returns)
@@ -420,6 +452,22 @@ class _Holdings:
 
 
 _ABSENT = object()
+
+# methods of a user's class that syntax calls, not a name: the alias search walks them as helpers
+_CALLED_BY_SYNTAX = ("__call__", "__getitem__", "__getattr__", "__matmul__", "__rmatmul__", "__mul__", "__rmul__",
+                     "__add__", "__radd__", "__sub__", "__rsub__", "__truediv__", "__rtruediv__", "__iter__",
+                     "__array__")
+
+
+def _methods_named(cls, attr):
+    """The functions named ``attr`` in the classes of ``cls``'s MRO (a method and those it overrides,
+    which super() calls), the nearest first."""
+    out = []
+    for k in getattr(cls, "__mro__", ()):
+        f = k.__dict__.get(attr)
+        if type(f) is _FunctionType:
+            out.append(f)
+    return out
 
 
 def _class_attr(cls, attr):

@@ -1066,7 +1066,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
         level = ReverseLevel()
         with level:
             targs, infos = _wrap_args(level, args, nums, fun, kwargs)
-            out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
+            with np.errstate(all="call", call=UserFPErrors()):  # (NumPy's warnings at the user's lines)
+                out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
             _check_scalar_output(out, "grad")
         _check_plain_aliases(level)
         try:
@@ -1159,7 +1160,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     with level:
         outer = level.outer_levels()
         targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=True)
-        out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
+        with np.errstate(all="call", call=UserFPErrors()):  # (NumPy's warnings at the user's lines)
+            out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
     _check_plain_aliases(level)
     out_leaves, out_tree = tree_flatten(out)
     out_vals = _unwrap_level(out, level)

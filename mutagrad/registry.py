@@ -572,6 +572,23 @@ def fp_event_as_numpy(mode, call, kind, flag, message, stacklevel):
         print(f"Warning: {message}")
 
 
+def _operation_name(frame):
+    """The name NumPy gives the ufunc computing now (``log`` in "divide by zero encountered
+    in log"), from the primitive or ufunc a mutagrad frame on the stack holds; "" if none."""
+    for _ in range(12):
+        if frame is None:
+            break
+        loc = frame.f_locals
+        u = loc.get("ufunc")
+        if isinstance(u, np.ufunc):
+            return u.__name__
+        p = loc.get("prim")
+        if isinstance(p, Primitive):
+            return (p.name or "").rsplit(".", 1)[-1]
+        frame = frame.f_back
+    return ""
+
+
 class UserFPErrors:
     """The same as ``_fp_event``, while the user's own code runs too (forward
     mode runs the function): each event is then also handled as the
@@ -585,8 +602,24 @@ class UserFPErrors:
         FP_FLAG[0] = object()
         if IN_DERIVATIVE[0]:
             return
-        fp_event_as_numpy(self.modes.get(_FP_KEYS.get(kind, "invalid"), "ignore"), self.call, kind, flag,
-                          f"{kind} encountered", stacklevel=3)
+        mode = self.modes.get(_FP_KEYS.get(kind, "invalid"), "ignore")
+        if mode == "ignore":
+            return
+        import sys
+
+        from .errors import user_frame
+
+        frame = sys._getframe(1)
+        name = _operation_name(frame)
+        message = f"{kind} encountered" + (f" in {name}" if name else "")
+        user = user_frame(frame)
+        if mode == "warn" and user is not None:  # (NumPy's warning, at the user's line: filters by message
+            # or module, and the line shown, are those of a plain call)
+            g = user.f_globals
+            warnings.warn_explicit(message, RuntimeWarning, user.f_code.co_filename, user.f_lineno,
+                                   module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}))
+            return
+        fp_event_as_numpy(mode, self.call, kind, flag, message, stacklevel=3)
 
     def write(self, message):
         """NumPy's "log" mode writes to the error-call object: an errstate that sets "log" for

@@ -89,6 +89,28 @@ LOCKED_TRACED: dict = {}
 # id(array) -> array: the arrays that running levels locked (Level.lock, Level.lock_traced),
 # whichever levels the running code sees
 LOCKED: dict = {}
+# id(array) -> [the running levels holding it locked, in any thread; the array; the writable view
+# the first one made]: it becomes writable again when the last of them ends
+_LOCK_REFS: dict = {}
+
+
+def _release(a, v):
+    """One level holding the caller's array ``a`` locked (``v``: its writable view) has ended."""
+    refs = _LOCK_REFS.get(id(a))
+    if refs is not None and refs[1] is a:
+        refs[0] -= 1
+        if refs[0] > 0:
+            return  # (a level in another thread still holds it)
+        del _LOCK_REFS[id(a)]
+    LOCKED.pop(id(a), None)
+    if not v.flags.writeable:
+        return  # the function made its argument read-only: as a plain call leaves it
+    try:
+        # (a base read-only because an outer level locked it: a rule calling mg.grad on
+        # the writable view of it that it got; one the program made read-only stays so)
+        set_writeable(a, a.base)
+    except ValueError:
+        pass
 _level_ids = itertools.count(1)
 
 
@@ -663,7 +685,7 @@ class Level:
         st.ceiling = self._saved_ceiling
         self.closed = True
         self.arg_storages = ()  # (storages refer to their level: no cycle left for the collector)
-        if self.locked:
+        if self.locked or self.joined:
             self.unlock()
         return False
 
@@ -672,6 +694,7 @@ class Level:
     # other reference to the same array object (an attribute, a dict or list entry, a
     # global), which the derivative would not see, raises (see api._call).
     locked = None  # id(array) -> (array, writable view, argument name[, view tracer: lock_traced]), or None
+    joined = ()  # arrays a level running in another thread locked, which this one holds too (lock)
     outer_locked = None  # (argument name, an outer level's argument name): an array that one locked
 
     def _lock_entry(self, a):
@@ -692,16 +715,25 @@ class Level:
         if not a.flags.writeable or not _relockable(a):
             # (read-only already; or memory NumPy could not make writable again afterwards, as
             # the Fortran memory SciPy's MINPACK and LSODA pass: no lock for it)
+            mine = False
             for lv in STATE.levels:
                 hit = lv.locked.get(id(a)) if lv.locked and lv is not self else None
                 if hit is not None and hit[0] is a:  # read-only because an outer level locked it
                     self.outer_locked = (name, hit[2])
+                    mine = True
+            refs = _LOCK_REFS.get(id(a))
+            if not mine and refs is not None and refs[1] is a:
+                # locked by a differentiation running in another thread: it stays locked until
+                # this one ends too (its end made it writable while this one still ran)
+                refs[0] += 1
+                self.joined = [*self.joined, a]
             return a if type(a) is _ndarray else a.view(_ndarray)
         v = a.view(_ndarray)  # (an np.memmap's views and results are memmaps: the tracer holds its memory
         # as a plain ndarray, whose views the rules know)
         a.flags.writeable = False
         locked[id(a)] = (a, v, name)
         LOCKED[id(a)] = a
+        _LOCK_REFS[id(a)] = [1, a, v]
         return v
 
     def lock_traced(self, x, name):
@@ -732,19 +764,16 @@ class Level:
         return v
 
     def unlock(self):
-        locked, self.locked = self.locked, None
+        locked, self.locked = self.locked or {}, None
+        joined, self.joined = self.joined, ()
         for a, v, _, *traced in locked.values():
             if traced:
                 LOCKED_TRACED.pop(id(traced[0]._storage), None)
-            LOCKED.pop(id(a), None)
-            if not v.flags.writeable:
-                continue  # the function made its argument read-only: as a plain call leaves it
-            try:
-                # (a base read-only because an outer level locked it: a rule calling mg.grad on
-                # the writable view of it that it got; one the program made read-only stays so)
-                set_writeable(a, a.base)
-            except ValueError:
-                pass
+            _release(a, v)
+        for a in joined:
+            refs = _LOCK_REFS.get(id(a))
+            if refs is not None and refs[1] is a:
+                _release(a, refs[2])
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id}>"

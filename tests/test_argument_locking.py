@@ -578,3 +578,54 @@ def test_outer_traced_value_without_derivative_may_go_into_an_array_plain_to_the
     else:
         v = np.array([1.0, -0.5, 2.0])
         np.testing.assert_allclose(mg.jvp(sens, (y0,), (v,))[1], fd @ v, rtol=1e-7)
+
+
+def test_an_array_two_threads_differentiate_stays_locked_until_both_end():
+    # the first differentiation to end made the array writable while the other still ran: a
+    # third thread's plain write then went through, behind the second one's tape
+    import threading
+
+    X = np.array([1.0, 2.0, 3.0])
+    a_in, b_in, a_done, b_read, c_done = (threading.Event() for _ in range(5))
+    out = {}
+
+    def fa(x):
+        a_in.set()
+        b_in.wait(5)
+        return np.sum(x ** 2)
+
+    def fb(x):
+        b_in.set()
+        a_done.wait(5)
+        y = np.log(x)
+        b_read.set()
+        c_done.wait(5)
+        return np.sum(y * x)
+
+    def first():
+        out["a"] = mg.grad(fa)(X)
+        a_done.set()
+
+    def second():
+        a_in.wait(5)
+        out["b"] = mg.grad(fb)(X)
+
+    def writer():
+        b_read.wait(5)
+        try:
+            X[0] = 5.0
+            out["c"] = "written"
+        except ValueError:
+            out["c"] = "refused"
+        c_done.set()
+
+    threads = [threading.Thread(target=t) for t in (first, second, writer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out["c"] == "refused"
+    np.testing.assert_array_equal(X, [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(out["a"], 2 * X)
+    np.testing.assert_allclose(out["b"], 1.0 + np.log(X))  # d/dx sum(x log x), by hand
+    assert X.flags.writeable  # (both ended)

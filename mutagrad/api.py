@@ -562,11 +562,12 @@ def _check_plain_aliases(level):
             for path, v, before in st.plain_views:
                 if not np.array_equal(v, before, equal_nan=v.dtype.kind in "fc"):
                     raise MutationError(
-                        f"{st.name} is the memory of the plain array `{path}`, which the function "
-                        f"read through the argument and then changed through `{path}` "
-                        "(plain NumPy code, which mutagrad does not see; found when the function returned, "
-                        f"differentiated at {user_line()}): the derivative would use the new "
-                        "values. Write through the argument, or pass a copy of the array."
+                        f"{st.name} is the memory of the plain array `{path}`, through which plain NumPy "
+                        "code changed it while the function ran (mutagrad does not see such a write: "
+                        f"found when the function returned, differentiated at {user_line()}); the "
+                        "derivative reads the argument's values, and which values it read, before or "
+                        "after the change, cannot be told. Write through the argument, or pass a copy "
+                        "of the array."
                     )
 
 

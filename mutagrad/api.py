@@ -297,6 +297,10 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None, r
     g = getattr(fun, "__globals__", None)
     if g:
         named.extend((name, g[name]) for name in glob if name in g)
+    if (getattr(fun, "__module__", None) or "").partition(".")[0] in _INTERNAL_PACKAGES:
+        # mutagrad's own wrapper (jacobian's, check_grads'): the user's functions it holds are
+        # walked, not the arguments it keeps to pass them
+        named = [(name, v) for name, v in named if type(v) is _FunctionType or type(v) is _MethodType]
     named.extend(roots)
     for name, v in named:
         walk.visit(name, v, 0)

@@ -833,19 +833,13 @@ class Level:
                 )
         elif s.alias_unchecked:
             s.alias_unchecked = False
-            import warnings
+            from .errors import warn_at
 
-            frame = user_frame(sys._getframe(1))
-            msg = (f"writing into {s.name} at {user_line()}: the function reaches more objects than mutagrad "
-                   "searches for other references to its arguments (10000), so it could not check that no plain "
-                   "array it reads is this argument's memory (such a read would not carry the derivative of "
-                   "the write). Pass the argument as a copy if the function may read it back through an object.")
-            if frame is None:
-                warnings.warn(msg, UserWarning, stacklevel=2)
-            else:  # (attributed to the user's line, where a filter on it applies)
-                warnings.warn_explicit(msg, UserWarning, frame.f_code.co_filename, frame.f_lineno,
-                                       module=frame.f_globals.get("__name__"),
-                                       registry=frame.f_globals.setdefault("__warningregistry__", {}))
+            warn_at(user_frame(sys._getframe(1)),
+                    f"writing into {s.name} at {user_line()}: the function reaches more objects than mutagrad "
+                    "searches for other references to its arguments (10000), so it could not check that no plain "
+                    "array it reads is this argument's memory (such a read would not carry the derivative of "
+                    "the write). Pass the argument as a copy if the function may read it back through an object.")
         if dest._geom is not None and dest._geom.overlap:
             if not bottom(dest).flags.writeable:
                 raise ValueError("assignment destination is read-only")
@@ -1212,22 +1206,16 @@ def _warn_leftover_used(s):
     has with respect to this one's inputs (the same parameters, a cached matrix of them) is
     lost. JAX and PyTorch raise there; mutagrad reads the value, as a plain call would, and
     warns once per value."""
-    import warnings
+    from .errors import warn_at
 
     s.leftover_warned = True
     frame = user_frame(sys._getframe(2))
-    msg = (f"a value computed in an earlier differentiation, which carried its derivative there (left in a "
-           f"cache, a global, an object), is used at {user_line(frame) if frame is not None else 'this line'} "
-           "by a running differentiation: to it the value is a constant, so a derivative it has with "
-           "respect to this differentiation's inputs is lost (a cached matrix of the parameters: 0). "
-           "Compute it again in the function, or store mg.stop_gradient(value) where it is meant as a "
-           "constant.")
-    if frame is None:
-        warnings.warn(msg, UserWarning, stacklevel=3)
-    else:
-        warnings.warn_explicit(msg, UserWarning, frame.f_code.co_filename, frame.f_lineno,
-                               module=frame.f_globals.get("__name__"),
-                               registry=frame.f_globals.setdefault("__warningregistry__", {}))
+    warn_at(frame, f"a value computed in an earlier differentiation, which carried its derivative there (left "
+                   f"in a cache, a global, an object), is used at "
+                   f"{user_line(frame) if frame is not None else 'this line'} by a running differentiation: to "
+                   "it the value is a constant, so a derivative it has with respect to this differentiation's "
+                   "inputs is lost (a cached matrix of the parameters: 0). Compute it again in the function, or "
+                   "store mg.stop_gradient(value) where it is meant as a constant.")
 
 
 def _check_leftover_alias(v, writing):

@@ -140,6 +140,18 @@ class RuleError(DifferentiationError):
 _last_escape = None
 
 
+def warn_at(frame, message, category=UserWarning):
+    """Issue a warning at the user's ``frame`` (its file, line and module: a filter on them, and
+    the line shown, are those of the user's code, not mutagrad's); where there is none, at the
+    caller's caller."""
+    if frame is None:
+        warnings.warn(message, category, stacklevel=3)
+        return
+    g = frame.f_globals
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                           module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}))
+
+
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None,
                  specific=False) -> DifferentiationError:
     """The error for a traced value turned into plain values by ``what``; ``integer``: the

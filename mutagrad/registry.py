@@ -607,17 +607,14 @@ class UserFPErrors:
             return
         import sys
 
-        from .errors import user_frame
+        from .errors import user_frame, warn_at
 
         frame = sys._getframe(1)
         name = _operation_name(frame)
         message = f"{kind} encountered" + (f" in {name}" if name else "")
         user = user_frame(frame)
         if mode == "warn" and user is not None:  # (NumPy's warning, at the user's line: filters by message
-            # or module, and the line shown, are those of a plain call)
-            g = user.f_globals
-            warnings.warn_explicit(message, RuntimeWarning, user.f_code.co_filename, user.f_lineno,
-                                   module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}))
+            warn_at(user, message, RuntimeWarning)  # or module, and the line shown, are a plain call's)
             return
         fp_event_as_numpy(mode, self.call, kind, flag, message, stacklevel=3)
 

@@ -1426,16 +1426,24 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     return _solve_continuous_are(*args, balanced=balanced)
 
 
-@rrule(_solve_continuous_are)
-def _solve_continuous_are_rrule(a, b, q, r, e, s, *, balanced=True):
-    x = _solve_continuous_are(a, b, q, r, e, s, balanced=balanced)
-    k, ac = _are_gain(x, a, b, r, e, s, discrete=False)
+def _riccati_rrule(solve, discrete):
+    """The reverse rule of a Riccati solver (``discrete``: DARE's, else CARE's): Y solves the
+    adjoint of the closed loop's Lyapunov (Stein) equation, the cotangents follow from it."""
 
-    def pullback(g):
-        y = _riccati_adjoint(g, ac, e, discrete=False)
-        return _riccati_cotangents(x, y, k, ac, (a, b, q, r, e, s), discrete=False)
+    def rule(a, b, q, r, e, s, *, balanced=True):
+        x = solve(a, b, q, r, e, s, balanced=balanced)
+        k, ac = _are_gain(x, a, b, r, e, s, discrete=discrete)
 
-    return x, pullback
+        def pullback(g):
+            y = _riccati_adjoint(g, ac, e, discrete=discrete)
+            return _riccati_cotangents(x, y, k, ac, (a, b, q, r, e, s), discrete=discrete)
+
+        return x, pullback
+
+    return rule
+
+
+rrule(_solve_continuous_are)(_riccati_rrule(_solve_continuous_are, discrete=False))
 
 
 @frule(_solve_continuous_are)
@@ -1475,16 +1483,7 @@ def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     return _solve_discrete_are(*args, balanced=balanced)
 
 
-@rrule(_solve_discrete_are)
-def _solve_discrete_are_rrule(a, b, q, r, e, s, *, balanced=True):
-    x = _solve_discrete_are(a, b, q, r, e, s, balanced=balanced)
-    k, ac = _are_gain(x, a, b, r, e, s, discrete=True)
-
-    def pullback(g):
-        y = _riccati_adjoint(g, ac, e, discrete=True)
-        return _riccati_cotangents(x, y, k, ac, (a, b, q, r, e, s), discrete=True)
-
-    return x, pullback
+rrule(_solve_discrete_are)(_riccati_rrule(_solve_discrete_are, discrete=True))
 
 
 @frule(_solve_discrete_are)

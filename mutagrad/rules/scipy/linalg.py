@@ -2281,12 +2281,13 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
         # a subset of every pair (the derivative of a subset's vectors needs all of them): by index,
         # or by value, whose indices are read off the plain values (the pairs that fall in it)
         sel = _subset_indices(bottom(w), subset_by_index, subset_by_value)
-        w = w[..., sel]
+        exact = sl.eigh(bottom(a), None if b is None else bottom(b), lower=lower, driver=driver,
+                        eigvals_only=v is None, subset_by_index=subset_by_index, subset_by_value=subset_by_value)
+        ws, vs = (exact, None) if v is None else exact  # (SciPy's own subset call: its bits are returned)
+        w = w[..., sel] * 1.0  # (a fresh array, whose values become SciPy's below)
         if v is not None:
             # SciPy's subset call picks each vector's sign (phase) its own way: the same columns,
             # turned to SciPy's (a constant factor per column), so that values agree with it
-            _, vs = sl.eigh(bottom(a), None if b is None else bottom(b), lower=lower, driver=driver,
-                            subset_by_index=subset_by_index, subset_by_value=subset_by_value)
             v = v[..., :, sel]
             vb = bottom(v)
             overlap = np.sum(np.conj(vb) * vs, axis=-2)
@@ -2294,6 +2295,10 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
             norms = np.sqrt(np.sum(np.abs(vb) ** 2, axis=-2) * np.sum(np.abs(vs) ** 2, axis=-2))
             turn = np.where(size > 0.5 * norms, overlap / np.where(size > 0, size, 1.0), 1.0)
             v = v * (turn.real if not np.iscomplexobj(turn) else turn)[..., None, :]
+            if np.shape(bottom(v)) == np.shape(vs):
+                bottom(v)[...] = vs  # (the same vectors to rounding: SciPy's bits, the derivative of every pair)
+        if np.shape(bottom(w)) == np.shape(ws):
+            bottom(w)[...] = ws
     if v is None:
         return w
     stack = np.ndim(a) > 2 or np.ndim(b) > 2  # (SciPy returns a stack's values and vectors as a list)

@@ -547,11 +547,14 @@ def _object_arguments(fun, args, kwargs):
     items += list((kwargs or {}).items())
     for name, v in items:
         tv = type(v)
-        if tv is _ndarray or issubclass(tv, (Tracer, int, float, complex, str, bytes, dict, list, tuple)) or v is None:
+        if tv is _ndarray or issubclass(tv, (Tracer, int, float, complex, str, bytes)) or v is None:
             continue
         leaves = tree_flatten(v)[0]
         if len(leaves) == 1 and leaves[0] is v:  # (not a dataclass or another registered container: those
             out.append((name, v))  # are flattened, their arrays checked as the arguments' leaves)
+        else:  # a container's objects and callbacks (a list of callbacks over x)
+            out.extend((f"{name} leaf {k}", leaf) for k, leaf in enumerate(leaves)
+                       if not isinstance(leaf, (_ndarray, Tracer, int, float, complex, str, bytes)) and leaf is not None)
     return out
 
 

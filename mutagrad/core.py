@@ -790,9 +790,9 @@ class Level:
         z = np.zeros(shape, dtype)
         return lift(z, STATE.levels[: self.index]) if self.index else z
 
-    def check_writable(self, dest, active=True):
+    def check_writable(self, dest, active=True, idx=None):
         """What both modes refuse before a write into ``dest`` (and mark it written); ``active``:
-        the written values carry a derivative."""
+        the written values carry a derivative; ``idx``: the index written (None: all of it)."""
         s = dest._storage
         s.written = True
         if LOCKED_TRACED and id(s) in LOCKED_TRACED and not bottom(dest).flags.writeable:
@@ -820,7 +820,7 @@ class Level:
                 "if the function writes into them."
             )
         if s.plain_alias is not None:
-            path = _plain_view_written(s, dest)
+            path = _plain_view_written(s, dest, idx)
             if path is not None:
                 from .errors import AliasingError
 
@@ -1156,11 +1156,16 @@ def top_level(leaves):
     return top
 
 
-def _plain_view_written(s, dest):
+def _plain_view_written(s, dest, idx=None):
     """The path of a plain array holding the memory that a write into ``dest`` (the argument
-    of storage ``s``, or a view of it) changes, or None (``views["left"]`` is x[:4], the write
-    x[4:] *= 2)."""
+    of storage ``s``, or a view of it; at ``idx`` if given) changes, or None (``views["left"]``
+    is x[:4], the write x[4:] *= 2 or x[4:] = ...)."""
     b = bottom(dest)
+    if idx is not None and type(b) is _ndarray and _is_basic(idx):
+        try:
+            b = b[idx]  # (the region written: a view)
+        except IndexError:  # (NumPy's own error comes with the write)
+            pass
     for path, v, _ in s.plain_views:
         if type(b) is not _ndarray or (np.may_share_memory(b, v) and _shares_bounded(b, v)):
             return path
@@ -1194,8 +1199,9 @@ def live(x, writing=False, argument=False):
     if left is not None:
         if LOCKED:
             _check_leftover_alias(x, writing)
-        if (left.active and not (argument or writing or left.leftover_warned) and STATE.levels
-                and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps its derivative)
+        if ((left.active or left.tangent is not None) and not (argument or writing or left.leftover_warned)
+                and STATE.levels and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps
+            # its derivative; `tangent`: one a forward-mode differentiation left)
             _warn_leftover_used(left)
     return x
 

@@ -94,11 +94,11 @@ class ForwardLevel(Level):
     # argument the function writes, so that a careful second run (api._careful_jvp) starts alike
     saved_args = None
 
-    def check_writable(self, dest, active=True):
+    def check_writable(self, dest, active=True, idx=None):
         s = dest._storage
         if self.saved_args is not None and not s.written and type(s.orig) is _ndarray:
             self.saved_args.append((s.orig, np.array(bottom(s.root), copy=True)))
-        return super().check_writable(dest, active)
+        return super().check_writable(dest, active, idx)
 
     def tangent_of(self, t):
         s = t._storage
@@ -285,7 +285,7 @@ class ForwardLevel(Level):
         if self.run_group is not None:
             self.run_group.note(("write", index_step(idx)))
         own = isinstance(value, Tracer) and value._level is self
-        s = self.check_writable(dest, own and _carries_derivative(value))
+        s = self.check_writable(dest, own and _carries_derivative(value), idx)
         vv = value._value if own else value
         if self.index:
             vv = self.check_not_outer_into_plain(dest, vv)

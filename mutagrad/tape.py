@@ -923,7 +923,7 @@ class ReverseLevel(Level):
     def write(self, dest, idx, value):
         vt = type(value)
         vactive = issubclass(vt, Tracer) and value._level is self and value._storage.active
-        s = self.check_writable(dest, vactive)
+        s = self.check_writable(dest, vactive, idx)
         dv = dest._value
         vv = value._value if issubclass(vt, Tracer) and value._level is self else value
         if self.index:

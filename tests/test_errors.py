@@ -1216,6 +1216,31 @@ def test_objects_and_callbacks_passed_as_arguments_are_searched():
                                rtol=1e-7)
 
 
+def test_callbacks_inside_container_arguments_are_searched():
+    x = np.array([1.0, 2.0, 3.0])
+
+    def f(y, callbacks):
+        y[0] = y[1] * 3.0
+        return np.sum(y) + callbacks[0]()
+
+    with pytest.raises(mg.AliasingError, match="plain array `x`"):
+        mg.grad(f)(x, [lambda: np.sum(x ** 2)])
+
+
+def test_an_assignment_into_memory_no_found_view_holds_is_ordinary():
+    # x[4:] = ... beside views["left"] = x[:4] (the in-place operator form was already accepted)
+    buf = np.arange(1.0, 9.0)
+    views = {"left": buf[:4]}
+
+    def f(b):
+        b[4:] = 2.0 * b[4:]
+        return np.sum(b ** 2) / len(views["left"])
+
+    np.testing.assert_allclose(mg.grad(f)(buf.copy()), numerical_grad(f, (buf.copy(),), (0,))[0], rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(f, (buf.copy(),), (np.ones(8),))[1],
+                               np.sum(numerical_grad(f, (buf.copy(),), (0,))[0]), rtol=1e-7)
+
+
 def test_a_plain_view_of_memory_the_function_never_writes_reads_as_a_constant():
     # views["left"] is x[:3]; the function writes only x[3:]: the read is the input's values
     # (a constant, as any closed-over array), and no write went through the view (it raised a
@@ -1338,6 +1363,17 @@ def test_traced_values_left_behind_are_their_values():
     # read by a later differentiation: a constant, with a warning (it carried a derivative)
     with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
         np.testing.assert_allclose(mg.grad(lambda z: np.sum(z * kept[0]))(x), [5.0, 6.0])
+    # the same when forward mode filled the cache
+    cache = {}
+
+    def g(z):
+        if "a" not in cache:
+            cache["a"] = z * 2.0
+        return np.sum(cache["a"] * z)
+
+    mg.jvp(g, (x,), (np.ones(2),))
+    with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
+        np.testing.assert_allclose(mg.grad(g)(x), 2.0 * x)  # (the cached 2x as a constant)
 
 
 def test_traced_values_left_behind_work_where_plain_arrays_do():

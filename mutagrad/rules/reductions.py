@@ -668,8 +668,6 @@ def _np_var(args, kwargs, sqrt=False):
         else:
             ss = np.sum(sq, axis=axis, keepdims=keepdims, dtype=dtype)
         res = ss / max(n - ddof, 0)  # (NumPy's count: never below zero)
-        if n - ddof <= 0:  # NumPy's nan or inf, a function of x nowhere differentiable: NaN derivatives
-            res = bind(no_dof_p, (res, x))
     if sqrt:
         # the deviation from the mean of a single element is zero whatever it is: the std of
         # one element is the constant 0 (sqrt's infinite slope at 0 would give 0 * inf = nan)
@@ -680,6 +678,11 @@ def _np_var(args, kwargs, sqrt=False):
             res = np.where(one, np.sqrt(stop_gradient(res)), np.sqrt(np.where(one, 1.0, res)))
         else:
             res = np.sqrt(res)
+    if (where is True or where is None) and n - ddof <= 0 and axis is None:
+        # NumPy's nan or inf over the whole array, a function of x nowhere differentiable: NaN
+        # derivatives in both modes (the division by a zero count met zero deviations, or sqrt's
+        # zero slope at inf: reverse mode's strong zeros made them 0, forward mode NaN)
+        res = bind(no_dof_p, (res, x))
     return write_out(res, a.get("out"))
 
 

@@ -528,7 +528,8 @@ def test_quantiles_of_an_empty_array_are_numpys(fn, axis):
     (lambda x: np.std(x, ddof=1), np.array([0.7])),  # 0 / 0: NumPy's nan
     (lambda x: np.var(x, ddof=2), np.array([0.7, 1.9])),  # s / 0: NumPy's inf
     (lambda x: np.var(x, ddof=5), np.array([[0.7, 1.9], [0.1, -0.4]]).T),  # (count 4 < ddof)
-], ids=["std-nan", "var-inf", "var-count-below"])
+    (lambda x: np.std(x, ddof=3), np.array([0.3, 1.2, -0.5])),  # sqrt(inf): its zero slope met NaN
+], ids=["std-nan", "var-inf", "var-count-below", "std-inf"])
 def test_variance_over_no_degrees_of_freedom_has_nan_derivatives_in_both_modes(f, x):
     # reverse mode gave 0 (strong zeros of the zero deviations) where forward gave NaN: both NaN
     # now, as JAX and PyTorch give; the value stays NumPy's

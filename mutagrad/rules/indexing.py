@@ -33,10 +33,7 @@ def _element(x, idx):
     n = 1
     for d in shape:
         n *= d
-    i = int(idx)
-    if not -n <= i < n:
-        raise IndexError(f"index {i} is out of bounds for size {n}")
-    i %= n
+    i = _flat_int(idx, n)
     out = []
     for d in reversed(shape):
         i, r = divmod(i, d)
@@ -44,14 +41,19 @@ def _element(x, idx):
     return tuple(reversed(out))
 
 
+def _flat_int(idx, n):
+    """The flat position one integer ``idx`` names among ``n`` (negative ones from the end)."""
+    i = int(idx)
+    if not -n <= i < n:
+        raise IndexError(f"index {i} is out of bounds for size {n}")
+    return i % n
+
+
 def flat_positions(x, idx):
     """The flat (C-order) positions that ``x.flat[idx]`` names, as an int array."""
     n = int(np.prod(_shape(x), dtype=np.int64))
     if isinstance(idx, (int, np.integer)):
-        i = int(idx)
-        if not -n <= i < n:
-            raise IndexError(f"index {i} is out of bounds for size {n}")
-        return np.asarray(i % n)
+        return np.asarray(_flat_int(idx, n))
     if idx is Ellipsis:
         return np.arange(n)
     if isinstance(idx, tuple):

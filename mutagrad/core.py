@@ -1843,6 +1843,10 @@ def _scipy_rewrite(sub, name):
     short = name.rsplit(".", 1)[-1]
     if sub == "signal" and short in _SIGNAL_REWRITES:
         return " " + _SIGNAL_REWRITES[short]
+    if sub == "fft" and hasattr(np.fft, short):
+        return (f" Use np.fft.{short}(...) instead of scipy.fft.{short}(...) (NumPy's FFTs, fftshift and "
+                "fftfreq take the same arguments and are differentiated; SciPy's workers= and "
+                "overwrite_x= have no NumPy twin and are not needed).")
     if short in _DISTANCES:
         return f" Write the distances with NumPy operations, which are differentiated: {_DISTANCES[short]}."
     if short in _ODE_SOLVERS:

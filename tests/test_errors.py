@@ -610,6 +610,11 @@ def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     msg = _raises(lambda k: integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), [1.0]).y[0, -1], 0.5,
                   mg.TracerEscapeError)
     assert "RK4" in msg and "mg.value(p)" in msg
+    sfft = pytest.importorskip("scipy.fft")
+    msg = _raises(lambda p: np.sum(np.abs(sfft.fft2(np.exp(1j * p))) ** 2), np.zeros((4, 4)), mg.TracerEscapeError)
+    assert "np.fft.fft2(...) instead of scipy.fft.fft2(...)" in msg
+    check_grads(lambda p: np.sum(np.abs(np.fft.fft2(np.exp(1j * p) * np.arange(16.0).reshape(4, 4))) ** 2),
+                np.linspace(0.0, 1.0, 16).reshape(4, 4))  # (the fix it names, against central differences)
     ndimage = pytest.importorskip("scipy.ndimage")
     img = np.arange(72.0).reshape(8, 9) ** 0.5
     msg = _raises(lambda s: np.sum(ndimage.shift(img, s, order=1)), np.array([0.3, 0.4]), mg.TracerEscapeError)

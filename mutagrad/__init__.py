@@ -42,3 +42,10 @@ __all__ = [
     "NotImplementedTangentError", "MutationError", "AliasingError", "EscapedTracerError",
     "ForwardRuleMissingError", "RuleError",
 ]
+
+# the filter that silences NumPy's shuffle warning for traced arrays, first among the filters at import
+# (put there by the first differentiation instead, the change of the filter list made Python forget
+# which warnings it had shown, and a plain call's warning came again)
+from .errors import ensure_shuffle_filter as _ensure_shuffle_filter
+
+_ensure_shuffle_filter()

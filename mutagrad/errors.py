@@ -671,10 +671,6 @@ def ensure_shuffle_filter():
         _shuffle_filter[0] = warnings.filters[0]
 
 
-ensure_shuffle_filter()  # (at import: put there by the first differentiation instead, the change of the
-# filter list made Python forget which warnings it had shown, and a plain call's warning came again)
-
-
 class _UnsupportedInputError(NoRuleError, ValueError):
     """Inputs for which NumPy's result is meaningless and mutagrad has no rule (np.interp of
     sample points that are not increasing); a ValueError too, as a bad argument."""

@@ -1270,3 +1270,23 @@ def test_reshape_method_with_a_shape_given_as_one_array():
     x = np.array([0.5, 1.5, -0.3])
     assert mg.vjp(lambda x: x.reshape(np.array([3, 1])), x)[0].shape == (3, 1)
     np.testing.assert_allclose(mg.grad(f)(x), fd(f, x), rtol=1e-8)
+
+
+def test_a_differentiation_leaves_the_warning_filters_alone():
+    # the first one added a filter, which made Python forget the warnings it had shown: a plain
+    # call's warning came again at the next differentiation
+    import warnings
+
+    def f(x):
+        return np.sum(np.log(x))
+
+    x = np.array([0.0, 1.0])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        mg.grad(lambda y: y * 2.0)(1.0)  # (a filter put before mutagrad's since import: it goes first again)
+        before = list(warnings.filters)
+        f(x)
+        mg.grad(f)(x)
+        mg.grad(f)(x)
+        assert warnings.filters == before
+    assert len([w for w in seen if "divide by zero encountered in log" in str(w.message)]) == 1

@@ -671,12 +671,12 @@ def ensure_shuffle_filter():
         _shuffle_filter[0] = warnings.filters[0]
 
 
-class _UnsupportedInputError(NoRuleError, ValueError):
+class UnsupportedInputError(NoRuleError, ValueError):
     """Inputs for which NumPy's result is meaningless and mutagrad has no rule (np.interp of
     sample points that are not increasing); a ValueError too, as a bad argument."""
 
 
-class _LockedWriteError(AliasingError, ValueError):
+class LockedArrayWriteError(AliasingError, ValueError):
     """A plain write into a caller's array passed as an argument (read-only to plain code
     during the call); a ValueError too, as NumPy's read-only error it replaces."""
 
@@ -704,7 +704,7 @@ def readonly_error(exc: BaseException, names, outer_locked=None):
             ours = True
         tb = tb.tb_next
     if ours and outer_locked is not None:
-        return _LockedWriteError(
+        return LockedArrayWriteError(
             f"a write at {_where(exc)} into {outer_locked[0]}, a read-only array ({exc}): it is the caller's "
             f"array of an outer differentiation's {outer_locked[1]}, passed to this inner one through another "
             "reference (a global, an attribute), and read-only while the outer one runs: the write would "
@@ -728,7 +728,7 @@ def readonly_error(exc: BaseException, names, outer_locked=None):
             "through a view whose elements do not overlap).")
     if not names:
         return None
-    return _LockedWriteError(
+    return LockedArrayWriteError(
         f"a plain NumPy write at {_where(exc)} went to a read-only array ({exc}). While mutagrad "
         f"differentiates, the arrays passed to the function ({', '.join(names)}) are read-only except "
         "through the argument the function received: a write into one of them through another "

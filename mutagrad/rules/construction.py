@@ -544,9 +544,9 @@ def _np_interp(args, kwargs):
     m = np.shape(xp)[0]
     if m > 1 and np.any(xpb[1:] < xpb[:-1]):
         # NumPy does not check, and its result is then meaningless (its search assumes order)
-        from ..errors import _UnsupportedInputError
+        from ..errors import UnsupportedInputError
 
-        raise _UnsupportedInputError(
+        raise UnsupportedInputError(
             f"np.interp at {user_line()}: the sample points xp are not increasing. NumPy does not check "
             "this and returns meaningless values (its search assumes sorted points), which mutagrad does "
             "not reproduce. Sort them first: order = np.argsort(xp); np.interp(x, xp[order], fp[order]).")

@@ -1038,9 +1038,9 @@ def _refuse_real_schur_sylvester(a, b, q):
         np.any(np.diagonal(sl.schur(one, output="real")[0], -1) != 0) for one in m.reshape(-1, *m.shape[-2:]))]
     if not blocked:
         return
-    from ...errors import _UnsupportedInputError
+    from ...errors import UnsupportedInputError
 
-    raise _UnsupportedInputError(
+    raise UnsupportedInputError(
         f"scipy.linalg.solve_sylvester with a real {' and '.join(blocked)} of complex eigenvalues and a complex "
         f"argument at {user_line()}: SciPy solves it with the real Schur form, which its complex solver takes for "
         "a triangular one, so the X it returns does not solve the equation, and mutagrad has no derivative of "
@@ -1221,9 +1221,9 @@ def _refuse_real_schur_of_complex(name, a, q, method=None):
     t = sl.schur(m, output="real")[0]
     if not np.any(np.diagonal(t, -1, axis1=-2, axis2=-1) != 0):
         return
-    from ...errors import _UnsupportedInputError
+    from ...errors import UnsupportedInputError
 
-    raise _UnsupportedInputError(
+    raise UnsupportedInputError(
         f"scipy.linalg.{name} of a real `a` with complex eigenvalues and a complex `q` at {user_line()}: "
         f"SciPy solves it with the real Schur form of {what}, which its complex solver takes for a "
         "triangular one, so the X it returns does not solve the equation, and mutagrad has no derivative "
@@ -1392,9 +1392,9 @@ def _refuse_balanced_e(name, args, e, balanced):
     Its derivative would not be the equation's: refused for traced arguments."""
     if e is None or not balanced or not _has_tracer(args):
         return
-    from ...errors import _UnsupportedInputError
+    from ...errors import UnsupportedInputError
 
-    raise _UnsupportedInputError(
+    raise UnsupportedInputError(
         f"scipy.linalg.{name} with `e` and balanced=True of traced matrices at {user_line()}: SciPy balances "
         "the matrix pencil but corrects its stable basis with the unbalanced E, so that where the balancing "
         "scales, the X it returns does not solve the equation (or it raises LinAlgError), and mutagrad has "
@@ -2212,9 +2212,9 @@ def _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value):
     derivative refused. (The vectors of a subset, and a subset by value, are taken from every pair
     by the caller: ``eigh``.)"""
     if type != 1:
-        from ...errors import _UnsupportedInputError
+        from ...errors import UnsupportedInputError
 
-        raise _UnsupportedInputError(
+        raise UnsupportedInputError(
             f"mutagrad.scipy.linalg.eigh with type={type!r} of traced matrices at {user_line()}: only "
             "type=1 (A v = λ B v) is differentiated; for type 2 (A B v = λ v) or 3 (B A v = λ v), with "
             "B = L Lᴴ (np.linalg.cholesky), solve the standard problem of Lᴴ A L, whose vectors u give "

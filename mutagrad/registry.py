@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from .core import REGISTRY, ArrayTracer, Primitive, ScalarTracer, Tracer, _flatten_args, bind, bottom, get_primitive
+from .core import REGISTRY, STATE, ArrayTracer, Primitive, ScalarTracer, Tracer, _flatten_args, bind, bottom, get_primitive
 from .tangents import (AbstractZero, NotImplementedTangent, NoTangent, Tangent, Thunk, ZeroTangent, is_zero,
                        not_implemented, unbroadcast)
 
@@ -34,6 +34,24 @@ __all__ = ["primitive", "rrule", "frule", "defelementwise", "deflinear", "defzer
            "conj_if_complex"]
 
 ZERO = ZeroTangent()
+
+
+def _unaliased(out, args, kwargs):
+    """``out`` with every array that shares memory with an argument copied: a primitive's rules
+    give its derivative, and an output that is an input's memory would be taken for a view of
+    it, whose derivative is the input's own (a rule's cotangents were dropped silently)."""
+    ins = [a for a in _flatten_args((args, kwargs))[0] if type(a) is np.ndarray]
+    if not ins:
+        return out
+
+    def fresh(y):
+        if type(y) is np.ndarray and any(np.may_share_memory(y, a) for a in ins):
+            return y.copy()
+        return y
+
+    if type(out) is tuple or type(out) is list:
+        return type(out)(fresh(y) for y in out)
+    return fresh(out)
 
 
 def primitive(fun):
@@ -49,7 +67,14 @@ def primitive(fun):
     >>> mg.grad(cube)(2.0)
     12.0
     """
-    prim = Primitive(None, getattr(fun, "__qualname__", getattr(fun, "__name__", "primitive")), impl=fun)
+    def impl(*args, **kwargs):
+        out = fun(*args, **kwargs)
+        if STATE.levels:  # (inside a differentiation: an output that is an input's memory is a copy)
+            out = _unaliased(out, args, kwargs)
+        return out
+
+    functools.update_wrapper(impl, fun)
+    prim = Primitive(None, getattr(fun, "__qualname__", getattr(fun, "__name__", "primitive")), impl=impl)
     prim.weak_args = True  # (its body and rules get what a plain call passes: a Python float as one)
 
     @functools.wraps(fun)

@@ -210,3 +210,23 @@ def test_list_arguments_rules_that_need_arrays_and_self_application():
                                np.linalg.solve(A, [1.0, 0.0]))
     with pytest.raises(mg.NoRuleError, match=r"applies .*solve itself to a tangent.*@mg.rrule\(solve\)"):
         mg.grad(lambda v: np.sum(solve(A, v)))(np.ones(2))
+
+
+def test_a_primitive_returning_its_argument_is_differentiated_by_its_rule():
+    # the output was the input's memory, taken for a view of it: the rule's cotangents were dropped
+    # and the input's own derivative (1) came back, silently ([1, 1, 1] and [0, 0, 0] here)
+    @mg.primitive
+    def first(a, b):
+        return a
+
+    @mg.rrule(first)
+    def _(a, b):
+        return first(a, b), lambda g: (0.0 * g, 7.0 * g)  # (a planted rule: derivative 7 w.r.t. b only)
+
+    x = np.arange(3.0)
+    ga, gb = mg.grad(lambda a, b: np.sum(first(a, b)), argnums=(0, 1))(x, x + 1.0)
+    np.testing.assert_array_equal(ga, [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(gb, [7.0, 7.0, 7.0])
+    _, t = mg.jvp(lambda a, b: first(a, b), (x, x + 1.0), (np.ones(3), np.ones(3)))
+    np.testing.assert_array_equal(t, [7.0, 7.0, 7.0])  # (the forward rule derived from the reverse one)
+    assert first(x, x) is x  # (a plain call is the function's own)

@@ -205,21 +205,21 @@ def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
         found: list = []
         budget = _Budget()
         budget.names = names
-        budget.walked = set()
         _arrays_named_by(fun, found, set(), 0, npos, kwnames, budget, roots)
-        attrs, keys, by_getattr = names
-        grown = (tuple(set(attrs) | budget.walked_attrs), keys, by_getattr or budget.walked_getattr)
-        if len(grown[0]) == len(attrs) and grown[2] == by_getattr:
+        attrs, keys, reflective = names
+        grown = (tuple(set(attrs) | budget.walked_attrs), keys, reflective or budget.walked_reflective)
+        if len(grown[0]) == len(attrs) and grown[2] == reflective:
             break
         names = grown
     return found, budget.left <= 0
 
 
 def _names_of_helpers(fun):
-    """(attributes, keys, whether getattr is called) of ``fun`` and of the Python functions it
-    names (globals, closure cells, defaults), theirs in turn, to 64 functions: an object one of
-    them reaches may be handed to another, which reads its attributes."""
-    attrs, keys, by_getattr = set(), set(), False
+    """(attributes, keys, whether any attribute may be read by name) of ``fun`` and of the
+    Python functions it names (globals, closure cells, defaults), theirs in turn, to 64
+    functions: an object one of them reaches may be handed to another, which reads its
+    attributes."""
+    attrs, keys, reflective = set(), set(), False
     todo, seen = [fun], set()
     while todo and len(seen) < 64:
         f = todo.pop()
@@ -230,48 +230,27 @@ def _names_of_helpers(fun):
         glob, (a, k) = _names_of(code)
         attrs.update(a)
         keys.update(k)
-        by_getattr = by_getattr or "getattr" in glob
-        values = [c.cell_contents for c in (getattr(f, "__closure__", None) or ()) if _filled(c)]
-        values += list(getattr(f, "__defaults__", None) or ())
-        g = getattr(f, "__globals__", None) or {}
-        values += [g[n] for n in glob if n in g]
-        todo += [v for v in values if type(v) is _FunctionType and (getattr(v, "__module__", None) or "").partition(
-            ".")[0] not in _INTERNAL_PACKAGES]
-    return tuple(attrs), tuple(keys), by_getattr
+        reflective = reflective or _reflective(glob, a)
+        todo += [v for _, v in _named_values(f, code, glob) if type(v) is _FunctionType and not _internal(v)]
+    return tuple(attrs), tuple(keys), reflective
 
 
-def _filled(cell) -> bool:
-    try:
-        return cell.cell_contents is not _ABSENT
-    except ValueError:  # (an empty cell)
-        return False
+def _reflective(glob, attrs) -> bool:
+    """Whether code naming ``glob`` and ``attrs`` may read any attribute by name (getattr, vars,
+    ``__dict__``)."""
+    return "getattr" in glob or "vars" in glob or "__dict__" in attrs
 
 
-class _Budget:
-    """The objects one search may still visit (arrays, containers, objects: 10000 in all), and
-    the names of the functions it starts from (_names_of_helpers)."""
-
-    __slots__ = ("left", "names", "walked", "walked_attrs", "walked_getattr")
-
-    def __init__(self):
-        self.left = ALIAS_SEARCH_BUDGET
-        self.names = ((), (), False)
-        self.walked = set()
-        self.walked_attrs = set()  # the attributes the functions walked name (a next round reads them too)
-        self.walked_getattr = False
+def _internal(f) -> bool:
+    """Whether function ``f`` is NumPy's, SciPy's or mutagrad's own (not searched for the user's arrays)."""
+    return (getattr(f, "__module__", None) or "").partition(".")[0] in _INTERNAL_PACKAGES
 
 
-ALIAS_SEARCH_BUDGET = 10_000
-
-
-def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None, roots=()):
-    code = getattr(fun, "__code__", None)
-    if code is None or id(fun) in seen or len(seen) >= 64:
-        return
-    seen.add(id(fun))
-    budget = budget or _Budget()
-    helpers = []
-    named = []  # (name, value) of its closure's cells and its default arguments
+def _named_values(fun, code, glob, npos=0, kwnames=()):
+    """(name, value) of what ``fun``'s code refers to by name: its closure's cells, its default
+    arguments (those of the ``npos`` positional and ``kwnames`` keyword arguments passed are
+    unused) and the globals it names."""
+    named = []
     for name, cell in zip(code.co_freevars, getattr(fun, "__closure__", None) or ()):
         try:
             named.append((name, cell.cell_contents))
@@ -285,19 +264,45 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None, r
     kwdefaults = getattr(fun, "__kwdefaults__", None)
     if kwdefaults:
         named.extend((name, v) for name, v in kwdefaults.items() if name not in kwnames)
-    glob, (attrs, keys) = _names_of(code)
-    shared_attrs, shared_keys, by_getattr = budget.names
-    reflective = "getattr" in glob or "vars" in glob or "__dict__" in attrs  # (any attribute, by name)
-    budget.walked_attrs.update(attrs)
-    budget.walked_getattr = budget.walked_getattr or reflective
-    walk = _Holdings((set(attrs).union(shared_attrs), set(keys).union(shared_keys)),
-                     by_getattr or reflective, found, helpers, budget)
-    if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
-        walk.visit("self", fun.__self__, 0)
     g = getattr(fun, "__globals__", None)
     if g:
         named.extend((name, g[name]) for name in glob if name in g)
-    if (getattr(fun, "__module__", None) or "").partition(".")[0] in _INTERNAL_PACKAGES:
+    return named
+
+
+class _Budget:
+    """The objects one search may still visit (arrays, containers, objects: 10000 in all), and
+    the names of the functions it starts from (_names_of_helpers)."""
+
+    __slots__ = ("left", "names", "walked_attrs", "walked_reflective")
+
+    def __init__(self):
+        self.left = ALIAS_SEARCH_BUDGET
+        self.names = ((), (), False)
+        self.walked_attrs = set()  # the attributes the functions walked name (a next round reads them too)
+        self.walked_reflective = False
+
+
+ALIAS_SEARCH_BUDGET = 10_000
+
+
+def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
+    code = getattr(fun, "__code__", None)
+    if code is None or id(fun) in seen or len(seen) >= 64:
+        return
+    seen.add(id(fun))
+    helpers = []
+    glob, (attrs, keys) = _names_of(code)
+    shared_attrs, shared_keys, shared_reflective = budget.names
+    reflective = _reflective(glob, attrs)
+    budget.walked_attrs.update(attrs)
+    budget.walked_reflective = budget.walked_reflective or reflective
+    walk = _Holdings((set(attrs).union(shared_attrs), set(keys).union(shared_keys)),
+                     shared_reflective or reflective, found, helpers, budget)
+    if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
+        walk.visit("self", fun.__self__, 0)
+    named = _named_values(fun, code, glob, npos, kwnames)
+    if _internal(fun):
         # mutagrad's own wrapper (jacobian's, check_grads'): the user's functions it holds are
         # walked, not the arguments it keeps to pass them
         named = [(name, v) for name, v in named if type(v) is _FunctionType or type(v) is _MethodType]
@@ -306,8 +311,8 @@ def _arrays_named_by(fun, found, seen, depth, npos=0, kwnames=(), budget=None, r
         walk.visit(name, v, 0)
     if depth < 4:
         for h in helpers:
-            if (getattr(h, "__module__", None) or "").partition(".")[0] not in _INTERNAL_PACKAGES:  # (not NumPy's...)
-                _arrays_named_by(h, found, seen, depth + 1, budget=budget)
+            if not _internal(h):  # (not NumPy's...)
+                _arrays_named_by(h, found, seen, depth + 1, 0, (), budget)
 
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
@@ -329,11 +334,11 @@ class _Holdings:
     values are read, and types are taken with type(): isinstance would ask a proxy's
     __getattribute__ for __class__."""
 
-    __slots__ = ("attrs", "budget", "by_getattr", "found", "helpers", "keys", "seen")
+    __slots__ = ("attrs", "budget", "found", "helpers", "keys", "reflective", "seen")
 
-    def __init__(self, names, by_getattr, found, helpers, budget):
+    def __init__(self, names, reflective, found, helpers, budget):
         self.attrs, self.keys = names
-        self.by_getattr = by_getattr
+        self.reflective = reflective
         self.found, self.helpers, self.budget = found, helpers, budget
         self.seen = set()  # (per function: another one names other attributes of the same objects)
 
@@ -401,14 +406,9 @@ class _Holdings:
         if issubclass(tv, type):
             for attr in self.attrs:
                 a = _class_attr(v, attr)
-                ta = type(a)
-                if ta is _FunctionType or ta is staticmethod:  # (Sim.energy_of(s): a helper)
-                    f = a if ta is _FunctionType else a.__func__
-                    if type(f) is _FunctionType:
-                        self.helpers.append(f)
-                elif ta is classmethod:
-                    if type(a.__func__) is _FunctionType:
-                        self.helpers.append(_MethodType(a.__func__, v))
+                called = _called_functions(a, attr, v)
+                if called is not None:  # (Sim.energy_of(s): a helper)
+                    self.helpers.extend(called)
                 elif a is not None:
                     self.visit(f"{name}.{attr}", a, depth)
             return
@@ -418,7 +418,7 @@ class _Holdings:
             attrs = None
         if type(attrs) is not dict:
             attrs = None
-        if self.by_getattr and attrs is not None and len(attrs) <= 256:  # getattr(self, name): any of them
+        if self.reflective and attrs is not None and len(attrs) <= 256:  # getattr(self, name): any of them
             for attr, a in list(attrs.items()):
                 if attr not in self.attrs:
                     self.visit(f"{name}.{attr}", a, depth)
@@ -431,19 +431,11 @@ class _Holdings:
             a = attrs.get(attr) if attrs is not None else None
             if a is None:
                 d = _class_attr(tv, attr)
+                called = _called_functions(d, attr, tv, v)
+                if called is not None:  # a method (``sim.step(x)``), a property's getter...
+                    self.helpers.extend(called)
+                    continue
                 td = type(d)
-                if td is _FunctionType:  # a method (``sim.step(x)``), and those it overrides (super())
-                    self.helpers.extend(_MethodType(f, v) for f in _methods_named(tv, attr))
-                    continue
-                if td is staticmethod or td is classmethod:
-                    f = d.__func__
-                    if type(f) is _FunctionType:
-                        self.helpers.append(f if td is staticmethod else _MethodType(f, tv))
-                    continue
-                if td is property:
-                    if type(d.fget) is _FunctionType:  # (its code names the attribute it returns)
-                        self.helpers.append(_MethodType(d.fget, v))
-                    continue
                 if td in _STORED_ATTRS:  # a slot, a namedtuple field: the stored value
                     try:
                         a = d.__get__(v, tv)
@@ -461,6 +453,25 @@ _ABSENT = object()
 _CALLED_BY_SYNTAX = ("__call__", "__getitem__", "__getattr__", "__matmul__", "__rmatmul__", "__mul__", "__rmul__",
                      "__add__", "__radd__", "__sub__", "__rsub__", "__truediv__", "__rtruediv__", "__iter__",
                      "__array__")
+
+
+def _called_functions(d, attr, cls, instance=None):
+    """The Python functions that class attribute ``d`` (``attr`` of ``cls``) runs when the code
+    uses it, as helpers: a method (bound to ``instance``, with those it overrides, which super()
+    calls; through the class itself, the function), a staticmethod's function, a classmethod's
+    bound to the class, a property's getter (whose code names the attribute it returns); None
+    where ``d`` is none of these."""
+    td = type(d)
+    if td is _FunctionType:
+        return [d] if instance is None else [_MethodType(f, instance) for f in _methods_named(cls, attr)]
+    if td is staticmethod or td is classmethod:
+        f = d.__func__
+        if type(f) is not _FunctionType:
+            return []
+        return [f if td is staticmethod else _MethodType(f, cls)]
+    if td is property and instance is not None:
+        return [_MethodType(d.fget, instance)] if type(d.fget) is _FunctionType else []
+    return None
 
 
 def _methods_named(cls, attr):
@@ -535,6 +546,13 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None):
     return flagged
 
 
+def _searched_argument(v) -> bool:
+    """Whether an argument (or a leaf of one) may hold arrays the search follows: not an array, a
+    number, a string or None (by its type: isinstance would ask a proxy for __class__)."""
+    tv = type(v)
+    return not (tv is _ndarray or v is None or issubclass(tv, (Tracer, int, float, complex, str, bytes, np.generic)))
+
+
 def _object_arguments(fun, args, kwargs):
     """(parameter name, value) of the call's arguments that are neither arrays nor numbers nor
     containers (which are flattened and checked as arguments): objects and callbacks."""
@@ -546,15 +564,13 @@ def _object_arguments(fun, args, kwargs):
     items = [(params[k] if k < len(params) else f"argument {k}", v) for k, v in enumerate(args)]
     items += list((kwargs or {}).items())
     for name, v in items:
-        tv = type(v)
-        if tv is _ndarray or issubclass(tv, (Tracer, int, float, complex, str, bytes)) or v is None:
+        if not _searched_argument(v):
             continue
         leaves = tree_flatten(v)[0]
         if len(leaves) == 1 and leaves[0] is v:  # (not a dataclass or another registered container: those
             out.append((name, v))  # are flattened, their arrays checked as the arguments' leaves)
         else:  # a container's objects and callbacks (a list of callbacks over x)
-            out.extend((f"{name} leaf {k}", leaf) for k, leaf in enumerate(leaves)
-                       if not isinstance(leaf, (_ndarray, Tracer, int, float, complex, str, bytes)) and leaf is not None)
+            out.extend((f"{name} leaf {k}", leaf) for k, leaf in enumerate(leaves) if _searched_argument(leaf))
     return out
 
 

@@ -162,35 +162,25 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
     frame = user_frame(sys._getframe(1))
     line = user_line(frame) if frame is not None else "<unknown location>"
     if specific:
-        err = cls(
-            f"{what} at {line}: this would turn a traced value into a plain number or array and silently "
-            f"drop its derivative.{extra} (For a value meant as a constant: mg.stop_gradient(x).)"
-        )
-        _last_escape = (err, frame, None if frame is None else frame.f_lineno)
-        return err
-    if integer is not None:
+        body = (f"this would turn a traced value into a plain number or array and silently drop its "
+                f"derivative.{extra} (For a value meant as a constant: mg.stop_gradient(x).)")
+    elif integer is not None:
         kind = f"np.{np.dtype(integer)}" if integer is not True else "int"
-        err = cls(
-            f"{what} at {line}: the array's dtype is {'integer' if integer is True else np.dtype(integer)}, so "
-            f"NumPy would truncate the traced "
-            f"floating-point values, silently dropping their derivative. If the truncation is meant, "
-            f"convert explicitly: x.astype({kind}) (differentiated: its derivative is zero) or "
-            f"mg.stop_gradient(x); if the array should carry the derivative, give it a floating-point "
-            f"dtype (mnp.zeros(...), or np.zeros_like(x) of a traced x; import mutagrad.numpy as mnp)." + extra
-        )
-        _last_escape = (err, frame, None if frame is None else frame.f_lineno)
-        return err
-    err = cls(
-        f"{what} at {line}: this would turn a traced value into a plain "
-        "number or array and silently drop its derivative. If the value is an "
-        "intended constant, use mg.stop_gradient(x) (or mg.value(x) for a "
-        "read-only plain view). If you are filling a buffer, create it with "
-        "mnp.zeros(...)/mnp.empty(...), or np.zeros_like(x) of a traced x, instead of "
-        "np.zeros(...), so that it can hold traced values (np.zeros_like of a plain "
-        "array, such as one the function closes over, is plain too); build an array from "
-        "traced values with mnp.array([...]) or np.stack (import mutagrad.numpy as mnp)."
-        + extra
-    )
+        body = (f"the array's dtype is {'integer' if integer is True else np.dtype(integer)}, so NumPy would "
+                "truncate the traced floating-point values, silently dropping their derivative. If the "
+                f"truncation is meant, convert explicitly: x.astype({kind}) (differentiated: its derivative is "
+                "zero) or mg.stop_gradient(x); if the array should carry the derivative, give it a "
+                "floating-point dtype (mnp.zeros(...), or np.zeros_like(x) of a traced x; import "
+                "mutagrad.numpy as mnp)." + extra)
+    else:
+        body = ("this would turn a traced value into a plain number or array and silently drop its "
+                "derivative. If the value is an intended constant, use mg.stop_gradient(x) (or mg.value(x) for "
+                "a read-only plain view). If you are filling a buffer, create it with mnp.zeros(...)/"
+                "mnp.empty(...), or np.zeros_like(x) of a traced x, instead of np.zeros(...), so that it can "
+                "hold traced values (np.zeros_like of a plain array, such as one the function closes over, is "
+                "plain too); build an array from traced values with mnp.array([...]) or np.stack (import "
+                "mutagrad.numpy as mnp)." + extra)
+    err = cls(f"{what} at {line}: {body}")
     _last_escape = (err, frame, None if frame is None else frame.f_lineno)
     return err
 

@@ -1034,8 +1034,7 @@ def _refuse_real_schur_sylvester(a, b, q):
     mats = [np.asarray(bottom(m)) for m in (a, b, q)]
     if not any(np.iscomplexobj(m) for m in mats):
         return
-    blocked = [name for name, m in (("`a`", mats[0]), ("`b`", mats[1])) if not np.iscomplexobj(m) and any(
-        np.any(np.diagonal(sl.schur(one, output="real")[0], -1) != 0) for one in m.reshape(-1, *m.shape[-2:]))]
+    blocked = [name for name, m in (("`a`", mats[0]), ("`b`", mats[1])) if not np.iscomplexobj(m) and _schur_blocks(m)]
     if not blocked:
         return
     from ...errors import UnsupportedInputError
@@ -1200,6 +1199,13 @@ def _at_least_2d(*xs):  # (as SciPy takes them: a number is a 1 x 1 matrix)
     return tuple(x if x is None or np.ndim(x) >= 2 else np.atleast_2d(x) for x in _lists_as_arrays(*xs))
 
 
+def _schur_blocks(m) -> bool:
+    """Whether the real Schur form of a real matrix ``m`` (of any matrix of a stack) has a 2 x 2
+    block: complex eigenvalues, which SciPy's complex triangular solver takes for a triangle."""
+    return any(np.any(np.diagonal(sl.schur(one, output="real")[0], -1) != 0)
+               for one in np.reshape(m, (-1,) + np.shape(m)[-2:]))
+
+
 def _refuse_real_schur_of_complex(name, a, q, method=None):
     """SciPy solves a Lyapunov equation of a real ``a`` and a complex ``q`` with a's real Schur
     form (solve_discrete_lyapunov: for method "bilinear", SciPy's choice from 10 x 10 on), whose
@@ -1218,8 +1224,7 @@ def _refuse_real_schur_of_complex(name, a, q, method=None):
         eye = np.eye(m.shape[-1])
         m = _mT(np.matmul(_mT(m) - eye, np.linalg.inv(_mT(m) + eye)))
         what = "(Aᴴ - I)(Aᴴ + I)⁻¹ (method='bilinear', SciPy's choice from 10 x 10 on)"
-    t = sl.schur(m, output="real")[0]
-    if not np.any(np.diagonal(t, -1, axis1=-2, axis2=-1) != 0):
+    if not _schur_blocks(m):
         return
     from ...errors import UnsupportedInputError
 
@@ -1443,20 +1448,31 @@ def _riccati_rrule(solve, discrete):
     return rule
 
 
+def _riccati_frule(solve, discrete):
+    """The forward rule of a Riccati solver: Ẋ solves the closed loop's Lyapunov (Stein) equation
+    with W + Wᴴ + Kᴴ Ṙ K + Q̇, W = Eᴴ X (Ȧ - Ḃ K) + Ėᴴ X A_c - Ṡ K (CARE) or
+    A_cᴴ X (Ȧ - Ḃ K) - Eᴴ X Ė - Ṡ K (DARE)."""
+
+    def rule(primals, tangents, *, balanced=True):
+        a, b, q, r, e, s = primals
+        x = solve(a, b, q, r, e, s, balanced=balanced)
+        if all(is_zero(t) for t in tangents):
+            return x, ZERO
+        k, ac = _are_gain(x, a, b, r, e, s, discrete=discrete)
+        ehx = x if e is None else np.matmul(_mH(e), x)
+        if discrete:
+            achx = np.matmul(_mH(ac), x)
+            of_a, of_e = (lambda t: np.matmul(achx, t)), (lambda t: -np.matmul(ehx, t))
+        else:
+            xac = np.matmul(x, ac)
+            of_a, of_e = (lambda t: np.matmul(ehx, t)), (lambda t: np.matmul(_mH(t), xac))
+        return x, _riccati_tangent(k, ac, e, tangents, of_a, of_e, discrete=discrete)
+
+    return rule
+
+
 rrule(_solve_continuous_are)(_riccati_rrule(_solve_continuous_are, discrete=False))
-
-
-@frule(_solve_continuous_are)
-def _solve_continuous_are_frule(primals, tangents, *, balanced=True):
-    a, b, q, r, e, s = primals
-    x = _solve_continuous_are(a, b, q, r, e, s, balanced=balanced)
-    if all(is_zero(t) for t in tangents):
-        return x, ZERO
-    k, ac = _are_gain(x, a, b, r, e, s, discrete=False)
-    ehx = x if e is None else np.matmul(_mH(e), x)
-    xac = np.matmul(x, ac)
-    return x, _riccati_tangent(k, ac, e, tangents, lambda t: np.matmul(ehx, t),  # W = Eᴴ X (Ȧ - Ḃ K)
-                               lambda t: np.matmul(_mH(t), xac), discrete=False)  # + Ėᴴ X A_c - Ṡ K
+frule(_solve_continuous_are)(_riccati_frule(_solve_continuous_are, discrete=False))
 
 
 @scipy_primitive("scipy.linalg.solve_discrete_are")
@@ -1484,19 +1500,7 @@ def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
 
 
 rrule(_solve_discrete_are)(_riccati_rrule(_solve_discrete_are, discrete=True))
-
-
-@frule(_solve_discrete_are)
-def _solve_discrete_are_frule(primals, tangents, *, balanced=True):
-    a, b, q, r, e, s = primals
-    x = _solve_discrete_are(a, b, q, r, e, s, balanced=balanced)
-    if all(is_zero(t) for t in tangents):
-        return x, ZERO
-    k, ac = _are_gain(x, a, b, r, e, s, discrete=True)
-    achx = np.matmul(_mH(ac), x)
-    ehx = x if e is None else np.matmul(_mH(e), x)
-    return x, _riccati_tangent(k, ac, e, tangents, lambda t: np.matmul(achx, t),  # W = A_cᴴ X (Ȧ - Ḃ K)
-                               lambda t: -np.matmul(ehx, t), discrete=True)  # - Eᴴ X Ė - Ṡ K
+frule(_solve_discrete_are)(_riccati_frule(_solve_discrete_are, discrete=True))
 
 
 # -- svd, qr, null_space, orth: SciPy's factors, NumPy's rules -------------------------

@@ -1100,13 +1100,14 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
                     level.seed(out._storage, out._geom, np.ones((), out.dtype))
 
             seed()
-            _backward(level, infos, seed, None)
+            own_nan = isinstance(out, Tracer) and out._level is level and _seeded_nan([(out, 1.0)])
+            _backward(level, infos, seed, None, own_nan)
             grads = _collect(level, infos, nums, single)
         finally:
             level.tape = []
             level.snapshots.clear()
         val = _unwrap_level(out, level)
-        if not STATE.levels and (_nan_in_gradients(infos) or _poison_in_gradients(infos, nums)):
+        if not STATE.levels and not own_nan and (_nan_in_gradients(infos) or _poison_in_gradients(infos, nums)):
             grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, val, None, targs)
         if has_aux:
             return (val, _unwrap_level(aux, level)), grads
@@ -1249,9 +1250,11 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
                 level.seed(o._storage, o._geom, cc)
 
         seed()
-        _backward(level, infos, seed, storages)
+        own_nan = _seeded_nan(seeds)
+        _backward(level, infos, seed, storages, own_nan)
         res = _collect(level, infos, nums, False)
-        if not STATE.levels and not outer and (_nan_in_gradients(infos) or _poison_in_gradients(infos, nums)):
+        if not STATE.levels and not outer and not own_nan and (
+                _nan_in_gradients(infos) or _poison_in_gradients(infos, nums)):
             res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs)
         _reset_adjoints(storages)
         return res
@@ -1264,7 +1267,21 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     return out_vals, pullback
 
 
-def _backward(level, infos, seed, storages):
+def _seeded_nan(seeds) -> bool:
+    """Whether an output is NaN where its (nonzero) cotangent seeds the reverse pass: ``seeds``,
+    (output, cotangent) pairs. A gradient's NaN is then the function's own (a value undefined
+    there, ``sin(t) * (r / t)`` at ``r = 0``), as forward mode, JAX and PyTorch say."""
+    for o, c in seeds:
+        ov = bottom(o)
+        if getattr(ov, "dtype", None) is None or ov.dtype.kind not in "fc":
+            continue
+        nan = np.isnan(ov)
+        if nan.any() and (np.asarray(bottom(c)) != 0)[nan].any():
+            return True
+    return False
+
+
+def _backward(level, infos, seed, storages, own_nan=False):
     """The reverse pass; again with NaN strong zeros if a NaN reached a gradient.
 
     A zero cotangent times a NaN partial (the square of a residual that is NaN
@@ -1273,9 +1290,11 @@ def _backward(level, infos, seed, storages):
     propagates without a floating-point event. Finding each such product would
     cost a pass per operation; instead a pass whose gradients hold a NaN is run
     again (the tape can be) with every elementwise cotangent taking the strong
-    zeros (registry.CAREFUL). NaN that the careful pass keeps is the function's."""
+    zeros (registry.CAREFUL). NaN that the careful pass keeps is the function's. ``own_nan``: the
+    output is NaN where the pass is seeded (_seeded_nan), so a NaN gradient is the function's: no
+    careful pass (its strong zeros would turn an undefined derivative into 0)."""
     level.backward()
-    if not _nan_in_gradients(infos):
+    if own_nan or not _nan_in_gradients(infos):
         return
     _reset_adjoints(storages if storages is not None else _storages_of(level, infos))
     st = STATE

@@ -626,3 +626,58 @@ def test_reverse_mode_nan_is_not_recomputed_where_a_second_run_differs():
         # with aux: computed again (d/da of sqrt(a - a) + 2a is 2)
         (_, aux), g = mg.value_and_grad(lambda a: (np.sqrt(a - a) + 2.0 * a, "aux"), has_aux=True)(0.7)
     assert aux == "aux" and g == 2.0
+
+
+def _rotated(r):
+    th = np.linalg.norm(r)
+    return np.sin(th) * (r / th)  # 0/0 at r = 0: no small-angle branch
+
+
+def test_an_output_nan_where_the_cotangent_reaches_keeps_the_gradients_nan():
+    # the value is undefined at r = 0 (0/0): its derivative too, in both modes (as JAX and PyTorch);
+    # the careful pass's strong zeros (sin(0) = 0 times the NaN of r / th, the norm's zero subgradient
+    # times a NaN cotangent) made reverse mode 0 there
+    r0 = np.zeros(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.isnan(_rotated(r0)).all()
+        assert np.isnan(mg.jacobian(_rotated)(r0)).all()
+        assert np.isnan(mg.jacobian(_rotated, mode="fwd")(r0)).all()
+        val, g = mg.value_and_grad(lambda r: np.sum(_rotated(r)))(r0)
+        assert np.isnan(val) and np.isnan(g).all()
+        _, pb = mg.vjp(_rotated, r0)
+        assert np.isnan(pb(np.array([1.0, 0.0, 0.0]))[0]).all()
+    # where the value is defined, the same function's derivative is right
+    check_grads(_rotated, np.array([0.3, -0.2, 0.5]))
+
+
+def test_a_nan_output_without_cotangent_leaves_the_careful_pass_to_the_others():
+    # an output element NaN that the cotangent does not reach (0 there): the careful pass still runs
+    def f(x):
+        y = np.where(x > 0, np.sqrt(x), 0.0)
+        return np.stack([np.sum(y), np.log(x[0] - 10.0)])  # (the second: NaN)
+
+    x = np.array([-1.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out, pb = mg.vjp(f, x)
+        assert np.isnan(out[1])
+        np.testing.assert_array_equal(pb(np.array([1.0, 0.0]))[0], [0.0, 0.25])
+
+
+def test_logsumexp_over_an_all_minus_inf_slice_has_finite_second_derivatives():
+    # log(1 + exp(logsumexp(-inf + w**2))) is 0 for every w: its Hessian too, as np.logaddexp.reduce's
+    def f(w):
+        return np.logaddexp(0.0, mss.logsumexp(-np.inf + w * w))
+
+    def g(w):
+        return np.logaddexp(0.0, np.logaddexp.reduce(-np.inf + w * w))
+
+    w = np.array([0.3, 0.1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for h in (f, g):
+            assert h(w) == 0.0
+            np.testing.assert_array_equal(mg.grad(h)(w), 0.0)
+            np.testing.assert_array_equal(mg.hessian(h)(w), 0.0)
+            np.testing.assert_array_equal(mg.jacobian(mg.grad(h))(w), 0.0)

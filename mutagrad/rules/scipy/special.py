@@ -479,8 +479,9 @@ def _logsumexp_rrule(a, b, *, axis=None, keepdims=False, return_sign=False):
             return ZERO, ZERO
         shape, da, db = _lse_weights(a, b, out, axis, keepdims, return_sign)
         gx = expand_to(g, shape, axis, keepdims)
-        abar = Thunk(lambda: unbroadcast(gx * _cj(da), np.shape(a)))
-        bbar = NoTangent() if b is None else Thunk(lambda: unbroadcast(gx * _cj(db), np.shape(b)))
+        # (a zero cotangent drops an element whose weight is undefined: a slice all -inf, as the frule)
+        abar = Thunk(lambda: unbroadcast(strong_times(gx, _cj(da)), np.shape(a)))
+        bbar = NoTangent() if b is None else Thunk(lambda: unbroadcast(strong_times(gx, _cj(db)), np.shape(b)))
         return abar, bbar
 
     return out, pullback

@@ -2317,6 +2317,15 @@ class Tracer:
                 "differentiated.")
         target = plain_write_target(sys._getframe(1))
         if target is not None:
+            fields = _structured_target(target, user_frame(sys._getframe(1)))
+            if fields is not None:
+                raise escape_error(
+                    f"writing a traced array into the field of the plain structured array `{target}` (dtype "
+                    f"{fields})", WriteToPlainArrayError,
+                    " mutagrad traces arrays of floating-point or complex numbers, so a structured array's "
+                    "fields cannot hold derivatives (not even one mnp.zeros makes): make one buffer per field "
+                    "instead (u = mnp.zeros(shape); v = mnp.zeros(shape), import mutagrad.numpy as mnp, or "
+                    "np.zeros_like(x) of a traced x).", specific=True)
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError,
                                _plain_copy_hint(target))
         frame = user_frame(sys._getframe(1))
@@ -3408,6 +3417,16 @@ def _made_outside_hint(target, frame):
             "there, mnp.zeros/mnp.empty make a plain ndarray too. Make the buffer inside the function, or "
             "pass it as an argument (an argument you do not differentiate arrives traced, and holds after "
             "the call what a plain call leaves).")
+
+
+def _structured_target(target, frame):
+    """The structured dtype of the plain array the user's ``target`` expression writes into
+    (``rec["u"]``, by the name before its subscript), or None."""
+    if frame is None:
+        return None
+    obj = _resolve_name(target.split("[", 1)[0].strip(), frame)
+    dt = getattr(obj, "dtype", None) if type(obj) is np.ndarray else None
+    return dt if dt is not None and dt.names is not None else None
 
 
 def _plain_copy_hint(target=None):

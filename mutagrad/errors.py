@@ -152,6 +152,25 @@ def warn_at(frame, message, category=UserWarning):
                            module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}))
 
 
+_COMPLEX_SCALARS = (complex, np.complex128, np.complex64, np.clongdouble)
+
+
+def complex_into_real(dest, value) -> bool:
+    """Whether writing ``value`` into array ``dest`` casts complex numbers to a real dtype (NumPy's
+    ComplexWarning: the imaginary part is dropped)."""
+    tv = type(value)
+    if tv in _COMPLEX_SCALARS or (tv is np.ndarray and value.dtype.kind == "c"):
+        return dest.dtype.kind not in "cO"
+    return False
+
+
+def warn_complex_cast():
+    """NumPy's ComplexWarning, at the user's line (as a plain call shows it), for a cast that
+    mutagrad then makes by taking the real part (so NumPy's own does not warn again)."""
+    warn_at(user_frame(sys._getframe(1)), "Casting complex values to real discards the imaginary part",
+            np.exceptions.ComplexWarning)
+
+
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None,
                  specific=False) -> DifferentiationError:
     """The error for a traced value turned into plain values by ``what``; ``integer``: the
@@ -178,7 +197,7 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
                 "a read-only plain view). If you are filling a buffer, create it with mnp.zeros(...)/"
                 "mnp.empty(...), or np.zeros_like(x) of a traced x, instead of np.zeros(...), so that it can "
                 "hold traced values (np.zeros_like of a plain array, such as one the function closes over, is "
-                "plain too); build an array from traced values with mnp.array([...]) or np.stack (import "
+                "plain too: mnp.zeros_like(a) is not); build an array from traced values with mnp.array([...]) or np.stack (import "
                 "mutagrad.numpy as mnp)." + extra)
     err = cls(f"{what} at {line}: {body}")
     _last_escape = (err, frame, None if frame is None else frame.f_lineno)
@@ -671,6 +690,11 @@ class LockedArrayWriteError(AliasingError, ValueError):
     during the call); a ValueError too, as NumPy's read-only error it replaces."""
 
 
+class ReadOnlyWriteError(MutationError, ValueError):
+    """A write of the function's into a read-only array: an argument read-only when passed, or a
+    read-only view (np.diagonal, np.broadcast_to...); a ValueError too, as NumPy's read-only error."""
+
+
 _UNBOUND = re.compile(r"descriptor '(\w+)' (?:for|requires a) 'numpy\.(\w+)' (?:objects doesn't apply to a|object but "
                       r"received a) '(?:Array|Scalar)Tracer'")
 _READONLY_MESSAGES = ("is read-only", "underlying array is read-only", "base is read-only")
@@ -702,12 +726,14 @@ def readonly_error(exc: BaseException, names, outer_locked=None):
             "the outer function's argument itself to the inner differentiation (mg.grad(h)(x)), or a copy "
             "(mg.grad(h)(X.copy())) if the array should keep its values.")
     if ours:
-        return ValueError(
+        return ReadOnlyWriteError(
             f"{exc}: a write at {_where(exc)} into a read-only array: an argument that was read-only when "
             "passed (a plain call raises the same; pass a writable copy, x.copy()), or a read-only view "
             "(np.diagonal, np.broadcast_to, sliding_window_view, mg.value and .imag of a real array give "
-            "read-only views, as in NumPy; NumPy's ufunc.at writes into them anyway, mutagrad does not): "
-            "write into the array it views (x[idx] = ..., np.fill_diagonal), or into a copy of the view.")
+            "read-only views, as in NumPy; NumPy's ufunc.at writes into them anyway, mutagrad does not; the "
+            "broadcast results of np.broadcast_arrays are read-only too, where NumPy still writes through "
+            "them with a DeprecationWarning, every repeat of an element being one element): write into the "
+            "array it views (x[idx] = ..., np.fill_diagonal), or into a copy of the view.")
     if _STRIDED_VIEW_MADE[0]:
         return MutationError(
             f"a write at {_where(exc)} into a read-only array ({exc}), after NumPy's "

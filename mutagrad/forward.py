@@ -27,7 +27,7 @@ from .core import (
     subclass_error,
     view_of,
 )
-from .errors import user_line
+from .errors import complex_into_real, user_line, warn_complex_cast
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
 from .registry import FP_FLAG
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
@@ -290,6 +290,9 @@ class ForwardLevel(Level):
         if self.index:
             vv = self.check_not_outer_into_plain(dest, vv)
         vdot = self.tangent_of(value) if own else ZERO
+        if complex_into_real(dest._value, vv):
+            warn_complex_cast()
+            vv = vv.real
         dest._value[idx] = vv
         if own and value._storage.poison is not None:
             s.poison = value._storage.poison

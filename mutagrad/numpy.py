@@ -69,6 +69,40 @@ def full(shape, fill_value, dtype=None, order="C", **kw):
     return _traced(_np.full(shape, fill_value, dtype, order, **kw))
 
 
+def _like(fn, a, dtype, order, subok, shape, *fill):
+    # a traced ``a``: NumPy's function, dispatched (a traced result at a's levels); a plain one: a traced buffer
+    if isinstance(a, _Tracer):
+        return fn(a, *fill, dtype=dtype, order=order, subok=subok, shape=shape)
+    return _traced(fn(a, *fill, dtype=dtype, order=order, subok=subok, shape=shape))
+
+
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    """Like ``np.zeros_like``; a traced buffer inside differentiation, also for a plain ``a``."""
+    return _like(_np.zeros_like, a, dtype, order, subok, shape, **kw)
+
+
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    """Like ``np.ones_like``; a traced buffer inside differentiation, also for a plain ``a``."""
+    return _like(_np.ones_like, a, dtype, order, subok, shape, **kw)
+
+
+def empty_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    """Like ``np.empty_like``; a traced buffer inside differentiation, also for a plain ``a``."""
+    return _like(_np.empty_like, a, dtype, order, subok, shape, **kw)
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+    """Like ``np.full_like``; a traced buffer inside differentiation, also for a plain ``a``;
+    ``fill_value`` may be traced."""
+    if isinstance(fill_value, _Tracer):
+        if dtype is None:
+            dtype = _np.result_type(_bottom(a))
+        out = empty_like(a, dtype, order, subok, shape, **kw)
+        out[...] = fill_value
+        return out
+    return _like(_np.full_like, a, dtype, order, subok, shape, fill_value, **kw)
+
+
 def kaiser(M, beta):
     """Like ``np.kaiser``; ``beta`` may be traced (NumPy's converts it to a plain number).
     NumPy's operations, so NumPy's values."""

@@ -67,7 +67,15 @@ from .pytree import tree_unflatten
 from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
-from .errors import MutationError, NotImplementedTangentError, line_text, user_line, user_place
+from .errors import (
+    MutationError,
+    NotImplementedTangentError,
+    complex_into_real,
+    line_text,
+    user_line,
+    user_place,
+    warn_complex_cast,
+)
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
 
 SHARED = "shared"  # ReverseLevel.accumulate's answer: the cotangent became a shared adjoint buffer
@@ -928,6 +936,9 @@ class ReverseLevel(Level):
         vv = value._value if issubclass(vt, Tracer) and value._level is self else value
         if self.index:
             vv = self.check_not_outer_into_plain(dest, vv)
+        if complex_into_real(dv, vv):
+            warn_complex_cast()
+            vv = vv.real
         saved = None
         if s.captured:
             saved = dv[idx]

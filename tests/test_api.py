@@ -358,6 +358,37 @@ def test_mnp_creation_functions():
     assert abs(mg.grad(f)(1.5) - (2 + 2 + 2 * 2 * 1.5 + 2)) < 1e-12
 
 
+_PLAIN = np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]])
+
+
+@pytest.mark.parametrize("like", ["zeros_like", "ones_like", "empty_like", "full_like"])
+def test_mnp_like_functions_of_a_plain_array_make_traced_buffers(like):
+    make = getattr(mnp, like)
+
+    def buffer(a):
+        return make(a, 0.5) if like == "full_like" else make(a)
+
+    def f(t):
+        buf = buffer(_PLAIN)
+        np.subtract(_PLAIN, t, out=buf)
+        buf[0, 1:] *= t[:2]
+        return np.sum(buf ** 2)
+
+    check_grads(f, np.array([0.1, 0.2, 0.3]))
+    outside = buffer(_PLAIN)
+    assert type(outside) is np.ndarray and outside.shape == _PLAIN.shape and outside.dtype == _PLAIN.dtype
+    assert mg.grad(lambda t: np.sum(buffer(t) + t))(np.ones(2)).tolist() == [1.0, 1.0]  # a traced a: NumPy's
+
+
+def test_mnp_full_like_with_a_traced_fill_value():
+    def f(t):
+        b = mnp.full_like(_PLAIN, t[0] ** 2)
+        b[1] = np.cos(t)
+        return np.sum(b * _PLAIN)
+
+    check_grads(f, np.array([0.4, -0.7, 1.3]))
+
+
 def test_config_is_a_context_manager():
     assert not mg.config.get("strict")
     with mg.config(strict=True):

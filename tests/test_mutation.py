@@ -803,6 +803,79 @@ def test_forward_mode_keeps_the_users_floating_point_settings():
         mg.jvp(lambda x: np.log(x), (np.array([0.0, 1.0]),), (np.ones(2),))
 
 
+def _complex_of(x):
+    return x * np.exp(1j * x)
+
+
+def _zeros_written(x, write):
+    a = np.zeros_like(x)
+    write(a, _complex_of(x))
+    return a
+
+
+_COMPLEX_INTO_REAL = {  # NumPy casts, dropping the imaginary part, with a ComplexWarning at the user's line
+    "slice": lambda x: _zeros_written(x, lambda a, z: a.__setitem__(slice(None), z)),
+    "element": lambda x: _zeros_written(x, lambda a, z: a.__setitem__(0, z[1])),
+    "astype": lambda x: _complex_of(x).astype(float),
+    "copyto": lambda x: _zeros_written(x, lambda a, z: np.copyto(a, z, casting="unsafe")),
+    "out=": lambda x: _zeros_written(x, lambda a, z: np.multiply(z, 2.0, out=a, casting="unsafe")),
+    "fill": lambda x: _zeros_written(x, lambda a, z: a.fill(z[0])),
+    "put": lambda x: _zeros_written(x, lambda a, z: np.put(a, [1, 0], z)),
+}
+
+
+def test_write_through_a_broadcast_arrays_result_is_refused_with_a_mutation_error():
+    # NumPy still writes through it (a DeprecationWarning; every repeat of the element is one)
+    def f(a):
+        b1, b2 = np.broadcast_arrays(a[:, :1], a)
+        b1[0, 0] = 5.0
+        return np.sum(b1 * b2)
+
+    with pytest.raises(mg.errors.ReadOnlyWriteError, match=r"np.broadcast_arrays.*DeprecationWarning") as e:
+        mg.grad(f)(np.arange(6.0).reshape(2, 3))
+    assert isinstance(e.value, mg.MutationError) and isinstance(e.value, ValueError)
+    assert "test_mutation.py" in str(e.value)
+
+
+def test_write_into_a_plain_structured_buffer_names_one_buffer_per_field():
+    def f(x):
+        rec = np.zeros(3, dtype=[("u", float), ("v", float)])
+        rec["u"] = x[:3]
+        return np.sum(rec["u"] ** 2)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"structured array `rec`.*one buffer per field") as e:
+        mg.grad(f)(np.ones(4))
+    assert "mnp.zeros(...)" not in str(e.value)  # (the general advice: mnp.zeros cannot make it either)
+
+    def g(x):  # the fix it names
+        u = np.zeros_like(x[:3])
+        u[...] = x[:3]
+        return np.sum(u ** 2)
+
+    check_grads(g, np.array([0.5, -1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("case", sorted(_COMPLEX_INTO_REAL))
+def test_complex_written_into_a_real_array_warns_at_the_users_line_and_keeps_the_real_part(case):
+    import warnings
+
+    def f(x):
+        return np.sum(_COMPLEX_INTO_REAL[case](x) ** 2 + np.sin(x))
+
+    x = np.array([0.3, 0.7])
+    for plain, call in ((True, lambda: f(x)), (False, lambda: mg.grad(f)(x)),
+                        (False, lambda: mg.jvp(f, (x,), (np.ones(2),)))):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            call()
+        assert [w.category for w in seen] == [np.exceptions.ComplexWarning]
+        if not plain:  # (NumPy's np.put warns at its own line; mutagrad at the user's)
+            assert seen[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        check_grads(f, x)
+
+
 _MASK_WRITES = {  # x[mask] = (a view of x): NumPy buffers some layouts and walks others element by element
     "forward shift": lambda x: x.__setitem__(x < 0.5, x[: int(np.sum(x < 0.5))]),
     "from the start": lambda x: x.__setitem__(np.arange(x.size) > 0, x[:-1]),

@@ -28,6 +28,7 @@ from ..core import (
     with_replayed_bits,
     write,
 )
+from ..errors import complex_into_real
 from ..tangents import NoTangent, is_zero
 from .elementwise import _picks
 from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
@@ -45,7 +46,10 @@ def _np_copyto(args, kwargs):
     # NumPy's casting check ("same_kind" by default), on 0-d stand-ins of the same dtypes
     # (a Python number stays one: NumPy treats it as weakly typed)
     probe = src if type(src) in (int, float, complex, bool) else np.zeros((), np.result_type(bottom(src)))
-    np.copyto(np.empty((), np.result_type(bottom(dst))), probe, casting=a.get("casting", "same_kind"))
+    target = np.empty((), np.result_type(bottom(dst)))
+    if not (complex_into_real(target, probe) and np.can_cast(np.result_type(probe), target.dtype,
+                                                              a.get("casting", "same_kind"))):
+        np.copyto(target, probe, casting=a.get("casting", "same_kind"))  # (a complex cast allowed: the write warns)
     if where is True or where is None:
         write(dst, Ellipsis, np.broadcast_to(src, np.shape(dst)) if np.shape(src) != np.shape(dst) else src)
         return None

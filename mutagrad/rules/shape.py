@@ -391,6 +391,11 @@ def astype(x, dtype, copy=True, casting="unsafe"):
         raise escape_error(f"x.astype({dt}) (a traced value in an array of {dt} elements)", TracerEscapeError)
     if not copy and dt == x.dtype:
         return x
+    if dt.kind != "c" and np.result_type(bottom(x)).kind == "c":
+        from ..errors import warn_complex_cast
+
+        warn_complex_cast()  # (NumPy's, at the user's line; the real part's cast does not warn again)
+        x = np.real(x)
     return bind(astype_p, (x, dt))
 
 

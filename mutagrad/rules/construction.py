@@ -12,11 +12,11 @@ the values must agree bit for bit (pad's reflections, interp's formula).
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
+from numpy.lib.array_utils import normalize_axis_index
 
 from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, promotion_operand
 from ..errors import NoRuleError, user_line
-from ..registry import conj_if_complex, defzero
+from ..registry import conj_if_complex, deflinear, defzero
 from ..tangents import NotImplementedTangent, Thunk, ZeroTangent, not_implemented
 from ..numpy import _has_tracer
 from ..core import write_out
@@ -65,20 +65,25 @@ def _np_repeat(args, kwargs):
     return np.take(x, idx, axis=axis)
 
 
+def _roll_impl(x, shift, axis):
+    return np.roll(x, shift, axis)
+
+
+def _roll_T(g, x, shift, axis):
+    return np.roll(g, tuple(-s for s in shift) if type(shift) is tuple else -shift, axis)
+
+
+roll_p = get_primitive(_roll_impl, "np.roll")
+deflinear(_roll_impl, _roll_T)  # (one record: NumPy's roll of the values, the reverse roll of the cotangent)
+
+
 def _np_roll(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "shift", "axis"))
-    x, shift, axis = _arr(a["a"]), a["shift"], a.get("axis")
-    if axis is None:
-        return np.reshape(np.roll(np.ravel(x), shift, 0), np.shape(x))
-    axes = normalize_axis_tuple(axis, np.ndim(x), allow_duplicate=True)
-    shifts = dict.fromkeys(range(np.ndim(x)), 0)
-    for sh, ax in np.broadcast(shift, axes):
-        shifts[int(ax)] += int(sh)
-    for ax, sh in shifts.items():
-        n = np.shape(x)[ax]
-        if sh % max(n, 1):
-            x = np.take(x, (np.arange(n) - sh) % n, axis=ax)
-    return np.copy(x) if x is a["a"] else x
+    shift, axis = np.asarray(bottom(a["shift"])), a.get("axis")
+    shift = shift.item() if shift.ndim == 0 else tuple(shift.tolist())  # (NumPy's roll checks them)
+    if axis is not None and not isinstance(axis, (int, np.integer)):
+        axis = tuple(axis)
+    return bind(roll_p, (_arr(a["a"]), shift, axis))
 
 
 def _np_resize(args, kwargs):

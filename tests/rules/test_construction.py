@@ -53,6 +53,10 @@ CASES = [
     ("np.roll", lambda a: np.roll(a, 2), (X,), 2),
     ("np.roll", lambda a: np.roll(a, (1, -1), axis=(0, 1)), (X,), 1),
     ("np.roll", lambda a: np.roll(a, 5, axis=1), (X,), 1),
+    ("np.roll", lambda a: np.roll(a, np.array([1, 2, -4]), axis=(0, 1, 0)), (X,), 3),  # (one axis twice)
+    ("np.roll", lambda a: np.roll(a.copy(order="F"), -1, axis=0).ravel(order="K"), (X,), 1),  # (NumPy's layout)
+    ("np.roll", lambda a: np.roll(a * (1 + 2j), 1, axis=-1), (X,), 1),
+    ("np.roll", lambda a: np.roll(a, 7), (V,), 2),
     ("np.resize", lambda a: np.resize(a, (5, 3)), (X,), 1),
     ("np.compress", lambda a: np.compress([True, False, True], a, axis=0), (X,), 1),
     ("np.compress", lambda a: np.compress([False, True], a), (X,), 1),

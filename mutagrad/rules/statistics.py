@@ -180,8 +180,10 @@ def _merge_reduced(x, axis, like=None):
 
 
 def _gather_last(xs, idx):
-    """``xs[..., idx]`` elementwise: ``xs`` has shape K + (N,), ``idx`` (plain
+    """``xs[..., idx]`` elementwise: ``xs`` has shape K + (N,) (or is _SortedLanes), ``idx`` (plain
     ints) has shape Q + K; the result has shape Q + K."""
+    if type(xs) is _SortedLanes:
+        return xs.at(idx)
     kshape = np.shape(xs)[:-1]
     nd = np.ndim(idx)
     lead = nd - len(kshape)
@@ -192,10 +194,43 @@ def _gather_last(xs, idx):
     return xs[grids + (idx,)]
 
 
+class _SortedLanes:
+    """The lanes of ``x2`` (shape K + (N,)) as a stable argsort orders them, read at a few ranks
+    (``at``): the elements there found by NumPy's partition and a count of the equal values
+    before them (a pass each), not by sorting every lane: the values, and the element a tie's
+    derivative goes to, are the sort's. For real lanes of more than 256 values."""
+
+    def __init__(self, x2, xb):
+        self.x2, self.xb = x2, xb
+
+    def at(self, ranks):
+        """The traced values at sorted ranks ``ranks`` (plain ints of shape Q + K)."""
+        xb = self.xb
+        ranks = np.asarray(ranks, dtype=np.intp)
+        ks = np.unique(ranks)
+        part = np.partition(xb, ks, axis=-1)
+        pos = np.empty(ranks.shape, np.intp)
+        isnan = np.isnan(xb)
+        valid = np.sum(~isnan, axis=-1, keepdims=True)
+        for k in ks.tolist():
+            v = part[..., k:k + 1]
+            vnan = np.isnan(v)
+            # the element of rank k in a stable sort: the (k - less)-th of those equal to v (NaNs: last)
+            less = np.where(vnan, valid, np.sum(xb < v, axis=-1, keepdims=True))
+            equal = np.where(vnan, isnan, xb == v)
+            first = np.argmax(np.cumsum(equal, axis=-1) > k - less, axis=-1)
+            pos = np.where(ranks == k, first, pos)
+        return _gather_last(self.x2, pos)
+
+
 def _order_stats(x, axis, omit_nan, weights=None):
-    """The sorted slices and the number of values each one counts (plain ints)."""
+    """The sorted slices (an array, or _SortedLanes) and the number of values each one counts (plain ints)."""
     x2, kshape, kdshape = _merge_reduced(x, axis)
     xb = bottom(x2)
+    if xb.dtype.kind == "f" and xb.shape[-1] > 256 and weights is None and not omit_nan:
+        nanlast = np.isnan(xb).any(axis=-1)
+        n = np.full(kshape, xb.shape[-1], dtype=np.intp)
+        return _SortedLanes(x2, xb), n, nanlast, kshape, kdshape, None
     perm = np.argsort(xb, axis=-1, kind="stable")
     xs = np.take_along_axis(x2, perm, -1)
     nanlast = np.isnan(np.take_along_axis(xb, perm[..., -1:], -1)[..., 0]) if xb.shape[-1] else np.zeros(kshape, bool)
@@ -391,7 +426,7 @@ def _quantile(x, q, axis, method, keepdims, omit_nan, weights=None, weak_q=False
         full = qshape + kshape
         lo, hi = np.broadcast_to(lo, full), np.broadcast_to(hi, full)
         lov, hiv = _gather_last(xs, lo), _gather_last(xs, hi)
-        dt = bottom(xs).dtype
+        dt = bottom(lov).dtype
         if weak_q and dt.kind == "f":
             # q was a Python number: NumPy interpolates with the weight as a Python float, which
             # takes the values' dtype in each product (1 - t is formed in float64 first)

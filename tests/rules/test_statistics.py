@@ -230,6 +230,41 @@ def test_median_gradient_splits_between_middle_values():
     np.testing.assert_array_equal(g, [0.0, 0.0, 0.5, 0.5])
 
 
+def _long_lanes():
+    """Lanes of more than 256 values (read by partition, not sorted): ties (values rounded to a
+    few levels), -0.0 beside 0.0, and a lane with NaNs."""
+    x = np.round(np.random.default_rng(11).standard_normal((3, 301)) * 2) / 2
+    x[0, :5] = -0.0
+    x[2, [7, 100]] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_quantiles_of_long_lanes_are_numpys_and_their_ties_go_where_a_stable_sort_puts_them(method):
+    x = _long_lanes()
+    q = np.array([0.0, 0.13, 0.5, 0.77, 1.0])
+    for axis in (1, None, (0, 1)):
+        f = lambda a, axis=axis: np.quantile(a, q, axis=axis, method=method)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out, _ = mg.vjp(f, x)
+        np.testing.assert_array_equal(out, f(x))
+    # the median of each lane without NaNs: its derivative is the element at rank (n - 1) // 2 of a
+    # stable sort (n odd: one element, a tie's too)
+    lanes = x[:2]
+    g = mg.grad(lambda a: np.sum(np.median(a, axis=1)))(lanes)
+    want = np.zeros_like(lanes)
+    for r, lane in enumerate(lanes):
+        want[r, np.argsort(lane, kind="stable")[150]] = 1.0
+    np.testing.assert_array_equal(g, want)
+
+
+def test_quantiles_of_long_lanes_against_differences():
+    x = np.random.default_rng(12).standard_normal((2, 400))  # (distinct values: differentiable)
+    check_grads(lambda a: np.sum(np.median(a, axis=1) ** 2) + np.quantile(a, 0.3), x)
+    check_grads(lambda a: np.sum(np.percentile(a, [10, 95], axis=1, method="hazen")), x)
+
+
 def test_dtype_is_kept():
     x = R(3, 4).astype(np.float32)
     for f in (lambda a: np.median(a, axis=0), lambda a: np.quantile(a, 0.3), np.nanmean,

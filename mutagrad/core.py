@@ -1819,6 +1819,20 @@ _SIGNAL_REWRITES = {
                 "(scaled by the length ratio): differentiated.",
     "freqz": "A frequency response is np.polyval of the coefficients at np.exp(-1j * w), b over a: "
              "differentiated.",
+    "savgol_filter": "A Savitzky-Golay filter is a convolution with plain coefficients c = "
+                     "scipy.signal.savgol_coeffs(window, polyorder): with mode='mirror', 'nearest' or 'wrap', "
+                     "np.convolve(np.pad(x, window // 2, mode='reflect' / 'edge' / 'wrap'), c, mode='valid') "
+                     "(SciPy's values to rounding); with the default mode='interp', np.convolve(x, c, "
+                     "mode='same') is SciPy's away from the window // 2 edge samples, which SciPy fits with "
+                     "np.polyfit. Both are differentiated.",
+    "detrend": "Linear detrending is the residual of a least-squares line: A = np.vander(np.arange(n), 2); "
+               "x - A @ np.linalg.lstsq(A, x)[0] (type='constant': x - np.mean(x)), SciPy's values to "
+               "rounding, differentiated.",
+    "lfilter_zi": "With a and b divided by a[0] and of one length n: C = np.zeros_like(a, shape=(n - 1, n - 1)); C[0] = -a[1:]; "
+                  "C[1:, :-1] = np.eye(n - 2); zi = np.linalg.solve(np.eye(n - 1) - C.T, b[1:] - a[1:] * b[0]) "
+                  "(SciPy's own formula), differentiated.",
+    "lfiltic": "With a and b divided by a[0]: zi[m] = sum over k of b[m + 1 + k] * x[k] - a[m + 1 + k] * y[k] "
+               "(the past inputs x and outputs y, most recent first, indices below len(a)), differentiated.",
 }
 _SIGNAL_REWRITES["sosfiltfilt"] = _SIGNAL_REWRITES["filtfilt"]
 _SIGNAL_REWRITES["welch"] = _SIGNAL_REWRITES["spectrogram"] = _SIGNAL_REWRITES["periodogram"] = (
@@ -1834,6 +1848,29 @@ _DISTANCES = {
              "derivative is infinite at a zero distance: add a small constant inside)",
     "squareform": "squareform(d) of a condensed vector is a matrix filled by D = np.zeros_like(d, shape=(n, n)); "
                   "D[np.triu_indices(n, 1)] = d; D = D + D.T",
+}
+_RANKS = ("{} of the ranks is piecewise constant in the data (its derivative is zero wherever it has one): "
+          "call it on mg.stop_gradient(x) for its value; a differentiable surrogate (a soft rank, Pearson's "
+          "np.corrcoef of the values) is another function.")
+_STATS_REWRITES = {
+    "iqr": "The interquartile range is np.percentile(x, 75) - np.percentile(x, 25) (axis= as SciPy's), "
+           "SciPy's value, differentiated.",
+    "scoreatpercentile": "scoreatpercentile(x, p) is np.percentile(x, p), differentiated.",
+    "trim_mean": "With k = int(proportiontocut * n): np.mean(np.sort(x)[k:n - k]) (along an axis: "
+                 "np.sort(x, axis) sliced there), SciPy's value, differentiated.",
+    "trimboth": "trimboth(x, p) keeps the elements of np.sort(x)[k:n - k] with k = int(p * n) (SciPy leaves them "
+                "partitioned, not sorted), differentiated.",
+    "median_abs_deviation": "The median absolute deviation is np.median(np.abs(x - np.median(x))) (times "
+                            "scale=), differentiated.",
+    "variation": "The coefficient of variation is np.std(x) / np.mean(x), differentiated.",
+    "sem": "The standard error of the mean is np.std(x, ddof=1) / np.sqrt(n), differentiated.",
+    "zscore": "The z-score is (x - np.mean(x)) / np.std(x) (ddof=0), differentiated.",
+    "skew": "The (biased) skewness is np.mean((x - m) ** 3) / np.std(x) ** 3 with m = np.mean(x), differentiated.",
+    "kurtosis": "The (biased, Fisher) kurtosis is np.mean((x - m) ** 4) / np.var(x) ** 2 - 3 with m = "
+                "np.mean(x), differentiated.",
+    "rankdata": _RANKS.format("rankdata"),
+    "spearmanr": _RANKS.format("spearmanr"),
+    "kendalltau": _RANKS.format("kendalltau"),
 }
 _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
 
@@ -1855,6 +1892,8 @@ def _scipy_rewrite(sub, name):
                 "2*k3 + k4)) into a preallocated array (ys = np.zeros_like(y0, shape=(n, y0.size)); "
                 "ys[i] = y); for adaptive steps, choose them on plain values (a run with mg.value(p)) and "
                 "take the same steps traced.")
+    if sub == "stats" and short in _STATS_REWRITES:
+        return " " + _STATS_REWRITES[short]
     if sub == "stats":
         return (" Write the log-density of a distribution not listed with NumPy operations and "
                 "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "
@@ -2932,9 +2971,10 @@ class Tracer:
     def fill(self, value):
         write(self, Ellipsis, value)
 
-    def sort(self, axis=-1, kind=None, order=None):
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None):
         from .rules.mutation import sort_inplace
 
+        np.empty(0, self.dtype).sort(kind=kind, order=order, stable=stable)  # (NumPy's checks of them)
         sort_inplace(self, axis, kind)
 
     def partition(self, kth, axis=-1, kind="introselect", order=None):

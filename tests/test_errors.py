@@ -256,6 +256,94 @@ def test_scipy_filters_name_a_rewrite_that_is_differentiated():
     np.testing.assert_allclose(g[:5], fd, rtol=1e-6, atol=1e-9)
 
 
+def _savgol(x, mode):
+    import scipy.signal as ss
+
+    c = ss.savgol_coeffs(7, 2)
+    return np.convolve(np.pad(x, 3, mode=mode), c, mode="valid")
+
+
+def _detrend(x):
+    A = np.vander(np.arange(x.shape[0]), 2)
+    return x - A @ np.linalg.lstsq(A, x, rcond=None)[0]
+
+
+def _lfilter_zi(b, a):
+    b, a = b / a[0], a / a[0]
+    n = a.shape[0]
+    C = np.zeros_like(a, shape=(n - 1, n - 1))
+    C[0] = -a[1:]
+    C[1:, :-1] = np.eye(n - 2)
+    return np.linalg.solve(np.eye(n - 1) - C.T, b[1:] - a[1:] * b[0])
+
+
+def _lfiltic(b, a, y, x):
+    b, a = b / a[0], a / a[0]
+    n = a.shape[0]
+    return mnp.array([sum(b[m + 1 + k] * x[k] - a[m + 1 + k] * y[k] for k in range(len(x)) if m + 1 + k < n)
+                      for m in range(n - 1)])
+
+
+_SIGNAL_RECIPES = {  # name: (SciPy's call, the rewrite its message names) of a vector p of 30
+    "savgol_filter": (lambda ss, p: ss.savgol_filter(p, 7, 2, mode="mirror"), lambda p: _savgol(p, "reflect")),
+    "detrend": (lambda ss, p: ss.detrend(p), _detrend),
+    "lfilter_zi": (lambda ss, p: ss.lfilter_zi(p[:3], np.r_[2.0, p[3:5]]),
+                   lambda p: _lfilter_zi(p[:3], mnp.concatenate([[2.0], p[3:5]]))),
+    "lfiltic": (lambda ss, p: ss.lfiltic(p[:3], np.r_[2.0, p[3:5]], p[5:7], p[7:9]),
+                lambda p: _lfiltic(p[:3], mnp.concatenate([[2.0], p[3:5]]), p[5:7], p[7:9])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SIGNAL_RECIPES))
+def test_scipy_signal_passthroughs_name_a_rewrite_that_is_differentiated(name):
+    ss = pytest.importorskip("scipy.signal")
+    mss = pytest.importorskip("mutagrad.scipy.signal")
+    scipy_call, rewrite = _SIGNAL_RECIPES[name]
+    p = np.random.default_rng(1).standard_normal(30) * 0.3
+    msg = _raises(lambda p: np.sum(scipy_call(mss, p) ** 2), p, mg.TracerEscapeError)
+    assert f"mutagrad.scipy.signal.{name}" in msg and "differentiated." in msg
+    np.testing.assert_allclose(rewrite(p), scipy_call(ss, p), rtol=1e-12, atol=1e-14)
+    check_grads(lambda p: np.sum(rewrite(p) ** 2), p)
+
+
+def _trim_mean(x, p):
+    n = x.shape[0]
+    k = int(p * n)
+    return np.mean(np.sort(x)[k:n - k])
+
+
+_STATS_RECIPES = {  # name: (SciPy's call, the rewrite its message names), of a vector of 23
+    "iqr": (lambda st, x: st.iqr(x), lambda x: np.percentile(x, 75) - np.percentile(x, 25)),
+    "trim_mean": (lambda st, x: st.trim_mean(x, 0.1), lambda x: _trim_mean(x, 0.1)),
+    "median_abs_deviation": (lambda st, x: st.median_abs_deviation(x), lambda x: np.median(np.abs(x - np.median(x)))),
+    "scoreatpercentile": (lambda st, x: st.scoreatpercentile(x, 30), lambda x: np.percentile(x, 30)),
+    "variation": (lambda st, x: st.variation(x), lambda x: np.std(x) / np.mean(x)),
+    "sem": (lambda st, x: st.sem(x), lambda x: np.std(x, ddof=1) / np.sqrt(x.shape[0])),
+    "kurtosis": (lambda st, x: st.kurtosis(x),
+                 lambda x: np.mean((x - np.mean(x)) ** 4) / np.var(x) ** 2 - 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_STATS_RECIPES))
+def test_scipy_stats_passthroughs_name_a_rewrite_that_is_differentiated(name):
+    st = pytest.importorskip("scipy.stats")
+    mst = pytest.importorskip("mutagrad.scipy.stats")
+    if hasattr(mst, name) and getattr(mst, name) is not getattr(st, name, None):
+        pytest.skip(f"mutagrad.scipy.stats.{name} has a rule")
+    scipy_call, rewrite = _STATS_RECIPES[name]
+    x = np.random.default_rng(3).standard_normal(23) + 1.5
+    msg = _raises(lambda x: scipy_call(mst, x), x, mg.TracerEscapeError)
+    assert f"scipy.stats.{name}" in msg and "differentiated." in msg and "log-density" not in msg
+    np.testing.assert_allclose(rewrite(x), scipy_call(st, x), rtol=1e-12)
+    check_grads(rewrite, x)
+
+
+def test_scipy_rank_statistics_name_stop_gradient():
+    mst = pytest.importorskip("mutagrad.scipy.stats")
+    msg = _raises(lambda x: np.sum(mst.rankdata(x) * x), np.array([0.3, -1.0, 2.0]), mg.TracerEscapeError)
+    assert "piecewise constant" in msg and "mg.stop_gradient(x)" in msg
+
+
 def test_cython_function_given_a_traced_array_is_named():
     interpolate = pytest.importorskip("scipy.interpolate")
     grid = (np.arange(4.0), np.arange(5.0))

@@ -332,6 +332,28 @@ def test_read_only_views_refuse_writes():
         mg.grad(g)(np.eye(2))
 
 
+@pytest.mark.parametrize("keywords", [{"stable": True}, {"kind": "stable"}, {"kind": "heapsort", "axis": 0}])
+def test_in_place_sort_takes_numpys_keywords(keywords):
+    def f(x):
+        x.sort(**keywords)
+        return np.sum(np.arange(1.0, 5.0) * x ** 2)
+
+    x = np.array([0.3, -1.2, 2.0, 0.7])
+    check_grads(f, x)
+    y = x.copy()
+    mg.grad(f)(y)
+    np.testing.assert_array_equal(y, np.sort(x))  # (the argument sorted, as by a plain call)
+
+
+def test_in_place_sort_refuses_what_numpy_refuses():
+    for keywords in ({"kind": "stable", "stable": True}, {"order": "a"}):
+        with pytest.raises(ValueError) as plain:
+            np.array([0.3, 1.0]).sort(**keywords)
+        with pytest.raises(ValueError) as traced:
+            mg.grad(lambda x, kw=keywords: (x.sort(**kw), np.sum(x))[1])(np.array([0.3, 1.0]))
+        assert str(traced.value) == str(plain.value)
+
+
 def test_side_effects_are_those_of_a_plain_call():
     def f(x, buf):
         buf[:2] = x[:2] ** 2

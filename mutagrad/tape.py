@@ -477,16 +477,6 @@ class WriteRecord:
             return
         av = level.adjview(dest, self.geom)
         idx = self.idx
-        if (vsrc is not None and vsrc is not dest and self.winners is None and dest.poison is None
-                and type(vsrc.adj) is _ndarray and vsrc.adjshared is None and dest.adjshared is None
-                and not level.index):
-            # the value's storage has an adjoint of its own: add the region into it as it is (no copy),
-            # then zero it (another storage's buffer: the region is not what the addition writes)
-            g = av[idx]
-            if type(g) is _ndarray and not np.shares_memory(g, vsrc.adjbuf):
-                level.accumulate(vsrc, self.vgeom, unbroadcast(g, self.vshape), self)
-                av[idx] = 0
-                return
         if vsrc is not None:
             if dest.poison is not None:
                 level.accumulate(vsrc, self.vgeom, dest.poison, self)

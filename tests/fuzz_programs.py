@@ -435,7 +435,12 @@ class Generator:
             return False
         e = f"np.sin({x})"
         s = self.shape(x)
-        form = self.choice(["reshape", "transpose", "flip", "outer"])
+        form = self.choice(["reshape", "transpose", "flip", "outer", "roll"])
+        if form == "roll":
+            shift = int(self.rng.integers(-4, 5))
+            if self.rng.random() < 0.3:
+                return self.new_var("shape_read", f"np.roll({e}, {shift})")
+            return self.new_var("shape_read", f"np.roll({e}, {shift}, axis={int(self.rng.integers(len(s)))})")
         if form == "reshape":
             return self.new_var("shape_read", f"np.reshape({e}, {shape_lit(self.choice(_reshapes(s)))})")
         if form == "transpose":
@@ -464,7 +469,10 @@ class Generator:
         if x is None:
             return False
         ax = int(self.rng.integers(len(self.shape(x))))
-        return self.new_var("sort_read", f"np.sort(np.tanh({x}) + {self.offsets(self.shape(x))}, axis={ax})")
+        spread = f"np.tanh({x}) + {self.offsets(self.shape(x))}"
+        form = self.choice(["np.sort({0}, axis={1})", "np.median({0}, axis={1})",
+                            "np.quantile({0}, 0.3, axis={1})"])
+        return self.new_var("sort_read", form.format(spread, ax))
 
     def k_join(self):
         x = self.array_var()

@@ -8,6 +8,7 @@ import functools
 import gc
 import hashlib
 import itertools
+import re
 import types
 import weakref
 from typing import Callable, Sequence
@@ -67,7 +68,7 @@ def _check_leaf(x, where):
         if " leaf " not in where:
             raise
         # (a leaf inside a differentiated container cannot be left out of argnums by itself)
-        msg = str(e).replace(" or leave it out of argnums.", ".")
+        msg = re.sub(r",? or leave it out of argnums\.$", ".", str(e))
         raise TypeError(msg + ("" if msg.endswith(".") else ".") + " Every leaf of a differentiated "
                         "argument is differentiated: keep integers, strings and other non-float values in "
                         "an argument that is not in argnums.") from None
@@ -96,7 +97,10 @@ def _check_leaf_kind(x, where):
         if x.dtype.kind not in "fc":
             raise TypeError(f"{where}: differentiation needs float or complex arrays, got dtype {x.dtype}")
         return
-    raise TypeError(f"{where}: cannot differentiate with respect to a value of type {type(x).__name__}")
+    raise TypeError(f"{where}: cannot differentiate with respect to a value of type {type(x).__name__} "
+                    f"(at {user_line()}): only float or complex arrays and numbers (or containers of them) "
+                    "have derivatives (not a random generator, an object, a callback): pass it as an argument "
+                    "that is not differentiated, or leave it out of argnums.")
 
 
 def _wrap_leaf(level, x, name):
@@ -650,8 +654,8 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
             except TypeError as e:
                 if not every or " leaf " in where:
                     raise
-                raise TypeError(str(e).replace(" or leave it out of argnums.", ". vjp and jvp differentiate every "
-                                "primal: pass the others through a closure (lambda x: f(x, n)).")) from None
+                raise TypeError(re.sub(r",? or leave it out of argnums\.$", ". vjp and jvp differentiate every "
+                                       "primal: pass the others through a closure (lambda x: f(x, n)).", str(e))) from None
             t, info = _wrap_leaf(level, leaf, where)
             new.append(t)
             linfo.append(info)
@@ -1659,8 +1663,71 @@ def _restore(saved):
     for obj, copy in saved:
         if type(obj) is list or type(obj) is dict or _is_object(obj):
             _set_items(obj, copy)
+        elif type(obj) is _GeneratorState:
+            obj.restore()
         else:
             write(obj, Ellipsis, copy)
+
+
+class _GeneratorState:
+    """A random generator's state (np.random.Generator, RandomState, a BitGenerator), put back
+    before each run of a forward-mode jacobian, as the arrays are: each run draws what one
+    plain call draws (else each column would be the derivative along other draws)."""
+
+    __slots__ = ("gen", "state")
+
+    def __init__(self, gen):
+        self.gen = gen
+        self.state = gen.get_state() if type(gen) is np.random.RandomState else _bit_generator(gen).state
+
+    def restore(self):
+        if type(self.gen) is np.random.RandomState:
+            self.gen.set_state(self.state)
+        else:
+            _bit_generator(self.gen).state = self.state
+
+
+def _bit_generator(gen):
+    return gen.bit_generator if type(gen) is np.random.Generator else gen
+
+
+def _is_generator(v) -> bool:
+    tv = type(v)
+    return tv is np.random.Generator or tv is np.random.RandomState or issubclass(tv, np.random.BitGenerator)
+
+
+def _generator_states(fun, args):
+    """The states of the random generators a function may draw from: its arguments' (leaves),
+    those its code and the functions it names refer to by name (closure cells, defaults,
+    globals; a bound method's object's attributes), to 3 functions deep, and NumPy's legacy
+    global one (np.random.normal...), each once."""
+    found = {id(np.random.mtrand._rand): np.random.mtrand._rand}
+    for a in args:
+        for leaf in tree_flatten(a)[0]:
+            if _is_generator(leaf):
+                found[id(leaf)] = leaf
+    todo, seen = [(fun, 0)], set()
+    while todo:
+        f, depth = todo.pop()
+        if id(f) in seen or depth > 3:
+            continue
+        seen.add(id(f))
+        if type(f) is _MethodType:
+            attrs = getattr(f.__self__, "__dict__", None)
+            values = list(attrs.values()) if type(attrs) is dict and len(attrs) <= 256 else []
+            f = f.__func__
+        else:
+            values = []
+        code = getattr(f, "__code__", None)
+        if code is None:
+            continue
+        values += [v for _, v in _named_values(f, code, _names_of(code)[0])]
+        for v in values:
+            if _is_generator(v):
+                found[id(v)] = v
+            elif type(v) is _FunctionType or type(v) is _MethodType:
+                todo.append((v, depth + 1))
+    return [(_GeneratorState(g), None) for g in found.values()]
 
 
 def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False) -> Callable:
@@ -1673,8 +1740,10 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False)
     runs ``fun`` once and pulls back one basis vector per output element;
     ``mode="fwd"`` pushes one basis vector per input element, running
     ``fun`` once per element: the arrays among the arguments are restored
-    before each run, so they end as after one plain call, but state that
-    ``fun`` mutates elsewhere (globals, closures) is mutated by every run,
+    before each run, so they end as after one plain call, and so are the
+    random generators among the arguments, those ``fun`` and the functions it
+    names refer to by name, and NumPy's global one; other state that ``fun``
+    mutates elsewhere (globals, closures) is mutated by every run,
     and a run that returns other values than the first (state read after
     such a change, fresh random draws), or takes other steps (other indices
     or operations, though its values agree), raises ``MutationError``. With
@@ -1874,6 +1943,7 @@ def _jac_fwd(f, args, nums, dargs, single, allargs, kwargs, has_aux=False):
 
 def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=False):
     saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
+    saved += _generator_states(f, allargs)  # (and every generator it draws from)
     in_trees = [tree_flatten(d) for d in dargs]
     columns = []  # (ai, li, ishape, list of out tangents per input element)
     first = True
@@ -1981,10 +2051,12 @@ def _check_same_run(first, leaves, runs):
             f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode pushes one "
             f"direction per run; hessian is forward over reverse, so it does too), and run {runs + 1} returned "
             "other values than run 1: the function reads state that it changes itself outside its arguments "
-            "(a global or closure array, a counter, an object's attribute) or draws new random numbers, so "
-            "each column would be the derivative of another function. Pass that state as an argument, or set "
-            "it inside the function (seed the generator there); or use mg.jacobian(f, mode='rev') "
-            "(for a Hessian, mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
+            "(a global or closure array, a counter, an object's attribute, a random generator held where the "
+            "runs do not rewind it, such as an object's attribute: the arguments' arrays and generators, and "
+            "the generators the function names, are put back before each run), so each column would be the "
+            "derivative of another function. Pass that state as an argument, or set it inside the function "
+            "(seed the generator there); or use mg.jacobian(f, mode='rev') (for a Hessian, "
+            "mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
 
 
 def _same_value(a, o) -> bool:

@@ -1314,7 +1314,9 @@ class RunGroup:
             f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
             "took other steps than the first (other indices, another branch): it drew from a random "
-            "generator the function does not seed itself, or read state an earlier run changed, so its "
+            "generator the runs do not rewind (one held by an object: the arguments' generators, those the "
+            "function names and NumPy's global one are put back before each run), or read state an earlier "
+            "run changed, so its "
             "column would be the derivative of another function. Seed the generator inside the function "
             "(np.random.default_rng(seed)), or use mode='rev' (hessian: mg.jacobian(mg.grad(f)))."
         )

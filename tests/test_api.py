@@ -2,6 +2,7 @@
 hessian, stop_gradient, value, the mnp namespace."""
 import dataclasses
 import gc
+import types
 from collections import namedtuple
 
 import numpy as np
@@ -946,9 +947,12 @@ def test_forward_jacobian_refuses_runs_that_compute_another_function():
 
     with pytest.raises(mg.MutationError, match=r"test_api.py:\d+.*runs the function once per input element"):
         mg.hessian(f)(np.array([1.0, 1.0]))
-    rng = np.random.default_rng(0)
-    with pytest.raises(mg.MutationError, match="random numbers"):
-        mg.jacobian(lambda x: x * rng.normal(size=3), mode="fwd")(np.ones(3))
+    held = types.SimpleNamespace(rng=np.random.default_rng(0))  # (an object's generator: not rewound)
+    with pytest.raises(mg.MutationError, match="other values than run 1.*a random generator held"):
+        mg.jacobian(lambda x: x * held.rng.normal(size=3), mode="fwd")(np.ones(3))
+    rng = np.random.default_rng(0)  # (one it names: rewound before each run, the draws of one call)
+    J = mg.jacobian(lambda x: x * rng.normal(size=3), mode="fwd")(np.ones(3))
+    np.testing.assert_array_equal(J, np.diag(np.random.default_rng(0).normal(size=3)))
     # reverse over reverse runs it once: its Hessian is that of f with c as at the call,
     # against second differences of the plain function with c reset before every run
     def with_c_at_call(x):
@@ -1182,14 +1186,11 @@ def test_np_asarray_of_a_leftover_is_its_writable_memory():
     assert np.shares_memory(a, np.asarray(kept[0]))
 
 
-@pytest.mark.parametrize("draw", ["shuffle", "permutation", "branch"])
-def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(draw):
-    # at x = ones every permutation gives the same output values, so comparing the runs' outputs
-    # cannot tell; the runs' steps (the indices they took, the operations) tell
+def _drawing(draw, rng_of):
     w = np.arange(1.0, 6.0)
-    rng = np.random.default_rng(0)
 
     def f(x):
+        rng = rng_of()
         if draw == "shuffle":
             rng.shuffle(x)
         elif draw == "permutation":
@@ -1198,10 +1199,73 @@ def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(d
             x = np.exp(x - 1.0)  # (equal values at x = 1, another function)
         return w * x ** 2
 
+    return f
+
+
+@pytest.mark.parametrize("draw", ["shuffle", "permutation", "branch"])
+def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(draw):
+    # at x = ones every permutation gives the same output values, so comparing the runs' outputs
+    # cannot tell; the runs' steps (the indices they took, the operations) tell. The generator is
+    # held by an object, which the runs do not rewind
+    holder = types.SimpleNamespace(rng=np.random.default_rng(0))
+    f = _drawing(draw, lambda: holder.rng)
     with pytest.raises(mg.MutationError, match="took other steps than the first"):
         mg.jacobian(f, mode="fwd")(np.ones(5))
     with pytest.raises(mg.MutationError, match="took other steps than the first"):
         mg.hessian(lambda x: np.sum(f(x)))(np.ones(5))
+
+
+@pytest.mark.parametrize("draw", ["shuffle", "permutation", "branch"])
+@pytest.mark.parametrize("held", ["closure", "argument", "global"])
+def test_forward_jacobian_rewinds_the_generators_it_can_name_before_each_run(draw, held):
+    # each run draws what one plain call draws: the Jacobian is the one reverse mode gives from its
+    # single run, and the generator ends where one plain call leaves it
+    x = np.linspace(0.5, 1.5, 5)
+    outcomes = []
+    for mode in ("plain", "rev", "fwd"):
+        rng = np.random.default_rng(4)
+        if held == "closure":
+            f = _drawing(draw, lambda: rng)
+            call = (lambda v: f(v)) if mode == "plain" else mg.jacobian(f, mode=mode)
+            out = call(x.copy())
+        elif held == "argument":
+            g = lambda v, r: _drawing(draw, lambda: r)(v)
+            out = g(x.copy(), rng) if mode == "plain" else mg.jacobian(g, mode=mode)(x.copy(), rng)
+        else:
+            global _GLOBAL_RNG
+            _GLOBAL_RNG = rng
+            f = _drawing(draw, lambda: _GLOBAL_RNG)
+            out = f(x.copy()) if mode == "plain" else mg.jacobian(f, mode=mode)(x.copy())
+        outcomes.append((out, rng.random()))
+    (_, after_plain), (jrev, after_rev), (jfwd, after_fwd) = outcomes
+    np.testing.assert_allclose(jfwd, jrev, rtol=1e-13)
+    assert after_plain == after_rev == after_fwd
+
+
+def test_hessian_draws_once_per_run_where_the_draws_change_only_the_derivative():
+    # the value at x0 does not depend on the draws, their derivative does: every column from the
+    # same draws (independent oracle: the Hessian 2 + 2 e**2 of the one draw e)
+    x0 = np.array([0.5, -0.2, 1.0])
+
+    def f(x, rng):
+        e = rng.standard_normal(3)
+        return np.sum(x ** 2) + np.sum(((x - x0) * e) ** 2)
+
+    e = np.random.default_rng(0).standard_normal(3)
+    H = mg.hessian(f)(x0.copy(), np.random.default_rng(0))
+    np.testing.assert_allclose(H, np.diag(2 + 2 * e ** 2), rtol=1e-12, atol=1e-12)
+    np.random.seed(5)
+    e = np.random.standard_normal(3)
+    np.random.seed(5)
+    legacy = mg.hessian(lambda x: np.sum(x ** 2) + np.sum(((x - x0) * np.random.standard_normal(3)) ** 2))(x0.copy())
+    np.testing.assert_allclose(legacy, np.diag(2 + 2 * e ** 2), rtol=1e-12, atol=1e-12)
+
+
+_GLOBAL_RNG = None
+
+
+def test_forward_jacobian_of_a_function_seeding_its_own_generator():
+    w = np.arange(1.0, 6.0)
 
     def seeded(x):  # a generator the function seeds itself: every run takes the same steps
         r = np.random.default_rng(3)

@@ -1221,25 +1221,26 @@ def test_forward_jacobian_rewinds_the_generators_it_can_name_before_each_run(dra
     # each run draws what one plain call draws: the Jacobian is the one reverse mode gives from its
     # single run, and the generator ends where one plain call leaves it
     x = np.linspace(0.5, 1.5, 5)
-    outcomes = []
-    for mode in ("plain", "rev", "fwd"):
-        rng = np.random.default_rng(4)
-        if held == "closure":
-            f = _drawing(draw, lambda: rng)
-            call = (lambda v: f(v)) if mode == "plain" else mg.jacobian(f, mode=mode)
-            out = call(x.copy())
-        elif held == "argument":
-            g = lambda v, r: _drawing(draw, lambda: r)(v)
-            out = g(x.copy(), rng) if mode == "plain" else mg.jacobian(g, mode=mode)(x.copy(), rng)
-        else:
-            global _GLOBAL_RNG
-            _GLOBAL_RNG = rng
-            f = _drawing(draw, lambda: _GLOBAL_RNG)
-            out = f(x.copy()) if mode == "plain" else mg.jacobian(f, mode=mode)(x.copy())
-        outcomes.append((out, rng.random()))
-    (_, after_plain), (jrev, after_rev), (jfwd, after_fwd) = outcomes
+    (_, after_plain), (jrev, after_rev), (jfwd, after_fwd) = (_drawn(draw, held, mode, x) for mode in
+                                                                ("plain", "rev", "fwd"))
     np.testing.assert_allclose(jfwd, jrev, rtol=1e-13)
     assert after_plain == after_rev == after_fwd
+
+
+def _drawn(draw, held, mode, x):
+    """(f(x) or its Jacobian by ``mode``, the next number of the generator after it), with a fresh
+    generator ``held`` in a closure, as an argument or in a global."""
+    global _GLOBAL_RNG
+    rng = np.random.default_rng(4)
+    if held == "argument":
+        f = lambda v, r: _drawing(draw, lambda: r)(v)
+        args = (x.copy(), rng)
+    else:
+        _GLOBAL_RNG = rng
+        f = _drawing(draw, (lambda: rng) if held == "closure" else (lambda: _GLOBAL_RNG))
+        args = (x.copy(),)
+    out = f(*args) if mode == "plain" else mg.jacobian(f, mode=mode)(*args)
+    return out, rng.random()
 
 
 def test_hessian_draws_once_per_run_where_the_draws_change_only_the_derivative():

@@ -136,7 +136,7 @@ class Primitive:
     """
 
     __slots__ = ("fn", "_name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
-                 "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "__weakref__")
+                 "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -166,6 +166,12 @@ class Primitive:
         # the only one and records no lines (common cases of matmul), or None to take the
         # general path. Set by rules; the reverse rule must give the same numbers.
         self.fast = None
+        # a user's primitive (mg.primitive, or a rule registered for a function of the user's): its
+        # rules get the checks mutagrad's own are tested for (a NoTangent for an argument that
+        # carries a derivative, a write into a plain argument)
+        f = fn if fn is not None else impl
+        self.user = not isinstance(f, np.ufunc) and not (getattr(f, "__module__", None) or "").startswith(
+            ("mutagrad", "numpy", "scipy", "builtins"))
 
     @property
     def name(self):
@@ -519,6 +525,9 @@ class Storage:
     # that name, and the argument's values at the call
     plain_alias = None
     plain_before = None
+    # the name of a primitive whose output, in a plain call, is this storage's memory or that of
+    # its argument (a copy inside a differentiation): a write into either raises
+    prim_alias = None
     plain_views = ()  # (path, plain array, its values at the call) of each sharing its memory; plain_alias: the first's
     leftover_warned = False  # a leftover of it used by a later differentiation has been warned about (live)
     # the search for such names stopped at its budget (a large object graph): a write warns once
@@ -810,6 +819,13 @@ class Level:
                 )
         if active and s.handed_out is not None:
             raise handed_out_error(s)
+        if s.prim_alias is not None:
+            raise MutationError(
+                f"writing into {s.name or 'an array'} at {user_line()}: the primitive {s.prim_alias} returned "
+                "(a view of) its argument, so in a plain call its output and that argument are one array, "
+                "and a write into either changes both; inside a differentiation the output is a copy, so "
+                "that the primitive's rules give its derivative, and the two would differ. Copy the output "
+                f"(y = {s.prim_alias.rsplit('.', 1)[-1]}(x).copy()) before writing into it or into the argument.")
         if s.aliased is not None:
             from .errors import AliasingError
 

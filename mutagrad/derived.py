@@ -32,7 +32,15 @@ from .pytree import (
     tree_map,
     tree_unflatten,
 )
-from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, is_zero
+from .tangents import (
+    AbstractZero,
+    NoTangent,
+    NotImplementedTangent,
+    Thunk,
+    ZeroTangent,
+    is_zero,
+    no_tangent_for_active,
+)
 
 ZERO = ZeroTangent()
 
@@ -207,17 +215,25 @@ def forward_from_reverse(prim):
             if isinstance(tangents[i], NotImplementedTangent):
                 return y, tangents[i]
         ys, ytree = output_leaves(y)
+        floats = [k for k, v in enumerate(ys) if _leaf_differentiable(v)]  # (an integer output: no tangent)
 
         def cotangent_map(*gs):
-            cts = pb(tree_unflatten(ytree, list(gs)) if ytree is not None else gs[0])
+            full = [ZERO] * len(ys)
+            for k, g in zip(floats, gs):
+                full[k] = g
+            cts = pb(tree_unflatten(ytree, full) if ytree is not None else full[0])
             for i in active:
                 if isinstance(cts[i], NotImplementedTangent):
                     raise _Unimplemented(cts[i])
+                if type(cts[i]) is NoTangent and prim.user:
+                    raise _Unimplemented(no_tangent_for_active(prim, i, None))
             return tuple(_dense(cts[i], primals[i]) for i in active)
 
+        if not floats:
+            return y, ZERO
         _entered(prim, "frule")
         try:
-            _, pb2 = _vjp(cotangent_map, [_zeros_like(v) for v in ys])
+            _, pb2 = _vjp(cotangent_map, [_zeros_like(ys[k]) for k in floats])
             ydots = [_below(v, processing)
                      for v in _internal(pb2, tuple(_dense(tangents[i], primals[i]) for i in active))]
         except _Unimplemented as u:  # (the reverse rule's own NotImplementedTangent: it poisons)
@@ -226,7 +242,10 @@ def forward_from_reverse(prim):
             raise _failed(e, prim, "frule") from e
         finally:
             _left(prim)
-        return y, (tree_unflatten(ytree, ydots) if ytree is not None else ydots[0])
+        full = [ZERO] * len(ys)
+        for k, v in zip(floats, ydots):
+            full[k] = v
+        return y, (tree_unflatten(ytree, full) if ytree is not None else full[0])
 
     return forward
 

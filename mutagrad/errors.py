@@ -171,6 +171,17 @@ def warn_complex_cast():
             np.exceptions.ComplexWarning)
 
 
+def _users_rule(frame):
+    """"reverse" or "forward" where the user's ``frame`` runs inside a rule (or pullback) the user
+    registered (mutagrad's checked wrappers call it), a few calls deep; else None."""
+    f, depth = frame, 0
+    while f is not None and depth < 8:
+        if (f.f_globals.get("__name__") == "mutagrad.registry" and f.f_code.co_name in ("checked", "pullback")):
+            return "forward" if "frule" in f.f_code.co_qualname else "reverse"
+        f, depth = f.f_back, depth + 1
+    return None
+
+
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None,
                  specific=False) -> DifferentiationError:
     """The error for a traced value turned into plain values by ``what``; ``integer``: the
@@ -180,9 +191,20 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
     global _last_escape
     frame = user_frame(sys._getframe(1))
     line = user_line(frame) if frame is not None else "<unknown location>"
+    rule = _users_rule(frame)
+    if rule is not None:
+        # (a conversion in a rule that a higher derivative differentiates: stop_gradient or value there
+        # would drop that derivative silently)
+        specific = True
+        extra = (f" This line is in a {rule} rule, which a higher derivative differentiates again: compute "
+                 "with np.* functions, operators and methods on its arguments (never np.asarray, float, "
+                 ".item() or mg.stop_gradient / mg.value of them, which would drop that derivative); or, for "
+                 "mg.hessian (forward over reverse), register the forward rule too (@mg.frule), which the "
+                 "forward level then uses.")
     if specific:
         body = (f"this would turn a traced value into a plain number or array and silently drop its "
-                f"derivative.{extra} (For a value meant as a constant: mg.stop_gradient(x).)")
+                f"derivative.{extra}" + ("" if rule is not None else
+                                         " (For a value meant as a constant: mg.stop_gradient(x).)"))
     elif integer is not None:
         kind = f"np.{np.dtype(integer)}" if integer is not True else "int"
         body = (f"the array's dtype is {'integer' if integer is True else np.dtype(integer)}, so NumPy would "

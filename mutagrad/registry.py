@@ -23,12 +23,13 @@ import functools
 import numbers
 import types
 import warnings
+import weakref
 
 import numpy as np
 
 from .core import REGISTRY, STATE, ArrayTracer, Primitive, ScalarTracer, Tracer, _flatten_args, bind, bottom, get_primitive
-from .tangents import (AbstractZero, NotImplementedTangent, NoTangent, Tangent, Thunk, ZeroTangent, is_zero,
-                       not_implemented, unbroadcast)
+from .tangents import (AbstractZero, NotImplementedTangent, NoTangent, Tangent, Thunk, ZeroTangent, instantiated_zeros,
+                       is_zero, not_implemented, unbroadcast)
 
 __all__ = ["primitive", "rrule", "frule", "defelementwise", "deflinear", "defzero", "defnotimplemented",
            "conj_if_complex"]
@@ -39,19 +40,65 @@ ZERO = ZeroTangent()
 def _unaliased(out, args, kwargs):
     """``out`` with every array that shares memory with an argument copied: a primitive's rules
     give its derivative, and an output that is an input's memory would be taken for a view of
-    it, whose derivative is the input's own (a rule's cotangents were dropped silently)."""
+    it, whose derivative is the input's own (a rule's cotangents were dropped silently). Each
+    copy is noted (_ALIAS_COPIES) with the argument it shares memory with: a write into either
+    raises (in a plain call, the one array would show it through both)."""
     ins = [a for a in _flatten_args((args, kwargs))[0] if type(a) is np.ndarray]
     if not ins:
         return out
 
     def fresh(y):
-        if type(y) is np.ndarray and any(np.may_share_memory(y, a) for a in ins):
-            return y.copy()
+        if type(y) is np.ndarray:
+            for a in ins:
+                if np.may_share_memory(y, a):
+                    c = y.copy()
+                    _ALIAS_COPIES[id(c)] = (weakref.ref(c), a.base if a.base is not None else a)
+                    return c
         return y
 
     if type(out) is tuple or type(out) is list:
         return type(out)(fresh(y) for y in out)
     return fresh(out)
+
+
+# id(copy) -> (weak reference to the copy of a primitive's output that was its argument's memory, that
+# argument's array): read where the primitive returns, which marks both storages (_mark_aliases)
+_ALIAS_COPIES: dict = {}
+
+
+def _mark_aliases(prim, leaves, out):
+    """The traced outputs of a primitive call that are copies of its arguments' memory (see
+    _unaliased), and the traced arguments they share memory with in a plain call: a write into
+    one of them raises (core.Level.check_writable), where plain NumPy would change both."""
+    from .core import output_leaves
+
+    outs = output_leaves(out)[0]
+    for o in outs:
+        if not isinstance(o, Tracer):
+            continue
+        hit = _ALIAS_COPIES.pop(id(bottom(o)), None)
+        if hit is None or hit[0]() is not bottom(o):
+            continue
+        o._storage.prim_alias = prim.name
+        for x in leaves:
+            if isinstance(x, Tracer) and type(bottom(x)) is np.ndarray and np.may_share_memory(bottom(x), hit[1]):
+                x._storage.prim_alias = prim.name
+    for k in [k for k, (ref, _) in _ALIAS_COPIES.items() if ref() is None]:
+        del _ALIAS_COPIES[k]
+
+
+def _read_only_arrays(x):
+    """``x`` with its writable arrays (in lists and tuples too) as read-only views: a primitive's
+    body, run inside a differentiation, must not write into what it was passed."""
+    t = type(x)
+    if t is np.ndarray:
+        if x.flags.writeable:
+            x = x.view()
+            x.flags.writeable = False
+        return x
+    if t is list or t is tuple:
+        return t(_read_only_arrays(v) for v in x)
+    return x
 
 
 def primitive(fun):
@@ -68,10 +115,26 @@ def primitive(fun):
     12.0
     """
     def impl(*args, **kwargs):
-        out = fun(*args, **kwargs)
-        if STATE.levels:  # (inside a differentiation: an output that is an input's memory is a copy)
-            out = _unaliased(out, args, kwargs)
-        return out
+        if not STATE.levels:
+            return fun(*args, **kwargs)
+        # inside a differentiation: the arrays passed read-only (a write into one, a workspace
+        # say, would be a change its rules cannot describe, to a copy or to a plain array read
+        # later as a constant), an output that is an input's memory a copy
+        args = _read_only_arrays(args)
+        kwargs = {k: _read_only_arrays(v) for k, v in kwargs.items()}
+        try:
+            out = fun(*args, **kwargs)
+        except ValueError as e:
+            if "read-only" not in str(e):
+                raise
+            from .errors import MutationError, user_line
+
+            raise MutationError(
+                f"the primitive {prim.name} at {user_line()} wrote into an array passed to it ({e}): its rules "
+                "cannot say how it changed that array, and the function may read it afterwards, so the "
+                "derivative would be wrong. Make the workspace inside the primitive (work = np.empty(n)) and "
+                "return what the caller needs as an output, or do the write outside the primitive.") from None
+        return _unaliased(out, args, kwargs)
 
     functools.update_wrapper(impl, fun)
     prim = Primitive(None, getattr(fun, "__qualname__", getattr(fun, "__name__", "primitive")), impl=impl)
@@ -86,6 +149,8 @@ def primitive(fun):
         out = bind(prim, args, kwargs)
         if before:
             _check_unchanged(prim, before)
+        if _ALIAS_COPIES:
+            _mark_aliases(prim, leaves, out)
         return out
 
     prim.fn = wrapper
@@ -295,7 +360,10 @@ def _checked_rrule(rule, name):
             if len(cts) != len(args):
                 raise _rule_error(
                     f"the pullback of {name}'s reverse rule returned {len(cts)} cotangents for {len(args)} "
-                    "positional arguments; return one per argument (mg.NoTangent() for one without a derivative)")
+                    "positional arguments; return one per argument (mg.NoTangent() for one without a derivative)"
+                    + (": one per argument of the call, and this call passed "
+                       f"{len(args)} (a parameter left at its default, or passed by keyword, has none)"
+                       if len(cts) > len(args) else ""))
             for i, (c, a) in enumerate(zip(cts, args)):
                 if c is None:
                     raise _rule_error(
@@ -340,11 +408,30 @@ def frule(fn):
     return register
 
 
+def _instantiated(t, p):
+    """A user's forward rule's tangent ``t`` for primal ``p``: a symbolic zero as read-only zeros of
+    ``p``'s shape and dtype where ``p`` is a floating-point or complex array (in lists and tuples
+    too), so that the rule's NumPy code (``t[1:]``, ``np.sum(t)``, ``np.concatenate``) works on
+    it, as JAX instantiates the zeros a custom_jvp rule gets; ``is_zero`` still tells them."""
+    if not isinstance(t, AbstractZero):
+        return t
+    if type(p) is list or type(p) is tuple:
+        return type(p)(_instantiated(t, v) for v in p)
+    b = bottom(p) if isinstance(p, Tracer) else p
+    if type(b) is np.ndarray and b.dtype.kind in "fc":
+        return instantiated_zeros(b.shape, b.dtype)
+    return t  # (a number: the symbolic zero's arithmetic is a number's)
+
+
 def _checked_frule(rule, name):
-    """A registered forward rule whose output is checked: ``(y, ydot)``, ydot not None."""
+    """A registered forward rule whose output is checked: ``(y, ydot)``, ydot not None. A user's
+    rule gets zeros for the arguments without a tangent (see _instantiated)."""
+    own = (getattr(rule, "__module__", None) or "").startswith("mutagrad.")
 
     @functools.wraps(rule)
     def checked(primals, tangents, **kwargs):
+        if not own:
+            tangents = type(tangents)(_instantiated(t, p) for t, p in zip(tangents, primals))
         res = rule(primals, tangents, **kwargs)
         if not (isinstance(res, tuple) and len(res) == 2):
             raise _rule_error(

@@ -7,6 +7,8 @@ They live inside rules and on the tape; users of ``grad`` get arrays.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .errors import NotImplementedTangentError
@@ -135,9 +137,14 @@ class NotImplementedTangent:
         return self
 
     def _times(self, other):
-        # times a symbolic zero (the tangent of an argument that has none, in an frule): zero;
-        # the derivative that is missing is not asked for
-        return other if isinstance(other, AbstractZero) else self
+        # times a symbolic zero (the tangent of an argument that has none, in an frule), or the plain
+        # zeros a user's frule gets for one: zero; the derivative that is missing is not asked for
+        if isinstance(other, AbstractZero):
+            return other
+        to = type(other)
+        if (to is _ndarray or to is float or isinstance(other, np.generic)) and not np.any(other):
+            return ZeroTangent()
+        return self
 
     __add__ = __radd__ = __sub__ = __rsub__ = _poison
     __mul__ = __rmul__ = __matmul__ = __rmatmul__ = _times
@@ -191,6 +198,15 @@ class NotImplementedTangent:
         extra = f" at {self.where}" if self.where else (
             "; run under mg.config(strict=True) to raise it at the line it comes from" if self.message else "")
         return f"NotImplementedTangent({self.message!r}{extra})"
+
+
+def no_tangent_for_active(prim, pos, where):
+    """What a user's rule returning ``NoTangent()`` for argument ``pos``, a floating-point value that
+    carries a derivative, gives it: not a silent zero (NoTangent says "not differentiable", not
+    "zero"), a NotImplementedTangent, which poisons what it reaches and raises in strict mode."""
+    return NotImplementedTangent(
+        f"the rule of {prim.name} returned mg.NoTangent() for its argument {pos}, a floating-point value "
+        "whose derivative is asked for; return its derivative (mg.ZeroTangent() if it is zero)", where)
 
 
 def _reads_values():
@@ -273,7 +289,25 @@ class Thunk:
 
 
 def is_zero(t) -> bool:
+    """Whether ``t`` is a symbolic zero tangent (or the zeros a user's forward rule gets for one)."""
+    if type(t) is _ndarray:
+        ref = _INSTANTIATED.get(id(t))
+        return ref is not None and ref() is t
     return t is None or isinstance(t, AbstractZero)
+
+
+_INSTANTIATED: dict = {}  # id -> weak reference: the zero arrays made for symbolic zero tangents
+
+
+def instantiated_zeros(shape, dtype):
+    """Read-only zeros standing for a symbolic zero tangent (``is_zero`` knows them)."""
+    z = np.zeros(shape, dtype)
+    z.flags.writeable = False
+    if len(_INSTANTIATED) > 1024:
+        for k in [k for k, r in _INSTANTIATED.items() if r() is None]:
+            del _INSTANTIATED[k]
+    _INSTANTIATED[id(z)] = weakref.ref(z)
+    return z
 
 
 def unbroadcast(g, shape):

@@ -76,7 +76,16 @@ from .errors import (
     user_place,
     warn_complex_cast,
 )
-from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project, unbroadcast
+from .tangents import (
+    AbstractZero,
+    NoTangent,
+    NotImplementedTangent,
+    Thunk,
+    ZeroTangent,
+    no_tangent_for_active,
+    project,
+    unbroadcast,
+)
 
 SHARED = "shared"  # ReverseLevel.accumulate's answer: the cotangent became a shared adjoint buffer
 
@@ -272,6 +281,8 @@ class OpRecord:
                     f"one cotangent per element, as the argument has (differentiating the call at {line_text(self.line) or user_line()})")
             if type(ct) is Thunk:
                 ct = ct()
+            if type(ct) is NoTangent and self.prim.user:
+                ct = no_tangent_for_active(self.prim, pos, line_text(self.line) or user_line())
             own = fresh and not any(ct is c for c in cts) and not any(ct is c for c in adopted)
             if own:
                 adopted.append(ct)  # the same array returned twice is adopted at most once

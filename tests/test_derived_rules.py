@@ -230,3 +230,178 @@ def test_a_primitive_returning_its_argument_is_differentiated_by_its_rule():
     _, t = mg.jvp(lambda a, b: first(a, b), (x, x + 1.0), (np.ones(3), np.ones(3)))
     np.testing.assert_array_equal(t, [7.0, 7.0, 7.0])  # (the forward rule derived from the reverse one)
     assert first(x, x) is x  # (a plain call is the function's own)
+
+
+# -- what a user's primitive and rules may do, and what mutagrad does when they do otherwise --------
+
+
+def test_a_primitive_writing_into_an_array_passed_to_it_raises_inside_a_differentiation():
+    # a workspace the body fills and the function reads afterwards: the write went to a private copy
+    # (reverse mode: value 14 where a plain call gives 28) or was read back as a constant (forward
+    # mode: the tangent missed its dependence on x); a plain call still writes it
+    work = np.zeros(3)
+
+    @mg.primitive
+    def fill_sq(x, work):
+        work[:] = x ** 2
+        return work.sum()
+
+    @mg.rrule(fill_sq)
+    def _(x, work):
+        return fill_sq(x, work), lambda g: (2 * g * x, mg.NoTangent())
+
+    def f(x):
+        return fill_sq(x, work) + np.sum(work)
+
+    x = np.array([1.0, 2.0, 3.0])
+    assert f(x) == 28.0 and work.tolist() == [1.0, 4.0, 9.0]
+    for call in (lambda: mg.value_and_grad(f)(x), lambda: mg.jvp(f, (x,), (np.ones(3),))):
+        with pytest.raises(mg.MutationError, match="primitive .*fill_sq .* wrote into an array passed to it"):
+            call()
+
+    @mg.primitive
+    def scaled(x, out):
+        np.multiply(x, 2.0, out=out)  # (a ufunc's out=: NumPy's "output array is read-only")
+        return out.sum()
+
+    @mg.rrule(scaled)
+    def _(x, out):
+        return scaled(x, out), lambda g: (2.0 * g * np.ones_like(x), mg.NoTangent())
+
+    with pytest.raises(mg.MutationError, match="primitive .*scaled"):
+        mg.grad(lambda x: scaled(x, np.zeros(3)))(x)
+
+
+def test_writing_into_a_primitives_output_that_is_its_arguments_memory_raises():
+    # plain NumPy: the output and the argument are one array, and a write into either shows in both;
+    # inside a differentiation the output is a copy (so that the rules give its derivative)
+    @mg.primitive
+    def first_half(x):
+        return x[: x.size // 2]
+
+    @mg.rrule(first_half)
+    def _(x):
+        n = x.size // 2
+        return first_half(x), lambda g: (np.concatenate([g, np.zeros_like(x[n:])]),)
+
+    def writes_output(x):
+        v = first_half(x)
+        v *= 2.0
+        return np.sum(x ** 2)
+
+    def writes_argument(x):
+        v = first_half(x)
+        x[0] = 5.0
+        return np.sum(v ** 2)
+
+    for f in (writes_output, writes_argument):
+        with pytest.raises(mg.MutationError, match="primitive .*first_half returned \\(a view of\\) its argument"):
+            mg.grad(f)(np.array([1.0, 2.0, 3.0, 4.0]))
+    check_grads(lambda x: np.sum(first_half(x) ** 2) + np.sum(x), np.array([1.0, 2.0, 3.0, 4.0]))  # (no write)
+
+
+def test_no_tangent_for_a_float_argument_whose_derivative_is_asked_for_is_not_implemented():
+    # NoTangent says "not differentiable", not "zero": the derivative w.r.t. p was a silent 0 (finite
+    # differences: -0.238); it is a NotImplementedTangent now, in both modes, and raises in strict mode
+    @mg.primitive
+    def pnorm(x, p):
+        return np.sum(np.abs(x) ** p) ** (1.0 / p)
+
+    @mg.rrule(pnorm)
+    def _(x, p):
+        y = pnorm(x, p)
+        return y, lambda g: (g * np.sign(x) * np.abs(x) ** (p - 1) * y ** (1 - p), mg.NoTangent())
+
+    x = np.array([1.0, -2.0, 0.5])
+    check_grads(lambda x: pnorm(x, 3.0), x)  # (w.r.t. x: the rule's)
+    g = mg.grad(lambda p: pnorm(x, p))(3.0)
+    assert isinstance(g, mg.NotImplementedTangent) and "NoTangent() for its argument 1" in g.message
+    assert isinstance(mg.jvp(lambda p: pnorm(x, p), (3.0,), (1.0,))[1], mg.NotImplementedTangent)
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="pnorm"):
+        mg.grad(lambda p: pnorm(x, p))(3.0)
+
+
+def test_forward_mode_of_a_reverse_rule_with_an_integer_output():
+    # (value, index): the index has no tangent; deriving the forward rule made a cotangent for it
+    @mg.primitive
+    def argmax_val(x):
+        i = np.argmax(x)
+        return x[i], i
+
+    @mg.rrule(argmax_val)
+    def _(x):
+        v, i = argmax_val(x)
+        return (v, i), lambda ct: (np.where(np.arange(x.size) == i, ct[0], 0.0),)
+
+    x = np.array([0.3, 2.0, -1.0])
+    y, t = mg.jvp(lambda x: 2 * argmax_val(x)[0], (x,), (np.array([0.5, 1.0, 3.0]),))
+    assert (y, t) == (4.0, 2.0)
+    check_grads(lambda x: argmax_val(x)[0] ** 2, x, order=2)
+
+
+def test_a_users_forward_rule_gets_zeros_for_arguments_without_a_tangent():
+    # NumPy code on a symbolic zero raised (ud[1:], np.concatenate) or made object arrays (np.dot);
+    # the zeros are arrays now, which is_zero still tells apart
+    A = np.array([[2.0, 1.0], [0.0, 3.0]])
+    seen = []
+
+    @mg.primitive
+    def shift_scale(u, k):
+        return k * np.concatenate([u[1:], u[:1]]) + np.dot(A, u)
+
+    @mg.frule(shift_scale)
+    def _(primals, tangents):
+        (u, k), (ud, kd) = primals, tangents
+        seen.append(mg.tangents.is_zero(ud))
+        return shift_scale(u, k), k * np.concatenate([ud[1:], ud[:1]]) + kd * np.concatenate([u[1:], u[:1]]) \
+            + np.dot(A, ud) + 0.0 * np.sum(ud)
+
+    u = np.array([1.0, 2.0])
+    _, t = mg.jvp(lambda k: shift_scale(u, k), (2.0,), (1.0,))
+    np.testing.assert_array_equal(t, [2.0, 1.0])
+    assert seen == [True]
+    check_grads(lambda u, k: np.sum(shift_scale(u, k) ** 2), u, 2.0, order=2)
+
+
+def test_a_conversion_inside_a_rule_differentiated_again_names_the_fix_that_keeps_the_derivative():
+    # the general advice (mg.stop_gradient / mg.value) would give a silently wrong Hessian here
+    @mg.primitive
+    def softplus(x):
+        return np.log1p(np.exp(x))
+
+    @mg.rrule(softplus)
+    def _(x):
+        xc = np.asarray(x)
+        return softplus(x), lambda g: (g / (1 + np.exp(-xc)),)
+
+    f = lambda x: np.sum(softplus(x) ** 2)
+    x = np.array([0.3, -0.7, 1.2])
+    s = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(mg.grad(f)(x), 2 * softplus(x) * s, rtol=1e-12)  # (first order: plain values)
+    with pytest.raises(mg.TracerEscapeError, match="in a reverse rule, which a higher derivative") as e:
+        mg.hessian(f)(x)
+    assert "(For a value meant as a constant" not in str(e.value)
+
+
+def test_check_rule_differentiates_the_arguments_it_is_told_and_names_the_one_that_fails():
+    @mg.primitive
+    def scaled_norm(x, p):
+        return p * np.sqrt(np.sum(x ** 2))
+
+    @mg.rrule(scaled_norm)
+    def _(x, p):
+        y = scaled_norm(x, p)
+        return y, lambda g: (g * p * x / np.sqrt(np.sum(x ** 2)), mg.NoTangent())
+
+    x = np.array([1.0, -2.0, 0.5])
+    mg.testing.check_rule(scaled_norm, x, 3.0, argnums=0)
+    with pytest.raises(AssertionError, match="NoTangent"):  # (its derivative in p: not given)
+        mg.testing.check_rule(scaled_norm, x, 3.0)
+
+    @mg.rrule(scaled_norm)
+    def _(x, p):
+        y = scaled_norm(x, p)
+        return y, lambda g: (g * p * x / np.sqrt(np.sum(x ** 2)), g * 0.0)  # (wrong in p)
+
+    with pytest.raises(AssertionError, match=r"reverse mode vs finite differences \(argument 1\)"):
+        mg.testing.check_rule(scaled_norm, x, 3.0)

@@ -210,7 +210,8 @@ which is that fixed cost with cold caches. A smaller working set per operation
 much longer than that, the ratio tends to the hand-written adjoint's. A constant `A` passed as an argument is
 not copied (non-differentiated float arguments become constant traced
 arrays, whose writes are recorded); closed over by the function, it would
-be copied once per call, unless it is read-only (see docs/mutation.md).
+be copied once per call and compared with the copy at each further use,
+unless it is read-only (see docs/mutation.md).
 Gradients w.r.t. A allocate the 8 MB outer product each call.
 
 **In-place workloads.** At n = 10^5 the heat and RK4 gradients are bound by

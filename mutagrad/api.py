@@ -320,7 +320,8 @@ def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
 
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
-_NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, str, bytes, int, float, complex, bool, set, frozenset, range)
+_NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, np.generic, str, bytes, int, float, complex, bool, set, frozenset,
+                range)
 _SEQUENCES = (list, tuple, collections.deque)
 
 
@@ -356,11 +357,13 @@ class _Holdings:
             if v.size <= 256 and depth < 4 and id(v) not in self.seen:
                 self.seen.add(id(v))
                 for k, item in enumerate(v.ravel(order="K")):
-                    self.visit(f"{name}.flat[{k}]", item, depth + 1)
+                    self.visit((name, ".flat[{}]", k), item, depth + 1)
             return
         if tv is _ndarray or (tv is ArrayTracer and not v._level.closed):  # (an outer level's array, in a
             # nested differentiation; a leftover of a finished one is checked where it is used: core.live)
             self.found.append((name, v))
+            return
+        if tv is ArrayTracer or tv is ScalarTracer:  # (a leftover: no memory of this call's, nothing held)
             return
         if tv is _FunctionType or tv is _MethodType:  # a callback, a helper held by an object
             self.helpers.append(v)
@@ -371,8 +374,15 @@ class _Holdings:
         depth += 1
         if tv in _SEQUENCES:
             if len(v) <= 256:
+                found = self.found
                 for k, item in enumerate(v):
-                    self.visit(f"{name}[{k}]", item, depth)
+                    if type(item) is _ndarray and not item.dtype.hasobject:  # (the common item: inline)
+                        if b.left <= 0:
+                            return
+                        b.left -= 1
+                        found.append(((name, "[{}]", k), item))
+                    else:
+                        self.visit((name, "[{}]", k), item, depth)
             return
         if issubclass(tv, dict):
             if len(v) <= 256:
@@ -387,14 +397,14 @@ class _Holdings:
                     if item is not _ABSENT:
                         entries.append((key, item))
             for key, item in entries:
-                self.visit(f"{name}[{key!r}]", item, depth)
+                self.visit((name, "[{!r}]", key), item, depth)
             return
         if tv is functools.partial:
-            self.visit(f"{name}.func", v.func, depth)
+            self.visit((name, ".func", None), v.func, depth)
             for k, item in enumerate(v.args):
-                self.visit(f"{name}.args[{k}]", item, depth)
+                self.visit((name, ".args[{}]", k), item, depth)
             for key, item in v.keywords.items():
-                self.visit(f"{name}.keywords[{key!r}]", item, depth)
+                self.visit((name, ".keywords[{!r}]", key), item, depth)
             return
         if issubclass(tv, _SEQUENCES) and _class_attr(tv, "_fields") is None:  # (a subclass; a namedtuple's
             return  # fields are attributes, below)
@@ -405,7 +415,7 @@ class _Holdings:
             for attr in self.attrs:
                 a = attrs.get(attr)
                 if a is not None:  # (a function of a module, physics.rhs(u): a helper)
-                    self.visit(f"{name}.{attr}", a, depth)
+                    self.visit((name, ".{}", attr), a, depth)
             return
         if issubclass(tv, type):
             for attr in self.attrs:
@@ -414,7 +424,7 @@ class _Holdings:
                 if called is not None:  # (Sim.energy_of(s): a helper)
                     self.helpers.extend(called)
                 elif a is not None:
-                    self.visit(f"{name}.{attr}", a, depth)
+                    self.visit((name, ".{}", attr), a, depth)
             return
         try:  # (the instance dictionary itself: no __getattribute__ or __getattr__ of the user's runs)
             attrs = object.__getattribute__(v, "__dict__")
@@ -425,7 +435,7 @@ class _Holdings:
         if self.reflective and attrs is not None and len(attrs) <= 256:  # getattr(self, name): any of them
             for attr, a in list(attrs.items()):
                 if attr not in self.attrs:
-                    self.visit(f"{name}.{attr}", a, depth)
+                    self.visit((name, ".{}", attr), a, depth)
         if (getattr(tv, "__module__", None) or "").partition(".")[0] not in _INTERNAL_PACKAGES:
             for op in _CALLED_BY_SYNTAX:  # (monitor(u), op @ u, store["u"]: methods no name calls)
                 d = _class_attr(tv, op)
@@ -448,7 +458,7 @@ class _Holdings:
                 else:
                     a = d  # a class attribute
             if a is not None:
-                self.visit(f"{name}.{attr}", a, depth)
+                self.visit((name, ".{}", attr), a, depth)
 
 
 _ABSENT = object()
@@ -532,13 +542,17 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None):
     flagged = []
     if not plain and not incomplete:
         return flagged
+    # an array that owns its memory (no base) shares it with no other array but its views: only
+    # those, and arrays that do not own theirs, need NumPy's bounds test (a search may find 10^4)
+    found = [(name, bottom(v)) for name, v in plain]
     for _t, info in wrapped:
         a = bottom(info.orig)  # (an outer level's traced array, inside a nested differentiation)
         if type(a) is not _ndarray:
             continue
         st = info.storage
-        hits = [(name, b, b.copy()) for name, b in ((name, bottom(v)) for name, v in plain)
-                if np.may_share_memory(a, b) and _shares_bounded(a, b)]
+        owner = _memory_owner(a)
+        hits = [(_path(name), b, b.copy()) for name, b in found
+                if (b.base is not None or b is owner) and np.may_share_memory(a, b) and _shares_bounded(a, b)]
         if hits:
             # (path, plain array, its values at the call: a plain write through it is found when the
             # function returns; a traced write into memory none of them holds is an ordinary one)
@@ -548,6 +562,24 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None):
         elif incomplete:
             st.alias_unchecked = True
     return flagged
+
+
+def _path(p) -> str:
+    """The text of a path the alias search built lazily: a name, or (parent, format, key)."""
+    if type(p) is str:
+        return p
+    parent, fmt, key = p
+    return _path(parent) + fmt.format(key)
+
+
+def _memory_owner(a):
+    """The array whose memory ``a`` views (``a`` itself if it owns it; None when the memory is not
+    an array's own: a buffer, an as_strided view's stand-in)."""
+    while True:
+        b = getattr(a, "base", None)
+        if b is None:
+            return a if type(a) is _ndarray else None
+        a = b
 
 
 def _searched_argument(v) -> bool:

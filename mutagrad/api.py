@@ -8,6 +8,7 @@ import functools
 import gc
 import hashlib
 import itertools
+import os
 import re
 import types
 import weakref
@@ -218,6 +219,17 @@ def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
     return found, budget.left <= 0
 
 
+def _generators_reached(fun, args, kwargs):
+    """The random generators ``fun`` may draw from where the alias search reaches (its names, those
+    of the functions it calls, the objects and containers they hold, the call's arguments)."""
+    names = _names_of_helpers(fun)
+    budget = _Budget()
+    budget.names = names
+    _arrays_named_by(fun, [], set(), 0, len(args), tuple(kwargs or ()), budget,
+                     _object_arguments(fun, args, kwargs))
+    return list(budget.generators.values())
+
+
 def _names_of_helpers(fun):
     """(attributes, keys, whether any attribute may be read by name) of ``fun`` and of the
     Python functions it names (globals, closure cells, defaults), theirs in turn, to 64
@@ -278,11 +290,12 @@ class _Budget:
     """The objects one search may still visit (arrays, containers, objects: 10000 in all), and
     the names of the functions it starts from (_names_of_helpers)."""
 
-    __slots__ = ("left", "names", "walked_attrs", "walked_reflective")
+    __slots__ = ("generators", "left", "names", "walked_attrs", "walked_reflective")
 
     def __init__(self):
         self.left = ALIAS_SEARCH_BUDGET
         self.names = ((), (), False)
+        self.generators = {}  # id -> the random generators met (a forward-mode jacobian rewinds them)
         self.walked_attrs = set()  # the attributes the functions walked name (a next round reads them too)
         self.walked_reflective = False
 
@@ -306,20 +319,34 @@ def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
     if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
         walk.visit("self", fun.__self__, 0)
     named = _named_values(fun, code, glob, npos, kwnames)
-    if _internal(fun):
-        # mutagrad's own wrapper (jacobian's, check_grads'): the user's functions it holds are
+    if _internal(fun) or _mutagrad_code(code):
+        # mutagrad's own wrapper (grad's, jacobian's, check_grads'): the user's functions it holds are
         # walked, not the arguments it keeps to pass them
-        named = [(name, v) for name, v in named if type(v) is _FunctionType or type(v) is _MethodType]
+        named = [(name, v) for name, v in named if type(v) is _FunctionType or type(v) is _MethodType
+                 or type(v) is functools.partial or (_class_attr(type(v), "__call__") is not None
+                                                     and not issubclass(type(v), (type, _NOT_HOLDERS)))]
     named.extend(roots)
     for name, v in named:
         walk.visit(name, v, 0)
-    if depth < 4:
-        for h in helpers:
-            if not _internal(h):  # (not NumPy's...)
-                _arrays_named_by(h, found, seen, depth + 1, 0, (), budget)
+    for h in helpers:
+        hc = getattr(h, "__code__", None)
+        if hc is not None and _mutagrad_code(hc):  # (a wrapper of mutagrad's: a step that does not count)
+            _arrays_named_by(h, found, seen, depth, 0, (), budget)
+        elif depth < 4 and not _internal(h):  # (not NumPy's...)
+            _arrays_named_by(h, found, seen, depth + 1, 0, (), budget)
+
+
+_MUTAGRAD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _mutagrad_code(code) -> bool:
+    """Whether a code object is mutagrad's own (a wrapper that functools.wraps gave the user
+    function's module and name: grad's, value_and_grad's)."""
+    return code.co_filename.startswith(_MUTAGRAD_DIR)
 
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
+_Generator, _RandomState, _BitGenerator = np.random.Generator, np.random.RandomState, np.random.BitGenerator
 _NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, np.generic, str, bytes, int, float, complex, bool, set, frozenset,
                 range)
 _SEQUENCES = (list, tuple, collections.deque)
@@ -364,6 +391,9 @@ class _Holdings:
             self.found.append((name, v))
             return
         if tv is ArrayTracer or tv is ScalarTracer:  # (a leftover: no memory of this call's, nothing held)
+            return
+        if tv is _Generator or tv is _RandomState or issubclass(tv, _BitGenerator):  # (forward jacobian: rewound)
+            b.generators[id(v)] = v
             return
         if tv is _FunctionType or tv is _MethodType:  # a callback, a helper held by an object
             self.helpers.append(v)
@@ -1728,37 +1758,19 @@ def _is_generator(v) -> bool:
     return tv is np.random.Generator or tv is np.random.RandomState or issubclass(tv, np.random.BitGenerator)
 
 
-def _generator_states(fun, args):
-    """The states of the random generators a function may draw from: its arguments' (leaves),
-    those its code and the functions it names refer to by name (closure cells, defaults,
-    globals; a bound method's object's attributes), to 3 functions deep, and NumPy's legacy
-    global one (np.random.normal...), each once."""
+def _generator_states(fun, args, kwargs):
+    """The states of the random generators a function may draw from: its arguments' (leaves, and
+    what objects among them hold), those the alias search reaches from the function (its names,
+    those of the functions it calls, the attributes, items and callbacks of the objects they hold:
+    ``self.rng``, ``state["rng"]``, a partial's keyword), and NumPy's legacy global one
+    (np.random.normal...), each once."""
     found = {id(np.random.mtrand._rand): np.random.mtrand._rand}
-    for a in args:
+    for a in list(args) + list((kwargs or {}).values()):
         for leaf in tree_flatten(a)[0]:
             if _is_generator(leaf):
                 found[id(leaf)] = leaf
-    todo, seen = [(fun, 0)], set()
-    while todo:
-        f, depth = todo.pop()
-        if id(f) in seen or depth > 3:
-            continue
-        seen.add(id(f))
-        if type(f) is _MethodType:
-            attrs = getattr(f.__self__, "__dict__", None)
-            values = list(attrs.values()) if type(attrs) is dict and len(attrs) <= 256 else []
-            f = f.__func__
-        else:
-            values = []
-        code = getattr(f, "__code__", None)
-        if code is None:
-            continue
-        values += [v for _, v in _named_values(f, code, _names_of(code)[0])]
-        for v in values:
-            if _is_generator(v):
-                found[id(v)] = v
-            elif type(v) is _FunctionType or type(v) is _MethodType:
-                todo.append((v, depth + 1))
+    for g in _generators_reached(fun, args, kwargs):
+        found[id(g)] = g
     return [(_GeneratorState(g), None) for g in found.values()]
 
 
@@ -1773,8 +1785,9 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False)
     ``mode="fwd"`` pushes one basis vector per input element, running
     ``fun`` once per element: the arrays among the arguments are restored
     before each run, so they end as after one plain call, and so are the
-    random generators among the arguments, those ``fun`` and the functions it
-    names refer to by name, and NumPy's global one; other state that ``fun``
+    random generators among the arguments, those ``fun`` reaches by name
+    (its globals and closures, the functions it calls, the attributes and
+    items of the objects they hold), and NumPy's global one; other state that ``fun``
     mutates elsewhere (globals, closures) is mutated by every run,
     and a run that returns other values than the first (state read after
     such a change, fresh random draws), or takes other steps (other indices
@@ -1975,7 +1988,7 @@ def _jac_fwd(f, args, nums, dargs, single, allargs, kwargs, has_aux=False):
 
 def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=False):
     saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
-    saved += _generator_states(f, allargs)  # (and every generator it draws from)
+    saved += _generator_states(f, allargs, kwargs)  # (and every generator it draws from)
     in_trees = [tree_flatten(d) for d in dargs]
     columns = []  # (ai, li, ishape, list of out tangents per input element)
     first = True
@@ -2084,8 +2097,9 @@ def _check_same_run(first, leaves, runs):
             f"direction per run; hessian is forward over reverse, so it does too), and run {runs + 1} returned "
             "other values than run 1: the function reads state that it changes itself outside its arguments "
             "(a global or closure array, a counter, an object's attribute, a random generator held where the "
-            "runs do not rewind it, such as an object's attribute: the arguments' arrays and generators, and "
-            "the generators the function names, are put back before each run), so each column would be the "
+            "runs do not rewind it, in a container of more than 256 items or an object a call returns: the "
+            "arguments' arrays and generators, and the generators the function reaches by name, are put back "
+            "before each run), so each column would be the "
             "derivative of another function. Pass that state as an argument, or set it inside the function "
             "(seed the generator there); or use mg.jacobian(f, mode='rev') (for a Hessian, "
             "mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")

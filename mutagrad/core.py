@@ -1330,9 +1330,9 @@ class RunGroup:
             f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
             "took other steps than the first (other indices, another branch): it drew from a random "
-            "generator the runs do not rewind (one held by an object: the arguments' generators, those the "
-            "function names and NumPy's global one are put back before each run), or read state an earlier "
-            "run changed, so its "
+            "generator the runs do not rewind (one in a container of more than 256 items, or in an object a "
+            "call returns: the arguments' generators, those the function reaches by name and NumPy's global "
+            "one are put back before each run), or read state an earlier run changed, so its "
             "column would be the derivative of another function. Seed the generator inside the function "
             "(np.random.default_rng(seed)), or use mode='rev' (hessian: mg.jacobian(mg.grad(f)))."
         )
@@ -1812,7 +1812,7 @@ _MATH_TO_NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2":
 _MATH_TO_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
 
 
-_ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "root_scalar", "fsolve", "root",
+_ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "root_scalar", "fsolve", "root", "newton",
                            "newton_krylov", "anderson", "broyden1", "broyden2"))
 _CONVOLUTIONS = frozenset(("convolve", "convolve2d", "fftconvolve", "oaconvolve", "correlate", "correlate2d",
                            "gaussian_filter", "gaussian_filter1d", "uniform_filter", "uniform_filter1d",
@@ -1910,6 +1910,13 @@ def _scipy_rewrite(sub, name):
                 "2*k3 + k4)) into a preallocated array (ys = np.zeros_like(y0, shape=(n, y0.size)); "
                 "ys[i] = y); for adaptive steps, choose them on plain values (a run with mg.value(p)) and "
                 "take the same steps traced.")
+    if sub == "interpolate":
+        return (" Evaluate the interpolant with NumPy operations, which are differentiated: np.interp(t, xp, "
+                "fp) for a linear one (in t and fp); for a spline made from plain data (CubicSpline, PPoly), "
+                "its own coefficients: k = np.clip(np.searchsorted(s.x, t) - 1, 0, len(s.x) - 2); d = t - "
+                "s.x[k]; ((s.c[0, k] * d + s.c[1, k]) * d + s.c[2, k]) * d + s.c[3, k] (SciPy's values to "
+                "rounding, differentiated in t); for a spline of traced data, solve its linear system with "
+                "np.linalg.solve.")
     if sub == "stats" and short in _STATS_REWRITES:
         return " " + _STATS_REWRITES[short]
     if sub == "stats":
@@ -3726,6 +3733,10 @@ def _calling_scipy(frame):
                 if not public:
                     parts = mod.split(".")
                 break
+        else:
+            obj = top.f_locals.get("self")
+            if name == "__call__" and obj is not None:  # (an object called: a spline, an interpolator)
+                name = type(obj).__name__
     sub = parts[1] if len(parts) > 1 and not parts[1].startswith("_") else None
     if sub == "sparse" and len(parts) > 2 and parts[2] == "linalg":
         sub = "sparse.linalg"

@@ -330,6 +330,8 @@ def _checked_rrule(rule, name):
                 f"the reverse rule of {name} returned {type(res).__name__}; it must return "
                 "(output, pullback), pullback a function of the output's cotangent")
         y, pb = res
+        if not own and STATE.levels:  # (an output that is an argument's memory: a copy, see _unaliased)
+            y = _unaliased(y, args, kwargs)
 
         def pullback(g):
             # ȳ read-only (it may be another value's adjoint buffer too), and the arrays the rule
@@ -430,9 +432,23 @@ def _checked_frule(rule, name):
 
     @functools.wraps(rule)
     def checked(primals, tangents, **kwargs):
-        if not own:
-            tangents = type(tangents)(_instantiated(t, p) for t, p in zip(tangents, primals))
-        res = rule(primals, tangents, **kwargs)
+        if own:
+            res = rule(primals, tangents, **kwargs)
+        else:
+            # the tangents read-only (another value's, or the zeros of _instantiated): a rule that
+            # updated one in place (t *= 2) changed other values' tangents
+            tangents = type(tangents)(_read_only_arrays(_instantiated(t, p)) for t, p in zip(tangents, primals))
+            try:
+                res = rule(primals, tangents, **kwargs)
+            except ValueError as e:
+                if "read-only" not in str(e):
+                    raise
+                raise _rule_error(
+                    f"the forward rule of {name} wrote into a tangent it was given ({e}): the tangents a forward "
+                    "rule receives are read-only (another value's tangent, or the zeros standing for an "
+                    "argument without one); compute new arrays (t = t * 2, not t *= 2)") from e
+            if isinstance(res, tuple) and len(res) == 2 and STATE.levels:
+                res = (_unaliased(res[0], primals, kwargs), res[1])  # (see _checked_rrule)
         if not (isinstance(res, tuple) and len(res) == 2):
             raise _rule_error(
                 f"the forward rule of {name} returned {type(res).__name__}; it must return (output, tangent)"

@@ -1,8 +1,8 @@
 """The public API: argnums, has_aux, pytrees, dtypes, vjp, jvp, jacobian,
 hessian, stop_gradient, value, the mnp namespace."""
 import dataclasses
+import functools
 import gc
-import types
 from collections import namedtuple
 
 import numpy as np
@@ -947,9 +947,9 @@ def test_forward_jacobian_refuses_runs_that_compute_another_function():
 
     with pytest.raises(mg.MutationError, match=r"test_api.py:\d+.*runs the function once per input element"):
         mg.hessian(f)(np.array([1.0, 1.0]))
-    held = types.SimpleNamespace(rng=np.random.default_rng(0))  # (an object's generator: not rewound)
+    unseen = [None] * 300 + [np.random.default_rng(0)]  # (where the search does not look: not rewound)
     with pytest.raises(mg.MutationError, match="other values than run 1.*a random generator held"):
-        mg.jacobian(lambda x: x * held.rng.normal(size=3), mode="fwd")(np.ones(3))
+        mg.jacobian(lambda x: x * unseen[-1].normal(size=3), mode="fwd")(np.ones(3))
     rng = np.random.default_rng(0)  # (one it names: rewound before each run, the draws of one call)
     J = mg.jacobian(lambda x: x * rng.normal(size=3), mode="fwd")(np.ones(3))
     np.testing.assert_array_equal(J, np.diag(np.random.default_rng(0).normal(size=3)))
@@ -1206,9 +1206,9 @@ def _drawing(draw, rng_of):
 def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(draw):
     # at x = ones every permutation gives the same output values, so comparing the runs' outputs
     # cannot tell; the runs' steps (the indices they took, the operations) tell. The generator is
-    # held by an object, which the runs do not rewind
-    holder = types.SimpleNamespace(rng=np.random.default_rng(0))
-    f = _drawing(draw, lambda: holder.rng)
+    # where the search does not look (a list of more than 256 items): not rewound
+    unseen = [None] * 300 + [np.random.default_rng(0)]
+    f = _drawing(draw, lambda: unseen[-1])
     with pytest.raises(mg.MutationError, match="took other steps than the first"):
         mg.jacobian(f, mode="fwd")(np.ones(5))
     with pytest.raises(mg.MutationError, match="took other steps than the first"):
@@ -1241,6 +1241,53 @@ def _drawn(draw, held, mode, x):
         args = (x.copy(),)
     out = f(*args) if mode == "plain" else mg.jacobian(f, mode=mode)(*args)
     return out, rng.random()
+
+
+class _Sampler:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+
+_HELD = {"sampler": _Sampler(1), "gen": np.random.default_rng(2)}
+
+
+def _weights():  # a helper drawing from a generator the differentiated function does not name
+    return _HELD["gen"].standard_normal(3)
+
+
+@pytest.mark.parametrize("held", ["helper", "object", "partial", "wrapper"])
+def test_hessian_rewinds_generators_the_alias_search_reaches(held):
+    # the draws change the derivative, not the value at x0: every column must come from the same
+    # draws (oracle: 2 + 2 e**2 of the one draw e, from a copy of the generator's state)
+    x0 = np.array([0.5, -0.2, 1.0])
+    sampler = _HELD["sampler"]
+
+    def quad(x, e):
+        return np.sum(x ** 2) + np.sum(((x - x0) * e) ** 2)
+
+    if held == "helper":
+        gen, f = _HELD["gen"], lambda x: quad(x, _weights())
+    elif held == "object":
+        gen, f = sampler.rng, lambda x: quad(x, sampler.rng.standard_normal(3))
+    elif held == "partial":
+        gen = np.random.default_rng(3)
+        f = functools.partial(lambda x, rng: quad(x, rng.standard_normal(3)), rng=gen)
+    else:
+        gen = np.random.default_rng(4)
+
+        def inner(x):
+            return quad(x, gen.standard_normal(3))
+
+        def f(x):
+            return inner(x)
+
+    state = gen.bit_generator.state
+    H = mg.hessian(f)(x0.copy())
+    after = gen.standard_normal()
+    gen.bit_generator.state = state
+    e = gen.standard_normal(3)
+    np.testing.assert_allclose(H, np.diag(2 + 2 * e ** 2), rtol=1e-12, atol=1e-12)
+    assert after == gen.standard_normal()  # (where one plain call leaves it)
 
 
 def test_hessian_draws_once_per_run_where_the_draws_change_only_the_derivative():

@@ -405,3 +405,53 @@ def test_check_rule_differentiates_the_arguments_it_is_told_and_names_the_one_th
 
     with pytest.raises(AssertionError, match=r"reverse mode vs finite differences \(argument 1\)"):
         mg.testing.check_rule(scaled_norm, x, 3.0)
+
+
+def test_a_rule_returning_its_argument_as_the_output_has_its_pullback_applied():
+    # a gradient-reversal layer: the output taken for the argument's memory got the identity derivative
+    @mg.primitive
+    def reverse_grad(x):
+        return x
+
+    @mg.rrule(reverse_grad)
+    def _(x):
+        return x, lambda g: (-g,)
+
+    @mg.primitive
+    def halve_grad(x):
+        return x
+
+    @mg.frule(halve_grad)
+    def _(primals, tangents):
+        return primals[0][:], 0.5 * tangents[0]  # (a view of the argument as the output)
+
+    x = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(reverse_grad(x) ** 2))(x), [-2.0, -4.0])
+    np.testing.assert_array_equal(mg.jvp(lambda x: reverse_grad(x) * 1.0, (x,), (np.ones(2),))[1], [-1.0, -1.0])
+    np.testing.assert_array_equal(mg.jvp(lambda x: halve_grad(x) * 3.0, (x,), (np.ones(2),))[1], [1.5, 1.5])
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(halve_grad(x) * 3.0))(x), [1.5, 1.5])
+    with pytest.raises(AssertionError, match="reverse mode vs finite differences"):
+        mg.testing.check_rule(reverse_grad, x)
+    def writes(x):
+        y = reverse_grad(x)
+        y[0] = 5.0
+        return np.sum(y)
+
+    with pytest.raises(mg.MutationError, match="reverse_grad returned \\(a view of\\) its argument"):
+        mg.grad(writes)(x)
+
+
+def test_a_forward_rule_writing_into_a_tangent_it_was_given_is_a_rule_error():
+    # (t *= 2 changed another value's tangent: the sum's other term)
+    @mg.primitive
+    def double(a):
+        return 2.0 * a
+
+    @mg.frule(double)
+    def _(primals, tangents):
+        (a,), (t,) = primals, tangents
+        t *= 2.0
+        return double(a), t
+
+    with pytest.raises(mg.RuleError, match="forward rule of .*double wrote into a tangent it was given"):
+        mg.jvp(lambda a: double(a) + a, (np.array([1.0, 2.0]),), (np.ones(2),))

@@ -159,6 +159,9 @@ def test_scipy_root_finder_and_quadrature_messages_name_fixes_that_work():
         return s - (s ** 2 - p) / (2.0 * s)
 
     assert abs(mg.grad(root)(2.0) - 0.5 / np.sqrt(2.0)) < 1e-12
+    msg = _raises(lambda m: opt.newton(lambda e: e - 0.6 * np.sin(e) - m, m, fprime=lambda e: 1 - 0.6 * np.cos(e)),
+                  1.2, mg.TracerEscapeError)  # (Kepler's equation from a traced start: SciPy converts it)
+    assert "newton" in msg and "one Newton step on the traced ones" in msg
 
     msg = _raises(lambda a: integrate.quad(lambda t: np.exp(-a * t), 0.0, 1.0)[0], 2.0, mg.TracerEscapeError)
     assert "quad" in msg and "leggauss" in msg
@@ -170,6 +173,23 @@ def test_scipy_root_finder_and_quadrature_messages_name_fixes_that_work():
 
     exact = (np.exp(-2.0) * (2.0 + 1.0) - 1.0) / 4.0  # d/da (1 - e^-a) / a at a = 2, by hand
     assert abs(mg.grad(gauss)(2.0) - exact) < 1e-12
+
+
+def test_a_scipy_spline_called_on_a_traced_value_names_its_coefficients():
+    interpolate = pytest.importorskip("scipy.interpolate")
+    xs = np.linspace(0.0, 10.0, 41)
+    s = interpolate.CubicSpline(xs, np.cos(xs))
+    msg = _raises(lambda t: np.sum(s(t)), np.array([2.3, 7.1]), mg.TracerEscapeError)
+    assert "function CubicSpline" in msg and "np.searchsorted(s.x, t)" in msg
+
+    def spline(t):  # the rewrite it names
+        k = np.clip(np.searchsorted(s.x, t) - 1, 0, len(s.x) - 2)
+        d = t - s.x[k]
+        return ((s.c[0, k] * d + s.c[1, k]) * d + s.c[2, k]) * d + s.c[3, k]
+
+    t = np.array([2.3, 7.1, 9.95])
+    np.testing.assert_allclose(spline(t), s(t), rtol=1e-14)
+    np.testing.assert_allclose(mg.grad(lambda t: np.sum(spline(t)))(t), s.derivative()(t), rtol=1e-12)
 
 
 def test_write_through_numpys_as_strided_view_of_a_traced_constant_names_the_fix():

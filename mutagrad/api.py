@@ -582,7 +582,8 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None):
         st = info.storage
         owner = _memory_owner(a)
         hits = [(_path(name), b, b.copy()) for name, b in found
-                if (b.base is not None or b is owner) and np.may_share_memory(a, b) and _shares_bounded(a, b)]
+                if (b.base is not None or owner is None or b is owner) and np.may_share_memory(a, b)
+                and _shares_bounded(a, b)]
         if hits:
             # (path, plain array, its values at the call: a plain write through it is found when the
             # function returns; a traced write into memory none of them holds is an ordinary one)

@@ -1187,6 +1187,26 @@ def test_write_into_argument_that_a_container_holds_raises():
     np.testing.assert_array_equal(held, [0.5, -1.0, 2.0])
 
 
+def test_an_argument_viewing_a_held_array_through_a_buffer_is_found():
+    # the search tells an array that owns its memory apart from an argument without NumPy's bounds
+    # test, by the argument's base chain; where that chain ends in no array (a memoryview, an
+    # __array_interface__ object), the bounds test decides
+    held = np.arange(4.0)
+
+    def f(x):
+        x[0] = x[1] * 3.0
+        return np.sum(held * x)
+
+    class Exposed:
+        __array_interface__ = held.__array_interface__
+
+    for arg in (np.asarray(memoryview(held)), np.asarray(Exposed()), held[1:], np.frombuffer(held)):
+        with pytest.raises(mg.AliasingError, match="plain array `held`"):
+            mg.grad(f)(arg)
+    np.testing.assert_array_equal(held, np.arange(4.0))
+    np.testing.assert_allclose(mg.grad(f)(np.arange(4.0)), [0.0, 1.0, 2.0, 3.0])  # (3 held[0] + held[1]: by hand)
+
+
 def test_write_into_memory_no_reachable_view_holds_is_ordinary():
     # views["left"] is buf[:4]: a write into buf[4:] changes nothing it holds (it was refused,
     # naming views["left"] as sharing the written memory)

@@ -87,6 +87,20 @@ def _mark_aliases(prim, leaves, out):
         del _ALIAS_COPIES[k]
 
 
+# NumPy's refusals of a write into a read-only array (an assignment, a ufunc's out=)
+_NUMPY_WRITE_REFUSALS = ("assignment destination is read-only", "output array is read-only")
+
+
+def _primitive_wrote(prim, what):
+    from .errors import MutationError, user_line
+
+    return MutationError(
+        f"the primitive {prim.name} at {user_line()} wrote into an array passed to it ({what}): its rules "
+        "cannot say how it changed that array, and the function may read it afterwards, so the "
+        "derivative would be wrong. Make the workspace inside the primitive (work = np.empty(n)) and "
+        "return what the caller needs as an output, or do the write outside the primitive.")
+
+
 def _read_only_arrays(x):
     """``x`` with its writable arrays (in lists and tuples too) as read-only views: a primitive's
     body, run inside a differentiation, must not write into what it was passed."""
@@ -120,21 +134,26 @@ def primitive(fun):
         # inside a differentiation: the arrays passed read-only (a write into one, a workspace
         # say, would be a change its rules cannot describe, to a copy or to a plain array read
         # later as a constant), an output that is an input's memory a copy
-        args = _read_only_arrays(args)
-        kwargs = {k: _read_only_arrays(v) for k, v in kwargs.items()}
+        ro_args = _read_only_arrays(args)
+        ro_kwargs = {k: _read_only_arrays(v) for k, v in kwargs.items()}
         try:
-            out = fun(*args, **kwargs)
+            out = fun(*ro_args, **ro_kwargs)
         except ValueError as e:
-            if "read-only" not in str(e):
-                raise
-            from .errors import MutationError, user_line
-
-            raise MutationError(
-                f"the primitive {prim.name} at {user_line()} wrote into an array passed to it ({e}): its rules "
-                "cannot say how it changed that array, and the function may read it afterwards, so the "
-                "derivative would be wrong. Make the workspace inside the primitive (work = np.empty(n)) and "
-                "return what the caller needs as an output, or do the write outside the primitive.") from None
-        return _unaliased(out, args, kwargs)
+            if not str(e).endswith(_NUMPY_WRITE_REFUSALS):
+                if "read-only" not in str(e):
+                    raise
+                # (compiled code that asks for a writable buffer, a Cython memoryview, whether or not it
+                # writes: the call again on the arrays themselves, whose values must come out unchanged)
+                before = [(a, a.copy()) for a in _flatten_args((args, kwargs))[0] if type(a) is np.ndarray]
+                out = fun(*args, **kwargs)
+                changed = [(a, old) for a, old in before if not np.array_equal(a, old, equal_nan=a.dtype.kind in "fc")]
+                if changed:
+                    for a, old in changed:  # (refused: left as they were)
+                        a[...] = old
+                    raise _primitive_wrote(prim, "its values changed") from None
+                return _unaliased(out, args, kwargs)
+            raise _primitive_wrote(prim, str(e)) from None
+        return _unaliased(out, ro_args, ro_kwargs)
 
     functools.update_wrapper(impl, fun)
     prim = Primitive(None, getattr(fun, "__qualname__", getattr(fun, "__name__", "primitive")), impl=impl)

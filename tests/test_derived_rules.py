@@ -272,6 +272,40 @@ def test_a_primitive_writing_into_an_array_passed_to_it_raises_inside_a_differen
         mg.grad(lambda x: scaled(x, np.zeros(3)))(x)
 
 
+def _like_cython(a):
+    """A compiled kernel's argument check (a Cython typed memoryview): a writable buffer asked for,
+    whether or not the kernel writes."""
+    if not a.flags.writeable:
+        raise ValueError("buffer source array is read-only")
+    return a
+
+
+def test_a_primitive_whose_compiled_code_asks_for_writable_buffers_runs_on_the_arrays_themselves():
+    @mg.primitive
+    def weighted(x, w):
+        return np.sum(_like_cython(w) * x ** 2)
+
+    @mg.rrule(weighted)
+    def _(x, w):
+        return weighted(x, w), lambda g: (2 * g * w * x, mg.NoTangent())
+
+    @mg.primitive
+    def weighted_and_scaled(x, w):
+        _like_cython(w)[...] *= 2.0  # (it does write: refused)
+        return np.sum(w * x ** 2)
+
+    @mg.rrule(weighted_and_scaled)
+    def _(x, w):
+        return weighted_and_scaled(x, w), lambda g: (2 * g * w * x, mg.NoTangent())
+
+    x, w = np.array([1.0, 2.0]), np.array([0.5, 3.0])
+    check_grads(lambda x: weighted(x, w), x)
+    np.testing.assert_array_equal(w, [0.5, 3.0])
+    with pytest.raises(mg.MutationError, match="wrote into an array passed to it \\(its values changed\\)"):
+        mg.grad(lambda x: weighted_and_scaled(x, w))(x)
+    np.testing.assert_array_equal(w, [0.5, 3.0])  # (refused: as it was)
+
+
 def test_writing_into_a_primitives_output_that_is_its_arguments_memory_raises():
     # plain NumPy: the output and the argument are one array, and a write into either shows in both;
     # inside a differentiation the output is a copy (so that the rules give its derivative)

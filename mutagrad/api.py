@@ -1395,8 +1395,9 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
         for k, info in enumerate(infos[n][1]):
             if info.storage.poison is not None:
                 # (a rule's missing derivative reached it: forward mode gives the entries whose
-                # direction does not ask for it, a parameter held fixed inside a traced vector)
-                if np.dtype(info.dtype).kind == "f":
+                # direction does not ask for it, a parameter held fixed inside a traced vector;
+                # not where the rules said there is none: see NotImplementedTangent.final)
+                if np.dtype(info.dtype).kind == "f" and not getattr(info.storage.poison, "final", False):
                     size = int(np.prod(info.shape, dtype=np.int64))
                     whole[(n, k)] = size
                     todo += [(n, k, i) for i in range(size)]
@@ -1500,7 +1501,8 @@ def _poison_in_gradients(infos, nums) -> bool:
     ``_NAN_FILL`` elements (forward mode may give its gradient: see _forward_fill)."""
     for n in nums:
         for info in infos[n][1]:
-            if (info.storage.poison is not None and np.dtype(info.dtype).kind == "f"
+            p = info.storage.poison
+            if (p is not None and not getattr(p, "final", False) and np.dtype(info.dtype).kind == "f"
                     and int(np.prod(info.shape, dtype=np.int64)) <= _NAN_FILL):
                 return True
     return False

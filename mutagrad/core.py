@@ -822,8 +822,8 @@ class Level:
         if s.prim_alias is not None:
             raise MutationError(
                 f"writing into {s.name or 'an array'} at {user_line()}: the primitive {s.prim_alias} returned "
-                "(a view of) its argument, so in a plain call its output and that argument are one array, "
-                "and a write into either changes both; inside a differentiation the output is a copy, so "
+                "(a view of) its argument, so in a plain call its output and that argument share memory, "
+                "and a write into either may change both; inside a differentiation the output is a copy, so "
                 "that the primitive's rules give its derivative, and the two would differ. Copy the output "
                 f"(y = {s.prim_alias.rsplit('.', 1)[-1]}(x).copy()) before writing into it or into the argument.")
         if s.aliased is not None:

@@ -181,7 +181,8 @@ def reverse_from_forward(prim):
                     for d in tl:
                         if isinstance(d, NotImplementedTangent):
                             raise _Unimplemented(d)
-                    tl = [_dense(d, v) for d, v in zip(tl, ys)]
+                    # (an integer output, a count say: no tangent, a zero of its own the cotangent skips)
+                    tl = [_dense(d, v) if _leaf_differentiable(v) else np.zeros(()) for d, v in zip(tl, ys)]
                     return tl[0] if ytree is None else tree_unflatten(ytree, tl)
 
                 _entered(prim, "rrule")

@@ -29,7 +29,7 @@ import numpy as np
 
 from .core import REGISTRY, STATE, ArrayTracer, Primitive, ScalarTracer, Tracer, _flatten_args, bind, bottom, get_primitive
 from .tangents import (AbstractZero, NotImplementedTangent, NoTangent, Tangent, Thunk, ZeroTangent, instantiated_zeros,
-                       is_zero, not_implemented, unbroadcast)
+                       is_zero, no_tangent_for_active, not_implemented, unbroadcast)
 
 __all__ = ["primitive", "rrule", "frule", "defelementwise", "deflinear", "defzero", "defnotimplemented",
            "conj_if_complex"]
@@ -101,6 +101,25 @@ def _primitive_wrote(prim, what):
         "return what the caller needs as an output, or do the write outside the primitive.")
 
 
+def _check_no_hidden_output(prim, args, kwargs, out):
+    """A primitive's body gets plain values (or an outer level's traced ones, at higher order):
+    a traced output from plain arguments was computed from a traced value it reached another way
+    (a global dict the caller stored it in), whose derivative its rules cannot give."""
+    if any(isinstance(a, Tracer) for a in _flatten_args((args, kwargs))[0]):
+        return
+    from .core import output_leaves
+
+    for v in output_leaves(out)[0]:
+        if isinstance(v, Tracer) and not v._level.closed:
+            from .errors import RuleError, user_line
+
+            raise RuleError(
+                f"the primitive {prim.name} at {user_line()} computed its output from a traced value it did not get "
+                "as a positional argument (one its body closes over, or reads from a global, a dict entry or an "
+                "object): its rules cannot give that value's derivative. Pass the value to the primitive as a "
+                "positional argument, and give its cotangent in the pullback.")
+
+
 def _read_only_arrays(x):
     """``x`` with its writable arrays (in lists and tuples too) as read-only views: a primitive's
     body, run inside a differentiation, must not write into what it was passed."""
@@ -153,6 +172,7 @@ def primitive(fun):
                     raise _primitive_wrote(prim, "its values changed") from None
                 return _unaliased(out, args, kwargs)
             raise _primitive_wrote(prim, str(e)) from None
+        _check_no_hidden_output(prim, args, kwargs, out)
         return _unaliased(out, ro_args, ro_kwargs)
 
     functools.update_wrapper(impl, fun)
@@ -459,6 +479,13 @@ def _checked_frule(rule, name):
             tangents = type(tangents)(_read_only_arrays(_instantiated(t, p)) for t, p in zip(tangents, primals))
             try:
                 res = rule(primals, tangents, **kwargs)
+            except TypeError as e:
+                if not kwargs or "unexpected keyword argument" not in str(e):
+                    raise
+                raise _rule_error(
+                    f"the forward rule of {name} is called with the keyword arguments the primitive was called with "
+                    f"({', '.join(kwargs)}), which it does not take ({e}): define it as "
+                    "def rule(primals, tangents, **kwargs) (they are not differentiated)") from e
             except ValueError as e:
                 if "read-only" not in str(e):
                     raise
@@ -894,7 +921,11 @@ def defelementwise(fn, *partials, impl=None):
             for i in range(n):
                 t = tangents[i]
                 d = partials[i]
-                if d is None or is_zero(t):
+                if is_zero(t):
+                    continue
+                if d is None:
+                    if p.user and not isinstance(t, NotImplementedTangent):  # (see tape.EWRecord.backward)
+                        return y, no_tangent_for_active(p, i, None)
                     continue
                 if not callable(d):
                     term = t if d == 1 else -t
@@ -942,6 +973,10 @@ def deflinear(fn, transpose, impl=None):
         x, *args = primals
         t = tangents[0]
         y = call(x, *args, **kw)
+        if p.user:  # (its other arguments have no derivative: one asked for is no silent zero)
+            for i in range(1, len(tangents)):
+                if not is_zero(tangents[i]) and not isinstance(tangents[i], NotImplementedTangent):
+                    return y, no_tangent_for_active(p, i, None)
         if is_zero(t):
             return y, ZERO
         return y, call(t, *args, **kw)

@@ -183,6 +183,8 @@ def operation(level, prim, leaves, scalar_op):
     """``prim(*leaves)`` computed and recorded in the level's run (the caller
     decided there is one, or may be), if it is an operation runs record (see
     the module docstring); else None, with nothing computed or recorded."""
+    if prim.user:  # (a user's defelementwise: recorded as a record, whose backward checks its partials)
+        return None
     key = [prim]
     vals = []
     act = []

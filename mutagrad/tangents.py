@@ -127,11 +127,14 @@ class NotImplementedTangent:
     True
     """
 
-    __slots__ = ("message", "where")
+    __slots__ = ("final", "message", "where")
 
     def __init__(self, message: str = "", where: str | None = None):
         self.message = message
         self.where = where
+        # the rules said there is no derivative (a NoTangent where one is asked for): forward mode is
+        # not asked to fill it in (grad's _forward_fill), whose rule would ignore that tangent too
+        self.final = False
 
     def _poison(self, *_):
         return self
@@ -204,9 +207,12 @@ def no_tangent_for_active(prim, pos, where):
     """What a user's rule returning ``NoTangent()`` for argument ``pos``, a floating-point value that
     carries a derivative, gives it: not a silent zero (NoTangent says "not differentiable", not
     "zero"), a NotImplementedTangent, which poisons what it reaches and raises in strict mode."""
-    return NotImplementedTangent(
-        f"the rule of {prim.name} returned mg.NoTangent() for its argument {pos}, a floating-point value "
-        "whose derivative is asked for; return its derivative (mg.ZeroTangent() if it is zero)", where)
+    t = NotImplementedTangent(
+        f"the rule of {prim.name} gives no derivative (mg.NoTangent(), a None partial, or an argument deflinear "
+        f"does not transpose) for its argument {pos}, a floating-point value whose derivative is asked for; "
+        "return its derivative (mg.ZeroTangent() if it is zero)", where)
+    t.final = True
+    return t
 
 
 def _reads_values():

@@ -345,6 +345,11 @@ class EWRecord:
             if geom is not None and d == -1 and type(d) is int and g.shape == xs[pos].shape:
                 level.accumulate(st, geom, g, self, False, True)  # a view: subtract, no -g
                 continue
+            if d is None and self.prim.user:  # (a user's defelementwise: None for an argument whose
+                # derivative is asked for is no silent zero)
+                level.accumulate(st, geom, no_tangent_for_active(self.prim, pos, line_text(self.line) or user_line()),
+                                 self)
+                continue
             ct = ew_cotangent(g, d, xs, y, pos, donate and inp is last)
             if ct is g:
                 took = level.accumulate(st, geom, ct, self, donate, share=True)

@@ -202,6 +202,10 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
                             "Pass floats (2.0, not 2).")
     elif isinstance(argnums, int):
         argnums = (argnums,)
+    for n in argnums:
+        if not -len(args) <= n < len(args):
+            raise TypeError(f"check_grads: argnums={n}, but {len(args)} positional arguments were given")
+    argnums = tuple(n % len(args) for n in argnums)
     if final_state:
         user_f = f
         probe = _fresh(args)

@@ -518,6 +518,7 @@ class Storage:
     # constant's, as NumPy's asarray returns the array itself): traced values written into it
     # later would show in that view without their derivative, so such a write raises
     handed_out = None
+    handed_out_refs = ()  # weak references to the plain arrays np.asarray handed out (see __array__)
     poison = None  # a NotImplementedTangent that every derivative through here carries
     name = None  # "argument 0", ... for messages
     written = False  # ever written through mutagrad
@@ -818,7 +819,10 @@ class Level:
                     "(mg.grad(h)(x.copy())) if the other reference should keep its own values."
                 )
         if active and s.handed_out is not None:
-            raise handed_out_error(s)
+            if any(r() is not None for r in s.handed_out_refs):
+                raise handed_out_error(s)
+            s.handed_out = None  # (the plain arrays handed out are gone: SciPy's temporary in K @ u)
+            s.handed_out_refs = ()
         if s.prim_alias is not None:
             raise MutationError(
                 f"writing into {s.name or 'an array'} at {user_line()}: the primitive {s.prim_alias} returned "
@@ -2306,9 +2310,14 @@ class Tracer:
                 v.flags.writeable = False
                 line = user_line()
                 t = self
+                ref = weakref.ref(v)
                 while isinstance(t, Tracer):
-                    if t._storage.handed_out is None:
-                        t._storage.handed_out = line
+                    st = t._storage
+                    if st.handed_out is None:
+                        st.handed_out = line
+                        st.handed_out_refs = [ref]
+                    else:
+                        st.handed_out_refs.append(ref)
                     t = t._value
                 return v
             v = np.array(b, dtype=dtype)  # (an ndarray, also for a NumPy scalar)

@@ -528,6 +528,14 @@ def test_asarray_of_a_constant_argument_is_its_memory():
     with pytest.raises(mg.MutationError, match=r"np.asarray.*handed out.*test_argument_locking.py:\d+"):
         mg.grad(later)(x0.copy(), p0.copy())
 
+    def gone(x, p):  # the plain array is gone before the write (a library's temporary: K @ u of a sparse K)
+        s = float(np.sum(np.asarray(p) * 2.0))
+        p[0] = x[0] ** 2
+        return np.sum(p * x) + s
+
+    np.testing.assert_allclose(mg.grad(gone)(x0.copy(), p0.copy()), fd_grad(lambda a: gone(a, p0.copy()), x0),
+                               rtol=1e-6)
+
 
 def test_an_argument_made_writeable_again():
     # the caller's array is locked while the function runs; the function's own

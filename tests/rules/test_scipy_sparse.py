@@ -126,3 +126,20 @@ def test_a_right_hand_side_given_as_a_list_of_traced_numbers():
     lu = mssl.splu(A)
     for solve in (lambda b: mssl.spsolve(A, b), lambda b: lu.solve(b)):
         check_grads(lambda x, solve=solve: np.sum(solve([x[0], x[1] ** 2, 1.0]) ** 2), np.array([0.3, 0.7]), order=2)
+
+
+def test_a_sparse_product_of_a_constant_copy_then_written_with_traced_values():
+    # SciPy's K @ u converts u with np.asarray (its memory, handed out): the plain array is gone
+    # when u is written, which was refused as if it were still held
+    K = sp.identity(3, format="csr") * 2.0
+
+    def f(amp, u0):
+        u = u0.copy()
+        r = K @ u
+        u[:] = amp * r
+        return np.sum(u ** 2)
+
+    u0 = np.array([1.0, -2.0, 0.5])
+    h = 1e-6
+    fd = (f(2.0 + h, u0) - f(2.0 - h, u0)) / (2 * h)
+    np.testing.assert_allclose(mg.grad(f)(2.0, u0.copy()), fd, rtol=1e-7)

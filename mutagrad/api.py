@@ -346,7 +346,6 @@ def _mutagrad_code(code) -> bool:
 
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
-_Generator, _RandomState, _BitGenerator = np.random.Generator, np.random.RandomState, np.random.BitGenerator
 _NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, np.generic, str, bytes, int, float, complex, bool, set, frozenset,
                 range)
 _SEQUENCES = (list, tuple, collections.deque)
@@ -392,7 +391,7 @@ class _Holdings:
             return
         if tv is ArrayTracer or tv is ScalarTracer:  # (a leftover: no memory of this call's, nothing held)
             return
-        if tv is _Generator or tv is _RandomState or issubclass(tv, _BitGenerator):  # (forward jacobian: rewound)
+        if _is_generator(v):  # (a forward-mode jacobian rewinds it)
             b.generators[id(v)] = v
             return
         if tv is _FunctionType or tv is _MethodType:  # a callback, a helper held by an object

@@ -52,7 +52,7 @@ def _unaliased(out, args, kwargs):
             for a in ins:
                 if np.may_share_memory(y, a):
                     c = y.copy()
-                    _ALIAS_COPIES[id(c)] = (weakref.ref(c), a.base if a.base is not None else a)
+                    _ALIAS_COPIES[id(c)] = (weakref.ref(c), weakref.ref(a.base if type(a.base) is np.ndarray else a))
                     return c
         return y
 
@@ -61,7 +61,7 @@ def _unaliased(out, args, kwargs):
     return fresh(out)
 
 
-# id(copy) -> (weak reference to the copy of a primitive's output that was its argument's memory, that
+# id(copy) -> weak references to (the copy of a primitive's output that was its argument's memory, that
 # argument's array): read where the primitive returns, which marks both storages (_mark_aliases)
 _ALIAS_COPIES: dict = {}
 
@@ -80,8 +80,10 @@ def _mark_aliases(prim, leaves, out):
         if hit is None or hit[0]() is not bottom(o):
             continue
         o._storage.prim_alias = prim.name
+        arg = hit[1]()
         for x in leaves:
-            if isinstance(x, Tracer) and type(bottom(x)) is np.ndarray and np.may_share_memory(bottom(x), hit[1]):
+            if (arg is not None and isinstance(x, Tracer) and type(bottom(x)) is np.ndarray
+                    and np.may_share_memory(bottom(x), arg)):
                 x._storage.prim_alias = prim.name
     for k in [k for k, (ref, _) in _ALIAS_COPIES.items() if ref() is None]:
         del _ALIAS_COPIES[k]

@@ -305,6 +305,21 @@ ALIAS_SEARCH_BUDGET = 10_000
 
 def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
     code = getattr(fun, "__code__", None)
+    if code is None and id(fun) not in seen:
+        # a functools.partial (its function, with its arguments searched), a callable object (its
+        # __call__, bound: what the object holds)
+        if type(fun) is functools.partial:
+            seen.add(id(fun))
+            roots = list(roots) + [(("partial", ".args[{}]", k), a) for k, a in enumerate(fun.args)] + [
+                (("partial", ".keywords[{!r}]", k), a) for k, a in fun.keywords.items()]
+            _arrays_named_by(fun.func, found, seen, depth, npos + len(fun.args), tuple(kwnames) + tuple(fun.keywords),
+                             budget, roots)
+            return
+        call = _class_attr(type(fun), "__call__")
+        if type(call) is _FunctionType:
+            seen.add(id(fun))
+            _arrays_named_by(_MethodType(call, fun), found, seen, depth, npos, kwnames, budget, roots)
+        return
     if code is None or id(fun) in seen or len(seen) >= 64:
         return
     seen.add(id(fun))
@@ -345,7 +360,7 @@ def _mutagrad_code(code) -> bool:
     return code.co_filename.startswith(_MUTAGRAD_DIR)
 
 
-_FunctionType, _MethodType = types.FunctionType, types.MethodType
+_FunctionType, _MethodType, _BuiltinMethod = types.FunctionType, types.MethodType, types.BuiltinMethodType
 _NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, np.generic, str, bytes, int, float, complex, bool, set, frozenset,
                 range)
 _SEQUENCES = (list, tuple, collections.deque)
@@ -393,6 +408,20 @@ class _Holdings:
             return
         if _is_generator(v):  # (a forward-mode jacobian rewinds it)
             b.generators[id(v)] = v
+            return
+        if tv is _BuiltinMethod or tv is _MethodType:  # (draw = rng.standard_normal: a generator's bound method)
+            owner = getattr(v, "__self__", None)
+            if _is_generator(owner):
+                b.generators[id(owner)] = owner
+                return
+            if tv is _BuiltinMethod:
+                return
+        if tv is memoryview or tv is bytearray:  # (memory an argument may view: as the array it is)
+            try:
+                found_array = np.frombuffer(v, dtype=np.uint8) if tv is bytearray else np.asarray(v)
+            except (TypeError, ValueError):
+                return
+            self.found.append((name, found_array))
             return
         if tv is _FunctionType or tv is _MethodType:  # a callback, a helper held by an object
             self.helpers.append(v)

@@ -829,7 +829,8 @@ class Level:
                 "(a view of) its argument, so in a plain call its output and that argument share memory, "
                 "and a write into either may change both; inside a differentiation the output is a copy, so "
                 "that the primitive's rules give its derivative, and the two would differ. Copy the output "
-                f"(y = {s.prim_alias.rsplit('.', 1)[-1]}(x).copy()) before writing into it or into the argument.")
+                f"(y = np.copy({s.prim_alias.rsplit('.', 1)[-1]}(x)), or np.copy of the element of a tuple "
+                "output) before writing into it or into the argument.")
         if s.aliased is not None:
             from .errors import AliasingError
 

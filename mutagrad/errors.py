@@ -171,6 +171,21 @@ def warn_complex_cast():
             np.exceptions.ComplexWarning)
 
 
+def user_line_outside_rules(start=None) -> str:
+    """``user_line`` of the user's code that called into mutagrad, past a rule of the user's it
+    runs inside (a primitive called in its own reverse rule: the call that is differentiated)."""
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    f, depth = frame, 0
+    while f is not None and depth < 12:
+        if f.f_globals.get("__name__") == "mutagrad.registry" and f.f_code.co_name in ("checked", "pullback"):
+            outer = user_frame(f)
+            if outer is not None:
+                frame = outer
+            break
+        f, depth = f.f_back, depth + 1
+    return user_line(frame) if frame is not None else "<unknown location>"
+
+
 def _users_rule(frame):
     """"reverse" or "forward" where the user's ``frame`` runs inside a rule (or pullback) the user
     registered (mutagrad's checked wrappers call it), a few calls deep; else None."""

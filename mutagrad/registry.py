@@ -94,10 +94,10 @@ _NUMPY_WRITE_REFUSALS = ("assignment destination is read-only", "output array is
 
 
 def _primitive_wrote(prim, what):
-    from .errors import MutationError, user_line
+    from .errors import MutationError, user_line_outside_rules
 
     return MutationError(
-        f"the primitive {prim.name} at {user_line()} wrote into an array passed to it ({what}): its rules "
+        f"the primitive {prim.name} called at {user_line_outside_rules()} wrote into an array passed to it ({what}): its rules "
         "cannot say how it changed that array, and the function may read it afterwards, so the "
         "derivative would be wrong. Make the workspace inside the primitive (work = np.empty(n)) and "
         "return what the caller needs as an output, or do the write outside the primitive.")
@@ -113,10 +113,10 @@ def _check_no_hidden_output(prim, args, kwargs, out):
 
     for v in output_leaves(out)[0]:
         if isinstance(v, Tracer) and not v._level.closed:
-            from .errors import RuleError, user_line
+            from .errors import RuleError, user_line_outside_rules
 
             raise RuleError(
-                f"the primitive {prim.name} at {user_line()} computed its output from a traced value it did not get "
+                f"the primitive {prim.name} called at {user_line_outside_rules()} computed its output from a traced value it did not get "
                 "as a positional argument (one its body closes over, or reads from a global, a dict entry or an "
                 "object): its rules cannot give that value's derivative. Pass the value to the primitive as a "
                 "positional argument, and give its cotangent in the pullback.")

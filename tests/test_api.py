@@ -1290,6 +1290,48 @@ def test_hessian_rewinds_generators_the_alias_search_reaches(held):
     assert after == gen.standard_normal()  # (where one plain call leaves it)
 
 
+class _Noisy:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, x):
+        return np.sum(x ** 2 * self.rng.standard_normal(3))
+
+
+_DRAW = np.random.default_rng(6).standard_normal  # (a generator's bound method, held by name)
+
+
+@pytest.mark.parametrize("held", ["callable object", "partial of one", "bound method"])
+def test_forward_jacobian_rewinds_generators_behind_callables_and_bound_methods(held):
+    # each column from the same draw e: at x = 0 the value does not show it, the derivative 2 e x does
+    if held == "bound method":
+        gen = _DRAW.__self__
+        f = lambda x: np.sum(x ** 2 * _DRAW(3))
+    else:
+        obj = _Noisy(5)
+        gen = obj.rng
+        f = obj if held == "callable object" else functools.partial(obj)
+    x = np.zeros(3)
+    state = gen.bit_generator.state
+    H = mg.jacobian(mg.grad(lambda x: f(x)) if held == "bound method" else mg.grad(f), mode="fwd")(x)
+    gen.bit_generator.state = state
+    np.testing.assert_allclose(H, np.diag(2 * gen.standard_normal(3)), rtol=1e-12)
+    if held != "bound method":  # (the object itself differentiated: its __call__ searched)
+        vec = _NoisyVec(7)
+        state = vec.rng.bit_generator.state
+        J = (mg.jacobian(vec if held == "callable object" else functools.partial(vec), mode="fwd"))(x)
+        vec.rng.bit_generator.state = state
+        np.testing.assert_allclose(J, np.diag(2 * x + vec.rng.standard_normal(3)), rtol=1e-12)
+
+
+class _NoisyVec:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, x):
+        return x ** 2 + x * self.rng.standard_normal(3)
+
+
 def test_hessian_draws_once_per_run_where_the_draws_change_only_the_derivative():
     # the value at x0 does not depend on the draws, their derivative does: every column from the
     # same draws (independent oracle: the Hessian 2 + 2 e**2 of the one draw e)

@@ -1203,6 +1203,14 @@ def test_an_argument_viewing_a_held_array_through_a_buffer_is_found():
     for arg in (np.asarray(memoryview(held)), np.asarray(Exposed()), held[1:], np.frombuffer(held)):
         with pytest.raises(mg.AliasingError, match="plain array `held`"):
             mg.grad(f)(arg)
+    view = memoryview(held)  # (the memory held as a memoryview, read back through it)
+
+    def through_view(x):
+        x *= 2.0
+        return np.sum(np.asarray(view) * x)
+
+    with pytest.raises(mg.AliasingError, match="plain array `view`"):
+        mg.grad(through_view)(held)
     np.testing.assert_array_equal(held, np.arange(4.0))
     np.testing.assert_allclose(mg.grad(f)(np.arange(4.0)), [0.0, 1.0, 2.0, 3.0])  # (3 held[0] + held[1]: by hand)
 

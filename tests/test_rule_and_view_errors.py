@@ -289,7 +289,7 @@ def test_primitive_writing_into_its_argument_raises():
     def f(x):
         return double_inplace(x) + np.sum(x ** 2)
 
-    with pytest.raises(mg.MutationError, match=r"double_inplace at .*wrote into an array passed to it"):
+    with pytest.raises(mg.MutationError, match=r"double_inplace (called )?at .*wrote into an array passed to it"):
         mg.grad(f)(np.array([0.2, -0.5, 1.0]))
 
 

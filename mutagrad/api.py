@@ -205,6 +205,13 @@ def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
     ``roots``: (name, value) of the arguments that are no arrays (an object, a
     callback), searched too. Returns (the (path, array) pairs, whether the search
     stopped at its budget)."""
+    found, budget = _search(fun, npos, kwnames, roots)
+    return found, budget.left <= 0
+
+
+def _search(fun, npos, kwnames, roots):
+    """The alias search from ``fun``: (the (path, array) pairs found, its _Budget, which also holds
+    the random generators met)."""
     names = _names_of_helpers(fun)
     for _ in range(3):  # (the helpers found on objects may name attributes the first round skipped)
         found: list = []
@@ -216,18 +223,7 @@ def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
         if len(grown[0]) == len(attrs) and grown[2] == reflective:
             break
         names = grown
-    return found, budget.left <= 0
-
-
-def _generators_reached(fun, args, kwargs):
-    """The random generators ``fun`` may draw from where the alias search reaches (its names, those
-    of the functions it calls, the objects and containers they hold, the call's arguments)."""
-    names = _names_of_helpers(fun)
-    budget = _Budget()
-    budget.names = names
-    _arrays_named_by(fun, [], set(), 0, len(args), tuple(kwargs or ()), budget,
-                     _object_arguments(fun, args, kwargs))
-    return list(budget.generators.values())
+    return found, budget
 
 
 def _names_of_helpers(fun):
@@ -1795,13 +1791,8 @@ def _generator_states(fun, args, kwargs):
     those of the functions it calls, the attributes, items and callbacks of the objects they hold:
     ``self.rng``, ``state["rng"]``, a partial's keyword), and NumPy's legacy global one
     (np.random.normal...), each once."""
-    found = {id(np.random.mtrand._rand): np.random.mtrand._rand}
-    for a in list(args) + list((kwargs or {}).values()):
-        for leaf in tree_flatten(a)[0]:
-            if _is_generator(leaf):
-                found[id(leaf)] = leaf
-    for g in _generators_reached(fun, args, kwargs):
-        found[id(g)] = g
+    _, budget = _search(fun, len(args), tuple(kwargs or ()), _object_arguments(fun, args, kwargs))
+    found = {id(np.random.mtrand._rand): np.random.mtrand._rand, **budget.generators}
     return [(_GeneratorState(g), None) for g in found.values()]
 
 

@@ -525,7 +525,6 @@ class Storage:
     # an argument that is the memory of a plain array the function names (api._mark_plain_aliases):
     # that name, and the argument's values at the call
     plain_alias = None
-    plain_before = None
     # the name of a primitive whose output, in a plain call, is this storage's memory or that of
     # its argument (a copy inside a differentiation): a write into either raises
     prim_alias = None

@@ -175,26 +175,30 @@ def user_line_outside_rules(start=None) -> str:
     """``user_line`` of the user's code that called into mutagrad, past a rule of the user's it
     runs inside (a primitive called in its own reverse rule: the call that is differentiated)."""
     frame = user_frame(start if start is not None else sys._getframe(1))
-    f, depth = frame, 0
-    while f is not None and depth < 12:
-        if f.f_globals.get("__name__") == "mutagrad.registry" and f.f_code.co_name in ("checked", "pullback"):
-            outer = user_frame(f)
-            if outer is not None:
-                frame = outer
-            break
-        f, depth = f.f_back, depth + 1
+    checked = _rule_wrapper(frame)
+    if checked is not None:
+        frame = user_frame(checked) or frame
     return user_line(frame) if frame is not None else "<unknown location>"
+
+
+def _rule_wrapper(frame):
+    """The frame of mutagrad's wrapper (registry's checked rule or pullback) that runs the user's
+    rule ``frame`` is in, a few calls deep; else None."""
+    f, depth = frame, 0
+    while f is not None and depth < 8:
+        if f.f_globals.get("__name__") == "mutagrad.registry" and f.f_code.co_name in ("checked", "pullback"):
+            return f
+        f, depth = f.f_back, depth + 1
+    return None
 
 
 def _users_rule(frame):
     """"reverse" or "forward" where the user's ``frame`` runs inside a rule (or pullback) the user
-    registered (mutagrad's checked wrappers call it), a few calls deep; else None."""
-    f, depth = frame, 0
-    while f is not None and depth < 8:
-        if (f.f_globals.get("__name__") == "mutagrad.registry" and f.f_code.co_name in ("checked", "pullback")):
-            return "forward" if "frule" in f.f_code.co_qualname else "reverse"
-        f, depth = f.f_back, depth + 1
-    return None
+    registered; else None."""
+    f = _rule_wrapper(frame)
+    if f is None:
+        return None
+    return "forward" if "frule" in f.f_code.co_qualname else "reverse"
 
 
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None,

@@ -266,7 +266,8 @@ def _median(x, axis, keepdims, omit_nan):
     xs, n, nanlast, kshape, kdshape, _ = _order_stats(x, axis, omit_nan)
     lo = np.maximum((n - 1) // 2, 0)
     hi = np.maximum(n // 2, 0)
-    res = (_gather_last(xs, lo) + _gather_last(xs, hi)) / 2
+    both = _gather_last(xs, np.stack([lo, hi]))  # (one gather: one partition of long lanes)
+    res = (both[0] + both[1]) / 2
     bad = (n == 0) if omit_nan else nanlast
     if np.any(bad):
         res = np.where(bad, np.nan, res)
@@ -425,7 +426,8 @@ def _quantile(x, q, axis, method, keepdims, omit_nan, weights=None, weak_q=False
         hi = np.where(above, last, np.where(vb < 0, 0, prev + 1)).astype(np.intp)
         full = qshape + kshape
         lo, hi = np.broadcast_to(lo, full), np.broadcast_to(hi, full)
-        lov, hiv = _gather_last(xs, lo), _gather_last(xs, hi)
+        both = _gather_last(xs, np.stack([lo, hi]))  # (one gather: one partition of long lanes)
+        lov, hiv = both[0], both[1]
         dt = bottom(lov).dtype
         if weak_q and dt.kind == "f":
             # q was a Python number: NumPy interpolates with the weight as a Python float, which

@@ -2335,6 +2335,9 @@ class Tracer:
             # NotImplemented, and Python asks the tracer's reflected operator (rules/sparse.py)
             return np.empty((), dtype=object)
         scipy_fn = _calling_scipy(caller)
+        if scipy_fn is not None and not (caller.f_globals.get("__name__") or "").startswith(
+                ("scipy", "numpy", "mutagrad")) and plain_write_target(caller) is not None:
+            scipy_fn = None  # (the user's own write, in a callback SciPy calls: `buf[...] = x` in brentq's f)
         if scipy_fn is not None:
             name, sub, ours = scipy_fn
             if ours == "passthrough":

@@ -175,6 +175,26 @@ def test_scipy_root_finder_and_quadrature_messages_name_fixes_that_work():
     assert abs(mg.grad(gauss)(2.0) - exact) < 1e-12
 
 
+def test_a_plain_buffer_written_in_a_scipy_callback_is_named_not_scipy():
+    # `buf[...] = x` in brentq's function converts x in the user's frame: the write is the user's
+    # (it was reported as brentq converting its arguments); a conversion SciPy makes stays SciPy's
+    opt = pytest.importorskip("scipy.optimize")
+    buf = np.zeros(1)
+
+    def f(p):
+        def g(t):
+            buf[...] = p * t
+            return t - 1.0
+        return p * opt.brentq(g, 0.0, 2.0)
+
+    msg = _raises(f, 2.0, mg.WriteToPlainArrayError)
+    assert "the plain NumPy array `buf`" in msg and "brentq" not in msg
+    integrate = pytest.importorskip("scipy.integrate")
+    msg = _raises(lambda p: integrate.solve_ivp(lambda t, y: np.array([-p * y[0]]), (0, 1), [1.0]).y[0, -1], 2.0,
+                  mg.TracerEscapeError)
+    assert "solve_ivp" in msg and "RK4" in msg
+
+
 def test_a_scipy_spline_called_on_a_traced_value_names_its_coefficients():
     interpolate = pytest.importorskip("scipy.interpolate")
     xs = np.linspace(0.0, 10.0, 41)

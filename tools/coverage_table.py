@@ -59,6 +59,10 @@ def collect():
             rows[name] = (True, True, "composite of differentiable operations")
     for (uf, method), handler in UFUNC_HANDLERS.items():
         if uf is None:
+            if method != "__call__":  # (the methods every ufunc has: np.multiply.at, np.subtract.outer...)
+                rows[f"np.<ufunc>.{method}"] = (True, True, "any ufunc listed here with a derivative: composite of "
+                                                "its calls" + (", gathers and writes (unbuffered, in index order)"
+                                                               if method == "at" else ""))
             continue
         name = qualname(uf) + ("" if method == "__call__" else f".{method}")
         if name in rows:
@@ -71,9 +75,18 @@ def collect():
             rows[name] = (True, True, "composite: the left fold (NoRuleError on a CPU where NumPy computes another)")
         else:
             rows[name] = (True, True, "composite of differentiable operations")
+    for name, public in _BEHIND.items():
+        if name in rows:
+            r, f, how = rows[name]
+            rows[name] = (r, f, f"{how} (the ufunc `{public}` calls)")
     rows.update(_stats_rows())
     rows.update(_scipy_linalg_rows())
     return dict(sorted(rows.items()))
+
+
+# ufuncs SciPy's plain-Python functions call, by the function users know
+_BEHIND = {"scipy.special._lambertw": "scipy.special.lambertw", "scipy.special._zeta": "scipy.special.zeta(x, q)",
+           "scipy.special._riemann_zeta": "scipy.special.zeta(x)"}
 
 
 def _stats_rows():

@@ -954,3 +954,13 @@ def test_cumprod_derivative_is_linear_in_memory():
     h = 1e-6
     fd = (np.sum(np.cumprod(x * (1 + h))) - np.sum(np.cumprod(x * (1 - h)))) / (2 * h)
     np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("ufunc", [np.add, np.subtract, np.multiply, np.divide, np.power, np.arctan2, np.hypot,
+                                   np.maximum, np.fmin, np.logaddexp, np.copysign])
+def test_ufunc_outer_of_any_binary_ufunc(ufunc):
+    # (docs/coverage.md's np.<ufunc>.outer row: every binary ufunc with a derivative, both modes)
+    a, b = P(3), np.array([0.4, 1.7, -0.8, 1.1])
+    check_grads(lambda a, b: ufunc.outer(a, b), a, b, order=2)
+    check_grads(lambda a, b: ufunc.outer(a.reshape(1, 3), b), a, b)  # (the result's shape is a.shape + b.shape)
+    assert_values_match_numpy(lambda a, b: ufunc.outer(a, b), (a, b))

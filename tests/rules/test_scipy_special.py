@@ -116,6 +116,13 @@ CASES = [
     ("scipy.special.spence", sp.spence, (np.array([0.3, 1.0, 2.5]),), 2),
     ("scipy.special.spence", sp.spence, (np.array([0.5 + 0.5j, 2.0 - 1.0j]),), 2),
     ("scipy.special._zeta", lambda q: sp.zeta(np.array([2.0, 3.5, 4.0]), q), (np.array([0.7, 2.0, -1.5]),), 2),
+    # Lambert W (a Python function calling the ufunc _lambertw): z = 0 (0/0), the branches -1 and 1,
+    # complex z, a huge z (e^W overflows there), the tolerance argument
+    ("scipy.special._lambertw", lambda x: sp.lambertw(x).real, (np.array([0.0, 0.5, -0.2, 30.0, 1e300]),), 2),
+    ("scipy.special._lambertw", sp.lambertw, (C(3),), 2),
+    ("scipy.special._lambertw", lambda x: msp.lambertw(x, -1, 1e-12), (np.array([-0.3, -0.1]),), 2),  # (real: -1's
+    ("scipy.special._lambertw", lambda z: msp.lambertw(z, -1), (np.array([-0.1 + 0.2j, 2.0 - 1.0j]),), 2),  # cut)
+    ("scipy.special._lambertw", lambda z: sp.lambertw(z, k=2), (C(2),), 2),
     # complete elliptic integrals, including m = 0 (0/0) and m < 0
     ("scipy.special.ellipk", sp.ellipk, (np.array([-3.0, -1e-4, 0.0, 1e-5, 0.3, 0.9]),), 2),
     ("scipy.special.ellipe", sp.ellipe, (np.array([-3.0, -1e-4, 0.0, 1e-5, 0.3, 0.9]),), 2),
@@ -340,6 +347,11 @@ def test_new_rules_closed_forms():
     h = 0.8
     phi, cdf = np.exp(-h * h / 2) / np.sqrt(2 * np.pi), sp.ndtr(h)
     np.testing.assert_allclose(mg.grad(lambda h: sp.owens_t(h, 1.0))(h), phi * (1 - 2 * cdf) / 2, rtol=1e-14)
+    # Lambert W: W(0) = 0 with W'(0) = 1, W''(0) = -2 (from W e^W = z); W(e) = 1 with W'(e) = 1 / (2e)
+    w = lambda z: sp.lambertw(z).real  # noqa: E731
+    assert mg.grad(w)(0.0) == 1.0
+    assert mg.grad(mg.grad(w))(0.0) == -2.0
+    np.testing.assert_allclose(mg.grad(w)(np.e), 1 / (2 * np.e), rtol=1e-14)
 
 
 _EULER_GAMMA = 0.5772156649015329

@@ -329,6 +329,20 @@ defnotimplemented(_spu._riemann_zeta, "the derivative of scipy.special.zeta(x) w
 defnotimplemented(sp.zetac, "the derivative of scipy.special.zetac(x) w.r.t. x is not implemented "
                   "(SciPy has no zeta')")
 
+
+def _lambertw_d(z, k, tol, y):
+    """W' = W / (z (1 + W)), which is 1 / ((1 + W) e^W) at z = 0 (W(0) = 0 on
+    branch 0; other branches are -inf there: NaN, the derivative being unbounded)."""
+    at0 = bottom(z) == 0
+    if np.any(at0):
+        return np.where(at0, np.exp(-y) / (1.0 + y), y / (np.where(at0, 1.0, z) * (1.0 + y)))
+    return y / (z * (1.0 + y))
+
+
+# scipy.special.lambertw(z, k=0, tol=1e-8) is a Python function calling the ufunc _lambertw(z, k, tol);
+# the branch k is an integer, and the exact W does not depend on the tolerance
+defelementwise(_spu._lambertw, _lambertw_d, None, None)
+
 # -- complete elliptic integrals (parameter m) ------------------------------------------
 # K' = (E - (1-m) K) / (2m(1-m)), E' = (E - K) / (2m). Both cancel as m -> 0 (0/0 at 0):
 # for |m| < 1e-3 the Maclaurin series to m⁵ (from K = π/2 sum ((2n)!/(4^n n!²))² m^n and

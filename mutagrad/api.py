@@ -22,7 +22,7 @@ from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, No
                      forget_escape, readonly_error, replaced_error, take_deferred, user_line)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
-from .registry import CAREFUL, UserFPErrors
+from .registry import CAREFUL, user_fp_state
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
 from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord, release_adj
@@ -739,8 +739,16 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
             try:
                 _check_leaf(leaf, where)
             except TypeError as e:
-                if not every or " leaf " in where:
+                if not every:
                     raise
+                if " leaf " in where:  # (no argnums to leave the container out of)
+                    raise TypeError(re.sub(r"Every leaf of a differentiated argument is differentiated: keep .*"
+                                           r"argnums\.$",
+                                           "vjp and jvp differentiate every leaf of every primal: keep integers, "
+                                           "strings and other non-float values out of the primals, by a closure "
+                                           "that builds the container (lambda x: f(Graph(src, dst, x))), or use "
+                                           "mg.grad / mg.jacobian with argnums on a function of separate "
+                                           "arguments.", str(e))) from None
                 raise TypeError(re.sub(r",? or leave it out of argnums\.$", ". vjp and jvp differentiate every "
                                        "primal: pass the others through a closure (lambda x: f(x, n)).", str(e))) from None
             t, info = _wrap_leaf(level, leaf, where)
@@ -1181,7 +1189,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
         level = ReverseLevel()
         with level:
             targs, infos = _wrap_args(level, args, nums, fun, kwargs)
-            with np.errstate(all="call", call=UserFPErrors()):  # (NumPy's warnings at the user's lines)
+            with user_fp_state():  # (NumPy's warnings at the user's lines)
                 out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
             _check_scalar_output(out, "grad")
         _check_plain_aliases(level)
@@ -1276,7 +1284,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     with level:
         outer = level.outer_levels()
         targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=True)
-        with np.errstate(all="call", call=UserFPErrors()):  # (NumPy's warnings at the user's lines)
+        with user_fp_state():  # (NumPy's warnings at the user's lines)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
     _check_plain_aliases(level)
     out_leaves, out_tree = tree_flatten(out)
@@ -1638,7 +1646,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
         pairs = bool(level.__dict__.get("container_pairs", ((),))[0])  # (mutable containers among the arguments)
-        with np.errstate(all="call", call=UserFPErrors()):  # (strong zeros; the user's modes, see UserFPErrors)
+        with user_fp_state():  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
         raw = [(level.tangent_of(o) if o._storage.poison is None else o._storage.poison)

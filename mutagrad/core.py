@@ -2524,6 +2524,11 @@ class Tracer:
                          "(mnp.full_like(a, x) for np.full_like), or x * np.ones(shape).")
             if lib in ("np.ndenumerate", "np.nditer"):
                 extra = _NDINDEX_HINT
+            if lib == "np.asarray_chkfinite":
+                raise escape_error(f"{lib}(x) of a traced array x (it returns a plain ndarray)", TracerEscapeError,
+                                   " x is an array already (a traced one): leave the conversion out, and test its "
+                                   "values (if not np.all(np.isfinite(x)): raise ValueError(...)), which works on "
+                                   "traced arrays.", specific=True)
             if lib == "np.kaiser":
                 extra = (" Use mnp.kaiser(M, beta) (import mutagrad.numpy as mnp): NumPy's formula, "
                          "differentiated in beta.")
@@ -2533,6 +2538,12 @@ class Tracer:
                           "polyvander, legvander, hermvander...).")
             raise escape_error(f"{lib} (NumPy's plain-Python code, which converts its arguments with np.asarray)",
                                TracerEscapeError, extra)
+        if (it in _CONVERTERS and isinstance(call.func, (ast.Name, ast.Attribute)) and call.args
+                and type(call.args[0]) not in (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
+                and _named(call.func, frame) is getattr(np, it)):
+            # np.asarray(H @ x): a conversion of one traced array (a list of traced values: the advice below)
+            raise escape_error(f"np.{it}(x) of a traced array x (it returns a plain ndarray)", TracerEscapeError,
+                               _CONVERTERS[it], specific=True)
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
@@ -3706,6 +3717,21 @@ def _calling_numpy_python(frame):
         if mod == f"numpy.{sub}" or mod.startswith(f"numpy.{sub}."):
             return f"np.{sub}.{qual}", False
     return "np." + qual, False  # (np.poly1d.__truediv__, ...: NumPy's public names)
+
+
+_AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{}; in code that also runs on "
+             "plain values, write mnp.asarray(x) (import mutagrad.numpy as mnp), which returns a traced array as it "
+             "is and anything else as np.asarray does.")
+# NumPy's converters of one array, and the fix for each when it is given a traced array
+_CONVERTERS = {
+    "asarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
+    "asanyarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
+    "array": (" For a copy, write x.copy() (x.astype(dtype) for another dtype), or mnp.array(x) (import "
+              "mutagrad.numpy as mnp), which takes plain and traced values and lists of them."),
+    "ascontiguousarray": _AS_IT_IS.format(" (x.copy(order='C') for a C-ordered copy)"),
+    "asfortranarray": _AS_IT_IS.format(" (x.copy(order='F') for a Fortran-ordered copy)"),
+    "require": _AS_IT_IS.format(" (x.copy(order='C' or 'F') or x.astype(dtype) for what the requirements ask)"),
+}
 
 
 def _calling_scipy(frame):

@@ -803,6 +803,29 @@ class UserFPErrors:
             self.call.write(message)
 
 
+class user_fp_state:
+    """``np.errstate(all="call", call=UserFPErrors())`` while the user's function runs, after
+    which the ``np.seterr`` / ``np.seterrcall`` the function made stay in force, as after a
+    plain call (the errstate's exit would undo them)."""
+
+    __slots__ = ("handler", "state")
+
+    def __enter__(self):
+        self.handler = UserFPErrors()
+        self.state = np.errstate(all="call", call=self.handler)
+        self.state.__enter__()
+
+    def __exit__(self, *exc):
+        inner, call = np.geterr(), np.geterrcall()
+        self.state.__exit__(*exc)
+        changed = {k: v for k, v in inner.items() if v != "call"}
+        if changed:
+            np.seterr(**changed)
+        if call is not self.handler:
+            np.seterrcall(call)
+        return False
+
+
 def strong_times(a, b):
     """``a * b`` with the products exactly zero where either factor is zero, also where the
     other is infinite or NaN: a tangent or cotangent times a weight that drops its element

@@ -1121,6 +1121,15 @@ def test_integer_primal_of_vjp_or_jvp_names_the_closure_fix():
         assert "argnums" not in str(info.value)
     out, t = mg.jvp(lambda x: x * 3, (1.5,), (1.0,))  # the advice: close over n
     assert (out, t) == (4.5, 3.0)
+    # an integer leaf of a container primal (a graph's edge lists beside its features): the same
+    g = {"src": np.array([0, 1]), "x": np.array([1.0, 2.0])}
+    for call in (lambda: mg.vjp(lambda g: g["x"][g["src"]] ** 2, g),
+                 lambda: mg.jvp(lambda g: g["x"][g["src"]] ** 2, (g,), ({"src": None, "x": np.ones(2)},))):
+        with pytest.raises(TypeError, match=r"leaf 0.*integer array.*every leaf of every primal.*closure") as info:
+            call()
+        assert "argnums." not in str(info.value)
+    out, t = mg.jvp(lambda x: {"src": g["src"], "x": x}["x"][g["src"]] ** 2, (g["x"],), (np.ones(2),))
+    np.testing.assert_array_equal(t, [2.0, 4.0])  # (the closure fix: d(x_i^2) = 2 x_i)
 
 
 def test_has_aux_takes_a_list_pair_as_jax_does():
@@ -1475,3 +1484,32 @@ def test_a_differentiation_leaves_the_warning_filters_alone():
         mg.grad(f)(x)
         assert warnings.filters == before
     assert len([w for w in seen if "divide by zero encountered in log" in str(w.message)]) == 1
+
+
+@pytest.mark.parametrize("call", ["grad", "vjp", "jvp", "hessian"])
+def test_seterr_inside_the_function_stays_as_after_a_plain_call(call):
+    # np.seterr in the function holds after it returns (mutagrad's own errstate exit undid it), and
+    # holds inside it too: log(0) raises there, as in a plain call
+    def f(x):
+        np.seterr(divide="raise")
+        return np.sum(np.log(x) * x)
+
+    x = np.array([0.5, 2.0])
+    run = {"grad": lambda: mg.grad(f)(x), "vjp": lambda: mg.vjp(f, x),
+           "jvp": lambda: mg.jvp(f, (x,), (np.ones(2),)), "hessian": lambda: mg.hessian(f)(x)}[call]
+    old = np.seterr(divide="warn")
+    try:
+        run()
+        assert np.geterr()["divide"] == "raise"
+        np.seterr(divide="warn")
+        with pytest.raises(FloatingPointError):
+            mg.grad(f)(np.array([0.0, 1.0]))
+        assert np.geterr()["divide"] == "raise"
+        # a function that leaves the modes alone leaves the caller's, errstate blocks included
+        np.seterr(divide="warn", over="ignore")
+        with np.errstate(over="raise"):
+            mg.grad(lambda x: np.sum(x * x))(x)
+            assert np.geterr()["over"] == "raise"
+        assert np.geterr()["over"] == "ignore" and np.geterr()["divide"] == "warn"
+    finally:
+        np.seterr(**old)

@@ -17,7 +17,7 @@ from numpy.lib.array_utils import normalize_axis_index
 from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, promotion_operand
 from ..errors import NoRuleError, user_line
 from ..registry import conj_if_complex, deflinear, defzero
-from ..tangents import NotImplementedTangent, Thunk, ZeroTangent, not_implemented
+from ..tangents import NoTangent, NotImplementedTangent, Thunk, ZeroTangent, not_implemented
 from ..numpy import _has_tracer
 from ..core import write_out
 from .linalg import _bilinear_frule
@@ -526,8 +526,8 @@ def _np_interp(args, kwargs):
         vdt = np.result_type(bottom(v)) if isinstance(v, Tracer) else np.asarray(v).dtype
         if not np.can_cast(vdt, dt, casting="safe"):  # NumPy converts its arguments under 'safe'
             raise TypeError(f"Cannot cast array data from {vdt!r} to {np.dtype(dt)!r} according to the rule 'safe'")
-    x, xp, fp = (v.astype(dt) if isinstance(v, Tracer) else np.asarray(v, dt)
-                 for v, dt in ((a["x"], np.float64), (a["xp"], np.float64), (a["fp"], fdt)))
+    x, xp, fp = (v if isinstance(v, Tracer) and v.dtype == dt else v.astype(dt) if isinstance(v, Tracer)
+                 else np.asarray(v, dt) for v, dt in ((a["x"], np.float64), (a["xp"], np.float64), (a["fp"], fdt)))
     left, right, period = a.get("left"), a.get("right"), a.get("period")
     if np.ndim(xp) != 1 or np.ndim(fp) != 1:
         raise ValueError("Data points must be 1-D sequences")
@@ -535,6 +535,11 @@ def _np_interp(args, kwargs):
         raise ValueError("fp and xp are not of the same length")
     if np.shape(xp)[0] == 0:
         raise ValueError("array of sample points is empty")
+    if period is None and isinstance(x, Tracer):
+        table = _plain_table(xp, fp, left, right)
+        if table is not None:  # (a table of constants: one rule, NumPy's own call)
+            res = bind(interp_p, (x, *table))
+            return res[()] if np.ndim(res) == 0 else res
     if period is not None:
         if period == 0:
             raise ValueError("period must be a non-zero value")
@@ -580,6 +585,71 @@ def _np_interp(args, kwargs):
     res = np.where(xb < xpb[0], left, np.where(xb > xpb[-1], right, res))
     res = np.where(np.isnan(xb), x, res)  # (NumPy returns a NaN x itself)
     return res[()] if np.ndim(res) == 0 else res  # (a NumPy scalar for a 0-d x, as NumPy's)
+
+
+def _constant(v):
+    """``v``'s plain value if it carries no derivative (a plain value, or a pristine traced constant)."""
+    if not isinstance(v, Tracer):
+        return v
+    return bottom(v) if v._plain_constant() else _NOT_CONSTANT
+
+
+_NOT_CONSTANT = object()
+
+
+def _plain_table(xp, fp, left, right):
+    """``(xp, fp, left, right)`` as plain values, when ``np.interp``'s derivative is that of its
+    points x alone with every slope finite: constant, real, finite samples at strictly
+    increasing points (at least two), constant ends. Else None (the composite's rules)."""
+    parts = tuple(_constant(v) for v in (xp, fp, left, right))
+    if any(v is _NOT_CONSTANT for v in parts):
+        return None
+    xpv, fpv, lv, rv = parts
+    if fpv.dtype.kind != "f" or xpv.shape[0] < 2 or any(
+            v is not None and np.iscomplexobj(v) for v in (lv, rv)):
+        return None
+    dx = xpv[1:] - xpv[:-1]
+    if not ((dx > 0).all() and np.isfinite(xpv[0]) and np.isfinite(xpv[-1])):  # (increasing: its ends finite)
+        return None
+    with np.errstate(all="ignore"):
+        slopes = (fpv[1:] - fpv[:-1]) / dx
+    if not np.isfinite(slopes).all():  # (an infinite or NaN sample makes a slope so)
+        return None
+    return xpv, fpv, lv, rv, slopes
+
+
+def _interp_impl(x, xp, fp, left, right, slopes):
+    return np.interp(x, xp, fp, left, right)
+
+
+interp_p = get_primitive(_interp_impl, "np.interp")
+
+
+def _interp_dx(x, xp, slopes):
+    """dy/dx of np.interp(x, xp, fp) at the values ``x`` (plain; piecewise constant in x, so its
+    own derivative is zero): the slope of the segment right of x (the last segment's at xp[-1]),
+    0 outside [xp[0], xp[-1]], 1 at a NaN x (NumPy returns x itself), as the composite below."""
+    xb = bottom(x)
+    j = np.searchsorted(xp, xb, side="right") - 1
+    if np.ndim(j) == 0:
+        return slopes[min(max(int(j), 0), xp.shape[0] - 2)] if xp[0] <= xb <= xp[-1] else 1.0 if np.isnan(xb) else 0.0
+    np.clip(j, 0, xp.shape[0] - 2, out=j)
+    d = np.where((xb >= xp[0]) & (xb <= xp[-1]), slopes[j], 0.0)
+    return np.where(np.isnan(xb), 1.0, d)
+
+
+def _interp_rrule(x, xp, fp, left, right, slopes):
+    y = _interp_impl(x, xp, fp, left, right, slopes)
+    d = _interp_dx(x, xp, slopes)
+    return y, lambda g: (g * d,) + (NoTangent(),) * 5
+
+
+def _interp_frule(primals, tangents):
+    x, xp, slopes = primals[0], primals[1], primals[5]
+    return _interp_impl(*primals), tangents[0] * _interp_dx(x, xp, slopes)
+
+
+interp_p.rrule, interp_p.frule = _interp_rrule, _interp_frule
 
 
 def _interp_inside(x, xb, xj, xj1, last, fj, fj1, flast, slope):
@@ -1066,11 +1136,45 @@ FUNCTIONS.update({np.setdiff1d: _np_setdiff1d, np.union1d: _np_union1d, np.inter
 
 
 def _saves_values(fn):
-    """``np.save`` & co. given traced values: the values are written (their derivative goes
-    nowhere, as a print's), the values a plain call would write."""
+    """``np.save`` & co. given traced values: the values are written to a file (their derivative
+    goes nowhere, as a print's), the values a plain call would write. An in-memory file
+    (``io.BytesIO``) is there to be read back, as ``pickle.dumps`` and ``x.tobytes()`` are: values
+    carrying a derivative raise there (np.load would give them back as constants)."""
     from ..core import plain_operands
 
-    return lambda args, kwargs: fn(*plain_operands(list(args)), **plain_operands(dict(kwargs)))
+    def save(args, kwargs):
+        target = args[0] if args else kwargs.get("file", kwargs.get("fname"))
+        if _in_memory(target):
+            _refuse_derivatives_in_memory(fn, list(args[1:]) + list(kwargs.values()))
+        return fn(*plain_operands(list(args)), **plain_operands(dict(kwargs)))
+
+    return save
+
+
+def _in_memory(target) -> bool:
+    """A file object with no file descriptor (io.BytesIO, io.StringIO, a custom writer)."""
+    import os
+
+    if target is None or isinstance(target, (str, bytes, os.PathLike)):
+        return False
+    try:
+        target.fileno()
+    except Exception:  # noqa: BLE001  (io.UnsupportedOperation, AttributeError, a writer's own error)
+        return True
+    return False
+
+
+def _refuse_derivatives_in_memory(fn, values):
+    from ..core import Tracer
+    from ..errors import TracerEscapeError, escape_error
+    from ..pytree import tree_flatten
+
+    if any(isinstance(v, Tracer) and not v._plain_constant() for v in tree_flatten(values)[0]):
+        raise escape_error(
+            f"np.{fn.__name__} of a traced value into an in-memory file (reading it back gives plain values)",
+            TracerEscapeError, " Keep the array itself rather than a copy of its bytes (a dict or a list holds "
+            "traced arrays). Saving to a file on disk (a path) writes the values, as print shows them.",
+            specific=True)
 
 
 for _fn in (np.save, np.savez, np.savez_compressed, np.savetxt):

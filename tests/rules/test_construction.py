@@ -504,3 +504,30 @@ def test_pad_by_slices_has_numpys_values_and_derivative(mode, shape, width):
     np.testing.assert_array_equal(mg.vjp(lambda x: np.pad(x, width, mode=mode), x)[0], plain)
     w = rng.standard_normal(plain.shape)
     check_grads(lambda x: np.sum(np.pad(x, width, mode=mode) * w), x)
+
+
+def test_interp_over_a_constant_table_is_one_rule_with_the_segment_slopes():
+    # x traced, the table constant (closed over, or an argument not differentiated): NumPy's own call
+    # and the slope of the segment right of x (the last one's at xp[-1]), 0 outside, 1 at a NaN x;
+    # by hand from the table, and the same as when fp is differentiated too (the general path)
+    xp = np.array([0.0, 0.1, 0.5, 2.0])
+    fp = np.array([1.0, -2.0, 3.0, 0.5])
+    slopes = np.diff(fp) / np.diff(xp)
+    x = np.array([-0.5, 0.0, 0.05, 0.1, 0.3, 0.5, 1.9, 2.0, 2.5, np.nan])
+    want = np.array([0.0, slopes[0], slopes[0], slopes[1], slopes[1], slopes[2], slopes[2], slopes[2], 0.0, 1.0])
+    for kw in ({}, {"left": -3.0, "right": 7.0}):
+        def f(x, kw=kw):
+            return np.interp(x, xp, fp, **kw)
+
+        np.testing.assert_array_equal(mg.jacobian(f)(x).diagonal(), want)
+        np.testing.assert_array_equal(mg.jacobian(f, mode="fwd")(x).diagonal(), want)
+        np.testing.assert_array_equal([mg.grad(f)(v) for v in x], want)
+        out, _ = mg.vjp(f, x)
+        np.testing.assert_array_equal(out, np.interp(x, xp, fp, **kw))
+        assert type(mg.vjp(f, 0.3)[0]) is np.float64  # (a NumPy scalar for a scalar x, as NumPy's)
+        general = mg.jacobian(lambda x, fq, kw=kw: np.interp(x, xp, fq, **kw), argnums=0)(x, fp)  # (fp traced)
+        np.testing.assert_array_equal(np.diagonal(general), want)
+        np.testing.assert_array_equal(mg.hessian(lambda x, f=f: np.sum(f(x[:-1]) ** 2))(x).diagonal()[:-1],
+                                      2 * want[:-1] ** 2)  # (the second derivative of the segments is 0)
+        g = mg.grad(lambda x, t, kw=kw: np.sum(np.interp(x, t[0], t[1], **kw)))(x[:-1], (xp, fp))  # (a constant argument)
+        np.testing.assert_array_equal(g, want[:-1])

@@ -68,6 +68,7 @@ __all__ = ["Tracer", "Level", "Storage", "bind", "Primitive", "REGISTRY", "FUNCT
 
 _ndarray = np.ndarray
 _getframe = sys._getframe
+_get_ident = threading.get_ident
 _getrefcount = sys.getrefcount
 _getweakrefcount = weakref.getweakrefcount
 _np_power = np.power  # (a global, not an attribute lookup, on the ufunc hot path)
@@ -664,6 +665,8 @@ class Level:
     arg_storages = ()  # the storages of the caller's arrays its tracers hold (api._caller_array)
     last_result = None  # the last large result of a traced operator (elide.note_result)
 
+    thread = None  # the thread running it (threading.get_ident)
+
     def __init__(self):
         self.id = next(_level_ids)
         self.index = None
@@ -683,6 +686,7 @@ class Level:
         self.index = len(st.levels)
         st.levels.append(self)
         st.ceiling = len(st.levels)
+        self.thread = _get_ident()
         return self
 
     def __exit__(self, *exc):
@@ -2324,6 +2328,7 @@ class Tracer:
             if copy is not True:  # (np.array(x) asks for a copy of its own, writable as NumPy's is)
                 v.flags.writeable = False
             return v
+        self._check_thread()
         if dtype is not None and _integer_draw(sys._getframe(1), dtype):
             # a parameter of a draw whose results are integers (rng.choice(n, p=w), rng.binomial,
             # rng.poisson...): they are piecewise constant in it, derivative zero, as np.searchsorted's
@@ -2550,6 +2555,22 @@ class Tracer:
             " To change only the layout or dtype of a traced array, use x.copy(order='C' or 'F') "
             "or x.astype(dtype), which are differentiated.")
 
+    def _check_thread(self):
+        """Raise if this value belongs to a differentiation another thread is running: a
+        differentiation started in this thread cannot nest in it (its derivative buffers are
+        not traced by that one), and plain code here cannot take its value."""
+        lv = self._level
+        if not lv.closed and lv.thread is not None and lv.thread != _get_ident():
+            from .errors import TracerEscapeError, escape_error
+
+            raise escape_error(
+                "a value traced by a differentiation that another thread is running, used in this thread",
+                TracerEscapeError,
+                " Differentiations nest within one thread: call the inner mg.grad (jvp, vjp...) in the function "
+                "the outer one differentiates, not in a worker thread it starts (plain NumPy operations on "
+                "traced values in a worker are fine). If the derivative through the value is not needed, "
+                "pass mg.stop_gradient(x) to the worker.", specific=True)
+
     def _may_convert(self):
         """A conversion to plain values (float(x), np.asarray(x), x.item()...) is allowed: of a
         pristine constant, or in a statement that only prints or logs (its caller's caller)."""
@@ -2575,6 +2596,7 @@ class Tracer:
         frame = sys._getframe(1)
         if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
             return float(bottom(self))
+        self._check_thread()
         if storing_into_subscript(frame):  # NumPy converting for the write itself
             target = plain_write_target(frame)
             raise escape_error("writing a traced value into the plain NumPy array" + (
@@ -2612,6 +2634,7 @@ class Tracer:
     def __int__(self):
         if self._may_convert():
             return int(bottom(self))
+        self._check_thread()
         if storing_into_subscript():
             raise escape_error("writing a traced value into an integer array (NumPy converts it with int(x))",
                                integer=True)
@@ -2620,6 +2643,7 @@ class Tracer:
     def __complex__(self):
         if self._may_convert():
             return complex(bottom(self))
+        self._check_thread()
         frame = sys._getframe(1)
         if storing_into_subscript(frame):  # NumPy converting for a write into a plain complex array
             target = plain_write_target(frame)
@@ -2642,11 +2666,13 @@ class Tracer:
     def item(self, *args):
         if self._may_convert():
             return bottom(self).item(*args)
+        self._check_thread()
         raise escape_error("x.item()")
 
     def tolist(self):
         if self._may_convert():
             return bottom(self).tolist()
+        self._check_thread()
         raise escape_error("x.tolist()")
 
     def tobytes(self, *a, **k):
@@ -3564,6 +3590,7 @@ def write(dest, idx, value):
     if not isinstance(dest, Tracer):
         if issubclass(vt, Tracer):
             if not value._plain_constant():
+                value._check_thread()
                 uframe = user_frame(sys._getframe(1))
                 aug = plain_augassign_target(uframe)
                 if aug is not None:

@@ -6,6 +6,7 @@ import tracemalloc
 import weakref
 
 import numpy as np
+import pytest
 
 import mutagrad as mg
 import mutagrad.numpy as mnp
@@ -95,6 +96,46 @@ def test_threads_differentiate_independently():
         # buf -> 2*k*x (geometric series limit after 200 steps), loss = sum(buf^2)
         s = sum(0.5 ** j for j in range(200))
         np.testing.assert_allclose(g, 2 * (k * s) ** 2 * np.array([1.0, 2.0, 3.0]), rtol=1e-12)
+
+
+def test_a_differentiation_started_in_a_worker_over_an_outer_threads_value_is_named():
+    # an inner mg.grad in a worker thread over a value the outer mg.grad (main thread) traces: its
+    # derivative buffers are not the outer level's, so the outer derivative cannot flow through it.
+    # It raised a write into a plain array named after a dict; now the thread is named, and the fix
+    # (the inner grad in the outer one's thread) gives the finite-difference derivative
+    def inner(p):
+        return mg.grad(lambda y: np.sum(np.sin(y * p)))(np.array([0.5, 1.0]))
+
+    def in_worker(p):
+        box = {}
+
+        def work():
+            try:
+                box["g"] = inner(p)
+            except Exception as e:  # (reported in the main thread)
+                box["e"] = e
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        if "e" in box:
+            raise box["e"]
+        return np.sum(box["g"])
+
+    with pytest.raises(mg.TracerEscapeError, match=r"another thread is running.*nest within one thread"):
+        mg.grad(in_worker)(0.7)
+    fd = (np.sum(inner(0.7 + 1e-6)) - np.sum(inner(0.7 - 1e-6))) / 2e-6
+    np.testing.assert_allclose(mg.grad(lambda p: np.sum(inner(p)))(0.7), fd, rtol=1e-7)
+    # plain operations on the outer value in a worker are fine
+    def plain_worker(x):
+        box = {}
+        t = threading.Thread(target=lambda: box.update(s=np.sum(np.sin(x * 2.0) ** 2)))
+        t.start()
+        t.join()
+        return box["s"]
+
+    x = np.array([0.3, -0.4])
+    np.testing.assert_allclose(mg.grad(plain_worker)(x), 4 * np.sin(2 * x) * np.cos(2 * x), rtol=1e-14)
 
 
 def _peak(fn, *args):

@@ -112,7 +112,7 @@ def test_a_differentiation_started_in_a_worker_over_an_outer_threads_value_is_na
         def work():
             try:
                 box["g"] = inner(p)
-            except Exception as e:  # (reported in the main thread)
+            except Exception as e:  # noqa: BLE001  (reported in the main thread)
                 box["e"] = e
 
         t = threading.Thread(target=work)

@@ -1888,6 +1888,12 @@ _STATS_REWRITES = {
                 "partitioned, not sorted), differentiated.",
     "median_abs_deviation": "The median absolute deviation is np.median(np.abs(x - np.median(x))) (times "
                             "scale=), differentiated.",
+    "winsorize": "winsorize(x, limits=p) of a 1-D x is np.clip(x, s[k], s[n - 1 - k]) with s = np.sort(x) and "
+                 "k = int(p * n) (limits=(lo, hi): k = int(lo * n) below, int(hi * n) above), SciPy's values (as a "
+                 "plain, not masked, array), differentiated.",
+    "trimmed_mean": "mstats.trimmed_mean(x, limits=(lo, hi)) of a 1-D x is np.mean(np.sort(x)[a:n - b]) with a = "
+                    "int(lo * n), b = int(hi * n) (SciPy's default limits=(0.1, 0.1), inclusive: its rounding), "
+                    "differentiated.",
     "variation": "The coefficient of variation is np.std(x) / np.mean(x), differentiated.",
     "sem": "The standard error of the mean is np.std(x, ddof=1) / np.sqrt(n), differentiated.",
     "zscore": "The z-score is (x - np.mean(x)) / np.std(x) (ddof=0), differentiated.",
@@ -1897,6 +1903,34 @@ _STATS_REWRITES = {
     "rankdata": _RANKS.format("rankdata"),
     "spearmanr": _RANKS.format("spearmanr"),
     "kendalltau": _RANKS.format("kendalltau"),
+}
+_EIGH_FUNCTION = ("of a symmetric (Hermitian) matrix: w, V = np.linalg.eigh(a); (V * {f}) @ V.conj().T, "
+                  "differentiated where the eigenvalues are distinct (repeated ones: docs/errors.md)")
+_TRIG_BY_EXPM = ("{name}(a) of any square matrix is {form} with e = mutagrad.scipy.linalg.expm(1j * a) (SciPy's "
+                 "own definition; .real for a real a), differentiated.")
+_LINALG_REWRITES = {
+    "pinv": "Use np.linalg.pinv(a) (rcond= or rtol= for SciPy's atol/rtol), differentiated.",
+    "pinvh": "Use np.linalg.pinv(a, hermitian=True), differentiated.",
+    "lstsq": "Use np.linalg.lstsq(a, b) (the same four results: x, residues, rank, singular values), "
+             "differentiated.",
+    "norm": "Use np.linalg.norm(a, ord, axis, keepdims), differentiated.",
+    "eig": "Use np.linalg.eig(a) (for SciPy's generalized eig(a, b): np.linalg.eig(np.linalg.solve(b, a)), "
+           "the same values, vectors up to scale), differentiated.",
+    "eigvals": "Use np.linalg.eigvals(a) (generalized: np.linalg.eigvals(np.linalg.solve(b, a))), differentiated.",
+    "logm": "A matrix logarithm " + _EIGH_FUNCTION.format(f="np.log(w)") + ".",
+    "funm": "A matrix function " + _EIGH_FUNCTION.format(f="func(w)") + ".",
+    "fractional_matrix_power": ("A matrix power " + _EIGH_FUNCTION.format(f="w ** p")
+                                + "; an integer power is np.linalg.matrix_power(a, n)."),
+    "signm": "The matrix sign " + _EIGH_FUNCTION.format(f="np.sign(w)") + ".",
+    "cosm": _TRIG_BY_EXPM.format(name="cosm", form="(e + np.linalg.inv(e)) / 2"),
+    "sinm": _TRIG_BY_EXPM.format(name="sinm", form="(e - np.linalg.inv(e)) / 2j"),
+    "coshm": "coshm(a) is (e + np.linalg.inv(e)) / 2 with e = mutagrad.scipy.linalg.expm(a), differentiated.",
+    "sinhm": "sinhm(a) is (e - np.linalg.inv(e)) / 2 with e = mutagrad.scipy.linalg.expm(a), differentiated.",
+    "polar": ("The polar decomposition a = u p is u, s, vh = np.linalg.svd(a, full_matrices=False); u @ vh and "
+              "vh.conj().T @ (s[:, None] * vh), differentiated where the singular values are distinct."),
+    "expm_frechet": ("The derivative of expm at a along e is the top-right block of mutagrad.scipy.linalg.expm("
+                     "np.block([[a, e], [np.zeros_like(a), a]])) (SciPy's own method), or mg.jvp("
+                     "mutagrad.scipy.linalg.expm, (a,), (e,))[1], differentiated."),
 }
 _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
 
@@ -1927,6 +1961,8 @@ def _scipy_rewrite(sub, name):
                 "np.linalg.solve.")
     if sub == "stats" and short in _STATS_REWRITES:
         return " " + _STATS_REWRITES[short]
+    if sub == "linalg" and short in _LINALG_REWRITES:
+        return " " + _LINALG_REWRITES[short]
     if sub == "stats":
         return (" Write the log-density of a distribution not listed with NumPy operations and "
                 "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "
@@ -2433,7 +2469,7 @@ class Tracer:
                    "generator: np.take_along_axis(x, rng.permuted(i, axis=axis), axis), i the positions along "
                    "the axis broadcast to x's shape (np.indices(x.shape)[axis]).")
             raise escape_error(f"rng.{it}(x) of a traced array (the generator converts it to a plain array)",
-                               TracerEscapeError, fix)
+                               TracerEscapeError, fix, specific=True)
         if it in _RANDOM_REPARAMETERIZED and isinstance(call.func, ast.Attribute):
             rng = ast.unparse(call.func.value)
             raise escape_error(
@@ -2441,14 +2477,14 @@ class Tracer:
                 "arrays)", TracerEscapeError,
                 " Draw the standard variate and transform it, which is differentiated and gives the same "
                 "numbers: " + _RANDOM_REPARAMETERIZED[it].format(rng=rng) + " (size: the draws' shape, the "
-                "parameters' broadcast shape where the call gives no size=).")
+                "parameters' broadcast shape where the call gives no size=).", specific=True)
         if it == "choice" and _random_method(call, frame):
             raise escape_error(
                 f"{ast.unparse(call.func.value)}.choice(x, ...) of a traced population x (the generator "
                 "converts it to a plain array)", TracerEscapeError,
                 " Draw the positions and gather them, which is differentiated and draws the same elements: "
                 "np.take(x, rng.choice(x.shape[axis], size, ...), axis) (x[rng.choice(len(x), size, ...)] "
-                "for axis 0), with the same replace=, p= and shuffle=.")
+                "for axis 0), with the same replace=, p= and shuffle=.", specific=True)
         if (it in _GENERATOR_METHODS and isinstance(call.func, ast.Attribute) and type(call.func.value) is ast.Call
                 and not _random_method(call, frame)):
             rng = ast.unparse(call.func.value)
@@ -2543,10 +2579,20 @@ class Tracer:
                           "polyvander, legvander, hermvander...).")
             raise escape_error(f"{lib} (NumPy's plain-Python code, which converts its arguments with np.asarray)",
                                TracerEscapeError, extra)
-        if (it in _CONVERTERS and isinstance(call.func, (ast.Name, ast.Attribute)) and call.args
-                and type(call.args[0]) not in (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
-                and _named(call.func, frame) is getattr(np, it)):
-            # np.asarray(H @ x): a conversion of one traced array (a list of traced values: the advice below)
+        conv = (getattr(_named(call.func, frame), "__name__", None)
+                if call is not None and call.args and isinstance(call.func, (ast.Name, ast.Attribute)) else None)
+        if conv in _CONVERTERS and _named(call.func, frame) is getattr(np, conv):
+            it = conv  # (np.asarray by another name: conv = np.asarray; conv(rec))
+            arg = call.args[0]
+            held = _named(arg, frame) if type(arg) in (ast.Name, ast.Attribute) else None
+            if type(arg) in (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp) or isinstance(held, (list, tuple)):
+                # np.asarray(rec) of a list of recorded traced arrays
+                seq = ast.unparse(arg) if type(arg) in (ast.Name, ast.Attribute) else "[...]"
+                raise escape_error(f"np.{it}({seq}) of a list of traced values (it makes a plain ndarray)",
+                                   TracerEscapeError, f" Stack them instead: np.stack({seq}) (arrays of one shape) "
+                                   f"or mnp.array({seq}) (import mutagrad.numpy as mnp; nested lists and numbers "
+                                   "too), which are differentiated.", specific=True)
+            # np.asarray(H @ x): a conversion of one traced array
             raise escape_error(f"np.{it}(x) of a traced array x (it returns a plain ndarray)", TracerEscapeError,
                                _CONVERTERS[it], specific=True)
         raise escape_error(
@@ -3488,6 +3534,20 @@ def _leftover_hint(target, frame):
             "call, or pass it as an argument.")
 
 
+def _local_base(name, frame):
+    """The local variable of ``frame`` holding the plain array that the local ``name`` is a
+    view of (the largest such), or None."""
+    obj = frame.f_locals.get(name)
+    if type(obj) is not _ndarray or obj.base is None:
+        return None
+    best = None
+    for k, v in frame.f_locals.items():
+        if (k != name and type(v) is _ndarray and v.size > obj.size and np.may_share_memory(v, obj)
+                and (best is None or v.size > best[1].size)):
+            best = (k, v)
+    return None if best is None else best[0]
+
+
 def _made_outside_hint(target, frame):
     """Where the array written into is a global or closed-over name of the user's function:
     made outside the differentiation, so plain even if mnp made it; or an array an earlier
@@ -3609,6 +3669,14 @@ def write(dest, idx, value):
                         hint = (f" `{t}` is an argument of {code.co_name}, and the array it was given was made "
                                 "from plain values only, so it cannot hold a derivative; rebinding it here "
                                 f"(`{t} = {t} {op} ...`) would leave the caller's array unchanged." + made)
+                    elif (base := _local_base(t, uframe)) is not None:
+                        # `V = state[:, 0]; V += ...` with state = np.zeros(...): rebinding V would leave
+                        # state unchanged, which is not what the code means
+                        hint = (f" `{t}` is a view of `{base}`, which was made from plain values only, so it "
+                                f"cannot hold a derivative. Make `{base}` with mnp.zeros(...) or mnp.empty(...) "
+                                "(import mutagrad.numpy as mnp), or np.zeros_like(x) of a traced x, where it is "
+                                "made: then it and its views hold traced values (rebinding "
+                                f"`{t} = {t} {op} ...` would leave `{base}` unchanged).")
                     else:
                         hint = (f" `{t}` was made from plain values only, so it cannot hold a derivative. An "
                                 "in-place operator on such an array gives a variable a new traced array only where "
@@ -3617,7 +3685,7 @@ def write(dest, idx, value):
                                 f"item, write `{t} = {t} {op} (...)`, which makes a new array, where that is "
                                 "meant (the other references keep the old values)." + made)
                     raise escape_error(f"the in-place operation `{t} {op}= ...` on the plain NumPy array `{t}`",
-                                       WriteToPlainArrayError, hint)
+                                       WriteToPlainArrayError, hint, specific=hint.startswith(f" `{t}` is a view"))
                 lib = _calling_numpy_python(sys._getframe(1))
                 if lib is not None and lib[0] in ("np.full", "np.full_like"):  # (np.copyto of its fill value)
                     raise escape_error(
@@ -3748,7 +3816,7 @@ def _calling_numpy_python(frame):
 
 _AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{}; in code that also runs on "
              "plain values, write mnp.asarray(x) (import mutagrad.numpy as mnp), which returns a traced array as it "
-             "is and anything else as np.asarray does.")
+             "is, stacks a list of traced values and converts anything else as np.asarray does.")
 # NumPy's converters of one array, and the fix for each when it is given a traced array
 _CONVERTERS = {
     "asarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
@@ -3826,7 +3894,15 @@ def _calling_scipy(frame):
                     name = attr if name.startswith("__") else f"{attr}.{name}"
                     break
         mine = getattr(mine_mod, key, None)
-        if mine is not None and mine is getattr(theirs_mod, key, None):
+        if getattr(theirs_mod, key, None) is None:
+            ours = "passthrough"  # (a function of a SciPy submodule, scipy.stats.mstats.winsorize: mutagrad's is SciPy's)
+            for attr in dir(theirs_mod):  # (named by its public submodule: mstats.winsorize)
+                v = getattr(theirs_mod, attr, None)
+                if (not attr.startswith("_") and isinstance(v, types.ModuleType)
+                        and getattr(getattr(v, key, None), "__code__", None) is top.f_code):
+                    name = f"{attr}.{name}"
+                    break
+        elif mine is not None and mine is getattr(theirs_mod, key, None):
             ours = "passthrough"  # mutagrad.scipy re-exports it as it is: no advice to switch
         elif "." in name and name.rsplit(".", 1)[1] not in getattr(mine, "METHODS", (name.rsplit(".", 1)[1],)):
             ours = "passthrough"  # a method mutagrad's distribution hands to SciPy's (rvs, fit, entropy...)

@@ -824,7 +824,18 @@ def _pair_inv(v):
     return 1.0 / (v[..., None, :] - v[..., :, None] + eye) - eye
 
 
-REPEATED_RTOL = 1e-10  # values closer than this (relative to the largest) count as repeated
+REPEATED_RTOL = 1e-10  # float64 values closer than this (relative to the largest) count as repeated
+_EPS64 = float(np.finfo(np.float64).eps)
+
+
+def _repeated_rtol(dtype):
+    """REPEATED_RTOL for values of ``dtype``: the vector derivatives' rounding error grows as
+    eps |A| / gap, so lower precisions need wider gaps: 1e-10 in double, scaled by
+    (eps / eps64)^0.6, 1.8e-5 in single precision (float32, complex64), where relative gaps
+    of 7e-6 left 5-9 % of an eigh-based matrix function's derivative to rounding and gaps of
+    1.7e-5 and more left 1e-5 to 2.5e-4."""
+    eps = float(np.finfo(dtype).eps) if np.dtype(dtype).kind in "fc" else _EPS64
+    return REPEATED_RTOL if eps <= _EPS64 else REPEATED_RTOL * (eps / _EPS64) ** 0.6
 
 
 def _repeated(v):
@@ -839,7 +850,7 @@ def _zero_values(S):
     """Which singular values ``S`` are zero, up to rounding (as _repeated)."""
     b = np.asarray(bottom(S))
     scale = np.max(b, axis=-1, keepdims=True) if b.size else 0.0
-    return b <= REPEATED_RTOL * scale
+    return b <= _repeated_rtol(b.dtype) * scale
 
 
 def _has_zero(S):
@@ -860,7 +871,7 @@ def _repeated_pairs(v):
     n = b.shape[-1]
     scale = np.max(np.abs(b), axis=-1, keepdims=True) if b.ndim > 1 else np.max(np.abs(b), initial=0.0)
     gap = np.abs(b[..., None, :] - b[..., :, None])
-    return (gap <= REPEATED_RTOL * np.asarray(scale)[..., None]) & ~np.eye(n, dtype=bool)
+    return (gap <= _repeated_rtol(b.dtype) * np.asarray(scale)[..., None]) & ~np.eye(n, dtype=bool)
 
 
 def _tie_rtol(b):
@@ -977,7 +988,7 @@ def _second_order_refusal(name, where):
 def _degenerate(what, forward=False):
     from ..tangents import not_implemented
 
-    if forward and _VALUES_PULLBACK:
+    if _VALUES_PULLBACK:  # (the vectors a values-only pullback computes, differentiated by either mode)
         return _second_order_refusal(*_VALUES_PULLBACK[-1])
     if forward and what != "np.linalg.eig":
         # (eig's reverse pass refuses repeated values too; eigh's and svd's take the distinct ones)
@@ -990,7 +1001,10 @@ def _degenerate(what, forward=False):
     cot = "its tangent" if forward else "the cotangent"
     return not_implemented(
         f"{what}: the vectors have no derivative at repeated values (for the singular vectors of a "
-        f"non-square matrix, also at a zero singular value). {mode}A function of them that has one there "
+        f"non-square matrix, also at a zero singular value), nor a usable one at nearly repeated values "
+        "(closer than 1e-10 relative to the largest in double precision, 1.7e-5 in single precision: "
+        f"their derivative divides by the difference, which rounding dominates). {mode}A function of them "
+        "that has one there "
         "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
         f"that cannot be formed from {cot}: compute such a quantity without the vectors "
         "(np.linalg.inv, solve, slogdet, eigvalsh), or use only the values. (A second derivative of "
@@ -1258,11 +1272,15 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO):
 
 def _eigh_rrule(a, UPLO="L"):
     y = _eigh_impl(a, UPLO)
+    within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK else None  # (the vectors of eigvalsh's pullback)
 
     def pullback(cts):
         gw, gV = cts
         if _all_zero(gw, gV):
             return (ZERO,)
+        if within is not None:  # (reverse over reverse: a refusal names eigvalsh's second derivative)
+            with _ValuesPullback(*within):
+                return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L"),)
         return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L"),)
 
     return y, pullback
@@ -1514,8 +1532,15 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
 
     y = _impl(a, full_matrices, compute_uv)
     where = None if compute_uv else _values_where(a)
+    within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK and compute_uv else None  # (see _eigh_rrule)
 
     def pullback(cts):
+        if within is not None:
+            with _ValuesPullback(*within):
+                return _pullback(cts)
+        return _pullback(cts)
+
+    def _pullback(cts):
         if not compute_uv:
             with _ValuesPullback("np.linalg.svd(compute_uv=False)", where):
                 U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
@@ -1760,10 +1785,12 @@ _QR_EXTRA = ("np.linalg.qr(mode='complete') of a tall matrix: the extra columns 
 # -q (R⁻¹ Qᵀ q̄)ᵀ, as svd's (see _null_vector_jvp).
 
 
-def _full_rank_r(R, rtol=REPEATED_RTOL):
+def _full_rank_r(R, rtol=None):
     """Per matrix of a stack: whether R's diagonal has no zero, up to ``rtol`` relative to its
-    largest entry (as _zero_values)."""
+    largest entry (default: as _zero_values)."""
     d = np.abs(np.asarray(bottom(_diag(R))))
+    if rtol is None:
+        rtol = _repeated_rtol(d.dtype)
     if d.size == 0:
         return np.ones(d.shape[:-1], bool)
     return np.all(d > rtol * np.max(d, axis=-1, keepdims=True), axis=-1)

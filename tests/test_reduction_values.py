@@ -177,3 +177,47 @@ def test_average_with_weights_of_the_wrong_shape_raises_numpys_error():
         np.average(x, axis=(0, 1), weights=np.ones((3, 2)))
     with pytest.raises(ValueError, match="Shape of weights must be consistent"):
         mg.grad(lambda x: np.average(x, axis=(0, 1), weights=np.ones((3, 2))))(x)
+
+
+_SIGNED_ZEROS = np.array([1.0, 0.0, -0.0, 0.0, -0.0, 2.0, -0.0, -3.0])
+
+
+def _sort_in_place(x):
+    y = x * 1.0
+    y.sort()
+    return y
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("sort", np.sort), ("sort in place", _sort_in_place), ("sort long", lambda x: np.sort(np.tile(x, 5))),
+    ("clip", lambda x: np.clip(x, 0.0, 1.5)), ("clip -0", lambda x: np.clip(x, -0.0, 0.0)),
+    ("ndarray.clip", lambda x: x.clip(0.0)), ("maximum.accumulate", np.maximum.accumulate),
+    ("minimum.accumulate", np.minimum.accumulate), ("fmax.accumulate", np.fmax.accumulate),
+    ("nanmax", lambda x: np.nanmax(x[1:5])), ("nanmin", lambda x: np.nanmin(x[1:5])),
+    ("fmax.reduce", lambda x: np.fmax.reduce(x[1:5])), ("nanmax axis", lambda x: np.nanmax(x.reshape(4, 2), axis=0)),
+    ("median", lambda x: np.median(x[2:3])), ("median 4", lambda x: np.median(x[1:5])),
+    ("nanmedian", lambda x: np.nanmedian(x[2:3])), ("quantile", lambda x: np.quantile(x[2:3], 0.3)),
+    ("percentile", lambda x: np.percentile(x[1:5], [10.0, 50.0, 90.0])),
+    ("partition", lambda x: np.partition(np.tile(x, 2), 8)), ("unique", np.unique),
+    ("unique counts", lambda x: np.unique(x, return_counts=True)[0]),
+])
+def test_signed_zeros_are_numpys(name, fn):
+    # a stable sort of tied zeros, np.maximum's tie (its second operand) inside clip and the running
+    # extremes, and max's order inside nanmax returned +0.0 where NumPy returns -0.0 (or the reverse):
+    # a later arctan2 or copysign gave another number (the fuzz2 tester)
+    want = fn(_SIGNED_ZEROS.copy())
+    for out in (mg.vjp(fn, _SIGNED_ZEROS.copy())[0], mg.jvp(fn, (_SIGNED_ZEROS.copy(),), (np.ones(8),))[0]):
+        np.testing.assert_array_equal(out, want)
+        assert np.array_equal(np.signbit(out), np.signbit(want)), (out, want)
+    g = mg.grad(lambda x: np.sum(np.arctan2(fn(x), -1.0)))(_SIGNED_ZEROS.copy())
+    assert np.all(np.isfinite(g))
+
+
+def test_sort_derivative_at_signed_zero_ties_is_the_stable_sorts():
+    # the values are NumPy's, the derivative still follows a stable sort's order (docs/errors.md):
+    # d/dx sum(w * sort(x)) = w at each element's stable rank, by hand
+    w = np.arange(1.0, 9.0)
+    rank = np.empty(8, int)
+    rank[np.argsort(_SIGNED_ZEROS, kind="stable")] = np.arange(8)
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(w * np.sort(x)))(_SIGNED_ZEROS.copy()), w[rank])
+    np.testing.assert_array_equal(mg.jacobian(np.sort, mode="fwd")(_SIGNED_ZEROS.copy()) @ np.ones(8), np.ones(8))

@@ -1031,6 +1031,10 @@ def _np_unique(args, kwargs):
                     return_counts=bool(a.get("return_counts")), axis=axis, **opts)
     idx = res[1]
     vals = np.take(np.ravel(x), idx) if axis is None else np.take(x, idx, axis=axis)
+    from .reductions import numpy_zero_signs
+
+    # (which of -0.0 and 0.0 NumPy's unique keeps: a stable sort with return_index=, else another)
+    vals = numpy_zero_signs(vals, lambda: res[0] if a.get("return_index") else np.unique(bottom(x), axis=axis, **opts))
     extra = []
     if a.get("return_index"):
         extra.append(idx)

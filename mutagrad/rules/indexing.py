@@ -301,9 +301,13 @@ def _np_sort(args, kwargs):
         x = np.ravel(x)
         axis = -1
     axis = normalize_axis_index(axis, np.ndim(x))  # (NumPy's AxisError for a 0-d array)
-    perm = np.argsort(bottom(x), axis=axis, kind="stable")
+    xb = bottom(x)
+    perm = np.argsort(xb, axis=axis, kind="stable")
     # (NumPy sorts a copy of x in order 'K': its layout)
-    return numpy_layout(np.take_along_axis(x, perm, axis), np.empty_like(bottom(x), order="K").strides)
+    res = numpy_layout(np.take_along_axis(x, perm, axis), np.empty_like(xb, order="K").strides)
+    from .reductions import numpy_zero_signs
+
+    return numpy_zero_signs(res, lambda: np.sort(xb, axis=axis))
 
 
 FUNCTIONS[np.sort] = _np_sort
@@ -335,8 +339,12 @@ def _np_partition(args, kwargs):
         axis = -1
     axis = normalize_axis_index(axis, np.ndim(x))
     # argpartition runs the same selection as partition: the same arrangement (ties aside)
-    perm = np.argpartition(bottom(x), a["kth"], axis=axis, kind=a.get("kind", "introselect"))
-    return np.take_along_axis(x, perm, axis)
+    xb = bottom(x)
+    perm = np.argpartition(xb, a["kth"], axis=axis, kind=a.get("kind", "introselect"))
+    from .reductions import numpy_zero_signs
+
+    return numpy_zero_signs(np.take_along_axis(x, perm, axis), lambda: np.partition(
+        xb, a["kth"], axis=axis, kind=a.get("kind", "introselect")))  # (the signs of tied zeros)
 
 
 FUNCTIONS[np.partition] = _np_partition

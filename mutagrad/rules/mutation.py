@@ -206,8 +206,12 @@ def sort_inplace(x, axis=-1, kind=None):
     if axis is None:
         raise TypeError("ndarray.sort: axis=None is not allowed for an in-place sort")
     axis = normalize_axis_index(axis, np.ndim(x))  # (NumPy's AxisError for a 0-d array)
-    perm = np.argsort(bottom(x), axis=axis, kind="stable")
-    write(x, Ellipsis, np.take_along_axis(x, perm, axis))
+    from .reductions import numpy_zero_signs
+
+    xb = bottom(x)
+    perm = np.argsort(xb, axis=axis, kind="stable")
+    # (NumPy's bits: the signs of tied zeros)
+    write(x, Ellipsis, numpy_zero_signs(np.take_along_axis(x, perm, axis), lambda: np.sort(xb, axis=axis)))
 
 
 def _copy_taking(vals, b):

@@ -421,6 +421,31 @@ def _with_value(res, exact):
     return _numpy_value_impl(res, _Bits(e))
 
 
+def numpy_zero_signs(res, exact):
+    """Traced ``res`` with the bits of ``exact()`` (NumPy's own call: the same numbers) where
+    the two differ in the sign of a zero: a gather, a selection or another reduction order
+    may return +0.0 where NumPy's function returns -0.0 (a stable sort of tied zeros,
+    np.maximum's tie, fmax.reduce), and a later sign-sensitive operation (arctan2,
+    copysign, 1/x) would differ. ``exact`` is called only where ``res`` holds a zero."""
+    if not isinstance(res, Tracer):
+        return res
+    b = bottom(res)
+    if np.result_type(b).kind not in "fc":
+        return res
+    z = b == 0
+    if not np.any(z):
+        return res
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # (the traced call warned, as NumPy's does)
+        warnings.simplefilter("ignore")
+        e = exact()
+    if np.shape(e) != np.shape(b) or np.result_type(e) != np.result_type(b):
+        return res
+    if all(np.array_equal(np.signbit(part(b)[z]), np.signbit(part(e)[z]))
+           for part in ((np.real, np.imag) if np.result_type(b).kind == "c" else (np.asarray,))):
+        return res
+    return _with_value(res, lambda: e)
+
+
 def _masked(x, where, fill):
     if where is True or where is None:
         return x

@@ -322,6 +322,11 @@ def _np_clip(args, kwargs):
         res = np.minimum(res, hi, **loop)
     if res is x:
         res = np.copy(x) if "dtype" not in loop else x.astype(loop["dtype"])
+    elif lo is not None or hi is not None:
+        from .reductions import numpy_zero_signs
+
+        # (np.maximum returns its second operand at a tie, np.clip its first: -0.0 clipped at 0.0)
+        res = numpy_zero_signs(res, lambda: np.clip(bottom(x), bottom(lo), bottom(hi), **loop))
     out = a.get("out")
     if type(out) is tuple:  # (the ufunc spelling, out=(o,))
         out = out[0] if len(out) == 1 else out

@@ -18,7 +18,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, numpy_layout, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
-from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
+from .reductions import (_numpy_bits, _reduce_args, numpy_zero_signs, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out)
 from .shape import bin_sums_p
 
@@ -75,12 +75,14 @@ def _np_nanmean(args, kwargs):
     return write_out(avg, a.get("out"))
 
 
-def _nan_extremum(fn, fill):
+def _nan_extremum(fn, fill, own):
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "axis", "out", "keepdims", "initial", "where"))
         x, m = _nan_filled(a["a"], fill)
         k = _given(a, "axis", "keepdims")
         res = fn(x, **k, **_given(a, "initial", "where"))
+        res = numpy_zero_signs(res, lambda: own(bottom(a["a"]), **k, **{n: bottom(v) for n, v in _given(
+            a, "initial", "where").items()}))  # (NumPy's fmax.reduce: the signs of tied zeros)
         if _given(a, "initial") or not m.any():
             return write_out(res, a.get("out"))
         where = a.get("where", True)
@@ -146,8 +148,8 @@ FUNCTIONS[np.nanprod] = _nan_reducer(np.prod, 1.0, _SUM_ARGS)
 FUNCTIONS[np.nancumsum] = _nan_reducer(np.cumsum, 0.0, ("a", "axis", "dtype", "out"))
 FUNCTIONS[np.nancumprod] = _nan_reducer(np.cumprod, 1.0, ("a", "axis", "dtype", "out"))
 FUNCTIONS[np.nanmean] = _np_nanmean
-FUNCTIONS[np.nanmax] = _nan_extremum(np.max, -np.inf)
-FUNCTIONS[np.nanmin] = _nan_extremum(np.min, np.inf)
+FUNCTIONS[np.nanmax] = _nan_extremum(np.max, -np.inf, np.nanmax)
+FUNCTIONS[np.nanmin] = _nan_extremum(np.min, np.inf, np.nanmin)
 FUNCTIONS[np.nanvar] = _nan_var(np.var)
 FUNCTIONS[np.nanstd] = _nan_var(np.std)
 
@@ -283,6 +285,8 @@ def _np_median(omit_nan):
         if np.size(bottom(a["a"])) == 0:  # no values: NumPy's NaNs, which depend on nothing
             return fn(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims))
         res = _median(a["a"], a.get("axis"), keepdims is not _NoValue and bool(keepdims), omit_nan)
+        res = numpy_zero_signs(res, lambda: fn(bottom(a["a"]), a.get("axis"), keepdims=keepdims is not _NoValue
+                                                and bool(keepdims)))  # (NumPy's mean of tied zeros)
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(c, axis=a.get("axis"), overwrite_input=True))
         return write_out(res, a.get("out"))
@@ -485,6 +489,9 @@ def _np_quantile(scale, omit_nan):
                 c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, method=a.get("method", "linear")))
         if a.get("out") is None and np.ndim(res) == 0 and a.get("weights") is None:
             res = res[()]  # NumPy's scalar (its weighted path leaves a 0-d array)
+        res = numpy_zero_signs(res, lambda: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), **{
+            k: (bottom(v) if k == "weights" else v) for k, v in a.items()
+            if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))
         return write_out(res, a.get("out"))
 
     return handler
@@ -1109,7 +1116,7 @@ def _select_accumulate(ufunc, inputs, kwargs):
     record = np.concatenate([np.ones(cm.shape[:-1] + (1,), bool), ~same], axis=-1)
     idx = np.maximum.accumulate(np.where(record, np.arange(cm.shape[-1]), 0), axis=-1)
     res = np.take_along_axis(np.moveaxis(x, axis, -1), idx, -1)
-    res = np.moveaxis(res, -1, axis)
+    res = numpy_zero_signs(np.moveaxis(res, -1, axis), lambda: np.moveaxis(cm, -1, axis))  # (tied zeros' signs)
     return write_out(numpy_layout(res, layout()) if out is None and np.ndim(res) > 1 else res, out)
 
 

@@ -1415,7 +1415,8 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
     again by forward mode, which takes the strong zero of each product: ``inf - inf`` in a sum
     of cotangents (sqrt(x - a) at a node where x - a is 0 for every a: the partial inf reaches
     ``a`` twice, with opposite signs) is NaN where the tangent of x - a is 0 and the derivative
-    finite. One ``jvp`` per entry, so at most ``_NAN_FILL`` of them, of real arguments; only
+    finite. One ``jvp`` per entry, so at most ``_NAN_FILL`` of them, of real arguments (and no
+    more than two where those give NaN too: a derivative that is NaN, arctan2's at 0); only
     where the arguments are arrays and numbers the function did not write into (a second run
     starts from the same values), no keyword arguments, and the second run returns the same
     value (not fresh random numbers). ``cts``: the leaves of the output's cotangent (vjp), else
@@ -1456,7 +1457,12 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
             return grads
     per = list(grads) if not single else [grads]
     filled = {key: np.zeros(tuple(infos[key[0]][1][key[1]].shape)) for key in whole}
-    for n, k, i in todo:
+    tried = fixed = 0  # (NaN entries: after two that forward mode gives as NaN too, and none it gave a
+    for n, k, i in todo:  # number, the NaNs are the derivative's own, arctan2(0, 0)'s: the rest are left)
+        if (n, k) not in whole:
+            if tried >= 2 and not fixed:
+                continue
+            tried += 1
         tree, linfo = infos[n]
         units = [np.zeros(info.shape, info.dtype) for info in linfo]
         units[k].flat[i] = 1.0
@@ -1483,6 +1489,8 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
                 d += float(np.sum(np.where(c == 0, 0.0, c * t)))  # (strong zeros: c = 0 reads nothing)
         if np.isnan(d):  # (a poisoned leaf with a NaN entry stays poisoned)
             continue
+        if (n, k) not in whole:
+            fixed += 1
         if (n, k) in whole:  # (replaced once every entry is known)
             filled[(n, k)].flat[i] = d
             whole[(n, k)] -= 1

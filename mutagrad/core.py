@@ -1932,6 +1932,8 @@ _LINALG_REWRITES = {
                      "np.block([[a, e], [np.zeros_like(a), a]])) (SciPy's own method), or mg.jvp("
                      "mutagrad.scipy.linalg.expm, (a,), (e,))[1], differentiated."),
 }
+_ITERATIVE_SOLVERS = frozenset(("cg", "cgs", "bicg", "bicgstab", "gmres", "lgmres", "minres", "qmr", "gcrotmk",
+                                "tfqmr", "lsqr", "lsmr"))
 _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
 
 
@@ -1963,6 +1965,14 @@ def _scipy_rewrite(sub, name):
         return " " + _STATS_REWRITES[short]
     if sub == "linalg" and short in _LINALG_REWRITES:
         return " " + _LINALG_REWRITES[short]
+    if sub == "sparse.linalg" and name.startswith("LinearOperator."):
+        return (" Call the product the operator wraps on the traced vector yourself (the matvec function given "
+                "to LinearOperator, or A @ x for the matrix it was made from), which is differentiated where it "
+                "is written with NumPy operations.")
+    if sub == "sparse.linalg" and short in _ITERATIVE_SOLVERS:
+        return (f" Solve with mutagrad.scipy.sparse.linalg.spsolve(A, b) (a sparse A) or np.linalg.solve(A, b) "
+                f"(a dense one), which are differentiated, or write the {short} iteration with NumPy operations "
+                "(its steps are differentiated).")
     if sub == "stats":
         return (" Write the log-density of a distribution not listed with NumPy operations and "
                 "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "
@@ -3887,11 +3897,14 @@ def _calling_scipy(frame):
         if name not in vars(theirs_mod) and obj is not None:
             # a method of a SciPy object (a distribution's logpmf, gaussian_kde's __init__):
             # named by the object's public name in the module
-            for attr in dir(theirs_mod):
-                v = getattr(theirs_mod, attr, None)
-                if v is obj or (isinstance(v, type) and type(obj) is v):
+            public = [(attr, getattr(theirs_mod, attr, None)) for attr in dir(theirs_mod) if not attr.startswith("_")]
+            for attr, v in (public if any(v is obj or (isinstance(v, type) and type(obj) is v) for _, v in public)
+                            else [(a, v) for a, v in public if isinstance(v, type) and isinstance(obj, v)]):
+                # (the object's own public class, else the public class it derives from: a
+                # LinearOperator made from a matvec function is a private subclass's)
+                if v is obj or isinstance(v, type) and isinstance(obj, v):
                     key = attr
-                    name = attr if name.startswith("__") else f"{attr}.{name}"
+                    name = attr if name in ("__init__", "__call__") else f"{attr}.{name}"
                     break
         mine = getattr(mine_mod, key, None)
         if getattr(theirs_mod, key, None) is None:

@@ -507,6 +507,19 @@ def test_scipy_linalg_passthroughs_name_a_rewrite_that_is_differentiated(name):
     check_grads(rewrite, a)
 
 
+def test_scipy_linear_operators_and_iterative_solvers_name_a_rewrite():
+    # (the krylov tester: "mutagrad.scipy.sparse.linalg.__matmul__", a name that does not exist, and no fix)
+    mssl = pytest.importorskip("mutagrad.scipy.sparse.linalg")
+    A0 = np.diag([3.0, 4.0, 5.0])
+    for f, what in ((lambda b: np.sum(mssl.LinearOperator((3, 3), matvec=lambda v: A0 @ v) @ b), "__matmul__"),
+                    (lambda b: np.sum(mssl.LinearOperator((3, 3), matvec=lambda v: A0 @ v).matvec(b)), "matvec")):
+        msg = _raises(f, np.ones(3), mg.TracerEscapeError)
+        assert f"LinearOperator.{what}" in msg and "the matvec function given to LinearOperator" in msg
+    msg = _raises(lambda b: np.sum(mssl.cg(A0, b)[0]), np.ones(3), mg.TracerEscapeError)
+    assert "function cg" in msg and "spsolve(A, b)" in msg and "np.linalg.solve(A, b)" in msg
+    np.testing.assert_allclose(mg.grad(lambda b: np.sum(np.linalg.solve(A0, b)))(np.ones(3)), 1 / np.diag(A0))
+
+
 def test_scipy_rank_statistics_name_stop_gradient():
     mst = pytest.importorskip("mutagrad.scipy.stats")
     msg = _raises(lambda x: np.sum(mst.rankdata(x) * x), np.array([0.3, -1.0, 2.0]), mg.TracerEscapeError)

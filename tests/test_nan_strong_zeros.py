@@ -380,6 +380,36 @@ def test_a_range_base_of_a_power_is_an_array(fn):
     assert mg.value_and_grad(f)(e)[0] == f(e)
 
 
+def test_a_gradient_that_is_nan_everywhere_is_not_computed_again_entry_by_entry():
+    # arctan2(u, u) at u = 0 has no derivative (NaN in both modes): forward mode gave each of the 64
+    # entries NaN again, one run each (150x the gradient); it stops after two
+    runs = []
+
+    def f(u0):
+        runs.append(1)
+        u = u0 * 1.0
+        for _ in range(5):
+            u[1:-1] += 0.1 * (u[2:] - 2 * u[1:-1] + u[:-2])
+        return np.sum(np.arctan2(u, u))
+
+    g = mg.grad(f)(np.zeros(64))
+    assert np.isnan(g).all() and len(runs) <= 5, len(runs)  # (the gradient, two jvps that each run twice)
+    np.testing.assert_array_equal(mg.grad(f)(np.ones(64)), np.zeros(64))  # (arctan2(u, u) = pi/4: constant)
+
+
+def test_the_exponent_derivative_of_zero_to_the_zero_is_minus_infinity():
+    # 0**p jumps from 0**0 = 1 to 0 (p > 0) and inf (p < 0): both one-sided quotients go to -inf
+    # (it was 0, the limit for p > 0, where the jump makes it -inf; the specialpoints tester)
+    right = (0.0 ** 1e-9 - 1.0) / 1e-9
+    assert right < -1e8  # (and -1 / h as h -> 0)
+    for fn in (np.power, np.float_power):
+        assert mg.grad(lambda v, fn=fn: fn(v[0], v[1]))(np.array([0.0, 0.0]))[1] == -np.inf
+        assert mg.jvp(lambda p, fn=fn: fn(0.0, p), (0.0,), (1.0,))[1] == -np.inf
+        assert mg.grad(lambda p, fn=fn: fn(0.0, p))(2.0) == 0.0  # (p > 0: the limit, 0)
+    # where a selection drops the jump, nothing of it is left
+    assert mg.grad(lambda p: np.where(p > 0, np.power(0.0, p), 1.0))(0.0) == 0.0
+
+
 # -- forward mode: a zero partial times a NaN tangent ------------------------------------------
 #
 # In a log-space recursion (an HMM's or CTC's forward algorithm) an unreachable state is -inf,

@@ -323,14 +323,16 @@ def _pow_dbase(x, p, y):
 
 
 def _pow_dexp(x, p, y):
-    # y * log(x), defined as 0 where x == 0 (the limit for p > 0)
+    # y * log(x), defined as 0 where x == 0 (the limit for p > 0); at x == 0, p == 0 the power
+    # jumps from 0**0 = 1 to 0 (p > 0) and inf (p < 0): both one-sided quotients go to -inf
     xb = bottom(x)
     if np.ndim(xb) == 0 and not isinstance(xb, np.ndarray):
         xb = np.asarray(xb)
     safe = np.where(xb == 0, 1.0, x) if np.any(xb == 0) else x
     d = y * np.log(safe)
     if np.any(xb == 0):
-        d = np.where(xb == 0, 0.0, d)
+        jump = (xb == 0) & (np.asarray(bottom(p)) == 0)
+        d = np.where(xb == 0, np.where(jump, -np.inf, 0.0), d)
     return d
 
 

@@ -325,6 +325,17 @@ def _np_clip(args, kwargs):
     elif lo is not None or hi is not None:
         from .reductions import numpy_zero_signs
 
+        if lo is not None and hi is not None:
+            lb, hb = bottom(lo), bottom(hi)
+            eq = np.asarray(lb == hb) & np.isfinite(lb)
+            if np.any(eq):
+                # clip(x, c, c) is c whatever x is: its derivative goes to the bounds, half each (the
+                # composition gave x a quarter at x == c, where both one-sided derivatives are 0)
+                dt = bottom(res).dtype
+                res = np.where(eq, lo + (hi - lo) * 0.5, res)
+                if bottom(res).dtype != dt:
+                    res = res.astype(dt)
+
         # (np.maximum returns its second operand at a tie, np.clip its first: -0.0 clipped at 0.0)
         res = numpy_zero_signs(res, lambda: np.clip(bottom(x), bottom(lo), bottom(hi), **loop))
     out = a.get("out")

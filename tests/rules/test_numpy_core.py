@@ -964,3 +964,24 @@ def test_ufunc_outer_of_any_binary_ufunc(ufunc):
     check_grads(lambda a, b: ufunc.outer(a, b), a, b, order=2)
     check_grads(lambda a, b: ufunc.outer(a.reshape(1, 3), b), a, b)  # (the result's shape is a.shape + b.shape)
     assert_values_match_numpy(lambda a, b: ufunc.outer(a, b), (a, b))
+
+
+def test_clip_between_equal_bounds_gives_x_no_derivative():
+    # clip(x, c, c) is c whatever x is: at x == c both one-sided derivatives in x are 0 (the maximum
+    # then minimum composition gave a quarter); the bounds share it, half each, by central differences
+    def f(x, lo, hi):
+        return np.sum(np.clip(x, lo, hi) * np.array([1.0, 2.0, 3.0]))
+
+    x, lo, hi = np.array([0.5, 1.0, 0.3]), np.array([0.5, 1.0, -1.0]), np.array([0.5, 2.0, 2.0])
+    gx, glo, ghi = mg.grad(f, argnums=(0, 1, 2))(x, lo, hi)
+    np.testing.assert_array_equal(gx, [0.0, 1.0, 3.0])  # (x[1] == lo < hi: half of 2, the subgradient)
+    np.testing.assert_array_equal(glo, [0.5, 1.0, 0.0])
+    np.testing.assert_array_equal(ghi, [0.5, 0.0, 0.0])
+    h = 1e-7  # central differences in x at the equal bounds: 0 from both sides
+    assert f(x + [h, 0, 0], lo, hi) - f(x - [h, 0, 0], lo, hi) == 0.0
+    # moving both bounds together moves the value one for one
+    np.testing.assert_allclose((f(x, lo + [h, 0, 0], hi + [h, 0, 0]) - f(x, lo - [h, 0, 0], hi - [h, 0, 0])) / (2 * h),
+                               glo[0] + ghi[0], rtol=1e-7)
+    t = mg.jvp(lambda x: f(x, 0.5, 0.5), (np.array([0.5, 0.2, 0.9]),), (np.ones(3),))[1]
+    assert t == 0.0
+    assert mg.vjp(lambda x: np.clip(x, 0.5, 0.5), np.float32([0.5, 1.0]))[0].dtype == np.float32

@@ -988,7 +988,10 @@ class ReverseLevel(Level):
                     rec.full = vs.shape == s.shape
                 elif (type(idx) is slice or type(idx) is tuple) and _is_basic(idx):
                     r = dv[idx]
-                    if type(r) is _ndarray and r.shape == vs.shape and r.flags.c_contiguous and r.size:
+                    if (type(r) is _ndarray and r.shape == vs.shape and r.flags.c_contiguous and r.size
+                            and 2 * r.size >= dv.size):
+                        # (a block of at least half of it: the new buffer's copy of the rest costs less
+                        # than the block's two passes; a smaller one, a history's row, takes the block's)
                         rec.block = ((_ptr(r) - _ptr(dv)) // r.itemsize, r.size)
         dv[idx] = vv
         self.tape.append(rec)

@@ -1781,3 +1781,26 @@ def test_warning_filters_by_message_or_module_see_numpys_warning_as_in_a_plain_c
         want = loglik(x.copy(), **filt)
         got = run(lambda x, filt=filt: loglik(x, **filt), x.copy())
         assert np.isclose(want, -6.21410822338054) and np.isclose(got[0], want)
+
+
+@pytest.mark.parametrize("spelled", ["H[j]", "H[j, :]", "H[j:j + 1]", "H[:, j]"])
+def test_a_history_of_rows_written_by_any_spelling(spelled):
+    # (a row of a large history, H[j, :] = u * 1.0, took a reverse-pass path made for writes of most of
+    # an array, which copied the whole adjoint buffer per write: quadratic in the rows; both paths here)
+    def f(u0):
+        u = u0 * 1.0
+        H = np.zeros_like(u, shape=(6, 6))
+        for j in range(4):
+            u = np.sin(u) + 0.1 * j
+            if spelled == "H[j]":
+                H[j] = u * 1.0
+            elif spelled == "H[j, :]":
+                H[j, :] = u * 1.0
+            elif spelled == "H[j:j + 1]":
+                H[j:j + 1] = (u * 1.0)[None]
+            else:
+                H[:, j] = u * 1.0
+        H[1, :] = H[2, :] * H[3, :]  # (a row overwritten after it was read)
+        return np.sum(H ** 2 * np.arange(1.0, 7.0))
+
+    check_grads(f, np.linspace(0.2, 1.1, 6), order=2)

@@ -709,6 +709,8 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
     constant traced arrays; returns (args, infos). ``every``: vjp and jvp, which
     differentiate every primal (a value that cannot be is closed over instead)."""
     _check_argnums(argnums, len(args))
+    if every and len(set(argnums)) >= len(args):
+        level.every = True  # (no argument is a traced constant: the refusals' advice says so)
     # a traced value a finished differentiation left behind (in a global, an attribute) is
     # the array it holds (see core.live)
     args = [live(a, argument=True) if isinstance(a, Tracer) else a for a in args]
@@ -1154,8 +1156,10 @@ def _check_scalar_output(out, name):
     dt = getattr(b, "dtype", None)
     if shape != ():
         raise TypeError(
-            f"{name} requires a scalar output, got an array of shape {shape}. Use mg.jacobian "
-            "or mg.vjp for array outputs, or reduce the output (e.g. np.sum)."
+            f"{name} requires a scalar output, got an array of shape {shape} (differentiated at {user_line()}). "
+            + ("For the second derivatives of each output, take mg.jacobian(mg.jacobian(f)) (or reduce the "
+               "output first, e.g. np.sum)." if name == "hessian" else
+               "Use mg.jacobian or mg.vjp for array outputs, or reduce the output (e.g. np.sum).")
         )
     if (dt is not None and dt.kind == "c") or isinstance(b, complex):
         raise TypeError(f"{name} requires a real scalar output, got a complex value; take np.real or np.abs first.")
@@ -1171,7 +1175,7 @@ def _check_scalar_output(out, name):
 # Reverse mode
 
 
-def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="value_and_grad") -> Callable:
     """Return a function computing ``(fun(*args), d fun / d args[argnums])``.
 
     With ``has_aux=True``, ``fun`` returns ``(value, aux)`` and the result is
@@ -1191,7 +1195,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
             targs, infos = _wrap_args(level, args, nums, fun, kwargs)
             with user_fp_state():  # (NumPy's warnings at the user's lines)
                 out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
-            _check_scalar_output(out, "grad")
+            _check_scalar_output(out, _name)
         _check_plain_aliases(level)
         try:
             def seed():
@@ -1215,7 +1219,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     return wrapped
 
 
-def grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="grad") -> Callable:
     """Return a function computing the gradient of scalar ``fun`` w.r.t. ``args[argnums]``.
 
     ``fun`` may write into arrays in place, its arguments included; the
@@ -1229,7 +1233,7 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     >>> mg.grad(f)(np.array([1.0, 2.0, 4.0]))
     array([1.  , 0.5 , 0.25])
     """
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, _name=_name)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -2169,4 +2173,4 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
            [ 0., 12.]])
     """
     # (with has_aux, grad gives (gradient, aux): the pair jacobian's has_aux takes)
-    return jacobian(grad(fun, argnums, has_aux=has_aux), argnums, mode="fwd", has_aux=has_aux)
+    return jacobian(grad(fun, argnums, has_aux=has_aux, _name="hessian"), argnums, mode="fwd", has_aux=has_aux)

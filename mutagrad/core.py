@@ -666,6 +666,7 @@ class Level:
     last_result = None  # the last large result of a traced operator (elide.note_result)
 
     thread = None  # the thread running it (threading.get_ident)
+    every = False  # vjp and jvp with no argument left out: every float argument is differentiated
 
     def __init__(self):
         self.id = next(_level_ids)
@@ -3571,6 +3572,15 @@ def _made_outside_hint(target, frame):
     if left:
         return left
     obj = _resolve_name(array, frame)
+    if "." not in array and type(obj) is _ndarray and name in code.co_varnames:
+        # `for buf in bufs: np.tanh(buf, out=buf)`: an element of a list made outside the function
+        for k in code.co_freevars + code.co_names:
+            held = frame.f_locals.get(k, frame.f_globals.get(k)) if k in code.co_freevars else frame.f_globals.get(k)
+            items = held.values() if type(held) is dict else held if type(held) in (list, tuple) else ()
+            if any(v is obj for v in items):
+                return (f" `{array}` is an element of `{k}`, which was made outside the differentiated function "
+                        "(a global or a closed-over name): there, mnp.zeros/mnp.empty make a plain ndarray too. "
+                        "Make the buffers inside the function, or " + _as_an_argument(f"`{k}`") + ".")
     if "." not in array and isinstance(obj, np.ndarray) and name in code.co_varnames:
         # `F = self.flux; F[0] = ...`, `F = self.flux[1:]`; a helper's argument, by its callers
         found, f, at = None, frame, frame
@@ -3590,17 +3600,28 @@ def _made_outside_hint(target, frame):
                 return f" `{array}` is {'a view of ' if view else ''}`{alias}`." + outside
     if "." in array and name.isidentifier():  # an attribute (self.du): perhaps made in __init__
         return (f" If `{array}` was made outside the differentiated function (in __init__, at module level), "
-                "mnp.zeros/mnp.empty made a plain ndarray there: make it inside the function, or pass it "
-                "as an argument (an argument you do not differentiate arrives traced, and holds after the "
-                "call what a plain call leaves; a dataclass field of an argument too).")
+                "mnp.zeros/mnp.empty made a plain ndarray there: make it inside the function, or "
+                + _as_an_argument() + " (a dataclass field of an argument too).")
     if not name.isidentifier() or name in code.co_varnames or name in code.co_cellvars:
         return ""
     if name not in code.co_freevars and name not in frame.f_globals:
         return ""
     return (f" `{name}` was made outside the differentiated function (a global or a closed-over name): "
             "there, mnp.zeros/mnp.empty make a plain ndarray too. Make the buffer inside the function, or "
-            "pass it as an argument (an argument you do not differentiate arrives traced, and holds after "
-            "the call what a plain call leaves).")
+            + _as_an_argument() + ".")
+
+
+def _as_an_argument(what="it"):
+    """How to make an array traced by passing it in, for the differentiation running now: an
+    argument not differentiated arrives traced (grad, jacobian, hessian); vjp and jvp
+    differentiate every primal, so there it is a primal with a zero tangent."""
+    lv = STATE.levels[-1] if STATE.levels else None
+    if lv is not None and lv.every:
+        return (f"pass {what} as a primal of jvp with a zero tangent (of vjp, one whose cotangent you do not "
+                "use): it then arrives traced, and holds after the call what a plain call leaves; or copy it "
+                "with mnp.array(x0) (import mutagrad.numpy as mnp)")
+    return (f"pass {what} as an argument (an argument you do not differentiate arrives traced, and holds after "
+            "the call what a plain call leaves)")
 
 
 def _structured_target(target, frame):
@@ -3623,6 +3644,12 @@ def _plain_copy_hint(target=None):
                 "changes nothing in the array it was taken from, as in NumPy: index the array itself "
                 "in one subscript.")
     name = "the array" if target is None else f"`{target}`"
+    lv = STATE.levels[-1] if STATE.levels else None
+    if lv is not None and lv.every:
+        return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = outer.copy()`), "
+                "copy it with mnp.array(outer) (import mutagrad.numpy as mnp), or pass that array as a primal "
+                "of jvp with a zero tangent (of vjp, one whose cotangent you do not use): its copies are then "
+                "traced.")
     return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = outer.copy()`), "
             "pass that array as an argument instead: an argument you do not differentiate is a traced "
             "constant, and so are its copies.")

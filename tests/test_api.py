@@ -1513,3 +1513,15 @@ def test_seterr_inside_the_function_stays_as_after_a_plain_call(call):
         assert np.geterr()["over"] == "ignore" and np.geterr()["divide"] == "warn"
     finally:
         np.seterr(**old)
+
+
+def test_a_scalar_output_refusal_names_the_api_called_and_the_line():
+    # (the PINN tester) mg.hessian of an array output said "grad requires a scalar output", no line
+    for api, call in (("hessian", lambda f, x: mg.hessian(f)(x)), ("grad", lambda f, x: mg.grad(f)(x)),
+                      ("value_and_grad", lambda f, x: mg.value_and_grad(f)(x))):
+        with pytest.raises(TypeError, match=rf"^{api} requires a scalar output.*test_api.py:\d+") as info:
+            call(lambda x: x ** 3, np.array([1.0, 2.0]))
+        assert ("mg.jacobian(mg.jacobian(f))" in str(info.value)) == (api == "hessian")
+    # the fix it names: second derivatives of each output, 6 x and 0 off the diagonal, by hand
+    H = mg.jacobian(mg.jacobian(lambda x: x ** 3))(np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(H, [[[6.0, 0.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 12.0]]])

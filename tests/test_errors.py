@@ -61,6 +61,54 @@ def test_an_in_place_update_of_a_view_of_a_plain_local_names_the_array_to_make_t
     np.testing.assert_allclose(mg.grad(lambda g: f(g, mnp.zeros))(g), 2 * v * 0.271, rtol=1e-14)
 
 
+def test_buffers_in_a_closed_over_list_are_named_by_the_list():
+    # (the PINN tester) `for buf in bufs: np.tanh(buf, out=buf)` with bufs made outside the inner
+    # function: the message said to use mnp.empty, which the code did
+    W = np.array([[0.5, -0.3], [0.2, 0.8]])
+
+    def residual(z, inside):
+        bufs = [mnp.empty(2), mnp.empty(2)]
+
+        def u(zz):
+            h = zz
+            for buf in ([mnp.empty(2), mnp.empty(2)] if inside else bufs):
+                np.matmul(W, h, out=buf)
+                np.tanh(buf, out=buf)
+                h = buf
+            return np.sum(h)
+
+        return mg.grad(u)(z)[0]
+
+    with pytest.raises(mg.WriteToPlainArrayError) as info:
+        residual(np.array([0.1, 0.2]), False)
+    assert "`buf` is an element of `bufs`" in str(info.value) and "pass `bufs` as an argument" in str(info.value)
+    z = np.array([0.1, 0.2])  # the fix, by hand: d/dz0 of sum(tanh(W tanh(W z)))
+    h1 = np.tanh(W @ z)
+    want = ((1 - np.tanh(W @ h1) ** 2) @ W * (1 - h1 ** 2)) @ W
+    assert residual(z, True) == pytest.approx(want[0], rel=1e-14)
+
+
+def test_refusals_under_jvp_name_a_zero_tangent_not_an_argument_left_out():
+    # (the matfact tester) jvp differentiates every primal: "an argument you do not differentiate"
+    # does not exist there
+    U0, V0 = np.ones((3, 2)), np.ones((2, 2)) * 0.5
+
+    def f(U, V, reg):
+        for u in range(3):
+            U[u] = np.linalg.solve(V.T @ V + reg * np.eye(2), V.T @ np.ones(2))
+        return np.sum(U ** 2)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"primal of jvp with a zero tangent") as info:
+        mg.jvp(lambda V, reg: f(U0.copy(), V, reg), (V0, 0.5), (np.ones((2, 2)), 0.0))
+    assert "an argument you do not differentiate" not in str(info.value)
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"an argument you do not differentiate"):
+        mg.grad(lambda V, reg: f(U0.copy(), V, reg))(V0, 0.5)
+    t = mg.jvp(f, (U0.copy(), V0, 0.5), (np.zeros((3, 2)), np.ones((2, 2)), 0.0))[1]  # (the fix)
+    h = 1e-6
+    fd = (f(U0.copy(), V0 + h, 0.5) - f(U0.copy(), V0 - h, 0.5)) / (2 * h)
+    assert t == pytest.approx(fd, rel=1e-7)
+
+
 def test_a_conversion_of_a_recorded_list_says_to_stack_it():
     # rec.append(V) in a loop, then np.asarray(rec): a list, not one traced array
     def f(tau, conv):

@@ -2221,19 +2221,54 @@ def _defective(V):
     return bool(np.any(~np.isfinite(c) | (c > 1e8)))
 
 
-def _not_diagonalizable():
+def _not_diagonalizable(forward=False):
     from ..tangents import not_implemented
 
     return not_implemented(
-        "np.linalg.eig/eigvals: the matrix is not diagonalizable (its eigenvectors are dependent), "
-        "so its eigenvalues have no derivative there (only functions like the trace or the "
-        "determinant do: compute those directly)"
+        "np.linalg.eig/eigvals: the matrix is not diagonalizable (a repeated eigenvalue with too few "
+        "eigenvectors: a Jordan block), so "
+        + ("that eigenvalue has no derivative (it moves like a root of the perturbation), and forward mode "
+           "computes every eigenvalue's tangent: reverse mode (mg.grad, mg.vjp, mg.jacobian(f, mode=\"rev\")) "
+           "differentiates a function of the other, simple eigenvalues (a Leslie matrix's growth rate)"
+           if forward else
+           "the eigenvalues the function reads that are part of it have no derivative (they move like a root "
+           "of the perturbation; its simple eigenvalues do have one, and a function of those alone is "
+           "differentiated)")
+        + ". Or compute the quantity without the spectrum: the trace or the determinant directly, the "
+        "dominant eigenvalue by power iteration (differentiated)"
     )
+
+
+_ILL_CONDITIONED = 1e8  # an eigenvalue whose condition number 1 / |u_kᴴ v_k| exceeds this has no derivative
+
+
+def _left_vectors(a, w):
+    """Left eigenvectors of ``a`` for its eigenvalues ``w`` (columns u_k, u_kᴴ a = λ_k u_kᴴ): the
+    right ones of aᴴ, matched to conj(w)."""
+    wl, U = np.linalg.eig(_H(a))
+    perm = _one_to_one(np.conj(np.asarray(bottom(w))), np.asarray(bottom(wl)))
+    return np.take_along_axis(U, perm[..., None, :], axis=-1)
+
+
+def _eigvals_T_left(a, w, V, gw):
+    """Ā for the values' cotangent ``gw`` of a matrix that is not diagonalizable, from the
+    eigenvalues read alone: Σ_k u_k ḡ_k v_kᴴ / conj(u_kᴴ v_k) (V⁻ᴴ diag(ḡ) Vᴴ, column by
+    column, with the left eigenvectors u_k), where each read eigenvalue is simple (its
+    condition number 1 / |u_kᴴ v_k| below 1e8); else not implemented."""
+    U = _left_vectors(a, w)
+    s = np.sum(_cj(U) * V, axis=-2)
+    read = np.asarray(bottom(gw)) != 0
+    if np.any(read & (np.abs(np.asarray(bottom(s))) * _ILL_CONDITIONED < 1)):
+        return _not_diagonalizable()
+    g = np.where(read, gw, 0)
+    Wt = U / _cj(np.where(read, s, 1.0))[..., None, :]
+    return np.matmul(Wt * g[..., None, :], _H(V))
 
 
 def _eig_jvp(w, V, dA, need_v=True):
     if _defective(V):
-        return _not_diagonalizable() if not need_v else (_not_diagonalizable(), _not_diagonalizable())
+        bad = _not_diagonalizable(forward=True)
+        return bad if not need_v else (bad, bad)
     vi = np.linalg.inv(V)
     X = np.matmul(np.matmul(vi, dA), V)
     if not need_v:
@@ -2243,8 +2278,10 @@ def _eig_jvp(w, V, dA, need_v=True):
     return _diag(X), _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
 
 
-def _eig_vjp(w, V, gw, gV):
+def _eig_vjp(w, V, gw, gV, a=None):
     if _defective(V):
+        if a is not None and is_zero(gV) and not is_zero(gw):  # (the values alone: their simple ones)
+            return _eigvals_T_left(a, w, V, gw)
         return _not_diagonalizable()
     gX = ZERO if is_zero(gw) else _diag_embed(gw)
     if not is_zero(gV):
@@ -2261,7 +2298,7 @@ def _eig_rrule(a):
         gw, gV = cts
         if _all_zero(gw, gV):
             return (ZERO,)
-        return (_eig_vjp(y[0], y[1], gw, gV),)
+        return (_eig_vjp(y[0], y[1], gw, gV, a),)
 
     return y, pullback
 
@@ -2299,7 +2336,7 @@ def _eigvals_rrule(a):
     y = _eigvals_impl(a)
 
     def pullback(g):
-        return (_eig_vjp(*_eig_matching(a, y), g, ZERO),)
+        return (_eig_vjp(*_eig_matching(a, y), g, ZERO, a),)
 
     return y, pullback
 

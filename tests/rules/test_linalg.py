@@ -1034,3 +1034,45 @@ def test_vector_derivatives_near_a_tie_are_refused_where_rounding_dominates_them
         np.testing.assert_allclose(g, want, rtol=tol, atol=tol * np.abs(want).max())
         np.testing.assert_allclose(t, np.sum(want * np.tril(W)), rtol=tol)
         assert g.dtype == dtype
+
+
+def _leslie(p, zeros):
+    """A Leslie matrix whose last two age classes do not reproduce: eigenvalue 0 is a 2 x 2 Jordan block."""
+    A = zeros((4, 4))
+    A[0, 1] = p[0]
+    A[1, 0], A[2, 1], A[3, 2] = p[1], p[2], p[3]
+    return A
+
+
+def test_simple_eigenvalues_of_a_matrix_that_is_not_diagonalizable_have_their_gradient():
+    # (the IPM tester) the growth rate sqrt(f1 s0) of a Leslie matrix with post-reproductive classes:
+    # the defective eigenvalue 0 made every eigenvalue's derivative refused; by hand: [s0, f1, 0, 0] / (2 λ)
+    import mutagrad.numpy as mnp
+
+    p = np.array([2.0, 0.5, 0.5, 0.5])
+    lam = np.sqrt(p[0] * p[1])
+    want = np.array([p[1], p[0], 0.0, 0.0]) / (2 * lam)
+    for values in (np.linalg.eigvals, lambda A: np.linalg.eig(A)[0]):
+        g = mg.grad(lambda p, values=values: np.max(values(_leslie(p, mnp.zeros)).real))(p)
+        np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-15)
+    assert np.max(np.linalg.eigvals(_leslie(p, np.zeros)).real) == pytest.approx(lam, rel=1e-15)
+    # a function that reads the defective eigenvalue has no derivative: refused
+    def zero_eigenvalue(p):
+        w = np.linalg.eigvals(_leslie(p, mnp.zeros)).real
+        return w[np.argmin(np.abs(mg.value(w)))] * 3.0
+
+    bad = mg.grad(zero_eigenvalue)(p)
+    assert isinstance(bad, mg.NotImplementedTangent) and "Jordan block" in bad.message
+    # the sum of squares reads it with a zero cotangent: trace(A²) = 2 f1 s0, by hand [2 s0, 2 f1, 0, 0]
+    np.testing.assert_allclose(mg.grad(lambda p: np.sum(np.linalg.eigvals(_leslie(p, mnp.zeros)).real ** 2))(p),
+                               [1.0, 4.0, 0.0, 0.0], atol=1e-14)
+    fwd = mg.jvp(lambda p: np.max(np.linalg.eigvals(_leslie(p, mnp.zeros)).real), (p,), (np.ones(4),))[1]
+    assert isinstance(fwd, mg.NotImplementedTangent) and "reverse mode" in fwd.message
+    # a dense direction: the gradient w.r.t. the whole matrix is v uᴴ-shaped, u the left eigenvector
+    A = _leslie(p, np.zeros)
+    gA = mg.grad(lambda A: np.max(np.linalg.eigvals(A).real))(A)
+    w, V = np.linalg.eig(A)
+    wl, U = np.linalg.eig(A.T)
+    k, kl = np.argmax(w.real), np.argmax(wl.real)
+    u, v = U[:, kl].real, V[:, k].real
+    np.testing.assert_allclose(gA, np.outer(u, v) / (u @ v), rtol=1e-12, atol=1e-14)

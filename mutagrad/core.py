@@ -228,6 +228,15 @@ def qualname(fn) -> str:
     return f"{mod}.{name}" if mod else name
 
 
+# Primitive.zero for a function whose derivative is zero on real inputs only (np.sign: a complex
+# sign, z / |z|, has one): its rules run for complex ones
+ZERO_IF_REAL = "real"
+
+
+def _any_complex(vals) -> bool:
+    return any(np.iscomplexobj(bottom(v)) for v in vals if isinstance(v, (Tracer, _ndarray, np.generic, complex)))
+
+
 def get_primitive(fn, name=None) -> Primitive:
     p = REGISTRY.get(fn)
     if p is None:

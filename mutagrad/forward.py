@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .core import (
+    ZERO_IF_REAL,
+    _any_complex,
     _NP_FLOAT_SCALARS,
     ArrayTracer,
     Level,
@@ -193,9 +195,9 @@ class ForwardLevel(Level):
                 if tans is None:
                     tans = [ZERO] * len(leaves)
                 tans[i] = self.tangent_of(t)
-        if tans is None or prim.zero:
+        if (tans is None or prim.zero) and not (tans is not None and prim.zero is ZERO_IF_REAL and _any_complex(vals)):
             out = apply_inner(prim, vals, tree, kwargs)
-            return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins, prim.zero)
+            return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins, bool(prim.zero))
         frule = prim.frule
         if frule is None:
             if prim.rrule is None:

@@ -37,6 +37,8 @@ import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
+    ZERO_IF_REAL,
+    _any_complex,
     apply_inner,
     has_repeats,
     index_positions,
@@ -773,9 +775,9 @@ class ReverseLevel(Level):
                 raise subclass_error(x)
             elif scipy_sparse_object(x):
                 plain = True  # (a constant sparse matrix, which the caller may change: copied below)
-        if not active or prim.zero:
+        if (not active or prim.zero) and not (active and prim.zero is ZERO_IF_REAL and _any_complex(vals)):
             out = apply_inner(prim, vals, tree, kwargs)
-            return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, prim.zero)
+            return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, bool(prim.zero))
         rrule = prim.rrule
         if rrule is None:
             if prim.frule is None:

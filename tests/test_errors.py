@@ -3414,3 +3414,19 @@ def test_mutagrads_own_wrappers_are_not_searched_for_aliases():
     np.testing.assert_allclose(mg.jacobian(writes, mode="rev")(a.copy()), 8.0 * a)
     np.testing.assert_allclose(mg.jacobian(writes, mode="fwd")(a.copy()), 8.0 * a)
     check_grads(writes, a.copy())
+
+
+def test_the_sign_of_a_real_traced_value_is_a_constant_plain_code_may_read():
+    # (the backtest tester) positions from np.sign written into an integer array were refused as a
+    # dropped derivative: a real sign is piecewise constant (derivative zero), as np.floor is
+    def f(x):
+        pos = np.zeros(len(x), dtype=int)
+        pos[:] = np.sign(x)
+        return np.sum(pos * x) + int(np.sign(x[0])) * x[1]
+
+    x = np.array([0.3, -0.2])
+    np.testing.assert_array_equal(mg.grad(f)(x), [1.0 + 0.0, -1.0 + 1.0])  # sign(x) + the int(sign) term
+    assert mg.jvp(f, (x,), (np.array([1.0, 0.0]),))[1] == 1.0
+    # a complex sign z / |z| keeps its derivative (it is not piecewise constant)
+    z = np.array([1.0 + 1.0j, -0.5 + 2.0j])
+    check_grads(lambda z: np.sign(z), z)

@@ -35,7 +35,8 @@ def collect():
         if prim.name in NOT_DIFFERENTIABLE:
             rows[prim.name] = (False, False, "no derivative: its derivative is a NotImplementedTangent, never a zero")
             continue
-        how = "zero derivative" if prim.zero else ("linear rule" if prim.linear else "rule")
+        how = ("rule (zero derivative for real inputs)" if prim.zero == "real" else "zero derivative" if prim.zero
+               else ("linear rule" if prim.linear else "rule"))
         missing = _parameters_without_derivative().get(prim.name)
         if missing:
             how += ("; the derivative w.r.t. its first argument (the parameter)" if missing == 1 else

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from ..core import (
+    ZERO_IF_REAL,
     FUNCTIONS,
     REGISTRY,
     PYTHON_COMPLEX_ABS,
@@ -721,7 +722,8 @@ def _sign_frule(primals, tangents):
 
 
 _sign.rrule, _sign.frule = _sign_rrule, _sign_frule
-_sign.zero = _sign.linear = False  # (a real sign still gets zero cotangents, from its own rule)
+_sign.linear = False
+_sign.zero = ZERO_IF_REAL  # (piecewise constant, so a constant plain code may read, on real inputs)
 
 
 def _conj_rule(x):

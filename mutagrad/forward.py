@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from .core import (
-    ZERO_IF_REAL,
-    _any_complex,
     _NP_FLOAT_SCALARS,
+    ZERO_IF_REAL,
     ArrayTracer,
     Level,
     ScalarTracer,
     Tracer,
+    _any_complex,
     _carries_derivative,
     _unflatten_args,
     apply_inner,

@@ -2585,6 +2585,9 @@ class Tracer:
                          "(mnp.full_like(a, x) for np.full_like), or x * np.ones(shape).")
             if lib in ("np.ndenumerate", "np.nditer"):
                 extra = _NDINDEX_HINT
+            if lib == "np.require":
+                raise escape_error(f"{lib}(x) of a traced array x (it returns a plain ndarray)", TracerEscapeError,
+                                   _CONVERTERS["require"], specific=True)
             if lib == "np.asarray_chkfinite":
                 raise escape_error(f"{lib}(x) of a traced array x (it returns a plain ndarray)", TracerEscapeError,
                                    " x is an array already (a traced one): leave the conversion out, and test its "
@@ -2612,9 +2615,14 @@ class Tracer:
                                    TracerEscapeError, f" Stack them instead: np.stack({seq}) (arrays of one shape) "
                                    f"or mnp.array({seq}) (import mutagrad.numpy as mnp; nested lists and numbers "
                                    "too), which are differentiated.", specific=True)
-            # np.asarray(H @ x): a conversion of one traced array
-            raise escape_error(f"np.{it}(x) of a traced array x (it returns a plain ndarray)", TracerEscapeError,
-                               _CONVERTERS[it], specific=True)
+            # np.asarray(H @ x): a conversion of one traced array (named x unless it is a name already)
+            name = ast.unparse(arg) if type(arg) in (ast.Name, ast.Attribute) else "x"
+            fix = _CONVERTERS[it]
+            if name != "x":
+                fix = (fix.replace(" x ", f" `{name}` ").replace("(x)", f"({name})")
+                       .replace("x.astype", f"{name}.astype").replace("x.copy", f"{name}.copy"))
+            raise escape_error(f"np.{it}({name}) of a traced array (it returns a plain ndarray)", TracerEscapeError,
+                               fix, specific=True)
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
@@ -3115,7 +3123,7 @@ class Tracer:
         from .rules.mutation import sort_inplace
 
         np.empty(0, self.dtype).sort(kind=kind, order=order, stable=stable)  # (NumPy's checks of them)
-        sort_inplace(self, axis, kind)
+        sort_inplace(self, axis, kind, stable)
 
     def partition(self, kth, axis=-1, kind="introselect", order=None):
         if axis is None:

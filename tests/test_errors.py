@@ -126,6 +126,20 @@ def test_a_conversion_of_a_recorded_list_says_to_stack_it():
         np.testing.assert_allclose(mg.grad(lambda tau, fix=fix: f(tau, fix))(2.0), fd, rtol=1e-6)
 
 
+def test_require_and_named_conversions_name_the_array():
+    msg = _raises(lambda x: np.sum(np.require(x * 2.0, requirements="C")), np.ones(2), mg.TracerEscapeError)
+    assert msg.startswith("np.require(x)") and "mnp.asarray" in msg and "mnp.zeros" not in msg
+
+    def f(x, A):  # (A, an argument not differentiated, holds a traced value: the message names A, not x)
+        A[0] = x[0]
+        return np.sum(np.asarray(A))
+
+    with pytest.raises(mg.TracerEscapeError) as info:
+        mg.grad(f)(np.ones(2), np.zeros(2))
+    assert str(info.value).startswith("np.asarray(A)") and "mnp.asarray(A)" in str(info.value)
+    assert "A.astype(dtype)" in str(info.value)
+
+
 @pytest.mark.parametrize("what,f,fix", [
     ("np.asarray(x)", lambda x: np.sum(np.asarray(x * 2.0) ** 2), "mnp.asarray(x)"),
     ("np.asarray(x)", lambda x: np.sum(np.asarray(x, dtype=np.float32)), "x.astype(dtype)"),
@@ -219,6 +233,11 @@ def test_saving_a_derivative_into_an_in_memory_file_raises():
             run()
     msg = _raises(lambda x: np.savetxt(io.StringIO(), x * 2.0) or np.sum(x), x, mg.TracerEscapeError)
     assert "np.savetxt" in msg and "Keep the array itself" in msg
+    import tempfile  # (a spooled file is in memory until it rolls over: probing it must not roll it)
+
+    msg = _raises(lambda x: np.save(tempfile.SpooledTemporaryFile(), x * 2.0) or np.sum(x), x,  # noqa: SIM115
+                  mg.TracerEscapeError)
+    assert "in-memory file" in msg
 
     def constants(x, c):  # c: an argument not differentiated (a constant), saved and read back
         buf = io.BytesIO()

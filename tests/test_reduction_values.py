@@ -182,14 +182,16 @@ def test_average_with_weights_of_the_wrong_shape_raises_numpys_error():
 _SIGNED_ZEROS = np.array([1.0, 0.0, -0.0, 0.0, -0.0, 2.0, -0.0, -3.0])
 
 
-def _sort_in_place(x):
+def _sort_in_place(x, **kind):
     y = x * 1.0
-    y.sort()
+    y.sort(**kind)
     return y
 
 
 @pytest.mark.parametrize("name,fn", [
     ("sort", np.sort), ("sort in place", _sort_in_place), ("sort long", lambda x: np.sort(np.tile(x, 5))),
+    ("sort stable", lambda x: np.sort(x, kind="stable")), ("sort stable=True", lambda x: np.sort(x, stable=True)),
+    ("sort mergesort in place", lambda x: _sort_in_place(x, kind="mergesort")),
     ("clip", lambda x: np.clip(x, 0.0, 1.5)), ("clip -0", lambda x: np.clip(x, -0.0, 0.0)),
     ("ndarray.clip", lambda x: x.clip(0.0)), ("maximum.accumulate", np.maximum.accumulate),
     ("minimum.accumulate", np.minimum.accumulate), ("fmax.accumulate", np.fmax.accumulate),

@@ -1161,6 +1161,10 @@ def _in_memory(target) -> bool:
 
     if target is None or isinstance(target, (str, bytes, os.PathLike)):
         return False
+    import tempfile
+
+    if isinstance(target, tempfile.SpooledTemporaryFile):  # (its fileno() would move it to disk)
+        return not getattr(target, "_rolled", False)
     try:
         target.fileno()
     except Exception:  # noqa: BLE001  (io.UnsupportedOperation, AttributeError, a writer's own error)

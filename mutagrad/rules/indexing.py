@@ -307,7 +307,8 @@ def _np_sort(args, kwargs):
     res = numpy_layout(np.take_along_axis(x, perm, axis), np.empty_like(xb, order="K").strides)
     from .reductions import numpy_zero_signs
 
-    return numpy_zero_signs(res, lambda: np.sort(xb, axis=axis))
+    kinds = {k: a[k] for k in ("kind", "stable") if a.get(k) is not None}  # (a stable sort orders tied zeros
+    return numpy_zero_signs(res, lambda: np.sort(xb, axis=axis, **kinds))  # its own way)
 
 
 FUNCTIONS[np.sort] = _np_sort

@@ -2221,13 +2221,17 @@ def _defective(V):
     return bool(np.any(~np.isfinite(c) | (c > 1e8)))
 
 
-def _not_diagonalizable(forward=False):
+def _not_diagonalizable(forward=False, vectors=False):
     from ..tangents import not_implemented
 
     return not_implemented(
         "np.linalg.eig/eigvals: the matrix is not diagonalizable (a repeated eigenvalue with too few "
         "eigenvectors: a Jordan block), so "
-        + ("that eigenvalue has no derivative (it moves like a root of the perturbation), and forward mode "
+        + ("the derivative of its eigenvectors is not implemented (the vectors of its simple eigenvalues have "
+           "one, which the rule cannot form without a full set of eigenvectors: the dominant eigenvector by "
+           "power iteration is differentiated; the simple eigenvalues themselves are, in reverse mode)"
+           if vectors else
+           "that eigenvalue has no derivative (it moves like a root of the perturbation), and forward mode "
            "computes every eigenvalue's tangent: reverse mode (mg.grad, mg.vjp, mg.jacobian(f, mode=\"rev\")) "
            "differentiates a function of the other, simple eigenvalues (a Leslie matrix's growth rate)"
            if forward else
@@ -2282,7 +2286,7 @@ def _eig_vjp(w, V, gw, gV, a=None):
     if _defective(V):
         if a is not None and is_zero(gV) and not is_zero(gw):  # (the values alone: their simple ones)
             return _eigvals_T_left(a, w, V, gw)
-        return _not_diagonalizable()
+        return _not_diagonalizable(vectors=not is_zero(gV))
     gX = ZERO if is_zero(gw) else _diag_embed(gw)
     if not is_zero(gV):
         if _repeated(w):

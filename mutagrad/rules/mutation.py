@@ -201,7 +201,7 @@ FUNCTIONS[np.fill_diagonal] = _np_fill_diagonal
 FUNCTIONS[np.put_along_axis] = _np_put_along_axis
 
 
-def sort_inplace(x, axis=-1, kind=None):
+def sort_inplace(x, axis=-1, kind=None, stable=None):
     """``x.sort(axis)``: a gather in sorted order written back into ``x``."""
     if axis is None:
         raise TypeError("ndarray.sort: axis=None is not allowed for an in-place sort")
@@ -211,7 +211,8 @@ def sort_inplace(x, axis=-1, kind=None):
     xb = bottom(x)
     perm = np.argsort(xb, axis=axis, kind="stable")
     # (NumPy's bits: the signs of tied zeros)
-    write(x, Ellipsis, numpy_zero_signs(np.take_along_axis(x, perm, axis), lambda: np.sort(xb, axis=axis)))
+    write(x, Ellipsis, numpy_zero_signs(np.take_along_axis(x, perm, axis),
+                                        lambda: np.sort(xb, axis=axis, kind=kind, stable=stable)))
 
 
 def _copy_taking(vals, b):

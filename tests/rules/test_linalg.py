@@ -1066,6 +1066,13 @@ def test_simple_eigenvalues_of_a_matrix_that_is_not_diagonalizable_have_their_gr
     # the sum of squares reads it with a zero cotangent: trace(A²) = 2 f1 s0, by hand [2 s0, 2 f1, 0, 0]
     np.testing.assert_allclose(mg.grad(lambda p: np.sum(np.linalg.eigvals(_leslie(p, mnp.zeros)).real ** 2))(p),
                                [1.0, 4.0, 0.0, 0.0], atol=1e-14)
+    def stable_stage(p):  # (a vector of the simple eigenvalue: not implemented, and the message says so)
+        w, V = np.linalg.eig(_leslie(p, mnp.zeros))
+        v = V[:, np.argmax(mg.value(w).real)].real
+        return np.sum(v / np.sum(v) * np.arange(4.0))
+
+    vec = mg.grad(stable_stage)(p)
+    assert isinstance(vec, mg.NotImplementedTangent) and "eigenvectors is not implemented" in vec.message
     fwd = mg.jvp(lambda p: np.max(np.linalg.eigvals(_leslie(p, mnp.zeros)).real), (p,), (np.ones(4),))[1]
     assert isinstance(fwd, mg.NotImplementedTangent) and "reverse mode" in fwd.message
     # a dense direction: the gradient w.r.t. the whole matrix is v uᴴ-shaped, u the left eigenvector

@@ -352,6 +352,16 @@ def test_new_rules_closed_forms():
     assert mg.grad(w)(0.0) == 1.0
     assert mg.grad(mg.grad(w))(0.0) == -2.0
     np.testing.assert_allclose(mg.grad(w)(np.e), 1 / (2 * np.e), rtol=1e-14)
+    # near the branch point -1/e SciPy's 1 + W is inaccurate (W'/W' = 3e4 at z = -1/e + 1e-10): the
+    # series of 1 + W in sqrt(2 (e z + 1)) gives W' = 1 / (e^W (1 + W)); values from mpmath (40 digits)
+    z = np.array([-1 / np.e + 2e-5, -1 / np.e + 3e-6, -1 / np.e + 1e-10])
+    want = {0: [258.8864320784897, 671.280469766916, 116580.38934284961],
+            -1: [-262.5109961438859, -674.9048737810346, -116584.01371862183]}
+    for k in (0, -1):
+        g = mg.grad(lambda z, k=k: np.sum(sp.lambertw(z, k).real))(z)
+        np.testing.assert_allclose(g, want[k], rtol=1e-12)
+        t = mg.jvp(lambda z, k=k: sp.lambertw(z, k).real, (z,), (np.ones(3),))[1]
+        np.testing.assert_allclose(t, want[k], rtol=1e-12)
 
 
 _EULER_GAMMA = 0.5772156649015329

@@ -330,13 +330,35 @@ defnotimplemented(sp.zetac, "the derivative of scipy.special.zetac(x) w.r.t. x i
                   "(SciPy has no zeta')")
 
 
+_BRANCH_SERIES = (1.0, -1.0 / 3, 11.0 / 72, -43.0 / 540, 769.0 / 17280, -221.0 / 8505)  # 1 + W in powers of q
+_INV_E = (0.36787944117144233, -1.2428753672788363e-17)  # 1/e as a sum of two doubles
+
+
 def _lambertw_d(z, k, tol, y):
     """W' = W / (z (1 + W)), which is 1 / ((1 + W) e^W) at z = 0 (W(0) = 0 on
-    branch 0; other branches are -inf there: NaN, the derivative being unbounded)."""
-    at0 = bottom(z) == 0
+    branch 0; other branches are -inf there: NaN, the derivative being unbounded). Near the
+    branch point -1/e (real z, branches 0 and -1), 1 + W is small and SciPy's W carries an
+    error there that the quotient would magnify (10^4 times at z = -1/e + 1e-10): 1 + W comes
+    from its series in q = ±sqrt(2 (e z + 1)) instead (to q^6: within 1e-14 for e z + 1 < 5e-5;
+    e z + 1 as e (z + 1/e), with 1/e in two parts, which does not cancel)."""
+    zb = np.asarray(bottom(z))
+    at0 = zb == 0
     if np.any(at0):
-        return np.where(at0, np.exp(-y) / (1.0 + y), y / (np.where(at0, 1.0, z) * (1.0 + y)))
-    return y / (z * (1.0 + y))
+        d = np.where(at0, np.exp(-y) / (1.0 + y), y / (np.where(at0, 1.0, z) * (1.0 + y)))
+    else:
+        d = y / (z * (1.0 + y))
+    if zb.dtype.kind == "f":
+        kb = np.asarray(bottom(k))
+        gap = np.e * ((zb + _INV_E[0]) + _INV_E[1])  # e z + 1 = e (z + 1/e): z + 1/e exact near -1/e
+        near = (gap < 5e-5) & ((kb == 0) | (kb == -1)) & (zb < 0)
+        if np.any(near):
+            g = np.where(near, np.maximum(np.e * ((z + _INV_E[0]) + _INV_E[1]), 0.0), 1.0)
+            q = np.where(kb == 0, 1.0, -1.0) * np.sqrt(2.0 * g)
+            opw = 0.0
+            for c in reversed(_BRANCH_SERIES):
+                opw = (opw + c) * q
+            d = np.where(near, 1.0 / (np.exp(opw - 1.0) * np.where(near, opw, 1.0)), d)
+    return d
 
 
 # scipy.special.lambertw(z, k=0, tol=1e-8) is a Python function calling the ufunc _lambertw(z, k, tol);

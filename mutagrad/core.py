@@ -2012,9 +2012,10 @@ def _scipy_hint(sub, name):
                 f"(pass mg.value(p) for the traced parameters to {short}), then take one Newton step on the "
                 "traced ones, s = s - g(s, p) / dg_ds(s, p) (dg_ds by hand or with mg.grad): at the root it has "
                 "the root's first derivative exactly (not its second: a Hessian needs one of the other two "
-                "ways); or write the iteration (Newton, bisection) with NumPy operations, which are "
-                "differentiated; or make the solve a @mg.primitive with an implicit-function rrule "
-                "(docs/rules.md).")
+                "ways); or write Newton's iteration with NumPy operations, which is differentiated (a "
+                "bisection's root comes from its brackets and comparisons alone: its derivative is 0, so end "
+                "one with that Newton step); or make the solve a @mg.primitive with an implicit-function "
+                "rrule (docs/rules.md).")
     if short in _QUADRATURES:
         return (" Integrate with fixed nodes on the traced integrand instead: x, w = "
                 "np.polynomial.legendre.leggauss(n) (plain nodes, mapped to [a, b]) and np.sum(w * f(x)), or "

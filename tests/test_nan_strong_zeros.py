@@ -410,6 +410,22 @@ def test_the_exponent_derivative_of_zero_to_the_zero_is_minus_infinity():
     assert mg.grad(lambda p: np.where(p > 0, np.power(0.0, p), 1.0))(0.0) == 0.0
 
 
+def test_mixed_second_derivative_of_a_power_at_zero_base():
+    # (the hill tester) d2/dx dn x**n at x = 0 is lim x**(n-1) (n log x + 1): -inf for 0 < n <= 1, 0 for
+    # n > 1; the guard that makes d/dn x**n = 0 there had slope 0 in x, and the Hessian was not symmetric
+    f = lambda q: q[0] ** q[1]
+    for n, want in ((1.0, -np.inf), (0.7, -np.inf), (2.0, 0.0), (3.5, 0.0)):
+        for H in (mg.hessian(f)(np.array([0.0, n])), mg.jacobian(mg.grad(f), mode="rev")(np.array([0.0, n]))):
+            assert H[1, 0] == want, (n, H)
+            if n >= 1.0:
+                assert H[0, 1] == want, (n, H)  # (n < 1: inf - inf in the other order, NaN)
+        g = lambda x, n=n: x ** n * np.log(x)  # (d/dn x**n: one-sided quotients in x at 0)
+        q1, q2 = g(1e-6) / 1e-6, g(1e-9) / 1e-9
+        assert (q2 < q1 < -1.0) if want == -np.inf else abs(q2) < abs(q1) < 1e-4
+    # the first derivatives are as before: d/dn at x = 0 is 0 for n > 0
+    np.testing.assert_array_equal(mg.grad(f)(np.array([0.0, 2.0])), [0.0, 0.0])
+
+
 # -- forward mode: a zero partial times a NaN tangent ------------------------------------------
 #
 # In a log-space recursion (an HMM's or CTC's forward algorithm) an unreachable state is -inf,

@@ -323,21 +323,42 @@ def _pow_dbase(x, p, y):
     return p * np.power(x, np.where(np.asarray(p) == 0, 1, np.asarray(p) - 1))
 
 
+def _zero_with_slope_impl(x, slope):
+    return np.zeros(np.broadcast_shapes(np.shape(x), np.shape(slope)), np.result_type(bottom(x), 0.0))
+
+
+def _zero_with_slope(x, slope):
+    """0, with derivative ``slope`` (a plain array) in ``x``."""
+    if isinstance(x, Tracer):
+        return bind(_ZERO_WITH_SLOPE, (x, slope))
+    return _zero_with_slope_impl(x, slope)
+
+
 def _pow_dexp(x, p, y):
     # y * log(x), defined as 0 where x == 0 (the limit for p > 0); at x == 0, p == 0 the power
     # jumps from 0**0 = 1 to 0 (p > 0) and inf (p < 0): both one-sided quotients go to -inf
+    # (for p < 0 the limit of x**p log x is -inf too).
+    # The 0 at x == 0 keeps the slope in x of y log x there, x**(p-1) (p log x + 1): -inf for
+    # 0 < p <= 1, 0 for p > 1 (a plain 0 had slope 0: the mixed second derivative of x**p at
+    # x = 0 was 0, and the Hessian not symmetric)
     xb = bottom(x)
     if np.ndim(xb) == 0 and not isinstance(xb, np.ndarray):
         xb = np.asarray(xb)
     safe = np.where(xb == 0, 1.0, x) if np.any(xb == 0) else x
     d = y * np.log(safe)
     if np.any(xb == 0):
-        jump = (xb == 0) & (np.asarray(bottom(p)) == 0)
-        d = np.where(xb == 0, np.where(jump, -np.inf, 0.0), d)
+        pb = np.asarray(bottom(p))
+        jump = (xb == 0) & ((pb == 0) | (pb < 0))  # (p < 0: x**p log x -> -inf as x -> 0 too)
+        steep = (pb > 0) & (pb <= 1)
+        at0 = _zero_with_slope(x, np.where(steep, -np.inf, 0.0)) if np.any(steep & (xb == 0)) else 0.0
+        d = np.where(xb == 0, np.where(jump, -np.inf, at0), d)
     return d
 
 
 defelementwise(np.power, _pow_dbase, _pow_dexp)
+# the value 0 with the given slope in x (a partial's limit at a point where its own slope is infinite)
+get_primitive(_zero_with_slope_impl, "zero_with_slope")  # (internal: no row of docs/coverage.md)
+_ZERO_WITH_SLOPE = defelementwise(_zero_with_slope_impl, lambda x, s, y: s, None)
 
 
 def _scalar(v):

@@ -990,8 +990,8 @@ def _degenerate(what, forward=False):
 
     if _VALUES_PULLBACK:  # (the vectors a values-only pullback computes, differentiated by either mode)
         return _second_order_refusal(*_VALUES_PULLBACK[-1])
-    if forward and what != "np.linalg.eig":
-        # (eig's reverse pass refuses repeated values too; eigh's and svd's take the distinct ones)
+    if forward:
+        # (the reverse passes of eigh, svd and eig take the vectors of the distinct values)
         mode = ("Forward mode computes the tangents of all the vectors, so one without a derivative leaves "
                 "none: reverse mode (mg.grad, mg.vjp, mg.jacobian(f, mode=\"rev\")) differentiates a function "
                 "that reads only vectors of distinct values (nonzero ones for a non-square matrix's singular "
@@ -1002,8 +1002,10 @@ def _degenerate(what, forward=False):
     return not_implemented(
         f"{what}: the vectors have no derivative at repeated values (for the singular vectors of a "
         f"non-square matrix, also at a zero singular value), nor a usable one at nearly repeated values "
-        "(closer than 1e-10 relative to the largest in double precision, 1.7e-5 in single precision: "
-        f"their derivative divides by the difference, which rounding dominates). {mode}A function of them "
+        "(closer than 1e-10 relative to the largest in double precision, 1.7e-5 in single precision, and "
+        "for np.linalg.eig closer than the rounding error their condition number allows, as a Jordan block "
+        "that rounding split: their derivative divides by the difference, which rounding dominates). "
+        f"{mode}A function of them "
         "that has one there "
         "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
         f"that cannot be formed from {cot}: compute such a quantity without the vectors "
@@ -2269,6 +2271,35 @@ def _eigvals_T_left(a, w, V, gw):
     return np.matmul(Wt * g[..., None, :], _H(V))
 
 
+def _eig_tied_pairs(w, V):
+    """Boolean (..., n, n): the pairs of eigenvalues ``w`` (vectors ``V``) whose difference the
+    vector derivatives cannot use: repeated up to rounding (_repeated_pairs), or closer than
+    the error LAPACK's rounding leaves in them, 10 eps max|λ| (κ_i + κ_j) with κ_i = |u_i| |v_i|
+    / |u_iᴴ v_i| the eigenvalue's condition number: a Jordan block that rounding split into
+    ±1e-8 has κ ~ 1e8, and its vectors' derivatives (second derivatives of any eigenvector go
+    through them) came out 10^7 off."""
+    wb, vb = np.asarray(bottom(w)), np.asarray(bottom(V))
+    pairs = _repeated_pairs(w)
+    with np.errstate(all="ignore"):
+        vi = np.linalg.inv(vb)
+        kappa = np.linalg.norm(vi, axis=-1) * np.linalg.norm(vb, axis=-2)
+    eps = float(np.finfo(wb.dtype).eps)
+    scale = np.max(np.abs(wb), axis=-1, keepdims=True) if wb.size else 0.0
+    tol = 10 * eps * np.asarray(scale)[..., None] * (kappa[..., :, None] + kappa[..., None, :])
+    gap = np.abs(wb[..., None, :] - wb[..., :, None])
+    return pairs | ((gap <= tol) & ~np.eye(wb.shape[-1], dtype=bool))
+
+
+def _eig_distinct_part(w, pairs, gV):
+    """_pair_inv(w) with the tied ``pairs`` dropped, if the cotangent ``gV`` reads no vector of a
+    tied eigenvalue (see _distinct_part); else None."""
+    if _reaches(gV, np.any(pairs, axis=-2)[..., None, :]):
+        return None
+    eye = np.eye(np.shape(w)[-1])
+    denom = np.where(pairs, 1.0, w[..., None, :] - w[..., :, None] + eye)
+    return np.where(pairs, 0.0, 1.0 / denom - eye)
+
+
 def _eig_jvp(w, V, dA, need_v=True):
     if _defective(V):
         bad = _not_diagonalizable(forward=True)
@@ -2277,7 +2308,7 @@ def _eig_jvp(w, V, dA, need_v=True):
     X = np.matmul(np.matmul(vi, dA), V)
     if not need_v:
         return _diag(X)
-    if _repeated(w):
+    if np.any(_eig_tied_pairs(w, V)):
         return _diag(X), _degenerate("np.linalg.eig", forward=True)
     return _diag(X), _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
 
@@ -2289,9 +2320,15 @@ def _eig_vjp(w, V, gw, gV, a=None):
         return _not_diagonalizable(vectors=not is_zero(gV))
     gX = ZERO if is_zero(gw) else _diag_embed(gw)
     if not is_zero(gV):
-        if _repeated(w):
-            return _degenerate("np.linalg.eig")
-        gX = gX + _cj(_pair_inv(w)) * np.matmul(_H(V), _eig_gauge_T(V, gV))
+        pairs = _eig_tied_pairs(w, V)
+        F = _pair_inv(w)
+        if np.any(pairs):
+            # (vectors of distinct eigenvalues have their derivative: the tied pairs' terms belong to
+            # the tied vectors alone, which the cotangent must not read)
+            F = _eig_distinct_part(w, pairs, gV)
+            if F is None:
+                return _degenerate("np.linalg.eig")
+        gX = gX + _cj(F) * np.matmul(_H(V), _eig_gauge_T(V, gV))
     return np.matmul(np.matmul(_H(np.linalg.inv(V)), gX), _H(V))
 
 

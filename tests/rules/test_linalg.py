@@ -1083,3 +1083,46 @@ def test_simple_eigenvalues_of_a_matrix_that_is_not_diagonalizable_have_their_gr
     k, kl = np.argmax(w.real), np.argmax(wl.real)
     u, v = U[:, kl].real, V[:, k].real
     np.testing.assert_allclose(gA, np.outer(u, v) / (u @ v), rtol=1e-12, atol=1e-14)
+
+
+def test_eig_near_a_split_jordan_block_refuses_second_derivatives_not_the_first():
+    # (the markov tester) eigenvalue 0 of P0 is a Jordan block that rounding splits into ±6.6e-9: its
+    # vectors' derivatives divide by that gap, and every second derivative of the stationary vector
+    # (which goes through them) came out ~1e7 off. The first, in reverse mode, reads only the simple
+    # eigenvalue's vector: by the solve formulation, 4/9 and 32/27 (central differences agree)
+    P0 = np.array([[0.5, 0.5, 0.0], [1 / 6, 1 / 6, 2 / 3], [1 / 3, 1 / 3, 1 / 3]])
+    d = np.array([[1.0, -1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+
+    def pi0(s):
+        w, V = np.linalg.eig((P0 + s * d).T)
+        v = V[:, np.argmin(np.abs(mg.value(w) - 1.0))].real
+        return v[0] / v.sum()
+
+    def pi0_solve(s):
+        A = (P0 + s * d).T - np.eye(3)
+        A[-1] = 1.0
+        return np.linalg.solve(A, np.array([0.0, 0.0, 1.0]))[0]
+
+    np.testing.assert_allclose(mg.grad(pi0_solve)(0.0), 4 / 9, rtol=1e-12)
+    np.testing.assert_allclose(mg.grad(mg.grad(pi0_solve))(0.0), 32 / 27, rtol=1e-12)
+    np.testing.assert_allclose(mg.grad(pi0)(0.0), 4 / 9, rtol=1e-7)  # (the eigenbasis's conditioning)
+    for second in (lambda: mg.grad(mg.grad(pi0))(0.0), lambda: mg.hessian(pi0)(0.0),
+                   lambda: mg.jvp(lambda t: mg.jvp(pi0, (t,), (1.0,))[1], (0.0,), (1.0,))[1]):
+        assert isinstance(second(), mg.NotImplementedTangent)
+
+
+def test_eig_vector_of_a_distinct_eigenvalue_beside_a_repeated_one_in_reverse_mode():
+    # a diagonalizable matrix with eigenvalue 2 twice and 5 once: the vector of 5 has its derivative
+    # (the repeated pair's terms belong to their own vectors), by central differences
+    Q = np.array([[1.0, 0.2, -0.3], [0.1, 1.0, 0.4], [-0.2, 0.3, 1.0]])
+    A0 = Q @ np.diag([2.0, 2.0, 5.0]) @ np.linalg.inv(Q)
+    D = np.array([[0.3, -0.1, 0.2], [0.05, 0.1, -0.4], [0.2, 0.1, -0.3]])
+
+    def top(t):
+        w, V = np.linalg.eig(A0 + t * D)
+        v = V[:, np.argmax(mg.value(w).real)].real
+        return v[1] / v[0]
+
+    h = 1e-6
+    fd = (top(h) - top(-h)) / (2 * h)
+    np.testing.assert_allclose(mg.grad(top)(0.0), fd, rtol=1e-6)

@@ -146,7 +146,8 @@ def render() -> str:
          "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats`, `mutagrad.scipy.signal` or `mutagrad.scipy.sparse.linalg` "
          "(the same names); "
          "SciPy's own raise `TracerEscapeError`, naming the module to use. The `scipy.stats.<distribution>.<method>` "
-         "rows are the distributions of `mutagrad.scipy.stats`, written with the differentiable functions above. "
+         "rows are the distributions of `mutagrad.scipy.stats`, written with the differentiable functions above "
+         "(their values agree with SciPy's to a few units in the last place, not bit for bit). "
          "A `scipy.sparse` matrix is a constant (it holds plain numbers): its products with traced arrays and "
          "the sparse solves are differentiated with respect to the traced operand."),
         "",

@@ -909,12 +909,14 @@ def _tie_mean(w, d):
     return np.matmul(M, d[..., None])[..., 0]
 
 
-def _distinct_part(w, gV):
-    """For vectors whose values ``w`` repeat: F = _pair_inv(w) with the repeated pairs
-    dropped, if the cotangent ``gV`` reads no vector of a repeated value (a distinct value's
-    vector has a derivative: its sum over each cluster, P / (λ - λc), is basis-invariant);
-    else None (the cotangent needs divided differences the cluster does not have)."""
-    pairs = _repeated_pairs(w)
+def _distinct_part(w, gV, pairs=None):
+    """For vectors whose values ``w`` repeat: F = _pair_inv(w) with the repeated pairs (``pairs``,
+    default _repeated_pairs(w)) dropped, if the cotangent ``gV`` reads no vector of a repeated
+    value (a distinct value's vector has a derivative: its sum over each cluster, P / (λ - λc),
+    is basis-invariant); else None (the cotangent needs divided differences the cluster does
+    not have)."""
+    if pairs is None:
+        pairs = _repeated_pairs(w)
     if _reaches(gV, np.any(pairs, axis=-2)[..., None, :]):  # (the columns of repeated values)
         return None
     eye = np.eye(np.shape(w)[-1])
@@ -2290,16 +2292,6 @@ def _eig_tied_pairs(w, V):
     return pairs | ((gap <= tol) & ~np.eye(wb.shape[-1], dtype=bool))
 
 
-def _eig_distinct_part(w, pairs, gV):
-    """_pair_inv(w) with the tied ``pairs`` dropped, if the cotangent ``gV`` reads no vector of a
-    tied eigenvalue (see _distinct_part); else None."""
-    if _reaches(gV, np.any(pairs, axis=-2)[..., None, :]):
-        return None
-    eye = np.eye(np.shape(w)[-1])
-    denom = np.where(pairs, 1.0, w[..., None, :] - w[..., :, None] + eye)
-    return np.where(pairs, 0.0, 1.0 / denom - eye)
-
-
 def _eig_jvp(w, V, dA, need_v=True):
     if _defective(V):
         bad = _not_diagonalizable(forward=True)
@@ -2325,7 +2317,7 @@ def _eig_vjp(w, V, gw, gV, a=None):
         if np.any(pairs):
             # (vectors of distinct eigenvalues have their derivative: the tied pairs' terms belong to
             # the tied vectors alone, which the cotangent must not read)
-            F = _eig_distinct_part(w, pairs, gV)
+            F = _distinct_part(w, gV, pairs)
             if F is None:
                 return _degenerate("np.linalg.eig")
         gX = gX + _cj(F) * np.matmul(_H(V), _eig_gauge_T(V, gV))

@@ -1883,6 +1883,11 @@ def _leaf_dtype(x):
     return dt if dt is not None else np.dtype(np.complex128 if isinstance(b, complex) else np.result_type(type(b)))
 
 
+def _inexact(dt):
+    """``dt`` if floating or complex, else float64 (a derivative's dtype)."""
+    return dt if np.dtype(dt).kind in "fc" else np.dtype(np.float64)
+
+
 def _basis(shape, dtype, k):
     e = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype)
     e[k] = 1
@@ -1946,8 +1951,8 @@ def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False):
                 poison = next((e for e in elems if isinstance(e, NotImplementedTangent)), None)
                 if poison is not None:  # (the whole block has no derivative, as grad's result)
                     in_leaves_res.append(poison)
-                elif not elems:
-                    in_leaves_res.append(np.zeros(tuple(oshape) + tuple(ishape)))
+                elif not elems:  # (no output elements: the cotangents' dtype, the argument's)
+                    in_leaves_res.append(np.zeros(tuple(oshape) + tuple(ishape), _inexact(_leaf_dtype(xin))))
                 else:
                     in_leaves_res.append(_stack_jac(elems, oshape, ishape))
             out_struct.append(tree_unflatten(tree_in, in_leaves_res))
@@ -2099,8 +2104,8 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                 elif cols:
                     mat = np.stack([np.reshape(c[oi], (-1,)) for c in cols], axis=-1)
                     in_res.append(np.reshape(mat, tuple(oshape) + tuple(ishape)))
-                else:
-                    in_res.append(np.zeros(tuple(oshape) + tuple(ishape)))
+                else:  # (no input elements: the tangents' dtype, the output's)
+                    in_res.append(np.zeros(tuple(oshape) + tuple(ishape), _inexact(_leaf_dtype(o))))
             out_struct.append(tree_unflatten(tree_in, in_res))
         results.append(out_struct)
     jac = _jac_tree(out_tree, results, single)

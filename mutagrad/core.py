@@ -2472,6 +2472,14 @@ class Tracer:
         if it in _NUMPY_SCALAR_TYPES:
             raise escape_error(f"np.{it}(x) of a traced value (a plain NumPy scalar)", TracerEscapeError,
                                f" To change only the dtype, use x.astype(np.{it}), which is differentiated.")
+        if it == "concatenate" and _named(call.func, frame) is np.concatenate:
+            # np.concatenate([theta, [c]]): NumPy dispatches on arrays only, and converts the list [c]
+            raise escape_error(
+                f"np.{it} of traced values inside a nested list or tuple (NumPy converts such a piece with "
+                "np.asarray; it dispatches on arrays only)", TracerEscapeError,
+                f" Make each piece an array first: np.{it}([theta, np.reshape(c, (1,))]) for a traced scalar "
+                f"c, or mnp.{it}(...) (import mutagrad.numpy as mnp), which takes nested lists of traced "
+                "values; np.append(theta, c) works too.", specific=True)
         callee = (_named(call.func, frame) if it in ("reduce", "accumulate", "reduceat", "outer", "at")
                   and isinstance(call.func, (ast.Name, ast.Attribute)) else None)
         if isinstance(getattr(callee, "__self__", None), np.ufunc):  # a ufunc's method

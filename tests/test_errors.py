@@ -3449,3 +3449,38 @@ def test_the_sign_of_a_real_traced_value_is_a_constant_plain_code_may_read():
     # a complex sign z / |z| keeps its derivative (it is not piecewise constant)
     z = np.array([1.0 + 1.0j, -0.5 + 2.0j])
     check_grads(lambda z: np.sign(z), z)
+
+
+def test_concatenate_of_a_nested_list_with_a_traced_value_names_concatenate():
+    # (the dtypes tester) np.concatenate([theta, [c]]) was reported as np.asarray / a write
+    theta = np.array([1.0, 2.0])
+    msg = _raises(lambda c: np.sum(np.concatenate([theta, [c]]) ** 2), 3.0, mg.TracerEscapeError)
+    assert msg.startswith("np.concatenate of traced values inside a nested list") and "np.reshape(c, (1,))" in msg
+    for fix in (lambda c: np.concatenate([theta, np.reshape(c, (1,))]), lambda c: mnp.concatenate([theta, [c]]),
+                lambda c: np.append(theta, c)):
+        assert mg.grad(lambda c, fix=fix: np.sum(fix(c) ** 2))(3.0) == 6.0  # d/dc c**2
+
+
+def test_einsum_with_a_wider_dtype_gives_numpys_bits():
+    # (the dtypes tester) float32 operands with dtype=np.float64: NumPy casts inside its loops, in its
+    # own order; the derivative is that of the cast operands (by hand: d/da (sum a)(sum b) = sum b)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(50).astype(np.float32), rng.standard_normal(50).astype(np.float32)
+    for opt in (False, True):
+        f = lambda a, b, opt=opt: np.einsum("i,j->", a, b, dtype=np.float64, optimize=opt)
+        assert mg.vjp(f, a, b)[0] == f(a, b)
+        assert mg.jvp(f, (a, b), (np.ones(50, np.float32), np.zeros(50, np.float32)))[0] == f(a, b)
+        g = mg.grad(f)(a, b)
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, np.full(50, np.sum(b, dtype=np.float64)), rtol=1e-6)
+
+
+def test_empty_jacobians_keep_the_derivative_dtype():
+    # (the dtypes tester) empty Jacobians came back float64 whatever the dtypes: reverse mode gives the
+    # argument's dtype (cotangents), forward mode the output's (tangents), as for non-empty ones
+    e32 = np.empty(0, np.float32)
+    assert mg.jacobian(lambda x: x * 2.0)(e32).dtype == np.float32
+    assert mg.jacobian(lambda x: x * 2.0, mode="fwd")(e32).dtype == np.float32
+    assert mg.hessian(lambda x: np.sum(x ** 3))(e32).dtype == np.float32
+    assert mg.jacobian(lambda z: z * 2.0)(np.empty(0, np.complex64)).dtype == np.complex64
+    assert mg.jacobian(lambda x: x[:0], mode="fwd")(np.ones(3, np.float32)).shape == (0, 3)

@@ -415,6 +415,7 @@ def _np_einsum(args, kwargs):
         to = lambda sl: "".join("..." if s is Ellipsis else _LETTERS[s] for s in sl)  # noqa: E731
         spec = ",".join(to(s) for s in subs) + ("->" + to(outsub) if outsub is not None else "")
         args = (spec, *operands)
+    given = args[1:]
     if dtype is not None:  # NumPy casts the operands to dtype (under casting) and computes there
         dt = np.dtype(dtype)
         for x in args[1:]:
@@ -432,6 +433,12 @@ def _np_einsum(args, kwargs):
     opt = bool(optimize) if optimize is not True else True
     res = bind(einsum2_p if len(args) == 3 else einsum_p, tuple(args), {"optimize": opt})
     if out is None:
+        if dtype is not None and any(np.result_type(bottom(x)) != np.dtype(dtype) for x in given):
+            # (NumPy casts inside its loops, in its own order: its bits, the derivative the cast operands')
+            from .reductions import _with_value
+
+            res = _with_value(res, lambda: np.einsum(args[0], *[plain_operand(x) for x in given], dtype=dtype,
+                                                     casting=casting, optimize=optimize))
         return res
     # the bits of NumPy's own call into out (its loops there may round otherwise than into a new array)
     plain = [plain_operand(x) for x in args[1:]]

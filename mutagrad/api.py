@@ -1656,7 +1656,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                 elif np.iscomplexobj(tv):
                     raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
                                     "dropped. Pass a real tangent, or make the primal complex.")
-                level.set_tangent(info.storage, np.array(tv, dtype=info.dtype))
+                level.set_tangent(info.storage, _tangent_in(tv, info.dtype, n))
         pairs = bool(level.__dict__.get("container_pairs", ((),))[0])  # (mutable containers among the arguments)
         with user_fp_state():  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
@@ -1881,6 +1881,18 @@ def _leaf_dtype(x):
     b = bottom(x)
     dt = getattr(b, "dtype", None)  # (not `or`: a dtype without fields is falsy)
     return dt if dt is not None else np.dtype(np.complex128 if isinstance(b, complex) else np.result_type(type(b)))
+
+
+def _tangent_in(tv, dtype, n):
+    """The tangent ``tv`` in its primal's dtype (a wider one is rounded to it, as the primal's
+    perturbation would be); a tangent that does not fit (1e6 in float16) raises, not inf."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = np.array(tv, dtype=dtype)
+    if t.dtype.kind in "fc" and not np.all(np.isfinite(t)) and np.all(np.isfinite(np.asarray(tv))):
+        raise ValueError(f"jvp: tangent {n} does not fit in its primal's dtype {np.dtype(dtype)} (its largest "
+                         f"entry, {np.max(np.abs(np.asarray(tv))):.3g}, overflows it). Scale the tangent down "
+                         "(the derivative is linear in it: multiply the result back), or widen the primal.")
+    return t
 
 
 def _inexact(dt):

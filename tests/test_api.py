@@ -1525,3 +1525,15 @@ def test_a_scalar_output_refusal_names_the_api_called_and_the_line():
     # the fix it names: second derivatives of each output, 6 x and 0 off the diagonal, by hand
     H = mg.jacobian(mg.jacobian(lambda x: x ** 3))(np.array([1.0, 2.0]))
     np.testing.assert_array_equal(H, [[[6.0, 0.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 12.0]]])
+
+
+def test_a_jvp_tangent_that_overflows_its_primals_dtype_raises():
+    # (the dtypes tester) a float64 tangent of 1e6 for a float16 primal became inf silently (NumPy's
+    # warning at mutagrad's line); a wider tangent that fits is rounded, as before
+    with pytest.raises(ValueError, match=r"tangent 0 does not fit in its primal's dtype float16"):
+        mg.jvp(lambda x: x * 2.0, (np.ones(2, np.float16),), (np.full(2, 1e6),))
+    _, t = mg.jvp(lambda x: x * 2.0, (np.ones(2, np.float16),), (np.full(2, 1e3),))
+    assert t.dtype == np.float16 and np.all(t == 2e3)
+    assert mg.jvp(lambda x: x * 2.0, (np.ones(2, np.float32),), (np.ones(2),))[1].dtype == np.float32
+    _, t = mg.jvp(lambda x: x * 2.0, (np.ones(2),), (np.array([np.inf, 1.0]),))  # (an infinite tangent given)
+    assert t[0] == np.inf and t[1] == 2.0

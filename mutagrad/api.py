@@ -62,17 +62,25 @@ def _check_subclass(x, where):
         )
 
 
-def _check_leaf(x, where):
+def _check_leaf(x, where, every=False):
+    """``every``: vjp and jvp, which take no argnums (the fix is a closure)."""
     try:
         _check_leaf_kind(x, where)
     except TypeError as e:
-        if " leaf " not in where:
+        if " leaf " not in where and not every:
             raise
-        # (a leaf inside a differentiated container cannot be left out of argnums by itself)
         msg = re.sub(r",? or leave it out of argnums\.$", ".", str(e))
-        raise TypeError(msg + ("" if msg.endswith(".") else ".") + " Every leaf of a differentiated "
-                        "argument is differentiated: keep integers, strings and other non-float values in "
-                        "an argument that is not in argnums.") from None
+        msg += "" if msg.endswith(".") else "."
+        if " leaf " not in where:
+            raise TypeError(msg[:-1] + ". vjp and jvp differentiate every primal: pass the others through a "
+                            "closure (lambda x: f(x, n)).") from None
+        # (a leaf inside a differentiated container cannot be left out by itself)
+        raise TypeError(msg + (
+            " vjp and jvp differentiate every leaf of every primal: keep integers, strings and other non-float "
+            "values out of the primals, by a closure that builds the container (lambda x: f(Graph(src, dst, "
+            "x))), or use mg.grad / mg.jacobian with argnums on a function of separate arguments." if every else
+            " Every leaf of a differentiated argument is differentiated: keep integers, strings and other "
+            "non-float values in an argument that is not in argnums.")) from None
 
 
 def _check_leaf_kind(x, where):
@@ -738,21 +746,7 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
         linfo = []
         for k, leaf in enumerate(leaves):
             where = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
-            try:
-                _check_leaf(leaf, where)
-            except TypeError as e:
-                if not every:
-                    raise
-                if " leaf " in where:  # (no argnums to leave the container out of)
-                    raise TypeError(re.sub(r"Every leaf of a differentiated argument is differentiated: keep .*"
-                                           r"argnums\.$",
-                                           "vjp and jvp differentiate every leaf of every primal: keep integers, "
-                                           "strings and other non-float values out of the primals, by a closure "
-                                           "that builds the container (lambda x: f(Graph(src, dst, x))), or use "
-                                           "mg.grad / mg.jacobian with argnums on a function of separate "
-                                           "arguments.", str(e))) from None
-                raise TypeError(re.sub(r",? or leave it out of argnums\.$", ". vjp and jvp differentiate every "
-                                       "primal: pass the others through a closure (lambda x: f(x, n)).", str(e))) from None
+            _check_leaf(leaf, where, every)
             t, info = _wrap_leaf(level, leaf, where)
             new.append(t)
             linfo.append(info)
@@ -1493,12 +1487,11 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
                 d += float(np.sum(np.where(c == 0, 0.0, c * t)))  # (strong zeros: c = 0 reads nothing)
         if np.isnan(d):  # (a poisoned leaf with a NaN entry stays poisoned)
             continue
-        if (n, k) not in whole:
-            fixed += 1
         if (n, k) in whole:  # (replaced once every entry is known)
             filled[(n, k)].flat[i] = d
             whole[(n, k)] -= 1
             continue
+        fixed += 1
         j = nums.index(n)
         gl, gtree = tree_flatten(per[j])
         leaf = gl[k]

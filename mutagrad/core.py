@@ -2611,9 +2611,10 @@ class Tracer:
                           "polyvander, legvander, hermvander...).")
             raise escape_error(f"{lib} (NumPy's plain-Python code, which converts its arguments with np.asarray)",
                                TracerEscapeError, extra)
-        conv = (getattr(_named(call.func, frame), "__name__", None)
-                if call is not None and call.args and isinstance(call.func, (ast.Name, ast.Attribute)) else None)
-        if conv in _CONVERTERS and _named(call.func, frame) is getattr(np, conv):
+        converter = (_named(call.func, frame)
+                     if call is not None and call.args and isinstance(call.func, (ast.Name, ast.Attribute)) else None)
+        conv = getattr(converter, "__name__", None)
+        if conv in _CONVERTERS and converter is getattr(np, conv):
             it = conv  # (np.asarray by another name: conv = np.asarray; conv(rec))
             arg = call.args[0]
             held = _named(arg, frame) if type(arg) in (ast.Name, ast.Attribute) else None
@@ -3670,15 +3671,8 @@ def _plain_copy_hint(target=None):
                 "changes nothing in the array it was taken from, as in NumPy: index the array itself "
                 "in one subscript.")
     name = "the array" if target is None else f"`{target}`"
-    lv = STATE.levels[-1] if STATE.levels else None
-    if lv is not None and lv.every:
-        return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = outer.copy()`), "
-                "copy it with mnp.array(outer) (import mutagrad.numpy as mnp), or pass that array as a primal "
-                "of jvp with a zero tangent (of vjp, one whose cotangent you do not use): its copies are then "
-                "traced.")
     return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = outer.copy()`), "
-            "pass that array as an argument instead: an argument you do not differentiate is a traced "
-            "constant, and so are its copies.")
+            + _as_an_argument("that array") + ": its copies are traced too.")
 
 
 def handed_out_error(s):
@@ -3951,14 +3945,13 @@ def _calling_scipy(frame):
             # a method of a SciPy object (a distribution's logpmf, gaussian_kde's __init__):
             # named by the object's public name in the module
             public = [(attr, getattr(theirs_mod, attr, None)) for attr in dir(theirs_mod) if not attr.startswith("_")]
-            for attr, v in (public if any(v is obj or (isinstance(v, type) and type(obj) is v) for _, v in public)
-                            else [(a, v) for a, v in public if isinstance(v, type) and isinstance(obj, v)]):
-                # (the object's own public class, else the public class it derives from: a
-                # LinearOperator made from a matvec function is a private subclass's)
-                if v is obj or isinstance(v, type) and isinstance(obj, v):
-                    key = attr
-                    name = attr if name in ("__init__", "__call__") else f"{attr}.{name}"
-                    break
+            # the object's own public class, else the public class it derives from (a LinearOperator
+            # made from a matvec function is a private subclass's)
+            named = ([a for a, v in public if v is obj or (isinstance(v, type) and type(obj) is v)]
+                     or [a for a, v in public if isinstance(v, type) and isinstance(obj, v)])
+            if named:
+                key = named[0]
+                name = key if name in ("__init__", "__call__") else f"{key}.{name}"
         mine = getattr(mine_mod, key, None)
         if getattr(theirs_mod, key, None) is None:
             ours = "passthrough"  # (a function of a SciPy submodule, scipy.stats.mstats.winsorize: mutagrad's is SciPy's)

@@ -195,9 +195,12 @@ class ForwardLevel(Level):
                 if tans is None:
                     tans = [ZERO] * len(leaves)
                 tans[i] = self.tangent_of(t)
-        if (tans is None or prim.zero) and not (tans is not None and prim.zero is ZERO_IF_REAL and _any_complex(vals)):
+        zero = prim.zero
+        if zero is ZERO_IF_REAL:  # (np.sign: zero for real inputs, its rules for complex ones)
+            zero = not _any_complex(vals)
+        if tans is None or zero:
             out = apply_inner(prim, vals, tree, kwargs)
-            return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins, bool(prim.zero))
+            return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins, zero)
         frule = prim.frule
         if frule is None:
             if prim.rrule is None:

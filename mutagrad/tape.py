@@ -775,9 +775,12 @@ class ReverseLevel(Level):
                 raise subclass_error(x)
             elif scipy_sparse_object(x):
                 plain = True  # (a constant sparse matrix, which the caller may change: copied below)
-        if (not active or prim.zero) and not (active and prim.zero is ZERO_IF_REAL and _any_complex(vals)):
+        zero = prim.zero
+        if zero is ZERO_IF_REAL:  # (np.sign: zero for real inputs, its rules for complex ones)
+            zero = not _any_complex(vals)
+        if not active or zero:
             out = apply_inner(prim, vals, tree, kwargs)
-            return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, bool(prim.zero))
+            return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, zero)
         rrule = prim.rrule
         if rrule is None:
             if prim.frule is None:

@@ -2223,13 +2223,16 @@ def _eig_gauge_T(V, gV):
     return gW
 
 
+_ILL_CONDITIONED = 1e8  # eigenvectors (an eigenvalue: 1 / |u_kᴴ v_k|) this ill-conditioned count as defective
+
+
 def _defective(V):
     """Whether the eigenvectors V are (numerically) dependent: A is not diagonalizable, and its
     eigenvalues have no derivative (they move like the square root of a perturbation)."""
     vb = np.asarray(bottom(V))
     with np.errstate(all="ignore"):
         c = np.linalg.cond(vb)
-    return bool(np.any(~np.isfinite(c) | (c > 1e8)))
+    return bool(np.any(~np.isfinite(c) | (c > _ILL_CONDITIONED)))
 
 
 def _not_diagonalizable(forward=False, vectors=False):
@@ -2254,7 +2257,6 @@ def _not_diagonalizable(forward=False, vectors=False):
     )
 
 
-_ILL_CONDITIONED = 1e8  # an eigenvalue whose condition number 1 / |u_kᴴ v_k| exceeds this has no derivative
 
 
 def _left_vectors(a, w):
@@ -2280,18 +2282,17 @@ def _eigvals_T_left(a, w, V, gw):
     return np.matmul(Wt * g[..., None, :], _H(V))
 
 
-def _eig_tied_pairs(w, V):
+def _eig_tied_pairs(w, V, vi):
     """Boolean (..., n, n): the pairs of eigenvalues ``w`` (vectors ``V``) whose difference the
     vector derivatives cannot use: repeated up to rounding (_repeated_pairs), or closer than
     the error LAPACK's rounding leaves in them, 10 eps max|λ| (κ_i + κ_j) with κ_i = |u_i| |v_i|
     / |u_iᴴ v_i| the eigenvalue's condition number: a Jordan block that rounding split into
     ±1e-8 has κ ~ 1e8, and its vectors' derivatives (second derivatives of any eigenvector go
-    through them) came out 10^7 off."""
+    through them) came out 10^7 off. ``vi``: V⁻¹ (the rule's own)."""
     wb, vb = np.asarray(bottom(w)), np.asarray(bottom(V))
     pairs = _repeated_pairs(w)
     with np.errstate(all="ignore"):
-        vi = np.linalg.inv(vb)
-        kappa = np.linalg.norm(vi, axis=-1) * np.linalg.norm(vb, axis=-2)
+        kappa = np.linalg.norm(np.asarray(bottom(vi)), axis=-1) * np.linalg.norm(vb, axis=-2)
     eps = float(np.finfo(wb.dtype).eps)
     scale = np.max(np.abs(wb), axis=-1, keepdims=True) if wb.size else 0.0
     tol = 10 * eps * np.asarray(scale)[..., None] * (kappa[..., :, None] + kappa[..., None, :])
@@ -2307,7 +2308,7 @@ def _eig_jvp(w, V, dA, need_v=True):
     X = np.matmul(np.matmul(vi, dA), V)
     if not need_v:
         return _diag(X)
-    if np.any(_eig_tied_pairs(w, V)):
+    if np.any(_eig_tied_pairs(w, V, vi)):
         return _diag(X), _degenerate("np.linalg.eig", forward=True)
     return _diag(X), _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
 
@@ -2318,17 +2319,16 @@ def _eig_vjp(w, V, gw, gV, a=None):
             return _eigvals_T_left(a, w, V, gw)
         return _not_diagonalizable(vectors=not is_zero(gV))
     gX = ZERO if is_zero(gw) else _diag_embed(gw)
+    vi = np.linalg.inv(V)
     if not is_zero(gV):
-        pairs = _eig_tied_pairs(w, V)
-        F = _pair_inv(w)
-        if np.any(pairs):
-            # (vectors of distinct eigenvalues have their derivative: the tied pairs' terms belong to
-            # the tied vectors alone, which the cotangent must not read)
-            F = _distinct_part(w, gV, pairs)
-            if F is None:
-                return _degenerate("np.linalg.eig")
+        pairs = _eig_tied_pairs(w, V, vi)
+        # (vectors of distinct eigenvalues have their derivative: the tied pairs' terms belong to the
+        # tied vectors alone, which the cotangent must not read)
+        F = _distinct_part(w, gV, pairs) if np.any(pairs) else _pair_inv(w)
+        if F is None:
+            return _degenerate("np.linalg.eig")
         gX = gX + _cj(F) * np.matmul(_H(V), _eig_gauge_T(V, gV))
-    return np.matmul(np.matmul(_H(np.linalg.inv(V)), gX), _H(V))
+    return np.matmul(np.matmul(_H(vi), gX), _H(V))
 
 
 def _eig_rrule(a):

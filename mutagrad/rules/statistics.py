@@ -18,8 +18,8 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, numpy_layout, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
-from .reductions import (_numpy_bits, _reduce_args, numpy_zero_signs, _with_value, accumulate_axis, accumulate_out_of_another_shape,
-                         as_dtype, cast_for_out)
+from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
+                         as_dtype, cast_for_out, numpy_zero_signs)
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue

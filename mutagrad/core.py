@@ -2490,6 +2490,19 @@ class Tracer:
                 "np.asarray; a ufunc method dispatches on arrays only)", TracerEscapeError,
                 f" Make them one traced array first: {uf}.{it}(np.stack(values), ...) (or mnp.array(values)), "
                 "which is differentiated.")
+        fn = (_named(call.func, frame) if call is not None and isinstance(call.func, (ast.Name, ast.Attribute))
+              and any(type(a) in (ast.List, ast.Tuple) for a in call.args) else None)
+        if (isinstance(fn, np.ufunc) or (callable(fn) and (getattr(fn, "__module__", None) or "").startswith("numpy")
+                                         and getattr(np, getattr(fn, "__name__", ""), None) is fn)) and (
+                getattr(fn, "__name__", None) not in _CONVERTERS and _calling_numpy_python(sys._getframe(1)) is None):
+            # np.maximum([a - b, c], 0.0), np.where(m, [a, b], 0.0): NumPy's C code converts the list itself
+            # (NumPy's Python functions, np.mean([...]), np.piecewise, get their own messages below)
+            name = f"np.{fn.__name__}"
+            raise escape_error(
+                f"{name} of traced values inside a list or tuple (NumPy converts the sequence with np.asarray; "
+                "it dispatches on arrays only)", TracerEscapeError,
+                f" Make them one traced array first: {name}(np.stack(values), ...) (or mnp.array(values), import "
+                "mutagrad.numpy as mnp; nested lists and numbers too), which is differentiated.", specific=True)
         if it in ("permutation", "permuted"):
             fix = (" Permute the positions instead, which is differentiated and draws the same order from the "
                    "generator: np.take(x, rng.permutation(x.shape[axis]), axis) (x[rng.permutation(len(x))] "

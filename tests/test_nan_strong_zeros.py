@@ -412,16 +412,23 @@ def test_the_exponent_derivative_of_zero_to_the_zero_is_minus_infinity():
 
 def test_mixed_second_derivative_of_a_power_at_zero_base():
     # (the hill tester) d2/dx dn x**n at x = 0 is lim x**(n-1) (n log x + 1): -inf for 0 < n <= 1, 0 for
-    # n > 1; the guard that makes d/dn x**n = 0 there had slope 0 in x, and the Hessian was not symmetric
+    # n > 1, +inf for n <= 0; the guard that makes d/dn x**n = 0 there had slope 0 in x, and the Hessian
+    # was not symmetric; for n < 1 the other order, d/dn (n x**(n-1)), was inf - inf (NaN) (the
+    # newfeat20 and regress21 testers)
     f = lambda q: q[0] ** q[1]
-    for n, want in ((1.0, -np.inf), (0.7, -np.inf), (2.0, 0.0), (3.5, 0.0)):
+    for n, want in ((1.0, -np.inf), (0.7, -np.inf), (0.5, -np.inf), (2.0, 0.0), (3.5, 0.0), (0.0, np.inf),
+                    (-0.5, np.inf)):
         for H in (mg.hessian(f)(np.array([0.0, n])), mg.jacobian(mg.grad(f), mode="rev")(np.array([0.0, n]))):
-            assert H[1, 0] == want, (n, H)
-            if n >= 1.0:
-                assert H[0, 1] == want, (n, H)  # (n < 1: inf - inf in the other order, NaN)
-        g = lambda x, n=n: x ** n * np.log(x)  # (d/dn x**n: one-sided quotients in x at 0)
-        q1, q2 = g(1e-6) / 1e-6, g(1e-9) / 1e-9
-        assert (q2 < q1 < -1.0) if want == -np.inf else abs(q2) < abs(q1) < 1e-4
+            assert H[1, 0] == want and H[0, 1] == want, (n, H)
+        # the limit, by hand: x**(n-1) (n log x + 1) at x -> 0+ grows with the sign of want, or shrinks to 0
+        s = [x ** (n - 1) * (n * np.log(x) + 1) for x in (1e-6, 1e-9, 1e-12)]
+        if want == 0.0:
+            assert abs(s[2]) < abs(s[1]) < abs(s[0]) < 1e-4
+        else:
+            assert np.sign(s[2]) == np.sign(want) and abs(s[2]) > abs(s[1]) > abs(s[0]) > 1.0
+    # d2/dx2 at x = 0: n (n-1) x**(n-2): -inf for 0 < n < 1, 0 at n = 0, +inf for n < 0
+    for n, want in ((0.5, -np.inf), (0.0, 0.0), (-0.5, np.inf)):
+        assert mg.hessian(f)(np.array([0.0, n]))[0, 0] == want
     # the first derivatives are as before: d/dn at x = 0 is 0 for n > 0
     np.testing.assert_array_equal(mg.grad(f)(np.array([0.0, 2.0])), [0.0, 0.0])
 

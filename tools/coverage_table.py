@@ -72,6 +72,8 @@ def collect():
             floating = any(t[-1] in "efdgFDG" for t in uf.types)  # (np._core.umath.clip: np.clip's rule)
             rows[name] = ((True, True, "composite of differentiable operations") if floating
                           else (False, False, "no derivative: boolean or integer result"))
+        elif getattr(handler, "coverage_how", None):
+            rows[name] = (True, True, handler.coverage_how)
         elif getattr(handler, "folds_checked", False):
             rows[name] = (True, True, "composite: the left fold (NoRuleError on a CPU where NumPy computes another)")
         else:

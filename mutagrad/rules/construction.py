@@ -1016,29 +1016,55 @@ FUNCTIONS[np.real_if_close] = _np_real_if_close
 FUNCTIONS[np.nan_to_num] = _np_nan_to_num
 
 
-# -- unique: each value is its first occurrence ----------------------------------------
+# -- unique: a value that occurs once is that occurrence -------------------------------
+
+
+def _unique_tied_impl(x, idx):
+    return np.take(x, idx, axis=0)
+
+
+unique_tied_p = get_primitive(_unique_tied_impl, "the repeated values of np.unique")
+_UNIQUE_TIED = (
+    "np.unique: a value that repeats in the array has no derivative (any change of one of its "
+    "occurrences splits it in two: the result's size changes, and no occurrence speaks for the others). "
+    "u[inverse] is the array itself (use it); group sums and means over the groups differentiate as "
+    "np.bincount(inverse, weights=x) (/ counts) or np.add.at; or call np.unique on mg.stop_gradient(x) "
+    "where only the groups matter")
+
+
+def _unique_tied_rrule(x, idx):
+    return _unique_tied_impl(x, idx), lambda g: (not_implemented(_UNIQUE_TIED), NoTangent())
+
+
+def _unique_tied_frule(primals, tangents):
+    return _unique_tied_impl(*primals), not_implemented(_UNIQUE_TIED)
+
+
+unique_tied_p.rrule, unique_tied_p.frule = _unique_tied_rrule, _unique_tied_frule
 
 
 def _np_unique(args, kwargs):
-    """The unique values are a gather of their first occurrences; the derivative
-    of a value flows to that occurrence (a tie is a point where the output's size
-    changes, so no other occurrence has a better claim)."""
+    """The unique values are a gather of their occurrences: the derivative of a value that
+    occurs once flows to it; a value that repeats has none (not implemented: a tie is a point
+    where the output's size changes, and neither the first occurrence nor the mean is right:
+    ``x - u[inverse]`` is 0 for every x)."""
     a = _reduce_args(args, kwargs, ("ar", "return_index", "return_inverse", "return_counts", "axis"))
     a.setdefault("equal_nan", True)
     x, axis = _arr(a["ar"]), a.get("axis")
     opts = {k: a[k] for k in ("equal_nan", "sorted") if k in a}
-    res = np.unique(bottom(x), return_index=True, return_inverse=bool(a.get("return_inverse")),
-                    return_counts=bool(a.get("return_counts")), axis=axis, **opts)
+    res = np.unique(bottom(x), return_index=True, return_inverse=True, return_counts=True, axis=axis, **opts)
     idx = res[1]
-    vals = np.take(np.ravel(x), idx) if axis is None else np.take(x, idx, axis=axis)
+    if isinstance(x, Tracer) and np.any(res[3] > 1):
+        xs = np.ravel(x) if axis is None else np.moveaxis(x, axis, 0)
+        vals = bind(unique_tied_p, (xs, idx), {})
+        vals = vals if axis is None else np.moveaxis(vals, 0, axis)
+    else:
+        vals = np.take(np.ravel(x), idx) if axis is None else np.take(x, idx, axis=axis)
     from .reductions import numpy_zero_signs
 
     # (which of -0.0 and 0.0 NumPy's unique keeps: a stable sort with return_index=, else another)
     vals = numpy_zero_signs(vals, lambda: res[0] if a.get("return_index") else np.unique(bottom(x), axis=axis, **opts))
-    extra = []
-    if a.get("return_index"):
-        extra.append(idx)
-    extra.extend(res[2:])
+    extra = [r for r, k in zip(res[1:], ("return_index", "return_inverse", "return_counts")) if a.get(k)]
     return (vals, *extra) if extra else vals
 
 
@@ -1086,11 +1112,15 @@ def _np_setdiff1d(args, kwargs):
 
 
 def _np_union1d(args, kwargs):
-    # a value in both arrays is a tie, where the union's size changes: as np.unique
-    # (and JAX's union1d, the same unique of the concatenation), its first occurrence,
-    # in ar1, gets the derivative
+    # a value in both arrays is a tie, where the union's size changes: as JAX's union1d
+    # (a unique of the concatenation), its first occurrence, in ar1, gets the derivative
+    # (the convention of the set operations; np.unique itself refuses a repeated value)
     a = _reduce_args(args, kwargs, ("ar1", "ar2"))
-    return np.unique(np.concatenate((_flat(a["ar1"]), _flat(a["ar2"]))))
+    c = np.concatenate((_flat(a["ar1"]), _flat(a["ar2"])))
+    cb = bottom(c)
+    from .reductions import numpy_zero_signs
+
+    return numpy_zero_signs(c[np.unique(cb, return_index=True)[1]], lambda: np.unique(cb))
 
 
 def _np_intersect1d(args, kwargs):

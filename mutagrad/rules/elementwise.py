@@ -315,32 +315,47 @@ def _pow_dbase(x, p, y):
     # p * x**(p-1). For a constant exponent the power is x**1 where p == 0 (so x = 0 gives
     # 0, not 0 * inf = nan: d(x**0)/dx = 0, and every higher derivative of x**n at 0 stays
     # finite), as autograd writes it. A traced exponent keeps p - 1: the mixed derivative
-    # d/dp (p x**(p-1)) at p = 0 is 1/x, which the replaced exponent would get wrong.
+    # d/dp (p x**(p-1)) at p = 0 is 1/x, which the replaced exponent would get wrong; at
+    # x = 0 with p < 1 its terms are inf + p (-inf) (NaN), so there the limits are given:
+    # the value p 0**(p-1) (0 at p = 0, as above), its slope in p, x**(p-1) (1 + p log x)
+    # -> -inf for 0 < p < 1 and +inf for p <= 0, and in x, p (p-1) x**(p-2) -> -inf, 0, +inf
     if isinstance(p, Tracer):
-        return p * np.power(x, p - 1)
+        d = p * np.power(x, p - 1)
+        xb, pb = np.asarray(bottom(x)), np.asarray(bottom(p))
+        if xb.dtype.kind in "fiub" and pb.dtype.kind in "fiub":
+            low = (xb == 0) & (pb < 1)
+            if np.any(low):
+                pos = pb > 0
+                at0 = _with_slopes(x, p, np.where(pos, np.inf, np.where(pb == 0, 0.0, -np.inf)),
+                                   np.where(pos, -np.inf, np.where(pb == 0, 0.0, np.inf)), np.where(pos, -np.inf, np.inf))
+                d = np.where(low, at0, d)
+        return d
     if type(p) is int or type(p) is float:  # (the common case: a number)
         return p * np.power(x, p - 1 if p != 0 else 1)
     return p * np.power(x, np.where(np.asarray(p) == 0, 1, np.asarray(p) - 1))
 
 
-def _zero_with_slope_impl(x, slope):
-    return np.zeros(np.broadcast_shapes(np.shape(x), np.shape(slope)), np.result_type(bottom(x), 0.0))
+def _with_slopes_impl(x, p, value, sx, sp):
+    return np.broadcast_to(np.asarray(value, np.result_type(bottom(x), bottom(p), 0.0)),
+                           np.broadcast_shapes(np.shape(x), np.shape(p), np.shape(value))).copy()
 
 
-def _zero_with_slope(x, slope):
-    """0, with derivative ``slope`` (a plain array) in ``x``."""
-    if isinstance(x, Tracer):
-        return bind(_ZERO_WITH_SLOPE, (x, slope))
-    return _zero_with_slope_impl(x, slope)
+def _with_slopes(x, p, value, sx, sp):
+    """``value`` (a plain array), with derivatives ``sx`` in ``x`` and ``sp`` in ``p`` (plain
+    arrays: a partial's limits at a point where its own expression is inf - inf or 0 * inf)."""
+    if isinstance(x, Tracer) or isinstance(p, Tracer):
+        return bind(_WITH_SLOPES, (x, p, value, sx, sp))
+    return _with_slopes_impl(x, p, value, sx, sp)
 
 
 def _pow_dexp(x, p, y):
-    # y * log(x), defined as 0 where x == 0 (the limit for p > 0); at x == 0, p == 0 the power
+    # y * log(x), defined as 0 where x == 0 (the limit for p > 0); at x == 0, p <= 0 the power
     # jumps from 0**0 = 1 to 0 (p > 0) and inf (p < 0): both one-sided quotients go to -inf
     # (for p < 0 the limit of x**p log x is -inf too).
-    # The 0 at x == 0 keeps the slope in x of y log x there, x**(p-1) (p log x + 1): -inf for
-    # 0 < p <= 1, 0 for p > 1 (a plain 0 had slope 0: the mixed second derivative of x**p at
-    # x = 0 was 0, and the Hessian not symmetric)
+    # At x == 0 the value keeps the limits of its slopes: in x, x**(p-1) (p log x + 1): -inf for
+    # 0 < p <= 1, 0 for p > 1, +inf for p <= 0 (a plain 0 had slope 0: the mixed second
+    # derivative of x**p at x = 0 was 0, and the Hessian not symmetric); in p, x**p log² x:
+    # +inf for p <= 0, else 0
     xb = bottom(x)
     if np.ndim(xb) == 0 and not isinstance(xb, np.ndarray):
         xb = np.asarray(xb)
@@ -350,15 +365,20 @@ def _pow_dexp(x, p, y):
         pb = np.asarray(bottom(p))
         jump = (xb == 0) & ((pb == 0) | (pb < 0))  # (p < 0: x**p log x -> -inf as x -> 0 too)
         steep = (pb > 0) & (pb <= 1)
-        at0 = _zero_with_slope(x, np.where(steep, -np.inf, 0.0)) if np.any(steep & (xb == 0)) else 0.0
-        d = np.where(xb == 0, np.where(jump, -np.inf, at0), d)
+        if np.any((steep | jump) & (xb == 0)):
+            at0 = _with_slopes(x, p, np.where(jump, -np.inf, 0.0), np.where(jump, np.inf, np.where(steep, -np.inf, 0.0)),
+                               np.where(jump, np.inf, 0.0))
+        else:
+            at0 = 0.0
+        d = np.where(xb == 0, at0, d)
     return d
 
 
 defelementwise(np.power, _pow_dbase, _pow_dexp)
-# the value 0 with the given slope in x (a partial's limit at a point where its own slope is infinite)
-get_primitive(_zero_with_slope_impl, "zero_with_slope")  # (internal: no row of docs/coverage.md)
-_ZERO_WITH_SLOPE = defelementwise(_zero_with_slope_impl, lambda x, s, y: s, None)
+# a value with given slopes in x and p (a partial's limits at a point where its own slope is infinite)
+get_primitive(_with_slopes_impl, "with_slopes")  # (internal: no row of docs/coverage.md)
+_WITH_SLOPES = defelementwise(_with_slopes_impl, lambda x, p, v, sx, sp, y: sx, lambda x, p, v, sx, sp, y: sp,
+                              None, None, None)
 
 
 def _scalar(v):

@@ -29,7 +29,7 @@ from ..core import (FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive,
 from ..errors import MutationError, user_line
 from ..registry import _Meta
 from ..registry import conj_if_complex as _cj
-from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, unbroadcast
+from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 
 ZERO = ZeroTangent()
 
@@ -691,8 +691,6 @@ def _slogdet_singular_T(a, k):
 
 
 def _slogdet_singular():
-    from ..tangents import not_implemented
-
     return not_implemented("np.linalg.slogdet of a singular matrix (or one singular to working precision, "
                            "cond(A) beyond 1/(n eps)): log|det A| is -inf there, and it has no derivative "
                            "(det itself has one: np.linalg.det)")
@@ -931,6 +929,41 @@ def _distinct_part(w, gV, pairs=None):
     return np.where(pairs, 0.0, 1.0 / denom - eye)
 
 
+def _zero_hides_a_tie(tied, gw, *gvs):
+    """Whether the vectors of tied values (``tied``: a (..., n) mask; their cotangents
+    ``gvs``, zero there in value) may still carry a derivative the cotangents do not show:
+    V f(w) Vᴴ with f = 0 at the tie (log w at w = 1, w at w = 0) sends the vectors a zero
+    cotangent, and its derivative in the tied block, f'(λ) Pᵀ dA P, is made of 0 / 0 terms
+    (the hyperelastic tester: the Hencky stiffness at F = I lost its shear part). Only a
+    symbolic zero says the vectors are unused; else a nonzero value cotangent ``gw`` of a
+    tied value refuses (True), and a traced cotangent (a zero that may have a derivative)
+    leaves the value and refuses its derivative ("second"); False: nothing hidden."""
+    if all(is_zero(g) for g in gvs):
+        return False
+    if _reaches(gw, tied):
+        return True
+    return "second" if _traced(gw, *gvs) else False
+
+
+def _no_second_impl(x, why=""):
+    return x
+
+
+# the identity whose own derivative is not implemented: a pullback's result (its value right) whose
+# derivative, at a tie, needs divided differences the traced cotangents do not show
+_no_second_p = get_primitive(_no_second_impl, "a repeated eigenvalue's second derivative")
+_no_second_p.rrule = lambda x, why="": (x, lambda g: (not_implemented(why),))
+_no_second_p.frule = lambda primals, tangents, why="": (primals[0], not_implemented(why))
+_no_second_p.names_line = True
+
+
+def _no_second(x, hidden, what):
+    """``x`` (a pullback's result) with its derivative refused where ``hidden`` is "second"."""
+    if hidden != "second" or not isinstance(x, Tracer):
+        return x
+    return bind(_no_second_p, (x,), {"why": _degenerate(what).message})
+
+
 def _herm_in(a, lower):
     """The Hermitian matrix LAPACK reads from ``a``: one triangle, mirrored,
     and the real part of the diagonal (the other triangle is ignored)."""
@@ -995,8 +1028,6 @@ def _second_order_refusal(name, where):
 
 
 def _degenerate(what, forward=False):
-    from ..tangents import not_implemented
-
     if _VALUES_PULLBACK:  # (the vectors a values-only pullback computes, differentiated by either mode)
         return _second_order_refusal(*_VALUES_PULLBACK[-1])
     if forward:
@@ -1018,7 +1049,9 @@ def _degenerate(what, forward=False):
         "that has one there "
         "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
         f"that cannot be formed from {cot}: compute such a quantity without the vectors "
-        "(np.linalg.inv, solve, slogdet, eigvalsh), or use only the values. (A second derivative of "
+        "(np.linalg.inv, solve, slogdet, eigvalsh; a matrix function by scipy.linalg.expm or sqrtm, which "
+        "have rules: P = expm(Q * t), the polar factor F @ inv(sqrtm(F.T @ F))), or use only the values. "
+        "(A second derivative of "
         "the values, np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
         "repeated values it has no general formula from the cotangent either.)"
     )
@@ -1126,8 +1159,6 @@ def _phase_fix_T(V, c, E):
 
 
 def _phase_unknown(what):
-    from ..tangents import not_implemented
-
     return not_implemented(
         f"{what}: the derivative depends on the phase of complex vectors, and LAPACK fixed "
         "it by a convention mutagrad did not recognise here. Differentiate phase-invariant "
@@ -1157,8 +1188,6 @@ def _real_members(*Vs):
 
 
 def _phase_jumps(what, forward=False):
-    from ..tangents import not_implemented
-
     fix = ("Forward mode cannot tell whether the function depends on the phase, so it refuses every "
            "complex direction there: differentiate phase-invariant quantities (|v|², v vᴴ) in reverse "
            "mode (grad, vjp), or push real directions only" if forward else
@@ -1224,15 +1253,20 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
     LAPACK keeps a row of complex vectors real (default: the standard problem's, by
     ``lower``; None: no convention known)."""
     rows = ((0,) if lower else (-1,)) if rows is None else rows
-    gw = _tie_mean(w, gw)
+    gw0, gw = gw, _tie_mean(w, gw)
     inner = ZERO if is_zero(gw) else _diag_embed(gw)
     inner_b = ZERO if is_zero(gw) else -_diag_embed(gw * w)
+    hidden = False
     if not is_zero(gV):
         F = _pair_inv(w)
         bad = None
         if _repeated(w):
             F = _distinct_part(w, gV)
-            if F is None:
+            # (inside eigvalsh's pullback, differentiated: its second derivative at the tie, whose
+            # divided differences (f'(λi) - f'(λj)) / (λi - λj) no cotangent shows, refuses)
+            hidden = F is not None and (bool(_VALUES_PULLBACK) or _zero_hides_a_tie(
+                np.any(_repeated_pairs(w), axis=-2), gw0, gV))
+            if F is None or hidden is True:
                 bad = _degenerate(what)
         if bad is None and _is_complex(V):
             E = _real_row(V, rows) if rows else None
@@ -1254,10 +1288,12 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
         if generalized:
             G_diag = _re(np.sum(_cj(V) * gV, axis=-2))  # Re diag(Vᴴ V̄)
             inner_b = _acc(inner_b, -(FG * w[..., None, :]) - _diag_embed(G_diag) / 2)
-    abar = ZERO if is_zero(inner) else _herm_in_T(np.matmul(np.matmul(V, inner), _H(V)), lower)
+    abar = ZERO if is_zero(inner) else _no_second(_herm_in_T(np.matmul(np.matmul(V, inner), _H(V)), lower),
+                                                  hidden, what)
     if not generalized:
         return abar
-    return abar, (ZERO if is_zero(inner_b) else _herm_in_T(np.matmul(np.matmul(V, inner_b), _H(V)), lower))
+    return abar, (ZERO if is_zero(inner_b) else
+                  _no_second(_herm_in_T(np.matmul(np.matmul(V, inner_b), _H(V)), lower), hidden, what))
 
 
 def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO):
@@ -1456,7 +1492,8 @@ def _svd_real_row(U, V):
 def _svd_vjp(U, S, Vh, gU, gS, gVh):
     V = _H(Vh)
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
-    gS = _tie_mean(S, gS)
+    gS0, gS = gS, _tie_mean(S, gS)
+    hidden = False
     gP = ZERO if is_zero(gS) else _diag_embed(gS)
     if _all_zero(gU, gVh):
         return gP if is_zero(gP) else np.matmul(np.matmul(U, gP), Vh)
@@ -1465,7 +1502,8 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
         # a distinct value's vectors have a derivative when the cotangent reads no vector of a
         # repeated value (as eigh's, _distinct_part): the pairs of repeated values drop out
         rep = np.any(_repeated_pairs(S * S), axis=-2)
-        if _reaches(gU, rep[..., None, :]) or _reaches(gVh, rep[..., :, None]):
+        hidden = bool(_VALUES_PULLBACK) or _zero_hides_a_tie(rep, gS0, gU, gVh)  # (as eigh's)
+        if _reaches(gU, rep[..., None, :]) or _reaches(gVh, rep[..., :, None]) or hidden is True:
             return _degenerate("np.linalg.svd")
         F = _distinct_part(S * S, ZERO)
     Sd = S  # the divisors of the terms that divide by a singular value
@@ -1475,7 +1513,8 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
         # others' derivative is (the terms through the arbitrary u_k or v_k cancel), when the
         # cotangent does not reach the zero value's own vectors; those terms' numerators are
         # then zero, and so are they
-        if _reaches(gU, zero[..., None, :]) or _reaches(gVh, zero[..., :, None]):
+        hidden = hidden or _zero_hides_a_tie(zero, gS0, gU, gVh)
+        if _reaches(gU, zero[..., None, :]) or _reaches(gVh, zero[..., :, None]) or hidden is True:
             return _degenerate("np.linalg.svd")
         Sd = np.where(zero, 1.0, S)
     if F is None:
@@ -1518,7 +1557,7 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
             gP = gP - _diag_embed(1j * np.imag(_diag(Jv)) / (2 * Sd))
         if n > k:
             extra = extra + np.matmul(U, _H(gV - np.matmul(V, Jv)) / Sc)
-    return _acc(extra, np.matmul(np.matmul(U, gP), Vh))
+    return _no_second(_acc(extra, np.matmul(np.matmul(U, gP), Vh)), hidden, "np.linalg.svd")
 
 
 def _reaches(g, mask):
@@ -1539,8 +1578,6 @@ def _extra_columns(g, k, axis):
 
 def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
     """(``_impl``: the function computing the factors, another library's SVD.)"""
-    from ..tangents import not_implemented
-
     y = _impl(a, full_matrices, compute_uv)
     where = None if compute_uv else _values_where(a)
     within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK and compute_uv else None  # (see _eigh_rrule)
@@ -1585,8 +1622,6 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
 
 
 def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True, _impl=_svd_impl):
-    from ..tangents import not_implemented
-
     (a,), (t,) = primals, tangents
     y = _impl(a, full_matrices, compute_uv)
     U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
@@ -1834,8 +1869,6 @@ def _qr_null_vector_vjp(Q, R, y, g):
 
 def _qr_rrule(a, mode="reduced", _impl=_qr_impl):
     """(``_impl``: the function computing the factors in NumPy's ``mode``, another library's QR.)"""
-    from ..tangents import not_implemented
-
     y = _impl(a, mode)
     if mode == "raw":
         return y, lambda cts: (not_implemented("np.linalg.qr(mode='raw') is not differentiable"),)
@@ -1873,8 +1906,6 @@ def _qr_rrule(a, mode="reduced", _impl=_qr_impl):
 
 
 def _qr_frule(primals, tangents, mode="reduced", _impl=_qr_impl):
-    from ..tangents import not_implemented
-
     (a,), (t,) = primals, tangents
     y = _impl(a, mode)
     if mode == "raw":
@@ -2023,8 +2054,6 @@ def _truncated_vjp(a, kept, g):
 
 
 def _truncation_nested():
-    from ..tangents import not_implemented
-
     return not_implemented(
         "np.linalg.pinv/lstsq with an rcond/rtol that cuts off a singular value (a rank-deficient or "
         "truncated matrix): the first derivative of the truncated pseudo-inverse is given, a derivative of "
@@ -2236,8 +2265,6 @@ def _defective(V):
 
 
 def _not_diagonalizable(forward=False, vectors=False):
-    from ..tangents import not_implemented
-
     return not_implemented(
         "np.linalg.eig/eigvals: the matrix is not diagonalizable (a repeated eigenvalue with too few "
         "eigenvectors: a Jordan block), so "
@@ -2300,17 +2327,55 @@ def _eig_tied_pairs(w, V, vi):
     return pairs | ((gap <= tol) & ~np.eye(wb.shape[-1], dtype=bool))
 
 
+def _eig_value_ties(w, V, vi):
+    """The averaging matrix (..., n, n) of eig's tied eigenvalues ``w`` (as _tie_mean's for
+    eigh: at a tie a single eigenvalue has no derivative, and the group's mean, tr(Uₖᴴ dA Vₖ) / k
+    over its invariant subspace, is basis-invariant), or None without ties. Tied: apart by
+    no more than LAPACK's rounding of equal values, _tie_rtol max|λ| or, for a non-normal
+    matrix, 10 eps max|λ| (κ_i + κ_j) (as _eig_tied_pairs, without its wider tolerance for
+    the vectors: a value 1e-10 from another has its own derivative); groups are the chains of
+    tied pairs."""
+    wb, vb = np.asarray(bottom(w)), np.asarray(bottom(V))
+    n = wb.shape[-1]
+    if n < 2:
+        return None
+    with np.errstate(all="ignore"):
+        kappa = np.linalg.norm(np.asarray(bottom(vi)), axis=-1) * np.linalg.norm(vb, axis=-2)
+    eps = float(np.finfo(wb.dtype).eps)
+    scale = np.max(np.abs(wb), axis=-1, keepdims=True)[..., None]
+    tol = np.maximum(_tie_rtol(wb), 10 * eps * (kappa[..., :, None] + kappa[..., None, :])) * scale
+    same = np.abs(wb[..., None, :] - wb[..., :, None]) <= tol
+    if np.count_nonzero(same) == same.size // n:  # (the diagonal alone)
+        return None
+    same = same | np.eye(n, dtype=bool)
+    while True:  # (the chains: the transitive closure)
+        grown = np.matmul(same.astype(np.int64), same.astype(np.int64)) > 0
+        if np.array_equal(grown, same):
+            break
+        same = grown
+    return same / np.sum(same, axis=-1, keepdims=True)
+
+
+def _eig_tie_mean(M, d):
+    """``d`` (tangents or cotangents of eig's values) with each tied group's replaced by its
+    mean (``M``: _eig_value_ties's matrix, symmetric; None: no ties)."""
+    if M is None or is_zero(d):
+        return d
+    return np.matmul(M, d[..., None])[..., 0]
+
+
 def _eig_jvp(w, V, dA, need_v=True):
     if _defective(V):
         bad = _not_diagonalizable(forward=True)
         return bad if not need_v else (bad, bad)
     vi = np.linalg.inv(V)
     X = np.matmul(np.matmul(vi, dA), V)
+    dw = _eig_tie_mean(_eig_value_ties(w, V, vi), _diag(X))
     if not need_v:
-        return _diag(X)
+        return dw
     if np.any(_eig_tied_pairs(w, V, vi)):
-        return _diag(X), _degenerate("np.linalg.eig", forward=True)
-    return _diag(X), _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
+        return dw, _degenerate("np.linalg.eig", forward=True)
+    return dw, _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
 
 
 def _eig_vjp(w, V, gw, gV, a=None):
@@ -2318,17 +2383,19 @@ def _eig_vjp(w, V, gw, gV, a=None):
         if a is not None and is_zero(gV) and not is_zero(gw):  # (the values alone: their simple ones)
             return _eigvals_T_left(a, w, V, gw)
         return _not_diagonalizable(vectors=not is_zero(gV))
-    gX = ZERO if is_zero(gw) else _diag_embed(gw)
     vi = np.linalg.inv(V)
+    gX = ZERO if is_zero(gw) else _diag_embed(_eig_tie_mean(_eig_value_ties(w, V, vi), gw))
+    hidden = False
     if not is_zero(gV):
         pairs = _eig_tied_pairs(w, V, vi)
         # (vectors of distinct eigenvalues have their derivative: the tied pairs' terms belong to the
         # tied vectors alone, which the cotangent must not read)
         F = _distinct_part(w, gV, pairs) if np.any(pairs) else _pair_inv(w)
-        if F is None:
+        hidden = F is not None and np.any(pairs) and _zero_hides_a_tie(np.any(pairs, axis=-2), gw, gV)
+        if F is None or hidden is True:
             return _degenerate("np.linalg.eig")
         gX = gX + _cj(F) * np.matmul(_H(V), _eig_gauge_T(V, gV))
-    return np.matmul(np.matmul(_H(vi), gX), _H(V))
+    return _no_second(np.matmul(np.matmul(_H(vi), gX), _H(V)), hidden, "np.linalg.eig")
 
 
 def _eig_rrule(a):

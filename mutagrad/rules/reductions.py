@@ -837,8 +837,13 @@ add_reduceat_p = get_primitive(_add_reduceat_impl, "np.add.reduceat")
 deflinear(_add_reduceat_impl, _add_reduceat_T)
 
 
+# ufuncs whose reduction does not depend on the order of the elements (so that each segment's
+# traced reduction is NumPy's reduceat's function, whatever its loop's order)
+_REDUCEAT_SEGMENTS = (np.multiply, np.maximum, np.minimum, np.fmax, np.fmin, np.logaddexp, np.logaddexp2, np.hypot)
+
+
 def _ufunc_reduceat(ufunc, inputs, kwargs):
-    if ufunc is not np.add and ufunc not in _REDUCE:
+    if ufunc is not np.add and ufunc not in _REDUCEAT_SEGMENTS:
         from ..core import _no_rule
 
         raise _no_rule(ufunc, "ufunc method .reduceat")
@@ -862,7 +867,7 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
 
 
 def _segment_reductions(ufunc, x, indices, axis):
-    """``ufunc.reduceat(x, indices, axis)`` of np.multiply, np.maximum, np.minimum: the
+    """``ufunc.reduceat(x, indices, axis)`` of _REDUCEAT_SEGMENTS' ufuncs: the
     reduction of each segment ``x[indices[i]:indices[i+1]]`` (to the end for the last), or
     ``x[indices[i]]`` alone where ``indices[i] >= indices[i+1]``, joined along ``axis``;
     the values NumPy's own call gives (its loop's order)."""
@@ -876,10 +881,11 @@ def _segment_reductions(ufunc, x, indices, axis):
     for i, s0 in enumerate(starts):
         end = int(starts[i + 1]) if i + 1 < starts.size else n
         seg = x[lead + (slice(int(s0), end if end > s0 else int(s0) + 1),)]
-        parts.append(ufunc.reduce(seg, axis=ax, keepdims=True))
+        # (one element is itself: reduceat copies it, where hypot.reduce of one element is its |x|)
+        parts.append(seg if np.shape(seg)[ax] == 1 else ufunc.reduce(seg, axis=ax, keepdims=True))
     res = np.concatenate(parts, axis=ax) if parts else ufunc.reduceat(bottom(x), indices, ax)
     return _with_value(res, lambda: ufunc.reduceat(bottom(x), indices, ax))
 
 
-for _u in (np.add, *_REDUCE):
+for _u in (np.add, *_REDUCEAT_SEGMENTS):
     UFUNC_HANDLERS[(_u, "reduceat")] = _ufunc_reduceat

@@ -15,7 +15,7 @@ import builtins
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, numpy_layout, weak
+from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak
 from ..core import write_out
 from ..errors import NoRuleError, user_line
 from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
@@ -1102,6 +1102,66 @@ def _fold_accumulate(ufunc, inputs, kwargs):
     return write_out(res, out)
 
 
+# -- logaddexp.accumulate: a running log-sum-exp, one rule ----------------------------
+# y_i = log Σ_{j<=i} e^{x_j}: dy_i/dx_j = e^{x_j - y_i} (j <= i), so the tangent is
+# e^{c - y_i} Σ_{j<=i} e^{x_j - c} ẋ_j and the cotangent e^{x_j - c} Σ_{i>=j} ḡ_i e^{c - y_i}:
+# with c = y_0, the smallest of the nondecreasing y, every factor stays within e^±LIMIT when y
+# spans less than LIMIT (else, and at a non-finite value, the elementwise fold with its
+# conventions); c cancels, so it is a constant. Base 2 for logaddexp2. Written with traced
+# operations: the rule's own derivatives differentiate.
+
+_LAE_SPAN = {np.logaddexp: 600.0, np.logaddexp2: 850.0}  # (e^600, 2^850: far from overflow)
+
+
+def _lae_accumulate_impl(x, base2=False):
+    return (np.logaddexp2 if base2 else np.logaddexp).accumulate(x, axis=-1)
+
+
+lae_accumulate_p = get_primitive(_lae_accumulate_impl, "logaddexp.accumulate")
+
+
+def _lae_parts(y, base2):
+    """(the exponential of the base, the shift c = y_0: a constant)"""
+    return (np.exp2 if base2 else np.exp), np.asarray(bottom(y))[..., :1]
+
+
+def _lae_accumulate_rrule(x, base2=False):
+    y = _lae_accumulate_impl(x, base2)
+
+    def pullback(g):
+        ex, c = _lae_parts(y, base2)
+        s = np.flip(np.cumsum(np.flip(g * ex(c - y), -1), axis=-1), -1)
+        return (ex(x - c) * s,)
+
+    return y, pullback
+
+
+def _lae_accumulate_frule(primals, tangents, base2=False):
+    (x,), (t,) = primals, tangents
+    y = _lae_accumulate_impl(x, base2)
+    ex, c = _lae_parts(y, base2)
+    return y, ex(c - y) * np.cumsum(ex(x - c) * t, axis=-1)
+
+
+lae_accumulate_p.rrule, lae_accumulate_p.frule = _lae_accumulate_rrule, _lae_accumulate_frule
+
+
+def _lae_accumulate(ufunc, inputs, kwargs):
+    """np.logaddexp/logaddexp2.accumulate: one rule (above) where the values allow, else the
+    elementwise fold."""
+    x, axis, out, layout = _accumulate_args(ufunc, inputs, kwargs)
+    xb = np.asarray(bottom(x))
+    if xb.size == 0 or xb.dtype.kind != "f" or not isinstance(x, Tracer):
+        return _fold_accumulate(ufunc, inputs, kwargs)
+    with np.errstate(all="ignore"):
+        yb = ufunc.accumulate(xb, axis=axis)
+    if not (np.isfinite(xb).all() and np.isfinite(yb).all()) or np.max(
+            np.take(yb, -1, axis=axis) - np.take(yb, 0, axis=axis)) > _LAE_SPAN[ufunc]:
+        return _fold_accumulate(ufunc, inputs, kwargs)
+    res = np.moveaxis(bind(lae_accumulate_p, (np.moveaxis(x, axis, -1),), {"base2": ufunc is np.logaddexp2}), -1, axis)
+    return write_out(numpy_layout(res, layout()) if out is None and np.ndim(res) > 1 else res, out)
+
+
 def _select_accumulate(ufunc, inputs, kwargs):
     """maximum/minimum/fmax/fmin.accumulate: each output is the input element
     where the running extreme was last set (a gather)."""
@@ -1189,6 +1249,11 @@ for _u in _FOLDED:
     if _u in REGISTRY:
         for _m, _h in (("reduce", _fold_reduce), ("accumulate", _fold_accumulate)):
             UFUNC_HANDLERS.setdefault((_u, _m), _checked_fold(_h, _m))
+_lae_checked = _checked_fold(_lae_accumulate, "accumulate")
+_lae_checked.coverage_how = ("rule (the elementwise left fold where the running values span more than e^600, 2^850 for logaddexp2, or "
+                             "hold inf or NaN; NoRuleError on a CPU where NumPy computes another)")
+for _u in (np.logaddexp, np.logaddexp2):
+    UFUNC_HANDLERS[(_u, "accumulate")] = _lae_checked
 for _u in (np.maximum, np.minimum, np.fmax, np.fmin):
     UFUNC_HANDLERS.setdefault((_u, "accumulate"), _select_accumulate)
 UFUNC_HANDLERS.setdefault((np.fmax, "reduce"), _nan_ext_reduce(FUNCTIONS[np.nanmax]))

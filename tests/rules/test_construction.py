@@ -245,10 +245,38 @@ def test_linear_ramp_keeps_the_arrays_type_and_numpys_bits(dtype):
             np.testing.assert_array_equal(out, want)
 
 
-def test_unique_duplicates_flow_to_first_occurrence():
-    # closed form: unique([3, 1, 2, 1]) = [1, 2, 3], the 1 is x[1]
-    g = mg.grad(lambda a: np.sum(np.unique(a) * np.array([1.0, 2.0, 3.0])))(np.array([3.0, 1.0, 2.0, 1.0]))
-    np.testing.assert_array_equal(g, [3.0, 1.0, 2.0, 0.0])
+def test_unique_values_occurring_once_are_their_occurrence():
+    # closed form: unique([3, 1, 2, 5]) = [1, 2, 3, 5]
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+    x = np.array([3.0, 1.0, 2.0, 5.0])
+    np.testing.assert_array_equal(mg.grad(lambda a: np.sum(np.unique(a) * w))(x), [3.0, 1.0, 2.0, 4.0])
+    np.testing.assert_array_equal(mg.jvp(lambda a: np.unique(a), (x,), (np.arange(4.0),))[1], [1.0, 2.0, 0.0, 3.0])
+
+
+@pytest.mark.parametrize("axis", [None, 0])
+def test_unique_repeated_values_refuse(axis):
+    # u[inv] == x for every x, so d/dx sum(w * u[inv]**2) = 2 w x; no convention for a repeated
+    # value gives that (its first occurrence gave [0.6, 0, 4 ...] [the newfeat20 tester], the mean
+    # 2.3): the derivative is refused, and the fix the message names (bincount) is differentiated
+    x = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]])
+    w = np.array([0.3, -1.2, 2.0])[:, None]
+
+    def f(a):
+        u, inv = np.unique(a if axis is not None else a.ravel(), axis=axis, return_inverse=True)
+        return np.sum(w * np.reshape(u[inv.ravel()] ** 2, (3, 2)))
+
+    g = mg.grad(f)(x)
+    assert isinstance(g, mg.NotImplementedTangent) and "u[inverse] is the array itself" in g.message
+    assert isinstance(mg.jvp(f, (x,), (np.ones_like(x),))[1], mg.NotImplementedTangent)
+
+    def means(a):  # group means, the fix: bincount over the (plain) inverse
+        _, inv, counts = np.unique(mg.stop_gradient(a).ravel(), return_inverse=True, return_counts=True)
+        return np.sum(np.bincount(inv, weights=a.ravel()) / counts * np.arange(1.0, counts.size + 1))
+
+    # (the groups are fixed by the plain values; by hand: group k's weight k + 1 over its count)
+    np.testing.assert_allclose(mg.grad(means)(x), [[0.5, 1.0], [3.0, 4.0], [0.5, 1.0]], rtol=1e-15)
+    y = x + np.arange(6.0).reshape(3, 2) * 1e-3  # (no repeats: by hand, 2 w y)
+    np.testing.assert_allclose(mg.grad(f)(y), 2 * w * y, rtol=1e-14)
 
 
 def test_round_has_zero_derivative():

@@ -362,6 +362,24 @@ def test_new_rules_closed_forms():
         np.testing.assert_allclose(g, want[k], rtol=1e-12)
         t = mg.jvp(lambda z, k=k: sp.lambertw(z, k).real, (z,), (np.ones(3),))[1]
         np.testing.assert_allclose(t, want[k], rtol=1e-12)
+    # the same points as complex numbers, off the real axis (k = -1 from above, k = 1 from below:
+    # the branches that meet 0 there), and a real z below -1/e (complex W: the series' root is
+    # imaginary; it was inf): W' from mpmath (40 digits) (the newfeat20 tester: complex input was
+    # up to 28,000x off, a real z < -1/e gave inf)
+    b = -0.3678794410714423  # (-1/e + 1e-10)
+    cases = [(complex(b), 0, 116580.38934284961), (complex(b), -1, -116584.01371862183),
+             (complex(b, 1e-11), -1, -116149.99214939897 + 5792.962854226748j),
+             (complex(b, -1e-11), 1, -116149.99214939897 - 5792.962854226748j),
+             (complex(b, -1e-11), 0, 116146.36777362674 + 5792.962854226843j),
+             (-0.36787944217144236, 0, -1.812187880932261 - 36866.52754946483j),
+             (-0.36787944217144236, -1, -1.812187880932261 + 36866.52754946483j),
+             (complex(-0.36787944217144236, -0.0), 0, -1.812187880932261 + 36866.52754946483j),
+             (-1.0, 0, -0.6973702056886966 - 0.5934976734644826j), (-1.0, -1, -0.6973702056886966 + 0.5934976734644826j),
+             (-0.5, -1, -1.3517642951383535 + 2.423646649841584j), (-2.0, 0, -0.3596009553764567 - 0.20035877146935221j)]
+    for z, k, want in cases:
+        t = mg.jvp(lambda z, k=k: sp.lambertw(z, k), (z,), (np.ones((), type(z)),))[1]
+        np.testing.assert_allclose(t, want, rtol=1e-13)
+    np.testing.assert_allclose(mg.grad(lambda z: sp.lambertw(z).real)(-1.0), -0.6973702056886966, rtol=1e-14)
 
 
 _EULER_GAMMA = 0.5772156649015329

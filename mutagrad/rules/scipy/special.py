@@ -337,23 +337,30 @@ _INV_E = (0.36787944117144233, -1.2428753672788363e-17)  # 1/e as a sum of two d
 def _lambertw_d(z, k, tol, y):
     """W' = W / (z (1 + W)), which is 1 / ((1 + W) e^W) at z = 0 (W(0) = 0 on
     branch 0; other branches are -inf there: NaN, the derivative being unbounded). Near the
-    branch point -1/e (real z, branches 0 and -1), 1 + W is small and SciPy's W carries an
-    error there that the quotient would magnify (10^4 times at z = -1/e + 1e-10): 1 + W comes
-    from its series in q = ±sqrt(2 (e z + 1)) instead (to q^6: within 1e-14 for e z + 1 < 5e-5;
-    e z + 1 as e (z + 1/e), with 1/e in two parts, which does not cancel)."""
+    branch point -1/e, 1 + W is small and SciPy's W carries an error there that the quotient
+    would magnify (10^4 times at z = -1/e + 1e-10): 1 + W comes from its series in
+    q = ±sqrt(2 (e z + 1)) instead (to q^6: within 1e-14 for |e z + 1| < 5e-5; e z + 1 as
+    e (z + 1/e), with 1/e in two parts, which does not cancel). The branches meeting there:
+    k = 0 (q the principal root: on the cut z < -1/e, the side of the sign of Im z, a real z
+    taking +0 as SciPy does), k = -1 from Im z >= +0 and k = 1 from Im z <= -0 (q negated)."""
     zb = np.asarray(bottom(z))
     at0 = zb == 0
     if np.any(at0):
         d = np.where(at0, np.exp(-y) / (1.0 + y), y / (np.where(at0, 1.0, z) * (1.0 + y)))
     else:
         d = y / (z * (1.0 + y))
-    if zb.dtype.kind == "f":
+    if zb.dtype.kind in "fc":
         kb = np.asarray(bottom(k))
         gap = np.e * ((zb + _INV_E[0]) + _INV_E[1])  # e z + 1 = e (z + 1/e): z + 1/e exact near -1/e
-        near = (gap < 5e-5) & ((kb == 0) | (kb == -1)) & (zb < 0)
+        im = np.imag(zb)
+        upper = (im > 0) | ((im == 0) & ~np.signbit(im))
+        near = (np.abs(gap) < 5e-5) & ((kb == 0) | ((kb == -1) & upper) | ((kb == 1) & ~upper))
         if np.any(near):
-            g = np.where(near, np.maximum(np.e * ((z + _INV_E[0]) + _INV_E[1]), 0.0), 1.0)
-            q = np.where(kb == 0, 1.0, -1.0) * np.sqrt(2.0 * g)
+            g = np.where(near, np.e * ((z + _INV_E[0]) + _INV_E[1]), 1.0)
+            g2 = 2.0 * g if zb.dtype.kind == "c" else 2.0 * g + 0j  # (a real z: Im +0, as SciPy's)
+            q = np.where(kb == 0, 1.0, -1.0) * np.sqrt(g2)
+            if zb.dtype.kind == "c" and np.any((im == 0) & np.signbit(im)):  # (z + 1/e lost Im z's -0)
+                q = np.where((im == 0) & np.signbit(im), np.conj(q), q)
             opw = 0.0
             for c in reversed(_BRANCH_SERIES):
                 opw = (opw + c) * q

@@ -22,7 +22,7 @@ from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, No
                      forget_escape, readonly_error, replaced_error, take_deferred, user_line)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
-from .registry import CAREFUL, user_fp_state
+from .registry import CAREFUL, IEEE, user_fp_state
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
 from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord, release_adj
@@ -1340,6 +1340,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
                 raise TypeError("a complex cotangent for a real output: its imaginary part would be dropped. "
                                 "Pass np.real(ct), or make the output complex.")
             if isinstance(o, Tracer) and o._level is level:
+                if not isinstance(c, Tracer) and bottom(o).dtype.kind in "fc":  # (1e6 for a float16 output: inf)
+                    _tangent_in(c, bottom(o).dtype, len(seeds), "the pullback's cotangent", "output")
                 seeds.append((o, np.conj(c) if np.iscomplexobj(bottom(c)) else c))
 
         def seed():
@@ -1390,8 +1392,15 @@ def _backward(level, infos, seed, storages, own_nan=False):
     zeros (registry.CAREFUL). NaN that the careful pass keeps is the function's. ``own_nan``: the
     output is NaN where the pass is seeded (_seeded_nan), so a NaN gradient is the function's: no
     careful pass (its strong zeros would turn an undefined derivative into 0)."""
+    if own_nan:
+        IEEE[0] += 1
+        try:
+            level.backward()
+        finally:
+            IEEE[0] -= 1
+        return
     level.backward()
-    if own_nan or not _nan_in_gradients(infos):
+    if not _nan_in_gradients(infos):
         return
     _reset_adjoints(storages if storages is not None else _storages_of(level, infos))
     st = STATE
@@ -1671,6 +1680,12 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                 t = t[()]
         else:
             t = np.copy(t) if isinstance(t, Tracer) else np.array(t)
+            if type(t) is _ndarray and t.dtype.kind in "fc":
+                # the tangent of a NaN output is NaN (its derivative is undefined there), also where a
+                # zero partial met an infinite tangent (sin(t) * (r / t) at t = 0 along r: 0 * inf)
+                nan = np.isnan(bottom(o))
+                if np.any(nan):
+                    t[nan & ~np.isnan(t)] = np.nan
             if o._scalar and (type(t) is _ndarray or type(t) is ArrayTracer):
                 t = t[()]  # (a traced one too: an outer differentiation's scalar)
         if isinstance(o, Tracer) and o._scalar and weak(o):
@@ -1876,15 +1891,16 @@ def _leaf_dtype(x):
     return dt if dt is not None else np.dtype(np.complex128 if isinstance(b, complex) else np.result_type(type(b)))
 
 
-def _tangent_in(tv, dtype, n):
+def _tangent_in(tv, dtype, n, what="jvp: tangent", of="primal"):
     """The tangent ``tv`` in its primal's dtype (a wider one is rounded to it, as the primal's
-    perturbation would be); a tangent that does not fit (1e6 in float16) raises, not inf."""
+    perturbation would be); a tangent that does not fit (1e6 in float16) raises, not inf. (A
+    pullback's cotangent in its output's dtype too: ``what``, ``of``.)"""
     with np.errstate(over="ignore", invalid="ignore"):
         t = np.array(tv, dtype=dtype)
     if t.dtype.kind in "fc" and not np.all(np.isfinite(t)) and np.all(np.isfinite(np.asarray(tv))):
-        raise ValueError(f"jvp: tangent {n} does not fit in its primal's dtype {np.dtype(dtype)} (its largest "
-                         f"entry, {np.max(np.abs(np.asarray(tv))):.3g}, overflows it). Scale the tangent down "
-                         "(the derivative is linear in it: multiply the result back), or widen the primal.")
+        raise ValueError(f"{what} {n} does not fit in its {of}'s dtype {np.dtype(dtype)} (its largest "
+                         f"entry, {np.max(np.abs(np.asarray(tv))):.3g}, overflows it). Scale it down "
+                         f"(the derivative is linear in it: multiply the result back), or widen the {of}.")
     return t
 
 

@@ -2619,9 +2619,7 @@ class Tracer:
                 extra = (" Use mnp.kaiser(M, beta) (import mutagrad.numpy as mnp): NumPy's formula, "
                          "differentiated in beta.")
             if lib.startswith("np.polynomial."):
-                extra += (" A series with traced coefficients c at plain points x is a product with the plain "
-                          "Vandermonde matrix: np.polynomial.chebyshev.chebvander(x, len(c) - 1) @ c (likewise "
-                          "polyvander, legvander, hermvander...).")
+                extra += _polynomial_fix(lib)
             raise escape_error(f"{lib} (NumPy's plain-Python code, which converts its arguments with np.asarray)",
                                TracerEscapeError, extra)
         converter = (_named(call.func, frame)
@@ -2658,7 +2656,7 @@ class Tracer:
         not traced by that one), and plain code here cannot take its value."""
         lv = self._level
         if not lv.closed and lv.thread is not None and lv.thread != _get_ident():
-            from .errors import TracerEscapeError, escape_error
+            from .errors import TracerEscapeError, differentiated_function, escape_error
 
             raise escape_error(
                 "a value traced by a differentiation that another thread is running, used in this thread",
@@ -2666,7 +2664,7 @@ class Tracer:
                 " Differentiations nest within one thread: call the inner mg.grad (jvp, vjp...) in the function "
                 "the outer one differentiates, not in a worker thread it starts (plain NumPy operations on "
                 "traced values in a worker are fine). If the derivative through the value is not needed, "
-                "pass mg.stop_gradient(x) to the worker.", specific=True)
+                "pass mg.stop_gradient(x) to the worker.", specific=True, where=differentiated_function())
 
     def _may_convert(self):
         """A conversion to plain values (float(x), np.asarray(x), x.item()...) is allowed: of a
@@ -2778,9 +2776,15 @@ class Tracer:
         raise escape_error("x.tobytes()")
 
     def tofile(self, *a, **k):
-        if self._plain_constant():
-            return bottom(self).tofile(*a, **k)
-        raise escape_error("x.tofile()")
+        """The values, written to a file on disk as np.save writes them (a file in memory, to be read
+        back as constants, raises; see rules.construction._saves_values)."""
+        from .rules.construction import _in_memory, _refuse_derivatives_in_memory
+
+        target = a[0] if a else k.get("fid")
+        if _in_memory(target):
+            self._check_thread()
+            _refuse_derivatives_in_memory(np.ndarray.tofile, [self])
+        return bottom(self).tofile(*a, **k)
 
     def dump(self, *a, **k):
         raise escape_error("x.dump() (pickling a traced array)")
@@ -3498,6 +3502,39 @@ _UNRESOLVED = object()
 def _numpys_as_strided(code) -> bool:
     """Whether ``code`` is NumPy's np.lib.stride_tricks.as_strided (converting its argument)."""
     return code.co_name == "as_strided" and "stride_tricks" in code.co_filename
+
+
+def _polynomial_fix(lib):
+    """The rewrite for a numpy.polynomial function ``lib`` (its dotted name) given traced values."""
+    parts = lib.split(".")
+    name = parts[-1]
+    mod = ".".join(parts[:3]) if len(parts) >= 4 and parts[2] != "_polybase" else "np.polynomial.chebyshev"
+    if name == "__call__":  # Polynomial(c)(x), Chebyshev(c)(x)
+        kind = lib.rsplit(".", 2)[-2]
+        fn = {"Polynomial": "polyval", "Chebyshev": "chebval", "Legendre": "legval", "Hermite": "hermval",
+              "HermiteE": "hermeval", "Laguerre": "lagval"}.get(kind, "polyval")
+        return (f" A series object's call converts its argument: evaluate its coefficients in the default window "
+                f"with the module's function, which takes a traced x: "
+                f"{mod}.{fn}(x, p.convert().coef) for p = {kind}(...).")
+    if name.endswith("vander") and not name.endswith("vander2d") and not name.endswith("vander3d"):
+        val = name[:-len("vander")] + "val"
+        return (f" The basis at traced points: {mod}.{val}(x, np.eye(deg + 1)).T is {name}(x, deg), and {val} "
+                "takes a traced x.")
+    if name == "polyroots":
+        return " The roots of c (lowest degree first): np.roots(c[::-1]), which is differentiated."
+    if name == "polyvalfromroots":
+        return (" The product over the roots: np.prod(x - r) for a number x (np.prod(np.subtract.outer(x, r), "
+                "axis=-1) for an array), which is differentiated.")
+    if name.endswith("fit"):
+        return (" A least-squares fit with traced values y (x plain): np.linalg.lstsq(vander(x, deg), y)[0] with "
+                "the module's Vandermonde function (np.polynomial.chebyshev.chebvander for chebfit and "
+                "Chebyshev.fit, whose domain maps x first), which is differentiated.")
+    if name.endswith(("der", "int")):
+        return (f" {name} is linear in the coefficients: {mod}.{name}(np.eye(len(c))) @ c, with the plain matrix "
+                "of the same call on the identity (the same m=, k=, scl= arguments).")
+    return (" A series with traced coefficients c at plain points x is a product with the plain "
+            "Vandermonde matrix: np.polynomial.chebyshev.chebvander(x, len(c) - 1) @ c (likewise "
+            "polyvander, legvander, hermvander...); the val functions take a traced x.")
 
 
 def _vectorized_function_name(vec, fname, frame):

@@ -11,6 +11,7 @@ import dis
 import itertools
 import linecache
 import math
+import os
 import re
 import sys
 import warnings
@@ -47,6 +48,7 @@ def _frame_is_internal(frame) -> bool:
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) - {"__main__"}
 _STDLIB_DIR = __import__("sysconfig").get_paths()["stdlib"]
+_MUTAGRAD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def user_frame(start=None):
@@ -171,6 +173,22 @@ def warn_complex_cast():
             np.exceptions.ComplexWarning)
 
 
+def differentiated_function(start=None):
+    """``file:line`` of the function the innermost differentiation on this thread's stack runs
+    (mutagrad's wrapper's ``fun``), named, for a message raised where no user frame is (a reverse
+    pass run by a worker thread); else None."""
+    f = start if start is not None else sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename.startswith(_MUTAGRAD_DIR) and "fun" in f.f_code.co_freevars + f.f_code.co_varnames:
+            fn = f.f_locals.get("fun")
+            code = getattr(fn, "__code__", None)
+            if code is not None:
+                return (f"{code.co_filename}:{code.co_firstlineno} (in the derivative of "
+                        f"{getattr(fn, '__qualname__', code.co_name)}, computed in this thread)")
+        f = f.f_back
+    return None
+
+
 def user_line_outside_rules(start=None) -> str:
     """``user_line`` of the user's code that called into mutagrad, past a rule of the user's it
     runs inside (a primitive called in its own reverse rule: the call that is differentiated)."""
@@ -202,14 +220,14 @@ def _users_rule(frame):
 
 
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None,
-                 specific=False) -> DifferentiationError:
+                 specific=False, where=None) -> DifferentiationError:
     """The error for a traced value turned into plain values by ``what``; ``integer``: the
     integer (or boolean) dtype it is converted to, by a write into an array of that dtype;
     ``specific``: ``extra`` is the fix (a function to call or write instead), and the advice
-    on buffers does not apply."""
+    on buffers does not apply; ``where``: the place to name where no user frame is on the stack."""
     global _last_escape
     frame = user_frame(sys._getframe(1))
-    line = user_line(frame) if frame is not None else "<unknown location>"
+    line = user_line(frame) if frame is not None else where or "<unknown location>"
     rule = _users_rule(frame)
     if rule is not None:
         # (a conversion in a rule that a higher derivative differentiates: stop_gradient or value there

@@ -607,7 +607,7 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
                 and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
                 and (dt is None or dv.shape == () or dv.shape == shape)):
             ct = _multiply(g, dv, out=g)
-            if FP_FLAG[0] is not fp:  # 0 * inf in a product computed in place: g is gone, dv tells
+            if FP_FLAG[0] is not fp and not IEEE[0]:  # 0 * inf in a product computed in place: g is gone, dv tells
                 ct[_isnan(ct) & (_isinf(dv) | (dv == 0))] = 0
             return ct
         else:
@@ -683,6 +683,10 @@ FP_FLAG = [0]
 # > 0 during a reverse pass run again because a gradient held a NaN (api._backward): every
 # elementwise cotangent takes the strong zeros, NaN partials included
 CAREFUL = [0]
+# > 0 during the reverse pass of an output that is NaN where it is seeded (api._backward): the
+# products are IEEE's, 0 * inf = nan, so the derivative of a value undefined there is NaN along
+# every path to it (sin(t) * (r / t) at r = t = 0: r's cotangent sin(0) = 0 times 1/t = inf)
+IEEE = [0]
 IN_DERIVATIVE = [0]  # > 0 while forward mode computes a partial or a tangent (UserFPErrors)
 
 
@@ -856,7 +860,7 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
     divided by instead, which keeps the finite ratio where 1/x overflowed."""
     den = getattr(d, "reciprocal_of", None)
     dvc = _conj(dv) if conj and _iscomplexobj(dv) else dv
-    if den is None:
+    if den is None or IEEE[0]:
         return _strong_zero_product(g, dvc, shape)
     finite = np.isfinite(bottom(dv))
     if finite.all():  # (an event of a finite partial: an underflow, or a complex quotient's)
@@ -878,9 +882,12 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
 
 
 def _strong_zero_product(g, dv, shape):
-    """``g * dv`` with the products where ``g`` is zero exactly zero, summed to ``shape``."""
+    """``g * dv`` with the products where ``g`` is zero exactly zero, summed to ``shape``
+    (IEEE's products in an IEEE pass)."""
     with np.errstate(invalid="ignore", over="ignore"):
         ct = g * dv
+    if IEEE[0]:
+        return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
     # only the products 0 * inf and 0 * nan (a zero partial times an infinite cotangent too): elsewhere
     # the product is already right, and where its factors are traced by outer levels (a Hessian), its
     # derivative is theirs (a zero partial whose own derivative is infinite: d(x**1.5) at 0)

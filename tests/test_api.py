@@ -1537,3 +1537,9 @@ def test_a_jvp_tangent_that_overflows_its_primals_dtype_raises():
     assert mg.jvp(lambda x: x * 2.0, (np.ones(2, np.float32),), (np.ones(2),))[1].dtype == np.float32
     _, t = mg.jvp(lambda x: x * 2.0, (np.ones(2),), (np.array([np.inf, 1.0]),))  # (an infinite tangent given)
     assert t[0] == np.inf and t[1] == 2.0
+    # a pullback's cotangent likewise (the newfeat20 tester: inf with NumPy's cast warning)
+    _, pullback = mg.vjp(lambda x: x * 2.0, np.ones(2, np.float16))
+    with pytest.raises(ValueError, match=r"cotangent 0 does not fit in its output's dtype float16"):
+        pullback(np.full(2, 1e6))
+    (g,) = pullback(np.full(2, 1e3))
+    assert g.dtype == np.float16 and np.all(g == 2e3)

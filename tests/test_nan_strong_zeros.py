@@ -734,3 +734,34 @@ def test_logsumexp_over_an_all_minus_inf_slice_has_finite_second_derivatives():
             np.testing.assert_array_equal(mg.grad(h)(w), 0.0)
             np.testing.assert_array_equal(mg.hessian(h)(w), 0.0)
             np.testing.assert_array_equal(mg.jacobian(mg.grad(h))(w), 0.0)
+
+
+def test_the_derivative_of_a_nan_output_is_nan_along_every_path():
+    # (the regress21 and survival testers) sin(t) * (r / t) at t = 0 is NaN; reverse mode gave d/dr = 0
+    # (the zero cotangent sin(0) times the infinite partial 1/t, a strong zero) where forward mode, JAX
+    # and PyTorch give NaN; at (1, 0) both modes gave 0 for r
+    f = lambda v: np.sin(v[1]) * (v[0] / v[1])
+    with np.errstate(all="ignore"):
+        for v in (np.array([0.0, 0.0]), np.array([1.0, 0.0])):
+            assert np.isnan(f(v))
+            assert np.all(np.isnan(mg.grad(f)(v)))
+            assert np.all(np.isnan(mg.jacobian(f, mode="fwd")(v)))
+            assert np.isnan(mg.jvp(f, (v,), (np.array([1.0, 0.0]),))[1])
+        # a weighted log-likelihood NaN from a zero weight (0 * inf): its gradient is NaN, not 0
+        w, x = np.array([1.0, 0.0, 0.0]), np.array([0.5, -1.0, 2.0])
+
+        def nll(beta):
+            eta = x * beta
+            return -np.sum(w * (eta - np.logaddexp.accumulate((np.log(w) + eta)[::-1])[::-1]))
+
+        assert np.isnan(nll(0.3)) and np.isnan(mg.grad(nll)(0.3)) and np.isnan(mg.jvp(nll, (0.3,), (1.0,))[1])
+        # entries whose paths do not reach the NaN stay finite in reverse mode (as JAX's): d/dx1 of
+        # tanh(x1) = 1 - tanh(1)**2, by hand
+        g = mg.grad(lambda x: np.sum(np.sinh(x) / np.cosh(x)))(np.array([800.0, 1.0]))
+        assert np.isnan(g[0]) and g[1] == pytest.approx(1 - np.tanh(1.0) ** 2, rel=1e-14)
+    # a finite output keeps its strong zeros: the masked branch of np.where contributes 0 (by hand:
+    # d/dr of where(t != 0, r / t, 1) at t = 0 is 0, at t = 2 it is 1/2)
+    h = lambda v: np.sum(np.where(v[1] != 0, v[0] / v[1], 1.0))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(mg.grad(h)(np.array([1.0, 0.0])), [0.0, 0.0])
+        np.testing.assert_array_equal(mg.grad(h)(np.array([1.0, 2.0])), [0.5, -0.25])

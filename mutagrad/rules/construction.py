@@ -1186,8 +1186,11 @@ def _saves_values(fn):
 
 
 def _in_memory(target) -> bool:
-    """A file object with no file descriptor (io.BytesIO, io.StringIO, a custom writer)."""
+    """A file object with no file descriptor (io.BytesIO, io.StringIO, a custom writer), or one
+    on a file that has no name (tempfile.TemporaryFile, os.memfd_create: unlinked, readable back
+    only through the handle)."""
     import os
+    import stat
 
     if target is None or isinstance(target, (str, bytes, os.PathLike)):
         return False
@@ -1196,10 +1199,10 @@ def _in_memory(target) -> bool:
     if isinstance(target, tempfile.SpooledTemporaryFile):  # (its fileno() would move it to disk)
         return not getattr(target, "_rolled", False)
     try:
-        target.fileno()
+        st = os.fstat(target.fileno())
     except Exception:  # noqa: BLE001  (io.UnsupportedOperation, AttributeError, a writer's own error)
         return True
-    return False
+    return st.st_nlink == 0 and stat.S_ISREG(st.st_mode)
 
 
 def _refuse_derivatives_in_memory(fn, values):
@@ -1209,7 +1212,8 @@ def _refuse_derivatives_in_memory(fn, values):
 
     if any(isinstance(v, Tracer) and not v._plain_constant() for v in tree_flatten(values)[0]):
         raise escape_error(
-            f"np.{fn.__name__} of a traced value into an in-memory file (reading it back gives plain values)",
+            f"{'x.tofile' if fn is np.ndarray.tofile else 'np.' + fn.__name__} of a traced value into an "
+            "in-memory or unnamed file (a temporary file, BytesIO: reading it back gives plain values)",
             TracerEscapeError, " Keep the array itself rather than a copy of its bytes (a dict or a list holds "
             "traced arrays). Saving to a file on disk (a path) writes the values, as print shows them.",
             specific=True)

@@ -416,6 +416,11 @@ def _np_einsum(args, kwargs):
         spec = ",".join(to(s) for s in subs) + ("->" + to(outsub) if outsub is not None else "")
         args = (spec, *operands)
     given = args[1:]
+    if dtype is not None and len(given) == 1 and out is None and isinstance(given[0], Tracer):
+        # a view (np.einsum("ii->i", a), "ij->ji"): NumPy returns it whatever dtype= says
+        pb = plain_operand(given[0])
+        if np.shares_memory(np.einsum(args[0], pb, dtype=dtype, casting=casting), pb):
+            dtype = None
     if dtype is not None:  # NumPy casts the operands to dtype (under casting) and computes there
         dt = np.dtype(dtype)
         for x in args[1:]:

@@ -536,19 +536,22 @@ def test_pad_by_slices_has_numpys_values_and_derivative(mode, shape, width):
 
 def test_interp_over_a_constant_table_is_one_rule_with_the_segment_slopes():
     # x traced, the table constant (closed over, or an argument not differentiated): NumPy's own call
-    # and the slope of the segment right of x (the last one's at xp[-1]), 0 outside, 1 at a NaN x;
-    # by hand from the table, and the same as when fp is differentiated too (the general path)
+    # and the slope of the segment right of x (the last one's at xp[-1]), 0 outside, 1 at a NaN x in
+    # reverse mode (NumPy returns x itself) and NaN in forward mode (the tangent of a NaN output, along
+    # every direction); by hand from the table, and the same as when fp is differentiated too (the general
+    # path)
     xp = np.array([0.0, 0.1, 0.5, 2.0])
     fp = np.array([1.0, -2.0, 3.0, 0.5])
     slopes = np.diff(fp) / np.diff(xp)
     x = np.array([-0.5, 0.0, 0.05, 0.1, 0.3, 0.5, 1.9, 2.0, 2.5, np.nan])
     want = np.array([0.0, slopes[0], slopes[0], slopes[1], slopes[1], slopes[2], slopes[2], slopes[2], 0.0, 1.0])
+    fwd = np.where(np.isnan(x), np.nan, want)
     for kw in ({}, {"left": -3.0, "right": 7.0}):
         def f(x, kw=kw):
             return np.interp(x, xp, fp, **kw)
 
         np.testing.assert_array_equal(mg.jacobian(f)(x).diagonal(), want)
-        np.testing.assert_array_equal(mg.jacobian(f, mode="fwd")(x).diagonal(), want)
+        np.testing.assert_array_equal(mg.jacobian(f, mode="fwd")(x).diagonal(), fwd)
         np.testing.assert_array_equal([mg.grad(f)(v) for v in x], want)
         out, _ = mg.vjp(f, x)
         np.testing.assert_array_equal(out, np.interp(x, xp, fp, **kw))

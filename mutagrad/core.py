@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import dis
 import inspect
 import itertools
@@ -1942,6 +1943,19 @@ _LINALG_REWRITES = {
                      "np.block([[a, e], [np.zeros_like(a), a]])) (SciPy's own method), or mg.jvp("
                      "mutagrad.scipy.linalg.expm, (a,), (e,))[1], differentiated."),
 }
+_INTEGRATE_REWRITES = {
+    "trapezoid": "Use np.trapezoid(y, x, dx=, axis=) instead (the same rule and arguments), differentiated.",
+    "trapz": "Use np.trapezoid(y, x, dx=, axis=) instead (the same rule and arguments), differentiated.",
+    "cumulative_trapezoid": ("The cumulative trapezoid rule is np.cumsum((y[1:] + y[:-1]) / 2 * np.diff(x)) (dx * "
+                             "... for a spacing dx; initial=0: np.concatenate([[0.0], ...])), differentiated."),
+    "cumtrapz": ("The cumulative trapezoid rule is np.cumsum((y[1:] + y[:-1]) / 2 * np.diff(x)) (dx * ... for a "
+                 "spacing dx), differentiated."),
+    "simpson": ("Simpson's rule on an odd number of equally spaced points is dx / 3 * (y[0] + 4 * np.sum(y[1:-1:2]) "
+                "+ 2 * np.sum(y[2:-1:2]) + y[-1]) (SciPy's value), differentiated; or np.trapezoid(y, x)."),
+    "romb": ("Romberg's table on 2**k + 1 equally spaced points is built from np.trapezoid of the subsampled "
+             "y[::2**j] with Richardson's weights (R[j, m] = R[j, m-1] + (R[j, m-1] - R[j-1, m-1]) / (4**m - 1)), "
+             "differentiated."),
+}
 _ITERATIVE_SOLVERS = frozenset(("cg", "cgs", "bicg", "bicgstab", "gmres", "lgmres", "minres", "qmr", "gcrotmk",
                                 "tfqmr", "lsqr", "lsmr"))
 _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
@@ -1952,6 +1966,12 @@ def _scipy_rewrite(sub, name):
     short = name.rsplit(".", 1)[-1]
     if sub == "signal" and short in _SIGNAL_REWRITES:
         return " " + _SIGNAL_REWRITES[short]
+    if sub in ("fft", "fftpack") and short in ("dct", "idct", "dst", "idst", "dctn", "idctn", "dstn", "idstn"):
+        return (f" The {short.upper().lstrip('I')} is linear: multiply by its plain matrix, M = scipy.fft.{short}("
+                f"np.eye(n), axis=0) (with the same type= and norm=), M @ x along the first axis (x @ M.T along "
+                "the last), which is differentiated; or write it with np.fft.fft.")
+    if sub == "integrate" and short in _INTEGRATE_REWRITES:
+        return " " + _INTEGRATE_REWRITES[short]
     if sub == "fft" and hasattr(np.fft, short):
         return (f" Use np.fft.{short}(...) instead of scipy.fft.{short}(...) (NumPy's FFTs, fftshift and "
                 "fftfreq take the same arguments and are differentiated; SciPy's workers= and "
@@ -2013,8 +2033,9 @@ def _scipy_hint(sub, name):
                 "traced ones, s = s - g(s, p) / dg_ds(s, p) (dg_ds by hand or with mg.grad): at the root it has "
                 "the root's first derivative exactly (not its second: a Hessian needs one of the other two "
                 "ways); or write Newton's iteration with NumPy operations, which is differentiated (a "
-                "bisection's root comes from its brackets and comparisons alone: its derivative is 0, so end "
-                "one with that Newton step); or make the solve a @mg.primitive with an implicit-function "
+                "bisection's root is a fixed mix of its starting brackets: its derivative is theirs, not the "
+                "root's, so end one with that Newton step); or make the solve a @mg.primitive with an "
+                "implicit-function "
                 "rrule (docs/rules.md).")
     if short in _QUADRATURES:
         return (" Integrate with fixed nodes on the traced integrand instead: x, w = "
@@ -2615,6 +2636,13 @@ class Tracer:
                                    " x is an array already (a traced one): leave the conversion out, and test its "
                                    "values (if not np.all(np.isfinite(x)): raise ValueError(...)), which works on "
                                    "traced arrays.", specific=True)
+            if lib.startswith("np.ma."):
+                raise escape_error(
+                    f"{lib} (a masked array holds plain data: NumPy's plain-Python code converts traced values "
+                    "with np.asarray)", TracerEscapeError,
+                    " Compute with the mask instead, which is differentiated: np.mean(x, where=~mask) (np.sum, "
+                    "np.std, np.var too; np.max and np.min with initial=), np.where(mask, fill, x) for "
+                    ".filled(fill), x[~mask] for .compressed().", specific=True)
             if lib == "np.kaiser":
                 extra = (" Use mnp.kaiser(M, beta) (import mutagrad.numpy as mnp): NumPy's formula, "
                          "differentiated in beta.")
@@ -3676,9 +3704,16 @@ def _made_outside_hint(target, frame):
             if outside:
                 return f" `{array}` is {'a view of ' if view else ''}`{alias}`." + outside
     if "." in array and name.isidentifier():  # an attribute (self.du): perhaps made in __init__
-        return (f" If `{array}` was made outside the differentiated function (in __init__, at module level), "
-                "mnp.zeros/mnp.empty made a plain ndarray there: make it inside the function, or "
-                + _as_an_argument() + " (a dataclass field of an argument too).")
+        owner = _resolve_name(array.rsplit(".", 1)[0], frame)
+        plain_obj = (owner is not None and hasattr(owner, "__dict__") and not dataclasses.is_dataclass(owner)
+                     and not isinstance(owner, (types.ModuleType, type)))
+        return (f" `{array}` holds plain values: it was made outside the differentiated function (in __init__ "
+                "run before it, at module level: mnp.zeros/mnp.empty make a plain ndarray there), or as a copy of "
+                "an array the function reads from outside (`self.x = x0.copy()` of a global or closed-over x0). "
+                "Make it inside the function from traced values (mnp.array(x0), mnp.zeros(...) there; import "
+                "mutagrad.numpy as mnp), or pass the arrays in: the array fields of a @dataclass argument arrive "
+                "traced" + (", the attributes of a plain class's instance do not, even when it is an argument"
+                            if plain_obj else "") + "; or " + _as_an_argument() + ".")
     if not name.isidentifier() or name in code.co_varnames or name in code.co_cellvars:
         return ""
     if name not in code.co_freevars and name not in frame.f_globals:
@@ -3721,7 +3756,8 @@ def _plain_copy_hint(target=None):
                 "changes nothing in the array it was taken from, as in NumPy: index the array itself "
                 "in one subscript.")
     name = "the array" if target is None else f"`{target}`"
-    return (f" If {name} is a copy of an array the function closes over (`{target or 'b'} = outer.copy()`), "
+    return (f" If {name} is a copy of an array the function closes over, reads as a global or takes as a "
+            f"default value (`{target or 'b'} = outer.copy()`, def f(theta, z0=Z0)), "
             + _as_an_argument("that array") + ": its copies are traced too.")
 
 
@@ -3768,7 +3804,8 @@ def write(dest, idx, value):
                         raise escape_error(f"the in-place operation `{t} {op}= ...` on the array `{t}`",
                                            WriteToPlainArrayError, outside)
                     made = (" Make it traced where it is made: if it is a copy of an array the differentiated "
-                            "function closes over (`x = x0.copy()`), pass that array as an argument instead (an "
+                            "function closes over, reads as a global or takes as a default value (`x = x0.copy()`, "
+                            "def f(theta, x0=X0)), pass that array as an argument instead (an "
                             "argument you do not differentiate arrives traced, and so do its copies), or copy it "
                             "with mnp.array(x0) (import mutagrad.numpy as mnp).")
                     if t in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:

@@ -1928,7 +1928,6 @@ _LINALG_REWRITES = {
     "eig": "Use np.linalg.eig(a) (for SciPy's generalized eig(a, b): np.linalg.eig(np.linalg.solve(b, a)), "
            "the same values, vectors up to scale), differentiated.",
     "eigvals": "Use np.linalg.eigvals(a) (generalized: np.linalg.eigvals(np.linalg.solve(b, a))), differentiated.",
-    "logm": "A matrix logarithm " + _EIGH_FUNCTION.format(f="np.log(w)") + ".",
     "funm": "A matrix function " + _EIGH_FUNCTION.format(f="func(w)") + ".",
     "fractional_matrix_power": ("A matrix power " + _EIGH_FUNCTION.format(f="w ** p")
                                 + "; an integer power is np.linalg.matrix_power(a, n)."),

@@ -765,3 +765,18 @@ def test_the_derivative_of_a_nan_output_is_nan_along_every_path():
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(mg.grad(h)(np.array([1.0, 0.0])), [0.0, 0.0])
         np.testing.assert_array_equal(mg.grad(h)(np.array([1.0, 2.0])), [0.5, -0.25])
+
+
+def test_a_rule_whose_value_is_nan_gives_no_finite_derivative():
+    # (the newfeat21 tester) lambertw at -float(exp(-1)), just below -1/e, is NaN in SciPy: its derivative
+    # was -1.812 from the branch-point series; np.maximum(nan, 1) gave the 1 (not returned) the slope
+    import scipy.special as sc
+
+    z = -float(np.exp(-1))
+    assert np.isnan(sc.lambertw(z))
+    assert np.isnan(mg.grad(lambda t: sc.lambertw(t).real)(z))
+    assert np.isnan(mg.jvp(lambda t: sc.lambertw(t), (z,), (1.0,))[1])
+    # np.maximum returns the NaN: it is the one whose slope it is (fmax returns the number)
+    np.testing.assert_array_equal(mg.grad(lambda v: np.maximum(v[0], v[1]))(np.array([np.nan, 1.0])), [1.0, 0.0])
+    np.testing.assert_array_equal(mg.grad(lambda v: np.minimum(v[0], v[1]))(np.array([1.0, np.nan])), [0.0, 1.0])
+    np.testing.assert_array_equal(mg.grad(lambda v: np.fmax(v[0], v[1]))(np.array([np.nan, 1.0])), [0.0, 1.0])

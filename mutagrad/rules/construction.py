@@ -17,7 +17,7 @@ from numpy.lib.array_utils import normalize_axis_index
 from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, promotion_operand
 from ..errors import NoRuleError, user_line
 from ..registry import conj_if_complex, deflinear, defzero
-from ..tangents import NoTangent, NotImplementedTangent, Thunk, ZeroTangent, not_implemented
+from ..tangents import NoTangent, NotImplementedTangent, Thunk, ZeroTangent, is_zero, not_implemented
 from ..numpy import _has_tracer
 from ..core import write_out
 from .linalg import _bilinear_frule
@@ -1019,25 +1019,51 @@ FUNCTIONS[np.nan_to_num] = _np_nan_to_num
 # -- unique: a value that occurs once is that occurrence -------------------------------
 
 
-def _unique_tied_impl(x, idx):
+def _unique_tied_impl(x, idx, tied=None):
     return np.take(x, idx, axis=0)
 
 
 unique_tied_p = get_primitive(_unique_tied_impl, "the repeated values of np.unique")
 _UNIQUE_TIED = (
-    "np.unique: a value that repeats in the array has no derivative (any change of one of its "
-    "occurrences splits it in two: the result's size changes, and no occurrence speaks for the others). "
+    "np.unique (or a set operation: union1d, setdiff1d, setxor1d, intersect1d): a value that repeats in "
+    "an array has no derivative (any change of one of its occurrences splits it in two: the result's size "
+    "changes, or the others keep it, and no occurrence speaks for the others). "
     "u[inverse] is the array itself (use it); group sums and means over the groups differentiate as "
     "np.bincount(inverse, weights=x) (/ counts) or np.add.at; or call np.unique on mg.stop_gradient(x) "
     "where only the groups matter")
 
 
-def _unique_tied_rrule(x, idx):
-    return _unique_tied_impl(x, idx), lambda g: (not_implemented(_UNIQUE_TIED), NoTangent())
+def _reaches_tied(d, tied):
+    """Whether the derivative ``d`` (an array along the unique values' axis 0, or of the input's
+    elements) reaches the ``tied`` positions; a traced one may, by its own derivative."""
+    if is_zero(d):
+        return False
+    if isinstance(d, Tracer):
+        return True
+    return bool(np.any(np.asarray(d)[tied] != 0))
 
 
-def _unique_tied_frule(primals, tangents):
-    return _unique_tied_impl(*primals), not_implemented(_UNIQUE_TIED)
+def _unique_tied_rrule(x, idx, tied=None):
+    """The values: gathers of the first occurrences; ``tied`` marks the values that repeat, whose
+    derivative is refused where the cotangent reaches them (the others' is exact)."""
+    y = _unique_tied_impl(x, idx)
+
+    def pullback(g):
+        if _reaches_tied(g, tied.v[0]):
+            return not_implemented(_UNIQUE_TIED), NoTangent()
+        gx = np.zeros_like(g, shape=np.shape(x))
+        gx[idx] = g  # (each index once: the first occurrences)
+        return gx, NoTangent()
+
+    return y, pullback
+
+
+def _unique_tied_frule(primals, tangents, tied=None):
+    x, idx = primals
+    t = tangents[0]
+    if _reaches_tied(t, tied.v[1]):
+        return _unique_tied_impl(x, idx), not_implemented(_UNIQUE_TIED)
+    return _unique_tied_impl(x, idx), np.take(t, idx, axis=0)
 
 
 unique_tied_p.rrule, unique_tied_p.frule = _unique_tied_rrule, _unique_tied_frule
@@ -1045,9 +1071,9 @@ unique_tied_p.rrule, unique_tied_p.frule = _unique_tied_rrule, _unique_tied_frul
 
 def _np_unique(args, kwargs):
     """The unique values are a gather of their occurrences: the derivative of a value that
-    occurs once flows to it; a value that repeats has none (not implemented: a tie is a point
-    where the output's size changes, and neither the first occurrence nor the mean is right:
-    ``x - u[inverse]`` is 0 for every x)."""
+    occurs once flows to it; a value that repeats has none (not implemented where a derivative
+    reaches it: a tie is a point where the output's size changes, and neither the first
+    occurrence nor the mean is right: ``x - u[inverse]`` is 0 for every x)."""
     a = _reduce_args(args, kwargs, ("ar", "return_index", "return_inverse", "return_counts", "axis"))
     a.setdefault("equal_nan", True)
     x, axis = _arr(a["ar"]), a.get("axis")
@@ -1055,8 +1081,11 @@ def _np_unique(args, kwargs):
     res = np.unique(bottom(x), return_index=True, return_inverse=True, return_counts=True, axis=axis, **opts)
     idx = res[1]
     if isinstance(x, Tracer) and np.any(res[3] > 1):
+        from .reductions import _Bits
+
         xs = np.ravel(x) if axis is None else np.moveaxis(x, axis, 0)
-        vals = bind(unique_tied_p, (xs, idx), {})
+        # (the values that repeat, and the elements that are their occurrences)
+        vals = bind(unique_tied_p, (xs, idx), {"tied": _Bits((res[3] > 1, (res[3] > 1)[np.ravel(res[2])]))})
         vals = vals if axis is None else np.moveaxis(vals, 0, axis)
     else:
         vals = np.take(np.ravel(x), idx) if axis is None else np.take(x, idx, axis=axis)
@@ -1103,24 +1132,52 @@ def _unique_positions(b, assume_unique):
     return np.arange(b.size) if assume_unique else np.unique(b, return_index=True)[1]
 
 
+def _counts_in(b, vals):
+    """How many times each of ``vals`` (values present in the plain array ``b``) occurs in ``b``."""
+    u, cnt = np.unique(b, return_counts=True)
+    return cnt[np.searchsorted(u, vals)] if np.size(vals) else np.zeros(0, int)
+
+
+def _distinct_gather(c, pos, tied_out):
+    """``c[pos]``: the chosen occurrences of distinct values; where ``tied_out`` (a mask over
+    ``pos``) marks a value that repeats within its own input, its derivative is refused where one
+    reaches it, as np.unique's (perturbing one of its occurrences leaves the others, so no one
+    occurrence's derivative is the value's)."""
+    if not isinstance(c, Tracer) or not np.any(tied_out):
+        return c[pos]
+    from .reductions import _Bits
+
+    cb = bottom(c)
+    return bind(unique_tied_p, (c, pos), {"tied": _Bits((tied_out, np.isin(cb, cb[pos][tied_out])))})
+
+
 def _np_setdiff1d(args, kwargs):
     a = _reduce_args(args, kwargs, ("ar1", "ar2", "assume_unique"))
     x = _flat(a["ar1"])
     xb, yb = bottom(x), np.asarray(bottom(_arr(a["ar2"])))
-    pos = _unique_positions(xb, a.get("assume_unique", False))
-    return x[pos[np.isin(xb[pos], yb, assume_unique=True, invert=True)]]
+    assume_unique = a.get("assume_unique", False)
+    pos = _unique_positions(xb, assume_unique)
+    pos = pos[np.isin(xb[pos], yb, assume_unique=True, invert=True)]
+    return _distinct_gather(x, pos, np.zeros(pos.size, bool) if assume_unique else _counts_in(xb, xb[pos]) > 1)
 
 
 def _np_union1d(args, kwargs):
     # a value in both arrays is a tie, where the union's size changes: as JAX's union1d
     # (a unique of the concatenation), its first occurrence, in ar1, gets the derivative
-    # (the convention of the set operations; np.unique itself refuses a repeated value)
+    # (the convention of the set operations); a value repeated within one array has none
     a = _reduce_args(args, kwargs, ("ar1", "ar2"))
-    c = np.concatenate((_flat(a["ar1"]), _flat(a["ar2"])))
-    cb = bottom(c)
+    x1, x2 = _flat(a["ar1"]), _flat(a["ar2"])
+    c = np.concatenate((x1, x2))
+    cb, b1, b2 = bottom(c), bottom(x1), bottom(x2)
     from .reductions import numpy_zero_signs
 
-    return numpy_zero_signs(c[np.unique(cb, return_index=True)[1]], lambda: np.unique(cb))
+    pos = np.unique(cb, return_index=True)[1]
+    v = cb[pos]
+    c1 = np.zeros(v.size, int)
+    c2 = np.zeros(v.size, int)
+    in1, in2 = np.isin(v, b1), np.isin(v, b2)
+    c1[in1], c2[in2] = _counts_in(b1, v[in1]), _counts_in(b2, v[in2])
+    return numpy_zero_signs(_distinct_gather(c, pos, (c1 > 1) | ((c1 == 0) & (c2 > 1))), lambda: np.unique(cb))
 
 
 def _np_intersect1d(args, kwargs):
@@ -1129,7 +1186,8 @@ def _np_intersect1d(args, kwargs):
     (moving both alike) is well defined, a split between the two is not. We
     follow NumPy's computation and JAX's intersect1d (the first of each equal
     pair in a stable sort of ar1 then ar2): the value, and its derivative, are
-    ar1's element."""
+    ar1's element (refused for a value repeated within ar1: moving one of its
+    occurrences leaves the other in the intersection)."""
     a = _reduce_args(args, kwargs, ("ar1", "ar2", "assume_unique", "return_indices"))
     assume_unique, return_indices = a.get("assume_unique", False), a.get("return_indices", False)
     x1, x2 = _flat(a["ar1"]), _flat(a["ar2"])
@@ -1139,7 +1197,10 @@ def _np_intersect1d(args, kwargs):
     order = np.argsort(aux, kind="stable")
     s = aux[order]
     src = order[:-1][s[1:] == s[:-1]]
-    res = np.concatenate((x1[p1], x2[p2]))[src]
+    pos = np.concatenate((p1, b1.size + p2))[src]
+    tied = np.zeros(pos.size, bool) if assume_unique else np.concatenate(
+        (_counts_in(b1, b1[pos[pos < b1.size]]) > 1, np.zeros(int(np.sum(pos >= b1.size)), bool)))
+    res = _distinct_gather(np.concatenate((x1, x2)), pos, tied)
     if not return_indices:
         return res
     _, i1, i2 = np.intersect1d(b1, b2, assume_unique=assume_unique, return_indices=True)
@@ -1152,14 +1213,20 @@ def _np_setxor1d(args, kwargs):
     x1, x2 = _flat(a["ar1"]), _flat(a["ar2"])
     b1, b2 = bottom(x1), bottom(x2)
     p1, p2 = _unique_positions(b1, assume_unique), _unique_positions(b2, assume_unique)
-    both = np.concatenate((x1[p1], x2[p2]))
+    c = np.concatenate((x1, x2))
     aux = np.concatenate((b1[p1], b2[p2]))
     if aux.size == 0:
-        return both
+        return c[np.concatenate((p1, b1.size + p2))]
     order = np.argsort(aux, kind="stable")
     s = aux[order]
     flag = np.concatenate(([True], s[1:] != s[:-1], [True]))
-    return both[order[flag[1:] & flag[:-1]]]  # the values present once: no ties
+    pos = np.concatenate((p1, b1.size + p2))[order[flag[1:] & flag[:-1]]]  # the values present in one array
+    tied = np.zeros(pos.size, bool)
+    if not assume_unique:
+        first = pos < b1.size
+        tied[first] = _counts_in(b1, b1[pos[first]]) > 1
+        tied[~first] = _counts_in(b2, b2[pos[~first] - b1.size]) > 1
+    return _distinct_gather(c, pos, tied)
 
 
 FUNCTIONS.update({np.setdiff1d: _np_setdiff1d, np.union1d: _np_union1d, np.intersect1d: _np_intersect1d,

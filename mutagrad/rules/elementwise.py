@@ -584,17 +584,22 @@ def _picks(fn, nan_loses=False):
     """The partials of ``fn`` (np.maximum, np.minimum; np.fmax, np.fmin with ``nan_loses``) that
     recompute its plain result instead of reading the output (which then need not be kept for
     the reverse pass): the first argument wins where it is the result, ties split evenly; for
-    fmax/fmin a NaN argument loses."""
+    fmax/fmin a NaN argument loses, for maximum/minimum it wins (it is the result NumPy returns:
+    the first of two NaNs)."""
 
     def first(a, b, y):
         ab, bb = bottom(a), bottom(b)
         d = np.where(ab == bb, 0.5, np.where(fn(ab, bb) == ab, 1.0, 0.0))
-        return np.where(np.isnan(ab), 0.0, np.where(np.isnan(bb), 1.0, d)) if nan_loses else d
+        if nan_loses:
+            return np.where(np.isnan(ab), 0.0, np.where(np.isnan(bb), 1.0, d))
+        return np.where(np.isnan(ab), 1.0, np.where(np.isnan(bb), 0.0, d))
 
     def second(a, b, y):
         ab, bb = bottom(a), bottom(b)
         d = np.where(ab == bb, 0.5, np.where(fn(ab, bb) == ab, 0.0, 1.0))
-        return np.where(np.isnan(bb), 0.0, np.where(np.isnan(ab), 1.0, d)) if nan_loses else d
+        if nan_loses:
+            return np.where(np.isnan(bb), 0.0, np.where(np.isnan(ab), 1.0, d))
+        return np.where(np.isnan(ab), 0.0, np.where(np.isnan(bb), 1.0, d))
 
     return first, second
 

@@ -934,18 +934,24 @@ def _distinct_part(w, gV, pairs=None):
     return np.where(pairs, 0.0, 1.0 / denom - eye)
 
 
-def _zero_hides_a_tie(tied, gw, *gvs):
+def _zero_hides_a_tie(tied, gw, *gvs, by_value=False):
     """Whether the vectors of tied values (``tied``: a (..., n) mask; their cotangents
     ``gvs``, zero there in value) may still carry a derivative the cotangents do not show:
     V f(w) Vᴴ with f = 0 at the tie (log w at w = 1, w at w = 0) sends the vectors a zero
     cotangent, and its derivative in the tied block, f'(λ) Pᵀ dA P, is made of 0 / 0 terms
     (the hyperelastic tester: the Hencky stiffness at F = I lost its shear part). Only a
-    symbolic zero says the vectors are unused; else a nonzero value cotangent ``gw`` of a
-    tied value refuses (True), and a traced cotangent (a zero that may have a derivative)
-    leaves the value and refuses its derivative ("second"); False: nothing hidden."""
+    symbolic zero says the vectors are unused; else a value cotangent ``gw`` that is not a
+    symbolic zero refuses (True): the values are read beside the vectors, as in V f(w) Vᴴ, whose
+    tied block the cotangents do not show even where gw is 0 there (a pure-shear misfit of a
+    Hencky strain at F = I: gw's diagonal is 0, the shear block is not: the newfeat21 tester);
+    and a traced cotangent (a zero that may have a derivative) leaves the value and refuses its
+    derivative ("second"); False: nothing hidden (the vectors of distinct values alone).
+    ``by_value``: only a value cotangent nonzero at ``tied`` refuses (a non-square matrix's zero
+    singular value, whose other vectors' derivative a function of the nonzero values and their
+    vectors reads with the values: U[:, :r] and s[:r])."""
     if all(is_zero(g) for g in gvs):
         return False
-    if _reaches(gw, tied):
+    if _reaches(gw, tied) if by_value else not is_zero(gw):
         return True
     return "second" if _traced(gw, *gvs) else False
 
@@ -1054,8 +1060,9 @@ def _degenerate(what, forward=False):
         "that has one there "
         "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
         f"that cannot be formed from {cot}: compute such a quantity without the vectors "
-        "(np.linalg.inv, solve, slogdet, eigvalsh; a matrix function by scipy.linalg.expm or sqrtm, which "
-        "have rules: P = expm(Q * t), the polar factor F @ inv(sqrtm(F.T @ F))), or use only the values. "
+        "(np.linalg.inv, solve, slogdet, eigvalsh; a matrix function by mutagrad.scipy.linalg.expm, logm or "
+        "sqrtm, which have rules: P = expm(Q * t), a Hencky strain logm(F.T @ F) / 2, the polar factor "
+        "F @ inv(sqrtm(F.T @ F))), or use only the values. "
         "(A second derivative of "
         "the values, np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
         "repeated values it has no general formula from the cotangent either.)"
@@ -1518,7 +1525,7 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
         # others' derivative is (the terms through the arbitrary u_k or v_k cancel), when the
         # cotangent does not reach the zero value's own vectors; those terms' numerators are
         # then zero, and so are they
-        hidden = hidden or _zero_hides_a_tie(zero, gS0, gU, gVh)
+        hidden = hidden or _zero_hides_a_tie(zero, gS0, gU, gVh, by_value=True)
         if _reaches(gU, zero[..., None, :]) or _reaches(gVh, zero[..., :, None]) or hidden is True:
             return _degenerate("np.linalg.svd")
         Sd = np.where(zero, 1.0, S)

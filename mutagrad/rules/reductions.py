@@ -870,21 +870,54 @@ def _segment_reductions(ufunc, x, indices, axis):
     """``ufunc.reduceat(x, indices, axis)`` of _REDUCEAT_SEGMENTS' ufuncs: the
     reduction of each segment ``x[indices[i]:indices[i+1]]`` (to the end for the last), or
     ``x[indices[i]]`` alone where ``indices[i] >= indices[i+1]``, joined along ``axis``;
-    the values NumPy's own call gives (its loop's order)."""
+    the values NumPy's own call gives (its loop's order). In one pass over the elements (one
+    gather, one segment sum): the extremes as a selection (ties split evenly, as max's), the
+    log-sum-exps and hypot shifted by each segment's plain extreme; the products segment by
+    segment (a zero in a segment has no vectorized cotangent)."""
     ax = operator.index(axis) % np.ndim(x)
     n = np.shape(x)[ax]
     starts = np.asarray(indices).reshape(-1)
     if starts.size and (starts.min() < 0 or starts.max() >= n):  # NumPy's own error (no negative indices)
         ufunc.reduceat(np.zeros(np.shape(bottom(x)), np.result_type(bottom(x))), indices, axis)
-    lead = (slice(None),) * ax
-    parts = []
-    for i, s0 in enumerate(starts):
-        end = int(starts[i + 1]) if i + 1 < starts.size else n
-        seg = x[lead + (slice(int(s0), end if end > s0 else int(s0) + 1),)]
-        # (one element is itself: reduceat copies it, where hypot.reduce of one element is its |x|)
-        parts.append(seg if np.shape(seg)[ax] == 1 else ufunc.reduce(seg, axis=ax, keepdims=True))
-    res = np.concatenate(parts, axis=ax) if parts else ufunc.reduceat(bottom(x), indices, ax)
-    return _with_value(res, lambda: ufunc.reduceat(bottom(x), indices, ax))
+    exact = ufunc.reduceat(bottom(x), indices, ax)
+    if starts.size == 0:
+        return exact
+    if ufunc is np.multiply:
+        lead = (slice(None),) * ax
+        parts = []
+        for i, s0 in enumerate(starts):
+            end = int(starts[i + 1]) if i + 1 < starts.size else n
+            seg = x[lead + (slice(int(s0), end if end > s0 else int(s0) + 1),)]
+            # (one element is itself: reduceat copies it)
+            parts.append(seg if np.shape(seg)[ax] == 1 else ufunc.reduce(seg, axis=ax, keepdims=True))
+        return _with_value(np.concatenate(parts, axis=ax), lambda: exact)
+    ends = np.append(starts[1:], n)
+    lengths = np.where(starts < ends, ends - starts, 1)
+    offsets = np.cumsum(lengths) - lengths  # (each segment's first element among the gathered ones)
+    owners = np.repeat(np.arange(starts.size), lengths)
+    positions = np.arange(owners.size) - np.repeat(offsets, lengths) + np.repeat(starts, lengths)
+    xs = np.take(np.moveaxis(x, ax, 0), positions, axis=0)  # (traced: the segments' elements, in order)
+    xb = np.asarray(bottom(xs))
+    eb = np.moveaxis(exact, ax, 0)
+    own = (owners,) + (Ellipsis,)
+    segsum = lambda v: bind(add_reduceat_p, (v,), {"indices": offsets, "axis": 0})
+    with np.errstate(all="ignore"):
+        if ufunc in (np.maximum, np.minimum, np.fmax, np.fmin):
+            sel = (xb == eb[own]) | (np.isnan(xb) & np.isnan(eb[own]))
+            w = sel / np.add.reduceat(sel, offsets, axis=0)[own]
+            res = segsum(xs * w.astype(xb.dtype))
+        elif ufunc in (np.logaddexp, np.logaddexp2):
+            ex, lg = (np.exp2, np.log2) if ufunc is np.logaddexp2 else (np.exp, np.log)
+            m = np.where(np.isfinite(eb), eb, 0.0)  # (a constant shift: it cancels)
+            res = m + lg(segsum(ex(xs - m[own])))
+        else:  # hypot: |segment|, scaled by its plain largest magnitude; one element is itself
+            sc = np.maximum.reduceat(np.abs(xb), offsets, axis=0)
+            sc = np.where((sc > 0) & np.isfinite(sc), sc, 1.0)
+            res = sc * np.sqrt(segsum((xs / sc[own]) ** 2))
+            single = (lengths == 1).reshape((-1,) + (1,) * (np.ndim(xb) - 1))
+            if np.any(single):
+                res = np.where(single, np.take(xs, offsets, axis=0), res)
+    return _with_value(np.moveaxis(res, 0, ax), lambda: exact)
 
 
 for _u in (np.add, *_REDUCEAT_SEGMENTS):

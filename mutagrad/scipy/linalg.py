@@ -1,7 +1,7 @@
 """``mutagrad.scipy.linalg``: ``scipy.linalg`` with differentiable
 ``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve``,
 ``lu_factor``/``lu_solve``, ``solve_sylvester``, ``solve_continuous_lyapunov`` (``solve_lyapunov``),
-``solve_discrete_lyapunov``, ``solve_continuous_are``, ``solve_discrete_are``, ``expm``, ``sqrtm``,
+``solve_discrete_lyapunov``, ``solve_continuous_are``, ``solve_discrete_are``, ``expm``, ``logm``, ``sqrtm``,
 ``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``solveh_banded``, ``lu``,
 ``svd``, ``qr``, ``null_space``, ``orth``, ``block_diag``, ``toeplitz``, ``circulant`` and
 ``hankel``; every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
@@ -31,6 +31,7 @@ from ..rules.scipy.linalg import (  # noqa: F401
     expm,
     hankel,
     inv,
+    logm,
     lu,
     lu_factor,
     lu_solve,

@@ -91,6 +91,10 @@ CASES = [
     ("scipy.linalg.expm", msl.expm, (0.5 * R(3, 3),), 2),
     ("scipy.linalg.expm", msl.expm, (0.5 * C(3, 3),), 1),
     ("scipy.linalg.expm", msl.expm, (0.5 * R(2, 3, 3),), 2),
+    ("scipy.linalg.logm", msl.logm, (SPD(3, 3),), 2),
+    ("scipy.linalg.logm", msl.logm, (WELL(3, 3) + 2 * np.eye(3),), 1),  # not symmetric
+    ("scipy.linalg.logm", msl.logm, (HPD(3),), 1),
+    ("scipy.linalg.logm", lambda a: msl.logm(a + a.T + np.diag([6.0, 6.0, 7.0])), (np.zeros((3, 3)),), 1),  # a tie
     ("scipy.linalg.sqrtm", msl.sqrtm, (SPD(3, 3),), 2),
     ("scipy.linalg.sqrtm", msl.sqrtm, (WELL(3, 3) + 2 * np.eye(3),), 2),  # not symmetric
     ("scipy.linalg.sqrtm", msl.sqrtm, (HPD(3),), 1),
@@ -371,7 +375,8 @@ def test_values_match_scipy():
     np.testing.assert_array_equal(piv, PIV3)
     np.testing.assert_array_equal(msl.inv(S3, assume_a="pos"), sl.inv(S3, assume_a="pos"))
     np.testing.assert_array_equal(msl.det(A3), sl.det(A3))
-    assert msl.logm is sl.logm  # everything else is SciPy's
+    np.testing.assert_array_equal(msl.logm(S3), sl.logm(S3))
+    assert msl.funm is sl.funm  # everything else is SciPy's
 
 
 def test_lu_pivots_are_plain_integers():

@@ -1110,6 +1110,51 @@ def _expm_frule(primals, tangents):
     return _expm(a), _expm_frechet(a, t)
 
 
+@scipy_primitive("scipy.linalg.logm")
+def _logm(a):
+    return sl.logm(a)
+
+
+def logm(A, disp=True):
+    """``scipy.linalg.logm``: the principal matrix logarithm.
+
+    Derivative: the Fréchet derivative L(A, E), the top-right block of
+    logm([[A, E], [0, A]]) (the same method as expm's), so repeated eigenvalues
+    (the Hencky strain at F = I, a rotation's log) need no divided differences
+    of an eigendecomposition; every order is available.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import logm
+    >>> float(mg.grad(lambda t: logm(t * np.eye(2))[0, 0])(2.0))
+    0.5
+    """
+    if not disp:
+        raise NotImplementedError("mutagrad.scipy.linalg.logm: disp=False (SciPy's error estimate) is not "
+                                  "supported; call it with disp=True.")
+    return _logm(A)
+
+
+def _logm_frechet(a, e):
+    """L(A, E), the derivative of logm at A in direction E: the top-right block of
+    logm([[A, E], [0, A]])."""
+    n = np.shape(a)[-1]
+    top = np.concatenate([a, e], axis=-1)
+    bottom_row = np.concatenate([np.zeros_like(e), a], axis=-1)
+    return _logm(np.concatenate([top, bottom_row], axis=-2))[..., :n, n:]
+
+
+@rrule(_logm)
+def _logm_rrule(a):
+    y = _logm(a)
+    return y, lambda g: (_logm_frechet(_mH(a), g),)  # L(A, ·)* = L(Aᴴ, ·)
+
+
+@frule(_logm)
+def _logm_frule(primals, tangents):
+    (a,), (t,) = primals, tangents
+    return _logm(a), _logm_frechet(a, t)
+
+
 @scipy_primitive("scipy.linalg.sqrtm")
 def _sqrtm(a):
     return sl.sqrtm(a)

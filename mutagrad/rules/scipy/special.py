@@ -365,6 +365,9 @@ def _lambertw_d(z, k, tol, y):
             for c in reversed(_BRANCH_SERIES):
                 opw = (opw + c) * q
             d = np.where(near, 1.0 / (np.exp(opw - 1.0) * np.where(near, opw, 1.0)), d)
+    undefined = np.isnan(np.asarray(bottom(y)))  # (SciPy's NaN just below -1/e: no derivative either)
+    if np.any(undefined):
+        d = np.where(undefined, np.nan, d)
     return d
 
 

@@ -1969,6 +1969,15 @@ def _scipy_rewrite(sub, name):
         return (f" The {short.upper().lstrip('I')} is linear: multiply by its plain matrix, M = scipy.fft.{short}("
                 f"np.eye(n), axis=0) (with the same type= and norm=), M @ x along the first axis (x @ M.T along "
                 "the last), which is differentiated; or write it with np.fft.fft.")
+    if sub.startswith("sparse") and short == "laplacian":
+        return (" The Laplacian of a dense traced weight matrix W is np.diag(W.sum(axis=1)) - W (normed=True: "
+                "(D - W) / np.sqrt(np.outer(d, d)) with d = W.sum(axis=1), D = np.diag(d)), differentiated.")
+    if sub.startswith("sparse") and short == "validate_graph":  # (a compiled csgraph routine's check)
+        return (" scipy.sparse.csgraph's graph routines (shortest_path, dijkstra, minimum_spanning_tree...) "
+                "run on plain values: a path's length is a sum of the weights along a path chosen by "
+                "comparisons, so find the paths on mg.value(W) (return_predecessors=True) and sum the traced "
+                "W along them, which is differentiated; or relax the distances on the traced weights with "
+                "np.minimum.at (Bellman-Ford) or a soft minimum (np.logaddexp).")
     if sub == "integrate" and short in _INTEGRATE_REWRITES:
         return " " + _INTEGRATE_REWRITES[short]
     if sub == "fft" and hasattr(np.fft, short):
@@ -2429,6 +2438,8 @@ class Tracer:
             elif ours:
                 extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the "
                          "same names, differentiated where docs/coverage.md lists them.")
+            elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
+                extra = _scipy_rewrite(sub, name)
             elif sub == "sparse":
                 extra = (" A scipy.sparse matrix holds plain numbers, so it cannot be built from traced values: "
                          "build it from plain ones (a constant), whose products with traced arrays (A @ x, "
@@ -2437,9 +2448,11 @@ class Tracer:
                          "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
             else:
                 extra = _scipy_hint(sub, name)
+            what = (f"scipy{'.' + sub if sub else ''} function {name}" if name != "validate_graph" else
+                    "a scipy.sparse.csgraph routine (its argument check, validate_graph,")
             raise escape_error(
-                f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments "
-                "with np.asarray)", TracerEscapeError, extra, specific=True)  # (a conversion: nothing is written)
+                f"{what} (plain Python that converts its arguments with np.asarray)", TracerEscapeError, extra,
+                specific=True)  # (a conversion: nothing is written)
         if _numpys_as_strided(sys._getframe(1).f_code):
             raise NoRuleError(
                 f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "
@@ -2795,7 +2808,10 @@ class Tracer:
         if self._may_convert():
             return bottom(self).tolist()
         self._check_thread()
-        raise escape_error("x.tolist()")
+        raise escape_error("x.tolist() of a traced array (a list of plain numbers)", TracerEscapeError,
+                           " Unpack or index the traced array itself, which keeps the derivative: a, b = x, or "
+                           "x[0], x[1] (list(x) for a list of traced elements); mg.value(x).tolist() where plain "
+                           "numbers are meant.", specific=True)
 
     def tobytes(self, *a, **k):
         if self._plain_constant():

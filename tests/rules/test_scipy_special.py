@@ -119,6 +119,12 @@ CASES = [
     # Lambert W (a Python function calling the ufunc _lambertw): z = 0 (0/0), the branches -1 and 1,
     # complex z, a huge z (e^W overflows there), the tolerance argument
     ("scipy.special._lambertw", lambda x: sp.lambertw(x).real, (np.array([0.0, 0.5, -0.2, 30.0, 1e300]),), 2),
+    # robust losses (both pieces of huber; pseudo_huber's delta near and far from r) and exprel
+    # (its series near 0 and the quotient beyond)
+    ("scipy.special.huber", sp.huber, (np.array([0.5, 2.0, 1.0, 0.7]), np.array([-3.0, 0.3, 1.4, -0.2])), 1),
+    ("scipy.special.pseudo_huber", sp.pseudo_huber, (np.array([0.5, 2.0, 1e-3, 0.7]),
+                                                     np.array([-3.0, 0.3, 1.4, -1e-4])), 2),
+    ("scipy.special.exprel", sp.exprel, (np.array([1e-9, 0.05, -0.09, 0.11, 1.0, -5.0, 3.0]),), 2),
     ("scipy.special._lambertw", sp.lambertw, (C(3),), 2),
     ("scipy.special._lambertw", lambda x: msp.lambertw(x, -1, 1e-12), (np.array([-0.3, -0.1]),), 2),  # (real: -1's
     ("scipy.special._lambertw", lambda z: msp.lambertw(z, -1), (np.array([-0.1 + 0.2j, 2.0 - 1.0j]),), 2),  # cut)

@@ -1155,7 +1155,8 @@ def _lae_accumulate(ufunc, inputs, kwargs):
         return _fold_accumulate(ufunc, inputs, kwargs)
     with np.errstate(all="ignore"):
         yb = ufunc.accumulate(xb, axis=axis)
-    if not (np.isfinite(xb).all() and np.isfinite(yb).all()) or np.max(
+    # (an entry of -inf weighs nothing once the running value is finite: e^(x - c) is 0 there)
+    if not ((np.isfinite(xb) | (xb == -np.inf)).all() and np.isfinite(yb).all()) or np.max(
             np.take(yb, -1, axis=axis) - np.take(yb, 0, axis=axis)) > _LAE_SPAN[ufunc]:
         return _fold_accumulate(ufunc, inputs, kwargs)
     res = np.moveaxis(bind(lae_accumulate_p, (np.moveaxis(x, axis, -1),), {"base2": ufunc is np.logaddexp2}), -1, axis)
@@ -1251,7 +1252,7 @@ for _u in _FOLDED:
             UFUNC_HANDLERS.setdefault((_u, _m), _checked_fold(_h, _m))
 _lae_checked = _checked_fold(_lae_accumulate, "accumulate")
 _lae_checked.coverage_how = ("rule (the elementwise left fold where the running values span more than e^600, 2^850 for logaddexp2, or "
-                             "hold inf or NaN; NoRuleError on a CPU where NumPy computes another)")
+                             "hold +inf or NaN or start at -inf; NoRuleError on a CPU where NumPy computes another)")
 for _u in (np.logaddexp, np.logaddexp2):
     UFUNC_HANDLERS[(_u, "accumulate")] = _lae_checked
 for _u in (np.maximum, np.minimum, np.fmax, np.fmin):

@@ -1390,8 +1390,9 @@ def _backward(level, infos, seed, storages, own_nan=False):
     cost a pass per operation; instead a pass whose gradients hold a NaN is run
     again (the tape can be) with every elementwise cotangent taking the strong
     zeros (registry.CAREFUL). NaN that the careful pass keeps is the function's. ``own_nan``: the
-    output is NaN where the pass is seeded (_seeded_nan), so a NaN gradient is the function's: no
-    careful pass (its strong zeros would turn an undefined derivative into 0)."""
+    output is NaN where the pass is seeded (_seeded_nan): the one pass takes IEEE's products
+    (registry.IEEE), so that the derivative of the undefined value is NaN along every path to it
+    (a strong zero would turn it into 0: sin(t) * (r / t) at t = 0, d/dr); no careful pass."""
     if own_nan:
         IEEE[0] += 1
         try:

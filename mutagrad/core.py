@@ -2516,25 +2516,20 @@ class Tracer:
         callee = (_named(call.func, frame) if it in ("reduce", "accumulate", "reduceat", "outer", "at")
                   and isinstance(call.func, (ast.Name, ast.Attribute)) else None)
         if isinstance(getattr(callee, "__self__", None), np.ufunc):  # a ufunc's method
-            uf = qualname(callee.__self__)
-            it = callee.__name__
-            raise escape_error(
-                f"{uf}.{it} of traced values inside a list or tuple (NumPy converts the sequence with "
-                "np.asarray; a ufunc method dispatches on arrays only)", TracerEscapeError,
-                f" Make them one traced array first: {uf}.{it}(np.stack(values), ...) (or mnp.array(values)), "
-                "which is differentiated.")
-        fn = (_named(call.func, frame) if call is not None and isinstance(call.func, (ast.Name, ast.Attribute))
-              and any(type(a) in (ast.List, ast.Tuple) for a in call.args) else None)
-        if (isinstance(fn, np.ufunc) or (callable(fn) and (getattr(fn, "__module__", None) or "").startswith("numpy")
-                                         and getattr(np, getattr(fn, "__name__", ""), None) is fn)) and (
-                getattr(fn, "__name__", None) not in _CONVERTERS and _calling_numpy_python(sys._getframe(1)) is None):
-            # np.maximum([a - b, c], 0.0), np.where(m, [a, b], 0.0): NumPy's C code converts the list itself
+            listed = f"{qualname(callee.__self__)}.{callee.__name__}"
+        else:  # np.maximum([a - b, c], 0.0), np.where(m, [a, b], 0.0): NumPy's C code converts the list
             # (NumPy's Python functions, np.mean([...]), np.piecewise, get their own messages below)
-            name = f"np.{fn.__name__}"
+            fn = (_named(call.func, frame) if call is not None and isinstance(call.func, (ast.Name, ast.Attribute))
+                  and any(type(a) in (ast.List, ast.Tuple) for a in call.args) else None)
+            listed = (f"np.{fn.__name__}" if (isinstance(fn, np.ufunc) or (
+                callable(fn) and (getattr(fn, "__module__", None) or "").startswith("numpy")
+                and getattr(np, getattr(fn, "__name__", ""), None) is fn)) and fn.__name__ not in _CONVERTERS
+                and _calling_numpy_python(sys._getframe(1)) is None else None)
+        if listed is not None:
             raise escape_error(
-                f"{name} of traced values inside a list or tuple (NumPy converts the sequence with np.asarray; "
+                f"{listed} of traced values inside a list or tuple (NumPy converts the sequence with np.asarray; "
                 "it dispatches on arrays only)", TracerEscapeError,
-                f" Make them one traced array first: {name}(np.stack(values), ...) (or mnp.array(values), import "
+                f" Make them one traced array first: {listed}(np.stack(values), ...) (or mnp.array(values), import "
                 "mutagrad.numpy as mnp; nested lists and numbers too), which is differentiated.", specific=True)
         if it in ("permutation", "permuted"):
             fix = (" Permute the positions instead, which is differentiated and draws the same order from the "

@@ -1081,11 +1081,9 @@ def _np_unique(args, kwargs):
     res = np.unique(bottom(x), return_index=True, return_inverse=True, return_counts=True, axis=axis, **opts)
     idx = res[1]
     if isinstance(x, Tracer) and np.any(res[3] > 1):
-        from .reductions import _Bits
-
         xs = np.ravel(x) if axis is None else np.moveaxis(x, axis, 0)
         # (the values that repeat, and the elements that are their occurrences)
-        vals = bind(unique_tied_p, (xs, idx), {"tied": _Bits((res[3] > 1, (res[3] > 1)[np.ravel(res[2])]))})
+        vals = _refusing_gather(xs, idx, res[3] > 1, (res[3] > 1)[np.ravel(res[2])])
         vals = vals if axis is None else np.moveaxis(vals, 0, axis)
     else:
         vals = np.take(np.ravel(x), idx) if axis is None else np.take(x, idx, axis=axis)
@@ -1133,9 +1131,12 @@ def _unique_positions(b, assume_unique):
 
 
 def _counts_in(b, vals):
-    """How many times each of ``vals`` (values present in the plain array ``b``) occurs in ``b``."""
+    """How many times each of ``vals`` occurs in the plain array ``b`` (NaN as NaN)."""
     u, cnt = np.unique(b, return_counts=True)
-    return cnt[np.searchsorted(u, vals)] if np.size(vals) else np.zeros(0, int)
+    if u.size == 0 or np.size(vals) == 0:
+        return np.zeros(np.shape(vals), int)
+    i = np.minimum(np.searchsorted(u, vals), u.size - 1)
+    return np.where((u[i] == vals) | (np.isnan(u[i]) & np.isnan(vals)), cnt[i], 0)
 
 
 def _distinct_gather(c, pos, tied_out):
@@ -1145,10 +1146,16 @@ def _distinct_gather(c, pos, tied_out):
     occurrence's derivative is the value's)."""
     if not isinstance(c, Tracer) or not np.any(tied_out):
         return c[pos]
+    cb = bottom(c)
+    return _refusing_gather(c, pos, tied_out, np.isin(cb, cb[pos][tied_out]))
+
+
+def _refusing_gather(c, pos, tied_out, tied_elements):
+    """``c[pos]`` (along axis 0) by unique_tied_p: the derivative refused where it reaches the
+    values ``tied_out`` marks, or (forward) the elements ``tied_elements`` marks."""
     from .reductions import _Bits
 
-    cb = bottom(c)
-    return bind(unique_tied_p, (c, pos), {"tied": _Bits((tied_out, np.isin(cb, cb[pos][tied_out])))})
+    return bind(unique_tied_p, (c, pos), {"tied": _Bits((tied_out, tied_elements))})
 
 
 def _np_setdiff1d(args, kwargs):
@@ -1172,11 +1179,7 @@ def _np_union1d(args, kwargs):
     from .reductions import numpy_zero_signs
 
     pos = np.unique(cb, return_index=True)[1]
-    v = cb[pos]
-    c1 = np.zeros(v.size, int)
-    c2 = np.zeros(v.size, int)
-    in1, in2 = np.isin(v, b1), np.isin(v, b2)
-    c1[in1], c2[in2] = _counts_in(b1, v[in1]), _counts_in(b2, v[in2])
+    c1, c2 = _counts_in(b1, cb[pos]), _counts_in(b2, cb[pos])
     return numpy_zero_signs(_distinct_gather(c, pos, (c1 > 1) | ((c1 == 0) & (c2 > 1))), lambda: np.unique(cb))
 
 

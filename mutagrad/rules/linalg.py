@@ -2321,42 +2321,44 @@ def _eigvals_T_left(a, w, V, gw):
     return np.matmul(Wt * g[..., None, :], _H(V))
 
 
-def _eig_tied_pairs(w, V, vi):
-    """Boolean (..., n, n): the pairs of eigenvalues ``w`` (vectors ``V``) whose difference the
-    vector derivatives cannot use: repeated up to rounding (_repeated_pairs), or closer than
-    the error LAPACK's rounding leaves in them, 10 eps max|λ| (κ_i + κ_j) with κ_i = |u_i| |v_i|
-    / |u_iᴴ v_i| the eigenvalue's condition number: a Jordan block that rounding split into
-    ±1e-8 has κ ~ 1e8, and its vectors' derivatives (second derivatives of any eigenvector go
-    through them) came out 10^7 off. ``vi``: V⁻¹ (the rule's own)."""
+def _eig_rounding_gaps(w, V, vi):
+    """(|λ_i - λ_j|, the error LAPACK's rounding leaves in the difference: 10 eps max|λ| (κ_i +
+    κ_j), with κ_i = |u_i| |v_i| / |u_iᴴ v_i| the eigenvalue's condition number), (..., n, n), of
+    eigenvalues ``w`` with vectors ``V`` and ``vi`` = V⁻¹ (the rule's own)."""
     wb, vb = np.asarray(bottom(w)), np.asarray(bottom(V))
-    pairs = _repeated_pairs(w)
     with np.errstate(all="ignore"):
         kappa = np.linalg.norm(np.asarray(bottom(vi)), axis=-1) * np.linalg.norm(vb, axis=-2)
     eps = float(np.finfo(wb.dtype).eps)
     scale = np.max(np.abs(wb), axis=-1, keepdims=True) if wb.size else 0.0
     tol = 10 * eps * np.asarray(scale)[..., None] * (kappa[..., :, None] + kappa[..., None, :])
-    gap = np.abs(wb[..., None, :] - wb[..., :, None])
-    return pairs | ((gap <= tol) & ~np.eye(wb.shape[-1], dtype=bool))
+    return np.abs(wb[..., None, :] - wb[..., :, None]), tol
 
 
-def _eig_value_ties(w, V, vi):
+def _eig_tied_pairs(w, gaps):
+    """Boolean (..., n, n): the pairs of eigenvalues ``w`` whose difference the vector
+    derivatives cannot use: repeated up to rounding (_repeated_pairs), or closer than the error
+    LAPACK's rounding leaves in them (``gaps``, _eig_rounding_gaps's: a Jordan block that
+    rounding split into ±1e-8 has κ ~ 1e8, and its vectors' derivatives, through which second
+    derivatives of any eigenvector go, came out 10^7 off)."""
+    gap, tol = gaps
+    return _repeated_pairs(w) | ((gap <= tol) & ~np.eye(np.shape(gap)[-1], dtype=bool))
+
+
+def _eig_value_ties(w, gaps):
     """The averaging matrix (..., n, n) of eig's tied eigenvalues ``w`` (as _tie_mean's for
     eigh: at a tie a single eigenvalue has no derivative, and the group's mean, tr(Uₖᴴ dA Vₖ) / k
     over its invariant subspace, is basis-invariant), or None without ties. Tied: apart by
-    no more than LAPACK's rounding of equal values, _tie_rtol max|λ| or, for a non-normal
-    matrix, 10 eps max|λ| (κ_i + κ_j) (as _eig_tied_pairs, without its wider tolerance for
-    the vectors: a value 1e-10 from another has its own derivative); groups are the chains of
-    tied pairs."""
-    wb, vb = np.asarray(bottom(w)), np.asarray(bottom(V))
+    no more than LAPACK's rounding of equal values, _tie_rtol max|λ|, or the rounding error the
+    condition numbers allow (``gaps``: _eig_rounding_gaps's; not _eig_tied_pairs' wider
+    tolerance for the vectors: a value 1e-10 from another has its own derivative); groups are
+    the chains of tied pairs."""
+    gap, tol = gaps
+    wb = np.asarray(bottom(w))
     n = wb.shape[-1]
     if n < 2:
         return None
-    with np.errstate(all="ignore"):
-        kappa = np.linalg.norm(np.asarray(bottom(vi)), axis=-1) * np.linalg.norm(vb, axis=-2)
-    eps = float(np.finfo(wb.dtype).eps)
     scale = np.max(np.abs(wb), axis=-1, keepdims=True)[..., None]
-    tol = np.maximum(_tie_rtol(wb), 10 * eps * (kappa[..., :, None] + kappa[..., None, :])) * scale
-    same = np.abs(wb[..., None, :] - wb[..., :, None]) <= tol
+    same = gap <= np.maximum(_tie_rtol(wb) * scale, tol)
     if np.count_nonzero(same) == same.size // n:  # (the diagonal alone)
         return None
     same = same | np.eye(n, dtype=bool)
@@ -2382,10 +2384,11 @@ def _eig_jvp(w, V, dA, need_v=True):
         return bad if not need_v else (bad, bad)
     vi = np.linalg.inv(V)
     X = np.matmul(np.matmul(vi, dA), V)
-    dw = _eig_tie_mean(_eig_value_ties(w, V, vi), _diag(X))
+    gaps = _eig_rounding_gaps(w, V, vi)
+    dw = _eig_tie_mean(_eig_value_ties(w, gaps), _diag(X))
     if not need_v:
         return dw
-    if np.any(_eig_tied_pairs(w, V, vi)):
+    if np.any(_eig_tied_pairs(w, gaps)):
         return dw, _degenerate("np.linalg.eig", forward=True)
     return dw, _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
 
@@ -2396,14 +2399,16 @@ def _eig_vjp(w, V, gw, gV, a=None):
             return _eigvals_T_left(a, w, V, gw)
         return _not_diagonalizable(vectors=not is_zero(gV))
     vi = np.linalg.inv(V)
-    gX = ZERO if is_zero(gw) else _diag_embed(_eig_tie_mean(_eig_value_ties(w, V, vi), gw))
+    gaps = _eig_rounding_gaps(w, V, vi)
+    gX = ZERO if is_zero(gw) else _diag_embed(_eig_tie_mean(_eig_value_ties(w, gaps), gw))
     hidden = False
     if not is_zero(gV):
-        pairs = _eig_tied_pairs(w, V, vi)
+        pairs = _eig_tied_pairs(w, gaps)
+        tied = bool(np.any(pairs))
         # (vectors of distinct eigenvalues have their derivative: the tied pairs' terms belong to the
         # tied vectors alone, which the cotangent must not read)
-        F = _distinct_part(w, gV, pairs) if np.any(pairs) else _pair_inv(w)
-        hidden = F is not None and np.any(pairs) and _zero_hides_a_tie(np.any(pairs, axis=-2), gw, gV)
+        F = _distinct_part(w, gV, pairs) if tied else _pair_inv(w)
+        hidden = F is not None and tied and _zero_hides_a_tie(np.any(pairs, axis=-2), gw, gV)
         if F is None or hidden is True:
             return _degenerate("np.linalg.eig")
         gX = gX + _cj(F) * np.matmul(_H(V), _eig_gauge_T(V, gV))

@@ -1089,25 +1089,24 @@ def expm(A):
     return _expm(A)
 
 
-def _expm_frechet(a, e):
-    """L(A, E), the derivative of expm at A in direction E, from
-    expm([[A, E], [0, A]]) = [[expm(A), L(A, E)], [0, expm(A)]]."""
+def _frechet(f, a, e):
+    """L(A, E), the derivative of the primary matrix function ``f`` (a primitive) at A in
+    direction E, from f([[A, E], [0, A]]) = [[f(A), L(A, E)], [0, f(A)]] (every order: ``f``
+    differentiates itself)."""
     n = np.shape(a)[-1]
     top = np.concatenate([a, e], axis=-1)
     bottom_row = np.concatenate([np.zeros_like(e), a], axis=-1)
-    return _expm(np.concatenate([top, bottom_row], axis=-2))[..., :n, n:]
+    return f(np.concatenate([top, bottom_row], axis=-2))[..., :n, n:]
 
 
-@rrule(_expm)
-def _expm_rrule(a):
-    y = _expm(a)
-    return y, lambda g: (_expm_frechet(_mH(a), g),)  # L(A, ·)* = L(Aᴴ, ·)
+def _def_matrix_function(f):
+    """Both rules of the primary matrix function ``f`` by its Fréchet derivative (a function
+    with real Taylor coefficients: L(A, ·)* = L(Aᴴ, ·))."""
+    rrule(f)(lambda a: (f(a), lambda g: (_frechet(f, _mH(a), g),)))
+    frule(f)(lambda primals, tangents: (f(primals[0]), _frechet(f, primals[0], tangents[0])))
 
 
-@frule(_expm)
-def _expm_frule(primals, tangents):
-    (a,), (t,) = primals, tangents
-    return _expm(a), _expm_frechet(a, t)
+_def_matrix_function(_expm)
 
 
 @scipy_primitive("scipy.linalg.logm")
@@ -1134,25 +1133,7 @@ def logm(A, disp=True):
     return _logm(A)
 
 
-def _logm_frechet(a, e):
-    """L(A, E), the derivative of logm at A in direction E: the top-right block of
-    logm([[A, E], [0, A]])."""
-    n = np.shape(a)[-1]
-    top = np.concatenate([a, e], axis=-1)
-    bottom_row = np.concatenate([np.zeros_like(e), a], axis=-1)
-    return _logm(np.concatenate([top, bottom_row], axis=-2))[..., :n, n:]
-
-
-@rrule(_logm)
-def _logm_rrule(a):
-    y = _logm(a)
-    return y, lambda g: (_logm_frechet(_mH(a), g),)  # L(A, ·)* = L(Aᴴ, ·)
-
-
-@frule(_logm)
-def _logm_frule(primals, tangents):
-    (a,), (t,) = primals, tangents
-    return _logm(a), _logm_frechet(a, t)
+_def_matrix_function(_logm)
 
 
 @scipy_primitive("scipy.linalg.sqrtm")

@@ -431,3 +431,28 @@ def test_ive_of_a_complex_argument_has_no_derivative_here():
     x = np.array([2.5, 0.7])
     check_grads(lambda x: msp.ive(1.5, x), x)  # real: exp(-|x|) iv, differentiable away from 0
     check_grads(lambda x: msp.ive(2, x), -x)
+
+
+def test_beta_derivative_where_one_argument_is_tiny():
+    # (the specialsweep tester) d/db beta(a, b) = beta (psi(b) - psi(a + b)) lost every digit for a ~ 1e-17
+    # (0.0): the digamma difference is a's Taylor series there. By hand: beta(a, 2) = 1 / (a (a + 1)), so
+    # d/db at b = 2 is -(1/a) a psi1(2) (1 + O(a)) -> -(pi^2/6 - 1)
+    for a in (1e-17, 1e-12):
+        np.testing.assert_allclose(mg.grad(lambda b: sp.beta(a, b))(2.0), -(np.pi ** 2 / 6 - 1), rtol=1e-11)
+        np.testing.assert_allclose(mg.grad(lambda b: sp.betaln(a, b))(2.0), -a * (np.pi ** 2 / 6 - 1), rtol=1e-9)
+    # the series branch at a = 1e-4, both arguments and d2/db2: mpmath (40 digits)
+    g = mg.grad(lambda v: sp.beta(v[0], v[1]))(np.array([1e-4, 2.0]))
+    np.testing.assert_allclose(g, [-99999999.000199970004, -0.64484937704340154798], rtol=1e-12)
+    np.testing.assert_allclose(mg.hessian(lambda b: sp.beta(1e-4, b))(2.0), 0.4040902931857176915, rtol=1e-9)
+
+
+def test_incomplete_gamma_and_beta_second_derivatives_at_the_support_ends():
+    # (the specialsweep tester) the densities in logs were 0 * inf at x = 0: the second derivative was 0.
+    # By hand: d2/dx2 gammainc(a, x) at 0 is (a - 1) 0**(a-2) / Gamma(a): 1 for a = 2, 0 for a = 3;
+    # betainc(2, 3, x)'s density 12 x (1 - x)^2 has slope 12 at 0, betainc(3, 2, x)'s 12 x^2 (1 - x) -12 at 1
+    for f, x, want in ((lambda x: sp.gammainc(2.0, x), 0.0, 1.0), (lambda x: sp.gammainc(3.0, x), 0.0, 0.0),
+                       (lambda x: sp.gammaincc(2.0, x), 0.0, -1.0), (lambda x: sp.betainc(2.0, 3.0, x), 0.0, 12.0),
+                       (lambda x: sp.betaincc(2.0, 3.0, x), 0.0, -12.0), (lambda x: sp.betainc(3.0, 2.0, x), 1.0, -12.0)):
+        assert mg.hessian(f)(x) == pytest.approx(want, abs=1e-12)
+        assert mg.jvp(mg.grad(f), (x,), (1.0,))[1] == pytest.approx(want, abs=1e-12)
+    assert mg.grad(lambda x: sp.gammainc(0.5, x))(0.0) == np.inf  # (the density itself, as before)

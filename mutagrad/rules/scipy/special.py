@@ -111,12 +111,30 @@ defelementwise(sp.gammaln, lambda x, y: sp.digamma(x))
 defelementwise(sp.loggamma, lambda x, y: sp.digamma(x))
 defelementwise(sp.digamma, lambda x, y: _polygamma_next(0, x))
 defelementwise(sp.gamma, lambda x, y: y * sp.digamma(x))
+def _digamma_step(b, a):
+    """ψ(b) - ψ(b + a): where |a| <= 1e-3 |b| by its Taylor series in a, -Σ_k a^k ψ^(k)(b) / k!
+    (to a^4: within 1e-12), since the difference of two nearly equal digammas loses the digits
+    there (beta(1e-17, 2)'s derivative in b came out 0, and only 4 digits were right at 1e-12)."""
+    ab, bb = np.asarray(bottom(a)), np.asarray(bottom(b))
+    direct = sp.digamma(b) - sp.digamma(a + b)
+    if np.iscomplexobj(ab) or np.iscomplexobj(bb):
+        return direct
+    small = (np.abs(ab) <= 1e-3 * np.abs(bb)) & (ab != 0) & np.isfinite(bb)
+    if not np.any(small):
+        return direct
+    bs = np.where(small, b, 1.0)
+    series = 0.0
+    for k in (4, 3, 2, 1):  # (Horner in a: a (ψ1 + a/2 (ψ2 + a/3 (ψ3 + a/4 ψ4))))
+        series = (polygamma(k, bs) + series) * (a / k)
+    return np.where(small, -series, direct)
+
+
 defelementwise(sp.beta,
-               lambda a, b, y: y * (sp.digamma(a) - sp.digamma(a + b)),
-               lambda a, b, y: y * (sp.digamma(b) - sp.digamma(a + b)))
+               lambda a, b, y: y * _digamma_step(a, b),
+               lambda a, b, y: y * _digamma_step(b, a))
 defelementwise(sp.betaln,
-               lambda a, b, y: sp.digamma(a) - sp.digamma(a + b),
-               lambda a, b, y: sp.digamma(b) - sp.digamma(a + b))
+               lambda a, b, y: _digamma_step(a, b),
+               lambda a, b, y: _digamma_step(b, a))
 
 
 def _rgamma_d(x, y):
@@ -158,15 +176,32 @@ defelementwise(sp.poch, _poch_dz, lambda z, m, y: y * sp.digamma(z + m))
 
 # regularized incomplete gamma and beta functions, Student's t cdf: derivative
 # w.r.t. the integration limit is the density
-defparametric(sp.gammainc, 1, lambda a, x, y: np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a)))
-defparametric(sp.gammaincc, 1, lambda a, x, y: -np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a)))
+def _gamma_density(a, x, y):
+    """x^(a-1) e^-x / Γ(a), in logs (no overflow); at x = 0 as the power itself, whose own
+    derivative there is (a-1) x^(a-2) / Γ(a) (1 for a = 2: in logs it was 0 · inf, a zero)."""
+    at0 = np.asarray(bottom(x)) == 0
+    d = np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a))
+    if np.any(at0):
+        d = np.where(at0, x ** (a - 1) * np.exp(-x) * sp.rgamma(a), d)
+    return d
+
+
+defparametric(sp.gammainc, 1, _gamma_density)
+defparametric(sp.gammaincc, 1, lambda a, x, y: -_gamma_density(a, x, y))
 # their inverses w.r.t. the probability: the reciprocal of the density at the result
 defparametric(sp.gammaincinv, 1, lambda a, p, x: np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a)))
 defparametric(sp.gammainccinv, 1, lambda a, p, x: -np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a)))
 
 
 def _beta_density(a, b, x, y):
-    return np.exp(sp.xlogy(a - 1, x) + sp.xlog1py(b - 1, -x) - sp.betaln(a, b))
+    """x^(a-1) (1-x)^(b-1) / B(a, b), in logs; at x = 0 and x = 1 as the powers themselves (as
+    _gamma_density: their own derivatives there)."""
+    xb = np.asarray(bottom(x))
+    ends = (xb == 0) | (xb == 1)
+    d = np.exp(sp.xlogy(a - 1, x) + sp.xlog1py(b - 1, -x) - sp.betaln(a, b))
+    if np.any(ends):
+        d = np.where(ends, x ** (a - 1) * (1 - x) ** (b - 1) / sp.beta(a, b), d)
+    return d
 
 
 defparametric(sp.betainc, 2, _beta_density)

@@ -438,8 +438,9 @@ def test_beta_derivative_where_one_argument_is_tiny():
     # (0.0): the digamma difference is a's Taylor series there. By hand: beta(a, 2) = 1 / (a (a + 1)), so
     # d/db at b = 2 is -(1/a) a psi1(2) (1 + O(a)) -> -(pi^2/6 - 1)
     for a in (1e-17, 1e-12):
-        np.testing.assert_allclose(mg.grad(lambda b: sp.beta(a, b))(2.0), -(np.pi ** 2 / 6 - 1), rtol=1e-11)
-        np.testing.assert_allclose(mg.grad(lambda b: sp.betaln(a, b))(2.0), -a * (np.pi ** 2 / 6 - 1), rtol=1e-9)
+        np.testing.assert_allclose(mg.grad(lambda b, a=a: sp.beta(a, b))(2.0), -(np.pi ** 2 / 6 - 1), rtol=1e-11)
+        np.testing.assert_allclose(mg.grad(lambda b, a=a: sp.betaln(a, b))(2.0), -a * (np.pi ** 2 / 6 - 1),
+                                   rtol=1e-9)
     # the series branch at a = 1e-4, both arguments and d2/db2: mpmath (40 digits)
     g = mg.grad(lambda v: sp.beta(v[0], v[1]))(np.array([1e-4, 2.0]))
     np.testing.assert_allclose(g, [-99999999.000199970004, -0.64484937704340154798], rtol=1e-12)

@@ -1965,19 +1965,25 @@ def _scipy_rewrite(sub, name):
     short = name.rsplit(".", 1)[-1]
     if sub == "signal" and short in _SIGNAL_REWRITES:
         return " " + _SIGNAL_REWRITES[short]
-    if sub in ("fft", "fftpack") and short in ("dct", "idct", "dst", "idst", "dctn", "idctn", "dstn", "idstn"):
+    if sub in ("fft", "fftpack") and short in ("dct", "idct", "dst", "idst"):
         return (f" The {short.upper().lstrip('I')} is linear: multiply by its plain matrix, M = scipy.fft.{short}("
                 f"np.eye(n), axis=0) (with the same type= and norm=), M @ x along the first axis (x @ M.T along "
                 "the last), which is differentiated; or write it with np.fft.fft.")
+    if sub in ("fft", "fftpack") and short in ("dctn", "idctn", "dstn", "idstn"):
+        one = short[:-1]
+        return (f" The n-dimensional {one.upper().lstrip('I')} is the 1-D one along each axis, which is linear: "
+                f"with each axis's plain matrix M = scipy.fft.{one}(np.eye(n), axis=0) (the same type= and "
+                "norm=), M0 @ X @ M1.T in 2-D (np.tensordot per axis beyond), which is differentiated.")
     if sub.startswith("sparse") and short == "laplacian":
         return (" The Laplacian of a dense traced weight matrix W is np.diag(W.sum(axis=1)) - W (normed=True: "
                 "(D - W) / np.sqrt(np.outer(d, d)) with d = W.sum(axis=1), D = np.diag(d)), differentiated.")
     if sub.startswith("sparse") and short == "validate_graph":  # (a compiled csgraph routine's check)
-        return (" scipy.sparse.csgraph's graph routines (shortest_path, dijkstra, minimum_spanning_tree...) "
-                "run on plain values: a path's length is a sum of the weights along a path chosen by "
-                "comparisons, so find the paths on mg.value(W) (return_predecessors=True) and sum the traced "
-                "W along them, which is differentiated; or relax the distances on the traced weights with "
-                "np.minimum.at (Bellman-Ford) or a soft minimum (np.logaddexp).")
+        return (" scipy.sparse.csgraph's graph routines run on plain values. A path's length (shortest_path, "
+                "dijkstra...) is a sum of the weights along a path chosen by comparisons: find the paths on "
+                "mg.value(W) (return_predecessors=True) and sum the traced W along them, which is "
+                "differentiated, or relax the distances on the traced weights with np.minimum.at (Bellman-Ford) "
+                "or a soft minimum (np.logaddexp); a result that is piecewise constant in the weights "
+                "(connected_components, a tree's edges) has derivative 0: call the routine on mg.value(W).")
     if sub == "integrate" and short in _INTEGRATE_REWRITES:
         return " " + _INTEGRATE_REWRITES[short]
     if sub == "fft" and hasattr(np.fft, short):
@@ -2448,11 +2454,14 @@ class Tracer:
                          "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
             else:
                 extra = _scipy_hint(sub, name)
-            what = (f"scipy{'.' + sub if sub else ''} function {name}" if name != "validate_graph" else
-                    "a scipy.sparse.csgraph routine (its argument check, validate_graph,")
-            raise escape_error(
-                f"{what} (plain Python that converts its arguments with np.asarray)", TracerEscapeError, extra,
-                specific=True)  # (a conversion: nothing is written)
+            what = f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments with "
+            what += "np.asarray)"
+            if name == "validate_graph":  # (named by the user's call, where its source tells)
+                ucall = call_at(user_frame(caller))
+                what = ("the scipy.sparse.csgraph routine" + (f" {ast.unparse(ucall.func)}" if ucall is not None
+                                                               else "") + " (its argument check, validate_graph, "
+                        "converts its arguments with np.asarray)")
+            raise escape_error(what, TracerEscapeError, extra, specific=True)  # (a conversion: nothing is written)
         if _numpys_as_strided(sys._getframe(1).f_code):
             raise NoRuleError(
                 f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "

@@ -872,8 +872,8 @@ def _segment_reductions(ufunc, x, indices, axis):
     ``x[indices[i]]`` alone where ``indices[i] >= indices[i+1]``, joined along ``axis``;
     the values NumPy's own call gives (its loop's order). In one pass over the elements (one
     gather, one segment sum): the extremes as a selection (ties split evenly, as max's), the
-    log-sum-exps and hypot shifted by each segment's plain extreme; the products segment by
-    segment (a zero in a segment has no vectorized cotangent)."""
+    log-sum-exps and hypot shifted by each segment's plain extreme, the products by np.prod of
+    the segments padded by length class (_segment_products)."""
     ax = operator.index(axis) % np.ndim(x)
     n = np.shape(x)[ax]
     starts = np.asarray(indices).reshape(-1)
@@ -882,15 +882,6 @@ def _segment_reductions(ufunc, x, indices, axis):
     exact = ufunc.reduceat(bottom(x), indices, ax)
     if starts.size == 0:
         return exact
-    if ufunc is np.multiply:
-        lead = (slice(None),) * ax
-        parts = []
-        for i, s0 in enumerate(starts):
-            end = int(starts[i + 1]) if i + 1 < starts.size else n
-            seg = x[lead + (slice(int(s0), end if end > s0 else int(s0) + 1),)]
-            # (one element is itself: reduceat copies it)
-            parts.append(seg if np.shape(seg)[ax] == 1 else ufunc.reduce(seg, axis=ax, keepdims=True))
-        return _with_value(np.concatenate(parts, axis=ax), lambda: exact)
     ends = np.append(starts[1:], n)
     lengths = np.where(starts < ends, ends - starts, 1)
     offsets = np.cumsum(lengths) - lengths  # (each segment's first element among the gathered ones)
@@ -902,7 +893,9 @@ def _segment_reductions(ufunc, x, indices, axis):
     own = (owners,) + (Ellipsis,)
     segsum = lambda v: bind(add_reduceat_p, (v,), {"indices": offsets, "axis": 0})
     with np.errstate(all="ignore"):
-        if ufunc in (np.maximum, np.minimum, np.fmax, np.fmin):
+        if ufunc is np.multiply:
+            res = _segment_products(xs, lengths, offsets)
+        elif ufunc in (np.maximum, np.minimum, np.fmax, np.fmin):
             sel = (xb == eb[own]) | (np.isnan(xb) & np.isnan(eb[own]))
             w = sel / np.add.reduceat(sel, offsets, axis=0)[own]
             res = segsum(xs * w.astype(xb.dtype))
@@ -910,14 +903,39 @@ def _segment_reductions(ufunc, x, indices, axis):
             ex, lg = (np.exp2, np.log2) if ufunc is np.logaddexp2 else (np.exp, np.log)
             m = np.where(np.isfinite(eb), eb, 0.0)  # (a constant shift: it cancels)
             res = m + lg(segsum(ex(xs - m[own])))
-        else:  # hypot: |segment|, scaled by its plain largest magnitude; one element is itself
+        else:  # hypot: |segment|, scaled by its plain largest magnitude
             sc = np.maximum.reduceat(np.abs(xb), offsets, axis=0)
             sc = np.where((sc > 0) & np.isfinite(sc), sc, 1.0)
             res = sc * np.sqrt(segsum((xs / sc[own]) ** 2))
-            single = (lengths == 1).reshape((-1,) + (1,) * (np.ndim(xb) - 1))
-            if np.any(single):
-                res = np.where(single, np.take(xs, offsets, axis=0), res)
+        single = (lengths == 1).reshape((-1,) + (1,) * (np.ndim(xb) - 1))
+        if np.any(single):  # (one element is itself: reduceat copies it; hypot.reduce would give |x|)
+            res = np.where(single, np.take(xs, offsets, axis=0), res)
     return _with_value(np.moveaxis(res, 0, ax), lambda: exact)
+
+
+def _segment_products(xs, lengths, offsets):
+    """The product of each segment of ``xs`` (axis 0; segment k is ``lengths[k]`` elements from
+    ``offsets[k]``) by np.prod's rule (zeros included), the segments padded with ones into one
+    block per power-of-two length class: a few operations, at most twice the elements."""
+    k = lengths.size
+    padded = np.concatenate([xs, np.ones_like(xs[:1])], axis=0)  # (the last row: the padding's 1)
+    pad = np.shape(xs)[0]
+    parts, order = [], []
+    width = 1
+    while True:
+        members = np.flatnonzero((lengths <= width) & (lengths > width // 2))
+        if members.size:
+            cols = np.arange(width)
+            idx = np.where(cols < lengths[members, None], offsets[members, None] + cols, pad)
+            parts.append(np.prod(np.take(padded, idx, axis=0), axis=1))
+            order.append(members)
+        if width >= lengths.max():
+            break
+        width *= 2
+    res = np.concatenate(parts, axis=0)
+    back = np.empty(k, np.intp)
+    back[np.concatenate(order)] = np.arange(k)
+    return np.take(res, back, axis=0)
 
 
 for _u in (np.add, *_REDUCEAT_SEGMENTS):

@@ -1309,3 +1309,17 @@ def test_traced_eigh_subsets_return_scipys_bits(opts, generalized):
     np.testing.assert_allclose(g, numerical_grad(lambda a: np.sum(
         (sl.eigh(a, b, **opts) if opts.get("eigvals_only") else sl.eigh(a, b, **opts)[0]) ** 2), (a,), (0,))[0],
         rtol=1e-6, atol=1e-8)
+
+
+def test_logm_forward_mode_near_a_rotation_by_pi_is_real():
+    # (the newfeat22 tester) SciPy's logm of the block matrix [[R, E], [0, R]] came back complex (Im ~ 1e-10)
+    # for a real R whose log is real: forward mode raised a RuleError. Both modes agree (reverse was right)
+    t = np.pi - 1e-4
+    R = np.array([[np.cos(t), -np.sin(t), 0.0], [np.sin(t), np.cos(t), 0.0], [0.0, 0.0, 1.0]])
+    E = np.array([[0.1, 0.2, 0.0], [-0.3, 0.05, 0.1], [0.0, 0.2, -0.1]])
+    _, tangent = mg.jvp(msl.logm, (R,), (E,))
+    assert tangent.dtype == np.float64
+    W = np.arange(9.0).reshape(3, 3)
+    np.testing.assert_allclose(np.sum(W * tangent), np.sum(mg.grad(lambda a: np.sum(W * msl.logm(a)))(R) * E),
+                               rtol=1e-7)
+

@@ -457,3 +457,12 @@ def test_incomplete_gamma_and_beta_second_derivatives_at_the_support_ends():
         assert mg.hessian(f)(x) == pytest.approx(want, abs=1e-12)
         assert mg.jvp(mg.grad(f), (x,), (1.0,))[1] == pytest.approx(want, abs=1e-12)
     assert mg.grad(lambda x: sp.gammainc(0.5, x))(0.0) == np.inf  # (the density itself, as before)
+
+
+def test_exprel_derivative_where_exp_times_x_overflows():
+    # (the newfeat22 tester) e^x (x - 1) overflowed before the derivative did: inf for 703 < x < 709.78;
+    # at -inf NaN where the limit is 0. mpmath (40 digits) at 35 and 709
+    np.testing.assert_allclose(mg.grad(sp.exprel)(35.0), 44019965207066.65, rtol=1e-13)
+    np.testing.assert_allclose(mg.grad(sp.exprel)(709.0), 1.1575198749865064e305, rtol=1e-13)
+    assert mg.grad(sp.exprel)(-np.inf) == 0.0
+    check_grads(sp.exprel, np.array([29.0, 31.0, 40.0]), order=2)

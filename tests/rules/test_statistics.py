@@ -214,7 +214,7 @@ def test_running_logsumexp_is_one_operation_with_numpys_values():
     assert "\n2 records" not in str(mg.explain(lambda x: np.sum(np.logaddexp.accumulate(x)), np.r_[-np.inf, x]))
 
 
-@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum, np.fmax, np.logaddexp, np.hypot])
+@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum, np.fmax, np.logaddexp, np.hypot, np.multiply])
 def test_segment_reductions_are_a_few_operations_whatever_the_segments(ufunc):
     # (the sparsegraph tester: one reduction per segment, 4500x the primal at 1e4 segments) a gather and
     # a segment sum; NumPy's values, and by hand for max: each segment's maximum's element gets 1
@@ -231,6 +231,10 @@ def test_segment_reductions_are_a_few_operations_whatever_the_segments(ufunc):
         want[top] = 2 * x[top]
         np.testing.assert_array_equal(mg.grad(f)(x), want)
     check_grads(f, x)
+    # a one-element segment is its element, whatever it holds (±inf had derivative 0 in logaddexp's)
+    y = np.array([np.inf, 1.0, -2.0, 0.0])
+    _, t = mg.jvp(lambda y: ufunc.reduceat(y, [0, 1, 2, 3]), (y,), (np.arange(1.0, 5.0),))
+    np.testing.assert_array_equal(t, np.arange(1.0, 5.0))
 
 
 def test_histogram2d_and_histogramdd_values_are_numpys():

@@ -1101,9 +1101,26 @@ def _frechet(f, a, e):
 
 def _def_matrix_function(f):
     """Both rules of the primary matrix function ``f`` by its Fréchet derivative (a function
-    with real Taylor coefficients: L(A, ·)* = L(Aᴴ, ·))."""
-    rrule(f)(lambda a: (f(a), lambda g: (_frechet(f, _mH(a), g),)))
-    frule(f)(lambda primals, tangents: (f(primals[0]), _frechet(f, primals[0], tangents[0])))
+    with real Taylor coefficients: L(A, ·)* = L(Aᴴ, ·)). Where f(A) is real for a real A, so is
+    L(A, E) for a real E: SciPy's f of the block matrix may come back complex (logm of a rotation
+    near π, Im ~ 1e-10), whose imaginary part is rounding."""
+
+    def real_like(y, a, e, d):
+        if (np.iscomplexobj(bottom(d)) and not np.iscomplexobj(bottom(y)) and not np.iscomplexobj(bottom(a))
+                and not np.iscomplexobj(bottom(e))):
+            return np.real(d)
+        return d
+
+    def rule(a):
+        y = f(a)
+        return y, lambda g: (real_like(y, a, g, _frechet(f, _mH(a), g)),)
+
+    def forward(primals, tangents):
+        y = f(primals[0])
+        return y, real_like(y, primals[0], tangents[0], _frechet(f, primals[0], tangents[0]))
+
+    rrule(f)(rule)
+    frule(f)(forward)
 
 
 _def_matrix_function(_expm)

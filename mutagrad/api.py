@@ -796,19 +796,23 @@ def _wrap_constants(level, args, argnums, wrapped, names=None):
     passed in), and a write into them is recorded like any other, so an
     operation that read them never needs a private copy."""
     levels = level.outer_levels() + [level]
+    same = {}  # id -> the tracer of a constant array passed more than once: one object, as in the call
     for n in range(len(args)):
         if n in argnums or (n - len(args)) in argnums:
             continue
         a = args[n]
         if type(a) is _ndarray:  # the common case: one plain array
             if a.dtype.kind in "fc":
-                if len(levels) == 1:  # (what _wrap_constant does at the outermost level)
+                if id(a) in same:  # (k(X, X): `X is Y` holds in the function, as in a plain call)
+                    args[n] = same[id(a)]
+                elif len(levels) == 1:  # (what _wrap_constant does at the outermost level)
                     v, st = _caller_array(level, a, f"argument {n}" if names is None else names[n])
                     st.pristine = True
                     t = args[n] = ArrayTracer(v, level, st, None, False)
                     wrapped.append((t, _Leaf("array", a.shape, a.dtype, st, a)))
                 else:
                     args[n] = _wrap_constant(a, f"argument {n}" if names is None else names[n], levels, wrapped)
+                same[id(a)] = args[n]
             continue
         if type(a) in _PLAIN_LEAVES:
             continue  # numbers and strings: nothing to wrap
@@ -818,9 +822,13 @@ def _wrap_constants(level, args, argnums, wrapped, names=None):
         new = []
         for k, leaf in enumerate(leaves):
             if _constant_array(leaf, level):
-                where = (f"argument {n}" if names is None else names[n]) + (f" leaf {k}" if len(leaves) > 1 else "")
-                _check_subclass(leaf, where)
-                leaf = _wrap_constant(leaf, where, levels, wrapped)
+                if id(leaf) in same:
+                    leaf = same[id(leaf)]
+                else:
+                    where = (f"argument {n}" if names is None else names[n]) + (f" leaf {k}" if len(leaves) > 1
+                                                                                 else "")
+                    _check_subclass(leaf, where)
+                    same[id(leaf)] = leaf = _wrap_constant(leaf, where, levels, wrapped)
             new.append(leaf)
         args[n] = tree_unflatten(tree, new)
         _pair_containers(level, a, args[n])
@@ -1169,6 +1177,17 @@ def _check_scalar_output(out, name):
 # Reverse mode
 
 
+def _check_callable(fun, name):
+    """A TypeError now for a ``fun`` that cannot be called (not at the first call, as NumPy's)."""
+    if not callable(fun):
+        usage = f"mg.{name}(f)(x), not mg.{name}(x)" if name in _TRANSFORMS else f"mg.{name}(f, ...)"
+        raise TypeError(f"mg.{name} takes the function to differentiate first, got {type(fun).__name__} "
+                        f"{fun!r:.60}: {usage}")
+
+
+_TRANSFORMS = ("grad", "value_and_grad", "jacobian", "hessian")
+
+
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="value_and_grad") -> Callable:
     """Return a function computing ``(fun(*args), d fun / d args[argnums])``.
 
@@ -1179,6 +1198,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
     >>> mg.value_and_grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
     (np.float64(5.0), array([2., 4.]))
     """
+    _check_callable(fun, _name)
     nums, single = _normalize_argnums(argnums)
 
     @functools.wraps(fun)
@@ -1274,6 +1294,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     >>> pb(np.array([1.0, 10.0]))
     (array([ 3., 30.]),)
     """
+    _check_callable(fun, "vjp")
     # (_argnums, internal: differentiate only these; the other float arrays are traced constants;
     # _kwargs, internal: keyword arguments, their float arrays traced constants, as under grad)
     nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
@@ -1615,6 +1636,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     >>> mg.jvp(np.sin, (0.0,), (2.0,))
     (np.float64(0.0), np.float64(2.0))
     """
+    _check_callable(fun, "jvp")
     for name, v in (("primals", primals), ("tangents", tangents)):
         if not isinstance(v, (tuple, list)):
             raise TypeError(f"jvp: {name} must be a tuple or list with one entry per positional argument of the "
@@ -1851,6 +1873,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False)
     array([[2., 0.],
            [0., 6.]])
     """
+    _check_callable(fun, "jacobian")
     if mode not in ("rev", "fwd"):
         raise ValueError(f"mode must be 'rev' or 'fwd', got {mode!r}")
     nums, single = _normalize_argnums(argnums)
@@ -2199,5 +2222,6 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
+    _check_callable(fun, "hessian")
     # (with has_aux, grad gives (gradient, aux): the pair jacobian's has_aux takes)
     return jacobian(grad(fun, argnums, has_aux=has_aux, _name="hessian"), argnums, mode="fwd", has_aux=has_aux)

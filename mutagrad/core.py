@@ -2529,7 +2529,8 @@ class Tracer:
         else:  # np.maximum([a - b, c], 0.0), np.where(m, [a, b], 0.0): NumPy's C code converts the list
             # (NumPy's Python functions, np.mean([...]), np.piecewise, get their own messages below)
             fn = (_named(call.func, frame) if call is not None and isinstance(call.func, (ast.Name, ast.Attribute))
-                  and any(type(a) in (ast.List, ast.Tuple) for a in call.args) else None)
+                  and any(type(a) in (ast.List, ast.Tuple) or (type(a) in (ast.Name, ast.Attribute) and isinstance(
+                      _named(a, frame), (list, tuple))) for a in call.args) else None)
             listed = (f"np.{fn.__name__}" if (isinstance(fn, np.ufunc) or (
                 callable(fn) and (getattr(fn, "__module__", None) or "").startswith("numpy")
                 and getattr(np, getattr(fn, "__name__", ""), None) is fn)) and fn.__name__ not in _CONVERTERS

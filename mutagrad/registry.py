@@ -149,6 +149,8 @@ def primitive(fun):
     >>> mg.grad(cube)(2.0)
     12.0
     """
+    if not callable(fun):
+        raise TypeError(f"mg.primitive takes a function (as a decorator: @mg.primitive), got {type(fun).__name__}")
     def impl(*args, **kwargs):
         if not STATE.levels:
             return fun(*args, **kwargs)

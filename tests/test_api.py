@@ -3,6 +3,7 @@ hessian, stop_gradient, value, the mnp namespace."""
 import dataclasses
 import functools
 import gc
+import sys
 from collections import namedtuple
 
 import numpy as np
@@ -427,6 +428,8 @@ def test_config_blocks_are_per_thread():
         t.join()
     assert seen == {"a": True, "b_before": False, "b": False}
     assert not mg.config.get("strict")
+    options = sys.modules["mutagrad.config"]._OPTIONS
+    before = dict(options)
     mg.config(strict=True)  # called as a function: the whole process
     try:
         seen.clear()
@@ -435,7 +438,29 @@ def test_config_blocks_are_per_thread():
         t.join()
         assert seen["t"]
     finally:
-        mg.config(strict=False)
+        options.update(before)  # (unset again: the environment decides)
+
+
+def test_config_overrides_the_environment_and_checks_its_values(monkeypatch):
+    # (the errmsg tester) with MUTAGRAD_STRICT=1, mg.config(strict=False) called as a function did not turn it
+    # off and config.get said False while it was on; "false" as a string turned it on; an assignment to
+    # mg.config.strict was silently ignored; MUTAGRAD_STRICT=garbage turned it on
+    options = sys.modules["mutagrad.config"]._OPTIONS
+    monkeypatch.setitem(options, "strict", None)
+    monkeypatch.setenv("MUTAGRAD_STRICT", "1")
+    assert mg.config.get("strict") is True
+    mg.config(strict=False)
+    assert mg.config.get("strict") is False
+    with mg.config(strict=True):
+        assert mg.config.get("strict") is True
+    with pytest.raises(TypeError, match="True or False"):
+        mg.config(strict="false")
+    with pytest.raises(AttributeError, match=r"call mg.config\(strict=False\)"):
+        mg.config.strict = False
+    options["strict"] = None
+    monkeypatch.setenv("MUTAGRAD_STRICT", "garbage")
+    with pytest.raises(ValueError, match="MUTAGRAD_STRICT='garbage'"):
+        mg.config.get("strict")
 
 
 def test_vjp_detects_arrays_modified_before_the_pullback():
@@ -1543,3 +1568,32 @@ def test_a_jvp_tangent_that_overflows_its_primals_dtype_raises():
         pullback(np.full(2, 1e6))
     (g,) = pullback(np.full(2, 1e3))
     assert g.dtype == np.float16 and np.all(g == 2e3)
+
+
+def test_a_constant_array_passed_twice_is_one_object_in_the_function():
+    # (the mutsem tester) a GP kernel adding a nugget when X is Y gave another value under mg.grad (the
+    # identity test failed on two tracers of one array); differentiated, each argument keeps its own
+    def kern(X, Y, ell):
+        K = np.exp(-0.5 * (X[:, None] - Y[None, :]) ** 2 / ell ** 2)
+        if X is Y:
+            K = K + 1e-3 * np.eye(len(X))
+        return np.sum(K)
+
+    X = np.array([0.0, 0.3, 1.0])
+    value, g = mg.value_and_grad(kern, argnums=2)(X, X, 1.0)
+    assert value == kern(X, X, 1.0)
+    d = (X[:, None] - X[None, :]) ** 2  # by hand: d/d ell of exp(-d / (2 ell^2)) = d / ell^3 exp(...)
+    np.testing.assert_allclose(g, np.sum(d * np.exp(-0.5 * d)), rtol=1e-14)
+    # (in a constant container too; a differentiated one keeps its leaves apart)
+    assert mg.value_and_grad(lambda t, L: t * (L[0] is L[1]) + np.sum(L[2]))(2.0, [X, X, X])[0] == 2.0 + 1.3
+    assert mg.value_and_grad(lambda L: float(L[0] is L[1]) + np.sum(L[2]))([X, X, X])[0] == 1.3
+
+
+def test_a_value_in_place_of_the_function_is_a_type_error_at_once():
+    # (the errmsg tester) mg.grad(x) was accepted; the error came at the call, "'numpy.ndarray' object is not
+    # callable", from mutagrad's code
+    x = np.ones(2)
+    for make in (lambda: mg.grad(x), lambda: mg.value_and_grad(x), lambda: mg.jacobian(x), lambda: mg.hessian(x),
+                 lambda: mg.vjp(x, x), lambda: mg.jvp(x, (x,), (x,)), lambda: mg.primitive(3.0)):
+        with pytest.raises(TypeError, match="takes"):
+            make()

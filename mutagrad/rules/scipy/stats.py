@@ -723,6 +723,15 @@ class _F(_Continuous):
         return sp.betainc(dfd / 2, dfn / 2, dfd / (dfd + dfn * z))
 
 
+def _at_edges(edge, power, res):
+    """A pmf ``res`` (exp of its log) with its power form ``power`` where the plain mask ``edge``
+    marks a parameter at the end of its range (p = 0 or 1, mu = 0): there a power's base is 0 and
+    the log form's derivative is 0 · inf, a zero (binom.pmf(1, n, p) at p = 0 had derivative 0
+    where it is n); the powers differentiate as themselves (p**1 has slope 1 at 0)."""
+    res = np.where(edge, power, res)
+    return res[()] if type(res) is np.ndarray and res.ndim == 0 else res
+
+
 class _Poisson(_Distribution):
     """``scipy.stats.poisson`` (shape ``mu``; ``k`` is data, not differentiated).
 
@@ -746,7 +755,14 @@ class _Poisson(_Distribution):
         return _on_support(valid, lambda k: sp.xlogy(k, mu) - sp.gammaln(k + 1) - mu, k, -np.inf, 0.0)
 
     def pmf(self, k, *args, **kwds):
-        return np.exp(self.logpmf(k, *args, **kwds))
+        res = np.exp(self.logpmf(k, *args, **kwds))
+        kk, mu = self._k(k, args, kwds)
+        edge = np.asarray(bottom(mu)) == 0
+        if not np.any(edge):
+            return res
+        valid = (kk >= 0) & (kk == np.floor(kk))
+        power = _on_support(valid, lambda kk: mu ** kk * np.exp(-mu - sp.gammaln(kk + 1)), kk, 0.0, 0.0)
+        return _at_edges(edge, power, res)
 
     def cdf(self, k, *args, **kwds):
         k, mu = self._k(k, args, kwds)
@@ -792,7 +808,13 @@ class _CountDistribution(_Distribution):
         return _nan_where(bad, _on_support(valid, lambda k: self._logpmf(k, n, p), k, -np.inf, 0.0))
 
     def pmf(self, k, *args, **kwds):
-        return np.exp(self.logpmf(k, *args, **kwds))
+        res = np.exp(self.logpmf(k, *args, **kwds))
+        kk, n, p, bad = self._k(k, args, kwds)
+        edge = self._edge(np.asarray(bottom(p))) & ~bad
+        if not np.any(edge):
+            return res
+        valid = (kk >= 0) & (kk == np.floor(kk)) & (kk <= self._upper(np.asarray(bottom(n))))
+        return _at_edges(edge, _on_support(valid, lambda kk: self._pmf_power(kk, n, p), kk, 0.0, 0.0), res)
 
     def cdf(self, k, *args, **kwds):
         k, n, p, bad = self._k(k, args, kwds)
@@ -837,6 +859,14 @@ class _NBinom(_CountDistribution):
     @staticmethod
     def _logpmf(k, n, p):
         return sp.gammaln(n + k) - sp.gammaln(k + 1) - sp.gammaln(n) + n * np.log(p) + sp.xlog1py(k, -p)
+
+    @staticmethod
+    def _edge(p):
+        return p == 1
+
+    @staticmethod
+    def _pmf_power(k, n, p):
+        return np.exp(sp.gammaln(n + k) - sp.gammaln(k + 1) - sp.gammaln(n)) * p ** n * (1 - p) ** k
 
     @staticmethod
     def _cdf(k, n, p):
@@ -886,6 +916,14 @@ class _Binom(_CountDistribution):
     def _logpmf(k, n, p):
         return (sp.gammaln(n + 1) - (sp.gammaln(k + 1) + sp.gammaln(n - k + 1)) + sp.xlogy(k, p)
                 + sp.xlog1py(n - k, -p))
+
+    @staticmethod
+    def _edge(p):
+        return (p == 0) | (p == 1)
+
+    @staticmethod
+    def _pmf_power(k, n, p):
+        return np.exp(sp.gammaln(n + 1) - (sp.gammaln(k + 1) + sp.gammaln(n - k + 1))) * p ** k * (1 - p) ** (n - k)
 
     @staticmethod
     def _cdf(k, n, p):

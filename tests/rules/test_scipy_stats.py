@@ -291,3 +291,23 @@ def test_nbinom_logcdf_near_one_is_scipys():
     with np.errstate(divide="ignore"):
         np.testing.assert_allclose(mst.nbinom.logcdf(k, 2.5, 0.85), st.nbinom.logcdf(k, 2.5, 0.85), rtol=1e-12)
     check_grads(lambda p: mst.nbinom.logcdf(np.array([0.0, 3.0, 12.0]), 2.5, p), np.array([0.3, 0.85, 0.6]))
+
+
+def test_count_pmfs_at_the_ends_of_their_parameters():
+    # (the popgen tester) pmf = exp(logpmf) had derivative 0 * inf -> 0 where a base is 0: binom at p = 0 or 1,
+    # poisson at mu = 0, nbinom at p = 1. By hand: d/dp C(n,k) p^k (1-p)^(n-k) at p = 0 is n for k = 1,
+    # d2/dp2 is n (n - 1) for k = 2; at p = 1, -n for k = n - 1; d/dmu mu e^-mu at 0 is 1; d/dp 3 p^3 (1-p)
+    # at p = 1 is -3
+    import scipy.stats as ss
+
+    n = 10
+    assert mg.grad(lambda p: mst.binom.pmf(1, n, p))(0.0) == pytest.approx(10.0, rel=1e-14)
+    assert mg.hessian(lambda p: mst.binom.pmf(2, n, p))(0.0) == pytest.approx(90.0, rel=1e-14)
+    assert mg.grad(lambda p: mst.binom.pmf(n - 1, n, p))(1.0) == pytest.approx(-10.0, rel=1e-14)
+    k = np.arange(n + 1)
+    assert mg.grad(lambda p: np.sum(k * mst.binom.pmf(k, n, p)))(1.0) == pytest.approx(10.0, rel=1e-13)  # the mean np
+    assert mg.jvp(lambda m: mst.poisson.pmf(1, m), (0.0,), (1.0,))[1] == pytest.approx(1.0, rel=1e-14)
+    assert mg.grad(lambda p: mst.nbinom.pmf(1, 3, p))(1.0) == pytest.approx(-3.0, rel=1e-14)
+    for p in (0.0, 1.0):  # (SciPy's values, bit for bit)
+        np.testing.assert_array_equal(mg.vjp(lambda p: mst.binom.pmf(k, n, p), p)[0], ss.binom.pmf(k, n, p))
+    np.testing.assert_array_equal(mg.vjp(lambda m: mst.poisson.pmf(k, m), 0.0)[0], ss.poisson.pmf(k, 0.0))

@@ -2597,7 +2597,8 @@ class Tracer:
             # converts it; the receiver is looked up only when it is a name or an attribute chain
             recv = _named(call.func.value, frame) if type(call.func.value) in (ast.Name, ast.Attribute) else None
             m = call.func.attr
-            if isinstance(recv, np.ndarray) or (recv is None and m == "dot"):
+            if isinstance(recv, np.ndarray) or (recv is None and (m == "dot" or (
+                    hasattr(np, m) and type(call.func.value) in (ast.Subscript, ast.Call)))):
                 a = ast.unparse(call.func.value)
                 a = a if type(call.func.value) in (ast.Name, ast.Attribute, ast.Subscript, ast.Call) else f"({a})"
                 fix = {"dot": f" Write np.dot({a}, b) or {a} @ b, which are differentiated.",
@@ -2741,7 +2742,9 @@ class Tracer:
             target = plain_write_target(frame)
             raise escape_error("writing a traced value into the plain NumPy array" + (
                 "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
-        if "fill" in method_calls(frame):
+        now = call_at(user_frame(frame))  # (the call running: another lambda of the statement may .fill)
+        if (now is None and "fill" in method_calls(frame)) or (
+                now is not None and type(now.func) is ast.Attribute and now.func.attr == "fill"):
             raise escape_error("filling a plain NumPy array with a traced value (a.fill(x))", WriteToPlainArrayError,
                                _plain_copy_hint(plain_call_target(user_frame(frame))))
         call = call_at(user_frame(frame))
@@ -3864,6 +3867,14 @@ def write(dest, idx, value):
                 if getattr(d, "dtype", None) is not None and d.dtype.kind in "biu" and bottom(value).dtype.kind in "fc":
                     raise escape_error("writing a traced value into the plain integer array" + (
                         "" if target is None else f" `{target}`"), WriteToPlainArrayError, integer=d.dtype)
+                held = _resolve_name(target, frame) if target is not None and frame is not None else None
+                if type(held) in (list, tuple, dict):  # Fs[j % 2] += ...: an item of a container
+                    kind = type(held).__name__
+                    raise escape_error(
+                        f"writing a traced value into a plain NumPy array, an item of the {kind} `{target}`",
+                        WriteToPlainArrayError, f" The {kind}'s arrays were made from plain values (np.zeros(...)): "
+                        "make them with mnp.zeros(...) (import mutagrad.numpy as mnp) or np.zeros_like(x) of a traced "
+                        "x, so that they hold traced values.", specific=True)
                 raise escape_error("writing a traced value into a plain NumPy array" + (
                     "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))

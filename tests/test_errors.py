@@ -3640,3 +3640,25 @@ def test_csgraph_and_tolist_refusals_name_a_fix_that_keeps_the_derivative():
         return a * b
 
     np.testing.assert_array_equal(mg.grad(unpacked)(np.array([1.0, 2.0])), [2.0, 1.0])
+
+
+def test_conversion_messages_name_the_call_running_and_list_items():
+    # (the apisweep2 and xray testers) a .fill in another lambda of the statement named .fill; a method of a
+    # subscripted plain array got the generic conversion message; an item of a list was called `Fs`
+    x = np.array([0.3, -1.2, 2.0])
+    fs = [lambda a: np.zeros(3).fill(a[0]),
+          lambda a: float(a[0])]
+    msg = _raises(fs[1], x, mg.TracerEscapeError)
+    assert msg.startswith("float(x)")
+    M = np.array([[3.0, 1.0], [-1.0, 2.0]])
+    msg = _raises(lambda a: np.sum(a * M[0].searchsorted(a)), x[:2], mg.TracerEscapeError)
+    assert "Write np.searchsorted(M[0], ...)" in msg
+
+    def f(r):
+        Fs = [np.zeros(3) for _ in range(2)]
+        for j in range(3):
+            Fs[j % 2] += np.sin(r[j])
+        return np.sum(Fs[0] + Fs[1])
+
+    msg = _raises(f, x, mg.WriteToPlainArrayError)
+    assert "an item of the list `Fs`" in msg and "mnp.zeros" in msg

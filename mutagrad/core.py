@@ -2990,6 +2990,10 @@ class Tracer:
         s = self._storage
         if self._scalar or bottom(self).base is None or (self._geom is None and s.orig is not None and s.orig.base is None):
             return None
+        if s.orig is not None and getattr(s.orig, "base", None) is not None:
+            # an argument that is a view of a caller's array (buf[1:]): NumPy's base is that array, which
+            # is not traced (its elements outside the argument are not arguments): not None, not readable
+            return _CallerBase()
         root = s.root
         if root is None or type(root) in _NP_FLOAT_SCALARS:
             return None
@@ -3555,6 +3559,36 @@ def _numpys_as_strided(code) -> bool:
     return code.co_name == "as_strided" and "stride_tricks" in code.co_filename
 
 
+class _CallerBase:
+    """``x.base`` of an argument that is a view of a caller's array (NumPy's base is that array):
+    not None (``x.base is None`` tests work), but the array itself is not traced (its elements
+    outside the argument are no arguments, its elements inside are plain there), so any use of it
+    raises."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args, **kwargs):
+        from .errors import TracerEscapeError, escape_error
+
+        raise escape_error(
+            "x.base of an argument that is a view of another array of the caller's (NumPy's base is that array, "
+            "which is not traced)", TracerEscapeError,
+            " Pass the whole array as the argument and make the view inside the function (f(buf) with x = buf[1:] "
+            "there), or pass what the function reads of it as another argument.", specific=True)
+
+    def __getattr__(self, name):
+        self._refuse()
+
+    def __repr__(self):
+        return "<the caller's array this argument views (not traced)>"
+
+    __array__ = __getitem__ = __setitem__ = __len__ = __iter__ = __float__ = __int__ = __bool__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+    __pow__ = __matmul__ = __rmatmul__ = __neg__ = __eq__ = __lt__ = __gt__ = __le__ = __ge__ = _refuse
+    __hash__ = object.__hash__
+    __array_ufunc__ = __array_function__ = _refuse
+
+
 def _polynomial_fix(lib):
     """The rewrite for a numpy.polynomial function ``lib`` (its dotted name) given traced values."""
     parts = lib.split(".")
@@ -3730,9 +3764,10 @@ def _made_outside_hint(target, frame):
         owner = _resolve_name(array.rsplit(".", 1)[0], frame)
         plain_obj = (owner is not None and hasattr(owner, "__dict__") and not dataclasses.is_dataclass(owner)
                      and not isinstance(owner, (types.ModuleType, type)))
-        return (f" `{array}` holds plain values: it was made outside the differentiated function (in __init__ "
-                "run before it, at module level: mnp.zeros/mnp.empty make a plain ndarray there), or as a copy of "
-                "an array the function reads from outside (`self.x = x0.copy()` of a global or closed-over x0). "
+        return (f" `{array}` holds plain values: it was made from plain values alone (np.zeros(n), even inside "
+                "the differentiated function), outside it (in __init__ run before it, at module level: "
+                "mnp.zeros/mnp.empty make a plain ndarray there), or as a copy of an array the function reads from "
+                "outside (`self.x = x0.copy()` of a global or closed-over x0). "
                 "Make it inside the function from traced values (mnp.array(x0), mnp.zeros(...) there; import "
                 "mutagrad.numpy as mnp), or pass the arrays in: the array fields of a @dataclass argument arrive "
                 "traced" + (", the attributes of a plain class's instance do not, even when it is an argument"

@@ -186,6 +186,10 @@ def test_identity_and_base_of_an_argument_as_in_a_plain_call():
     base = np.arange(6.0)
     mg.vjp(f, base[2:])
     assert seen["base"] is False  # an argument that is a view has a base, as in NumPy
+    # that base is the caller's array, which is not traced: reading it refuses (the mutsem tester: x.base
+    # was the argument itself, x.base[0] its own first element, silently)
+    with pytest.raises(mg.TracerEscapeError, match="x.base of an argument that is a view"):
+        mg.grad(lambda a: a.base[0] * np.sum(a))(base[1:])
 
 
 def test_nested_differentiation_of_a_function_writing_through_a_dict():

@@ -1,10 +1,11 @@
 """Global options: ``mg.config(strict=True)``.
 
 Strict mode turns every ``NotImplementedTangent`` that reaches an argument
-whose gradient was requested into an error at the rule. It is on when
-``mg.config(strict=True)`` was called or the environment variable
-``MUTAGRAD_STRICT=1`` is set; the variable is read each time a
-differentiation starts.
+whose gradient was requested into an error at the rule. It is what the
+innermost ``with mg.config(strict=...)`` block says, else what the last
+``mg.config(strict=...)`` call said, else the environment variable
+``MUTAGRAD_STRICT`` (1 on, 0 or unset off), read each time a differentiation
+starts.
 """
 from __future__ import annotations
 

@@ -2454,8 +2454,8 @@ class Tracer:
                          "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
             else:
                 extra = _scipy_hint(sub, name)
-            what = f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments with "
-            what += "np.asarray)"
+            what = f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments " \
+                   "with np.asarray)"
             if name == "validate_graph":  # (named by the user's call, where its source tells)
                 ucall = call_at(user_frame(caller))
                 what = ("the scipy.sparse.csgraph routine" + (f" {ast.unparse(ucall.func)}" if ucall is not None

@@ -111,6 +111,8 @@ defelementwise(sp.gammaln, lambda x, y: sp.digamma(x))
 defelementwise(sp.loggamma, lambda x, y: sp.digamma(x))
 defelementwise(sp.digamma, lambda x, y: _polygamma_next(0, x))
 defelementwise(sp.gamma, lambda x, y: y * sp.digamma(x))
+
+
 def _digamma_step(b, a):
     """ψ(b) - ψ(b + a): where |a| <= 1e-3 |b| by its Taylor series in a, -Σ_k a^k ψ^(k)(b) / k!
     (to a^4: within 1e-12), since the difference of two nearly equal digammas loses the digits

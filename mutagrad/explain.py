@@ -308,6 +308,9 @@ def explain(f: Callable, *args: Any, argnums=0, dot: str | os.PathLike | None = 
     >>> [e.text for e in r.entries]
     ['t0 = np.sin(x0)', 't1 = np.sum(t0)']
     """
+    from .api import _check_callable
+
+    _check_callable(f, "explain")
     nums, single = _normalize_argnums(argnums)
     level = ReverseLevel(record_lines=True)
     try:

@@ -192,6 +192,9 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
     ...     return np.sin(x)
     >>> mg.testing.check_grads(f, np.array([1.0, 2.0, 3.0]))
     """
+    from .api import _check_callable
+
+    _check_callable(f, "testing.check_grads")
     from .api import grad, jvp, vjp
 
     if argnums is None:

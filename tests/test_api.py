@@ -1594,6 +1594,7 @@ def test_a_value_in_place_of_the_function_is_a_type_error_at_once():
     # callable", from mutagrad's code
     x = np.ones(2)
     for make in (lambda: mg.grad(x), lambda: mg.value_and_grad(x), lambda: mg.jacobian(x), lambda: mg.hessian(x),
-                 lambda: mg.vjp(x, x), lambda: mg.jvp(x, (x,), (x,)), lambda: mg.primitive(3.0)):
+                 lambda: mg.vjp(x, x), lambda: mg.jvp(x, (x,), (x,)), lambda: mg.primitive(3.0),
+                 lambda: mg.testing.check_grads(x, x), lambda: mg.explain(x, x)):
         with pytest.raises(TypeError, match="takes"):
             make()

@@ -1323,3 +1323,17 @@ def test_logm_forward_mode_near_a_rotation_by_pi_is_real():
     np.testing.assert_allclose(np.sum(W * tangent), np.sum(mg.grad(lambda a: np.sum(W * msl.logm(a)))(R) * E),
                                rtol=1e-7)
 
+
+def test_logm_reverse_mode_on_its_branch_cut():
+    # (the newfeat23 tester) a real matrix with a negative eigenvalue has a complex log; the reverse rule
+    # L(Aᴴ, ḡ) assumed f(z̄) = conj f(z), false on the cut: Im logm's gradient had the wrong sign. By hand:
+    # logm(A)[0, 1] = (log(-2) - log 3) / (-2 - 3) A[0, 1] for A = diag(-2, 3), Im part -pi/5 per A[0, 1]
+    A = np.array([[-2.0, 0.0], [0.0, 3.0]])
+    f = lambda a: np.imag(msl.logm(a)[0, 1])
+    np.testing.assert_allclose(mg.grad(f)(A)[0, 1], -np.pi / 5, rtol=1e-12)
+    np.testing.assert_allclose(mg.jvp(f, (A,), (np.array([[0.0, 1.0], [0.0, 0.0]]),))[1], -np.pi / 5, rtol=1e-12)
+    B = np.array([[-2.0, 0.5], [0.3, 3.0]])
+    g = lambda b: np.sum(np.abs(msl.logm(b)) ** 2)
+    np.testing.assert_allclose(mg.grad(g)(B).ravel() @ np.array([0.3, -0.7, 1.1, 0.2]),
+                               mg.jvp(g, (B,), (np.array([[0.3, -0.7], [1.1, 0.2]]),))[1], rtol=1e-10)
+

@@ -1100,8 +1100,8 @@ def _frechet(f, a, e):
 
 
 def _def_matrix_function(f):
-    """Both rules of the primary matrix function ``f`` by its Fréchet derivative (a function
-    with real Taylor coefficients: L(A, ·)* = L(Aᴴ, ·)). Where f(A) is real for a real A, so is
+    """Both rules of the primary matrix function ``f`` by its Fréchet derivative L(A, E) (the
+    reverse rule by its symmetry under the trace, below). Where f(A) is real for a real A, so is
     L(A, E) for a real E: SciPy's f of the block matrix may come back complex (logm of a rotation
     near π, Im ~ 1e-10), whose imaginary part is rounding."""
 
@@ -1113,7 +1113,10 @@ def _def_matrix_function(f):
 
     def rule(a):
         y = f(a)
-        return y, lambda g: (real_like(y, a, g, _frechet(f, _mH(a), g)),)
+        # Re tr(ḡᵀ L(A, E)) = Re tr(L(A, gᴴ)ᵀ... : the Fréchet derivative is symmetric under tr(X L(A, E)) =
+        # tr(L(A, X) E) (its divided differences are), so Ā = L(A, gᴴ)ᴴ. (L(Aᴴ, ḡ) equals it only where
+        # f(z̄) = conj f(z): not on logm's branch cut, a real matrix with a negative eigenvalue)
+        return y, lambda g: (real_like(y, a, g, _mH(_frechet(f, a, _mH(g)))),)
 
     def forward(primals, tangents):
         y = f(primals[0])

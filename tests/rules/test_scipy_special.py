@@ -457,6 +457,11 @@ def test_incomplete_gamma_and_beta_second_derivatives_at_the_support_ends():
         assert mg.hessian(f)(x) == pytest.approx(want, abs=1e-12)
         assert mg.jvp(mg.grad(f), (x,), (1.0,))[1] == pytest.approx(want, abs=1e-12)
     assert mg.grad(lambda x: sp.gammainc(0.5, x))(0.0) == np.inf  # (the density itself, as before)
+    # a, b < 1: both ends' densities are infinite, and their slopes the one-sided limits (-inf at 0, +inf at 1:
+    # the end's own power dominates; they were inf - inf, NaN: the newfeat23 tester)
+    f = lambda x: sp.betainc(0.5, 0.3, x)
+    assert mg.hessian(f)(0.0) == -np.inf and mg.hessian(f)(1.0) == np.inf
+    assert mg.jvp(mg.grad(f), (0.0,), (1.0,))[1] == -np.inf
 
 
 def test_exprel_derivative_where_exp_times_x_overflows():

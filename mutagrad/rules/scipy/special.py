@@ -23,7 +23,7 @@ import numpy as np
 import scipy.special as sp
 from scipy.special import _ufuncs as _spu  # zeta(x[, q]) is a Python function calling these
 
-from ...core import bottom
+from ...core import bottom, stop_gradient
 from ...registry import conj_if_complex as _cj
 from ...registry import defelementwise, defnotimplemented, defzero, frule, primitive, rrule, strong_times
 from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
@@ -202,7 +202,12 @@ def _beta_density(a, b, x, y):
     ends = (xb == 0) | (xb == 1)
     d = np.exp(sp.xlogy(a - 1, x) + sp.xlog1py(b - 1, -x) - sp.betaln(a, b))
     if np.any(ends):
-        d = np.where(ends, x ** (a - 1) * (1 - x) ** (b - 1) / sp.beta(a, b), d)
+        # (where the end's own power is infinite, a < 1 at 0 or b < 1 at 1, its slope dominates the other
+        # factor's: that one is held at its value there, else -inf + inf gave NaN)
+        ab, bb = np.asarray(bottom(a)), np.asarray(bottom(b))
+        x0 = np.where((xb == 1) & (ab < 1) & (bb < 1), stop_gradient(x), x)
+        x1 = np.where((xb == 0) & (ab < 1) & (bb < 1), stop_gradient(x), x)
+        d = np.where(ends, x0 ** (a - 1) * (1 - x1) ** (b - 1) / sp.beta(a, b), d)
     return d
 
 

@@ -72,7 +72,7 @@ def _check_leaf(x, where, every=False):
         msg = re.sub(r",? or leave it out of argnums\.$", ".", str(e))
         msg += "" if msg.endswith(".") else "."
         if " leaf " not in where:
-            raise TypeError(msg[:-1] + ". vjp and jvp differentiate every primal: pass the others through a "
+            raise TypeError(msg + " vjp and jvp differentiate every primal: pass the others through a "
                             "closure (lambda x: f(x, n)).") from None
         # (a leaf inside a differentiated container cannot be left out by itself)
         raise TypeError(msg + (
@@ -1361,8 +1361,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
                 raise TypeError("a complex cotangent for a real output: its imaginary part would be dropped. "
                                 "Pass np.real(ct), or make the output complex.")
             if isinstance(o, Tracer) and o._level is level:
-                if not isinstance(c, Tracer) and bottom(o).dtype.kind in "fc":  # (1e6 for a float16 output: inf)
-                    _tangent_in(c, bottom(o).dtype, len(seeds), "the pullback's cotangent", "output")
+                dt = bottom(o).dtype  # (a wider cotangent, 1e6 for a float16 output, would round to inf)
+                if not isinstance(c, Tracer) and dt.kind in "fc" and not np.can_cast(np.asarray(c).dtype, dt):
+                    _tangent_in(c, dt, len(seeds), "the pullback's cotangent", "output")
                 seeds.append((o, np.conj(c) if np.iscomplexobj(bottom(c)) else c))
 
         def seed():
@@ -2222,6 +2223,6 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
-    _check_callable(fun, "hessian")
-    # (with has_aux, grad gives (gradient, aux): the pair jacobian's has_aux takes)
+    # (grad checks ``fun`` under this name; with has_aux, grad gives (gradient, aux): the pair
+    # jacobian's has_aux takes)
     return jacobian(grad(fun, argnums, has_aux=has_aux, _name="hessian"), argnums, mode="fwd", has_aux=has_aux)

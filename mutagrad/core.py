@@ -2049,8 +2049,7 @@ def _scipy_hint(sub, name):
                 "ways); or write Newton's iteration with NumPy operations, which is differentiated (a "
                 "bisection's root is a fixed mix of its starting brackets: its derivative is theirs, not the "
                 "root's, so end one with that Newton step); or make the solve a @mg.primitive with an "
-                "implicit-function "
-                "rrule (docs/rules.md).")
+                "implicit-function rrule (docs/rules.md).")
     if short in _QUADRATURES:
         return (" Integrate with fixed nodes on the traced integrand instead: x, w = "
                 "np.polynomial.legendre.leggauss(n) (plain nodes, mapped to [a, b]) and np.sum(w * f(x)), or "
@@ -2742,12 +2741,11 @@ class Tracer:
             target = plain_write_target(frame)
             raise escape_error("writing a traced value into the plain NumPy array" + (
                 "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
-        now = call_at(user_frame(frame))  # (the call running: another lambda of the statement may .fill)
-        if (now is None and "fill" in method_calls(frame)) or (
-                now is not None and type(now.func) is ast.Attribute and now.func.attr == "fill"):
+        call = call_at(user_frame(frame))  # (the call running: another lambda of the statement may .fill)
+        if (call is None and "fill" in method_calls(frame)) or (
+                call is not None and type(call.func) is ast.Attribute and call.func.attr == "fill"):
             raise escape_error("filling a plain NumPy array with a traced value (a.fill(x))", WriteToPlainArrayError,
                                _plain_copy_hint(plain_call_target(user_frame(frame))))
-        call = call_at(user_frame(frame))
         if call is not None and type(call.func) in (ast.Name, ast.Attribute):
             name = ast.unparse(call.func)
             if name != "float":  # (a plain-number function: math.sqrt)
@@ -3601,7 +3599,7 @@ def _polynomial_fix(lib):
         return (f" A series object's call converts its argument: evaluate its coefficients in the default window "
                 f"with the module's function, which takes a traced x: "
                 f"{mod}.{fn}(x, p.convert().coef) for p = {kind}(...).")
-    if name.endswith("vander") and not name.endswith("vander2d") and not name.endswith("vander3d"):
+    if name.endswith("vander"):
         val = name[:-len("vander")] + "val"
         return (f" The basis at traced points: {mod}.{val}(x, np.eye(deg + 1)).T is {name}(x, deg), and {val} "
                 "takes a traced x.")
@@ -3781,17 +3779,22 @@ def _made_outside_hint(target, frame):
             + _as_an_argument() + ".")
 
 
-def _as_an_argument(what="it"):
+_OUTER_ARRAY = "an array the function closes over, reads as a global or takes as a default value"
+
+
+def _as_an_argument(what="it", copy=False):
     """How to make an array traced by passing it in, for the differentiation running now: an
     argument not differentiated arrives traced (grad, jacobian, hessian); vjp and jvp
-    differentiate every primal, so there it is a primal with a zero tangent."""
+    differentiate every primal, so there it is a primal with a zero tangent. ``copy``: name
+    mnp.array(x0) as the other way (vjp and jvp's text names it always)."""
     lv = STATE.levels[-1] if STATE.levels else None
     if lv is not None and lv.every:
         return (f"pass {what} as a primal of jvp with a zero tangent (of vjp, one whose cotangent you do not "
-                "use): it then arrives traced, and holds after the call what a plain call leaves; or copy it "
-                "with mnp.array(x0) (import mutagrad.numpy as mnp)")
-    return (f"pass {what} as an argument (an argument you do not differentiate arrives traced, and holds after "
-            "the call what a plain call leaves)")
+                "use): it then arrives traced, as do its copies, and holds after the call what a plain call "
+                "leaves; or copy it with mnp.array(x0) (import mutagrad.numpy as mnp)")
+    return (f"pass {what} as an argument (an argument you do not differentiate arrives traced, as do its copies, "
+            "and holds after the call what a plain call leaves)"
+            + ("; or copy it with mnp.array(x0) (import mutagrad.numpy as mnp)" if copy else ""))
 
 
 def _structured_target(target, frame):
@@ -3814,9 +3817,8 @@ def _plain_copy_hint(target=None):
                 "changes nothing in the array it was taken from, as in NumPy: index the array itself "
                 "in one subscript.")
     name = "the array" if target is None else f"`{target}`"
-    return (f" If {name} is a copy of an array the function closes over, reads as a global or takes as a "
-            f"default value (`{target or 'b'} = outer.copy()`, def f(theta, z0=Z0)), "
-            + _as_an_argument("that array") + ": its copies are traced too.")
+    return (f" If {name} is a copy of {_OUTER_ARRAY} (`{target or 'b'} = outer.copy()`, def f(theta, z0=Z0)), "
+            + _as_an_argument("that array") + ".")
 
 
 def handed_out_error(s):
@@ -3861,11 +3863,8 @@ def write(dest, idx, value):
                     if outside:  # (self.fb made in __init__, a global buffer, a leftover: no copy to blame)
                         raise escape_error(f"the in-place operation `{t} {op}= ...` on the array `{t}`",
                                            WriteToPlainArrayError, outside)
-                    made = (" Make it traced where it is made: if it is a copy of an array the differentiated "
-                            "function closes over, reads as a global or takes as a default value (`x = x0.copy()`, "
-                            "def f(theta, x0=X0)), pass that array as an argument instead (an "
-                            "argument you do not differentiate arrives traced, and so do its copies), or copy it "
-                            "with mnp.array(x0) (import mutagrad.numpy as mnp).")
+                    made = (f" Make it traced where it is made: if it is a copy of {_OUTER_ARRAY} (`x = x0.copy()`, "
+                            "def f(theta, x0=X0)), " + _as_an_argument("that array", copy=True) + ".")
                     if t in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
                         # a helper updating its caller's array (`def step(W, g): W -= lr * g`)
                         hint = (f" `{t}` is an argument of {code.co_name}, and the array it was given was made "

@@ -20,6 +20,7 @@ operand (``ā = ȳ @ conj(b).T``). For real arrays the conjugation is free.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -1021,6 +1022,13 @@ class _ValuesPullback:
         _VALUES_PULLBACK.pop()
 
 
+def _within(entry):
+    """``with _within(entry):`` inside the values-only pullback ``entry`` (an entry of
+    _VALUES_PULLBACK taken when the forward ran: a pullback runs after it has exited) again; no
+    entry, nothing."""
+    return contextlib.nullcontext() if entry is None else _ValuesPullback(*entry)
+
+
 def _values_where(a):
     """The user's line, for a values-only rule whose argument an outer differentiation traces
     (see _VALUES_PULLBACK); None otherwise (no frame walk in a first-order run)."""
@@ -1056,15 +1064,12 @@ def _degenerate(what, forward=False):
         "(closer than 1e-10 relative to the largest in double precision, 1.7e-5 in single precision, and "
         "for np.linalg.eig closer than the rounding error their condition number allows, as a Jordan block "
         "that rounding split: their derivative divides by the difference, which rounding dominates). "
-        f"{mode}A function of them "
-        "that has one there "
-        "(one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
+        f"{mode}A function of them that has one there (one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
         f"that cannot be formed from {cot}: compute such a quantity without the vectors "
         "(np.linalg.inv, solve, slogdet, eigvalsh; a matrix function by mutagrad.scipy.linalg.expm, logm or "
         "sqrtm, which have rules: P = expm(Q * t), a Hencky strain logm(F.T @ F) / 2, the polar factor "
-        "F @ inv(sqrtm(F.T @ F))), or use only the values. "
-        "(A second derivative of "
-        "the values, np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
+        "F @ inv(sqrtm(F.T @ F))), or use only the values. (A second derivative of the values, "
+        "np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
         "repeated values it has no general formula from the cotangent either.)"
     )
 
@@ -1337,10 +1342,8 @@ def _eigh_rrule(a, UPLO="L"):
         gw, gV = cts
         if _all_zero(gw, gV):
             return (ZERO,)
-        if within is not None:  # (reverse over reverse: a refusal names eigvalsh's second derivative)
-            with _ValuesPullback(*within):
-                return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L"),)
-        return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L"),)
+        with _within(within):  # (reverse over reverse: a refusal names eigvalsh's second derivative)
+            return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L"),)
 
     return y, pullback
 
@@ -1595,10 +1598,8 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
     within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK and compute_uv else None  # (see _eigh_rrule)
 
     def pullback(cts):
-        if within is not None:
-            with _ValuesPullback(*within):
-                return _pullback(cts)
-        return _pullback(cts)
+        with _within(within):
+            return _pullback(cts)
 
     def _pullback(cts):
         if not compute_uv:
@@ -2294,8 +2295,6 @@ def _not_diagonalizable(forward=False, vectors=False):
         + ". Or compute the quantity without the spectrum: the trace or the determinant directly, the "
         "dominant eigenvalue by power iteration (differentiated)"
     )
-
-
 
 
 def _left_vectors(a, w):

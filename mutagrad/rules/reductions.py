@@ -817,17 +817,24 @@ def _add_reduceat_impl(x, indices, axis=0):
     return np.add.reduceat(x, indices, axis=axis)
 
 
+def _segments(starts, n):
+    """reduceat's segments of an axis of ``n`` elements: each one's length (1 where its start is not
+    before the next one's), the place of its first element among the gathered ones (offsets), and
+    for each gathered element its segment (owners) and its place on the axis (positions)."""
+    ends = np.append(starts[1:], n)
+    lengths = np.where(starts < ends, ends - starts, 1)
+    offsets = np.cumsum(lengths) - lengths
+    owners = np.repeat(np.arange(starts.size), lengths)
+    positions = np.arange(owners.size) + np.repeat(starts - offsets, lengths)
+    return lengths, offsets, owners, positions
+
+
 def _add_reduceat_T(g, x, indices, axis=0):
     from ..numpy import zeros as _zeros  # (a traced buffer when an outer differentiation traces g)
 
     ax = axis % len(x.shape)
     n = x.shape[ax]
-    starts = np.asarray(indices, dtype=np.intp).reshape(-1)
-    ends = np.append(starts[1:], n)
-    ends = np.where(starts < ends, ends, starts + 1)
-    lengths = ends - starts
-    owners = np.repeat(np.arange(starts.size), lengths)
-    positions = np.arange(owners.size) - np.repeat(np.cumsum(lengths) - lengths, lengths) + np.repeat(starts, lengths)
+    _, _, owners, positions = _segments(np.asarray(indices, dtype=np.intp).reshape(-1), n)
     out = _zeros(x.shape, np.result_type(bottom(g), x.dtype))
     np.add.at(out, (slice(None),) * ax + (positions,), np.take(g, owners, axis=ax))
     return out
@@ -882,11 +889,7 @@ def _segment_reductions(ufunc, x, indices, axis):
     exact = ufunc.reduceat(bottom(x), indices, ax)
     if starts.size == 0:
         return exact
-    ends = np.append(starts[1:], n)
-    lengths = np.where(starts < ends, ends - starts, 1)
-    offsets = np.cumsum(lengths) - lengths  # (each segment's first element among the gathered ones)
-    owners = np.repeat(np.arange(starts.size), lengths)
-    positions = np.arange(owners.size) - np.repeat(offsets, lengths) + np.repeat(starts, lengths)
+    lengths, offsets, owners, positions = _segments(starts.astype(np.intp, copy=False), n)
     xs = np.take(np.moveaxis(x, ax, 0), positions, axis=0)  # (traced: the segments' elements, in order)
     xb = np.asarray(bottom(xs))
     eb = np.moveaxis(exact, ax, 0)

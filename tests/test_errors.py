@@ -314,6 +314,10 @@ def test_in_place_update_of_a_plain_array_in_a_helper_names_the_fix_that_reaches
     msg = _raises(train, 0.1, mg.WriteToPlainArrayError)
     assert "`W` is an argument of step" in msg and "leave the caller's array unchanged" in msg
     assert "mnp.array(x0)" in msg and "pass that array as an argument" in msg
+    # under jvp every primal is differentiated: the fix is a primal with a zero tangent
+    with pytest.raises(mg.WriteToPlainArrayError) as info:
+        mg.jvp(train, (0.1,), (1.0,))
+    assert "primal of jvp with a zero tangent" in str(info.value) and "as an argument (" not in str(info.value)
     fd = (train(0.1 + 1e-6) - train(0.1 - 1e-6)) / 2e-6
     np.testing.assert_allclose(mg.grad(lambda lr: train(lr, mnp.array))(0.1), fd, rtol=1e-6)
 

@@ -729,8 +729,15 @@ class ReverseLevel(Level):
                                          for v in vals) + (None,))[-1]
         except (TypeError, ValueError):
             return None
-        if dt != buf.dtype or np.broadcast_shapes(*[np.shape(v) for v in vals]) != buf.shape:
+        if dt != buf.dtype:
             return None
+        shape = buf.shape
+        for v in vals:  # (the common case, operands of buf's shape and numbers, without np.broadcast_shapes)
+            s = getattr(v, "shape", ())
+            if s != shape and s != ():
+                if np.broadcast_shapes(*[np.shape(v) for v in vals]) != shape:
+                    return None
+                break
         uf(*vals, out=buf)
         st._ref = _GONE
         into._value = _ELIDED  # (a stack temporary dies now; an object array's element must not be read)

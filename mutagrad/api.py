@@ -337,13 +337,15 @@ def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
                      shared_reflective or reflective, found, helpers, budget)
     if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
         walk.visit("self", fun.__self__, 0)
-    named = _named_values(fun, code, glob, npos, kwnames)
     if _internal(fun) or _mutagrad_code(code):
-        # mutagrad's own wrapper (grad's, jacobian's, check_grads'): the user's functions it holds are
-        # walked, not the arguments it keeps to pass them
-        named = [(name, v) for name, v in named if type(v) is _FunctionType or type(v) is _MethodType
-                 or type(v) is functools.partial or (_class_attr(type(v), "__call__") is not None
-                                                     and not issubclass(type(v), (type, _NOT_HOLDERS)))]
+        # mutagrad's own wrapper (grad's, jacobian's, check_grads'): the user's functions its closure
+        # holds are walked, not the arguments it keeps to pass them, nor the module's functions
+        # its code names (mutagrad's own, dozens of them, and nothing of the user's)
+        named = [(name, v) for name, v in _named_values(fun, code, (), npos, kwnames)
+                 if type(v) is _FunctionType or type(v) is _MethodType or type(v) is functools.partial
+                 or (_class_attr(type(v), "__call__") is not None and not issubclass(type(v), (type, _NOT_HOLDERS)))]
+    else:
+        named = _named_values(fun, code, glob, npos, kwnames)
     named.extend(roots)
     for name, v in named:
         walk.visit(name, v, 0)

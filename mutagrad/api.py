@@ -1959,11 +1959,13 @@ def _check_jac_outputs(leaves):
 
 
 def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False):
+    # (the arguments' structures at the call: the function may add or remove items of a list or
+    # dict it is given, and the pullback's cotangents have the call's structure)
+    in_trees = [tree_flatten(d) for d in dargs]
     res = vjp(f, *args, has_aux=has_aux, _argnums=nums, _kwargs=kwargs)
     out, pb = res[:2]
     out_leaves, out_tree = tree_flatten(out)
     _check_jac_outputs(out_leaves)
-    in_trees = [tree_flatten(d) for d in dargs]
     # per output leaf: list over its elements of the pulled-back cotangent tuple
     per_out = []
     for oi, o in enumerate(out_leaves):

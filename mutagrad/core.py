@@ -2383,6 +2383,9 @@ class Tracer:
     def __array_function__(self, func, types, args, kwargs):
         return function_dispatch(func, args, kwargs)
 
+    def __array_namespace__(self, *, api_version=None):
+        return np  # (as ndarray's and NumPy scalars')
+
     def __array__(self, dtype=None, copy=None):
         if self._level.closed:  # a leftover: the array it is (writable, as NumPy's asarray gives it)
             v = live(self)
@@ -3101,9 +3104,6 @@ class Tracer:
     def cumprod(self, *a, **k):
         return np.cumprod(self, *a, **k)
 
-    def ptp(self, *a, **k):
-        return np.ptp(self, *a, **k)
-
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, _ndarray)):  # (a shape given as one array too)
             shape = shape[0]
@@ -3287,6 +3287,9 @@ class ArrayTracer(Tracer):
             raise TypeError("iteration over a 0-d array")
         for i in range(len(self._value)):
             yield self[i]
+
+    def __contains__(self, value):
+        return bool((self == value).any())  # (ndarray's `value in x`; Python's fallback iterates rows)
 
 
 def _shuffling(frame) -> bool:
@@ -3842,6 +3845,49 @@ def numpy_layout(res, strides):
     return np.transpose(np.transpose(res, order).copy(order="C"), back)
 
 
+def _overlaps_an_item(seq, memory, depth=0) -> bool:
+    """Whether an array in (nested) list or tuple ``seq`` may share memory with plain array ``memory``."""
+    for v in seq:
+        tv = type(v)
+        if tv is list or tv is tuple:
+            if depth < 32 and _overlaps_an_item(v, memory, depth + 1):
+                return True
+        elif tv is ArrayTracer or tv is _ndarray:
+            b = bottom(v)
+            if type(b) is _ndarray and np.may_share_memory(b, memory):
+                return True
+    return False
+
+
+def _sequence_shape(seq):
+    """The shape NumPy finds for (nested) list or tuple ``seq`` of arrays and numbers, or None
+    if its items do not have one shape."""
+    shapes = set()
+    for v in seq:
+        tv = type(v)
+        if tv is list or tv is tuple:
+            shapes.add(_sequence_shape(v))
+        else:
+            shapes.add(tuple(np.shape(bottom(v))))
+    if len(shapes) > 1 or None in shapes:
+        return None
+    return (len(seq),) + (shapes.pop() if shapes else ())
+
+
+def _write_in_order(region, seq):
+    """``region[...] = seq``, a (nested) list or tuple of region's shape, as NumPy assigns it:
+    item after item, each array read when it is assigned, so that an item that is a view of
+    the destination shows what earlier items wrote (``A[:] = [A[1], A[0]]`` makes both rows
+    A[1]'s). NumPy does so where the sequence has the destination's shape (else it converts
+    the sequence first, then broadcasts), for a basic index (else it converts first)."""
+    for k, v in enumerate(seq):
+        tv = type(v)
+        if tv is list or tv is tuple:
+            _write_in_order(region[k, ...], v)
+        else:
+            write(region, (k, Ellipsis), v)
+
+
 def write(dest, idx, value):
     """``dest[idx] = value`` with every level that needs to see it."""
     vt = type(value)
@@ -3928,6 +3974,12 @@ def write(dest, idx, value):
             "inside the inner function (mnp.zeros / np.zeros_like), or copy it there first."
         )
     if vt is list or vt is tuple:
+        if _is_basic(idx) and _overlaps_an_item(value, bottom(dest)):
+            parts = idx if type(idx) is tuple else (idx,)
+            region = dest[parts if Ellipsis in parts else parts + (Ellipsis,)]
+            if type(region) is ArrayTracer and _sequence_shape(value) == region.shape:
+                _write_in_order(region, value)
+                return
         from .numpy import array as _mnp_array
 
         value = _mnp_array(value)

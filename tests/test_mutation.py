@@ -11,7 +11,7 @@ import pytest
 
 import mutagrad as mg
 import mutagrad.numpy as mnp
-from mutagrad.testing import check_grads
+from mutagrad.testing import check_grads, numerical_grad
 
 MASK6 = np.array([True, False, True, True, False, False])
 
@@ -1804,3 +1804,42 @@ def test_a_history_of_rows_written_by_any_spelling(spelled):
         return np.sum(H ** 2 * np.arange(1.0, 7.0))
 
     check_grads(f, np.linspace(0.2, 1.1, 6), order=2)
+
+
+_W2 = np.array([[1.0, 2.0], [3.0, 4.0]])
+_SEQUENCE_WRITES = {  # (what NumPy leaves in A = [[1, 2], [3, 4]]: item after item, views read as they are then)
+    "rows": lambda A: A.__setitem__(slice(None), [A[1], A[0]]),  # [[3, 4], [3, 4]]
+    "elements": lambda A: A.__setitem__(slice(None), [[A[1, 1, ...], A[1, 0, ...]], [A[0, 1, ...], A[0, 0, ...]]]),
+    "reversed_row": lambda A: A.__setitem__(slice(None), [A[1, ::-1], A[0]]),
+    "reversed_destination": lambda A: A.__setitem__(slice(None, None, -1), [A[0], A[1]]),
+    "one_row": lambda A: A.__setitem__(0, [A[1, 0, ...], A[0, 0, ...]]),
+    "columns": lambda A: A.__setitem__(slice(None), [A[:, 1], A[:, 0]]),
+    "nested_and_row": lambda A: A.__setitem__(slice(None), [[A[1, 1, ...], 5.0], A[0]]),
+    "tuple": lambda A: A.__setitem__(Ellipsis, (A[1] * 2.0, A[0])),
+    "transposed": lambda A: A.T.__setitem__(slice(None), [A.T[1], A.T[0]]),
+    # NumPy converts first: a sequence it broadcasts, a fancy index
+    "broadcast": lambda A: A.__setitem__(slice(None), [[A[1, 1, ...]], [A[0, 0, ...]]]),
+    "fancy": lambda A: A.__setitem__([0, 1], [A[1], A[0]]),
+}
+
+
+@pytest.mark.parametrize("name", list(_SEQUENCE_WRITES))
+def test_sequence_written_item_after_item_as_numpy_does(name):
+    # `A[:] = [A[1], A[0]]`: NumPy assigns the list's items in order, so the second reads the
+    # row the first wrote; converting the list first gave another value, gradient and contents
+    op = _SEQUENCE_WRITES[name]
+
+    def f(A):
+        op(A)
+        return np.sum(A * _W2) + np.sum(np.sin(A))
+
+    A0 = np.array([[1.0, 2.0], [3.0, 4.0]])
+    plain = A0.copy()
+    want = f(plain)
+    traced = A0.copy()
+    value, g = mg.value_and_grad(f)(traced)
+    assert value == want
+    np.testing.assert_array_equal(traced, plain)  # the argument ends as after the plain call
+    fd = numerical_grad(lambda a: f(a.copy()), (A0.copy(),), (0,))[0]
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    check_grads(lambda a: f(a.copy()), A0.copy(), order=2)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..core import (FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, plain_operand, strong_operand,
                     write_out, write_replayed)
-from ..errors import MutationError, user_line
+from ..errors import user_line
 from ..registry import _Meta
 from ..registry import conj_if_complex as _cj
 from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
@@ -429,13 +429,8 @@ def _np_einsum(args, kwargs):
                 raise TypeError(f"Cannot cast array data from {np.result_type(bottom(x))!r} to {dt!r} according "
                                 f"to the rule {casting!r}")
         args = (args[0], *(x.astype(dt) if isinstance(x, Tracer) else np.asarray(x, dt) for x in args[1:]))
-    if out is not None and any(isinstance(x, (Tracer, np.ndarray)) and np.shares_memory(bottom(out), bottom(x))
-                               for x in args[1:]):
-        raise MutationError(
-            f"np.einsum(..., out=...) at {user_line()} writes into memory that one of its operands also "
-            "occupies; NumPy's result then depends on the order of its loops, which mutagrad does not "
-            "follow. Compute into a new array and copy it: out[...] = np.einsum(...)."
-        )
+    # (an out= that overlaps an operand: NumPy's einsum iterates with NPY_ITER_COPY_IF_OVERLAP, so its
+    # result is the einsum of the operands' values before the call, as computed here, then written)
     opt = bool(optimize) if optimize is not True else True
     res = bind(einsum2_p if len(args) == 3 else einsum_p, tuple(args), {"optimize": opt})
     if out is None:
@@ -446,6 +441,10 @@ def _np_einsum(args, kwargs):
             res = _with_value(res, lambda: np.einsum(args[0], *[plain_operand(x) for x in given], dtype=dtype,
                                                      casting=casting, optimize=optimize))
         return res
+    if isinstance(res, Tracer) and np.may_share_memory(bottom(res), bottom(out)):
+        # a view of an operand (np.einsum("i->i", x[::2], out=x[1:5])): NumPy's einsum reads an
+        # operand that overlaps out= from a copy, where an assignment may read what it overwrote
+        res = res.copy()
     # the bits of NumPy's own call into out (its loops there may round otherwise than into a new array)
     plain = [plain_operand(x) for x in args[1:]]
     write_replayed(out, Ellipsis, res, lambda ob: np.einsum(args[0], *plain, out=ob, optimize=opt))

@@ -2383,9 +2383,6 @@ class Tracer:
     def __array_function__(self, func, types, args, kwargs):
         return function_dispatch(func, args, kwargs)
 
-    def __array_namespace__(self, *, api_version=None):
-        return np  # (as ndarray's and NumPy scalars')
-
     def __array__(self, dtype=None, copy=None):
         if self._level.closed:  # a leftover: the array it is (writable, as NumPy's asarray gives it)
             v = live(self)

@@ -1489,6 +1489,14 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
             return grads
     per = list(grads) if not single else [grads]
     filled = {key: np.zeros(tuple(infos[key[0]][1][key[1]].shape)) for key in whole}
+    # (jvp differentiates every primal: the arguments of no float or complex type, a flag, a count,
+    # are passed through a closure)
+    passed = {j: a for j, a in enumerate(args) if not np.issubdtype(np.result_type(a), np.inexact)}
+
+    def call(*primals):
+        it = iter(primals)
+        return fun(*[passed[j] if j in passed else next(it) for j in range(len(args))])
+
     tried = fixed = 0  # (NaN entries: after two that forward mode gives as NaN too, and none it gave a
     for n, k, i in todo:  # number, the NaNs are the derivative's own, arctan2(0, 0)'s: the rest are left)
         if (n, k) not in whole:
@@ -1501,7 +1509,8 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
         tangents = [None] * len(args)
         tangents[n] = units[0] if tree is None else tree_unflatten(tree, units)
         try:
-            got = jvp(fun, list(args), tangents, has_aux)
+            got = jvp(call, [a for j, a in enumerate(args) if j not in passed],
+                      [t for j, t in enumerate(tangents) if j not in passed], has_aux)
         except DifferentiationError:
             continue
         outs, touts = tree_flatten(got[0])[0], tree_flatten(got[1])[0]

@@ -1252,6 +1252,24 @@ def test_parameter_held_fixed_inside_a_traced_vector_has_its_gradient():
     assert isinstance(t, mg.NotImplementedTangent)
 
 
+def test_parameter_held_fixed_with_a_flag_and_a_count_among_the_arguments():
+    # forward mode fills the gradient in: the arguments that are no floats (a flag, a count) are
+    # not primals of its jvp (they were, and jvp's TypeError for a boolean escaped)
+    msp = pytest.importorskip("mutagrad.scipy.special")
+    y = np.array([0.3, -1.2, 2.5])
+
+    def ll(th, robust, n):
+        full = np.concatenate([th, [np.log(5.0)]])
+        t = (y[:n] - full[0]) / np.exp(full[1])
+        return np.sum(np.log(msp.stdtr(np.exp(full[2]), t))) if robust else -np.sum(t ** 2)
+
+    th = np.array([0.1, 0.2])
+    h = 1e-6
+    fd = np.array([(ll(th + h * e, True, 2) - ll(th - h * e, True, 2)) / (2 * h) for e in np.eye(2)])
+    np.testing.assert_allclose(mg.grad(ll)(th, True, 2), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.grad(ll)(th, np.bool_(True), np.int64(2)), fd, rtol=1e-7)
+
+
 @pytest.mark.parametrize("through, z_value", [("scale", 6.0), ("sin", np.sin(2.0)), ("element", 6.0),
                                               ("write", 4.0), ("element_loop", 4.0)])
 def test_not_implemented_tangent_poisons_through_intermediates(through, z_value):

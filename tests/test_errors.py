@@ -2035,7 +2035,7 @@ def test_einsum_out_sharing_memory_with_an_operand_is_computed_then_written():
         plain, traced = x0.copy(), x0.copy()
         assert mg.value_and_grad(f)(traced)[0] == f(plain)
         np.testing.assert_array_equal(traced, plain)
-        check_grads(lambda x: f(x.copy()), x0.copy(), order=2)
+        check_grads(lambda x, f=f: f(x.copy()), x0.copy(), order=2)
 
 
 @pytest.mark.parametrize("ufunc", [np.modf, np.frexp, np.divmod])

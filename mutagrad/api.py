@@ -1220,13 +1220,13 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
 
             seed()
             own_nan = isinstance(out, Tracer) and out._level is level and _seeded_nan([(out, 1.0)])
-            _backward(level, infos, seed, None, own_nan)
+            nan = _backward(level, infos, seed, None, own_nan)
             grads = _collect(level, infos, nums, single)
         finally:
             level.tape = []
             level.snapshots.clear()
         val = _unwrap_level(out, level)
-        if not STATE.levels and not own_nan and (_nan_in_gradients(infos) or _poison_in_gradients(infos, nums)):
+        if not STATE.levels and not own_nan and (nan or _poison_in_gradients(infos, nums)):
             grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, val, None, targs)
         if has_aux:
             return (val, _unwrap_level(aux, level)), grads
@@ -1374,10 +1374,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
 
         seed()
         own_nan = _seeded_nan(seeds)
-        _backward(level, infos, seed, storages, own_nan)
+        nan = _backward(level, infos, seed, storages, own_nan)
         res = _collect(level, infos, nums, False)
-        if not STATE.levels and not outer and not own_nan and (
-                _nan_in_gradients(infos) or _poison_in_gradients(infos, nums)):
+        if not STATE.levels and not outer and not own_nan and (nan or _poison_in_gradients(infos, nums)):
             res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs)
         _reset_adjoints(storages)
         return res
@@ -1396,6 +1395,10 @@ def _seeded_nan(seeds) -> bool:
     there, ``sin(t) * (r / t)`` at ``r = 0``), as forward mode, JAX and PyTorch say."""
     for o, c in seeds:
         ov = bottom(o)
+        if type(ov) is np.float64:  # (a scalar output, grad's: no arrays)
+            if ov != ov and np.asarray(bottom(c)) != 0:
+                return True
+            continue
         if getattr(ov, "dtype", None) is None or ov.dtype.kind not in "fc":
             continue
         nan = np.isnan(ov)
@@ -1416,17 +1419,18 @@ def _backward(level, infos, seed, storages, own_nan=False):
     zeros (registry.CAREFUL). NaN that the careful pass keeps is the function's. ``own_nan``: the
     output is NaN where the pass is seeded (_seeded_nan): the one pass takes IEEE's products
     (registry.IEEE), so that the derivative of the undefined value is NaN along every path to it
-    (a strong zero would turn it into 0: sin(t) * (r / t) at t = 0, d/dr); no careful pass."""
+    (a strong zero would turn it into 0: sin(t) * (r / t) at t = 0, d/dr); no careful pass.
+    Returns whether a gradient holds NaN after the passes (with ``own_nan``: True)."""
     if own_nan:
         IEEE[0] += 1
         try:
             level.backward()
         finally:
             IEEE[0] -= 1
-        return
+        return True
     level.backward()
     if not _nan_in_gradients(infos):
-        return
+        return False
     _reset_adjoints(storages if storages is not None else _storages_of(level, infos))
     st = STATE
     st.reverse_passes += 1  # (the seeding is the careful pass's: not a step of the program, see RunGroup.note)
@@ -1437,6 +1441,7 @@ def _backward(level, infos, seed, storages, own_nan=False):
     finally:
         CAREFUL[0] -= 1
         st.reverse_passes -= 1
+    return _nan_in_gradients(infos)
 
 
 _NAN_FILL = 64  # the most gradient entries that reverse mode left NaN which forward mode computes again

@@ -24,7 +24,10 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 def _from_environment() -> bool:
-    value = os.environ.get("MUTAGRAD_STRICT", "").strip().lower()
+    value = os.environ.get("MUTAGRAD_STRICT")
+    if value is None:  # (the common case, first)
+        return False
+    value = value.strip().lower()
     if value in _TRUE:
         return True
     if value in _FALSE:

@@ -1843,3 +1843,26 @@ def test_sequence_written_item_after_item_as_numpy_does(name):
     fd = numerical_grad(lambda a: f(a.copy()), (A0.copy(),), (0,))[0]
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
     check_grads(lambda a: f(a.copy()), A0.copy(), order=2)
+
+
+def test_copyto_of_memory_onto_itself_is_numpys_no_op():
+    # NumPy skips a copy whose source is the destination's memory, layout and dtype, before it
+    # checks that the destination is writable: np.copyto(d, d) of a read-only view passes
+    def f(x):
+        d = x[1:]
+        d.flags.writeable = False
+        np.copyto(d, d)
+        np.copyto(d, x[1:], where=np.array([True, False]))
+        w = x[:2]
+        np.copyto(w, w)
+        return np.sum(x * x * np.array([1.0, 2.0, 3.0]))
+
+    x = np.array([1.0, 2.0, 3.0])
+    plain = x.copy()
+    want = f(plain)
+    traced = x.copy()
+    value, g = mg.value_and_grad(f)(traced)
+    assert value == want
+    np.testing.assert_array_equal(traced, plain)
+    np.testing.assert_allclose(g, 2 * x * np.array([1.0, 2.0, 3.0]), rtol=1e-15)  # by hand
+    check_grads(lambda a: f(a.copy()), x.copy(), order=2)

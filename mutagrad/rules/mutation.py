@@ -39,6 +39,8 @@ def _np_copyto(args, kwargs):
     a.update(kwargs)
     dst, src = a["dst"], a["src"]
     where = a.get("where", True)
+    if _same_memory_layout(dst, src):
+        return None  # NumPy's redundant copy: nothing to do (not even a read-only dst's error)
     if isinstance(src, (list, tuple)):
         from ..numpy import array as marray
 
@@ -65,6 +67,14 @@ def _np_copyto(args, kwargs):
             return None
     write(dst, m, src[m])
     return None
+
+
+def _same_memory_layout(dst, src) -> bool:
+    """Whether ``np.copyto(dst, src)`` is a copy of memory onto itself, which NumPy skips
+    (``np.copyto(d, d)``: the same data pointer, dtype object, shape and strides)."""
+    bd, bs = bottom(dst), bottom(src)
+    return (type(bd) is np.ndarray and type(bs) is np.ndarray and bd.dtype is bs.dtype and bd.shape == bs.shape
+            and bd.strides == bs.strides and bd.__array_interface__["data"][0] == bs.__array_interface__["data"][0])
 
 
 def _writable(x, message):

@@ -684,6 +684,13 @@ def _frame_holds_tracer(frame, attributes=False) -> bool:
     return False
 
 
+def _raised_by_c_at_the_users_line(exc) -> bool:
+    """Whether ``exc`` was raised by C code the user's line called (no Python frame after the
+    user's), whose frame holds a traced value."""
+    user = _user_entry(exc)
+    return user is not None and user.tb_next is None and _frame_holds_tracer(user.tb_frame)
+
+
 def _library_holds_tracer(exc) -> bool:
     """Whether a library frame ``exc`` passed through after the user's last line holds a traced
     value (also as an attribute of a local object, ``self.values``)."""
@@ -882,6 +889,16 @@ def replaced_error(exc: BaseException):
             "coordinates, the weights from their fractional parts, and a weighted sum of the traced "
             "values gathered at the cell's corners), or pass mg.stop_gradient(x) if its result is a "
             "constant.")
+    if type(exc) is TypeError and str(exc) in ("'out' must be an array", "output must be an array") and (
+            _raised_by_c_at_the_users_line(exc)):
+        # a method of a plain array given a traced out= (M.dot(a, out=buf), M.take(i, out=buf)):
+        # its C code accepts only NumPy's own arrays as out
+        return TracedTypeError(
+            f"a method of a plain array was given a traced array as out= at {_where(exc)} (NumPy: {exc}): "
+            "its C code writes only into plain NumPy arrays. Call the NumPy function instead, which "
+            "is differentiated and takes a traced out=: np.dot(M, a, out=buf) for M.dot(a, out=buf) "
+            "(likewise np.take, np.cumsum, np.cumprod, np.round, np.choose, np.compress, np.trace, "
+            "np.clip), or assign the result: buf[...] = M.dot(a).")
     out = _traced_out(exc) if type(exc) is ValueError and str(exc).startswith("Supplied output array must be") else None
     if out is not None:
         # NumPy's random Generator filling out= (rng.standard_normal(out=buf)): its C code writes

@@ -3695,3 +3695,24 @@ def test_conversion_messages_name_the_call_running_and_list_items():
 
     msg = _raises(f, x, mg.WriteToPlainArrayError)
     assert "an item of the list `Fs`" in msg and "mnp.zeros" in msg
+
+
+@pytest.mark.parametrize("call, fixed", [
+    (lambda M, a, out: M.dot(a, out=out), lambda M, a, out: np.dot(M, a, out=out)),
+    (lambda M, a, out: M[0].cumsum(out=out), lambda M, a, out: np.cumsum(M[0], out=out)),
+    (lambda M, a, out: M.take([0, 1], out=out), lambda M, a, out: np.take(M, [0, 1], out=out)),
+])
+def test_plain_arrays_method_given_a_traced_out_is_named(call, fixed):
+    M = np.array([[1.0, 2.0], [3.0, 4.0]])
+
+    def f(a, op=call):
+        out = mnp.zeros(2)
+        op(M, a, out)
+        return np.sum(out * a)
+
+    msg = _raises(f, np.array([1.0, 2.0]), mg.TracerEscapeError)
+    with pytest.raises(TypeError):  # (a TypeError too, as NumPy's)
+        mg.grad(f)(np.array([1.0, 2.0]))
+    assert msg.startswith("a method of a plain array was given a traced array as out=") and HERE in msg
+    assert "np.dot(M, a, out=buf)" in msg
+    check_grads(lambda a: f(a, fixed), np.array([1.0, 2.0]))  # the fix the message names

@@ -470,4 +470,6 @@ def test_exprel_derivative_where_exp_times_x_overflows():
     np.testing.assert_allclose(mg.grad(sp.exprel)(35.0), 44019965207066.65, rtol=1e-13)
     np.testing.assert_allclose(mg.grad(sp.exprel)(709.0), 1.1575198749865064e305, rtol=1e-13)
     assert mg.grad(sp.exprel)(-np.inf) == 0.0
+    assert mg.grad(sp.exprel)(np.inf) == np.inf  # (the limit: NaN from inf - log inf before)
+    assert mg.jvp(sp.exprel, (np.inf,), (1.0,))[1] == np.inf
     check_grads(sp.exprel, np.array([29.0, 31.0, 40.0]), order=2)

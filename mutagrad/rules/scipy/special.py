@@ -459,15 +459,18 @@ _EXPREL_SERIES = tuple(n / math.factorial(n + 1) for n in range(1, 9))  # x^0 ..
 
 def _exprel_d(x, y):
     """(e^x (x - 1) + 1) / x²; for x > 30 as e^(x - log x + log1p(-1/x)) + 1/x² (e^x (x - 1)
-    overflows before the derivative does: inf for 703 < x < 709.78); 0 at -inf."""
+    overflows before the derivative does: inf for 703 < x < 709.78); 0 at -inf, inf at inf."""
     xb = np.asarray(bottom(x))
     small = np.abs(xb) < 0.1
     large = xb > 30
+    inf = np.isposinf(xb)
     safe = np.where(small | large | np.isneginf(xb), 1.0, x)
     d = (np.exp(safe) * (safe - 1.0) + 1.0) / (safe * safe)
     if np.any(large):
-        xl = np.where(large, x, 31.0)
+        xl = np.where(large & ~inf, x, 31.0)
         d = np.where(large, np.exp(xl - np.log(xl) + np.log1p(-1.0 / xl)) + 1.0 / (xl * xl), d)
+        if np.any(inf):
+            d = np.where(inf, np.inf, d)
     if np.any(np.isneginf(xb)):
         d = np.where(np.isneginf(xb), 0.0, d)
     if np.any(small):

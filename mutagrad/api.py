@@ -8,6 +8,7 @@ import functools
 import gc
 import hashlib
 import itertools
+import math
 import os
 import re
 import types
@@ -1396,7 +1397,7 @@ def _seeded_nan(seeds) -> bool:
     for o, c in seeds:
         ov = bottom(o)
         if type(ov) is np.float64:  # (a scalar output, grad's: no arrays)
-            if ov != ov and np.asarray(bottom(c)) != 0:
+            if math.isnan(ov) and np.asarray(bottom(c)) != 0:
                 return True
             continue
         if getattr(ov, "dtype", None) is None or ov.dtype.kind not in "fc":

@@ -40,7 +40,7 @@ def _np_copyto(args, kwargs):
     dst, src = a["dst"], a["src"]
     where = a.get("where", True)
     if _same_memory_layout(dst, src):
-        return None  # NumPy's redundant copy: nothing to do (not even a read-only dst's error)
+        return  # NumPy's redundant copy: nothing to do (not even a read-only dst's error)
     if isinstance(src, (list, tuple)):
         from ..numpy import array as marray
 

@@ -2031,8 +2031,24 @@ def _scipy_rewrite(sub, name):
         return (" Write the filter with NumPy operations on the traced values, which are differentiated: "
                 "np.convolve / np.correlate in 1-D, sums of shifted slices or of "
                 "np.lib.stride_tricks.sliding_window_view(x, shape) times the kernel, or a product in "
-                "Fourier space (np.fft.rfft2 / np.fft.irfft2).")
+                "Fourier space (np.fft.rfft2 / np.fft.irfft2); or, for a kernel of odd size, "
+                "mutagrad.scipy.signal.correlate(x, k, mode='same') (convolve likewise, also fftconvolve), "
+                "which is mode='constant', and in 2-D mutagrad.scipy.signal.correlate2d(x, k, mode='same', "
+                "boundary='wrap' or 'symm'), which is mode='wrap' or 'reflect': differentiated.")
     return ""
+
+
+def _mutagrad_scipy_has(sub, name):
+    """Whether mutagrad.scipy.<sub> defines its own ``name`` (a dotted one: a distribution's method)."""
+    import importlib
+
+    try:
+        obj = importlib.import_module(f"mutagrad.scipy.{sub}")
+        theirs = importlib.import_module(f"scipy.{sub}")
+    except ImportError:  # pragma: no cover
+        return False
+    head = name.split(".", 1)[0]
+    return head in vars(obj) and vars(obj)[head] is not getattr(theirs, head, None)
 
 
 def _scipy_hint(sub, name):
@@ -2441,8 +2457,10 @@ class Tracer:
                          f"derivative rule; docs/coverage.md lists what mutagrad.scipy.{sub} differentiates."
                          + _scipy_rewrite(sub, name))
             elif ours:
-                extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): the "
-                         "same names, differentiated where docs/coverage.md lists them.")
+                extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): "
+                         + (f"mutagrad.scipy.{sub}.{name} is the same function, differentiated (docs/coverage.md "
+                            "lists the others)." if _mutagrad_scipy_has(sub, name) else
+                            "the same names, differentiated where docs/coverage.md lists them."))
             elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
                 extra = _scipy_rewrite(sub, name)
             elif sub == "sparse":

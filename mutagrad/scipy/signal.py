@@ -1,16 +1,31 @@
-"""``mutagrad.scipy.signal``: ``scipy.signal`` with a differentiable ``lfilter``
-(in the coefficients ``b`` and ``a``, the signal and the initial state ``zi``,
-along any axis, with the final state ``zf``); every other name is SciPy's own
-(and raises mutagrad's escape error on a traced array).
+"""``mutagrad.scipy.signal``: ``scipy.signal`` with differentiable
+
+* ``lfilter`` (in the coefficients ``b`` and ``a``, the signal and the initial state ``zi``,
+  along any axis, with the final state ``zf``);
+* ``convolve``, ``correlate`` (N-dimensional, every ``mode`` and ``method``), ``fftconvolve``,
+  ``oaconvolve`` (along ``axes``) and ``convolve2d``, ``correlate2d`` (every ``boundary``), in
+  both inputs, real or complex, with SciPy's values (its own call) and its 'valid'-mode swap;
+
+every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 
 >>> import numpy as np, mutagrad as mg
 >>> import mutagrad.scipy.signal as mss
 >>> float(mg.grad(lambda p: mss.lfilter([1.0], [1.0, -p], np.ones(3))[-1])(0.5))  # d/dp (1 + p + p²)
 2.0
+>>> mg.grad(lambda x: np.sum(mss.convolve(x, np.array([1.0, -1.0]), mode="same") ** 2))(np.array([1.0, 2.0, 4.0]))
+array([ 0., -2.,  4.])
 """
 import scipy.signal as _ss
 
-from ..rules.scipy.signal import lfilter  # noqa: F401
+from ..rules.scipy.signal import (  # noqa: F401
+    convolve,
+    convolve2d,
+    correlate,
+    correlate2d,
+    fftconvolve,
+    lfilter,
+    oaconvolve,
+)
 
 
 def __getattr__(name):

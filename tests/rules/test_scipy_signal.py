@@ -29,6 +29,41 @@ CASES = [  # (what it covers, function, arguments, order)
 ]
 
 
+CONV_RNG = np.random.default_rng(7)  # (its own: the draws above stay as they were)
+
+
+def _draw(shape, cplx):
+    a = CONV_RNG.standard_normal(shape)
+    return a + 1j * CONV_RNG.standard_normal(shape) if cplx else a
+
+
+def _smooth(y):
+    return np.sum(np.abs(y) ** 2) + np.sum(np.sin(np.real(y)))
+
+
+SECOND_ORDER = [  # (function, keywords, in1, in2): small cases, order=2
+    ("convolve", {"mode": "same", "method": "direct"}, (6,), (4,)),
+    ("convolve", {"mode": "valid", "method": "fft"}, (3, 4), (4, 5)),
+    ("correlate", {"mode": "same", "method": "auto"}, (3, 4), (2, 2)),
+    ("correlate", {"mode": "full", "method": "direct"}, (2, 2, 3), (2, 1, 2)),
+    ("fftconvolve", {"mode": "same", "axes": None}, (5,), (6,)),
+    ("oaconvolve", {"mode": "valid", "axes": -1}, (2, 7), (1, 3)),
+    ("convolve2d", {"mode": "same", "boundary": "symm"}, (3, 4), (2, 3)),
+    ("convolve2d", {"mode": "full", "fillvalue": 2.0}, (3, 3), (2, 2)),
+    ("correlate2d", {"mode": "same", "boundary": "wrap"}, (2, 3), (4, 4)),
+    ("correlate2d", {"mode": "valid"}, (2, 3), (3, 4)),
+]
+
+
+def _smoothed(name, kw):
+    return lambda x, y: _smooth(getattr(mss, name)(x, y, **kw))
+
+
+CASES += [  # the convolutions, tested further below
+    (f"scipy.signal.{name}", _smoothed(name, kw), (_draw(s1, i % 2 == 1), _draw(s2, i % 3 == 1)), 2)
+    for i, (name, kw, s1, s2) in enumerate(SECOND_ORDER)]
+
+
 @pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule(covers, fn, args, order):
     check_grads(fn, *args, modes=("fwd", "rev"), order=order)
@@ -102,3 +137,102 @@ def test_blocks_carrying_the_state_and_an_element_loop():
         np.testing.assert_allclose(got, want, rtol=1e-6)
     zi0 = ss.lfilter_zi(B, A)  # steady-state initial conditions, as SciPy's docs use them
     check_grads(lambda x: np.sum(mss.lfilter(B, A, x, zi=zi0 * x[0])[0] ** 2), X, order=2)
+
+
+# -- convolutions -----------------------------------------------------------------------------
+# Every derivative against central differences of SciPy's own function on plain arrays (check_grads),
+# forward against reverse mode; the values against a plain SciPy call, bit for bit.
+
+def _cases(pairs):
+    """The shape pairs, each with one of the four real/complex combinations in turn."""
+    return [(_draw(s1, i % 4 in (1, 3)), _draw(s2, i % 4 in (2, 3))) for i, (s1, s2) in enumerate(pairs)]
+
+
+# odd and even kernels (the 'same' window's centring differs), in2 larger than in1 (in every dimension, or in
+# one: 'valid' then raises SciPy's ValueError), 2-D and 3-D
+ND_PAIRS = _cases([((7,), (3,)), ((7,), (4,)), ((3,), (6,)), ((4,), (7,)), ((5,), (5,)), ((5, 6), (2, 3)),
+                   ((3, 4), (4, 5)), ((4, 3), (2, 5)), ((4, 3, 5), (2, 2, 3)), ((2, 3, 2), (3, 4, 3))])
+TWO_D_PAIRS = _cases([((5, 6), (3, 3)), ((4, 5), (2, 4)), ((3, 4), (4, 5)), ((2, 3), (5, 6)), ((4, 4), (1, 2)),
+                      ((2, 2), (3, 2)), ((3, 5), (4, 2))])  # (the last: neither larger, 'valid' raises)
+BOUNDARIES = [("fill", 0), ("fill", 1.5), ("wrap", 0), ("symm", 0)]
+MODES = ("full", "same", "valid")
+ND_CALLS = ([(n, {"mode": m, "method": meth}) for n in ("convolve", "correlate") for m in MODES
+             for meth in ("direct", "fft", "auto")]
+            + [(n, {"mode": m}) for n in ("fftconvolve", "oaconvolve") for m in MODES])
+TWO_D_CALLS = [(n, {"mode": m, "boundary": b, "fillvalue": c}) for n in ("convolve2d", "correlate2d") for m in MODES
+               for b, c in BOUNDARIES]
+
+
+def _check_convolution(name, kw, pairs):
+    ours, theirs = getattr(mss, name), getattr(ss, name)
+    checked = 0
+    for a, b in pairs:
+        try:
+            want = theirs(a, b, **kw)
+        except ValueError:  # ('valid' with neither input the larger in every dimension: SciPy's error)
+            with pytest.raises(ValueError):
+                mg.vjp(lambda a, b: ours(a, b, **kw), a, b)
+            continue
+        # both traced, then each alone with the other a plain array (closed over)
+        for fn, args in ((lambda x, y: ours(x, y, **kw), (a, b)), (lambda x, b=b: ours(x, b, **kw), (a,)),
+                         (lambda y, a=a: ours(a, y, **kw), (b,))):
+            got = mg.vjp(fn, *args)[0]
+            assert got.dtype == want.dtype and np.array_equal(got, want), (name, kw, a.shape, b.shape)
+            check_grads(fn, *args)
+        checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize("name,kw", ND_CALLS, ids=[f"{n}-{'-'.join(map(str, k.values()))}" for n, k in ND_CALLS])
+def test_nd_convolutions(name, kw):
+    _check_convolution(name, kw, ND_PAIRS)
+
+
+@pytest.mark.parametrize("name,kw", TWO_D_CALLS, ids=[f"{n}-{'-'.join(map(str, k.values()))}" for n, k in TWO_D_CALLS])
+def test_2d_convolutions_with_every_boundary(name, kw):
+    _check_convolution(name, kw, TWO_D_PAIRS)
+
+
+@pytest.mark.parametrize("name", ["fftconvolve", "oaconvolve"])
+@pytest.mark.parametrize("mode", MODES)
+def test_fft_convolutions_along_axes_broadcast_along_the_others(name, mode):
+    pairs = [(_draw((3, 6), False), _draw((1, 3), True)), (_draw((1, 4), True), _draw((2, 6), False))]
+    _check_convolution(name, {"mode": mode, "axes": 1}, pairs)
+    _check_convolution(name, {"mode": mode, "axes": [0, -1]}, [(_draw((4, 1, 5), True), _draw((2, 3, 2), False))])
+
+
+def test_convolutions_of_scalars_and_lists_holding_traced_numbers():
+    check_grads(lambda p, q: mss.convolve(p, q) * mss.correlate(p, q), 0.7, 1.3 - 0.2j, order=2)
+    check_grads(lambda p: np.sum(mss.convolve([p, 2 * p, 1.0], [1.0, p], mode="same") ** 2), 0.5, order=2)
+    check_grads(lambda p: np.sum(mss.convolve2d([[p, 1.0], [0.5, p]], np.eye(2), boundary="wrap") ** 2), 0.5)
+
+
+def test_a_traced_fillvalue_names_the_padding_that_is_differentiated():
+    with pytest.raises(mg.NoRuleError) as e:
+        mg.grad(lambda c: np.sum(mss.correlate2d(np.ones((3, 3)), np.ones((2, 2)), fillvalue=c)))(1.0)
+    msg = str(e.value)
+    assert "mutagrad.scipy.signal.correlate2d with a traced fillvalue" in msg and "test_scipy_signal.py" in msg
+    assert "mnp.pad(in1" in msg
+    import mutagrad.numpy as mnp
+
+    a, k = CONV_RNG.standard_normal((3, 4)), CONV_RNG.standard_normal((2, 3))  # the rewrite it names: SciPy's values
+
+    def padded(c):
+        return mss.correlate2d(mnp.pad(a, [(1, 1), (2, 2)], constant_values=c), k, mode="valid")
+
+    np.testing.assert_allclose(padded(1.5), ss.correlate2d(a, k, fillvalue=1.5), rtol=1e-13)
+    check_grads(lambda c: np.sum(padded(c) ** 2), 1.5)
+
+
+def test_scipys_own_convolve_on_a_traced_array_points_to_ours():
+    x = CONV_RNG.standard_normal(8)
+    with pytest.raises(mg.TracerEscapeError) as e:
+        mg.grad(lambda x: np.sum(ss.convolve(x, np.ones(3), mode="same") ** 2))(x)
+    msg = str(e.value)
+    assert "scipy.signal function convolve" in msg and "test_scipy_signal.py" in msg
+    assert "mutagrad.scipy.signal.convolve is the same function, differentiated" in msg
+    # the function it names: SciPy's value, and its gradient against central differences of SciPy's own
+    ours = mg.value_and_grad(lambda x: np.sum(mss.convolve(x, np.ones(3), mode="same") ** 2))(x)
+    assert ours[0] == np.sum(ss.convolve(x, np.ones(3), mode="same") ** 2)
+    fd = numerical_grad(lambda x: np.sum(ss.convolve(x, np.ones(3), mode="same") ** 2), (x,), (0,))[0]
+    np.testing.assert_allclose(ours[1], fd, rtol=1e-7)

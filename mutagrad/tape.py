@@ -65,6 +65,7 @@ from .core import (
     view_of,
     write_readonly,
 )
+from .core import LOCKED as _LOCKED
 from .pytree import tree_unflatten
 from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
@@ -554,8 +555,13 @@ class ReverseLevel(Level):
         unchanged (for a traced one: never written through mutagrad, same bits)."""
         traced = isinstance(a, Tracer)
         if not traced:
-            if not a.flags.writeable and (a.base is None or not getattr(a.base, "flags", a.flags).writeable):
-                return a
+            if not a.flags.writeable:
+                owner = a if a.base is None else a.base
+                # (read-only memory cannot change, unless it is read-only only while a level runs: a
+                # caller's array passed as an argument, whose traced writes go through a view of it,
+                # as mg.value(x) of the argument shows)
+                if not getattr(owner, "flags", a.flags).writeable and _LOCKED.get(id(owner)) is not owner:
+                    return a
             if a.size <= 64:
                 return a.copy(order="K")  # keep the layout: NumPy picks its loops by it
         key = id(a)

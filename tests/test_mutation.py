@@ -1866,3 +1866,26 @@ def test_copyto_of_memory_onto_itself_is_numpys_no_op():
     np.testing.assert_array_equal(traced, plain)
     np.testing.assert_allclose(g, 2 * x * np.array([1.0, 2.0, 3.0]), rtol=1e-15)  # by hand
     check_grads(lambda a: f(a.copy()), x.copy(), order=2)
+
+
+def test_value_of_an_argument_used_as_a_constant_then_the_argument_written():
+    # mg.value(x) of an argument is a read-only view of the caller's array, which is read-only only
+    # while the function runs (locked): the pullback that reads it must keep the values it had, not
+    # see the argument's later in-place writes (reverse mode read them: [2, 4] for [1, 2])
+    def f(x):
+        y = x @ mg.value(x)
+        x *= 2.0
+        return y
+
+    def g(x):
+        y = np.exp(x) * mg.value(x)
+        x += 1.0
+        return np.sum(y)
+
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(mg.grad(f)(x.copy()), x, rtol=1e-15)  # d/dx (x · c) = c, by hand
+    np.testing.assert_allclose(mg.grad(g)(x.copy()), np.exp(x) * x, rtol=1e-15)
+    np.testing.assert_allclose(mg.hessian(lambda x: f(x) ** 2)(x.copy()), 2 * np.outer(x, x), rtol=1e-15)
+    for fn in (f, g):
+        jv = [mg.jvp(fn, (x.copy(),), (e,))[1] for e in np.eye(2)]
+        np.testing.assert_allclose(mg.grad(fn)(x.copy()), jv, rtol=1e-15)

@@ -1478,9 +1478,10 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
             if getattr(b, "dtype", None) is None or b.dtype.kind != "f":
                 continue
             todo += [(n, k, i) for i in np.flatnonzero(np.isnan(b))]
-    plain = (_ndarray, np.generic, float, int, bool)
+    # (the arguments run again: float arrays and numbers, as primals, whose writes the storages
+    # tell; immutable values of other types, passed through a closure: a flag, a count, None, a name)
     if (not todo or len(todo) > _NAN_FILL or kwargs
-            or any(not isinstance(a, plain) for a in args)
+            or any(not (_inexact_value(a) or _immutable_value(a)) for a in args)
             or any(isinstance(t, Tracer) and t._storage.written for t in tree_flatten(list(targs))[0])
             or (cts is not None and any(np.iscomplexobj(bottom(c)) for c in cts))):
         return grads
@@ -1495,9 +1496,7 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
             return grads
     per = list(grads) if not single else [grads]
     filled = {key: np.zeros(tuple(infos[key[0]][1][key[1]].shape)) for key in whole}
-    # (jvp differentiates every primal: the arguments of no float or complex type, a flag, a count,
-    # are passed through a closure)
-    passed = {j: a for j, a in enumerate(args) if not np.issubdtype(np.result_type(a), np.inexact)}
+    passed = {j: a for j, a in enumerate(args) if not _inexact_value(a)}
 
     def call(*primals):
         it = iter(primals)
@@ -1560,6 +1559,17 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
         gl[k] = _finish_leaf(filled[(n, k)].astype(info.dtype), info)
         per[j] = tree_unflatten(gtree, gl)
     return per[0] if single else tuple(per)
+
+
+def _inexact_value(a) -> bool:
+    """A float or complex array or number (a primal of jvp)."""
+    return (type(a) in (float, complex) or isinstance(a, (_ndarray, np.inexact))) and (
+        np.issubdtype(np.result_type(a), np.inexact))
+
+
+def _immutable_value(a) -> bool:
+    """A value a second run cannot change (no array: an integer array could be written into)."""
+    return a is None or type(a) in (bool, int, str, bytes) or isinstance(a, (np.integer, np.bool_))
 
 
 def _reset_adjoints(storages):

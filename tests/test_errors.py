@@ -1271,6 +1271,17 @@ def test_parameter_held_fixed_with_a_flag_and_a_count_among_the_arguments():
     fd = np.array([(ll(th + h * e, True, 2) - ll(th - h * e, True, 2)) / (2 * h) for e in np.eye(2)])
     np.testing.assert_allclose(mg.grad(ll)(th, True, 2), fd, rtol=1e-7)
     np.testing.assert_allclose(mg.grad(ll)(th, np.bool_(True), np.int64(2)), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.grad(lambda th, r, n, tag, z: ll(th, r, n))(th, True, 2, "t", None), fd, rtol=1e-7)
+
+    # an integer array the function writes into is not run again (a counter counted the runs):
+    # the gradient stays not implemented, and the array holds what one plain call leaves
+    def counted(th, calls):
+        calls[0] += 1
+        return ll(th, True, 2)
+
+    calls = np.array([0])
+    assert isinstance(mg.grad(counted)(th, calls), mg.NotImplementedTangent)
+    assert calls[0] == 1
 
 
 @pytest.mark.parametrize("through, z_value", [("scale", 6.0), ("sin", np.sin(2.0)), ("element", 6.0),

@@ -849,10 +849,14 @@ def _is_object(x) -> bool:
 
 
 def _attrs(x) -> dict:
-    """A dataclass object's fields and other attributes (slots or not)."""
+    """A dataclass object's fields and other attributes (slots or not): those it has (the function
+    may have deleted one, `del p.w`)."""
     d = dict(getattr(x, "__dict__", {}))
     for f in dataclasses.fields(x):
-        d[f.name] = getattr(x, f.name)
+        try:
+            d[f.name] = getattr(x, f.name)
+        except AttributeError:
+            continue
     return d
 
 
@@ -879,6 +883,9 @@ def _set_items(obj, items):
         obj.clear()
         obj.update(items)
     else:
+        for k in _attrs(obj):
+            if k not in items:  # (deleted by the function)
+                object.__delattr__(obj, k)
         for k, v in items.items():
             object.__setattr__(obj, k, v)
 

@@ -264,3 +264,28 @@ def test_jacobian_of_a_function_that_adds_or_removes_items_of_its_argument():
             assert type(got) is type(want) and len(got) == len(want), (f.__name__, mode)
             for k in (range(len(want)) if type(want) is list else want):
                 np.testing.assert_allclose(got[k], want[k], rtol=1e-14, err_msg=f"{f.__name__} {mode} {k}")
+
+
+def test_dataclass_argument_whose_field_the_function_deletes():
+    # `del p.w` inside the function: the caller's object loses the field, as in a plain call (the
+    # sync after the call raised AttributeError), and the gradient has the call's structure
+    @dataclasses.dataclass
+    class P:
+        w: np.ndarray
+        b: np.ndarray
+
+    def f(p):
+        r = np.sum(p.w * p.b)
+        del p.w
+        return r
+
+    make = lambda: P(np.array([1.0, 2.0]), np.array([3.0, 4.0]))  # noqa: E731
+    plain = make()
+    f(plain)
+    for d in (mg.grad(f), mg.jacobian(f), mg.jacobian(f, mode="fwd")):
+        p = make()
+        g = d(p)
+        np.testing.assert_allclose(g.w, [3.0, 4.0], rtol=1e-15)  # d/dw sum(w * b) = b, by hand
+        np.testing.assert_allclose(g.b, [1.0, 2.0], rtol=1e-15)
+        assert not hasattr(p, "w") and not hasattr(plain, "w")
+        np.testing.assert_array_equal(p.b, plain.b)

@@ -239,3 +239,23 @@ def test_sort_derivative_at_signed_zero_ties_is_the_stable_sorts():
     rank[np.argsort(_SIGNED_ZEROS, kind="stable")] = np.arange(8)
     np.testing.assert_array_equal(mg.grad(lambda x: np.sum(w * np.sort(x)))(_SIGNED_ZEROS.copy()), w[rank])
     np.testing.assert_array_equal(mg.jacobian(np.sort, mode="fwd")(_SIGNED_ZEROS.copy()) @ np.ones(8), np.ones(8))
+
+
+def test_boolean_ufunc_methods_into_a_traced_out():
+    # a plain array's any/all with a traced out= (they call logical_or/logical_and.reduce), and the
+    # other methods of boolean-valued ufuncs: NumPy's values written as constants (they raised
+    # NoRuleError naming a traced input there was none of)
+    M = np.arange(1.0, 10.0).reshape(3, 3) - 5
+    ops = [lambda b: M.any(axis=1, out=b[:3]), lambda b: M.all(axis=0, out=b[3:6]),
+           lambda b: np.logical_or.reduce(M > 0, axis=1, out=b[:3]),
+           lambda b: np.greater.outer(M[0], M[1], out=b[:9].reshape(3, 3)),
+           lambda b: np.logical_or.reduce(b[:3], out=b[3:4].reshape(()))]
+    for op in ops:
+        def f(x, op=op):
+            b = x * 2.0
+            op(b)
+            return np.sum(b ** 2)
+
+        x = np.linspace(0.3, 1.7, 9)
+        assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
+        check_grads(f, x.copy(), order=2)

@@ -808,6 +808,32 @@ for _u in _ACCUMULATE:
     UFUNC_HANDLERS[(_u, "accumulate")] = _ufunc_accumulate
 
 
+def _boolean_method(method):
+    """``ufunc.method`` of a ufunc whose results are booleans (logical_or, greater...): no derivative,
+    NumPy's values; a traced ``out=`` (M.any(axis=1, out=buf) calls logical_or.reduce) takes them as
+    a recorded write of constants, computed into a copy of its values as NumPy computes into it."""
+
+    def handler(ufunc, inputs, kwargs):
+        kwargs = dict(kwargs)
+        out = kwargs.pop("out", None)
+        if type(out) is tuple:
+            (out,) = out
+        args, kw = plain_operands(list(inputs)), plain_operands(kwargs)
+        if not isinstance(out, Tracer):
+            return getattr(ufunc, method)(*args, **kw) if out is None else getattr(ufunc, method)(*args, out=out, **kw)
+        tmp = np.array(bottom(out), copy=True)
+        getattr(ufunc, method)(*args, out=tmp, **kw)
+        return write_out(tmp, out)
+
+    return handler
+
+
+for _u in (np.logical_and, np.logical_or, np.logical_xor, np.greater, np.greater_equal, np.less, np.less_equal,
+           np.equal, np.not_equal):
+    for _m in ("reduce", "accumulate", "reduceat", "outer"):
+        UFUNC_HANDLERS.setdefault((_u, _m), _boolean_method(_m))
+
+
 # -- np.add.reduceat: segment sums --------------------------------------------------
 # out[i] = sum of x[indices[i]:indices[i+1]] along axis (the last to the end), or
 # x[indices[i]] alone where indices[i] >= indices[i+1]. Linear; segments may overlap.

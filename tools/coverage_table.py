@@ -73,8 +73,8 @@ def collect():
             rows[name] = ((True, True, "composite of differentiable operations") if floating
                           else (False, False, "no derivative: boolean or integer result"))
         elif not any(t[-1] in "efdgFDG" for t in uf.types):  # (logical_or.reduce, greater.outer...)
-            rows[name] = (False, False, "no derivative: boolean result (NumPy's values; a traced out= takes "
-                          "them as constants)")
+            how = "no derivative: boolean result (NumPy's values; a traced out= takes them as constants)"
+            rows[name] = (False, False, how)
         elif getattr(handler, "coverage_how", None):
             rows[name] = (True, True, handler.coverage_how)
         elif getattr(handler, "folds_checked", False):

@@ -288,8 +288,7 @@ def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     >>> mg.grad(lambda k: np.sum(convolve2d(np.eye(2), k)))(np.ones((1, 2)))  # sum(in1) each
     array([[2., 2.]])
     """
-    _plain_fillvalue("convolve2d", fillvalue)
-    return _bind_conv("convolve2d", in1, in2, {"mode": mode, "boundary": boundary, "fillvalue": fillvalue})
+    return _conv2d("convolve2d", in1, in2, mode, boundary, fillvalue)
 
 
 def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
@@ -301,26 +300,37 @@ def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     array([[1., 0.],
            [0., 1.]])
     """
-    _plain_fillvalue("correlate2d", fillvalue)
-    return _bind_conv("correlate2d", in1, in2, {"mode": mode, "boundary": boundary, "fillvalue": fillvalue})
+    return _conv2d("correlate2d", in1, in2, mode, boundary, fillvalue)
 
 
 def _plain_axes(axes):
     return axes if axes is None or np.ndim(axes) == 0 else tuple(axes)
 
 
-def _plain_fillvalue(name, fillvalue):
+def _conv2d(name, in1, in2, mode, boundary, fillvalue):
+    """convolve2d / correlate2d; a traced ``fillvalue`` (read by SciPy only with boundary 'fill' outside
+    'valid' mode) through the padding it stands for: mode 'full' is the 'valid' call on in1 padded
+    with it by len(in2) - 1 on each side, mode 'same' that result's centred window (as SciPy centres
+    it, correlate2d's rounded up), differentiated in the fill value too."""
     from ...core import Tracer
 
     if isinstance(fillvalue, Tracer):
-        from ...errors import NoRuleError, user_line
+        if mode == "valid" or boundary not in _FILL:
+            fillvalue = 0  # (not read)
+        else:
+            from ...numpy import pad
 
-        raise NoRuleError(
-            f"mutagrad.scipy.signal.{name} with a traced fillvalue at {user_line()}: the fill value is a "
-            "keyword argument, which is not differentiated. Pad in1 yourself, which is: with (k0, k1) = "
-            f"in2.shape, mutagrad.scipy.signal.{name}(mnp.pad(in1, [(k0 - 1, k0 - 1), (k1 - 1, k1 - 1)], "
-            "constant_values=fillvalue), in2, mode='valid') (import mutagrad.numpy as mnp) is mode='full' "
-            "with that fillvalue, differentiated in it too; mode='same' is its centred in1.shape window.")
+            s1, s2 = np.shape(in1), np.shape(in2)
+            if len(s1) != 2 or len(s2) != 2:  # (SciPy's error)
+                return _bind_conv(name, in1, in2, {"mode": mode, "boundary": boundary, "fillvalue": 0})
+            full = _bind_conv(name, pad(in1, [(k - 1, k - 1) for k in s2], constant_values=fillvalue), in2,
+                              {"mode": "valid", "boundary": "fill", "fillvalue": 0})
+            if mode == "full":
+                return full
+            up = 1 if name == "correlate2d" else 0
+            start = [(k - 1 + up) // 2 for k in s2]  # (the full output's extra k - 1, centred)
+            return full[start[0]:start[0] + s1[0], start[1]:start[1] + s1[1]]
+    return _bind_conv(name, in1, in2, {"mode": mode, "boundary": boundary, "fillvalue": fillvalue})
 
 
 _WRAPPERS = {"convolve": convolve, "correlate": correlate, "fftconvolve": fftconvolve, "oaconvolve": oaconvolve,

@@ -140,11 +140,15 @@ class NotImplementedTangent:
         return self
 
     def _times(self, other):
-        # times a symbolic zero (the tangent of an argument that has none, in an frule), or the plain
-        # zeros a user's frule gets for one: zero; the derivative that is missing is not asked for
+        # times a symbolic zero (the tangent of an argument that has none, in an frule), the plain
+        # zeros a user's frule gets for one, or a plain tangent that is zero everywhere (a parameter
+        # held fixed inside a traced vector, np.concatenate([theta, [c]])): zero; the derivative
+        # that is missing is not asked for
         if isinstance(other, AbstractZero):
             return other
-        return ZeroTangent() if is_zero(other) else self
+        if is_zero(other) or (type(other) in _PLAIN_NUMBERS and not np.any(other)):
+            return ZeroTangent()
+        return self
 
     __add__ = __radd__ = __sub__ = __rsub__ = _poison
     __mul__ = __rmul__ = __matmul__ = __rmatmul__ = _times
@@ -289,6 +293,9 @@ class Thunk:
 
     def __call__(self):
         return self.fn()
+
+
+_PLAIN_NUMBERS = frozenset((_ndarray, float, int, np.float64, np.float32, complex, np.complex128))
 
 
 def is_zero(t) -> bool:

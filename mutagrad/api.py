@@ -866,7 +866,7 @@ def _items(x):
     t = type(x)
     if t is list:
         return True, list(enumerate(x))
-    if t is dict:
+    if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
         return True, list(x.items())
     if _is_object(x):
         return True, list(_attrs(x).items())
@@ -879,7 +879,7 @@ def _set_items(obj, items):
     """Give the list, dict or dataclass object ``obj`` the ``items`` (a list or a dict)."""
     if type(obj) is list:
         obj[:] = items
-    elif type(obj) is dict:
+    elif isinstance(obj, dict):
         obj.clear()
         obj.update(items)
     else:
@@ -1317,6 +1317,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
     _check_plain_aliases(level)
     out_leaves, out_tree = tree_flatten(out)
+    _check_outputs(out_leaves, "vjp")
     out_vals = _unwrap_level(out, level)
     storages = _storages_of(level, infos)
     # what the caller can still write into: the arguments, the outputs, aux and mg.value views
@@ -1721,6 +1722,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         with user_fp_state():  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
+        _check_outputs(out_leaves, "jvp")
         raw = [(level.tangent_of(o) if o._storage.poison is None else o._storage.poison)
                if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
         again = (_run_group is None and not CAREFUL[0] and not pairs and _nan_tangent(out_leaves, raw)
@@ -1988,6 +1990,18 @@ def _check_jac_outputs(leaves):
         if not isinstance(o, (Tracer, _ndarray, np.generic, float, int, complex, bool, NotImplementedTangent)):
             raise TypeError(f"jacobian: output leaf {k} is a {type(o).__name__}, not a number or an array: "
                             "a Jacobian has no entries for it. Return it as aux of a wrapper, or drop it.")
+
+
+def _check_outputs(leaves, api):
+    """vjp's and jvp's outputs: numbers and arrays in the containers mutagrad looks into (an object it
+    does not know, holding traced values, would get zero derivatives silently)."""
+    for k, o in enumerate(leaves):
+        if not isinstance(o, (Tracer, _ndarray, np.generic, float, int, complex, bool, NotImplementedTangent)):
+            raise TypeError(
+                f"{api}: output leaf {k} is a {type(o).__name__}, not a number or an array: its derivative "
+                "cannot be given. mutagrad looks into tuples, lists, dicts (OrderedDict and defaultdict too), "
+                "namedtuples and dataclasses: return the values in one of those (or register the container "
+                "with mutagrad.pytree.register_pytree), or return other values as aux (has_aux=True).")
 
 
 def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False):

@@ -20,6 +20,19 @@ def register_pytree(cls, flatten, unflatten):
     _REGISTRY[cls] = (flatten, unflatten)
 
 
+def _register_dicts():
+    """OrderedDict and defaultdict: dicts whose type (and default factory) the rebuilt one keeps, as JAX's."""
+    import collections
+
+    register_pytree(collections.OrderedDict, lambda d: (list(d.values()), list(d.keys())),
+                    lambda keys, children: collections.OrderedDict(zip(keys, children)))
+    register_pytree(collections.defaultdict, lambda d: (list(d.values()), (d.default_factory, list(d.keys()))),
+                    lambda aux, children: collections.defaultdict(aux[0], zip(aux[1], children)))
+
+
+_register_dicts()
+
+
 def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 

@@ -289,3 +289,42 @@ def test_dataclass_argument_whose_field_the_function_deletes():
         np.testing.assert_allclose(g.b, [1.0, 2.0], rtol=1e-15)
         assert not hasattr(p, "w") and not hasattr(plain, "w")
         np.testing.assert_array_equal(p.b, plain.b)
+
+
+def test_ordered_and_default_dicts_are_pytrees_and_unknown_output_containers_raise():
+    # OrderedDict and defaultdict in and out, as JAX takes them (arguments were refused; as outputs of
+    # vjp and jvp they were leaves, so their traced values got zero derivatives, silently); an output
+    # container mutagrad does not look into raises
+    from collections import OrderedDict, defaultdict
+    from types import SimpleNamespace
+
+    out, pb = mg.vjp(lambda x: OrderedDict(a=x * 2.0, b=x ** 2), 1.5)
+    assert type(out) is OrderedDict and list(out) == ["a", "b"]
+    assert pb(OrderedDict(a=1.0, b=1.0)) == (2.0 + 3.0,)  # d/dx (2x + x²) at 1.5, by hand
+    _, t = mg.jvp(lambda x: OrderedDict(a=x * 2.0), (1.5,), (1.0,))
+    assert type(t) is OrderedDict and t["a"] == 2.0
+    d = OrderedDict(a=np.array([1.0, 2.0]), b=np.array([3.0, 4.0]))
+
+    def rebinds(d):
+        d["a"] = d["a"] * d["b"]
+        return np.sum(d["a"])
+
+    g = mg.grad(rebinds)(d)
+    assert type(g) is OrderedDict
+    np.testing.assert_allclose(g["a"], [3.0, 4.0], rtol=1e-15)
+    np.testing.assert_allclose(g["b"], [1.0, 2.0], rtol=1e-15)
+    assert type(d["a"]) is np.ndarray  # the caller's dict holds what a plain call leaves
+    np.testing.assert_array_equal(d["a"], [3.0, 8.0])
+    dd = defaultdict(list, a=np.array([1.0, 2.0]))
+    g = mg.grad(lambda d: np.sum(d["a"] ** 2))(dd)
+    assert type(g) is defaultdict and g.default_factory is list
+    np.testing.assert_allclose(g["a"], [2.0, 4.0], rtol=1e-15)
+
+    class MyList(list):
+        pass
+
+    for f in (lambda x: MyList([x * 3.0]), lambda x: SimpleNamespace(a=x)):
+        with pytest.raises(TypeError, match="output leaf 0 is a"):
+            mg.vjp(f, np.ones(2))
+        with pytest.raises(TypeError, match="output leaf 0 is a"):
+            mg.jvp(f, (np.ones(2),), (np.ones(2),))

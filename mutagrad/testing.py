@@ -197,6 +197,12 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
     _check_callable(f, "testing.check_grads")
     from .api import grad, jvp, vjp
 
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    if not modes or any(m not in ("fwd", "rev") for m in modes):
+        raise ValueError(f"check_grads: modes={modes!r}; give 'fwd', 'rev' or both (a check of no mode passes "
+                         "without checking anything)")
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+        raise ValueError(f"check_grads: order={order!r}; give a positive integer (1: first derivatives)")
     if argnums is None:
         argnums = tuple(i for i, a in enumerate(args) if _is_diff(a))
         if not argnums:

@@ -145,3 +145,12 @@ def test_checkers_work_in_single_precision(dtype):
         check_grads(_prim(rev_scale=1.02), np.array([0.3, -0.8], dtype=np.float32), modes=("rev",))
     with pytest.raises(AssertionError):
         check_grads(_prim(fwd_scale=1.02), np.array([0.3, -0.8], dtype=np.float32), modes=("fwd",))
+
+
+def test_check_grads_refuses_arguments_that_check_nothing():
+    # a typo in modes checked no mode and passed; order 0 or 1.5 ran the first order silently
+    f = lambda x: np.sum(x ** 2)
+    for kw in ({"modes": ("backward",)}, {"modes": ()}, {"order": 0}, {"order": 1.5}, {"order": True}):
+        with pytest.raises(ValueError, match="check_grads"):
+            check_grads(f, np.ones(2), **kw)
+    check_grads(f, np.ones(2), modes="rev")  # one mode given as a string

@@ -410,22 +410,34 @@ def _checked_rrule(rule, name):
                        f"{len(args)} (a parameter left at its default, or passed by keyword, has none)"
                        if len(cts) > len(args) else ""))
             for i, (c, a) in enumerate(zip(cts, args)):
-                if c is None:
-                    raise _rule_error(
-                        f"the pullback of {name}'s reverse rule returned None for argument {i}: return "
-                        "mg.ZeroTangent() for a zero derivative, mg.NoTangent() for an argument without one")
-                if _is_cotangent(c) or not isinstance(a, (np.ndarray, np.generic, float, complex, Tracer)):
-                    continue
-                if np.shape(c) != np.shape(a):
-                    raise _rule_error(
-                        f"the pullback of {name}'s reverse rule returned a cotangent of shape {np.shape(c)} for "
-                        f"argument {i} of shape {np.shape(a)}; a cotangent has its argument's shape (sum a "
-                        "broadcast dimension away)")
+                _check_cotangent(name, c, a, f"argument {i}")
             return cts
 
         return y, pullback
 
     return checked
+
+
+def _check_cotangent(name, c, a, where, depth=0):
+    """A user's pullback's cotangent ``c`` for the argument ``a`` (``where``): not None, of its shape;
+    for a list or tuple argument, a list or tuple of one such cotangent per element."""
+    if c is None:
+        raise _rule_error(
+            f"the pullback of {name}'s reverse rule returned None for {where}: return "
+            "mg.ZeroTangent() for a zero derivative, mg.NoTangent() for an argument without one")
+    if _is_cotangent(c):
+        return
+    if isinstance(a, (list, tuple)) and isinstance(c, (list, tuple)) and len(a) == len(c) and depth < 32:
+        for j, (cj, aj) in enumerate(zip(c, a)):
+            _check_cotangent(name, cj, aj, f"{where}[{j}]", depth + 1)
+        return
+    if not isinstance(a, (np.ndarray, np.generic, float, complex, Tracer)):
+        return
+    if np.shape(c) != np.shape(a):
+        raise _rule_error(
+            f"the pullback of {name}'s reverse rule returned a cotangent of shape {np.shape(c)} for "
+            f"{where} of shape {np.shape(a)}; a cotangent has its argument's shape (sum a "
+            "broadcast dimension away)")
 
 
 def frule(fn):

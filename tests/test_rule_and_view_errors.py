@@ -514,3 +514,26 @@ def test_forward_rule_returning_a_tuple_for_one_output_raises():
     for x, t in ((3.0, 1.0), (np.array([3.0, 4.0]), np.array([1.0, 0.0]))):
         with pytest.raises(mg.RuleError, match="forward rule of _doubled returned a tuple"):
             mg.jvp(_doubled, (x,), (t,))
+
+
+def test_pullback_cotangent_of_the_wrong_shape_inside_a_list_argument():
+    # checked as a top-level argument's is (it reached NumPy's broadcasting error)
+    @mg.primitive
+    def mul(xs):
+        return xs[0] * xs[1]
+
+    @mg.rrule(mul)
+    def _(xs):
+        return mul(xs), lambda g: ([g * xs[1], np.ones(3)],)
+
+    f = lambda a, b: np.sum(mul([a, b]))
+    with pytest.raises(mg.RuleError, match=r"shape \(3,\) for argument 0\[1\] of shape \(2,\)"):
+        mg.grad(f, (0, 1))(np.ones(2), np.full(2, 3.0))
+
+    @mg.rrule(mul)
+    def _(xs):
+        return mul(xs), lambda g: ([g * xs[1], g * xs[0]],)
+
+    ga, gb = mg.grad(f, (0, 1))(np.ones(2), np.full(2, 3.0))
+    np.testing.assert_allclose(ga, [3.0, 3.0])  # d/da sum(a * b) = b, by hand
+    np.testing.assert_allclose(gb, [1.0, 1.0])

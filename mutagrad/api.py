@@ -2199,6 +2199,8 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                     in_res.append(poison)
                 elif cols:
                     mat = np.stack([np.reshape(c[oi], (-1,)) for c in cols], axis=-1)
+                    if mat.dtype.kind not in "fc":  # (a boolean or integer output: zeros, as reverse mode's)
+                        mat = mat.astype(_inexact(mat.dtype))
                     in_res.append(np.reshape(mat, tuple(oshape) + tuple(ishape)))
                 else:  # (no input elements: the tangents' dtype, the output's)
                     in_res.append(np.zeros(tuple(oshape) + tuple(ishape), _inexact(_leaf_dtype(o))))

@@ -1598,3 +1598,11 @@ def test_a_value_in_place_of_the_function_is_a_type_error_at_once():
                  lambda: mg.testing.check_grads(x, x), lambda: mg.explain(x, x)):
         with pytest.raises(TypeError, match="takes"):
             make()
+
+
+def test_jacobian_of_a_boolean_or_integer_output_is_float_zeros_in_both_modes():
+    # forward mode stacked the outputs' tangents as they were: a boolean (or integer) matrix
+    for f in (lambda a: a > 1.5, lambda a: (a * 2).astype(int)):
+        for mode in ("fwd", "rev"):
+            J = mg.jacobian(f, mode=mode)(np.array([1.0, 2.0]))
+            assert J.dtype == np.float64 and J.shape == (2, 2) and not J.any()

@@ -1363,9 +1363,14 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
             )
         _reset_adjoints(storages)
         seeds = []
-        for o, c in zip(out_leaves, ct_leaves):
+        for k, (o, c) in enumerate(zip(out_leaves, ct_leaves)):
             if isinstance(c, AbstractZero) or c is None:
                 continue
+            if not isinstance(c, (Tracer, _ndarray, np.number, np.bool_, float, int, complex)) or (
+                    isinstance(c, _ndarray) and c.dtype.kind not in "biufc"):
+                raise TypeError(f"the pullback's cotangent for output leaf {k} is a {type(c).__name__}"
+                                + (f" of dtype {c.dtype}" if isinstance(c, _ndarray) else "")
+                                + ": pass a number or an array of numbers of the output's shape")
             if np.shape(c) != np.shape(o):
                 raise ValueError(f"cotangent shape {np.shape(c)} does not match output shape {np.shape(o)}")
             if np.iscomplexobj(bottom(c)) and not np.iscomplexobj(bottom(o)):

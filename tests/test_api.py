@@ -1606,3 +1606,12 @@ def test_jacobian_of_a_boolean_or_integer_output_is_float_zeros_in_both_modes():
         for mode in ("fwd", "rev"):
             J = mg.jacobian(f, mode=mode)(np.array([1.0, 2.0]))
             assert J.dtype == np.float64 and J.shape == (2, 2) and not J.any()
+
+
+def test_vjp_cotangent_that_is_not_numbers_is_named():
+    # (NumPy's "could not convert string to float" before)
+    _, pb = mg.vjp(lambda x: x * 2.0, np.ones(2))
+    for ct in ("a", np.array(["a", "b"]), object()):
+        with pytest.raises(TypeError, match="the pullback's cotangent for output leaf 0"):
+            pb(ct)
+    np.testing.assert_array_equal(pb(np.array([1.0, 3.0]))[0], [2.0, 6.0])

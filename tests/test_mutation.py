@@ -1889,3 +1889,37 @@ def test_value_of_an_argument_used_as_a_constant_then_the_argument_written():
     for fn in (f, g):
         jv = [mg.jvp(fn, (x.copy(),), (e,))[1] for e in np.eye(2)]
         np.testing.assert_allclose(mg.grad(fn)(x.copy()), jv, rtol=1e-15)
+
+
+@pytest.mark.parametrize("fn", [lambda a: np.pad(a, 1), lambda a: np.take(a, [0, 1], axis=1),
+                                lambda a: np.gradient(a)[0], lambda a: np.insert(a, 1, 5.0, axis=0),
+                                lambda a: np.repeat(a, 2, axis=0), lambda a: np.select([a > 0], [a], 0.0)],
+                         ids=["pad", "take", "gradient", "insert", "repeat", "select"])
+def test_results_have_numpys_memory_layout(fn):
+    # the layout is seen (r.reshape(-1) is a view of a C-ordered r only, ravel(order='K') follows
+    # memory): these rules' results had another one than NumPy's own
+    x = np.array([[0.3, -0.7, 1.1], [0.52, 0.91, -0.33]])
+    for a in (np.arange(24.0).reshape(2, 3, 4).transpose(2, 0, 1) * 0.1, np.asfortranarray(x), x, x.T):
+        want = fn(a.copy(order="K"))
+        for got in (mg.vjp(fn, a.copy(order="K"))[0], mg.jvp(fn, (a.copy(order="K"),), (np.ones_like(a),))[0]):
+            assert got.strides == want.strides
+            np.testing.assert_array_equal(got, want)
+
+
+def test_a_write_through_a_view_that_numpys_layout_makes():
+    # np.repeat's result is C-ordered, so reshape(-1) is a view and the write reaches it: the value
+    # was 3.6 (the write lost) and the gradient that of another function
+    def f(x):
+        r = np.repeat(x, 2, axis=-1)
+        v = r.reshape(-1)
+        v[0] = 100.0
+        return np.sum(r * r)
+
+    x = np.array([[0.3, -0.7, 1.1], [0.52, 0.91, -0.33]])
+    assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
+    want = 4 * x  # d/dx Σ 2x² over the repeats, by hand; x[0, 0] overwritten in its first repeat
+    want[0, 0] = 2 * x[0, 0]
+    np.testing.assert_allclose(mg.grad(f)(x.copy()), want, rtol=1e-14)
+    check_grads(lambda a: f(a.copy()), x.copy(), order=2)
+    X = mg.vjp(lambda a: np.meshgrid(a, a[:2])[0].ravel(order="K"), np.array([1.0, 2.0, 3.0]))[0]
+    np.testing.assert_array_equal(X, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0])

@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     elementwise,
     fft,
     indexing,
+    layout,
     linalg,
     mutation,
     reductions,
@@ -12,6 +13,8 @@ from . import (  # noqa: F401
     sparse,
     statistics,
 )
+
+layout.wrap_rules()  # (once the rules it wraps are registered)
 
 try:  # SciPy is optional: its rules load only when it is importable
     import scipy  # noqa: F401

@@ -34,7 +34,7 @@ from ..core import (
     write_out,
     write_replayed,
 )
-from ..errors import MutationError, user_line
+from ..errors import MutationError, NoRuleError, user_line
 from ..registry import (_FP_KEYS, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)
 from ..tangents import ZeroTangent
@@ -46,6 +46,40 @@ def _astype(x, dtype):
     from .shape import astype
 
     return astype(x, dtype)
+
+
+# the core dimensions of NumPy's matrix gufuncs, per operand and output (their N-d forms)
+_GUFUNC_CORES = {np.matmul: (2, 2, 2), np.vecdot: (1, 1, 0)}
+if hasattr(np, "matvec"):
+    _GUFUNC_CORES.update({np.matvec: (2, 1, 1), np.vecmat: (1, 2, 1)})
+
+
+def _on_core_axes(ufunc, inputs, kwargs):
+    """``ufunc(*inputs, axes=..., axis=..., keepdims=...)`` of a matrix gufunc: the operands' core
+    axes moved last, the gufunc on them, the output's core axes moved where ``axes`` puts them (and,
+    with keepdims, the reduced axis kept where the operands had it), all differentiated."""
+    cores = _GUFUNC_CORES[ufunc]
+    axes, axis, keepdims = kwargs.get("axes"), kwargs.get("axis"), kwargs.get("keepdims", False)
+    if any(np.ndim(x) < n for x, n in zip(inputs, cores)):  # (matmul's 1-d operands: no optional axes here)
+        raise NoRuleError(f"np.{ufunc.__name__} with axes= or axis= on an operand of fewer dimensions than its "
+                          f"core ones, at {user_line()}: move the axes first (np.moveaxis), which is differentiated.")
+    if axis is not None:
+        if axes is not None or any(n > 1 for n in cores):
+            ufunc(*[np.zeros(np.shape(x)) for x in inputs], **kwargs)  # (NumPy's error)
+        axes = [(axis,), (axis,)]
+    if axes is None:
+        axes = [tuple(range(-n, 0)) for n in cores]
+    axes = [tuple(a) if isinstance(a, (tuple, list)) else (a,) for a in axes]
+    if len(axes) == 2:
+        axes.append((axes[0] if keepdims else ()) if cores[2] == 0 else tuple(range(-cores[2], 0)))
+    moved = [np.moveaxis(x, ax, tuple(range(-len(ax), 0))) for x, ax in zip(inputs, axes[:2])]
+    res = ufunc(*moved)
+    oax = axes[2]
+    if cores[2] == 0 and keepdims:
+        res = np.expand_dims(res, -1)
+    if oax:
+        res = np.moveaxis(res, tuple(range(-len(oax), 0)), oax)
+    return res
 
 
 def ufunc_call(ufunc, inputs, kwargs):
@@ -66,6 +100,10 @@ def ufunc_call(ufunc, inputs, kwargs):
     if (ufunc is np.matmul and "axes" in kwargs and all(np.ndim(x) >= 2 for x in inputs)
             and [tuple(a) for a in kwargs["axes"]] == [(-2, -1)] * 3):
         del kwargs["axes"]  # (what ndarray's a @= b passes: the last two axes, matmul's own)
+    if kwargs and ufunc in _GUFUNC_CORES and set(kwargs) <= {"axes", "axis", "keepdims"} and where is True and (
+            dtype is None and len(inputs) == 2):
+        res = _on_core_axes(ufunc, inputs, kwargs)
+        return res if out is None else write_out(res, out[0] if type(out) is tuple else out)
     if kwargs:
         raise TypeError(f"np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not supported on traced arrays "
                         f"(at {user_line()}). Apply the operation without them, then reshape or move axes.")

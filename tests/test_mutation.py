@@ -1923,3 +1923,17 @@ def test_a_write_through_a_view_that_numpys_layout_makes():
     check_grads(lambda a: f(a.copy()), x.copy(), order=2)
     X = mg.vjp(lambda a: np.meshgrid(a, a[:2])[0].ravel(order="K"), np.array([1.0, 2.0, 3.0]))[0]
     np.testing.assert_array_equal(X, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
+
+
+def test_median_keeps_its_arguments_layout():
+    # np.median partitions a copy in the argument's layout: its result keeps the other axes' order
+    # in memory (a Fortran-ordered argument's median along axis 0 is Fortran-ordered)
+    x = np.arange(24.0).reshape(2, 3, 4) * 0.37 % 1.3
+    for a in (x, x.transpose(2, 0, 1), np.asfortranarray(x)):
+        for kw in ({"axis": 0}, {"axis": 1, "keepdims": True}, {"axis": (0, 2), "keepdims": True}):
+            want = np.median(a.copy(order="K"), **kw)
+            big = [d for d in range(want.ndim) if want.shape[d] > 1]  # (a size-1 axis' stride is any)
+            for got in (mg.vjp(lambda v, kw=kw: np.median(v, **kw), a.copy(order="K"))[0],
+                        mg.jvp(lambda v, kw=kw: np.median(v, **kw), (a.copy(order="K"),), (np.ones_like(a),))[0]):
+                assert [got.strides[d] for d in big] == [want.strides[d] for d in big]
+                np.testing.assert_array_equal(got, want)

@@ -11,7 +11,9 @@ lays that function's result out (read off its source):
   ``np.meshgrid``'s copies);
 * ``"FNC"``: Fortran order if the first argument is Fortran- and not C-contiguous,
   else C (``np.pad``, ``np.insert``: ``order = 'F' if arr.flags.fnc else 'C'``);
-* ``"K"``: ``np.empty_like`` of the first argument (``np.gradient``).
+* ``"K"``: ``np.empty_like`` of the first argument (``np.gradient``);
+* ``"KR"``: a reduction over ``axis`` keeping the order of the first argument's other
+  axes in memory (``np.median``, whose partition keeps the argument's layout).
 """
 from __future__ import annotations
 
@@ -20,11 +22,21 @@ import numpy as np
 from ..core import FUNCTIONS, ArrayTracer, bottom, numpy_layout
 
 _POLICIES = {np.repeat: "C", np.take: "C", np.select: "C", np.meshgrid: "C",
-             np.pad: "FNC", np.insert: "FNC", np.gradient: "K"}
+             np.pad: "FNC", np.insert: "FNC", np.gradient: "K", np.median: "KR"}
 
 
-def _target(policy, res, first):
+def _target(policy, res, first, args=(), kwargs=None):
     b = bottom(res)
+    if policy == "KR":
+        f = bottom(first)
+        if not isinstance(f, np.ndarray):
+            return np.empty(b.shape, b.dtype).strides
+        axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
+        axes = range(f.ndim) if axis is None else [a % f.ndim for a in np.atleast_1d(axis)]
+        k = np.empty_like(f).strides  # (the argument's axes in memory order, K)
+        kept = [k[d] if d not in axes else 0 for d in range(f.ndim)]
+        strides = kept if b.ndim == f.ndim else [s for d, s in enumerate(kept) if d not in axes]
+        return strides if len(strides) == b.ndim else np.empty(b.shape, b.dtype).strides
     if policy == "C":
         return np.empty(b.shape, b.dtype).strides
     f = bottom(first)
@@ -43,7 +55,7 @@ def _with_numpy_layout(func, handler, policy):
             return res  # (into out=, or meshgrid's broadcast views: NumPy's own layout)
         first = args[0] if args else None
         if type(res) is ArrayTracer:
-            return numpy_layout(res, _target(policy, res, first)) if res.ndim > 1 else res
+            return numpy_layout(res, _target(policy, res, first, args, kwargs)) if res.ndim > 1 else res
         if type(res) in (list, tuple):
             return type(res)(numpy_layout(r, _target(policy, r, first)) if type(r) is ArrayTracer and r.ndim > 1
                              else r for r in res)

@@ -1836,14 +1836,14 @@ def _snapshot_containers(x, saved):
         return
     mutable, kids = got
     if mutable:
-        saved.append((x, [v for _, v in kids] if type(x) is list else dict(kids)))
+        saved.append((x, [v for _, v in kids] if type(x) is list else dict(kids)))  # (_set_items puts them back)
     for _, k in kids:
         _snapshot_containers(k, saved)
 
 
 def _restore(saved):
     for obj, copy in saved:
-        if type(obj) is list or type(obj) is dict or _is_object(obj):
+        if type(obj) is list or isinstance(obj, dict) or _is_object(obj):  # (OrderedDict, defaultdict too)
             _set_items(obj, copy)
         elif type(obj) is _GeneratorState:
             obj.restore()

@@ -320,6 +320,18 @@ def test_ordered_and_default_dicts_are_pytrees_and_unknown_output_containers_rai
     assert type(g) is defaultdict and g.default_factory is list
     np.testing.assert_allclose(g["a"], [2.0, 4.0], rtol=1e-15)
 
+    # forward-mode jacobian and hessian run the function once per input element, restoring the
+    # arguments in between: an OrderedDict (nested too) is put back, not written into (it gained an
+    # Ellipsis key, and the calls raised)
+    for make in (lambda: OrderedDict(a=np.array([1.0, 2.0])), lambda: defaultdict(list, a=np.array([1.0, 2.0]))):
+        d = make()
+        np.testing.assert_allclose(mg.jacobian(lambda d: np.sum(d["a"] ** 2), mode="fwd")(d)["a"], [2.0, 4.0])
+        np.testing.assert_allclose(mg.hessian(lambda d: np.sum(d["a"] ** 3))(d)["a"]["a"], np.diag([6.0, 12.0]))
+        assert list(d) == ["a"]
+    n = {"x": OrderedDict(a=np.array([1.0, 2.0]))}
+    np.testing.assert_allclose(mg.jacobian(lambda n: np.sum(n["x"]["a"] ** 2), mode="fwd")(n)["x"]["a"], [2.0, 4.0])
+    assert list(n["x"]) == ["a"]
+
     class MyList(list):
         pass
 

@@ -3136,7 +3136,15 @@ class Tracer:
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         from .rules.shape import astype
 
-        return astype(self, dtype, copy=copy, casting=casting)
+        res = astype(self, dtype, copy=copy, casting=casting)
+        if res is self:  # (copy=False, nothing to change) unless the order asks for another layout
+            b = bottom(self)
+            if order == "K" or b.ndim < 2 or (order == "C" and b.flags.c_contiguous) or (
+                    order == "F" and b.flags.f_contiguous) or (order == "A" and (b.flags.c_contiguous
+                                                                                 or b.flags.f_contiguous)):
+                return res
+            res = astype(self, dtype, copy=True, casting=casting)
+        return in_order(res, order, self)
 
     def view(self, dtype=None, type=None):
         from .rules.shape import view
@@ -3845,6 +3853,21 @@ def handed_out_error(s):
         f"copy=False)) handed out as a plain array at {s.handed_out}: that plain array would show the new "
         "values without their derivative. Make the plain array a copy (np.array(p)), or write into a copy "
         "of this array.")
+
+
+def in_order(res, order, like=None):
+    """``res``, a new array, laid out as NumPy lays out a copy made with ``order`` of an array
+    laid out as ``like`` (None: a new array from a list, as np.array makes it): 'C', 'F', 'A' (F for a
+    Fortran- and not C-contiguous ``like``, else C), 'K' (``like``'s order of axes)."""
+    b = bottom(res)
+    if not isinstance(res, Tracer) or np.ndim(b) < 2:
+        return res
+    lb = bottom(like) if like is not None else None
+    if order in (None, "K") and isinstance(lb, _ndarray) and lb.shape == b.shape:
+        return numpy_layout(res, np.empty_like(lb, dtype=b.dtype).strides)
+    if order == "A" and isinstance(lb, _ndarray):
+        order = "F" if lb.flags.fnc else "C"
+    return numpy_layout(res, np.empty(b.shape, b.dtype, order="F" if order == "F" else "C").strides)
 
 
 def numpy_layout(res, strides):

@@ -27,6 +27,7 @@ from .core import Tracer as _Tracer
 from .core import active_levels as _active_levels
 from .core import bottom as _bottom
 from .core import function_dispatch as _function_dispatch
+from .core import in_order as _in_order
 from .core import lift as _lift
 from .core import promotion_operand as _promotion_operand
 
@@ -199,6 +200,8 @@ def array(obj, dtype=None, copy=True, order="K", ndmin=0, **kw):
         res = _np.copy(obj) if copy else obj
         if dtype is not None:
             res = res.astype(dtype)
+        if res is not obj:  # (a copy: in NumPy's layout for the order asked)
+            res = _in_order(res, order, obj)
         while _np.ndim(res) < ndmin:
             res = res[None]
         return res
@@ -212,6 +215,7 @@ def array(obj, dtype=None, copy=True, order="K", ndmin=0, **kw):
         res = _stack_nested(obj)
         if res.dtype != dt:
             res = res.astype(dt)
+        res = _in_order(res, "F" if order == "F" else "C")  # (a new array from a list: C, unless order='F')
         while _np.ndim(res) < ndmin:
             res = res[None]
         return res
@@ -240,9 +244,13 @@ def _stack_nested(obj):
 def asarray(obj, dtype=None, order=None, **kw):
     """Like ``np.asarray``: a traced array is returned as it is."""
     if isinstance(obj, _Tracer):
-        return obj if dtype is None or _np.dtype(dtype) == obj.dtype else obj.astype(dtype)
+        res = obj if dtype is None or _np.dtype(dtype) == obj.dtype else obj.astype(dtype)
+        b = _np.asarray(_bottom(res)) if _np.ndim(_bottom(res)) >= 2 else None
+        if b is not None and ((order == "C" and not b.flags.c_contiguous) or (order == "F" and not b.flags.f_contiguous)):
+            res = _in_order(_np.copy(res), order)  # (a copy where the layout asked for is not the array's)
+        return res
     if isinstance(obj, (list, tuple)) and _has_tracer(obj):
-        return array(obj, dtype=dtype)
+        return array(obj, dtype=dtype, order="F" if order == "F" else "K")
     return _np.asarray(obj, dtype=dtype, order=order, **kw)
 
 

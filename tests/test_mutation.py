@@ -1937,3 +1937,28 @@ def test_median_keeps_its_arguments_layout():
                         mg.jvp(lambda v, kw=kw: np.median(v, **kw), (a.copy(order="K"),), (np.ones_like(a),))[0]):
                 assert [got.strides[d] for d in big] == [want.strides[d] for d in big]
                 np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: np.unwrap(a), lambda a: np.delete(a, 0, axis=1), lambda a: np.tile(a[:1], (2, 1)),
+    lambda a: np.choose(a > 0, [a, 2 * a]), lambda a: np.partition(a, 1, axis=-1), lambda a: np.vander(a[0], 3),
+    lambda a: np.nanquantile(a, [0.2, 0.7], axis=0), lambda a: np.linalg.matrix_power(a[:, :3], 0) * 2.0,
+    lambda a: a.astype(np.float64, order="F"), lambda a: mnp.array(a, order="F"), lambda a: mnp.array([a, a]),
+    lambda a: mnp.asarray(a, order="F"), lambda a: mnp.asarray(a, order="C")],
+    ids=["unwrap", "delete", "tile", "choose", "partition", "vander", "nanquantile", "matrix_power", "astype_F",
+         "array_F", "array_list", "asarray_F", "asarray_C"])
+def test_more_results_have_numpys_layout_and_views(fn):
+    # (the layout tester) a write through r.reshape(-1) reaches r where NumPy's r is C-contiguous, and
+    # mnp.asarray(x, order=...) copies where NumPy copies (it returned x, whose write reached the caller)
+    def f(a):
+        r = fn(a)
+        v = r.reshape(-1)
+        v[0] = 100.0
+        return np.sum(r * np.arange(1.0, r.size + 1).reshape(r.shape)) + np.sum(a)
+
+    x = np.array([[0.3, -0.7, 1.1, 0.2], [0.52, 0.91, -0.33, 0.4], [1.0, 2.0, 3.0, 4.0]])
+    for a in (x, np.asfortranarray(x)):
+        plain, traced = a.copy(order="K"), a.copy(order="K")
+        assert mg.value_and_grad(f)(traced)[0] == pytest.approx(f(plain), rel=1e-14)
+        np.testing.assert_array_equal(traced, plain)
+        check_grads(lambda z: f(z.copy(order="K")), a.copy(order="K"))

@@ -121,6 +121,8 @@ def _np_choose(args, kwargs):
     ind = np.asarray(bottom(a["a"]))
     if ind.dtype.kind not in "iub":
         raise TypeError("Cannot cast array data from dtype('float64') to dtype('int64') according to the rule 'safe'")
+    if ind.dtype.kind == "b":  # (choices 0 and 1, as NumPy casts it; a boolean array would index as a mask)
+        ind = ind.astype(np.intp)
     choices = [_arr(c) for c in a["choices"]]
     n, mode = len(choices), a.get("mode", "raise")
     if mode == "wrap":

@@ -13,7 +13,11 @@ lays that function's result out (read off its source):
   else C (``np.pad``, ``np.insert``: ``order = 'F' if arr.flags.fnc else 'C'``);
 * ``"K"``: ``np.empty_like`` of the first argument (``np.gradient``);
 * ``"KR"``: a reduction over ``axis`` keeping the order of the first argument's other
-  axes in memory (``np.median``, whose partition keeps the argument's layout).
+  axes in memory (``np.median``, whose partition keeps the argument's layout);
+* ``"P"``: NumPy's own call on the plain values, whose layout is taken (functions whose
+  layout depends on their arguments in ways not worth restating: np.unwrap, np.delete,
+  np.tile, np.choose, np.partition, np.vander, np.nanpercentile...; an extra computation,
+  on functions that are not on hot paths).
 """
 from __future__ import annotations
 
@@ -22,7 +26,19 @@ import numpy as np
 from ..core import FUNCTIONS, ArrayTracer, bottom, numpy_layout
 
 _POLICIES = {np.repeat: "C", np.take: "C", np.select: "C", np.meshgrid: "C",
-             np.pad: "FNC", np.insert: "FNC", np.gradient: "K", np.median: "KR"}
+             np.pad: "FNC", np.insert: "FNC", np.gradient: "K", np.median: "KR",
+             np.unwrap: "P", np.delete: "P", np.tile: "P", np.choose: "P", np.partition: "P", np.vander: "P",
+             np.nanpercentile: "P", np.nanquantile: "P", np.linalg.matrix_power: "P"}
+for _name in ("cumulative_sum", "cumulative_prod"):
+    if hasattr(np, _name):
+        _POLICIES[getattr(np, _name)] = "P"
+
+
+def _plain(x):
+    t = type(x)
+    if t is list or t is tuple:
+        return t(_plain(v) for v in x)
+    return bottom(x)
 
 
 def _target(policy, res, first, args=(), kwargs=None):
@@ -53,6 +69,12 @@ def _with_numpy_layout(func, handler, policy):
         res = handler(args, kwargs)
         if kwargs.get("out") is not None or (func is np.meshgrid and not kwargs.get("copy", True)):
             return res  # (into out=, or meshgrid's broadcast views: NumPy's own layout)
+        if policy == "P":
+            if type(res) is not ArrayTracer or res.ndim < 2:
+                return res
+            with np.errstate(all="ignore"):
+                want = func(*_plain(list(args)), **{k: _plain(v) for k, v in kwargs.items()})
+            return numpy_layout(res, want.strides) if np.shape(want) == res.shape else res
         first = args[0] if args else None
         if type(res) is ArrayTracer:
             return numpy_layout(res, _target(policy, res, first, args, kwargs)) if res.ndim > 1 else res

@@ -197,12 +197,24 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
     _check_callable(f, "testing.check_grads")
     from .api import grad, jvp, vjp
 
-    modes = (modes,) if isinstance(modes, str) else tuple(modes)
-    if not modes or any(m not in ("fwd", "rev") for m in modes):
+    modes = (modes,) if isinstance(modes, str) else tuple(modes) if isinstance(modes, (tuple, list)) else None
+    if modes is None or not modes or any(m not in ("fwd", "rev") for m in modes):
         raise ValueError(f"check_grads: modes={modes!r}; give 'fwd', 'rev' or both (a check of no mode passes "
                          "without checking anything)")
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
         raise ValueError(f"check_grads: order={order!r}; give a positive integer (1: first derivatives)")
+    for name, v in (("atol", atol), ("rtol", rtol)):
+        if not (isinstance(v, (int, float, np.floating)) and v >= 0):
+            raise ValueError(f"check_grads: {name}={v!r}; give a tolerance >= 0")
+    if eps is not None and not (isinstance(eps, (int, float, np.floating)) and 1e-12 <= eps <= 0.1):
+        raise ValueError(f"check_grads: eps={eps!r}; give a relative step between 1e-12 and 0.1 (a smaller one is "
+                         "lost to rounding, and the tolerance it implies would pass any derivative)")
+    if not isinstance(final_state, (bool, np.bool_)):
+        raise TypeError(f"check_grads: final_state={final_state!r}; give True or False")
+    if argnums is not None and not isinstance(argnums, (int, np.integer)) and not (
+            isinstance(argnums, (tuple, list)) and argnums and all(isinstance(n, (int, np.integer)) for n in argnums)):
+        raise ValueError(f"check_grads: argnums={argnums!r}; give an argument's index or a nonempty tuple of them "
+                         "(none would check nothing)")
     if argnums is None:
         argnums = tuple(i for i, a in enumerate(args) if _is_diff(a))
         if not argnums:

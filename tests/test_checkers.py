@@ -150,7 +150,8 @@ def test_checkers_work_in_single_precision(dtype):
 def test_check_grads_refuses_arguments_that_check_nothing():
     # a typo in modes checked no mode and passed; order 0 or 1.5 ran the first order silently
     f = lambda x: np.sum(x ** 2)
-    for kw in ({"modes": ("backward",)}, {"modes": ()}, {"order": 0}, {"order": 1.5}, {"order": True}):
-        with pytest.raises(ValueError, match="check_grads"):
+    for kw in ({"modes": ("backward",)}, {"modes": ()}, {"modes": None}, {"order": 0}, {"order": 1.5}, {"order": True},
+               {"argnums": ()}, {"argnums": "0"}, {"eps": 1e-20}, {"eps": 0}, {"atol": -1}, {"final_state": "no"}):
+        with pytest.raises((ValueError, TypeError), match="check_grads"):
             check_grads(f, np.ones(2), **kw)
     check_grads(f, np.ones(2), modes="rev")  # one mode given as a string

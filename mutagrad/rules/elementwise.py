@@ -101,7 +101,12 @@ def ufunc_call(ufunc, inputs, kwargs):
             and [tuple(a) for a in kwargs["axes"]] == [(-2, -1)] * 3):
         del kwargs["axes"]  # (what ndarray's a @= b passes: the last two axes, matmul's own)
     if kwargs and ufunc in _GUFUNC_CORES and set(kwargs) <= {"axes", "axis", "keepdims"} and where is True and (
-            dtype is None and len(inputs) == 2):
+            len(inputs) == 2):
+        with np.errstate(all="ignore"):  # (NumPy's own errors for the axes, on stand-ins of the shapes)
+            ufunc(*[np.zeros(np.shape(bottom(x)), np.result_type(bottom(x))) for x in inputs], **kwargs,
+                  **({} if dtype is None else {"dtype": dtype}))
+        if dtype is not None:
+            inputs = tuple(_astype(x, dtype) if hasattr(x, "dtype") else np.asarray(x, dtype) for x in inputs)
         res = _on_core_axes(ufunc, inputs, kwargs)
         return res if out is None else write_out(res, out[0] if type(out) is tuple else out)
     if kwargs:

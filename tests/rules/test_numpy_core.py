@@ -1007,3 +1007,18 @@ def test_matrix_gufuncs_with_axes_axis_and_keepdims():
         np.testing.assert_allclose(got, want, rtol=1e-13)
         w = rng.standard_normal(want.shape)
         check_grads(lambda x, y, uf=uf, kw=kw, w=w: np.sum(w * uf(x, y, **kw)), *[x.copy() for x in args])
+
+
+def test_matrix_gufunc_axes_errors_and_dtype_are_numpys():
+    # NumPy's errors for axes it refuses (a value came back), and dtype= with axis= (refused)
+    rng = np.random.default_rng(1)
+    x, b = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    with pytest.raises(np.exceptions.AxisError):
+        mg.vjp(lambda x: np.vecdot(x, b, axes=[(1,), (1,), (0,)]), x)
+    with pytest.raises(TypeError, match="keepdims"):
+        mg.vjp(lambda a: np.matmul(a, a.transpose(0, 2, 1), axes=[(1, 2), (1, 2), (1, 2)], keepdims=True),
+               rng.standard_normal((2, 3, 4)))
+    got = mg.vjp(lambda x: np.vecdot(x, b, axis=1, dtype=np.float32), x)[0]
+    want = np.vecdot(x, b, axis=1, dtype=np.float32)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -240,3 +240,9 @@ def test_scipys_own_convolve_on_a_traced_array_points_to_ours():
     assert ours[0] == np.sum(ss.convolve(x, np.ones(3), mode="same") ** 2)
     fd = numerical_grad(lambda x: np.sum(ss.convolve(x, np.ones(3), mode="same") ** 2), (x,), (0,))[0]
     np.testing.assert_allclose(ours[1], fd, rtol=1e-7)
+
+
+def test_a_traced_fillvalue_gets_scipys_checks():
+    # a traced fill value of two elements gave a mix of both (SciPy requires a scalar)
+    with pytest.raises(ValueError, match="fillvalue"):
+        mg.vjp(lambda z: mss.correlate2d(np.ones((2, 3)), np.ones((2, 2)), fillvalue=z), np.array([1.0, 2.0]))

@@ -315,6 +315,16 @@ def _conv2d(name, in1, in2, mode, boundary, fillvalue):
     from ...core import Tracer
 
     if isinstance(fillvalue, Tracer):
+        # (SciPy's own checks of the fill value: a scalar, castable to the output's type)
+        import warnings
+
+        import scipy.signal as ss
+
+        dt = np.result_type(bottom(in1), bottom(in2))
+        with warnings.catch_warnings():  # (its warnings are the call's own, below)
+            warnings.simplefilter("ignore")
+            getattr(ss, name)(np.zeros((1, 1), dt), np.ones((1, 1), dt), mode=mode, boundary=boundary,
+                              fillvalue=bottom(fillvalue))
         if mode == "valid" or boundary not in _FILL:
             fillvalue = 0  # (not read)
         else:

@@ -705,8 +705,9 @@ def _np_cov(args, kwargs):
     if np.ndim(m) > 2 or (y is not None and np.ndim(y) > 2):
         raise ValueError("m has more than 2 dimensions")
     dtype = a.get("dtype")
-    if dtype is None:
-        dtype = np.result_type(bottom(m), np.float64) if y is None else np.result_type(bottom(m), bottom(y), np.float64)
+    if dtype is None:  # (a plain list of numbers as an array: np.result_type would read a list as a dtype spec)
+        dtype = np.result_type(*(np.asarray(v) if isinstance(v, (list, tuple)) else v
+                                 for v in (bottom(m),) + (() if y is None else (bottom(y),))), np.float64)
     X = _as_rows(m, dtype)
     if not rowvar and np.ndim(m) != 1:
         X = X.T

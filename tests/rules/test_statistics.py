@@ -634,3 +634,13 @@ def test_variance_over_no_degrees_of_freedom_has_nan_derivatives_in_both_modes(f
         assert np.all(np.isnan(mg.grad(lambda x: np.sum(f(x)))(x.copy())))
         assert np.all(np.isnan(mg.jvp(lambda x: np.sum(f(x)), (x.copy(),), (np.ones_like(x),))[1]))
         assert np.all(np.isnan(mg.hessian(lambda x: np.sum(f(x)))(x.copy())))
+
+
+def test_cov_and_corrcoef_with_a_plain_list_as_y():
+    # (np.result_type read the list as a dtype spec: "Field elements must be 2- or 3-tuples")
+    x = np.array([0.3, 1.2, 0.7])
+    w = np.array([[1.0, 2.0], [3.0, 4.0]])
+    for fn in (lambda x: np.cov(x, [1.0, 3.0, 2.0]), lambda x: np.corrcoef(x, [1.0, 3.0, 2.0]),
+               lambda x: np.cov([1.0, 3.0, 2.0], x)):
+        np.testing.assert_allclose(mg.vjp(fn, x)[0], fn(x), rtol=1e-14)
+        check_grads(lambda x, fn=fn: np.sum(fn(x) * w), x)

@@ -1010,7 +1010,7 @@ def _np_nan_to_num(args, kwargs):
         for mask, v in ((np.isnan(db), a.get("nan", 0.0)), (np.isposinf(db), big), (np.isneginf(db), small)):
             if mask.any():
                 np.copyto(d, v, where=mask)
-    return x
+    return x[()] if np.ndim(x) == 0 else x  # (NumPy's: a scalar for a 0-d argument)
 
 
 FUNCTIONS[np.round] = FUNCTIONS[np.around] = _np_round

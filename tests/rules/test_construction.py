@@ -582,3 +582,11 @@ def test_interp_over_a_constant_table_is_one_rule_with_the_segment_slopes():
                                       2 * want[:-1] ** 2)  # (the second derivative of the segments is 0)
         g = mg.grad(lambda x, t, kw=kw: np.sum(np.interp(x, t[0], t[1], **kw)))(x[:-1], (xp, fp))  # (a constant argument)
         np.testing.assert_array_equal(g, want[:-1])
+
+
+def test_nan_to_num_of_a_0d_array_is_a_scalar():
+    # as NumPy's (a 0-d array before: a write through it, r[()] = 5, worked where NumPy's raises)
+    x = np.array(0.7)
+    for got in (mg.vjp(np.nan_to_num, x.copy())[0], mg.jvp(np.nan_to_num, (x.copy(),), (np.ones(()),))[0]):
+        assert type(got) is np.float64 and got == 0.7
+    assert mg.grad(lambda x: np.nan_to_num(x) * 3.0)(x.copy()) == 3.0

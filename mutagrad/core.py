@@ -3139,7 +3139,7 @@ class Tracer:
         res = astype(self, dtype, copy=copy, casting=casting)
         if res is self:  # (copy=False, nothing to change) unless the order asks for another layout
             b = bottom(self)
-            if order == "K" or b.ndim < 2 or (order == "C" and b.flags.c_contiguous) or (
+            if order == "K" or (order == "C" and b.flags.c_contiguous) or (
                     order == "F" and b.flags.f_contiguous) or (order == "A" and (b.flags.c_contiguous
                                                                                  or b.flags.f_contiguous)):
                 return res

@@ -197,11 +197,15 @@ def _has_tracer(obj):
 def array(obj, dtype=None, copy=True, order="K", ndmin=0, **kw):
     """Like ``np.array``; nested lists may hold traced values."""
     if isinstance(obj, _Tracer):
-        res = _np.copy(obj) if copy else obj
-        if dtype is not None:
-            res = res.astype(dtype)
-        if res is not obj:  # (a copy: in NumPy's layout for the order asked)
-            res = _in_order(res, order, obj)
+        if copy:
+            res = _np.copy(obj)
+            if dtype is not None:
+                res = res.astype(dtype)
+            res = _in_order(res, order, obj)  # (a copy: in NumPy's layout for the order asked)
+        else:  # None: a copy only where the dtype or the order asks for one; False: none allowed
+            res = asarray(obj, dtype=dtype, order=None if order in ("K", "A") else order)
+            if copy is False and res is not obj:
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
         while _np.ndim(res) < ndmin:
             res = res[None]
         return res
@@ -244,10 +248,15 @@ def _stack_nested(obj):
 def asarray(obj, dtype=None, order=None, **kw):
     """Like ``np.asarray``: a traced array is returned as it is."""
     if isinstance(obj, _Tracer):
+        copy = kw.get("copy")
+        if copy:
+            return array(obj, dtype=dtype, order="K" if order is None else order)
         res = obj if dtype is None or _np.dtype(dtype) == obj.dtype else obj.astype(dtype)
-        b = _np.asarray(_bottom(res)) if _np.ndim(_bottom(res)) >= 2 else None
+        b = _np.asarray(_bottom(res)) if _np.ndim(_bottom(res)) >= 1 else None
         if b is not None and ((order == "C" and not b.flags.c_contiguous) or (order == "F" and not b.flags.f_contiguous)):
             res = _in_order(_np.copy(res), order)  # (a copy where the layout asked for is not the array's)
+        if copy is False and res is not obj:
+            raise ValueError("Unable to avoid copy while creating an array as requested.")
         return res
     if isinstance(obj, (list, tuple)) and _has_tracer(obj):
         return array(obj, dtype=dtype, order="F" if order == "F" else "K")

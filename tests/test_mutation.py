@@ -1962,3 +1962,40 @@ def test_more_results_have_numpys_layout_and_views(fn):
         assert mg.value_and_grad(f)(traced)[0] == pytest.approx(f(plain), rel=1e-14)
         np.testing.assert_array_equal(traced, plain)
         check_grads(lambda z: f(z.copy(order="K")), a.copy(order="K"))
+
+
+_C6 = np.arange(1.0, 7.0).reshape(2, 3)
+_ORDER_CASES = [
+    ("exp_F", lambda a: np.exp(a * 0.1, order="F"), _C6), ("multiply_C", lambda a: np.multiply(a, 2.0, order="C"), _C6.T),
+    ("add_F_dtype", lambda a: np.add(a, 1.0, order="F", dtype=np.float64), _C6),
+    ("matmul_F", lambda a: np.matmul(a, a.T, order="F"), _C6),
+    ("einsum_F", lambda a: np.einsum("ij,ij->ij", a, a, order="F"), _C6),
+    ("einsum_A", lambda a: np.einsum("ij,kj->ik", a, a, order="A"), np.asfortranarray(_C6)),
+    ("clip_F", lambda a: np.clip(a, 1, 3, order="F"), _C6), ("exp_A", lambda a: np.exp(a * 0.1, order="A"), _C6.T),
+    ("asarray_strided_C", lambda a: mnp.asarray(a, order="C"), np.arange(1.0, 11.0)[::2]),
+    ("astype_strided_C_nocopy", lambda a: a.astype(float, order="C", copy=False), np.arange(1.0, 11.0)[::2]),
+    ("array_F_copy_None", lambda a: mnp.array(a, order="F", copy=None), _C6),
+    ("array_C_copy_None", lambda a: mnp.array(a[:, ::-1], order="C", copy=None), _C6),
+]
+
+
+@pytest.mark.parametrize("func, a", [c[1:] for c in _ORDER_CASES], ids=[c[0] for c in _ORDER_CASES])
+def test_order_keywords_lay_out_and_copy_as_numpy(func, a):
+    # (the second layout tester) order= was dropped by ufuncs, matmul, einsum and clip; asarray,
+    # astype and array copied, or not, otherwise than NumPy where the order asked for another layout
+    def f(x):
+        r = func(x)
+        v = r.reshape(-1)
+        v[0] = 100.0
+        return np.sum(r * np.arange(1.0, r.size + 1).reshape(r.shape)) + np.sum(x)
+
+    plain, traced = a.copy(order="K"), a.copy(order="K")
+    assert mg.value_and_grad(f)(traced)[0] == pytest.approx(f(plain), rel=1e-13)
+    np.testing.assert_array_equal(traced, plain)
+    check_grads(lambda z: f(z.copy(order="K")), a.copy(order="K"))
+
+
+def test_array_copy_false_refuses_as_numpy():
+    for fn in (lambda a: mnp.asarray(a, order="F", copy=False), lambda a: mnp.array(a, order="F", copy=False)):
+        with pytest.raises(ValueError, match="Unable to avoid copy"):
+            mg.grad(lambda a, fn=fn: np.sum(fn(a)))(_C6.copy())

@@ -27,6 +27,7 @@ from ..core import (
     bind,
     bottom,
     get_primitive,
+    in_order,
     lift,
     plain_operand,
     promotion_operand,
@@ -46,6 +47,17 @@ def _astype(x, dtype):
     from .shape import astype
 
     return astype(x, dtype)
+
+
+def _ordered(res, order, inputs):
+    """A ufunc's (or einsum's) new result in the layout ``order`` asks: 'C', 'F', or 'A' (F if every
+    array operand is Fortran- and not C-contiguous, else C)."""
+    if order == "A":
+        arrays = [bottom(x) for x in inputs if np.ndim(bottom(x)) >= 2]
+        order = "F" if arrays and all(b.flags.fnc for b in arrays) else "C"
+    if isinstance(res, tuple):
+        return tuple(in_order(r, order) for r in res)
+    return in_order(res, order)
 
 
 # the core dimensions of NumPy's matrix gufuncs, per operand and output (their N-d forms)
@@ -95,8 +107,11 @@ def ufunc_call(ufunc, inputs, kwargs):
     where = kwargs.pop("where", True)
     dtype = kwargs.pop("dtype", None)
     casting = kwargs.pop("casting", "same_kind")
-    for k in ("order", "subok"):
-        kwargs.pop(k, None)
+    order = kwargs.pop("order", "K")
+    kwargs.pop("subok", None)
+    if order not in (None, "K") and out is None:  # NumPy lays a new result out as order= asks
+        res = ufunc_call(ufunc, inputs, dict(kwargs, where=where, dtype=dtype, casting=casting))
+        return _ordered(res, order, inputs)
     if (ufunc is np.matmul and "axes" in kwargs and all(np.ndim(x) >= 2 for x in inputs)
             and [tuple(a) for a in kwargs["axes"]] == [(-2, -1)] * 3):
         del kwargs["axes"]  # (what ndarray's a @= b passes: the last two axes, matmul's own)

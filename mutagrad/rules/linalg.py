@@ -403,9 +403,14 @@ def _np_einsum(args, kwargs):
     optimize = kwargs.pop("optimize", False)
     dtype = kwargs.pop("dtype", None)
     casting = kwargs.pop("casting", "safe")
-    kwargs.pop("order", None)
+    order = kwargs.pop("order", "K")
     if kwargs:
         raise TypeError(f"np.einsum: unsupported keyword arguments {sorted(kwargs)}")
+    if order not in (None, "K") and out is None:  # NumPy lays the new result out as order= asks
+        from .elementwise import _ordered
+
+        res = _np_einsum(args, {"optimize": optimize, "dtype": dtype, "casting": casting})
+        return _ordered(res, order, [a for a in args if not isinstance(a, (str, list))])
     if not isinstance(args[0], str):
         # interleaved notation: (op, sublist, op, sublist, ..., [out_sublist])
         ops = list(args)

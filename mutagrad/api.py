@@ -1289,7 +1289,7 @@ def _no_cyclic_gc(fn):
 
 
 @_no_cyclic_gc
-def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=None):
+def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=None, _name="vjp"):
     """Run ``fun(*primals)`` and return ``(out, pullback)``.
 
     ``pullback(ct)`` returns a tuple with one cotangent per primal. It can be
@@ -1317,7 +1317,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
     _check_plain_aliases(level)
     out_leaves, out_tree = tree_flatten(out)
-    _check_outputs(out_leaves, "vjp")
+    _check_outputs(out_leaves, _name)
     out_vals = _unwrap_level(out, level)
     storages = _storages_of(level, infos)
     # what the caller can still write into: the arguments, the outputs, aux and mg.value views
@@ -1663,7 +1663,7 @@ def _constant_by_tangent(p, t) -> bool:
 
 @_no_cyclic_gc
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False, _argnums=None,
-        _run_group=None, _kwargs=None):
+        _run_group=None, _kwargs=None, _name="jvp"):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 
     A tangent that is None, ``mg.ZeroTangent()`` or all zeros is a symbolic zero:
@@ -1727,7 +1727,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         with user_fp_state():  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
-        _check_outputs(out_leaves, "jvp")
+        _check_outputs(out_leaves, _name)
         raw = [(level.tangent_of(o) if o._storage.poison is None else o._storage.poison)
                if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
         again = (_run_group is None and not CAREFUL[0] and not pairs and _nan_tangent(out_leaves, raw)
@@ -1990,16 +1990,10 @@ def _stack_jac(rows, out_shape, in_shape):
     return np.reshape(arr, tuple(out_shape) + tuple(in_shape))
 
 
-def _check_jac_outputs(leaves):
-    for k, o in enumerate(leaves):
-        if not isinstance(o, (Tracer, _ndarray, np.generic, float, int, complex, bool, NotImplementedTangent)):
-            raise TypeError(f"jacobian: output leaf {k} is a {type(o).__name__}, not a number or an array: "
-                            "a Jacobian has no entries for it. Return it as aux of a wrapper, or drop it.")
-
-
 def _check_outputs(leaves, api):
-    """vjp's and jvp's outputs: numbers and arrays in the containers mutagrad looks into (an object it
-    does not know, holding traced values, would get zero derivatives silently)."""
+    """The outputs of vjp, jvp and jacobian (which call them, under its name): numbers and arrays in
+    the containers mutagrad looks into (an object it does not know, holding traced values, would get
+    zero derivatives silently)."""
     for k, o in enumerate(leaves):
         if not isinstance(o, (Tracer, _ndarray, np.generic, float, int, complex, bool, NotImplementedTangent)):
             raise TypeError(
@@ -2013,10 +2007,9 @@ def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False):
     # (the arguments' structures at the call: the function may add or remove items of a list or
     # dict it is given, and the pullback's cotangents have the call's structure)
     in_trees = [tree_flatten(d) for d in dargs]
-    res = vjp(f, *args, has_aux=has_aux, _argnums=nums, _kwargs=kwargs)
+    res = vjp(f, *args, has_aux=has_aux, _argnums=nums, _kwargs=kwargs, _name="jacobian")
     out, pb = res[:2]
     out_leaves, out_tree = tree_flatten(out)
-    _check_jac_outputs(out_leaves)
     # per output leaf: list over its elements of the pulled-back cotangent tuple
     per_out = []
     for oi, o in enumerate(out_leaves):
@@ -2219,10 +2212,9 @@ def _jac_fwd_run(f, args, tans, has_aux, nums, group, kwargs, first, free=False)
     """One run of a forward-mode jacobian: (jvp's result, its output leaves and structure, the
     tangents' leaves). ``free``: a careful second run, whose steps are not compared."""
     group.start_run(first, free)
-    res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs)
+    res = jvp(f, args, tans, has_aux, _argnums=nums, _run_group=group, _kwargs=kwargs, _name="jacobian")
     group.finish_run()
     out_leaves, out_tree = tree_flatten(res[0])
-    _check_jac_outputs(out_leaves)
     return res, out_leaves, out_tree, tree_flatten(res[1])[0]
 
 

@@ -3138,10 +3138,7 @@ class Tracer:
 
         res = astype(self, dtype, copy=copy, casting=casting)
         if res is self:  # (copy=False, nothing to change) unless the order asks for another layout
-            b = bottom(self)
-            if order == "K" or (order == "C" and b.flags.c_contiguous) or (
-                    order == "F" and b.flags.f_contiguous) or (order == "A" and (b.flags.c_contiguous
-                                                                                 or b.flags.f_contiguous)):
+            if layout_satisfies(bottom(self), order):
                 return res
             res = astype(self, dtype, copy=True, casting=casting)
         return in_order(res, order, self)
@@ -3855,6 +3852,18 @@ def handed_out_error(s):
         "of this array.")
 
 
+def layout_satisfies(b, order) -> bool:
+    """Whether the plain array ``b`` is laid out as ``order`` asks of an array that is not copied:
+    'C' or 'F' contiguous, 'A' either, 'K' (or None) any layout."""
+    if order == "C":
+        return b.flags.c_contiguous
+    if order == "F":
+        return b.flags.f_contiguous
+    if order == "A":
+        return b.flags.c_contiguous or b.flags.f_contiguous
+    return True
+
+
 def in_order(res, order, like=None):
     """``res``, a new array, laid out as NumPy lays out a copy made with ``order`` of an array
     laid out as ``like`` (None: a new array from a list, as np.array makes it): 'C', 'F', 'A' (F for a
@@ -3898,18 +3907,20 @@ def _overlaps_an_item(seq, memory, depth=0) -> bool:
 
 
 def _sequence_shape(seq):
-    """The shape NumPy finds for (nested) list or tuple ``seq`` of arrays and numbers, or None
-    if its items do not have one shape."""
-    shapes = set()
-    for v in seq:
-        tv = type(v)
-        if tv is list or tv is tuple:
-            shapes.add(_sequence_shape(v))
-        else:
-            shapes.add(tuple(np.shape(bottom(v))))
-    if len(shapes) > 1 or None in shapes:
+    """The shape NumPy finds for (nested) list or tuple ``seq`` of arrays and numbers (on the
+    stand-ins mnp.array finds its dtype with), or None if its items do not have one shape."""
+    from .numpy import _stand_ins
+
+    try:
+        return np.shape(_stand_ins(seq))
+    except ValueError:  # (ragged)
         return None
-    return (len(seq),) + (shapes.pop() if shapes else ())
+
+
+def _view_at(dest, idx):
+    """``dest[idx]`` for a basic index, as a view even where it names one element (a 0-d view)."""
+    parts = idx if type(idx) is tuple else (idx,)
+    return dest[parts if Ellipsis in parts else parts + (Ellipsis,)]
 
 
 def _write_in_order(region, seq):
@@ -4013,8 +4024,7 @@ def write(dest, idx, value):
         )
     if vt is list or vt is tuple:
         if _is_basic(idx) and _overlaps_an_item(value, bottom(dest)):
-            parts = idx if type(idx) is tuple else (idx,)
-            region = dest[parts if Ellipsis in parts else parts + (Ellipsis,)]
+            region = _view_at(dest, idx)
             if type(region) is ArrayTracer and _sequence_shape(value) == region.shape:
                 _write_in_order(region, value)
                 return
@@ -4033,8 +4043,7 @@ def write(dest, idx, value):
     if g is not None and g.overlap and _is_basic(idx):
         # a write through a self-overlapping view (sliding windows) into elements that are distinct
         # memory: through the view of those elements (a 0-d view for an element)
-        parts = idx if type(idx) is tuple else (idx,)
-        sub = dest[parts if Ellipsis in parts else parts + (Ellipsis,)]
+        sub = _view_at(dest, idx)
         if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
             write(sub, Ellipsis, value)
             return

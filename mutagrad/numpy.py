@@ -28,6 +28,7 @@ from .core import active_levels as _active_levels
 from .core import bottom as _bottom
 from .core import function_dispatch as _function_dispatch
 from .core import in_order as _in_order
+from .core import layout_satisfies as _layout_satisfies
 from .core import lift as _lift
 from .core import promotion_operand as _promotion_operand
 
@@ -252,8 +253,7 @@ def asarray(obj, dtype=None, order=None, **kw):
         if copy:
             return array(obj, dtype=dtype, order="K" if order is None else order)
         res = obj if dtype is None or _np.dtype(dtype) == obj.dtype else obj.astype(dtype)
-        b = _np.asarray(_bottom(res)) if _np.ndim(_bottom(res)) >= 1 else None
-        if b is not None and ((order == "C" and not b.flags.c_contiguous) or (order == "F" and not b.flags.f_contiguous)):
+        if order in ("C", "F") and not _layout_satisfies(_np.asarray(_bottom(res)), order):
             res = _in_order(_np.copy(res), order)  # (a copy where the layout asked for is not the array's)
         if copy is False and res is not obj:
             raise ValueError("Unable to avoid copy while creating an array as requested.")

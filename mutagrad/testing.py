@@ -197,8 +197,9 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
     _check_callable(f, "testing.check_grads")
     from .api import grad, jvp, vjp
 
-    modes = (modes,) if isinstance(modes, str) else tuple(modes) if isinstance(modes, (tuple, list)) else None
-    if modes is None or not modes or any(m not in ("fwd", "rev") for m in modes):
+    if isinstance(modes, str):
+        modes = (modes,)
+    if not isinstance(modes, (tuple, list)) or not modes or any(m not in ("fwd", "rev") for m in modes):
         raise ValueError(f"check_grads: modes={modes!r}; give 'fwd', 'rev' or both (a check of no mode passes "
                          "without checking anything)")
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:

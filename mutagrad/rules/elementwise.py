@@ -75,9 +75,7 @@ def _on_core_axes(ufunc, inputs, kwargs):
     if any(np.ndim(x) < n for x, n in zip(inputs, cores)):  # (matmul's 1-d operands: no optional axes here)
         raise NoRuleError(f"np.{ufunc.__name__} with axes= or axis= on an operand of fewer dimensions than its "
                           f"core ones, at {user_line()}: move the axes first (np.moveaxis), which is differentiated.")
-    if axis is not None:
-        if axes is not None or any(n > 1 for n in cores):
-            ufunc(*[np.zeros(np.shape(x)) for x in inputs], **kwargs)  # (NumPy's error)
+    if axis is not None:  # (NumPy's errors for axis= with axes=, or with matrices, came from the caller's check)
         axes = [(axis,), (axis,)]
     if axes is None:
         axes = [tuple(range(-n, 0)) for n in cores]

@@ -14,6 +14,8 @@ lays that function's result out (read off its source):
 * ``"K"``: ``np.empty_like`` of the first argument (``np.gradient``);
 * ``"KR"``: a reduction over ``axis`` keeping the order of the first argument's other
   axes in memory (``np.median``, whose partition keeps the argument's layout);
+* ``"ORDER"``: as the ``order=`` keyword asks, if given (``np.einsum``, ``np.clip``; ufuncs take it in
+  ``elementwise.ufunc_call``);
 * ``"P"``: NumPy's own call on the plain values, whose layout is taken (functions whose
   layout depends on their arguments in ways not worth restating: np.unwrap, np.delete,
   np.tile, np.choose, np.partition, np.vander, np.nanpercentile...; an extra computation,
@@ -24,11 +26,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FUNCTIONS, ArrayTracer, bottom, numpy_layout
+from .elementwise import _ordered
 
 _POLICIES = {np.repeat: "C", np.take: "C", np.select: "C", np.meshgrid: "C",
              np.pad: "FNC", np.insert: "FNC", np.gradient: "K", np.median: "KR",
              np.unwrap: "P", np.delete: "P", np.tile: "P", np.choose: "P", np.partition: "P", np.vander: "P",
-             np.nanpercentile: "P", np.nanquantile: "P", np.linalg.matrix_power: "P"}
+             np.nanpercentile: "P", np.nanquantile: "P", np.linalg.matrix_power: "P",
+             np.einsum: "ORDER", np.clip: "ORDER"}
 for _name in ("cumulative_sum", "cumulative_prod"):
     if hasattr(np, _name):
         _POLICIES[getattr(np, _name)] = "P"
@@ -69,6 +73,9 @@ def _with_numpy_layout(func, handler, policy):
         res = handler(args, kwargs)
         if kwargs.get("out") is not None or (func is np.meshgrid and not kwargs.get("copy", True)):
             return res  # (into out=, or meshgrid's broadcast views: NumPy's own layout)
+        if policy == "ORDER":
+            order = kwargs.get("order")
+            return res if order in (None, "K") else _ordered(res, order, args)
         if policy == "P":
             if type(res) is not ArrayTracer or res.ndim < 2:
                 return res

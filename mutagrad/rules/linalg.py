@@ -403,14 +403,9 @@ def _np_einsum(args, kwargs):
     optimize = kwargs.pop("optimize", False)
     dtype = kwargs.pop("dtype", None)
     casting = kwargs.pop("casting", "safe")
-    order = kwargs.pop("order", "K")
+    kwargs.pop("order", None)  # (rules/layout.py lays the result out as it asks)
     if kwargs:
         raise TypeError(f"np.einsum: unsupported keyword arguments {sorted(kwargs)}")
-    if order not in (None, "K") and out is None:  # NumPy lays the new result out as order= asks
-        from .elementwise import _ordered
-
-        res = _np_einsum(args, {"optimize": optimize, "dtype": dtype, "casting": casting})
-        return _ordered(res, order, [a for a in args if not isinstance(a, (str, list))])
     if not isinstance(args[0], str):
         # interleaved notation: (op, sublist, op, sublist, ..., [out_sublist])
         ops = list(args)

@@ -315,12 +315,6 @@ def _np_clip(args, kwargs):
     lo = a.get("a_min", a.get("min"))
     hi = a.get("a_max", a.get("max"))
     loop = {k: a[k] for k in ("dtype", "casting") if a.get(k) is not None}
-    order = a.get("order", "K")
-    if order not in (None, "K") and a.get("out") is None:  # NumPy lays the new result out as order= asks
-        from .elementwise import _ordered
-
-        res = _np_clip(args, {k: v for k, v in kwargs.items() if k != "order"})
-        return _ordered(res, order, [x])
     res = x
     if lo is not None:
         res = np.maximum(res, lo, **loop)

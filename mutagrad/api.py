@@ -853,6 +853,8 @@ def _attrs(x) -> dict:
     may have deleted one, `del p.w`)."""
     d = dict(getattr(x, "__dict__", {}))
     for f in dataclasses.fields(x):
+        if f.name in d or type(getattr(type(x), f.name, None)) is not types.MemberDescriptorType:
+            continue  # (not a slot: a field the instance lacks reads the class's default, not its own)
         try:
             d[f.name] = getattr(x, f.name)
         except AttributeError:
@@ -931,6 +933,8 @@ def _sync_containers(level):
     for ours, orig in conts:
         items = _items(ours)[1]
         _set_items(orig, [plain(v) for _, v in items] if type(orig) is list else {k: plain(v) for k, v in items})
+        if type(orig) is collections.defaultdict:
+            orig.default_factory = ours.default_factory  # (the function may have set another)
 
 
 def _call(level, fun, args, kwargs=None):

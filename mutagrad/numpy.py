@@ -203,8 +203,10 @@ def array(obj, dtype=None, copy=True, order="K", ndmin=0, **kw):
             if dtype is not None:
                 res = res.astype(dtype)
             res = _in_order(res, order, obj)  # (a copy: in NumPy's layout for the order asked)
-        else:  # None: a copy only where the dtype or the order asks for one; False: none allowed
-            res = asarray(obj, dtype=dtype, order=None if order in ("K", "A") else order)
+        else:  # None: a copy only where the dtype or the order asks for one (or obj is a scalar);
+            # False: none allowed
+            res = asarray(obj, dtype=dtype, order=None if order in ("K", "A") else order,
+                          copy=False if copy is False else None)
             if copy is False and res is not obj:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
         while _np.ndim(res) < ndmin:
@@ -250,7 +252,9 @@ def asarray(obj, dtype=None, order=None, **kw):
     """Like ``np.asarray``: a traced array is returned as it is."""
     if isinstance(obj, _Tracer):
         copy = kw.get("copy")
-        if copy:
+        if copy or obj._scalar:  # (a scalar becomes a new 0-d array, as NumPy's)
+            if copy is False:
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
             return array(obj, dtype=dtype, order="K" if order is None else order)
         res = obj if dtype is None or _np.dtype(dtype) == obj.dtype else obj.astype(dtype)
         if order in ("C", "F") and not _layout_satisfies(_np.asarray(_bottom(res)), order):

@@ -291,6 +291,45 @@ def test_dataclass_argument_whose_field_the_function_deletes():
         np.testing.assert_array_equal(p.b, plain.b)
 
 
+@pytest.mark.parametrize("slots", [False, True])
+def test_deleted_field_with_a_class_default_and_a_new_default_factory(slots):
+    # `del p.b` of a field with a class default: the caller's instance loses its own b and reads the
+    # class's default again, as after a plain call (the sync gave it the class default as its own
+    # attribute); a defaultdict whose default_factory the function sets keeps the new one
+    from collections import defaultdict
+
+    @dataclasses.dataclass(slots=slots)
+    class P:
+        w: np.ndarray
+        b: float = 1.0
+
+    def f(p):
+        r = np.sum(p.w * p.b)
+        del p.b
+        p.w = p.w * 2.0
+        return r
+
+    plain, p = P(np.array([1.0, 2.0]), 3.0), P(np.array([1.0, 2.0]), 3.0)
+    f(plain)
+    g = mg.grad(f)(p)
+    np.testing.assert_allclose(g.w, [3.0, 3.0], rtol=1e-15)  # d/dw sum(w * b) = b, by hand
+    for q in (p, plain):
+        assert not slots or not hasattr(q, "b")
+        assert slots or ("b" not in vars(q) and q.b == 1.0)
+    np.testing.assert_array_equal(p.w, plain.w)
+
+    def h(d):
+        d.default_factory = float
+        d["k"] = d["k"] * 2.0
+        return np.sum(d["k"] ** 2)
+
+    d, plain_d = defaultdict(list, k=np.array([1.0, 2.0])), defaultdict(list, k=np.array([1.0, 2.0]))
+    h(plain_d)
+    np.testing.assert_allclose(mg.grad(h)(d)["k"], [8.0, 16.0], rtol=1e-15)  # d/dk (2k)² = 8k
+    assert d.default_factory is float is plain_d.default_factory
+    np.testing.assert_array_equal(d["k"], plain_d["k"])
+
+
 def test_ordered_and_default_dicts_are_pytrees_and_unknown_output_containers_raise():
     # OrderedDict and defaultdict in and out, as JAX takes them (arguments were refused; as outputs of
     # vjp and jvp they were leaves, so their traced values got zero derivatives, silently); an output

@@ -1999,3 +1999,29 @@ def test_array_copy_false_refuses_as_numpy():
     for fn in (lambda a: mnp.asarray(a, order="F", copy=False), lambda a: mnp.array(a, order="F", copy=False)):
         with pytest.raises(ValueError, match="Unable to avoid copy"):
             mg.grad(lambda a, fn=fn: np.sum(fn(a)))(_C6.copy())
+
+
+@pytest.mark.parametrize("func", [
+    lambda s: mnp.asarray(s), lambda s: mnp.array(s, copy=None), lambda s: mnp.asarray(s, dtype=np.float64),
+    lambda s: np.real_if_close(s * (1 + 0j))])
+def test_array_of_a_scalar_is_a_new_0d_array(func):
+    # NumPy's asarray/array/real_if_close of a scalar give a new 0-d array (asarray returned the
+    # traced scalar itself; a write `r[...] = ...` then failed where NumPy's succeeds)
+    def f(x):
+        s = x[1] * x[0]  # a traced NumPy scalar
+        r = func(s)
+        assert np.ndim(r) == 0 and type(mg.value(r)) is np.ndarray
+        r[...] = r * x[2]
+        return np.sum(r * r) + s
+
+    x = np.array([1.5, 2.0, 0.5])
+    plain = func(np.float64(3.0))
+    assert type(plain) is np.ndarray and plain.shape == ()
+    assert mg.value_and_grad(f)(x.copy())[0] == pytest.approx(f(x.copy()), rel=1e-14)
+    check_grads(f, x)
+
+
+def test_array_of_a_scalar_copy_false_refuses_as_numpy():
+    for fn in (lambda s: mnp.asarray(s, copy=False), lambda s: mnp.array(s, copy=False)):
+        with pytest.raises(ValueError, match="Unable to avoid copy"):
+            mg.grad(lambda a, fn=fn: np.sum(fn(a[0] * 2.0)))(np.ones(2))

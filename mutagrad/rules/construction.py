@@ -14,11 +14,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import FUNCTIONS, Tracer, bind, bottom, get_primitive, promotion_operand
+from ..core import FUNCTIONS, ScalarTracer, Tracer, bind, bottom, get_primitive, promotion_operand
 from ..errors import NoRuleError, user_line
 from ..registry import conj_if_complex, deflinear, defzero
 from ..tangents import NoTangent, NotImplementedTangent, Thunk, ZeroTangent, is_zero, not_implemented
 from ..numpy import _has_tracer
+from ..numpy import asarray as _masarray
 from ..core import write_out
 from .linalg import _bilinear_frule
 from .reductions import _reduce_args
@@ -985,6 +986,8 @@ def _np_round(args, kwargs):
 def _np_real_if_close(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "tol"))
     x, tol = _arr(a["a"]), a.get("tol", 100)
+    if isinstance(x, ScalarTracer):  # (NumPy's asanyarray: a 0-d array, not a scalar)
+        x = _masarray(x)
     dt = bottom(x).dtype
     if dt.kind != "c":
         return x

@@ -220,22 +220,84 @@ def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
 
 def _search(fun, npos, kwnames, roots):
     """The alias search from ``fun``: (the (path, array) pairs found, its _Budget, which also holds
-    the random generators met)."""
-    names = _names_of_helpers(fun)
+    the random generators met). A search that found nothing and met only functions, modules and
+    values that hold nothing (numbers, strings, ufuncs) is remembered with what it read (_Probes),
+    and answered again while every one of those reads gives the same object."""
+    kwkey = tuple(kwnames)  # (the names: kwnames may be the call's dictionary of keyword arguments)
+    if not roots:
+        hit = _SEARCHES.get(id(fun))
+        if hit is not None and hit[0]() is fun and hit[1] == npos and hit[2] == kwkey and hit[3].unchanged():
+            return [], _Budget()
+    probes = None if roots else _Probes()
+    names = _names_of_helpers(fun, probes)
+    rounds = 0
     for _ in range(3):  # (the helpers found on objects may name attributes the first round skipped)
         found: list = []
         budget = _Budget()
         budget.names = names
+        budget.probes = probes
         _arrays_named_by(fun, found, set(), 0, npos, kwnames, budget, roots)
+        rounds += 1
         attrs, keys, reflective = names
         grown = (tuple(set(attrs) | budget.walked_attrs), keys, reflective or budget.walked_reflective)
         if len(grown[0]) == len(attrs) and grown[2] == reflective:
             break
         names = grown
+    if (budget.probes is not None and rounds == 1 and not found and budget.left > 0 and not budget.generators
+            and type(fun) is _FunctionType):
+        if len(_SEARCHES) > 1024:
+            _SEARCHES.clear()
+        probes.reads = list({(id(obj), key): (obj, key, v) for obj, key, v in probes.reads}.values())
+        _SEARCHES[id(fun)] = (weakref.ref(fun), npos, kwkey, probes)
     return found, budget
 
 
-def _names_of_helpers(fun):
+_SEARCHES: dict = {}  # id(function) -> (a weak reference to it, npos, kwnames, _Probes): searches that found nothing
+
+
+class _Probes:
+    """What an alias search read, to tell whether a search again would read the same: (mapping,
+    key, object) for a global or a module's attribute, (function, attribute, object) for its code,
+    defaults and module, (cell, None, object) for a closure's cell."""
+
+    __slots__ = ("reads",)
+
+    def __init__(self):
+        self.reads = []
+
+    def function(self, f, code):
+        reads = self.reads
+        reads.append((f, "__code__", code))
+        reads.append((f, "__defaults__", getattr(f, "__defaults__", None)))
+        kwdefaults = getattr(f, "__kwdefaults__", None)
+        reads.append((f, "__kwdefaults__", kwdefaults))
+        if type(kwdefaults) is dict:  # (a dictionary: changed in place too)
+            reads.extend((kwdefaults, k, v) for k, v in kwdefaults.items())
+        reads.append((f, "__module__", getattr(f, "__module__", None)))
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                reads.append((cell, None, cell.cell_contents))
+            except ValueError:  # (an empty cell)
+                reads.append((cell, None, _ABSENT))
+
+    def unchanged(self) -> bool:
+        for obj, key, v in self.reads:
+            if type(key) is str and type(obj) is not dict:
+                if getattr(obj, key, _ABSENT) is not v:
+                    return False
+            elif key is None:
+                try:
+                    if obj.cell_contents is not v:
+                        return False
+                except ValueError:
+                    if v is not _ABSENT:
+                        return False
+            elif dict.get(obj, key, _ABSENT) is not v:
+                return False
+        return True
+
+
+def _names_of_helpers(fun, probes=None):
     """(attributes, keys, whether any attribute may be read by name) of ``fun`` and of the
     Python functions it names (globals, closure cells, defaults), theirs in turn, to 64
     functions: an object one of them reaches may be handed to another, which reads its
@@ -252,7 +314,8 @@ def _names_of_helpers(fun):
         attrs.update(a)
         keys.update(k)
         reflective = reflective or _reflective(glob, a)
-        todo += [v for _, v in _named_values(f, code, glob) if type(v) is _FunctionType and not _internal(v)]
+        todo += [v for _, v in _named_values(f, code, glob, probes=probes)
+                 if type(v) is _FunctionType and not _internal(v)]
     return tuple(attrs), tuple(keys), reflective
 
 
@@ -267,10 +330,15 @@ def _internal(f) -> bool:
     return (getattr(f, "__module__", None) or "").partition(".")[0] in _INTERNAL_PACKAGES
 
 
-def _named_values(fun, code, glob, npos=0, kwnames=()):
+def _named_values(fun, code, glob, npos=0, kwnames=(), probes=None):
     """(name, value) of what ``fun``'s code refers to by name: its closure's cells, its default
     arguments (those of the ``npos`` positional and ``kwnames`` keyword arguments passed are
-    unused) and the globals it names."""
+    unused) and the globals it names. ``probes``: a _Probes, which records the reads."""
+    if probes is not None:
+        probes.function(fun, code)
+        g = getattr(fun, "__globals__", None)
+        if type(g) is dict:
+            probes.reads.extend((g, name, g.get(name, _ABSENT)) for name in glob)
     named = []
     for name, cell in zip(code.co_freevars, getattr(fun, "__closure__", None) or ()):
         try:
@@ -295,9 +363,10 @@ class _Budget:
     """The objects one search may still visit (arrays, containers, objects: 10000 in all), and
     the names of the functions it starts from (_names_of_helpers)."""
 
-    __slots__ = ("generators", "left", "names", "walked_attrs", "walked_reflective")
+    __slots__ = ("generators", "left", "names", "probes", "walked_attrs", "walked_reflective")
 
     def __init__(self):
+        self.probes = None  # (a _Probes while the search met only what it can tell unchanged)
         self.left = ALIAS_SEARCH_BUDGET
         self.names = ((), (), False)
         self.generators = {}  # id -> the random generators met (a forward-mode jacobian rewinds them)
@@ -310,6 +379,8 @@ ALIAS_SEARCH_BUDGET = 10_000
 
 def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
     code = getattr(fun, "__code__", None)
+    if code is None:
+        budget.probes = None  # (objects: not remembered)
     if code is None and id(fun) not in seen:
         # a functools.partial (its function, with its arguments searched), a callable object (its
         # __call__, bound: what the object holds)
@@ -339,6 +410,7 @@ def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
     if type(fun) is _MethodType:  # a bound method: what its object holds where its code can reach
         walk.visit("self", fun.__self__, 0)
     if _internal(fun) or _mutagrad_code(code):
+        budget.probes = None  # (a wrapper's closure holds its settings: not remembered)
         # mutagrad's own wrapper (grad's, jacobian's, check_grads'): the user's functions its closure
         # holds are walked, not the arguments it keeps to pass them, nor the module's functions
         # its code names (mutagrad's own, dozens of them, and nothing of the user's)
@@ -346,7 +418,7 @@ def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
                  if type(v) is _FunctionType or type(v) is _MethodType or type(v) is functools.partial
                  or (_class_attr(type(v), "__call__") is not None and not issubclass(type(v), (type, _NOT_HOLDERS)))]
     else:
-        named = _named_values(fun, code, glob, npos, kwnames)
+        named = _named_values(fun, code, glob, npos, kwnames, budget.probes)
     named.extend(roots)
     for name, v in named:
         walk.visit(name, v, 0)
@@ -401,6 +473,10 @@ class _Holdings:
             return
         b.left -= 1
         tv = type(v)
+        if b.probes is not None and not (v is None or tv is _FunctionType or issubclass(tv, types.ModuleType) or (
+                issubclass(tv, _NOT_HOLDERS) and (tv is not _BuiltinMethod
+                                                  or type(v.__self__) in _MODULE_OR_NONE))):
+            b.probes = None  # (what may hold arrays, generators or other functions: not remembered)
         if tv is _ndarray and v.dtype.hasobject:  # an object array: its items, as a list's
             if v.size <= 256 and depth < 4 and id(v) not in self.seen:
                 self.seen.add(id(v))
@@ -477,8 +553,11 @@ class _Holdings:
             if (getattr(v, "__name__", "") or "").partition(".")[0] in _INTERNAL_PACKAGES:
                 return
             attrs = vars(v)
+            probes = b.probes
             for attr in self.attrs:
                 a = attrs.get(attr)
+                if probes is not None:
+                    probes.reads.append((attrs, attr, attrs.get(attr, _ABSENT)))
                 if a is not None:  # (a function of a module, physics.rhs(u): a helper)
                     self.visit((name, ".{}", attr), a, depth)
             return
@@ -527,6 +606,7 @@ class _Holdings:
 
 
 _ABSENT = object()
+_MODULE_OR_NONE = (types.ModuleType, type(None))
 
 # methods of a user's class that syntax calls, not a name: the alias search walks them as helpers
 _CALLED_BY_SYNTAX = ("__call__", "__getitem__", "__getattr__", "__matmul__", "__rmatmul__", "__mul__", "__rmul__",

@@ -3758,3 +3758,105 @@ def test_plain_arrays_method_given_a_traced_out_is_named(call, fixed):
     assert msg.startswith("a method of a plain array was given a traced array as out=") and HERE in msg
     assert "np.dot(M, a, out=buf)" in msg
     check_grads(lambda a: f(a, fixed), np.array([1.0, 2.0]))  # the fix the message names
+
+
+_SEARCHED_BUF = None  # rebound by the test below
+_SEARCHED_MOD = types.ModuleType("searched_mod")
+_SEARCHED_MOD.buf = None
+
+
+def _searched_helper(x):
+    return x
+
+
+def _writes_global(x):
+    y = x * x
+    if _SEARCHED_BUF is not None:
+        _SEARCHED_BUF[0] = 7.0
+    return np.sum(y)
+
+
+def _writes_module_attr(x):
+    y = x * x
+    if _SEARCHED_MOD.buf is not None:
+        _SEARCHED_MOD.buf[0] = 7.0
+    return np.sum(y)
+
+
+def _writes_through_helper(x):
+    y = x * x
+    _searched_helper(x)
+    return np.sum(y)
+
+
+def _writes_keyword_default(x, *, buf=None):
+    y = x * x
+    if buf is not None:
+        buf[0] = 7.0
+    return np.sum(y)
+
+
+def test_alias_search_is_remembered_only_while_what_it_read_holds():
+    # a search that found nothing is answered again without walking while the globals, closure
+    # cells, module attributes, keyword defaults and helpers it read are the same objects; rebound
+    # to the argument's memory, each is found again (a plain write through it changes values the
+    # pullback of x * x reads: MutationError when the function returns)
+    global _SEARCHED_BUF, _searched_helper
+    import mutagrad.api as api
+
+    def in_closure():
+        buf = None
+
+        def f(x):
+            y = x * x
+            if buf is not None:
+                buf[0] = 7.0
+            return np.sum(y)
+
+        def rebind(b):
+            nonlocal buf
+            buf = b
+
+        return f, rebind
+
+    closure_f, rebind_cell = in_closure()
+
+    def rebind_global(b):
+        global _SEARCHED_BUF
+        _SEARCHED_BUF = b
+
+    def rebind_module(b):
+        _SEARCHED_MOD.buf = b
+
+    def rebind_default(b):
+        _writes_keyword_default.__kwdefaults__["buf"] = b
+
+    def rebind_helper(b):
+        global _searched_helper
+
+        def writer(x):
+            b[0] = 7.0
+            return x
+
+        _searched_helper = (lambda x: x) if b is None else writer
+
+    saved = _searched_helper
+    cases = [(_writes_global, rebind_global, "_SEARCHED_BUF"), (closure_f, rebind_cell, "buf"),
+             (_writes_module_attr, rebind_module, "_SEARCHED_MOD.buf"),
+             (_writes_keyword_default, rebind_default, "buf"), (_writes_through_helper, rebind_helper, "b")]
+    try:
+        for f, rebind, name in cases:
+            base = np.array([0.5, -1.5, 2.0])
+            for _ in range(2):  # (the second call is answered from the remembered search)
+                np.testing.assert_allclose(mg.grad(f)(base[:]), 2 * base, rtol=1e-15)  # d/dx sum(x²), by hand
+            assert id(f) in api._SEARCHES, f.__name__
+            rebind(base)
+            with pytest.raises(mg.MutationError, match=rf"memory of the plain array `{re.escape(name)}`"):
+                mg.grad(f)(base[:])
+            rebind(None)
+            base[:] = [0.5, -1.5, 2.0]
+            np.testing.assert_allclose(mg.grad(f)(base[:]), 2 * base, rtol=1e-15)
+    finally:
+        _SEARCHED_BUF, _searched_helper = None, saved
+        _SEARCHED_MOD.buf = None
+        _writes_keyword_default.__kwdefaults__["buf"] = None

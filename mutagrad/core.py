@@ -451,6 +451,9 @@ class _ArgumentFlags:
         return self._flags[key]
 
     def __setitem__(self, key, value):
+        if key in ("WRITEABLE", "W") and value and self._view is not None:
+            set_writeable(self._view, self._orig)
+            return
         self._flags[key] = value
 
     def __repr__(self):
@@ -2947,11 +2950,13 @@ class Tracer:
     @property
     def flags(self):
         f = bottom(self).flags
-        if self._geom is None:
-            orig = self._storage.orig
-            if orig is not None and orig.flags.owndata != f.owndata:
-                # (the tracer holds a view of the caller's array)
-                return _ArgumentFlags(f, orig.flags.owndata, bottom(self), orig)
+        orig = self._storage.orig
+        if orig is not None:
+            if self._geom is None:
+                if orig.flags.owndata != f.owndata:  # (the tracer holds a view of the caller's array)
+                    return _ArgumentFlags(f, orig.flags.owndata, bottom(self), orig)
+            elif LOCKED.get(id(orig)) is orig:  # a view of an argument: writable again as NumPy allows it
+                return _ArgumentFlags(f, f.owndata, bottom(self), orig)  # (the caller's array is locked)
         return f
 
     @property
@@ -3253,7 +3258,7 @@ class Tracer:
         # as x.flags.writeable = ... does: the array's own flags (NumPy refuses write=True where
         # the memory belongs to a read-only array); the reverse pass rewinds writes into arrays
         # that are read-only when it runs
-        if write and self._geom is None and self._storage.orig is not None:
+        if write and self._storage.orig is not None:  # (the array or a view of it: NumPy asks the owner)
             set_writeable(bottom(self), self._storage.orig)
             write = None
         bottom(self).setflags(write=write, align=align, uic=uic)

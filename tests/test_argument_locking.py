@@ -501,8 +501,14 @@ def test_setflags_write_true_as_flags_writeable():
         np.testing.assert_allclose(g, fd_grad(lambda a, how=how: f(a.copy(), how), x0), rtol=1e-6)
         np.testing.assert_allclose(mg.jvp(lambda a, how=how: f(a, how), (x0.copy(),), (np.ones(3),))[1],
                                    np.sum(g), rtol=1e-7)
+    # a broadcast view of a writable argument made writable: NumPy allows it (it refused while the
+    # caller's array was locked); a write through its overlapping elements raises (test_errors)
+    b = lambda x: np.sum(np.broadcast_to(x, (2, 3)).setflags(write=True) or x ** 2)
+    np.testing.assert_allclose(mg.grad(b)(x0.copy()), 2 * x0, rtol=1e-15)
+    ro = x0.copy()
+    ro.flags.writeable = False
     with pytest.raises(ValueError, match="WRITEABLE"):  # NumPy's refusal for a view of a read-only array
-        mg.grad(lambda x: np.sum(np.broadcast_to(x, (2, 3)).setflags(write=True) or x))(x0.copy())
+        mg.grad(b)(ro)
 
 
 def test_asarray_of_a_constant_argument_is_its_memory():
@@ -641,3 +647,40 @@ def test_an_array_two_threads_differentiate_stays_locked_until_both_end():
     np.testing.assert_allclose(out["a"], 2 * X)
     np.testing.assert_allclose(out["b"], 1.0 + np.log(X))  # d/dx sum(x log x), by hand
     assert X.flags.writeable  # (both ended)
+
+
+@pytest.mark.parametrize("how", ["setflags", "flags", "item"])
+def test_view_of_an_argument_made_writable_again(how):
+    # np.diagonal's read-only view (or a view made read-only) of an argument made writable again,
+    # as NumPy allows where the argument is writable: NumPy's bare ValueError (the caller's array is
+    # read-only while the function runs) where a plain call writes through the view
+    def f(x):
+        d = np.diagonal(x)
+        if how == "setflags":
+            d.setflags(write=True)
+        elif how == "flags":
+            d.flags.writeable = True
+        else:
+            d.flags["WRITEABLE"] = True
+        d[0] = 2.0 * x[0, 1]
+        v = x[1:]
+        _read_only_then_writeable(v, "setflags" if how == "setflags" else "flags")
+        v[0, 0] = v[0, 1] ** 2
+        return np.sum(x ** 2)
+
+    x0 = np.array([[1.0, 2.0], [3.0, 4.0]])
+    plain, x = x0.copy(), x0.copy()
+    val, g = mg.value_and_grad(f)(x)
+    assert val == f(plain)
+    np.testing.assert_array_equal(x, plain)
+    assert x.flags.writeable
+    # f = (2 x01)² + x01² + (x11²)² + x11², by hand: d/dx01 = 10 x01, d/dx11 = 4 x11³ + 2 x11, else 0
+    np.testing.assert_allclose(g, [[0.0, 20.0], [0.0, 264.0]], rtol=1e-15)
+    np.testing.assert_allclose(g, fd_grad(lambda a: f(a.copy()), x0), rtol=1e-6)
+    np.testing.assert_allclose(mg.jvp(f, (x0.copy(),), (np.ones((2, 2)),))[1], np.sum(g), rtol=1e-12)
+    ro = x0.copy()
+    ro.flags.writeable = False  # (a read-only caller's array: NumPy's refusal, as in a plain call)
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        f(ro)
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        mg.grad(f)(ro)

@@ -44,7 +44,7 @@ from .errors import (
     WriteToPlainArrayError,
     _frame_is_internal,
     _statement_at,
-    at_a_power,
+    at_an_operator,
     at_a_store,
     call_at,
     escape_error,
@@ -1696,7 +1696,8 @@ def _number_leaves(obj):
 
 
 _EMPTY = {}
-_PLAIN_SCALARS = frozenset((float, int, complex, np.float64, np.float32, np.int64))
+_PLAIN_SCALARS = frozenset((float, int, complex, np.float64, np.float32, np.int64, np.complex128, np.complex64, np.float16,
+                            np.longdouble, np.clongdouble))
 
 
 def ew_rule(prim):
@@ -2388,12 +2389,12 @@ class Tracer:
                 if r is not None:
                     return r
         if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
-            if ufunc is _np_power and self._scalar and isinstance(inputs[0], np.generic) and at_a_power(
-                    sys._getframe(1)):
-                # `c ** s` of a NumPy scalar c: NumPy's scalar operator hands a traced s to the
-                # power ufunc, whose last bit can differ from the scalar arithmetic it does on
-                # two NumPy scalars: compute what a plain call computes
-                return self.__rpow__(inputs[0])
+            if self._scalar and len(inputs) == 2 and inputs[1] is self and isinstance(inputs[0], np.generic) and (
+                    ufunc in _SCALAR_REFLECTED) and at_an_operator(sys._getframe(1), _SCALAR_REFLECTED[ufunc][0]):
+                # `c ** s`, `c * s` of a NumPy scalar c: NumPy's scalar operator hands a traced s to
+                # the ufunc, whose last bit can differ from the scalar arithmetic it does on two
+                # NumPy scalars (complex products, powers): compute what a plain call computes
+                return _SCALAR_REFLECTED[ufunc][1](self, inputs[0])
             r = _fast_call(ufunc, self, inputs[0], inputs[1] if len(inputs) == 2 else _NOARG)
             if r is not None:
                 return r
@@ -3262,6 +3263,13 @@ class Tracer:
             set_writeable(bottom(self), self._storage.orig)
             write = None
         bottom(self).setflags(write=write, align=align, uic=uic)
+
+
+# the ufuncs whose NumPy-scalar operator (`c * s` of a NumPy scalar c) a plain call computes with
+# the scalars' own arithmetic: its symbol and the traced scalar's reflected operator
+_SCALAR_REFLECTED = {np.add: ("+", Tracer.__radd__), np.subtract: ("-", Tracer.__rsub__),
+                     np.multiply: ("*", Tracer.__rmul__), np.true_divide: ("/", Tracer.__rtruediv__),
+                     np.power: ("**", Tracer.__rpow__)}
 
 
 class ArrayTracer(Tracer):

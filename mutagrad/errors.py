@@ -404,8 +404,9 @@ def plain_call_target(frame):
 _CALL_OPS = frozenset(code for name, code in dis.opmap.items() if name.startswith("CALL") or name == "PRECALL")
 _STORE_OPS = frozenset(dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap)
 _BINARY_OP = dis.opmap.get("BINARY_OP")
-_POWER_ARGS = frozenset(i for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ()))
-                        if name in ("NB_POWER", "NB_INPLACE_POWER"))
+_OPERATOR_ARGS = {}  # the operator's symbol -> the BINARY_OP arguments of it and of its in-place form
+for _i, (_name, _symbol) in enumerate(getattr(dis, "_nb_ops", ())):
+    _OPERATOR_ARGS.setdefault(_symbol.rstrip("=") if _name.startswith("NB_INPLACE") else _symbol, set()).add(_i)
 
 
 def _at_a_call(frame) -> bool:
@@ -420,10 +421,10 @@ def at_a_store(frame) -> bool:
     return frame.f_code.co_code[frame.f_lasti] in _STORE_OPS
 
 
-def at_a_power(frame) -> bool:
-    """Whether ``frame`` is at a ``**`` (or ``**=``) operator."""
+def at_an_operator(frame, symbol) -> bool:
+    """Whether ``frame`` is at the binary operator ``symbol`` (``"**"``: ``**`` or ``**=``)."""
     code, i = frame.f_code.co_code, frame.f_lasti
-    return code[i] == _BINARY_OP and code[i + 1] in _POWER_ARGS
+    return code[i] == _BINARY_OP and code[i + 1] in _OPERATOR_ARGS.get(symbol, ())
 
 
 _AUG_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",

@@ -465,3 +465,39 @@ def test_inner_derivatives_of_python_floats_stay_weak():
     x64 = x.astype(np.float64)
     fd = [(_nested_results(x64 + 1e-6 * e) - _nested_results(x64 - 1e-6 * e)) / 2e-6 for e in np.eye(4)]
     np.testing.assert_allclose(mg.grad(_nested_results)(x.copy()), fd, rtol=2e-5)
+
+
+_SCALAR_OPERATORS = {"*": lambda c, s: c * s, "+": lambda c, s: c + s, "-": lambda c, s: c - s,
+                     "/": lambda c, s: c / s, "**": lambda c, s: c ** s}
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64, np.float64, np.float32, np.longdouble])
+@pytest.mark.parametrize("sym", sorted(_SCALAR_OPERATORS))
+def test_numpy_scalar_operator_on_a_traced_element_has_a_plain_calls_bits(dtype, sym):
+    # `w * a[0]` with w a NumPy scalar: NumPy's scalar operator hands the traced element to the
+    # ufunc, whose complex products (and powers) differ in the last bit from the scalar arithmetic
+    # of a plain call; the element and the value took the ufunc's bits (a hand-written FFT's
+    # twiddle products)
+    op = _SCALAR_OPERATORS[sym]
+    rng = np.random.default_rng(7)
+    cplx = np.dtype(dtype).kind == "c"
+
+    def f(a, w):
+        a[0] = op(w, a[0])
+        return np.sum(np.abs(a) ** 2)
+
+    for _ in range(40):
+        z = rng.uniform(0.5, 1.5, 3) + (1j * rng.uniform(0.5, 1.5, 3) if cplx else 0)
+        z = z.astype(dtype)
+        w = dtype(rng.uniform(0.5, 1.5) + (1j * rng.uniform(0.5, 1.5) if cplx else 0))
+        plain, r, t = z.copy(), z.copy(), z.copy()
+        want = f(plain, w)
+        val, _ = mg.value_and_grad(f)(r, w)
+        jval, _ = mg.jvp(lambda a: f(a, w), (t,), (np.ones_like(z),))
+        np.testing.assert_array_equal(r, plain)
+        np.testing.assert_array_equal(t, plain)
+        assert val == want and jval == want
+    if dtype is np.float64:  # the derivative, against central differences
+        from mutagrad.testing import check_grads
+
+        check_grads(lambda a: f(a.copy(), np.float64(1.3)), np.array([0.7, 1.1, 0.9]))

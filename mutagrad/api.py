@@ -226,9 +226,9 @@ def _search(fun, npos, kwnames, roots):
     kwkey = tuple(kwnames)  # (the names: kwnames may be the call's dictionary of keyword arguments)
     if not roots:
         hit = _SEARCHES.get(id(fun))
-        if hit is not None and hit[0]() is fun and hit[1] == npos and hit[2] == kwkey and hit[3].unchanged():
+        if hit is not None and hit[0]() is fun and hit[1] == npos and hit[2] == kwkey and hit[3].unchanged(fun):
             return [], _Budget()
-    probes = None if roots else _Probes()
+    probes = None if roots else _Probes(fun)
     names = _names_of_helpers(fun, probes)
     rounds = 0
     for _ in range(3):  # (the helpers found on objects may name attributes the first round skipped)
@@ -248,6 +248,7 @@ def _search(fun, npos, kwnames, roots):
         if len(_SEARCHES) > 1024:
             _SEARCHES.clear()
         probes.reads = list({(id(obj), key): (obj, key, v) for obj, key, v in probes.reads}.values())
+        probes.root = None  # (the function itself is read as None: the entry does not keep it alive)
         _SEARCHES[id(fun)] = (weakref.ref(fun), npos, kwkey, probes)
     return found, budget
 
@@ -260,28 +261,32 @@ class _Probes:
     key, object) for a global or a module's attribute, (function, attribute, object) for its code,
     defaults and module, (cell, None, object) for a closure's cell."""
 
-    __slots__ = ("reads",)
+    __slots__ = ("reads", "root")
 
-    def __init__(self):
+    def __init__(self, root):
         self.reads = []
+        self.root = root
 
     def function(self, f, code):
         reads = self.reads
-        reads.append((f, "__code__", code))
-        reads.append((f, "__defaults__", getattr(f, "__defaults__", None)))
+        owner = None if f is self.root else f  # (None: the function searched from, passed to unchanged)
+        reads.append((owner, "__code__", code))
+        reads.append((owner, "__defaults__", getattr(f, "__defaults__", None)))
         kwdefaults = getattr(f, "__kwdefaults__", None)
-        reads.append((f, "__kwdefaults__", kwdefaults))
+        reads.append((owner, "__kwdefaults__", kwdefaults))
         if type(kwdefaults) is dict:  # (a dictionary: changed in place too)
             reads.extend((kwdefaults, k, v) for k, v in kwdefaults.items())
-        reads.append((f, "__module__", getattr(f, "__module__", None)))
+        reads.append((owner, "__module__", getattr(f, "__module__", None)))
         for cell in getattr(f, "__closure__", None) or ():
             try:
                 reads.append((cell, None, cell.cell_contents))
             except ValueError:  # (an empty cell)
                 reads.append((cell, None, _ABSENT))
 
-    def unchanged(self) -> bool:
+    def unchanged(self, root) -> bool:
         for obj, key, v in self.reads:
+            if obj is None:
+                obj = root
             if type(key) is str and type(obj) is not dict:
                 if getattr(obj, key, _ABSENT) is not v:
                     return False

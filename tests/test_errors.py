@@ -3860,3 +3860,14 @@ def test_alias_search_is_remembered_only_while_what_it_read_holds():
         _SEARCHED_BUF, _searched_helper = None, saved
         _SEARCHED_MOD.buf = None
         _writes_keyword_default.__kwdefaults__["buf"] = None
+    # the remembered search does not keep its function alive (a lambda made in a loop)
+    import gc
+    import weakref
+
+    f = (lambda: lambda x: np.sum(x * x))()
+    mg.grad(f)(np.ones(2))
+    assert id(f) in api._SEARCHES
+    gone = weakref.ref(f)
+    del f
+    gc.collect()
+    assert gone() is None

@@ -1045,11 +1045,13 @@ def _call(level, fun, args, kwargs=None):
         forget_escape()
         _sync_containers(level)
         for a in itertools.chain(args, (kwargs or {}).values()):
-            if type(a) in _CONTAINERS or _is_object(a):  # (not the argument list itself: ours)
+            ta = type(a)
+            if ta in _CONTAINERS or (ta not in _NOT_OBJECTS and _is_object(a)):  # (not the argument list: ours)
                 _unwrap_left_in(a, level, 0)
 
 
 _CONTAINERS = (list, dict, tuple)
+_NOT_OBJECTS = frozenset((ArrayTracer, ScalarTracer, _ndarray, float, int, complex, bool, str, type(None)))
 
 
 def _unwrap_left_in(x, level, depth):

@@ -45,6 +45,7 @@ from .errors import (
     _frame_is_internal,
     _statement_at,
     at_an_operator,
+    index_valued_call,
     at_a_store,
     call_at,
     escape_error,
@@ -2444,6 +2445,8 @@ class Tracer:
             # a parameter of a draw whose results are integers (rng.choice(n, p=w), rng.binomial,
             # rng.poisson...): they are piecewise constant in it, derivative zero, as np.searchsorted's
             return np.array(bottom(self), dtype=dtype)
+        if index_valued_call(sys._getframe(1)):  # np.argmax([abs(r[k]) for r in rows]): no derivative to lose
+            return np.array(bottom(self), dtype=dtype)
         caller = sys._getframe(1)
         if caller.f_code.co_name == "_matmul_dispatch" and caller.f_locals.get("other") is self and (
                 caller.f_globals.get("__name__", "").startswith("scipy.sparse")):
@@ -2753,8 +2756,8 @@ class Tracer:
     # Anything that carries (or may come to carry) a derivative raises.
 
     def __float__(self):
-        if self._may_convert() or predicate_call(sys._getframe(1)):
-            return float(bottom(self))
+        if self._may_convert() or predicate_call(sys._getframe(1)) or index_valued_call(sys._getframe(1)):
+            return float(bottom(self))  # (index_valued_call: NumPy filling a list's array for np.argmax...)
         frame = sys._getframe(1)
         if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
             return float(bottom(self))
@@ -2804,7 +2807,7 @@ class Tracer:
         raise escape_error("int(x)", TracerEscapeError, _CONVERSION_HINT)
 
     def __complex__(self):
-        if self._may_convert():
+        if self._may_convert() or index_valued_call(sys._getframe(1)):
             return complex(bottom(self))
         self._check_thread()
         frame = sys._getframe(1)

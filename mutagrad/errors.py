@@ -528,6 +528,34 @@ def predicate_call(frame) -> bool:
     return len(node.args) == 1 and any(obj is p for p in _PREDICATES)
 
 
+# NumPy functions whose results are indices, counts or booleans: converting a list of traced values
+# for them loses no derivative (np.argmax([abs(r[k]) for r in rows]): a pivot search)
+_INDEX_VALUED = frozenset(id(f) for f in (
+    np.argmax, np.argmin, np.argsort, np.argpartition, np.argwhere, np.nonzero, np.flatnonzero, np.count_nonzero,
+    np.searchsorted, np.digitize, np.lexsort, np.isnan, np.isinf, np.isfinite, np.isposinf, np.isneginf, np.signbit,
+    np.any, np.all, np.isclose, np.allclose, np.array_equal, np.array_equiv))
+
+
+def index_valued_call(frame) -> bool:
+    """Whether the user's code (the first user frame from ``frame``) is calling one of NumPy's
+    functions whose results are indices, counts or booleans (``_INDEX_VALUED``): NumPy converting
+    a list of traced values for it loses no derivative. The called name is looked up in the frame,
+    never evaluated."""
+    frame = user_frame(frame)
+    node = call_at(frame)
+    if node is None:
+        return False
+    f = node.func
+    if type(f) is ast.Name:
+        obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))
+    elif type(f) is ast.Attribute and type(f.value) is ast.Name:
+        mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
+        obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
+    else:
+        return False
+    return id(obj) in _INDEX_VALUED
+
+
 PRINT_HINT = (" To print or log it, do it in the print(...) or logger call itself, or format mg.value(x) "
               "(a plain read-only view of its value).")
 

@@ -2311,7 +2311,10 @@ def scipy_sparse_object(x) -> bool:
 def _object_like(x) -> bool:
     """A plain operand NumPy computes with as Python objects: an object array, or a
     scipy.sparse matrix (one object to NumPy's functions)."""
-    return (type(x) is _ndarray and x.dtype.kind == "O") or scipy_sparse_object(x)
+    t = type(x)
+    if t is ArrayTracer or t is ScalarTracer:  # (the common operand)
+        return False
+    return (t is _ndarray and x.dtype.kind == "O") or scipy_sparse_object(x)
 
 
 def _object_item(seq, depth=0):

@@ -394,6 +394,8 @@ def _numpy_bits(fn, names, handler, when=None):
             return fn(plain_operands(a[names[0]]), **kw, **extra)
 
     def wrapped(args, kwargs):
+        if when is not None and len(args) == 1 and not kwargs and not when({names[0]: args[0]}):
+            return handler(args, kwargs)  # (np.sum(x): the common call, no arguments to sort)
         a = _reduce_args(args, kwargs, names)
         if when is not None and not when(a):
             return handler(args, kwargs)

@@ -243,12 +243,11 @@ def _search(fun, npos, kwnames, roots):
         if len(grown[0]) == len(attrs) and grown[2] == reflective:
             break
         names = grown
-    if (budget.probes is not None and rounds == 1 and not found and budget.left > 0 and not budget.generators
-            and type(fun) is _FunctionType):
+    if (budget.probes is not None and probes.valid and rounds == 1 and not found and budget.left > 0
+            and not budget.generators and type(fun) is _FunctionType):
         if len(_SEARCHES) > 1024:
             _SEARCHES.clear()
-        probes.reads = list({(id(obj), key): (obj, key, v) for obj, key, v in probes.reads}.values())
-        probes.root = None  # (the function itself is read as None: the entry does not keep it alive)
+        probes.root = probes.seen = None  # (what the entry keeps: its reads only)
         _SEARCHES[id(fun)] = (weakref.ref(fun), npos, kwkey, probes)
     return found, budget
 
@@ -257,47 +256,101 @@ _SEARCHES: dict = {}  # id(function) -> (a weak reference to it, npos, kwnames, 
 
 
 class _Probes:
-    """What an alias search read, to tell whether a search again would read the same: (mapping,
-    key, object) for a global or a module's attribute, (function, attribute, object) for its code,
-    defaults and module, (cell, None, object) for a closure's cell."""
+    """What an alias search read, to tell whether a search again would read the same objects:
+    ``(kind, owner, key, value, weak)`` with owner a weak reference to a function or module
+    (None: the function searched from, passed to :meth:`unchanged`), so that an entry keeps
+    alive none of what the search walked: a function's attribute (code, module), default, keyword
+    default, closure cell or global, a module's attribute or name. Functions and modules read are
+    held weakly (``weak``) too. ``valid``: the search read only what this can tell unchanged."""
 
-    __slots__ = ("reads", "root")
+    __slots__ = ("reads", "root", "seen", "valid")
+
+    ATTR, GLOBAL, CELL, KWDEFAULT, DEFAULT, NDEFAULTS, MODULE_ATTR = range(7)
 
     def __init__(self, root):
         self.reads = []
         self.root = root
+        self.seen = set()  # (kind, id(owner), key) read already
+        self.valid = True
+
+    def _owner(self, o):
+        if o is self.root:
+            return None
+        try:
+            return weakref.ref(o)
+        except TypeError:  # (not weakly referable: not remembered)
+            self.valid = False
+            return None
+
+    def read(self, kind, o, key, v):
+        k = (kind, id(o), key)
+        if k in self.seen:
+            return
+        self.seen.add(k)
+        owner = self._owner(o)
+        weak = type(v) is _FunctionType or isinstance(v, types.ModuleType)
+        self.reads.append((kind, owner, key, weakref.ref(v) if weak else v, weak))
 
     def function(self, f, code):
-        reads = self.reads
-        owner = None if f is self.root else f  # (None: the function searched from, passed to unchanged)
-        reads.append((owner, "__code__", code))
-        reads.append((owner, "__defaults__", getattr(f, "__defaults__", None)))
-        kwdefaults = getattr(f, "__kwdefaults__", None)
-        reads.append((owner, "__kwdefaults__", kwdefaults))
-        if type(kwdefaults) is dict:  # (a dictionary: changed in place too)
-            reads.extend((kwdefaults, k, v) for k, v in kwdefaults.items())
-        reads.append((owner, "__module__", getattr(f, "__module__", None)))
-        for cell in getattr(f, "__closure__", None) or ():
+        """The reads of ``f`` that decide what it names: its code, module, defaults, keyword
+        defaults (of every keyword-only parameter) and closure cells."""
+        self.read(self.ATTR, f, "__code__", code)
+        self.read(self.ATTR, f, "__module__", getattr(f, "__module__", None))
+        defaults = getattr(f, "__defaults__", None) or ()
+        self.read(self.NDEFAULTS, f, None, len(defaults))
+        for k, v in enumerate(defaults):
+            self.read(self.DEFAULT, f, k, v)
+        kwdefaults = getattr(f, "__kwdefaults__", None) or {}
+        for name in code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]:
+            self.read(self.KWDEFAULT, f, name, kwdefaults.get(name, _ABSENT))
+        for k, cell in enumerate(getattr(f, "__closure__", None) or ()):
             try:
-                reads.append((cell, None, cell.cell_contents))
+                self.read(self.CELL, f, k, cell.cell_contents)
             except ValueError:  # (an empty cell)
-                reads.append((cell, None, _ABSENT))
+                self.read(self.CELL, f, k, _ABSENT)
+
+    def globals_of(self, f, names):
+        g = getattr(f, "__globals__", None)
+        if type(g) is not dict:  # (a dict subclass from exec: its lookups may run code)
+            self.valid = False
+            return
+        for name in names:
+            self.read(self.GLOBAL, f, name, g.get(name, _ABSENT))
 
     def unchanged(self, root) -> bool:
-        for obj, key, v in self.reads:
-            if obj is None:
-                obj = root
-            if type(key) is str and type(obj) is not dict:
-                if getattr(obj, key, _ABSENT) is not v:
+        for kind, owner, key, v, weak in self.reads:
+            if owner is None:
+                o = root
+            else:
+                o = owner()
+                if o is None:
                     return False
-            elif key is None:
+            if kind == 0:  # ATTR
+                cur = getattr(o, key, _ABSENT)
+            elif kind == 1:  # GLOBAL
+                cur = o.__globals__.get(key, _ABSENT)
+            elif kind == 2:  # CELL
                 try:
-                    if obj.cell_contents is not v:
-                        return False
+                    cur = o.__closure__[key].cell_contents
                 except ValueError:
-                    if v is not _ABSENT:
-                        return False
-            elif dict.get(obj, key, _ABSENT) is not v:
+                    cur = _ABSENT
+            elif kind == 3:  # KWDEFAULT
+                cur = (o.__kwdefaults__ or {}).get(key, _ABSENT)
+            elif kind == 4:  # DEFAULT
+                d = o.__defaults__ or ()
+                cur = d[key] if key < len(d) else _ABSENT
+            elif kind == 5:  # NDEFAULTS
+                cur = len(o.__defaults__ or ())
+                if cur != v:
+                    return False
+                continue
+            else:  # MODULE_ATTR
+                cur = vars(o).get(key, _ABSENT)
+            if weak:
+                v = v()
+                if v is None:
+                    return False
+            if cur is not v:
                 return False
         return True
 
@@ -319,8 +372,12 @@ def _names_of_helpers(fun, probes=None):
         attrs.update(a)
         keys.update(k)
         reflective = reflective or _reflective(glob, a)
-        todo += [v for _, v in _named_values(f, code, glob, probes=probes)
-                 if type(v) is _FunctionType and not _internal(v)]
+        for _, v in _named_values(f, code, glob, probes=probes):
+            if type(v) is _FunctionType:
+                if not _internal(v):
+                    todo.append(v)
+                elif probes is not None:  # (NumPy's, by its module: read, as the walk's other reads)
+                    probes.read(probes.ATTR, v, "__module__", v.__module__)
     return tuple(attrs), tuple(keys), reflective
 
 
@@ -341,9 +398,7 @@ def _named_values(fun, code, glob, npos=0, kwnames=(), probes=None):
     unused) and the globals it names. ``probes``: a _Probes, which records the reads."""
     if probes is not None:
         probes.function(fun, code)
-        g = getattr(fun, "__globals__", None)
-        if type(g) is dict:
-            probes.reads.extend((g, name, g.get(name, _ABSENT)) for name in glob)
+        probes.globals_of(fun, glob)
     named = []
     for name, cell in zip(code.co_freevars, getattr(fun, "__closure__", None) or ()):
         try:
@@ -433,6 +488,8 @@ def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
             _arrays_named_by(h, found, seen, depth, 0, (), budget)
         elif depth < 4 and not _internal(h):  # (not NumPy's...)
             _arrays_named_by(h, found, seen, depth + 1, 0, (), budget)
+        elif depth < 4 and budget.probes is not None:  # (NumPy's, by its module: read, as the walk's others)
+            budget.probes.read(budget.probes.ATTR, h, "__module__", getattr(h, "__module__", None))
 
 
 _MUTAGRAD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -555,14 +612,16 @@ class _Holdings:
         if issubclass(tv, _SEQUENCES) and _class_attr(tv, "_fields") is None:  # (a subclass; a namedtuple's
             return  # fields are attributes, below)
         if issubclass(tv, types.ModuleType):
+            probes = b.probes
+            if probes is not None:
+                probes.read(probes.ATTR, v, "__name__", getattr(v, "__name__", None))
             if (getattr(v, "__name__", "") or "").partition(".")[0] in _INTERNAL_PACKAGES:
                 return
             attrs = vars(v)
-            probes = b.probes
             for attr in self.attrs:
                 a = attrs.get(attr)
                 if probes is not None:
-                    probes.reads.append((attrs, attr, attrs.get(attr, _ABSENT)))
+                    probes.read(probes.MODULE_ATTR, v, attr, attrs.get(attr, _ABSENT))
                 if a is not None:  # (a function of a module, physics.rhs(u): a helper)
                     self.visit((name, ".{}", attr), a, depth)
             return

@@ -318,7 +318,7 @@ class _Probes:
             self.read(self.GLOBAL, f, name, g.get(name, _ABSENT))
 
     def unchanged(self, root) -> bool:
-        for kind, owner, key, v, weak in self.reads:
+        for kind, owner, key, v, held_weakly in self.reads:
             if owner is None:
                 o = root
             else:
@@ -346,7 +346,7 @@ class _Probes:
                 continue
             else:  # MODULE_ATTR
                 cur = vars(o).get(key, _ABSENT)
-            if weak:
+            if held_weakly:
                 v = v()
                 if v is None:
                     return False

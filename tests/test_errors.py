@@ -3797,7 +3797,7 @@ def _writes_keyword_default(x, *, buf=None):
 
 
 def _remembered(f) -> bool:
-    import mutagrad.api as api
+    from mutagrad import api
 
     hit = api._SEARCHES.get(id(f))
     return hit is not None and hit[0]() is f
@@ -3809,7 +3809,6 @@ def test_alias_search_is_remembered_only_while_what_it_read_holds():
     # to the argument's memory, each is found again (a plain write through it changes values the
     # pullback of x * x reads: MutationError when the function returns)
     global _SEARCHED_BUF, _searched_helper
-    import mutagrad.api as api
 
     def in_closure():
         buf = None
@@ -3881,7 +3880,7 @@ def test_alias_search_is_remembered_only_while_what_it_read_holds():
 
     def executed():
         env = {"np": np}
-        exec("def g(x):\n    return np.sum(x * x)\n", env)
+        exec("def g(x):\n    return np.sum(x * x)\n", env)  # noqa: S102
         return env["g"]
 
     for make in (lambda: lambda x: np.sum(x * x), recursive, executed):
@@ -3898,13 +3897,12 @@ def test_alias_search_not_remembered_where_it_cannot_tell():
     # a function whose globals are a dict subclass (exec with one) is searched anew each call (its
     # global reads were not remembered, and a later alias was missed: gradient [14, -3, 4]); a
     # helper or a module skipped as NumPy's by its name is walked once it is not
-    import mutagrad.api as api
 
     class Env(dict):
         pass
 
     env = Env(np=np, H=None)
-    exec("def f(x):\n    y = x * x\n    if H is not None:\n        H[0] = 7.0\n    return np.sum(y)\n", env)
+    exec("def f(x):\n    y = x * x\n    if H is not None:\n        H[0] = 7.0\n    return np.sum(y)\n", env)  # noqa: S102
     f = env["f"]
     base = np.array([0.5, -1.5, 2.0])
     for _ in range(2):

@@ -493,7 +493,7 @@ def test_numpy_scalar_operator_on_a_traced_element_has_a_plain_calls_bits(dtype,
         plain, r, t = z.copy(), z.copy(), z.copy()
         want = f(plain, w)
         val, _ = mg.value_and_grad(f)(r, w)
-        jval, _ = mg.jvp(lambda a: f(a, w), (t,), (np.ones_like(z),))
+        jval, _ = mg.jvp(lambda a, w=w: f(a, w), (t,), (np.ones_like(z),))
         np.testing.assert_array_equal(r, plain)
         np.testing.assert_array_equal(t, plain)
         assert val == want and jval == want

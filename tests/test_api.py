@@ -1249,6 +1249,41 @@ def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(d
         mg.hessian(lambda x: np.sum(f(x)))(np.ones(5))
 
 
+def test_forward_jacobian_refuses_runs_whose_operands_differ_with_equal_values():
+    # an object's state picks the formula per call: x * x on the first run, x * x0 (x0 = x) or
+    # tanh(stop_gradient(w)) on the others. Same values, same operations: the runs' steps now say
+    # which operands are traced and carry a tangent (the columns after the first were those of
+    # another function: [[1, 0], [0, 1.5]] for 2x, zeros for tanh')
+    class Sched:
+        def __init__(self):
+            self.calls, self.x0 = 0, np.array([0.5, 1.5])
+
+        def f(self, x):
+            self.calls += 1
+            return x * x if self.calls == 1 else x * self.x0
+
+    class Freeze:
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, w):
+            self.calls += 1
+            return np.tanh(w if self.calls == 1 else mg.stop_gradient(w))
+
+    x = np.array([0.5, 1.5])
+    np.testing.assert_allclose(mg.jacobian(Sched().f, mode="rev")(x.copy()), np.diag(2 * x), rtol=1e-15)
+    for f in (Sched().f, Freeze()):
+        with pytest.raises(mg.MutationError, match="took other steps than the first"):
+            mg.jacobian(f, mode="fwd")(x.copy())
+    with pytest.raises(mg.MutationError, match="took other steps than the first"):
+        mg.hessian(lambda w, fr=Freeze(): np.sum(fr(w) ** 2))(x.copy())
+    # several input arrays: each run seeds one, so which values carry a tangent differs by run (not
+    # a difference of the function): a pytree argument's Jacobian against the closed form
+    j = mg.jacobian(lambda p: p[0] * p[1], mode="fwd")([x.copy(), x[::-1].copy()])
+    np.testing.assert_allclose(j[0], np.diag(x[::-1]), rtol=1e-15)
+    np.testing.assert_allclose(j[1], np.diag(x), rtol=1e-15)
+
+
 @pytest.mark.parametrize("draw", ["shuffle", "permutation", "branch"])
 @pytest.mark.parametrize("held", ["closure", "argument", "global"])
 def test_forward_jacobian_rewinds_the_generators_it_can_name_before_each_run(draw, held):

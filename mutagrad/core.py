@@ -1307,9 +1307,10 @@ class RunGroup:
     values, so the runs' outputs agree, but the derivative through it is lost for every
     direction but the first, while reverse mode, which runs once, keeps it."""
 
-    __slots__ = ("free", "pos", "recording", "running", "trail")
+    __slots__ = ("free", "one_input", "pos", "recording", "running", "trail")
 
     def __init__(self):
+        self.one_input = False  # one input array: which values carry a tangent is a step too (note)
         self.running = True
         self.trail = []  # what the first run did: the operations and the plain indices they took
         self.pos = 0
@@ -1967,6 +1968,7 @@ _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853"
 
 def _scipy_rewrite(sub, name):
     """The NumPy (or mutagrad.scipy) rewrite of a SciPy function without a rule, or ""."""
+    sub = sub or ""  # (None: a private module's function, scipy._lib's)
     short = name.rsplit(".", 1)[-1]
     if sub == "signal" and short in _SIGNAL_REWRITES:
         return " " + _SIGNAL_REWRITES[short]

@@ -553,7 +553,11 @@ def index_valued_call(frame) -> bool:
         obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
     else:
         return False
-    return id(obj) in _INDEX_VALUED
+    return id(obj) in _INDEX_VALUED or (getattr(obj, "__name__", None) in _SCIPY_INDEX_VALUED and (
+        getattr(obj, "__module__", None) or "").startswith("scipy.linalg"))
+
+
+_SCIPY_INDEX_VALUED = frozenset(("issymmetric", "ishermitian", "bandwidth"))  # (scipy.linalg's: yes/no, two ints)
 
 
 PRINT_HINT = (" To print or log it, do it in the print(...) or logger call itself, or format mg.value(x) "

@@ -103,6 +103,12 @@ def ufunc_call(ufunc, inputs, kwargs):
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     where = kwargs.pop("where", True)
+    if where is not True and where is not None and _scipy_ufunc(ufunc):
+        raise MutationError(
+            f"scipy.special.{ufunc.__name__}(..., where=...) at {user_line()}: SciPy's special-function ufuncs "
+            "write other elements than where= names (SciPy 1.17: the mask is misread, and memory may be "
+            "corrupted), so the result cannot be the function NumPy's where= describes. Compute it on every "
+            f"element and select: np.where(mask, scipy.special.{ufunc.__name__}(x), out).")
     dtype = kwargs.pop("dtype", None)
     casting = kwargs.pop("casting", "same_kind")
     order = kwargs.pop("order", "K")
@@ -290,6 +296,23 @@ def _errors_after_the_write(ufunc, inputs, kwargs):
             mode, call = handler.modes.get(key, "ignore"), handler.call
         fp_event_as_numpy(mode, call, kind, seen[kind], f"{kind} encountered in {ufunc.__name__}", stacklevel=4)
     return res
+
+
+_SCIPY_UFUNCS: list = []  # [the ids of scipy.special's ufuncs], once scipy.special is imported
+
+
+def _scipy_ufunc(ufunc) -> bool:
+    """Whether ``ufunc`` is one of scipy.special's (not NumPy's)."""
+    if getattr(np, ufunc.__name__, None) is ufunc:
+        return False
+    import sys
+
+    special = sys.modules.get("scipy.special")
+    if special is None:
+        return False
+    if not _SCIPY_UFUNCS:
+        _SCIPY_UFUNCS.append(frozenset(id(v) for v in vars(special).values() if isinstance(v, np.ufunc)))
+    return id(ufunc) in _SCIPY_UFUNCS[0]
 
 
 def _write_result(ufunc, inputs, out, idx, res, where, casting="same_kind"):

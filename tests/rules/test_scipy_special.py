@@ -473,3 +473,37 @@ def test_exprel_derivative_where_exp_times_x_overflows():
     assert mg.grad(sp.exprel)(np.inf) == np.inf  # (the limit: NaN from inf - log inf before)
     assert mg.jvp(sp.exprel, (np.inf,), (1.0,))[1] == np.inf
     check_grads(sp.exprel, np.array([29.0, 31.0, 40.0]), order=2)
+
+
+@pytest.mark.parametrize("z, m, want", [(0.0, 1.0, 1.0), (0.0, 2.0, 1.0), (-1.0, 2.0, -1.0), (-1.0, 3.0, -1.0),
+                                        (-2.0, 3.0, 2.0), (0.0, 3.0, 2.0)])
+def test_poch_derivative_at_its_roots(z, m, want):
+    # poch(z, m) = z (z+1) ... (z+m-1): at a root the product rule's sum, by hand ((z(z+1))' = 2z + 1;
+    # (z(z+1)(z+2))' = 3z² + 6z + 2); y Σ 1/(z+k) was 0 * inf = nan
+    assert mg.grad(lambda z: msp.poch(z, m))(z) == pytest.approx(want, rel=1e-15)
+    assert mg.jvp(lambda z: msp.poch(z, m), (z,), (1.0,))[1] == pytest.approx(want, rel=1e-15)
+    h = 2.0 if m == 2.0 else 6.0 * z + 6.0 if m == 3.0 else 0.0  # the second derivative, by hand
+    assert mg.hessian(lambda z: msp.poch(z, m))(z) == pytest.approx(h, abs=1e-14)
+    zz = np.array([z, 0.5, 1.7, -0.5])  # mixed orders in one call: rising, zero and falling
+    mm = np.array([m, 0.0, -2.0, -3.0])
+    check_grads(lambda zz: np.sum(msp.poch(zz, mm)), zz, modes=("rev", "fwd"))
+
+
+def test_special_ufunc_with_where_is_refused():
+    # SciPy 1.17's special-function ufuncs misread where= (expit(x, where=mask, out=buf) wrote
+    # elements 0, 1, 5, 6, 7 for the mask 0, 1, 3, 4, 5, 7): the value was SciPy's and the derivative
+    # that of NumPy's where=, a wrong gradient
+    mask = np.array([1, 1, 0, 1, 1, 1, 0, 1], bool)
+
+    def f(x):
+        buf = np.zeros_like(x)
+        sp.expit(x, where=mask, out=buf)
+        return np.sum(buf)
+
+    with pytest.raises(mg.MutationError, match=r"scipy.special.expit\(..., where=...\).*np.where"):
+        mg.grad(f)(np.linspace(-1.0, 1.0, 8))
+    with pytest.raises(mg.MutationError, match="where="):
+        mg.jvp(f, (np.linspace(-1.0, 1.0, 8),), (np.ones(8),))
+    x = np.linspace(-1.0, 1.0, 8)  # the rewrite the message gives: the derivative of NumPy's where=
+    g = mg.grad(lambda x: np.sum(np.where(mask, sp.expit(x), 0.0)))(x)
+    np.testing.assert_allclose(g, np.where(mask, sp.expit(x) * (1 - sp.expit(x)), 0.0), rtol=1e-14)

@@ -161,16 +161,27 @@ defzero(sp.gammasgn)
 
 
 def _poch_dz(z, m, y):
-    """d/dz poch(z, m) = poch(z, m) (ψ(z+m) - ψ(z)). For an integer m (|m| <= 64) the
-    difference is the finite sum Σ 1/(z+k), k = 0..m-1 (or -Σ 1/(z-k), k = 1..-m): near a
-    pole of ψ the two digammas are huge and cancel (1e10 - 1e10 at z = 1e-10)."""
+    """d/dz poch(z, m) = poch(z, m) (ψ(z+m) - ψ(z)). For an integer m (|m| <= 64) poch is a
+    product: for m >= 0, (z)(z+1)...(z+m-1), whose derivative is the product rule's sum of the
+    products leaving out one factor each (no division: finite at its roots z = 0, -1, ..., where
+    y Σ 1/(z+k) is 0 * inf); for m < 0, 1 / ((z-1)...(z+m)), -y Σ 1/(z-k), k = 1..-m. Near a pole
+    of ψ the two digammas are huge and cancel (1e10 - 1e10 at z = 1e-10)."""
     mb = np.asarray(bottom(m))
     if (mb.dtype.kind in "fiu" and not np.iscomplexobj(bottom(z)) and mb.size
             and np.all(mb == np.round(mb)) and np.all(np.abs(mb) <= 64)):
-        total = 0.0
-        for k in range(1, int(np.max(np.abs(mb))) + 1):
-            total = total + np.where(mb >= k, 1.0 / (z + (k - 1)), 0.0) - np.where(mb <= -k, 1.0 / (z - k), 0.0)
-        return y * total
+        top = int(np.max(mb, initial=0))
+        factors = [np.where(mb > k, z + k, 1.0) for k in range(top)]
+        before, after = [1.0], [1.0]  # (products of the factors before k, and after it)
+        for k in range(top - 1):
+            before.append(before[-1] * factors[k])
+            after.append(after[-1] * factors[top - 1 - k])
+        rising = 0.0
+        for k in range(top):
+            rising = rising + np.where(mb > k, before[k] * after[top - 1 - k], 0.0)
+        falling = 0.0
+        for k in range(1, int(-np.min(mb, initial=0)) + 1):
+            falling = falling - np.where(mb <= -k, 1.0 / (z - k), 0.0)
+        return np.where(mb >= 0, rising, y * falling)
     return y * (sp.digamma(z + m) - sp.digamma(z))
 
 

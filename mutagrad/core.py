@@ -2923,7 +2923,10 @@ class Tracer:
             return f"Tracer({bottom(self)!r}, left by a finished differentiation)"
         return f"Tracer({bottom(self)!r}, level={self._level.id}, active={self._storage.active})"
 
-    __str__ = __repr__
+    def __str__(self):
+        if self._level.closed:  # a leftover is the value it holds (see live): its text, as a plain call's
+            return str(live(self))  # (csv.writer, str.join, "%s" write it)
+        return self.__repr__()
 
     def __format__(self, spec):
         # Digits of a traced value would be a plain number the derivative does not reach

@@ -281,6 +281,26 @@ def test_a_leftover_scalar_hashes_as_its_value():
     assert hash(history[0]) == hash(5.0) and {history[0]: "a"}[5.0] == "a"
 
 
+def test_a_leftover_is_written_as_its_value():
+    # str() of a value left on an object (csv.writer, "%s", str.join) is the plain call's text: it
+    # wrote "Tracer(np.float64(14.0), left by a finished differentiation)" into the file
+    import csv
+    import io
+
+    kept = {}
+
+    def f(x):
+        kept["e"], kept["a"] = np.sum(x ** 2), x * 2.0
+        return kept["e"]
+
+    x = np.array([1.0, 2.0, 3.0])
+    mg.grad(f)(x)
+    out = io.StringIO()
+    csv.writer(out).writerow([kept["e"]])
+    assert out.getvalue() == "14.0\r\n" and "%s" % kept["e"] == str(np.float64(14.0))
+    assert str(kept["a"]) == str(x * 2.0)
+
+
 def test_float_of_a_traced_value_for_a_test_says_comparisons_need_no_conversion():
     def f(x):
         err = np.sum(x ** 2)

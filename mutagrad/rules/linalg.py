@@ -979,8 +979,8 @@ def _herm_in(a, lower):
     """The Hermitian matrix LAPACK reads from ``a``: one triangle, mirrored,
     and the real part of the diagonal (the other triangle is ignored)."""
     n = np.shape(a)[-1]
-    off = a * _tri(n, lower)
-    return off + _H(off) + _re(a) * np.eye(n)
+    off = np.where(_tri(n, lower) != 0, a, 0)  # (not a * mask: a NaN in the other triangle, which
+    return off + _H(off) + np.where(np.eye(n) != 0, _re(a), 0)  # LAPACK never reads, would spread)
 
 
 def _herm_in_T(g, lower):

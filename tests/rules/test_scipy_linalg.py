@@ -1350,3 +1350,35 @@ def test_structure_predicates_of_a_traced_matrix():
     a = np.array([[1.0, 2.0], [2.0, 1.0]])
     np.testing.assert_allclose(mg.grad(f)(a), 2 * a, rtol=1e-15)  # d/da sum(a²) = 2a, by hand
     np.testing.assert_allclose(mg.grad(f)(np.triu(a)), np.ones((2, 2)), rtol=1e-15)  # not symmetric: sum(a)
+
+
+@pytest.mark.parametrize("which", ["eigh", "eigh_vectors", "cholesky", "cho_factor", "solve_triangular"])
+def test_check_finite_false_reads_only_the_triangle(which):
+    # check_finite=False with NaN in the triangle LAPACK does not read (a buffer filled in its lower
+    # half): SciPy's values; mutagrad called SciPy with its check (ValueError), and forward mode's
+    # Hermitian stand-in spread the NaN through a mask product (nan * 0)
+    def make(lin):
+        def f(x):
+            a = np.full((3, 3), np.nan) * x[0]
+            a[np.tril_indices(3)] = x
+            a[np.diag_indices(3)] += 4.0
+            if which == "eigh":
+                return np.sum(lin.eigh(a, lower=True, eigvals_only=True, check_finite=False) ** 2)
+            if which == "eigh_vectors":
+                w, v = lin.eigh(a, lower=True, check_finite=False, driver="evd")
+                return np.sum(w ** 2) + np.sum((v[:, :1] @ v[:, :1].T) ** 3)
+            if which == "cholesky":
+                return np.sum(lin.cholesky(a, lower=True, check_finite=False))
+            if which == "cho_factor":
+                return np.sum(np.tril(lin.cho_factor(a, lower=True, check_finite=False)[0]))
+            return np.sum(lin.solve_triangular(a, np.ones(3), lower=True, check_finite=False))
+
+        return f
+
+    x = np.array([1.0, 0.3, 1.2, 0.1, -0.2, 0.9])
+    val, g = mg.value_and_grad(make(msl))(x.copy())
+    assert val == make(sl)(x.copy())
+    np.testing.assert_allclose(g, numerical_grad(make(sl), (x.copy(),), (0,))[0], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(mg.jvp(make(msl), (x.copy(),), (np.ones(6),))[1], np.sum(g), rtol=1e-10)
+    with pytest.raises(ValueError, match="must not contain infs or NaNs"):  # check_finite=True: SciPy's check
+        mg.grad(lambda x: np.sum(msl.cholesky(np.full((2, 2), np.nan) * x[0] + np.eye(2))))(x)

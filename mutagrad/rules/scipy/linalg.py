@@ -403,12 +403,22 @@ def _solve_pullback(solve, g, x, trans, vec):
     return _op(-_outer_or_mm(bbar, x, vec), trans), bbar
 
 
+def _check_finite(check, *arrays):
+    """SciPy's ``check_finite=True``: every element of the arrays given (the primitives call SciPy
+    with check_finite=False, so that ``check_finite=False`` reads only what LAPACK reads: a
+    triangle, whose other half may hold anything)."""
+    if check:
+        for a in arrays:
+            if a is not None and not np.isfinite(bottom(a)).all():
+                raise ValueError("array must not contain infs or NaNs")
+
+
 # -- solve_triangular -------------------------------------------------------------
 
 
 @scipy_primitive("scipy.linalg.solve_triangular")
 def _solve_triangular(a, b, *, trans=0, lower=False, unit_diagonal=False):
-    return sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+    return sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal, check_finite=False)
 
 
 @_overwrites(sl.solve_triangular, overwrite_b=("b", ("a", "b")), batch=(("a", 2), ("b", "1|2")))
@@ -421,6 +431,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     >>> mg.grad(lambda b: solve_triangular(a, b, lower=True).sum())(np.ones(2))
     array([0., 1.])
     """
+    _check_finite(check_finite, a, b)
     return _as_column(_solve_triangular, a, b, trans=_TRANS[trans], lower=lower, unit_diagonal=unit_diagonal)
 
 
@@ -642,7 +653,7 @@ def _chol_cotangent(L, Lbar, lower_read):
 
 @scipy_primitive("scipy.linalg.cholesky")
 def _cholesky(a, *, lower=False):
-    return sl.cholesky(a, lower=lower)
+    return sl.cholesky(a, lower=lower, check_finite=False)
 
 
 @_overwrites(sl.cholesky, overwrite_a=("a", ("a",)), batch=(("a", 2),))
@@ -656,6 +667,7 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     array([[0.25, 0.  ],
            [0.  , 0.  ]])
     """
+    _check_finite(check_finite, a)
     return _cholesky(a, lower=lower)
 
 
@@ -682,7 +694,7 @@ def _cholesky_frule(primals, tangents, *, lower=False):
 @scipy_primitive("scipy.linalg.cho_factor")
 def _cho_factor(a, *, lower=False):
     # SciPy's c: the factor in the triangle read, a's own entries in the other
-    return np.where(_tri_mask(np.shape(a), lower), sl.cholesky(a, lower=lower), a), lower
+    return np.where(_tri_mask(np.shape(a), lower), sl.cholesky(a, lower=lower, check_finite=False), a), lower
 
 
 @_overwrites(sl.cho_factor, overwrite_a=("a", ("a",)), batch=(("a", 2),))
@@ -697,6 +709,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     array([ 0.28571429, -0.14285714])
     """
     _no_empty_stack("cho_factor", a)
+    _check_finite(check_finite, a)
     c, low = _cho_factor(a, lower=lower)
     batch = np.shape(a)[:-2]
     return [c, np.full(batch, low)] if batch else (c, low)
@@ -2107,22 +2120,23 @@ def _herm_tangent(t, lower):
 
 @scipy_primitive("scipy.linalg.eigh")
 def _eigh(a, *, lower=True, driver=None):
-    return tuple(sl.eigh(a, lower=lower, driver=driver))
+    return tuple(sl.eigh(a, lower=lower, driver=driver, check_finite=False))
 
 
 @scipy_primitive("scipy.linalg.eigh")
 def _eigh_gen(a, b, *, lower=True, driver=None):
-    return tuple(sl.eigh(a, b, lower=lower, driver=driver))
+    return tuple(sl.eigh(a, b, lower=lower, driver=driver, check_finite=False))
 
 
 @scipy_primitive("scipy.linalg.eigvalsh")
 def _eigvalsh(a, *, lower=True, driver=None, subset=None):
-    return sl.eigh(a, lower=lower, driver=driver, eigvals_only=True, subset_by_index=subset)
+    return sl.eigh(a, lower=lower, driver=driver, eigvals_only=True, subset_by_index=subset, check_finite=False)
 
 
 @scipy_primitive("scipy.linalg.eigvalsh")
 def _eigvalsh_gen(a, b, *, lower=True, driver=None, subset=None):
-    return sl.eigh(a, b, lower=lower, driver=driver, eigvals_only=True, subset_by_index=subset)
+    return sl.eigh(a, b, lower=lower, driver=driver, eigvals_only=True, subset_by_index=subset,
+                   check_finite=False)
 
 
 def _subset(dw, subset):
@@ -2313,6 +2327,7 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
                        subset_by_index=subset_by_index, subset_by_value=subset_by_value, driver=driver)
     if (subset_by_index is not None or subset_by_value is not None) and driver in ("ev", "evd", "gv", "gvd"):
         raise ValueError(f'"{driver}" cannot compute subsets of eigenvalues')  # (SciPy's error)
+    _check_finite(check_finite, a, b)
     subset = _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value)
     if b is None:
         if subset is not None:
@@ -2332,7 +2347,8 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
         # or by value, whose indices are read off the plain values (the pairs that fall in it)
         sel = _subset_indices(bottom(w), subset_by_index, subset_by_value)
         exact = sl.eigh(bottom(a), None if b is None else bottom(b), lower=lower, driver=driver,
-                        eigvals_only=v is None, subset_by_index=subset_by_index, subset_by_value=subset_by_value)
+                        eigvals_only=v is None, subset_by_index=subset_by_index, subset_by_value=subset_by_value,
+                        check_finite=False)
         ws, vs = (exact, None) if v is None else exact  # (SciPy's own subset call: its bits are returned)
         w = w[..., sel] * 1.0  # (a fresh array, whose values become SciPy's below)
         if v is not None:

@@ -604,6 +604,8 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
     else:
         fp = FP_FLAG[0]
         dv = _partial(d, xs, y)
+        if type(dv) is NotImplementedTangent:  # (a missing derivative: it reaches the input as it is)
+            return dv
         if FP_FLAG[0] is not fp or CAREFUL[0] or _silently_nonfinite(dv):  # the partial may be inf
             return _careful_product(g, d, dv, xs, y, shape, conj=True)
         if type(dv) is float:  # (a constant factor: no dtype, not complex)

@@ -507,3 +507,22 @@ def test_special_ufunc_with_where_is_refused():
     x = np.linspace(-1.0, 1.0, 8)  # the rewrite the message gives: the derivative of NumPy's where=
     g = mg.grad(lambda x: np.sum(np.where(mask, sp.expit(x), 0.0)))(x)
     np.testing.assert_allclose(g, np.where(mask, sp.expit(x) * (1 - sp.expit(x)), 0.0), rtol=1e-14)
+
+
+def test_digamma_of_a_complex_argument_has_no_derivative_named_as_such():
+    # its derivative is polygamma(1, z), real only in SciPy: a NotImplementedTangent that names
+    # digamma (it named polygamma), also through an in-place product into the cotangent (the
+    # missing derivative was multiplied as a number there: NotImplementedTangentError)
+    z = np.array([0.7 + 0.4j, 1.0 + 1.0j])
+
+    def f(z):
+        w = sp.digamma(z)
+        buf = np.zeros_like(w)
+        buf[...] = w
+        return np.sum(np.abs(buf) ** 2)
+
+    for g in (mg.grad(f)(z), mg.grad(lambda z: np.sum(np.abs(sp.digamma(z)) ** 2))(z)):
+        assert isinstance(g, mg.NotImplementedTangent) and "scipy.special.digamma" in str(g)
+        assert "polygamma(1, z)" in str(g)
+    # a real argument: trigamma, against central differences
+    check_grads(lambda x: np.sum(sp.digamma(x) ** 2), np.array([0.7, 1.3, 2.5]), modes=("rev", "fwd"))

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.special as sp
 from scipy.special import _ufuncs as _spu  # zeta(x[, q]) is a Python function calling these
 
-from ...core import bottom, stop_gradient
+from ...core import Tracer, bottom, stop_gradient
 from ...registry import conj_if_complex as _cj
 from ...registry import defelementwise, defnotimplemented, defzero, frule, primitive, rrule, strong_times
 from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
@@ -100,16 +100,18 @@ def polygamma(n, x):
 
 
 
-def _polygamma_next(n, x):
+def _polygamma_next(n, x, name):
     if np.iscomplexobj(bottom(x)):  # SciPy's polygamma is real only
-        return not_implemented("scipy.special.polygamma of a complex argument (SciPy has none)")
+        order = "n + 1" if isinstance(n, Tracer) or np.ndim(n) else int(n) + 1
+        return not_implemented(f"the derivative of scipy.special.{name} at a complex argument: it is "
+                               f"polygamma({order}, z), which SciPy computes for real arguments only")
     return polygamma(bottom(n) + 1, x)
 
 
-defparametric(polygamma, 1, lambda n, x, y: _polygamma_next(n, x), integer=True)
+defparametric(polygamma, 1, lambda n, x, y: _polygamma_next(n, x, "polygamma"), integer=True)
 defelementwise(sp.gammaln, lambda x, y: sp.digamma(x))
 defelementwise(sp.loggamma, lambda x, y: sp.digamma(x))
-defelementwise(sp.digamma, lambda x, y: _polygamma_next(0, x))
+defelementwise(sp.digamma, lambda x, y: _polygamma_next(0, x, "digamma"))
 defelementwise(sp.gamma, lambda x, y: y * sp.digamma(x))
 
 

@@ -2281,8 +2281,6 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
     saved = _snapshot_args(allargs, range(len(allargs)))  # every argument array starts each pass alike
     saved += _generator_states(f, allargs, kwargs)  # (and every generator it draws from)
     in_trees = [tree_flatten(d) for d in dargs]
-    # (several input arrays: each run seeds one of them, and the others' values carry no tangent)
-    group.one_input = sum(len(leaves) for leaves, _ in in_trees) == 1
     columns = []  # (ai, li, ishape, list of out tangents per input element)
     first = True
     out_tree = None

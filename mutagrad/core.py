@@ -1307,10 +1307,9 @@ class RunGroup:
     values, so the runs' outputs agree, but the derivative through it is lost for every
     direction but the first, while reverse mode, which runs once, keeps it."""
 
-    __slots__ = ("free", "one_input", "pos", "recording", "running", "trail")
+    __slots__ = ("free", "pos", "recording", "running", "trail")
 
     def __init__(self):
-        self.one_input = False  # one input array: which values carry a tangent is a step too (note)
         self.running = True
         self.trail = []  # what the first run did: the operations and the plain indices they took
         self.pos = 0
@@ -4461,7 +4460,11 @@ def stop_gradient(x):
             c = b.copy()
         else:
             c = b
-        t = lift(_np_scalar(c) if v._scalar else c, active_levels())
+        levels = active_levels()
+        for lv in levels:
+            if lv.run_group is not None:  # (a step of a forward-mode jacobian's run: runs that hold x
+                lv.run_group.note(("stop_gradient",))  # fixed in some runs only compute another function)
+        t = lift(_np_scalar(c) if v._scalar else c, levels)
         pristine_layers(t)  # a constant at every level
         return t
 

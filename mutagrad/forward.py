@@ -186,11 +186,8 @@ class ForwardLevel(Level):
     def process(self, prim, leaves, tree, args, kwargs):
         vals, ins = self.unwrap_args(leaves, prim.weak_args)
         if self.run_group is not None:  # (one of a forward-mode jacobian's runs: its steps)
-            # (which operands are traced, and, with one input array, which of them carry a tangent:
-            # the same in every run of one function, whatever its direction)
-            g = self.run_group
-            g.note((prim.name, tuple(ins), g.one_input and tuple(i for i in ins if leaves[i]._storage.tangent is not None))
-                   + tuple(index_step(v) for v in vals if type(v) is _ndarray and v.dtype.kind in "iub"))
+            self.run_group.note((prim.name, tuple(ins)) + tuple(  # (ins: which operands are traced)
+                index_step(v) for v in vals if type(v) is _ndarray and v.dtype.kind in "iub"))
         tans = None
         for i in ins:
             t = leaves[i]

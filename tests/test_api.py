@@ -1252,7 +1252,7 @@ def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(d
 def test_forward_jacobian_refuses_runs_whose_operands_differ_with_equal_values():
     # an object's state picks the formula per call: x * x on the first run, x * x0 (x0 = x) or
     # tanh(stop_gradient(w)) on the others. Same values, same operations: the runs' steps now say
-    # which operands are traced and carry a tangent (the columns after the first were those of
+    # which operands are traced, and hold stop_gradient (the columns after the first were those of
     # another function: [[1, 0], [0, 1.5]] for 2x, zeros for tanh')
     class Sched:
         def __init__(self):
@@ -1278,11 +1278,15 @@ def test_forward_jacobian_refuses_runs_whose_operands_differ_with_equal_values()
     fr = Freeze()
     with pytest.raises(mg.MutationError, match="took other steps than the first"):
         mg.hessian(lambda w: np.sum(fr(w) ** 2))(x.copy())
-    # several input arrays: each run seeds one, so which values carry a tangent differs by run (not
-    # a difference of the function): a pytree argument's Jacobian against the closed form
+    # which values carry a tangent differs by run without the function differing: each run seeds one
+    # leaf of a pytree argument, and a missing derivative times a zero tangent is zero (no tangent):
+    # a Jacobian against the closed form, and the missing derivative, not a refusal
     j = mg.jacobian(lambda p: p[0] * p[1], mode="fwd")([x.copy(), x[::-1].copy()])
     np.testing.assert_allclose(j[0], np.diag(x[::-1]), rtol=1e-15)
     np.testing.assert_allclose(j[1], np.diag(x), rtol=1e-15)
+    ss = pytest.importorskip("scipy.special")
+    j = mg.jacobian(lambda x: ss.jv(x[0], 2.0) * x[1], mode="fwd")(x.copy())
+    assert isinstance(j, mg.NotImplementedTangent) and "jv" in str(j)
 
 
 @pytest.mark.parametrize("draw", ["shuffle", "permutation", "branch"])

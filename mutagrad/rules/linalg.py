@@ -93,8 +93,17 @@ def _stand_in(x):
     """An operand the tape dropped (its shape and dtype): zeros of no memory, for the shapes
     of the other operand's cotangent."""
     if type(x) is _Meta:
-        return np.broadcast_to(np.zeros((), x.dtype), x.shape)
+        key = (x.shape, x.dtype)
+        z = _STAND_INS.get(key)
+        if z is None:  # (read-only zeros of no memory: one per shape and dtype serves every call)
+            if len(_STAND_INS) > 256:
+                _STAND_INS.clear()
+            z = _STAND_INS[key] = np.broadcast_to(np.zeros((), x.dtype), x.shape)
+        return z
     return x
+
+
+_STAND_INS: dict = {}
 
 
 def _matmul_rrule(a, b):

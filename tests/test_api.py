@@ -1655,3 +1655,30 @@ def test_vjp_cotangent_that_is_not_numbers_is_named():
         with pytest.raises(TypeError, match="the pullback's cotangent for output leaf 0"):
             pb(ct)
     np.testing.assert_array_equal(pb(np.array([1.0, 3.0]))[0], [2.0, 6.0])
+
+
+def test_buffers_made_like_a_traced_value_in_a_worker_thread():
+    # np.empty_like / zeros_like / full_like of a traced value in a worker thread the function starts
+    # (which runs no differentiation of its own) are traced at that value's levels: they were plain,
+    # and the element writes into them raised a TracerEscapeError about keywords
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mutagrad.testing import check_grads
+
+    def block(v):
+        y = np.empty_like(v)
+        z = np.full_like(v, 2.0)
+        w = np.zeros_like(v)
+        for i in range(len(v)):
+            y[i] = np.sin(v[i]) * v[i] ** 2 * z[i]
+            w[i] = y[i] * v[i]
+        return np.sum(y) + np.sum(w)
+
+    def f(x):
+        with ThreadPoolExecutor(3) as ex:
+            p = list(ex.map(block, [x[0:2], x[2:4], x[4:6]]))
+        return p[0] + p[1] * p[2]
+
+    x = np.linspace(0.1, 1.0, 6)
+    assert mg.value_and_grad(f)(x.copy())[0] == pytest.approx(f(x.copy()), rel=1e-14)
+    check_grads(f, x, modes=("rev", "fwd"))

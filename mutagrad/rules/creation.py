@@ -14,13 +14,27 @@ import numpy as np
 from ..core import FUNCTIONS, Tracer, active_levels, bottom, lift
 
 
+def _levels_for(x):
+    """The levels a new buffer like ``x`` is traced at: those of the code running; in a worker
+    thread the function started (which runs no level itself), those ``x`` is traced at."""
+    levels = active_levels()
+    if levels or not isinstance(x, Tracer):
+        return levels
+    found = []
+    while isinstance(x, Tracer):
+        if not x._level.closed:
+            found.append(x._level)
+        x = x._value
+    return found[::-1]
+
+
 def _like(fn):
     def handler(args, kwargs):
         a = dict(zip(("a", "dtype", "order", "subok", "shape"), args))
         a.update(kwargs)
-        proto = bottom(a.pop("a"))
-        res = fn(proto, **{k: v for k, v in a.items()})
-        return lift(res, active_levels())
+        x = a.pop("a")
+        res = fn(bottom(x), **{k: v for k, v in a.items()})
+        return lift(res, _levels_for(x))
 
     FUNCTIONS[fn] = handler
 
@@ -32,9 +46,9 @@ for _f in (np.zeros_like, np.ones_like, np.empty_like):
 def _full_like(args, kwargs):
     a = dict(zip(("a", "fill_value", "dtype", "order", "subok", "shape"), args))
     a.update(kwargs)
-    proto = bottom(a.pop("a"))
+    x = a.pop("a")
     fill = a.pop("fill_value")
-    res = lift(np.empty_like(proto, **a), active_levels())
+    res = lift(np.empty_like(bottom(x), **a), _levels_for(x))
     if getattr(res, "dtype", None) is not None and np.dtype(res.dtype).kind in "fc":
         np.copyto(res, fill, casting="unsafe")  # (as NumPy: a complex fill of a real array keeps the real part)
     else:

@@ -403,37 +403,43 @@ class Geom:
         return f"Geom({self.offset}, {self.shape}, {self.strides}, {self.dtype})"
 
 
-def set_writeable(view, orig):
-    """``view.flags.writeable = True`` for the view of the caller's array ``orig`` that an
-    argument's tracer holds: ``orig`` is read-only while the function runs only because the
-    differentiation locked it (Level.lock), so the view may be made writable again, as the
-    array itself may in a plain call."""
+def set_writeable(view, orig=None):
+    """``view.flags.writeable = True`` for memory a tracer holds: NumPy asks the array that owns
+    it, which is read-only while the function runs where that is a caller's array a running
+    differentiation locked (Level.lock, lock_traced): unlocked for the moment, as in a plain
+    call the array is writable. (``orig``: the caller's array of an argument, one of them.)"""
     try:
         view.flags.writeable = True
         return
     except ValueError:
-        if orig is not None and LOCKED.get(id(orig)) is orig and not orig.flags.writeable:  # (a running level's)
-            orig.flags.writeable = True
-            try:
-                view.flags.writeable = True
-            finally:
-                orig.flags.writeable = False
-            return
-        raise
+        chain = []
+        b = view.base
+        while isinstance(b, _ndarray):
+            chain.append(b)
+            b = b.base
+        lifted = [b for b in reversed(chain) if not b.flags.writeable and LOCKED.get(id(b)) is b]
+        if not lifted:
+            raise
+        try:
+            for b in lifted:  # (the owner first: NumPy lets a view be writable only then)
+                b.flags.writeable = True
+            view.flags.writeable = True
+        finally:
+            for b in lifted:
+                b.flags.writeable = False
 
 
 class _ArgumentFlags:
-    """The flags of an argument: those of the view of the caller's array that its tracer
-    holds, except OWNDATA, which is the caller's array's (``if not x.flags.owndata: x =
-    x.copy()`` takes the branch a plain call takes)."""
+    """The flags of a traced array: those of the memory its tracer holds, except OWNDATA of an
+    argument, which is the caller's array's (``if not x.flags.owndata: x = x.copy()`` takes the
+    branch a plain call takes); WRITEABLE set to True as ``x.setflags(write=True)`` does."""
 
-    __slots__ = ("_flags", "_owndata", "_view", "_orig")
+    __slots__ = ("_flags", "_owndata", "_tracer")
 
-    def __init__(self, flags, owndata, view=None, orig=None):
+    def __init__(self, flags, owndata, tracer):
         object.__setattr__(self, "_flags", flags)
         object.__setattr__(self, "_owndata", owndata)
-        object.__setattr__(self, "_view", view)
-        object.__setattr__(self, "_orig", orig)
+        object.__setattr__(self, "_tracer", tracer)
 
     def __getattr__(self, name):
         if name == "owndata":
@@ -441,8 +447,8 @@ class _ArgumentFlags:
         return getattr(self._flags, name)
 
     def __setattr__(self, name, value):
-        if name == "writeable" and value and self._view is not None:
-            set_writeable(self._view, self._orig)
+        if name == "writeable" and value:
+            self._tracer.setflags(write=True)
             return
         setattr(self._flags, name, value)
 
@@ -452,8 +458,8 @@ class _ArgumentFlags:
         return self._flags[key]
 
     def __setitem__(self, key, value):
-        if key in ("WRITEABLE", "W") and value and self._view is not None:
-            set_writeable(self._view, self._orig)
+        if key in ("WRITEABLE", "W") and value:
+            self._tracer.setflags(write=True)
             return
         self._flags[key] = value
 
@@ -1352,12 +1358,15 @@ class RunGroup:
         return MutationError(
             f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
-            "took other steps than the first (other indices, another branch): it drew from a random "
-            "generator the runs do not rewind (one in a container of more than 256 items, or in an object a "
-            "call returns: the arguments' generators, those the function reaches by name and NumPy's global "
-            "one are put back before each run), or read state an earlier run changed, so its "
-            "column would be the derivative of another function. Seed the generator inside the function "
-            "(np.random.default_rng(seed)), or use mode='rev' (hessian: mg.jacobian(mg.grad(f)))."
+            "took other steps than the first (other indices, another branch, another order): it drew from a "
+            "random generator the runs do not rewind (one in a container of more than 256 items, or in an "
+            "object a call returns: the arguments' generators, those the function reaches by name and "
+            "NumPy's global one are put back before each run), read state an earlier run changed (a counter, "
+            "a cache the first run filled), or ran its steps in an order that changes from run to run (a loop "
+            "over a set of objects, worker threads), so its column may be the derivative of another "
+            "function. Seed the generator inside the function (np.random.default_rng(seed)), fill caches "
+            "before differentiating, or use mode='rev' (hessian: mg.jacobian(mg.grad(f))), which runs the "
+            "function once."
         )
 
     def leftover_error(self):
@@ -2962,13 +2971,8 @@ class Tracer:
     def flags(self):
         f = bottom(self).flags
         orig = self._storage.orig
-        if orig is not None:
-            if self._geom is None:
-                if orig.flags.owndata != f.owndata:  # (the tracer holds a view of the caller's array)
-                    return _ArgumentFlags(f, orig.flags.owndata, bottom(self), orig)
-            elif LOCKED.get(id(orig)) is orig:  # a view of an argument: writable again as NumPy allows it
-                return _ArgumentFlags(f, f.owndata, bottom(self), orig)  # (the caller's array is locked)
-        return f
+        # (an argument's own array: the caller's array's OWNDATA, the tracer holding a view of it)
+        return _ArgumentFlags(f, orig.flags.owndata if orig is not None and self._geom is None else f.owndata, self)
 
     @property
     def T(self):
@@ -3267,12 +3271,18 @@ class Tracer:
 
     def setflags(self, write=None, align=None, uic=None):
         # as x.flags.writeable = ... does: the array's own flags (NumPy refuses write=True where
-        # the memory belongs to a read-only array); the reverse pass rewinds writes into arrays
-        # that are read-only when it runs
-        if write and self._storage.orig is not None:  # (the array or a view of it: NumPy asks the owner)
-            set_writeable(bottom(self), self._storage.orig)
+        # the memory belongs to a read-only array: for a view, the array it views, which the
+        # program may have made read-only); the reverse pass rewinds writes into arrays that are
+        # read-only when it runs
+        b = bottom(self)
+        if write and type(b) is _ndarray:
+            if self._geom is not None:
+                root = bottom(self._storage.root)
+                if type(root) is _ndarray and not root.flags.writeable and LOCKED.get(id(root)) is not root:
+                    raise ValueError("cannot set WRITEABLE flag to True of this array")  # (NumPy's)
+            set_writeable(b)
             write = None
-        bottom(self).setflags(write=write, align=align, uic=uic)
+        b.setflags(write=write, align=align, uic=uic)
 
 
 # the ufuncs whose NumPy-scalar operator (`c * s` of a NumPy scalar c) a plain call computes with

@@ -684,3 +684,39 @@ def test_view_of_an_argument_made_writable_again(how):
         f(ro)
     with pytest.raises(ValueError, match="WRITEABLE"):
         mg.grad(f)(ro)
+
+
+def test_view_made_writable_as_numpy_decides_and_in_nested_differentiation():
+    # NumPy asks the array a view views: one the function made read-only keeps its views read-only
+    # (the view was made writable, and the write reached the read-only argument: value 35, gradient
+    # [[6, 1], [1, 6]]); inside a nested differentiation the inner argument's view too (NumPy's
+    # bare ValueError: the outer level's lock)
+    def protects(x):
+        x.flags.writeable = False
+        d = np.diagonal(x)
+        try:
+            d.flags.writeable = True
+        except ValueError:
+            d = d.copy()
+        d *= 3.0
+        return np.sum(x) + np.sum(d)
+
+    x0 = np.array([[1.0, 2.0], [3.0, 4.0]])
+    plain, x = x0.copy(), x0.copy()
+    val, g = mg.value_and_grad(protects)(x)
+    assert val == protects(plain) == 25.0
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_allclose(g, [[4.0, 1.0], [1.0, 4.0]], rtol=1e-15)  # sum(x) + 3 tr(x), by hand
+
+    def h(x):
+        d = np.diagonal(x)
+        d.flags.writeable = True
+        d *= 2.0
+        return np.sum(x ** 2)
+
+    # h = sum of the off-diagonal squares + 4 x_ii²: the Hessian is diag(8 on the diagonal, 2 off it)
+    want = np.diag([8.0, 2.0, 2.0, 8.0]).reshape(2, 2, 2, 2)
+    np.testing.assert_allclose(mg.hessian(h)(x0.copy()), want, rtol=1e-15)
+    np.testing.assert_allclose(mg.jacobian(mg.grad(h))(x0.copy()), want, rtol=1e-15)
+    np.testing.assert_allclose(mg.grad(lambda y: mg.grad(h)(y * 1.0)[0, 0])(x0.copy()),
+                               [[8.0, 0.0], [0.0, 0.0]], rtol=1e-15)

@@ -639,7 +639,9 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
     return ct if same else unbroadcast(ct, shape)
 
 
-_LOW_PRECISION = frozenset("efF")  # float16, float32, complex64
+# float16, float32, complex64, and the integer and boolean types (np.int8(3) ** x: NumPy's
+# log(int8) is a float16; -y of a uint8 y wraps around)
+_LOW_PRECISION = frozenset("efF" + "?bBhHiIlLqQnN")
 
 
 def _at_loop_precision(xs):
@@ -654,8 +656,11 @@ def _at_loop_precision(xs):
     out = list(xs)
     for i, x in enumerate(xs):
         dt = getattr(x, "dtype", None)
-        if dt is not None and dt.char in _LOW_PRECISION and dt.itemsize * (2 if dt.kind == "f" else 1) < \
-                loop.itemsize * (2 if loop.kind == "f" else 1):
+        if dt is None or dt.char not in _LOW_PRECISION:
+            continue
+        if dt.kind in "biu":  # (an integer or boolean constant: in the loop's real precision)
+            out[i] = x.astype(loop if loop.kind == "f" else np.dtype(loop.char.lower()))
+        elif dt.itemsize * (2 if dt.kind == "f" else 1) < loop.itemsize * (2 if loop.kind == "f" else 1):
             want = loop if dt.kind == loop.kind else np.dtype(loop.char.lower())  # (a real x stays real)
             out[i] = x.astype(want)
     return tuple(out)

@@ -501,3 +501,35 @@ def test_numpy_scalar_operator_on_a_traced_element_has_a_plain_calls_bits(dtype,
         from mutagrad.testing import check_grads
 
         check_grads(lambda a: f(a.copy(), np.float64(1.3)), np.array([0.7, 1.1, 0.9]))
+
+
+def test_numpy_scalar_operator_called_as_a_function_has_a_plain_calls_bits():
+    # operator.mul(w, a[0]) and w.__mul__(a[0]) as w * a[0]: the scalars' own arithmetic
+    import operator
+
+    w = np.complex128(0.9 + 1.1j)
+    z = np.array([0.7 + 0.3j, 1.2 - 0.4j])
+    for fn in (lambda a: operator.mul(w, a[0]), lambda a: w.__mul__(a[0]), lambda a: operator.pow(w, a[1])):
+        def f(a, fn=fn):
+            a[0] = fn(a)
+            return np.sum(np.abs(a) ** 2)
+
+        plain, r = z.copy(), z.copy()
+        assert mg.value_and_grad(f)(r)[0] == f(plain)
+        np.testing.assert_array_equal(r, plain)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.bool_])
+def test_partials_at_an_integer_constant_are_in_the_loops_precision(dtype):
+    # NumPy's log of an int8 is a float16: d/dx c ** x = c ** x log c lost 4 digits (1.9e-5); -y of
+    # a uint8 y in arctan2's partial wrapped around (26.66 for -0.316)
+    c = np.array([3], dtype)
+    x = np.array([0.7])
+    if dtype is not np.bool_:
+        g = mg.grad(lambda x: np.sum(c ** x))(x)
+        np.testing.assert_allclose(g, 3.0 ** 0.7 * np.log(3.0), rtol=1e-15)  # by hand
+        np.testing.assert_allclose(mg.jvp(lambda x: np.sum(np.power(c[0], x)), (x,), (np.ones(1),))[1],
+                                   3.0 ** 0.7 * np.log(3.0), rtol=1e-15)
+    y = float(c[0])
+    g = mg.grad(lambda x: np.sum(np.arctan2(c, x)))(x)
+    np.testing.assert_allclose(g, -y / (0.49 + y * y), rtol=1e-15)  # d/dx atan2(y, x), by hand

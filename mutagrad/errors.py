@@ -11,6 +11,7 @@ import dis
 import itertools
 import linecache
 import math
+import operator
 import os
 import re
 import sys
@@ -422,9 +423,34 @@ def at_a_store(frame) -> bool:
 
 
 def at_an_operator(frame, symbol) -> bool:
-    """Whether ``frame`` is at the binary operator ``symbol`` (``"**"``: ``**`` or ``**=``)."""
+    """Whether ``frame`` is at the binary operator ``symbol`` (``"**"``: ``**`` or ``**=``), or
+    calling it as a function: ``operator.mul(a, b)``, ``a.__mul__(b)``."""
     code, i = frame.f_code.co_code, frame.f_lasti
-    return code[i] == _BINARY_OP and code[i + 1] in _OPERATOR_ARGS.get(symbol, ())
+    if code[i] == _BINARY_OP:
+        return code[i + 1] in _OPERATOR_ARGS.get(symbol, ())
+    names = _OPERATOR_NAMES.get(symbol)
+    if names is None or code[i] not in _CALL_OPS:
+        return False
+    node = call_at(frame)
+    if node is None:
+        return False
+    f = node.func
+    if type(f) is ast.Attribute and f.attr in names[1]:  # (a.__mul__(b), a.__rmul__(b): the scalar's own)
+        return True
+    if type(f) is ast.Name:
+        obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))
+    elif type(f) is ast.Attribute and type(f.value) is ast.Name:
+        mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
+        obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
+    else:
+        return False
+    return any(obj is getattr(operator, n, None) for n in names[0])
+
+
+# the operator module's functions for an operator, and the methods of its dunder forms
+_OPERATOR_NAMES = {sym: (names + tuple(f"__{n}__" for n in names), tuple(f"__{n}__" for n in names[:1]))
+                   for sym, names in (("+", ("add", "iadd")), ("-", ("sub", "isub")), ("*", ("mul", "imul")),
+                                      ("/", ("truediv", "itruediv")), ("**", ("pow", "ipow")))}
 
 
 _AUG_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",

@@ -103,7 +103,7 @@ def ufunc_call(ufunc, inputs, kwargs):
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     where = kwargs.pop("where", True)
-    if where is not True and where is not None and _scipy_ufunc(ufunc):
+    if where is not True and where is not None and not (type(where) is np.bool_ and where) and _scipy_ufunc(ufunc):
         raise MutationError(
             f"scipy.special.{ufunc.__name__}(..., where=...) at {user_line()}: SciPy's special-function ufuncs "
             "write other elements than where= names (SciPy 1.17: the mask is misread, and memory may be "

@@ -1382,3 +1382,23 @@ def test_check_finite_false_reads_only_the_triangle(which):
     np.testing.assert_allclose(mg.jvp(make(msl), (x.copy(),), (np.ones(6),))[1], np.sum(g), rtol=1e-10)
     with pytest.raises(ValueError, match="must not contain infs or NaNs"):  # check_finite=True: SciPy's check
         mg.grad(lambda x: np.sum(msl.cholesky(np.full((2, 2), np.nan) * x[0] + np.eye(2))))(x)
+
+
+def test_check_finite_false_of_eigvalsh_and_cho_solve():
+    # eigvalsh passed no check_finite to eigh, and cho_solve called SciPy with its check: NaN in the
+    # triangle LAPACK does not read raised where SciPy returns values
+    def make(lin):
+        def f(x):
+            a = np.full((2, 2), np.nan) * x[0]
+            a[np.tril_indices(2)] = x
+            a[np.diag_indices(2)] += 3.0
+            c = lin.cho_factor(a, lower=True, check_finite=False)
+            w = lin.eigvalsh(a, lower=True, check_finite=False)
+            return np.sum(lin.cho_solve(c, np.ones(2), check_finite=False)) + np.sum(w ** 2)
+
+        return f
+
+    x = np.array([1.0, 0.3, 1.2])
+    val, g = mg.value_and_grad(make(msl))(x.copy())
+    assert val == pytest.approx(make(sl)(x.copy()), rel=1e-14)
+    np.testing.assert_allclose(g, numerical_grad(make(sl), (x.copy(),), (0,))[0], rtol=1e-6, atol=1e-9)

@@ -526,3 +526,22 @@ def test_digamma_of_a_complex_argument_has_no_derivative_named_as_such():
         assert "polygamma(1, z)" in str(g)
     # a real argument: trigamma, against central differences
     check_grads(lambda x: np.sum(sp.digamma(x) ** 2), np.array([0.7, 1.3, 2.5]), modes=("rev", "fwd"))
+
+
+def test_poch_derivative_with_an_array_of_mixed_orders():
+    # an integer order among others took the digamma difference for every element: -75.03 for
+    # -1.000000002 (m = -1 near z = 0), nan at a root (m = 3 at z = -1)
+    z = np.array([1e-9, 0.5, -1.0, 0.7])
+    m = np.array([-1.0, 2.5, 3.0, 1.5])
+    g = mg.grad(lambda z: np.sum(msp.poch(z, m)))(z)
+    assert g[0] == pytest.approx(-1.0 / (1e-9 - 1.0) ** 2, rel=1e-12)  # poch(z, -1) = 1/(z-1), by hand
+    assert g[2] == pytest.approx(-1.0, rel=1e-15)  # (z(z+1)(z+2))' = 3z² + 6z + 2 at -1
+    for k in (1, 3):  # the others: ψ(z+m) - ψ(z) times poch
+        assert g[k] == pytest.approx(sp.poch(z[k], m[k]) * (sp.digamma(z[k] + m[k]) - sp.digamma(z[k])), rel=1e-12)
+    np.testing.assert_allclose(mg.jvp(lambda z: msp.poch(z, m), (z,), (np.ones(4),))[1], g, rtol=1e-12)
+
+
+def test_special_ufunc_with_a_numpy_true_where_is_computed():
+    x = np.linspace(-1.0, 1.0, 4)
+    g = mg.grad(lambda x: np.sum(sp.expit(x, where=np.True_)))(x)
+    np.testing.assert_allclose(g, sp.expit(x) * (1 - sp.expit(x)), rtol=1e-14)

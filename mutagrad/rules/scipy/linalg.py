@@ -740,7 +740,7 @@ def _cho_factor_frule(primals, tangents, *, lower=False):
 
 @scipy_primitive("scipy.linalg.cho_solve")
 def _cho_solve(c, b, *, lower=False):
-    return sl.cho_solve((c, lower), b)
+    return sl.cho_solve((c, lower), b, check_finite=False)
 
 
 @_overwrites(sl.cho_solve, overwrite_b=("b", ("c_and_lower", "b")), batch=((("c_and_lower", 0), 2), ("b", "1|2")))
@@ -750,6 +750,7 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
     # (LAPACK's integer argument: SciPy reads an array's first entry, as cho_factor of a stack gives)
     lower = bool(np.ravel(lower)[0]) if np.ndim(lower) else bool(lower)
+    _check_finite(check_finite, c, b)
     return _as_column(_cho_solve, c, b, lower=lower)
 
 
@@ -2391,7 +2392,7 @@ def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, typ
     """``scipy.linalg.eigvalsh``: the eigenvalues of :func:`eigh`."""
     _no_empty_stack("eigvalsh", a, b)
     return eigh(a, b, lower=lower, eigvals_only=True, type=type, subset_by_index=subset_by_index,
-                subset_by_value=subset_by_value, driver=driver)
+                subset_by_value=subset_by_value, driver=driver, check_finite=check_finite)
 
 
 # -- special matrices: gathers and concatenations of the entries (exact copies, any order) ----

@@ -167,24 +167,33 @@ def _poch_dz(z, m, y):
     product: for m >= 0, (z)(z+1)...(z+m-1), whose derivative is the product rule's sum of the
     products leaving out one factor each (no division: finite at its roots z = 0, -1, ..., where
     y Σ 1/(z+k) is 0 * inf); for m < 0, 1 / ((z-1)...(z+m)), -y Σ 1/(z-k), k = 1..-m. Near a pole
-    of ψ the two digammas are huge and cancel (1e10 - 1e10 at z = 1e-10)."""
+    of ψ the two digammas are huge and cancel (1e10 - 1e10 at z = 1e-10). Element by element:
+    an array m may mix integers and others."""
     mb = np.asarray(bottom(m))
-    if (mb.dtype.kind in "fiu" and not np.iscomplexobj(bottom(z)) and mb.size
-            and np.all(mb == np.round(mb)) and np.all(np.abs(mb) <= 64)):
-        top = int(np.max(mb, initial=0))
-        factors = [np.where(mb > k, z + k, 1.0) for k in range(top)]
-        before, after = [1.0], [1.0]  # (products of the factors before k, and after it)
-        for k in range(top - 1):
-            before.append(before[-1] * factors[k])
-            after.append(after[-1] * factors[top - 1 - k])
-        rising = 0.0
-        for k in range(top):
-            rising = rising + np.where(mb > k, before[k] * after[top - 1 - k], 0.0)
-        falling = 0.0
-        for k in range(1, int(-np.min(mb, initial=0)) + 1):
-            falling = falling - np.where(mb <= -k, 1.0 / (z - k), 0.0)
-        return np.where(mb >= 0, rising, y * falling)
-    return y * (sp.digamma(z + m) - sp.digamma(z))
+    if mb.dtype.kind not in "fiu" or np.iscomplexobj(bottom(z)):
+        return y * (sp.digamma(z + m) - sp.digamma(z))
+    with np.errstate(invalid="ignore"):
+        exact = (mb == np.round(mb)) & (np.abs(mb) <= 64)
+    if not exact.any():
+        return y * (sp.digamma(z + m) - sp.digamma(z))
+    mx = np.where(exact, mb, 0)
+    top = int(np.max(mx, initial=0))
+    factors = [np.where(mx > k, z + k, 1.0) for k in range(top)]
+    before, after = [1.0], [1.0]  # (products of the factors before k, and after it)
+    for k in range(top - 1):
+        before.append(before[-1] * factors[k])
+        after.append(after[-1] * factors[top - 1 - k])
+    rising = 0.0
+    for k in range(top):
+        rising = rising + np.where(mx > k, before[k] * after[top - 1 - k], 0.0)
+    falling = 0.0
+    for k in range(1, int(-np.min(mx, initial=0)) + 1):
+        falling = falling - np.where(mx <= -k, 1.0 / (z - k), 0.0)
+    d = np.where(mx >= 0, rising, y * falling)
+    if exact.all():
+        return d
+    zg, mg_ = np.where(exact, 0.5, z), np.where(exact, 0.5, m)  # (the others: finite where not used)
+    return np.where(exact, d, y * (sp.digamma(zg + mg_) - sp.digamma(zg)))
 
 
 defelementwise(sp.poch, _poch_dz, lambda z, m, y: y * sp.digamma(z + m))

@@ -694,7 +694,13 @@ def _cholesky_frule(primals, tangents, *, lower=False):
 @scipy_primitive("scipy.linalg.cho_factor")
 def _cho_factor(a, *, lower=False):
     # SciPy's c: the factor in the triangle read, a's own entries in the other
-    return np.where(_tri_mask(np.shape(a), lower), sl.cholesky(a, lower=lower, check_finite=False), a), lower
+    return _matrices_in_f(np.where(_tri_mask(np.shape(a), lower), sl.cholesky(a, lower=lower, check_finite=False), a)), lower
+
+
+def _matrices_in_f(c):
+    """``c`` laid out as SciPy's cho_factor lays out its result, each matrix in Fortran order (sums
+    over it add in SciPy's order: their last bits)."""
+    return np.swapaxes(np.swapaxes(c, -1, -2).copy(order="C"), -1, -2)
 
 
 @_overwrites(sl.cho_factor, overwrite_a=("a", ("a",)), batch=(("a", 2),))
@@ -727,7 +733,7 @@ def _cho_factor_rrule(a, *, lower=False):
         (abar,) = pb(np.where(keep, gc, 0.0))
         return (abar + np.where(keep, 0.0, gc),)
 
-    return (np.where(keep, y, a), lower), pullback
+    return (_matrices_in_f(np.where(keep, y, a)), lower), pullback
 
 
 @frule(_cho_factor)
@@ -735,7 +741,7 @@ def _cho_factor_frule(primals, tangents, *, lower=False):
     (a,), (t,) = primals, tangents
     y, ydot = _cholesky_frule((a,), (t,), lower=lower)
     keep = _tri_mask(np.shape(a), lower)
-    return (np.where(keep, y, a), lower), (np.where(keep, ydot, t), ZERO)
+    return (_matrices_in_f(np.where(keep, y, a)), lower), (np.where(keep, ydot, t), ZERO)
 
 
 @scipy_primitive("scipy.linalg.cho_solve")

@@ -1072,6 +1072,8 @@ def _sync_containers(level):
         hit = known.get(id(v))
         if hit is not None and hit[0] is v:
             return hit[1]  # the caller's own leaf or container
+        if isinstance(v, Tracer) and v._level is level:
+            v._storage.exported = True  # (the caller's container holds its memory: vjp's pullback checks it)
         return _unwrap_level(v, level)
 
     for ours, orig in conts:
@@ -1365,13 +1367,15 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
     @_no_cyclic_gc
     def wrapped(*args, **kwargs):
         level = ReverseLevel()
-        with level:
-            targs, infos = _wrap_args(level, args, nums, fun, kwargs)
-            with user_fp_state():  # (NumPy's warnings at the user's lines)
-                out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
-            _check_scalar_output(out, _name)
-        _check_plain_aliases(level)
+        level.hold_locks = True  # (the caller's arrays stay read-only to other threads through the reverse pass)
         try:
+            with level:
+                targs, infos = _wrap_args(level, args, nums, fun, kwargs)
+                with user_fp_state():  # (NumPy's warnings at the user's lines)
+                    out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
+                _check_scalar_output(out, _name)
+            _check_plain_aliases(level)
+
             def seed():
                 if isinstance(out, Tracer) and out._level is level:
                     level.seed(out._storage, out._geom, np.ones((), out.dtype))
@@ -1383,6 +1387,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
         finally:
             level.tape = []
             level.snapshots.clear()
+            if level.locked or level.joined:
+                level.unlock()
         val = _unwrap_level(out, level)
         if not STATE.levels and not own_nan and (nan or _poison_in_gradients(infos, nums)):
             grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, val, None, targs)
@@ -1459,6 +1465,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     # _kwargs, internal: keyword arguments, their float arrays traced constants, as under grad)
     nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
     kwargs = dict(_kwargs) if _kwargs else None
+    fill_args = _values_now(primals)  # (for the NaN fill: the caller may change the arrays before the pullback)
     level = ReverseLevel()
     with level:
         outer = level.outer_levels()
@@ -1541,7 +1548,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         nan = _backward(level, infos, seed, storages, own_nan)
         res = _collect(level, infos, nums, False)
         if not STATE.levels and not outer and not own_nan and (nan or _poison_in_gradients(infos, nums)):
-            res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs)
+            res = _forward_fill(res, fun, fill_args, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs)
         _reset_adjoints(storages)
         return res
 
@@ -1551,6 +1558,22 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     if has_aux:
         return out_vals, pullback, _unwrap_level(aux, level)
     return out_vals, pullback
+
+
+_FILL_COPY = 1 << 16  # the most argument elements vjp copies for its pullback's NaN fill
+
+
+def _values_now(primals):
+    """The primals with copies of their arrays (at most ``_FILL_COPY`` elements in all), for a
+    pullback's NaN fill (_forward_fill), which runs the function again: the caller may have
+    changed the arrays in between. Larger ones are the caller's own arrays (docs/mutation.md)."""
+    try:
+        leaves, tree = tree_flatten(list(primals))
+    except Exception:  # noqa: BLE001 (vjp's own checks name what it cannot take)
+        return primals
+    if sum(a.size for a in leaves if type(a) is _ndarray) > _FILL_COPY:
+        return primals
+    return tuple(tree_unflatten(tree, [a.copy() if type(a) is _ndarray else a for a in leaves]))
 
 
 def _seeded_nan(seeds) -> bool:

@@ -719,7 +719,7 @@ class Level:
         st.ceiling = self._saved_ceiling
         self.closed = True
         self.arg_storages = ()  # (storages refer to their level: no cycle left for the collector)
-        if self.locked or self.joined:
+        if (self.locked or self.joined) and not self.hold_locks:
             self.unlock()
         return False
 
@@ -727,6 +727,7 @@ class Level:
     # function runs: the tracers hold writable views of them, and a write through any
     # other reference to the same array object (an attribute, a dict or list entry, a
     # global), which the derivative would not see, raises (see api._call).
+    hold_locks = False  # the caller's arrays stay locked after the level ends, until unlock (grad's reverse pass)
     locked = None  # id(array) -> (array, writable view, argument name[, view tracer: lock_traced]), or None
     joined = ()  # arrays a level running in another thread locked, which this one holds too (lock)
     outer_locked = None  # (argument name, an outer level's argument name): an array that one locked
@@ -1776,8 +1777,11 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
             y = scalar_op(va, vb)  # (Python numbers, weak ones: Python's arithmetic, as in a plain call)
             if type(y) is float or type(y) is complex:
                 y = _np_scalar(y)
-            if type(y) is type(r._value):  # (r is fresh: its storage's root is its value)
-                r._value = r._storage._root = y
+            t = r
+            while type(t._value) is ScalarTracer:  # (nested: the outermost level's tracer holds the value)
+                t = t._value
+            if type(y) is type(t._value):  # (r is fresh, at every level: its storage's root is its value)
+                t._value = t._storage._root = y
     return r
 
 

@@ -720,3 +720,46 @@ def test_view_made_writable_as_numpy_decides_and_in_nested_differentiation():
     np.testing.assert_allclose(mg.jacobian(mg.grad(h))(x0.copy()), want, rtol=1e-15)
     np.testing.assert_allclose(mg.grad(lambda y: mg.grad(h)(y * 1.0)[0, 0])(x0.copy()),
                                [[8.0, 0.0], [0.0, 0.0]], rtol=1e-15)
+
+
+def test_caller_arrays_stay_read_only_through_grads_reverse_pass():
+    # the reverse pass reads the caller's memory (the tracers hold views of it): another thread's
+    # write there while it ran went through (the arrays were unlocked when the function returned),
+    # and the gradient read the new values; it raises NumPy's read-only error in that thread now
+    x = np.array([0.5, 1.5, -0.7])
+    seen = []
+
+    @mg.primitive
+    def square(v):
+        return v * v
+
+    @mg.rrule(square)
+    def _(v):
+        def pullback(g):
+            seen.append(x.flags.writeable)  # (what another thread would meet, during the reverse pass)
+            return (2.0 * v * g,)
+
+        return square(v), pullback
+
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(square(x)))(x), 2 * x, rtol=1e-15)
+    assert seen == [False] and x.flags.writeable  # (locked in the pass, writable after it)
+    with pytest.raises(TypeError, match="scalar output"):  # (and unlocked after a failing call too)
+        mg.grad(lambda x: np.sum(square(x)) + np.zeros(2))(x)
+    assert x.flags.writeable
+
+
+def test_vjp_pullbacks_nan_fill_runs_on_the_arguments_values_at_the_call():
+    # a NaN the reverse pass leaves (sqrt(t - a) at t = a: inf - inf) is computed again by forward
+    # mode, running the function again: on the arrays as the caller had changed them ([7, 0] for
+    # [3, 0], FD); now on their values at the vjp call
+    k = np.arange(4.0)
+
+    def f(x):
+        t = x[0] + 0.1 * k
+        return np.sum(np.sqrt(t - x[0])) + x[0] * x[1]
+
+    x = np.array([0.0, 3.0])
+    _, pb = mg.vjp(f, x)
+    np.testing.assert_allclose(pb(1.0)[0], [3.0, 0.0], rtol=1e-15)  # d/dx0 = x1 (the sqrt terms' cancel)
+    x[1] = 7.0
+    np.testing.assert_allclose(pb(1.0)[0], [3.0, 0.0], rtol=1e-15)

@@ -434,17 +434,10 @@ def at_an_operator(frame, symbol) -> bool:
     node = call_at(frame)
     if node is None:
         return False
-    f = node.func
-    if type(f) is ast.Attribute and f.attr in names[1]:  # (a.__mul__(b), a.__rmul__(b): the scalar's own)
+    if type(node.func) is ast.Attribute and node.func.attr in names[1]:  # (a.__mul__(b): the scalar's own)
         return True
-    if type(f) is ast.Name:
-        obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))
-    elif type(f) is ast.Attribute and type(f.value) is ast.Name:
-        mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
-        obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
-    else:
-        return False
-    return any(obj is getattr(operator, n, None) for n in names[0])
+    obj = _called(node, frame)
+    return obj is not None and any(obj is getattr(operator, n, None) for n in names[0])
 
 
 # the operator module's functions for an operator, and the methods of its dunder forms
@@ -532,6 +525,18 @@ def printing_statement(frame) -> bool:
 _PREDICATES = (math.isnan, math.isinf, math.isfinite)
 
 
+def _called(node, frame):
+    """The function the call ``node`` names, as ``name`` or ``module.name``, looked up in
+    ``frame`` (never evaluated: no attribute of anything but a module is read), or None."""
+    f = node.func
+    if type(f) is ast.Name:
+        return frame.f_locals.get(f.id, frame.f_globals.get(f.id))
+    if type(f) is ast.Attribute and type(f.value) is ast.Name:
+        mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
+        return getattr(mod, f.attr, None) if type(mod) is type(sys) else None
+    return None
+
+
 def predicate_call(frame) -> bool:
     """Whether the user's ``frame`` is calling ``math.isnan``, ``math.isinf``,
     ``math.isfinite`` or ``math.isclose`` (which convert their arguments with float()) on the value being
@@ -541,14 +546,7 @@ def predicate_call(frame) -> bool:
     node = call_at(frame)
     if node is None or len(node.args) not in (1, 2):
         return False
-    f = node.func
-    if type(f) is ast.Name:
-        obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))
-    elif type(f) is ast.Attribute and type(f.value) is ast.Name:
-        mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
-        obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
-    else:
-        return False
+    obj = _called(node, frame)
     if obj is math.isclose:  # (math.isclose(a, b, rel_tol=...): yes or no too)
         return len(node.args) == 2
     return len(node.args) == 1 and any(obj is p for p in _PREDICATES)
@@ -571,14 +569,7 @@ def index_valued_call(frame) -> bool:
     node = call_at(frame)
     if node is None:
         return False
-    f = node.func
-    if type(f) is ast.Name:
-        obj = frame.f_locals.get(f.id, frame.f_globals.get(f.id))
-    elif type(f) is ast.Attribute and type(f.value) is ast.Name:
-        mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
-        obj = getattr(mod, f.attr, None) if type(mod) is type(sys) else None
-    else:
-        return False
+    obj = _called(node, frame)
     return id(obj) in _INDEX_VALUED or (getattr(obj, "__name__", None) in _SCIPY_INDEX_VALUED and (
         getattr(obj, "__module__", None) or "").startswith("scipy.linalg"))
 

@@ -260,8 +260,8 @@ class _Probes:
     ``(kind, owner, key, value, weak)`` with owner a weak reference to a function or module
     (None: the function searched from, passed to :meth:`unchanged`), so that an entry keeps
     alive none of what the search walked: a function's attribute (code, module), default, keyword
-    default, closure cell or global, a module's attribute or name. Functions and modules read are
-    held weakly (``weak``) too. ``valid``: the search read only what this can tell unchanged."""
+    default, closure cell or global, a module's attribute or name. What was read is held weakly
+    too where it can be (``weak``). ``valid``: the search read only what this can tell unchanged."""
 
     __slots__ = ("reads", "root", "seen", "valid")
 
@@ -288,8 +288,10 @@ class _Probes:
             return
         self.seen.add(k)
         owner = self._owner(o)
-        weak = type(v) is _FunctionType or isinstance(v, types.ModuleType)
-        self.reads.append((kind, owner, key, weakref.ref(v) if weak else v, weak))
+        try:  # (held weakly where it can be: an entry keeps alive nothing it read, a dead function's
+            self.reads.append((kind, owner, key, weakref.ref(v), True))  # default array included)
+        except TypeError:  # (numbers, strings, None, code: held as they are)
+            self.reads.append((kind, owner, key, v, False))
 
     def function(self, f, code):
         """The reads of ``f`` that decide what it names: its code, module, defaults, keyword

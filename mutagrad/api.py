@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
-                   STATE, RunGroup, live, mark_weak, pristine_layers, weak, write)
+                   STATE, RunGroup, live, mark_weak, pristine_layers, set_writeable, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, ensure_shuffle_filter,
                      forget_escape, readonly_error, replaced_error, take_deferred, user_line)
 from .forward import ForwardLevel
@@ -1575,7 +1575,18 @@ def _values_now(primals):
         return primals
     if sum(a.size for a in leaves if type(a) is _ndarray) > _FILL_COPY:
         return primals
-    return tuple(tree_unflatten(tree, [a.copy() if type(a) is _ndarray else a for a in leaves]))
+    return tuple(tree_unflatten(tree, [_like_the_callers(a) if type(a) is _ndarray else a for a in leaves]))
+
+
+def _like_the_callers(a):
+    """A copy of ``a`` that a function tells from ``a`` by nothing it can ask: its layout, whether
+    it is a view (owns its data), whether it is writable."""
+    c = a.copy(order="K")
+    if a.base is not None:
+        c = c[...]
+    if not a.flags.writeable:
+        c.flags.writeable = False
+    return c
 
 
 def _seeded_nan(seeds) -> bool:
@@ -1682,6 +1693,9 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
         whole = {}
         if not todo:
             return grads
+    # (the generators the function reaches: a run that draws again draws other numbers than the
+    # call did, so its entries would be the derivative along other draws; put back after it)
+    states = _generator_states(fun, args, kwargs)
     per = list(grads) if not single else [grads]
     filled = {key: np.zeros(tuple(infos[key[0]][1][key[1]].shape)) for key in whole}
     passed = {j: a for j, a in enumerate(args) if not _inexact_value(a)}
@@ -1706,6 +1720,8 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
                       [t for j, t in enumerate(tangents) if j not in passed], has_aux)
         except DifferentiationError:
             continue
+        if _drew(states):  # (the run drew again: other numbers than the call's; as one call left them)
+            return grads
         outs, touts = tree_flatten(got[0])[0], tree_flatten(got[1])[0]
         if len(outs) != len(out_leaves) or not all(
                 _same_value(np.asarray(bottom(x)), y) for x, y in zip(out_leaves, outs)):
@@ -1979,11 +1995,14 @@ def _careful_jvp(first, fun, given, has_aux, argnums, kwargs, saved_args=None):
     (fresh random numbers) is not the same function: the first run's result stands."""
     for a, before in saved_args or ():
         np.copyto(a, before)
+    states = _generator_states(fun, given[0], kwargs)
     CAREFUL[0] += 1
     try:
         res = jvp(fun, given[0], given[1], has_aux, argnums, None, kwargs)
     finally:
         CAREFUL[0] -= 1
+    if _drew(states):  # (other draws than the first run's: another function; the generators as one call left them)
+        return first
     a, b = tree_flatten(first[0])[0], tree_flatten(res[0])[0]
     if len(a) != len(b) or not all(_same_value(np.asarray(bottom(x)), y) for x, y in zip(a, b)):
         return first
@@ -2023,7 +2042,30 @@ def _restore(saved):
         elif type(obj) is _GeneratorState:
             obj.restore()
         else:
+            b = bottom(obj)
+            if isinstance(b, _ndarray) and not b.flags.writeable:  # (made read-only by the run before)
+                set_writeable(b)
             write(obj, Ellipsis, copy)
+
+
+def _drew(states) -> bool:
+    """Whether any of the generators ``states`` (_generator_states) moved since; if so, all are put
+    back where they were."""
+    if all(g.unmoved() for g, _ in states):
+        return False
+    for g, _ in states:
+        g.restore()
+    return True
+
+
+def _same_state(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (tuple, list)):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b))
+    if isinstance(a, _ndarray) or isinstance(b, _ndarray):
+        return np.array_equal(a, b)
+    return a == b
 
 
 class _GeneratorState:
@@ -2042,6 +2084,10 @@ class _GeneratorState:
             self.gen.set_state(self.state)
         else:
             _bit_generator(self.gen).state = self.state
+
+    def unmoved(self) -> bool:
+        now = self.gen.get_state() if type(self.gen) is np.random.RandomState else _bit_generator(self.gen).state
+        return _same_state(self.state, now)
 
 
 def _bit_generator(gen):

@@ -763,3 +763,22 @@ def test_vjp_pullbacks_nan_fill_runs_on_the_arguments_values_at_the_call():
     np.testing.assert_allclose(pb(1.0)[0], [3.0, 0.0], rtol=1e-15)  # d/dx0 = x1 (the sqrt terms' cancel)
     x[1] = 7.0
     np.testing.assert_allclose(pb(1.0)[0], [3.0, 0.0], rtol=1e-15)
+
+
+def test_forward_runs_restore_an_argument_the_function_made_read_only():
+    # hessian and jacobian(mode="fwd") put the arguments back before each run: into an array the
+    # previous run made read-only (NumPy's bare "assignment destination is read-only")
+    def f(x):
+        x[1] = x[0] ** 2
+        x.flags.writeable = False
+        return np.sum(np.sin(x))
+
+    x0 = np.array([0.3, -1.2, 0.7])
+    plain, x = x0.copy(), x0.copy()
+    f(plain)
+    h = mg.hessian(f)(x)
+    # f = sin(x0) + sin(x0²) + sin(x2), by hand
+    want = np.diag([-np.sin(0.3) + 2 * np.cos(0.09) - 4 * 0.09 * np.sin(0.09), 0.0, -np.sin(0.7)])
+    np.testing.assert_allclose(h, want, rtol=1e-14, atol=1e-15)
+    np.testing.assert_array_equal(x, plain)
+    assert not x.flags.writeable  # (as one plain call leaves it)

@@ -780,3 +780,65 @@ def test_a_rule_whose_value_is_nan_gives_no_finite_derivative():
     np.testing.assert_array_equal(mg.grad(lambda v: np.maximum(v[0], v[1]))(np.array([np.nan, 1.0])), [1.0, 0.0])
     np.testing.assert_array_equal(mg.grad(lambda v: np.minimum(v[0], v[1]))(np.array([1.0, np.nan])), [0.0, 1.0])
     np.testing.assert_array_equal(mg.grad(lambda v: np.fmax(v[0], v[1]))(np.array([np.nan, 1.0])), [0.0, 1.0])
+
+
+def test_second_runs_that_would_draw_again_are_not_made():
+    # the runs that compute NaN entries again (grad's and vjp's fill, jvp's careful run) drew the
+    # next number from a generator the function reaches by name: a finite derivative along another
+    # draw, silently (-0.986 for -0.728). Now the entry stays NaN, and the generator ends as after
+    # one plain call
+    def make(rng):
+        def f(x):
+            e = rng.standard_normal()
+            return np.sum(np.sqrt(x - x[0])) + e * (x[0] - 1.0)
+
+        return f
+
+    x = np.array([1.0, 2.0, 3.0])
+    rng = np.random.default_rng(0)
+    g = mg.grad(make(rng))(x.copy())
+    after = rng.random()
+    plain_rng = np.random.default_rng(0)
+    make(plain_rng)(x.copy())
+    assert after == plain_rng.random()
+    assert np.isnan(g[0])
+    np.testing.assert_allclose(g[1:], [0.5, 0.5 / np.sqrt(2.0)], rtol=1e-15)  # d/dxi sqrt(xi - x0), by hand
+    # a function that draws nothing: the entry is computed again (finite)
+    h = mg.grad(lambda x: np.sum(np.sqrt(x - x[0])) + 0.3 * (x[0] - 1.0))(x.copy())
+    np.testing.assert_allclose(h, [0.3 - 0.5 - 0.5 / np.sqrt(2.0), 0.5, 0.5 / np.sqrt(2.0)], rtol=1e-14)
+
+    def j(x):  # jvp's careful run (logaddexp(-inf, -inf) has a NaN tangent its value has not)
+        e = rng.standard_normal()
+        z = np.logaddexp(x[0] - np.inf, x[0] - np.inf)
+        return np.logaddexp(z, x[1]) + e * (x[0] - 1.0)
+
+    rng = np.random.default_rng(0)
+    _, t = mg.jvp(j, (np.array([1.0, 0.5]),), (np.array([1.0, 0.0]),))
+    after = rng.random()
+    plain_rng = np.random.default_rng(0)
+    plain_rng.standard_normal()
+    assert np.isnan(t) and after == plain_rng.random()
+
+
+def test_vjp_fill_runs_on_copies_the_function_cannot_tell_from_the_arguments():
+    # the fill's copies were C-ordered and writable: a Fortran argument read through ravel('A'), or a
+    # read-only one a function branches on, gave another derivative (20 for 19; [6, 0] for [3, 0])
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+
+    def f(X):
+        t = X[0, 0] + 0.1 * np.arange(4.0)
+        return np.sum(np.sqrt(t - X[0, 0])) + X[0, 0] * (w @ X.ravel(order="A"))
+
+    X = np.asfortranarray([[0.0, 1.0], [2.0, 3.0]])
+    g = mg.vjp(f, X)[1](1.0)[0]
+    np.testing.assert_allclose(g, mg.grad(f)(X), rtol=1e-15)
+    assert g[0, 0] == 19.0  # w @ ravel('A') + X00 * w[0], by hand
+
+    def r(x):
+        c = 1.0 if not x.flags.writeable else 2.0
+        t = x[0] + 0.1 * np.arange(4.0)
+        return np.sum(np.sqrt(t - x[0])) + c * x[0] * x[1]
+
+    x = np.array([0.0, 3.0])
+    x.flags.writeable = False
+    np.testing.assert_allclose(mg.vjp(r, x)[1](1.0)[0], [3.0, 0.0], rtol=1e-15)

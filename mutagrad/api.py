@@ -137,6 +137,8 @@ def _wrap_leaf(level, x, name):
         scalar = True
     s = Storage(level, val, active=True)
     s.name = name
+    if kind == "tracer":
+        s.outer_arg = x  # (the array the function is given: its owndata and base are the argument's)
     t = TRACERS[scalar](val, level, s, None, scalar)
     if kind == "float" or kind == "complex":
         mark_weak(t)  # a Python number: NumPy's weak scalar (a float32 array times it stays float32)

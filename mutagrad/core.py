@@ -2974,9 +2974,14 @@ class Tracer:
     @property
     def flags(self):
         f = bottom(self).flags
-        orig = self._storage.orig
-        # (an argument's own array: the caller's array's OWNDATA, the tracer holding a view of it)
-        return _ArgumentFlags(f, orig.flags.owndata if orig is not None and self._geom is None else f.owndata, self)
+        s = self._storage
+        owndata = f.owndata
+        if self._geom is None:  # an argument's own array: the caller's array's OWNDATA (the tracer holds a
+            if s.orig is not None:  # view of it); inside a nested differentiation, the outer argument's
+                owndata = s.orig.flags.owndata
+            elif "outer_arg" in s.__dict__:
+                owndata = s.outer_arg.flags.owndata
+        return _ArgumentFlags(f, owndata, self)
 
     @property
     def T(self):
@@ -3028,6 +3033,8 @@ class Tracer:
         traced array of the whole memory it was made from (``y[1:].base is y``,
         ``x.T.base is x``), or, once that one is gone, a traced array of that memory."""
         s = self._storage
+        if self._geom is None and "outer_arg" in s.__dict__:  # (an argument of a nested differentiation)
+            return s.outer_arg.base
         if self._scalar or bottom(self).base is None or (self._geom is None and s.orig is not None and s.orig.base is None):
             return None
         if s.orig is not None and getattr(s.orig, "base", None) is not None:
@@ -3281,8 +3288,12 @@ class Tracer:
         b = bottom(self)
         if write and type(b) is _ndarray:
             if self._geom is not None:
+                # NumPy asks the array that owns the memory: the traced array this is a view of, where
+                # that owns its memory (not a caller's view of another array, whose owner decides)
                 root = bottom(self._storage.root)
-                if type(root) is _ndarray and not root.flags.writeable and LOCKED.get(id(root)) is not root:
+                orig = self._storage.orig
+                if (type(root) is _ndarray and not root.flags.writeable and LOCKED.get(id(root)) is not root
+                        and (orig is None or orig.base is None)):
                     raise ValueError("cannot set WRITEABLE flag to True of this array")  # (NumPy's)
             set_writeable(b)
             write = None

@@ -782,3 +782,52 @@ def test_forward_runs_restore_an_argument_the_function_made_read_only():
     np.testing.assert_allclose(h, want, rtol=1e-14, atol=1e-15)
     np.testing.assert_array_equal(x, plain)
     assert not x.flags.writeable  # (as one plain call leaves it)
+
+
+def test_a_view_of_a_read_only_view_of_a_writable_array_can_be_made_writable():
+    # NumPy asks the array that owns the memory: a read-only view of a writable base passed as an
+    # argument lets a view of it be made writable (mutagrad refused: value 1.25 for 2.69, a gradient
+    # of the unwritten program, the base unchanged)
+    def f(x, c):
+        v = c[1:]
+        v.flags.writeable = True
+        v[0] = x[0]
+        return np.sum(x * c)
+
+    def run(how):
+        base = np.array([9.0, 1.5, 0.5, -2.0])
+        c = base[:3]
+        c.flags.writeable = False
+        x = np.array([0.3, 0.2, 1.0])
+        out = f(x, c) if how == "plain" else mg.value_and_grad(f)(x, c)
+        return out, base
+
+    (val, g), base = run("grad")
+    plain, plain_base = run("plain")
+    assert val == plain
+    np.testing.assert_array_equal(base, plain_base)
+    np.testing.assert_allclose(g, [9.0 + 0.2, 0.3, 0.5], rtol=1e-15)  # c[1] = x0: d/dx0 = c0 + x1, by hand
+
+
+def test_nested_arguments_report_the_outer_arguments_owndata_and_base():
+    # inside hessian / grad of grad an argument said owndata False (base not None): a function that
+    # copies a view first (`if not x.flags.owndata: x = x.copy()`) left its argument unwritten
+    seen = []
+
+    def f(x):
+        seen.append((bool(x.flags.owndata), x.base is None))
+        if not x.flags.owndata:
+            x = x.copy()
+        x *= 2.0
+        return np.sum(x ** 3)
+
+    x0 = np.array([0.3, -1.2, 0.7])
+    plain = x0.copy()
+    f(plain)
+    for d in (mg.hessian(f), mg.jacobian(mg.grad(f)), lambda x: mg.grad(lambda y: mg.grad(f)(y)[0])(x)):
+        seen.clear()
+        x = x0.copy()
+        d(x)
+        np.testing.assert_array_equal(x, plain)
+        assert set(seen) == {(True, True)}
+    np.testing.assert_allclose(mg.hessian(f)(x0.copy()), np.diag(48.0 * x0), rtol=1e-14)  # (2x)³: 48x, by hand

@@ -2431,6 +2431,7 @@ class Tracer:
             # else raises: a conversion may also be NumPy's own code that expects
             # to write in place (ndarray.mean(out=...)) and would be silently lost
             b = bottom(self)
+            _no_overwrite_by_scipy(sys._getframe(1))
             if _numpys_as_strided(sys._getframe(1).f_code):
                 from .errors import note_strided_view
 
@@ -3890,6 +3891,27 @@ def _plain_copy_hint(target=None):
     name = "the array" if target is None else f"`{target}`"
     return (f" If {name} is a copy of {_OUTER_ARRAY} (`{target or 'b'} = outer.copy()`, def f(theta, z0=Z0)), "
             + _as_an_argument("that array") + ".")
+
+
+def _no_overwrite_by_scipy(frame):
+    """A SciPy function called with ``overwrite_a=True`` (or another overwrite_ flag) on a traced
+    constant: it gets a read-only array, which SciPy copies instead of overwriting, so the program
+    would read the array's old values where a plain call reads the factors SciPy left in it.
+    mutagrad.scipy's functions follow SciPy's overwrites."""
+    lib = _calling_scipy(frame)
+    if lib is None:
+        return
+    call = call_at(user_frame(frame))
+    flags = [k.arg for k in getattr(call, "keywords", ()) if k.arg and k.arg.startswith("overwrite_") and not (
+        type(k.value) is ast.Constant and not k.value.value)]
+    if flags:
+        name, sub, _ = lib
+        raise escape_error(
+            f"scipy.{sub}.{name}(..., {flags[0]}=True) on a traced array (SciPy would overwrite it in place, "
+            "which mutagrad cannot see: it gets a read-only array, copies it, and the program would read "
+            "the old values after the call)", TracerEscapeError,
+            f" Use mutagrad.scipy.{sub}.{name} (import mutagrad.scipy.{sub}), which overwrites as SciPy "
+            f"does and is differentiated, or drop {flags[0]}=True.", specific=True)
 
 
 def handed_out_error(s):

@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import math
 import os
+import random
 import re
 import types
 import weakref
@@ -1469,7 +1470,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     # _kwargs, internal: keyword arguments, their float arrays traced constants, as under grad)
     nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
     kwargs = dict(_kwargs) if _kwargs else None
-    fill_args = _values_now(primals)  # (for the NaN fill: the caller may change the arrays before the pullback)
+    kept = _values_now(primals)  # (for the NaN fill: the caller may change the arrays before the pullback)
     level = ReverseLevel()
     with level:
         outer = level.outer_levels()
@@ -1552,7 +1553,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         nan = _backward(level, infos, seed, storages, own_nan)
         res = _collect(level, infos, nums, False)
         if not STATE.levels and not outer and not own_nan and (nan or _poison_in_gradients(infos, nums)):
-            res = _forward_fill(res, fun, fill_args, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs)
+            res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs,
+                                unchanged=kept)
         _reset_adjoints(storages)
         return res
 
@@ -1568,27 +1570,18 @@ _FILL_COPY = 1 << 16  # the most argument elements vjp copies for its pullback's
 
 
 def _values_now(primals):
-    """The primals with copies of their arrays (at most ``_FILL_COPY`` elements in all), for a
-    pullback's NaN fill (_forward_fill), which runs the function again: the caller may have
-    changed the arrays in between. Larger ones are the caller's own arrays (docs/mutation.md)."""
+    """(array, copy) of the arrays among the primals (at most ``_FILL_COPY`` elements in all), for a
+    pullback's NaN fill (_forward_fill), which runs the function again on them: the caller may
+    have changed them in between (MutationError then). None for larger ones: they are read as
+    they are then (docs/index.md)."""
     try:
-        leaves, tree = tree_flatten(list(primals))
+        leaves = tree_flatten(list(primals))[0]
     except Exception:  # noqa: BLE001 (vjp's own checks name what it cannot take)
-        return primals
-    if sum(a.size for a in leaves if type(a) is _ndarray) > _FILL_COPY:
-        return primals
-    return tuple(tree_unflatten(tree, [_like_the_callers(a) if type(a) is _ndarray else a for a in leaves]))
-
-
-def _like_the_callers(a):
-    """A copy of ``a`` that a function tells from ``a`` by nothing it can ask: its layout, whether
-    it is a view (owns its data), whether it is writable."""
-    c = a.copy(order="K")
-    if a.base is not None:
-        c = c[...]
-    if not a.flags.writeable:
-        c.flags.writeable = False
-    return c
+        return None
+    arrays = [a for a in leaves if type(a) is _ndarray]
+    if sum(a.size for a in arrays) > _FILL_COPY:
+        return None
+    return [(a, a.copy()) for a in arrays]
 
 
 def _seeded_nan(seeds) -> bool:
@@ -1649,7 +1642,7 @@ def _backward(level, infos, seed, storages, own_nan=False):
 _NAN_FILL = 64  # the most gradient entries that reverse mode left NaN which forward mode computes again
 
 
-def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value, cts, targs):
+def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value, cts, targs, unchanged=None):
     """``grads`` (what ``_collect`` gave) with the NaN entries the careful pass kept computed
     again by forward mode, which takes the strong zero of each product: ``inf - inf`` in a sum
     of cotangents (sqrt(x - a) at a node where x - a is 0 for every a: the partial inf reaches
@@ -1695,9 +1688,15 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
         whole = {}
         if not todo:
             return grads
+    if unchanged is not None and not all(np.array_equal(a, c, equal_nan=True) for a, c in unchanged):
+        raise MutationError(
+            f"an argument passed to mg.vjp was modified after vjp returned, before the pullback was called at "
+            f"{user_line()}: this pullback computes NaN entries again by forward mode (docs/errors.md), "
+            "running the function again on the arguments, which no longer hold their values at the call. "
+            "Pass mg.vjp copies of the arguments (mg.vjp(f, x.copy())), or call the pullback first.")
     # (the generators the function reaches: a run that draws again draws other numbers than the
     # call did, so its entries would be the derivative along other draws; put back after it)
-    states = _generator_states(fun, args, kwargs)
+    states = _rerun_states(fun, args, kwargs)
     per = list(grads) if not single else [grads]
     filled = {key: np.zeros(tuple(infos[key[0]][1][key[1]].shape)) for key in whole}
     passed = {j: a for j, a in enumerate(args) if not _inexact_value(a)}
@@ -1997,7 +1996,7 @@ def _careful_jvp(first, fun, given, has_aux, argnums, kwargs, saved_args=None):
     (fresh random numbers) is not the same function: the first run's result stands."""
     for a, before in saved_args or ():
         np.copyto(a, before)
-    states = _generator_states(fun, given[0], kwargs)
+    states = _rerun_states(fun, given[0], kwargs)
     CAREFUL[0] += 1
     try:
         res = jvp(fun, given[0], given[1], has_aux, argnums, None, kwargs)
@@ -2110,6 +2109,29 @@ def _generator_states(fun, args, kwargs):
     _, budget = _search(fun, len(args), tuple(kwargs or ()), _object_arguments(fun, args, kwargs))
     found = {id(np.random.mtrand._rand): np.random.mtrand._rand, **budget.generators}
     return [(_GeneratorState(g), None) for g in found.values()]
+
+
+def _rerun_states(fun, args, kwargs):
+    """What a second run of ``fun`` (a NaN fill, a careful run) may draw from: the generators it
+    reaches (put back if it drew), and NumPy's and Python's global ones (watched only: another
+    thread may draw from them meanwhile)."""
+    states = [(g, None) for g, _ in _generator_states(fun, args, kwargs) if g.gen is not np.random.mtrand._rand]
+    return states + [(_GlobalState(np.random.get_state), None), (_GlobalState(random.getstate), None)]
+
+
+class _GlobalState:
+    """A process-wide generator's state (NumPy's legacy one, Python's random), watched by _drew."""
+
+    __slots__ = ("get", "state")
+
+    def __init__(self, get):
+        self.get, self.state = get, get()
+
+    def unmoved(self) -> bool:
+        return _same_state(self.state, self.get())
+
+    def restore(self):
+        pass  # (another thread may have drawn from it: left where it is)
 
 
 def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False) -> Callable:

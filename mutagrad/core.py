@@ -3901,9 +3901,14 @@ def _no_overwrite_by_scipy(frame):
     lib = _calling_scipy(frame)
     if lib is None:
         return
-    call = call_at(user_frame(frame))
-    flags = [k.arg for k in getattr(call, "keywords", ()) if k.arg and k.arg.startswith("overwrite_") and not (
-        type(k.value) is ast.Constant and not k.value.value)]
+    flags = []  # (read off SciPy's own frames: a flag passed by position, by a variable, **kw or a partial)
+    f = frame
+    while f is not None:
+        if (f.f_globals.get("__name__") or "").startswith("scipy."):
+            flags += [k for k, v in f.f_locals.items() if k.startswith("overwrite_") and type(v) in (bool, int) and v]
+        elif flags or not _frame_is_internal(f):
+            break
+        f = f.f_back
     if flags:
         name, sub, _ = lib
         raise escape_error(

@@ -748,10 +748,11 @@ def test_caller_arrays_stay_read_only_through_grads_reverse_pass():
     assert x.flags.writeable
 
 
-def test_vjp_pullbacks_nan_fill_runs_on_the_arguments_values_at_the_call():
+def test_vjp_pullbacks_nan_fill_refuses_arguments_changed_since_the_call():
     # a NaN the reverse pass leaves (sqrt(t - a) at t = a: inf - inf) is computed again by forward
     # mode, running the function again: on the arrays as the caller had changed them ([7, 0] for
-    # [3, 0], FD); now on their values at the vjp call
+    # [3, 0], FD, silently); now MutationError, and the caller's own arrays (not copies, which a
+    # function could tell apart: np.shares_memory of two arguments, strides) when unchanged
     k = np.arange(4.0)
 
     def f(x):
@@ -762,7 +763,16 @@ def test_vjp_pullbacks_nan_fill_runs_on_the_arguments_values_at_the_call():
     _, pb = mg.vjp(f, x)
     np.testing.assert_allclose(pb(1.0)[0], [3.0, 0.0], rtol=1e-15)  # d/dx0 = x1 (the sqrt terms' cancel)
     x[1] = 7.0
-    np.testing.assert_allclose(pb(1.0)[0], [3.0, 0.0], rtol=1e-15)
+    with pytest.raises(mg.MutationError, match="modified after vjp returned"):
+        pb(1.0)
+
+    def g(a, b):  # the same array twice: the function sees it so in the fill's run too
+        c = 1.0 if np.shares_memory(a, b) else 2.0
+        t = a[0] + 0.1 * k
+        return np.sum(np.sqrt(t - a[0])) + c * a[0] * b[1]
+
+    a = np.array([0.0, 3.0])
+    np.testing.assert_allclose(mg.vjp(g, a, a)[1](1.0)[0], [3.0, 0.0], rtol=1e-15)
 
 
 def test_forward_runs_restore_an_argument_the_function_made_read_only():

@@ -1444,3 +1444,14 @@ def test_plain_scipy_overwrite_on_a_traced_constant_is_refused():
     np.testing.assert_allclose(g, numerical_grad(lambda b: make(sl.det)(a0.copy(), b), (b,), (0,))[0], rtol=1e-7)
     np.testing.assert_allclose(mg.grad(lambda a, b: sl.det(a, overwrite_a=False) * np.sum(b), argnums=1)(a0.copy(), b),
                                [10.0, 10.0], rtol=1e-14)  # overwrite_a=False: det = 10, by hand
+    # the flag by position, through **kw, a partial or a variable: SciPy's own frame says (a variable
+    # False is no overwrite)
+    import functools
+
+    flag = False
+    for det in (lambda a: sl.det(a, True), lambda a: sl.det(a, **{"overwrite_a": True}),  # noqa: PIE804
+                functools.partial(sl.det, overwrite_a=True)):
+        with pytest.raises(mg.TracerEscapeError, match="overwrite_a=True"):
+            mg.grad(lambda a, b, det=det: det(a) * np.sum(b), argnums=1)(a0.copy(), b)
+    np.testing.assert_allclose(mg.grad(lambda a, b: sl.det(a, overwrite_a=flag) * np.sum(b), argnums=1)(a0.copy(), b),
+                               [10.0, 10.0], rtol=1e-14)

@@ -2020,9 +2020,29 @@ def _snapshot_args(args, nums):
         _snapshot_containers(args[n], saved)
         for leaf in tree_flatten(args[n])[0]:
             b = bottom(leaf)
-            if isinstance(b, _ndarray) and b.flags.writeable:
-                saved.append((leaf, np.copy(leaf)))
+            if isinstance(b, _ndarray):
+                if b.flags.writeable:
+                    saved.append((leaf, np.copy(leaf)))
+                else:  # (read-only as given: a run may make it writable and write into it)
+                    saved.append((_ReadOnlyArgument(leaf), None))
     return saved
+
+
+class _ReadOnlyArgument:
+    """An argument given read-only, put back before each run as it was (its values, read-only),
+    when a run made it writable and wrote into it."""
+
+    __slots__ = ("arg", "copy")
+
+    def __init__(self, arg):
+        self.arg, self.copy = arg, np.copy(arg)
+
+    def restore(self):
+        b = bottom(self.arg)
+        if not b.flags.writeable:
+            return  # (no run made it writable: nothing written)
+        write(self.arg, Ellipsis, self.copy)
+        b.flags.writeable = False
 
 
 def _snapshot_containers(x, saved):
@@ -2040,7 +2060,7 @@ def _restore(saved):
     for obj, copy in saved:
         if type(obj) is list or isinstance(obj, dict) or _is_object(obj):  # (OrderedDict, defaultdict too)
             _set_items(obj, copy)
-        elif type(obj) is _GeneratorState:
+        elif type(obj) is _GeneratorState or type(obj) is _ReadOnlyArgument:
             obj.restore()
         else:
             b = bottom(obj)

@@ -841,3 +841,29 @@ def test_nested_arguments_report_the_outer_arguments_owndata_and_base():
         np.testing.assert_array_equal(x, plain)
         assert set(seen) == {(True, True)}
     np.testing.assert_allclose(mg.hessian(f)(x0.copy()), np.diag(48.0 * x0), rtol=1e-14)  # (2x)³: 48x, by hand
+
+
+def test_forward_runs_put_back_a_read_only_argument_a_run_made_writable():
+    # the caller's read-only array, made writable and written by the function: the runs of hessian
+    # started from the written values (MutationError, "took other steps"); each starts from the
+    # array as given now, and it ends as one plain call leaves it
+    def f(x):
+        x.flags.writeable = True
+        x[2] = x[0] * x[1]
+        return np.sum(np.cos(x))
+
+    def given():
+        x = np.array([0.3, -1.2, 0.7])
+        x.flags.writeable = False
+        return x
+
+    plain, x = given(), given()
+    f(plain)
+    h = mg.hessian(f)(x)
+    # cos(x0) + cos(x1) + cos(x0 x1), by hand
+    a, b = 0.3, -1.2
+    want = [[-np.cos(a) - b * b * np.cos(a * b), -np.sin(a * b) - a * b * np.cos(a * b), 0.0],
+            [-np.sin(a * b) - a * b * np.cos(a * b), -np.cos(b) - a * a * np.cos(a * b), 0.0], [0.0, 0.0, 0.0]]
+    np.testing.assert_allclose(h, want, rtol=1e-14, atol=1e-15)
+    np.testing.assert_array_equal(x, plain)
+    assert x.flags.writeable == plain.flags.writeable

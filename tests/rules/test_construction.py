@@ -590,3 +590,21 @@ def test_nan_to_num_of_a_0d_array_is_a_scalar():
     for got in (mg.vjp(np.nan_to_num, x.copy())[0], mg.jvp(np.nan_to_num, (x.copy(),), (np.ones(()),))[0]):
         assert type(got) is np.float64 and got == 0.7
     assert mg.grad(lambda x: np.nan_to_num(x) * 3.0)(x.copy()) == 3.0
+
+
+def test_diag_of_a_constant_is_a_constant():
+    # np.diag of an argument not differentiated was a written buffer (its elements placed by a
+    # write), which NumPy's and SciPy's own code may not read: scipy.sparse.linalg.expm(-np.diag(M))
+    # was refused where expm(-M2) of a 2-D constant M2 is not
+    spl = pytest.importorskip("scipy.sparse.linalg")
+
+    def f(x, m):
+        d = np.diag(m, 1)[:2, :2] + np.diag(m[:2])
+        return np.sum(spl.expm(-d) @ x) + np.sum(np.diag(m) * 0.0)
+
+    m, x = np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0])
+    # expm of [[-1, -1], [0, -2]] is [[e^-1, e^-2 - e^-1], [0, e^-2]], by hand; d/dx: its column sums
+    e = np.array([[np.exp(-1.0), np.exp(-2.0) - np.exp(-1.0)], [0.0, np.exp(-2.0)]])
+    np.testing.assert_allclose(mg.grad(f)(x, m), e.sum(axis=0), rtol=1e-12)
+    d = mg.grad(lambda m: np.sum(np.diag(m) ** 2))(m)  # a differentiated one: 2m, by hand
+    np.testing.assert_allclose(d, 2 * m, rtol=1e-15)

@@ -258,6 +258,10 @@ def _search(fun, npos, kwnames, roots):
 _SEARCHES: dict = {}  # id(function) -> (a weak reference to it, npos, kwnames, _Probes): searches that found nothing
 
 
+_READ_KINDS = range(7)  # (_Probes's kinds of read, in the order of their names)
+_ATTR, _GLOBAL, _CELL, _KWDEFAULT, _DEFAULT, _NDEFAULTS, _MODULE_ATTR = _READ_KINDS
+
+
 class _Probes:
     """What an alias search read, to tell whether a search again would read the same objects:
     ``(kind, owner, key, value, weak)`` with owner a weak reference to a function or module
@@ -268,7 +272,7 @@ class _Probes:
 
     __slots__ = ("reads", "root", "seen", "valid")
 
-    ATTR, GLOBAL, CELL, KWDEFAULT, DEFAULT, NDEFAULTS, MODULE_ATTR = range(7)
+    ATTR, GLOBAL, CELL, KWDEFAULT, DEFAULT, NDEFAULTS, MODULE_ATTR = _READ_KINDS
 
     def __init__(self, root):
         self.reads = []
@@ -330,26 +334,26 @@ class _Probes:
                 o = owner()
                 if o is None:
                     return False
-            if kind == 0:  # ATTR
+            if kind == _ATTR:
                 cur = getattr(o, key, _ABSENT)
-            elif kind == 1:  # GLOBAL
+            elif kind == _GLOBAL:
                 cur = o.__globals__.get(key, _ABSENT)
-            elif kind == 2:  # CELL
+            elif kind == _CELL:
                 try:
                     cur = o.__closure__[key].cell_contents
                 except ValueError:
                     cur = _ABSENT
-            elif kind == 3:  # KWDEFAULT
+            elif kind == _KWDEFAULT:
                 cur = (o.__kwdefaults__ or {}).get(key, _ABSENT)
-            elif kind == 4:  # DEFAULT
+            elif kind == _DEFAULT:
                 d = o.__defaults__ or ()
                 cur = d[key] if key < len(d) else _ABSENT
-            elif kind == 5:  # NDEFAULTS
+            elif kind == _NDEFAULTS:
                 cur = len(o.__defaults__ or ())
                 if cur != v:
                     return False
                 continue
-            else:  # MODULE_ATTR
+            else:  # _MODULE_ATTR
                 cur = vars(o).get(key, _ABSENT)
             if held_weakly:
                 v = v()
@@ -2126,17 +2130,23 @@ def _generator_states(fun, args, kwargs):
     those of the functions it calls, the attributes, items and callbacks of the objects they hold:
     ``self.rng``, ``state["rng"]``, a partial's keyword), and NumPy's legacy global one
     (np.random.normal...), each once."""
-    _, budget = _search(fun, len(args), tuple(kwargs or ()), _object_arguments(fun, args, kwargs))
-    found = {id(np.random.mtrand._rand): np.random.mtrand._rand, **budget.generators}
+    found = {id(np.random.mtrand._rand): np.random.mtrand._rand, **_generators_reached(fun, args, kwargs)}
     return [(_GeneratorState(g), None) for g in found.values()]
+
+
+def _generators_reached(fun, args, kwargs):
+    """id -> the random generators among ``fun``'s arguments and those the alias search reaches."""
+    _, budget = _search(fun, len(args), tuple(kwargs or ()), _object_arguments(fun, args, kwargs))
+    return budget.generators
 
 
 def _rerun_states(fun, args, kwargs):
     """What a second run of ``fun`` (a NaN fill, a careful run) may draw from: the generators it
     reaches (put back if it drew), and NumPy's and Python's global ones (watched only: another
     thread may draw from them meanwhile)."""
-    states = [(g, None) for g, _ in _generator_states(fun, args, kwargs) if g.gen is not np.random.mtrand._rand]
-    return states + [(_GlobalState(np.random.get_state), None), (_GlobalState(random.getstate), None)]
+    mine = [(_GeneratorState(g), None) for g in _generators_reached(fun, args, kwargs).values()
+            if g is not np.random.mtrand._rand]
+    return mine + [(_GlobalState(np.random.get_state), None), (_GlobalState(random.getstate), None)]
 
 
 class _GlobalState:

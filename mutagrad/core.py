@@ -111,7 +111,7 @@ def _release(a, v):
     try:
         # (a base read-only because an outer level locked it: a rule calling mg.grad on
         # the writable view of it that it got; one the program made read-only stays so)
-        set_writeable(a, a.base)
+        set_writeable(a)
     except ValueError:
         pass
 _level_ids = itertools.count(1)
@@ -403,11 +403,11 @@ class Geom:
         return f"Geom({self.offset}, {self.shape}, {self.strides}, {self.dtype})"
 
 
-def set_writeable(view, orig=None):
+def set_writeable(view):
     """``view.flags.writeable = True`` for memory a tracer holds: NumPy asks the array that owns
     it, which is read-only while the function runs where that is a caller's array a running
     differentiation locked (Level.lock, lock_traced): unlocked for the moment, as in a plain
-    call the array is writable. (``orig``: the caller's array of an argument, one of them.)"""
+    call the array is writable."""
     try:
         view.flags.writeable = True
         return
@@ -2057,19 +2057,6 @@ def _scipy_rewrite(sub, name):
     return ""
 
 
-def _mutagrad_scipy_has(sub, name):
-    """Whether mutagrad.scipy.<sub> defines its own ``name`` (a dotted one: a distribution's method)."""
-    import importlib
-
-    try:
-        obj = importlib.import_module(f"mutagrad.scipy.{sub}")
-        theirs = importlib.import_module(f"scipy.{sub}")
-    except ImportError:  # pragma: no cover
-        return False
-    head = name.split(".", 1)[0]
-    return head in vars(obj) and vars(obj)[head] is not getattr(theirs, head, None)
-
-
 def _scipy_hint(sub, name):
     """The fix for a SciPy function mutagrad has no rule for, called on a traced value."""
     short = name.rsplit(".", 1)[-1]
@@ -2484,7 +2471,7 @@ class Tracer:
             elif ours:
                 extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): "
                          + (f"mutagrad.scipy.{sub}.{name} is the same function, differentiated (docs/coverage.md "
-                            "lists the others)." if _mutagrad_scipy_has(sub, name) else
+                            "lists the others)." if ours == "twin" else
                             "the same names, differentiated where docs/coverage.md lists them."))
             elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
                 extra = _scipy_rewrite(sub, name)
@@ -3898,9 +3885,6 @@ def _no_overwrite_by_scipy(frame):
     constant: it gets a read-only array, which SciPy copies instead of overwriting, so the program
     would read the array's old values where a plain call reads the factors SciPy left in it.
     mutagrad.scipy's functions follow SciPy's overwrites."""
-    lib = _calling_scipy(frame)
-    if lib is None:
-        return
     flags = []  # (read off SciPy's own frames: a flag passed by position, by a variable, **kw or a partial)
     f = frame
     while f is not None:
@@ -3909,7 +3893,8 @@ def _no_overwrite_by_scipy(frame):
         elif flags or not _frame_is_internal(f):
             break
         f = f.f_back
-    if flags:
+    lib = _calling_scipy(frame) if flags else None  # (its name: only for the message)
+    if lib is not None:
         name, sub, _ = lib
         raise escape_error(
             f"scipy.{sub}.{name}(..., {flags[0]}=True) on a traced array (SciPy would overwrite it in place, "
@@ -4291,6 +4276,8 @@ def _calling_scipy(frame):
             ours = "passthrough"  # mutagrad.scipy re-exports it as it is: no advice to switch
         elif "." in name and name.rsplit(".", 1)[1] not in getattr(mine, "METHODS", (name.rsplit(".", 1)[1],)):
             ours = "passthrough"  # a method mutagrad's distribution hands to SciPy's (rvs, fit, entropy...)
+        elif mine is not None:
+            ours = "twin"  # mutagrad.scipy's own function of that name, differentiated
     return name, sub, ours
 
 

@@ -820,9 +820,10 @@ def test_second_runs_that_would_draw_again_are_not_made():
     assert np.isnan(t) and after == plain_rng.random()
 
 
-def test_vjp_fill_runs_on_copies_the_function_cannot_tell_from_the_arguments():
-    # the fill's copies were C-ordered and writable: a Fortran argument read through ravel('A'), or a
-    # read-only one a function branches on, gave another derivative (20 for 19; [6, 0] for [3, 0])
+def test_vjp_fill_runs_on_arguments_the_function_cannot_tell_from_the_callers():
+    # the fill ran on copies, C-ordered and writable: a Fortran argument read through ravel('A'), or a
+    # read-only one a function branches on, gave another derivative (20 for 19; [6, 0] for [3, 0]);
+    # it runs on the caller's own arrays now
     w = np.array([1.0, 2.0, 3.0, 4.0])
 
     def f(X):
@@ -833,6 +834,8 @@ def test_vjp_fill_runs_on_copies_the_function_cannot_tell_from_the_arguments():
     g = mg.vjp(f, X)[1](1.0)[0]
     np.testing.assert_allclose(g, mg.grad(f)(X), rtol=1e-15)
     assert g[0, 0] == 19.0  # w @ ravel('A') + X00 * w[0], by hand
+    # f = c + X00 (X00 + 2 X10 + 3 X01 + 4 X11) (the sqrt terms do not move with X00): by hand
+    np.testing.assert_array_equal(g, [[19.0, 0.0], [0.0, 0.0]])
 
     def r(x):
         c = 1.0 if not x.flags.writeable else 2.0

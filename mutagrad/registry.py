@@ -790,14 +790,27 @@ def _operation_name(frame):
     return ""
 
 
+# _fp_settings(): ``np.geterr()`` with the error call under "call". NumPy's geterr and geterrcall
+# each build this dict of its own; one call of it gives both.
+try:
+    from numpy._core._multiarray_umath import _get_extobj_dict as _fp_settings
+    if not {"divide", "over", "under", "invalid", "call"} <= set(_fp_settings()):
+        raise ImportError
+except ImportError:  # another NumPy: its public functions
+    def _fp_settings():
+        d = np.geterr()
+        d["call"] = np.geterrcall()
+        return d
+
+
 class UserFPErrors:
     """The same as ``_fp_event``, while the user's own code runs too (forward
     mode runs the function): each event is then also handled as the
     ``np.errstate`` in force before differentiation says (warn, raise, call...)."""
 
     def __init__(self):
-        self.modes = np.geterr()
-        self.call = np.geterrcall()
+        self.modes = modes = _fp_settings()
+        self.call = modes["call"]
 
     def __call__(self, kind, flag):
         FP_FLAG[0] = object()
@@ -828,6 +841,9 @@ class UserFPErrors:
             self.call.write(message)
 
 
+_FP_MODES = ("divide", "over", "under", "invalid")
+
+
 class user_fp_state:
     """``np.errstate(all="call", call=UserFPErrors())`` while the user's function runs, after
     which the ``np.seterr`` / ``np.seterrcall`` the function made stay in force, as after a
@@ -841,9 +857,10 @@ class user_fp_state:
         self.state.__enter__()
 
     def __exit__(self, *exc):
-        inner, call = np.geterr(), np.geterrcall()
+        inner = _fp_settings()
+        call = inner["call"]
         self.state.__exit__(*exc)
-        changed = {k: v for k, v in inner.items() if v != "call"}
+        changed = {k: inner[k] for k in _FP_MODES if inner[k] != "call"}
         if changed:
             np.seterr(**changed)
         if call is not self.handler:

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
-                   STATE, RunGroup, live, mark_weak, pristine_layers, set_writeable, weak, write)
+                   STATE, RunGroup, live, mark_weak, set_writeable, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, ensure_shuffle_filter,
                      forget_escape, readonly_error, replaced_error, take_deferred, user_line)
 from .forward import ForwardLevel
@@ -1189,7 +1189,6 @@ def _wrap_constant(leaf, name, levels, wrapped):
     t._storage.name = name
     if plain:
         t._storage.orig = leaf
-    pristine_layers(t, leaf)  # (the layers made here: an outer level's own stay as they are)
     wrapped.append((t, _Leaf("array", leaf.shape, leaf.dtype, t._storage, leaf)))
     return t
 

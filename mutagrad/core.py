@@ -556,8 +556,10 @@ class Storage:
     # a view, lifted to an inner level, of an outer level's array that exists outside
     # the inner differentiation (see _lift_views): outer code can change it unseen
     outer_view = False
-    # a constant that plain code may read: a non-differentiated argument, or computed
-    # only from such (never written). Anything else converted to plain values raises.
+    # a constant that plain code may read: a non-differentiated argument, a buffer a level made
+    # (lift: mnp.zeros, a rule's), or computed only from such, into which nothing but such
+    # constants and plain values was written (Level.write, _ew_into: else it is False from then
+    # on). Anything else converted to plain values raises.
     pristine = False
     # a scalar that is a Python float or complex in a plain call (an argument, or Python
     # arithmetic on such): NumPy's "weak" scalar, whose dtype yields to the arrays it meets
@@ -936,7 +938,7 @@ class Level:
         """``res`` computed with no derivative: pristine if all its traced inputs were, or if it
         is a piecewise-constant function's (``zero``: np.floor, np.sign...), whose derivative is
         zero wherever it exists, so that plain code may read it (int(np.ceil(T / h)))."""
-        if zero or ins and all(leaves[i]._storage.pristine and not leaves[i]._storage.written for i in ins):
+        if zero or ins and all(leaves[i]._storage.pristine for i in ins):
             _pristine(res)
         return res
 
@@ -969,13 +971,13 @@ class Level:
                 if s.contains(b):
                     return ArrayTracer(v, self, s, s.geom_of(b), False), None
             out = Storage(self, v)
-            if s.pristine and not s.written:  # (set only when true: setting it makes an instance dict)
+            if s.pristine:  # (set only when true: setting it makes an instance dict)
                 out.pristine = True
             return ArrayTracer(v, self, out, None, False), out
         if not isinstance(v, Tracer):
             v = _np_scalar(v)
         out = Storage(self, v)
-        if s.pristine and not s.written:
+        if s.pristine:
             out.pristine = True
         return ScalarTracer(v, self, out, None, True), out
 
@@ -1098,7 +1100,9 @@ def lift(y, levels):
         top = -1
     for lv in levels:
         if lv.index > top:
-            y = TRACERS[scalar](y, lv, Storage(lv, y), None, scalar)
+            st = Storage(lv, y)
+            st.pristine = True  # (a constant at lv: until a value that is not one is written into it)
+            y = TRACERS[scalar](y, lv, st, None, scalar)
     return y
 
 
@@ -2750,7 +2754,7 @@ class Tracer:
         t = live(self)
         while isinstance(t, Tracer):
             s = t._storage
-            if not s.pristine or s.written:
+            if not s.pristine:
                 return False
             if s.active if t._level.mode == "rev" else (s.tangent is not None or s.poison is not None):
                 return False
@@ -4444,14 +4448,6 @@ def with_replayed_bits(out, replay, writes):
     ob[...] = exact
 
 
-def pristine_layers(t, stop=None):
-    """Mark the layers of tracer ``t`` above ``stop`` pristine constants
-    (plain code may read them: float(p[0]), np.asarray(A))."""
-    while isinstance(t, Tracer) and t is not stop:
-        t._storage.pristine = True
-        t = t._value
-
-
 def value(x):
     """The plain value of ``x`` as a read-only ndarray view (no derivative).
 
@@ -4503,9 +4499,7 @@ def stop_gradient(x):
         for lv in levels:
             if lv.run_group is not None:  # (a step of a forward-mode jacobian's run: runs that hold x
                 lv.run_group.note(("stop_gradient",))  # fixed in some runs only compute another function)
-        t = lift(_np_scalar(c) if v._scalar else c, levels)
-        pristine_layers(t)  # a constant at every level
-        return t
+        return lift(_np_scalar(c) if v._scalar else c, levels)  # (a constant at every level)
 
     return tree_map(leaf, x)
 

@@ -291,6 +291,8 @@ class ForwardLevel(Level):
             self.run_group.note(("write", index_step(idx)))
         own = isinstance(value, Tracer) and value._level is self
         s = self.check_writable(dest, own and _carries_derivative(value), idx)
+        if s.pristine and own and not value._storage.pristine:
+            s.pristine = False  # (no longer known to be a constant)
         vv = value._value if own else value
         if self.index:
             vv = self.check_not_outer_into_plain(dest, vv)

@@ -751,6 +751,8 @@ class ReverseLevel(Level):
 
     def _ew_into(self, prim, vals, inputs, need, dest, dv):
         s = self.check_writable(dest)
+        if s.pristine:
+            s.pristine = False  # (an active result is written)
         saved = dv.copy() if s.captured else None  # before the new values overwrite them
         prim.elementwise[2](*vals, out=dv)
         drop_unread(vals, need)
@@ -964,8 +966,11 @@ class ReverseLevel(Level):
 
     def write(self, dest, idx, value):
         vt = type(value)
-        vactive = issubclass(vt, Tracer) and value._level is self and value._storage.active
+        own = issubclass(vt, Tracer) and value._level is self
+        vactive = own and value._storage.active
         s = self.check_writable(dest, vactive, idx)
+        if s.pristine and own and not value._storage.pristine:
+            s.pristine = False  # (no longer known to be a constant)
         dv = dest._value
         vv = value._value if issubclass(vt, Tracer) and value._level is self else value
         if self.index:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (FUNCTIONS, ScalarTracer, Tracer, active_levels, bind, bottom, get_primitive, lift,
-                    pristine_layers, promotion_operand)
+from ..core import FUNCTIONS, ScalarTracer, Tracer, bind, bottom, get_primitive, promotion_operand
 from ..errors import NoRuleError, user_line
 from ..registry import conj_if_complex, deflinear, defzero
 from ..tangents import NoTangent, NotImplementedTangent, Thunk, ZeroTangent, is_zero, not_implemented
@@ -221,13 +220,6 @@ def _np_diag(args, kwargs):
         return np.diagonal(v, k)
     if np.ndim(v) != 1:
         raise ValueError("Input must be 1- or 2-d.")
-    if isinstance(v, Tracer) and v._plain_constant():
-        # of a constant (an argument not differentiated, or computed from such only): a constant,
-        # as its products and sums are (its elements placed by a write would make it a written
-        # buffer, which NumPy's own code, scipy.sparse.linalg.expm(np.diag(M)), may not read)
-        res = lift(np.diag(bottom(v), k), active_levels())
-        pristine_layers(res)
-        return res
     n = np.shape(v)[0]
     res = mzeros((n + abs(k),) * 2, bottom(v).dtype)
     i = np.arange(n)

@@ -608,3 +608,52 @@ def test_diag_of_a_constant_is_a_constant():
     np.testing.assert_allclose(mg.grad(f)(x, m), e.sum(axis=0), rtol=1e-12)
     d = mg.grad(lambda m: np.sum(np.diag(m) ** 2))(m)  # a differentiated one: 2m, by hand
     np.testing.assert_allclose(d, 2 * m, rtol=1e-15)
+
+
+def test_buffers_written_only_with_constants_are_constants_plain_code_may_read():
+    # a buffer a rule (or mnp.zeros, np.zeros_like of a constant) makes and fills with constants
+    # only is a constant: float() of it, and NumPy's or SciPy's own code reading it, are fine
+    # (np.polydiv's quotient, np.histogram's edges, np.pad: were refused as written buffers)
+    m = np.array([3.0, 1.0, 2.0, 5.0])
+
+    def f(x, m):
+        q = np.polydiv(m, m[:2])[0]
+        e = np.histogram(m, bins=3)[1]
+        p = np.pad(m.reshape(2, 2), 1, mode="reflect")
+        b = np.zeros_like(m)
+        b[1:] = m[:-1] * 2.0  # constants written: still a constant
+        b += 1.0
+        c = float(q.sum()) + float(e[1]) + float(p.sum()) + float(b.sum())
+        return np.sum(x) * c
+
+    q = np.polydiv(m, m[:2])[0].sum()
+    e = np.histogram(m, bins=3)[1][1]
+    p = np.pad(m.reshape(2, 2), 1, mode="reflect").sum()
+    c = q + e + p + (2.0 * m[:-1]).sum() + 4.0  # by NumPy, by hand: d/dx_i sum(x) * c = c
+    x = np.array([0.5, -1.0])
+    np.testing.assert_allclose(mg.grad(f)(x, m), [c, c], rtol=1e-12)
+    np.testing.assert_allclose(mg.jvp(lambda x: f(x, m), (x,), (np.array([1.0, 2.0]),))[1], 3 * c, rtol=1e-12)
+    # c * sum(x) * x[0]: Hessian c [[2, 1], [1, 0]] (forward over reverse: the runs read it too)
+    np.testing.assert_allclose(mg.hessian(lambda x, m: f(x, m) * x[0])(x, m), c * np.array([[2.0, 1.0], [1.0, 0.0]]),
+                               rtol=1e-12)
+
+
+def test_a_constant_buffer_that_received_a_traced_value_is_not_read_as_plain_values():
+    def f(x, m):
+        b = np.zeros_like(m)
+        b[0] = m[0]  # a constant: b may still be read as plain values
+        float(b[0])
+        b[1] = x[0]  # traced: b now carries a derivative
+        return float(b.sum())
+
+    for run in (lambda: mg.grad(f)(np.ones(2), np.ones(2)),
+                lambda: mg.jvp(f, (np.ones(2), np.ones(2)), (np.ones(2), np.zeros(2)))):
+        with pytest.raises(mg.DifferentiationError, match="float"):
+            run()
+
+    def g(x, m):
+        m[0] += x[0]  # the argument not differentiated, written with a traced value
+        return float(m[0]) * x[1]
+
+    with pytest.raises(mg.DifferentiationError, match="float"):
+        mg.grad(g)(np.ones(2), np.ones(2))

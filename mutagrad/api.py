@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
-                   STATE, RunGroup, live, mark_weak, set_writeable, weak, write)
+                   STATE, RunGroup, live, mark_weak, other_values_message, set_writeable, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, ensure_shuffle_filter,
                      forget_escape, readonly_error, replaced_error, take_deferred, user_line)
 from .forward import ForwardLevel
@@ -2508,17 +2508,7 @@ def _check_same_run(first, leaves, runs):
     the function changes outside its arguments, or fresh random numbers; its column would be
     the derivative of another function."""
     if len(leaves) != len(first) or not all(_same_value(a, o) for a, o in zip(first, leaves)):
-        raise MutationError(
-            f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode pushes one "
-            f"direction per run; hessian is forward over reverse, so it does too), and run {runs + 1} returned "
-            "other values than run 1: the function reads state that it changes itself outside its arguments "
-            "(a global or closure array, a counter, an object's attribute, a random generator held where the "
-            "runs do not rewind it, in a container of more than 256 items or an object a call returns: the "
-            "arguments' arrays and generators, and the generators the function reaches by name, are put back "
-            "before each run), so each column would be the "
-            "derivative of another function. Pass that state as an argument, or set it inside the function "
-            "(seed the generator there); or use mg.jacobian(f, mode='rev') (for a Hessian, "
-            "mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
+        raise MutationError(other_values_message(f"run {runs + 1} returned other values than run 1"))
 
 
 def _same_value(a, o) -> bool:

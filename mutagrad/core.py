@@ -1348,6 +1348,10 @@ class RunGroup:
         k = self.pos
         self.pos = k + 1
         if k >= len(self.trail) or not _same_step(self.trail[k], entry):
+            first = self.trail[k] if k < len(self.trail) else None
+            if type(first) is tuple and len(first) == len(entry) and first[:2] == entry[:2]:
+                # the same operation on the same traced operands, of other values
+                raise MutationError(other_values_message("an operation of this run took operands of other values than run 1"))
             raise self.diverged_error()
 
     def finish_run(self):
@@ -1358,12 +1362,11 @@ class RunGroup:
             raise self.diverged_error()
 
     def diverged_error(self):
-        from .errors import MutationError
-
         return MutationError(
             f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
-            "took other steps than the first (other indices, another branch, another order): it drew from a "
+            "took other steps than the first (other indices, another branch, another order, operands with other "
+            "values): it drew from a "
             "random generator the runs do not rewind (one in a container of more than 256 items, or in an "
             "object a call returns: the arguments' generators, those the function reaches by name and "
             "NumPy's global one are put back before each run), read state an earlier run changed (a counter, "
@@ -1375,14 +1378,27 @@ class RunGroup:
         )
 
     def leftover_error(self):
-        from .errors import MutationError
-
         return MutationError(
             f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
             "reads a value an earlier run computed and kept (a memoized intermediate, a cache in a global, "
             "a closure or an object): its derivative would be lost here. Compute it in every call (clear the "
             "cache when the function starts), or use mode='rev'.")
+
+
+def other_values_message(what):
+    """The message of a forward-mode jacobian's run that computed with other values than the
+    first (``what``: where it showed)."""
+    return (
+        f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode pushes one "
+        f"direction per run; hessian is forward over reverse, so it does too), and {what}: the function reads "
+        "state that it changes itself outside its arguments (a global or closure array, a counter, an object's "
+        "attribute, a random generator held where the runs do not rewind it, in a container of more than 256 "
+        "items or an object a call returns: the arguments' arrays and generators, and the generators the "
+        "function reaches by name, are put back before each run), so each column would be the derivative of "
+        "another function. Pass that state as an argument, or set it inside the function (seed the generator "
+        "there); or use mg.jacobian(f, mode='rev') (for a Hessian, mg.jacobian(mg.grad(f), mode='rev')), which "
+        "runs the function once.")
 
 
 def index_step(idx):
@@ -1400,6 +1416,62 @@ def index_step(idx):
         else:
             out.append(i)
     return tuple(out)
+
+
+def operand_step(v):
+    """A comparable record of an operation's operand (RunGroup.note): the value of a number or
+    array, traced or not (``_StepValue``); None for other objects."""
+    b = bottom(v) if isinstance(v, Tracer) else v
+    t = type(b)
+    if t is _ndarray or isinstance(b, np.generic):
+        return ("O", b.shape) if b.dtype.kind == "O" else _StepValue(b)  # (an object array's bits are addresses)
+    if t is float:
+        return _StepValue(np.float64(b))
+    if t is complex:
+        return _StepValue(np.complex128(b))
+    if t is int or t is bool:
+        return b
+    return None
+
+
+class _StepValue:
+    """An operand's value as a run saw it: equal to another run's within rounding, as the runs'
+    outputs must be (NumPy's last bits may depend on an array's alignment). A large array is
+    kept as a sample of 256 of its elements and its sum."""
+
+    __slots__ = ("data", "dtype", "shape", "total")
+
+    def __init__(self, b):
+        self.dtype = b.dtype
+        self.shape = b.shape
+        self.total = None
+        if b.size > 256:
+            flat = b.reshape(-1)
+            if self.dtype.kind in "fc":
+                with np.errstate(all="ignore"):
+                    self.total = flat.sum().tobytes()
+            b = flat[:: -(-flat.size // 256)]
+        self.data = b.tobytes()
+
+    def __eq__(self, other):
+        if type(other) is not _StepValue or self.dtype != other.dtype or self.shape != other.shape:
+            return False
+        if self.data == other.data and self.total == other.total:
+            return True
+        if self.dtype.kind not in "fc":
+            return False
+        values = lambda v: np.frombuffer(v, self.dtype)  # noqa: E731
+        return _close(values(self.data), values(other.data)) and (
+            self.total is None or _close(values(self.total), values(other.total)))
+
+    __hash__ = None
+
+
+def _close(a, b) -> bool:
+    """``b`` equals ``a`` within rounding, NaN where ``a`` has NaN (see api._same_value)."""
+    with np.errstate(all="ignore"):
+        scale = float(np.max(np.abs(a), initial=0.0, where=np.isfinite(a)))  # (an inf would allow anything)
+        return bool(np.allclose(a, b, rtol=1e-10, atol=1e-10 * max(scale, 1e-300), equal_nan=True))
 
 
 def _same_step(a, b) -> bool:

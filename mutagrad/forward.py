@@ -25,6 +25,7 @@ from .core import (
     bottom,
     foreign_subclass,
     index_step,
+    operand_step,
     output_leaves,
     subclass_error,
     view_of,
@@ -186,8 +187,10 @@ class ForwardLevel(Level):
     def process(self, prim, leaves, tree, args, kwargs):
         vals, ins = self.unwrap_args(leaves, prim.weak_args)
         if self.run_group is not None:  # (one of a forward-mode jacobian's runs: its steps)
-            self.run_group.note((prim.name, tuple(ins)) + tuple(  # (ins: which operands are traced)
-                index_step(v) for v in vals if type(v) is _ndarray and v.dtype.kind in "iub"))
+            # ins: which operands are traced; the operands' values, traced or not, are the same in
+            # every run of the same function (a constant read from state the function changes, as
+            # `step[0] * x` after `step[0] += 1`, is not: at x = 0 the outputs would still agree)
+            self.run_group.note((prim.name, tuple(ins)) + tuple(operand_step(v) for v in vals))
         tans = None
         for i in ins:
             t = leaves[i]

@@ -1682,3 +1682,40 @@ def test_buffers_made_like_a_traced_value_in_a_worker_thread():
     x = np.linspace(0.1, 1.0, 6)
     assert mg.value_and_grad(f)(x.copy())[0] == pytest.approx(f(x.copy()), rel=1e-14)
     check_grads(f, x, modes=("rev", "fwd"))
+
+
+def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
+    # at x = 0 every run returns sin(0) = 0 and cos(0) sums to 3, whatever step[0] is: the runs'
+    # outputs agree, but each column would be another function's derivative (diag 1, 2, 3); the
+    # operands the runs took (step[0]) differ, and that is refused. By hand, at one plain call:
+    # J = diag(1), H = -diag(1)
+    step = np.zeros(1)
+
+    def f(x):
+        step[0] += 1.0
+        return np.sin(step[0] * x)
+
+    def h(x):
+        step[0] += 1.0
+        return np.sum(np.cos(step[0] * x))
+
+    for run in (lambda: mg.jacobian(f, mode="fwd")(np.zeros(3)), lambda: mg.hessian(h)(np.zeros(3))):
+        step[:] = 0.0
+        with pytest.raises(mg.MutationError, match="operands of other values than run 1"):
+            run()
+    step[:] = 0.0
+    np.testing.assert_array_equal(mg.jacobian(f, mode="rev")(np.zeros(3)), np.eye(3))
+    step[:] = 0.0
+    np.testing.assert_array_equal(mg.jacobian(mg.grad(h), mode="rev")(np.zeros(3)), -np.eye(3))
+    # state read but not changed, in a large array too (kept as a sample and a sum): not refused
+    w = np.linspace(0.5, 1.5, 1000)
+
+    def g(x):
+        return np.sum(np.sin(w * x[0]) * x[1])
+
+    x = np.array([0.3, 2.0])
+    H = mg.hessian(g)(x)
+    # d2/dx0^2 = -x1 sum(w^2 sin(w x0)), d2/dx0dx1 = sum(w cos(w x0)), d2/dx1^2 = 0: by hand
+    want = np.array([[-2.0 * np.sum(w ** 2 * np.sin(0.3 * w)), np.sum(w * np.cos(0.3 * w))],
+                     [np.sum(w * np.cos(0.3 * w)), 0.0]])
+    np.testing.assert_allclose(H, want, rtol=1e-12, atol=1e-12)

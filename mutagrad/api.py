@@ -902,6 +902,8 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
         linfo = []
         for k, leaf in enumerate(leaves):
             where = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
+            if isinstance(leaf, Tracer):
+                leaf = live(leaf, argument=True)  # (a leftover in a container: the array it holds)
             _check_leaf(leaf, where, every)
             t, info = _wrap_leaf(level, leaf, where)
             new.append(t)
@@ -1905,6 +1907,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             for info, tv in zip(linfo, tl):
                 if tv is None or isinstance(tv, AbstractZero):
                     continue
+                if isinstance(tv, Tracer):
+                    tv = live(tv, argument=True)  # (a leftover of a finished differentiation: its value, data)
                 if np.shape(tv) != info.shape:
                     raise ValueError(f"jvp: tangent shape {np.shape(tv)} does not match primal shape {info.shape}")
                 if isinstance(tv, Tracer):  # a tangent traced by an outer differentiation

@@ -3,6 +3,7 @@ object attributes holding traced values, generators and iterators."""
 import dataclasses
 import functools
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -415,3 +416,28 @@ def test_vjp_intermediate_left_in_a_container_argument_is_guarded():
         cached(arg)[0] = 100.0
         with pytest.raises(mg.MutationError, match="modified after vjp returned"):
             pb(np.ones(4))
+
+
+def test_a_leftover_in_a_container_argument_is_the_array_it_holds():
+    # a traced value a finished differentiation left behind, passed inside a dict or a list (a
+    # bare AttributeError when the level released its locks), or as a jvp tangent (warned that a
+    # derivative was lost: a tangent is data)
+    kept = []
+
+    def f(x):
+        y = np.sin(x)
+        kept.append(y)
+        return np.sum(y)
+
+    x = np.array([0.3, 0.8])
+    mg.grad(f)(x)
+    left = kept[0]
+    want = 2 * np.sin(x)  # d/dz sum(z^2) at z = sin(x), by hand
+    d = {"a": left}
+    np.testing.assert_allclose(mg.grad(lambda d: np.sum(d["a"] ** 2))(d)["a"], want, rtol=1e-15)
+    assert d["a"] is left  # (the caller's dict keeps its own leaf)
+    np.testing.assert_allclose(mg.value_and_grad(lambda l: np.sum(l[0] ** 2))([left])[1][0], want, rtol=1e-15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, t = mg.jvp(lambda z: z * 2.0, (np.ones(2),), (left,))
+    np.testing.assert_array_equal(t, 2.0 * np.sin(x))

@@ -1460,7 +1460,7 @@ class _StepValue:
             return True
         if self.dtype.kind not in "fc":
             return False
-        values = lambda v: np.frombuffer(v, self.dtype)  # noqa: E731
+        values = lambda v: np.frombuffer(v, self.dtype)
         return _close(values(self.data), values(other.data)) and (
             self.total is None or _close(values(self.total), values(other.total)))
 

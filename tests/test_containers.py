@@ -439,5 +439,5 @@ def test_a_leftover_in_a_container_argument_is_the_array_it_holds():
     np.testing.assert_allclose(mg.value_and_grad(lambda l: np.sum(l[0] ** 2))([left])[1][0], want, rtol=1e-15)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out, t = mg.jvp(lambda z: z * 2.0, (np.ones(2),), (left,))
+        _, t = mg.jvp(lambda z: z * 2.0, (np.ones(2),), (left,))
     np.testing.assert_array_equal(t, 2.0 * np.sin(x))

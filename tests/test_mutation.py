@@ -1704,6 +1704,39 @@ def test_np_put_of_one_element_in_an_element_loop():
         mg.grad(lambda x: np.sum(np.put(np.outer(x, x), [9], x[0]) or x))(x)
 
 
+@pytest.mark.parametrize("layout", ["C", "strided", "F"])
+def test_put_with_a_bad_index_leaves_what_numpy_leaves(layout):
+    # np.put(mode="raise") writes the values before the bad index into a C-contiguous array, and
+    # nothing into another (it writes into a C-ordered copy it drops): caught inside the function
+    def f(x):
+        try:
+            np.put(x, [0, 1, 9], [5.0, x.flat[2] * 2.0, 1.0])
+        except IndexError:
+            pass
+        return np.sum(x * x)
+
+    make = {"C": lambda: np.array([1.0, 2.0, 3.0, 4.0]),
+            "strided": lambda: np.array([1.0, 0.0, 2.0, 0.0, 3.0, 0.0, 4.0])[::2],
+            "F": lambda: np.asfortranarray([[1.0, 2.0], [3.0, 4.0]])}[layout]
+    def at(d):  # f at make() + d, in make()'s layout (the layout decides what is written)
+        x = make()
+        x[...] += d
+        return f(x)
+
+    shape = make().shape
+    fd = np.reshape([(at(1e-6 * e) - at(-1e-6 * e)) / 2e-6 for e in np.eye(np.prod(shape)).reshape((-1,) + shape)],
+                    shape)
+    plain = make()
+    want = f(plain)
+    x = make()
+    val, g = mg.value_and_grad(f)(x)
+    assert val == want
+    np.testing.assert_array_equal(x, plain)
+    np.testing.assert_allclose(g, fd, rtol=1e-7, atol=1e-9)
+    _, t = mg.jvp(f, (make(),), (np.ones(shape),))
+    np.testing.assert_allclose(t, fd.sum(), rtol=1e-7)
+
+
 def test_conj_method_of_a_real_array_is_the_array_itself():
     # NumPy's ndarray.conj() of a real array returns the array itself (not a copy): a write through
     # it is a write into the array (the spectral tester's generic real-or-complex helper)

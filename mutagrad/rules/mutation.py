@@ -111,7 +111,11 @@ def _np_put(args, kwargs):
         write(x, tuple(int(k) for k in np.unravel_index(i % n, np.shape(x))), v)
         return None
     if mode == "raise":
-        bad = FlatIter(x).assign_before_bad_index(flat, a["v"])
+        if bottom(x).flags.c_contiguous:  # (NumPy writes the values before the bad index)
+            bad = FlatIter(x).assign_before_bad_index(flat, a["v"])
+        else:  # (NumPy writes into a C-ordered copy, which it drops when an index is bad: nothing written)
+            out = flat[(flat < -n) | (flat >= n)]
+            bad = int(out[0]) if out.size else None
         if bad is not None:
             raise IndexError(f"index {bad} is out of bounds for axis 0 with size {n}")
     pos = flat_positions(x, flat)  # negative indices count from the end

@@ -2058,3 +2058,27 @@ def test_array_of_a_scalar_copy_false_refuses_as_numpy():
     for fn in (lambda s: mnp.asarray(s, copy=False), lambda s: mnp.array(s, copy=False)):
         with pytest.raises(ValueError, match="Unable to avoid copy"):
             mg.grad(lambda a, fn=fn: np.sum(fn(a[0] * 2.0)))(np.ones(2))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_power_at_leaves_numpys_bits(dtype):
+    # np.power.at runs NumPy's one-element loop (libm's pow), whose last bit differs from the vector
+    # loop's for exponents given as an array (2.0, 0.5); the derivative is the rounds' own
+    rng = np.random.default_rng(3)
+    x0 = rng.uniform(0.5, 1.5, 200).astype(dtype)
+    e = rng.choice([2.0, 0.5, 3.0], 60).astype(dtype)
+    idx = rng.choice(200, 60, replace=False)
+    idx[-1] = idx[0]  # (one position twice: the rounds' path too)
+
+    def f(x):
+        np.power.at(x, idx, e)
+        return np.sum(x * x)
+
+    plain = x0.copy()
+    want = f(plain)
+    x = x0.copy()
+    val, g = mg.value_and_grad(f)(x)
+    np.testing.assert_array_equal(x.view(np.uint8), plain.view(np.uint8))
+    assert val == want
+    if dtype == np.float64:
+        np.testing.assert_allclose(g, _fd_grad(f, x0.copy()), rtol=1e-6, atol=1e-8)

@@ -462,7 +462,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
         repeats = False
     else:
         repeats = has_repeats(flatpos)
-    if not repeats and bottom(a).dtype.kind != "c":
+    if not repeats and bottom(a).dtype.kind != "c" and ufunc is not np.power:
         # every position once: the gather, the ufunc and the write (b read before the write, as
         # NumPy reads it; the same one operation per element)
         # (ufunc.at converts b with np.asarray: a Python float is a float64 operand, not a weak one)
@@ -481,9 +481,10 @@ def _ufunc_at(ufunc, inputs, kwargs):
             cur = a[idx]
             write(a, idx, ufunc(cur, bflat[sel]) if b is not None else ufunc(cur))
 
-    if bottom(a).dtype.kind == "c":
-        # complex products and quotients round differently in NumPy's one-element steps than
-        # in a vector loop: the values are NumPy's own (replayed), the derivative the rounds'
+    if bottom(a).dtype.kind == "c" or ufunc is np.power:
+        # complex products and quotients, and powers (NumPy's vector loop of np.power is not its
+        # one-element loop's libm pow: a last bit apart), round differently in NumPy's one-element
+        # steps than in a vector loop: the values are NumPy's own (replayed), the derivative the rounds'
         plain_b = () if b is None else (np.reshape(np.asarray(bottom(bflat)), pshape),)
         with_replayed_bits(a, lambda ob: ufunc.at(ob, indices, *plain_b), apply_rounds)
     else:

@@ -580,6 +580,24 @@ def drop_unread(xs, needed):
             xs[i] = _Meta(x.shape, x.dtype)
 
 
+PIN_BYTES = 1 << 16  # a small argument that views more memory than this is not kept as it is (unpin)
+
+
+def unpin(xs, needed):
+    """Replace, in list ``xs``, the arrays that view a much larger array: by a copy where a partial
+    reads it, else by its shape and dtype. Kept as they are, they would keep the large array alive
+    with the tape (a loop adding a 1-element view of each step's temporary, ``acc = acc + u[0:1]``,
+    would keep every step's temporary)."""
+    for i in range(len(xs)):
+        x = xs[i]
+        if type(x) is np.ndarray:
+            b = x.base
+            if b is not None:
+                nb = getattr(b, "nbytes", 0)
+                if nb > PIN_BYTES and nb > 4 * x.nbytes:
+                    xs[i] = x.copy() if i in needed else _Meta(x.shape, x.dtype)
+
+
 def ew_cotangent(g, d, xs, y, i, inplace=False):
     """``ȳ · conj(∂y/∂x_i)`` of an elementwise function, summed to x_i's shape.
 

@@ -67,7 +67,7 @@ from .core import (
 )
 from .core import LOCKED as _LOCKED
 from .pytree import tree_unflatten
-from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent
+from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, unpin
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import (
@@ -636,15 +636,23 @@ class ReverseLevel(Level):
         vals = []
         inputs = []  # (storage, geometry, position) of the active arguments
         i = 0
+        viewed = False  # a view among the arguments (see unpin)
         for x in leaves:
             tx = type(x)
             if tx is ArrayTracer or tx is ScalarTracer:
                 st = x._storage
-                vals.append(x._value.item() if st.weak and x._geom is None else x._value)  # (weak: a Python number, as in a plain call)
+                g = x._geom
+                if g is None:
+                    vals.append(x._value.item() if st.weak else x._value)  # (weak: a Python number, as in a plain call)
+                else:
+                    vals.append(x._value)
+                    viewed = True
                 if st.active:
-                    inputs.append((st, x._geom, i))
+                    inputs.append((st, g, i))
             else:
-                if tx is not float and tx is not _ndarray and foreign_subclass(x):
+                if tx is _ndarray:
+                    viewed = viewed or x.base is not None
+                elif tx is not float and foreign_subclass(x):
                     raise subclass_error(x)
                 vals.append(x)
             i += 1
@@ -680,22 +688,25 @@ class ReverseLevel(Level):
         if into is not None:
             y = self._elide(prim, vals, leaves, into, need)
             if y is not None:
-                return self._ew_record(prim, leaves, vals, inputs, need, out_read, y)
+                return self._ew_record(prim, leaves, vals, inputs, need, out_read, y, viewed)
         if scalar_op is not None and type(vals[0]) in _SCALAR_OP_TYPES and type(vals[1]) in _SCALAR_OP_TYPES:
             y = scalar_op(vals[0], vals[1])  # (core.ew_value, inlined: the hottest path)
         else:
             y = prim.elementwise[2](*vals)
-        return self._ew_record(prim, leaves, vals, inputs, need, out_read, y)
+        return self._ew_record(prim, leaves, vals, inputs, need, out_read, y, viewed)
 
-    def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y):
+    def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y, viewed=True):
         """Wrap the result ``y`` of an elementwise primitive and record it as
-        one EWRecord (keeping only the arguments its partials read)."""
+        one EWRecord (keeping only the arguments its partials read; ``viewed``: views may be
+        among them)."""
         ty = type(y)
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             st = Storage(self, y)
             out = ArrayTracer(y, self, st, None, False)
             if y.size > DROP_SIZE or not y.size:  # (the arguments of a nonempty result are no larger)
                 drop_unread(vals, need)
+            if viewed:
+                unpin(vals, need)
         elif ty in _FLOAT_SCALARS and ty is not float and ty is not complex:
             st = Storage(self, y)
             out = ScalarTracer(y, self, st, None, True)

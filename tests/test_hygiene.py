@@ -51,6 +51,38 @@ def test_repeated_calls_do_not_grow_memory():
     assert grown < 100_000, grown
 
 
+def test_a_view_of_each_steps_temporary_does_not_keep_the_temporaries():
+    """An elementwise operation keeps its small arguments for its partials: a view of a large
+    temporary kept as it is would keep the temporary alive with the tape (memory n steps x the
+    array). Here 1-element views (unread by `+`) and 100-element ones (read by sin and `*`)."""
+    n = 100_000
+
+    def f(x, steps):
+        u = x
+        acc = x[:1] * 0.0
+        acc2 = x[:100] * 0.0
+        for _ in range(steps):
+            u = u + 0.01  # a fresh n-element array each step
+            acc = acc + u[0:1]
+            acc2 = acc2 + np.sin(u[:100]) * u[100:200]
+        return np.sum(acc) + np.sum(acc2) + np.sum(u)
+
+    x = np.linspace(0.0, 1.0, n)
+    tracemalloc.start()
+    g = mg.grad(lambda x: f(x, 60))(x.copy())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 12 * n * 8, peak  # (60 steps kept: 60 n * 8 bytes)
+    # d/dx: 1 (u's sum) + steps (acc) on x[0]; on x[:100] sum_k cos(x + 0.01 k) * (x[100:200] + 0.01 k),
+    # on x[100:200] sum_k sin(x[:100] + 0.01 k): by hand
+    k = 0.01 * np.arange(1, 61)[:, None]
+    want = np.ones(n)
+    want[0] += 60
+    want[:100] += np.sum(np.cos(x[:100] + k) * (x[100:200] + k), axis=0)
+    want[100:200] += np.sum(np.sin(x[:100] + k), axis=0)
+    np.testing.assert_allclose(g, want, rtol=1e-10)
+
+
 def test_single_element_writes_save_elements_not_arrays():
     """1000 writes of one element into a 10^5-element array keep O(1000) elements,
     not 1000 arrays (contract 1.2.6)."""

@@ -1311,8 +1311,14 @@ def _same_sparse(a, b) -> bool:
     return True
 
 
+_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}  # float and complex parts' sizes -> unsigned integers
+
+
 def _same_bits(a, b) -> bool:
     if a.flags.c_contiguous and b.flags.c_contiguous and a.dtype.kind in "fc":
+        bits = _BITS.get(a.dtype.itemsize // (2 if a.dtype.kind == "c" else 1))
+        if bits is not None and a.dtype == b.dtype:  # (one element per comparison, not one byte)
+            return bool(np.array_equal(a.view(bits), b.view(bits)))
         return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
     return bool(np.array_equal(a, b, equal_nan=True))
 

@@ -583,6 +583,15 @@ def drop_unread(xs, needed):
 PIN_BYTES = 1 << 16  # a small argument that views more memory than this is not kept as it is (unpin)
 
 
+def pins(x) -> bool:
+    """Whether array ``x`` views a much larger array, which keeping ``x`` would keep alive."""
+    b = x.base
+    if b is None:
+        return False
+    nb = getattr(b, "nbytes", 0)
+    return nb > PIN_BYTES and nb > 4 * x.nbytes
+
+
 def unpin(xs, needed):
     """Replace, in list ``xs``, the arrays that view a much larger array: by a copy where a partial
     reads it, else by its shape and dtype. Kept as they are, they would keep the large array alive
@@ -590,12 +599,8 @@ def unpin(xs, needed):
     would keep every step's temporary)."""
     for i in range(len(xs)):
         x = xs[i]
-        if type(x) is np.ndarray:
-            b = x.base
-            if b is not None:
-                nb = getattr(b, "nbytes", 0)
-                if nb > PIN_BYTES and nb > 4 * x.nbytes:
-                    xs[i] = x.copy() if i in needed else _Meta(x.shape, x.dtype)
+        if type(x) is np.ndarray and pins(x):
+            xs[i] = x.copy() if i in needed else _Meta(x.shape, x.dtype)
 
 
 def ew_cotangent(g, d, xs, y, i, inplace=False):

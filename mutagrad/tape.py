@@ -67,7 +67,7 @@ from .core import (
 )
 from .core import LOCKED as _LOCKED
 from .pytree import tree_unflatten
-from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, unpin
+from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, pins, unpin
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import (
@@ -818,6 +818,7 @@ class ReverseLevel(Level):
             kwargs = self._own_params(kwargs)
         out_read = False
         need = ()
+        copies = None
         if prim.linear:  # the transpose reads no traced argument, but may read plain ones (indices)
             if plain:
                 for i in range(len(leaves)):
@@ -847,6 +848,10 @@ class ReverseLevel(Level):
                         leaf._storage.captured = True
                         if leaf._storage.outer_view:  # its outer level may write it unseen
                             vals[i] = self.snapshot(leaf._value)
+                        elif leaf._geom is not None and type(vals[i]) is _ndarray and pins(vals[i]):
+                            # a view of a much larger array, which the pullback would keep alive
+                            vals[i] = vals[i].copy()
+                            copies = (copies or []) + [i]
                     elif not leaf._scalar:  # an outer level's array, which it may write unseen
                         vals[i] = self.snapshot(leaf)
                 elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
@@ -856,16 +861,28 @@ class ReverseLevel(Level):
             inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]
             return self._ew_record(prim, leaves, vals, inputs, need, out_read, prim.elementwise[2](*vals))
         y, pb = rrule(*_unflatten_args(tree, vals), **kwargs)
+        if copies is not None and any(np.may_share_memory(o, vals[i]) for o in output_leaves(y)[0]
+                                      if type(o) is _ndarray for i in copies):
+            # an output that is a view of an argument copied above: of the argument itself
+            for i in copies:
+                vals[i] = leaves[i]._value
+            y, pb = rrule(*_unflatten_args(tree, vals), **kwargs)
+        return self._after_rule(prim, leaves, ins, vals, y, pb, need, out_read, tree)
+
+    def _after_rule(self, prim, leaves, ins, vals, y, pb, need, out_read, tree):
+        """Record a reverse rule's output ``y`` and pullback ``pb`` (see :meth:`process`)."""
         self.check_rule_output(prim, y)
         if type(pb) is ElementwisePullback and prim.reads is not None:  # a rule called directly
             xs = list(pb.xs)
             drop_unread(xs, need)  # let temporaries no pullback reads die now
+            unpin(xs, need)
             pb.xs = tuple(xs)
             if not out_read:
                 pb.y = None
         elif getattr(type(pb), "trims_operands", False) and prim.reads is not None:  # (matmul's)
             xs = list(pb.xs)
             drop_unread(xs, need)
+            unpin(xs, need)
             pb.xs = tuple(xs)
         return self.wrap(y, leaves, ins, pb, prim, out_read, tree)
 

@@ -83,6 +83,34 @@ def test_a_view_of_each_steps_temporary_does_not_keep_the_temporaries():
     np.testing.assert_allclose(g, want, rtol=1e-10)
 
 
+def test_views_read_by_rules_do_not_keep_each_steps_temporary():
+    """The same through other rules' pullbacks, which keep what they read: max, norm, matmul of a
+    constant matrix and of two traced operands, prod."""
+    n = 100_000
+    W = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+
+    def f(x, steps):
+        u = x
+        acc = 0.0
+        v = x[10:13] * 1.0
+        for _ in range(steps):
+            u = u * 1.0001
+            acc = acc + np.max(u[:50]) + np.linalg.norm(u[50:100]) + np.sum(W @ u[200:203])
+            acc = acc + np.sum(np.outer(u[300:303], v) @ u[400:403]) + np.prod(u[500:504])
+        return acc + np.sum(u * u)
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.5, 1.5, n)
+    tracemalloc.start()
+    g = mg.grad(lambda x: f(x, 60))(x.copy())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 12 * n * 8, peak  # (60 steps kept: 60 n * 8 bytes)
+    d = rng.standard_normal(n)  # a central difference along a random direction
+    fd = (f(x + 1e-6 * d, 60) - f(x - 1e-6 * d, 60)) / 2e-6
+    np.testing.assert_allclose(g @ d, fd, rtol=1e-6)
+
+
 def test_single_element_writes_save_elements_not_arrays():
     """1000 writes of one element into a 10^5-element array keep O(1000) elements,
     not 1000 arrays (contract 1.2.6)."""

@@ -28,7 +28,7 @@ import numpy as np
 from ..core import (FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, plain_operand, strong_operand,
                     write_out, write_replayed)
 from ..errors import user_line
-from ..registry import _Meta
+from ..registry import _Meta, pins
 from ..registry import conj_if_complex as _cj
 from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 
@@ -154,8 +154,9 @@ def _matmul_fast(level, leaves):
         inputs.append((sb, b._geom, 1))
         sa.captured = True
     # only what the active operands' cotangents read (a constant matrix's product keeps the matrix)
-    ka = av if db else _stand_in(_Meta(av.shape, av.dtype))
-    kb = bv if da else _stand_in(_Meta(bv.shape, bv.dtype))
+    # (a view of a much larger array is kept as a copy: the array can die, see registry.pins)
+    ka = (av.copy() if a._geom is not None and pins(av) else av) if db else _stand_in(_Meta(av.shape, av.dtype))
+    kb = (bv.copy() if b._geom is not None and pins(bv) else bv) if da else _stand_in(_Meta(bv.shape, bv.dtype))
 
     def pullback(g):
         return (_matmul_vjp(g, ka, kb, 0) if da else None, _matmul_vjp(g, ka, kb, 1) if db else None)

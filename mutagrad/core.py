@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import cmath
 import dataclasses
 import dis
 import inspect
@@ -1343,6 +1344,10 @@ class RunGroup:
             # A careful run's arithmetic (strong zeros) takes other steps than the run it repeats
             return
         if self.recording:
+            for v in entry:
+                for u in v if type(v) is tuple else (v,):  # (a sparse matrix's: a tuple of them)
+                    if type(u) is _StepValue:
+                        u.flat = None  # (the trail keeps no operand alive)
             self.trail.append(entry)
             return
         k = self.pos
@@ -1431,25 +1436,30 @@ def operand_step(v):
         return _StepValue(np.complex128(b))
     if t is int or t is bool:
         return b
+    if scipy_sparse_object(b):  # (a sparse matrix the function changes: its arrays)
+        return (t.__name__, getattr(b, "shape", None)) + tuple(
+            _StepValue(a) for a in (getattr(b, k, None) for k in ("data", "indices", "indptr", "row", "col", "offsets"))
+            if type(a) is _ndarray and a.dtype.kind != "O")
     return None
 
 
 class _StepValue:
     """An operand's value as a run saw it: equal to another run's within rounding, as the runs'
     outputs must be (NumPy's last bits may depend on an array's alignment). A large array is
-    kept as a sample of 256 of its elements and its sum."""
+    kept as a sample of 256 of its elements and a weighted sum of all (``_checksum``); ``flat``,
+    the array itself, only until the run's step is compared (RunGroup.note)."""
 
-    __slots__ = ("data", "dtype", "shape", "total")
+    __slots__ = ("data", "dtype", "flat", "shape", "total")
 
     def __init__(self, b):
         self.dtype = b.dtype
         self.shape = b.shape
-        self.total = None
+        self.total = self.flat = None
         if b.size > 256:
             flat = b.reshape(-1)
             if self.dtype.kind in "fc":
-                with np.errstate(all="ignore"):
-                    self.total = flat.sum().tobytes()
+                self.total = _checksum(flat)
+                self.flat = flat
             b = flat[:: -(-flat.size // 256)]
         self.data = b.tobytes()
 
@@ -1461,10 +1471,35 @@ class _StepValue:
         if self.dtype.kind not in "fc":
             return False
         values = lambda v: np.frombuffer(v, self.dtype)
-        return _close(values(self.data), values(other.data)) and (
-            self.total is None or _close(values(self.total), values(other.total)))
+        if not _close(values(self.data), values(other.data)):
+            return False
+        if self.total is None:
+            return True
+        c1, c2 = self.total, other.total
+        if cmath.isnan(c1) and cmath.isnan(c2):
+            return True
+        flat = self.flat if self.flat is not None else other.flat
+        if flat is None:
+            return False
+        with np.errstate(all="ignore"):  # within rounding of the weighted sum of the magnitudes
+            return bool(abs(c1 - c2) <= 1e-10 * abs(_checksum(np.abs(flat))))
 
     __hash__ = None
+
+
+_WEIGHTS = 1.0 + (np.arange(8192) * 0.6180339887498949) % 1.0  # (weights in [1, 2), all different)
+
+
+def _checksum(flat):
+    """The sum of w_i x_i over a large array's elements, the weights repeating every 8192 elements
+    and those blocks weighted too: a change of any element shows, a swap of two too."""
+    n, w = flat.size, _WEIGHTS.size
+    k = n // w
+    with np.errstate(all="ignore"):
+        c = np.dot(flat[k * w:], _WEIGHTS[: n - k * w])
+        if k:
+            c = c + np.dot(np.dot(flat[: k * w].reshape(k, w), _WEIGHTS), np.resize(_WEIGHTS[::-1], k))
+    return complex(c) if flat.dtype.kind == "c" else float(c)
 
 
 def _close(a, b) -> bool:
@@ -2503,11 +2538,12 @@ class Tracer:
                     and self._plain_constant()):
                 # np.asarray(p) of a constant: its memory, as NumPy's asarray returns p itself
                 # (a copy showed old values once p was updated in place), read-only
-                v = b.view()
+                holder = _HandedOut(b)
+                v = np.asarray(holder)  # (the base of the views NumPy makes of it: v, see _HandedOut)
                 v.flags.writeable = False
                 line = user_line()
                 t = self
-                ref = weakref.ref(v)
+                ref = weakref.ref(holder)
                 while isinstance(t, Tracer):
                     st = t._storage
                     if st.handed_out is None:
@@ -3385,8 +3421,10 @@ class ArrayTracer(Tracer):
     def __getitem__(self, idx):
         lv = self._level
         ti = type(idx)
-        if (ti is slice or ti is tuple and _is_basic(idx)) and lv.index == 0 and STATE.ceiling == 1 and not lv.closed:
-            # the outermost level and a basic index: a view of this storage, nothing to record
+        if ((ti is slice or ti is tuple and _is_basic(idx)) and lv.index == 0 and STATE.ceiling == 1 and not lv.closed
+                and lv.run_group is None):
+            # the outermost level and a basic index: a view of this storage, nothing to record (a
+            # forward-mode jacobian's run notes the index: runs that take other views compute another function)
             v = self._value[idx]
             if type(v) is _ndarray:
                 return _basic_view(self, v, v, lv)
@@ -3978,6 +4016,20 @@ def _no_overwrite_by_scipy(frame):
             "the old values after the call)", TracerEscapeError,
             f" Use mutagrad.scipy.{sub}.{name} (import mutagrad.scipy.{sub}), which overwrites as SciPy "
             f"does and is differentiated, or drop {flags[0]}=True.", specific=True)
+
+
+class _HandedOut:
+    """The memory of a constant handed out as a plain array (np.asarray(c)), as the base of that
+    array. An object that is no array stops NumPy's collapse of a view's base chain at the array
+    handed out: every view NumPy makes of it (np.asarray(c)[1:], .T, .reshape) has it as its base
+    (a plain view of the memory would have the memory's owner), so a weak reference to this
+    object tells whether any plain array that shows the memory is still alive."""
+
+    __slots__ = ("__array_interface__", "__weakref__", "array")
+
+    def __init__(self, b):
+        self.array = b  # (keeps the memory alive)
+        self.__array_interface__ = b.__array_interface__
 
 
 def handed_out_error(s):

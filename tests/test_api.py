@@ -1707,6 +1707,41 @@ def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
     np.testing.assert_array_equal(mg.jacobian(f, mode="rev")(np.zeros(3)), np.eye(3))
     step[:] = 0.0
     np.testing.assert_array_equal(mg.jacobian(mg.grad(h), mode="rev")(np.zeros(3)), -np.eye(3))
+    # a view chosen by state the function changes (x[::-1] in odd runs), a sparse matrix it
+    # changes, two elements of a large array it swaps (outside the sample the runs keep of it):
+    # rev gives each function's one-call derivative, by hand
+    st = [0]
+
+    def view(x):
+        st[0] += 1
+        return np.sin(x[::-1] if st[0] % 2 else x)
+
+    S = np.arange(1000.0)
+
+    def swap(x):
+        S[[1, 2]] = S[[2, 1]]
+        w = mnp.zeros(1000)
+        w[1], w[2] = x[0], x[1]
+        return S @ w
+
+    for run in (lambda: mg.jacobian(view, mode="fwd")(np.ones(2)), lambda: mg.jacobian(swap, mode="fwd")(np.ones(2))):
+        with pytest.raises(mg.MutationError, match="runs the function once per input element"):
+            run()
+    st[0] = 0
+    np.testing.assert_allclose(mg.jacobian(view, mode="rev")(np.ones(2)), np.cos(1.0) * np.eye(2)[::-1], rtol=1e-15)
+    S[:] = np.arange(1000.0)
+    np.testing.assert_array_equal(mg.jacobian(swap, mode="rev")(np.ones(2)), [2.0, 1.0])
+    sparse = pytest.importorskip("scipy.sparse")
+    K = sparse.csr_matrix(np.eye(2))
+
+    def grow(x):
+        K.data[1] += 1.0
+        return K @ x
+
+    with pytest.raises(mg.MutationError, match="runs the function once per input element"):
+        mg.jacobian(grow, mode="fwd")(np.zeros(2))
+    K.data[:] = 1.0
+    np.testing.assert_array_equal(mg.jacobian(grow, mode="rev")(np.zeros(2)), np.diag([1.0, 2.0]))
     # state read but not changed, in a large array too (kept as a sample and a sum): not refused
     w = np.linspace(0.5, 1.5, 1000)
 

@@ -547,6 +547,30 @@ def test_asarray_of_a_constant_argument_is_its_memory():
                                rtol=1e-6)
 
 
+@pytest.mark.parametrize("form", ["[1:]", ".T", ".reshape(3)", ".view()", "[::2]"])
+def test_a_view_of_an_array_handed_out_is_held_as_the_array(form):
+    # a plain view made from np.asarray(c) of a constant c (an argument not differentiated, a
+    # buffer holding constants only) shows a later traced write into c, as NumPy's would; the
+    # view's base was c's memory owner, so that np.asarray's array died and the write went on:
+    # the view summed the write's value without its derivative (gradient [0, 2], not [3, 2])
+    def through_buffer(x):
+        c = mnp.zeros(3)
+        q = eval("np.asarray(c)" + form)
+        c[1] = x[0]
+        return np.sum(q) * x[1]
+
+    def through_argument(x, p):
+        q = eval("np.asarray(p)" + form)
+        p[1] = x[0]
+        return np.sum(q) * x[1]
+
+    x = np.array([2.0, 3.0])
+    with pytest.raises(mg.MutationError, match="handed out"):
+        mg.grad(through_buffer)(x)
+    with pytest.raises(mg.MutationError, match="handed out"):
+        mg.grad(through_argument)(x, np.zeros(3))
+
+
 def test_an_argument_made_writeable_again():
     # the caller's array is locked while the function runs; the function's own
     # writeable = False, then True, raised NumPy's bare "cannot set WRITEABLE flag"

@@ -808,9 +808,15 @@ def _searched_argument(v) -> bool:
     return not (tv is _ndarray or v is None or issubclass(tv, (Tracer, int, float, complex, str, bytes, np.generic)))
 
 
+_ONE = np.float64(1.0)
+_NOT_SEARCHED = frozenset((_ndarray, ArrayTracer, ScalarTracer, float, int, complex, bool, str, np.float64, type(None)))
+
+
 def _object_arguments(fun, args, kwargs):
     """(parameter name, value) of the call's arguments that are neither arrays nor numbers nor
     containers (which are flattened and checked as arguments): objects and callbacks."""
+    if not kwargs and all(type(v) in _NOT_SEARCHED for v in args):
+        return []  # (the common case: arrays and numbers only)
     code = getattr(fun, "__code__", None)
     params = code.co_varnames[:code.co_argcount] if code is not None else ()
     if type(fun) is _MethodType:
@@ -1388,7 +1394,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
 
             def seed():
                 if isinstance(out, Tracer) and out._level is level:
-                    level.seed(out._storage, out._geom, np.ones((), out.dtype))
+                    level.seed(out._storage, out._geom, _ONE if type(out._value) is np.float64 and out._geom is None
+                               else np.ones((), out.dtype))  # (a NumPy scalar's adjoint is not copied)
 
             seed()
             own_nan = isinstance(out, Tracer) and out._level is level and _seeded_nan([(out, 1.0)])
@@ -1815,9 +1822,12 @@ def _poison_in_gradients(infos, nums) -> bool:
 
 
 def _has_nan(b) -> bool:
-    if b.dtype.kind == "f" and b.size > 4096:
-        return bool(np.isnan(np.min(b)))  # (NaN propagates through min: one pass, no boolean array)
+    if b.dtype.kind == "f" and b.size:
+        return bool(np.isnan(_min_reduce(b, axis=None)))  # (NaN propagates through min: one pass, no boolean array)
     return bool(np.isnan(b).any())
+
+
+_min_reduce = np.minimum.reduce
 
 
 def _release_tape(level):

@@ -7,6 +7,7 @@ NumPy's own frames; this happens only when an error is being raised.
 from __future__ import annotations
 
 import ast
+import builtins
 import dis
 import itertools
 import linecache
@@ -501,8 +502,11 @@ def printing_statement(frame) -> bool:
     if type(stmt) is not ast.Expr or type(stmt.value) is not ast.Call:
         return False
     fn = stmt.value.func
-    if not ((type(fn) is ast.Name and fn.id in _PRINT_CALLS) or (type(fn) is ast.Attribute and fn.attr in _LOG_METHODS)):
-        return False
+    if type(fn) is ast.Name:  # print(...): the builtin (a function of the program's named print may keep values)
+        if fn.id not in _PRINT_CALLS or _named(fn.id, frame) is not builtins.print:
+            return False
+    elif type(fn) is not ast.Attribute or fn.attr not in _LOG_METHODS or not _a_logger(fn.value, frame):
+        return False  # (np.log(..., out=buf), a method of the program's named log, may keep values)
     for node in ast.walk(stmt.value):
         if type(node) in (ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom, ast.Await):
             return False
@@ -520,6 +524,52 @@ def printing_statement(frame) -> bool:
             if len(node.args) + method > limit:
                 return False
     return True
+
+
+_UNKNOWN = object()
+
+
+def _named(name, frame):
+    """What ``name`` is in ``frame`` (a local, a global or a builtin), or _UNKNOWN."""
+    for scope in (frame.f_locals, frame.f_globals, vars(builtins)):
+        if name in scope:
+            return scope[name]
+    return _UNKNOWN
+
+
+def _static(node, frame):
+    """The object an expression of names and attributes stands for, read without running the
+    program's code (an object's own attributes and modules' only: no property is called), or
+    _UNKNOWN."""
+    if type(node) is ast.Name:
+        return _named(node.id, frame)
+    if type(node) is ast.Attribute:
+        base = _static(node.value, frame)
+        if base is _UNKNOWN:
+            return _UNKNOWN
+        if type(base) is type(sys):
+            return getattr(base, node.attr, _UNKNOWN)
+        own = getattr(base, "__dict__", None)
+        if type(own) is dict and node.attr in own:
+            return own[node.attr]
+    return _UNKNOWN
+
+
+def _a_logger(node, frame) -> bool:
+    """Whether the object whose method a statement calls (``node``) is one that only writes what it
+    is given: a logger of the logging module (or loguru's), the logging or warnings module, or
+    ``logging.getLogger(...)`` itself."""
+    if type(node) is ast.Call:
+        import logging
+
+        return _called(node, frame) is logging.getLogger
+    obj = _static(node, frame)
+    if obj is _UNKNOWN:
+        return False
+    if type(obj) is type(sys):
+        return obj.__name__ in ("logging", "warnings")
+    mod = type(obj).__module__ or ""
+    return mod == "logging" or mod.startswith("loguru")
 
 
 _PREDICATES = (math.isnan, math.isinf, math.isfinite)

@@ -2589,14 +2589,26 @@ def test_printing_and_logging_traced_values_show_their_digits(capsys, caplog):
             f"norm {np.linalg.norm(x):.3f}",
         )
         print(np.asarray(x * 2.0), np.array2string(x * 3.0, precision=1))
+        logging.warning("module %.1f", float(loss))
         return loss
+
+    class Sim:  # (a logger held by an object: self.logger.info)
+        def __init__(self):
+            self.logger = log
+
+        def run(self, x):
+            loss = np.sum(x ** 3)
+            self.logger.warning("sim %.1f", float(loss))
+            return loss
 
     x = np.array([1.0, 2.0])
     g = mg.grad(f)(x)
     np.testing.assert_allclose(g, 2 * x)  # d/dx sum(x^2)
+    np.testing.assert_allclose(mg.grad(Sim().run)(x), 3 * x ** 2)  # d/dx sum(x^3)
     out = capsys.readouterr().out
     assert "loss 5.0000 2.00 5.000 5.0 5.0" in out and "norm 2.236" in out and "[2. 4.] [3. 6.]" in out
     assert "loss 5.000" in caplog.text and "first 1.00" in caplog.text
+    assert "module 5.0" in caplog.text and "sim 9.0" in caplog.text
 
 
 def test_digits_that_could_be_kept_still_raise():
@@ -2690,7 +2702,36 @@ def test_a_print_statement_that_could_keep_the_value_still_raises():
         print(np.sqrt(float(x[0]), buf))
         return np.sum(buf * x)
 
-    for f in (copies, positional_out):
+    # a statement only prints or logs when what it calls is the builtin print or a logger: np.log
+    # (out= or not), a method of the program's own named log, a print it defines, keep the value
+    # (gradients [0, 0] and [10, 20] here before, silently)
+    def np_log_out(x):
+        buf = np.empty_like(x)
+        np.log(np.asarray(x), out=buf)
+        return np.sum(buf)
+
+    class Recorder:
+        def __init__(self):
+            self.values = []
+
+        def log(self, v):
+            self.values.append(v)
+
+    def own_log(x):
+        rec = Recorder()
+        loss = np.sum(x ** 2)
+        rec.log(float(loss))
+        return loss * rec.values[-1]
+
+    kept = []
+
+    def own_print(x):
+        print = kept.append  # noqa: A001
+        loss = np.sum(x ** 2)
+        print(float(loss))
+        return loss * kept[-1]
+
+    for f in (copies, positional_out, np_log_out, own_log, own_print):
         with pytest.raises(mg.TracerEscapeError):
             mg.grad(f)(np.array([1.0, 2.0]))
 

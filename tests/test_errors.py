@@ -2589,7 +2589,7 @@ def test_printing_and_logging_traced_values_show_their_digits(capsys, caplog):
             f"norm {np.linalg.norm(x):.3f}",
         )
         print(np.asarray(x * 2.0), np.array2string(x * 3.0, precision=1))
-        logging.warning("module %.1f", float(loss))
+        logging.warning("module %.1f", float(loss))  # noqa: LOG015 (the module function, as programs call it)
         return loss
 
     class Sim:  # (a logger held by an object: self.logger.info)
@@ -2726,7 +2726,7 @@ def test_a_print_statement_that_could_keep_the_value_still_raises():
     kept = []
 
     def own_print(x):
-        print = kept.append  # noqa: A001
+        print = kept.append
         loss = np.sum(x ** 2)
         print(float(loss))
         return loss * kept[-1]

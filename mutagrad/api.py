@@ -2373,9 +2373,13 @@ def _not_holomorphic():
 
 
 def _close(a, b):
+    """``a`` equals ``b`` entry by entry within rounding: relative to the entry, and to the largest
+    entry of the row (or column) for the rounding of entries that are zero or nearly so (a part
+    1e-10 of an entry that is not holomorphic was hidden by a 1e10 times larger entry beside it)."""
     a, b = np.asarray(bottom(a)), np.asarray(bottom(b))  # (values only: inside an outer jacobian, tracers)
-    scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)), 1e-300)
-    return bool(np.all(np.abs(a - b) <= 1e-9 * scale + 1e-300))
+    mag = np.maximum(np.abs(a), np.abs(b))
+    scale = float(np.max(mag, initial=0.0))
+    return bool(np.all(np.abs(a - b) <= 1e-9 * mag + 1e-12 * scale + 1e-300))
 
 
 def _rev_entry(r, s, complex_input):

@@ -696,6 +696,15 @@ def test_complex_jacobians(mode):
     # complex to complex and not holomorphic: not one complex matrix
     with pytest.raises(TypeError, match="holomorphic"):
         mg.jacobian(lambda z: z * np.conj(z) + z, mode=mode)(z)
+    # an entry that is not holomorphic beside one 1e10 times larger (in its row for rev, its
+    # column for fwd) is found entry by entry: the row-wide tolerance took 0.1 = df/dx for f'(z)
+    for f in (lambda z: np.stack([1e10 * z[0] + 0.1 * np.conj(z[1]), z[1]]),
+              lambda z: np.stack([1e10 * z[0], 0.1 * np.conj(z[0])])):
+        with pytest.raises(TypeError, match="holomorphic"):
+            mg.jacobian(f, mode=mode)(z)
+    # and a holomorphic one of entries 1e10 apart is not refused: [[1e10, 0.1], [0, 3 z1^2]] by hand
+    g = lambda z: np.stack([1e10 * z[0] + 0.1 * z[1], z[1] ** 3])
+    np.testing.assert_allclose(mg.jacobian(g, mode=mode)(z), [[1e10, 0.1], [0.0, 3 * z[1] ** 2]], rtol=1e-15)
 
 
 def test_hessian_of_a_real_function_of_complex_input_raises():

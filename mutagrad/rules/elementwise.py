@@ -177,7 +177,9 @@ def ufunc_call(ufunc, inputs, kwargs):
     dests = []
     for o, r in zip(out0, res):
         if (o is not None and not m.all() and np.result_type(bottom(r)) != np.result_type(bottom(o))
+                and not np.can_cast(np.result_type(bottom(o)), np.result_type(bottom(r)), "safe")
                 and any(np.may_share_memory(bottom(o), bottom(x)) for x in given if hasattr(x, "dtype"))):
+            # (an out whose dtype the loop's holds exactly, float32 in a float64 loop, comes back unchanged)
             from ..errors import NoRuleError
 
             raise NoRuleError(

@@ -800,6 +800,19 @@ def test_out_with_where_of_another_dtype_overlapping_an_input():
         np.testing.assert_array_equal(mg.vjp(apart, x, z.copy())[0], apart(x, z.copy()))
         check_grads(apart, x, z.copy())
 
+    # a float32 out in a float64 loop: its masked elements come back unchanged (float64 holds them)
+    def narrower(x, c):
+        np.add(x, c, out=x, where=m)
+        return np.sum(np.sin(x))
+
+    x32, c = np.array([0.1, 0.2, 0.3], np.float32), np.array([1.0, 2.0, 3.0])
+    plain, ours = x32.copy(), x32.copy()
+    val, g = mg.value_and_grad(narrower)(ours, c)
+    assert val == narrower(plain, c)
+    np.testing.assert_array_equal(ours, plain)
+    # d/dx sum(sin(x + m c)) = cos(x + m c) at float32's x + c, by hand
+    np.testing.assert_allclose(g, np.cos(np.where(m, (x32 + c).astype(np.float32), x32)), rtol=1e-6)
+
 
 @pytest.mark.parametrize("ufunc", [np.hypot, np.logaddexp, np.logaddexp2])
 def test_fold_over_several_axes_visits_numpys_order(ufunc):

@@ -985,6 +985,8 @@ def _wrap_constants(level, args, argnums, wrapped, names=None):
             continue
         new = []
         for k, leaf in enumerate(leaves):
+            if isinstance(leaf, Tracer) and leaf._level.closed:
+                leaf = live(leaf, argument=True)  # (a leftover: the array it holds)
             if _constant_array(leaf, level):
                 if id(leaf) in same:
                     leaf = same[id(leaf)]

@@ -1436,18 +1436,21 @@ def operand_step(v):
         return _StepValue(np.complex128(b))
     if t is int or t is bool:
         return b
-    if scipy_sparse_object(b):  # (a sparse matrix the function changes: its arrays)
-        return (t.__name__, getattr(b, "shape", None)) + tuple(
-            _StepValue(a) for a in (getattr(b, k, None) for k in ("data", "indices", "indptr", "row", "col", "offsets"))
-            if type(a) is _ndarray and a.dtype.kind != "O")
+    if scipy_sparse_object(b) and hasattr(b, "tocoo"):
+        # a sparse matrix the function changes: its entries in canonical order (SciPy's own methods
+        # sort a matrix's indices in place, A.sum(): the same matrix, other arrays)
+        c = b.tocoo(copy=True)
+        c.sum_duplicates()
+        return (t.__name__, c.shape, _StepValue(c.data), _StepValue(c.row), _StepValue(c.col))
     return None
 
 
 class _StepValue:
     """An operand's value as a run saw it: equal to another run's within rounding, as the runs'
     outputs must be (NumPy's last bits may depend on an array's alignment). A large array is
-    kept as a sample of 256 of its elements and a weighted sum of all (``_checksum``); ``flat``,
-    the array itself, only until the run's step is compared (RunGroup.note)."""
+    kept as a sample of 256 of its elements and a weighted sum of all (``_checksum``: exact for
+    integers and booleans, and for where NaN and infinities are); ``flat``, the array itself,
+    only until the run's step is compared (RunGroup.note)."""
 
     __slots__ = ("data", "dtype", "flat", "shape", "total")
 
@@ -1456,9 +1459,9 @@ class _StepValue:
         self.shape = b.shape
         self.total = self.flat = None
         if b.size > 256:
-            flat = b.reshape(-1)
+            flat = np.ravel(b, order="K")  # (a view for a transposed array: its memory's order)
+            self.total = _checksum(flat)
             if self.dtype.kind in "fc":
-                self.total = _checksum(flat)
                 self.flat = flat
             b = flat[:: -(-flat.size // 256)]
         self.data = b.tobytes()
@@ -1475,31 +1478,50 @@ class _StepValue:
             return False
         if self.total is None:
             return True
-        c1, c2 = self.total, other.total
-        if cmath.isnan(c1) and cmath.isnan(c2):
-            return True
+        (c1, e1), (c2, e2) = self.total, other.total
+        if e1 != e2:  # (where the non-finite elements are)
+            return False
         flat = self.flat if self.flat is not None else other.flat
         if flat is None:
             return False
         with np.errstate(all="ignore"):  # within rounding of the weighted sum of the magnitudes
-            return bool(abs(c1 - c2) <= 1e-10 * abs(_checksum(np.abs(flat))))
+            scale = _checksum(np.abs(flat))[0]
+        return bool(abs(c1 - c2) <= 1e-10 * abs(scale))
 
     __hash__ = None
 
 
 _WEIGHTS = 1.0 + (np.arange(8192) * 0.6180339887498949) % 1.0  # (weights in [1, 2), all different)
+_IWEIGHTS = (np.arange(8192, dtype=np.int64) * 2654435761) % 2147483647 + 1  # (integers: exact, modulo 2^64)
 
 
 def _checksum(flat):
-    """The sum of w_i x_i over a large array's elements, the weights repeating every 8192 elements
-    and those blocks weighted too: a change of any element shows, a swap of two too."""
-    n, w = flat.size, _WEIGHTS.size
-    k = n // w
+    """(a weighted sum of a large array's elements, the weights repeating every 8192 elements and
+    those blocks weighted too, so that a change of any element shows, a swap of two too; for a
+    float array with non-finite elements, the finite ones' sum and an exact one of where the
+    others are and what they are, else None)."""
+    kind = flat.dtype.kind
     with np.errstate(all="ignore"):
-        c = np.dot(flat[k * w:], _WEIGHTS[: n - k * w])
-        if k:
-            c = c + np.dot(np.dot(flat[: k * w].reshape(k, w), _WEIGHTS), np.resize(_WEIGHTS[::-1], k))
-    return complex(c) if flat.dtype.kind == "c" else float(c)
+        if kind not in "fc":  # integers and booleans: exactly, in int64 arithmetic (modulo 2^64)
+            ints = flat.view(np.int64) if flat.dtype == np.uint64 else flat.astype(np.int64, copy=False)
+            return _weighted(ints, _IWEIGHTS), None
+        c = _weighted(flat, _WEIGHTS)
+        odd = None
+        if not cmath.isfinite(c):
+            fin = np.isfinite(flat)
+            codes = np.where(fin, 0, np.where(np.isnan(flat), 1, np.where(flat.real > 0, 2, 3))).astype(np.int64)
+            c = _weighted(np.where(fin, flat, 0), _WEIGHTS)
+            odd = _weighted(codes, _IWEIGHTS)
+    return (complex(c) if kind == "c" else float(c)), odd
+
+
+def _weighted(flat, weights):
+    n, w = flat.size, weights.size
+    k = n // w
+    c = np.dot(flat[k * w:], weights[: n - k * w])
+    if k:
+        c = c + np.dot(np.dot(flat[: k * w].reshape(k, w), weights), np.resize(weights[::-1], k))
+    return c.item() if flat.dtype.kind in "iub" else c
 
 
 def _close(a, b) -> bool:

@@ -592,14 +592,15 @@ def pins(x) -> bool:
     return nb > PIN_BYTES and nb > 4 * x.nbytes
 
 
-def unpin(xs, needed):
+def unpin(xs, needed, keep=None):
     """Replace, in list ``xs``, the arrays that view a much larger array: by a copy where a partial
     reads it, else by its shape and dtype. Kept as they are, they would keep the large array alive
     with the tape (a loop adding a 1-element view of each step's temporary, ``acc = acc + u[0:1]``,
-    would keep every step's temporary)."""
+    would keep every step's temporary). ``keep``: an array that stays (an in-place operation's
+    destination, which holds the result now: the reverse pass puts its old values back in it)."""
     for i in range(len(xs)):
         x = xs[i]
-        if type(x) is np.ndarray and pins(x):
+        if type(x) is np.ndarray and x is not keep and pins(x):
             xs[i] = x.copy() if i in needed else _Meta(x.shape, x.dtype)
 
 

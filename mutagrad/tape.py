@@ -705,8 +705,6 @@ class ReverseLevel(Level):
             out = ArrayTracer(y, self, st, None, False)
             if y.size > DROP_SIZE or not y.size:  # (the arguments of a nonempty result are no larger)
                 drop_unread(vals, need)
-            if viewed:
-                unpin(vals, need)
         elif ty in _FLOAT_SCALARS and ty is not float and ty is not complex:
             st = Storage(self, y)
             out = ScalarTracer(y, self, st, None, True)
@@ -716,6 +714,8 @@ class ReverseLevel(Level):
             if st is None:
                 return out
             drop_unread(vals, need)
+        if viewed:
+            unpin(vals, need)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
                                   self._place(prim) if self.record_lines or prim.names_line else None))
         st.active = True
@@ -767,6 +767,7 @@ class ReverseLevel(Level):
         saved = dv.copy() if s.captured else None  # before the new values overwrite them
         prim.elementwise[2](*vals, out=dv)
         drop_unread(vals, need)
+        unpin(vals, need, dv)
         line = self._line()
         st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
         st.active = True

@@ -1751,6 +1751,34 @@ def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
         mg.jacobian(grow, mode="fwd")(np.zeros(2))
     K.data[:] = 1.0
     np.testing.assert_array_equal(mg.jacobian(grow, mode="rev")(np.zeros(2)), np.diag([1.0, 2.0]))
+    # large integer and boolean state (exact weighted sums), and a float array with a NaN (its finite
+    # elements' sum and where the NaN is), changed outside the sample
+    K = np.ones((200, 2), dtype=np.int64)
+    M = np.zeros((300, 2), dtype=bool)
+    A = np.ones((200, 2))
+    A[-1, 0] = np.nan
+
+    def ints(x):
+        K[:, 1] += 1
+        return np.sum(K * x, axis=0)
+
+    def mask(x):
+        M[-1 - M[:, 1].sum(), 1] = True
+        return np.sum(np.where(M, x, 0.0), axis=0)
+
+    def nan(x):
+        A[:, 1] += 1.0
+        return np.nansum(A * x, axis=0)
+
+    for fn in (ints, mask, nan):
+        with pytest.raises(mg.MutationError, match="runs the function once per input element"):
+            mg.jacobian(fn, mode="fwd")(np.zeros(2))
+    # the same sparse matrix with its indices sorted in place by SciPy (A.sum()) between runs: not
+    # refused; 2 (B^T B) / sum(B) by hand
+    B = sparse.csr_matrix(np.arange(1.0, 10.0).reshape(3, 3))[:, [2, 0, 1]]
+    Bd = B.toarray()
+    H = mg.hessian(lambda x: np.sum((B @ x) ** 2) / B.sum())(np.array([0.5, -1.0, 2.0]))
+    np.testing.assert_allclose(H, 2 * Bd.T @ Bd / Bd.sum(), rtol=1e-12)
     # state read but not changed, in a large array too (kept as a sample and a sum): not refused
     w = np.linspace(0.5, 1.5, 1000)
 

@@ -441,3 +441,9 @@ def test_a_leftover_in_a_container_argument_is_the_array_it_holds():
         warnings.simplefilter("error")
         _, t = mg.jvp(lambda z: z * 2.0, (np.ones(2),), (left,))
     np.testing.assert_array_equal(t, 2.0 * np.sin(x))
+    # in a container that is not differentiated (the locks were never released: arrays left read-only)
+    other = np.array([3.0, 4.0])
+    z = np.array([1.0, 2.0])
+    g = mg.grad(lambda z, d: np.sum(z * d["a"] * d["b"]))(z, {"a": left, "b": other})
+    np.testing.assert_array_equal(g, np.sin(x) * other)  # d/dz sum(z a b) = a b
+    assert z.flags.writeable and other.flags.writeable

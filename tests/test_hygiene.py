@@ -111,6 +111,54 @@ def test_views_read_by_rules_do_not_keep_each_steps_temporary():
     np.testing.assert_allclose(g @ d, fd, rtol=1e-6)
 
 
+def test_in_place_operations_and_scalar_results_on_views_do_not_keep_temporaries():
+    """The in-place forms (acc += u[:3]), out= into another array, and a 0-d view's scalar result
+    kept each step's temporary too."""
+    n = 100_000
+
+    def f(x, steps):
+        u = x
+        acc = mnp.zeros(3)
+        t = mnp.zeros(3)
+        s = 0.0
+        for _ in range(steps):
+            u = u * 1.0001
+            acc += u[:3]
+            acc *= u[3:6]
+            np.sin(u[6:9], out=t)
+            s = s + u[10, ...] * u[11]
+            acc += t
+        return np.sum(acc) + s + np.sum(u)
+
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.5, 1.0, n)
+    tracemalloc.start()
+    g = mg.grad(lambda x: f(x, 60))(x.copy())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 12 * n * 8, peak
+    d = rng.standard_normal(n)  # a central difference along a random direction
+    fd = (f(x + 1e-6 * d, 60) - f(x - 1e-6 * d, 60)) / 2e-6
+    np.testing.assert_allclose(g @ d, fd, rtol=1e-6)
+
+
+def test_an_in_place_operation_on_an_argument_that_views_a_large_array():
+    # the destination holds the result after the operation: kept as it is (the reverse pass puts
+    # its old values back for the partial), not copied (the copy had the new values: gradient 1.5, not 2)
+    big = np.linspace(0.5, 1.5, 100_000)
+
+    def f(v):
+        v *= v[::-1].copy()
+        v *= 2.0
+        return np.sum(v ** 2)
+
+    # sum((2 v_i v_{4-i})^2) = 4 sum v_i^2 v_{4-i}^2: d/dv_i = 16 v_i v_{4-i}^2, 16 v_2^3 at the middle, by hand
+    v = big[:5]
+    want = 16 * v * v[::-1] ** 2
+    want[2] = 16 * v[2] ** 3
+    np.testing.assert_allclose(mg.grad(f)(big.copy()[:5]), want, rtol=1e-13)
+
+
 def test_single_element_writes_save_elements_not_arrays():
     """1000 writes of one element into a 10^5-element array keep O(1000) elements,
     not 1000 arrays (contract 1.2.6)."""

@@ -23,6 +23,7 @@ import builtins
 import cmath
 import dataclasses
 import dis
+import gc
 import inspect
 import itertools
 import math
@@ -847,10 +848,13 @@ class Level:
                     "(mg.grad(h)(x.copy())) if the other reference should keep its own values."
                 )
         if active and s.handed_out is not None:
-            if any(r() is not None for r in s.handed_out_refs):
-                raise handed_out_error(s)
-            s.handed_out = None  # (the plain arrays handed out are gone: SciPy's temporary in K @ u)
-            s.handed_out_refs = ()
+            if _shown_by_handed_out(s, dest, idx):
+                gc.collect()  # (one held only by a reference cycle that is gone: the cyclic GC is paused)
+                if _shown_by_handed_out(s, dest, idx):
+                    raise handed_out_error(s)
+            if not any(r() is not None for r in s.handed_out_refs):
+                s.handed_out = None  # (the plain arrays handed out are gone: SciPy's temporary in K @ u)
+                s.handed_out_refs = ()
         if s.prim_alias is not None:
             raise MutationError(
                 f"writing into {s.name or 'an array'} at {user_line()}: the primitive {s.prim_alias} returned "
@@ -4038,6 +4042,20 @@ def _no_overwrite_by_scipy(frame):
             "the old values after the call)", TracerEscapeError,
             f" Use mutagrad.scipy.{sub}.{name} (import mutagrad.scipy.{sub}), which overwrites as SciPy "
             f"does and is differentiated, or drop {flags[0]}=True.", specific=True)
+
+
+def _shown_by_handed_out(s, dest, idx) -> bool:
+    """Whether a plain array np.asarray handed out of storage ``s`` (still alive) shows the
+    elements ``dest[idx]`` (all of ``dest`` for an index that is not basic)."""
+    region = bottom(dest)
+    if idx is not None and _is_basic(idx):
+        t = idx if type(idx) is tuple else (idx,)
+        region = region[t if any(i is Ellipsis for i in t) else t + (Ellipsis,)]  # (a view, 0-d for an element)
+    for r in s.handed_out_refs:
+        h = r()
+        if h is not None and (not isinstance(region, _ndarray) or np.may_share_memory(h.array, region)):
+            return True
+    return False
 
 
 class _HandedOut:

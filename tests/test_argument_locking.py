@@ -571,6 +571,37 @@ def test_a_view_of_an_array_handed_out_is_held_as_the_array(form):
         mg.grad(through_argument)(x, np.zeros(3))
 
 
+def test_a_write_that_no_array_handed_out_shows_is_not_refused():
+    # a plain array of another part of c (np.asarray(c[2:]) and c[0] written), or one only a reference
+    # cycle that is gone holds (the cyclic GC is paused during a differentiation)
+    def other_part(x):
+        c = mnp.zeros(4)
+        q = np.asarray(c[2:])
+        c[0] = x[0]
+        return np.sum(c) * x[1] + np.sum(q)
+
+    def in_a_dead_cycle(x):
+        c = mnp.zeros(4)
+        a, b = types.SimpleNamespace(), types.SimpleNamespace()
+        a.other, b.other, a.view = b, a, np.asarray(c)[1:]
+        del a, b
+        c[1] = x[0]
+        return np.sum(c) * x[1]
+
+    x = np.array([2.0, 3.0])
+    for f in (other_part, in_a_dead_cycle):
+        np.testing.assert_array_equal(mg.grad(f)(x), [3.0, 2.0])  # d/dx x0 x1, by hand
+
+    def same_part(x):
+        c = mnp.zeros(4)
+        q = np.asarray(c[2:])
+        c[3] = x[0]
+        return np.sum(q) * x[1]
+
+    with pytest.raises(mg.MutationError, match="handed out"):
+        mg.grad(same_part)(x)
+
+
 def test_an_argument_made_writeable_again():
     # the caller's array is locked while the function runs; the function's own
     # writeable = False, then True, raised NumPy's bare "cannot set WRITEABLE flag"

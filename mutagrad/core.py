@@ -1478,7 +1478,7 @@ class _StepValue:
         if self.dtype.kind not in "fc":
             return False
         values = lambda v: np.frombuffer(v, self.dtype)
-        if not _close(values(self.data), values(other.data)):
+        if not _within_rounding(values(self.data), values(other.data)):
             return False
         if self.total is None:
             return True
@@ -1528,7 +1528,7 @@ def _weighted(flat, weights):
     return c.item() if flat.dtype.kind in "iub" else c
 
 
-def _close(a, b) -> bool:
+def _within_rounding(a, b) -> bool:
     """``b`` equals ``a`` within rounding, NaN where ``a`` has NaN (see api._same_value)."""
     with np.errstate(all="ignore"):
         scale = float(np.max(np.abs(a), initial=0.0, where=np.isfinite(a)))  # (an inf would allow anything)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dis
+import inspect
 import itertools
 import linecache
 import math
@@ -16,6 +17,7 @@ import operator
 import os
 import re
 import sys
+import types
 import warnings
 
 import numpy as np
@@ -549,9 +551,17 @@ def _static(node, frame):
             return _UNKNOWN
         if type(base) is type(sys):
             return getattr(base, node.attr, _UNKNOWN)
-        own = getattr(base, "__dict__", None)
-        if type(own) is dict and node.attr in own:
-            return own[node.attr]
+        try:
+            v = inspect.getattr_static(base, node.attr)  # (an instance's own, a class's, a slot's descriptor)
+        except AttributeError:
+            return _UNKNOWN
+        if type(v) is types.MemberDescriptorType:  # (a slot: read in C)
+            try:
+                return v.__get__(base, type(base))
+            except AttributeError:
+                return _UNKNOWN
+        if not hasattr(type(v), "__get__"):  # (plain data; a property would run the program's code)
+            return v
     return _UNKNOWN
 
 

@@ -2592,13 +2592,17 @@ def test_printing_and_logging_traced_values_show_their_digits(capsys, caplog):
         logging.warning("module %.1f", float(loss))  # noqa: LOG015 (the module function, as programs call it)
         return loss
 
-    class Sim:  # (a logger held by an object: self.logger.info)
+    class Sim:  # (a logger held by an object: self.logger.info; by its class; in a slot)
+        logger_of_class = log
+        __slots__ = ("logger",)
+
         def __init__(self):
             self.logger = log
 
         def run(self, x):
             loss = np.sum(x ** 3)
             self.logger.warning("sim %.1f", float(loss))
+            self.logger_of_class.warning("class %.1f", float(loss))
             return loss
 
     x = np.array([1.0, 2.0])
@@ -2608,7 +2612,7 @@ def test_printing_and_logging_traced_values_show_their_digits(capsys, caplog):
     out = capsys.readouterr().out
     assert "loss 5.0000 2.00 5.000 5.0 5.0" in out and "norm 2.236" in out and "[2. 4.] [3. 6.]" in out
     assert "loss 5.000" in caplog.text and "first 1.00" in caplog.text
-    assert "module 5.0" in caplog.text and "sim 9.0" in caplog.text
+    assert "module 5.0" in caplog.text and "sim 9.0" in caplog.text and "class 9.0" in caplog.text
 
 
 def test_digits_that_could_be_kept_still_raise():

@@ -51,6 +51,16 @@ def test_repeated_calls_do_not_grow_memory():
     assert grown < 100_000, grown
 
 
+def _gradient_within(f, x, limit):
+    """The gradient of ``f(x, 60)`` (60 steps), which must peak below ``limit`` bytes."""
+    tracemalloc.start()
+    g = mg.grad(lambda x: f(x, 60))(x.copy())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < limit, peak
+    return g
+
+
 def test_a_view_of_each_steps_temporary_does_not_keep_the_temporaries():
     """An elementwise operation keeps its small arguments for its partials: a view of a large
     temporary kept as it is would keep the temporary alive with the tape (memory n steps x the
@@ -68,11 +78,7 @@ def test_a_view_of_each_steps_temporary_does_not_keep_the_temporaries():
         return np.sum(acc) + np.sum(acc2) + np.sum(u)
 
     x = np.linspace(0.0, 1.0, n)
-    tracemalloc.start()
-    g = mg.grad(lambda x: f(x, 60))(x.copy())
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert peak < 12 * n * 8, peak  # (60 steps kept: 60 n * 8 bytes)
+    g = _gradient_within(f, x, 12 * n * 8)  # (60 steps kept: 60 n * 8 bytes)
     # d/dx: 1 (u's sum) + steps (acc) on x[0]; on x[:100] sum_k cos(x + 0.01 k) * (x[100:200] + 0.01 k),
     # on x[100:200] sum_k sin(x[:100] + 0.01 k): by hand
     k = 0.01 * np.arange(1, 61)[:, None]
@@ -101,11 +107,7 @@ def test_views_read_by_rules_do_not_keep_each_steps_temporary():
 
     rng = np.random.default_rng(0)
     x = rng.uniform(0.5, 1.5, n)
-    tracemalloc.start()
-    g = mg.grad(lambda x: f(x, 60))(x.copy())
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert peak < 12 * n * 8, peak  # (60 steps kept: 60 n * 8 bytes)
+    g = _gradient_within(f, x, 12 * n * 8)  # (60 steps kept: 60 n * 8 bytes)
     d = rng.standard_normal(n)  # a central difference along a random direction
     fd = (f(x + 1e-6 * d, 60) - f(x - 1e-6 * d, 60)) / 2e-6
     np.testing.assert_allclose(g @ d, fd, rtol=1e-6)
@@ -132,11 +134,7 @@ def test_in_place_operations_and_scalar_results_on_views_do_not_keep_temporaries
 
     rng = np.random.default_rng(1)
     x = rng.uniform(0.5, 1.0, n)
-    tracemalloc.start()
-    g = mg.grad(lambda x: f(x, 60))(x.copy())
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert peak < 12 * n * 8, peak
+    g = _gradient_within(f, x, 12 * n * 8)
     d = rng.standard_normal(n)  # a central difference along a random direction
     fd = (f(x + 1e-6 * d, 60) - f(x - 1e-6 * d, 60)) / 2e-6
     np.testing.assert_allclose(g @ d, fd, rtol=1e-6)

@@ -2928,7 +2928,7 @@ class Tracer:
                     if not extra and mod.startswith("scipy."):
                         extra = _scipy_hint(mod.split(".")[1], getattr(fn, "__name__", name))
                 err = escape_error(f"{name}(...) of a traced value (it converts it with float(x))",
-                                   TracerEscapeError, extra)
+                                   TracerEscapeError, extra, specific=bool(extra))  # (the twin to call first)
                 if (frame.f_globals.get("__name__") or "") == "scipy.optimize._zeros_py":
                     # SciPy's root finders' C code (brentq's) goes on after a failed conversion with
                     # the error set, which makes later Python code fail at random: give it NaN, and

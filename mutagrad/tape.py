@@ -765,9 +765,13 @@ class ReverseLevel(Level):
         if s.pristine:
             s.pristine = False  # (an active result is written)
         saved = dv.copy() if s.captured else None  # before the new values overwrite them
+        for i in need:  # (a view of a much larger array that a partial reads: its values now, which
+            v = vals[i]  # the operation may overwrite, x *= x[:1]; see registry.unpin)
+            if type(v) is _ndarray and v is not dv and pins(v):
+                vals[i] = v.copy()
         prim.elementwise[2](*vals, out=dv)
         drop_unread(vals, need)
-        unpin(vals, need, dv)
+        unpin(vals, need, dv)  # (the views no partial reads: their shapes)
         line = self._line()
         st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
         st.active = True

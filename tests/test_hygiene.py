@@ -157,6 +157,31 @@ def test_an_in_place_operation_on_an_argument_that_views_a_large_array():
     np.testing.assert_allclose(mg.grad(f)(big.copy()[:5]), want, rtol=1e-13)
 
 
+@pytest.mark.parametrize("op", ["imul", "multiply_out", "arctan2_out"])
+def test_an_in_place_operation_reading_a_view_of_its_large_destination(op):
+    # x *= x[:1]: every element times the OLD x[0]; the view is copied (it views a much larger
+    # array) before the operation overwrites it, not after (x[0]'s partial read x0^2: [x1, x0^2])
+    def f(x):
+        if op == "imul":
+            x *= x[:1]
+        elif op == "multiply_out":
+            np.multiply(x, x[:1], out=x)
+        else:
+            np.arctan2(x, x[:1], out=x)
+        return x[1] + 0.5 * x[2]
+
+    x = np.linspace(1.5, 2.5, 20_000)
+    g = mg.grad(f)(x.copy())
+    x0, x1, x2 = x[:3]
+    if op == "arctan2_out":  # d/dx atan2(a, b) = (b da - a db) / (a^2 + b^2), by hand
+        want = [(-x1 / (x1 ** 2 + x0 ** 2)) - 0.5 * x2 / (x2 ** 2 + x0 ** 2), x0 / (x1 ** 2 + x0 ** 2),
+                0.5 * x0 / (x2 ** 2 + x0 ** 2)]
+    else:  # x1 x0 + 0.5 x2 x0, by hand
+        want = [x1 + 0.5 * x2, x0, 0.5 * x0]
+    np.testing.assert_allclose(g[:3], want, rtol=1e-13)
+    assert not np.any(g[3:])
+
+
 def test_single_element_writes_save_elements_not_arrays():
     """1000 writes of one element into a 10^5-element array keep O(1000) elements,
     not 1000 arrays (contract 1.2.6)."""

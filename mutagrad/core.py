@@ -1430,10 +1430,13 @@ def index_step(idx):
 def operand_step(v):
     """A comparable record of an operation's operand (RunGroup.note): the value of a number or
     array, traced or not (``_StepValue``); None for other objects."""
-    b = bottom(v) if isinstance(v, Tracer) else v
+    traced = isinstance(v, Tracer)
+    b = bottom(v) if traced else v
     t = type(b)
     if t is _ndarray or isinstance(b, np.generic):
-        return ("O", b.shape) if b.dtype.kind == "O" else _StepValue(b)  # (an object array's bits are addresses)
+        # (an object array's bits are addresses; a plain operand's bits are the same in every run
+        # unless the function changed it, a traced one's may differ in the last bit)
+        return ("O", b.shape) if b.dtype.kind == "O" else _StepValue(b, exact=not traced)
     if t is float:
         return _StepValue(np.float64(b))
     if t is complex:
@@ -1445,27 +1448,29 @@ def operand_step(v):
         # sort a matrix's indices in place, A.sum(): the same matrix, other arrays)
         c = b.tocoo(copy=True)
         c.sum_duplicates()
-        return (t.__name__, c.shape, _StepValue(c.data), _StepValue(c.row), _StepValue(c.col))
+        return (t.__name__, c.shape, _StepValue(c.data, True), _StepValue(c.row, True), _StepValue(c.col, True))
     return None
 
 
 class _StepValue:
-    """An operand's value as a run saw it: equal to another run's within rounding, as the runs'
-    outputs must be (NumPy's last bits may depend on an array's alignment). A large array is
-    kept as a sample of 256 of its elements and a weighted sum of all (``_checksum``: exact for
-    integers and booleans, and for where NaN and infinities are); ``flat``, the array itself,
-    only until the run's step is compared (RunGroup.note)."""
+    """An operand's value as a run saw it. A large array is kept as a sample of 256 of its elements
+    and a weighted sum of all (``_checksum``): of their bits for an ``exact`` one (a plain
+    operand, the same bits in every run unless the function changed it; integers and booleans),
+    else of their values, equal to another run's within rounding, as the runs' outputs must be
+    (a traced operand: NumPy's last bits may depend on an array's alignment). ``flat``, the array
+    itself, only until the run's step is compared (RunGroup.note)."""
 
-    __slots__ = ("data", "dtype", "flat", "shape", "total")
+    __slots__ = ("data", "dtype", "exact", "flat", "shape", "total")
 
-    def __init__(self, b):
+    def __init__(self, b, exact=False):
         self.dtype = b.dtype
         self.shape = b.shape
+        self.exact = exact = exact or b.dtype.kind not in "fc"
         self.total = self.flat = None
         if b.size > 256:
             flat = np.ravel(b, order="K")  # (a view for a transposed array: its memory's order)
-            self.total = _checksum(flat)
-            if self.dtype.kind in "fc":
+            self.total = _checksum(_bits(flat) if exact else flat)
+            if not exact:
                 self.flat = flat
             b = flat[:: -(-flat.size // 256)]
         self.data = b.tobytes()
@@ -1475,7 +1480,7 @@ class _StepValue:
             return False
         if self.data == other.data and self.total == other.total:
             return True
-        if self.dtype.kind not in "fc":
+        if self.exact or other.exact:
             return False
         values = lambda v: np.frombuffer(v, self.dtype)
         if not _within_rounding(values(self.data), values(other.data)):
@@ -1490,9 +1495,16 @@ class _StepValue:
             return False
         with np.errstate(all="ignore"):  # within rounding of the weighted sum of the magnitudes
             scale = _checksum(np.abs(flat))[0]
-        return bool(abs(c1 - c2) <= 1e-10 * abs(scale))
+        return bool(abs(c1 - c2) <= 1e-12 * abs(scale))
 
     __hash__ = None
+
+
+def _bits(flat):
+    """A contiguous array's elements as signed integers of their bits (a float's, a complex's parts)."""
+    flat = np.ascontiguousarray(flat)
+    size = flat.dtype.itemsize // (2 if flat.dtype.kind == "c" else 1)
+    return flat.view({8: np.int64, 4: np.int32, 2: np.int16}.get(size, np.uint8))
 
 
 _WEIGHTS = 1.0 + (np.arange(8192) * 0.6180339887498949) % 1.0  # (weights in [1, 2), all different)

@@ -20,8 +20,9 @@ import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
                    STATE, RunGroup, live, mark_weak, other_values_message, set_writeable, weak, write)
-from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, ensure_shuffle_filter,
-                     forget_escape, readonly_error, replaced_error, take_deferred, user_line)
+from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, caught_by_the_program,
+                     ensure_shuffle_filter, forget_escape, readonly_error, replaced_error, take_deferred,
+                     unwatch_errors, user_line, watch_errors)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
 from .registry import CAREFUL, IEEE, user_fp_state
@@ -1106,11 +1107,16 @@ def _call(level, fun, args, kwargs=None):
     """``fun(*args, **kwargs)`` at ``level``, the caller's containers synced after it returns or raises."""
     forget_escape()
     ensure_shuffle_filter()
+    seen = watch_errors()
     try:
         out = fun(*args, **(kwargs or {}))
         deferred = take_deferred()
         if deferred is not None:
             raise deferred
+        if seen:
+            caught = caught_by_the_program(seen)
+            if caught is not None:
+                raise caught
         return out
     except DifferentiationError:
         raise
@@ -1122,6 +1128,7 @@ def _call(level, fun, args, kwargs=None):
             raise clear from e
         raise
     finally:
+        unwatch_errors(seen)
         forget_escape()
         _sync_containers(level)
         for a in itertools.chain(args, (kwargs or {}).values()):

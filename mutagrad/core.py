@@ -1465,7 +1465,8 @@ class _StepValue:
     def __init__(self, b, exact=False):
         self.dtype = b.dtype
         self.shape = b.shape
-        self.exact = exact = exact or b.dtype.kind not in "fc"
+        # (a long double's padding bytes are no part of its value: compared by value)
+        self.exact = exact = (exact and b.dtype.char not in "gG") or b.dtype.kind not in "fc"
         self.total = self.flat = None
         if b.size > 256:
             flat = np.ravel(b, order="K")  # (a view for a transposed array: its memory's order)
@@ -1999,7 +2000,7 @@ _MATH_TO_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "g
 
 
 _ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "root_scalar", "fsolve", "root", "newton",
-                           "newton_krylov", "anderson", "broyden1", "broyden2"))
+                           "newton_krylov", "anderson", "broyden1", "broyden2", "fixed_point"))
 _CONVOLUTIONS = frozenset(("convolve", "convolve2d", "fftconvolve", "oaconvolve", "correlate", "correlate2d",
                            "gaussian_filter", "gaussian_filter1d", "uniform_filter", "uniform_filter1d",
                            "median_filter", "convolve1d", "correlate1d", "sobel", "laplace"))
@@ -2608,39 +2609,9 @@ class Tracer:
             # SciPy's sign for an operand that is no array: a 0-d object array. It returns
             # NotImplemented, and Python asks the tracer's reflected operator (rules/sparse.py)
             return np.empty((), dtype=object)
-        scipy_fn = _calling_scipy(caller)
-        if scipy_fn is not None and not (caller.f_globals.get("__name__") or "").startswith(
-                ("scipy", "numpy", "mutagrad")) and plain_write_target(caller) is not None:
-            scipy_fn = None  # (the user's own write, in a callback SciPy calls: `buf[...] = x` in brentq's f)
-        if scipy_fn is not None:
-            name, sub, ours = scipy_fn
-            if ours == "passthrough":
-                extra = (f" mutagrad.scipy.{sub}.{name} is SciPy's own function, passed through without a "
-                         f"derivative rule; docs/coverage.md lists what mutagrad.scipy.{sub} differentiates."
-                         + _scipy_rewrite(sub, name))
-            elif ours:
-                extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): "
-                         + (f"mutagrad.scipy.{sub}.{name} is the same function, differentiated (docs/coverage.md "
-                            "lists the others)." if ours == "twin" else
-                            "the same names, differentiated where docs/coverage.md lists them."))
-            elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
-                extra = _scipy_rewrite(sub, name)
-            elif sub == "sparse":
-                extra = (" A scipy.sparse matrix holds plain numbers, so it cannot be built from traced values: "
-                         "build it from plain ones (a constant), whose products with traced arrays (A @ x, "
-                         "x @ A, A.dot(x)) and solves (mutagrad.scipy.sparse.linalg.spsolve, splu, factorized) "
-                         "are differentiated; for a matrix that depends on traced values, use a dense array "
-                         "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
-            else:
-                extra = _scipy_hint(sub, name)
-            what = f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments " \
-                   "with np.asarray)"
-            if name == "validate_graph":  # (named by the user's call, where its source tells)
-                ucall = call_at(user_frame(caller))
-                what = ("the scipy.sparse.csgraph routine" + (f" {ast.unparse(ucall.func)}" if ucall is not None
-                                                               else "") + " (its argument check, validate_graph, "
-                        "converts its arguments with np.asarray)")
-            raise escape_error(what, TracerEscapeError, extra, specific=True)  # (a conversion: nothing is written)
+        err = _scipy_escape(caller)
+        if err is not None:
+            raise err
         if _numpys_as_strided(sys._getframe(1).f_code):
             raise NoRuleError(
                 f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "
@@ -4244,6 +4215,13 @@ def write(dest, idx, value):
                         WriteToPlainArrayError, f" The {kind}'s arrays were made from plain values (np.zeros(...)): "
                         "make them with mnp.zeros(...) (import mutagrad.numpy as mnp) or np.zeros_like(x) of a traced "
                         "x, so that they hold traced values.", specific=True)
+                f = sys._getframe(1)
+                while f is not None and (f.f_globals.get("__name__") or "").startswith(("mutagrad", "numpy")):
+                    f = f.f_back
+                if f is not None and (f.f_globals.get("__name__") or "").startswith("scipy"):
+                    err = _scipy_escape(f)  # (SciPy's own code writes it: scipy.optimize.fixed_point's np.full_like)
+                    if err is not None:
+                        raise err
                 raise escape_error("writing a traced value into a plain NumPy array" + (
                     "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
@@ -4375,6 +4353,45 @@ _CONVERTERS = {
     "asfortranarray": _AS_IT_IS.format(" (x.copy(order='F') for a Fortran-ordered copy)"),
     "require": _AS_IT_IS.format(" (x.copy(order='C' or 'F') or x.astype(dtype) for what the requirements ask)"),
 }
+
+
+def _scipy_escape(caller):
+    """The error for a traced value converted to plain values inside a SciPy function the user
+    called (``caller``: the converting code's frame), naming it and its fix; None elsewhere."""
+    scipy_fn = _calling_scipy(caller)
+    if scipy_fn is not None and not (caller.f_globals.get("__name__") or "").startswith(
+            ("scipy", "numpy", "mutagrad")) and plain_write_target(caller) is not None:
+        scipy_fn = None  # (the user's own write, in a callback SciPy calls: `buf[...] = x` in brentq's f)
+    if scipy_fn is not None:
+        name, sub, ours = scipy_fn
+        if ours == "passthrough":
+            extra = (f" mutagrad.scipy.{sub}.{name} is SciPy's own function, passed through without a "
+                     f"derivative rule; docs/coverage.md lists what mutagrad.scipy.{sub} differentiates."
+                     + _scipy_rewrite(sub, name))
+        elif ours:
+            extra = (f" Use mutagrad.scipy.{sub} in place of scipy.{sub} (import mutagrad.scipy.{sub}): "
+                     + (f"mutagrad.scipy.{sub}.{name} is the same function, differentiated (docs/coverage.md "
+                        "lists the others)." if ours == "twin" else
+                        "the same names, differentiated where docs/coverage.md lists them."))
+        elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
+            extra = _scipy_rewrite(sub, name)
+        elif sub == "sparse":
+            extra = (" A scipy.sparse matrix holds plain numbers, so it cannot be built from traced values: "
+                     "build it from plain ones (a constant), whose products with traced arrays (A @ x, "
+                     "x @ A, A.dot(x)) and solves (mutagrad.scipy.sparse.linalg.spsolve, splu, factorized) "
+                     "are differentiated; for a matrix that depends on traced values, use a dense array "
+                     "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
+        else:
+            extra = _scipy_hint(sub, name)
+        what = f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments " \
+               "with np.asarray)"
+        if name == "validate_graph":  # (named by the user's call, where its source tells)
+            ucall = call_at(user_frame(caller))
+            what = ("the scipy.sparse.csgraph routine" + (f" {ast.unparse(ucall.func)}" if ucall is not None
+                                                           else "") + " (its argument check, validate_graph, "
+                    "converts its arguments with np.asarray)")
+        return escape_error(what, TracerEscapeError, extra, specific=True)  # (a conversion: nothing is written)
+    return None
 
 
 def _calling_scipy(frame):

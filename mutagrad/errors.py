@@ -17,6 +17,7 @@ import operator
 import os
 import re
 import sys
+import threading
 import types
 import warnings
 
@@ -93,6 +94,60 @@ def line_text(line):
 
 class DifferentiationError(Exception):
     """Base class of every error mutagrad raises on purpose."""
+
+    # NumPy raises an error at the same place in a plain call too (a write into a read-only array):
+    # a program may catch it and go on as a plain call does (see caught_by_the_program)
+    plain_too = False
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        for seen in getattr(_WATCHED, "stack", ()):
+            seen.append(self)
+
+
+# the errors made while differentiated functions run, one list per running call (watch_errors)
+_WATCHED = threading.local()
+
+
+def watch_errors():
+    """Start collecting the DifferentiationErrors made in this thread (a list, for
+    caught_by_the_program and unwatch_errors)."""
+    stack = getattr(_WATCHED, "stack", None)
+    if stack is None:
+        stack = _WATCHED.stack = []
+    seen = []
+    stack.append(seen)
+    return seen
+
+
+def unwatch_errors(seen):
+    stack = _WATCHED.stack
+    if stack and stack[-1] is seen:
+        stack.pop()
+    elif seen in stack:
+        stack.remove(seen)
+
+
+def caught_by_the_program(seen):
+    """Of the errors in ``seen``, one that was raised and caught by the program's own code (an
+    ``except Exception:`` that returns a penalty, a fallback value), with a note saying so, or None.
+    A plain call does not raise there: the program went on along another path than a plain call
+    takes, and its value and derivative would be another function's, silently. (An error caught
+    inside NumPy, SciPy, the standard library or mutagrad is theirs to handle.)"""
+    for err in seen:
+        tb = err.__traceback__
+        if tb is None or err.plain_too:
+            continue
+        frame = tb.tb_frame  # (a traceback starts at the frame whose except clause caught it)
+        if _frame_is_internal(frame):
+            continue
+        err.add_note(
+            f"(mutagrad raised this error, and the differentiated code caught it (its try around "
+            f"{_line_text(frame.f_code.co_filename, tb.tb_lineno)}) and went on: a plain call takes no such "
+            "path there, so the value and derivative would be another function's. Raised again when the "
+            "function returned; catch narrower exceptions, or fix what the message above says.)")
+        return err
+    return None
 
 
 class TracerEscapeError(DifferentiationError):
@@ -869,6 +924,8 @@ class LockedArrayWriteError(AliasingError, ValueError):
 class ReadOnlyWriteError(MutationError, ValueError):
     """A write of the function's into a read-only array: an argument read-only when passed, or a
     read-only view (np.diagonal, np.broadcast_to...); a ValueError too, as NumPy's read-only error."""
+
+    plain_too = True
 
 
 _UNBOUND = re.compile(r"descriptor '(\w+)' (?:for|requires a) 'numpy\.(\w+)' (?:objects doesn't apply to a|object but "

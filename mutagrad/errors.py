@@ -558,29 +558,64 @@ def printing_statement(frame) -> bool:
     stmt = _statement_at(frame)
     if type(stmt) is not ast.Expr or type(stmt.value) is not ast.Call:
         return False
-    fn = stmt.value.func
+    call = stmt.value
+    fn = call.func
     if type(fn) is ast.Name:  # print(...): the builtin (a function of the program's named print may keep values)
         if fn.id not in _PRINT_CALLS or _named(fn.id, frame) is not builtins.print:
             return False
+        for k in call.keywords:  # (file=: the standard streams only, a StringIO would keep the digits)
+            if k.arg == "file":
+                if not any(_static(k.value, frame) is getattr(sys, s, None)
+                           for s in ("stdout", "stderr", "__stdout__", "__stderr__")):
+                    return False
+            elif k.arg not in ("sep", "end", "flush") or not _constant(k.value):
+                return False
     elif type(fn) is not ast.Attribute or fn.attr not in _LOG_METHODS or not _a_logger(fn.value, frame):
         return False  # (np.log(..., out=buf), a method of the program's named log, may keep values)
-    for node in ast.walk(stmt.value):
+    for node in ast.walk(call):
         if type(node) in (ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom, ast.Await):
             return False
-        if type(node) is ast.Call and node is not stmt.value:
+        if type(node) is ast.Call and node is not call:
             f = node.func
             root = f
             while type(root) is ast.Attribute:
                 root = root.value
             name = f.id if type(f) is ast.Name else f.attr if type(f) is ast.Attribute else None
             limit = _SAFE_CALLS.get(name)
-            if limit is None or any(k.arg == "out" for k in node.keywords) or any(
+            if limit is None or any(k.arg == "out" or not _constant(k.value) for k in node.keywords) or any(
                     type(a) is ast.Starred for a in node.args):
-                return False
-            method = type(f) is ast.Attribute and not (type(root) is ast.Name and root.id in _MODULES)
+                return False  # (a keyword's callable or formatter, key=kept.append, may keep the value)
+            module = type(root) is ast.Name and root.id in _MODULES
+            method = type(f) is ast.Attribute and not module
+            if method and not _a_value(f.value, frame):
+                return False  # (a method of the program's own object named format, join... may keep it)
             if len(node.args) + method > limit:
                 return False
     return True
+
+
+def _constant(node) -> bool:
+    """Whether a keyword's value is a constant (``precision=3``, ``sep=", "``, ``axis=-1``)."""
+    if type(node) is ast.UnaryOp:
+        node = node.operand
+    if type(node) is ast.Tuple:
+        return all(_constant(e) for e in node.elts)
+    return type(node) is ast.Constant
+
+
+_VALUE_TYPES = (str, bytes, int, float, complex, np.ndarray, np.generic, list, tuple)
+
+
+def _a_value(node, frame) -> bool:
+    """Whether the object whose method a printing statement calls is a value (a string, a number,
+    an array, a traced value, or what an expression computes), not an object of the program's,
+    whose method named format or copy could keep what it is given."""
+    if type(node) in (ast.Constant, ast.JoinedStr, ast.Call, ast.BinOp, ast.UnaryOp):
+        return True  # (a call's own checks are the walk's: only the calls above are allowed)
+    if type(node) is ast.Subscript:
+        return _a_value(node.value, frame)
+    obj = _static(node, frame)
+    return isinstance(obj, _VALUE_TYPES) or type(obj).__name__ in ("ArrayTracer", "ScalarTracer")
 
 
 _UNKNOWN = object()
@@ -624,10 +659,18 @@ def _a_logger(node, frame) -> bool:
     """Whether the object whose method a statement calls (``node``) is one that only writes what it
     is given: a logger of the logging module (or loguru's), the logging or warnings module, or
     ``logging.getLogger(...)`` itself."""
-    if type(node) is ast.Call:
+    if type(node) is ast.Call:  # logging.getLogger(name): a logger of the logging module's own class
         import logging
 
-        return _called(node, frame) is logging.getLogger
+        if _called(node, frame) is not logging.getLogger or node.keywords or len(node.args) > 1:
+            return False
+        if node.args:
+            name = node.args[0]
+            name = name.value if type(name) is ast.Constant else _static(name, frame)
+            if not (name is None or type(name) is str):
+                return False
+            return type(logging.getLogger(name)).__module__ == "logging"  # (not one of setLoggerClass's)
+        return type(logging.getLogger()).__module__ == "logging"
     obj = _static(node, frame)
     if obj is _UNKNOWN:
         return False

@@ -3,6 +3,7 @@ DifferentiationError naming the operation, the user's line and the fix."""
 import collections
 import dataclasses
 import functools
+import io
 import math
 import os
 import re
@@ -2740,7 +2741,34 @@ def test_a_print_statement_that_could_keep_the_value_still_raises():
         print(float(loss))
         return loss * kept[-1]
 
-    for f in (copies, positional_out, np_log_out, own_log, own_print):
+    class Format:  # (a method named format of the program's own object, called in a print)
+        def __init__(self):
+            self.kept = []
+
+        def format(self, v):
+            self.kept.append(v)
+            return str(v)
+
+    fm = Format()
+
+    def own_format(x):
+        loss = np.sum(x ** 2)
+        print(fm.format(float(loss)))
+        return loss * fm.kept[-1]
+
+    def into_a_buffer(x):
+        buf = io.StringIO()
+        loss = np.sum(x ** 2)
+        print(float(loss), file=buf)
+        return loss * float(buf.getvalue())
+
+    def by_a_key(x):
+        kept.clear()
+        loss = np.sum(x ** 2)
+        print(max([float(loss)], key=kept.append))
+        return loss * kept[-1]
+
+    for f in (copies, positional_out, np_log_out, own_log, own_print, own_format, into_a_buffer, by_a_key):
         with pytest.raises(mg.TracerEscapeError):
             mg.grad(f)(np.array([1.0, 2.0]))
 

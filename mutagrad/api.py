@@ -2388,7 +2388,7 @@ def _close(a, b):
     a, b = np.asarray(bottom(a)), np.asarray(bottom(b))  # (values only: inside an outer jacobian, tracers)
     mag = np.maximum(np.abs(a), np.abs(b))
     scale = float(np.max(mag, initial=0.0))
-    return bool(np.all(np.abs(a - b) <= 1e-9 * mag + 1e-12 * scale + 1e-300))
+    return bool(np.all(np.abs(a - b) <= 1e-9 * mag + 1e-14 * scale + 1e-300))
 
 
 def _rev_entry(r, s, complex_input):

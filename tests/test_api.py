@@ -699,7 +699,9 @@ def test_complex_jacobians(mode):
     # an entry that is not holomorphic beside one 1e10 times larger (in its row for rev, its
     # column for fwd) is found entry by entry: the row-wide tolerance took 0.1 = df/dx for f'(z)
     for f in (lambda z: np.stack([1e10 * z[0] + 0.1 * np.conj(z[1]), z[1]]),
-              lambda z: np.stack([1e10 * z[0], 0.1 * np.conj(z[0])])):
+              lambda z: np.stack([1e10 * z[0], 0.1 * np.conj(z[0])]),
+              lambda z: np.stack([1e13 * z[0] + np.conj(z[1]), z[1]]),
+              lambda z: np.stack([1e13 * z[0], np.conj(z[0])])):
         with pytest.raises(TypeError, match="holomorphic"):
             mg.jacobian(f, mode=mode)(z)
     # and a holomorphic one of entries 1e10 apart is not refused: [[1e10, 0.1], [0, 3 z1^2]] by hand

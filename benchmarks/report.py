@@ -182,7 +182,7 @@ result's `Storage` and `Tracer`, which a (1,) array needs either way), no gain
 in all, so it was left out. The cost
 is 15-65 times NumPy's own forward call per operation (the first ratio
 column of (a)), forward and backward together; PyTorch eager, whose dispatcher and autograd engine are C++, costs
-more than that here (the ratio is in the table). What remains is about six
+about as much here (0.7-1.1x mutagrad's time across full runs: the ratio is in the table). What remains is about six
 Python frames and two small objects (the output's `Tracer` and `Storage`) per
 operation; a compiled core (dispatcher, `Storage`, `Tracer` and the tape in
 C, rules staying in Python) would remove most of it.
@@ -207,7 +207,7 @@ arrays' sizes, but it grows with what they do to the caches: the matvec
 streams the 8 MB matrix through them twice per gradient, and the interpreter's
 code and objects (mutagrad's dispatch, records and reverse steps) are then
 fetched from memory again. The last table of (b) measures it on the same
-function at n = 10: a call made after 16 MB were streamed costs about 2x a
+function at n = 10: a call made after 16 MB were streamed costs 1.3-2x a
 call with warm caches, for mutagrad and for PyTorch eager alike (the
 hand-written adjoint, with a few NumPy calls, too). At n = 1000 mutagrad's
 gradient takes about 0.2-0.3 ms more than the hand-written adjoint on the

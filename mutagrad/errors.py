@@ -101,8 +101,9 @@ class DifferentiationError(Exception):
 
     def __init__(self, *args):
         super().__init__(*args)
-        for seen in getattr(_WATCHED, "stack", ()):
-            seen.append(self)
+        if not self.plain_too:
+            for seen in getattr(_WATCHED, "stack", ()):
+                seen.append(self)
 
 
 # the errors made while differentiated functions run, one list per running call (watch_errors)

@@ -1453,12 +1453,12 @@ def operand_step(v):
 
 
 class _StepValue:
-    """An operand's value as a run saw it. A large array is kept as a sample of 256 of its elements
-    and a weighted sum of all (``_checksum``): of their bits for an ``exact`` one (a plain
-    operand, the same bits in every run unless the function changed it; integers and booleans),
-    else of their values, equal to another run's within rounding, as the runs' outputs must be
-    (a traced operand: NumPy's last bits may depend on an array's alignment). ``flat``, the array
-    itself, only until the run's step is compared (RunGroup.note)."""
+    """An operand's value as a run saw it, equal to another run's within rounding, as the runs'
+    outputs must be (NumPy's last bits may depend on an array's alignment; a sum's on the order of
+    a set's items). A large array is kept as a sample of 256 of its elements and a weighted sum of
+    all (``_checksum``): of their bits for an ``exact`` one (a plain operand, the same bits in
+    every run unless the function changed it; integers and booleans), else of their values.
+    ``flat``, the array itself, only until the run's step is compared (RunGroup.note)."""
 
     __slots__ = ("data", "dtype", "exact", "flat", "shape", "total")
 
@@ -1481,13 +1481,15 @@ class _StepValue:
             return False
         if self.data == other.data and self.total == other.total:
             return True
-        if self.exact or other.exact:
+        if self.dtype.kind not in "fc":
             return False
         values = lambda v: np.frombuffer(v, self.dtype)
         if not _within_rounding(values(self.data), values(other.data)):
             return False
-        if self.total is None:
+        if self.total is None:  # (a small operand: within rounding, plain too, a sum over a set's order)
             return True
+        if self.exact or other.exact:
+            return False
         (c1, e1), (c2, e2) = self.total, other.total
         if e1 != e2:  # (where the non-finite elements are)
             return False
@@ -2952,8 +2954,10 @@ class Tracer:
             raise TracedTypeError(
                 f"{it}(x) of a traced array at {user_line()}: its raw memory carries no derivative. For the "
                 f"bytes of its value use mg.value(x).tobytes().")
-        raise TracedTypeError(f"a traced floating-point value cannot be used as an index (or a count) at "
+        err = TracedTypeError(f"a traced floating-point value cannot be used as an index (or a count) at "
                               f"{user_line()}: convert it with int(...) of a constant, or index with integers.")
+        err.plain_too = True  # (a NumPy float raises TypeError there too: operator.index(w) in a try is plain code's)
+        raise err
 
     def item(self, *args):
         if self._may_convert():
@@ -3462,10 +3466,9 @@ class ArrayTracer(Tracer):
         return len(self._value)
 
     def __iter__(self):
-        if self.ndim == 0:
+        if self.ndim == 0:  # (raised by iter() itself, as NumPy's: np.iterable(x) is False)
             raise TypeError("iteration over a 0-d array")
-        for i in range(len(self._value)):
-            yield self[i]
+        return (self[i] for i in range(len(self._value)))
 
     def __contains__(self, value):
         return bool((self == value).any())  # (ndarray's `value in x`; Python's fallback iterates rows)

@@ -102,22 +102,34 @@ class DifferentiationError(Exception):
     def __init__(self, *args):
         super().__init__(*args)
         if not self.plain_too:
-            for seen in getattr(_WATCHED, "stack", ()):
-                seen.append(self)
+            stack = getattr(_WATCHED, "stack", None)
+            if stack:
+                for seen in stack:
+                    seen.append(self)
+            elif _STACKS:  # a worker thread a differentiated function started: the running calls see it
+                self._in_worker = True
+                for stack in list(_STACKS.values()):
+                    for seen in stack:
+                        seen.append(self)
+
+    _in_worker = False
 
 
-# the errors made while differentiated functions run, one list per running call (watch_errors)
+# the errors made while differentiated functions run, one list per running call (watch_errors);
+# _STACKS: the threads' stacks of them, by thread
 _WATCHED = threading.local()
+_STACKS: dict = {}
 
 
 def watch_errors():
-    """Start collecting the DifferentiationErrors made in this thread (a list, for
-    caught_by_the_program and unwatch_errors)."""
+    """Start collecting the DifferentiationErrors made in this thread, and in threads that run
+    no differentiation of their own (a list, for caught_by_the_program and unwatch_errors)."""
     stack = getattr(_WATCHED, "stack", None)
     if stack is None:
         stack = _WATCHED.stack = []
     seen = []
     stack.append(seen)
+    _STACKS[threading.get_ident()] = stack
     return seen
 
 
@@ -127,6 +139,8 @@ def unwatch_errors(seen):
         stack.pop()
     elif seen in stack:
         stack.remove(seen)
+    if not stack:
+        _STACKS.pop(threading.get_ident(), None)
 
 
 def caught_by_the_program(seen):
@@ -140,8 +154,9 @@ def caught_by_the_program(seen):
         if tb is None or err.plain_too:
             continue
         frame = tb.tb_frame  # (a traceback starts at the frame whose except clause caught it)
-        if _frame_is_internal(frame):
-            continue
+        if _frame_is_internal(frame) and not (
+                err._in_worker and (frame.f_globals.get("__name__") or "").startswith(("threading", "concurrent"))):
+            continue  # (a worker thread's error that its thread or future kept is the program's too)
         err.add_note(
             f"(mutagrad raised this error, and the differentiated code caught it (its try around "
             f"{_line_text(frame.f_code.co_filename, tb.tb_lineno)}) and went on: a plain call takes no such "
@@ -569,7 +584,7 @@ def printing_statement(frame) -> bool:
                 if not any(_static(k.value, frame) is getattr(sys, s, None)
                            for s in ("stdout", "stderr", "__stdout__", "__stderr__")):
                     return False
-            elif k.arg not in ("sep", "end", "flush") or not _constant(k.value):
+            elif k.arg not in ("sep", "end", "flush") or not (_constant(k.value) or _a_value(k.value, frame)):
                 return False
     elif type(fn) is not ast.Attribute or fn.attr not in _LOG_METHODS or not _a_logger(fn.value, frame):
         return False  # (np.log(..., out=buf), a method of the program's named log, may keep values)
@@ -583,8 +598,8 @@ def printing_statement(frame) -> bool:
                 root = root.value
             name = f.id if type(f) is ast.Name else f.attr if type(f) is ast.Attribute else None
             limit = _SAFE_CALLS.get(name)
-            if limit is None or any(k.arg == "out" or not _constant(k.value) for k in node.keywords) or any(
-                    type(a) is ast.Starred for a in node.args):
+            if limit is None or any(k.arg == "out" or not (_constant(k.value) or _a_value(k.value, frame))
+                                    for k in node.keywords) or any(type(a) is ast.Starred for a in node.args):
                 return False  # (a keyword's callable or formatter, key=kept.append, may keep the value)
             module = type(root) is ast.Name and root.id in _MODULES
             method = type(f) is ast.Attribute and not module

@@ -1781,6 +1781,24 @@ def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
     Bd = B.toarray()
     H = mg.hessian(lambda x: np.sum((B @ x) ** 2) / B.sum())(np.array([0.5, -1.0, 2.0]))
     np.testing.assert_allclose(H, 2 * Bd.T @ Bd / Bd.sum(), rtol=1e-12)
+    # a plain constant summed over a set of objects (the order, so its last bit, changes from run
+    # to run): not refused; 0.5 k x^2 has Hessian k, by hand
+    class Spring:
+        def __init__(self, k):
+            self.k = k
+
+    ks = (0.1, 0.2, 0.3, 1e-17, 0.7, 1.3, 2.9e-16, 3.1)
+    keep = []
+
+    def energy(x):
+        springs = {Spring(k) for k in ks}  # (new objects each run: another order)
+        keep.append(springs)
+        k = np.float64(0.0)
+        for s in springs:
+            k = k + s.k
+        return np.sum(0.5 * k * x ** 2)
+
+    np.testing.assert_allclose(mg.hessian(energy)(np.linspace(0.5, 1.0, 6)), sum(ks) * np.eye(6), rtol=1e-14)
     # state read but not changed, in a large array too (kept as a sample and a sum): not refused
     w = np.linspace(0.5, 1.5, 1000)
 

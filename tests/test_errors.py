@@ -5,8 +5,10 @@ import dataclasses
 import functools
 import io
 import math
+import operator
 import os
 import re
+import threading
 import types
 import warnings
 
@@ -4108,3 +4110,52 @@ def test_scipy_fixed_point_of_traced_values_is_named_with_the_root_finders_advic
     so = pytest.importorskip("scipy.optimize")
     with pytest.raises(mg.TracerEscapeError, match="scipy.optimize function fixed_point.*Newton step"):
         mg.grad(lambda p: so.fixed_point(lambda x: 0.5 * np.cos(x) + p, 0.5))(0.3)
+
+
+def test_errors_a_plain_call_raises_too_and_errors_of_worker_threads():
+    # operator.index of a float raises TypeError in a plain call too: a program catching it goes
+    # on as a plain call does (window length or weights); d/dw sum(conv(x, w)^2) against central
+    # differences
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+
+    def smooth(w):
+        try:
+            n = operator.index(w)
+            w = np.ones(n) / n
+        except TypeError:
+            pass
+        return np.sum(np.convolve(x, w, "same") ** 2)
+
+    w = np.array([0.25, 0.5, 0.25])
+    val, g = mg.value_and_grad(smooth)(w)
+    assert val == smooth(w)
+    np.testing.assert_allclose(g, numerical_grad(smooth, (w,), (0,))[0], rtol=1e-6)
+
+    # a worker thread's error that the worker catches (or that dies with the thread): the thread's
+    # result was the fallback, 0 and a zero gradient, silently
+    def in_a_thread(x):
+        out = [0.0]
+
+        def work():
+            try:
+                out[0] = math.exp(float(x[0])) * x[1]
+            except Exception:  # noqa: BLE001, S110 (the program's guard, as written)
+                pass
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        return out[0]
+
+    with pytest.raises(mg.TracerEscapeError):
+        mg.value_and_grad(in_a_thread)(np.array([1.0, 2.0]))
+
+
+def test_a_printing_statement_may_format_with_keywords_that_are_values():
+    def f(x, digits=3):
+        loss = np.sum(x ** 2)
+        print("loss {v:.3f}".format(v=float(loss)),  # noqa: UP032 (the idiom under test)
+              np.array2string(x, precision=digits, max_line_width=np.inf))
+        return loss
+
+    np.testing.assert_array_equal(mg.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])  # d/dx sum(x^2) = 2x

@@ -704,7 +704,12 @@ def _np_meshgrid(args, kwargs):
     out = [np.reshape(_arr(x), s) for x, s in zip(args, shapes)]
     if not sparse:
         full = np.broadcast_shapes(*(np.shape(o) for o in out))
-        out = [np.broadcast_to(o, full) for o in out]
+        if copy:
+            out = [np.broadcast_to(o, full) for o in out]
+        else:  # (NumPy's broadcast_arrays views: writable, as its meshgrid(copy=False) gives them)
+            from .shape import _broadcast_view
+
+            out = [o if np.shape(o) == full else _broadcast_view(o, full) for o in out]
     if copy:
         return tuple(np.copy(o) for o in out)
     return tuple(out) if not sparse else out

@@ -612,7 +612,19 @@ def _np_broadcast_arrays(args, kwargs):
     # writeable view of it (and the others read-only broadcast views)
     if all(np.shape(a) == shape for a in args):
         return tuple(args)
-    return tuple(a[...] if np.shape(a) == shape else np.broadcast_to(a, shape) for a in args)
+    return tuple(a[...] if np.shape(a) == shape else _broadcast_view(a, shape) for a in args)
+
+
+def _broadcast_view(a, shape):
+    """NumPy's broadcast_arrays view of ``a`` at ``shape``: writable, as NumPy's is (with a
+    DeprecationWarning there), so that a write into distinct elements of it (a row) is a write into
+    ``a``, as in a plain call (a read-only view refused it, and a program catching the ValueError
+    went on along another path); a write into elements that share memory is refused."""
+    if not isinstance(a, Tracer):  # (NumPy's own view of a plain array, with its flags)
+        return np.broadcast_arrays(a, np.broadcast_to(np.False_, shape))[0]
+    from ..numpy import as_strided
+
+    return as_strided(a, shape, np.broadcast_to(bottom(a), shape).strides, writeable=True)
 
 
 def _np_linspace(args, kwargs):

@@ -2336,8 +2336,12 @@ def _binop(ufunc):
         else:
             r = _fast_call(ufunc, self, a, b, sop)
             if r is None:
-                if _defers(b if a is self else a):  # (__array_ufunc__ = None: its reflected operator)
+                other = b if a is self else a
+                if _defers(other):  # (__array_ufunc__ = None: its reflected operator)
                     return NotImplemented
+                if ufunc is np.multiply and type(other) in (list, tuple):  # (a sequence's repetition, as
+                    raise TypeError(  # NumPy scalars see it: [1] * s raises in a plain call)
+                        f"can't multiply sequence by non-int of type 'numpy.{bottom(self).dtype.name}'")
                 r = call_ufunc(ufunc, (a, b), {})
         if type(a) is complex and b is self and bottom(self).dtype == _F64:
             # Python's complex operator takes a np.float64 (a float subclass) itself: `z * s`

@@ -4159,3 +4159,23 @@ def test_a_printing_statement_may_format_with_keywords_that_are_values():
         return loss
 
     np.testing.assert_array_equal(mg.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])  # d/dx sum(x^2) = 2x
+
+
+def test_a_sequence_times_a_traced_scalar_raises_as_numpys_scalar_does():
+    # [1] * s of a NumPy float64 s is a sequence's repetition with a float count: a TypeError in a
+    # plain call (a program catching it goes on as a plain call does); s * [1, 2] too. An array's
+    # product with a list is elementwise, as NumPy's: d/dx sum([1, 2] * x) x1 by hand below
+    def f(x):
+        try:
+            r = [1.0, 2.0] * x[0]
+        except TypeError:
+            r = np.array([1.0, 2.0]) * x[0]
+        return np.sum(r) * x[1]
+
+    x = np.array([2.0, 3.0])
+    val, g = mg.value_and_grad(f)(x)
+    assert val == f(x) == 18.0
+    np.testing.assert_array_equal(g, [9.0, 6.0])  # d/dx 3 x0 x1 = [3 x1, 3 x0]
+    with pytest.raises(TypeError, match="can't multiply sequence"):
+        mg.grad(lambda x: np.sum(x[0] * [1.0, 2.0]))(x)
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum([1.0, 2.0] * x))(x), [1.0, 2.0])

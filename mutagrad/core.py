@@ -1484,7 +1484,7 @@ class _StepValue:
         if self.dtype.kind not in "fc":
             return False
         values = lambda v: np.frombuffer(v, self.dtype)
-        if not _within_rounding(values(self.data), values(other.data)):
+        if not _within_rounding(values(self.data), values(other.data), self.exact or other.exact):
             return False
         if self.total is None:  # (a small operand: within rounding, plain too, a sum over a set's order)
             return True
@@ -1543,10 +1543,12 @@ def _weighted(flat, weights):
     return c.item() if flat.dtype.kind in "iub" else c
 
 
-def _within_rounding(a, b) -> bool:
-    """``b`` equals ``a`` within rounding, NaN where ``a`` has NaN (see api._same_value)."""
+def _within_rounding(a, b, each=False) -> bool:
+    """``b`` equals ``a`` within rounding, NaN where ``a`` has NaN (see api._same_value); ``each``:
+    every element within rounding of itself (a plain operand: its tiny elements beside large ones
+    are values of their own, not rounding of the large ones)."""
     with np.errstate(all="ignore"):
-        scale = float(np.max(np.abs(a), initial=0.0, where=np.isfinite(a)))  # (an inf would allow anything)
+        scale = 0.0 if each else float(np.max(np.abs(a), initial=0.0, where=np.isfinite(a)))  # (an inf: anything)
         return bool(np.allclose(a, b, rtol=1e-10, atol=1e-10 * max(scale, 1e-300), equal_nan=True))
 
 
@@ -2858,15 +2860,16 @@ class Tracer:
         not traced by that one), and plain code here cannot take its value."""
         lv = self._level
         if not lv.closed and lv.thread is not None and lv.thread != _get_ident():
-            from .errors import TracerEscapeError, differentiated_function, escape_error
+            from . import errors
 
-            raise escape_error(
+            errors.owned_by(lv.thread)  # (that differentiation raises it if the worker catches it)
+            raise errors.escape_error(
                 "a value traced by a differentiation that another thread is running, used in this thread",
-                TracerEscapeError,
+                errors.TracerEscapeError,
                 " Differentiations nest within one thread: call the inner mg.grad (jvp, vjp...) in the function "
                 "the outer one differentiates, not in a worker thread it starts (plain NumPy operations on "
                 "traced values in a worker are fine). If the derivative through the value is not needed, "
-                "pass mg.stop_gradient(x) to the worker.", specific=True, where=differentiated_function())
+                "pass mg.stop_gradient(x) to the worker.", specific=True, where=errors.differentiated_function())
 
     def _may_convert(self):
         """A conversion to plain values (float(x), np.asarray(x), x.item()...) is allowed: of a

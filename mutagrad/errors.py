@@ -106,9 +106,11 @@ class DifferentiationError(Exception):
             if stack:
                 for seen in stack:
                     seen.append(self)
-            elif _STACKS:  # a worker thread a differentiated function started: the running calls see it
-                self._in_worker = True
-                for stack in list(_STACKS.values()):
+            else:  # a worker thread: the differentiation whose traced value it used sees it (owned_by)
+                owner, _WATCHED.owner = getattr(_WATCHED, "owner", None), None
+                stack = _STACKS.get(owner) if owner is not None else None
+                if stack:
+                    self._in_worker = True
                     for seen in stack:
                         seen.append(self)
 
@@ -133,6 +135,12 @@ def watch_errors():
     return seen
 
 
+def owned_by(thread):
+    """The next error made in this thread (a worker's) is about a value traced by the
+    differentiation that ``thread`` (an ident) runs: its call collects it."""
+    _WATCHED.owner = thread
+
+
 def unwatch_errors(seen):
     stack = _WATCHED.stack
     if stack and stack[-1] is seen:
@@ -155,7 +163,8 @@ def caught_by_the_program(seen):
             continue
         frame = tb.tb_frame  # (a traceback starts at the frame whose except clause caught it)
         if _frame_is_internal(frame) and not (
-                err._in_worker and (frame.f_globals.get("__name__") or "").startswith(("threading", "concurrent"))):
+                err._in_worker and (frame.f_globals.get("__name__") or "").startswith(
+                    ("threading", "concurrent", "multiprocessing", "asyncio"))):
             continue  # (a worker thread's error that its thread or future kept is the program's too)
         err.add_note(
             f"(mutagrad raised this error, and the differentiated code caught it (its try around "

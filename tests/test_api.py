@@ -1799,6 +1799,16 @@ def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
         return np.sum(0.5 * k * x ** 2)
 
     np.testing.assert_allclose(mg.hessian(energy)(np.linspace(0.5, 1.0, 6)), sum(ks) * np.eye(6), rtol=1e-14)
+    # but a tiny element of a small plain array beside a large one is a value of its own: its change
+    # is not rounding of the large one (the jacobian's [1, 1] entry was 2.5e4 for 3.5e4, silently)
+    state = np.array([1e12, 1e-10])
+
+    def grow(x):
+        state[1] *= 2.0
+        return np.sqrt(x + state)
+
+    with pytest.raises(mg.MutationError, match="runs the function once per input element"):
+        mg.jacobian(grow, mode="fwd")(np.array([1.0, 0.0]))
     # state read but not changed, in a large array too (kept as a sample and a sum): not refused
     w = np.linspace(0.5, 1.5, 1000)
 

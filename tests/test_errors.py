@@ -4179,3 +4179,64 @@ def test_a_sequence_times_a_traced_scalar_raises_as_numpys_scalar_does():
     with pytest.raises(TypeError, match="can't multiply sequence"):
         mg.grad(lambda x: np.sum(x[0] * [1.0, 2.0]))(x)
     np.testing.assert_array_equal(mg.grad(lambda x: np.sum([1.0, 2.0] * x))(x), [1.0, 2.0])
+
+
+def test_a_worker_threads_caught_error_belongs_to_the_differentiation_whose_value_it_used():
+    # two differentiations in two threads, each with a worker: A's worker catches its error (A is
+    # refused), B's worker computes (B's gradient, cos(x) by hand, was refused with A's error); an
+    # asynchronous pool's error callback kept the error too (multiprocessing.dummy)
+    from concurrent.futures import ThreadPoolExecutor
+    from multiprocessing.dummy import Pool
+
+    both, res = threading.Barrier(2, timeout=10), {}
+
+    def fa(x):
+        def w():
+            try:
+                return int(x[0])
+            except Exception:  # noqa: BLE001 (the program's guard, as written)
+                return 0
+
+        both.wait()
+        with ThreadPoolExecutor(1) as ex:
+            v = ex.submit(w).result()
+        return np.sum(x ** 2) + v
+
+    def fb(x):
+        both.wait()
+        with ThreadPoolExecutor(1) as ex:
+            return sum(ex.map(lambda i: np.sin(x[i]), range(3)))
+
+    def run(name, f):
+        try:
+            res[name] = mg.grad(f)(np.array([0.4, -1.1, 2.0]))
+        except mg.DifferentiationError as e:
+            res[name] = e
+
+    threads = [threading.Thread(target=run, args=(n, f)) for n, f in (("A", fa), ("B", fb))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert isinstance(res["A"], mg.TracerEscapeError)
+    np.testing.assert_allclose(res["B"], np.cos([0.4, -1.1, 2.0]), rtol=1e-15)
+
+    def pool(x):
+        errs = []
+        with Pool(2) as p:
+            p.map_async(lambda i: int(x[i]) * 0.0, range(3), error_callback=errs.append).wait()
+        return np.sum(x ** 2) if not errs else np.sum(x)
+
+    with pytest.raises(mg.TracerEscapeError):
+        mg.grad(pool)(np.array([0.4, -1.1, 2.0]))
+
+
+def test_broadcast_arrays_of_a_0d_traced_value():
+    # (NumPy's view of a 0-d array at the shape's rank; as_strided of the 0-d value was refused)
+    def f(t):
+        a, b = np.broadcast_arrays(t, np.arange(3.0))
+        return np.sum(a * b)
+
+    assert mg.grad(f)(2.0) == 3.0  # d/dt sum(t * [0, 1, 2]) = 3
+    x = np.array([0.5, 1.5])
+    np.testing.assert_array_equal(mg.grad(lambda x: f(x[0] * x[1]))(x), [3 * 1.5, 3 * 0.5])

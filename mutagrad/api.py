@@ -21,7 +21,7 @@ import numpy as np
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
                    STATE, RunGroup, live, mark_weak, other_values_message, set_writeable, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, caught_by_the_program,
-                     ensure_shuffle_filter, forget_escape, readonly_error, replaced_error, take_deferred,
+                     ensure_shuffle_filter, forget_escape, in_api, readonly_error, replaced_error, take_deferred,
                      unwatch_errors, user_line, watch_errors)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
@@ -588,14 +588,17 @@ class _Holdings:
         if tv in _SEQUENCES:
             if len(v) <= 256:
                 found = self.found
-                for k, item in enumerate(v):
-                    if type(item) is _ndarray and not item.dtype.hasobject:  # (the common item: inline)
-                        if b.left <= 0:
-                            return
-                        b.left -= 1
-                        found.append(((name, "[{}]", k), item))
-                    else:
-                        self.visit((name, "[{}]", k), item, depth)
+                try:
+                    for k, item in enumerate(v):
+                        if type(item) is _ndarray and not item.dtype.hasobject:  # (the common item: inline)
+                            if b.left <= 0:
+                                return
+                            b.left -= 1
+                            found.append(((name, "[{}]", k), item))
+                        else:
+                            self.visit((name, "[{}]", k), item, depth)
+                except RuntimeError:  # (a deque another thread changes meanwhile: a Barrier's, a queue's)
+                    return
             return
         if issubclass(tv, dict):
             if len(v) <= 256:
@@ -1461,9 +1464,11 @@ def _no_cyclic_gc(fn):
     def run(*args, **kwargs):
         was = gc.isenabled()
         gc.disable()
+        in_api(1)  # (an error made in this thread before the function runs is no worker's)
         try:
             return fn(*args, **kwargs)
         finally:
+            in_api(-1)
             if was:
                 gc.enable()
 

@@ -1405,9 +1405,10 @@ def other_values_message(what):
         "attribute, a random generator held where the runs do not rewind it, in a container of more than 256 "
         "items or an object a call returns: the arguments' arrays and generators, and the generators the "
         "function reaches by name, are put back before each run), so each column would be the derivative of "
-        "another function. Pass that state as an argument, or set it inside the function (seed the generator "
-        "there); or use mg.jacobian(f, mode='rev') (for a Hessian, mg.jacobian(mg.grad(f), mode='rev')), which "
-        "runs the function once.")
+        "another function; or it computes a constant in an order that changes from run to run (a sum over a "
+        "set of objects: its last bits). Pass that state as an argument, or set it inside the function (seed "
+        "the generator there; sum in a fixed order); or use mg.jacobian(f, mode='rev') (for a Hessian, "
+        "mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
 
 
 def index_step(idx):

@@ -106,12 +106,18 @@ class DifferentiationError(Exception):
             if stack:
                 for seen in stack:
                     seen.append(self)
-            else:  # a worker thread: the differentiation whose traced value it used sees it (owned_by)
+            else:  # a worker thread: the differentiation whose traced value it used sees it (owned_by);
+                # not knowing which, every one running (not an error of a call this thread makes itself)
                 owner, _WATCHED.owner = getattr(_WATCHED, "owner", None), None
-                stack = _STACKS.get(owner) if owner is not None else None
-                if stack:
-                    self._in_worker = True
+                if owner is not None:
+                    stacks = [_STACKS.get(owner) or ()]
+                elif getattr(_WATCHED, "api", 0):
+                    stacks = ()
+                else:
+                    stacks = list(_STACKS.values())
+                for stack in stacks:
                     for seen in stack:
+                        self._in_worker = True
                         seen.append(self)
 
     _in_worker = False
@@ -133,6 +139,11 @@ def watch_errors():
     stack.append(seen)
     _STACKS[threading.get_ident()] = stack
     return seen
+
+
+def in_api(step):
+    """This thread enters (1) or leaves (-1) a differentiation's entry point (mg.grad's call...)."""
+    _WATCHED.api = getattr(_WATCHED, "api", 0) + step
 
 
 def owned_by(thread):

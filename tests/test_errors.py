@@ -4240,3 +4240,23 @@ def test_broadcast_arrays_of_a_0d_traced_value():
     assert mg.grad(f)(2.0) == 3.0  # d/dt sum(t * [0, 1, 2]) = 3
     x = np.array([0.5, 1.5])
     np.testing.assert_array_equal(mg.grad(lambda x: f(x[0] * x[1]))(x), [3 * 1.5, 3 * 0.5])
+
+
+def test_a_workers_error_that_names_no_traced_value_is_the_running_differentiations():
+    # a worker's NoRuleError (np.frompyfunc of a traced array) caught there: the fallback 0 went
+    # through (the error passes no thread check that names the differentiation); the only running
+    # differentiation collects it
+    from concurrent.futures import ThreadPoolExecutor
+
+    def f(x):
+        def w():
+            try:
+                return float(np.sum(np.frompyfunc(lambda t: 2 * t, 1, 1)(x)))
+            except Exception:  # noqa: BLE001 (the program's guard, as written)
+                return 0.0
+
+        with ThreadPoolExecutor(1) as ex:
+            return np.sum(x ** 2) + ex.submit(w).result()
+
+    with pytest.raises(mg.NoRuleError):
+        mg.grad(f)(np.array([0.4, -1.1, 2.0]))

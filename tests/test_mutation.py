@@ -868,6 +868,20 @@ def test_write_through_a_broadcast_arrays_result_writes_into_the_array():
         np.testing.assert_array_equal(ours, plain)
         np.testing.assert_allclose(grad, _fd_grad(fn, a), rtol=1e-6, atol=1e-8)
 
+    def plain_view(x):  # (a plain array's view is writable too: the plain call writes into it)
+        a, b = np.broadcast_arrays(x[:, None], np.zeros((1, 2)))
+        try:
+            b[0, 0] = 1.0
+            k = 2.0
+        except ValueError:
+            k = 1.0
+        return np.sum(a) * k
+
+    x = np.array([0.7, -0.3])
+    val, g = mg.value_and_grad(plain_view)(x)
+    assert val == plain_view(x)
+    np.testing.assert_array_equal(g, [4.0, 4.0])  # d/dx 2 * 2 sum(x), by hand
+
     def overlapping(a):  # a row of b1 is a[0, 0] three times: refused (not a read-only ValueError)
         b1, _ = np.broadcast_arrays(a[:, :1], a)
         b1[0] = 5.0

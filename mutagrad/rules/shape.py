@@ -616,13 +616,14 @@ def _np_broadcast_arrays(args, kwargs):
 
 
 def _broadcast_view(a, shape):
-    """NumPy's broadcast_arrays view of a traced ``a`` at ``shape``: writable, as NumPy's is (with a
+    """NumPy's broadcast_arrays view of ``a`` at ``shape``: writable, as NumPy's is (with a
     DeprecationWarning there), so that a write into distinct elements of it (a row) is a write into
     ``a``, as in a plain call (a read-only view refused it, and a program catching the ValueError
-    went on along another path); a write into elements that share memory is refused. (A plain
-    array's stays read-only: reading the flags of NumPy's own view warns.)"""
-    if not isinstance(a, Tracer):  # (a plain array's: read-only, as before NumPy's own broadcast views)
-        return np.broadcast_to(a, shape)
+    went on along another path); a write into elements that share memory is refused."""
+    if not isinstance(a, Tracer):  # (a plain array's, writable as NumPy's, without its warn-on-write
+        # flag: mutagrad reads the flags of the arrays a rule is given, and reading those warns)
+        return np.lib.stride_tricks.as_strided(a, shape, np.broadcast_to(a, shape).strides,
+                                               writeable=bool(a.flags.writeable))
     from ..numpy import as_strided
 
     if np.ndim(a) == 0:  # (a 0-d array's memory as one element of the shape's rank; a scalar's, a copy)

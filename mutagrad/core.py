@@ -2902,6 +2902,13 @@ class Tracer:
             target = plain_write_target(frame)
             raise escape_error("writing a traced value into the plain NumPy array" + (
                 "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
+        stats = _calling_statistics(frame)
+        if stats is not None:  # (statistics.fmean's math.fsum)
+            twin = _STATISTICS_TWINS.get(stats)
+            raise escape_error(
+                f"statistics.{stats}(...) of traced values (it converts them to plain numbers)", TracerEscapeError,
+                f" Use NumPy's {twin} instead, which takes traced values." if twin else
+                " Write it with NumPy's functions (np.mean, np.var...), which take traced values.", specific=True)
         call = call_at(user_frame(frame))  # (the call running: another lambda of the statement may .fill)
         if (call is None and "fill" in method_calls(frame)) or (
                 call is not None and type(call.func) is ast.Attribute and call.func.attr == "fill"):
@@ -3563,6 +3570,13 @@ class ScalarTracer(Tracer):
         m = bottom(self).as_integer_ratio  # (AttributeError where the NumPy scalar has none)
         if self._may_convert():
             return m()
+        stats = _calling_statistics(sys._getframe(1))
+        if stats is not None:  # (the statistics module's exact fractions: statistics.mean(x))
+            twin = _STATISTICS_TWINS.get(stats)
+            raise escape_error(
+                f"statistics.{stats}(...) of traced values (it converts them to exact fractions)", TracerEscapeError,
+                f" Use NumPy's {twin} instead, which takes traced values." if twin else
+                " Write it with NumPy's functions (np.mean, np.var...), which take traced values.", specific=True)
         raise escape_error("x.as_integer_ratio()")
 
     def hex(self):
@@ -4364,6 +4378,21 @@ _CONVERTERS = {
     "asfortranarray": _AS_IT_IS.format(" (x.copy(order='F') for a Fortran-ordered copy)"),
     "require": _AS_IT_IS.format(" (x.copy(order='C' or 'F') or x.astype(dtype) for what the requirements ask)"),
 }
+
+
+_STATISTICS_TWINS = {"mean": "np.mean(x)", "fmean": "np.mean(x)", "median": "np.median(x)", "variance":
+                     "np.var(x, ddof=1)", "pvariance": "np.var(x)", "stdev": "np.std(x, ddof=1)", "pstdev":
+                     "np.std(x)", "geometric_mean": "np.exp(np.mean(np.log(x)))",
+                     "harmonic_mean": "len(x) / np.sum(1 / x)"}
+
+
+def _calling_statistics(frame):
+    """The name of the statistics-module function the user called, if ``frame`` runs inside it."""
+    name = None
+    while frame is not None and (frame.f_globals.get("__name__") or "") == "statistics":
+        name = frame.f_code.co_name
+        frame = frame.f_back
+    return None if name is None or name.startswith("_") else name
 
 
 def _scipy_escape(caller):

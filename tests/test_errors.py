@@ -4260,3 +4260,14 @@ def test_a_workers_error_that_names_no_traced_value_is_the_running_differentiati
 
     with pytest.raises(mg.NoRuleError):
         mg.grad(f)(np.array([0.4, -1.1, 2.0]))
+
+
+@pytest.mark.parametrize("name,twin", [("mean", "np.mean(x)"), ("variance", "np.var(x, ddof=1)"),
+                                       ("fmean", "np.mean(x)")])
+def test_the_statistics_module_of_traced_values_names_numpys_twin(name, twin):
+    import statistics
+
+    fn = getattr(statistics, name)
+    with pytest.raises(mg.TracerEscapeError, match=rf"statistics\.{name}\(\.\.\.\) of traced values") as e:
+        mg.grad(lambda x: fn(x) * x[0])(np.array([1.0, 2.0, 4.0]))
+    assert f"Use NumPy's {twin}" in str(e.value) and "mnp.zeros" not in str(e.value)

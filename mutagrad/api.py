@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
-                   STATE, RunGroup, live, mark_weak, other_values_message, set_writeable, weak, write)
+                   STATE, RunGroup, _within_rounding, live, mark_weak, other_values_message, set_writeable, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, caught_by_the_program,
                      ensure_shuffle_filter, forget_escape, in_api, readonly_error, replaced_error, take_deferred,
                      unwatch_errors, user_line, watch_errors)
@@ -812,14 +812,10 @@ def _searched_argument(v) -> bool:
     return not (tv is _ndarray or v is None or issubclass(tv, (Tracer, int, float, complex, str, bytes, np.generic)))
 
 
-_ONE = np.float64(1.0)
-_NOT_SEARCHED = frozenset((_ndarray, ArrayTracer, ScalarTracer, float, int, complex, bool, str, np.float64, type(None)))
-
-
 def _object_arguments(fun, args, kwargs):
     """(parameter name, value) of the call's arguments that are neither arrays nor numbers nor
     containers (which are flattened and checked as arguments): objects and callbacks."""
-    if not kwargs and all(type(v) in _NOT_SEARCHED for v in args):
+    if not kwargs and all(type(v) in _NOT_OBJECTS for v in args):
         return []  # (the common case: arrays and numbers only)
     code = getattr(fun, "__code__", None)
     params = code.co_varnames[:code.co_argcount] if code is not None else ()
@@ -1141,7 +1137,8 @@ def _call(level, fun, args, kwargs=None):
 
 
 _CONTAINERS = (list, dict, tuple)
-_NOT_OBJECTS = frozenset((ArrayTracer, ScalarTracer, _ndarray, float, int, complex, bool, str, type(None)))
+# the types of values that are no object or container (a call's arguments: nothing to sync or search)
+_NOT_OBJECTS = frozenset((ArrayTracer, ScalarTracer, _ndarray, float, int, complex, bool, str, np.float64, type(None)))
 
 
 def _unwrap_left_in(x, level, depth):
@@ -1378,6 +1375,9 @@ def _check_callable(fun, name):
 _TRANSFORMS = ("grad", "value_and_grad", "jacobian", "hessian")
 
 
+_ONE = np.float64(1.0)  # (the seed of a float64 scalar output: a NumPy scalar's adjoint is not copied)
+
+
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="value_and_grad") -> Callable:
     """Return a function computing ``(fun(*args), d fun / d args[argnums])``.
 
@@ -1407,7 +1407,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
             def seed():
                 if isinstance(out, Tracer) and out._level is level:
                     level.seed(out._storage, out._geom, _ONE if type(out._value) is np.float64 and out._geom is None
-                               else np.ones((), out.dtype))  # (a NumPy scalar's adjoint is not copied)
+                               else np.ones((), out.dtype))
 
             seed()
             own_nan = isinstance(out, Tracer) and out._level is level and _seeded_nan([(out, 1.0)])
@@ -2549,11 +2549,7 @@ def _same_value(a, o) -> bool:
     if isinstance(a, NotImplementedTangent) or isinstance(o, NotImplementedTangent):
         return isinstance(a, NotImplementedTangent) and isinstance(o, NotImplementedTangent)
     b = np.asarray(bottom(o))
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    scale = float(np.max(np.abs(a), initial=0.0, where=np.isfinite(a)))  # (an inf would allow anything)
-    with np.errstate(invalid="ignore"):
-        return bool(np.allclose(a, b, rtol=1e-10, atol=1e-10 * max(scale, 1e-300), equal_nan=True))
+    return a.shape == b.shape and a.dtype == b.dtype and _within_rounding(a, b)
 
 
 def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:

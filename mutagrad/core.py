@@ -2904,11 +2904,7 @@ class Tracer:
                 "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
         stats = _calling_statistics(frame)
         if stats is not None:  # (statistics.fmean's math.fsum)
-            twin = _STATISTICS_TWINS.get(stats)
-            raise escape_error(
-                f"statistics.{stats}(...) of traced values (it converts them to plain numbers)", TracerEscapeError,
-                f" Use NumPy's {twin} instead, which takes traced values." if twin else
-                " Write it with NumPy's functions (np.mean, np.var...), which take traced values.", specific=True)
+            raise _statistics_error(stats, "to plain numbers")
         call = call_at(user_frame(frame))  # (the call running: another lambda of the statement may .fill)
         if (call is None and "fill" in method_calls(frame)) or (
                 call is not None and type(call.func) is ast.Attribute and call.func.attr == "fill"):
@@ -3572,11 +3568,7 @@ class ScalarTracer(Tracer):
             return m()
         stats = _calling_statistics(sys._getframe(1))
         if stats is not None:  # (the statistics module's exact fractions: statistics.mean(x))
-            twin = _STATISTICS_TWINS.get(stats)
-            raise escape_error(
-                f"statistics.{stats}(...) of traced values (it converts them to exact fractions)", TracerEscapeError,
-                f" Use NumPy's {twin} instead, which takes traced values." if twin else
-                " Write it with NumPy's functions (np.mean, np.var...), which take traced values.", specific=True)
+            raise _statistics_error(stats, "to exact fractions")
         raise escape_error("x.as_integer_ratio()")
 
     def hex(self):
@@ -4393,6 +4385,16 @@ def _calling_statistics(frame):
         name = frame.f_code.co_name
         frame = frame.f_back
     return None if name is None or name.startswith("_") else name
+
+
+def _statistics_error(name, into):
+    """The error for statistics.<name>(...) of traced values, which converts them ``into`` plain
+    values: NumPy's twin is the fix."""
+    twin = _STATISTICS_TWINS.get(name)
+    return escape_error(
+        f"statistics.{name}(...) of traced values (it converts them {into})", TracerEscapeError,
+        f" Use NumPy's {twin} instead, which takes traced values." if twin else
+        " Write it with NumPy's functions (np.mean, np.var...), which take traced values.", specific=True)
 
 
 def _scipy_escape(caller):

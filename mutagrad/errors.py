@@ -116,8 +116,9 @@ class DifferentiationError(Exception):
                 else:
                     stacks = list(_STACKS.values())
                 for stack in stacks:
-                    for seen in stack:
+                    if stack:
                         self._in_worker = True
+                    for seen in stack:
                         seen.append(self)
 
     _in_worker = False
@@ -720,15 +721,10 @@ _PREDICATES = (math.isnan, math.isinf, math.isfinite)
 
 
 def _called(node, frame):
-    """The function the call ``node`` names, as ``name`` or ``module.name``, looked up in
-    ``frame`` (never evaluated: no attribute of anything but a module is read), or None."""
-    f = node.func
-    if type(f) is ast.Name:
-        return frame.f_locals.get(f.id, frame.f_globals.get(f.id))
-    if type(f) is ast.Attribute and type(f.value) is ast.Name:
-        mod = frame.f_locals.get(f.value.id, frame.f_globals.get(f.value.id))
-        return getattr(mod, f.attr, None) if type(mod) is type(sys) else None
-    return None
+    """The function the call ``node`` names, looked up in ``frame`` without running code
+    (``_static``), or None."""
+    obj = _static(node.func, frame)
+    return None if obj is _UNKNOWN else obj
 
 
 def predicate_call(frame) -> bool:

@@ -66,6 +66,7 @@ from .core import (
     write_readonly,
 )
 from .core import LOCKED as _LOCKED
+from .core import _bits
 from .pytree import tree_unflatten
 from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, pins, unpin
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
@@ -877,18 +878,14 @@ class ReverseLevel(Level):
     def _after_rule(self, prim, leaves, ins, vals, y, pb, need, out_read, tree):
         """Record a reverse rule's output ``y`` and pullback ``pb`` (see :meth:`process`)."""
         self.check_rule_output(prim, y)
-        if type(pb) is ElementwisePullback and prim.reads is not None:  # a rule called directly
+        elementwise = type(pb) is ElementwisePullback  # (a rule called directly)
+        if prim.reads is not None and (elementwise or getattr(type(pb), "trims_operands", False)):  # (matmul's)
             xs = list(pb.xs)
             drop_unread(xs, need)  # let temporaries no pullback reads die now
             unpin(xs, need)
             pb.xs = tuple(xs)
-            if not out_read:
+            if elementwise and not out_read:
                 pb.y = None
-        elif getattr(type(pb), "trims_operands", False) and prim.reads is not None:  # (matmul's)
-            xs = list(pb.xs)
-            drop_unread(xs, need)
-            unpin(xs, need)
-            pb.xs = tuple(xs)
         return self.wrap(y, leaves, ins, pb, prim, out_read, tree)
 
     def fast_op(self, prim, y, inputs, pullback):
@@ -1333,14 +1330,10 @@ def _same_sparse(a, b) -> bool:
     return True
 
 
-_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}  # float and complex parts' sizes -> unsigned integers
-
-
 def _same_bits(a, b) -> bool:
     if a.flags.c_contiguous and b.flags.c_contiguous and a.dtype.kind in "fc":
-        bits = _BITS.get(a.dtype.itemsize // (2 if a.dtype.kind == "c" else 1))
-        if bits is not None and a.dtype == b.dtype:  # (one element per comparison, not one byte)
-            return bool(np.array_equal(a.view(bits), b.view(bits)))
+        if a.dtype == b.dtype:  # (one element per comparison, not one byte)
+            return bool(np.array_equal(_bits(a), _bits(b)))
         return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
     return bool(np.array_equal(a, b, equal_nan=True))
 

@@ -2679,7 +2679,14 @@ def _np_cond(args, kwargs):
         s = np.linalg.svd(x, compute_uv=False)
         r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
     else:
-        r = np.linalg.norm(x, p, axis=(-2, -1)) * np.linalg.norm(np.linalg.inv(x), p, axis=(-2, -1))
+        # (as NumPy: the inverse in double precision, the product cast to the input's real precision)
+        kind = np.result_type(bottom(x)).kind
+        wide = np.complex128 if kind == "c" else np.float64
+        single = np.result_type(bottom(x)) in (np.float32, np.complex64)
+        xi = x if np.result_type(bottom(x)) == wide else x.astype(wide)
+        r = np.linalg.norm(x, p, axis=(-2, -1)) * np.linalg.norm(np.linalg.inv(xi), p, axis=(-2, -1))
+        if single:
+            r = r.astype(np.float32)
     nan = np.isnan(bottom(r)) & ~np.isnan(bottom(x)).any(axis=(-2, -1))
     return np.where(nan, np.inf, r) if nan.any() else r
 

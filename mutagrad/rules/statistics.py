@@ -11,6 +11,7 @@ the elements that were picked (``np.sort`` is a gather), exact away from ties.
 from __future__ import annotations
 
 import builtins
+import warnings
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
@@ -285,13 +286,39 @@ def _np_median(omit_nan):
         if np.size(bottom(a["a"])) == 0:  # no values: NumPy's NaNs, which depend on nothing
             return fn(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims))
         res = _median(a["a"], a.get("axis"), keepdims is not _NoValue and bool(keepdims), omit_nan)
-        res = numpy_zero_signs(res, lambda: fn(bottom(a["a"]), a.get("axis"), keepdims=keepdims is not _NoValue
-                                                and bool(keepdims)))  # (NumPy's mean of tied zeros)
+        plain = _once(lambda: fn(bottom(a["a"]), a.get("axis"), keepdims=keepdims is not _NoValue and bool(keepdims)))
+        if a.get("out") is None:
+            res = _numpy_kind(res, plain)
+        res = numpy_zero_signs(res, plain)  # (NumPy's mean of tied zeros)
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(c, axis=a.get("axis"), overwrite_input=True))
         return write_out(res, a.get("out"))
 
     return handler
+
+
+def _once(call):
+    """``call`` made at most once, silently (NumPy's own call beside the traced one, which warned)."""
+    memo = []
+
+    def once():
+        if not memo:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                memo.append(call())
+        return memo[0]
+
+    return once
+
+
+def _numpy_kind(res, plain):
+    """A 0-d ``res`` as a NumPy scalar or a 0-d array, as NumPy's own result ``plain()`` is (its
+    median and quantile return either, by path: NaNs, weights, keepdims of a 0-d array)."""
+    if np.ndim(res):
+        return res
+    if isinstance(plain(), np.ndarray):
+        return np.copy(res) if type(res) is not ArrayTracer else res
+    return res[()]
 
 
 def _overwrite_input(x, axis, plain_call):
@@ -484,14 +511,15 @@ def _np_quantile(scale, omit_nan):
         keepdims = a.get("keepdims", False)
         res = _quantile(a["a"], q, a.get("axis"), a.get("method", "linear"),
                         keepdims is not _NoValue and bool(keepdims), omit_nan, a.get("weights"), weak_q)
+        plain = _once(lambda: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), **{
+            k: (bottom(v) if k == "weights" else v) for k, v in a.items()
+            if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))
+        if a.get("out") is None:
+            res = _numpy_kind(res, plain)
+        res = numpy_zero_signs(res, plain)
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(
                 c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, method=a.get("method", "linear")))
-        if a.get("out") is None and np.ndim(res) == 0 and a.get("weights") is None:
-            res = res[()]  # NumPy's scalar (its weighted path leaves a 0-d array)
-        res = numpy_zero_signs(res, lambda: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), **{
-            k: (bottom(v) if k == "weights" else v) for k, v in a.items()
-            if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))
         return write_out(res, a.get("out"))
 
     return handler
@@ -855,7 +883,7 @@ def _np_histogram(args, kwargs):
     x, w, bins, rng, plain = _hist_inputs(a)
     counts, edges_plain = np.histogram(plain[0], plain[1], plain[2], weights=plain[3])  # NumPy's checks too
     edges = _hist_edges(x, bins, rng, plain, edges_plain)
-    if isinstance(w, Tracer):
+    if isinstance(w, Tracer) and len(plain[0]):  # (no data: NumPy's zeros, which no weight changes)
         wdt = np.result_type(bottom(w))
         # NumPy's bincount path only for weights that cast to double or complex (longdouble: sorted sums)
         simple = np.can_cast(wdt, np.double) or np.can_cast(wdt, complex)
@@ -915,7 +943,7 @@ def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
             ncount[i][sb[:, i] == edges_plain[i][-1]] -= 1
         xy = np.ravel_multi_index(ncount, nbin)
         raw = np.bincount(xy, np.ravel(weights), minlength=int(nbin.prod())).reshape(tuple(nbin))
-        raw = raw[(slice(1, -1),) * d]
+        raw = raw[(slice(1, -1),) * d].astype(float, casting="safe")  # (as NumPy: bincount of no weights is int)
     elif density and traced_edges:
         raw = np.histogramdd(sb, bb, rb, False, wb)[0]
     else:
@@ -1021,6 +1049,12 @@ def _fold_reduce(ufunc, inputs, kwargs):
     r = _as_fold_dtype(ufunc, r, xb.dtype)
     if keepdims:
         r = np.reshape(r, kdshape)
+    if start < n:  # NumPy's own bits (its reduce loop may round a step otherwise than the ufunc's)
+        given = {} if where is True else {"where": bottom(where)}
+        if "initial" in k:
+            given["initial"] = bottom(k["initial"])
+        with np.errstate(all="ignore"):
+            r = _with_bits(r, ufunc.reduce(xb, axis=axis, keepdims=keepdims, **given))
     out = k.get("out")
     return write_out(r, out[0] if type(out) is tuple else out)
 
@@ -1098,6 +1132,8 @@ def _fold_accumulate(ufunc, inputs, kwargs):
         r = ufunc(r, xm[i])
         steps.append(r)
     res = _as_fold_dtype(ufunc, np.stack(steps, axis=axis), bottom(x).dtype)
+    with np.errstate(all="ignore"):  # NumPy's own bits (its accumulate loop rounds power, arctan2 otherwise)
+        res = _with_bits(res, ufunc.accumulate(bottom(x), axis=axis))
     if out is None and np.ndim(res) > 1:
         res = numpy_layout(res, layout())
     return write_out(res, out)

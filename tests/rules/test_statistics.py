@@ -3,6 +3,7 @@ statistics, differences, gradient, trapezoid, cov/corrcoef, histograms and the
 reduce/accumulate methods of binary ufuncs, one line per case, checked in both
 modes against finite differences. Inputs stay away from ties and kinks."""
 
+import functools
 import warnings
 
 import numpy as np
@@ -644,3 +645,84 @@ def test_cov_and_corrcoef_with_a_plain_list_as_y():
                lambda x: np.cov([1.0, 3.0, 2.0], x)):
         np.testing.assert_allclose(mg.vjp(fn, x)[0], fn(x), rtol=1e-14)
         check_grads(lambda x, fn=fn: np.sum(fn(x) * w), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("kw", [{}, {"density": True}, {"bins": [0.0, 0.3, 1.0]}], ids=["uniform", "density", "edges"])
+def test_histogram_of_no_data_with_traced_weights_is_numpys(dtype, kw):
+    # (the weighted sums started from None: None, or a bare AttributeError / TypeError inside mutagrad)
+    w = np.zeros(0, dtype)
+    kw = {"bins": 2, "range": (0.0, 1.0), **kw}
+    f = lambda w: np.histogram(np.zeros(0), weights=w, **kw)[0]
+    with np.errstate(all="ignore"):
+        want = f(w)
+        got, pullback = mg.vjp(f, w)
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    if not kw.get("density"):
+        (g,) = pullback(np.ones_like(got))
+        assert g.shape == (0,) and g.dtype == dtype
+
+
+@pytest.mark.parametrize("fn", [
+    lambda w: np.histogram2d(np.zeros(0), np.zeros(0), bins=2, range=[[0, 1], [0, 1]], weights=w)[0],
+    lambda w: np.histogramdd(np.zeros((0, 2)), bins=2, range=[[0, 1], [0, 1]], weights=w)[0],
+], ids=["histogram2d", "histogramdd"])
+def test_histogramdd_of_no_data_with_traced_weights_is_float_as_numpys(fn):
+    # (np.bincount of no weights is an integer array; NumPy's histogramdd casts it to float)
+    w = np.zeros(0)
+    got = mg.vjp(fn, w)[0]
+    assert got.dtype == fn(w).dtype == np.float64 and np.array_equal(got, fn(w))
+
+
+@pytest.mark.parametrize("ufunc", [np.power, np.arctan2, np.subtract, np.hypot, np.true_divide])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_accumulate_folds_have_numpys_bits_and_the_folds_derivative(ufunc, dtype):
+    # (NumPy's accumulate loop rounds power and arctan2 otherwise than the elementwise ufunc: the
+    # left fold of np.power was 1-2 ulp away from np.power.accumulate)
+    x = np.random.default_rng(3).uniform(0.5, 2.0, (4, 6)).astype(dtype)
+    for axis in (0, 1):
+        f = functools.partial(ufunc.accumulate, axis=axis)
+        got = mg.vjp(f, x.copy())[0]
+        want = f(x)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    if dtype is np.float64:
+        w = np.random.default_rng(4).standard_normal((4, 6))
+        check_grads(lambda x: np.sum(w * ufunc.accumulate(x, axis=1)), x, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize("p", [1, -1, np.inf, -np.inf, "fro", "nuc", None, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
+def test_cond_has_numpys_bits_in_single_precision(p, dtype):
+    # (NumPy inverts in double precision and casts the product back: mutagrad inverted in float32)
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        a = rng.standard_normal((3, 3)) + 3 * np.eye(3)
+        if np.dtype(dtype).kind == "c":
+            a = a + 1j * rng.standard_normal((3, 3))
+        a = a.astype(dtype)
+        got = mg.vjp(lambda a: np.linalg.cond(a, p), a)[0]
+        want = np.linalg.cond(a, p)
+        assert type(got) is type(want) and got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_median_and_quantile_results_are_numpys_scalars_or_arrays():
+    # (a NaN lane made the median a 0-d array; the weighted quantile a scalar; keepdims of a 0-d
+    # array a scalar, where NumPy returns the other kind)
+    x = np.array([0.5, np.nan, 0.1])
+    w = np.array([1.0, 2.0, 3.0])
+    calls = [lambda x: np.median(x), lambda x: np.median(x, axis=0), lambda x: np.nanmedian(x),
+             lambda x: np.quantile(x, 0.5, weights=w, method="inverted_cdf"),
+             lambda x: np.quantile(x, 0.5, axis=0, weights=w, method="inverted_cdf")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for x0 in (x, np.array([0.5, 0.3, 0.1])):
+            for f in calls:
+                got, want = mg.vjp(f, x0.copy())[0], f(x0)
+                assert type(got) is type(want) and np.array_equal(got, want, equal_nan=True)
+        for f in (lambda x: np.median(x, keepdims=True), lambda x: np.nanmedian(x, keepdims=True),
+                  lambda x: np.percentile(x, 40, keepdims=True), lambda x: np.nanquantile(x, 0.4, keepdims=True)):
+            x0 = np.array(0.3)
+            got, want = mg.vjp(f, x0)[0], f(x0)
+            assert type(got) is type(want) is np.ndarray and got.shape == () and got == want
+    np.testing.assert_allclose(mg.grad(lambda x: np.quantile(x, 0.5, weights=w, method="inverted_cdf"))(
+        np.array([0.5, 0.3, 0.1])), [0.0, 0.0, 1.0])  # (by hand: sorted, 0.1 of weight 3 reaches 3/6 = q)

@@ -4247,6 +4247,8 @@ def write(dest, idx, value):
     if vt is ScalarTracer and bottom(value).dtype.kind == "c" and weak(value):
         # a Python complex: NumPy refuses to put it in a real array (TypeError), as float() does
         np.empty((), bottom(dest).dtype)[()] = bottom(value).item()
+    elif vt is complex or vt is list or vt is tuple:
+        refuse_python_complex(dest, value)
     while issubclass(vt, Tracer) and value._level.id > dest._level.id:
         if not _carries_derivative(value):  # an inner level's constant: its outer value is written
             value = value._value
@@ -4301,6 +4303,26 @@ def write(dest, idx, value):
             copy_in_order(dest[idx], value, order)
             return
     bind_with("write", dest, idx, value)
+
+
+def refuse_python_complex(dest, value):
+    """NumPy's TypeError for a Python complex, alone or in a (nested) list or tuple, written
+    into a real or integer array: NumPy converts it with float() (int()), which refuses it."""
+    c = _python_complex_in(value)
+    if c is not None and np.result_type(bottom(dest)).kind != "c":
+        np.empty((), np.result_type(bottom(dest)))[()] = c  # (raises NumPy's own TypeError)
+
+
+def _python_complex_in(v):
+    tv = type(v)
+    if tv is complex:
+        return v
+    if tv is list or tv is tuple:
+        for i in v:
+            c = _python_complex_in(i)
+            if c is not None:
+                return c
+    return None
 
 
 def _calling_vectorize(frame):

@@ -907,6 +907,11 @@ def _raised_in_library(exc) -> bool:
     return mod.partition(".")[0] in ("numpy", "scipy")
 
 
+def _in_mutagrad(tb) -> bool:
+    """Whether the traceback entry ``tb`` is in mutagrad's own code."""
+    return tb is not None and (tb.tb_frame.f_globals.get("__name__", "") or "").partition(".")[0] == "mutagrad"
+
+
 def _innermost_holds_tracer(exc) -> bool:
     """Whether the innermost Python frame ``exc`` left holds a traced value (in a
     local variable, or one level into a dict, tuple or list of them)."""
@@ -1163,7 +1168,8 @@ def replaced_error(exc: BaseException):
             "dtype>) of a constant traced array is a read-only view of its bits: a write through it would "
             "change x unseen. Write the values through x itself (x[i] = ...).")
     if type(exc) is ValueError and str(exc).startswith("setting an array element with a sequence") and (
-            _innermost_holds_tracer(exc)):
+            _innermost_holds_tracer(exc)) and not _in_mutagrad(_last_entry(exc)):
+        # (not mutagrad's own write of a plain value: NumPy's error about the value is the one to see)
         return TracerEscapeError(
             f"a traced value was passed to NumPy at {_where(exc)} in an argument that NumPy converts "
             "itself, without asking mutagrad (a keyword such as initial= of a reduction of a plain array): "

@@ -2126,3 +2126,55 @@ def test_a_0d_traced_array_is_not_iterable():
     assert mg.value_and_grad(f)(x) == (f(x), 3.0)  # d/dx 3x = 3, by hand
     assert mg.jvp(f, (x,), (np.array(1.0),)) == (4.5, 3.0)
     assert mg.grad(lambda v: np.sum(v * (2.0 if np.iterable(v) else 3.0)))(np.ones(2)).tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("how", ["y[0] = v", "y[:] = v", "y.fill(v)", "y[[0]] = v", "y[y > -1] = v",
+                                 "np.put(y, [0], v)", "np.put(y, [0, 1], v)", "np.fill_diagonal(y.reshape(1, 3), v)",
+                                 "y.flat[[0, 1]] = v", "np.copyto(y, v)", "np.place(y, y > 0, v)"])
+@pytest.mark.parametrize("v", [2 + 3j, [2 + 3j], [1.0, 2 + 0j]], ids=["complex", "list", "mixed-list"])
+def test_a_python_complex_written_into_a_real_buffer_raises_as_numpy(how, v):
+    # (a ComplexWarning and the real part written, where NumPy raises float()'s TypeError)
+    def f(x):
+        y = x * 1.0
+        exec(how, {"np": np, "y": y, "v": v})  # noqa: S102 (the write forms, one test)
+        return np.sum(y * x)
+
+    x = np.array([0.5, 1.5, 2.5])
+    try:
+        f(x.copy())
+    except (TypeError, ValueError) as e:
+        plain = type(e)
+    else:
+        pytest.skip("NumPy accepts this write")  # (a list of the wrong length: NumPy's own shape rules)
+    with pytest.raises((TypeError, ValueError)) as info:
+        mg.grad(f)(x.copy())
+    assert not isinstance(info.value, mg.DifferentiationError)
+    if plain is TypeError:
+        assert "complex" in str(info.value)
+
+
+def test_an_array_written_into_one_element_gets_numpys_error():
+    # (the message said a traced value was passed to a NumPy keyword such as initial=)
+    def f(x):
+        y = x * 1.0
+        y[0] = np.array([2.0])
+        return np.sum(y)
+
+    with pytest.raises(ValueError, match="setting an array element with a sequence") as info:
+        mg.grad(f)(np.ones(3))
+    assert not isinstance(info.value, mg.DifferentiationError)
+
+
+@pytest.mark.parametrize("ufunc", [np.add, np.subtract, np.multiply, np.maximum])
+def test_ufunc_at_takes_a_list_of_traced_values(ufunc):
+    # (TracerEscapeError: np.put, np.place, __setitem__ took such lists, ufunc.at did not)
+    def f(x):
+        y = x * 0.5
+        ufunc.at(y, [0, 1, 0], [x[2], x[1], x[0] * x[1]])
+        return np.sum(np.sin(y) * y)
+
+    x = np.array([1.0, 2.0, 3.3])
+    val, g = mg.value_and_grad(f)(x.copy())
+    assert val == f(x.copy())
+    np.testing.assert_allclose(g, numerical_grad(f, (x.copy(),), (0,))[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(mg.jvp(f, (x.copy(),), (np.ones(3),))[1], np.sum(g), rtol=1e-12)

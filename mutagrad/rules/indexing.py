@@ -11,7 +11,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from ..core import (write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, strong_operand,
-                   write, index_array, index_positions, numpy_layout)
+                   write, index_array, index_positions, numpy_layout, refuse_python_complex)
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
@@ -142,6 +142,7 @@ class FlatIter:
         copy); np.put and np.putmask copy the values first."""
         x = self._x
         count = int(np.size(pos))
+        refuse_python_complex(x, value)
         if isinstance(value, (list, tuple)):
             from ..numpy import array as marray
 

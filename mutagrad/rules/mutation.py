@@ -24,6 +24,7 @@ from ..core import (
     index_array,
     index_positions,
     plain_operands,
+    refuse_python_complex,
     strong_operand,
     with_replayed_bits,
     write,
@@ -94,6 +95,7 @@ def _np_put(args, kwargs):
     ind = np.asarray(bottom(a["ind"]))
     mode = a.get("mode", "raise")
     _writable(x, "put: output array is read-only")
+    refuse_python_complex(x, a["v"])
     if mode == "wrap":
         ind = ind % n
     elif mode == "clip":
@@ -432,6 +434,13 @@ def _ufunc_at(ufunc, inputs, kwargs):
                            WriteToPlainArrayError, _plain_copy_hint(plain_call_target(user_frame(sys._getframe(1)))))
     if isinstance(indices, list):
         indices = index_array(indices)
+    if type(b) is list or type(b) is tuple:
+        from ..numpy import _has_tracer
+        from ..numpy import array as marray
+
+        if _has_tracer(b):  # (values given as a list of traced scalars, as a write takes them)
+            refuse_python_complex(a, b)
+            b = marray(b)
     ashape = a.shape
     pos = index_positions(ashape, indices)
     pshape = pos.shape

@@ -1763,7 +1763,8 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
                 if isinstance(c, AbstractZero) or c is None or isinstance(t, AbstractZero):
                     continue
                 c, t = np.asarray(c, dtype=float), np.asarray(t, dtype=float)
-                d += float(np.sum(np.where(c == 0, 0.0, c * t)))  # (strong zeros: c = 0 reads nothing)
+                with np.errstate(invalid="ignore", over="ignore"):  # (inf * 0 where c = 0: masked; NaN: kept)
+                    d += float(np.sum(np.where(c == 0, 0.0, c * t)))  # (strong zeros: c = 0 reads nothing)
         if np.isnan(d):  # (a poisoned leaf with a NaN entry stays poisoned)
             continue
         if (n, k) in whole:  # (replaced once every entry is known)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import mutagrad as mg
+import mutagrad.numpy as mnp
 import mutagrad.scipy.special as mss
 from mutagrad.testing import check_grads
 
@@ -860,3 +861,38 @@ def test_second_runs_watch_pythons_random_module():
     g = mg.grad(f)(np.array([1.0, 2.0, 3.0]))
     assert np.isnan(g[0])
     np.testing.assert_allclose(g[1:], [0.5, 0.5 / np.sqrt(2.0)], rtol=1e-15)
+
+
+def test_the_nan_fill_of_an_overflowing_jacobian_warns_at_no_mutagrad_line():
+    # (the fill's dot product of cotangent and tangent, inf * 0 where it masks the zero cotangents,
+    # warned "invalid value encountered in multiply" at mutagrad's own line)
+    def solve(A0, b0):  # elimination whose row swap through views makes A singular: inf and NaN
+        A, b = A0.copy(), b0.copy()
+        n = b.size
+        for k in range(n - 1):
+            p = k + int(np.argmax(np.abs(A[k:, k])))
+            if p != k:
+                A[k], A[p] = A[p], A[k]
+                b[k], b[p] = b[p], b[k]
+            for i in range(k + 1, n):
+                m = A[i, k] / A[k, k]
+                A[i, k:] -= m * A[k, k:]
+                b[i] -= m * b[k]
+        x = np.empty_like(b)
+        for i in range(n - 1, -1, -1):
+            x[i] = (b[i] - A[i, i + 1:] @ x[i + 1:]) / A[i, i]
+        return x
+
+    rng = np.random.default_rng(12)
+    rng.standard_normal((5, 4))
+    A0, b0 = rng.standard_normal((5, 5)), rng.standard_normal(5)
+    f = lambda A: solve(A, mnp.array(b0))  # noqa: E731
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rev = mg.jacobian(f, mode="rev")(A0.copy())
+        fwd = mg.jacobian(f, mode="fwd")(A0.copy())
+    assert not [w for w in caught if "mutagrad" in w.filename]
+    assert not np.all(np.isfinite(rev))  # (the case: non-finite entries to fill)
+    both = np.isfinite(rev) & np.isfinite(fwd)  # (NaN outputs: a row of zeros in reverse mode where the
+    assert both.any()  # overwritten row is never read, NaN in forward mode, which multiplies 0 by NaN)
+    np.testing.assert_allclose(rev[both], fwd[both], rtol=1e-12)

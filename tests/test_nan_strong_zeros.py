@@ -886,7 +886,7 @@ def test_the_nan_fill_of_an_overflowing_jacobian_warns_at_no_mutagrad_line():
     rng = np.random.default_rng(12)
     rng.standard_normal((5, 4))
     A0, b0 = rng.standard_normal((5, 5)), rng.standard_normal(5)
-    f = lambda A: solve(A, mnp.array(b0))  # noqa: E731
+    f = lambda A: solve(A, mnp.array(b0))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rev = mg.jacobian(f, mode="rev")(A0.copy())

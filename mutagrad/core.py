@@ -2586,10 +2586,10 @@ class Tracer:
                     and self._plain_constant()):
                 # np.asarray(p) of a constant: its memory, as NumPy's asarray returns p itself
                 # (a copy showed old values once p was updated in place), read-only
-                holder = _HandedOut(b)
+                line = user_line()
+                holder = _HandedOut(b, line)
                 v = np.asarray(holder)  # (the base of the views NumPy makes of it: v, see _HandedOut)
                 v.flags.writeable = False
-                line = user_line()
                 t = self
                 ref = weakref.ref(holder)
                 while isinstance(t, Tracer):
@@ -3372,6 +3372,13 @@ class Tracer:
         return np.searchsorted(bottom(self), bottom(v), *a, **k)
 
     def fill(self, value):
+        if type(value) is not float and not isinstance(value, ScalarTracer):  # (NumPy's checks of the value:
+            tv = type(value)  # a sequence, a Python complex into a real array)
+            probe = (np.zeros(np.shape(bottom(value)), np.result_type(bottom(value))) if isinstance(value, Tracer)
+                     else [0.0] if tv is list or tv is tuple else value)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (a ComplexWarning: the write warns)
+                np.empty((), self.dtype).fill(probe)
         write(self, Ellipsis, value)
 
     def sort(self, axis=-1, kind=None, order=None, *, stable=None):
@@ -4065,11 +4072,24 @@ class _HandedOut:
     (a plain view of the memory would have the memory's owner), so a weak reference to this
     object tells whether any plain array that shows the memory is still alive."""
 
-    __slots__ = ("__array_interface__", "__weakref__", "array")
+    __slots__ = ("__array_interface__", "__weakref__", "array", "line")
 
-    def __init__(self, b):
+    def __init__(self, b, line=None):
         self.array = b  # (keeps the memory alive)
         self.__array_interface__ = b.__array_interface__
+        self.line = line  # (where it was handed out)
+
+
+def _handed_out_at(a):
+    """The line where the memory of the plain array ``a`` was handed out by a traced array
+    (np.asarray of a constant: a _HandedOut among its bases), or None."""
+    for _ in range(8):
+        a = getattr(a, "base", None)
+        if a is None:
+            return None
+        if type(a) is _HandedOut:
+            return a.line
+    return None
 
 
 def handed_out_error(s):
@@ -4178,6 +4198,14 @@ def write(dest, idx, value):
             if not value._plain_constant():
                 value._check_thread()
                 uframe = user_frame(sys._getframe(1))
+                shown = _handed_out_at(dest)
+                if shown is not None:  # (a plain view of a traced buffer's memory: as_strided(b, ...))
+                    raise escape_error(
+                        f"writing a traced value into a plain array that shows the memory of a traced array "
+                        f"(handed out as a plain array at {shown}: np.asarray, NumPy's as_strided)",
+                        WriteToPlainArrayError, " A write through it is not recorded. Make the view with "
+                        "mnp.as_strided(...) (import mutagrad.numpy as mnp), which is differentiated, or write "
+                        "through the traced array itself.", specific=True)
                 aug = plain_augassign_target(uframe)
                 if aug is not None:
                     t, op = aug
@@ -4260,6 +4288,11 @@ def write(dest, idx, value):
             "inside the inner function (mnp.zeros / np.zeros_like), or copy it there first."
         )
     if vt is list or vt is tuple:
+        shape = _sequence_shape(value)
+        if shape is not None and len(shape) > 1:
+            region = np.shape(bottom(dest)[idx])
+            if len(shape) > len(region):  # (NumPy's error: a nested list deeper than the elements written)
+                np.empty(region, bottom(dest).dtype)[...] = np.zeros(shape).tolist()
         if _is_basic(idx) and _overlaps_an_item(value, bottom(dest)):
             region = _view_at(dest, idx)
             if type(region) is ArrayTracer and _sequence_shape(value) == region.shape:
@@ -4597,20 +4630,41 @@ def copy_order(db, idx, vb, mask=None):
         view = view[::-1]
     steps = np.arange(n)
     backward = sp < dp and sp + n * ss > dp
-    # the step that writes the address step k reads, if any
-    off = sp + steps * ss - dp
-    hit = (off % ds == 0) & (off >= 0) & (off < n * ds)
-    if mask is not None:
-        live = np.asarray(mask, dtype=bool)[view]
-        hit &= live[np.clip(off // ds, 0, n - 1)] & live
-    writer = off // ds
-    late = hit & ((writer > steps) if backward else (writer < steps))
+    live = None if mask is None else np.asarray(mask, dtype=bool)[view]
+    if d.itemsize != v.itemsize:  # (a cast copy through a view of another dtype: complex over floats)
+        late = _late_reads(sp + steps * ss - dp, v.itemsize, ds, d.itemsize, n, backward, live)
+    else:
+        # the step that writes the address step k reads, if any
+        off = sp + steps * ss - dp
+        hit = (off % ds == 0) & (off >= 0) & (off < n * ds)
+        if live is not None:
+            hit &= live[np.clip(off // ds, 0, n - 1)] & live
+        writer = off // ds
+        late = hit & ((writer > steps) if backward else (writer < steps))
     if not late.any():
         return None
     order = view[::-1] if backward else view
     if mask is not None:
         order = order[np.asarray(mask, dtype=bool)[order]]
     return [int(i) for i in order]
+
+
+def _late_reads(off, ssize, ds, dsize, n, backward, live):
+    """Of a copy's steps (step k reads the ``ssize`` bytes at ``off[k]`` from the destination's
+    start and writes the destination's element k, ``dsize`` bytes at ``k * ds``), those whose read
+    meets bytes an earlier step wrote (earlier: lower k, higher when ``backward``); ``live``: the
+    steps that copy (a where= mask), or None."""
+    steps = np.arange(n)
+    late = np.zeros(n, dtype=bool)
+    first, last = off, off + ssize - 1
+    for c in range(ssize // ds + 2):  # (the destination elements the read's bytes may fall in)
+        m = first // ds + c
+        lo, hi = np.maximum(first, m * ds), np.minimum(last, m * ds + dsize - 1)
+        hit = (m >= 0) & (m < n) & (lo <= hi)
+        if live is not None:
+            hit &= live[np.clip(m, 0, n - 1)] & live
+        late |= hit & ((m > steps) if backward else (m < steps))
+    return late
 
 
 _ID_TYPES = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64, 16: np.complex128}  # (complex: ids in the real part)

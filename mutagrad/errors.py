@@ -907,6 +907,31 @@ def _raised_in_library(exc) -> bool:
     return mod.partition(".")[0] in ("numpy", "scipy")
 
 
+def _line_reads_tracer(tb) -> bool:
+    """Whether the line of traceback entry ``tb`` reads a name holding a traced value (in a
+    container one level deep, or an object's attribute); True where its names cannot be told."""
+    from .core import Tracer
+
+    frame, line = tb.tb_frame, tb.tb_lineno
+    try:
+        loads = [i.argval for i in dis.get_instructions(frame.f_code)
+                 if i.opname in _NAME_LOADS and i.positions is not None and i.positions.lineno == line]
+    except Exception:  # noqa: BLE001 (code dis cannot read: as before, the frame's values decide)
+        return True
+    if not loads:
+        return True
+    scopes = (frame.f_locals, frame.f_globals)
+    for name in loads:
+        for scope in scopes:
+            if name in scope:
+                v = scope[name]
+                items = v.values() if type(v) is dict else v if type(v) in (tuple, list) else (v,)
+                if any(isinstance(x, Tracer) for x in items) or _holds_tracer(v):
+                    return True
+                break
+    return False
+
+
 def _in_mutagrad(tb) -> bool:
     """Whether the traceback entry ``tb`` is in mutagrad's own code."""
     return tb is not None and (tb.tb_frame.f_globals.get("__name__", "") or "").partition(".")[0] == "mutagrad"
@@ -1168,8 +1193,10 @@ def replaced_error(exc: BaseException):
             "dtype>) of a constant traced array is a read-only view of its bits: a write through it would "
             "change x unseen. Write the values through x itself (x[i] = ...).")
     if type(exc) is ValueError and str(exc).startswith("setting an array element with a sequence") and (
-            _innermost_holds_tracer(exc)) and not _in_mutagrad(_last_entry(exc)):
-        # (not mutagrad's own write of a plain value: NumPy's error about the value is the one to see)
+            _innermost_holds_tracer(exc)) and not _in_mutagrad(_last_entry(exc)) and _line_reads_tracer(
+            _last_entry(exc)):
+        # (not mutagrad's own write of a plain value, nor a line of plain values in a function that holds
+        # traced ones: NumPy's error about the value is the one to see)
         return TracerEscapeError(
             f"a traced value was passed to NumPy at {_where(exc)} in an argument that NumPy converts "
             "itself, without asking mutagrad (a keyword such as initial= of a reduction of a plain array): "

@@ -330,6 +330,9 @@ def unbroadcast(g, shape):
         g = np.sum(g, axis=tuple(range(nlead)))
         gshape = gshape[nlead:]
     elif nlead < 0:
+        k = -nlead
+        if gshape and all(n == 1 for n in shape[:k]):  # (a value NumPy wrote without its leading 1s:
+            return np.reshape(unbroadcast(g, tuple(shape[k:])), shape)  # x[:2] = y[:1, None])
         return np.broadcast_to(g, shape)
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and gshape[i] != 1)
     if axes:

@@ -79,8 +79,13 @@ def _with_numpy_layout(func, handler, policy):
         if policy == "P":
             if type(res) is not ArrayTracer or res.ndim < 2:
                 return res
+            plain_args = _plain(list(args))
+            if kwargs.get("overwrite_input") or (func in (np.nanpercentile, np.nanquantile) and len(args) > 4
+                                                 and args[4]):
+                # (NumPy's call would partition the argument's own memory, unrecorded: on copies)
+                plain_args = [np.array(a) if isinstance(a, np.ndarray) else a for a in plain_args]
             with np.errstate(all="ignore"):
-                want = func(*_plain(list(args)), **{k: _plain(v) for k, v in kwargs.items()})
+                want = func(*plain_args, **{k: _plain(v) for k, v in kwargs.items()})
             return numpy_layout(res, want.strides) if np.shape(want) == res.shape else res
         first = args[0] if args else None
         if type(res) is ArrayTracer:

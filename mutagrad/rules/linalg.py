@@ -2673,22 +2673,35 @@ def _np_vector_norm(args, kwargs):
 def _np_cond(args, kwargs):
     d = call_args(("x", "p"), args, kwargs)
     x, p = d["x"], d["p"]
-    if np.size(bottom(x)) == 0:
-        raise np.linalg.LinAlgError("cond is not defined on empty arrays")  # (NumPy's)
+    xb = np.asarray(bottom(x))
+    with np.errstate(all="ignore"):
+        want = np.linalg.cond(xb, p)  # (NumPy's checks, and its values where no derivative is: inf, NaN)
+    if xb.size == 0:
+        return want  # (an empty stack of matrices: NumPy's empty result)
     if p is None or p in (2, -2):
         s = np.linalg.svd(x, compute_uv=False)
-        r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+        with np.errstate(all="ignore"):
+            r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+        nan = np.isnan(bottom(r)) & ~np.isnan(xb).any(axis=(-2, -1))
+        if nan.any():
+            r = np.where(nan, np.inf, r)
     else:
         # (as NumPy: the inverse in double precision, the product cast to the input's real precision)
-        kind = np.result_type(bottom(x)).kind
+        kind = xb.dtype.kind
         wide = np.complex128 if kind == "c" else np.float64
-        single = np.result_type(bottom(x)) in (np.float32, np.complex64)
-        xi = x if np.result_type(bottom(x)) == wide else x.astype(wide)
+        single = xb.dtype in (np.float32, np.complex64)
+        bad = ~np.isfinite(want)  # a singular matrix (or one with NaN or inf): NumPy's inf or NaN
+        if bad.any():  # (those computed on the identity, their values NumPy's below)
+            x = np.where(bad[..., None, None], np.eye(xb.shape[-1], dtype=xb.dtype), x)
+        xi = x if xb.dtype == wide else x.astype(wide)
         r = np.linalg.norm(x, p, axis=(-2, -1)) * np.linalg.norm(np.linalg.inv(xi), p, axis=(-2, -1))
         if single:
             r = r.astype(np.float32)
-    nan = np.isnan(bottom(r)) & ~np.isnan(bottom(x)).any(axis=(-2, -1))
-    return np.where(nan, np.inf, r) if nan.any() else r
+        if bad.any():  # NumPy's value there (as np.where of a constant: no derivative flows from it)
+            r = np.where(bad, np.asarray(want, dtype=np.result_type(bottom(r))), r)
+    if np.ndim(r) == 0 and not isinstance(want, np.ndarray):
+        r = r[()]  # (NumPy's scalar: np.where made a 0-d array)
+    return r
 
 
 def _np_matrix_rank(args, kwargs):

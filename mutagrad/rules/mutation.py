@@ -46,6 +46,7 @@ def _np_copyto(args, kwargs):
         from ..numpy import array as marray
 
         src = marray(src)
+    src = _without_leading_ones(src, np.ndim(dst))
     # NumPy's casting check ("same_kind" by default), on 0-d stand-ins of the same dtypes
     # (a Python number stays one: NumPy treats it as weakly typed)
     probe = src if type(src) in (int, float, complex, bool) else np.zeros((), np.result_type(bottom(src)))
@@ -56,7 +57,12 @@ def _np_copyto(args, kwargs):
     if where is True or where is None:
         write(dst, Ellipsis, np.broadcast_to(src, np.shape(dst)) if np.shape(src) != np.shape(dst) else src)
         return None
-    m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(dst))
+    wb = np.asarray(bottom(where), dtype=bool)
+    try:
+        m = np.broadcast_to(wb, np.shape(dst))
+    except ValueError:  # NumPy's own error, on stand-ins
+        np.copyto(np.empty(np.shape(dst), bool), False, where=wb)
+        raise
     if np.ndim(src) == 0:
         write(dst, m, src)
         return None
@@ -68,6 +74,15 @@ def _np_copyto(args, kwargs):
             return None
     write(dst, m, src[m])
     return None
+
+
+def _without_leading_ones(v, ndim):
+    """``v`` without the leading dimensions of length 1 beyond ``ndim``, which NumPy's copy
+    into an array of ``ndim`` dimensions drops (np.copyto(x, y[None]))."""
+    extra = np.ndim(v) - ndim
+    if extra > 0 and all(n == 1 for n in np.shape(v)[:extra]):
+        return np.reshape(v, np.shape(v)[extra:])
+    return v
 
 
 def _same_memory_layout(dst, src) -> bool:
@@ -432,15 +447,31 @@ def _ufunc_at(ufunc, inputs, kwargs):
 
         raise escape_error(f"np.{ufunc.__name__}.at writing a traced value into a plain NumPy array",
                            WriteToPlainArrayError, _plain_copy_hint(plain_call_target(user_frame(sys._getframe(1)))))
+    try:
+        return _ufunc_at_into(ufunc, a, indices, b)
+    except ValueError as e:
+        if not (str(e).endswith("is read-only") and not bottom(a).flags.writeable):
+            raise
+        from ..errors import MutationError, user_line
+
+        # (not NumPy's read-only ValueError, which a program may catch: a plain call raises none here)
+        raise MutationError(
+            f"np.{ufunc.__name__}.at into a read-only array at {user_line()}: NumPy's ufunc.at writes into "
+            "read-only arrays and views anyway (np.broadcast_to, np.diagonal, an argument passed read-only), "
+            "mutagrad does not (the write would change memory other arrays show, unrecorded). Write into "
+            "the array it views (np.add.at(x, idx, v) for the diagonal's x[np.diag_indices(n)]), or into a "
+            "copy.") from None
+
+
+def _ufunc_at_into(ufunc, a, indices, b):
     if isinstance(indices, list):
         indices = index_array(indices)
     if type(b) is list or type(b) is tuple:
         from ..numpy import _has_tracer
         from ..numpy import array as marray
 
-        if _has_tracer(b):  # (values given as a list of traced scalars, as a write takes them)
-            refuse_python_complex(a, b)
-            b = marray(b)
+        if _has_tracer(b):  # (values given as a list of traced scalars, as a write takes them; NumPy
+            b = marray(b)  # converts the list to an array: a Python complex there is cast with a warning)
     ashape = a.shape
     pos = index_positions(ashape, indices)
     pshape = pos.shape
@@ -486,9 +517,10 @@ def _ufunc_at(ufunc, inputs, kwargs):
     def apply_rounds():
         for r in range(rounds):
             sel = np.flatnonzero(occ == r)
-            idx = tuple(np.unravel_index(flatpos[sel], ashape))
-            cur = a[idx]
-            write(a, idx, ufunc(cur, bflat[sel]) if b is not None else ufunc(cur))
+            idx = tuple(np.unravel_index(flatpos[sel], ashape)) if ashape else ()  # (0-d: its one element)
+            cur = a[idx] if ashape else a[...]
+            write(a, idx, ufunc(cur, bflat[sel] if ashape else np.reshape(bflat[sel], ()))
+                  if b is not None else ufunc(cur))
 
     if bottom(a).dtype.kind == "c" or ufunc is np.power:
         # complex products and quotients, and powers (NumPy's vector loop of np.power is not its

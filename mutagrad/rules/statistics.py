@@ -17,9 +17,9 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak
-from ..core import write_out
+from ..core import _bits, write_out
 from ..errors import NoRuleError, user_line
-from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
+from .reductions import (_Bits, _numpy_bits, _numpy_value_impl, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out, numpy_zero_signs)
 from .shape import bin_sums_p
 
@@ -998,6 +998,7 @@ def _reduce_kwargs(kwargs, names):
 
 def _fold_reduce(ufunc, inputs, kwargs):
     (x,) = inputs
+    given_x = bottom(x)
     k = _reduce_kwargs(kwargs, ("axis", "dtype", "out", "keepdims", "initial", "where"))
     axis, keepdims = k.get("axis", 0), bool(k.get("keepdims", False))
     if k.get("dtype") is not None:
@@ -1049,14 +1050,22 @@ def _fold_reduce(ufunc, inputs, kwargs):
     r = _as_fold_dtype(ufunc, r, xb.dtype)
     if keepdims:
         r = np.reshape(r, kdshape)
-    if start < n:  # NumPy's own bits (its reduce loop may round a step otherwise than the ufunc's)
-        given = {} if where is True else {"where": bottom(where)}
-        if "initial" in k:
-            given["initial"] = bottom(k["initial"])
-        with np.errstate(all="ignore"):
-            r = _with_bits(r, ufunc.reduce(xb, axis=axis, keepdims=keepdims, **given))
     out = k.get("out")
-    return write_out(r, out[0] if type(out) is tuple else out)
+    out = out[0] if type(out) is tuple else out
+    if start < n:  # NumPy's own bits (its reduce loop may round a step otherwise than the ufunc's; it
+        # accumulates in out=, of its dtype)
+        given = {} if where is True else {"where": bottom(where)}
+        for name in ("initial", "dtype"):
+            if k.get(name) is not None:
+                given[name] = bottom(k[name])
+        if out is not None:
+            given["out"] = np.empty(np.shape(bottom(out)), np.result_type(bottom(out)))
+        with np.errstate(all="ignore"):
+            exact = ufunc.reduce(given_x, axis=axis, keepdims=keepdims, **given)
+        r = _with_bits(r, np.asarray(exact).astype(np.result_type(bottom(r))))
+    if out is None and np.ndim(r) == 0 and type(bottom(r)) is np.ndarray:
+        r = r[()]  # (NumPy's reduction to one value is a scalar)
+    return write_out(r, out)
 
 
 def _as_fold_dtype(ufunc, r, dt):
@@ -1067,18 +1076,13 @@ def _as_fold_dtype(ufunc, r, dt):
 
 
 def _with_bits(t, exact):
-    """Traced ``t`` with the value ``exact`` (NumPy's own result, within a few
-    ulps of t's): ``t + (exact - t)`` with a constant difference, which is exact
-    (Sterbenz) and leaves the derivative alone. Non-finite values stay as they are."""
+    """Traced ``t`` with the bits of ``exact`` (NumPy's own result, within a few ulps of t's, or
+    another zero's sign): the identity for derivatives (reductions' numpy_value_p)."""
     v = bottom(t)
     exact = np.asarray(exact, dtype=np.result_type(v))
-    if np.array_equal(v, exact, equal_nan=True):
+    if np.shape(exact) != np.shape(v) or np.array_equal(_bits(np.ravel(v)), _bits(np.ravel(exact))):
         return t
-    with np.errstate(all="ignore"):
-        d = np.where(np.isfinite(v) & np.isfinite(exact), exact - v, 0.0).astype(exact.dtype)
-    if np.ndim(v) == 0:
-        d = d[()]
-    return t + d
+    return _numpy_value_impl(t, _Bits(exact if type(v) is np.ndarray else exact[()]))
 
 
 def _logsumexp(exp, log):
@@ -1125,7 +1129,7 @@ def _fold_accumulate(ufunc, inputs, kwargs):
     xm = np.moveaxis(x, axis, 0)
     if len(xm) == 0:
         layout()  # (NumPy's error for a dtype the ufunc has no loop for, which no step raises here)
-        return write_out(np.copy(x), out)
+        return write_out(_as_fold_dtype(ufunc, np.copy(x), bottom(x).dtype), out)
     r = xm[0]
     steps = [r]
     for i in range(1, len(xm)):

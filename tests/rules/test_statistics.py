@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import mutagrad as mg
+import mutagrad.numpy as mnp
 from mutagrad.testing import check_grads, numerical_grad
 from tests.rules._draws import Draws, assert_values_match_numpy  # noqa: E402
 
@@ -726,3 +727,75 @@ def test_median_and_quantile_results_are_numpys_scalars_or_arrays():
             assert type(got) is type(want) is np.ndarray and got.shape == () and got == want
     np.testing.assert_allclose(mg.grad(lambda x: np.quantile(x, 0.5, weights=w, method="inverted_cdf"))(
         np.array([0.5, 0.3, 0.1])), [0.0, 0.0, 1.0])  # (by hand: sorted, 0.1 of weight 3 reaches 3/6 = q)
+
+
+def test_folds_keep_numpys_signed_zeros_and_scalars():
+    # (the bit correction added +0.0 to every element, turning NumPy's -0.0 into +0.0: arctan2 of
+    # it then gave another value; a reduction to one value was a 0-d array where NumPy gives a scalar)
+    x = np.array([[-0.0, 1.5, 0.75, 1.125, 1.75], [1.25, 1.5, 0.75, 1.125, 1.75]])
+
+    def f(x):
+        a = np.arctan2.accumulate(x, axis=1)
+        return np.arctan2(a[0, 0], -1.0) + a[1, -1]
+
+    assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
+    for ufunc in (np.subtract, np.divide, np.hypot, np.fmod, np.float_power):
+        for v, kw in ((np.array([2.5]), {}), (np.zeros(0), {"initial": 1.5}), (np.array([2.5, 1.25]), {})):
+            got, want = mg.vjp(lambda v, u=ufunc, kw=kw: u.reduce(v, **kw), v)[0], ufunc.reduce(v, **kw)
+            assert type(got) is type(want) and got == want
+
+
+def test_fold_reduce_into_a_narrower_out_has_numpys_bits():
+    # NumPy accumulates in out=, rounding each step to its dtype
+    x = np.random.default_rng(2).uniform(-1, 1, (9, 2))
+    f = lambda x: np.subtract.reduce(x, axis=0, out=mnp.empty(2, np.float32))
+    want = np.subtract.reduce(x, axis=0, out=np.empty(2, np.float32))
+    got = mg.vjp(f, x.copy())[0]
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    g = mg.grad(lambda x: np.sum(f(x)))(x.copy())
+    np.testing.assert_allclose(g, np.vstack([np.ones(2), -np.ones((8, 2))]))  # (d/dx of x0 - x1 - ...)
+
+
+def test_float_power_accumulate_of_nothing_is_float64_as_numpys():
+    x = np.zeros(0, np.float32)
+    assert mg.vjp(np.float_power.accumulate, x)[0].dtype == np.float_power.accumulate(x).dtype == np.float64
+
+
+@pytest.mark.parametrize("fn", [np.nanquantile, np.nanpercentile])
+def test_nanquantile_overwrite_input_with_keepdims_partitions_once(fn):
+    # (the layout step ran NumPy's call again on the argument's memory: a second, unrecorded partition)
+    x0 = np.array([[0.9, -0.2, 0.4], [-0.7, 0.1, 0.6], [0.3, -0.5, 0.8]])
+    w = np.arange(9.0).reshape(3, 3)
+
+    def f(x):
+        fn(x, 50.0 if fn is np.nanpercentile else 0.5, keepdims=True, overwrite_input=True)
+        return np.sum(x * w)
+
+    plain = x0.copy()
+    want = f(plain)
+    x = x0.copy()
+    val, g = mg.value_and_grad(f)(x)
+    assert val == want and np.array_equal(x, plain)
+    np.testing.assert_allclose(g, numerical_grad(lambda a: f(a.copy()), (x0.copy(),), (0,))[0], atol=1e-8)
+
+
+def test_cond_of_singular_and_empty_stacks_is_numpys():
+    # (mutagrad's inverse raised LinAlgError('Singular matrix') where NumPy returns inf; an empty
+    # stack raised where NumPy returns []; an inf entry gave a 0-d array for NumPy's scalar)
+    S = np.array([[1.0, 1.0], [1.0, 1.0]])
+    A = np.array([[2.0, 0.5], [0.3, 1.0]])
+    for p in (1, -1, np.inf, -np.inf, "fro", "nuc", None, 2):
+        for x in (S, np.array([[1.0, np.inf], [0.5, 2.0]]), np.stack([S, A]), np.zeros((0, 2, 2))):
+            with np.errstate(all="ignore"):
+                try:
+                    want = np.linalg.cond(x, p)
+                except np.linalg.LinAlgError:  # (NumPy's SVD of an inf entry, p="nuc": the same error)
+                    with pytest.raises(np.linalg.LinAlgError):
+                        mg.vjp(lambda a, p=p: np.linalg.cond(a, p), x.copy())
+                    continue
+                got = mg.vjp(lambda a, p=p: np.linalg.cond(a, p), x.copy())[0]
+            assert type(got) is type(want) and np.array_equal(got, want, equal_nan=True), (p, x)
+        if p in (1, "fro"):  # the invertible matrix of a stack keeps its derivative (by finite differences)
+            J = mg.jacobian(lambda a, p=p: np.linalg.cond(a, p))(np.stack([S, A]))
+            fd = numerical_grad(lambda a, p=p: np.linalg.cond(a, p), (A.copy(),), (0,))[0]
+            np.testing.assert_allclose(J[1, 1], fd, rtol=1e-6)

@@ -4313,6 +4313,8 @@ def write(dest, idx, value):
     if g is not None and g.overlap and _is_basic(idx):
         # a write through a self-overlapping view (sliding windows) into elements that are distinct
         # memory: through the view of those elements (a 0-d view for an element)
+        if not bottom(dest).flags.writeable:
+            raise ValueError("assignment destination is read-only")  # (NumPy's: np.broadcast_to's view)
         sub = _view_at(dest, idx)
         if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
             write(sub, Ellipsis, value)

@@ -2311,3 +2311,29 @@ def test_a_write_through_as_strided_of_a_traced_buffer_names_as_strided():
 
     with pytest.raises(mg.WriteToPlainArrayError, match=r"as_strided.*mnp\.as_strided"):
         mg.grad(f)(np.ones(4))
+
+
+def test_second_order_of_a_caught_write_into_a_read_only_broadcast_view():
+    # (NumPy raises its read-only ValueError and the program goes on; nested differentiation raised
+    # AliasingError about an inner differentiation's argument instead)
+    def f(x):
+        v = np.broadcast_to(x, (2, 2))
+        try:
+            v[0, 0] = 1.0
+        except ValueError:
+            pass
+        return np.sum(x ** 3)
+
+    x = np.array([1.0, 2.0])
+    want = np.diag(6 * x)  # by hand: d2/dx2 sum(x^3)
+    np.testing.assert_allclose(mg.hessian(f)(x.copy()), want)
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(x.copy()), want)
+    np.testing.assert_allclose(mg.grad(lambda x: mg.jvp(f, (x,), (np.ones(2),))[1])(x.copy()), 6 * x)
+
+    def g(x):  # uncaught: NumPy's read-only error in every mode
+        np.broadcast_to(x, (2, 2))[0, 0] = 1.0
+        return np.sum(x)
+
+    for run in (mg.grad(g), mg.hessian(g)):
+        with pytest.raises(ValueError, match="read-only"):
+            run(x.copy())

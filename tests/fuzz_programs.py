@@ -931,6 +931,14 @@ class Generator:
                       f"{{0}}[{s[0] - h}:] = {{0}}[::2][:{h}]",
                       f"np.concatenate([{{0}}[{h}:{2 * h}], {{0}}[:{h}]], out={{0}}[:{2 * h}])",
                       f"np.stack([{{0}}[1:{h + 1}], {{0}}[:{h}]], out={{0}}[:{2 * h}].reshape(2, {h}))"]
+        v = self.ns[d]
+        if len(s) == 1 and s[0] >= 2 and s[0] % 2 == 0 and v.dtype == np.float64 and v.strides[0] == 8:
+            # a complex view of the same memory: NumPy's cast copies go element by element
+            h = s[0] // 2
+            forms += [f"{{0}}.view(np.complex128)[:{h}] = {{0}}[:{h}]", f"{{0}}.view(np.complex128)[:] = {{0}}[{h}:]",
+                      f"{{0}}.view(np.complex128)[::-1] = {{0}}[:{h}]", f"{{0}}[::2] = {{0}}.view(np.complex128).imag",
+                      f"np.copyto({{0}}.view(np.complex128), {{0}}[::-2][:{h}])",
+                      f"{{0}}.view(np.complex128).real[:] = {{0}}[1:{h + 1}]"]
         if len(s) == 2 and s[0] == s[1]:
             forms += ["{0}[:, -1] = {0}[1]", "{0}[0] = {0}[:, 1]", "np.copyto({0}[:, 0], {0}[-1])",
                       "np.ptp({0}, axis=0, out={0}[1])", "np.ptp({0}, axis=1, out={0}[:, 0])",

@@ -878,10 +878,15 @@ _REDUCEAT_SEGMENTS = (np.multiply, np.maximum, np.minimum, np.fmax, np.fmin, np.
 
 
 def _ufunc_reduceat(ufunc, inputs, kwargs):
+    folded = False
     if ufunc is not np.add and ufunc not in _REDUCEAT_SEGMENTS:
-        from ..core import _no_rule
+        from .statistics import _FOLDED
 
-        raise _no_rule(ufunc, "ufunc method .reduceat")
+        if ufunc not in _FOLDED:
+            from ..core import _no_rule
+
+            raise _no_rule(ufunc, "ufunc method .reduceat")
+        folded = True
     a = dict(zip(("array", "indices", "axis", "dtype", "out"), inputs))
     a.update(kwargs)
     x = a["array"]
@@ -896,6 +901,10 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
     axis = a.get("axis", 0)
     if ufunc is np.add:
         res = bind(add_reduceat_p, (x,), {"indices": indices, "axis": axis})
+    elif folded:
+        from .statistics import fold_reduceat
+
+        res = fold_reduceat(ufunc, x, indices, axis)
     else:
         res = _segment_reductions(ufunc, x, indices, axis)
     return write_out(res, out)
@@ -969,5 +978,15 @@ def _segment_products(xs, lengths, offsets):
     return np.take(res, back, axis=0)
 
 
+def _ufunc_fold_reduceat(ufunc, inputs, kwargs):
+    """``.reduceat`` of the non-associative ufuncs: statistics.fold_reduceat, through ufunc.reduce
+    (its check that NumPy computes the left fold on this machine)."""
+    return _ufunc_reduceat(ufunc, inputs, kwargs)
+
+
+_ufunc_fold_reduceat.folds_checked = True
 for _u in (np.add, *_REDUCEAT_SEGMENTS):
     UFUNC_HANDLERS[(_u, "reduceat")] = _ufunc_reduceat
+for _u in (np.subtract, np.true_divide, np.power, np.float_power, np.arctan2, np.copysign, np.fmod, np.remainder,
+           np.heaviside):
+    UFUNC_HANDLERS[(_u, "reduceat")] = _ufunc_fold_reduceat

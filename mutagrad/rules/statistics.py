@@ -11,6 +11,7 @@ the elements that were picked (``np.sort`` is a gather), exact away from ties.
 from __future__ import annotations
 
 import builtins
+import operator
 import warnings
 
 import numpy as np
@@ -1066,6 +1067,28 @@ def _fold_reduce(ufunc, inputs, kwargs):
     if out is None and np.ndim(r) == 0 and type(bottom(r)) is np.ndarray:
         r = r[()]  # (NumPy's reduction to one value is a scalar)
     return write_out(r, out)
+
+
+def fold_reduceat(ufunc, x, indices, axis):
+    """``ufunc.reduceat(x, indices, axis)`` of a non-associative ufunc: each segment
+    ``x[indices[i]:indices[i+1]]`` (to the end for the last) folded by ``ufunc.reduce``, or
+    ``x[indices[i]]`` alone where ``indices[i] >= indices[i+1]``, joined along ``axis``, with
+    NumPy's bits (and its errors, from its own call first)."""
+    with np.errstate(all="ignore"):
+        exact = ufunc.reduceat(bottom(x), indices, axis)
+    ax = normalize_axis_index(operator.index(axis), np.ndim(x))
+    n = np.shape(x)[ax]
+    starts = [int(i) for i in np.asarray(indices).reshape(-1)]
+    if not starts:
+        return exact
+    xm = np.moveaxis(x, ax, 0)
+    parts = []
+    for k, s in enumerate(starts):
+        e = starts[k + 1] if k + 1 < len(starts) else n
+        parts.append(ufunc.reduce(xm[s:e], axis=0) if s < e else xm[s])
+    res = np.moveaxis(np.stack([np.asarray(p) if not isinstance(p, Tracer) else p for p in parts]), 0, ax)
+    res = _as_fold_dtype(ufunc, res, bottom(x).dtype)
+    return _with_bits(res, np.asarray(exact))
 
 
 def _as_fold_dtype(ufunc, r, dt):

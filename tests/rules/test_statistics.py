@@ -799,3 +799,15 @@ def test_cond_of_singular_and_empty_stacks_is_numpys():
             J = mg.jacobian(lambda a, p=p: np.linalg.cond(a, p))(np.stack([S, A]))
             fd = numerical_grad(lambda a, p=p: np.linalg.cond(a, p), (A.copy(),), (0,))[0]
             np.testing.assert_allclose(J[1, 1], fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("ufunc", [np.subtract, np.divide, np.float_power, np.fmod, np.copysign, np.remainder])
+def test_reduceat_of_the_folded_ufuncs(ufunc):
+    # (NoRuleError before: each segment is the fold of ufunc.reduce, NumPy's bits)
+    x = np.random.default_rng(6).uniform(0.5, 2.0, (7, 3))
+    w = np.random.default_rng(7).standard_normal((4, 3))
+    for idx in ([0, 2, 5, 6], [0, 3, 1, 6]):  # (3 >= 1: x[3] alone, as NumPy)
+        got = mg.vjp(lambda x, idx=idx: ufunc.reduceat(x, idx, axis=0), x.copy())[0]
+        want = ufunc.reduceat(x, idx, axis=0)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        check_grads(lambda x, idx=idx: np.sum(w * ufunc.reduceat(x, idx, axis=0)), x, modes=("fwd", "rev"))

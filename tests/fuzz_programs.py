@@ -936,7 +936,7 @@ class Generator:
             # a complex view of the same memory: NumPy's cast copies go element by element
             h = s[0] // 2
             forms += [f"{{0}}.view(np.complex128)[:{h}] = {{0}}[:{h}]", f"{{0}}.view(np.complex128)[:] = {{0}}[{h}:]",
-                      f"{{0}}.view(np.complex128)[::-1] = {{0}}[:{h}]", f"{{0}}[::2] = {{0}}.view(np.complex128).imag",
+                      f"{{0}}.view(np.complex128)[::-1] = {{0}}[:{h}]", "{0}[::2] = {0}.view(np.complex128).imag",
                       f"np.copyto({{0}}.view(np.complex128), {{0}}[::-2][:{h}])",
                       f"{{0}}.view(np.complex128).real[:] = {{0}}[1:{h + 1}]"]
         if len(s) == 2 and s[0] == s[1]:

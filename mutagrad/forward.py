@@ -32,7 +32,7 @@ from .core import (
 )
 from .errors import complex_into_real, user_line, warn_complex_cast
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
-from .registry import FP_FLAG
+from .registry import FP_FLAG, fixed_errstate
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
 _ndarray = np.ndarray
@@ -40,16 +40,21 @@ ZERO = ZeroTangent()
 
 
 class _Events:
-    """An np.errstate call handler that notes that a floating-point event happened."""
+    """An np.errstate call handler that counts the floating-point events (one for every
+    forward rule: a rule's events are those counted while it ran)."""
 
-    __slots__ = ("seen",)
+    __slots__ = ("count",)
 
     def __init__(self):
-        self.seen = False
+        self.count = 0
 
     def __call__(self, kind, flag):
         FP_FLAG[0] = object()
-        self.seen = True
+        self.count += 1
+
+
+_EVENTS = _Events()
+_NOTED = fixed_errstate.of(all="call", call=_EVENTS)
 
 
 def _frule_events_apart(prim, frule, primals, tangents, kwargs):
@@ -62,10 +67,10 @@ def _frule_events_apart(prim, frule, primals, tangents, kwargs):
     every event only noted; if one happened, the primal alone is computed again, on plain
     values, under the function's error state, which then warns, raises or calls exactly as
     the plain call would."""
-    events = _Events()
-    with np.errstate(all="call", call=events):
+    before = _EVENTS.count  # (another thread's events may count too: the primal is then computed again, silently)
+    with _NOTED():
         y, ydot = frule(primals, tangents, **kwargs)
-    if events.seen:
+    if _EVENTS.count != before:
         prim.impl(*tree_map(bottom, primals), **{k: tree_map(bottom, v) for k, v in kwargs.items()})
     return y, ydot
 

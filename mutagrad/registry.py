@@ -832,8 +832,8 @@ class UserFPErrors:
     mode runs the function): each event is then also handled as the
     ``np.errstate`` in force before differentiation says (warn, raise, call...)."""
 
-    def __init__(self):
-        self.modes = modes = _fp_settings()
+    def __init__(self, modes=None):
+        self.modes = modes = _fp_settings() if modes is None else modes
         self.call = modes["call"]
 
     def __call__(self, kind, flag):
@@ -868,6 +868,45 @@ class UserFPErrors:
 _FP_MODES = ("divide", "over", "under", "invalid")
 
 
+try:  # NumPy's own state of np.errstate (a context variable), set directly: np.errstate's object costs more
+    from numpy._core._multiarray_umath import _make_extobj
+    from numpy._core._ufunc_config import _extobj_contextvar
+except ImportError:  # another NumPy: np.errstate itself
+    _extobj_contextvar = None
+
+# (the user's settings, their handler, NumPy's state calling it): made again when the settings change
+_USER_FP = [None]
+
+
+class fixed_errstate:
+    """``np.errstate(**settings)`` of settings fixed once (``fixed_errstate.of(...)``), entered
+    through NumPy's context variable without building the errstate again: one object per use
+    (its token), the state shared."""
+
+    __slots__ = ("extobj", "token")
+
+    @staticmethod
+    def of(**settings):
+        """A maker of context managers for ``np.errstate(**settings)`` (the settings' ``call``
+        fixed too)."""
+        if _extobj_contextvar is None:
+            return lambda: np.errstate(**settings)
+        extobj = _make_extobj(**settings)
+
+        def make():
+            s = fixed_errstate.__new__(fixed_errstate)
+            s.extobj = extobj
+            return s
+
+        return make
+
+    def __enter__(self):
+        self.token = _extobj_contextvar.set(self.extobj)
+
+    def __exit__(self, *exc):
+        _extobj_contextvar.reset(self.token)
+
+
 class user_fp_state:
     """``np.errstate(all="call", call=UserFPErrors())`` while the user's function runs, after
     which the ``np.seterr`` / ``np.seterrcall`` the function made stay in force, as after a
@@ -876,14 +915,30 @@ class user_fp_state:
     __slots__ = ("handler", "state")
 
     def __enter__(self):
-        self.handler = UserFPErrors()
-        self.state = np.errstate(all="call", call=self.handler)
-        self.state.__enter__()
+        settings = _fp_settings()
+        hit = _USER_FP[0]  # (one read: another thread may replace it)
+        if hit is not None and hit[0] == settings and hit[0]["call"] is settings["call"]:
+            self.handler, extobj = hit[1], hit[2]
+        else:
+            self.handler = handler = UserFPErrors(settings)
+            if _extobj_contextvar is None:
+                self.state = np.errstate(all="call", call=handler)
+                self.state.__enter__()
+                return
+            extobj = _make_extobj(all="call", call=handler)
+            _USER_FP[0] = (settings, handler, extobj)
+        self.state = state = fixed_errstate.__new__(fixed_errstate)
+        state.extobj = extobj
+        state.__enter__()
 
     def __exit__(self, *exc):
+        state = self.state
+        if type(state) is fixed_errstate and _extobj_contextvar.get() is state.extobj:
+            _extobj_contextvar.reset(state.token)  # (the function set no np.seterr of its own: the common case)
+            return False
         inner = _fp_settings()
         call = inner["call"]
-        self.state.__exit__(*exc)
+        state.__exit__(*exc)
         changed = {k: inner[k] for k in _FP_MODES if inner[k] != "call"}
         if changed:
             np.seterr(**changed)

@@ -68,7 +68,8 @@ from .core import (
 from .core import LOCKED as _LOCKED
 from .core import _bits
 from .pytree import tree_unflatten
-from .registry import DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, pins, unpin
+from .registry import (DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, fixed_errstate,
+                       pins, unpin)
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import (
@@ -1242,7 +1243,7 @@ class ReverseLevel(Level):
         try:
             # (strong zeros; an underflow in derivative code is nobody's business: no warning or
             # error under the user's np.errstate, and no call of a "log" object's write)
-            with np.errstate(divide="call", over="call", invalid="call", under="ignore", call=_fp_event):
+            with _BACKWARD_FP():
                 while i >= 0:
                     tape[i].backward(self)
                     i -= 1
@@ -1253,6 +1254,9 @@ class ReverseLevel(Level):
                         rec.redo()
             finally:  # (the replayed writes are the reverse pass's steps too, not the program's)
                 st.reverse_passes -= 1
+
+
+_BACKWARD_FP = fixed_errstate.of(divide="call", over="call", invalid="call", under="ignore", call=_fp_event)
 
 
 def prim_missing_rule(prim, mode):

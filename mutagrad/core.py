@@ -4288,7 +4288,7 @@ def write(dest, idx, value):
             "inside the inner function (mnp.zeros / np.zeros_like), or copy it there first."
         )
     if vt is list or vt is tuple:
-        shape = _sequence_shape(value)
+        shape = _sequence_shape(value) if _is_basic(idx) else None  # (a mask, an index array: NumPy's errors)
         if shape is not None and len(shape) > 1:
             region = np.shape(bottom(dest)[idx])
             if len(shape) > len(region):  # (NumPy's error: a nested list deeper than the elements written)
@@ -4633,16 +4633,9 @@ def copy_order(db, idx, vb, mask=None):
     steps = np.arange(n)
     backward = sp < dp and sp + n * ss > dp
     live = None if mask is None else np.asarray(mask, dtype=bool)[view]
-    if d.itemsize != v.itemsize:  # (a cast copy through a view of another dtype: complex over floats)
-        late = _late_reads(sp + steps * ss - dp, v.itemsize, ds, d.itemsize, n, backward, live)
-    else:
-        # the step that writes the address step k reads, if any
-        off = sp + steps * ss - dp
-        hit = (off % ds == 0) & (off >= 0) & (off < n * ds)
-        if live is not None:
-            hit &= live[np.clip(off // ds, 0, n - 1)] & live
-        writer = off // ds
-        late = hit & ((writer > steps) if backward else (writer < steps))
+    # (by the bytes each step reads and writes: views of another dtype, or of the same one at an
+    # offset that is no multiple of the itemsize, overlap in part)
+    late = _late_reads(sp + steps * ss - dp, v.itemsize, ds, d.itemsize, n, backward, live)
     if not late.any():
         return None
     order = view[::-1] if backward else view

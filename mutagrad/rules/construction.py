@@ -684,6 +684,8 @@ def _interp_inside(x, xb, xj, xj1, last, fj, fj1, flast, slope):
 def _np_polyval(args, kwargs):
     a = _reduce_args(args, kwargs, ("p", "x"))
     p, x = _arr(a["p"]), _arr(a["x"])
+    if np.ndim(p) == 0:  # NumPy's own error (iteration over a 0-d array)
+        np.polyval(np.zeros(()), 0.5)
     y = np.zeros_like(x)
     for k in range(np.shape(p)[0]):
         y = y * x + p[k]

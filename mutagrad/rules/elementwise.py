@@ -140,6 +140,8 @@ def ufunc_call(ufunc, inputs, kwargs):
         out = (out,)
     if out is not None and all(o is None for o in out):
         out = None
+    if out is not None and ufunc.signature is None:  # (a gufunc's core dimensions are its own)
+        _check_out_shapes(ufunc, inputs, out, where)
     if out is not None and ufunc.nout > 1:
         outs = [bottom(o) for o in out if o is not None]
         if any(np.shares_memory(outs[i], outs[j]) for i in range(len(outs)) for j in range(i)):
@@ -255,6 +257,24 @@ def _check_casting(ufunc, inputs, out, dtype, casting):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a ComplexWarning: the call itself warns)
         ufunc(*(_probe(x) for x in inputs), out=outs, casting=casting, **kw)
+
+
+def _check_out_shapes(ufunc, inputs, out, where):
+    """NumPy's error for an ``out=`` the inputs broadcast beyond (``x[:2] -= v.reshape(1, 2)``:
+    "non-broadcastable output operand"), on zero-filled stand-ins of the shapes."""
+    shapes = [np.shape(x) for x in inputs] + [np.shape(o) for o in out if o is not None]
+    if where is not True:
+        shapes.append(np.shape(bottom(where)))
+    try:
+        full = np.broadcast_shapes(*shapes)
+    except ValueError:
+        full = None
+    if full is None or any(o is not None and np.shape(o) != full for o in out):
+        with np.errstate(all="ignore"):
+            ufunc(*[np.zeros(np.shape(x), np.result_type(bottom(x)) if hasattr(x, "dtype") else type(x))
+                    for x in inputs],
+                  out=tuple(None if o is None else np.zeros(np.shape(o), np.result_type(bottom(o))) for o in out),
+                  **({} if where is True else {"where": np.asarray(bottom(where), dtype=bool)}))
 
 
 def _into(ufunc, inputs, dest):

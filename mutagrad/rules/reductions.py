@@ -792,6 +792,8 @@ def _ufunc_method(table, method):
         kwargs = dict(kwargs)
         kwargs.setdefault("axis", 0)
         if method == "accumulate":
+            if np.ndim(inputs[0]) == 0:  # NumPy's own error (cannot accumulate on a scalar)
+                ufunc.accumulate(np.zeros((), np.result_type(bottom(inputs[0]))))
             kwargs["axis"] = accumulate_axis(inputs[0], kwargs["axis"])
         if type(kwargs.get("out")) is tuple:  # the ufunc protocol always passes a tuple
             kwargs["out"] = kwargs["out"][0]

@@ -322,6 +322,17 @@ def _numpy_kind(res, plain):
     return res[()]
 
 
+def _same_layout_copy(a):
+    """A copy of ``a`` laid out in memory as ``a`` is (its strides, in a buffer of its extent)."""
+    if a.size == 0:
+        return a.copy()
+    lo, hi = np.lib.array_utils.byte_bounds(a)
+    buf = np.empty(hi - lo, np.uint8)
+    c = np.ndarray(a.shape, a.dtype, buffer=buf, offset=a.__array_interface__["data"][0] - lo, strides=a.strides)
+    c[...] = a
+    return c
+
+
 def _overwrite_input(x, axis, plain_call):
     """``overwrite_input=True``: NumPy leaves ``x`` partitioned (its elements permuted
     along ``axis``, or all of it when ``axis`` is None and it is C-contiguous, else a
@@ -342,7 +353,7 @@ def _overwrite_input(x, axis, plain_call):
             f"overwrite_input=True with the tuple axis {axis} on a traced array at {user_line()}: where NumPy "
             "partitions the array itself depends on its memory layout. Pass overwrite_input=False (the result "
             "is the same; the array is then left as it is).")
-    c = xb.copy()
+    c = _same_layout_copy(xb)  # (NumPy partitions a lane in place, or a copy of it, by its layout)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         plain_call(c)
@@ -999,6 +1010,12 @@ def _reduce_kwargs(kwargs, names):
 
 def _fold_reduce(ufunc, inputs, kwargs):
     (x,) = inputs
+    if np.ndim(x) == 0:  # a 0-d array: NumPy reduces it as one element (any axis NumPy takes for it)
+        ufunc.reduce(np.ones((), np.result_type(bottom(x))), axis=kwargs.get("axis", 0))  # (NumPy's axis check)
+        k0 = dict(kwargs, axis=0, keepdims=False)
+        if k0.get("where", True) is not True:
+            k0["where"] = np.reshape(np.asarray(bottom(k0["where"]), dtype=bool), (1,))
+        return _fold_reduce(ufunc, (np.reshape(x, (1,)),), k0)
     given_x = bottom(x)
     k = _reduce_kwargs(kwargs, ("axis", "dtype", "out", "keepdims", "initial", "where"))
     axis, keepdims = k.get("axis", 0), bool(k.get("keepdims", False))
@@ -1124,6 +1141,8 @@ _LOGSUMEXP = {np.logaddexp: _logsumexp(np.exp, np.log), np.logaddexp2: _logsumex
 
 def _accumulate_args(ufunc, inputs, kwargs):
     (x,) = inputs
+    if np.ndim(x) == 0:  # NumPy's own error (cannot accumulate on a scalar)
+        ufunc.accumulate(np.zeros((), np.result_type(bottom(x))))
     src = x
     k = _reduce_kwargs(kwargs, ("axis", "dtype", "out"))
     axis = normalize_axis_index(accumulate_axis(x, k.get("axis", 0)), max(np.ndim(x), 1))

@@ -811,3 +811,42 @@ def test_reduceat_of_the_folded_ufuncs(ufunc):
         want = ufunc.reduceat(x, idx, axis=0)
         assert got.dtype == want.dtype and np.array_equal(got, want)
         check_grads(lambda x, idx=idx: np.sum(w * ufunc.reduceat(x, idx, axis=0)), x, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize("view", [lambda x: x[:, ::-1], lambda x: x.T, lambda x: x[:, ::2], lambda x: x[:, 1::2]])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_nanquantile_overwrite_input_partitions_the_lanes_numpy_partitions(view, axis):
+    # NumPy partitions a contiguous lane in place and a copy of any other (x[:, ::-1] is left as it
+    # is, x.T along axis 0 is partitioned): mutagrad ran NumPy on a C-ordered copy
+    x0 = np.array([[0.4, -0.3, 0.9, 0.1], [0.2, 0.8, -0.5, 0.6]])
+    w = np.arange(8.0).reshape(2, 4)
+
+    def f(x):
+        np.nanquantile(view(x), 0.5, axis=axis, overwrite_input=True)
+        return np.sum(x * w)
+
+    plain = x0.copy()
+    want = f(plain)
+    x = x0.copy()
+    val, g = mg.value_and_grad(f)(x)
+    assert val == want and np.array_equal(x, plain)
+    np.testing.assert_allclose(g, numerical_grad(lambda a: f(a.copy()), (x0.copy(),), (0,))[0], atol=1e-8)
+
+
+def test_ufunc_methods_of_0d_arrays_are_numpys():
+    # (a bare AxisError from the fold of a 0-d array; accumulate of one returned a (1,) array; polyval
+    # of 0-d coefficients a bare IndexError: NumPy's values and TypeErrors)
+    for ufunc in (np.subtract, np.divide, np.logaddexp, np.hypot):
+        for kw in ({}, {"initial": 1.0}, {"keepdims": True}, {"axis": None}):
+            want = ufunc.reduce(np.array(1.7), **kw)
+            got = mg.vjp(lambda x, u=ufunc, kw=kw: u.reduce(x, **kw), np.array(1.7))[0]
+            assert type(got) is type(want) and got == want
+        g = mg.grad(lambda x, u=ufunc: u.reduce(x, initial=1.0))(np.array(1.7))
+        np.testing.assert_allclose(g, numerical_grad(lambda x, u=ufunc: u.reduce(x, initial=1.0), (np.array(1.7),),
+                                                     (0,))[0], rtol=1e-7)
+    for call in (lambda x: np.add.accumulate(x[0]), lambda x: np.subtract.accumulate(x[0]),
+                 lambda x: np.polyval(x[0], 0.5)):
+        with pytest.raises(TypeError):
+            call(np.array([1.3, 0.5]))
+        with pytest.raises(TypeError):
+            mg.vjp(call, np.array([1.3, 0.5]))

@@ -4295,7 +4295,7 @@ def write(dest, idx, value):
                 np.empty(region, bottom(dest).dtype)[...] = np.zeros(shape).tolist()
         if _is_basic(idx) and _overlaps_an_item(value, bottom(dest)):
             region = _view_at(dest, idx)
-            if type(region) is ArrayTracer and _sequence_shape(value) == region.shape:
+            if type(region) is ArrayTracer and shape == region.shape:
                 _write_in_order(region, value)
                 return
         from .numpy import array as _mnp_array

@@ -912,10 +912,15 @@ def _line_reads_tracer(tb) -> bool:
     container one level deep, or an object's attribute); True where its names cannot be told."""
     from .core import Tracer
 
-    frame, line = tb.tb_frame, tb.tb_lineno
+    frame = tb.tb_frame
     try:
-        loads = [i.argval for i in dis.get_instructions(frame.f_code)
-                 if i.opname in _NAME_LOADS and i.positions is not None and i.positions.lineno == line]
+        ins = list(dis.get_instructions(frame.f_code))
+        at = next((i for i in ins if i.offset == tb.tb_lasti), None)  # (the failing call: its lines)
+        lo = hi = tb.tb_lineno
+        if at is not None and at.positions is not None and at.positions.lineno is not None:
+            lo, hi = at.positions.lineno, at.positions.end_lineno or at.positions.lineno
+        loads = [i.argval for i in ins if i.opname in _NAME_LOADS and i.positions is not None
+                 and i.positions.lineno is not None and lo <= i.positions.lineno <= hi]
     except Exception:  # noqa: BLE001 (code dis cannot read: as before, the frame's values decide)
         return True
     if not loads:

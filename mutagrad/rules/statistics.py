@@ -20,8 +20,8 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak
 from ..core import _bits, write_out
 from ..errors import NoRuleError, user_line
-from .reductions import (_Bits, _numpy_bits, _numpy_value_impl, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
-                         as_dtype, cast_for_out, numpy_zero_signs)
+from .reductions import (_Bits, _numpy_bits, _numpy_value_impl, _reduce_args, _with_value, accumulate_axis,
+                         accumulate_out_of_another_shape, as_dtype, cast_for_out, numpy_zero_signs)
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue
@@ -1103,7 +1103,7 @@ def fold_reduceat(ufunc, x, indices, axis):
     for k, s in enumerate(starts):
         e = starts[k + 1] if k + 1 < len(starts) else n
         parts.append(ufunc.reduce(xm[s:e], axis=0) if s < e else xm[s])
-    res = np.moveaxis(np.stack([np.asarray(p) if not isinstance(p, Tracer) else p for p in parts]), 0, ax)
+    res = np.moveaxis(np.stack(parts), 0, ax)
     res = _as_fold_dtype(ufunc, res, bottom(x).dtype)
     return _with_bits(res, np.asarray(exact))
 

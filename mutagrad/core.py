@@ -4620,12 +4620,17 @@ def copy_order(db, idx, vb, mask=None):
     v = vb
     while v.ndim > 1 and v.shape[0] == 1:  # NumPy drops leading unit dimensions of the source
         v = v[0]
-    if v.ndim != 1 or v.shape[0] != n:
-        return None  # one element broadcast (each step rewrites what it reads), or NumPy raises
-    ds, ss = d.strides[0], v.strides[0]
-    if ss == ds or ss == 0 or ds == 0:
-        return None
+    ds = d.strides[0]
     dp, sp = _ptr(d), _ptr(v)
+    if v.ndim == 1 and v.shape[0] == 1 and ds and (v.itemsize != d.itemsize or (sp - dp) % ds):
+        ss = 0  # one element broadcast over memory it shares in part (a complex view at an odd float):
+        # a step may change part of the element the next steps read
+    elif v.ndim != 1 or v.shape[0] != n:
+        return None  # one element broadcast (each step rewrites what it reads), or NumPy raises
+    else:
+        ss = v.strides[0]
+        if ss == ds or ss == 0 or ds == 0:
+            return None
     view = np.arange(n)  # the view index that step k handles
     if ds < 0:  # NumPy walks by ascending destination address
         dp, sp, ds, ss = dp + (n - 1) * ds, sp + (n - 1) * ss, -ds, -ss
@@ -4701,8 +4706,9 @@ def copy_in_order(dest, value, order):
     dimensions) for ``i`` in ``order``, each element read when it is written."""
     while value.ndim > 1 and value.shape[0] == 1:
         value = value[0]
+    one = value.shape[0] == 1  # (one element broadcast: read again at every step)
     for i in order:
-        write(dest, i, value[i])
+        write(dest, i, value[0] if one else value[i])
 
 
 def write_in_order(dest, flatpos, value):

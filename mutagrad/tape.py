@@ -54,6 +54,7 @@ from .core import (
     _ptr,
     _may_self_overlap,
     ew_rule,
+    Geom,
     Level,
     Storage,
     Tracer,
@@ -1476,6 +1477,18 @@ def _add_overlapping(s, geom, ct, level, idx=None):
     memory (broadcast_to, sliding windows): every position gets the sum of
     its aliases."""
     if idx is None and _add_by_slices(s, geom, ct):
+        return
+    item = geom.dtype.itemsize
+    if (any(st % item for st in geom.strides) or geom.offset % item) and geom.dtype.kind == "c" and (
+            s.dtype.kind == "f" and 2 * s.dtype.itemsize == item):
+        # complex elements at odd float positions (a complex view of floats one float in): each
+        # element's real and imaginary parts, added at the floats they are
+        half = geom.dtype.itemsize // 2
+        g2 = Geom(geom.offset, geom.shape + (2,), geom.strides + (half,), s.dtype, True)
+        parts = np.broadcast_to(ct, geom.shape if idx is None else np.shape(np.empty(geom.shape)[idx]))
+        parts = np.stack([np.real(parts), np.imag(parts)], axis=-1)
+        flat, pos = _flat_positions(s, g2)
+        np.add.at(flat, pos if idx is None else pos[idx], parts)
         return
     flat, pos = _flat_positions(s, geom)
     if idx is None:

@@ -262,18 +262,22 @@ def _check_casting(ufunc, inputs, out, dtype, casting):
 def _check_out_shapes(ufunc, inputs, out, where):
     """NumPy's error for an ``out=`` the inputs broadcast beyond (``x[:2] -= v.reshape(1, 2)``:
     "non-broadcastable output operand"), on zero-filled stand-ins of the shapes."""
-    shapes = [np.shape(x) for x in inputs] + [np.shape(o) for o in out if o is not None]
+    oshapes = [o.shape for o in out if o is not None]
+    shapes = [getattr(x, "shape", ()) for x in inputs]  # (np.shape of a traced array would dispatch)
+    if where is True and len(oshapes) == 1 and all(sh == oshapes[0] or sh == () for sh in shapes):
+        return  # (the common case: operands of out's shape, or numbers)
+    shapes += oshapes
     if where is not True:
         shapes.append(np.shape(bottom(where)))
     try:
         full = np.broadcast_shapes(*shapes)
     except ValueError:
         full = None
-    if full is None or any(o is not None and np.shape(o) != full for o in out):
+    if full is None or any(sh != full for sh in oshapes):
         with np.errstate(all="ignore"):
-            ufunc(*[np.zeros(np.shape(x), np.result_type(bottom(x)) if hasattr(x, "dtype") else type(x))
-                    for x in inputs],
-                  out=tuple(None if o is None else np.zeros(np.shape(o), np.result_type(bottom(o))) for o in out),
+            ufunc(*[np.zeros(getattr(x, "shape", ()), np.result_type(bottom(x))) if hasattr(x, "dtype")
+                    else type(x)(0) for x in inputs],
+                  out=tuple(None if o is None else np.zeros(o.shape, np.result_type(bottom(o))) for o in out),
                   **({} if where is True else {"where": np.asarray(bottom(where), dtype=bool)}))
 
 

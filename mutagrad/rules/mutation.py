@@ -46,7 +46,7 @@ def _np_copyto(args, kwargs):
         from ..numpy import array as marray
 
         src = marray(src)
-    src = _without_leading_ones(src, np.ndim(dst))
+    src = _without_leading_ones(src, getattr(dst, "ndim", 0))
     # NumPy's casting check ("same_kind" by default), on 0-d stand-ins of the same dtypes
     # (a Python number stays one: NumPy treats it as weakly typed)
     probe = src if type(src) in (int, float, complex, bool) else np.zeros((), np.result_type(bottom(src)))
@@ -79,9 +79,10 @@ def _np_copyto(args, kwargs):
 def _without_leading_ones(v, ndim):
     """``v`` without the leading dimensions of length 1 beyond ``ndim``, which NumPy's copy
     into an array of ``ndim`` dimensions drops (np.copyto(x, y[None]))."""
-    extra = np.ndim(v) - ndim
-    if extra > 0 and all(n == 1 for n in np.shape(v)[:extra]):
-        return np.reshape(v, np.shape(v)[extra:])
+    shape = getattr(v, "shape", ())  # (np.shape of a traced array would dispatch)
+    extra = len(shape) - ndim
+    if extra > 0 and all(n == 1 for n in shape[:extra]):
+        return np.reshape(v, shape[extra:])
     return v
 
 

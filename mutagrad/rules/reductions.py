@@ -892,15 +892,23 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
     a = dict(zip(("array", "indices", "axis", "dtype", "out"), inputs))
     a.update(kwargs)
     x = a["array"]
-    if a.get("dtype") is not None:
-        x = as_dtype(x, a["dtype"])
     out = a.get("out")
     if type(out) is tuple:  # the ufunc protocol always passes a tuple
         out = out[0]
+    xb = bottom(x)
+    with np.errstate(all="ignore"):  # NumPy's own checks (its loops for dtype=, axis=, the indices), on stand-ins
+        ufunc.reduceat(np.ones(np.shape(xb), np.result_type(xb)), bottom(a["indices"]), a.get("axis", 0),
+                       a.get("dtype"), None if out is None else np.empty(np.shape(bottom(out)),
+                                                                          np.result_type(bottom(out))))
+    if a.get("dtype") is not None:
+        x = as_dtype(x, a["dtype"])
     if a.get("dtype") is None:
         x = cast_for_out(x, out)
-    indices = index_array(bottom(a["indices"]))
+    ind = np.asarray(bottom(a["indices"]))
+    indices = index_array(ind.astype(np.intp) if ind.dtype.kind == "f" else ind)  # (NumPy takes [0.0, 2] too)
     axis = a.get("axis", 0)
+    if axis is None:  # (NumPy takes None for a 1-d array: its one axis)
+        axis = 0
     if ufunc is np.add:
         res = bind(add_reduceat_p, (x,), {"indices": indices, "axis": axis})
     elif folded:
@@ -909,6 +917,8 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
         res = fold_reduceat(ufunc, x, indices, axis)
     else:
         res = _segment_reductions(ufunc, x, indices, axis)
+    if a.get("dtype") is not None and np.result_type(bottom(res)) != np.dtype(a["dtype"]):
+        res = res.astype(a["dtype"])  # (the loop's dtype: bool sums are NumPy's logical or, int32 stays int32)
     return write_out(res, out)
 
 

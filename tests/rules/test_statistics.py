@@ -850,3 +850,20 @@ def test_ufunc_methods_of_0d_arrays_are_numpys():
             call(np.array([1.3, 0.5]))
         with pytest.raises(TypeError):
             mg.vjp(call, np.array([1.3, 0.5]))
+
+
+def test_reduceat_keeps_numpys_loops_axes_and_indices():
+    # (a dtype= NumPy has no loop for gave numbers; axis=None of a 1-d array and float indices were
+    # bare TypeErrors; bool and int32 loops came back as int64)
+    x = np.array([1.5, -0.8, 1.2, 2.0, 0.7])
+    for ufunc, dtype in ((np.float_power, np.float32), (np.divide, np.int64)):
+        with pytest.raises(TypeError):
+            ufunc.reduceat(x, [0, 2], dtype=dtype)
+        with pytest.raises(TypeError):
+            mg.vjp(lambda x, u=ufunc, d=dtype: u.reduceat(x, [0, 2], dtype=d), x)
+    for call in (lambda x: np.subtract.reduceat(x, [0, 2], axis=None), lambda x: np.subtract.reduceat(x, [0.0, 2]),
+                 lambda x: np.add.reduceat(x, [0, 2, 4], dtype=bool), lambda x: np.maximum.reduceat(x, [0, 3], dtype=bool),
+                 lambda x: np.multiply.reduceat(x, [0, 2, 3], dtype=np.int32)):
+        got, want = mg.vjp(call, x.copy())[0], call(x)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    check_grads(lambda x: np.sum(np.subtract.reduceat(x, [0.0, 2], axis=None) ** 2), x, modes=("fwd", "rev"))

@@ -1228,7 +1228,7 @@ def test_sylvester_of_a_real_matrix_with_complex_eigenvalues_and_a_complex_argum
 
 def test_riccati_with_e_and_balancing_is_refused():
     # SciPy 1.17 balances the pencil but corrects its stable basis with the unbalanced E: here its
-    # X does not solve the equation (balanced=False's does)
+    # X does not solve the equation (balanced=False's does): refused where it does not
     rng = np.random.default_rng(74)
     a, b = rng.standard_normal((3, 3)), rng.standard_normal((3, 2))
     e = np.eye(3) + 0.3 * rng.standard_normal((3, 3))
@@ -1240,14 +1240,24 @@ def test_riccati_with_e_and_balancing_is_refused():
     x = sl.solve_continuous_are(a, b, q, r, e)
     assert residual(x) > 0.1 and residual(sl.solve_continuous_are(a, b, q, r, e, balanced=False)) < 1e-12
     np.testing.assert_array_equal(msl.solve_continuous_are(a, b, q, r, e), x)  # (plain: SciPy's own call)
-    for solve in (msl.solve_continuous_are, msl.solve_discrete_are):
-        for argnum in (0, 4):  # (a traced, and e)
-            def f(a, e, solve=solve, argnum=argnum):
-                return np.sum(solve(a, b, q, r, e))
+    for argnum in (0, 4):  # (a traced, and e)
+        def f(a, e):
+            return np.sum(msl.solve_continuous_are(a, b, q, r, e))
 
-            with pytest.raises(mg.NoRuleError, match="balanced=False") as info:
-                mg.grad(f, argnums=0 if argnum == 0 else 1)(0.5 * a, e)
-            assert solve.__name__ in str(info.value) and "test_scipy_linalg.py" in str(info.value)
+        with pytest.raises(mg.NoRuleError, match="balanced=False") as info:
+            mg.grad(f, argnums=0 if argnum == 0 else 1)(a, e)
+        assert "solve_continuous_are" in str(info.value) and "test_scipy_linalg.py" in str(info.value)
+    with pytest.raises(np.linalg.LinAlgError):  # (SciPy's own error for the discrete one, as in a plain call)
+        mg.grad(lambda a: np.sum(msl.solve_discrete_are(a, b, q, r, e)))(a)
+    # where SciPy's balanced X solves the equation (0.5 a), it is differentiated: the derivative of
+    # the equation's solution, the same as balanced=False's, and finite differences'
+    for solve in (msl.solve_continuous_are, msl.solve_discrete_are):
+        g = mg.grad(lambda a, e, solve=solve: np.sum(solve(a, b, q, r, e)), argnums=(0, 1))(0.5 * a, e)
+        g0 = mg.grad(lambda a, e, solve=solve: np.sum(solve(a, b, q, r, e, balanced=False)), argnums=(0, 1))(
+            0.5 * a, e)
+        np.testing.assert_allclose(g[0], g0[0], rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(g[1], g0[1], rtol=1e-7, atol=1e-9)
+        check_grads(lambda a, e, solve=solve: solve(a, b, q, r, e), 0.5 * a, e)
     # the fix it offers
     check_grads(lambda a, e: msl.solve_continuous_are(a, b, q, r, e, balanced=False), a, e)
 

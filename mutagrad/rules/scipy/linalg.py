@@ -1460,17 +1460,43 @@ def _refuse_balanced_e(name, args, e, balanced):
     its rows and columns) but then multiplies the balanced stable basis by the unbalanced E: where
     D does not commute with E, the X it returns does not solve the equation (of random 3 x 3
     problems, a quarter raise LinAlgError and one in 25 return such an X, residuals up to 1e5).
-    Its derivative would not be the equation's: refused for traced arguments."""
+    Its derivative would not be the equation's: refused for traced arguments where SciPy's X
+    does not solve the equation (its residual beyond 1e-8 of the terms' size); allowed where it does."""
     if e is None or not balanced or not _has_tracer(args):
         return
     from ...errors import UnsupportedInputError
 
+    plain = [None if v is None else np.asarray(bottom(v)) for v in args]
+    with np.errstate(all="ignore"):
+        x = getattr(sl, name)(*plain, balanced=True)  # (SciPy's LinAlgError: raised as in a plain call)
+        if _solves_are(x, *plain, discrete=name == "solve_discrete_are"):
+            return
     raise UnsupportedInputError(
         f"scipy.linalg.{name} with `e` and balanced=True of traced matrices at {user_line()}: SciPy balances "
-        "the matrix pencil but corrects its stable basis with the unbalanced E, so that where the balancing "
-        "scales, the X it returns does not solve the equation (or it raises LinAlgError), and mutagrad has "
-        "no derivative of it. Pass balanced=False: SciPy then solves the generalized equation, and mutagrad "
-        "differentiates it w.r.t. every matrix, e included.")
+        "the matrix pencil but corrects its stable basis with the unbalanced E, and for these matrices the X "
+        "it returns does not solve the equation, so mutagrad has no derivative of it. Pass balanced=False: "
+        "SciPy then solves the generalized equation, and mutagrad differentiates it w.r.t. every matrix, e "
+        "included.")
+
+
+def _solves_are(x, a, b, q, r, e, s, discrete):
+    """Whether ``x`` solves the (generalized) continuous or discrete algebraic Riccati equation,
+    its residual within 1e-8 of the size of its terms."""
+    h = lambda m: np.conj(np.swapaxes(m, -1, -2))
+    s = np.zeros(np.shape(b), np.result_type(b)) if s is None else s
+    if discrete:
+        t1, t2 = h(a) @ x @ a, h(e) @ x @ e
+        g = h(a) @ x @ b + s
+        t3 = g @ np.linalg.solve(r + h(b) @ x @ b, h(g))
+        res = t1 - t2 - t3 + q
+    else:
+        t1 = h(a) @ x @ e
+        t2 = h(t1)
+        g = h(e) @ x @ b + s
+        t3 = g @ np.linalg.solve(r, h(g))
+        res = t1 + t2 - t3 + q
+    scale = sum(np.linalg.norm(t) for t in (t1, t2, t3, q))
+    return bool(np.all(np.isfinite(res)) and np.linalg.norm(res) <= 1e-8 * max(scale, np.finfo(float).tiny))
 
 
 @scipy_primitive("scipy.linalg.solve_continuous_are")
@@ -1483,8 +1509,9 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     Aᴴ X E + Eᴴ X A - (Eᴴ X B + S) R⁻¹ (Bᴴ X E + Sᴴ) + Q = 0 (E = I and S = 0 when omitted),
     differentiable w.r.t. every matrix: Ẋ solves a Lyapunov equation of the closed loop
     A - B K, K = R⁻¹ (Bᴴ X E + Sᴴ). Q and R are Hermitian (SciPy checks): their cotangents are
-    too. ``balanced`` is SciPy's; with ``e``, traced matrices need ``balanced=False`` (SciPy's
-    balancing with E can return an X that does not solve the equation: refused, NoRuleError).
+    too. ``balanced`` is SciPy's; with ``e`` and ``balanced=True``, SciPy's balancing can return
+    an X that does not solve the equation: refused where it does not (UnsupportedInputError; fix:
+    ``balanced=False``).
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import solve_continuous_are
@@ -1551,8 +1578,8 @@ def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     Aᴴ X A - Eᴴ X E - (Aᴴ X B + S) (R + Bᴴ X B)⁻¹ (Bᴴ X A + Sᴴ) + Q = 0 (E = I and S = 0 when
     omitted), differentiable w.r.t. every matrix: Ẋ solves a Stein equation of the closed loop
     A - B K, K = (R + Bᴴ X B)⁻¹ (Bᴴ X A + Sᴴ). Q and R are Hermitian (SciPy checks): their
-    cotangents are too. ``balanced`` is SciPy's; with ``e``, traced matrices need
-    ``balanced=False``, as for :func:`solve_continuous_are`.
+    cotangents are too. ``balanced`` is SciPy's; with ``e`` and ``balanced=True``, refused where
+    SciPy's X does not solve the equation, as for :func:`solve_continuous_are`.
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.linalg import solve_discrete_are

@@ -2192,7 +2192,8 @@ class _GlobalState:
         pass  # (another thread may have drawn from it: left where it is)
 
 
-def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False) -> Callable:
+def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False, *,
+             _name="jacobian(mode='fwd')") -> Callable:
     """Return a function computing the Jacobian of ``fun`` w.r.t. ``args[argnums]``.
 
     The result has shape ``out.shape + arg.shape`` (pytrees: the output's
@@ -2238,7 +2239,8 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False)
         if mode == "rev":
             return _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux)
         # every pass starts from the arguments as given, keyword arguments included
-        return _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux)
+        return _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux,
+                        _name)
 
     return wrapped
 
@@ -2426,8 +2428,8 @@ def _rev_entries(r, s):
     return tree_unflatten(tree, out)
 
 
-def _jac_fwd(f, args, nums, dargs, single, allargs, kwargs, has_aux=False):
-    group = RunGroup()  # a later run must not read what an earlier one kept (see core.RunGroup)
+def _jac_fwd(f, args, nums, dargs, single, allargs, kwargs, has_aux=False, name="jacobian(mode='fwd')"):
+    group = RunGroup(name)  # a later run must not read what an earlier one kept (see core.RunGroup)
     try:
         return _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux)
     finally:
@@ -2468,7 +2470,7 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                                                                    runs == 0)
                     if not CAREFUL[0] and _nan_tangent(out_leaves, tout):
                         # the run again, with strong zeros (see _careful_jvp), from the same arguments
-                        first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs)
+                        first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs, group.name)
                         runs += 1
                         _restore(saved)
                         CAREFUL[0] += 1
@@ -2477,7 +2479,7 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                                                                            kwargs, False, free=True)
                         finally:
                             CAREFUL[0] -= 1
-                    first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs)
+                    first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs, group.name)
                     runs += 1
                     pushed.append(tout)
                 if len(pushed) == 1:
@@ -2525,23 +2527,23 @@ def _jac_fwd_run(f, args, tans, has_aux, nums, group, kwargs, first, free=False)
     return res, out_leaves, out_tree, tree_flatten(res[1])[0]
 
 
-def _first_run(first_out, first_aux, res, out_leaves, has_aux, runs):
+def _first_run(first_out, first_aux, res, out_leaves, has_aux, runs, name):
     """(the first run's output values, its aux): this run's if it is the first, else the first's,
     which this run must have returned too (_check_same_run)."""
     if first_out is None:
         return ([o if isinstance(o, NotImplementedTangent) else np.array(bottom(o)) for o in out_leaves],
                 res[2] if has_aux else None)
-    _check_same_run(first_out, out_leaves, runs)
+    _check_same_run(first_out, out_leaves, runs, name)
     return first_out, first_aux
 
 
-def _check_same_run(first, leaves, runs):
+def _check_same_run(first, leaves, runs, name="jacobian(mode='fwd')"):
     """Forward mode pushes one direction per run of the function: the runs must compute the
     same function. A run that returns other values (beyond rounding) than the first read state
     the function changes outside its arguments, or fresh random numbers; its column would be
     the derivative of another function."""
     if len(leaves) != len(first) or not all(_same_value(a, o) for a, o in zip(first, leaves)):
-        raise MutationError(other_values_message(f"run {runs + 1} returned other values than run 1"))
+        raise MutationError(other_values_message(f"run {runs + 1} returned other values than run 1", name))
 
 
 def _same_value(a, o) -> bool:
@@ -2567,4 +2569,5 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """
     # (grad checks ``fun`` under this name; with has_aux, grad gives (gradient, aux): the pair
     # jacobian's has_aux takes)
-    return jacobian(grad(fun, argnums, has_aux=has_aux, _name="hessian"), argnums, mode="fwd", has_aux=has_aux)
+    return jacobian(grad(fun, argnums, has_aux=has_aux, _name="hessian"), argnums, mode="fwd", has_aux=has_aux,
+                    _name="hessian")

@@ -1323,9 +1323,10 @@ class RunGroup:
     values, so the runs' outputs agree, but the derivative through it is lost for every
     direction but the first, while reverse mode, which runs once, keeps it."""
 
-    __slots__ = ("free", "pos", "recording", "running", "trail")
+    __slots__ = ("free", "name", "pos", "recording", "running", "trail")
 
-    def __init__(self):
+    def __init__(self, name="jacobian(mode='fwd')"):
+        self.name = name  # (the call the messages name: hessian's too)
         self.running = True
         self.trail = []  # what the first run did: the operations and the plain indices they took
         self.pos = 0
@@ -1360,7 +1361,8 @@ class RunGroup:
             first = self.trail[k] if k < len(self.trail) else None
             if type(first) is tuple and len(first) == len(entry) and first[:2] == entry[:2]:
                 # the same operation on the same traced operands, of other values
-                raise MutationError(other_values_message("an operation of this run took operands of other values than run 1"))
+                raise MutationError(other_values_message("an operation of this run took operands of other values than run 1",
+                                                         self.name))
             raise self.diverged_error()
 
     def finish_run(self):
@@ -1372,7 +1374,7 @@ class RunGroup:
 
     def diverged_error(self):
         return MutationError(
-            f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
+            f"{self.name} at {user_line()} runs the function once per input element (forward mode "
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
             "took other steps than the first (other indices, another branch, another order, operands with other "
             "values): it drew from a "
@@ -1388,18 +1390,18 @@ class RunGroup:
 
     def leftover_error(self):
         return MutationError(
-            f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode "
+            f"{self.name} at {user_line()} runs the function once per input element (forward mode "
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
             "reads a value an earlier run computed and kept (a memoized intermediate, a cache in a global, "
             "a closure or an object): its derivative would be lost here. Compute it in every call (clear the "
             "cache when the function starts), or use mode='rev'.")
 
 
-def other_values_message(what):
+def other_values_message(what, name="jacobian(mode='fwd')"):
     """The message of a forward-mode jacobian's run that computed with other values than the
-    first (``what``: where it showed)."""
+    first (``what``: where it showed; ``name``: the call, hessian's too)."""
     return (
-        f"jacobian(mode='fwd') at {user_line()} runs the function once per input element (forward mode pushes one "
+        f"{name} at {user_line()} runs the function once per input element (forward mode pushes one "
         f"direction per run; hessian is forward over reverse, so it does too), and {what}: the function reads "
         "state that it changes itself outside its arguments (a global or closure array, a counter, an object's "
         "attribute, a random generator held where the runs do not rewind it, in a container of more than 256 "
@@ -4622,7 +4624,8 @@ def copy_order(db, idx, vb, mask=None):
         v = v[0]
     ds = d.strides[0]
     dp, sp = _ptr(d), _ptr(v)
-    if v.ndim == 1 and v.shape[0] == 1 and ds and (v.itemsize != d.itemsize or (sp - dp) % ds):
+    if v.ndim == 1 and (v.shape[0] == 1 or (v.shape[0] == n and v.strides[0] == 0)) and ds and (
+            v.itemsize != d.itemsize or (sp - dp) % ds):
         ss = 0  # one element broadcast over memory it shares in part (a complex view at an odd float):
         # a step may change part of the element the next steps read
     elif v.ndim != 1 or v.shape[0] != n:

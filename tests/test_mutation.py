@@ -6,6 +6,8 @@ against reverse, and the arguments' final contents against a plain call.
 Each program first captures the destination's values (``c = np.sin(d)``),
 then writes, then uses both: the derivative must see what each operation
 saw (contract 1.2.4)."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -2408,3 +2410,40 @@ def test_one_complex_element_at_an_odd_float_broadcast_over_memory_it_shares(stm
     assert val == want and np.array_equal(y, plain)
     np.testing.assert_allclose(g, _fd_grad(f, y0.copy()), rtol=1e-7, atol=1e-8)
     np.testing.assert_allclose(mg.jvp(f, (y0.copy(),), (np.arange(8.0),))[1], g @ np.arange(8.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("stmt", ["np.copyto(d, c[0:1])", "np.copyto(d[::-1], c[0:1])", "d[:] = np.broadcast_to(c[0:1], (4,))",
+                                  "np.copyto(d, z[1:2], where=np.array([True, False, True, False]))"])
+def test_copyto_of_one_element_over_a_complex_view_it_shares_in_part(stmt):
+    # (np.copyto broadcast its source first: NumPy copies a source with opposite strides before the
+    # copy, and reads a broadcast one again at every step; wrong values and gradients)
+    ns = {"np": np}
+    exec("def f(x):\n    z = x.copy()\n    d = z[:8].view(complex)\n    c = z[1:9].view(complex)\n"  # noqa: S102
+         f"    {stmt}\n    return np.sum(z * z * np.arange(1.0, 10.0))\n", ns)
+    f = ns["f"]
+    x0 = np.arange(1.0, 10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        want = f(x0.copy())
+        val, g = mg.value_and_grad(f)(x0.copy())
+        assert val == want
+        np.testing.assert_allclose(g, _fd_grad(f, x0.copy()), rtol=1e-7, atol=1e-6)
+        np.testing.assert_allclose(mg.jvp(f, (x0.copy(),), (np.arange(9.0),))[1], g @ np.arange(9.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("ufunc,given", [(np.divmod, 0), (np.modf, 1), (np.frexp, 1)])
+def test_an_output_left_to_numpy_has_the_shape_the_given_one_broadcasts_to(ufunc, given):
+    # (np.divmod(x, c, out=(a, None)): the other output had the inputs' shape, not a's)
+    def run(x, zeros):
+        out = [None, None]
+        out[given] = zeros((2, 3))
+        args = (x * 7, 1.3) if ufunc is np.divmod else (x * 3,)
+        return ufunc(*args, out=tuple(out))[1 - given]
+
+    x = np.array([0.3, 0.58, 0.86])
+    want = run(x.copy(), np.zeros)
+    got = mg.vjp(lambda x: run(x, mnp.zeros), x.copy())[0]
+    assert got.shape == want.shape == (2, 3) and np.array_equal(got, want)
+    if want.dtype.kind == "f":
+        g = mg.grad(lambda x: np.sum(run(x, mnp.zeros)))(x.copy())
+        np.testing.assert_allclose(g, _fd_grad(lambda x: np.sum(run(x, np.zeros)), x.copy()), rtol=1e-6, atol=1e-8)

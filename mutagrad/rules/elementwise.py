@@ -150,6 +150,10 @@ def ufunc_call(ufunc, inputs, kwargs):
                 "share; which output's value survives then depends on NumPy's loop order, which mutagrad "
                 "does not follow. Give each output its own array."
             )
+    if out is not None and ufunc.nout > 1 and any(o is None for o in out):
+        # (an output left to NumPy has the shape the given ones broadcast the inputs to)
+        full = np.broadcast_shapes(*[getattr(x, "shape", ()) for x in inputs], *[o.shape for o in out if o is not None])
+        inputs = tuple(np.broadcast_to(x, full) if hasattr(x, "shape") and x.shape != full else x for x in inputs)
     if where is True:
         if out is not None and ufunc.nout == 1:  # NumPy's own in-place call: its bits, whatever the loop
             r = _into(ufunc, inputs, out[0])

@@ -55,7 +55,12 @@ def _np_copyto(args, kwargs):
                                                               a.get("casting", "same_kind"))):
         np.copyto(target, probe, casting=a.get("casting", "same_kind"))  # (a complex cast allowed: the write warns)
     if where is True or where is None:
-        write(dst, Ellipsis, np.broadcast_to(src, np.shape(dst)) if np.shape(src) != np.shape(dst) else src)
+        # (src as given: NumPy copies a source that overlaps the destination with opposite strides
+        # first, and a broadcast view of it would not show that)
+        if np.ndim(src) > len(getattr(dst, "shape", ())) or np.broadcast_shapes(np.shape(src), np.shape(dst)) != (
+                np.shape(dst)):
+            np.copyto(np.empty(np.shape(dst), bool), np.empty(np.shape(src), bool))  # (NumPy's own error)
+        write(dst, Ellipsis, src)
         return None
     wb = np.asarray(bottom(where), dtype=bool)
     try:

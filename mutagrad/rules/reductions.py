@@ -900,6 +900,8 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
         ufunc.reduceat(np.ones(np.shape(xb), np.result_type(xb)), bottom(a["indices"]), a.get("axis", 0),
                        a.get("dtype"), None if out is None else np.empty(np.shape(bottom(out)),
                                                                           np.result_type(bottom(out))))
+    if a.get("dtype") is not None and np.dtype(a["dtype"]).kind not in "fc":  # (an integer or bool loop: NumPy's
+        return write_out(ufunc.reduceat(xb, bottom(a["indices"]), a.get("axis", 0), a["dtype"]), out)  # values)
     if a.get("dtype") is not None:
         x = as_dtype(x, a["dtype"])
     if a.get("dtype") is None:

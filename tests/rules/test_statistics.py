@@ -867,3 +867,24 @@ def test_reduceat_keeps_numpys_loops_axes_and_indices():
         got, want = mg.vjp(call, x.copy())[0], call(x)
         assert got.dtype == want.dtype and np.array_equal(got, want)
     check_grads(lambda x: np.sum(np.subtract.reduceat(x, [0.0, 2], axis=None) ** 2), x, modes=("fwd", "rev"))
+
+
+def test_reduceat_with_an_integer_loop_is_numpys():
+    # (maximum/minimum.reduceat(x, ..., dtype=np.int64) picked from the floats: [1 2 0] for NumPy's [1 2 1])
+    x = np.array([0.7, 1.3, 2.1, 0.4, 1.9, 1.1])
+    for ufunc in (np.maximum, np.minimum, np.fmax, np.fmin, np.add, np.multiply):
+        for dt in (np.int64, np.int32, bool):
+            call = lambda x, u=ufunc, dt=dt: u.reduceat(x, [0, 2, 3], dtype=dt)
+            got, want = mg.vjp(call, x.copy())[0], call(x)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_hessian_names_itself_where_its_runs_differ():
+    state = [0.0]
+
+    def f(x):
+        state[0] += 1.0
+        return np.sum(np.sin(state[0] * x) ** 2)
+
+    with pytest.raises(mg.MutationError, match=r"^hessian at .*test_statistics\.py"):
+        mg.hessian(f)(np.array([0.3, 0.5]))

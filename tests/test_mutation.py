@@ -1349,6 +1349,26 @@ def _fd_grad(f, x, h=1e-6):
                       x.shape)
 
 
+def _stmt_function(body, ret):
+    """A function ``f(y)`` running the statement(s) ``body``, then returning ``ret``."""
+    ns = {"np": np}
+    exec(f"def f(y):\n    {body}\n    return {ret}\n", ns)  # noqa: S102 (the write forms, one test each)
+    return ns["f"]
+
+
+def _as_numpy_and_differences(f, y0, atol=1e-8):
+    """``f``'s value and its argument's final contents are a plain call's, bit for bit; its
+    gradient is central differences'; its jvp along ``arange`` is the gradient's product."""
+    plain = y0.copy()
+    want = f(plain)
+    y = y0.copy()
+    val, g = mg.value_and_grad(f)(y)
+    assert val == want and np.array_equal(y, plain)
+    np.testing.assert_allclose(g, _fd_grad(f, y0.copy()), rtol=1e-7, atol=atol)
+    t = np.arange(float(y0.size))
+    np.testing.assert_allclose(mg.jvp(f, (y0.copy(),), (t,))[1], g @ t, rtol=1e-12)
+
+
 def test_as_strided_of_traced_arrays_through_mutagrad_numpy():
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((6, 6)), rng.standard_normal((2, 3))
@@ -2188,19 +2208,8 @@ def test_ufunc_at_takes_a_list_of_traced_values(ufunc):
 def test_an_overlapping_copy_of_floats_into_a_complex_view_is_differentiated_in_numpys_order(stmt):
     # NumPy casts element by element: a later element reads floats an earlier one overwrote
     # (c[:2] = y[:2] leaves y = [y0, 0, 0, 0, ...]); reverse mode took the copy as buffered
-    ns = {"np": np}
-    exec(f"def f(y):\n    c = y.view(np.complex128)\n    {stmt}\n    return np.sum(y * np.arange(1.0, 7.0))\n",  # noqa: S102
-         ns)
-    f = ns["f"]
-    y0 = np.array([1.0, 0.5, -0.3, 0.8, 0.7, -1.1])
-    plain = y0.copy()
-    want = f(plain)
-    y = y0.copy()
-    val, g = mg.value_and_grad(f)(y)
-    assert val == want and np.array_equal(y, plain)
-    np.testing.assert_allclose(g, _fd_grad(f, y0.copy()), rtol=1e-7, atol=1e-8)
-    np.testing.assert_allclose(mg.jvp(f, (y0.copy(),), (np.arange(6.0),))[1], g @ np.arange(6.0), rtol=1e-12)
-
+    f = _stmt_function(f"c = y.view(np.complex128)\n    {stmt}", "np.sum(y * np.arange(1.0, 7.0))")
+    _as_numpy_and_differences(f, np.array([1.0, 0.5, -0.3, 0.8, 0.7, -1.1]))
 
 def test_values_with_leading_unit_dimensions_are_written_as_numpy_drops_them():
     # (x[:2] = y[:1, None] and np.copyto(x[:2], 2 * x[None, 2:4]): a bare ValueError from the
@@ -2350,19 +2359,8 @@ def test_copies_between_views_overlapping_in_part_follow_numpys_order(stmt):
     # complex views one float apart overlap in half elements: NumPy's element-by-element copy reads
     # what an earlier step wrote (the overlap was looked for at whole elements only: wrong values
     # with where=, a wrong reverse-mode gradient without)
-    ns = {"np": np}
-    exec(f"def f(y):\n    {stmt}\n    return np.sum(y * np.arange(1.0, 13.0)) + np.sum(np.sin(y[::2]) * y[1::2])\n",  # noqa: S102
-         ns)
-    f = ns["f"]
-    y0 = np.arange(1.0, 13.0) * 0.3
-    plain = y0.copy()
-    want = f(plain)
-    y = y0.copy()
-    val, g = mg.value_and_grad(f)(y)
-    assert val == want and np.array_equal(y, plain)
-    np.testing.assert_allclose(g, _fd_grad(f, y0.copy()), rtol=1e-7, atol=1e-8)
-    np.testing.assert_allclose(mg.jvp(f, (y0.copy(),), (np.arange(12.0),))[1], g @ np.arange(12.0), rtol=1e-12)
-
+    f = _stmt_function(stmt, "np.sum(y * np.arange(1.0, 13.0)) + np.sum(np.sin(y[::2]) * y[1::2])")
+    _as_numpy_and_differences(f, np.arange(1.0, 13.0) * 0.3)
 
 @pytest.mark.parametrize("stmt", ["x[1:3] -= x[3:5].reshape(1, 2)", "np.add(x[:2], x[None, 2:4], out=x[:2])",
                                   "x[[0, 2]] += x[None, None, 3:5]", "x *= x.reshape(1, 5)"])
@@ -2399,37 +2397,19 @@ def test_one_complex_element_at_an_odd_float_broadcast_over_memory_it_shares(stm
     # (a one-element source broadcast over a destination it overlaps in part: later steps read what
     # the first wrote, reverse mode took it as buffered; the cotangent of a broadcast complex view at
     # an odd float offset was refused)
-    ns = {"np": np}
-    exec(f"def f(y):\n    {stmt}\n    return np.sum(y * np.arange(1.0, 9.0)) + np.sum(np.sin(y) * y)\n", ns)  # noqa: S102
-    f = ns["f"]
-    y0 = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
-    plain = y0.copy()
-    want = f(plain)
-    y = y0.copy()
-    val, g = mg.value_and_grad(f)(y)
-    assert val == want and np.array_equal(y, plain)
-    np.testing.assert_allclose(g, _fd_grad(f, y0.copy()), rtol=1e-7, atol=1e-8)
-    np.testing.assert_allclose(mg.jvp(f, (y0.copy(),), (np.arange(8.0),))[1], g @ np.arange(8.0), rtol=1e-12)
-
+    f = _stmt_function(stmt, "np.sum(y * np.arange(1.0, 9.0)) + np.sum(np.sin(y) * y)")
+    _as_numpy_and_differences(f, np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]))
 
 @pytest.mark.parametrize("stmt", ["np.copyto(d, c[0:1])", "np.copyto(d[::-1], c[0:1])", "d[:] = np.broadcast_to(c[0:1], (4,))",
                                   "np.copyto(d, z[1:2], where=np.array([True, False, True, False]))"])
 def test_copyto_of_one_element_over_a_complex_view_it_shares_in_part(stmt):
     # (np.copyto broadcast its source first: NumPy copies a source with opposite strides before the
     # copy, and reads a broadcast one again at every step; wrong values and gradients)
-    ns = {"np": np}
-    exec("def f(x):\n    z = x.copy()\n    d = z[:8].view(complex)\n    c = z[1:9].view(complex)\n"  # noqa: S102
-         f"    {stmt}\n    return np.sum(z * z * np.arange(1.0, 10.0))\n", ns)
-    f = ns["f"]
-    x0 = np.arange(1.0, 10.0)
+    f = _stmt_function(f"z = y.copy()\n    d = z[:8].view(complex)\n    c = z[1:9].view(complex)\n    {stmt}",
+                 "np.sum(z * z * np.arange(1.0, 10.0))")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
-        want = f(x0.copy())
-        val, g = mg.value_and_grad(f)(x0.copy())
-        assert val == want
-        np.testing.assert_allclose(g, _fd_grad(f, x0.copy()), rtol=1e-7, atol=1e-6)
-        np.testing.assert_allclose(mg.jvp(f, (x0.copy(),), (np.arange(9.0),))[1], g @ np.arange(9.0), rtol=1e-12)
-
+        _as_numpy_and_differences(f, np.arange(1.0, 10.0), atol=1e-6)
 
 @pytest.mark.parametrize("ufunc,given", [(np.divmod, 0), (np.modf, 1), (np.frexp, 1)])
 def test_an_output_left_to_numpy_has_the_shape_the_given_one_broadcasts_to(ufunc, given):
@@ -2447,3 +2427,24 @@ def test_an_output_left_to_numpy_has_the_shape_the_given_one_broadcasts_to(ufunc
     if want.dtype.kind == "f":
         g = mg.grad(lambda x: np.sum(run(x, mnp.zeros)))(x.copy())
         np.testing.assert_allclose(g, _fd_grad(lambda x: np.sum(run(x, np.zeros)), x.copy()), rtol=1e-6, atol=1e-8)
+
+
+def test_copyto_reads_a_0d_source_once_takes_a_python_complex_and_where_none():
+    # (with where=, a 0-d view the copy overwrote was read again; a Python complex under
+    # casting="unsafe" was refused as a complex written into a real array; where=None wrote everything,
+    # where NumPy's False mask writes nothing)
+    def f(x):
+        np.copyto(x.view(complex), x[1, ...], where=np.array([True, True]))
+        return np.sum(x * np.arange(1.0, 5.0))
+
+    _as_numpy_and_differences(f, np.array([1.0, 2.0, 3.0, 4.0]))
+
+    def g(x):
+        np.copyto(x, 1 + 2j, casting="unsafe")
+        return np.sum(x)
+
+    with pytest.warns(np.exceptions.ComplexWarning):
+        assert mg.value_and_grad(g)(np.ones(3))[0] == 3.0
+    x = np.arange(4.0)
+    assert mg.value_and_grad(lambda x: (np.copyto(x, 5.0, where=None), np.sum(x))[1])(x)[0] == 6.0
+    assert np.array_equal(x, np.arange(4.0))  # (NumPy: nothing written)

@@ -54,7 +54,9 @@ def _np_copyto(args, kwargs):
     if not (complex_into_real(target, probe) and np.can_cast(np.result_type(probe), target.dtype,
                                                               a.get("casting", "same_kind"))):
         np.copyto(target, probe, casting=a.get("casting", "same_kind"))  # (a complex cast allowed: the write warns)
-    if where is True or where is None:
+    if type(src) is complex:  # (NumPy makes an array of a Python complex: cast with its ComplexWarning,
+        src = np.complex128(src)  # not refused as a Python complex written into a real array is)
+    if where is True:
         # (src as given: NumPy copies a source that overlaps the destination with opposite strides
         # first, and a broadcast view of it would not show that)
         if np.ndim(src) > len(getattr(dst, "shape", ())) or np.broadcast_shapes(np.shape(src), np.shape(dst)) != (
@@ -68,8 +70,8 @@ def _np_copyto(args, kwargs):
     except ValueError:  # NumPy's own error, on stand-ins
         np.copyto(np.empty(np.shape(dst), bool), False, where=wb)
         raise
-    if np.ndim(src) == 0:
-        write(dst, m, src)
+    if np.ndim(src) == 0:  # (NumPy reads a 0-d source once, before the copy: a view of what it
+        write(dst, m, np.copy(src) if isinstance(src, Tracer) else src)  # writes would change)
         return None
     src = np.broadcast_to(src, np.shape(dst))
     if isinstance(dst, Tracer) and isinstance(src, Tracer):

@@ -761,6 +761,17 @@ def test_float_power_accumulate_of_nothing_is_float64_as_numpys():
     assert mg.vjp(np.float_power.accumulate, x)[0].dtype == np.float_power.accumulate(x).dtype == np.float64
 
 
+def _partitions_as_numpy(f, x0):
+    """``f``'s value and the array it partitions in place are a plain call's, bit for bit; its
+    gradient is central differences' (the partition is locally constant)."""
+    plain = x0.copy()
+    want = f(plain)
+    x = x0.copy()
+    val, g = mg.value_and_grad(f)(x)
+    assert val == want and np.array_equal(x, plain)
+    np.testing.assert_allclose(g, numerical_grad(lambda a: f(a.copy()), (x0.copy(),), (0,))[0], atol=1e-8)
+
+
 @pytest.mark.parametrize("fn", [np.nanquantile, np.nanpercentile])
 def test_nanquantile_overwrite_input_with_keepdims_partitions_once(fn):
     # (the layout step ran NumPy's call again on the argument's memory: a second, unrecorded partition)
@@ -771,12 +782,7 @@ def test_nanquantile_overwrite_input_with_keepdims_partitions_once(fn):
         fn(x, 50.0 if fn is np.nanpercentile else 0.5, keepdims=True, overwrite_input=True)
         return np.sum(x * w)
 
-    plain = x0.copy()
-    want = f(plain)
-    x = x0.copy()
-    val, g = mg.value_and_grad(f)(x)
-    assert val == want and np.array_equal(x, plain)
-    np.testing.assert_allclose(g, numerical_grad(lambda a: f(a.copy()), (x0.copy(),), (0,))[0], atol=1e-8)
+    _partitions_as_numpy(f, x0)
 
 
 def test_cond_of_singular_and_empty_stacks_is_numpys():
@@ -825,12 +831,7 @@ def test_nanquantile_overwrite_input_partitions_the_lanes_numpy_partitions(view,
         np.nanquantile(view(x), 0.5, axis=axis, overwrite_input=True)
         return np.sum(x * w)
 
-    plain = x0.copy()
-    want = f(plain)
-    x = x0.copy()
-    val, g = mg.value_and_grad(f)(x)
-    assert val == want and np.array_equal(x, plain)
-    np.testing.assert_allclose(g, numerical_grad(lambda a: f(a.copy()), (x0.copy(),), (0,))[0], atol=1e-8)
+    _partitions_as_numpy(f, x0)
 
 
 def test_ufunc_methods_of_0d_arrays_are_numpys():

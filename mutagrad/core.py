@@ -4274,10 +4274,7 @@ def write(dest, idx, value):
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return
-    if vt is ScalarTracer and bottom(value).dtype.kind == "c" and weak(value):
-        # a Python complex: NumPy refuses to put it in a real array (TypeError), as float() does
-        np.empty((), bottom(dest).dtype)[()] = bottom(value).item()
-    elif vt is complex or vt is list or vt is tuple:
+    if vt is complex or vt is list or vt is tuple or vt is ScalarTracer:
         refuse_python_complex(dest, value)
     while issubclass(vt, Tracer) and value._level.id > dest._level.id:
         if not _carries_derivative(value):  # an inner level's constant: its outer value is written
@@ -4343,8 +4340,8 @@ def write(dest, idx, value):
 
 
 def refuse_python_complex(dest, value):
-    """NumPy's TypeError for a Python complex, alone or in a (nested) list or tuple, written
-    into a real or integer array: NumPy converts it with float() (int()), which refuses it."""
+    """NumPy's TypeError for a Python complex (traced too), alone or in a (nested) list or tuple,
+    written into a real or integer array: NumPy converts it with float() (int()), which refuses it."""
     c = _python_complex_in(value)
     if c is not None and np.result_type(bottom(dest)).kind != "c":
         np.empty((), np.result_type(bottom(dest)))[()] = c  # (raises NumPy's own TypeError)
@@ -4354,6 +4351,9 @@ def _python_complex_in(v):
     tv = type(v)
     if tv is complex:
         return v
+    if tv is ScalarTracer:  # (a traced Python complex: a weak complex scalar)
+        b = bottom(v)
+        return b.item() if b.dtype.kind == "c" and weak(v) else None
     if tv is list or tv is tuple:
         for i in v:
             c = _python_complex_in(i)
@@ -4643,7 +4643,7 @@ def copy_order(db, idx, vb, mask=None):
     live = None if mask is None else np.asarray(mask, dtype=bool)[view]
     # (by the bytes each step reads and writes: views of another dtype, or of the same one at an
     # offset that is no multiple of the itemsize, overlap in part)
-    late = _late_reads(sp + steps * ss - dp, v.itemsize, ds, d.itemsize, n, backward, live)
+    late = _late_reads(sp + steps * ss - dp, steps, v.itemsize, ds, d.itemsize, backward, live)
     if not late.any():
         return None
     order = view[::-1] if backward else view
@@ -4652,12 +4652,12 @@ def copy_order(db, idx, vb, mask=None):
     return [int(i) for i in order]
 
 
-def _late_reads(off, ssize, ds, dsize, n, backward, live):
-    """Of a copy's steps (step k reads the ``ssize`` bytes at ``off[k]`` from the destination's
+def _late_reads(off, steps, ssize, ds, dsize, backward, live):
+    """Of a copy's ``steps`` (step k reads the ``ssize`` bytes at ``off[k]`` from the destination's
     start and writes the destination's element k, ``dsize`` bytes at ``k * ds``), those whose read
     meets bytes an earlier step wrote (earlier: lower k, higher when ``backward``); ``live``: the
     steps that copy (a where= mask), or None."""
-    steps = np.arange(n)
+    n = steps.size
     late = np.zeros(n, dtype=bool)
     first, last = off, off + ssize - 1
     for c in range(ssize // ds + 2):  # (the destination elements the read's bytes may fall in)

@@ -1479,20 +1479,14 @@ def _add_overlapping(s, geom, ct, level, idx=None):
     if idx is None and _add_by_slices(s, geom, ct):
         return
     item = geom.dtype.itemsize
-    if (any(st % item for st in geom.strides) or geom.offset % item) and geom.dtype.kind == "c" and (
-            s.dtype.kind == "f" and 2 * s.dtype.itemsize == item):
-        # complex elements at odd float positions (a complex view of floats one float in): each
+    parts = (any(st % item for st in geom.strides) or geom.offset % item) and geom.dtype.kind == "c" and (
+        s.dtype.kind == "f" and 2 * s.dtype.itemsize == item)
+    if parts:  # complex elements at odd float positions (a complex view of floats one float in): each
         # element's real and imaginary parts, added at the floats they are
-        half = geom.dtype.itemsize // 2
-        g2 = Geom(geom.offset, geom.shape + (2,), geom.strides + (half,), s.dtype, True)
-        parts = np.broadcast_to(ct, geom.shape if idx is None else np.shape(np.empty(geom.shape)[idx]))
-        parts = np.stack([np.real(parts), np.imag(parts)], axis=-1)
-        flat, pos = _flat_positions(s, g2)
-        np.add.at(flat, pos if idx is None else pos[idx], parts)
-        return
+        geom = Geom(geom.offset, geom.shape + (2,), geom.strides + (item // 2,), s.dtype, True)
     flat, pos = _flat_positions(s, geom)
-    if idx is None:
-        np.add.at(flat, pos, np.broadcast_to(ct, geom.shape))
-    else:
-        sel = pos[idx]
-        np.add.at(flat, sel, np.broadcast_to(ct, sel.shape))
+    sel = pos if idx is None else pos[idx]
+    if parts:
+        ct = np.broadcast_to(ct, sel.shape[:-1])
+        ct = np.stack([np.real(ct), np.imag(ct)], axis=-1)
+    np.add.at(flat, sel, np.broadcast_to(ct, sel.shape))

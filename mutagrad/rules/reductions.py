@@ -879,16 +879,12 @@ deflinear(_add_reduceat_impl, _add_reduceat_T)
 _REDUCEAT_SEGMENTS = (np.multiply, np.maximum, np.minimum, np.fmax, np.fmin, np.logaddexp, np.logaddexp2, np.hypot)
 
 
-def _ufunc_reduceat(ufunc, inputs, kwargs):
-    folded = False
-    if ufunc is not np.add and ufunc not in _REDUCEAT_SEGMENTS:
-        from .statistics import _FOLDED
+def _ufunc_reduceat(ufunc, inputs, kwargs, folded=False):
+    """``ufunc.reduceat``; ``folded``: a non-associative ufunc's (statistics.fold_reduceat)."""
+    if ufunc is not np.add and ufunc not in _REDUCEAT_SEGMENTS and not folded:
+        from ..core import _no_rule
 
-        if ufunc not in _FOLDED:
-            from ..core import _no_rule
-
-            raise _no_rule(ufunc, "ufunc method .reduceat")
-        folded = True
+        raise _no_rule(ufunc, "ufunc method .reduceat")
     a = dict(zip(("array", "indices", "axis", "dtype", "out"), inputs))
     a.update(kwargs)
     x = a["array"]
@@ -919,8 +915,6 @@ def _ufunc_reduceat(ufunc, inputs, kwargs):
         res = fold_reduceat(ufunc, x, indices, axis)
     else:
         res = _segment_reductions(ufunc, x, indices, axis)
-    if a.get("dtype") is not None and np.result_type(bottom(res)) != np.dtype(a["dtype"]):
-        res = res.astype(a["dtype"])  # (the loop's dtype: bool sums are NumPy's logical or, int32 stays int32)
     return write_out(res, out)
 
 
@@ -995,7 +989,7 @@ def _segment_products(xs, lengths, offsets):
 def _ufunc_fold_reduceat(ufunc, inputs, kwargs):
     """``.reduceat`` of the non-associative ufuncs: statistics.fold_reduceat, through ufunc.reduce
     (its check that NumPy computes the left fold on this machine)."""
-    return _ufunc_reduceat(ufunc, inputs, kwargs)
+    return _ufunc_reduceat(ufunc, inputs, kwargs, folded=True)
 
 
 _ufunc_fold_reduceat.folds_checked = True

@@ -20,8 +20,8 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak
 from ..core import _bits, write_out
 from ..errors import NoRuleError, user_line
-from .reductions import (_Bits, _numpy_bits, _numpy_value_impl, _reduce_args, _with_value, accumulate_axis,
-                         accumulate_out_of_another_shape, as_dtype, cast_for_out, numpy_zero_signs)
+from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
+                         as_dtype, cast_for_out, numpy_zero_signs)
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue
@@ -1080,7 +1080,7 @@ def _fold_reduce(ufunc, inputs, kwargs):
             given["out"] = np.empty(np.shape(bottom(out)), np.result_type(bottom(out)))
         with np.errstate(all="ignore"):
             exact = ufunc.reduce(given_x, axis=axis, keepdims=keepdims, **given)
-        r = _with_bits(r, np.asarray(exact).astype(np.result_type(bottom(r))))
+        r = _with_bits(r, exact)
     if out is None and np.ndim(r) == 0 and type(bottom(r)) is np.ndarray:
         r = r[()]  # (NumPy's reduction to one value is a scalar)
     return write_out(r, out)
@@ -1105,7 +1105,7 @@ def fold_reduceat(ufunc, x, indices, axis):
         parts.append(ufunc.reduce(xm[s:e], axis=0) if s < e else xm[s])
     res = np.moveaxis(np.stack(parts), 0, ax)
     res = _as_fold_dtype(ufunc, res, bottom(x).dtype)
-    return _with_bits(res, np.asarray(exact))
+    return _with_bits(res, exact)
 
 
 def _as_fold_dtype(ufunc, r, dt):
@@ -1117,12 +1117,13 @@ def _as_fold_dtype(ufunc, r, dt):
 
 def _with_bits(t, exact):
     """Traced ``t`` with the bits of ``exact`` (NumPy's own result, within a few ulps of t's, or
-    another zero's sign): the identity for derivatives (reductions' numpy_value_p)."""
+    another zero's sign, in t's dtype): reductions' ``_with_value``, where the bits differ."""
     v = bottom(t)
     exact = np.asarray(exact, dtype=np.result_type(v))
     if np.shape(exact) != np.shape(v) or np.array_equal(_bits(np.ravel(v)), _bits(np.ravel(exact))):
         return t
-    return _numpy_value_impl(t, _Bits(exact if type(v) is np.ndarray else exact[()]))
+    exact = exact if type(v) is np.ndarray else exact[()]
+    return _with_value(t, lambda: exact)
 
 
 def _logsumexp(exp, log):

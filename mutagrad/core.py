@@ -1384,8 +1384,7 @@ class RunGroup:
             "a cache the first run filled), or ran its steps in an order that changes from run to run (a loop "
             "over a set of objects, worker threads), so its column may be the derivative of another "
             "function. Seed the generator inside the function (np.random.default_rng(seed)), fill caches "
-            "before differentiating, or use mode='rev' (hessian: mg.jacobian(mg.grad(f))), which runs the "
-            "function once."
+            f"before differentiating, or {_once_advice(self.name)}, which runs the function once."
         )
 
     def leftover_error(self):
@@ -1394,7 +1393,14 @@ class RunGroup:
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
             "reads a value an earlier run computed and kept (a memoized intermediate, a cache in a global, "
             "a closure or an object): its derivative would be lost here. Compute it in every call (clear the "
-            "cache when the function starts), or use mode='rev'.")
+            f"cache when the function starts), or {_once_advice(self.name)}, which runs the function once.")
+
+
+def _once_advice(name):
+    """How to differentiate in one run instead of ``name``'s one run per input element."""
+    if name.startswith("hessian"):
+        return "use mg.jacobian(mg.grad(f), mode='rev') (reverse over reverse)"
+    return "use mode='rev'"
 
 
 def other_values_message(what, name="jacobian(mode='fwd')"):

@@ -4741,6 +4741,22 @@ def write_out(res, out):
     return out
 
 
+def write_reduced(res, out, name):
+    """:func:`write_out` for a reduction (``np.sum``, ``ufunc.reduce``, ``np.median``...),
+    whose ``out=`` NumPy takes of the result's shape only, where an elementwise call's
+    ``out=`` may add dimensions the result broadcasts to: NumPy's errors otherwise
+    (``name``: the ufunc NumPy's message names, ``add`` for a sum)."""
+    if out is not None:
+        so, sr = np.shape(out), np.shape(res)
+        if len(so) != len(sr):
+            raise ValueError(f"output parameter for reduction operation {name} has the wrong number of dimensions: "
+                             f"Found {len(so)} but expected {len(sr)}")
+        if so != sr:
+            raise ValueError(f"non-broadcastable output operand with shape {so} doesn't match the broadcast "
+                             f"shape {sr}")
+    return write_out(res, out)
+
+
 def write_replayed(out, idx, res, replay):
     """``out[idx] = res`` for a NumPy call that writes into ``out`` itself
     (``out=``), leaving in ``out`` the very bits NumPy's own call leaves:

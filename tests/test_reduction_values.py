@@ -259,3 +259,68 @@ def test_boolean_ufunc_methods_into_a_traced_out():
         x = np.linspace(0.3, 1.7, 9)
         assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
         check_grads(f, x.copy(), order=2)
+
+
+_INTO_OUT = {
+    "sum": lambda x, o: np.sum(x, axis=0, out=o), "x.sum": lambda x, o: x.sum(0, out=o),
+    "mean": lambda x, o: np.mean(x, axis=0, out=o), "prod": lambda x, o: np.prod(x, axis=0, out=o),
+    "max": lambda x, o: np.max(x, axis=0, out=o), "x.min": lambda x, o: x.min(axis=0, out=o),
+    "std": lambda x, o: np.std(x, axis=0, out=o), "ptp": lambda x, o: np.ptp(x, axis=0, out=o),
+    "median": lambda x, o: np.median(x, axis=0, out=o), "nansum": lambda x, o: np.nansum(x, axis=0, out=o),
+    "nanmean": lambda x, o: np.nanmean(x, axis=0, out=o), "nanmax": lambda x, o: np.nanmax(x, axis=0, out=o),
+    "add.reduce": lambda x, o: np.add.reduce(x, 0, out=o),
+    "maximum.reduce": lambda x, o: np.maximum.reduce(x, 0, out=o),
+    "subtract.reduce": lambda x, o: np.subtract.reduce(x, 0, out=o),
+    "logaddexp.reduce": lambda x, o: np.logaddexp.reduce(x, 0, out=o),
+    "trace": lambda x, o: np.trace(np.stack([x, x]), axis1=0, axis2=1, out=o),
+}
+
+
+@pytest.mark.parametrize("oshape", [(1, 3), (3, 1), (1, 1, 3), (1,)], ids=str)
+@pytest.mark.parametrize("name", list(_INTO_OUT))
+def test_a_reduction_into_an_out_of_another_shape_raises_numpys_error(name, oshape):
+    # a reduction's out= must have the result's shape (3,): NumPy does not broadcast the result
+    # into it as an elementwise call's out=, so (1, 3) is an error (it was written, in both modes)
+    x = np.arange(1.0, 7.0).reshape(2, 3)
+
+    def f(x, xp=np):
+        o = xp.zeros(oshape)
+        _INTO_OUT[name](x, o)
+        return np.sum(o * o)
+
+    with pytest.raises(ValueError) as plain:
+        f(x.copy())
+    with pytest.raises(ValueError) as traced:
+        mg.grad(f)(x.copy(), mnp)
+    if "number of dimensions" in str(plain.value):
+        assert str(traced.value) == str(plain.value)
+    with pytest.raises(ValueError):
+        mg.jvp(lambda x: f(x, mnp), (x.copy(),), (np.ones_like(x),))
+
+
+@pytest.mark.parametrize("name", list(_INTO_OUT))
+def test_a_reduction_into_an_out_of_the_results_shape(name):
+    x = np.linspace(0.3, 1.9, 6).reshape(2, 3)
+
+    def f(x, xp=np):
+        o = xp.zeros(3)
+        r = _INTO_OUT[name](x, o)
+        return np.sum(o * o) + np.sum(r)
+
+    assert mg.value(mg.value_and_grad(f)(x.copy(), mnp)[0]) == f(x.copy())
+    check_grads(lambda x: f(x, mnp), x.copy(), order=1)
+
+
+@pytest.mark.parametrize("fn", [np.median, np.nanmedian])
+def test_median_of_no_values_writes_its_nans_into_out(fn):
+    # NumPy writes the NaNs into out= and returns out (mutagrad returned a new array, out untouched)
+    def f(x):
+        o = x[:3] * 1.0
+        with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+            r = fn(np.empty((0, 3)), axis=0, out=o)
+        assert r is o
+        return np.sum(np.nan_to_num(o)) + np.sum(x)
+
+    x = np.arange(4.0)
+    assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy()) == 6.0
+    np.testing.assert_array_equal(mg.grad(f)(x.copy()), np.ones(4))  # o holds NaNs (0 after nan_to_num): no x there

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ..core import STATE, ArrayTracer, Tracer, write, write_out, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
+from ..core import STATE, ArrayTracer, Tracer, write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
 from ..core import index_array, plain_operands, with_replayed_bits
 from ..errors import NoRuleError, user_line
 from ..registry import deflinear, strong_times
@@ -466,7 +466,7 @@ def _np_sum(args, kwargs):
     res = bind(sum_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=_loop_dtype(a)))
     if a.get("initial") is not None:
         res = res + a["initial"]
-    return write_out(res, a.get("out"))
+    return write_reduced(res, a.get("out"), "add")
 
 
 def _total(x):
@@ -498,7 +498,7 @@ def _np_mean(args, kwargs):
     else:
         res = bind(mean_p, (x,), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)),
                                       dtype=_loop_dtype(a, mean=True)))
-    return write_out(res, a.get("out"))
+    return write_reduced(res, a.get("out"), "add")
 
 
 def _divided_in_dtype(s, cnt, dtype=None):
@@ -515,7 +515,7 @@ def _np_prod(args, kwargs):
     res = bind(prod_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=_loop_dtype(a)))
     if a.get("initial") is not None:
         res = res * a["initial"]
-    return write_out(res, a.get("out"))
+    return write_reduced(res, a.get("out"), "multiply")
 
 
 def _np_ext(prim, ufunc):
@@ -529,7 +529,7 @@ def _np_ext(prim, ufunc):
         if initial is not None and np.size(bottom(x)) == 0:
             # nothing to reduce: NumPy's result (initial everywhere, or its error) is a constant
             kw = {k: bottom(v) for k, v in a.items() if k not in ("a", "out")}
-            return write_out(ufunc.reduce(bottom(x), **{"axis": None, **kw}), a.get("out"))
+            return write_reduced(ufunc.reduce(bottom(x), **{"axis": None, **kw}), a.get("out"), ufunc.__name__)
         if where is not True and where is not None:
             if initial is None:
                 raise ValueError(f"reduction operation '{ufunc.__name__}' does not have an identity, so to use a where mask one has to specify 'initial'")
@@ -537,7 +537,7 @@ def _np_ext(prim, ufunc):
         res = bind(prim, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False))))
         if initial is not None:
             res = ufunc(res, initial)
-        return write_out(res, a.get("out"))
+        return write_reduced(res, a.get("out"), ufunc.__name__)
 
     return handler
 
@@ -710,7 +710,7 @@ def _np_var(args, kwargs, sqrt=False):
         # derivatives in both modes (the division by a zero count met zero deviations, or sqrt's
         # zero slope at inf: reverse mode's strong zeros made them 0, forward mode NaN)
         res = bind(no_dof_p, (res, x))
-    return write_out(res, a.get("out"))
+    return write_reduced(res, a.get("out"), "add")
 
 
 def _np_ptp(args, kwargs):
@@ -721,7 +721,7 @@ def _np_ptp(args, kwargs):
         return bind(max_p, (a["a"],), k) - bind(min_p, (a["a"],), k)
     # NumPy's order: the maximum into out, then the minimum (of the array as it is
     # then, if out shares its memory), then their difference into out
-    write_out(bind(max_p, (a["a"],), k), out)
+    write_reduced(bind(max_p, (a["a"],), k), out, "maximum")
     return write_out(out - bind(min_p, (a["a"],), k), out)
 
 

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from ..core import write, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
+from ..core import write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
 from ..registry import deflinear
 from ..tangents import ZeroTangent, is_zero, unbroadcast
 
@@ -297,7 +297,7 @@ def _np_trace(args, kwargs):
     a.update(kwargs)
     res = np.sum(np.diagonal(a["a"], a.get("offset", 0), a.get("axis1", 0), a.get("axis2", 1)), axis=-1,
                  dtype=a.get("dtype"))
-    return write_out(res, a.get("out"))
+    return write_reduced(res, a.get("out"), "add")
 
 
 FUNCTIONS[np.append] = _np_append

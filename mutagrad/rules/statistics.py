@@ -18,7 +18,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak
-from ..core import _bits, write_out
+from ..core import _bits, write_out, write_reduced
 from ..errors import NoRuleError, user_line
 from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out, numpy_zero_signs)
@@ -74,7 +74,7 @@ def _np_nanmean(args, kwargs):
     dt = bottom(tot).dtype
     if bottom(avg).dtype != dt:  # NumPy divides into tot's own dtype
         avg = avg.astype(dt)
-    return write_out(avg, a.get("out"))
+    return write_reduced(avg, a.get("out"), "add")
 
 
 def _nan_extremum(fn, fill, own):
@@ -86,13 +86,13 @@ def _nan_extremum(fn, fill, own):
         res = numpy_zero_signs(res, lambda: own(bottom(a["a"]), **k, **{n: bottom(v) for n, v in _given(
             a, "initial", "where").items()}))  # (NumPy's fmax.reduce: the signs of tied zeros)
         if _given(a, "initial") or not m.any():
-            return write_out(res, a.get("out"))
+            return write_reduced(res, a.get("out"), "f" + own.__name__[3:])
         where = a.get("where", True)
         where = True if where is _NoValue else np.asarray(bottom(where), dtype=bool)
         allnan = np.all(m | ~np.broadcast_to(where, m.shape), **k)
         if allnan.any():
             res = np.where(allnan, np.nan, res)
-        return write_out(res, a.get("out"))
+        return write_reduced(res, a.get("out"), "f" + own.__name__[3:])
 
     return handler
 
@@ -284,8 +284,11 @@ def _np_median(omit_nan):
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "axis", "out", "overwrite_input", "keepdims"))
         keepdims = a.get("keepdims", False)
+        # NumPy's median takes an out= of the result's shape only; nanmedian's goes through
+        # a ufunc, which broadcasts the result into it
+        put = write_out if omit_nan else lambda r, out: write_reduced(r, out, "add")
         if np.size(bottom(a["a"])) == 0:  # no values: NumPy's NaNs, which depend on nothing
-            return fn(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims))
+            return put(fn(bottom(a["a"]), a.get("axis"), keepdims=bool(keepdims)), a.get("out"))
         res = _median(a["a"], a.get("axis"), keepdims is not _NoValue and bool(keepdims), omit_nan)
         plain = _once(lambda: fn(bottom(a["a"]), a.get("axis"), keepdims=keepdims is not _NoValue and bool(keepdims)))
         if a.get("out") is None:
@@ -293,7 +296,7 @@ def _np_median(omit_nan):
         res = numpy_zero_signs(res, plain)  # (NumPy's mean of tied zeros)
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(c, axis=a.get("axis"), overwrite_input=True))
-        return write_out(res, a.get("out"))
+        return put(res, a.get("out"))
 
     return handler
 
@@ -1083,7 +1086,7 @@ def _fold_reduce(ufunc, inputs, kwargs):
         r = _with_bits(r, exact)
     if out is None and np.ndim(r) == 0 and type(bottom(r)) is np.ndarray:
         r = r[()]  # (NumPy's reduction to one value is a scalar)
-    return write_out(r, out)
+    return write_reduced(r, out, ufunc.__name__)
 
 
 def fold_reduceat(ufunc, x, indices, axis):

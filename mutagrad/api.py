@@ -25,7 +25,7 @@ from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, No
                      unwatch_errors, user_line, watch_errors)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
-from .registry import CAREFUL, IEEE, user_fp_state
+from .registry import FP, user_fp_state
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
 from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord, release_adj
@@ -1414,10 +1414,12 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
             nan = _backward(level, infos, seed, None, own_nan)
             grads = _collect(level, infos, nums, single)
         finally:
-            level.tape = []
-            level.snapshots.clear()
-            if level.locked or level.joined:
-                level.unlock()
+            try:  # (the caller's arrays first: an interrupt while the tape is freed leaves them writable)
+                if level.locked or level.joined:
+                    level.unlock()
+            finally:
+                level.tape = []
+                level.snapshots.clear()
         val = _unwrap_level(out, level)
         if not STATE.levels and not own_nan and (nan or _poison_in_gradients(infos, nums)):
             grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, val, None, targs)
@@ -1637,17 +1639,17 @@ def _backward(level, infos, seed, storages, own_nan=False):
     propagates without a floating-point event. Finding each such product would
     cost a pass per operation; instead a pass whose gradients hold a NaN is run
     again (the tape can be) with every elementwise cotangent taking the strong
-    zeros (registry.CAREFUL). NaN that the careful pass keeps is the function's. ``own_nan``: the
+    zeros (registry.FP.careful). NaN that the careful pass keeps is the function's. ``own_nan``: the
     output is NaN where the pass is seeded (_seeded_nan): the one pass takes IEEE's products
-    (registry.IEEE), so that the derivative of the undefined value is NaN along every path to it
+    (registry.FP.ieee), so that the derivative of the undefined value is NaN along every path to it
     (a strong zero would turn it into 0: sin(t) * (r / t) at t = 0, d/dr); no careful pass.
     Returns whether a gradient holds NaN after the passes (with ``own_nan``: True)."""
     if own_nan:
-        IEEE[0] += 1
+        FP.ieee += 1
         try:
             level.backward()
         finally:
-            IEEE[0] -= 1
+            FP.ieee -= 1
         return True
     level.backward()
     if not _nan_in_gradients(infos):
@@ -1655,12 +1657,12 @@ def _backward(level, infos, seed, storages, own_nan=False):
     _reset_adjoints(storages if storages is not None else _storages_of(level, infos))
     st = STATE
     st.reverse_passes += 1  # (the seeding is the careful pass's: not a step of the program, see RunGroup.note)
-    CAREFUL[0] += 1
+    FP.careful += 1
     try:
         seed()
         level.backward()
     finally:
-        CAREFUL[0] -= 1
+        FP.careful -= 1
         st.reverse_passes -= 1
     return _nan_in_gradients(infos)
 
@@ -1919,7 +1921,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             nums, tangents = tuple(n for n, _ in kept), tuple(t for _, t in kept)
     level = ForwardLevel()
     level.run_group = _run_group  # (internal: one of a forward-mode jacobian's runs, see core.RunGroup)
-    if _run_group is None and not CAREFUL[0] and not STATE.levels:
+    if _run_group is None and not FP.careful and not STATE.levels:
         level.saved_args = []  # (the outermost jvp: a careful second run restores what it writes)
     kwargs = dict(_kwargs) if _kwargs else None  # (internal: keyword arguments, as in vjp)
     with level:
@@ -1954,7 +1956,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         _check_outputs(out_leaves, _name)
         raw = [(level.tangent_of(o) if o._storage.poison is None else o._storage.poison)
                if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
-        again = (_run_group is None and not CAREFUL[0] and not pairs and _nan_tangent(out_leaves, raw)
+        again = (_run_group is None and not FP.careful and not pairs and _nan_tangent(out_leaves, raw)
                  and not _unsaved_writes(level, targs, kwargs))
     # copies are made outside the level, so that values traced by outer levels stay theirs
     tans = []
@@ -2029,11 +2031,11 @@ def _careful_jvp(first, fun, given, has_aux, argnums, kwargs, saved_args=None):
     for a, before in saved_args or ():
         np.copyto(a, before)
     states = _rerun_states(fun, given[0], kwargs)
-    CAREFUL[0] += 1
+    FP.careful += 1
     try:
         res = jvp(fun, given[0], given[1], has_aux, argnums, None, kwargs)
     finally:
-        CAREFUL[0] -= 1
+        FP.careful -= 1
     if _drew(states):  # (other draws than the first run's: another function; the generators as one call left them)
         return first
     a, b = tree_flatten(first[0])[0], tree_flatten(res[0])[0]
@@ -2468,17 +2470,17 @@ def _jac_fwd_runs(f, args, nums, dargs, single, allargs, kwargs, group, has_aux=
                         tans.append(tree_unflatten(tj, tl))
                     res, out_leaves, out_tree, tout = _jac_fwd_run(f, args, tans, has_aux, nums, group, kwargs,
                                                                    runs == 0)
-                    if not CAREFUL[0] and _nan_tangent(out_leaves, tout):
+                    if not FP.careful and _nan_tangent(out_leaves, tout):
                         # the run again, with strong zeros (see _careful_jvp), from the same arguments
                         first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs, group.name)
                         runs += 1
                         _restore(saved)
-                        CAREFUL[0] += 1
+                        FP.careful += 1
                         try:
                             res, out_leaves, out_tree, tout = _jac_fwd_run(f, args, tans, has_aux, nums, group,
                                                                            kwargs, False, free=True)
                         finally:
-                            CAREFUL[0] -= 1
+                            FP.careful -= 1
                     first_out, first_aux = _first_run(first_out, first_aux, res, out_leaves, has_aux, runs, group.name)
                     runs += 1
                     pushed.append(tout)

@@ -32,7 +32,7 @@ from .core import (
 )
 from .errors import complex_into_real, user_line, warn_complex_cast
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
-from .registry import FP_FLAG, fixed_errstate
+from .registry import FP, fixed_errstate
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
 _ndarray = np.ndarray
@@ -49,7 +49,7 @@ class _Events:
         self.count = 0
 
     def __call__(self, kind, flag):
-        FP_FLAG[0] = object()
+        FP.flag = object()
         self.count += 1
 
 

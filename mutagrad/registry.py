@@ -21,6 +21,7 @@ from __future__ import annotations
 import dis
 import functools
 import numbers
+import threading
 import types
 import warnings
 import weakref
@@ -626,11 +627,11 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
         else:
             ct = -g
     else:
-        fp = FP_FLAG[0]
+        fp = FP.flag
         dv = _partial(d, xs, y)
         if type(dv) is NotImplementedTangent:  # (a missing derivative: it reaches the input as it is)
             return dv
-        if FP_FLAG[0] is not fp or CAREFUL[0] or _silently_nonfinite(dv):  # the partial may be inf
+        if FP.flag is not fp or FP.careful or _silently_nonfinite(dv):  # the partial may be inf
             return _careful_product(g, d, dv, xs, y, shape, conj=True)
         if type(dv) is float:  # (a constant factor: no dtype, not complex)
             dt = None
@@ -647,12 +648,12 @@ def ew_cotangent(g, d, xs, y, i, inplace=False):
                 and (dt is None or dt == g.dtype or _result_type(g, dv) == g.dtype)
                 and (dt is None or dv.shape == () or dv.shape == shape)):
             ct = _multiply(g, dv, out=g)
-            if FP_FLAG[0] is not fp and not IEEE[0]:  # 0 * inf in a product computed in place: g is gone, dv tells
+            if FP.flag is not fp and not FP.ieee:  # 0 * inf in a product computed in place: g is gone, dv tells
                 ct[_isnan(ct) & (_isinf(dv) | (dv == 0))] = 0
             return ct
         else:
             ct = g * dv
-            if FP_FLAG[0] is not fp:  # an invalid product: 0 * inf
+            if FP.flag is not fp:  # an invalid product: 0 * inf
                 return _strong_zero_product(g, dv, shape)
     try:
         same = ct.shape == shape
@@ -722,21 +723,30 @@ _isnan, _isinf, _iscomplexobj = np.isnan, np.isinf, np.iscomplexobj
 # undefined (sqrt at 0, log at 0, arcsin beyond 1): forward mode and finite differences say
 # so, and IEEE's 0 * inf = nan would not. The reverse pass runs with NumPy calling
 # ``_fp_event`` on an overflow, a division by zero or an invalid operation (see
-# ReverseLevel.backward); each one makes FP_FLAG[0] a new object, and ew_cotangent takes
+# ReverseLevel.backward); each one makes FP.flag a new object, and ew_cotangent takes
 # the careful product when its partial or its product raised one. No cost otherwise.
-FP_FLAG = [0]
-# > 0 during a reverse pass run again because a gradient held a NaN (api._backward): every
-# elementwise cotangent takes the strong zeros, NaN partials included
-CAREFUL = [0]
-# > 0 during the reverse pass of an output that is NaN where it is seeded (api._backward): the
-# products are IEEE's, 0 * inf = nan, so the derivative of a value undefined there is NaN along
-# every path to it (sin(t) * (r / t) at r = t = 0: r's cotangent sin(0) = 0 times 1/t = inf)
-IEEE = [0]
-IN_DERIVATIVE = [0]  # > 0 while forward mode computes a partial or a tangent (UserFPErrors)
+# This state is the thread's own (NumPy calls _fp_event in the thread whose operation raised):
+# another thread's differentiation neither sets its flag nor changes its kind of products.
+
+
+class _FPState(threading.local):
+    def __init__(self):
+        self.flag = 0  # a new object at each floating-point event (_fp_event)
+        # > 0 during a reverse pass run again because a gradient held a NaN (api._backward): every
+        # elementwise cotangent takes the strong zeros, NaN partials included
+        self.careful = 0
+        # > 0 during the reverse pass of an output that is NaN where it is seeded (api._backward): the
+        # products are IEEE's, 0 * inf = nan, so the derivative of a value undefined there is NaN along
+        # every path to it (sin(t) * (r / t) at r = t = 0: r's cotangent sin(0) = 0 times 1/t = inf)
+        self.ieee = 0
+        self.in_derivative = 0  # > 0 while forward mode computes a partial or a tangent (UserFPErrors)
+
+
+FP = _FPState()
 
 
 def _fp_event(kind, flag):
-    FP_FLAG[0] = object()
+    FP.flag = object()
 
 
 try:  # NumPy's error state (np.errstate) is a context variable: its value is one object per state
@@ -750,7 +760,7 @@ _REPORTING = [None, None]
 
 
 class _DerivativeEvents:
-    """Around a forward rule's derivative computation: marks it as such (IN_DERIVATIVE, so
+    """Around a forward rule's derivative computation: marks it as such (FP.in_derivative, so
     UserFPErrors keeps its events from the user), and, where the function's own np.errstate
     has turned off the reports that jvp set up (invalid="ignore", or its own call=handler),
     reports them to the strong zeros again for that computation, underflow ignored."""
@@ -758,7 +768,7 @@ class _DerivativeEvents:
     __slots__ = ("state",)
 
     def __enter__(self):
-        IN_DERIVATIVE[0] += 1
+        FP.in_derivative += 1
         self.state = None
         ext = _errstate_now()
         if ext is not None and (ext is _REPORTING[0] or ext is _REPORTING[1]):  # (states found to report)
@@ -775,7 +785,7 @@ class _DerivativeEvents:
     def __exit__(self, *exc):
         if self.state is not None:
             self.state.__exit__(*exc)
-        IN_DERIVATIVE[0] -= 1
+        FP.in_derivative -= 1
 
 
 _FP_KEYS = {"divide by zero": "divide", "overflow": "over", "underflow": "under", "invalid value": "invalid"}
@@ -837,8 +847,8 @@ class UserFPErrors:
         self.call = modes["call"]
 
     def __call__(self, kind, flag):
-        FP_FLAG[0] = object()
-        if IN_DERIVATIVE[0]:
+        FP.flag = object()
+        if FP.in_derivative:
             return
         mode = self.modes.get(_FP_KEYS.get(kind, "invalid"), "ignore")
         if mode == "ignore":
@@ -859,7 +869,7 @@ class UserFPErrors:
     def write(self, message):
         """NumPy's "log" mode writes to the error-call object: an errstate that sets "log" for
         one kind of event while this object is the error call (a nested np.errstate)."""
-        if IN_DERIVATIVE[0]:
+        if FP.in_derivative:
             return
         if self.call is not None and hasattr(self.call, "write"):
             self.call.write(message)
@@ -977,7 +987,7 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
     divided by instead, which keeps the finite ratio where 1/x overflowed."""
     den = getattr(d, "reciprocal_of", None)
     dvc = _conj(dv) if conj and _iscomplexobj(dv) else dv
-    if den is None or IEEE[0]:
+    if den is None or FP.ieee:
         return _strong_zero_product(g, dvc, shape)
     finite = np.isfinite(bottom(dv))
     if finite.all():  # (an event of a finite partial: an underflow, or a complex quotient's)
@@ -1003,7 +1013,7 @@ def _strong_zero_product(g, dv, shape):
     (IEEE's products in an IEEE pass)."""
     with np.errstate(invalid="ignore", over="ignore"):
         ct = g * dv
-    if IEEE[0]:
+    if FP.ieee:
         return ct if np.shape(ct) == shape else unbroadcast(ct, shape)
     # only the products 0 * inf and 0 * nan (a zero partial times an infinite cotangent too): elsewhere
     # the product is already right, and where its factors are traced by outer levels (a Hessian), its
@@ -1079,10 +1089,10 @@ def defelementwise(fn, *partials, impl=None):
                 if not callable(d):
                     term = t if d == 1 else -t
                 else:
-                    fp = FP_FLAG[0]
+                    fp = FP.flag
                     dv = _partial(d, primals, y)
                     term = t * dv
-                    if FP_FLAG[0] is not fp or CAREFUL[0] or _silently_nonfinite(dv):  # an infinite or undefined partial
+                    if FP.flag is not fp or FP.careful or _silently_nonfinite(dv):  # an infinite or undefined partial
                         term = _careful_product(t, d, dv, primals, y, np.shape(term), conj=False)
                 acc = term if isinstance(acc, AbstractZero) else acc + term
         return y, acc

@@ -364,3 +364,115 @@ def test_maximum_and_clip_keep_their_inputs_not_their_outputs():
 
     assert kept(lambda y: np.maximum(y, 0.2)) < 1.2
     assert kept(lambda y: np.clip(y, -1.0, 1.0)) < 2.2
+
+
+def test_floating_point_state_of_a_differentiation_is_its_threads_own():
+    # while one thread runs the reverse pass of a NaN output (IEEE's products there: 0 * inf =
+    # nan) or a forward-mode derivative (whose floating-point events are not the user's), another
+    # thread's differentiation keeps its strong zeros and its own np.errstate (both were
+    # process-wide counters: NaN gradients and a FloatingPointError lost in the other thread)
+    inside, go_on = threading.Event(), threading.Event()
+
+    @mg.primitive
+    def hold(x):
+        return x * 1.0
+
+    @mg.rrule(hold)
+    def _(x):
+        def pullback(g):
+            inside.set()
+            go_on.wait(30)
+            return (g,)
+        return hold(x), pullback
+
+    errors = []
+
+    def nan_output():
+        try:
+            mg.grad(lambda y: np.sum(hold(y)) + np.nan)(np.ones(3))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=nan_output)
+    t.start()
+    try:
+        assert inside.wait(30)
+        c = np.array([0.0, 1.0])
+        g = lambda x: np.sum(np.sqrt(x) * c)  # d/dx0 = 0 * inf: a strong zero (docs/errors.md)
+        x = np.array([0.0, 1.0])
+        np.testing.assert_array_equal(mg.grad(g)(x), [0.0, 0.5])
+        assert mg.jvp(g, (x,), (np.array([1.0, 0.0]),))[1] == 0.0
+    finally:
+        go_on.set()
+        t.join()
+    assert not errors, errors
+
+
+def test_a_forward_derivative_in_another_thread_keeps_this_threads_errstate():
+    from mutagrad.registry import defelementwise
+
+    inside, go_on = threading.Event(), threading.Event()
+
+    @mg.primitive
+    def hold(x):
+        return x * 1.0
+
+    def slope(x, y):  # (computed inside a forward rule's derivative: its events are not the user's)
+        inside.set()
+        go_on.wait(30)
+        return np.ones_like(x)
+
+    defelementwise(hold, slope)
+
+    t = threading.Thread(target=lambda: mg.jvp(hold, (np.ones(2),), (np.ones(2),)))
+    t.start()
+
+    def f(x):
+        try:
+            return np.sum(np.log(x - 1.0))  # log(0): FloatingPointError under the caller's errstate
+        except FloatingPointError:
+            return np.sum(x ** 2)  # the plain call's branch
+
+    try:
+        assert inside.wait(30)
+        x = np.array([1.0, 2.0])
+        with np.errstate(divide="raise"):
+            assert f(x.copy()) == 5.0
+            assert mg.jvp(f, (x,), (np.ones(2),)) == (5.0, 6.0)  # d/dt sum((x + t)**2) = 2 * (1 + 2)
+    finally:
+        go_on.set()
+        t.join()
+
+
+def test_an_interrupt_while_grad_frees_its_tape_leaves_the_arguments_writable():
+    # a KeyboardInterrupt landing in grad's clean-up, where the tape is freed: the caller's arrays
+    # are unlocked first (they stayed read-only for good, held in core.LOCKED)
+    import inspect
+    import sys
+
+    import mutagrad.api as api
+    from mutagrad import core
+
+    src, start = inspect.getsourcelines(api.value_and_grad)
+    line = start + next(i for i, text in enumerate(src) if "level.tape = []" in text)
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename != api.__file__:
+            return None
+
+        def local(fr, ev, a):
+            if ev == "line" and fr.f_lineno == line:
+                sys.settrace(None)
+                raise KeyboardInterrupt
+            return local
+        return local
+
+    x = np.linspace(0.1, 1.0, 5)
+    sys.settrace(trace)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            mg.grad(lambda x: np.sum(np.sin(x)))(x)
+    finally:
+        sys.settrace(None)
+    assert x.flags.writeable and id(x) not in core.LOCKED
+    x[0] = 2.0  # a plain write, as after a plain call

@@ -122,6 +122,7 @@ class DifferentiationError(Exception):
                         seen.append(self)
 
     _in_worker = False
+    _at_user_line = None  # (an escape error made directly under a user's line: escape_error)
 
 
 # the errors made while differentiated functions run, one list per running call (watch_errors);
@@ -174,6 +175,16 @@ def caught_by_the_program(seen):
         if tb is None or err.plain_too:
             continue
         frame = tb.tb_frame  # (a traceback starts at the frame whose except clause caught it)
+        if err._at_user_line is not None and frame.f_code.co_filename.startswith(_MUTAGRAD_DIR):
+            # a write into a plain array that NumPy's C code (`b[0] = x`, `b.flat[0] = x`) asked
+            # mutagrad to convert at the user's line: NumPy raised its own ValueError there instead,
+            # and as the function returned, the program caught it
+            err.add_note(
+                f"(NumPy replaced this error with its own ValueError at {err._at_user_line}, and the "
+                "differentiated code caught that and went on: a plain call takes no such path there, so the "
+                "value and derivative would be another function's. Raised again when the function returned; "
+                "catch narrower exceptions, or fix what the message above says.)")
+            return err
         if _frame_is_internal(frame) and not (
                 err._in_worker and (frame.f_globals.get("__name__") or "").startswith(
                     ("threading", "concurrent", "multiprocessing", "asyncio"))):
@@ -356,6 +367,12 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
                 "mutagrad.numpy as mnp)." + extra)
     err = cls(f"{what} at {line}: {body}")
     _last_escape = (err, frame, None if frame is None else frame.f_lineno)
+    if frame is not None and issubclass(cls, TracerEscapeError):
+        f = sys._getframe(1)
+        while f is not None and f is not frame and f.f_code.co_filename.startswith(_MUTAGRAD_DIR):
+            f = f.f_back
+        if f is frame:  # (only NumPy's C code between the user's line and mutagrad's: see caught_by_the_program)
+            err._at_user_line = user_line(frame)
     return err
 
 

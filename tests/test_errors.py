@@ -4181,6 +4181,30 @@ def test_a_sequence_times_a_traced_scalar_raises_as_numpys_scalar_does():
     np.testing.assert_array_equal(mg.grad(lambda x: np.sum([1.0, 2.0] * x))(x), [1.0, 2.0])
 
 
+@pytest.mark.parametrize("write", [
+    lambda b, x: b.__setitem__(0, x[1]),
+    lambda b, x: b.flat.__setitem__(0, x[1]),
+], ids=["b[0] = x[1]", "b.flat[0] = x[1]"])
+def test_an_escape_numpy_replaced_and_the_program_caught_is_raised_when_it_returns(write):
+    # NumPy replaces the error of a traced element written into a plain array by its own ValueError
+    # ("setting an array element with a sequence"), which the program caught: b kept its 0 and the
+    # value was 0.0 with a zero gradient, where a plain call gives x0 * x1 = 3.0
+    def f(x):
+        b = np.zeros(2)
+        try:
+            write(b, x)
+        except ValueError:
+            pass
+        return x[0] * b[0]
+
+    assert f(np.array([1.0, 3.0])) == 3.0
+    for run in (lambda: mg.value_and_grad(f)(np.array([1.0, 3.0])),
+                lambda: mg.jvp(f, (np.array([1.0, 3.0]),), (np.ones(2),))):
+        with pytest.raises(mg.TracerEscapeError) as info:
+            run()
+        assert any("NumPy replaced this error" in n and "test_errors.py:" in n for n in info.value.__notes__)
+
+
 def test_a_worker_threads_caught_error_belongs_to_the_differentiation_whose_value_it_used():
     # two differentiations in two threads, each with a worker: A's worker catches its error (A is
     # refused), B's worker computes (B's gradient, cos(x) by hand, was refused with A's error); an

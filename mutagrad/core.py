@@ -2180,6 +2180,12 @@ def _scipy_rewrite(sub, name):
                 "2*k3 + k4)) into a preallocated array (ys = np.zeros_like(y0, shape=(n, y0.size)); "
                 "ys[i] = y); for adaptive steps, choose them on plain values (a run with mg.value(p)) and "
                 "take the same steps traced.")
+    if sub == "interpolate" and short in ("RegularGridInterpolator", "interpn"):
+        return (" Interpolate on the grid with NumPy operations, which are differentiated with respect to the "
+                "values (and the points): along each axis the cell index from np.floor of the plain coordinates "
+                "(k = np.clip(np.searchsorted(g, t) - 1, 0, len(g) - 2)), the weight w = (t - g[k]) / (g[k + 1] - "
+                "g[k]), and a weighted sum of the traced values gathered at the cell's corners "
+                "(v[k] * (1 - w) + v[k + 1] * w along each axis).")
     if sub == "interpolate":
         return (" Evaluate the interpolant with NumPy operations, which are differentiated: np.interp(t, xp, "
                 "fp) for a linear one (in t and fp); for a spline made from plain data (CubicSpline, PPoly), "
@@ -2530,6 +2536,28 @@ def _no_setattr(name):
         )
 
     return setter
+
+
+def _raw_memory_attribute(name, x):
+    from .errors import TracedAttributeError
+
+    if x._level.closed:
+        return _leftover_memory(name, TracedAttributeError)
+    return TracedAttributeError(
+        f"x.{name} (the raw memory of a traced array) at {user_line()}: raw memory carries no derivative. For "
+        "the values as a read-only plain array use mg.value(x) (mg.stop_gradient(x) for a constant copy); "
+        "NumPy's functions and operators take the traced array itself.")
+
+
+def _leftover_memory(name, cls):
+    """The error for the raw memory of a value a finished differentiation left (core.live): the
+    array it holds is np.asarray(y), whose memory that is."""
+    return cls(f"y.{name} at {user_line()} of a value left from a finished differentiation (a leftover, "
+               "docs/errors.md): it is no ndarray itself, and its memory is the array np.asarray(y) gives; "
+               f"use np.asarray(y).{name}.")
+
+
+_NO_VALUES = np.empty(0)
 
 
 class Tracer:
@@ -3021,7 +3049,29 @@ class Tracer:
 
     @property
     def ctypes(self):
+        if self._level.closed:
+            raise _leftover_memory("ctypes", TracerEscapeError)
         raise escape_error("x.ctypes (the raw memory of a traced array)")
+
+    @property
+    def __array_interface__(self):
+        raise _raw_memory_attribute("__array_interface__", self)
+
+    @property
+    def __array_struct__(self):
+        raise _raw_memory_attribute("__array_struct__", self)
+
+    def __dlpack__(self, *args, **kwargs):
+        raise escape_error("x.__dlpack__() (np.from_dlpack: the raw memory of a traced array)", TracerEscapeError,
+                           " For the values as a read-only plain array use mg.value(x); to keep the derivative, "
+                           "use the traced array itself.", specific=True)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # (DLPack's CPU)
+
+    def __array_namespace__(self, *, api_version=None):
+        """NumPy's namespace (array API code: ``xp = x.__array_namespace__()``), whose functions take traced arrays."""
+        return _ndarray.__array_namespace__(_NO_VALUES, api_version=api_version)
 
     @property
     def device(self):

@@ -211,6 +211,15 @@ class TracedTypeError(TracerEscapeError, TypeError):
     of a method called through its class): a TypeError too, as Python's protocols expect."""
 
 
+class TracedAttributeError(TracerEscapeError, AttributeError):
+    """The raw memory of a traced array asked for by attribute (``x.__array_interface__``,
+    ``x.__array_struct__``): an AttributeError too, so that NumPy's conversions, which look
+    for these first, and ``hasattr`` find none and go on (not an error the program's path
+    depends on: never raised again when the function returns)."""
+
+    plain_too = True
+
+
 class NoRuleError(DifferentiationError, NotImplementedError):
     """An operation was applied to a traced value and has no derivative rule."""
 

@@ -4387,12 +4387,20 @@ def write(dest, idx, value):
             else:  # what NumPy leaves: a gather of the value's elements as they were
                 bind_with("write", dest, idx, np.reshape(value, -1)[src])
             return
-    if isinstance(value, Tracer) and value.ndim:
-        order = copy_order(bottom(dest), idx, bottom(value))
+    if isinstance(value, Tracer) and (value.ndim or (type(value) is ArrayTracer and _reread_scalar(dest, value))):
+        one = value if value.ndim else value.reshape(1)
+        order = copy_order(bottom(dest), idx, bottom(one))
         if order is not None:  # NumPy's unbuffered copy reads elements it has overwritten
-            copy_in_order(dest[idx], value, order)
+            copy_in_order(dest[idx], one, order)
             return
     bind_with("write", dest, idx, value)
+
+
+def _reread_scalar(dest, value) -> bool:
+    """Whether NumPy's copy of the 0-d ``value`` into ``dest`` reads it again at every step: a view
+    of ``dest``'s memory of its dtype (no cast: the copy does not buffer it), which a step may change."""
+    vb = bottom(value)
+    return type(vb) is _ndarray and vb.dtype == bottom(dest).dtype and np.may_share_memory(bottom(dest), vb)
 
 
 def refuse_python_complex(dest, value):

@@ -1485,6 +1485,8 @@ def _add_overlapping(s, geom, ct, level, idx=None):
         # element's real and imaginary parts, added at the floats they are
         geom = Geom(geom.offset, geom.shape + (2,), geom.strides + (item // 2,), s.dtype, True)
     flat, pos = _flat_positions(s, geom)
+    if idx is not None and parts:  # (the index selects elements: their two parts stay together)
+        idx = (idx if type(idx) is tuple else (idx,)) + (slice(None),)
     sel = pos if idx is None else pos[idx]
     if parts:
         ct = np.broadcast_to(ct, sel.shape[:-1])

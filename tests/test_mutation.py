@@ -2411,6 +2411,35 @@ def test_copyto_of_one_element_over_a_complex_view_it_shares_in_part(stmt):
         warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
         _as_numpy_and_differences(f, np.arange(1.0, 10.0), atol=1e-6)
 
+@pytest.mark.parametrize("stmt", [
+    "y[1:7].view(np.complex128)[...] = y[2:4].view(np.complex128)[0, ...]",
+    "np.copyto(y[1:7].view(np.complex128), y[2:4].view(np.complex128)[0, ...])",
+    "np.copyto(y[1:7].view(np.complex128), y[2:4].view(np.complex128)[0, ...], where=np.array([True, True, True]))",
+    "np.copyto(y[1:7].view(np.complex128), y[2:4].view(np.complex128)[0, ...], where=np.array([True, False, True]))",
+    "np.copyto(y[0:8].view(np.complex128), y[3:5].view(np.complex128)[::-1], where=np.array([True, False, True, True]))",
+    "np.copyto(y[0:8].view(np.complex128), y[3:5].view(np.complex128), where=np.array([True, False, True, True]))",
+    "np.copyto(y[1:7].view(np.complex128), y[2:3].reshape(()), where=np.array([True, False, True]))",
+    "y[1:7].view(np.complex128)[...] = y[2:3].reshape(())",
+])
+def test_a_0d_or_reversed_complex_view_copied_over_memory_it_shares_in_part(stmt):
+    # NumPy reads a 0-d source of the destination's dtype again at every step (it buffers one it
+    # casts), and copies a source whose strides run opposite to the destination's first: reverse mode
+    # took the 0-d one as read once (its gradient), and copyto's where= path read it once (values) and
+    # broadcast a reversed one before looking at its strides (values)
+    f = _stmt_function(stmt, "np.sum(y * np.arange(1.0, 9.0)) + np.sum(np.sin(y) * y)")
+    _as_numpy_and_differences(f, np.arange(8.0) + 0.5)
+
+
+@pytest.mark.parametrize("index", ["[..., [1, 0]]", "[..., [0]]", "[:, [0, 2]]", "[..., 1:]", "[[0, 2], ...]"])
+def test_an_index_of_a_broadcast_complex_view_at_an_odd_float(index):
+    # (the cotangent's positions carry the real and imaginary parts on a last axis, which `...` took
+    # for the index's: parts swapped, or a bare IndexError)
+    shape = "(3, 2)" if index.startswith("[...") else "(3, 3)"
+    f = _stmt_function(f"v = np.broadcast_to(y[1:3].view(np.complex128), {shape}){index}",
+                       "np.sum(np.real(v) * 1.5 + 5 * np.imag(v) ** 2) + np.sum(y * y)")
+    _as_numpy_and_differences(f, np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]))
+
+
 @pytest.mark.parametrize("ufunc,given", [(np.divmod, 0), (np.modf, 1), (np.frexp, 1)])
 def test_an_output_left_to_numpy_has_the_shape_the_given_one_broadcasts_to(ufunc, given):
     # (np.divmod(x, c, out=(a, None)): the other output had the inputs' shape, not a's)

@@ -23,6 +23,7 @@ from ..core import (
     has_repeats,
     index_array,
     index_positions,
+    _reread_scalar,
     plain_operands,
     refuse_python_complex,
     strong_operand,
@@ -70,14 +71,20 @@ def _np_copyto(args, kwargs):
     except ValueError:  # NumPy's own error, on stand-ins
         np.copyto(np.empty(np.shape(dst), bool), False, where=wb)
         raise
-    if np.ndim(src) == 0:  # (NumPy reads a 0-d source once, before the copy: a view of what it
-        write(dst, m, np.copy(src) if isinstance(src, Tracer) else src)  # writes would change)
-        return None
+    if np.ndim(src) == 0:
+        if not (isinstance(src, Tracer) and _reread_scalar(dst, src)):
+            # (NumPy reads a 0-d source it casts once, before the copy: a view of what it writes
+            # would change)
+            write(dst, m, np.copy(src) if isinstance(src, Tracer) else src)
+            return None
+        src = src.reshape(1)  # (one of dst's dtype is read again at every step, as a broadcast element)
+    given = src
     src = np.broadcast_to(src, np.shape(dst))
     if isinstance(dst, Tracer) and isinstance(src, Tracer):
-        order = copy_order(bottom(dst), Ellipsis, bottom(src), m)
+        # (the source as given: NumPy copies one whose strides run opposite to dst's first)
+        order = copy_order(bottom(dst), Ellipsis, bottom(given), m)
         if order is not None:  # NumPy's unbuffered copy reads elements it has overwritten
-            copy_in_order(dst, src, order)
+            copy_in_order(dst, given, order)
             return None
     write(dst, m, src[m])
     return None

@@ -2474,6 +2474,14 @@ def test_copyto_reads_a_0d_source_once_takes_a_python_complex_and_where_none():
 
     with pytest.warns(np.exceptions.ComplexWarning):
         assert mg.value_and_grad(g)(np.ones(3))[0] == 3.0
+
+    def h(z, x):  # a differentiated Python complex too: its real part written, d/dz 3 Re z = 3
+        b = x * 1.0
+        np.copyto(b, z, casting="unsafe")
+        return np.sum(b)
+
+    with pytest.warns(np.exceptions.ComplexWarning):
+        assert mg.value_and_grad(h)(1.5 + 2j, np.ones(3)) == (4.5, 3.0)
     x = np.arange(4.0)
     assert mg.value_and_grad(lambda x: (np.copyto(x, 5.0, where=None), np.sum(x))[1])(x)[0] == 6.0
     assert np.array_equal(x, np.arange(4.0))  # (NumPy: nothing written)

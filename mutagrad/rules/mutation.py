@@ -55,8 +55,10 @@ def _np_copyto(args, kwargs):
     if not (complex_into_real(target, probe) and np.can_cast(np.result_type(probe), target.dtype,
                                                               a.get("casting", "same_kind"))):
         np.copyto(target, probe, casting=a.get("casting", "same_kind"))  # (a complex cast allowed: the write warns)
-    if type(src) is complex:  # (NumPy makes an array of a Python complex: cast with its ComplexWarning,
-        src = np.complex128(src)  # not refused as a Python complex written into a real array is)
+    if type(src) is complex or (type(src) is ScalarTracer and np.result_type(bottom(src)).kind == "c"):
+        # (NumPy makes an array of a Python complex, a traced one too: cast with its ComplexWarning,
+        # not refused as a Python complex written into a real array is)
+        src = strong_operand(src)
     if where is True:
         # (src as given: NumPy copies a source that overlaps the destination with opposite strides
         # first, and a broadcast view of it would not show that)

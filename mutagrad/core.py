@@ -4790,6 +4790,16 @@ def write_in_order(dest, flatpos, value):
               value[np.unravel_index(k % n, vshape)])
 
 
+def where_mask(where):
+    """A ``where=`` argument as the boolean array NumPy makes of it: lists and numbers are
+    converted, an array of another dtype is NumPy's TypeError (it casts where= under the
+    'safe' rule: a float or integer mask is refused, not taken as nonzero)."""
+    b = bottom(where)
+    if type(b) is _ndarray and b.dtype != bool:
+        raise TypeError(f"Cannot cast array data from {b.dtype!r} to dtype('bool') according to the rule 'safe'")
+    return np.asarray(b, dtype=bool)
+
+
 def write_out(res, out):
     """NumPy's ``out=`` convention: with ``out``, write ``res`` into it and
     return ``out``; without, return ``res``."""

@@ -4311,7 +4311,7 @@ def test_array_api_namespace_and_raw_memory_attributes_of_a_traced_array():
                             "x.__array_interface__"),
                            (lambda x: x.__array_struct__, mg.errors.TracedAttributeError, "x.__array_struct__"),
                            (lambda x: np.from_dlpack(x), mg.TracerEscapeError, "x.__dlpack__()")]:
-        msg = _raises(lambda x: np.sum(x) * get(x), x, cls)
+        msg = _raises(lambda x, get=get: np.sum(x) * get(x), x, cls)
         assert msg.startswith(what) and HERE in msg and "mg.value(x)" in msg
     assert issubclass(mg.errors.TracedAttributeError, AttributeError)
     assert mg.value_and_grad(lambda x: np.sum(x) * hasattr(x, "__array_interface__"))(x)[0] == 0.0

@@ -390,7 +390,7 @@ def test_floating_point_state_of_a_differentiation_is_its_threads_own():
     def nan_output():
         try:
             mg.grad(lambda y: np.sum(hold(y)) + np.nan)(np.ones(3))
-        except Exception as e:  # pragma: no cover - reported below
+        except Exception as e:  # noqa: BLE001 (reported below)  # pragma: no cover
             errors.append(e)
 
     t = threading.Thread(target=nan_output)
@@ -450,8 +450,7 @@ def test_an_interrupt_while_grad_frees_its_tape_leaves_the_arguments_writable():
     import inspect
     import sys
 
-    import mutagrad.api as api
-    from mutagrad import core
+    from mutagrad import api, core
 
     src, start = inspect.getsourcelines(api.value_and_grad)
     line = start + next(i for i, text in enumerate(src) if "level.tape = []" in text)

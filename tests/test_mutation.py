@@ -2485,3 +2485,31 @@ def test_copyto_reads_a_0d_source_once_takes_a_python_complex_and_where_none():
     x = np.arange(4.0)
     assert mg.value_and_grad(lambda x: (np.copyto(x, 5.0, where=None), np.sum(x))[1])(x)[0] == 6.0
     assert np.array_equal(x, np.arange(4.0))  # (NumPy: nothing written)
+
+
+@pytest.mark.parametrize("call", [
+    lambda y, b, w: np.copyto(b, 2.0, where=w), lambda y, b, w: np.negative(y, out=b, where=w),
+    lambda y, b, w: b.__setitem__(0, np.sum(y, where=w)), lambda y, b, w: b.__setitem__(0, np.max(y, where=w, initial=0)),
+    lambda y, b, w: b.__setitem__(0, np.mean(y, where=w)), lambda y, b, w: b.__setitem__(0, np.nansum(y, where=w)),
+    lambda y, b, w: b.__setitem__(0, np.subtract.reduce(y, where=w, initial=0.0)),
+], ids=["copyto", "negative(out=)", "sum", "max", "mean", "nansum", "subtract.reduce"])
+def test_a_where_mask_of_another_dtype_than_bool_is_numpys_type_error(call):
+    # NumPy casts where= under the 'safe' rule: a float or integer mask is refused, not taken as
+    # nonzero (mutagrad wrote where it was nonzero); lists and Python numbers are converted
+    def f(y, w):
+        b = y * 1.0
+        call(y, b, w)
+        return np.sum(b)
+
+    y = np.array([1.0, 2.0, 3.0])
+    for w in (np.array([1.0, 0.0, 1.0]), np.array([1, 0, 1])):
+        with pytest.raises(TypeError, match=r"Cannot cast array data from dtype\('(float|int)64'\) to dtype\('bool'\)"):
+            f(y.copy(), w)
+        with pytest.raises(TypeError, match="to dtype\\('bool'\\) according to the rule 'safe'"):
+            mg.grad(f)(y.copy(), w)
+        with pytest.raises(TypeError, match="to dtype\\('bool'\\) according to the rule 'safe'"):
+            mg.jvp(lambda y: f(y, w), (y.copy(),), (np.ones(3),))
+    for w in ([True, False, True], 1):
+        want = f(y.copy(), w)
+        assert mg.value_and_grad(f)(y.copy(), w)[0] == want
+        check_grads(lambda y: f(y, w), y.copy(), order=1)

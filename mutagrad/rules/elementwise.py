@@ -31,6 +31,7 @@ from ..core import (
     lift,
     plain_operand,
     promotion_operand,
+    where_mask,
     write,
     write_out,
     write_replayed,
@@ -171,7 +172,7 @@ def ufunc_call(ufunc, inputs, kwargs):
     if out is not None:
         shapes += [np.shape(o) for o in out if o is not None]
     shape = np.broadcast_shapes(*shapes)
-    m = np.broadcast_to(np.asarray(where, dtype=bool), shape)
+    m = np.broadcast_to(where_mask(where), shape)
     # (a Python number stays one: NumPy treats it as weakly typed, float32 * 0.61 is float32)
     sel = tuple(x if type(x) in (int, float, complex) or not (np.ndim(x) or shape)
                 else np.broadcast_to(x, shape)[m] for x in inputs)
@@ -282,7 +283,7 @@ def _check_out_shapes(ufunc, inputs, out, where):
             ufunc(*[np.zeros(getattr(x, "shape", ()), np.result_type(bottom(x))) if hasattr(x, "dtype")
                     else type(x)(0) for x in inputs],
                   out=tuple(None if o is None else np.zeros(o.shape, np.result_type(bottom(o))) for o in out),
-                  **({} if where is True else {"where": np.asarray(bottom(where), dtype=bool)}))
+                  **({} if where is True else {"where": where_mask(where)}))
 
 
 def _into(ufunc, inputs, dest):
@@ -373,7 +374,7 @@ def _nondiff_call(ufunc, inputs, kwargs):
         res = ufunc(*(plain_operand(x) for x in inputs), out=copies, **kwargs)
         res = res if ufunc.nout > 1 else (res,)
         for o, r in zip(outs, res):
-            mask = np.broadcast_to(np.asarray(where, dtype=bool), np.shape(o))
+            mask = np.broadcast_to(where_mask(where), np.shape(o))
             write(o, mask, r[mask])
         return outs[0] if ufunc.nout == 1 else outs
     res = getattr(ufunc, "__call__")(*(plain_operand(x) for x in inputs), **kwargs)  # (weak scalars: NumPy's loop)

@@ -15,6 +15,7 @@ from ..core import (
     UFUNC_HANDLERS,
     ScalarTracer,
     Tracer,
+    _reread_scalar,
     bind,
     bottom,
     copy_in_order,
@@ -23,10 +24,10 @@ from ..core import (
     has_repeats,
     index_array,
     index_positions,
-    _reread_scalar,
     plain_operands,
     refuse_python_complex,
     strong_operand,
+    where_mask,
     with_replayed_bits,
     write,
 )
@@ -67,7 +68,7 @@ def _np_copyto(args, kwargs):
             np.copyto(np.empty(np.shape(dst), bool), np.empty(np.shape(src), bool))  # (NumPy's own error)
         write(dst, Ellipsis, src)
         return None
-    wb = np.asarray(bottom(where), dtype=bool)
+    wb = where_mask(where)
     try:
         m = np.broadcast_to(wb, np.shape(dst))
     except ValueError:  # NumPy's own error, on stand-ins

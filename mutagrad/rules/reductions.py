@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ..core import STATE, ArrayTracer, Tracer, write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient
+from ..core import STATE, ArrayTracer, Tracer, write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, bind, bottom, get_primitive, stop_gradient, where_mask
 from ..core import index_array, plain_operands, with_replayed_bits
 from ..errors import NoRuleError, user_line
 from ..registry import deflinear, strong_times
@@ -451,7 +451,7 @@ def numpy_zero_signs(res, exact):
 def _masked(x, where, fill):
     if where is True or where is None:
         return x
-    m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
+    m = np.broadcast_to(where_mask(where), np.shape(x))
     return np.where(m, x, fill)
 
 
@@ -488,7 +488,7 @@ def _np_mean(args, kwargs):
     x = a["a"]
     where = a.get("where", True)
     if where is not True and where is not None:
-        m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
+        m = np.broadcast_to(where_mask(where), np.shape(x))
         s = bind(sum_p, (np.where(m, x, 0.0),), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)),
                                                      dtype=_loop_dtype(a, mean=True)))
         cnt = np.sum(m, axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
@@ -655,7 +655,7 @@ def _np_var(args, kwargs, sqrt=False):
     ddof = a.get("ddof", 0) or a.get("correction", 0) or 0
     where = a.get("where", True)
     if where is not True and where is not None:
-        m = np.broadcast_to(np.asarray(bottom(where), dtype=bool), np.shape(x))
+        m = np.broadcast_to(where_mask(where), np.shape(x))
         cnt = np.sum(m, axis=axis, keepdims=True)
         mu = a.get("mean")
         dtype = a.get("dtype")  # (NumPy sums in it, and so computes the deviations in it)

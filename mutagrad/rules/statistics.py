@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak
+from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak, where_mask
 from ..core import _bits, write_out, write_reduced
 from ..errors import NoRuleError, user_line
 from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
@@ -88,7 +88,7 @@ def _nan_extremum(fn, fill, own):
         if _given(a, "initial") or not m.any():
             return write_reduced(res, a.get("out"), "f" + own.__name__[3:])
         where = a.get("where", True)
-        where = True if where is _NoValue else np.asarray(bottom(where), dtype=bool)
+        where = True if where is _NoValue else where_mask(where)
         allnan = np.all(m | ~np.broadcast_to(where, m.shape), **k)
         if allnan.any():
             res = np.where(allnan, np.nan, res)
@@ -107,7 +107,7 @@ def _nan_var(fn):
         if where is _NoValue and not _given(a, "mean", "out") and (
                 a.get("dtype") is None or np.dtype(a["dtype"]).kind in "fc"):
             return _nanvar(x, m, a, fn is np.std)
-        keep = ~m if where is _NoValue else (~m & np.asarray(bottom(where), dtype=bool))
+        keep = ~m if where is _NoValue else (~m & where_mask(where))
         return fn(x, where=keep, **_given(a, *names[1:]))
 
     return handler
@@ -1017,7 +1017,7 @@ def _fold_reduce(ufunc, inputs, kwargs):
         ufunc.reduce(np.ones((), np.result_type(bottom(x))), axis=kwargs.get("axis", 0))  # (NumPy's axis check)
         k0 = dict(kwargs, axis=0, keepdims=False)
         if k0.get("where", True) is not True:
-            k0["where"] = np.reshape(np.asarray(bottom(k0["where"]), dtype=bool), (1,))
+            k0["where"] = np.reshape(where_mask(k0["where"]), (1,))
         return _fold_reduce(ufunc, (np.reshape(x, (1,)),), k0)
     given_x = bottom(x)
     k = _reduce_kwargs(kwargs, ("axis", "dtype", "out", "keepdims", "initial", "where"))

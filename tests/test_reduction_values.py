@@ -324,3 +324,37 @@ def test_median_of_no_values_writes_its_nans_into_out(fn):
     x = np.arange(4.0)
     assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy()) == 6.0
     np.testing.assert_array_equal(mg.grad(f)(x.copy()), np.ones(4))  # o holds NaNs (0 after nan_to_num): no x there
+
+
+_WITH_INITIAL = {
+    "sum int64": lambda x: np.sum(x, initial=0.5, dtype=np.int64),
+    "sum float32": lambda x: np.sum(x, initial=x[0] * 3, dtype=np.float32),
+    "max float32": lambda x: np.max(x.astype(np.float32), initial=x[0] * 3),
+    "prod float32": lambda x: np.prod(x, initial=2.5, dtype=np.float32),
+    "add.reduce float32": lambda x: np.add.reduce(x, initial=x[1] / 3, dtype=np.float32),
+    "minimum.reduce float32": lambda x: np.minimum.reduce(x.astype(np.float32), initial=x[2] * 0.1),
+    "max float64": lambda x: np.max(x, initial=x[0] * 3),
+}
+
+
+@pytest.mark.parametrize("name", list(_WITH_INITIAL))
+def test_initial_is_cast_to_the_reductions_loop(name):
+    # NumPy casts initial= to the loop's dtype before starting from it: 0.5 with dtype=int64 is 0, a
+    # float64 start of a float32 maximum a float32 (mutagrad added it in float64: -1.5, not -2)
+    fn = _WITH_INITIAL[name]
+    x = np.array([-1.319, -1.844, 0.77])
+    want = fn(x.copy())
+    got = mg.vjp(fn, x.copy())[0]
+    assert type(got) is type(want) and got.dtype == want.dtype and _bits(got) == _bits(want)
+    if want.dtype == np.float64:
+        check_grads(fn, x.copy(), order=1)
+    by_hand = {  # (float32 results: the derivative by hand, to float32's precision)
+        "sum float32": [4.0, 1.0, 1.0], "max float32": [0.0, 0.0, 1.0], "add.reduce float32": [1.0, 4 / 3, 1.0],
+        "prod float32": 2.5 * np.array([x[1] * x[2], x[0] * x[2], x[0] * x[1]]),
+        "minimum.reduce float32": [0.0, 1.0, 0.0]}
+    if name in by_hand:
+        np.testing.assert_allclose(mg.grad(lambda x: fn(x).astype(np.float64))(x.copy()), by_hand[name], rtol=1e-6)
+
+
+def _bits(v):
+    return np.asarray(v).tobytes()

@@ -69,6 +69,20 @@ def as_dtype(x, dtype):
     return x.astype(dtype) if isinstance(x, Tracer) else np.asarray(x, dtype)
 
 
+def _initial_in(res, initial):
+    """``initial=`` in the dtype of the reduction's loop (that of ``res``, the reduction without it),
+    as NumPy casts it before it starts from it (0.5 with dtype=int64 is 0; a float64 start of a
+    float32 maximum is a float32)."""
+    dt = np.result_type(bottom(res))
+    if np.result_type(bottom(initial)) == dt:
+        return initial
+    if isinstance(initial, Tracer):
+        return initial.astype(dt)
+    if type(initial) is complex and dt.kind != "c":
+        float(initial)  # (NumPy's TypeError for a Python complex)
+    return np.asarray(initial).astype(dt)[()]  # (unsafely, as NumPy: a NumPy complex with its ComplexWarning)
+
+
 def cast_for_out(x, out):
     """``x`` in the dtype NumPy's loop takes with an ``out=`` wider than ``x`` (float32
     into float64 is added in float64), see :func:`_loop_dtype`; else ``x`` itself."""
@@ -465,7 +479,7 @@ def _np_sum(args, kwargs):
     x = _masked(x, a.get("where", True), 0.0)
     res = bind(sum_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=_loop_dtype(a)))
     if a.get("initial") is not None:
-        res = res + a["initial"]
+        res = res + _initial_in(res, a["initial"])
     return write_reduced(res, a.get("out"), "add")
 
 
@@ -514,7 +528,7 @@ def _np_prod(args, kwargs):
     x = _masked(a["a"], a.get("where", True), 1.0)
     res = bind(prod_p, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False)), dtype=_loop_dtype(a)))
     if a.get("initial") is not None:
-        res = res * a["initial"]
+        res = res * _initial_in(res, a["initial"])
     return write_reduced(res, a.get("out"), "multiply")
 
 
@@ -536,7 +550,7 @@ def _np_ext(prim, ufunc):
             x = _masked(x, where, initial)
         res = bind(prim, (x,), dict(axis=_ufunc_axis(a), keepdims=bool(a.get("keepdims", False))))
         if initial is not None:
-            res = ufunc(res, initial)
+            res = ufunc(res, _initial_in(res, initial))
         return write_reduced(res, a.get("out"), ufunc.__name__)
 
     return handler

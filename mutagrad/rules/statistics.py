@@ -1027,12 +1027,14 @@ def _fold_reduce(ufunc, inputs, kwargs):
     else:  # (NumPy's loop: the wider of the input's and out's dtypes)
         x = cast_for_out(x, k["out"][0] if type(k.get("out")) is tuple else k.get("out"))
     xb = bottom(x)
-    ufunc.reduce(np.ones((1,) * xb.ndim, xb.dtype), axis=axis)  # NumPy's own axis checks
+    # NumPy's own checks of the axis and of dtype= (a loop for it), on a stand-in (of the loop's dtype:
+    # the input's cast to it has warned)
+    ufunc.reduce(np.ones((1,) * xb.ndim, xb.dtype), axis=axis, dtype=k.get("dtype"))
     x2, kshape, kdshape = _merge_reduced(x, axis, xb)
     where = k.get("where", True)
     m = None
     if where is not True:
-        m, _, _ = _merge_reduced(np.broadcast_to(np.asarray(bottom(where), bool), xb.shape), axis, xb)
+        m, _, _ = _merge_reduced(np.broadcast_to(where_mask(where), xb.shape), axis, xb)
     initial = k.get("initial", _NoValue)
     n = np.shape(x2)[-1]
     if initial is None or initial is _NoValue:
@@ -1153,6 +1155,8 @@ def _accumulate_args(ufunc, inputs, kwargs):
     out = k.get("out")
     out = out[0] if type(out) is tuple else out
     # (NumPy's loop: dtype=, or the wider of the input's and out's dtypes)
+    if k.get("dtype") is not None:  # (NumPy's error for a dtype= it has no loop for, on a stand-in)
+        ufunc.accumulate(np.ones((1,), k["dtype"]), dtype=k["dtype"])
     x = as_dtype(x, k["dtype"]) if k.get("dtype") is not None else cast_for_out(x, out)
 
     def numpy_check():  # NumPy's own error for this out, on plain values

@@ -870,6 +870,23 @@ def test_reduceat_keeps_numpys_loops_axes_and_indices():
     check_grads(lambda x: np.sum(np.subtract.reduceat(x, [0.0, 2], axis=None) ** 2), x, modes=("fwd", "rev"))
 
 
+@pytest.mark.parametrize("expr", ["np.float_power.accumulate(x, dtype=np.float32)",
+                                  "np.logaddexp.reduce(x, dtype=np.int64)", "np.copysign.accumulate(x, dtype=np.int64)",
+                                  "np.arctan2.accumulate(x, dtype=np.int64)", "np.logaddexp2.accumulate(x, dtype=np.int32)",
+                                  "np.true_divide.accumulate(x, dtype=np.int64)",
+                                  "np.float_power.reduce(x, dtype=np.float32)"])
+def test_a_fold_with_a_dtype_numpy_has_no_loop_for_raises_numpys_error(expr):
+    # (the folds cast to dtype= and computed: numbers where NumPy has no loop for that dtype)
+    call = eval(f"lambda x: {expr}", {"np": np})  # noqa: S307 (the test's own expressions)
+    x = np.array([1.5, 2.0, 0.7])
+    with pytest.raises(TypeError) as plain:
+        call(x.copy())
+    for run in (lambda: mg.vjp(call, x.copy()), lambda: mg.jvp(call, (x.copy(),), (np.ones(3),))):
+        with pytest.raises(TypeError) as traced:
+            run()
+        assert str(traced.value) == str(plain.value)
+
+
 def test_reduceat_with_an_integer_loop_is_numpys():
     # (maximum/minimum.reduceat(x, ..., dtype=np.int64) picked from the floats: [1 2 0] for NumPy's [1 2 1])
     x = np.array([0.7, 1.3, 2.1, 0.4, 1.9, 1.1])

@@ -1480,10 +1480,11 @@ def _add_overlapping(s, geom, ct, level, idx=None):
         return
     item = geom.dtype.itemsize
     parts = (any(st % item for st in geom.strides) or geom.offset % item) and geom.dtype.kind == "c" and (
-        s.dtype.kind == "f" and 2 * s.dtype.itemsize == item)
-    if parts:  # complex elements at odd float positions (a complex view of floats one float in): each
-        # element's real and imaginary parts, added at the floats they are
-        geom = Geom(geom.offset, geom.shape + (2,), geom.strides + (item // 2,), s.dtype, True)
+        (s.dtype.kind == "f" and 2 * s.dtype.itemsize == item) or (s.dtype.kind == "c" and s.dtype.itemsize == item))
+    if parts:  # complex elements at odd float positions (a complex view of floats one float in, or of a
+        # float view of complex numbers): each element's real and imaginary parts, added at the floats they are
+        geom = Geom(geom.offset, geom.shape + (2,), geom.strides + (item // 2,), np.dtype(geom.dtype.char.lower()),
+                    True)
     flat, pos = _flat_positions(s, geom)
     if idx is not None and parts:  # (the index selects elements: their two parts stay together)
         idx = (idx if type(idx) is tuple else (idx,)) + (slice(None),)

@@ -2513,3 +2513,31 @@ def test_a_where_mask_of_another_dtype_than_bool_is_numpys_type_error(call):
         want = f(y.copy(), w)
         assert mg.value_and_grad(f)(y.copy(), w)[0] == want
         check_grads(lambda y: f(y, w), y.copy(), order=1)
+
+
+@pytest.mark.parametrize("where", [None, np.array([True, False, True])], ids=["all", "where"])
+def test_a_broadcast_complex_view_at_an_odd_float_of_a_complex_argument(where):
+    # the buffer is a float view of a complex argument: the cotangent of a complex view one float in
+    # was refused in reverse mode (MutationError naming the grad line); the gradient is d/dRe - i d/dIm
+    # (mutagrad's convention for a real function of a complex argument), by central differences
+    def f(z):
+        y = z.view(np.float64)
+        src = np.broadcast_to(y[1:3].view(np.complex128), (3,))
+        if where is None:
+            y[3:9].view(np.complex128)[...] = src * 1.0
+        else:
+            np.copyto(y[3:9].view(np.complex128), y[1:3].view(np.complex128), where=where)
+        return np.sum(np.abs(z) ** 2) + np.sum(np.abs(src) ** 2)
+
+    z0 = np.array([1 + 2j, 3 + 4j, 5 + 6j, 7 + 8j, 9 + 10j])
+    plain = z0.copy()
+    want = f(plain)
+    z = z0.copy()
+    val, g = mg.value_and_grad(f)(z)
+    assert val == want and np.array_equal(z, plain)
+    h, fd = 1e-6, []
+    for k in range(5):
+        e = np.zeros(5, complex)
+        e[k] = 1
+        fd.append((f(z0 + h * e) - f(z0 - h * e)) / (2 * h) - 1j * (f(z0 + 1j * h * e) - f(z0 - 1j * h * e)) / (2 * h))
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)

@@ -361,3 +361,35 @@ def test_second_order():
         return np.sum(b ** 3) + np.sum(x * c[:, 0])
 
     mg.testing.check_grads(f, a, R(N), order=2)
+
+
+_EYE = np.eye(N)
+_FLIP = np.diag([1.0, -1.0, 1.0])  # (its own inverse)
+_TRI = np.triu(R(N, N)) + 4 * np.eye(N)  # (zeros where SciPy's triangular solve zeroes a)
+
+
+@pytest.mark.parametrize("call,args,exact", [
+    (lambda la, a: la.inv(a, overwrite_a=True), (_EYE,), True),
+    (lambda la, a: la.inv(a, overwrite_a=True), (_FLIP,), True),
+    (lambda la, a: la.cholesky(a, overwrite_a=True), (_EYE,), True),
+    (lambda la, a: la.cho_factor(a, overwrite_a=True)[0], (_EYE,), True),
+    (lambda la, a, b: la.solve(a, b, overwrite_b=True), (_EYE, R(N)), True),
+    (lambda la, a, b: la.solve_triangular(a, b, overwrite_b=True), (_EYE, R(N, 2)), True),
+    (lambda la, a, b: la.solve(a, b, assume_a="upper triangular", overwrite_a=True), (_TRI, R(N)), False),
+], ids=["inv-I", "inv-involutory", "cholesky-I", "cho_factor-I", "solve-I-b", "solve_triangular-I-B",
+        "solve-triangular-a"])
+def test_an_array_scipy_overwrites_with_its_own_bits(call, args, exact):
+    # SciPy computed its result in the array (or zeroed a triangle that was zero): the same bits as
+    # before, which were taken to mean "untouched", so the array kept its own derivative (inv(I):
+    # d/da of a[0, 1] gave 1 for -1) where a plain call's result is there; SciPy is asked on a replica
+    # of other values whether it writes into the array at all
+    args = tuple(_layout(a, "F") for a in args)
+    _check(_scalar(sl, call, False), _scalar(msl, call, False), args)
+    _check(_scalar(sl, call, True), _scalar(msl, call, True), args, exact)
+
+
+def test_a_result_scipy_writes_into_a_plain_array_with_its_own_bits_raises():
+    # (solve(I, b) into a plain b: x = b, the same bits, returned plain with no derivative)
+    b = R(N)
+    with pytest.raises(mg.WriteToPlainArrayError, match="overwrite_b=True writing its result into `b`"):
+        mg.grad(lambda a: msl.solve(a, b.copy(), overwrite_b=True)[0])(np.eye(N))

@@ -247,9 +247,10 @@ class _Overwrites:
         for flag, p, deps in targets:
             x, r = arg[p], copies[p]
             same = [i for i, w in enumerate(want) if _same_memory(w, r)]
-            if _same_bits(r, _plain(x)):
-                for i in same:
-                    new[i] = _as_returned(x, want[i], r)  # (SciPy returns the array, unchanged)
+            # (a result SciPy computed in the array: written with its derivative, even where its bits are
+            # the array's own, inv(I); equal bits otherwise say nothing was written only where SciPy's
+            # call does not write into the array at all, a layout it copies: asked of a replica)
+            if not same and _same_bits(r, _plain(x)) and self._untouched(args, kwargs, p, targets):
                 continue
             if not same:
                 same = [i for i, w in enumerate(want) if _same_bits(w, r)][:1]
@@ -276,6 +277,28 @@ class _Overwrites:
             if i is not None and _same_memory(want[i], copies[p]):  # (SciPy returns the array it wrote into)
                 new[i] = _as_returned(arg[p], want[i], copies[p])
         return tree_unflatten(outdef, new)
+
+    def _untouched(self, args, kwargs, p, targets):
+        """Whether SciPy's call writes nothing into the array ``p`` (it works on a copy: a layout or
+        dtype its routine does not take in place), found on replicas of the arrays, ``p``'s holding
+        2 p + 1 (values an overwrite changes: a triangle SciPy sets to zeros, an identity it inverts).
+        A probe SciPy refuses answers no: the array's values are then taken as overwritten."""
+        bound = self.sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        bound.arguments.update({k: _plain(v) for k, v in bound.arguments.items()})
+        bound.arguments.update({q: _replica(_plain(bound.arguments[q])) for _, q, _ in targets})
+        probe = bound.arguments[p]
+        if not probe.flags.writeable:
+            return True
+        probe[...] = probe * 2 + 1
+        before = probe.copy()
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                self.scipy_fn(*bound.args, **bound.kwargs)
+        except Exception:  # noqa: BLE001 (SciPy's refusal of the probe's values)
+            return False
+        return _same_bits(probe, before)
 
     def _no_overlap(self, arg, targets):
         arrays = [(k, _plain(v)) for k, a in arg.items() for v in _flat_leaves(a) if isinstance(v, (Tracer, np.ndarray))]

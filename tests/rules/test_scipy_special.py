@@ -547,3 +547,16 @@ def test_special_ufunc_with_a_numpy_true_where_is_computed():
     x = np.linspace(-1.0, 1.0, 4)
     g = mg.grad(lambda x: np.sum(sp.expit(x, where=np.True_)))(x)
     np.testing.assert_allclose(g, sp.expit(x) * (1 - sp.expit(x)), rtol=1e-14)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (SciPy's, for a float order it truncates)
+@pytest.mark.parametrize("fn,n,x", [(sp.kn, 0.7, 2.5), (sp.yn, 0.05, 0.05), (sp.expn, 0.7, 1.3), (sp.kn, -1.5, 2.5),
+                                    (sp.yn, 1.9, 1.7), (sp.expn, 2.5, 0.8), (sp.kn, 1.5, 0.9)])
+def test_integer_order_functions_of_a_float_order_use_scipys_truncated_order(fn, n, x):
+    # SciPy truncates a float order toward zero; the rule took n - 1 and n + 1 of the float order,
+    # which SciPy truncated too (kn(0.7, x)' gave -(k_0 + k_0)/2... of the wrong neighbours)
+    f = lambda x: fn(n, x)
+    h = 1e-6
+    np.testing.assert_allclose(mg.grad(f)(x), (f(x + h) - f(x - h)) / (2 * h), rtol=1e-6)
+    d = lambda x: (f(x + h) - f(x - h)) / (2 * h)
+    np.testing.assert_allclose(mg.grad(mg.grad(f))(x), (d(x + 1e-4) - d(x - 1e-4)) / 2e-4, rtol=1e-4)

@@ -355,15 +355,25 @@ defelementwise(sp.k0, lambda x, y: -sp.k1(x))
 defelementwise(sp.k1, lambda x, y: -0.5 * (sp.k0(x) + sp.kv(2, x)))
 defelementwise(sp.k0e, lambda x, y: y - sp.k1e(x))
 defelementwise(sp.k1e, lambda x, y: y - 0.5 * (sp.k0e(x) + sp.kve(2, x)))
-defparametric(sp.yn, 1, lambda n, x, y: 0.5 * (sp.yn(bottom(n) - 1, x) - sp.yn(bottom(n) + 1, x)), integer=True)
-defparametric(sp.kn, 1, lambda n, x, y: -0.5 * (sp.kn(bottom(n) - 1, x) + sp.kn(bottom(n) + 1, x)), integer=True)
+
+
+def _integer_order(n):
+    """The order SciPy's integer-order functions (yn, kn, expn) compute with: a float one truncated
+    toward zero (with SciPy's warning), so that n - 1 and n + 1 are the neighbours of that one."""
+    return np.trunc(np.asarray(bottom(n), dtype=float))
+
+
+defparametric(sp.yn, 1, lambda n, x, y: 0.5 * (sp.yn(_integer_order(n) - 1, x) - sp.yn(_integer_order(n) + 1, x)),
+              integer=True)
+defparametric(sp.kn, 1, lambda n, x, y: -0.5 * (sp.kn(_integer_order(n) - 1, x) + sp.kn(_integer_order(n) + 1, x)),
+              integer=True)
 
 # -- exponential integrals, dilogarithm, zeta ------------------------------------------
 
 
 def _expn_d(n, x, y):
     """E_n' = -E_{n-1} for n >= 1; E_0 = exp(-x)/x (SciPy has no E_{-1})."""
-    nb = np.asarray(bottom(n))
+    nb = _integer_order(n)
     if (nb >= 1).all():
         return -sp.expn(nb - 1, x)
     return np.where(nb == 0, -np.exp(-x) * (1 + x) / (x * x), -sp.expn(np.maximum(nb - 1, 0), x))

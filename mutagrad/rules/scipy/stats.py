@@ -38,6 +38,7 @@ import numpy as np
 import scipy.special as sp
 
 from ...core import Tracer, bottom
+from ..reductions import _with_value
 
 _LOG_2 = np.log(2.0)
 _LOG_PI = np.log(np.pi)
@@ -319,15 +320,29 @@ class _T(_Symmetric):
     SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # stdtr's w.r.t. df
 
     def _logpdf(self, z, df):
-        # log Gamma((df+1)/2) - log Gamma(df/2) - log(df pi)/2 as -betaln(1/2, df/2) - log(df)/2:
-        # the difference of the two gammaln cancelled for large df (+1.91 instead of -1.16 at
-        # df = 1e15); df = inf is the normal density, as SciPy has it
+        # log Gamma((df+1)/2) - log Gamma(df/2) as log poch(df/2, 1/2), as SciPy writes it (the
+        # difference of the two gammaln cancelled for large df, +1.91 instead of -1.16 at df = 1e15;
+        # betaln(1/2, df/2) lost 1e-9 of it between df = 1e5 and 1e6); df = inf is the normal
+        # density, as SciPy has it
         inf = np.isinf(np.asarray(bottom(df)))
         if not inf.any():
-            return -sp.betaln(0.5, df / 2) - 0.5 * np.log(df) - (df + 1) / 2 * np.log1p(z * z / df)
-        d = np.where(inf, 1.0, df)
-        t = -sp.betaln(0.5, d / 2) - 0.5 * np.log(d) - (d + 1) / 2 * np.log1p(z * z / d)
+            return self._finite_logpdf(z, df)
+        t = self._finite_logpdf(z, np.where(inf, 1.0, df))
         return np.where(inf, -0.5 * z * z - 0.5 * np.log(2 * np.pi), t)
+
+    @staticmethod
+    def _finite_logpdf(z, df):
+        """SciPy's value (log poch), with the derivatives of -betaln(1/2, df/2) - log(df)/2 for
+        its first terms: poch's in df is psi(df/2 + 1/2) - psi(df/2), which cancels for large df
+        (off by 1e5 times at df = 1e10), where betaln's is exact."""
+        def value(z, df):
+            return np.log(sp.poch(0.5 * df, 0.5)) - 0.5 * (np.log(df) + np.log(np.pi)) - (df + 1) / 2 * np.log1p(
+                z * z / df)
+
+        if not (isinstance(z, Tracer) or isinstance(df, Tracer)):
+            return value(z, df)
+        res = -sp.betaln(0.5, df / 2) - 0.5 * np.log(df) - (df + 1) / 2 * np.log1p(z * z / df)
+        return _with_value(res, lambda: value(bottom(z), bottom(df)))
 
     def _cdf(self, z, df):
         return sp.stdtr(df, z)

@@ -2924,12 +2924,19 @@ class Tracer:
             t = t._value
         return True
 
+    def _not_one(self):
+        """Whether the value is no single element, which float(x) and int(x) refuse in a plain call
+        too (NumPy's TypeError: no derivative lost, and a program may catch it as it does there)."""
+        b = bottom(self)
+        return type(b) is _ndarray and b.size != 1
+
     # A pristine constant may be read as plain values: nothing is lost.
     # Anything that carries (or may come to carry) a derivative raises.
 
     def __float__(self):
-        if self._may_convert() or predicate_call(sys._getframe(1)) or index_valued_call(sys._getframe(1)):
-            return float(bottom(self))  # (index_valued_call: NumPy filling a list's array for np.argmax...)
+        if self._may_convert() or predicate_call(sys._getframe(1)) or index_valued_call(sys._getframe(1)) or (
+                self._not_one()):
+            return float(bottom(self))  # (not one element: NumPy's TypeError, as a plain call raises it)  # (index_valued_call: NumPy filling a list's array for np.argmax...)
         frame = sys._getframe(1)
         if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
             return float(bottom(self))
@@ -2973,7 +2980,9 @@ class Tracer:
         raise escape_error("float(x) (or math.*)", TracerEscapeError, _CONVERSION_HINT)
 
     def __int__(self):
-        if self._may_convert():
+        if self._not_one() and storing_into_subscript():
+            raise ValueError("setting an array element with a sequence.")  # (NumPy's, for a plain array)
+        if self._may_convert() or self._not_one():
             return int(bottom(self))
         self._check_thread()
         if storing_into_subscript():
@@ -2982,7 +2991,7 @@ class Tracer:
         raise escape_error("int(x)", TracerEscapeError, _CONVERSION_HINT)
 
     def __complex__(self):
-        if self._may_convert() or index_valued_call(sys._getframe(1)):
+        if self._may_convert() or index_valued_call(sys._getframe(1)) or self._not_one():
             return complex(bottom(self))
         self._check_thread()
         frame = sys._getframe(1)
@@ -3062,6 +3071,8 @@ class Tracer:
         raise _raw_memory_attribute("__array_struct__", self)
 
     def __dlpack__(self, *args, **kwargs):
+        if self._level.closed:  # a leftover: the array it holds (torch.as_tensor(y), np.from_dlpack(y))
+            return np.asarray(live(self)).__dlpack__(*args, **kwargs)
         raise escape_error("x.__dlpack__() (np.from_dlpack: the raw memory of a traced array)", TracerEscapeError,
                            " For the values as a read-only plain array use mg.value(x); to keep the derivative, "
                            "use the traced array itself.", specific=True)
@@ -4388,10 +4399,10 @@ def write(dest, idx, value):
                 bind_with("write", dest, idx, np.reshape(value, -1)[src])
             return
     if isinstance(value, Tracer) and (value.ndim or (type(value) is ArrayTracer and _reread_scalar(dest, value))):
-        one = value if value.ndim else value.reshape(1)
-        order = copy_order(bottom(dest), idx, bottom(one))
+        vb = bottom(value)
+        order = copy_order(bottom(dest), idx, vb if value.ndim else vb.reshape(1))
         if order is not None:  # NumPy's unbuffered copy reads elements it has overwritten
-            copy_in_order(dest[idx], one, order)
+            copy_in_order(dest[idx], value if value.ndim else value.reshape(1), order)
             return
     bind_with("write", dest, idx, value)
 
@@ -4399,8 +4410,12 @@ def write(dest, idx, value):
 def _reread_scalar(dest, value) -> bool:
     """Whether NumPy's copy of the 0-d ``value`` into ``dest`` reads it again at every step: a view
     of ``dest``'s memory of its dtype (no cast: the copy does not buffer it), which a step may change."""
-    vb = bottom(value)
-    return type(vb) is _ndarray and vb.dtype == bottom(dest).dtype and np.may_share_memory(bottom(dest), vb)
+    vb, db = bottom(value), bottom(dest)
+    if type(vb) is not _ndarray or vb.dtype != db.dtype or not np.may_share_memory(db, vb):
+        return False
+    # (a whole element of dest's grid: every step writes the same value, so a read again reads it)
+    item = db.itemsize
+    return bool((_ptr(vb) - _ptr(db)) % item or any(st % item for st in db.strides))
 
 
 def refuse_python_complex(dest, value):

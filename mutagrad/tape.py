@@ -1479,7 +1479,8 @@ def _add_overlapping(s, geom, ct, level, idx=None):
     if idx is None and _add_by_slices(s, geom, ct):
         return
     item = geom.dtype.itemsize
-    parts = (any(st % item for st in geom.strides) or geom.offset % item) and geom.dtype.kind == "c" and (
+    parts = (any(st % item for st in geom.strides) or geom.offset % item
+             or (np.size(s.adjbuf) * s.dtype.itemsize) % item) and geom.dtype.kind == "c" and (
         (s.dtype.kind == "f" and 2 * s.dtype.itemsize == item) or (s.dtype.kind == "c" and s.dtype.itemsize == item))
     if parts:  # complex elements at odd float positions (a complex view of floats one float in, or of a
         # float view of complex numbers): each element's real and imaginary parts, added at the floats they are

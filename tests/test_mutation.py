@@ -2508,11 +2508,11 @@ def test_a_where_mask_of_another_dtype_than_bool_is_numpys_type_error(call):
         with pytest.raises(TypeError, match="to dtype\\('bool'\\) according to the rule 'safe'"):
             mg.grad(f)(y.copy(), w)
         with pytest.raises(TypeError, match="to dtype\\('bool'\\) according to the rule 'safe'"):
-            mg.jvp(lambda y: f(y, w), (y.copy(),), (np.ones(3),))
+            mg.jvp(lambda y, w=w: f(y, w), (y.copy(),), (np.ones(3),))
     for w in ([True, False, True], 1):
         want = f(y.copy(), w)
         assert mg.value_and_grad(f)(y.copy(), w)[0] == want
-        check_grads(lambda y: f(y, w), y.copy(), order=1)
+        check_grads(lambda y, w=w: f(y, w), y.copy(), order=1)
 
 
 @pytest.mark.parametrize("where", [None, np.array([True, False, True])], ids=["all", "where"])
@@ -2541,3 +2541,14 @@ def test_a_broadcast_complex_view_at_an_odd_float_of_a_complex_argument(where):
         e[k] = 1
         fd.append((f(z0 + h * e) - f(z0 - h * e)) / (2 * h) - 1j * (f(z0 + 1j * h * e) - f(z0 - 1j * h * e)) / (2 * h))
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("stmt", [
+    "d = y[0:6].view(np.complex128)\n    np.copyto(d, d[..., 1], where=np.array([True, True, True]))",
+    "d = y[1:7].view(np.complex128)\n    np.copyto(d, y[0:6].view(np.complex128)[..., 0], where=np.array([False, True, False]))",
+])
+def test_the_cotangent_of_a_complex_view_of_a_float_buffer_of_odd_length(stmt):
+    # (its floats cannot all be seen as complex numbers: the reverse pass's flat view of the buffer
+    # was a bare ValueError)
+    f = _stmt_function(stmt, "np.sum(y * np.arange(1.0, 8.0))")
+    _as_numpy_and_differences(f, np.arange(1.0, 8.0))

@@ -358,3 +358,34 @@ def test_initial_is_cast_to_the_reductions_loop(name):
 
 def _bits(v):
     return np.asarray(v).tobytes()
+
+
+@pytest.mark.parametrize("fn", [np.mean, np.var, np.std])
+@pytest.mark.parametrize("where", [[1.0, 0.0, 0.5, 1.0], [2, 0, 1, 1]], ids=["floats", "ints"])
+def test_mean_and_var_count_a_where_list_as_numpy_does(fn, where):
+    # NumPy divides by the mask's values summed as integers (0.5 counts 0, 2 counts 2), while it
+    # selects the nonzero ones: its value was NumPy's, the derivative divided by the nonzero count
+    f = lambda x: fn(x ** 2, where=where)
+    x = np.array([0.3, 1.7, -0.4, 2.2])
+    assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
+    check_grads(f, x.copy(), order=1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: np.sum(x, where=None), lambda x: np.max(x, where=None, initial=-10.0),
+    lambda x: np.add.reduce(x, where=None), lambda x: np.prod(x, where=None),
+    lambda x: np.nansum(x, where=None), lambda x: np.minimum.reduce(x, where=None, initial=5.0),
+    lambda x: np.subtract.reduce(x, where=None, initial=0.0), lambda x: np.nanmax(x, where=None, initial=-3.0),
+], ids=["sum", "max", "add.reduce", "prod", "nansum", "minimum.reduce", "subtract.reduce", "nanmax"])
+def test_where_none_selects_nothing_as_in_numpy(call):
+    # NumPy's ufunc machinery takes where=None for False: the identity or initial=, a constant (it
+    # was taken as no mask: the sum of x and its derivative)
+    x = np.array([0.3, 1.7, -0.4, 2.2])
+    val, g = mg.value_and_grad(call)(x.copy())
+    assert val == call(x.copy())
+    np.testing.assert_array_equal(g, np.zeros(4))
+    for fn in (np.mean, np.var):  # (they count the mask with int(): NumPy's TypeError)
+        with pytest.raises(TypeError):
+            fn(x, where=None)
+        with pytest.raises(TypeError):
+            mg.grad(lambda x, fn=fn: fn(x, where=None))(x.copy())

@@ -67,7 +67,7 @@ def _np_copyto(args, kwargs):
                 np.shape(dst)):
             np.copyto(np.empty(np.shape(dst), bool), np.empty(np.shape(src), bool))  # (NumPy's own error)
         write(dst, Ellipsis, src)
-        return None
+        return
     wb = where_mask(where)
     try:
         m = np.broadcast_to(wb, np.shape(dst))
@@ -75,12 +75,16 @@ def _np_copyto(args, kwargs):
         np.copyto(np.empty(np.shape(dst), bool), False, where=wb)
         raise
     if np.ndim(src) == 0:
-        if not (isinstance(src, Tracer) and _reread_scalar(dst, src)):
-            # (NumPy reads a 0-d source it casts once, before the copy: a view of what it writes
-            # would change)
-            write(dst, m, np.copy(src) if isinstance(src, Tracer) else src)
-            return None
-        src = src.reshape(1)  # (one of dst's dtype is read again at every step, as a broadcast element)
+        if isinstance(dst, Tracer) and isinstance(src, Tracer) and _reread_scalar(dst, src):
+            # (one of dst's dtype is read again at every step, as a broadcast element)
+            order = copy_order(bottom(dst), Ellipsis, bottom(src).reshape(1), m)
+            if order is not None:
+                copy_in_order(dst, src.reshape(1), order)
+                return
+        # (read once: NumPy reads a 0-d source it casts once, before the copy, and one whose later
+        # reads would give the same: a view of what it writes would change)
+        write(dst, m, np.copy(src) if isinstance(src, Tracer) else src)
+        return
     given = src
     src = np.broadcast_to(src, np.shape(dst))
     if isinstance(dst, Tracer) and isinstance(src, Tracer):
@@ -88,9 +92,9 @@ def _np_copyto(args, kwargs):
         order = copy_order(bottom(dst), Ellipsis, bottom(given), m)
         if order is not None:  # NumPy's unbuffered copy reads elements it has overwritten
             copy_in_order(dst, given, order)
-            return None
+            return
     write(dst, m, src[m])
-    return None
+    return
 
 
 def _without_leading_ones(v, ndim):

@@ -44,9 +44,12 @@ def expand_to(g, shape, axis, keepdims):
 
 
 def _reduce_args(args, kwargs, names):
-    """Positional/keyword arguments of a NumPy reduction as a dict."""
+    """Positional/keyword arguments of a NumPy reduction as a dict (``where=None`` as the mask
+    NumPy's ufunc machinery takes it for: False, nothing selected)."""
     d = dict(zip(names, args))
     d.update(kwargs)
+    if "where" in d and d["where"] is None:
+        d["where"] = np.False_
     return d
 
 
@@ -497,7 +500,22 @@ def _total(x):
     return lv.fast_op(sum_p, _add_reduce(v, None), [(s, x._geom, 0)], lambda g: (np.full(shape, g),))
 
 
+def _where_count(where, shape, axis, keepdims):
+    """The count NumPy's mean and var divide by under ``where=``: the mask's values summed as
+    integers (np._core._methods._count_reduce_items), which for a list of numbers is not the
+    number of nonzero ones (where=[1.0, 0.5] selects two elements and counts 1 + 0)."""
+    return np.add.reduce(np.broadcast_to(np.asarray(bottom(where)), shape), axis=axis, dtype=np.intp,
+                         keepdims=keepdims)
+
+
+def _no_count_of_none(kwargs):
+    """NumPy's mean and var count the mask's items with int(): where=None is its TypeError."""
+    if "where" in kwargs and kwargs["where"] is None:
+        int(None)
+
+
 def _np_mean(args, kwargs):
+    _no_count_of_none(kwargs)
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "where"))
     x = a["a"]
     where = a.get("where", True)
@@ -505,7 +523,7 @@ def _np_mean(args, kwargs):
         m = np.broadcast_to(where_mask(where), np.shape(x))
         s = bind(sum_p, (np.where(m, x, 0.0),), dict(axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)),
                                                      dtype=_loop_dtype(a, mean=True)))
-        cnt = np.sum(m, axis=a.get("axis"), keepdims=bool(a.get("keepdims", False)))
+        cnt = _where_count(where, np.shape(x), a.get("axis"), bool(a.get("keepdims", False)))
         # NumPy divides by the count into the sum's dtype (float16 for a float16 array)
         keep = np.float16 if np.result_type(bottom(x)) == np.float16 and a.get("dtype") is None else None
         res = _divided_in_dtype(s, cnt, keep)
@@ -662,6 +680,7 @@ no_dof_p.rrule, no_dof_p.frule = _no_dof_rrule, _no_dof_frule
 
 
 def _np_var(args, kwargs, sqrt=False):
+    _no_count_of_none(kwargs)
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "ddof", "keepdims", "where", "mean", "correction"))
     x = a["a"]
     axis = a.get("axis")
@@ -670,14 +689,14 @@ def _np_var(args, kwargs, sqrt=False):
     where = a.get("where", True)
     if where is not True and where is not None:
         m = np.broadcast_to(where_mask(where), np.shape(x))
-        cnt = np.sum(m, axis=axis, keepdims=True)
+        cnt = _where_count(where, np.shape(x), axis, True)
         mu = a.get("mean")
         dtype = a.get("dtype")  # (NumPy sums in it, and so computes the deviations in it)
         if mu is None:
             mu = _divided_in_dtype(np.sum(np.where(m, x, 0.0), axis=axis, keepdims=True, dtype=dtype), cnt)
         d = np.where(m, x - mu, 0.0)
         ss = np.sum(_abs2_by_parts(d), axis=axis, keepdims=keepdims, dtype=dtype)
-        n = np.sum(m, axis=axis, keepdims=keepdims)
+        n = _where_count(where, np.shape(x), axis, keepdims)
         res = _divided_in_dtype(ss, np.maximum(n - ddof, 0))
     else:
         mu = a.get("mean")

@@ -1008,6 +1008,8 @@ def _reduce_kwargs(kwargs, names):
     bad = set(k) - set(names)
     if bad:
         raise TypeError(f"unsupported keyword arguments {sorted(bad)} on traced arrays")
+    if "where" in k and k["where"] is None:  # (False to NumPy's ufunc machinery: nothing selected)
+        k["where"] = np.False_
     return k
 
 

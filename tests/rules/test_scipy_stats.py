@@ -324,7 +324,7 @@ def test_t_logpdf_is_scipys_to_the_bit_and_its_df_derivative_exact_at_large_df()
     for df in np.logspace(-1, 15, 40):
         want = scipy.stats.t.logpdf(z, df)
         assert np.array_equal(t.logpdf(z, df), want)
-        assert np.array_equal(mg.vjp(lambda z: t.logpdf(z, df), z.copy())[0], want)
+        assert np.array_equal(mg.vjp(lambda z, df=df: t.logpdf(z, df), z.copy())[0], want)
         assert np.array_equal(mg.vjp(lambda d: t.logpdf(z, d), df)[0], want)
     # d/d df log t(0; df) = (psi((df + 1)/2) - psi(df/2))/2 - 1/(2 df) = 1/(4 df^2) + O(df^-3), by hand
     for df in (1e6, 1e8, 1e10):

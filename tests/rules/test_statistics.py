@@ -877,7 +877,7 @@ def test_reduceat_keeps_numpys_loops_axes_and_indices():
                                   "np.float_power.reduce(x, dtype=np.float32)"])
 def test_a_fold_with_a_dtype_numpy_has_no_loop_for_raises_numpys_error(expr):
     # (the folds cast to dtype= and computed: numbers where NumPy has no loop for that dtype)
-    call = eval(f"lambda x: {expr}", {"np": np})  # noqa: S307 (the test's own expressions)
+    call = eval(f"lambda x: {expr}", {"np": np})  # (the test's own expressions)
     x = np.array([1.5, 2.0, 0.7])
     with pytest.raises(TypeError) as plain:
         call(x.copy())

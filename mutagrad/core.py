@@ -3448,6 +3448,8 @@ class Tracer:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # (a ComplexWarning: the write warns)
                 np.empty((), self.dtype).fill(probe)
+        if type(value) is ArrayTracer:
+            value = np.copy(value)  # (NumPy converts the value once, before it fills: one it overwrites too)
         write(self, Ellipsis, value)
 
     def sort(self, axis=-1, kind=None, order=None, *, stable=None):
@@ -4385,6 +4387,10 @@ def write(dest, idx, value):
         if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
             write(sub, Ellipsis, value)
             return
+    if (type(idx) is _ndarray and idx.dtype == bool and type(value) is ArrayTracer and value.ndim == 0
+            and idx.ndim == np.ndim(bottom(dest)) and _reread_scalar(dest, value)):
+        write_in_order(dest, np.flatnonzero(idx), value)  # (NumPy reads it again at every element)
+        return
     if type(idx) is _ndarray and idx.dtype == bool and isinstance(value, Tracer) and value.size > 1:
         db = bottom(dest)
         if idx.ndim == db.ndim and np.may_share_memory(db, bottom(value)):

@@ -2420,6 +2420,10 @@ def test_copyto_of_one_element_over_a_complex_view_it_shares_in_part(stmt):
     "np.copyto(y[0:8].view(np.complex128), y[3:5].view(np.complex128), where=np.array([True, False, True, True]))",
     "np.copyto(y[1:7].view(np.complex128), y[2:3].reshape(()), where=np.array([True, False, True]))",
     "y[1:7].view(np.complex128)[...] = y[2:3].reshape(())",
+    "y[1:7].view(np.complex128)[np.array([True, True, True])] = y[2:4].view(np.complex128)[0, ...]",
+    "y[1:7].view(np.complex128)[np.array([True, False, True])] = y[2:4].view(np.complex128)[0, ...]",
+    "y[1:7].view(np.complex128).fill(y[2:4].view(np.complex128)[0, ...])",
+    "np.place(y[1:7].view(np.complex128), np.array([True, True, True]), y[2:4].view(np.complex128)[0, ...])",
 ])
 def test_a_0d_or_reversed_complex_view_copied_over_memory_it_shares_in_part(stmt):
     # NumPy reads a 0-d source of the destination's dtype again at every step (it buffers one it

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from ..core import (write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, strong_operand,
-                   write, index_array, index_positions, numpy_layout, refuse_python_complex)
+                   write, index_array, index_positions, numpy_layout, refuse_python_complex, _reread_scalar)
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
@@ -159,7 +159,7 @@ class FlatIter:
             return
         vb = bottom(value)
         if sequential and isinstance(vb, np.ndarray) and vb.dtype == bottom(x).dtype and (
-                np.may_share_memory(vb, bottom(x)) and np.size(vb) > 1):
+                np.may_share_memory(vb, bottom(x)) and (np.size(vb) > 1 or _reread_scalar(x, value))):
             write_in_order(x, pos, value)
             return
         write(x, _unravel(x, pos), cycle_to(value, count))

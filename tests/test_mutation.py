@@ -2486,6 +2486,15 @@ def test_copyto_reads_a_0d_source_once_takes_a_python_complex_and_where_none():
 
     with pytest.warns(np.exceptions.ComplexWarning):
         assert mg.value_and_grad(h)(1.5 + 2j, np.ones(3)) == (4.5, 3.0)
+
+    def k(x):  # a traced Python complex is weak too: casting="safe" into complex64 (it was refused)
+        d = mnp.zeros(3, np.complex64)
+        np.copyto(d, complex(1.0, 2.0) * x[0], casting="safe")
+        return np.sum(np.real(d))
+
+    x = np.array([0.3, 1.7, -0.4])
+    assert mg.value_and_grad(k)(x.copy())[0] == k(x.copy())
+    np.testing.assert_array_equal(mg.grad(k)(x.copy()), [3.0, 0.0, 0.0])  # d/dx0 of 3 Re((1 + 2j) x0)
     x = np.arange(4.0)
     assert mg.value_and_grad(lambda x: (np.copyto(x, 5.0, where=None), np.sum(x))[1])(x)[0] == 6.0
     assert np.array_equal(x, np.arange(4.0))  # (NumPy: nothing written)

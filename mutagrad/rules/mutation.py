@@ -27,6 +27,7 @@ from ..core import (
     plain_operands,
     refuse_python_complex,
     strong_operand,
+    weak,
     where_mask,
     with_replayed_bits,
     write,
@@ -51,7 +52,8 @@ def _np_copyto(args, kwargs):
     src = _without_leading_ones(src, getattr(dst, "ndim", 0))
     # NumPy's casting check ("same_kind" by default), on 0-d stand-ins of the same dtypes
     # (a Python number stays one: NumPy treats it as weakly typed)
-    probe = src if type(src) in (int, float, complex, bool) else np.zeros((), np.result_type(bottom(src)))
+    probe = (src if type(src) in (int, float, complex, bool) else bottom(src).item() if type(src) is ScalarTracer
+             and weak(src) else np.zeros((), np.result_type(bottom(src))))  # (a traced Python number: weak too)
     target = np.empty((), np.result_type(bottom(dst)))
     if not (complex_into_real(target, probe) and np.can_cast(np.result_type(probe), target.dtype,
                                                               a.get("casting", "same_kind"))):

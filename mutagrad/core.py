@@ -4836,14 +4836,18 @@ def write_reduced(res, out, name):
     ``out=`` may add dimensions the result broadcasts to: NumPy's errors otherwise
     (``name``: the ufunc NumPy's message names, ``add`` for a sum)."""
     if out is not None:
-        so, sr = np.shape(out), np.shape(res)
-        if len(so) != len(sr):
-            raise ValueError(f"output parameter for reduction operation {name} has the wrong number of dimensions: "
-                             f"Found {len(so)} but expected {len(sr)}")
-        if so != sr:
-            raise ValueError(f"non-broadcastable output operand with shape {so} doesn't match the broadcast "
-                             f"shape {sr}")
+        check_reduced_out(res, out, name)
     return write_out(res, out)
+
+
+def check_reduced_out(res, out, name):
+    """NumPy's errors for a reduction's ``out=`` of another shape than its result ``res``."""
+    so, sr = np.shape(out), np.shape(res)
+    if len(so) != len(sr):
+        raise ValueError(f"output parameter for reduction operation {name} has the wrong number of dimensions: "
+                         f"Found {len(so)} but expected {len(sr)}")
+    if so != sr:
+        raise ValueError(f"non-broadcastable output operand with shape {so} doesn't match the broadcast shape {sr}")
 
 
 def write_replayed(out, idx, res, replay):

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak, where_mask
-from ..core import _bits, write_out, write_reduced
+from ..core import _bits, check_reduced_out, with_replayed_bits, write, write_out, write_reduced
 from ..errors import NoRuleError, user_line
 from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out, numpy_zero_signs)
@@ -64,6 +64,19 @@ def _nan_reducer(fn, fill, names):
     return handler
 
 
+def _into_out(res, out, replay, reduced=None):
+    """``write_out(res, out)`` (``reduced``: a reduction's, the ufunc its errors name), with NumPy's bits
+    where ``out=`` has another dtype than ``res``: NumPy computes into it (a float32 out's
+    interpolation, a complex out's mean), the last bit of which a cast of ``res`` may miss;
+    ``replay(plain_out)`` is NumPy's own call into it."""
+    if not isinstance(out, Tracer) or np.result_type(bottom(out)) == np.result_type(bottom(res)):
+        return write_out(res, out) if reduced is None else write_reduced(res, out, reduced)
+    if reduced is not None:
+        check_reduced_out(res, out, reduced)
+    with_replayed_bits(out, replay, lambda: write(out, Ellipsis, res))
+    return out
+
+
 def _np_nanmean(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "where"))
     x, m = _nan_filled(a["a"], 0.0)
@@ -74,7 +87,10 @@ def _np_nanmean(args, kwargs):
     dt = bottom(tot).dtype
     if bottom(avg).dtype != dt:  # NumPy divides into tot's own dtype
         avg = avg.astype(dt)
-    return write_reduced(avg, a.get("out"), "add")
+    return _into_out(avg, a.get("out"), lambda ob: np.nanmean(
+        bottom(a["a"]), **{k: (bottom(v) if k == "where" else v) for k, v in _given(a, "axis", "dtype", "keepdims",
+                                                                                    "where").items()}, out=ob),
+        "add")
 
 
 def _nan_extremum(fn, fill, own):
@@ -535,7 +551,9 @@ def _np_quantile(scale, omit_nan):
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(
                 c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, method=a.get("method", "linear")))
-        return write_out(res, a.get("out"))
+        return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), out=ob, **{
+            k: (bottom(v) if k == "weights" else v) for k, v in a.items()
+            if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))
 
     return handler
 

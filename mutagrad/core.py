@@ -3016,7 +3016,7 @@ class Tracer:
         raise err
 
     def item(self, *args):
-        if self._may_convert():
+        if self._may_convert() or (not args and self._not_one()):  # (of several elements: NumPy's ValueError)
             return bottom(self).item(*args)
         self._check_thread()
         raise escape_error("x.item()")
@@ -3073,7 +3073,8 @@ class Tracer:
     def __dlpack__(self, *args, **kwargs):
         if self._level.closed:  # a leftover: the array it holds (torch.as_tensor(y), np.from_dlpack(y))
             return np.asarray(live(self)).__dlpack__(*args, **kwargs)
-        raise escape_error("x.__dlpack__() (np.from_dlpack: the raw memory of a traced array)", TracerEscapeError,
+        raise escape_error("x.__dlpack__() (DLPack, asked by np.from_dlpack or another library's array "
+                           "constructor: the raw memory of a traced array)", TracerEscapeError,
                            " For the values as a read-only plain array use mg.value(x); to keep the derivative, "
                            "use the traced array itself.", specific=True)
 
@@ -4404,24 +4405,56 @@ def write(dest, idx, value):
             else:  # what NumPy leaves: a gather of the value's elements as they were
                 bind_with("write", dest, idx, np.reshape(value, -1)[src])
             return
-    if isinstance(value, Tracer) and (value.ndim or (type(value) is ArrayTracer and _reread_scalar(dest, value))):
-        vb = bottom(value)
-        order = copy_order(bottom(dest), idx, vb if value.ndim else vb.reshape(1))
+    if type(value) is ArrayTracer and value.ndim == 0 and _view_index(idx) and _reread_scalar(dest, value):
+        sub = dest if idx is Ellipsis else dest[idx]
+        if sub.ndim:
+            scalar_in_memory_order(sub, value)
+            return
+    if isinstance(value, Tracer) and value.ndim:
+        order = copy_order(bottom(dest), idx, bottom(value))
         if order is not None:  # NumPy's unbuffered copy reads elements it has overwritten
-            copy_in_order(dest[idx], value if value.ndim else value.reshape(1), order)
+            copy_in_order(dest[idx], value, order)
             return
     bind_with("write", dest, idx, value)
 
 
-def _reread_scalar(dest, value) -> bool:
+def scalar_in_memory_order(dest, value, mask=None):
+    """``dest[...] = value`` (``dest[mask] = value``) as NumPy assigns a 0-d source of dest's dtype
+    that shares part of dest's memory: it reads the source's memory itself at every element
+    (a raw scalar, no buffer), in dest's memory order (its iteration sorts the axes by stride and
+    walks negative strides backwards), so each element gets the source as the earlier ones left it."""
+    db = bottom(dest)
+    addr = np.zeros(db.shape, dtype=np.intp)
+    for ax, (n, st) in enumerate(zip(db.shape, db.strides)):
+        sh = [1] * db.ndim
+        sh[ax] = n
+        addr = addr + (np.arange(n, dtype=np.intp) * st).reshape(sh)
+    order = np.argsort(addr, axis=None, kind="stable")
+    if mask is not None:
+        order = order[np.ravel(np.broadcast_to(mask, db.shape))[order]]
+    for k in order:
+        write(dest, tuple(int(i) for i in np.unravel_index(int(k), db.shape)), value)
+
+
+def _reread_scalar(dest, value, raw=True) -> bool:
     """Whether NumPy's copy of the 0-d ``value`` into ``dest`` reads it again at every step: a view
     of ``dest``'s memory of its dtype (no cast: the copy does not buffer it), which a step may change."""
     vb, db = bottom(value), bottom(dest)
     if type(vb) is not _ndarray or vb.dtype != db.dtype or not np.may_share_memory(db, vb):
         return False
-    # (a whole element of dest's grid: every step writes the same value, so a read again reads it)
     item = db.itemsize
-    return bool((_ptr(vb) - _ptr(db)) % item or any(st % item for st in db.strides))
+    p = _ptr(vb)
+    # NumPy's assignment of a raw scalar (``raw``: x[...] = v, np.copyto) copies it first where its
+    # address is not aligned for the integer copies of its itemsize (a complex64 at an odd float32 is
+    # read once); its element loops (x.flat, np.place) read it where it is
+    align = _UINT_ALIGN.get(item, 0)
+    if raw and (not align or p % align or p % vb.dtype.alignment):
+        return False
+    # (a whole element of dest's grid: every step writes the same value, so a read again reads it)
+    return bool((p - _ptr(db)) % item or any(st % item for st in db.strides))
+
+
+_UINT_ALIGN = {1: 1, 2: 2, 4: 4, 8: 8, 16: 8}  # (npy_uint_alignment: 16-byte items go as two uint64)
 
 
 def refuse_python_complex(dest, value):

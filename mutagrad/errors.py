@@ -37,7 +37,9 @@ __all__ = [
 ]
 
 # the packages whose frames are not the user's (by top-level name: a user's numpy_utils.py is theirs)
-_INTERNAL_PACKAGES = frozenset(("mutagrad", "numpy", "scipy", "functools", "contextlib", "_pytest", "pluggy"))
+# (the peers too: torch.as_tensor(x) is refused at the user's line that called it)
+_INTERNAL_PACKAGES = frozenset(("mutagrad", "numpy", "scipy", "functools", "contextlib", "_pytest", "pluggy", "torch",
+                                "jax", "jaxlib"))
 
 
 def _frame_is_internal(frame) -> bool:

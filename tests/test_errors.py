@@ -4344,3 +4344,19 @@ def test_a_leftover_goes_through_dlpack_as_the_array_it_holds():
     kept = []
     mg.grad(lambda a: np.sum(kept.append(a * 3.0) or a ** 2))(np.array([1.0, 2.0]))
     np.testing.assert_array_equal(np.from_dlpack(kept[0]), [3.0, 6.0])
+
+
+def test_item_of_several_elements_is_numpys_value_error():
+    # (a program may catch it, as in a plain call; it was an escape error)
+    def f(x):
+        try:
+            s = x.item()
+        except ValueError:
+            s = 2.0
+        return s * np.sum(x)
+
+    x = np.array([0.3, 1.7, -0.4])
+    assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
+    np.testing.assert_array_equal(mg.grad(f)(x.copy()), [2.0, 2.0, 2.0])
+    with pytest.raises(mg.TracerEscapeError, match="x.item()"):
+        mg.grad(lambda x: x[:1].item() * np.sum(x))(x.copy())

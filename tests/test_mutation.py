@@ -2565,3 +2565,38 @@ def test_the_cotangent_of_a_complex_view_of_a_float_buffer_of_odd_length(stmt):
     # was a bare ValueError)
     f = _stmt_function(stmt, "np.sum(y * np.arange(1.0, 8.0))")
     _as_numpy_and_differences(f, np.arange(1.0, 8.0))
+
+
+_DESTS_2D = {"Z": lambda z: z, "Z.T": lambda z: z.T, "Z[:, ::-1]": lambda z: z[:, ::-1],
+             "Z[::-1, ::-1]": lambda z: z[::-1, ::-1], "Z[1:, ::-2]": lambda z: z[1:, ::-2]}
+_SCALAR_WRITES = {
+    "ellipsis": lambda d, v: d.__setitem__(Ellipsis, v), "copyto": lambda d, v: np.copyto(d, v),
+    "copyto-where": lambda d, v: np.copyto(d, v, where=np.arange(d.size).reshape(d.shape) % 3 != 1),
+    "flat": lambda d, v: d.flat.__setitem__(slice(None), v),
+    "place": lambda d, v: np.place(d, np.arange(d.size).reshape(d.shape) % 3 != 1, v),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("op", list(_SCALAR_WRITES))
+@pytest.mark.parametrize("dest", list(_DESTS_2D))
+def test_a_0d_complex_view_at_an_odd_float_written_over_a_2d_or_reversed_view(dest, op, dtype):
+    # NumPy reads the raw scalar at every element, in the destination's memory order, where its
+    # address suits its integer copies (a complex128 at an odd float64; a complex64 at an odd
+    # float32 is copied first), and its element loops (x.flat, np.place) read it always: reverse
+    # mode took it as read once for 2-D and reversed destinations, np.copyto(where=) wrote that
+    cdt = np.complex128 if dtype == np.float64 else np.complex64
+    w = np.linspace(-1.0, 2.0, 24)
+
+    def f(x):
+        y = x.astype(dtype)
+        _SCALAR_WRITES[op](_DESTS_2D[dest](y.view(cdt).reshape(3, 4)), y[9:11].view(cdt).reshape(()))
+        return np.sum(y.astype(np.float64) * w), y
+
+    x0 = np.random.default_rng(3).standard_normal(24)
+    (vm, ym), g = mg.value_and_grad(f, has_aux=True)(x0.copy())
+    vp, yp = f(x0.copy())
+    assert vm == vp and np.array_equal(np.asarray(ym), yp)
+    if dtype == np.float64:
+        np.testing.assert_allclose(g, _fd_grad(lambda x: f(x)[0], x0.copy()), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(mg.jvp(lambda x: f(x)[0], (x0.copy(),), (w,))[1], g @ w, rtol=1e-12)

@@ -159,7 +159,7 @@ class FlatIter:
             return
         vb = bottom(value)
         if sequential and isinstance(vb, np.ndarray) and vb.dtype == bottom(x).dtype and (
-                np.may_share_memory(vb, bottom(x)) and (np.size(vb) > 1 or _reread_scalar(x, value))):
+                np.may_share_memory(vb, bottom(x)) and (np.size(vb) > 1 or _reread_scalar(x, value, raw=False))):
             write_in_order(x, pos, value)
             return
         write(x, _unravel(x, pos), cycle_to(value, count))

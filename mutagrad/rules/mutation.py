@@ -13,6 +13,7 @@ from numpy.lib.array_utils import normalize_axis_index
 from ..core import (
     FUNCTIONS,
     UFUNC_HANDLERS,
+    ArrayTracer,
     ScalarTracer,
     Tracer,
     _reread_scalar,
@@ -26,6 +27,7 @@ from ..core import (
     index_positions,
     plain_operands,
     refuse_python_complex,
+    scalar_in_memory_order,
     strong_operand,
     weak,
     where_mask,
@@ -77,12 +79,9 @@ def _np_copyto(args, kwargs):
         np.copyto(np.empty(np.shape(dst), bool), False, where=wb)
         raise
     if np.ndim(src) == 0:
-        if isinstance(dst, Tracer) and isinstance(src, Tracer) and _reread_scalar(dst, src):
-            # (one of dst's dtype is read again at every step, as a broadcast element)
-            order = copy_order(bottom(dst), Ellipsis, bottom(src).reshape(1), m)
-            if order is not None:
-                copy_in_order(dst, src.reshape(1), order)
-                return
+        if isinstance(dst, Tracer) and type(src) is ArrayTracer and np.ndim(dst) and _reread_scalar(dst, src):
+            scalar_in_memory_order(dst, src, m)  # (one of dst's dtype is read again at every element)
+            return
         # (read once: NumPy reads a 0-d source it casts once, before the copy, and one whose later
         # reads would give the same: a view of what it writes would change)
         write(dst, m, np.copy(src) if isinstance(src, Tracer) else src)

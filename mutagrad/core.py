@@ -2936,7 +2936,9 @@ class Tracer:
     def __float__(self):
         if self._may_convert() or predicate_call(sys._getframe(1)) or index_valued_call(sys._getframe(1)) or (
                 self._not_one()):
-            return float(bottom(self))  # (not one element: NumPy's TypeError, as a plain call raises it)  # (index_valued_call: NumPy filling a list's array for np.argmax...)
+            # (index_valued_call: NumPy filling a list's array for np.argmax...; not one element:
+            # NumPy's TypeError, as a plain call raises it)
+            return float(bottom(self))
         frame = sys._getframe(1)
         if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
             return float(bottom(self))
@@ -4424,16 +4426,22 @@ def scalar_in_memory_order(dest, value, mask=None):
     (a raw scalar, no buffer), in dest's memory order (its iteration sorts the axes by stride and
     walks negative strides backwards), so each element gets the source as the earlier ones left it."""
     db = bottom(dest)
-    addr = np.zeros(db.shape, dtype=np.intp)
-    for ax, (n, st) in enumerate(zip(db.shape, db.strides)):
-        sh = [1] * db.ndim
-        sh[ax] = n
-        addr = addr + (np.arange(n, dtype=np.intp) * st).reshape(sh)
-    order = np.argsort(addr, axis=None, kind="stable")
+    order = np.argsort(element_offsets(db.shape, db.strides), axis=None, kind="stable")
     if mask is not None:
         order = order[np.ravel(np.broadcast_to(mask, db.shape))[order]]
     for k in order:
         write(dest, tuple(int(i) for i in np.unravel_index(int(k), db.shape)), value)
+
+
+def element_offsets(shape, strides, start=0):
+    """The offset of every element of an array of ``shape`` and ``strides`` (in bytes, or in
+    the unit the strides are given in), from ``start``: an array of ``shape``."""
+    off = np.full(shape, start, dtype=np.intp)
+    for ax, (n, st) in enumerate(zip(shape, strides)):
+        sh = [1] * len(shape)
+        sh[ax] = n
+        off = off + (np.arange(n, dtype=np.intp) * st).reshape(sh)
+    return off
 
 
 def _reread_scalar(dest, value, raw=True) -> bool:

@@ -37,6 +37,7 @@ import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
+    element_offsets,
     ZERO_IF_REAL,
     _any_complex,
     apply_inner,
@@ -1421,11 +1422,7 @@ def _flat_positions(s, geom):
             f"cannot accumulate the derivative of an overlapping view with strides {geom.strides} "
             f"of {geom.dtype} elements (at {user_line()}); copy the view first (x.copy())"
         )
-    pos = np.full(geom.shape, geom.offset // item, dtype=np.intp)
-    for ax, (n, st) in enumerate(zip(geom.shape, geom.strides)):
-        sh = [1] * len(geom.shape)
-        sh[ax] = n
-        pos = pos + (np.arange(n, dtype=np.intp) * (st // item)).reshape(sh)
+    pos = element_offsets(geom.shape, tuple(st // item for st in geom.strides), geom.offset // item)
     flat = np.reshape(s.adjbuf, -1)
     if bottom(flat).dtype != geom.dtype:
         flat = flat.view(geom.dtype)

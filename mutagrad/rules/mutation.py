@@ -95,7 +95,6 @@ def _np_copyto(args, kwargs):
             copy_in_order(dst, given, order)
             return
     write(dst, m, src[m])
-    return
 
 
 def _without_leading_ones(v, ndim):

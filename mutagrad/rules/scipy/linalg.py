@@ -193,6 +193,21 @@ def _shares(x, y):
         return True
 
 
+def _layout_key(p, arguments):
+    """What SciPy's decision to work in the array ``p`` depends on: the arrays' shapes, strides,
+    dtypes, alignments and flags, and the other arguments' values (options); None where an
+    argument is none of those (a callable, an object)."""
+    key = [p]
+    for k, v in arguments.items():
+        if isinstance(v, np.ndarray):
+            key.append((k, v.shape, v.strides, v.dtype.str, v.ctypes.data % 64, v.flags.writeable))
+        elif v is None or type(v) in (bool, int, float, str):
+            key.append((k, v))
+        else:
+            return None
+    return tuple(key)
+
+
 def _core_ndim(core, v):
     return (2 if np.ndim(v) >= 2 else 1) if core == "1|2" else core
 
@@ -210,6 +225,7 @@ class _Overwrites:
         params = list(self.sig.parameters)
         self.positions = [(f, params.index(f) if self.sig.parameters[f].kind is not
                            inspect.Parameter.KEYWORD_ONLY else None) for f in flags]
+        self.untouched = {}  # (_untouched's answers, by the arguments' layouts and options)
 
     def flagged(self, args, kwargs):
         for f, i in self.positions:
@@ -286,6 +302,10 @@ class _Overwrites:
         bound = self.sig.bind(*args, **kwargs)
         bound.apply_defaults()
         bound.arguments.update({k: _plain(v) for k, v in bound.arguments.items()})
+        # (SciPy decides by the layouts and the options, not the values: the answer is kept for them)
+        key = _layout_key(p, bound.arguments)
+        if key is not None and key in self.untouched:
+            return self.untouched[key]
         bound.arguments.update({q: _replica(_plain(bound.arguments[q])) for _, q, _ in targets})
         probe = bound.arguments[p]
         if not probe.flags.writeable:
@@ -298,7 +318,10 @@ class _Overwrites:
                 self.scipy_fn(*bound.args, **bound.kwargs)
         except Exception:  # noqa: BLE001 (SciPy's refusal of the probe's values)
             return False
-        return _same_bits(probe, before)
+        same = _same_bits(probe, before)
+        if key is not None and len(self.untouched) < 256:
+            self.untouched[key] = same
+        return same
 
     def _no_overlap(self, arg, targets):
         arrays = [(k, _plain(v)) for k, a in arg.items() for v in _flat_leaves(a) if isinstance(v, (Tracer, np.ndarray))]

@@ -4390,10 +4390,16 @@ def write(dest, idx, value):
         if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
             write(sub, Ellipsis, value)
             return
-    if (type(idx) is _ndarray and idx.dtype == bool and type(value) is ArrayTracer and value.ndim == 0
-            and idx.ndim == np.ndim(bottom(dest)) and _reread_scalar(dest, value)):
-        write_in_order(dest, np.flatnonzero(idx), value)  # (NumPy reads it again at every element)
-        return
+    if type(idx) is _ndarray and idx.dtype == bool:
+        _check_mask(dest, idx)
+        if idx.ndim == np.ndim(bottom(dest)) and isinstance(value, Tracer) and value.ndim > 1:
+            raise TypeError("NumPy boolean array indexing assignment requires a 0 or 1-dimensional input, input has "
+                            f"{value.ndim} dimensions")
+        if (type(value) is ArrayTracer and value.size == 1 and idx.ndim == np.ndim(bottom(dest))
+                and _meets_in_part(dest, value)):
+            # (NumPy reads a one-element value again at every element of a boolean-mask write)
+            one_value_in_order(dest, np.flatnonzero(idx), value.reshape(()))
+            return
     if type(idx) is _ndarray and idx.dtype == bool and isinstance(value, Tracer) and value.size > 1:
         db = bottom(dest)
         if idx.ndim == db.ndim and np.may_share_memory(db, bottom(value)):
@@ -4426,11 +4432,51 @@ def scalar_in_memory_order(dest, value, mask=None):
     (a raw scalar, no buffer), in dest's memory order (its iteration sorts the axes by stride and
     walks negative strides backwards), so each element gets the source as the earlier ones left it."""
     db = bottom(dest)
-    order = np.argsort(element_offsets(db.shape, db.strides), axis=None, kind="stable")
+    offsets = element_offsets(db.shape, db.strides, _ptr(db)).ravel()
+    order = np.argsort(offsets, kind="stable")
     if mask is not None:
         order = order[np.ravel(np.broadcast_to(mask, db.shape))[order]]
-    for k in order:
-        write(dest, tuple(int(i) for i in np.unravel_index(int(k), db.shape)), value)
+    one_value_in_order(dest, order, value, offsets)
+
+
+def one_value_in_order(dest, order, value, offsets=None):
+    """``dest.flat[k] = value`` for ``k`` in ``order``, each element reading the size-one ``value``
+    as the elements before left it: element by element only where an element's bytes meet the
+    value's (``offsets``: the elements' addresses, dest's own by default), the runs between them
+    in one write each (the value is the same for every element of a run)."""
+    db = bottom(dest)
+    if offsets is None:
+        offsets = element_offsets(db.shape, db.strides, _ptr(db)).ravel()
+    vb = bottom(value)
+    lo = _ptr(vb)
+    hit = (offsets[order] < lo + vb.itemsize) & (offsets[order] + db.itemsize > lo)
+    start = 0
+    for j in list(np.flatnonzero(hit)) + [len(order)]:
+        if j > start:  # (a run that does not touch the value: it reads one value)
+            write(dest, np.unravel_index(order[start:j], db.shape), value)
+        if j < len(order):
+            write(dest, tuple(int(i) for i in np.unravel_index(int(order[j]), db.shape)), value)
+        start = j + 1
+
+
+def _meets_in_part(dest, value) -> bool:
+    """Whether the one-element ``value`` shares part of an element of ``dest`` (not a whole one
+    of its dtype: another itemsize, or an offset off dest's grid)."""
+    vb, db = bottom(value), bottom(dest)
+    if type(vb) is not _ndarray or not np.may_share_memory(db, vb):
+        return False
+    item = db.itemsize
+    return bool(vb.itemsize != item or (_ptr(vb) - _ptr(db)) % item or any(st % item for st in db.strides))
+
+
+def _check_mask(dest, idx):
+    """NumPy's IndexError for a boolean index whose shape is not that of dest's leading axes
+    (checked also where it selects nothing, which writes nothing)."""
+    shape = np.shape(bottom(dest))
+    for k, (m, n) in enumerate(zip(idx.shape, shape)):
+        if m != n:
+            raise IndexError(f"boolean index did not match indexed array along axis {k}; size of axis is {n} but "
+                             f"size of corresponding boolean axis is {m}")
 
 
 def element_offsets(shape, strides, start=0):

@@ -2600,3 +2600,50 @@ def test_a_0d_complex_view_at_an_odd_float_written_over_a_2d_or_reversed_view(de
     if dtype == np.float64:
         np.testing.assert_allclose(g, _fd_grad(lambda x: f(x)[0], x0.copy()), rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(mg.jvp(lambda x: f(x)[0], (x0.copy(),), (w,))[1], g @ w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("stmt", [
+    "y.view(np.complex128)[np.array([True, True, False, True])] = y[1:2].reshape(())",
+    "y[0:4].view(np.complex128)[np.array([True, True])] = y[1:3].view(np.complex128)",
+])
+def test_a_boolean_mask_write_of_one_element_it_shares_in_part(stmt):
+    # NumPy reads a one-element value again at every element of a boolean-mask write, cast or not,
+    # 0-d or (1,): reverse mode took it as read once (values and jvp were NumPy's)
+    f = _stmt_function(stmt, "np.sum(y * np.arange(1.0, 9.0))")
+    _as_numpy_and_differences(f, np.array([0.5, 6.0, 7.0, 8.0, 1.5, 2.5, 3.5, 4.5]), atol=1e-5)
+
+
+def test_a_boolean_mask_write_of_a_complex64_element_it_shares_in_part():
+    # (a complex64 at an odd float32: read once by x[...] = v, which copies it; again at every
+    # element by a boolean-mask write) the gradient is forward mode's columns, which follow NumPy's
+    # values; float32 central differences are too coarse here
+    def f(x):
+        y = x.astype(np.float32)
+        y[0:4].view(np.complex64)[np.array([True, True])] = y[1:3].view(np.complex64)[0, ...]
+        return y.astype(np.float64)[:4] @ np.array([1.0, 2.0, 3.0, 4.0])
+
+    x = np.array([5.0, 6.0, 7.0, 8.0])
+    assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
+    np.testing.assert_array_equal(mg.grad(f)(x.copy()), [0.0, 1.0, 9.0, 0.0])  # y[:4] = [x1, x2, x2, x2], by hand
+    np.testing.assert_array_equal(mg.jacobian(f, mode="fwd")(x.copy()), [0.0, 1.0, 9.0, 0.0])
+
+
+def test_a_boolean_mask_of_another_shape_is_numpys_index_error_even_selecting_nothing():
+    def f(x):
+        x.reshape(1, 6)[np.array([False, False])] = 1.0
+        return np.sum(x)
+
+    for run in (mg.grad(f), lambda x: mg.jvp(f, (x,), (np.ones(6),))):
+        with pytest.raises(IndexError, match="boolean index did not match indexed array along axis 0"):
+            run(np.arange(6.0))
+
+
+@pytest.mark.parametrize("value", ["np.ones((1, 1)) * x[0]", "np.broadcast_to(d[0:1, 0:1], (2, 3))"])
+def test_a_boolean_mask_write_of_a_value_of_two_dimensions_is_numpys_type_error(value):
+    # (NumPy takes a 0-d or 1-d value only; a (1, 1) one was written, a broadcast one a ValueError)
+    ns = {"np": np}
+    exec(f"def f(x):\n    d = x.reshape(2, 3) * 1.0\n    d[d > 1.5] = {value}\n    return np.sum(d)\n", ns)  # noqa: S102
+    with pytest.raises(TypeError, match="requires a 0 or 1-dimensional input, input has 2 dimensions"):
+        ns["f"](np.arange(6.0))
+    with pytest.raises(TypeError, match="requires a 0 or 1-dimensional input, input has 2 dimensions"):
+        mg.grad(ns["f"])(np.arange(6.0))

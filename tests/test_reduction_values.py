@@ -431,3 +431,23 @@ def test_nanmean_into_a_complex_out_argument_has_numpys_bits():
     val, g = mg.value_and_grad(f)(_X9.copy(), o2)
     assert val == want and o2.tobytes() == o1.tobytes()
     np.testing.assert_allclose(g, np.full(9, 1 / 9), rtol=1e-15)  # d/dx_i of the mean, by hand
+
+
+@pytest.mark.parametrize("method", ["nearest", "inverted_cdf", "closest_observation", "lower", "higher", "linear"])
+def test_quantile_into_an_out_the_result_broadcasts_to(method):
+    # NumPy's discrete methods gather with np.take, whose out= must have the result's shape; the
+    # interpolating ones broadcast into it (mutagrad accepted both)
+    def f(x, zeros):
+        out = zeros((2, 3))
+        np.quantile(x.reshape(2, 3), 0.3, axis=0, method=method, out=out)
+        return np.sum(out * out)
+
+    x = np.linspace(0.3, 1.9, 6)
+    if method == "linear":
+        assert mg.value_and_grad(lambda x: f(x, mnp.zeros))(x.copy())[0] == f(x.copy(), np.zeros)
+        check_grads(lambda x: f(x, mnp.zeros), x.copy(), order=1)
+        return
+    with pytest.raises(ValueError, match="output array does not match result of ndarray.take"):
+        f(x.copy(), np.zeros)
+    with pytest.raises(ValueError, match="output array does not match result of ndarray.take"):
+        mg.grad(lambda x: f(x, mnp.zeros))(x.copy())

@@ -522,6 +522,10 @@ def _weighted_index(ws, qb, qshape, last):
     return np.minimum(idx, last).astype(np.intp)
 
 
+# quantile methods whose result NumPy gathers with np.take (into out= of the result's shape only)
+_TAKEN = frozenset(("nearest", "inverted_cdf", "closest_observation", "lower", "higher"))
+
+
 def _np_quantile(scale, omit_nan):
     fn = {(1, False): np.quantile, (100, False): np.percentile, (1, True): np.nanquantile,
           (100, True): np.nanpercentile}[scale, omit_nan]
@@ -551,6 +555,9 @@ def _np_quantile(scale, omit_nan):
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(
                 c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, method=a.get("method", "linear")))
+        if (not omit_nan and a.get("out") is not None and a.get("method") in _TAKEN
+                and np.shape(a["out"]) != np.shape(res)):  # (NumPy's np.take into out=: no broadcast)
+            raise ValueError("output array does not match result of ndarray.take")
         return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), out=ob, **{
             k: (bottom(v) if k == "weights" else v) for k, v in a.items()
             if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))

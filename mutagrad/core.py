@@ -4390,6 +4390,8 @@ def write(dest, idx, value):
         if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
             write(sub, Ellipsis, value)
             return
+    if type(idx) is tuple and len(idx) == 1 and type(idx[0]) is _ndarray and idx[0].dtype == bool:
+        idx = idx[0]  # (x[(mask,)] is x[mask])
     if type(idx) is _ndarray and idx.dtype == bool:
         _check_mask(dest, idx)
         if idx.ndim == np.ndim(bottom(dest)) and isinstance(value, Tracer) and value.ndim > 1:
@@ -4408,10 +4410,12 @@ def write(dest, idx, value):
                 raise ValueError(f"NumPy boolean array indexing assignment cannot assign {value.size} input "
                                  f"values to the {pos.size} output values where the mask is true")
             src = mask_copy_sources(db, idx, bottom(value))
-            if src is None:  # (a layout the probe cannot mirror) element by element, unbuffered
-                write_in_order(dest, pos, value)
-            else:  # what NumPy leaves: a gather of the value's elements as they were
+            if src is not None:  # what NumPy leaves: a gather of the value's elements as they were
                 bind_with("write", dest, idx, np.reshape(value, -1)[src])
+            elif _mask_write_buffers(db, idx, bottom(value)):  # (a layout element numbers cannot mirror)
+                bind_with("write", dest, idx, np.copy(value))
+            else:
+                write_in_order(dest, pos, value)
             return
     if type(value) is ArrayTracer and value.ndim == 0 and _view_index(idx) and _reread_scalar(dest, value):
         sub = dest if idx is Ellipsis else dest[idx]
@@ -4469,14 +4473,31 @@ def _meets_in_part(dest, value) -> bool:
     return bool(vb.itemsize != item or (_ptr(vb) - _ptr(db)) % item or any(st % item for st in db.strides))
 
 
+def _mask_write_buffers(db, mask, vb) -> bool:
+    """Whether NumPy's ``db[mask] = vb`` leaves what a copy of ``vb`` would (it copied the value
+    first), asked of NumPy on a replica of the memory the two arrays span, filled with other
+    bytes, in the same layout (offsets, strides, alignment)."""
+    (dlo, dhi), (vlo, vhi) = _byte_bounds(db), _byte_bounds(vb)
+    lo, hi = min(dlo, vlo), max(dhi, vhi)
+    buf = np.empty(hi - lo + 64, np.uint8)
+    start = (lo - buf.ctypes.data) % 64
+    region = buf[start:start + hi - lo]
+    region[...] = np.arange(hi - lo, dtype=np.uint8) * 37 + 11  # (distinct neighbouring bytes)
+    d = np.ndarray(db.shape, db.dtype, buffer=region, offset=_ptr(db) - lo, strides=db.strides)
+    v = np.ndarray(vb.shape, vb.dtype, buffer=region, offset=_ptr(vb) - lo, strides=vb.strides)
+    before = region.copy()
+    with np.errstate(all="ignore"):
+        d[mask] = v
+        after = region.copy()
+        region[...] = before
+        d[mask] = v.copy()
+    return bool(np.array_equal(after, region))
+
+
 def _check_mask(dest, idx):
-    """NumPy's IndexError for a boolean index whose shape is not that of dest's leading axes
-    (checked also where it selects nothing, which writes nothing)."""
-    shape = np.shape(bottom(dest))
-    for k, (m, n) in enumerate(zip(idx.shape, shape)):
-        if m != n:
-            raise IndexError(f"boolean index did not match indexed array along axis {k}; size of axis is {n} but "
-                             f"size of corresponding boolean axis is {m}")
+    """NumPy's IndexError for a boolean index that does not fit dest's leading axes (checked also
+    where it selects nothing, which writes nothing): NumPy's own indexing of a stand-in."""
+    np.broadcast_to(np.empty((), bool), np.shape(bottom(dest)))[idx]
 
 
 def element_offsets(shape, strides, start=0):

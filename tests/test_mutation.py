@@ -2647,3 +2647,28 @@ def test_a_boolean_mask_write_of_a_value_of_two_dimensions_is_numpys_type_error(
         ns["f"](np.arange(6.0))
     with pytest.raises(TypeError, match="requires a 0 or 1-dimensional input, input has 2 dimensions"):
         mg.grad(ns["f"])(np.arange(6.0))
+
+
+@pytest.mark.parametrize("shape,mask", [((6,), (0,)), ((2, 3), (0, 3)), ((2, 3), (2, 0)), ((2, 3), (0, 0))])
+def test_an_empty_boolean_mask_numpy_takes_writes_nothing(shape, mask):
+    # (NumPy takes a mask with a length-0 axis whatever the array's size there: it was refused)
+    def f(x):
+        y = x.reshape(shape) * 1.0
+        y[np.zeros(mask, dtype=bool)] = 5.0
+        return np.sum(y * y)
+
+    x = np.arange(1.0, 7.0)
+    assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy()) == 91.0
+    np.testing.assert_array_equal(mg.grad(f)(x.copy()), 2 * x)
+
+
+@pytest.mark.parametrize("stmt", [
+    "y.view(np.complex128)[(np.array([True, True, False, True]),)] = y[1, ...]",
+    "y[(np.array([True, True, True, False, True, False, True, False]),)] = y[:5]",
+    "y[1:-1].view(np.complex128)[np.array([False, True, True])] = y.view(np.complex128)[1:3]",
+])
+def test_boolean_mask_writes_of_values_sharing_memory_in_other_layouts(stmt):
+    # a mask in a tuple, x[(m,)], took the general path (reverse mode: read once), and a value off
+    # the destination's element grid was written element by element where NumPy copies it first
+    f = _stmt_function(stmt, "np.sum(y * np.arange(1.0, 9.0))")
+    _as_numpy_and_differences(f, np.array([0.5, 2.0, 3.0, 4.0, 1.5, 2.5, 3.5, 4.5]))

@@ -844,6 +844,50 @@ def _pair_inv(v):
     return 1.0 / (v[..., None, :] - v[..., :, None] + eye) - eye
 
 
+SECOND_ORDER_RTOL = 1e-5  # float64 values closer than this: the second derivative through the vectors is refused
+
+
+def _second_order_rtol(dtype):
+    """SECOND_ORDER_RTOL for values of ``dtype``: the second derivative's rounding error grows as
+    eps |A| / gap² (measured on eigh, svd and eig matrix functions: 1.8e-8 of the Hessian at a gap
+    of 1e-4, 3.4e-4 at 1e-6, 2e-2 at 1e-7 in double; 2e-3 at 1e-3 and 0.3 at 1e-4 in single), so
+    1e-5 in double and 5e-3 in single precision keep it below about 1e-5."""
+    eps = float(np.finfo(dtype).eps) if np.dtype(dtype).kind in "fc" else _EPS64
+    return SECOND_ORDER_RTOL if eps <= _EPS64 else 5e-3
+
+
+def _near_tie_refusal(v, what):
+    """Where an outer differentiation traces the values ``v`` of a rule's vector derivative (a
+    second derivative through the vectors) and two of them are nearly repeated, the refusal: the
+    vectors' derivative divides by their gap, its own derivative by its square, which amplifies
+    rounding into wrong numbers (eigh's Hessian 2.4x off at a relative gap of 1e-8 that the first
+    derivative passes to 1.5e-8); else None."""
+    if not isinstance(v, Tracer) or np.shape(v)[-1] < 2:
+        return None
+    gap = _near_tie_second(v)
+    if gap is None:
+        return None
+    return not_implemented(
+        f"{what}: a second derivative through its vectors at values {gap:.1e} apart (relative to the largest; "
+        f"below {_second_order_rtol(np.result_type(bottom(v))):.0e}): the vectors' derivative divides by that "
+        "gap and its own derivative by its square, which amplifies rounding into numbers wrong by more than "
+        "1e-5 (the first derivative, divided once, is accurate there). Write the function of the matrix with a "
+        "rule of its own (mutagrad.scipy.linalg.expm/logm/sqrtm, np.linalg.solve/inv) or of the values only "
+        "(np.linalg.eigvalsh, norms), or evaluate it where the values are further apart.")
+
+
+def _near_tie_second(v):
+    """The smallest relative gap between two of the values ``v`` where it is below the second
+    order's threshold (a plain number), else None."""
+    b = np.asarray(bottom(v))
+    if not np.issubdtype(b.dtype, np.floating) and b.dtype.kind != "c":
+        return None
+    scale = np.max(np.abs(b), axis=-1, keepdims=True)
+    gap = np.where(np.eye(b.shape[-1], dtype=bool), np.inf, np.abs(b[..., None, :] - b[..., :, None]))
+    rel = np.min(gap / np.where(scale > 0, scale, 1.0)[..., None])
+    return float(rel) if rel < _second_order_rtol(b.dtype) else None
+
+
 REPEATED_RTOL = 1e-10  # float64 values closer than this (relative to the largest) count as repeated
 _EPS64 = float(np.finfo(np.float64).eps)
 
@@ -1285,8 +1329,8 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
     hidden = False
     if not is_zero(gV):
         F = _pair_inv(w)
-        bad = None
-        if _repeated(w):
+        bad = _near_tie_refusal(w, what)
+        if bad is None and _repeated(w):
             F = _distinct_part(w, gV)
             # (inside eigvalsh's pullback, differentiated: its second derivative at the tie, whose
             # divided differences (f'(λi) - f'(λj)) / (λi - λj) no cotangent shows, refuses)
@@ -1328,6 +1372,9 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO):
     LAPACK's real row (``rows``; None: no convention known) real."""
     if _repeated(w):
         return _degenerate(what, forward=True)
+    bad = _near_tie_refusal(w, what)
+    if bad is not None:
+        return bad
     C = _pair_inv(w) * (X if is_zero(Q) else X - Q * w[..., None, :])
     if not is_zero(Q):
         C = C - _diag_embed(_re(_diag(Q))) / 2
@@ -1476,6 +1523,9 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True):
     if _repeated(S) or (m != n and _has_zero(S)):
         bad = _degenerate("np.linalg.svd", forward=True)
         return bad, dS, bad
+    bad = _near_tie_refusal(S, "np.linalg.svd")
+    if bad is not None:
+        return bad, dS, bad
     F = _pair_inv(S * S)
     Sr, Sc = S[..., None, :], S[..., :, None]
     dPh = _H(dP)
@@ -1542,6 +1592,9 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
             return _degenerate("np.linalg.svd")
         Sd = np.where(zero, 1.0, S)
     if F is None:
+        bad = _near_tie_refusal(S, "np.linalg.svd")
+        if bad is not None:
+            return bad
         F = _pair_inv(S * S)
     Sr, Sc = Sd[..., None, :], Sd[..., :, None]
     if _is_complex(U):  # the phase term's cotangent (see _svd_jvp), added to gU's or gVh's
@@ -2398,6 +2451,9 @@ def _eig_jvp(w, V, dA, need_v=True):
         return dw
     if np.any(_eig_tied_pairs(w, gaps)):
         return dw, _degenerate("np.linalg.eig", forward=True)
+    near = _near_tie_refusal(w, "np.linalg.eig")
+    if near is not None:
+        return dw, near
     return dw, _eig_gauge(V, np.matmul(V, _pair_inv(w) * X))
 
 
@@ -2416,6 +2472,9 @@ def _eig_vjp(w, V, gw, gV, a=None):
         # (vectors of distinct eigenvalues have their derivative: the tied pairs' terms belong to the
         # tied vectors alone, which the cotangent must not read)
         F = _distinct_part(w, gV, pairs) if tied else _pair_inv(w)
+        near = None if tied else _near_tie_refusal(w, "np.linalg.eig")
+        if near is not None:
+            return near
         hidden = F is not None and tied and _zero_hides_a_tie(np.any(pairs, axis=-2), gw, gV)
         if F is None or hidden is True:
             return _degenerate("np.linalg.eig")

@@ -20,7 +20,7 @@ import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
                    STATE, RunGroup, _within_rounding, live, mark_weak, other_values_message, set_writeable, weak, write)
-from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, caught_by_the_program,
+from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, NotImplementedTangentError, caught_by_the_program,
                      ensure_shuffle_filter, forget_escape, in_api, readonly_error, replaced_error, take_deferred,
                      unwatch_errors, user_line, watch_errors)
 from .forward import ForwardLevel
@@ -1335,6 +1335,10 @@ def _check_scalar_output(out, name):
             f"{name} requires a scalar output, got a {type(out).__name__}. If the function returns "
             "(value, aux), pass has_aux=True; for several outputs use mg.jacobian or mg.vjp."
         )
+    if isinstance(out, NotImplementedTangent):  # (an inner jvp's refusal returned as the output: its reason)
+        raise NotImplementedTangentError(
+            f"{name} of a derivative that is not implemented (an inner differentiation returned a "
+            f"NotImplementedTangent as the function's output): {out.message}")
     if not isinstance(out, (Tracer, _ndarray, np.generic, float, int, complex, bool)):
         raise TypeError(
             f"{name} requires a scalar float output, got {type(out).__name__}"

@@ -4390,8 +4390,11 @@ def write(dest, idx, value):
         if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
             write(sub, Ellipsis, value)
             return
-    if type(idx) is tuple and len(idx) == 1 and type(idx[0]) is _ndarray and idx[0].dtype == bool:
-        idx = idx[0]  # (x[(mask,)] is x[mask])
+    if type(idx) is tuple and any(type(i) is _ndarray and i.dtype == bool for i in idx):
+        if len(idx) == 1:
+            idx = idx[0]  # (x[(mask,)] is x[mask])
+        else:
+            _check_mask(dest, idx)  # (a mask beside other indices: NumPy's checks, also where it selects nothing)
     if type(idx) is _ndarray and idx.dtype == bool:
         _check_mask(dest, idx)
         if idx.ndim == np.ndim(bottom(dest)) and isinstance(value, Tracer) and value.ndim > 1:
@@ -4412,10 +4415,21 @@ def write(dest, idx, value):
             src = mask_copy_sources(db, idx, bottom(value))
             if src is not None:  # what NumPy leaves: a gather of the value's elements as they were
                 bind_with("write", dest, idx, np.reshape(value, -1)[src])
-            elif _mask_write_buffers(db, idx, bottom(value)):  # (a layout element numbers cannot mirror)
+                return
+            how = _mask_write_mode(db, idx, bottom(value))  # (a layout element numbers cannot mirror)
+            if how == "copy":
                 bind_with("write", dest, idx, np.copy(value))
-            else:
+            elif how == "runs":
+                flat = np.reshape(value, -1)
+                for a, b in _mask_runs(pos):
+                    write(dest, np.unravel_index(pos[a:b], db.shape), np.copy(flat[a:b]))
+            elif how == "elements":
                 write_in_order(dest, pos, value)
+            else:
+                raise MutationError(
+                    f"a boolean-mask write at {user_line()} of a value that shares memory with the array in a "
+                    "layout whose copy order mutagrad cannot tell (NumPy's result is neither a copy of the value, "
+                    "nor run by run, nor element by element): write a copy of the value (x[m] = v.copy()).")
             return
     if type(value) is ArrayTracer and value.ndim == 0 and _view_index(idx) and _reread_scalar(dest, value):
         sub = dest if idx is Ellipsis else dest[idx]
@@ -4473,25 +4487,47 @@ def _meets_in_part(dest, value) -> bool:
     return bool(vb.itemsize != item or (_ptr(vb) - _ptr(db)) % item or any(st % item for st in db.strides))
 
 
-def _mask_write_buffers(db, mask, vb) -> bool:
-    """Whether NumPy's ``db[mask] = vb`` leaves what a copy of ``vb`` would (it copied the value
-    first), asked of NumPy on a replica of the memory the two arrays span, filled with other
-    bytes, in the same layout (offsets, strides, alignment)."""
+def _mask_runs(pos):
+    """The runs (start, stop) of consecutive flat positions ``pos`` (a mask's True elements)."""
+    cut = np.flatnonzero(np.diff(pos) != 1) + 1
+    edges = np.concatenate(([0], cut, [len(pos)]))
+    return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
+
+
+def _mask_write_mode(db, mask, vb):
+    """How NumPy's ``db[mask] = vb`` reads a ``vb`` sharing memory with ``db``: "copy" (the value
+    copied first), "runs" (each run of consecutive True elements moved as a block, reading the value
+    as the runs before left it), "elements" (one element at a time), or None (none of those), asked of
+    NumPy on replicas of the memory the two arrays span, in the same layout (offsets, strides,
+    alignment), filled with other bytes."""
     (dlo, dhi), (vlo, vhi) = _byte_bounds(db), _byte_bounds(vb)
     lo, hi = min(dlo, vlo), max(dhi, vhi)
     buf = np.empty(hi - lo + 64, np.uint8)
     start = (lo - buf.ctypes.data) % 64
     region = buf[start:start + hi - lo]
-    region[...] = np.arange(hi - lo, dtype=np.uint8) * 37 + 11  # (distinct neighbouring bytes)
+    fill = np.arange(hi - lo, dtype=np.uint8) * 37 + 11  # (distinct neighbouring bytes)
     d = np.ndarray(db.shape, db.dtype, buffer=region, offset=_ptr(db) - lo, strides=db.strides)
     v = np.ndarray(vb.shape, vb.dtype, buffer=region, offset=_ptr(vb) - lo, strides=vb.strides)
-    before = region.copy()
-    with np.errstate(all="ignore"):
-        d[mask] = v
-        after = region.copy()
-        region[...] = before
-        d[mask] = v.copy()
-    return bool(np.array_equal(after, region))
+    pos = np.flatnonzero(mask)
+    vf = v.reshape(-1) if v.ndim else v.reshape(1)
+
+    def result(step):
+        region[...] = fill
+        with np.errstate(all="ignore"):
+            step()
+        return region.copy()
+
+    want = result(lambda: d.__setitem__(mask, v))
+    ways = {
+        "copy": lambda: d.__setitem__(mask, v.copy()),
+        "runs": lambda: [d.__setitem__(np.unravel_index(pos[a:b], d.shape), vf[a:b].copy())
+                         for a, b in _mask_runs(pos)],
+        "elements": lambda: [d.__setitem__(np.unravel_index(p, d.shape), vf[k]) for k, p in enumerate(pos)],
+    }
+    for how, step in ways.items():
+        if np.array_equal(result(step), want):
+            return how
+    return None
 
 
 def _check_mask(dest, idx):

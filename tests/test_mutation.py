@@ -2672,3 +2672,24 @@ def test_boolean_mask_writes_of_values_sharing_memory_in_other_layouts(stmt):
     # the destination's element grid was written element by element where NumPy copies it first
     f = _stmt_function(stmt, "np.sum(y * np.arange(1.0, 9.0))")
     _as_numpy_and_differences(f, np.array([0.5, 2.0, 3.0, 4.0, 1.5, 2.5, 3.5, 4.5]))
+
+
+def test_a_boolean_mask_write_off_the_grid_with_runs_moves_each_run_as_numpy_does():
+    # NumPy moves each run of consecutive True elements as one block (neither a copy of the whole
+    # value first nor element by element): values and gradients were another function's
+    f = _stmt_function("y[1:-1].view(np.complex128)[np.array([True, False, True, True])] = "
+                       "y.view(np.complex128)[0:3]", "np.sum(y * np.arange(1.0, 11.0))")
+    _as_numpy_and_differences(f, np.arange(1.0, 11.0))
+
+
+@pytest.mark.parametrize("index", ["[0, np.array([False, False])]", "[np.array([False, False, False]), 0]",
+                                   "[:, np.array([False, False])]", "[np.array([False]), ...]"])
+def test_a_mask_beside_other_indices_is_checked_as_numpy_does(index):
+    ns = {"np": np}
+    exec(f"def f(y):\n    y.reshape(2, 3){index} = 5.0\n    return np.sum(y * y)\n", ns)  # noqa: S102
+    with pytest.raises(IndexError) as plain:
+        ns["f"](np.arange(6.0))
+    for run in (mg.grad(ns["f"]), lambda y: mg.jvp(ns["f"], (y,), (np.ones(6),))):
+        with pytest.raises(IndexError) as traced:
+            run(np.arange(6.0))
+        assert str(traced.value) == str(plain.value)

@@ -25,7 +25,7 @@ import functools
 
 import numpy as np
 
-from ..core import (FUNCTIONS, ArrayTracer, Tracer, bind, bottom, get_primitive, plain_operand, strong_operand,
+from ..core import (FUNCTIONS, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand, strong_operand,
                     write_out, write_replayed)
 from ..errors import user_line
 from ..registry import _Meta, pins
@@ -862,7 +862,7 @@ def _near_tie_refusal(v, what):
     vectors' derivative divides by their gap, its own derivative by its square, which amplifies
     rounding into wrong numbers (eigh's Hessian 2.4x off at a relative gap of 1e-8 that the first
     derivative passes to 1.5e-8); else None."""
-    if not isinstance(v, Tracer) or np.shape(v)[-1] < 2:
+    if np.shape(v)[-1] < 2 or not _differentiated(v):
         return None
     gap = _near_tie_second(v)
     if gap is None:
@@ -874,6 +874,17 @@ def _near_tie_refusal(v, what):
         "1e-5 (the first derivative, divided once, is accurate there). Write the function of the matrix with a "
         "rule of its own (mutagrad.scipy.linalg.expm/logm/sqrtm, np.linalg.solve/inv) or of the values only "
         "(np.linalg.eigvalsh, norms), or evaluate it where the values are further apart.")
+
+
+def _differentiated(v) -> bool:
+    """Whether an outer differentiation carries a derivative in ``v`` (a constant traced array, an
+    argument not differentiated there, carries none)."""
+    t = v
+    while isinstance(t, Tracer):
+        if _carries_derivative(t):
+            return True
+        t = t._value
+    return False
 
 
 def _near_tie_second(v):

@@ -1253,3 +1253,20 @@ def test_second_derivatives_through_vectors_at_nearly_repeated_values_are_refuse
     a = _near_tie_matrix(1e-2)
     np.testing.assert_allclose(mg.hessian(_expm_by_eigh)(a.copy()), mg.hessian(ref)(a.copy()), rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(mg.hessian(_frobenius_by_svd)(a.copy()), 2 * np.eye(9), atol=1e-8)
+
+
+def test_a_mixed_partial_through_vectors_at_a_near_tie_is_a_first_derivative():
+    # the matrix is an argument the outer jacobian does not differentiate: nothing second order goes
+    # through the vectors (it was refused); d/dc of grad_a(c f(a)) is grad f(a)
+    a = _near_tie_matrix(1e-8)
+
+    def f(a):
+        w, V = np.linalg.eigh(a.reshape(3, 3))
+        return np.sum((V * w ** 3) @ V.T)
+
+    got = mg.jacobian(mg.grad(lambda a, c: c * f(a), argnums=0), argnums=1)(a.copy(), 2.0)
+    h = 1e-6  # (the first derivative of f, by central differences of the plain function)
+    fd = np.array([(f(a + h * e) - f(a - h * e)) / (2 * h) for e in np.eye(9)])
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
+    with pytest.raises(mg.NotImplementedTangentError, match="second derivative through its vectors"):
+        mg.grad(lambda x: mg.jvp(_expm_by_eigh, (x,), (np.ones(9),))[1])(a.copy())

@@ -2925,10 +2925,11 @@ class Tracer:
         return True
 
     def _not_one(self):
-        """Whether the value is no single element, which float(x) and int(x) refuse in a plain call
-        too (NumPy's TypeError: no derivative lost, and a program may catch it as it does there)."""
+        """Whether the value is an array of one or more dimensions, which float(x), int(x) and
+        complex(x) refuse in a plain call too (NumPy's TypeError, "only 0-dimensional arrays can be
+        converted to Python scalars": no derivative lost, and a program may catch it as it does there)."""
         b = bottom(self)
-        return type(b) is _ndarray and b.size != 1
+        return type(b) is _ndarray and b.ndim > 0
 
     # A pristine constant may be read as plain values: nothing is lost.
     # Anything that carries (or may come to carry) a derivative raises.
@@ -3018,7 +3019,7 @@ class Tracer:
         raise err
 
     def item(self, *args):
-        if self._may_convert() or (not args and self._not_one()):  # (of several elements: NumPy's ValueError)
+        if self._may_convert() or (not args and np.size(bottom(self)) != 1):  # (not one element: NumPy's ValueError)
             return bottom(self).item(*args)
         self._check_thread()
         raise escape_error("x.item()")

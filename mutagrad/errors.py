@@ -1071,6 +1071,20 @@ _UNBOUND = re.compile(r"descriptor '(\w+)' (?:for|requires a) 'numpy\.(\w+)' (?:
 _READONLY_MESSAGES = ("is read-only", "underlying array is read-only", "base is read-only")
 
 
+def _raised_at_a_store(tb) -> bool:
+    """Whether traceback entry ``tb`` is a subscript store (``b[0] = x[:2]``): a sequence of the wrong
+    size into an element is NumPy's error in a plain call too (a traced scalar there goes through
+    float() and is named by mutagrad)."""
+    return tb is not None and tb.tb_frame.f_code.co_code[tb.tb_lasti] in _STORE_OPS
+
+
+def _plain_conversion_error(exc) -> bool:
+    """Whether ``exc`` is NumPy's own TypeError for float()/int() of an array of one or more
+    dimensions, which a traced array raises as a plain one does (a sequence into one element:
+    NumPy's ValueError then is a plain call's too)."""
+    return type(exc) is TypeError and str(exc) == "only 0-dimensional arrays can be converted to Python scalars"
+
+
 def readonly_error(exc: BaseException, names, outer_locked=None):
     """The clear error for NumPy's read-only ValueError ``exc`` leaving the user's
     function, or None. Raised by mutagrad's own write (through a read-only view:
@@ -1226,6 +1240,7 @@ def replaced_error(exc: BaseException):
             "dtype>) of a constant traced array is a read-only view of its bits: a write through it would "
             "change x unseen. Write the values through x itself (x[i] = ...).")
     if type(exc) is ValueError and str(exc).startswith("setting an array element with a sequence") and (
+            not _plain_conversion_error(exc.__context__)) and not _raised_at_a_store(_last_entry(exc)) and (
             _innermost_holds_tracer(exc)) and not _in_mutagrad(_last_entry(exc)) and _line_reads_tracer(
             _last_entry(exc)):
         # (not mutagrad's own write of a plain value, nor a line of plain values in a function that holds

@@ -4360,3 +4360,18 @@ def test_item_of_several_elements_is_numpys_value_error():
     np.testing.assert_array_equal(mg.grad(f)(x.copy()), [2.0, 2.0, 2.0])
     with pytest.raises(mg.TracerEscapeError, match="x.item()"):
         mg.grad(lambda x: x[:1].item() * np.sum(x))(x.copy())
+
+
+@pytest.mark.parametrize("body,exc", [("b[0] = x[:2]", ValueError), ("b[0] = x[1:2]", ValueError),
+                                      ("float(x[1:2])", TypeError), ("int(x[:1].reshape(1, 1))", TypeError)])
+def test_numpys_own_errors_of_arrays_as_elements_reach_the_program(body, exc):
+    # NumPy 2.4 refuses float()/int() of any array of one or more dimensions, and a sequence written
+    # into one element: a traced array raises the same (it was an escape error, or a ValueError
+    # converted into one that blamed a keyword argument)
+    ns = {"np": np}
+    exec(f"def f(x):\n    b = np.zeros(3)\n    {body}\n    return np.sum(x)\n", ns)  # noqa: S102
+    with pytest.raises(exc) as plain:
+        ns["f"](np.ones(3))
+    with pytest.raises(exc) as traced:
+        mg.grad(ns["f"])(np.ones(3))
+    assert str(traced.value) == str(plain.value) and not isinstance(traced.value, mg.DifferentiationError)

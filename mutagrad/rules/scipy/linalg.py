@@ -266,9 +266,11 @@ class _Overwrites:
             # (a result SciPy computed in the array: written with its derivative, even where its bits are
             # the array's own, inv(I); equal bits otherwise say nothing was written only where SciPy's
             # call does not write into the array at all, a layout it copies: asked of a replica)
-            if not same and _same_bits(r, _plain(x)) and self._untouched(args, kwargs, p, targets):
+            unchanged = not same and _same_bits(r, _plain(x))
+            if unchanged and self._untouched(args, kwargs, p, targets):
                 continue
-            if not same:
+            if not same and not unchanged:  # (a result's bits where the array's own were: it holds that
+                # result; equal to both, it may be either, and is taken as SciPy's intermediate values)
                 same = [i for i, w in enumerate(want) if _same_bits(w, r)][:1]
             if same:  # one of the results: its derivative is exact
                 writes.append((flag, p, same[0], new[same[0]]))

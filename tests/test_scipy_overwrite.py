@@ -413,3 +413,13 @@ def test_a_result_with_the_arrays_own_bits_is_not_taken_for_it_where_scipy_write
     sl.solve(plain, B.copy(order="F"), overwrite_a=True, assume_a="upper triangular")
     a = A.copy(order="F")
     assert mg.value_and_grad(g)(a)[0] == np.sum(W * plain) and np.array_equal(a, plain)
+
+
+def test_a_read_only_array_scipy_would_overwrite_is_refused_saying_so():
+    # (SciPy's LAPACK wrappers write into a read-only array with overwrite_a=True; the refusal said
+    # a plain call raises the same)
+    a = np.asfortranarray([[4.0, 1.0], [1.0, 3.0]])
+    a.flags.writeable = False
+    with pytest.raises(mg.MutationError, match="writes into `a`, which is read-only: SciPy's LAPACK wrappers"):
+        mg.grad(lambda a: np.sum(msl.cholesky(a, overwrite_a=True)))(a)
+    assert np.array_equal(a, [[4.0, 1.0], [1.0, 3.0]])

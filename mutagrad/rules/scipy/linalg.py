@@ -281,6 +281,11 @@ class _Overwrites:
             traced = [v for d in deps for v in _flat_leaves(arg[d]) if isinstance(v, Tracer)]
             writes.append((flag, p, None, _left_by_scipy(*traced, values=r, why=why) if traced else r.copy()))
         for flag, p, i, v in writes:
+            if isinstance(bottom(arg[p]), np.ndarray) and not bottom(arg[p]).flags.writeable:
+                raise MutationError(
+                    f"{self.name} with {flag}=True at {user_line()} writes into `{p}`, which is read-only: SciPy's "
+                    "LAPACK wrappers write into it regardless of the flag, which mutagrad does not do to an "
+                    f"array that is not writable. Pass {flag}=False, or a writable array (a copy).")
             if not isinstance(arg[p], Tracer) and isinstance(v, Tracer):
                 raise escape_error(
                     f"{self.name} with {flag}=True writing its {'intermediate values' if i is None else 'result'} "

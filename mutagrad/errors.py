@@ -380,9 +380,10 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
     _last_escape = (err, frame, None if frame is None else frame.f_lineno)
     if frame is not None and issubclass(cls, TracerEscapeError):
         f = sys._getframe(1)
-        while f is not None and f is not frame and f.f_code.co_filename.startswith(_MUTAGRAD_DIR):
+        while f is not None and f is not frame and (f.f_code.co_filename.startswith(_MUTAGRAD_DIR) or (
+                f.f_globals.get("__name__") or "").startswith("numpy.")):
             f = f.f_back
-        if f is frame:  # (only NumPy's C code between the user's line and mutagrad's: see caught_by_the_program)
+        if f is frame:  # (only NumPy's code between the user's line and mutagrad's: see caught_by_the_program)
             err._at_user_line = user_line(frame)
     return err
 

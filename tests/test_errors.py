@@ -4375,3 +4375,21 @@ def test_numpys_own_errors_of_arrays_as_elements_reach_the_program(body, exc):
     with pytest.raises(exc) as traced:
         mg.grad(ns["f"])(np.ones(3))
     assert str(traced.value) == str(plain.value) and not isinstance(traced.value, mg.DifferentiationError)
+
+
+def test_a_traced_initial_numpy_converts_inside_the_programs_try_is_raised_when_it_returns():
+    # np.sum(plain, initial=traced): NumPy's own Python code stands between the user's line and the
+    # conversion, and its ValueError replacing mutagrad's was caught by the program (value 0, zero
+    # gradient, where a plain call gives 9)
+    P = np.array([1.0, 2.0, 3.0])
+
+    def f(x):
+        try:
+            return np.sum(P, initial=x[0])
+        except ValueError:
+            return 0.0
+
+    assert f(np.array([3.0])) == 9.0
+    with pytest.raises(mg.TracerEscapeError) as info:
+        mg.value_and_grad(f)(np.array([3.0]))
+    assert any("NumPy replaced this error" in n for n in info.value.__notes__)

@@ -2983,9 +2983,11 @@ class Tracer:
         raise escape_error("float(x) (or math.*)", TracerEscapeError, _CONVERSION_HINT)
 
     def __int__(self):
-        if self._not_one() and storing_into_subscript():
-            raise ValueError("setting an array element with a sequence.")  # (NumPy's, for a plain array)
-        if self._may_convert() or self._not_one():
+        if self._not_one():
+            if storing_into_subscript():
+                raise ValueError("setting an array element with a sequence.")  # (NumPy's, for a plain array)
+            return int(bottom(self))  # (NumPy's TypeError)
+        if self._may_convert():
             return int(bottom(self))
         self._check_thread()
         if storing_into_subscript():
@@ -3447,11 +3449,14 @@ class Tracer:
     def fill(self, value):
         if type(value) is not float and not isinstance(value, ScalarTracer):  # (NumPy's checks of the value:
             tv = type(value)  # a sequence, a Python complex into a real array)
-            probe = (np.zeros(np.shape(bottom(value)), np.result_type(bottom(value))) if isinstance(value, Tracer)
-                     else [0.0] if tv is list or tv is tuple else value)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # (a ComplexWarning: the write warns)
-                np.empty((), self.dtype).fill(probe)
+            if isinstance(value, Tracer):  # (its shape decides; a float stand-in casts without a warning)
+                np.empty((), self.dtype).fill(np.zeros(np.shape(bottom(value))))
+            elif np.iscomplexobj(value) and tv is not complex:
+                with warnings.catch_warnings():  # (NumPy's ComplexWarning: the write warns)
+                    warnings.simplefilter("ignore")
+                    np.empty((), self.dtype).fill(value)
+            else:
+                np.empty((), self.dtype).fill([0.0] if tv is list or tv is tuple else value)
         if type(value) is ArrayTracer:
             value = np.copy(value)  # (NumPy converts the value once, before it fills: one it overwrites too)
         write(self, Ellipsis, value)
@@ -4391,24 +4396,24 @@ def write(dest, idx, value):
         if type(sub) is ArrayTracer and sub._geom is not None and not sub._geom.overlap:
             write(sub, Ellipsis, value)
             return
-    if type(idx) is tuple and any(type(i) is _ndarray and i.dtype == bool for i in idx):
+    if type(idx) is tuple and _ndarray in map(type, idx) and any(
+            type(i) is _ndarray and i.dtype == bool for i in idx):  # (the map: cheap for element writes)
         if len(idx) == 1:
             idx = idx[0]  # (x[(mask,)] is x[mask])
         else:
             _check_mask(dest, idx)  # (a mask beside other indices: NumPy's checks, also where it selects nothing)
     if type(idx) is _ndarray and idx.dtype == bool:
         _check_mask(dest, idx)
-        if idx.ndim == np.ndim(bottom(dest)) and isinstance(value, Tracer) and value.ndim > 1:
+        db = bottom(dest)
+        full = idx.ndim == db.ndim
+        if full and isinstance(value, Tracer) and value.ndim > 1:
             raise TypeError("NumPy boolean array indexing assignment requires a 0 or 1-dimensional input, input has "
                             f"{value.ndim} dimensions")
-        if (type(value) is ArrayTracer and value.size == 1 and idx.ndim == np.ndim(bottom(dest))
-                and _meets_in_part(dest, value)):
+        if full and type(value) is ArrayTracer and value.size == 1 and _meets_in_part(dest, value):
             # (NumPy reads a one-element value again at every element of a boolean-mask write)
             one_value_in_order(dest, np.flatnonzero(idx), value.reshape(()))
             return
-    if type(idx) is _ndarray and idx.dtype == bool and isinstance(value, Tracer) and value.size > 1:
-        db = bottom(dest)
-        if idx.ndim == db.ndim and np.may_share_memory(db, bottom(value)):
+        if full and isinstance(value, Tracer) and value.size > 1 and np.may_share_memory(db, bottom(value)):
             pos = np.flatnonzero(idx)
             if value.size != pos.size:
                 raise ValueError(f"NumPy boolean array indexing assignment cannot assign {value.size} input "
@@ -4495,20 +4500,32 @@ def _mask_runs(pos):
     return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
 
+def replicas(*arrays):
+    """Copies of the plain ``arrays`` in one new buffer, laid out as they are in memory: their
+    strides, their offsets from one another (what they share, they share), their addresses
+    modulo 64 and their values, all of which NumPy (and SciPy's LAPACK wrappers) decide by.
+    Returns (the buffer's bytes, the copies)."""
+    if any(a.size == 0 for a in arrays):
+        return np.empty(0, np.uint8), [a.copy() for a in arrays]
+    bounds = [_byte_bounds(a) for a in arrays]
+    lo, hi = min(b[0] for b in bounds), max(b[1] for b in bounds)
+    buf = np.empty(hi - lo + 64, np.uint8)
+    start = (lo - buf.ctypes.data) % 64
+    region = buf[start:start + hi - lo]
+    copies = [np.ndarray(a.shape, a.dtype, buffer=region, offset=_ptr(a) - lo, strides=a.strides) for a in arrays]
+    for c, a in zip(copies, arrays):
+        c[...] = a
+    return region, copies
+
+
 def _mask_write_mode(db, mask, vb):
     """How NumPy's ``db[mask] = vb`` reads a ``vb`` sharing memory with ``db``: "copy" (the value
     copied first), "runs" (each run of consecutive True elements moved as a block, reading the value
     as the runs before left it), "elements" (one element at a time), or None (none of those), asked of
     NumPy on replicas of the memory the two arrays span, in the same layout (offsets, strides,
     alignment), filled with other bytes."""
-    (dlo, dhi), (vlo, vhi) = _byte_bounds(db), _byte_bounds(vb)
-    lo, hi = min(dlo, vlo), max(dhi, vhi)
-    buf = np.empty(hi - lo + 64, np.uint8)
-    start = (lo - buf.ctypes.data) % 64
-    region = buf[start:start + hi - lo]
-    fill = np.arange(hi - lo, dtype=np.uint8) * 37 + 11  # (distinct neighbouring bytes)
-    d = np.ndarray(db.shape, db.dtype, buffer=region, offset=_ptr(db) - lo, strides=db.strides)
-    v = np.ndarray(vb.shape, vb.dtype, buffer=region, offset=_ptr(vb) - lo, strides=vb.strides)
+    region, (d, v) = replicas(db, vb)
+    fill = np.arange(region.size, dtype=np.uint8) * 37 + 11  # (distinct neighbouring bytes)
     pos = np.flatnonzero(mask)
     vf = v.reshape(-1) if v.ndim else v.reshape(1)
 
@@ -4551,19 +4568,14 @@ def element_offsets(shape, strides, start=0):
 def _reread_scalar(dest, value, raw=True) -> bool:
     """Whether NumPy's copy of the 0-d ``value`` into ``dest`` reads it again at every step: a view
     of ``dest``'s memory of its dtype (no cast: the copy does not buffer it), which a step may change."""
-    vb, db = bottom(value), bottom(dest)
-    if type(vb) is not _ndarray or vb.dtype != db.dtype or not np.may_share_memory(db, vb):
-        return False
-    item = db.itemsize
-    p = _ptr(vb)
+    vb = bottom(value)
+    if type(vb) is not _ndarray or vb.dtype != bottom(dest).dtype or not _meets_in_part(dest, value):
+        return False  # (a whole element of dest's grid: every step writes the same value, so a read again reads it)
     # NumPy's assignment of a raw scalar (``raw``: x[...] = v, np.copyto) copies it first where its
     # address is not aligned for the integer copies of its itemsize (a complex64 at an odd float32 is
     # read once); its element loops (x.flat, np.place) read it where it is
-    align = _UINT_ALIGN.get(item, 0)
-    if raw and (not align or p % align or p % vb.dtype.alignment):
-        return False
-    # (a whole element of dest's grid: every step writes the same value, so a read again reads it)
-    return bool((p - _ptr(db)) % item or any(st % item for st in db.strides))
+    p, align = _ptr(vb), _UINT_ALIGN.get(vb.itemsize, 0)
+    return not raw or bool(align and not p % align and not p % vb.dtype.alignment)
 
 
 _UINT_ALIGN = {1: 1, 2: 2, 4: 4, 8: 8, 16: 8}  # (npy_uint_alignment: 16-byte items go as two uint64)

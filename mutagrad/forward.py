@@ -43,14 +43,11 @@ class _Events:
     """An np.errstate call handler that counts the floating-point events (one for every
     forward rule: a rule's events are those counted while it ran)."""
 
-    __slots__ = ("count",)
-
-    def __init__(self):
-        self.count = 0
+    __slots__ = ()
 
     def __call__(self, kind, flag):
         FP.flag = object()
-        self.count += 1
+        FP.events += 1  # (the thread's own count: NumPy calls this in the thread whose operation raised)
 
 
 _EVENTS = _Events()
@@ -67,10 +64,10 @@ def _frule_events_apart(prim, frule, primals, tangents, kwargs):
     every event only noted; if one happened, the primal alone is computed again, on plain
     values, under the function's error state, which then warns, raises or calls exactly as
     the plain call would."""
-    before = _EVENTS.count  # (another thread's events may count too: the primal is then computed again, silently)
+    before = FP.events
     with _NOTED():
         y, ydot = frule(primals, tangents, **kwargs)
-    if _EVENTS.count != before:
+    if FP.events != before:
         prim.impl(*tree_map(bottom, primals), **{k: tree_map(bottom, v) for k, v in kwargs.items()})
     return y, ydot
 

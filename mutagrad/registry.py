@@ -740,6 +740,7 @@ class _FPState(threading.local):
         # every path to it (sin(t) * (r / t) at r = t = 0: r's cotangent sin(0) = 0 times 1/t = inf)
         self.ieee = 0
         self.in_derivative = 0  # > 0 while forward mode computes a partial or a tangent (UserFPErrors)
+        self.events = 0  # floating-point events forward rules have noted (forward._Events)
 
 
 FP = _FPState()

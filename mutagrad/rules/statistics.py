@@ -18,7 +18,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak, where_mask
-from ..core import _bits, check_reduced_out, with_replayed_bits, write, write_out, write_reduced
+from ..core import _bits, check_reduced_out, replicas, with_replayed_bits, write, write_out, write_reduced
 from ..errors import NoRuleError, user_line
 from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out, numpy_zero_signs)
@@ -341,17 +341,6 @@ def _numpy_kind(res, plain):
     return res[()]
 
 
-def _same_layout_copy(a):
-    """A copy of ``a`` laid out in memory as ``a`` is (its strides, in a buffer of its extent)."""
-    if a.size == 0:
-        return a.copy()
-    lo, hi = np.lib.array_utils.byte_bounds(a)
-    buf = np.empty(hi - lo, np.uint8)
-    c = np.ndarray(a.shape, a.dtype, buffer=buf, offset=a.__array_interface__["data"][0] - lo, strides=a.strides)
-    c[...] = a
-    return c
-
-
 def _overwrite_input(x, axis, plain_call):
     """``overwrite_input=True``: NumPy leaves ``x`` partitioned (its elements permuted
     along ``axis``, or all of it when ``axis`` is None and it is C-contiguous, else a
@@ -372,7 +361,7 @@ def _overwrite_input(x, axis, plain_call):
             f"overwrite_input=True with the tuple axis {axis} on a traced array at {user_line()}: where NumPy "
             "partitions the array itself depends on its memory layout. Pass overwrite_input=False (the result "
             "is the same; the array is then left as it is).")
-    c = _same_layout_copy(xb)  # (NumPy partitions a lane in place, or a copy of it, by its layout)
+    c = replicas(xb)[1][0]  # (NumPy partitions a lane in place, or a copy of it, by its layout)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         plain_call(c)

@@ -1246,12 +1246,21 @@ def test_second_derivatives_through_vectors_at_nearly_repeated_values_are_refuse
     msl = pytest.importorskip("mutagrad.scipy.linalg")
     ref = lambda a: np.sum(msl.expm((a.reshape(3, 3) + a.reshape(3, 3).T) / 2))
     a = _near_tie_matrix(1e-8)
+    h = 1e-6  # (the gradient is accurate there: central differences of the plain function)
+    fd = np.array([(_expm_by_eigh(a + h * e) - _expm_by_eigh(a - h * e)) / (2 * h) for e in np.eye(9)])
+    np.testing.assert_allclose(mg.grad(_expm_by_eigh)(a.copy()), fd, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(mg.grad(_expm_by_eigh)(a.copy()), mg.grad(ref)(a.copy()), rtol=1e-6)
     for f in (_expm_by_eigh, _frobenius_by_svd):
         H = mg.hessian(f)(a.copy())
         assert isinstance(H, mg.NotImplementedTangent) and "second derivative through its vectors" in H.message
     a = _near_tie_matrix(1e-2)
-    np.testing.assert_allclose(mg.hessian(_expm_by_eigh)(a.copy()), mg.hessian(ref)(a.copy()), rtol=1e-7, atol=1e-9)
+    H = mg.hessian(_expm_by_eigh)(a.copy())
+    h = 1e-4  # (second central differences of the plain function: to about 1e-6 here)
+    E = np.eye(9) * h
+    fd = np.array([[(_expm_by_eigh(a + E[i] + E[j]) - _expm_by_eigh(a + E[i] - E[j]) - _expm_by_eigh(a - E[i] + E[j])
+                     + _expm_by_eigh(a - E[i] - E[j])) / (4 * h * h) for j in range(9)] for i in range(9)])
+    np.testing.assert_allclose(H, fd, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(H, mg.hessian(ref)(a.copy()), rtol=1e-7, atol=1e-9)  # (and expm's own rule)
     np.testing.assert_allclose(mg.hessian(_frobenius_by_svd)(a.copy()), 2 * np.eye(9), atol=1e-8)
 
 

@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 import scipy.linalg as sl
 
-from ...core import Tracer, bottom, write
+from ...core import Tracer, bottom, replicas, write
 from ...errors import MutationError, WriteToPlainArrayError, escape_error, user_line
 from ...pytree import tree_flatten, tree_map, tree_unflatten
 from ...registry import conj_if_complex as _cj
@@ -158,14 +158,9 @@ def _same_bits(x, y):
 
 
 def _replica(x):
-    """A copy of the plain array ``x`` laid out as ``x``: its strides (offset and negative ones
-    too), its address modulo 64 and its writeable flag, all of which SciPy decides by."""
-    lo, hi = np.lib.array_utils.byte_bounds(x)
-    buf = np.empty(hi - lo + 64, np.uint8)
-    start = (lo - buf.ctypes.data) % 64
-    r = np.ndarray(x.shape, x.dtype, buffer=buf[start:start + hi - lo], offset=x.ctypes.data - lo,
-                   strides=x.strides)
-    r[...] = x
+    """A copy of the plain array ``x`` laid out as ``x`` (core.replicas) with its writeable flag,
+    which SciPy decides by too."""
+    r = replicas(x)[1][0]
     r.flags.writeable = x.flags.writeable
     return r
 

@@ -8,6 +8,8 @@ where a pairwise sum does not, and a float16 ``out`` overflows. Oracles: the
 plain call's bits and dtype, central differences of the plain program, and
 the other mode.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -450,4 +452,22 @@ def test_quantile_into_an_out_the_result_broadcasts_to(method):
     with pytest.raises(ValueError, match="output array does not match result of ndarray.take"):
         f(x.copy(), np.zeros)
     with pytest.raises(ValueError, match="output array does not match result of ndarray.take"):
+        mg.grad(lambda x: f(x, mnp.zeros))(x.copy())
+
+
+@pytest.mark.parametrize("fn", [np.median, np.nanmedian, lambda x, **k: np.quantile(x, 0.3, **k),
+                                lambda x, **k: np.nanpercentile(x, 30, **k)])
+@pytest.mark.parametrize("shape", [(4,), (4, 1)])
+def test_keepdims_median_into_an_out_of_another_shape_is_numpys_error(fn, shape):
+    # a keepdims result of shape (1, 4) into out= of fewer dimensions: NumPy raises IndexError,
+    # into a transposed one ValueError (mutagrad wrote the (4,) out and went on)
+    def f(x, zeros):
+        out = zeros(shape)
+        fn(x.reshape(3, 4), axis=0, keepdims=True, out=out)
+        return np.sum(out * out)
+
+    x = np.linspace(0.3, 1.9, 12)
+    with pytest.raises((IndexError, ValueError)) as plain:
+        f(x.copy(), np.zeros)
+    with pytest.raises(type(plain.value), match=re.escape(str(plain.value)[:40])):
         mg.grad(lambda x: f(x, mnp.zeros))(x.copy())

@@ -300,6 +300,8 @@ def _np_median(omit_nan):
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "axis", "out", "overwrite_input", "keepdims"))
         keepdims = a.get("keepdims", False)
+        _numpy_out_check(a.get("out"), lambda ob: fn(bottom(a["a"]), a.get("axis"), out=ob, **{
+            k: a[k] for k in ("keepdims",) if a.get(k) is not None and a[k] is not _NoValue}))
         # NumPy's median takes an out= of the result's shape only; nanmedian's goes through
         # a ufunc, which broadcasts the result into it
         put = write_out if omit_nan else lambda r, out: write_reduced(r, out, "add")
@@ -329,6 +331,17 @@ def _once(call):
         return memo[0]
 
     return once
+
+
+def _numpy_out_check(out, call):
+    """NumPy's own error, if any, for the ``out=`` given, from ``call(stand_in)``: NumPy's call
+    on the plain values into a stand-in of out's shape and dtype (its checks of out= differ by
+    path: np.take's exact shape for some methods, an index error for a keepdims out of too few
+    dimensions, a ufunc's broadcast for others)."""
+    if out is not None:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            call(np.empty_like(bottom(out)))
 
 
 def _numpy_kind(res, plain):
@@ -512,7 +525,6 @@ def _weighted_index(ws, qb, qshape, last):
 
 
 # quantile methods whose result NumPy gathers with np.take (into out= of the result's shape only)
-_TAKEN = frozenset(("nearest", "inverted_cdf", "closest_observation", "lower", "higher"))
 
 
 def _np_quantile(scale, omit_nan):
@@ -525,6 +537,9 @@ def _np_quantile(scale, omit_nan):
         if a.get("interpolation") is not None:
             raise TypeError("the 'interpolation' argument was removed from NumPy; use method=")
         q = a["q"]
+        _numpy_out_check(a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(q), a.get("axis"), out=ob, **{
+            k: (bottom(v) if k == "weights" else v) for k, v in a.items()
+            if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))
         if np.size(bottom(a["a"])) == 0:  # no values: NumPy's NaNs (or its error), which depend on nothing
             kw = {k: a[k] for k in ("method", "keepdims", "weights") if a.get(k) is not None and a[k] is not _NoValue}
             kw = {k: (bottom(v) if k == "weights" else v) for k, v in kw.items()}
@@ -544,9 +559,6 @@ def _np_quantile(scale, omit_nan):
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(
                 c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, method=a.get("method", "linear")))
-        if (not omit_nan and a.get("out") is not None and a.get("method") in _TAKEN
-                and np.shape(a["out"]) != np.shape(res)):  # (NumPy's np.take into out=: no broadcast)
-            raise ValueError("output array does not match result of ndarray.take")
         return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), out=ob, **{
             k: (bottom(v) if k == "weights" else v) for k, v in a.items()
             if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))

@@ -1125,6 +1125,11 @@ def _call(level, fun, args, kwargs=None):
             clear = readonly_error(e, _locked_names(level) if level.locked else (), level.outer_locked)
         if clear is not None:
             raise clear from e
+        if seen:  # (the program caught mutagrad's error, went on along another path, and failed there:
+            caught = caught_by_the_program(seen, e)  # its own error stays, as a plain call may raise it too)
+            note = None if caught is None else f"mutagrad: before this, {type(caught).__name__}: {caught}"
+            if note is not None and not any(n.startswith(note) for n in getattr(e, "__notes__", ())):  # (nested: once)
+                e.add_note(note + "\n" + "\n".join(caught.__notes__))
         raise
     finally:
         unwatch_errors(seen)

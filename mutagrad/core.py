@@ -2366,7 +2366,11 @@ def _binop(ufunc):
             return _weak_result(r, ())
         return _weak_result(r, (a, b)) if weak(self) else r
 
-    def op(self, other):
+    def op(self, other, mod=None):
+        if mod is not None:  # pow(x, y, m): NumPy's values have no modular power either
+            raise TypeError(f"unsupported operand type(s) for ** or pow(): "
+                            f"'numpy.{bottom(self).dtype.name if self._scalar else 'ndarray'}', "
+                            f"'{type(other).__name__}', '{type(mod).__name__}'")
         if self._scalar:
             return scalar(self, self, other)
         if pow_:
@@ -2641,7 +2645,7 @@ class Tracer:
             if copy is not True:  # (np.array(x) asks for a copy of its own, writable as NumPy's is)
                 v.flags.writeable = False
             return v
-        self._check_thread()
+        self._check_thread("np.asarray(x) (the array protocol)")
         if dtype is not None and _integer_draw(sys._getframe(1), dtype):
             # a parameter of a draw whose results are integers (rng.choice(n, p=w), rng.binomial,
             # rng.poisson...): they are piecewise constant in it, derivative zero, as np.searchsorted's
@@ -2891,15 +2895,24 @@ class Tracer:
             " To change only the layout or dtype of a traced array, use x.copy(order='C' or 'F') "
             "or x.astype(dtype), which are differentiated.")
 
-    def _check_thread(self):
+    def _check_thread(self, what=None):
         """Raise if this value belongs to a differentiation another thread is running: a
         differentiation started in this thread cannot nest in it (its derivative buffers are
-        not traced by that one), and plain code here cannot take its value."""
+        not traced by that one), and plain code here cannot take its value. ``what``: the
+        conversion asked for (float(x)...), None for a differentiation or an operation."""
         lv = self._level
         if not lv.closed and lv.thread is not None and lv.thread != _get_ident():
             from . import errors
 
             errors.owned_by(lv.thread)  # (that differentiation raises it if the worker catches it)
+            if what is not None and not STATE.levels:  # (this thread runs no differentiation of its own)
+                raise errors.escape_error(
+                    f"{what} of a value traced by a differentiation that another thread is running, in this "
+                    "thread", errors.TracerEscapeError,
+                    " A worker thread may apply NumPy operations to traced values, not turn them into plain "
+                    "numbers: convert in the differentiated function itself (where the same conversion is "
+                    "refused for the same reason), or, if the worker only needs the number and no derivative "
+                    "through it, pass it mg.stop_gradient(x).", specific=True, where=errors.differentiated_function())
             raise errors.escape_error(
                 "a value traced by a differentiation that another thread is running, used in this thread",
                 errors.TracerEscapeError,
@@ -2943,7 +2956,7 @@ class Tracer:
         frame = sys._getframe(1)
         if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
             return float(bottom(self))
-        self._check_thread()
+        self._check_thread("float(x)")
         if storing_into_subscript(frame):  # NumPy converting for the write itself
             target = plain_write_target(frame)
             raise escape_error("writing a traced value into the plain NumPy array" + (
@@ -2989,7 +3002,7 @@ class Tracer:
             return int(bottom(self))  # (NumPy's TypeError)
         if self._may_convert():
             return int(bottom(self))
-        self._check_thread()
+        self._check_thread("int(x)")
         if storing_into_subscript():
             raise escape_error("writing a traced value into an integer array (NumPy converts it with int(x))",
                                integer=True)
@@ -2998,7 +3011,7 @@ class Tracer:
     def __complex__(self):
         if self._may_convert() or index_valued_call(sys._getframe(1)) or self._not_one():
             return complex(bottom(self))
-        self._check_thread()
+        self._check_thread("complex(x)")
         frame = sys._getframe(1)
         if storing_into_subscript(frame):  # NumPy converting for a write into a plain complex array
             target = plain_write_target(frame)
@@ -3023,13 +3036,13 @@ class Tracer:
     def item(self, *args):
         if self._may_convert() or (not args and np.size(bottom(self)) != 1):  # (not one element: NumPy's ValueError)
             return bottom(self).item(*args)
-        self._check_thread()
+        self._check_thread("x.item()")
         raise escape_error("x.item()")
 
     def tolist(self):
         if self._may_convert():
             return bottom(self).tolist()
-        self._check_thread()
+        self._check_thread("x.tolist()")
         raise escape_error("x.tolist() of a traced array (a list of plain numbers)", TracerEscapeError,
                            " Unpack or index the traced array itself, which keeps the derivative: a, b = x, or "
                            "x[0], x[1] (list(x) for a list of traced elements); mg.value(x).tolist() where plain "
@@ -3047,7 +3060,7 @@ class Tracer:
 
         target = a[0] if a else k.get("fid")
         if _in_memory(target):
-            self._check_thread()
+            self._check_thread("x.tofile()")
             _refuse_derivatives_in_memory(np.ndarray.tofile, [self])
         return bottom(self).tofile(*a, **k)
 
@@ -3678,11 +3691,10 @@ class ScalarTracer(Tracer):
             return self
         return np.copy(self)[_check_index(idx)]  # NumPy indexes a new 0-d array too
 
-    def __len__(self):
-        raise TypeError(f"object of type '{self.dtype.type.__name__}' has no len()")
-
-    def __iter__(self):
-        raise TypeError(f"'{self.dtype.type.__name__}' object is not iterable")
+    # No __len__, and __iter__ None (not iterable, though indexable): as for a NumPy scalar,
+    # hasattr(s, "__len__") is False and s is no collections.abc.Iterable or Sized, so duck-typed
+    # code (`sum(v) if isinstance(v, Iterable) else v`) takes the path a plain call takes
+    __iter__ = None
 
     # A NumPy scalar's fill and put act on a temporary array: the scalar keeps its value.
     def fill(self, value):

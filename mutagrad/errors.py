@@ -166,12 +166,16 @@ def unwatch_errors(seen):
         _STACKS.pop(threading.get_ident(), None)
 
 
-def caught_by_the_program(seen):
+def caught_by_the_program(seen, raised=None):
     """Of the errors in ``seen``, one that was raised and caught by the program's own code (an
     ``except Exception:`` that returns a penalty, a fallback value), with a note saying so, or None.
     A plain call does not raise there: the program went on along another path than a plain call
     takes, and its value and derivative would be another function's, silently. (An error caught
-    inside NumPy, SciPy, the standard library or mutagrad is theirs to handle.)"""
+    inside NumPy, SciPy, the standard library or mutagrad is theirs to handle.) ``raised``: the
+    exception the function raised afterwards, if it did (a KeyError of the value the except
+    clause did not set): the caught error, where the paths parted, is the one to report."""
+    when = "Raised again when the function returned" if raised is None else (
+        f"The function then raised {type(raised).__name__}, which may follow from it")
     for err in seen:
         tb = err.__traceback__
         if tb is None or err.plain_too:
@@ -184,7 +188,7 @@ def caught_by_the_program(seen):
             err.add_note(
                 f"(NumPy replaced this error with its own ValueError at {err._at_user_line}, and the "
                 "differentiated code caught that and went on: a plain call takes no such path there, so the "
-                "value and derivative would be another function's. Raised again when the function returned; "
+                f"value and derivative would be another function's. {when}; "
                 "catch narrower exceptions, or fix what the message above says.)")
             return err
         if _frame_is_internal(frame) and not (
@@ -194,8 +198,8 @@ def caught_by_the_program(seen):
         err.add_note(
             f"(mutagrad raised this error, and the differentiated code caught it (its try around "
             f"{_line_text(frame.f_code.co_filename, tb.tb_lineno)}) and went on: a plain call takes no such "
-            "path there, so the value and derivative would be another function's. Raised again when the "
-            "function returned; catch narrower exceptions, or fix what the message above says.)")
+            f"path there, so the value and derivative would be another function's. {when}; "
+            "catch narrower exceptions, or fix what the message above says.)")
         return err
     return None
 
@@ -1235,6 +1239,18 @@ def replaced_error(exc: BaseException):
         tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:
             return last[0]  # NumPy's (SciPy's) replacement of the escape error raised on that line
+    if type(exc) is TypeError and (re.search(r"\b(?:Scalar|Array)Tracer\b", str(exc)) or (
+            str(exc).endswith("is not JSON serializable") and _library_holds_tracer(exc)) or (
+            str(exc) == "object supporting the buffer API required" and _raised_by_c_at_the_users_line(exc)
+            and _line_reads_tracer(_user_entry(exc)))):
+        # C code that checks its argument's type and refuses a traced value without asking it anything
+        # (decimal.Decimal(s), datetime.timedelta(seconds=s), float.hex(s), hashlib.sha1(x); json.dumps(s),
+        # whose encoder names the type np.float64)
+        return TracedTypeError(
+            f"a traced value was refused by its type at {_where(exc)} ({exc}): code implemented in C takes "
+            "plain Python or NumPy numbers there, and would take the value without its derivative. Compute "
+            "with NumPy operations on the traced value, which are differentiated, or pass mg.value(x) where "
+            "its plain value is meant and no derivative through it.")
     if type(exc) is ValueError and str(exc) == "assignment destination is read-only" and _READONLY_VIEW_MADE[0]:
         return MutationError(
             f"a write into a read-only array at {_where(exc)}. Inside differentiation, x.view(<integer "

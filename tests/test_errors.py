@@ -1,6 +1,7 @@
 """Never silently wrong: every path that would drop a derivative raises a
 DifferentiationError naming the operation, the user's line and the fix."""
 import collections
+import collections.abc
 import dataclasses
 import functools
 import io
@@ -929,6 +930,62 @@ def test_write_into_plain_array_via_flat_raises_ours_not_numpys():
 
     with pytest.raises(ValueError, match="mine"):
         mg.grad(g)(np.array([1.0, 2.0]))
+
+
+def test_a_caught_conversion_is_named_on_the_error_the_function_then_raises():
+    # the except clause did not set the value a plain call sets; the KeyError that follows named
+    # nothing of the conversion it came from (the errs tester)
+    def f(x):
+        d = {}
+        try:
+            d["scale"] = float(x[0])
+        except Exception:  # noqa: BLE001
+            pass
+        return d["scale"] * np.sum(x)
+
+    x = np.array([0.5, 1.2, 2.3])
+    assert f(x.copy()) == 0.5 * np.sum(x)  # (a plain call raises nothing)
+    for run in (mg.grad(f), mg.hessian(f), lambda x: mg.jvp(f, (x,), (x,))):
+        with pytest.raises(KeyError) as info:
+            run(x.copy())
+        notes = info.value.__notes__
+        assert len(notes) == 1 and notes[0].startswith("mutagrad: before this, TracerEscapeError: float(x)"), notes
+        assert HERE in notes[0] and "The function then raised KeyError" in notes[0]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # (the worker's own)
+def test_a_conversion_in_a_worker_thread_names_the_conversion():
+    def f(x):
+        box = {}
+        worker = threading.Thread(target=lambda: box.update(v=float(x[0])))
+        worker.start()
+        worker.join()
+        return np.sum(x) * box.get("v", 1.0)
+
+    with pytest.raises(mg.TracerEscapeError, match=r"float\(x\) of a value traced by a differentiation that "
+                                                   r"another thread is running.*mg.stop_gradient"):
+        mg.grad(f)(np.array([0.5, 1.2]))
+
+
+def test_a_traced_numpy_scalar_is_neither_sized_nor_iterable():
+    # as np.float64: hasattr(s, "__len__") False, no collections.abc.Iterable; duck-typed code took
+    # the iterable branch and failed (the errs tester)
+    def total(v):
+        return sum(v) if isinstance(v, collections.abc.Iterable) else v
+
+    def f(x):
+        s = np.sum(x ** 2)
+        assert not hasattr(s, "__len__") and not isinstance(s, collections.abc.Sized)
+        with pytest.raises(TypeError, match="not iterable"):
+            iter(s)
+        with pytest.raises(TypeError, match="has no len"):
+            len(s)
+        return 2.0 * total(s) + (len(x) if hasattr(x, "__len__") else 0.0)
+
+    s = np.sum(np.ones(2) ** 2)
+    assert not hasattr(s, "__len__") and not isinstance(s, collections.abc.Iterable)  # (NumPy's, the oracle)
+    x = np.array([0.5, 1.2, 2.3])
+    np.testing.assert_allclose(mg.grad(f)(x), 4 * x, rtol=1e-15)  # d/dx of 2 sum(x**2), by hand
 
 
 def test_write_into_integer_array_names_the_dtype_and_the_explicit_cast():
@@ -4385,3 +4442,33 @@ def test_a_traced_initial_numpy_converts_inside_the_programs_try_is_raised_when_
     with pytest.raises(mg.TracerEscapeError) as info:
         mg.value_and_grad(f)(np.array([3.0]))
     assert any("NumPy replaced this error" in n for n in info.value.__notes__)
+
+
+@pytest.mark.parametrize("use", [
+    lambda s, x: __import__("json").dumps({"loss": s}),
+    lambda s, x: __import__("decimal").Decimal(s),
+    lambda s, x: __import__("datetime").timedelta(seconds=s),
+    lambda s, x: float.hex(s),
+    lambda s, x: __import__("hashlib").sha1(x),
+    lambda s, x: memoryview(x),
+], ids=["json", "Decimal", "timedelta", "float.hex", "hashlib", "memoryview"])
+def test_c_code_refusing_a_traced_value_by_its_type_is_named_when_it_leaves_the_function(use):
+    # C code that checks the type and asks the value nothing: its own TypeError, which a plain call
+    # does not raise, became a mutagrad error naming the line only for the buffer protocol
+    def f(x):
+        s = np.sum(x ** 2)
+        use(s, x)
+        return s
+
+    x = np.array([0.5, 1.2])
+    f(x.copy())  # (a plain call raises nothing)
+    with pytest.raises(mg.DifferentiationError) as info:
+        mg.grad(f)(x.copy())
+    assert HERE in str(info.value) and "mg.value(x)" in str(info.value)
+
+
+def test_a_modular_power_of_a_traced_value_is_numpys_type_error():
+    with pytest.raises(TypeError, match=re.escape("unsupported operand type(s) for ** or pow(): 'numpy.float64'")):
+        pow(np.float64(5.0), 2, 3)  # (NumPy's, the oracle)
+    with pytest.raises(TypeError, match=re.escape("unsupported operand type(s) for ** or pow(): 'numpy.float64'")):
+        mg.grad(lambda x: pow(x[0] * 1.0, 2, 3))(np.array([5.0]))

@@ -15,7 +15,7 @@ import pytest
 
 import mutagrad as mg
 import mutagrad.numpy as mnp
-from mutagrad.testing import check_grads
+from mutagrad.testing import check_grads, numerical_grad
 
 
 def _x(n, dtype, lo=0.5, hi=1.5, seed=5):
@@ -87,6 +87,35 @@ def test_float16_mean_into_a_float16_out_overflows_as_numpy_does():
         want = np.mean(x, out=np.zeros((), np.float16))
         got = mg.value_and_grad(f)(x.copy())[0]
     assert np.isinf(want) and np.isinf(got)
+
+
+@pytest.mark.parametrize("call,by_hand", [
+    (lambda x, o: np.einsum("i,j->ij", x, x * 1.1, out=o, dtype=np.float32, casting="unsafe"),
+     lambda x: 1.1 * np.outer(x, x)),
+    (lambda x, o: o.__setitem__(Ellipsis, np.einsum("i,j->ij", x, x * 1.1, casting="same_kind",
+                                                    out=np.zeros_like(o, dtype=np.float32))),
+     lambda x: 1.1 * np.outer(x, x)),
+    (lambda x, o: o.__setitem__(Ellipsis, 1.1 * np.einsum("ij,jk->ik", np.outer(x, x), x[:, None] * x,
+                                                          dtype=np.float32, optimize=True)),
+     lambda x: 1.1 * np.outer(x, x) * np.sum(x * x)),
+], ids=["dtype narrower than out", "out narrower", "optimize with dtype"])
+def test_einsum_with_dtype_or_casting_is_numpys_call(call, by_hand):
+    # the write into out= replayed NumPy's call without dtype= and casting= (other bits in out;
+    # a float32 out refused with the 'safe' rule), and with optimize= NumPy casts as it goes
+    def f(x, o):
+        call(x, o)
+        return np.sum(o * o)
+
+    x = np.array([0.35, 1.2, -0.7, 1 / 3])
+    o_plain, o = np.zeros((4, 4)), np.zeros((4, 4))
+    want = f(x.copy(), o_plain)
+    value, g = mg.value_and_grad(f)(x.copy(), o)
+    assert value == want and o.tobytes() == o_plain.tobytes()
+    # central differences of the same products in float64 (by_hand)
+    fd = numerical_grad(lambda x: np.sum(by_hand(x) ** 2), (x,), (0,))[0]
+    np.testing.assert_allclose(g, fd, rtol=1e-5)  # (float32 values)
+    _, t = mg.jvp(f, (x.copy(), np.zeros((4, 4))), (np.ones(4), np.zeros((4, 4))))
+    np.testing.assert_allclose(t, np.sum(fd), rtol=1e-5)
 
 
 def test_einsum_into_out_has_the_bits_of_numpys_call():

@@ -412,7 +412,8 @@ def _np_einsum(args, kwargs):
     out = kwargs.pop("out", None)
     optimize = kwargs.pop("optimize", False)
     dtype = kwargs.pop("dtype", None)
-    casting = kwargs.pop("casting", "safe")
+    given_casting = {"casting": kwargs.pop("casting")} if "casting" in kwargs else {}  # (NumPy's calls: as given,
+    casting = given_casting.get("casting", "safe")  # its optimize= paths pass it on to matmul only then)
     kwargs.pop("order", None)  # (rules/layout.py lays the result out as it asks)
     if kwargs:
         raise TypeError(f"np.einsum: unsupported keyword arguments {sorted(kwargs)}")
@@ -434,10 +435,10 @@ def _np_einsum(args, kwargs):
             dtype = None
     if dtype is not None:  # NumPy casts the operands to dtype (under casting) and computes there
         dt = np.dtype(dtype)
-        for x in args[1:]:
-            if not np.can_cast(np.result_type(bottom(x)), dt, casting=casting):
-                raise TypeError(f"Cannot cast array data from {np.result_type(bottom(x))!r} to {dt!r} according "
-                                f"to the rule {casting!r}")
+        if any(not np.can_cast(np.result_type(bottom(x)), dt, casting=casting) for x in args[1:]):
+            # NumPy's own error, or none (with optimize=, its contractions by tensordot cast as they go)
+            np.einsum(args[0], *[np.zeros(np.shape(x), np.result_type(bottom(x))) for x in args[1:]], dtype=dtype,
+                      optimize=optimize, **given_casting)
         args = (args[0], *(x.astype(dt) if isinstance(x, Tracer) else np.asarray(x, dt) for x in args[1:]))
     # (an out= that overlaps an operand: NumPy's einsum iterates with NPY_ITER_COPY_IF_OVERLAP, so its
     # result is the einsum of the operands' values before the call, as computed here, then written)
@@ -449,15 +450,16 @@ def _np_einsum(args, kwargs):
             from .reductions import _with_value
 
             res = _with_value(res, lambda: np.einsum(args[0], *[plain_operand(x) for x in given], dtype=dtype,
-                                                     casting=casting, optimize=optimize))
+                                                     optimize=optimize, **given_casting))
         return res
     if isinstance(res, Tracer) and np.may_share_memory(bottom(res), bottom(out)):
         # a view of an operand (np.einsum("i->i", x[::2], out=x[1:5])): NumPy's einsum reads an
         # operand that overlaps out= from a copy, where an assignment may read what it overwrote
         res = res.copy()
     # the bits of NumPy's own call into out (its loops there may round otherwise than into a new array)
-    plain = [plain_operand(x) for x in args[1:]]
-    write_replayed(out, Ellipsis, res, lambda ob: np.einsum(args[0], *plain, out=ob, optimize=opt))
+    plain = [plain_operand(x) for x in given]  # (NumPy's own call: its operands, dtype=, casting=, optimize=)
+    write_replayed(out, Ellipsis, res, lambda ob: np.einsum(args[0], *plain, out=ob, optimize=optimize, **given_casting,
+                                                            **({} if dtype is None else {"dtype": dtype})))
     return out
 
 

@@ -780,7 +780,8 @@ def _np_norm(args, kwargs):
             return np.sum(np.abs(x), axis=ax, keepdims=keepdims)
         if isinstance(ord_, str):
             raise ValueError(f"Invalid norm order '{ord_}' for vectors")
-        return np.sum(np.abs(x) ** ord_, axis=ax, keepdims=keepdims) ** (1.0 / ord_)
+        ret = np.sum(np.abs(x) ** ord_, axis=ax, keepdims=keepdims)
+        return ret ** np.reciprocal(ord_, dtype=bottom(ret).dtype)  # (NumPy's: 1/ord in the sum's dtype)
     if len(axis) != 2:
         raise ValueError("Improper number of dimensions to norm.")
     r, c = (axis[0] % nd, axis[1] % nd)

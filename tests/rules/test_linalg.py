@@ -974,6 +974,18 @@ def test_norm_order_zero_has_numpys_dtype(dtype):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble, np.float16, np.float32])
+@pytest.mark.parametrize("order", [3, 2.5, -2])
+def test_norm_of_general_order_has_numpys_bits(dtype, order):
+    # NumPy raises the sum to 1/ord computed in the sum's dtype (1.0 / ord in float64 missed the
+    # last bits of a longdouble norm)
+    x = np.array([0.3, 1.7, -2.1, 0.9]).astype(dtype)
+    for f in (lambda a: np.linalg.norm(a, order), lambda a: np.linalg.vector_norm(a.reshape(2, 2), ord=order, axis=1)):
+        want = f(x)
+        for got in (mg.vjp(f, x)[0], mg.jvp(f, (x,), (np.ones_like(x),))[0]):
+            assert got.dtype == want.dtype and np.array_equal(got, want)  # (exact: longdouble's padding aside)
+
+
 @pytest.mark.parametrize("case", ["real", "upper", "complex", "stack"])
 def test_eigvalsh_second_derivatives_vs_central_differences(case):
     rng = np.random.default_rng(4)

@@ -423,3 +423,26 @@ def test_a_read_only_array_scipy_would_overwrite_is_refused_saying_so():
     with pytest.raises(mg.MutationError, match="writes into `a`, which is read-only: SciPy's LAPACK wrappers"):
         mg.grad(lambda a: np.sum(msl.cholesky(a, overwrite_a=True)))(a)
     assert np.array_equal(a, [[4.0, 1.0], [1.0, 3.0]])
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.float16])
+def test_a_result_scipy_computes_in_its_own_converted_copy_has_its_layout(dtype):
+    # SciPy converts a longdouble (float16) b to float64 and, with overwrite_b, solves in that copy:
+    # its result is Fortran-ordered, and a sum over it adds in that order (the value differed in
+    # the last bit)
+    a = np.asfortranarray(WELL(N, N)).astype(dtype, order="K")
+    b = np.asfortranarray(R(N, 2)).astype(dtype, order="K")
+
+    def f(a, b, solve):
+        x = solve(a, b, overwrite_b=True)
+        return np.sum(x * x * np.arange(1.0, 7.0).reshape(N, 2)), x.strides
+
+    b1 = b.copy(order="K")
+    want, strides = f(a.copy(order="K"), b1, sl.solve)
+    a2, b2 = a.copy(order="K"), b.copy(order="K")
+    (value, got_strides), g = mg.value_and_grad(lambda a, b: f(a, b, msl.solve), argnums=(0, 1), has_aux=True)(a2, b2)
+    assert value == want and got_strides == strides
+    assert np.array_equal(b2, b1)
+    fd = numerical_grad(lambda a, b: f(a, b, sl.solve)[0], (a.astype(np.float64), b.astype(np.float64)), (0, 1))
+    for gi, fi in zip(g, fd):  # (a float16 gradient: float16's precision)
+        np.testing.assert_allclose(gi, fi, rtol=1e-6 if dtype is np.longdouble else 3e-3, atol=1e-8)

@@ -406,3 +406,33 @@ def test_a_lower_precision_constant_gives_partials_at_the_loop_precision():
         fd = (f(x + 1e-6) - f(x - 1e-6)) / 2e-6
         np.testing.assert_allclose(mg.grad(f)(x), [fd], rtol=1e-9)
     np.testing.assert_allclose(mg.hessian(lambda x: np.sum(c ** x))(x), [[np.log(c64) ** 2 * c64 ** 1.3]], rtol=1e-13)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, y: np.sin(x, signature=(np.float64, np.float64)),
+    lambda x, y: np.sin(x, signature="d->d"),
+    lambda x, y: np.add(x, y, signature="ff->f"),
+    lambda x, y: np.multiply(x, y, signature=(np.float64,) * 3),
+], ids=["tuple", "string", "float32", "binary tuple"])
+def test_a_ufunc_signature_of_one_loop_type_is_its_dtype(call):
+    # signature= of one type selects the loop dtype= selects (mutagrad refused the keyword)
+    x, y = np.array([0.35, 1.2], np.float32), np.array([0.5, -0.3], np.float32)
+
+    def f(x):
+        r = call(x, y)
+        return np.sum(r * r)
+
+    value, g = mg.value_and_grad(f)(x)
+    want = f(x)
+    assert value == want and type(value) is type(want)
+    h = 1e-3  # (central differences in the loop's precision, on the plain function)
+    fd = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(2, dtype=np.float32)]
+    np.testing.assert_allclose(g, fd, rtol=2e-3)
+
+
+def test_a_ufunc_signature_numpy_refuses_or_of_several_types_is_refused():
+    x = np.array([0.35, 1.2])
+    with pytest.raises(ValueError, match="type-string for sin"):  # (NumPy's own error)
+        mg.grad(lambda x: np.sum(np.sin(x, signature="dd->d")))(x)
+    with pytest.raises(TypeError, match=r"signature= of several loop types.*x\.astype\(dtype\)"):
+        mg.grad(lambda x: np.sum(np.add(x, x, signature=(None, None, np.float64))))(x)

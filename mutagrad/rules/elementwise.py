@@ -93,6 +93,25 @@ def _on_core_axes(ufunc, inputs, kwargs):
     return res
 
 
+def _one_loop_type(ufunc, signature):
+    """The one dtype every operand of ``ufunc``'s loop has in ``signature`` ("dd->d", "d", a tuple of
+    dtypes, or a dtype), which dtype= selects as well; None where they differ or some are left open."""
+    try:
+        if isinstance(signature, str):
+            types = [c for c in signature if c not in "->,"] if "->" in signature else [signature] * (
+                ufunc.nin + ufunc.nout)
+        elif isinstance(signature, (tuple, list)):
+            types = list(signature)
+        else:
+            types = [signature] * (ufunc.nin + ufunc.nout)
+        if len(types) != ufunc.nin + ufunc.nout or any(t is None for t in types):
+            return None
+        dts = {np.dtype(t) for t in types}
+    except TypeError:
+        return None
+    return dts.pop() if len(dts) == 1 else None
+
+
 def ufunc_call(ufunc, inputs, kwargs):
     prim = REGISTRY.get(ufunc)
     if prim is None:
@@ -111,6 +130,15 @@ def ufunc_call(ufunc, inputs, kwargs):
             "corrupted), so the result cannot be the function NumPy's where= describes. Compute it on every "
             f"element and select: np.where(mask, scipy.special.{ufunc.__name__}(x), out).")
     dtype = kwargs.pop("dtype", None)
+    if "signature" in kwargs:  # (NumPy's own error for a signature it refuses, on 0-d stand-ins)
+        with np.errstate(all="ignore"):
+            ufunc(*[np.zeros((), np.result_type(bottom(x))) if isinstance(x, (Tracer, np.ndarray, np.generic)) else x
+                    for x in inputs], signature=kwargs["signature"], **({} if dtype is None else {"dtype": dtype}))
+    if "signature" in kwargs and dtype is None:
+        loop = _one_loop_type(ufunc, kwargs["signature"])
+        if loop is not None:  # ("dd->d", (np.float64, np.float64)): every operand in one type, as dtype= asks
+            del kwargs["signature"]
+            dtype = loop
     casting = kwargs.pop("casting", "same_kind")
     order = kwargs.pop("order", "K")
     kwargs.pop("subok", None)
@@ -129,6 +157,10 @@ def ufunc_call(ufunc, inputs, kwargs):
             inputs = tuple(_astype(x, dtype) if hasattr(x, "dtype") else np.asarray(x, dtype) for x in inputs)
         res = _on_core_axes(ufunc, inputs, kwargs)
         return res if out is None else write_out(res, out[0] if type(out) is tuple else out)
+    if "signature" in kwargs:
+        raise TypeError(f"np.{ufunc.__name__}: a signature= of several loop types is not supported on traced arrays "
+                        f"(at {user_line()}). Cast the operands with x.astype(dtype) and pass dtype= for the loop "
+                        "(a signature of one type, \"dd->d\", is dtype=np.float64), which are differentiated.")
     if kwargs:
         raise TypeError(f"np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not supported on traced arrays "
                         f"(at {user_line()}). Apply the operation without them, then reshape or move axes.")

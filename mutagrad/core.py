@@ -2740,6 +2740,24 @@ class Tracer:
                 "it dispatches on arrays only)", TracerEscapeError,
                 f" Make them one traced array first: {listed}(np.stack(values), ...) (or mnp.array(values), import "
                 "mutagrad.numpy as mnp; nested lists and numbers too), which is differentiated.", specific=True)
+        binop = call_at(frame, ast.BinOp) if call is None else None
+        seq = None if binop is None else next((s for s in (binop.left, binop.right) if type(s) in (ast.List, ast.Tuple)
+                                               or (type(s) in (ast.Name, ast.Attribute)
+                                                   and isinstance(_named(s, frame), (list, tuple)))), None)
+        if seq is not None:  # P * [a, b], w @ [x[0], x[1]]: the plain array's operator converts the list
+            seq = ast.unparse(seq)
+            raise escape_error(
+                f"a list or tuple of traced values, {seq}, as an operand of the operator in `{ast.unparse(binop)}` "
+                "(NumPy converts the sequence with np.asarray)", TracerEscapeError,
+                f" Make it one traced array first: np.stack({seq}) (or mnp.array({seq}), import mutagrad.numpy "
+                "as mnp; nested lists and numbers too), which is differentiated.", specific=True)
+        if call is not None and type(call.func) is ast.Attribute and it not in _NUMPY_SCALAR_TYPES:
+            kind = _named(call.func, frame)  # (P.dtype.type(x): a NumPy scalar type by another name)
+            if isinstance(kind, type) and issubclass(kind, np.inexact) and kind.__name__ in _NUMPY_SCALAR_TYPES:
+                raise escape_error(f"{ast.unparse(call.func)}(x), np.{kind.__name__}(x) of a traced value (a plain "
+                                   "NumPy scalar)", TracerEscapeError,
+                                   f" To change only the dtype, use x.astype(np.{kind.__name__}), which is "
+                                   "differentiated.")
         if it in ("permutation", "permuted"):
             fix = (" Permute the positions instead, which is differentiated and draws the same order from the "
                    "generator: np.take(x, rng.permutation(x.shape[axis]), axis) (x[rng.permutation(len(x))] "

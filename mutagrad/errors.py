@@ -461,9 +461,9 @@ def _position(frame):
         return None
 
 
-def call_at(frame):
-    """The ``ast.Call`` the user's ``frame`` is executing (found from the position of its
-    current instruction, in any statement, a ``for`` or ``with`` header too), or None."""
+def call_at(frame, kind=ast.Call):
+    """The ``ast.Call`` (``kind``: an ``ast.BinOp``...) the user's ``frame`` is executing (found from
+    the position of its current instruction, in any statement, a ``for`` or ``with`` header too), or None."""
     if frame is None or _frame_is_internal(frame):
         return None
     pos = _position(frame)
@@ -473,7 +473,7 @@ def call_at(frame):
     if tree is None:
         return None
     for node in ast.walk(tree):
-        if type(node) is ast.Call and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == pos:
+        if type(node) is kind and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == pos:
             return node
     return None
 

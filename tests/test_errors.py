@@ -4472,3 +4472,18 @@ def test_a_modular_power_of_a_traced_value_is_numpys_type_error():
         pow(np.float64(5.0), 2, 3)  # (NumPy's, the oracle)
     with pytest.raises(TypeError, match=re.escape("unsupported operand type(s) for ** or pow(): 'numpy.float64'")):
         mg.grad(lambda x: pow(x[0] * 1.0, 2, 3))(np.array([5.0]))
+
+
+_P = np.array([0.5, 1.5, 2.5])
+
+
+@pytest.mark.parametrize("f,names", [
+    (lambda s: np.sum(_P * [s, s, s]), r"\[s, s, s\], as an operand of the operator in `_P \* \[s, s, s\]`.*np.stack"),
+    (lambda s: _P[:2] @ (s, 2.0 * s), r"\(s, 2\.0 \* s\), as an operand.*np.stack"),
+    (lambda s: np.sum(_P.dtype.type(s) * _P), r"_P\.dtype\.type\(x\), np\.float64\(x\).*x\.astype\(np\.float64\)"),
+], ids=["list operand", "tuple operand", "scalar type by another name"])
+def test_conversions_name_what_the_line_wrote(f, names):
+    # the generic "np.asarray / np.array (or ...)" named nothing the user wrote (the sci tester)
+    with pytest.raises(mg.TracerEscapeError, match=names) as info:
+        mg.grad(f)(1.3)
+    assert HERE in str(info.value)

@@ -897,9 +897,10 @@ class Level:
             if not bottom(dest).flags.writeable:
                 raise ValueError("assignment destination is read-only")
             raise MutationError(
-                f"writing through a self-overlapping view (np.lib.stride_tricks.as_strided or "
-                f"similar) at {user_line()} cannot be differentiated: several elements of the view "
-                "are the same memory. Write into the base array instead."
+                f"writing through a self-overlapping view (a broadcast result of np.broadcast_arrays, which "
+                f"NumPy deprecates writing through, or np.lib.stride_tricks.as_strided or similar) at "
+                f"{user_line()} cannot be differentiated: several elements of the view are the same memory. "
+                "Write into the base array instead (x[0] = v for the broadcast row x[0])."
             )
         return s
 

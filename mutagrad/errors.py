@@ -1120,9 +1120,9 @@ def readonly_error(exc: BaseException, names, outer_locked=None):
             f"{exc}: a write at {_where(exc)} into a read-only array: an argument that was read-only when "
             "passed (a plain call raises the same; pass a writable copy, x.copy()), or a read-only view "
             "(np.diagonal, np.broadcast_to, sliding_window_view, mg.value and .imag of a real array give "
-            "read-only views, as in NumPy; NumPy's ufunc.at writes into them anyway, mutagrad does not; the "
-            "broadcast results of np.broadcast_arrays are read-only too, where NumPy still writes through "
-            "them with a DeprecationWarning, every repeat of an element being one element): write into the "
+            "read-only views, as in NumPy; NumPy's ufunc.at writes into them anyway, mutagrad does not; a write "
+            "through a broadcast result of np.broadcast_arrays, which NumPy still makes with a DeprecationWarning, "
+            "is refused with a MutationError): write into the "
             "array it views (x[idx] = ..., np.fill_diagonal), or into a copy of the view.")
     if _STRIDED_VIEW_MADE[0]:
         return MutationError(

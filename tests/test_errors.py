@@ -4487,3 +4487,15 @@ def test_conversions_name_what_the_line_wrote(f, names):
     with pytest.raises(mg.TracerEscapeError, match=names) as info:
         mg.grad(f)(1.3)
     assert HERE in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_write_through_a_broadcast_result_of_broadcast_arrays_names_it():
+    def f(x):
+        _, row = np.broadcast_arrays(x, x[0])
+        row[...] = 2.0  # (NumPy writes x[0], warning that it will not)
+        return np.sum(x * x)
+
+    assert f(np.full((2, 3), 3.0)) == 39.0
+    with pytest.raises(mg.MutationError, match=r"np\.broadcast_arrays.*" + re.escape(HERE)):
+        mg.grad(f)(np.full((2, 3), 3.0))

@@ -2718,7 +2718,7 @@ def test_a_boolean_mask_write_of_another_itemsize_from_its_own_memory():
 def test_a_boolean_mask_write_in_an_order_mutagrad_cannot_tell_is_refused(monkeypatch):
     # where NumPy's result is neither a copy of the value, nor run by run, nor element by element
     # (none known on NumPy 2.4: the probe stands in for one), the write is refused, not guessed
-    import mutagrad.core as core
+    from mutagrad import core
 
     monkeypatch.setattr(core, "_mask_write_mode", lambda db, mask, vb: None)
     with pytest.raises(mg.MutationError, match=r"boolean-mask write at .*test_mutation\.py:\d+.*v\.copy\(\)"):

@@ -2577,7 +2577,9 @@ class Tracer:
     __slots__ = ("_value", "_level", "_storage", "_geom", "_scalar", "__weakref__")
     __array_priority__ = 1000.0
 
-    def __init__(self, value, level, storage, geom=None, scalar=False):
+    def __init__(self, value, level=None, storage=None, geom=None, scalar=False):
+        if level is None:  # type(x)(v) of a traced x: the user's call of the class, as np.float64(v)
+            _called_as_its_type(self, value)
         self._value = value
         self._level = level
         self._storage = storage
@@ -3860,6 +3862,19 @@ def has_repeats(pos) -> bool:
 
 
 _FEW = 64  # index arrays of at most this many elements are checked with Python's list operations
+
+
+def _called_as_its_type(t, value):
+    """``type(x)(value)``, ``x`` traced: what the NumPy type ``x`` stands for would make of ``value``
+    (a plain NumPy value) is refused, as that type is not the traced one's."""
+    what = f"numpy.{bottom(value).dtype.name}" if isinstance(value, Tracer) else "a NumPy scalar or array"
+    if isinstance(value, Tracer):
+        raise escape_error(f"type(x)(x) of a traced value (in a plain call, {what}(x): a plain NumPy value)",
+                           TracerEscapeError, " To change only the dtype, use x.astype(x.dtype) (or another "
+                           "dtype), which is differentiated.", specific=True)
+    raise TypeError(f"type(x)(...) of a traced value x is mutagrad's traced type, which cannot be called to make "
+                    f"{what} (at {user_line()}): use x.dtype.type(...) or np.asarray(..., x.dtype) for a plain "
+                    "constant, or x.astype(...) of a traced value.")
 
 
 _NUMPY_SCALAR_TYPES = frozenset(("float64", "float32", "float16", "double", "single", "half", "longdouble",

@@ -1157,6 +1157,11 @@ def shuffle_error(where):
         "as rng.shuffle draws).")
 
 
+# Python's own protocol errors, which a NumPy scalar (array) raises in a plain call as well (iter(s), len(s))
+_PROTOCOL_ERROR = re.compile(r"is not iterable|has no len\(\)|not reversible|is not subscriptable|is not callable"
+                             r"|cannot be interpreted as an integer")
+
+
 def replaced_error(exc: BaseException):
     """The clear error to raise instead of ``exc``, an exception leaving the
     user's function, or None: the escape error NumPy replaced by its own
@@ -1239,7 +1244,8 @@ def replaced_error(exc: BaseException):
         tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:
             return last[0]  # NumPy's (SciPy's) replacement of the escape error raised on that line
-    if type(exc) is TypeError and (re.search(r"\b(?:Scalar|Array)Tracer\b", str(exc)) or (
+    if type(exc) is TypeError and ((re.search(r"\b(?:Scalar|Array)Tracer\b", str(exc)) and not _PROTOCOL_ERROR.search(
+            str(exc))) or (
             str(exc).endswith("is not JSON serializable") and _library_holds_tracer(exc)) or (
             str(exc) == "object supporting the buffer API required" and _raised_by_c_at_the_users_line(exc)
             and _line_reads_tracer(_user_entry(exc)))):

@@ -4499,3 +4499,13 @@ def test_a_write_through_a_broadcast_result_of_broadcast_arrays_names_it():
     assert f(np.full((2, 3), 3.0)) == 39.0
     with pytest.raises(mg.MutationError, match=r"np\.broadcast_arrays.*" + re.escape(HERE)):
         mg.grad(f)(np.full((2, 3), 3.0))
+
+
+def test_the_type_of_a_traced_scalar_called_is_refused_clearly():
+    # type(s)(s) raised an internal "Tracer.__init__() missing 2 required positional arguments"
+    x = np.array([0.5, 0.9])
+    with pytest.raises(mg.TracerEscapeError, match=r"type\(x\)\(x\) of a traced value.*x\.astype") as info:
+        mg.grad(lambda x: type(np.sum(x))(np.sum(x)))(x)
+    assert HERE in str(info.value)
+    with pytest.raises(TypeError, match=r"type\(x\)\(\.\.\.\) of a traced value.*x\.dtype\.type"):
+        mg.grad(lambda x: type(np.sum(x))(0.0) + np.sum(x))(x)

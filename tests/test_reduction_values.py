@@ -500,3 +500,50 @@ def test_keepdims_median_into_an_out_of_another_shape_is_numpys_error(fn, shape)
         f(x.copy(), np.zeros)
     with pytest.raises(type(plain.value), match=re.escape(str(plain.value)[:40])):
         mg.grad(lambda x: f(x, mnp.zeros))(x.copy())
+
+
+@pytest.mark.parametrize("fn", [np.quantile, np.nanquantile])
+def test_weighted_quantile_with_overwrite_input_leaves_the_argument_as_numpy_does(fn):
+    # NumPy's weighted quantile sorts a copy: the replay of overwrite_input without weights= sorted
+    # the argument itself
+    w = np.arange(1.0, 6.0)[:, None] * np.ones((5, 4))
+
+    def f(a):
+        return np.sum(fn(a, 0.3, axis=0, method="inverted_cdf", weights=w, overwrite_input=True) * [1.0, 2, 3, 4])
+
+    x = np.random.default_rng(9).standard_normal((5, 4))
+    xp, xm = x.copy(), x.copy()
+    want = f(xp)
+    value, g = mg.value_and_grad(f)(xm)
+    assert value == want and xm.tobytes() == xp.tobytes()
+    np.testing.assert_allclose(g, numerical_grad(f, (x,), (0,))[0], atol=1e-8)  # (a selection: 0s and 1..4)
+
+
+@pytest.mark.parametrize("fn", [np.median, np.nanmedian])
+@pytest.mark.parametrize("xdt,odt", [(np.float32, np.float64), (np.float64, np.longdouble), (np.float32, np.complex128)])
+def test_median_into_a_wider_out_averages_there_as_numpy(fn, xdt, odt):
+    # NumPy averages the two middle values in out's dtype; mutagrad averaged in the input's
+    x = np.array([[0.1, 0.2, 0.7, 0.4], [0.3, 0.9, 0.11, 0.5]], xdt)
+
+    def f(a, zeros):
+        o = zeros(2, odt)
+        fn(a, axis=1, out=o)
+        return np.sum(np.real(o) * [1.0, 2.0]), o
+
+    want, o_plain = f(x, np.zeros)
+    (value, o), g = mg.value_and_grad(lambda a: f(a, mnp.zeros), has_aux=True)(x)
+    assert value == want and np.array_equal(o, o_plain) and o.dtype == o_plain.dtype
+    np.testing.assert_allclose(g, [[0, 0.5, 0, 0.5], [1, 0, 0, 1]], rtol=1e-7)  # (the middle two, by hand)
+
+
+@pytest.mark.parametrize("kw", [{"dtype": np.float64}, {"signature": "dd->d"}])
+def test_a_ufunc_dtype_of_the_operands_own_type_reads_them_in_place(kw):
+    # NumPy's loop reads a strided operand in place; a copy for dtype= ran the contiguous loop,
+    # whose last bit differs (arctan2)
+    a = np.random.default_rng(0).standard_normal(200)
+
+    def f(a):
+        return np.arctan2(a, a[::-1], **kw)
+
+    assert mg.vjp(f, a)[0].tobytes() == f(a).tobytes()
+    assert mg.jvp(f, (a,), (a,))[0].tobytes() == f(a).tobytes()

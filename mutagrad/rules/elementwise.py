@@ -45,6 +45,10 @@ ZERO = ZeroTangent()
 
 
 def _astype(x, dtype):
+    """``x`` in ``dtype`` for a ufunc's dtype=: itself where it has that dtype (NumPy's loop reads it
+    in place, strided, with the bits of a call without dtype=; a copy would give the contiguous loop's)."""
+    if np.result_type(bottom(x)) == np.dtype(dtype):
+        return x
     from .shape import astype
 
     return astype(x, dtype)

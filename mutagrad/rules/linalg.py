@@ -547,6 +547,8 @@ def _adjugate(a, y):
         return 0 * a  # (det of a 0x0 matrix is 1, a constant)
     if n <= 3:
         return _cofactor_adjugate(a, n)
+    if np.result_type(bottom(a)) == np.float16:  # (NumPy's linalg has no float16: SciPy's det computes in float32)
+        return _adjugate(a.astype(np.float32), y.astype(np.float32)).astype(np.float16)
     batch = np.shape(a)[:-2]
     try:
         ainv = np.linalg.inv(a)

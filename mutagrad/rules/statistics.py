@@ -314,7 +314,10 @@ def _np_median(omit_nan):
         res = numpy_zero_signs(res, plain)  # (NumPy's mean of tied zeros)
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(c, axis=a.get("axis"), overwrite_input=True))
-        return put(res, a.get("out"))
+        # (into an out= of another dtype NumPy averages the middle values there: its bits)
+        return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), a.get("axis"), out=ob, **{
+            k: a[k] for k in ("keepdims",) if a.get(k) is not None and a[k] is not _NoValue}),
+            None if omit_nan else "add")
 
     return handler
 
@@ -558,7 +561,9 @@ def _np_quantile(scale, omit_nan):
         res = numpy_zero_signs(res, plain)
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(
-                c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, method=a.get("method", "linear")))
+                c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, **{  # (NumPy's own call: with weights
+                    k: (bottom(v) if k == "weights" else v) for k, v in a.items()  # it leaves the array as it was)
+                    if k in ("method", "weights") and v is not None and v is not _NoValue}))
         return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), out=ob, **{
             k: (bottom(v) if k == "weights" else v) for k, v in a.items()
             if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))

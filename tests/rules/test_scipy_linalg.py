@@ -1465,3 +1465,16 @@ def test_plain_scipy_overwrite_on_a_traced_constant_is_refused():
             mg.grad(lambda a, b, det=det: det(a) * np.sum(b), argnums=1)(a0.copy(), b)
     np.testing.assert_allclose(mg.grad(lambda a, b: sl.det(a, overwrite_a=flag) * np.sum(b), argnums=1)(a0.copy(), b),
                                [10.0, 10.0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("n", [2, 4, 6])
+def test_det_of_float16_is_differentiated_in_float32(n):
+    # NumPy's linalg has no float16 (the adjugate's inverse raised); SciPy's det computes in float32
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((n, n)) + 3 * np.eye(n)).astype(np.float16)
+    value, g = mg.value_and_grad(msl.det)(a)
+    assert value == sl.det(a) and g.dtype == np.float16
+    a64 = a.astype(np.float64)
+    fd = numerical_grad(sl.det, (a64,), (0,))[0]
+    np.testing.assert_allclose(g, fd, rtol=0, atol=2e-3 * np.abs(fd).max())  # (a float16 gradient)
+    np.testing.assert_allclose(mg.jvp(msl.det, (a,), (np.ones_like(a),))[1], np.sum(fd), rtol=1e-6)

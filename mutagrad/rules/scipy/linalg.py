@@ -2122,6 +2122,8 @@ def _det_rrule(a, *, check_finite=True):
 def _det_frule(primals, tangents, *, check_finite=True):
     (a,), (t,) = primals, tangents
     y = _det(a, check_finite=check_finite)
+    if np.result_type(bottom(a)) == np.float16:  # (NumPy's linalg has no float16: SciPy's det computes in float32)
+        a = a.astype(np.float32)
     try:
         ainv = np.linalg.inv(a)
         if np.shape(a)[-1] > 3 and np.any(_lin._ill_conditioned(a, ainv)):

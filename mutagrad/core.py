@@ -2744,9 +2744,7 @@ class Tracer:
                 f" Make them one traced array first: {listed}(np.stack(values), ...) (or mnp.array(values), import "
                 "mutagrad.numpy as mnp; nested lists and numbers too), which is differentiated.", specific=True)
         binop = call_at(frame, ast.BinOp) if call is None else None
-        seq = None if binop is None else next((s for s in (binop.left, binop.right) if type(s) in (ast.List, ast.Tuple)
-                                               or (type(s) in (ast.Name, ast.Attribute)
-                                                   and isinstance(_named(s, frame), (list, tuple)))), None)
+        seq = None if binop is None else next((s for s in (binop.left, binop.right) if _a_sequence(s, frame)), None)
         if seq is not None:  # P * [a, b], w @ [x[0], x[1]]: the plain array's operator converts the list
             seq = ast.unparse(seq)
             raise escape_error(
@@ -3862,6 +3860,18 @@ def has_repeats(pos) -> bool:
 
 
 _FEW = 64  # index arrays of at most this many elements are checked with Python's list operations
+
+
+def _a_sequence(node, frame) -> bool:
+    """Whether the expression ``node`` of the user's ``frame`` makes a list or tuple: a display or
+    comprehension, a name or attribute holding one, or their repetition or concatenation
+    (``(a,) * 2``, ``[a] + [b]``)."""
+    if type(node) in (ast.List, ast.Tuple, ast.ListComp):
+        return True
+    if type(node) in (ast.Name, ast.Attribute):
+        return isinstance(_named(node, frame), (list, tuple))
+    return type(node) is ast.BinOp and type(node.op) in (ast.Mult, ast.Add) and (
+        _a_sequence(node.left, frame) or _a_sequence(node.right, frame))
 
 
 def _called_as_its_type(t, value):

@@ -4480,8 +4480,9 @@ _P = np.array([0.5, 1.5, 2.5])
 @pytest.mark.parametrize("f,names", [
     (lambda s: np.sum(_P * [s, s, s]), r"\[s, s, s\], as an operand of the operator in `_P \* \[s, s, s\]`.*np.stack"),
     (lambda s: _P[:2] @ (s, 2.0 * s), r"\(s, 2\.0 \* s\), as an operand.*np.stack"),
+    (lambda s: np.sum(_P[:2] * ((s,) * 2)), r"\(s,\) \* 2, as an operand.*np.stack"),
     (lambda s: np.sum(_P.dtype.type(s) * _P), r"_P\.dtype\.type\(x\), np\.float64\(x\).*x\.astype\(np\.float64\)"),
-], ids=["list operand", "tuple operand", "scalar type by another name"])
+], ids=["list operand", "tuple operand", "repeated tuple", "scalar type by another name"])
 def test_conversions_name_what_the_line_wrote(f, names):
     # the generic "np.asarray / np.array (or ...)" named nothing the user wrote (the sci tester)
     with pytest.raises(mg.TracerEscapeError, match=names) as info:

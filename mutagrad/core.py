@@ -2349,8 +2349,12 @@ def _binop(ufunc):
         """``a op b`` with traced scalar ``self`` one of them: NumPy scalars' own arithmetic,
         and Python's weak result where both are Python numbers or weak scalars."""
         if ufunc in SCALAR_OPS and _is_scalar(b if a is self else a):
-            # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc
-            r = bind(SCALAR_OPS[ufunc], (a, b))
+            # NumPy scalars compute `a ** b` with their own C arithmetic, not the ufunc (an elementwise
+            # primitive: the fast path, and a run's compact record in an element loop)
+            prim = SCALAR_OPS[ufunc]
+            r = _fast_call(prim.fn, self, a, b)
+            if r is None:
+                r = bind(prim, (a, b))
         else:
             r = _fast_call(ufunc, self, a, b, sop)
             if r is None:

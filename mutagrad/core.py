@@ -3336,7 +3336,8 @@ class Tracer:
             return _weak_result(call_ufunc(np.absolute, (self,), {}), ())
         if self._scalar and self.dtype.kind == "c":  # (a NumPy complex scalar's own abs, as above)
             return bind(PYTHON_COMPLEX_ABS[1], (self,))
-        return call_ufunc(np.absolute, (self,), {})
+        r = _fast_call(np.absolute, self, self, _NOARG)
+        return call_ufunc(np.absolute, (self,), {}) if r is None else r
 
     def __lt__(self, o):
         return np.less(self, o)

@@ -19,6 +19,7 @@ from ..core import (
     SCALAR_OPS,
     UFUNC_HANDLERS,
     ArrayTracer,
+    ScalarTracer,
     Tracer,
     _NOARG,
     _fast_call,
@@ -870,6 +871,18 @@ def _complex_abs_rules(fn, real_rules=None):
 
 _abs.rrule, _abs.frule = _complex_abs_rules(np.absolute, (_abs_real_rule, _abs_real_frule))
 _abs.linear = False
+
+
+def _abs_fast(level, leaves):
+    """|x| of a real traced value: the elementwise rule (the fast path, a run's compact record in an
+    element loop), which the real case of the rules above is; None for a complex one."""
+    x = leaves[0]
+    if isinstance(x, Tracer) and x._value.dtype.kind == "f":
+        return level.process_ew(_abs, leaves, None, None, type(x) is ScalarTracer)
+    return None
+
+
+_abs.fast = _abs_fast
 _pyabs.rrule, _pyabs.frule = _complex_abs_rules(_python_complex_abs)
 _npabs.rrule, _npabs.frule = _complex_abs_rules(_numpy_complex_abs)
 PYTHON_COMPLEX_ABS[0] = _pyabs

@@ -219,7 +219,7 @@ def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
     callback), searched too. Returns (the (path, array) pairs, whether the search
     stopped at its budget)."""
     found, budget = _search(fun, npos, kwnames, roots)
-    return found, budget.left <= 0
+    return found, budget.left <= 0 or budget.truncated
 
 
 def _search(fun, npos, kwnames, roots):
@@ -433,11 +433,12 @@ class _Budget:
     """The objects one search may still visit (arrays, containers, objects: 10000 in all), and
     the names of the functions it starts from (_names_of_helpers)."""
 
-    __slots__ = ("generators", "left", "names", "probes", "walked_attrs", "walked_reflective")
+    __slots__ = ("generators", "left", "names", "probes", "truncated", "walked_attrs", "walked_reflective")
 
     def __init__(self):
         self.probes = None  # (a _Probes while the search met only what it can tell unchanged)
         self.left = ALIAS_SEARCH_BUDGET
+        self.truncated = False  # (a container of more than 256 items was not searched through)
         self.names = ((), (), False)
         self.generators = {}  # id -> the random generators met (a forward-mode jacobian rewinds them)
         self.walked_attrs = set()  # the attributes the functions walked name (a next round reads them too)
@@ -517,6 +518,20 @@ _NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, np.generic, str, bytes, int
 _SEQUENCES = (list, tuple, collections.deque)
 
 
+def _hold_nothing(items, arrays=False) -> bool:
+    """Whether the items of a container too long to search one by one (more than 256) are all of
+    types that hold no array (numbers, strings, None; ``arrays``: or plain arrays themselves),
+    asked of their types at C speed, up to 10^5 of them."""
+    if len(items) > 100_000:
+        return False
+    try:
+        kinds = set(map(type, items))
+    except RuntimeError:  # (a deque another thread changes meanwhile)
+        return False
+    return all(issubclass(t, _NOT_HOLDERS) or t is type(None) or (arrays and t is _ndarray)
+               for t in kinds)
+
+
 class _Holdings:
     """The arrays a named object holds where the code can reach them (``sim.u``,
     ``world.grid.u``, ``state["u"]``, ``views[2]``, ``model.layers[0].W``), to a
@@ -554,6 +569,8 @@ class _Holdings:
                 self.seen.add(id(v))
                 for k, item in enumerate(v.ravel(order="K")):
                     self.visit((name, ".flat[{}]", k), item, depth + 1)
+            elif v.size > 256 and not _hold_nothing(v.ravel(order="K").tolist()):
+                b.truncated = True
             return
         if tv is _ndarray or (tv is ArrayTracer and not v._level.closed):  # (an outer level's array, in a
             # nested differentiation; a leftover of a finished one is checked where it is used: core.live)
@@ -586,24 +603,35 @@ class _Holdings:
         self.seen.add(id(v))
         depth += 1
         if tv in _SEQUENCES:
-            if len(v) <= 256:
-                found = self.found
-                try:
+            if len(v) > 256:  # (a long one: its arrays where the rest holds nothing, else not searched)
+                if not _hold_nothing(v, arrays=True):
+                    b.truncated = True
+                elif not _hold_nothing(v):
                     for k, item in enumerate(v):
-                        if type(item) is _ndarray and not item.dtype.hasobject:  # (the common item: inline)
+                        if type(item) is _ndarray and not item.dtype.hasobject:
                             if b.left <= 0:
                                 return
                             b.left -= 1
-                            found.append(((name, "[{}]", k), item))
-                        else:
-                            self.visit((name, "[{}]", k), item, depth)
-                except RuntimeError:  # (a deque another thread changes meanwhile: a Barrier's, a queue's)
-                    return
+                            self.found.append(((name, "[{}]", k), item))
+                return
+            found = self.found
+            try:
+                for k, item in enumerate(v):
+                    if type(item) is _ndarray and not item.dtype.hasobject:  # (the common item: inline)
+                        if b.left <= 0:
+                            return
+                        b.left -= 1
+                        found.append(((name, "[{}]", k), item))
+                    else:
+                        self.visit((name, "[{}]", k), item, depth)
+            except RuntimeError:  # (a deque another thread changes meanwhile: a Barrier's, a queue's)
+                return
             return
         if issubclass(tv, dict):
             if len(v) <= 256:
                 entries = list(dict.items(v))
             else:
+                b.truncated = b.truncated or not _hold_nothing(dict.values(v))
                 entries = []
                 for key in self.keys:
                     try:
@@ -784,6 +812,8 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None):
             flagged.append(info)
         elif incomplete:
             st.alias_unchecked = True
+            st.unchecked_copy = (a, a.copy())
+            flagged.append(info)
     return flagged
 
 
@@ -842,7 +872,18 @@ def _check_plain_aliases(level):
     would take the new values for the argument's own)."""
     for info in level.plain_aliases:
         st = info.storage
-        if st.captured or st.was_captured or st.active:
+        if st.captured or st.was_captured or st.active or st.tangent is not None:  # (forward mode: a tangent)
+            unseen = st.unchecked_copy
+            if unseen is not None and not st.written and not np.array_equal(
+                    unseen[0], unseen[1], equal_nan=unseen[1].dtype.kind in "fc"):
+                raise MutationError(
+                    f"{st.name} changed while the function ran, and not by a write mutagrad saw: plain NumPy "
+                    "code wrote into its memory through another reference to it (a plain view made before the "
+                    "call, held where mutagrad's search for such references does not reach: it searches "
+                    "10000 objects, and lists, tuples and dicts of 256 items). Found when the function "
+                    f"returned, differentiated at {user_line()}; the derivative reads the argument's values, "
+                    "and which values it read, before or after the change, cannot be told. Write through the "
+                    "argument, or pass a copy of the array.")
             for path, v, before in st.plain_views:
                 if not np.array_equal(v, before, equal_nan=v.dtype.kind in "fc"):
                     raise MutationError(
@@ -1963,6 +2004,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
         _check_outputs(out_leaves, _name)
+        _check_plain_aliases(level)  # (a tangent read after plain code changed the argument unseen)
         raw = [(level.tangent_of(o) if o._storage.poison is None else o._storage.poison)
                if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
         again = (_run_group is None and not FP.careful and not pairs and _nan_tangent(out_leaves, raw)

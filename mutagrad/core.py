@@ -555,6 +555,9 @@ class Storage:
     leftover_warned = False  # a leftover of it used by a later differentiation has been warned about (live)
     # the search for such names stopped at its budget (a large object graph): a write warns once
     alias_unchecked = False
+    # then, (the caller's array, its values at the call): an argument mutagrad never writes must hold
+    # them still when the function returns, else plain code changed it unseen (api._check_plain_aliases)
+    unchecked_copy = None
     # a view, lifted to an inner level, of an outer level's array that exists outside
     # the inner differentiation (see _lift_views): outer code can change it unseen
     outer_view = False
@@ -890,9 +893,10 @@ class Level:
 
             warn_at(user_frame(sys._getframe(1)),
                     f"writing into {s.name} at {user_line()}: the function reaches more objects than mutagrad "
-                    "searches for other references to its arguments (10000), so it could not check that no plain "
-                    "array it reads is this argument's memory (such a read would not carry the derivative of "
-                    "the write). Pass the argument as a copy if the function may read it back through an object.")
+                    "searches for other references to its arguments (10000 objects; lists, tuples and dicts of "
+                    "256 items), so it could not check that no plain array it reads or writes is this argument's "
+                    "memory (such a read would not carry the derivative of the write; such a write would not be "
+                    "seen). Pass the argument as a copy if the function may reach it through an object.")
         if dest._geom is not None and dest._geom.overlap:
             if not bottom(dest).flags.writeable:
                 raise ValueError("assignment destination is read-only")

@@ -8,6 +8,8 @@ differentiated as always; oracles: central differences of the plain function.
 """
 import types
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -928,3 +930,46 @@ def test_forward_runs_put_back_a_read_only_argument_a_run_made_writable():
     np.testing.assert_allclose(h, want, rtol=1e-14, atol=1e-15)
     np.testing.assert_array_equal(x, plain)
     assert x.flags.writeable == plain.flags.writeable
+
+
+_HIDDEN = {}
+
+
+def _written_through_a_view_made_before(x):
+    y = np.sum(x ** 3)
+    _HIDDEN["holder"][-1][0] = 5.0  # (a plain view of x made before the call)
+    return y + np.sum(x ** 2)
+
+
+@pytest.mark.parametrize("holder", ["long list", "long list with a dict", "global view"])
+def test_a_plain_view_made_before_the_call_written_raises_in_both_modes(holder):
+    # the derivative of x0 ** 3 read x0 = 5 (85 for 3): the view sat in a list of more than 256
+    # items, which the alias search skipped; forward mode did not check found views at all
+    x = np.array([1.0, 2.0, 3.0])
+    _HIDDEN["holder"] = {"long list": [None] * 300, "long list with a dict": [None] * 300 + [{}],
+                         "global view": []}[holder] + [x[:]]
+    plain = x.copy()
+    try:
+        for run in (mg.grad(_written_through_a_view_made_before),
+                    lambda x: mg.jvp(_written_through_a_view_made_before, (x,), (np.array([1.0, 0, 0]),))):
+            x[...] = plain
+            with pytest.raises(mg.MutationError, match="plain"):
+                run(x)
+    finally:
+        _HIDDEN.clear()
+
+
+def test_long_containers_of_numbers_are_searched_without_warnings():
+    # a list or dictionary of more than 256 numbers holds no array: no warning at a write
+    data = [float(i) for i in range(5000)]
+    table = {f"k{i}": i for i in range(1000)}
+    arrays = [np.zeros(2)] * 300  # (arrays only: each one is checked)
+
+    def f(x):
+        x[0] = x[0] * data[3] + table["k2"] + arrays[5][0]
+        return np.sum(x * x)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = mg.grad(f)(np.array([1.0, 2.0]))
+    np.testing.assert_allclose(g, [2 * (3 * 1.0 + 2) * 3, 4.0])  # d/dx of (3 x0 + 2)^2 + x1^2, by hand

@@ -972,8 +972,9 @@ def _caller_array(level, a, name, active=False):
     """(the writable view of the caller's array ``a`` a tracer of ``level`` holds, its
     storage): ``a`` itself is read-only to plain code meanwhile (Level.lock). A differentiated
     ``a`` whose elements share memory is held as a private read-only copy."""
-    if (active and a.size > 1 and not (a.flags.c_contiguous or a.flags.f_contiguous)
-            and _may_self_overlap(a.shape, a.strides, a.itemsize)):
+    overlapping = (a.size > 1 and not (a.flags.c_contiguous or a.flags.f_contiguous)
+                   and _may_self_overlap(a.shape, a.strides, a.itemsize))
+    if active and overlapping:
         # elements sharing memory (np.broadcast_to): their derivatives must be separate, so a
         # differentiated argument is a private copy, read-only as the caller's array is
         if a.flags.writeable:
@@ -981,11 +982,14 @@ def _caller_array(level, a, name, active=False):
                 f"{name} has elements that share memory (an as_strided view with a zero or overlapping "
                 f"stride) and is writable: differentiating with respect to it at {user_line()} has no "
                 "meaning element by element. Pass a copy (x.copy()).")
-        v = a.view(_ndarray).copy()
-        v.flags.writeable = False
+        c = a.view(_ndarray).copy()
+        c.flags.writeable = False
+        v = c[...]  # (a view of a read-only copy: the function cannot make it writable, as it could NumPy's
+        # broadcast, to write into a copy the caller never sees)
     else:
         v = level.lock(a, name)
     st = Storage(level, v, active)
+    st.overlapping_arg = overlapping and not active
     st.name = name
     st.orig = a
     if level.arg_storages:

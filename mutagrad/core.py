@@ -558,6 +558,10 @@ class Storage:
     # then, (the caller's array, its values at the call): an argument mutagrad never writes must hold
     # them still when the function returns, else plain code changed it unseen (api._check_plain_aliases)
     unchecked_copy = None
+    # a constant argument whose elements share memory (as_strided with a zero stride, a broadcast
+    # result of np.broadcast_arrays): its derivative buffer, one element per element, cannot hold
+    # the derivative of a write into that memory, so reverse mode refuses one (api._caller_array)
+    overlapping_arg = False
     # a view, lifted to an inner level, of an outer level's array that exists outside
     # the inner differentiation (see _lift_views): outer code can change it unseen
     outer_view = False
@@ -837,6 +841,12 @@ class Level:
         the written values carry a derivative; ``idx``: the index written (None: all of it)."""
         s = dest._storage
         s.written = True
+        if active and s.overlapping_arg and self.mode == "rev":
+            raise MutationError(
+                f"writing a traced value into {s.name} at {user_line()}: its elements share memory (an "
+                "as_strided view with a zero or overlapping stride, a broadcast result of np.broadcast_arrays), "
+                "so one write changes several of them, whose derivatives cannot be told apart. Write into "
+                "the array it views, or pass a copy (x.copy()).")
         if LOCKED_TRACED and id(s) in LOCKED_TRACED and not bottom(dest).flags.writeable:
             hit = LOCKED_TRACED[id(s)]
             if hit[0] is s:
@@ -3547,6 +3557,17 @@ class Tracer:
                 if (type(root) is _ndarray and not root.flags.writeable and LOCKED.get(id(root)) is not root
                         and (orig is None or orig.base is None)):
                     raise ValueError("cannot set WRITEABLE flag to True of this array")  # (NumPy's)
+            orig = self._storage.orig
+            root = bottom(self._storage.root)
+            if (self._storage.active and orig is not None and type(root) is _ndarray and not root.flags.writeable
+                    and not np.may_share_memory(root, orig)):
+                # a differentiated argument whose elements share memory, held as a private read-only copy
+                # (api._caller_array): NumPy would let a broadcast be made writable (deprecated), and a
+                # write then change the caller's memory, which the copy cannot do
+                raise MutationError(
+                    f"making {self._storage.name} writable at {user_line()}: its elements share memory (a "
+                    "broadcast, np.broadcast_to), so a write would change several of them, whose derivatives "
+                    "cannot be told apart. Write into a copy (x = x.copy()), or into the array it broadcasts.")
             set_writeable(b)
             write = None
         b.setflags(write=write, align=align, uic=uic)

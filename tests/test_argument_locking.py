@@ -7,7 +7,6 @@ writable again afterwards. Writes through the argument itself are
 differentiated as always; oracles: central differences of the plain function.
 """
 import types
-
 import warnings
 
 import numpy as np
@@ -973,3 +972,46 @@ def test_long_containers_of_numbers_are_searched_without_warnings():
         warnings.simplefilter("error")
         g = mg.grad(f)(np.array([1.0, 2.0]))
     np.testing.assert_allclose(g, [2 * (3 * 1.0 + 2) * 3, 4.0])  # d/dx of (3 x0 + 2)^2 + x1^2, by hand
+
+
+def _three_views_of_one(value=0.3):
+    return np.lib.stride_tricks.as_strided(np.array([value, -1.2, 0.8]), shape=(3,), strides=(0,))
+
+
+def test_a_traced_write_into_a_constant_argument_whose_elements_share_memory_is_refused():
+    # x[0] = y changes all three elements: the reverse pass kept one derivative per element and gave
+    # 8 where d/dy (3 y^2) = 12 (the views2 tester); forward mode, which mirrors the memory, is right
+    def f(y, x):
+        x[0] = y
+        return np.sum(x) * y
+
+    assert f(2.0, _three_views_of_one()) == 12.0
+    with pytest.raises(mg.MutationError, match=r"argument 1 at .*x\[0\] = y.*share memory"):
+        mg.grad(f)(2.0, _three_views_of_one())
+    np.testing.assert_allclose(mg.jvp(f, (2.0, _three_views_of_one()), (1.0, np.zeros(3)))[1], 12.0)
+    # reading it is fine: a constant
+    np.testing.assert_allclose(mg.grad(lambda y, x: np.sum(x * y))(2.0, _three_views_of_one()), 0.9)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_differentiated_broadcast_argument_made_writable_is_refused():
+    # the function's write went into mutagrad's private copy, not the caller's memory as in NumPy
+    def f(x):
+        x.flags.writeable = True
+        x[0, 1] = x[0, 0] * 3.0
+        return np.sum(x ** 2)
+
+    with pytest.raises(mg.MutationError, match=r"making argument 0 writable at .*share memory"):
+        mg.grad(f)(np.broadcast_to(np.array([0.3, -1.2, 0.8]), (2, 3)))
+
+
+@pytest.mark.parametrize("strides", [(12,), (4,)])
+def test_as_strided_with_strides_off_the_element_grid_is_refused(strides):
+    # elements made of parts of two elements' bytes: garbage derivatives (5e-315) in both modes
+    def f(x):
+        return np.sum(mnp.as_strided(x, (2,), strides))
+
+    with pytest.raises(mg.NoRuleError, match=r"as_strided at .*not multiples of the array's itemsize"):
+        mg.grad(f)(np.arange(1.0, 5.0))
+    with pytest.raises(mg.NoRuleError, match=r"as_strided at"):
+        mg.jvp(f, (np.arange(1.0, 5.0),), (np.ones(4),))

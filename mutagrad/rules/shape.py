@@ -611,6 +611,12 @@ def as_strided(x, shape=None, strides=None, subok=False, writeable=True):
     b = bottom(x)
     shape = b.shape if shape is None else tuple(shape)
     strides = b.strides if strides is None else tuple(strides)
+    if any(n > 1 and st % b.itemsize for n, st in zip(shape, strides)):
+        raise NoRuleError(
+            f"as_strided at {user_line()} with the byte strides {strides}, not multiples of the array's "
+            f"itemsize ({b.itemsize}): its elements would be made of the bytes of parts of several of the "
+            "array's elements, reinterpreted, which have no derivative. Give strides in whole elements "
+            "(x.itemsize times a count).")
     v = _as_strided(b, shape, strides, writeable=False)
     if v.size and not x._storage.contains(v):
         raise NoRuleError(

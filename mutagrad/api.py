@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _shares_bounded, bottom, foreign_subclass, lift,
+from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _relockable, _shares_bounded, bottom, foreign_subclass, lift,
                    STATE, RunGroup, _within_rounding, live, mark_weak, other_values_message, set_writeable, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, NotImplementedTangentError, caught_by_the_program,
                      ensure_shuffle_filter, forget_escape, in_api, readonly_error, replaced_error, take_deferred,
@@ -526,10 +526,19 @@ def _hold_nothing(items, arrays=False) -> bool:
         return False
     try:
         kinds = set(map(type, items))
+        rows = kinds & _ROWS  # (records as tuples or lists of numbers: (x, y) points, table rows)
+        if rows:
+            kinds = (kinds - rows) | set(map(type, itertools.chain.from_iterable(
+                i for i in items if type(i) in rows)))
+            if kinds & _ROWS:
+                return False
     except RuntimeError:  # (a deque another thread changes meanwhile)
         return False
     return all(issubclass(t, _NOT_HOLDERS) or t is type(None) or (arrays and t is _ndarray)
                for t in kinds)
+
+
+_ROWS = frozenset((tuple, list))
 
 
 class _Holdings:
@@ -631,7 +640,16 @@ class _Holdings:
             if len(v) <= 256:
                 entries = list(dict.items(v))
             else:
-                b.truncated = b.truncated or not _hold_nothing(dict.values(v))
+                values = dict.values(v)
+                if not _hold_nothing(values, arrays=True):
+                    b.truncated = True
+                elif not _hold_nothing(values):  # (its arrays, each one, as a long list's)
+                    for key, item in dict.items(v):
+                        if type(item) is _ndarray and not item.dtype.hasobject:
+                            if b.left <= 0:
+                                return
+                            b.left -= 1
+                            self.found.append(((name, "[{!r}]", key), item))
                 entries = []
                 for key in self.keys:
                     try:
@@ -780,7 +798,7 @@ def _names_of(code):
     return names
 
 
-def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None):
+def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, level=None):
     """An argument that is also (memory of) a plain array the function reads
     by name: mutagrad sees only what goes through the argument. A write through
     the argument into that memory raises (a plain read of the name would not carry
@@ -810,6 +828,13 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None):
             st.plain_alias = hits[0][0]
             st.plain_views = hits
             flagged.append(info)
+            if st.active and level is not None:
+                # a differentiated argument's: read-only while the function runs, as the argument is, so
+                # that a write through it fails at the write (one undone before the function returns, a
+                # write-and-restore, would change what the reads in between saw, unseen)
+                for path, b, _ in hits:
+                    if b is not a and b.flags.writeable and _relockable(b):
+                        level.lock(b, f"`{path}`, a plain view of {st.name}")
         elif incomplete:
             st.alias_unchecked = True
             st.unchecked_copy = (a, a.copy())
@@ -963,7 +988,7 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
     if kwargs:
         kwargs.update(_wrap_kwargs(level, kwargs, wrapped))
     _mark_aliasing(wrapped)
-    level.plain_aliases = (_mark_plain_aliases(fun, wrapped, len(args), kwargs or (), orig_args, orig_kwargs)
+    level.plain_aliases = (_mark_plain_aliases(fun, wrapped, len(args), kwargs or (), orig_args, orig_kwargs, level)
                            if fun is not None else ())
     return args, infos
 

@@ -1015,3 +1015,43 @@ def test_as_strided_with_strides_off_the_element_grid_is_refused(strides):
         mg.grad(f)(np.arange(1.0, 5.0))
     with pytest.raises(mg.NoRuleError, match=r"as_strided at"):
         mg.jvp(f, (np.arange(1.0, 5.0),), (np.ones(4),))
+
+
+_V = {}
+
+
+def test_a_write_and_restore_through_a_plain_view_fails_at_the_write():
+    # the reads between the write and the restore saw 10 for x[1]: reverse mode gave 4, forward
+    # mode 20, where d/dx1 = 0 (x[1] was the constant 10 then); the check at the return saw nothing
+    def f(x):
+        old = float(_V["view"][0])
+        _V["view"][0] = 10.0
+        y = np.sum(x * x)
+        _V["view"][0] = old
+        return y
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    _V["view"] = x[1:3]
+    try:
+        for run in (mg.grad(f), lambda x: mg.jvp(f, (x,), (np.array([0.0, 1, 0, 0]),))):
+            with pytest.raises(mg.AliasingError, match=r"_V\[.view.\]\[0\] = 10\.0.*a plain view of argument 0"):
+                run(x)
+            assert x.flags.writeable and _V["view"].flags.writeable and np.array_equal(x, [1.0, 2, 3, 4])
+    finally:
+        _V.clear()
+
+
+def test_long_lists_of_records_are_searched_without_warnings():
+    # (x, y) tuples, rows as lists, a dict of arrays: they hold no view of the argument
+    points = [(float(i), 0.5 * i) for i in range(1000)]
+    rows = [[1.0, 2.0, "a"] for _ in range(1000)]
+    table = {i: np.zeros(2) for i in range(300)}
+
+    def f(x):
+        x[0] = x[1] * points[3][1] + rows[2][0] + table[3][0]
+        return np.sum(x * x)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = mg.grad(f)(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(g, [0.0, 4.0 + 2 * 4.0 * 1.5, 6.0])  # by hand: x0 = 1.5 x1 + 1

@@ -1238,7 +1238,8 @@ def _unwrap_left_in(x, level, depth):
 
 def _locked_names(level):
     """The names of the arguments whose caller's arrays ``level`` locked."""
-    also = {info.storage.name: info.storage.plain_alias for info in getattr(level, "plain_aliases", ())}
+    also = {info.storage.name: info.storage.plain_alias for info in getattr(level, "plain_aliases", ())
+            if info.storage.plain_alias is not None}  # (not an argument the search could not check)
     return [name + (f" (the plain array `{also[name]}`)" if name in also else "") for _, _, name, *_ in level.locked.values()]
 
 

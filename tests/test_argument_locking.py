@@ -1055,3 +1055,19 @@ def test_long_lists_of_records_are_searched_without_warnings():
         warnings.simplefilter("error")
         g = mg.grad(f)(np.array([1.0, 2.0, 3.0]))
     np.testing.assert_allclose(g, [0.0, 4.0 + 2 * 4.0 * 1.5, 6.0])  # by hand: x0 = 1.5 x1 + 1
+
+
+def test_a_locked_argument_reached_where_the_search_did_not_look_is_named_plainly():
+    # the message named "(the plain array `None`)" for an argument the search could not check
+    records = [{"k": i} for i in range(300)]
+
+    def f(x):
+        records[-1][0] = 1.0
+        return np.sum(x * x)
+
+    x = np.array([1.0, 2.0])
+    records.append(x)
+    with pytest.raises(mg.AliasingError) as info:
+        mg.grad(f)(x)
+    assert "(argument 0)" in str(info.value) and "None" not in str(info.value)
+    assert x.flags.writeable and np.array_equal(x, [1.0, 2.0])

@@ -527,15 +527,25 @@ def _hold_nothing(items, arrays=False) -> bool:
     try:
         kinds = set(map(type, items))
         rows = kinds & _ROWS  # (records as tuples or lists of numbers: (x, y) points, table rows)
-        if rows:
-            kinds = (kinds - rows) | set(map(type, itertools.chain.from_iterable(
-                i for i in items if type(i) in rows)))
-            if kinds & _ROWS:
-                return False
+        inner = set(map(type, itertools.chain.from_iterable(i for i in items if type(i) in rows))) if rows else ()
     except RuntimeError:  # (a deque another thread changes meanwhile)
         return False
+    # (``arrays``: as items or as fields of records, which the caller then searches, each one)
     return all(issubclass(t, _NOT_HOLDERS) or t is type(None) or (arrays and t is _ndarray)
-               for t in kinds)
+               for t in (kinds - rows) | set(inner))
+
+
+def _arrays_of_records(items, name):
+    """The (path, array) of every plain array among ``items`` (a long container's values, with
+    their keys or positions: pairs) and among the fields of its records (tuples and lists)."""
+    for k, item in items:
+        if type(item) is _ndarray:
+            if not item.dtype.hasobject:
+                yield (name, "[{!r}]", k), item
+        elif type(item) in _ROWS:
+            for j, field in enumerate(item):
+                if type(field) is _ndarray and not field.dtype.hasobject:
+                    yield ((name, "[{!r}]", k), "[{}]", j), field
 
 
 _ROWS = frozenset((tuple, list))
@@ -587,6 +597,9 @@ class _Holdings:
             return
         if tv is ArrayTracer or tv is ScalarTracer:  # (a leftover: no memory of this call's, nothing held)
             return
+        if issubclass(tv, _ndarray) and not v.dtype.hasobject:  # (an np.memmap, a view of one: memory too)
+            self.found.append((name, v))
+            return
         if _is_generator(v):  # (a forward-mode jacobian rewinds it)
             b.generators[id(v)] = v
             return
@@ -616,12 +629,11 @@ class _Holdings:
                 if not _hold_nothing(v, arrays=True):
                     b.truncated = True
                 elif not _hold_nothing(v):
-                    for k, item in enumerate(v):
-                        if type(item) is _ndarray and not item.dtype.hasobject:
-                            if b.left <= 0:
-                                return
-                            b.left -= 1
-                            self.found.append(((name, "[{}]", k), item))
+                    for path, item in _arrays_of_records(enumerate(v), name):
+                        if b.left <= 0:
+                            return
+                        b.left -= 1
+                        self.found.append((path, item))
                 return
             found = self.found
             try:
@@ -644,12 +656,11 @@ class _Holdings:
                 if not _hold_nothing(values, arrays=True):
                     b.truncated = True
                 elif not _hold_nothing(values):  # (its arrays, each one, as a long list's)
-                    for key, item in dict.items(v):
-                        if type(item) is _ndarray and not item.dtype.hasobject:
-                            if b.left <= 0:
-                                return
-                            b.left -= 1
-                            self.found.append(((name, "[{!r}]", key), item))
+                    for path, item in _arrays_of_records(dict.items(v), name):
+                        if b.left <= 0:
+                            return
+                        b.left -= 1
+                        self.found.append((path, item))
                 entries = []
                 for key in self.keys:
                     try:
@@ -815,8 +826,10 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, 
     found = [(name, bottom(v)) for name, v in plain]
     for _t, info in wrapped:
         a = bottom(info.orig)  # (an outer level's traced array, inside a nested differentiation)
-        if type(a) is not _ndarray:
+        if not isinstance(a, _ndarray):
             continue
+        if type(a) is not _ndarray:  # (an np.memmap: its memory, as a plain array's)
+            a = a.view(_ndarray)
         st = info.storage
         owner = _memory_owner(a)
         hits = [(_path(name), b, b.copy()) for name, b in found
@@ -834,7 +847,7 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, 
                 # write-and-restore, would change what the reads in between saw, unseen)
                 for path, b, _ in hits:
                     if b is not a and b.flags.writeable and _relockable(b):
-                        level.lock(b, f"`{path}`, a plain view of {st.name}")
+                        level.lock(b, f"`{path}`, a plain array sharing memory with {st.name}")
         elif incomplete:
             st.alias_unchecked = True
             st.unchecked_copy = (a, a.copy())
@@ -864,7 +877,7 @@ def _searched_argument(v) -> bool:
     """Whether an argument (or a leaf of one) may hold arrays the search follows: not an array, a
     number, a string or None (by its type: isinstance would ask a proxy for __class__)."""
     tv = type(v)
-    return not (tv is _ndarray or v is None or issubclass(tv, (Tracer, int, float, complex, str, bytes, np.generic)))
+    return not (issubclass(tv, _ndarray) or v is None or issubclass(tv, (Tracer, int, float, complex, str, bytes, np.generic)))
 
 
 def _object_arguments(fun, args, kwargs):
@@ -888,6 +901,26 @@ def _object_arguments(fun, args, kwargs):
         else:  # a container's objects and callbacks (a list of callbacks over x)
             out.extend((f"{name} leaf {k}", leaf) for k, leaf in enumerate(leaves) if _searched_argument(leaf))
     return out
+
+
+def _check_still_locked(level):
+    """As the function returns: a differentiated argument's caller's array (or a plain view of it the
+    alias search found) that plain code made writable again meanwhile (``X.flags.writeable = True``
+    through a global) could have been written, and restored, unseen."""
+    locked = level.locked
+    if not locked:
+        return
+    for st in level.arg_storages:
+        if not (st.active or st.tangent is not None) or st.orig is None:
+            continue
+        for a, _v, name, *_ in locked.values():
+            if a.flags.writeable and (a is st.orig or name.endswith(f"sharing memory with {st.name}")):
+                raise MutationError(
+                    f"{name} was made writable again while the function ran (`.flags.writeable = True` "
+                    "through another reference to it, a global, an attribute): mutagrad keeps it read-only to "
+                    "plain code meanwhile, as a plain write through it would change values the derivative of "
+                    f"{st.name} reads without its knowing (found when the function returned, at {user_line()}). "
+                    "Write through the argument, or pass a copy of the array.")
 
 
 def _check_plain_aliases(level):
@@ -1186,6 +1219,7 @@ def _call(level, fun, args, kwargs=None):
             caught = caught_by_the_program(seen)
             if caught is not None:
                 raise caught
+        _check_still_locked(level)
         return out
     except DifferentiationError:
         raise

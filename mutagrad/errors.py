@@ -1098,7 +1098,9 @@ def readonly_error(exc: BaseException, names, outer_locked=None):
     as arguments, read-only to plain code during the call: see core.Level.lock) are
     locked: AliasingError, a ValueError too. ``outer_locked``: (name, outer name), an argument of
     this differentiation that an outer one locked: its caller's array, reached another way."""
-    if type(exc) is not ValueError or not str(exc).endswith(_READONLY_MESSAGES):
+    if type(exc) is not ValueError or not (str(exc).endswith(_READONLY_MESSAGES) or (
+            names and str(exc) == "cannot set WRITEABLE flag to True of this array")):
+        # (x.flags.writeable = True of a plain view of a locked array: NumPy asks the array it views)
         return None
     tb, ours = exc.__traceback__, False
     while tb is not None:  # raised past the user's last line by mutagrad's code, or by NumPy's

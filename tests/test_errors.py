@@ -4016,7 +4016,7 @@ def test_alias_search_is_remembered_only_while_what_it_read_holds():
                 np.testing.assert_allclose(mg.grad(f)(base[:]), 2 * base, rtol=1e-15)  # d/dx sum(x²), by hand
             assert _remembered(f), f.__name__
             rebind(base)
-            with pytest.raises(mg.MutationError, match=rf"`{re.escape(name)}`(, a plain view of argument 0| through)"):
+            with pytest.raises(mg.MutationError, match=rf"`{re.escape(name)}`(, a plain array sharing memory with argument 0| through)"):
                 mg.grad(f)(base[:])  # (at the write, where the plain array can be made read-only meanwhile)
             rebind(None)
             base[:] = [0.5, -1.5, 2.0]
@@ -4068,7 +4068,7 @@ def test_alias_search_not_remembered_where_it_cannot_tell():
         np.testing.assert_allclose(mg.grad(f)(base[:]), 2 * base, rtol=1e-15)
     assert not _remembered(f)
     env["H"] = base
-    with pytest.raises(mg.MutationError, match="`H`(, a plain view of argument 0| through)"):
+    with pytest.raises(mg.MutationError, match="`H`(, a plain array sharing memory with argument 0| through)"):
         mg.grad(f)(base[:])
 
     holder = {"buf": None}
@@ -4094,13 +4094,13 @@ def test_alias_search_not_remembered_where_it_cannot_tell():
     assert _remembered(g)
     holder["buf"] = base
     helper.__module__ = __name__
-    with pytest.raises(mg.MutationError, match=r"`holder\['buf'\]`(, a plain view of argument 0| through)"):
+    with pytest.raises(mg.MutationError, match=r"`holder\['buf'\]`(, a plain array sharing memory with argument 0| through)"):
         mg.grad(g)(base[:])
     holder["buf"] = None
     base[:] = [0.5, -1.5, 2.0]
     cfg.buf = base
     cfg.__name__ = "cfg"
-    with pytest.raises(mg.MutationError, match=r"`cfg.buf`(, a plain view of argument 0| through)"):
+    with pytest.raises(mg.MutationError, match=r"`cfg.buf`(, a plain array sharing memory with argument 0| through)"):
         mg.grad(g)(base[:])
 
 

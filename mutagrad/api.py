@@ -531,7 +531,7 @@ def _hold_nothing(items, arrays=False) -> bool:
     except RuntimeError:  # (a deque another thread changes meanwhile)
         return False
     # (``arrays``: as items or as fields of records, which the caller then searches, each one)
-    return all(issubclass(t, _NOT_HOLDERS) or t is type(None) or (arrays and t is _ndarray)
+    return all(issubclass(t, _NOT_HOLDERS) or t is type(None) or (arrays and issubclass(t, _ndarray))
                for t in (kinds - rows) | set(inner))
 
 
@@ -539,12 +539,12 @@ def _arrays_of_records(items, name):
     """The (path, array) of every plain array among ``items`` (a long container's values, with
     their keys or positions: pairs) and among the fields of its records (tuples and lists)."""
     for k, item in items:
-        if type(item) is _ndarray:
+        if isinstance(item, _ndarray):  # (an np.memmap too)
             if not item.dtype.hasobject:
                 yield (name, "[{!r}]", k), item
         elif type(item) in _ROWS:
             for j, field in enumerate(item):
-                if type(field) is _ndarray and not field.dtype.hasobject:
+                if isinstance(field, _ndarray) and not field.dtype.hasobject:
                     yield ((name, "[{!r}]", k), "[{}]", j), field
 
 

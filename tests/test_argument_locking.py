@@ -1076,11 +1076,11 @@ def test_a_locked_argument_reached_where_the_search_did_not_look_is_named_plainl
 _G = {}
 
 
-@pytest.mark.parametrize("holder", ["records", "record dict", "memmap"])
+@pytest.mark.parametrize("holder", ["records", "record dict", "memmap", "memmap records"])
 def test_plain_views_in_records_and_of_memmaps_are_found(holder, tmp_path):
     # a view inside a long list of (number, array) records, or of a memmap argument (not a plain
     # ndarray): neither was searched, and a write-and-restore gave wrong derivatives
-    if holder == "memmap":
+    if holder.startswith("memmap"):
         x = np.memmap(tmp_path / "a.dat", dtype=float, mode="w+", shape=(3,))
         x[:] = [1.0, 2.0, 3.0]
     else:
@@ -1088,7 +1088,7 @@ def test_plain_views_in_records_and_of_memmaps_are_found(holder, tmp_path):
     view = x[1:]
     _G["view"] = {"records": [(0.0, np.zeros(2))] * 300 + [(3.0, view)],
                   "record dict": {**{i: (0.0, np.zeros(2)) for i in range(300)}, 300: (3.0, view)},
-                  "memmap": [view]}[holder]
+                  "memmap": [view], "memmap records": [(0.0, x[:1])] * 300 + [(3.0, view)]}[holder]
 
     def f(x):
         held = _G["view"]

@@ -709,6 +709,19 @@ def test_complex_jacobians(mode):
     np.testing.assert_allclose(mg.jacobian(g, mode=mode)(z), [[1e10, 0.1], [0.0, 3 * z[1] ** 2]], rtol=1e-15)
 
 
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_complex64_jacobians_of_holomorphic_functions_are_not_refused(mode):
+    # the holomorphy test's tolerance was float64's (1e-9): complex64's rounding failed it (inv, exp(exp))
+    a = np.array([[1 + 2j, 0.5 - 1j, 0.3], [-0.7j, 2 - 1j, 0.1 + 0.4j], [0.2, -1 + 0.5j, 1.5 + 1j]])
+    want = -np.einsum("ik,lj->ijkl", np.linalg.inv(a), np.linalg.inv(a))  # d inv(A)_ij / dA_kl, by hand
+    for f, z, w in ((np.linalg.inv, a, want), (lambda z: np.exp(np.exp(z)), a[0], np.diag(np.exp(np.exp(a[0]) + a[0])))):
+        got = mg.jacobian(f, mode=mode)(z.astype(np.complex64))
+        assert got.dtype == np.complex64
+        np.testing.assert_allclose(got, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
+    with pytest.raises(TypeError, match="holomorphic"):  # (and one that is not still raises)
+        mg.jacobian(lambda z: z * np.conj(z) + z, mode=mode)(a[0].astype(np.complex64))
+
+
 def test_hessian_of_a_real_function_of_complex_input_raises():
     with pytest.raises(TypeError, match="real and imaginary parts"):
         mg.hessian(lambda z: np.sum(np.abs(z) ** 4))(np.array([1 + 2j, -0.5 + 1j]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import inspect
 import numbers
 import threading
 import types
@@ -1053,6 +1054,25 @@ class ElementwisePullback:
         return tuple(Thunk(functools.partial(self.one, g, i)) for i in range(len(self.partials)))
 
 
+def _check_partials_count(fn, call, n):
+    """defelementwise's partials: one per positional argument the function takes (a ufunc's nin)."""
+    if isinstance(call, np.ufunc):
+        low = high = call.nin
+    else:
+        try:
+            params = list(inspect.signature(call).parameters.values())
+        except (TypeError, ValueError):  # (a builtin without a signature: not checked)
+            return
+        if any(q.kind is q.VAR_POSITIONAL for q in params):
+            return
+        positional = [q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
+        low, high = sum(q.default is q.empty for q in positional), len(positional)
+    if not low <= n <= high:
+        want = str(low) if low == high else f"{low} to {high}"
+        raise TypeError(f"defelementwise({getattr(fn, '__name__', fn)!r}): {n} partial(s) for a function of {want} "
+                        "positional argument(s): give one partial per argument (None for one with no derivative)")
+
+
 def defelementwise(fn, *partials, impl=None):
     """Both rules of an elementwise function from its partial derivatives.
 
@@ -1063,6 +1083,7 @@ def defelementwise(fn, *partials, impl=None):
         if not (d is None or callable(d) or (type(d) is int and d in (1, -1))):
             raise TypeError(f"defelementwise({getattr(fn, '__name__', fn)!r}): a partial is a function of "
                             f"(*xs, y), 1, -1 or None, not {d!r}")
+    _check_partials_count(fn, impl or fn, len(partials))
     p = _prim_for(fn)
     call = impl or fn
     n = len(partials)

@@ -2112,6 +2112,20 @@ def test_defelementwise_refuses_constant_partials_other_than_one():
     check_grads(lambda x: np.sum(triple(x) ** 2), np.array([0.5, -1.0]))
 
 
+def test_defelementwise_wants_one_partial_per_argument():
+    # one partial for two arguments: jvp gave a zero tangent for the second, grad an IndexError
+    from mutagrad.registry import defelementwise
+
+    @mg.primitive
+    def scaled_exp(a, b):
+        return a * np.exp(b)
+
+    with pytest.raises(TypeError, match=r"1 partial\(s\) for a function of 2 positional"):
+        defelementwise(scaled_exp, lambda a, b, y: np.exp(b))
+    with pytest.raises(TypeError, match=r"3 partial\(s\) for a function of 1 positional"):
+        defelementwise(np.sin, lambda x, y: np.cos(x), None, None)
+
+
 def test_aliasing_found_among_many_arguments():
     # more than 16 arrays: overlapping address ranges are found by a sweep, not pair by pair
     base = np.arange(1.0, 7.0)

@@ -412,7 +412,7 @@ def _checked_rrule(rule, name):
                        f"{len(args)} (a parameter left at its default, or passed by keyword, has none)"
                        if len(cts) > len(args) else ""))
             for i, (c, a) in enumerate(zip(cts, args)):
-                _check_cotangent(name, c, a, f"argument {i}")
+                _check_cotangent(name, c, a, f"argument {i}", own=own)
             return cts
 
         return y, pullback
@@ -420,7 +420,7 @@ def _checked_rrule(rule, name):
     return checked
 
 
-def _check_cotangent(name, c, a, where, depth=0):
+def _check_cotangent(name, c, a, where, depth=0, own=False):
     """A user's pullback's cotangent ``c`` for the argument ``a`` (``where``): not None, of its shape;
     for a list or tuple argument, a list or tuple of one such cotangent per element."""
     if c is None:
@@ -431,7 +431,7 @@ def _check_cotangent(name, c, a, where, depth=0):
         return
     if isinstance(a, (list, tuple)) and isinstance(c, (list, tuple)) and len(a) == len(c) and depth < 32:
         for j, (cj, aj) in enumerate(zip(c, a)):
-            _check_cotangent(name, cj, aj, f"{where}[{j}]", depth + 1)
+            _check_cotangent(name, cj, aj, f"{where}[{j}]", depth + 1, own)
         return
     if not isinstance(a, (np.ndarray, np.generic, float, complex, Tracer)):
         return
@@ -440,6 +440,28 @@ def _check_cotangent(name, c, a, where, depth=0):
             f"the pullback of {name}'s reverse rule returned a cotangent of shape {np.shape(c)} for "
             f"{where} of shape {np.shape(a)}; a cotangent has its argument's shape (sum a "
             "broadcast dimension away)")
+    if own:
+        return
+    ck, ak = _kind(c), _kind(a)
+    if ck == "c" and ak in "fbiu":
+        raise _rule_error(
+            f"the pullback of {name}'s reverse rule returned a complex cotangent for {where}, which is real: "
+            "its imaginary part would be dropped; a real argument's cotangent is real (take np.real if that is "
+            "meant)")
+    if ck in "biu" and ak in "fc":
+        raise _rule_error(
+            f"the pullback of {name}'s reverse rule returned a cotangent of integer (or boolean) dtype for "
+            f"{where}, a floating-point one: it would be truncated; compute it in floating point")
+
+
+def _kind(v) -> str:
+    """The dtype kind of a value (a Python number's as NumPy takes it)."""
+    if isinstance(v, Tracer):
+        v = bottom(v)
+    dt = getattr(v, "dtype", None)
+    if dt is not None:
+        return dt.kind
+    return {float: "f", complex: "c"}.get(type(v), "O")  # (a Python int, 0 for a zero, is a weak number)
 
 
 def frule(fn):
@@ -532,6 +554,10 @@ def _checked_frule(rule, name):
                 raise _rule_error(
                     f"the forward rule of {name} returned a complex tangent for a real output: its imaginary "
                     "part would be dropped; a real output's tangent is real (take np.real if that is meant)")
+            if not own and _kind(ydot) in "biu" and _kind(y) in "fc":
+                raise _rule_error(
+                    f"the forward rule of {name} returned a tangent of integer (or boolean) dtype for a "
+                    "floating-point output: it would be truncated; compute it in floating point")
         return res
 
     return checked

@@ -498,6 +498,49 @@ def test_complex_tangent_for_a_real_output_raises():
         mg.jvp(dbl, (np.ones(3),), (np.ones(3),))
 
 
+def test_complex_or_integer_cotangents_and_integer_tangents_of_users_rules_raise():
+    # a complex cotangent for a real argument kept its real part (the gradient came back 0 for a
+    # purely imaginary one); integer (co)tangents were truncated
+    @mg.primitive
+    def w(x, y):
+        return x * y
+
+    @mg.rrule(w)
+    def _(x, y):
+        return w(x, y), lambda g: (g * y, 1j * g * x)
+
+    with pytest.raises(mg.RuleError, match="complex cotangent for argument 1, which is real"):
+        mg.grad(lambda y: np.sum(w(np.ones(3), y)))(np.ones(3))
+
+    @mg.primitive
+    def s(x):
+        return 2.0 * x
+
+    @mg.frule(s)
+    def _(p, t):
+        return s(p[0]), (2 * t[0]).astype(np.int64)
+
+    with pytest.raises(mg.RuleError, match="tangent of integer"):
+        mg.jvp(s, (np.ones(3),), (np.full(3, 0.4),))
+
+    @mg.primitive
+    def u(x):
+        return 3.0 * x
+
+    @mg.rrule(u)
+    def _(x):
+        return u(x), lambda g: (np.round(3 * g).astype(np.int64), )
+
+    with pytest.raises(mg.RuleError, match="cotangent of integer"):
+        mg.grad(lambda x: np.sum(u(x) * 0.1))(np.ones(3))
+
+    @mg.rrule(u)
+    def _(x):
+        return u(x), lambda g: (0,)  # (a Python 0 is a zero, not a truncation)
+
+    assert mg.grad(lambda x: u(x) * 1.0)(1.5) == 0.0
+
+
 @mg.primitive
 def _doubled(x):
     return x * 2.0

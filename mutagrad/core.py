@@ -5121,6 +5121,17 @@ def with_replayed_bits(out, replay, writes):
     ob[...] = exact
 
 
+def _refuse_in_a_rule(x, name):
+    """``mg.value(x)`` / ``mg.stop_gradient(x)`` of a value a running differentiation traces, in a
+    user's rule (or pullback): a higher derivative differentiates the rule again, and the value's
+    derivative would be dropped there, silently (second derivatives of zero)."""
+    from .errors import _users_rule
+
+    frame = user_frame(sys._getframe(2))
+    if frame is not None and _users_rule(frame) is not None:
+        raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
+
+
 def value(x):
     """The plain value of ``x`` as a read-only ndarray view (no derivative).
 
@@ -5129,6 +5140,8 @@ def value(x):
     >>> v.flags.writeable
     False
     """
+    if isinstance(x, Tracer) and not x._level.closed:
+        _refuse_in_a_rule(x, "mg.value")
     b = bottom(x)
     if isinstance(b, _ndarray):
         t = x
@@ -5163,6 +5176,8 @@ def stop_gradient(x):
     def leaf(v):
         if not isinstance(v, Tracer):
             return v.copy() if isinstance(v, _ndarray) else v
+        if not v._level.closed:
+            _refuse_in_a_rule(v, "mg.stop_gradient")
         b = bottom(v)
         if isinstance(b, _ndarray):
             c = b.copy()

@@ -580,3 +580,21 @@ def test_pullback_cotangent_of_the_wrong_shape_inside_a_list_argument():
     ga, gb = mg.grad(f, (0, 1))(np.ones(2), np.full(2, 3.0))
     np.testing.assert_allclose(ga, [3.0, 3.0])  # d/da sum(a * b) = b, by hand
     np.testing.assert_allclose(gb, [1.0, 1.0])
+
+
+@pytest.mark.parametrize("drop", [mg.value, mg.stop_gradient], ids=["value", "stop_gradient"])
+def test_value_or_stop_gradient_in_a_rule_differentiated_again_raises(drop):
+    # the second derivative came back as exact zeros (the rule's cos(x) taken as a constant)
+    @mg.primitive
+    def s(a):
+        return np.sin(a)
+
+    @mg.rrule(s)
+    def _(a):
+        c = np.cos(drop(a))
+        return s(a), lambda g: (g * c,)
+
+    x = np.array([0.5, 1.2, -0.7])
+    np.testing.assert_allclose(mg.grad(lambda a: np.sum(s(a)))(x), np.cos(x), rtol=1e-15)  # (first order: fine)
+    with pytest.raises(mg.TracerEscapeError, match=r"mg\.(value|stop_gradient)\(x\) of a value traced.*reverse rule"):
+        mg.hessian(lambda a: np.sum(s(a)))(x)

@@ -25,6 +25,7 @@ from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, No
                      unwatch_errors, user_line, watch_errors)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
+from .pytree import _REGISTRY as _PYTREE_CLASSES
 from .registry import FP, user_fp_state
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
@@ -1111,14 +1112,17 @@ def _wrap_constants(level, args, argnums, wrapped, names=None):
 
 
 def _is_object(x) -> bool:
-    return dataclasses.is_dataclass(x) and not isinstance(x, type)
+    """A dataclass object, or an object of a class registered with register_pytree that keeps its
+    attributes in a __dict__ (the function may rebind them: `p.b = p.b * 2`)."""
+    return (dataclasses.is_dataclass(x) and not isinstance(x, type)) or (
+        type(x) in _PYTREE_CLASSES and hasattr(x, "__dict__"))
 
 
 def _attrs(x) -> dict:
     """A dataclass object's fields and other attributes (slots or not): those it has (the function
     may have deleted one, `del p.w`)."""
     d = dict(getattr(x, "__dict__", {}))
-    for f in dataclasses.fields(x):
+    for f in dataclasses.fields(x) if dataclasses.is_dataclass(x) else ():
         if f.name in d or type(getattr(type(x), f.name, None)) is not types.MemberDescriptorType:
             continue  # (not a slot: a field the instance lacks reads the class's default, not its own)
         try:

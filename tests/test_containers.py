@@ -447,3 +447,34 @@ def test_a_leftover_in_a_container_argument_is_the_array_it_holds():
     g = mg.grad(lambda z, d: np.sum(z * d["a"] * d["b"]))(z, {"a": left, "b": other})
     np.testing.assert_array_equal(g, np.sin(x) * other)  # d/dz sum(z a b) = a b
     assert z.flags.writeable and other.flags.writeable
+
+
+class _Params:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+def test_a_registered_pytree_objects_rebound_attributes_reach_the_caller():
+    # p.b = p.b * 2 rebinds an attribute of the object the function was given: the caller's object
+    # kept its old attributes after grad, jvp and hessian (the function saw a rebuilt one)
+    from mutagrad.pytree import _REGISTRY, register_pytree
+
+    register_pytree(_Params, lambda p: ((p.w, p.b), None), lambda aux, ch: _Params(*ch))
+    try:
+        def g(p):
+            p.b = p.b * 2
+            p.w = p.w * 3.0
+            return np.sum(p.w ** 2) + p.b
+
+        plain = _Params(np.array([1.0, 2.0]), 2.0)
+        g(plain)
+        for run in (mg.grad(g), lambda p: mg.jvp(g, (p,), (_Params(np.ones(2), 1.0),)),
+                    lambda p: mg.value_and_grad(g)(p)):
+            p = _Params(np.array([1.0, 2.0]), 2.0)
+            run(p)
+            assert p.b == plain.b and type(p.b) is type(plain.b) and np.array_equal(p.w, plain.w)
+        g_ = mg.grad(g)(_Params(np.array([1.0, 2.0]), 2.0))
+        np.testing.assert_allclose(g_.w, 18 * np.array([1.0, 2.0]))  # d/dw of sum((3w)^2), by hand
+        assert g_.b == 2.0
+    finally:
+        _REGISTRY.pop(_Params, None)

@@ -360,6 +360,13 @@ def _read_only(g):
     return g
 
 
+def _call_itself_failed(e) -> bool:
+    """Whether the TypeError ``e`` came from calling a rule with arguments its signature does not take
+    (raised where it was called: no frame of the rule's own), not from its body."""
+    tb = e.__traceback__
+    return tb is not None and tb.tb_next is None
+
+
 def _checked_rrule(rule, name):
     """A registered reverse rule whose output is checked: ``(y, pullback)``, and
     from the pullback one cotangent per positional argument, of its shape. A user's
@@ -369,7 +376,15 @@ def _checked_rrule(rule, name):
 
     @functools.wraps(rule)
     def checked(*args, **kwargs):
-        res = rule(*args, **kwargs)
+        try:
+            res = rule(*args, **kwargs)
+        except TypeError as e:
+            if own or not _call_itself_failed(e):
+                raise
+            raise _rule_error(
+                f"the reverse rule of {name} cannot take the primitive's arguments ({e}): a reverse rule is "
+                "def rule(*args, **kwargs) with the primitive's own parameters (every one it is called with), "
+                "returning (output, pullback); def rule(primals, tangents) is a forward rule (@mg.frule)") from e
         if not (isinstance(res, tuple) and len(res) == 2 and callable(res[1])):
             raise _rule_error(
                 f"the reverse rule of {name} returned {type(res).__name__}; it must return "
@@ -521,6 +536,12 @@ def _checked_frule(rule, name):
                 res = rule(primals, tangents, **kwargs)
             except TypeError as e:
                 if not kwargs or "unexpected keyword argument" not in str(e):
+                    if _call_itself_failed(e):
+                        raise _rule_error(
+                            f"the forward rule of {name} cannot be called as rule(primals, tangents) ({e}): a "
+                            "forward rule is def rule(primals, tangents, **kwargs), primals and tangents tuples "
+                            "of the primitive's positional arguments, returning (output, tangent); a rule "
+                            "taking the primitive's own arguments is a reverse rule (@mg.rrule)") from e
                     raise
                 raise _rule_error(
                     f"the forward rule of {name} is called with the keyword arguments the primitive was called with "

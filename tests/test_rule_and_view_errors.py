@@ -598,3 +598,39 @@ def test_value_or_stop_gradient_in_a_rule_differentiated_again_raises(drop):
     np.testing.assert_allclose(mg.grad(lambda a: np.sum(s(a)))(x), np.cos(x), rtol=1e-15)  # (first order: fine)
     with pytest.raises(mg.TracerEscapeError, match=r"mg\.(value|stop_gradient)\(x\) of a value traced.*reverse rule"):
         mg.hessian(lambda a: np.sum(s(a)))(x)
+
+
+def test_a_rule_whose_signature_does_not_fit_names_the_rule():
+    # a bare "takes 1 positional argument but 2 were given" named no rule and no line
+    @mg.primitive
+    def s(a):
+        return np.sin(a)
+
+    @mg.frule(s)
+    def _(a):  # (a reverse rule's signature)
+        return np.sin(a), np.cos(a)
+
+    with pytest.raises(mg.RuleError, match=r"forward rule of .*s cannot be called as rule\(primals, tangents\)"):
+        mg.jvp(s, (np.ones(2),), (np.ones(2),))
+
+    @mg.primitive
+    def s3(a, b=2.0):
+        return np.sin(a) * b
+
+    @mg.rrule(s3)
+    def _(a):  # (leaves out b, which the call passes)
+        return s3(a), lambda g: (g,)
+
+    with pytest.raises(mg.RuleError, match=r"reverse rule of .*s3 cannot take the primitive's arguments"):
+        mg.grad(lambda a: np.sum(s3(a, 3.0)))(np.ones(2))
+
+    @mg.primitive
+    def s4(a):
+        return np.sin(a)
+
+    @mg.rrule(s4)
+    def _(a):
+        raise TypeError("inside the body")  # (the rule's own error stays as it is)
+
+    with pytest.raises(TypeError, match="inside the body"):
+        mg.grad(lambda a: np.sum(s4(a)))(np.ones(2))

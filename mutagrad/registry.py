@@ -565,6 +565,10 @@ def _checked_frule(rule, name):
             raise _rule_error(
                 f"the forward rule of {name} returned None as the tangent: return mg.ZeroTangent() for a "
                 "zero derivative")
+        if isinstance(ydot, (tuple, list)) and isinstance(y, (np.ndarray, np.generic, float, complex, Tracer)):
+            raise _rule_error(
+                f"the forward rule of {name} returned a {type(ydot).__name__} of tangents for its one output: "
+                "return the output's tangent itself (an array, as the output), not a sequence of it")
         if (not _is_cotangent(ydot) and isinstance(y, (np.ndarray, np.generic, float, complex, Tracer))
                 and isinstance(ydot, (np.ndarray, np.generic, float, complex, Tracer))):
             if np.shape(ydot) != np.shape(y):

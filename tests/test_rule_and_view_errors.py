@@ -634,3 +634,19 @@ def test_a_rule_whose_signature_does_not_fit_names_the_rule():
 
     with pytest.raises(TypeError, match="inside the body"):
         mg.grad(lambda a: np.sum(s4(a)))(np.ones(2))
+
+
+def test_a_forward_rule_returning_a_tuple_for_one_output_names_the_rule_in_both_modes():
+    # grad (the reverse rule transposed from it) spoke of a pullback the user never wrote
+    @mg.primitive
+    def s(a):
+        return np.sin(a)
+
+    @mg.frule(s)
+    def _(p, t):
+        return np.sin(p[0]), (np.cos(p[0]) * t[0],)
+
+    with pytest.raises(mg.RuleError, match="returned a tuple of tangents for its one output"):
+        mg.jvp(s, (np.ones(2),), (np.ones(2),))
+    with pytest.raises(mg.DifferentiationError, match="returned a tuple of tangents for its one output"):
+        mg.grad(lambda a: np.sum(s(a)))(np.ones(2))

@@ -1115,14 +1115,32 @@ def _is_object(x) -> bool:
     """A dataclass object, or an object of a class registered with register_pytree that keeps its
     attributes in a __dict__ (the function may rebind them: `p.b = p.b * 2`)."""
     return (dataclasses.is_dataclass(x) and not isinstance(x, type)) or (
-        type(x) in _PYTREE_CLASSES and hasattr(x, "__dict__"))
+        type(x) in _PYTREE_CLASSES and (hasattr(x, "__dict__") or _slot_names(type(x))))
+
+
+def _slot_names(cls) -> tuple:
+    """The ``__slots__`` members of a class and its bases (not __dict__ or __weakref__)."""
+    names = []
+    for c in cls.__mro__:
+        slots = c.__dict__.get("__slots__", ())
+        for n in ((slots,) if isinstance(slots, str) else slots):
+            if n not in ("__dict__", "__weakref__") and n not in names:
+                names.append(n)
+    return tuple(names)
 
 
 def _attrs(x) -> dict:
     """A dataclass object's fields and other attributes (slots or not): those it has (the function
     may have deleted one, `del p.w`)."""
     d = dict(getattr(x, "__dict__", {}))
-    for f in dataclasses.fields(x) if dataclasses.is_dataclass(x) else ():
+    if not dataclasses.is_dataclass(x):  # (a register_pytree class's object: its slots too)
+        for n in _slot_names(type(x)):
+            try:
+                d[n] = getattr(x, n)
+            except AttributeError:  # (unset, or deleted by the function)
+                continue
+        return d
+    for f in dataclasses.fields(x):
         if f.name in d or type(getattr(type(x), f.name, None)) is not types.MemberDescriptorType:
             continue  # (not a slot: a field the instance lacks reads the class's default, not its own)
         try:

@@ -5125,11 +5125,16 @@ def _refuse_in_a_rule(x, name):
     """``mg.value(x)`` / ``mg.stop_gradient(x)`` of a value a running differentiation traces, in a
     user's rule (or pullback): a higher derivative differentiates the rule again, and the value's
     derivative would be dropped there, silently (second derivatives of zero)."""
-    from .errors import _users_rule
+    from .errors import _rule_wrapper
 
     frame = user_frame(sys._getframe(2))
-    if frame is not None and _users_rule(frame) is not None:
-        raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
+    wrapper = _rule_wrapper(frame) if frame is not None else None
+    if wrapper is None:
+        return
+    entry = wrapper.f_locals.get("_entry")
+    if entry is not None and not any(x._level is lv for lv in entry):
+        return  # (a differentiation the rule started itself: mg.grad(helper) of its own values)
+    raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
 
 
 def value(x):

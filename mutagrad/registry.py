@@ -376,6 +376,7 @@ def _checked_rrule(rule, name):
 
     @functools.wraps(rule)
     def checked(*args, **kwargs):
+        _entry = tuple(STATE.levels)  # (read by core._refuse_in_a_rule: the levels running before the rule)
         try:
             res = rule(*args, **kwargs)
         except TypeError as e:
@@ -394,6 +395,7 @@ def _checked_rrule(rule, name):
             y = _unaliased(y, args, kwargs)
 
         def pullback(g):
+            _entry = tuple(STATE.levels)  # (see checked)
             # ȳ read-only (it may be another value's adjoint buffer too), and the arrays the rule
             # was given compared after: pullbacks must not modify their inputs or ȳ
             before = () if own else [(i, a, a.copy()) for i, a in enumerate(args)
@@ -526,6 +528,7 @@ def _checked_frule(rule, name):
 
     @functools.wraps(rule)
     def checked(primals, tangents, **kwargs):
+        _entry = tuple(STATE.levels)  # (see _checked_rrule)
         if own:
             res = rule(primals, tangents, **kwargs)
         else:
@@ -1117,9 +1120,9 @@ def _check_partials_count(fn, call, n):
         if any(q.kind is q.VAR_POSITIONAL for q in params):
             return
         positional = [q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
-        low, high = sum(q.default is q.empty for q in positional), len(positional)
+        low = high = len(positional)  # (one for a parameter with a default too: the call may pass it)
     if not low <= n <= high:
-        want = str(low) if low == high else f"{low} to {high}"
+        want = str(low)
         raise TypeError(f"defelementwise({getattr(fn, '__name__', fn)!r}): {n} partial(s) for a function of {want} "
                         "positional argument(s): give one partial per argument (None for one with no derivative)")
 

@@ -478,3 +478,27 @@ def test_a_registered_pytree_objects_rebound_attributes_reach_the_caller():
         assert g_.b == 2.0
     finally:
         _REGISTRY.pop(_Params, None)
+
+
+class _Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+def test_a_registered_pytree_object_with_slots_gets_its_rebound_attributes():
+    from mutagrad.pytree import _REGISTRY, register_pytree
+
+    register_pytree(_Slotted, lambda p: ((p.a, p.b), None), lambda aux, ch: _Slotted(*ch))
+    try:
+        def h(p):
+            p.b = p.b * 2
+            return np.sum(p.a * p.b)
+
+        for run in (mg.grad(h), lambda p: mg.jvp(h, (p,), (_Slotted(np.ones(2), np.ones(2)),))):
+            p = _Slotted(np.array([1.0, 2.0]), np.array([3.0, -1.0]))
+            run(p)
+            assert np.array_equal(p.b, [6.0, -2.0])  # (what a plain call leaves)
+    finally:
+        _REGISTRY.pop(_Slotted, None)

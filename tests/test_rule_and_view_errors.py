@@ -650,3 +650,34 @@ def test_a_forward_rule_returning_a_tuple_for_one_output_names_the_rule_in_both_
         mg.jvp(s, (np.ones(2),), (np.ones(2),))
     with pytest.raises(mg.DifferentiationError, match="returned a tuple of tangents for its one output"):
         mg.grad(lambda a: np.sum(s(a)))(np.ones(2))
+
+
+def test_a_rule_may_differentiate_its_own_helpers_that_use_stop_gradient():
+    # the refusal of mg.stop_gradient / mg.value in rules is for values a differentiation of the
+    # rule traces, not for a differentiation the rule starts itself
+    def helper(u):
+        return np.sum(mg.stop_gradient(u) * u ** 2)  # d/du = 2 u^2 (the first factor a constant)
+
+    @mg.primitive
+    def g5(v):
+        return np.sum(v ** 3)
+
+    @mg.rrule(g5)
+    def _(v):
+        gr = mg.grad(helper)(v)
+        return g5(v), lambda gg: (gg * 1.5 * gr,)
+
+    x = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(mg.grad(g5)(x), 3 * x ** 2, rtol=1e-15)  # by hand
+
+
+def test_defelementwise_wants_a_partial_for_a_parameter_with_a_default_too():
+    # sp(x, b) with one partial: the traced b got a zero tangent, grad an IndexError
+    from mutagrad.registry import defelementwise
+
+    @mg.primitive
+    def sp(v, beta=1.0):
+        return np.log1p(np.exp(beta * v)) / beta
+
+    with pytest.raises(TypeError, match=r"1 partial\(s\) for a function of 2 positional"):
+        defelementwise(sp, lambda v, beta, y: 1 / (1 + np.exp(-beta * v)))

@@ -1165,16 +1165,17 @@ def _items(x):
     return None
 
 
-def _set_items(obj, items):
-    """Give the list, dict or dataclass object ``obj`` the ``items`` (a list or a dict)."""
+def _set_items(obj, items, rebuilt=None):
+    """Give the list, dict or dataclass object ``obj`` the ``items`` (a list or a dict); ``rebuilt``: the
+    attributes a rebuilt register_pytree object had, the only ones the function can have deleted."""
     if type(obj) is list:
         obj[:] = items
     elif isinstance(obj, dict):
         obj.clear()
         obj.update(items)
     else:
-        for k in _attrs(obj):
-            if k not in items:  # (deleted by the function)
+        for k in _attrs(obj) if rebuilt is None else rebuilt:
+            if k not in items and hasattr(obj, k):  # (deleted by the function)
                 object.__delattr__(obj, k)
         for k, v in items.items():
             object.__setattr__(obj, k, v)
@@ -1197,7 +1198,10 @@ def _pair(orig, ours, pairs):
     if type(ours) is not type(orig) and not (isinstance(ours, tuple) and isinstance(orig, tuple)):
         return
     if mutable:
-        conts.append((ours, orig))
+        # (a register_pytree object is rebuilt from its flattened attributes only: the attributes it had
+        # then are the ones the function can rebind or delete; the caller's others are left alone)
+        rebuilt = set(_attrs(ours)) if type(orig) in _PYTREE_CLASSES and not dataclasses.is_dataclass(orig) else None
+        conts.append((ours, orig, rebuilt))
         known[id(ours)] = (ours, orig)
     theirs = dict(_items(ours)[1])
     for k, o in kids:
@@ -1220,9 +1224,10 @@ def _sync_containers(level):
             v._storage.exported = True  # (the caller's container holds its memory: vjp's pullback checks it)
         return _unwrap_level(v, level)
 
-    for ours, orig in conts:
+    for ours, orig, rebuilt in conts:
         items = _items(ours)[1]
-        _set_items(orig, [plain(v) for _, v in items] if type(orig) is list else {k: plain(v) for k, v in items})
+        _set_items(orig, [plain(v) for _, v in items] if type(orig) is list else {k: plain(v) for k, v in items},
+                   rebuilt)
         if type(orig) is collections.defaultdict:
             orig.default_factory = ours.default_factory  # (the function may have set another)
 

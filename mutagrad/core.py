@@ -5132,8 +5132,14 @@ def _refuse_in_a_rule(x, name):
     if wrapper is None:
         return
     entry = wrapper.f_locals.get("_entry")
-    if entry is not None and not any(x._level is lv for lv in entry):
-        return  # (a differentiation the rule started itself: mg.grad(helper) of its own values)
+    if entry is not None:
+        t = x
+        while isinstance(t, Tracer):  # (every level the value carries: a rule's own level wraps the outer ones')
+            if any(t._level is lv for lv in entry):
+                break
+            t = t._value
+        else:
+            return  # (only differentiations the rule started itself: mg.grad(helper) of its own values)
     raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
 
 

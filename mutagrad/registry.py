@@ -187,6 +187,9 @@ def primitive(fun):
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
+        ew = prim.elementwise
+        if ew is not None and (kwargs or len(args) != len(ew[1])) and STATE.levels:
+            args, kwargs = _every_positional(prim, fun, args, kwargs, len(ew[1])), {}
         leaves = _flatten_args(args)[0]
         if kwargs or any(type(a) not in _POSITIONAL_LEAVES for a in args):
             _check_visible_tracers(prim, leaves, args, kwargs)
@@ -1106,6 +1109,27 @@ class ElementwisePullback:
 
     def __call__(self, g):
         return tuple(Thunk(functools.partial(self.one, g, i)) for i in range(len(self.partials)))
+
+
+def _every_positional(prim, fun, args, kwargs, n):
+    """The arguments of a call of an elementwise primitive (defelementwise: one partial per positional
+    parameter) as that many positional ones, defaults filled in (``sc(z)`` of ``sc(x, s=2.0)``)."""
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except TypeError:
+        return args  # (the call's own error comes with the call)
+    bound.apply_defaults()
+    params = list(bound.signature.parameters.values())
+    positional = [q.name for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
+    extra = [q.name for q in params if q.kind is q.KEYWORD_ONLY and q.name in kwargs]
+    if len(positional) != n or extra:
+        from .errors import user_line
+
+        raise TypeError(
+            f"{prim.name} has elementwise rules (defelementwise) for {n} positional argument(s), at {user_line()}: "
+            f"call it with those only ({'keyword-only ' + ', '.join(extra) + ' given' if extra else 'not this call'}); "
+            "give one partial per positional parameter, None for one with no derivative")
+    return tuple(bound.arguments[k] for k in positional)
 
 
 def _check_partials_count(fn, call, n):

@@ -502,3 +502,25 @@ def test_a_registered_pytree_object_with_slots_gets_its_rebound_attributes():
             assert np.array_equal(p.b, [6.0, -2.0])  # (what a plain call leaves)
     finally:
         _REGISTRY.pop(_Slotted, None)
+
+
+class _Tagged:
+    __slots__ = ("a", "b", "tag")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+def test_a_registered_pytree_objects_attributes_outside_its_flattening_are_left_alone():
+    # the rebuilt object has only the flattened attributes: the sync deleted the caller's others
+    from mutagrad.pytree import _REGISTRY, register_pytree
+
+    register_pytree(_Tagged, lambda p: ((p.a, p.b), None), lambda aux, ch: _Tagged(*ch))
+    try:
+        p = _Tagged(np.array([1.0, 2.0]), 3.0)
+        p.tag = "run-1"
+        g = mg.grad(lambda p: np.sum(p.a * p.b))(p)
+        assert p.tag == "run-1" and p.b == 3.0
+        np.testing.assert_allclose(g.a, [3.0, 3.0])  # by hand
+    finally:
+        _REGISTRY.pop(_Tagged, None)

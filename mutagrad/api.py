@@ -519,21 +519,27 @@ _NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, np.generic, str, bytes, int
 _SEQUENCES = (list, tuple, collections.deque)
 
 
-def _hold_nothing(items, arrays=False) -> bool:
-    """Whether the items of a container too long to search one by one (more than 256) are all of
-    types that hold no array (numbers, strings, None; ``arrays``: or plain arrays themselves),
-    asked of their types at C speed, up to 10^5 of them."""
+def _long_container(items):
+    """What the items of a container too long to search one by one (more than 256) may hold, asked of
+    their types at C speed (up to 10^5 of them): "nothing" (numbers, strings, None, and records of
+    them: tuples or lists), "arrays" (also plain arrays, as items or as fields of records, which the
+    caller then searches, each one), or None (anything else: not searched)."""
     if len(items) > 100_000:
-        return False
+        return None
     try:
         kinds = set(map(type, items))
         rows = kinds & _ROWS  # (records as tuples or lists of numbers: (x, y) points, table rows)
-        inner = set(map(type, itertools.chain.from_iterable(i for i in items if type(i) in rows))) if rows else ()
+        if rows:
+            kinds = (kinds - rows) | set(map(type, itertools.chain.from_iterable(i for i in items if type(i) in rows)))
     except RuntimeError:  # (a deque another thread changes meanwhile)
-        return False
-    # (``arrays``: as items or as fields of records, which the caller then searches, each one)
-    return all(issubclass(t, _NOT_HOLDERS) or t is type(None) or (arrays and issubclass(t, _ndarray))
-               for t in (kinds - rows) | set(inner))
+        return None
+    held = "nothing"
+    for t in kinds:
+        if issubclass(t, _ndarray):
+            held = "arrays"
+        elif not (issubclass(t, _NOT_HOLDERS) or t is type(None)):
+            return None
+    return held
 
 
 def _arrays_of_records(items, name):
@@ -574,6 +580,20 @@ class _Holdings:
         self.found, self.helpers, self.budget = found, helpers, budget
         self.seen = set()  # (per function: another one names other attributes of the same objects)
 
+    def visit_long(self, name, values, items):
+        """A list, tuple or dict of more than 256 ``values`` (``items``: them with their keys): its
+        arrays, each one, where the rest holds nothing; else the search is incomplete."""
+        held = _long_container(values)
+        b = self.budget
+        if held is None:
+            b.truncated = True
+        elif held == "arrays":
+            for path, item in _arrays_of_records(items, name):
+                if b.left <= 0:
+                    return
+                b.left -= 1
+                self.found.append((path, item))
+
     def visit(self, name, v, depth):
         b = self.budget
         if b.left <= 0:
@@ -589,7 +609,7 @@ class _Holdings:
                 self.seen.add(id(v))
                 for k, item in enumerate(v.ravel(order="K")):
                     self.visit((name, ".flat[{}]", k), item, depth + 1)
-            elif v.size > 256 and not _hold_nothing(v.ravel(order="K").tolist()):
+            elif v.size > 256 and _long_container(v.ravel(order="K").tolist()) != "nothing":
                 b.truncated = True
             return
         if tv is _ndarray or (tv is ArrayTracer and not v._level.closed):  # (an outer level's array, in a
@@ -627,14 +647,7 @@ class _Holdings:
         depth += 1
         if tv in _SEQUENCES:
             if len(v) > 256:  # (a long one: its arrays where the rest holds nothing, else not searched)
-                if not _hold_nothing(v, arrays=True):
-                    b.truncated = True
-                elif not _hold_nothing(v):
-                    for path, item in _arrays_of_records(enumerate(v), name):
-                        if b.left <= 0:
-                            return
-                        b.left -= 1
-                        self.found.append((path, item))
+                self.visit_long(name, v, enumerate(v))
                 return
             found = self.found
             try:
@@ -653,15 +666,7 @@ class _Holdings:
             if len(v) <= 256:
                 entries = list(dict.items(v))
             else:
-                values = dict.values(v)
-                if not _hold_nothing(values, arrays=True):
-                    b.truncated = True
-                elif not _hold_nothing(values):  # (its arrays, each one, as a long list's)
-                    for path, item in _arrays_of_records(dict.items(v), name):
-                        if b.left <= 0:
-                            return
-                        b.left -= 1
-                        self.found.append((path, item))
+                self.visit_long(name, dict.values(v), dict.items(v))
                 entries = []
                 for key in self.keys:
                     try:
@@ -848,7 +853,9 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, 
                 # write-and-restore, would change what the reads in between saw, unseen)
                 for path, b, _ in hits:
                     if b is not a and b.flags.writeable and _relockable(b):
-                        level.lock(b, f"`{path}`, a plain array sharing memory with {st.name}")
+                        name = f"`{path}`, a plain array sharing memory with {st.name}"
+                        level.lock(b, name)
+                        level.locked_views = [*level.locked_views, (b, st, name)]
         elif incomplete:
             st.alias_unchecked = True
             st.unchecked_copy = (a, a.copy())
@@ -911,17 +918,16 @@ def _check_still_locked(level):
     locked = level.locked
     if not locked:
         return
-    for st in level.arg_storages:
-        if not (st.active or st.tangent is not None) or st.orig is None:
-            continue
-        for a, _v, name, *_ in locked.values():
-            if a.flags.writeable and (a is st.orig or name.endswith(f"sharing memory with {st.name}")):
-                raise MutationError(
-                    f"{name} was made writable again while the function ran (`.flags.writeable = True` "
-                    "through another reference to it, a global, an attribute): mutagrad keeps it read-only to "
-                    "plain code meanwhile, as a plain write through it would change values the derivative of "
-                    f"{st.name} reads without its knowing (found when the function returned, at {user_line()}). "
-                    "Write through the argument, or pass a copy of the array.")
+    held = [(st.orig, st, st.name) for st in level.arg_storages
+            if st.orig is not None and locked.get(id(st.orig), (None,))[0] is st.orig]
+    for a, st, name in [*held, *level.locked_views]:
+        if a.flags.writeable and (st.active or st.tangent is not None):
+            raise MutationError(
+                f"{name} was made writable again while the function ran (`.flags.writeable = True` "
+                "through another reference to it, a global, an attribute): mutagrad keeps it read-only to "
+                "plain code meanwhile, as a plain write through it would change values the derivative of "
+                f"{st.name} reads without its knowing (found when the function returned, at {user_line()}). "
+                "Write through the argument, or pass a copy of the array.")
 
 
 def _check_plain_aliases(level):

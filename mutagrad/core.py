@@ -740,6 +740,7 @@ class Level:
     # global), which the derivative would not see, raises (see api._call).
     hold_locks = False  # the caller's arrays stay locked after the level ends, until unlock (grad's reverse pass)
     locked = None  # id(array) -> (array, writable view, argument name[, view tracer: lock_traced]), or None
+    locked_views = ()  # (plain view, its argument's storage, name) of those locked as views of an argument (api)
     joined = ()  # arrays a level running in another thread locked, which this one holds too (lock)
     outer_locked = None  # (argument name, an outer level's argument name): an array that one locked
 
@@ -2731,9 +2732,16 @@ class Tracer:
         frame = user_frame(sys._getframe(1))
         call = call_at(frame)
         it = getattr(call.func, "attr", getattr(call.func, "id", None)) if call is not None else None
-        if it in _NUMPY_SCALAR_TYPES:
-            raise escape_error(f"np.{it}(x) of a traced value (a plain NumPy scalar)", TracerEscapeError,
-                               f" To change only the dtype, use x.astype(np.{it}), which is differentiated.")
+        kind = it if it in _NUMPY_SCALAR_TYPES else None
+        if kind is None and call is not None and type(call.func) is ast.Attribute:
+            named = _named(call.func, frame)  # (P.dtype.type(x): a NumPy scalar type by another name)
+            if isinstance(named, type) and issubclass(named, np.inexact) and named.__name__ in _NUMPY_SCALAR_TYPES:
+                kind = named.__name__
+        if kind is not None:
+            spelled = ast.unparse(call.func)
+            said = f"np.{kind}(x)" if spelled in (kind, f"np.{kind}", f"numpy.{kind}") else f"{spelled}(x), np.{kind}(x)"
+            raise escape_error(f"{said} of a traced value (a plain NumPy scalar)", TracerEscapeError,
+                               f" To change only the dtype, use x.astype(np.{kind}), which is differentiated.")
         if it == "concatenate" and _named(call.func, frame) is np.concatenate:
             # np.concatenate([theta, [c]]): NumPy dispatches on arrays only, and converts the list [c]
             raise escape_error(
@@ -2770,13 +2778,6 @@ class Tracer:
                 "(NumPy converts the sequence with np.asarray)", TracerEscapeError,
                 f" Make it one traced array first: np.stack({seq}) (or mnp.array({seq}), import mutagrad.numpy "
                 "as mnp; nested lists and numbers too), which is differentiated.", specific=True)
-        if call is not None and type(call.func) is ast.Attribute and it not in _NUMPY_SCALAR_TYPES:
-            kind = _named(call.func, frame)  # (P.dtype.type(x): a NumPy scalar type by another name)
-            if isinstance(kind, type) and issubclass(kind, np.inexact) and kind.__name__ in _NUMPY_SCALAR_TYPES:
-                raise escape_error(f"{ast.unparse(call.func)}(x), np.{kind.__name__}(x) of a traced value (a plain "
-                                   "NumPy scalar)", TracerEscapeError,
-                                   f" To change only the dtype, use x.astype(np.{kind.__name__}), which is "
-                                   "differentiated.")
         if it in ("permutation", "permuted"):
             fix = (" Permute the positions instead, which is differentiated and draws the same order from the "
                    "generator: np.take(x, rng.permutation(x.shape[axis]), axis) (x[rng.permutation(len(x))] "

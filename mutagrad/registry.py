@@ -379,7 +379,7 @@ def _checked_rrule(rule, name):
 
     @functools.wraps(rule)
     def checked(*args, **kwargs):
-        _entry = tuple(STATE.levels)  # (read by core._refuse_in_a_rule: the levels running before the rule)
+        _entry = None if own else tuple(STATE.levels)  # (core._refuse_in_a_rule: the levels running before a user's rule)
         try:
             res = rule(*args, **kwargs)
         except TypeError as e:
@@ -398,7 +398,7 @@ def _checked_rrule(rule, name):
             y = _unaliased(y, args, kwargs)
 
         def pullback(g):
-            _entry = tuple(STATE.levels)  # (see checked)
+            _entry = None if own else tuple(STATE.levels)  # (see checked)
             # ȳ read-only (it may be another value's adjoint buffer too), and the arrays the rule
             # was given compared after: pullbacks must not modify their inputs or ȳ
             before = () if own else [(i, a, a.copy()) for i, a in enumerate(args)
@@ -531,7 +531,7 @@ def _checked_frule(rule, name):
 
     @functools.wraps(rule)
     def checked(primals, tangents, **kwargs):
-        _entry = tuple(STATE.levels)  # (see _checked_rrule)
+        _entry = None if own else tuple(STATE.levels)  # (see _checked_rrule)
         if own:
             res = rule(primals, tangents, **kwargs)
         else:
@@ -1120,7 +1120,7 @@ def _every_positional(prim, fun, args, kwargs, n):
         return args  # (the call's own error comes with the call)
     bound.apply_defaults()
     params = list(bound.signature.parameters.values())
-    positional = [q.name for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
+    positional = [q.name for q in _positional(params)]
     extra = [q.name for q in params if q.kind is q.KEYWORD_ONLY and q.name in kwargs]
     if len(positional) != n or extra:
         from .errors import user_line
@@ -1135,7 +1135,7 @@ def _every_positional(prim, fun, args, kwargs, n):
 def _check_partials_count(fn, call, n):
     """defelementwise's partials: one per positional argument the function takes (a ufunc's nin)."""
     if isinstance(call, np.ufunc):
-        low = high = call.nin
+        want = call.nin
     else:
         try:
             params = list(inspect.signature(call).parameters.values())
@@ -1143,12 +1143,14 @@ def _check_partials_count(fn, call, n):
             return
         if any(q.kind is q.VAR_POSITIONAL for q in params):
             return
-        positional = [q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
-        low = high = len(positional)  # (one for a parameter with a default too: the call may pass it)
-    if not low <= n <= high:
-        want = str(low)
+        want = len(_positional(params))  # (one for a parameter with a default too: the call may pass it)
+    if n != want:
         raise TypeError(f"defelementwise({getattr(fn, '__name__', fn)!r}): {n} partial(s) for a function of {want} "
                         "positional argument(s): give one partial per argument (None for one with no derivative)")
+
+
+def _positional(params):
+    return [q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
 
 
 def defelementwise(fn, *partials, impl=None):

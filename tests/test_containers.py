@@ -1,5 +1,6 @@
 """Containers are buffers (contract 1.2.7): lists, dicts, dataclass and
 object attributes holding traced values, generators and iterators."""
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -449,6 +450,18 @@ def test_a_leftover_in_a_container_argument_is_the_array_it_holds():
     assert z.flags.writeable and other.flags.writeable
 
 
+@contextlib.contextmanager
+def _registered(cls, *fields):
+    """``cls`` registered as a pytree of ``fields`` (its constructor's arguments) for the test only."""
+    from mutagrad.pytree import _REGISTRY, register_pytree
+
+    register_pytree(cls, lambda p: (tuple(getattr(p, f) for f in fields), None), lambda aux, ch: cls(*ch))
+    try:
+        yield
+    finally:
+        _REGISTRY.pop(cls, None)
+
+
 class _Params:
     def __init__(self, w, b):
         self.w, self.b = w, b
@@ -457,15 +470,12 @@ class _Params:
 def test_a_registered_pytree_objects_rebound_attributes_reach_the_caller():
     # p.b = p.b * 2 rebinds an attribute of the object the function was given: the caller's object
     # kept its old attributes after grad, jvp and hessian (the function saw a rebuilt one)
-    from mutagrad.pytree import _REGISTRY, register_pytree
+    def g(p):
+        p.b = p.b * 2
+        p.w = p.w * 3.0
+        return np.sum(p.w ** 2) + p.b
 
-    register_pytree(_Params, lambda p: ((p.w, p.b), None), lambda aux, ch: _Params(*ch))
-    try:
-        def g(p):
-            p.b = p.b * 2
-            p.w = p.w * 3.0
-            return np.sum(p.w ** 2) + p.b
-
+    with _registered(_Params, "w", "b"):
         plain = _Params(np.array([1.0, 2.0]), 2.0)
         g(plain)
         for run in (mg.grad(g), lambda p: mg.jvp(g, (p,), (_Params(np.ones(2), 1.0),)),
@@ -476,8 +486,6 @@ def test_a_registered_pytree_objects_rebound_attributes_reach_the_caller():
         g_ = mg.grad(g)(_Params(np.array([1.0, 2.0]), 2.0))
         np.testing.assert_allclose(g_.w, 18 * np.array([1.0, 2.0]))  # d/dw of sum((3w)^2), by hand
         assert g_.b == 2.0
-    finally:
-        _REGISTRY.pop(_Params, None)
 
 
 class _Slotted:
@@ -488,20 +496,15 @@ class _Slotted:
 
 
 def test_a_registered_pytree_object_with_slots_gets_its_rebound_attributes():
-    from mutagrad.pytree import _REGISTRY, register_pytree
+    def h(p):
+        p.b = p.b * 2
+        return np.sum(p.a * p.b)
 
-    register_pytree(_Slotted, lambda p: ((p.a, p.b), None), lambda aux, ch: _Slotted(*ch))
-    try:
-        def h(p):
-            p.b = p.b * 2
-            return np.sum(p.a * p.b)
-
+    with _registered(_Slotted, "a", "b"):
         for run in (mg.grad(h), lambda p: mg.jvp(h, (p,), (_Slotted(np.ones(2), np.ones(2)),))):
             p = _Slotted(np.array([1.0, 2.0]), np.array([3.0, -1.0]))
             run(p)
             assert np.array_equal(p.b, [6.0, -2.0])  # (what a plain call leaves)
-    finally:
-        _REGISTRY.pop(_Slotted, None)
 
 
 class _Tagged:
@@ -513,14 +516,9 @@ class _Tagged:
 
 def test_a_registered_pytree_objects_attributes_outside_its_flattening_are_left_alone():
     # the rebuilt object has only the flattened attributes: the sync deleted the caller's others
-    from mutagrad.pytree import _REGISTRY, register_pytree
-
-    register_pytree(_Tagged, lambda p: ((p.a, p.b), None), lambda aux, ch: _Tagged(*ch))
-    try:
+    with _registered(_Tagged, "a", "b"):
         p = _Tagged(np.array([1.0, 2.0]), 3.0)
         p.tag = "run-1"
         g = mg.grad(lambda p: np.sum(p.a * p.b))(p)
         assert p.tag == "run-1" and p.b == 3.0
         np.testing.assert_allclose(g.a, [3.0, 3.0])  # by hand
-    finally:
-        _REGISTRY.pop(_Tagged, None)

@@ -300,8 +300,8 @@ def _np_median(omit_nan):
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "axis", "out", "overwrite_input", "keepdims"))
         keepdims = a.get("keepdims", False)
-        _numpy_out_check(a.get("out"), lambda ob: fn(bottom(a["a"]), a.get("axis"), out=ob, **{
-            k: a[k] for k in ("keepdims",) if a.get(k) is not None and a[k] is not _NoValue}))
+        given = {k: a[k] for k in ("keepdims",) if a.get(k) is not None and a[k] is not _NoValue}
+        _numpy_out_check(a.get("out"), lambda ob: fn(bottom(a["a"]), a.get("axis"), out=ob, **given))
         # NumPy's median takes an out= of the result's shape only; nanmedian's goes through
         # a ufunc, which broadcasts the result into it
         put = write_out if omit_nan else lambda r, out: write_reduced(r, out, "add")
@@ -315,9 +315,8 @@ def _np_median(omit_nan):
         if a.get("overwrite_input"):
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(c, axis=a.get("axis"), overwrite_input=True))
         # (into an out= of another dtype NumPy averages the middle values there: its bits)
-        return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), a.get("axis"), out=ob, **{
-            k: a[k] for k in ("keepdims",) if a.get(k) is not None and a[k] is not _NoValue}),
-            None if omit_nan else "add")
+        return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), a.get("axis"), out=ob, **given),
+                         None if omit_nan else "add")
 
     return handler
 
@@ -342,9 +341,7 @@ def _numpy_out_check(out, call):
     path: np.take's exact shape for some methods, an index error for a keepdims out of too few
     dimensions, a ufunc's broadcast for others)."""
     if out is not None:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            call(np.empty_like(bottom(out)))
+        _once(lambda: call(np.empty_like(bottom(out))))()
 
 
 def _numpy_kind(res, plain):
@@ -527,9 +524,6 @@ def _weighted_index(ws, qb, qshape, last):
     return np.minimum(idx, last).astype(np.intp)
 
 
-# quantile methods whose result NumPy gathers with np.take (into out= of the result's shape only)
-
-
 def _np_quantile(scale, omit_nan):
     fn = {(1, False): np.quantile, (100, False): np.percentile, (1, True): np.nanquantile,
           (100, True): np.nanpercentile}[scale, omit_nan]
@@ -540,33 +534,28 @@ def _np_quantile(scale, omit_nan):
         if a.get("interpolation") is not None:
             raise TypeError("the 'interpolation' argument was removed from NumPy; use method=")
         q = a["q"]
-        _numpy_out_check(a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(q), a.get("axis"), out=ob, **{
-            k: (bottom(v) if k == "weights" else v) for k, v in a.items()
-            if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))
+        # NumPy's own keywords, plain (the calls beside the traced one: its bits, its errors, its side effects)
+        given = {k: (bottom(v) if k == "weights" else v) for k, v in a.items()
+                 if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}
+        _numpy_out_check(a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(q), a.get("axis"), out=ob, **given))
         if np.size(bottom(a["a"])) == 0:  # no values: NumPy's NaNs (or its error), which depend on nothing
-            kw = {k: a[k] for k in ("method", "keepdims", "weights") if a.get(k) is not None and a[k] is not _NoValue}
-            kw = {k: (bottom(v) if k == "weights" else v) for k, v in kw.items()}
-            return write_out(fn(bottom(a["a"]), np.asarray(bottom(q)), a.get("axis"), **kw), a.get("out"))
+            return write_out(fn(bottom(a["a"]), np.asarray(bottom(q)), a.get("axis"), **given), a.get("out"))
         weak_q = type(q) in (int, float) or (isinstance(q, Tracer) and q._scalar and weak(q))  # (NumPy's test)
         if scale != 1:
             q = np.true_divide(q, scale)
         keepdims = a.get("keepdims", False)
         res = _quantile(a["a"], q, a.get("axis"), a.get("method", "linear"),
                         keepdims is not _NoValue and bool(keepdims), omit_nan, a.get("weights"), weak_q)
-        plain = _once(lambda: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), **{
-            k: (bottom(v) if k == "weights" else v) for k, v in a.items()
-            if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))
+        plain = _once(lambda: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), **given))
         if a.get("out") is None:
             res = _numpy_kind(res, plain)
         res = numpy_zero_signs(res, plain)
-        if a.get("overwrite_input"):
+        if a.get("overwrite_input"):  # (NumPy's own call: with weights it leaves the array as it was)
             _overwrite_input(a["a"], a.get("axis"), lambda c: fn(
-                c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True, **{  # (NumPy's own call: with weights
-                    k: (bottom(v) if k == "weights" else v) for k, v in a.items()  # it leaves the array as it was)
-                    if k in ("method", "weights") and v is not None and v is not _NoValue}))
-        return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), out=ob, **{
-            k: (bottom(v) if k == "weights" else v) for k, v in a.items()
-            if k in ("method", "keepdims", "weights") and v is not None and v is not _NoValue}))
+                c, bottom(a["q"]), axis=a.get("axis"), overwrite_input=True,
+                **{k: v for k, v in given.items() if k != "keepdims"}))
+        return _into_out(res, a.get("out"), lambda ob: fn(bottom(a["a"]), bottom(a["q"]), a.get("axis"), out=ob,
+                                                          **given))
 
     return handler
 

@@ -225,14 +225,17 @@ def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
 
 def _search(fun, npos, kwnames, roots):
     """The alias search from ``fun``: (the (path, array) pairs found, its _Budget, which also holds
-    the random generators met). A search that found nothing and met only functions, modules and
-    values that hold nothing (numbers, strings, ufuncs) is remembered with what it read (_Probes),
-    and answered again while every one of those reads gives the same object."""
+    the random generators met). A search that met only functions, modules, values that hold nothing
+    (numbers, strings, ufuncs) and plain arrays named by them (a global ``A``, a closure's ``b``:
+    what it found) is remembered with what it read (_Probes), and answered again while every one of
+    those reads gives the same object (the arrays found among them)."""
     kwkey = tuple(kwnames)  # (the names: kwnames may be the call's dictionary of keyword arguments)
     if not roots:
         hit = _SEARCHES.get(id(fun))
         if hit is not None and hit[0]() is fun and hit[1] == npos and hit[2] == kwkey and hit[3].unchanged(fun):
-            return [], _Budget()
+            found = [(path, ref()) for path, ref in hit[4]]
+            if all(a is not None for _, a in found):
+                return found, _Budget()
     probes = None if roots else _Probes(fun)
     names = _names_of_helpers(fun, probes)
     rounds = 0
@@ -248,16 +251,17 @@ def _search(fun, npos, kwnames, roots):
         if len(grown[0]) == len(attrs) and grown[2] == reflective:
             break
         names = grown
-    if (budget.probes is not None and probes.valid and rounds == 1 and not found and budget.left > 0
+    if (budget.probes is not None and probes.valid and rounds == 1 and budget.left > 0
             and not budget.generators and type(fun) is _FunctionType):
         if len(_SEARCHES) > 1024:
             _SEARCHES.clear()
         probes.root = probes.seen = None  # (what the entry keeps: its reads only)
-        _SEARCHES[id(fun)] = (weakref.ref(fun), npos, kwkey, probes)
+        _SEARCHES[id(fun)] = (weakref.ref(fun), npos, kwkey, probes, [(path, weakref.ref(a)) for path, a in found])
     return found, budget
 
 
-_SEARCHES: dict = {}  # id(function) -> (a weak reference to it, npos, kwnames, _Probes): searches that found nothing
+_SEARCHES: dict = {}  # id(function) -> (a weak reference to it, npos, kwnames, _Probes, the (path, weak reference
+# to the array) pairs found): searches that met only what _Probes tells unchanged
 
 
 _READ_KINDS = range(7)  # (_Probes's kinds of read, in the order of their names)
@@ -602,7 +606,8 @@ class _Holdings:
         tv = type(v)
         if b.probes is not None and not (v is None or tv is _FunctionType or issubclass(tv, types.ModuleType) or (
                 issubclass(tv, _NOT_HOLDERS) and (tv is not _BuiltinMethod
-                                                  or type(v.__self__) in _MODULE_OR_NONE))):
+                                                  or type(v.__self__) in _MODULE_OR_NONE))
+                or (tv is _ndarray and not v.dtype.hasobject)):  # (a plain array, read by name: found, as it is)
             b.probes = None  # (what may hold arrays, generators or other functions: not remembered)
         if tv is _ndarray and v.dtype.hasobject:  # an object array: its items, as a list's
             if v.size <= 256 and depth < 4 and id(v) not in self.seen:

@@ -4066,6 +4066,56 @@ def test_alias_search_is_remembered_only_while_what_it_read_holds():
         assert gone() is None
 
 
+_NAMED_ARRAY = np.array([0.5, -1.5, 2.0])
+_NAMED_MOD = types.ModuleType("named_mod")
+_NAMED_MOD.arr = np.array([0.5, -1.5, 2.0])
+
+
+def _writes_named_global(x):
+    y = x * x
+    _NAMED_ARRAY[0] = 7.0
+    return np.sum(y)
+
+
+def _writes_named_module_attr(x):
+    y = x * x
+    _NAMED_MOD.arr[0] = 7.0
+    return np.sum(y)
+
+
+def test_alias_search_remembers_the_arrays_it_found():
+    # a search that found plain arrays by name (a global, a module's attribute, a closure cell, a
+    # default) is remembered with them, and each call checks them against its own arguments: an
+    # argument viewing one of them, written through its name, is refused as on the first search
+    closure_arr = np.array([0.5, -1.5, 2.0])
+
+    def in_closure(x):
+        y = x * x
+        closure_arr[0] = 7.0
+        return np.sum(y)
+
+    default_arr = np.array([0.5, -1.5, 2.0])
+
+    def with_default(x, buf=default_arr):
+        y = x * x
+        buf[0] = 7.0
+        return np.sum(y)
+
+    cases = [(_writes_named_global, _NAMED_ARRAY, "_NAMED_ARRAY"), (_writes_named_module_attr, _NAMED_MOD.arr,
+                                                                     "_NAMED_MOD.arr"),
+             (in_closure, closure_arr, "closure_arr"), (with_default, default_arr, "buf")]
+    for f, arr, name in cases:
+        for _ in range(2):  # (the second call is answered from the remembered search)
+            x = np.array([1.0, -2.0, 3.0])
+            np.testing.assert_allclose(mg.grad(f)(x), 2 * x, rtol=1e-15)  # d/dx sum(x²), by hand
+        assert _remembered(f), f.__name__
+        arr[:] = [0.5, -1.5, 2.0]
+        with pytest.raises(mg.MutationError, match=rf"`{re.escape(name)}`(, a plain array sharing memory with argument 0| through)"):
+            mg.grad(f)(arr[:])  # (the write would change x, which the pullback of x * x reads)
+        np.testing.assert_array_equal(arr, [0.5, -1.5, 2.0])
+        assert _remembered(f), f.__name__
+
+
 def test_alias_search_not_remembered_where_it_cannot_tell():
     # a function whose globals are a dict subclass (exec with one) is searched anew each call (its
     # global reads were not remembered, and a later alias was missed: gradient [14, -3, 4]); a

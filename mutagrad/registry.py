@@ -639,6 +639,11 @@ def drop_unread(xs, needed):
             xs[i] = _Meta(x.shape, x.dtype)
 
 
+# the primitives whose values' last bits depend on their operands' memory layout (NumPy's products:
+# strided and contiguous kernels sum in other orders), whose pullbacks hold their operands in ``xs``:
+# computed from the operands as they are, their private copies (ReverseLevel.snapshot) for the pullback
+LAYOUT_EXACT: set = set()
+
 PIN_BYTES = 1 << 16  # a small argument that views more memory than this is not kept as it is (unpin)
 
 

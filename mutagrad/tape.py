@@ -70,7 +70,7 @@ from .core import (
 from .core import LOCKED as _LOCKED
 from .core import _bits
 from .pytree import tree_unflatten
-from .registry import (DROP_SIZE, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, fixed_errstate,
+from .registry import (DROP_SIZE, LAYOUT_EXACT, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, fixed_errstate,
                        pins, unpin)
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
@@ -850,6 +850,7 @@ class ReverseLevel(Level):
                         r, ry = reads[i]
                         need.update(r)
                         out_read = out_read or ry
+            kept = vals[:] if prim in LAYOUT_EXACT else None  # (the values before private copies replace them)
             for i in need:
                 leaf = leaves[i]
                 if isinstance(leaf, Tracer):
@@ -865,6 +866,14 @@ class ReverseLevel(Level):
                         vals[i] = self.snapshot(leaf)
                 elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
                     vals[i] = self.snapshot(leaf)
+            if kept is not None and any(vals[i] is not kept[i] for i in need):
+                # a product's value computed from the operands as they are (a copy of a strided view is
+                # contiguous, and NumPy's kernels for the two sum in another order: other last bits); its
+                # pullback keeps the private copies in their place
+                y, pb = rrule(*_unflatten_args(tree, kept), **kwargs)
+                swap = {id(kept[i]): vals[i] for i in range(len(vals)) if vals[i] is not kept[i]}
+                pb.xs = tuple(swap.get(id(x), x) for x in pb.xs)
+                return self._after_rule(prim, leaves, ins, vals, y, pb, need, out_read, tree)
         if tree is None and not kwargs and ew_rule(prim) is not None:
             # what the elementwise rrule does, recorded as one EWRecord
             inputs = [(leaves[i]._storage, leaves[i]._geom, i) for i in ins if leaves[i]._storage.active]

@@ -8,6 +8,7 @@ where a pairwise sum does not, and a float16 ``out`` overflows. Oracles: the
 plain call's bits and dtype, central differences of the plain program, and
 the other mode.
 """
+import functools
 import re
 
 import numpy as np
@@ -182,6 +183,91 @@ def test_inner_of_two_vectors_is_a_numpy_scalar_with_numpys_bits(dtype):
     assert type(got) is type(want) and got.tobytes() == want.tobytes()
     if dtype is not np.complex128:
         np.testing.assert_allclose(mg.grad(f)(x), y, rtol=1e-6)  # d/dx_i of sum x_i y_i
+
+
+_PRODUCTS = {  # (f(c, x), with c the constant's strided view, x traced of shape (n,); its value is linear in x)
+    "matmul": lambda c, x: c @ x, "dot": lambda c, x: np.dot(c, x), "dot 1-d": lambda c, x: np.dot(c[0], x),
+    "vdot": lambda c, x: np.vdot(c[0], x), "inner": lambda c, x: np.inner(c, x),
+    "tensordot": lambda c, x: np.tensordot(c, x, axes=1), "einsum": lambda c, x: np.einsum("ij,j->i", c, x),
+    "vecdot": lambda c, x: np.vecdot(c, x), "matvec": lambda c, x: np.matvec(c, x),
+}
+
+
+@pytest.mark.parametrize("name", list(_PRODUCTS))
+@pytest.mark.parametrize("layout", ["columns ::2", "rows reversed", "transposed ::2"])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_products_with_strided_operands_have_numpys_bits(name, layout, dtype):
+    # NumPy's product kernels sum a strided operand in another order than a contiguous one: the
+    # private copy the pullback keeps of a plain constant (contiguous) gave values 1-4 ulp off a
+    # plain call's, and those of a traced strided argument copied by np.vdot's ravel; written into
+    # the argument, its final contents were not a plain call's
+    rng = np.random.default_rng(3)
+    f = _PRODUCTS[name]
+    for n in (7, 20, 33):
+        big = rng.uniform(-1, 1, (n, 2 * n)) + (1j * rng.uniform(-1, 1, (n, 2 * n)) if dtype is np.complex128 else 0)
+        c = {"columns ::2": big[:, ::2], "rows reversed": big[::-1, :n], "transposed ::2": big[:, ::2].T}[layout]
+        x = rng.uniform(-1, 1, n).astype(dtype)
+
+        product = functools.partial(f, c)
+
+        def g(b, product=product):
+            b[:2] = np.reshape(product(b), -1)[:2]
+            return np.sum(np.abs(b) ** 2)
+
+        want = product(x)
+        for got in (mg.vjp(product, x)[0], mg.jvp(product, (x,), (x,))[0]):
+            assert np.asarray(got).tobytes() == np.asarray(want).tobytes(), (n, got - want)
+        plain, traced = x.copy(), x.copy()
+        g(plain)
+        mg.grad(g)(traced)
+        assert traced.tobytes() == plain.tobytes()
+        if dtype is np.float64:  # d/dx of w . f(c, x) = the transpose of its matrix times w, by hand
+            w = rng.uniform(-1, 1, np.shape(want))
+            m = np.stack([product(e) for e in np.eye(n)], axis=-1)  # (the linear map's matrix, column by column)
+            np.testing.assert_allclose(mg.grad(lambda b, w=w, product=product: np.sum(w * product(b)))(x),
+                                       np.reshape(w, -1) @ np.reshape(m, (-1, n)), rtol=1e-12, atol=1e-14)
+    # a traced strided argument flattened by np.vdot (a strided view: np.ravel copied it)
+    a = rng.uniform(0.2, 1.5, (9, 18)).astype(dtype)[:, ::2]
+    y = rng.uniform(0.2, 1.5, (9, 9)).astype(dtype)
+    for got in (mg.vjp(lambda a: np.vdot(a, y), a)[0], mg.vjp(lambda y: np.vdot(a, y), y)[0]):
+        assert got.tobytes() == np.vdot(a, y).tobytes()
+
+
+def test_vdot_derivatives_are_those_of_the_conjugated_dot():
+    # d/da of sum(conj(a) * b) in both modes, against the composition written out, and its errors
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    b = rng.standard_normal(12) + 1j * rng.standard_normal(12)
+    g = 0.7 - 0.2j
+    def by_hand(a, b):
+        return np.sum(np.conj(a).reshape(-1) * b)
+
+    np.testing.assert_allclose(mg.vjp(lambda v: np.vdot(v, b), a)[1](g)[0],
+                               mg.vjp(lambda v: by_hand(v, b), a)[1](g)[0], rtol=1e-14)
+    np.testing.assert_allclose(mg.vjp(lambda v: np.vdot(a, v), b)[1](g)[0],
+                               mg.vjp(lambda v: by_hand(a, v), b)[1](g)[0], rtol=1e-14)
+    # of a real function of complex operands: d/dRe - i d/dIm (central differences of the plain call)
+    def loss(a, b):
+        return np.real(0.3 * np.vdot(a, b) ** 2)
+
+    for i, z in enumerate((a, b)):
+        fd = np.zeros(z.shape, complex)
+        for k in np.ndindex(z.shape):
+            for step, part in ((1e-6, 1.0), (1e-6j, -1j)):
+                hi, lo = z.copy(), z.copy()
+                hi[k] += step
+                lo[k] -= step
+                args_hi, args_lo = ((hi, b), (lo, b)) if i == 0 else ((a, hi), (a, lo))
+                fd[k] += part * (loss(*args_hi) - loss(*args_lo)) / 2e-6
+        np.testing.assert_allclose(mg.grad(loss, argnums=i)(a, b), fd, rtol=1e-7)
+    # real: d/dx (x . y)^2 = 2 (x . y) y, by hand; second order d2/dx2 (x . x) = 2 I
+    x, y = rng.standard_normal((3, 4)), rng.standard_normal(12)
+    np.testing.assert_allclose(mg.grad(lambda x: np.vdot(x, y) ** 2)(x), (2 * np.vdot(x, y) * y).reshape(3, 4),
+                               rtol=1e-14)
+    np.testing.assert_allclose(mg.jvp(lambda x: np.vdot(x, y), (x,), (np.ones((3, 4)),))[1], np.sum(y), rtol=1e-14)
+    np.testing.assert_array_equal(mg.hessian(lambda x: np.vdot(x, x))(np.ones(3)), 2 * np.eye(3))
+    with pytest.raises(ValueError, match="cannot reshape array of size 4"):
+        mg.grad(lambda x: np.vdot(x, np.ones(4)))(np.ones(3))
 
 
 @pytest.mark.parametrize("axis, wshape", [((0, 1), (2, 3)), ((1, 0), (3, 2)), ((-1, 0), (4, 2)), ((2,), (4,)),

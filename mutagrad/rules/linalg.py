@@ -28,7 +28,7 @@ import numpy as np
 from ..core import (FUNCTIONS, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand, strong_operand,
                     write_out, write_replayed)
 from ..errors import user_line
-from ..registry import _Meta, pins
+from ..registry import LAYOUT_EXACT, _Meta, pins
 from ..registry import conj_if_complex as _cj
 from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 
@@ -277,10 +277,41 @@ def _np_inner(args, kwargs):
     return bind(tensordot_p, (a, b), {"axes": ([na - 1], [nb - 1])})
 
 
+def _vdot_rrule(a, b):
+    y = np.vdot(a, b)  # NumPy's own kernel on the operands as they are: a plain call's bits
+
+    def vjp(g, xs, i):  # those of np.dot(np.conj(a.reshape(-1)), b.reshape(-1))
+        a, b = xs
+        c = np.conjugate(np.reshape(a, -1))
+        ct = _tensordot_vjp(g, c, np.reshape(b, -1), ([0], [0]), i)
+        return np.reshape(np.conjugate(ct), np.shape(a)) if i == 0 else np.reshape(ct, np.shape(b))
+
+    return y, _ProductPullback(vjp, (a, b))
+
+
+def _vdot_frule(primals, tangents):
+    a, b = primals
+    ta, tb = tangents
+    y = np.vdot(a, b)
+    acc = ZERO
+    if not is_zero(ta):
+        acc = np.vdot(ta, b)
+    if not is_zero(tb):
+        t = np.vdot(a, tb)
+        acc = t if is_zero(acc) else acc + t
+    return y, acc
+
+
+vdot_p = get_primitive(lambda a, b: np.vdot(a, b), "np.vdot")
+vdot_p.rrule, vdot_p.frule = _vdot_rrule, _vdot_frule
+vdot_p.reads = (((1,), False), ((0,), False))
+
+
 def _np_vdot(args, kwargs):
     a, b = args[:2]
-    # as a dot product (NumPy's own BLAS kernel, so the value has NumPy's bits)
-    return np.dot(np.conj(np.ravel(a)), np.ravel(b))
+    if np.size(a) != np.size(b):
+        np.vdot(np.zeros(np.shape(a)), np.zeros(np.shape(b)))  # (NumPy's error)
+    return bind(vdot_p, (a, b))
 
 
 FUNCTIONS[np.tensordot] = _np_tensordot
@@ -367,20 +398,21 @@ def _einsum_operand_ct(g, ins, out, operands, i, sizes):
     return r
 
 
-def _einsum_rrule(subscripts, *operands, optimize=False):
-    y = _einsum_impl(subscripts, *operands, optimize=optimize)
-    shapes = [np.shape(o) for o in operands]
+def _einsum_vjp(subscripts, shapes):
+    """``vjp(g, operands, i)``: operand ``i``'s cotangent of a (multi)linear einsum of operands of ``shapes``."""
     ins, out = _parse_einsum(subscripts, shapes)
     sizes = {}
     for s, shp in zip(ins, shapes):
         for c, n in zip(s, shp):
             if n != 1 or c not in sizes:
                 sizes[c] = n
+    return lambda g, operands, i: unbroadcast(_einsum_operand_ct(g, ins, out, operands, i, sizes), shapes[i])
 
-    def vjp(g, xs, i):
-        return unbroadcast(_einsum_operand_ct(g, ins, out, xs[1:], i - 1, sizes), shapes[i - 1])
 
-    return y, _ProductPullback(vjp, (subscripts, *operands), (NoTangent(),))
+def _einsum_rrule(subscripts, *operands, optimize=False):
+    y = _einsum_impl(subscripts, *operands, optimize=optimize)
+    vjp = _einsum_vjp(subscripts, [np.shape(o) for o in operands])
+    return y, _ProductPullback(lambda g, xs, i: vjp(g, xs[1:], i - 1), (subscripts, *operands), (NoTangent(),))
 
 
 def _einsum_frule(primals, tangents, optimize=False):
@@ -399,12 +431,14 @@ def _einsum_frule(primals, tangents, optimize=False):
 
 
 einsum_p.rrule, einsum_p.frule = _einsum_rrule, _einsum_frule
+LAYOUT_EXACT.update((matmul_p, tensordot_p, dot_p, einsum_p, vdot_p))  # (their values from the operands as they are)
 # einsum of two operands: each one's cotangent reads the other (more: every other), so the
 # tape keeps only a constant operand of a product with one traced operand
 einsum2_p = get_primitive(lambda subscripts, a, b, optimize=False: _einsum_impl(subscripts, a, b, optimize=optimize),
                           "np.einsum")
 einsum2_p.rrule, einsum2_p.frule = _einsum_rrule, _einsum_frule
 einsum2_p.reads = ((), ((2,), False), ((1,), False))
+LAYOUT_EXACT.add(einsum2_p)
 
 
 def _np_einsum(args, kwargs):
@@ -2837,18 +2871,19 @@ def _defgufunc(ufunc, spec):
 
     def rrule(a, b):
         y = ufunc(a, b)
-        _, pb = _einsum_rrule(spec, _cj(a) if conj_first else a, b)
+        einsum_vjp = _einsum_vjp(spec, [np.shape(a), np.shape(b)])
 
-        def pullback(g):
-            _, ga, gb = pb(g)
-            if conj_first:  # the cotangent of a is the conjugate of that of conj(a)
-                ga = Thunk(lambda t=ga: _cj(t()))
-            return ga, gb
+        def vjp(g, xs, i):
+            a, b = xs
+            ct = einsum_vjp(g, (_cj(a) if conj_first else a, b), i)
+            return _cj(ct) if conj_first and i == 0 else ct  # (that of a: the conjugate of that of conj(a))
 
-        return y, pullback
+        return y, _ProductPullback(vjp, (a, b))
 
     p.rrule, p.frule = rrule, _bilinear_frule(ufunc)
+    p.reads = (((1,), False), ((0,), False))  # (each one's cotangent reads the other)
     p.fresh = True
+    LAYOUT_EXACT.add(p)
 
 
 if isinstance(getattr(np, "vecdot", None), np.ufunc):

@@ -1064,11 +1064,20 @@ def foreign_subclass(x) -> bool:
 def subclass_error(x):
     """An ndarray subclass meeting a traced value: its own semantics (np.matrix's
     ``*`` is a matrix product and its results stay 2-D) are not a traced array's."""
-    return NoRuleError(
-        f"a {type(x).__module__}.{type(x).__name__} (an ndarray subclass) was used with a traced value at "
-        f"{user_line()}: mutagrad differentiates plain ndarrays, and the subclass's own semantics (np.matrix's "
-        "`*` is a matrix product and its results stay 2-D) would not be followed. Convert it with "
-        "np.asarray(...) and write matrix products with `@`.")
+    head = (f"a {type(x).__module__}.{type(x).__name__} (an ndarray subclass) was used with a traced value at "
+            f"{user_line()}: mutagrad differentiates plain ndarrays, and the subclass's own semantics ")
+    if isinstance(x, np.matrix):
+        return NoRuleError(head + "(np.matrix's `*` is a matrix product and its results stay 2-D) would not be "
+                           "followed. Convert it with np.asarray(...) and write matrix products with `@`.")
+    if isinstance(x, np.ma.MaskedArray):
+        return NoRuleError(head + "(its mask: masked elements left out of results) would not be followed, and "
+                           "np.asarray(...) would drop the mask, changing the values. Compute with the mask on plain "
+                           "arrays instead, which is differentiated: d = x.data, m = np.ma.getmaskarray(x); "
+                           "np.sum(d * y, where=~m) (np.mean, np.std, np.var too; np.max and np.min with initial=), "
+                           "np.where(m, fill, d * y) for .filled(fill), (d * y)[~m] for .compressed().")
+    return NoRuleError(head + "(its own operators, attributes and result type) would not be followed. Convert it "
+                       "to a plain array (np.asarray(...), or its plain values: a units library's .magnitude) and "
+                       "apply its meaning yourself.")
 
 
 def _np_scalar(v):
@@ -1778,7 +1787,10 @@ _INPLACE_REFS = [{}]
 
 
 def ufunc_dispatch(ufunc, method, inputs, kwargs):
-    _no_object_inputs(qualname(ufunc) if method == "__call__" else f"{qualname(ufunc)}.{method}", inputs)
+    what = qualname(ufunc) if method == "__call__" else f"{qualname(ufunc)}.{method}"
+    _no_object_inputs(what, inputs)
+    if method == "__call__" or method == "outer":
+        inputs = _foreign_operands(what, inputs)
     if method == "__call__":
         inputs = _arrayify(inputs)
     h = UFUNC_HANDLERS.get((ufunc, method)) or UFUNC_HANDLERS.get((None, method))
@@ -1972,13 +1984,22 @@ _RANDOM_INTEGER_DRAWS = frozenset(("choice", "multinomial", "binomial", "negativ
                                    "geometric", "zipf", "logseries"))
 
 
+# integer draws whose bounds NumPy converts as they are (dtype None), then casts to integers
+_RANDOM_INTEGER_BOUNDS = frozenset(("integers", "randint", "random_integers"))
+
+
 def _integer_draw(frame, dtype) -> bool:
     """Whether the conversion (to ``dtype``) asked by ``frame`` is NumPy's random generator
-    converting a float parameter of a method in ``_RANDOM_INTEGER_DRAWS``."""
-    if np.dtype(dtype) != _F64:
+    converting a float parameter of a method in ``_RANDOM_INTEGER_DRAWS`` (or, with no dtype, a
+    bound of one in ``_RANDOM_INTEGER_BOUNDS``)."""
+    if dtype is None:
+        names = _RANDOM_INTEGER_BOUNDS
+    elif np.dtype(dtype) == _F64:
+        names = _RANDOM_INTEGER_DRAWS
+    else:
         return False
     call = call_at(frame)
-    return (call is not None and type(call.func) is ast.Attribute and call.func.attr in _RANDOM_INTEGER_DRAWS
+    return (call is not None and type(call.func) is ast.Attribute and call.func.attr in names
             and _random_method(call, frame))
 
 
@@ -2495,8 +2516,9 @@ def _note_result(r, frame, lv):
 
 
 def call_ufunc(ufunc, inputs, kwargs):
-    _no_object_inputs(qualname(ufunc), inputs)
-    return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(inputs), kwargs)
+    what = qualname(ufunc)
+    _no_object_inputs(what, inputs)
+    return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(_foreign_operands(what, inputs)), kwargs)
 
 
 def scipy_sparse_object(x) -> bool:
@@ -2535,6 +2557,44 @@ def _no_object_inputs(what, inputs):
             raise _object_operand(what, x)
 
 
+_KNOWN_OPERANDS = frozenset((list, tuple, range))
+
+
+def _foreign_operands(what, inputs):
+    """A ufunc's operands, each of a type that is no array, NumPy scalar, number or sequence
+    (a user's object) made what NumPy makes of it: the array its ``__array__`` returns, a traced
+    one included (``x + Field(x)``, a class wrapping a traced array), else ``np.asarray`` of it;
+    one NumPy would compute with as a Python object (a 0-d object array: a scipy.sparse matrix, an
+    object whose ``__rmul__`` NumPy calls per element) raises (:func:`_object_operand`), as its
+    results carry no derivative. Objects with an ``__array_ufunc__`` of their own are left to it."""
+    out = None
+    for k, x in enumerate(inputs):
+        t = type(x)
+        if t is ArrayTracer or t is ScalarTracer or t in _PLAIN_SCALARS or t in _KNOWN_OPERANDS or issubclass(
+                t, (_ndarray, np.generic, Tracer)) or x is None:
+            continue
+        if scipy_sparse_object(x):
+            raise _object_operand(what, x)
+        if getattr(t, "__array_ufunc__", None) is not None:  # (a duck array: NumPy asks it in its turn)
+            continue
+        a = None
+        if getattr(t, "__array__", None) is not None:
+            try:
+                a = x.__array__()
+            except TypeError:  # (an __array__ of another signature: NumPy's own call below)
+                a = None
+            if not isinstance(a, (Tracer, _ndarray)):
+                a = None
+        if a is None:
+            a = np.asarray(x)  # (NumPy's own errors, as a plain call gives them)
+        if type(a) is _ndarray and a.dtype.kind == "O":
+            raise _object_operand(what, x)
+        if out is None:
+            out = list(inputs)
+        out[k] = a
+    return inputs if out is None else tuple(out)
+
+
 def _object_operand(what, x):
     """The error for a plain operand NumPy would compute with as Python objects (an object
     array, a scipy.sparse matrix among NumPy's functions): the results are objects, which
@@ -2546,10 +2606,17 @@ def _object_operand(what, x):
             f"{what} of a traced array and a scipy.sparse matrix at {user_line()}: NumPy's functions "
             "treat the matrix as one Python object (an object array), whose results carry no derivative. "
             "Use the matrix's own product, A @ x, x @ A or A.dot(x), which is differentiated.")
+    if type(x) is _ndarray:
+        return TracedTypeError(
+            f"{what} of a traced array and an array of dtype object at {user_line()}: NumPy computes with its "
+            "items as Python objects, whose results carry no derivative. Convert it to numbers first "
+            "(a.astype(float)).")
+    name = type(x).__qualname__
     return TracedTypeError(
-        f"{what} of a traced array and an array of dtype object at {user_line()}: NumPy computes with its "
-        "items as Python objects, whose results carry no derivative. Convert it to numbers first "
-        "(a.astype(float)).")
+        f"{what} of a traced array and a {name} object at {user_line()}: NumPy takes the {name} as one Python "
+        "object (an array of dtype object) and computes with it by its Python operators, element by element; "
+        f"those results carry no derivative. Convert the {name} to numbers first (np.asarray of its values), "
+        "or give its class an __array__ method returning them.")
 
 
 def _no_setattr(name):
@@ -2668,9 +2735,10 @@ class Tracer:
                 v.flags.writeable = False
             return v
         self._check_thread("np.asarray(x) (the array protocol)")
-        if dtype is not None and _integer_draw(sys._getframe(1), dtype):
+        if _integer_draw(sys._getframe(1), dtype):
             # a parameter of a draw whose results are integers (rng.choice(n, p=w), rng.binomial,
-            # rng.poisson...): they are piecewise constant in it, derivative zero, as np.searchsorted's
+            # rng.poisson, rng.integers' bounds...): they are piecewise constant in it, derivative
+            # zero, as np.searchsorted's
             return np.array(bottom(self), dtype=dtype)
         if index_valued_call(sys._getframe(1)):  # np.argmax([abs(r[k]) for r in rows]): no derivative to lose
             return np.array(bottom(self), dtype=dtype)

@@ -411,7 +411,9 @@ def _statement_at(frame):
         except (SyntaxError, ValueError):
             return None
     best = None
-    for node in ast.walk(tree):
+    index = _INDEXES.get(id(tree))
+    nodes = index[2].get(line, ()) if index is not None and index[0] is tree else ast.walk(tree)
+    for node in nodes:
         if not isinstance(node, ast.stmt) or isinstance(node, _COMPOUND):
             continue
         if not node.lineno <= line <= (node.end_lineno or node.lineno):
@@ -424,23 +426,48 @@ def _statement_at(frame):
     return best
 
 
-_TREES: dict = {}  # file name -> (its source, its AST): a loop that prints parses its file once
+_TREES: dict = {}  # file name -> (linecache's lines, its source, its AST): a loop that prints parses its file once
 
 
 def _file_tree(filename):
-    """The AST of the file (cached while its source is unchanged), or None."""
-    source = "".join(linecache.getlines(filename))
+    """The AST of the file (cached while its source is unchanged), or None; indexed (_INDEXES)."""
+    lines = linecache.getlines(filename)
     hit = _TREES.get(filename)
-    if hit is not None and hit[0] == source:
-        return hit[1]
+    if hit is not None and hit[0] is lines:  # (linecache's own list, while it holds the file: unchanged)
+        return hit[2]
+    source = "".join(lines)
+    if hit is not None and hit[1] == source:
+        _TREES[filename] = (lines, source, hit[2])
+        return hit[2]
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
     if len(_TREES) > 64:
         _TREES.clear()
-    _TREES[filename] = (source, tree)
+        _INDEXES.clear()
+    _TREES[filename] = (lines, source, tree)
+    _INDEXES[id(tree)] = _index(tree)
     return tree
+
+
+def _index(tree):
+    """(tree, {(node type, lineno, end_lineno, col_offset, end_col_offset): the first such node of
+    ast.walk's}, {line: the simple statements spanning it, in ast.walk's order}): a file's nodes by
+    position, found in one walk (a lookup per conversion, a loop's, instead of a walk of the file)."""
+    at, lines = {}, {}
+    for node in ast.walk(tree):
+        lineno = getattr(node, "lineno", None)
+        if lineno is None:
+            continue
+        at.setdefault((type(node), lineno, node.end_lineno, node.col_offset, node.end_col_offset), node)
+        if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND):
+            for line in range(lineno, (node.end_lineno or lineno) + 1):
+                lines.setdefault(line, []).append(node)
+    return tree, at, lines
+
+
+_INDEXES: dict = {}  # id(a cached file's AST) -> _index of it
 
 
 def storing_into_subscript(start=None) -> bool:
@@ -472,10 +499,10 @@ def call_at(frame, kind=ast.Call):
     tree = _file_tree(frame.f_code.co_filename)
     if tree is None:
         return None
-    for node in ast.walk(tree):
-        if type(node) is kind and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == pos:
-            return node
-    return None
+    index = _INDEXES.get(id(tree))
+    if index is None or index[0] is not tree:
+        index = _INDEXES[id(tree)] = _index(tree)
+    return index[1].get((kind, *pos))
 
 
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
@@ -1185,6 +1212,14 @@ def replaced_error(exc: BaseException):
     if isinstance(exc, UserWarning) and "shuffling a '" in str(exc) or (
             type(exc) is NotImplementedError and "only supported on ndarray objects" in str(exc)):
         return shuffle_error(_where(exc))
+    if type(exc) is ValueError and str(exc) == "object __array__ method not producing an array":
+        # np.sum(obj) of a user's class whose __array__ returns the traced array it wraps
+        return TracerEscapeError(
+            f"an __array__ method returned a traced array at {_where(exc)} (np.asarray, np.sum... of an object "
+            "wrapping one): NumPy accepts only an ndarray from __array__, and a traced array is none. Pass the "
+            "traced array itself (obj.data), or give the class NumPy's protocols forwarding to it "
+            "(numpy.lib.mixins.NDArrayOperatorsMixin with __array_ufunc__, __array_function__); NumPy's "
+            "operators and ufuncs with such an object among traced arrays (x + obj) take its traced array.")
     m = _UNBOUND.match(str(exc)) if type(exc) is TypeError else None
     if m is not None:  # np.ndarray.sum(x): CPython's check of the method's class, before any hook
         return TracedTypeError(

@@ -496,6 +496,10 @@ def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
     else:
         named = _named_values(fun, code, glob, npos, kwnames, budget.probes)
     named.extend(roots)
+    for _, v in named:  # (a generator named directly is found whatever the budget the walk spends elsewhere)
+        g = v if _is_generator(v) else getattr(v, "__self__", None) if type(v) in (_BuiltinMethod, _MethodType) else None
+        if g is not None and _is_generator(g):
+            budget.generators[id(g)] = g
     for name, v in named:
         walk.visit(name, v, 0)
     for h in helpers:
@@ -1317,11 +1321,27 @@ def _locked_names(level):
 
 def _split_aux(result, has_aux):
     if not has_aux:
-        return result, None
+        return _no_leftovers(result), None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):  # (a list pair too, as JAX takes it)
         raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
                         f"{'an array' if isinstance(result, Tracer) else type(result).__name__}")
-    return tuple(result)
+    return _no_leftovers(result[0]), result[1]
+
+
+def _no_leftovers(out):
+    """The function's output, with the values an earlier differentiation left that it returns as they
+    are (a memoized result, returned from a cache) replaced by their values, as a plain call returns
+    them; each warned about (core.live): its derivative is lost to this differentiation (a zero
+    gradient, silently, had been the result)."""
+    t = type(out)
+    if t is ArrayTracer or t is ScalarTracer:
+        return live(out) if out._level.closed else out
+    if t in _PLAIN_LEAVES or t is _ndarray:
+        return out
+    leaves, tree = tree_flatten(out)
+    if not any(isinstance(x, Tracer) and x._level.closed for x in leaves):
+        return out
+    return tree_unflatten(tree, [live(x) if isinstance(x, Tracer) and x._level.closed else x for x in leaves])
 
 
 def _wrap_kwargs(level, kwargs, wrapped):
@@ -1885,20 +1905,51 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
         it = iter(primals)
         return fun(*[passed[j] if j in passed else next(it) for j in range(len(args))])
 
+    # the entries' runs are one RunGroup: the first records its steps, the others are compared with
+    # it, operands' values included (a run that draws fresh numbers from a generator the states do
+    # not hold computes another function, though its output may agree: sin(x * z) at x = 0), and all
+    # run careful (strong zeros: jvp's own second run, _careful_jvp, is not made inside a group)
+    group = [None, 0, None]  # (the RunGroup, its runs compared so far, the entry its first run gave)
+
+    def entry_jvp(n, k, i):
+        tree, linfo = infos[n]
+        units = [np.zeros(info.shape, info.dtype) for info in linfo]
+        units[k].flat[i] = 1.0
+        tangents = [None] * len(args)
+        tangents[n] = units[0] if tree is None else tree_unflatten(tree, units)
+        g = group[0]
+        if g is None:
+            g = group[0] = RunGroup("a run again")
+        first = group[2] is None
+        g.start_run(first)
+        FP.careful += 1
+        try:
+            got = jvp(call, [a for j, a in enumerate(args) if j not in passed],
+                      [t for j, t in enumerate(tangents) if j not in passed], has_aux, None, g)
+            g.finish_run()
+        except BaseException:
+            if first:
+                group[0] = None  # (a first run that failed recorded part of its steps: the next one records)
+            raise
+        finally:
+            FP.careful -= 1
+        if first:
+            group[2] = (n, k, i)
+        else:
+            group[1] += 1
+        return got
+
     tried = fixed = 0  # (NaN entries: after two that forward mode gives as NaN too, and none it gave a
     for n, k, i in todo:  # number, the NaNs are the derivative's own, arctan2(0, 0)'s: the rest are left)
         if (n, k) not in whole:
             if tried >= 2 and not fixed:
                 continue
             tried += 1
-        tree, linfo = infos[n]
-        units = [np.zeros(info.shape, info.dtype) for info in linfo]
-        units[k].flat[i] = 1.0
-        tangents = [None] * len(args)
-        tangents[n] = units[0] if tree is None else tree_unflatten(tree, units)
         try:
-            got = jvp(call, [a for j, a in enumerate(args) if j not in passed],
-                      [t for j, t in enumerate(tangents) if j not in passed], has_aux)
+            got = entry_jvp(n, k, i)
+        except MutationError:
+            _drew(states)
+            return grads  # (a run that took other steps than the first, or with operands of other values)
         except DifferentiationError:
             continue
         if _drew(states):  # (the run drew again: other numbers than the call's; as one call left them)
@@ -1936,6 +1987,14 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
             leaf = type(leaf)(d)
         gl[k] = leaf
         per[j] = tree_unflatten(gtree, gl)
+    if group[2] is not None and not group[1]:  # (one run only: the first entry's again, compared with it)
+        try:
+            entry_jvp(*group[2])
+        except DifferentiationError:  # (other steps; or it failed where the first run did not)
+            _drew(states)
+            return grads
+        if _drew(states):
+            return grads
     for (n, k), left in whole.items():
         if left:
             continue  # (an entry forward mode could not give either: the leaf stays poisoned)
@@ -2147,6 +2206,29 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     return res
 
 
+def _reruns_agree(run, states) -> bool:
+    """Whether two runs of the function again, ``run(group)`` (a jvp of it, a RunGroup's run), take
+    the same steps on operands of the same values (a NaN fill's, a careful second run's): the first
+    run's derivative entries may be given by a run again only if it computes the same function. A
+    run that draws fresh random numbers from a generator the states do not hold (one created
+    unseeded inside, one behind a weak reference, one the alias search did not reach) computes with
+    others, though its output may have the same value (sin(x * z) at x = 0): the entries would be
+    the derivative along other draws. ``states``: the generators reached (_rerun_states); one that
+    moved is put back, and the runs do not agree."""
+    group = RunGroup("a run again")
+    for first in (True, False):
+        group.start_run(first)
+        try:
+            run(group)
+            group.finish_run()
+        except (MutationError, DifferentiationError):  # (other steps; or this run failed where the first did not)
+            _drew(states)
+            return False
+        if _drew(states):
+            return False
+    return True
+
+
 def _unsaved_writes(level, targs, kwargs) -> bool:
     """Whether the function wrote into one of its (wrapped) array arguments without its contents
     saved before (ForwardLevel.saved_args), so that a second run cannot start from them."""
@@ -2181,16 +2263,21 @@ def _careful_jvp(first, fun, given, has_aux, argnums, kwargs, saved_args=None):
     when its arguments are containers, whose first run changed them; the arrays it wrote into
     get their contents back first). A second run that returns other values than the first
     (fresh random numbers) is not the same function: the first run's result stands."""
-    for a, before in saved_args or ():
-        np.copyto(a, before)
     states = _rerun_states(fun, given[0], kwargs)
-    FP.careful += 1
-    try:
-        res = jvp(fun, given[0], given[1], has_aux, argnums, None, kwargs)
-    finally:
-        FP.careful -= 1
-    if _drew(states):  # (other draws than the first run's: another function; the generators as one call left them)
-        return first
+    got = []
+
+    def careful_run(group):
+        for a, before in saved_args or ():
+            np.copyto(a, before)
+        FP.careful += 1
+        try:
+            got.append(jvp(fun, given[0], given[1], has_aux, argnums, group, kwargs))
+        finally:
+            FP.careful -= 1
+
+    if not _reruns_agree(careful_run, states):
+        return first  # (other draws than the first run's: another function; the generators as one call left them)
+    res = got[-1]
     a, b = tree_flatten(first[0])[0], tree_flatten(res[0])[0]
     if len(a) != len(b) or not all(_same_value(np.asarray(bottom(x)), y) for x, y in zip(a, b)):
         return first
@@ -2285,17 +2372,27 @@ class _GeneratorState:
 
     def __init__(self, gen):
         self.gen = gen
-        self.state = gen.get_state() if type(gen) is np.random.RandomState else _bit_generator(gen).state
+        self.state = self._now()
+
+    def _now(self):
+        g = self.gen
+        if type(g) is np.random.RandomState:
+            return g.get_state()
+        if isinstance(g, random.Random):
+            return g.getstate()
+        return _bit_generator(g).state
 
     def restore(self):
-        if type(self.gen) is np.random.RandomState:
-            self.gen.set_state(self.state)
+        g = self.gen
+        if type(g) is np.random.RandomState:
+            g.set_state(self.state)
+        elif isinstance(g, random.Random):
+            g.setstate(self.state)
         else:
-            _bit_generator(self.gen).state = self.state
+            _bit_generator(g).state = self.state
 
     def unmoved(self) -> bool:
-        now = self.gen.get_state() if type(self.gen) is np.random.RandomState else _bit_generator(self.gen).state
-        return _same_state(self.state, now)
+        return _same_state(self.state, self._now())
 
 
 def _bit_generator(gen):
@@ -2303,8 +2400,11 @@ def _bit_generator(gen):
 
 
 def _is_generator(v) -> bool:
+    """A random generator whose state can be taken and put back: NumPy's (Generator, RandomState, a
+    BitGenerator) and Python's random.Random (not SystemRandom, which has none)."""
     tv = type(v)
-    return tv is np.random.Generator or tv is np.random.RandomState or issubclass(tv, np.random.BitGenerator)
+    return tv is np.random.Generator or tv is np.random.RandomState or issubclass(tv, np.random.BitGenerator) or (
+        issubclass(tv, random.Random) and not issubclass(tv, random.SystemRandom))
 
 
 def _generator_states(fun, args, kwargs):
@@ -2328,7 +2428,7 @@ def _rerun_states(fun, args, kwargs):
     reaches (put back if it drew), and NumPy's and Python's global ones (watched only: another
     thread may draw from them meanwhile)."""
     mine = [(_GeneratorState(g), None) for g in _generators_reached(fun, args, kwargs).values()
-            if g is not np.random.mtrand._rand]
+            if g is not np.random.mtrand._rand and g is not random._inst]
     return mine + [(_GlobalState(np.random.get_state), None), (_GlobalState(random.getstate), None)]
 
 

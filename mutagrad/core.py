@@ -4873,6 +4873,10 @@ def _scipy_escape(caller):
                         "the same names, differentiated where docs/coverage.md lists them."))
         elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
             extra = _scipy_rewrite(sub, name)
+        elif sub == "sparse" and name in ("__add__", "__radd__", "_add_dense", "__mul__", "__rmul__", "multiply"):
+            extra = (" SciPy adds (or multiplies elementwise) a sparse matrix and a dense array in a plain copy "
+                     "of the array. Make the matrix dense, A.toarray() (v + A.toarray(), v * A.toarray()), which "
+                     "is differentiated; so is the sparse matrix's own product A @ v.")
         elif sub == "sparse":
             extra = (" A scipy.sparse matrix holds plain numbers, so it cannot be built from traced values: "
                      "build it from plain ones (a constant), whose products with traced arrays (A @ x, "

@@ -522,6 +522,7 @@ def plain_write_target(start=None):
     targets = list(stmt.targets) if type(stmt) is ast.Assign else [stmt.target] if type(stmt) in (
         ast.AugAssign, ast.AnnAssign) else []  # (a copy: the tree is cached)
     found = set()
+    pos = _position(frame)
     while targets:
         t = targets.pop()
         if type(t) in (ast.Tuple, ast.List):
@@ -529,6 +530,8 @@ def plain_write_target(start=None):
         elif type(t) is ast.Starred:
             targets.append(t.value)
         elif type(t) is ast.Subscript:
+            if pos == (t.lineno, t.end_lineno, t.col_offset, t.end_col_offset):  # (the one the instruction
+                return ast.unparse(t.value)  # stores into, of several: `w[:], z[:] = ...`)
             found.add(ast.unparse(t.value))
     return found.pop() if len(found) == 1 else None
 

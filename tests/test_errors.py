@@ -4659,3 +4659,23 @@ def test_the_type_of_a_traced_scalar_called_is_refused_clearly():
     assert HERE in str(info.value)
     with pytest.raises(TypeError, match=r"type\(x\)\(\.\.\.\) of a traced value.*x\.dtype\.type"):
         mg.grad(lambda x: type(np.sum(x))(0.0) + np.sum(x))(x)
+
+
+_TUPLE_W, _TUPLE_Z = np.zeros(2), np.zeros(2)
+
+
+def test_a_write_into_a_plain_array_among_tuple_targets_names_that_array():
+    # `out[s:e], zi[:] = lfilter(...)` (chunked filtering): the message named no array when the
+    # statement had several subscript targets; the instruction's position tells which one it stores into
+    def f(x):
+        _TUPLE_W[:], _TUPLE_Z[:] = x * 2, x * 3
+        return np.sum(x)
+
+    def g(x):
+        a = np.zeros(2)
+        a[0], _TUPLE_Z[1] = 1.0, x[0]
+        return np.sum(a)
+
+    for fn, name in ((f, "_TUPLE_W"), (g, "_TUPLE_Z")):
+        msg = _raises(fn, np.ones(2), mg.WriteToPlainArrayError)
+        assert f"into the plain NumPy array `{name}`" in msg, msg

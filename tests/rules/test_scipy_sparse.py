@@ -110,8 +110,18 @@ def test_sparse_matrices_from_traced_values_and_scipys_own_solvers_name_the_fix(
         mg.grad(lambda b: np.sum(ssl.spsolve(sp.csc_matrix(np.eye(2)), b)))(np.ones(2))
     with pytest.raises(mg.TracerEscapeError, match=r"mutagrad.scipy.sparse.linalg.cg is SciPy's own"):
         mg.grad(lambda b: np.sum(mssl.cg(sp.csc_matrix(np.eye(2)), b)[0]))(np.ones(2))
-    with pytest.raises(TypeError, match="the matrix must be a plain"):
-        mg.grad(lambda a: np.sum(mssl.spsolve(a, np.ones(2))))(np.eye(2))
+    for solve in (lambda a: mssl.spsolve(a, np.ones(2)), lambda a: mssl.splu(a).solve(np.ones(2))):
+        with pytest.raises(mg.errors.TracedTypeError, match=r"with a traced matrix at .*np.linalg.solve\(A, b\)"):
+            mg.grad(lambda a, solve=solve: np.sum(solve(a)))(np.eye(2))
+    # a sparse matrix added to (or multiplied elementwise with) a traced array: SciPy's plain copy of it;
+    # the advice, the dense matrix, is differentiated (d/dv sum(sin(v + A)) = cos(v + A) summed over rows)
+    A = sp.csr_array(np.array([[2.0, 0.0], [1.0, 3.0]]))
+    v = np.array([0.5, -1.0])
+    for f in (lambda v: np.sum(np.sin(v + A)), lambda v: np.sum(A + v), lambda v: np.sum(A * v)):
+        with pytest.raises(mg.TracerEscapeError, match=r"A.toarray\(\) \(v \+ A.toarray\(\)"):
+            mg.grad(f)(v)
+    np.testing.assert_allclose(mg.grad(lambda v: np.sum(np.sin(v + A.toarray())))(v),
+                               np.cos(v + A.toarray()).sum(axis=0), rtol=1e-15)
     for make in (sp.csr_array, sp.csr_matrix, sp.bsr_array):  # (SciPy's "unrecognized ... input" before)
         with pytest.raises(mg.TracerEscapeError, match=rf"scipy.sparse function {make.__name__} .*A @ x"):
             mg.grad(lambda x, make=make: np.sum(make(np.diag(x)) @ np.ones(3)))(np.ones(3))

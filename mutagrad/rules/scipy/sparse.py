@@ -35,9 +35,13 @@ def _dense(b):
 
 def _constant_matrix(a, what):
     if isinstance(a, Tracer):
-        raise TypeError(f"{what}: the matrix must be a plain (constant) sparse matrix or array: mutagrad "
-                        "differentiates with respect to the right-hand side only (a scipy.sparse matrix cannot "
-                        "hold traced values)")
+        from ...errors import TracedTypeError, user_line
+
+        raise TracedTypeError(
+            f"{what} with a traced matrix at {user_line()}: mutagrad differentiates the sparse solvers with "
+            "respect to the right-hand side only (a scipy.sparse matrix holds plain numbers). For a matrix that "
+            "depends on traced values, solve it dense: np.linalg.solve(A, b) (or mutagrad.scipy.linalg's "
+            "lu_factor / cho_factor), which is differentiated in both.")
 
 
 # -- spsolve ---------------------------------------------------------------------

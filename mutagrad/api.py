@@ -20,7 +20,7 @@ import numpy as np
 
 from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _relockable, _shares_bounded, bottom, foreign_subclass, lift,
                    STATE, RunGroup, _within_rounding, live, mark_weak, other_values_message, set_writeable, weak, write)
-from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, NotImplementedTangentError, caught_by_the_program,
+from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, NotImplementedTangentError, caught_by_the_program, error_note,
                      ensure_shuffle_filter, forget_escape, in_api, readonly_error, replaced_error, take_deferred,
                      unwatch_errors, user_line, watch_errors)
 from .forward import ForwardLevel
@@ -1271,6 +1271,9 @@ def _call(level, fun, args, kwargs=None):
             clear = readonly_error(e, _locked_names(level) if level.locked else (), level.outer_locked)
         if clear is not None:
             raise clear from e
+        note = error_note(e)
+        if note is not None and note not in getattr(e, "__notes__", ()):  # (nested: once)
+            e.add_note(note)
         if seen:  # (the program caught mutagrad's error, went on along another path, and failed there:
             caught = caught_by_the_program(seen, e)  # its own error stays, as a plain call may raise it too)
             note = None if caught is None else f"mutagrad: before this, {type(caught).__name__}: {caught}"
@@ -1325,23 +1328,24 @@ def _split_aux(result, has_aux):
     if not (isinstance(result, (tuple, list)) and len(result) == 2):  # (a list pair too, as JAX takes it)
         raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
                         f"{'an array' if isinstance(result, Tracer) else type(result).__name__}")
-    return _no_leftovers(result[0]), result[1]
+    return _no_leftovers(result[0]), _no_leftovers(result[1], warn=False)
 
 
-def _no_leftovers(out):
+def _no_leftovers(out, warn=True):
     """The function's output, with the values an earlier differentiation left that it returns as they
     are (a memoized result, returned from a cache) replaced by their values, as a plain call returns
     them; each warned about (core.live): its derivative is lost to this differentiation (a zero
-    gradient, silently, had been the result)."""
+    gradient, silently, had been the result). ``warn``: False for aux, whose values carry none."""
     t = type(out)
     if t is ArrayTracer or t is ScalarTracer:
-        return live(out) if out._level.closed else out
+        return live(out, argument=not warn) if out._level.closed else out
     if t in _PLAIN_LEAVES or t is _ndarray:
         return out
     leaves, tree = tree_flatten(out)
     if not any(isinstance(x, Tracer) and x._level.closed for x in leaves):
         return out
-    return tree_unflatten(tree, [live(x) if isinstance(x, Tracer) and x._level.closed else x for x in leaves])
+    return tree_unflatten(tree, [live(x, argument=not warn) if isinstance(x, Tracer) and x._level.closed else x
+                                 for x in leaves])
 
 
 def _wrap_kwargs(level, kwargs, wrapped):

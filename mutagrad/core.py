@@ -1068,7 +1068,9 @@ def subclass_error(x):
             f"{user_line()}: mutagrad differentiates plain ndarrays, and the subclass's own semantics ")
     if isinstance(x, np.matrix):
         return NoRuleError(head + "(np.matrix's `*` is a matrix product and its results stay 2-D) would not be "
-                           "followed. Convert it with np.asarray(...) and write matrix products with `@`.")
+                           "followed. Convert it with np.asarray(...) and write matrix products with `@`. (scipy.sparse's "
+                           "*_matrix classes give np.matrix results, x - A included: use the *_array classes, "
+                           "csr_array, or A.toarray().)")
     if isinstance(x, np.ma.MaskedArray):
         return NoRuleError(head + "(its mask: masked elements left out of results) would not be followed, and "
                            "np.asarray(...) would drop the mask, changing the values. Compute with the mask on plain "
@@ -1439,7 +1441,9 @@ def other_values_message(what, name="jacobian(mode='fwd')"):
         "items or an object a call returns: the arguments' arrays and generators, and the generators the "
         "function reaches by name, are put back before each run), so each column would be the derivative of "
         "another function; or it computes a constant in an order that changes from run to run (a sum over a "
-        "set of objects: its last bits). Pass that state as an argument, or set it inside the function (seed "
+        "set of objects: its last bits); or it computes with memory that no run sets (np.empty's uninitialized "
+        "values, other on each run, even where they are overwritten later: np.empty(n) + 0 * p; make the "
+        "array with np.zeros, or mnp.empty). Pass that state as an argument, or set it inside the function (seed "
         "the generator there; sum in a fixed order); or use mg.jacobian(f, mode='rev') (for a Hessian, "
         "mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
 
@@ -1791,6 +1795,8 @@ def ufunc_dispatch(ufunc, method, inputs, kwargs):
     _no_object_inputs(what, inputs)
     if method == "__call__" or method == "outer":
         inputs = _foreign_operands(what, inputs)
+        if inputs is None:  # (a duck array among them: NumPy asks its __array_ufunc__ next, with the tracer)
+            return NotImplemented
     if method == "__call__":
         inputs = _arrayify(inputs)
     h = UFUNC_HANDLERS.get((ufunc, method)) or UFUNC_HANDLERS.get((None, method))
@@ -2518,7 +2524,10 @@ def _note_result(r, frame, lv):
 def call_ufunc(ufunc, inputs, kwargs):
     what = qualname(ufunc)
     _no_object_inputs(what, inputs)
-    return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(_foreign_operands(what, inputs)), kwargs)
+    operands = _foreign_operands(what, inputs)
+    if operands is None:  # a duck array (NDArrayOperatorsMixin): NumPy's protocol, which asks it with the
+        return ufunc(*inputs, **kwargs)  # tracer (ours returns NotImplemented first), as ndarray's operators do
+    return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(operands), kwargs)
 
 
 def scipy_sparse_object(x) -> bool:
@@ -2563,10 +2572,14 @@ _KNOWN_OPERANDS = frozenset((list, tuple, range))
 def _foreign_operands(what, inputs):
     """A ufunc's operands, each of a type that is no array, NumPy scalar, number or sequence
     (a user's object) made what NumPy makes of it: the array its ``__array__`` returns, a traced
-    one included (``x + Field(x)``, a class wrapping a traced array), else ``np.asarray`` of it;
-    one NumPy would compute with as a Python object (a 0-d object array: a scipy.sparse matrix, an
-    object whose ``__rmul__`` NumPy calls per element) raises (:func:`_object_operand`), as its
-    results carry no derivative. Objects with an ``__array_ufunc__`` of their own are left to it."""
+    one included (``x + Field(x)``, a class wrapping a traced array), else ``np.asarray`` of it (a
+    namedtuple's or a list subclass's items as a list's); one NumPy would compute with as a Python
+    object (a 0-d object array: a scipy.sparse matrix, an object whose ``__rmul__`` NumPy calls per
+    element) raises (:func:`_object_operand`), as its results carry no derivative. A real number of
+    another type (``fractions.Fraction``) with traced scalars only is the float it converts to, as
+    Python's arithmetic of a NumPy scalar and it computes (``s * Fraction(1, 3)``: a float). None
+    where an operand has an ``__array_ufunc__`` of its own (a duck array, NDArrayOperatorsMixin):
+    NumPy's protocol is then to ask it, with the traced operand (:func:`ufunc_dispatch`)."""
     out = None
     for k, x in enumerate(inputs):
         t = type(x)
@@ -2575,10 +2588,18 @@ def _foreign_operands(what, inputs):
             continue
         if scipy_sparse_object(x):
             raise _object_operand(what, x)
-        if getattr(t, "__array_ufunc__", None) is not None:  # (a duck array: NumPy asks it in its turn)
-            continue
+        if getattr(t, "__array_ufunc__", None) is not None:  # (a duck array: NumPy asks it, with the tracer)
+            return None
         a = None
-        if getattr(t, "__array__", None) is not None:
+        if issubclass(t, (list, tuple)):
+            from .numpy import array
+
+            a = array(list(x))
+        elif isinstance(x, numbers.Number):
+            if not isinstance(x, numbers.Real) or any(isinstance(v, (ArrayTracer, _ndarray)) for v in inputs):
+                raise _object_operand(what, x)
+            a = float(x)
+        elif getattr(t, "__array__", None) is not None:
             try:
                 a = x.__array__()
             except TypeError:  # (an __array__ of another signature: NumPy's own call below)
@@ -2612,6 +2633,11 @@ def _object_operand(what, x):
             "items as Python objects, whose results carry no derivative. Convert it to numbers first "
             "(a.astype(float)).")
     name = type(x).__qualname__
+    if isinstance(x, numbers.Number):
+        return TracedTypeError(
+            f"{what} of a traced value and a {name} number at {user_line()}: NumPy takes a {name} as a Python "
+            "object (with an array: an array of dtype object), whose results carry no derivative (a plain call "
+            f"computes objects, or refuses the types). Convert it to a float first: float(d).")
     return TracedTypeError(
         f"{what} of a traced array and a {name} object at {user_line()}: NumPy takes the {name} as one Python "
         "object (an array of dtype object) and computes with it by its Python operators, element by element; "

@@ -1194,6 +1194,19 @@ _PROTOCOL_ERROR = re.compile(r"is not iterable|has no len\(\)|not reversible|is 
                              r"|cannot be interpreted as an integer")
 
 
+def error_note(exc: BaseException):
+    """A note for an error of NumPy's that a traced value may have caused without mutagrad seeing
+    it (the error stays NumPy's: a plain call may raise it too), or None."""
+    if type(exc) is ValueError and str(exc) == "object __array__ method not producing an array":
+        # np.sum(obj) of a user's class whose __array__ returns the traced array it wraps
+        return (f"mutagrad: if that __array__ method (at {_where(exc)}: np.asarray, np.sum... of an object) returns "
+                "a traced array (an object wrapping one), NumPy refuses it: a traced array is no ndarray. Pass the "
+                "traced array itself (obj.data), or give the class NumPy's protocols forwarding to it "
+                "(numpy.lib.mixins.NDArrayOperatorsMixin with __array_ufunc__, __array_function__); NumPy's "
+                "operators and ufuncs with such an object among traced arrays (x + obj) take its traced array.")
+    return None
+
+
 def replaced_error(exc: BaseException):
     """The clear error to raise instead of ``exc``, an exception leaving the
     user's function, or None: the escape error NumPy replaced by its own
@@ -1215,14 +1228,6 @@ def replaced_error(exc: BaseException):
     if isinstance(exc, UserWarning) and "shuffling a '" in str(exc) or (
             type(exc) is NotImplementedError and "only supported on ndarray objects" in str(exc)):
         return shuffle_error(_where(exc))
-    if type(exc) is ValueError and str(exc) == "object __array__ method not producing an array":
-        # np.sum(obj) of a user's class whose __array__ returns the traced array it wraps
-        return TracerEscapeError(
-            f"an __array__ method returned a traced array at {_where(exc)} (np.asarray, np.sum... of an object "
-            "wrapping one): NumPy accepts only an ndarray from __array__, and a traced array is none. Pass the "
-            "traced array itself (obj.data), or give the class NumPy's protocols forwarding to it "
-            "(numpy.lib.mixins.NDArrayOperatorsMixin with __array_ufunc__, __array_function__); NumPy's "
-            "operators and ufuncs with such an object among traced arrays (x + obj) take its traced array.")
     m = _UNBOUND.match(str(exc)) if type(exc) is TypeError else None
     if m is not None:  # np.ndarray.sum(x): CPython's check of the method's class, before any hook
         return TracedTypeError(

@@ -1903,3 +1903,22 @@ def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
     want = np.array([[-2.0 * np.sum(w ** 2 * np.sin(0.3 * w)), np.sum(w * np.cos(0.3 * w))],
                      [np.sum(w * np.cos(0.3 * w)), 0.0]])
     np.testing.assert_allclose(H, want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_forward_jacobian_over_uninitialized_memory_names_np_empty():
+    # np.empty's values differ from run to run though every element is overwritten before it is
+    # read: the runs' operands differ at the addition that makes the array; the message names it
+    def f(p):
+        M = np.empty((3, 3)) + 0 * p[0]
+        M.fill(0.0)
+        M[0] = p ** 2
+        return np.sum(M)
+
+    p = np.array([1.0, 2.0, 0.5])
+    np.testing.assert_array_equal(mg.grad(f)(p), 2 * p)  # d/dp sum(p^2), by hand
+    try:
+        j = mg.jacobian(f, mode="fwd")(p)
+    except mg.MutationError as e:
+        assert "np.empty" in str(e) and "np.zeros" in str(e)
+    else:  # (the memory happened to hold the same bits on each run)
+        np.testing.assert_array_equal(j, 2 * p)

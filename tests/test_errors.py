@@ -311,6 +311,20 @@ def test_a_leftover_returned_as_it_is_warns_and_is_its_value():
     with pytest.warns(UserWarning, match="a value computed in an earlier differentiation"):
         v, t = mg.jvp(lambda x: (f(x), x[0]), (x,), (np.ones(2),))
     assert type(v[0]) is np.float64 and t[1] == 1.0
+    # with has_aux, a leftover in aux is its value too (no warning: aux carries no derivative)
+    cache.clear()
+
+    def h(x):
+        key = mg.value(x).tobytes()
+        if key not in cache:
+            cache[key] = np.sum(np.sin(x))
+        return x[0] * 2.0, cache[key]
+
+    mg.grad(h, has_aux=True)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g, aux = mg.grad(h, has_aux=True)(x)
+    assert type(aux) is np.float64 and aux == np.sum(np.sin(x)) and list(g) == [2.0, 0.0]
 
 
 def test_a_leftover_is_written_as_its_value():
@@ -3547,10 +3561,44 @@ def test_ufunc_operands_of_other_types_are_what_numpy_makes_of_them():
         np.testing.assert_array_equal(mg.jvp(f, (x.copy(),), (np.array([1.0, -1.0]),))[1],
                                       np.dot(grad, [1.0, -1.0]))
         assert mg.value_and_grad(f)(x.copy())[0] == f(x.copy())
-    # NumPy's own conversion of such an object (np.sum(Field(v))) refuses the traced array: named
+    # NumPy's own conversion of such an object (np.sum(Field(v))) refuses the traced array: its
+    # ValueError (a plain call's for an __array__ returning a list), with a note naming the fix
     for f in (lambda v: np.sum(Field(v)), lambda v: np.sum(np.asarray(Field(v)))):
-        msg = _raises(f, x.copy(), mg.TracerEscapeError)
-        assert "an __array__ method returned a traced array" in msg and "obj.data" in msg
+        with pytest.raises(ValueError, match="object __array__ method not producing an array") as info:
+            mg.grad(f)(x.copy())
+        assert "obj.data" in "\n".join(info.value.__notes__)
+    # a duck array (its own __array_ufunc__, NDArrayOperatorsMixin) right of a traced array: NumPy's
+    # protocol asks it with the traced array (its result was computed from plain values: gradient 0)
+    from numpy.lib.mixins import NDArrayOperatorsMixin
+
+    class Wrapped(NDArrayOperatorsMixin):
+        def __init__(self, a):
+            self.a = a
+
+        def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+            return Wrapped(getattr(ufunc, method)(*[i.a if isinstance(i, Wrapped) else i for i in inputs], **kw))
+
+    c = np.array([0.3, 2.0])
+    for f, grad in ((lambda v: np.sum((v * Wrapped(c)).a), c), (lambda v: np.sum(np.multiply(v, Wrapped(c)).a), c),
+                    (lambda v: np.sum((Wrapped(c) * v).a), c), (lambda v: np.sum((v[0] * Wrapped(c)).a),
+                                                                 [c.sum(), 0.0])):
+        np.testing.assert_array_equal(mg.grad(f)(x.copy()), grad)  # d/dv of sum(v * c), sum(v0 * c): by hand
+        assert mg.jvp(f, (x.copy(),), (np.ones(2),))[1] == np.sum(grad)
+    # other numbers: a Fraction with traced scalars is the float Python's arithmetic converts it to (a
+    # plain call's float); with an array, or a Decimal (no float arithmetic), refused with float(d)
+    from decimal import Decimal
+    from fractions import Fraction
+
+    for f, want in ((lambda v: np.sum(v) * Fraction(1, 3), [1 / 3, 1 / 3]), (lambda v: v[1] / Fraction(3, 2),
+                                                                          [0.0, 2 / 3])):
+        v, g = mg.value_and_grad(f)(x.copy())
+        assert v == f(x.copy())
+        np.testing.assert_allclose(g, want, rtol=1e-15)  # by hand
+    for f in (lambda v: np.sum(v * Fraction(1, 3)), lambda v: v[0] * Decimal(1)):
+        assert "float(d)" in _raises(f, x.copy(), mg.errors.TracedTypeError)
+    # a namedtuple or list subclass operand holding traced numbers: an array of them, as a list is
+    P = collections.namedtuple("P", "a b")
+    np.testing.assert_allclose(mg.grad(lambda v: np.sum(v * P(v[0], 2.0)))(x.copy()), [2 * x[0], 2.0], rtol=1e-15)
 
 
 def test_arange_of_a_traced_step_and_polyval_of_a_poly1d_name_the_fix():

@@ -122,6 +122,10 @@ def test_sparse_matrices_from_traced_values_and_scipys_own_solvers_name_the_fix(
             mg.grad(f)(v)
     np.testing.assert_allclose(mg.grad(lambda v: np.sum(np.sin(v + A.toarray())))(v),
                                np.cos(v + A.toarray()).sum(axis=0), rtol=1e-15)
+    # x - A of a *_matrix class is an np.matrix (SciPy's): the message says where it came from
+    M = sp.csr_matrix(A.toarray())
+    with pytest.raises(mg.NoRuleError, match=r"scipy.sparse's \*_matrix classes give np.matrix results"):
+        mg.grad(lambda v: np.sum(np.asarray(v - M)))(v)
     for make in (sp.csr_array, sp.csr_matrix, sp.bsr_array):  # (SciPy's "unrecognized ... input" before)
         with pytest.raises(mg.TracerEscapeError, match=rf"scipy.sparse function {make.__name__} .*A @ x"):
             mg.grad(lambda x, make=make: np.sum(make(np.diag(x)) @ np.ones(3)))(np.ones(3))

@@ -1918,6 +1918,14 @@ def ew_rule(prim):
     return None
 
 
+def _plain_operand_ok(lv, nested, self, p) -> bool:
+    """Whether plain array ``p`` (exactly an ndarray) may be an operand of :func:`_fast_call`: of a
+    numeric dtype, with an array ``self`` (not a scalar's element runs), at a single reverse-mode
+    level, whose ``process_ew`` keeps the private copy a pullback reads (ReverseLevel.snapshot), as
+    the general path does (``x * A`` of a constant A)."""
+    return not nested and lv.mode == "rev" and not self._scalar and p.dtype.kind in "fciub"
+
+
 def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     """The hot path of ``a op b`` (and ``np.f(a, b)``): operands that are Python
     scalars or tracers of the innermost level the running code sees, no keywords.
@@ -1933,9 +1941,11 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     nested = len(st.levels) != 1
     if lv.closed or nested and st.ceiling != lv.index + 1:  # (the innermost level the running code sees)
         return None
-    if not (type(a) in _PLAIN_SCALARS or (isinstance(a, Tracer) and a._level is lv)):
+    if not (type(a) in _PLAIN_SCALARS or (isinstance(a, Tracer) and a._level is lv)) and not (
+            type(a) is _ndarray and _plain_operand_ok(lv, nested, self, a)):
         return None
-    if b is not _NOARG and not (type(b) in _PLAIN_SCALARS or (isinstance(b, Tracer) and b._level is lv)):
+    if b is not _NOARG and not (type(b) in _PLAIN_SCALARS or (isinstance(b, Tracer) and b._level is lv)) and not (
+            type(b) is _ndarray and _plain_operand_ok(lv, nested, self, b)):
         return None
     prim = REGISTRY.get(ufunc)
     if prim is None:

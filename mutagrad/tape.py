@@ -687,6 +687,8 @@ class ReverseLevel(Level):
                 tx = type(x)
                 if tx is ArrayTracer or tx is ScalarTracer:
                     x._storage.captured = True
+                elif tx is _ndarray:  # a plain array, which the caller may change: its private copy
+                    vals[i] = self.snapshot(x)
         if dest is not None:
             return self._ew_into(prim, vals, inputs, need, dest, dv)
         if into is not None:

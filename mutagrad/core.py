@@ -1920,10 +1920,10 @@ def ew_rule(prim):
 
 def _plain_operand_ok(lv, nested, self, p) -> bool:
     """Whether plain array ``p`` (exactly an ndarray) may be an operand of :func:`_fast_call`: of a
-    numeric dtype, with an array ``self`` (not a scalar's element runs), at a single reverse-mode
-    level, whose ``process_ew`` keeps the private copy a pullback reads (ReverseLevel.snapshot), as
-    the general path does (``x * A`` of a constant A)."""
-    return not nested and lv.mode == "rev" and not self._scalar and p.dtype.kind in "fciub"
+    numeric dtype, with an array ``self`` (not a scalar's element runs), at a single level: a reverse
+    one's ``process_ew`` keeps the private copy a pullback reads (ReverseLevel.snapshot), as the
+    general path does (``x * A`` of a constant A); a forward one's reads it at once."""
+    return not nested and not self._scalar and p.dtype.kind in "fciub"
 
 
 def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):

@@ -694,3 +694,5 @@ def test_plain_array_operands_take_the_fast_path_with_their_values_at_the_operat
     got = mg.grad(lambda x: f(x, A))(x0.copy())
     np.testing.assert_allclose(got, want, rtol=1e-6)
     np.testing.assert_array_equal(A, 7.0)  # (the plain call's write)
+    A = base.copy()[::2]  # (forward mode: the same operations, on its own elementwise path)
+    np.testing.assert_allclose(mg.jvp(lambda x: f(x, A), (x0.copy(),), (np.ones(3),))[1], np.sum(want), rtol=1e-6)

@@ -21,8 +21,10 @@ from __future__ import annotations
 import ast
 import builtins
 import cmath
+import collections
 import dataclasses
 import dis
+import fractions
 import gc
 import inspect
 import itertools
@@ -1797,6 +1799,11 @@ def ufunc_dispatch(ufunc, method, inputs, kwargs):
         inputs = _foreign_operands(what, inputs)
         if inputs is None:  # (a duck array among them: NumPy asks its __array_ufunc__ next, with the tracer)
             return NotImplemented
+    elif method == "at" and any(_duck(v) for v in inputs[2:]):  # (np.add.at(y, i, duck): the duck's)
+        return NotImplemented
+    out = kwargs.get("out")
+    if out is not None and any(_duck(o) for o in (out if type(out) is tuple else (out,))):
+        return NotImplemented  # (out= a duck array: its own __array_ufunc__ fills it)
     if method == "__call__":
         inputs = _arrayify(inputs)
     h = UFUNC_HANDLERS.get((ufunc, method)) or UFUNC_HANDLERS.get((None, method))
@@ -2472,6 +2479,8 @@ def _binop(ufunc):
     def iop(self, other):
         if self._scalar:  # NumPy scalars have no in-place operators: `s *= c` is `s = s * c`
             return op(self, other)
+        if _duck(other):  # `y += duck`: NumPy's protocol asks the duck, and the name is bound to what it
+            return ufunc(self, other, out=(self,))  # returns (a new wrapper, or y itself)
         uf = _pow_shortcut(self, other) if pow_ else None
         call_ufunc(uf or ufunc, (self,) if uf else (self, other), {"out": (self,)})
         return self
@@ -2583,11 +2592,12 @@ def _foreign_operands(what, inputs):
     """A ufunc's operands, each of a type that is no array, NumPy scalar, number or sequence
     (a user's object) made what NumPy makes of it: the array its ``__array__`` returns, a traced
     one included (``x + Field(x)``, a class wrapping a traced array), else ``np.asarray`` of it (a
-    namedtuple's or a list subclass's items as a list's); one NumPy would compute with as a Python
-    object (a 0-d object array: a scipy.sparse matrix, an object whose ``__rmul__`` NumPy calls per
-    element) raises (:func:`_object_operand`), as its results carry no derivative. A real number of
-    another type (``fractions.Fraction``) with traced scalars only is the float it converts to, as
-    Python's arithmetic of a NumPy scalar and it computes (``s * Fraction(1, 3)``: a float). None
+    namedtuple's, a list subclass's or a deque's items as a list's; a number NumPy takes as one, a
+    bool, an int subclass, as it is); one NumPy would compute with as a Python object (a 0-d object
+    array: a scipy.sparse matrix, an object whose ``__rmul__`` NumPy calls per element) raises
+    (:func:`_object_operand`), as its results carry no derivative. A ``fractions.Fraction`` with
+    traced scalars only is the float64 it converts to, as a NumPy scalar and a Fraction compute
+    (``s * Fraction(1, 3)``: float(s) * float(Fraction), a float64 for a float32 s too). None
     where an operand has an ``__array_ufunc__`` of its own (a duck array, NDArrayOperatorsMixin):
     NumPy's protocol is then to ask it, with the traced operand (:func:`ufunc_dispatch`)."""
     out = None
@@ -2598,17 +2608,13 @@ def _foreign_operands(what, inputs):
             continue
         if scipy_sparse_object(x):
             raise _object_operand(what, x)
-        if getattr(t, "__array_ufunc__", None) is not None:  # (a duck array: NumPy asks it, with the tracer)
+        if _duck(x):  # (a duck array: NumPy asks it, with the tracer)
             return None
         a = None
-        if issubclass(t, (list, tuple)):
+        if issubclass(t, _SEQUENCE_OPERANDS):
             from .numpy import array
 
             a = array(list(x))
-        elif isinstance(x, numbers.Number):
-            if not isinstance(x, numbers.Real) or any(isinstance(v, (ArrayTracer, _ndarray)) for v in inputs):
-                raise _object_operand(what, x)
-            a = float(x)
         elif getattr(t, "__array__", None) is not None:
             try:
                 a = x.__array__()
@@ -2618,12 +2624,27 @@ def _foreign_operands(what, inputs):
                 a = None
         if a is None:
             a = np.asarray(x)  # (NumPy's own errors, as a plain call gives them)
+            if isinstance(x, numbers.Number) and a.dtype.kind != "O":
+                continue  # (a bool, an int or float subclass, an IntEnum: a number to NumPy, as it is)
         if type(a) is _ndarray and a.dtype.kind == "O":
-            raise _object_operand(what, x)
+            if type(x) is fractions.Fraction and not any(isinstance(v, (ArrayTracer, _ndarray)) for v in inputs):
+                a = np.float64(float(x))  # (a NumPy scalar and a Fraction compute with float(Fraction))
+            else:
+                raise _object_operand(what, x)
         if out is None:
             out = list(inputs)
         out[k] = a
     return inputs if out is None else tuple(out)
+
+
+_SEQUENCE_OPERANDS = (list, tuple, collections.UserList, collections.deque)
+
+
+def _duck(x) -> bool:
+    """A duck array: an object with an ``__array_ufunc__`` of its own (not an array, a NumPy scalar
+    or a tracer), which NumPy's protocol asks to compute a ufunc among whose operands or outputs it is."""
+    t = type(x)
+    return getattr(t, "__array_ufunc__", None) is not None and not issubclass(t, (_ndarray, np.generic, Tracer))
 
 
 def _object_operand(what, x):
@@ -3065,8 +3086,9 @@ class Tracer:
 
     def _may_convert(self):
         """A conversion to plain values (float(x), np.asarray(x), x.item()...) is allowed: of a
-        pristine constant, or in a statement that only prints or logs (its caller's caller)."""
-        return self._plain_constant() or printing_statement(sys._getframe(2))
+        pristine constant, in a statement that only prints or logs (its caller's caller), or by
+        one of NumPy's assertions (np.testing.assert_allclose: it compares, and returns nothing)."""
+        return self._plain_constant() or printing_statement(sys._getframe(2)) or _numpy_assertion(sys._getframe(2))
 
     def _plain_constant(self):
         t = live(self)
@@ -3135,6 +3157,10 @@ class Tracer:
                     defer_escape(err)
                     return float("nan")
                 raise err
+        if at_an_operator(frame, "%") and type(frame.f_code.co_code) is bytes:  # ("loss %.3f" % x)
+            from .errors import PRINT_HINT
+
+            raise escape_error("formatting a traced value as text (%-formatting)", TracerEscapeError, PRINT_HINT)
         raise escape_error("float(x) (or math.*)", TracerEscapeError, _CONVERSION_HINT)
 
     def __int__(self):
@@ -3287,11 +3313,18 @@ class Tracer:
     def __repr__(self):
         if self._level.closed:  # a leftover: the value it had (see live)
             return f"Tracer({bottom(self)!r}, left by a finished differentiation)"
-        return f"Tracer({bottom(self)!r}, level={self._level.id}, active={self._storage.active})"
+        if self._may_convert():  # (a statement that only prints or logs: NumPy's text, as a plain call's)
+            return repr(bottom(self))
+        lv = self._level
+        carries = (f"active={self._storage.active}" if lv.mode == "rev" else
+                   f"tangent={self._storage.tangent is not None or self._storage.poison is not None}")
+        return f"Tracer({bottom(self)!r}, level={lv.id}, {carries})"
 
     def __str__(self):
         if self._level.closed:  # a leftover is the value it holds (see live): its text, as a plain call's
             return str(live(self))  # (csv.writer, str.join, "%s" write it)
+        if self._may_convert():  # print(y), logging's "%s": NumPy's text, as a plain call prints it
+            return str(bottom(self))
         return self.__repr__()
 
     def __format__(self, spec):
@@ -4811,6 +4844,17 @@ def _calling_vectorize(frame):
 
 _NDINDEX_HINT = (" Loop over the indices instead (for i in np.ndindex(x.shape): v = x[i], or x[i] = ...), "
                  "which is differentiated.")
+
+
+def _numpy_assertion(frame) -> bool:
+    """Whether ``frame`` is (within) one of numpy.testing's assertions called by the user's code: a
+    check that passes or raises, whose conversions reach only its comparison and its message."""
+    f, depth = frame, 0
+    while f is not None and depth < 12:
+        if (f.f_globals.get("__name__") or "").startswith("numpy.testing") and f.f_code.co_name.startswith("assert"):
+            return True
+        f, depth = f.f_back, depth + 1
+    return False
 
 
 def _calling_numpy_python(frame):

@@ -638,7 +638,10 @@ _SAFE_CALLS = {
     **dict.fromkeys(("format", "float", "int", "complex", "str", "repr", "len", "item", "tolist", "value",
                      "norm", "array2string", "array_str", "array_repr", "asarray", "array", "shape", "ndim",
                      "size", "isclose", "allclose", "float64", "float32", "copy", "reshape", "ravel",
-                     "flatten", "join", "dumps"), _ANY),
+                     "flatten", "join", "dumps", "is_integer", "upper", "lower", "strip", "ljust", "rjust",
+                     "center"), _ANY),
+    "type": 1, "isinstance": 2, "sorted": 1,
+    **dict.fromkeys(("cumsum", "cumprod", "argsort", "diff"), 2),
     "getLogger": 1,  # logging.getLogger(name).info(...)
     # reductions: np.sum(a, axis, dtype, out), a.sum(axis, dtype, out)
     **dict.fromkeys(("sum", "mean", "std", "var", "max", "min", "amax", "amin", "median", "ptp", "any", "all",
@@ -1191,7 +1194,8 @@ def shuffle_error(where):
 
 # Python's own protocol errors, which a NumPy scalar (array) raises in a plain call as well (iter(s), len(s))
 _PROTOCOL_ERROR = re.compile(r"is not iterable|has no len\(\)|not reversible|is not subscriptable|is not callable"
-                             r"|cannot be interpreted as an integer")
+                             r"|cannot be interpreted as an integer"
+                             r"|returned NotImplemented from __array_ufunc__")  # (a duck array's refusal: NumPy's)
 
 
 def error_note(exc: BaseException):

@@ -2747,6 +2747,42 @@ def test_printing_and_logging_traced_values_show_their_digits(capsys, caplog):
     assert "module 5.0" in caplog.text and "sim 9.0" in caplog.text and "class 9.0" in caplog.text
 
 
+def test_printing_a_traced_value_shows_numpys_text(capsys, caplog):
+    # print(y), repr(y) and a logger's %s inside the differentiated function printed
+    # "Tracer(array([...]), level=1, active=True)"; a plain call prints NumPy's text
+    import logging
+
+    def f(x):
+        y = np.sin(x) * x ** 2
+        print(y, repr(y), [y[1]], y[0])
+        print(f"{y[0]:.3f}", type(y[0]).__name__ == "float64" or "other", isinstance(y[0], float))
+        print(f"loss={y[0]:.3f}".upper(), np.cumsum(np.asarray(y)), sorted(np.asarray(y)))
+        logging.getLogger("mutagrad-test").warning("y=%s", y)
+        np.testing.assert_allclose(y, np.sin(x) * x ** 2)  # (a check: compares, returns nothing)
+        return np.sum(y)
+
+    x = np.array([0.3, 1.7])
+    f(x)
+    plain = capsys.readouterr().out
+    plain_log = caplog.text
+    caplog.clear()
+    g = mg.grad(f)(x)
+    np.testing.assert_allclose(g, np.cos(x) * x ** 2 + 2 * x * np.sin(x), rtol=1e-15)  # by hand
+    traced = capsys.readouterr().out
+    assert traced.replace("other", "True") == plain.replace("other", "True"), (traced, plain)
+    assert "Tracer" not in traced and caplog.text == plain_log
+    mg.jvp(f, (x,), (np.ones(2),))
+    assert "Tracer" not in capsys.readouterr().out
+    # outside a printing statement: the tracer's own text, saying whether it carries a derivative
+    texts = []
+    mg.grad(lambda x: (texts.append(repr(x * 2)), np.sum(x))[1])(x)
+    mg.jvp(lambda x: (texts.append(repr(x * 2)), np.sum(x))[1], (x,), (x,))
+    assert "active=True" in texts[0] and "tangent=True" in texts[1], texts
+    # %-formatting kept in a variable names itself (it said "float(x) (or math.*)")
+    with pytest.raises(mg.TracerEscapeError, match=r"formatting a traced value as text \(%-formatting\)"):
+        mg.grad(lambda x: np.sum(x) if "loss %.3f" % np.sum(x) else 0.0)(x)
+
+
 def test_digits_that_could_be_kept_still_raise():
     def kept_in_a_string(x):
         loss = np.sum(x ** 2)
@@ -3599,6 +3635,91 @@ def test_ufunc_operands_of_other_types_are_what_numpy_makes_of_them():
     # a namedtuple or list subclass operand holding traced numbers: an array of them, as a list is
     P = collections.namedtuple("P", "a b")
     np.testing.assert_allclose(mg.grad(lambda v: np.sum(v * P(v[0], 2.0)))(x.copy()), [2 * x[0], 2.0], rtol=1e-15)
+
+
+def test_numbers_and_duck_arrays_as_ufunc_operands_are_what_numpy_makes_of_them():
+    # (regressions of the operand conversion: a bool, an IntEnum, an int or float subclass are numbers
+    # to NumPy, not objects; a Fraction with a float32 traced scalar computes in float64, as a plain
+    # call's float(s) * float(Fraction))
+    import enum
+    from fractions import Fraction
+
+    from numpy.lib.mixins import NDArrayOperatorsMixin
+
+    class Axis(enum.IntEnum):
+        X = 2
+
+    class MyFloat(float):
+        pass
+
+    def f(x, clamp=True):
+        return (np.sum(x * clamp + x ** Axis.X) + np.sum(x > True) + np.sum(np.maximum(x, False))
+                + np.sum(x * MyFloat(3.0)))
+
+    x0 = np.array([0.7, 1.3, 2.1])
+    v, g = mg.value_and_grad(f)(x0)
+    assert v == f(x0)
+    np.testing.assert_allclose(g, 5 + 2 * x0, rtol=1e-15)  # d/dx (x + x^2 + max(x, 0) + 3x), by hand
+    x1 = np.array([0.7], dtype=np.float32)
+    for c in (MyFloat(3.0), Axis.X, Fraction(3, 1)):
+        v = mg.value_and_grad(lambda x, c=c: x[0] * c)(x1)[0]
+        want = x1[0] * c
+        assert v == want and np.result_type(v) == np.result_type(want) == np.float64, (c, v, want)
+    # deques and UserLists of traced numbers are arrays of them, as lists are
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(x + collections.UserList([x[2], 1.0, 2.0]))
+                                       + np.sum(x * collections.deque([x[1], 1.0, 1.0])))(x0),
+                               [1 + x0[1], 1 + x0[0] + 1, 3.0], rtol=1e-15)  # by hand
+
+    class Duck(NDArrayOperatorsMixin):  # (a duck that returns a new wrapper, ignoring out=)
+        def __init__(self, a):
+            self.a = a
+
+        def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+            out = kw.pop("out", None)
+            if out is not None and method == "at":
+                return None
+            r = getattr(ufunc, method)(*[i.a if isinstance(i, Duck) else i for i in inputs], **kw)
+            if method == "at":
+                return None
+            return Duck(r)
+
+    class Filling(Duck):  # (one that fills out=, a duck)
+        def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+            if "out" in kw:
+                kw["out"] = tuple(o.a if isinstance(o, Duck) else o for o in kw["out"])
+                getattr(ufunc, method)(*[i.a if isinstance(i, Duck) else i for i in inputs], **kw)
+                return kw["out"][0]
+            return super().__array_ufunc__(ufunc, method, *inputs, **kw)
+
+    c = np.array([1.0, 2.0, 3.0])
+
+    def iadd(x):  # y += duck binds y to what the duck returns (y stayed the traced array: 6.59 for 39.79)
+        y = x * 1.0
+        y += Duck(c)
+        return np.sum(np.square(y.a if isinstance(y, Duck) else y))
+
+    def at(x):
+        y = x * 1.0
+        np.add.at(y, [0, 1], Duck(c[:2] + 2.0))
+        return np.sum(y ** 2)
+
+    def out(x):
+        o = Filling(np.zeros_like(x))
+        np.multiply(x, x, out=o)
+        return np.sum(o.a)
+
+    for fn, grad in ((iadd, 2 * (x0 + c)), (at, 2 * (x0 + [3.0, 4.0, 0.0])), (out, 2 * x0)):  # by hand
+        v, g = mg.value_and_grad(fn)(x0.copy())
+        assert v == fn(x0.copy())
+        np.testing.assert_allclose(g, grad, rtol=1e-15)
+
+    class Refuses(Duck):
+        def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+            return NotImplemented
+
+    with pytest.raises(TypeError, match="returned NotImplemented from __array_ufunc__") as info:
+        mg.grad(lambda x: np.sum((x * Refuses(c)).a))(x0)
+    assert not isinstance(info.value, mg.DifferentiationError)  # (NumPy's, as a plain call raises it)
 
 
 def test_arange_of_a_traced_step_and_polyval_of_a_poly1d_name_the_fix():

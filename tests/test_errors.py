@@ -2780,7 +2780,7 @@ def test_printing_a_traced_value_shows_numpys_text(capsys, caplog):
     assert "active=True" in texts[0] and "tangent=True" in texts[1], texts
     # %-formatting kept in a variable names itself (it said "float(x) (or math.*)")
     with pytest.raises(mg.TracerEscapeError, match=r"formatting a traced value as text \(%-formatting\)"):
-        mg.grad(lambda x: np.sum(x) if "loss %.3f" % np.sum(x) else 0.0)(x)
+        mg.grad(lambda x: np.sum(x) if "loss %.3f" % np.sum(x) else 0.0)(x)  # noqa: UP031 (the form tested)
 
 
 def test_digits_that_could_be_kept_still_raise():

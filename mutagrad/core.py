@@ -3332,7 +3332,7 @@ class Tracer:
         # (float(f"{x:.17g}")), as float(x) and "%g" % x are: a constant may show its digits,
         # and so may a statement that only prints or logs them; anything else shows what
         # str() shows, or raises for a numeric format.
-        if self._may_convert() if spec else self._plain_constant():
+        if self._may_convert():  # (f"{y}" in a print(...) too: NumPy's text)
             return format(bottom(self), spec)
         if not spec:
             return str(self)
@@ -4847,14 +4847,25 @@ _NDINDEX_HINT = (" Loop over the indices instead (for i in np.ndindex(x.shape): 
 
 
 def _numpy_assertion(frame) -> bool:
-    """Whether ``frame`` is (within) one of numpy.testing's assertions called by the user's code: a
-    check that passes or raises, whose conversions reach only its comparison and its message."""
+    """Whether ``frame`` is (within) one of numpy.testing's comparing assertions (assert_allclose,
+    assert_array_equal...): a check that passes or raises, whose conversions reach only its
+    comparison and its message. Only NumPy's own frames may lie between (not a callable of the
+    user's that assert_raises or assert_no_warnings runs, whose conversions could be kept)."""
     f, depth = frame, 0
     while f is not None and depth < 12:
-        if (f.f_globals.get("__name__") or "").startswith("numpy.testing") and f.f_code.co_name.startswith("assert"):
+        mod = f.f_globals.get("__name__") or ""
+        if mod.startswith("numpy.testing") and f.f_code.co_name in _NUMPY_COMPARISONS:
             return True
+        if not (mod == "numpy" or mod.startswith("numpy.")):
+            return False
         f, depth = f.f_back, depth + 1
     return False
+
+
+_NUMPY_COMPARISONS = frozenset((  # (numpy.testing's assertions that compare values, and their helpers)
+    "assert_allclose", "assert_array_equal", "assert_array_almost_equal", "assert_array_less", "assert_equal",
+    "assert_almost_equal", "assert_approx_equal", "assert_array_max_ulp", "assert_array_almost_equal_nulp",
+    "assert_array_compare", "assert_string_equal"))
 
 
 def _calling_numpy_python(frame):

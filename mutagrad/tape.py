@@ -519,6 +519,24 @@ class WriteRecord:
             self.swap()
 
 
+def _memory_owner(a):
+    """The array whose memory read-only ``a`` views, if that memory cannot change: it is read-only
+    too (down the chain of bases: sliding_window_view's and as_strided's pass through an object
+    that holds the array), or bytes; None where it may (a writable array, a bytearray, a
+    memoryview of one, an mmap)."""
+    o = a
+    for _ in range(32):
+        b = getattr(o, "base", None)
+        if b is None:
+            break
+        o = b
+    if isinstance(o, memoryview):
+        o = o.obj
+    if issubclass(type(o), _ndarray):  # (type: a tracer says it is an ndarray)
+        return o if not o.flags.writeable else None
+    return o if type(o) is bytes else None
+
+
 class ReverseLevel(Level):
     mode = "rev"
     ZERO = ZeroTangent()
@@ -559,12 +577,14 @@ class ReverseLevel(Level):
         unchanged (for a traced one: never written through mutagrad, same bits)."""
         traced = isinstance(a, Tracer)
         if not traced:
+            if type(a) is not _ndarray:  # (an np.memmap, whose file another process may write: an ndarray copy)
+                return np.array(a, order="K", copy=True, subok=False)
             if not a.flags.writeable:
-                owner = a if a.base is None else a.base
+                owner = _memory_owner(a)
                 # (read-only memory cannot change, unless it is read-only only while a level runs: a
                 # caller's array passed as an argument, whose traced writes go through a view of it,
-                # as mg.value(x) of the argument shows)
-                if not getattr(owner, "flags", a.flags).writeable and _LOCKED.get(id(owner)) is not owner:
+                # as mg.value(x) of the argument shows; a read-only view of writable memory can)
+                if owner is not None and _LOCKED.get(id(owner)) is not owner:
                     return a
             if a.size <= 64:
                 return a.copy(order="K")  # keep the layout: NumPy picks its loops by it
@@ -810,6 +830,8 @@ class ReverseLevel(Level):
                 plain = True
             elif foreign_subclass(x):
                 raise subclass_error(x)
+            elif issubclass(type(x), _ndarray):  # (an np.memmap: plain memory, which its file or the caller may change)
+                plain = True
             elif scipy_sparse_object(x):
                 plain = True  # (a constant sparse matrix, which the caller may change: copied below)
         zero = prim.zero
@@ -834,7 +856,7 @@ class ReverseLevel(Level):
             if plain:
                 for i in range(len(leaves)):
                     leaf = leaves[i]
-                    if type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
+                    if issubclass(type(leaf), _ndarray) and leaf.dtype.kind in "fciub":  # (np.memmap too)
                         vals[i] = self.snapshot(leaf)
                     elif scipy_sparse_object(leaf):
                         vals[i] = self.snapshot_sparse(leaf)
@@ -866,7 +888,7 @@ class ReverseLevel(Level):
                             copies = (copies or []) + [i]
                     elif not leaf._scalar:  # an outer level's array, which it may write unseen
                         vals[i] = self.snapshot(leaf)
-                elif type(leaf) is _ndarray and leaf.dtype.kind in "fciub":
+                elif issubclass(type(leaf), _ndarray) and leaf.dtype.kind in "fciub":  # (np.memmap too)
                     vals[i] = self.snapshot(leaf)
             if kept is not None and any(vals[i] is not kept[i] for i in need):
                 # a product's value computed from the operands as they are (a copy of a strided view is

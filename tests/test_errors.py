@@ -2757,6 +2757,7 @@ def test_printing_a_traced_value_shows_numpys_text(capsys, caplog):
         print(y, repr(y), [y[1]], y[0])
         print(f"{y[0]:.3f}", type(y[0]).__name__ == "float64" or "other", isinstance(y[0], float))
         print(f"loss={y[0]:.3f}".upper(), np.cumsum(np.asarray(y)), sorted(np.asarray(y)))
+        print(f"{y}", "{}".format(y), f"{y[1]}")
         logging.getLogger("mutagrad-test").warning("y=%s", y)
         np.testing.assert_allclose(y, np.sin(x) * x ** 2)  # (a check: compares, returns nothing)
         return np.sum(y)
@@ -2778,6 +2779,18 @@ def test_printing_a_traced_value_shows_numpys_text(capsys, caplog):
     mg.grad(lambda x: (texts.append(repr(x * 2)), np.sum(x))[1])(x)
     mg.jvp(lambda x: (texts.append(repr(x * 2)), np.sum(x))[1], (x,), (x,))
     assert "active=True" in texts[0] and "tangent=True" in texts[1], texts
+    # np.testing's assertions that run a callable of the program's (assert_no_warnings returns its
+    # result, assert_raises may let it keep values) are no comparisons: its conversions raise
+    kept = []
+
+    def runs_a_callable(x):
+        y = x * 3.0
+        z = np.testing.assert_no_warnings(lambda: float(np.sum(y)))
+        np.testing.assert_raises(ZeroDivisionError, lambda: (kept.append(np.asarray(y).copy()), 1 / 0))
+        return z + np.sum(x)
+
+    with pytest.raises(mg.TracerEscapeError):
+        mg.grad(runs_a_callable)(x)
     # %-formatting kept in a variable names itself (it said "float(x) (or math.*)")
     with pytest.raises(mg.TracerEscapeError, match=r"formatting a traced value as text \(%-formatting\)"):
         mg.grad(lambda x: np.sum(x) if "loss %.3f" % np.sum(x) else 0.0)(x)  # noqa: UP031 (the form tested)

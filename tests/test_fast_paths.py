@@ -696,3 +696,40 @@ def test_plain_array_operands_take_the_fast_path_with_their_values_at_the_operat
     np.testing.assert_array_equal(A, 7.0)  # (the plain call's write)
     A = base.copy()[::2]  # (forward mode: the same operations, on its own elementwise path)
     np.testing.assert_allclose(mg.jvp(lambda x: f(x, A), (x0.copy(),), (np.ones(3),))[1], np.sum(want), rtol=1e-6)
+
+
+def test_read_only_views_of_writable_memory_are_copied_for_the_pullback(tmp_path):
+    # a read-only view whose base is no ndarray (sliding_window_view's and as_strided's pass through an
+    # object holding the array; np.frombuffer of a read-only memoryview of a bytearray) was taken for
+    # memory that cannot change, and an np.memmap was not copied at all: the pullback read the values
+    # written after the operation (gradient 0); d/dw sum((C * w)^2) = 2 sum(C^2 w) over rows, by hand
+    from numpy.lib.stride_tricks import as_strided, sliding_window_view
+
+    def windows():
+        sig = np.linspace(1.0, 2.0, 40)
+        return sig, sliding_window_view(sig, 3)
+
+    def strided():
+        sig = np.linspace(1.0, 2.0, 40)
+        return sig, as_strided(sig, shape=(38, 3), strides=(8, 8), writeable=False)
+
+    def buffered():
+        buf = bytearray(np.linspace(1.0, 2.0, 114).tobytes())
+        return np.frombuffer(buf, dtype=np.float64), np.frombuffer(memoryview(buf).toreadonly()).reshape(38, 3)
+
+    def mapped():
+        mm = np.memmap(tmp_path / "c.dat", dtype=np.float64, mode="w+", shape=(38, 3))
+        mm[:] = np.linspace(1.0, 2.0, 114).reshape(38, 3)
+        return mm, mm
+
+    w0 = np.array([0.2, 0.5, 0.3])
+    for make in (windows, strided, buffered, mapped):
+        memory, C = make()
+        want = 2 * np.sum(np.array(C) ** 2 * w0, axis=0)
+
+        def f(w, memory=memory, C=C):
+            y = C * w
+            memory[...] = 0.0  # (the memory under C, written after the product read it)
+            return np.sum(y * y)
+
+        np.testing.assert_allclose(mg.grad(f)(w0.copy()), want, rtol=1e-14, err_msg=make.__name__)

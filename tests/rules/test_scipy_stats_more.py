@@ -205,6 +205,30 @@ def test_tails_where_scipy_uses_log1p():
     assert mst.expon.logcdf(40.0) < 0
     # halfnorm's logsf as log(2) + log_ndtr(-x): finite where SciPy's log(2 ndtr(-x)) underflows
     np.testing.assert_allclose(mst.halfnorm.logsf(40.0), np.log(2) + st.norm.logsf(40.0), rtol=1e-14)
+    # float32 arguments: SciPy computes in float64 (its ppf calls _ppf on q as it is, then float64)
+    x32, q32 = np.array([0.2, 0.5, 0.7], np.float32), np.array([0.1, 0.5, 0.9], np.float32)
+    for name, params in (("norm", ()), ("lognorm", (0.5,)), ("gamma", (2.0,)), ("t", (3.0,)), ("expon", ())):
+        for meth in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf"):
+            if not hasattr(getattr(mst, name), meth) or (meth == "ppf" and "ppf" not in getattr(mst, name).METHODS):
+                continue
+            arg = q32 if meth == "ppf" else x32
+            want = getattr(getattr(st, name), meth)(arg, *params, loc=0.1, scale=1.3)
+            got = getattr(getattr(mst, name), meth)(arg, *params, loc=0.1, scale=1.3)
+            assert np.asarray(got).dtype == want.dtype, (name, meth)  # (float32: off by 1e-8 relative before)
+            np.testing.assert_allclose(got, want, rtol=1e-15, err_msg=f"{name}.{meth}")
+    # a scipy.stats.Covariance object: the matrix it stands for (TypeError before); d/dmean of the
+    # summed logpdf with a diagonal covariance is sum((x - mean) / d) over the samples, by hand
+    X, m, d = np.array([[0.5, 1.0], [1.0, -0.5]]), np.array([0.1, 0.2]), np.array([1.5, 2.0])
+    for cov in (st.Covariance.from_diagonal(d), st.Covariance.from_cholesky(np.diag(np.sqrt(d)))):
+        np.testing.assert_allclose(mst.multivariate_normal.logpdf(X, m, cov), st.multivariate_normal.logpdf(X, m, cov),
+                                   rtol=1e-14)
+        np.testing.assert_allclose(mg.grad(lambda m, cov=cov: np.sum(mst.multivariate_normal.logpdf(X, m, cov)))(m),
+                                   np.sum((X - m) / d, axis=0), rtol=1e-14)
+    # and its digits near 0, where log(2) + log_ndtr(-x) cancels (7e-7 relative at 1e-10): the series
+    # log(erfc(x / sqrt 2)) = -sqrt(2/pi) x - x^2/pi + O(x^3), and its derivative -sqrt(2/pi) - 2x/pi
+    for x in (1e-12, 1e-10, 1e-7):
+        np.testing.assert_allclose(mst.halfnorm.logsf(x), -np.sqrt(2 / np.pi) * x - x * x / np.pi, rtol=1e-14)
+        np.testing.assert_allclose(mg.grad(mst.halfnorm.logsf)(x), -np.sqrt(2 / np.pi) - 2 * x / np.pi, rtol=1e-14)
     # cauchy's quantile near 0 and 1 (cot of an exact argument), as SciPy's
     q = np.array([1e-10, 0.1, 0.25, 0.5, 0.75, 0.9, 1 - 1e-10])
     np.testing.assert_allclose(mst.cauchy.ppf(q), st.cauchy.ppf(q), rtol=1e-12, atol=1e-300)

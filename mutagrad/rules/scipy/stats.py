@@ -80,8 +80,16 @@ def _nan_where(bad, res):
 
 
 def _plain(v):
-    """``v`` as a NumPy array if it is a list or tuple (SciPy takes those too)."""
-    return np.asarray(v) if isinstance(v, (list, tuple)) else v
+    """``v`` as a NumPy array if it is a list or tuple (SciPy takes those too), in float64 if it is of
+    a narrower float dtype: SciPy computes its distributions in at least float64 (np.promote_types(x,
+    np.float64)), float32 arguments included."""
+    return _at_least_f64(np.asarray(v) if isinstance(v, (list, tuple)) else v)
+
+
+def _at_least_f64(v):
+    """``v`` in float64 if it is of a narrower float dtype (SciPy's result arrays are float64)."""
+    dt = getattr(v, "dtype", None)
+    return v.astype(np.float64) if dt is not None and dt.kind == "f" and dt.itemsize < 8 else v
 
 
 def _log(p):
@@ -181,13 +189,14 @@ def _quantile(self, q, *args, **kwds):
     """``ppf(q, *shapes, loc=0, scale=1)`` from the standardized ``_ppf`` as SciPy has
     it: the ends of the support at q = 0 and 1, NaN outside [0, 1]."""
     shapes, loc, scale, bad = self._parameters(args, kwds)
-    q = _plain(q)
-    qb = np.asarray(bottom(q))
+    shapes = [np.float64(v) if type(v) in (float, int) else v for v in shapes]  # (SciPy's: float64 arrays)
+    q = np.asarray(q) if isinstance(q, (list, tuple)) else q  # (in its own dtype: SciPy's _ppf takes q so,
+    qb = np.asarray(bottom(q))  # and puts the result in a float64 array, which the scale and loc multiply)
     inside = (qb > 0) & (qb < 1)
     if np.all(inside):
-        res = self._ppf(q, *shapes) * scale + loc
+        res = _at_least_f64(self._ppf(q, *shapes)) * scale + loc
     else:
-        res = self._ppf(np.where(inside, q, 0.5), *shapes) * scale + loc
+        res = _at_least_f64(self._ppf(np.where(inside, q, 0.5), *shapes)) * scale + loc
         ends = np.where(qb == 0, self._end(self._a, loc, scale),
                         np.where(qb == 1, self._end(self._b, loc, scale), np.nan))
         res = np.where(inside, res, ends)
@@ -701,8 +710,11 @@ class _Halfnorm(_Continuous):
     def _sf(self, z):
         return 2 * sp.ndtr(-z)
 
-    def _logsf(self, z):  # SciPy: log(sf); log_ndtr keeps the tail
-        return _LOG_2 + sp.log_ndtr(-z)
+    def _logsf(self, z):  # SciPy: log(sf); log_ndtr keeps the tail, log1p(-erf) the digits near 0
+        zp = bottom(z)
+        near = np.asarray(zp < 1.0)  # (plain: where log(2) + log_ndtr(-z) cancels to a small number)
+        return _piecewise(z, (near, lambda t: np.log1p(-sp.erf(t / np.sqrt(2))), 0.5),
+                          (~near, lambda t: _LOG_2 + sp.log_ndtr(-t), 2.0))
 
     def _ppf(self, q):
         return sp.ndtri((1 + q) / 2.0)
@@ -1053,7 +1065,10 @@ def _mvn_log_pdet(cov, s, keep):
 
 def _mvn_parameters(x, mean, cov):
     """SciPy's conventions: a scalar ``cov`` is a multiple of I, a vector its
-    diagonal; with d = 1 every entry of ``x`` is a sample."""
+    diagonal; with d = 1 every entry of ``x`` is a sample; a ``scipy.stats.Covariance`` object (plain
+    values: SciPy's own) is the matrix it stands for."""
+    if type(cov).__module__.startswith("scipy.stats") and hasattr(cov, "covariance"):
+        cov = cov.covariance  # (Covariance.from_diagonal, from_cholesky...: its dense matrix)
     x, mean, cov = _plain(x), _plain(mean), _plain(cov)
     if np.ndim(cov) == 0:
         d = np.shape(mean)[-1] if mean is not None and np.ndim(mean) else 1

@@ -2757,7 +2757,7 @@ def test_printing_a_traced_value_shows_numpys_text(capsys, caplog):
         print(y, repr(y), [y[1]], y[0])
         print(f"{y[0]:.3f}", type(y[0]).__name__ == "float64" or "other", isinstance(y[0], float))
         print(f"loss={y[0]:.3f}".upper(), np.cumsum(np.asarray(y)), sorted(np.asarray(y)))
-        print(f"{y}", "{}".format(y), f"{y[1]}")
+        print(f"{y}", "{}".format(y), f"{y[1]}")  # noqa: UP032 (str.format is the form tested)
         logging.getLogger("mutagrad-test").warning("y=%s", y)
         np.testing.assert_allclose(y, np.sin(x) * x ** 2)  # (a check: compares, returns nothing)
         return np.sum(y)

@@ -4861,3 +4861,21 @@ def test_a_write_into_a_plain_array_among_tuple_targets_names_that_array():
     for fn, name in ((f, "_TUPLE_W"), (g, "_TUPLE_Z")):
         msg = _raises(fn, np.ones(2), mg.WriteToPlainArrayError)
         assert f"into the plain NumPy array `{name}`" in msg, msg
+
+
+def test_ufunc_at_into_a_plain_array_names_the_ufunc_by_its_module():
+    # scipy.special.xlogy.at was named "np.xlogy.at"
+    ss = pytest.importorskip("scipy.special")
+
+    def f(v):
+        y = np.array([0.5, -1.3, 2.2])
+        ss.xlogy.at(y, [0, 2], v)
+        return np.sum(y)
+
+    def g(v):
+        y = np.array([0.5, -1.3, 2.2])
+        np.add.at(y, [0, 2], v)
+        return np.sum(y)
+
+    assert _raises(f, np.array([0.4, 2.5]), mg.WriteToPlainArrayError).startswith("scipy.special.xlogy.at writing")
+    assert _raises(g, np.array([0.4, 2.5]), mg.WriteToPlainArrayError).startswith("np.add.at writing")

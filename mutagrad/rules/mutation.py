@@ -26,6 +26,7 @@ from ..core import (
     index_array,
     index_positions,
     plain_operands,
+    qualname,
     refuse_python_complex,
     scalar_in_memory_order,
     strong_operand,
@@ -452,7 +453,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
     distinct, and round r applies each position's r-th occurrence. The
     arithmetic is the same sequence NumPy performs, so values are identical."""
     if kwargs:
-        raise TypeError(f"np.{ufunc.__name__}.at: unexpected keyword arguments")
+        raise TypeError(f"{qualname(ufunc)}.at: unexpected keyword arguments")
     a = inputs[0]
     indices = inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
@@ -467,7 +468,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
             user_frame,
         )
 
-        raise escape_error(f"np.{ufunc.__name__}.at writing a traced value into a plain NumPy array",
+        raise escape_error(f"{qualname(ufunc)}.at writing a traced value into a plain NumPy array",
                            WriteToPlainArrayError, _plain_copy_hint(plain_call_target(user_frame(sys._getframe(1)))))
     try:
         return _ufunc_at_into(ufunc, a, indices, b)
@@ -478,7 +479,7 @@ def _ufunc_at(ufunc, inputs, kwargs):
 
         # (not NumPy's read-only ValueError, which a program may catch: a plain call raises none here)
         raise MutationError(
-            f"np.{ufunc.__name__}.at into a read-only array at {user_line()}: NumPy's ufunc.at writes into "
+            f"{qualname(ufunc)}.at into a read-only array at {user_line()}: NumPy's ufunc.at writes into "
             "read-only arrays and views anyway (np.broadcast_to, np.diagonal, an argument passed read-only), "
             "mutagrad does not (the write would change memory other arrays show, unrecorded). Write into "
             "the array it views (np.add.at(x, idx, v) for the diagonal's x[np.diag_indices(n)]), or into a "

@@ -3023,6 +3023,12 @@ class Tracer:
                     " Compute with the mask instead, which is differentiated: np.mean(x, where=~mask) (np.sum, "
                     "np.std, np.var too; np.max and np.min with initial=), np.where(mask, fill, x) for "
                     ".filled(fill), x[~mask] for .compressed().", specific=True)
+            if lib.startswith("np.assert_"):  # (numpy.testing's: named np.testing's)
+                raise escape_error(
+                    f"np.testing.{lib[3:]} of a traced value (numpy.testing's plain-Python code converts it)",
+                    TracerEscapeError, " It only compares values: compare mg.value of each traced argument, a read-only "
+                    f"plain view (np.testing.{lib[3:]}(mg.value(y), ...)), or assert np.allclose(y, ref) / "
+                    "np.array_equal(y, ref), which take traced values.", specific=True)
             if lib == "np.kaiser":
                 extra = (" Use mnp.kaiser(M, beta) (import mutagrad.numpy as mnp): NumPy's formula, "
                          "differentiated in beta.")
@@ -3086,9 +3092,8 @@ class Tracer:
 
     def _may_convert(self):
         """A conversion to plain values (float(x), np.asarray(x), x.item()...) is allowed: of a
-        pristine constant, in a statement that only prints or logs (its caller's caller), or by
-        one of NumPy's assertions (np.testing.assert_allclose: it compares, and returns nothing)."""
-        return self._plain_constant() or printing_statement(sys._getframe(2)) or _numpy_assertion(sys._getframe(2))
+        pristine constant, or in a statement that only prints or logs (its caller's caller)."""
+        return self._plain_constant() or printing_statement(sys._getframe(2))
 
     def _plain_constant(self):
         t = live(self)
@@ -4844,28 +4849,6 @@ def _calling_vectorize(frame):
 
 _NDINDEX_HINT = (" Loop over the indices instead (for i in np.ndindex(x.shape): v = x[i], or x[i] = ...), "
                  "which is differentiated.")
-
-
-def _numpy_assertion(frame) -> bool:
-    """Whether ``frame`` is (within) one of numpy.testing's comparing assertions (assert_allclose,
-    assert_array_equal...): a check that passes or raises, whose conversions reach only its
-    comparison and its message. Only NumPy's own frames may lie between (not a callable of the
-    user's that assert_raises or assert_no_warnings runs, whose conversions could be kept)."""
-    f, depth = frame, 0
-    while f is not None and depth < 12:
-        mod = f.f_globals.get("__name__") or ""
-        if mod.startswith("numpy.testing") and f.f_code.co_name in _NUMPY_COMPARISONS:
-            return True
-        if not (mod == "numpy" or mod.startswith("numpy.")):
-            return False
-        f, depth = f.f_back, depth + 1
-    return False
-
-
-_NUMPY_COMPARISONS = frozenset((  # (numpy.testing's assertions that compare values, and their helpers)
-    "assert_allclose", "assert_array_equal", "assert_array_almost_equal", "assert_array_less", "assert_equal",
-    "assert_almost_equal", "assert_approx_equal", "assert_array_max_ulp", "assert_array_almost_equal_nulp",
-    "assert_array_compare", "assert_string_equal"))
 
 
 def _calling_numpy_python(frame):

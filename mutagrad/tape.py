@@ -519,6 +519,35 @@ class WriteRecord:
             self.swap()
 
 
+def _span(a):
+    """(``a`` with its negative strides turned, its data at the lowest address; a 1-D view of all the
+    memory ``a`` spans, element by element), or None where its strides are off the element grid."""
+    isz = a.itemsize
+    if a.size == 0 or any(st % isz for st in a.strides):
+        return None
+    flip = tuple(slice(None, None, -1) if st < 0 else slice(None) for st in a.strides) + (Ellipsis,)
+    lo = a[flip]  # (the Ellipsis: a view of a 0-d array too, not its scalar)
+    n = sum((k - 1) * st for k, st in zip(lo.shape, lo.strides)) // isz + 1
+    return lo, np.lib.stride_tricks.as_strided(lo, shape=(n,), strides=(isz,))
+
+
+def _layout_copy(a):
+    """(a private read-only copy of plain array ``a`` with ``a``'s own strides, the copy of the memory it
+    spans), where that memory holds at most twice ``a``'s elements: an overlapping view (sliding
+    windows, a broadcast) then costs its memory, not its elements, and NumPy's loops, which it picks by
+    layout, give the same bits on the copy (a compact copy of a broadcast or strided array is laid out
+    otherwise: its sums differ in the last bit). None otherwise (a column of a large matrix: a compact
+    copy)."""
+    got = _span(a)
+    if got is None or got[1].size > 2 * a.size:
+        return None
+    lo, flat = got
+    buf = flat.copy()
+    flip = tuple(slice(None, None, -1) if st < 0 else slice(None) for st in a.strides) + (Ellipsis,)
+    snap = np.lib.stride_tricks.as_strided(buf, shape=lo.shape, strides=lo.strides, writeable=False)[flip]
+    return snap, buf
+
+
 def _memory_owner(a):
     """The array whose memory read-only ``a`` views, if that memory cannot change: it is read-only
     too (down the chain of bases: sliding_window_view's and as_strided's pass through an object
@@ -576,9 +605,13 @@ class ReverseLevel(Level):
         own level so that outer derivatives flow through the copy. Reused while
         unchanged (for a traced one: never written through mutagrad, same bits)."""
         traced = isinstance(a, Tracer)
+        key = id(a)
         if not traced:
-            if type(a) is not _ndarray:  # (an np.memmap, whose file another process may write: an ndarray copy)
-                return np.array(a, order="K", copy=True, subok=False)
+            if type(a) is not _ndarray:
+                if not issubclass(type(a), _ndarray):  # (a NumPy scalar: immutable)
+                    return a
+                # (an np.memmap, whose file another process may write: its memory as an ndarray's, copied
+                a = a.view(_ndarray)  # as one's and remembered by the memmap's identity)
             if not a.flags.writeable:
                 owner = _memory_owner(a)
                 # (read-only memory cannot change, unless it is read-only only while a level runs: a
@@ -586,9 +619,6 @@ class ReverseLevel(Level):
                 # as mg.value(x) of the argument shows; a read-only view of writable memory can)
                 if owner is not None and _LOCKED.get(id(owner)) is not owner:
                     return a
-            if a.size <= 64:
-                return a.copy(order="K")  # keep the layout: NumPy picks its loops by it
-        key = id(a)
         hit = self.snapshots.get(key)
         # (a plain array is not kept, nor weakly referenced: that would stop `x += t` giving a plain
         # x nothing else refers to a new traced array; an array at the same address later is
@@ -596,13 +626,27 @@ class ReverseLevel(Level):
         if hit is not None and (hit[0] is a if traced else hit[0] is None) and not (traced and _ever_written(a)):
             snap = hit[1]
             b, sb = (bottom(a), bottom(snap)) if traced else (a, snap)
-            if (sb.shape == b.shape and sb.dtype == b.dtype and (traced or sb.strides == b.strides)
-                    and _same_bits(b, sb)):
-                return snap
-        snap = a.copy(order="K")
-        if not traced:
+            if sb.shape == b.shape and sb.dtype == b.dtype and (traced or sb.strides == b.strides):
+                if hit[2] is not None:  # (a copy of the memory the view spans: compared as that memory)
+                    span = _span(b)
+                    if span is not None and _same_bits(span[1], hit[2]):
+                        return snap
+                elif _same_bits(b, sb):
+                    return snap
+        buf = None
+        if traced:
+            snap = a.copy(order="K")
+        else:
+            if a.size <= 64:  # (small: copied afresh, not remembered; writable, as a compiled kernel may ask)
+                snap = a.copy(order="K")
+                if snap.strides == a.strides:
+                    return snap
+                got = _layout_copy(a)  # (a broadcast or strided one: laid out as it is, read-only)
+                return snap if got is None else got[0]
+            got = _layout_copy(a)
+            snap, buf = got if got is not None else (a.copy(order="K"), None)
             snap.flags.writeable = False
-        self.snapshots[key] = (a if traced else None, snap)
+        self.snapshots[key] = (a if traced else None, snap, buf)
         return snap
 
     def snapshot_sparse(self, a):
@@ -616,7 +660,7 @@ class ReverseLevel(Level):
         if hit is not None and hit[0] is a and _same_sparse(a, hit[1]):
             return hit[1]
         snap = a.copy()
-        self.snapshots[key] = (a, snap)
+        self.snapshots[key] = (a, snap, None)
         return snap
 
     def _own_params(self, kwargs):

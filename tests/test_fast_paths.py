@@ -748,7 +748,7 @@ def test_private_copies_of_constants_keep_their_layout_and_are_reused():
     c = as_strided(row, shape=(80, 80), strides=(0, 8), writeable=False)
     for _ in range(10):
         t0 = rng.standard_normal((80, 80))
-        f = lambda t: np.sum(t * c)  # noqa: E731
+        f = lambda t: np.sum(t * c)
         assert mg.value_and_grad(f)(t0)[0] == f(t0)  # (bits)
         np.testing.assert_array_equal(mg.grad(f)(t0), np.broadcast_to(row, (80, 80)))  # d/dt sum(t * c) = c
 

@@ -34,6 +34,7 @@ CASES = [
     ("scipy.stats.norm.logpdf", lambda loc, s: mst.norm(loc, s).logpdf(X3), (R(3), P(3)), 2),
     ("scipy.stats.norm.logcdf", m("norm", "logcdf"), (np.array([-30.0, -3.0, 0.5]),), 2),
     ("scipy.stats.norm.ppf", m("norm", "ppf"), (U01(3), R(3), P(3)), 2),
+    ("scipy.stats.norm.isf", m("norm", "isf"), (U01(3), R(3), P(3)), 2),
     # t: densities w.r.t. df too; cdf/sf w.r.t. x, loc, scale
     ("scipy.stats.t.logpdf", m("t", "logpdf"), (R(3), P(3) + 1, R(3), P(3)), 2),
     ("scipy.stats.t.pdf", m("t", "pdf"), (R(3), P(3) + 1, R(3), P(3)), 2),

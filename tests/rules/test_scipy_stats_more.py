@@ -2,6 +2,8 @@
 multivariate normal's density (mutagrad/rules/scipy/stats.py): values under
 differentiation against SciPy's, derivatives in both modes against finite
 differences, SciPy's conventions off the support and for invalid parameters."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -76,7 +78,7 @@ def _cases(name):
     cases = []
     for meth in dist.METHODS:
         covers = f"scipy.stats.{name}.{meth}"
-        arg = _q(name) if meth == "ppf" else x
+        arg = _q(name) if meth in ("ppf", "isf") else x
         order = 2 if meth in ("logpdf", "cdf", "ppf") else 1
         if meth in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED:  # w.r.t. x, loc and scale
             cases.append((covers, _fixed_shapes(name, meth, shapes), (arg, LOC, SCALE), order))
@@ -100,6 +102,7 @@ CASES = [
     *[c for name in NEW for c in _cases(name)],
     ("scipy.stats.gamma.ppf", lambda q, loc, s: mst.gamma.ppf(q, 2.5, loc, s), (U01(3), R(3), P(3)), 2),
     ("scipy.stats.gamma.ppf", lambda q, s: mst.gamma.ppf(q, ALPHA3, scale=s), (U01(3), P(3)), 1),
+    ("scipy.stats.gamma.isf", lambda q, loc, s: mst.gamma.isf(q, 2.5, loc, s), (U01(3), R(3), P(3)), 2),
     # dirichlet: x without its last component (1 - sum), so that x stays on the simplex
     ("scipy.stats.dirichlet.logpdf", lambda x, a: mst.dirichlet.logpdf(x, a), (SIMPLEX3[:2], ALPHA3), 2),
     ("scipy.stats.dirichlet.logpdf", lambda a: mst.dirichlet.logpdf(SIMPLEX3, a), (ALPHA3,), 2),
@@ -154,7 +157,7 @@ def test_values_under_differentiation_match_scipy(name):
         nshape = len(dist.shapes)
         loc, scale = (params[nshape:] + (0.0, 1.0))[:2]
         for meth in dist.METHODS:
-            points = QS if meth == "ppf" else loc + scale * Z
+            points = QS if meth in ("ppf", "isf") else loc + scale * Z
             nums = tuple(range(1 + len(params)))
             if meth in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED:
                 nums = (0,) + nums[1 + nshape:]
@@ -189,7 +192,7 @@ def test_invalid_parameters_give_nan_as_scipy():
                          ("weibull_min", (np.nan,)), ("f", (1.0, 0.0)), ("uniform", (0.0, -1.0)),
                          ("chi2", (np.array([1.0, -1.0, 2.0, 3.0]),)), ("gamma", (0.0,)), ("t", (-1.0,))]:
         for meth in getattr(mst, name).METHODS:
-            arg = np.array([0.2, 0.5, 0.0, 1.0]) if meth == "ppf" else x
+            arg = np.array([0.2, 0.5, 0.0, 1.0]) if meth in ("ppf", "isf") else x
             with np.errstate(all="ignore"):
                 ref = getattr(getattr(st, name), meth)(arg, *params)
             np.testing.assert_array_equal(getattr(getattr(mst, name), meth)(arg, *params), ref, err_msg=f"{name}.{meth}")
@@ -205,17 +208,27 @@ def test_tails_where_scipy_uses_log1p():
     assert mst.expon.logcdf(40.0) < 0
     # halfnorm's logsf as log(2) + log_ndtr(-x): finite where SciPy's log(2 ndtr(-x)) underflows
     np.testing.assert_allclose(mst.halfnorm.logsf(40.0), np.log(2) + st.norm.logsf(40.0), rtol=1e-14)
-    # float32 arguments: SciPy computes in float64 (its ppf calls _ppf on q as it is, then float64)
-    x32, q32 = np.array([0.2, 0.5, 0.7], np.float32), np.array([0.1, 0.5, 0.9], np.float32)
-    for name, params in (("norm", ()), ("lognorm", (0.5,)), ("gamma", (2.0,)), ("t", (3.0,)), ("expon", ())):
-        for meth in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf"):
-            if not hasattr(getattr(mst, name), meth) or (meth == "ppf" and "ppf" not in getattr(mst, name).METHODS):
-                continue
-            arg = q32 if meth == "ppf" else x32
-            want = getattr(getattr(st, name), meth)(arg, *params, loc=0.1, scale=1.3)
-            got = getattr(getattr(mst, name), meth)(arg, *params, loc=0.1, scale=1.3)
-            assert np.asarray(got).dtype == want.dtype, (name, meth)  # (float32: off by 1e-8 relative before)
-            np.testing.assert_allclose(got, want, rtol=1e-15, err_msg=f"{name}.{meth}")
+    # float32 arguments: SciPy computes z = (x - loc) / scale in the operands' dtypes, then in float64 at
+    # least; its ppf multiplies _ppf(q) by scale in theirs; Python numbers are float64 (or int64) to it:
+    # the same dtypes and values to rounding (float32 results, 1e-8 off, before), every dtype combination
+    for dx, dp in itertools.product((np.float32, np.float64), (float, np.float32, np.float64)):
+        x, q = np.array([0.2, 0.5, 0.7], dx), np.array([0.1, 0.5, 0.9], dx)
+        loc, scale = (0.1, 1.3) if dp is float else (dp(0.1), np.array(1.3, dp))
+        for name, params in (("norm", ()), ("lognorm", (0.5,)), ("gamma", (2.0,)), ("t", (3.0,)), ("expon", ()),
+                             ("uniform", ()), ("halfnorm", ()), ("weibull_min", (1.7,)), ("beta", (2.0, 3.0))):
+            for meth in getattr(mst, name).METHODS:
+                arg = q if meth in ("ppf", "isf") else x
+                want = getattr(getattr(st, name), meth)(arg, *params, loc=loc, scale=scale)
+                got = getattr(getattr(mst, name), meth)(arg, *params, loc=loc, scale=scale)
+                assert np.asarray(got).dtype == want.dtype, (name, meth, dx, dp)
+                np.testing.assert_allclose(got, want, rtol=1e-13, err_msg=f"{name}.{meth} {dx} {dp}")
+    for dk in (np.float32, np.float64, np.int64):
+        k = np.array([0, 2, 5], dk)
+        for name, params in (("poisson", (2.5,)), ("binom", (10, 0.3)), ("nbinom", (4, 0.6))):
+            for meth in getattr(mst, name).METHODS:
+                want, got = getattr(getattr(st, name), meth)(k, *params), getattr(getattr(mst, name), meth)(k, *params)
+                assert np.asarray(got).dtype == want.dtype, (name, meth, dk)
+                np.testing.assert_allclose(got, want, rtol=1e-13, err_msg=f"{name}.{meth} {dk}")
     # a scipy.stats.Covariance object: the matrix it stands for (TypeError before); d/dmean of the
     # summed logpdf with a diagonal covariance is sum((x - mean) / d) over the samples, by hand
     X, m, d = np.array([[0.5, 1.0], [1.0, -0.5]]), np.array([0.1, 0.2]), np.array([1.5, 2.0])
@@ -224,6 +237,27 @@ def test_tails_where_scipy_uses_log1p():
                                    rtol=1e-14)
         np.testing.assert_allclose(mg.grad(lambda m, cov=cov: np.sum(mst.multivariate_normal.logpdf(X, m, cov)))(m),
                                    np.sum((X - m) / d, axis=0), rtol=1e-14)
+    # from_cholesky reads the factor's lower triangle only (SciPy's triangular solves); singular
+    # Covariance objects as SciPy takes them (-inf off the support)
+    X3 = np.array([[0.5, 1.0, 0.2], [1.0, -0.5, 0.0]])
+    L = np.array([[1.0, 0.7, 0.0], [0.5, 2.0, 0.3], [0.1, 0.2, 1.5]])
+    for cov in (st.Covariance.from_cholesky(L), st.Covariance.from_diagonal([1.0, 2.0, 0.0]),
+                st.Covariance.from_eigendecomposition((np.array([1.0, 2.0, 0.0]), np.eye(3)))):
+        np.testing.assert_allclose(mst.multivariate_normal.logpdf(X3, np.zeros(3), cov),
+                                   st.multivariate_normal.logpdf(X3, np.zeros(3), cov), rtol=1e-14)
+
+    def chol_loss(L):
+        return np.sum(mst.multivariate_normal.logpdf(X3, np.zeros(3), st.Covariance.from_cholesky(L)))
+
+    def scipy_loss(L):
+        return np.sum(st.multivariate_normal.logpdf(X3, np.zeros(3), st.Covariance.from_cholesky(L)))
+
+    fd = np.zeros((3, 3))
+    for k in np.ndindex(3, 3):
+        e = np.zeros((3, 3))
+        e[k] = 1e-6
+        fd[k] = (scipy_loss(L + e) - scipy_loss(L - e)) / 2e-6
+    np.testing.assert_allclose(mg.grad(chol_loss)(L), fd, rtol=1e-6, atol=1e-9)  # (0 above the diagonal)
     # and its digits near 0, where log(2) + log_ndtr(-x) cancels (7e-7 relative at 1e-10): the series
     # log(erfc(x / sqrt 2)) = -sqrt(2/pi) x - x^2/pi + O(x^3), and its derivative -sqrt(2/pi) - 2x/pi
     for x in (1e-12, 1e-10, 1e-7):
@@ -260,7 +294,7 @@ def test_cumulative_shape_derivatives_not_implemented_where_declared():
             continue
         shapes = [2.5] * len(dist.shapes)
         for meth in dist.METHODS:
-            method, arg = getattr(dist, meth), (0.3 if meth == "ppf" else 0.7)
+            method, arg = getattr(dist, meth), (0.3 if meth in ("ppf", "isf") else 0.7)
             g = mg.grad(method, argnums=1)(arg, *shapes)
             declared = meth in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED
             assert isinstance(g, mg.NotImplementedTangent) == declared, (dist.name, meth, g)

@@ -4,7 +4,7 @@ Continuous, location-scale (``x, *shapes, loc=0, scale=1``): ``norm``,
 ``t`` (df), ``gamma`` (a), ``beta`` (a, b), ``expon``, ``laplace``,
 ``cauchy``, ``logistic``, ``uniform``, ``chi2`` (df), ``lognorm`` (s),
 ``weibull_min`` (c), ``gumbel_r``, ``halfnorm``, ``f`` (dfn, dfd): ``logpdf``,
-``pdf``, ``cdf``, ``logcdf``, ``sf``, ``logsf``, and ``ppf`` for all but
+``pdf``, ``cdf``, ``logcdf``, ``sf``, ``logsf``, and ``ppf`` and ``isf`` for all but
 ``t``, ``beta`` and ``f``. Discrete: ``poisson`` (mu), ``nbinom`` and
 ``binom`` (n, p): ``logpmf``, ``pmf`` and the cumulative functions. Multivariate: ``multivariate_normal``
 (``logpdf``, ``pdf``, ``entropy``) and ``dirichlet`` (``logpdf``, ``pdf``).
@@ -80,10 +80,15 @@ def _nan_where(bad, res):
 
 
 def _plain(v):
-    """``v`` as a NumPy array if it is a list or tuple (SciPy takes those too), in float64 if it is of
-    a narrower float dtype: SciPy computes its distributions in at least float64 (np.promote_types(x,
-    np.float64)), float32 arguments included."""
-    return _at_least_f64(np.asarray(v) if isinstance(v, (list, tuple)) else v)
+    """``v`` as SciPy's methods take it (np.asarray): a list or tuple as an array, a Python number as
+    a NumPy one (of float64 or int64, which a float32 array meets as such: float64 results), an array
+    in its own dtype (SciPy computes z = (x - loc) / scale in the operands' dtypes, then in float64
+    at least: see _off_support)."""
+    if isinstance(v, (list, tuple)):
+        return np.asarray(v)
+    if type(v) in (float, int, bool, complex):
+        return np.asarray(v)[()]
+    return v
 
 
 def _at_least_f64(v):
@@ -168,13 +173,16 @@ def _off_support(method, closed, below, above):
 
     def public(self, x, *args, **kwds):
         shapes, loc, scale, bad = self._parameters(args, kwds)
-        z = (_plain(x) - loc) / scale
+        z = _at_least_f64((_plain(x) - loc) / scale)  # (SciPy's dtype: np.promote_types(x.dtype, float64))
         zb = np.asarray(bottom(z))
         a, b = self._a, self._b
         inside = (zb >= a) & (zb <= b) if closed and not self._open else (zb > a) & (zb < b)
         if method == "logpdf":
             def fn(z, *shapes):  # (so that off the support the value is a constant -inf)
                 return self._logpdf(z, *shapes) - np.log(scale)
+        elif method == "pdf":
+            def fn(z, *shapes):  # (SciPy's _pdf(z) / scale: a float32 scale's log would round)
+                return np.exp(self._logpdf(z, *shapes)) / scale
         else:
             fn = getattr(self, "_" + method)
         off = below if below == above else np.where(zb >= b, above, below)
@@ -188,18 +196,26 @@ def _off_support(method, closed, below, above):
 def _quantile(self, q, *args, **kwds):
     """``ppf(q, *shapes, loc=0, scale=1)`` from the standardized ``_ppf`` as SciPy has
     it: the ends of the support at q = 0 and 1, NaN outside [0, 1]."""
+    return _inverse(self, self._ppf, (self._a, self._b), q, args, kwds)
+
+
+def _inverse_sf(self, q, *args, **kwds):
+    """``isf(q, *shapes, loc=0, scale=1)``, the inverse of the survival function, from the
+    standardized ``_isf`` (``_ppf(1 - q)`` unless the class has SciPy's own formula) as SciPy has it."""
+    return _inverse(self, self._isf, (self._b, self._a), q, args, kwds)
+
+
+def _inverse(self, fn, ends, q, args, kwds):
     shapes, loc, scale, bad = self._parameters(args, kwds)
-    shapes = [np.float64(v) if type(v) in (float, int) else v for v in shapes]  # (SciPy's: float64 arrays)
-    q = np.asarray(q) if isinstance(q, (list, tuple)) else q  # (in its own dtype: SciPy's _ppf takes q so,
-    qb = np.asarray(bottom(q))  # and puts the result in a float64 array, which the scale and loc multiply)
+    q = _plain(q)  # (in its own dtype: SciPy's fn(q) * scale + loc, put into a float64 array)
+    qb = np.asarray(bottom(q))
     inside = (qb > 0) & (qb < 1)
     if np.all(inside):
-        res = _at_least_f64(self._ppf(q, *shapes)) * scale + loc
+        res = _at_least_f64(fn(q, *shapes) * scale + loc)
     else:
-        res = _at_least_f64(self._ppf(np.where(inside, q, 0.5), *shapes)) * scale + loc
-        ends = np.where(qb == 0, self._end(self._a, loc, scale),
-                        np.where(qb == 1, self._end(self._b, loc, scale), np.nan))
-        res = np.where(inside, res, ends)
+        res = _at_least_f64(fn(np.where(inside, q, 0.5), *shapes) * scale + loc)
+        at = np.where(qb == 0, self._end(ends[0], loc, scale), np.where(qb == 1, self._end(ends[1], loc, scale), np.nan))
+        res = np.where(inside, res, at)
     return _nan_where(bad | np.isnan(np.asarray(bottom(loc))), res)
 
 
@@ -251,12 +267,14 @@ class _Continuous(_Distribution):
     sf = _off_support("sf", False, 1.0, 0.0)
     logsf = _off_support("logsf", False, 0.0, -np.inf)
 
-    def pdf(self, x, *args, **kwds):
-        return np.exp(self.logpdf(x, *args, **kwds))
+    pdf = _off_support("pdf", True, 0.0, 0.0)
 
     def _median(self, *shapes):
         """The standardized median at the plain shape parameters."""
         return self._ppf(0.5, *shapes)
+
+    def _isf(self, q, *shapes):  # (SciPy's default; the classes with a formula of their own have it too)
+        return self._ppf(1.0 - q, *shapes)
 
     def _logcdf(self, z, *shapes):
         # SciPy's: log(cdf) under the median, log1p(-sf) over it (log(cdf) is 0 there when cdf
@@ -273,7 +291,7 @@ class _Continuous(_Distribution):
                           (~high, lambda z: sp.log1p(-self._cdf(z, *shapes)), med))
 
 
-_WITH_PPF = _Continuous.METHODS + ("ppf",)
+_WITH_PPF = _Continuous.METHODS + ("ppf", "isf")
 
 
 class _Symmetric(_Continuous):
@@ -301,6 +319,7 @@ class _Norm(_Symmetric):
     name = "norm"
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
 
     def _logpdf(self, z):
         return -0.5 * z * z - _LOG_SQRT_2PI
@@ -310,6 +329,9 @@ class _Norm(_Symmetric):
 
     def _logcdf(self, z):
         return sp.log_ndtr(z)
+
+    def _isf(self, q):  # SciPy: _norm_isf
+        return -sp.ndtri(q)
 
     def _ppf(self, q):
         return sp.ndtri(q)
@@ -370,8 +392,9 @@ class _Gamma(_Continuous):
     name = "gamma"
     shapes = ("a",)
     METHODS = _WITH_PPF
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf",)  # gammainc's, gammaincinv's w.r.t. a
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # gammainc's, gammainc(c)inv's w.r.t. a
     ppf = _quantile
+    isf = _inverse_sf
     _a = 0.0
 
     def _logpdf(self, z, a):
@@ -382,6 +405,9 @@ class _Gamma(_Continuous):
 
     def _sf(self, z, a):
         return sp.gammaincc(a, z)
+
+    def _isf(self, q, a):  # SciPy's gammainccinv
+        return sp.gammainccinv(a, q)
 
     def _ppf(self, q, a):
         return sp.gammaincinv(a, q)
@@ -426,6 +452,7 @@ class _Expon(_Continuous):
     name = "expon"
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
     _a = 0.0
 
     def _logpdf(self, z):
@@ -439,6 +466,9 @@ class _Expon(_Continuous):
 
     def _logsf(self, z):
         return -z
+
+    def _isf(self, q):
+        return -np.log(q)
 
     def _ppf(self, q):
         return -sp.log1p(-q)
@@ -457,6 +487,7 @@ class _Laplace(_Symmetric):
     name = "laplace"
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
 
     def _logpdf(self, z):
         return -np.abs(z) - _LOG_2
@@ -468,6 +499,9 @@ class _Laplace(_Symmetric):
     def _logcdf(self, z):  # SciPy: log(cdf); log1p keeps the right tail
         pos = np.asarray(bottom(z)) > 0
         return _piecewise(z, (pos, lambda z: sp.log1p(-0.5 * np.exp(-z)), 1.0), (~pos, lambda z: z - _LOG_2, -1.0))
+
+    def _isf(self, q):  # (by symmetry, as SciPy's)
+        return -self._ppf(q)
 
     def _ppf(self, q):
         upper = np.asarray(bottom(q)) > 0.5
@@ -486,6 +520,7 @@ class _Cauchy(_Symmetric):
     name = "cauchy"
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
 
     def _logpdf(self, z):
         # log(z * z) overflows for |z| > 1e154: SciPy's 2 log|z| + log1p(1/z**2) there
@@ -495,6 +530,9 @@ class _Cauchy(_Symmetric):
 
     def _cdf(self, z):
         return np.arctan2(1, -z) / np.pi
+
+    def _isf(self, q):  # (by symmetry: the digits of small q)
+        return -self._ppf(q)
 
     def _ppf(self, q):
         # tan(pi (q - 1/2)) loses the tails (q - 1/2 rounds, tan is steep near pi/2): there
@@ -518,6 +556,7 @@ class _Logistic(_Symmetric):
     name = "logistic"
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
 
     def _logpdf(self, z):
         # SciPy's y - 2 log1p(exp(y)), y = -|z|, by the sign of z: -|z| has derivative 0 at 0,
@@ -531,6 +570,9 @@ class _Logistic(_Symmetric):
 
     def _logcdf(self, z):
         return sp.log_expit(z)
+
+    def _isf(self, q):
+        return -sp.logit(q)
 
     def _ppf(self, q):
         return sp.logit(q)
@@ -548,6 +590,7 @@ class _Uniform(_Continuous):
     name = "uniform"
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
     _a, _b = 0.0, 1.0
 
     def _logpdf(self, z):
@@ -575,8 +618,9 @@ class _Chi2(_Continuous):
     name = "chi2"
     shapes = ("df",)
     METHODS = _WITH_PPF
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf",)  # gammainc's, gammaincinv's w.r.t. a
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # gammainc's, gammainc(c)inv's w.r.t. a
     ppf = _quantile
+    isf = _inverse_sf
     _a = 0.0
 
     def _logpdf(self, z, df):
@@ -587,6 +631,9 @@ class _Chi2(_Continuous):
 
     def _sf(self, z, df):
         return sp.gammaincc(df / 2, z / 2)  # scipy.special.chdtrc
+
+    def _isf(self, q, df):  # SciPy's chdtri(df, q) = 2 gammainccinv(df / 2, q)
+        return 2 * sp.gammainccinv(df / 2, q)
 
     def _ppf(self, q, df):
         return 2 * sp.gammaincinv(df / 2, q)
@@ -605,6 +652,7 @@ class _Lognorm(_Continuous):
     shapes = ("s",)
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
     _a = 0.0
     _open = True
 
@@ -623,6 +671,9 @@ class _Lognorm(_Continuous):
     def _logsf(self, z, s):
         return sp.log_ndtr(-(np.log(z) / s))
 
+    def _isf(self, q, s):
+        return np.exp(s * -sp.ndtri(q))
+
     def _ppf(self, q, s):
         return np.exp(s * sp.ndtri(q))
 
@@ -640,6 +691,7 @@ class _WeibullMin(_Continuous):
     shapes = ("c",)
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
     _a = 0.0
 
     def _logpdf(self, z, c):
@@ -653,6 +705,9 @@ class _WeibullMin(_Continuous):
 
     def _logsf(self, z, c):
         return -np.power(z, c)
+
+    def _isf(self, q, c):
+        return np.power(-np.log(q), 1.0 / c)
 
     def _ppf(self, q, c):
         return np.power(-sp.log1p(-q), 1.0 / c)
@@ -670,6 +725,7 @@ class _GumbelR(_Continuous):
     name = "gumbel_r"
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
 
     def _logpdf(self, z):
         return -z - np.exp(-z)
@@ -682,6 +738,9 @@ class _GumbelR(_Continuous):
 
     def _sf(self, z):
         return -sp.expm1(-np.exp(-z))
+
+    def _isf(self, q):
+        return -np.log(-np.log1p(-q))
 
     def _ppf(self, q):
         return -np.log(-np.log(q))
@@ -699,6 +758,7 @@ class _Halfnorm(_Continuous):
     name = "halfnorm"
     METHODS = _WITH_PPF
     ppf = _quantile
+    isf = _inverse_sf
     _a = 0.0
 
     def _logpdf(self, z):
@@ -715,6 +775,9 @@ class _Halfnorm(_Continuous):
         near = np.asarray(zp < 1.0)  # (plain: where log(2) + log_ndtr(-z) cancels to a small number)
         return _piecewise(z, (near, lambda t: np.log1p(-sp.erf(t / np.sqrt(2))), 0.5),
                           (~near, lambda t: _LOG_2 + sp.log_ndtr(-t), 2.0))
+
+    def _isf(self, q):
+        return -sp.ndtri(q / 2)
 
     def _ppf(self, q):
         return sp.ndtri((1 + q) / 2.0)
@@ -998,6 +1061,7 @@ class _MultivariateNormal(_Distribution):
         return _Frozen(self, (), {"mean": mean, "cov": cov, "allow_singular": allow_singular})
 
     def logpdf(self, x, mean=None, cov=1, allow_singular=False):
+        allow_singular = allow_singular or _covariance_object(cov)  # (SciPy's Covariance objects: as they are)
         x, mean, cov, d = _mvn_parameters(x, mean, cov)
         r = x - mean
         s, u, eps = _mvn_spectrum(cov, allow_singular)
@@ -1063,12 +1127,28 @@ def _mvn_log_pdet(cov, s, keep):
     return np.linalg.slogdet(cov + free)[1] - np.trace(np.matmul(free, cov)), cp
 
 
+def _covariance_object(cov) -> bool:
+    """Whether ``cov`` is a ``scipy.stats.Covariance`` (from_diagonal, from_cholesky, ...)."""
+    return type(cov).__module__.startswith("scipy.stats") and hasattr(cov, "covariance")
+
+
+def _covariance_matrix(cov):
+    """The matrix a ``scipy.stats.Covariance`` stands for (``cov`` itself otherwise): from a Cholesky
+    factor, of its lower triangle only, as SciPy's triangular solves read it."""
+    if not _covariance_object(cov):
+        return cov
+    factor = getattr(cov, "_factor", None) if type(cov).__name__ == "CovViaCholesky" else None
+    if factor is not None:
+        low = np.tril(factor)
+        return low @ np.swapaxes(low, -1, -2)
+    return cov.covariance
+
+
 def _mvn_parameters(x, mean, cov):
     """SciPy's conventions: a scalar ``cov`` is a multiple of I, a vector its
     diagonal; with d = 1 every entry of ``x`` is a sample; a ``scipy.stats.Covariance`` object (plain
     values: SciPy's own) is the matrix it stands for."""
-    if type(cov).__module__.startswith("scipy.stats") and hasattr(cov, "covariance"):
-        cov = cov.covariance  # (Covariance.from_diagonal, from_cholesky...: its dense matrix)
+    cov = _covariance_matrix(cov)
     x, mean, cov = _plain(x), _plain(mean), _plain(cov)
     if np.ndim(cov) == 0:
         d = np.shape(mean)[-1] if mean is not None and np.ndim(mean) else 1

@@ -3163,9 +3163,10 @@ class Tracer:
                     return float("nan")
                 raise err
         if at_an_operator(frame, "%") and type(frame.f_code.co_code) is bytes:  # ("loss %.3f" % x)
-            from .errors import PRINT_HINT
+            from .errors import print_hint
 
-            raise escape_error("formatting a traced value as text (%-formatting)", TracerEscapeError, PRINT_HINT)
+            raise escape_error("formatting a traced value as text (%-formatting)", TracerEscapeError,
+                               print_hint(frame))
         raise escape_error("float(x) (or math.*)", TracerEscapeError, _CONVERSION_HINT)
 
     def __int__(self):
@@ -3341,10 +3342,10 @@ class Tracer:
             return format(bottom(self), spec)
         if not spec:
             return str(self)
-        from .errors import PRINT_HINT
+        from .errors import print_hint
 
         raise escape_error(f"formatting a traced value as text (format spec {spec!r})", TracerEscapeError,
-                           PRINT_HINT)
+                           print_hint(sys._getframe(1)))
 
     def __copy__(self):
         return np.copy(self)

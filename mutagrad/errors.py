@@ -833,6 +833,17 @@ def index_valued_call(frame) -> bool:
 _SCIPY_INDEX_VALUED = frozenset(("issymmetric", "ishermitian", "bandwidth"))  # (scipy.linalg's: yes/no, two ints)
 
 
+def print_hint(frame) -> str:
+    """PRINT_HINT, or, where the source of the user's line cannot be read (exec'd code, python -c),
+    why a print there is refused too."""
+    user = user_frame(frame)
+    if user is not None and not "".join(linecache.getlines(user.f_code.co_filename)).strip():
+        return (" The source of this line cannot be read (code given to exec, python -c), so a statement that "
+                "only prints cannot be told from one that keeps the digits: format mg.value(x) (a plain "
+                "read-only view of its value), or run the code from a file.")
+    return PRINT_HINT
+
+
 PRINT_HINT = (" To print or log it, do it in the print(...) or logger call itself, or format mg.value(x) "
               "(a plain read-only view of its value).")
 

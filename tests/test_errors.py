@@ -4884,3 +4884,12 @@ def test_ufunc_at_into_a_plain_array_names_the_ufunc_by_its_module():
 
     assert _raises(f, np.array([0.4, 2.5]), mg.WriteToPlainArrayError).startswith("scipy.special.xlogy.at writing")
     assert _raises(g, np.array([0.4, 2.5]), mg.WriteToPlainArrayError).startswith("np.add.at writing")
+
+
+def test_formatting_in_code_without_source_says_why_a_print_is_refused():
+    # (exec'd code: the print-only test cannot read the line, and the advice was "do it in the print")
+    src = "def f(x):\n    print(f'{x[0]:.3f}')\n    return np.sum(x ** 2)\n"
+    ns = {"np": np}
+    exec(compile(src, "<exec'd>", "exec"), ns)  # noqa: S102
+    msg = _raises(ns["f"], np.array([1.0, 2.0]), mg.TracerEscapeError)
+    assert "The source of this line cannot be read" in msg and "do it in the print" not in msg

@@ -138,6 +138,16 @@ def _read_only_arrays(x):
     return x
 
 
+def _writable_arrays(x):
+    """``x`` with its read-only arrays (in lists and tuples too) as writable copies."""
+    t = type(x)
+    if t is np.ndarray:
+        return x if x.flags.writeable else np.array(x, copy=True)
+    if t is list or t is tuple:
+        return t(_writable_arrays(v) for v in x)
+    return x
+
+
 def primitive(fun):
     """Make ``fun`` a primitive: opaque to tracing, differentiated by its rules.
 
@@ -168,7 +178,9 @@ def primitive(fun):
                 if "read-only" not in str(e):
                     raise
                 # (compiled code that asks for a writable buffer, a Cython memoryview, whether or not it
-                # writes: the call again on the arrays themselves, whose values must come out unchanged)
+                # writes: the call again on the arrays themselves, writable copies of those read-only
+                # (a private copy the tape keeps, a strided constant's), whose values must come out unchanged)
+                args, kwargs = _writable_arrays(args), {k: _writable_arrays(v) for k, v in kwargs.items()}
                 before = [(a, a.copy()) for a in _flatten_args((args, kwargs))[0] if type(a) is np.ndarray]
                 out = fun(*args, **kwargs)
                 changed = [(a, old) for a, old in before if not np.array_equal(a, old, equal_nan=a.dtype.kind in "fc")]

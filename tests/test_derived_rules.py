@@ -301,6 +301,13 @@ def test_a_primitive_whose_compiled_code_asks_for_writable_buffers_runs_on_the_a
     x, w = np.array([1.0, 2.0]), np.array([0.5, 3.0])
     check_grads(lambda x: weighted(x, w), x)
     np.testing.assert_array_equal(w, [0.5, 3.0])
+    # the tape's read-only private copies of a constant (a strided or broadcast one, any of more than
+    # 64 elements, an np.memmap's): the call again gets writable copies (it got the read-only ones:
+    # NumPy's ValueError); d/dx sum(w * x^2) = 2 w x, by hand
+    for big in (np.linspace(0.5, 3.0, 200)[::2], np.broadcast_to(np.array([0.5, 3.0]), (50, 2)).ravel()[:100],
+                np.linspace(0.5, 3.0, 100)):
+        xb = np.linspace(1.0, 2.0, big.size)
+        np.testing.assert_allclose(mg.grad(lambda x, big=big: weighted(x, big))(xb), 2 * big * xb, rtol=1e-15)
     with pytest.raises(mg.MutationError, match="wrote into an array passed to it \\(its values changed\\)"):
         mg.grad(lambda x: weighted_and_scaled(x, w))(x)
     np.testing.assert_array_equal(w, [0.5, 3.0])  # (refused: as it was)

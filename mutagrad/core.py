@@ -3162,7 +3162,7 @@ class Tracer:
                     defer_escape(err)
                     return float("nan")
                 raise err
-        if at_an_operator(frame, "%") and type(frame.f_code.co_code) is bytes:  # ("loss %.3f" % x)
+        if at_an_operator(frame, "%"):  # ("loss %.3f" % x, kept: a printing statement converts above)
             from .errors import print_hint
 
             raise escape_error("formatting a traced value as text (%-formatting)", TracerEscapeError,

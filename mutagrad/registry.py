@@ -181,7 +181,8 @@ def primitive(fun):
                 # writes: the call again on the arrays themselves, writable copies of those read-only
                 # (a private copy the tape keeps, a strided constant's), whose values must come out unchanged)
                 args, kwargs = _writable_arrays(args), {k: _writable_arrays(v) for k, v in kwargs.items()}
-                before = [(a, a.copy()) for a in _flatten_args((args, kwargs))[0] if type(a) is np.ndarray]
+                before = [(a, a.copy()) for a in _flatten_args((args, tuple(kwargs.values())))[0]
+                          if type(a) is np.ndarray]  # (keyword arguments' arrays too)
                 out = fun(*args, **kwargs)
                 changed = [(a, old) for a, old in before if not np.array_equal(a, old, equal_nan=a.dtype.kind in "fc")]
                 if changed:

@@ -312,6 +312,19 @@ def test_a_primitive_whose_compiled_code_asks_for_writable_buffers_runs_on_the_a
         mg.grad(lambda x: weighted_and_scaled(x, w))(x)
     np.testing.assert_array_equal(w, [0.5, 3.0])  # (refused: as it was)
 
+    @mg.primitive
+    def scaled_by_keyword(x, *, w):  # (a keyword argument's write: not compared before, silently dropped)
+        _like_cython(w)[...] *= 2.0
+        return np.sum(w * x ** 2)
+
+    @mg.rrule(scaled_by_keyword)
+    def _(x, *, w):
+        return scaled_by_keyword(x, w=w), lambda g: (2 * g * w * x,)
+
+    with pytest.raises(mg.MutationError, match="wrote into an array passed to it \\(its values changed\\)"):
+        mg.grad(lambda x: scaled_by_keyword(x, w=w))(x)
+    np.testing.assert_array_equal(w, [0.5, 3.0])
+
 
 def test_writing_into_a_primitives_output_that_is_its_arguments_memory_raises():
     # plain NumPy: the output and the argument are one array, and a write into either shows in both;

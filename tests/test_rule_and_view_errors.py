@@ -138,10 +138,17 @@ def test_formatting_digits_of_a_traced_value_raises():
     with pytest.raises(mg.TracerEscapeError, match=HERE + r"\d+.*mg.value"):
         mg.grad(f)(np.array([0.5, 1.5]))
 
-    def logs(x):  # formatting the plain value, as the message says
-        text = f"{mg.value(x[0]):.3f} {x}"
+    def logs(x):  # formatting the plain value, as the message says (repr: the tracer's own text)
+        text = f"{mg.value(x[0]):.3f} {x!r}"
         assert text.startswith("0.500 Tracer(")
         return np.sum(x * x)
+
+    def labels(x):  # str(x) / f"{x}" kept: NumPy's text in a plain call, the tracer's here (len 45 for 3,
+        s = np.sum(x * x)  # a silently wrong number): refused
+        return s * len(str(s))
+
+    with pytest.raises(mg.TracerEscapeError, match=r"the text of a traced value \(str\(x\)"):
+        mg.grad(labels)(np.array([0.5, 1.5]))
 
     np.testing.assert_allclose(mg.grad(logs)(np.array([0.5, 1.5])), [1.0, 3.0])
 

@@ -222,6 +222,16 @@ def test_tails_where_scipy_uses_log1p():
                 got = getattr(getattr(mst, name), meth)(arg, *params, loc=loc, scale=scale)
                 assert np.asarray(got).dtype == want.dtype, (name, meth, dx, dp)
                 np.testing.assert_allclose(got, want, rtol=1e-13, err_msg=f"{name}.{meth} {dx} {dp}")
+    # a traced Python float beside a float32 parameter is float64, as SciPy's np.asarray makes it (it was
+    # weak: float32 arithmetic, 1e-8 off); float32 counts give float64 results; a bool p is a number
+    f = lambda x: mst.norm.cdf(x, loc=np.float32(0.1), scale=2.0)
+    v, g = mg.value_and_grad(f)(0.3)
+    assert v == st.norm.cdf(0.3, loc=np.float32(0.1), scale=2.0)
+    np.testing.assert_allclose(g, st.norm.pdf(0.3, loc=np.float32(0.1), scale=2.0), rtol=1e-15)  # (the density)
+    want = st.poisson.pmf(np.float32(2), np.float32(2.5), loc=np.float32(1))
+    got = mst.poisson.pmf(np.float32(2), np.float32(2.5), loc=np.float32(1))
+    assert np.asarray(got).dtype == np.float64 and np.asarray(want).dtype == np.float64
+    assert mst.nbinom.pmf(2, 3, True) == st.nbinom.pmf(2, 3, True)
     for dk in (np.float32, np.float64, np.int64):
         k = np.array([0, 2, 5], dk)
         for name, params in (("poisson", (2.5,)), ("binom", (10, 0.3)), ("nbinom", (4, 0.6))):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.special as sp
 
-from ...core import Tracer, bottom
+from ...core import Tracer, bottom, strong_operand
 from ..reductions import _with_value
 
 _LOG_2 = np.log(2.0)
@@ -86,9 +86,9 @@ def _plain(v):
     at least: see _off_support)."""
     if isinstance(v, (list, tuple)):
         return np.asarray(v)
-    if type(v) in (float, int, bool, complex):
-        return np.asarray(v)[()]
-    return v
+    if type(v) is bool:  # (an integer to SciPy's formulas: np.negative refuses NumPy's bools)
+        return np.int64(v)
+    return strong_operand(v)  # (a Python number, or a traced one: a strong NumPy value, as np.asarray makes it)
 
 
 def _at_least_f64(v):
@@ -531,8 +531,8 @@ class _Cauchy(_Symmetric):
     def _cdf(self, z):
         return np.arctan2(1, -z) / np.pi
 
-    def _isf(self, q):  # (by symmetry: the digits of small q)
-        return -self._ppf(q)
+    def _isf(self, q):  # (by symmetry: the digits of small q; SciPy's ufunc computes in float64)
+        return -self._ppf(_at_least_f64(q))
 
     def _ppf(self, q):
         # tan(pi (q - 1/2)) loses the tails (q - 1/2 rounds, tan is steep near pi/2): there
@@ -923,6 +923,22 @@ class _CountDistribution(_Distribution):
 
     def logsf(self, k, *args, **kwds):
         return _log(self.sf(k, *args, **kwds))
+
+
+def _float64_result(method):
+    """``method`` with its result in float64 at least, as SciPy's discrete methods fill a float64 array
+    (float32 counts or parameters compute in float32 there, not the result's dtype)."""
+    def public(self, *args, **kwds):
+        return _at_least_f64(method(self, *args, **kwds))
+
+    public.__name__ = public.__qualname__ = method.__name__
+    public.__doc__ = method.__doc__
+    return public
+
+
+for _cls in (_Poisson, _CountDistribution):
+    for _m in _cls.METHODS:
+        setattr(_cls, _m, _float64_result(_cls.__dict__[_m]))
 
 
 class _NBinom(_CountDistribution):

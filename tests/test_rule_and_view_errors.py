@@ -150,6 +150,14 @@ def test_formatting_digits_of_a_traced_value_raises():
     with pytest.raises(mg.TracerEscapeError, match=r"the text of a traced value \(str\(x\)"):
         mg.grad(labels)(np.array([0.5, 1.5]))
 
+    def checks(x):  # a builtin exception's message carries the text, as a plain call's does
+        if np.any(x < 0):
+            raise ValueError(f"negative values: {x}, min {np.min(x):.2f}")
+        return np.sum(x)
+
+    with pytest.raises(ValueError, match=r"negative values: \[ 1. -2.\], min -2.00"):
+        mg.grad(checks)(np.array([1.0, -2.0]))
+
     np.testing.assert_allclose(mg.grad(logs)(np.array([0.5, 1.5])), [1.0, 3.0])
 
 

@@ -3331,17 +3331,7 @@ class Tracer:
             return str(live(self))  # (csv.writer, str.join, "%s" write it)
         if self._may_convert():  # print(y), logging's "%s": NumPy's text, as a plain call prints it
             return str(bottom(self))
-        # elsewhere the text would be digits without their derivative (float(str(x))), and the tracer's
-        # own text is another string than a plain call's (len(str(x)) differed, silently): refused
-        from .errors import print_hint
-
-        frame = sys._getframe(1)
-        if frame.f_code is Tracer.__format__.__code__:  # (f"{x}": the user's frame is the format's caller)
-            frame = frame.f_back
-        if _frame_is_internal(frame):  # (NumPy's, SciPy's own messages naming the value: the tracer's text)
-            return self.__repr__()
-        raise escape_error("the text of a traced value (str(x), f\"{x}\", \"%s\" % x)", TracerEscapeError,
-                           print_hint(frame))
+        return self.__repr__()
 
     def __format__(self, spec):
         # Digits of a traced value would be a plain number the derivative does not reach

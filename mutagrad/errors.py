@@ -653,28 +653,17 @@ _SAFE_CALLS = {
 _MODULES = frozenset(("np", "numpy", "math", "mg", "mutagrad", "json", "logging"))
 
 
-def _builtin_exception(cls) -> bool:
-    """Whether ``cls`` is one of Python's own exception classes (whose message only carries its text)."""
-    return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
-
-
 def printing_statement(frame) -> bool:
     """Whether the user's ``frame`` is executing a statement that only prints or logs (see
     above), or is the logging module formatting a record's message (lazy %-arguments)."""
     if frame is not None and frame.f_globals.get("__name__") == "logging" and frame.f_code.co_name == "getMessage":
         return True
     stmt = _statement_at(frame)
-    if type(stmt) is ast.Raise and type(stmt.exc) is ast.Call and type(stmt.exc.func) is ast.Name and (
-            _builtin_exception(_named(stmt.exc.func.id, frame))):
-        call = stmt.exc  # raise ValueError(f"... {x}"): a message, as a plain call's exception carries it
-    elif type(stmt) is not ast.Expr or type(stmt.value) is not ast.Call:
+    if type(stmt) is not ast.Expr or type(stmt.value) is not ast.Call:
         return False
-    else:
-        call = stmt.value
+    call = stmt.value
     fn = call.func
-    if type(stmt) is ast.Raise:
-        pass  # (a builtin exception's message: its class checked above)
-    elif type(fn) is ast.Name:  # print(...): the builtin (a function of the program's named print may keep values)
+    if type(fn) is ast.Name:  # print(...): the builtin (a function of the program's named print may keep values)
         if fn.id not in _PRINT_CALLS or _named(fn.id, frame) is not builtins.print:
             return False
         for k in call.keywords:  # (file=: the standard streams only, a StringIO would keep the digits)

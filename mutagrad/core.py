@@ -3166,7 +3166,7 @@ class Tracer:
             from .errors import print_hint
 
             raise escape_error("formatting a traced value as text (%-formatting)", TracerEscapeError,
-                               print_hint(frame))
+                               print_hint(frame), specific=True)  # (the buffer advice does not apply)
         raise escape_error("float(x) (or math.*)", TracerEscapeError, _CONVERSION_HINT)
 
     def __int__(self):
@@ -3345,7 +3345,7 @@ class Tracer:
         from .errors import print_hint
 
         raise escape_error(f"formatting a traced value as text (format spec {spec!r})", TracerEscapeError,
-                           print_hint(sys._getframe(1)))
+                           print_hint(sys._getframe(1)), specific=True)  # (the buffer advice does not apply)
 
     def __copy__(self):
         return np.copy(self)

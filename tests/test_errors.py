@@ -4895,3 +4895,11 @@ def test_formatting_in_code_without_source_says_why_a_print_is_refused():
         mg.grad(ns["f"])(np.array([1.0, 2.0]))
     msg = str(info.value)
     assert "The source of this line cannot be read" in msg and "do it in the print" not in msg
+    assert "mnp.zeros" not in msg  # (the advice on buffers was there first, and does not apply to text)
+
+    def keeps_text(x):
+        s = f"{np.sum(x):.3f}"
+        return float(s) + np.sum(x)
+
+    msg = _raises(keeps_text, np.array([1.0, 2.0]), mg.TracerEscapeError)
+    assert "do it in the print(...) or logger call itself" in msg and "mnp.zeros" not in msg

@@ -497,8 +497,8 @@ def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
         named = _named_values(fun, code, glob, npos, kwnames, budget.probes)
     named.extend(roots)
     for _, v in named:  # (a generator named directly is found whatever the budget the walk spends elsewhere)
-        g = v if _is_generator(v) else getattr(v, "__self__", None) if type(v) in (_BuiltinMethod, _MethodType) else None
-        if g is not None and _is_generator(g):
+        g = _generator_of(v)
+        if g is not None:
             budget.generators[id(g)] = g
     for name, v in named:
         walk.visit(name, v, 0)
@@ -554,12 +554,12 @@ def _arrays_of_records(items, name):
     """The (path, array) of every plain array among ``items`` (a long container's values, with
     their keys or positions: pairs) and among the fields of its records (tuples and lists)."""
     for k, item in items:
-        if isinstance(item, _ndarray):  # (an np.memmap too)
+        if issubclass(type(item), _ndarray):  # (an np.memmap too; by type: a tracer says it is an ndarray)
             if not item.dtype.hasobject:
                 yield (name, "[{!r}]", k), item
         elif type(item) in _ROWS:
             for j, field in enumerate(item):
-                if isinstance(field, _ndarray) and not field.dtype.hasobject:
+                if issubclass(type(field), _ndarray) and not field.dtype.hasobject:
                     yield ((name, "[{!r}]", k), "[{}]", j), field
 
 
@@ -630,16 +630,12 @@ class _Holdings:
         if issubclass(tv, _ndarray) and not v.dtype.hasobject:  # (an np.memmap, a view of one: memory too)
             self.found.append((name, v))
             return
-        if _is_generator(v):  # (a forward-mode jacobian rewinds it)
-            b.generators[id(v)] = v
+        g = _generator_of(v)  # (a forward-mode jacobian rewinds it)
+        if g is not None:
+            b.generators[id(g)] = g
             return
-        if tv is _BuiltinMethod or tv is _MethodType:  # (draw = rng.standard_normal: a generator's bound method)
-            owner = getattr(v, "__self__", None)
-            if _is_generator(owner):
-                b.generators[id(owner)] = owner
-                return
-            if tv is _BuiltinMethod:
-                return
+        if tv is _BuiltinMethod:
+            return
         if tv is memoryview or tv is bytearray:  # (memory an argument may view: as the array it is)
             try:
                 found_array = np.frombuffer(v, dtype=np.uint8) if tv is bytearray else np.asarray(v)
@@ -2401,6 +2397,17 @@ class _GeneratorState:
 
 def _bit_generator(gen):
     return gen.bit_generator if type(gen) is np.random.Generator else gen
+
+
+def _generator_of(v):
+    """The random generator ``v`` is, or whose bound method it is (draw = rng.standard_normal), or None."""
+    if _is_generator(v):
+        return v
+    if type(v) is _BuiltinMethod or type(v) is _MethodType:
+        owner = getattr(v, "__self__", None)
+        if _is_generator(owner):
+            return owner
+    return None
 
 
 def _is_generator(v) -> bool:

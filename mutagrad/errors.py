@@ -411,9 +411,7 @@ def _statement_at(frame):
         except (SyntaxError, ValueError):
             return None
     best = None
-    index = _INDEXES.get(id(tree))
-    nodes = index[2].get(line, ()) if index is not None and index[0] is tree else ast.walk(tree)
-    for node in nodes:
+    for node in _index_of(tree)[2].get(line, ()):
         if not isinstance(node, ast.stmt) or isinstance(node, _COMPOUND):
             continue
         if not node.lineno <= line <= (node.end_lineno or node.lineno):
@@ -467,7 +465,14 @@ def _index(tree):
     return tree, at, lines
 
 
-_INDEXES: dict = {}  # id(a cached file's AST) -> _index of it
+_INDEXES: dict = {}  # id(a cached file's AST) -> _index of it (made with the tree: _file_tree)
+
+
+def _index_of(tree):
+    """The index of a cached file's tree (_file_tree), else of ``tree`` made now (one line's, parsed
+    where the file no longer parses)."""
+    index = _INDEXES.get(id(tree))
+    return index if index is not None and index[0] is tree else _index(tree)
 
 
 def storing_into_subscript(start=None) -> bool:
@@ -499,10 +504,7 @@ def call_at(frame, kind=ast.Call):
     tree = _file_tree(frame.f_code.co_filename)
     if tree is None:
         return None
-    index = _INDEXES.get(id(tree))
-    if index is None or index[0] is not tree:
-        index = _INDEXES[id(tree)] = _index(tree)
-    return index[1].get((kind, *pos))
+    return _index_of(tree)[1].get((kind, *pos))
 
 
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
@@ -837,7 +839,7 @@ def print_hint(frame) -> str:
     """PRINT_HINT, or, where the source of the user's line cannot be read (exec'd code, python -c),
     why a print there is refused too."""
     user = user_frame(frame)
-    if user is not None and not "".join(linecache.getlines(user.f_code.co_filename)).strip():
+    if user is not None and not linecache.getlines(user.f_code.co_filename):
         return (" The source of this line cannot be read (code given to exec, python -c), so a statement that "
                 "only prints cannot be told from one that keeps the digits: format mg.value(x) (a plain "
                 "read-only view of its value), or run the code from a file.")

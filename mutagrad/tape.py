@@ -521,14 +521,15 @@ class WriteRecord:
 
 def _span(a):
     """(``a`` with its negative strides turned, its data at the lowest address; a 1-D view of all the
-    memory ``a`` spans, element by element), or None where its strides are off the element grid."""
+    memory ``a`` spans, element by element; the index that turns them), or None where its strides are
+    off the element grid."""
     isz = a.itemsize
     if a.size == 0 or any(st % isz for st in a.strides):
         return None
     flip = tuple(slice(None, None, -1) if st < 0 else slice(None) for st in a.strides) + (Ellipsis,)
     lo = a[flip]  # (the Ellipsis: a view of a 0-d array too, not its scalar)
     n = sum((k - 1) * st for k, st in zip(lo.shape, lo.strides)) // isz + 1
-    return lo, np.lib.stride_tricks.as_strided(lo, shape=(n,), strides=(isz,))
+    return lo, np.lib.stride_tricks.as_strided(lo, shape=(n,), strides=(isz,)), flip
 
 
 def _layout_copy(a):
@@ -541,9 +542,8 @@ def _layout_copy(a):
     got = _span(a)
     if got is None or got[1].size > 2 * a.size:
         return None
-    lo, flat = got
+    lo, flat, flip = got
     buf = flat.copy()
-    flip = tuple(slice(None, None, -1) if st < 0 else slice(None) for st in a.strides) + (Ellipsis,)
     snap = np.lib.stride_tricks.as_strided(buf, shape=lo.shape, strides=lo.strides, writeable=False)[flip]
     return snap, buf
 
@@ -637,12 +637,10 @@ class ReverseLevel(Level):
         if traced:
             snap = a.copy(order="K")
         else:
-            if a.size <= 64:  # (small: copied afresh, not remembered; writable, as a compiled kernel may ask)
-                snap = a.copy(order="K")
-                if snap.strides == a.strides:
-                    return snap
-                got = _layout_copy(a)  # (a broadcast or strided one: laid out as it is, read-only)
-                return snap if got is None else got[0]
+            if a.size <= 64:  # (small: copied afresh, not remembered; writable, as a compiled kernel may ask,
+                # where a compact copy has its layout; a broadcast or strided one's laid out as it is, read-only)
+                got = None if a.flags.c_contiguous or a.flags.f_contiguous else _layout_copy(a)
+                return a.copy(order="K") if got is None else got[0]
             got = _layout_copy(a)
             snap, buf = got if got is not None else (a.copy(order="K"), None)
             snap.flags.writeable = False

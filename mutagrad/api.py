@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _relockable, _shares_bounded, bottom, foreign_subclass, lift,
+from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _relockable, _shares_bounded, bottom, foreign_subclass, lift, subclass_advice, elsewhere, _get_ident,
                    STATE, RunGroup, _within_rounding, live, mark_weak, other_values_message, set_writeable, weak, write)
 from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, NotImplementedTangentError, caught_by_the_program, error_note,
                      ensure_shuffle_filter, forget_escape, in_api, readonly_error, replaced_error, take_deferred,
@@ -58,9 +58,12 @@ def _check_subclass(x, where):
     carry semantics of their own (a mask, matrix products, units) that the
     rules, written for numpy.ndarray, would silently drop."""
     if foreign_subclass(x):
+        if isinstance(x, (np.matrix, np.ma.MaskedArray)):
+            raise TypeError(f"{where}: mutagrad differentiates numpy.ndarray, got the subclass {type(x).__module__}."
+                            f"{type(x).__qualname__}, whose own semantics " + subclass_advice(x))
         raise TypeError(
             f"{where}: mutagrad differentiates numpy.ndarray, got the subclass {type(x).__module__}."
-            f"{type(x).__qualname__}, whose own behaviour (a mask, matrix products, units...) the "
+            f"{type(x).__qualname__}, whose own behaviour (matrix products, units...) the "
             "derivative rules would not keep. Pass np.asarray(x) (or x.view(np.ndarray)) if plain "
             "array semantics are what the function means."
         )
@@ -1264,7 +1267,7 @@ def _call(level, fun, args, kwargs=None):
     except Exception as e:  # (NumPy's, SciPy's C code's: MINPACK's error replacing mutagrad's)
         clear = replaced_error(e)
         if clear is None:
-            clear = readonly_error(e, _locked_names(level) if level.locked else (), level.outer_locked)
+            clear = readonly_error(e, _locked_names(level) if level.locked else (), level.outer_locked, bool(level.joined))
         if clear is not None:
             raise clear from e
         note = error_note(e)
@@ -1334,14 +1337,22 @@ def _no_leftovers(out, warn=True):
     gradient, silently, had been the result). ``warn``: False for aux, whose values carry none."""
     t = type(out)
     if t is ArrayTracer or t is ScalarTracer:
-        return live(out, argument=not warn) if out._level.closed else out
+        return live(out, argument=not warn) if _left(out) else out
     if t in _PLAIN_LEAVES or t is _ndarray:
         return out
     leaves, tree = tree_flatten(out)
-    if not any(isinstance(x, Tracer) and x._level.closed for x in leaves):
+    if not any(_left(x) for x in leaves):
         return out
-    return tree_unflatten(tree, [live(x, argument=not warn) if isinstance(x, Tracer) and x._level.closed else x
-                                 for x in leaves])
+    return tree_unflatten(tree, [live(x, argument=not warn) if _left(x) else x for x in leaves])
+
+
+def _left(x):
+    """Whether output leaf ``x`` is a value of a finished differentiation, or of an independent one
+    another thread runs (core.elsewhere): a plain value to this one."""
+    if not isinstance(x, Tracer):
+        return False
+    lv = x._level
+    return lv.closed or (lv.thread != _get_ident() and elsewhere(lv, x))
 
 
 def _wrap_kwargs(level, kwargs, wrapped):

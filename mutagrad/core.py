@@ -1066,22 +1066,25 @@ def foreign_subclass(x) -> bool:
 def subclass_error(x):
     """An ndarray subclass meeting a traced value: its own semantics (np.matrix's
     ``*`` is a matrix product and its results stay 2-D) are not a traced array's."""
-    head = (f"a {type(x).__module__}.{type(x).__name__} (an ndarray subclass) was used with a traced value at "
-            f"{user_line()}: mutagrad differentiates plain ndarrays, and the subclass's own semantics ")
+    return NoRuleError(f"a {type(x).__module__}.{type(x).__name__} (an ndarray subclass) was used with a traced value "
+                       f"at {user_line()}: mutagrad differentiates plain ndarrays, and the subclass's own semantics "
+                       + subclass_advice(x))
+
+
+def subclass_advice(x):
+    """What of subclass ``x``'s semantics the rules would not follow, and the rewrite."""
     if isinstance(x, np.matrix):
-        return NoRuleError(head + "(np.matrix's `*` is a matrix product and its results stay 2-D) would not be "
-                           "followed. Convert it with np.asarray(...) and write matrix products with `@`. (scipy.sparse's "
-                           "*_matrix classes give np.matrix results, x - A included: use the *_array classes, "
-                           "csr_array, or A.toarray().)")
+        return ("(np.matrix's `*` is a matrix product and its results stay 2-D) would not be followed. Convert it "
+                "with np.asarray(...) and write matrix products with `@`. (scipy.sparse's *_matrix classes give "
+                "np.matrix results, x - A included: use the *_array classes, csr_array, or A.toarray().)")
     if isinstance(x, np.ma.MaskedArray):
-        return NoRuleError(head + "(its mask: masked elements left out of results) would not be followed, and "
-                           "np.asarray(...) would drop the mask, changing the values. Compute with the mask on plain "
-                           "arrays instead, which is differentiated: d = x.data, m = np.ma.getmaskarray(x); "
-                           "np.sum(d * y, where=~m) (np.mean, np.std, np.var too; np.max and np.min with initial=), "
-                           "np.where(m, fill, d * y) for .filled(fill), (d * y)[~m] for .compressed().")
-    return NoRuleError(head + "(its own operators, attributes and result type) would not be followed. Convert it "
-                       "to a plain array (np.asarray(...), or its plain values: a units library's .magnitude) and "
-                       "apply its meaning yourself.")
+        return ("(its mask: masked elements left out of results) would not be followed, and np.asarray(...) would "
+                "drop the mask, changing the values. Compute with the mask on plain arrays instead, which is "
+                "differentiated: d = x.data, m = np.ma.getmaskarray(x); np.sum(d * y, where=~m) (np.mean, np.std, "
+                "np.var too; np.max and np.min with initial=), np.where(m, fill, d * y) for .filled(fill), "
+                "(d * y)[~m] for .compressed().")
+    return ("(its own operators, attributes and result type) would not be followed. Convert it to a plain array "
+            "(np.asarray(...), or its plain values: a units library's .magnitude) and apply its meaning yourself.")
 
 
 def _np_scalar(v):
@@ -1230,14 +1233,34 @@ def top_level(leaves):
     """The innermost level among ``leaves``' tracers (None if none), or False
     when one of them is a leftover of a differentiation that has returned."""
     top = None
+    me = None
     for x in leaves:
         if isinstance(x, Tracer):
             lv = x._level
             if lv.closed:
                 return False
+            if lv.thread != (me or (me := _get_ident())) and elsewhere(lv, x):
+                return False  # (another thread's independent differentiation's: a constant here, see live)
             if top is None or lv.id > top.id:
                 top = lv
     return top
+
+
+def elsewhere(lv, x):
+    """Whether ``x``, a value of running level ``lv`` that another thread runs, is a constant to
+    this thread, which runs a differentiation of its own that started before ``lv`` did: the two
+    are independent (``lv`` cannot be an outer level of this one), so its value is what this one
+    sees, as a plain run would (core.live). False where this thread runs no differentiation (a
+    worker applying NumPy operations to a value of the one that started it: recorded there);
+    raises (Tracer._check_thread) where this thread's started after ``lv``'s: a worker's
+    differentiation nesting in the one that started the worker would lose the derivative through it."""
+    levels = STATE.levels
+    if not levels:
+        return False
+    if lv.id > levels[0].id:
+        return True
+    x._check_thread()
+    return False
 
 
 def _plain_view_written(s, dest, idx=None):
@@ -1269,6 +1292,11 @@ def live(x, writing=False, argument=False):
     call would have left there. Tracers of live levels are returned as they are.
     Except a leftover of an earlier run of the same forward-mode jacobian: its
     value is the same, its derivative would be lost (see RunGroup)."""
+    if isinstance(x, Tracer) and not x._level.closed and x._level.thread != _get_ident() and elsewhere(x._level, x):
+        if writing:
+            raise x._elsewhere_write()
+        b = bottom(x)  # (a copy: that differentiation may go on to write into it)
+        return b.copy() if type(b) is _ndarray else b
     left = None
     while isinstance(x, Tracer) and x._level.closed:
         lv = x._level
@@ -1650,6 +1678,10 @@ def bind_with(level_method_name, x, *rest):
     if lv.closed:  # a leftover (see live); writes unwrap theirs in write()
         return live(x)[rest[0]]
     st = STATE
+    if lv.thread != _get_ident() and elsewhere(lv, x):  # (another thread's independent differentiation's)
+        if level_method_name != "getitem":
+            raise x._elsewhere_write()
+        return live(x)[rest[0]]
     if lv.index == 0 and st.ceiling == 1:  # the outermost level: its values are plain, nothing to lift
         return getattr(lv, level_method_name)(x, *rest)
     saved = st.ceiling
@@ -1946,8 +1978,8 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     lv = self._level
     st = STATE
     nested = len(st.levels) != 1
-    if lv.closed or nested and st.ceiling != lv.index + 1:  # (the innermost level the running code sees)
-        return None
+    if lv.closed or (st.ceiling != lv.index + 1 if nested else st.levels[0] is not lv):
+        return None  # (not the innermost level the running code sees; or another thread's)
     if not (type(a) in _PLAIN_SCALARS or (isinstance(a, Tracer) and a._level is lv)) and not (
             type(a) is _ndarray and _plain_operand_ok(lv, nested, self, a)):
         return None
@@ -2647,6 +2679,33 @@ def _duck(x) -> bool:
     return getattr(t, "__array_ufunc__", None) is not None and not issubclass(t, (_ndarray, np.generic, Tracer))
 
 
+_NDARRAY_AF = _ndarray.__array_function__
+
+
+def _foreign_function(func, types, args, kwargs):
+    """A NumPy function among whose arguments is an object of a type with an ``__array_function__`` of
+    its own (a wrapper: pint's Quantity, a user's NEP 18 class): that implementation computes, as
+    NumPy's protocol has it, on the traced arguments (it unwraps its objects and calls ``func``
+    again, which reaches us with traced arrays and plain ones only). Asked here whatever the
+    arguments' order (NumPy may have asked the wrapper first, with mutagrad's type among ``types``,
+    which a NEP 18 check of the types it knows refuses), with the traced arrays' type shown as
+    np.ndarray, the class they claim (``isinstance(x, np.ndarray)``): a rule run on the wrapper would
+    compute with its plain contents, and the result, taken as plain, carried no derivative. Where
+    every wrapper declines, so does this (NumPy's TypeError, as a plain call raises it; errors.error_note)."""
+    leaves = _flatten_args(tuple(args) + tuple(kwargs.values()))[0]
+    shown = tuple(dict.fromkeys(_ndarray if issubclass(t, Tracer) else t for t in types))
+    for t in types:
+        if t is _ndarray or issubclass(t, Tracer) or t.__array_function__ is _NDARRAY_AF:
+            continue
+        obj = next((a for a in leaves if type(a) is t), None)
+        if obj is None:  # (deeper than lists and tuples: NumPy found it there)
+            continue
+        r = t.__array_function__(obj, func, shown, args, kwargs)
+        if r is not NotImplemented:
+            return r
+    return NotImplemented
+
+
 def _object_operand(what, x):
     """The error for a plain operand NumPy would compute with as Python objects (an object
     array, a scipy.sparse matrix among NumPy's functions): the results are objects, which
@@ -2751,6 +2810,10 @@ class Tracer:
         return ufunc_dispatch(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if len(types) > 1:
+            for t in types:
+                if t is not _ndarray and not issubclass(t, Tracer) and t.__array_function__ is not _NDARRAY_AF:
+                    return _foreign_function(func, types, args, kwargs)
         return function_dispatch(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
@@ -2791,7 +2854,7 @@ class Tracer:
             if copy is not True:  # (np.array(x) asks for a copy of its own, writable as NumPy's is)
                 v.flags.writeable = False
             return v
-        self._check_thread("np.asarray(x) (the array protocol)")
+        self._check_thread("np.asarray(x) (the array protocol)", sys._getframe(1))
         if _integer_draw(sys._getframe(1), dtype):
             # a parameter of a draw whose results are integers (rng.choice(n, p=w), rng.binomial,
             # rng.poisson, rng.integers' bounds...): they are piecewise constant in it, derivative
@@ -3064,16 +3127,28 @@ class Tracer:
             " To change only the layout or dtype of a traced array, use x.copy(order='C' or 'F') "
             "or x.astype(dtype), which are differentiated.")
 
-    def _check_thread(self, what=None):
+    def _check_thread(self, what=None, frame=None):
         """Raise if this value belongs to a differentiation another thread is running: a
         differentiation started in this thread cannot nest in it (its derivative buffers are
         not traced by that one), and plain code here cannot take its value. ``what``: the
-        conversion asked for (float(x)...), None for a differentiation or an operation."""
+        conversion asked for (float(x)...), None for a differentiation or an operation; ``frame``:
+        the conversion's caller, where it may be a write into a plain array."""
         lv = self._level
         if not lv.closed and lv.thread is not None and lv.thread != _get_ident():
             from . import errors
 
             errors.owned_by(lv.thread)  # (that differentiation raises it if the worker catches it)
+            target = None if frame is None or STATE.levels else plain_write_target(frame)
+            if target is not None:
+                raise errors.escape_error(
+                    f"writing a value traced by a differentiation that another thread is running into the plain "
+                    f"array `{target}`, in this thread", errors.WriteToPlainArrayError,
+                    " A worker thread runs no differentiation of its own, so the buffers it makes (np.zeros, and "
+                    "mnp.zeros too, which makes traced buffers in the thread that runs the differentiation) are "
+                    f"plain arrays, which cannot hold derivatives. Make `{target}` from a traced value "
+                    "(np.zeros_like(x, shape=...), which is traced wherever it runs), or make it in the "
+                    "differentiated function before starting the workers.", specific=True,
+                    where=errors.differentiated_function())
             if what is not None and not STATE.levels:  # (this thread runs no differentiation of its own)
                 raise errors.escape_error(
                     f"{what} of a value traced by a differentiation that another thread is running, in this "
@@ -3083,12 +3158,26 @@ class Tracer:
                     "refused for the same reason), or, if the worker only needs the number and no derivative "
                     "through it, pass it mg.stop_gradient(x).", specific=True, where=errors.differentiated_function())
             raise errors.escape_error(
-                "a value traced by a differentiation that another thread is running, used in this thread",
-                errors.TracerEscapeError,
+                "a value traced by a differentiation that another thread is running (and started before this "
+                "thread's), used in this thread's differentiation", errors.TracerEscapeError,
                 " Differentiations nest within one thread: call the inner mg.grad (jvp, vjp...) in the function "
                 "the outer one differentiates, not in a worker thread it starts (plain NumPy operations on "
-                "traced values in a worker are fine). If the derivative through the value is not needed, "
-                "pass mg.stop_gradient(x) to the worker.", specific=True, where=errors.differentiated_function())
+                "traced values in a worker are fine). If the derivative through the value is not needed (two "
+                "independent differentiations sharing a cache), keep a plain copy where it is made "
+                "(np.array(mg.value(v))) and use that here.", specific=True,
+                where=errors.differentiated_function())
+
+    def _elsewhere_write(self):
+        """The error for a write into a value of another thread's independent differentiation (see
+        elsewhere): this one sees it as a constant, which that one would go on to read."""
+        from .errors import MutationError
+
+        return MutationError(
+            f"writing at {user_line()} into an array traced by a differentiation that another thread is running "
+            "(it was left where this thread's differentiation reaches it: a shared cache, a global): this "
+            "thread's differentiation takes that thread's values as constants, and the write would change "
+            "what that one computes from. Write into a copy (np.array(mg.value(a))), or keep the array out of "
+            "shared state.")
 
     def _may_convert(self):
         """A conversion to plain values (float(x), np.asarray(x), x.item()...) is allowed: of a
@@ -3308,6 +3397,18 @@ class Tracer:
         # a leftover (or a pristine constant) pickles as its plain value: nothing is lost
         if self._plain_constant():
             return bottom(self).__reduce_ex__(protocol)
+        lv = self._level
+        if lv.thread != _get_ident() and user_frame(sys._getframe(1)) is None:
+            # (a process pool's feeder thread sending it to a worker process: the line is where
+            # the thread running the differentiation waits, at the pool's call)
+            f = sys._current_frames().get(lv.thread)
+            raise escape_error(
+                "pickling a traced array to send it to another process (a process pool's task)", TracerEscapeError,
+                " Another process computes with plain values, and its results come back without a derivative. "
+                "Use threads (concurrent.futures.ThreadPoolExecutor, multiprocessing.pool.ThreadPool), whose "
+                "workers may apply NumPy operations to traced values; or, where the derivative through the "
+                "values is not needed, send plain copies (np.array(mg.value(x))).", specific=True,
+                where=None if f is None else user_line(f))
         raise escape_error("pickling a traced array")
 
     def __reduce__(self):

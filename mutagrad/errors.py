@@ -71,7 +71,24 @@ def user_line(start=None) -> str:
     frame = user_frame(start if start is not None else sys._getframe(1))
     if frame is None:
         return "<unknown location>"
-    return _line_text(frame.f_code.co_filename, frame.f_lineno)
+    text = _line_text(frame.f_code.co_filename, frame.f_lineno)
+    lib = _installed_package(frame)
+    if lib is not None:  # (xarray's, pint's code: the user's call of it is the line to change)
+        outer = frame.f_back
+        while outer is not None and (_frame_is_internal(outer) or _installed_package(outer) is not None):
+            outer = outer.f_back
+        if outer is not None:
+            text += f" (in {lib}, called from {_line_text(outer.f_code.co_filename, outer.f_lineno)})"
+    return text
+
+
+def _installed_package(frame):
+    """The top-level name of the installed package (site-packages) whose code ``frame`` runs, or None."""
+    parts = frame.f_code.co_filename.replace("\\", "/").split("/")
+    for k, p in enumerate(parts[:-1]):
+        if p in ("site-packages", "dist-packages"):
+            return (frame.f_globals.get("__name__", "") or "").partition(".")[0] or parts[k + 1]
+    return None
 
 
 def _line_text(filename, lineno) -> str:
@@ -1136,14 +1153,15 @@ def _plain_conversion_error(exc) -> bool:
     return type(exc) is TypeError and str(exc) == "only 0-dimensional arrays can be converted to Python scalars"
 
 
-def readonly_error(exc: BaseException, names, outer_locked=None):
+def readonly_error(exc: BaseException, names, outer_locked=None, joined=False):
     """The clear error for NumPy's read-only ValueError ``exc`` leaving the user's
     function, or None. Raised by mutagrad's own write (through a read-only view:
     np.diagonal, np.broadcast_to...): the same ValueError, naming the user's line.
     Raised by a plain write of the user's while ``names`` (the caller's arrays passed
     as arguments, read-only to plain code during the call: see core.Level.lock) are
     locked: AliasingError, a ValueError too. ``outer_locked``: (name, outer name), an argument of
-    this differentiation that an outer one locked: its caller's array, reached another way."""
+    this differentiation that an outer one locked: its caller's array, reached another way. ``joined``:
+    an argument of this differentiation is read-only because one another thread runs locked it."""
     if type(exc) is not ValueError or not (str(exc).endswith(_READONLY_MESSAGES) or (
             names and str(exc) == "cannot set WRITEABLE flag to True of this array")):
         # (x.flags.writeable = True of a plain view of a locked array: NumPy asks the array it views)
@@ -1163,6 +1181,12 @@ def readonly_error(exc: BaseException, names, outer_locked=None):
             "change values the outer derivative reads without its knowing (a plain call can write it). Pass "
             "the outer function's argument itself to the inner differentiation (mg.grad(h)(x)), or a copy "
             "(mg.grad(h)(X.copy())) if the array should keep its values.")
+    if ours and joined:
+        return LockedArrayWriteError(
+            f"a write at {_where(exc)} into a read-only array ({exc}): an argument that a differentiation "
+            "running in another thread was given too, and holds read-only until it ends (its derivative reads "
+            "the values; a plain call can write it). Let that differentiation finish first (future.result()), "
+            "or pass this one a copy (x.copy()) and copy the result back.")
     if ours:
         return ReadOnlyWriteError(
             f"{exc}: a write at {_where(exc)} into a read-only array: an argument that was read-only when "
@@ -1221,6 +1245,14 @@ def error_note(exc: BaseException):
                 "traced array itself (obj.data), or give the class NumPy's protocols forwarding to it "
                 "(numpy.lib.mixins.NDArrayOperatorsMixin with __array_ufunc__, __array_function__); NumPy's "
                 "operators and ufuncs with such an object among traced arrays (x + obj) take its traced array.")
+    if type(exc) is TypeError and "ArrayTracer" in str(exc) and (
+            "returned NotImplemented from __array_ufunc__" in str(exc) or "no implementation found for" in str(exc)):
+        # a user's array class whose protocol method declined the traced array (a plain call may work)
+        return (f"mutagrad: at {_where(exc)}, a class's __array_ufunc__ or __array_function__ declined a traced array. "
+                "If a plain call works, its check refuses the traced array's type, mutagrad's ArrayTracer, which "
+                "is no np.ndarray subclass (isinstance(x, np.ndarray) is True, type(x) is np.ndarray is not): "
+                "test with isinstance there, or unwrap the object first (pass its array) so that NumPy computes "
+                "with the traced array directly.")
     return None
 
 

@@ -1,0 +1,215 @@
+"""Two differentiations in two threads that meet through shared state (a cache, a dict).
+
+In a plain run the shared value is a number like any other; to a differentiation that did
+not make it, it is a constant. Each expected derivative is written by hand (the shared value
+as a constant) and checked against central differences of the plain function.
+"""
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import mutagrad as mg
+
+
+def _central(f, x, h=1e-6):
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+
+def _two_threads(first, second):
+    """Run ``first()`` in a thread until it has started, then ``second()`` here, the two
+    interleaved by the events the functions wait on; returns (first's result or exception, second's)."""
+    out = {}
+
+    def run():
+        try:
+            out["first"] = first()
+        except Exception as e:  # (reported to the test)
+            out["first"] = e
+        finally:
+            FIRST_DONE.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    STARTED.wait(10)
+    try:
+        out["second"] = second()
+    except Exception as e:
+        out["second"] = e
+    finally:
+        DONE.set()
+    t.join(10)
+    assert not t.is_alive()
+    return out["first"], out["second"]
+
+
+# DONE: the second has finished; FIRST_DONE: the first has
+STARTED, READY, DONE, FIRST_DONE = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+X = np.array([0.3, 0.6, 0.9])
+Z = np.array([1.0, 2.0, 3.0])
+W = Z ** 2  # the shared value, as the second differentiation makes it
+
+
+@pytest.fixture(autouse=True)
+def _events():
+    for e in (STARTED, READY, DONE, FIRST_DONE):
+        e.clear()
+    yield
+
+
+def _older(use, mode="rev"):
+    """The older differentiation (first thread) computes ``use(x, w)`` with the younger one's
+    traced ``w``; returns (older's result, younger's gradient)."""
+    shared = {}
+
+    def loss_a(x):
+        STARTED.set()
+        READY.wait(10)
+        return use(x, shared["w"])
+
+    def loss_b(z):
+        shared["w"] = z ** 2
+        READY.set()
+        FIRST_DONE.wait(10)
+        return np.sum(z)
+
+    if mode == "rev":
+        first = lambda: mg.value_and_grad(loss_a)(X.copy())  # noqa: E731
+    else:
+        first = lambda: mg.jvp(loss_a, (X.copy(),), (np.array([1.0, 0.0, 0.0]),))  # noqa: E731
+    return _two_threads(first, lambda: mg.grad(loss_b)(Z.copy()))
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_a_value_another_threads_younger_differentiation_left_in_shared_state_is_a_constant(mode):
+    # (it was recorded on the other thread's tape: this one got a Tracer as its value and a zero
+    # derivative, silently)
+    a, b = _older(lambda x, w: np.sum(w * x) + w[1] * x[0] ** 2, mode)
+    f = lambda x: np.sum(W * x) + W[1] * x[0] ** 2  # noqa: E731
+    want = W + np.array([2 * W[1] * X[0], 0.0, 0.0])  # by hand, w constant
+    np.testing.assert_allclose(_central(f, X), want, rtol=1e-8)
+    assert not isinstance(a, Exception), a
+    if mode == "rev":
+        assert type(a[0]) is np.float64 and a[0] == f(X)
+        np.testing.assert_allclose(a[1], want, rtol=1e-15)
+    else:
+        assert a[0] == f(X) and a[1] == pytest.approx(want[0], rel=1e-15)
+    np.testing.assert_array_equal(b, np.ones(3))  # (the other differentiation untouched)
+
+
+def test_another_threads_younger_value_converted_or_returned_is_its_value():
+    a, _ = _older(lambda x, w: np.sum(x) * float(w[2]))
+    assert not isinstance(a, Exception), a
+    assert a[0] == np.sum(X) * 9.0
+    np.testing.assert_allclose(a[1], np.full(3, 9.0), rtol=1e-15)  # by hand: d/dx sum(x) * 9
+
+    for e in (STARTED, READY, DONE, FIRST_DONE):
+        e.clear()
+    shared = {}
+
+    def loss_b(z):
+        shared["w"] = z ** 2
+        READY.set()
+        FIRST_DONE.wait(10)
+        return np.sum(z)
+
+    def out_a(x):
+        STARTED.set()
+        READY.wait(10)
+        return x * 2.0, shared["w"]
+
+    first = lambda: mg.jacobian(out_a)(X.copy())  # noqa: E731
+    a, b = _two_threads(first, lambda: mg.grad(loss_b)(Z.copy()))
+    assert not isinstance(a, Exception), a
+    np.testing.assert_array_equal(a[0], 2.0 * np.eye(3))
+    assert type(a[1]) is np.ndarray
+    np.testing.assert_array_equal(a[1], np.zeros((3, 3)))  # (a constant output: its Jacobian is zero)
+    np.testing.assert_array_equal(b, np.ones(3))
+
+
+def test_a_write_into_another_threads_traced_array_is_refused():
+    def write(x, w):
+        w[0] = 5.0
+        return np.sum(x)
+
+    a, b = _older(write)
+    assert isinstance(a, mg.MutationError) and "another thread" in str(a), a
+    np.testing.assert_array_equal(b, np.ones(3))
+
+
+def test_an_older_differentiations_value_used_by_a_younger_one_raises_there_only():
+    # (the younger one's thread may be a worker of the older one's: nesting across threads is
+    # refused; the error was also raised again by the older differentiation, with a false note)
+    shared = {}
+
+    def loss_a(x):
+        shared["y"] = np.sin(x)
+        STARTED.set()
+        DONE.wait(10)
+        return np.sum(x ** 2)
+
+    def loss_b(z):
+        return np.sum(shared["y"] * z)
+
+    a, b = _two_threads(lambda: mg.grad(loss_a)(X.copy()), lambda: mg.grad(loss_b)(np.ones(3)))
+    assert isinstance(b, mg.TracerEscapeError) and "another thread" in str(b), b
+    assert "np.sum(shared[\"y\"] * z)" in str(b)  # (the line of the use, not the call of grad)
+    np.testing.assert_allclose(a, 2 * X, rtol=1e-15)  # by hand
+
+
+def test_a_buffer_made_in_a_worker_names_its_fix():
+    import concurrent.futures as cf
+
+    def f(x):
+        def work(i):
+            b = np.zeros(2)
+            b[:] = x[2 * i:2 * i + 2]
+            return np.sum(b ** 2)
+        with cf.ThreadPoolExecutor(2) as ex:
+            return sum(ex.map(work, range(2)))
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"plain array `b`.*np.zeros_like\(x, shape=...\)"):
+        mg.grad(f)(np.arange(4.0))
+
+    def g(x):  # the fix
+        def work(i):
+            b = np.zeros_like(x, shape=2)
+            b[:] = x[2 * i:2 * i + 2]
+            return np.sum(b ** 2)
+        with cf.ThreadPoolExecutor(2) as ex:
+            return sum(ex.map(work, range(2)))
+
+    np.testing.assert_allclose(mg.grad(g)(np.arange(4.0)), 2 * np.arange(4.0), rtol=1e-15)
+
+
+def test_a_write_into_an_argument_another_threads_differentiation_holds_names_that():
+    x = np.array([0.1, 0.2, 0.3])
+
+    def slow_read(x):
+        STARTED.set()
+        DONE.wait(10)
+        return np.sum(x ** 2)
+
+    def step(x):
+        x[:] = 2 * np.exp(x)
+        return np.sum(x)
+
+    a, b = _two_threads(lambda: mg.grad(slow_read)(x), lambda: mg.grad(step)(x))
+    assert isinstance(b, mg.MutationError) and "another thread" in str(b) and "plain call raises" not in str(b), b
+    np.testing.assert_allclose(a, 2 * np.array([0.1, 0.2, 0.3]), rtol=1e-15)
+
+
+def test_pickling_a_traced_array_in_a_thread_with_no_user_code_names_the_waiting_line():
+    # (a process pool's feeder thread: "<unknown location>" and advice on buffers before)
+    import concurrent.futures as cf
+
+    def f(x):
+        with cf.ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(pickle.dumps, x)  # (no frame of the user's in that thread)
+            fut.result(10)  # the line named
+        return np.sum(x)
+
+    with pytest.raises(mg.TracerEscapeError, match=r"another process.*test_threads_shared.py:\d+: `fut") as info:
+        mg.grad(f)(X.copy())
+    assert "mnp.zeros" not in str(info.value)

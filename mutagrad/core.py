@@ -2233,21 +2233,28 @@ _ITERATIVE_SOLVERS = frozenset(("cg", "cgs", "bicg", "bicgstab", "gmres", "lgmre
 _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
 
 
+def _scipy_fft_has(short):
+    fft = sys.modules.get("scipy.fft")
+    return fft is not None and short in getattr(fft, "__all__", ())
+
+
 def _scipy_rewrite(sub, name):
     """The NumPy (or mutagrad.scipy) rewrite of a SciPy function without a rule, or ""."""
     sub = sub or ""  # (None: a private module's function, scipy._lib's)
     short = name.rsplit(".", 1)[-1]
     if sub == "signal" and short in _SIGNAL_REWRITES:
         return " " + _SIGNAL_REWRITES[short]
-    if sub in ("fft", "fftpack") and short in ("dct", "idct", "dst", "idst"):
-        return (f" The {short.upper().lstrip('I')} is linear: multiply by its plain matrix, M = scipy.fft.{short}("
-                f"np.eye(n), axis=0) (with the same type= and norm=), M @ x along the first axis (x @ M.T along "
-                "the last), which is differentiated; or write it with np.fft.fft.")
-    if sub in ("fft", "fftpack") and short in ("dctn", "idctn", "dstn", "idstn"):
-        one = short[:-1]
-        return (f" The n-dimensional {one.upper().lstrip('I')} is the 1-D one along each axis, which is linear: "
-                f"with each axis's plain matrix M = scipy.fft.{one}(np.eye(n), axis=0) (the same type= and "
-                "norm=), M0 @ X @ M1.T in 2-D (np.tensordot per axis beyond), which is differentiated.")
+    if sub == "fftpack" and short in ("rfft", "irfft"):
+        return (f" scipy.fftpack.{short} packs its real spectrum in its own order (r0, r1, i1, r2, i2...); "
+                f"scipy.fft.{short}(...) (complex bins) computes the same transform and is differentiated: "
+                "rewrite with it (the packed form of scipy.fft.rfft's y: p = np.stack([y.real, y.imag], axis=-1)"
+                ".ravel(); np.concatenate([p[:1], p[2:n + 1]]) for n points).")
+    if sub == "fftpack" and _scipy_fft_has(short):
+        return (f" scipy.fftpack is SciPy's legacy module: scipy.fft.{short}(...) computes the same transform "
+                "(the same arguments) and is differentiated.")
+    if sub == "fftpack":
+        return (" scipy.fftpack is SciPy's legacy module, with no derivative rules: write the operation with "
+                "scipy.fft's or np.fft's transforms, which are differentiated.")
     if sub.startswith("sparse") and short == "laplacian":
         return (" The Laplacian of a dense traced weight matrix W is np.diag(W.sum(axis=1)) - W (normed=True: "
                 "(D - W) / np.sqrt(np.outer(d, d)) with d = W.sum(axis=1), D = np.diag(d)), differentiated.")
@@ -2260,10 +2267,11 @@ def _scipy_rewrite(sub, name):
                 "(connected_components, a tree's edges) has derivative 0: call the routine on mg.value(W).")
     if sub == "integrate" and short in _INTEGRATE_REWRITES:
         return " " + _INTEGRATE_REWRITES[short]
-    if sub == "fft" and hasattr(np.fft, short):
-        return (f" Use np.fft.{short}(...) instead of scipy.fft.{short}(...) (NumPy's FFTs, fftshift and "
-                "fftfreq take the same arguments and are differentiated; SciPy's workers= and "
-                "overwrite_x= have no NumPy twin and are not needed).")
+    if sub == "fft":
+        return (f" scipy.fft.{short} is differentiated through its dispatch (uarray), which this call skipped: "
+                "inside scipy.fft.set_backend(..., only=True) or scipy.fft.skip_backend, only that backend "
+                "computes. Call it outside that context" + (f", or use np.fft.{short}(...)." if hasattr(np.fft, short)
+                                                           else "."))
     if short in _DISTANCES:
         return f" Write the distances with NumPy operations, which are differentiated: {_DISTANCES[short]}."
     if short in _ODE_SOLVERS:

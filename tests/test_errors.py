@@ -1099,11 +1099,12 @@ def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     msg = _raises(lambda k: integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), [1.0]).y[0, -1], 0.5,
                   mg.TracerEscapeError)
     assert "RK4" in msg and "mg.value(p)" in msg
-    sfft = pytest.importorskip("scipy.fft")
-    msg = _raises(lambda p: np.sum(np.abs(sfft.fft2(np.exp(1j * p))) ** 2), np.zeros((4, 4)), mg.TracerEscapeError)
-    assert "np.fft.fft2(...) instead of scipy.fft.fft2(...)" in msg
-    check_grads(lambda p: np.sum(np.abs(np.fft.fft2(np.exp(1j * p) * np.arange(16.0).reshape(4, 4))) ** 2),
-                np.linspace(0.0, 1.0, 16).reshape(4, 4))  # (the fix it names, against central differences)
+    sfft = pytest.importorskip("scipy.fft")  # (differentiated as written now: rules/scipy/fft.py)
+    check_grads(lambda p: np.sum(np.abs(sfft.fft2(np.exp(1j * p) * np.arange(16.0).reshape(4, 4))) ** 2),
+                np.linspace(0.0, 1.0, 16).reshape(4, 4))
+    sfp = pytest.importorskip("scipy.fftpack")  # (the legacy module, no uarray: still refused)
+    msg = _raises(lambda p: np.sum(np.abs(sfp.fft2(np.exp(1j * p))) ** 2), np.zeros((4, 4)), mg.TracerEscapeError)
+    assert "scipy.fftpack function fft2" in msg
     ndimage = pytest.importorskip("scipy.ndimage")
     img = np.arange(72.0).reshape(8, 9) ** 0.5
     msg = _raises(lambda s: np.sum(ndimage.shift(img, s, order=1)), np.array([0.3, 0.4]), mg.TracerEscapeError)
@@ -2542,9 +2543,10 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
     for name, fn in (("cholesky", sl.cholesky), ("cho_factor", sl.cho_factor)):  # (wrapped by a SciPy decorator)
         msg = _raises(lambda x, fn=fn: np.sum(fn(spd(x))[0]), np.arange(1.0, 5.0), mg.TracerEscapeError)
         assert f"scipy.linalg function {name}" in msg and "mutagrad.scipy.linalg" in msg
-    sf = pytest.importorskip("scipy.fft")  # served through uarray's __ua_function__
-    msg = _raises(lambda x: np.sum(np.real(sf.hfft2(x.reshape(2, 2)))), np.arange(1.0, 5.0), mg.TracerEscapeError)
-    assert "scipy.fft function hfft2" in msg and "no derivative rules for scipy.fft" in msg
+    sf = pytest.importorskip("scipy.fft")  # served through uarray's __ua_function__: mutagrad's backend
+    check_grads(lambda x: np.real(sf.hfft2(x.reshape(2, 2))), np.arange(1.0, 5.0))
+    msg = _raises(lambda m: np.sum(sf.fht(np.arange(1.0, 5.0), 0.1, m)), 0.5, mg.NoRuleError)
+    assert "scipy.fft.fht at" in msg and "mu is a traced value" in msg and "mg.stop_gradient(mu)" in msg
     ss = pytest.importorskip("scipy.signal")
     msg = _raises(lambda x: np.sum(ss.lfilter([0.5, 0.5], [1.0], x)), np.arange(1.0, 5.0), mg.TracerEscapeError)
     assert "scipy.signal function lfilter" in msg and "Use mutagrad.scipy.signal in place of scipy.signal" in msg
@@ -4088,10 +4090,15 @@ def test_scipy_integrate_fft_and_masked_array_refusals_name_their_numpy_rewrites
                                si.simpson(y, x=x), rtol=1e-14)
     np.testing.assert_allclose(np.cumsum((y[1:] + y[:-1]) / 2 * np.diff(x)), si.cumulative_trapezoid(y, x), rtol=1e-14)
     m = np.random.default_rng(0).random((3, 8)) + 0.1
-    msg = _raises(lambda m: np.sum(scipy.fft.dct(np.log(m), norm="ortho") ** 2), m, mg.TracerEscapeError)
-    assert "M = scipy.fft.dct(np.eye(n), axis=0)" in msg
+    # scipy.fft.dct is differentiated as written (rules/scipy/fft.py): the same derivative as its matrix
     M = scipy.fft.dct(np.eye(8), axis=0, norm="ortho")
-    check_grads(lambda m: np.sum((np.log(m) @ M.T) ** 2), m)
+    np.testing.assert_allclose(mg.grad(lambda m: np.sum(scipy.fft.dct(np.log(m), norm="ortho") ** 2))(m),
+                               mg.grad(lambda m: np.sum((np.log(m) @ M.T) ** 2))(m), rtol=1e-12)
+    check_grads(lambda m: np.sum(scipy.fft.dct(np.log(m), norm="ortho") ** 2), m)
+    import scipy.fftpack  # (the legacy module is refused, naming scipy.fft's, which is differentiated)
+
+    msg = _raises(lambda m: np.sum(scipy.fftpack.dct(np.log(m), norm="ortho") ** 2), m, mg.TracerEscapeError)
+    assert "scipy.fft.dct(...) computes the same transform" in msg
     v = np.array([0.5, 1.5, 0.2, 3.0])
     msg = _raises(lambda v: np.ma.masked_array(v, mask=v > 1.0).mean(), v, mg.TracerEscapeError)
     assert "np.mean(x, where=~mask)" in msg and "mnp.zeros" not in msg

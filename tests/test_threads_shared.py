@@ -25,7 +25,7 @@ def _two_threads(first, second):
     def run():
         try:
             out["first"] = first()
-        except Exception as e:  # (reported to the test)
+        except Exception as e:  # noqa: BLE001  (reported to the test)
             out["first"] = e
         finally:
             FIRST_DONE.set()
@@ -35,7 +35,7 @@ def _two_threads(first, second):
     STARTED.wait(10)
     try:
         out["second"] = second()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001  (reported to the test)
         out["second"] = e
     finally:
         DONE.set()
@@ -75,9 +75,9 @@ def _older(use, mode="rev"):
         return np.sum(z)
 
     if mode == "rev":
-        first = lambda: mg.value_and_grad(loss_a)(X.copy())  # noqa: E731
+        first = lambda: mg.value_and_grad(loss_a)(X.copy())
     else:
-        first = lambda: mg.jvp(loss_a, (X.copy(),), (np.array([1.0, 0.0, 0.0]),))  # noqa: E731
+        first = lambda: mg.jvp(loss_a, (X.copy(),), (np.array([1.0, 0.0, 0.0]),))
     return _two_threads(first, lambda: mg.grad(loss_b)(Z.copy()))
 
 
@@ -86,7 +86,7 @@ def test_a_value_another_threads_younger_differentiation_left_in_shared_state_is
     # (it was recorded on the other thread's tape: this one got a Tracer as its value and a zero
     # derivative, silently)
     a, b = _older(lambda x, w: np.sum(w * x) + w[1] * x[0] ** 2, mode)
-    f = lambda x: np.sum(W * x) + W[1] * x[0] ** 2  # noqa: E731
+    f = lambda x: np.sum(W * x) + W[1] * x[0] ** 2
     want = W + np.array([2 * W[1] * X[0], 0.0, 0.0])  # by hand, w constant
     np.testing.assert_allclose(_central(f, X), want, rtol=1e-8)
     assert not isinstance(a, Exception), a
@@ -119,7 +119,7 @@ def test_another_threads_younger_value_converted_or_returned_is_its_value():
         READY.wait(10)
         return x * 2.0, shared["w"]
 
-    first = lambda: mg.jacobian(out_a)(X.copy())  # noqa: E731
+    first = lambda: mg.jacobian(out_a)(X.copy())
     a, b = _two_threads(first, lambda: mg.grad(loss_b)(Z.copy()))
     assert not isinstance(a, Exception), a
     np.testing.assert_array_equal(a[0], 2.0 * np.eye(3))

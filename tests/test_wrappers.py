@@ -77,7 +77,7 @@ def test_a_wrapper_with_its_own_array_function_computes_on_the_traced_array(cls,
         r = op(cls(A), x)
         return np.sum((r.m if isinstance(r, cls) else r) ** 2)
 
-    g_plain = lambda x: np.sum(plain(x) ** 2)  # noqa: E731
+    g_plain = lambda x: np.sum(plain(x) ** 2)
     np.testing.assert_allclose(_central(g_plain, X), grad(X), rtol=1e-7, atol=1e-8)
     v, g = mg.value_and_grad(f)(X.copy())
     assert v == f(X.copy())
@@ -88,7 +88,7 @@ def test_a_wrapper_with_its_own_array_function_computes_on_the_traced_array(cls,
 
 
 def test_a_wrapper_that_declines_a_traced_array_gets_numpys_error_with_a_note():
-    import numpy.lib.mixins as mixins
+    from numpy.lib import mixins
 
     class Strict(mixins.NDArrayOperatorsMixin):  # (checks each operand's exact type)
         def __init__(self, m):
@@ -99,7 +99,7 @@ def test_a_wrapper_that_declines_a_traced_array_gets_numpys_error_with_a_note():
                 return NotImplemented
             return Strict(getattr(ufunc, method)(*[i.m if type(i) is Strict else i for i in inputs], **kw))
 
-    f = lambda x: np.sum((Strict(np.ones(2)) + x).m)  # noqa: E731
+    f = lambda x: np.sum((Strict(np.ones(2)) + x).m)
     assert f(np.ones(2)) == 4.0  # (a plain call works)
     with pytest.raises(TypeError, match="returned NotImplemented") as info:
         mg.grad(f)(np.ones(2))

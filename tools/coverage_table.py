@@ -146,7 +146,9 @@ def render() -> str:
         "",
         f"{len(rows)} functions; {both} differentiable in both reverse and forward mode.",
         "",
-        ("`scipy.special` ufuncs are differentiated on traced arrays directly. The other `scipy.*` rows are "
+        ("`scipy.special` ufuncs are differentiated on traced arrays directly, and so are the `scipy.fft` "
+         "functions, called as written (through SciPy's own dispatch: mutagrad registers a uarray backend that "
+         "SciPy asks first). The other `scipy.*` rows are "
          "SciPy's plain-Python functions: they are differentiated when called through `mutagrad.scipy.special`, "
          "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats`, `mutagrad.scipy.signal` or `mutagrad.scipy.sparse.linalg` "
          "(the same names); "

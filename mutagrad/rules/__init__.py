@@ -21,6 +21,7 @@ try:  # SciPy is optional: its rules load only when it is importable
 except ImportError:  # pragma: no cover
     pass
 else:
+    from .scipy import fft as _scipy_fft  # noqa: F401  (registers a scipy.fft backend)
     from .scipy import linalg as _scipy_linalg  # noqa: F401
     from .scipy import signal as _scipy_signal  # noqa: F401
     from .scipy import sparse as _scipy_sparse  # noqa: F401

@@ -1235,6 +1235,14 @@ _PROTOCOL_ERROR = re.compile(r"is not iterable|has no len\(\)|not reversible|is 
                              r"|returned NotImplemented from __array_ufunc__")  # (a duck array's refusal: NumPy's)
 
 
+_DUNDER_OPERATORS = {"__mul__": "x * y", "__add__": "x + y", "__sub__": "x - y", "__truediv__": "x / y",
+                     "__matmul__": "x @ y", "__pow__": "x ** y", "__neg__": "-x", "__getitem__": "x[i]",
+                     "__setitem__": "x[i] = v", "__iadd__": "x += y", "__imul__": "x *= y", "__isub__": "x -= y",
+                     "__itruediv__": "x /= y", "__floordiv__": "x // y", "__mod__": "x % y", "__abs__": "abs(x)",
+                     "__lt__": "x < y", "__le__": "x <= y", "__gt__": "x > y", "__ge__": "x >= y", "__eq__": "x == y",
+                     "__ne__": "x != y", "__len__": "len(x)"}
+
+
 def error_note(exc: BaseException):
     """A note for an error of NumPy's that a traced value may have caused without mutagrad seeing
     it (the error stays NumPy's: a plain call may raise it too), or None."""
@@ -1279,10 +1287,17 @@ def replaced_error(exc: BaseException):
         return shuffle_error(_where(exc))
     m = _UNBOUND.match(str(exc)) if type(exc) is TypeError else None
     if m is not None:  # np.ndarray.sum(x): CPython's check of the method's class, before any hook
+        name = m.group(1)
+        fix = f"x.{name}(...)"
+        if name.startswith("__") and name.endswith("__"):
+            op = _DUNDER_OPERATORS.get(name)
+            fix = f"the operator ({op})" if op else f"x.{name}(...)"
+        elif hasattr(np, name):
+            fix += f", or np.{name}(x, ...)"
         return TracedTypeError(
-            f"np.{m.group(2)}.{m.group(1)}(x) (a method called through the class) at {_where(exc)} does not "
-            f"accept a traced array, which is not an instance of the C class. Call it as a method, "
-            f"x.{m.group(1)}(...), or use np.{m.group(1)}(x, ...) where NumPy has that function.")
+            f"np.{m.group(2)}.{name}(x) (a method called through the class) at {_where(exc)} does not "
+            f"accept a traced array, which is not an instance of the C class. Call it on the array: {fix} "
+            f"(a lambda, lambda a: a.{name}(...), where a function is passed: map, sorted's key).")
     if type(exc) is TypeError and "bytes-like object is required, not '" in str(exc) and (
             "Tracer'" in str(exc)):  # memoryview(x), np.frombuffer(x), struct, hashlib...
         return TracerEscapeError(

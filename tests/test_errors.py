@@ -2852,8 +2852,15 @@ def test_plain_dot_method_unbound_methods_and_matrix_views_are_named():
     np.testing.assert_allclose(mg.grad(lambda w: np.sum(np.dot(A, w)))(np.ones(3)), [2.0, 2.0, 2.0])
     with pytest.raises(TypeError, match=r"np.ndarray.transpose\(x\).*x.transpose\(...\)"):
         mg.grad(lambda x: np.sum(np.ndarray.transpose(x) ** 2))(np.ones(3))
-    with pytest.raises(TypeError, match=r"np.ndarray.__mul__\(x\) \(a method called through the class\)"):
+    with pytest.raises(TypeError, match=r"np.ndarray.__mul__\(x\) \(a method called through the class\)"
+                       r".*the operator \(x \* y\)"):
         mg.grad(lambda x: np.sum(np.ndarray.__mul__(x, x)))(np.ones(3))
+    # (the idioms tester: the fix named np.fill, np.__setitem__, which do not exist)
+    with pytest.raises(TypeError, match=r"np.ndarray.fill\(x\).*x.fill\(...\) \(a lambda") as info:
+        mg.grad(lambda x: (np.ndarray.fill(x, 1.0), np.sum(x))[1])(np.ones(3))
+    assert "np.fill" not in str(info.value)
+    with pytest.raises(TypeError, match=r"x.sum\(...\), or np.sum\(x, ...\)"):
+        mg.grad(lambda x: np.sum(list(map(np.ndarray.sum, [x, x ** 2]))))(np.ones(3))
     with pytest.raises(mg.NoRuleError, match="numpy.matrix"), warnings.catch_warnings():
         warnings.simplefilter("ignore", PendingDeprecationWarning)  # (NumPy's, about np.matrix)
         mg.grad(lambda x: np.sum(np.matrix(x.reshape(1, 3))))(np.ones(3))

@@ -2268,10 +2268,13 @@ def _scipy_rewrite(sub, name):
     if sub == "integrate" and short in _INTEGRATE_REWRITES:
         return " " + _INTEGRATE_REWRITES[short]
     if sub == "fft":
-        return (f" scipy.fft.{short} is differentiated through its dispatch (uarray), which this call skipped: "
-                "inside scipy.fft.set_backend(..., only=True) or scipy.fft.skip_backend, only that backend "
-                "computes. Call it outside that context" + (f", or use np.fft.{short}(...)." if hasattr(np.fft, short)
-                                                           else "."))
+        return (f" scipy.fft.{short} is differentiated through SciPy's dispatch (uarray), by a backend mutagrad "
+                "registers, which SciPy asks before its own global one; a backend the program chose comes first "
+                "and computes on plain values: one set with scipy.fft.set_backend(...) (a `with` block, SciPy's "
+                "\"scipy\" too), one made global with scipy.fft.set_global_backend(...) without try_last=True, "
+                "or SciPy's alone under skip_backend. Call it outside that block (set_global_backend(\"scipy\", "
+                "try_last=True) restores SciPy's default)" + (f", or use np.fft.{short}(...)." if hasattr(np.fft, short)
+                                                            else "."))
     if short in _DISTANCES:
         return f" Write the distances with NumPy operations, which are differentiated: {_DISTANCES[short]}."
     if short in _ODE_SOLVERS:

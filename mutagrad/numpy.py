@@ -294,6 +294,243 @@ def as_strided(x, shape=None, strides=None, subok=False, writeable=True):
     return _traced_as_strided(x, shape, strides, subok=subok, writeable=writeable)
 
 
+class _Slot:
+    """A traced scalar held in an object array (NumPy keeps a scalar item as it is)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _slotted(obj):
+    """``obj`` (a list of numbers) with its traced scalars in slots, or None if it holds a traced array."""
+    if isinstance(obj, _Tracer):
+        return _Slot(obj) if obj._scalar else None
+    if isinstance(obj, (list, tuple)):
+        items = [_slotted(o) for o in obj]
+        if any(i is None for i, o in zip(items, obj) if isinstance(o, (_Tracer, list, tuple))):
+            return None
+        return type(obj)(items)
+    return obj
+
+
+def _plain_tree(x):
+    """What a plain call's function would have returned for ``x``: traced values as their plain values."""
+    if isinstance(x, _Tracer):
+        from .core import plain_operand
+
+        return plain_operand(x)
+    if type(x) in (list, tuple):
+        return type(x)(_plain_tree(v) for v in x)
+    return x
+
+
+def _python_elements(a):
+    """The elements of traced array ``a`` as NumPy's object conversion gives them, one by one on
+    demand (C order): a Python float or complex (a weak traced scalar, computed in float64 or
+    complex128 whatever ``a``'s precision) or, for long doubles, NumPy's own scalars."""
+    from .core import mark_weak
+
+    flat = a.reshape(-1)
+    dt = flat.dtype
+    python = dt.itemsize <= (8 if dt.kind == "f" else 16)
+    if python and dt.itemsize < (8 if dt.kind == "f" else 16):
+        flat = flat.astype(_np.float64 if dt.kind == "f" else _np.complex128)
+    made: dict = {}
+
+    def element(i):
+        e = made.get(i)
+        if e is None:
+            e = made[i] = flat[i]
+            if python:
+                mark_weak(e)  # (a fresh gather: its own storage)
+        return e
+
+    return element
+
+
+def _first_element(a):
+    """``np.asarray(a).flat[0]``, as NumPy's vectorize calls the function first to find otypes."""
+    if isinstance(a, _Tracer):
+        if a._scalar:
+            from .core import weak
+
+            return a.astype(a.dtype) if weak(a) else a  # (np.asarray makes a Python float a float64 array)
+        return a[(0,) * a.ndim]
+    if isinstance(a, (list, tuple)) and _has_tracer(a):
+        return _first_element(array(a))
+    return _np.asarray(a).flat[0]
+
+
+def _traced_result(plain, values, shape_of_part=None):
+    """The result NumPy builds from the function's ``values`` (C order) as the array ``plain``
+    holds them (NumPy's own conversion of their plain values: its dtype, casts and errors), made
+    of the traced values with differentiable operations where any is traced."""
+    if plain.dtype.kind not in "fc" or not any(map(_has_tracer, values)):
+        return plain
+    parts = plain.reshape((len(values),) + plain.shape[plain.ndim - len(shape_of_part or ()):])
+    parts = [asarray(v) if _has_tracer(v) else parts[k] for k, v in enumerate(values)]
+    if shape_of_part is not None:  # (a signature's output: each value broadcast into its core shape, as
+        parts = [_np.broadcast_to(p, shape_of_part) for p in parts]  # NumPy's out[index] = value)
+    else:
+        parts = [p.reshape(()) if isinstance(p, _Tracer) and p.ndim else p for p in parts]
+    res = _np.stack(parts)
+    if res.dtype != plain.dtype:  # (each value cast once to the output dtype: NumPy's cast of a Python float)
+        res = res.astype(plain.dtype)
+    return _in_order(res.reshape(plain.shape), "K", plain)
+
+
+class vectorize(_np.vectorize):
+    """Like ``np.vectorize`` (the same class, arguments and results); also of traced arrays, and of
+    functions that close over traced values. NumPy's object conversion would lose the derivative;
+    here the function is called, as often and in the order NumPy calls it, on the same elements
+    (a float32 array's as Python floats, so computed in float64, then cast to ``otypes`` as NumPy
+    casts), and the results are stacked with differentiable operations. Outside differentiation
+    it is NumPy's own call.
+
+    >>> import numpy as np, mutagrad as mg, mutagrad.numpy as mnp
+    >>> @mnp.vectorize
+    ... def relu(a):
+    ...     return a if a > 0 else 0.0
+    >>> mg.grad(lambda x: mnp.sum(relu(x) ** 2))(np.array([-1.0, 2.0]))
+    array([0., 4.])
+    """
+
+    def _vectorize_call(self, func, args):
+        if not args or not (_active_levels() or _has_tracer(args)):
+            return super()._vectorize_call(func, args)
+        if self.signature is not None:
+            return self._traced_call_with_signature(func, args)
+        return self._traced_call(func, args)
+
+    def _traced_call(self, func, args):
+        """NumPy's ``_get_ufunc_and_otypes`` and ``_vectorize_call``, the elements of traced arguments
+        handed to ``func`` through indices in object arrays laid out as NumPy's conversions are (so
+        NumPy's ufunc visits them in its own order)."""
+        import itertools
+
+        args = [array(a) if type(a) in (list, tuple) and _has_tracer(a) and _slotted(a) is None else a
+                for a in args]
+        nin = len(args)
+        cached = []
+        if self.otypes is not None:
+            otypes = self.otypes
+            nout = len(otypes)
+        else:
+            if any(_np.size(_bottom(a) if isinstance(a, _Tracer) else _np.asarray(_plain_tree(a))) == 0
+                   for a in args):
+                raise ValueError("cannot call `vectorize` on size 0 inputs unless `otypes` is set")
+            outputs = func(*[_first_element(a) for a in args])
+            if self.cache:
+                cached.append(outputs)
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            nout = len(outputs)
+            otypes = "".join(_np.asarray(_plain_tree(o)).dtype.char for o in outputs)
+        objects, getters = [], []
+        for a in args:
+            if isinstance(a, _Tracer) and not a._scalar:
+                o = _np.asanyarray(_bottom(a), dtype=object)
+                o[...] = _np.arange(o.size).reshape(o.shape)  # (each element's index)
+                getters.append(_python_elements(a))
+            else:
+                if isinstance(a, _Tracer):
+                    o = _np.empty((), object)
+                    o[()] = _Slot(a)  # (NumPy's conversion keeps a NumPy scalar as it is)
+                else:
+                    o = _np.asanyarray(_slotted(a) if _has_tracer(a) else a, dtype=object)
+                getters.append(None)
+            objects.append(o)
+        results = []
+
+        def call(*items):
+            if cached:  # (cache=True: the first call's result stands for the first element's)
+                r = cached.pop()
+            else:
+                r = func(*[g(i) if g is not None else i.value if type(i) is _Slot else i
+                           for g, i in zip(getters, items)])
+            results.append(r)
+            if nout > 1 and isinstance(r, tuple):
+                return tuple(_plain_tree(v) for v in r)
+            return _plain_tree(r)  # (NumPy's own checks and conversions see what a plain call returns)
+
+        outputs = _np.frompyfunc(call, nin, nout)(*objects, out=...)
+        count = itertools.count()
+        order = _np.frompyfunc(lambda *_: (next(count),) * nout if nout > 1 else next(count), nin, nout)(
+            *objects, out=...)  # (which call made each element: NumPy's order of visits follows the layout)
+        if nout == 1:
+            outputs, order = (outputs,), (order,)
+        order = _np.asarray(order[0]).ravel().tolist()
+        res = tuple(
+            _traced_result(_np.asanyarray(out, dtype=t), [results[k] if nout == 1 else results[k][m] for k in order])
+            if _np.dtype(t) != object else _objects(out.shape, [results[k] if nout == 1 else results[k][m]
+                                                               for k in order])
+            for m, (out, t) in enumerate(zip(outputs, otypes)))
+        return res[0] if nout == 1 else res
+
+    def _traced_call_with_signature(self, func, args):
+        """NumPy's ``_vectorize_call_with_signature`` on traced arguments: ``func`` gets traced
+        core-dimension slices; each output is NumPy's (shapes, dtype, casts, errors), then rebuilt
+        from the traced results."""
+        from numpy.lib._function_base_impl import (_calculate_shapes, _create_arrays,
+                                                   _parse_input_dimensions, _update_dim_sizes)
+
+        input_core_dims, output_core_dims = self._in_and_out_core_dims
+        if len(args) != len(input_core_dims):
+            raise TypeError("wrong number of positional arguments: expected %r, got %r"
+                            % (len(input_core_dims), len(args)))
+        args = tuple(asarray(a) if _has_tracer(a) else _np.asanyarray(a) for a in args)
+        broadcast_shape, dim_sizes = _parse_input_dimensions(args, input_core_dims)
+        input_shapes = _calculate_shapes(broadcast_shape, dim_sizes, input_core_dims)
+        args = [_np.broadcast_to(arg, shape, subok=True) for arg, shape in zip(args, input_shapes)]
+        outputs = None
+        otypes = self.otypes
+        nout = len(output_core_dims)
+        collected = [[] for _ in range(nout)]
+        for index in _np.ndindex(*broadcast_shape):
+            results = func(*(arg[index] for arg in args))
+            n_results = len(results) if isinstance(results, tuple) else 1
+            if nout != n_results:
+                raise ValueError("wrong number of outputs from pyfunc: expected %r, got %r" % (nout, n_results))
+            if nout == 1:
+                results = (results,)
+            plain = [_plain_tree(r) for r in results]
+            if outputs is None:
+                for result, core_dims in zip(plain, output_core_dims):
+                    _update_dim_sizes(dim_sizes, result, core_dims)
+                outputs = _create_arrays(broadcast_shape, dim_sizes, output_core_dims, otypes, plain)
+            for output, result, p, c in zip(outputs, results, plain, collected):
+                output[index] = p
+                c.append(result)
+        if outputs is None:
+            if otypes is None:
+                raise ValueError("cannot call `vectorize` on size 0 inputs unless `otypes` is set")
+            if any(dim not in dim_sizes for dims in output_core_dims for dim in dims):
+                raise ValueError("cannot call `vectorize` with a signature including new output dimensions on "
+                                 "size 0 inputs")
+            outputs = _create_arrays(broadcast_shape, dim_sizes, output_core_dims, otypes)
+        else:
+            for o, c in zip(outputs, collected):
+                if o.dtype == object and any(map(_has_tracer, c)):
+                    from .errors import NoRuleError
+
+                    raise NoRuleError(
+                        f"np.vectorize({getattr(self.pyfunc, '__name__', 'f')}) with a signature and an object "
+                        "output (otypes=[object]) returned traced values: an object array does not carry "
+                        "derivatives. Give a floating-point output type (otypes=[float]).")
+            ndim = len(broadcast_shape)
+            outputs = tuple(_traced_result(o, c, o.shape[ndim:]) for o, c in zip(outputs, collected))
+        return outputs[0] if nout == 1 else outputs
+
+
+def _objects(shape, values):
+    """An object array of ``values`` (C order) as they are, traced ones too (otypes=[object])."""
+    flat = _np.empty(len(values), dtype=object)
+    for k, v in enumerate(values):
+        flat[k] = v
+    return flat.reshape(shape)
+
+
 _EVERY_ARGUMENT: dict = {}
 
 

@@ -244,6 +244,18 @@ def test_plain_calls_are_scipys_own():
         np.testing.assert_array_equal(got, want)
     y = z.copy()
     assert sf.fft(y, overwrite_x=True) is not None and not np.array_equal(y, z)  # (plain: SciPy's own)
+    rows = draw((3, 5), "float64").tolist()  # (a nested list: declined without a differentiation running)
+    np.testing.assert_array_equal(sf.fft2(rows), sf.fft2(np.array(rows)))
+
+
+def test_a_backend_the_program_sets_first_is_named():
+    # (the regress15 tester: `with set_backend("scipy")` was described as only=True / skip_backend)
+    f = lambda u: np.sum(np.abs(sf.fft(u)) ** 2)
+    with sf.set_backend("scipy"), pytest.raises(mg.TracerEscapeError,
+                                                match=r"set_backend\(...\) \(a `with` block.*try_last=True"):
+        mg.grad(f)(np.ones(4))
+    u = np.array([0.5, -1.0, 2.0, 0.25])
+    np.testing.assert_allclose(mg.grad(f)(u), 2 * 4 * u, rtol=1e-14)  # outside: Parseval, by hand
 
 
 # -- errors ---------------------------------------------------------------------------------

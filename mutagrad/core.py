@@ -1072,12 +1072,13 @@ def subclass_error(x):
 
 
 def subclass_advice(x):
-    """What of subclass ``x``'s semantics the rules would not follow, and the rewrite."""
-    if isinstance(x, np.matrix):
+    """What of subclass ``x``'s semantics (an instance or the class) the rules would not follow, and the rewrite."""
+    t = x if isinstance(x, type) else type(x)
+    if issubclass(t, np.matrix):
         return ("(np.matrix's `*` is a matrix product and its results stay 2-D) would not be followed. Convert it "
                 "with np.asarray(...) and write matrix products with `@`. (scipy.sparse's *_matrix classes give "
                 "np.matrix results, x - A included: use the *_array classes, csr_array, or A.toarray().)")
-    if isinstance(x, np.ma.MaskedArray):
+    if issubclass(t, np.ma.MaskedArray):
         return ("(its mask: masked elements left out of results) would not be followed, and np.asarray(...) would "
                 "drop the mask, changing the values. Compute with the mask on plain arrays instead, which is "
                 "differentiated: d = x.data, m = np.ma.getmaskarray(x); np.sum(d * y, where=~m) (np.mean, np.std, "
@@ -2706,7 +2707,7 @@ def _foreign_function(func, types, args, kwargs):
     leaves = _flatten_args(tuple(args) + tuple(kwargs.values()))[0]
     shown = tuple(dict.fromkeys(_ndarray if issubclass(t, Tracer) else t for t in types))
     for t in types:
-        if t is _ndarray or issubclass(t, Tracer) or t.__array_function__ is _NDARRAY_AF:
+        if issubclass(t, (_ndarray, Tracer)) or t.__array_function__ is _NDARRAY_AF:
             continue
         obj = next((a for a in leaves if type(a) is t), None)
         if obj is None:  # (deeper than lists and tuples: NumPy found it there)
@@ -2823,7 +2824,9 @@ class Tracer:
     def __array_function__(self, func, types, args, kwargs):
         if len(types) > 1:
             for t in types:
-                if t is not _ndarray and not issubclass(t, Tracer) and t.__array_function__ is not _NDARRAY_AF:
+                if not issubclass(t, (_ndarray, Tracer)) and t.__array_function__ is not _NDARRAY_AF:
+                    # (an ndarray subclass, astropy's Quantity too, hands the call to ndarray's in the
+                    # end: kept to the subclass handling, subclass_error)
                     return _foreign_function(func, types, args, kwargs)
         return function_dispatch(func, args, kwargs)
 
@@ -3688,8 +3691,7 @@ class Tracer:
         if type is not None and type is not _ndarray:
             raise NoRuleError(
                 f"x.view({type.__module__}.{type.__name__}) at {user_line()}: mutagrad differentiates plain "
-                "ndarrays, and the subclass's own semantics (np.matrix's `*` is a matrix product and its "
-                "results stay 2-D) would not be followed. Use 2-D arrays and `@` for matrix products.")
+                "ndarrays, and the subclass's own semantics " + subclass_advice(type))
         return view(self, dtype)
 
     def dot(self, b, out=None):

@@ -1232,7 +1232,8 @@ def shuffle_error(where):
 # Python's own protocol errors, which a NumPy scalar (array) raises in a plain call as well (iter(s), len(s))
 _PROTOCOL_ERROR = re.compile(r"is not iterable|has no len\(\)|not reversible|is not subscriptable|is not callable"
                              r"|cannot be interpreted as an integer"
-                             r"|returned NotImplemented from __array_ufunc__")  # (a duck array's refusal: NumPy's)
+                             r"|returned NotImplemented from __array_ufunc__"  # (a duck array's refusal: NumPy's)
+                             r"|no implementation found for '")  # (a wrapper's __array_function__ refusal: NumPy's)
 
 
 _DUNDER_OPERATORS = {"__mul__": "x * y", "__add__": "x + y", "__sub__": "x - y", "__truediv__": "x / y",

@@ -370,7 +370,8 @@ def _traced_result(plain, values, shape_of_part=None):
     if plain.dtype.kind not in "fc" or not any(map(_has_tracer, values)):
         return plain
     parts = plain.reshape((len(values),) + plain.shape[plain.ndim - len(shape_of_part or ()):])
-    parts = [asarray(v) if _has_tracer(v) else parts[k] for k, v in enumerate(values)]
+    parts = [v if isinstance(v, _Tracer) else asarray(v) if _has_tracer(v) else parts[k]
+             for k, v in enumerate(values)]
     if shape_of_part is not None:  # (a signature's output: each value broadcast into its core shape, as
         parts = [_np.broadcast_to(p, shape_of_part) for p in parts]  # NumPy's out[index] = value)
     else:
@@ -396,6 +397,35 @@ class vectorize(_np.vectorize):
     >>> mg.grad(lambda x: mnp.sum(relu(x) ** 2))(np.array([-1.0, 2.0]))
     array([0., 4.])
     """
+
+    # NumPy's __call__ and _call_as_normal, here so that no NumPy frame is on the stack while the
+    # function runs (an error in it names the user's operation, not np.vectorize)
+    def __call__(self, *args, **kwargs):
+        if self.pyfunc is _np._NoValue:
+            self._init_stage_2(*args, **kwargs)
+            return self
+        return self._call_as_normal(*args, **kwargs)
+
+    def _call_as_normal(self, *args, **kwargs):
+        excluded = self.excluded
+        if not kwargs and not excluded:
+            func = self.pyfunc
+            vargs = args
+        else:
+            nargs = len(args)
+            names = [_n for _n in kwargs if _n not in excluded]
+            inds = [_i for _i in range(nargs) if _i not in excluded]
+            the_args = list(args)
+
+            def func(*vargs):
+                for _n, _i in enumerate(inds):
+                    the_args[_i] = vargs[_n]
+                kwargs.update(zip(names, vargs[len(inds):]))
+                return self.pyfunc(*the_args, **kwargs)
+
+            vargs = [args[_i] for _i in inds]
+            vargs.extend([kwargs[_n] for _n in names])
+        return self._vectorize_call(func=func, args=vargs)
 
     def _vectorize_call(self, func, args):
         if not args or not (_active_levels() or _has_tracer(args)):
@@ -461,10 +491,12 @@ class vectorize(_np.vectorize):
         if nout == 1:
             outputs, order = (outputs,), (order,)
         order = _np.asarray(order[0]).ravel().tolist()
-        res = tuple(
-            _traced_result(_np.asanyarray(out, dtype=t), [results[k] if nout == 1 else results[k][m] for k in order])
-            if _np.dtype(t) != object else _objects(out.shape, [results[k] if nout == 1 else results[k][m]
-                                                               for k in order])
+        if nout > 1:  # (a result that is no tuple of nout values: NumPy leaves the elements unset, NaN,
+            # and calls the function no more)
+            results = [r if isinstance(r, tuple) and len(r) == nout else (None,) * nout for r in results]
+            results += [(None,) * nout] * (len(order) - len(results))
+        res = tuple((_traced_result if _np.dtype(t) != object else _objects)(
+            _np.asanyarray(out, dtype=t), [results[k] if nout == 1 else results[k][m] for k in order])
             for m, (out, t) in enumerate(zip(outputs, otypes)))
         return res[0] if nout == 1 else res
 
@@ -472,13 +504,17 @@ class vectorize(_np.vectorize):
         """NumPy's ``_vectorize_call_with_signature`` on traced arguments: ``func`` gets traced
         core-dimension slices; each output is NumPy's (shapes, dtype, casts, errors), then rebuilt
         from the traced results."""
-        from numpy.lib._function_base_impl import (_calculate_shapes, _create_arrays,
-                                                   _parse_input_dimensions, _update_dim_sizes)
+        from numpy.lib._function_base_impl import (
+            _calculate_shapes,
+            _create_arrays,
+            _parse_input_dimensions,
+            _update_dim_sizes,
+        )
 
         input_core_dims, output_core_dims = self._in_and_out_core_dims
         if len(args) != len(input_core_dims):
-            raise TypeError("wrong number of positional arguments: expected %r, got %r"
-                            % (len(input_core_dims), len(args)))
+            raise TypeError(f"wrong number of positional arguments: expected {len(input_core_dims)!r}, "
+                            f"got {len(args)!r}")
         args = tuple(asarray(a) if _has_tracer(a) else _np.asanyarray(a) for a in args)
         broadcast_shape, dim_sizes = _parse_input_dimensions(args, input_core_dims)
         input_shapes = _calculate_shapes(broadcast_shape, dim_sizes, input_core_dims)
@@ -491,7 +527,7 @@ class vectorize(_np.vectorize):
             results = func(*(arg[index] for arg in args))
             n_results = len(results) if isinstance(results, tuple) else 1
             if nout != n_results:
-                raise ValueError("wrong number of outputs from pyfunc: expected %r, got %r" % (nout, n_results))
+                raise ValueError(f"wrong number of outputs from pyfunc: expected {nout!r}, got {n_results!r}")
             if nout == 1:
                 results = (results,)
             plain = [_plain_tree(r) for r in results]
@@ -523,12 +559,14 @@ class vectorize(_np.vectorize):
         return outputs[0] if nout == 1 else outputs
 
 
-def _objects(shape, values):
+def _objects(plain, values):
     """An object array of ``values`` (C order) as they are, traced ones too (otypes=[object])."""
+    if not any(map(_has_tracer, values)):
+        return plain
     flat = _np.empty(len(values), dtype=object)
     for k, v in enumerate(values):
         flat[k] = v
-    return flat.reshape(shape)
+    return flat.reshape(plain.shape)
 
 
 _EVERY_ARGUMENT: dict = {}

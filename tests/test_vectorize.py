@@ -77,7 +77,7 @@ def test_layouts_keep_numpys_order_of_calls():
 
 
 def test_two_broadcast_arguments_and_plain_ones():
-    f = lambda a, b: a * b + a if a > b else a - b * b  # noqa: E731
+    f = lambda a, b: a * b + a if a > b else a - b * b
     check(lambda vec, x: np.sum(vec()(x[:, :1], x[0]) ** 2), f, X)
     check(lambda vec, x: np.sum(vec()(x, 0.25)), f, X)
     check(lambda vec, x: np.sum(vec()(np.array([1.0, -1.0, 0.5]), x)), f, X)
@@ -86,7 +86,7 @@ def test_two_broadcast_arguments_and_plain_ones():
 
 
 def test_excluded_and_keyword_arguments():
-    f = lambda c, a, scale=1.0: (c[0] * a + c[1]) * scale  # noqa: E731
+    f = lambda c, a, scale=1.0: (c[0] * a + c[1]) * scale
     check(lambda vec, x: np.sum(vec(excluded={0})(x[0, :2], x)), f, X)  # (a traced excluded array, as it is)
     check(lambda vec, x: np.sum(vec(excluded={"c"})(a=x, c=x[1, 1:], scale=x[0])), f, X)
     check(lambda vec, x: np.sum(vec(excluded={0})([1.0, 2.0], x, scale=3.0)), f, X)
@@ -97,7 +97,7 @@ def test_otypes_given_and_float32_bits():
     check(lambda vec, x: np.sum(vec(otypes=[np.float32])(x)), branchy, X, rtol=1e-3, h=1e-2)
     check(lambda vec, x: np.sum(vec(otypes="d")(x)), branchy, X)
     x32 = np.array([0.1, 0.7, 3.3, -1.2], np.float32)
-    f = lambda a: a * 0.1 + a * a / 3.0  # a Python float: float64 arithmetic, then the float32 cast  # noqa: E731
+    f = lambda a: a * 0.1 + a * a / 3.0  # a Python float: float64 arithmetic, then the float32 cast
     for kw in ({}, {"otypes": [np.float32]}, {"otypes": [np.float64]}, {"cache": True}):
         plain = np.vectorize(f, **kw)(x32)
         traced, tangent = mg.jvp(mnp.vectorize(f, **kw), (x32,), (np.ones(4, np.float32),))
@@ -107,7 +107,7 @@ def test_otypes_given_and_float32_bits():
 
 
 def test_multiple_outputs():
-    f = lambda a: (a * a, np.cos(a) if a > 0 else 2.0)  # noqa: E731
+    f = lambda a: (a * a, np.cos(a) if a > 0 else 2.0)
     check(lambda vec, x: np.sum(vec()(x)[0] * vec()(x)[1]), f, X)
     plain = np.vectorize(f, otypes=[np.float32, float])(X)
     traced = mnp.vectorize(f, otypes=[np.float32, float])(X)
@@ -117,13 +117,13 @@ def test_multiple_outputs():
 
 
 def test_signature():
-    norm = lambda v: np.sqrt(np.sum(v * v)) if v[0] > 0 else np.max(v)  # noqa: E731
+    norm = lambda v: np.sqrt(np.sum(v * v)) if v[0] > 0 else np.max(v)
     check(lambda vec, x: np.sum(vec(signature="(n)->()")(x)), norm, X)
     check(lambda vec, x: np.sum(vec(signature="(n)->()")(x.T) ** 2), norm, X)
-    mix = lambda u, v: u * v + u[::-1]  # noqa: E731
+    mix = lambda u, v: u * v + u[::-1]
     check(lambda vec, x: np.sum(vec(signature="(n),(n)->(n)")(x, x[1]) ** 2), mix, X)
     check(lambda vec, x: np.sum(vec(signature="(n),(n)->(n)")(x, [1.0, 2.0, 3.0]) * x), mix, X)
-    two = lambda v: (np.sum(v), v * 2.0)  # noqa: E731
+    two = lambda v: (np.sum(v), v * 2.0)
     check(lambda vec, x: np.sum(vec(signature="(n)->(),(n)")(x)[1] ** 2), two, X)
     check(lambda vec, x: np.sum(vec(signature="(n)->()", otypes=[np.float32])(x)), norm, X, rtol=1e-3, h=1e-2)
     g = mg.grad(lambda x: np.sum(mnp.vectorize(lambda v: np.dot(v, v), signature="(n)->()")(x)))(X)
@@ -133,7 +133,7 @@ def test_signature():
 def test_cache_calls_once_less():
     check(lambda vec, x: np.sum(vec(cache=True)(x) ** 2), branchy, X)
     x32 = np.array([0.3, 0.6], np.float32)
-    f = lambda a: a / 3.0  # noqa: E731
+    f = lambda a: a / 3.0
     plain = np.vectorize(f, cache=True)(x32)  # (element 0 from the first call, in float32)
     assert mnp.vectorize(f, cache=True)(x32).tobytes() == plain.tobytes()
     assert mg.jvp(mnp.vectorize(f, cache=True), (x32,), (np.ones(2, np.float32),))[0].tobytes() == plain.tobytes()
@@ -161,7 +161,7 @@ def test_decorator_forms_and_attributes():
 
 
 def test_hessian_of_a_sum():
-    f = lambda a: a ** 3 if a > 0 else np.exp(a)  # noqa: E731
+    f = lambda a: a ** 3 if a > 0 else np.exp(a)
     x = np.array([0.5, -1.0, 2.0])
     h = mg.hessian(lambda x: np.sum(mnp.vectorize(f)(x)))(x)
     np.testing.assert_allclose(h, np.diag(np.where(x > 0, 6 * x, np.exp(x))), rtol=1e-12)
@@ -208,3 +208,32 @@ def test_plain_calls_unchanged():
 def test_numpys_vectorize_still_refused():
     with pytest.raises(mg.NoRuleError, match=r"np\.vectorize\(branchy\)"):
         mg.grad(lambda x: np.sum(np.vectorize(branchy)(x)))(X)
+
+
+ELEMENTWISE = {
+    "powers": lambda a: a ** 2 + a ** 3 + (abs(a) ** 0.5 if a < 0 else 2.0 ** a),
+    "python ops": lambda a: a % 0.7 + a // 0.3 + abs(a) * 1.1 + round(a, 2),
+    "division": lambda a: 1 / (a + 3.1) - a / 3,
+    "numpy": lambda a: np.sin(a) / 3 + np.exp(a) - np.hypot(a, 2.0),
+    "numpy scalar": lambda a: a * np.float32(0.1),
+}
+
+
+@pytest.mark.parametrize("name", ELEMENTWISE)
+def test_values_bit_for_bit_inside_differentiation(name):
+    f = ELEMENTWISE[name]
+    x = np.random.default_rng(1).standard_normal(20) * 3
+    for dt in (np.float64, np.float32, np.float16):
+        for kw in ({}, {"otypes": [np.float32]}, {"cache": True}):
+            plain = np.vectorize(f, **kw)(x.astype(dt))
+            seen = []
+
+            def program(x, kw=kw, seen=seen):
+                y = mnp.vectorize(f, **kw)(x)
+                seen.append(mg.value(y).copy())
+                return np.sum(y * y)
+
+            mg.grad(program)(x.astype(dt))
+            mg.jvp(program, (x.astype(dt),), (np.ones(20, dt),))
+            for y in seen:
+                assert y.dtype == plain.dtype and y.tobytes() == plain.tobytes(), (dt, kw)

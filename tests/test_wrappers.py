@@ -133,3 +133,41 @@ def test_an_error_in_an_installed_packages_code_names_the_users_call_too(tmp_pat
             mg.grad(f)(X.copy())
     finally:
         sys.modules.pop("wrapperlib", None)
+
+
+class Passing(np.ndarray):
+    """An ndarray subclass whose __array_function__ hands the call on to ndarray's (astropy's Quantity does)."""
+
+    def __array_function__(self, func, types, args, kwargs):
+        return super().__array_function__(func, types, args, kwargs)
+
+
+def test_a_subclass_handing_on_to_ndarray_is_a_constant_as_before():
+    # (the regress14 tester: it was taken for a wrapper and asked to compute with the traced array,
+    # which NumPy's own code then converted: refused)
+    c = np.array([1.0, 2.0, 3.0]).view(Passing)
+    x = np.array([0.5, -1.2, 2.0])
+    f = lambda x: np.interp(1.5, c, x * x)  # (halfway between x0^2 and x1^2)
+    g = lambda x: np.average(x * x, weights=c)
+    for fn, want in ((f, [x[0], x[1], 0.0]), (g, 2 * x * np.array([1.0, 2.0, 3.0]) / 6)):  # by hand
+        np.testing.assert_allclose(_central(lambda v, fn=fn: float(fn(v)), x), want, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(mg.grad(fn)(x.copy()), want, rtol=1e-15, atol=1e-16)
+
+
+def test_a_wrapper_declining_every_call_gets_numpys_error_as_a_plain_call():
+    class Declines:
+        def __array_function__(self, func, types, args, kwargs):
+            return NotImplemented
+
+    f = lambda x: np.sum(np.concatenate([Declines(), x]))
+    with pytest.raises(TypeError, match="no implementation found"):
+        f(np.ones(2))
+    with pytest.raises(TypeError, match="no implementation found") as info:
+        mg.grad(f)(np.ones(2))
+    assert not isinstance(info.value, mg.DifferentiationError)  # (a plain call raises it too)
+
+
+def test_a_view_as_a_users_subclass_names_that_subclass_not_np_matrix():
+    with pytest.raises(mg.NoRuleError, match=r"x.view\(.*Passing\).*its own operators") as info:
+        mg.grad(lambda x: np.sum(x.view(Passing)))(np.ones(2))
+    assert "np.matrix" not in str(info.value)

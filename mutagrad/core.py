@@ -2912,12 +2912,13 @@ class Tracer:
             call, loop = ((f"{f}(x)", f"mnp.array([{f}(v) for v in x])") if nargs <= 1 else
                           (f"{f}(x, y, ...)", f"mnp.array([{f}(*vs) for vs in zip(x, y, ...)])"))
             raise NoRuleError(
-                f"np.vectorize({fname}) was applied to a traced array at "
-                f"{user_line()}: it converts its arguments to plain arrays and calls the Python function "
-                "on plain elements, so the derivative would be lost. If the function is written with "
-                f"NumPy operations, call it on the traced arrays themselves ({call}); otherwise loop over the "
-                f"elements ({loop}, import mutagrad.numpy as mnp; .ravel() them first), which is "
-                "differentiated.")
+                f"np.vectorize({fname}) was applied to a traced array at {user_line()}: it converts its "
+                "arguments to plain arrays and calls the Python function on plain elements, so the derivative "
+                "would be lost. Use mnp.vectorize instead (import mutagrad.numpy as mnp): "
+                f"mnp.vectorize({fname}, ...) with the same arguments, or @mnp.vectorize for @np.vectorize; it "
+                "calls the function as NumPy does, on traced elements, and is differentiated. If the function "
+                f"is written with NumPy operations, calling it on the traced arrays themselves ({call}) is "
+                f"faster (a loop over the elements, {loop}, works too).")
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             fields = _structured_target(target, user_frame(sys._getframe(1)))

@@ -398,34 +398,25 @@ class vectorize(_np.vectorize):
     array([0., 4.])
     """
 
-    # NumPy's __call__ and _call_as_normal, here so that no NumPy frame is on the stack while the
-    # function runs (an error in it names the user's operation, not np.vectorize)
+    # (calls end here, not in NumPy's __call__: with no NumPy frame on the stack while the function
+    # runs, an error in it names the user's operation, not np.vectorize)
     def __call__(self, *args, **kwargs):
-        if self.pyfunc is _np._NoValue:
+        if self.pyfunc is _np._NoValue:  # (mnp.vectorize(otypes=...) used as a decorator: the function now)
             self._init_stage_2(*args, **kwargs)
             return self
-        return self._call_as_normal(*args, **kwargs)
-
-    def _call_as_normal(self, *args, **kwargs):
         excluded = self.excluded
-        if not kwargs and not excluded:
-            func = self.pyfunc
-            vargs = args
-        else:
-            nargs = len(args)
-            names = [_n for _n in kwargs if _n not in excluded]
-            inds = [_i for _i in range(nargs) if _i not in excluded]
-            the_args = list(args)
+        free = [k for k in range(len(args)) if k not in excluded]
+        names = [n for n in kwargs if n not in excluded]
+        if not kwargs and len(free) == len(args):
+            return self._vectorize_call(func=self.pyfunc, args=args)
 
-            def func(*vargs):
-                for _n, _i in enumerate(inds):
-                    the_args[_i] = vargs[_n]
-                kwargs.update(zip(names, vargs[len(inds):]))
-                return self.pyfunc(*the_args, **kwargs)
+        def bound(*vals):  # (the excluded arguments as given, the others element by element)
+            pos = list(args)
+            for k, v in zip(free, vals):
+                pos[k] = v
+            return self.pyfunc(*pos, **{**kwargs, **dict(zip(names, vals[len(free):]))})
 
-            vargs = [args[_i] for _i in inds]
-            vargs.extend([kwargs[_n] for _n in names])
-        return self._vectorize_call(func=func, args=vargs)
+        return self._vectorize_call(func=bound, args=[args[k] for k in free] + [kwargs[n] for n in names])
 
     def _vectorize_call(self, func, args):
         if not args or not (_active_levels() or _has_tracer(args)):

@@ -952,9 +952,11 @@ class Level:
             raise WriteToPlainArrayError(
                 f"writing a value traced by an outer differentiation into an array at {user_line()}: that array "
                 f"is plain to the outer differentiation ({what}), so it would keep the value after the inner "
-                "call without its derivative. Make the plain array inside the outer function with "
-                "np.zeros_like(p) or mnp.array(...)/mnp.zeros(...) (import mutagrad.numpy as mnp), so that the "
-                "outer differentiation traces it and what is computed from it.")
+                "call without its derivative. Give the inner call an array the outer differentiation traces: "
+                "for a plain argument x of the inner call, pass mnp.array(x) made in the outer function (import "
+                "mutagrad.numpy as mnp; its values, traced as a constant there); for a buffer, make it in the "
+                "outer function with np.zeros_like(p) or mnp.zeros(...). (The second derivative of f in one "
+                "argument is also mg.hessian(f, argnums=...), which needs neither.)")
         return vv
 
     def constant_result(self, res, leaves, ins, zero=False):

@@ -455,3 +455,19 @@ def test_rules_that_differentiate_inside(prim):
         np.testing.assert_allclose(mg.jacobian(prim, mode=mode)(p0), np.diag(2 * p0))
     np.testing.assert_allclose(mg.hessian(lambda p: np.sum(prim(p) * p))(p0), np.diag(6 * p0))
     assert p0.flags.writeable
+
+
+def test_a_plain_argument_of_an_inner_grad_written_with_outer_values_names_mnp_array():
+    # (the hofuzz tester: the fix said to make "the plain array" in the outer function, which for an
+    # argument of the inner call gave nothing to act on)
+    def sim(u0, k):
+        u = u0.copy()
+        u[1:] += k[0] * u[:-1]
+        return np.sum(u ** 3)
+
+    x, k = np.array([0.1, 0.5, -0.3]), np.array([0.2])
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"pass mnp.array\(x\) made in the outer function"):
+        mg.grad(lambda kk: mg.grad(sim, argnums=1)(x, kk)[0])(k.copy())
+    want = 6 * (x[1] + k[0] * x[0]) * x[0] ** 2 + 6 * (x[2] + k[0] * x[1]) * x[1] ** 2  # by hand
+    assert mg.grad(lambda kk: mg.grad(sim, argnums=1)(mnp.array(x), kk)[0])(k.copy()) == pytest.approx([want], rel=1e-14)
+    np.testing.assert_allclose(mg.hessian(sim, argnums=1)(x, k.copy()), [[want]], rtol=1e-14)

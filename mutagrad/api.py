@@ -2572,11 +2572,23 @@ def _stack_jac(rows, out_shape, in_shape):
     return np.reshape(arr, tuple(out_shape) + tuple(in_shape))
 
 
+def _holds_tracer(v) -> bool:
+    if isinstance(v, Tracer):
+        return True
+    t = type(v)
+    return (t is tuple or t is list) and any(_holds_tracer(u) for u in v)
+
+
 def _check_outputs(leaves, api):
     """The outputs of vjp, jvp and jacobian (which call them, under its name): numbers and arrays in
     the containers mutagrad looks into (an object it does not know, holding traced values, would get
     zero derivatives silently)."""
     for k, o in enumerate(leaves):
+        if type(o) is _ndarray and o.dtype == object and any(_holds_tracer(v) for v in o.flat):
+            raise TypeError(
+                f"{api}: output leaf {k} is an array of dtype object holding traced values (mnp.vectorize with "
+                "otypes=[object], np.empty(n, dtype=object) filled with them): an object array carries no "
+                "derivative. Return a numeric array of them (mnp.array(list(a)), otypes=[float]).")
         if not isinstance(o, (Tracer, _ndarray, np.generic, float, int, complex, bool, NotImplementedTangent)):
             raise TypeError(
                 f"{api}: output leaf {k} is a {type(o).__name__}, not a number or an array: its derivative "

@@ -332,6 +332,21 @@ def _weak_operand(x) -> bool:
     return isinstance(x, Tracer) and x._scalar and weak(x)
 
 
+def _py(x):
+    """A weak traced scalar's (or a Python number's) value as the Python number it stands for."""
+    return bottom(x).item() if isinstance(x, Tracer) else x
+
+
+def _python_order(sym, a, b):
+    """Python's TypeError for an order comparison of two Python numbers (a weak traced scalar
+    stands for one) of which one is complex: NumPy's complex scalars compare, Python's do not."""
+    if _weak_operand(b):
+        pa, pb = _py(a), _py(b)
+        if type(pa) is complex or type(pb) is complex:
+            raise TypeError(f"'{sym}' not supported between instances of '{type(pa).__name__}' and "
+                            f"'{type(pb).__name__}'")
+
+
 def _weak_result(r, operands):
     """Mark ``r`` (a tracer or a tuple of them) weak if every operand of the Python
     operator that made it is a Python number or a weak traced scalar, as in a plain call."""
@@ -2397,7 +2412,10 @@ def _is_scalar(x):
 # Operators whose NumPy-scalar arithmetic gives the ufunc's bits (IEEE operations), at a
 # tenth of the ufunc's cost on scalars; the fast path uses them for two float64 scalars.
 _SCALAR_ARITHMETIC = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
-                      np.true_divide: operator.truediv}
+                      np.true_divide: operator.truediv, np.remainder: operator.mod, np.floor_divide: operator.floordiv}
+_DIVIDING = frozenset((operator.truediv, operator.mod, operator.floordiv))
+# (% and //: NumPy's float loops are Python's algorithm, bit for bit; on Python numbers and weak
+# traced scalars the operator raises ZeroDivisionError as a plain call does, where the ufunc gave nan)
 _F64_TYPES = frozenset((float, np.float64, complex, np.complex128))  # (NumPy scalars' own arithmetic: float64 and complex128)
 # operands the fast path computes with the scalars' own operator, as a plain call does: NumPy
 # scalars of every float and complex type (complex64 products differ from the ufunc loop's in
@@ -2461,6 +2479,10 @@ def _binop(ufunc):
             if r is None:
                 r = bind(prim, (a, b))
         else:
+            if sop in _DIVIDING and weak(self) and _weak_operand(b if a is self else a):
+                pb = _py(b)
+                if pb == 0:
+                    sop(_py(a), pb)  # (Python's ZeroDivisionError, before NumPy's warning about the same)
             r = _fast_call(ufunc, self, a, b, sop)
             if r is None:
                 other = b if a is self else a
@@ -3584,10 +3606,14 @@ class Tracer:
         return self
 
     def __divmod__(self, other):
+        if self._scalar and weak(self) and _weak_operand(other):
+            divmod(_py(self), _py(other))  # (Python's ZeroDivisionError, as Python numbers raise it)
         r = np.divmod(self, other)
         return _weak_result(r, (self, other)) if self._scalar and weak(self) else r
 
     def __rdivmod__(self, other):
+        if self._scalar and weak(self) and _weak_operand(other):
+            divmod(_py(other), _py(self))
         r = np.divmod(other, self)
         return _weak_result(r, (other, self)) if self._scalar and weak(self) else r
 
@@ -3616,15 +3642,23 @@ class Tracer:
         return call_ufunc(np.absolute, (self,), {}) if r is None else r
 
     def __lt__(self, o):
+        if self._scalar and weak(self):
+            _python_order("<", self, o)
         return np.less(self, o)
 
     def __le__(self, o):
+        if self._scalar and weak(self):
+            _python_order("<=", self, o)
         return np.less_equal(self, o)
 
     def __gt__(self, o):
+        if self._scalar and weak(self):
+            _python_order(">", self, o)
         return np.greater(self, o)
 
     def __ge__(self, o):
+        if self._scalar and weak(self):
+            _python_order(">=", self, o)
         return np.greater_equal(self, o)
 
     def __eq__(self, o):

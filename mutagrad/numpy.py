@@ -541,10 +541,12 @@ class vectorize(_np.vectorize):
                 if o.dtype == object and any(map(_has_tracer, c)):
                     from .errors import NoRuleError
 
+                    from .errors import user_line
+
                     raise NoRuleError(
-                        f"np.vectorize({getattr(self.pyfunc, '__name__', 'f')}) with a signature and an object "
-                        "output (otypes=[object]) returned traced values: an object array does not carry "
-                        "derivatives. Give a floating-point output type (otypes=[float]).")
+                        f"mnp.vectorize({getattr(self.pyfunc, '__name__', 'f')}) with a signature and an object "
+                        f"output (otypes=[object]) returned traced values at {user_line()}: an object array does "
+                        "not carry derivatives. Give a floating-point output type (otypes=[float]).")
             ndim = len(broadcast_shape)
             outputs = tuple(_traced_result(o, c, o.shape[ndim:]) for o, c in zip(outputs, collected))
         return outputs[0] if nout == 1 else outputs

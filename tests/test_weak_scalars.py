@@ -549,3 +549,77 @@ def test_complex_scalar_products_under_nested_differentiation_have_a_plain_calls
         f(plain, 0.5)
         mg.jvp(mg.grad(f, argnums=1), (h, 0.5), (np.zeros(3, complex), 1.0))
         np.testing.assert_array_equal(h, plain)
+
+
+@pytest.mark.parametrize("op", ["%", "//", "divmod", "rdivmod", "/", "**"])
+@pytest.mark.parametrize("how", ["rev", "fwd"])
+def test_python_numbers_dividing_by_zero_raise_as_python_does(op, how):
+    # (regress16: %, // and divmod of a weak scalar by 0.0 gave nan/inf where Python raises
+    # ZeroDivisionError; a program that catches it took the other branch in a plain call)
+    fns = {"%": lambda a, b: a % b, "//": lambda a, b: a // b, "divmod": lambda a, b: divmod(a, b)[1],
+           "rdivmod": lambda a, b: divmod(2.0, b)[0] * a, "/": lambda a, b: a / b, "**": lambda a, b: a * b ** -1.0}
+    f = fns[op]
+
+    def safe(a, b):
+        try:
+            return f(a, b)
+        except ZeroDivisionError:
+            return 3.0 * a
+
+    with pytest.raises(ZeroDivisionError):
+        f(1.5, 0.0)
+    assert safe(1.5, 0.0) == 4.5
+    if how == "rev":
+        v, g = mg.value_and_grad(safe, argnums=(0, 1))(1.5, 0.0)
+        assert v == 4.5 and g == (3.0, 0.0)  # by hand: d(3a)
+    else:
+        assert mg.jvp(safe, (1.5, 0.0), (1.0, 1.0)) == (4.5, 3.0)
+
+
+def test_an_element_loop_of_python_floats_dividing_by_zero_raises_in_reverse_mode():
+    # (regress16: once a NumPy float64 had gone through the line, a run of the element loop
+    # recorded the weak scalars' divisions too, with NumPy's inf)
+    def safe(a, b):
+        try:
+            return a / b
+        except ZeroDivisionError:
+            return 0.0
+
+    x, y = np.array([1.0, 2.0]), np.array([0.5, 0.0])
+    assert np.sum(np.vectorize(safe)(x, y)) == 2.0
+    v, (gx, gy) = mg.value_and_grad(lambda x, y: np.sum(mnp.vectorize(safe)(x, y)), argnums=(0, 1))(x, y)
+    assert v == 2.0
+    np.testing.assert_array_equal(gx, [2.0, 0.0])  # by hand: 1/b, and the constant 0.0
+    np.testing.assert_array_equal(gy, [-4.0, 0.0])  # -a/b^2
+
+    def powered(a, b):
+        try:
+            return a + b ** -1.0
+        except ZeroDivisionError:
+            return a
+
+    v, g = mg.vjp(lambda y: mnp.vectorize(powered)(x, y), y)
+    np.testing.assert_array_equal(v, np.vectorize(powered)(x, y))
+    np.testing.assert_array_equal(g(np.ones(2))[0], [-4.0, 0.0])  # -b^-2
+
+
+def test_order_comparisons_of_python_complex_numbers_raise_as_python_does():
+    f = lambda a: a * 2 if a > 0 else -a
+    with pytest.raises(TypeError, match="'>' not supported between instances of 'complex' and 'int'"):
+        f(1 + 1j)
+    with pytest.raises(TypeError, match="'>' not supported between instances of 'complex' and 'int'"):
+        mg.jvp(f, (1 + 1j,), (1 + 0j,))
+    z = np.array([1 + 1j, 2 - 0.5j])
+    with pytest.raises(TypeError, match="not supported between instances of 'complex'"):
+        np.vectorize(f)(z)
+    with pytest.raises(TypeError, match="not supported between instances of 'complex'"):
+        mg.jvp(lambda z: mnp.vectorize(f)(z), (z,), (np.ones_like(z),))
+    g = lambda z: np.sum(np.abs(mnp.vectorize(lambda a: a * 2 if a.real > 0 else -a)(z)) ** 2)
+    # by hand: |2z|^2 = 4(x^2 + y^2), whose gradient (df/dx - i df/dy, as JAX's) is 8 conj(z)
+    np.testing.assert_allclose(mg.grad(g)(z), 8 * np.conj(z), rtol=1e-15)
+
+
+def test_an_object_array_of_traced_values_as_an_output_is_refused():
+    x = np.array([0.5, -1.5])
+    with pytest.raises(TypeError, match="array of dtype object holding traced values"):
+        mg.jvp(lambda x: mnp.vectorize(lambda a: (a, a), otypes=[object])(x), (x,), (np.ones(2),))

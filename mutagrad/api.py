@@ -12,24 +12,71 @@ import math
 import os
 import random
 import re
+import threading
 import types
 import weakref
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .core import (TRACERS, ArrayTracer, ScalarTracer, Storage, Tracer, _bounds_of, _may_self_overlap, _relockable, _shares_bounded, bottom, foreign_subclass, lift, subclass_advice, elsewhere, _get_ident,
-                   STATE, RunGroup, _within_rounding, live, mark_weak, other_values_message, set_writeable, weak, write)
-from .errors import (_INTERNAL_PACKAGES, DifferentiationError, MutationError, NoRuleError, NotImplementedTangentError, caught_by_the_program, error_note,
-                     ensure_shuffle_filter, forget_escape, in_api, readonly_error, replaced_error, take_deferred,
-                     unwatch_errors, user_line, watch_errors)
+from .core import (
+    STATE,
+    TRACERS,
+    ArrayTracer,
+    RunGroup,
+    ScalarTracer,
+    Storage,
+    Tracer,
+    _bounds_of,
+    _get_ident,
+    _may_self_overlap,
+    _relockable,
+    _shares_bounded,
+    _within_rounding,
+    bottom,
+    elsewhere,
+    foreign_subclass,
+    lift,
+    live,
+    mark_weak,
+    other_values_message,
+    set_writeable,
+    subclass_advice,
+    weak,
+    write,
+)
+from .errors import (
+    _INTERNAL_PACKAGES,
+    DifferentiationError,
+    MutationError,
+    NoRuleError,
+    NotImplementedTangentError,
+    caught_by_the_program,
+    ensure_shuffle_filter,
+    error_note,
+    forget_escape,
+    in_api,
+    readonly_error,
+    replaced_error,
+    take_deferred,
+    unwatch_errors,
+    user_line,
+    watch_errors,
+)
 from .forward import ForwardLevel
 from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
 from .pytree import _REGISTRY as _PYTREE_CLASSES
 from .registry import FP, user_fp_state
-from .tangents import AbstractZero, NotImplementedTangent, project
 from .runs import ScalarRun
-from .tape import EWRecord, GatherRecord, OpRecord, ReverseLevel, WriteRecord, release_adj
+from .tangents import AbstractZero, NotImplementedTangent, project
+from .tape import (
+    EWRecord,
+    GatherRecord,
+    OpRecord,
+    ReverseLevel,
+    WriteRecord,
+    release_adj,
+)
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian"]
 
@@ -1640,24 +1687,47 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="grad") -> Ca
 
 
 def _no_cyclic_gc(fn):
-    """Run ``fn`` with Python's cyclic garbage collector paused. A tape holds
-    many small objects that live until the reverse pass; the collector would
-    walk them again and again (element loops became superlinear). Reference
-    counting still frees everything that is not in a cycle."""
+    """Run ``fn`` with the cyclic garbage collector's full collections held off. A tape holds many
+    small objects that live until the reverse pass; each full collection walks all of them again
+    (element loops became superlinear). The young generations are still collected, at the
+    thresholds the program set: cyclic garbage the function makes (objects that refer to
+    themselves, made in a loop) is freed as in a plain call (with the collector off altogether it
+    piled up: 200 MB for a plain call's 7), and the collector stays on or off as the program
+    sets it (gc.disable() inside the function holds after it, as in a plain call)."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        was = gc.isenabled()
-        gc.disable()
+        _hold_full_collections(1)
         in_api(1)  # (an error made in this thread before the function runs is no worker's)
         try:
             return fn(*args, **kwargs)
         finally:
             in_api(-1)
-            if was:
-                gc.enable()
+            _hold_full_collections(-1)
 
     return run
+
+
+_GC_HOLD = [0, None]  # (running calls, in every thread; the thresholds before the first)
+_GC_LOCK = threading.Lock()
+_NO_FULL = 1 << 30  # (generation 2's threshold while calls run: never reached)
+
+
+def _hold_full_collections(step):
+    with _GC_LOCK:
+        if step > 0:
+            if _GC_HOLD[0] == 0:
+                t = gc.get_threshold()
+                _GC_HOLD[1] = t
+                gc.set_threshold(t[0], t[1], _NO_FULL)
+            _GC_HOLD[0] += 1
+        else:
+            _GC_HOLD[0] -= 1
+            if _GC_HOLD[0] == 0:
+                t = _GC_HOLD[1]
+                now = gc.get_threshold()
+                if now[2] == _NO_FULL:  # (unless the function set thresholds of its own, kept as a plain call keeps them)
+                    gc.set_threshold(now[0], now[1], t[2])
 
 
 @_no_cyclic_gc
@@ -2506,8 +2576,9 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
         _check_argnums(nums, len(args))
         for n in nums:
             _check_not_none(args[n], n)
-            for k, leaf in enumerate(tree_flatten(args[n])[0]):
-                _check_leaf(leaf, f"argument {n}")
+            leaves = tree_flatten(args[n])[0]
+            for k, leaf in enumerate(leaves):
+                _check_leaf(leaf, f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else ""))
         dargs = [args[n] for n in nums]
         # the other positional arguments are passed too (their float arrays traced constants,
         # which can take traced writes, as under grad)
@@ -2543,6 +2614,9 @@ def _tangent_in(tv, dtype, n, what="jvp: tangent", of="primal"):
     """The tangent ``tv`` in its primal's dtype (a wider one is rounded to it, as the primal's
     perturbation would be); a tangent that does not fit (1e6 in float16) raises, not inf. (A
     pullback's cotangent in its output's dtype too: ``what``, ``of``.)"""
+    if not isinstance(tv, (_ndarray, np.generic, float, int, complex, Tracer)):  # (bool is an int)
+        raise TypeError(f"{what} {n} is a {type(tv).__name__}: pass a number or an array of its {of}'s shape "
+                        f"({np.dtype(dtype)}).")
     with np.errstate(over="ignore", invalid="ignore"):
         t = np.array(tv, dtype=dtype)
     if t.dtype.kind in "fc" and not np.all(np.isfinite(t)) and np.all(np.isfinite(np.asarray(tv))):
@@ -2625,16 +2699,19 @@ def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False):
             rows.append(row)
         per_out.append((oshape, rows))
     results = []
+    # (each row's cotangents flattened once: again per input leaf, the Jacobian of many leaves was quadratic)
+    flat = [None if isinstance(rows, NotImplementedTangent) else [[tree_flatten(c)[0] for c in r] for r in rows]
+            for _, rows in per_out]
     for ai, (leaves_in, tree_in) in enumerate(in_trees):
         out_struct = []
-        for oshape, rows in per_out:
+        for (oshape, rows), frows in zip(per_out, flat):
             if isinstance(rows, NotImplementedTangent):
                 out_struct.append(tree_unflatten(tree_in, [rows] * len(leaves_in)))
                 continue
             in_leaves_res = []
             for li, xin in enumerate(leaves_in):
                 ishape = _leaf_shape(xin)
-                elems = [tree_flatten(r[ai])[0][li] for r in rows]
+                elems = [r[ai][li] for r in frows]
                 elems = [np.zeros(ishape) if isinstance(e, AbstractZero) else e for e in elems]
                 poison = next((e for e in elems if isinstance(e, NotImplementedTangent)), None)
                 if poison is not None:  # (the whole block has no derivative, as grad's result)

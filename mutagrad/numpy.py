@@ -539,9 +539,7 @@ class vectorize(_np.vectorize):
         else:
             for o, c in zip(outputs, collected):
                 if o.dtype == object and any(map(_has_tracer, c)):
-                    from .errors import NoRuleError
-
-                    from .errors import user_line
+                    from .errors import NoRuleError, user_line
 
                     raise NoRuleError(
                         f"mnp.vectorize({getattr(self.pyfunc, '__name__', 'f')}) with a signature and an object "

@@ -41,10 +41,9 @@ operation, with its line).
 """
 from __future__ import annotations
 
+import operator
 from array import array
 from bisect import bisect_right
-
-import operator
 
 import numpy as np
 

@@ -2647,10 +2647,15 @@ def _stack_jac(rows, out_shape, in_shape):
 
 
 def _holds_tracer(v) -> bool:
+    """Whether an item of an object array holds a traced value, in containers and object arrays too."""
     if isinstance(v, Tracer):
         return True
     t = type(v)
-    return (t is tuple or t is list) and any(_holds_tracer(u) for u in v)
+    if t is tuple or t is list:
+        return any(_holds_tracer(u) for u in v)
+    if t is dict:
+        return any(_holds_tracer(u) for u in v.values())
+    return t is _ndarray and v.dtype == object and any(_holds_tracer(u) for u in v.flat)
 
 
 def _check_outputs(leaves, api):

@@ -2037,7 +2037,8 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
         # NumPy scalars' own arithmetic (complex128's differs from the ufunc loop in the last bit)
         va = plain_operand(a) if isinstance(a, Tracer) and a._level is lv else a
         vb = plain_operand(b) if isinstance(b, Tracer) and b._level is lv else b
-        if type(va) in _SCALAR_OP_TYPES and type(vb) in _SCALAR_OP_TYPES:
+        if type(va) in _SCALAR_OP_TYPES and type(vb) in _SCALAR_OP_TYPES and (
+                scalar_op not in _PYTHON_ONLY or (type(va) in _PYTHON_NUMBERS and type(vb) in _PYTHON_NUMBERS)):
             y = scalar_op(va, vb)  # (Python numbers, weak ones: Python's arithmetic, as in a plain call)
             if type(y) is float or type(y) is complex:
                 y = _np_scalar(y)
@@ -2414,6 +2415,10 @@ def _is_scalar(x):
 _SCALAR_ARITHMETIC = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
                       np.true_divide: operator.truediv, np.remainder: operator.mod, np.floor_divide: operator.floordiv}
 _DIVIDING = frozenset((operator.truediv, operator.mod, operator.floordiv))
+# (NumPy scalars' % and // are the ufunc's, bit for bit: computed again only for Python numbers, whose
+# operators are Python's; again on NumPy scalars, a division by zero warned twice)
+_PYTHON_ONLY = frozenset((operator.mod, operator.floordiv))
+_PYTHON_NUMBERS = frozenset((float, int, complex))
 # (% and //: NumPy's float loops are Python's algorithm, bit for bit; on Python numbers and weak
 # traced scalars the operator raises ZeroDivisionError as a plain call does, where the ufunc gave nan)
 _F64_TYPES = frozenset((float, np.float64, complex, np.complex128))  # (NumPy scalars' own arithmetic: float64 and complex128)

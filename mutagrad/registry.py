@@ -1289,6 +1289,7 @@ def defzero(fn, impl=None):
     call = impl or fn
     p.zero = True
     p.linear = True
+    p.weak_args = True  # (a weak scalar takes the other operand's dtype, as in a plain call: 1.7 // float32)
 
     def rule(*xs, **kw):
         y = call(*xs, **kw)

@@ -623,3 +623,61 @@ def test_an_object_array_of_traced_values_as_an_output_is_refused():
     x = np.array([0.5, -1.5])
     with pytest.raises(TypeError, match="array of dtype object holding traced values"):
         mg.jvp(lambda x: mnp.vectorize(lambda a: (a, a), otypes=[object])(x), (x,), (np.ones(2),))
+
+
+def test_weak_floor_division_and_divmod_take_a_float32_operands_dtype():
+    # (regress17: a Python float // np.float32 computed in float64 and gave 0.0 for NumPy's 1.0)
+    c = np.float32(1.7)
+    a32 = np.array([1.7, 2.5], np.float32)
+    f = lambda x: (x // c) * x
+    assert f(1.7) == np.float32(1.7)
+    v, g = mg.value_and_grad(f)(1.7)
+    assert v == f(1.7) and type(v) is type(f(1.7)) and g == 1.0  # by hand: q = 1, d(q x) = q
+    y, t = mg.jvp(lambda x: divmod(x, c), (1.7,), (1.0,))
+    assert y == divmod(1.7, c) and all(type(u) is np.float32 for u in y) and t[1] == 1.0
+    np.testing.assert_array_equal(mg.jvp(lambda x: x // a32, (1.7,), (1.0,))[0], 1.7 // a32)
+    assert mg.grad(lambda x: np.sum((x // a32) * x))(1.7) == np.sum(1.7 // a32)
+
+
+@pytest.mark.parametrize("fn", ["remainder", "fmod", "divmod"])
+def test_remainders_derivative_uses_the_exact_quotient(fn):
+    # 1.0 % 0.1 = 1.0 - 9 * 0.1 (0.1 is a little above 1/10): d/db = -9, where np.floor(1.0 / 0.1) = 10
+    f = {"remainder": np.remainder, "fmod": np.fmod, "divmod": lambda a, b: np.divmod(a, b)[1]}[fn]
+    a = np.float64(1.0)
+    from fractions import Fraction
+    q = Fraction(1.0) // Fraction(0.1)  # the exact quotient, by rational arithmetic
+    assert q == 9 and f(a, np.float64(0.1)) == float(Fraction(1.0) - 9 * Fraction(0.1))  # (exact)
+    assert mg.grad(lambda b: f(a, b))(np.float64(0.1)) == -9.0
+    assert mg.jvp(lambda b: f(a, b), (np.float64(0.1),), (1.0,))[1] == -9.0
+
+
+def test_floor_division_by_zero_warns_once_as_a_plain_call():
+    import warnings
+
+    for f in (lambda x: x[0] // 0, lambda x: x[0] % 0):
+        counts = []
+        for call in (lambda: f(np.array([1.5])), lambda: mg.grad(f)(np.array([1.5])),
+                     lambda: mg.jvp(f, (np.array([1.5]),), (np.ones(1),))):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                call()
+            counts.append(len(w))
+        assert counts == [1, 1, 1], counts
+
+
+def test_object_arrays_nested_in_an_object_output_are_looked_into():
+    def inner_array(x):
+        inner = np.empty(1, dtype=object)
+        inner[0] = x[0] * 3
+        o = np.empty(1, dtype=object)
+        o[0] = inner
+        return o
+
+    def inner_dict(x):
+        o = np.empty(1, dtype=object)
+        o[0] = {"a": x[0] * 3}
+        return o
+
+    for f in (inner_array, inner_dict):
+        with pytest.raises(TypeError, match="array of dtype object holding traced values"):
+            mg.jvp(f, (np.array([1.0, 2.0]),), (np.ones(2),))

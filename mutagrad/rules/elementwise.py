@@ -770,8 +770,17 @@ defelementwise(np.fabs, lambda x, y: np.sign(x))
 defelementwise(np.copysign,
                lambda a, b, y: np.where(np.signbit(bottom(a)) == np.signbit(bottom(b)), 1.0, -1.0),
                lambda a, b, y: 0.0)
-defelementwise(np.fmod, lambda a, b, y: 1.0, lambda a, b, y: -np.trunc(bottom(a) / bottom(b)))
-defelementwise(np.remainder, lambda a, b, y: 1.0, lambda a, b, y: -np.floor(bottom(a) / bottom(b)))
+def _fmod_quotient(a, b):
+    """The integer quotient fmod rounded towards zero: exactly, from the exact remainder (a / b
+    rounds: 1.0 / 0.1 is 10.0, while fmod(1.0, 0.1) = 1.0 - 9 * 0.1, whose quotient is 9)."""
+    a, b = bottom(a), bottom(b)
+    return np.rint((a - np.fmod(a, b)) / b)
+
+
+# d/db of a - q b is -q, q the quotient the remainder was taken with: NumPy's floor_divide for
+# remainder (exact: np.floor(a / b) rounds to the next integer near multiples)
+defelementwise(np.fmod, lambda a, b, y: 1.0, lambda a, b, y: -_fmod_quotient(a, b))
+defelementwise(np.remainder, lambda a, b, y: 1.0, lambda a, b, y: -np.floor_divide(bottom(a), bottom(b)))
 defelementwise(np.sinc, lambda x, y: _sinc_d(x))
 defelementwise(np.ldexp, lambda x, e, y: np.exp2(bottom(e).astype(float) if hasattr(bottom(e), "astype") else float(e)), None)
 defelementwise(np.heaviside, lambda x, h, y: 0.0, lambda x, h, y: np.where(bottom(x) == 0, 1.0, 0.0))
@@ -980,13 +989,14 @@ def _defmulti(ufunc, k, *partials):
         return ys, tuple(dots)
 
     p.rrule, p.frule = rule, forward
+    p.weak_args = True  # (a weak scalar takes the other operand's dtype: divmod(1.7, float32), as in a plain call)
     # the other outputs (a quotient, an integral part, an exponent) are constants, as np.floor's
     # result is, so that plain code may read them: int(np.modf(d)[1]) as int(np.floor(d))
     p.zero_outputs = tuple(i for i in range(ufunc.nout) if i != k)
     return p
 
 
-_defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -np.floor(bottom(a) / bottom(b)))
+_defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -ys[0])  # (the quotient NumPy computed)
 _defmulti(np.modf, 0, lambda x, ys: 1.0)
 _defmulti(np.frexp, 0, lambda x, ys: np.ldexp(1.0, -bottom(ys[1])))
 

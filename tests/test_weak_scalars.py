@@ -656,8 +656,8 @@ def test_floor_division_by_zero_warns_once_as_a_plain_call():
 
     for f in (lambda x: x[0] // 0, lambda x: x[0] % 0):
         counts = []
-        for call in (lambda: f(np.array([1.5])), lambda: mg.grad(f)(np.array([1.5])),
-                     lambda: mg.jvp(f, (np.array([1.5]),), (np.ones(1),))):
+        for call in (lambda f=f: f(np.array([1.5])), lambda f=f: mg.grad(f)(np.array([1.5])),
+                     lambda f=f: mg.jvp(f, (np.array([1.5]),), (np.ones(1),))):
             with warnings.catch_warnings(record=True) as w:
                 warnings.simplefilter("always")
                 call()

@@ -251,11 +251,12 @@ def _code_names(code, glob, attrs, keys):
         elif tc is str or tc is int or tc is bytes:
             keys.add(c)
         elif tc is tuple:  # a key (a, b), or the keys a loop goes through: for k in ("u", "v")
-            keys.add(c)
-            keys.update(k for k in c if type(k) is str or type(k) is int)
+            if len(c) <= 8:  # (not a table of constants: 20 000 coefficients kept per generated model)
+                keys.add(c)
+            keys.update(k for k in c if type(k) is str or (type(k) is int and -1024 <= k < 1024))
 
 
-_NAMES: dict = {}  # id(code object) -> (it, the global names it and its nested functions use)
+_NAMES: dict = {}  # id(code object) -> (a weak reference to it, the global names it and its nested functions use)
 
 
 def _plain_arrays_of(fun, npos=0, kwnames=(), roots=()):
@@ -859,14 +860,15 @@ _STORED_ATTRS = (type(_Slotted.a), type(collections.namedtuple("_T", "a").a))
 
 def _names_of(code):
     hit = _NAMES.get(id(code))  # (by id: a code object's hash reads all of it)
-    if hit is not None and hit[0] is code:
+    if hit is not None and hit[0]() is code:
         return hit[1]
     if len(_NAMES) > 4096:
         _NAMES.clear()
     glob, attrs, keys = set(), set(), set()
     _code_names(code, glob, attrs, keys)
     names = (tuple(glob), (tuple(attrs), tuple(keys)))
-    _NAMES[id(code)] = (code, names)
+    # (a weak reference: functions made per call, exec'd models with large constants, are not kept)
+    _NAMES[id(code)] = (weakref.ref(code), names)
     return names
 
 

@@ -794,10 +794,10 @@ class Level:
             return a if type(a) is _ndarray else a.view(_ndarray)
         v = a.view(_ndarray)  # (an np.memmap's views and results are memmaps: the tracer holds its memory
         # as a plain ndarray, whose views the rules know)
-        a.flags.writeable = False
-        locked[id(a)] = (a, v, name)
-        LOCKED[id(a)] = a
+        locked[id(a)] = (a, v, name)  # (noted before the flag is set: an interrupt between the two, Ctrl-C,
+        LOCKED[id(a)] = a  # leaves the array to unlock, never read-only for good)
         _LOCK_REFS[id(a)] = [1, a, v]
+        a.flags.writeable = False
         return v
 
     def lock_traced(self, x, name):

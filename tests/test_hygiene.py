@@ -531,3 +531,21 @@ def test_cyclic_garbage_the_function_makes_is_collected_and_the_collector_left_a
         assert not gc.isenabled()  # (as a plain call leaves it)
     finally:
         gc.enable()
+
+
+def test_generated_functions_and_their_constant_tables_are_not_kept():
+    # (the leaks tester: the alias search's memo of names kept each code object, and a constant table
+    # among its "keys": 640 kB per generated model in a parameter sweep)
+    import weakref
+
+    src = "def model(x):\n    c = (" + ",".join(str(float(k)) for k in range(2000)) + ")\n    return np.sum(x * c[1])\n"
+    ns = {"np": np}
+    exec(src, ns)  # noqa: S102  (a generated model, as a sweep makes one)
+    code = weakref.ref(ns["model"].__code__)
+    np.testing.assert_array_equal(mg.grad(ns["model"])(np.ones(3)), [1.0, 1.0, 1.0])  # by hand: c[1] = 1.0
+    from mutagrad import api
+
+    assert not any(type(k) is tuple and len(k) > 8 for _, names in api._NAMES.values() for k in names[1][1])
+    del ns
+    gc.collect()
+    assert code() is None

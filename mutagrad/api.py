@@ -1691,11 +1691,13 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="grad") -> Ca
 def _no_cyclic_gc(fn):
     """Run ``fn`` with the cyclic garbage collector's full collections held off. A tape holds many
     small objects that live until the reverse pass; each full collection walks all of them again
-    (element loops became superlinear). The young generations are still collected, at the
-    thresholds the program set: cyclic garbage the function makes (objects that refer to
-    themselves, made in a loop) is freed as in a plain call (with the collector off altogether it
-    piled up: 200 MB for a plain call's 7), and the collector stays on or off as the program
-    sets it (gc.disable() inside the function holds after it, as in a plain call)."""
+    (element loops became superlinear; allowing one every 100 collections of generation 1 still
+    cost a quarter more at 10^5 steps). The young generations are still collected, at the
+    thresholds the program set: cyclic garbage the function makes and drops soon (objects that
+    refer to themselves, made in a loop) is freed as in a plain call (with the collector off
+    altogether it piled up: 200 MB for a plain call's 7); cyclic garbage that lived long enough
+    to reach the oldest generation waits for the call's end. The collector stays on or off as
+    the program sets it (gc.disable() inside the function holds after it, as in a plain call)."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
@@ -1713,6 +1715,20 @@ def _no_cyclic_gc(fn):
 _GC_HOLD = [0, None]  # (running calls, in every thread; the thresholds before the first)
 _GC_LOCK = threading.Lock()
 _NO_FULL = 1 << 30  # (generation 2's threshold while calls run: never reached)
+
+
+def _release_in_child():
+    """A process forked while calls ran (a multiprocessing pool started in a differentiated function):
+    none runs in the child, whose collector gets the thresholds back."""
+    if _GC_HOLD[0]:
+        _GC_HOLD[0] = 0
+        now = gc.get_threshold()
+        if now[2] == _NO_FULL:
+            gc.set_threshold(now[0], now[1], _GC_HOLD[1][2])
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_release_in_child)
 
 
 def _hold_full_collections(step):

@@ -549,3 +549,20 @@ def test_generated_functions_and_their_constant_tables_are_not_kept():
     del ns
     gc.collect()
     assert code() is None
+
+
+def test_a_process_forked_during_a_call_gets_the_collectors_thresholds_back():
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork")
+    thresholds = gc.get_threshold()
+
+    def f(x):
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            seen = pool.apply(gc.get_threshold)
+        assert seen == thresholds  # (full collections were held off for the child's life)
+        return np.sum(x)
+
+    np.testing.assert_array_equal(mg.grad(f)(np.ones(2)), [1.0, 1.0])
+    assert gc.get_threshold() == thresholds

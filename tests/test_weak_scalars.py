@@ -649,6 +649,19 @@ def test_remainders_derivative_uses_the_exact_quotient(fn):
     assert q == 9 and f(a, np.float64(0.1)) == float(Fraction(1.0) - 9 * Fraction(0.1))  # (exact)
     assert mg.grad(lambda b: f(a, b))(np.float64(0.1)) == -9.0
     assert mg.jvp(lambda b: f(a, b), (np.float64(0.1),), (1.0,))[1] == -9.0
+    # (regress18: a quotient from (a - fmod(a, b)) / b rounded to even at an exact .5: -1753 for -1754 in
+    # float16, 1e16 / 3 off by one)
+    for a, b in ((1e16, 3.0), (-1e16, 3.0), (7.5, -2.0), (-66.25, -0.03778), (1.0, 0.1)):
+        qa, qb = Fraction(a), Fraction(b)
+        floor_q = qa // qb
+        q = int(qa / qb) if fn == "fmod" else floor_q  # (fmod's quotient rounds towards zero)
+        got = mg.grad(lambda y, a=a: f(np.float64(a), y))(np.float64(b))
+        # (within NumPy's own floor_divide at |q| ~ 1e16, where (a - r) / b rounds: one part in 3e15)
+        assert got == pytest.approx(-float(q), rel=1e-15, abs=0), (fn, a, b, got, q)
+    a16, b16 = np.float16(-66.25), np.float16(-0.03778)
+    q16 = Fraction(float(a16)) / Fraction(float(b16))
+    q16 = int(q16) if fn == "fmod" else q16.__floor__()  # (exact: towards zero for fmod)
+    assert mg.grad(lambda y: f(a16, y))(b16) == -q16
 
 
 def test_floor_division_by_zero_warns_once_as_a_plain_call():
@@ -681,3 +694,10 @@ def test_object_arrays_nested_in_an_object_output_are_looked_into():
     for f in (inner_array, inner_dict):
         with pytest.raises(TypeError, match="array of dtype object holding traced values"):
             mg.jvp(f, (np.array([1.0, 2.0]),), (np.ones(2),))
+
+
+def test_divmod_and_modf_with_a_dtype_keyword():
+    # (regress18: the casting check passed out=None to a ufunc of two outputs: NumPy's TypeError)
+    x = np.array([1.7, 2.9])
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(np.divmod(x, 0.3, dtype=np.float64)[1]))(x), [1.0, 1.0])
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(np.modf(x, dtype=np.float64)[0]))(x), [1.0, 1.0])

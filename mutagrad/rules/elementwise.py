@@ -296,9 +296,11 @@ def _check_casting(ufunc, inputs, out, dtype, casting):
         outs = tuple(None if o is None else np.empty((1,) * np.ndim(o), np.result_type(bottom(o))) for o in
                      (out if type(out) is tuple else (out,)))
     kw = {} if dtype is None else {"dtype": dtype}
+    if outs is not None:  # (out=None to a ufunc of two outputs: NumPy 2.4 wants a tuple)
+        kw["out"] = outs
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a ComplexWarning: the call itself warns)
-        ufunc(*(_probe(x) for x in inputs), out=outs, casting=casting, **kw)
+        ufunc(*(_probe(x) for x in inputs), casting=casting, **kw)
 
 
 def _check_out_shapes(ufunc, inputs, out, where):
@@ -771,10 +773,11 @@ defelementwise(np.copysign,
                lambda a, b, y: np.where(np.signbit(bottom(a)) == np.signbit(bottom(b)), 1.0, -1.0),
                lambda a, b, y: 0.0)
 def _fmod_quotient(a, b):
-    """The integer quotient fmod rounded towards zero: exactly, from the exact remainder (a / b
-    rounds: 1.0 / 0.1 is 10.0, while fmod(1.0, 0.1) = 1.0 - 9 * 0.1, whose quotient is 9)."""
+    """The integer quotient fmod takes its remainder with, rounded towards zero: NumPy's floor
+    quotient (exact where a / b rounds: 1.0 / 0.1 is 10.0, while fmod(1.0, 0.1) = 1.0 - 9 * 0.1),
+    plus one where the two roundings differ: operands of opposite signs and a remainder."""
     a, b = bottom(a), bottom(b)
-    return np.rint((a - np.fmod(a, b)) / b)
+    return np.floor_divide(a, b) + ((np.fmod(a, b) != 0) & (np.signbit(a) != np.signbit(b)))
 
 
 # d/db of a - q b is -q, q the quotient the remainder was taken with: NumPy's floor_divide for

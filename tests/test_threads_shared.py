@@ -22,23 +22,18 @@ def _two_threads(first, second):
     interleaved by the events the functions wait on; returns (first's result or exception, second's)."""
     out = {}
 
-    def run():
+    def run(key, fn, done):
         try:
-            out["first"] = first()
+            out[key] = fn()
         except Exception as e:  # noqa: BLE001  (reported to the test)
-            out["first"] = e
+            out[key] = e
         finally:
-            FIRST_DONE.set()
+            done.set()
 
-    t = threading.Thread(target=run)
+    t = threading.Thread(target=run, args=("first", first, FIRST_DONE))
     t.start()
     STARTED.wait(10)
-    try:
-        out["second"] = second()
-    except Exception as e:  # noqa: BLE001  (reported to the test)
-        out["second"] = e
-    finally:
-        DONE.set()
+    run("second", second, DONE)
     t.join(10)
     assert not t.is_alive()
     return out["first"], out["second"]

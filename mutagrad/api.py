@@ -2191,7 +2191,7 @@ def _constant_by_tangent(p, t) -> bool:
         return False
     if t is None or isinstance(t, AbstractZero):
         return True
-    return isinstance(t, (_ndarray, np.generic)) and not isinstance(t, Tracer) and (
+    return isinstance(t, (_ndarray, np.generic)) and not isinstance(t, Tracer) and t.dtype.kind in "biufc" and (
         np.shape(t) == p.shape and not np.any(t))
 
 
@@ -2251,6 +2251,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                 if isinstance(tv, Tracer):  # a tangent traced by an outer differentiation
                     level.set_tangent(info.storage, tv if tv.dtype == info.dtype else tv.astype(info.dtype))
                     continue
+                _numeric_tangent(tv, n)
                 if not np.any(tv):  # all zeros: a symbolic zero, as None (a derivative that is not
                     continue  # implemented, or infinite, times a zero tangent contributes nothing)
                 if info.dtype.kind == "c":
@@ -2626,6 +2627,15 @@ def _leaf_dtype(x):
     b = bottom(x)
     dt = getattr(b, "dtype", None)  # (not `or`: a dtype without fields is falsy)
     return dt if dt is not None else np.dtype(np.complex128 if isinstance(b, complex) else np.result_type(type(b)))
+
+
+def _numeric_tangent(tv, n):
+    """A TypeError naming jvp's tangent ``n`` if it is no number or numeric array (a string, an array of
+    strings or objects: NumPy's bare errors, or an array of Nones taken as zeros, came out)."""
+    dt = getattr(tv, "dtype", None)
+    if (dt is None and not isinstance(tv, (float, int, complex))) or (dt is not None and dt.kind not in "biufc"):
+        kind = type(tv).__name__ + ("" if dt is None else f" of dtype {dt}")
+        raise TypeError(f"jvp: tangent {n} is a {kind}: pass a number or an array of numbers of its primal's shape.")
 
 
 def _tangent_in(tv, dtype, n, what="jvp: tangent", of="primal"):

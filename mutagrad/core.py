@@ -2291,7 +2291,7 @@ def _scipy_rewrite(sub, name):
                 "registers, which SciPy asks before its own global one; a backend the program chose comes first "
                 "and computes on plain values: one set with scipy.fft.set_backend(...) (a `with` block, SciPy's "
                 "\"scipy\" too), one made global with scipy.fft.set_global_backend(...) without try_last=True, "
-                "or SciPy's alone under skip_backend. Call it outside that block (set_global_backend(\"scipy\", "
+                "or SciPy's alone (set_backend(..., only=True)). Call it outside that block (set_global_backend(\"scipy\", "
                 "try_last=True) restores SciPy's default)" + (f", or use np.fft.{short}(...)." if hasattr(np.fft, short)
                                                             else "."))
     if short in _DISTANCES:

@@ -212,6 +212,12 @@ def caught_by_the_program(seen, raised=None):
                 err._in_worker and (frame.f_globals.get("__name__") or "").startswith(
                     ("threading", "concurrent", "multiprocessing", "asyncio"))):
             continue  # (a worker thread's error that its thread or future kept is the program's too)
+        if _frame_is_internal(frame):  # (that thread ended with it, or its future holds it)
+            err.add_note(
+                f"(mutagrad raised this error in a worker thread, which ended with it there "
+                f"({_line_text(frame.f_code.co_filename, tb.tb_lineno)}); a plain call's worker goes on, so the "
+                f"differentiation raises it here. {when}; fix what the message above says.)")
+            return err
         err.add_note(
             f"(mutagrad raised this error, and the differentiated code caught it (its try around "
             f"{_line_text(frame.f_code.co_filename, tb.tb_lineno)}) and went on: a plain call takes no such "

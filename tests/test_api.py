@@ -1953,3 +1953,7 @@ def test_jacobian_and_hessian_name_the_integer_leaf_and_jvp_a_string_tangent():
             call()
     with pytest.raises(TypeError, match="jvp: tangent 0 is a str: pass a number or an array"):
         mg.jvp(lambda x: x * x, (2.0,), ("a",))
+    # (claims2: arrays of strings or objects gave NumPy's bare errors, or zeros for an array of Nones)
+    for t in (np.array(["a", "b"]), np.array([None, 1.0]), np.array([None, None])):
+        with pytest.raises(TypeError, match=f"jvp: tangent 0 is a ndarray of dtype {t.dtype}"):
+            mg.jvp(lambda x: x * 2, (np.ones(2),), (t,))

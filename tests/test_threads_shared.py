@@ -208,3 +208,21 @@ def test_pickling_a_traced_array_in_a_thread_with_no_user_code_names_the_waiting
     with pytest.raises(mg.TracerEscapeError, match=r"another process.*test_threads_shared.py:\d+: `fut") as info:
         mg.grad(f)(X.copy())
     assert "mnp.zeros" not in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # (the thread's end, as meant)
+def test_an_error_a_worker_thread_ended_with_is_noted_as_such():
+    # (claims2: the note said the differentiated code caught it, in threading's own try)
+    def f(x):
+        def work():
+            b = np.zeros(2)
+            b[:] = x
+        th = threading.Thread(target=work)
+        th.start()
+        th.join()
+        return np.sum(x)
+
+    with pytest.raises(mg.WriteToPlainArrayError) as info:
+        mg.grad(f)(np.ones(2))
+    notes = " ".join(getattr(info.value, "__notes__", ()))
+    assert "in a worker thread, which ended with it" in notes and "caught it" not in notes

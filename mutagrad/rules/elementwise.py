@@ -777,7 +777,11 @@ def _fmod_quotient(a, b):
     quotient (exact where a / b rounds: 1.0 / 0.1 is 10.0, while fmod(1.0, 0.1) = 1.0 - 9 * 0.1),
     plus one where the two roundings differ: operands of opposite signs and a remainder."""
     a, b = bottom(a), bottom(b)
-    return np.floor_divide(a, b) + ((np.fmod(a, b) != 0) & (np.signbit(a) != np.signbit(b)))
+    dt = np.result_type(a, b)
+    if dt.kind == "f" and dt.itemsize < 8:  # (in float64, where the quotients of float16/32 are exact:
+        a, b = np.float64(a), np.float64(b)  # float16's -2635 + 1 rounded back to -2636)
+    q = np.floor_divide(a, b) + ((np.fmod(a, b) != 0) & (np.signbit(a) != np.signbit(b)))
+    return q.astype(dt) if dt.kind == "f" and dt.itemsize < 8 else q
 
 
 # d/db of a - q b is -q, q the quotient the remainder was taken with: NumPy's floor_divide for

@@ -250,10 +250,12 @@ def _code_names(code, glob, attrs, keys):
             _code_names(c, glob, attrs, keys)
         elif tc is str or tc is int or tc is bytes:
             keys.add(c)
-        elif tc is tuple:  # a key (a, b), or the keys a loop goes through: for k in ("u", "v")
-            if len(c) <= 8:  # (not a table of constants: 20 000 coefficients kept per generated model)
+        elif tc is tuple:  # a key (a, b), or the keys a loop goes through: for k in ("u", "v"), (5000, 6000)
+            if len(c) <= 64:
                 keys.add(c)
-            keys.update(k for k in c if type(k) is str or (type(k) is int and -1024 <= k < 1024))
+                keys.update(k for k in c if type(k) is str or type(k) is int)
+            else:  # (a table of constants: 20 000 coefficients were kept per generated model; its strings only)
+                keys.update(k for k in c if type(k) is str)
 
 
 _NAMES: dict = {}  # id(code object) -> (a weak reference to it, the global names it and its nested functions use)

@@ -828,16 +828,22 @@ class Level:
         return v
 
     def unlock(self):
-        locked, self.locked = self.locked or {}, None
-        joined, self.joined = self.joined, ()
-        for a, v, _, *traced in locked.values():
+        # (each array released before its entry is dropped: an interrupt part-way, Ctrl-C, leaves the
+        # rest noted, for the unlock that the next call's ending or the caller's retry makes)
+        locked = self.locked or {}
+        for key in list(locked):
+            a, v, _, *traced = locked[key]
             if traced:
                 LOCKED_TRACED.pop(id(traced[0]._storage), None)
             _release(a, v)
+            del locked[key]
+        self.locked = None
+        joined = self.joined
         for a in joined:
             refs = _LOCK_REFS.get(id(a))
             if refs is not None and refs[1] is a:
                 _release(a, refs[2])
+        self.joined = ()
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id}>"

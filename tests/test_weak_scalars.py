@@ -659,7 +659,8 @@ def test_remainders_derivative_uses_the_exact_quotient(fn):
         # (within NumPy's own floor_divide at |q| ~ 1e16, where (a - r) / b rounds: one part in 3e15)
         assert got == pytest.approx(-float(q), rel=1e-15, abs=0), (fn, a, b, got, q)
     # (claims2: float16's floor quotient -2635 plus one rounded back to -2636 in float16)
-    for a16, b16 in ((np.float16(-66.25), np.float16(-0.03778)), (np.float16(37.7), np.float16(-0.014305))):
+    for a16, b16 in ((np.float16(-66.25), np.float16(-0.03778)), (np.float16(37.7), np.float16(-0.014305)),
+                     (np.float32(-1.2145608e+06), np.float32(-0.01675032))):  # (float32's floor quotient: a tie rounded twice)
         q16 = Fraction(float(a16)) / Fraction(float(b16))
         q16 = int(q16) if fn == "fmod" else q16.__floor__()  # (exact: towards zero for fmod)
         assert mg.grad(lambda y, a16=a16: f(a16, y))(b16) == -q16, (fn, a16, b16)

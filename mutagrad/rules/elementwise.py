@@ -787,7 +787,17 @@ def _fmod_quotient(a, b):
 # d/db of a - q b is -q, q the quotient the remainder was taken with: NumPy's floor_divide for
 # remainder (exact: np.floor(a / b) rounds to the next integer near multiples)
 defelementwise(np.fmod, lambda a, b, y: 1.0, lambda a, b, y: -_fmod_quotient(a, b))
-defelementwise(np.remainder, lambda a, b, y: 1.0, lambda a, b, y: -np.floor_divide(bottom(a), bottom(b)))
+def _floor_quotient(a, b):
+    """NumPy's floor quotient, taken in float64 for float16/32 operands (where it is exact; float32's
+    own rounds a tie twice)."""
+    a, b = bottom(a), bottom(b)
+    dt = np.result_type(a, b)
+    if dt.kind == "f" and dt.itemsize < 8:
+        return np.floor_divide(np.float64(a), np.float64(b)).astype(dt)
+    return np.floor_divide(a, b)
+
+
+defelementwise(np.remainder, lambda a, b, y: 1.0, lambda a, b, y: -_floor_quotient(a, b))
 defelementwise(np.sinc, lambda x, y: _sinc_d(x))
 defelementwise(np.ldexp, lambda x, e, y: np.exp2(bottom(e).astype(float) if hasattr(bottom(e), "astype") else float(e)), None)
 defelementwise(np.heaviside, lambda x, h, y: 0.0, lambda x, h, y: np.where(bottom(x) == 0, 1.0, 0.0))
@@ -1003,7 +1013,7 @@ def _defmulti(ufunc, k, *partials):
     return p
 
 
-_defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -ys[0])  # (the quotient NumPy computed)
+_defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -_floor_quotient(a, b))  # (remainder's, below)
 _defmulti(np.modf, 0, lambda x, ys: 1.0)
 _defmulti(np.frexp, 0, lambda x, ys: np.ldexp(1.0, -bottom(ys[1])))
 

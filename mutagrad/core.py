@@ -828,8 +828,20 @@ class Level:
         return v
 
     def unlock(self):
-        # (each array released before its entry is dropped: an interrupt part-way, Ctrl-C, leaves the
-        # rest noted, for the unlock that the next call's ending or the caller's retry makes)
+        """Release the arrays this level locked. An interrupt part-way (Ctrl-C) leaves the arrays not yet
+        released noted: they are released all the same, then the interrupt is raised."""
+        pending = None
+        for _ in range(4):
+            try:
+                self._unlock()
+                break
+            except KeyboardInterrupt as e:
+                pending = pending or e
+        if pending is not None:
+            raise pending
+
+    def _unlock(self):
+        # (each array released before its entry is dropped: an interrupt part-way leaves the rest noted)
         locked = self.locked or {}
         for key in list(locked):
             a, v, _, *traced = locked[key]

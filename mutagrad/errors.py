@@ -295,8 +295,10 @@ def warn_at(frame, message, category=UserWarning):
         warnings.warn(message, category, stacklevel=3)
         return
     g = frame.f_globals
+    # (module: as warnings.warn names it, "<string>" for code whose globals have no __name__, exec'd code:
+    # warn_explicit drops a warning whose module is None, silently)
     warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
-                           module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}))
+                           module=g.get("__name__") or "<string>", registry=g.setdefault("__warningregistry__", {}))
 
 
 _COMPLEX_SCALARS = (complex, np.complex128, np.complex64, np.clongdouble)

@@ -850,12 +850,12 @@ class Level:
             _release(a, v)
             del locked[key]
         self.locked = None
-        joined = self.joined
-        for a in joined:
+        while self.joined:  # (likewise one by one: a retry releases none twice)
+            a = self.joined[0]
             refs = _LOCK_REFS.get(id(a))
             if refs is not None and refs[1] is a:
                 _release(a, refs[2])
-        self.joined = ()
+            self.joined = self.joined[1:]
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id}>"

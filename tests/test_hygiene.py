@@ -620,3 +620,33 @@ def test_warnings_of_exec_d_code_whose_globals_have_no_name_are_shown():
     with pytest.warns(UserWarning, match="could not check"):
         g = mg.grad(ns["f"])(np.array([1.0, 2.0, 3.0]))
     np.testing.assert_array_equal(g, [0.0, 6.0, 1.0])  # by hand: sum = 5 x1 + x1 + x2
+
+
+def test_an_interrupted_unlock_releases_no_joined_array_twice(monkeypatch):
+    # (arrays another thread's differentiation also holds: released once each, the retry after an interrupt
+    # included; twice would make one writable while that differentiation still reads it)
+    from mutagrad import core
+
+    a, b = np.zeros(2), np.zeros(3)
+    holder = core.Level()
+    holder.lock(a, "a")
+    holder.lock(b, "b")
+    lv = core.Level()
+    for x in (a, b):  # (as Level.lock joins an array locked in another thread)
+        core._LOCK_REFS[id(x)][0] += 1
+    lv.joined = [a, b]
+    real, calls = core._release, []
+
+    def interrupted(x, v):
+        calls.append(x)
+        if len(calls) == 2:  # (during b's release, a's done)
+            raise KeyboardInterrupt
+        real(x, v)
+
+    monkeypatch.setattr(core, "_release", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lv.unlock()
+    monkeypatch.setattr(core, "_release", real)
+    assert not a.flags.writeable and not b.flags.writeable  # (the holder still holds both)
+    holder.unlock()
+    assert a.flags.writeable and b.flags.writeable

@@ -1839,6 +1839,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
             if np.iscomplexobj(bottom(c)) and not np.iscomplexobj(bottom(o)):
                 raise TypeError("a complex cotangent for a real output: its imaginary part would be dropped. "
                                 "Pass np.real(ct), or make the output complex.")
+            if not isinstance(c, Tracer) and not np.any(c):
+                continue  # (all zeros: a symbolic zero, as None: an output with no derivative contributes nothing)
             if isinstance(o, Tracer) and o._level is level:
                 dt = bottom(o).dtype  # (a wider cotangent, 1e6 for a float16 output, would round to inf)
                 if not isinstance(c, Tracer) and dt.kind in "fc" and not np.can_cast(np.asarray(c).dtype, dt):

@@ -1957,3 +1957,17 @@ def test_jacobian_and_hessian_name_the_integer_leaf_and_jvp_a_string_tangent():
     for t in (np.array(["a", "b"]), np.array([None, 1.0]), np.array([None, None])):
         with pytest.raises(TypeError, match=f"jvp: tangent 0 is a ndarray of dtype {t.dtype}"):
             mg.jvp(lambda x: x * 2, (np.ones(2),), (t,))
+
+
+def test_an_output_without_a_derivative_leaves_the_other_jacobian_blocks_and_zero_cotangents():
+    # (regress18: jacobian(mode="rev") poisoned every output block, forward mode gave the others; a zero
+    # cotangent on that output poisoned a vjp too)
+    x = np.array([1.0, 2.0])
+    f = lambda x: (x * 2, np.nextafter(x, 5.0))
+    for mode in ("rev", "fwd"):
+        J = mg.jacobian(f, mode=mode)(x)
+        np.testing.assert_array_equal(J[0], 2 * np.eye(2))  # by hand
+        assert isinstance(J[1], mg.NotImplementedTangent)
+    _, pb = mg.vjp(f, x)
+    np.testing.assert_array_equal(pb((np.ones(2), np.zeros(2)))[0], [2.0, 2.0])
+    assert isinstance(pb((np.zeros(2), np.ones(2)))[0], mg.NotImplementedTangent)

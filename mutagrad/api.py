@@ -1759,7 +1759,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     plain call in between. If the caller changes, before calling it, values
     the pullback reads (in an argument, an output, ``aux`` or an
     ``mg.value`` view), it raises ``MutationError``. The tape lives as long
-    as the pullback.
+    as the pullback. A cotangent that is None, ``mg.ZeroTangent()`` or all
+    zeros is a symbolic zero: that output contributes nothing, even one with
+    no derivative.
 
     >>> import numpy as np, mutagrad as mg
     >>> out, pb = mg.vjp(lambda x: x * 3.0, np.array([1.0, 2.0]))

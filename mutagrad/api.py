@@ -1759,9 +1759,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     plain call in between. If the caller changes, before calling it, values
     the pullback reads (in an argument, an output, ``aux`` or an
     ``mg.value`` view), it raises ``MutationError``. The tape lives as long
-    as the pullback. A cotangent that is None, ``mg.ZeroTangent()`` or all
-    zeros is a symbolic zero: that output contributes nothing, even one with
-    no derivative.
+    as the pullback. A cotangent that is None or ``mg.ZeroTangent()`` is a
+    symbolic zero; one of all zeros for an output with no derivative
+    (``np.nextafter``'s) contributes nothing either.
 
     >>> import numpy as np, mutagrad as mg
     >>> out, pb = mg.vjp(lambda x: x * 3.0, np.array([1.0, 2.0]))
@@ -1841,8 +1841,6 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
             if np.iscomplexobj(bottom(c)) and not np.iscomplexobj(bottom(o)):
                 raise TypeError("a complex cotangent for a real output: its imaginary part would be dropped. "
                                 "Pass np.real(ct), or make the output complex.")
-            if not isinstance(c, Tracer) and not np.any(c):
-                continue  # (all zeros: a symbolic zero, as None: an output with no derivative contributes nothing)
             if isinstance(o, Tracer) and o._level is level:
                 dt = bottom(o).dtype  # (a wider cotangent, 1e6 for a float16 output, would round to inf)
                 if not isinstance(c, Tracer) and dt.kind in "fc" and not np.can_cast(np.asarray(c).dtype, dt):

@@ -1314,7 +1314,11 @@ def defnotimplemented(fn, why, impl=None):
     call = impl or fn
 
     def rule(*xs, **kw):
-        return call(*xs, **kw), lambda g: tuple(not_implemented(why) for _ in xs)
+        # (a cotangent of zeros contributes nothing, as a strong zero does through an infinite
+        # partial: the other outputs' derivatives stay; a traced one, at higher order, poisons)
+        return call(*xs, **kw), lambda g: tuple(
+            ZERO if is_zero(g) or (not isinstance(g, Tracer) and not np.any(g)) else not_implemented(why)
+            for _ in xs)
 
     def forward(primals, tangents, **kw):
         return call(*primals, **kw), not_implemented(why)

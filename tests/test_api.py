@@ -1971,3 +1971,14 @@ def test_an_output_without_a_derivative_leaves_the_other_jacobian_blocks_and_zer
     _, pb = mg.vjp(f, x)
     np.testing.assert_array_equal(pb((np.ones(2), np.zeros(2)))[0], [2.0, 2.0])
     assert isinstance(pb((np.zeros(2), np.ones(2)))[0], mg.NotImplementedTangent)
+
+
+def test_a_zero_cotangent_keeps_its_sign_and_a_masked_cotangent_its_data():
+    # (regress21: skipping every all-zero cotangent gave +0.0 for -0.0, and a masked array's masked data
+    # counted in one call and not in another)
+    _, pb = mg.vjp(lambda x: x * 3.0, np.array([1.0, 2.0, 3.0]))
+    g = pb(-np.zeros(3))[0]
+    assert np.all(np.signbit(g))  # (as JAX: 3 * -0.0)
+    a = pb(np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0]))[0]
+    b = pb(np.ma.array([0.0, 2.0, 0.0], mask=[0, 1, 0]))[0]
+    np.testing.assert_array_equal(a - b, [3.0, 0.0, 9.0])  # (linear in the cotangent's data)

@@ -1121,8 +1121,13 @@ def ensure_shuffle_filter():
     (again, if the user's own filters were put before it since)."""
     filters = warnings.filters
     if not filters or filters[0] is not _shuffle_filter[0]:
-        warnings.filterwarnings("ignore", message=_SHUFFLE_WARNING, category=UserWarning)
-        _shuffle_filter[0] = warnings.filters[0]
+        # (put in place as warnings.filterwarnings does, but without its reset of every module's
+        # record of warnings shown: a warning shown once under "default" showed again after each call)
+        entry = _shuffle_filter[0] or ("ignore", re.compile(_SHUFFLE_WARNING, re.I), UserWarning, None, 0)
+        while entry in filters:
+            filters.remove(entry)
+        filters.insert(0, entry)
+        _shuffle_filter[0] = entry
 
 
 class UnsupportedInputError(NoRuleError, ValueError):

@@ -2,6 +2,7 @@
 for mutation is proportional to what is overwritten."""
 import concurrent.futures
 import gc
+import warnings
 import threading
 import tracemalloc
 import weakref
@@ -650,3 +651,18 @@ def test_an_interrupted_unlock_releases_no_joined_array_twice(monkeypatch):
     assert not a.flags.writeable and not b.flags.writeable  # (the holder still holds both)
     holder.unlock()
     assert a.flags.writeable and b.flags.writeable
+
+
+def test_a_warning_shown_once_is_not_shown_again_after_a_differentiation():
+    # (regress21: putting mutagrad's shuffle filter first again reset every module's record of
+    # warnings shown, so a "default" warning showed again after each call)
+    def noisy():
+        return np.log(np.array([-1.0]))
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("default")
+        noisy()
+        noisy()
+        mg.grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
+        noisy()
+    assert len(w) == 1, [str(m.message) for m in w]  # (as plain calls: once per location)

@@ -1123,7 +1123,7 @@ def ensure_shuffle_filter():
     if not filters or filters[0] is not _shuffle_filter[0]:
         # (put in place as warnings.filterwarnings does, but without its reset of every module's
         # record of warnings shown: a warning shown once under "default" showed again after each call)
-        entry = _shuffle_filter[0] or ("ignore", re.compile(_SHUFFLE_WARNING, re.I), UserWarning, None, 0)
+        entry = _shuffle_filter[0] or ("ignore", re.compile(_SHUFFLE_WARNING, re.IGNORECASE), UserWarning, None, 0)
         while entry in filters:
             filters.remove(entry)
         filters.insert(0, entry)

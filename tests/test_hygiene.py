@@ -2,9 +2,9 @@
 for mutation is proportional to what is overwritten."""
 import concurrent.futures
 import gc
-import warnings
 import threading
 import tracemalloc
+import warnings
 import weakref
 
 import numpy as np

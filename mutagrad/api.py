@@ -1626,7 +1626,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
     nums, single = _normalize_argnums(argnums)
 
     @functools.wraps(fun)
-    @_no_cyclic_gc
+    @_no_full_collections
     def wrapped(*args, **kwargs):
         level = ReverseLevel()
         level.hold_locks = True  # (the caller's arrays stay read-only to other threads through the reverse pass)
@@ -1690,7 +1690,7 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="grad") -> Ca
     return wrapped
 
 
-def _no_cyclic_gc(fn):
+def _no_full_collections(fn):
     """Run ``fn`` with the cyclic garbage collector's full collections held off. A tape holds many
     small objects that live until the reverse pass; each full collection walks all of them again
     (element loops became superlinear; allowing one every 100 collections of generation 1 still
@@ -1750,7 +1750,7 @@ def _hold_full_collections(step):
                     gc.set_threshold(now[0], now[1], t[2])
 
 
-@_no_cyclic_gc
+@_no_full_collections
 def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=None, _name="vjp"):
     """Run ``fun(*primals)`` and return ``(out, pullback)``.
 
@@ -1794,7 +1794,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     guarded = [s for s in storages if (s.captured or s.was_captured) and (id(s) in reach or s.exported)]
     prints = [_fingerprint(s) for s in guarded]
 
-    @_no_cyclic_gc
+    @_no_full_collections
     def pullback(ct):
         for s, fp in list(getattr(level, "leftover_prints", {}).values()):
             if _fingerprint(s) != fp:
@@ -1831,11 +1831,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         for k, (o, c) in enumerate(zip(out_leaves, ct_leaves)):
             if isinstance(c, AbstractZero) or c is None:
                 continue
-            if not isinstance(c, (Tracer, _ndarray, np.number, np.bool_, float, int, complex)) or (
-                    isinstance(c, _ndarray) and c.dtype.kind not in "biufc"):
-                raise TypeError(f"the pullback's cotangent for output leaf {k} is a {type(c).__name__}"
-                                + (f" of dtype {c.dtype}" if isinstance(c, _ndarray) else "")
-                                + ": pass a number or an array of numbers of the output's shape")
+            kind = _non_numeric(c)
+            if kind is not None:
+                raise TypeError(f"the pullback's cotangent for output leaf {k} is a {kind}: pass a number or an "
+                                "array of numbers of the output's shape")
             if np.shape(c) != np.shape(o):
                 raise ValueError(f"cotangent shape {np.shape(c)} does not match output shape {np.shape(o)}")
             if np.iscomplexobj(bottom(c)) and not np.iscomplexobj(bottom(o)):
@@ -2199,7 +2198,7 @@ def _constant_by_tangent(p, t) -> bool:
         np.shape(t) == p.shape and not np.any(t))
 
 
-@_no_cyclic_gc
+@_no_full_collections
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False, _argnums=None,
         _run_group=None, _kwargs=None, _name="jvp"):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
@@ -2255,7 +2254,10 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                 if isinstance(tv, Tracer):  # a tangent traced by an outer differentiation
                     level.set_tangent(info.storage, tv if tv.dtype == info.dtype else tv.astype(info.dtype))
                     continue
-                _numeric_tangent(tv, n)
+                kind = _non_numeric(tv)
+                if kind is not None:
+                    raise TypeError(f"jvp: tangent {n} is a {kind}: pass a number or an array of numbers of its "
+                                    "primal's shape.")
                 if not np.any(tv):  # all zeros: a symbolic zero, as None (a derivative that is not
                     continue  # implemented, or infinite, times a zero tangent contributes nothing)
                 if info.dtype.kind == "c":
@@ -2633,22 +2635,22 @@ def _leaf_dtype(x):
     return dt if dt is not None else np.dtype(np.complex128 if isinstance(b, complex) else np.result_type(type(b)))
 
 
-def _numeric_tangent(tv, n):
-    """A TypeError naming jvp's tangent ``n`` if it is no number or numeric array (a string, an array of
-    strings or objects: NumPy's bare errors, or an array of Nones taken as zeros, came out)."""
-    dt = getattr(tv, "dtype", None)
-    if (dt is None and not isinstance(tv, (float, int, complex))) or (dt is not None and dt.kind not in "biufc"):
-        kind = type(tv).__name__ + ("" if dt is None else f" of dtype {dt}")
-        raise TypeError(f"jvp: tangent {n} is a {kind}: pass a number or an array of numbers of its primal's shape.")
+def _non_numeric(v):
+    """What ``v``, a tangent or cotangent, is if it is no number, numeric array or traced value (a
+    string, an array of strings or objects: NumPy's bare errors, or an array of Nones taken as
+    zeros, came out), else None."""
+    if isinstance(v, (Tracer, float, int, complex)):  # (bool is an int)
+        return None
+    dt = getattr(v, "dtype", None)
+    if dt is not None and isinstance(v, (_ndarray, np.generic)) and dt.kind in "biufc":
+        return None
+    return type(v).__name__ + ("" if dt is None else f" of dtype {dt}")
 
 
 def _tangent_in(tv, dtype, n, what="jvp: tangent", of="primal"):
     """The tangent ``tv`` in its primal's dtype (a wider one is rounded to it, as the primal's
     perturbation would be); a tangent that does not fit (1e6 in float16) raises, not inf. (A
     pullback's cotangent in its output's dtype too: ``what``, ``of``.)"""
-    if not isinstance(tv, (_ndarray, np.generic, float, int, complex, Tracer)):  # (bool is an int)
-        raise TypeError(f"{what} {n} is a {type(tv).__name__}: pass a number or an array of its {of}'s shape "
-                        f"({np.dtype(dtype)}).")
     with np.errstate(over="ignore", invalid="ignore"):
         t = np.array(tv, dtype=dtype)
     if t.dtype.kind in "fc" and not np.all(np.isfinite(t)) and np.all(np.isfinite(np.asarray(tv))):
@@ -2695,7 +2697,7 @@ def _check_outputs(leaves, api):
     the containers mutagrad looks into (an object it does not know, holding traced values, would get
     zero derivatives silently)."""
     for k, o in enumerate(leaves):
-        if type(o) is _ndarray and o.dtype == object and any(_holds_tracer(v) for v in o.flat):
+        if type(o) is _ndarray and o.dtype == object and _holds_tracer(o):
             raise TypeError(
                 f"{api}: output leaf {k} is an array of dtype object holding traced values (mnp.vectorize with "
                 "otypes=[object], np.empty(n, dtype=object) filled with them): an object array carries no "

@@ -1714,12 +1714,13 @@ def bind_with(level_method_name, x, *rest):
     if lv.closed:  # a leftover (see live); writes unwrap theirs in write()
         return live(x)[rest[0]]
     st = STATE
+    if lv.index == 0 and st.ceiling == 1 and st.levels[0] is lv:
+        # the outermost level (this thread's): its values are plain, nothing to lift
+        return getattr(lv, level_method_name)(x, *rest)
     if lv.thread != _get_ident() and elsewhere(lv, x):  # (another thread's independent differentiation's)
         if level_method_name != "getitem":
             raise x._elsewhere_write()
         return live(x)[rest[0]]
-    if lv.index == 0 and st.ceiling == 1:  # the outermost level: its values are plain, nothing to lift
-        return getattr(lv, level_method_name)(x, *rest)
     saved = st.ceiling
     st.ceiling = lv.index
     try:
@@ -2055,8 +2056,7 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
         # NumPy scalars' own arithmetic (complex128's differs from the ufunc loop in the last bit)
         va = plain_operand(a) if isinstance(a, Tracer) and a._level is lv else a
         vb = plain_operand(b) if isinstance(b, Tracer) and b._level is lv else b
-        if type(va) in _SCALAR_OP_TYPES and type(vb) in _SCALAR_OP_TYPES and (
-                scalar_op not in _PYTHON_ONLY or (type(va) in _PYTHON_NUMBERS and type(vb) in _PYTHON_NUMBERS)):
+        if type(va) in _SCALAR_OP_TYPES and type(vb) in _SCALAR_OP_TYPES:
             y = scalar_op(va, vb)  # (Python numbers, weak ones: Python's arithmetic, as in a plain call)
             if type(y) is float or type(y) is complex:
                 y = _np_scalar(y)
@@ -2431,14 +2431,19 @@ def _is_scalar(x):
 # Operators whose NumPy-scalar arithmetic gives the ufunc's bits (IEEE operations), at a
 # tenth of the ufunc's cost on scalars; the fast path uses them for two float64 scalars.
 _SCALAR_ARITHMETIC = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
-                      np.true_divide: operator.truediv, np.remainder: operator.mod, np.floor_divide: operator.floordiv}
-_DIVIDING = frozenset((operator.truediv, operator.mod, operator.floordiv))
-# (NumPy scalars' % and // are the ufunc's, bit for bit: computed again only for Python numbers, whose
-# operators are Python's; again on NumPy scalars, a division by zero warned twice)
-_PYTHON_ONLY = frozenset((operator.mod, operator.floordiv))
-_PYTHON_NUMBERS = frozenset((float, int, complex))
-# (% and //: NumPy's float loops are Python's algorithm, bit for bit; on Python numbers and weak
-# traced scalars the operator raises ZeroDivisionError as a plain call does, where the ufunc gave nan)
+                      np.true_divide: operator.truediv}
+# Python's operators that raise ZeroDivisionError where NumPy's give inf or nan (with a warning)
+_ZERO_DIVIDING = {np.true_divide: operator.truediv, np.remainder: operator.mod, np.floor_divide: operator.floordiv}
+
+
+def _python_zero_division(op, a, b):
+    """Python's ZeroDivisionError for ``op(a, b)`` of Python numbers (a weak traced scalar stands for
+    one) by zero, raised before NumPy computes (and warns about) its inf or nan: a plain call raises
+    it, and a program catching it takes another path."""
+    if _weak_operand(a) and _weak_operand(b):
+        pb = _py(b)
+        if pb == 0:
+            op(_py(a), pb)
 _F64_TYPES = frozenset((float, np.float64, complex, np.complex128))  # (NumPy scalars' own arithmetic: float64 and complex128)
 # operands the fast path computes with the scalars' own operator, as a plain call does: NumPy
 # scalars of every float and complex type (complex64 products differ from the ufunc loop's in
@@ -2489,6 +2494,7 @@ def _pow_shortcut(self, other):
 
 def _binop(ufunc):
     sop = _SCALAR_ARITHMETIC.get(ufunc)
+    zd = _ZERO_DIVIDING.get(ufunc)
     pow_ = ufunc is np.power
 
     def scalar(self, a, b):
@@ -2502,10 +2508,8 @@ def _binop(ufunc):
             if r is None:
                 r = bind(prim, (a, b))
         else:
-            if sop in _DIVIDING and weak(self) and _weak_operand(b if a is self else a):
-                pb = _py(b)
-                if pb == 0:
-                    sop(_py(a), pb)  # (Python's ZeroDivisionError, before NumPy's warning about the same)
+            if zd is not None:
+                _python_zero_division(zd, a, b)
             r = _fast_call(ufunc, self, a, b, sop)
             if r is None:
                 other = b if a is self else a
@@ -3629,14 +3633,14 @@ class Tracer:
         return self
 
     def __divmod__(self, other):
-        if self._scalar and weak(self) and _weak_operand(other):
-            divmod(_py(self), _py(other))  # (Python's ZeroDivisionError, as Python numbers raise it)
+        if self._scalar:
+            _python_zero_division(divmod, self, other)
         r = np.divmod(self, other)
         return _weak_result(r, (self, other)) if self._scalar and weak(self) else r
 
     def __rdivmod__(self, other):
-        if self._scalar and weak(self) and _weak_operand(other):
-            divmod(_py(other), _py(self))
+        if self._scalar:
+            _python_zero_division(divmod, other, self)
         r = np.divmod(other, self)
         return _weak_result(r, (other, self)) if self._scalar and weak(self) else r
 

@@ -41,7 +41,6 @@ operation, with its line).
 """
 from __future__ import annotations
 
-import operator
 from array import array
 from bisect import bisect_right
 
@@ -180,9 +179,6 @@ def arg_kind(x, level):
     return _NO
 
 
-_DIVIDING = frozenset((operator.truediv, operator.mod, operator.floordiv))
-
-
 def operation(level, prim, leaves, scalar_op):
     """``prim(*leaves)`` computed and recorded in the level's run (the caller
     decided there is one, or may be), if it is an operation runs record (see
@@ -225,10 +221,10 @@ def operation(level, prim, leaves, scalar_op):
         key.append(kx)
     if not act:
         return None
-    if (scalar_op is not None and len(vals) == 2 and vals[1] == 0 and scalar_op in _DIVIDING) or (
-            prim.name == "np.float64.__pow__" and any(x._storage.weak for x in act)):
-        # (a division by zero, a power of a weak scalar (a Python float's: 0.0 ** -1.0 raises,
-        # (-2.0) ** 0.5 is complex): the general path, where Python numbers and weak scalars do as Python)
+    if prim.name == "np.float64.__pow__" and any(x._storage.weak for x in act):
+        # (a power of a weak scalar, a Python float's: 0.0 ** -1.0 raises, (-2.0) ** 0.5 is complex: the
+        # general path, which computes it on Python numbers as a plain call does. A weak scalar's division
+        # by zero raised already: core._python_zero_division)
         return None
     y = ew_value(prim, vals, scalar_op)
     if type(y) is not _float64:

@@ -772,32 +772,29 @@ defelementwise(np.fabs, lambda x, y: np.sign(x))
 defelementwise(np.copysign,
                lambda a, b, y: np.where(np.signbit(bottom(a)) == np.signbit(bottom(b)), 1.0, -1.0),
                lambda a, b, y: 0.0)
-def _fmod_quotient(a, b):
-    """The integer quotient fmod takes its remainder with, rounded towards zero: NumPy's floor
-    quotient (exact where a / b rounds: 1.0 / 0.1 is 10.0, while fmod(1.0, 0.1) = 1.0 - 9 * 0.1),
-    plus one where the two roundings differ: operands of opposite signs and a remainder."""
+
+
+def _quotient(a, b, towards_zero=False):
+    """The integer quotient a remainder of ``a`` by ``b`` is taken with (d/db of a - q b is -q): NumPy's
+    floor quotient, exact where a / b rounds (1.0 / 0.1 is 10.0, while 1.0 % 0.1 = 1.0 - 9 * 0.1), plus
+    one for fmod's (``towards_zero``) where operands of opposite signs leave a remainder; taken in
+    float64 for float16/32 operands, where it is exact (float32's floor division rounds a tie twice,
+    float16's corrected quotient rounded back off by one)."""
     a, b = bottom(a), bottom(b)
     dt = np.result_type(a, b)
-    if dt.kind == "f" and dt.itemsize < 8:  # (in float64, where the quotients of float16/32 are exact:
-        a, b = np.float64(a), np.float64(b)  # float16's -2635 + 1 rounded back to -2636)
-    q = np.floor_divide(a, b) + ((np.fmod(a, b) != 0) & (np.signbit(a) != np.signbit(b)))
-    return q.astype(dt) if dt.kind == "f" and dt.itemsize < 8 else q
+    low = dt.kind == "f" and dt.itemsize < 8
+    if low:
+        a, b = np.float64(a), np.float64(b)
+    q = np.floor_divide(a, b)
+    if towards_zero:
+        q = q + ((np.fmod(a, b) != 0) & (np.signbit(a) != np.signbit(b)))
+    return q.astype(dt) if low else q
 
 
-# d/db of a - q b is -q, q the quotient the remainder was taken with: NumPy's floor_divide for
-# remainder (exact: np.floor(a / b) rounds to the next integer near multiples)
-defelementwise(np.fmod, lambda a, b, y: 1.0, lambda a, b, y: -_fmod_quotient(a, b))
-def _floor_quotient(a, b):
-    """NumPy's floor quotient, taken in float64 for float16/32 operands (where it is exact; float32's
-    own rounds a tie twice)."""
-    a, b = bottom(a), bottom(b)
-    dt = np.result_type(a, b)
-    if dt.kind == "f" and dt.itemsize < 8:
-        return np.floor_divide(np.float64(a), np.float64(b)).astype(dt)
-    return np.floor_divide(a, b)
+defelementwise(np.fmod, lambda a, b, y: 1.0, lambda a, b, y: -_quotient(a, b, towards_zero=True))
+defelementwise(np.remainder, lambda a, b, y: 1.0, lambda a, b, y: -_quotient(a, b))
 
 
-defelementwise(np.remainder, lambda a, b, y: 1.0, lambda a, b, y: -_floor_quotient(a, b))
 defelementwise(np.sinc, lambda x, y: _sinc_d(x))
 defelementwise(np.ldexp, lambda x, e, y: np.exp2(bottom(e).astype(float) if hasattr(bottom(e), "astype") else float(e)), None)
 defelementwise(np.heaviside, lambda x, h, y: 0.0, lambda x, h, y: np.where(bottom(x) == 0, 1.0, 0.0))
@@ -1013,7 +1010,7 @@ def _defmulti(ufunc, k, *partials):
     return p
 
 
-_defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -_floor_quotient(a, b))  # (remainder's, below)
+_defmulti(np.divmod, 1, lambda a, b, ys: 1.0, lambda a, b, ys: -_quotient(a, b))  # (remainder's)
 _defmulti(np.modf, 0, lambda x, ys: 1.0)
 _defmulti(np.frexp, 0, lambda x, ys: np.ldexp(1.0, -bottom(ys[1])))
 

@@ -44,10 +44,10 @@ def _fit(g, axis, length):
     return np.concatenate([g, np.zeros(shape, dtype=bottom(g).dtype)], axis=axis)
 
 
-def _edge_weights(n, axis, ndim, inner):
+def _edge_weights(n, axis, ndim, inner, dtype=np.float64):
     """Along ``axis``, the weight of each of the n//2 + 1 bins of a real
     transform: 1 at DC (and Nyquist, for even n), ``inner`` elsewhere."""
-    w = np.full(n // 2 + 1, float(inner))
+    w = np.full(n // 2 + 1, float(inner), dtype)
     w[0] = 1.0
     if n % 2 == 0:
         w[-1] = 1.0

@@ -47,8 +47,9 @@ from scipy.fft._pocketfft.helper import _init_nd_shape_and_axes
 from ... import errors as _errors
 from ...core import Tracer, bind, bottom, get_primitive
 from ...errors import NoRuleError, user_line
+from ...numpy import _has_tracer
 from ...registry import deflinear
-from ..fft import _DUAL, _NORM, _fit
+from ..fft import _DUAL, _NORM, _edge_weights, _fit
 
 # -- the transposes -------------------------------------------------------------------
 
@@ -64,13 +65,8 @@ def _along(w, axis, ndim, g):
 
 
 def _edge(n, axis, g, inner):
-    """Along ``axis``, the weight of each of the n//2 + 1 bins of a real transform:
-    1 at DC (and Nyquist, for even n), ``inner`` elsewhere."""
-    w = np.full(n // 2 + 1, float(inner))
-    w[0] = 1.0
-    if n % 2 == 0:
-        w[-1] = 1.0
-    return _along(w, axis, np.ndim(g), g)
+    """rules/fft.py's bin weights of a real transform, in ``g``'s precision."""
+    return _edge_weights(n, axis, np.ndim(g), inner, _real_dtype(g))
 
 
 def _fit_all(g, axes, shape):
@@ -317,14 +313,6 @@ def _bound(name, args, kwargs):
     if len(d) != len(names):
         raise _BadCall
     return d
-
-
-def _has_tracer(v) -> bool:
-    if isinstance(v, Tracer):
-        return True
-    if type(v) is list or type(v) is tuple:
-        return any(_has_tracer(u) for u in v)
-    return False
 
 
 def _plain(v):

@@ -726,16 +726,26 @@ class Level:
     def __enter__(self):
         st = STATE
         self._saved_ceiling = c = st.ceiling
-        if c < len(st.levels):
-            # entered by code that sees only the levels below the ceiling: a rule of the level
-            # processing a primitive (an mg.grad inside an rrule), which gets that level's values.
-            # The levels it cannot see are not outer levels of this one: set aside until it ends
-            self._hidden = st.levels[c:]
-            del st.levels[c:]
-        self.index = len(st.levels)
-        st.levels.append(self)
-        st.ceiling = len(st.levels)
-        self.thread = _get_ident()
+        levels = list(st.levels)
+        try:
+            if c < len(st.levels):
+                # entered by code that sees only the levels below the ceiling: a rule of the level
+                # processing a primitive (an mg.grad inside an rrule), which gets that level's values.
+                # The levels it cannot see are not outer levels of this one: set aside until it ends
+                self._hidden = st.levels[c:]
+                del st.levels[c:]
+            self.index = len(st.levels)
+            st.levels.append(self)
+            st.ceiling = len(st.levels)
+            self.thread = _get_ident()
+        except BaseException:
+            # (an interrupt part-way, Ctrl-C: `with` calls no __exit__ when __enter__ raises, so the
+            # thread's levels are put back as they were; a level left behind would make every later
+            # differentiation in this thread an inner one of a level that has ended)
+            st.levels[:] = levels
+            st.ceiling = c
+            self._hidden = None
+            raise
         return self
 
     def __exit__(self, *exc):

@@ -666,3 +666,23 @@ def test_a_warning_shown_once_is_not_shown_again_after_a_differentiation():
         mg.grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
         noisy()
     assert len(w) == 1, [str(m.message) for m in w]  # (as plain calls: once per location)
+
+
+def test_an_interrupt_inside_a_level_s_entry_leaves_no_stale_level(monkeypatch):
+    # (regress19: Ctrl-C after the level was put on the thread's stack but before __enter__ returned: `with`
+    # calls no __exit__ then, and the level left behind made every later call in the thread raise)
+    from mutagrad import core
+
+    real = core._get_ident
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(core, "_get_ident", interrupted)  # (the last step of __enter__)
+    with pytest.raises(KeyboardInterrupt):
+        mg.grad(lambda x: np.sum(x * x))(np.ones(2))
+    monkeypatch.setattr(core, "_get_ident", real)
+    assert core.STATE.levels == [] and core.STATE.ceiling == 0
+    x = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(x * x))(x), [2.0, 4.0])  # by hand: 2x
+    assert x.flags.writeable

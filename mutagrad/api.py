@@ -1580,9 +1580,7 @@ def _check_scalar_output(out, name):
     if shape != ():
         raise TypeError(
             f"{name} requires a scalar output, got an array of shape {shape} (differentiated at {user_line()}). "
-            + ("For the second derivatives of each output, take mg.jacobian(mg.jacobian(f)) (or reduce the "
-               "output first, e.g. np.sum)." if name == "hessian" else
-               "Use mg.jacobian or mg.vjp for array outputs, or reduce the output (e.g. np.sum).")
+            "Use mg.jacobian or mg.vjp for array outputs, or reduce the output (e.g. np.sum)."
         )
     if (dt is not None and dt.kind == "c") or isinstance(b, complex):
         raise TypeError(f"{name} requires a real scalar output, got a complex value; take np.real or np.abs first.")
@@ -1592,6 +1590,22 @@ def _check_scalar_output(out, name):
             f"({b!r}): a boolean or integer result has no derivative. Return a float (e.g. the "
             "quantity the comparison or count was made from)."
         )
+
+
+def _check_hessian_output(out):
+    """hessian's refusals of outputs that are mistakes (an array output is differentiated as
+    jacobian's; a Jacobian of None, or of integers, is what grad refuses)."""
+    if out is None or isinstance(out, str):
+        raise TypeError(
+            f"hessian requires a float output, got {type(out).__name__}"
+            + (" (did the function forget to return its value?)" if out is None else ""))
+    b = bottom(out) if isinstance(out, Tracer) else out
+    dt = getattr(b, "dtype", None)
+    if (dt is not None and dt.kind in "biu") or isinstance(b, (bool, int)):
+        raise TypeError(
+            f"hessian requires a floating-point output, got {type(b).__name__ if dt is None else dt}: a boolean "
+            "or integer result has no derivative. Return a float (e.g. the quantity the comparison or count was "
+            "made from).")
 
 
 # --------------------------------------------------------------------------
@@ -2610,7 +2624,8 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
         anums = tuple(n + len(args) if n < 0 else n for n in nums)
         # (keyword arguments: their float arrays traced constants, as under grad)
         if mode == "rev":
-            return _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux)
+            return _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux,
+                            "jacobian" if _name.startswith("jacobian") else _name)
         # every pass starts from the arguments as given, keyword arguments included
         return _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux,
                         _name)
@@ -2710,12 +2725,14 @@ def _check_outputs(leaves, api):
                 "with mutagrad.pytree.register_pytree), or return other values as aux (has_aux=True).")
 
 
-def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False):
+def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False, name="jacobian"):
     # (the arguments' structures at the call: the function may add or remove items of a list or
     # dict it is given, and the pullback's cotangents have the call's structure)
     in_trees = [tree_flatten(d) for d in dargs]
-    res = vjp(f, *args, has_aux=has_aux, _argnums=nums, _kwargs=kwargs, _name="jacobian")
+    res = vjp(f, *args, has_aux=has_aux, _argnums=nums, _kwargs=kwargs, _name=name)
     out, pb = res[:2]
+    if name == "hessian":
+        _check_hessian_output(out)
     out_leaves, out_tree = tree_flatten(out)
     # per output leaf: list over its elements of the pulled-back cotangent tuple
     per_out = []
@@ -2963,18 +2980,21 @@ def _same_value(a, o) -> bool:
 
 
 def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
-    """Return a function computing the Hessian of scalar ``fun`` (forward-over-reverse:
-    ``jacobian(grad(fun), mode="fwd")``, see its note on repeated runs). With
-    ``has_aux=True``, ``fun`` returns ``(value, aux)`` and the result is ``(hessian, aux)``.
-    ``jacobian(grad(fun), mode="rev")`` (reverse over reverse) gives the same matrix of a real
-    function from one run, several times faster for small problems (docs/index.md).
+    """Return a function computing the Hessian of ``fun`` (forward-over-reverse:
+    ``jacobian(jacobian(fun, mode="rev"), mode="fwd")``, see the latter's note on repeated
+    runs). For a scalar ``fun`` it has shape ``arg.shape + arg.shape``; for an array output,
+    ``out.shape + arg.shape + arg.shape`` (pytrees and tuple ``argnums`` nest as JAX's
+    ``jax.hessian``: ``H[out][arg_i][arg_j]``). With ``has_aux=True``, ``fun`` returns
+    ``(value, aux)`` and the result is ``(hessian, aux)``. ``jacobian(grad(fun), mode="rev")``
+    (reverse over reverse) gives the same matrix of a real scalar function from one run,
+    several times faster for small problems (docs/index.md).
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
-    # (grad checks ``fun`` under this name; with has_aux, grad gives (gradient, aux): the pair
-    # jacobian's has_aux takes)
-    return jacobian(grad(fun, argnums, has_aux=has_aux, _name="hessian"), argnums, mode="fwd", has_aux=has_aux,
-                    _name="hessian")
+    _check_callable(fun, "hessian")
+    # (with has_aux, the inner Jacobian gives (jacobian, aux): the pair the outer one's has_aux takes)
+    return jacobian(jacobian(fun, argnums, mode="rev", has_aux=has_aux, _name="hessian"), argnums, mode="fwd",
+                    has_aux=has_aux, _name="hessian")

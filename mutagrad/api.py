@@ -1320,6 +1320,10 @@ def _call(level, fun, args, kwargs=None):
         if clear is None:
             clear = readonly_error(e, _locked_names(level) if level.locked else (), level.outer_locked, bool(level.joined))
         if clear is not None:
+            if clear.__traceback__ is not None:  # (mutagrad's own error, raised before and replaced by NumPy or a
+                # library: shown alone, not after "setting an array element with a sequence", and ending at the
+                # user's line, where the replacement came from)
+                raise clear.with_traceback(e.__traceback__) from None
             raise clear from e
         note = error_note(e)
         if note is not None and note not in getattr(e, "__notes__", ()):  # (nested: once)

@@ -1744,11 +1744,19 @@ def bind_with(level_method_name, x, *rest):
 
 def _no_rule(fn, kind="function"):
     name = qualname(fn)
+    if name.startswith("np.frompyfunc("):  # (a Python function's ufunc: its calls are the derivative's)
+        return NoRuleError(
+            f"{name} was applied to a traced value at {user_line()}: a ufunc of np.frompyfunc calls its "
+            "Python function on object elements, which mutagrad does not trace. Use "
+            "mutagrad.numpy.vectorize(f, otypes=[float]) (NumPy's np.vectorize, differentiated: it traces "
+            "each call; import mutagrad.numpy as mnp), or apply the ufunc to mg.value(x) (a read-only "
+            "plain view of the values) if its result is a constant.")
     return NoRuleError(
         f"{name} was applied to a traced value at {user_line()}, but mutagrad has no "
         f"derivative rule for this {kind}. It is never treated as a constant. If the result "
-        "should be a constant, apply it to mg.stop_gradient(x); otherwise register a rule "
-        f"with @mg.rrule({name.split('.')[-1]}) (and @mg.frule for forward mode)."
+        "should be a constant, apply it to mg.value(x) (a read-only plain view of the values, which "
+        f"carries no derivative); otherwise register a rule with @mg.rrule({name.split('.')[-1]}) (and "
+        "@mg.frule for forward mode)."
     )
 
 
@@ -2818,15 +2826,16 @@ def _no_setattr(name):
     return setter
 
 
-def _raw_memory_attribute(name, x):
+def _raw_memory_attribute(name, x, cls=None):
     from .errors import TracedAttributeError
 
+    cls = cls or TracedAttributeError
     if x._level.closed:
-        return _leftover_memory(name, TracedAttributeError)
-    return TracedAttributeError(
+        return _leftover_memory(name, cls)
+    return cls(
         f"x.{name} (the raw memory of a traced array) at {user_line()}: raw memory carries no derivative. For "
-        "the values as a read-only plain array use mg.value(x) (mg.stop_gradient(x) for a constant copy); "
-        "NumPy's functions and operators take the traced array itself.")
+        f"the values as a read-only plain array use mg.value(x) (mg.value(x).{name} is its memory; "
+        "np.array(mg.value(x)) a writable copy); NumPy's functions and operators take the traced array itself.")
 
 
 def _leftover_memory(name, cls):
@@ -3098,7 +3107,7 @@ class Tracer:
             # converts it; the receiver is looked up only when it is a name or an attribute chain
             recv = _named(call.func.value, frame) if type(call.func.value) in (ast.Name, ast.Attribute) else None
             m = call.func.attr
-            if isinstance(recv, np.ndarray) or (recv is None and (m == "dot" or (
+            if (isinstance(recv, np.ndarray) and not isinstance(recv, Tracer)) or (recv is None and (m == "dot" or (
                     hasattr(np, m) and type(call.func.value) in (ast.Subscript, ast.Call)))):
                 a = ast.unparse(call.func.value)
                 a = a if type(call.func.value) in (ast.Name, ast.Attribute, ast.Subscript, ast.Call) else f"({a})"
@@ -3411,13 +3420,11 @@ class Tracer:
 
     @property
     def data(self):
-        raise escape_error("x.data (the raw buffer of a traced array)")
+        raise _raw_memory_attribute("data", self, TracerEscapeError)
 
     @property
     def ctypes(self):
-        if self._level.closed:
-            raise _leftover_memory("ctypes", TracerEscapeError)
-        raise escape_error("x.ctypes (the raw memory of a traced array)")
+        raise _raw_memory_attribute("ctypes", self, TracerEscapeError)
 
     @property
     def __array_interface__(self):

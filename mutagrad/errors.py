@@ -1303,6 +1303,11 @@ def replaced_error(exc: BaseException):
     if m is not None:  # np.ndarray.sum(x): CPython's check of the method's class, before any hook
         name = m.group(1)
         fix = f"x.{name}(...)"
+        if name == "__array__":  # (a conversion to a plain array, which x.__array__() is too)
+            return TracedTypeError(
+                f"np.{m.group(2)}.__array__(x) (a conversion to a plain array) at {_where(exc)}: a traced array "
+                "is an array already; use it as it is (np.* functions, operators and methods take it), or "
+                "mg.value(x) for a read-only plain view of its values, which carries no derivative.")
         if name.startswith("__") and name.endswith("__"):
             op = _DUNDER_OPERATORS.get(name)
             fix = f"the operator ({op})" if op else f"x.{name}(...)"
@@ -1317,7 +1322,7 @@ def replaced_error(exc: BaseException):
         return TracerEscapeError(
             f"the raw memory of a traced array was asked for (the buffer protocol: memoryview, "
             f"np.frombuffer, bytes-like use) at {_where(exc)}: raw bytes carry no derivative. For the "
-            "values as a read-only plain array use mg.value(x) (mg.stop_gradient(x) for a constant "
+            "values as a read-only plain array use mg.value(x) (np.array(mg.value(x)) for a writable "
             "copy); to view the values as another floating-point dtype (complex as pairs of floats), "
             "x.view(dtype) is differentiated.")
     if type(exc) is TypeError and re.search(r"must be (?:a )?numpy\.ndarray, not (?:Array|Scalar)Tracer", str(exc)):
@@ -1327,7 +1332,8 @@ def replaced_error(exc: BaseException):
             f"a function implemented in C at {_where(exc)} accepts only plain NumPy arrays ({exc}): it "
             "cannot be differentiated through. Use NumPy's (or mutagrad.scipy's) functions, which are "
             "differentiated (for a sparse factorization, mutagrad.scipy.sparse.linalg.splu(A).solve or "
-            "factorized(A)), or pass mg.stop_gradient(x) if its result is a constant.")
+            "factorized(A)), or pass mg.value(x), a read-only plain view of the values, if its result is a "
+            "constant.")
     if type(exc) is TypeError and str(exc) == "No matching signature found" and _library_holds_tracer(exc):
         # a Cython fused-type function (scipy.interpolate's RegularGridInterpolator, interpn) given
         # a traced array: no signature matches its type
@@ -1339,8 +1345,8 @@ def replaced_error(exc: BaseException):
             "through. Write the computation with NumPy operations on the traced values, which are "
             "differentiated (an interpolation on a grid: the cell index from np.floor of the plain "
             "coordinates, the weights from their fractional parts, and a weighted sum of the traced "
-            "values gathered at the cell's corners), or pass mg.stop_gradient(x) if its result is a "
-            "constant.")
+            "values gathered at the cell's corners), or pass mg.value(x), a read-only plain view of the "
+            "values, if its result is a constant.")
     if type(exc) is TypeError and str(exc) in ("'out' must be an array", "output must be an array") and (
             _raised_by_c_at_the_users_line(exc)):
         # a method of a plain array given a traced out= (M.dot(a, out=buf), M.take(i, out=buf)):

@@ -509,7 +509,8 @@ for _f in (np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplex
            np.flatnonzero, np.searchsorted, np.count_nonzero, np.isreal, np.iscomplex, np.all, np.any,
            np.isneginf, np.isposinf, np.lexsort, np.argpartition, np.digitize,
            np.nanargmax, np.nanargmin,
-           np.isin, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from, np.common_type):
+           np.isin, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from, np.common_type,
+           np.einsum_path):
     _plain(_f)
 
 

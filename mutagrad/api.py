@@ -2504,7 +2504,11 @@ class _GeneratorState:
             return g.get_state()
         if isinstance(g, random.Random):
             return g.getstate()
-        return _bit_generator(g).state
+        if type(g) is np.random.SeedSequence:
+            return _spawn_state(g)
+        bg = _bit_generator(g)
+        # (with its seed sequence's count of children: rng.spawn(n) takes the next n, as draws take numbers)
+        return bg.state, _spawn_state(getattr(bg, "seed_seq", None))
 
     def restore(self):
         g = self.gen
@@ -2512,8 +2516,12 @@ class _GeneratorState:
             g.set_state(self.state)
         elif isinstance(g, random.Random):
             g.setstate(self.state)
+        elif type(g) is np.random.SeedSequence:
+            _set_spawn_state(g, self.state)
         else:
-            _bit_generator(g).state = self.state
+            bg = _bit_generator(g)
+            bg.state = self.state[0]
+            _set_spawn_state(getattr(bg, "seed_seq", None), self.state[1])
 
     def unmoved(self) -> bool:
         return _same_state(self.state, self._now())
@@ -2521,6 +2529,17 @@ class _GeneratorState:
 
 def _bit_generator(gen):
     return gen.bit_generator if type(gen) is np.random.Generator else gen
+
+
+def _spawn_state(seq):
+    """A SeedSequence's pickled state (its count of children spawned among it), or None for another
+    kind of seed sequence (SeedlessSeedSequence spawns none)."""
+    return seq.__reduce__()[2] if type(seq) is np.random.SeedSequence else None
+
+
+def _set_spawn_state(seq, state):
+    if state is not None and seq.n_children_spawned != state[1]:
+        seq.__setstate__(state)
 
 
 def _generator_of(v):
@@ -2539,6 +2558,7 @@ def _is_generator(v) -> bool:
     BitGenerator) and Python's random.Random (not SystemRandom, which has none)."""
     tv = type(v)
     return tv is np.random.Generator or tv is np.random.RandomState or issubclass(tv, np.random.BitGenerator) or (
+        tv is np.random.SeedSequence) or (
         issubclass(tv, random.Random) and not issubclass(tv, random.SystemRandom))
 
 

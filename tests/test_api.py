@@ -1367,6 +1367,37 @@ def test_forward_jacobian_rewinds_pythons_random_generators():
         random.setstate(state)
 
 
+_SEEDS = np.random.SeedSequence(11)
+
+
+def test_forward_jacobian_rewinds_seed_sequences_spawned_from():
+    # (montecarlo: rng.spawn(1) in the function took the next child on each run, so the runs drew other
+    # numbers and hessian raised MutationError; the generator's spawn count was left at 2)
+    x = np.array([0.5, 1.5])
+
+    def by_hand(z):  # d2/dxi2 of sin(xi zi): -zi^2 sin(xi zi); no cross terms
+        return np.diag(-z ** 2 * np.sin(x * z))
+
+    def f(t, rng):
+        return np.sum(np.sin(t * rng.spawn(1)[0].standard_normal(2)))
+
+    rng = np.random.default_rng(3)
+    z = np.random.default_rng(3).spawn(1)[0].standard_normal(2)
+    np.testing.assert_allclose(mg.hessian(f)(x, rng), by_hand(z), rtol=1e-13)
+    assert rng.bit_generator.seed_seq.n_children_spawned == 1  # (as one plain call leaves it)
+
+    def g(t):  # a global SeedSequence, reached by name
+        return np.sum(np.sin(t * np.random.default_rng(_SEEDS.spawn(1)[0]).standard_normal(2)))
+
+    plain = np.random.SeedSequence(11)
+    z = np.random.default_rng(plain.spawn(1)[0]).standard_normal(2)
+    before = _SEEDS.n_children_spawned
+    np.testing.assert_allclose(mg.jacobian(mg.grad(g), mode="fwd")(x), by_hand(z) if before == 0 else
+                               by_hand(np.random.default_rng(np.random.SeedSequence(11, spawn_key=(before,)))
+                                       .standard_normal(2)), rtol=1e-13)
+    assert _SEEDS.n_children_spawned == before + 1
+
+
 _BUDGET_RNG = np.random.default_rng(1)
 _BUDGET_STORE = {f"layer{i}": {f"w{j}": np.full(2, 0.5) for j in range(100)} for i in range(120)}
 

@@ -3535,6 +3535,10 @@ class Tracer:
         return np.copy(self)
 
     def __deepcopy__(self, memo):
+        convert = getattr(_COPYING, "convert", None)
+        if convert is not None:  # (mg.stop_gradient / mg.value of an object holding it)
+            _COPYING.found = True
+            return convert(self)
         return np.copy(self)
 
     __hash__ = None
@@ -5486,14 +5490,54 @@ def _refuse_in_a_rule(x, name):
     raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
 
 
+_ATOMS = (type(None), bool, int, float, complex, str, bytes, np.generic, type, types.FunctionType,
+          types.BuiltinFunctionType, types.ModuleType)
+_COPYING = threading.local()  # .convert: what a Tracer's __deepcopy__ gives (see _constants_within)
+
+
+def _constants_within(obj, convert, api):
+    """``obj``, an object mutagrad does not look into (a pint Quantity, an xarray DataArray, a user's
+    class), deep-copied with each traced value in it replaced by ``convert`` of it (a constant, a plain
+    view); ``obj`` itself when it holds none. An object whose copy fails and that holds a traced value
+    in an attribute is refused (returned as it is, its derivative would flow on silently)."""
+    if isinstance(obj, _ATOMS):
+        return obj
+    import copy
+
+    saved = getattr(_COPYING, "convert", None), getattr(_COPYING, "found", False)
+    _COPYING.convert, _COPYING.found = convert, False
+    try:
+        c = copy.deepcopy(obj)
+        found = _COPYING.found
+    except Exception:  # (an object that cannot be copied: a lock, an open file among its attributes)
+        c = found = None
+    finally:
+        _COPYING.convert, _COPYING.found = saved
+    if found:
+        return c
+    if found is None:
+        from .errors import _holds_tracer
+
+        if _holds_tracer(obj):
+            raise TypeError(
+                f"{api} of a {type(obj).__name__} holding traced values at {user_line()}: it could not be copied "
+                f"(copy.deepcopy failed), so its values cannot be made constants. Apply {api} to the arrays "
+                f"it holds (a Quantity's .magnitude, a DataArray's .data) instead.")
+    return obj
+
+
 def value(x):
-    """The plain value of ``x`` as a read-only ndarray view (no derivative).
+    """The plain value of ``x`` as a read-only ndarray view (no derivative). An object mutagrad
+    does not look into that holds traced values (a pint Quantity) is deep-copied, with each of
+    them replaced by its value.
 
     >>> import numpy as np, mutagrad as mg
     >>> v = mg.value(np.arange(3.0))
     >>> v.flags.writeable
     False
     """
+    if not isinstance(x, (Tracer, _ndarray)):
+        return _constants_within(x, value, "mg.value")
     if isinstance(x, Tracer) and not x._level.closed:
         _refuse_in_a_rule(x, "mg.value")
     b = bottom(x)
@@ -5518,7 +5562,10 @@ def stop_gradient(x):
     not depend on anything, outside it a plain copy, so that writing into it
     never changes ``x``, in a plain call or a differentiated one alike.
     It is a constant to every differentiation running, the outer ones of a
-    nested call too (as ``jax.lax.stop_gradient``).
+    nested call too (as ``jax.lax.stop_gradient``). Containers are mapped
+    over; an object mutagrad does not look into that holds traced values (a
+    pint Quantity, an xarray DataArray, a user's class) is deep-copied with
+    each of them made a constant.
 
     >>> import numpy as np, mutagrad as mg
     >>> f = lambda x: np.sum(x * mg.stop_gradient(x))
@@ -5529,7 +5576,7 @@ def stop_gradient(x):
 
     def leaf(v):
         if not isinstance(v, Tracer):
-            return v.copy() if isinstance(v, _ndarray) else v
+            return v.copy() if isinstance(v, _ndarray) else _constants_within(v, leaf, "mg.stop_gradient")
         if not v._level.closed:
             _refuse_in_a_rule(v, "mg.stop_gradient")
         b = bottom(v)

@@ -682,9 +682,14 @@ _MODULES = frozenset(("np", "numpy", "math", "mg", "mutagrad", "json", "logging"
 
 def printing_statement(frame) -> bool:
     """Whether the user's ``frame`` is executing a statement that only prints or logs (see
-    above), or is the logging module formatting a record's message (lazy %-arguments)."""
+    above), or is the logging module formatting a record's message (lazy %-arguments). A frame of
+    an installed package's code (pint formatting a Quantity's magnitude) counts as the user's frame
+    that called it: a printing statement calls no function but the formatting of its values."""
     if frame is not None and frame.f_globals.get("__name__") == "logging" and frame.f_code.co_name == "getMessage":
         return True
+    if frame is not None and _installed_package(frame) is not None:
+        while frame is not None and (_installed_package(frame) is not None or _frame_is_internal(frame)):
+            frame = frame.f_back
     stmt = _statement_at(frame)
     if type(stmt) is not ast.Expr or type(stmt.value) is not ast.Call:
         return False

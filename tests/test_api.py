@@ -4,6 +4,7 @@ import dataclasses
 import functools
 import gc
 import sys
+import threading
 from collections import namedtuple
 
 import numpy as np
@@ -258,6 +259,32 @@ def test_stop_gradient_and_value():
     x = np.array([2.0, 3.0])
     np.testing.assert_allclose(mg.grad(f)(x), x + x[0])
     assert mg.stop_gradient(3.0) == 3.0
+
+
+class _Box:  # an object mutagrad does not look into (as a pint Quantity, an xarray DataArray)
+    def __init__(self, a, lock=None):
+        self.a, self.lock = a, lock
+
+
+def test_stop_gradient_and_value_of_an_object_holding_traced_arrays():
+    # (units: both returned a pint Quantity or a user's object as it was, and the derivative flowed through
+    # it silently: x * stop_gradient(Box(x)).a gave 2 x for x)
+    x = np.array([0.5, -1.5, 2.0])
+    for api in (mg.stop_gradient, mg.value):
+        g = mg.grad(lambda x, api=api: np.sum(x * api(_Box(x)).a))(x)
+        np.testing.assert_array_equal(g, x)  # by hand: d/dx sum(x * c) = c = x
+        _, t = mg.jvp(lambda x, api=api: np.sum(x * api(_Box(x)).a), (x,), (np.ones(3),))
+        assert t == np.sum(x)
+        g = mg.grad(lambda x, api=api: np.sum(x * api([_Box(x * 2.0)])[0].a))(x)  # (inside a list)
+        np.testing.assert_array_equal(g, 2 * x)
+    box = _Box(np.ones(2))  # (an object holding no traced value: itself)
+    assert mg.stop_gradient(box) is box and mg.value(box) is box
+
+    def f(x):  # (one that cannot be copied: refused, naming what to apply it to)
+        return np.sum(x * mg.stop_gradient(_Box(x, threading.Lock())).a)
+
+    with pytest.raises(TypeError, match=r"mg.stop_gradient of a _Box holding traced values.*\.magnitude"):
+        mg.grad(f)(x)
 
 
 def test_stop_gradient_result_is_a_writable_buffer():

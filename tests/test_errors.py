@@ -4980,3 +4980,38 @@ def test_formatting_in_code_without_source_says_why_a_print_is_refused():
 
     msg = _raises(keeps_text, np.array([1.0, 2.0]), mg.TracerEscapeError)
     assert "do it in the print(...) or logger call itself" in msg and "mnp.zeros" not in msg
+
+
+def test_a_print_statement_formats_values_inside_an_installed_package_s_objects(tmp_path, monkeypatch, capsys):
+    # (units: print(f"{q:.2f}") of a pint Quantity holding a traced array was refused inside pint's formatter,
+    # and the advice, format mg.value(q), was refused too; print(q) showed "Tracer(...)")
+    pkg = tmp_path / "site-packages" / "fakeunits_mg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "class Q:\n"
+        "    def __init__(self, m):\n"
+        "        self.m = m\n"
+        "    def __format__(self, spec):\n"
+        "        return format(self.m, spec) + ' meter'\n"
+        "    def __str__(self):\n"
+        "        return format(self, '')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    import fakeunits_mg
+
+    def f(x):
+        d = fakeunits_mg.Q(np.sum(x))
+        print(f"distance = {d:.2f}")
+        print(d)
+        return np.sum(x * x)
+
+    x = np.array([0.5, -1.5, 2.0])
+    f(x)
+    plain = capsys.readouterr().out
+    np.testing.assert_array_equal(mg.grad(f)(x), 2 * x)
+    assert capsys.readouterr().out == plain == "distance = 1.00 meter\n1.0 meter\n"
+
+    def g(x):  # (not a printing statement: still refused)
+        return np.sum(x) * len(f"{fakeunits_mg.Q(np.sum(x)):.2f}")
+
+    with pytest.raises(mg.TracerEscapeError):
+        mg.grad(g)(x)

@@ -47,6 +47,7 @@ from .errors import (
     TracerEscapeError,
     WriteToPlainArrayError,
     _frame_is_internal,
+    _installed_package,
     _statement_at,
     at_a_store,
     at_an_operator,
@@ -3187,6 +3188,13 @@ class Tracer:
         converter = (_named(call.func, frame)
                      if call is not None and call.args and isinstance(call.func, (ast.Name, ast.Attribute)) else None)
         conv = getattr(converter, "__name__", None)
+        pkg = None if frame is None else _installed_package(frame)
+        if pkg is not None:  # (xarray's, pandas' own np.asarray: the advice on the conversion is not the user's)
+            raise escape_error(
+                f"{pkg} converting a traced array to a plain one in its own code", TracerEscapeError,
+                f" {pkg}'s results would hold plain values, with no derivative. Compute the part to differentiate "
+                f"with NumPy (or mutagrad.scipy) on the traced array itself, and give {pkg} only values that are "
+                "constants." + _PACKAGE_HINTS.get(pkg, ""), specific=True)
         if conv in _CONVERTERS and converter is getattr(np, conv):
             it = conv  # (np.asarray by another name: conv = np.asarray; conv(rec))
             arg = call.args[0]
@@ -5087,6 +5095,13 @@ def _calling_numpy_python(frame):
     return "np." + qual, False  # (np.poly1d.__truediv__, ...: NumPy's public names)
 
 
+# what works with an installed package that converts traced arrays (see Tracer.__array__)
+_PACKAGE_HINTS = {
+    "xarray": (" xarray keeps a duck array it is given as it is: a DataArray of a pint Quantity, "
+               "xr.DataArray(x * ureg.dimensionless, dims=...), holds the traced array and is differentiated "
+               "(pint's Quantity asks mutagrad first: docs/design.md)."),
+    "pandas": " pandas stores plain NumPy arrays only: keep the traced values in arrays (np.* on them).",
+}
 _AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{}; in code that also runs on "
              "plain values, write mnp.asarray(x) (import mutagrad.numpy as mnp), which returns a traced array as it "
              "is, stacks a list of traced values and converts anything else as np.asarray does.")

@@ -5015,3 +5015,29 @@ def test_a_print_statement_formats_values_inside_an_installed_package_s_objects(
 
     with pytest.raises(mg.TracerEscapeError):
         mg.grad(g)(x)
+
+
+def test_an_installed_package_converting_a_traced_array_gets_advice_for_the_caller(tmp_path, monkeypatch):
+    # (units: xr.DataArray(x) converts with np.asarray in xarray's code, and the advice was about that line:
+    # "`data` is an array already: leave the conversion out")
+    pkg = tmp_path / "site-packages" / "fakeframe_mg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "import numpy as np\n"
+        "class Frame:\n"
+        "    def __init__(self, data):\n"
+        "        self.data = np.asarray(data)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    import fakeframe_mg
+
+    def f(x):
+        return np.sum(fakeframe_mg.Frame(x * 2.0).data)
+
+    with pytest.raises(mg.TracerEscapeError) as info:
+        mg.grad(f)(np.array([1.0, 2.0]))
+    msg = str(info.value)
+    assert "fakeframe_mg converting a traced array to a plain one in its own code" in msg
+    assert "in fakeframe_mg, called from" in msg and HERE in msg and "leave the conversion out" not in msg
+    # the constant fix it names works: d/dx of sum(x) + sum(const) = 1
+    g = mg.grad(lambda x: np.sum(x) + np.sum(fakeframe_mg.Frame(mg.stop_gradient(x) * 2.0).data))(np.ones(2))
+    np.testing.assert_array_equal(g, [1.0, 1.0])

@@ -55,6 +55,7 @@ from .errors import (
     escape_error,
     index_valued_call,
     method_calls,
+    note_escape,
     plain_augassign_target,
     plain_call_target,
     plain_write_target,
@@ -2972,24 +2973,7 @@ class Tracer:
                 integer=dtype)
         vec = _calling_vectorize(sys._getframe(1))
         if vec is not None:
-            fname = getattr(vec.pyfunc, '__name__', 'f')
-            f = _vectorized_function_name(vec, fname, user_frame(sys._getframe(1)))
-            try:
-                nargs = sum(p.default is inspect.Parameter.empty and p.kind in (
-                    inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                    for p in inspect.signature(vec.pyfunc).parameters.values())
-            except (TypeError, ValueError):
-                nargs = 1
-            call, loop = ((f"{f}(x)", f"mnp.array([{f}(v) for v in x])") if nargs <= 1 else
-                          (f"{f}(x, y, ...)", f"mnp.array([{f}(*vs) for vs in zip(x, y, ...)])"))
-            raise NoRuleError(
-                f"np.vectorize({fname}) was applied to a traced array at {user_line()}: it converts its "
-                "arguments to plain arrays and calls the Python function on plain elements, so the derivative "
-                "would be lost. Use mnp.vectorize instead (import mutagrad.numpy as mnp): "
-                f"mnp.vectorize({fname}, ...) with the same arguments, or @mnp.vectorize for @np.vectorize; it "
-                "calls the function as NumPy does, on traced elements, and is differentiated. If the function "
-                f"is written with NumPy operations, calling it on the traced arrays themselves ({call}) is "
-                f"faster (a loop over the elements, {loop}, works too).")
+            raise _vectorize_error(vec, sys._getframe(1))
         target = plain_write_target(sys._getframe(1))
         if target is not None:
             fields = _structured_target(target, user_frame(sys._getframe(1)))
@@ -3315,6 +3299,9 @@ class Tracer:
         stats = _calling_statistics(frame)
         if stats is not None:  # (statistics.fmean's math.fsum)
             raise _statistics_error(stats, "to plain numbers")
+        vec = _calling_vectorize(frame)
+        if vec is not None:  # (otypes=[float]: NumPy converts the function's traced results, and replaces
+            raise note_escape(_vectorize_error(vec, frame))  # the error with its ValueError)
         call = call_at(user_frame(frame))  # (the call running: another lambda of the statement may .fill)
         if (call is None and "fill" in method_calls(frame)) or (
                 call is not None and type(call.func) is ast.Attribute and call.func.attr == "fill"):
@@ -5041,6 +5028,29 @@ def _python_complex_in(v):
     return None
 
 
+def _vectorize_error(vec, frame):
+    """The error for np.vectorize (``vec``) converting a traced value: its arguments, or the results of a
+    function closing over traced values (with otypes=, NumPy converts them with float)."""
+    fname = getattr(vec.pyfunc, '__name__', 'f')
+    f = _vectorized_function_name(vec, fname, user_frame(frame))
+    try:
+        nargs = sum(p.default is inspect.Parameter.empty and p.kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            for p in inspect.signature(vec.pyfunc).parameters.values())
+    except (TypeError, ValueError):
+        nargs = 1
+    call, loop = ((f"{f}(x)", f"mnp.array([{f}(v) for v in x])") if nargs <= 1 else
+                  (f"{f}(x, y, ...)", f"mnp.array([{f}(*vs) for vs in zip(x, y, ...)])"))
+    return NoRuleError(
+        f"np.vectorize({fname}) was given traced values at {user_line()}: it calls the Python function on "
+        "plain elements and converts its arguments and results (values the function closes over among them) "
+        "to plain arrays, so the derivative would be lost. Use mnp.vectorize instead (import mutagrad.numpy as mnp): "
+        f"mnp.vectorize({fname}, ...) with the same arguments, or @mnp.vectorize for @np.vectorize; it "
+        "calls the function as NumPy does, on traced elements, and is differentiated. If the function "
+        f"is written with NumPy operations, calling it on the traced arrays themselves ({call}) is "
+        f"faster (a loop over the elements, {loop}, works too).")
+
+
 def _calling_vectorize(frame):
     """The np.vectorize object whose call converts a traced argument on the stack at
     ``frame`` (NumPy's own frames only), or None."""
@@ -5524,7 +5534,7 @@ def _constants_within(obj, convert, api):
     try:
         c = copy.deepcopy(obj)
         found = _COPYING.found
-    except Exception:  # (an object that cannot be copied: a lock, an open file among its attributes)
+    except Exception:  # noqa: BLE001 (an object that cannot be copied: a lock, an open file among its attributes)
         c = found = None
     finally:
         _COPYING.convert, _COPYING.found = saved

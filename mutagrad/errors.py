@@ -892,6 +892,15 @@ def take_deferred():
     return err
 
 
+def note_escape(err):
+    """Note ``err``, about to be raised for a conversion at the user's line, as escape_error notes its
+    errors: NumPy's C code may replace it with its own (a ValueError), and replaced_error gives it back."""
+    global _last_escape
+    frame = user_frame(sys._getframe(1))
+    _last_escape = (err, frame, None if frame is None else frame.f_lineno)
+    return err
+
+
 def forget_escape():
     global _last_escape
     _last_escape = None

@@ -210,6 +210,18 @@ def test_numpys_vectorize_still_refused():
         mg.grad(lambda x: np.sum(np.vectorize(branchy)(x)))(X)
 
 
+@pytest.mark.parametrize("otypes", [None, [float], [np.float32]])
+def test_numpys_vectorize_closing_over_a_traced_value_is_named(otypes):
+    # (fftvecmix: with otypes=, NumPy converts the function's traced results with float, and the error was the
+    # generic float(x) one, not naming np.vectorize)
+    grid = np.array([0.1, 0.5, 1.2, 2.0])
+    with pytest.raises(mg.NoRuleError, match=r"np\.vectorize\(<lambda>\) was given traced values.*mnp\.vectorize"):
+        mg.grad(lambda w: np.sum(np.vectorize(lambda a: a * w, otypes=otypes)(grid)))(0.5)
+    # the fix it names: by hand, d/dw sum(grid * w) = sum(grid)
+    g = mg.grad(lambda w: np.sum(mnp.vectorize(lambda a: a * w, otypes=otypes)(grid)))(0.5)
+    assert g == pytest.approx(np.sum(grid), rel=1e-6 if otypes == [np.float32] else 1e-15)
+
+
 ELEMENTWISE = {
     "powers": lambda a: a ** 2 + a ** 3 + (abs(a) ** 0.5 if a < 0 else 2.0 ** a),
     "python ops": lambda a: a % 0.7 + a // 0.3 + abs(a) * 1.1 + round(a, 2),

@@ -331,7 +331,7 @@ PLAIN = {  # functions of metadata only, computed on plain values: checked for n
     "np.flatnonzero", "np.searchsorted", "np.count_nonzero", "np.isreal", "np.iscomplex", "np.all", "np.any",
     "np.isneginf", "np.isposinf", "np.lexsort", "np.argpartition", "np.digitize", "np.nanargmax",
     "np.nanargmin", "np.isin", "np.diag_indices_from",
-    "np.tril_indices_from", "np.triu_indices_from", "np.common_type",
+    "np.tril_indices_from", "np.triu_indices_from", "np.common_type", "np.einsum_path",
 }
 
 
@@ -407,7 +407,8 @@ def test_plain_functions_return_plain_values(name):
         fn = eval(name, {"np": np})
         special = {"np.argpartition": (a, 1), "np.can_cast": (a, np.float32), "np.digitize": (a, np.array([0.0, 1.0])),
                    "np.searchsorted": (np.sort(a), a), "np.lexsort": ((a, a),), "np.diag_indices_from": (np.outer(a, a),),
-                   "np.tril_indices_from": (np.outer(a, a),), "np.triu_indices_from": (np.outer(a, a), 1)}
+                   "np.tril_indices_from": (np.outer(a, a),), "np.triu_indices_from": (np.outer(a, a), 1),
+                   "np.einsum_path": ("i,i->", a, a)}
         try:
             r = fn(*special.get(name, (a,)))
         except TypeError:

@@ -2597,10 +2597,33 @@ def _binop(ufunc):
         if _duck(other):  # `y += duck`: NumPy's protocol asks the duck, and the name is bound to what it
             return ufunc(self, other, out=(self,))  # returns (a new wrapper, or y itself)
         uf = _pow_shortcut(self, other) if pow_ else None
+        if uf is None and type(self) is ArrayTracer and self._geom is None and _plain_inplace(self, other) and (
+                _fast_call(ufunc, self, self, other, None, self) is not None):
+            return self  # (the common `u += v`: ufunc_call's checks all pass, and its _into takes it)
         call_ufunc(uf or ufunc, (self,) if uf else (self, other), {"out": (self,)})
         return self
 
     return op, rop, iop
+
+
+def _plain_inplace(self, other) -> bool:
+    """Whether ``self op= other`` is the common in-place call that NumPy accepts as it is: ``other`` a
+    real Python number for a floating-point ``self``, or a tracer of ``self``'s dtype and shape (or
+    0-d), no error state that raises (see rules/elementwise.ufunc_call's checks)."""
+    t = type(other)
+    if t is float or t is int:
+        if self._value.dtype.kind not in "fc":
+            return False
+    elif t is ArrayTracer or t is ScalarTracer:
+        v = other._value
+        if v.dtype != self._value.dtype or (v.shape != self._value.shape and v.shape != ()):
+            return False
+    else:
+        return False
+    return not RAISES_FP[0]()
+
+
+RAISES_FP = [lambda: True]  # rules/elementwise._raises_fp: whether a floating-point event raises here
 
 
 def _defers(other) -> bool:

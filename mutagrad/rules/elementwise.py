@@ -16,6 +16,7 @@ from ..core import (
     FUNCTIONS,
     REGISTRY,
     PYTHON_COMPLEX_ABS,
+    RAISES_FP,
     SCALAR_OPS,
     UFUNC_HANDLERS,
     ArrayTracer,
@@ -341,12 +342,26 @@ _COMPLEX_EXACT = frozenset((np.add, np.subtract, np.negative, np.positive, np.co
 
 def _raises_fp() -> bool:
     """Whether a floating-point event would raise here: the user's np.errstate, or, inside
-    jvp (whose error call is a UserFPErrors), the one in force before it."""
+    jvp (whose error call is a UserFPErrors), the one in force before it. (Remembered for the
+    error state in force, NumPy's context variable's value: a new errstate sets a new one.)"""
+    now = _EXTOBJ.get() if _EXTOBJ is not None else None
+    seen = _RAISES_SEEN[0]
+    if now is not None and seen[0] is now:
+        return seen[1]
     e = np.geterr()
-    if "raise" in e.values():
-        return True
     c = np.geterrcall()
-    return type(c) is UserFPErrors and any(e[k] == "call" and c.modes.get(k) == "raise" for k in _FP_KEYS.values())
+    r = "raise" in e.values() or (type(c) is UserFPErrors and any(
+        e[k] == "call" and c.modes.get(k) == "raise" for k in _FP_KEYS.values()))
+    if now is not None:
+        _RAISES_SEEN[0] = (now, r)  # (one tuple, replaced whole: threads read a consistent pair)
+    return r
+
+
+_EXTOBJ = getattr(getattr(np._core, "_ufunc_config", None), "_extobj_contextvar", None)
+_RAISES_SEEN = [(None, False)]  # (NumPy's error state object, whether it raises); holding it keeps its id unique
+
+
+RAISES_FP[0] = _raises_fp
 
 
 def _errors_after_the_write(ufunc, inputs, kwargs):

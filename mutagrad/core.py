@@ -2315,6 +2315,10 @@ def _scipy_rewrite(sub, name):
     if sub.startswith("sparse") and short == "laplacian":
         return (" The Laplacian of a dense traced weight matrix W is np.diag(W.sum(axis=1)) - W (normed=True: "
                 "(D - W) / np.sqrt(np.outer(d, d)) with d = W.sum(axis=1), D = np.diag(d)), differentiated.")
+    if sub.startswith("sparse") and short == "expm_multiply":  # (start=, stop=, num=: its interval algorithm)
+        return (" Without start=, stop= and num=, expm_multiply(A, b) is differentiated in b (SciPy's own code, "
+                "products of the constant A with b); for several times, call it once per time: np.stack("
+                "[expm_multiply(t * A, b) for t in np.linspace(start, stop, num)]).")
     if sub.startswith("sparse") and short == "validate_graph":  # (a compiled csgraph routine's check)
         return (" scipy.sparse.csgraph's graph routines run on plain values. A path's length (shortest_path, "
                 "dijkstra...) is a sum of the weights along a path chosen by comparisons: find the paths on "
@@ -5195,6 +5199,10 @@ def _scipy_escape(caller):
                         "the same names, differentiated where docs/coverage.md lists them."))
         elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
             extra = _scipy_rewrite(sub, name)
+        elif sub == "sparse" and name in ("__mul__", "__rmul__", "multiply") and _scipy_scalar_operand(caller):
+            extra = (" SciPy scales a sparse matrix by a number in a new sparse matrix, which holds plain numbers "
+                     "only. Scale the products instead, which are differentiated: (I - c * L) @ v is "
+                     "v - c * (L @ v); or make the matrix dense, c * L.toarray().")
         elif sub == "sparse" and name in ("__add__", "__radd__", "_add_dense", "__mul__", "__rmul__", "multiply"):
             extra = (" SciPy adds (or multiplies elementwise) a sparse matrix and a dense array in a plain copy "
                      "of the array. Make the matrix dense, A.toarray() (v + A.toarray(), v * A.toarray()), which "
@@ -5216,6 +5224,17 @@ def _scipy_escape(caller):
                     "converts its arguments with np.asarray)")
         return escape_error(what, TracerEscapeError, extra, specific=True)  # (a conversion: nothing is written)
     return None
+
+
+def _scipy_scalar_operand(frame) -> bool:
+    """Whether SciPy's frames on the stack from ``frame`` hold a traced number (0-d): a sparse matrix
+    scaled by it (``c * A``)."""
+    f = frame
+    while f is not None and ((f.f_globals.get("__name__") or "") + ".").startswith("scipy."):
+        if any(isinstance(v, Tracer) and v.ndim == 0 for v in f.f_locals.values()):
+            return True
+        f = f.f_back
+    return False
 
 
 def _calling_scipy(frame):

@@ -25,6 +25,8 @@ CASES = [  # (what it covers, function, arguments, order): check_grads in both m
     (PRODUCT, lambda y: np.cos(y @ _A), (RNG.standard_normal((2, 5)),), 2),
     ("scipy.sparse.linalg.spsolve", lambda b: np.exp(mssl.spsolve(_K, b)), (RNG.standard_normal(4),), 2),
     ("scipy.sparse.linalg.SuperLU.solve", lambda b: np.sin(_LU.solve(b, "T")), (RNG.standard_normal((4, 2)),), 2),
+    ("scipy.sparse.linalg.spsolve_triangular", lambda b: np.exp(mssl.spsolve_triangular(sp.csr_array(np.tril(
+        _K.toarray().T)), b)), (RNG.standard_normal(4),), 2),
 ]
 
 
@@ -101,6 +103,62 @@ def test_sparse_solves(dtype):
         if dtype == np.complex128:
             check_grads(lambda v, ours=ours: np.sum(np.abs(ours(v)) ** 2), arg + 0.2j, order=2)
     assert lu.shape == (n, n) and lu.nnz == ssl.splu(A).nnz  # SciPy's attributes
+
+
+@pytest.mark.parametrize("fmt", [sp.csr_array, sp.csc_matrix])
+@pytest.mark.parametrize("lower,unit", [(True, False), (False, False), (True, True), (False, True)])
+def test_sparse_triangular_solves(fmt, lower, unit):
+    # (optctl: refused, though linear in b as spsolve is)
+    n = 6
+    M = np.tril(RNG.standard_normal((n, n)) * (RNG.random((n, n)) < 0.6)) + 3 * np.eye(n)
+    T = fmt(M if lower else M.T)
+    w = RNG.standard_normal((n, 2))
+    for b in (RNG.standard_normal(n), RNG.standard_normal((n, 2))):
+        def ours(b, ow=False):
+            return mssl.spsolve_triangular(T, b, lower=lower, unit_diagonal=unit, overwrite_b=ow)
+
+        def theirs(b, ow=False):
+            return ssl.spsolve_triangular(T, b, lower=lower, unit_diagonal=unit, overwrite_b=ow)
+
+        np.testing.assert_array_equal(mg.vjp(ours, b)[0], theirs(b))  # SciPy's own values
+        check_grads(lambda v: np.sum(np.sin(ours(v)) * w[:, :np.ndim(v)].squeeze()), b, order=2)
+
+        # overwrite_b=True on the argument itself: the argument ends as SciPy's call leaves it, and the
+        # derivative of what is read afterwards is the plain program's (central differences)
+        def f(v, mod=mssl):
+            x = (ours if mod is mssl else theirs)(v, True)
+            return np.sum(x * w[:, :np.ndim(v)].squeeze()) + 0.1 * np.sum(v * v)
+
+        arg, plain = b.copy(), b.copy()
+        g = mg.grad(f)(arg)
+        f(plain, None)
+        np.testing.assert_array_equal(arg, plain)
+        np.testing.assert_allclose(g, numerical_grad(lambda v: f(v.copy(), None), (b,), (0,))[0], rtol=1e-6, atol=1e-8)
+
+
+def test_a_sparse_matrix_scaled_by_a_traced_number_names_the_rewrite_which_works():
+    # (optctl: the message spoke of a dense array where the operand was a number)
+    L = sp.diags_array([np.ones(4), -2 * np.ones(5), np.ones(4)], offsets=[-1, 0, 1], format="csr")
+    v = np.linspace(0.1, 0.9, 5)
+    with pytest.raises(mg.TracerEscapeError, match=r"scales a sparse matrix by a number.*v - c \* \(L @ v\)"):
+        mg.grad(lambda p: np.sum((sp.identity(5) - p[0] * L) @ v))(np.array([0.1]))
+    # by hand: d/dc sum(v - c L v) = -sum(L v)
+    g = mg.grad(lambda p: np.sum(v - p[0] * (L @ v)))(np.array([0.1]))
+    np.testing.assert_allclose(g, [-np.sum(L @ v)], rtol=1e-15)
+
+
+def test_expm_multiply_over_an_interval_names_the_rewrite_which_works():
+    # (optctl: the message said only that SciPy's own function has no rule)
+    A = sp.csc_array(np.array([[-1.0, 0.5], [0.2, -2.0]]))
+    with pytest.raises(mg.TracerEscapeError, match=r"call it once per time: np.stack\(\[expm_multiply\(t \* A, b\)"):
+        mg.grad(lambda b: np.sum(mssl.expm_multiply(A, b, start=0.0, stop=1.0, num=3)))(np.ones(2))
+    ts = np.linspace(0.0, 1.0, 3)
+
+    def f(b, mod=mssl):
+        return np.sum(np.sin(np.stack([mod.expm_multiply(t * A, b) for t in ts])))
+
+    b = np.array([0.3, -0.8])
+    np.testing.assert_allclose(mg.grad(f)(b), numerical_grad(lambda v: f(v, ssl), (b,), (0,))[0], rtol=1e-7)
 
 
 def test_sparse_matrices_from_traced_values_and_scipys_own_solvers_name_the_fix():

@@ -213,9 +213,9 @@ class _Overwrites:
     ``batch`` is SciPy's batch decorator's (parameter or (parameter, item), core axes) of the
     arrays, or None where SciPy handles stacks itself."""
 
-    def __init__(self, fn, scipy_fn, flags, batch):
+    def __init__(self, fn, scipy_fn, flags, batch, module="scipy.linalg"):
         self.fn, self.scipy_fn, self.flags, self.batch = fn, scipy_fn, flags, batch
-        self.name = "scipy.linalg." + scipy_fn.__name__
+        self.name = f"{module}.{scipy_fn.__name__}"
         self.sig = inspect.signature(fn)
         params = list(self.sig.parameters)
         self.positions = [(f, params.index(f) if self.sig.parameters[f].kind is not
@@ -386,11 +386,12 @@ class _Overwrites:
         return cols[0] if len(cols) == 1 else cols
 
 
-def _overwrites(scipy_fn, batch=None, **flags):
-    """The public function it decorates follows SciPy's overwrite ``flags`` (see above)."""
+def _overwrites(scipy_fn, batch=None, module="scipy.linalg", **flags):
+    """The public function it decorates follows SciPy's overwrite ``flags`` (see above); ``module``: the
+    name of SciPy's module, for messages."""
 
     def decorate(fn):
-        ow = _Overwrites(fn, scipy_fn, flags, batch)
+        ow = _Overwrites(fn, scipy_fn, flags, batch, module)
 
         @functools.wraps(fn)
         def call(*args, **kwargs):

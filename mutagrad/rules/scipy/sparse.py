@@ -87,6 +87,51 @@ def _spsolve_frule(primals, tangents, **kw):
 spsolve_p.rrule, spsolve_p.frule = _spsolve_rrule, _spsolve_frule
 
 
+# -- spsolve_triangular ------------------------------------------------------------
+
+
+def _spsolve_tri(a, b, *, lower=True, overwrite_A=False, unit_diagonal=False):
+    # (overwrite_b is the public function's: mutagrad.scipy.sparse.linalg replays SciPy's call for it)
+    return _ssl().spsolve_triangular(a, b, lower=lower, overwrite_A=overwrite_A, unit_diagonal=unit_diagonal)
+
+
+spsolve_tri_p = get_primitive(_spsolve_tri, "scipy.sparse.linalg.spsolve_triangular")
+spsolve_tri_p.linear = True
+
+
+def spsolve_triangular(A, b, lower=True, overwrite_A=False, overwrite_b=False, unit_diagonal=False):
+    """``scipy.sparse.linalg.spsolve_triangular``: x with A x = b for a triangular ``A``, differentiated
+    in ``b`` (A constant). ``overwrite_b`` is followed by mutagrad.scipy.sparse.linalg's wrapper."""
+    _constant_matrix(A, "scipy.sparse.linalg.spsolve_triangular")
+    return bind(spsolve_tri_p, (A, _dense(b)), {"lower": lower, "overwrite_A": overwrite_A,
+                                                "unit_diagonal": unit_diagonal})
+
+
+def _tri_transposed(a, g, lower, unit_diagonal):
+    """Aᴴ⁻¹ g: the triangle of Aᴴ is the other one (the unit diagonal stays one)."""
+    return bind(spsolve_tri_p, (_adjoint(a), g), {"lower": not lower, "unit_diagonal": unit_diagonal})
+
+
+def _spsolve_tri_rrule(a, b, *, lower=True, overwrite_A=False, unit_diagonal=False):
+    x = bind(spsolve_tri_p, (a, b), {"lower": lower, "overwrite_A": overwrite_A, "unit_diagonal": unit_diagonal})
+
+    def pullback(g):
+        if is_zero(g):
+            return NoTangent(), ZeroTangent()
+        return NoTangent(), np.reshape(_tri_transposed(a, g, lower, unit_diagonal), np.shape(b))
+
+    return x, pullback
+
+
+def _spsolve_tri_frule(primals, tangents, *, lower=True, overwrite_A=False, unit_diagonal=False):
+    (a, b), (_, t) = primals, tangents
+    kw = {"lower": lower, "overwrite_A": overwrite_A, "unit_diagonal": unit_diagonal}
+    return bind(spsolve_tri_p, (a, b), kw), (ZeroTangent() if is_zero(t) else bind(spsolve_tri_p, (a, t), kw))
+
+
+spsolve_tri_p.rrule, spsolve_tri_p.frule = _spsolve_tri_rrule, _spsolve_tri_frule
+
+
 # -- splu / factorized: solves with the factors of A -------------------------------------
 
 

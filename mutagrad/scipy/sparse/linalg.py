@@ -1,6 +1,6 @@
 """``mutagrad.scipy.sparse.linalg``: ``scipy.sparse.linalg`` with ``spsolve``,
-``splu`` and ``factorized`` differentiated in the right-hand side (the sparse
-matrix is a constant); every other name is SciPy's own (and raises mutagrad's
+``spsolve_triangular``, ``splu`` and ``factorized`` differentiated in the
+right-hand side (the sparse matrix is a constant); every other name is SciPy's own (and raises mutagrad's
 escape error on a traced array).
 
 >>> import numpy as np, scipy.sparse as sp, mutagrad as mg
@@ -11,7 +11,14 @@ array([0.5 , 0.25])
 """
 import scipy.sparse.linalg as _ssl
 
+from ...rules.scipy.linalg import _overwrites
 from ...rules.scipy.sparse import SuperLU, factorized, splu, spsolve  # noqa: F401
+from ...rules.scipy.sparse import spsolve_triangular as _spsolve_triangular
+
+# (overwrite_b: SciPy's call leaves its intermediate values in b where its dtype allows; replayed, as
+# mutagrad.scipy.linalg's overwrite flags)
+spsolve_triangular = _overwrites(_ssl.spsolve_triangular, module="scipy.sparse.linalg",
+                                 overwrite_b=("b", ("A", "b")))(_spsolve_triangular)
 
 
 def __getattr__(name):

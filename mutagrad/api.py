@@ -1028,7 +1028,9 @@ def _check_not_none(a, n):
 def _check_argnums(argnums, nargs):
     for n in argnums:
         if n >= nargs or n < -nargs:
-            raise TypeError(f"argnums={n} but the function was called with {nargs} positional arguments")
+            raise TypeError(f"argnums={n} but the function was called with {nargs} positional arguments"
+                            + (": the arguments to differentiate are passed positionally (mg.grad(f)(x), not "
+                               "mg.grad(f)(a=x)); keyword arguments are constants" if nargs <= n else ""))
     if len(argnums) > 1:
         seen = set()
         for n in argnums:
@@ -1381,7 +1383,9 @@ def _split_aux(result, has_aux):
         return _no_leftovers(result), None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):  # (a list pair too, as JAX takes it)
         raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
-                        f"{'an array' if isinstance(result, Tracer) else type(result).__name__}")
+                        f"{'an array' if isinstance(result, Tracer) else type(result).__name__}"
+                        + (f" of {len(result)} items (return (output, (aux1, aux2, ...)))"
+                           if isinstance(result, (tuple, list)) else ""))
     return _no_leftovers(result[0]), _no_leftovers(result[1], warn=False)
 
 

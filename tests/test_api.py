@@ -1260,6 +1260,17 @@ def test_has_aux_for_jvp_jacobian_and_hessian():
         mg.jvp(lambda v: np.sum(v), (x,), (x,), has_aux=True)
 
 
+def test_argument_and_aux_misuse_messages_say_what_to_change():
+    # (errs2: a keyword-passed argument and a 3-tuple with has_aux gave messages without the fix)
+    with pytest.raises(TypeError, match=r"passed positionally \(mg.grad\(f\)\(x\), not mg.grad\(f\)\(a=x\)\)"):
+        mg.grad(lambda a: np.sum(a))(a=np.ones(2))
+    with pytest.raises(TypeError, match=r"got tuple of 3 items \(return \(output, \(aux1, aux2, ...\)\)\)"):
+        mg.grad(lambda a: (np.sum(a), 1, 2), has_aux=True)(np.ones(2))
+    g, aux = mg.grad(lambda a: (np.sum(a), (1, 2)), has_aux=True)(np.ones(2))  # the fix it names
+    np.testing.assert_array_equal(g, [1.0, 1.0])
+    assert aux == (1, 2)
+
+
 def test_np_asarray_of_a_leftover_is_its_writable_memory():
     # docs/errors.md: code reading an ndarray's memory needs np.asarray(y) first; it was a
     # read-only copy, so writing through it raised

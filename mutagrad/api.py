@@ -2637,6 +2637,9 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
     if mode not in ("rev", "fwd"):
         raise ValueError(f"mode must be 'rev' or 'fwd', got {mode!r}")
     nums, single = _normalize_argnums(argnums)
+    if not nums:  # (as JAX's jacfwd/jacrev/hessian, which fail on it too)
+        raise ValueError(f"{'hessian' if _name == 'hessian' else 'jacobian'}: argnums=() names no argument to "
+                         "differentiate with respect to; pass an index or a tuple of them")
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):

@@ -740,6 +740,7 @@ class Level:
             st.levels.append(self)
             st.ceiling = len(st.levels)
             self.thread = _get_ident()
+            return self  # (inside the try: an interrupt on this line too puts the levels back)
         except BaseException:
             # (an interrupt part-way, Ctrl-C: `with` calls no __exit__ when __enter__ raises, so the
             # thread's levels are put back as they were; a level left behind would make every later
@@ -748,7 +749,6 @@ class Level:
             st.ceiling = c
             self._hidden = None
             raise
-        return self
 
     def __exit__(self, *exc):
         st = STATE
@@ -3557,10 +3557,6 @@ class Tracer:
         return np.copy(self)
 
     def __deepcopy__(self, memo):
-        convert = getattr(_COPYING, "convert", None)
-        if convert is not None:  # (mg.stop_gradient / mg.value of an object holding it)
-            _COPYING.found = True
-            return convert(self)
         return np.copy(self)
 
     __hash__ = None
@@ -5557,46 +5553,57 @@ def _refuse_in_a_rule(x, name):
     raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
 
 
-_ATOMS = (type(None), bool, int, float, complex, str, bytes, np.generic, type, types.FunctionType,
-          types.BuiltinFunctionType, types.ModuleType)
-_COPYING = threading.local()  # .convert: what a Tracer's __deepcopy__ gives (see _constants_within)
+# objects whose references the check below does not follow: no traced value of the object's own is
+# reached through them (a function's globals are its module's, a class's its namespace)
+_NOT_FOLLOWED = (type(None), bool, int, float, complex, str, bytes, np.generic, type, types.FunctionType,
+                 types.BuiltinFunctionType, types.ModuleType, types.CodeType, types.FrameType, weakref.ref,
+                 _ndarray)
+_OBJECTS_CHECKED = 1_000_000  # (a larger object graph is not walked: a warning says so)
 
 
-def _constants_within(obj, convert, api):
-    """``obj``, an object mutagrad does not look into (a pint Quantity, an xarray DataArray, a user's
-    class), deep-copied with each traced value in it replaced by ``convert`` of it (a constant, a plain
-    view); ``obj`` itself when it holds none. An object whose copy fails and that holds a traced value
-    in an attribute is refused (returned as it is, its derivative would flow on silently)."""
-    if isinstance(obj, _ATOMS):
+def _object_holding_traced(obj, api):
+    """``obj`` itself, for mg.stop_gradient / mg.value of an object mutagrad does not look into (a pint
+    Quantity, a user's class): refused when a differentiation is running and a traced value of one is
+    reachable from it (its attributes, slots, items, the objects they hold), since returning it would
+    let the derivative flow through it, and a copy would not be the object a plain call returns."""
+    if isinstance(obj, _NOT_FOLLOWED) or not STATE.levels:
         return obj
-    import copy
+    seen, todo, n = set(), [obj], 0
+    while todo:
+        o = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        n += 1
+        if n > _OBJECTS_CHECKED:
+            from .errors import warn_at
 
-    saved = getattr(_COPYING, "convert", None), getattr(_COPYING, "found", False)
-    _COPYING.convert, _COPYING.found = convert, False
-    try:
-        c = copy.deepcopy(obj)
-        found = _COPYING.found
-    except Exception:  # noqa: BLE001 (an object that cannot be copied: a lock, an open file among its attributes)
-        c = found = None
-    finally:
-        _COPYING.convert, _COPYING.found = saved
-    if found:
-        return c
-    if found is None:
-        from .errors import _holds_tracer
-
-        if _holds_tracer(obj):
-            raise TypeError(
-                f"{api} of a {type(obj).__name__} holding traced values at {user_line()}: it could not be copied "
-                f"(copy.deepcopy failed), so its values cannot be made constants. Apply {api} to the arrays "
-                f"it holds (a Quantity's .magnitude, a DataArray's .data) instead.")
+            warn_at(user_frame(sys._getframe(1)),
+                    f"{api} of a {type(obj).__name__} at {user_line()}: it refers to more than {_OBJECTS_CHECKED} "
+                    "objects, which were not all checked for traced values; if it holds any, their derivative "
+                    "flows through it. Apply it to the arrays the object holds instead.")
+            return obj
+        if isinstance(o, Tracer):
+            if not o._level.closed:
+                raise TypeError(
+                    f"{api} of a {type(obj).__name__} holding traced values at {user_line()}: mutagrad does not look "
+                    f"into this object, so it cannot make its values constants (returning it as it is would let "
+                    f"the derivative flow through it). Apply {api} to the arrays it holds (a pint Quantity's "
+                    f".magnitude, an xarray DataArray's .data, an attribute) and build the object from the "
+                    f"results, or register the class with mutagrad.pytree.register_pytree, which {api} then "
+                    "maps over.")
+            continue
+        t = type(o)
+        if isinstance(o, _NOT_FOLLOWED) and not (t is _ndarray and o.dtype.hasobject):
+            continue
+        todo.extend(o.flat if t is _ndarray else gc.get_referents(o))
     return obj
 
 
 def value(x):
     """The plain value of ``x`` as a read-only ndarray view (no derivative). An object mutagrad
-    does not look into that holds traced values (a pint Quantity) is deep-copied, with each of
-    them replaced by its value.
+    does not look into (a pint Quantity, a user's class) is returned as it is, and refused when it
+    holds traced values.
 
     >>> import numpy as np, mutagrad as mg
     >>> v = mg.value(np.arange(3.0))
@@ -5604,7 +5611,7 @@ def value(x):
     False
     """
     if not isinstance(x, (Tracer, _ndarray)):
-        return _constants_within(x, value, "mg.value")
+        return _object_holding_traced(x, "mg.value")
     if isinstance(x, Tracer) and not x._level.closed:
         _refuse_in_a_rule(x, "mg.value")
     b = bottom(x)
@@ -5630,9 +5637,9 @@ def stop_gradient(x):
     never changes ``x``, in a plain call or a differentiated one alike.
     It is a constant to every differentiation running, the outer ones of a
     nested call too (as ``jax.lax.stop_gradient``). Containers are mapped
-    over; an object mutagrad does not look into that holds traced values (a
-    pint Quantity, an xarray DataArray, a user's class) is deep-copied with
-    each of them made a constant.
+    over; an object mutagrad does not look into (a pint Quantity, an xarray
+    DataArray, a user's class) is returned as it is, and refused (TypeError)
+    when it holds traced values: apply it to the arrays the object holds.
 
     >>> import numpy as np, mutagrad as mg
     >>> f = lambda x: np.sum(x * mg.stop_gradient(x))
@@ -5643,7 +5650,7 @@ def stop_gradient(x):
 
     def leaf(v):
         if not isinstance(v, Tracer):
-            return v.copy() if isinstance(v, _ndarray) else _constants_within(v, leaf, "mg.stop_gradient")
+            return v.copy() if isinstance(v, _ndarray) else _object_holding_traced(v, "mg.stop_gradient")
         if not v._level.closed:
             _refuse_in_a_rule(v, "mg.stop_gradient")
         b = bottom(v)

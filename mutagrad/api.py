@@ -64,7 +64,7 @@ from .errors import (
     watch_errors,
 )
 from .forward import ForwardLevel
-from .pytree import _PLAIN_LEAVES, tree_flatten, tree_flatten_like, tree_unflatten
+from .pytree import _PLAIN_LEAVES, leaf_paths, tree_flatten, tree_flatten_like, tree_unflatten
 from .pytree import _REGISTRY as _PYTREE_CLASSES
 from .registry import FP, user_fp_state
 from .runs import ScalarRun
@@ -114,6 +114,22 @@ def _check_subclass(x, where):
             "derivative rules would not keep. Pass np.asarray(x) (or x.view(np.ndarray)) if plain "
             "array semantics are what the function means."
         )
+
+
+def _check_leaf_at(leaf, name, tree, leaves, k, every=False):
+    """_check_leaf of leaf ``k`` of the argument ``tree`` (``leaves``, its leaves, ``name``, the
+    argument's name); its message names the leaf by index and by path (``argument 0 leaf 1
+    (argument 0['n'])``), found only then. Returns how other messages name it."""
+    where = name if len(leaves) <= 1 else f"{name} leaf {k}"
+    try:
+        _check_leaf(leaf, where, every)
+    except TypeError:
+        paths = leaf_paths(tree) if len(leaves) > 1 else ()
+        if len(paths) != len(leaves):
+            raise
+        _check_leaf(leaf, f"{where} ({name}{paths[k]})", every)
+        raise
+    return where
 
 
 def _check_leaf(x, where, every=False):
@@ -1074,10 +1090,9 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
         new = []
         linfo = []
         for k, leaf in enumerate(leaves):
-            where = f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else "")
             if isinstance(leaf, Tracer):
                 leaf = live(leaf, argument=True)  # (a leftover in a container: the array it holds)
-            _check_leaf(leaf, where, every)
+            where = _check_leaf_at(leaf, f"argument {n}", a, leaves, k, every)
             t, info = _wrap_leaf(level, leaf, where)
             new.append(t)
             linfo.append(info)
@@ -2648,7 +2663,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
             _check_not_none(args[n], n)
             leaves = tree_flatten(args[n])[0]
             for k, leaf in enumerate(leaves):
-                _check_leaf(leaf, f"argument {n}" + (f" leaf {k}" if len(leaves) > 1 else ""))
+                _check_leaf_at(leaf, f"argument {n}", args[n], leaves, k)
         dargs = [args[n] for n in nums]
         # the other positional arguments are passed too (their float arrays traced constants,
         # which can take traced writes, as under grad)

@@ -88,6 +88,24 @@ def tree_flatten(x):
     return leaves, _flatten(x, leaves)
 
 
+def leaf_paths(x, path=""):
+    """The paths of ``x``'s leaves, in tree_flatten's order, for messages: ``['n']``, ``[2]``, ``.w``."""
+    t = type(x)
+    if x is None:
+        return []
+    if t in _PLAIN_LEAVES:
+        return [path]
+    if t is tuple or t is list or _is_namedtuple(x):
+        return [p for i, c in enumerate(x) for p in leaf_paths(c, f"{path}[{i}]")]
+    if t is dict:
+        return [p for k in x for p in leaf_paths(x[k], f"{path}[{k!r}]")]
+    if t in _REGISTRY:
+        return [p for i, c in enumerate(_REGISTRY[t][0](x)[0]) for p in leaf_paths(c, f"{path}.{i}")]
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return [p for f in dataclasses.fields(x) for p in leaf_paths(getattr(x, f.name), f"{path}.{f.name}")]
+    return [path]
+
+
 def _is_container(x) -> bool:
     t = type(x)
     return (t is tuple or t is list or t is dict or t in _REGISTRY or _is_namedtuple(x)

@@ -3062,9 +3062,19 @@ def test_pullback_of_an_outside_vjp_with_a_traced_cotangent_is_refused():
     check_grads(lambda w: np.sum(mg.vjp(np.sin, w * 2.0)[1](w)[0] ** 2), np.array([0.3, 0.4]))
 
 
+@dataclasses.dataclass
+class _Params:
+    w: float
+    n: int
+
+
 def test_non_float_leaf_of_a_differentiated_container_names_the_fix():
-    with pytest.raises(TypeError, match=r"argument 0 leaf 0: .*type str .*not differentiated\. Every leaf of a differentiated argument"):
+    # (bigprog: named by index only; the path names the key)
+    with pytest.raises(TypeError, match=r"argument 0 leaf 0 \(argument 0\['s'\]\): .*type str .*not differentiated\. "
+                                        r"Every leaf of a differentiated argument"):
         mg.grad(lambda p: np.sum(p["w"]))({"s": "name", "w": np.ones(2)})  # (leaves in key order: s, w)
+    with pytest.raises(TypeError, match=r"argument 1 leaf 2 \(argument 1\[1\]\.n\): .*integer value 3"):
+        mg.grad(lambda a, p: a, argnums=(0, 1))(1.0, [1.0, _Params(2.0, 3)])
     with pytest.raises(TypeError, match=r"leave it out of argnums"):
         mg.grad(lambda n: 1.0)(3)
 

@@ -64,7 +64,13 @@ from .errors import (
     watch_errors,
 )
 from .forward import ForwardLevel
-from .pytree import _PLAIN_LEAVES, leaf_paths, tree_flatten, tree_flatten_like, tree_unflatten
+from .pytree import (
+    _PLAIN_LEAVES,
+    leaf_paths,
+    tree_flatten,
+    tree_flatten_like,
+    tree_unflatten,
+)
 from .pytree import _REGISTRY as _PYTREE_CLASSES
 from .registry import FP, user_fp_state
 from .runs import ScalarRun

@@ -296,7 +296,7 @@ def test_stop_gradient_and_value_of_an_object_holding_traced_values_raise():
         np.testing.assert_array_equal(g, x)
         box = _Box(np.ones(2), threading.Lock())  # (an object holding no traced value: itself, in a call too)
         assert api(box) is box
-        assert mg.grad(lambda x, api=api: np.sum(x) + float(api(box) is box))(x)[0] == 1.0
+        assert mg.grad(lambda x, api=api, box=box: np.sum(x) + float(api(box) is box))(x)[0] == 1.0
 
 
 def test_stop_gradient_result_is_a_writable_buffer():

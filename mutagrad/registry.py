@@ -919,15 +919,20 @@ class UserFPErrors:
     mode runs the function): each event is then also handled as the
     ``np.errstate`` in force before differentiation says (warn, raise, call...)."""
 
+    extobj = None  # (NumPy's error state object that makes this the call: user_fp_state's)
+
     def __init__(self, modes=None):
         self.modes = modes = _fp_settings() if modes is None else modes
         self.call = modes["call"]
 
     def __call__(self, kind, flag):
         FP.flag = object()
-        if FP.in_derivative:
+        if FP.in_derivative or FP.careful:  # (a careful run again: its events were the first run's, reported)
             return
-        mode = self.modes.get(_FP_KEYS.get(kind, "invalid"), "ignore")
+        key = _FP_KEYS.get(kind, "invalid")
+        mode = self.modes.get(key, "ignore")
+        if _extobj_contextvar is not None and _extobj_contextvar.get() is not self.extobj:
+            mode = self._set_inside(key, mode)
         if mode == "ignore":
             return
         import sys
@@ -942,6 +947,23 @@ class UserFPErrors:
             warn_at(user, message, RuntimeWarning)  # or module, and the line shown, are a plain call's)
             return
         fp_event_as_numpy(mode, self.call, kind, flag, message, stacklevel=3)
+
+    def _set_inside(self, key, mode):
+        """The mode of events of ``key`` where the function set an error state of its own over this
+        handler's (np.errstate(divide="call") inside it, whose call stays this handler): the one it
+        set for ``key`` (a "call" then calls the error call installed before, np.seterrcall), or,
+        where it set other kinds only, ``mode``, the one in force before the differentiation."""
+        cur = _extobj_contextvar.get()
+        for _ in range(64):
+            if cur is self.extobj:
+                return mode
+            made = _MADE_INSIDE.get(id(cur))
+            if made is None or made[0] is not cur:
+                return mode  # (a state made otherwise: as before the differentiation)
+            if key in made[2]:
+                return made[2][key]
+            cur = made[1]
+        return mode
 
     def write(self, message):
         """NumPy's "log" mode writes to the error-call object: an errstate that sets "log" for
@@ -963,6 +985,29 @@ except ImportError:  # another NumPy: np.errstate itself
 
 # (the user's settings, their handler, NumPy's state calling it): made again when the settings change
 _USER_FP = [None]
+
+# The error states a differentiated function makes (np.errstate, np.seterr: NumPy's _make_extobj, which
+# mutagrad's makes note of while a function runs): id -> (the state, the state it was made over, the
+# modes it set), so that an event under a mode "call" is told apart from one under a "call" of
+# user_fp_state's that it inherited (UserFPErrors._set_inside).
+_MADE_INSIDE: dict = {}
+_NOTING = [0]  # (user_fp_state's running: states are noted)
+if _extobj_contextvar is not None:
+    import numpy._core._ufunc_config as _ufunc_config
+
+    def _make_extobj_noted(*args, **kw):
+        extobj = _make_extobj(*args, **kw)
+        if _NOTING[0] and not args:
+            every = kw.get("all")
+            modes = {k: kw.get(k) if kw.get(k) is not None else every for k in _FP_MODES}
+            if len(_MADE_INSIDE) > 4096:
+                _MADE_INSIDE.clear()
+            _MADE_INSIDE[id(extobj)] = (extobj, _extobj_contextvar.get(),
+                                        {k: v for k, v in modes.items() if v is not None})
+        return extobj
+
+    if getattr(_ufunc_config, "_make_extobj", None) is _make_extobj:
+        _ufunc_config._make_extobj = _make_extobj_noted
 
 
 class fixed_errstate:
@@ -1002,6 +1047,7 @@ class user_fp_state:
     __slots__ = ("handler", "state")
 
     def __enter__(self):
+        _NOTING[0] += 1
         settings = _fp_settings()
         hit = _USER_FP[0]  # (one read: another thread may replace it)
         if hit is not None and hit[0] == settings and hit[0]["call"] is settings["call"]:
@@ -1012,13 +1058,14 @@ class user_fp_state:
                 self.state = np.errstate(all="call", call=handler)
                 self.state.__enter__()
                 return
-            extobj = _make_extobj(all="call", call=handler)
+            handler.extobj = extobj = _make_extobj(all="call", call=handler)
             _USER_FP[0] = (settings, handler, extobj)
         self.state = state = fixed_errstate.__new__(fixed_errstate)
         state.extobj = extobj
         state.__enter__()
 
     def __exit__(self, *exc):
+        _NOTING[0] -= 1
         state = self.state
         if type(state) is fixed_errstate and _extobj_contextvar.get() is state.extobj:
             _extobj_contextvar.reset(state.token)  # (the function set no np.seterr of its own: the common case)

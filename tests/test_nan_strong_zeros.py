@@ -225,6 +225,68 @@ def test_the_users_own_error_call_inside_the_function():
     np.testing.assert_allclose(np.sum(mg.grad(w)(x.copy()) * t), fd, rtol=1e-7)
 
 
+class _Singular(Exception):
+    pass
+
+
+def test_a_call_mode_set_inside_the_function_calls_the_error_call_installed_before():
+    # (nanprop: np.errstate(divide="call") inside the function, with np.seterrcall(handler) made before the
+    # call, was handled by the mode in force before it (a warning): the handler's raise never came, and the
+    # program's fallback branch was not taken: a wrong value and gradient)
+    def handler(kind, flag):
+        raise _Singular(kind)
+
+    def f(x):
+        with np.errstate(divide="call"):
+            try:
+                r = np.sum(1.0 / x)
+            except _Singular:
+                r = np.sum(x ** 2)  # the fallback: by hand, its gradient is 2 x
+        return r
+
+    x = np.array([2.0, 0.0])
+    old = np.seterrcall(handler)
+    try:
+        assert f(x.copy()) == 4.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (no warning instead of the call)
+            v, g = mg.value_and_grad(f)(x.copy())
+            _, t = mg.jvp(f, (x.copy(),), (np.array([1.0, 0.0]),))
+        assert v == 4.0 and t == 4.0
+        np.testing.assert_array_equal(g, [4.0, 0.0])
+        calls = []  # (the events of the function's own operations only, as in a plain call)
+        np.seterrcall(lambda kind, flag: calls.append(kind))
+
+        def counted(x):
+            with np.errstate(divide="call"):
+                return np.sum(np.log(x) * x)
+
+        counted(np.array([0.0, 1.0]))
+        plain = list(calls)
+        calls.clear()
+        mg.grad(counted)(np.array([0.0, 1.0]))
+        assert calls == plain == ["divide by zero"]
+    finally:
+        np.seterrcall(old)
+
+
+def test_a_careful_run_again_does_not_repeat_the_functions_warnings():
+    # (nanprop: grad's NaN fill and jvp's careful run ran the function again, and its RuntimeWarnings came
+    # three times where a plain call warns once)
+    ms = pytest.importorskip("mutagrad.scipy.special")
+
+    def f(x):
+        s = ms.softmax(x - np.inf)  # a NaN row, as SciPy gives it
+        return np.nansum(s) + np.sum(x ** 2)
+
+    x = np.array([0.5, 1.0])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        g = mg.grad(f)(x)
+    np.testing.assert_array_equal(g, 2 * x)  # by hand: the NaN row is dropped by nansum
+    assert [str(w.message) for w in seen] == ["invalid value encountered in softmax"]
+
+
 def _exp_out_caught(x):
     a = x.copy()
     try:

@@ -261,11 +261,17 @@ def test_a_call_mode_set_inside_the_function_calls_the_error_call_installed_befo
             with np.errstate(divide="call"):
                 return np.sum(np.log(x) * x)
 
-        counted(np.array([0.0, 1.0]))
+        with warnings.catch_warnings(record=True) as plain_warned:  # (0 * -inf: "invalid", warned as before)
+            warnings.simplefilter("always")
+            counted(np.array([0.0, 1.0]))
         plain = list(calls)
         calls.clear()
-        mg.grad(counted)(np.array([0.0, 1.0]))
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            mg.grad(counted)(np.array([0.0, 1.0]))
         assert calls == plain == ["divide by zero"]
+        assert [str(w.message) for w in warned] == [str(w.message) for w in plain_warned] == [
+            "invalid value encountered in multiply"]
     finally:
         np.seterrcall(old)
 

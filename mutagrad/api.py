@@ -1047,12 +1047,12 @@ def _check_not_none(a, n):
         raise TypeError(f"argument {n}: cannot differentiate with respect to None")
 
 
-def _check_argnums(argnums, nargs):
+def _check_argnums(argnums, nargs, kwargs=None):
     for n in argnums:
         if n >= nargs or n < -nargs:
             raise TypeError(f"argnums={n} but the function was called with {nargs} positional arguments"
                             + (": the arguments to differentiate are passed positionally (mg.grad(f)(x), not "
-                               "mg.grad(f)(a=x)); keyword arguments are constants" if nargs <= n else ""))
+                               "mg.grad(f)(a=x)); keyword arguments are constants" if kwargs else ""))
     if len(argnums) > 1:
         seen = set()
         for n in argnums:
@@ -1067,7 +1067,7 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
     other float arrays (and those of ``kwargs``, a dict rewritten in place)
     constant traced arrays; returns (args, infos). ``every``: vjp and jvp, which
     differentiate every primal (a value that cannot be is closed over instead)."""
-    _check_argnums(argnums, len(args))
+    _check_argnums(argnums, len(args), kwargs)
     if every and len(set(argnums)) >= len(args):
         level.every = True  # (no argument is a traced constant: the refusals' advice says so)
     # a traced value a finished differentiation left behind (in a global, an attribute) is
@@ -2664,7 +2664,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        _check_argnums(nums, len(args))
+        _check_argnums(nums, len(args), kwargs)
         for n in nums:
             _check_not_none(args[n], n)
             leaves = tree_flatten(args[n])[0]

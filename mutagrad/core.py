@@ -5553,20 +5553,51 @@ def _refuse_in_a_rule(x, name):
     raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
 
 
-# objects whose references the check below does not follow: no traced value of the object's own is
-# reached through them (a function's globals are its module's, a class's its namespace)
-_NOT_FOLLOWED = (type(None), bool, int, float, complex, str, bytes, np.generic, type, types.FunctionType,
-                 types.BuiltinFunctionType, types.ModuleType, types.CodeType, types.FrameType, weakref.ref,
-                 _ndarray)
-_OBJECTS_CHECKED = 1_000_000  # (a larger object graph is not walked: a warning says so)
+# objects whose references the check below does not follow (a module's names are not the object's)
+_NOT_FOLLOWED = (types.ModuleType, types.CodeType, types.FrameType, weakref.ref, types.GeneratorType)
+_OBJECTS_CHECKED = 200_000  # (a larger object graph is not walked: a warning says so)
+
+
+def _held_by(o):
+    """The objects ``o`` refers to that may hold a traced value: those the collector tracks (numbers,
+    strings, plain arrays and containers of only those are not), arrays of objects, and, of a
+    function, its closure, defaults and attributes (not its module's globals); of a class of the
+    program's, its namespace and its bases."""
+    t = type(o)
+    if t is types.FunctionType:
+        refs = [c.cell_contents for c in o.__closure__ or () if c.cell_contents is not None] if (
+            o.__closure__ and all(_cell_full(c) for c in o.__closure__)) else []
+        return refs + [r for r in (o.__defaults__, o.__kwdefaults__, o.__dict__) if r is not None]
+    if isinstance(o, type):
+        if (o.__module__ or "").partition(".")[0] in ("builtins", "numpy", "mutagrad", "abc", "typing"):
+            return []
+        return [*vars(o).values(), *o.__bases__]
+    if t is _ndarray:  # (an array of objects: its items)
+        return list(o.flat) if o.dtype.hasobject else []
+    refs = gc.get_referents(o)
+    held = list(filter(gc.is_tracked, refs))
+    if _ndarray in set(map(type, refs)):  # (arrays are untracked: those of objects are followed)
+        held += [r for r in refs if type(r) is _ndarray and r.dtype.hasobject]
+    return held
+
+
+def _cell_full(cell):
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+    except ValueError:
+        return False
+    return True
 
 
 def _object_holding_traced(obj, api):
     """``obj`` itself, for mg.stop_gradient / mg.value of an object mutagrad does not look into (a pint
-    Quantity, a user's class): refused when a differentiation is running and a traced value of one is
-    reachable from it (its attributes, slots, items, the objects they hold), since returning it would
-    let the derivative flow through it, and a copy would not be the object a plain call returns."""
-    if isinstance(obj, _NOT_FOLLOWED) or not STATE.levels:
+    Quantity, a user's class): refused when a differentiation is running and a traced value that
+    carries a derivative is reachable from it (its attributes, slots, items, the objects, functions
+    and classes they hold), since returning it would let the derivative flow through it, and a copy
+    would not be the object a plain call returns. (Constants, a non-differentiated argument or an
+    mnp.zeros buffer not yet written, are values.)"""
+    if not STATE.levels or isinstance(obj, (type(None), bool, int, float, complex, str, bytes, np.generic,
+                                            types.ModuleType)):
         return obj
     seen, todo, n = set(), [obj], 0
     while todo:
@@ -5584,19 +5615,18 @@ def _object_holding_traced(obj, api):
                     "flows through it. Apply it to the arrays the object holds instead.")
             return obj
         if isinstance(o, Tracer):
-            if not o._level.closed:
+            if not o._level.closed and not o._plain_constant():
                 raise TypeError(
                     f"{api} of a {type(obj).__name__} holding traced values at {user_line()}: mutagrad does not look "
                     f"into this object, so it cannot make its values constants (returning it as it is would let "
                     f"the derivative flow through it). Apply {api} to the arrays it holds (a pint Quantity's "
                     f".magnitude, an xarray DataArray's .data, an attribute) and build the object from the "
-                    f"results, or register the class with mutagrad.pytree.register_pytree, which {api} then "
-                    "maps over.")
+                    f"results, or register the class with mutagrad.pytree.register_pytree (mutagrad then looks "
+                    "into it).")
             continue
-        t = type(o)
-        if isinstance(o, _NOT_FOLLOWED) and not (t is _ndarray and o.dtype.hasobject):
+        if isinstance(o, _NOT_FOLLOWED):
             continue
-        todo.extend(o.flat if t is _ndarray else gc.get_referents(o))
+        todo.extend(_held_by(o))
     return obj
 
 
@@ -5611,6 +5641,10 @@ def value(x):
     False
     """
     if not isinstance(x, (Tracer, _ndarray)):
+        from .pytree import _is_container, tree_map
+
+        if _is_container(x):  # (a list, dict, registered class...: the value of each leaf)
+            return tree_map(value, x)
         return _object_holding_traced(x, "mg.value")
     if isinstance(x, Tracer) and not x._level.closed:
         _refuse_in_a_rule(x, "mg.value")

@@ -95,12 +95,16 @@ def leaf_paths(x, path=""):
         return []
     if t in _PLAIN_LEAVES:
         return [path]
-    if t is tuple or t is list or _is_namedtuple(x):
+    if t is tuple or t is list:
         return [p for i, c in enumerate(x) for p in leaf_paths(c, f"{path}[{i}]")]
     if t is dict:
         return [p for k in x for p in leaf_paths(x[k], f"{path}[{k!r}]")]
-    if t in _REGISTRY:
-        return [p for i, c in enumerate(_REGISTRY[t][0](x)[0]) for p in leaf_paths(c, f"{path}.{i}")]
+    if t in _REGISTRY and isinstance(x, dict):  # (OrderedDict, defaultdict: their values in key order)
+        return [p for k in x for p in leaf_paths(x[k], f"{path}[{k!r}]")]
+    if t in _REGISTRY:  # (its flatten function's children, by position)
+        return [p for i, c in enumerate(_REGISTRY[t][0](x)[0]) for p in leaf_paths(c, f"{path}<child {i}>")]
+    if _is_namedtuple(x):
+        return [p for f, c in zip(x._fields, x) for p in leaf_paths(c, f"{path}.{f}")]
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return [p for f in dataclasses.fields(x) for p in leaf_paths(getattr(x, f.name), f"{path}.{f.name}")]
     return [path]

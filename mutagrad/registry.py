@@ -948,6 +948,16 @@ class UserFPErrors:
             return
         fp_event_as_numpy(mode, self.call, kind, flag, message, stacklevel=3)
 
+    def resolved(self, key):
+        """(mode, error call) of events of ``key`` as the error state before the differentiation says,
+        through the handlers of the differentiations it runs inside (nested: the outer one's)."""
+        mode, call = self.modes.get(key, "ignore"), self.call
+        for _ in range(64):
+            if mode != "call" or type(call) is not UserFPErrors:
+                break
+            mode, call = call.modes.get(key, "ignore"), call.call
+        return mode, call
+
     def _set_inside(self, key, mode):
         """The mode of events of ``key`` where the function set an error state of its own over this
         handler's (np.errstate(divide="call") inside it, whose call stays this handler): the one it

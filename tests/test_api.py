@@ -278,13 +278,22 @@ class _CopiesItself(_Box):
         return self
 
 
+def _objects(x):
+    a = np.empty(2, dtype=object)
+    a[0] = x
+    return a
+
+
 def test_stop_gradient_and_value_of_an_object_holding_traced_values_raise():
     # (units: both returned a pint Quantity or a user's object as it was, and the derivative flowed through
     # it silently: x * stop_gradient(Box(x)).a gave 2 x for x; regress22: a deep copy missed values held
     # where the copy does not go, and was not the object a plain call returns)
     x = np.array([0.5, -1.5, 2.0])
     made = [lambda x: _Box(x), lambda x: _Slotted({"w": [x * 2.0]}), lambda x: _CopiesItself(x),
-            lambda x: _Box(_Slotted(x), threading.Lock()), lambda x: [_Box(x)]]
+            lambda x: _Box(_Slotted(x), threading.Lock()), lambda x: [_Box(x)],
+            # (regress23: held through a closure, a default, a class attribute, an object array)
+            lambda x: _Box(lambda: x), lambda x: _Box(lambda v=x: v), lambda x: type("C", (), {"w": x})(),
+            lambda x: _Box(_objects(x))]
     for api in (mg.stop_gradient, mg.value):
         for make in made:
             with pytest.raises(TypeError, match=r"holding traced values at .*test_api.py.*register_pytree"):
@@ -297,6 +306,15 @@ def test_stop_gradient_and_value_of_an_object_holding_traced_values_raise():
         box = _Box(np.ones(2), threading.Lock())  # (an object holding no traced value: itself, in a call too)
         assert api(box) is box
         assert mg.grad(lambda x, api=api, box=box: np.sum(x) + float(api(box) is box))(x)[0] == 1.0
+
+        def constant_inside(x, c, api=api):  # (regress23: a constant, an argument not differentiated, is a value)
+            return np.sum(x * api(_Box(c)).a)
+
+        np.testing.assert_array_equal(mg.grad(constant_inside)(x, np.array([4.0, 5.0, 6.0])), [4.0, 5.0, 6.0])
+    # mg.value maps over containers, as mg.stop_gradient does (regress23: refused; before, the list came back with
+    # the traced value in it, and the derivative flowed through it)
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(mg.value([x, 1.0])[0] * x))(x), x)
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(mg.value({"a": x})["a"] * x))(x), x)
 
 
 def test_stop_gradient_result_is_a_writable_buffer():

@@ -350,8 +350,8 @@ def _raises_fp() -> bool:
         return seen[1]
     e = np.geterr()
     c = np.geterrcall()
-    r = "raise" in e.values() or (type(c) is UserFPErrors and any(
-        e[k] == "call" and c.modes.get(k) == "raise" for k in _FP_KEYS.values()))
+    r = "raise" in e.values() or (type(c) is UserFPErrors and any(  # (nested: through the outer handlers)
+        e[k] == "call" and c.resolved(k)[0] == "raise" for k in _FP_KEYS.values()))
     if now is not None:
         _RAISES_SEEN[0] = (now, r)  # (one tuple, replaced whole: threads read a consistent pair)
     return r
@@ -378,7 +378,7 @@ def _errors_after_the_write(ufunc, inputs, kwargs):
             continue
         mode, call = modes[key], handler
         if mode == "call" and type(handler) is UserFPErrors:  # (inside jvp: the modes before it)
-            mode, call = handler.modes.get(key, "ignore"), handler.call
+            mode, call = handler.resolved(key)
         fp_event_as_numpy(mode, call, kind, seen[kind], f"{kind} encountered in {ufunc.__name__}", stacklevel=4)
     return res
 

@@ -108,8 +108,12 @@ def spsolve_triangular(A, b, lower=True, overwrite_A=False, overwrite_b=False, u
 
 
 def _tri_transposed(a, g, lower, unit_diagonal):
-    """Aᴴ⁻¹ g: the triangle of Aᴴ is the other one (the unit diagonal stays one)."""
-    return bind(spsolve_tri_p, (_adjoint(a), g), {"lower": not lower, "unit_diagonal": unit_diagonal})
+    """Aᴴ⁻¹ g: the triangle of Aᴴ is the other one (the unit diagonal stays one). (In CSC or CSR, which
+    SciPy takes as they are: of another format it converts, and warns, as the forward call warned.)"""
+    at = _adjoint(a)
+    if getattr(at, "format", "csc") not in ("csc", "csr"):
+        at = at.tocsc()
+    return bind(spsolve_tri_p, (at, g), {"lower": not lower, "unit_diagonal": unit_diagonal})
 
 
 def _spsolve_tri_rrule(a, b, *, lower=True, overwrite_A=False, unit_diagonal=False):

@@ -1302,6 +1302,8 @@ def test_argument_and_aux_misuse_messages_say_what_to_change():
     # (errs2: a keyword-passed argument and a 3-tuple with has_aux gave messages without the fix)
     with pytest.raises(TypeError, match=r"passed positionally \(mg.grad\(f\)\(x\), not mg.grad\(f\)\(a=x\)\)"):
         mg.grad(lambda a: np.sum(a))(a=np.ones(2))
+    with pytest.raises(TypeError, match=r"with 2 positional arguments$"):  # (no keyword argument: no hint)
+        mg.grad(lambda a, b: np.sum(a), argnums=2)(np.ones(2), np.ones(2))
     with pytest.raises(TypeError, match=r"got tuple of 3 items \(return \(output, \(aux1, aux2, ...\)\)\)"):
         mg.grad(lambda a: (np.sum(a), 1, 2), has_aux=True)(np.ones(2))
     g, aux = mg.grad(lambda a: (np.sum(a), (1, 2)), has_aux=True)(np.ones(2))  # the fix it names

@@ -3075,6 +3075,11 @@ def test_non_float_leaf_of_a_differentiated_container_names_the_fix():
         mg.grad(lambda p: np.sum(p["w"]))({"s": "name", "w": np.ones(2)})  # (leaves in key order: s, w)
     with pytest.raises(TypeError, match=r"argument 1 leaf 2 \(argument 1\[1\]\.n\): .*integer value 3"):
         mg.grad(lambda a, p: a, argnums=(0, 1))(1.0, [1.0, _Params(2.0, 3)])
+    point = collections.namedtuple("point", "w n")  # (regress23: a namedtuple's field by name)
+    with pytest.raises(TypeError, match=r"argument 0 leaf 1 \(argument 0\.n\)"):
+        mg.grad(lambda p: p.w)(point(1.0, 3))
+    with pytest.raises(TypeError, match=r"argument 0 leaf 1 \(argument 0\['n'\]\)"):
+        mg.grad(lambda p: p["w"])(collections.OrderedDict(w=1.0, n=3))
     with pytest.raises(TypeError, match=r"leave it out of argnums"):
         mg.grad(lambda n: 1.0)(3)
 

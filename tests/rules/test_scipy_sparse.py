@@ -136,6 +136,22 @@ def test_sparse_triangular_solves(fmt, lower, unit):
         np.testing.assert_allclose(g, numerical_grad(lambda v: f(v.copy(), None), (b,), (0,))[0], rtol=1e-6, atol=1e-8)
 
 
+def test_a_triangular_solve_of_another_format_warns_once_as_scipy_does():
+    # (regress23: the reverse pass solved with the adjoint in COO again, and SciPy warned a second time)
+    import warnings
+
+    T = sp.coo_array(np.tril(np.ones((3, 3))) + np.eye(3))
+    b = np.array([1.0, 2.0, 3.0])
+    with warnings.catch_warnings(record=True) as plain:
+        warnings.simplefilter("always")
+        ssl.spsolve_triangular(T, b)
+    with warnings.catch_warnings(record=True) as ours:
+        warnings.simplefilter("always")
+        g = mg.grad(lambda b: np.sum(mssl.spsolve_triangular(T, b)))(b)
+    assert len(ours) == len(plain) == 1
+    np.testing.assert_allclose(g, np.linalg.solve(T.toarray().T, np.ones(3)), rtol=1e-14)  # b̄ = T⁻ᵀ 1
+
+
 def test_a_sparse_matrix_scaled_by_a_traced_number_names_the_rewrite_which_works():
     # (optctl: the message spoke of a dense array where the operand was a number)
     L = sp.diags_array([np.ones(4), -2 * np.ones(5), np.ones(4)], offsets=[-1, 0, 1], format="csr")

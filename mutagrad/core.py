@@ -2182,8 +2182,14 @@ _SIGNAL_REWRITES = {
             "window and take np.fft.rfft along the last axis: differentiated.",
     "hilbert": "The analytic signal is np.fft.ifft of np.fft.fft(x) with the negative frequencies zeroed and "
                "the positive ones doubled: differentiated.",
-    "resample": "Resample in Fourier space: np.fft.rfft, truncate or zero-pad the spectrum, np.fft.irfft "
-                "(scaled by the length ratio): differentiated.",
+    "resample": "Resample in Fourier space, as SciPy does (1-D, no window): X = np.fft.rfft(x); Y = X[:m // 2 + 1] "
+                "(downsampling) or X padded with zeros to m // 2 + 1 bins (upsampling); the Nyquist bin of an "
+                "even length counts twice (Y[m // 2] *= 2 when downsampling to an even m, Y[n // 2] *= 0.5 when "
+                "upsampling from an even n); np.fft.irfft(Y, m) * (m / n): SciPy's values to rounding, "
+                "differentiated.",
+    "sepfir2d": "sepfir2d(x, hrow, hcol) is a separable convolution with symmetric boundaries (odd kernel "
+                "lengths): mutagrad.scipy.signal.convolve2d(np.pad(x, ((len(hcol) // 2,) * 2, (len(hrow) // 2,) * 2), "
+                "mode='symmetric'), np.outer(hcol, hrow), mode='valid'), SciPy's values to rounding, differentiated.",
     "freqz": "A frequency response is np.polyval of the coefficients at np.exp(-1j * w), b over a: "
              "differentiated.",
     "savgol_filter": "A Savitzky-Golay filter is a convolution with plain coefficients c = "
@@ -2203,7 +2209,9 @@ _SIGNAL_REWRITES = {
 }
 _SIGNAL_REWRITES["sosfiltfilt"] = _SIGNAL_REWRITES["filtfilt"]
 _SIGNAL_REWRITES["welch"] = _SIGNAL_REWRITES["spectrogram"] = _SIGNAL_REWRITES["periodogram"] = (
-    _SIGNAL_REWRITES["stft"] + " Average |X|**2 over the frames for a power spectrum.")
+    _SIGNAL_REWRITES["stft"] + " Average |X|**2 over the frames for a power spectrum (SciPy's values also "
+    "subtract each frame's mean first, detrend='constant', divide by fs * np.sum(win ** 2), and double the "
+    "one-sided bins other than 0 and Nyquist).")
 
 
 _DISTANCES = {
@@ -3225,6 +3233,13 @@ class Tracer:
                        .replace("x.astype", f"{name}.astype").replace("x.copy", f"{name}.copy"))
             raise escape_error(f"np.{it}({name}) of a traced array (it returns a plain ndarray)", TracerEscapeError,
                                fix, specific=True)
+        mod = (getattr(converter, "__module__", None) or "") if callable(converter) else ""
+        if mod == "scipy" or mod.startswith("scipy."):  # (a compiled SciPy function, scipy.signal.sepfir2d: no
+            parts = mod.split(".")  # frame of its own, so _scipy_escape did not see it)
+            sub = parts[1] if len(parts) > 1 and not parts[1].startswith("_") else None
+            name = getattr(converter, "__name__", "?")
+            raise escape_error(f"scipy{'.' + sub if sub else ''} function {name} (compiled code that converts its "
+                               "arguments to plain arrays)", TracerEscapeError, _scipy_hint(sub, name), specific=True)
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,

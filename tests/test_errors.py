@@ -540,6 +540,46 @@ def test_scipy_filters_name_a_rewrite_that_is_differentiated():
     np.testing.assert_allclose(g[:5], fd, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("lengths", [(3, 3), (5, 3)])
+def test_compiled_scipy_functions_and_resample_name_rewrites_with_scipys_values(lengths):
+    # (imageproc: sepfir2d, compiled, got the generic conversion message; dsp: the resample rewrite differed from
+    # SciPy's at the Nyquist bin of even lengths)
+    ss = pytest.importorskip("scipy.signal")
+    mss = pytest.importorskip("mutagrad.scipy.signal")
+    rng = np.random.default_rng(4)
+    x = rng.random((8, 9))
+    hr, hc = rng.standard_normal(lengths[0]), rng.standard_normal(lengths[1])
+    msg = _raises(lambda x: np.sum(ss.sepfir2d(x, hr, hc) ** 2), x, mg.TracerEscapeError)
+    assert "scipy.signal function sepfir2d (compiled code" in msg and "mode='symmetric'" in msg
+
+    def rewrite(x, conv=mss.convolve2d):
+        p = np.pad(x, ((len(hc) // 2,) * 2, (len(hr) // 2,) * 2), mode="symmetric")
+        return conv(p, np.outer(hc, hr), mode="valid")
+
+    np.testing.assert_allclose(rewrite(x, ss.convolve2d), ss.sepfir2d(x, hr, hc), rtol=1e-12, atol=1e-12)
+    check_grads(lambda x: np.sum(rewrite(x) ** 2), x)
+    msg = _raises(lambda v: np.sum(ss.resample(v, 48) ** 2), rng.standard_normal(64), mg.TracerEscapeError)
+    assert "Y[m // 2] *= 2" in msg
+
+    def resampled(v, m):  # the rewrite it names
+        n, X = len(v), np.fft.rfft(v)
+        if m < n:
+            Y = X[:m // 2 + 1] * 1.0
+            if m % 2 == 0:
+                Y[m // 2] *= 2
+        else:
+            Y = np.zeros_like(X, shape=m // 2 + 1)
+            Y[:len(X)] = X
+            if n % 2 == 0:
+                Y[n // 2] *= 0.5
+        return np.fft.irfft(Y, m) * (m / n)
+
+    for n, m in ((64, 48), (64, 96), (63, 48), (63, 130), (64, 47)):
+        v = rng.standard_normal(n)
+        np.testing.assert_allclose(resampled(v, m), ss.resample(v, m), rtol=1e-12, atol=1e-13)
+    check_grads(lambda v: np.sum(resampled(v, 96) ** 3), rng.standard_normal(64))
+
+
 def _savgol(x, mode):
     import scipy.signal as ss
 

@@ -136,6 +136,25 @@ def test_sparse_triangular_solves(fmt, lower, unit):
         np.testing.assert_allclose(g, numerical_grad(lambda v: f(v.copy(), None), (b,), (0,))[0], rtol=1e-6, atol=1e-8)
 
 
+def test_a_sparse_matrix_whose_data_is_traced_names_the_dense_fix_which_works():
+    # (fem: K.data = traced values with the pattern kept; the solvers' messages named the C code, or the
+    # mutagrad functions being called, as the fix)
+    K0 = sp.csc_matrix(np.diag([2.0, 3.0, 4.0, 5.0]) + np.diag([1.0, 1.0, 1.0], 1))
+    b = np.ones(4)
+    for solve in (lambda K: mssl.spsolve(K, b), lambda K: mssl.splu(K).solve(b),
+                  lambda K: mssl.factorized(K)(b), lambda K: mssl.spsolve_triangular(K, b, lower=False)):
+        def J(s, solve=solve):
+            K = K0.copy()
+            K.data = K.data * s
+            return np.sum(solve(K))
+
+        with pytest.raises(mg.errors.TracedTypeError, match=r"holding traced values .*np.linalg.solve\(K, b\)"):
+            mg.grad(J)(np.array(1.5))
+    # the fix: K(s) = s K0 dense; by hand, d/ds sum(K(s)⁻¹ b) = -sum(K0⁻¹ b) / s²
+    g = mg.grad(lambda s: np.sum(np.linalg.solve(K0.toarray() * s, b)))(np.array(1.5))
+    np.testing.assert_allclose(g, -np.sum(np.linalg.solve(K0.toarray(), b)) / 1.5 ** 2, rtol=1e-14)
+
+
 def test_a_triangular_solve_of_another_format_warns_once_as_scipy_does():
     # (regress23: the reverse pass solved with the adjoint in COO again, and SciPy warned a second time)
     import warnings

@@ -34,6 +34,18 @@ def _dense(b):
 
 
 def _constant_matrix(a, what):
+    held = next((getattr(a, k, None) for k in ("data", "indices", "indptr", "row", "col", "offsets")
+                 if isinstance(getattr(a, k, None), Tracer)), None) if not isinstance(a, Tracer) else None
+    if held is not None:  # (K.data = traced values, the pattern kept: SciPy's C code then refuses them)
+        from ...errors import TracedTypeError, user_line
+
+        raise TracedTypeError(
+            f"{what} of a scipy.sparse matrix holding traced values at {user_line()} (its .data, or another of "
+            "its arrays, was set to a traced array): a sparse matrix holds plain numbers, and mutagrad "
+            "differentiates the sparse solvers with respect to the right-hand side only. For a matrix that "
+            "depends on traced values, assemble it dense (np.zeros_like(x, shape=(n, n)) filled by index writes, "
+            "np.add.at(K, (rows, cols), vals)) and solve with np.linalg.solve(K, b), which is differentiated in "
+            "both.")
     if isinstance(a, Tracer):
         from ...errors import TracedTypeError, user_line
 

@@ -1003,7 +1003,7 @@ _USER_FP = [None]
 _MADE_INSIDE: dict = {}
 _NOTING = [0]  # (user_fp_state's running: states are noted)
 if _extobj_contextvar is not None:
-    import numpy._core._ufunc_config as _ufunc_config
+    from numpy._core import _ufunc_config
 
     def _make_extobj_noted(*args, **kw):
         extobj = _make_extobj(*args, **kw)

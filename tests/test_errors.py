@@ -5037,21 +5037,17 @@ def test_formatting_in_code_without_source_says_why_a_print_is_refused():
     assert "do it in the print(...) or logger call itself" in msg and "mnp.zeros" not in msg
 
 
-def test_a_print_statement_formats_values_inside_an_installed_package_s_objects(tmp_path, monkeypatch, capsys):
+def test_a_print_statement_formats_values_inside_an_installed_package_s_objects(installed_package, capsys):
     # (units: print(f"{q:.2f}") of a pint Quantity holding a traced array was refused inside pint's formatter,
     # and the advice, format mg.value(q), was refused too; print(q) showed "Tracer(...)")
-    pkg = tmp_path / "site-packages" / "fakeunits_mg"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text(
+    fakeunits_mg = installed_package("fakeunits_mg", (
         "class Q:\n"
         "    def __init__(self, m):\n"
         "        self.m = m\n"
         "    def __format__(self, spec):\n"
         "        return format(self.m, spec) + ' meter'\n"
         "    def __str__(self):\n"
-        "        return format(self, '')\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
-    import fakeunits_mg
+        "        return format(self, '')\n"))
 
     def f(x):
         d = fakeunits_mg.Q(np.sum(x))
@@ -5072,18 +5068,14 @@ def test_a_print_statement_formats_values_inside_an_installed_package_s_objects(
         mg.grad(g)(x)
 
 
-def test_an_installed_package_converting_a_traced_array_gets_advice_for_the_caller(tmp_path, monkeypatch):
+def test_an_installed_package_converting_a_traced_array_gets_advice_for_the_caller(installed_package):
     # (units: xr.DataArray(x) converts with np.asarray in xarray's code, and the advice was about that line:
     # "`data` is an array already: leave the conversion out")
-    pkg = tmp_path / "site-packages" / "fakeframe_mg"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text(
+    fakeframe_mg = installed_package("fakeframe_mg", (
         "import numpy as np\n"
         "class Frame:\n"
         "    def __init__(self, data):\n"
-        "        self.data = np.asarray(data)\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
-    import fakeframe_mg
+        "        self.data = np.asarray(data)\n"))
 
     def f(x):
         return np.sum(fakeframe_mg.Frame(x * 2.0).data)

@@ -3,7 +3,6 @@
 Expected derivatives are written by hand and checked against central differences of the
 plain function.
 """
-import sys
 
 import numpy as np
 import pytest
@@ -113,26 +112,19 @@ def test_a_masked_array_argument_is_refused_with_the_mask_rewrite():
     assert "Pass np.asarray(x)" not in str(info.value)  # (that advice changed the gradient: [1, 2, 3, 4])
 
 
-def test_an_error_in_an_installed_packages_code_names_the_users_call_too(tmp_path, monkeypatch):
-    pkg = tmp_path / "site-packages" / "wrapperlib"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text(
+def test_an_error_in_an_installed_packages_code_names_the_users_call_too(installed_package):
+    wrapperlib = installed_package("wrapperlib", (
         "import numpy as np\n"
         "def labeled(x):\n"
-        "    return np.asarray(x)  # the library converts\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
-    import wrapperlib
+        "    return np.asarray(x)  # the library converts\n"))
 
     def f(x):
         d = wrapperlib.labeled(x * 2.0)
         return np.sum(d)
 
-    try:
-        with pytest.raises(mg.DifferentiationError, match=r"wrapperlib/__init__.py:3: `return np.asarray\(x\).*\(in "
-                           r"wrapperlib, called from .*test_wrappers.py:\d+: `d = wrapperlib.labeled\(x \* 2.0\)`\)"):
-            mg.grad(f)(X.copy())
-    finally:
-        sys.modules.pop("wrapperlib", None)
+    with pytest.raises(mg.DifferentiationError, match=r"wrapperlib/__init__.py:3: `return np.asarray\(x\).*\(in "
+                       r"wrapperlib, called from .*test_wrappers.py:\d+: `d = wrapperlib.labeled\(x \* 2.0\)`\)"):
+        mg.grad(f)(X.copy())
 
 
 class Passing(np.ndarray):

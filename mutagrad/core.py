@@ -5580,9 +5580,8 @@ def _held_by(o):
     program's, its namespace and its bases."""
     t = type(o)
     if t is types.FunctionType:
-        refs = [c.cell_contents for c in o.__closure__ or () if c.cell_contents is not None] if (
-            o.__closure__ and all(_cell_full(c) for c in o.__closure__)) else []
-        return refs + [r for r in (o.__defaults__, o.__kwdefaults__, o.__dict__) if r is not None]
+        cells = [c.cell_contents for c in o.__closure__ or () if _cell_full(c)]
+        return cells + [r for r in (o.__defaults__, o.__kwdefaults__, o.__dict__) if r is not None]
     if isinstance(o, type):
         if (o.__module__ or "").partition(".")[0] in ("builtins", "numpy", "mutagrad", "abc", "typing"):
             return []

@@ -278,6 +278,15 @@ class _CopiesItself(_Box):
         return self
 
 
+def _late_closure(x):
+    def f():  # (a closure over x and over `later`, an empty cell: it is never bound)
+        return x, later
+
+    if x is None:
+        later = 0
+    return f
+
+
 def _objects(x):
     a = np.empty(2, dtype=object)
     a[0] = x
@@ -293,7 +302,7 @@ def test_stop_gradient_and_value_of_an_object_holding_traced_values_raise():
             lambda x: _Box(_Slotted(x), threading.Lock()), lambda x: [_Box(x)],
             # (regress23: held through a closure, a default, a class attribute, an object array)
             lambda x: _Box(lambda: x), lambda x: _Box(lambda v=x: v), lambda x: type("C", (), {"w": x})(),
-            lambda x: _Box(_objects(x))]
+            lambda x: _Box(_objects(x)), lambda x: _Box(_late_closure(x))]
     for api in (mg.stop_gradient, mg.value):
         for make in made:
             with pytest.raises(TypeError, match=r"holding traced values at .*test_api.py.*register_pytree"):

@@ -5568,8 +5568,8 @@ def _refuse_in_a_rule(x, name):
     raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
 
 
-# objects whose references the check below does not follow (a module's names are not the object's)
-_NOT_FOLLOWED = (types.ModuleType, types.CodeType, types.FrameType, weakref.ref, types.GeneratorType)
+# objects whose references the check below does not follow (code, frames of running functions)
+_NOT_FOLLOWED = (types.CodeType, types.FrameType)
 _OBJECTS_CHECKED = 200_000  # (a larger object graph is not walked: a warning says so)
 
 
@@ -5581,11 +5581,23 @@ def _held_by(o):
     t = type(o)
     if t is types.FunctionType:
         cells = [c.cell_contents for c in o.__closure__ or () if _cell_full(c)]
-        return cells + [r for r in (o.__defaults__, o.__kwdefaults__, o.__dict__) if r is not None]
+        held = cells + [r for r in (o.__defaults__, o.__kwdefaults__, o.__dict__) if r is not None]
+        home = sys.modules.get(o.__module__ or "")
+        if home is None or o.__globals__ is not vars(home):  # (globals of its own: eval(..., {"x": x}))
+            held.append(o.__globals__)
+        return held
+    if t is types.ModuleType:  # (a module made by the program, not imported: its names)
+        return [] if sys.modules.get(o.__name__) is o else list(vars(o).values())
+    if t is weakref.ref:
+        target = o()
+        return [] if target is None else [target]
+    if t in (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType):
+        frame = getattr(o, "gi_frame", None) or getattr(o, "cr_frame", None) or getattr(o, "ag_frame", None)
+        return [] if frame is None else list(frame.f_locals.values())
     if isinstance(o, type):
         if (o.__module__ or "").partition(".")[0] in ("builtins", "numpy", "mutagrad", "abc", "typing"):
             return []
-        return [*vars(o).values(), *o.__bases__]
+        return [*vars(o).values(), *o.__bases__, type(o)]  # (its metaclass too)
     if t is _ndarray:  # (an array of objects: its items)
         return list(o.flat) if o.dtype.hasobject else []
     refs = gc.get_referents(o)
@@ -5593,6 +5605,14 @@ def _held_by(o):
     if _ndarray in set(map(type, refs)):  # (arrays are untracked: those of objects are followed)
         held += [r for r in refs if type(r) is _ndarray and r.dtype.hasobject]
     return held
+
+
+def _map_objects(a, fn):
+    """A new array of objects of ``a``'s shape holding ``fn`` of each of its items."""
+    out = np.empty(a.shape, dtype=object)
+    for i, item in enumerate(a.flat):
+        out.flat[i] = fn(item)
+    return out
 
 
 def _cell_full(cell):
@@ -5605,11 +5625,11 @@ def _cell_full(cell):
 
 def _object_holding_traced(obj, api):
     """``obj`` itself, for mg.stop_gradient / mg.value of an object mutagrad does not look into (a pint
-    Quantity, a user's class): refused when a differentiation is running and a traced value that
-    carries a derivative is reachable from it (its attributes, slots, items, the objects, functions
+    Quantity, a user's class): refused when a differentiation is running and a traced value of a
+    running differentiation is reachable from it (its attributes, slots, items, the objects, functions
     and classes they hold), since returning it would let the derivative flow through it, and a copy
-    would not be the object a plain call returns. (Constants, a non-differentiated argument or an
-    mnp.zeros buffer not yet written, are values.)"""
+    would not be the object a plain call returns. (A traced constant too, a non-differentiated
+    argument or an mnp.zeros buffer: a traced write into it after the call would reach the object.)"""
     if not STATE.levels or isinstance(obj, (type(None), bool, int, float, complex, str, bytes, np.generic,
                                             types.ModuleType)):
         return obj
@@ -5628,8 +5648,8 @@ def _object_holding_traced(obj, api):
                     "objects, which were not all checked for traced values; if it holds any, their derivative "
                     "flows through it. Apply it to the arrays the object holds instead.")
             return obj
-        if isinstance(o, Tracer):
-            if not o._level.closed and not o._plain_constant():
+        if isinstance(o, Tracer):  # (a constant too: a traced write into it later would reach the object)
+            if not o._level.closed:
                 raise TypeError(
                     f"{api} of a {type(obj).__name__} holding traced values at {user_line()}: mutagrad does not look "
                     f"into this object, so it cannot make its values constants (returning it as it is would let "
@@ -5654,6 +5674,8 @@ def value(x):
     >>> v.flags.writeable
     False
     """
+    if type(x) is _ndarray and x.dtype.hasobject:  # (an array of objects: each item's value)
+        return _map_objects(x, value)
     if not isinstance(x, (Tracer, _ndarray)):
         from .pytree import _is_container, tree_map
 
@@ -5698,7 +5720,9 @@ def stop_gradient(x):
 
     def leaf(v):
         if not isinstance(v, Tracer):
-            return v.copy() if isinstance(v, _ndarray) else _object_holding_traced(v, "mg.stop_gradient")
+            if isinstance(v, _ndarray):  # (an array of objects: a new one of each item's constant)
+                return _map_objects(v, leaf) if v.dtype.hasobject else v.copy()
+            return _object_holding_traced(v, "mg.stop_gradient")
         if not v._level.closed:
             _refuse_in_a_rule(v, "mg.stop_gradient")
         b = bottom(v)

@@ -5,6 +5,8 @@ import functools
 import gc
 import sys
 import threading
+import types
+import weakref
 from collections import namedtuple
 
 import numpy as np
@@ -278,6 +280,28 @@ class _CopiesItself(_Box):
         return self
 
 
+def _held_weakly(x):
+    _KEPT.append(x)  # (alive while the test runs)
+    return weakref.ref(x)
+
+
+_KEPT = []
+
+
+def _module_holding(x):
+    m = types.ModuleType("made_by_the_program")
+    m.x = x
+    return m
+
+
+def _meta_holding(x):
+    class Meta(type):
+        pass
+
+    Meta.w = x
+    return Meta("C", (), {})()
+
+
 def _late_closure(x):
     def f():  # (a closure over x and over `later`, an empty cell: it is never bound)
         return x, later
@@ -302,7 +326,11 @@ def test_stop_gradient_and_value_of_an_object_holding_traced_values_raise():
             lambda x: _Box(_Slotted(x), threading.Lock()), lambda x: [_Box(x)],
             # (regress23: held through a closure, a default, a class attribute, an object array)
             lambda x: _Box(lambda: x), lambda x: _Box(lambda v=x: v), lambda x: type("C", (), {"w": x})(),
-            lambda x: _Box(_objects(x)), lambda x: _Box(_late_closure(x))]
+            lambda x: _Box(_objects(x)), lambda x: _Box(_late_closure(x)),
+            # (regress24: a generator's locals, a weak reference, a module made by the program, globals of
+            # eval'd code, a metaclass's attribute)
+            lambda x: (v for v in [x]), lambda x: _Box(_held_weakly(x)), lambda x: _Box(_module_holding(x)),
+            lambda x: eval("lambda: x", {"x": x}), _meta_holding]
     for api in (mg.stop_gradient, mg.value):
         for make in made:
             with pytest.raises(TypeError, match=r"holding traced values at .*test_api.py.*register_pytree"):
@@ -316,10 +344,16 @@ def test_stop_gradient_and_value_of_an_object_holding_traced_values_raise():
         assert api(box) is box
         assert mg.grad(lambda x, api=api, box=box: np.sum(x) + float(api(box) is box))(x)[0] == 1.0
 
-        def constant_inside(x, c, api=api):  # (regress23: a constant, an argument not differentiated, is a value)
-            return np.sum(x * api(_Box(c)).a)
+        def constant_inside(x, c, api=api):  # (regress24: a traced constant too: a later write would reach it)
+            s = api(_Box(c))
+            c += x
+            return np.sum(s.a)
 
-        np.testing.assert_array_equal(mg.grad(constant_inside)(x, np.array([4.0, 5.0, 6.0])), [4.0, 5.0, 6.0])
+        with pytest.raises(TypeError, match=r"holding traced values"):
+            mg.grad(constant_inside)(x, np.array([4.0, 5.0, 6.0]))
+        # arrays of objects: a new one of each item's constant (by hand: d/dx sum(x * c) = c = 2 x)
+        g = mg.grad(lambda x, api=api: np.sum(x * api(_objects(x * 2.0))[0]))(x)
+        np.testing.assert_array_equal(g, 2 * x)
     # mg.value maps over containers, as mg.stop_gradient does (regress23: refused; before, the list came back with
     # the traced value in it, and the derivative flowed through it)
     np.testing.assert_array_equal(mg.grad(lambda x: np.sum(mg.value([x, 1.0])[0] * x))(x), x)

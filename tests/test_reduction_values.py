@@ -288,6 +288,24 @@ def test_average_with_weights_along_several_axes(axis, wshape):
     check_grads(f, x)
 
 
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("traced", ["a", "weights"])
+def test_average_returned_gives_numpys_values(keepdims, traced):
+    # (statsml: with returned=True, both results were the composition's, off in the last bits)
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((37, 5)) * 10 + 3
+    w = rng.uniform(0.1, 3, 37)
+
+    def f(v):
+        a, weights = (v, w) if traced == "a" else (A, v)
+        return np.average(a, axis=0, weights=weights, returned=True, keepdims=keepdims)
+
+    arg = A if traced == "a" else w
+    avg, scl = f(arg)
+    for got in (mg.vjp(f, arg.copy())[0], mg.jvp(f, (arg.copy(),), (np.ones_like(arg),))[0]):
+        assert np.array_equal(got[0], avg) and np.array_equal(got[1], scl)
+
+
 def test_average_with_weights_of_the_wrong_shape_raises_numpys_error():
     x = np.ones((2, 3, 4))
     with pytest.raises(ValueError, match="Shape of weights must be consistent"):

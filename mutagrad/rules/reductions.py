@@ -424,9 +424,22 @@ def _numpy_bits(fn, names, handler, when=None):
             with_replayed_bits(out, lambda ob: plain_call(a, out=ob), lambda: res.append(handler(args, kwargs)))
             return res[0]
         res = handler(args, kwargs)
+        if type(res) is tuple:  # (np.average(..., returned=True): each of NumPy's results)
+            exact = plain_call(a)
+            if type(exact) is not tuple or len(exact) != len(res):  # pragma: no cover  (NumPy's structure)
+                return res
+            return tuple(_with_value(r, lambda e=e: e) if isinstance(r, Tracer) else _plain_as(r, e)
+                         for r, e in zip(res, exact))
         return _with_value(res, lambda: plain_call(a))
 
     return wrapped
+
+
+def _plain_as(res, exact):
+    """A plain result of a composition (no traced value in it), as NumPy's own call gives it."""
+    if type(exact) is type(res) and np.shape(exact) == np.shape(res) and np.result_type(exact) == np.result_type(res):
+        return exact
+    return res
 
 
 def _with_value(res, exact):

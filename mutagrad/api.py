@@ -3036,7 +3036,9 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     ``jacobian(jacobian(fun, mode="rev"), mode="fwd")``, see the latter's note on repeated
     runs). For a scalar ``fun`` it has shape ``arg.shape + arg.shape``; for an array output,
     ``out.shape + arg.shape + arg.shape`` (pytrees and tuple ``argnums`` nest as JAX's
-    ``jax.hessian``: ``H[out][arg_i][arg_j]``). With ``has_aux=True``, ``fun`` returns
+    ``jax.hessian``: ``H[out][arg_i][arg_j]``), whose items follow ``jacobian``'s rules (an
+    integer item gives zeros, a complex output of real arguments a complex Hessian); an output
+    that is None or an integer is refused, as by ``grad``. With ``has_aux=True``, ``fun`` returns
     ``(value, aux)`` and the result is ``(hessian, aux)``. ``jacobian(grad(fun), mode="rev")``
     (reverse over reverse) gives the same matrix of a real scalar function from one run,
     several times faster for small problems (docs/index.md).

@@ -5582,7 +5582,7 @@ def _held_by(o):
     if t is types.FunctionType:
         cells = [c.cell_contents for c in o.__closure__ or () if _cell_full(c)]
         held = cells + [r for r in (o.__defaults__, o.__kwdefaults__, o.__dict__) if r is not None]
-        home = sys.modules.get(o.__module__ or "")
+        home = sys.modules.get(o.__module__) if isinstance(o.__module__, str) else None
         if home is None or o.__globals__ is not vars(home):  # (globals of its own: eval(..., {"x": x}))
             held.append(o.__globals__)
         return held
@@ -5595,8 +5595,9 @@ def _held_by(o):
         frame = getattr(o, "gi_frame", None) or getattr(o, "cr_frame", None) or getattr(o, "ag_frame", None)
         return [] if frame is None else list(frame.f_locals.values())
     if isinstance(o, type):
-        if (o.__module__ or "").partition(".")[0] in ("builtins", "numpy", "mutagrad", "abc", "typing"):
-            return []
+        mod = getattr(o, "__module__", None)  # (a compiled metatype's is a descriptor: Cython's)
+        if not isinstance(mod, str) or mod.partition(".")[0] in ("builtins", "numpy", "mutagrad", "abc", "typing"):
+            return gc.get_referents(o) if not isinstance(mod, str) else []
         return [*vars(o).values(), *o.__bases__, type(o)]  # (its metaclass too)
     if t is _ndarray:  # (an array of objects: its items)
         return list(o.flat) if o.dtype.hasobject else []

@@ -976,7 +976,11 @@ def _traced_out(exc):
                     v = frame.f_locals.get(root.id, frame.f_globals.get(root.id))
                     if isinstance(v, Tracer) or _holds_tracer(v):
                         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
-                        return method, ast.unparse(kw.value)
+                        rng = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else "rng"
+                        others = [ast.unparse(a) for a in node.args] + [
+                            f"{k.arg}={ast.unparse(k.value)}" if k.arg else f"**{ast.unparse(k.value)}"
+                            for k in node.keywords if k.arg != "out"]
+                        return method, ast.unparse(kw.value), rng, others
     return None
 
 
@@ -1375,14 +1379,17 @@ def replaced_error(exc: BaseException):
     if out is not None:
         # NumPy's random Generator filling out= (rng.standard_normal(out=buf)): its C code writes
         # only into NumPy's own arrays, and a traced array (or a view of one) is not one
-        method, buf = out[0] or "standard_normal", out[1] or "buf"
-        args = f"{buf}.shape" if method in ("standard_normal", "random", "standard_exponential") else (
-            f"<its other arguments>, size={buf}.shape")
+        if out[0] is None:  # (no source to read the call from)
+            fix = ("the same method with size=buf.shape and its other arguments, in place of out=buf: "
+                   "buf[...] = rng.standard_normal(size=buf.shape, dtype=...)")
+        else:
+            method, buf, rng, others = out
+            fix = f"{buf}[...] = {rng}.{method}({', '.join([*others, f'size={buf}.shape'])})"
         return TracedTypeError(
-            f"a NumPy random generator was asked to fill a traced array with out= at {_where(exc)} ({exc}): "
-            "its C code writes only into plain NumPy arrays, and a write into a traced array must be "
-            f"recorded. Assign the draws instead, {buf}[...] = rng.{method}({args}) (the same numbers: out= "
-            "fills the buffer in the order size= returns them).")
+            f"a NumPy random generator was asked to fill a traced array with out= at {_where(exc)}: its C code "
+            "writes only into plain NumPy arrays, and a write into a traced array must be recorded. Assign the "
+            f"draws instead, {fix} (the same numbers: out= fills the buffer in the order size= returns them, "
+            "with the same dtype= and method=).")
     if last is not None:
         tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:

@@ -342,6 +342,9 @@ def test_stop_gradient_and_value_of_an_object_holding_traced_values_raise():
         np.testing.assert_array_equal(g, x)
         box = _Box(np.ones(2), threading.Lock())  # (an object holding no traced value: itself, in a call too)
         assert api(box) is box
+        odd = type("Odd", (), {})  # (claims3: a class whose __module__ is no string, as Cython's metatypes, crashed)
+        odd.__module__ = property(lambda self: "m")  # (a descriptor)
+        assert mg.grad(lambda x, api=api: np.sum(x) + float(api(odd()) is not None))(x)[0] == 1.0
         assert mg.grad(lambda x, api=api, box=box: np.sum(x) + float(api(box) is box))(x)[0] == 1.0
 
         def constant_inside(x, c, api=api):  # (regress24: a traced constant too: a later write would reach it)

@@ -3509,16 +3509,29 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
         rng.standard_normal(out=noise)
         return np.sum(noise * s)
 
-    with pytest.raises(mg.errors.TracedTypeError, match=r"noise\[\.\.\.\] = rng.standard_normal\(noise.shape\)") as info:
+    with pytest.raises(mg.errors.TracedTypeError, match=r"noise\[\.\.\.\] = rng.standard_normal\(size=noise.shape\)") as info:
         mg.grad(f)(0.2, np.zeros((2, 2)))
     assert HERE in str(info.value)
 
     def advised(s, noise):
         rng = np.random.default_rng(1)
-        noise[...] = rng.standard_normal(noise.shape)
+        noise[...] = rng.standard_normal(size=noise.shape)
         return np.sum(noise * s)
 
     assert mg.grad(advised)(0.2, np.zeros((2, 2))) == np.sum(np.random.default_rng(1).standard_normal((2, 2)))
+
+    def typed(s, noise):  # (claims3: the advice dropped dtype= and method=, which draw other numbers)
+        np.random.default_rng(1).standard_exponential(out=noise, dtype=np.float32, method="inv")
+        return np.sum(noise * s)
+
+    with pytest.raises(mg.errors.TracedTypeError, match=r"noise\[\.\.\.\] = np.random.default_rng\(1\)."
+                                                        r"standard_exponential\(dtype=np.float32, method='inv', "
+                                                        r"size=noise.shape\)"):
+        mg.grad(typed)(np.float32(0.2), np.zeros(3, np.float32))
+    plain = np.zeros(3, np.float32)
+    np.random.default_rng(1).standard_exponential(out=plain, dtype=np.float32, method="inv")
+    np.testing.assert_array_equal(np.random.default_rng(1).standard_exponential(dtype=np.float32, method="inv",
+                                                                                size=(3,)), plain)
 
     def plain_buffer(s):  # a plain array NumPy refuses: NumPy's own error, as in a plain call
         np.random.default_rng(1).standard_normal(out=np.zeros((4, 4))[:, ::2])
@@ -3540,9 +3553,11 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
         return np.sum(buf * x)
 
     x = np.linspace(0.1, 0.8, 6)
-    with pytest.raises(mg.errors.TracedTypeError, match=r"buf\[\.\.\.\] = rng.standard_gamma\(<its other arguments>"):
+    with pytest.raises(mg.errors.TracedTypeError,
+                       match=r"buf\[\.\.\.\] = np.random.default_rng\(1\).standard_gamma\(2.0, size=buf.shape\)"):
         mg.grad(gamma)(x)
-    with pytest.raises(mg.errors.TracedTypeError, match=r"buf\[1\]\[\.\.\.\] = rng.random\(buf\[1\].shape\)"):
+    with pytest.raises(mg.errors.TracedTypeError,
+                       match=r"buf\[1\]\[\.\.\.\] = np.random.default_rng\(1\).random\(size=buf\[1\].shape\)"):
         mg.grad(row)(x)
 
     def row_advised(x):

@@ -5568,121 +5568,74 @@ def _refuse_in_a_rule(x, name):
     raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
 
 
-# objects whose references the check below does not follow (code, frames of running functions)
-_NOT_FOLLOWED = (types.CodeType, types.FrameType)
-_OBJECTS_CHECKED = 200_000  # (a larger object graph is not walked: a warning says so)
+# what mg.stop_gradient and mg.value return as it is inside a differentiation: values that hold no
+# array (numbers, strings, None, dtypes, slices) and random generators (their state is no array)
+_HOLDS_NO_ARRAY = (type(None), bool, int, float, complex, str, bytes, np.generic, np.dtype, slice, range,
+                   type(Ellipsis), np.random.Generator, np.random.RandomState, np.random.BitGenerator,
+                   np.random.SeedSequence)
 
 
-def _held_by(o):
-    """The objects ``o`` refers to that may hold a traced value: those the collector tracks (numbers,
-    strings, plain arrays and containers of only those are not), arrays of objects, and, of a
-    function, its closure, defaults and attributes (not its module's globals); of a class of the
-    program's, its namespace and its bases."""
-    t = type(o)
-    if t is types.FunctionType:
-        cells = [c.cell_contents for c in o.__closure__ or () if _cell_full(c)]
-        held = cells + [r for r in (o.__defaults__, o.__kwdefaults__, o.__dict__) if r is not None]
-        home = sys.modules.get(o.__module__) if isinstance(o.__module__, str) else None
-        if home is None or o.__globals__ is not vars(home):  # (globals of its own: eval(..., {"x": x}))
-            held.append(o.__globals__)
-        return held
-    if t is types.ModuleType:  # (a module made by the program, not imported: its names)
-        return [] if sys.modules.get(o.__name__) is o else list(vars(o).values())
-    if t is weakref.ref:
-        target = o()
-        return [] if target is None else [target]
-    if t in (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType):
-        frame = getattr(o, "gi_frame", None) or getattr(o, "cr_frame", None) or getattr(o, "ag_frame", None)
-        return [] if frame is None else list(frame.f_locals.values())
-    if isinstance(o, type):
-        mod = getattr(o, "__module__", None)  # (a compiled metatype's is a descriptor: Cython's)
-        if not isinstance(mod, str) or mod.partition(".")[0] in ("builtins", "numpy", "mutagrad", "abc", "typing"):
-            return gc.get_referents(o) if not isinstance(mod, str) else []
-        return [*vars(o).values(), *o.__bases__, type(o)]  # (its metaclass too)
-    if t is _ndarray:  # (an array of objects: its items)
-        return list(o.flat) if o.dtype.hasobject else []
-    refs = gc.get_referents(o)
-    held = list(filter(gc.is_tracked, refs))
-    if _ndarray in set(map(type, refs)):  # (arrays are untracked: those of objects are followed)
-        held += [r for r in refs if type(r) is _ndarray and r.dtype.hasobject]
-    return held
+def _opaque(obj, api):
+    """``obj``, an object mutagrad does not look into (not an array or a container of its pytrees),
+    for mg.stop_gradient / mg.value: itself in a plain call; inside a differentiation, refused,
+    unless it is of a kind that holds no array (as JAX's stop_gradient refuses what is not an array
+    or a pytree): a traced value it holds (an attribute, a closure, anything it reaches) would keep
+    its derivative, and a copy would not be the object a plain call returns."""
+    if not STATE.levels or isinstance(obj, _HOLDS_NO_ARRAY) or type(obj).__module__ == "random":
+        return obj
+    raise TypeError(
+        f"{api} of a {type(obj).__name__} at {user_line()}: mutagrad does not look into this object, so it "
+        f"cannot make the values it holds constants (a traced value in it would keep its derivative). Apply "
+        f"{api} to the arrays it holds (a pint Quantity's .magnitude, an xarray DataArray's .data, an "
+        "attribute) and build the object from the results; or register the class with "
+        "mutagrad.pytree.register_pytree, which it then maps over; an object that holds no traced value "
+        f"needs no {api}.")
 
 
-def _map_objects(a, fn):
-    """A new array of objects of ``a``'s shape holding ``fn`` of each of its items."""
-    out = np.empty(a.shape, dtype=object)
-    for i, item in enumerate(a.flat):
-        out.flat[i] = fn(item)
+def _map_objects(a, fn, api):
+    """For an array of objects ``a`` (of NumPy's own type) inside a differentiation: a new one holding
+    ``fn`` of each item; of a subclass (a masked array), refused, as an object. Outside a
+    differentiation, None (the caller's plain copy or view)."""
+    if not STATE.levels:
+        return None
+    if type(a) is not _ndarray:
+        _opaque(a, api)
+    memo = _MAPPING.__dict__.setdefault("memo", {})
+    if id(a) in memo:  # (an array holding itself: the new one holds itself)
+        return memo[id(a)]
+    out = memo[id(a)] = np.empty(a.shape, dtype=object)
+    try:
+        for i, item in enumerate(a.flat):
+            out.flat[i] = fn(item)
+    finally:
+        del memo[id(a)]
     return out
 
 
-def _cell_full(cell):
-    try:
-        cell.cell_contents  # noqa: B018 (an empty cell raises)
-    except ValueError:
-        return False
-    return True
-
-
-def _object_holding_traced(obj, api):
-    """``obj`` itself, for mg.stop_gradient / mg.value of an object mutagrad does not look into (a pint
-    Quantity, a user's class): refused when a differentiation is running and a traced value of a
-    running differentiation is reachable from it (its attributes, slots, items, the objects, functions
-    and classes they hold), since returning it would let the derivative flow through it, and a copy
-    would not be the object a plain call returns. (A traced constant too, a non-differentiated
-    argument or an mnp.zeros buffer: a traced write into it after the call would reach the object.)"""
-    if not STATE.levels or isinstance(obj, (type(None), bool, int, float, complex, str, bytes, np.generic,
-                                            types.ModuleType)):
-        return obj
-    seen, todo, n = set(), [obj], 0
-    while todo:
-        o = todo.pop()
-        if id(o) in seen:
-            continue
-        seen.add(id(o))
-        n += 1
-        if n > _OBJECTS_CHECKED:
-            from .errors import warn_at
-
-            warn_at(user_frame(sys._getframe(1)),
-                    f"{api} of a {type(obj).__name__} at {user_line()}: it refers to more than {_OBJECTS_CHECKED} "
-                    "objects, which were not all checked for traced values; if it holds any, their derivative "
-                    "flows through it. Apply it to the arrays the object holds instead.")
-            return obj
-        if isinstance(o, Tracer):  # (a constant too: a traced write into it later would reach the object)
-            if not o._level.closed:
-                raise TypeError(
-                    f"{api} of a {type(obj).__name__} holding traced values at {user_line()}: mutagrad does not look "
-                    f"into this object, so it cannot make its values constants (returning it as it is would let "
-                    f"the derivative flow through it). Apply {api} to the arrays it holds (a pint Quantity's "
-                    f".magnitude, an xarray DataArray's .data, an attribute) and build the object from the "
-                    f"results, or register the class with mutagrad.pytree.register_pytree (mutagrad then looks "
-                    "into it).")
-            continue
-        if isinstance(o, _NOT_FOLLOWED):
-            continue
-        todo.extend(_held_by(o))
-    return obj
+_MAPPING = threading.local()  # .memo: id -> the new array, for the arrays of objects being mapped
 
 
 def value(x):
-    """The plain value of ``x`` as a read-only ndarray view (no derivative). An object mutagrad
-    does not look into (a pint Quantity, a user's class) is returned as it is, and refused when it
-    holds traced values.
+    """The plain value of ``x`` as a read-only ndarray view (no derivative); of a container, of
+    each leaf. An object mutagrad does not look into (a pint Quantity, a user's class) is refused
+    inside a differentiation (TypeError), unless it holds no array (a number, a string, a random
+    generator); outside one it is returned as it is.
 
     >>> import numpy as np, mutagrad as mg
     >>> v = mg.value(np.arange(3.0))
     >>> v.flags.writeable
     False
     """
-    if type(x) is _ndarray and x.dtype.hasobject:  # (an array of objects: each item's value)
-        return _map_objects(x, value)
+    if isinstance(x, _ndarray) and not isinstance(x, Tracer) and x.dtype.hasobject:
+        mapped = _map_objects(x, value, "mg.value")  # (an array of objects: each item's value)
+        if mapped is not None:
+            return mapped
     if not isinstance(x, (Tracer, _ndarray)):
         from .pytree import _is_container, tree_map
 
         if _is_container(x):  # (a list, dict, registered class...: the value of each leaf)
             return tree_map(value, x)
-        return _object_holding_traced(x, "mg.value")
+        return _opaque(x, "mg.value")
     if isinstance(x, Tracer) and not x._level.closed:
         _refuse_in_a_rule(x, "mg.value")
     b = bottom(x)
@@ -5709,8 +5662,10 @@ def stop_gradient(x):
     It is a constant to every differentiation running, the outer ones of a
     nested call too (as ``jax.lax.stop_gradient``). Containers are mapped
     over; an object mutagrad does not look into (a pint Quantity, an xarray
-    DataArray, a user's class) is returned as it is, and refused (TypeError)
-    when it holds traced values: apply it to the arrays the object holds.
+    DataArray, a user's class) is refused inside a differentiation (TypeError,
+    as JAX's refuses what is not an array or a pytree), unless it holds no
+    array (a number, a string, a random generator): apply it to the arrays
+    the object holds.
 
     >>> import numpy as np, mutagrad as mg
     >>> f = lambda x: np.sum(x * mg.stop_gradient(x))
@@ -5722,8 +5677,9 @@ def stop_gradient(x):
     def leaf(v):
         if not isinstance(v, Tracer):
             if isinstance(v, _ndarray):  # (an array of objects: a new one of each item's constant)
-                return _map_objects(v, leaf) if v.dtype.hasobject else v.copy()
-            return _object_holding_traced(v, "mg.stop_gradient")
+                mapped = _map_objects(v, stop_gradient, "mg.stop_gradient") if v.dtype.hasobject else None
+                return v.copy() if mapped is None else mapped
+            return _opaque(v, "mg.stop_gradient")
         if not v._level.closed:
             _refuse_in_a_rule(v, "mg.stop_gradient")
         b = bottom(v)

@@ -344,7 +344,7 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
         box = _Box(np.ones(2), threading.Lock())  # (outside a differentiation: itself)
         assert api(box) is box
         rng = np.random.default_rng(0)  # (values that hold no array: themselves, inside a differentiation too)
-        assert mg.grad(lambda x, api=api: np.sum(x) + float(api((rng, "s", None, 3, np.float32(2))) ==
+        assert mg.grad(lambda x, api=api, rng=rng: np.sum(x) + float(api((rng, "s", None, 3, np.float32(2))) ==
                                                            (rng, "s", None, 3, np.float32(2))))(x)[0] == 1.0
         # arrays of objects: a new one of each item's constant, containers mapped (by hand: d/dx sum(x * c) = c)
         g = mg.grad(lambda x, api=api: np.sum(x * api(_objects(x * 2.0))[0]))(x)

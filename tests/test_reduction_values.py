@@ -306,6 +306,31 @@ def test_average_returned_gives_numpys_values(keepdims, traced):
         assert np.array_equal(got[0], avg) and np.array_equal(got[1], scl)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.complex128])
+@pytest.mark.parametrize("weights", [None, "full", "axis", "float32", "int"])
+def test_average_returned_sum_of_weights_has_numpys_type_and_dtype(dtype, weights):
+    # (regress25: the sum of weights of returned=True came as a 0-d float64 array without weights, and in the
+    # weights' dtype (float32, int) with them, where NumPy gives a scalar of the average's result type)
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((3, 4)) * 3).astype(dtype)
+    kw = {None: {}, "full": {"weights": rng.uniform(0.1, 2, (3, 4))}, "axis": {"weights": rng.uniform(0.1, 2, 4)},
+          "float32": {"weights": rng.uniform(0.1, 2, (3, 4)).astype(np.float32)},
+          "int": {"weights": np.arange(1, 13).reshape(3, 4)}}[weights]
+    for axis in ((None, 0, 1) if weights != "axis" else (1,)):
+        want = np.average(a, axis=axis, returned=True, **kw)
+        seen = {}
+
+        def f(x, axis=axis):
+            avg, scl = np.average(x, axis=axis, returned=True, **kw)
+            seen["r"] = mg.value(avg), mg.value(scl)
+            return np.sum(np.real(avg))
+
+        mg.grad(f)(a.copy())
+        for w, g in zip(want, seen["r"]):
+            assert type(g) is type(w) and np.result_type(g) == np.result_type(w)
+            np.testing.assert_array_equal(g, w)
+
+
 def test_average_with_weights_of_the_wrong_shape_raises_numpys_error():
     x = np.ones((2, 3, 4))
     with pytest.raises(ValueError, match="Shape of weights must be consistent"):

@@ -428,18 +428,27 @@ def _numpy_bits(fn, names, handler, when=None):
             exact = plain_call(a)
             if type(exact) is not tuple or len(exact) != len(res):  # pragma: no cover  (NumPy's structure)
                 return res
-            return tuple(_with_value(r, lambda e=e: e) if isinstance(r, Tracer) else _plain_as(r, e)
-                         for r, e in zip(res, exact))
+            return tuple(_as_numpys(r, e) for r, e in zip(res, exact))
         return _with_value(res, lambda: plain_call(a))
 
     return wrapped
 
 
-def _plain_as(res, exact):
-    """A plain result of a composition (no traced value in it), as NumPy's own call gives it."""
-    if type(exact) is type(res) and np.shape(exact) == np.shape(res) and np.result_type(exact) == np.result_type(res):
+def _as_numpys(res, exact):
+    """A result of a composition as NumPy's own call gives it, ``exact``: its values, dtype, and a NumPy
+    scalar where NumPy gives one (np.average's sum of weights: float32 weights give float64, no
+    weights a 0-d array of the composition's), the derivative the composition's. A plain result
+    (no traced value in it) is NumPy's own."""
+    if not isinstance(res, Tracer):
         return exact
-    return res
+    dt = np.result_type(exact)
+    if np.shape(res) != np.shape(exact):  # pragma: no cover  (the composition follows NumPy's shapes)
+        return res
+    if res.dtype != dt:
+        res = res.astype(dt)
+    if not isinstance(exact, np.ndarray) and not res._scalar:
+        res = res[()]  # (a NumPy scalar, as NumPy's)
+    return _with_value(res, lambda: exact)
 
 
 def _with_value(res, exact):
@@ -777,8 +786,7 @@ def _np_average(args, kwargs):
     keepdims = bool(a.get("keepdims", False))
     if w is None:
         avg = np.mean(x, axis=axis, keepdims=keepdims)
-        axes = _norm_axis(axis, np.ndim(x))
-        scl = np.asarray(float(np.prod([np.shape(x)[k] for k in axes], dtype=np.int64)))
+        scl = np.result_type(bottom(avg)).type(np.size(x) / np.size(avg))  # (NumPy's: of the average's dtype)
     else:
         if np.shape(w) != np.shape(x):  # (NumPy's checks and layout: weights along the axes, in order)
             if axis is None:
@@ -792,7 +800,7 @@ def _np_average(args, kwargs):
         scl = np.sum(w, axis=axis, keepdims=keepdims)
         avg = np.sum(x * w, axis=axis, keepdims=keepdims) / scl
     if a.get("returned", False):
-        return avg, np.broadcast_to(scl, np.shape(avg)) if np.shape(scl) != np.shape(avg) else scl
+        return avg, np.broadcast_to(scl, np.shape(avg)).copy() if np.shape(scl) != np.shape(avg) else scl
     return avg
 
 

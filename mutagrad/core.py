@@ -5568,11 +5568,23 @@ def _refuse_in_a_rule(x, name):
     raise escape_error(f"{name}(x) of a value traced by a differentiation of the rule")
 
 
-# what mg.stop_gradient and mg.value return as it is inside a differentiation: values that hold no
-# array (numbers, strings, None, dtypes, slices) and random generators (their state is no array)
-_HOLDS_NO_ARRAY = (type(None), bool, int, float, complex, str, bytes, np.generic, np.dtype, slice, range,
-                   type(Ellipsis), np.random.Generator, np.random.RandomState, np.random.BitGenerator,
-                   np.random.SeedSequence)
+# what mg.stop_gradient and mg.value return as it is inside a differentiation: values of these exact types
+# hold no array (a subclass may: an attribute), nor do NumPy's own scalars, dtypes and random generators
+_HOLDS_NO_ARRAY = frozenset((type(None), bool, int, float, complex, str, bytes, range, type(Ellipsis)))
+_NUMPYS_OWN = (np.generic, np.dtype, np.random.Generator, np.random.RandomState, np.random.BitGenerator,
+               np.random.SeedSequence)
+
+
+def _holds_no_array(obj) -> bool:
+    t = type(obj)
+    if t in _HOLDS_NO_ARRAY:
+        return True
+    mod = getattr(t, "__module__", None)
+    if not (isinstance(mod, str) and (mod == "numpy" or mod.startswith("numpy."))):
+        return False  # (a subclass of the program's: it may hold anything)
+    if isinstance(obj, np.void):
+        return not obj.dtype.hasobject
+    return isinstance(obj, _NUMPYS_OWN)
 
 
 def _opaque(obj, api):
@@ -5581,7 +5593,7 @@ def _opaque(obj, api):
     unless it is of a kind that holds no array (as JAX's stop_gradient refuses what is not an array
     or a pytree): a traced value it holds (an attribute, a closure, anything it reaches) would keep
     its derivative, and a copy would not be the object a plain call returns."""
-    if not STATE.levels or isinstance(obj, _HOLDS_NO_ARRAY) or type(obj).__module__ == "random":
+    if not STATE.levels or _holds_no_array(obj):
         return obj
     raise TypeError(
         f"{api} of a {type(obj).__name__} at {user_line()}: mutagrad does not look into this object, so it "
@@ -5593,15 +5605,17 @@ def _opaque(obj, api):
 
 
 def _map_objects(a, fn, api):
-    """For an array of objects ``a`` (of NumPy's own type) inside a differentiation: a new one holding
-    ``fn`` of each item; of a subclass (a masked array), refused, as an object. Outside a
-    differentiation, None (the caller's plain copy or view)."""
-    if not STATE.levels:
+    """For an array of objects ``a`` (of NumPy's own type, dtype object): a new one holding ``fn`` of
+    each item (an array holding itself: the new one holds itself), in a plain call as inside a
+    differentiation, so that both give the same result. Another array with objects in it (a masked
+    array, a structured dtype with an object field): refused inside a differentiation, as an object;
+    outside one, None (the caller's plain copy or view, as before)."""
+    if type(a) is not _ndarray or a.dtype != object:
+        if STATE.levels:
+            _opaque(a, api)
         return None
-    if type(a) is not _ndarray:
-        _opaque(a, api)
     memo = _MAPPING.__dict__.setdefault("memo", {})
-    if id(a) in memo:  # (an array holding itself: the new one holds itself)
+    if id(a) in memo:
         return memo[id(a)]
     out = memo[id(a)] = np.empty(a.shape, dtype=object)
     try:

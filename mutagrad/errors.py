@@ -965,23 +965,43 @@ def _traced_out(exc):
     except SyntaxError:  # (a statement over several lines)
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            for kw in node.keywords:
-                if kw.arg != "out":
-                    continue
-                root = kw.value  # (a name, or a view of one: buf[1], self.buf, buf.T)
-                while isinstance(root, (ast.Subscript, ast.Attribute)):
+        if not isinstance(node, ast.Call):
+            continue
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        params = _generator_parameters(method)
+        named = [(params[i] if i < len(params) else None, a) for i, a in enumerate(node.args)] + [
+            (k.arg, k.value) for k in node.keywords if k.arg is not None]
+        for arg, value in named:
+            if arg != "out":
+                continue
+            root = value  # (a name, or a view of one: buf[1], self.buf, buf.T, buf.reshape(2, 2))
+            while True:
+                if isinstance(root, (ast.Subscript, ast.Attribute)):
                     root = root.value
-                if isinstance(root, ast.Name):
-                    v = frame.f_locals.get(root.id, frame.f_globals.get(root.id))
-                    if isinstance(v, Tracer) or _holds_tracer(v):
-                        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
-                        rng = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else "rng"
-                        others = [ast.unparse(a) for a in node.args] + [
-                            f"{k.arg}={ast.unparse(k.value)}" if k.arg else f"**{ast.unparse(k.value)}"
-                            for k in node.keywords if k.arg != "out"]
-                        return method, ast.unparse(kw.value), rng, others
+                elif isinstance(root, ast.Call) and isinstance(root.func, ast.Attribute):
+                    root = root.func.value
+                else:
+                    break
+            if isinstance(root, ast.Name):
+                v = frame.f_locals.get(root.id, frame.f_globals.get(root.id))
+                if isinstance(v, Tracer) or _holds_tracer(v):
+                    rng = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else "rng"
+                    # (the call's other arguments, by name where the method's signature gives one; not size=,
+                    # which the advice gives as the buffer's shape)
+                    others = [f"{k}={ast.unparse(a)}" if k else ast.unparse(a) for k, a in named
+                              if k not in ("out", "size") and not (k is None and isinstance(a, ast.Starred))] + [
+                        f"**{ast.unparse(k.value)}" for k in node.keywords if k.arg is None]
+                    return method, ast.unparse(value), rng, others
     return None
+
+
+def _generator_parameters(method):
+    """The parameters of NumPy's ``Generator.<method>`` after self, in order, or () where unknown."""
+    fn = getattr(np.random.Generator, method, None) if method else None
+    try:
+        return list(inspect.signature(fn).parameters)[1:] if fn is not None else ()
+    except (TypeError, ValueError):
+        return ()
 
 
 def _holds_tracer(obj) -> bool:

@@ -3,6 +3,7 @@ hessian, stop_gradient, value, the mnp namespace."""
 import dataclasses
 import functools
 import gc
+import random
 import sys
 import threading
 import types
@@ -311,6 +312,19 @@ def _late_closure(x):
     return f
 
 
+class _Float(float):
+    pass
+
+
+class _Generator(np.random.Generator):
+    pass
+
+
+def _with_attribute(obj, x):
+    obj.t = x
+    return obj
+
+
 def _objects(x):
     a = np.empty(2, dtype=object)
     a[0] = x
@@ -330,7 +344,11 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
             lambda x: (v for v in [x]), lambda x: _Box(_held_weakly(x)), lambda x: _module_holding(x),
             lambda x: eval("lambda: x", {"x": x}), _meta_holding,
             lambda x: _Box(np.ones(2)),  # (one holding no traced value: refused all the same)
-            lambda x: np.ma.array(_objects(x), mask=[0, 1])]  # (an array subclass of objects)
+            lambda x: np.ma.array(_objects(x), mask=[0, 1]),  # (an array subclass of objects)
+            # (regress26: kinds that hold no array, but whose subclasses or fields may)
+            lambda x: _with_attribute(random.Random(0), x), lambda x: slice(x, None),
+            lambda x: _with_attribute(_Float(1.0), x), lambda x: _with_attribute(_Generator(np.random.PCG64(0)), x),
+            lambda x: np.zeros(2, dtype=[("a", object), ("b", float)])]
     for api in (mg.stop_gradient, mg.value):
         for make in made:
             with pytest.raises(TypeError, match=r"at .*test_api.py.*mutagrad does not look into this object.*"
@@ -353,7 +371,17 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
         np.testing.assert_array_equal(g, 3 * x)
     looped = np.empty(2, dtype=object)  # (regress25: an array holding itself recursed without end)
     looped[0], looped[1] = 1.0, looped
-    assert mg.stop_gradient(looped)[1] is looped  # (outside a differentiation: a copy, as before)
+    copied = mg.stop_gradient(looped)
+    assert copied[1] is copied and copied[0] == 1.0
+
+    def plain_too(x):  # (regress26: a plain call's copy shared its items with the original: a write through it
+        held = np.empty(1, dtype=object)  # changed x there, not under grad)
+        held[0] = x
+        mg.stop_gradient(held)[0][0] = 0.0
+        return np.sum(x ** 2)
+
+    v = np.array([1.5, 2.0])
+    assert plain_too(v.copy()) == mg.value_and_grad(plain_too)(v.copy())[0] == 6.25
     assert mg.grad(lambda x: np.sum(x) + float(mg.stop_gradient(looped)[1][1][0]))(x)[0] == 1.0
     # mg.value maps over containers, as mg.stop_gradient does (regress23: refused; before, the list came back with
     # the traced value in it, and the derivative flowed through it)

@@ -320,7 +320,7 @@ def test_average_returned_sum_of_weights_has_numpys_type_and_dtype(dtype, weight
         want = np.average(a, axis=axis, returned=True, **kw)
         seen = {}
 
-        def f(x, axis=axis):
+        def f(x, axis=axis, seen=seen):
             avg, scl = np.average(x, axis=axis, returned=True, **kw)
             seen["r"] = mg.value(avg), mg.value(scl)
             return np.sum(np.real(avg))

@@ -5632,8 +5632,8 @@ _MAPPING = threading.local()  # .memo: id -> the new array, for the arrays of ob
 def value(x):
     """The plain value of ``x`` as a read-only ndarray view (no derivative); of a container, of
     each leaf. An object mutagrad does not look into (a pint Quantity, a user's class) is refused
-    inside a differentiation (TypeError), unless it holds no array (a number, a string, a random
-    generator); outside one it is returned as it is.
+    inside a differentiation (TypeError), unless it holds no array (a number, a string, NumPy's
+    random generators); outside one it is returned as it is.
 
     >>> import numpy as np, mutagrad as mg
     >>> v = mg.value(np.arange(3.0))
@@ -5678,8 +5678,8 @@ def stop_gradient(x):
     over; an object mutagrad does not look into (a pint Quantity, an xarray
     DataArray, a user's class) is refused inside a differentiation (TypeError,
     as JAX's refuses what is not an array or a pytree), unless it holds no
-    array (a number, a string, a random generator): apply it to the arrays
-    the object holds.
+    array (a number, a string, NumPy's random generators): apply it to the
+    arrays the object holds.
 
     >>> import numpy as np, mutagrad as mg
     >>> f = lambda x: np.sum(x * mg.stop_gradient(x))

@@ -5584,7 +5584,14 @@ def _holds_no_array(obj) -> bool:
         return False  # (a subclass of the program's: it may hold anything)
     if isinstance(obj, np.void):
         return not obj.dtype.hasobject
+    if isinstance(obj, np.dtype):  # (its metadata, a dict of anything, and its fields' must be empty)
+        return _plain_dtype(obj)
     return isinstance(obj, _NUMPYS_OWN)
+
+
+def _plain_dtype(dt) -> bool:
+    return dt.metadata is None and all(_plain_dtype(f[0]) for f in (dt.fields or {}).values()) and (
+        dt.subdtype is None or _plain_dtype(dt.subdtype[0]))
 
 
 def _opaque(obj, api):
@@ -5621,6 +5628,10 @@ def _map_objects(a, fn, api):
     try:
         for i, item in enumerate(a.flat):
             out.flat[i] = fn(item)
+    except RecursionError:  # (a list holding itself among the items: the plain copy, as before)
+        if STATE.levels:
+            raise
+        return None
     finally:
         del memo[id(a)]
     return out

@@ -969,7 +969,10 @@ def _traced_out(exc):
             continue
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
         params = _generator_parameters(method)
-        named = [(params[i] if i < len(params) else None, a) for i, a in enumerate(node.args)] + [
+        starred = next((i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)), len(node.args))
+        # (positional arguments named by the signature up to a *args, whose items' places are unknown: from
+        # there on they are kept as written)
+        named = [(params[i] if i < len(params) and i < starred else None, a) for i, a in enumerate(node.args)] + [
             (k.arg, k.value) for k in node.keywords if k.arg is not None]
         for arg, value in named:
             if arg != "out":
@@ -988,8 +991,9 @@ def _traced_out(exc):
                     rng = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else "rng"
                     # (the call's other arguments, by name where the method's signature gives one; not size=,
                     # which the advice gives as the buffer's shape)
-                    others = [f"{k}={ast.unparse(a)}" if k else ast.unparse(a) for k, a in named
-                              if k not in ("out", "size") and not (k is None and isinstance(a, ast.Starred))] + [
+                    positional = [ast.unparse(a) for k, a in named[:len(node.args)] if k is None]
+                    others = positional + [f"{k}={ast.unparse(a)}" for k, a in named
+                                           if k is not None and k not in ("out", "size")] + [
                         f"**{ast.unparse(k.value)}" for k in node.keywords if k.arg is None]
                     return method, ast.unparse(value), rng, others
     return None

@@ -348,7 +348,8 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
             # (regress26: kinds that hold no array, but whose subclasses or fields may)
             lambda x: _with_attribute(random.Random(0), x), lambda x: slice(x, None),
             lambda x: _with_attribute(_Float(1.0), x), lambda x: _with_attribute(_Generator(np.random.PCG64(0)), x),
-            lambda x: np.zeros(2, dtype=[("a", object), ("b", float)])]
+            lambda x: np.zeros(2, dtype=[("a", object), ("b", float)]),
+            lambda x: np.dtype(np.float64, metadata={"s": x})]  # (regress27: a dtype's metadata)
     for api in (mg.stop_gradient, mg.value):
         for make in made:
             with pytest.raises(TypeError, match=r"at .*test_api.py.*mutagrad does not look into this object.*"
@@ -382,6 +383,11 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
 
     v = np.array([1.5, 2.0])
     assert plain_too(v.copy()) == mg.value_and_grad(plain_too)(v.copy())[0] == 6.25
+    cyclic = [1.0]  # (regress27: a list holding itself among the items, in a plain call: the plain copy)
+    cyclic.append(cyclic)
+    held = np.empty(1, dtype=object)
+    held[0] = cyclic
+    assert mg.stop_gradient(held)[0] is cyclic and mg.value(held)[0] is cyclic
     assert mg.grad(lambda x: np.sum(x) + float(mg.stop_gradient(looped)[1][1][0]))(x)[0] == 1.0
     # mg.value maps over containers, as mg.stop_gradient does (regress23: refused; before, the list came back with
     # the traced value in it, and the derivative flowed through it)

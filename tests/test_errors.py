@@ -3536,6 +3536,15 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
                                                         r"standard_gamma\(shape=2.0, dtype=np.float64, "
                                                         r"size=noise.shape\)"):
         mg.grad(sized)(0.2, np.zeros(3))
+    packed = (2.0,)
+
+    def starred(s, noise):  # (regress27: a *args's items were taken by place, dropped or named (shape=*args))
+        np.random.default_rng(1).standard_gamma(*packed, out=noise)
+        return np.sum(noise * s)
+
+    with pytest.raises(mg.errors.TracedTypeError, match=r"noise\[\.\.\.\] = np.random.default_rng\(1\)."
+                                                        r"standard_gamma\(\*packed, size=noise.shape\)"):
+        mg.grad(starred)(0.2, np.zeros(3))
     plain = np.zeros(3, np.float32)
     np.random.default_rng(1).standard_exponential(out=plain, dtype=np.float32, method="inv")
     np.testing.assert_array_equal(np.random.default_rng(1).standard_exponential(dtype=np.float32, method="inv",

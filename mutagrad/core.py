@@ -5583,15 +5583,24 @@ def _holds_no_array(obj) -> bool:
     if not (isinstance(mod, str) and (mod == "numpy" or mod.startswith("numpy."))):
         return False  # (a subclass of the program's: it may hold anything)
     if isinstance(obj, np.void):
-        return not obj.dtype.hasobject
-    if isinstance(obj, np.dtype):  # (its metadata, a dict of anything, and its fields' must be empty)
+        return not obj.dtype.hasobject and _plain_dtype(obj.dtype)
+    if isinstance(obj, np.dtype):
         return _plain_dtype(obj)
     return isinstance(obj, _NUMPYS_OWN)
 
 
 def _plain_dtype(dt) -> bool:
-    return dt.metadata is None and all(_plain_dtype(f[0]) for f in (dt.fields or {}).values()) and (
-        dt.subdtype is None or _plain_dtype(dt.subdtype[0]))
+    """Whether a dtype holds nothing but its description: no metadata (a dict of anything), no field
+    title or StringDType na_object other than a plain number or string, in its fields and subarray too."""
+    if dt.metadata is not None:
+        return False
+    na = getattr(dt, "na_object", None)
+    if na is not None and type(na) not in _HOLDS_NO_ARRAY:
+        return False
+    for f in (dt.fields or {}).values():
+        if not _plain_dtype(f[0]) or (len(f) > 2 and f[2] is not None and type(f[2]) not in _HOLDS_NO_ARRAY):
+            return False
+    return dt.subdtype is None or _plain_dtype(dt.subdtype[0])
 
 
 def _opaque(obj, api):
@@ -5655,6 +5664,8 @@ def value(x):
         mapped = _map_objects(x, value, "mg.value")  # (an array of objects: each item's value)
         if mapped is not None:
             return mapped
+    if isinstance(x, _ndarray) and not isinstance(x, Tracer) and not _plain_dtype(x.dtype):
+        _opaque(x, "mg.value")  # (a dtype holding objects: its metadata)
     if not isinstance(x, (Tracer, _ndarray)):
         from .pytree import _is_container, tree_map
 
@@ -5703,6 +5714,8 @@ def stop_gradient(x):
         if not isinstance(v, Tracer):
             if isinstance(v, _ndarray):  # (an array of objects: a new one of each item's constant)
                 mapped = _map_objects(v, stop_gradient, "mg.stop_gradient") if v.dtype.hasobject else None
+                if mapped is None and not _plain_dtype(v.dtype):
+                    _opaque(v, "mg.stop_gradient")  # (a dtype holding objects: its metadata)
                 return v.copy() if mapped is None else mapped
             return _opaque(v, "mg.stop_gradient")
         if not v._level.closed:

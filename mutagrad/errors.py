@@ -995,8 +995,23 @@ def _traced_out(exc):
                     others = positional + [f"{k}={ast.unparse(a)}" for k, a in named
                                            if k is not None and k not in ("out", "size")] + [
                         f"**{ast.unparse(k.value)}" for k in node.keywords if k.arg is None]
-                    return method, ast.unparse(value), rng, others
+                    return method, ast.unparse(value), rng, others, _buffer_order(value, v)
     return None
+
+
+def _buffer_order(node, v):
+    """"C" or "F" for the buffer of ``out=`` (``node``, of the traced array ``v``) where it is one
+    contiguous block in that order, read off a name or its ``.T``; None otherwise (unknown)."""
+    from .core import bottom
+
+    b = bottom(v) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    if not isinstance(b, np.ndarray):
+        return None
+    if isinstance(node, ast.Attribute):
+        if node.attr != "T" or not isinstance(node.value, ast.Name):
+            return None
+        b = b.T
+    return "C" if b.flags.c_contiguous else "F" if b.flags.f_contiguous else None
 
 
 def _generator_parameters(method):
@@ -1407,8 +1422,13 @@ def replaced_error(exc: BaseException):
             fix = ("the same method with size=buf.shape and its other arguments, in place of out=buf: "
                    "buf[...] = rng.standard_normal(size=buf.shape, dtype=...)")
         else:
-            method, buf, rng, others = out
-            fix = f"{buf}[...] = {rng}.{method}({', '.join([*others, f'size={buf}.shape'])})"
+            method, buf, rng, others, order = out
+            # (out= fills the buffer in memory order: a Fortran-ordered one takes the draws through its .T)
+            into = f"{buf}.T" if order == "F" else buf
+            fix = f"{into}[...] = {rng}.{method}({', '.join([*others, f'size={into}.shape'])})"
+            if order is None:
+                fix += (" (for a buffer that is not C-contiguous, out= fills it in memory order: for a Fortran-"
+                        f"ordered one, {buf}.T[...] = ... with size={buf}.T.shape)")
         return TracedTypeError(
             f"a NumPy random generator was asked to fill a traced array with out= at {_where(exc)}: its C code "
             "writes only into plain NumPy arrays, and a write into a traced array must be recorded. Assign the "

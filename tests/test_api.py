@@ -349,7 +349,11 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
             lambda x: _with_attribute(random.Random(0), x), lambda x: slice(x, None),
             lambda x: _with_attribute(_Float(1.0), x), lambda x: _with_attribute(_Generator(np.random.PCG64(0)), x),
             lambda x: np.zeros(2, dtype=[("a", object), ("b", float)]),
-            lambda x: np.dtype(np.float64, metadata={"s": x})]  # (regress27: a dtype's metadata)
+            lambda x: np.dtype(np.float64, metadata={"s": x}),  # (regress27: a dtype's metadata)
+            # (regress28: a field's title, an array's or a record's dtype holding it)
+            lambda x: np.dtype({"names": ["a"], "formats": [float], "titles": [(x,)]}),
+            lambda x: np.zeros(2, dtype=np.dtype(np.float64, metadata={"s": x})),
+            lambda x: np.zeros(1, dtype=[("a", np.dtype(np.float64, metadata={"s": x}))])[0]]
     for api in (mg.stop_gradient, mg.value):
         for make in made:
             with pytest.raises(TypeError, match=r"at .*test_api.py.*mutagrad does not look into this object.*"

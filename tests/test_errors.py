@@ -3536,6 +3536,17 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
                                                         r"standard_gamma\(shape=2.0, dtype=np.float64, "
                                                         r"size=noise.shape\)"):
         mg.grad(sized)(0.2, np.zeros(3))
+    def fortran(s, noise):  # (regress28: out= fills a Fortran-ordered buffer in memory order; the advice filled
+        np.random.default_rng(1).random(out=noise)  # it in C order, other numbers in each place)
+        return np.sum(noise * s)
+
+    with pytest.raises(mg.errors.TracedTypeError, match=r"noise\.T\[\.\.\.\] = np.random.default_rng\(1\)."
+                                                        r"random\(size=noise\.T\.shape\)"):
+        mg.grad(fortran)(0.2, np.zeros((2, 3), order="F"))
+    plain, advised = np.zeros((2, 3), order="F"), np.zeros((2, 3), order="F")
+    np.random.default_rng(1).random(out=plain)
+    advised.T[...] = np.random.default_rng(1).random(size=advised.T.shape)
+    np.testing.assert_array_equal(advised, plain)
     packed = (2.0,)
 
     def starred(s, noise):  # (regress27: a *args's items were taken by place, dropped or named (shape=*args))

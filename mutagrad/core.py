@@ -5592,15 +5592,22 @@ def _holds_no_array(obj) -> bool:
 def _plain_dtype(dt) -> bool:
     """Whether a dtype holds nothing but its description: no metadata (a dict of anything), no field
     title or StringDType na_object other than a plain number or string, in its fields and subarray too."""
-    if dt.metadata is not None:
+    if dt.metadata:  # (an empty dict holds nothing)
         return False
     na = getattr(dt, "na_object", None)
-    if na is not None and type(na) not in _HOLDS_NO_ARRAY:
+    if na is not None and not _plain_item(na):
         return False
     for f in (dt.fields or {}).values():
-        if not _plain_dtype(f[0]) or (len(f) > 2 and f[2] is not None and type(f[2]) not in _HOLDS_NO_ARRAY):
+        if not _plain_dtype(f[0]) or (len(f) > 2 and f[2] is not None and not _plain_item(f[2])):
             return False
     return dt.subdtype is None or _plain_dtype(dt.subdtype[0])
+
+
+def _plain_item(v) -> bool:
+    """A number or a string, Python's or NumPy's own (np.str_, np.float64)."""
+    t = type(v)
+    return t in _HOLDS_NO_ARRAY or (isinstance(v, np.generic) and not isinstance(v, np.void) and (
+        (getattr(t, "__module__", "") or "") == "numpy"))
 
 
 def _opaque(obj, api):
@@ -5627,7 +5634,7 @@ def _map_objects(a, fn, api):
     array, a structured dtype with an object field): refused inside a differentiation, as an object;
     outside one, None (the caller's plain copy or view, as before)."""
     if type(a) is not _ndarray or a.dtype != object:
-        if STATE.levels:
+        if STATE.levels and not (a.dtype.kind == "T" and _plain_dtype(a.dtype)):  # (StringDType: strings)
             _opaque(a, api)
         return None
     memo = _MAPPING.__dict__.setdefault("memo", {})

@@ -995,23 +995,59 @@ def _traced_out(exc):
                     others = positional + [f"{k}={ast.unparse(a)}" for k, a in named
                                            if k is not None and k not in ("out", "size")] + [
                         f"**{ast.unparse(k.value)}" for k in node.keywords if k.arg is None]
-                    return method, ast.unparse(value), rng, others, _buffer_order(value, v)
+                    return method, ast.unparse(value), rng, others, _buffer_order(value, frame)
     return None
 
 
-def _buffer_order(node, v):
-    """"C" or "F" for the buffer of ``out=`` (``node``, of the traced array ``v``) where it is one
-    contiguous block in that order, read off a name or its ``.T``; None otherwise (unknown)."""
-    from .core import bottom
-
-    b = bottom(v) if isinstance(node, (ast.Name, ast.Attribute)) else None
+def _buffer_order(node, frame):
+    """"C" or "F" for the buffer of ``out=`` (``node``, an expression of the user's ``frame``) where it is
+    one contiguous block in that order, read off the traced array's value through the expression's
+    names, ``.T`` and constant subscripts (nothing is called); None otherwise (unknown)."""
+    b = _plain_view(node, frame)
     if not isinstance(b, np.ndarray):
         return None
-    if isinstance(node, ast.Attribute):
-        if node.attr != "T" or not isinstance(node.value, ast.Name):
-            return None
-        b = b.T
     return "C" if b.flags.c_contiguous else "F" if b.flags.f_contiguous else None
+
+
+def _plain_view(node, frame):
+    """The plain value an expression of names, ``.T`` and constant subscripts gives (None otherwise)."""
+    from .core import bottom
+
+    if isinstance(node, ast.Name):
+        v = frame.f_locals.get(node.id, frame.f_globals.get(node.id))
+        b = bottom(v)
+        return b if isinstance(b, np.ndarray) else None
+    if isinstance(node, ast.Attribute) and node.attr == "T":
+        b = _plain_view(node.value, frame)
+        return None if b is None else b.T
+    if isinstance(node, ast.Subscript):
+        b, idx = _plain_view(node.value, frame), _constant_index(node.slice)
+        if b is None or idx is None:
+            return None
+        try:
+            return b[idx]
+        except (IndexError, TypeError, ValueError):
+            return None
+    return None
+
+
+def _constant_index(node):
+    """A subscript of constants (ints, slices of ints, ``...``, None, tuples of them), or None."""
+    if isinstance(node, ast.Constant) and (type(node.value) is int or node.value is Ellipsis or node.value is None):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and (
+            type(node.operand.value) is int):
+        return -node.operand.value
+    if isinstance(node, ast.Slice):
+        parts = [None if p is None else _constant_index(p) for p in (node.lower, node.upper, node.step)]
+        if any(p is None and q is not None for p, q in zip(parts, (node.lower, node.upper, node.step))):
+            return None
+        return slice(*parts)
+    if isinstance(node, ast.Tuple):
+        items = [_constant_index(e) for e in node.elts]
+        return None if any(i is None and not (isinstance(e, ast.Constant) and e.value is None)
+                           for i, e in zip(items, node.elts)) else tuple(items)
+    return None
 
 
 def _generator_parameters(method):
@@ -1424,11 +1460,12 @@ def replaced_error(exc: BaseException):
         else:
             method, buf, rng, others, order = out
             # (out= fills the buffer in memory order: a Fortran-ordered one takes the draws through its .T)
-            into = f"{buf}.T" if order == "F" else buf
-            fix = f"{into}[...] = {rng}.{method}({', '.join([*others, f'size={into}.shape'])})"
-            if order is None:
-                fix += (" (for a buffer that is not C-contiguous, out= fills it in memory order: for a Fortran-"
-                        f"ordered one, {buf}.T[...] = ... with size={buf}.T.shape)")
+            def draws(into):
+                return f"{into}[...] = {rng}.{method}({', '.join([*others, f'size={into}.shape'])})"
+
+            fix = draws(f"{buf}.T" if order == "F" else buf)
+            if order is None:  # (its layout not read off the expression: out= fills it in memory order)
+                fix = f"{fix} if the buffer is C-contiguous, or {draws(f'({buf}).T')} if it is in Fortran order"
         return TracedTypeError(
             f"a NumPy random generator was asked to fill a traced array with out= at {_where(exc)}: its C code "
             "writes only into plain NumPy arrays, and a write into a traced array must be recorded. Assign the "

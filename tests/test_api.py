@@ -369,6 +369,14 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
         rng = np.random.default_rng(0)  # (values that hold no array: themselves, inside a differentiation too)
         assert mg.grad(lambda x, api=api, rng=rng: np.sum(x) + float(api((rng, "s", None, 3, np.float32(2))) ==
                                                            (rng, "s", None, 3, np.float32(2))))(x)[0] == 1.0
+        # (regress29: arrays that hold no traced value though NumPy says hasobject, or have plain titles, pass)
+        from numpy.dtypes import StringDType
+
+        for plain in (np.array(["a", "b"], dtype=StringDType()), np.array(["a"], dtype=StringDType(na_object=np.nan)),
+                      np.zeros(2, np.dtype({"names": ["a"], "formats": ["f8"], "titles": [np.str_("T")]})),
+                      np.zeros(2, np.dtype(np.float64, metadata={}))):
+            g = mg.grad(lambda x, api=api, plain=plain: (api(plain), np.sum(x * x))[1])(x)
+            np.testing.assert_array_equal(g, 2 * x)
         # arrays of objects: a new one of each item's constant, containers mapped (by hand: d/dx sum(x * c) = c)
         g = mg.grad(lambda x, api=api: np.sum(x * api(_objects(x * 2.0))[0]))(x)
         np.testing.assert_array_equal(g, 2 * x)

@@ -3547,6 +3547,13 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
     np.random.default_rng(1).random(out=plain)
     advised.T[...] = np.random.default_rng(1).random(size=advised.T.shape)
     np.testing.assert_array_equal(advised, plain)
+    def swapped(s, noise):  # (regress29: an out= whose layout the expression hides gets both rewrites)
+        np.random.default_rng(1).random(out=noise.swapaxes(0, 1))
+        return np.sum(noise * s)
+
+    with pytest.raises(mg.errors.TracedTypeError, match=r"if the buffer is C-contiguous, or \(noise.swapaxes\(0, 1\)\)"
+                                                        r"\.T\[\.\.\.\] = .* if it is in Fortran order"):
+        mg.grad(swapped)(0.2, np.zeros((2, 3)))
     packed = (2.0,)
 
     def starred(s, noise):  # (regress27: a *args's items were taken by place, dropped or named (shape=*args))

@@ -5627,6 +5627,28 @@ def _opaque(obj, api):
         f"needs no {api}.")
 
 
+def _subclass_attributes(a, api):
+    """Inside a differentiation, refuse an ndarray subclass (a masked array) whose attributes hold a traced
+    value, in containers too (a MaskedArray's _optinfo): its copy or view keeps them (__array_finalize__)."""
+    if type(a) is _ndarray or not STATE.levels:
+        return
+    todo, seen = list(getattr(a, "__dict__", {}).values()), set()
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, Tracer) and not v._level.closed:
+            _opaque(a, api)
+        t = type(v)
+        if t is dict:
+            todo.extend(v.values())
+        elif t is list or t is tuple:
+            todo.extend(v)
+        elif isinstance(v, _ndarray) and type(v) is not _ndarray:
+            todo.extend(getattr(v, "__dict__", {}).values())
+
+
 def _map_objects(a, fn, api):
     """For an array of objects ``a`` (of NumPy's own type, dtype object): a new one holding ``fn`` of
     each item (an array holding itself: the new one holds itself), in a plain call as inside a
@@ -5634,8 +5656,8 @@ def _map_objects(a, fn, api):
     array, a structured dtype with an object field): refused inside a differentiation, as an object;
     outside one, None (the caller's plain copy or view, as before)."""
     if type(a) is not _ndarray or a.dtype != object:
-        if STATE.levels and not (a.dtype.kind == "T" and _plain_dtype(a.dtype)):  # (StringDType: strings)
-            _opaque(a, api)
+        if STATE.levels and not (type(a) is _ndarray and a.dtype.kind == "T" and _plain_dtype(a.dtype)):
+            _opaque(a, api)  # (NumPy's own array of StringDType holds strings only)
         return None
     memo = _MAPPING.__dict__.setdefault("memo", {})
     if id(a) in memo:
@@ -5673,6 +5695,8 @@ def value(x):
             return mapped
     if isinstance(x, _ndarray) and not isinstance(x, Tracer) and not _plain_dtype(x.dtype):
         _opaque(x, "mg.value")  # (a dtype holding objects: its metadata)
+    if isinstance(x, _ndarray) and not isinstance(x, Tracer):
+        _subclass_attributes(x, "mg.value")
     if not isinstance(x, (Tracer, _ndarray)):
         from .pytree import _is_container, tree_map
 
@@ -5723,6 +5747,7 @@ def stop_gradient(x):
                 mapped = _map_objects(v, stop_gradient, "mg.stop_gradient") if v.dtype.hasobject else None
                 if mapped is None and not _plain_dtype(v.dtype):
                     _opaque(v, "mg.stop_gradient")  # (a dtype holding objects: its metadata)
+                _subclass_attributes(v, "mg.stop_gradient")
                 return v.copy() if mapped is None else mapped
             return _opaque(v, "mg.stop_gradient")
         if not v._level.closed:

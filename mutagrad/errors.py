@@ -987,7 +987,7 @@ def _traced_out(exc):
                     break
             if isinstance(root, ast.Name):
                 v = frame.f_locals.get(root.id, frame.f_globals.get(root.id))
-                if isinstance(v, Tracer) or _holds_tracer(v):
+                if isinstance(v, Tracer) or _holds_tracer(v) or _reaches_tracer(value, frame):
                     rng = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else "rng"
                     # (the call's other arguments, by name where the method's signature gives one; not size=,
                     # which the advice gives as the buffer's shape)
@@ -1013,20 +1013,55 @@ def _plain_view(node, frame):
     """The plain value an expression of names, ``.T`` and constant subscripts gives (None otherwise)."""
     from .core import bottom
 
+    b = bottom(_item_at(node, frame))
+    return b if isinstance(b, np.ndarray) else None
+
+
+def _reaches_tracer(node, frame) -> bool:
+    """Whether the expression, or one it is a view of (``bufs[0]`` of ``bufs[0].T``), reads a traced array
+    (as _item_at reads it: a list's or a dict's item)."""
+    from .core import Tracer
+
+    while True:
+        if isinstance(_item_at(node, frame), Tracer):
+            return True
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        else:
+            return False
+
+
+def _item_at(node, frame):
+    """What an expression of names, ``.T``, instance attributes and constant subscripts (of arrays, lists,
+    tuples, dicts of constant keys) gives, read without calling anything of the program's; None otherwise."""
+    from .core import Tracer, bottom
+
     if isinstance(node, ast.Name):
-        v = frame.f_locals.get(node.id, frame.f_globals.get(node.id))
-        b = bottom(v)
-        return b if isinstance(b, np.ndarray) else None
-    if isinstance(node, ast.Attribute) and node.attr == "T":
-        b = _plain_view(node.value, frame)
-        return None if b is None else b.T
+        return frame.f_locals.get(node.id, frame.f_globals.get(node.id))
+    if isinstance(node, ast.Attribute):
+        owner = _item_at(node.value, frame)
+        if owner is None:
+            return None
+        if node.attr == "T" and isinstance(owner, (np.ndarray, Tracer)):
+            b = bottom(owner)
+            return b.T if isinstance(b, np.ndarray) else None
+        d = getattr(owner, "__dict__", None)  # (an instance attribute only: no property is run)
+        return d.get(node.attr) if isinstance(d, dict) else None
     if isinstance(node, ast.Subscript):
-        b, idx = _plain_view(node.value, frame), _constant_index(node.slice)
-        if b is None or idx is None:
+        owner = _item_at(node.value, frame)
+        key = node.slice.value if isinstance(node.slice, ast.Constant) and type(owner) is dict else (
+            _constant_index(node.slice))
+        if owner is None or (key is None and not (isinstance(node.slice, ast.Constant) and node.slice.value is None)):
+            return None
+        if isinstance(owner, (Tracer, np.ndarray)):
+            owner = bottom(owner)
+        elif type(owner) not in (list, tuple, dict):
             return None
         try:
-            return b[idx]
-        except (IndexError, TypeError, ValueError):
+            return owner[key]
+        except (IndexError, KeyError, TypeError, ValueError):
             return None
     return None
 

@@ -316,6 +316,17 @@ class _Float(float):
     pass
 
 
+class _Carrying(np.ndarray):
+    def __array_finalize__(self, obj):
+        self.t = getattr(obj, "t", None)
+
+
+def _masked_holding(x):
+    m = np.ma.array([1.0, 2.0], mask=[False, True])
+    m._optinfo["t"] = x
+    return m
+
+
 class _Generator(np.random.Generator):
     pass
 
@@ -353,7 +364,9 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
             # (regress28: a field's title, an array's or a record's dtype holding it)
             lambda x: np.dtype({"names": ["a"], "formats": [float], "titles": [(x,)]}),
             lambda x: np.zeros(2, dtype=np.dtype(np.float64, metadata={"s": x})),
-            lambda x: np.zeros(1, dtype=[("a", np.dtype(np.float64, metadata={"s": x}))])[0]]
+            lambda x: np.zeros(1, dtype=[("a", np.dtype(np.float64, metadata={"s": x}))])[0],
+            # (regress30: an array subclass's attributes, a masked array's _optinfo)
+            lambda x: _with_attribute(np.zeros(2).view(_Carrying), x), _masked_holding]
     for api in (mg.stop_gradient, mg.value):
         for make in made:
             with pytest.raises(TypeError, match=r"at .*test_api.py.*mutagrad does not look into this object.*"

@@ -3547,6 +3547,14 @@ def test_random_generator_filling_a_traced_array_names_the_fix():
     np.random.default_rng(1).random(out=plain)
     advised.T[...] = np.random.default_rng(1).random(size=advised.T.shape)
     np.testing.assert_array_equal(advised, plain)
+    def listed(s, noise):  # (regress30: a buffer reached through a list or dict item got NumPy's ValueError)
+        held = {"a": [noise]}
+        np.random.default_rng(1).random(out=held["a"][0].T)
+        return np.sum(noise * s)
+
+    with pytest.raises(mg.errors.TracedTypeError, match=r"held\['a'\]\[0\]\.T\.T\[\.\.\.\] = "):
+        mg.grad(listed)(0.2, np.zeros((2, 3)))
+
     def swapped(s, noise):  # (regress29: an out= whose layout the expression hides gets both rewrites)
         np.random.default_rng(1).random(out=noise.swapaxes(0, 1))
         return np.sum(noise * s)

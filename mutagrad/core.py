@@ -5628,25 +5628,46 @@ def _opaque(obj, api):
 
 
 def _subclass_attributes(a, api):
-    """Inside a differentiation, refuse an ndarray subclass (a masked array) whose attributes hold a traced
-    value, in containers too (a MaskedArray's _optinfo): its copy or view keeps them (__array_finalize__)."""
+    """Inside a differentiation, refuse an ndarray subclass (a masked array, a user's) whose attributes hold
+    anything but plain values (numbers, strings, NumPy's own scalars, dtypes and types, plain arrays of
+    numbers, a memmap's file, and dicts, lists and tuples of those, as a MaskedArray's _optinfo): its copy
+    or view keeps them (__array_finalize__), and a traced value among them would keep its derivative."""
     if type(a) is _ndarray or not STATE.levels:
         return
-    todo, seen = list(getattr(a, "__dict__", {}).values()), set()
+    try:
+        held = dict(vars(a))
+    except TypeError:  # (no __dict__: nothing held)
+        return
+    except Exception:  # noqa: BLE001 (a __dict__ that raises: what it holds is unknown)
+        _opaque(a, api)
+    todo, seen = list(held.values()), set()
     while todo:
         v = todo.pop()
         if id(v) in seen:
             continue
         seen.add(id(v))
-        if isinstance(v, Tracer) and not v._level.closed:
-            _opaque(a, api)
         t = type(v)
         if t is dict:
             todo.extend(v.values())
         elif t is list or t is tuple:
             todo.extend(v)
-        elif isinstance(v, _ndarray) and type(v) is not _ndarray:
-            todo.extend(getattr(v, "__dict__", {}).values())
+        elif isinstance(v, _ndarray) and not isinstance(v, Tracer) and not v.dtype.hasobject and (
+                _plain_dtype(v.dtype)):
+            if t is not _ndarray:
+                todo.extend(vars(v).values())
+        elif not (_holds_no_array(v) or t is _MMAP or (isinstance(v, type) and _numpys_or_builtin(v))):
+            _opaque(a, api)
+
+
+def _numpys_or_builtin(cls) -> bool:
+    mod = getattr(cls, "__module__", None)
+    return isinstance(mod, str) and (mod in ("builtins", "numpy") or mod.startswith("numpy."))
+
+
+try:
+    from mmap import mmap as _MMAP
+except ImportError:  # pragma: no cover
+    _MMAP = None
 
 
 def _map_objects(a, fn, api):

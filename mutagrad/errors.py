@@ -1047,7 +1047,10 @@ def _item_at(node, frame):
         if node.attr == "T" and isinstance(owner, (np.ndarray, Tracer)):
             b = bottom(owner)
             return b.T if isinstance(b, np.ndarray) else None
-        d = getattr(owner, "__dict__", None)  # (an instance attribute only: no property is run)
+        try:
+            d = object.__getattribute__(owner, "__dict__")  # (an instance attribute only: no property is run)
+        except Exception:  # noqa: BLE001 (no __dict__, or one the class makes raise)
+            return None
         return d.get(node.attr) if isinstance(d, dict) else None
     if isinstance(node, ast.Subscript):
         owner = _item_at(node.value, frame)
@@ -1098,9 +1101,12 @@ def _holds_tracer(obj) -> bool:
     """Whether an object's attributes hold a traced array (``self.buf``), one level deep."""
     from .core import Tracer
 
-    if isinstance(obj, Tracer) or type(obj).__module__.startswith("numpy"):
+    if isinstance(obj, Tracer) or (getattr(type(obj), "__module__", None) or "").startswith("numpy"):
         return False
-    d = getattr(obj, "__dict__", None)
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:  # noqa: BLE001 (no __dict__, or one the class makes raise)
+        return False
     return isinstance(d, dict) and any(isinstance(v, Tracer) for v in d.values())
 
 

@@ -366,7 +366,10 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
             lambda x: np.zeros(2, dtype=np.dtype(np.float64, metadata={"s": x})),
             lambda x: np.zeros(1, dtype=[("a", np.dtype(np.float64, metadata={"s": x}))])[0],
             # (regress30: an array subclass's attributes, a masked array's _optinfo)
-            lambda x: _with_attribute(np.zeros(2).view(_Carrying), x), _masked_holding]
+            lambda x: _with_attribute(np.zeros(2).view(_Carrying), x), _masked_holding,
+            # (regress31: held in an object, a namedtuple or a closure among the attributes)
+            lambda x: _with_attribute(np.zeros(2).view(_Carrying), types.SimpleNamespace(v=x)),
+            lambda x: _with_attribute(np.zeros(2).view(_Carrying), lambda: x)]
     for api in (mg.stop_gradient, mg.value):
         for make in made:
             with pytest.raises(TypeError, match=r"at .*test_api.py.*mutagrad does not look into this object.*"
@@ -384,6 +387,13 @@ def test_stop_gradient_and_value_of_an_object_mutagrad_does_not_look_into_raise(
                                                            (rng, "s", None, 3, np.float32(2))))(x)[0] == 1.0
         # (regress29: arrays that hold no traced value though NumPy says hasobject, or have plain titles, pass)
         from numpy.dtypes import StringDType
+
+        # (regress31: NumPy's own subclasses, and one of the program's with plain attributes, pass)
+        for ordinary in (np.ma.array([1.0, 2.0], mask=[0, 1], fill_value=3.0),
+                         np.rec.array([(1, 2.0)], dtype=[("a", int), ("b", float)]), np.char.array(["a", "b"]),
+                         _with_attribute(np.zeros(2).view(_Carrying), "label")):
+            g = mg.grad(lambda x, api=api, ordinary=ordinary: (api(ordinary), np.sum(x * x))[1])(x)
+            np.testing.assert_array_equal(g, 2 * x)
 
         for plain in (np.array(["a", "b"], dtype=StringDType()), np.array(["a"], dtype=StringDType(na_object=np.nan)),
                       np.zeros(2, np.dtype({"names": ["a"], "formats": ["f8"], "titles": [np.str_("T")]})),

@@ -5628,19 +5628,14 @@ def _opaque(obj, api):
 
 
 def _subclass_attributes(a, api):
-    """Inside a differentiation, refuse an ndarray subclass (a masked array, a user's) whose attributes hold
-    anything but plain values (numbers, strings, NumPy's own scalars, dtypes and types, plain arrays of
-    numbers, a memmap's file, and dicts, lists and tuples of those, as a MaskedArray's _optinfo): its copy
-    or view keeps them (__array_finalize__), and a traced value among them would keep its derivative."""
+    """Inside a differentiation, refuse an ndarray subclass whose copy or view may carry a traced value
+    (__array_finalize__ passes its attributes on): one of the program's (its attributes and slots may hold
+    anything), or one of NumPy's (a masked array, a memmap, a recarray) whose attributes hold anything but
+    plain values (numbers, strings, NumPy's and Python's own types, plain arrays, a memmap's file, and
+    dicts, lists and tuples of those, as a MaskedArray's _optinfo)."""
     if type(a) is _ndarray or not STATE.levels:
         return
-    try:
-        held = dict(vars(a))
-    except TypeError:  # (no __dict__: nothing held)
-        return
-    except Exception:  # noqa: BLE001 (a __dict__ that raises: what it holds is unknown)
-        _opaque(a, api)
-    todo, seen = list(held.values()), set()
+    todo, seen = [a], set()
     while todo:
         v = todo.pop()
         if id(v) in seen:
@@ -5651,23 +5646,32 @@ def _subclass_attributes(a, api):
             todo.extend(v.values())
         elif t is list or t is tuple:
             todo.extend(v)
-        elif isinstance(v, _ndarray) and not isinstance(v, Tracer) and not v.dtype.hasobject and (
-                _plain_dtype(v.dtype)):
+        elif isinstance(v, _ndarray) and not isinstance(v, Tracer):
+            if v.dtype.hasobject or not _plain_dtype(v.dtype) or not _own_type(t):
+                _opaque(a, api)
             if t is not _ndarray:
-                todo.extend(vars(v).values())
-        elif not (_holds_no_array(v) or t is _MMAP or (isinstance(v, type) and _numpys_or_builtin(v))):
+                try:
+                    todo.extend(object.__getattribute__(v, "__dict__").values())
+                except AttributeError:  # (NumPy's own subclass without attributes)
+                    pass
+        elif not (_holds_no_array(v) or t is _MMAP or (isinstance(v, type) and _own_type(v))):
             _opaque(a, api)
-
-
-def _numpys_or_builtin(cls) -> bool:
-    mod = getattr(cls, "__module__", None)
-    return isinstance(mod, str) and (mod in ("builtins", "numpy") or mod.startswith("numpy."))
 
 
 try:
     from mmap import mmap as _MMAP
 except ImportError:  # pragma: no cover
     _MMAP = None
+
+
+def _own_type(cls) -> bool:
+    """Whether ``cls`` is one of NumPy's or Python's own classes (found by its name in its module: a class
+    that only claims such a __module__ is not)."""
+    mod = getattr(cls, "__module__", None)
+    if not (isinstance(mod, str) and (mod in ("builtins", "numpy") or mod.startswith("numpy."))):
+        return False
+    home = sys.modules.get(mod)
+    return home is not None and getattr(home, getattr(cls, "__name__", ""), None) is cls
 
 
 def _map_objects(a, fn, api):

@@ -1613,6 +1613,12 @@ def _check_scalar_output(out, name):
         )
     if (dt is not None and dt.kind == "c") or isinstance(b, complex):
         raise TypeError(f"{name} requires a real scalar output, got a complex value; take np.real or np.abs first.")
+    _check_not_integer(b, name)
+
+
+def _check_not_integer(b, name):
+    """The refusal of an output (``b``, its plain value) that is a boolean or an integer: no derivative."""
+    dt = getattr(b, "dtype", None)
     if (dt is not None and dt.kind in "biu") or isinstance(b, (bool, int)):
         raise TypeError(
             f"{name} requires a floating-point output, got {type(b).__name__ if dt is None else dt} "
@@ -1622,19 +1628,11 @@ def _check_scalar_output(out, name):
 
 
 def _check_hessian_output(out):
-    """hessian's refusals of outputs that are mistakes (an array output is differentiated as
-    jacobian's; a Jacobian of None, or of integers, is what grad refuses)."""
-    if out is None or isinstance(out, str):
-        raise TypeError(
-            f"hessian requires a float output, got {type(out).__name__}"
-            + (" (did the function forget to return its value?)" if out is None else ""))
-    b = bottom(out) if isinstance(out, Tracer) else out
-    dt = getattr(b, "dtype", None)
-    if (dt is not None and dt.kind in "biu") or isinstance(b, (bool, int)):
-        raise TypeError(
-            f"hessian requires a floating-point output, got {type(b).__name__ if dt is None else dt}: a boolean "
-            "or integer result has no derivative. Return a float (e.g. the quantity the comparison or count was "
-            "made from).")
+    """hessian's refusals of outputs that are mistakes, as grad's (an array output is differentiated as
+    jacobian's; a string is refused by vjp's check of the outputs): None, an integer."""
+    if out is None:
+        raise TypeError("hessian requires a float output, got NoneType (did the function forget to return its value?)")
+    _check_not_integer(bottom(out), "hessian")
 
 
 # --------------------------------------------------------------------------

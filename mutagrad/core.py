@@ -5579,8 +5579,7 @@ def _holds_no_array(obj) -> bool:
     t = type(obj)
     if t in _HOLDS_NO_ARRAY:
         return True
-    mod = getattr(t, "__module__", None)
-    if not (isinstance(mod, str) and (mod == "numpy" or mod.startswith("numpy."))):
+    if not _own_type(t):
         return False  # (a subclass of the program's: it may hold anything)
     if isinstance(obj, np.void):
         return not obj.dtype.hasobject and _plain_dtype(obj.dtype)
@@ -5606,8 +5605,7 @@ def _plain_dtype(dt) -> bool:
 def _plain_item(v) -> bool:
     """A number or a string, Python's or NumPy's own (np.str_, np.float64)."""
     t = type(v)
-    return t in _HOLDS_NO_ARRAY or (isinstance(v, np.generic) and not isinstance(v, np.void) and (
-        (getattr(t, "__module__", "") or "") == "numpy"))
+    return t in _HOLDS_NO_ARRAY or (isinstance(v, np.generic) and not isinstance(v, np.void) and _own_type(t))
 
 
 def _opaque(obj, api):
@@ -5625,6 +5623,19 @@ def _opaque(obj, api):
         "attribute) and build the object from the results; or register the class with "
         "mutagrad.pytree.register_pytree, which it then maps over; an object that holds no traced value "
         f"needs no {api}.")
+
+
+def _plain_array(a, fn, api):
+    """For a plain ndarray given to mg.stop_gradient / mg.value (``api``; ``fn``, the function itself): an
+    array of objects, a new one of ``fn`` of each item (None for another array); inside a differentiation,
+    first the refusals of an array that may carry a traced value otherwise: a dtype holding objects (its
+    metadata), a subclass's attributes."""
+    mapped = _map_objects(a, fn, api) if a.dtype.hasobject else None
+    if mapped is None:
+        if not _plain_dtype(a.dtype):
+            _opaque(a, api)
+        _subclass_attributes(a, api)
+    return mapped
 
 
 def _subclass_attributes(a, api):
@@ -5714,14 +5725,10 @@ def value(x):
     >>> v.flags.writeable
     False
     """
-    if isinstance(x, _ndarray) and not isinstance(x, Tracer) and x.dtype.hasobject:
-        mapped = _map_objects(x, value, "mg.value")  # (an array of objects: each item's value)
+    if isinstance(x, _ndarray) and not isinstance(x, Tracer):
+        mapped = _plain_array(x, value, "mg.value")
         if mapped is not None:
             return mapped
-    if isinstance(x, _ndarray) and not isinstance(x, Tracer) and not _plain_dtype(x.dtype):
-        _opaque(x, "mg.value")  # (a dtype holding objects: its metadata)
-    if isinstance(x, _ndarray) and not isinstance(x, Tracer):
-        _subclass_attributes(x, "mg.value")
     if not isinstance(x, (Tracer, _ndarray)):
         from .pytree import _is_container, tree_map
 
@@ -5768,11 +5775,8 @@ def stop_gradient(x):
 
     def leaf(v):
         if not isinstance(v, Tracer):
-            if isinstance(v, _ndarray):  # (an array of objects: a new one of each item's constant)
-                mapped = _map_objects(v, stop_gradient, "mg.stop_gradient") if v.dtype.hasobject else None
-                if mapped is None and not _plain_dtype(v.dtype):
-                    _opaque(v, "mg.stop_gradient")  # (a dtype holding objects: its metadata)
-                _subclass_attributes(v, "mg.stop_gradient")
+            if isinstance(v, _ndarray):
+                mapped = _plain_array(v, stop_gradient, "mg.stop_gradient")
                 return v.copy() if mapped is None else mapped
             return _opaque(v, "mg.stop_gradient")
         if not v._level.closed:

@@ -977,25 +977,16 @@ def _traced_out(exc):
         for arg, value in named:
             if arg != "out":
                 continue
-            root = value  # (a name, or a view of one: buf[1], self.buf, buf.T, buf.reshape(2, 2))
-            while True:
-                if isinstance(root, (ast.Subscript, ast.Attribute)):
-                    root = root.value
-                elif isinstance(root, ast.Call) and isinstance(root.func, ast.Attribute):
-                    root = root.func.value
-                else:
-                    break
-            if isinstance(root, ast.Name):
-                v = frame.f_locals.get(root.id, frame.f_globals.get(root.id))
-                if isinstance(v, Tracer) or _holds_tracer(v) or _reaches_tracer(value, frame):
-                    rng = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else "rng"
-                    # (the call's other arguments, by name where the method's signature gives one; not size=,
-                    # which the advice gives as the buffer's shape)
-                    positional = [ast.unparse(a) for k, a in named[:len(node.args)] if k is None]
-                    others = positional + [f"{k}={ast.unparse(a)}" for k, a in named
-                                           if k is not None and k not in ("out", "size")] + [
-                        f"**{ast.unparse(k.value)}" for k in node.keywords if k.arg is None]
-                    return method, ast.unparse(value), rng, others, _buffer_order(value, frame)
+            # (a name, or a view of one: buf[1], self.buf, buf.T, buf.reshape(2, 2), bufs[0])
+            if _reaches_tracer(value, frame):
+                rng = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else "rng"
+                # (the call's other arguments, by name where the method's signature gives one; not size=,
+                # which the advice gives as the buffer's shape)
+                positional = [ast.unparse(a) for k, a in named[:len(node.args)] if k is None]
+                others = positional + [f"{k}={ast.unparse(a)}" for k, a in named
+                                       if k is not None and k not in ("out", "size")] + [
+                    f"**{ast.unparse(k.value)}" for k in node.keywords if k.arg is None]
+                return method, ast.unparse(value), rng, others, _buffer_order(value, frame)
     return None
 
 
@@ -1003,27 +994,23 @@ def _buffer_order(node, frame):
     """"C" or "F" for the buffer of ``out=`` (``node``, an expression of the user's ``frame``) where it is
     one contiguous block in that order, read off the traced array's value through the expression's
     names, ``.T`` and constant subscripts (nothing is called); None otherwise (unknown)."""
-    b = _plain_view(node, frame)
+    from .core import bottom
+
+    b = bottom(_item_at(node, frame))
     if not isinstance(b, np.ndarray):
         return None
     return "C" if b.flags.c_contiguous else "F" if b.flags.f_contiguous else None
 
 
-def _plain_view(node, frame):
-    """The plain value an expression of names, ``.T`` and constant subscripts gives (None otherwise)."""
-    from .core import bottom
-
-    b = bottom(_item_at(node, frame))
-    return b if isinstance(b, np.ndarray) else None
-
-
 def _reaches_tracer(node, frame) -> bool:
-    """Whether the expression, or one it is a view of (``bufs[0]`` of ``bufs[0].T``), reads a traced array
-    (as _item_at reads it: a list's or a dict's item)."""
+    """Whether the expression, or one it is a view of or a method of (``bufs[0]`` of ``bufs[0].T``,
+    ``buf`` of ``buf.reshape(2, 2)``), reads a traced array (as _item_at reads it: a list's or a dict's
+    item), or an object whose attributes hold one (``self``)."""
     from .core import Tracer
 
     while True:
-        if isinstance(_item_at(node, frame), Tracer):
+        item = _item_at(node, frame)
+        if isinstance(item, Tracer) or _holds_tracer(item):
             return True
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             node = node.value

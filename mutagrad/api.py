@@ -526,6 +526,7 @@ class _Budget:
 
 
 ALIAS_SEARCH_BUDGET = 10_000
+ALIAS_SEARCH_DEPTH = 6  # steps from a name the code uses: attributes, items, entries
 
 
 def _arrays_named_by(fun, found, seen, depth, npos, kwnames, budget, roots=()):
@@ -644,7 +645,7 @@ _ROWS = frozenset((tuple, list))
 class _Holdings:
     """The arrays a named object holds where the code can reach them (``sim.u``,
     ``world.grid.u``, ``state["u"]``, ``views[2]``, ``model.layers[0].W``), to a
-    depth of 4 steps and the budget's objects, and the functions it may call as
+    depth of ALIAS_SEARCH_DEPTH steps (deeper: incomplete) and the budget's objects, and the functions it may call as
     helpers (``sim.step(x)``, callbacks in a list, a functools.partial): attributes
     the code names (every one of an instance's dictionary when the code calls
     ``getattr``), of an instance (its dictionary, ``__slots__``, namedtuple fields,
@@ -689,11 +690,13 @@ class _Holdings:
                 or (tv is _ndarray and not v.dtype.hasobject)):  # (a plain array, read by name: found, as it is)
             b.probes = None  # (what may hold arrays, generators or other functions: not remembered)
         if tv is _ndarray and v.dtype.hasobject:  # an object array: its items, as a list's
-            if v.size <= 256 and depth < 4 and id(v) not in self.seen:
+            if id(v) in self.seen:
+                return
+            if v.size <= 256 and depth < ALIAS_SEARCH_DEPTH:
                 self.seen.add(id(v))
                 for k, item in enumerate(v.ravel(order="K")):
                     self.visit((name, ".flat[{}]", k), item, depth + 1)
-            elif v.size > 256 and _long_container(v.ravel(order="K").tolist()) != "nothing":
+            elif _long_container(v.ravel(order="K").tolist()) != "nothing":  # (too long, or too deep)
                 b.truncated = True
             return
         if tv is _ndarray or (tv is ArrayTracer and not v._level.closed):  # (an outer level's array, in a
@@ -721,7 +724,10 @@ class _Holdings:
         if tv is _FunctionType or tv is _MethodType:  # a callback, a helper held by an object
             self.helpers.append(v)
             return
-        if depth >= 4 or issubclass(tv, _NOT_HOLDERS) or id(v) in self.seen:
+        if issubclass(tv, _NOT_HOLDERS) or id(v) in self.seen:
+            return
+        if depth >= ALIAS_SEARCH_DEPTH:  # (what it holds further on is not searched: a plain view of an
+            b.truncated = True  # argument there would go unseen, so the search is incomplete)
             return
         self.seen.add(id(v))
         depth += 1
@@ -1026,7 +1032,8 @@ def _check_plain_aliases(level):
                     f"{st.name} changed while the function ran, and not by a write mutagrad saw: plain NumPy "
                     "code wrote into its memory through another reference to it (a plain view made before the "
                     "call, held where mutagrad's search for such references does not reach: it searches "
-                    "10000 objects, and lists, tuples and dicts of 256 items). Found when the function "
+                    f"{ALIAS_SEARCH_BUDGET} objects, {ALIAS_SEARCH_DEPTH} steps (attributes, items) from the "
+                    "names the code uses, and lists, tuples and dicts of 256 items). Found when the function "
                     f"returned, differentiated at {user_line()}; the derivative reads the argument's values, "
                     "and which values it read, before or after the change, cannot be told. Write through the "
                     "argument, or pass a copy of the array.")

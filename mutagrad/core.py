@@ -947,12 +947,14 @@ class Level:
                 )
         elif s.alias_unchecked:
             s.alias_unchecked = False
+            from .api import ALIAS_SEARCH_BUDGET, ALIAS_SEARCH_DEPTH
             from .errors import warn_at
 
             warn_at(user_frame(sys._getframe(1)),
                     f"writing into {s.name} at {user_line()}: the function reaches more objects than mutagrad "
-                    "searches for other references to its arguments (10000 objects; lists, tuples and dicts of "
-                    "256 items), so it could not check that no plain array it reads or writes is this argument's "
+                    f"searches for other references to its arguments ({ALIAS_SEARCH_BUDGET} objects, "
+                    f"{ALIAS_SEARCH_DEPTH} steps (attributes, items) from the names the code uses; lists, tuples "
+                    "and dicts of 256 items), so it could not check that no plain array it reads or writes is this argument's "
                     "memory (such a read would not carry the derivative of the write; such a write would not be "
                     "seen). Pass the argument as a copy if the function may reach it through an object.")
         if dest._geom is not None and dest._geom.overlap:

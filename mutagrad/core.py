@@ -87,6 +87,7 @@ class _State(threading.local):
     def __init__(self):
         self.levels: list = []
         self.ceiling = 0  # how many levels the running code can see
+        self.lent = None  # a worker's: the thread whose levels it runs an operation in (run_lent)
         self.reverse_passes = 0  # reverse passes running (RunGroup.note: their steps are not the program's)
 
 
@@ -716,6 +717,7 @@ class Level:
     last_result = None  # the last large result of a traced operator (elide.note_result)
 
     thread = None  # the thread running it (threading.get_ident)
+    outer = ()  # the levels outside it, when it started (run_lent)
     every = False  # vjp and jvp with no argument left out: every float argument is differentiated
 
     def __init__(self):
@@ -737,6 +739,7 @@ class Level:
                 self._hidden = st.levels[c:]
                 del st.levels[c:]
             self.index = len(st.levels)
+            self.outer = tuple(st.levels)  # (a worker thread's operation on this level's values runs in them)
             st.levels.append(self)
             st.ceiling = len(st.levels)
             self.thread = _get_ident()
@@ -1304,8 +1307,9 @@ def elsewhere(lv, x):
     worker applying NumPy operations to a value of the one that started it: recorded there);
     raises (Tracer._check_thread) where this thread's started after ``lv``'s: a worker's
     differentiation nesting in the one that started the worker would lose the derivative through it."""
-    levels = STATE.levels
-    if not levels:
+    st = STATE
+    levels = st.levels
+    if not levels or st.lent == lv.thread:
         return False
     if lv.id > levels[0].id:
         return True
@@ -1687,6 +1691,8 @@ def bind(prim, args, kwargs=None):
         return bind(prim, tuple(_unflatten_args(tree, [live(x) for x in leaves])), kwargs)
     if top is None:
         return prim.impl(*args, **kwargs)
+    if not STATE.levels and top.thread != _get_ident():  # (a worker thread's operation)
+        return run_lent(top, bind, prim, args, kwargs)
     for v in kwargs.values():
         if isinstance(v, Tracer):
             raise TypeError(f"{prim.name}: keyword arguments cannot be traced values ({user_line()})")
@@ -1722,12 +1728,31 @@ def apply_inner(prim, leaves, tree, kwargs):
     return prim.impl(*args, **kwargs)
 
 
+def run_lent(lv, fn, *args):
+    """``fn(*args)`` in a worker thread (one running no differentiation of its own) that applies an
+    operation to values of level ``lv``, which the thread that started it runs: in ``lv``'s levels
+    (it and the levels outside it), as that thread would run it, so that a nested differentiation's
+    operations reach its outer levels (the worker's own list of levels is empty)."""
+    st = STATE
+    st.levels = [*lv.outer, lv]
+    st.ceiling = len(st.levels)
+    st.lent = lv.thread
+    try:
+        return fn(*args)
+    finally:
+        st.levels = []
+        st.ceiling = 0
+        st.lent = None
+
+
 def bind_with(level_method_name, x, *rest):
     """Dispatch a core operation (getitem/write) on tracer ``x`` to its level."""
     lv = x._level
     if lv.closed:  # a leftover (see live); writes unwrap theirs in write()
         return live(x)[rest[0]]
     st = STATE
+    if not st.levels and lv.thread != _get_ident():  # (a worker thread's operation)
+        return run_lent(lv, bind_with, level_method_name, x, *rest)
     if lv.index == 0 and st.ceiling == 1 and st.levels[0] is lv:
         # the outermost level (this thread's): its values are plain, nothing to lift
         return getattr(lv, level_method_name)(x, *rest)
@@ -3255,7 +3280,7 @@ class Tracer:
         conversion asked for (float(x)...), None for a differentiation or an operation; ``frame``:
         the conversion's caller, where it may be a write into a plain array."""
         lv = self._level
-        if not lv.closed and lv.thread is not None and lv.thread != _get_ident():
+        if not lv.closed and lv.thread is not None and lv.thread != _get_ident() and STATE.lent != lv.thread:
             from . import errors
 
             errors.owned_by(lv.thread)  # (that differentiation raises it if the worker catches it)

@@ -2050,6 +2050,58 @@ def test_buffers_made_like_a_traced_value_in_a_worker_thread():
     check_grads(f, x, modes=("rev", "fwd"))
 
 
+@pytest.mark.parametrize("op", ["sin", "slice", "fancy", "write", "inplace", "matmul"])
+def test_nested_differentiations_of_a_function_whose_worker_thread_computes(op):
+    # (memo: a worker thread runs no differentiation of its own, and its operations on a nested
+    # differentiation's values saw none of the outer levels: hessian, jvp(grad), grad(grad), grad(jvp)
+    # and jvp(jvp) raised an IndexError from mutagrad, or a TracerEscapeError about an np.asarray the
+    # user never wrote). Oracle: central differences of the plain function's gradient, written by hand.
+    from concurrent.futures import ThreadPoolExecutor
+
+    M = np.array([[1.0, 0.5, 0.0], [0.2, 1.0, 0.3], [0.0, 0.4, 1.0]])
+    work = {
+        "sin": lambda v: np.sin(v),
+        "slice": lambda v: v[1:] * v[:-1],
+        "fancy": lambda v: v[[2, 0, 0]] ** 2,
+        "write": lambda v: _written(v),
+        "inplace": lambda v: _scaled_in_place(v),
+        "matmul": lambda v: np.tanh(M @ v),
+    }[op]
+
+    def f(x):
+        with ThreadPoolExecutor(1) as ex:
+            y = ex.submit(work, x).result()
+        return np.sum(y ** 2) + np.sum(x ** 3)
+
+    x = np.array([0.3, -0.5, 0.8])
+    t = np.array([1.0, -2.0, 0.5])
+
+    def plain_grad(z, h=1e-6):
+        return np.array([(f(z + h * e) - f(z - h * e)) / (2 * h) for e in np.eye(3)])
+
+    H = np.array([(plain_grad(x + 1e-4 * e) - plain_grad(x - 1e-4 * e)) / 2e-4 for e in np.eye(3)]).T
+    np.testing.assert_allclose(mg.hessian(f)(x.copy()), H, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mg.jvp(mg.grad(f), (x.copy(),), (t,))[1], H @ t, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mg.grad(lambda z: mg.jvp(f, (z,), (t,))[1])(x.copy()), H @ t, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mg.jvp(lambda z: mg.jvp(f, (z,), (t,))[1], (x.copy(),), (t,))[1], t @ H @ t,
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(x.copy()), H, rtol=1e-5, atol=1e-5)
+
+
+def _written(v):
+    y = np.zeros_like(v)
+    y[0] = v[1] * v[2]
+    y[1:] = np.cos(v[:2])
+    return y
+
+
+def _scaled_in_place(v):
+    y = v * 1.0
+    y *= v
+    y[1] += 2.0 * v[0]
+    return y
+
+
 def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
     # at x = 0 every run returns sin(0) = 0 and cos(0) sums to 3, whatever step[0] is: the runs'
     # outputs agree, but each column would be another function's derivative (diag 1, 2, 3); the

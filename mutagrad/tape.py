@@ -519,6 +519,22 @@ class WriteRecord:
             self.swap()
 
 
+def _view_key(a, key):
+    """The snapshot key of plain view ``a``: the array owning its memory and where in it the view
+    lies, so that the view made anew at each use (``A.T @ r`` in a loop) finds the copy of the last
+    one (its own identity changes each time); ``key`` where the memory is not an array's."""
+    root = a.base
+    for _ in range(32):
+        b = root.base if type(root) is _ndarray else None
+        if b is None:
+            break
+        root = b
+    if type(root) is not _ndarray or root.base is not None:
+        return key
+    return (id(root), a.__array_interface__["data"][0] - root.__array_interface__["data"][0], a.shape, a.strides,
+            a.dtype)
+
+
 def _span(a):
     """(``a`` with its negative strides turned, its data at the lowest address; a 1-D view of all the
     memory ``a`` spans, element by element; the index that turns them), or None where its strides are
@@ -544,6 +560,7 @@ def _layout_copy(a):
         return None
     lo, flat, flip = got
     buf = flat.copy()
+    buf.flags.writeable = False  # (so that the copy's views are known to be constants: _memory_owner)
     snap = np.lib.stride_tricks.as_strided(buf, shape=lo.shape, strides=lo.strides, writeable=False)[flip]
     return snap, buf
 
@@ -619,7 +636,13 @@ class ReverseLevel(Level):
                 # as mg.value(x) of the argument shows; a read-only view of writable memory can)
                 if owner is not None and _LOCKED.get(id(owner)) is not owner:
                     return a
-        hit = self.snapshots.get(key)
+        if traced:
+            cache = self.snapshots
+        else:
+            cache = self._plain_snapshots()
+            if a.base is not None and a.size > 64:
+                key = _view_key(a, key)
+        hit = cache.get(key)
         # (a plain array is not kept, nor weakly referenced: that would stop `x += t` giving a plain
         # x nothing else refers to a new traced array; an array at the same address later is
         # served the copy only if it holds the same bits in the same layout)
@@ -644,8 +667,19 @@ class ReverseLevel(Level):
             got = _layout_copy(a)
             snap, buf = got if got is not None else (a.copy(order="K"), None)
             snap.flags.writeable = False
-        self.snapshots[key] = (a if traced else None, snap, buf)
+        cache[key] = (a if traced else None, snap, buf)
         return snap
+
+    def _plain_snapshots(self):
+        """Where the copies of plain arrays are kept: the outermost reverse level's, so that each
+        call of a nested differentiation (an mg.grad in a training loop that an outer one
+        differentiates) reuses the copy of the data matrix it closes over, which the outer tape
+        keeps (a plain array's copy is plain at every level)."""
+        for lv in self.outer:
+            d = getattr(lv, "snapshots", None)
+            if d is not None:
+                return d
+        return self.snapshots
 
     def snapshot_sparse(self, a):
         """A private copy of a scipy.sparse matrix a pullback will read (see :meth:`snapshot`),

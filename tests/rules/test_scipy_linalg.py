@@ -1478,3 +1478,65 @@ def test_det_of_float16_is_differentiated_in_float32(n):
     fd = numerical_grad(sl.det, (a64,), (0,))[0]
     np.testing.assert_allclose(g, fd, rtol=0, atol=2e-3 * np.abs(fd).max())  # (a float16 gradient)
     np.testing.assert_allclose(mg.jvp(msl.det, (a,), (np.ones_like(a),))[1], np.sum(fd), rtol=1e-6)
+
+
+_NESTED = {  # matrices written as nested lists of traced numbers, as SciPy takes them
+    "solve": lambda p, L: L.solve([[p[0], p[1]], [p[1], p[2]]], [1.0, 0.5]),
+    "solve rhs": lambda p, L: L.solve(3.0 * np.eye(2), [p[0], p[1] * p[2]]),
+    "solve tuples": lambda p, L: L.solve(((p[0], p[1]), (p[1], p[2])), np.array([1.0, 0.5])),
+    "inv": lambda p, L: L.inv([[p[0], p[1]], [p[1], p[2]]]),
+    "det": lambda p, L: L.det([[p[0], p[1]], [p[1], p[2]]]),
+    "expm": lambda p, L: L.expm([[p[0] - 3.0, p[1]], [p[1], p[2] - 2.0]]),
+    "solve_banded": lambda p, L: L.solve_banded((1, 1), [[0.0, p[1]], [p[0], p[2]], [p[1], 0.0]], [1.0, 2.0]),
+    "solveh_banded": lambda p, L: L.solveh_banded([[0.0, p[1]], [p[0], p[2]]], [1.0, 2.0]),
+    "cholesky": lambda p, L: L.cholesky([[p[0], p[1]], [p[1], p[2]]]),
+    "eigvalsh": lambda p, L: L.eigvalsh([[p[0], p[1]], [p[1], p[2]]]),
+    "block_diag": lambda p, L: L.block_diag([[p[0], p[1]]], [[p[2]]]),
+    "toeplitz": lambda p, L: L.toeplitz([p[0], p[1], p[2]]),
+    "solve_sylvester": lambda p, L: L.solve_sylvester([[p[0], 0.0], [p[1], p[2]]], np.eye(2), [[1.0, p[1]], [0.0, 1.0]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NESTED))
+def test_matrices_given_as_nested_lists_of_traced_numbers(name):
+    # (implicit: the rules got the list itself, and gave one array as the cotangent of a list (a RuleError
+    # naming the rule), or indexed it as an array (a TypeError from inside mutagrad))
+    fn = _NESTED[name]
+    p = np.array([3.0, 1.0, 2.0])
+    want = fn(p, sl)
+    got = mg.value_and_grad(lambda q: np.sum(np.abs(fn(q, msl)) ** 2))(p.copy())[0]
+    assert got == pytest.approx(np.sum(np.abs(want) ** 2), rel=1e-13)
+    J = np.stack([(np.asarray(fn(p + 1e-6 * e, sl)) - np.asarray(fn(p - 1e-6 * e, sl))) / 2e-6 for e in np.eye(3)],
+                 axis=-1)
+    for mode in ("rev", "fwd"):
+        np.testing.assert_allclose(mg.jacobian(lambda q: fn(q, msl), mode=mode)(p.copy()), J, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_banded_solves_with_check_finite_false_ignore_the_unused_corners(hermitian):
+    # (implicit: the corners of a band made with np.empty or np.full(nan) hold anything; SciPy solves
+    # with check_finite=False, and mutagrad raised its "must not contain infs or NaNs")
+    b = np.array([1.0, 2.0, 3.0])
+
+    def f(p, L, full):
+        if hermitian:
+            ab = full((2, 3), np.nan)
+            ab[0, 1:] = -p[0]
+            ab[1] = 4.0 + p[1]
+            return L.solveh_banded(ab, b * p[2], check_finite=False)
+        ab = full((3, 3), np.nan)
+        ab[0, 1:] = -p[0]
+        ab[1] = 4.0 + p[1]
+        ab[2, :-1] = -p[0] * p[2]
+        return L.solve_banded((1, 1), ab, b * p[1], check_finite=False)
+
+    import mutagrad.numpy as mnp
+
+    p = np.array([1.0, 0.5, 0.7])
+    np.testing.assert_array_equal(f(p, msl, np.full), f(p, sl, np.full))
+    J = np.stack([(f(p + 1e-6 * e, sl, np.full) - f(p - 1e-6 * e, sl, np.full)) / 2e-6 for e in np.eye(3)], axis=-1)
+    for mode in ("rev", "fwd"):
+        np.testing.assert_allclose(mg.jacobian(lambda q: f(q, msl, mnp.full), mode=mode)(p.copy()), J, atol=1e-7)
+    with pytest.raises(ValueError, match="must not contain infs or NaNs"):  # (check_finite=True: SciPy's check)
+        (msl.solveh_banded if hermitian else lambda ab, b: msl.solve_banded((1, 1), ab, b))(
+            np.full((2 if hermitian else 3, 3), np.nan), b)

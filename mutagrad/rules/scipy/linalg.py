@@ -524,7 +524,7 @@ def _solve_triangular_frule(primals, tangents, *, trans=0, lower=False, unit_dia
 
 @scipy_primitive("scipy.linalg.solve_banded")
 def _solve_banded(ab, b, *, lower=0, upper=0):
-    return sl.solve_banded((lower, upper), ab, b)
+    return sl.solve_banded((lower, upper), ab, b, check_finite=False)
 
 
 @_overwrites(sl.solve_banded, overwrite_ab=("ab", ("ab",)), overwrite_b=("b", ("ab", "b")),
@@ -539,6 +539,7 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     array([0.33333333, 0.33333333])
     """
     lower, upper = (int(v) for v in l_and_u)
+    _check_finite(check_finite, ab, b)
     return _as_column(_solve_banded, ab, b, lower=lower, upper=upper)
 
 
@@ -613,7 +614,7 @@ def _solve_banded_frule(primals, tangents, *, lower=0, upper=0):
 
 @scipy_primitive("scipy.linalg.solveh_banded")
 def _solveh_banded(ab, b, *, lower=False):
-    return sl.solveh_banded(ab, b, lower=lower)
+    return sl.solveh_banded(ab, b, lower=lower, check_finite=False)
 
 
 @_overwrites(sl.solveh_banded, overwrite_ab=("ab", ("ab",)), overwrite_b=("b", ("ab", "b")),
@@ -630,6 +631,7 @@ def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False, che
     >>> mg.grad(lambda b: solveh_banded(ab, b).sum())(np.ones(2))
     array([0.33333333, 0.33333333])
     """
+    _check_finite(check_finite, ab, b)
     return _as_column(_solveh_banded, ab, b, lower=bool(lower))
 
 
@@ -2580,3 +2582,60 @@ def block_diag(*arrs):
         rows.append(np.concatenate((left, a.astype(dtype, copy=False), right), axis=-1))
         before += w
     return np.concatenate(rows, axis=-2)
+
+
+# -- array_like arguments ----------------------------------------------------------
+# SciPy takes nested lists for its matrices (solve([[a, b], [b, c]], rhs)); a list that holds traced
+# values becomes one traced array (mutagrad.numpy.array: NumPy's dtype for the nesting) before the
+# rules see it, which take arrays, one cotangent each. (The tuples cho_solve and lu_solve take,
+# (factor, lower) and (lu, piv), are not matrices and are left as they are.)
+
+_ARRAY_PARAMETERS = frozenset(("a", "b", "A", "ab", "c", "r", "q", "e", "s", "arrs"))
+
+
+def _nested_tracer(v) -> bool:
+    t = type(v)
+    if t is list or t is tuple:
+        return any(_nested_tracer(i) for i in v)
+    return isinstance(v, Tracer)
+
+
+def _array_likes(fn):
+    from ... import numpy as mnp
+
+    params = inspect.signature(fn).parameters
+    names = [p for p in params if p in _ARRAY_PARAMETERS]
+    varargs = next((p for p in names if params[p].kind is inspect.Parameter.VAR_POSITIONAL), None)
+    positions = {p: k for k, p in enumerate(params) if p in names and p != varargs
+                 and params[p].kind is not inspect.Parameter.KEYWORD_ONLY}
+
+    def as_array(v):
+        t = type(v)
+        return mnp.array(v) if (t is list or t is tuple) and _nested_tracer(v) else v
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if varargs is not None:
+            args = tuple(as_array(v) for v in args)
+        else:
+            for p, k in positions.items():
+                if k < len(args):
+                    v = args[k]
+                    if type(v) is list or type(v) is tuple:
+                        args = (*args[:k], as_array(v), *args[k + 1:])
+        for p in names:
+            v = kwargs.get(p)
+            if type(v) is list or type(v) is tuple:
+                kwargs[p] = as_array(v)
+        return fn(*args, **kwargs)
+
+    return call
+
+
+for _name in ("block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "det", "eigh", "eigvalsh", "expm",
+              "hankel", "inv", "logm", "lu", "lu_factor", "lu_solve", "null_space", "orth", "qr", "solve",
+              "solve_banded", "solve_continuous_are", "solve_continuous_lyapunov", "solve_discrete_are",
+              "solve_discrete_lyapunov", "solve_lyapunov", "solve_sylvester", "solve_triangular", "solveh_banded",
+              "sqrtm", "svd", "toeplitz"):
+    globals()[_name] = _array_likes(globals()[_name])
+del _name

@@ -3267,6 +3267,14 @@ class Tracer:
             name = getattr(converter, "__name__", "?")
             raise escape_error(f"scipy{'.' + sub if sub else ''} function {name} (compiled code that converts its "
                                "arguments to plain arrays)", TracerEscapeError, _scipy_hint(sub, name), specific=True)
+        if it == "__array__" and type(call.func) is ast.Attribute:  # x.__array__(), called by the program itself
+            from .errors import TracedTypeError
+
+            raise escape_error(
+                f"{ast.unparse(call.func)}() (a conversion to a plain array)", TracedTypeError,
+                " A traced array is an array already: use it as it is (np.* functions, operators and methods "
+                "take it), or mg.value(x) for a read-only plain view of its values, which carries no "
+                "derivative.", specific=True)
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,

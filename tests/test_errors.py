@@ -1342,8 +1342,19 @@ def test_array_dunder_of_a_traced_array_is_a_conversion():
     # (errs2: np.ndarray.__array__(x) named x.__array__(...), which was refused as "a plain array's method")
     msg = _raises(lambda x: np.sum(np.ndarray.__array__(x)), np.array([1.0]), mg.errors.TracedTypeError)
     assert "a conversion to a plain array" in msg and "mg.value(x)" in msg
-    msg = _raises(lambda x: np.sum(x.__array__()), np.array([1.0]))
+    msg = _raises(lambda x: np.sum(x.__array__()), np.array([1.0]), mg.errors.TracedTypeError)
     assert "plain array's method" not in msg
+    # (claims4: x.__array__() called by the program was the generic WriteToPlainArrayError about np.asarray)
+    assert "x.__array__() (a conversion to a plain array)" in msg and "mg.value(x)" in msg
+    assert not isinstance(_exc_of(lambda x: np.sum(x.__array__())), mg.errors.WriteToPlainArrayError)
+
+
+def _exc_of(f):
+    try:
+        mg.grad(f)(np.array([1.0]))
+    except mg.DifferentiationError as e:
+        return e
+    raise AssertionError("no error")
 
 
 def test_an_error_numpy_replaced_is_raised_alone_at_the_user_s_line():

@@ -731,6 +731,11 @@ class _Holdings:
             return
         self.seen.add(id(v))
         depth += 1
+        held = _iterated(v, tv)
+        if held is not None:  # an iterator, a suspended generator, a weak reference: what it goes through
+            for label, item in held:
+                self.visit((name, "<{}>", label), item, depth)
+            return
         if tv in _SEQUENCES:
             if len(v) > 256:  # (a long one: its arrays where the rest holds nothing, else not searched)
                 self.visit_long(name, v, enumerate(v))
@@ -833,6 +838,37 @@ class _Holdings:
 
 _ABSENT = object()
 _MODULE_OR_NONE = (types.ModuleType, type(None))
+_ITERATOR_MODULES = frozenset(("builtins", "itertools", "collections"))
+_DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+
+
+def _iterated(v, tv):
+    """(label, object) of what an iterator made before the call goes through (``rows = iter(X)``,
+    ``X.flat``, ``zip(X, Y)``, ``(r * 2 for r in X)``, a weak reference to X): Python's and NumPy's own
+    iterators, read by their C ``__reduce__`` (which runs no code of the program's); a suspended
+    generator's local variables; None for other objects."""
+    if tv is types.GeneratorType:
+        frame = v.gi_frame
+        return [] if frame is None else [(f"local {k!r}", item) for k, item in frame.f_locals.items()]
+    if tv is np.flatiter:
+        return [("base", v.base)]
+    if tv is weakref.ReferenceType:
+        return [("referent", v())]
+    if tv in _DICT_VIEWS:
+        return [("mapping", dict(v.mapping))]
+    if tv.__module__ in _ITERATOR_MODULES and tv.__name__ != "deque" and (
+            tv.__name__.endswith("iterator") or hasattr(tv, "__next__")) and "__reduce__" in vars(tv):
+        try:
+            r = tv.__reduce__(v)
+        except Exception:  # noqa: BLE001  (one that cannot say: nothing read)
+            return []
+        if type(r) is not tuple or len(r) < 2:
+            return []
+        held = [("iterating", a) for a in r[1]] if type(r[1]) is tuple else []
+        if len(r) > 2 and r[2] is not None and type(r[2]) is not int:  # (a state beyond a position)
+            held.append(("state", r[2]))
+        return held
+    return None
 
 # methods of a user's class that syntax calls, not a name: the alias search walks them as helpers
 _CALLED_BY_SYNTAX = ("__call__", "__getitem__", "__getattr__", "__matmul__", "__rmatmul__", "__mul__", "__rmul__",

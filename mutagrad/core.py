@@ -4859,7 +4859,9 @@ def write(dest, idx, value):
         raise MutationError(
             f"a value traced by an inner differentiation is written at {user_line()} into an "
             "array created outside it; the inner derivative would leak out. Create the buffer "
-            "inside the inner function (mnp.zeros / np.zeros_like), or copy it there first."
+            "inside the inner function (mnp.zeros / np.zeros_like), or copy it there first; to keep a "
+            "value the inner function computes (a loss history), return it as an auxiliary output "
+            "(mg.grad(f, has_aux=True), f returning (loss, aux)) and store it after the inner call."
         )
     if vt is list or vt is tuple:
         shape = _sequence_shape(value) if _is_basic(idx) else None  # (a mask, an index array: NumPy's errors)
@@ -5524,23 +5526,47 @@ def where_mask(where):
     return np.asarray(b, dtype=bool)
 
 
-def write_out(res, out):
+def write_out(res, out, numpy=None):
     """NumPy's ``out=`` convention: with ``out``, write ``res`` into it and
-    return ``out``; without, return ``res``."""
+    return ``out``; without, return ``res``.
+
+    ``numpy(plain_out)``: NumPy's own call into ``out`` on the plain values, made where
+    out's dtype is not ``res``'s. NumPy casts by each function's own rule there (its
+    ufuncs' same_kind: a complex result into a float out, a float one into an integer
+    out; np.take's out cast to the input's dtype under 'safe'), and computes in out's
+    dtype where it computes into out (np.round's scaling, np.trace's sum, an FFT's
+    loop): its error is raised, and out keeps its bits (the derivative is ``res``'s,
+    as a recorded write)."""
     if out is None:
         return res
+    if numpy is not None:
+        ob = bottom(out)
+        if type(ob) is _ndarray and getattr(bottom(res), "dtype", None) != ob.dtype:
+            if isinstance(out, Tracer) and not ob.flags.writeable:
+                write(out, Ellipsis, res)  # (mutagrad's error first: a locked argument's AliasingError)
+            old = ob.copy()
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():  # (the traced computation has
+                    warnings.simplefilter("ignore")                           # warned as the plain call does)
+                    numpy(ob)
+                exact = ob.copy()
+            finally:
+                ob[...] = old
+            write(out, Ellipsis, res)  # (a plain out: mutagrad's refusal of a traced value, as without numpy=)
+            ob[...] = exact
+            return out
     write(out, Ellipsis, res)
     return out
 
 
-def write_reduced(res, out, name):
+def write_reduced(res, out, name, numpy=None):
     """:func:`write_out` for a reduction (``np.sum``, ``ufunc.reduce``, ``np.median``...),
     whose ``out=`` NumPy takes of the result's shape only, where an elementwise call's
     ``out=`` may add dimensions the result broadcasts to: NumPy's errors otherwise
     (``name``: the ufunc NumPy's message names, ``add`` for a sum)."""
     if out is not None:
         check_reduced_out(res, out, name)
-    return write_out(res, out)
+    return write_out(res, out, numpy)
 
 
 def check_reduced_out(res, out, name):

@@ -484,7 +484,7 @@ def test_an_inner_loss_logged_into_an_outer_buffer_names_has_aux():
             def L(w):
                 out = np.sum((w * lr) ** 2)
                 if log_inside:
-                    hist[t] = out
+                    hist[t] = out  # noqa: B023  (called within the iteration)
                 return out, out
 
             g, aux = mg.grad(L, has_aux=True)(w)

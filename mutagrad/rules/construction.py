@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import FUNCTIONS, ScalarTracer, Tracer, bind, bottom, get_primitive, promotion_operand
+from ..core import FUNCTIONS, ScalarTracer, Tracer, bind, bottom, get_primitive, plain_operands, promotion_operand
 from ..errors import NoRuleError, user_line
 from ..registry import conj_if_complex, deflinear, defzero
 from ..tangents import NoTangent, NotImplementedTangent, Thunk, ZeroTangent, is_zero, not_implemented
@@ -108,7 +108,8 @@ def _np_compress(args, kwargs):
         raise ValueError("condition must be a 1-d array")
     if axis is None:
         x, axis = np.ravel(x), 0
-    return write_out(np.take(x, np.nonzero(cond)[0], axis=axis), a.get("out"))
+    return write_out(np.take(x, np.nonzero(cond)[0], axis=axis), a.get("out"),  # (NumPy's cast of out: 'safe')
+                     lambda ob: np.compress(cond, plain_operands(a["a"]), a.get("axis"), out=ob))
 
 
 def _np_extract(args, kwargs):
@@ -987,7 +988,11 @@ defzero(_round_impl)
 
 def _np_round(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "decimals", "out"))
-    return write_out(bind(round_p, (a["a"],), {"decimals": a.get("decimals", 0)}), a.get("out"))
+    res = bind(round_p, (a["a"],), {"decimals": a.get("decimals", 0)})
+    if a.get("out") is None:
+        return res
+    # (into an out= of another dtype NumPy scales, rounds and scales back there, under same_kind)
+    return write_out(res, a["out"], lambda ob: np.round(plain_operands(a["a"]), a.get("decimals", 0), out=ob))
 
 
 def _np_real_if_close(args, kwargs):

@@ -23,13 +23,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FUNCTIONS, bind, bottom, get_primitive
+from ..core import FUNCTIONS, bind, bottom, get_primitive, plain_operands
 from ..registry import deflinear
 from ..core import write_out
 from .linalg import call_args
 
 _NORM = {None: "backward", "backward": "backward", "ortho": "ortho", "forward": "forward"}
 _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def _takes_out(fn):
+    """Whether the installed NumPy's transform ``fn`` writes into its ``out=``: NumPy 2.4's
+    hfft, ifft2 and irfft2 pass ``out=None`` on to the transform they call, so they return a
+    new array and leave ``out`` as it was (probed, so that a NumPy that fixes it is followed)."""
+    a = np.ones((2, 2), float if fn in (np.fft.rfft, np.fft.ihfft, np.fft.rfft2, np.fft.rfftn) else complex)
+    out = np.zeros_like(fn(a))
+    return fn(a, out=out) is out
+
+
+_TAKES_OUT = {fn: _takes_out(fn) for fn in (np.fft.fft, np.fft.ifft, np.fft.rfft, np.fft.irfft, np.fft.hfft, np.fft.ihfft,
+                                            np.fft.fft2, np.fft.ifft2, np.fft.rfft2, np.fft.irfft2, np.fft.fftn,
+                                            np.fft.ifftn, np.fft.rfftn, np.fft.irfftn)}
+
+
+def _out(fn, d):
+    """The ``out=`` NumPy's ``fn`` writes into: the one given, or None where it ignores it."""
+    return d["out"] if _TAKES_OUT[fn] else None
 
 
 def _fit(g, axis, length):
@@ -117,7 +136,9 @@ def _one_d(name):
         if d["norm"] not in _NORM:
             raise ValueError(f'Invalid norm value {d["norm"]}; should be "backward", "ortho" or "forward".')
         res = bind(prim, (a,), {"n": int(n), "axis": axis, "norm": _NORM[d["norm"]]})
-        return write_out(res, d["out"])
+        # (NumPy's loop runs in out's dtype, and casts into it under same_kind)
+        own = getattr(np.fft, name)
+        return write_out(res, _out(own, d), lambda ob: own(plain_operands(a), d["n"], axis, d["norm"], out=ob))
 
     return handler
 
@@ -137,14 +158,17 @@ def _np_hfft(args, kwargs):
     d = call_args(("a", "n", "axis", "norm", "out"), args, kwargs)
     a, axis = d["a"], (-1 if d["axis"] is None else d["axis"])
     n = 2 * (np.shape(a)[axis] - 1) if d["n"] is None else d["n"]
-    return write_out(np.fft.irfft(np.conj(a), n, axis, norm=_swap(d["norm"])), d["out"])
+    res = np.fft.irfft(np.conj(a), n, axis, norm=_swap(d["norm"]))
+    return write_out(res, _out(np.fft.hfft, d), lambda ob: np.fft.hfft(plain_operands(a), d["n"], axis, d["norm"],
+                                                                        out=ob))
 
 
 def _np_ihfft(args, kwargs):
     d = call_args(("a", "n", "axis", "norm", "out"), args, kwargs)
     a, axis = d["a"], (-1 if d["axis"] is None else d["axis"])
     n = np.shape(a)[axis] if d["n"] is None else d["n"]
-    return write_out(np.conj(np.fft.rfft(a, n, axis, norm=_swap(d["norm"]))), d["out"])
+    return write_out(np.conj(np.fft.rfft(a, n, axis, norm=_swap(d["norm"]))), _out(np.fft.ihfft, d),
+                     lambda ob: np.fft.ihfft(plain_operands(a), d["n"], axis, d["norm"], out=ob))
 
 
 def _cook(a, s, axes, invreal=False):
@@ -165,9 +189,12 @@ def _cook(a, s, axes, invreal=False):
 
 
 def _nd(kind, default_axes=None):
+    own = getattr(np.fft, kind + ("n" if default_axes is None else "2"))
+
     def handler(args, kwargs):
         d = call_args(("a", "s", "axes", "norm", "out"), args, kwargs, axes=default_axes)
         a, norm = d["a"], d["norm"]
+        given = a
         s, axes = _cook(a, d["s"], d["axes"], invreal=kind == "irfft")
         if kind in ("fft", "ifft"):
             fn = np.fft.fft if kind == "fft" else np.fft.ifft
@@ -181,7 +208,7 @@ def _nd(kind, default_axes=None):
             for ii in range(len(axes) - 1):
                 a = np.fft.ifft(a, s[ii], axes[ii], norm)
             a = np.fft.irfft(a, s[-1], axes[-1], norm)
-        return write_out(a, d["out"])
+        return write_out(a, _out(own, d), lambda ob: own(plain_operands(given), d["s"], d["axes"], norm, out=ob))
 
     return handler
 

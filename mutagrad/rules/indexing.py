@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (write_in_order, write_out, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, strong_operand,
+from ..core import (write_in_order, write_out, plain_operands, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, strong_operand,
                    write, index_array, index_positions, numpy_layout, refuse_python_complex, _reread_scalar)
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
@@ -205,7 +205,10 @@ def _np_take(args, kwargs):
     axis = axis % np.ndim(x)
     ind = _wrap_indices(ind, np.shape(x)[axis], mode)
     res = x[(slice(None),) * axis + (ind,)]
-    return write_out(res, a.get("out"))
+    if a.get("out") is None:
+        return res
+    return write_out(res, a["out"], lambda ob: np.take(plain_operands(a["a"]), plain_operands(a["indices"]),
+                                                       a.get("axis"), out=ob, mode=mode))
 
 
 def _along_axis_index(arr, indices, axis):

@@ -25,8 +25,8 @@ import functools
 
 import numpy as np
 
-from ..core import (FUNCTIONS, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand, strong_operand,
-                    write_out, write_replayed)
+from ..core import (FUNCTIONS, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand, plain_operands,
+                    strong_operand, write_out, write_replayed)
 from ..errors import user_line
 from ..registry import LAYOUT_EXACT, _Meta, pins
 from ..registry import conj_if_complex as _cj
@@ -492,8 +492,13 @@ def _np_einsum(args, kwargs):
         res = res.copy()
     # the bits of NumPy's own call into out (its loops there may round otherwise than into a new array)
     plain = [plain_operand(x) for x in given]  # (NumPy's own call: its operands, dtype=, casting=, optimize=)
-    write_replayed(out, Ellipsis, res, lambda ob: np.einsum(args[0], *plain, out=ob, optimize=optimize, **given_casting,
-                                                            **({} if dtype is None else {"dtype": dtype})))
+
+    def replay(ob):
+        np.einsum(args[0], *plain, out=ob, optimize=optimize, **given_casting, **({} if dtype is None else {"dtype": dtype}))
+
+    if not isinstance(out, Tracer):  # (NumPy's error for out's dtype first, then a traced value's refusal)
+        return write_out(res, out, replay)
+    write_replayed(out, Ellipsis, res, replay)
     return out
 
 
@@ -2628,8 +2633,13 @@ def _np_multi_dot(args, kwargs):
     n = len(arrays)
     if n < 2:
         raise ValueError("Expecting at least two arrays.")
+    given = d["arrays"]
+
+    def replay(ob):  # (NumPy's dot into out: out's dtype must be the result's exactly)
+        np.linalg.multi_dot(plain_operands(list(given)), out=ob)
+
     if n == 2:
-        return write_out(np.dot(arrays[0], arrays[1]), d["out"])
+        return write_out(np.dot(arrays[0], arrays[1]), d["out"], replay)
     nd_first, nd_last = np.ndim(arrays[0]), np.ndim(arrays[-1])
     if nd_first == 1:
         arrays[0] = np.atleast_2d(arrays[0])
@@ -2650,7 +2660,7 @@ def _np_multi_dot(args, kwargs):
         res = res[0, 0]
     elif nd_first == 1 or nd_last == 1:
         res = np.ravel(res)
-    return write_out(res, d["out"])
+    return write_out(res, d["out"], replay)
 
 
 def _np_tensorsolve(args, kwargs):

@@ -419,6 +419,8 @@ def _numpy_bits(fn, names, handler, when=None):
         out = a.get("out")
         if out is not None:
             if not isinstance(out, Tracer):
+                if type(out) is np.ndarray:  # NumPy's own error for this out first (std's sqrt into an integer out)
+                    plain_call(a, out=np.empty_like(out))
                 return handler(args, kwargs)  # (it raises: a traced value written into a plain array)
             res = []
             with_replayed_bits(out, lambda ob: plain_call(a, out=ob), lambda: res.append(handler(args, kwargs)))
@@ -740,7 +742,8 @@ def _np_var(args, kwargs, sqrt=False):
         d = x - mu
         out = a.get("out")
         sq = _abs2_by_parts(d)
-        if out is not None and np.result_type(bottom(out)) != np.result_type(bottom(sq)):
+        if out is not None and np.result_type(bottom(out)) != np.result_type(bottom(sq)) and (
+                np.result_type(bottom(out)).kind in "fc"):  # (an integer out: refused, as np.sum's is, at the write)
             # NumPy sums into `out`: in the common dtype of the squares and `out` (a complex out: a
             # complex pairwise sum), stored in out's dtype, and divides there
             odt = np.result_type(bottom(out))
@@ -774,6 +777,10 @@ def _np_ptp(args, kwargs):
     out = a.get("out")
     if out is None:
         return bind(max_p, (a["a"],), k) - bind(min_p, (a["a"],), k)
+    ob = bottom(out)
+    if type(ob) is np.ndarray and ob.dtype != np.result_type(bottom(a["a"])):
+        with np.errstate(all="ignore"):  # NumPy's own error for this out (subtract's same_kind), on plain values
+            np.ptp(**plain_operands({n: v for n, v in a.items() if n != "out"}), out=np.empty_like(ob))
     # NumPy's order: the maximum into out, then the minimum (of the array as it is
     # then, if out shares its memory), then their difference into out
     write_reduced(bind(max_p, (a["a"],), k), out, "maximum")
@@ -797,8 +804,12 @@ def _np_average(args, kwargs):
             w = np.transpose(w, np.argsort(axes))
             w = np.reshape(w, tuple(s if k in axes else 1 for k, s in enumerate(np.shape(x))))
         w = np.broadcast_to(w, np.shape(x))
-        scl = np.sum(w, axis=axis, keepdims=keepdims)
-        avg = np.sum(x * w, axis=axis, keepdims=keepdims) / scl
+        # NumPy's dtype: the common one of the array's and the weights' (float16 with int8 weights), at
+        # least float64 for an integer array
+        xdt, wdt = np.asarray(plain_operands(a["a"])).dtype, np.result_type(bottom(w))
+        dt = np.result_type(xdt, wdt, "f8") if xdt.kind in "biu" else np.result_type(xdt, wdt)
+        scl = np.sum(w, axis=axis, keepdims=keepdims, dtype=dt)
+        avg = np.sum(np.multiply(x, w, dtype=dt), axis=axis, keepdims=keepdims) / scl
     if a.get("returned", False):
         return avg, np.broadcast_to(scl, np.shape(avg)).copy() if np.shape(scl) != np.shape(avg) else scl
     return avg

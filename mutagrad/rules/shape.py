@@ -196,7 +196,8 @@ def _defjoin(impl, transpose, name):
                 isinstance(x, Tracer) and np.shares_memory(bottom(out), bottom(x)) for x in arrays):
             _join_in_order(out, arrays, axis, impl is _stack_impl)
             return out
-        return write_out(res, out)
+        return write_out(res, out, lambda ob: (np.stack if impl is _stack_impl else np.concatenate)(
+            plain_operands(arrays), **a, out=ob))  # (NumPy's cast into out: casting=, same_kind by default)
 
     p.rrule, p.frule = rrule, frule
     return handler
@@ -289,7 +290,7 @@ def _np_outer(args, kwargs):
     a = dict(zip(("a", "b", "out"), args))
     a.update(kwargs)
     res = np.multiply(np.reshape(a["a"], (-1, 1)), np.reshape(a["b"], (1, -1)))
-    return write_out(res, a.get("out"))
+    return write_out(res, a.get("out"), lambda ob: np.outer(plain_operands(a["a"]), plain_operands(a["b"]), out=ob))
 
 
 def _np_trace(args, kwargs):
@@ -297,7 +298,9 @@ def _np_trace(args, kwargs):
     a.update(kwargs)
     res = np.sum(np.diagonal(a["a"], a.get("offset", 0), a.get("axis1", 0), a.get("axis2", 1)), axis=-1,
                  dtype=a.get("dtype"))
-    return write_reduced(res, a.get("out"), "add")
+    # (into an out= of another dtype NumPy sums the diagonal there)
+    return write_reduced(res, a.get("out"), "add", lambda ob: np.trace(
+        plain_operands(a["a"]), a.get("offset", 0), a.get("axis1", 0), a.get("axis2", 1), a.get("dtype"), out=ob))
 
 
 FUNCTIONS[np.append] = _np_append
@@ -351,7 +354,8 @@ def _np_clip(args, kwargs):
                               "everything and select: np.where(mask, np.clip(x, lo, hi), other).")
         np.copyto(out, res, casting=loop.get("casting", "same_kind"), where=where)
         return out
-    return write_out(res, out)
+    return write_out(res, out, lambda ob: np.clip(plain_operands(x), plain_operands(lo), plain_operands(hi), out=ob,
+                                                  **loop))
 
 
 FUNCTIONS[np.clip] = _np_clip
@@ -755,7 +759,7 @@ def _np_fix(args, kwargs):
     a = dict(zip(("x", "out"), args))
     a.update(kwargs)
     res = np.trunc(a["x"])
-    return write_out(res, a.get("out"))
+    return write_out(res, a.get("out"), lambda ob: np.fix(plain_operands(a["x"]), out=ob))
 
 
 def _np_unwrap(args, kwargs):

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak, where_mask
-from ..core import _bits, check_reduced_out, replicas, with_replayed_bits, write, write_out, write_reduced
+from ..core import _bits, check_reduced_out, plain_operands, replicas, with_replayed_bits, write, write_out, write_reduced
 from ..errors import NoRuleError, user_line
 from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out, numpy_zero_signs)
@@ -77,8 +77,16 @@ def _into_out(res, out, replay, reduced=None):
     return out
 
 
+def _inexact_out(x, out):
+    """NumPy's check of nanmean's, nanvar's and nanstd's ``out=``, before any cast of its own."""
+    if (out is not None and np.issubdtype(np.asarray(plain_operands(x)).dtype, np.inexact)
+            and not np.issubdtype(np.result_type(bottom(out)), np.inexact)):
+        raise TypeError("If a is inexact, then out must be inexact")
+
+
 def _np_nanmean(args, kwargs):
     a = _reduce_args(args, kwargs, ("a", "axis", "dtype", "out", "keepdims", "where"))
+    _inexact_out(a["a"], a.get("out"))
     x, m = _nan_filled(a["a"], 0.0)
     k = _given(a, "axis", "keepdims", "where")
     cnt = np.sum(~m, dtype=np.intp, **k)
@@ -118,6 +126,7 @@ def _nan_var(fn):
         names = ("a", "axis", "dtype", "out", "ddof", "keepdims", "where", "mean", "correction")
         a = _reduce_args(args, kwargs, names)
         x = a.pop("a")
+        _inexact_out(x, a.get("out"))
         m = _nan_mask(x)
         where = a.pop("where", _NoValue)
         if where is _NoValue and not _given(a, "mean", "out") and (

@@ -22,6 +22,7 @@ import ast
 import builtins
 import cmath
 import collections
+import copy
 import dataclasses
 import dis
 import fractions
@@ -4069,6 +4070,12 @@ class ScalarTracer(Tracer):
     iterable."""
 
     __slots__ = ()
+
+    def __copy__(self):  # (immutable, as a NumPy scalar, whose copies are scalars: not a 0-d array)
+        return copy.copy(live(self)) if self._level.closed else self
+
+    def __deepcopy__(self, memo):
+        return copy.deepcopy(live(self), memo) if self._level.closed else self
 
     def __hash__(self):
         # the number it stands for is hashable, but a lookup by value (a dict key, a set, a

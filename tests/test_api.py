@@ -2307,3 +2307,22 @@ def test_a_zero_cotangent_keeps_its_sign_and_a_masked_cotangent_its_data():
     a = pb(np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0]))[0]
     b = pb(np.ma.array([0.0, 2.0, 0.0], mask=[0, 1, 0]))[0]
     np.testing.assert_array_equal(a - b, [3.0, 0.0, 9.0])  # (linear in the cotangent's data)
+
+
+def test_copies_of_a_traced_scalar_are_scalars_as_numpy_s_are():
+    # (memo: copy.copy / copy.deepcopy of a traced scalar, or of a leftover one, gave a 0-d array, where a
+    # plain run's np.float64 copies are np.float64: isinstance(c, float) was False). Oracle: by hand.
+    import copy
+
+    kept = {}
+
+    def f(x):
+        s = np.sum(x * x)
+        c1, c2 = copy.copy(s), copy.deepcopy(s)
+        assert isinstance(c1, float) and isinstance(c2, float) and np.ndim(c1) == 0
+        kept["s"] = s
+        return c1 + 2.0 * c2
+
+    np.testing.assert_array_equal(mg.grad(f)(np.array([1.0, 2.0])), [6.0, 12.0])  # by hand: 3 * 2 x
+    for c in (copy.copy(kept["s"]), copy.deepcopy(kept["s"])):
+        assert type(c) is np.float64 and c == 5.0

@@ -865,42 +865,46 @@ class _Holdings:
 
 _ABSENT = object()
 _MODULE_OR_NONE = (types.ModuleType, type(None))
-_ITERATOR_MODULES = frozenset(("builtins", "itertools", "collections"))
+_ITERATOR_MODULES = frozenset(("itertools", "_collections"))  # (their every type: iterators and their parts)
+_HEAPTYPE = 1 << 9  # (Py_TPFLAGS_HEAPTYPE: a class made by a class statement, not compiled)
+_WEAK_CONTAINERS = (weakref.WeakValueDictionary, weakref.WeakKeyDictionary, weakref.WeakSet)
 _DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 
 
 def _iterated(v, tv):
     """(label, object) of what an iterator made before the call goes through (``rows = iter(X)``,
-    ``X.flat``, ``zip(X, Y)``, ``(r * 2 for r in X)``, a weak reference to X): Python's and NumPy's own
-    iterators, read by their C ``__reduce__`` (which runs no code of the program's); a suspended
-    generator's local variables; None for other objects."""
+    ``X.flat``, ``zip(X, Y)``, ``itertools.tee``, ``np.nditer(X)``, ``(r * 2 for r in X)``, a weak
+    reference or a weak dictionary holding X): the objects a compiled iterator refers to, as the
+    garbage collector reads them (no code of the program's runs); a suspended generator's local
+    variables; None for other objects (a Python iterator class of the program's is an object like
+    any other, its ``__next__`` a helper that syntax calls)."""
     if tv is types.GeneratorType:
         frame = v.gi_frame
         return [] if frame is None else [(f"local {k!r}", item) for k, item in frame.f_locals.items()]
     if tv is np.flatiter:
         return [("base", v.base)]
-    if tv is weakref.ReferenceType:
+    if tv is np.nditer:
+        try:
+            return [("operands", v.operands)]
+        except ValueError:  # (a closed one)
+            return []
+    if issubclass(tv, weakref.ReferenceType):
         return [("referent", v())]
     if tv in _DICT_VIEWS:
         return [("mapping", dict(v.mapping))]
-    if tv.__module__ in _ITERATOR_MODULES and tv.__name__ != "deque" and (
-            tv.__name__.endswith("iterator") or hasattr(tv, "__next__")) and "__reduce__" in vars(tv):
-        try:
-            r = tv.__reduce__(v)
-        except Exception:  # noqa: BLE001  (one that cannot say: nothing read)
-            return []
-        if type(r) is not tuple or len(r) < 2:
-            return []
-        held = [("iterating", a) for a in r[1]] if type(r[1]) is tuple else []
-        if len(r) > 2 and r[2] is not None and type(r[2]) is not int:  # (a state beyond a position)
-            held.append(("state", r[2]))
-        return held
+    if tv in _WEAK_CONTAINERS:
+        return [("items", list(v.items()) if hasattr(v, "items") else list(v))]
+    mod = tv.__module__ or ""
+    if mod in _ITERATOR_MODULES or (hasattr(tv, "__next__") and (
+            not tv.__flags__ & _HEAPTYPE or mod.partition(".")[0] in _INTERNAL_PACKAGES)):
+        return [("iterating", r) for r in gc.get_referents(v) if not isinstance(r, type)]
     return None
+
 
 # methods of a user's class that syntax calls, not a name: the alias search walks them as helpers
 _CALLED_BY_SYNTAX = ("__call__", "__getitem__", "__getattr__", "__matmul__", "__rmatmul__", "__mul__", "__rmul__",
                      "__add__", "__radd__", "__sub__", "__rsub__", "__truediv__", "__rtruediv__", "__iter__",
-                     "__array__")
+                     "__array__", "__next__")
 
 
 def _called_functions(d, attr, cls, instance=None):

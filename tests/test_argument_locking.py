@@ -6,6 +6,7 @@ ValueError, as NumPy's read-only error is) naming the line, and every array is
 writable again afterwards. Writes through the argument itself are
 differentiated as always; oracles: central differences of the plain function.
 """
+import collections
 import itertools
 import types
 import warnings
@@ -1265,3 +1266,55 @@ def test_a_logging_call_or_a_deep_config_does_not_make_the_search_incomplete():
         warnings.simplefilter("error")
         g = mg.grad(f)(np.ones(3))
     np.testing.assert_array_equal(g, [0.5, 0.5, 0.5])  # by hand: d/dx (0.5 x)^2 = 0.5 x
+
+
+class _Loader:  # a data loader: its __next__ reads self.data
+    def __init__(self, data):
+        self.data, self.i = data, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.i += 1
+        return self.data[self.i - 1:self.i]
+
+
+class _Box:
+    pass
+
+
+def _weak_values(X):
+    b = _Box()
+    b.a = X[:1]
+    d = weakref.WeakValueDictionary({"k": b})
+    d.keep = b
+    return d
+
+
+_MORE_ITERATORS = {  # (made before the call; how the function reads X[0] through it)
+    "tee": (lambda X: itertools.tee([X[:1]])[0], next),
+    "pairwise": (lambda X: itertools.pairwise([X[:1], X[:1]]), lambda it: next(it)[1]),
+    "deque iterator": (lambda X: iter(collections.deque([X[:1]])), next),
+    "np.nditer": (lambda X: np.nditer(X), lambda it: np.array([float(next(it))])),
+    "np.ndenumerate": (lambda X: np.ndenumerate(X), lambda it: np.array([next(it)[1]])),
+    "WeakValueDictionary": (_weak_values, lambda d: d["k"].a),
+    "a loader class": (_Loader, next),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_MORE_ITERATORS))
+def test_compiled_iterators_weak_dictionaries_and_iterator_classes_are_looked_into(kind):
+    # (regress34: these still read X's memory as a constant after the function wrote it through its
+    # argument: grad [0, 0, 0] where FD of the plain program gives [8, 0, 0])
+    make, read = _MORE_ITERATORS[kind]
+    X = np.array([1.0, 2.0, 3.0])
+    it = make(X)
+
+    def f(x):
+        x *= 2.0
+        return np.sum(read(it) ** 2)
+
+    with pytest.raises(mg.AliasingError):
+        mg.grad(f)(X)
+    assert X.flags.writeable and np.array_equal(X, [1.0, 2.0, 3.0])

@@ -1910,6 +1910,10 @@ _INPLACE_REFS = [{}]
 
 
 def ufunc_dispatch(ufunc, method, inputs, kwargs):
+    if not STATE.levels:
+        lv = _lender(inputs, kwargs)
+        if lv is not None:
+            return run_lent(lv, ufunc_dispatch, ufunc, method, inputs, kwargs)
     what = qualname(ufunc) if method == "__call__" else f"{qualname(ufunc)}.{method}"
     _no_object_inputs(what, inputs)
     if method == "__call__" or method == "outer":
@@ -1946,7 +1950,19 @@ def _leftovers_only(args, kwargs):
     return tuple(vals[:n]), dict(zip(kwargs, vals[n:]))
 
 
+def _lender(args, kwargs):
+    """In a worker thread (one running no differentiation of its own): the innermost level among the
+    traced values of a call's arguments if another thread runs it (its handler then runs in that
+    level's levels, run_lent: a handler's buffers, mnp.zeros, are traced there), else None."""
+    top = top_level(_flatten_args((args, tuple(kwargs.values())))[0])
+    return top if top and top.thread != _get_ident() else None
+
+
 def function_dispatch(func, args, kwargs):
+    if not STATE.levels:
+        lv = _lender(args, kwargs)
+        if lv is not None:
+            return run_lent(lv, function_dispatch, func, args, kwargs)
     h = FUNCTIONS.get(func)
     if h is None:
         plain = _leftovers_only(args, kwargs)

@@ -2088,6 +2088,50 @@ def test_nested_differentiations_of_a_function_whose_worker_thread_computes(op):
     np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(x.copy()), H, rtol=1e-5, atol=1e-5)
 
 
+def _pad_with(vector, pad_width, iaxis, kwargs):
+    vector[:pad_width[0]] = 2.0 * vector[pad_width[0]]
+    vector[len(vector) - pad_width[1]:] = -vector[len(vector) - pad_width[1] - 1]
+
+
+_WORKER_FUNCTIONS = {  # NumPy functions whose rules make their own buffers (mnp.zeros) or call handlers
+    "diag": lambda v: np.diag(v),
+    "diagflat": lambda v: np.diagflat(v),
+    "gradient": lambda v: np.gradient(v * v),
+    "pad callable": lambda v: np.pad(v, 2, mode=_pad_with),
+    "interp complex": lambda v: np.abs(np.interp(v, [-1.0, 0.0, 1.0], [1.0 + 2j, 0.5 - 1j, 3.0 + 0.5j])),
+    "polydiv": lambda v: np.polydiv(np.concatenate([v, [1.0]]), [1.0, 0.5])[0],
+    "add.at": lambda v: _added_at(v),
+    "cumsum reduceat": lambda v: np.add.reduceat(np.cumsum(v), [0, 2]),
+}
+
+
+def _added_at(v):
+    y = np.zeros_like(v)
+    np.add.at(y, [0, 0, 2], v * v)
+    return y
+
+
+@pytest.mark.parametrize("name", sorted(_WORKER_FUNCTIONS))
+def test_numpy_functions_in_a_worker_thread_make_traced_buffers(name):
+    # (regress34: their rules' own buffers, mnp.zeros, were plain in a worker thread: a TracerEscapeError
+    # about an np.asarray the program never wrote, whose fix, mg.stop_gradient, would drop the derivative)
+    # Oracle: central differences of the plain function (no thread).
+    from concurrent.futures import ThreadPoolExecutor
+
+    op = _WORKER_FUNCTIONS[name]
+    plain = lambda v: np.sum(op(v) ** 2)
+
+    def f(x):
+        with ThreadPoolExecutor(1) as ex:
+            return ex.submit(plain, x).result()
+
+    x = np.array([0.3, -0.7, 0.5])
+    fd = lambda z, h=1e-6: np.array([(plain(z + h * e) - plain(z - h * e)) / (2 * h) for e in np.eye(3)])
+    np.testing.assert_allclose(mg.grad(f)(x.copy()), fd(x), rtol=1e-6, atol=1e-8)
+    H = np.array([(fd(x + 1e-4 * e, 1e-5) - fd(x - 1e-4 * e, 1e-5)) / 2e-4 for e in np.eye(3)])
+    np.testing.assert_allclose(mg.hessian(f)(x.copy()), H, rtol=1e-4, atol=1e-4)
+
+
 def _written(v):
     y = np.zeros_like(v)
     y[0] = v[1] * v[2]

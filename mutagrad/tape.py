@@ -519,6 +519,11 @@ class WriteRecord:
             self.swap()
 
 
+# id -> array: copies a rule made and keeps to itself, writable (NumPy's np.interp copies read-only
+# tables at every call: 1 ms for 10^5 samples) but never written, so that snapshot takes them as they are
+PRIVATE: dict = {}
+
+
 def _view_key(a, key):
     """The snapshot key of plain view ``a``: the array owning its memory and where in it the view
     lies, so that the view made anew at each use (``A.T @ r`` in a loop) finds the copy of the last
@@ -636,6 +641,8 @@ class ReverseLevel(Level):
                 # as mg.value(x) of the argument shows; a read-only view of writable memory can)
                 if owner is not None and _LOCKED.get(id(owner)) is not owner:
                     return a
+            elif PRIVATE.get(key) is a:  # (a rule's own copy, which no code writes)
+                return a
         if traced:
             cache = self.snapshots
         else:

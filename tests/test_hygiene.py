@@ -747,3 +747,47 @@ def test_each_call_of_a_nested_gradient_reuses_the_copy_of_the_data_it_closes_ov
     h = 1e-9
     fd = (train(1e-5 + h, w0, by_hand) - train(1e-5 - h, w0, by_hand)) / (2 * h)
     np.testing.assert_allclose(g, fd, rtol=1e-5)
+
+
+def test_np_interp_on_one_large_table_keeps_no_copy_per_call():
+    # (interp: each call kept a copy of the table's slopes on the tape, 8 bytes per sample per call, and
+    # NumPy's interp copied the read-only snapshots it got at every call). Oracle: central differences.
+    ys = np.linspace(-5.0, 5.0, 50_001)
+    table = np.tanh(ys) + 0.1 * ys ** 3
+
+    def simulate(y, steps):
+        for _ in range(steps):
+            y = y - 0.01 * np.interp(y, ys, table)
+        return y
+
+    tracemalloc.start()
+    g = mg.grad(lambda y: simulate(y, 200))(2.0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * table.nbytes, peak  # (200 copies of the slopes before)
+    slopes, y, want = np.diff(table) / np.diff(ys), 2.0, 1.0  # by hand: the product of 1 - 0.01 * slope at y
+    for _ in range(200):
+        want *= 1.0 - 0.01 * slopes[np.searchsorted(ys, y, side="right") - 1]
+        y = y - 0.01 * np.interp(y, ys, table)
+    assert g == pytest.approx(want, rel=1e-12)
+
+
+def test_np_interp_sees_a_table_that_plain_code_changes_between_calls():
+    # the remembered table is served only while the caller's arrays hold its bits. Oracle: by hand, the
+    # derivative of y - 0.5 * interp(y) is 1 - 0.5 * slope at y, the slope 1 then 3
+    ys = np.linspace(0.0, 4.0, 101)
+    table = ys.copy()
+
+    def f(y):
+        a = y - 0.5 * np.interp(y, ys, table)
+        table[:] = 3.0 * ys  # plain code changes the table (a global) between two calls
+        b = a - 0.5 * np.interp(a, ys, table)
+        return b
+
+    g = mg.grad(f)(2.0)
+    table[:] = ys
+    assert g == pytest.approx((1 - 0.5 * 1.0) * (1 - 0.5 * 3.0), rel=1e-12)
+    table[:] = ys
+    v = mg.value_and_grad(f)(2.0)[0]
+    table[:] = ys
+    assert v == f(2.0)  # the plain call's value, bit for bit

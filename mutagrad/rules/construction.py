@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import FUNCTIONS, ScalarTracer, Tracer, bind, bottom, get_primitive, plain_operands, promotion_operand
+from ..core import FUNCTIONS, ScalarTracer, Tracer, active_levels, bind, bottom, get_primitive, plain_operands, promotion_operand
+from ..tape import PRIVATE, _same_bits
 from ..errors import NoRuleError, user_line
 from ..registry import conj_if_complex, deflinear, defzero
 from ..tangents import NoTangent, NotImplementedTangent, Thunk, ZeroTangent, is_zero, not_implemented
@@ -602,9 +603,14 @@ _NOT_CONSTANT = object()
 
 
 def _plain_table(xp, fp, left, right):
-    """``(xp, fp, left, right)`` as plain values, when ``np.interp``'s derivative is that of its
-    points x alone with every slope finite: constant, real, finite samples at strictly
-    increasing points (at least two), constant ends. Else None (the composite's rules)."""
+    """``(xp, fp, left, right, slopes)`` as plain values, when ``np.interp``'s derivative is that of
+    its points x alone with every slope finite: constant, real, finite samples at strictly
+    increasing points (at least two), constant ends. Else None (the composite's rules).
+
+    A table checked once in a differentiation is remembered there, as read-only copies with its
+    slopes (the tape keeps them as they are: read-only memory cannot change), and served again
+    while its arrays hold the same bits: a loop calling np.interp on one large table passed over
+    it several times per call and kept a copy of its slopes per call."""
     parts = tuple(_constant(v) for v in (xp, fp, left, right))
     if any(v is _NOT_CONSTANT for v in parts):
         return None
@@ -612,6 +618,18 @@ def _plain_table(xp, fp, left, right):
     if fpv.dtype.kind != "f" or xpv.shape[0] < 2 or any(
             v is not None and np.iscomplexobj(v) for v in (lv, rv)):
         return None
+    levels = active_levels()
+    tables = None
+    if levels:
+        holder = levels[0]
+        tables = getattr(holder, "interp_tables", None)
+        if tables is None:  # (its copies are forgotten with the differentiation)
+            tables = holder.interp_tables = _Tables()
+        hit = tables.get((id(xpv), id(fpv)))
+        if (hit is not None and hit[0].shape == xpv.shape and hit[1].shape == fpv.shape
+                and hit[0].dtype == xpv.dtype and hit[1].dtype == fpv.dtype
+                and _same_bits(hit[0], xpv) and _same_bits(hit[1], fpv)):
+            return hit[0], hit[1], lv, rv, hit[2]
     dx = xpv[1:] - xpv[:-1]
     if not ((dx > 0).all() and np.isfinite(xpv[0]) and np.isfinite(xpv[-1])):  # (increasing: its ends finite)
         return None
@@ -619,7 +637,26 @@ def _plain_table(xp, fp, left, right):
         slopes = (fpv[1:] - fpv[:-1]) / dx
     if not np.isfinite(slopes).all():  # (an infinite or NaN sample makes a slope so)
         return None
-    return xpv, fpv, lv, rv, slopes
+    if tables is None:
+        return xpv, fpv, lv, rv, slopes
+    xc, fc = xpv.copy(), fpv.copy()  # (writable: NumPy's interp copies a read-only table at every call)
+    if len(tables) >= 8:  # (the most recent tables of this differentiation)
+        for v in tables.pop(next(iter(tables))):
+            PRIVATE.pop(id(v), None)
+    tables[(id(xpv), id(fpv))] = (xc, fc, slopes)
+    for v in (xc, fc, slopes):
+        PRIVATE[id(v)] = v
+    return xc, fc, lv, rv, slopes
+
+
+class _Tables(dict):
+    """A level's remembered interpolation tables (see _plain_table), whose copies leave
+    tape.PRIVATE with it."""
+
+    def __del__(self):
+        for entry in self.values():
+            for v in entry:
+                PRIVATE.pop(id(v), None)
 
 
 def _interp_impl(x, xp, fp, left, right, slopes):

@@ -919,7 +919,10 @@ class UserFPErrors:
     mode runs the function): each event is then also handled as the
     ``np.errstate`` in force before differentiation says (warn, raise, call...)."""
 
-    extobj = None  # (NumPy's error state object that makes this the call: user_fp_state's)
+    # (the id of NumPy's error state object that makes this the call, user_fp_state's, which holds it
+    # while the function runs: not the object, which refers to this handler as its call, a cycle through
+    # a PyCapsule that the garbage collector does not see: each nested differentiation's handler leaked)
+    extobj_id = None
 
     def __init__(self, modes=None):
         self.modes = modes = _fp_settings() if modes is None else modes
@@ -931,7 +934,7 @@ class UserFPErrors:
             return
         key = _FP_KEYS.get(kind, "invalid")
         mode = self.modes.get(key, "ignore")
-        if _extobj_contextvar is not None and _extobj_contextvar.get() is not self.extobj:
+        if _extobj_contextvar is not None and id(_extobj_contextvar.get()) != self.extobj_id:
             mode = self._set_inside(key, mode)
         if mode == "ignore":
             return
@@ -965,7 +968,7 @@ class UserFPErrors:
         where it set other kinds only, ``mode``, the one in force before the differentiation."""
         cur = _extobj_contextvar.get()
         for _ in range(64):
-            if cur is self.extobj:
+            if id(cur) == self.extobj_id:
                 return mode
             made = _MADE_INSIDE.get(id(cur))
             if made is None or made[0] is not cur:
@@ -1068,7 +1071,8 @@ class user_fp_state:
                 self.state = np.errstate(all="call", call=handler)
                 self.state.__enter__()
                 return
-            handler.extobj = extobj = _make_extobj(all="call", call=handler)
+            extobj = _make_extobj(all="call", call=handler)
+            handler.extobj_id = id(extobj)
             _USER_FP[0] = (settings, handler, extobj)
         self.state = state = fixed_errstate.__new__(fixed_errstate)
         state.extobj = extobj

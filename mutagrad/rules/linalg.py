@@ -448,7 +448,7 @@ def _np_einsum(args, kwargs):
     dtype = kwargs.pop("dtype", None)
     given_casting = {"casting": kwargs.pop("casting")} if "casting" in kwargs else {}  # (NumPy's calls: as given,
     casting = given_casting.get("casting", "safe")  # its optimize= paths pass it on to matmul only then)
-    kwargs.pop("order", None)  # (rules/layout.py lays the result out as it asks)
+    order = kwargs.pop("order", "K")  # (rules/layout.py lays the result out as it asks)
     if kwargs:
         raise TypeError(f"np.einsum: unsupported keyword arguments {sorted(kwargs)}")
     if not isinstance(args[0], str):
@@ -479,12 +479,15 @@ def _np_einsum(args, kwargs):
     opt = bool(optimize) if optimize is not True else True
     res = bind(einsum2_p if len(args) == 3 else einsum_p, tuple(args), {"optimize": opt})
     if out is None:
-        if dtype is not None and any(np.result_type(bottom(x)) != np.dtype(dtype) for x in given):
-            # (NumPy casts inside its loops, in its own order: its bits, the derivative the cast operands')
+        if (dtype is not None and any(np.result_type(bottom(x)) != np.dtype(dtype) for x in given)) or (
+                order not in ("K", "k") and not optimize):
+            # (NumPy casts inside its loops, in its own order, and sums in the order= asked: its bits, the
+            # derivative the cast operands')
             from .reductions import _with_value
 
-            res = _with_value(res, lambda: np.einsum(args[0], *[plain_operand(x) for x in given], dtype=dtype,
-                                                     optimize=optimize, **given_casting))
+            res = _with_value(res, lambda: np.einsum(args[0], *[plain_operand(x) for x in given], optimize=optimize,
+                                                     order=order, **given_casting,
+                                                     **({} if dtype is None else {"dtype": dtype})))
         return res
     if isinstance(res, Tracer) and np.may_share_memory(bottom(res), bottom(out)):
         # a view of an operand (np.einsum("i->i", x[::2], out=x[1:5])): NumPy's einsum reads an
@@ -494,7 +497,8 @@ def _np_einsum(args, kwargs):
     plain = [plain_operand(x) for x in given]  # (NumPy's own call: its operands, dtype=, casting=, optimize=)
 
     def replay(ob):
-        np.einsum(args[0], *plain, out=ob, optimize=optimize, **given_casting, **({} if dtype is None else {"dtype": dtype}))
+        np.einsum(args[0], *plain, out=ob, optimize=optimize, order=order, **given_casting,
+                  **({} if dtype is None else {"dtype": dtype}))
 
     if not isinstance(out, Tracer):  # (NumPy's error for out's dtype first, then a traced value's refusal)
         return write_out(res, out, replay)

@@ -188,3 +188,28 @@ def test_a_numpy_whose_hfft_writes_into_out_is_followed(monkeypatch):
     got = _traced(lambda x, o: np.fft.hfft(x, out=o), X64, (14,), np.float64)
     assert got["same"]
     assert _same_bits(got["out"], np.fft.irfft(np.conj(X64), 14, norm="forward"))
+
+
+@pytest.mark.parametrize("name", ["cumulative_sum", "cumulative_prod"])
+@pytest.mark.parametrize("xdt,odt", [(np.float16, np.float32), (np.float32, np.float64), (np.float32, np.complex128),
+                                     (np.float64, np.complex128)])
+@pytest.mark.parametrize("include_initial", [False, True])
+def test_cumulative_functions_accumulate_in_a_wider_out(name, xdt, odt, include_initial):
+    # (regress35: NumPy's cumulative_sum/cumulative_prod accumulate in a wider out's dtype, as cumsum does;
+    # mutagrad accumulated in the input's and cast: the last bits, and the signs of zero imaginary parts)
+    # Oracle: NumPy's own call, bit for bit.
+    fn = getattr(np, name)
+    x = np.array([2.1409192, -2.4556565, 0.5180984, -0.4677071, 1.3, -0.7], xdt)
+    n = x.size + include_initial
+    plain = np.zeros(n, odt)
+    fn(x, out=plain, include_initial=include_initial)
+    seen = {}
+
+    def f(v):
+        o = mnp.zeros(n, dtype=odt)
+        r = fn(v, out=o, include_initial=include_initial)
+        seen["o"], seen["r"] = np.array(mg.value(o)), r is o
+        return np.sum(np.abs(o))
+
+    mg.grad(f)(x.copy())
+    assert seen["r"] and np.array_equal(seen["o"].view(np.uint8), plain.view(np.uint8))

@@ -735,7 +735,12 @@ def _cumulative(fn, numpy_fn):
             if np.ndim(x) > 1:
                 raise ValueError("axis must be specified for multi-dimensional arrays")
             axis = 0
-        res = fn(x, axis=axis, dtype=a.get("dtype"))
+        dtype = a.get("dtype")
+        if dtype is None and a.get("out") is not None:  # (NumPy accumulates in a wider out's dtype, as cumsum)
+            from .reductions import _loop_dtype
+
+            dtype = _loop_dtype({"a": x, "out": a["out"]})
+        res = fn(x, axis=axis, dtype=dtype)
         if a.get("include_initial", False):
             shape = list(np.shape(res))
             shape[axis] = 1

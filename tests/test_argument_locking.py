@@ -1318,3 +1318,27 @@ def test_compiled_iterators_weak_dictionaries_and_iterator_classes_are_looked_in
     with pytest.raises(mg.AliasingError):
         mg.grad(f)(X)
     assert X.flags.writeable and np.array_equal(X, [1.0, 2.0, 3.0])
+
+
+def test_a_logging_line_costs_the_alias_search_little():
+    # (regress35: a log.debug line in the function made the search walk every logger and handler, 10^4
+    # objects and 20 ms per gradient; the logging module's functions are not walked now, as NumPy's are not)
+    import logging
+
+    from mutagrad import api
+
+    log = logging.getLogger("mutagrad-test-logging")
+    A = np.array([[2.0, 1.0], [0.5, 3.0]])
+
+    def f(w):
+        r = A @ w
+        log.debug("residual %s", 1)
+        logging.info("step")
+        return np.sum(np.tanh(r) ** 2)
+
+    found, budget = api._search(f, 1, (), ())
+    assert any(a is A for _, a in found)
+    assert api.ALIAS_SEARCH_BUDGET - budget.left < 200
+    w = np.array([0.3, -0.2])
+    t = np.tanh(A @ w)
+    np.testing.assert_allclose(mg.grad(f)(w), A.T @ (2 * t * (1 - t * t)), rtol=1e-12)  # by hand

@@ -4882,10 +4882,7 @@ def write(dest, idx, value):
         raise MutationError(
             f"a value traced by an inner differentiation is written at {user_line()} into an "
             "array created outside it; the inner derivative would leak out. Create the buffer "
-            "inside the inner function (mnp.zeros / np.zeros_like), or copy it there first; to keep a "
-            "value the inner function computes (a loss history), return it as an auxiliary output "
-            "(mg.grad(f, has_aux=True), f returning (loss, aux)) and store it after the inner call."
-        )
+            "inside the inner function (mnp.zeros / np.zeros_like), or copy it there first; " + _KEEP_AUX)
     if vt is list or vt is tuple:
         shape = _sequence_shape(value) if _is_basic(idx) else None  # (a mask, an index array: NumPy's errors)
         if shape is not None and len(shape) > 1:
@@ -4906,8 +4903,7 @@ def write(dest, idx, value):
             f"a value traced by an inner differentiation is written at {user_line()} into a view of "
             "an array created outside it; the inner derivative would leak out (and the outer "
             "array, read elsewhere, would not carry it). Create the buffer inside the inner "
-            "function (mnp.zeros / np.zeros_like), or copy the outer array there first."
-        )
+            "function (mnp.zeros / np.zeros_like), or copy the outer array there first; " + _KEEP_AUX)
     g = dest._geom
     if g is not None and g.overlap and _is_basic(idx):
         # a write through a self-overlapping view (sliding windows) into elements that are distinct
@@ -5547,6 +5543,11 @@ def where_mask(where):
     if type(b) is _ndarray and b.dtype != bool:
         raise TypeError(f"Cannot cast array data from {b.dtype!r} to dtype('bool') according to the rule 'safe'")
     return np.asarray(b, dtype=bool)
+
+
+_KEEP_AUX = ("to keep a value the inner function computes (a loss history), return it as an auxiliary output "
+             "(has_aux=True of mg.grad, mg.value_and_grad, mg.vjp or mg.jvp, the function returning (value, aux)) "
+             "and store it after the inner call.")
 
 
 def write_out(res, out, numpy=None):

@@ -495,6 +495,16 @@ def test_an_inner_loss_logged_into_an_outer_buffer_names_has_aux():
     with pytest.raises(mg.MutationError, match=r"has_aux=True"):
         mg.grad(lambda lr: outer(lr, True))(0.5)
 
+    def outer_out(lr):  # (regress35: the out= form, a view of the outer buffer, did not name it)
+        hist = np.zeros_like(lr, shape=3)
+        w = np.array([1.0, 2.0])
+        for t in range(3):
+            w = w - 0.1 * mg.grad(lambda w: np.sum((w * lr) ** 2, out=hist[t, ...]))(w)  # noqa: B023
+        return np.sum(w) + np.sum(hist)
+
+    with pytest.raises(mg.MutationError, match=r"has_aux=True"):
+        mg.grad(outer_out)(0.5)
+
     def plain(lr):
         hist, w = np.zeros(3), np.array([1.0, 2.0])
         for t in range(3):

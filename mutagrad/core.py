@@ -3325,7 +3325,9 @@ class Tracer:
                     f"{what} of a value traced by a differentiation that another thread is running, in this "
                     "thread", errors.TracerEscapeError,
                     " A worker thread may apply NumPy operations to traced values, not turn them into plain "
-                    "numbers: convert in the differentiated function itself (where the same conversion is "
+                    "numbers: an array made of traced values is np.stack(values) or mnp.array(values) (nested "
+                    "lists and numbers too; import mutagrad.numpy as mnp), which are differentiated, in a worker "
+                    "too; otherwise convert in the differentiated function itself (where the same conversion is "
                     "refused for the same reason), or, if the worker only needs the number and no derivative "
                     "through it, pass it mg.stop_gradient(x).", specific=True, where=errors.differentiated_function())
             raise errors.escape_error(

@@ -1453,9 +1453,12 @@ def _same_sparse(a, b) -> bool:
 
 
 def _same_bits(a, b) -> bool:
-    if a.flags.c_contiguous and b.flags.c_contiguous and a.dtype.kind in "fc":
-        if a.dtype == b.dtype:  # (one element per comparison, not one byte)
-            return bool(np.array_equal(_bits(a), _bits(b)))
+    """Whether two arrays of one shape hold the same bits: floating-point ones compared as integers of
+    their bits (a strided one through a contiguous copy), so that a zero's sign and a NaN's payload
+    count, as NumPy's results show them (np.interp returns a sample itself)."""
+    if a.dtype.kind in "fc" and a.dtype == b.dtype:
+        return bool(np.array_equal(_bits(a), _bits(b)))  # (one element per comparison, not one byte)
+    if a.flags.c_contiguous and b.flags.c_contiguous and a.dtype.kind in "fc" and a.dtype.itemsize == b.dtype.itemsize:
         return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
     return bool(np.array_equal(a, b, equal_nan=True))
 

@@ -817,3 +817,42 @@ def test_nested_differentiations_leave_no_error_state_handlers_behind():
             run(x)
         assert alive() <= before + 2
     np.testing.assert_allclose(mg.hessian(f)(x), np.diag(2 * np.cos(2 * x)), rtol=1e-12)  # by hand
+
+
+def test_np_interp_tables_plain_code_changes_are_neither_served_stale_nor_kept():
+    # (regress36: a strided table's copy was compared with array_equal, which takes -0.0 for 0.0: a stale
+    # table was served, NumPy returning the sample itself; a table changed in place left its remembered
+    # copies in tape.PRIVATE for the life of the process). Oracles: the plain call, bit for bit.
+    from mutagrad import tape
+
+    data = np.zeros((4, 2))
+    data[:, 0] = np.arange(4.0)
+    xs, fp = data[:, 0], data[:, 1]
+
+    def f(x):
+        a = np.interp(x, xs, fp)
+        fp[0] = -0.0  # plain code changes a sample's sign
+        b = np.interp(x - 10.0, xs, fp)  # left of the table: fp[0] itself
+        fp[0] = 0.0
+        return a + np.arctan2(b, -1.0)
+
+    assert mg.value_and_grad(f)(1.5)[0] == f(1.5) == -np.pi
+    assert mg.jvp(f, (1.5,), (1.0,))[0] == -np.pi
+
+    xs2 = np.linspace(0.0, 5.0, 1001)
+    table = np.sin(xs2)
+
+    def g(y):
+        for _ in range(10):
+            y = y + 0.1 * np.interp(y, xs2, table)
+            table[:] += 0.01  # the table changes between calls
+        table[:] -= 0.1
+        return y
+
+    mg.grad(g)(1.3)
+    gc.collect()
+    before = len(tape.PRIVATE)
+    for _ in range(3):
+        mg.grad(g)(1.3)
+    gc.collect()
+    assert len(tape.PRIVATE) <= before

@@ -11,6 +11,8 @@ the values must agree bit for bit (pad's reflections, interp's formula).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
@@ -640,13 +642,20 @@ def _plain_table(xp, fp, left, right):
     if tables is None:
         return xpv, fpv, lv, rv, slopes
     xc, fc = xpv.copy(), fpv.copy()  # (writable: NumPy's interp copies a read-only table at every call)
-    if len(tables) >= 8:  # (the most recent tables of this differentiation)
-        for v in tables.pop(next(iter(tables))):
+    key = (id(xpv), id(fpv))
+    with _TABLES_LOCK:  # (worker threads of one differentiation share its tables)
+        old = tables.pop(key, None)  # (the table plain code changed since)
+        while len(tables) >= 8:  # (the most recent tables of this differentiation)
+            old = (old or ()) + tables.pop(next(iter(tables)))
+        for v in old or ():
             PRIVATE.pop(id(v), None)
-    tables[(id(xpv), id(fpv))] = (xc, fc, slopes)
-    for v in (xc, fc, slopes):
-        PRIVATE[id(v)] = v
+        tables[key] = (xc, fc, slopes)
+        for v in (xc, fc, slopes):
+            PRIVATE[id(v)] = v
     return xc, fc, lv, rv, slopes
+
+
+_TABLES_LOCK = threading.Lock()
 
 
 class _Tables(dict):
@@ -654,9 +663,10 @@ class _Tables(dict):
     tape.PRIVATE with it."""
 
     def __del__(self):
-        for entry in self.values():
+        for entry in list(self.values()):
             for v in entry:
-                PRIVATE.pop(id(v), None)
+                if PRIVATE.get(id(v)) is v:
+                    del PRIVATE[id(v)]
 
 
 def _interp_impl(x, xp, fp, left, right, slopes):

@@ -75,7 +75,10 @@ def _with_numpy_layout(func, handler, policy):
             return res  # (into out=, or meshgrid's broadcast views: NumPy's own layout)
         if policy == "ORDER":
             order = kwargs.get("order")
-            return res if order in (None, "K") else _ordered(res, order, args)
+            if order in (None, "K") or (func is np.einsum and type(res) is ArrayTracer and any(
+                    isinstance(a, ArrayTracer) and np.may_share_memory(bottom(res), bottom(a)) for a in args[1:])):
+                return res  # (np.einsum("ij->ji", a, order="C") is a view of a, as NumPy returns it)
+            return _ordered(res, order, args)
         if policy == "P":
             if type(res) is not ArrayTracer or res.ndim < 2:
                 return res

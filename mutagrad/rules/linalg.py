@@ -479,10 +479,11 @@ def _np_einsum(args, kwargs):
     opt = bool(optimize) if optimize is not True else True
     res = bind(einsum2_p if len(args) == 3 else einsum_p, tuple(args), {"optimize": opt})
     if out is None:
-        if (dtype is not None and any(np.result_type(bottom(x)) != np.dtype(dtype) for x in given)) or (
-                order not in ("K", "k") and not optimize):
-            # (NumPy casts inside its loops, in its own order, and sums in the order= asked: its bits, the
-            # derivative the cast operands')
+        if (dtype is not None or order not in ("K", "k")) and not (
+                len(given) == 1 and isinstance(res, Tracer) and np.may_share_memory(bottom(res), bottom(given[0]))):
+            # (NumPy casts inside its loops, in its own order, and sums in the order= asked, with dtype= on
+            # a path of its own: its bits, the derivative the cast operands'; a view of the operand, which
+            # NumPy returns whatever order= says, stays one)
             from .reductions import _with_value
 
             res = _with_value(res, lambda: np.einsum(args[0], *[plain_operand(x) for x in given], optimize=optimize,

@@ -1,6 +1,7 @@
 """The transformations: grad, value_and_grad, vjp, jvp, jacobian, hessian."""
 from __future__ import annotations
 
+import cmath
 import collections
 import dataclasses
 import dis
@@ -72,7 +73,7 @@ from .pytree import (
     tree_unflatten,
 )
 from .pytree import _REGISTRY as _PYTREE_CLASSES
-from .registry import FP, user_fp_state
+from .registry import FP, fixed_errstate, user_fp_state
 from .runs import ScalarRun
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .tape import (
@@ -897,6 +898,8 @@ def _iterated(v, tv):
         return [("referent", v())]
     if tv in _DICT_VIEWS:
         return [("mapping", dict(v.mapping))]
+    if tv is types.MappingProxyType:  # (a read-only view of a dict: its entries, as the dict's)
+        return [(f"[{k!r}]", item) for k, item in dict(v).items()]
     if tv in _WEAK_CONTAINERS:
         return [("items", list(v.items()) if hasattr(v, "items") else list(v))]
     mod = tv.__module__ or ""
@@ -985,7 +988,7 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, 
     plain, incomplete = _plain_arrays_of(fun, npos, kwnames, _object_arguments(fun, args, kwargs))
     flagged = []
     if not plain and not incomplete:
-        return flagged
+        return _summed(wrapped, flagged)
     # an array that owns its memory (no base) shares it with no other array but its views: only
     # those, and arrays that do not own theirs, need NumPy's bounds test (a search may find 10^4)
     found = [(name, bottom(v)) for name, v in plain]
@@ -1019,7 +1022,50 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, 
             st.alias_unchecked = True
             st.unchecked_copy = (a, a.copy())
             flagged.append(info)
+    return _summed(wrapped, flagged)
+
+
+def _summed(wrapped, flagged):
+    """The arguments' checksums at the call (core._checksum: a weighted sum, two passes over each per
+    call), for those no alias search found a plain array of: plain code may still write into one through
+    a reference no search sees (a view an lru_cache getter returns, one a type the search does not look
+    into holds), and an argument mutagrad never wrote must hold its values at the call when the function
+    returns (_check_plain_aliases). ``flagged``: the infos already checked otherwise, to which they are added."""
+    checked = {id(info) for info in flagged}
+    for _t, info in wrapped:
+        st = info.storage
+        a = bottom(info.orig)
+        if id(info) in checked or type(a) is not _ndarray or a.dtype.kind not in "fc" or st.unchecked_copy is not None:
+            continue
+        st.call_sum = (a, _arg_sum(a))
+        flagged.append(info)
     return flagged
+
+
+_SUM_WEIGHTS = 1.0 + (np.arange(8192) * 0.6180339887498949) % 1.0  # (weights in [1, 2), all different)
+
+
+def _arg_sum(a):
+    """A weighted sum of ``a``'s elements (the weights repeating every 8192 elements, those blocks
+    weighted too: a change of any element shows, a swap of two too), computed by BLAS and in Python
+    numbers, so that no floating-point event of NumPy's is raised or noted (it runs where the
+    program's error state is in force); for an array with non-finite elements, its bits' hash."""
+    flat = np.ravel(a, order="K")
+    w = _SUM_WEIGHTS
+    n, m = flat.size, w.size
+    k = n // m
+    with _QUIET():  # (an infinite element: NumPy's dot checks for invalid values)
+        c = complex(np.dot(flat[k * m:], w[:n - k * m]))
+        if k:
+            c += complex(np.dot(np.dot(flat[:k * m].reshape(k, m), w), np.resize(w[::-1], k)))
+    if cmath.isfinite(c):
+        return c
+    return hash(flat.tobytes())
+
+
+# np.errstate(all="ignore") made once, entered through NumPy's context variable: an errstate made while a
+# differentiated function runs would be taken for one the function made (registry._MADE_INSIDE)
+_QUIET = fixed_errstate.of(all="ignore")
 
 
 def _path(p) -> str:
@@ -1094,8 +1140,10 @@ def _check_plain_aliases(level):
     that is differentiated, or that a pullback reads, must not have been
     changed by plain code through that array (a traced read after the change
     would take the new values for the argument's own)."""
+    summed = False
     for info in level.plain_aliases:
         st = info.storage
+        summed = summed or st.call_sum is not None
         if st.captured or st.was_captured or st.active or st.tangent is not None:  # (forward mode: a tangent)
             unseen = st.unchecked_copy
             if unseen is not None and not st.written and not np.array_equal(
@@ -1109,6 +1157,16 @@ def _check_plain_aliases(level):
                     f"returned, differentiated at {user_line()}; the derivative reads the argument's values, "
                     "and which values it read, before or after the change, cannot be told. Write through the "
                     "argument, or pass a copy of the array.")
+            summed = st.call_sum
+            if summed is not None and not st.written and _arg_sum(summed[0]) != summed[1]:
+                raise MutationError(
+                    f"{st.name} changed while the function ran, and not by a write mutagrad saw: plain NumPy "
+                    "code wrote into its memory through another reference to it that mutagrad's search for such "
+                    "references does not find (a view that a function call returns, an lru_cache getter's, or "
+                    "one held in an object the search does not look into). Found when the function returned, "
+                    f"differentiated at {user_line()}; the derivative reads the argument's values, and which "
+                    "values it read, before or after the change, cannot be told. Write through the argument, "
+                    "or pass a copy of the array.")
             for path, v, before in st.plain_views:
                 if not np.array_equal(v, before, equal_nan=v.dtype.kind in "fc"):
                     raise MutationError(
@@ -1119,6 +1177,11 @@ def _check_plain_aliases(level):
                         "after the change, cannot be told. Write through the argument, or pass a copy "
                         "of the array."
                     )
+    if summed:  # (checked: the level lets go of them, which would otherwise hold it in a cycle through their storages)
+        for info in level.plain_aliases:
+            info.storage.call_sum = None
+        level.plain_aliases = [info for info in level.plain_aliases if info.storage.plain_views or
+                               info.storage.unchecked_copy is not None]
 
 
 def _check_not_none(a, n):

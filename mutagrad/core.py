@@ -579,6 +579,7 @@ class Storage:
     # then, (the caller's array, its values at the call): an argument mutagrad never writes must hold
     # them still when the function returns, else plain code changed it unseen (api._check_plain_aliases)
     unchecked_copy = None
+    call_sum = None  # (the caller's array, its checksum at the call: api._summed)
     # a constant argument whose elements share memory (as_strided with a zero stride, a broadcast
     # result of np.broadcast_arrays): its derivative buffer, one element per element, cannot hold
     # the derivative of a write into that memory, so reverse mode refuses one (api._caller_array)

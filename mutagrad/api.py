@@ -525,7 +525,7 @@ class _Budget:
     def __init__(self):
         self.probes = None  # (a _Probes while the search met only what it can tell unchanged)
         self.left = ALIAS_SEARCH_BUDGET
-        self.truncated = False  # (a container of more than 256 items was not searched through)
+        self.truncated = False  # (a long container or a deep object was not searched through)
         self.names = ((), (), False)
         self.generators = {}  # id -> the random generators met (a forward-mode jacobian rewinds them)
         self.walked_attrs = set()  # the attributes the functions walked name (a next round reads them too)
@@ -696,14 +696,24 @@ class _Holdings:
         present.sort(key=order.__getitem__)
         return present
 
-    def visit_long(self, name, values, items):
+    def visit_long(self, name, values, items, depth, fmt):
         """A list, tuple or dict of more than 256 ``values`` (``items``: them with their keys): its
-        arrays, each one, where the rest holds nothing; else the search is incomplete."""
+        arrays, each one, where the rest holds nothing; where it holds objects (a list of 300
+        particles, each with a view of the positions), each item as a short one's, while the budget
+        lasts (True: walked so), up to 1024 of them; else the search is incomplete."""
         held = _long_container(values)
         b = self.budget
         if held is None:
-            b.truncated = True
-        elif held == "arrays":
+            if len(values) > min(b.left, 1024):
+                b.truncated = True
+                return False
+            try:
+                for k, item in list(items):
+                    self.visit((name, fmt, k), item, depth)
+            except RuntimeError:  # (a deque another thread changes meanwhile)
+                b.truncated = True
+            return True
+        if held == "arrays":
             for path, item in _arrays_of_records(items, name):
                 if b.left <= 0:
                     return
@@ -769,8 +779,8 @@ class _Holdings:
                 self.visit((name, "<{}>", label), item, depth)
             return
         if tv in _SEQUENCES:
-            if len(v) > 256:  # (a long one: its arrays where the rest holds nothing, else not searched)
-                self.visit_long(name, v, enumerate(v))
+            if len(v) > 256:  # (a long one: its arrays where the rest holds nothing, its objects while they fit)
+                self.visit_long(name, v, enumerate(v), depth, "[{}]")
                 return
             found = self.found
             try:
@@ -788,8 +798,9 @@ class _Holdings:
         if issubclass(tv, dict):
             if len(v) <= 256:
                 entries = list(dict.items(v))
+            elif self.visit_long(name, dict.values(v), dict.items(v), depth, "[{!r}]"):
+                entries = []
             else:
-                self.visit_long(name, dict.values(v), dict.items(v))
                 entries = []
                 for key in self.keys:
                     try:
@@ -1153,7 +1164,7 @@ def _check_plain_aliases(level):
                     "code wrote into its memory through another reference to it (a plain view made before the "
                     "call, held where mutagrad's search for such references does not reach: it searches "
                     f"{ALIAS_SEARCH_BUDGET} objects, {ALIAS_SEARCH_DEPTH} steps (attributes, items) from the "
-                    "names the code uses, and lists, tuples and dicts of 256 items). Found when the function "
+                    "names the code uses, and lists, tuples and dicts of 1024 objects). Found when the function "
                     f"returned, differentiated at {user_line()}; the derivative reads the argument's values, "
                     "and which values it read, before or after the change, cannot be told. Write through the "
                     "argument, or pass a copy of the array.")

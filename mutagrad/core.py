@@ -959,7 +959,7 @@ class Level:
                     f"writing into {s.name} at {user_line()}: the function reaches more objects than mutagrad "
                     f"searches for other references to its arguments ({ALIAS_SEARCH_BUDGET} objects, "
                     f"{ALIAS_SEARCH_DEPTH} steps (attributes, items) from the names the code uses; lists, tuples "
-                    "and dicts of 256 items), so it could not check that no plain array it reads or writes is this argument's "
+                    "and dicts of 1024 objects), so it could not check that no plain array it reads or writes is this argument's "
                     "memory (such a read would not carry the derivative of the write; such a write would not be "
                     "seen). Pass the argument as a copy if the function may reach it through an object.")
         if dest._geom is not None and dest._geom.overlap:
@@ -1491,7 +1491,7 @@ class RunGroup:
             "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
             "took other steps than the first (other indices, another branch, another order, operands with other "
             "values): it drew from a "
-            "random generator the runs do not rewind (one in a container of more than 256 items, or in an "
+            "random generator the runs do not rewind (one in a container of more than 1024 objects, or in an "
             "object a call returns: the arguments' generators, those the function reaches by name and "
             "NumPy's global one are put back before each run), read state an earlier run changed (a counter, "
             "a cache the first run filled), or ran its steps in an order that changes from run to run (a loop "
@@ -1523,8 +1523,8 @@ def other_values_message(what, name="jacobian(mode='fwd')"):
         f"{name} at {user_line()} runs the function once per input element (forward mode pushes one "
         f"direction per run; hessian is forward over reverse, so it does too), and {what}: the function reads "
         "state that it changes itself outside its arguments (a global or closure array, a counter, an object's "
-        "attribute, a random generator held where the runs do not rewind it, in a container of more than 256 "
-        "items or an object a call returns: the arguments' arrays and generators, and the generators the "
+        "attribute, a random generator held where the runs do not rewind it, in a container of more than 1024 "
+        "objects or an object a call returns: the arguments' arrays and generators, and the generators the "
         "function reaches by name, are put back before each run), so each column would be the derivative of "
         "another function; or it computes a constant in an order that changes from run to run (a sum over a "
         "set of objects: its last bits); or it computes with memory that no run sets (np.empty's uninitialized "

@@ -1174,7 +1174,7 @@ def test_forward_jacobian_refuses_runs_that_compute_another_function():
 
     with pytest.raises(mg.MutationError, match=r"test_api.py:\d+.*runs the function once per input element"):
         mg.hessian(f)(np.array([1.0, 1.0]))
-    unseen = [None] * 300 + [np.random.default_rng(0)]  # (where the search does not look: not rewound)
+    unseen = [None] * 2000 + [np.random.default_rng(0)]  # (where the search does not look: not rewound)
     with pytest.raises(mg.MutationError, match="other values than run 1.*a random generator held"):
         mg.jacobian(lambda x: x * unseen[-1].normal(size=3), mode="fwd")(np.ones(3))
     rng = np.random.default_rng(0)  # (one it names: rewound before each run, the draws of one call)
@@ -1465,7 +1465,7 @@ def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(d
     # at x = ones every permutation gives the same output values, so comparing the runs' outputs
     # cannot tell; the runs' steps (the indices they took, the operations) tell. The generator is
     # where the search does not look (a list of more than 256 items): not rewound
-    unseen = [None] * 300 + [np.random.default_rng(0)]
+    unseen = [None] * 2000 + [np.random.default_rng(0)]
     f = _drawing(draw, lambda: unseen[-1])
     with pytest.raises(mg.MutationError, match="took other steps than the first"):
         mg.jacobian(f, mode="fwd")(np.ones(5))

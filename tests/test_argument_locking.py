@@ -1061,8 +1061,9 @@ def test_long_lists_of_records_are_searched_without_warnings():
 
 
 def test_a_locked_argument_reached_where_the_search_did_not_look_is_named_plainly():
-    # the message named "(the plain array `None`)" for an argument the search could not check
-    records = [{"k": i} for i in range(300)]
+    # the message named "(the plain array `None`)" for an argument the search could not check (a list of
+    # 300 dicts is searched now; one of 2000 still is not)
+    records = [{"k": i} for i in range(2000)]
 
     def f(x):
         records[-1][0] = 1.0
@@ -1386,3 +1387,22 @@ def test_an_argument_changed_through_a_view_no_search_finds_is_caught_at_return(
         assert X.flags.writeable
     Y = np.array([1.0, 2.0, 3.0])  # another array: its gradient, as a plain call's (getter writes X)
     np.testing.assert_array_equal(mg.grad(f)(Y), [2.0, 4.0, 6.0])
+
+
+def test_a_long_list_of_objects_holding_views_of_the_argument_is_searched():
+    # (geom: 300 particle objects, each holding a row view of the positions, were more than the 256 items
+    # a list is searched through: only a warning at the write, and a zero gradient through the reads)
+    class Particle:
+        def __init__(self, x):
+            self.x = x
+
+    X = np.linspace(1.0, 2.0, 900).reshape(300, 3)
+    parts = [Particle(X[i]) for i in range(300)]
+
+    def f(x):
+        x *= 2.0
+        return sum(np.sum(p.x ** 2) for p in parts)
+
+    with pytest.raises(mg.AliasingError, match=r"parts\[0\]\.x"):
+        mg.grad(f)(X)
+    assert X.flags.writeable and np.array_equal(X, np.linspace(1.0, 2.0, 900).reshape(300, 3))

@@ -597,7 +597,7 @@ def test_dict_keys_a_loop_takes_from_a_tuple_are_searched():
     # (regress19: ints beyond -1024..1023 in a loop's tuple were dropped from the search's keys: a view
     # of the argument at d[5000] in a large dict gave a wrong gradient with a warning)
     x0 = np.array([1.0, 2.0, 3.0])
-    d = {i: [np.zeros(2), {"q": np.zeros(1)}] for i in range(300)}
+    d = {i: [np.zeros(2), {"q": np.zeros(1)}] for i in range(2000)}
     d[5000] = x0[:2]
     d[6000] = np.ones(2)
 
@@ -615,7 +615,7 @@ def test_dict_keys_a_loop_takes_from_a_tuple_are_searched():
 def test_warnings_of_exec_d_code_whose_globals_have_no_name_are_shown():
     # (regress20: warn_explicit drops a warning whose module is None: the incomplete alias search's
     # warning never showed for generated code, and the wrong gradient came silently)
-    d = {i: [np.zeros(2), {"q": np.zeros(1)}] for i in range(300)}
+    d = {i: [np.zeros(2), {"q": np.zeros(1)}] for i in range(2000)}
     ns = {"d": d, "np": np}
     exec("def f(x):\n    x[0] = 5.0 * x[1]\n    return np.sum(x) + len(d)\n", ns)  # noqa: S102
     with pytest.warns(UserWarning, match="could not check"):

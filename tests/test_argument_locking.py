@@ -1259,7 +1259,7 @@ def test_a_logging_call_or_a_deep_config_does_not_make_the_search_incomplete():
     cfg = {"model": {"solver": {"time": {"scheme": {"rk": {"stages": {"coef": 0.5}}}}}}}
 
     def f(x):
-        logging.info("step")
+        logging.info("step")  # noqa: LOG015  (the root logger is what is tested)
         x *= cfg["model"]["solver"]["time"]["scheme"]["rk"]["stages"]["coef"]
         return np.sum(x ** 2)
 
@@ -1334,7 +1334,7 @@ def test_a_logging_line_costs_the_alias_search_little():
     def f(w):
         r = A @ w
         log.debug("residual %s", 1)
-        logging.info("step")
+        logging.info("step")  # noqa: LOG015  (the root logger is what is tested)
         return np.sum(np.tanh(r) ** 2)
 
     found, budget = api._search(f, 1, (), ())

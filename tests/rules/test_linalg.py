@@ -1301,14 +1301,14 @@ def test_einsum_sums_in_the_order_asked(spec, order):
     r = np.random.default_rng(3)
     for x in (r.standard_normal((20, 30)), np.asfortranarray(r.standard_normal((20, 30)))):
         ops = (x,) if "," not in spec else (x, r.standard_normal((25, 30)))
-        f = lambda a: np.einsum(spec, a, *ops[1:], order=order)
+        f = lambda a: np.einsum(spec, a, *ops[1:], order=order)  # noqa: B023  (called within the iteration)
         want = f(x.copy(order="K"))
         got = mg.vjp(f, x.copy(order="K"))[0]
         assert np.array_equal(got, want)
         assert np.array_equal(mg.jvp(f, (x.copy(order="K"),), (np.ones_like(x),))[0], want)
         o_plain, o_traced = np.zeros(np.shape(want)), np.zeros(np.shape(want))
         np.einsum(spec, x, *ops[1:], order=order, out=o_plain)
-        mg.grad(lambda a, o: np.sum(np.einsum(spec, a, *ops[1:], order=order, out=o)), argnums=(0, 1))(
+        mg.grad(lambda a, o: np.sum(np.einsum(spec, a, *ops[1:], order=order, out=o)), argnums=(0, 1))(  # noqa: B023
             x.copy(order="K"), o_traced)
         assert np.array_equal(o_traced, o_plain)
 

@@ -1,7 +1,6 @@
 """The transformations: grad, value_and_grad, vjp, jvp, jacobian, hessian."""
 from __future__ import annotations
 
-import cmath
 import collections
 import dataclasses
 import dis
@@ -73,7 +72,7 @@ from .pytree import (
     tree_unflatten,
 )
 from .pytree import _REGISTRY as _PYTREE_CLASSES
-from .registry import FP, fixed_errstate, user_fp_state
+from .registry import FP, user_fp_state
 from .runs import ScalarRun
 from .tangents import AbstractZero, NotImplementedTangent, project
 from .tape import (
@@ -909,8 +908,8 @@ def _iterated(v, tv):
         return [("referent", v())]
     if tv in _DICT_VIEWS:
         return [("mapping", dict(v.mapping))]
-    if tv is types.MappingProxyType:  # (a read-only view of a dict: its entries, as the dict's)
-        return [(f"[{k!r}]", item) for k, item in dict(v).items()]
+    if tv is types.MappingProxyType:  # (a read-only view of a dict: the dict, searched as one, long ones too)
+        return [("mapping", r) for r in gc.get_referents(v)]
     if tv in _WEAK_CONTAINERS:
         return [("items", list(v.items()) if hasattr(v, "items") else list(v))]
     mod = tv.__module__ or ""
@@ -1061,26 +1060,20 @@ CHECKSUM_LIMIT = 1 << 17
 
 
 def _arg_sum(a):
-    """A weighted sum of ``a``'s elements (the weights repeating every 8192 elements, those blocks
-    weighted too: a change of any element shows, a swap of two too), computed by BLAS and in Python
-    numbers, so that no floating-point event of NumPy's is raised or noted (it runs where the
-    program's error state is in force); for an array with non-finite elements, its bits' hash."""
+    """A checksum of ``a``'s bits: its memory as 32-bit (16-bit) integers, exact in float64, weighted and
+    summed by BLAS (the weights repeat every 8192 of them, those blocks weighted too: a change of any bit
+    shows, a zero's sign and a NaN's payload included, and a swap of two elements; the sum's rounding,
+    below 1 for CHECKSUM_LIMIT elements, cannot hide a change of 1). No floating-point event of NumPy's
+    is raised or noted: it runs where the program's error state is in force."""
     flat = np.ravel(a, order="K")
+    u = flat.view(np.uint32 if flat.dtype.itemsize % 4 == 0 else np.uint16).astype(np.float64)
     w = _SUM_WEIGHTS
-    n, m = flat.size, w.size
+    n, m = u.size, w.size
     k = n // m
-    with _QUIET():  # (an infinite element: NumPy's dot checks for invalid values)
-        c = complex(np.dot(flat[k * m:], w[:n - k * m]))
-        if k:
-            c += complex(np.dot(np.dot(flat[:k * m].reshape(k, m), w), np.resize(w[::-1], k)))
-    if cmath.isfinite(c):
-        return c
-    return hash(flat.tobytes())
-
-
-# np.errstate(all="ignore") made once, entered through NumPy's context variable: an errstate made while a
-# differentiated function runs would be taken for one the function made (registry._MADE_INSIDE)
-_QUIET = fixed_errstate.of(all="ignore")
+    c = float(np.dot(u[k * m:], w[:n - k * m]))
+    if k:
+        c += float(np.dot(np.dot(u[:k * m].reshape(k, m), w), np.resize(w[::-1], k)))
+    return c
 
 
 def _path(p) -> str:
@@ -1155,10 +1148,19 @@ def _check_plain_aliases(level):
     that is differentiated, or that a pullback reads, must not have been
     changed by plain code through that array (a traced read after the change
     would take the new values for the argument's own)."""
-    summed = False
+    try:
+        _check_plain_aliases_of(level)
+    finally:  # (checked, or raised: the level lets go of the summed ones, which hold it in a cycle)
+        if any(info.storage.call_sum is not None for info in level.plain_aliases):
+            for info in level.plain_aliases:
+                info.storage.call_sum = None
+            level.plain_aliases = [info for info in level.plain_aliases if info.storage.plain_views or
+                                   info.storage.unchecked_copy is not None]
+
+
+def _check_plain_aliases_of(level):
     for info in level.plain_aliases:
         st = info.storage
-        summed = summed or st.call_sum is not None
         if st.captured or st.was_captured or st.active or st.tangent is not None:  # (forward mode: a tangent)
             unseen = st.unchecked_copy
             if unseen is not None and not st.written and not np.array_equal(
@@ -1192,11 +1194,6 @@ def _check_plain_aliases(level):
                         "after the change, cannot be told. Write through the argument, or pass a copy "
                         "of the array."
                     )
-    if summed:  # (checked: the level lets go of them, which would otherwise hold it in a cycle through their storages)
-        for info in level.plain_aliases:
-            info.storage.call_sum = None
-        level.plain_aliases = [info for info in level.plain_aliases if info.storage.plain_views or
-                               info.storage.unchecked_copy is not None]
 
 
 def _check_not_none(a, n):

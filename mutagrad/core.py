@@ -764,6 +764,8 @@ class Level:
         st.ceiling = self._saved_ceiling
         self.closed = True
         self.arg_storages = ()  # (storages refer to their level: no cycle left for the collector)
+        if exc and exc[0] is not None:  # (raised: the arguments' checks after the call will not run)
+            self.plain_aliases = ()
         if (self.locked or self.joined) and not self.hold_locks:
             self.unlock()
         return False

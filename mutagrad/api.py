@@ -1060,20 +1060,17 @@ CHECKSUM_LIMIT = 1 << 17
 
 
 def _arg_sum(a):
-    """A checksum of ``a``'s bits: its memory as 32-bit (16-bit) integers, exact in float64, weighted and
-    summed by BLAS (the weights repeat every 8192 of them, those blocks weighted too: a change of any bit
-    shows, a zero's sign and a NaN's payload included, and a swap of two elements; the sum's rounding,
-    below 1 for CHECKSUM_LIMIT elements, cannot hide a change of 1). No floating-point event of NumPy's
-    is raised or noted: it runs where the program's error state is in force."""
+    """Checksums of ``a``'s bits: its memory as 32-bit (16-bit) integers, exact in float64, in blocks of
+    8192, each block's weighted sum by BLAS (below 2^46, whose rounding, below 1, cannot hide a change of
+    1 in a word: a change of any bit shows, a zero's sign and a NaN's payload included; a swap of two
+    elements too where their words differ by more than rounding). No floating-point event of NumPy's is
+    raised or noted: it runs where the program's error state is in force."""
     flat = np.ravel(a, order="K")
     u = flat.view(np.uint32 if flat.dtype.itemsize % 4 == 0 else np.uint16).astype(np.float64)
     w = _SUM_WEIGHTS
     n, m = u.size, w.size
     k = n // m
-    c = float(np.dot(u[k * m:], w[:n - k * m]))
-    if k:
-        c += float(np.dot(np.dot(u[:k * m].reshape(k, m), w), np.resize(w[::-1], k)))
-    return c
+    return np.append(np.dot(u[:k * m].reshape(k, m), w), np.dot(u[k * m:], w[:n - k * m]))
 
 
 def _path(p) -> str:
@@ -1175,7 +1172,7 @@ def _check_plain_aliases_of(level):
                     "and which values it read, before or after the change, cannot be told. Write through the "
                     "argument, or pass a copy of the array.")
             summed = st.call_sum
-            if summed is not None and not st.written and _arg_sum(summed[0]) != summed[1]:
+            if summed is not None and not st.written and not np.array_equal(_arg_sum(summed[0]), summed[1]):
                 raise MutationError(
                     f"{st.name} changed while the function ran, and not by a write mutagrad saw: plain NumPy "
                     "code wrote into its memory through another reference to it that mutagrad's search for such "

@@ -1037,7 +1037,7 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, 
 
 def _summed(wrapped, flagged):
     """The arguments' checksums at the call (_arg_sum: a weighted sum, two passes over each per call;
-    arguments of up to CHECKSUM_LIMIT elements), for those no alias search found a plain array of: plain code may still write into one through
+    arguments of up to CHECKSUM_LIMIT bytes), for those no alias search found a plain array of: plain code may still write into one through
     a reference no search sees (a view an lru_cache getter returns, one a type the search does not look
     into holds), and an argument mutagrad never wrote must hold its values at the call when the function
     returns (_check_plain_aliases). ``flagged``: the infos already checked otherwise, to which they are added."""
@@ -1046,7 +1046,7 @@ def _summed(wrapped, flagged):
         st = info.storage
         a = bottom(info.orig)
         if (id(info) in checked or type(a) is not _ndarray or a.dtype.kind not in "fc" or st.unchecked_copy is not None
-                or a.size > CHECKSUM_LIMIT):
+                or a.nbytes > CHECKSUM_LIMIT):
             continue
         st.call_sum = (a, _arg_sum(a))
         flagged.append(info)
@@ -1054,9 +1054,9 @@ def _summed(wrapped, flagged):
 
 
 _SUM_WEIGHTS = 1.0 + (np.arange(8192) * 0.6180339887498949) % 1.0  # (weights in [1, 2), all different)
-# arguments of more elements are not summed: two passes over an 8 MB matrix cost half again the gradient of
+# arguments of more bytes are not summed: two passes over an 8 MB matrix cost half again the gradient of
 # A @ x w.r.t. x (the function reads A once); the alias search covers them, as it covered all before
-CHECKSUM_LIMIT = 1 << 17
+CHECKSUM_LIMIT = 1 << 20
 
 
 def _arg_sum(a):

@@ -1452,3 +1452,26 @@ def test_a_raising_function_leaves_its_arguments_to_reference_counting():
     finally:
         if was:
             gc.enable()
+
+
+def test_the_argument_checksum_has_no_weight_pairs_that_cancel():
+    # (regress38: weights w[i % 8192] * w[::-1][i // 8192] gave words (a, b) and (8191 - b, 8191 - a) one
+    # weight: x[4094] *= 2 with x[12287] /= 2 left the sum unchanged, and the gradient was off by 2 at both)
+    import functools
+
+    X = np.linspace(1.0, 1.5, 16384)
+
+    @functools.lru_cache
+    def view():
+        return X[:]
+
+    view()
+
+    def f(x):
+        v = view()
+        v[4094] *= 2.0
+        v[12287] /= 2.0
+        return np.sum(x ** 2)
+
+    with pytest.raises(mg.MutationError, match="changed while the function ran"):
+        mg.grad(f)(X)

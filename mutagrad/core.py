@@ -764,8 +764,10 @@ class Level:
         st.ceiling = self._saved_ceiling
         self.closed = True
         self.arg_storages = ()  # (storages refer to their level: no cycle left for the collector)
-        if exc and exc[0] is not None:  # (raised: the arguments' checks after the call will not run)
-            self.plain_aliases = ()
+        if exc and exc[0] is not None:  # (raised: the arguments' checks after the call will not run, and the
+            self.plain_aliases = ()  # tape, whose records refer to storages that refer to this level, is dead)
+            if getattr(self, "tape", None):
+                self.tape = []
         if (self.locked or self.joined) and not self.hold_locks:
             self.unlock()
         return False

@@ -1442,7 +1442,8 @@ def test_a_raising_function_leaves_its_arguments_to_reference_counting():
     gc.disable()
     try:
         refs = []
-        for run in (mg.grad(f), lambda a: mg.jvp(f, (a,), (a,))):
+        for run in (mg.grad(f), lambda a: mg.jvp(f, (a,), (a,)), lambda a: mg.vjp(f, a), mg.jacobian(f), mg.hessian(f),
+                    mg.grad(lambda z: np.sum(mg.grad(f)(z)))):  # (regress38: vjp, jacobian, hessian kept the tape)
             a = np.random.default_rng(0).random(1000)
             refs.append(weakref.ref(a))
             with pytest.raises(ValueError, match="own error"):

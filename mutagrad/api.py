@@ -1053,6 +1053,13 @@ def _summed(wrapped, flagged):
     return flagged
 
 
+def _same_sum(a, before):
+    """Whether argument ``a`` still has the bits ``before`` (_arg_sum's) records."""
+    if type(before) is bytes:
+        return a.tobytes(order="A") == before
+    return bool(np.array_equal(_arg_sum(a), before))
+
+
 _SUM_WEIGHTS = 1.0 + (np.arange(8192) * 0.6180339887498949) % 1.0  # (weights in [1, 2), all different)
 # arguments of more bytes are not summed: two passes over an 8 MB matrix cost half again the gradient of
 # A @ x w.r.t. x (the function reads A once); the alias search covers them, as it covered all before
@@ -1060,11 +1067,14 @@ CHECKSUM_LIMIT = 1 << 20
 
 
 def _arg_sum(a):
-    """Checksums of ``a``'s bits: its memory as 32-bit (16-bit) integers, exact in float64, in blocks of
+    """A small argument's bytes (64 KiB at most: compared bit for bit, cheaper than summing), else checksums
+    of ``a``'s bits: its memory as 32-bit (16-bit) integers, exact in float64, in blocks of
     8192, each block's weighted sum by BLAS (below 2^46, whose rounding, below 1, cannot hide a change of
     1 in a word: a change of any bit shows, a zero's sign and a NaN's payload included; a swap of two
     elements too where their words differ by more than rounding). No floating-point event of NumPy's is
     raised or noted: it runs where the program's error state is in force."""
+    if a.nbytes <= 65536:
+        return a.tobytes(order="A")
     flat = np.ravel(a, order="K")
     u = flat.view(np.uint32 if flat.dtype.itemsize % 4 == 0 else np.uint16).astype(np.float64)
     w = _SUM_WEIGHTS
@@ -1172,7 +1182,7 @@ def _check_plain_aliases_of(level):
                     "and which values it read, before or after the change, cannot be told. Write through the "
                     "argument, or pass a copy of the array.")
             summed = st.call_sum
-            if summed is not None and not st.written and not np.array_equal(_arg_sum(summed[0]), summed[1]):
+            if summed is not None and not st.written and not _same_sum(summed[0], summed[1]):
                 raise MutationError(
                     f"{st.name} changed while the function ran, and not by a write mutagrad saw: plain NumPy "
                     "code wrote into its memory through another reference to it that mutagrad's search for such "

@@ -81,6 +81,7 @@ from .tape import (
     OpRecord,
     ReverseLevel,
     WriteRecord,
+    _same_bits,
     release_adj,
 )
 
@@ -883,7 +884,6 @@ _ABSENT = object()
 _MODULE_OR_NONE = (types.ModuleType, type(None))
 _ITERATOR_MODULES = frozenset(("itertools", "_collections"))  # (their every type: iterators and their parts)
 _HEAPTYPE = 1 << 9  # (Py_TPFLAGS_HEAPTYPE: a class made by a class statement, not compiled)
-_WEAK_CONTAINERS = (weakref.WeakValueDictionary, weakref.WeakKeyDictionary, weakref.WeakSet)
 _DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 
 
@@ -906,12 +906,8 @@ def _iterated(v, tv):
             return []
     if issubclass(tv, weakref.ReferenceType):
         return [("referent", v())]
-    if tv in _DICT_VIEWS:
-        return [("mapping", dict(v.mapping))]
-    if tv is types.MappingProxyType:  # (a read-only view of a dict: the dict, searched as one, long ones too)
+    if tv in _DICT_VIEWS or tv is types.MappingProxyType:  # (views of a dict: the dict, searched as one)
         return [("mapping", r) for r in gc.get_referents(v)]
-    if tv in _WEAK_CONTAINERS:
-        return [("items", list(v.items()) if hasattr(v, "items") else list(v))]
     mod = tv.__module__ or ""
     if mod in _ITERATOR_MODULES or (hasattr(tv, "__next__") and (
             not tv.__flags__ & _HEAPTYPE or mod.partition(".")[0] in _INTERNAL_PACKAGES)):
@@ -1028,24 +1024,26 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, 
                         name = f"`{path}`, a plain array sharing memory with {st.name}"
                         level.lock(b, name)
                         level.locked_views = [*level.locked_views, (b, st, name)]
-        elif incomplete:
+        elif incomplete:  # (whatever its size: the search could not check it)
             st.alias_unchecked = True
-            st.unchecked_copy = (a, a.copy())
+            if not a.dtype.hasobject:
+                st.call_sum = (a, _arg_sum(a))
             flagged.append(info)
     return _summed(wrapped, flagged)
 
 
 def _summed(wrapped, flagged):
-    """The arguments' checksums at the call (_arg_sum: a weighted sum, two passes over each per call;
-    arguments of up to CHECKSUM_LIMIT bytes), for those no alias search found a plain array of: plain code may still write into one through
-    a reference no search sees (a view an lru_cache getter returns, one a type the search does not look
-    into holds), and an argument mutagrad never wrote must hold its values at the call when the function
-    returns (_check_plain_aliases). ``flagged``: the infos already checked otherwise, to which they are added."""
+    """The floating-point arguments' bits at the call (_arg_sum; of up to CHECKSUM_LIMIT bytes), for those
+    the alias search found no plain array of: plain code may still write into one through a reference no
+    search sees (a view an lru_cache getter returns, one a type the search does not look into holds), and
+    an argument mutagrad never wrote must hold them still when the function returns (_check_plain_aliases).
+    ``flagged``: the infos checked otherwise (found views) or already summed (an incomplete search), to
+    which they are added."""
     checked = {id(info) for info in flagged}
     for _t, info in wrapped:
         st = info.storage
         a = bottom(info.orig)
-        if (id(info) in checked or type(a) is not _ndarray or a.dtype.kind not in "fc" or st.unchecked_copy is not None
+        if (id(info) in checked or type(a) is not _ndarray or a.dtype.kind not in "fc"
                 or a.nbytes > CHECKSUM_LIMIT):
             continue
         st.call_sum = (a, _arg_sum(a))
@@ -1068,15 +1066,15 @@ CHECKSUM_LIMIT = 1 << 20
 
 def _arg_sum(a):
     """A small argument's bytes (64 KiB at most: compared bit for bit, cheaper than summing), else checksums
-    of ``a``'s bits: its memory as 32-bit (16-bit) integers, exact in float64, in blocks of
+    of ``a``'s bits: its memory as 32-bit integers (bytes, where its size is no multiple of 4), exact in float64, in blocks of
     8192, each block's weighted sum by BLAS (below 2^46, whose rounding, below 1, cannot hide a change of
     1 in a word: a change of any bit shows, a zero's sign and a NaN's payload included; a swap of two
     elements too where their words differ by more than rounding). No floating-point event of NumPy's is
     raised or noted: it runs where the program's error state is in force."""
     if a.nbytes <= 65536:
         return a.tobytes(order="A")
-    flat = np.ravel(a, order="K")
-    u = flat.view(np.uint32 if flat.dtype.itemsize % 4 == 0 else np.uint16).astype(np.float64)
+    b = np.ravel(a, order="K").view(np.uint8)
+    u = (b.view(np.uint32) if b.size % 4 == 0 else b).astype(np.float64)
     w = _SUM_WEIGHTS
     n, m = u.size, w.size
     k = n // m
@@ -1161,38 +1159,29 @@ def _check_plain_aliases(level):
         if any(info.storage.call_sum is not None for info in level.plain_aliases):
             for info in level.plain_aliases:
                 info.storage.call_sum = None
-            level.plain_aliases = [info for info in level.plain_aliases if info.storage.plain_views or
-                                   info.storage.unchecked_copy is not None]
+            level.plain_aliases = [info for info in level.plain_aliases if info.storage.plain_views]
 
 
 def _check_plain_aliases_of(level):
     for info in level.plain_aliases:
         st = info.storage
         if st.captured or st.was_captured or st.active or st.tangent is not None:  # (forward mode: a tangent)
-            unseen = st.unchecked_copy
-            if unseen is not None and not st.written and not np.array_equal(
-                    unseen[0], unseen[1], equal_nan=unseen[1].dtype.kind in "fc"):
-                raise MutationError(
-                    f"{st.name} changed while the function ran, and not by a write mutagrad saw: plain NumPy "
-                    "code wrote into its memory through another reference to it (a plain view made before the "
-                    "call, held where mutagrad's search for such references does not reach: it searches "
-                    f"{ALIAS_SEARCH_BUDGET} objects, {ALIAS_SEARCH_DEPTH} steps (attributes, items) from the "
-                    "names the code uses, and lists, tuples and dicts of 1024 objects). Found when the function "
-                    f"returned, differentiated at {user_line()}; the derivative reads the argument's values, "
-                    "and which values it read, before or after the change, cannot be told. Write through the "
-                    "argument, or pass a copy of the array.")
             summed = st.call_sum
-            if summed is not None and not st.written and not _same_sum(summed[0], summed[1]):
+            if summed is not None and not st.written and not _same_sum(*summed):
+                where = (
+                    "held where mutagrad's search for such references does not reach: it searches "
+                    f"{ALIAS_SEARCH_BUDGET} objects, {ALIAS_SEARCH_DEPTH} steps (attributes, items) from the names the "
+                    "code uses, and lists, tuples and dicts of 1024 objects" if st.alias_unchecked else
+                    "that mutagrad's search for such references does not find: a view that a function call "
+                    "returns, an lru_cache getter's, or one held in an object the search does not look into")
                 raise MutationError(
                     f"{st.name} changed while the function ran, and not by a write mutagrad saw: plain NumPy "
-                    "code wrote into its memory through another reference to it that mutagrad's search for such "
-                    "references does not find (a view that a function call returns, an lru_cache getter's, or "
-                    "one held in an object the search does not look into). Found when the function returned, "
-                    f"differentiated at {user_line()}; the derivative reads the argument's values, and which "
-                    "values it read, before or after the change, cannot be told. Write through the argument, "
-                    "or pass a copy of the array.")
+                    f"code wrote into its memory through another reference to it (a plain view made before the "
+                    f"call, {where}). Found when the function returned, differentiated at {user_line()}; the "
+                    "derivative reads the argument's values, and which values it read, before or after the "
+                    "change, cannot be told. Write through the argument, or pass a copy of the array.")
             for path, v, before in st.plain_views:
-                if not np.array_equal(v, before, equal_nan=v.dtype.kind in "fc"):
+                if not _same_bits(v, before):
                     raise MutationError(
                         f"{st.name} is the memory of the plain array `{path}`, through which plain NumPy "
                         "code changed it while the function ran (mutagrad does not see such a write: "

@@ -576,10 +576,9 @@ class Storage:
     leftover_warned = False  # a leftover of it used by a later differentiation has been warned about (live)
     # the search for such names stopped at its budget (a large object graph): a write warns once
     alias_unchecked = False
-    # then, (the caller's array, its values at the call): an argument mutagrad never writes must hold
-    # them still when the function returns, else plain code changed it unseen (api._check_plain_aliases)
-    unchecked_copy = None
-    call_sum = None  # (the caller's array, its checksum at the call: api._summed)
+    # (the caller's array, its bits at the call, api._arg_sum's): an argument mutagrad never writes must
+    # hold them still when the function returns, else plain code changed it unseen (api._check_plain_aliases)
+    call_sum = None
     # a constant argument whose elements share memory (as_strided with a zero stride, a broadcast
     # result of np.broadcast_arrays): its derivative buffer, one element per element, cannot hold
     # the derivative of a write into that memory, so reverse mode refuses one (api._caller_array)
@@ -1697,13 +1696,13 @@ def bind(prim, args, kwargs=None):
         return bind(prim, tuple(_unflatten_args(tree, [live(x) for x in leaves])), kwargs)
     if top is None:
         return prim.impl(*args, **kwargs)
-    if not STATE.levels and top.thread != _get_ident():  # (a worker thread's operation)
+    st = STATE
+    if not st.levels and top.thread != _get_ident():  # (a worker thread's operation)
         return run_lent(top, bind, prim, args, kwargs)
     for v in kwargs.values():
         if isinstance(v, Tracer):
             raise TypeError(f"{prim.name}: keyword arguments cannot be traced values ({user_line()})")
     out = _process_at(top, prim, leaves, tree, args, kwargs)
-    st = STATE
     saved = st.ceiling
     if saved - 1 > top.index:
         out = _lift_tree(out, st.levels[top.index + 1 : saved], _sources(leaves))

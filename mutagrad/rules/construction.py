@@ -609,10 +609,11 @@ def _plain_table(xp, fp, left, right):
     its points x alone with every slope finite: constant, real, finite samples at strictly
     increasing points (at least two), constant ends. Else None (the composite's rules).
 
-    A table checked once in a differentiation is remembered there, as read-only copies with its
-    slopes (the tape keeps them as they are: read-only memory cannot change), and served again
-    while its arrays hold the same bits: a loop calling np.interp on one large table passed over
-    it several times per call and kept a copy of its slopes per call."""
+    A table checked once in a differentiation is remembered there (its outermost level's), as copies
+    with its slopes, served again while the caller's arrays hold the same bits: a loop calling
+    np.interp on one large table passed over it several times per call and kept a copy of its slopes
+    per call. The copies are writable (NumPy's interp copies a read-only table at every call) and
+    written by nothing: tape.PRIVATE lists them, so that the tape keeps them as they are."""
     parts = tuple(_constant(v) for v in (xp, fp, left, right))
     if any(v is _NOT_CONSTANT for v in parts):
         return None

@@ -2276,6 +2276,9 @@ _RANKS = ("{} of the ranks is piecewise constant in the data (its derivative is 
           "call it on mg.stop_gradient(x) for its value; a differentiable surrogate (a soft rank, Pearson's "
           "np.corrcoef of the values) is another function.")
 _STATS_REWRITES = {
+    "entropy": "scipy.stats.entropy(pk) is np.sum(entr(p)) of p = pk / np.sum(pk) (along axis=0 as SciPy's; "
+               "entr and rel_entr from mutagrad.scipy.special, differentiated); with qk, np.sum(rel_entr(p, q)) of "
+               "the normalized q too; base=b divides by np.log(b).",
     "iqr": "The interquartile range is np.percentile(x, 75) - np.percentile(x, 25) (axis= as SciPy's), "
            "SciPy's value, differentiated.",
     "scoreatpercentile": "scoreatpercentile(x, p) is np.percentile(x, p), differentiated.",
@@ -2413,7 +2416,18 @@ def _scipy_rewrite(sub, name):
                 "s.x[k]; ((s.c[0, k] * d + s.c[1, k]) * d + s.c[2, k]) * d + s.c[3, k] (SciPy's values to "
                 "rounding, differentiated in t); for a spline of traced data, solve its linear system with "
                 "np.linalg.solve.")
-    if sub == "stats" and short in _STATS_REWRITES:
+    if sub == "stats" and name.startswith("Covariance."):
+        return (" A scipy.stats.Covariance keeps plain arrays, except those from_cholesky(L) and from_precision(P) "
+                "make of traced ones, which mutagrad.scipy.stats.multivariate_normal differentiates. Otherwise "
+                "pass it the covariance matrix itself (cov=...), which is differentiated: cov=d for "
+                "from_diagonal(d) (a vector is the diagonal), cov=(V * w) @ V.T for from_eigendecomposition((w, V)).")
+    if sub == "stats" and "." in name and short in _DISTRIBUTION_SUMMARIES:  # (norm(...).entropy, norm.mean)
+        dist, meth = name.rsplit(".", 1)
+        dist = dist.removesuffix("(...)")
+        return (f" Write the {meth} of {dist} from its parameters with NumPy operations (its closed form), "
+                "which are differentiated; mutagrad.scipy.stats differentiates the densities and distribution "
+                "functions (docs/coverage.md).")
+    if sub == "stats" and short in _STATS_REWRITES and "(...)" not in name:
         return " " + _STATS_REWRITES[short]
     if sub == "linalg" and short in _LINALG_REWRITES:
         return " " + _LINALG_REWRITES[short]
@@ -5227,6 +5241,10 @@ _CONVERTERS = {
 }
 
 
+# a distribution's methods that mutagrad.scipy.stats hands to SciPy's (no rule): summaries of its parameters
+_DISTRIBUTION_SUMMARIES = ("entropy", "mean", "var", "std", "median", "moment", "stats", "interval", "expect",
+                           "support")
+
 _STATISTICS_TWINS = {"mean": "np.mean(x)", "fmean": "np.mean(x)", "median": "np.median(x)", "variance":
                      "np.var(x, ddof=1)", "pvariance": "np.var(x)", "stdev": "np.std(x, ddof=1)", "pstdev":
                      "np.std(x)", "geometric_mean": "np.exp(np.mean(np.log(x)))",
@@ -5320,7 +5338,7 @@ def _calling_scipy(frame):
         mod = f.f_globals.get("__name__", "") or ""
         if mod == "scipy" or mod.startswith("scipy."):
             frames.append((f, mod.split(".")))
-        elif frames:
+        elif frames and mod != "functools":  # (functools: a cached_property between SciPy's frames)
             break
         f = f.f_back
     if not frames:
@@ -5365,17 +5383,28 @@ def _calling_scipy(frame):
             return name, sub, ours
         key = name
         obj = top.f_locals.get("self")
-        if name not in vars(theirs_mod) and obj is not None:
+        method = "." in qual and "<" not in qual  # (a method: not the module's function of its name, entropy)
+        if obj is not None and (method or name not in vars(theirs_mod)):
             # a method of a SciPy object (a distribution's logpmf, gaussian_kde's __init__):
             # named by the object's public name in the module
             public = [(attr, getattr(theirs_mod, attr, None)) for attr in dir(theirs_mod) if not attr.startswith("_")]
+            # a frozen distribution (norm(0, s).entropy()): by its distribution's (a new instance of the
+            # public one's class)
+            dist = getattr(obj, "dist", None) if hasattr(obj, "dist") else getattr(obj, "_dist", None)
+            frozen = [a for a, v in public if dist is not None and not isinstance(dist, type) and type(v) is type(dist)]
             # the object's own public class, else the public class it derives from (a LinearOperator
             # made from a matvec function is a private subclass's)
             named = ([a for a, v in public if v is obj or (isinstance(v, type) and type(obj) is v)]
                      or [a for a, v in public if isinstance(v, type) and isinstance(obj, v)])
-            if named:
+            if frozen:
+                key = frozen[0]
+                name = f"{key}(...)" if name in ("__init__", "__call__") else f"{key}(...).{name}"
+            elif named:
                 key = named[0]
                 name = key if name in ("__init__", "__call__") else f"{key}.{name}"
+        elif method and isinstance(getattr(theirs_mod, qual.split(".")[0], None), type):
+            key = qual.split(".")[0]  # a class's own method, a classmethod: Covariance.from_diagonal
+            name = f"{key}.{name}"
         mine = getattr(mine_mod, key, None)
         if getattr(theirs_mod, key, None) is None:
             ours = "passthrough"  # (a function of a SciPy submodule, scipy.stats.mstats.winsorize: mutagrad's is SciPy's)

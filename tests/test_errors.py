@@ -2674,6 +2674,21 @@ def test_scipy_function_on_traced_values_names_it_and_the_mutagrad_module():
 
     msg = _raises(lambda q: mst_.f.ppf(q, 2.0, 3.0), np.array([0.3, 0.6]), mg.TracerEscapeError)
     assert "mutagrad.scipy.stats.f.ppf is SciPy's own function" in msg and "in place of" not in msg
+    # a method is not the module's function of its name (scipy.stats.entropy), a frozen distribution's is
+    # named by its distribution, a class's own by the class; each with its rewrite
+    import scipy.stats as sst
+
+    msg = _raises(lambda s: sst.norm(0.0, s).entropy(), 1.5, mg.TracerEscapeError)
+    assert "scipy.stats function norm(...).entropy" in msg and "Write the entropy of norm" in msg
+    msg = _raises(lambda s: sst.gamma.mean(s), 1.5, mg.TracerEscapeError)
+    assert "scipy.stats function gamma.mean" in msg and "Write the mean of gamma" in msg
+    msg = _raises(lambda p: sst.entropy(p), np.array([0.2, 0.8]), mg.TracerEscapeError)
+    assert "scipy.stats function entropy " in msg and "np.sum(entr(p))" in msg
+    msg = _raises(lambda d: mst_.multivariate_normal.logpdf(np.zeros(2), np.zeros(2), sst.Covariance.from_diagonal(d)),
+                  np.array([1.5, 0.7]), mg.TracerEscapeError)
+    assert "scipy.stats function Covariance.from_diagonal" in msg and "cov=d for from_diagonal(d)" in msg
+    msg = _raises(lambda s: sst.norm(0.0, s).logpdf(1.0), 1.5, mg.TracerEscapeError)
+    assert "mutagrad.scipy.stats.norm(...).logpdf is the same function" in msg
     # what the message advises works
     import mutagrad.scipy.special as msc
 

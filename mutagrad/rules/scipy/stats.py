@@ -1145,7 +1145,8 @@ def _mvn_log_pdet(cov, s, keep):
 
 def _covariance_object(cov) -> bool:
     """Whether ``cov`` is a ``scipy.stats.Covariance`` (from_diagonal, from_cholesky, ...)."""
-    return type(cov).__module__.startswith("scipy.stats") and hasattr(cov, "covariance")
+    # (by its class: the covariance property of one made from traced values computes with plain LAPACK)
+    return any(k.__name__ == "Covariance" and k.__module__.startswith("scipy.stats") for k in type(cov).__mro__)
 
 
 def _covariance_matrix(cov):
@@ -1157,6 +1158,12 @@ def _covariance_matrix(cov):
     if factor is not None:
         low = np.tril(factor)
         return low @ np.swapaxes(low, -1, -2)
+    chol_p = getattr(cov, "_chol_P", None) if type(cov).__name__ == "CovViaPrecision" else None
+    if chol_p is not None and getattr(cov, "_cov_matrix", None) is None:
+        # from_precision(P) without its covariance: P⁻¹ from the Cholesky factor L of P that SciPy
+        # computed (np.linalg.cholesky: of P's lower triangle), L⁻ᵀ L⁻¹, as SciPy's cho_solve
+        inv = np.linalg.solve(chol_p, np.broadcast_to(np.eye(np.shape(chol_p)[-1]), np.shape(chol_p)))
+        return np.swapaxes(inv, -1, -2) @ inv
     return cov.covariance
 
 

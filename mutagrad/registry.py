@@ -1272,6 +1272,8 @@ def defelementwise(fn, *partials, impl=None):
                 else:
                     fp = FP.flag
                     dv = _partial(d, primals, y)
+                    if isinstance(dv, NotImplementedTangent):  # (a partial the rule does not have at these values)
+                        return y, dv
                     term = t * dv
                     if FP.flag is not fp or FP.careful or _silently_nonfinite(dv):  # an infinite or undefined partial
                         term = _careful_product(t, d, dv, primals, y, np.shape(term), conj=False)

@@ -1333,7 +1333,10 @@ class ReverseLevel(Level):
                     "Treat that argument as a constant with mg.stop_gradient, or register a rule."
                 )
             if s.poison is None:
-                s.poison = ct if ct.where else NotImplementedTangent(ct.message, line_text(rec.line) if rec else None)
+                if not ct.where:  # (named by the record's line; whether it is final, as it was)
+                    ct, final = NotImplementedTangent(ct.message, line_text(rec.line) if rec else None), ct.final
+                    ct.final = final
+                s.poison = ct
             return
         av = self.adjview(s, geom)
         ct = project(ct, av.shape, av.dtype)

@@ -537,6 +537,27 @@ def test_registry_helpers_give_no_silent_zero_for_a_user_functions_other_argumen
             mg.grad(f)(a)
 
 
+def test_a_partial_not_implemented_at_some_values_poisons_in_both_modes():
+    # defelementwise's partial returning mg.not_implemented(...) where it has no derivative: grad's
+    # forward-mode pass over the poisoned entries crashed (TypeError from the careful product)
+    from mutagrad.registry import defelementwise
+
+    @mg.primitive
+    def sine(x):
+        return np.sin(x)
+
+    defelementwise(sine, lambda x, y: mg.not_implemented("no derivative above 1") if np.any(mg.value(x) > 1)
+                   else np.cos(x))
+    x = np.array([0.5, 2.0])
+    for f in (lambda x: np.sum(sine(x)), lambda x: np.sum(sine(x) * np.array([1.0, 0.0]))):
+        assert isinstance(mg.grad(f)(x), mg.NotImplementedTangent)
+        assert isinstance(mg.jvp(f, (x,), (np.ones(2),))[1], mg.NotImplementedTangent)
+        assert isinstance(mg.hessian(f)(x), mg.NotImplementedTangent)
+        with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="no derivative above 1"):
+            mg.grad(f)(x)
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(sine(x)))(x[:1]), np.cos(x[:1]), rtol=1e-15)
+
+
 def test_a_primitive_body_computing_from_a_traced_value_it_was_not_given_raises():
     params = {}
 

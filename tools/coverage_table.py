@@ -38,7 +38,11 @@ def collect():
         how = ("rule (zero derivative for real inputs)" if prim.zero == "real" else "zero derivative" if prim.zero
                else ("linear rule" if prim.linear else "rule"))
         missing = _parameters_without_derivative().get(prim.name)
-        if missing:
+        if isinstance(missing, tuple):  # (positions, not the leading ones: gdtr's b)
+            ordinals = ("first", "second", "third", "fourth")
+            how += (f"; the derivative w.r.t. its {' and '.join(ordinals[i] for i in missing)} argument"
+                    f"{'s' if len(missing) > 1 else ''} (a shape parameter) is a NotImplementedTangent")
+        elif missing:
             how += ("; the derivative w.r.t. its first argument (the parameter)" if missing == 1 else
                     f"; the derivative w.r.t. its first {missing} arguments (the parameters)")
             how += " is a NotImplementedTangent"

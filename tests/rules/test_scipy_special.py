@@ -489,6 +489,36 @@ def test_poch_derivative_at_its_roots(z, m, want):
     check_grads(lambda zz: np.sum(msp.poch(zz, mm)), zz, modes=("rev", "fwd"))
 
 
+def _fd_hessian(f, v, h=1e-4):
+    n = len(v)
+    H = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            ei, ej = np.eye(n)[i] * h, np.eye(n)[j] * h
+            H[i, j] = (f(v + ei + ej) - f(v + ei - ej) - f(v - ei + ej) + f(v - ei - ej)) / (4 * h * h)
+    return H
+
+
+@pytest.mark.parametrize("z, m", [(0.3, 2.0), (-1.0, 3.0), (0.0, 2.0), (2.5, -2.0), (1e-10, 2.0), (0.3, 0.0),
+                                  (-1.0, 2.5), (-2.0 + 1e-9, 2.5)])
+def test_poch_second_derivatives_in_both_arguments(z, m):
+    # the mixed derivative d/dm of d/dz poch at an integer m was that of the product computed with m's value
+    # (0 at (0.3, 2), half of it for m < 0), and d/dz poch at a root z with a non-integer m was 0 * inf = nan;
+    # the oracle: central differences of SciPy's poch (second, and of the Hessian for the third order)
+    v = np.array([z, m])
+
+    def f(v):
+        return sp.poch(v[0], v[1])
+
+    np.testing.assert_allclose(mg.hessian(f)(v), _fd_hessian(f, v), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(v), _fd_hessian(f, v), rtol=1e-5, atol=1e-6)
+    g = np.array([(f(v + 1e-6 * e) - f(v - 1e-6 * e)) / 2e-6 for e in np.eye(2)])
+    np.testing.assert_allclose(mg.grad(f)(v), g, rtol=1e-7, atol=1e-9)
+    if z == 0.3:
+        third = np.stack([(mg.hessian(f)(v + 1e-5 * e) - mg.hessian(f)(v - 1e-5 * e)) / 2e-5 for e in np.eye(2)], -1)
+        np.testing.assert_allclose(mg.jacobian(mg.hessian(f))(v), third, rtol=1e-6, atol=1e-8)
+
+
 def test_special_ufunc_with_where_is_refused():
     # SciPy 1.17's special-function ufuncs misread where= (expit(x, where=mask, out=buf) wrote
     # elements 0, 1, 5, 6, 7 for the mask 0, 1, 3, 4, 5, 7): the value was SciPy's and the derivative

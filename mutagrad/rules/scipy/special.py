@@ -55,33 +55,39 @@ def _quotient0(x, y):
     return x / np.where(both, 1.0, y) if np.any(both) else x / y
 
 
-# name -> how many leading arguments (the parameters) have no derivative: docs/coverage.md says so
+# name -> how many leading arguments (the parameters) have no derivative, or their positions when they do not
+# lead (gdtr's b): docs/coverage.md says so
 PARAMETER_DERIVATIVE_NOT_IMPLEMENTED: dict = {}
 
 
-def defparametric(fn, nparams, dx, integer=False, why=None):
+def defparametric(fn, nparams, dx, integer=False, why=None, dparams=None):
     """Both rules of ``fn(*params, x)``, elementwise in ``x`` with derivative
     ``dx(*params, x, y)``. The derivative w.r.t. the parameters is
     ``NoTangent`` for integer ones (orders) and not implemented otherwise
-    (``why``: the message, if the default's "x" is not the argument's name)."""
-    p = defelementwise(fn, *([None] * nparams), dx)
+    (``why``: the message, if the default's "x" is not the argument's name);
+    ``dparams`` maps the position of a parameter that has a derivative to its
+    partial (gdtr's rate ``a``)."""
+    dparams = dparams or {}
+    p = defelementwise(fn, *(dparams.get(i) for i in range(nparams)), dx)
     p.names_line = True  # (its rules may not implement a derivative: see Primitive.names_line)
-    if integer:
+    missing = tuple(i for i in range(nparams) if i not in dparams)
+    if integer or not missing:
         return p
     name = p.name
-    PARAMETER_DERIVATIVE_NOT_IMPLEMENTED[name] = nparams
+    # (the leading ones by their count, others by their positions: what the coverage table says)
+    PARAMETER_DERIVATIVE_NOT_IMPLEMENTED[name] = len(missing) if missing == tuple(range(len(missing))) else missing
     why = why or f"the derivative of {name} w.r.t. its parameter is not implemented (only w.r.t. x)"
     base_rrule, base_frule = p.rrule, p.frule
 
     def rule(*xs):
         y, pullback = base_rrule(*xs)
-        return y, lambda g: tuple(not_implemented(why) for _ in range(nparams)) + pullback(g)[nparams:]
+        return y, lambda g: tuple(not_implemented(why) if i in missing else gi for i, gi in enumerate(pullback(g)))
 
     def forward(primals, tangents):
         y, ydot = base_frule(primals, tangents)
         # (a parameter's tangent of zeros asks for no derivative along it: a parameter held fixed
         # inside a traced vector; the missing partial is finite, so its product is exactly zero)
-        if any(not is_zero(t) and np.any(bottom(t) != 0) for t in tangents[:nparams]):
+        if any(not is_zero(tangents[i]) and np.any(bottom(tangents[i]) != 0) for i in missing):
             return y, not_implemented(why)
         return y, ydot
 
@@ -175,7 +181,7 @@ def _poch_dz(z, m, y):
     with np.errstate(invalid="ignore"):
         exact = (mb == np.round(mb)) & (np.abs(mb) <= 64)
     if not exact.any():
-        return y * (sp.digamma(z + m) - sp.digamma(z))
+        return _poch_dz_formula(z, m)
     mx = np.where(exact, mb, 0)
     top = int(np.max(mx, initial=0))
     factors = [np.where(mx > k, z + k, 1.0) for k in range(top)]
@@ -189,11 +195,43 @@ def _poch_dz(z, m, y):
     falling = 0.0
     for k in range(1, int(-np.min(mx, initial=0)) + 1):
         falling = falling - np.where(mx <= -k, 1.0 / (z - k), 0.0)
-    d = np.where(mx >= 0, rising, y * falling)
+    if isinstance(m, Tracer):  # (the product's derivatives along m: see _poch_dz_along_m; y has them)
+        d = np.where(mx >= 0, rising, sp.poch(z, mb) * falling) + _poch_dz_along_m(z, m, exact)
+    else:
+        d = np.where(mx >= 0, rising, y * falling)
     if exact.all():
         return d
     zg, mg_ = np.where(exact, 0.5, z), np.where(exact, 0.5, m)  # (the others: finite where not used)
-    return np.where(exact, d, y * (sp.digamma(zg + mg_) - sp.digamma(zg)))
+    return np.where(exact, d, _poch_dz_formula(zg, mg_))
+
+
+def _poch_dz_along_m(z, m, exact):
+    """Zero, whose derivatives along m are those of d/dz poch(z, m) where m is an integer (``exact``):
+    the product there is computed with m's value, a constant. It is G(z, m) - G(z, m0), m0 m's value, of
+    G = _poch_dz_formula. Where G is not finite at m0 (z a non-positive integer with z + m one too, where
+    the derivative along m is not finite either) the term is 0."""
+    m0 = np.asarray(bottom(m), dtype=float)
+    with np.errstate(all="ignore"):
+        ok = exact & np.isfinite(_poch_dz_formula(np.asarray(bottom(z), dtype=float), m0))
+    if not ok.any():
+        return 0.0
+    zq, mq, m0q = np.where(ok, z, 0.5), np.where(ok, m, 1.5), np.where(ok, m0, 1.5)
+    return np.where(ok, _poch_dz_formula(zq, mq) - _poch_dz_formula(zq, m0q), 0.0)
+
+
+def _poch_dz_formula(z, m):
+    """d/dz poch(z, m) = poch(z, m) (ψ(z+m) - ψ(z)); within 1/4 of a pole of Γ(z) (z = 0, -1, ...) with
+    z + m not near one, where poch is Γ(z+m) rgamma(z) and that is 0 · inf, Γ(z+m) (ψ(z+m) rgamma(z) +
+    rgamma'(z)), the same function, finite."""
+    zb, mb = np.asarray(bottom(z), dtype=float), np.asarray(bottom(m), dtype=float)
+    with np.errstate(invalid="ignore"):
+        root = _near_pole(zb) & ~_near_pole(zb + mb)
+    if not root.any():
+        return sp.poch(z, m) * (sp.digamma(z + m) - sp.digamma(z))
+    zr, zo, mr, mo = np.where(root, z, 0.5), np.where(root, 0.5, z), np.where(root, m, 0.5), np.where(root, 0.5, m)
+    general = sp.poch(zo, mo) * (sp.digamma(zo + mo) - sp.digamma(zo))
+    at_root = sp.gamma(zr + mr) * (sp.digamma(zr + mr) * sp.rgamma(zr) + _rgamma_d(zr, sp.rgamma(zr)))
+    return np.where(root, at_root, general)
 
 
 defelementwise(sp.poch, _poch_dz, lambda z, m, y: y * sp.digamma(z + m))
@@ -235,6 +273,171 @@ def _beta_density(a, b, x, y):
 
 defparametric(sp.betainc, 2, _beta_density)
 defparametric(sp.betaincc, 2, lambda a, b, x, y: -_beta_density(a, b, x, y))
+
+
+# -- the distribution functions of scipy.special (cdtr family) and binom ---------------------
+# Each is a gammainc or betainc in disguise, so its derivative w.r.t. the integration limit is a
+# density above. Counts are data: SciPy floors pdtr's k and bdtr's k (truncates bdtr's n, pdtri's k,
+# with a warning), so the function is piecewise constant in them and their derivative NoTangent
+# (integer=True), which a traced float count receives as a zero: right except at the integers,
+# where the function jumps. A real shape (chdtr's v, gdtr's b) has a derivative that is not
+# implemented, as gammainc's a. Where SciPy's value is NaN (outside the domain) so is the derivative.
+
+
+def _undefined(y, d):
+    """``d``, NaN where SciPy's value ``y`` is (the formulas were finite there: pdtr(k, m < 0))."""
+    nan = np.isnan(np.asarray(bottom(y)))
+    return np.where(nan, np.nan, d) if nan.any() else d
+
+
+def _count(k, round=np.floor):
+    """The integer SciPy computes with (a plain array: the count has no derivative)."""
+    return round(np.asarray(bottom(k), dtype=float))
+
+
+def _inverse_gamma_density(a, x):
+    """1 / (x^(a-1) e^-x / Γ(a)), in logs: the derivative of an inverse incomplete gamma function."""
+    return np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a))
+
+
+# chdtr(v, x) = gammainc(v/2, x/2); chdtri(v, p) is the x with chdtrc(v, x) = p
+defparametric(sp.chdtr, 1, lambda v, x, y: _undefined(y, 0.5 * _gamma_density(v / 2, x / 2, y)),
+              why="the derivative of scipy.special.chdtr w.r.t. v is not implemented (only w.r.t. x)")
+defparametric(sp.chdtrc, 1, lambda v, x, y: _undefined(y, -0.5 * _gamma_density(v / 2, x / 2, y)),
+              why="the derivative of scipy.special.chdtrc w.r.t. v is not implemented (only w.r.t. x)")
+defparametric(sp.chdtri, 1, lambda v, p, x: _undefined(x, -2.0 * _inverse_gamma_density(v / 2, x / 2)),
+              why="the derivative of scipy.special.chdtri w.r.t. v is not implemented (only w.r.t. p)")
+# pdtr(k, m) = gammaincc(floor(k) + 1, m): d/dm = -m^k e^-m / k!; pdtri(k, y) is the m with pdtr(k, m) = y
+defparametric(sp.pdtr, 1, lambda k, m, y: _undefined(y, -_gamma_density(_count(k) + 1, m, y)), integer=True)
+defparametric(sp.pdtrc, 1, lambda k, m, y: _undefined(y, _gamma_density(_count(k) + 1, m, y)), integer=True)
+defparametric(sp.pdtri, 1, lambda k, p, m: _undefined(m, -_inverse_gamma_density(_count(k, np.trunc) + 1, m)),
+              integer=True)
+
+
+# gdtr(a, b, x) = gammainc(b, a x): d/dx = a dens(b, a x), d/da = x dens(b, a x)
+def _gdtr_da(a, b, x, y):
+    """x dens(b, a x); at x = 0 as the power x^b a^(b-1) / Γ(b), 0 there also for b < 1 (the density
+    is infinite: 0 · inf), with its own derivatives there (b x^(b-1) a^(b-1) / Γ(b) along x)."""
+    at0 = np.asarray(bottom(x)) == 0
+    if not np.any(at0):
+        return _undefined(y, x * _gamma_density(b, a * x, y))
+    xs = np.where(at0, 1.0, x)
+    power = x ** b * a ** (b - 1) * np.exp(-a * x) * sp.rgamma(b)
+    return _undefined(y, np.where(at0, power, xs * _gamma_density(b, a * xs, y)))
+
+
+_GDTR_WHY = "the derivative of scipy.special.{} w.r.t. b is not implemented (only w.r.t. a and x)"
+defparametric(sp.gdtr, 2, lambda a, b, x, y: _undefined(y, a * _gamma_density(b, a * x, y)),
+              dparams={0: _gdtr_da}, why=_GDTR_WHY.format("gdtr"))
+defparametric(sp.gdtrc, 2, lambda a, b, x, y: _undefined(y, -a * _gamma_density(b, a * x, y)),
+              dparams={0: lambda a, b, x, y: -_gdtr_da(a, b, x, y)}, why=_GDTR_WHY.format("gdtrc"))
+
+
+# bdtr(k, n, p) = betainc(n - k, k + 1, 1 - p) = 1 - betainc(k + 1, n - k, p), k floored and n truncated:
+# d/dp = -p^k (1-p)^(n-k-1) / B(k+1, n-k), the density in p (no 1 - p to round). Where SciPy's value is a
+# constant (bdtr's k >= n: 1; bdtrc's k < 0: 1, k >= n: 0) the derivative is 0 (the density's B(k+1, n-k)
+# is infinite there: 0, or NaN at p = 0 or 1).
+def _bdtr_dp(k, n, p, y):
+    fk, fn = _count(k), _count(n, np.trunc)
+    const = (fk < 0) | (fk >= fn)
+    a, b = np.where(const, 1.0, fk + 1), np.where(const, 1.0, fn - fk)
+    return _undefined(y, np.where(const, 0.0, _beta_density(a, b, p, y)))
+
+
+def _bdtri_dy(k, n, y, p):
+    """1 / (d bdtr / dp) at the result p."""
+    fk, fn = _count(k), _count(n, np.trunc)
+    bad = (fk < 0) | (fk >= fn)  # (SciPy: NaN)
+    a, b = np.where(bad, 1.0, fk + 1), np.where(bad, 1.0, fn - fk)
+    return _undefined(p, -np.exp(sp.betaln(a, b) - sp.xlogy(a - 1, p) - sp.xlog1py(b - 1, -p)))
+
+
+defparametric(sp.bdtr, 2, lambda k, n, p, y: -_bdtr_dp(k, n, p, y), integer=True)
+defparametric(sp.bdtrc, 2, _bdtr_dp, integer=True)
+defparametric(sp.bdtri, 2, _bdtri_dy, integer=True)
+
+
+# binom(n, k) = Γ(n+1) / (Γ(k+1) Γ(n-k+1)), real in both arguments: d/dn = binom (ψ(n+1) - ψ(n-k+1)),
+# d/dk = binom (ψ(n-k+1) - ψ(k+1)). Where k+1 or w = n-k+1 is at a pole of Γ (a non-positive integer)
+# binom is 0 and a digamma infinite (0 · inf: k integer > n >= 0 integer, k a negative integer); near
+# one, the second derivative cancels (ψ² - ψ', as _rgamma_d says). Within 1/4 of such a pole the
+# derivatives come from the factor 1/Γ that vanishes there (its derivative _rgamma_d is smooth):
+# binom = rgamma(k+1) q1 with q1 = Γ(n+1)/Γ(w), or rgamma(w) q2 with q2 = Γ(n+1)/Γ(k+1), the ratios
+# in logs (no overflow for large n). For n >= -1/2 at most one of k+1, w is near a pole; for n < -1/2
+# (both may be) from Γ(n+1) (rgamma(k+1) rgd(w) ...) itself. SciPy's binom is NaN at a negative integer
+# n; near one, with k near an integer, both poles are near and cancel: the derivatives lose digits as
+# 1/distance² (1e-8 at 1e-4), and within 1e-4 they are not implemented.
+def _near_pole(z):
+    """Whether z is within 1/4 of 0, -1, -2, ... (real)."""
+    zb = np.asarray(bottom(z), dtype=float)
+    with np.errstate(invalid="ignore"):
+        return (zb < 0.25) & (np.abs(zb - np.round(zb)) < 0.25)
+
+
+def _gamma_ratio(a, b):
+    """Γ(a)/Γ(b) in logs (a and b away from the poles)."""
+    return sp.gammasgn(a) * sp.gammasgn(b) * np.exp(sp.gammaln(a) - sp.gammaln(b))
+
+
+def _binom_parts(n, k):
+    """The masks (at a pole of k+1, of w, n < -1/2 with either), each as a plain array."""
+    nb = np.asarray(bottom(n), dtype=float)
+    at_k, at_w = _near_pole(bottom(k) + 1), _near_pole(nb - bottom(k) + 1)
+    neg = (nb < -0.5) & (nb > -170) & (at_k | at_w)
+    return at_k & ~neg, at_w & ~neg, neg
+
+
+def _at(mask, x, safe):
+    return np.where(mask, x, safe)
+
+
+def _rgd(z):
+    return _rgamma_d(z, sp.rgamma(z))
+
+
+_BINOM_CANCELS = ("the derivative of scipy.special.binom(n, k) within 1e-4 of a negative integer n, with k near an "
+                  "integer, is not implemented: the poles of Γ(n+1) and Γ(n-k+1) cancel there (SciPy's binom is NaN "
+                  "at the integer)")
+
+
+def _binom_d(n, k, y, wrt):
+    """∂binom/∂n (wrt 0) or ∂k (wrt 1): each branch at safe inputs only."""
+    at_k, at_w, neg = _binom_parts(n, k)
+    nb = np.asarray(bottom(n), dtype=float)
+    with np.errstate(invalid="ignore"):
+        dist = np.abs(nb - np.round(nb))
+    if np.any((nb < -0.5) & (dist > 0) & (dist < 1e-4) & (_near_pole(bottom(k) + 1) | _near_pole(nb - bottom(k) + 1))):
+        return not_implemented(_BINOM_CANCELS)  # (4 digits were lost at 1e-6: 4.3343 for 4.3333)
+    near = at_k | at_w | neg
+    if not near.any():
+        return y * (sp.digamma(n - k + 1) - sp.digamma(k + 1)) if wrt else -y * _digamma_step(n - k + 1, k)
+    ng, kg, yg = _at(near, 0.5, n), _at(near, 0.25, k), _at(near, 0.0, y)
+    d = yg * (sp.digamma(ng - kg + 1) - sp.digamma(kg + 1)) if wrt else -yg * _digamma_step(ng - kg + 1, kg)
+    if at_k.any():  # binom = rgamma(k+1) q1: d/dk = q1 (rgd(k+1) + rgamma(k+1) ψ(w)); d/dn the general one
+        na, ka = _at(at_k, n, 0.5), _at(at_k, k, -1.0)
+        wa = na - ka + 1
+        if wrt:
+            da = _gamma_ratio(na + 1, wa) * (_rgd(ka + 1) + sp.rgamma(ka + 1) * sp.digamma(wa))
+        else:
+            da = -sp.rgamma(ka + 1) * _gamma_ratio(na + 1, wa) * _digamma_step(wa, ka)
+        d = np.where(at_k, da, d)
+    if at_w.any():  # binom = rgamma(w) q2: d/dk = -q2 (rgd(w) + rgamma(w) ψ(k+1)), d/dn q2 (rgd(w) + rgamma(w) ψ(n+1))
+        nw, kw = _at(at_w, n, 0.5), _at(at_w, k, 1.5)
+        ww = nw - kw + 1
+        dw = _gamma_ratio(nw + 1, kw + 1) * (_rgd(ww) + sp.rgamma(ww) * sp.digamma(kw + 1 if wrt else nw + 1))
+        d = np.where(at_w, -dw if wrt else dw, d)
+    if neg.any():  # Γ(n+1) (rgamma(w) rgd(k+1) - rgamma(k+1) rgd(w)), Γ(n+1) rgamma(k+1) (rgd(w) + ψ(n+1) rgamma(w))
+        nn, kn = _at(neg, n, -0.75), _at(neg, k, 0.5)
+        wn = nn - kn + 1
+        if wrt:
+            dn = sp.gamma(nn + 1) * (sp.rgamma(wn) * _rgd(kn + 1) - sp.rgamma(kn + 1) * _rgd(wn))
+        else:
+            dn = sp.gamma(nn + 1) * sp.rgamma(kn + 1) * (_rgd(wn) + sp.digamma(nn + 1) * sp.rgamma(wn))
+        d = np.where(neg, dn, d)
+    return d
+
+
+defelementwise(sp.binom, lambda n, k, y: _binom_d(n, k, y, 0), lambda n, k, y: _binom_d(n, k, y, 1))
 
 
 def _t_density(df, t, y):

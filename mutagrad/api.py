@@ -9,6 +9,7 @@ import gc
 import hashlib
 import itertools
 import math
+import operator
 import os
 import random
 import re
@@ -469,13 +470,23 @@ def _names_of_helpers(fun, probes=None):
                     todo.append(v)
                 elif probes is not None:  # (NumPy's, by its module: read, as the walk's other reads)
                     probes.read(probes.ATTR, v, "__module__", v.__module__)
+            elif type(v) in _GETTERS:  # (operator.attrgetter("q"), a C callable: the names it reads)
+                got = v.__reduce__()[1]
+                if type(v) is operator.itemgetter:
+                    keys.update(k for k in got if type(k) is str or type(k) is int)
+                else:
+                    attrs.update(part for name in got[:1 if type(v) is operator.methodcaller else None]
+                                 for part in str(name).split("."))
     return tuple(attrs), tuple(keys), reflective
+
+
+_GETTERS = (operator.attrgetter, operator.itemgetter, operator.methodcaller)
 
 
 def _reflective(glob, attrs) -> bool:
     """Whether code naming ``glob`` and ``attrs`` may read any attribute by name (getattr, vars,
-    ``__dict__``)."""
-    return "getattr" in glob or "vars" in glob or "__dict__" in attrs
+    ``__dict__``, an operator.attrgetter it makes)."""
+    return ("getattr" in glob or "vars" in glob or "__dict__" in attrs or "attrgetter" in attrs or "methodcaller" in attrs or "attrgetter" in glob or "methodcaller" in glob)
 
 
 def _internal(f) -> bool:

@@ -1682,6 +1682,7 @@ def _containers_holding(x):
 
     held = np.empty(2, dtype=object)
     held[0], held[1] = "label", x
+    get_u, get_key = operator.attrgetter("u"), operator.itemgetter("u")
 
     def helper_reads_an_attribute(u):  # world named here, .grid.u read by the helper it is given to
         u *= 2.0
@@ -1703,6 +1704,18 @@ def _containers_holding(x):
         u *= 2.0
         return np.sum(ring[-1] ** 2)
 
+    def by_attrgetter(u):  # (a C callable made outside: the names it reads; robotics)
+        u *= 2.0
+        return np.sum(get_u(world.grid) ** 2)
+
+    def by_itemgetter(u):
+        u *= 2.0
+        return np.sum(get_key(fields) ** 2)
+
+    def by_inline_attrgetter(u):
+        u *= 2.0
+        return np.sum(operator.attrgetter("grid.u")(world) ** 2)
+
     def partial_helper(u):
         u += 1.0
         return total() + np.sum(u)
@@ -1713,7 +1726,8 @@ def _containers_holding(x):
 
     return [(helper_reads_an_attribute, "world.grid.u"), (object_array_item, "held.flat[1]"),
             (by_key, "state['u']"), (keys_of_a_loop, "state['u']"), (by_iterating_keys, "fields['u']"),
-            (by_getattr, "world."), (deque_item, "ring[1]"), (partial_helper, "total.args[0]['u']"),
+            (by_getattr, "world."), (deque_item, "ring[1]"), (by_attrgetter, "world.grid.u"),
+            (by_itemgetter, "fields['u']"), (by_inline_attrgetter, "world."), (partial_helper, "total.args[0]['u']"),
             (callback_in_a_list, "world.grid.u"), (two_attributes_down, "world.grid.u"), (list_of_views, "views[0]"),
             (by_iteration, "registry['a']"), (item_then_attribute, "world.layers[0].u"),
             (namedtuple_field, "pair.first"), (module_attribute, "mod.u"), (world.energy, "self.state['u']")]

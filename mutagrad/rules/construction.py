@@ -488,13 +488,23 @@ def _correlate_rrule(a, v):
 
 correlate_p.rrule, correlate_p.frule = _correlate_rrule, _bilinear_frule(_correlate_impl)  # (linear in conj v)
 
-_MODES = {0: "valid", 1: "same", 2: "full", "v": "valid", "s": "same", "f": "full"}
+_MODES = ("valid", "same", "full")
+
+
+def _conv_mode(mode):
+    """NumPy's mode of convolve and correlate, with its errors: one of the names, or 0, 1, 2."""
+    if isinstance(mode, str):
+        if mode not in _MODES:
+            raise ValueError("Use one of 'valid', 'same', or 'full' for convolve/correlate mode")
+        return str(mode)
+    if isinstance(mode, (int, np.integer)) and not isinstance(mode, (bool, np.bool_)):
+        if not 0 <= mode <= 2:
+            raise ValueError("integer convolve/correlate mode must be 0, 1, or 2")
+        return _MODES[int(mode)]
+    raise TypeError("convolve/correlate mode not understood")
 
 
 def _mode_slice(y, n, m, mode, correlate):
-    mode = _MODES.get(mode, _MODES.get(mode[:1] if isinstance(mode, str) else None))
-    if mode is None:
-        raise ValueError("mode must be one of 'valid', 'same', or 'full'")
     if mode == "full":
         return y
     if mode == "valid":
@@ -507,13 +517,17 @@ def _conv_handler(correlate):
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "v", "mode"))
         x, v = _arr(a["a"]), _arr(a["v"])
+        if not correlate:  # (np.convolve takes numbers as arrays of one: array(a, ndmin=1); correlate does not)
+            x, v = (w.reshape(1) if np.ndim(w) == 0 else w for w in (x, v))
         if np.ndim(x) != 1 or np.ndim(v) != 1:
-            raise ValueError("object too deep for desired array")
+            small = np.ndim(x) == 0 or np.ndim(v) == 0
+            raise ValueError(f"object {'of too small depth' if small else 'too deep'} for desired array")
         n, m = np.shape(x)[0], np.shape(v)[0]
         if n == 0 or m == 0:
-            raise ValueError(f"{'v' if m == 0 else 'a'} cannot be empty")
+            raise ValueError(f"{'v' if m == 0 and n != 0 else 'a'} cannot be empty")
+        mode = _conv_mode(a.get("mode", "valid" if correlate else "full"))
         y = bind(correlate_p if correlate else convolve_p, (x, v))
-        return _mode_slice(y, n, m, a.get("mode", "valid" if correlate else "full"), correlate)
+        return _mode_slice(y, n, m, mode, correlate)
 
     return handler
 

@@ -6,6 +6,8 @@ modes against finite differences."""
 
 import warnings
 
+import re
+
 import numpy as np
 import pytest
 
@@ -221,6 +223,27 @@ def test_convolution_values_match_numpy(fn, mode):
             for a, v in ((R(n) + 1j * R(n), R(m) + 1j * R(m)), (R(n), R(m))):
                 out, _ = mg.vjp(lambda x, w: fn(x, w, mode), a, v)
                 np.testing.assert_array_equal(out, fn(a, v, mode))
+
+
+def test_convolution_of_a_number_and_numpys_mode_and_shape_errors():
+    # np.convolve takes a number as an array of one (array(a, ndmin=1)): "object too deep" before (filters);
+    # d/dx sum(convolve(x, c)^2) = 2 c^2 x, d/ds sum(convolve(s, x)^2) = 2 s sum(x^2), by hand
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(np.convolve(x, 0.5) ** 2))(x), 2 * 0.25 * x, rtol=1e-15)
+    np.testing.assert_allclose(mg.grad(lambda s: np.sum(np.convolve(s, x) ** 2))(2.0), 4.0 * np.sum(x * x), rtol=1e-15)
+    np.testing.assert_array_equal(mg.jvp(lambda x: np.convolve(x, np.float64(0.5)), (x,), (x,))[1], 0.5 * x)
+    # NumPy's errors, as a plain call raises them: correlate refuses a number, the modes are the three names
+    # (also as np.str_) or 0, 1, 2 (abbreviations gave values NumPy refuses)
+    cases = [(np.correlate, (0.5,), {}), (np.correlate, (x[None],), {}), (np.convolve, (x[None],), {})]
+    cases += [(np.convolve, ([1.0, 1.0],), {"mode": m}) for m in ("s", "f", "val", "VALID", 3, -1, True, None, 1.0)]
+    for fn, rest, kw in cases:
+        with pytest.raises((ValueError, TypeError)) as plain:
+            fn(x, *rest, **kw)
+        with pytest.raises(type(plain.value), match=re.escape(str(plain.value))):
+            mg.grad(lambda x: np.sum(fn(x, *rest, **kw)))(x)
+    for m in (np.str_("same"), np.int64(2), 0):
+        out, _ = mg.vjp(lambda x: np.convolve(x, [1.0, 1.0], mode=m), x)
+        np.testing.assert_array_equal(out, np.convolve(x, [1.0, 1.0], mode=m))
 
 
 @pytest.mark.parametrize("mode", PAD_MODES + ["reflect-odd", "symmetric-odd"])

@@ -4,9 +4,8 @@ meshgrid, block, choose/select/piecewise/compress/extract, resize, rounding,
 nan_to_num, unique and the set operations. One line per case, checked in both
 modes against finite differences."""
 
-import warnings
-
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -240,9 +239,9 @@ def test_convolution_of_a_number_and_numpys_mode_and_shape_errors():
         with pytest.raises((ValueError, TypeError)) as plain:
             fn(x, *rest, **kw)
         with pytest.raises(type(plain.value), match=re.escape(str(plain.value))):
-            mg.grad(lambda x: np.sum(fn(x, *rest, **kw)))(x)
+            mg.grad(lambda x, fn=fn, rest=rest, kw=kw: np.sum(fn(x, *rest, **kw)))(x)
     for m in (np.str_("same"), np.int64(2), 0):
-        out, _ = mg.vjp(lambda x: np.convolve(x, [1.0, 1.0], mode=m), x)
+        out, _ = mg.vjp(lambda x, m=m: np.convolve(x, [1.0, 1.0], mode=m), x)
         np.testing.assert_array_equal(out, np.convolve(x, [1.0, 1.0], mode=m))
 
 

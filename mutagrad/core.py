@@ -89,7 +89,9 @@ class _State(threading.local):
         self.levels: list = []
         self.ceiling = 0  # how many levels the running code can see
         self.lent = None  # a worker's: the thread whose levels it runs an operation in (run_lent)
-        self.reverse_passes = 0  # reverse passes running (RunGroup.note: their steps are not the program's)
+        # reverse passes running, and the tape's copies of overwritten values (RunGroup.note: their steps are
+        # not the program's)
+        self.reverse_passes = 0
 
 
 STATE = _State()

@@ -588,6 +588,22 @@ def _memory_owner(a):
     return o if type(o) is bytes else None
 
 
+def _saved_copy(v):
+    """A copy of the values a write overwrites, which a pullback may read (``captured``). Not a step of
+    the program: an outer forward-mode jacobian's runs do not compare it (RunGroup.note), since memory
+    no run set (np.empty's, written row by row) differs from run to run where no operation reads it."""
+    if not hasattr(v, "copy"):
+        return v
+    if not isinstance(v, Tracer):
+        return v.copy()
+    st = STATE
+    st.reverse_passes += 1
+    try:
+        return v.copy()
+    finally:
+        st.reverse_passes -= 1
+
+
 class ReverseLevel(Level):
     mode = "rev"
     ZERO = ZeroTangent()
@@ -873,7 +889,7 @@ class ReverseLevel(Level):
         s = self.check_writable(dest)
         if s.pristine:
             s.pristine = False  # (an active result is written)
-        saved = dv.copy() if s.captured else None  # before the new values overwrite them
+        saved = _saved_copy(dv) if s.captured else None  # before the new values overwrite them
         for i in need:  # (a view of a much larger array that a partial reads: its values now, which
             v = vals[i]  # the operation may overwrite, x *= x[:1]; see registry.unpin)
             if type(v) is _ndarray and v is not dv and pins(v):
@@ -1129,8 +1145,7 @@ class ReverseLevel(Level):
             vv = vv.real
         saved = None
         if s.captured:
-            saved = dv[idx]
-            saved = saved.copy() if hasattr(saved, "copy") else saved
+            saved = _saved_copy(dv[idx])
         if not (s.active or vactive or saved is not None):
             dv[idx] = vv  # nothing to record
             return

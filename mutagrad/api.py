@@ -1870,7 +1870,9 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="grad") -> Ca
     """Return a function computing the gradient of scalar ``fun`` w.r.t. ``args[argnums]``.
 
     ``fun`` may write into arrays in place, its arguments included; the
-    gradient is taken w.r.t. the values the arguments had at the call.
+    gradient is taken w.r.t. the values the arguments had at the call. A tuple
+    ``argnums`` gives a tuple of gradients. With ``has_aux=True``, ``fun`` returns
+    ``(value, aux)`` and the result is ``(gradient, aux)``, as in JAX.
 
     >>> import numpy as np, mutagrad as mg
     >>> def f(x):
@@ -1979,7 +1981,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     level = ReverseLevel()
     with level:
         outer = level.outer_levels()
-        targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=True)
+        # (every: the user's vjp, which takes no argnums; jacobian's and hessian's runs take them)
+        targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=_argnums is None)
         with user_fp_state():  # (NumPy's warnings at the user's lines)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
     _check_plain_aliases(level)
@@ -2440,7 +2443,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         level.saved_args = []  # (the outermost jvp: a careful second run restores what it writes)
     kwargs = dict(_kwargs) if _kwargs else None  # (internal: keyword arguments, as in vjp)
     with level:
-        targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=True)
+        targs, infos = _wrap_args(level, primals, nums, fun, kwargs, every=_argnums is None)  # (as vjp's)
         for i, n in enumerate(nums):
             _, linfo = infos[n]
             tl = tree_flatten_like(infos[n][0], tangents[i], f"jvp: tangent {n}")

@@ -3120,6 +3120,11 @@ class Tracer:
                 callable(fn) and (getattr(fn, "__module__", None) or "").startswith("numpy")
                 and getattr(np, getattr(fn, "__name__", ""), None) is fn)) and fn.__name__ not in _CONVERTERS
                 and _calling_numpy_python(sys._getframe(1)) is None else None)
+        if listed in ("np.nditer", "np.nested_iters"):  # (iterators over operands: np.stack would be another loop)
+            raise escape_error(f"{listed} over traced arrays (it iterates plain memory)", TracerEscapeError,
+                               " Loop over the indices instead: for i in np.ndindex(shape): a[i], b[i] (shape = "
+                               "np.broadcast_shapes(a.shape, b.shape); np.broadcast_arrays(a, b) for operands of "
+                               "other shapes), which is differentiated.", specific=True)
         if listed is not None:
             raise escape_error(
                 f"{listed} of traced values inside a list or tuple (NumPy converts the sequence with np.asarray; "
@@ -3186,6 +3191,11 @@ class Tracer:
         if it in ("nditer", "ndenumerate"):
             raise escape_error(f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
                                _NDINDEX_HINT)
+        if it == "broadcast" and _named(call.func, frame) is np.broadcast:
+            raise escape_error("np.broadcast of traced arrays (it converts them to plain arrays)", TracerEscapeError,
+                               " For its shape, np.broadcast_shapes(a.shape, b.shape) (ndim and size from it); for "
+                               "the broadcast arrays, np.broadcast_arrays(a, b), which is differentiated.",
+                               specific=True)
         if call is not None and type(call.func) is ast.Attribute and hasattr(np.ndarray, call.func.attr):
             # a method of a plain array given a traced argument (a.dot(b), idx.choose(x)): the method
             # converts it; the receiver is looked up only when it is a name or an attribute chain

@@ -401,7 +401,8 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
         body = ("this would turn a traced value into a plain number or array and silently drop its "
                 "derivative. If the value is an intended constant, use mg.stop_gradient(x) (or mg.value(x) for "
                 "a read-only plain view). If you are filling a buffer, create it with mnp.zeros(...)/"
-                "mnp.empty(...), or np.zeros_like(x) of a traced x, instead of np.zeros(...), so that it can "
+                "mnp.empty(...) (mnp.ones, mnp.eye, mnp.full...), or np.zeros_like(x) of a traced x, instead of "
+                "np.zeros(...), so that it can "
                 "hold traced values (np.zeros_like of a plain array, such as one the function closes over, is "
                 "plain too: mnp.zeros_like(a) is not); build an array from traced values with mnp.array([...]) or np.stack (import "
                 "mutagrad.numpy as mnp)." + extra)

@@ -384,6 +384,11 @@ def test_in_place_update_of_a_plain_array_in_a_helper_names_the_fix_that_reaches
     with pytest.raises(mg.WriteToPlainArrayError) as info:
         mg.jvp(train, (0.1,), (1.0,))
     assert "primal of jvp with a zero tangent" in str(info.value) and "as an argument (" not in str(info.value)
+    # jacobian and hessian take argnums: there the fix is an argument, as under grad (robotics)
+    for call in (mg.jacobian(train), mg.jacobian(train, mode="fwd"), mg.hessian(train)):
+        with pytest.raises(mg.WriteToPlainArrayError) as info:
+            call(0.1)
+        assert "pass that array as an argument" in str(info.value) and "primal of jvp" not in str(info.value)
     fd = (train(0.1 + 1e-6) - train(0.1 - 1e-6)) / 2e-6
     np.testing.assert_allclose(mg.grad(lambda lr: train(lr, mnp.array))(0.1), fd, rtol=1e-6)
 
@@ -3194,10 +3199,21 @@ def test_nditer_and_ndenumerate_are_named():
     def in_a_generator(x):  # (NumPy's Python code of ndenumerate converts x, inside the generator)
         return sum(v ** 2 for _, v in np.ndenumerate(x))
 
+    def over_two_operands(x):  # (the advice was np.nditer(np.stack(values)), refused too; robotics)
+        return sum(u * v for u, v in np.nditer([x, x * 2]))
+
     for f, name in ((with_nditer, "np.nditer"), (with_ndenumerate, "np.ndenumerate"),
-                    (in_a_generator, "np.ndenumerate")):
+                    (in_a_generator, "np.ndenumerate"), (over_two_operands, "np.nditer over traced arrays")):
         msg = _raises(f, np.ones(3), mg.TracerEscapeError)
-        assert name in msg and "np.ndindex" in msg, msg
+        assert name in msg and "np.ndindex" in msg and "nditer(np.stack" not in msg, msg
+
+    def broadcast_shape(x):  # (a generic conversion message, WriteToPlainArrayError, before)
+        return np.sum(x) * np.broadcast(x, x[:, None]).shape[0]
+
+    msg = _raises(broadcast_shape, np.ones(3), mg.TracerEscapeError)
+    assert "np.broadcast of traced arrays" in msg and "np.broadcast_shapes(a.shape, b.shape)" in msg
+    np.testing.assert_array_equal(mg.grad(lambda x: np.sum(x) * np.broadcast_shapes(x.shape, (3, 1))[0])(np.ones(3)),
+                                  np.full(3, 3.0))  # (the fix: d/dx 3 sum(x))
 
     def with_ndindex(u0):  # the fix the message gives
         u = u0.copy()

@@ -546,6 +546,10 @@ def test_solveh_banded_is_scipys_and_the_dense_solve(lower):
     g = mg.grad(lambda b: np.sum(msl.solveh_banded(ab, b, lower=lower) ** 2))(b)
     x = np.linalg.solve(a, b)
     np.testing.assert_allclose(g, 2 * np.linalg.solve(a, x), rtol=1e-12)  # d|x|²/db = 2 A⁻¹ x
+    # a 1-D ab: SciPy solves a 1 x 1 system from it and keeps the rest of b (its derivative was an IndexError
+    # from inside the rule): refused at the call, with the 2-D form of a diagonal band (claims5)
+    with pytest.raises(ValueError, match=r"ab must be 2-D.*d\[None, :\]"):
+        mg.grad(lambda b: np.sum(msl.solveh_banded(np.array([2.0, 3.0, 4.0]), b)))(np.ones(3))
 
 
 def test_generalized_complex_eigenvalues_have_every_order():

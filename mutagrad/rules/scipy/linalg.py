@@ -631,6 +631,10 @@ def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False, che
     >>> mg.grad(lambda b: solveh_banded(ab, b).sum())(np.ones(2))
     array([0.33333333, 0.33333333])
     """
+    if np.ndim(ab) < 2:  # (SciPy's LAPACK call reads a 1-D ab as a column: a 1 x 1 system, the other b kept)
+        raise ValueError(f"mutagrad.scipy.linalg.solveh_banded: ab must be 2-D, its rows the band's diagonals, not of "
+                         f"shape {np.shape(ab)} (SciPy solves a 1 x 1 system from a 1-D ab and leaves the rest of b "
+                         "as it is); for a diagonal matrix d, write ab = d[None, :]")
     _check_finite(check_finite, ab, b)
     return _as_column(_solveh_banded, ab, b, lower=bool(lower))
 

@@ -324,8 +324,9 @@ def _search(fun, npos, kwnames, roots):
         _arrays_named_by(fun, found, set(), 0, npos, kwnames, budget, roots)
         rounds += 1
         attrs, keys, reflective = names
-        grown = (tuple(set(attrs) | budget.walked_attrs), keys, reflective or budget.walked_reflective)
-        if len(grown[0]) == len(attrs) and grown[2] == reflective:
+        grown = (tuple(set(attrs) | budget.walked_attrs), tuple(set(keys) | budget.walked_keys),
+                 reflective or budget.walked_reflective)
+        if len(grown[0]) == len(attrs) and len(grown[1]) == len(keys) and grown[2] == reflective:
             break
         names = grown
     if (budget.probes is not None and probes.valid and rounds == 1 and budget.left > 0
@@ -470,23 +471,45 @@ def _names_of_helpers(fun, probes=None):
                     todo.append(v)
                 elif probes is not None:  # (NumPy's, by its module: read, as the walk's other reads)
                     probes.read(probes.ATTR, v, "__module__", v.__module__)
-            elif type(v) in _GETTERS:  # (operator.attrgetter("q"), a C callable: the names it reads)
-                got = v.__reduce__()[1]
-                if type(v) is operator.itemgetter:
-                    keys.update(k for k in got if type(k) is str or type(k) is int)
-                else:
-                    attrs.update(part for name in got[:1 if type(v) is operator.methodcaller else None]
-                                 for part in str(name).split("."))
+            else:  # (operator.attrgetter("q"), a C callable: the names it reads)
+                _getter_names(v, attrs, keys)
+        if "attrgetter" in glob or "attrgetter" in a or "methodcaller" in glob or "methodcaller" in a:
+            # (a getter the code makes, operator.attrgetter("q")(robot): the names among its constants)
+            attrs.update(part for c in k if type(c) is str for part in c.split("."))
     return tuple(attrs), tuple(keys), reflective
 
 
 _GETTERS = (operator.attrgetter, operator.itemgetter, operator.methodcaller)
 
 
+def _getter_names(v, attrs, keys) -> bool:
+    """Add to ``attrs`` and ``keys`` the names a C callable ``v`` reads: an operator.attrgetter's attributes
+    (``"grid.u"``: both), an itemgetter's keys, a methodcaller's method, a functools.partial(getattr, obj,
+    "q")'s; whether ``v`` is one of them."""
+    tv = type(v)
+    if tv is functools.partial:
+        if v.func is getattr and len(v.args) >= 2 and type(v.args[1]) is str:
+            attrs.add(v.args[1])
+            return True
+        return False
+    if tv not in _GETTERS:
+        return False
+    fn, got = v.__reduce__()[:2]
+    if tv is operator.itemgetter:
+        keys.update(k for k in got if type(k) is str or type(k) is int)
+    elif tv is operator.methodcaller:  # (with keyword arguments, a partial of the class holds the name)
+        name = fn.args[0] if type(fn) is functools.partial and fn.args else got[0] if got else None
+        if type(name) is str:
+            attrs.add(name)
+    else:
+        attrs.update(part for name in got if type(name) is str for part in name.split("."))
+    return True
+
+
 def _reflective(glob, attrs) -> bool:
     """Whether code naming ``glob`` and ``attrs`` may read any attribute by name (getattr, vars,
-    ``__dict__``, an operator.attrgetter it makes)."""
-    return ("getattr" in glob or "vars" in glob or "__dict__" in attrs or "attrgetter" in attrs or "methodcaller" in attrs or "attrgetter" in glob or "methodcaller" in glob)
+    ``__dict__``)."""
+    return "getattr" in glob or "vars" in glob or "__dict__" in attrs
 
 
 def _internal(f) -> bool:
@@ -531,7 +554,7 @@ class _Budget:
     the names of the functions it starts from (_names_of_helpers)."""
 
     __slots__ = ("class_names", "generators", "left", "names", "probes", "truncated", "walked_attrs",
-                 "walked_reflective")
+                 "walked_keys", "walked_reflective")
 
     def __init__(self):
         self.probes = None  # (a _Probes while the search met only what it can tell unchanged)
@@ -540,6 +563,7 @@ class _Budget:
         self.names = ((), (), False)
         self.generators = {}  # id -> the random generators met (a forward-mode jacobian rewinds them)
         self.walked_attrs = set()  # the attributes the functions walked name (a next round reads them too)
+        self.walked_keys = set()  # the keys the getters walked read (as walked_attrs)
         self.class_names = {}  # a class -> the names its classes' dictionaries hold (this search's visits)
         self.walked_reflective = False
 
@@ -777,6 +801,14 @@ class _Holdings:
         if tv is _FunctionType or tv is _MethodType:  # a callback, a helper held by an object
             self.helpers.append(v)
             return
+        if tv is staticmethod:  # (a class attribute: the callable it holds)
+            v = v.__func__
+            tv = type(v)
+        if tv in _GETTERS:  # (a getter held by an object, in a dict: the names it reads, which the next round reads)
+            _getter_names(v, b.walked_attrs, b.walked_keys)
+            return
+        if tv is functools.partial:  # (partial(getattr, obj, "u"): "u"; its object is walked below)
+            _getter_names(v, b.walked_attrs, b.walked_keys)
         if issubclass(tv, _NOT_HOLDERS) or id(v) in self.seen:
             return
         if depth >= ALIAS_SEARCH_DEPTH:  # (what it holds further on is not searched: a plain view of an
@@ -944,7 +976,7 @@ def _called_functions(d, attr, cls, instance=None):
     if td is staticmethod or td is classmethod:
         f = d.__func__
         if type(f) is not _FunctionType:
-            return []
+            return None if td is staticmethod and type(f) in _GETTERS else []  # (a getter: visited, its names)
         return [f if td is staticmethod else _MethodType(f, cls)]
     if td is property and instance is not None:
         return [_MethodType(d.fget, instance)] if type(d.fget) is _FunctionType else []

@@ -148,7 +148,7 @@ class Primitive:
     everywhere it exists (floor, sign): outputs are never active.
     """
 
-    __slots__ = ("fn", "_name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts",
+    __slots__ = ("fn", "_name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts", "moves",
                  "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
@@ -166,6 +166,10 @@ class Primitive:
         # argument i needs; None: anything. Decides what must be kept for the pullback.
         self.reads = None
         self.fresh = False  # its results never alias its arguments (elementwise functions)
+        # its result holds its first argument's values moved (a transpose, a reshape, a flip): a forward-mode
+        # jacobian's runs compare the operands' shapes, not their values, which only the operations that
+        # compute with them read (np.empty's uninitialized memory, other on each run, through buf.T)
+        self.moves = False
         # its pullback returns newly made cotangents that it keeps no reference to (or views
         # of them), so the tape may adopt them as adjoint buffers without copying
         self.fresh_cts = False
@@ -1533,8 +1537,8 @@ def other_values_message(what, name="jacobian(mode='fwd')"):
         "function reaches by name, are put back before each run), so each column would be the derivative of "
         "another function; or it computes a constant in an order that changes from run to run (a sum over a "
         "set of objects: its last bits); or it computes with memory that no run sets (np.empty's uninitialized "
-        "values, other on each run, even where they are overwritten later: np.empty(n) + 0 * p; make the "
-        "array with np.zeros, or mnp.empty). Pass that state as an argument, or set it inside the function (seed "
+        "values, mnp.empty's and np.empty_like's too, other on each run, even where they are overwritten later: "
+        "np.empty(n) + 0 * p; make the array with np.zeros, mnp.zeros or np.zeros_like). Pass that state as an argument, or set it inside the function (seed "
         "the generator there; sum in a fixed order); or use mg.jacobian(f, mode='rev') (for a Hessian, "
         "mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
 
@@ -5361,6 +5365,7 @@ def _calling_scipy(frame):
     top, parts = public[-1] if public else frames[-1]
     name = top.f_code.co_name
     qual = top.f_code.co_qualname
+    wrapped_self = None  # (the object of a method a public wrapper runs)
     method = top.f_locals.get("method") if name.startswith("__") else None
     if method is not None and hasattr(method, "__name__"):  # a uarray backend (scipy.fft): the function it serves
         name = method.__name__
@@ -5374,6 +5379,9 @@ def _calling_scipy(frame):
             mod = getattr(v, "__module__", None) or ""
             if type(v) is _FunctionType and mod.startswith("scipy.") and v.__code__ is not top.f_code:
                 name = v.__name__
+                if "." in v.__qualname__ and "<" not in v.__qualname__ and top.f_code.co_argcount:
+                    # (a method it wraps, norm.fit, with its object the wrapper's first argument: named by it)
+                    qual, wrapped_self = v.__qualname__, next(iter(top.f_locals.values()), None)
                 if not public:
                     parts = mod.split(".")
                 break
@@ -5394,8 +5402,10 @@ def _calling_scipy(frame):
         except ImportError:  # pragma: no cover
             return name, sub, ours
         key = name
-        obj = top.f_locals.get("self")
+        obj = top.f_locals.get("self", wrapped_self)
         method = "." in qual and "<" not in qual  # (a method: not the module's function of its name, entropy)
+        # (the object made or called: its class's __init__, an instance's __call__, named by its type above)
+        made = name in ("__init__", "__call__") or (obj is not None and name == type(obj).__name__)
         if obj is not None and (method or name not in vars(theirs_mod)):
             # a method of a SciPy object (a distribution's logpmf, gaussian_kde's __init__):
             # named by the object's public name in the module
@@ -5408,12 +5418,13 @@ def _calling_scipy(frame):
             # made from a matvec function is a private subclass's)
             named = ([a for a, v in public if v is obj or (isinstance(v, type) and type(obj) is v)]
                      or [a for a, v in public if isinstance(v, type) and isinstance(obj, v)])
+            called = [a for a, v in public if v is obj]  # (a public object called: a distribution frozen)
             if frozen:
                 key = frozen[0]
-                name = f"{key}(...)" if name in ("__init__", "__call__") else f"{key}(...).{name}"
+                name = f"{key}(...)" if made else f"{key}(...).{name}"
             elif named:
                 key = named[0]
-                name = key if name in ("__init__", "__call__") else f"{key}.{name}"
+                name = (f"{key}(...)" if called else key) if made else f"{key}.{name}"
         elif method and isinstance(getattr(theirs_mod, qual.split(".")[0], None), type):
             key = qual.split(".")[0]  # a class's own method, a classmethod: Covariance.from_diagonal
             name = f"{key}.{name}"
@@ -5428,7 +5439,8 @@ def _calling_scipy(frame):
                     break
         elif mine is not None and mine is getattr(theirs_mod, key, None):
             ours = "passthrough"  # mutagrad.scipy re-exports it as it is: no advice to switch
-        elif "." in name and name.rsplit(".", 1)[1] not in getattr(mine, "METHODS", (name.rsplit(".", 1)[1],)):
+        elif "." in name.replace("(...)", "") and name.rsplit(".", 1)[1] not in getattr(
+                mine, "METHODS", (name.rsplit(".", 1)[1],)):
             ours = "passthrough"  # a method mutagrad's distribution hands to SciPy's (rvs, fit, entropy...)
         elif mine is not None:
             ours = "twin"  # mutagrad.scipy's own function of that name, differentiated

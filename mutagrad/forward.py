@@ -192,7 +192,9 @@ class ForwardLevel(Level):
             # ins: which operands are traced; the operands' values, traced or not, are the same in
             # every run of the same function (a constant read from state the function changes, as
             # `step[0] * x` after `step[0] += 1`, is not: at x = 0 the outputs would still agree)
-            self.run_group.note((prim.name, tuple(ins)) + tuple(operand_step(v) for v in vals))
+            self.run_group.note((prim.name, tuple(ins)) + tuple(
+                ("moved", np.shape(v)) if prim.moves and (isinstance(v, Tracer) or type(v) is np.ndarray)
+                else operand_step(v) for v in vals))
         tans = None
         for i in ins:
             t = leaves[i]

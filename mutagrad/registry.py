@@ -1272,7 +1272,10 @@ def defelementwise(fn, *partials, impl=None):
                 else:
                     fp = FP.flag
                     dv = _partial(d, primals, y)
-                    if isinstance(dv, NotImplementedTangent):  # (a partial the rule does not have at these values)
+                    if isinstance(dv, NotImplementedTangent):  # (a partial the rule does not have at these values:
+                        # none is asked for along a tangent of zeros, a parameter held fixed in a traced vector)
+                        if isinstance(dv * t, AbstractZero):
+                            continue
                         return y, dv
                     term = t * dv
                     if FP.flag is not fp or FP.careful or _silently_nonfinite(dv):  # an infinite or undefined partial

@@ -2314,6 +2314,58 @@ def test_hessian_of_rows_written_into_uninitialized_memory():
             np.testing.assert_allclose(mg.hessian(f)(z, empty), want, rtol=1e-12)
 
 
+def test_hessian_of_columns_written_through_a_transpose_into_uninitialized_memory():
+    # np.transpose's operand, np.empty's memory before the writes, was compared between the forward runs
+    # (MutationError; regress39): a view only moves values, which the operations reading them are compared by
+    n = 12
+
+    def f(x, empty=mnp.empty):
+        buf = empty((n, n))
+        for j in range(n):
+            buf.T[j] = x ** (j % 3 + 1)
+        return np.sum(buf @ buf)
+
+    x = np.linspace(0.1, 1.0, n)
+    h, fd = 1e-4, np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            ei, ej = np.eye(n)[i] * h, np.eye(n)[j] * h
+            fd[i, j] = (f(x + ei + ej, np.empty) - f(x + ei - ej, np.empty) - f(x - ei + ej, np.empty)
+                        + f(x - ei - ej, np.empty)) / (4 * h * h)
+    for _ in range(2):
+        np.testing.assert_allclose(mg.hessian(f)(x), fd, rtol=1e-6, atol=1e-6)
+
+
+def test_hessian_of_a_buffer_set_and_read_under_one_mask():
+    # set only where mask, read only there (copyto where=, a ufunc's out= where=): the masked write's copy of
+    # the uninitialized values it overwrites was compared between the runs (MutationError; nestedmut).
+    # By hand: f = sum over x > 0 of x^4, f'' = 12 x^2; g = sum over x > 0 of x log(x^2 + 1),
+    # g'' = 2x / (x^2 + 1) + 4x / (x^2 + 1)^2
+    x = np.array([0.3, -0.7, 1.1, 0.5])
+
+    def f(x):
+        mask = x > 0
+        b = np.empty_like(x)
+        b[mask] = x[mask] ** 3
+        c = np.zeros_like(x)
+        np.copyto(c, b, where=mask)
+        return np.sum(c * x)
+
+    def g(x):
+        mask = x > 0
+        b = np.empty_like(x)
+        b[mask] = x[mask] ** 2 + 1.0
+        np.log(b, out=b, where=mask)
+        b[~mask] = 0.0
+        return np.sum(b * x)
+
+    pos = x > 0
+    for fn, want in ((f, np.where(pos, 12 * x ** 2, 0.0)),
+                     (g, np.where(pos, 2 * x / (x * x + 1) + 4 * x / (x * x + 1) ** 2, 0.0))):
+        for _ in range(3):
+            np.testing.assert_allclose(mg.hessian(fn)(x.copy()), np.diag(want), rtol=1e-12, atol=1e-15)
+
+
 def test_reverse_jacobian_of_many_leaves_flattens_each_row_once(monkeypatch):
     # (the pytrees tester: each row's cotangents were flattened again for every input leaf, so 4000
     # leaves took 3.4 s where vjp and the pullbacks take 0.05 s)

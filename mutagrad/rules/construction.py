@@ -517,15 +517,19 @@ def _conv_handler(correlate):
     def handler(args, kwargs):
         a = _reduce_args(args, kwargs, ("a", "v", "mode"))
         x, v = _arr(a["a"]), _arr(a["v"])
-        if not correlate:  # (np.convolve takes numbers as arrays of one: array(a, ndmin=1); correlate does not)
+        # NumPy's checks in its order: np.convolve (Python) takes numbers as arrays of one (array(a, ndmin=1))
+        # and checks the lengths first; then, as np.correlate (C), the mode, the depth, the lengths
+        if not correlate:
             x, v = (w.reshape(1) if np.ndim(w) == 0 else w for w in (x, v))
+            if len(x) == 0 or len(v) == 0:
+                raise ValueError(f"{'a' if len(x) == 0 else 'v'} cannot be empty")
+        mode = _conv_mode(a.get("mode", "valid" if correlate else "full"))
         if np.ndim(x) != 1 or np.ndim(v) != 1:
             small = np.ndim(x) == 0 or np.ndim(v) == 0
             raise ValueError(f"object {'of too small depth' if small else 'too deep'} for desired array")
         n, m = np.shape(x)[0], np.shape(v)[0]
         if n == 0 or m == 0:
-            raise ValueError(f"{'v' if m == 0 and n != 0 else 'a'} cannot be empty")
-        mode = _conv_mode(a.get("mode", "valid" if correlate else "full"))
+            raise ValueError(f"{'first' if n == 0 else 'second'} array argument cannot be empty")
         y = bind(correlate_p if correlate else convolve_p, (x, v))
         return _mode_slice(y, n, m, mode, correlate)
 

@@ -100,6 +100,9 @@ deflinear(np.fliplr, lambda g, x: np.fliplr(g))
 deflinear(np.flipud, lambda g, x: np.flipud(g))
 deflinear(np.rot90, lambda g, x, k=1, axes=(0, 1): np.rot90(g, -k, axes))
 deflinear(np.copy, lambda g, x, order="K", subok=False: g)
+for _moving in (np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.expand_dims, np.squeeze,
+                np.broadcast_to, np.flip, np.fliplr, np.flipud, np.rot90, np.copy):
+    get_primitive(_moving).moves = True  # (see Primitive.moves)
 
 
 def _real_T(g, x):

@@ -235,11 +235,20 @@ def test_convolution_of_a_number_and_numpys_mode_and_shape_errors():
     # (also as np.str_) or 0, 1, 2 (abbreviations gave values NumPy refuses)
     cases = [(np.correlate, (0.5,), {}), (np.correlate, (x[None],), {}), (np.convolve, (x[None],), {})]
     cases += [(np.convolve, ([1.0, 1.0],), {"mode": m}) for m in ("s", "f", "val", "VALID", 3, -1, True, None, 1.0)]
+    # (in NumPy's order: the mode before the depth, the lengths; regress39)
+    cases += [(fn, rest, {"mode": m}) for fn in (np.convolve, np.correlate) for rest in ((2.0,), (np.zeros((1, 2)),), (np.zeros(0),))
+              for m in ("s", 3, True, "same")]
+    raised = 0
     for fn, rest, kw in cases:
-        with pytest.raises((ValueError, TypeError)) as plain:
-            fn(x, *rest, **kw)
-        with pytest.raises(type(plain.value), match=re.escape(str(plain.value))):
-            mg.grad(lambda x, fn=fn, rest=rest, kw=kw: np.sum(fn(x, *rest, **kw)))(x)
+        try:
+            want = fn(x, *rest, **kw)
+        except (ValueError, TypeError) as plain:
+            raised += 1
+            with pytest.raises(type(plain), match=re.escape(str(plain))):
+                mg.grad(lambda x, fn=fn, rest=rest, kw=kw: np.sum(fn(x, *rest, **kw)))(x)
+        else:
+            np.testing.assert_array_equal(mg.vjp(lambda x, fn=fn, rest=rest, kw=kw: fn(x, *rest, **kw), x)[0], want)
+    assert raised >= 30
     for m in (np.str_("same"), np.int64(2), 0):
         out, _ = mg.vjp(lambda x, m=m: np.convolve(x, [1.0, 1.0], mode=m), x)
         np.testing.assert_array_equal(out, np.convolve(x, [1.0, 1.0], mode=m))

@@ -272,16 +272,18 @@ def test_tails_where_scipy_uses_log1p():
     # plain LAPACK): P's lower triangle only, as SciPy's Cholesky factor reads it; the same value
     P = np.array([[2.0, 0.3, 0.1], [0.25, 1.5, -0.2], [0.05, -0.3, 1.2]])
 
-    def prec_loss(P, mvn=mst.multivariate_normal):
-        return np.sum(mvn.logpdf(X3, np.zeros(3), st.Covariance.from_precision(P)))
+    C = np.linalg.inv(P)  # (given with P, SciPy's densities still read P: a zero gradient before, regress39)
+    for given in ((), (C,)):
+        def prec_loss(P, mvn=mst.multivariate_normal, given=given):
+            return np.sum(mvn.logpdf(X3, np.zeros(3), st.Covariance.from_precision(P, *given)))
 
-    fd = np.zeros((3, 3))
-    for k in np.ndindex(3, 3):
-        e = np.zeros((3, 3))
-        e[k] = 1e-6
-        fd[k] = (prec_loss(P + e, st.multivariate_normal) - prec_loss(P - e, st.multivariate_normal)) / 2e-6
-    np.testing.assert_allclose(mg.grad(prec_loss)(P), fd, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(prec_loss(P), prec_loss(P, st.multivariate_normal), rtol=1e-14)
+        fd = np.zeros((3, 3))
+        for k in np.ndindex(3, 3):
+            e = np.zeros((3, 3))
+            e[k] = 1e-6
+            fd[k] = (prec_loss(P + e, st.multivariate_normal) - prec_loss(P - e, st.multivariate_normal)) / 2e-6
+        np.testing.assert_allclose(mg.grad(prec_loss)(P), fd, rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(prec_loss(P), prec_loss(P, st.multivariate_normal), rtol=1e-14)
     # and its digits near 0, where log(2) + log_ndtr(-x) cancels (7e-7 relative at 1e-10): the series
     # log(erfc(x / sqrt 2)) = -sqrt(2/pi) x - x^2/pi + O(x^3), and its derivative -sqrt(2/pi) - 2x/pi
     for x in (1e-12, 1e-10, 1e-7):

@@ -287,7 +287,8 @@ defparametric(sp.betaincc, 2, lambda a, b, x, y: -_beta_density(a, b, x, y))
 def _undefined(y, d):
     """``d``, NaN where SciPy's value ``y`` is (the formulas were finite there: pdtr(k, m < 0))."""
     nan = np.isnan(np.asarray(bottom(y)))
-    return np.where(nan, np.nan, d) if nan.any() else d
+    # (y itself there, not a constant NaN: its derivatives, this rule's at every order, are NaN there too)
+    return np.where(nan, y, d) if nan.any() else d
 
 
 def _count(k, round=np.floor):

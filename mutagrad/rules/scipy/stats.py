@@ -1159,9 +1159,10 @@ def _covariance_matrix(cov):
         low = np.tril(factor)
         return low @ np.swapaxes(low, -1, -2)
     chol_p = getattr(cov, "_chol_P", None) if type(cov).__name__ == "CovViaPrecision" else None
-    if chol_p is not None and getattr(cov, "_cov_matrix", None) is None:
-        # from_precision(P) without its covariance: P⁻¹ from the Cholesky factor L of P that SciPy
-        # computed (np.linalg.cholesky: of P's lower triangle), L⁻ᵀ L⁻¹, as SciPy's cho_solve
+    if chol_p is not None:
+        # from_precision(P[, covariance]): P⁻¹ from the Cholesky factor L of P that SciPy computed
+        # (np.linalg.cholesky: of P's lower triangle), L⁻ᵀ L⁻¹, as SciPy's cho_solve; SciPy's densities
+        # read P (its factor), not a covariance given with it
         inv = np.linalg.solve(chol_p, np.broadcast_to(np.eye(np.shape(chol_p)[-1]), np.shape(chol_p)))
         return np.swapaxes(inv, -1, -2) @ inv
     return cov.covariance

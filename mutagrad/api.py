@@ -465,17 +465,23 @@ def _names_of_helpers(fun, probes=None):
         attrs.update(a)
         keys.update(k)
         reflective = reflective or _reflective(glob, a)
+        makes = "attrgetter" in glob or "attrgetter" in a or "methodcaller" in glob or "methodcaller" in a
+        strings = [c for c in k if type(c) is str]
         for _, v in _named_values(f, code, glob, probes=probes):
             if type(v) is _FunctionType:
                 if not _internal(v):
                     todo.append(v)
                 elif probes is not None:  # (NumPy's, by its module: read, as the walk's other reads)
                     probes.read(probes.ATTR, v, "__module__", v.__module__)
-            else:  # (operator.attrgetter("q"), a C callable: the names it reads)
-                _getter_names(v, attrs, keys)
-        if "attrgetter" in glob or "attrgetter" in a or "methodcaller" in glob or "methodcaller" in a:
-            # (a getter the code makes, operator.attrgetter("q")(robot): the names among its constants)
-            attrs.update(part for c in k if type(c) is str for part in c.split("."))
+            elif type(v) is str or type(v) in _SEQUENCES:  # (names a getter the code makes may be given)
+                if makes:
+                    strings += [v] if type(v) is str else [u for u in v[:256] if type(u) is str]
+            elif _getter_names(v, attrs, keys) == "any":  # (operator.attrgetter("q"), a C callable: its names)
+                reflective = True
+        if makes:
+            # (a getter the code makes, operator.attrgetter("q")(robot): the names among its constants and
+            # the strings it names, attrgetter(NAME))
+            attrs.update(part for c in strings for part in c.split("."))
     return tuple(attrs), tuple(keys), reflective
 
 
@@ -485,13 +491,15 @@ _GETTERS = (operator.attrgetter, operator.itemgetter, operator.methodcaller)
 def _getter_names(v, attrs, keys) -> bool:
     """Add to ``attrs`` and ``keys`` the names a C callable ``v`` reads: an operator.attrgetter's attributes
     (``"grid.u"``: both), an itemgetter's keys, a methodcaller's method, a functools.partial(getattr, obj,
-    "q")'s; whether ``v`` is one of them."""
+    "q")'s; whether ``v`` is one of them, "any" for a partial(getattr, obj) given the name when called."""
     tv = type(v)
     if tv is functools.partial:
-        if v.func is getattr and len(v.args) >= 2 and type(v.args[1]) is str:
+        if v.func is not getattr:
+            return False
+        if len(v.args) >= 2 and type(v.args[1]) is str:
             attrs.add(v.args[1])
             return True
-        return False
+        return "any"
     if tv not in _GETTERS:
         return False
     fn, got = v.__reduce__()[:2]
@@ -807,8 +815,8 @@ class _Holdings:
         if tv in _GETTERS:  # (a getter held by an object, in a dict: the names it reads, which the next round reads)
             _getter_names(v, b.walked_attrs, b.walked_keys)
             return
-        if tv is functools.partial:  # (partial(getattr, obj, "u"): "u"; its object is walked below)
-            _getter_names(v, b.walked_attrs, b.walked_keys)
+        if tv is functools.partial and _getter_names(v, b.walked_attrs, b.walked_keys) == "any":
+            b.walked_reflective = True  # (partial(getattr, obj, "u"): "u"; its object is walked below)
         if issubclass(tv, _NOT_HOLDERS) or id(v) in self.seen:
             return
         if depth >= ALIAS_SEARCH_DEPTH:  # (what it holds further on is not searched: a plain view of an

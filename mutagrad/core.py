@@ -3195,7 +3195,8 @@ class Tracer:
         if it in ("nditer", "ndenumerate"):
             raise escape_error(f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
                                _NDINDEX_HINT)
-        if it == "broadcast" and _named(call.func, frame) is np.broadcast:
+        if (call is not None and isinstance(call.func, (ast.Name, ast.Attribute))
+                and _named(call.func, frame) is np.broadcast):  # (by any name: from numpy import broadcast as B)
             raise escape_error("np.broadcast of traced arrays (it converts them to plain arrays)", TracerEscapeError,
                                " For its shape, np.broadcast_shapes(a.shape, b.shape) (ndim and size from it); for "
                                "the broadcast arrays, np.broadcast_arrays(a, b), which is differentiated.",
@@ -3904,9 +3905,9 @@ class Tracer:
         return np.dot(self, b, out=out)
 
     def transpose(self, *axes):
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list, np.ndarray))):
             axes = axes[0]
-        return np.transpose(self, axes or None)
+        return np.transpose(self, None if axes is None or len(axes) == 0 else axes)
 
     def swapaxes(self, a, b):
         return np.swapaxes(self, a, b)

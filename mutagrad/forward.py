@@ -54,6 +54,16 @@ _EVENTS = _Events()
 _NOTED = fixed_errstate.of(all="call", call=_EVENTS)
 
 
+def _keyword_step(v):
+    """A keyword argument's record for RunGroup.note (as operand_step; a tuple or list item by item, a string
+    or None as it is: axes=(1, 0), order="F")."""
+    if type(v) is tuple or type(v) is list:
+        return tuple(_keyword_step(u) for u in v)
+    if v is None or type(v) is str:
+        return v
+    return operand_step(v)
+
+
 def _frule_events_apart(prim, frule, primals, tangents, kwargs):
     """``frule(primals, tangents)``, ``prim``'s forward rule, whose primal's floating-point events are the
     function's and whose tangent's are not.
@@ -192,9 +202,11 @@ class ForwardLevel(Level):
             # ins: which operands are traced; the operands' values, traced or not, are the same in
             # every run of the same function (a constant read from state the function changes, as
             # `step[0] * x` after `step[0] += 1`, is not: at x = 0 the outputs would still agree)
+            # (the array a layout operation moves: by its shape, see Primitive.moves; its axes, order, k by value;
+            # keyword arguments too, np.rot90(x, k=state))
             self.run_group.note((prim.name, tuple(ins)) + tuple(
-                ("moved", np.shape(v)) if prim.moves and (isinstance(v, Tracer) or type(v) is np.ndarray)
-                else operand_step(v) for v in vals))
+                ("moved", np.shape(v)) if i == 0 and prim.moves else operand_step(v) for i, v in enumerate(vals))
+                + (tuple((k, _keyword_step(v)) for k, v in kwargs.items()) if kwargs else ()))
         tans = None
         for i in ins:
             t = leaves[i]

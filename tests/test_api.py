@@ -2366,6 +2366,33 @@ def test_hessian_of_a_buffer_set_and_read_under_one_mask():
             np.testing.assert_allclose(mg.hessian(fn)(x.copy()), np.diag(want), rtol=1e-12, atol=1e-15)
 
 
+def test_forward_runs_compare_a_layout_operations_parameters():
+    # the moved array is compared by its shape (Primitive.moves), its axes and k by value, keyword ones too:
+    # axes changed by the function between runs gave a jacobian of neither layout (regress40)
+    perm = np.array([0, 1])
+
+    def by_array_axes(x):
+        perm[:] = perm[::-1]
+        return np.transpose(x, perm)
+
+    state = [0]
+
+    def by_keyword(x):
+        state[0] += 1
+        return np.rot90(x, k=state[0])
+
+    def by_keyword_tuple(x):
+        state[0] += 1
+        return np.transpose(x, axes=(0, 1) if state[0] % 2 else (1, 0))
+
+    for f in (by_array_axes, by_keyword, by_keyword_tuple):
+        with pytest.raises(mg.MutationError, match="other"):
+            mg.jacobian(f, mode="fwd")(np.array([[1.0, 2.0], [2.0, 3.0]]))
+    # the method with an array of axes (a TypeError from inside mutagrad before): d/da sum(a.T * B) = B.T
+    B = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(mg.grad(lambda a: np.sum(a.transpose(np.array([1, 0])) * B))(np.ones((2, 3))), B.T)
+
+
 def test_reverse_jacobian_of_many_leaves_flattens_each_row_once(monkeypatch):
     # (the pytrees tester: each row's cotangents were flattened again for every input leaf, so 4000
     # leaves took 3.4 s where vjp and the pullbacks take 0.05 s)

@@ -1694,6 +1694,7 @@ def _containers_holding(x):
     getters = {"u": operator.attrgetter("u")}
     call_kw = operator.methodcaller("values", copy=False)
     get_later = functools.partial(getattr, world.grid, "u")
+    get_from_grid, field = functools.partial(getattr, world.grid), "u"
 
     def helper_reads_an_attribute(u):  # world named here, .grid.u read by the helper it is given to
         u *= 2.0
@@ -1739,6 +1740,14 @@ def _containers_holding(x):
         u *= 2.0
         return np.sum(get_later() ** 2)
 
+    def by_attrgetter_of_a_named_string(u):  # (the name a global, not a constant of the code; regress40)
+        u *= 2.0
+        return np.sum(operator.attrgetter(field)(world.grid) ** 2)
+
+    def by_partial_of_getattr_given_the_name(u):
+        u *= 2.0
+        return np.sum(get_from_grid("u") ** 2)
+
     def partial_helper(u):
         u += 1.0
         return total() + np.sum(u)
@@ -1752,7 +1761,8 @@ def _containers_holding(x):
             (by_getattr, "world."), (deque_item, "ring[1]"), (by_attrgetter, "world.grid.u"),
             (by_itemgetter, "fields['u']"), (by_inline_attrgetter, "world.grid.u"),
             (by_getter_in_a_dict, "world.grid.u"), (by_methodcaller_with_keywords, "world.grid.u"),
-            (by_partial_of_getattr, "get_later.args[0].u"), (partial_helper, "total.args[0]['u']"),
+            (by_partial_of_getattr, "get_later.args[0].u"), (by_attrgetter_of_a_named_string, "world.grid.u"),
+            (by_partial_of_getattr_given_the_name, "get_from_grid.args[0].u"), (partial_helper, "total.args[0]['u']"),
             (callback_in_a_list, "world.grid.u"), (two_attributes_down, "world.grid.u"), (list_of_views, "views[0]"),
             (by_iteration, "registry['a']"), (item_then_attribute, "world.layers[0].u"),
             (namedtuple_field, "pair.first"), (module_attribute, "mod.u"), (world.energy, "self.state['u']")]
@@ -3258,6 +3268,12 @@ def test_nditer_and_ndenumerate_are_named():
 
     msg = _raises(broadcast_shape, np.ones(3), mg.TracerEscapeError)
     assert "np.broadcast of traced arrays" in msg and "np.broadcast_shapes(a.shape, b.shape)" in msg
+    from numpy import broadcast as bc
+
+    def broadcast_by_another_name(x):
+        return np.sum(x) * bc(x, x[:, None]).shape[0]
+
+    assert "np.broadcast of traced arrays" in _raises(broadcast_by_another_name, np.ones(3), mg.TracerEscapeError)
     np.testing.assert_array_equal(mg.grad(lambda x: np.sum(x) * np.broadcast_shapes(x.shape, (3, 1))[0])(np.ones(3)),
                                   np.full(3, 3.0))  # (the fix: d/dx 3 sum(x))
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import weakref
 
 import numpy as np
 
@@ -970,6 +972,52 @@ def _repeated(v):
     return np.shape(bottom(v))[-1] >= 2 and bool(np.any(_repeated_pairs(v)))
 
 
+class _TieReads:
+    """What the reverse passes of the eigen- and singular-value calls of one matrix (by its values) at
+    repeated values in one differentiation read: its values, its vectors. V f(w) Vᴴ from two calls,
+    eigvalsh's values and eigh's vectors (a Hencky strain at F = I), hides its tied block from the
+    cotangents as one call's does (see _zero_hides_a_tie), where neither call sees both."""
+
+    __slots__ = ("values", "vectors", "__weakref__")
+
+    def __init__(self):
+        self.values = self.vectors = False
+
+
+_TIE_READS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (level, matrix) -> _TieReads
+
+
+def _tie_reads(a, values):
+    """The _TieReads that the calls on matrix ``a`` (of values ``values``) share in the running level, where
+    the values are repeated; None elsewhere."""
+    if not _repeated(values):
+        return None
+    from ..core import STATE
+
+    ab = np.ascontiguousarray(bottom(a))
+    key = (id(STATE.levels[-1]) if STATE.levels else 0, ab.shape, ab.dtype.str,
+           hashlib.blake2b(ab.view(np.uint8).ravel(), digest_size=16).digest())
+    reads = _TIE_READS.get(key)
+    if reads is None:
+        reads = _TIE_READS[key] = _TieReads()
+    return reads
+
+
+def _read_apart(reads, values, vectors):
+    """Note what a call's cotangents read (``values``, ``vectors``: not symbolic zeros); whether the matrix's
+    values and vectors are now both read, by different calls (a call reading both decides by itself)."""
+    if reads is None or (values and vectors):
+        return False
+    reads.values = reads.values or values
+    reads.vectors = reads.vectors or vectors
+    return reads.values and reads.vectors
+
+
+_APART = ("the values of one call and the vectors of another at repeated values (V f(w) Vᵀ with w from "
+          "np.linalg.eigvalsh or svd(compute_uv=False) and V from np.linalg.eigh or svd: the same function as "
+          "from one call, whose tied block no cotangent shows)")
+
+
 def _zero_values(S):
     """Which singular values ``S`` are zero, up to rounding (as _repeated)."""
     b = np.asarray(bottom(S))
@@ -1179,7 +1227,7 @@ def _degenerate(what, forward=False):
         "that rounding split: their derivative divides by the difference, which rounding dominates). "
         f"{mode}A function of them that has one there (one invariant to the choice of basis of each eigenspace, as V f(w) Vᵀ) needs divided differences "
         f"that cannot be formed from {cot}: compute such a quantity without the vectors "
-        "(np.linalg.inv, solve, slogdet, eigvalsh; a matrix function by mutagrad.scipy.linalg.expm, logm or "
+        "(np.linalg.inv, solve, slogdet, eigvalsh alone; a matrix function by mutagrad.scipy.linalg.expm, logm or "
         "sqrtm, which have rules: P = expm(Q * t), a Hencky strain logm(F.T @ F) / 2, the polar factor "
         "F @ inv(sqrtm(F.T @ F))), or use only the values. (A second derivative of the values, "
         "np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
@@ -1453,11 +1501,14 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO):
 def _eigh_rrule(a, UPLO="L"):
     y = _eigh_impl(a, UPLO)
     within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK else None  # (the vectors of eigvalsh's pullback)
+    reads = None if within is not None else _tie_reads(a, y[0])
 
     def pullback(cts):
         gw, gV = cts
         if _all_zero(gw, gV):
             return (ZERO,)
+        if _read_apart(reads, not is_zero(gw), not is_zero(gV)):
+            return (_degenerate(f"np.linalg.eigh, {_APART}"),)
         with _within(within):  # (reverse over reverse: a refusal names eigvalsh's second derivative)
             return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L"),)
 
@@ -1479,8 +1530,11 @@ def _eigh_frule(primals, tangents, UPLO="L"):
 def _eigvalsh_rrule(a, UPLO="L"):
     y = _eigvalsh_impl(a, UPLO)
     where = _values_where(a)
+    reads = _tie_reads(a, y)
 
     def pullback(g):
+        if _read_apart(reads, not is_zero(g), False):
+            return (_degenerate(f"np.linalg.eigvalsh, {_APART}"),)
         with _ValuesPullback("np.linalg.eigvalsh", where):
             w, V = np.linalg.eigh(a, UPLO=UPLO)
         return (_eigh_T(w, V, g, ZERO, UPLO.upper() == "L"),)
@@ -1718,8 +1772,16 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
     y = _impl(a, full_matrices, compute_uv)
     where = None if compute_uv else _values_where(a)
     within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK and compute_uv else None  # (see _eigh_rrule)
+    reads = None if within is not None else _tie_reads(a, y[1] if compute_uv else y)
 
     def pullback(cts):
+        if compute_uv:
+            vectors = not (is_zero(cts[0]) and is_zero(cts[2]))
+            values = not is_zero(cts[1])
+        else:
+            values, vectors = not is_zero(cts), False
+        if (values or vectors) and _read_apart(reads, values, vectors):
+            return (_degenerate(f"np.linalg.svd, {_APART}"),)
         with _within(within):
             return _pullback(cts)
 

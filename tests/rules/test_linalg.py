@@ -352,6 +352,31 @@ def test_vectors_of_tied_values_with_a_zero_cotangent_are_not_unused():
                        for e in np.eye(9).reshape(9, 3, 3)]).reshape(3, 3)
         np.testing.assert_allclose(g, fd, atol=1e-8)
     assert isinstance(mg.jacobian(mg.grad(W), mode="rev")(np.eye(3)), mg.NotImplementedTangent)
+    # the same from two calls, the values of eigvalsh or svd(compute_uv=False) and the vectors of eigh or svd,
+    # in either order: the tied block was dropped, silently (diag(1/6) where central differences give Wt; the
+    # svdpolar tester); off the tie the same functions are right
+    Wt = np.array([[1.0, 2.0, 0.0], [2.0, -1.0, 3.0], [0.0, 3.0, 0.5]])
+
+    def values_first(F):
+        w = np.linalg.eigvalsh(F.T @ F)
+        V = np.linalg.eigh(F.T @ F)[1]
+        return np.sum(Wt * ((V * np.log(w)) @ V.T)) / 2
+
+    def vectors_first(F):
+        V = np.linalg.eigh(F.T @ F)[1]
+        w = np.linalg.eigvalsh(F.T @ F)
+        return np.sum(Wt * ((V * np.log(w)) @ V.T)) / 2
+
+    def singular(F):
+        s = np.linalg.svd(F, compute_uv=False)
+        Vt = np.linalg.svd(F)[2]
+        return np.sum(Wt * ((Vt.T * np.log(s)) @ Vt))
+
+    for fn in (values_first, vectors_first, singular):
+        assert isinstance(mg.grad(fn)(np.eye(3)), mg.NotImplementedTangent)
+        F = np.eye(3) + 0.1 * Wt
+        fd = np.array([(fn(F + 1e-6 * e) - fn(F - 1e-6 * e)) / 2e-6 for e in np.eye(9).reshape(9, 3, 3)]).reshape(3, 3)
+        np.testing.assert_allclose(mg.grad(fn)(F), fd, rtol=1e-6, atol=1e-8)
     # the stiffness at F = I through logm: kappa + 4/3 mu = 1 + 4/3 * 1... by hand for this W (mu = 1,
     # bulk term 1.5 tr(E)**2: kappa = 3): d2W/dF11^2 = 3 + 4/3, d2W/dF12^2 = mu = 1
     K = mg.hessian(lambda F: W(F, msl.logm))(np.eye(3)).reshape(9, 9)

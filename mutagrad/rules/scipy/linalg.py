@@ -2272,11 +2272,14 @@ def _smooth_pairs(a, lower):
 @rrule(_eigh)
 def _eigh_rrule(a, *, lower=True, driver=None):
     w, V = y = _eigh(a, lower=lower, driver=driver)
+    reads = _lin._tie_reads(a, w)  # (the calls on one matrix at a tie: see np.linalg.eigh's)
 
     def pullback(g):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return (ZERO,)
+        if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV)):
+            return (_lin._degenerate(f"scipy.linalg.eigh, {_lin._APART}"),)
         if is_zero(gV):
             return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver, V), gw, gV, lower, None, False)[0],)
         if driver in (None, "evr"):
@@ -2303,13 +2306,17 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
 @rrule(_eigvalsh)
 def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
     where = _lin._values_where(a)
+    y = _eigvalsh(a, lower=lower, driver=driver, subset=subset)
+    reads = _lin._tie_reads(a, y)
 
     def pullback(g):
+        if _lin._read_apart(reads, not is_zero(g), False):
+            return (_lin._degenerate(f"scipy.linalg.eigh(eigvals_only=True), {_lin._APART}"),)
         with _lin._ValuesPullback("scipy.linalg.eigh(eigvals_only=True)", where):
             w, V = _smooth_pairs(a, lower)
         return (_eigh_cotangents(w, V, _whole(g, subset, np.shape(w)[-1]), ZERO, lower, None, False)[0],)
 
-    return _eigvalsh(a, lower=lower, driver=driver, subset=subset), pullback
+    return y, pullback
 
 
 @rrule(_eigvalsh_gen)

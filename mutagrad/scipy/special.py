@@ -1,6 +1,6 @@
 """``mutagrad.scipy.special``: ``scipy.special`` with differentiable
-``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`` and
-``multigammaln``; every other name is SciPy's own (its ufuncs dispatch on
+``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma``, ``factorial``
+and ``multigammaln``; every other name is SciPy's own (its ufuncs dispatch on
 traced arrays; see ``mutagrad/rules/scipy/special.py`` for which have rules).
 
 >>> import numpy as np, mutagrad as mg
@@ -10,7 +10,14 @@ traced arrays; see ``mutagrad/rules/scipy/special.py`` for which have rules).
 """
 import scipy.special as _sp
 
-from ..rules.scipy.special import log_softmax, logsumexp, multigammaln, polygamma, softmax  # noqa: F401
+from ..rules.scipy.special import (  # noqa: F401
+    factorial,
+    log_softmax,
+    logsumexp,
+    multigammaln,
+    polygamma,
+    softmax,
+)
 
 
 def __getattr__(name):

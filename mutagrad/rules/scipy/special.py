@@ -1,5 +1,5 @@
 """scipy.special: the ufuncs by their partial derivatives, and primitives for
-the plain-Python functions (logsumexp, softmax, log_softmax, polygamma).
+the plain-Python functions (logsumexp, softmax, log_softmax, polygamma, factorial).
 
 The ufuncs dispatch through ``__array_ufunc__`` like NumPy's, so
 ``scipy.special.gammaln(x)`` works on traced arrays once registered here.
@@ -23,7 +23,7 @@ import numpy as np
 import scipy.special as sp
 from scipy.special import _ufuncs as _spu  # zeta(x[, q]) is a Python function calling these
 
-from ...core import Tracer, bottom, stop_gradient
+from ...core import Tracer, bottom, get_primitive, stop_gradient
 from ...registry import conj_if_complex as _cj
 from ...registry import defelementwise, defnotimplemented, defzero, frule, primitive, rrule, strong_times
 from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
@@ -356,6 +356,43 @@ def _bdtri_dy(k, n, y, p):
 defparametric(sp.bdtr, 2, lambda k, n, p, y: -_bdtr_dp(k, n, p, y), integer=True)
 defparametric(sp.bdtrc, 2, _bdtr_dp, integer=True)
 defparametric(sp.bdtri, 2, _bdtri_dy, integer=True)
+
+
+# fdtr(dfn, dfd, x) = betainc(a, b, w), a = dfn/2, b = dfd/2, w = dfn x / (dfd + dfn x): d/dx is the F density
+# dfn^a dfd^b x^(a-1) / ((dfd + dfn x)^(a+b) B(a, b)), in logs (no 1 - w, which loses the digits of a large x),
+# at x = 0 as those powers themselves (their own derivatives there, as _gamma_density). fdtri(dfn, dfd, p) is
+# the x with fdtr = p: 1 / density. The degrees of freedom are real shapes: not implemented.
+def _f_density(dfn, dfd, x, y):
+    a, b = dfn / 2, dfd / 2
+    at0 = np.asarray(bottom(x)) == 0
+    xs = np.where(at0, 1.0, x) if at0.any() else x
+    d = np.exp(a * np.log(dfn) + b * np.log(dfd) + (a - 1) * np.log(xs) - (a + b) * np.log(dfd + dfn * xs)
+               - sp.betaln(a, b))
+    if at0.any():
+        power = dfn ** a * dfd ** b * x ** (a - 1) / ((dfd + dfn * x) ** (a + b) * sp.beta(a, b))
+        d = np.where(at0, power, d)
+    return _undefined(y, d)
+
+
+_F_WHY = "the derivative of scipy.special.{} w.r.t. dfn and dfd is not implemented (only w.r.t. {})"
+defparametric(sp.fdtr, 2, _f_density, why=_F_WHY.format("fdtr", "x"))
+defparametric(sp.fdtrc, 2, lambda dfn, dfd, x, y: -_f_density(dfn, dfd, x, y), why=_F_WHY.format("fdtrc", "x"))
+defparametric(sp.fdtri, 2, lambda dfn, dfd, p, x: _undefined(x, 1.0 / _f_density(dfn, dfd, x, p)),
+              why=_F_WHY.format("fdtri", "p"))
+
+
+# nbdtr(k, n, p) = betainc(n, k + 1, p), k and n floored (counts: NoTangent): d/dp = p^(n-1) (1-p)^k / B(n, k+1);
+# nbdtrc = 1 - nbdtr; nbdtri(k, n, y) is the p with nbdtr = y: 1 / density.
+def _nbdtr_dp(k, n, p, y):
+    fk, fn = _count(k), _count(n)
+    bad = (fk < 0) | (fn < 1)  # (SciPy: NaN)
+    a, b = np.where(bad, 1.0, fn), np.where(bad, 1.0, fk + 1)
+    return _undefined(y, _beta_density(a, b, p, y))
+
+
+defparametric(sp.nbdtr, 2, _nbdtr_dp, integer=True)
+defparametric(sp.nbdtrc, 2, lambda k, n, p, y: -_nbdtr_dp(k, n, p, y), integer=True)
+defparametric(sp.nbdtri, 2, lambda k, n, y, p: _undefined(p, 1.0 / _nbdtr_dp(k, n, p, y)), integer=True)
 
 
 # binom(n, k) = Γ(n+1) / (Γ(k+1) Γ(n-k+1)), real in both arguments: d/dn = binom (ψ(n+1) - ψ(n-k+1)),
@@ -765,6 +802,102 @@ defelementwise(sp.ellipe, lambda m, y: _near_zero(m, _ellipe_series_d, lambda m:
 defelementwise(sp.ellipkm1, _ellipkm1_d)
 
 
+# -- incomplete elliptic integrals and Carlson's symmetric integrals --------------------------
+# F(φ|m) and E(φ|m): ∂φ = 1/Δ and Δ, Δ = sqrt(1 - m sin²φ). ∂m from Carlson's forms F = s R_F(c², Δ², 1) and
+# E = F - (m/3) s³ R_D(c², Δ², 1) (s = sin φ, c = cos φ, |φ| <= π/2), which do not cancel as m -> 0 or
+# φ -> 0 (the textbook (E - (1-m)F)/(2m(1-m)) - sc/(2(1-m)Δ) and (E - F)/(2m) do): ∂F/∂m = s³ R_D(c², 1, Δ²)/6,
+# ∂E/∂m = -s³ R_D(c², Δ², 1)/6, with φ = φ' + kπ (|φ'| <= π/2) adding 2k K'(m) and 2k E'(m) (F and E grow by
+# 2k K(m), 2k E(m)). NaN where SciPy's value is not finite (φ = ±π/2 at m = 1; SciPy is NaN for m > 1).
+# Carlson: ∂R_F/∂x = -R_D(y, z, x)/6 (each argument, DLMF 19.18.1); R_C(x, y) = R_F(x, y, y): ∂x = -R_D(y, y, x)/6,
+# ∂y = -R_D(x, y, y)/3 (R_C's Cauchy principal value for y < 0: not implemented); R_D by divided differences,
+# ∂x R_D = (R_D(x, y, z) - R_D(y, z, x)) / (2(z - x)) (the same for y), ∂z from Euler's relation
+# x∂x + y∂y + z∂z = -3/2 R_D. Those cancel where z is near x or y: not implemented within 1e-3 (relative).
+
+
+def _carlson_split(phi):
+    """k and φ' = φ - kπ, |φ'| <= π/2 (k a plain array)."""
+    k = np.round(np.asarray(bottom(phi), dtype=float) / np.pi)
+    return k, phi - k * np.pi
+
+
+def _finite_y(y, d):
+    bad = ~np.isfinite(np.asarray(bottom(y)))
+    return np.where(bad, y * np.nan, d) if bad.any() else d
+
+
+def _ellipinc_dm(phi, m, y, kind):
+    k, p = _carlson_split(phi)
+    s, c = np.sin(p), np.cos(p)
+    delta2 = 1 - m * s * s
+    if kind == "F":
+        d = s ** 3 * sp.elliprd(c * c, 1.0, delta2) / 6
+    else:
+        d = -(s ** 3) * sp.elliprd(c * c, delta2, 1.0) / 6
+    periods = k != 0
+    if periods.any():  # (each branch at safe inputs: K'(1) is infinite)
+        mk = np.where(periods, m, 0.5)
+        if kind == "F":
+            dfull = _near_zero(mk, _ellipk_series_d, lambda m: _ellipk_d(m, 1 - m, sp.ellipk(m)))
+        else:
+            dfull = _near_zero(mk, _ellipe_series_d, lambda m: (sp.ellipe(m) - sp.ellipk(m)) / (2 * m))
+        d = d + np.where(periods, 2 * k * dfull, 0.0)
+    return _finite_y(y, d)
+
+
+defelementwise(sp.ellipkinc, lambda phi, m, y: _finite_y(y, 1 / np.sqrt(1 - m * np.sin(phi) ** 2)),
+               lambda phi, m, y: _ellipinc_dm(phi, m, y, "F"))
+defelementwise(sp.ellipeinc, lambda phi, m, y: _finite_y(y, np.sqrt(1 - m * np.sin(phi) ** 2)),
+               lambda phi, m, y: _ellipinc_dm(phi, m, y, "E"))
+defelementwise(sp.elliprf,
+               lambda x, y, z, r: -sp.elliprd(y, z, x) / 6,
+               lambda x, y, z, r: -sp.elliprd(z, x, y) / 6,
+               lambda x, y, z, r: -sp.elliprd(x, y, z) / 6)
+
+
+def _rc_d(x, y, r, wrt):
+    yb = np.asarray(bottom(y))
+    if np.any((yb.imag == 0) & (yb.real < 0)):
+        return not_implemented("the derivative of scipy.special.elliprc(x, y) for y < 0 (its Cauchy principal "
+                               "value) is not implemented")
+    return -sp.elliprd(x, y, y) / 3 if wrt else -sp.elliprd(y, y, x) / 6
+
+
+defelementwise(sp.elliprc, lambda x, y, r: _rc_d(x, y, r, 0), lambda x, y, r: _rc_d(x, y, r, 1))
+
+_RD_CANCELS = ("the derivative of scipy.special.elliprd(x, y, z) where z is within 1e-3 (relative) of x or y is not "
+               "implemented: its divided differences cancel there")
+
+
+def _rd_near(a, z):
+    ab, zb = np.asarray(bottom(a)), np.asarray(bottom(z))
+    with np.errstate(invalid="ignore"):
+        return np.abs(zb - ab) <= 1e-3 * np.maximum(np.abs(ab), np.abs(zb))
+
+
+def _rd_dfirst(x, y, z, r):
+    """∂R_D/∂x (x and y symmetric)."""
+    if _rd_near(x, z).any():
+        return not_implemented(_RD_CANCELS)
+    return (r - sp.elliprd(y, z, x)) / (2 * (z - x))
+
+
+def _rd_dz(x, y, z, r):
+    if (_rd_near(x, z) | _rd_near(y, z)).any():
+        return not_implemented(_RD_CANCELS)
+    terms = []
+    for a, b in ((x, y), (y, x)):  # a ∂a R_D, 0 at a = 0 (where ∂a is infinite, as a^(-1/2))
+        ab = np.asarray(bottom(a))
+        at0 = ab == 0
+        if at0.any():  # (each branch at safe inputs: a moved off 0 and away from z where it is 0)
+            a = np.where(at0, np.abs(np.asarray(bottom(z))) + 1.0, a)
+        term = a * (r - sp.elliprd(b, z, a)) / (2 * (z - a))
+        terms.append(np.where(at0, 0.0, term) if at0.any() else term)
+    return (-1.5 * r - terms[0] - terms[1]) / z
+
+
+defelementwise(sp.elliprd, _rd_dfirst, lambda x, y, z, r: _rd_dfirst(y, x, z, r), _rd_dz)
+
+
 # -- Box-Cox transforms ------------------------------------------------------------------
 
 
@@ -818,12 +951,273 @@ defelementwise(sp.tandg, lambda x, y: _DEG * (1 + y * y))
 defelementwise(sp.cotdg, lambda x, y: -_DEG * (1 + y * y))
 defelementwise(sp.wrightomega, lambda x, w: w / (1 + w))  # w + log w = x
 
+
+# -- the Faddeeva function ---------------------------------------------------------------------
+# w(z) = e^(-z²) erfc(-iz), entire: w' = -2z w + 2i/√π (holomorphic, complex z only in SciPy). For |z| > 30
+# the two terms cancel (w ~ i/(√π z)): there from w's asymptotic series, w' ~ -(i/√π) Σ (2n+1)!!/(2z²)^n / z²
+# (n = 0..5: within 1e-16), valid for Im z >= 0; below, w(z) = 2e^(-z²) - w(-z) adds -4z e^(-z²).
+_WOFZ_FAR = tuple(-math.prod(range(1, 2 * n + 2, 2)) / 2.0 ** n for n in range(6))  # -(2n+1)!!/2^n
+
+
+def _wofz_d(z, w):
+    zb = np.asarray(bottom(z))
+    far = np.abs(zb) > 30
+    if not far.any():
+        return -2 * z * w + 2j / np.sqrt(np.pi)
+    zn, zf = np.where(far, 1.0, z), np.where(far, z, 31.0)
+    u = 1.0 / (zf * zf)
+    series = 0.0
+    for c in reversed(_WOFZ_FAR):
+        series = series * u + c
+    d = 1j / np.sqrt(np.pi) * series * u
+    lower = far & (zb.imag < 0)
+    if lower.any():
+        zl = np.where(lower, z, 0.0)
+        d = d + np.where(lower, -4 * zl * np.exp(-zl * zl), 0.0)
+    return np.where(far, d, -2 * zn * np.where(far, 0.0, w) + 2j / np.sqrt(np.pi))
+
+
+defelementwise(sp.wofz, _wofz_d)
+
+
 # -- hypergeometric functions: d/dz from the contiguous function --------------------------
 
 defparametric(sp.hyp1f1, 2, lambda a, b, x, y: a / b * sp.hyp1f1(a + 1, b + 1, x))
 defparametric(sp.hyperu, 2, lambda a, b, x, y: -a * sp.hyperu(a + 1, b + 1, x))
 defparametric(sp.hyp2f1, 3, lambda a, b, c, z, y: a * b / c * sp.hyp2f1(a + 1, b + 1, c + 1, z),
               why="the derivative of scipy.special.hyp2f1 w.r.t. a, b, c is not implemented (only w.r.t. z)")
+
+
+# -- Fresnel, sine and cosine integrals: ufuncs with two outputs, both differentiable ------
+# fresnel(x) = (S, C): S' = sin(πx²/2), C' = cos(πx²/2). sici(x) = (Si, Ci): Si' = sin x / x (1 at 0),
+# Ci' = cos x / x (inf at 0, where Ci is -inf). shichi(x) = (Shi, Chi): sinh x / x (1 at 0), cosh x / x.
+# For x < 0 SciPy's real Ci and Chi are the real parts, Ci(|x|) and Chi(|x|), whose derivatives are the
+# same quotients. Complex arguments: the same, holomorphic (off Ci's and Chi's cut on the negative axis).
+
+_SIN_X_SERIES = tuple(1.0 / math.factorial(2 * k + 1) for k in range(6))  # x^0, x^2, ... x^10
+
+
+def _over_x(x, f, sign):
+    """f(x) / x for f = sin (sign -1) or sinh (sign 1), 1 at 0: for |x| < 0.1 its Maclaurin series
+    Σ (sign x²)^k / (2k+1)! to x^10 (within 1e-22), so that every order is exact at 0 too; each
+    branch at safe inputs only."""
+    near = np.abs(np.asarray(bottom(x))) < 0.1
+    if not near.any():
+        return f(x) / x
+    xs = np.where(near, 1.0, x)
+    u = sign * x * x
+    series = 0.0
+    for c in reversed(_SIN_X_SERIES):
+        series = series * u + c
+    return np.where(near, series, f(xs) / xs)
+
+
+def _defoutputs(ufunc, *partials):
+    """Rules of a one-argument ufunc with several outputs, all differentiable: ``partials[k](x, ys)``
+    is d ys[k] / dx (np.modf's and np.frexp's rules, in rules/elementwise.py, have one such output)."""
+    p = get_primitive(ufunc)
+
+    def rule(x):
+        ys = ufunc(x)
+
+        def pullback(cts):
+            used = [(g, d) for g, d in zip(cts, partials) if not is_zero(g)]
+            if not used:
+                return (ZERO,)
+
+            def total():  # (a cotangent of zero drops its output, whose partial may be infinite: Ci' at 0)
+                acc = ZERO
+                for g, d in used:
+                    acc = acc + strong_times(g, _cj(d(x, ys)))
+                return unbroadcast(acc, np.shape(x))
+
+            return (Thunk(total),)
+
+        return ys, pullback
+
+    def forward(primals, tangents):
+        (x,), (t,) = primals, tangents
+        ys = ufunc(x)
+        if is_zero(t):
+            return ys, tuple(ZERO for _ in partials)
+        return ys, tuple(strong_times(t, d(x, ys)) for d in partials)
+
+    p.rrule, p.frule = rule, forward
+    p.weak_args = True
+    return p
+
+
+_defoutputs(sp.fresnel, lambda x, ys: np.sin(_PI_2 * x * x), lambda x, ys: np.cos(_PI_2 * x * x))
+_defoutputs(sp.sici, lambda x, ys: _over_x(x, np.sin, -1.0), lambda x, ys: np.cos(x) / x)
+_defoutputs(sp.shichi, lambda x, ys: _over_x(x, np.sinh, 1.0), lambda x, ys: np.cosh(x) / x)
+
+
+# -- powm1, the arithmetic-geometric mean -------------------------------------------------
+# powm1(x, y) = x^y - 1: ∂x = y x^(y-1), ∂y = x^y log x (0 where x^y is: x = 0 < y). At x = y = 0 SciPy's
+# value is 0 (0^0 = 1), and powm1(x, 0) = 0 for every x: ∂x = 0 there (y x^(y-1) was 0 · inf), while
+# along y it jumps (-1 for y > 0, inf for y < 0): ∂y NaN. For x < 0, ∂y is NaN (x^y is real at the
+# integers y only).
+
+
+def _powm1_dx(x, y, r):
+    both0 = (np.asarray(bottom(x)) == 0) & (np.asarray(bottom(y)) == 0)
+    d = y * np.power(x, y - 1)
+    return np.where(both0, 0.0, d) if both0.any() else d
+
+
+def _powm1_dy(x, y, r):
+    both0 = (np.asarray(bottom(x)) == 0) & (np.asarray(bottom(y)) == 0)
+    d = sp.xlogy(np.power(x, y), x)
+    return np.where(both0, np.nan, d) if both0.any() else d
+
+
+defelementwise(sp.powm1, _powm1_dx, _powm1_dy)
+
+
+# agm(a, b) = M: positively homogeneous of degree 1 and odd (SciPy: -agm(-a, -b) for a, b < 0; NaN for
+# opposite signs; 0 if either is 0), so its partials are functions of x = lo / hi <= 1 (lo, hi the smaller
+# and the larger of |a|, |b|), the same at (a, b) and (-a, -b). M(1, x) = π / (2 K(1 - x²)), so
+# ∂M/∂lo = d/dx M(1, x) = π x K'(m) / K(m)², m = 1 - x² = (1 - x)(1 + x) (K'(m) by its series near m = 0:
+# x = 1, a = b, where both partials are 1/2), and ∂M/∂hi = M/hi - x ∂M/∂lo (Euler: a ∂a + b ∂b = M).
+# K(m) = ellipkm1(x²) (accurate for small x); for x < 1e-100 (x² underflows) d/dx M(1, x) = π / (2 x L²),
+# L = log(4/x), to within x² L. At a zero argument (M = 0 along the other, which has ∂ 0) the slope along
+# it is one-sided and infinite: NaN, as both at (0, 0) and where SciPy's M is NaN.
+
+
+def _agm_dlo(x):
+    """d/dx M(1, x) for 0 < x <= 1; each branch at safe inputs only."""
+    tiny = np.asarray(bottom(x)) < 1e-100
+    xs = np.where(tiny, 0.5, x) if tiny.any() else x
+    p = xs * xs
+    m = (1 - xs) * (1 + xs)
+    k = sp.ellipkm1(p)
+    dk = _near_zero(m, _ellipk_series_d, lambda m: _ellipk_d(m, p, k))  # (p = 1 - m, exact for small x)
+    d = np.pi * xs * dk / (k * k)
+    if tiny.any():
+        xt = np.where(tiny, x, 1e-200)
+        L = np.log(4.0 / xt)
+        d = np.where(tiny, np.pi / (2 * xt * L * L), d)
+    return d
+
+
+def _agm_d(a, b, y, wrt):
+    ab, bb = np.asarray(bottom(a)), np.asarray(bottom(b))
+    ok = (ab * bb > 0) & np.isfinite(ab) & np.isfinite(bb)
+    s = np.where(bb < 0, -1.0, 1.0)  # (a's sign where ok)
+    A, B = np.where(ok, a * s, 1.0), np.where(ok, b * s, 1.0)
+    b_lo = np.where(ok, np.abs(bb) <= np.abs(ab), True)
+    lo, hi = np.where(b_lo, B, A), np.where(b_lo, A, B)
+    x = lo / hi
+    dlo = _agm_dlo(x)
+    dhi = np.where(ok, s * y, 1.0) / hi - x * dlo
+    d = np.where(b_lo == bool(wrt), dlo, dhi)
+    if ok.all():
+        return d
+    # a zero argument: the other one's partial is 0 (M = 0 along it); everything else NaN
+    this, other = (bb, ab) if wrt else (ab, bb)
+    zero_other = (other == 0) & (this != 0) & np.isfinite(this)
+    return np.where(ok, d, np.where(zero_other, 0.0, np.nan))
+
+
+defelementwise(sp.agm, lambda a, b, y: _agm_d(a, b, y, 0), lambda a, b, y: _agm_d(a, b, y, 1))
+
+
+# -- orthogonal polynomials, w.r.t. x ---------------------------------------------------------
+# d/dx by the derivative identities (finite at x = ±1, unlike the recurrences over x² - 1):
+# P_n' = C^(3/2)_{n-1}, T_n' = n U_{n-1}, U_n' = 2 C^(2)_{n-1}, C^(α)_n' = 2α C^(α+1)_{n-1},
+# L^(α)_n' = -L^(α+1)_{n-1}, P^(α,β)_n' = (n+α+β+1)/2 P^(α+1,β+1)_{n-1}, H_n' = 2n H_{n-1}, He_n' = n He_{n-1}.
+# SciPy takes a real degree n too (through hypergeometric functions), for which the same identities hold
+# (checked against central differences): the derivative w.r.t. n is then not implemented; hermite's n is an
+# integer (NoTangent). Negative degrees as SciPy evaluates them: P_n = P_{-n-1}, T_n = T_{-n}, U_n = -U_{-n-2};
+# the others are constant (0, or NaN) at a negative integer n. Degree 0 (a constant) has derivative 0, where
+# the identity's degree -1 was NaN at x = -1. Where SciPy's value is NaN or infinite (a real degree at x = -1)
+# so is the derivative.
+
+
+def _poly_d(n, y, m, d, x=None, negative_constant=False):
+    """``d(m')``, m' = m with its degree-0 elements (constants) safe, 0 there. With
+    ``negative_constant``, a negative integer n is a constant too (SciPy: 0, or NaN). NaN where y is not
+    finite, and with ``x``, at x = -1 for a non-integer n, where the derivative is unbounded (the
+    function is finite there for some: T_ν, C^(α)_ν with α < 1/2) and the sign of SciPy's infinite value
+    of the identity there is not the one-sided limit's (C^(-0.3)_0.5: -inf for a slope going to -inf,
+    C^(-0.3)_-0.5: -inf for +inf)."""
+    mb, nb = np.asarray(bottom(m)), np.asarray(bottom(n))
+    zero = mb == 0
+    if negative_constant:
+        zero = zero | ((nb < 0) & (nb == np.round(nb)))
+    if zero.any():
+        out = np.where(zero, 0.0, d(_degree(np.where(zero, 1, m))))
+    else:
+        out = d(_degree(m))
+    bad = ~np.isfinite(np.asarray(bottom(y)))
+    if x is not None:
+        bad = bad | ((np.asarray(bottom(x)) == -1) & (nb != np.round(nb)))
+    return np.where(bad, y * np.nan, out) if bad.any() else out
+
+
+def _degree(m):
+    """A constant integral degree as integers, for SciPy's integer loop (exact recurrences; eval_hermite has
+    no other), as the user's integer n (which reaches the rule as floats) was computed."""
+    if isinstance(m, Tracer):
+        return m
+    a = np.asarray(m)
+    if a.dtype.kind == "f" and np.isfinite(a).all() and (a == np.round(a)).all():
+        return a.astype(np.int64)
+    return m
+
+
+def _reflect(n, pivot):
+    """n, or pivot - n where n < pivot/2 (P_n = P_{-n-1}: pivot -1; T_n = T_{-n}: 0)."""
+    nb = np.asarray(bottom(n))
+    neg = nb < pivot / 2.0
+    return np.where(neg, pivot - n, n) if neg.any() else n
+
+
+def _chebyu_d(n, x, y):
+    nb = np.asarray(bottom(n))
+    neg = nb < -1  # U_n = -U_{-n-2}
+    m = np.where(neg, -2 - n, n) if neg.any() else n
+    sign = np.where(neg, -2.0, 2.0)
+    # (U_{-1} = 0: degree -1 is a constant too)
+    m = np.where(np.asarray(bottom(m)) == -1, 0, m)
+    return _poly_d(n, y, m, lambda m: sign * sp.eval_gegenbauer(m - 1, 2.0, x), x)
+
+
+def _why_degree(name):
+    return (f"the derivative of scipy.special.{name} w.r.t. its degree n (or a shape parameter) is not "
+            "implemented (only w.r.t. x)")
+
+
+defparametric(sp.eval_legendre, 1,
+              lambda n, x, y: _poly_d(n, y, _reflect(n, -1), lambda m: sp.eval_gegenbauer(m - 1, 1.5, x), x),
+              why=_why_degree("eval_legendre"))
+defparametric(sp.eval_chebyt, 1,
+              lambda n, x, y: _poly_d(n, y, _reflect(n, 0), lambda m: m * sp.eval_chebyu(m - 1, x), x),
+              why=_why_degree("eval_chebyt"))
+defparametric(sp.eval_chebyu, 1, _chebyu_d, why=_why_degree("eval_chebyu"))
+defparametric(sp.eval_laguerre, 1,
+              lambda n, x, y: _poly_d(n, y, n, lambda m: -sp.eval_genlaguerre(m - 1, 1.0, x), negative_constant=True),
+              why=_why_degree("eval_laguerre"))
+defparametric(sp.eval_genlaguerre, 2,
+              lambda n, a, x, y: _poly_d(n, y, n, lambda m: -sp.eval_genlaguerre(m - 1, a + 1, x),
+                                         negative_constant=True),
+              why=_why_degree("eval_genlaguerre"))
+defparametric(sp.eval_gegenbauer, 2,
+              lambda n, a, x, y: _poly_d(n, y, n, lambda m: 2 * a * sp.eval_gegenbauer(m - 1, a + 1, x), x,
+                                         negative_constant=True),
+              why=_why_degree("eval_gegenbauer"))
+
+
+def _jacobi_d(n, a, b, x, y):
+    return _poly_d(n, y, n, lambda m: 0.5 * (m + a + b + 1) * sp.eval_jacobi(m - 1, a + 1, b + 1, x), x,
+                   negative_constant=True)
+
+
+defparametric(sp.eval_jacobi, 3, _jacobi_d, why=_why_degree("eval_jacobi"))
+defparametric(sp.eval_hermite, 1, lambda n, x, y: _poly_d(n, y, n, lambda m: 2 * m * sp.eval_hermite(m - 1, x)),
+              integer=True)
+defparametric(sp.eval_hermitenorm, 1, lambda n, x, y: _poly_d(n, y, n, lambda m: m * sp.eval_hermitenorm(m - 1, x)),
+              integer=True)
 
 
 # -- logsumexp, softmax, log_softmax --------------------------------------------------
@@ -961,10 +1355,62 @@ def _log_softmax_frule(primals, tangents, *, axis=None):
 
 
 
+# factorial(n, exact=False) = Γ(n + 1), 0 for n < 0 (extend="zero", SciPy's default; extend="complex" is Γ(n + 1)
+# everywhere, complex n too): d/dn = n! ψ(n + 1), 0 for n < 0; at n = 0 (with extend="zero") the function jumps
+# from 0 to 1: NaN. exact=True is SciPy's integer arithmetic, for integers only (SciPy refuses a float n, which
+# every traced n is): passed through, with no derivative.
+@scipy_primitive("scipy.special.factorial")
+def _factorial(n):
+    return sp.factorial(n)
+
+
+@scipy_primitive("scipy.special.factorial")
+def _factorial_complex(n):
+    return sp.factorial(n, extend="complex")
+
+
+def _factorial_d(n, y):
+    nb = np.asarray(bottom(n))
+    neg = nb <= 0
+    if not neg.any():
+        return y * sp.digamma(n + 1)
+    d = np.where(neg, 0.0, y * sp.digamma(np.where(neg, 1.0, n) + 1))
+    return np.where(nb == 0, np.nan, d) if (nb == 0).any() else d
+
+
+defelementwise(_factorial, _factorial_d)
+defelementwise(_factorial_complex, lambda n, y: y * sp.digamma(n + 1))
+
+
+def factorial(n, exact=False, extend="zero"):
+    """``scipy.special.factorial``: ``n!`` as ``Γ(n + 1)`` (0 for n < 0 unless ``extend="complex"``),
+    differentiable w.r.t. a float ``n`` (``n! ψ(n + 1)``; no derivative at the jump n = 0). ``exact=True``
+    is SciPy's integer result, for integer ``n`` only, without a derivative.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.special import factorial
+    >>> float(mg.grad(factorial)(1.0))  # 1 - Euler's gamma
+    0.42278433509846713
+    """
+    if exact:
+        return sp.factorial(bottom(n) if isinstance(n, Tracer) else n, exact=True, extend=extend)
+    if extend == "complex":
+        return _factorial_complex(n)
+    if extend != "zero":
+        return sp.factorial(n, extend=extend)  # (SciPy's own error)
+    return _factorial(n)
+
+
 def multigammaln(a, d):
     """``scipy.special.multigammaln``: the log of the multivariate gamma function
-    (a composite of gammaln, so differentiable to any order)."""
-    d = int(d)
+    (a composite of gammaln, so differentiable to any order). SciPy's checks: d a positive integer,
+    a > (d - 1) / 2."""
+    dv = np.asarray(d)[()]
+    if not np.isscalar(dv) or np.floor(dv) != dv:
+        raise ValueError("d should be a positive integer (dimension)")
+    d = int(dv)
+    if np.any(np.asarray(bottom(a)) <= 0.5 * (d - 1)):
+        raise ValueError(f"condition a ({np.asarray(bottom(a))}) > 0.5 * (d-1) ({0.5 * (d - 1)}) not met")
     j = np.arange(d)
     a = np.asarray(a) if not hasattr(a, "shape") else a
     terms = sp.gammaln(np.expand_dims(a, -1) - j / 2.0)

@@ -803,7 +803,7 @@ class _F(_Continuous):
                 - (((n + m) / 2) * np.log(m + n * z) + sp.betaln(n / 2, m / 2)))
 
     def _median(self, dfn, dfd):
-        return sp.fdtri(dfn, dfd, 0.5)  # (plain: no rule)
+        return sp.fdtri(dfn, dfd, 0.5)  # (its rule: w.r.t. the probability only)
 
     def _cdf(self, z, dfn, dfd):  # scipy.special.fdtr
         w = dfn * z

@@ -641,6 +641,51 @@ def test_maximum_at_ties_split_as_the_sequence_of_maximums():
     assert t == 0.25 + 25.0 + 500.0 + 3e4
 
 
+@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum, np.fmax, np.fmin])
+def test_picking_ufunc_at_with_many_ties_follows_the_sequence_of_steps(ufunc):
+    # long runs of ties at one position (a Bellman-Ford hub: 19157 candidates, 3000x a plain call when each
+    # occurrence was a round of its own; graphalgo): the weights now come from scans over each position's
+    # values. The oracle: the sequence of steps in plain Python, each step's partials by np.maximum's rule
+    # (the winner 1, a tie a half each; maximum's NaN wins, fmax's loses), the later steps' shares multiplied
+    rng = np.random.default_rng(7)
+    nv, nb = 4, 600
+    a = rng.integers(0, 3, nv).astype(float)
+    b = rng.integers(0, 3, nb).astype(float)
+    b[[5, 77]] = np.nan
+    idx = np.r_[np.arange(nv), rng.integers(0, 2, nb - nv)]  # (two positions take most of the values)
+    keep = ufunc in (np.fmax, np.fmin)
+
+    def step(c, x):  # (the partials of ufunc(c, x) w.r.t. c and x)
+        if np.isnan(c) or np.isnan(x):
+            if keep:
+                return (0.0, 1.0) if np.isnan(c) and not np.isnan(x) else (1.0, 0.0)
+            return (1.0, 0.0) if np.isnan(c) else (0.0, 1.0)
+        if c == x:
+            return 0.5, 0.5
+        return (1.0, 0.0) if ufunc(c, x) == c else (0.0, 1.0)
+
+    wa, wb = np.zeros(nv), np.zeros(nb)
+    for p in range(nv):
+        c, start, shares = a[p], 1.0, {}
+        for k in np.flatnonzero(idx == p):
+            dc, dx = step(c, b[k])
+            start, shares = start * dc, {j: w * dc for j, w in shares.items()}
+            shares[k] = dx
+            c = ufunc(c, b[k])
+        wa[p] = start
+        for j, w in shares.items():
+            wb[j] = w
+
+    def f(a, b):
+        a = a * 1.0
+        ufunc.at(a, idx, b)
+        return np.sum(a * np.array([1.0, 2.0, 3.0, 4.0]))
+
+    ga, gb = mg.grad(f, argnums=(0, 1))(a, b)
+    np.testing.assert_array_equal(ga, wa * np.array([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(gb, wb * np.array([1.0, 2.0, 3.0, 4.0])[idx])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fmax_at_with_nans_and_a_python_float(dtype):
     # a NaN loses to a number in np.fmax; a Python float is a float64 operand of ufunc.at

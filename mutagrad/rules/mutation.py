@@ -372,6 +372,34 @@ def _fold_weights(vals, b, inv, ufunc, out):
         if np.all(np.bincount(invf, wb, ob.size) + wv == 1.0):
             return wv, wb.reshape(inv.shape)
     first, second = _PICKS[ufunc]
+    if bb.dtype != vb.dtype:  # (each step's result stored in a's precision: NumPy's steps, a round at a time)
+        return _fold_weights_by_rounds(vb, bf, invf, ufunc, first, second, inv.shape)
+    # (ties: each position's values in index order, a group; the fold before each value, the one-step
+    # partials, and the products of the later steps' partials, by scans over the groups in log2 of the
+    # longest one's steps: the fold is associative, NaNs included, and its values are its operands)
+    order = np.argsort(invf, kind="stable")
+    grp, x = invf[order], bf[order]
+    n = grp.size
+    starts = np.r_[0, np.flatnonzero(grp[1:] != grp[:-1]) + 1] if n else np.zeros(0, np.intp)
+    lengths = np.diff(np.r_[starts, n])
+    rank = np.arange(n) - np.repeat(starts, lengths)  # (each value's place in its group)
+    incl = _group_scan(x, rank, ufunc, forward=True)  # the fold of the group's values up to each one
+    prev = vb.reshape(-1)[grp]
+    before = rank > 0
+    c = np.where(before, ufunc(prev, np.roll(incl, 1)), prev)  # (the running value each step meets)
+    d_cur = np.asarray(first(c, x, None), np.float64)
+    d_b = np.asarray(second(c, x, None), np.float64)
+    later = _group_scan(d_cur, (lengths - 1)[np.repeat(np.arange(starts.size), lengths)] - rank, np.multiply,
+                        forward=False)  # (products of the partials from each step to its group's end)
+    last = np.r_[grp[1:] != grp[:-1], True] if n else np.zeros(0, bool)
+    wb = np.empty(n)
+    wb[order] = d_b * np.where(last, 1.0, np.roll(later, -1))
+    acc = np.ones(vb.shape).reshape(-1)
+    acc[grp[starts]] = later[starts]
+    return acc.reshape(vb.shape), wb.reshape(inv.shape)
+
+
+def _fold_weights_by_rounds(vb, bf, invf, ufunc, first, second, shape):
     cur = np.array(vb, copy=True)
     occ = _occurrences(invf)
     rounds = [np.flatnonzero(occ == r) for r in range(int(occ.max()) + 1)] if invf.size else []
@@ -388,7 +416,21 @@ def _fold_weights(vals, b, inv, ufunc, out):
         u = invf[sel]
         d_b[sel] *= acc[u]
         acc[u] *= d_cur[sel]
-    return acc, d_b.reshape(inv.shape)
+    return acc, d_b.reshape(shape)
+
+
+def _group_scan(v, rank, op, forward):
+    """The inclusive scan of ``op`` over the runs of ``v`` (sorted by group): ``rank`` each element's place
+    from its run's start (``forward``) or end; Hillis-Steele, log2 of the longest run's passes."""
+    out = np.array(v, dtype=np.result_type(v), copy=True)
+    k = 1
+    top = int(rank.max(initial=0))
+    while k <= top:
+        at = np.flatnonzero(rank >= k)
+        other = at - k if forward else at + k
+        out[at] = op(out[other], out[at]) if forward else op(out[at], out[other])
+        k *= 2
+    return out
 
 
 at_picks_p = get_primitive(_at_picks_impl, "np.maximum.at")

@@ -1077,8 +1077,12 @@ def _fold_reduce(ufunc, inputs, kwargs):
             initial = ufunc.identity
         else:
             initial = None
-    fast = _LOGSUMEXP.get(ufunc)
-    if fast is not None and m is None and n > 0:  # log-sum-exp in one pass instead of n steps
+    fast = _ONE_PASS.get(ufunc)
+    if fast is not None and ufunc not in _LOGSUMEXP and (k.get("out") is not None or initial is not None
+                                                         or not np.all(np.isfinite(bottom(x2)))):
+        fast = None  # (a difference's or a hypotenuse's formula where every value is finite, without out=,
+        # whose dtype NumPy rounds each step to, nor initial=)
+    if fast is not None and m is None and n > 0:  # one pass instead of n steps (log-sum-exp, a difference...)
         r = fast(x2)
         if initial is not None:
             r = ufunc(r, initial)
@@ -1174,6 +1178,23 @@ def _logsumexp(exp, log):
 
 
 _LOGSUMEXP = {np.logaddexp: _logsumexp(np.exp, np.log), np.logaddexp2: _logsumexp(np.exp2, np.log2)}
+
+
+def _difference(x2):
+    """subtract.reduce: the first value less the sum of the others (linear: its derivative is exact)."""
+    return x2[..., 0] - np.sum(x2[..., 1:], axis=-1)
+
+
+def _hypotenuse(x2):
+    """hypot.reduce: the norm, scaled by the (constant) largest magnitude; its derivative x / r (0 where
+    every value is 0, as np.hypot's)."""
+    mb = np.max(np.abs(bottom(x2)), axis=-1, keepdims=True)
+    mb = np.where(mb > 0, mb, 1.0)
+    return mb[..., 0] * np.sqrt(np.sum((x2 / mb) ** 2, axis=-1))
+
+
+# one-pass formulas of the folds (NumPy's bits put back: _with_bits), instead of n traced steps
+_ONE_PASS = {**_LOGSUMEXP, np.subtract: _difference, np.hypot: _hypotenuse}
 
 
 def _accumulate_args(ufunc, inputs, kwargs):
@@ -1372,6 +1393,10 @@ for _u in _FOLDED:
     if _u in REGISTRY:
         for _m, _h in (("reduce", _fold_reduce), ("accumulate", _fold_accumulate)):
             UFUNC_HANDLERS.setdefault((_u, _m), _checked_fold(_h, _m))
+for _u, _how in ((np.subtract, "the first value less the others' sum"), (np.hypot, "the scaled norm")):
+    _one = UFUNC_HANDLERS[(_u, "reduce")] = _checked_fold(_fold_reduce, "reduce")
+    _one.coverage_how = (f"rule: one pass ({_how}, NumPy's bits) where the values are finite, without out= or initial=; "
+                         "else the left fold (NoRuleError on a CPU where NumPy computes another)")
 _lae_checked = _checked_fold(_lae_accumulate, "accumulate")
 _lae_checked.coverage_how = ("rule (the elementwise left fold where the running values span more than e^600, 2^850 for logaddexp2, or "
                              "hold +inf or NaN or start at -inf; NoRuleError on a CPU where NumPy computes another)")

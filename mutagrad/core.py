@@ -2378,8 +2378,9 @@ def _scipy_rewrite(sub, name):
         return (" scipy.fftpack is SciPy's legacy module, with no derivative rules: write the operation with "
                 "scipy.fft's or np.fft's transforms, which are differentiated.")
     if sub.startswith("sparse") and short == "laplacian":
-        return (" The Laplacian of a dense traced weight matrix W is np.diag(W.sum(axis=1)) - W (normed=True: "
-                "(D - W) / np.sqrt(np.outer(d, d)) with d = W.sum(axis=1), D = np.diag(d)), differentiated.")
+        return (" SciPy's Laplacian of a dense traced weight matrix W is np.diag(W.sum(axis=0)) - W (the in-degree; "
+                "use_out_degree=True: axis=1), differentiated; normed=True: with Wz = W less its diagonal, d = "
+                "Wz.sum(axis=0) and s = np.sqrt(np.where(d > 0, d, 1.0)), np.diag(d > 0) - Wz / np.outer(s, s).")
     if sub.startswith("sparse") and short == "expm_multiply":  # (start=, stop=, num=: its interval algorithm)
         return (" Without start=, stop= and num=, expm_multiply(A, b) is differentiated in b (SciPy's own code, "
                 "products of the constant A with b); for several times, call it once per time: np.stack("

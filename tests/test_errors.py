@@ -4457,10 +4457,18 @@ def test_csgraph_and_tolist_refusals_name_a_fix_that_keeps_the_derivative():
     msg = _raises(lambda W: np.sum(csgraph.shortest_path(W)), W, mg.TracerEscapeError)
     assert "csgraph routine" in msg and "return_predecessors=True" in msg
     msg = _raises(lambda W: np.sum(csgraph.laplacian(W) ** 2), W, mg.TracerEscapeError)
-    assert "np.diag(W.sum(axis=1)) - W" in msg
-    lap = lambda W: np.sum((np.diag(W.sum(axis=1)) - W) ** 2)
+    assert "np.diag(W.sum(axis=0)) - W" in msg
+    lap = lambda W: np.sum((np.diag(W.sum(axis=0)) - W) ** 2)
     np.testing.assert_allclose(lap(W), np.sum(csgraph.laplacian(W) ** 2))
     check_grads(lap, W)
+    # the formulas the message gives are SciPy's on a directed graph with self-loops too (the row sums were
+    # given, and the normed one kept the diagonal: graphalgo)
+    D = np.array([[0.5, 1.0, 0.0], [0.0, 0.0, 2.0], [3.0, 0.0, 0.0]])
+    np.testing.assert_allclose(np.diag(D.sum(axis=0)) - D, csgraph.laplacian(D), rtol=1e-15)
+    Dz = D - np.diag(np.diag(D))
+    d = Dz.sum(axis=0)
+    s = np.sqrt(np.where(d > 0, d, 1.0))
+    np.testing.assert_allclose(np.diag(d > 0) - Dz / np.outer(s, s), csgraph.laplacian(D, normed=True), rtol=1e-15)
     msg = _raises(lambda t: np.prod(t.tolist()), np.array([1.0, 2.0]), mg.TracerEscapeError)
     assert "a, b = x" in msg
     def unpacked(t):

@@ -686,6 +686,32 @@ def test_picking_ufunc_at_with_many_ties_follows_the_sequence_of_steps(ufunc):
     np.testing.assert_array_equal(gb, wb * np.array([1.0, 2.0, 3.0, 4.0])[idx])
 
 
+@pytest.mark.parametrize("ufunc", [np.logaddexp, np.logaddexp2])
+def test_logaddexp_at_with_repeated_positions_in_one_pass(ufunc):
+    # a soft minimum over many edges into few nodes (graphalgo: 700x a plain call, one traced round per
+    # occurrence): one pass, NumPy's bits. By hand: d/dv_i of log_b(b^d + sum_i b^v_i) at its value r is
+    # b^(v_i - r), d/dd is b^(d - r); the argument written in place holds NumPy's values
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, 3, 400)
+    d0, v = rng.normal(size=4), rng.normal(size=400)
+    d0[3] = -np.inf  # (a position no value reaches keeps its -inf)
+    base = np.e if ufunc is np.logaddexp else 2.0
+
+    def f(d, v):
+        ufunc.at(d, idx, v)
+        return np.sum(d[:3] * np.array([1.0, 2.0, 3.0]))
+
+    plain = d0.copy()
+    want = f(plain, v)
+    d = d0.copy()
+    value, (gd, gv) = mg.value_and_grad(f, argnums=(0, 1))(d, v)
+    assert value == want and np.array_equal(d, plain)
+    w = np.array([1.0, 2.0, 3.0, 0.0])
+    np.testing.assert_allclose(gv, w[idx] * base ** (v - plain[idx]), rtol=1e-12)
+    np.testing.assert_allclose(gd[:3], w[:3] * base ** (d0[:3] - plain[:3]), rtol=1e-12)
+    check_grads(lambda v: f(np.zeros_like(v, shape=4) + d0, v), v, modes=("rev", "fwd"), order=1)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fmax_at_with_nans_and_a_python_float(dtype):
     # a NaN loses to a number in np.fmax; a Python float is a float64 operand of ufunc.at

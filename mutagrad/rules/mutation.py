@@ -567,9 +567,9 @@ def _ufunc_at_into(ufunc, a, indices, b):
         repeats = False
     else:
         repeats = has_repeats(flatpos)
-    if repeats and b is not None and ufunc in _LOG_SUMS and kind == "f" and _sums_operand(b):
-        if _log_sums_at(ufunc, a, b, pshape, flatpos, ashape):
-            return
+    if (repeats and b is not None and ufunc in _LOG_SUMS and kind == "f" and _sums_operand(b)
+            and _log_sums_at(ufunc, a, b, pshape, flatpos, ashape)):
+        return
     if not repeats and bottom(a).dtype.kind != "c" and ufunc is not np.power:
         # every position once: the gather, the ufunc and the write (b read before the write, as
         # NumPy reads it; the same one operation per element)

@@ -1831,6 +1831,18 @@ def _plain_inplace_operand(inputs, kwargs):
     return p, _getrefcount(p)
 
 
+def _sole_memory(p) -> bool:
+    """Whether plain array ``p``'s memory is its own: it owns it, or it is a view of an array that owns it
+    and that nothing but ``p`` refers to (a temporary inside NumPy's code: np.linspace's, the arange of
+    ``np.arange(6.).reshape(2, 3)``, np.roll's), so no other array sees a write into it."""
+    b = p.base
+    if b is None:
+        return p.flags.owndata
+    # (references to b: p's, this frame's name and getrefcount's argument)
+    return (type(b) is _ndarray and b.base is None and b.flags.owndata and not _getweakrefcount(b)
+            and _getrefcount(b) == 3)
+
+
 def _promoted_inplace(ufunc, inputs, p, frame):
     """``p op= t`` with ``p`` a plain array that only the assignment's target names (made
     from plain values: ``x = x0.copy(); x += t``): the statement rebinds the target to
@@ -1840,8 +1852,8 @@ def _promoted_inplace(ufunc, inputs, p, frame):
     floats, or the result would need another shape or an unsafe cast (NumPy's errors then)."""
     code = frame.f_code.co_code
     at = frame.f_lasti
-    if (code[at] != _BINARY_OP_CODE or code[at + 1] not in _INPLACE_ARGS or p.base is not None
-            or not p.flags.owndata or not p.flags.writeable or p.dtype.kind not in "fc"
+    if (code[at] != _BINARY_OP_CODE or code[at + 1] not in _INPLACE_ARGS or not _sole_memory(p)
+            or not p.flags.writeable or p.dtype.kind not in "fc"
             or _getweakrefcount(p) or not (p.flags.c_contiguous or p.flags.f_contiguous)):
         return None
     # the target a name, which the statement rebinds itself (an attribute or an item may be read

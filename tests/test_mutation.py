@@ -686,6 +686,31 @@ def test_picking_ufunc_at_with_many_ties_follows_the_sequence_of_steps(ufunc):
     np.testing.assert_array_equal(gb, wb * np.array([1.0, 2.0, 3.0, 4.0])[idx])
 
 
+def test_multiply_at_with_repeated_positions_in_one_pass():
+    # products over many edges into few nodes (graphalgo: 1000x a plain call): one pass, NumPy's bits; zeros
+    # among the values and the starts. By hand: d/dv_i of a * prod_j v_j is a * prod_{j != i} v_j
+    idx = np.array([0, 0, 1, 1, 1, 2])
+    w = np.array([1.0, 2.0, 3.0])
+
+    def f(a, v):
+        np.multiply.at(a, idx, v)
+        return np.sum(a * w)
+
+    for a0, v in ((np.array([2.0, 0.0, 1.5]), np.array([0.0, 3.0, 2.0, -1.0, 0.5, 0.0])),
+                  (np.array([2.0, -1.0, 1.5]), np.array([0.5, 3.0, 2.0, -1.0, 0.5, 4.0]))):
+        plain = a0.copy()
+        want = f(plain, v)
+        a = a0.copy()
+        value, (ga, gv) = mg.value_and_grad(f, argnums=(0, 1))(a, v)
+        assert value == want and np.array_equal(a, plain)
+        prods = [np.prod(v[idx == p]) for p in range(3)]
+        np.testing.assert_array_equal(ga, w * prods)
+        np.testing.assert_allclose(gv, [w[idx[i]] * a0[idx[i]] * np.prod(np.delete(v, i)[np.delete(idx, i) == idx[i]])
+                                        for i in range(6)], rtol=1e-15)
+    check_grads(lambda a, v: f(a * 1.0, v), np.array([2.0, -1.0, 1.5]), np.array([0.5, 3.0, 2.0, -1.0, 0.5, 4.0]),
+                modes=("rev", "fwd"), order=2)
+
+
 @pytest.mark.parametrize("ufunc", [np.logaddexp, np.logaddexp2])
 def test_logaddexp_at_with_repeated_positions_in_one_pass(ufunc):
     # a soft minimum over many edges into few nodes (graphalgo: 700x a plain call, one traced round per

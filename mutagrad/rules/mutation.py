@@ -615,7 +615,9 @@ def _log_sums_at(ufunc, a, b, pshape, flatpos, ashape):
     uniq, inv = np.unique(flatpos, return_inverse=True)
     idx = tuple(np.unravel_index(uniq, ashape)) if ashape else ()
     start = a[idx] if ashape else np.reshape(a[...], (1,))
-    sb, vb = np.asarray(bottom(start)), np.asarray(bottom(bflat), dtype=np.result_type(bottom(start)))
+    sb, vb = np.asarray(bottom(start)), np.asarray(bottom(bflat))
+    if np.result_type(sb, vb) != sb.dtype:  # (each step computed wider and rounded to a's dtype: the rounds)
+        return False
     if np.any(np.isnan(sb)) or np.any(np.isnan(vb)) or np.any(sb == np.inf) or np.any(vb == np.inf):
         return False
     m = sb.copy()

@@ -742,7 +742,7 @@ def test_logaddexp_at_with_repeated_positions_in_one_pass(ufunc):
         plain = a0.copy()
         ufunc.at(plain, idx, vv)
         a = a0.copy()
-        mg.grad(lambda a: np.sum(ufunc.at(a, idx, vv) or a))(a)
+        mg.grad(lambda a, vv=vv: np.sum(ufunc.at(a, idx, vv) or a))(a)
         assert np.array_equal(a, plain)
 
 

@@ -601,61 +601,68 @@ def _ufunc_at_into(ufunc, a, indices, b):
     return None
 
 
-def _log_sums_at(ufunc, a, b, pshape, flatpos, ashape):
-    """np.logaddexp.at (logaddexp2.at) with repeated positions: each position's log of the sum of its
-    exponentials in one pass (shifted by the largest, a constant) instead of one traced round per
-    occurrence (a hub's soft minimum over 8000 edges took 700x a plain call), with NumPy's bits (its own
-    loop on the gathered values); False where a value is +inf or NaN or a position's values are all
-    -inf (the rounds then)."""
-    from .statistics import _with_bits
-
-    exp, log = (np.exp, np.log) if ufunc is np.logaddexp else (np.exp2, np.log2)
+def _gathered(ufunc, a, b, pshape, flatpos, ashape):
+    """(values b flat, each one's position among the positions touched, those positions' index, a's values
+    there (traced), NumPy's own result there: its loop in index order on the gathered values, its bits) for
+    a one-pass ``ufunc.at``; None where b is wider than a (NumPy rounds each wider step to a's dtype)."""
     bb = np.broadcast_to(b, pshape) if _shape(b) != pshape else b
     bflat = np.reshape(bb, (-1,)) if np.ndim(bb) else np.broadcast_to(bb, flatpos.shape)
     uniq, inv = np.unique(flatpos, return_inverse=True)
     idx = tuple(np.unravel_index(uniq, ashape)) if ashape else ()
     start = a[idx] if ashape else np.reshape(a[...], (1,))
     sb, vb = np.asarray(bottom(start)), np.asarray(bottom(bflat))
-    if np.result_type(sb, vb) != sb.dtype:  # (each step computed wider and rounded to a's dtype: the rounds)
+    if np.result_type(sb, vb) != sb.dtype:
+        return None
+    with np.errstate(all="ignore"):
+        exact = sb.copy()
+        ufunc.at(exact, inv, vb)
+    return bflat, inv, idx, start, exact
+
+
+def _write_gathered(a, idx, r, exact, ashape):
+    from .statistics import _with_bits
+
+    r = _with_bits(r, exact)
+    write(a, idx, r) if ashape else write(a, (), np.reshape(r, ()))
+
+
+def _log_sums_at(ufunc, a, b, pshape, flatpos, ashape):
+    """np.logaddexp.at (logaddexp2.at) with repeated positions: each position's log of the sum of its
+    exponentials in one pass (shifted by the largest, a constant) instead of one traced round per
+    occurrence (a hub's soft minimum over 8000 edges took 700x a plain call), with NumPy's bits; False
+    where a value is +inf or NaN or a position's values are all -inf (the rounds then)."""
+    got = _gathered(ufunc, a, b, pshape, flatpos, ashape)
+    if got is None:
         return False
+    bflat, inv, idx, start, exact = got
+    sb, vb = bottom(start), bottom(bflat)
     if np.any(np.isnan(sb)) or np.any(np.isnan(vb)) or np.any(sb == np.inf) or np.any(vb == np.inf):
         return False
-    m = sb.copy()
+    m = np.array(sb, copy=True)
     np.maximum.at(m, inv, vb)
     if not np.all(np.isfinite(m)):
         return False
-    with np.errstate(all="ignore"):
-        exact = sb.copy()
-        ufunc.at(exact, inv, vb)  # (NumPy's own loop, in index order: its bits)
+    exp, log = (np.exp, np.log) if ufunc is np.logaddexp else (np.exp2, np.log2)
     total = exp(start - m)
     np.add.at(total, inv, exp(bflat - m[inv]))
-    r = _with_bits(m + log(total), exact)
-    write(a, idx, r) if ashape else write(a, (), np.reshape(r, ()))
+    _write_gathered(a, idx, m + log(total), exact, ashape)
     return True
 
 
 def _products_at(ufunc, a, b, pshape, flatpos, ashape):
     """np.multiply.at with repeated positions: each position's value times the product of its values, the
     product by np.multiply.reduceat over the values sorted by position (its rule: zeros included), with
-    NumPy's bits (its own loop on the gathered values), instead of one traced round per occurrence (1000x
-    a plain call at a hub); False where a value is not finite (the rounds then)."""
-    from .statistics import _with_bits
-
-    bb = np.broadcast_to(b, pshape) if _shape(b) != pshape else b
-    bflat = np.reshape(bb, (-1,)) if np.ndim(bb) else np.broadcast_to(bb, flatpos.shape)
-    uniq, inv = np.unique(flatpos, return_inverse=True)
-    idx = tuple(np.unravel_index(uniq, ashape)) if ashape else ()
-    start = a[idx] if ashape else np.reshape(a[...], (1,))
-    sb, vb = np.asarray(bottom(start)), np.asarray(bottom(bflat))
-    if not (np.all(np.isfinite(sb)) and np.all(np.isfinite(vb))) or np.result_type(sb, vb) != sb.dtype:
+    NumPy's bits, instead of one traced round per occurrence (1000x a plain call at a hub); False where a
+    value is not finite (the rounds then)."""
+    got = _gathered(ufunc, a, b, pshape, flatpos, ashape)
+    if got is None:
+        return False
+    bflat, inv, idx, start, exact = got
+    if not (np.all(np.isfinite(bottom(start))) and np.all(np.isfinite(bottom(bflat)))):
         return False
     order = np.argsort(inv, kind="stable")
     starts = np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]
-    with np.errstate(all="ignore"):
-        exact = sb.copy()
-        ufunc.at(exact, inv, vb)  # (NumPy's own loop, in index order: its bits)
-    r = _with_bits(start * np.multiply.reduceat(bflat[order], starts), exact)
-    write(a, idx, r) if ashape else write(a, (), np.reshape(r, ()))
+    _write_gathered(a, idx, start * np.multiply.reduceat(bflat[order], starts), exact, ashape)
     return True
 
 

@@ -16,6 +16,7 @@ import pytest
 import mutagrad as mg
 import mutagrad.numpy as mnp
 from mutagrad.testing import check_grads, numerical_grad
+from tests._oracles import fd_hessian
 
 
 def fd(f, *args, argnums=0):
@@ -1188,7 +1189,7 @@ def test_forward_jacobian_refuses_runs_that_compute_another_function():
 
     x0 = np.array([1.0, 1.0])
     c[:] = [1.0, 2.0]
-    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(x0), _fd_hessian(with_c_at_call, x0), atol=1e-6)
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(x0), fd_hessian(with_c_at_call, x0), atol=1e-6)
     np.testing.assert_array_equal(c, [2.0, 4.0])  # as after one plain call
     # side effects that do not change the values are not refused (they run once per pass)
     log = []
@@ -1200,19 +1201,8 @@ def test_forward_jacobian_refuses_runs_that_compute_another_function():
     x1 = np.array([1.0, 2.0])
     h = mg.hessian(g)(x1)
     assert len(log) == 2
-    np.testing.assert_allclose(h, _fd_hessian(g, x1), atol=1e-6)
+    np.testing.assert_allclose(h, fd_hessian(g, x1), atol=1e-6)
     np.testing.assert_allclose(h, mg.jacobian(mg.grad(g), mode="rev")(x1), rtol=1e-12)  # the other mode
-
-
-def _fd_hessian(f, x, h=1e-4):
-    """Second central differences of plain ``f`` at ``x``."""
-    n = x.size
-    H = np.zeros((n, n))
-    for i in range(n):
-        for j in range(n):
-            ei, ej = np.eye(n)[i] * h, np.eye(n)[j] * h
-            H[i, j] = (f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)) / (4 * h * h)
-    return H
 
 
 @pytest.mark.parametrize("slots", [False, True])
@@ -1834,7 +1824,7 @@ def test_hessian_of_a_function_with_infinite_constants_over_a_parameter():
         return np.sum(np.tanh(e / t[0])) + np.sum(np.exp(-e ** 2 * t[1])) + t[0] * t[1] ** 2
 
     x = np.array([0.3, 0.7])
-    np.testing.assert_allclose(mg.hessian(f)(x), _fd_hessian(f, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mg.hessian(f)(x), fd_hessian(f, x), rtol=1e-5, atol=1e-6)
 
 
 def test_reshape_method_with_a_shape_given_as_one_array():

@@ -15,6 +15,7 @@ import mutagrad as mg
 import mutagrad.numpy as mnp
 import mutagrad.scipy.special as mss
 from mutagrad.testing import check_grads
+from tests._oracles import fd_hessian
 
 T = np.array([0.0, 1.0, 2.0, 3.0])
 Y = np.array([0.1, np.nan, 2.1, 2.9])
@@ -555,16 +556,6 @@ def _hmm_loglik(theta):
     return np.logaddexp(np.logaddexp(alpha[0], alpha[1]), alpha[2])
 
 
-def _fd_hessian(f, x, h=1e-4):
-    n = len(x)
-    H = np.empty((n, n))
-    E = np.eye(n) * h
-    for i in range(n):
-        for j in range(n):
-            H[i, j] = (f(x + E[i] + E[j]) - f(x + E[i] - E[j]) - f(x - E[i] + E[j]) + f(x - E[i] - E[j])) / (4 * h * h)
-    return H
-
-
 def test_a_zero_partial_times_a_nan_tangent_is_zero_in_forward_mode():
     def f(x):
         u = np.full_like(x, -np.inf) + x
@@ -589,7 +580,7 @@ def test_the_hessian_of_a_log_space_forward_algorithm():
         g_ref = np.array([(_hmm_loglik(theta + 1e-6 * e) - _hmm_loglik(theta - 1e-6 * e)) / 2e-6 for e in np.eye(4)])
         H = mg.hessian(_hmm_loglik)(theta)
         H_rr = mg.jacobian(mg.grad(_hmm_loglik), mode="rev")(theta)
-        H_ref = _fd_hessian(_hmm_loglik, theta)
+        H_ref = fd_hessian(_hmm_loglik, theta)
         _, hv = mg.jvp(mg.grad(_hmm_loglik), (theta,), (np.ones(4),))
     np.testing.assert_allclose(g, g_ref, rtol=1e-6, atol=1e-9)
     assert np.all(np.isfinite(H))

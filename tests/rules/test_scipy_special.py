@@ -10,6 +10,7 @@ sp = pytest.importorskip("scipy.special")
 import mutagrad as mg  # noqa: E402
 import mutagrad.scipy.special as msp  # noqa: E402
 from mutagrad.testing import check_grads  # noqa: E402
+from tests._oracles import fd_hessian
 from tests.rules._draws import Draws  # noqa: E402
 
 _draws = Draws(0)
@@ -489,16 +490,6 @@ def test_poch_derivative_at_its_roots(z, m, want):
     check_grads(lambda zz: np.sum(msp.poch(zz, mm)), zz, modes=("rev", "fwd"))
 
 
-def _fd_hessian(f, v, h=1e-4):
-    n = len(v)
-    H = np.zeros((n, n))
-    for i in range(n):
-        for j in range(n):
-            ei, ej = np.eye(n)[i] * h, np.eye(n)[j] * h
-            H[i, j] = (f(v + ei + ej) - f(v + ei - ej) - f(v - ei + ej) + f(v - ei - ej)) / (4 * h * h)
-    return H
-
-
 @pytest.mark.parametrize("z, m", [(0.3, 2.0), (-1.0, 3.0), (0.0, 2.0), (2.5, -2.0), (1e-10, 2.0), (0.3, 0.0),
                                   (-1.0, 2.5), (-2.0 + 1e-9, 2.5)])
 def test_poch_second_derivatives_in_both_arguments(z, m):
@@ -510,8 +501,8 @@ def test_poch_second_derivatives_in_both_arguments(z, m):
     def f(v):
         return sp.poch(v[0], v[1])
 
-    np.testing.assert_allclose(mg.hessian(f)(v), _fd_hessian(f, v), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(v), _fd_hessian(f, v), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mg.hessian(f)(v), fd_hessian(f, v), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(v), fd_hessian(f, v), rtol=1e-5, atol=1e-6)
     g = np.array([(f(v + 1e-6 * e) - f(v - 1e-6 * e)) / 2e-6 for e in np.eye(2)])
     np.testing.assert_allclose(mg.grad(f)(v), g, rtol=1e-7, atol=1e-9)
     if z == 0.3:

@@ -709,6 +709,17 @@ def test_multiply_at_with_repeated_positions_in_one_pass():
                                         for i in range(6)], rtol=1e-15)
     check_grads(lambda a, v: f(a * 1.0, v), np.array([2.0, -1.0, 1.5]), np.array([0.5, 3.0, 2.0, -1.0, 0.5, 4.0]),
                 modes=("rev", "fwd"), order=2)
+    # the product in a's dtype, as NumPy's steps (an int64 product wrapped, a float32 one rounded), and the
+    # rounds where the values' product alone overflows (regress42); by hand, d/da of a * prod(b) is prod(b)
+    for b, a0, want in ((np.full(20, 10), 1.5, 1e20), (np.full(8, 1e5, np.float32), 1e-30, 1e40),
+                        (np.array([1.1, 1.3, 1.7], np.float32), 1.0,
+                         float(np.float32(1.1)) * float(np.float32(1.3)) * float(np.float32(1.7))),
+                        (np.array([1e200, 1e200, 1e-200]), 1e-200, 1e200)):
+        def one(a, b=b):
+            np.multiply.at(a, np.zeros(b.size, int), b)
+            return a[0]
+
+        np.testing.assert_allclose(mg.grad(one)(np.array([a0])), [want], rtol=1e-15)
 
 
 @pytest.mark.parametrize("ufunc", [np.logaddexp, np.logaddexp2])

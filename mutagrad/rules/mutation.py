@@ -658,11 +658,17 @@ def _products_at(ufunc, a, b, pshape, flatpos, ashape):
     if got is None:
         return False
     bflat, inv, idx, start, exact = got
+    dt = np.result_type(bottom(start))
     if not (np.all(np.isfinite(bottom(start))) and np.all(np.isfinite(bottom(bflat)))):
         return False
     order = np.argsort(inv, kind="stable")
     starts = np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]
-    _write_gathered(a, idx, start * np.multiply.reduceat(bflat[order], starts), exact, ashape)
+    values = bflat[order].astype(dt)  # (in a's dtype, as NumPy computes each step: an int64 product wraps)
+    with np.errstate(all="ignore"):
+        prods = np.multiply.reduceat(np.asarray(bottom(values)), starts)
+    if not np.all(np.isfinite(prods)) or np.any((np.abs(prods) < np.finfo(dt).tiny) & (exact != 0)):
+        return False  # (the values' product alone over- or underflows where NumPy's order need not: the rounds)
+    _write_gathered(a, idx, start * np.multiply.reduceat(values, starts), exact, ashape)
     return True
 
 

@@ -1126,6 +1126,13 @@ def foreign_subclass(x) -> bool:
     return isinstance(x, _ndarray) and type(x) is not _ndarray and not isinstance(x, (np.memmap, Tracer))
 
 
+def _dropped_subclass(x) -> bool:
+    """A plain argument of a NumPy function mutagrad computes whose meaning its rules would drop: a masked
+    array's mask, np.matrix's products (another subclass handing NumPy's functions on to ndarray's, as
+    astropy's Quantity does, is its plain values, a constant)."""
+    return isinstance(x, (np.ma.MaskedArray, np.matrix))
+
+
 def subclass_error(x):
     """An ndarray subclass meeting a traced value: its own semantics (np.matrix's
     ``*`` is a matrix product and its results stay 2-D) are not a traced array's."""
@@ -2001,12 +2008,16 @@ def function_dispatch(func, args, kwargs):
             if obj is not None:
                 raise _object_operand(qualname(func), obj)
             seq = True
-    if not seq:
-        for a in kwargs.values():
-            if type(a) is list or type(a) is tuple:
-                break
-        else:  # (the common case: arrays and numbers only)
-            return h(args, kwargs)
+        elif ta is not _ndarray and ta is not ArrayTracer and ta is not ScalarTracer and _dropped_subclass(a):
+            raise subclass_error(a)  # (a masked array's mask, np.matrix's products: the rules would drop them)
+    for a in kwargs.values():
+        ta = type(a)
+        if ta is list or ta is tuple:
+            seq = True
+        elif ta is not _ndarray and ta is not ArrayTracer and ta is not ScalarTracer and _dropped_subclass(a):
+            raise subclass_error(a)  # (np.average(x, weights=masked))
+    if not seq:  # (the common case: arrays and numbers only)
+        return h(args, kwargs)
     if func is not np.block:  # (np.block's nesting is its structure)
         if func in _SEQUENCE_OF_ARRAYS and args and (type(args[0]) is list or type(args[0]) is tuple):
             # its first argument is a sequence of pieces: the pieces are converted, not the sequence

@@ -1128,9 +1128,11 @@ def foreign_subclass(x) -> bool:
 
 def _dropped_subclass(x) -> bool:
     """A plain argument of a NumPy function mutagrad computes whose meaning its rules would drop: a masked
-    array's mask, np.matrix's products (another subclass handing NumPy's functions on to ndarray's, as
-    astropy's Quantity does, is its plain values, a constant)."""
-    return isinstance(x, (np.ma.MaskedArray, np.matrix))
+    array's mask (where an element is masked), np.matrix's products (another subclass handing NumPy's functions
+    on to ndarray's, as astropy's Quantity does, is its plain values, a constant)."""
+    if isinstance(x, np.ma.MaskedArray):
+        return bool(np.any(np.ma.getmaskarray(x)))  # (nothing masked: its data, whatever the function does)
+    return isinstance(x, np.matrix)
 
 
 def subclass_error(x):
@@ -1153,7 +1155,8 @@ def subclass_advice(x):
                 "drop the mask, changing the values. Compute with the mask on plain arrays instead, which is "
                 "differentiated: d = x.data, m = np.ma.getmaskarray(x); np.sum(d * y, where=~m) (np.mean, np.std, "
                 "np.var too; np.max and np.min with initial=), np.where(m, fill, d * y) for .filled(fill), "
-                "(d * y)[~m] for .compressed().")
+                "(d * y)[~m] for .compressed(); where the function ignores the mask in a plain call (np.interp, "
+                "np.convolve: they read the data), pass np.ma.getdata(x).")
     return ("(its own operators, attributes and result type) would not be followed. Convert it to a plain array "
             "(np.asarray(...), or its plain values: a units library's .magnitude) and apply its meaning yourself.")
 

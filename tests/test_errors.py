@@ -2844,6 +2844,19 @@ def test_ndarray_subclasses_meeting_traced_values_raise(f):
         mg.jvp(f, (a,), (np.ones_like(a),))
 
 
+def test_a_masked_array_with_nothing_masked_is_its_data():
+    # (regress43: netCDF4 and genfromtxt(usemask=True) give such arrays) np.interp reads fp's data; by hand,
+    # the slopes of fp = t**2 between the nodes: 3, 5, 7
+    fp = np.ma.array([0.0, 1.0, 4.0, 9.0, 16.0, 25.0], mask=np.zeros(6, bool))
+    x = np.array([1.1, 2.1, 3.6])
+    value, g = mg.value_and_grad(lambda x: np.sum(np.interp(x, np.arange(6.0), fp)))(x)
+    assert value == np.sum(np.interp(x, np.arange(6.0), fp))
+    np.testing.assert_allclose(g, [3.0, 5.0, 7.0], rtol=1e-14)
+    fp[1] = np.ma.masked  # (one masked element: refused, with the data as the fix where NumPy ignores it)
+    msg = _raises(lambda x: np.sum(np.interp(x, np.arange(6.0), fp)), x, mg.NoRuleError)
+    assert "np.ma.getdata(x)" in msg
+
+
 def test_other_ndarray_subclasses_meeting_traced_values_name_no_matrix_advice():
     class Quantity(np.ndarray):
         pass

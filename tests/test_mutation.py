@@ -721,6 +721,15 @@ def test_multiply_at_with_repeated_positions_in_one_pass():
 
         np.testing.assert_allclose(mg.grad(one)(np.array([a0])), [want], rtol=1e-15)
 
+    # the values' product alone underflows (1e-600) where each step's need not: d/db_i of a b0 b1 b2 is
+    # a times the other two, 1e-200 (regress43: 0 by the one pass)
+    def under(b):
+        a = np.zeros_like(b, shape=1) + 1e200
+        np.multiply.at(a, [0, 0, 0], b)
+        return a[0] * 1e250
+
+    np.testing.assert_allclose(mg.grad(under)(np.full(3, 1e-200)), np.full(3, 1e50), rtol=1e-14)
+
 
 @pytest.mark.parametrize("ufunc", [np.logaddexp, np.logaddexp2])
 def test_logaddexp_at_with_repeated_positions_in_one_pass(ufunc):

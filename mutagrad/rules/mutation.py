@@ -664,9 +664,11 @@ def _products_at(ufunc, a, b, pshape, flatpos, ashape):
     order = np.argsort(inv, kind="stable")
     starts = np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]
     values = bflat[order].astype(dt)  # (in a's dtype, as NumPy computes each step: an int64 product wraps)
+    vb = np.asarray(bottom(values))
     with np.errstate(all="ignore"):
-        prods = np.multiply.reduceat(np.asarray(bottom(values)), starts)
-    if not np.all(np.isfinite(prods)) or np.any((np.abs(prods) < np.finfo(dt).tiny) & (exact != 0)):
+        prods = np.multiply.reduceat(vb, starts)
+    zeros = np.add.reduceat((vb == 0).astype(np.intp), starts) > 0  # (a product that is 0 by a factor of 0)
+    if not np.all(np.isfinite(prods)) or np.any((np.abs(prods) < np.finfo(dt).tiny) & ~zeros):
         return False  # (the values' product alone over- or underflows where NumPy's order need not: the rounds)
     _write_gathered(a, idx, start * np.multiply.reduceat(values, starts), exact, ashape)
     return True

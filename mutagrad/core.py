@@ -4897,7 +4897,8 @@ def write(dest, idx, value):
                         hint = (f" `{t}` was made from plain values only, so it cannot hold a derivative. An "
                                 "in-place operator on such an array gives a variable a new traced array only where "
                                 "nothing else refers to the array (no other name, view, container or weak "
-                                "reference, which would not see the new one); else, or for an attribute or an "
+                                "reference, which would not see the new one) and its memory is contiguous (not "
+                                "a strided view: np.fft.fft(x).real, a[::-1]); else, or for an attribute or an "
                                 f"item, write `{t} = {t} {op} (...)`, which makes a new array, where that is "
                                 "meant (the other references keep the old values)." + made)
                     raise escape_error(f"the in-place operation `{t} {op}= ...` on the plain NumPy array `{t}`",

@@ -5248,7 +5248,9 @@ def _calling_numpy_python(frame):
     mod = top.f_globals.get("__name__", "")
     qual = top.f_code.co_qualname
     if "<" in qual:
-        return None
+        # (np.ma.sum, np.ma.mean...: np.ma's _frommethod wrapper, named by the method it calls)
+        meth = top.f_locals.get("methodname") if mod.startswith("numpy.ma") else None
+        return (f"np.ma.{meth}", False) if type(meth) is str else None
     fn = top.f_globals.get(qual)
     if fn is not None and hasattr(fn, "_implementation") and getattr(fn, "__name__", None) == qual:
         return qualname(fn), True

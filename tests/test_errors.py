@@ -4268,6 +4268,10 @@ def test_numpy_subpackage_functions_are_named_with_their_subpackage():
     msg = _raises(lambda m: np.sum(np.ma.masked_invalid(y * np.log(m) - m)), np.array([1.0, 2.0]),
                   mg.TracerEscapeError)
     assert msg.startswith("np.ma.masked_invalid ")
+    for fn, name in ((np.ma.sum, "np.ma.sum "), (np.ma.mean, "np.ma.mean "), (np.ma.std, "np.ma.std ")):
+        # (np.ma's methods as functions: a wrapper of its own, the generic conversion message before; structured)
+        msg = _raises(lambda m, fn=fn: fn(m * 2.0), np.array([1.0, 2.0]), mg.TracerEscapeError)
+        assert msg.startswith(name) and "where=~mask" in msg, msg
 
 
 def test_plain_array_method_escapes_name_the_method_and_other_escapes_on_a_dot_line():

@@ -2931,6 +2931,11 @@ def _object_operand(what, x):
             "treat the matrix as one Python object (an object array), whose results carry no derivative. "
             "Use the matrix's own product, A @ x, x @ A or A.dot(x), which is differentiated.")
     if type(x) is _ndarray:
+        if any(isinstance(i, Tracer) for i in x.flat[:64]):  # (an object array holding traced arrays: its items)
+            return TracedTypeError(
+                f"{what} of an array of dtype object holding traced values at {user_line()}: NumPy computes with "
+                "its items as Python objects, whose results carry no derivative. Pass its items as a list, "
+                "list(a) (np.concatenate(list(a)), np.stack(list(a))), which is differentiated.")
         return TracedTypeError(
             f"{what} of a traced array and an array of dtype object at {user_line()}: NumPy computes with its "
             "items as Python objects, whose results carry no derivative. Convert it to numbers first "

@@ -3914,6 +3914,13 @@ def test_object_operands_are_refused_not_silently_constant():
               lambda x: np.sum(np.block([[x], [w]])), lambda x: np.sum(np.where([True, False], x[:2], w[:2]))):
         msg = _raises(f, np.array([0.5, -1.0]), mg.errors.TracedTypeError)
         assert "dtype object" in msg and "astype(float)" in msg
+
+    def pieces(x):  # an object array of traced pieces: its items as a list (astype(float) fails in NumPy too)
+        o = np.empty(2, dtype=object)
+        o[0], o[1] = x[:1], x[1:]
+        return np.sum(np.concatenate(o) ** 2)
+
+    assert "list(a)" in _raises(pieces, np.array([0.5, -1.0]), mg.errors.TracedTypeError)
     sp = pytest.importorskip("scipy.sparse")
     A = sp.csr_array(np.array([[2.0, 1.0], [0.0, 3.0]]))
     for f in (lambda x: np.sum(np.dot(A, x)), lambda x: np.sum(np.inner(x, A)), lambda x: np.sum(np.kron(A, x))):

@@ -859,6 +859,10 @@ def _rc_d(x, y, r, wrt):
     if np.any((yb.imag == 0) & (yb.real < 0)):
         return not_implemented("the derivative of scipy.special.elliprc(x, y) for y < 0 (its Cauchy principal "
                                "value) is not implemented")
+    if not _rd_near(x, y).any():
+        # R_C's own partials (by parts from its integral): ∂x = (1/√x - R_C) / (2(x - y)), ∂y = (R_C - √x/y) /
+        # (2(x - y)); of R_C itself, so its second derivatives exist too (through R_D(x, y, y) they did not)
+        return (r - np.sqrt(x) / y) / (2 * (x - y)) if wrt else (1 / np.sqrt(x) - r) / (2 * (x - y))
     return -sp.elliprd(x, y, y) / 3 if wrt else -sp.elliprd(y, y, x) / 6
 
 

@@ -263,11 +263,19 @@ def _code_names(code, glob, attrs, keys):
     """The global names ``code`` and the functions defined in it refer to (into ``glob``),
     the attributes and methods they name (into ``attrs``): ``self.q`` names no global ``q``,
     and their constants that may be keys of a dictionary (into ``keys``: ``state["u"]``)."""
+    getter = False  # (inside a call of operator.attrgetter / methodcaller: whether its arguments are constants)
     for ins in dis.get_instructions(code):
         if ins.opname in _GLOBAL_OPS:
             glob.add(ins.argval)
         elif ins.opname in _ATTR_OPS:
             attrs.add(ins.argval)
+        if ins.argval in ("attrgetter", "methodcaller") and ins.opname.startswith("LOAD"):
+            getter = True
+        elif getter and ins.opname in ("PRECALL", "CALL"):
+            getter = False
+        elif getter and ins.opname not in ("LOAD_CONST", "PUSH_NULL", "KW_NAMES", "CACHE", "EXTENDED_ARG"):
+            attrs.add(_VARIABLE_GETTER)  # (attrgetter(name) of a variable: any attribute, as getattr)
+            getter = False
     for c in code.co_consts:
         tc = type(c)
         if tc is type(code):
@@ -514,10 +522,13 @@ def _getter_names(v, attrs, keys) -> bool:
     return True
 
 
+_VARIABLE_GETTER = "<an attrgetter or methodcaller of a variable>"  # (a name no attribute has)
+
+
 def _reflective(glob, attrs) -> bool:
     """Whether code naming ``glob`` and ``attrs`` may read any attribute by name (getattr, vars,
-    ``__dict__``)."""
-    return "getattr" in glob or "vars" in glob or "__dict__" in attrs
+    ``__dict__``, an attrgetter of a variable's name)."""
+    return "getattr" in glob or "vars" in glob or "__dict__" in attrs or _VARIABLE_GETTER in attrs
 
 
 def _internal(f) -> bool:

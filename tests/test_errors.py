@@ -1773,6 +1773,11 @@ def _containers_holding(x):
         u *= 2.0
         return np.sum(get_from_grid("u") ** 2)
 
+    def by_attrgetter_of_a_computed_name(u):  # (a name the code does not hold: any attribute, as getattr; claims6)
+        u *= 2.0
+        name = "".join(["u"])  # noqa: FLY002 (a string the code does not hold)
+        return np.sum(operator.attrgetter(name)(world.grid) ** 2)
+
     def partial_helper(u):
         u += 1.0
         return total() + np.sum(u)
@@ -1786,8 +1791,9 @@ def _containers_holding(x):
             (by_getattr, "world."), (deque_item, "ring[1]"), (by_attrgetter, "world.grid.u"),
             (by_itemgetter, "fields['u']"), (by_inline_attrgetter, "world.grid.u"),
             (by_getter_in_a_dict, "world.grid.u"), (by_methodcaller_with_keywords, "world.grid.u"),
-            (by_partial_of_getattr, "get_later.args[0].u"), (by_attrgetter_of_a_named_string, "world.grid.u"),
-            (by_partial_of_getattr_given_the_name, "get_from_grid.args[0].u"), (partial_helper, "total.args[0]['u']"),
+            (by_partial_of_getattr, "get_later.args[0].u"), (by_attrgetter_of_a_named_string, "world."),
+            (by_partial_of_getattr_given_the_name, "get_from_grid.args[0].u"),
+            (by_attrgetter_of_a_computed_name, "world."), (partial_helper, "total.args[0]['u']"),
             (callback_in_a_list, "world.grid.u"), (two_attributes_down, "world.grid.u"), (list_of_views, "views[0]"),
             (by_iteration, "registry['a']"), (item_then_attribute, "world.layers[0].u"),
             (namedtuple_field, "pair.first"), (module_attribute, "mod.u"), (world.energy, "self.state['u']")]

@@ -263,19 +263,25 @@ def _code_names(code, glob, attrs, keys):
     """The global names ``code`` and the functions defined in it refer to (into ``glob``),
     the attributes and methods they name (into ``attrs``): ``self.q`` names no global ``q``,
     and their constants that may be keys of a dictionary (into ``keys``: ``state["u"]``)."""
-    getter = False  # (inside a call of operator.attrgetter / methodcaller: whether its arguments are constants)
+    getter = None  # (in a call of operator.attrgetter / methodcaller the code makes: its constant names)
     for ins in dis.get_instructions(code):
         if ins.opname in _GLOBAL_OPS:
             glob.add(ins.argval)
         elif ins.opname in _ATTR_OPS:
             attrs.add(ins.argval)
-        if ins.argval in ("attrgetter", "methodcaller") and ins.opname.startswith("LOAD"):
-            getter = True
-        elif getter and ins.opname in ("PRECALL", "CALL"):
-            getter = False
-        elif getter and ins.opname not in ("LOAD_CONST", "PUSH_NULL", "KW_NAMES", "CACHE", "EXTENDED_ARG"):
+        if ins.opname != "LOAD_CONST" and ins.opname.startswith("LOAD") and ins.argval in _GETTER_NAMES:
+            getter = []
+        elif getter is None:
+            continue
+        elif ins.opname in ("PRECALL", "CALL"):  # attrgetter("grid.u"): grid and u
+            attrs.update(part for name in getter for part in name.split("."))
+            getter = None
+        elif ins.opname == "LOAD_CONST":
+            if type(ins.argval) is str:
+                getter.append(ins.argval)
+        elif ins.opname not in ("PUSH_NULL", "KW_NAMES", "CACHE", "EXTENDED_ARG"):
             attrs.add(_VARIABLE_GETTER)  # (attrgetter(name) of a variable: any attribute, as getattr)
-            getter = False
+            getter = None
     for c in code.co_consts:
         tc = type(c)
         if tc is type(code):
@@ -473,23 +479,14 @@ def _names_of_helpers(fun, probes=None):
         attrs.update(a)
         keys.update(k)
         reflective = reflective or _reflective(glob, a)
-        makes = "attrgetter" in glob or "attrgetter" in a or "methodcaller" in glob or "methodcaller" in a
-        strings = [c for c in k if type(c) is str]
         for _, v in _named_values(f, code, glob, probes=probes):
             if type(v) is _FunctionType:
                 if not _internal(v):
                     todo.append(v)
                 elif probes is not None:  # (NumPy's, by its module: read, as the walk's other reads)
                     probes.read(probes.ATTR, v, "__module__", v.__module__)
-            elif type(v) is str or type(v) in _SEQUENCES:  # (names a getter the code makes may be given)
-                if makes:
-                    strings += [v] if type(v) is str else [u for u in v[:256] if type(u) is str]
             elif _getter_names(v, attrs, keys) == "any":  # (operator.attrgetter("q"), a C callable: its names)
                 reflective = True
-        if makes:
-            # (a getter the code makes, operator.attrgetter("q")(robot): the names among its constants and
-            # the strings it names, attrgetter(NAME))
-            attrs.update(part for c in strings for part in c.split("."))
     return tuple(attrs), tuple(keys), reflective
 
 
@@ -523,6 +520,7 @@ def _getter_names(v, attrs, keys) -> bool:
 
 
 _VARIABLE_GETTER = "<an attrgetter or methodcaller of a variable>"  # (a name no attribute has)
+_GETTER_NAMES = ("attrgetter", "methodcaller")
 
 
 def _reflective(glob, attrs) -> bool:
@@ -2186,14 +2184,14 @@ def _backward(level, infos, seed, storages, own_nan=False):
         return False
     _reset_adjoints(storages if storages is not None else _storages_of(level, infos))
     st = STATE
-    st.reverse_passes += 1  # (the seeding is the careful pass's: not a step of the program, see RunGroup.note)
+    st.off_program += 1  # (the seeding is the careful pass's: not a step of the program, see RunGroup.note)
     FP.careful += 1
     try:
         seed()
         level.backward()
     finally:
         FP.careful -= 1
-        st.reverse_passes -= 1
+        st.off_program -= 1
     return _nan_in_gradients(infos)
 
 

@@ -89,9 +89,9 @@ class _State(threading.local):
         self.levels: list = []
         self.ceiling = 0  # how many levels the running code can see
         self.lent = None  # a worker's: the thread whose levels it runs an operation in (run_lent)
-        # reverse passes running, and the tape's copies of overwritten values (RunGroup.note: their steps are
-        # not the program's)
-        self.reverse_passes = 0
+        # steps running that are not the program's (RunGroup.note does not compare them): reverse passes, the
+        # tape's copies of overwritten values, a careful pass's seeding
+        self.off_program = 0
 
 
 STATE = _State()
@@ -1475,7 +1475,7 @@ class RunGroup:
         steps differ (a permutation drawn from a generator the function does not reseed,
         a branch on state it changes) computes another function than the first, though
         its output may have the same values (a shuffle of equal elements)."""
-        if STATE.reverse_passes or self.free:
+        if STATE.off_program or self.free:
             # a reverse pass's steps follow its tape, which the forward pass's steps fixed; its rules
             # take other paths where the tangents raise floating-point events (0 * inf) in one run only.
             # A careful run's arithmetic (strong zeros) takes other steps than the run it repeats
@@ -5452,9 +5452,9 @@ def _calling_scipy(frame):
             frozen = [a for a, v in public if dist is not None and not isinstance(dist, type) and type(v) is type(dist)]
             # the object's own public class, else the public class it derives from (a LinearOperator
             # made from a matvec function is a private subclass's)
-            named = ([a for a, v in public if v is obj or (isinstance(v, type) and type(obj) is v)]
-                     or [a for a, v in public if isinstance(v, type) and isinstance(obj, v)])
             called = [a for a, v in public if v is obj]  # (a public object called: a distribution frozen)
+            named = (called or [a for a, v in public if isinstance(v, type) and type(obj) is v]
+                     or [a for a, v in public if isinstance(v, type) and isinstance(obj, v)])
             if frozen:
                 key = frozen[0]
                 name = f"{key}(...)" if made else f"{key}(...).{name}"

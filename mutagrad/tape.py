@@ -597,11 +597,11 @@ def _saved_copy(v):
     if not isinstance(v, Tracer):
         return v.copy()
     st = STATE
-    st.reverse_passes += 1
+    st.off_program += 1
     try:
         return v.copy()
     finally:
-        st.reverse_passes -= 1
+        st.off_program -= 1
 
 
 class ReverseLevel(Level):
@@ -1375,7 +1375,7 @@ class ReverseLevel(Level):
         n = len(tape)
         i = n - 1
         st = STATE
-        st.reverse_passes += 1
+        st.off_program += 1
         try:
             # (strong zeros; an underflow in derivative code is nobody's business: no warning or
             # error under the user's np.errstate, and no call of a "log" object's write)
@@ -1389,7 +1389,7 @@ class ReverseLevel(Level):
                     if type(rec) is WriteRecord or type(rec) is ScalarRun:
                         rec.redo()
             finally:  # (the replayed writes are the reverse pass's steps too, not the program's)
-                st.reverse_passes -= 1
+                st.off_program -= 1
 
 
 _BACKWARD_FP = fixed_errstate.of(divide="call", over="call", invalid="call", under="ignore", call=_fp_event)

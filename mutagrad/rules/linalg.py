@@ -27,8 +27,8 @@ import weakref
 
 import numpy as np
 
-from ..core import (FUNCTIONS, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand, plain_operands,
-                    strong_operand, write_out, write_replayed)
+from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand,
+                    plain_operands, strong_operand, write_out, write_replayed)
 from ..errors import user_line
 from ..registry import LAYOUT_EXACT, _Meta, pins
 from ..registry import conj_if_complex as _cj
@@ -992,8 +992,6 @@ def _tie_reads(a, values):
     the values are repeated; None elsewhere."""
     if not _repeated(values):
         return None
-    from ..core import STATE
-
     ab = np.ascontiguousarray(bottom(a))
     key = (id(STATE.levels[-1]) if STATE.levels else 0, ab.shape, ab.dtype.str,
            hashlib.blake2b(ab.view(np.uint8).ravel(), digest_size=16).digest())

@@ -1394,9 +1394,9 @@ for _u in _FOLDED:
         for _m, _h in (("reduce", _fold_reduce), ("accumulate", _fold_accumulate)):
             UFUNC_HANDLERS.setdefault((_u, _m), _checked_fold(_h, _m))
 for _u, _how in ((np.subtract, "the first value less the others' sum"), (np.hypot, "the scaled norm")):
-    _one = UFUNC_HANDLERS[(_u, "reduce")] = _checked_fold(_fold_reduce, "reduce")
-    _one.coverage_how = (f"rule: one pass ({_how}, NumPy's bits) where the values are finite, without out= or initial=; "
-                         "else the left fold (NoRuleError on a CPU where NumPy computes another)")
+    UFUNC_HANDLERS[(_u, "reduce")].coverage_how = (
+        f"rule: one pass ({_how}, NumPy's bits) where the values are finite, without out= or initial=; else the "
+        "left fold (NoRuleError on a CPU where NumPy computes another)")
 _lae_checked = _checked_fold(_lae_accumulate, "accumulate")
 _lae_checked.coverage_how = ("rule (the elementwise left fold where the running values span more than e^600, 2^850 for logaddexp2, or "
                              "hold +inf or NaN or start at -inf; NoRuleError on a CPU where NumPy computes another)")

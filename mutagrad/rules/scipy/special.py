@@ -284,11 +284,13 @@ defparametric(sp.betaincc, 2, lambda a, b, x, y: -_beta_density(a, b, x, y))
 # implemented, as gammainc's a. Where SciPy's value is NaN (outside the domain) so is the derivative.
 
 
-def _undefined(y, d):
-    """``d``, NaN where SciPy's value ``y`` is (the formulas were finite there: pdtr(k, m < 0))."""
-    nan = np.isnan(np.asarray(bottom(y)))
-    # (y itself there, not a constant NaN: its derivatives, this rule's at every order, are NaN there too)
-    return np.where(nan, y, d) if nan.any() else d
+def _undefined(y, d, infinite=False):
+    """``d``, NaN where SciPy's value ``y`` is NaN (``infinite``: also where it is infinite), where the
+    formulas were finite (pdtr(k, m < 0); ellipkinc at φ = π/2, m = 1)."""
+    yb = np.asarray(bottom(y))
+    bad = ~np.isfinite(yb) if infinite else np.isnan(yb)
+    # (of y there, not a constant NaN: its derivatives, this rule's at every order, are NaN there too)
+    return np.where(bad, y * np.nan, d) if bad.any() else d
 
 
 def _count(k, round=np.floor):
@@ -820,11 +822,6 @@ def _carlson_split(phi):
     return k, phi - k * np.pi
 
 
-def _finite_y(y, d):
-    bad = ~np.isfinite(np.asarray(bottom(y)))
-    return np.where(bad, y * np.nan, d) if bad.any() else d
-
-
 def _ellipinc_dm(phi, m, y, kind):
     k, p = _carlson_split(phi)
     s, c = np.sin(p), np.cos(p)
@@ -841,12 +838,12 @@ def _ellipinc_dm(phi, m, y, kind):
         else:
             dfull = _near_zero(mk, _ellipe_series_d, lambda m: (sp.ellipe(m) - sp.ellipk(m)) / (2 * m))
         d = d + np.where(periods, 2 * k * dfull, 0.0)
-    return _finite_y(y, d)
+    return _undefined(y, d, infinite=True)
 
 
-defelementwise(sp.ellipkinc, lambda phi, m, y: _finite_y(y, 1 / np.sqrt(1 - m * np.sin(phi) ** 2)),
+defelementwise(sp.ellipkinc, lambda phi, m, y: _undefined(y, 1 / np.sqrt(1 - m * np.sin(phi) ** 2), infinite=True),
                lambda phi, m, y: _ellipinc_dm(phi, m, y, "F"))
-defelementwise(sp.ellipeinc, lambda phi, m, y: _finite_y(y, np.sqrt(1 - m * np.sin(phi) ** 2)),
+defelementwise(sp.ellipeinc, lambda phi, m, y: _undefined(y, np.sqrt(1 - m * np.sin(phi) ** 2), infinite=True),
                lambda phi, m, y: _ellipinc_dm(phi, m, y, "E"))
 defelementwise(sp.elliprf,
                lambda x, y, z, r: -sp.elliprd(y, z, x) / 6,

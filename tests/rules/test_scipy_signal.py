@@ -95,6 +95,24 @@ def test_coefficient_lengths(b, a):
     check_grads(lambda b, a, x: np.sum(mss.lfilter(b, a, x) ** 2), b, np.atleast_1d(a), X, order=2)
 
 
+@pytest.mark.parametrize("b,a", [(RNG.standard_normal(5), [2.0, 0.3]), (RNG.standard_normal(2), [1.5, 0.3, -0.2, 0.1]),
+                                 (RNG.standard_normal(3) + 0.2j, [1.2 - 0.4j, 0.3j, 0.1]), ([0.7], [1.1])])
+def test_final_state_with_coefficient_lengths(b, a):
+    # zf has max(len(a), len(b)) - 1 samples: each coefficient's part in it, both modes, second order
+    b, a = np.asarray(b), np.asarray(a)
+    m = max(len(a), len(b)) - 1
+    zi = RNG.standard_normal(m) + (0.5j * RNG.standard_normal(m) if np.iscomplexobj(a) else 0)
+
+    def f(b, a, x, zi):
+        y, zf = mss.lfilter(b, a, x, zi=zi)
+        return np.sum(np.abs(zf) ** 2) + np.sum(np.sin(np.real(zf))) + np.sum(np.real(y) ** 2)
+
+    y, zf = mg.vjp(lambda x: mss.lfilter(b, a, x, zi=zi), X)[0]
+    y0, zf0 = ss.lfilter(b, a, X, zi=zi)
+    assert np.array_equal(y, y0) and np.array_equal(zf, zf0)
+    check_grads(f, b, a, X, zi, modes=("fwd", "rev"), order=2)
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_along_an_axis_with_initial_state(axis):
     zshape = list(X2.shape)

@@ -12,8 +12,8 @@ Every rule applies ``lfilter_p`` itself, so every order is available.
 The final state zf (returned with ``zi``) is the filter's state after the last
 sample: run on, with no input, the filter gives M - 1 more outputs r (M the longer
 coefficient length) with ā * r = zf at its first samples, so zf[m] = Σ_k ā[k]
-r[m - k] (ā = a / a[0]): ``_final_state``. Its value is SciPy's; its derivative is
-that expression's.
+r[m - k] (ā = a / a[0]). Its value is SciPy's; its derivative is that expression's,
+through lfilter's own rules on the extended signal (``_zf_rrule``, ``_zf_frule``).
 """
 from __future__ import annotations
 
@@ -150,38 +150,57 @@ def _with(shape, axis, k):
 lfilter_p.rrule, lfilter_p.frule = _lfilter_rrule, _lfilter_frule
 
 
-def _final_state(b, a, x, zi, axis):
-    """zf from the M - 1 outputs r the filter gives after the signal with no input (see above)."""
-    m = max(np.shape(a)[0], np.shape(b)[0]) - 1
-    n = np.shape(x)[axis]
-    xe = np.concatenate([x, np.zeros_like(x, shape=_with(np.shape(x), axis, m))], axis=axis)
-    r = _along(_lf(b, a, xe, zi, axis), n, n + m, axis)
-    an = a / a[0]
-    rows = [sum(an[k] * _along(r, j - k, j - k + 1, axis) for k in range(min(j + 1, np.shape(a)[0])))
-            for j in range(m)]
-    return np.concatenate(rows, axis=axis)
+def _extended(x, m, axis):
+    """The signal followed by m zeros along the axis (the filter run on with no input)."""
+    return np.concatenate([x, np.zeros_like(x, shape=_with(np.shape(x), axis, m))], axis=axis)
+
+
+def _convolved_head(c, r, m, axis):
+    """Σ_k c[k] r[j - k] for j < m (the first m samples of c * r along the axis)."""
+    return np.concatenate([sum(c[k] * _along(r, j - k, j - k + 1, axis) for k in range(min(j + 1, np.shape(c)[0])))
+                           for j in range(m)], axis=axis)
 
 
 def _zf_rrule(b, a, x, zi, *, axis=-1):
-    from ...api import vjp
-
     zf = bind(lfilter_zf_p, (b, a, x, zi), {"axis": axis})
-    _, pb = vjp(lambda b, a, x, zi: _final_state(b, a, x, zi, axis), b, a, x, zi)
+    m, n = np.shape(zf)[axis], np.shape(x)[axis]
 
-    def pullback(g):  # (mg.vjp's pullback is g·J, JAX's; a rule's cotangent is ḡ·conj(J))
-        if is_zero(g):
+    def pullback(g):
+        # zf = ā * r (its first m samples; ā = a / a[0]) with r the last m samples of
+        # ye = lfilter(b, a, [x, 0]), so r̄[i] = Σ_k conj(ā[k]) g[i + k], ¯ā[k] = Σ_j g[j] conj(r[j - k]),
+        # and ye's pullback (ȳe: zeros, then r̄) gives the rest.
+        if is_zero(g) or m == 0:
             return (ZeroTangent(),) * 4
-        return tuple(_cj(c) for c in pb(_cj(g)))
+        na = np.shape(a)[0]
+        ye, pb = _lfilter_rrule(b, a, _extended(x, m, axis), zi, axis=axis)
+        r, an = _along(ye, n, n + m, axis), a / a[0]
+        rbar = np.concatenate([sum(_cj(an[k]) * _along(g, i + k, i + k + 1, axis) for k in range(min(na, m - i)))
+                               for i in range(m)], axis=axis)
+        anbar = np.stack([np.sum(_along(g, k, m, axis) * _cj(_along(r, 0, m - k, axis))) if k < m else np.zeros(())
+                          for k in range(na)])
+        a0 = _cj(a[0])
+        abar = anbar / a0 - np.eye(1, na)[0] * (np.sum(anbar * _cj(a)) / (a0 * a0))
+        bbar, abar_e, xbar, zbar = pb(np.concatenate([np.zeros_like(g, shape=_with(np.shape(g), axis, n)), rbar],
+                                                     axis=axis))
+        return bbar, abar + abar_e, _along(xbar, 0, n, axis), zbar
 
     return zf, pullback
 
 
 def _zf_frule(primals, tangents, *, axis=-1):
-    from ...api import jvp
-
-    tangents = tuple(np.zeros_like(p) if is_zero(t) else t for p, t in zip(primals, tangents))
+    (b, a, x, zi), (tb, ta, tx, tzi) = primals, tangents
     zf = bind(lfilter_zf_p, primals, {"axis": axis})
-    return zf, jvp(lambda b, a, x, zi: _final_state(b, a, x, zi, axis), primals, tangents)[1]
+    m, n = np.shape(zf)[axis], np.shape(x)[axis]
+    if m == 0:
+        return zf, ZeroTangent()
+    tx = tx if is_zero(tx) else _extended(tx, m, axis)
+    ye, tye = _lfilter_frule((b, a, _extended(x, m, axis), zi), (tb, ta, tx, tzi), axis=axis)
+    an = a / a[0]
+    tzf = ZeroTangent() if is_zero(tye) else _convolved_head(an, _along(tye, n, n + m, axis), m, axis)
+    if not is_zero(ta):  # ā's tangent: (ȧ - ā ȧ[0]) / a[0]
+        t = _convolved_head((ta - an * ta[0]) / a[0], _along(ye, n, n + m, axis), m, axis)
+        tzf = t if is_zero(tzf) else tzf + t
+    return zf, tzf
 
 
 lfilter_zf_p.rrule, lfilter_zf_p.frule = _zf_rrule, _zf_frule

@@ -3343,7 +3343,7 @@ class Tracer:
                 fix = (fix.replace(" x ", f" `{name}` ").replace("(x)", f"({name})")
                        .replace("x.astype", f"{name}.astype").replace("x.copy", f"{name}.copy"))
             raise escape_error(f"np.{it}({name}) of a traced array (it returns a plain ndarray)", TracerEscapeError,
-                               fix, specific=True)
+                               fix, specific=True, subject=name)
         mod = (getattr(converter, "__module__", None) or "") if callable(converter) else ""
         if mod == "scipy" or mod.startswith("scipy."):  # (a compiled SciPy function, scipy.signal.sepfir2d: no
             parts = mod.split(".")  # frame of its own, so _scipy_escape did not see it)
@@ -3359,6 +3359,13 @@ class Tracer:
                 " A traced array is an array already: use it as it is (np.* functions, operators and methods "
                 "take it), or mg.value(x) for a read-only plain view of its values, which carries no "
                 "derivative.", specific=True)
+        if call is None and _calling_at(frame):  # (no source to read: the instruction tells a call from a write)
+            raise escape_error(
+                "a call converting a traced array to a plain one (np.asarray, np.array, np.ascontiguousarray... "
+                "or compiled code that converts its arguments; the source of this line cannot be read, so the "
+                "call is not named)", TracerEscapeError, _AS_IT_IS.format(" (x.astype(dtype) for another dtype, "
+                                                                          "x.copy(order='C' or 'F') for a layout)"),
+                specific=True)
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
@@ -5269,6 +5276,18 @@ def _calling_numpy_python(frame):
         if mod == f"numpy.{sub}" or mod.startswith(f"numpy.{sub}."):
             return f"np.{sub}.{qual}", False
     return "np." + qual, False  # (np.poly1d.__truediv__, ...: NumPy's public names)
+
+
+def _calling_at(frame) -> bool:
+    """Whether the user's ``frame`` is at a call instruction (not a store: a write into an array)."""
+    import dis
+
+    if frame is None:
+        return False
+    for ins in dis.get_instructions(frame.f_code):
+        if ins.offset == frame.f_lasti:
+            return ins.opname.startswith("CALL")
+    return False
 
 
 # what works with an installed package that converts traced arrays (see Tracer.__array__)

@@ -38,6 +38,7 @@ from .tangents import (
     NotImplementedTangent,
     Thunk,
     ZeroTangent,
+    _PLAIN_NUMBERS,
     is_zero,
     no_tangent_for_active,
 )
@@ -222,11 +223,14 @@ def forward_from_reverse(prim):
             full = [ZERO] * len(ys)
             for k, g in zip(floats, gs):
                 full[k] = g
-            cts = pb(tree_unflatten(ytree, full) if ytree is not None else full[0])
+            cts = list(pb(tree_unflatten(ytree, full) if ytree is not None else full[0]))
             for i in active:
                 if isinstance(cts[i], NotImplementedTangent):
+                    if _plain_zeros(tangents[i]):  # (a parameter held fixed in a traced vector: the missing
+                        cts[i] = ZERO  # derivative is not asked for, as in mutagrad's own rules)
+                        continue
                     raise _Unimplemented(cts[i])
-                if type(cts[i]) is NoTangent and prim.user:
+                if type(cts[i]) is NoTangent and prim.user:  # (final: "no derivative", whatever the tangent)
                     raise _Unimplemented(no_tangent_for_active(prim, i, None))
             return tuple(_dense(cts[i], primals[i]) for i in active)
 
@@ -249,6 +253,12 @@ def forward_from_reverse(prim):
         return y, (tree_unflatten(ytree, full) if ytree is not None else full[0])
 
     return forward
+
+
+def _plain_zeros(t) -> bool:
+    """Whether a tangent is zero everywhere, as plain values (a traced one may have an outer derivative)."""
+    leaves = tree_leaves(t) if type(t) in (list, tuple, dict) else [t]
+    return all(type(v) in _PLAIN_NUMBERS and not np.any(v) for v in leaves)
 
 
 def _conj(v):

@@ -367,11 +367,12 @@ def _users_rule(frame):
 
 
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None,
-                 specific=False, where=None) -> DifferentiationError:
+                 specific=False, where=None, subject="x") -> DifferentiationError:
     """The error for a traced value turned into plain values by ``what``; ``integer``: the
     integer (or boolean) dtype it is converted to, by a write into an array of that dtype;
     ``specific``: ``extra`` is the fix (a function to call or write instead), and the advice
-    on buffers does not apply; ``where``: the place to name where no user frame is on the stack."""
+    on buffers does not apply; ``where``: the place to name where no user frame is on the stack;
+    ``subject``: the value's name in the user's code, where the fix names it."""
     global _last_escape
     frame = user_frame(sys._getframe(1))
     line = user_line(frame) if frame is not None else where or "<unknown location>"
@@ -388,7 +389,7 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
     if specific:
         body = (f"this would turn a traced value into a plain number or array and silently drop its "
                 f"derivative.{extra}" + ("" if rule is not None else
-                                         " (For a value meant as a constant: mg.stop_gradient(x).)"))
+                                         f" (For a value meant as a constant: mg.stop_gradient({subject}).)"))
     elif integer is not None:
         kind = f"np.{np.dtype(integer)}" if integer is not True else "int"
         body = (f"the array's dtype is {'integer' if integer is True else np.dtype(integer)}, so NumPy would "

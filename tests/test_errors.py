@@ -5282,6 +5282,30 @@ def test_formatting_in_code_without_source_says_why_a_print_is_refused():
     assert "do it in the print(...) or logger call itself" in msg and "mnp.zeros" not in msg
 
 
+def test_a_conversion_in_code_without_source_is_an_escape_not_a_write():
+    # (the REPL, python -c: np.asarray(x * 2) was a WriteToPlainArrayError "or writing into a plain array"; the
+    # instruction tells the call from a store), and a conversion's constant fix names the user's value
+    src = ("def f(x):\n    return np.sum(np.asarray(x * 2))\n"
+           "def g(x):\n    a = np.zeros(2)\n    a[0] = x[0]\n    return np.sum(a)\n")
+    ns = {"np": np}
+    exec(compile(src, "<exec'd>", "exec"), ns)  # noqa: S102
+    with pytest.raises(mg.TracerEscapeError, match="at <exec'd>:2") as info:
+        mg.grad(ns["f"])(np.array([1.0, 2.0]))
+    msg = str(info.value)
+    assert "a call converting a traced array to a plain one" in msg and "mnp.asarray(x)" in msg
+    assert "writing into" not in msg
+    with pytest.raises(mg.WriteToPlainArrayError, match="at <exec'd>:5"):
+        mg.grad(ns["g"])(np.array([1.0, 2.0]))
+
+    def h(x):
+        y = x * 2
+        z = np.asarray(y)
+        return np.sum(z)
+
+    msg = _raises(h, np.array([1.0, 2.0]), mg.TracerEscapeError)
+    assert "mnp.asarray(y)" in msg and "mg.stop_gradient(y)" in msg and "stop_gradient(x)" not in msg
+
+
 def test_a_print_statement_formats_values_inside_an_installed_package_s_objects(installed_package, capsys):
     # (units: print(f"{q:.2f}") of a pint Quantity holding a traced array was refused inside pint's formatter,
     # and the advice, format mg.value(q), was refused too; print(q) showed "Tracer(...)")

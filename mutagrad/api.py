@@ -1604,8 +1604,11 @@ def _unwrap_left_in(x, level, depth):
 
 def _locked_names(level):
     """The names of the arguments whose caller's arrays ``level`` locked."""
-    also = {info.storage.name: info.storage.plain_alias for info in getattr(level, "plain_aliases", ())
-            if info.storage.plain_alias is not None}  # (not an argument the search could not check)
+    also = {}  # (the argument's own array by another name; a view sharing its memory is named as locked apart)
+    for info in getattr(level, "plain_aliases", ()):
+        same = [path for path, b, _ in info.storage.plain_views if b is bottom(info.orig)]
+        if same:
+            also[info.storage.name] = same[0]
     return [name + (f" (the plain array `{also[name]}`)" if name in also else "") for _, _, name, *_ in level.locked.values()]
 
 

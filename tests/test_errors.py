@@ -2645,6 +2645,30 @@ def test_write_into_argument_that_a_closure_names_raises():
         mg.grad(f)(buf)
 
 
+def test_a_locked_view_of_an_argument_is_not_named_as_the_argument():
+    # (oceanmask: "argument 0 (the plain array `interior`), `interior`, a plain array sharing memory with
+    # argument 0" for a view interior = u[1:-1, 1:-1] the function writes through)
+    u = np.arange(16.0).reshape(4, 4)
+    interior = u[1:-1, 1:-1]
+    whole = u
+
+    def f(x):
+        y = np.sum(x ** 2)
+        interior[...] = 0.0
+        return y
+
+    def g(x):
+        y = np.sum(x ** 2)
+        whole[0, 0] = 0.0
+        return y
+
+    msg = _raises(f, u, mg.AliasingError)
+    assert "(argument 0, `interior`, a plain array sharing memory with argument 0)" in msg
+    assert "the plain array `interior`" not in msg
+    assert "(argument 0 (the plain array `whole`))" in _raises(g, u, mg.AliasingError)
+    assert np.array_equal(u, np.arange(16.0).reshape(4, 4))  # (refused before the write)
+
+
 def test_plain_write_through_the_name_after_a_traced_read_raises():
     # the pullback of y * p needs p's values at the call; GLOBAL_A[1] = 5.0 changes them unseen
     def f(y, p):

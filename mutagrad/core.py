@@ -2239,6 +2239,9 @@ def _named(node, frame):
 _MATH_TO_NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2", "asinh": "arcsinh",
                   "acosh": "arccosh", "atanh": "arctanh", "pow": "power", "fsum": "sum", "prod": "prod"}
 _MATH_TO_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
+_CMATH_TO_NUMPY = {"phase": "np.angle(z)", "polar": "(np.abs(z), np.angle(z))", "rect": "r * np.exp(1j * phi)",
+                   "asin": "np.arcsin(z)", "acos": "np.arccos(z)", "atan": "np.arctan(z)", "asinh": "np.arcsinh(z)",
+                   "acosh": "np.arccosh(z)", "atanh": "np.arctanh(z)", "log": "np.log(z) (np.log(z) / np.log(base))"}
 
 
 _ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "root_scalar", "fsolve", "root", "newton",
@@ -2518,8 +2521,18 @@ def _scipy_hint(sub, name):
 
 
 def _math_hint(fn, name):
-    """The fix for a function of the math module called on a traced value: its NumPy twin."""
-    if getattr(fn, "__module__", None) != "math" and not name.startswith("math."):
+    """The fix for a function of the math (or cmath) module called on a traced value: its NumPy twin."""
+    mod = getattr(fn, "__module__", None)
+    if mod == "cmath" or (mod != "math" and name.startswith("cmath.")):
+        short = getattr(fn, "__name__", name.rsplit(".", 1)[-1])
+        twin = _CMATH_TO_NUMPY.get(short, f"np.{short}(z)" if hasattr(np, short) else None)
+        if twin is None:
+            return (f" The cmath module's functions take plain numbers only: write {name} with NumPy's functions, "
+                    "which take traced values.")
+        return (f" The cmath module's functions take plain numbers only: use {twin} instead of {name}(...), which "
+                "takes traced values (of a real x, give NumPy a complex value, x + 0j, where cmath's result "
+                "is complex: np.sqrt(-1.0) is nan).")
+    if mod != "math" and not name.startswith("math."):
         return ""
     short = getattr(fn, "__name__", name.rsplit(".", 1)[-1])
     if short in _MATH_TO_SPECIAL:
@@ -3530,6 +3543,13 @@ class Tracer:
             target = plain_write_target(frame)
             raise escape_error("writing a traced value into the plain NumPy array" + (
                 "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
+        user = user_frame(frame)
+        call = call_at(user)
+        if call is not None and type(call.func) in (ast.Name, ast.Attribute) and ast.unparse(call.func) != "complex":
+            name = ast.unparse(call.func)  # (a plain-number function: cmath.exp)
+            extra = _math_hint(_named(call.func, user), name)
+            raise escape_error(f"{name}(...) of a traced value (it converts it with complex(x))", TracerEscapeError,
+                               extra, specific=bool(extra))
         raise escape_error("complex(x)")
 
     def __index__(self):

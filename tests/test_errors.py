@@ -939,6 +939,21 @@ def test_math_function_of_a_traced_value_names_its_numpy_twin():
         assert "test_errors.py" in msg
 
 
+def test_cmath_function_of_a_traced_value_names_its_numpy_twin():
+    # (quantum: cmath.exp(1j * th) was "complex(x)" with the advice on buffers)
+    import cmath
+    from cmath import phase
+
+    cases = [(lambda t: cmath.exp(1j * t[0]).real, "cmath.exp(...) of a traced value", "np.exp(z) instead of cmath.exp"),
+             (lambda t: phase(1j * t[0] + 1.0), "phase(...) of a traced value", "np.angle(z) instead of phase"),
+             (lambda t: cmath.polar(t[0] + 1j)[0], "cmath.polar(...)", "(np.abs(z), np.angle(z)) instead of cmath.polar")]
+    for f, what, fix in cases:
+        msg = _raises(f, np.array([0.4]), mg.TracerEscapeError)
+        assert msg.startswith(what) and fix in msg and "mnp.zeros" not in msg, msg
+    # the twin it names is differentiated: d/dt Re exp(i t) = -sin t
+    np.testing.assert_allclose(mg.grad(lambda t: np.exp(1j * t[0]).real)(np.array([0.4])), [-np.sin(0.4)], rtol=1e-14)
+
+
 def test_plain_copy_of_a_closed_over_array_names_the_argument_fix():
     d = np.ones(3)
 

@@ -1366,7 +1366,8 @@ def _real_members(*Vs):
 def _phase_jumps(what, forward=False):
     fix = ("Forward mode cannot tell whether the function depends on the phase, so it refuses every "
            "complex direction there: differentiate phase-invariant quantities (|v|², v vᴴ) in reverse "
-           "mode (grad, vjp), or push real directions only" if forward else
+           "mode (grad, vjp; for a Hessian, mg.jacobian(mg.grad(f), mode=\"rev\"), reverse over reverse), or push "
+           "real directions only" if forward else
            "Differentiate phase-invariant quantities (|v|², v vᴴ), or use a real matrix (real directions)")
     return not_implemented(
         f"{what} of a complex matrix whose imaginary part is zero: LAPACK's vectors there have another "

@@ -595,6 +595,31 @@ def test_phase_at_a_complex_matrix_with_zero_imaginary_part():
     np.testing.assert_allclose(mg.jvp(invariant, (a,), (real_dir,))[1], fd, rtol=1e-6, atol=1e-8)
 
 
+def test_hessian_at_zero_imaginary_part_names_reverse_over_reverse():
+    # (quantum: a Hamiltonian whose p*Y term starts at p = 0; hessian (forward over reverse) refuses the
+    # phase there, and the message named only grad/vjp). The fix it names: reverse over reverse, which
+    # matches central differences of central differences of the plain function.
+    xp, yp, zp = np.array([[0, 1], [1, 0]], complex), np.array([[0, -1j], [1j, 0]]), np.diag([1, -1]).astype(complex)
+    i2 = np.eye(2)
+
+    def f(p):
+        h = (p[0] * np.kron(zp, zp) + p[1] * np.kron(xp, i2) + p[2] * np.kron(yp, i2) + 0.3 * np.kron(i2, xp)
+             + 0.2 * np.kron(zp, i2))
+        e, v = np.linalg.eigh(h)
+        return e[0] + np.abs(v[1, 0]) ** 2
+
+    p = np.array([1.0, 0.6, 0.0])
+    h = mg.hessian(f)(p)
+    assert isinstance(h, mg.NotImplementedTangent) and 'mg.jacobian(mg.grad(f), mode="rev")' in h.message
+    eps, eye = 1e-4, np.eye(3)
+
+    def fd_grad(q):
+        return np.array([(f(q + eps * e) - f(q - eps * e)) / (2 * eps) for e in eye])
+
+    fd = np.array([(fd_grad(p + eps * e) - fd_grad(p - eps * e)) / (2 * eps) for e in eye])
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(p), fd, atol=1e-5)
+
+
 def _check_null_vector_of_svd(A, W):
     m, n = np.shape(A)[-2:]
 

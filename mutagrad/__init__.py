@@ -21,6 +21,7 @@ from .errors import (
     DifferentiationError,
     EscapedTracerError,
     ForwardRuleMissingError,
+    KinkWarning,
     MutationError,
     NoRuleError,
     NotImplementedTangentError,
@@ -40,7 +41,7 @@ __all__ = [
     "testing", "config", "explain",
     "DifferentiationError", "TracerEscapeError", "WriteToPlainArrayError", "NoRuleError",
     "NotImplementedTangentError", "MutationError", "AliasingError", "EscapedTracerError",
-    "ForwardRuleMissingError", "RuleError",
+    "ForwardRuleMissingError", "RuleError", "KinkWarning",
 ]
 
 # the filter that silences NumPy's shuffle warning for traced arrays, first among the filters at import

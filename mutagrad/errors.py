@@ -301,6 +301,25 @@ def warn_at(frame, message, category=UserWarning):
                            module=g.get("__name__") or "<string>", registry=g.setdefault("__warningregistry__", {}))
 
 
+class KinkWarning(UserWarning):
+    """A higher derivative taken through a kink of a norm-like function exactly at its kink."""
+
+
+def kink_warning(what: str) -> None:
+    """Warn that a higher derivative goes through ``what`` (|x|, a norm) exactly at its kink (x = 0),
+    where it differentiates the first derivative's convention (0), not the function: right for a
+    function with a real kink there (it has no second derivative), wrong for a composite that is
+    smooth there (|x|**2). Called by a partial evaluated on values an outer level traces."""
+    warn_at(user_frame(sys._getframe(1)), (
+        f"a higher derivative (mg.hessian, or a derivative of mg.grad/mg.jvp) goes through {what} exactly at its "
+        "kink (0), where mutagrad differentiates the first derivative's convention (0 there): a composite that is "
+        "smooth there gets a wrong second derivative (the Hessian of np.abs(x) ** 2, np.linalg.norm(x) ** 2, "
+        "np.hypot(x, y) ** 2, or of a kernel of r = np.sqrt(np.sum(d ** 2)), at 0 comes out 0): write it without "
+        "the kink (x * x, np.sum(x * x), (z * np.conj(z)).real, a kernel of the squared distance), or step off "
+        "the point. A function with a true kink there (|x|, an L1 penalty) has no second derivative at that point "
+        "(docs/errors.md: a second derivative through a kink)."), KinkWarning)
+
+
 _COMPLEX_SCALARS = (complex, np.complex128, np.complex64, np.clongdouble)
 
 

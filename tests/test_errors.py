@@ -1492,14 +1492,19 @@ def test_not_implemented_tangent_of_a_built_in_rule_names_the_users_line(f, name
 
 
 def test_a_not_implemented_derivative_used_as_a_number_says_what_it_is():
-    # a parameter held fixed inside the parameter vector: its derivative (not implemented) poisons
-    # the gradient; an optimizer comparing it, or np.asarray of it, gets an error saying so
+    # a parameter the rule has no derivative for, inside the parameter vector: its derivative (not
+    # implemented) poisons the gradient; an optimizer comparing it, or np.asarray of it, gets an error
+    # saying so
     def ll(th):
-        full = np.concatenate([th, [2.0]])
+        full = np.concatenate([th, 2.0 * th[:1]])
         return np.sum(half_known(full[:2], full[2]))
 
     g = mg.grad(ll)(np.array([0.5, 1.5]))
     assert isinstance(g, mg.NotImplementedTangent)
+    # held fixed (a constant there): the direction along it is zero, the missing derivative is not
+    # asked for (forward mode fills the gradient in), and the gradient is d/dth sum(th * 2) = [2, 2]
+    fixed = mg.grad(lambda th: np.sum(half_known(np.concatenate([th, [2.0]])[:2], np.concatenate([th, [2.0]])[2])))
+    np.testing.assert_allclose(fixed(np.array([0.5, 1.5])), [2.0, 2.0], rtol=1e-15)
     for use in (lambda: g > 1e-5, lambda: float(g), lambda: np.asarray(g), lambda: np.linalg.norm(g) < 1.0):
         with pytest.raises(mg.NotImplementedTangentError, match="d/dy of half_known.*mg.stop_gradient"):
             use()

@@ -1026,3 +1026,32 @@ def test_the_nan_fill_of_an_overflowing_jacobian_warns_at_no_mutagrad_line():
     both = np.isfinite(rev) & np.isfinite(fwd)  # (NaN outputs: a row of zeros in reverse mode where the
     assert both.any()  # overwritten row is never read, NaN in forward mode, which multiplies 0 by NaN)
     np.testing.assert_allclose(rev[both], fwd[both], rtol=1e-12)
+
+
+KINKS = [  # (what, a function smooth at 0 whose Hessian through the kink comes out 0, its Hessian at 0)
+    ("|x|", lambda x: np.sum(np.abs(x) ** 2), 2 * np.eye(2)),
+    ("fabs", lambda x: np.sum(np.fabs(x) ** 2), 2 * np.eye(2)),
+    ("complex |z|", lambda x: np.abs(x[0] + 1j * x[1]) ** 2, 2 * np.eye(2)),
+    ("hypot", lambda x: np.hypot(x[0], x[1]) ** 2, 2 * np.eye(2)),
+    ("norm", lambda x: np.linalg.norm(x) ** 2, 2 * np.eye(2)),
+    ("sqrt", lambda x: np.exp(-0.5 * np.sqrt(np.sum(x * x)) ** 2), -np.eye(2)),
+]
+
+
+@pytest.mark.parametrize("what,f,want", KINKS, ids=[k[0] for k in KINKS])
+def test_a_higher_derivative_through_a_kink_at_the_kink_warns(what, f, want):
+    # (quantum, and earlier testers: the Hessian of |<a|b>|**2 at orthogonal states, of norm(r)**2 at a zero
+    # residual, is 0 silently: the subgradient's derivative; documented, and now warned about)
+    at = np.zeros(2)
+    np.testing.assert_allclose(fd_hessian(f, at, 1e-4), want, atol=1e-6)  # (the oracle: smooth there)
+    with pytest.warns(mg.KinkWarning, match="exactly at its kink"):
+        mg.hessian(f)(at)
+    with pytest.warns(mg.KinkWarning):
+        mg.jacobian(mg.grad(f), mode="rev")(at)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.grad(f)(at), [0.0, 0.0], atol=0)  # (first order: right, no warning)
+        off = np.array([0.3, -0.4])  # (away from the kink: no warning, and the Hessian is right)
+        np.testing.assert_allclose(mg.hessian(f)(off), fd_hessian(f, off, 1e-4), rtol=1e-5, atol=1e-6)
+        with pytest.raises(mg.KinkWarning):  # (made an error by the filter the docs name)
+            mg.hessian(f)(at)

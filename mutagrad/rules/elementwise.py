@@ -38,7 +38,7 @@ from ..core import (
     write_out,
     write_replayed,
 )
-from ..errors import MutationError, NoRuleError, user_line
+from ..errors import MutationError, NoRuleError, kink_warning, user_line
 from ..registry import (_FP_KEYS, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)
 from ..tangents import ZeroTangent
@@ -469,7 +469,14 @@ defelementwise(np.true_divide, reciprocal(lambda a, b, y: 1.0 / b, lambda a, b, 
                reciprocal(lambda a, b, y: -y / b, lambda a, b, y: b, lambda a, b, y: -y))
 defelementwise(np.reciprocal, lambda x, y: -y * y)
 defelementwise(np.square, lambda x, y: 2 * x)
-defelementwise(np.sqrt, lambda x, y: 0.5 / y)
+def _sqrt_d(x, y):
+    if type(y) is not np.ndarray and isinstance(y, Tracer) and not np.all(bottom(y)):  # (a higher derivative at 0)
+        kink_warning("np.sqrt at 0 (its infinite partial, 0 where its cotangent is 0: sqrt of a sum of squares is a "
+                     "norm)")
+    return 0.5 / y
+
+
+defelementwise(np.sqrt, _sqrt_d)
 # (cbrt's partial as (1/y)² / 3, not 1 / (3 y y): at 0 the tangent of y * y is 0 · inf, a strong
 # zero, which made the second derivative 0 where it is -inf; (1/y)²'s is 2 (1/y) · (-inf) = -inf)
 defelementwise(np.cbrt, lambda x, y: (1.0 / y) ** 2 / 3.0)
@@ -725,6 +732,8 @@ def _over_norm(c, y):
     with np.errstate(invalid="ignore"):
         if not np.any(yb == 0):
             return c / y
+        if isinstance(y, Tracer) or isinstance(c, Tracer):  # (a higher derivative at the kink)
+            kink_warning("a norm (complex |z|, np.hypot)")
         zero = yb == 0
         return np.where(zero, 0.0, c / np.where(zero, 1.0, y))
 
@@ -779,11 +788,13 @@ def _abs_d(x, y):
     if np.iscomplexobj(xb):
         # |z| is not holomorphic: handled by its own rule below
         raise AssertionError
+    if type(x) is not np.ndarray and isinstance(x, Tracer) and not np.all(xb):  # (a higher derivative at the kink)
+        kink_warning("|x| (np.abs)")
     return np.sign(x)
 
 
 defelementwise(np.absolute, _abs_d)
-defelementwise(np.fabs, lambda x, y: np.sign(x))
+defelementwise(np.fabs, _abs_d)
 defelementwise(np.copysign,
                lambda a, b, y: np.where(np.signbit(bottom(a)) == np.signbit(bottom(b)), 1.0, -1.0),
                lambda a, b, y: 0.0)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand,
                     plain_operands, strong_operand, write_out, write_replayed)
-from ..errors import user_line
+from ..errors import kink_warning, user_line
 from ..registry import LAYOUT_EXACT, _Meta, pins
 from ..registry import conj_if_complex as _cj
 from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
@@ -806,7 +806,12 @@ def _np_norm(args, kwargs):
             s = np.dot(v, v)
         # at the zero vector the norm has no derivative: 0 there (a subgradient, what central
         # differences and sqrt(sum(x**2)) give), in both modes, rather than inf * 0
-        res = s * 0.0 if bottom(s) == 0 else np.sqrt(s)
+        if bottom(s) == 0:
+            if isinstance(s, Tracer) and isinstance(s._value, Tracer):  # (a higher derivative at the kink)
+                kink_warning("np.linalg.norm at the zero vector")
+            res = s * 0.0
+        else:
+            res = np.sqrt(s)
         return np.reshape(res, (1,) * nd) if keepdims else res
     if axis is None:
         axis = tuple(range(nd))

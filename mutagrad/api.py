@@ -34,6 +34,7 @@ from .core import (
     _relockable,
     _shares_bounded,
     _within_rounding,
+    active_levels,
     bottom,
     elsewhere,
     foreign_subclass,
@@ -1866,6 +1867,22 @@ _TRANSFORMS = ("grad", "value_and_grad", "jacobian", "hessian")
 _ONE = np.float64(1.0)  # (the seed of a float64 scalar output: a NumPy scalar's adjoint is not copied)
 
 
+def _owned(tree):
+    """Derivatives returned inside an outer differentiation (an inner mg.grad, jvp, vjp, jacobian): a
+    fresh plain float array among them (a derivative that is zero, or constant) becomes a traced
+    constant of the active levels, as mnp.zeros makes one, so that the program can write traced values
+    into it as into any fresh array (a plain call's result is one); otherwise a zero gradient refused
+    writes a nonzero one took."""
+    levels = active_levels()
+    if not levels:
+        return tree
+    leaves, shape = tree_flatten(tree)
+    fresh = [type(v) is _ndarray and v.base is None and v.dtype.kind in "fc" for v in leaves]
+    if not any(fresh):
+        return tree
+    return tree_unflatten(shape, [lift(v, levels) if f else v for v, f in zip(leaves, fresh)])
+
+
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="value_and_grad") -> Callable:
     """Return a function computing ``(fun(*args), d fun / d args[argnums])``.
 
@@ -1911,6 +1928,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
         val = _unwrap_level(out, level)
         if not STATE.levels and not own_nan and (nan or _poison_in_gradients(infos, nums)):
             grads = _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, val, None, targs)
+        grads = _owned(grads)
         if has_aux:
             return (val, _unwrap_level(aux, level)), grads
         return val, grads
@@ -2115,7 +2133,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
             res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs,
                                 unchanged=kept)
         _reset_adjoints(storages)
-        return res
+        return _owned(res)
 
     # storages refer to their level and the tape to the storages: a reference cycle that
     # the cyclic collector may leave for a long time. Drop the tape when the pullback goes.
@@ -2560,6 +2578,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             elif isinstance(t, np.generic):
                 t = t.item()  # the tangent of a Python float output is a Python float
         tans.append(t)
+    tans = _owned(tans)
     if has_aux:
         res = _unwrap_level(out, level), tree_unflatten(out_tree, tans), _unwrap_level(aux, level)
     else:
@@ -2890,11 +2909,12 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
         anums = tuple(n + len(args) if n < 0 else n for n in nums)
         # (keyword arguments: their float arrays traced constants, as under grad)
         if mode == "rev":
-            return _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux,
-                            "jacobian" if _name.startswith("jacobian") else _name)
-        # every pass starts from the arguments as given, keyword arguments included
-        return _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux,
-                        _name)
+            res = _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux,
+                           "jacobian" if _name.startswith("jacobian") else _name)
+        else:  # (every pass starts from the arguments as given, keyword arguments included)
+            res = _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux,
+                           _name)
+        return (_owned(res[0]), res[1]) if has_aux else _owned(res)
 
     return wrapped
 

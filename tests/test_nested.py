@@ -515,3 +515,35 @@ def test_an_inner_loss_logged_into_an_outer_buffer_names_has_aux():
     h = 1e-6
     assert mg.grad(lambda lr: outer(lr, False))(0.5) == pytest.approx((plain(0.5 + h) - plain(0.5 - h)) / (2 * h),
                                                                        rel=1e-7)
+
+
+def test_an_inner_derivative_that_is_zero_takes_writes_as_a_fresh_array():
+    # (nestfuzz: an inner derivative exactly zero came back a plain np.zeros, and a write of an outer-traced
+    # value into it raised WriteToPlainArrayError "create it with mnp.zeros", where a constant nonzero one
+    # took the write). F = x0 * x1**2 whichever inner call made g: dF/dx = [x1**2, 2 x0 x1, 0]
+    x = np.array([0.5, 1.0, 2.0])
+    want = np.array([x[1] ** 2, 2 * x[0] * x[1], 0.0])
+    u = np.array([0.3, -0.2, 0.7])
+    inner = {
+        "grad": lambda x: mg.grad(lambda z: np.sum(np.sin(x)))(x * 1.0),
+        "grad through stop_gradient": lambda x: mg.grad(lambda z: np.sum(mg.stop_gradient(z) * x))(u),
+        "jvp with a zero tangent": lambda x: mg.jvp(lambda z: np.sin(z) * x, (u,), (np.zeros(3),))[1],
+        "vjp": lambda x: mg.vjp(lambda z: np.sin(x), u)[1](np.ones(3))[0],
+        "jacobian rev": lambda x: mg.jacobian(lambda z: np.sin(x), mode="rev")(u)[0],
+        "jacobian fwd": lambda x: mg.jacobian(lambda z: np.sin(x), mode="fwd")(u)[0],
+        "hessian": lambda x: mg.hessian(lambda z: np.sum(z) + np.sum(x ** 2))(u)[0],
+    }
+    for name, make in inner.items():
+        def F(x):
+            g = make(x)
+            g[0] = x[1] ** 2  # (g is a fresh array: written as a plain call writes it)
+            return np.sum(g * x)
+
+        assert F(x.copy()) == x[0] * x[1] ** 2, name
+        fd = np.array([(F(x + 1e-6 * e) - F(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+        np.testing.assert_allclose(fd, want, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(mg.grad(F)(x.copy()), want, rtol=1e-14, err_msg=name)
+        np.testing.assert_allclose(mg.jacobian(F, mode="fwd")(x.copy()), want, rtol=1e-14, err_msg=name)
+    # at the top level a zero gradient is a plain array, as before
+    g = mg.grad(lambda z: np.sum(np.sin(x)))(x)
+    assert type(g) is np.ndarray and not np.any(g)

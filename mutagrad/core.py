@@ -2273,8 +2273,9 @@ _SIGNAL_REWRITES = {
     "sepfir2d": "sepfir2d(x, hrow, hcol) is a separable convolution with symmetric boundaries (odd kernel "
                 "lengths): mutagrad.scipy.signal.convolve2d(np.pad(x, ((len(hcol) // 2,) * 2, (len(hrow) // 2,) * 2), "
                 "mode='symmetric'), np.outer(hcol, hrow), mode='valid'), SciPy's values to rounding, differentiated.",
-    "freqz": "A frequency response is np.polyval of the coefficients at np.exp(-1j * w), b over a: "
-             "differentiated.",
+    "freqz": "A frequency response is the coefficients' polynomials in z = np.exp(-1j * w), lowest power "
+             "first: h = np.polyval(b[::-1], z) / np.polyval(a[::-1], z) (np.polyval takes the highest power "
+             "first), differentiated.",
     "savgol_filter": "A Savitzky-Golay filter is a convolution with plain coefficients c = "
                      "scipy.signal.savgol_coeffs(window, polyorder): with mode='mirror', 'nearest' or 'wrap', "
                      "np.convolve(np.pad(x, window // 2, mode='reflect' / 'edge' / 'wrap'), c, mode='valid') "

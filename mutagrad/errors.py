@@ -1524,6 +1524,14 @@ def replaced_error(exc: BaseException):
         tb = _raised_at(exc, last[1]) or _raised_below(exc, last[1])
         if tb is not None and tb.tb_lineno == last[2]:
             return last[0]  # NumPy's (SciPy's) replacement of the escape error raised on that line
+    if type(exc) is TypeError and str(exc) == "'ScalarTracer' object does not support item assignment":
+        # (D[i, j][...] = v: D[i, j] is a scalar, a NumPy float64 in a plain call, which raises too)
+        err = TracedTypeError(
+            f"item assignment into a traced scalar at {_where(exc)}: an element read as a[i, j] is a scalar, as "
+            "NumPy's is ('numpy.float64' object does not support item assignment, in a plain call too). Write "
+            "into the array itself: a[i, j] = v.")
+        err.plain_too = True
+        return err
     if type(exc) is TypeError and ((re.search(r"\b(?:Scalar|Array)Tracer\b", str(exc)) and not _PROTOCOL_ERROR.search(
             str(exc))) or (
             str(exc).endswith("is not JSON serializable") and _library_holds_tracer(exc)) or (

@@ -613,6 +613,18 @@ def _lfiltic(b, a, y, x):
                       for m in range(n - 1)])
 
 
+_W = np.array([0.2, 0.9, 2.5])
+
+
+def _response(h):  # (real: the phase and the magnitude; the polynomials' order decides the phase's sign)
+    return np.concatenate([np.angle(h), np.abs(h)])
+
+
+def _freqz(b, a):
+    z = np.exp(-1j * _W)
+    return np.polyval(b[::-1], z) / np.polyval(a[::-1], z)
+
+
 _SIGNAL_RECIPES = {  # name: (SciPy's call, the rewrite its message names) of a vector p of 30
     "savgol_filter": (lambda ss, p: ss.savgol_filter(p, 7, 2, mode="mirror"), lambda p: _savgol(p, "reflect")),
     "detrend": (lambda ss, p: ss.detrend(p), _detrend),
@@ -620,6 +632,9 @@ _SIGNAL_RECIPES = {  # name: (SciPy's call, the rewrite its message names) of a 
                    lambda p: _lfilter_zi(p[:3], mnp.concatenate([[2.0], p[3:5]]))),
     "lfiltic": (lambda ss, p: ss.lfiltic(p[:3], np.r_[2.0, p[3:5]], p[5:7], p[7:9]),
                 lambda p: _lfiltic(p[:3], mnp.concatenate([[2.0], p[3:5]]), p[5:7], p[7:9])),
+    # (audiosynth: the message had np.polyval of b and a as given, highest power first: the conjugate response)
+    "freqz": (lambda ss, p: _response(ss.freqz(p[:4], np.r_[1.0, p[4:6]], worN=_W)[1]),
+              lambda p: _response(_freqz(p[:4], mnp.concatenate([[1.0], p[4:6]])))),
 }
 
 
@@ -937,6 +952,20 @@ def test_math_function_of_a_traced_value_names_its_numpy_twin():
         msg = _raises(f, np.array([1.5]), mg.TracerEscapeError)
         assert fix in msg, msg
         assert "test_errors.py" in msg
+
+
+def test_item_assignment_into_an_element_read_says_it_is_a_scalar():
+    # (softdp: D[i, j][...] = v raised "refused by its type ... pass mg.value(x)"; a plain call raises
+    # TypeError too, 'numpy.float64' object does not support item assignment)
+    def f(x):
+        d = np.zeros_like(x)
+        d[0, 1][...] = x[0, 0] * 2
+        return np.sum(d)
+
+    with pytest.raises(TypeError, match="numpy.float64"):
+        f(np.ones((2, 2)))
+    msg = _raises(f, np.ones((2, 2)), TypeError)
+    assert "item assignment into a traced scalar" in msg and "a[i, j] = v" in msg and "mg.value" not in msg
 
 
 def test_cmath_function_of_a_traced_value_names_its_numpy_twin():

@@ -312,11 +312,12 @@ def kink_warning(what: str) -> None:
     smooth there (|x|**2). Called by a partial evaluated on values an outer level traces."""
     warn_at(user_frame(sys._getframe(1)), (
         f"a higher derivative (mg.hessian, or a derivative of mg.grad/mg.jvp) goes through {what} exactly at its "
-        "kink (0), where mutagrad differentiates the first derivative's convention (0 there): a composite that is "
-        "smooth there gets a wrong second derivative (the Hessian of np.abs(x) ** 2, np.linalg.norm(x) ** 2, "
-        "np.hypot(x, y) ** 2, or of a kernel of r = np.sqrt(np.sum(d ** 2)), at 0 comes out 0): write it without "
-        "the kink (x * x, np.sum(x * x), (z * np.conj(z)).real, a kernel of the squared distance), or step off "
-        "the point. A function with a true kink there (|x|, an L1 penalty) has no second derivative at that point "
+        "kink (0), where mutagrad differentiates the first derivative's convention (0 there): where the value "
+        "reaches the result (not an np.where branch that is not taken), a composite that is smooth there gets a "
+        "wrong second derivative (the Hessian of np.abs(x) ** 2, np.linalg.norm(x) ** 2, np.hypot(x, y) ** 2, "
+        "or of a kernel of r = np.sqrt(np.sum(d ** 2)), at 0 comes out 0): write it without the kink (x * x, "
+        "np.sum(x * x), (z * np.conj(z)).real, a kernel of the squared distance), or step off the point. A "
+        "function with a true kink there (|x|, an L1 penalty) has no second derivative at that point "
         "(docs/errors.md: a second derivative through a kink)."), KinkWarning)
 
 

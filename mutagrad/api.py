@@ -1244,7 +1244,7 @@ def _check_plain_aliases_of(level):
             for path, v, before in st.plain_views:
                 if not _same_bits(v, before):
                     raise MutationError(
-                        f"{st.name} is the memory of the plain array `{path}`, through which plain NumPy "
+                        f"{st.name} shares its memory with the plain array `{path}`, through which plain NumPy "
                         "code changed it while the function ran (mutagrad does not see such a write: "
                         f"found when the function returned, differentiated at {user_line()}); the "
                         "derivative reads the argument's values, and which values it read, before or "
@@ -1877,7 +1877,7 @@ def _owned(tree):
     if not levels:
         return tree
     leaves, shape = tree_flatten(tree)
-    fresh = [type(v) is _ndarray and v.base is None and v.dtype.kind in "fc" for v in leaves]
+    fresh = [type(v) is _ndarray and v.dtype.kind in "fc" for v in leaves]  # (a Jacobian: a view of its stack)
     if not any(fresh):
         return tree
     return tree_unflatten(shape, [lift(v, levels) if f else v for v, f in zip(leaves, fresh)])

@@ -953,7 +953,7 @@ class Level:
                 from .errors import AliasingError
 
                 raise AliasingError(
-                    f"writing into {s.name} at {user_line()}, which is the memory of the plain array "
+                    f"writing into {s.name} at {user_line()}, which shares its memory with the plain array "
                     f"`{path}` that the function (or a helper it calls) reaches by name (a global or closure "
                     f"variable, or an attribute or item of an object it names): a plain NumPy read of `{path}` "
                     "would not carry the derivative of what is written. Read and write the array through the "
@@ -2241,7 +2241,8 @@ _MATH_TO_NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2":
 _MATH_TO_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
 _CMATH_TO_NUMPY = {"phase": "np.angle(z)", "polar": "(np.abs(z), np.angle(z))", "rect": "r * np.exp(1j * phi)",
                    "asin": "np.arcsin(z)", "acos": "np.arccos(z)", "atan": "np.arctan(z)", "asinh": "np.arcsinh(z)",
-                   "acosh": "np.arccosh(z)", "atanh": "np.arctanh(z)", "log": "np.log(z) (np.log(z) / np.log(base))"}
+                   "acosh": "np.arccosh(z)", "atanh": "np.arctanh(z)", "log": "np.log(z) (np.log(z) / np.log(base))",
+                   "isclose": "np.isclose(a, b)"}
 
 
 _ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "root_scalar", "fsolve", "root", "newton",
@@ -3088,6 +3089,8 @@ class Tracer:
             v = np.array(b, dtype=dtype)  # (an ndarray, also for a NumPy scalar)
             if copy is not True:  # (np.array(x) asks for a copy of its own, writable as NumPy's is)
                 v.flags.writeable = False
+            else:  # (a plain copy the program may fill with traced values later: named if it does)
+                _note_plain_copy(v, sys._getframe(1))
             return v
         self._check_thread("np.asarray(x) (the array protocol)", sys._getframe(1))
         if _integer_draw(sys._getframe(1), dtype):
@@ -4622,6 +4625,42 @@ def _local_base(name, frame):
     return None if best is None else best[0]
 
 
+_PLAIN_COPIES: dict = {}  # id(array) -> (a weak reference to it, the user's frame's (file, line)): plain copies
+# np.array made of traced constants (they cannot hold traced values: a later write into one is named so)
+
+
+def _note_plain_copy(v, frame):
+    f = user_frame(frame)
+    if f is None:
+        return
+    if len(_PLAIN_COPIES) > 256:
+        for k in [k for k, (ref, _) in _PLAIN_COPIES.items() if ref() is None]:
+            del _PLAIN_COPIES[k]
+        if len(_PLAIN_COPIES) > 256:
+            _PLAIN_COPIES.clear()
+    _PLAIN_COPIES[id(v)] = (weakref.ref(v), (f.f_code.co_filename, f.f_lineno))
+
+
+def _plain_copy_of_constant(obj, array):
+    """The hint for a write into ``obj`` (named ``array``), a plain copy np.array made of a traced
+    constant, or a view of one; "" otherwise."""
+    view = False
+    while isinstance(obj, _ndarray):
+        hit = _PLAIN_COPIES.get(id(obj))
+        if hit is not None and hit[0]() is obj:
+            from .errors import _line_text
+
+            from .errors import SpecificHint
+
+            return SpecificHint(f" `{array}` is {'a view of ' if view else ''}a plain copy of a "
+                    f"traced constant (an argument not differentiated, or a value computed from such), made at "
+                    f"{_line_text(*hit[1])}: np.array returns a plain ndarray (so do np.asfortranarray and np.require), which "
+                    "cannot hold traced values. Copy it with x.copy() or np.copy(x) (mnp.array(x): import "
+                    "mutagrad.numpy as mnp), which stay traced.")
+        obj, view = obj.base, True
+    return ""
+
+
 def _made_outside_hint(target, frame):
     """Where the array written into is a global or closed-over name of the user's function:
     made outside the differentiation, so plain even if mnp made it; or an array an earlier
@@ -4635,6 +4674,9 @@ def _made_outside_hint(target, frame):
     if left:
         return left
     obj = _resolve_name(array, frame)
+    copied = _plain_copy_of_constant(obj, array) if _PLAIN_COPIES else ""
+    if copied:
+        return copied
     if "." not in array and type(obj) is _ndarray and name in code.co_varnames:
         # `for buf in bufs: np.tanh(buf, out=buf)`: an element of a list made outside the function
         for k in code.co_freevars + code.co_names:

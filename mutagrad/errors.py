@@ -306,7 +306,7 @@ class KinkWarning(UserWarning):
 
 
 def kink_warning(what: str) -> None:
-    """Warn that a higher derivative goes through ``what`` (|x|, a norm) exactly at its kink (x = 0),
+    """Warn that a higher derivative goes through ``what`` (a complex |z|, a norm) exactly at its kink (0),
     where it differentiates the first derivative's convention (0), not the function: right for a
     function with a real kink there (it has no second derivative), wrong for a composite that is
     smooth there (|x|**2). Called by a partial evaluated on values an outer level traces."""
@@ -314,11 +314,10 @@ def kink_warning(what: str) -> None:
         f"a higher derivative (mg.hessian, or a derivative of mg.grad/mg.jvp) goes through {what} exactly at its "
         "kink (0), where mutagrad differentiates the first derivative's convention (0 there): where the value "
         "reaches the result (not an np.where branch that is not taken), a composite that is smooth there gets a "
-        "wrong second derivative (the Hessian of np.abs(x) ** 2, np.linalg.norm(x) ** 2, np.hypot(x, y) ** 2, "
-        "or of a kernel of r = np.sqrt(np.sum(d ** 2)), at 0 comes out 0): write it without the kink (x * x, "
-        "np.sum(x * x), (z * np.conj(z)).real, a kernel of the squared distance), or step off the point. A "
-        "function with a true kink there (|x|, an L1 penalty) has no second derivative at that point "
-        "(docs/errors.md: a second derivative through a kink)."), KinkWarning)
+        "wrong second derivative (the Hessian of np.abs(z) ** 2 of a complex z, np.linalg.norm(x) ** 2 or "
+        "np.hypot(x, y) ** 2 at 0 comes out 0): write it without the kink (np.sum(x * x), "
+        "(z * np.conj(z)).real), or step off the point. A function with a true kink there (a norm) has no "
+        "second derivative at that point (docs/errors.md: a second derivative through a kink)."), KinkWarning)
 
 
 _COMPLEX_SCALARS = (complex, np.complex128, np.complex64, np.clongdouble)
@@ -386,6 +385,10 @@ def _users_rule(frame):
     return "forward" if "frule" in f.f_code.co_qualname else "reverse"
 
 
+class SpecificHint(str):
+    """An ``extra`` for :func:`escape_error` that is the whole fix (the generic advice on buffers does not apply)."""
+
+
 def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None,
                  specific=False, where=None, subject="x") -> DifferentiationError:
     """The error for a traced value turned into plain values by ``what``; ``integer``: the
@@ -394,6 +397,7 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
     on buffers does not apply; ``where``: the place to name where no user frame is on the stack;
     ``subject``: the value's name in the user's code, where the fix names it."""
     global _last_escape
+    specific = specific or isinstance(extra, SpecificHint)
     frame = user_frame(sys._getframe(1))
     line = user_line(frame) if frame is not None else where or "<unknown location>"
     rule = _users_rule(frame)

@@ -983,6 +983,40 @@ def test_cmath_function_of_a_traced_value_names_its_numpy_twin():
     np.testing.assert_allclose(mg.grad(lambda t: np.exp(1j * t[0]).real)(np.array([0.4])), [-np.sin(0.4)], rtol=1e-14)
 
 
+def test_a_write_into_np_array_of_a_traced_constant_names_the_copy():
+    # (mpcqp: P = np.array(Q) of an argument not differentiated is a plain copy; the Riccati update's write
+    # into it was refused with the advice to pass Q as an argument, which it was)
+    def lqr(A, Q):
+        P = np.array(Q)
+        for _ in range(3):
+            P[:] = Q + A.T @ P @ A
+        return np.trace(P)
+
+    def fixed(A, Q):
+        P = Q.copy()
+        for _ in range(3):
+            P[:] = Q + A.T @ P @ A
+        return np.trace(P)
+
+    def view(A, Q):
+        P = np.array(Q)
+        rows = P[1:]
+        rows[...] = A[1:] * 2.0
+        return np.trace(P)
+
+    A, Q = np.array([[0.9, 0.1], [0.0, 0.8]]), np.eye(2)
+    with pytest.raises(mg.WriteToPlainArrayError) as info:
+        mg.grad(lqr)(A, Q)
+    msg = str(info.value)
+    assert "`P` is a plain copy of a traced constant" in msg and "`P = np.array(Q)`" in msg and "x.copy()" in msg
+    assert "mnp.zeros" not in msg
+    with pytest.raises(mg.WriteToPlainArrayError, match="`rows` is a view of a plain copy of a traced constant"):
+        mg.grad(view)(A, Q)
+    # the fix it names: Q.copy() stays traced; against central differences
+    want = [(fixed(A + 1e-6 * e, Q) - fixed(A - 1e-6 * e, Q)) / 2e-6 for e in np.eye(4).reshape(4, 2, 2)]
+    np.testing.assert_allclose(mg.grad(fixed)(A, Q).ravel(), want, rtol=1e-7)
+
+
 def test_plain_copy_of_a_closed_over_array_names_the_argument_fix():
     d = np.ones(3)
 
@@ -2737,7 +2771,7 @@ def test_plain_write_through_the_name_after_a_traced_read_raises():
     _reset_global_a()
     # the argument a view of GLOBAL_A: the plain write goes through, and is found when the function
     # returns, before the reverse pass would read the changed values
-    with pytest.raises(mg.MutationError, match=r"argument 1 is the memory of the plain array `GLOBAL_A`"):
+    with pytest.raises(mg.MutationError, match=r"argument 1 shares its memory with the plain array `GLOBAL_A`"):
         mg.grad(f)(np.ones(3), GLOBAL_A[:])
     _reset_global_a()
     # not read by a pullback before the plain write (p only added): nothing to keep, no error

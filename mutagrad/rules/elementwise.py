@@ -469,14 +469,7 @@ defelementwise(np.true_divide, reciprocal(lambda a, b, y: 1.0 / b, lambda a, b, 
                reciprocal(lambda a, b, y: -y / b, lambda a, b, y: b, lambda a, b, y: -y))
 defelementwise(np.reciprocal, lambda x, y: -y * y)
 defelementwise(np.square, lambda x, y: 2 * x)
-def _sqrt_d(x, y):
-    if type(y) is not np.ndarray and isinstance(y, Tracer) and not np.all(bottom(y)):  # (a higher derivative at 0)
-        kink_warning("np.sqrt at 0 (its infinite partial, 0 where its cotangent is 0: sqrt of a sum of squares is a "
-                     "norm)")
-    return 0.5 / y
-
-
-defelementwise(np.sqrt, _sqrt_d)
+defelementwise(np.sqrt, lambda x, y: 0.5 / y)
 # (cbrt's partial as (1/y)² / 3, not 1 / (3 y y): at 0 the tangent of y * y is 0 · inf, a strong
 # zero, which made the second derivative 0 where it is -inf; (1/y)²'s is 2 (1/y) · (-inf) = -inf)
 defelementwise(np.cbrt, lambda x, y: (1.0 / y) ** 2 / 3.0)
@@ -732,7 +725,9 @@ def _over_norm(c, y):
     with np.errstate(invalid="ignore"):
         if not np.any(yb == 0):
             return c / y
-        if isinstance(y, Tracer) or isinstance(c, Tracer):  # (a higher derivative at the kink)
+        if isinstance(y, Tracer) or isinstance(c, Tracer):  # (a higher derivative at the kink; not for a
+            # real |x|, np.sqrt or x ** 0.5, whose zeros are as often a branch np.where does not take, a Huber
+            # loss's or a guarded root's, as a smooth composite's: docs/errors.md)
             kink_warning("a norm (complex |z|, np.hypot)")
         zero = yb == 0
         return np.where(zero, 0.0, c / np.where(zero, 1.0, y))
@@ -788,13 +783,11 @@ def _abs_d(x, y):
     if np.iscomplexobj(xb):
         # |z| is not holomorphic: handled by its own rule below
         raise AssertionError
-    if type(x) is not np.ndarray and isinstance(x, Tracer) and not np.all(xb):  # (a higher derivative at the kink)
-        kink_warning("|x| (np.abs)")
     return np.sign(x)
 
 
 defelementwise(np.absolute, _abs_d)
-defelementwise(np.fabs, _abs_d)
+defelementwise(np.fabs, lambda x, y: np.sign(x))
 defelementwise(np.copysign,
                lambda a, b, y: np.where(np.signbit(bottom(a)) == np.signbit(bottom(b)), 1.0, -1.0),
                lambda a, b, y: 0.0)

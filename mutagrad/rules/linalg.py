@@ -787,6 +787,13 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
+def _norm_root(s):
+    """np.sqrt of a norm's sum of squares, warning where a higher derivative meets a zero sum (its kink)."""
+    if isinstance(s, Tracer) and isinstance(s._value, Tracer) and not np.all(bottom(s)):
+        kink_warning("np.linalg.norm at a zero vector")
+    return np.sqrt(s)
+
+
 def _np_norm(args, kwargs):
     a = dict(zip(("x", "ord", "axis", "keepdims"), args))
     a.update(kwargs)
@@ -820,7 +827,7 @@ def _np_norm(args, kwargs):
     if len(axis) == 1:
         ax = axis[0]
         if ord_ is None or ord_ == 2:
-            return np.sqrt(np.sum(_abs2(x), axis=ax, keepdims=keepdims))
+            return _norm_root(np.sum(_abs2(x), axis=ax, keepdims=keepdims))
         if ord_ == np.inf:
             return np.max(np.abs(x), axis=ax, keepdims=keepdims)
         if ord_ == -np.inf:
@@ -839,7 +846,7 @@ def _np_norm(args, kwargs):
         raise ValueError("Improper number of dimensions to norm.")
     r, c = (axis[0] % nd, axis[1] % nd)
     if ord_ in (None, "fro", "f"):
-        return np.sqrt(np.sum(_abs2(x), axis=axis, keepdims=keepdims))
+        return _norm_root(np.sum(_abs2(x), axis=axis, keepdims=keepdims))
     if ord_ in (1, -1):
         s = np.sum(np.abs(x), axis=r, keepdims=True)
         res = np.max(s, axis=c, keepdims=True) if ord_ == 1 else np.min(s, axis=c, keepdims=True)

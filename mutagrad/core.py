@@ -2364,6 +2364,14 @@ _LINALG_REWRITES = {
     "sinhm": "sinhm(a) is (e - np.linalg.inv(e)) / 2 with e = mutagrad.scipy.linalg.expm(a), differentiated.",
     "polar": ("The polar decomposition a = u p is u, s, vh = np.linalg.svd(a, full_matrices=False); u @ vh and "
               "vh.conj().T @ (s[:, None] * vh), differentiated where the singular values are distinct."),
+    "rq": ("RQ of a square a is QR of its flipped transpose: p = np.flipud(np.eye(n)); q, r = "
+           "np.linalg.qr((p @ a).T); R = p @ r.T @ p; Q = p @ q.T (R @ Q == a; up to the signs of R's columns and "
+           "Q's rows, as SciPy's: d = np.sign(np.diag(R)); R * d, d[:, None] * Q fixes them), differentiated."),
+    "eigh_tridiagonal": ("The eigenvalues of the tridiagonal matrix with diagonal d and off-diagonal e are "
+                         "np.linalg.eigh(np.diag(d) + np.diag(e, 1) + np.diag(e, -1)) (eigvalsh for the values "
+                         "only), differentiated where they are distinct."),
+    "eigvalsh_tridiagonal": ("np.linalg.eigvalsh(np.diag(d) + np.diag(e, 1) + np.diag(e, -1)): the same "
+                             "eigenvalues, differentiated where they are distinct."),
     "expm_frechet": ("The derivative of expm at a along e is the top-right block of mutagrad.scipy.linalg.expm("
                      "np.block([[a, e], [np.zeros_like(a), a]])) (SciPy's own method), or mg.jvp("
                      "mutagrad.scipy.linalg.expm, (a,), (e,))[1], differentiated."),

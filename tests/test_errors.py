@@ -703,6 +703,17 @@ def _funm_sym(a):
     return (V * np.log(w)) @ V.T
 
 
+def _rq(a):
+    p = np.flipud(np.eye(3))
+    q, r = np.linalg.qr((p @ a).T)
+    return p @ r.T @ p, p @ q.T
+
+
+def _positive_diagonal(R, Q):  # (RQ up to the signs of R's columns and Q's rows, as the message says)
+    d = np.sign(np.diag(R))
+    return np.concatenate([R * d, d[:, None] * Q])
+
+
 _E = np.array([[0.3, -0.1, 0.2], [0.0, 0.4, -0.5], [0.1, 0.2, 0.3]])
 _LINALG_RECIPES = {  # name: (SciPy's call, the rewrite its message names), of an SPD 3 x 3 matrix
     "cosm": (lambda la, a: la.cosm(a), lambda a: _cosm(a)),
@@ -711,6 +722,11 @@ _LINALG_RECIPES = {  # name: (SciPy's call, the rewrite its message names), of a
         "mutagrad.scipy.linalg", fromlist=["expm"]).expm(np.block([[a, _E], [np.zeros_like(a), a]]))[:3, 3:]),
     "funm": (lambda la, a: la.funm(a, np.log), _funm_sym),
     "pinv": (lambda la, a: la.pinv(a), np.linalg.pinv),
+    # (graphics, irls: rq and eigh_tridiagonal offered only mg.stop_gradient)
+    "rq": (lambda la, a: _positive_diagonal(*la.rq(a)), lambda a: _positive_diagonal(*_rq(a))),
+    "eigh_tridiagonal": (lambda la, a: la.eigh_tridiagonal(np.diag(a), np.diag(a, 1))[0],
+                         lambda a: np.linalg.eigvalsh(np.diag(np.diag(a)) + np.diag(np.diag(a, 1), 1)
+                                                      + np.diag(np.diag(a, 1), -1))),
 }
 
 

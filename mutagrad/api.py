@@ -1552,7 +1552,7 @@ def _call(level, fun, args, kwargs=None):
     except Exception as e:  # (NumPy's, SciPy's C code's: MINPACK's error replacing mutagrad's)
         clear = replaced_error(e)
         if clear is None:
-            clear = readonly_error(e, _locked_names(level) if level.locked else (), level.outer_locked, bool(level.joined))
+            clear = readonly_error(e, _all_locked_names(level), level.outer_locked, bool(level.joined))
         if clear is not None:
             if clear.__traceback__ is not None:  # (mutagrad's own error, raised before and replaced by NumPy or a
                 # library: shown alone, not after "setting an array element with a sequence", and ending at the
@@ -1601,6 +1601,16 @@ def _unwrap_left_in(x, level, depth):
     if changed:
         new = [(k, _unwrap_level(v, level) if isinstance(v, Tracer) and v._level is level else v) for k, v in kids]
         _set_items(x, [v for _, v in new] if type(x) is list else dict(new))
+
+
+def _all_locked_names(level):
+    """The names of the arrays ``level`` and the levels around it locked (a nested differentiation's
+    inner level did not lock the caller's arrays: mg.hessian's outer level did)."""
+    names = []
+    for lv in (*active_levels(), level):
+        if getattr(lv, "locked", None):
+            names.extend(n for n in _locked_names(lv) if n not in names)
+    return names
 
 
 def _locked_names(level):

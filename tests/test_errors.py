@@ -2764,6 +2764,9 @@ def test_a_locked_view_of_an_argument_is_not_named_as_the_argument():
     msg = _raises(f, u, mg.AliasingError)
     assert "(argument 0, `interior`, a plain array sharing memory with argument 0)" in msg
     assert "the plain array `interior`" not in msg
+    with pytest.raises(mg.AliasingError) as info:  # (regress44: under mg.hessian the names were dropped)
+        mg.hessian(lambda x: f(x) * 1.0)(u)
+    assert "(argument 0, `interior`, a plain array sharing memory with argument 0)" in str(info.value)
     assert "(argument 0 (the plain array `whole`))" in _raises(g, u, mg.AliasingError)
     assert np.array_equal(u, np.arange(16.0).reshape(4, 4))  # (refused before the write)
 

@@ -4656,9 +4656,7 @@ def _plain_copy_of_constant(obj, array):
     while isinstance(obj, _ndarray):
         hit = _PLAIN_COPIES.get(id(obj))
         if hit is not None and hit[0]() is obj:
-            from .errors import _line_text
-
-            from .errors import SpecificHint
+            from .errors import SpecificHint, _line_text
 
             return SpecificHint(f" `{array}` is {'a view of ' if view else ''}a plain copy of a "
                     f"traced constant (an argument not differentiated, or a value computed from such), made at "

@@ -33,12 +33,12 @@ from .pytree import (
     tree_unflatten,
 )
 from .tangents import (
+    _PLAIN_NUMBERS,
     AbstractZero,
     NoTangent,
     NotImplementedTangent,
     Thunk,
     ZeroTangent,
-    _PLAIN_NUMBERS,
     is_zero,
     no_tangent_for_active,
 )

@@ -1621,10 +1621,13 @@ def test_parameter_held_fixed_inside_a_traced_vector_has_its_gradient():
     assert isinstance(t, mg.NotImplementedTangent)
 
 
-def test_parameter_held_fixed_inside_a_vector_with_a_users_rule():
+@pytest.mark.parametrize("with_frule", [True, False])
+def test_parameter_held_fixed_inside_a_vector_with_a_users_rule(with_frule):
     # a user's frule written as docs/rules.md shows, `not_implemented(...) * nd`: the tangent reaching
     # n is a plain zero there (a parameter held fixed inside the traced vector), which asks nothing
-    # of the missing derivative, so forward mode fills the gradient in (it stayed not implemented)
+    # of the missing derivative, so forward mode fills the gradient in (it stayed not implemented).
+    # With the reverse rule only (errors.md's example), the derived forward rule asked the pullback for
+    # it and poisoned the whole gradient (claims7)
     @mg.primitive
     def power(x, n):
         return x ** n
@@ -1633,20 +1636,26 @@ def test_parameter_held_fixed_inside_a_vector_with_a_users_rule():
     def _(x, n):
         return power(x, n), lambda g: (g * n * x ** (n - 1), mg.not_implemented("d/dn of power"))
 
-    @mg.frule(power)
-    def _(primals, tangents):
-        (x, n), (xd, nd) = primals, tangents
-        return power(x, n), n * x ** (n - 1) * xd + mg.not_implemented("d/dn of power") * nd
+    if with_frule:
+        @mg.frule(power)
+        def _(primals, tangents):
+            (x, n), (xd, nd) = primals, tangents
+            return power(x, n), n * x ** (n - 1) * xd + mg.not_implemented("d/dn of power") * nd
 
     def f(theta):
         v = np.concatenate([theta, [3.0]])
-        return np.sum(power(v[:-1], v[-1]))
+        return np.sum(power(v[:-1], v[-1])) + power(v[0], 2.0 * v[-1])
 
     th = np.array([1.5, 2.0])
-    np.testing.assert_allclose(mg.grad(f)(th), 3 * th ** 2, rtol=1e-14)  # d/dθ Σ θ³, by hand
-    np.testing.assert_allclose(mg.jvp(f, (th,), (np.array([1.0, -1.0]),))[1], 3 * 1.5 ** 2 - 3 * 2.0 ** 2, rtol=1e-14)
+    want = 3 * th ** 2 + np.array([6 * 1.5 ** 5, 0.0])  # d/dθ (Σ θ³ + θ0⁶), by hand
+    np.testing.assert_allclose(mg.grad(f)(th), want, rtol=1e-14)
+    np.testing.assert_allclose(mg.jvp(f, (th,), (np.array([1.0, -1.0]),))[1], want[0] - want[1], rtol=1e-14)
     g = mg.grad(lambda v: np.sum(power(v[:-1], v[-1])))(np.array([1.5, 2.0, 3.0]))
     assert isinstance(g, mg.NotImplementedTangent) and "d/dn of power" in g.message  # (asked for: missing)
+    assert isinstance(mg.jvp(lambda n: power(2.0, n), (3.0,), (1.0,))[1], mg.NotImplementedTangent)
+    # a traced tangent of zeros may have an outer derivative: asked for, so poisoned, not dropped
+    inner = lambda s: mg.jvp(lambda n: power(2.0, n), (3.0,), (0.0 * s,))[1]
+    assert isinstance(mg.jvp(inner, (1.0,), (1.0,))[1], mg.NotImplementedTangent)
 
 
 def test_parameter_held_fixed_with_a_flag_and_a_count_among_the_arguments():

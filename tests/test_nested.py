@@ -536,7 +536,7 @@ def test_an_inner_derivative_that_is_zero_takes_writes_as_a_fresh_array():
         "jacobian fwd of a constant": lambda x: mg.jacobian(lambda z: 2.0, mode="fwd")(u),
     }
     for name, make in inner.items():
-        def F(x):
+        def F(x, make=make):
             g = make(x)
             g[0] = x[1] ** 2  # (g is a fresh array: written as a plain call writes it)
             return np.sum(g * x)

@@ -4658,11 +4658,11 @@ def _plain_copy_of_constant(obj, array):
         if hit is not None and hit[0]() is obj:
             from .errors import SpecificHint, _line_text
 
-            return SpecificHint(f" `{array}` is {'a view of ' if view else ''}a plain copy of a "
-                    f"traced constant (an argument not differentiated, or a value computed from such), made at "
-                    f"{_line_text(*hit[1])}: np.array returns a plain ndarray (so do np.asfortranarray and np.require), which "
-                    "cannot hold traced values. Copy it with x.copy() or np.copy(x) (mnp.array(x): import "
-                    "mutagrad.numpy as mnp), which stay traced.")
+            return SpecificHint(
+                f" `{array}` is {'a view of ' if view else ''}a plain copy of a traced constant (an argument not "
+                f"differentiated, or a value computed from such), made at {_line_text(*hit[1])}: np.array returns "
+                "a plain ndarray (so do np.asfortranarray and np.require), which cannot hold traced values. Copy "
+                "it with x.copy() or np.copy(x) (mnp.array(x): import mutagrad.numpy as mnp), which stay traced.")
         obj, view = obj.base, True
     return ""
 

@@ -2365,8 +2365,9 @@ _LINALG_REWRITES = {
     "polar": ("The polar decomposition a = u p is u, s, vh = np.linalg.svd(a, full_matrices=False); u @ vh and "
               "vh.conj().T @ (s[:, None] * vh), differentiated where the singular values are distinct."),
     "rq": ("RQ of a square a is QR of its flipped transpose: p = np.flipud(np.eye(n)); q, r = "
-           "np.linalg.qr((p @ a).T); R = p @ r.T @ p; Q = p @ q.T (R @ Q == a; up to the signs of R's columns and "
-           "Q's rows, as SciPy's: d = np.sign(np.diag(R)); R * d, d[:, None] * Q fixes them), differentiated."),
+           "np.linalg.qr((p @ a).T); R = p @ r.T @ p; Q = p @ q.T (R @ Q == a; SciPy's factors are these up to the "
+           "signs of R's columns and Q's rows, as LAPACK leaves them: d = np.sign(np.diag(R)); R * d, d[:, None] * Q "
+           "makes R's diagonal positive), differentiated."),
     "eigh_tridiagonal": ("The eigenvalues of the tridiagonal matrix with diagonal d and off-diagonal e are "
                          "np.linalg.eigh(np.diag(d) + np.diag(e, 1) + np.diag(e, -1)) (eigvalsh for the values "
                          "only), differentiated where they are distinct."),
@@ -3388,9 +3389,11 @@ class Tracer:
             raise escape_error(
                 "a call converting a traced array to a plain one (np.asarray, np.array, np.ascontiguousarray... "
                 "or compiled code that converts its arguments; the source of this line cannot be read, so the "
-                "call is not named)", TracerEscapeError, _AS_IT_IS.format(" (x.astype(dtype) for another dtype, "
-                                                                          "x.copy(order='C' or 'F') for a layout)"),
-                specific=True)
+                "call is not named)", TracerEscapeError,
+                " The array it converts is traced already: leave the conversion out (.astype(dtype) for another "
+                "dtype, .copy(order='C' or 'F') for a layout); in code that also runs on plain values, call "
+                "mnp.asarray (import mutagrad.numpy as mnp), which returns a traced array as it is.", specific=True,
+                subject="...")
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
             "np.require, or writing into a plain NumPy array)", WriteToPlainArrayError,
@@ -3547,7 +3550,8 @@ class Tracer:
         raise escape_error("int(x)", TracerEscapeError, _CONVERSION_HINT)
 
     def __complex__(self):
-        if self._may_convert() or index_valued_call(sys._getframe(1)) or self._not_one():
+        if (self._may_convert() or index_valued_call(sys._getframe(1)) or predicate_call(sys._getframe(1))
+                or self._not_one()):  # (cmath.isclose(z, w), cmath.isnan(z): a yes or no)
             return complex(bottom(self))
         self._check_thread("complex(x)")
         frame = sys._getframe(1)
@@ -4658,13 +4662,30 @@ def _plain_copy_of_constant(obj, array):
         if hit is not None and hit[0]() is obj:
             from .errors import SpecificHint, _line_text
 
+            src = _converted_argument(*hit[1])
             return SpecificHint(
                 f" `{array}` is {'a view of ' if view else ''}a plain copy of a traced constant (an argument not "
                 f"differentiated, or a value computed from such), made at {_line_text(*hit[1])}: np.array returns "
                 "a plain ndarray (so do np.asfortranarray and np.require), which cannot hold traced values. Copy "
-                "it with x.copy() or np.copy(x) (mnp.array(x): import mutagrad.numpy as mnp), which stay traced.")
+                f"it with {src}.copy() or np.copy({src}) (mnp.array({src}): import mutagrad.numpy as mnp), which "
+                "stay traced.")
         obj, view = obj.base, True
     return ""
+
+
+def _converted_argument(filename, lineno):
+    """The text of the first argument of the np.array(...) call on that line ("x" if it cannot be read)."""
+    import linecache
+
+    try:
+        tree = ast.parse(linecache.getline(filename, lineno).strip())
+    except SyntaxError:
+        return "x"
+    for node in ast.walk(tree):
+        if type(node) is ast.Call and node.args and getattr(node.func, "attr", getattr(node.func, "id", None)) in (
+                "array", "asfortranarray", "require"):
+            return ast.unparse(node.args[0])
+    return "x"
 
 
 def _made_outside_hint(target, frame):

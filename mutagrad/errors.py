@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import cmath
 import dis
 import inspect
 import itertools
@@ -841,7 +842,7 @@ def _a_logger(node, frame) -> bool:
     return mod == "logging" or mod.startswith("loguru")
 
 
-_PREDICATES = (math.isnan, math.isinf, math.isfinite)
+_PREDICATES = (math.isnan, math.isinf, math.isfinite, cmath.isnan, cmath.isinf, cmath.isfinite)
 
 
 def _called(node, frame):
@@ -852,8 +853,8 @@ def _called(node, frame):
 
 
 def predicate_call(frame) -> bool:
-    """Whether the user's ``frame`` is calling ``math.isnan``, ``math.isinf``,
-    ``math.isfinite`` or ``math.isclose`` (which convert their arguments with float()) on the value being
+    """Whether the user's ``frame`` is calling ``math.isnan``, ``math.isinf``, ``math.isfinite`` or
+    ``math.isclose`` (which convert their arguments with float(); cmath's with complex()) on the value being
     converted: a yes/no answer about the value, no derivative to lose, as bool(x) and
     comparisons are. Found from the position of the current instruction in the file's
     AST; the called name is looked up in the frame, never evaluated."""
@@ -861,7 +862,7 @@ def predicate_call(frame) -> bool:
     if node is None or len(node.args) not in (1, 2):
         return False
     obj = _called(node, frame)
-    if obj is math.isclose:  # (math.isclose(a, b, rel_tol=...): yes or no too)
+    if obj is math.isclose or obj is cmath.isclose:  # (isclose(a, b, rel_tol=...): yes or no too)
         return len(node.args) == 2
     return len(node.args) == 1 and any(obj is p for p in _PREDICATES)
 

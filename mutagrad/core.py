@@ -3276,6 +3276,14 @@ class Tracer:
                 raise escape_error(f"a plain array's method {a}.{m}(...) with a traced argument (the method "
                                    "converts it to a plain array)", TracerEscapeError, fix)
         lib = _calling_numpy_python(sys._getframe(1))
+        if getattr(sys._getframe(1).f_code, "co_qualname", "") == "poly1d.__array__" and (
+                lib is None or not lib[0].startswith(("np.poly", "np.roots"))):  # (np.sum(p), np.asarray(p))
+            raise escape_error(
+                "a np.poly1d holding traced coefficients, converted to a plain array (np.asarray(p), np.sum(p): "
+                "NumPy converts the poly1d)", TracerEscapeError,
+                " Use its coefficients, which are traced: np.sum(p.coeffs), np.asarray(p) -> p.coeffs, "
+                "np.polydiv(p.coeffs, q.coeffs) for p / q; calling it, p(x), and its arithmetic are "
+                "differentiated.", specific=True)
         if lib is not None and lib[0] == "np.fill_diagonal":
             # (NumPy dispatches it on the array only: a plain one has the traced value converted)
             target = plain_call_target(user_frame(sys._getframe(1)))
@@ -4530,9 +4538,17 @@ def _polynomial_fix(lib):
         return (" A least-squares fit with traced values y (x plain): np.linalg.lstsq(vander(x, deg), y)[0] with "
                 "the module's Vandermonde function (np.polynomial.chebyshev.chebvander for chebfit and "
                 "Chebyshev.fit, whose domain maps x first), which is differentiated.")
-    if name.endswith(("der", "int")):
+    if name.endswith("der"):
         return (f" {name} is linear in the coefficients: {mod}.{name}(np.eye(len(c))) @ c, with the plain matrix "
-                "of the same call on the identity (the same m=, k=, scl= arguments).")
+                "of the same call on the identity (the same m=, scl=, axis=0 arguments).")
+    if name.endswith("int"):  # (k= and lbnd= add a constant: affine, not linear)
+        return (f" {name} is affine in the coefficients: b = {mod}.{name}(np.zeros(len(c)), ...) and M = "
+                f"{mod}.{name}(np.eye(len(c)), ...) (the same m=, k=, lbnd=, scl= arguments, plain), then "
+                "(M - b[:, None]) @ c + b (b is 0 without k= and lbnd=).")
+    if name in ("polymul", "chebmul", "legmul", "hermmul", "hermemul", "lagmul"):
+        return (f" The product of two series: {mod}.{name[:-3]}val(x, c1) * {mod}.{name[:-3]}val(x, c2) at points x; "
+                "for power series coefficients, np.polymul(c1[::-1], c2[::-1])[::-1] (np.polymul takes the highest "
+                "power first), which is differentiated.")
     return (" A series with traced coefficients c at plain points x is a product with the plain "
             "Vandermonde matrix: np.polynomial.chebyshev.chebvander(x, len(c) - 1) @ c (likewise "
             "polyvander, legvander, hermvander...); the val functions take a traced x.")

@@ -4569,6 +4569,13 @@ def test_numpy_polynomial_refusals_name_a_fix_for_each_function():
          lambda x: np.sum(C.chebval(x, np.eye(4)).T @ np.ones(4))),
         (lambda c: np.sum(P.polyroots(c).real), c, "np.roots(c[::-1])", lambda c: np.sum(np.roots(c[::-1]).real)),
         (lambda c: np.sum(C.chebder(c)), c, "chebder(np.eye(len(c))) @ c", lambda c: np.sum(C.chebder(np.eye(3)) @ c)),
+        # (polyfit: k= and lbnd= make the integral affine; the linear recipe dropped the constant)
+        (lambda c: np.sum(P.polyint(c, m=2, k=[2.0, -1.0], lbnd=0.5) ** 2), c, "(M - b[:, None]) @ c + b",
+         lambda c: np.sum(((P.polyint(np.eye(3), m=2, k=[2.0, -1.0], lbnd=0.5)
+                            - P.polyint(np.zeros(3), m=2, k=[2.0, -1.0], lbnd=0.5)[:, None]) @ c
+                           + P.polyint(np.zeros(3), m=2, k=[2.0, -1.0], lbnd=0.5)) ** 2)),
+        (lambda c: np.sum(P.polymul(c, c) ** 2), c, "np.polymul(c1[::-1], c2[::-1])[::-1]",
+         lambda c: np.sum(np.polymul(c[::-1], c[::-1])[::-1] ** 2)),
         (lambda y: np.sum(C.chebfit(np.linspace(-1, 1, 6), y[:6], 2)), np.linspace(0, 1, 6),
          "np.linalg.lstsq(vander(x, deg), y)[0]",
          lambda y: np.sum(np.linalg.lstsq(C.chebvander(np.linspace(-1, 1, 6), 2), y, rcond=None)[0])),
@@ -4577,6 +4584,24 @@ def test_numpy_polynomial_refusals_name_a_fix_for_each_function():
         assert fix in _raises(f, arg, mg.TracerEscapeError)
         np.testing.assert_allclose(mg.value_and_grad(fixed)(arg)[0], f(arg), rtol=1e-12)  # (the same function)
         check_grads(fixed, arg)
+
+
+def test_polyval_of_a_poly1d_is_the_composition():
+    # (polyfit: np.polyval(c, q) with q a poly1d is NumPy's composition c(q(t)), a poly1d; with traced c
+    # mutagrad evaluated c at q's coefficients: another value, and poly1d(c)(q).coeffs crashed)
+    q = np.poly1d([1.0, -2.0, 0.5])
+    c = np.array([0.3, -1.0, 2.0])
+
+    def f(c):
+        return np.sum(np.polyval(c, q).coeffs ** 2) + np.poly1d(c)(q).coeffs[0]
+
+    assert f(c) == mg.value_and_grad(f)(c)[0]  # (the plain call's value)
+    fd = [(f(c + 1e-6 * e) - f(c - 1e-6 * e)) / 2e-6 for e in np.eye(3)]
+    np.testing.assert_allclose(mg.grad(f)(c), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(c), fd, rtol=1e-7)
+    # np.sum(p) of a poly1d holding traced coefficients names p.coeffs (it advised mnp.sum, which fails too)
+    msg = _raises(lambda c: np.sum(np.poly1d(c)), c, mg.TracerEscapeError)
+    assert "a np.poly1d holding traced coefficients" in msg and "np.sum(p.coeffs)" in msg
 
 
 def test_scipy_integrate_fft_and_masked_array_refusals_name_their_numpy_rewrites():

@@ -750,9 +750,15 @@ def _interp_inside(x, xb, xj, xj1, last, fj, fj1, flast, slope):
 
 def _np_polyval(args, kwargs):
     a = _reduce_args(args, kwargs, ("p", "x"))
-    p, x = _arr(a["p"]), _arr(a["x"])
+    p = _arr(a["p"])
     if np.ndim(p) == 0:  # NumPy's own error (iteration over a 0-d array)
         np.polyval(np.zeros(()), 0.5)
+    if isinstance(a["x"], np.poly1d):  # (NumPy's: the composition p(x(t)), a poly1d, by poly1d arithmetic)
+        y, x = 0, a["x"]
+        for k in range(np.shape(p)[0]):
+            y = y * x + p[k]
+        return y
+    x = _arr(a["x"])
     y = np.zeros_like(x)
     for k in range(np.shape(p)[0]):
         y = y * x + p[k]
@@ -927,7 +933,13 @@ def _np_poly(args, kwargs):
 # p(r) = 0:  dr = -(sum_k dp_k r^(N-1-k)) / p'(r), with all N coefficients of p.
 # A root at 0 from a trailing zero coefficient moves with that coefficient, and a
 # leading zero coefficient moves the other roots; a composite through np.linalg.eigvals
-# of the trimmed companion matrix would miss both.
+# of the trimmed companion matrix would miss both. p'(r_i) is c prod_{j != i} (r_i - r_j)
+# (c the leading nonzero coefficient), the derivative of the polynomial the computed roots
+# are exact roots of: evaluated on p itself at a root LAPACK split by rounding (a double
+# root's pair 1e-8 apart) it was off by its whole size, and the derivative with it (the
+# sum of the roots of (x - 1)**3, -c1/c0, got a gradient of 3e4); with the product, the
+# terms' cancellation leaves rounding only. Second derivatives at such a split pair are not
+# computed (their terms, 1/gap**3, leave nothing after the cancellation): refused.
 
 
 def _roots_impl(p):
@@ -935,17 +947,53 @@ def _roots_impl(p):
 
 
 roots_p = get_primitive(_roots_impl, "np.roots")
+_REPEATED = ("np.roots: a repeated root has no derivative (it moves as a square or higher root of a change in "
+             "the coefficients)")
 
 
 def _roots_jacobian(p, r):
-    """J[i, k] = d r_i / d p_k; not_implemented at a repeated root."""
-    n = np.shape(p)[0]
+    """(J, repeated): J[i, k] = d r_i / d p_k, its rows of exactly repeated roots zero (``repeated``,
+    a mask, None if there is none); not_implemented at roots closer than rounding when a higher
+    derivative differentiates J."""
+    n, m = np.shape(p)[0], np.shape(r)[0]
     V = r[:, None] ** np.arange(n - 1, -1, -1)  # V[i, k] = r_i^(N-1-k)
-    dp = V[:, 1:] @ (p[:-1] * np.arange(n - 1, 0, -1))  # p'(r_i)
-    if np.any(bottom(dp) == 0):
-        return not_implemented("np.roots: a repeated root has no derivative (it moves as a square or "
-                               "higher root of a change in the coefficients)")
-    return -V / dp[:, None]
+    lead = int(np.flatnonzero(np.asarray(bottom(p)))[0])
+    dp = p[lead] * np.prod(r[:, None] - r[None, :] + np.eye(m), axis=1)  # p'(r_i), from the roots
+    db = np.asarray(bottom(dp))
+    repeated = None
+    if np.any(db == 0):
+        repeated = db == 0
+        dp = np.where(repeated, 1.0, dp)
+    groups = _split_by_rounding(np.asarray(bottom(p)), np.asarray(bottom(r)), db)
+    if groups and (isinstance(p, Tracer) or isinstance(r, Tracer)):
+        return not_implemented("np.roots: a second derivative at roots closer together than the rounding of "
+                               "their values allows (a repeated root LAPACK split) is not computed; move off "
+                               "the repeated root, or differentiate a symmetric function of the roots through "
+                               "the coefficients themselves"), None
+    J = -V / dp[:, None]
+    for g in groups:  # (a repeated root LAPACK split: each gets the mean of the group's rows, whose sum
+        J[g] = np.mean(J[g], axis=0)  # is the derivative of the group's sum, as eig's tied values do)
+    return (J if repeated is None else np.where(repeated[:, None], 0.0, J)), repeated
+
+
+def _split_by_rounding(p, r, dp):
+    """The groups (index arrays) of computed roots within 1000 times the rounding error their condition
+    numbers allow (n eps sum_k |p_k| |r|^(N-1-k) / |p'(r)| each) of one another: a repeated root that
+    LAPACK split (a double root's pair about sqrt(eps) apart); exactly repeated ones are not among them."""
+    n, m = p.shape[0], r.shape[0]
+    if m < 2:
+        return []
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scale = (np.abs(r)[:, None] ** np.arange(n - 1, -1, -1)) @ np.abs(p)
+        err = n * np.finfo(float).eps * scale / np.abs(dp)
+        gap = np.abs(r[:, None] - r[None, :])
+        near = (gap <= 1e3 * (err[:, None] + err[None, :])) & (gap > 0)
+    if not near.any():
+        return []
+    label = np.arange(m)
+    for i, j in zip(*np.nonzero(near)):  # (connected groups: a triple root's three)
+        label[label == label[j]] = label[i]
+    return [np.flatnonzero(label == k) for k in np.unique(label) if np.count_nonzero(label == k) > 1]
 
 
 def _roots_rrule(p):
@@ -954,8 +1002,12 @@ def _roots_rrule(p):
     def pullback(g):
         if np.size(r) == 0:
             return (ZERO,)
-        J = _roots_jacobian(p, r)
-        return (J if isinstance(J, NotImplementedTangent) else conj_if_complex(J).T @ g,)
+        J, repeated = _roots_jacobian(p, r)
+        if isinstance(J, NotImplementedTangent):
+            return (J,)
+        if repeated is not None and np.any(np.asarray(bottom(g))[repeated] != 0):  # (a function of the simple
+            return (not_implemented(_REPEATED),)  # roots alone is differentiated, as eig's values are)
+        return (conj_if_complex(J).T @ g,)
 
     return r, pullback
 
@@ -965,8 +1017,12 @@ def _roots_frule(primals, tangents):
     r = _roots_impl(p)
     if np.size(r) == 0:
         return r, ZERO
-    J = _roots_jacobian(p, r)
-    return r, (J if isinstance(J, NotImplementedTangent) else J @ t)
+    J, repeated = _roots_jacobian(p, r)
+    if isinstance(J, NotImplementedTangent):
+        return r, J
+    if repeated is not None:  # (a repeated root moves as a square root: none in forward mode)
+        return r, not_implemented(_REPEATED)
+    return r, J @ t
 
 
 def _np_roots(args, kwargs):

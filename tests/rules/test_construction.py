@@ -688,3 +688,35 @@ def test_a_constant_buffer_that_received_a_traced_value_is_not_read_as_plain_val
 
     with pytest.raises(mg.DifferentiationError, match="float"):
         mg.grad(g)(np.ones(2), np.ones(2))
+
+
+def test_roots_split_by_rounding_and_close_roots():
+    # (polyfit: p'(r) evaluated on p at a repeated root LAPACK split by rounding was off by its whole size:
+    # the sum of the roots of (x - 1)**3, -c1/c0, got the gradient [33820, ...]). Oracle: d(-c1/c0)/dc =
+    # [c1/c0**2, -1/c0, 0, ...], by hand; both modes
+    def total(c):
+        return np.sum(np.roots(c)).real
+
+    for c, tol in ((np.array([1.0, -3.0, 3.0, -1.0]), 1e-5), (np.array([1.0, 0.0, -3.0, 2.0]), 1e-7),
+                   (np.poly([1.0, 1.0 + 1e-7, -2.0]), 1e-8), (np.poly([1.0, 1.0 + 1e-5, -2.0]), 1e-10)):
+        want = np.zeros_like(c)
+        want[:2] = [c[1] / c[0] ** 2, -1.0 / c[0]]
+        np.testing.assert_allclose(mg.grad(total)(c), want, atol=tol)
+        np.testing.assert_allclose(mg.jacobian(total, mode="fwd")(c), want, atol=tol)
+    # a split repeated root's second derivative is refused; elsewhere it is d2(-c1/c0) by hand
+    assert isinstance(mg.hessian(total)(np.array([1.0, -3.0, 3.0, -1.0])), mg.NotImplementedTangent)
+    c = np.array([2.0, -1.0, 0.5, 3.0])
+    H = np.zeros((4, 4))
+    H[0, 0], H[0, 1], H[1, 0] = -2 * c[1] / c[0] ** 3, 1 / c[0] ** 2, 1 / c[0] ** 2
+    np.testing.assert_allclose(mg.hessian(total)(c), H, atol=1e-12)
+
+
+def test_roots_a_simple_root_beside_an_exactly_repeated_one():
+    # (polyfit: x**2 (x - 1)(x - 2), roots 2, 1, 0, 0: the largest root's derivative was refused for the
+    # double root at 0). Reverse mode differentiates a function of the simple roots alone, as eig's values;
+    # dr/dc_k = -r**(4-k) / p'(r) at r = 2, p'(2) = 4 (by hand); forward mode cannot tell, and refuses
+    c = np.array([1.0, -3.0, 2.0, 0.0, 0.0])
+    f = lambda c: np.max(np.roots(c).real)
+    np.testing.assert_allclose(mg.grad(f)(c), [-4.0, -2.0, -1.0, -0.5, -0.25], rtol=1e-13)
+    assert isinstance(mg.jacobian(f, mode="fwd")(c), mg.NotImplementedTangent)
+    assert isinstance(mg.grad(lambda c: np.sum(np.roots(c).real))(c), mg.NotImplementedTangent)  # (reads 0, 0)

@@ -732,6 +732,34 @@ def test_multiply_at_with_repeated_positions_in_one_pass():
     np.testing.assert_allclose(mg.grad(under)(np.full(3, 1e-200)), np.full(3, 1e50), rtol=1e-14)
 
 
+def test_divide_at_with_repeated_positions_in_one_pass():
+    # (slow2: one traced round per occurrence, each scanning every hit: 2500x a plain call at a hub). One
+    # pass, NumPy's bits; by hand d/da of a / prod v is 1 / prod v, d/dv_i is -(a / prod v) / v_i; a zero
+    # divisor falls back to the rounds (NumPy's inf)
+    idx = np.array([0, 0, 1, 1, 1, 2])
+    w = np.array([1.0, 2.0, 3.0])
+
+    def f(a, v):
+        np.divide.at(a, idx, v)
+        return np.sum(a * w)
+
+    a0, v = np.array([2.0, -1.0, 1.5]), np.array([0.5, 3.0, 2.0, -1.0, 0.5, 4.0])
+    plain = a0.copy()
+    want = f(plain, v)
+    a = a0.copy()
+    value, (ga, gv) = mg.value_and_grad(f, argnums=(0, 1))(a, v)
+    assert value == want and np.array_equal(a, plain)
+    prods = np.array([np.prod(v[idx == p]) for p in range(3)])
+    np.testing.assert_allclose(ga, w / prods, rtol=1e-15)
+    np.testing.assert_allclose(gv, -(w * a0 / prods)[idx] / v, rtol=1e-14)
+    check_grads(lambda a, v: f(a * 1.0, v), a0, v, modes=("rev", "fwd"), order=2)
+    with np.errstate(divide="ignore"):
+        zero = v.copy()
+        zero[5] = 0.0
+        a = a0.copy()
+        assert mg.value_and_grad(f)(a, zero)[0] == f(a0.copy(), zero) == np.inf
+
+
 @pytest.mark.parametrize("ufunc", [np.logaddexp, np.logaddexp2])
 def test_logaddexp_at_with_repeated_positions_in_one_pass(ufunc):
     # a soft minimum over many edges into few nodes (graphalgo: 700x a plain call, one traced round per

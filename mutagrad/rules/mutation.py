@@ -580,11 +580,12 @@ def _ufunc_at_into(ufunc, a, indices, b):
         bb = np.broadcast_to(b, pshape) if bshape != pshape else b
         bflat = np.copy(np.reshape(bb, (-1,)))  # NumPy reads b before the loop (b may overlap a)
     occ = _occurrences(flatpos)
-    rounds = int(occ.max()) + 1
+    by_round = np.argsort(occ, kind="stable")  # (each round's hits in index order, found once: a scan of all
+    ends = np.cumsum(np.bincount(occ))  # hits per round made a hub's k hits cost k * n)
 
     def apply_rounds():
-        for r in range(rounds):
-            sel = np.flatnonzero(occ == r)
+        for r in range(ends.size):
+            sel = by_round[ends[r - 1] if r else 0:ends[r]]
             idx = tuple(np.unravel_index(flatpos[sel], ashape)) if ashape else ()  # (0-d: its one element)
             cur = a[idx] if ashape else a[...]
             write(a, idx, ufunc(cur, bflat[sel] if ashape else np.reshape(bflat[sel], ()))
@@ -650,16 +651,17 @@ def _log_sums_at(ufunc, a, b, pshape, flatpos, ashape):
 
 
 def _products_at(ufunc, a, b, pshape, flatpos, ashape):
-    """np.multiply.at with repeated positions: each position's value times the product of its values, the
-    product by np.multiply.reduceat over the values sorted by position (its rule: zeros included), with
-    NumPy's bits, instead of one traced round per occurrence (1000x a plain call at a hub); False where a
-    value is not finite (the rounds then)."""
+    """np.multiply.at (np.divide.at) with repeated positions: each position's value times (divided by) the
+    product of its values, the product by np.multiply.reduceat over the values sorted by position (its
+    rule: zeros included), with NumPy's bits, instead of one traced round per occurrence (1000x a plain
+    call at a hub); False where a value is not finite, or a divisor 0 (the rounds then)."""
     got = _gathered(ufunc, a, b, pshape, flatpos, ashape)
     if got is None:
         return False
     bflat, inv, idx, start, exact = got
     dt = np.result_type(bottom(start))
-    if not (np.all(np.isfinite(bottom(start))) and np.all(np.isfinite(bottom(bflat)))):
+    if not (np.all(np.isfinite(bottom(start))) and np.all(np.isfinite(bottom(bflat)))) or (
+            ufunc is np.divide and not np.all(bottom(bflat))):
         return False
     order = np.argsort(inv, kind="stable")
     starts = np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]
@@ -670,11 +672,13 @@ def _products_at(ufunc, a, b, pshape, flatpos, ashape):
     zeros = np.add.reduceat((vb == 0).astype(np.intp), starts) > 0  # (a product that is 0 by a factor of 0)
     if not np.all(np.isfinite(prods)) or np.any((np.abs(prods) < np.finfo(dt).tiny) & ~zeros):
         return False  # (the values' product alone over- or underflows where NumPy's order need not: the rounds)
-    _write_gathered(a, idx, start * np.multiply.reduceat(values, starts), exact, ashape)
+    prod = np.multiply.reduceat(values, starts)
+    _write_gathered(a, idx, start / prod if ufunc is np.divide else start * prod, exact, ashape)
     return True
 
 
-_ONE_PASS_AT = {np.logaddexp: _log_sums_at, np.logaddexp2: _log_sums_at, np.multiply: _products_at}
+_ONE_PASS_AT = {np.logaddexp: _log_sums_at, np.logaddexp2: _log_sums_at, np.multiply: _products_at,
+                np.divide: _products_at}
 
 
 UFUNC_HANDLERS[(None, "at")] = _ufunc_at

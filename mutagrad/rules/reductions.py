@@ -306,6 +306,23 @@ def _exclusive_cumprod(xm):
     return np.cumprod(np.concatenate([ones, xm[..., :-1]], axis=-1), axis=-1)
 
 
+def _suffix_recurrence(c, g):
+    """s with s_j = g_j + c_{j+1} s_{j+1} along the last axis (s_{n-1} = g_{n-1}), by doubling: the
+    map s_{j+d} -> s_j is affine, s_j = B_j + A_j s_{j+d}, and two of them compose into the map over 2d,
+    so log2(n) steps of array operations instead of n steps of one column each (a cumprod's pullback at
+    a zero factor, or differentiated again, took 25 us per element: 350x torch). No division: zeros,
+    and the products a second derivative reads, stay exact as in the step-by-step recurrence."""
+    n = np.shape(g)[-1]
+    zero = np.zeros_like(c[..., :1])
+    A, B, d = np.concatenate([c[..., 1:], zero], axis=-1), g, 1
+    while d < n:
+        k = n - d
+        B = np.concatenate([B[..., :k] + A[..., :k] * B[..., d:], B[..., k:]], axis=-1)
+        A = np.concatenate([A[..., :k] * A[..., d:], np.zeros_like(A[..., k:])], axis=-1)
+        d *= 2
+    return B
+
+
 def _cumprod_rrule(x, axis=None, dtype=None):
     y = _cumprod_impl(x, axis, dtype)
 
@@ -330,10 +347,7 @@ def _cumprod_rrule(x, axis=None, dtype=None):
         wide = _wider(cx, gm)  # (plain values: the recurrence in extended range, for factors spanning
         if wide is not None:  # more than the exponent range, whose partial sums would overflow)
             cx, gm = wide
-        cols = [gm[..., n - 1]]
-        for j in range(n - 2, -1, -1):
-            cols.append(gm[..., j] + cx[..., j + 1] * cols[-1])
-        r = _exclusive_cumprod(cx) * np.stack(cols[::-1], axis=-1)
+        r = _exclusive_cumprod(cx) * _suffix_recurrence(cx, gm)
         if wide is not None:
             r = r.astype(np.result_type(bottom(ym), bottom(g)))
         return (_back(r, x, axis),)
@@ -357,10 +371,9 @@ def _cumprod_frule(primals, tangents, axis=None, dtype=None):
     if wide is not None:
         xm, tm = wide
         yw = np.cumprod(xm, axis=-1)  # (y in extended range: no underflow to zero on the way)
-    cols = [tm[..., 0]]
-    for k in range(1, n):
-        cols.append(cols[-1] * xm[..., k] + yw[..., k - 1] * tm[..., k])
-    r = np.stack(cols, axis=-1)
+    # (ẏ_k = ẏ_{k-1} x_k + y_{k-1} ẋ_k: the suffix recurrence on the reversed axis)
+    b = np.concatenate([tm[..., :1], yw[..., :-1] * tm[..., 1:]], axis=-1)
+    r = np.flip(_suffix_recurrence(np.flip(np.concatenate([xm[..., 1:], xm[..., :1]], axis=-1), -1), np.flip(b, -1)), -1)
     if wide is not None:
         r = r.astype(np.result_type(bottom(ym), bottom(t)))
     return y, _back(r, y, axis)

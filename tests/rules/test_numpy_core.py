@@ -923,6 +923,10 @@ def test_empty_accumulate_in_a_dtype_without_a_loop_raises_numpys_error(ufunc, s
     (np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0], [0.4, 1.2, 0.9]]), 1),
     (np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0], [0.4, 1.2, 0.9]]), 0),
     (np.array([[0.7, 1.3], [1.1, 0.6], [0.9, 1.4]]), -2),  # no zeros: suffix sums divided by x
+    # (the recurrence by doubling, slow2: lengths around powers of two, complex factors, one element)
+    (np.array([0.5, -1.2, 0.0, 2.0, 0.7, 0.0, 1.3, 0.9, -0.4]), None),
+    (np.array([0.5 + 0.2j, 0.0, -1.1 + 0.3j, 0.8j, 1.2]), None),
+    (np.array([[0.0], [1.5]]), 1),
 ])
 def test_cumprod_with_and_without_zeros(x, axis):
     w = np.random.default_rng(5).standard_normal(x.size).reshape(np.cumprod(x, axis=axis).shape)

@@ -23,7 +23,7 @@ DEFAULT_OUTPUT = pathlib.Path(__file__).resolve().parent.parent / "docs" / "benc
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="short run (< 2 minutes): fewer rounds and sizes")
+    ap.add_argument("--quick", action="store_true", help="short run (a few minutes): fewer rounds and sizes")
     ap.add_argument("--only", default=",".join(SECTIONS),
                     help="comma-separated sections to run (default: all): " + ", ".join(SECTIONS))
     ap.add_argument("--output", type=pathlib.Path, default=DEFAULT_OUTPUT,

@@ -180,9 +180,9 @@ fell from 2.7 to 1.9 µs per operation (scalar arithmetic on the rows), but the
 forward step rose from 3.3 to 3.9 µs (a run's bookkeeping on top of the
 result's `Storage` and `Tracer`, which a (1,) array needs either way), no gain
 in all, so it was left out. The cost
-is 15-65 times NumPy's own forward call per operation (the first ratio
+is 15-70 times NumPy's own forward call per operation (the first ratio
 column of (a)), forward and backward together; PyTorch eager, whose dispatcher and autograd engine are C++, costs
-about as much here (0.7-1.1x mutagrad's time across full runs: the ratio is in the table). What remains is about six
+about as much here (0.7-1.2x mutagrad's time across full runs: the ratio is in the table). What remains is about six
 Python frames and two small objects (the output's `Tracer` and `Storage`) per
 operation; a compiled core (dispatcher, `Storage`, `Tracer` and the tape in
 C, rules staying in Python) would remove most of it.
@@ -201,7 +201,7 @@ general dispatch) and wraps plain float arguments without flattening them.
 What it adds to the hand-written adjoint is fixed Python cost (wrapping the
 arguments and collecting the gradient, two direct records, the elementwise
 operations' records and reverse steps): about 0.12-0.2 ms on the EPYC,
-whose primal is 0.13-0.14 ms (so 1.6-1.7x the hand-written adjoint there), and
+whose primal is 0.13-0.14 ms (so 1.6-1.8x the hand-written adjoint there), and
 0.2-0.3 ms on the Xeon with warm caches. That cost does not grow with the
 arrays' sizes, but it grows with what they do to the caches: the matvec
 streams the 8 MB matrix through them twice per gradient, and the interpreter's

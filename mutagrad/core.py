@@ -5619,6 +5619,16 @@ def _carries_derivative(t) -> bool:
     return st.tangent is not None or st.poison is not None
 
 
+def carries_any_derivative(x) -> bool:
+    """Whether ``x`` carries a derivative at any of the levels that trace it (a traced constant, a
+    non-differentiated argument's value, carries none)."""
+    while isinstance(x, Tracer):
+        if _carries_derivative(x):
+            return True
+        x = x._value
+    return False
+
+
 def _view_index(idx) -> bool:
     """Whether ``x[idx]`` is a view of x (basic indexing, NumPy integers included)."""
     parts = idx if type(idx) is tuple else (idx,)

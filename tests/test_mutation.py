@@ -2908,3 +2908,17 @@ def test_element_order_writes_of_an_overlapping_value(name, op, n):
     fd = np.array([(f(x0 + 1e-6 * e)[0] - f(x0 - 1e-6 * e)[0]) / 2e-6 for e in np.eye(n)])
     np.testing.assert_allclose(mg.grad(lambda x: f(x)[0])(x0.copy()), fd, atol=1e-7)
     np.testing.assert_allclose(mg.jacobian(lambda x: f(x)[0], mode="fwd")(x0.copy()), fd, atol=1e-7)
+
+
+def test_flat_assignment_to_no_position_writes_nothing():
+    # (regress45: b.flat[3:3] = b[1:5] crashed inside mutagrad, ValueError: min() arg is an empty sequence,
+    # and with another array a shape mismatch); NumPy writes nothing. d/dx sum((x * 1)**2) = 2 x, by hand
+    for write in (lambda b, x: b.flat.__setitem__(slice(3, 3), b[1:5]),
+                  lambda b, x: b.flat.__setitem__(slice(3, 3), x[1:5]),
+                  lambda b, x: b.flat.__setitem__([], b[1:5])):
+        def f(x):
+            b = x * 1.0
+            write(b, x)
+            return np.sum(b * b)
+
+        np.testing.assert_array_equal(mg.grad(f)(np.arange(6.0)), 2 * np.arange(6.0))

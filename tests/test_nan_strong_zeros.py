@@ -1055,6 +1055,23 @@ def test_a_higher_derivative_through_a_kink_at_the_kink_warns(what, f, want):
             mg.hessian(f)(at)
 
 
+def test_no_kink_warning_for_a_constant_argument_s_norm():
+    # (gp: distances of X passed as an argument not differentiated, a traced constant, warned in the Hessian
+    # w.r.t. the lengthscale, which is right: sum over pairs of exp(-r / l), second derivative by hand)
+    X = np.array([[0.0, 1.0], [1.0, 0.5], [2.0, -1.0]])
+
+    def f(length, X):
+        r = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=-1)
+        return np.sum(np.exp(-r / length))
+
+    r = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=-1)
+    length = 0.7
+    want = np.sum(np.exp(-r / length) * (r * r / length ** 4 - 2 * r / length ** 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(f)(np.float64(length), X), want, rtol=1e-13)
+
+
 def test_no_kink_warning_where_the_zero_is_a_branch_not_taken():
     # (irls, graphics: a Huber loss at a zero residual, a guarded root of the rays that miss, the MAD; their
     # Hessians are right, and the warning made them errors under the filter errors.md names). A real |x| and

@@ -953,8 +953,8 @@ _REPEATED = ("np.roots: a repeated root has no derivative (it moves as a square 
 
 def _roots_jacobian(p, r):
     """(J, repeated): J[i, k] = d r_i / d p_k, its rows of exactly repeated roots zero (``repeated``,
-    a mask, None if there is none); not_implemented at roots closer than rounding when a higher
-    derivative differentiates J."""
+    a mask, None if there is none); (J, groups) for roots closer than rounding (_split_by_rounding);
+    not_implemented there when a higher derivative differentiates J."""
     n, m = np.shape(p)[0], np.shape(r)[0]
     V = r[:, None] ** np.arange(n - 1, -1, -1)  # V[i, k] = r_i^(N-1-k)
     lead = int(np.flatnonzero(np.asarray(bottom(p)))[0])
@@ -966,20 +966,26 @@ def _roots_jacobian(p, r):
         dp = np.where(repeated, 1.0, dp)
     groups = _split_by_rounding(np.asarray(bottom(p)), np.asarray(bottom(r)), db)
     if groups and (isinstance(p, Tracer) or isinstance(r, Tracer)):
-        return not_implemented("np.roots: a second derivative at roots closer together than the rounding of "
-                               "their values allows (a repeated root LAPACK split) is not computed; move off "
-                               "the repeated root, or differentiate a symmetric function of the roots through "
-                               "the coefficients themselves"), None
+        return not_implemented(_SPLIT + " A second derivative there is not computed."), None
     J = -V / dp[:, None]
-    for g in groups:  # (a repeated root LAPACK split: each gets the mean of the group's rows, whose sum
-        J[g] = np.mean(J[g], axis=0)  # is the derivative of the group's sum, as eig's tied values do)
-    return (J if repeated is None else np.where(repeated[:, None], 0.0, J)), repeated
+    if repeated is not None:
+        J = np.where(repeated[:, None], 0.0, J)
+    # (a repeated root LAPACK split: (J, its groups), whose rows sum to the derivative of the group's sum)
+    return ((J, groups) if groups else J), repeated
+
+
+_SPLIT = ("np.roots: roots closer together than the rounding of their values allows (a repeated root LAPACK "
+          "split) have no derivative each (they move as a square or higher root of a change in the coefficients); "
+          "only the sum of such a group is differentiated (a function whose derivative is the same for each of "
+          "them, np.sum(np.roots(c)))")
 
 
 def _split_by_rounding(p, r, dp):
     """The groups (index arrays) of computed roots within 1000 times the rounding error their condition
     numbers allow (n eps sum_k |p_k| |r|^(N-1-k) / |p'(r)| each) of one another: a repeated root that
-    LAPACK split (a double root's pair about sqrt(eps) apart); exactly repeated ones are not among them."""
+    LAPACK split (a double root's pair about sqrt(eps) apart), or roots so close that their computed
+    values leave their derivatives (1 / gap) a thousandth or more off (1.0 and 1.000001 in a cubic);
+    exactly repeated ones are not among them."""
     n, m = p.shape[0], r.shape[0]
     if m < 2:
         return []
@@ -1007,6 +1013,11 @@ def _roots_rrule(p):
             return (J,)
         if repeated is not None and np.any(np.asarray(bottom(g))[repeated] != 0):  # (a function of the simple
             return (not_implemented(_REPEATED),)  # roots alone is differentiated, as eig's values are)
+        if type(J) is tuple:  # split groups: differentiated where g is the same for each of a group's roots
+            J, groups = J
+            gb = np.asarray(bottom(g))
+            if any(np.any(gb[grp] != gb[grp[0]]) for grp in groups):
+                return (not_implemented(_SPLIT),)
         return (conj_if_complex(J).T @ g,)
 
     return r, pullback
@@ -1022,6 +1033,8 @@ def _roots_frule(primals, tangents):
         return r, J
     if repeated is not None:  # (a repeated root moves as a square root: none in forward mode)
         return r, not_implemented(_REPEATED)
+    if type(J) is tuple:  # (split groups: forward mode cannot tell a sum over the group from another function)
+        return r, not_implemented(_SPLIT + " Forward mode cannot tell, and refuses: use reverse mode.")
     return r, J @ t
 
 

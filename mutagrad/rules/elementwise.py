@@ -38,6 +38,7 @@ from ..core import (
     write_out,
     write_replayed,
 )
+from ..core import carries_any_derivative
 from ..errors import MutationError, NoRuleError, kink_warning, user_line
 from ..registry import (_FP_KEYS, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)
@@ -725,7 +726,7 @@ def _over_norm(c, y):
     with np.errstate(invalid="ignore"):
         if not np.any(yb == 0):
             return c / y
-        if isinstance(y, Tracer) or isinstance(c, Tracer):  # (a higher derivative at the kink; not for a
+        if carries_any_derivative(y) or carries_any_derivative(c):  # (a higher derivative at the kink; not for a
             # real |x|, np.sqrt or x ** 0.5, whose zeros are as often a branch np.where does not take, a Huber
             # loss's or a guarded root's, as a smooth composite's: docs/errors.md)
             kink_warning("a norm (complex |z|, np.hypot)")

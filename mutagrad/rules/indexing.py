@@ -154,6 +154,8 @@ class FlatIter:
             write(x, _unravel(x, pos), np.reshape(v, ()) if np.ndim(v) else v)
             return
         pos = pos.ravel()
+        if not pos.size:  # (no position: NumPy writes nothing, whatever the value's size)
+            return
         if np.ndim(x) == 0:  # every position is the one element: the last value written stays
             write(x, (), np.reshape(cycle_to(value, count), (-1,))[-1])
             return

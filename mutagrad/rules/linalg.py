@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand,
                     plain_operands, strong_operand, write_out, write_replayed)
+from ..core import carries_any_derivative
 from ..errors import kink_warning, user_line
 from ..registry import LAYOUT_EXACT, _Meta, pins
 from ..registry import conj_if_complex as _cj
@@ -789,7 +790,7 @@ def _abs2(x):
 
 def _norm_root(s):
     """np.sqrt of a norm's sum of squares, warning where a higher derivative meets a zero sum (its kink)."""
-    if isinstance(s, Tracer) and isinstance(s._value, Tracer) and not np.all(bottom(s)):
+    if isinstance(s, Tracer) and carries_any_derivative(s._value) and not np.all(bottom(s)):
         kink_warning("np.linalg.norm at a zero vector")
     return np.sqrt(s)
 
@@ -814,7 +815,7 @@ def _np_norm(args, kwargs):
         # at the zero vector the norm has no derivative: 0 there (a subgradient, what central
         # differences and sqrt(sum(x**2)) give), in both modes, rather than inf * 0
         if bottom(s) == 0:
-            if isinstance(s, Tracer) and isinstance(s._value, Tracer):  # (a higher derivative at the kink)
+            if isinstance(s, Tracer) and carries_any_derivative(s._value):  # (a higher derivative at the kink)
                 kink_warning("np.linalg.norm at the zero vector")
             res = s * 0.0
         else:

@@ -860,7 +860,51 @@ def _np_trim_zeros(args, kwargs):
         start = nonzero.min(axis=0) if "f" in trim else (None,) * nd
         stop = nonzero.max(axis=0) + 1 if "b" in trim else (None,) * nd
     sl = tuple(slice(start[k], stop[k]) if k in axes else slice(None) for k in range(nd))
-    return filt[sl[0]] if nd == 1 else filt[sl]
+    res = filt[sl[0]] if nd == 1 else filt[sl]
+    if isinstance(filt, Tracer) and np.shape(res) != fb.shape and _in_poly1d(sys._getframe(1)):
+        # np.poly1d trimming traced leading zero coefficients: the polynomial depends on them smoothly (a
+        # leading coefficient's derivative is x**n, which was dropped silently), but not through the trim,
+        # whose length would change; -0.0 keeps every bit of the slice
+        res = res + bind(_trimmed_p, (filt,), {"shape": tuple(np.shape(res))})
+    return res
+
+
+def _in_poly1d(frame):
+    """Whether np.poly1d's constructor is the caller (through NumPy's dispatch)."""
+    for _ in range(6):
+        if frame is None:
+            return False
+        if getattr(frame.f_code, "co_qualname", "") == "poly1d.__init__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _trimmed_impl(x, shape):
+    return np.full(shape, -0.0, dtype=np.asarray(x).dtype)
+
+
+_trimmed_p = get_primitive(_trimmed_impl, "np.trim_zeros")
+_TRIMMED = ("np.poly1d dropped leading coefficients that are exactly 0: the polynomial depends on them (a "
+            "leading coefficient's derivative is x**n), but the poly1d does not hold them; differentiate the "
+            "coefficients with the np.poly* functions instead (np.polyval(c, x) for np.poly1d(c)(x), "
+            "np.polymul(c, d) for np.poly1d(c) * d)")
+
+
+def _trimmed_rrule(x, shape):
+    from ..tangents import not_implemented
+
+    return _trimmed_impl(bottom(x), shape), lambda g: (not_implemented(_TRIMMED),)
+
+
+def _trimmed_frule(primals, tangents, shape):
+    from ..tangents import not_implemented
+
+    (x,), (t,) = primals, tangents
+    return _trimmed_impl(bottom(x), shape), not_implemented(_TRIMMED) * t  # (zero along plain zeros)
+
+
+_trimmed_p.rrule, _trimmed_p.frule = _trimmed_rrule, _trimmed_frule
 
 
 FUNCTIONS[np.insert] = _np_insert

@@ -2916,7 +2916,7 @@ def test_flat_assignment_to_no_position_writes_nothing():
     for write in (lambda b, x: b.flat.__setitem__(slice(3, 3), b[1:5]),
                   lambda b, x: b.flat.__setitem__(slice(3, 3), x[1:5]),
                   lambda b, x: b.flat.__setitem__([], b[1:5])):
-        def f(x):
+        def f(x, write=write):
             b = x * 1.0
             write(b, x)
             return np.sum(b * b)

@@ -373,7 +373,8 @@ def _cumprod_frule(primals, tangents, axis=None, dtype=None):
         yw = np.cumprod(xm, axis=-1)  # (y in extended range: no underflow to zero on the way)
     # (ẏ_k = ẏ_{k-1} x_k + y_{k-1} ẋ_k: the suffix recurrence on the reversed axis)
     b = np.concatenate([tm[..., :1], yw[..., :-1] * tm[..., 1:]], axis=-1)
-    r = np.flip(_suffix_recurrence(np.flip(np.concatenate([xm[..., 1:], xm[..., :1]], axis=-1), -1), np.flip(b, -1)), -1)
+    c = np.flip(np.concatenate([xm[..., 1:], xm[..., :1]], axis=-1), -1)  # (c_{j+1}: x at n-1-j; c_0 unread)
+    r = np.flip(_suffix_recurrence(c, np.flip(b, -1)), -1)
     if wide is not None:
         r = r.astype(np.result_type(bottom(ym), bottom(t)))
     return y, _back(r, y, axis)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core import write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
 from ..registry import deflinear
-from ..tangents import ZeroTangent, is_zero, unbroadcast
+from ..tangents import ZeroTangent, is_zero, not_implemented, unbroadcast
 
 ZERO = ZeroTangent()
 
@@ -884,7 +884,7 @@ def _trimmed_impl(x, shape):
     return np.full(shape, -0.0, dtype=np.asarray(x).dtype)
 
 
-_trimmed_p = get_primitive(_trimmed_impl, "np.trim_zeros")
+_trimmed_p = get_primitive(_trimmed_impl, "np.trim_zeros")  # (only for np.poly1d: _in_poly1d)
 _TRIMMED = ("np.poly1d dropped leading coefficients that are exactly 0: the polynomial depends on them (a "
             "leading coefficient's derivative is x**n), but the poly1d does not hold them; differentiate the "
             "coefficients with the np.poly* functions instead (np.polyval(c, x) for np.poly1d(c)(x), "
@@ -892,14 +892,10 @@ _TRIMMED = ("np.poly1d dropped leading coefficients that are exactly 0: the poly
 
 
 def _trimmed_rrule(x, shape):
-    from ..tangents import not_implemented
-
     return _trimmed_impl(bottom(x), shape), lambda g: (not_implemented(_TRIMMED),)
 
 
 def _trimmed_frule(primals, tangents, shape):
-    from ..tangents import not_implemented
-
     (x,), (t,) = primals, tangents
     return _trimmed_impl(bottom(x), shape), not_implemented(_TRIMMED) * t  # (zero along plain zeros)
 

@@ -5712,6 +5712,21 @@ def _late_reads(off, steps, ssize, ds, dsize, backward, live):
 _ID_TYPES = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64, 16: np.complex128}  # (complex: ids in the real part)
 
 
+def _slot_grid(db, vb):
+    """(lo, db's address, vb's address, slots): the memory both span as slots of the item size from
+    byte ``lo``, every element of each on one; None where they do not fit one grid (another item size,
+    a stride or an offset that is no multiple of it)."""
+    isz = db.itemsize
+    if vb.itemsize != isz:
+        return None
+    (dlo, dhi), (vlo, vhi) = _byte_bounds(db), _byte_bounds(vb)
+    lo, hi = min(dlo, vlo), max(dhi, vhi)
+    dp, vp = _ptr(db), _ptr(vb)
+    if (dp - lo) % isz or (vp - lo) % isz or any(st % isz for st in db.strides + vb.strides) or (hi - lo) % isz:
+        return None
+    return lo, dp, vp, (hi - lo) // isz
+
+
 def mask_copy_sources(db, mask, vb):
     """For ``db[mask] = vb`` with ``vb`` overlapping ``db``: the position in
     ``vb.ravel()`` of the element whose value (as it was before the write) each
@@ -5721,14 +5736,10 @@ def mask_copy_sources(db, mask, vb):
     element depending on the layouts). None if the layouts cannot be mirrored."""
     isz = db.itemsize
     idt = _ID_TYPES.get(isz)
-    if idt is None or vb.itemsize != isz or vb.ndim > 1:
+    grid = None if idt is None or vb.ndim > 1 else _slot_grid(db, vb)
+    if grid is None:
         return None
-    (dlo, dhi), (vlo, vhi) = _byte_bounds(db), _byte_bounds(vb)
-    lo, hi = min(dlo, vlo), max(dhi, vhi)
-    dp, vp = _ptr(db), _ptr(vb)
-    if (dp - lo) % isz or (vp - lo) % isz or any(st % isz for st in db.strides + vb.strides) or (hi - lo) % isz:
-        return None
-    n = (hi - lo) // isz
+    lo, dp, vp, n = grid
     if n >= (2 ** 53 if idt is np.complex128 else np.iinfo(idt).max):
         return None
     ids = np.arange(n, dtype=idt)
@@ -5760,13 +5771,11 @@ def in_order_sources(db, flatpos, vb):
     memory slot numbers (plain Python, a fraction of a microsecond a step) rather than on traced
     values (13 us a step). None if the layouts do not fit one slot grid."""
     isz = db.itemsize
-    if vb.itemsize != isz or not vb.size:
+    grid = _slot_grid(db, vb) if vb.size else None
+    if grid is None:
         return None
-    (dlo, dhi), (vlo, vhi) = _byte_bounds(db), _byte_bounds(vb)
-    lo, hi = min(dlo, vlo), max(dhi, vhi)
-    dp, vp = _ptr(db), _ptr(vb)
-    if (dp - lo) % isz or (vp - lo) % isz or any(st % isz for st in db.strides + vb.strides) or (hi - lo) % isz:
-        return None
+    lo, dp, vp, _ = grid
+
     def slots(a, p, flat):  # (each element's slot, in units of the item size from lo)
         idx = np.unravel_index(flat, a.shape) if a.ndim else ()
         off = sum(i * (st // isz) for i, st in zip(idx, a.strides)) if a.ndim else 0

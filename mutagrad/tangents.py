@@ -152,7 +152,8 @@ class NotImplementedTangent:
 
     __add__ = __radd__ = __sub__ = __rsub__ = _poison
     __mul__ = __rmul__ = __matmul__ = __rmatmul__ = _times
-    __truediv__ = __rtruediv__ = __neg__ = __pos__ = _poison
+    __truediv__ = __rtruediv__ = __neg__ = __pos__ = __abs__ = _poison
+    __pow__ = __rpow__ = _poison  # (g ** 2 of a poisoned gradient: it, not Python's bare TypeError)
 
     def __array_ufunc__(self, ufunc, method, *args, **kwargs):
         if kwargs.get("out") is not None:  # (writing it into an array: its values are unknown)

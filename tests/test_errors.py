@@ -1579,6 +1579,14 @@ def test_not_implemented_tangent_of_a_built_in_rule_names_the_users_line(f, name
     assert HERE in g.where and source in g.where
 
 
+def test_a_power_of_a_not_implemented_derivative_stays_it():
+    # (regress46: g ** 2 of a refused gradient was Python's bare TypeError, the reason and line lost)
+    g = mg.not_implemented("no derivative here")
+    assert g ** 2 is g and 2.0 ** g is g and abs(g) is g
+    with pytest.raises(mg.NotImplementedTangentError, match="no derivative here"):
+        float(g ** 2)
+
+
 def test_a_not_implemented_derivative_used_as_a_number_says_what_it_is():
     # a parameter the rule has no derivative for, inside the parameter vector: its derivative (not
     # implemented) poisons the gradient; an optimizer comparing it, or np.asarray of it, gets an error

@@ -977,7 +977,7 @@ def _roots_jacobian(p, r):
 _SPLIT = ("np.roots: roots closer together than the rounding of their values allows (a repeated root LAPACK "
           "split) have no derivative each (they move as a square or higher root of a change in the coefficients); "
           "only the sum of such a group is differentiated (a function whose derivative is the same for each of "
-          "them, np.sum(np.roots(c)))")
+          "them, np.sum(np.roots(c))), where it can be computed to 1e-8 (a double root's; not a triple root's)")
 
 
 def _split_by_rounding(p, r, dp):
@@ -993,7 +993,8 @@ def _split_by_rounding(p, r, dp):
         scale = (np.abs(r)[:, None] ** np.arange(n - 1, -1, -1)) @ np.abs(p)
         err = n * np.finfo(float).eps * scale / np.abs(dp)
         gap = np.abs(r[:, None] - r[None, :])
-        near = (gap <= 1e3 * (err[:, None] + err[None, :])) & (gap > 0)
+        near = (gap <= 1e3 * np.minimum(err[:, None], err[None, :])) & (gap > 0)  # (min: a clustered
+        # root's first-order bound is no bound, 1 / p' of a cluster; a simple root apart from it is exact)
     if not near.any():
         return []
     label = np.arange(m)
@@ -1013,10 +1014,12 @@ def _roots_rrule(p):
             return (J,)
         if repeated is not None and np.any(np.asarray(bottom(g))[repeated] != 0):  # (a function of the simple
             return (not_implemented(_REPEATED),)  # roots alone is differentiated, as eig's values are)
-        if type(J) is tuple:  # split groups: differentiated where g is the same for each of a group's roots
-            J, groups = J
+        if type(J) is tuple:  # split groups: differentiated where g is the same for each of a group's roots,
+            J, groups = J  # and where the rows' cancellation leaves 1e-8 of the sum (a triple root's: 2e-6)
             gb = np.asarray(bottom(g))
-            if any(np.any(gb[grp] != gb[grp[0]]) for grp in groups):
+            if any(np.any(gb[grp] != gb[grp[0]]) for grp in groups) or any(
+                    gb[grp[0]] != 0 and np.finfo(float).eps * np.max(np.sum(np.abs(J[grp]), axis=0))
+                    > 1e-8 * np.max(np.abs(np.sum(J[grp], axis=0))) for grp in groups):
                 return (not_implemented(_SPLIT),)
         return (conj_if_complex(J).T @ g,)
 

@@ -864,7 +864,10 @@ def _np_trim_zeros(args, kwargs):
     if isinstance(filt, Tracer) and np.shape(res) != fb.shape and _in_poly1d(sys._getframe(1)):
         # np.poly1d trimming traced leading zero coefficients: the polynomial depends on them smoothly (a
         # leading coefficient's derivative is x**n, which was dropped silently), but not through the trim,
-        # whose length would change; -0.0 keeps every bit of the slice
+        # whose length would change; -0.0 keeps every bit of the slice. All zero: poly1d would put a plain
+        # [0.] in place of the empty slice (and its refusal): [0.] here, traced (regress46)
+        if not np.size(res) and nd == 1 and fb.size:
+            res = filt[-1:] - filt[-1:]  # (0.0, as NumPy's: +0 whatever the zero's sign)
         res = res + bind(_trimmed_p, (filt,), {"shape": tuple(np.shape(res))})
     return res
 

@@ -2222,17 +2222,40 @@ _RANDOM_TRANSFORMS = {
 
 def _named(node, frame):
     """The object a name or attribute chain (``rng``, ``self.rng``, ``np.random``) stands for in
-    ``frame``, or None for any other expression (which is not evaluated again)."""
-    names = []
-    while type(node) is ast.Attribute:
-        names.append(node.attr)
+    ``frame``, items of lists, tuples and dicts included (``rngs[i]``, ``state["rng"]``: an integer or
+    string key, a constant or a name), or None for any other expression (which is not evaluated again)."""
+    steps = []
+    while True:
+        if type(node) is ast.Attribute:
+            steps.append((True, node.attr))
+        elif type(node) is ast.Subscript:
+            key = node.slice
+            if type(key) is ast.Constant:
+                k = key.value
+            elif type(key) is ast.Name:
+                k = frame.f_locals.get(key.id, frame.f_globals.get(key.id))
+            else:
+                return None
+            if type(k) not in (int, str):
+                return None
+            steps.append((False, k))
+        else:
+            break
         node = node.value
     if type(node) is not ast.Name:
         return None
     scope = frame.f_locals
     g = scope[node.id] if node.id in scope else frame.f_globals.get(node.id, frame.f_builtins.get(node.id))
-    for name in reversed(names):
-        g = getattr(g, name, None)
+    for attr, step in reversed(steps):
+        if attr:
+            g = getattr(g, step, None)
+        elif type(g) in (list, tuple, dict):  # (no code of the program's runs: built-in containers only)
+            try:
+                g = g[step]
+            except (IndexError, KeyError):
+                return None
+        else:
+            return None
     return g
 
 

@@ -1758,6 +1758,22 @@ def test_integer_draws_take_traced_parameters_with_derivative_zero():
     check_grads(f, x0, order=2)
     np.testing.assert_allclose(mg.jvp(f, (x0,), (np.ones(4),))[1], np.sum(fd(f, x0)), rtol=1e-8)
 
+    # (ecology: a generator reached through an item, one per replicate or in a state dict, was refused with
+    # the message for np.asarray) the draws are the plain call's; d/dp of k * p1 is [0, k], by hand
+    def sim(p, rngs, state):
+        total = 0.0
+        for i, n in enumerate([20, 30]):
+            total = total + rngs[i].binomial(n, p[0]) * p[1]
+        return total + state["rng"].poisson(10 * p[0]) * p[1]
+
+    def gens():
+        return [np.random.default_rng(0), np.random.default_rng(1)], {"rng": np.random.default_rng(3)}
+
+    p = np.array([0.4, 2.0])
+    value, g = mg.value_and_grad(sim)(p, *gens())
+    assert value == sim(p, *gens())
+    np.testing.assert_array_equal(g, [0.0, value / p[1]])
+
     def scalars(k):  # a traced scalar parameter (NumPy converts it with float(), not np.asarray)
         rng = np.random.default_rng(0)
         np.random.seed(1)

@@ -2470,8 +2470,8 @@ def _scipy_rewrite(sub, name):
     if short in _ODE_SOLVERS:
         return (" Integrate with explicit steps written in NumPy, which are differentiated: a fixed-step "
                 "RK4 loop (k1 = f(t, y); k2 = f(t + h/2, y + h/2 * k1); ...; y = y + h/6 * (k1 + 2*k2 + "
-                "2*k3 + k4)) into a preallocated array (ys = np.zeros_like(y0, shape=(n, y0.size)); "
-                "ys[i] = y); for adaptive steps, choose them on plain values (a run with mg.value(p)) and "
+                "2*k3 + k4)) into a preallocated array (ys = mnp.zeros((n, y0.size)), import mutagrad.numpy as mnp: "
+                "a traced buffer even where y0 is a plain constant; ys[i] = y); for adaptive steps, choose them on plain values (a run with mg.value(p)) and "
                 "take the same steps traced.")
     if sub == "interpolate" and short in ("RegularGridInterpolator", "interpn"):
         return (" Interpolate on the grid with NumPy operations, which are differentiated with respect to the "

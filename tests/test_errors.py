@@ -979,6 +979,31 @@ def test_cmath_predicates_of_traced_values_answer_yes_or_no():
     np.testing.assert_allclose(mg.grad(f)(0.5), 4.0, rtol=0)
 
 
+def test_an_ode_solver_refusal_names_a_traced_buffer():
+    # (ecology: the message advised np.zeros_like(y0, ...), plain where y0 is a plain constant, so the advice
+    # failed at its own write); mnp.zeros is traced: the advice differentiated, against central differences
+    si = pytest.importorskip("scipy.integrate")
+    y0 = np.array([0.99, 0.01])
+
+    def sir(th):
+        return si.solve_ivp(lambda t, y: [-th[0] * y[0] * y[1], th[0] * y[0] * y[1] - th[1] * y[1]], (0, 1), y0).y[1, -1]
+
+    msg = _raises(sir, np.array([1.0, 0.3]), mg.TracerEscapeError)
+    assert "ys = mnp.zeros((n, y0.size))" in msg
+
+    def euler(th):
+        ys = mnp.zeros((5, y0.size))
+        y = y0
+        for i in range(5):
+            y = y + 0.1 * np.stack([-th[0] * y[0] * y[1], th[0] * y[0] * y[1] - th[1] * y[1]])
+            ys[i] = y
+        return ys[-1, 1]
+
+    th = np.array([1.0, 0.3])
+    fd = [(euler(th + 1e-6 * e) - euler(th - 1e-6 * e)) / 2e-6 for e in np.eye(2)]
+    np.testing.assert_allclose(mg.grad(euler)(th), fd, rtol=1e-7)
+
+
 def test_item_assignment_into_an_element_read_says_it_is_a_scalar():
     # (softdp: D[i, j][...] = v raised "refused by its type ... pass mg.value(x)"; a plain call raises
     # TypeError too, 'numpy.float64' object does not support item assignment)

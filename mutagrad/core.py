@@ -2234,8 +2234,13 @@ def _named(node, frame):
                 k = key.value
             elif type(key) is ast.Name:
                 k = frame.f_locals.get(key.id, frame.f_globals.get(key.id))
+            elif (type(key) is ast.UnaryOp and type(key.op) is ast.USub and type(key.operand) is ast.Constant
+                  and type(key.operand.value) is int):
+                k = -key.operand.value  # (rngs[-1])
             else:
                 return None
+            if isinstance(k, np.integer):
+                k = int(k)
             if type(k) not in (int, str):
                 return None
             steps.append((False, k))
@@ -3536,9 +3541,9 @@ class Tracer:
                 call is not None and type(call.func) is ast.Attribute and call.func.attr == "fill"):
             raise escape_error("filling a plain NumPy array with a traced value (a.fill(x))", WriteToPlainArrayError,
                                _plain_copy_hint(plain_call_target(user_frame(frame))))
-        if call is not None and type(call.func) in (ast.Name, ast.Attribute):
+        if call is not None and type(call.func) in (ast.Name, ast.Attribute, ast.Subscript):
             name = ast.unparse(call.func)
-            if name != "float":  # (a plain-number function: math.sqrt)
+            if name != "float":  # (a plain-number function: math.sqrt, F["sin"])
                 extra = ""
                 if name.endswith("interp") and name != "mnp.interp":
                     extra = (" np.interp dispatches on x, xp and fp only: with a traced left= or right= and plain "
@@ -3592,7 +3597,8 @@ class Tracer:
                 "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
         user = user_frame(frame)
         call = call_at(user)
-        if call is not None and type(call.func) in (ast.Name, ast.Attribute) and ast.unparse(call.func) != "complex":
+        if (call is not None and type(call.func) in (ast.Name, ast.Attribute, ast.Subscript)
+                and ast.unparse(call.func) != "complex"):
             name = ast.unparse(call.func)  # (a plain-number function: cmath.exp)
             extra = _math_hint(_named(call.func, user), name)
             raise escape_error(f"{name}(...) of a traced value (it converts it with complex(x))", TracerEscapeError,

@@ -154,6 +154,7 @@ class NotImplementedTangent:
     __mul__ = __rmul__ = __matmul__ = __rmatmul__ = _times
     __truediv__ = __rtruediv__ = __neg__ = __pos__ = __abs__ = _poison
     __pow__ = __rpow__ = _poison  # (g ** 2 of a poisoned gradient: it, not Python's bare TypeError)
+    __mod__ = __rmod__ = __floordiv__ = __rfloordiv__ = __divmod__ = __rdivmod__ = _poison
 
     def __array_ufunc__(self, ufunc, method, *args, **kwargs):
         if kwargs.get("out") is not None:  # (writing it into an array: its values are unknown)
@@ -180,7 +181,7 @@ class NotImplementedTangent:
             "the argument as mg.stop_gradient(full[2]) where the function takes it, or the constant itself "
             "rather than an element of the array; else differentiate only the arguments the rule supports.")
 
-    __float__ = __int__ = __complex__ = __index__ = __bool__ = _as_number
+    __float__ = __int__ = __complex__ = __index__ = __bool__ = __round__ = _as_number
     __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _as_number
     __hash__ = object.__hash__  # (identity, as before: __eq__ above would remove it)
     __array__ = __len__ = __iter__ = __getitem__ = __setitem__ = _as_number

@@ -1764,6 +1764,8 @@ def test_integer_draws_take_traced_parameters_with_derivative_zero():
         total = 0.0
         for i, n in enumerate([20, 30]):
             total = total + rngs[i].binomial(n, p[0]) * p[1]
+        k = np.int64(0)  # (a NumPy integer key, from np.arange)
+        total = total + rngs[-1].binomial(5, p[0]) * p[1] + rngs[k].binomial(5, p[0]) * p[1]
         return total + state["rng"].poisson(10 * p[0]) * p[1]
 
     def gens():

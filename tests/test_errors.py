@@ -961,7 +961,9 @@ def test_math_function_inside_a_write_into_a_traced_array_is_named():
 def test_math_function_of_a_traced_value_names_its_numpy_twin():
     from math import atan2 as at2
 
+    F = {"sin": math.sin}
     cases = [(lambda t: math.exp(t[0]), "np.exp(...) instead of math.exp(...)"),
+             (lambda t: F["sin"](t[0]), "np.sin(...) instead of F['sin'](...)"),  # (regress47: through an item)
              (lambda t: at2(t[0], 1.0), "np.arctan2(...) instead of at2(...)"),
              (lambda t: math.lgamma(t[0]), "mutagrad.scipy.special.gammaln(...) instead of math.lgamma(...)")]
     for f, fix in cases:
@@ -1607,9 +1609,11 @@ def test_not_implemented_tangent_of_a_built_in_rule_names_the_users_line(f, name
 def test_a_power_of_a_not_implemented_derivative_stays_it():
     # (regress46: g ** 2 of a refused gradient was Python's bare TypeError, the reason and line lost)
     g = mg.not_implemented("no derivative here")
-    assert g ** 2 is g and 2.0 ** g is g and abs(g) is g
+    assert g ** 2 is g and 2.0 ** g is g and abs(g) is g and g % 2.0 is g and 2.0 // g is g
     with pytest.raises(mg.NotImplementedTangentError, match="no derivative here"):
         float(g ** 2)
+    with pytest.raises(mg.NotImplementedTangentError, match="no derivative here"):
+        round(g, 3)  # (regress47: printing a rounded gradient)
 
 
 def test_a_not_implemented_derivative_used_as_a_number_says_what_it_is():

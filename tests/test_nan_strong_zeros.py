@@ -1072,6 +1072,18 @@ def test_no_kink_warning_for_a_constant_argument_s_norm():
         np.testing.assert_allclose(mg.hessian(f)(np.float64(length), X), want, rtol=1e-13)
 
 
+def test_no_kink_warning_for_a_norm_an_inner_derivative_holds_constant():
+    # (regress46: an inner grad w.r.t. m of norm(z) * m**2, z traced by the outer grad only: the norm is
+    # differentiated once, and warned). d/dz of d/dm (|z| m**2) at m = 1.5 is 3 z/|z|: 0 at z = 0 (its kink)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        g = mg.grad(lambda z: mg.grad(lambda m: np.linalg.norm(z) * m ** 2)(1.5))(np.zeros(3))
+    np.testing.assert_array_equal(g, np.zeros(3))
+    z = np.array([0.3, -0.4, 1.2])  # (off the kink: 3 z / |z|, by hand)
+    np.testing.assert_allclose(mg.grad(lambda z: mg.grad(lambda m: np.linalg.norm(z) * m ** 2)(1.5))(z),
+                               3 * z / np.linalg.norm(z), rtol=1e-14)
+
+
 def test_no_kink_warning_where_the_zero_is_a_branch_not_taken():
     # (irls, graphics: a Huber loss at a zero residual, a guarded root of the rays that miss, the MAD; their
     # Hessians are right, and the warning made them errors under the filter errors.md names). A real |x| and

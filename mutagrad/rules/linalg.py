@@ -788,9 +788,15 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
+def _differentiated_twice(s):
+    """Whether ``s``, computed at the innermost level, carries a derivative there and at a level outside it (a
+    higher derivative; an inner level's constant of an outer traced value does not: regress46)."""
+    return isinstance(s, Tracer) and _carries_derivative(s) and carries_any_derivative(s._value)
+
+
 def _norm_root(s):
     """np.sqrt of a norm's sum of squares, warning where a higher derivative meets a zero sum (its kink)."""
-    if isinstance(s, Tracer) and carries_any_derivative(s._value) and not np.all(bottom(s)):
+    if _differentiated_twice(s) and not np.all(bottom(s)):
         kink_warning("np.linalg.norm at a zero vector")
     return np.sqrt(s)
 
@@ -815,7 +821,7 @@ def _np_norm(args, kwargs):
         # at the zero vector the norm has no derivative: 0 there (a subgradient, what central
         # differences and sqrt(sum(x**2)) give), in both modes, rather than inf * 0
         if bottom(s) == 0:
-            if isinstance(s, Tracer) and carries_any_derivative(s._value):  # (a higher derivative at the kink)
+            if _differentiated_twice(s):  # (a higher derivative at the kink)
                 kink_warning("np.linalg.norm at the zero vector")
             res = s * 0.0
         else:

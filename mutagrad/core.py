@@ -29,6 +29,7 @@ import fractions
 import gc
 import inspect
 import itertools
+import linecache
 import math
 import numbers
 import operator
@@ -2476,8 +2477,8 @@ def _scipy_rewrite(sub, name):
         return (" Integrate with explicit steps written in NumPy, which are differentiated: a fixed-step "
                 "RK4 loop (k1 = f(t, y); k2 = f(t + h/2, y + h/2 * k1); ...; y = y + h/6 * (k1 + 2*k2 + "
                 "2*k3 + k4)) into a preallocated array (ys = mnp.zeros((n, y0.size)), import mutagrad.numpy as mnp: "
-                "a traced buffer even where y0 is a plain constant; ys[i] = y); for adaptive steps, choose them on plain values (a run with mg.value(p)) and "
-                "take the same steps traced.")
+                "a traced buffer even where y0 is a plain constant; ys[i] = y); for adaptive steps, choose them "
+                "on plain values (a run with mg.value(p)) and take the same steps traced.")
     if sub == "interpolate" and short in ("RegularGridInterpolator", "interpn"):
         return (" Interpolate on the grid with NumPy operations, which are differentiated with respect to the "
                 "values (and the points): along each axis the cell index from np.floor of the plain coordinates "
@@ -2557,6 +2558,28 @@ def _scipy_hint(sub, name):
     return (f" mutagrad has no derivative rules for scipy{'.' + sub if sub else ''}: write the computation "
             "with NumPy operations on the traced values (a filter as a loop over the elements, an ODE solver "
             "as explicit steps, an optimizer's iterations), which are differentiated.")
+
+
+def _converting_call_error(call, user, conversion):
+    """The error for a function the user's line calls (named, an attribute or an item: math.sqrt, F["sin"])
+    that converts a traced value with ``conversion`` ("float", "complex"), naming the twin to call instead;
+    None where the call is that conversion itself, or none is named."""
+    if call is None or type(call.func) not in (ast.Name, ast.Attribute, ast.Subscript):
+        return None
+    name = ast.unparse(call.func)
+    if name == conversion:
+        return None
+    if name.endswith("interp") and name != "mnp.interp":
+        extra = (" np.interp dispatches on x, xp and fp only: with a traced left= or right= and plain "
+                 "x, xp, fp, use mnp.interp(...) (import mutagrad.numpy as mnp), which is differentiated.")
+    else:
+        fn = _named(call.func, user)
+        extra = _math_hint(fn, name)
+        mod = getattr(fn, "__module__", None) or ""
+        if not extra and mod.startswith("scipy."):
+            extra = _scipy_hint(mod.split(".")[1], getattr(fn, "__name__", name))
+    return escape_error(f"{name}(...) of a traced value (it converts it with {conversion}(x))", TracerEscapeError,
+                        extra, specific=bool(extra))  # (the twin to call first)
 
 
 def _math_hint(fn, name):
@@ -3541,30 +3564,17 @@ class Tracer:
                 call is not None and type(call.func) is ast.Attribute and call.func.attr == "fill"):
             raise escape_error("filling a plain NumPy array with a traced value (a.fill(x))", WriteToPlainArrayError,
                                _plain_copy_hint(plain_call_target(user_frame(frame))))
-        if call is not None and type(call.func) in (ast.Name, ast.Attribute, ast.Subscript):
-            name = ast.unparse(call.func)
-            if name != "float":  # (a plain-number function: math.sqrt, F["sin"])
-                extra = ""
-                if name.endswith("interp") and name != "mnp.interp":
-                    extra = (" np.interp dispatches on x, xp and fp only: with a traced left= or right= and plain "
-                             "x, xp, fp, use mnp.interp(...) (import mutagrad.numpy as mnp), which is differentiated.")
-                else:
-                    fn = _named(call.func, user_frame(frame))
-                    extra = _math_hint(fn, name)
-                    mod = getattr(fn, "__module__", None) or ""
-                    if not extra and mod.startswith("scipy."):
-                        extra = _scipy_hint(mod.split(".")[1], getattr(fn, "__name__", name))
-                err = escape_error(f"{name}(...) of a traced value (it converts it with float(x))",
-                                   TracerEscapeError, extra, specific=bool(extra))  # (the twin to call first)
-                if (frame.f_globals.get("__name__") or "") == "scipy.optimize._zeros_py":
-                    # SciPy's root finders' C code (brentq's) goes on after a failed conversion with
-                    # the error set, which makes later Python code fail at random: give it NaN, and
-                    # raise when the function returns (or what SciPy raises is replaced by this)
-                    from .errors import defer_escape
+        err = _converting_call_error(call, user_frame(frame), "float")
+        if err is not None:  # (a plain-number function: math.sqrt, F["sin"])
+            if (frame.f_globals.get("__name__") or "") == "scipy.optimize._zeros_py":
+                # SciPy's root finders' C code (brentq's) goes on after a failed conversion with
+                # the error set, which makes later Python code fail at random: give it NaN, and
+                # raise when the function returns (or what SciPy raises is replaced by this)
+                from .errors import defer_escape
 
-                    defer_escape(err)
-                    return float("nan")
-                raise err
+                defer_escape(err)
+                return float("nan")
+            raise err
         if at_an_operator(frame, "%"):  # ("loss %.3f" % x, kept: a printing statement converts above)
             from .errors import print_hint
 
@@ -3596,13 +3606,9 @@ class Tracer:
             raise escape_error("writing a traced value into the plain NumPy array" + (
                 "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
         user = user_frame(frame)
-        call = call_at(user)
-        if (call is not None and type(call.func) in (ast.Name, ast.Attribute, ast.Subscript)
-                and ast.unparse(call.func) != "complex"):
-            name = ast.unparse(call.func)  # (a plain-number function: cmath.exp)
-            extra = _math_hint(_named(call.func, user), name)
-            raise escape_error(f"{name}(...) of a traced value (it converts it with complex(x))", TracerEscapeError,
-                               extra, specific=bool(extra))
+        err = _converting_call_error(call_at(user), user, "complex")
+        if err is not None:  # (a plain-number function: cmath.exp)
+            raise err
         raise escape_error("complex(x)")
 
     def __index__(self):
@@ -4720,8 +4726,6 @@ def _plain_copy_of_constant(obj, array):
 
 def _converted_argument(filename, lineno):
     """The text of the first argument of the np.array(...) call on that line ("x" if it cannot be read)."""
-    import linecache
-
     try:
         tree = ast.parse(linecache.getline(filename, lineno).strip())
     except SyntaxError:
@@ -5415,8 +5419,6 @@ def _calling_numpy_python(frame):
 
 def _calling_at(frame) -> bool:
     """Whether the user's ``frame`` is at a call instruction (not a store: a write into an array)."""
-    import dis
-
     if frame is None:
         return False
     for ins in dis.get_instructions(frame.f_code):
@@ -5813,14 +5815,13 @@ def in_order_sources(db, flatpos, vb):
     dslot = slots(db, dp, pos).tolist()
     vslot = np.broadcast_to(slots(vb, vp, np.arange(vb.size)), (vb.size,)).tolist()
     mem = {}  # slot -> the slot whose original value it holds (absent: its own)
+    last = {}  # slot -> the step that wrote it last
     nv = len(vslot)
     for k, d in enumerate(dslot):
         s = vslot[k % nv]
         mem[d] = mem.get(s, s)
-    home = {s: e for e, s in enumerate(vslot)}
-    last = {}
-    for k, d in enumerate(dslot):
         last[d] = k
+    home = {s: e for e, s in enumerate(vslot)}
     ks = np.fromiter(last.values(), dtype=np.int64, count=len(last))
     src = [home.get(mem[dslot[k]], -1) for k in ks.tolist()]
     if min(src) < 0:  # (a value from a slot outside vb: not a flat assignment's)

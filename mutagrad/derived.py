@@ -33,7 +33,6 @@ from .pytree import (
     tree_unflatten,
 )
 from .tangents import (
-    _PLAIN_NUMBERS,
     AbstractZero,
     NoTangent,
     NotImplementedTangent,
@@ -226,9 +225,9 @@ def forward_from_reverse(prim):
             cts = list(pb(tree_unflatten(ytree, full) if ytree is not None else full[0]))
             for i in active:
                 if isinstance(cts[i], NotImplementedTangent):
-                    if _plain_zeros(tangents[i]):  # (a parameter held fixed in a traced vector: the missing
-                        cts[i] = ZERO  # derivative is not asked for, as in mutagrad's own rules)
-                        continue
+                    if isinstance(cts[i] * tangents[i], AbstractZero):  # (along a tangent of plain zeros, a
+                        cts[i] = ZERO  # parameter held fixed in a traced vector: not asked for, as in
+                        continue  # registry's elementwise rules)
                     raise _Unimplemented(cts[i])
                 if type(cts[i]) is NoTangent and prim.user:  # (final: "no derivative", whatever the tangent)
                     raise _Unimplemented(no_tangent_for_active(prim, i, None))
@@ -253,12 +252,6 @@ def forward_from_reverse(prim):
         return y, (tree_unflatten(ytree, full) if ytree is not None else full[0])
 
     return forward
-
-
-def _plain_zeros(t) -> bool:
-    """Whether a tangent is zero everywhere, as plain values (a traced one may have an outer derivative)."""
-    leaves = tree_leaves(t) if type(t) in (list, tuple, dict) else [t]
-    return all(type(v) in _PLAIN_NUMBERS and not np.any(v) for v in leaves)
 
 
 def _conj(v):

@@ -952,9 +952,10 @@ _REPEATED = ("np.roots: a repeated root has no derivative (it moves as a square 
 
 
 def _roots_jacobian(p, r):
-    """(J, repeated): J[i, k] = d r_i / d p_k, its rows of exactly repeated roots zero (``repeated``,
-    a mask, None if there is none); (J, groups) for roots closer than rounding (_split_by_rounding);
-    not_implemented there when a higher derivative differentiates J."""
+    """(J, repeated, groups): J[i, k] = d r_i / d p_k, its rows of exactly repeated roots zero (``repeated``,
+    a mask, None if there is none); ``groups``, the roots closer than rounding (_split_by_rounding), whose
+    rows sum to the derivative of the group's sum; J not_implemented there when a higher derivative
+    differentiates it."""
     n, m = np.shape(p)[0], np.shape(r)[0]
     V = r[:, None] ** np.arange(n - 1, -1, -1)  # V[i, k] = r_i^(N-1-k)
     lead = int(np.flatnonzero(np.asarray(bottom(p)))[0])
@@ -966,12 +967,11 @@ def _roots_jacobian(p, r):
         dp = np.where(repeated, 1.0, dp)
     groups = _split_by_rounding(np.asarray(bottom(p)), np.asarray(bottom(r)), db)
     if groups and (isinstance(p, Tracer) or isinstance(r, Tracer)):
-        return not_implemented(_SPLIT + " A second derivative there is not computed."), None
+        return not_implemented(_SPLIT + " A second derivative there is not computed."), None, groups
     J = -V / dp[:, None]
     if repeated is not None:
         J = np.where(repeated[:, None], 0.0, J)
-    # (a repeated root LAPACK split: (J, its groups), whose rows sum to the derivative of the group's sum)
-    return ((J, groups) if groups else J), repeated
+    return J, repeated, groups
 
 
 _SPLIT = ("np.roots: roots closer together than the rounding of their values allows (a repeated root LAPACK "
@@ -1009,14 +1009,13 @@ def _roots_rrule(p):
     def pullback(g):
         if np.size(r) == 0:
             return (ZERO,)
-        J, repeated = _roots_jacobian(p, r)
+        J, repeated, groups = _roots_jacobian(p, r)
         if isinstance(J, NotImplementedTangent):
             return (J,)
         if repeated is not None and np.any(np.asarray(bottom(g))[repeated] != 0):  # (a function of the simple
             return (not_implemented(_REPEATED),)  # roots alone is differentiated, as eig's values are)
-        if type(J) is tuple:  # split groups: differentiated where g is the same for each of a group's roots,
-            J, groups = J  # and where the rows' cancellation leaves 1e-8 of the sum (a triple root's: 2e-6)
-            gb = np.asarray(bottom(g))
+        if groups:  # split groups: differentiated where g is the same for each of a group's roots, and where
+            gb = np.asarray(bottom(g))  # the rows' cancellation leaves 1e-8 of the sum (a triple root's: 2e-6)
             if any(np.any(gb[grp] != gb[grp[0]]) for grp in groups) or any(
                     gb[grp[0]] != 0 and np.finfo(float).eps * np.max(np.sum(np.abs(J[grp]), axis=0))
                     > 1e-8 * np.max(np.abs(np.sum(J[grp], axis=0))) for grp in groups):
@@ -1031,12 +1030,12 @@ def _roots_frule(primals, tangents):
     r = _roots_impl(p)
     if np.size(r) == 0:
         return r, ZERO
-    J, repeated = _roots_jacobian(p, r)
+    J, repeated, groups = _roots_jacobian(p, r)
     if isinstance(J, NotImplementedTangent):
         return r, J
     if repeated is not None:  # (a repeated root moves as a square root: none in forward mode)
         return r, not_implemented(_REPEATED)
-    if type(J) is tuple:  # (split groups: forward mode cannot tell a sum over the group from another function)
+    if groups:  # (split groups: forward mode cannot tell a sum over the group from another function)
         return r, not_implemented(_SPLIT + " Forward mode cannot tell, and refuses: use reverse mode.")
     return r, J @ t
 

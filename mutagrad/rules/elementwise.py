@@ -28,6 +28,7 @@ from ..core import (
     active_levels,
     bind,
     bottom,
+    carries_any_derivative,
     get_primitive,
     in_order,
     lift,
@@ -38,7 +39,6 @@ from ..core import (
     write_out,
     write_replayed,
 )
-from ..core import carries_any_derivative
 from ..errors import MutationError, NoRuleError, kink_warning, user_line
 from ..registry import (_FP_KEYS, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)

@@ -27,9 +27,8 @@ import weakref
 
 import numpy as np
 
-from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, get_primitive, plain_operand,
-                    plain_operands, strong_operand, write_out, write_replayed)
-from ..core import carries_any_derivative
+from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, carries_any_derivative,
+                    get_primitive, plain_operand, plain_operands, strong_operand, write_out, write_replayed)
 from ..errors import kink_warning, user_line
 from ..registry import LAYOUT_EXACT, _Meta, pins
 from ..registry import conj_if_complex as _cj
@@ -788,16 +787,18 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
-def _differentiated_twice(s):
-    """Whether ``s``, computed at the innermost level, carries a derivative there and at a level outside it (a
-    higher derivative; an inner level's constant of an outer traced value does not: regress46)."""
-    return isinstance(s, Tracer) and _carries_derivative(s) and carries_any_derivative(s._value)
+def _norm_kink(s):
+    """Warn where a higher derivative meets a norm's zero sum of squares ``s`` (its kink): ``s`` carries a
+    derivative at the innermost level and at one outside it (an inner level's constant of an outer traced
+    value does not: regress46)."""
+    if (isinstance(s, Tracer) and _carries_derivative(s) and carries_any_derivative(s._value)
+            and not np.all(bottom(s))):
+        kink_warning("np.linalg.norm at a zero vector")
 
 
 def _norm_root(s):
-    """np.sqrt of a norm's sum of squares, warning where a higher derivative meets a zero sum (its kink)."""
-    if _differentiated_twice(s) and not np.all(bottom(s)):
-        kink_warning("np.linalg.norm at a zero vector")
+    """np.sqrt of a norm's sum of squares (:func:`_norm_kink`)."""
+    _norm_kink(s)
     return np.sqrt(s)
 
 
@@ -821,8 +822,7 @@ def _np_norm(args, kwargs):
         # at the zero vector the norm has no derivative: 0 there (a subgradient, what central
         # differences and sqrt(sum(x**2)) give), in both modes, rather than inf * 0
         if bottom(s) == 0:
-            if _differentiated_twice(s):  # (a higher derivative at the kink)
-                kink_warning("np.linalg.norm at the zero vector")
+            _norm_kink(s)
             res = s * 0.0
         else:
             res = np.sqrt(s)

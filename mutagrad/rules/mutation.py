@@ -327,6 +327,18 @@ def _at_sums_frule(primals, tangents):
 at_sums_p.rrule, at_sums_p.frule = _at_sums_rrule, _at_sums_frule
 
 
+def _rounds(positions):
+    """The hits of each round of a ``ufunc.at`` with repeated ``positions`` (the r-th occurrence of every
+    position in round r), each in index order: found by one sort (a scan of all hits per round made a
+    position hit k times cost k times the hits)."""
+    if not positions.size:
+        return []
+    occ = _occurrences(positions)
+    ends = np.cumsum(np.bincount(occ))
+    by_round = np.argsort(occ, kind="stable")
+    return np.split(by_round, ends[:-1])
+
+
 def _occurrences(inv):
     """Each element's occurrence number among the equal entries of ``inv``, in order."""
     order = np.argsort(inv, kind="stable")
@@ -401,8 +413,7 @@ def _fold_weights(vals, b, inv, ufunc, out):
 
 def _fold_weights_by_rounds(vb, bf, invf, ufunc, first, second, shape):
     cur = np.array(vb, copy=True)
-    occ = _occurrences(invf)
-    rounds = [np.flatnonzero(occ == r) for r in range(int(occ.max()) + 1)] if invf.size else []
+    rounds = _rounds(invf)
     d_cur = np.empty(invf.size)
     d_b = np.empty(invf.size)
     for sel in rounds:  # (within a round each position once: NumPy's one-element steps, vectorized)
@@ -579,13 +590,10 @@ def _ufunc_at_into(ufunc, a, indices, b):
     if b is not None:
         bb = np.broadcast_to(b, pshape) if bshape != pshape else b
         bflat = np.copy(np.reshape(bb, (-1,)))  # NumPy reads b before the loop (b may overlap a)
-    occ = _occurrences(flatpos)
-    by_round = np.argsort(occ, kind="stable")  # (each round's hits in index order, found once: a scan of all
-    ends = np.cumsum(np.bincount(occ))  # hits per round made a hub's k hits cost k * n)
+    rounds = _rounds(flatpos)
 
     def apply_rounds():
-        for r in range(ends.size):
-            sel = by_round[ends[r - 1] if r else 0:ends[r]]
+        for sel in rounds:
             idx = tuple(np.unravel_index(flatpos[sel], ashape)) if ashape else ()  # (0-d: its one element)
             cur = a[idx] if ashape else a[...]
             write(a, idx, ufunc(cur, bflat[sel] if ashape else np.reshape(bflat[sel], ()))

@@ -642,13 +642,15 @@ def _reads_of(d, n):
 DROP_SIZE = 64  # arrays of at most this many elements are not worth dropping
 
 
-def drop_unread(xs, needed):
+def drop_unread(xs, needed, plain=None):
     """Replace, in list ``xs``, the arrays no partial reads (positions not in
     ``needed``) by their shape and dtype, so that temporaries die now. Small
-    arrays are not worth it."""
+    arrays are not worth it, except the operation's plain operands themselves
+    (``plain``: its operands), a reference to the caller's array."""
     for i in range(len(xs)):
         x = xs[i]
-        if type(x) is np.ndarray and x.size > DROP_SIZE and i not in needed:
+        if type(x) is np.ndarray and (x.size > DROP_SIZE or (plain is not None and x is plain[i])) and (
+                i not in needed):
             xs[i] = _Meta(x.shape, x.dtype)
 
 

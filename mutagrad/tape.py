@@ -760,6 +760,7 @@ class ReverseLevel(Level):
         inputs = []  # (storage, geometry, position) of the active arguments
         i = 0
         viewed = False  # a view among the arguments (see unpin)
+        plain = False  # a plain array among them (see _ew_record)
         for x in leaves:
             tx = type(x)
             if tx is ArrayTracer or tx is ScalarTracer:
@@ -775,6 +776,7 @@ class ReverseLevel(Level):
             else:
                 if tx is _ndarray:
                     viewed = viewed or x.base is not None
+                    plain = True
                 elif tx is not float and foreign_subclass(x):
                     raise subclass_error(x)
                 vals.append(x)
@@ -813,23 +815,27 @@ class ReverseLevel(Level):
         if into is not None:
             y = self._elide(prim, vals, leaves, into, need)
             if y is not None:
-                return self._ew_record(prim, leaves, vals, inputs, need, out_read, y, viewed)
+                return self._ew_record(prim, leaves, vals, inputs, need, out_read, y, viewed, plain)
         if scalar_op is not None and type(vals[0]) in _SCALAR_OP_TYPES and type(vals[1]) in _SCALAR_OP_TYPES:
             y = scalar_op(vals[0], vals[1])  # (core.ew_value, inlined: the hottest path)
         else:
             y = prim.elementwise[2](*vals)
-        return self._ew_record(prim, leaves, vals, inputs, need, out_read, y, viewed)
+        return self._ew_record(prim, leaves, vals, inputs, need, out_read, y, viewed, plain)
 
-    def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y, viewed=True):
+    def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y, viewed=True, plain=True):
         """Wrap the result ``y`` of an elementwise primitive and record it as
         one EWRecord (keeping only the arguments its partials read; ``viewed``: views may be
-        among them)."""
+        among them; ``plain``: plain arrays may be, which the record lets go of whatever their
+        size: holding one would count as a reference to it, and stop ``d -= t * np.round(d / t)``
+        on a plain ``d`` nothing else names giving ``d`` a new traced array, see core._promoted_inplace)."""
         ty = type(y)
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             st = Storage(self, y)
             out = ArrayTracer(y, self, st, None, False)
             if y.size > DROP_SIZE or not y.size:  # (the arguments of a nonempty result are no larger)
                 drop_unread(vals, need)
+            elif plain:
+                drop_unread(vals, need, leaves)
         elif ty in _FLOAT_SCALARS and ty is not float and ty is not complex:
             st = Storage(self, y)
             out = ScalarTracer(y, self, st, None, True)

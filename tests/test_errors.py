@@ -810,6 +810,23 @@ def test_in_place_operator_rebinding_after_a_traced_read_of_any_size(n):
         np.testing.assert_allclose(g[i, j], (f(A + h * E) - f(A - h * E)) / (2 * h), rtol=1e-6)
 
 
+@pytest.mark.parametrize("n", [4, 64, 65])
+def test_in_place_minimum_image_on_a_plain_array_of_any_size(n):
+    # moldyn: `d -= L * np.round(d / L)` on plain separations; the record of `d / L` kept the plain d
+    # it does not read while d had 64 elements or fewer, which counted as a second reference to d
+    pos = np.linspace(-4.3, 4.9, n)
+
+    def energy(L):
+        d = pos - pos[0] * 0.5
+        d -= L * np.round(d / L)
+        return np.sum(d ** 2)
+
+    h = 1e-6
+    np.testing.assert_allclose(mg.grad(energy)(2.5), (energy(2.5 + h) - energy(2.5 - h)) / (2 * h), rtol=1e-6)
+    r = np.round((pos - pos[0] * 0.5) / 2.5)  # the hand derivative: sum 2 (d - L r) (-r)
+    np.testing.assert_allclose(mg.grad(energy)(2.5), np.sum(-2 * r * (pos - pos[0] * 0.5 - 2.5 * r)), rtol=1e-12)
+
+
 def test_in_place_operator_on_a_plain_array_nothing_else_refers_to_makes_it_traced():
     # `K /= s` rebinds K to what the operator returns: a plain K that no other name, view or
     # container refers to becomes a new traced array (torch's clone(); +=), as `K = K / s` would

@@ -484,7 +484,7 @@ at_picks_p.rrule, at_picks_p.frule = _fold_rules(_at_picks_impl, _at_picks_weigh
 class _SmoothFold:
     """The ufunc of a smooth ``ufunc.at`` fold and its derivative (see :func:`_smooth_fold_at`)."""
 
-    __slots__ = ("ufunc", "wv", "wb")
+    __slots__ = ("ufunc", "wb", "wv")
 
     def __init__(self, ufunc, wv, wb):
         self.ufunc, self.wv, self.wb = ufunc, wv, wb
@@ -519,7 +519,7 @@ def _smooth_fold_at(ufunc, a, b, pshape, flatpos, ashape):
     got = _gathered(ufunc, a, b, pshape, flatpos, ashape)
     if got is None:
         return False
-    bflat, inv, idx, start, exact = got
+    bflat, inv, idx, start, _ = got
     w = _smooth_fold_weights(ufunc, partials[1], np.asarray(bottom(start)), np.asarray(bottom(bflat)), inv)
     if w is None:
         return False
@@ -553,7 +553,7 @@ def _smooth_fold_weights(ufunc, partials, start, values, inv):
         ds = []
         for d in partials:
             dv = d if type(d) is int else _partial(d, (met, values), res)
-            if isinstance(dv, NotImplementedTangent) or isinstance(dv, Tracer):
+            if isinstance(dv, (NotImplementedTangent, Tracer)):
                 return None
             dv = np.broadcast_to(np.asarray(dv), inv.shape)
             if dv.dtype.kind not in "fiu" or not np.all(np.isfinite(dv)):

@@ -827,6 +827,22 @@ def test_in_place_minimum_image_on_a_plain_array_of_any_size(n):
     np.testing.assert_allclose(mg.grad(energy)(2.5), np.sum(-2 * r * (pos - pos[0] * 0.5 - 2.5 * r)), rtol=1e-12)
 
 
+@pytest.mark.parametrize("read", [lambda p, x: p + x, lambda p, x: np.add(p, x), lambda p, x: p - x[:],
+                                  lambda p, x: np.maximum(p, x)])
+def test_in_place_operator_after_a_plain_operand_was_read_by_a_traced_operation(read):
+    # chemkin: `y = p + x; x += y` on a plain x of zeros was refused in reverse mode (jvp took it): the record
+    # of `p + x` held the plain x (or a view of it) its derivative does not read. By hand, x = p - (+) 0: 2 p
+    def f(p):
+        x = np.zeros(2)
+        y = read(p, x)
+        x += y
+        return np.sum(x * x)
+
+    p = np.array([0.3, 0.7])
+    np.testing.assert_allclose(mg.grad(f)(p), 2 * p, rtol=1e-15)
+    np.testing.assert_allclose(mg.jvp(f, (p,), (np.ones(2),))[1], 2 * np.sum(p), rtol=1e-15)
+
+
 def test_in_place_operator_on_a_plain_array_nothing_else_refers_to_makes_it_traced():
     # `K /= s` rebinds K to what the operator returns: a plain K that no other name, view or
     # container refers to becomes a new traced array (torch's clone(); +=), as `K = K / s` would

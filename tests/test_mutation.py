@@ -2985,3 +2985,33 @@ def test_flat_assignment_to_no_position_writes_nothing():
             return np.sum(b * b)
 
         np.testing.assert_array_equal(mg.grad(f)(np.arange(6.0)), 2 * np.arange(6.0))
+
+
+@pytest.mark.parametrize("ufunc", [np.add, np.subtract, np.maximum, np.power, np.multiply])
+def test_ufunc_at_of_complex_values_into_a_real_array_warns_once_at_the_users_line(ufunc):
+    # (powergrid: np.add.at's ComplexWarning came from mutagrad's own call of ufunc.at, one per call of it:
+    # a filter on the user's module missed it). NumPy warns once, at the line of the call; the derivative
+    # is that of the real result, by central differences of the plain call
+    def f(r):
+        b = np.zeros_like(r) + 1.5
+        ufunc.at(b, [0, 0, 1], r * (1 + 0.5j))
+        return np.sum(b ** 2)
+
+    r = np.array([1.1, 0.7, 1.3])
+
+    def caught(call):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = call()
+        return out, [(x.category, x.filename, x.lineno) for x in w]
+
+    want, plain = caught(lambda: f(r.copy()))
+    assert len(plain) == 1 and plain[0][:2] == (np.exceptions.ComplexWarning, __file__)
+    g, traced = caught(lambda: mg.grad(f)(r.copy()))
+    assert traced == plain
+    (value, tangent), traced = caught(lambda: mg.jvp(f, (r.copy(),), (np.ones(3),)))
+    assert traced == plain and value == want
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        np.testing.assert_allclose(g, _fd_grad(f, r.copy()), rtol=1e-7)
+    np.testing.assert_allclose(tangent, np.sum(g), rtol=1e-12)

@@ -36,7 +36,7 @@ from ..core import (
     with_replayed_bits,
     write,
 )
-from ..errors import complex_into_real
+from ..errors import complex_into_real, warn_complex_cast
 from ..tangents import NoTangent, is_zero
 from .elementwise import _picks
 from .indexing import FlatIter, _along_axis_index, cycle_to, flat_positions
@@ -668,6 +668,12 @@ def _ufunc_at_into(ufunc, a, indices, b):
     fold = (at_sums_p if ufunc is np.add or ufunc is np.subtract
             else at_picks_p if ufunc in _PICKS and kind == "f" else None)
     if fold is not None and b is not None and kind in "fc" and _sums_operand(b):
+        if kind == "f" and np.result_type(bottom(b)).kind == "c" and not np.any(np.isnan(np.imag(bottom(b)))):
+            # complex values into a real array: NumPy's ComplexWarning, once, at the user's line (the rule's own
+            # calls of ufunc.at warned in mutagrad's code, each), and their real parts, which a sum or a pick
+            # of the complex values has for its real part (the loop casts each result to a's dtype)
+            warn_complex_cast()
+            b = np.real(b)
         once = _positions_once(flatpos, int(np.size(bottom(a))))
         if once is not None:
             # repeated positions: one gather, NumPy's own loop in index order on the gathered
@@ -696,11 +702,13 @@ def _ufunc_at_into(ufunc, a, indices, b):
     rounds = _rounds(flatpos)
 
     def apply_rounds():
-        for sel in rounds:
+        for k, sel in enumerate(rounds):
             idx = tuple(np.unravel_index(flatpos[sel], ashape)) if ashape else ()  # (0-d: its one element)
             cur = a[idx] if ashape else a[...]
-            write(a, idx, ufunc(cur, bflat[sel] if ashape else np.reshape(bflat[sel], ()))
-                  if b is not None else ufunc(cur))
+            new = ufunc(cur, bflat[sel] if ashape else np.reshape(bflat[sel], ())) if b is not None else ufunc(cur)
+            if k and complex_into_real(bottom(a), bottom(new)):  # (NumPy's ComplexWarning once, as for its one call)
+                new = np.real(new)
+            write(a, idx, new)
 
     if bottom(a).dtype.kind == "c" or ufunc is np.power:
         # complex products and quotients, and powers (NumPy's vector loop of np.power is not its

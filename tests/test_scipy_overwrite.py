@@ -446,3 +446,34 @@ def test_a_result_scipy_computes_in_its_own_converted_copy_has_its_layout(dtype)
     fd = numerical_grad(lambda a, b: f(a, b, sl.solve)[0], (a.astype(np.float64), b.astype(np.float64)), (0, 1))
     for gi, fi in zip(g, fd):  # (a float16 gradient: float16's precision)
         np.testing.assert_allclose(gi, fi, rtol=1e-6 if dtype is np.longdouble else 3e-3, atol=1e-8)
+
+
+def test_solves_chained_through_scipys_read_only_result():
+    # chemkin: `c = solve(J, c, overwrite_b=True)` in a loop: SciPy returns c itself as a read-only view and
+    # writes into it again at the next call (LAPACK ignores the flag); mutagrad refused the second call.
+    # By hand: after k steps c = J^-k c0, so d sum(c) / d c0 = 1^T J^-k; other read-only arrays stay refused
+    J = np.array([[2.0, 0.1], [0.3, 1.5]])
+
+    def make(solve, copy):
+        def f(c0):
+            c = c0.copy() if copy else c0
+            for _ in range(3):
+                c = solve(J, c, overwrite_b=True)
+            return np.sum(c)
+        return f
+
+    Jinv = np.linalg.inv(J)
+    want = np.ones(2) @ Jinv @ Jinv @ Jinv
+    for copy in (True, False):
+        c0 = np.array([1.0, 2.0])
+        plain = c0.copy()
+        value = make(sl.solve, copy)(plain)
+        c = c0.copy()
+        v, g = mg.value_and_grad(make(msl.solve, copy))(c)
+        assert v == value and np.array_equal(c, plain)  # (the argument overwritten as SciPy overwrites it)
+        np.testing.assert_allclose(g, want, rtol=1e-13)
+        t = np.array([0.3, -1.1])
+        np.testing.assert_allclose(mg.jvp(make(msl.solve, True), (c0,), (t,))[1], want @ t, rtol=1e-13)
+    b = np.broadcast_to(np.array([1.0, 2.0]), (2,))
+    with pytest.raises(mg.MutationError, match="writes into `b`, which is read-only"):
+        mg.grad(lambda s: np.sum(msl.solve(J * s, b, overwrite_b=True)))(1.0)

@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 import scipy.linalg as sl
 
-from ...core import Tracer, bottom, replicas, write
+from ...core import ArrayTracer, Tracer, bottom, replicas, write
 from ...errors import MutationError, WriteToPlainArrayError, escape_error, user_line
 from ...pytree import tree_flatten, tree_map, tree_unflatten
 from ...registry import conj_if_complex as _cj
@@ -179,6 +179,27 @@ def _as_returned(x, y, r):
     return x[...] if y.flags.writeable else np.broadcast_to(x, np.shape(x))
 
 
+def _writable_twin(x):
+    """The writable traced array whose memory the read-only traced ``x`` shows element for element, as
+    :func:`_as_returned` gives a result SciPy returns read-only (solve's x of a vector b: SciPy writes into it
+    again when it is passed back with overwrite_b=True, LAPACK ignoring the flag); None for other read-only
+    arrays (a broadcast, np.diagonal, an argument passed read-only), which mutagrad does not write."""
+    if type(x) is not ArrayTracer or x._geom is None:
+        return None
+    st = x._storage
+    whole = st.owner() if st.owner is not None else None
+    if whole is None:  # (no traced array of all of it is alive: `c = solve(J, c, overwrite_b=True)` rebinds c)
+        root = st.root
+        if root is None:
+            return None
+        whole = ArrayTracer(root, x._level, st, None, False)
+    wb, xb = bottom(whole), bottom(x)
+    if (isinstance(wb, np.ndarray) and wb.flags.writeable and wb.shape == xb.shape and wb.strides == xb.strides
+            and wb.dtype == xb.dtype and wb.ctypes.data == xb.ctypes.data):
+        return whole
+    return None
+
+
 def _shares(x, y):
     if not np.may_share_memory(x, y):
         return False
@@ -276,6 +297,10 @@ class _Overwrites:
             traced = [v for d in deps for v in _flat_leaves(arg[d]) if isinstance(v, Tracer)]
             writes.append((flag, p, None, _left_by_scipy(*traced, values=r, why=why) if traced else r.copy()))
         for flag, p, i, v in writes:
+            if isinstance(bottom(arg[p]), np.ndarray) and not bottom(arg[p]).flags.writeable:
+                twin = _writable_twin(arg[p])
+                if twin is not None:  # (SciPy's own read-only result of an earlier call, written again by
+                    arg[p] = twin     # SciPy: `c = solve(J, c, overwrite_b=True)` in a loop)
             if isinstance(bottom(arg[p]), np.ndarray) and not bottom(arg[p]).flags.writeable:
                 raise MutationError(
                     f"{self.name} with {flag}=True at {user_line()} writes into `{p}`, which is read-only: SciPy's "

@@ -160,7 +160,11 @@ def render() -> str:
          "rows are the distributions of `mutagrad.scipy.stats`, written with the differentiable functions above "
          "(their values agree with SciPy's to a few units in the last place, not bit for bit). "
          "A `scipy.sparse` matrix is a constant (it holds plain numbers): its products with traced arrays and "
-         "the sparse solves are differentiated with respect to the traced operand."),
+         "the sparse solves are differentiated with respect to the traced operand. `numpy.polynomial` has no "
+         "rows: its functions and series classes are NumPy's plain-Python code, which takes a traced x in the "
+         "`*val` functions but converts traced coefficients (and `*vander`'s x, a series object's argument) with "
+         "np.asarray; those calls raise `TracerEscapeError` naming the rewrite (`chebvander(x, deg) @ c` for "
+         "`chebval(x, c)`, `chebval(x, p.convert().coef)` for `p(x)`)."),
         "",
         "| function | reverse | forward | how |",
         "|---|:---:|:---:|---|",

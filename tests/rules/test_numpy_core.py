@@ -322,6 +322,8 @@ MUTATION_CASES = [
     ("np.add.at", _mut(lambda a, b: np.subtract.at(a, [1, 1, 1], b ** 2)), (R(3), R(3))),
     ("np.maximum.at", _mut(lambda a, b: np.maximum.at(a, [2, 0, 2], b)), (R(3), R(3))),  # (repeats: a fold)
     ("np.maximum.at", _mut(lambda a, b: np.fmin.at(a, [1, 1, 1], b ** 2)), (R(3), R(3))),
+    ("np.power.at", _mut(lambda a, b: np.hypot.at(a, [2, 0, 2], b)), (R(3), R(3))),  # (repeats: a smooth fold)
+    ("np.power.at", _mut(lambda a, b: np.arctan2.at(a, [1, 1, 1], b ** 2 + 1.0)), (R(3), R(3))),
 ]
 
 PLAIN = {  # functions of metadata only, computed on plain values: checked for not dropping anything

@@ -2338,6 +2338,29 @@ _DISTANCES = {
     "squareform": "squareform(d) of a condensed vector is a matrix filled by D = np.zeros_like(d, shape=(n, n)); "
                   "D[np.triu_indices(n, 1)] = d; D = D + D.T",
 }
+for _d in ("euclidean", "sqeuclidean", "cityblock", "cosine", "minkowski", "chebyshev", "correlation", "braycurtis",
+           "canberra", "seuclidean", "mahalanobis"):
+    _DISTANCES[_d] = (f"{_d}(u, v) of two vectors: np.linalg.norm(u - v) is the Euclidean distance (sqeuclidean "
+                      "np.sum((u - v) ** 2), cityblock np.sum(np.abs(u - v)), chebyshev np.max(np.abs(u - v)), "
+                      "minkowski np.sum(np.abs(u - v) ** p) ** (1 / p), cosine 1 - u @ v / (np.linalg.norm(u) * "
+                      "np.linalg.norm(v)))")
+_SPATIAL_INDICES = {
+    "KDTree": ("A k-d tree's neighbours are indices, piecewise constant in the points: build the tree on the plain "
+               "values, tree = {name}(mg.value(x)), and compute the distances of the pairs it finds from the traced "
+               "x, which are differentiated (i, j = tree.query_pairs(r, output_type='ndarray').T; "
+               "np.linalg.norm(x[i] - x[j], axis=1); for d, k = tree.query(y, n): np.linalg.norm(y[:, None] - "
+               "x[k], axis=-1))."),
+    "Delaunay": ("A {name}'s simplices (vertices, regions) are indices, piecewise constant in the points: compute it "
+                 "on mg.value(x) and the geometry from the traced x at those indices, which is differentiated (a "
+                 "triangle's area from a, b, c = x[s[:, 0]], x[s[:, 1]], x[s[:, 2]]: 0.5 * np.abs((b - a)[:, 0] * "
+                 "(c - a)[:, 1] - (b - a)[:, 1] * (c - a)[:, 0]); a 2-D hull's area by the shoelace formula over "
+                 "p = x[hull.vertices]: 0.5 * np.abs(np.sum(p[:, 0] * np.roll(p[:, 1], -1) - np.roll(p[:, 0], -1) "
+                 "* p[:, 1])))."),
+}
+for _n in ("cKDTree",):
+    _SPATIAL_INDICES[_n] = _SPATIAL_INDICES["KDTree"]
+for _n in ("ConvexHull", "Voronoi", "HalfspaceIntersection"):
+    _SPATIAL_INDICES[_n] = _SPATIAL_INDICES["Delaunay"]
 _RANKS = ("{} of the ranks is piecewise constant in the data (its derivative is zero wherever it has one): "
           "call it on mg.stop_gradient(x) for its value; a differentiable surrogate (a soft rank, Pearson's "
           "np.corrcoef of the values) is another function.")
@@ -2473,6 +2496,9 @@ def _scipy_rewrite(sub, name):
                                                             else "."))
     if short in _DISTANCES:
         return f" Write the distances with NumPy operations, which are differentiated: {_DISTANCES[short]}."
+    if sub == "spatial" and (short in _SPATIAL_INDICES or name.split(".", 1)[0] in _SPATIAL_INDICES):
+        cls = short if short in _SPATIAL_INDICES else name.split(".", 1)[0]
+        return " " + _SPATIAL_INDICES[cls].format(name=cls)
     if short in _ODE_SOLVERS:
         return (" Integrate with explicit steps written in NumPy, which are differentiated: a fixed-step "
                 "RK4 loop (k1 = f(t, y); k2 = f(t + h/2, y + h/2 * k1); ...; y = y + h/6 * (k1 + 2*k2 + "

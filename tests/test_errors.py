@@ -1317,6 +1317,26 @@ def test_fill_diagonal_of_a_plain_array_with_a_traced_value_is_named_as_a_write(
     check_grads(g, np.array([0.5, 1.0, 2.0]))
 
 
+def test_scipy_spatial_trees_and_meshes_name_the_plain_build_and_the_traced_geometry():
+    # sph: cKDTree(x) of traced points got the generic "write it with NumPy" advice; its neighbours are
+    # indices: the tree on mg.value(x), the distances from the traced x (the rewrite, by central differences)
+    spatial = pytest.importorskip("scipy.spatial")
+    x = np.random.default_rng(0).uniform(size=(12, 2))
+    for make in (spatial.cKDTree, spatial.KDTree):
+        msg = _raises(lambda x, make=make: np.sum(make(x).query(x, 2)[0]), x, mg.TracerEscapeError)
+        assert f"tree = {make.__name__}(mg.value(x))" in msg and "an ODE solver" not in msg and HERE in msg
+    msg = _raises(lambda x: spatial.ConvexHull(x).volume, x, mg.TracerEscapeError)
+    assert "on mg.value(x)" in msg and "shoelace" in msg
+    msg = _raises(lambda x: spatial.distance.euclidean(x[0], x[1]), x, mg.TracerEscapeError)
+    assert "np.linalg.norm(u - v)" in msg
+
+    def energy(x):  # the rewrite named
+        i, j = spatial.cKDTree(mg.value(x)).query_pairs(0.4, output_type="ndarray").T
+        return np.sum((0.4 - np.linalg.norm(x[i] - x[j], axis=1)) ** 2)
+
+    check_grads(energy, x, modes=("rev", "fwd"))
+
+
 def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     spatial = pytest.importorskip("scipy.spatial.distance")
     integrate = pytest.importorskip("scipy.integrate")

@@ -1100,3 +1100,35 @@ def test_no_kink_warning_where_the_zero_is_a_branch_not_taken():
         warnings.simplefilter("error", mg.KinkWarning)
         for f, at in ((huber, np.array([0.0, 0.5, 2.0])), (rays, np.array([-2.0, 0.5]))):
             np.testing.assert_allclose(mg.hessian(f)(at), fd_hessian(f, at, 1e-4), atol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [np.maximum, np.minimum, np.fmax, np.fmin])
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # (the sums of inf and -inf)
+def test_picks_share_the_derivative_by_the_documented_rule(fn):
+    # (the partials are two comparisons and a sum where no NaN is present, np.where's cascade where one is)
+    # the rule by hand: the winner 1, ties (-0.0 and 0.0 too) half each; np.maximum and np.minimum give a NaN
+    # argument (the first of two) all of it, np.fmax and np.fmin a number over a NaN
+    vals = [-np.inf, -1.0, -0.0, 0.0, 2.0, np.inf, np.nan]
+    a = np.repeat(vals, len(vals))
+    b = np.tile(vals, len(vals))
+    nan_wins = fn in (np.maximum, np.minimum)
+    want_a = np.empty(a.size)
+    for k, (x, y) in enumerate(zip(a, b)):
+        if np.isnan(x) or np.isnan(y):
+            want_a[k] = (1.0 if np.isnan(x) else 0.0) if nan_wins else (0.0 if np.isnan(x) else 1.0)
+            if not nan_wins and np.isnan(x) and np.isnan(y):
+                want_a[k] = 0.0
+        else:
+            want_a[k] = 0.5 if x == y else float(fn(x, y) == x)
+    want_b = np.where(np.isnan(a) & np.isnan(b), 0.0, 1.0 - want_a)  # (two NaNs: b gets nothing)
+    for sel in (slice(None), [0], [3, 4]):  # (NaN-free parts take the two comparisons)
+        ga, gb = mg.grad(lambda a, b: np.sum(fn(a, b)), argnums=(0, 1))(a[sel], b[sel])
+        np.testing.assert_array_equal(ga, want_a[sel])
+        np.testing.assert_array_equal(gb, want_b[sel])
+    clean = ~(np.isnan(a) | np.isnan(b))
+    ga, gb = mg.grad(lambda a, b: np.sum(fn(a, b)), argnums=(0, 1))(a[clean], b[clean])
+    np.testing.assert_array_equal(ga, want_a[clean])
+    np.testing.assert_array_equal(gb, want_b[clean])
+    t = mg.jvp(lambda a: fn(a, b[clean]), (a[clean],), (np.ones(clean.sum()),))[1]
+    np.testing.assert_array_equal(t, want_a[clean])
+    assert mg.grad(lambda s: fn(s, 2.0))(2.0) == 0.5 and mg.grad(lambda s: fn(3.0, s))(2.0) == float(fn(3.0, 2.0) == 2.0)

@@ -3447,6 +3447,18 @@ class Tracer:
                                    TracerEscapeError, f" Stack them instead: np.stack({seq}) (arrays of one shape) "
                                    f"or mnp.array({seq}) (import mutagrad.numpy as mnp; nested lists and numbers "
                                    "too), which are differentiated.", specific=True)
+            if type(arg) is ast.Call and it in ("array", "asarray", "asanyarray") and _users_function(
+                    _named(arg.func, frame) if isinstance(arg.func, (ast.Name, ast.Attribute)) else None):
+                # np.array(cs(z)): what the call returned, one traced array or a tuple of them (kepler: the
+                # message named x.copy(), which a tuple does not have)
+                src = ast.unparse(arg)
+                raise escape_error(
+                    f"np.{it}({src}) of a traced array or of a list or tuple of traced values (it makes a plain "
+                    "ndarray)", TracerEscapeError,
+                    f" Use mnp.array({src}) (import mutagrad.numpy as mnp), which takes plain and traced values, "
+                    f"arrays and lists or tuples of them, differentiated; or np.stack({src}) for a tuple of arrays "
+                    f"of one shape{', or the array itself for one array' if it != 'array' else ''}.",
+                    specific=True)
             # np.asarray(H @ x): a conversion of one traced array (named x unless it is a name already)
             name = ast.unparse(arg) if type(arg) in (ast.Name, ast.Attribute) else "x"
             fix = _CONVERTERS[it]
@@ -5464,6 +5476,12 @@ _AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{};
              "plain values, write mnp.asarray(x) (import mutagrad.numpy as mnp), which returns a traced array as it "
              "is, stacks a list of traced values and converts anything else as np.asarray does.")
 # NumPy's converters of one array, and the fix for each when it is given a traced array
+def _users_function(fn) -> bool:
+    """Whether ``fn`` is a Python function of the user's (not NumPy's, SciPy's or mutagrad's), which may return
+    a tuple as well as an array."""
+    return type(fn) is types.FunctionType and not (fn.__module__ or "").startswith(("numpy", "scipy", "mutagrad"))
+
+
 _CONVERTERS = {
     "asarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
     "asanyarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
@@ -6137,6 +6155,19 @@ def _map_objects(a, fn, api):
 _MAPPING = threading.local()  # .memo: id -> the new array, for the arrays of objects being mapped
 
 
+# the arrays whose memory mg.value has shown of a traced array, by id: code that ignores the read-only flag
+# (SciPy's LAPACK wrappers with overwrite_b=True) would change traced values unseen (see exported_memory)
+_VALUE_OWNERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def exported_memory(a) -> bool:
+    """Whether the plain array ``a`` shows memory of a traced array: mg.value of one, or a view of that."""
+    o = a
+    while type(o.base) is _ndarray:
+        o = o.base
+    return _VALUE_OWNERS.get(id(o)) is o
+
+
 def value(x):
     """The plain value of ``x`` as a read-only ndarray view (no derivative); of a container, of
     each leaf. An object mutagrad does not look into (a pint Quantity, a user's class) is refused
@@ -6168,6 +6199,11 @@ def value(x):
             t = t._value
         v = b.view()
         v.flags.writeable = False
+        if isinstance(x, Tracer):
+            o = b
+            while type(o.base) is _ndarray:
+                o = o.base
+            _VALUE_OWNERS[id(o)] = o
         return v
     if isinstance(x, Tracer) and x._scalar and weak(x):
         return b.item()  # a Python float stands for itself

@@ -844,7 +844,7 @@ class ReverseLevel(Level):
             out, st = self.wrap_output(y, leaves, ins, prim.fresh)
             if st is None:
                 return out
-            drop_unread(vals, need)
+            drop_unread(vals, need, leaves if plain else None)
         if viewed:
             unpin(vals, need)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
@@ -1022,7 +1022,9 @@ class ReverseLevel(Level):
         elementwise = type(pb) is ElementwisePullback  # (a rule called directly)
         if prim.reads is not None and (elementwise or getattr(type(pb), "trims_operands", False)):  # (matmul's)
             xs = list(pb.xs)
-            drop_unread(xs, need)  # let temporaries no pullback reads die now
+            # let temporaries no pullback reads die now (and an elementwise rule's plain operands, at any size: see
+            # _ew_record)
+            drop_unread(xs, need, leaves if elementwise and len(xs) == len(leaves) else None)
             unpin(xs, need)
             pb.xs = tuple(xs)
             if elementwise and not out_read:

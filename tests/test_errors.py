@@ -825,6 +825,10 @@ def test_in_place_minimum_image_on_a_plain_array_of_any_size(n):
     np.testing.assert_allclose(mg.grad(energy)(2.5), (energy(2.5 + h) - energy(2.5 - h)) / (2 * h), rtol=1e-6)
     r = np.round((pos - pos[0] * 0.5) / 2.5)  # the hand derivative: sum 2 (d - L r) (-r)
     np.testing.assert_allclose(mg.grad(energy)(2.5), np.sum(-2 * r * (pos - pos[0] * 0.5 - 2.5 * r)), rtol=1e-12)
+    # second order with an inner reverse level (regress48: the record there held d while its result was an
+    # outer level's tracer): by hand, sum 2 r**2
+    for second in (mg.hessian(energy), mg.grad(mg.grad(energy)), lambda L: mg.jvp(mg.grad(energy), (L,), (1.0,))[1]):
+        np.testing.assert_allclose(second(2.5), np.sum(2 * r ** 2), rtol=1e-12)
 
 
 @pytest.mark.parametrize("read", [lambda p, x: p + x, lambda p, x: np.add(p, x), lambda p, x: p - x[:],

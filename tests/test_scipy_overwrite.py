@@ -463,17 +463,36 @@ def test_solves_chained_through_scipys_read_only_result():
         return f
 
     Jinv = np.linalg.inv(J)
-    want = np.ones(2) @ Jinv @ Jinv @ Jinv
-    for copy in (True, False):
-        c0 = np.array([1.0, 2.0])
+    for copy, c0 in ((True, np.array([1.0, 2.0])), (False, np.array([1.0, 2.0])), (True, np.array([[1.0], [2.0]]))):
+        want = (np.ones(2) @ Jinv @ Jinv @ Jinv).reshape(c0.shape)  # (a column: SciPy's view has stride 0 there)
         plain = c0.copy()
         value = make(sl.solve, copy)(plain)
         c = c0.copy()
         v, g = mg.value_and_grad(make(msl.solve, copy))(c)
         assert v == value and np.array_equal(c, plain)  # (the argument overwritten as SciPy overwrites it)
         np.testing.assert_allclose(g, want, rtol=1e-13)
-        t = np.array([0.3, -1.1])
-        np.testing.assert_allclose(mg.jvp(make(msl.solve, True), (c0,), (t,))[1], want @ t, rtol=1e-13)
+        t = np.array([0.3, -1.1]).reshape(c0.shape)
+        np.testing.assert_allclose(mg.jvp(make(msl.solve, True), (c0,), (t,))[1], np.sum(want * t), rtol=1e-13)
     b = np.broadcast_to(np.array([1.0, 2.0]), (2,))
     with pytest.raises(mg.MutationError, match="writes into `b`, which is read-only"):
         mg.grad(lambda s: np.sum(msl.solve(J * s, b, overwrite_b=True)))(1.0)
+
+
+def test_an_overwrite_into_mg_value_of_a_traced_array_is_refused():
+    # (regress48) mg.value(c) is a read-only view of c's memory; SciPy wrote the solution into it regardless
+    # and c's derivative stayed that of its old values: [2, 2] where the plain function's is 2 1^T J^-1
+    J = np.array([[2.0, 0.1], [0.3, 1.5]])
+
+    def f(p):
+        c = p * 2.0
+        msl.solve(J, mg.value(c), overwrite_b=True)
+        return np.sum(c)
+
+    with pytest.raises(mg.MutationError, match=r"writes into `b`, mg.value\(...\) of a traced array"):
+        mg.grad(f)(np.array([0.3, 0.7]))
+
+    def g(p):  # (a copy of the value is SciPy's to overwrite)
+        c = p * 2.0
+        return np.sum(c) + np.sum(msl.solve(J, np.array(mg.value(c)), overwrite_b=True))
+
+    np.testing.assert_array_equal(mg.grad(g)(np.array([0.3, 0.7])), [2.0, 2.0])

@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 import scipy.linalg as sl
 
-from ...core import ArrayTracer, Tracer, bottom, replicas, write
+from ...core import STATE, ArrayTracer, Tracer, bottom, exported_memory, replicas, write
 from ...errors import MutationError, WriteToPlainArrayError, escape_error, user_line
 from ...pytree import tree_flatten, tree_map, tree_unflatten
 from ...registry import conj_if_complex as _cj
@@ -194,9 +194,8 @@ def _writable_twin(x):
             return None
         whole = ArrayTracer(root, x._level, st, None, False)
     wb, xb = bottom(whole), bottom(x)
-    if (isinstance(wb, np.ndarray) and wb.flags.writeable and wb.shape == xb.shape and wb.strides == xb.strides
-            and wb.dtype == xb.dtype and wb.ctypes.data == xb.ctypes.data):
-        return whole
+    if isinstance(wb, np.ndarray) and wb.flags.writeable and wb.dtype == xb.dtype and _same_memory(xb, wb):
+        return whole  # (element for element: a column's stride along its length-1 axis is SciPy's 0)
     return None
 
 
@@ -254,6 +253,7 @@ class _Overwrites:
         values into the arrays not in ``shared`` (those read by no other matrix) to the caller."""
         bound = self.sig.bind(*args, **kwargs)
         if not _has_tracer(list(bound.arguments.values())):
+            self._not_into_traced_memory(bound.arguments)
             return self.scipy_fn(*args, **kwargs)  # (plain: SciPy's own call)
         bound.apply_defaults()
         arg = dict(bound.arguments)
@@ -327,6 +327,21 @@ class _Overwrites:
                     and not w.flags.c_contiguous and not bottom(g).flags.f_contiguous):
                 new[i] = g.copy(order="F")
         return tree_unflatten(outdef, new)
+
+    def _not_into_traced_memory(self, arg):
+        """Refuse a flag naming mg.value of a traced array (or a view of it): read-only, but SciPy's LAPACK
+        wrappers write into it regardless, which would change the traced array's values unseen."""
+        if not STATE.levels:
+            return
+        for f, (p, _) in self.flags.items():
+            v = arg.get(p)
+            if arg.get(f) and isinstance(v, np.ndarray) and not v.flags.writeable and exported_memory(v):
+                raise MutationError(
+                    f"{self.name} with {f}=True at {user_line()} writes into `{p}`, mg.value(...) of a traced array "
+                    "(a read-only view of its memory): SciPy's LAPACK wrappers write into it regardless of the flag, "
+                    f"which would change the traced array's values without a record, and its derivative with them. "
+                    f"Pass the traced array itself (its overwrite is then differentiated), {f}=False, or a copy "
+                    "(np.array(mg.value(x))).")
 
     def _untouched(self, args, kwargs, p, targets):
         """Whether SciPy's call writes nothing into the array ``p`` (it works on a copy: a layout or

@@ -54,6 +54,7 @@ from .errors import (
     at_a_store,
     at_an_operator,
     call_at,
+    compared_in_a_test,
     escape_error,
     index_valued_call,
     method_calls,
@@ -3586,6 +3587,8 @@ class Tracer:
         frame = sys._getframe(1)
         if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
             return float(bottom(self))
+        if compared_in_a_test(frame):  # (`if float(err) < tol: break`: the number goes into the test alone, which
+            return float(bottom(self))  # carries no derivative)
         self._check_thread("float(x)")
         if storing_into_subscript(frame):  # NumPy converting for the write itself
             target = plain_write_target(frame)
@@ -3625,7 +3628,7 @@ class Tracer:
             if storing_into_subscript():
                 raise ValueError("setting an array element with a sequence.")  # (NumPy's, for a plain array)
             return int(bottom(self))  # (NumPy's TypeError)
-        if self._may_convert():
+        if self._may_convert() or compared_in_a_test(sys._getframe(1)):  # (`if int(n) > k:`, see __float__)
             return int(bottom(self))
         self._check_thread("int(x)")
         if storing_into_subscript():
@@ -3665,6 +3668,8 @@ class Tracer:
 
     def item(self, *args):
         if self._may_convert() or (not args and np.size(bottom(self)) != 1):  # (not one element: NumPy's ValueError)
+            return bottom(self).item(*args)
+        if compared_in_a_test(sys._getframe(1)):  # (`if err.item() < tol:`: into the test alone, see __float__)
             return bottom(self).item(*args)
         self._check_thread("x.item()")
         raise escape_error("x.item()")

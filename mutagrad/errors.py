@@ -545,6 +545,35 @@ def _position(frame):
         return None
 
 
+def compared_in_a_test(frame) -> bool:
+    """Whether the call the user's ``frame`` is executing (``float(err)``, ``err.item()``) is an operand of a
+    comparison in the condition of an ``if``, ``while``, ``assert`` or conditional expression (``if float(err) <
+    tol: break``): a test, which the traced value takes as it is."""
+    call = call_at(frame)
+    if call is None:
+        return False
+    tree = _file_tree(frame.f_code.co_filename)
+    key = (id(tree), id(call))
+    hit = _COMPARED.get(key)
+    if hit is not None and hit[0] is call:  # (a loop's test: the file walked once)
+        return hit[1]
+    found = False
+    for node in ast.walk(tree):
+        test = getattr(node, "test", None)
+        if not isinstance(test, ast.expr) or not (test.lineno <= call.lineno <= (test.end_lineno or test.lineno)):
+            continue
+        for sub in ast.walk(test):
+            if isinstance(sub, ast.Compare) and any(c is call for c in [sub.left, *sub.comparators]):
+                found = True
+    if len(_COMPARED) > 1024:
+        _COMPARED.clear()
+    _COMPARED[key] = (call, found)
+    return found
+
+
+_COMPARED: dict = {}  # (id of a file's AST, id of a call in it) -> (the call, compared_in_a_test's answer)
+
+
 def call_at(frame, kind=ast.Call):
     """The ``ast.Call`` (``kind``: an ``ast.BinOp``...) the user's ``frame`` is executing (found from
     the position of its current instruction, in any statement, a ``for`` or ``with`` header too), or None."""

@@ -786,9 +786,15 @@ class ReverseLevel(Level):
         if dest is not None:
             dv = dest._value
             if type(dv) is not _ndarray or type(prim.elementwise[2]) is not np.ufunc or (
-                    np.result_type(*vals) != dv.dtype) or (
-                    np.broadcast_shapes(*[np.shape(v) for v in vals]) != dv.shape):
+                    np.result_type(*vals) != dv.dtype):
                 return None
+            shape = dv.shape
+            for v in vals:  # (the common case, operands of dest's shape and numbers, without np.broadcast_shapes)
+                sv = getattr(v, "shape", ())
+                if sv != shape and sv != ():
+                    if np.broadcast_shapes(*[np.shape(v) for v in vals]) != shape:
+                        return None
+                    break
         if prim.linear:
             need, out_read = (), False
         else:

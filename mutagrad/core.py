@@ -26,6 +26,7 @@ import copy
 import dataclasses
 import dis
 import fractions
+import functools
 import gc
 import inspect
 import itertools
@@ -3587,7 +3588,7 @@ class Tracer:
         frame = sys._getframe(1)
         if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
             return float(bottom(self))
-        if compared_in_a_test(frame):  # (`if float(err) < tol: break`: the number goes into the test alone, which
+        if compared_in_a_test(frame, float):  # (`if float(err) < tol: break`: the number goes into the test alone, which
             return float(bottom(self))  # carries no derivative)
         self._check_thread("float(x)")
         if storing_into_subscript(frame):  # NumPy converting for the write itself
@@ -3628,7 +3629,7 @@ class Tracer:
             if storing_into_subscript():
                 raise ValueError("setting an array element with a sequence.")  # (NumPy's, for a plain array)
             return int(bottom(self))  # (NumPy's TypeError)
-        if self._may_convert() or compared_in_a_test(sys._getframe(1)):  # (`if int(n) > k:`, see __float__)
+        if self._may_convert() or compared_in_a_test(sys._getframe(1), int):  # (`if int(n) > k:`, see __float__)
             return int(bottom(self))
         self._check_thread("int(x)")
         if storing_into_subscript():
@@ -3669,7 +3670,7 @@ class Tracer:
     def item(self, *args):
         if self._may_convert() or (not args and np.size(bottom(self)) != 1):  # (not one element: NumPy's ValueError)
             return bottom(self).item(*args)
-        if compared_in_a_test(sys._getframe(1)):  # (`if err.item() < tol:`: into the test alone, see __float__)
+        if compared_in_a_test(sys._getframe(1), "item"):  # (`if err.item() < tol:`: into the test alone, see __float__)
             return bottom(self).item(*args)
         self._check_thread("x.item()")
         raise escape_error("x.item()")
@@ -5484,6 +5485,12 @@ _AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{};
 def _users_function(fn) -> bool:
     """Whether ``fn`` is a Python function of the user's (not NumPy's, SciPy's or mutagrad's), which may return
     a tuple as well as an array."""
+    while True:  # (a bound method's function, a functools.partial's)
+        inner = getattr(fn, "__func__", None) if type(fn) is types.MethodType else (
+            fn.func if type(fn) is functools.partial else None)
+        if inner is None:
+            break
+        fn = inner
     return type(fn) is types.FunctionType and not (fn.__module__ or "").startswith(("numpy", "scipy", "mutagrad"))
 
 

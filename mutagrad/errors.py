@@ -545,12 +545,21 @@ def _position(frame):
         return None
 
 
-def compared_in_a_test(frame) -> bool:
-    """Whether the call the user's ``frame`` is executing (``float(err)``, ``err.item()``) is an operand of a
-    comparison in the condition of an ``if``, ``while``, ``assert`` or conditional expression (``if float(err) <
-    tol: break``): a test, which the traced value takes as it is."""
+def compared_in_a_test(frame, convert) -> bool:
+    """Whether the call the user's ``frame`` is executing is the conversion ``convert`` (``float`` or ``int``,
+    called by that name, or "item", a method ``.item()``) of the traced value, as an operand of a comparison in
+    the condition of an ``if``, ``while``, ``assert`` or conditional expression (``if float(err) < tol:
+    break``): a test, which the traced value takes as it is. (Another call there, a C method converting
+    inside, ``vals.extend(map(float, x)) is None``, keeps the numbers: no.)"""
     call = call_at(frame)
     if call is None:
+        return False
+    fn = call.func
+    if convert == "item":
+        if type(fn) is not ast.Attribute or fn.attr != "item":
+            return False
+    elif type(fn) is not ast.Name or frame.f_locals.get(fn.id, frame.f_globals.get(
+            fn.id, getattr(frame.f_builtins, "get", lambda k: None)(fn.id))) is not convert:
         return False
     tree = _file_tree(frame.f_code.co_filename)
     key = (id(tree), id(call))

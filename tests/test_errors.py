@@ -1,5 +1,6 @@
 """Never silently wrong: every path that would drop a derivative raises a
 DifferentiationError naming the operation, the user's line and the fix."""
+import array
 import collections
 import collections.abc
 import dataclasses
@@ -129,6 +130,16 @@ def test_a_conversion_of_what_a_users_function_returns_names_both_readings():
     assert "mnp.array(_cos_sin(z))" in msg and "np.stack(_cos_sin(z))" in msg and "x.copy()" not in msg
     msg = _raises(lambda z: np.sum(np.array(np.cos(z))), np.array([0.1, 0.2]), mg.TracerEscapeError)
     assert msg.startswith("np.array(x) of a traced array") and "x.copy()" in msg
+
+    class Model:  # (regress49: a bound method, a functools.partial)
+        def cs(self, z):
+            return np.cos(z), np.sin(z)
+
+    m = Model()
+    part = functools.partial(_cos_sin)
+    for fn, src in ((lambda z: np.sum(np.array(m.cs(z))), "m.cs(z)"), (lambda z: np.sum(np.asarray(part(z))), "part(z)")):
+        msg = _raises(fn, np.array([0.1, 0.2]), mg.TracerEscapeError)
+        assert "of a traced array or of a list or tuple" in msg and f"mnp.array({src})" in msg, msg
     z = np.array([0.1, 0.2])  # (the fix it names: d/dz of sum(cos z + sin z) by hand)
     np.testing.assert_allclose(mg.grad(lambda z: np.sum(mnp.array(_cos_sin(z))))(z), np.cos(z) - np.sin(z))
 
@@ -5663,6 +5674,27 @@ def test_a_conversion_compared_in_a_test_is_allowed():
     want = 1 / (1 - 0.5 * np.cos(E))
     for mode in (0, 1, 2):
         np.testing.assert_allclose(mg.grad(kepler(mode))(M), want, rtol=1e-12)
+
+    def extend(x):  # (regress49: a C method converting inside a compared call keeps the numbers: refused)
+        vals = []
+        if vals.extend(map(float, x)) is None:
+            pass
+        return vals[0] * vals[1] + np.sum(x)
+
+    def fill(x):
+        p = np.zeros(2)
+        if p.fill(x[0]) is None:
+            pass
+        return np.sum(p * x)
+
+    def append(x):
+        a = array.array("d")
+        if a.append(x[0]) is None:
+            pass
+        return a[0] * x[1]
+
+    for f, cls in ((extend, mg.TracerEscapeError), (fill, mg.WriteToPlainArrayError), (append, mg.TracerEscapeError)):
+        _raises(f, np.array([0.3, 0.7]), cls)
 
     def walrus(x):  # (the number kept beside the test: refused)
         if (v := float(np.sum(x))) > 0:

@@ -454,21 +454,21 @@ def test_solves_chained_through_scipys_read_only_result():
     # By hand: after k steps c = J^-k c0, so d sum(c) / d c0 = 1^T J^-k; other read-only arrays stay refused
     J = np.array([[2.0, 0.1], [0.3, 1.5]])
 
-    def make(solve, copy):
+    def make(solve, copied):
         def f(c0):
-            c = c0.copy() if copy else c0
+            c = c0.copy() if copied else c0
             for _ in range(3):
                 c = solve(J, c, overwrite_b=True)
             return np.sum(c)
         return f
 
     Jinv = np.linalg.inv(J)
-    for copy, c0 in ((True, np.array([1.0, 2.0])), (False, np.array([1.0, 2.0])), (True, np.array([[1.0], [2.0]]))):
+    for copied, c0 in ((True, np.array([1.0, 2.0])), (False, np.array([1.0, 2.0])), (True, np.array([[1.0], [2.0]]))):
         want = (np.ones(2) @ Jinv @ Jinv @ Jinv).reshape(c0.shape)  # (a column: SciPy's view has stride 0 there)
         plain = c0.copy()
-        value = make(sl.solve, copy)(plain)
+        value = make(sl.solve, copied)(plain)
         c = c0.copy()
-        v, g = mg.value_and_grad(make(msl.solve, copy))(c)
+        v, g = mg.value_and_grad(make(msl.solve, copied))(c)
         assert v == value and np.array_equal(c, plain)  # (the argument overwritten as SciPy overwrites it)
         np.testing.assert_allclose(g, want, rtol=1e-13)
         t = np.array([0.3, -1.1]).reshape(c0.shape)

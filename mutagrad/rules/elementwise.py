@@ -7,6 +7,7 @@ mutation machinery and masked-out elements are never evaluated.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -794,13 +795,12 @@ def _has_nan(x) -> bool:
     propagates into, for a float or complex array."""
     t = type(x)
     if t is float:
-        return x != x
+        return math.isnan(x)
     kind = np.result_type(x).kind
     if kind not in "fc" or not np.size(x):
         return False
     with np.errstate(invalid="ignore"):
-        m = np.min(x)
-    return bool(m != m)
+        return bool(np.isnan(np.min(x)))
 
 
 defelementwise(np.maximum, *_picks(np.maximum))

@@ -152,7 +152,7 @@ class Primitive:
     """
 
     __slots__ = ("fn", "_name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts", "moves",
-                 "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "__weakref__")
+                 "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "eager", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -178,6 +178,11 @@ class Primitive:
         self.fresh_cts = False
         # (rrule, partials, function, frule) for functions defined by defelementwise: the levels' fast paths
         self.elementwise = None
+        # eager(vals, positions): for an elementwise function whose partials are piecewise constant (np.maximum's
+        # 0, 1/2, 1), what its record keeps in place of the operands, the partials at the active positions
+        # computed now (registry.EagerPartial), so that the operands are not kept nor saved before a write
+        # into them (np.maximum(h, 0, out=h), np.clip(x, lo, hi, out=x)); None: the operands are kept
+        self.eager = None
         # its rules get a weak traced scalar as the Python number it stands for, whose dtype yields
         # to the arrays it meets (elementwise functions, np.where, user primitives, which get what
         # a plain call passes); the other built-in rules get its NumPy scalar, as np.asarray makes it

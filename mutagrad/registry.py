@@ -642,6 +642,17 @@ def _reads_of(d, n):
 DROP_SIZE = 64  # arrays of at most this many elements are not worth dropping
 
 
+class EagerPartial:
+    """In a record's operands, in place of an operand: its shape and the partial of the function with
+    respect to it, computed when the operation ran (Primitive.eager), which the partial function returns."""
+
+    __slots__ = ("shape", "value")
+
+    def __init__(self, shape, value):
+        self.shape = shape
+        self.value = value
+
+
 def drop_unread(xs, needed, plain=None):
     """Replace, in list ``xs``, the arrays no partial reads (positions not in
     ``needed``) by their shape and dtype, so that temporaries die now. Small

@@ -795,8 +795,12 @@ class ReverseLevel(Level):
                     if np.broadcast_shapes(*[np.shape(v) for v in vals]) != shape:
                         return None
                     break
+        eager = None
         if prim.linear:
             need, out_read = (), False
+        elif prim.eager is not None:  # (the partials now, kept in place of the operands)
+            need, out_read = (), False
+            eager = prim.eager(vals, [i for _, _, i in inputs])
         else:
             reads = prim.reads
             if len(inputs) == 1:
@@ -817,16 +821,16 @@ class ReverseLevel(Level):
                 elif tx is _ndarray:  # a plain array, which the caller may change: its private copy
                     vals[i] = self.snapshot(x)
         if dest is not None:
-            return self._ew_into(prim, vals, inputs, need, dest, dv)
+            return self._ew_into(prim, vals, inputs, need, dest, dv, eager)
         if into is not None:
             y = self._elide(prim, vals, leaves, into, need)
             if y is not None:
-                return self._ew_record(prim, leaves, vals, inputs, need, out_read, y, viewed, plain)
+                return self._ew_record(prim, leaves, eager or vals, inputs, need, out_read, y, viewed, plain)
         if scalar_op is not None and type(vals[0]) in _SCALAR_OP_TYPES and type(vals[1]) in _SCALAR_OP_TYPES:
             y = scalar_op(vals[0], vals[1])  # (core.ew_value, inlined: the hottest path)
         else:
             y = prim.elementwise[2](*vals)
-        return self._ew_record(prim, leaves, vals, inputs, need, out_read, y, viewed, plain)
+        return self._ew_record(prim, leaves, eager or vals, inputs, need, out_read, y, viewed, plain)
 
     def _ew_record(self, prim, leaves, vals, inputs, need, out_read, y, viewed=True, plain=True):
         """Wrap the result ``y`` of an elementwise primitive and record it as
@@ -897,7 +901,7 @@ class ReverseLevel(Level):
         into._value = _ELIDED  # (a stack temporary dies now; an object array's element must not be read)
         return buf
 
-    def _ew_into(self, prim, vals, inputs, need, dest, dv):
+    def _ew_into(self, prim, vals, inputs, need, dest, dv, eager=None):
         s = self.check_writable(dest)
         if s.pristine:
             s.pristine = False  # (an active result is written)
@@ -907,6 +911,8 @@ class ReverseLevel(Level):
             if type(v) is _ndarray and v is not dv and pins(v):
                 vals[i] = v.copy()
         prim.elementwise[2](*vals, out=dv)
+        if eager is not None:
+            vals = eager
         drop_unread(vals, need)
         unpin(vals, need, dv)  # (the views no partial reads: their shapes)
         line = self._line()

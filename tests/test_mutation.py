@@ -3015,3 +3015,39 @@ def test_ufunc_at_of_complex_values_into_a_real_array_warns_once_at_the_users_li
         warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
         np.testing.assert_allclose(g, _fd_grad(f, r.copy()), rtol=1e-7)
     np.testing.assert_allclose(tangent, np.sum(g), rtol=1e-12)
+
+
+def test_in_place_picks_keep_their_partials_not_their_operands():
+    # (traffic) np.maximum(x, c, out=x) and np.clip(x, lo, hi, out=x) kept x for their partials, so the write
+    # saved a copy of it: a step's record now keeps its partial (an int8 code per element), not x. By hand:
+    # d/dx of the loop is the product over steps of [x > bound] (a tie half), checked with central differences
+    import tracemalloc
+
+    def relu_steps(x):
+        for _ in range(6):
+            np.maximum(x, 0.1, out=x)
+            x -= 0.2
+        return np.sum(x * x)
+
+    def clip_steps(x):
+        for _ in range(6):
+            np.clip(x, -0.3, 0.4, out=x)
+            x *= 1.1
+        return np.sum(x ** 3)
+
+    rng = np.random.default_rng(4)
+    x0 = rng.standard_normal(40)
+    for f in (relu_steps, clip_steps):
+        np.testing.assert_allclose(mg.grad(f)(x0.copy()), _fd_grad(f, x0.copy()), rtol=1e-6, atol=1e-9)
+        t = rng.standard_normal(40)
+        np.testing.assert_allclose(mg.jvp(f, (x0.copy(),), (t,))[1], mg.grad(f)(x0.copy()) @ t, rtol=1e-12)
+    # ties (half) and a NaN (np.maximum gives it all; the partials then by np.where): by hand
+    x = np.array([0.1, 0.5, -1.0, np.nan])
+    g = mg.grad(lambda x: np.nansum(np.maximum(x, 0.1, out=x) * np.array([1.0, 2.0, 3.0, 4.0])))(x.copy())
+    np.testing.assert_array_equal(g, [0.5, 2.0, 0.0, 0.0])
+    big = rng.standard_normal(10 ** 5)
+    tracemalloc.start()
+    mg.grad(relu_steps)(big.copy())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 7 * big.nbytes  # (a saved copy per step: 13 arrays of x)

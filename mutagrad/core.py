@@ -179,9 +179,10 @@ class Primitive:
         # (rrule, partials, function, frule) for functions defined by defelementwise: the levels' fast paths
         self.elementwise = None
         # eager(vals, positions): for an elementwise function whose partials are piecewise constant (np.maximum's
-        # 0, 1/2, 1), what its record keeps in place of the operands, the partials at the active positions
-        # computed now (registry.EagerPartial), so that the operands are not kept nor saved before a write
-        # into them (np.maximum(h, 0, out=h), np.clip(x, lo, hi, out=x)); None: the operands are kept
+        # 0, 1/2, 1; np.abs's sign), what its record keeps in place of the operands, the partials at the active
+        # positions computed now (registry.EagerPartial), so that the operands are not kept nor saved before a
+        # write into them (np.maximum(h, 0, out=h), np.clip(x, lo, hi, out=x)); None (the attribute, or its
+        # answer for these operands): the operands are kept
         self.eager = None
         # its rules get a weak traced scalar as the Python number it stands for, whose dtype yields
         # to the arrays it meets (elementwise functions, np.where, user primitives, which get what

@@ -798,9 +798,8 @@ class ReverseLevel(Level):
         eager = None
         if prim.linear:
             need, out_read = (), False
-        elif prim.eager is not None:  # (the partials now, kept in place of the operands)
-            need, out_read = (), False
-            eager = prim.eager(vals, [i for _, _, i in inputs])
+        elif prim.eager is not None and (eager := prim.eager(vals, [i for _, _, i in inputs])) is not None:
+            need, out_read = (), False  # (the partials now, kept in place of the operands)
         else:
             reads = prim.reads
             if len(inputs) == 1:

@@ -3594,8 +3594,8 @@ class Tracer:
         frame = sys._getframe(1)
         if _integer_draw(frame, _F64):  # a scalar parameter of an integer draw (rng.poisson(lam))
             return float(bottom(self))
-        if compared_in_a_test(frame, float):  # (`if float(err) < tol: break`: the number goes into the test alone, which
-            return float(bottom(self))  # carries no derivative)
+        if compared_in_a_test(frame, float):
+            return float(bottom(self))  # (`if float(err) < tol: break`: into the test alone, which has no derivative)
         self._check_thread("float(x)")
         if storing_into_subscript(frame):  # NumPy converting for the write itself
             target = plain_write_target(frame)
@@ -5487,7 +5487,8 @@ _PACKAGE_HINTS = {
 _AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{}; in code that also runs on "
              "plain values, write mnp.asarray(x) (import mutagrad.numpy as mnp), which returns a traced array as it "
              "is, stacks a list of traced values and converts anything else as np.asarray does.")
-# NumPy's converters of one array, and the fix for each when it is given a traced array
+
+
 def _users_function(fn) -> bool:
     """Whether ``fn`` is a Python function of the user's (not NumPy's, SciPy's or mutagrad's), which may return
     a tuple as well as an array."""
@@ -5500,6 +5501,7 @@ def _users_function(fn) -> bool:
     return type(fn) is types.FunctionType and not (fn.__module__ or "").startswith(("numpy", "scipy", "mutagrad"))
 
 
+# NumPy's converters of one array, and the fix for each when it is given a traced array
 _CONVERTERS = {
     "asarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
     "asanyarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
@@ -6178,11 +6180,16 @@ _MAPPING = threading.local()  # .memo: id -> the new array, for the arrays of ob
 _VALUE_OWNERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
+def _base_array(a):
+    """The array at the end of ``a``'s chain of bases that are arrays (``a`` itself if it has none)."""
+    while type(a.base) is _ndarray:
+        a = a.base
+    return a
+
+
 def exported_memory(a) -> bool:
     """Whether the plain array ``a`` shows memory of a traced array: mg.value of one, or a view of that."""
-    o = a
-    while type(o.base) is _ndarray:
-        o = o.base
+    o = _base_array(a)
     return _VALUE_OWNERS.get(id(o)) is o
 
 
@@ -6218,9 +6225,7 @@ def value(x):
         v = b.view()
         v.flags.writeable = False
         if isinstance(x, Tracer):
-            o = b
-            while type(o.base) is _ndarray:
-                o = o.base
+            o = _base_array(b)
             _VALUE_OWNERS[id(o)] = o
         return v
     if isinstance(x, Tracer) and x._scalar and weak(x):

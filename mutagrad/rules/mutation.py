@@ -390,26 +390,45 @@ def _fold_weights(vals, b, inv, ufunc, out):
     # (ties: each position's values in index order, a group; the fold before each value, the one-step
     # partials, and the products of the later steps' partials, by scans over the groups in log2 of the
     # longest one's steps: the fold is associative, NaNs included, and its values are its operands)
+    groups = _groups(invf)
+    order, grp, _, _, rank = groups
+    x = bf[order]
+    incl = _group_scan(x, rank, ufunc, forward=True)  # the fold of the group's values up to each one
+    prev = vb.reshape(-1)[grp]
+    c = np.where(rank > 0, ufunc(prev, np.roll(incl, 1)), prev)  # (the running value each step meets)
+    wv, wb = _chained(groups, np.asarray(first(c, x, None), np.float64), np.asarray(second(c, x, None), np.float64),
+                      vb.size, np.float64)
+    return wv.reshape(vb.shape), wb.reshape(inv.shape)
+
+
+def _groups(invf):
+    """(order, grp, starts, lengths, rank) of the hits ``invf`` (positions, in index order): the stable sort that
+    groups each position's hits, the positions so sorted, where each group starts, its length, and each hit's
+    place in its group."""
     order = np.argsort(invf, kind="stable")
-    grp, x = invf[order], bf[order]
+    grp = invf[order]
     n = grp.size
     starts = np.r_[0, np.flatnonzero(grp[1:] != grp[:-1]) + 1] if n else np.zeros(0, np.intp)
     lengths = np.diff(np.r_[starts, n])
-    rank = np.arange(n) - np.repeat(starts, lengths)  # (each value's place in its group)
-    incl = _group_scan(x, rank, ufunc, forward=True)  # the fold of the group's values up to each one
-    prev = vb.reshape(-1)[grp]
-    before = rank > 0
-    c = np.where(before, ufunc(prev, np.roll(incl, 1)), prev)  # (the running value each step meets)
-    d_cur = np.asarray(first(c, x, None), np.float64)
-    d_b = np.asarray(second(c, x, None), np.float64)
-    later = _group_scan(d_cur, (lengths - 1)[np.repeat(np.arange(starts.size), lengths)] - rank, np.multiply,
-                        forward=False)  # (products of the partials from each step to its group's end)
+    return order, grp, starts, lengths, np.arange(n) - np.repeat(starts, lengths)
+
+
+def _chained(groups, d_cur, d_b, nvals, dtype):
+    """(d result / d start, d result / d each value) of folds ``c = f(c, b_i)`` over the hits of
+    :func:`_groups`, from the one-step partials in the running value ``d_cur`` and in the value ``d_b`` (both in
+    the groups' order): a value's, its partial times the product of the later steps' ``d_cur`` (a scan in log2 of
+    the longest group's steps); a start's, the product of all of its group's (1 where no value reaches it)."""
+    order, grp, starts, lengths, rank = groups
+    n = grp.size
+    with np.errstate(all="ignore"):
+        later = _group_scan(np.asarray(d_cur, dtype), (lengths - 1)[np.repeat(np.arange(starts.size), lengths)] - rank,
+                            np.multiply, forward=False)  # (products of the partials from each step to its group's end)
     last = np.r_[grp[1:] != grp[:-1], True] if n else np.zeros(0, bool)
-    wb = np.empty(n)
+    wb = np.empty(n, dtype)
     wb[order] = d_b * np.where(last, 1.0, np.roll(later, -1))
-    acc = np.ones(vb.shape).reshape(-1)
-    acc[grp[starts]] = later[starts]
-    return acc.reshape(vb.shape), wb.reshape(inv.shape)
+    wv = np.ones(nvals, dtype)
+    wv[grp[starts]] = later[starts]
+    return wv, wb
 
 
 def _fold_weights_by_rounds(vb, bf, invf, ufunc, first, second, shape):
@@ -423,12 +442,9 @@ def _fold_weights_by_rounds(vb, bf, invf, ufunc, first, second, shape):
         d_cur[sel] = first(c, x, None)
         d_b[sel] = second(c, x, None)
         cur[u] = ufunc(c, x)
-    acc = np.ones(cur.shape)
-    for sel in reversed(rounds):  # (the later steps' products: suffix products per position)
-        u = invf[sel]
-        d_b[sel] *= acc[u]
-        acc[u] *= d_cur[sel]
-    return acc, d_b.reshape(shape)
+    groups = _groups(invf)
+    wv, wb = _chained(groups, d_cur[groups[0]], d_b[groups[0]], cur.size, np.float64)
+    return wv.reshape(cur.shape), wb.reshape(shape)
 
 
 def _group_scan(v, rank, op, forward):
@@ -532,8 +548,7 @@ def _smooth_fold_weights(ufunc, partials, start, values, inv):
     """(d result / d start, d result / d each value) of the folds ``c = ufunc(c, values[i])`` that start at
     ``start`` (each position's values in index order, ``inv`` their positions): the values each step meets,
     a round at a time (every position once per round: NumPy's one-element steps, vectorized), the one-step
-    partials at them, and products of the later steps' partials per position (a scan in log2 of the longest
-    fold's steps). None where a partial is not finite (an infinite slope, 0/0: the rounds' rules say what
+    partials at them, chained by :func:`_chained`. None where a partial is not finite (an infinite slope, 0/0: the rounds' rules say what
     it is) or not implemented."""
     from ..registry import _partial
     from ..tangents import NotImplementedTangent
@@ -560,21 +575,8 @@ def _smooth_fold_weights(ufunc, partials, start, values, inv):
                 return None
             ds.append(dv)
     d_cur, d_val = ds
-    order = np.argsort(inv, kind="stable")
-    grp = inv[order]
-    n = grp.size
-    starts = np.r_[0, np.flatnonzero(grp[1:] != grp[:-1]) + 1]
-    lengths = np.diff(np.r_[starts, n])
-    rank = np.arange(n) - np.repeat(starts, lengths)
-    with np.errstate(all="ignore"):
-        later = _group_scan(d_cur[order].astype(cur.dtype), (lengths - 1)[np.repeat(np.arange(starts.size), lengths)]
-                            - rank, np.multiply, forward=False)  # (the partials' products from each step to its end)
-    last = np.r_[grp[1:] != grp[:-1], True]
-    wb = np.empty(n, cur.dtype)
-    wb[order] = d_val[order] * np.where(last, 1.0, np.roll(later, -1))
-    wv = np.ones(cur.shape, cur.dtype)
-    wv[grp[starts]] = later[starts]
-    return wv, wb
+    groups = _groups(inv)
+    return _chained(groups, d_cur[groups[0]], d_val[groups[0]], cur.size, cur.dtype)
 
 
 def _positions_once(flatpos, size):

@@ -296,6 +296,16 @@ class OpRecord:
             level.accumulate(s, g, ct, self, own)
 
 
+def _broadcast_to(vals, shape) -> bool:
+    """Whether the operands ``vals`` broadcast to ``shape`` exactly: in the common case, operands of that shape
+    and numbers, without np.broadcast_shapes."""
+    for v in vals:
+        s = getattr(v, "shape", ())
+        if s != shape and s != ():
+            return np.broadcast_shapes(*[np.shape(v) for v in vals]) == shape
+    return True
+
+
 class EWRecord:
     """An elementwise operation with one fresh output, recorded by the fast
     path: the pullback's state (partials, kept arguments, output) lives in
@@ -788,13 +798,8 @@ class ReverseLevel(Level):
             if type(dv) is not _ndarray or type(prim.elementwise[2]) is not np.ufunc or (
                     np.result_type(*vals) != dv.dtype):
                 return None
-            shape = dv.shape
-            for v in vals:  # (the common case, operands of dest's shape and numbers, without np.broadcast_shapes)
-                sv = getattr(v, "shape", ())
-                if sv != shape and sv != ():
-                    if np.broadcast_shapes(*[np.shape(v) for v in vals]) != shape:
-                        return None
-                    break
+            if not _broadcast_to(vals, dv.shape):
+                return None
         eager = None
         if prim.linear:
             need, out_read = (), False
@@ -888,13 +893,8 @@ class ReverseLevel(Level):
             return None
         if dt != buf.dtype:
             return None
-        shape = buf.shape
-        for v in vals:  # (the common case, operands of buf's shape and numbers, without np.broadcast_shapes)
-            s = getattr(v, "shape", ())
-            if s != shape and s != ():
-                if np.broadcast_shapes(*[np.shape(v) for v in vals]) != shape:
-                    return None
-                break
+        if not _broadcast_to(vals, buf.shape):
+            return None
         uf(*vals, out=buf)
         st._ref = _GONE
         into._value = _ELIDED  # (a stack temporary dies now; an object array's element must not be read)

@@ -188,7 +188,7 @@ class Primitive:
         # to the arrays it meets (elementwise functions, np.where, user primitives, which get what
         # a plain call passes); the other built-in rules get its NumPy scalar, as np.asarray makes it
         self.weak_args = False
-        # fast(level, leaves): the operation recorded directly by a reverse-mode level that is
+        # fast(level, leaves, dest): the operation recorded directly by a reverse-mode level that is
         # the only one and records no lines (common cases of matmul), or None to take the
         # general path. Set by rules; the reverse rule must give the same numbers.
         self.fast = None
@@ -2149,12 +2149,12 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
             r = lv.process_ew(prim, leaves, scalar_op, dest, self._scalar, into)
             if r is not None or dest is not None:
                 return r
+        elif prim.fast is not None and not lv.record_lines:
+            r = prim.fast(lv, leaves, dest)
+            if r is not None or dest is not None:
+                return r
         elif dest is not None:
             return None
-        elif prim.fast is not None and not lv.record_lines:
-            r = prim.fast(lv, leaves)
-            if r is not None:
-                return r
     elif dest is not None:
         return None
     elif ew is not None and prim.frule is ew[3] and not prim.zero:

@@ -984,12 +984,13 @@ _abs.rrule, _abs.frule = _complex_abs_rules(np.absolute, (_abs_real_rule, _abs_r
 _abs.linear = False
 
 
-def _abs_fast(level, leaves):
+def _abs_fast(level, leaves, dest=None):
     """|x| of a real traced value: the elementwise rule (the fast path, a run's compact record in an
-    element loop), which the real case of the rules above is; None for a complex one."""
+    element loop; with ``dest``, np.abs(x, out=dest) in place), which the real case of the rules above is;
+    None for a complex one."""
     x = leaves[0]
     if isinstance(x, Tracer) and x._value.dtype.kind == "f":
-        return level.process_ew(_abs, leaves, None, None, type(x) is ScalarTracer)
+        return level.process_ew(_abs, leaves, None, dest, type(x) is ScalarTracer and dest is None)
     return None
 
 

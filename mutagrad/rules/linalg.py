@@ -132,12 +132,12 @@ matmul_p.rrule, matmul_p.frule = _matmul_rrule, _bilinear_frule(np.matmul)
 matmul_p.reads = (((1,), False), ((0,), False))  # a's cotangent reads b, b's reads a (a constant's change is no matter)
 
 
-def _matmul_fast(level, leaves):
+def _matmul_fast(level, leaves, dest=None):
     """``a @ b`` of a real matrix and a real vector or matrix, or of two real vectors, both traced,
     recorded directly (``Primitive.fast``): the reverse rule's numbers, less
-    of the general path's bookkeeping."""
+    of the general path's bookkeeping. (Not into ``dest``: the general path's.)"""
     a, b = leaves
-    if type(a) is not ArrayTracer or type(b) is not ArrayTracer:
+    if dest is not None or type(a) is not ArrayTracer or type(b) is not ArrayTracer:
         return None
     av, bv = a._value, b._value
     if (type(av) is not np.ndarray or type(bv) is not np.ndarray or not 1 <= av.ndim <= 2 or not 1 <= bv.ndim <= 2

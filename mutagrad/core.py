@@ -179,10 +179,11 @@ class Primitive:
         # (rrule, partials, function, frule) for functions defined by defelementwise: the levels' fast paths
         self.elementwise = None
         # eager(vals, positions): for an elementwise function whose partials are piecewise constant (np.maximum's
-        # 0, 1/2, 1; np.abs's sign), what its record keeps in place of the operands, the partials at the active
-        # positions computed now (registry.EagerPartial), so that the operands are not kept nor saved before a
-        # write into them (np.maximum(h, 0, out=h), np.clip(x, lo, hi, out=x)); None (the attribute, or its
-        # answer for these operands): the operands are kept
+        # 0, 1/2, 1; np.abs's sign), what its record keeps in place of the operands when the operation writes
+        # into one of them (np.maximum(h, 0, out=h), np.abs(x, out=x), np.clip(x, lo, hi, out=x): registry.
+        # EAGER), which would otherwise be saved: the partials at the active positions computed now (registry.
+        # EagerPartial); None (the attribute, or its answer for these operands): the operands are kept (a
+        # reference to an array that lives on anyway costs nothing, a partial per call would)
         self.eager = None
         # its rules get a weak traced scalar as the Python number it stands for, whose dtype yields
         # to the arrays it meets (elementwise functions, np.where, user primitives, which get what

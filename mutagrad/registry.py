@@ -642,6 +642,15 @@ def _reads_of(d, n):
 DROP_SIZE = 64  # arrays of at most this many elements are not worth dropping
 
 
+class _Eager(threading.local):
+    def __init__(self):
+        self.into_operand = 0  # > 0: the operations running write into their operand (np.clip's out=x)
+
+
+# (Primitive.eager: whether the elementwise operation now running overwrites its operand, beside an out= of it)
+EAGER = _Eager()
+
+
 class EagerPartial:
     """In a record's operands, in place of an operand: its shape and the partial of the function with
     respect to it, computed when the operation ran (Primitive.eager), which the partial function returns."""

@@ -70,8 +70,8 @@ from .core import (
 from .core import LOCKED as _LOCKED
 from .core import _bits
 from .pytree import tree_unflatten
-from .registry import (DROP_SIZE, LAYOUT_EXACT, ElementwisePullback, _fp_event, drop_unread, ew_cotangent, fixed_errstate,
-                       pins, unpin)
+from .registry import (DROP_SIZE, EAGER, LAYOUT_EXACT, ElementwisePullback, _fp_event, drop_unread, ew_cotangent,
+                       fixed_errstate, pins, unpin)
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import (
@@ -803,8 +803,9 @@ class ReverseLevel(Level):
         eager = None
         if prim.linear:
             need, out_read = (), False
-        elif prim.eager is not None and (eager := prim.eager(vals, [i for _, _, i in inputs])) is not None:
-            need, out_read = (), False  # (the partials now, kept in place of the operands)
+        elif prim.eager is not None and (dest is not None or EAGER.into_operand) and (
+                eager := prim.eager(vals, [i for _, _, i in inputs])) is not None:
+            need, out_read = (), False  # (an operand overwritten now: the partials now, kept in place of the operands)
         else:
             reads = prim.reads
             if len(inputs) == 1:

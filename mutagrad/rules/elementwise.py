@@ -771,7 +771,7 @@ def _picks(fn, nan_loses=False):
 
     def first(a, b, y):
         if type(a) is EagerPartial:
-            return a.value * 0.5 if a.value.dtype == np.int8 else a.value
+            return a.value * 0.5
         ab, bb = bottom(a), bottom(b)
         if not (_has_nan(ab) or _has_nan(bb)):
             return share(ab, bb)
@@ -782,7 +782,7 @@ def _picks(fn, nan_loses=False):
 
     def second(a, b, y):
         if type(b) is EagerPartial:
-            return b.value * 0.5 if b.value.dtype == np.int8 else b.value
+            return b.value * 0.5
         ab, bb = bottom(a), bottom(b)
         if not (_has_nan(ab) or _has_nan(bb)):
             return share(bb, ab)
@@ -794,27 +794,20 @@ def _picks(fn, nan_loses=False):
     return first, second
 
 
-def _eager_picks(fn, first, second):
-    """Primitive.eager of a pick ``fn`` (np.maximum...): the partials at the active positions, now, as EagerPartial
-    in place of the operands (the others: their shapes), which the record keeps instead of the operands: twice
-    the partial as int8 (2 a win, 1 a tie, 0 a loss: an eighth of a copy) where no NaN is present, else the
-    partials themselves."""
+def _eager_picks(fn):
+    """Primitive.eager of a pick ``fn`` (np.maximum...): twice the partials at the active positions, now, as int8
+    (2 a win, 1 a tie, 0 a loss: an eighth of a copy), in EagerPartial in place of the operands (the others: their
+    shapes); None (the operands kept) where a NaN is present or the result is larger than an active operand (a
+    broadcast: its partial would be larger than the operand)."""
     wins, ties = (np.greater, np.greater_equal) if fn in (np.maximum, np.fmax) else (np.less, np.less_equal)
-    partials = (first, second)
 
     def eager(vals, positions):
         a, b = bottom(vals[0]), bottom(vals[1])
-        nan = _has_nan(a) or _has_nan(b)
-        out = []
-        for i, (x, other) in enumerate(((a, b), (b, a))):
-            if i not in positions:
-                value = None
-            elif nan:
-                value = partials[i](a, b, None)
-            else:
-                value = np.add(wins(x, other), ties(x, other), dtype=np.int8)
-            out.append(EagerPartial(np.shape(x), value))
-        return out
+        size = np.broadcast_shapes(np.shape(a), np.shape(b))
+        if _has_nan(a) or _has_nan(b) or any(np.shape((a, b)[i]) != size for i in positions):
+            return None
+        return [EagerPartial(np.shape(x), np.add(wins(x, other), ties(x, other), dtype=np.int8) if i in positions
+                             else None) for i, (x, other) in enumerate(((a, b), (b, a)))]
 
     return eager
 
@@ -833,7 +826,7 @@ def _has_nan(x) -> bool:
 
 
 for _pick, _nan_loses in ((np.maximum, False), (np.minimum, False), (np.fmax, True), (np.fmin, True)):
-    defelementwise(_pick, *_picks(_pick, _nan_loses)).eager = _eager_picks(_pick, *_picks(_pick, _nan_loses))
+    defelementwise(_pick, *_picks(_pick, _nan_loses)).eager = _eager_picks(_pick)
 
 
 def _abs_d(x, y):
@@ -848,7 +841,7 @@ def _abs_d(x, y):
 
 def _abs_eager(vals, positions):
     """Primitive.eager of |x| for a real x without NaNs: its partial, the sign, as int8, kept in place of x (an
-    eighth of it: an L1 loss's record no longer keeps its residuals); None otherwise (x kept)."""
+    eighth of it); None otherwise (x kept)."""
     x = bottom(vals[0])
     if np.iscomplexobj(x) or _has_nan(x):
         return None

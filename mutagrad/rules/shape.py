@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from ..core import write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
-from ..registry import deflinear
+from ..registry import EAGER, deflinear
 from ..tangents import ZeroTangent, is_zero, not_implemented, unbroadcast
 
 ZERO = ZeroTangent()
@@ -322,10 +322,19 @@ def _np_clip(args, kwargs):
     hi = a.get("a_max", a.get("max"))
     loop = {k: a[k] for k in ("dtype", "casting") if a.get(k) is not None}
     res = x
-    if lo is not None:
-        res = np.maximum(res, lo, **loop)
-    if hi is not None:
-        res = np.minimum(res, hi, **loop)
+    o = a.get("out")
+    o = o[0] if type(o) is tuple and len(o) == 1 else o
+    into = isinstance(o, (Tracer, np.ndarray)) and isinstance(x, Tracer) and np.may_share_memory(bottom(o), bottom(x))
+    if into:  # (np.clip(x, lo, hi, out=x): x is overwritten now, so the picks keep their partials, not x)
+        EAGER.into_operand += 1
+    try:
+        if lo is not None:
+            res = np.maximum(res, lo, **loop)
+        if hi is not None:
+            res = np.minimum(res, hi, **loop)
+    finally:
+        if into:
+            EAGER.into_operand -= 1
     if res is x:
         res = np.copy(x) if "dtype" not in loop else x.astype(loop["dtype"])
     elif lo is not None or hi is not None:

@@ -331,7 +331,14 @@ def _np_clip(args, kwargs):
         if lo is not None:
             res = np.maximum(res, lo, **loop)
         if hi is not None:
-            res = np.minimum(res, hi, **loop)
+            own = lo is not None and not into  # (the maximum's result: clip's own temporary, which nothing keeps
+            if own:                            # but the minimum's record: its partial instead, an eighth of it)
+                EAGER.into_operand += 1
+            try:
+                res = np.minimum(res, hi, **loop)
+            finally:
+                if own:
+                    EAGER.into_operand -= 1
     finally:
         if into:
             EAGER.into_operand -= 1

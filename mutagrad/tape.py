@@ -441,7 +441,10 @@ class WriteRecord:
         self.geom = geom
         self.idx = idx
         self.saved = saved
-        self.dv = dv  # the destination's value at this level (ndarray or outer tracer)
+        # the destination's value at this level (ndarray or outer tracer), where the write saved what it overwrote
+        # (swap puts it back); else None: the record does not keep the array alive (`t = x * 1.0; t += 0.5` in a
+        # loop kept every step's t)
+        self.dv = dv
         self.vsrc = None
         self.vgeom = None
         self.vshape = None
@@ -919,7 +922,7 @@ class ReverseLevel(Level):
         st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
         st.active = True
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
-        rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
+        rec = WriteRecord(s, None, Ellipsis, saved, dv if saved is not None else None, line)
         rec.vsrc = st
         rec.vshape = dv.shape
         rec.full = s.root_geom() is None and st.root_geom() is None
@@ -1180,7 +1183,7 @@ class ReverseLevel(Level):
                 return
         repeats = _may_repeat(idx)  # (of the index given: a mask kept as positions repeats none)
         idx = owned_index(idx)
-        rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
+        rec = WriteRecord(s, dest._geom, idx, saved, dv if saved is not None else None, self._line())
         if vactive:
             vs = value._storage
             rec.vsrc = vs

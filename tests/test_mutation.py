@@ -3104,3 +3104,29 @@ def test_abs_in_place_keeps_its_sign_not_its_operand():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 7 * big.nbytes  # (a saved copy of x per step: 14 arrays of x)
+
+
+def test_a_write_that_saves_nothing_does_not_keep_its_array():
+    # (regress51) `t = x * c; t += 0.5` in a loop: the write's record held t (for a swap it never makes, as it
+    # saved nothing), so every step's t lived until the reverse pass; out of place, t died. By hand: d/dx of
+    # sum_k sum(c_k x + 0.5) is sum_k c_k
+    import tracemalloc
+
+    def f(x, n):
+        s = 0.0
+        for k in range(n):
+            t = x * (1.0 + 0.01 * k)
+            t += 0.5
+            t[:10] -= 0.25
+            s = s + np.sum(t)
+        return s
+
+    x = np.random.default_rng(8).standard_normal(20000)
+    np.testing.assert_allclose(mg.grad(f)(x, 5), np.full(x.size, sum(1.0 + 0.01 * k for k in range(5))), rtol=1e-13)
+    peaks = []
+    for n in (4, 40):
+        tracemalloc.start()
+        mg.grad(f)(x, n)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert (peaks[1] - peaks[0]) / 36 < 0.25 * x.nbytes, peaks  # (each step's t kept: one x a step)

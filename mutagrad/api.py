@@ -767,11 +767,14 @@ class _Holdings:
                 b.truncated = True
             return True
         if held == "arrays":
-            for path, item in _arrays_of_records(items, name):
-                if b.left <= 0:
-                    return
-                b.left -= 1
-                self.found.append((path, item))
+            if _ROWS.isdisjoint(map(type, values)):  # (arrays and numbers only: one comprehension, 10^4 of them a call)
+                got = [((name, "[{!r}]", k), item) for k, item in items
+                       if issubclass(type(item), _ndarray) and not item.dtype.hasobject]  # (an np.memmap too)
+            else:
+                got = list(_arrays_of_records(items, name))
+            if b.left > 0:
+                self.found.extend(got[:b.left])
+                b.left = max(b.left - len(got), 0)
 
     def visit(self, name, v, depth):
         b = self.budget
@@ -1058,7 +1061,7 @@ def _mark_plain_aliases(fun, wrapped, npos=0, kwnames=(), args=(), kwargs=None, 
         return _summed(wrapped, flagged)
     # an array that owns its memory (no base) shares it with no other array but its views: only
     # those, and arrays that do not own theirs, need NumPy's bounds test (a search may find 10^4)
-    found = [(name, bottom(v)) for name, v in plain]
+    found = [(name, v if type(v) is _ndarray else bottom(v)) for name, v in plain]
     for _t, info in wrapped:
         a = bottom(info.orig)  # (an outer level's traced array, inside a nested differentiation)
         if not isinstance(a, _ndarray):

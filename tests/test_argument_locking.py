@@ -1476,3 +1476,18 @@ def test_the_argument_checksum_has_no_weight_pairs_that_cancel():
 
     with pytest.raises(mg.MutationError, match="changed while the function ran"):
         mg.grad(f)(X)
+
+
+def test_a_view_of_an_argument_among_a_long_list_of_arrays_is_found():
+    # (the alias search takes a long list of plain arrays in one comprehension) the view at the end of 300
+    # arrays is named as a short list's is
+    X = np.zeros(4)
+    for n in (3, 300):
+        views = [np.zeros(2) for _ in range(n)] + [X[1:3]]
+
+        def f(x, views=views):
+            x *= 2.0
+            return np.sum(x) + np.sum(views[-1])
+
+        with pytest.raises(mg.AliasingError, match=rf"shares its memory with the plain array `views\[{n}\]`"):
+            mg.grad(f)(X)

@@ -179,9 +179,9 @@ class Primitive:
         # (rrule, partials, function, frule) for functions defined by defelementwise: the levels' fast paths
         self.elementwise = None
         # eager(vals, positions): for an elementwise function whose partials are piecewise constant (np.maximum's
-        # 0, 1/2, 1; np.abs's sign), what its record keeps in place of the operands when the operation writes
-        # into one of them (np.maximum(h, 0, out=h), np.abs(x, out=x), np.clip(x, lo, hi, out=x): registry.
-        # EAGER), which would otherwise be saved: the partials at the active positions computed now (registry.
+        # 0, 1/2, 1; np.abs's sign), what its record keeps in place of the operands when the program does not
+        # read them again (np.maximum(h, 0, out=h), np.abs(x, out=x); np.clip's, registry.operands_dead), which
+        # a write would otherwise save: the partials at the active positions computed now (registry.
         # EagerPartial); None (the attribute, or its answer for these operands): the operands are kept (a
         # reference to an array that lives on anyway costs nothing, a partial per call would)
         self.eager = None

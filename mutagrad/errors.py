@@ -559,21 +559,16 @@ def compared_in_a_test(frame, convert) -> bool:
         if type(fn) is not ast.Attribute or fn.attr != "item":
             return False
     elif type(fn) is not ast.Name or frame.f_locals.get(fn.id, frame.f_globals.get(
-            fn.id, getattr(frame.f_builtins, "get", lambda k: None)(fn.id))) is not convert:
+            fn.id, frame.f_builtins.get(fn.id))) is not convert:
         return False
     tree = _file_tree(frame.f_code.co_filename)
     key = (id(tree), id(call))
     hit = _COMPARED.get(key)
     if hit is not None and hit[0] is call:  # (a loop's test: the file walked once)
         return hit[1]
-    found = False
-    for node in ast.walk(tree):
-        test = getattr(node, "test", None)
-        if not isinstance(test, ast.expr) or not (test.lineno <= call.lineno <= (test.end_lineno or test.lineno)):
-            continue
-        for sub in ast.walk(test):
-            if isinstance(sub, ast.Compare) and any(c is call for c in [sub.left, *sub.comparators]):
-                found = True
+    found = any(isinstance(sub, ast.Compare) and any(c is call for c in [sub.left, *sub.comparators])
+                for node in ast.walk(tree) if isinstance(test := getattr(node, "test", None), ast.expr)
+                and test.lineno <= call.lineno <= (test.end_lineno or test.lineno) for sub in ast.walk(test))
     if len(_COMPARED) > 1024:
         _COMPARED.clear()
     _COMPARED[key] = (call, found)

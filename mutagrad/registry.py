@@ -18,6 +18,7 @@ The helpers below derive both rules from one formula, as JAX's
 """
 from __future__ import annotations
 
+import contextlib
 import dis
 import functools
 import inspect
@@ -644,11 +645,26 @@ DROP_SIZE = 64  # arrays of at most this many elements are not worth dropping
 
 class _Eager(threading.local):
     def __init__(self):
-        self.into_operand = 0  # > 0: the operations running write into their operand (np.clip's out=x)
+        # > 0: the program does not read again the operands of the elementwise operations now running (they are
+        # overwritten next, np.clip's x with out=x, or are the caller's own temporary, np.clip's intermediate),
+        # beside an out= of the operand, which the level sees itself: Primitive.eager's records may drop them
+        self.operands_dead = 0
 
 
-# (Primitive.eager: whether the elementwise operation now running overwrites its operand, beside an out= of it)
 EAGER = _Eager()
+
+
+@contextlib.contextmanager
+def operands_dead(dead=True):
+    """While the block runs (where ``dead``), see :class:`_Eager`."""
+    if not dead:
+        yield
+        return
+    EAGER.operands_dead += 1
+    try:
+        yield
+    finally:
+        EAGER.operands_dead -= 1
 
 
 class EagerPartial:

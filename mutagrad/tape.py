@@ -444,7 +444,7 @@ class WriteRecord:
         # the destination's value at this level (ndarray or outer tracer), where the write saved what it overwrote
         # (swap puts it back); else None: the record does not keep the array alive (`t = x * 1.0; t += 0.5` in a
         # loop kept every step's t)
-        self.dv = dv
+        self.dv = dv if saved is not None else None
         self.vsrc = None
         self.vgeom = None
         self.vshape = None
@@ -806,7 +806,7 @@ class ReverseLevel(Level):
         eager = None
         if prim.linear:
             need, out_read = (), False
-        elif prim.eager is not None and (dest is not None or EAGER.into_operand) and (
+        elif prim.eager is not None and (dest is not None or EAGER.operands_dead) and (
                 eager := prim.eager(vals, [i for _, _, i in inputs])) is not None:
             need, out_read = (), False  # (an operand overwritten now: the partials now, kept in place of the operands)
         else:
@@ -850,10 +850,8 @@ class ReverseLevel(Level):
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             st = Storage(self, y)
             out = ArrayTracer(y, self, st, None, False)
-            if y.size > DROP_SIZE or not y.size:  # (the arguments of a nonempty result are no larger)
-                drop_unread(vals, need)
-            elif plain:
-                drop_unread(vals, need, leaves)
+            if y.size > DROP_SIZE or not y.size or plain:  # (the arguments of a nonempty result are no larger)
+                drop_unread(vals, need, leaves if plain else None)
         elif ty in _FLOAT_SCALARS and ty is not float and ty is not complex:
             st = Storage(self, y)
             out = ScalarTracer(y, self, st, None, True)
@@ -922,7 +920,7 @@ class ReverseLevel(Level):
         st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
         st.active = True
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
-        rec = WriteRecord(s, None, Ellipsis, saved, dv if saved is not None else None, line)
+        rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
         rec.vsrc = st
         rec.vshape = dv.shape
         rec.full = s.root_geom() is None and st.root_geom() is None
@@ -1183,7 +1181,7 @@ class ReverseLevel(Level):
                 return
         repeats = _may_repeat(idx)  # (of the index given: a mask kept as positions repeats none)
         idx = owned_index(idx)
-        rec = WriteRecord(s, dest._geom, idx, saved, dv if saved is not None else None, self._line())
+        rec = WriteRecord(s, dest._geom, idx, saved, dv, self._line())
         if vactive:
             vs = value._storage
             rec.vsrc = vs

@@ -750,6 +750,11 @@ defelementwise(np.degrees, lambda x, y: 180.0 / np.pi)
 # -- comparisons and selections that pick one argument --------------------------
 
 
+# (whether x beats the other operand, whether it beats or ties it) for each pick
+_WINS_TIES = {np.maximum: (np.greater, np.greater_equal), np.fmax: (np.greater, np.greater_equal),
+              np.minimum: (np.less, np.less_equal), np.fmin: (np.less, np.less_equal)}
+
+
 def _picks(fn, nan_loses=False):
     """The partials of ``fn`` (np.maximum, np.minimum; np.fmax, np.fmin with ``nan_loses``) that
     recompute its plain result instead of reading the output (which then need not be kept for
@@ -757,7 +762,7 @@ def _picks(fn, nan_loses=False):
     fmax/fmin a NaN argument loses, for maximum/minimum it wins (it is the result NumPy returns:
     the first of two NaNs)."""
 
-    wins, ties = (np.greater, np.greater_equal) if fn in (np.maximum, np.fmax) else (np.less, np.less_equal)
+    wins, ties = _WINS_TIES[fn]
 
     def share(x, other):
         # (x beats other: 1 + 1, ties: 0 + 1, loses or a NaN: 0 + 0; halved) in two comparisons to booleans
@@ -799,7 +804,7 @@ def _eager_picks(fn):
     (2 a win, 1 a tie, 0 a loss: an eighth of a copy), in EagerPartial in place of the operands (the others: their
     shapes); None (the operands kept) where a NaN is present or the result is larger than an active operand (a
     broadcast: its partial would be larger than the operand)."""
-    wins, ties = (np.greater, np.greater_equal) if fn in (np.maximum, np.fmax) else (np.less, np.less_equal)
+    wins, ties = _WINS_TIES[fn]
 
     def eager(vals, positions):
         a, b = bottom(vals[0]), bottom(vals[1])
@@ -849,7 +854,7 @@ def _abs_eager(vals, positions):
 
 
 defelementwise(np.absolute, _abs_d).eager = _abs_eager
-defelementwise(np.fabs, lambda x, y: x.value if type(x) is EagerPartial else np.sign(x)).eager = _abs_eager
+defelementwise(np.fabs, _abs_d).eager = _abs_eager
 defelementwise(np.copysign,
                lambda a, b, y: np.where(np.signbit(bottom(a)) == np.signbit(bottom(b)), 1.0, -1.0),
                lambda a, b, y: 0.0)

@@ -532,15 +532,14 @@ def _smooth_fold_at(ufunc, a, b, pshape, flatpos, ashape):
             if isinstance(v._value, Tracer) or (level is not None and v._level is not level):
                 return False
             level = v._level
-    got = _gathered(ufunc, a, b, pshape, flatpos, ashape)
+    got = _gathered(ufunc, a, b, pshape, flatpos, ashape, exact=False)  # (the rule's own values are NumPy's)
     if got is None:
         return False
     bflat, inv, idx, start, _ = got
     w = _smooth_fold_weights(ufunc, partials[1], np.asarray(bottom(start)), np.asarray(bottom(bflat)), inv)
     if w is None:
         return False
-    r = bind(at_fold_p, (start, bflat, inv, _SmoothFold(ufunc, *w)))
-    write(a, idx, r) if ashape else write(a, (), np.reshape(r, ()))
+    _write_gathered(a, idx, bind(at_fold_p, (start, bflat, inv, _SmoothFold(ufunc, *w))), None, ashape)
     return True
 
 
@@ -723,10 +722,11 @@ def _ufunc_at_into(ufunc, a, indices, b):
     return None
 
 
-def _gathered(ufunc, a, b, pshape, flatpos, ashape):
+def _gathered(ufunc, a, b, pshape, flatpos, ashape, exact=True):
     """(values b flat, each one's position among the positions touched, those positions' index, a's values
-    there (traced), NumPy's own result there: its loop in index order on the gathered values, its bits) for
-    a one-pass ``ufunc.at``; None where b is wider than a (NumPy rounds each wider step to a's dtype)."""
+    there (traced), NumPy's own result there: its loop in index order on the gathered values, its bits; None
+    without ``exact``) for a one-pass ``ufunc.at``; None where b is wider than a (NumPy rounds each wider step
+    to a's dtype)."""
     bb = np.broadcast_to(b, pshape) if _shape(b) != pshape else b
     bflat = np.reshape(bb, (-1,)) if np.ndim(bb) else np.broadcast_to(bb, flatpos.shape)
     uniq, inv = np.unique(flatpos, return_inverse=True)
@@ -735,16 +735,20 @@ def _gathered(ufunc, a, b, pshape, flatpos, ashape):
     sb, vb = np.asarray(bottom(start)), np.asarray(bottom(bflat))
     if np.result_type(sb, vb) != sb.dtype:
         return None
+    if not exact:
+        return bflat, inv, idx, start, None
     with np.errstate(all="ignore"):
-        exact = sb.copy()
-        ufunc.at(exact, inv, vb)
-    return bflat, inv, idx, start, exact
+        bits = sb.copy()
+        ufunc.at(bits, inv, vb)
+    return bflat, inv, idx, start, bits
 
 
 def _write_gathered(a, idx, r, exact, ashape):
-    from .statistics import _with_bits
+    """Write the positions' results ``r`` into ``a`` (with ``exact``'s bits, NumPy's own, where given)."""
+    if exact is not None:
+        from .statistics import _with_bits
 
-    r = _with_bits(r, exact)
+        r = _with_bits(r, exact)
     write(a, idx, r) if ashape else write(a, (), np.reshape(r, ()))
 
 

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from ..core import write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
-from ..registry import EAGER, deflinear
+from ..registry import deflinear, operands_dead
 from ..tangents import ZeroTangent, is_zero, not_implemented, unbroadcast
 
 ZERO = ZeroTangent()
@@ -324,24 +324,15 @@ def _np_clip(args, kwargs):
     res = x
     o = a.get("out")
     o = o[0] if type(o) is tuple and len(o) == 1 else o
+    # (np.clip(x, lo, hi, out=x) overwrites x, and the maximum's result is clip's own temporary: the picks'
+    # records keep their partials, an eighth of the operand, not the operand, which the write would save)
     into = isinstance(o, (Tracer, np.ndarray)) and isinstance(x, Tracer) and np.may_share_memory(bottom(o), bottom(x))
-    if into:  # (np.clip(x, lo, hi, out=x): x is overwritten now, so the picks keep their partials, not x)
-        EAGER.into_operand += 1
-    try:
-        if lo is not None:
+    if lo is not None:
+        with operands_dead(into):
             res = np.maximum(res, lo, **loop)
-        if hi is not None:
-            own = lo is not None and not into  # (the maximum's result: clip's own temporary, which nothing keeps
-            if own:                            # but the minimum's record: its partial instead, an eighth of it)
-                EAGER.into_operand += 1
-            try:
-                res = np.minimum(res, hi, **loop)
-            finally:
-                if own:
-                    EAGER.into_operand -= 1
-    finally:
-        if into:
-            EAGER.into_operand -= 1
+    if hi is not None:
+        with operands_dead(into or lo is not None):
+            res = np.minimum(res, hi, **loop)
     if res is x:
         res = np.copy(x) if "dtype" not in loop else x.astype(loop["dtype"])
     elif lo is not None or hi is not None:

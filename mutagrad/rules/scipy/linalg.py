@@ -297,15 +297,16 @@ class _Overwrites:
             traced = [v for d in deps for v in _flat_leaves(arg[d]) if isinstance(v, Tracer)]
             writes.append((flag, p, None, _left_by_scipy(*traced, values=r, why=why) if traced else r.copy()))
         for flag, p, i, v in writes:
-            if isinstance(bottom(arg[p]), np.ndarray) and not bottom(arg[p]).flags.writeable:
-                twin = _writable_twin(arg[p])
-                if twin is not None:  # (SciPy's own read-only result of an earlier call, written again by
-                    arg[p] = twin     # SciPy: `c = solve(J, c, overwrite_b=True)` in a loop)
-            if isinstance(bottom(arg[p]), np.ndarray) and not bottom(arg[p]).flags.writeable:
+            # (SciPy's own read-only result of an earlier call is written again, as SciPy writes it: `c = solve(J, c,
+            # overwrite_b=True)` in a loop; another read-only array is refused)
+            twin = _writable_twin(arg[p]) if isinstance(bottom(arg[p]), np.ndarray) and not (
+                bottom(arg[p]).flags.writeable) else arg[p]
+            if twin is None:
                 raise MutationError(
                     f"{self.name} with {flag}=True at {user_line()} writes into `{p}`, which is read-only: SciPy's "
                     "LAPACK wrappers write into it regardless of the flag, which mutagrad does not do to an "
                     f"array that is not writable. Pass {flag}=False, or a writable array (a copy).")
+            arg[p] = twin
             if not isinstance(arg[p], Tracer) and isinstance(v, Tracer):
                 raise escape_error(
                     f"{self.name} with {flag}=True writing its {'intermediate values' if i is None else 'result'} "

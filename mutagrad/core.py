@@ -2178,6 +2178,26 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     return r
 
 
+def ew_call(prim, leaves, dest=None):
+    """``prim(*leaves)`` for an elementwise primitive of any number of operands (np.clip's three), by the
+    level's ``process_ew`` where a single reverse-mode level runs and the operands are its tracers, plain numbers
+    or plain numeric arrays (as :func:`_fast_call` takes two), else None. ``dest``: computed into ``dest``,
+    all of one of that level's arrays, or None if the level does not take it there."""
+    st = STATE
+    if len(st.levels) != 1:
+        return None
+    lv = st.levels[0]
+    if lv.closed or lv.mode != "rev" or prim.elementwise is None or prim.rrule is not prim.elementwise[0] or (
+            prim.zero):
+        return None
+    for x in leaves:
+        tx = type(x)
+        if not (tx in _PLAIN_SCALARS or ((tx is ArrayTracer or tx is ScalarTracer) and x._level is lv) or (
+                tx is _ndarray and x.dtype.kind in "fiub")):
+            return None
+    return lv.process_ew(prim, list(leaves), None, dest)
+
+
 # NumPy's random methods whose draws are integers: a float parameter (probabilities, rates)
 # moves them by jumps only, so the draws have derivative zero w.r.t. it, as np.searchsorted's
 # result has w.r.t. its arguments. (choice's population ``a`` is converted without a dtype:

@@ -826,12 +826,55 @@ def _has_nan(x) -> bool:
     kind = np.result_type(x).kind
     if kind not in "fc" or not np.size(x):
         return False
-    with np.errstate(invalid="ignore"):
-        return bool(np.isnan(np.min(x)))
+    return bool(np.isnan(np.min(x)))  # (a NaN in a minimum sets no floating-point flag)
 
 
 for _pick, _nan_loses in ((np.maximum, False), (np.minimum, False), (np.fmax, True), (np.fmin, True)):
     defelementwise(_pick, *_picks(_pick, _nan_loses)).eager = _eager_picks(_pick)
+
+
+# np.clip(x, lo, hi) with both bounds as one primitive, NumPy's clip ufunc (the one behind np.clip and ndarray.clip):
+# the partials of np.minimum(np.maximum(x, lo), hi), ties split evenly at each pick, four times each as int8 (0, 1, 2
+# or 4). rules/shape.py takes it where no operand holds a NaN and no lo equals its hi (else it composes the picks)
+_CLIP = getattr(getattr(np, "_core", None), "umath", None)
+_CLIP = getattr(_CLIP, "clip", None) if isinstance(getattr(_CLIP, "clip", None), np.ufunc) else None
+
+
+def _clip_codes(x, lo, hi, i):
+    """4 ∂clip/∂(x, lo, hi)[i] of plain NaN-free values, int8."""
+    m = np.maximum(x, lo)
+    if i == 2:
+        return np.add(hi < m, hi <= m, dtype=np.int8) * np.int8(2)
+    below = np.add(m < hi, m <= hi, dtype=np.int8)
+    a, b = (x, lo) if i == 0 else (lo, x)
+    return np.add(a > b, a >= b, dtype=np.int8) * below
+
+
+def _clip_partial(i):
+    def d(x, lo, hi, y):
+        v = (x, lo, hi)[i]
+        if type(v) is EagerPartial:
+            return v.value * 0.25
+        return _clip_codes(bottom(x), bottom(lo), bottom(hi), i) * 0.25
+
+    return d
+
+
+def _clip_eager(vals, positions):
+    """Primitive.eager of the clip: the partials' int8 codes in place of the operands (None where the result is
+    larger than an active operand: a broadcast)."""
+    vals = [bottom(v) for v in vals]
+    shapes = [getattr(v, "shape", ()) for v in vals]
+    if shapes[1] != shapes[0] or shapes[2] != shapes[0]:
+        size = np.broadcast_shapes(*shapes)
+        if any(shapes[i] != size for i in positions):
+            return None
+    return [EagerPartial(shapes[i], _clip_codes(*vals, i) if i in positions else None) for i in range(3)]
+
+
+if _CLIP is not None:
+    get_primitive(_CLIP, "np.clip")
+    defelementwise(_CLIP, _clip_partial(0), _clip_partial(1), _clip_partial(2)).eager = _clip_eager
 
 
 def _abs_d(x, y):

@@ -13,8 +13,10 @@ import sys
 
 import numpy as np
 
-from ..core import write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, plain_operands
+from ..core import (REGISTRY, write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom,
+                    ew_call, get_primitive, plain_operands)
 from ..registry import deflinear, operands_dead
+from .elementwise import _has_nan
 from ..tangents import ZeroTangent, is_zero, not_implemented, unbroadcast
 
 ZERO = ZeroTangent()
@@ -321,9 +323,20 @@ def _np_clip(args, kwargs):
     lo = a.get("a_min", a.get("min"))
     hi = a.get("a_max", a.get("max"))
     loop = {k: a[k] for k in ("dtype", "casting") if a.get(k) is not None}
-    res = x
     o = a.get("out")
     o = o[0] if type(o) is tuple and len(o) == 1 else o
+    if lo is not None and hi is not None and not loop and a.get("where", True) is True and _one_clip(x, lo, hi):
+        # one primitive, NumPy's clip ufunc (the composition below is two passes and two records)
+        if o is not None and type(o) is ArrayTracer and o._geom is None:
+            r = ew_call(_CLIP_PRIM, (x, lo, hi), o)  # (in place: its partials now, where o is x)
+            if r is not None:
+                return r
+        res = ew_call(_CLIP_PRIM, (x, lo, hi))
+        if res is None:
+            res = bind(_CLIP_PRIM, (x, lo, hi))
+        return write_out(res, o, lambda ob: np.clip(plain_operands(x), plain_operands(lo), plain_operands(hi),
+                                                    out=ob))
+    res = x
     # (np.clip(x, lo, hi, out=x) overwrites x, and the maximum's result is clip's own temporary: the picks'
     # records keep their partials, an eighth of the operand, not the operand, which the write would save)
     into = isinstance(o, (Tracer, np.ndarray)) and isinstance(x, Tracer) and np.may_share_memory(bottom(o), bottom(x))
@@ -369,6 +382,27 @@ def _np_clip(args, kwargs):
 
 
 FUNCTIONS[np.clip] = _np_clip
+_CLIP_PRIM = REGISTRY.get(getattr(getattr(getattr(np, "_core", None), "umath", None), "clip", None))
+
+
+def _one_clip(x, lo, hi) -> bool:
+    """Whether np.clip(x, lo, hi) is the clip primitive's (rules/elementwise.py): real operands, a floating x, no
+    NaN, no lo equal to its hi (where the composition of the picks gives the bounds half each)."""
+    if _CLIP_PRIM is None:
+        return False
+    xb = bottom(x)
+    if getattr(xb, "dtype", None) is None or xb.dtype.kind != "f" or _has_nan(xb):
+        return False
+    if type(lo) in _NUMBERS and type(hi) in _NUMBERS:  # (the common case: two numbers)
+        return lo == lo and hi == hi and lo != hi
+    lb, hb = bottom(lo), bottom(hi)
+    if np.result_type(lb).kind not in "fiub" or np.result_type(hb).kind not in "fiub" or _has_nan(lb) or (
+            _has_nan(hb)):
+        return False
+    return not np.any(np.equal(lb, hb))
+
+
+_NUMBERS = (float, int)
 
 
 def _clip_ufunc(ufunc, inputs, kwargs):

@@ -1007,6 +1007,64 @@ def test_clip_between_equal_bounds_gives_x_no_derivative():
     assert mg.vjp(lambda x: np.clip(x, 0.5, 0.5), np.float32([0.5, 1.0]))[0].dtype == np.float32
 
 
+def test_clip_with_both_bounds_is_one_operation():
+    # np.clip(x, lo, hi) was np.maximum then np.minimum (two passes, two records); it is NumPy's clip ufunc, one
+    # record, whose partials are the composition's: by hand at ties (half at each pick) and with lo > hi (NumPy
+    # gives hi), central differences elsewhere, forward against reverse, and second order
+    from mutagrad import tape as tape_mod
+
+    x = np.array([0.5, 1.0, 2.0, -3.0, 0.7, 0.2, 0.9, 1.5])
+    lo = np.array([0.5, 0.0, 0.0, 0.0, 1.0, 0.3, 0.9, 1.5])
+    hi = np.array([2.0, 1.0, 1.0, 1.0, 0.5, 0.1, 0.4, 1.0])
+    w = np.arange(1.0, 9.0)
+
+    def f(x, lo, hi):
+        return np.sum(np.clip(x, lo, hi) * w)
+
+    gx, glo, ghi = mg.grad(f, argnums=(0, 1, 2))(x, lo, hi)
+    # x == lo < hi; x == hi; inside; below; lo > hi (NumPy: hi); lo > hi, x below hi; lo > hi at x == lo;
+    # lo > hi at x == lo
+    np.testing.assert_array_equal(gx, w * [0.5, 0.5, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(glo, w * [0.5, 0, 0, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(ghi, w * [0, 0.5, 1, 0, 1, 1, 1, 1])
+    rng = np.random.default_rng(3)
+    x, lo, hi = rng.standard_normal(20), rng.uniform(-1, 0, 20), rng.uniform(0, 1, 20)
+    w = rng.standard_normal(20)
+    for k, g in enumerate(mg.grad(f, argnums=(0, 1, 2))(x, lo, hi)):
+        h = 1e-7
+        for i in range(20):
+            a, b = [x.copy(), lo.copy(), hi.copy()], [x.copy(), lo.copy(), hi.copy()]
+            a[k][i] += h
+            b[k][i] -= h
+            np.testing.assert_allclose(g[i], (f(*a) - f(*b)) / (2 * h), atol=1e-6)
+    check_grads(lambda x, c: np.clip(x, -c, 0.5 * c) ** 3, x, np.array(0.8), order=2)  # (a traced 0-d bound)
+    check_grads(lambda x, hi: np.clip(x[:, None], -0.5, hi[None, :]), x[:5], hi[:4])  # (broadcast)
+    check_grads(lambda x: np.float32(1.5) * np.clip(x, -0.5, 0.5), x.astype(np.float32))
+
+    def steps(x, lo):
+        for _ in range(5):
+            np.clip(x, lo, 0.6, out=x)
+            x *= 1.3
+        return np.sum(x ** 2)
+
+    check_grads(steps, x, lo, order=2, final_state=False)
+    records = []
+    orig = tape_mod.ReverseLevel.backward
+
+    def spy(level):
+        records.extend(r for r in level.tape if getattr(getattr(r, "prim", None), "name", "") in
+                       ("np.clip", "np.maximum", "np.minimum"))
+        return orig(level)
+
+    tape_mod.ReverseLevel.backward = spy
+    try:
+        mg.grad(steps)(x.copy(), lo)
+        mg.grad(lambda x: np.sum(np.clip(x * 2.0, -0.5, 0.5)))(x)
+    finally:
+        tape_mod.ReverseLevel.backward = orig
+    assert [r.prim.name for r in records] == ["np.clip"] * 6
+
+
 def test_matrix_gufuncs_with_axes_axis_and_keepdims():
     # np.vecdot(axis=, keepdims=), np.matmul/matvec/vecmat(axes=): the core axes moved, differentiated
     # (a plain TypeError refused them): NumPy's values, the derivative against central differences

@@ -1644,13 +1644,13 @@ def _no_leftovers(out, warn=True):
     gradient, silently, had been the result). ``warn``: False for aux, whose values carry none."""
     t = type(out)
     if t is ArrayTracer or t is ScalarTracer:
-        return live(out, argument=not warn) if _left(out) else out
+        return live(out, argument=not warn, output=True) if _left(out) else out
     if t in _PLAIN_LEAVES or t is _ndarray:
         return out
     leaves, tree = tree_flatten(out)
     if not any(_left(x) for x in leaves):
         return out
-    return tree_unflatten(tree, [live(x, argument=not warn) if _left(x) else x for x in leaves])
+    return tree_unflatten(tree, [live(x, argument=not warn, output=True) if _left(x) else x for x in leaves])
 
 
 def _left(x):
@@ -2560,7 +2560,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         out_leaves, out_tree = tree_flatten(out)
         _check_outputs(out_leaves, _name)
         _check_plain_aliases(level)  # (a tangent read after plain code changed the argument unseen)
-        raw = [(level.tangent_of(o) if o._storage.poison is None else o._storage.poison)
+        raw = [(level.tangent_of(o) if level.poison_of(o) is None else o._storage.poison)
                if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
         again = (_run_group is None and not FP.careful and not pairs and _nan_tangent(out_leaves, raw)
                  and not _unsaved_writes(level, targs, kwargs))

@@ -55,7 +55,9 @@ from .errors import (
     at_a_store,
     at_an_operator,
     call_at,
+    TEST_HINT,
     compared_in_a_test,
+    in_a_test,
     escape_error,
     index_valued_call,
     method_calls,
@@ -152,7 +154,8 @@ class Primitive:
     """
 
     __slots__ = ("fn", "_name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts", "moves",
-                 "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "eager", "__weakref__")
+                 "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "eager", "lists_as_arrays",
+                 "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -185,6 +188,10 @@ class Primitive:
         # EagerPartial); None (the attribute, or its answer for these operands): the operands are kept (a
         # reference to an array that lives on anyway costs nothing, a partial per call would)
         self.eager = None
+        # its function converts its positional arguments with np.asarray (SciPy's functions under mutagrad's own
+        # primitives): a list or tuple holding traced values is made a traced array before the call, as that
+        # conversion makes it (a user's primitive gets the list, with a cotangent per element)
+        self.lists_as_arrays = False
         # its rules get a weak traced scalar as the Python number it stands for, whose dtype yields
         # to the arrays it meets (elementwise functions, np.where, user primitives, which get what
         # a plain call passes); the other built-in rules get its NumPy scalar, as np.asarray makes it
@@ -1371,12 +1378,13 @@ def _shares_bounded(a, b) -> bool:
         return True
 
 
-def live(x, writing=False, argument=False):
+def live(x, writing=False, argument=False, output=False):
     """A leftover traced value (one a differentiation that has returned left in
     a global, a closure, an object or a list) is the value it had: what a plain
     call would have left there. Tracers of live levels are returned as they are.
     Except a leftover of an earlier run of the same forward-mode jacobian: its
-    value is the same, its derivative would be lost (see RunGroup)."""
+    value is the same, its derivative would be lost (see RunGroup). ``output``: the
+    differentiated function returns it (its warning says so)."""
     if isinstance(x, Tracer) and not x._level.closed and x._level.thread != _get_ident() and elsewhere(x._level, x):
         if writing:
             raise x._elsewhere_write()
@@ -1399,11 +1407,11 @@ def live(x, writing=False, argument=False):
         if ((left.active or left.tangent is not None) and not (argument or writing or left.leftover_warned)
                 and STATE.levels and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps
             # its derivative; `tangent`: one a forward-mode differentiation left)
-            _warn_leftover_used(left)
+            _warn_leftover_used(left, output)
     return x
 
 
-def _warn_leftover_used(s):
+def _warn_leftover_used(s, output=False):
     """A value that carried a derivative in a finished differentiation (a cache filled by an
     earlier call, a global it set), used by a running one: a constant to it, so a derivative it
     has with respect to this one's inputs (the same parameters, a cached matrix of them) is
@@ -1413,6 +1421,13 @@ def _warn_leftover_used(s):
 
     s.leftover_warned = True
     frame = user_frame(sys._getframe(2))
+    if output:
+        warn_at(frame, "the differentiated function returned a value computed in an earlier differentiation "
+                       "(a memoized result, from a cache, a global, an object), which carried its derivative there: "
+                       "to the running differentiation it is a constant, so its derivative is zero. Compute the "
+                       "value again in every call (a cache keyed on the input returns its stale value when the "
+                       "input is equal), or return mg.stop_gradient(value) where a constant is meant.")
+        return
     warn_at(frame, f"a value computed in an earlier differentiation, which carried its derivative there (left "
                    f"in a cache, a global, an object), is used at "
                    f"{user_line(frame) if frame is not None else 'this line'} by a running differentiation: to "
@@ -3649,7 +3664,8 @@ class Tracer:
 
             raise escape_error("formatting a traced value as text (%-formatting)", TracerEscapeError,
                                print_hint(frame), specific=True)  # (the buffer advice does not apply)
-        raise escape_error("float(x) (or math.*)", TracerEscapeError, _CONVERSION_HINT)
+        raise escape_error("float(x) (or math.*)", TracerEscapeError,
+                           TEST_HINT if in_a_test(user_frame(frame)) else _CONVERSION_HINT)
 
     def __int__(self):
         if self._not_one():
@@ -3662,7 +3678,8 @@ class Tracer:
         if storing_into_subscript():
             raise escape_error("writing a traced value into an integer array (NumPy converts it with int(x))",
                                integer=True)
-        raise escape_error("int(x)", TracerEscapeError, _CONVERSION_HINT)
+        raise escape_error("int(x)", TracerEscapeError,
+                           TEST_HINT if in_a_test(user_frame(sys._getframe(1))) else _CONVERSION_HINT)
 
     def __complex__(self):
         if (self._may_convert() or index_valued_call(sys._getframe(1)) or predicate_call(sys._getframe(1))
@@ -3700,7 +3717,7 @@ class Tracer:
         if compared_in_a_test(sys._getframe(1), "item"):  # (`if err.item() < tol:`: into the test alone, see __float__)
             return bottom(self).item(*args)
         self._check_thread("x.item()")
-        raise escape_error("x.item()")
+        raise escape_error("x.item()", TracerEscapeError, TEST_HINT if in_a_test(user_frame(sys._getframe(1))) else "")
 
     def tolist(self):
         if self._may_convert():

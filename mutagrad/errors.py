@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import threading
+import numbers
 import types
 import warnings
 
@@ -547,10 +548,15 @@ def _position(frame):
 
 def compared_in_a_test(frame, convert) -> bool:
     """Whether the call the user's ``frame`` is executing is the conversion ``convert`` (``float`` or ``int``,
-    called by that name, or "item", a method ``.item()``) of the traced value, as an operand of a comparison in
-    the condition of an ``if``, ``while``, ``assert`` or conditional expression (``if float(err) < tol:
-    break``): a test, which the traced value takes as it is. (Another call there, a C method converting
-    inside, ``vals.extend(map(float, x)) is None``, keeps the numbers: no.)"""
+    called by that name, or "item", a method ``.item()``) of the traced value, whose number goes into the
+    condition of an ``if``, ``while``, ``assert`` or conditional expression and nowhere else: an operand of a
+    comparison (``if float(err) < tol: break``), also through the builtins ``abs``, ``min``, ``max`` and
+    ``round`` or ``math.fabs`` (``if abs(float(r)) < tol``), or an argument of ``math.isclose``, ``math.isnan``,
+    ``math.isinf`` or ``math.isfinite`` that is the test itself (under ``not``, ``and``, ``or``): a test, which
+    the traced value takes as it is. Those names must be Python's own where the frame runs, and a name compared
+    with the number must not be an object of a class of the program (whose comparison could keep the number);
+    another call there, a C method converting inside (``vals.extend(map(float, x)) is None``), keeps the
+    numbers: no."""
     call = call_at(frame)
     if call is None:
         return False
@@ -558,24 +564,121 @@ def compared_in_a_test(frame, convert) -> bool:
     if convert == "item":
         if type(fn) is not ast.Attribute or fn.attr != "item":
             return False
-    elif type(fn) is not ast.Name or frame.f_locals.get(fn.id, frame.f_globals.get(
-            fn.id, frame.f_builtins.get(fn.id))) is not convert:
+    elif type(fn) is not ast.Name or _resolved(frame, fn) is not convert:
         return False
     tree = _file_tree(frame.f_code.co_filename)
     key = (id(tree), id(call))
     hit = _COMPARED.get(key)
-    if hit is not None and hit[0] is call:  # (a loop's test: the file walked once)
-        return hit[1]
-    found = any(isinstance(sub, ast.Compare) and any(c is call for c in [sub.left, *sub.comparators])
-                for node in ast.walk(tree) if isinstance(test := getattr(node, "test", None), ast.expr)
-                and test.lineno <= call.lineno <= (test.end_lineno or test.lineno) for sub in ast.walk(test))
-    if len(_COMPARED) > 1024:
-        _COMPARED.clear()
-    _COMPARED[key] = (call, found)
-    return found
+    if hit is None or hit[0] is not call:
+        if len(_COMPARED) > 1024:
+            _COMPARED.clear()
+        hit = _COMPARED[key] = (call, _tests_of(tree, call))
+    # (the static answer: each way the number reaches a test, the wrappers it passes and the other operands)
+    return any(all(_resolved(frame, w) is want for w, want in wrappers) and all(_plain_operand(frame, o) for o in others)
+               for wrappers, others in hit[1])
 
 
-_COMPARED: dict = {}  # (id of a file's AST, id of a call in it) -> (the call, compared_in_a_test's answer)
+def in_a_test(frame) -> bool:
+    """Whether the call the user's ``frame`` is executing lies in the condition of an ``if``, ``while``,
+    ``assert``, conditional expression or comprehension (for a message: see :func:`compared_in_a_test`)."""
+    call = call_at(frame)
+    tree = _file_tree(frame.f_code.co_filename) if call is not None else None
+    if tree is None:
+        return False
+    return any(isinstance(t, ast.expr) and t.lineno <= call.lineno <= (t.end_lineno or t.lineno)
+               and any(sub is call for sub in ast.walk(t))
+               for node in ast.walk(tree)
+               for t in (node.ifs if type(node) is ast.comprehension else [getattr(node, "test", None)]))
+
+
+TEST_HINT = SpecificHint(
+    " The number goes into this test other than as an operand of a comparison with a number, an array or a "
+    "constant: compare the traced value itself (`if abs(r) < tol:`, `if np.isclose(x, c):`, `if x[0] * s > 1:` "
+    "work on traced values: control flow on values is allowed), or convert it as such an operand "
+    "(`if abs(float(r)) < tol:`, through abs, min, max, round or math.fabs, or `math.isclose(float(a), b)` as "
+    "the test).")
+
+
+_COMPARED: dict = {}  # (id of a file's AST, id of a call in it) -> (the call, _tests_of's answer)
+# calls whose result is a plain number made of their arguments' (the conversion's number passes through them to a
+# comparison), and predicates whose result is the test's
+_PASSING = {"abs": builtins.abs, "min": builtins.min, "max": builtins.max, "round": builtins.round,
+            "math.fabs": math.fabs}
+_TEST_PREDICATES = {"math.isclose": math.isclose, "math.isnan": math.isnan, "math.isinf": math.isinf,
+               "math.isfinite": math.isfinite}
+
+
+def _tests_of(tree, call):
+    """The ways ``call``'s result reaches a test of ``tree`` alone (see :func:`compared_in_a_test`): a list of
+    (the wrapping calls' func nodes with the functions they must name, the other operands of its comparison)."""
+    ways = []
+    tests = [t for node in ast.walk(tree) for t in (
+        node.ifs if type(node) is ast.comprehension else [getattr(node, "test", None)])  # (a comprehension's if)
+        if isinstance(t, ast.expr) and t.lineno <= call.lineno <= (t.end_lineno or t.lineno)]
+    for test in tests:
+        for sub in ast.walk(test):
+            if isinstance(sub, ast.Compare):
+                operands = [sub.left, *sub.comparators]
+                for k, op in enumerate(operands):
+                    way = _passes(op, call, _PASSING)
+                    if way is not None:
+                        ways.append((way[0], way[1] + operands[:k] + operands[k + 1:]))
+        tops = [test]
+        while tops:  # (the test itself, under not / and / or)
+            t = tops.pop()
+            if isinstance(t, ast.BoolOp):
+                tops.extend(t.values)
+            elif isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not):
+                tops.append(t.operand)
+            elif isinstance(t, ast.Call) and ast.unparse(t.func) in _TEST_PREDICATES and not t.keywords or (
+                    isinstance(t, ast.Call) and ast.unparse(t.func) == "math.isclose"):
+                for k, a in enumerate(t.args):
+                    way = _passes(a, call, _PASSING)
+                    if way is not None:
+                        ways.append(([(t.func, _TEST_PREDICATES[ast.unparse(t.func)])] + way[0],
+                                     way[1] + t.args[:k] + t.args[k + 1:]))
+    return ways
+
+
+def _passes(node, call, passing):
+    """(the wrapping calls (func node, the function it must name), their other arguments) through which ``node``
+    is made of ``call``'s result, or None where it is not."""
+    if node is call:
+        return [], []
+    if isinstance(node, ast.Call) and not node.keywords or (
+            isinstance(node, ast.Call) and ast.unparse(node.func) == "round"):
+        name = ast.unparse(node.func)
+        if name in passing:
+            for k, a in enumerate(node.args):
+                inner = _passes(a, call, passing)
+                if inner is not None:
+                    return [(node.func, passing[name])] + inner[0], inner[1] + node.args[:k] + node.args[k + 1:]
+    return None
+
+
+def _resolved(frame, node):
+    """What the name (or ``module.name``) ``node`` refers to in ``frame``, without running any code of the
+    program (None if it cannot be told)."""
+    if type(node) is ast.Name:
+        return frame.f_locals.get(node.id, frame.f_globals.get(node.id, frame.f_builtins.get(node.id)))
+    if type(node) is ast.Attribute and type(node.value) is ast.Name:
+        base = _resolved(frame, node.value)
+        if isinstance(base, types.ModuleType):
+            return base.__dict__.get(node.attr)
+    return None
+
+
+_PLAIN_TYPES = (numbers.Number, np.generic, np.ndarray, str, bytes, type(None))
+
+
+def _plain_operand(frame, node) -> bool:
+    """Whether an operand compared with the converted number cannot keep it: a constant, or a name whose value is
+    a number, an array, a string or None (an object of the program's class may define a comparison that stores
+    its operand); other expressions are taken as they come."""
+    if type(node) is not ast.Name:
+        return True
+    v = frame.f_locals.get(node.id, frame.f_globals.get(node.id, frame.f_builtins.get(node.id)))
+    return isinstance(v, _PLAIN_TYPES)
 
 
 def call_at(frame, kind=ast.Call):

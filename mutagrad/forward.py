@@ -174,7 +174,7 @@ class ForwardLevel(Level):
                 vals.append(x._value.item() if s.weak and x._geom is None else x._value)
                 ins.append(i)
                 if s.tangent is not None:
-                    if s.poison is not None:
+                    if s.poison is not None and self.poison_of(x) is not None:
                         return None
                     g = x._geom
                     tans.append(s.tangent if g is None else view_of(s.tangentbuf, g))
@@ -241,7 +241,7 @@ class ForwardLevel(Level):
         poison = None
         for i in ins:
             p = leaves[i]._storage.poison
-            if p is not None and leaves[i]._storage.tangent is not None:
+            if p is not None and leaves[i]._storage.tangent is not None and self.poison_of(leaves[i]) is not None:
                 poison = p
         if isinstance(ydot, NotImplementedTangent):
             poison = self._poisoned(ydot, prim.name)
@@ -296,7 +296,7 @@ class ForwardLevel(Level):
         if out is None:
             return res
         s = t._storage
-        if s.poison is not None:
+        if s.poison is not None and self.poison_of(t, idx) is not None:
             self.set_tangent(out, s.poison)
         elif s.tangent is not None:
             td = self.tangent_of(t)[idx]
@@ -320,7 +320,7 @@ class ForwardLevel(Level):
             warn_complex_cast()
             vv = vv.real
         dest._value[idx] = vv
-        if own and value._storage.poison is not None:
+        if own and value._storage.poison is not None and self.poison_of(value) is not None:
             s.poison = value._storage.poison
             self.clean_marks.pop(id(s), None)
         elif s.poison is not None:
@@ -336,6 +336,23 @@ class ForwardLevel(Level):
             if value.dtype.kind == "c" and dest.dtype.kind != "c":
                 vdot = np.real(vdot)
             tv[idx] = vdot
+
+    def poison_of(self, t, idx=None):
+        """The poison of traced ``t`` (``t[idx]``), None where every element it shows has been rewritten
+        with values that have a derivative since its storage was poisoned (see :meth:`_note_clean_write`):
+        ``ab[1] = 3.0; ab[1] += p`` after a SciPy overwrite of ``ab`` reads only rewritten elements."""
+        s = t._storage
+        if s.poison is None:
+            return None
+        entry = self.clean_marks.get(id(s))
+        if entry is None or entry[0] is not s:
+            return s.poison
+        marks = entry[2] if t._geom is None else view_of(entry[1], t._geom)
+        if idx is not None:
+            marks = marks[idx]
+        if np.all(np.real(marks) != 0) and (marks.dtype.kind != "c" or np.all(marks.imag != 0)):
+            return None
+        return s.poison
 
     def _note_clean_write(self, s, dest, idx):
         """A write of values that have a derivative into a poisoned storage (one holding, say, the

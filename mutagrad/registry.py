@@ -201,6 +201,8 @@ def primitive(fun):
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
+        if prim.lists_as_arrays and STATE.levels:
+            args = _lists_as_arrays(args)
         ew = prim.elementwise
         if ew is not None and (kwargs or len(args) != len(ew[1])) and STATE.levels:
             args, kwargs = _every_positional(prim, fun, args, kwargs, len(ew[1])), {}
@@ -219,6 +221,16 @@ def primitive(fun):
     REGISTRY[wrapper] = prim
     wrapper._mutagrad_primitive = prim
     return wrapper
+
+
+def _lists_as_arrays(args):
+    """``args`` with each list or tuple that holds traced values made a traced array (Primitive.lists_as_arrays)."""
+    if not any(type(a) is list or type(a) is tuple for a in args):
+        return args
+    from .numpy import asarray
+
+    return tuple(asarray(a) if (type(a) is list or type(a) is tuple) and any(
+        isinstance(v, Tracer) for v in _flatten_args(a)[0]) else a for a in args)
 
 
 _POSITIONAL_LEAVES = frozenset((ArrayTracer, ScalarTracer, np.ndarray, float, int, complex, bool, list, tuple, str,

@@ -329,8 +329,8 @@ def test_a_leftover_returned_as_it_is_warns_and_is_its_value():
 
     x = np.array([0.1, 0.2])
     np.testing.assert_allclose(mg.grad(f)(x), np.cos(x), rtol=1e-15)  # d/dx sum(sin x), by hand
-    with pytest.warns(UserWarning, match="a value computed in an earlier differentiation"):
-        v, g = mg.value_and_grad(f)(x)
+    with pytest.warns(UserWarning, match="function returned a value computed in an earlier differentiation"):
+        v, g = mg.value_and_grad(f)(x)  # (the warning says the function returned it: hmc)
     assert type(v) is np.float64 and v == np.sum(np.sin(x))
     np.testing.assert_array_equal(g, 0.0)  # (a constant to this differentiation, as warned)
     cache.clear()
@@ -5702,3 +5702,52 @@ def test_a_conversion_compared_in_a_test_is_allowed():
         return x[0]
 
     assert _raises(walrus, np.array([1.0, 2.0]), mg.TracerEscapeError).startswith("float(x)")
+
+
+def test_a_conversion_through_abs_min_max_or_isclose_into_a_test_is_allowed():
+    # regress53: `if abs(float(r)) < tol`, `math.isclose(float(a), b)`, a comprehension's `if float(x[i]) > c`,
+    # `min(float(a), float(b)) > 1` were refused though the number goes into the test alone; by hand, the cube
+    # root's derivative 1 / (3 y^2) for the Newton loop, the sums' indicator weights for the others
+    def newton(x):
+        y = x.copy()
+        for _ in range(60):
+            r = y ** 3 - x
+            y = y - r / (3 * y ** 2)
+            if abs(float(np.sum(r))) < 1e-13 and not math.isnan(round(float(r[0]), 3)):
+                break
+        return np.sum(y)
+
+    def close(x):
+        return np.sum(x ** 2) if math.isclose(float(x[0]), 2.0, rel_tol=1e-9) else np.sum(x)
+
+    def filt(x):
+        return sum(x[i] for i in range(3) if float(x[i]) > 1.0) + (x[2] if min(float(x[0]), x[1].item()) > 1 else 0)
+
+    x = np.array([2.0, 3.0, 0.5])
+    np.testing.assert_allclose(mg.grad(newton)(x), 1 / (3 * np.cbrt(x) ** 2), rtol=1e-12)
+    np.testing.assert_array_equal(mg.grad(close)(x), 2 * x)
+    np.testing.assert_array_equal(mg.grad(filt)(x), [1.0, 1.0, 1.0])
+
+    class Threshold:  # (regress53: a comparison of the program's class may keep the number: refused)
+        def __init__(self):
+            self.seen = 0.0
+
+        def __lt__(self, other):
+            self.seen = other
+            return True
+
+    def keeps(x):
+        thr = Threshold()
+        if float(x[1]) > thr:
+            return thr.seen * np.sum(x)
+        return np.sum(x)
+
+    def shadowed(x, abs=lambda v: v):  # (a name `abs` that is not Python's: refused)
+        return np.sum(x) if abs(float(x[0])) < 3 else 0.0
+
+    def arithmetic(x):
+        return np.sum(x) if float(x[0]) * 2 > 1 else 0.0
+
+    for f in (keeps, shadowed):
+        _raises(f, x, mg.TracerEscapeError)
+    assert "other than as an operand of a comparison" in _raises(arithmetic, x, mg.TracerEscapeError)

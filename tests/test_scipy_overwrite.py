@@ -352,6 +352,48 @@ def test_forward_mode_forgets_intermediate_values_once_every_element_is_rewritte
     assert isinstance(t, mg.NotImplementedTangent)
 
 
+def test_rewritten_elements_are_read_without_the_workspace_mark():
+    # (battery) the band rebuilt each step before solve_banded(overwrite_ab=True): a row set to a constant, then
+    # `+=` a traced value, reads only rewritten elements while others still hold the workspace; forward mode
+    # marked the sum (so the whole array again) and returned a NotImplementedTangent, and a Hessian's inner
+    # pullback, whose cotangent of the workspace is traced (zero, with zero tangents), gave one too. Against
+    # central differences of plain SciPy (first and second), forward against reverse
+    def make(la):
+        def f(p):
+            ab = np.zeros_like(p, shape=(3, 3))
+            c = np.ones(3) * p[1]
+            for _ in range(2):
+                ab[0, 0] = 0.0
+                ab[2, -1] = 0.0
+                ab[0, 1:] = -p[0]
+                ab[1] = 3.0
+                ab[1] += p[0]
+                ab[2, :-1] = -p[0]
+                c = la.solve_banded((1, 1), ab, c, overwrite_ab=True)
+            return np.sum(c ** 2)
+        return f
+
+    f, plain = make(msl), make(sl)
+    p = np.array([0.8, 0.2])
+    fd = numerical_grad(plain, (p,), (0,))[0]
+    np.testing.assert_allclose(mg.grad(f)(p), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(p), fd, rtol=1e-7)
+    h = 1e-5
+    fd2 = np.array([(numerical_grad(plain, (p + h * e,), (0,))[0] - numerical_grad(plain, (p - h * e,), (0,))[0])
+                    / (2 * h) for e in np.eye(2)])
+    np.testing.assert_allclose(mg.hessian(f)(p), fd2, rtol=1e-4)
+
+    def half(p):  # (ab[1, 0] still holds the workspace when ab[1] is read)
+        ab = np.zeros_like(p, shape=(3, 3))
+        ab[1] = 3.0 + p[0]
+        ab[0, 1:] = ab[2, :-1] = -0.1
+        c = msl.solve_banded((1, 1), ab, np.ones(3), overwrite_ab=True)
+        ab[1, 1:] = 2.0
+        return np.sum(c) + np.sum(ab[1])
+
+    assert isinstance(mg.jvp(half, (p,), (np.ones(2),))[1], mg.NotImplementedTangent)
+
+
 def test_second_order():
     a = np.asfortranarray(WELL(N, N))
 

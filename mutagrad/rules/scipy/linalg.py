@@ -40,6 +40,7 @@ from ...pytree import tree_flatten, tree_map, tree_unflatten
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
 from ...tangents import (
+    AbstractZero,
     NoTangent,
     NotImplementedTangent,
     Thunk,
@@ -128,10 +129,21 @@ def _left_by_scipy(*deps, values, why):
 @rrule(_left_by_scipy)
 def _left_by_scipy_rrule(*deps, values, why):
     def pullback(g):  # (a zero cotangent: the values were not read, or overwritten before they were)
-        zero = not isinstance(g, Tracer) and not np.any(g)
-        return tuple(ZERO if zero else not_implemented(why) for _ in deps)
+        return tuple(ZERO if _zero_everywhere(g) else not_implemented(why) for _ in deps)
 
     return values.copy(), pullback
+
+
+def _zero_everywhere(g) -> bool:
+    """Whether cotangent ``g`` is zero, and so are its tangents at the outer forward levels that trace it (a
+    Hessian's: forward over reverse); one an outer reverse level traces may have a nonzero derivative there."""
+    if not isinstance(g, Tracer):
+        return not np.any(g)
+    lv = g._level
+    if lv.mode != "fwd" or g._storage.poison is not None:
+        return False
+    t = lv.tangent_of(g)
+    return _zero_everywhere(g._value) and (isinstance(t, AbstractZero) or _zero_everywhere(t))
 
 
 @frule(_left_by_scipy)

@@ -43,6 +43,7 @@ def scipy_primitive(name):
     def register(fun):
         w = primitive(fun)
         w._mutagrad_primitive.name = name  # (which decides Primitive.names_line again)
+        w._mutagrad_primitive.lists_as_arrays = True  # (SciPy's function converts them with np.asarray)
         return w
 
     return register

@@ -660,8 +660,19 @@ class Storage:
             b = bottom(root)
             self.shape = b.shape
             self.dtype = b.dtype
-            self._root = root
-            self._rootgeom = False
+            if type(root) is ArrayTracer and b.size > WEAK_ROOT_SIZE:
+                # held weakly too (nested: a Hessian's inner tape keeps its storages, and the outer values'
+                # tangents or records with them): its layout now, which the adjoint buffers follow
+                self._root = None
+                self._ref = weakref.ref(root)
+                if b.flags.c_contiguous:
+                    self._rootgeom = None
+                else:
+                    self._bounds = _bounds_of(b)
+                    self._rootgeom = self.geom_of(b)
+            else:
+                self._root = root
+                self._rootgeom = False
         self.active = active
         self.captured = False
         self.adj = None  # reverse: adjoint of the root view (during the reverse pass)

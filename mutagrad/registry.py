@@ -697,8 +697,9 @@ def drop_unread(xs, needed, plain=None):
     (``plain``: its operands), a reference to the caller's array."""
     for i in range(len(xs)):
         x = xs[i]
-        if type(x) is np.ndarray and (x.size > DROP_SIZE or (plain is not None and x is plain[i])) and (
-                i not in needed):
+        t = type(x)
+        if (t is np.ndarray or t is ArrayTracer) and (x.size > DROP_SIZE or (plain is not None and x is plain[i])) and (
+                i not in needed):  # (ArrayTracer: an outer level's value, nested, with its tangent or record)
             xs[i] = _Meta(x.shape, x.dtype)
 
 

@@ -3310,7 +3310,8 @@ class Tracer:
             fn = (_named(call.func, frame) if call is not None and isinstance(call.func, (ast.Name, ast.Attribute))
                   and any(type(a) in (ast.List, ast.Tuple) or (type(a) in (ast.Name, ast.Attribute) and isinstance(
                       _named(a, frame), (list, tuple))) for a in call.args) else None)
-            listed = (f"np.{fn.__name__}" if (isinstance(fn, np.ufunc) or (
+            listed = ((f"np.{fn.__name__}" if getattr(np, fn.__name__, None) is fn else ast.unparse(call.func))
+                      if (isinstance(fn, np.ufunc) or (
                 callable(fn) and (getattr(fn, "__module__", None) or "").startswith("numpy")
                 and getattr(np, getattr(fn, "__name__", ""), None) is fn)) and fn.__name__ not in _CONVERTERS
                 and _calling_numpy_python(sys._getframe(1)) is None else None)
@@ -3706,7 +3707,9 @@ class Tracer:
         err = _converting_call_error(call_at(user), user, "complex")
         if err is not None:  # (a plain-number function: cmath.exp)
             raise err
-        raise escape_error("complex(x)")
+        raise escape_error("complex(x)", TracerEscapeError,
+                           " Build the complex value from the traced parts instead: a + 1j * b for complex(a, b), "
+                           "x + 0j (or x.astype(complex)) for complex(x), which are differentiated.", specific=True)
 
     def __index__(self):
         from .errors import TracedTypeError

@@ -321,8 +321,7 @@ class ForwardLevel(Level):
             vv = vv.real
         dest._value[idx] = vv
         if own and value._storage.poison is not None and self.poison_of(value) is not None:
-            s.poison = value._storage.poison
-            self.clean_marks.pop(id(s), None)
+            self._note_poisoned_write(s, dest, idx, value._storage.poison)
         elif s.poison is not None:
             self._note_clean_write(s, dest, idx)
         if s.tangent is None and isinstance(vdot, AbstractZero):
@@ -353,6 +352,26 @@ class ForwardLevel(Level):
         if np.all(np.real(marks) != 0) and (marks.dtype.kind != "c" or np.all(marks.imag != 0)):
             return None
         return s.poison
+
+    def _note_poisoned_write(self, s, dest, idx, poison):
+        """A write of values that have no derivative (SciPy's workspace) into ``dest[idx]``: the storage is
+        poisoned there only, the rest marked clean (a workspace that is a view of a larger buffer, whose other
+        elements keep their derivatives); all of it poisoned at once for a write over the whole storage."""
+        entry = self.clean_marks.get(id(s))
+        if entry is not None and entry[0] is not s:
+            entry = None
+        whole = dest._geom is None and (idx is Ellipsis or (type(idx) is tuple and not idx))
+        if whole or (s.poison is not None and entry is None):  # (already poisoned all over: stays so)
+            s.poison = poison
+            self.clean_marks.pop(id(s), None)
+            return
+        if entry is None:
+            buf, root = s.new_mirror(np.zeros)
+            root[...] = (1 + 1j) if root.dtype.kind == "c" else 1
+            entry = self.clean_marks[id(s)] = (s, buf, root)
+        target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
+        target[idx] = 0
+        s.poison = poison
 
     def _note_clean_write(self, s, dest, idx):
         """A write of values that have a derivative into a poisoned storage (one holding, say, the

@@ -1098,6 +1098,11 @@ def test_cmath_function_of_a_traced_value_names_its_numpy_twin():
         assert msg.startswith(what) and fix in msg and "mnp.zeros" not in msg, msg
     # the twin it names is differentiated: d/dt Re exp(i t) = -sin t
     np.testing.assert_allclose(mg.grad(lambda t: np.exp(1j * t[0]).real)(np.array([0.4])), [-np.sin(0.4)], rtol=1e-14)
+    # (photonics) complex(a, b) of traced parts: the advice is a + 1j * b, which is differentiated: d|a + ib|^2 = 2(a, b)
+    msg = _raises(lambda p: abs(complex(p[0], p[1])) ** 2, np.array([0.3, 0.8]), mg.TracerEscapeError)
+    assert "a + 1j * b" in msg and "mnp.zeros" not in msg, msg
+    np.testing.assert_allclose(mg.grad(lambda p: abs(p[0] + 1j * p[1]) ** 2)(np.array([0.3, 0.8])), [0.6, 1.6],
+                               rtol=1e-14)
 
 
 def test_a_write_into_np_array_of_a_traced_constant_names_the_copy():

@@ -394,6 +394,37 @@ def test_rewritten_elements_are_read_without_the_workspace_mark():
     assert isinstance(mg.jvp(half, (p,), (np.ones(2),))[1], mg.NotImplementedTangent)
 
 
+def test_a_workspace_in_a_view_marks_that_view_only():
+    # (regress54) solve(big[:, 1:], b, overwrite_a=True) leaves LU factors in the view: forward mode marked all of
+    # `big`, so its column 0 (never LAPACK's) and the view once rewritten gave NotImplementedTangents. Against
+    # central differences of plain SciPy; the view read before its rewrite keeps the mark
+    a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.3, 0.2, 2.0]])
+    b = np.array([1.0, 2.0, 3.0])
+
+    def make(la, read, rewrite=True):
+        def f(x):
+            big = np.zeros_like(x, shape=(3, 4)).copy(order="F")
+            big[:, 0] = x[:3]
+            big[:, 1:] = x.reshape(3, 3)
+            y = la.solve(big[:, 1:], b, overwrite_a=True)
+            if rewrite:
+                big[:, 1:] = np.outer(y, y)
+            return read(big) + np.sum(y)
+        return f
+
+    x = a.ravel()
+    t = np.linspace(0.5, 1.5, 9)
+    for read in (lambda m: np.sum(m ** 2), lambda m: np.sum(m[:, 1:] ** 2), lambda m: np.sum(m[:, 0] ** 2)):
+        fd = numerical_grad(make(sl, read), (x,), (0,))[0]
+        np.testing.assert_allclose(mg.jvp(make(msl, read), (x,), (t,))[1], fd @ t, rtol=1e-6)
+        np.testing.assert_allclose(mg.jacobian(make(msl, read), mode="fwd")(x), fd, rtol=1e-6, atol=1e-9)
+    fd = numerical_grad(make(sl, lambda m: np.sum(m[:, 0] ** 2), False), (x,), (0,))[0]
+    np.testing.assert_allclose(mg.jvp(make(msl, lambda m: np.sum(m[:, 0] ** 2), False), (x,), (t,))[1], fd @ t,
+                               rtol=1e-6)
+    assert isinstance(mg.jvp(make(msl, lambda m: np.sum(m[:, 1:] ** 2), False), (x,), (t,))[1],
+                      mg.NotImplementedTangent)
+
+
 def test_second_order():
     a = np.asfortranarray(WELL(N, N))
 

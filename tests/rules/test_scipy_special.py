@@ -612,3 +612,19 @@ def test_lists_of_traced_values_are_arrays_as_scipy_makes_them():
     np.testing.assert_allclose(g, fd_grad(plain, x), rtol=1e-7)
     np.testing.assert_allclose(mg.jvp(f, (x,), (np.array([0.3, -1.0]),))[1], g @ [0.3, -1.0], rtol=1e-12)
     np.testing.assert_allclose(mg.hessian(f)(x), fd_hessian(plain, x), rtol=1e-4, atol=1e-6)
+
+
+def test_polygamma_orders_as_a_list_and_scipy_ufuncs_of_lists_named_as_spelled():
+    # regress54: msp.polygamma([0, 1], x) raised a TypeError inside its rule (list + 1); against central differences.
+    # A SciPy ufunc given a list of traced values is refused (NumPy converts the list) under the name the program
+    # wrote, not "np.erf" (no such function)
+    from tests._oracles import fd_grad
+
+    f = lambda x: np.sum(msp.polygamma([0, 1], x) * [1.0, 2.0]) + np.sum(msp.polygamma((1, 2), x[::-1]))
+    plain = lambda x: np.sum(sp.polygamma([0, 1], x) * [1.0, 2.0]) + np.sum(sp.polygamma((1, 2), x[::-1]))
+    x = np.array([1.5, 2.0])
+    np.testing.assert_allclose(mg.grad(f)(x), fd_grad(plain, x), rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(f, (x,), (np.ones(2),))[1], np.sum(fd_grad(plain, x)), rtol=1e-7)
+    with pytest.raises(mg.TracerEscapeError, match=r"msp\.erf of traced values inside a list") as e:
+        mg.grad(lambda x: np.sum(msp.erf([x[0], 0.3])))(x)
+    assert "np.erf" not in str(e.value)

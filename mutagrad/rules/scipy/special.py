@@ -112,7 +112,7 @@ def _polygamma_next(n, x, name):
         order = "n + 1" if isinstance(n, Tracer) or np.ndim(n) else int(n) + 1
         return not_implemented(f"the derivative of scipy.special.{name} at a complex argument: it is "
                                f"polygamma({order}, z), which SciPy computes for real arguments only")
-    return polygamma(bottom(n) + 1, x)
+    return polygamma(np.add(bottom(n), 1), x)  # (n as SciPy takes it: a number, an array, a list of orders)
 
 
 defparametric(polygamma, 1, lambda n, x, y: _polygamma_next(n, x, "polygamma"), integer=True)

@@ -2182,8 +2182,8 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
                 return r
         elif dest is not None:
             return None
-    elif dest is not None:
-        return None
+    elif dest is not None:  # (forward mode: in place at the outermost level)
+        return lv.ew_into(prim, leaves, dest) if ew is not None and prim.frule is ew[3] and not prim.zero else None
     elif ew is not None and prim.frule is ew[3] and not prim.zero:
         r = lv.process_ew(prim, leaves)
     if r is None:

@@ -32,7 +32,8 @@ from .core import (
 )
 from .errors import complex_into_real, user_line, warn_complex_cast
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
-from .registry import FP, fixed_errstate
+from .registry import FP, _careful_product, _DerivativeEvents, _partial, _silently_nonfinite, fixed_errstate
+from .tape import _broadcast_to
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 
 _ndarray = np.ndarray
@@ -195,6 +196,76 @@ class ForwardLevel(Level):
         if s is not None:
             self.set_tangent(s, ydot, [t for t in tans if t is not ZERO])
         return o
+
+    def ew_into(self, prim, leaves, dest):
+        """:meth:`process_ew` into ``dest``, all of one of this level's arrays (``u *= c``, ``np.add(u, v,
+        out=u)``), at the outermost level: the tangent computed into ``dest``'s tangent buffer and the value into
+        ``dest``, as NumPy computes it, instead of new arrays written over both. None for what it leaves to the
+        general path (a cast or broadcast output, a poisoned or inactive operand, a partial that reads the output
+        or is missing, careful floating-point products)."""
+        dv = dest._value
+        uf = prim.elementwise[2]
+        s = dest._storage
+        if (self.run_group is not None or self.index or type(dv) is not _ndarray or type(uf) is not np.ufunc
+                or s.poison is not None or FP.careful):
+            return None
+        vals = []
+        tans = []
+        for x in leaves:
+            tx = type(x)
+            if tx is ArrayTracer or tx is ScalarTracer:
+                xs = x._storage
+                if xs.poison is not None:
+                    return None
+                vals.append(x._value.item() if xs.weak and x._geom is None else x._value)
+                tans.append(ZERO if xs.tangent is None else xs.tangent if x._geom is None
+                            else view_of(xs.tangentbuf, x._geom))
+            else:
+                if tx is not float and tx is not _ndarray and foreign_subclass(x):
+                    raise subclass_error(x)
+                vals.append(x)
+                tans.append(ZERO)
+        partials = prim.elementwise[1]
+        active = [i for i in range(len(tans)) if tans[i] is not ZERO]
+        if not active or any(partials[i] is None or prim.reads[i][1] for i in active):
+            return None
+        if np.result_type(*vals) != dv.dtype or not _broadcast_to(vals, dv.shape):
+            return None
+        self.check_writable(dest, True, Ellipsis)
+        if s.pristine:
+            s.pristine = False
+        own = s.tangent
+        acc = None
+        with _DerivativeEvents():  # (the tangent's floating-point events are not the user's)
+            for i in active:
+                d = partials[i]
+                t = tans[i]
+                if callable(d):
+                    fp = FP.flag
+                    p = _partial(d, vals, None)
+                    if isinstance(p, NotImplementedTangent):
+                        acc = p
+                        break
+                    if len(active) == 1 and t is own and (type(p) is float or getattr(p, "shape", None) == ()) and (
+                            FP.flag is fp and np.isfinite(p)):
+                        # (u *= c: the tangent scaled where it is; a finite factor is the careful product)
+                        np.multiply(own, p, out=own)
+                        acc = own
+                        break
+                    term = t * p
+                    if FP.flag is not fp or _silently_nonfinite(p):
+                        term = _careful_product(t, d, p, vals, None, np.shape(term), conj=False)
+                else:
+                    term = t if d == 1 else -t
+                acc = term if acc is None else acc + term
+        if isinstance(acc, NotImplementedTangent):
+            s.poison = self._poisoned(acc, prim.name)
+        elif acc is not own:
+            if own is None:
+                self.ensure_tangent(s)
+            s.tangent[...] = acc
+        uf(*vals, out=dv)
+        return dest
 
     def process(self, prim, leaves, tree, args, kwargs):
         vals, ins = self.unwrap_args(leaves, prim.weak_args)

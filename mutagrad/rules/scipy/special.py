@@ -115,7 +115,11 @@ def _polygamma_next(n, x, name):
     return polygamma(np.add(bottom(n), 1), x)  # (n as SciPy takes it: a number, an array, a list of orders)
 
 
-defparametric(polygamma, 1, lambda n, x, y: _polygamma_next(n, x, "polygamma"), integer=True)
+# (its order: SciPy's polygamma is NaN between integers, not a step function as the counts below: a traced order
+# has no derivative, not a zero one; regress55)
+defparametric(polygamma, 1, lambda n, x, y: _polygamma_next(n, x, "polygamma"),
+              why="scipy.special.polygamma(n, x) has no derivative w.r.t. its order n (SciPy's value is NaN between "
+                  "integer orders): pass n as integers (a constant), not a differentiated array")
 defelementwise(sp.gammaln, lambda x, y: sp.digamma(x))
 defelementwise(sp.loggamma, lambda x, y: sp.digamma(x))
 defelementwise(sp.digamma, lambda x, y: _polygamma_next(0, x, "digamma"))

@@ -45,6 +45,7 @@ import numpy as np
 from .elide import ELIDE_BYTES, note_result, temporary
 from .errors import (
     _CALL_OPS,
+    TEST_HINT,
     MutationError,
     NoRuleError,
     TracerEscapeError,
@@ -55,10 +56,9 @@ from .errors import (
     at_a_store,
     at_an_operator,
     call_at,
-    TEST_HINT,
     compared_in_a_test,
-    in_a_test,
     escape_error,
+    in_a_test,
     index_valued_call,
     method_calls,
     note_escape,

@@ -14,12 +14,12 @@ import inspect
 import itertools
 import linecache
 import math
+import numbers
 import operator
 import os
 import re
 import sys
 import threading
-import numbers
 import types
 import warnings
 

@@ -32,9 +32,16 @@ from .core import (
 )
 from .errors import complex_into_real, user_line, warn_complex_cast
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
-from .registry import FP, _careful_product, _DerivativeEvents, _partial, _silently_nonfinite, fixed_errstate
-from .tape import _broadcast_to
+from .registry import (
+    FP,
+    _careful_product,
+    _DerivativeEvents,
+    _partial,
+    _silently_nonfinite,
+    fixed_errstate,
+)
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
+from .tape import _broadcast_to
 
 _ndarray = np.ndarray
 ZERO = ZeroTangent()
@@ -446,8 +453,9 @@ class ForwardLevel(Level):
 
     def _note_clean_write(self, s, dest, idx):
         """A write of values that have a derivative into a poisoned storage (one holding, say, the
-        scratch values SciPy left with overwrite_a=True): the poison covers the whole storage, so it
-        goes once every element (both parts of a complex one) has been rewritten so since."""
+        scratch values SciPy left with overwrite_a=True): the poison covers the storage's marked elements
+        (all of them, or a view's: _note_poisoned_write), so it goes once every element (both parts of a
+        complex one) has been rewritten so since; reads of rewritten elements are clean before (poison_of)."""
         entry = self.clean_marks.get(id(s))
         if entry is None or entry[0] is not s:
             buf, root = s.new_mirror(np.zeros)

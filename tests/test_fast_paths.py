@@ -867,7 +867,10 @@ def test_forward_mode_computes_in_place_updates_in_place():
         v, t = mg.jvp(f, tuple(traced), tuple(tans))
         assert v == value and all(np.array_equal(a, b) for a, b in zip(traced, plain))
         h = 1e-6
-        step = lambda s: f(*[a + s * h * d for a, d in zip(args, tans)])
+
+        def step(s, f=f, args=args, tans=tans, h=h):
+            return f(*[a + s * h * d for a, d in zip(args, tans)])
+
         if f.__name__ == "f32":  # (by hand: d/du sum(1.5u - (1.5u)^2) = 1.5 - 4.5u, at float32's precision)
             np.testing.assert_allclose(t, np.sum((1.5 - 4.5 * args[0]) * tans[0]), rtol=1e-5)
         else:

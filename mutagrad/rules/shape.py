@@ -9,6 +9,7 @@ copies instead (``reshape`` of a non-contiguous array, ``concatenate``...).
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 
 import numpy as np
@@ -394,7 +395,7 @@ def _one_clip(x, lo, hi) -> bool:
     if getattr(xb, "dtype", None) is None or xb.dtype.kind != "f" or _has_nan(xb):
         return False
     if type(lo) in _NUMBERS and type(hi) in _NUMBERS:  # (the common case: two numbers)
-        return lo == lo and hi == hi and lo != hi
+        return not (math.isnan(lo) or math.isnan(hi)) and lo != hi
     lb, hb = bottom(lo), bottom(hi)
     if np.result_type(lb).kind not in "fiub" or np.result_type(hb).kind not in "fiub" or _has_nan(lb) or (
             _has_nan(hb)):

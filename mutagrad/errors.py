@@ -583,12 +583,15 @@ def in_a_test(frame) -> bool:
     ``assert``, conditional expression or comprehension (for a message: see :func:`compared_in_a_test`)."""
     call = call_at(frame)
     tree = _file_tree(frame.f_code.co_filename) if call is not None else None
-    if tree is None:
-        return False
-    return any(isinstance(t, ast.expr) and t.lineno <= call.lineno <= (t.end_lineno or t.lineno)
-               and any(sub is call for sub in ast.walk(t))
-               for node in ast.walk(tree)
-               for t in (node.ifs if type(node) is ast.comprehension else [getattr(node, "test", None)]))
+    return tree is not None and any(any(sub is call for sub in ast.walk(t)) for t in _tests_around(tree, call))
+
+
+def _tests_around(tree, call):
+    """The conditions of ``tree`` (an ``if``'s, ``while``'s, ``assert``'s, conditional expression's or
+    comprehension's ``if``) whose lines hold ``call``'s first line."""
+    return [t for node in ast.walk(tree) for t in (node.ifs if type(node) is ast.comprehension
+                                                   else [getattr(node, "test", None)])
+            if isinstance(t, ast.expr) and t.lineno <= call.lineno <= (t.end_lineno or t.lineno)]
 
 
 TEST_HINT = SpecificHint(
@@ -605,22 +608,19 @@ _COMPARED: dict = {}  # (id of a file's AST, id of a call in it) -> (the call, _
 _PASSING = {"abs": builtins.abs, "min": builtins.min, "max": builtins.max, "round": builtins.round,
             "math.fabs": math.fabs}
 _TEST_PREDICATES = {"math.isclose": math.isclose, "math.isnan": math.isnan, "math.isinf": math.isinf,
-               "math.isfinite": math.isfinite}
+                    "math.isfinite": math.isfinite}
 
 
 def _tests_of(tree, call):
     """The ways ``call``'s result reaches a test of ``tree`` alone (see :func:`compared_in_a_test`): a list of
     (the wrapping calls' func nodes with the functions they must name, the other operands of its comparison)."""
     ways = []
-    tests = [t for node in ast.walk(tree) for t in (
-        node.ifs if type(node) is ast.comprehension else [getattr(node, "test", None)])  # (a comprehension's if)
-        if isinstance(t, ast.expr) and t.lineno <= call.lineno <= (t.end_lineno or t.lineno)]
-    for test in tests:
+    for test in _tests_around(tree, call):
         for sub in ast.walk(test):
             if isinstance(sub, ast.Compare):
                 operands = [sub.left, *sub.comparators]
                 for k, op in enumerate(operands):
-                    way = _passes(op, call, _PASSING)
+                    way = _passes(op, call)
                     if way is not None:
                         ways.append((way[0], way[1] + operands[:k] + operands[k + 1:]))
         tops = [test]
@@ -630,29 +630,26 @@ def _tests_of(tree, call):
                 tops.extend(t.values)
             elif isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not):
                 tops.append(t.operand)
-            elif isinstance(t, ast.Call) and ast.unparse(t.func) in _TEST_PREDICATES and not t.keywords or (
-                    isinstance(t, ast.Call) and ast.unparse(t.func) == "math.isclose"):
+            elif isinstance(t, ast.Call) and (name := ast.unparse(t.func)) in _TEST_PREDICATES and (
+                    not t.keywords or name == "math.isclose"):  # (isclose's rel_tol=, abs_tol=)
                 for k, a in enumerate(t.args):
-                    way = _passes(a, call, _PASSING)
+                    way = _passes(a, call)
                     if way is not None:
-                        ways.append(([(t.func, _TEST_PREDICATES[ast.unparse(t.func)])] + way[0],
-                                     way[1] + t.args[:k] + t.args[k + 1:]))
+                        ways.append(([(t.func, _TEST_PREDICATES[name])] + way[0], way[1] + t.args[:k] + t.args[k + 1:]))
     return ways
 
 
-def _passes(node, call, passing):
-    """(the wrapping calls (func node, the function it must name), their other arguments) through which ``node``
-    is made of ``call``'s result, or None where it is not."""
+def _passes(node, call):
+    """(the wrapping calls of _PASSING (func node, the function it must name), their other arguments) through
+    which ``node`` is made of ``call``'s result, or None where it is not."""
     if node is call:
         return [], []
-    if isinstance(node, ast.Call) and not node.keywords or (
-            isinstance(node, ast.Call) and ast.unparse(node.func) == "round"):
-        name = ast.unparse(node.func)
-        if name in passing:
-            for k, a in enumerate(node.args):
-                inner = _passes(a, call, passing)
-                if inner is not None:
-                    return [(node.func, passing[name])] + inner[0], inner[1] + node.args[:k] + node.args[k + 1:]
+    if isinstance(node, ast.Call) and (name := ast.unparse(node.func)) in _PASSING and (
+            not node.keywords or name == "round"):  # (round's ndigits=)
+        for k, a in enumerate(node.args):
+            inner = _passes(a, call)
+            if inner is not None:
+                return [(node.func, _PASSING[name])] + inner[0], inner[1] + node.args[:k] + node.args[k + 1:]
     return None
 
 
@@ -675,10 +672,7 @@ def _plain_operand(frame, node) -> bool:
     """Whether an operand compared with the converted number cannot keep it: a constant, or a name whose value is
     a number, an array, a string or None (an object of the program's class may define a comparison that stores
     its operand); other expressions are taken as they come."""
-    if type(node) is not ast.Name:
-        return True
-    v = frame.f_locals.get(node.id, frame.f_globals.get(node.id, frame.f_builtins.get(node.id)))
-    return isinstance(v, _PLAIN_TYPES)
+    return type(node) is not ast.Name or isinstance(_resolved(frame, node), _PLAIN_TYPES)
 
 
 def call_at(frame, kind=ast.Call):

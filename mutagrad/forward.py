@@ -32,14 +32,7 @@ from .core import (
 )
 from .errors import complex_into_real, user_line, warn_complex_cast
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
-from .registry import (
-    FP,
-    _careful_product,
-    _DerivativeEvents,
-    _partial,
-    _silently_nonfinite,
-    fixed_errstate,
-)
+from .registry import FP, ew_tangent, fixed_errstate
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
 from .tape import _broadcast_to
 
@@ -206,15 +199,15 @@ class ForwardLevel(Level):
 
     def ew_into(self, prim, leaves, dest):
         """:meth:`process_ew` into ``dest``, all of one of this level's arrays (``u *= c``, ``np.add(u, v,
-        out=u)``), at the outermost level: the tangent computed into ``dest``'s tangent buffer and the value into
-        ``dest``, as NumPy computes it, instead of new arrays written over both. None for what it leaves to the
-        general path (a cast or broadcast output, a poisoned or inactive operand, a partial that reads the output
-        or is missing, careful floating-point products)."""
+        out=u)``), at the outermost level: the tangent computed into ``dest``'s tangent buffer (in place for
+        ``u *= c``) and the value into ``dest``, as NumPy computes it, instead of new arrays written over both.
+        None for what it leaves to the general path (a cast or broadcast output, a poisoned or inactive
+        operand, a partial that reads the output)."""
         dv = dest._value
         uf = prim.elementwise[2]
         s = dest._storage
         if (self.run_group is not None or self.index or type(dv) is not _ndarray or type(uf) is not np.ufunc
-                or s.poison is not None or FP.careful):
+                or s.poison is not None):
             return None
         vals = []
         tans = []
@@ -232,9 +225,8 @@ class ForwardLevel(Level):
                     raise subclass_error(x)
                 vals.append(x)
                 tans.append(ZERO)
-        partials = prim.elementwise[1]
         active = [i for i in range(len(tans)) if tans[i] is not ZERO]
-        if not active or any(partials[i] is None or prim.reads[i][1] for i in active):
+        if not active or any(prim.reads[i][1] for i in active):
             return None
         if np.result_type(*vals) != dv.dtype or not _broadcast_to(vals, dv.shape):
             return None
@@ -242,35 +234,17 @@ class ForwardLevel(Level):
         if s.pristine:
             s.pristine = False
         own = s.tangent
-        acc = None
-        with _DerivativeEvents():  # (the tangent's floating-point events are not the user's)
-            for i in active:
-                d = partials[i]
-                t = tans[i]
-                if callable(d):
-                    fp = FP.flag
-                    p = _partial(d, vals, None)
-                    if isinstance(p, NotImplementedTangent):
-                        acc = p
-                        break
-                    if len(active) == 1 and t is own and (type(p) is float or getattr(p, "shape", None) == ()) and (
-                            FP.flag is fp and np.isfinite(p)):
-                        # (u *= c: the tangent scaled where it is; a finite factor is the careful product)
-                        np.multiply(own, p, out=own)
-                        acc = own
-                        break
-                    term = t * p
-                    if FP.flag is not fp or _silently_nonfinite(p):
-                        term = _careful_product(t, d, p, vals, None, np.shape(term), conj=False)
-                else:
-                    term = t if d == 1 else -t
-                acc = term if acc is None else acc + term
+        acc = ew_tangent(prim, prim.elementwise[1], vals, tans, None,
+                         own if len(active) == 1 and tans[active[0]] is own else None)
         if isinstance(acc, NotImplementedTangent):
             s.poison = self._poisoned(acc, prim.name)
         elif acc is not own:
             if own is None:
-                self.ensure_tangent(s)
-            s.tangent[...] = acc
+                if not isinstance(acc, AbstractZero):
+                    self.ensure_tangent(s)
+                    s.tangent[...] = acc
+            else:
+                own[...] = 0 if isinstance(acc, AbstractZero) else acc
         uf(*vals, out=dv)
         return dest
 

@@ -1283,6 +1283,43 @@ def _positional(params):
     return [q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
 
 
+def ew_tangent(p, partials, primals, tangents, y, own=None):
+    """The tangent of elementwise primitive ``p``'s output: each nonzero tangent times its partial at
+    ``primals`` (and ``y``, the output, which ForwardLevel.ew_into leaves None: its partials do not read it),
+    summed; ZERO, or a NotImplementedTangent where a partial is missing along a nonzero tangent. ``own``: the
+    only nonzero tangent, a buffer the caller owns, scaled in place and returned where its partial is one
+    finite number (``u *= c`` in forward mode)."""
+    acc = ZERO
+    with _DerivativeEvents():  # (the tangent's floating-point events are not the user's)
+        for i in range(len(partials)):
+            t = tangents[i]
+            d = partials[i]
+            if is_zero(t):
+                continue
+            if d is None:
+                if p.user and not isinstance(t, NotImplementedTangent):  # (see tape.EWRecord.backward)
+                    return no_tangent_for_active(p, i, None)
+                continue
+            if not callable(d):
+                term = t if d == 1 else -t
+            else:
+                fp = FP.flag
+                dv = _partial(d, primals, y)
+                if isinstance(dv, NotImplementedTangent):  # (a partial the rule does not have at these values:
+                    # none is asked for along a tangent of zeros, a parameter held fixed in a traced vector)
+                    if isinstance(dv * t, AbstractZero):
+                        continue
+                    return dv
+                if t is own and own is not None and FP.flag is fp and (
+                        type(dv) is float or getattr(dv, "shape", None) == ()) and np.isfinite(dv):
+                    return np.multiply(own, dv, out=own)  # (a finite factor's product is the careful one)
+                term = t * dv
+                if FP.flag is not fp or FP.careful or _silently_nonfinite(dv):  # an infinite or undefined partial
+                    term = _careful_product(t, d, dv, primals, y, np.shape(term), conj=False)
+            acc = term if isinstance(acc, AbstractZero) else acc + term
+    return acc
+
+
 def defelementwise(fn, *partials, impl=None):
     """Both rules of an elementwise function from its partial derivatives.
 
@@ -1307,32 +1344,7 @@ def defelementwise(fn, *partials, impl=None):
 
     def forward(primals, tangents):
         y = call(*primals)
-        acc = ZERO
-        with _DerivativeEvents():  # (the tangent's floating-point events are not the user's)
-            for i in range(n):
-                t = tangents[i]
-                d = partials[i]
-                if is_zero(t):
-                    continue
-                if d is None:
-                    if p.user and not isinstance(t, NotImplementedTangent):  # (see tape.EWRecord.backward)
-                        return y, no_tangent_for_active(p, i, None)
-                    continue
-                if not callable(d):
-                    term = t if d == 1 else -t
-                else:
-                    fp = FP.flag
-                    dv = _partial(d, primals, y)
-                    if isinstance(dv, NotImplementedTangent):  # (a partial the rule does not have at these values:
-                        # none is asked for along a tangent of zeros, a parameter held fixed in a traced vector)
-                        if isinstance(dv * t, AbstractZero):
-                            continue
-                        return y, dv
-                    term = t * dv
-                    if FP.flag is not fp or FP.careful or _silently_nonfinite(dv):  # an infinite or undefined partial
-                        term = _careful_product(t, d, dv, primals, y, np.shape(term), conj=False)
-                acc = term if isinstance(acc, AbstractZero) else acc + term
-        return y, acc
+        return y, ew_tangent(p, partials, primals, tangents, y)
 
     forward.events_apart = True  # (ForwardLevel.process: the primal's events are the user's)
     p.rrule = rule

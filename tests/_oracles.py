@@ -12,8 +12,3 @@ def fd_hessian(f, x, h=1e-4):
             H[i, j] = (f(x + E[i] + E[j]) - f(x + E[i] - E[j]) - f(x - E[i] + E[j]) + f(x - E[i] - E[j])) / (4 * h * h)
     return H
 
-
-def fd_grad(f, x, h=1e-6):
-    """Central differences of plain scalar ``f`` at the vector ``x``."""
-    x = np.asarray(x, dtype=float)
-    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)]).reshape(x.shape)

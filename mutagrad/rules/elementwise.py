@@ -836,8 +836,6 @@ for _pick, _nan_loses in ((np.maximum, False), (np.minimum, False), (np.fmax, Tr
 # np.clip(x, lo, hi) with both bounds as one primitive, NumPy's clip ufunc (the one behind np.clip and ndarray.clip):
 # the partials of np.minimum(np.maximum(x, lo), hi), ties split evenly at each pick, four times each as int8 (0, 1, 2
 # or 4). rules/shape.py takes it where no operand holds a NaN and no lo equals its hi (else it composes the picks)
-_CLIP = getattr(getattr(np, "_core", None), "umath", None)
-_CLIP = getattr(_CLIP, "clip", None) if isinstance(getattr(_CLIP, "clip", None), np.ufunc) else None
 
 
 def _clip_codes(x, lo, hi, i):
@@ -872,9 +870,9 @@ def _clip_eager(vals, positions):
     return [EagerPartial(shapes[i], _clip_codes(*vals, i) if i in positions else None) for i in range(3)]
 
 
-if _CLIP is not None:
-    get_primitive(_CLIP, "np.clip")
-    defelementwise(_CLIP, _clip_partial(0), _clip_partial(1), _clip_partial(2)).eager = _clip_eager
+get_primitive(np._core.umath.clip, "np.clip")
+CLIP = defelementwise(np._core.umath.clip, _clip_partial(0), _clip_partial(1), _clip_partial(2))
+CLIP.eager = _clip_eager
 
 
 def _abs_d(x, y):

@@ -14,10 +14,10 @@ import sys
 
 import numpy as np
 
-from ..core import (REGISTRY, write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom,
-                    ew_call, get_primitive, plain_operands)
+from ..core import (write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, ew_call,
+                    get_primitive, plain_operands)
 from ..registry import deflinear, operands_dead
-from .elementwise import _has_nan
+from .elementwise import CLIP, _has_nan
 from ..tangents import ZeroTangent, is_zero, not_implemented, unbroadcast
 
 ZERO = ZeroTangent()
@@ -329,12 +329,12 @@ def _np_clip(args, kwargs):
     if lo is not None and hi is not None and not loop and a.get("where", True) is True and _one_clip(x, lo, hi):
         # one primitive, NumPy's clip ufunc (the composition below is two passes and two records)
         if o is not None and type(o) is ArrayTracer and o._geom is None:
-            r = ew_call(_CLIP_PRIM, (x, lo, hi), o)  # (in place: its partials now, where o is x)
+            r = ew_call(CLIP, (x, lo, hi), o)  # (in place: its partials now, where o is x)
             if r is not None:
                 return r
-        res = ew_call(_CLIP_PRIM, (x, lo, hi))
+        res = ew_call(CLIP, (x, lo, hi))
         if res is None:
-            res = bind(_CLIP_PRIM, (x, lo, hi))
+            res = bind(CLIP, (x, lo, hi))
         return write_out(res, o, lambda ob: np.clip(plain_operands(x), plain_operands(lo), plain_operands(hi),
                                                     out=ob))
     res = x
@@ -383,14 +383,11 @@ def _np_clip(args, kwargs):
 
 
 FUNCTIONS[np.clip] = _np_clip
-_CLIP_PRIM = REGISTRY.get(getattr(getattr(getattr(np, "_core", None), "umath", None), "clip", None))
 
 
 def _one_clip(x, lo, hi) -> bool:
     """Whether np.clip(x, lo, hi) is the clip primitive's (rules/elementwise.py): real operands, a floating x, no
     NaN, no lo equal to its hi (where the composition of the picks gives the bounds half each)."""
-    if _CLIP_PRIM is None:
-        return False
     xb = bottom(x)
     if getattr(xb, "dtype", None) is None or xb.dtype.kind != "f" or _has_nan(xb):
         return False

@@ -9,7 +9,7 @@ sp = pytest.importorskip("scipy.special")
 
 import mutagrad as mg  # noqa: E402
 import mutagrad.scipy.special as msp  # noqa: E402
-from mutagrad.testing import check_grads  # noqa: E402
+from mutagrad.testing import check_grads, numerical_grad  # noqa: E402
 from tests._oracles import fd_hessian
 from tests.rules._draws import Draws  # noqa: E402
 
@@ -594,8 +594,6 @@ def test_lists_of_traced_values_are_arrays_as_scipy_makes_them():
     # (hmc) msp.logsumexp([a, b], b=[0.3, 0.7]), softmax([a, b]), log_softmax, polygamma(1, [a, b]): SciPy converts
     # the lists with np.asarray; the rules got the list and their pullbacks returned one array for it (RuleError).
     # Against central differences of SciPy's own functions, forward against reverse, Hessians too
-    from tests._oracles import fd_grad
-
     def mix(lse, softmax, log_softmax, polygamma):
         def f(x):
             a, b = -0.5 * np.sum(x ** 2), -np.sum((x + 1.0) ** 2)
@@ -609,7 +607,7 @@ def test_lists_of_traced_values_are_arrays_as_scipy_makes_them():
     x = np.array([0.2, -0.4])
     np.testing.assert_allclose(f(x), plain(x), rtol=1e-14)
     g = mg.grad(f)(x)
-    np.testing.assert_allclose(g, fd_grad(plain, x), rtol=1e-7)
+    np.testing.assert_allclose(g, numerical_grad(plain, (x,), (0,))[0], rtol=1e-7)
     np.testing.assert_allclose(mg.jvp(f, (x,), (np.array([0.3, -1.0]),))[1], g @ [0.3, -1.0], rtol=1e-12)
     np.testing.assert_allclose(mg.hessian(f)(x), fd_hessian(plain, x), rtol=1e-4, atol=1e-6)
 
@@ -618,13 +616,12 @@ def test_polygamma_orders_as_a_list_and_scipy_ufuncs_of_lists_named_as_spelled()
     # regress54: msp.polygamma([0, 1], x) raised a TypeError inside its rule (list + 1); against central differences.
     # A SciPy ufunc given a list of traced values is refused (NumPy converts the list) under the name the program
     # wrote, not "np.erf" (no such function)
-    from tests._oracles import fd_grad
-
     f = lambda x: np.sum(msp.polygamma([0, 1], x) * [1.0, 2.0]) + np.sum(msp.polygamma((1, 2), x[::-1]))
     plain = lambda x: np.sum(sp.polygamma([0, 1], x) * [1.0, 2.0]) + np.sum(sp.polygamma((1, 2), x[::-1]))
     x = np.array([1.5, 2.0])
-    np.testing.assert_allclose(mg.grad(f)(x), fd_grad(plain, x), rtol=1e-7)
-    np.testing.assert_allclose(mg.jvp(f, (x,), (np.ones(2),))[1], np.sum(fd_grad(plain, x)), rtol=1e-7)
+    fd = numerical_grad(plain, (x,), (0,))[0]
+    np.testing.assert_allclose(mg.grad(f)(x), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(f, (x,), (np.ones(2),))[1], np.sum(fd), rtol=1e-7)
     # (regress55) a traced order: no derivative (SciPy's polygamma is NaN between integer orders), not a zero one
     with np.errstate(invalid="ignore"):
         assert np.all(np.isnan(sp.polygamma(np.array([0.5, 1.5]), 2.0)))

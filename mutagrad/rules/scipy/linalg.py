@@ -113,8 +113,9 @@ def _as_column(solve, a, b, **kw):
 # hold afterwards is written into the arrays (DESIGN 1.2.5): a result as a traced write (its
 # derivative exact), other values as a primitive whose derivative is a NotImplementedTangent,
 # which costs nothing unless read (forward mode marks the elements written, the array or the view,
-# and a read of elements rewritten since is clean). A plain array that would receive traced values raises WriteToPlainArrayError; arrays
-# sharing memory (SciPy would read what it overwrote) raise MutationError. The results are SciPy's
+# and a read of elements rewritten since is clean). A plain array that would receive traced values
+# raises WriteToPlainArrayError; arrays sharing memory (SciPy would read what it overwrote) raise
+# MutationError. The results are SciPy's
 # own bits (the primitives are SciPy's calls), and where SciPy returns the argument or a view of
 # it, so does the call. A stack that SciPy's batch decorator handles matrix by matrix is called so
 # here too (an array broadcast over the stack is overwritten by the first matrix and read so by

@@ -3385,7 +3385,7 @@ class Tracer:
                 "ends.")
         if it in ("nditer", "ndenumerate"):
             raise escape_error(f"np.{it} over a traced array (it iterates plain memory)", TracerEscapeError,
-                               _NDINDEX_HINT)
+                               _NDINDEX_HINT, specific=True)
         if (call is not None and isinstance(call.func, (ast.Name, ast.Attribute))
                 and _named(call.func, frame) is np.broadcast):  # (by any name: from numpy import broadcast as B)
             raise escape_error("np.broadcast of traced arrays (it converts them to plain arrays)", TracerEscapeError,

@@ -47,6 +47,7 @@ CASES = [
     ("scipy.special.betainc", lambda x: sp.betainc(np.array([0.5, 2.0]), np.array([3.0, 1.5]), x), (U01(2),), 2),
     ("scipy.special.betaincc", lambda x: sp.betaincc(np.array([0.5, 2.0]), np.array([3.0, 1.5]), x), (U01(2),), 2),
     ("scipy.special.stdtr", lambda t: sp.stdtr(np.array([1.0, 2.5, 30.0]), t), (R(3),), 2),
+    ("scipy.special.stdtrit", lambda p: sp.stdtrit(np.array([1.0, 2.5, 30.0]), p), (np.array([0.02, 0.3, 0.9]),), 2),
     # error function and normal distribution
     ("scipy.special.erf", sp.erf, (R(3),), 2),
     ("scipy.special.erf", sp.erf, (C(3),), 2),
@@ -281,6 +282,15 @@ def test_stdtr_density_for_large_and_infinite_df():
     normal = np.exp(-0.7 ** 2 / 2) / np.sqrt(2 * np.pi)
     for df in (1e14, 1e16, np.inf):
         np.testing.assert_allclose(mg.grad(lambda t: sp.stdtr(df, t))(np.float64(0.7)), normal, rtol=1e-13)
+    # stdtrit, its inverse: d/dp = 1 / the density at stdtrit(df, p); ndtri's at df = inf (SciPy's value there)
+    st = pytest.importorskip("scipy.stats")
+    for df in (4.0, 1e16, np.inf):
+        want = 1 / st.t.pdf(sp.stdtrit(df, 0.3), df) if np.isfinite(df) else np.sqrt(2 * np.pi) * np.exp(
+            sp.ndtri(0.3) ** 2 / 2)
+        np.testing.assert_allclose(mg.grad(lambda p: sp.stdtrit(df, p))(0.3), want, rtol=1e-13)
+    # w.r.t. df: not implemented (as stdtr's), said, never zero
+    g = mg.grad(lambda df: sp.stdtrit(df, 0.3))(4.0)
+    assert isinstance(g, mg.NotImplementedTangent) and "stdtrit w.r.t. df" in str(g)
 
 
 # (covers, function, args, what the message names): no derivative at all, as SciPy has none

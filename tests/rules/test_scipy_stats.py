@@ -40,6 +40,9 @@ CASES = [
     ("scipy.stats.t.pdf", m("t", "pdf"), (R(3), P(3) + 1, R(3), P(3)), 2),
     *[(f"scipy.stats.t.{meth}", lambda x, loc, s, meth=meth: m("t", meth)(x, 2.5, loc, s), (R(3), R(3), P(3)), 2)
       for meth in ("cdf", "logcdf", "sf", "logsf")],
+    ("scipy.stats.t.ppf", lambda q, loc, s: mst.t.ppf(q, 2.5, loc, s), (U01(3), R(3), P(3)), 2),
+    ("scipy.stats.t.isf", lambda q, loc, s: mst.t.isf(q, np.array([1.0, 4.0, np.inf]), loc=loc, scale=s),
+     (U01(3), R(3), P(3)), 2),
     # gamma: densities w.r.t. a too; support x >= loc
     ("scipy.stats.gamma.logpdf", m("gamma", "logpdf"), (P(3) + 1, P(3), R(3) * 0.1, P(3)), 2),
     ("scipy.stats.gamma.pdf", m("gamma", "pdf"), (P(3) + 1, P(3), R(3) * 0.1, P(3)), 2),

@@ -301,7 +301,7 @@ def test_gradients_closed_form():
     # d/dx cdf = pdf (SciPy's), for every distribution
     for name, params in [("expon", (0.2, 1.3)), ("cauchy", (0.2, 1.3)), ("chi2", (3.5,)), ("lognorm", (0.6,)),
                          ("weibull_min", (1.7,)), ("gumbel_r", ()), ("halfnorm", ()), ("f", (2.5, 3.5)),
-                         ("logistic", ()), ("uniform", (0.0, 2.0)), ("laplace", ())]:
+                         ("logistic", ()), ("uniform", (0.0, 2.0)), ("laplace", ()), ("t", (4.0,)), ("t", (1.0,))]:
         for x in (0.7, 1.9):
             dist, ref = getattr(mst, name), getattr(st, name)
             np.testing.assert_allclose(mg.grad(dist.cdf)(x, *params), ref.pdf(x, *params), rtol=1e-10, err_msg=name)

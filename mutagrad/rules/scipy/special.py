@@ -495,6 +495,9 @@ def _t_density(df, t, y):
 
 
 defparametric(sp.stdtr, 1, _t_density)
+# stdtrit(df, p) is the t with stdtr(df, t) = p: 1 / the density there
+defparametric(sp.stdtrit, 1, lambda df, p, t: _undefined(t, 1.0 / _t_density(df, t, t)),
+              why="the derivative of scipy.special.stdtrit w.r.t. df is not implemented (only w.r.t. p)")
 
 # -- error function and normal distribution ---------------------------------------
 

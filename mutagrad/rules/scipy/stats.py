@@ -5,7 +5,7 @@ Continuous, location-scale (``x, *shapes, loc=0, scale=1``): ``norm``,
 ``cauchy``, ``logistic``, ``uniform``, ``chi2`` (df), ``lognorm`` (s),
 ``weibull_min`` (c), ``gumbel_r``, ``halfnorm``, ``f`` (dfn, dfd): ``logpdf``,
 ``pdf``, ``cdf``, ``logcdf``, ``sf``, ``logsf``, and ``ppf`` and ``isf`` for all but
-``t``, ``beta`` and ``f``. Discrete: ``poisson`` (mu), ``nbinom`` and
+``beta`` and ``f``. Discrete: ``poisson`` (mu), ``nbinom`` and
 ``binom`` (n, p): ``logpmf``, ``pmf`` and the cumulative functions. Multivariate: ``multivariate_normal``
 (``logpdf``, ``pdf``, ``entropy``) and ``dirichlet`` (``logpdf``, ``pdf``).
 
@@ -348,7 +348,10 @@ class _T(_Symmetric):
 
     name = "t"
     shapes = ("df",)
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # stdtr's w.r.t. df
+    METHODS = _WITH_PPF
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # stdtr's, stdtrit's w.r.t. df
+    ppf = _quantile
+    isf = _inverse_sf
 
     def _logpdf(self, z, df):
         # log Gamma((df+1)/2) - log Gamma(df/2) as log poch(df/2, 1/2), as SciPy writes it (the
@@ -377,6 +380,12 @@ class _T(_Symmetric):
 
     def _cdf(self, z, df):
         return sp.stdtr(df, z)
+
+    def _ppf(self, q, df):
+        return sp.stdtrit(df, q)
+
+    def _isf(self, q, df):  # (SciPy's)
+        return -sp.stdtrit(df, q)
 
 
 

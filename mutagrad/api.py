@@ -1229,7 +1229,7 @@ def _check_plain_aliases(level):
 def _check_plain_aliases_of(level):
     for info in level.plain_aliases:
         st = info.storage
-        if st.captured or st.was_captured or st.active or st.tangent is not None:  # (forward mode: a tangent)
+        if st.captured or st.was_captured or st.span is not None or st.active or st.tangent is not None:  # (forward mode: a tangent)
             summed = st.call_sum
             if summed is not None and not st.written and not _same_sum(*summed):
                 where = (
@@ -2079,7 +2079,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     for leaf in out_leaves + (tree_flatten(aux)[0] if has_aux else []):
         if isinstance(leaf, Tracer) and leaf._level is level:
             reach.add(id(leaf._storage))
-    guarded = [s for s in storages if (s.captured or s.was_captured) and (id(s) in reach or s.exported)]
+    guarded = [s for s in storages if (s.captured or s.was_captured or s.span is not None) and (
+        id(s) in reach or s.exported)]
     prints = [_fingerprint(s) for s in guarded]
 
     @_no_full_collections

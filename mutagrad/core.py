@@ -433,6 +433,35 @@ def _bounds_of(b):
     return _byte_bounds(b)
 
 
+def capture(st, x, v):
+    """Note that a pullback reads ``v``, the value of tracer ``x`` of storage ``st`` (later writes
+    into it must save what they overwrite): all of ``st`` (``captured``), or for a view, the memory
+    it spans (``span``, one interval: the rows of a history buffer read one by one, ``S[t + 1] = f(S[t])``,
+    leave the rows after them free, whose writes then save nothing)."""
+    if st.captured:
+        return
+    if x._geom is None or type(v) is not _ndarray:
+        st.captured = True
+        return
+    lo, hi = _bounds_of(v)
+    sp = st.span
+    st.span = (lo, hi) if sp is None else (min(lo, sp[0]), max(hi, sp[1]))
+
+
+def read_within(st, region) -> bool:
+    """Whether a pullback may read the memory of storage ``st`` under ``region`` (a plain array: the
+    values a write overwrites; anything else: somewhere in ``st``), see :func:`capture`."""
+    if st.captured:
+        return True
+    sp = st.span
+    if sp is None:
+        return False
+    if type(region) is not _ndarray:
+        return True
+    lo, hi = _bounds_of(region)
+    return lo < sp[1] and sp[0] < hi and lo < hi
+
+
 class Geom:
     """Where a view sits in its storage: byte offset, shape, strides, dtype."""
 
@@ -627,6 +656,11 @@ class Storage:
     orig = None
     # captured before a write over the whole storage set `captured` back (tape._overwritten)
     was_captured = False
+    # bytes of copies made of views of it for pullbacks (registry.view_kept)
+    copied = 0
+    # (low, high) addresses of the memory of it that pullbacks read through views, where they read
+    # no more (not ``captured``): a write elsewhere need not save what it overwrites (see capture)
+    span = None
     # reverse pass: the adjoint buffer (or the block of one that ``adj`` is) may be other
     # storages' too (the cotangent of ``a + b`` given to both operands as is): then this is
     # the count of its holders (tape._Share). It is read freely; before a write into it, a
@@ -704,6 +738,13 @@ class Storage:
         if bounds is None:
             bounds = self.bounds
         return Geom(_ptr(b) - bounds[0], b.shape, b.strides, b.dtype, overlap)
+
+    def nbytes(self) -> int:
+        """The bytes of its buffer."""
+        n = self.dtype.itemsize
+        for k in self.shape:
+            n *= k
+        return n
 
     def root_geom(self):
         """Geometry of the root inside the mirror buffer, or None if it is the buffer."""
@@ -1408,7 +1449,7 @@ def live(x, writing=False, argument=False, output=False):
         if g is not None and g.running:
             raise g.leftover_error()
         s = x._storage
-        if (s.captured or s.was_captured) and getattr(lv, "tape", None):
+        if (s.captured or s.was_captured or s.span is not None) and getattr(lv, "tape", None):
             _note_leftover_read(lv, s)
         x = x._value
         left = left or s

@@ -720,16 +720,37 @@ def pins(x) -> bool:
     return nb > PIN_BYTES and nb > 4 * x.nbytes
 
 
-def unpin(xs, needed, keep=None):
+def unpin(xs, needed, keep=None, leaves=None):
     """Replace, in list ``xs``, the arrays that view a much larger array: by a copy where a partial
     reads it, else by its shape and dtype. Kept as they are, they would keep the large array alive
     with the tape (a loop adding a 1-element view of each step's temporary, ``acc = acc + u[0:1]``,
     would keep every step's temporary). ``keep``: an array that stays (an in-place operation's
-    destination, which holds the result now: the reverse pass puts its old values back in it)."""
+    destination, which holds the result now: the reverse pass puts its old values back in it).
+    ``leaves``: the operation's arguments, whose traced views may be kept (:func:`view_kept`)."""
     for i in range(len(xs)):
         x = xs[i]
         if type(x) is np.ndarray and x is not keep and pins(x):
-            xs[i] = x.copy() if i in needed else _Meta(x.shape, x.dtype)
+            if i not in needed:
+                xs[i] = _Meta(x.shape, x.dtype)
+            elif leaves is None or not view_kept(leaves[i], x):
+                xs[i] = x.copy()
+
+
+def view_kept(leaf, x) -> bool:
+    """Whether ``x``, the value of ``leaf``, a view of a much larger traced array that a pullback reads
+    (:func:`pins`), is kept as it is rather than copied: once the copies of that array's views add up to
+    its size (the rows of a history buffer, ``S[t + 1] = S[t] * growth``, read one per step), keeping the
+    array alive costs no more memory than copying on, and no time. Kept as a whole operand is: the array
+    is ``captured``, so every later write into it saves what it overwrites and the reverse pass puts it
+    back before this pullback reads it. Else False, the copy counted."""
+    if type(leaf) is not ArrayTracer or leaf._value is not x:
+        return False
+    st = leaf._storage
+    total = st.copied + x.nbytes
+    if total >= st.nbytes():
+        return st.captured or st.span is not None
+    st.copied = total
+    return False
 
 
 def ew_cotangent(g, d, xs, y, i, inplace=False):

@@ -37,6 +37,8 @@ import numpy as np
 
 from .config import strict as _config_strict
 from .core import (
+    capture,
+    read_within,
     element_offsets,
     ZERO_IF_REAL,
     _any_complex,
@@ -71,7 +73,7 @@ from .core import LOCKED as _LOCKED
 from .core import _bits
 from .pytree import tree_unflatten
 from .registry import (DROP_SIZE, EAGER, LAYOUT_EXACT, ElementwisePullback, _fp_event, drop_unread, ew_cotangent,
-                       fixed_errstate, pins, unpin)
+                       fixed_errstate, pins, unpin, view_kept)
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import (
@@ -825,7 +827,7 @@ class ReverseLevel(Level):
                 x = leaves[i]
                 tx = type(x)
                 if tx is ArrayTracer or tx is ScalarTracer:
-                    x._storage.captured = True
+                    capture(x._storage, x, vals[i])
                 elif tx is _ndarray:  # a plain array, which the caller may change: its private copy
                     vals[i] = self.snapshot(x)
         if dest is not None:
@@ -862,7 +864,7 @@ class ReverseLevel(Level):
                 return out
             drop_unread(vals, need, leaves if plain else None)
         if viewed:
-            unpin(vals, need)
+            unpin(vals, need, None, leaves)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
                                   self._place(prim) if self.record_lines or prim.names_line else None))
         st.active = True
@@ -878,7 +880,8 @@ class ReverseLevel(Level):
         then no longer knows its memory, as if the array had died."""
         k = 0 if leaves[0] is into else 1
         st = into._storage
-        if (k in need or type(st) is not Storage or into._geom is not None or st.captured or st._root is not None
+        if (k in need or type(st) is not Storage or into._geom is not None or st.captured or st.span is not None
+                or st._root is not None
                 or st.orig is not None or st.written or st.exported or st.aliased is not None
                 or st.poison is not None or st.pristine or st.weak or st.plain_alias is not None):
             return None
@@ -906,7 +909,7 @@ class ReverseLevel(Level):
         s = self.check_writable(dest)
         if s.pristine:
             s.pristine = False  # (an active result is written)
-        saved = _saved_copy(dv) if s.captured else None  # before the new values overwrite them
+        saved = _saved_copy(dv) if read_within(s, dv) else None  # before the new values overwrite them
         for i in need:  # (a view of a much larger array that a partial reads: its values now, which
             v = vals[i]  # the operation may overwrite, x *= x[:1]; see registry.unpin)
             if type(v) is _ndarray and v is not dv and pins(v):
@@ -997,10 +1000,11 @@ class ReverseLevel(Level):
                 leaf = leaves[i]
                 if isinstance(leaf, Tracer):
                     if leaf._level is self:
-                        leaf._storage.captured = True
+                        capture(leaf._storage, leaf, vals[i])
                         if leaf._storage.outer_view:  # its outer level may write it unseen
                             vals[i] = self.snapshot(leaf._value)
-                        elif leaf._geom is not None and type(vals[i]) is _ndarray and pins(vals[i]):
+                        elif (leaf._geom is not None and type(vals[i]) is _ndarray and pins(vals[i])
+                              and not view_kept(leaf, vals[i])):
                             # a view of a much larger array, which the pullback would keep alive
                             vals[i] = vals[i].copy()
                             copies = (copies or []) + [i]
@@ -1165,7 +1169,8 @@ class ReverseLevel(Level):
             warn_complex_cast()
             vv = vv.real
         saved = None
-        if s.captured:
+        if s.captured or (s.span is not None and read_within(
+                s, dv[idx] if type(dv) is _ndarray and _is_basic(idx) else dv)):
             saved = _saved_copy(dv[idx])
         if not (s.active or vactive or saved is not None):
             dv[idx] = vv  # nothing to record
@@ -1520,6 +1525,7 @@ def _overwritten(s):
     again). ``was_captured`` keeps the history for the checks made after the call (a plain
     array's memory changed behind the tape, api._check_plain_aliases; vjp's guards)."""
     s.captured = False
+    s.span = None
     s.was_captured = True
 
 

@@ -1469,6 +1469,91 @@ def test_in_place_ufuncs_over_a_whole_array_then_partial_writes():
         check_grads(fn, np.array([0.3, -0.2, 0.5]), order=2)
 
 
+# -- writes outside the memory that pullbacks read through views --------------------------
+
+
+def _history(T=12, n=40, overwrite=None):
+    """A history buffer filled row by row, each row from the one before (its pullback reads it);
+    ``overwrite``: a statement run on S and w after the loop, over memory read or not."""
+    Z = np.random.default_rng(3).standard_normal((T, n)) * 0.3
+
+    def f(p):
+        S = mnp.empty((T + 1, n))
+        S[0] = p[0]
+        for t in range(T):
+            S[t + 1] = S[t] * np.exp(p[1] * Z[t]) / (1.0 + 0.05 * S[t] ** 2)
+        w = p[2] * 1.0
+        if overwrite is not None:
+            exec(overwrite, {"np": np}, {"S": S, "w": w})  # noqa: S102 (the statement under test)
+        return np.sum(S[1:] ** 2) / n + np.sum(S[::3, 1::4] * w)
+
+    return f
+
+
+def test_rows_written_after_the_rows_read_save_nothing():
+    # S[t + 1] = f(S[t]): each pullback reads row t, which no later write touches; the writes of the
+    # rows after it saved the values they overwrote (np.empty's) all the same, one row per step
+    from mutagrad.explain import explain
+
+    f = _history()
+    p = np.array([0.8, 0.6, 1.3])
+    assert explain(f, p, show=False).bytes_saved == 0
+    check_grads(f, p, order=2)
+
+
+@pytest.mark.parametrize("overwrite", [
+    "S[3] = 0.5 * S[4]",                      # a row read before: saved, put back for its pullback
+    "S[2:5] *= 2.0",                          # rows read, in place
+    "S[:, 7] = S[:, 8] * w",                  # a column: crosses every row read
+    "S[::-1][4] = 1.5",                       # through a reversed view
+    "S[1:][::2, ::3] += 0.25",                # a strided view of a view
+    "np.copyto(S[5], S[6] ** 2)",
+    "np.multiply(S[2], w, out=S[2])",
+    "S[S > 1.0] = 0.0",                       # a mask over all of it
+    "S[[0, 4, 4], [1, 2, 2]] = w",            # integer arrays
+    "S.fill(0.5)",
+])
+def test_writes_into_rows_pullbacks_read_are_undone_for_them(overwrite):
+    # the same program with writes over memory the pullbacks read: each must see its operation's values
+    f = _history(overwrite=overwrite)
+    p = np.array([0.8, 0.6, 1.3])
+    check_grads(f, p, order=2)
+    _, pb = mg.vjp(f, p)
+    np.testing.assert_allclose(pb(1.0)[0], pb(1.0)[0], rtol=0, atol=0)  # (a pullback called twice)
+    np.testing.assert_allclose(pb(1.0)[0], numerical_grad(f, (p,), (0,))[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("overwrite", [None, "S[3] = 0.5 * S[4]; S[30:33] *= w", "S[:, 7] = S[:, 8] * w"])
+def test_rows_of_a_large_history_kept_as_views(overwrite):
+    # rows of 3.2 kB of a 131 kB buffer: copied for the pullbacks until the copies add up to the
+    # buffer, kept as views of it after that (each row is read twice per step: from step 20 on)
+    f = _history(T=40, n=400, overwrite=overwrite)
+    p = np.array([0.3, 0.3, 1.3])
+    g = mg.grad(f)(p)
+    np.testing.assert_allclose(g, numerical_grad(f, (p,), (0,))[0], rtol=1e-6)
+    v = np.array([0.3, -0.7, 0.2])
+    np.testing.assert_allclose(mg.jvp(f, (p,), (v,))[1], g @ v, rtol=1e-10)
+
+
+def test_matrix_rows_read_by_products_then_overwritten():
+    # H[t + 1] = tanh(W @ H[t]) keeps H[t] for W's cotangent (as a view once its copies add up to H);
+    # rows overwritten afterwards come back for the pullbacks
+    def f(W):
+        H = mnp.zeros((30, 16))
+        H[0] = 1.0
+        for t in range(29):
+            H[t + 1] = np.tanh(W @ H[t])
+        H[5] = 0.0
+        H[10:12] *= 3.0
+        return np.sum(H ** 2)
+
+    W = np.random.default_rng(4).standard_normal((16, 16)) * 0.3
+    g = mg.grad(f)(W)
+    np.testing.assert_allclose(g, numerical_grad(f, (W,), (0,))[0], rtol=1e-6, atol=1e-6)  # (|g| up to 60)
+    v = np.random.default_rng(5).standard_normal(W.shape)
+    np.testing.assert_allclose(mg.jvp(f, (W,), (v,))[1], np.sum(g * v), rtol=1e-10)
+
+
 # -- results without a derivative written into a traced out= buffer --------------------
 
 _X_INF = np.array([-np.inf, 0.0, np.inf, 1.5])

@@ -27,10 +27,10 @@ import weakref
 
 import numpy as np
 
-from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, carries_any_derivative,
+from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, capture, carries_any_derivative,
                     get_primitive, plain_operand, plain_operands, strong_operand, write_out, write_replayed)
 from ..errors import kink_warning, user_line
-from ..registry import LAYOUT_EXACT, _Meta, pins
+from ..registry import LAYOUT_EXACT, _Meta, pins, view_kept
 from ..registry import conj_if_complex as _cj
 from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 
@@ -151,14 +151,16 @@ def _matmul_fast(level, leaves, dest=None):
     inputs = []
     if da:
         inputs.append((sa, a._geom, 0))
-        sb.captured = True  # a's cotangent reads b
+        capture(sb, b, bv)  # a's cotangent reads b
     if db:
         inputs.append((sb, b._geom, 1))
-        sa.captured = True
+        capture(sa, a, av)
     # only what the active operands' cotangents read (a constant matrix's product keeps the matrix)
     # (a view of a much larger array is kept as a copy: the array can die, see registry.pins)
-    ka = (av.copy() if a._geom is not None and pins(av) else av) if db else _stand_in(_Meta(av.shape, av.dtype))
-    kb = (bv.copy() if b._geom is not None and pins(bv) else bv) if da else _stand_in(_Meta(bv.shape, bv.dtype))
+    ka = ((av.copy() if a._geom is not None and pins(av) and not view_kept(a, av) else av) if db
+          else _stand_in(_Meta(av.shape, av.dtype)))
+    kb = ((bv.copy() if b._geom is not None and pins(bv) and not view_kept(b, bv) else bv) if da
+          else _stand_in(_Meta(bv.shape, bv.dtype)))
 
     def pullback(g):
         return (_matmul_vjp(g, ka, kb, 0) if da else None, _matmul_vjp(g, ka, kb, 1) if db else None)

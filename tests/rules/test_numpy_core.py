@@ -1100,3 +1100,23 @@ def test_matrix_gufunc_axes_errors_and_dtype_are_numpys():
     want = np.vecdot(x, b, axis=1, dtype=np.float32)
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_tanh_and_expm1_derivatives_in_their_tails():
+    # 1 - tanh(x)**2 is 0 beyond |x| = 19 and expm1(x) + 1 loses digits below x = -20 (0 below -37):
+    # the derivatives are sech(x)**2 and exp(x) to the last bit in the tails (the peersuite tester);
+    # closed forms in exact arithmetic: sech(x)**2 = 4 e^(-2|x|) / (1 + e^(-2|x|))**2
+    for x in (-100.0, -40.0, -20.0, -5.0, 0.3, 19.5, 30.0, 300.0):
+        e = np.exp(-2 * abs(x))
+        want = 4 * e / (1 + e) ** 2
+        np.testing.assert_allclose(mg.grad(np.tanh)(x), want, rtol=1e-14)
+        np.testing.assert_allclose(mg.jvp(np.tanh, (x,), (1.0,))[1], want, rtol=1e-14)
+        np.testing.assert_allclose(mg.grad(np.expm1)(x), np.exp(x), rtol=1e-15)
+        np.testing.assert_allclose(mg.jvp(np.expm1, (x,), (1.0,))[1], np.exp(x), rtol=1e-15)
+    # the second derivative of tanh, -2 tanh sech**2, there too; beyond cosh's range both underflow to 0
+    x = 25.0
+    np.testing.assert_allclose(mg.hessian(np.tanh)(x), -2 * np.tanh(x) * 4 * np.exp(-2 * x), rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mg.grad(lambda v: np.sum(np.tanh(v)))(np.array([800.0, -900.0]))[0] == 0.0
+    check_grads(lambda v: np.sum(np.tanh(v) * np.expm1(v)), np.array([-3.0, 0.2, 2.5]), order=2)

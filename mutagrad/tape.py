@@ -1367,8 +1367,11 @@ class ReverseLevel(Level):
             return
         if isinstance(ct, NotImplementedTangent):
             if self.strict:
-                where = line_text(rec.line) if rec is not None and rec.line else user_line()
-                name = rec.prim.name if isinstance(rec, (OpRecord, EWRecord)) else "an indexing operation"
+                # (a refusal that names its line: the operation the user wrote, where the record is one
+                # its rule made, as the vectors of np.linalg.eigvals' reverse pass)
+                where = ct.where or (line_text(rec.line) if rec is not None and rec.line else user_line())
+                name = ("the function" if ct.where else rec.prim.name if isinstance(rec, (OpRecord, EWRecord))
+                        else "an indexing operation")
                 raise NotImplementedTangentError(
                     f"the derivative of {name} at {where} is not implemented: {ct.message}. "
                     "Treat that argument as a constant with mg.stop_gradient, or register a rule."

@@ -2626,12 +2626,14 @@ def _eig_vjp(w, V, gw, gV, a=None):
 
 def _eig_rrule(a):
     y = _eig_impl(a)
+    within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK else None  # (the vectors of eigvals' pullback)
 
     def pullback(cts):
         gw, gV = cts
         if _all_zero(gw, gV):
             return (ZERO,)
-        return (_eig_vjp(y[0], y[1], gw, gV, a),)
+        with _within(within):  # (reverse over reverse: a refusal names eigvals' second derivative)
+            return (_eig_vjp(y[0], y[1], gw, gV, a),)
 
     return y, pullback
 
@@ -2667,9 +2669,12 @@ def _one_to_one(w, w2):
 
 def _eigvals_rrule(a):
     y = _eigvals_impl(a)
+    where = _values_where(a)
 
     def pullback(g):
-        return (_eig_vjp(*_eig_matching(a, y), g, ZERO, a),)
+        with _ValuesPullback("np.linalg.eigvals", where):  # (a refusal of its second derivative names it)
+            w, V = _eig_matching(a, y)
+        return (_eig_vjp(w, V, g, ZERO, a),)
 
     return y, pullback
 

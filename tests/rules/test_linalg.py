@@ -1159,6 +1159,28 @@ def test_second_derivative_of_values_at_a_tie_names_the_values_function_and_its_
     np.testing.assert_allclose(mg.jacobian(mg.grad(logdet), mode="rev")(0.1), -np.trace(m @ m), rtol=1e-10)
 
 
+def test_second_derivative_of_eigvals_at_a_tie_names_eigvals_and_its_line():
+    # the spectral radius of a block matrix whose other eigenvalues tie at 0 (the stiffchem tester):
+    # the refusal named np.linalg.eig's vectors and the mg.hessian / mg.jacobian line
+    def rho(lk):
+        k = np.exp(lk)
+        J = np.zeros_like(k, shape=(4, 4))
+        J[0, 0], J[0, 1], J[1, 0], J[1, 1] = -k[0], k[1], k[0], -k[1]
+        J[2, 2], J[2, 3], J[3, 2], J[3, 3] = -k[2], k[3], k[2], -k[3]
+        return np.max(np.abs(np.linalg.eigvals(J)))  # the line named
+
+    lk = np.log([3.0, 1.0, 2.0, 0.5])
+    np.testing.assert_allclose(mg.grad(rho)(lk), [3.0, 1.0, 0.0, 0.0], rtol=1e-12)  # rho = k0 + k1, by hand
+    for h in (mg.hessian(rho)(lk), mg.jacobian(mg.grad(rho), mode="rev")(lk)):
+        assert isinstance(h, mg.NotImplementedTangent)
+        assert h.message.startswith("np.linalg.eigvals at repeated values"), h.message
+        assert "np.max(np.abs(np.linalg.eigvals(J)))" in h.where
+    for second in (mg.hessian(rho), mg.jacobian(mg.grad(rho), mode="rev")):
+        with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError) as e:
+            second(lk)
+        assert "np.max(np.abs(np.linalg.eigvals(J)))" in str(e.value) and "eigvals at repeated" in str(e.value)
+
+
 def _expm_sym_grad(X, W):
     """d/dX of sum(W * V exp(w) Vᵀ) for eigh's input X (lower triangle read), by Daleckii–Krein in
     float64: G = V (L ∘ Vᵀ W V) Vᵀ, L the divided differences of exp; folded onto the triangle."""

@@ -702,7 +702,8 @@ class ReverseLevel(Level):
                 # where a compact copy has its layout; a broadcast or strided one's laid out as it is, read-only)
                 got = None if a.flags.c_contiguous or a.flags.f_contiguous else _layout_copy(a)
                 return a.copy(order="K") if got is None else got[0]
-            got = _layout_copy(a)
+            # (a contiguous one's copy has its layout: no copy of the memory it spans to compare with)
+            got = None if a.flags.c_contiguous or a.flags.f_contiguous else _layout_copy(a)
             snap, buf = got if got is not None else (a.copy(order="K"), None)
             snap.flags.writeable = False
         cache[key] = (a if traced else None, snap, buf)

@@ -2377,6 +2377,8 @@ _CONVOLUTIONS = frozenset(("convolve", "convolve2d", "fftconvolve", "oaconvolve"
                            "median_filter", "convolve1d", "correlate1d", "sobel", "laplace"))
 _INTERPOLATIONS = frozenset(("zoom", "map_coordinates", "shift", "rotate", "affine_transform",
                              "geometric_transform", "spline_filter"))
+_OPTIMIZERS = frozenset(("minimize", "minimize_scalar", "fmin", "fmin_bfgs", "fmin_cg", "fmin_l_bfgs_b", "fmin_powell",
+                         "fmin_tnc", "basinhopping", "differential_evolution", "dual_annealing", "shgo", "brute"))
 _QUADRATURES = frozenset(("quad", "quad_vec", "dblquad", "tplquad", "nquad", "fixed_quad", "quadrature",
                           "romberg"))
 
@@ -2673,6 +2675,13 @@ def _scipy_hint(sub, name):
                 "bisection's root is a fixed mix of its starting brackets: its derivative is theirs, not the "
                 "root's, so end one with that Newton step); or make the solve a @mg.primitive with an "
                 "implicit-function rrule (docs/rules.md).")
+    if short in _OPTIMIZERS:
+        return (f" The optimal value E*(p) = min_y E(y, p) has the derivative of E w.r.t. p at the minimizer (the "
+                f"envelope theorem): run {short} on plain values (mg.value(p) for the traced parameters inside the "
+                "objective), then return E(res.x, p) evaluated with the traced p, whose derivative is exact (the first "
+                "one; the minimizer res.x itself moves with p by the implicit function theorem: a @mg.primitive "
+                "with an implicit-function rrule, docs/rules.md, or its iterations written with NumPy "
+                "operations, which are differentiated).")
     if short in _QUADRATURES:
         return (" Integrate with fixed nodes on the traced integrand instead: x, w = "
                 "np.polynomial.legendre.leggauss(n) (plain nodes, mapped to [a, b]) and np.sum(w * f(x)), or "

@@ -421,6 +421,33 @@ def test_in_place_update_of_a_plain_array_in_a_helper_names_the_fix_that_reaches
     np.testing.assert_allclose(mg.grad(lambda lr: train(lr, mnp.array))(0.1), fd, rtol=1e-6)
 
 
+def test_scipy_minimize_message_names_the_envelope_theorem_which_works():
+    # the relaxed energy of a Lennard-Jones dimer with a spring in its size sigma (the moldyn tester):
+    # the message names the fix, minimize on plain values and evaluate the energy at the minimizer
+    # with the traced sigma; its derivative against central differences of the plain relaxed energy,
+    # and by hand (dE/dsigma at the minimizer)
+    opt = pytest.importorskip("scipy.optimize")
+
+    def energy(y, sig):
+        s6 = (sig / y[0]) ** 6
+        return 4 * (s6 * s6 - s6) + 0.3 * (y[0] - 1.0) ** 2
+
+    msg = _raises(lambda sig: opt.minimize(lambda y: energy(y, sig), np.array([1.1])).fun, 1.0, mg.TracerEscapeError)
+    assert "minimize" in msg and "envelope theorem" in msg and "mg.value(p)" in msg
+
+    def relaxed(sig, plain=False):
+        sv = sig if plain else mg.value(sig)
+        res = opt.minimize(lambda y: energy(y, sv), np.array([1.1]), method="Powell",
+                           options={"xtol": 1e-14, "ftol": 1e-16})  # (y* to 3e-11)
+        return energy(res.x, sig)
+
+    fd = (relaxed(1.0 + 1e-4, True) - relaxed(1.0 - 1e-4, True)) / 2e-4
+    np.testing.assert_allclose(mg.grad(relaxed)(1.0), fd, rtol=1e-6)
+    # by hand: dE/dsigma at the minimizer y*, the root of dE/dy found to the last bit
+    y = opt.brentq(lambda y: 4 * (-12 / y ** 13 + 6 / y ** 7) + 0.6 * (y - 1.0), 1.0, 1.5, xtol=1e-15)
+    np.testing.assert_allclose(mg.grad(relaxed)(1.0), 4 * (12 / y ** 12 - 6 / y ** 6), rtol=1e-7)
+
+
 def test_scipy_root_finder_and_quadrature_messages_name_fixes_that_work():
     opt = pytest.importorskip("scipy.optimize")
     integrate = pytest.importorskip("scipy.integrate")

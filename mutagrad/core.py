@@ -97,6 +97,8 @@ class _State(threading.local):
         # steps running that are not the program's (RunGroup.note does not compare them): reverse passes, the
         # tape's copies of overwritten values, a careful pass's seeding
         self.off_program = 0
+        # (the level, the record whose pullback runs now): see tape.read_mask
+        self.footprint = None
 
 
 STATE = _State()
@@ -2375,6 +2377,9 @@ _ROOT_FINDERS = frozenset(("brentq", "brenth", "ridder", "bisect", "toms748", "r
 _CONVOLUTIONS = frozenset(("convolve", "convolve2d", "fftconvolve", "oaconvolve", "correlate", "correlate2d",
                            "gaussian_filter", "gaussian_filter1d", "uniform_filter", "uniform_filter1d",
                            "median_filter", "convolve1d", "correlate1d", "sobel", "laplace"))
+_NDIMAGE_FILTERS = frozenset(("correlate1d", "convolve1d", "correlate", "convolve", "uniform_filter1d",
+                              "uniform_filter", "gaussian_filter1d", "gaussian_filter", "sobel", "prewitt", "laplace",
+                              "gaussian_laplace", "gaussian_gradient_magnitude"))  # (mutagrad.scipy.ndimage's)
 _INTERPOLATIONS = frozenset(("zoom", "map_coordinates", "shift", "rotate", "affine_transform",
                              "geometric_transform", "spline_filter"))
 _OPTIMIZERS = frozenset(("minimize", "minimize_scalar", "fmin", "fmin_bfgs", "fmin_cg", "fmin_l_bfgs_b", "fmin_powell",
@@ -2649,6 +2654,10 @@ def _scipy_rewrite(sub, name):
                 "the coordinates: linear interpolation at y is i = np.floor(y).astype(int), w = y - i, "
                 "im[i] * (1 - w) + im[i + 1] * w along each axis (bilinear in 2-D: the four neighbours "
                 "im[i, j], im[i + 1, j], ... by fancy indexing, i and j clipped to the image).")
+    if sub == "ndimage" and short in _NDIMAGE_FILTERS:
+        return (f" Use mutagrad.scipy.ndimage in place of scipy.ndimage (import mutagrad.scipy.ndimage): "
+                f"mutagrad.scipy.ndimage.{short} is the same function (the same arguments, SciPy's values), "
+                "differentiated in the input, the weights or sigma, and cval.")
     if short in _CONVOLUTIONS:
         return (" Write the filter with NumPy operations on the traced values, which are differentiated: "
                 "np.convolve / np.correlate in 1-D, sums of shifted slices or of "

@@ -248,7 +248,15 @@ class OpRecord:
                 if s.adjshared is not None:  # (counted as a holder until its cotangents are read)
                     shares = [s.adjshared] if shares is None else [*shares, s.adjshared]
                     s.adjshared = None
-        self._backward(level, poison, cts, any_ct)
+        if self.prim in FOOTPRINTS:  # (its pullback may ask which parts of its outputs were read: read_mask)
+            st = STATE
+            prev, st.footprint = st.footprint, (level, self)
+            try:
+                self._backward(level, poison, cts, any_ct)
+            finally:
+                st.footprint = prev
+        else:
+            self._backward(level, poison, cts, any_ct)
         if shares is not None:
             for sh in shares:
                 sh.n -= 1
@@ -306,6 +314,58 @@ def _broadcast_to(vals, shape) -> bool:
         if s != shape and s != ():
             return np.broadcast_shapes(*[np.shape(v) for v in vals]) == shape
     return True
+
+
+# primitives whose pullbacks ask which parts of their outputs the operations after them read
+# (read_mask): np.linalg.eigh's, whose vectors of repeated eigenvalues have no derivative
+FOOTPRINTS: set = set()
+
+
+def read_mask(k):
+    """For the pullback running now, of a primitive in FOOTPRINTS: a boolean array over its
+    output ``k`` (its storage's whole memory, in its shape), True where a record after it reads
+    it (takes it or a view of it as an operand, gathers from it, writes it somewhere): where it
+    is False no cotangent reaches the output from the operations after it, not even a zero one
+    (a cotangent the caller gives an output of the function, as a plain array, is the caller's
+    number; a traced one, an outer differentiation's, counts as a read of all of it). None where
+    that is not known (no such pullback running, a record of another kind, a run of element
+    operations reading it, an operand that is all of it)."""
+    fp = STATE.footprint
+    if fp is None:
+        return None
+    level, rec = fp
+    s = rec.outputs[k] if k < len(rec.outputs) else None
+    tape = level.tape
+    at = level.at
+    if s is None or not (0 <= at < len(tape)) or tape[at] is not rec or any(o is s for o in level.seeded):
+        return None
+    buf = root = None
+    for i in range(at + 1, len(tape)):
+        r = tape[i]
+        t = type(r)
+        marks = ()
+        if t is EWRecord or t is OpRecord:
+            marks = [(g, Ellipsis) for st, g, _ in r.inputs if st is s]
+        elif t is GatherRecord:
+            if r.src is s:
+                marks = ((r.geom, r.idx),)
+        elif t is WriteRecord:
+            if r.vsrc is s:
+                marks = ((r.vgeom, Ellipsis),)
+        elif t is ScalarRun:
+            if any(st is s for st, _ in r.ext):
+                return None
+        else:
+            return None
+        for g, idx in marks:
+            if g is None and idx is Ellipsis:
+                return None  # (all of it)
+            if buf is None:
+                buf, root = s.new_mirror(np.zeros)
+            (root if g is None else view_of(buf, g))[idx] = 1
+    if buf is None:
+        return np.zeros(s.shape, dtype=bool)
+    return root != 0
 
 
 class EWRecord:
@@ -622,6 +682,8 @@ def _saved_copy(v):
 class ReverseLevel(Level):
     mode = "rev"
     ZERO = ZeroTangent()
+    at = -1  # the record whose backward runs now (read_mask)
+    seeded = ()  # the storages of the outputs given traced cotangents (read_mask)
 
     def __init__(self, strict=None, record_lines=False):
         super().__init__()
@@ -1397,6 +1459,8 @@ class ReverseLevel(Level):
             av[...] = av + ct
 
     def seed(self, s, geom, ct):
+        if isinstance(ct, Tracer):  # (an output the caller gives a traced cotangent: read, see read_mask)
+            self.seeded = (*self.seeded, s)
         self.accumulate(s, geom, ct, None)
 
     def backward(self):
@@ -1411,6 +1475,7 @@ class ReverseLevel(Level):
             # error under the user's np.errstate, and no call of a "log" object's write)
             with _BACKWARD_FP():
                 while i >= 0:
+                    self.at = i  # (read_mask)
                     tape[i].backward(self)
                     i -= 1
         finally:

@@ -32,6 +32,7 @@ from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, 
 from ..errors import kink_warning, user_line
 from ..registry import LAYOUT_EXACT, _Meta, pins, view_kept
 from ..registry import conj_if_complex as _cj
+from ..tape import FOOTPRINTS, read_mask
 from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 
 ZERO = ZeroTangent()
@@ -1137,6 +1138,12 @@ def _zero_hides_a_tie(tied, gw, *gvs, by_value=False):
     return "second" if _traced(gw, *gvs) else False
 
 
+def _unread(read, tied) -> bool:
+    """Whether no operation read the vectors (columns) where ``tied`` (..., n) is True, by ``read``
+    (tape.read_mask of the vectors, (..., m, n); None: not known, so read)."""
+    return read is not None and not np.any(np.any(read, axis=-2) & np.asarray(tied))
+
+
 def _no_second_impl(x, why=""):
     return x
 
@@ -1444,12 +1451,14 @@ eigh_p = get_primitive(_eigh_impl, "np.linalg.eigh")
 eigvalsh_p = get_primitive(_eigvalsh_impl, "np.linalg.eigvalsh")
 
 
-def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=False):
+def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=False, read=None):
     """Ā (with ``generalized``, (Ā, B̄) of A V = B V Λ, Vᴴ B V = I) from the cotangents of the
     values and the vectors, folded onto the triangle read: Ā = V (diag(w̄) + F ∘ G) Vᴴ,
     B̄ = -V (diag(w̄ w) + (F ∘ G) Λ + diag(Re diag G) / 2) Vᴴ, G = Vᴴ V̄. ``rows``: where
     LAPACK keeps a row of complex vectors real (default: the standard problem's, by
-    ``lower``; None: no convention known)."""
+    ``lower``; None: no convention known). ``read``: where the operations after the
+    decomposition read the vectors (tape.read_mask: a boolean array of V's shape), or None
+    where that is not known."""
     rows = ((0,) if lower else (-1,)) if rows is None else rows
     gw0, gw = gw, _tie_mean(w, gw)
     inner = ZERO if is_zero(gw) else _diag_embed(gw)
@@ -1460,10 +1469,13 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
         bad = _near_tie_refusal(w, what)
         if bad is None and _repeated(w):
             F = _distinct_part(w, gV)
+            tied = np.any(_repeated_pairs(w), axis=-2)
             # (inside eigvalsh's pullback, differentiated: its second derivative at the tie, whose
-            # divided differences (f'(λi) - f'(λj)) / (λi - λj) no cotangent shows, refuses)
-            hidden = F is not None and (bool(_VALUES_PULLBACK) or _zero_hides_a_tie(
-                np.any(_repeated_pairs(w), axis=-2), gw0, gV))
+            # divided differences (f'(λi) - f'(λj)) / (λi - λj) no cotangent shows, refuses; a
+            # vector of a repeated value that no operation read has no cotangent at all, not a zero
+            # that may hide one: nothing hidden)
+            hidden = F is not None and (bool(_VALUES_PULLBACK) or (
+                not _unread(read, tied) and _zero_hides_a_tie(tied, gw0, gV)))
             if F is None or hidden is True:
                 bad = _degenerate(what)
         if bad is None and _is_complex(V):
@@ -1530,7 +1542,7 @@ def _eigh_rrule(a, UPLO="L"):
         if _read_apart(reads, not is_zero(gw), not is_zero(gV)):
             return (_degenerate(f"np.linalg.eigh, {_APART}"),)
         with _within(within):  # (reverse over reverse: a refusal names eigvalsh's second derivative)
-            return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L"),)
+            return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L", read=read_mask(1)),)
 
     return y, pullback
 
@@ -1571,6 +1583,7 @@ def _eigvalsh_frule(primals, tangents, UPLO="L"):
 eigh_p.rrule, eigh_p.frule = _eigh_rrule, _eigh_frule
 eigvalsh_p.rrule, eigvalsh_p.frule = _eigvalsh_rrule, _eigvalsh_frule
 FUNCTIONS[np.linalg.eigh] = _handler(eigh_p, ("a", "UPLO"), UPLO="L")
+FOOTPRINTS.add(eigh_p)
 FUNCTIONS[np.linalg.eigvalsh] = _handler(eigvalsh_p, ("a", "UPLO"), UPLO="L")
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import mutagrad as mg
-from mutagrad.testing import check_grads
+from mutagrad.testing import check_grads, numerical_grad
 from tests.rules._draws import Draws  # noqa: E402
 
 _draws = Draws(5)
@@ -791,6 +791,73 @@ def test_eigh_vector_of_a_distinct_value_beside_a_repeated_pair(gap):
     np.testing.assert_allclose(g, fd, atol=1e-8)
     # a function of a vector of the cluster has none
     assert isinstance(mg.grad(lambda a: np.sum(np.linalg.eigh(a)[1][:, 0] ** 2 * c))(a), mg.NotImplementedTangent)
+
+
+def _two_blocks(p):
+    """A 4x4 symmetric matrix with a repeated eigenvalue (2, twice: a symmetric structure's pair of
+    modes) beside the block of p (the fem tester)."""
+    K = np.zeros_like(p, shape=(4, 4))
+    K[0, 0] = K[1, 1] = 2.0
+    K[2, 2] = 5.0 + p[0]
+    K[3, 3] = 7.0
+    K[2, 3] = K[3, 2] = p[1]
+    return K
+
+
+@pytest.mark.parametrize("read", [
+    lambda w, V: V[3, 2] + w[3],                       # an element of a distinct value's vector and a value
+    lambda w, V: np.sum(V[:, 2:] ** 2 * np.arange(4.0)[:, None]) * w[3],   # a block of them, nonlinear
+    lambda w, V: V.T[3] @ np.arange(4.0) + np.sum(w ** 2),                  # through a transposed view
+    lambda w, V: np.linalg.norm(V[2:, 2:] - 0.1) + w[2],                    # the block the pair leaves alone
+])
+def test_eigh_vectors_of_distinct_values_beside_an_unread_repeated_pair(read):
+    # the pair's vectors are read by no operation: they get no cotangent at all, so the values'
+    # cotangent (not a symbolic zero here) hides no derivative of theirs; it was refused
+    p = np.array([0.3, 0.4])
+    f = lambda p: read(*np.linalg.eigh(_two_blocks(p)))
+    check_grads(f, p, modes=("rev",))
+    with mg.config(strict=True):
+        np.testing.assert_allclose(mg.grad(f)(p), numerical_grad(f, (p,), (0,))[0], rtol=1e-6)
+    np.testing.assert_allclose(mg.jacobian(f, mode="rev")(p), numerical_grad(f, (p,), (0,))[0], rtol=1e-6)
+    # scipy.linalg.eigh with a driver whose signs are stable, and the generalized problem
+    msl = pytest.importorskip("mutagrad.scipy.linalg")
+    for h in (lambda p: read(*msl.eigh(_two_blocks(p), driver="evd")),
+              lambda p: read(*msl.eigh(_two_blocks(p), 2.0 * np.eye(4)))):
+        np.testing.assert_allclose(mg.grad(h)(p), numerical_grad(h, (p,), (0,))[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("read", [
+    lambda w, V: V[3, 2] + V[0, 1] * 0.0 + w[3],       # a vector of the pair, read (its cotangent: a zero)
+    lambda w, V: V[3, 2] + np.sum(V * 0.0) + w[3],     # all of them, read
+    lambda w, V: V[3, 2] + np.sum(V[:, :2] @ np.diag([0.0, 0.0]) @ V[:, :2].T) + w[3],  # V f(w) Vᵀ, f = 0
+    lambda w, V: V[3, 2] + sum(V[i, 1] * 0.0 for i in range(4)) + w[3],   # element by element
+])
+def test_eigh_vectors_of_a_repeated_pair_read_with_zero_cotangents_are_still_refused(read):
+    # a read of the pair's vectors whose cotangent is zero in value may hide divided differences
+    # (V f(w) Vᵀ with f = 0 at the tie): refused, as before, whatever the rest reads
+    p = np.array([0.3, 0.4])
+    g = mg.grad(lambda p: read(*np.linalg.eigh(_two_blocks(p))))(p)
+    assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
+
+
+def test_eigh_vector_of_an_unread_pair_in_a_vjp_with_a_traced_cotangent_is_refused():
+    # a plain cotangent of a vjp's output is the caller's number: zero on the pair, exact
+    p = np.array([0.3, 0.4])
+    E = np.zeros((4, 4))
+    E[3, 2] = 1.0
+    _, pb = mg.vjp(lambda p: np.linalg.eigh(_two_blocks(p)), p)
+    both = lambda p: np.linalg.eigh(_two_blocks(p))[1][3, 2] + np.linalg.eigh(_two_blocks(p))[0][3]
+    np.testing.assert_allclose(pb((np.eye(4)[3], E))[0], numerical_grad(both, (p,), (0,))[0], rtol=1e-6)
+    # one traced by an outer differentiation counts as a read of all of V: at c = 0 its value is zero
+    # on the pair, and its derivative along M, which is not, has none (1 / (λ1 - λ2))
+    M = np.ones((4, 4))
+
+    def along(c):
+        _, pb = mg.vjp(lambda p: np.linalg.eigh(_two_blocks(p)), p)
+        return np.sum(pb((np.zeros(4), c * M))[0])
+
+    with pytest.raises(mg.NotImplementedTangentError, match="repeated values"):
+        mg.grad(along)(0.0)
 
 
 def _with_singular_values(m, n, s, complex_=False, seed=0):

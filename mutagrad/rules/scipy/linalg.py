@@ -39,6 +39,7 @@ from ...errors import MutationError, WriteToPlainArrayError, escape_error, user_
 from ...pytree import tree_flatten, tree_map, tree_unflatten
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
+from ...tape import FOOTPRINTS, read_mask
 from ...tangents import (
     AbstractZero,
     NoTangent,
@@ -2235,10 +2236,11 @@ def _eigh_vectors_tangent(w, V, P, Q, rows):
     return _lin._eigh_dV(w, V, P, rows, "scipy.linalg.eigh", Q)
 
 
-def _eigh_cotangents(w, V, gw, gV, lower, rows, generalized):
+def _eigh_cotangents(w, V, gw, gV, lower, rows, generalized, read=None):
     """(Ā, B̄) from the cotangents of the values and the vectors (see above; B̄ None for the
-    standard problem): rules/linalg.py's, which np.linalg.eigh uses too."""
-    res = _lin._eigh_T(w, V, gw, gV, lower, rows if rows is not None else (), "scipy.linalg.eigh", generalized)
+    standard problem): rules/linalg.py's, which np.linalg.eigh uses too (``read``: its)."""
+    res = _lin._eigh_T(w, V, gw, gV, lower, rows if rows is not None else (), "scipy.linalg.eigh", generalized,
+                       read)
     return res if generalized else (res, None)
 
 
@@ -2338,7 +2340,7 @@ def _eigh_rrule(a, *, lower=True, driver=None):
             return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver, V), gw, gV, lower, None, False)[0],)
         if driver in (None, "evr"):
             return (_unstable_signs(driver),)
-        return (_eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(False, lower), False)[0],)
+        return (_eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(False, lower), False, read_mask(1))[0],)
 
     return y, pullback
 
@@ -2351,10 +2353,14 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return ZERO, ZERO
-        abar, bbar = _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True)
+        abar, bbar = _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True, read_mask(1))
         return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 
     return y, pullback
+
+
+# (their pullbacks ask which vectors the function read: tape.read_mask)
+FOOTPRINTS.update(f._mutagrad_primitive for f in (_eigh, _eigh_gen))
 
 
 @rrule(_eigvalsh)

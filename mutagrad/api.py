@@ -13,6 +13,7 @@ import operator
 import os
 import random
 import re
+import sys
 import threading
 import types
 import weakref
@@ -58,11 +59,14 @@ from .errors import (
     error_note,
     forget_escape,
     in_api,
+    line_text,
     readonly_error,
     replaced_error,
     take_deferred,
     unwatch_errors,
+    user_frame,
     user_line,
+    warn_at,
     watch_errors,
 )
 from .forward import ForwardLevel
@@ -1921,6 +1925,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
                     out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
                 _check_scalar_output(out, _name)
             _check_plain_aliases(level)
+            _warn_cached(level, out, _name)
 
             def seed():
                 if isinstance(out, Tracer) and out._level is level:
@@ -2038,6 +2043,28 @@ def _hold_full_collections(step):
 
 
 @_no_full_collections
+def _warn_cached(level, out, name):
+    """Warn where the output of a differentiated function carries no derivative of its arguments
+    and the function compared a differentiated value for equality (``level.equality_at``): the
+    pattern of a cache keyed on the arguments (``if np.array_equal(x, last_x): return last_y``, as
+    scipy.optimize's MemoizeJac), whose value from an earlier plain call has no derivative, so
+    the derivative would come out zero without a word (the hmc and seismic testers)."""
+    where = level.equality_at
+    if where is None:
+        return
+    for leaf in tree_flatten(out)[0]:
+        if isinstance(leaf, Tracer) and (leaf._level is not level or leaf._storage.active
+                                         or leaf._storage.tangent is not None):
+            return
+    warn_at(user_frame(sys._getframe(1)), (
+        f"{name}: the function's output carries no derivative of the differentiated arguments, so its "
+        f"derivative is zero, and the function compared a differentiated value for equality at "
+        f"{line_text(where)}: if that returns a value kept from an earlier call when the arguments compare equal "
+        "(a cache, as scipy.optimize's MemoizeJac), the kept value is a plain number without derivative and "
+        "the zero is wrong. Compute the output inside the differentiation (skip or clear the cache there); "
+        "if the output does not depend on the arguments, the zero is right."))
+
+
 def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=None, _name="vjp"):
     """Run ``fun(*primals)`` and return ``(out, pullback)``.
 
@@ -2069,6 +2096,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         with user_fp_state():  # (NumPy's warnings at the user's lines)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
     _check_plain_aliases(level)
+    _warn_cached(level, out, _name)
     out_leaves, out_tree = tree_flatten(out)
     _check_outputs(out_leaves, _name)
     out_vals = _unwrap_level(out, level)
@@ -2561,6 +2589,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         out_leaves, out_tree = tree_flatten(out)
         _check_outputs(out_leaves, _name)
         _check_plain_aliases(level)  # (a tangent read after plain code changed the argument unseen)
+        if _run_group is None:
+            _warn_cached(level, out, _name)
         raw = [(level.tangent_of(o) if level.poison_of(o) is None else o._storage.poison)
                if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
         again = (_run_group is None and not FP.careful and not pairs and _nan_tangent(out_leaves, raw)

@@ -70,6 +70,7 @@ from .errors import (
     storing_into_subscript,
     user_frame,
     user_line,
+    user_place,
 )
 from .tangents import ZeroTangent
 
@@ -435,6 +436,18 @@ def _bounds_of(b):
     return _byte_bounds(b)
 
 
+def note_equality(args):
+    """Note, on the levels of the differentiated values among ``args`` (tracers carrying a derivative),
+    the user's line of an equality test of them (a == b, np.array_equal): see Level.equality_at."""
+    for x in args:
+        while isinstance(x, Tracer):
+            lv = x._level
+            s = x._storage
+            if lv.equality_at is None and (s.active or s.tangent is not None):
+                lv.equality_at = user_place()
+            x = x._value
+
+
 def capture(st, x, v):
     """Note that a pullback reads ``v``, the value of tracer ``x`` of storage ``st`` (later writes
     into it must save what they overwrite): all of ``st`` (``captured``), or for a view, the memory
@@ -796,6 +809,9 @@ class Level:
 
     thread = None  # the thread running it (threading.get_ident)
     outer = ()  # the levels outside it, when it started (run_lent)
+    # where the function first compared a differentiated value for equality (np.equal, ==, np.array_equal):
+    # an output with no derivative then may be a cached value (api._warn_cached)
+    equality_at = None
     every = False  # vjp and jvp with no argument left out: every float argument is differentiated
 
     def __init__(self):

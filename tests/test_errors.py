@@ -421,6 +421,40 @@ def test_in_place_update_of_a_plain_array_in_a_helper_names_the_fix_that_reaches
     np.testing.assert_allclose(mg.grad(lambda lr: train(lr, mnp.array))(0.1), fd, rtol=1e-6)
 
 
+def test_a_cached_output_with_no_derivative_after_an_equality_test_warns():
+    # a forward model memoized on its argument (scipy's MemoizeJac: fun(x), then jac(x) at the same x;
+    # the seismic and hmc testers): the cached value is plain, its derivative zero, silently before
+    last = {}
+
+    def misfit(c, key="eq"):
+        hit = "c" in last and (np.array_equal(c, last["c"]) if key == "eq" else bool(np.all(c == last["c"])))
+        if hit:
+            return last["y"]
+        y = np.sum(np.sin(c) ** 2)
+        last["c"], last["y"] = c.copy(), y
+        return y
+
+    c = np.array([0.3, 0.7])
+    want = np.sin(2 * c)  # by hand: d/dc sin(c)^2
+    for key in ("eq", "all"):
+        last.clear()
+        np.testing.assert_allclose(mg.grad(misfit)(c, key), want, rtol=1e-14)  # (no cache hit: no warning)
+        last.clear()
+        misfit(c, key)  # the plain call fills the cache
+        f = functools.partial(misfit, key=key)
+        for call in (lambda f=f: mg.grad(f)(c), lambda f=f: mg.value_and_grad(f)(c)[1],
+                     lambda f=f: mg.vjp(f, c)[1](1.0)[0], lambda f=f: mg.jvp(f, (c,), (np.ones(2),))[1]):
+            with pytest.warns(UserWarning, match="compared a differentiated value for equality at .*test_errors.py"):
+                g = call()
+            assert np.all(np.asarray(g) == 0)  # (the documented zero, now with the warning)
+    # no warning: the output carries a derivative, or nothing differentiated was compared
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mg.grad(lambda x: np.sum(x) if np.array_equal(x, c) else 0.0)(c)
+        mg.grad(lambda x: 3.0 if np.array_equal(c, c) else np.sum(x))(c)
+        mg.grad(lambda x: 3.0)(c)
+
+
 def test_scipy_minimize_message_names_the_envelope_theorem_which_works():
     # the relaxed energy of a Lennard-Jones dimer with a spring in its size sigma (the moldyn tester):
     # the message names the fix, minimize on plain values and evaluate the energy at the minimizer
@@ -581,6 +615,8 @@ def test_scipy_filters_name_a_rewrite_that_is_differentiated():
     assert "mutagrad.scipy.signal.convolve2d is the same function, differentiated" in msg  # (tests/rules/test_scipy_signal.py)
     nd = pytest.importorskip("scipy.ndimage")
     msg = _raises(lambda im: np.sum(nd.uniform_filter(im, 3) ** 2), np.ones((6, 6)), mg.TracerEscapeError)
+    assert "mutagrad.scipy.ndimage.uniform_filter is the same function" in msg  # (tests/rules/test_scipy_ndimage.py)
+    msg = _raises(lambda im: np.sum(nd.median_filter(im, 3) ** 2), np.ones((6, 6)), mg.TracerEscapeError)
     assert "sliding_window_view" in msg and "np.fft.rfft2" in msg and "mutagrad.scipy.signal.correlate2d" in msg
     sos = ss.butter(4, 0.2, output="sos")
     x = np.random.default_rng(0).standard_normal(32)

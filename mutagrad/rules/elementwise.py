@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core import (
     ZERO_IF_REAL,
+    note_equality,
     FUNCTIONS,
     REGISTRY,
     PYTHON_COMPLEX_ABS,
@@ -417,6 +418,8 @@ def _write_result(ufunc, inputs, out, idx, res, where, casting="same_kind"):
 
 def _nondiff_call(ufunc, inputs, kwargs):
     """Functions with boolean/integer results: computed on plain values."""
+    if ufunc is np.equal or ufunc is np.not_equal:
+        note_equality(inputs)
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     if "where" in kwargs:

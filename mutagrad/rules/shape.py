@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from ..core import (write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, ew_call,
+                    note_equality,
                     get_primitive, plain_operands)
 from ..registry import deflinear, operands_dead
 from .elementwise import CLIP, _has_nan
@@ -534,7 +535,11 @@ def _plain(fn):
         params = []
     at = params.index("out") if "out" in params else None  # (np.isposinf(x, y): out is the second)
 
+    equality = fn in (np.array_equal, np.array_equiv, np.allclose, np.isclose)
+
     def handler(args, kwargs):
+        if equality:
+            note_equality(args)
         out = None
         if at is not None:  # a traced out= buffer takes the result as a recorded write, not in its memory
             if isinstance(kwargs.get("out"), Tracer):

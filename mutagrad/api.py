@@ -2042,7 +2042,6 @@ def _hold_full_collections(step):
                     gc.set_threshold(now[0], now[1], t[2])
 
 
-@_no_full_collections
 def _warn_cached(level, out, name):
     """Warn where the output of a differentiated function carries no derivative of its arguments
     and the function compared a differentiated value for equality (``level.equality_at``): the
@@ -2065,6 +2064,7 @@ def _warn_cached(level, out, name):
         "if the output does not depend on the arguments, the zero is right."))
 
 
+@_no_full_collections
 def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=None, _name="vjp"):
     """Run ``fun(*primals)`` and return ``(out, pullback)``.
 

@@ -499,6 +499,23 @@ def test_an_interrupt_while_grad_frees_its_tape_leaves_the_arguments_writable():
     x[0] = 2.0  # a plain write, as after a plain call
 
 
+@pytest.mark.parametrize("api", ["grad", "vjp", "jvp", "hessian", "jacobian"])
+def test_every_entry_point_holds_full_collections_off_while_it_runs(api):
+    # (a function defined between vjp and its decorator took the decorator: vjp ran with full
+    # collections on, which walk every record of a long tape again)
+    seen = []
+
+    def f(x):
+        seen.append(gc.get_threshold()[2])
+        return np.sum(x ** 2)
+
+    x = np.ones(2)
+    {"grad": lambda: mg.grad(f)(x), "vjp": lambda: mg.vjp(f, x), "jvp": lambda: mg.jvp(f, (x,), (x,)),
+     "hessian": lambda: mg.hessian(f)(x), "jacobian": lambda: mg.jacobian(f)(x)}[api]()
+    assert seen and all(t >= 1 << 30 for t in seen), seen
+    assert gc.get_threshold()[2] < 1 << 30
+
+
 def test_cyclic_garbage_the_function_makes_is_collected_and_the_collector_left_as_the_program_sets_it():
     # (the leaks tester: the collector was off during every call, so objects referring to themselves made
     # in a loop piled up, 204 MB for a plain call's 7; and a gc.disable() in the function was undone)

@@ -91,6 +91,7 @@ def collect():
             rows[name] = (r, f, f"{how} (the ufunc `{public}` calls)")
     rows.update(_stats_rows())
     rows.update(_scipy_linalg_rows())
+    rows.update(_scipy_ndimage_rows())
     return dict(sorted(rows.items()))
 
 
@@ -126,6 +127,16 @@ def _scipy_linalg_rows():
     return {name: (True, True, "composite of differentiable operations") for name in linalg.COMPOSITES}
 
 
+def _scipy_ndimage_rows():
+    """The filters of mutagrad.scipy.ndimage written, as SciPy writes them, with its correlate1d,
+    correlate and uniform_filter1d."""
+    try:
+        from mutagrad.rules.scipy import ndimage
+    except ImportError:  # no SciPy
+        return {}
+    return {name: (True, True, "composite of differentiable operations") for name in ndimage.COMPOSITES}
+
+
 def _parameters_without_derivative():
     try:
         from mutagrad.rules.scipy import special
@@ -154,7 +165,8 @@ def render() -> str:
          "functions, called as written (through SciPy's own dispatch: mutagrad registers a uarray backend that "
          "SciPy asks first). The other `scipy.*` rows are "
          "SciPy's plain-Python functions: they are differentiated when called through `mutagrad.scipy.special`, "
-         "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats`, `mutagrad.scipy.signal` or `mutagrad.scipy.sparse.linalg` "
+         "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats`, `mutagrad.scipy.signal`, `mutagrad.scipy.ndimage` or "
+         "`mutagrad.scipy.sparse.linalg` "
          "(the same names); "
          "SciPy's own raise `TracerEscapeError`, naming the module to use. The `scipy.stats.<distribution>.<method>` "
          "rows are the distributions of `mutagrad.scipy.stats`, written with the differentiable functions above "

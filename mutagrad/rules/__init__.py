@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover
 else:
     from .scipy import fft as _scipy_fft  # noqa: F401  (registers a scipy.fft backend)
     from .scipy import linalg as _scipy_linalg  # noqa: F401
+    from .scipy import ndimage as _scipy_ndimage  # noqa: F401
     from .scipy import signal as _scipy_signal  # noqa: F401
     from .scipy import sparse as _scipy_sparse  # noqa: F401
     from .scipy import special as _scipy_special  # noqa: F401

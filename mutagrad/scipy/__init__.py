@@ -1,6 +1,6 @@
 """``mutagrad.scipy``: drop-in SciPy namespaces, like ``autograd.scipy``.
 
-``mutagrad.scipy.special``, ``.linalg``, ``.stats``, ``.signal`` and ``.sparse``
+``mutagrad.scipy.special``, ``.linalg``, ``.stats``, ``.signal``, ``.ndimage`` and ``.sparse``
 (with ``.sparse.linalg``) hold every name of the SciPy module of the same name; the functions SciPy writes in plain Python
 (which call ``np.asarray`` and so cannot see traced arrays) are replaced by
 differentiable ones. SciPy's ufuncs (``scipy.special.gammaln``...) dispatch
@@ -13,7 +13,7 @@ by themselves and are the same objects here.
 """
 import importlib
 
-__all__ = ["linalg", "signal", "sparse", "special", "stats"]
+__all__ = ["linalg", "ndimage", "signal", "sparse", "special", "stats"]
 
 
 def __getattr__(name):

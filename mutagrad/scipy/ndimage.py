@@ -1,0 +1,43 @@
+"""``mutagrad.scipy.ndimage``: ``scipy.ndimage`` with differentiable linear filters
+
+* ``correlate1d``, ``convolve1d``, ``correlate``, ``convolve`` (in the input, the weights and ``cval``);
+* ``uniform_filter1d``, ``uniform_filter``, ``gaussian_filter1d``, ``gaussian_filter`` (``order=``
+  derivatives of the Gaussian, ``truncate``, ``radius``; in the input, ``sigma`` and ``cval``);
+* ``sobel``, ``prewitt``, ``laplace``, ``gaussian_laplace``, ``gaussian_gradient_magnitude``;
+
+every boundary ``mode`` (per axis where SciPy takes a sequence), ``origin``, ``axis``/``axes``,
+``output=`` (a dtype, or an array written in place, traced too), real or complex, with SciPy's
+values (its own calls). Every other name is SciPy's own: the interpolations (``shift``,
+``zoom``, ``map_coordinates``...) and the nonlinear filters (``median_filter``...) raise
+mutagrad's escape error on a traced array.
+
+>>> import numpy as np, mutagrad as mg
+>>> import mutagrad.scipy.ndimage as mnd
+>>> mg.grad(lambda x: np.sum(mnd.correlate1d(x, [1.0, -1.0], mode="constant") ** 2))(np.array([1.0, 2.0, 4.0]))
+array([ 0., -2.,  4.])
+"""
+import scipy.ndimage as _nd
+
+from ..rules.scipy.ndimage import (  # noqa: F401
+    convolve,
+    convolve1d,
+    correlate,
+    correlate1d,
+    gaussian_filter,
+    gaussian_filter1d,
+    gaussian_gradient_magnitude,
+    gaussian_laplace,
+    laplace,
+    prewitt,
+    sobel,
+    uniform_filter,
+    uniform_filter1d,
+)
+
+
+def __getattr__(name):
+    return getattr(_nd, name)
+
+
+def __dir__():
+    return sorted(set(dir(_nd)) | set(globals()))

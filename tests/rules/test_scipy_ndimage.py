@@ -1,0 +1,374 @@
+"""mutagrad.scipy.ndimage against SciPy's own functions. Every derivative is checked against central
+differences of scipy.ndimage's function itself on plain arrays (``_either``: the function under
+test calls SciPy's when no argument is traced, mutagrad's when one is), forward mode against
+reverse mode (check_grads), second order against differences of the gradient; every value
+against a plain SciPy call, bit for bit (and dtype)."""
+import numpy as np
+import pytest
+
+import mutagrad as mg
+from mutagrad.core import Tracer
+from mutagrad.errors import UnsupportedInputError
+from mutagrad.testing import check_grads, numerical_grad
+
+nd = pytest.importorskip("scipy.ndimage")
+import mutagrad.scipy.ndimage as mnd
+
+MODES = ("reflect", "constant", "nearest", "mirror", "wrap", "grid-wrap", "grid-constant", "grid-mirror")
+RNG = np.random.default_rng(0)
+
+
+def _draw(shape, cplx=False, dtype=np.float64):
+    a = RNG.standard_normal(shape)
+    if cplx:
+        a = a + 1j * RNG.standard_normal(shape)
+    return a.astype(dtype) if not cplx else a
+
+
+def _either(name, argnames, **kw):
+    """f(*args): scipy.ndimage.<name> when every argument is plain (the oracle finite differences
+    run), mutagrad.scipy.ndimage.<name> when one is traced; args are passed as ``argnames``."""
+    ours, theirs = getattr(mnd, name), getattr(nd, name)
+
+    def f(*args):
+        fn = ours if any(isinstance(a, Tracer) for a in args) else theirs
+        return fn(**dict(zip(argnames, args)), **kw)
+
+    return f
+
+
+def _check_value(name, argnames, args, **kw):
+    """The traced call's value is SciPy's: its bits and its dtype."""
+    want = getattr(nd, name)(**dict(zip(argnames, args)), **kw)
+    got = mg.vjp(_either(name, argnames, **kw), *args)[0]
+    assert got.dtype == want.dtype, (name, kw, got.dtype, want.dtype)
+    np.testing.assert_array_equal(got, want, err_msg=f"{name} {kw}")
+
+
+def _check(name, argnames, args, deriv=1, **kw):
+    """The traced call's value is SciPy's (bits and dtype); its derivatives in every argument of
+    ``args`` against SciPy's by central differences, forward against reverse (deriv=2: second order too)."""
+    _check_value(name, argnames, args, **kw)
+    f = _either(name, argnames, **kw)
+    if deriv == 2:  # (filters are linear in the input: a nonlinearity after makes the Hessian not 0)
+        check_grads(lambda *a: np.sin(np.real(f(*a))), *args, order=2)
+    else:
+        check_grads(f, *args)
+
+
+def _origins(k):
+    """The origins SciPy allows for a kernel of k samples."""
+    return list(range(-(k // 2), (k - 1) // 2 + 1))
+
+
+X2, W4, W23 = _draw((3, 5)), _draw(4), _draw((2, 3))
+CASES = [  # (what it covers, function, arguments, order): one line per function, second order
+    ("scipy.ndimage.correlate1d", _either("correlate1d", ("input", "weights", "cval"), mode="constant", origin=1),
+     (X2, W4, 0.4), 2),
+    ("scipy.ndimage.correlate", _either("correlate", ("input", "weights", "cval"), mode="constant"), (X2, W23, -0.3), 2),
+    ("scipy.ndimage.uniform_filter1d", _either("uniform_filter1d", ("input", "cval"), size=4, mode="constant"),
+     (X2, 0.7), 2),
+    ("scipy.ndimage.convolve1d", _either("convolve1d", ("input", "weights"), axis=0, mode="mirror"), (X2, W4), 2),
+    ("scipy.ndimage.convolve", _either("convolve", ("input", "weights"), mode="wrap"), (X2, W23), 2),
+    ("scipy.ndimage.uniform_filter", _either("uniform_filter", ("input",), size=(2, 3), mode="nearest"), (X2,), 2),
+    ("scipy.ndimage.gaussian_filter1d", _either("gaussian_filter1d", ("input", "sigma"), order=1), (X2, 0.8), 2),
+    ("scipy.ndimage.gaussian_filter", _either("gaussian_filter", ("input", "sigma", "cval"), mode="constant"),
+     (X2, 1.1, 0.2), 2),
+    ("scipy.ndimage.sobel", _either("sobel", ("input",), axis=0), (X2,), 2),
+    ("scipy.ndimage.prewitt", _either("prewitt", ("input", "cval"), mode="constant"), (X2, 0.5), 2),
+    ("scipy.ndimage.laplace", _either("laplace", ("input",), mode="wrap"), (X2,), 2),
+    ("scipy.ndimage.gaussian_laplace", _either("gaussian_laplace", ("input", "sigma")), (X2, 0.9), 2),
+    ("scipy.ndimage.gaussian_gradient_magnitude", _either("gaussian_gradient_magnitude", ("input", "sigma")),
+     (X2, 0.9), 2),
+]
+
+
+@pytest.mark.parametrize("covers,fn,args,order", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule(covers, fn, args, order):
+    f = fn if order == 1 else (lambda *a: np.sin(fn(*a)))
+    check_grads(f, *args, modes=("fwd", "rev"), order=order)
+
+
+# -- the sweep: every mode, axes of 1, 2, 3 and 7 samples, kernels of 1 to 9 (longer than the axis),
+# every origin for the values, one per case (in turn the first, the middle and the last) for the derivatives
+
+LENGTHS, KERNELS = (1, 2, 3, 7), range(1, 10)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["correlate1d", "convolve1d", "uniform_filter1d"])
+def test_1d_filters_every_mode_length_kernel_and_origin(name, mode):
+    for i, (n, k) in enumerate((n, k) for n in LENGTHS for k in KERNELS):
+        axis = i % 2  # (along the rows or the columns of a 2-D array)
+        x = _draw((n, 2) if axis == 0 else (2, n))
+        w, cval = _draw(k), 0.5 - 0.1 * i
+        for j, origin in enumerate(_origins(k)):
+            ours = j == [0, len(_origins(k)) // 2, len(_origins(k)) - 1][i % 3]  # (derivatives for one origin)
+            kw = {"axis": axis, "mode": mode, "origin": origin}
+            argnames, args = (("input", "cval"), (x, cval)) if name == "uniform_filter1d" else \
+                (("input", "weights", "cval"), (x, w, cval))
+            if name == "uniform_filter1d":
+                kw["size"] = k
+            (_check if ours else _check_value)(name, argnames, args, **kw)
+
+
+ND_SHAPES = [((7,), [(1,), (3,), (4,), (9,)]), ((1, 3), [(1, 1), (2, 4), (3, 3)]),
+             ((2, 2), [(2, 3), (5, 1), (3, 5)]), ((3, 7), [(1, 9), (4, 2), (3, 3)]), ((2, 3), [(9, 2)]),
+             ((2, 3, 2), [(2, 2, 3)])]
+
+
+def _scipy_reads_outside(shape, kshape, origins, mode):
+    # (SciPy's N-dimensional 'reflect' offsets: wrong 4n or more samples before an axis of n >= 2)
+    return mode in ("reflect", "grid-mirror") and any(2 <= n <= (k // 2 + o) // 4
+                                                      for n, k, o in zip(shape, kshape, origins))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["correlate", "convolve"])
+def test_nd_filters_every_mode_and_origin(name, mode):
+    for i, (shape, kshapes) in enumerate(ND_SHAPES):
+        for j, ks in enumerate(kshapes):
+            x, w, cval = _draw(shape), _draw(ks), 0.3 + 0.2 * j
+            last = tuple(_origins(k)[-1] for k in ks)
+            for origin in (0, tuple(_origins(k)[0] for k in ks), last):
+                o = origin if isinstance(origin, tuple) else (0,) * len(ks)
+                eff = o if name == "correlate" else tuple(-a - (0 if k & 1 else 1) for a, k in zip(o, ks))
+                kw = {"mode": mode, "origin": origin}
+                if _scipy_reads_outside(shape, ks, eff, mode):
+                    with pytest.raises(UnsupportedInputError, match="reads memory outside the array"):
+                        mg.vjp(_either(name, ("input", "weights", "cval"), **kw), x, w, cval)
+                    continue
+                if origin == last or (origin == 0 and (i + j) % 2 == 0):
+                    _check(name, ("input", "weights", "cval"), (x, w, cval), **kw)
+                else:
+                    _check_value(name, ("input", "weights", "cval"), (x, w, cval), **kw)
+
+
+def test_scipys_nd_reflect_reads_outside_the_array_and_is_refused():
+    # SciPy's N-dimensional correlate in mode 'reflect' reads before the line 2n m samples out (m >= 2):
+    # not a function of the input; correlate1d reflects correctly there
+    x, w = np.array([10.0, 20.0]), np.eye(9)[0]  # one weight, 8 samples before the axis: e[-8] = x[0]
+    assert nd.correlate1d(x, w, mode="reflect", origin=4)[0] == 10.0
+    rows = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])  # along the rows: the previous row's last sample
+    np.testing.assert_array_equal(nd.correlate(rows, w[None], mode="reflect", origin=(0, 4))[1:, 0], [2.0, 4.0])
+    np.testing.assert_array_equal(nd.correlate1d(rows, w, mode="reflect", origin=4)[:, 0], [1.0, 3.0, 5.0])
+    with pytest.raises(UnsupportedInputError, match="reads memory outside the array"):
+        mg.grad(lambda x: np.sum(mnd.correlate(x, w, mode="reflect", origin=4)))(x)
+    with pytest.raises(UnsupportedInputError, match="reads memory outside the array"):
+        mg.grad(lambda w: np.sum(mnd.convolve(x, w, mode="grid-mirror", origin=-4)))(w)
+    # one sample short of it: SciPy's values, differentiated
+    _check("correlate", ("input", "weights"), (x, np.eye(7)[0]), mode="reflect", origin=3)
+
+
+SEPARABLE = [  # (function, argument names, arguments, keywords): cval traced where a constant mode reads it
+    ("uniform_filter", ("input", "cval"), (_draw((3, 7)), 0.4), {"size": (3, 9), "origin": (1, -4)}),
+    ("uniform_filter", ("input", "cval"), (_draw((2, 1, 3)), 0.4), {"size": 2, "axes": (0, 2)}),
+    ("gaussian_filter1d", ("input", "sigma", "cval"), (_draw((2, 7)), 0.8, 0.3), {"order": 2}),
+    ("gaussian_filter", ("input", "sigma", "cval"), (_draw((3, 7)), 1.3, -0.2), {"order": (0, 1)}),
+    ("gaussian_filter", ("input", "sigma", "cval"), (_draw((2, 3)), 2.3, 0.1), {"truncate": 3.0}),  # (15 > the axes)
+    ("sobel", ("input", "cval"), (_draw((3, 7)), 0.6), {"axis": 1}),
+    ("prewitt", ("input", "cval"), (_draw((2, 1, 3)), 0.6), {"axis": 0}),
+    ("laplace", ("input", "cval"), (_draw((3, 7)), -0.5), {}),
+    ("gaussian_laplace", ("input", "sigma", "cval"), (_draw((3, 7)), 0.9, 0.25), {}),
+    ("gaussian_gradient_magnitude", ("input", "sigma", "cval"), (_draw((3, 7)), 0.9, 0.25), {}),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,argnames,args,kw", SEPARABLE, ids=[f"{c[0]}-{i}" for i, c in enumerate(SEPARABLE)])
+def test_separable_filters_every_mode(name, argnames, args, kw, mode):
+    _check(name, argnames, args, mode=mode, **kw)
+
+
+def test_modes_per_axis():
+    x = _draw((3, 4))
+    for name, argnames, args, kw in [
+            ("gaussian_filter", ("input", "sigma", "cval"), (x, 0.9, 0.5), {}),
+            ("uniform_filter", ("input", "cval"), (x, 0.5), {"size": 3}),
+            ("sobel", ("input", "cval"), (x, 0.5), {}),
+            ("prewitt", ("input", "cval"), (x, 0.5), {"axis": 0}),
+            ("laplace", ("input", "cval"), (x, 0.5), {}),
+            ("gaussian_laplace", ("input", "sigma", "cval"), (x, 0.9, 0.5), {}),
+            ("gaussian_gradient_magnitude", ("input", "sigma", "cval"), (x, 0.9, 0.5), {})]:
+        for modes in (("constant", "wrap"), ["mirror", "grid-constant"]):
+            _check(name, argnames, args, mode=modes, **kw)
+    # an axis not filtered takes no mode
+    _check("uniform_filter", ("input", "cval"), (x, 0.5), size=2, axes=[1], mode=["constant"])
+
+
+# -- the Gaussian kernel: traced sigma, order, truncate, radius -----------------------------------
+
+@pytest.mark.parametrize("order", [0, 1, 2, 3])
+def test_gaussian_derivative_orders_in_sigma(order):
+    x = _draw((2, 9))
+    _check("gaussian_filter1d", ("input", "sigma"), (x, 1.2), deriv=2 if order < 2 else 1, order=order)
+    _check("gaussian_filter1d", ("sigma",), (0.7,), input=x, order=order, truncate=2.0, mode="wrap")
+    _check("gaussian_filter1d", ("sigma",), (1.7,), input=x, order=order, radius=2, mode="nearest")
+
+
+def test_gaussian_sigma_per_axis():
+    x = _draw((3, 5))
+    # a traced array of sigmas with per-axis orders and radii
+    _check("gaussian_filter", ("input", "sigma"), (x, np.array([0.6, 1.4])), order=[1, 0], radius=[3, 1])
+
+    def listed(s):  # a list holding a traced sigma
+        return (mnd if isinstance(s, Tracer) else nd).gaussian_filter(x, [s, 0.8], order=(0, 2), mode="mirror")
+
+    np.testing.assert_array_equal(mg.vjp(listed, 0.9)[0], nd.gaussian_filter(x, [0.9, 0.8], order=(0, 2), mode="mirror"))
+    check_grads(lambda s: np.sin(listed(s)), 0.9, order=2)
+    # sigma 0 along an axis: that axis is not filtered (SciPy's threshold, 1e-15)
+    _check("gaussian_filter", ("input", "sigma"), (x, np.array([0.0, 1.2])))
+    _check("gaussian_filter", ("input",), (x,), sigma=0.0)
+    _check("gaussian_laplace", ("input", "sigma"), (x, np.array([0.7, 1.2])), axes=None)
+    _check("gaussian_laplace", ("input", "sigma"), (x, 0.7), axes=[1], truncate=2.5)
+    _check("gaussian_gradient_magnitude", ("input", "sigma"), (x, np.array([0.7, 1.2])), axes=(0,), radius=2)
+
+
+# -- complex values, float32, output= -----------------------------------------------------------------
+
+@pytest.mark.parametrize("cx,cw,cc", [(True, False, False), (False, True, False), (True, True, True),
+                                     (True, False, True)])
+def test_complex_inputs_weights_and_cval(cx, cw, cc):
+    x, w1, w2 = _draw((3, 5), cx), _draw(3, cw), _draw((2, 2), cw)
+    cval = 0.3 - 0.4j if cc else 0.3
+    for name, w in (("correlate1d", w1), ("convolve1d", w1), ("correlate", w2), ("convolve", w2)):
+        for mode in ("constant", "reflect"):
+            _check(name, ("input", "weights", "cval"), (x, w, cval), mode=mode)
+    if not cw:
+        for name in ("uniform_filter1d", "uniform_filter"):
+            _check(name, ("input", "cval"), (x, cval), size=3, mode="constant")
+        for name in ("gaussian_filter", "sobel", "laplace"):
+            kw = {"sigma": 0.8} if name == "gaussian_filter" else {}
+            _check(name, ("input", "cval"), (x, cval), mode="grid-constant", **kw)
+
+
+def test_float32_values_and_derivatives():
+    x, w = _draw((3, 6), dtype=np.float32), _draw(4)
+    for name, argnames, args, kw in [
+            ("correlate1d", ("input", "weights"), (x, w), {"mode": "mirror"}),
+            ("correlate", ("input", "weights"), (x, _draw((2, 3))), {"mode": "nearest"}),
+            ("uniform_filter1d", ("input", "cval"), (x, 0.5), {"size": 3, "mode": "constant"}),
+            ("uniform_filter", ("input",), (x,), {"size": 3}),
+            ("gaussian_filter", ("input", "sigma"), (x, 1.0), {}),
+            ("sobel", ("input",), (x,), {}),
+            ("gaussian_gradient_magnitude", ("input",), (x,), {"sigma": 1.0})]:
+        _check(name, argnames, args, **kw)
+    # a float64 input with a float32 output (SciPy's intermediate passes in it)
+    _check("gaussian_filter", ("input", "sigma"), (_draw((3, 5)), 0.9), output=np.float32)
+    _check("laplace", ("input",), (_draw((3, 5)),), output="float32")
+
+
+def test_output_arrays_are_written_in_place():
+    x = _draw((3, 5))
+    for name, extra in (("correlate1d", {"weights": [1.0, -2.0, 0.5]}), ("convolve", {"weights": np.ones((2, 2))}),
+                        ("uniform_filter", {"size": 2}), ("gaussian_filter", {"sigma": 0.7}),
+                        ("gaussian_gradient_magnitude", {"sigma": 0.7}), ("sobel", {}), ("laplace", {})):
+        def f(x, name=name, extra=extra):
+            out = np.zeros_like(x)  # (a buffer of the traced x: traced)
+            res = getattr(mnd, name)(x, output=out, **extra)
+            assert res is out
+            return out * x
+
+        check_grads(f, x)
+        np.testing.assert_array_equal(mg.vjp(f, x)[0], getattr(nd, name)(x, **extra) * x)
+
+    def in_place(x):  # the output the input itself, as SciPy allows
+        mnd.correlate1d(x, [1.0, 3.0], output=x, mode="wrap")
+        mnd.uniform_filter(x, 3, output=x)
+        mnd.convolve(x, np.ones((2, 3)), output=x, mode="mirror")
+        return np.sin(x)
+
+    check_grads(in_place, x, order=2)
+    plain = x.copy()
+    nd.correlate1d(plain, [1.0, 3.0], output=plain, mode="wrap")
+    nd.uniform_filter(plain, 3, output=plain)
+    nd.convolve(plain, np.ones((2, 3)), output=plain, mode="mirror")
+    np.testing.assert_array_equal(mg.vjp(in_place, x)[0], np.sin(plain))
+    # an output array that is an argument not differentiated (a traced constant), an integer image
+    img = np.arange(15).reshape(3, 5)
+    check_grads(lambda w, out: mnd.correlate(img, w, output=out) * 1.0, _draw((2, 2)), np.zeros((3, 5)), argnums=0)
+    _check("correlate", ("weights",), (_draw((2, 2)),), input=img, output=np.float64)
+
+
+def test_traced_weights_given_as_lists_and_kernel_lengths_beyond_the_axis():
+    x = _draw((2, 3))
+    check_grads(lambda p: np.sin(mnd.convolve1d(x, [p, 1.0, -p, 2 * p], mode="wrap")), 0.7, order=2)
+    check_grads(lambda p: np.sin(mnd.correlate(x, [[p, 1.0], [0.5, p]], mode="nearest")), 0.7, order=2)
+    for mode in MODES:  # a 1-sample axis, a kernel of 9 along it: every extended sample is x[0] (or cval)
+        _check("correlate1d", ("input", "weights", "cval"), (_draw((3, 1)), _draw(9), 0.2), axis=1, mode=mode)
+
+
+def test_second_order_hessian_and_reverse_over_reverse():
+    x, w = _draw((2, 4)), _draw(3)
+
+    def s(x, w, c):
+        y = mnd.correlate1d(x, w, mode="constant", cval=c) + mnd.gaussian_filter(x * w[0], 0.8, mode="mirror")
+        return np.sum(np.sin(y)) + np.sum(mnd.uniform_filter1d(x, 3, mode="constant", cval=c) ** 2)
+
+    def plain(v):  # the same function of one flat vector, on SciPy's own filters
+        x, w, c = v[:8].reshape(2, 4), v[8:11], v[11]
+        y = nd.correlate1d(x, w, mode="constant", cval=c) + nd.gaussian_filter(x * w[0], 0.8, mode="mirror")
+        return np.sum(np.sin(y)) + np.sum(nd.uniform_filter1d(x, 3, mode="constant", cval=c) ** 2)
+
+    def flat(v):
+        return s(v[:8].reshape(2, 4), v[8:11], v[11])
+
+    v = np.concatenate([x.ravel(), w, [0.4]])
+    h_fwd_rev = mg.hessian(flat)(v)
+    h_rev_rev = mg.jacobian(mg.grad(flat), mode="rev")(v)
+    np.testing.assert_allclose(h_fwd_rev, h_rev_rev, rtol=1e-10, atol=1e-12)
+    # against central differences of the gradient, itself checked against central differences of SciPy's
+    np.testing.assert_allclose(mg.grad(flat)(v), numerical_grad(plain, (v,), (0,))[0], rtol=1e-6, atol=1e-8)
+    h = 1e-5
+    fd = np.stack([(mg.grad(flat)(v + h * e) - mg.grad(flat)(v - h * e)) / (2 * h) for e in np.eye(12)])
+    np.testing.assert_allclose(h_fwd_rev, fd, rtol=1e-5, atol=1e-6)
+
+
+# -- plain calls, SciPy's errors, what stays SciPy's ------------------------------------------------
+
+def test_plain_calls_are_scipys_and_other_names_pass_through():
+    x = _draw((4, 5))
+    np.testing.assert_array_equal(mnd.gaussian_filter(x, 1.2, order=1), nd.gaussian_filter(x, 1.2, order=1))
+    assert mnd.median_filter is nd.median_filter and mnd.shift is nd.shift and mnd.zoom is nd.zoom
+    assert "gaussian_filter" in dir(mnd) and "map_coordinates" in dir(mnd)
+    import mutagrad.scipy
+
+    assert "ndimage" in mutagrad.scipy.__all__ and mutagrad.scipy.ndimage is mnd
+
+
+def test_scipys_errors_on_traced_arguments():
+    x = _draw((3, 4))
+    for call, err in [(lambda x: mnd.correlate1d(x, [1.0, 2.0], origin=1), ValueError),  # (invalid origin)
+                      (lambda x: mnd.correlate(x, np.ones((2, 2)), mode="bogus"), RuntimeError),
+                      (lambda x: mnd.correlate(x, np.ones((2, 2)), mode=["wrap", "wrap"]), RuntimeError),
+                      (lambda x: mnd.gaussian_filter1d(x, 1.0, radius=-1), ValueError),
+                      (lambda x: mnd.gaussian_filter(x, [1.0, 2.0, 3.0]), RuntimeError),
+                      (lambda x: mnd.uniform_filter1d(x, 0), RuntimeError),
+                      (lambda x: mnd.sobel(x, output=np.zeros((2, 2))), RuntimeError),
+                      (lambda x: mnd.sobel(x + 1j, output=np.float64), RuntimeError),  # (complex into real)
+                      (lambda x: mnd.gaussian_filter(x - 1j, 1.0, output=np.float64), RuntimeError),
+                      (lambda x: mnd.correlate1d(x, [1.0, 2.0], mode="constant", cval=1j), TypeError)]:
+        with pytest.raises(err):
+            mg.grad(lambda x, call=call: np.sum(np.real(call(x))))(x)
+
+
+def test_scipys_own_filters_on_a_traced_array_point_to_ours():
+    x = _draw((5, 6))
+    for name, args in (("gaussian_filter", (1.0,)), ("uniform_filter", (3,)), ("prewitt", ()),
+                       ("gaussian_gradient_magnitude", (0.8,))):
+        def energy(x, module, name=name, args=args):
+            return np.sum(getattr(module, name)(x, *args) ** 2)
+
+        with pytest.raises(mg.TracerEscapeError) as e:
+            mg.grad(energy)(x, nd)
+        assert f"mutagrad.scipy.ndimage.{name} is the same function" in str(e.value)
+        # the function it names: SciPy's value, and its gradient against central differences of SciPy's own
+        v, g = mg.value_and_grad(energy)(x, mnd)
+        assert v == energy(x, nd)
+        fd = numerical_grad(lambda x, energy=energy: energy(x, nd), (x,), (0,))[0]
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    # the interpolations and the nonlinear filters keep their messages
+    for fn, text in ((lambda x: nd.shift(x, 0.5, order=1), "Interpolate with NumPy operations"),
+                     (lambda x: nd.median_filter(x, 3), "Write the filter with NumPy operations")):
+        with pytest.raises(mg.TracerEscapeError, match=text):
+            mg.grad(lambda x, fn=fn: np.sum(fn(x)))(x)

@@ -12,6 +12,7 @@ import pytest
 
 import mutagrad as mg
 import mutagrad.numpy as mnp
+from mutagrad.testing import check_grads
 
 
 def test_nothing_survives_a_gradient_call():
@@ -386,6 +387,52 @@ def test_maximum_and_clip_keep_their_inputs_not_their_outputs():
 
     assert kept(lambda y: np.maximum(y, 0.2)) < 1.2
     assert kept(lambda y: np.clip(y, -1.0, 1.0)) < 2.2
+
+
+def test_max_over_an_axis_keeps_the_positions_of_the_maxima_not_its_argument():
+    # value function iteration: V = max over the choice axis of an (nz, na, na) array each step;
+    # the pullback kept the whole array (5 MB per step in the econdp tester), where the positions
+    # of the maxima (one index per element of V) weigh the cotangent as well
+    nz, na = 4, 120
+    pi = np.full((nz, nz), 1.0 / nz)
+    a = np.linspace(0.1, 10, na)
+    c = np.exp(np.linspace(-0.5, 0.5, nz))[:, None, None] + 1.04 * a[None, :, None] - a[None, None, :]
+    u = np.where(c > 0, np.log(np.maximum(c, 1e-10)), -1e10)
+
+    def vfi(beta, k, reduce=np.max):
+        V = np.zeros((nz, na))
+        for _ in range(k):
+            V = reduce(u + beta * (pi @ V)[:, None, :], axis=2)
+        return np.sum(V)
+
+    for reduce in (np.max, lambda x, axis: -np.min(-x, axis=axis)):
+        peaks = []
+        for k in (10, 40):
+            tracemalloc.start()
+            g = mg.grad(vfi)(0.9, k, reduce)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+            h = 1e-6
+            np.testing.assert_allclose(g, (vfi(0.9 + h, k) - vfi(0.9 - h, k)) / (2 * h), rtol=1e-4)  # (|V| ~ 5e3)
+        per_step = (peaks[1] - peaks[0]) / 30
+        assert per_step < 0.2 * u.nbytes, per_step  # (one choice array per step before: u.nbytes)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_max_and_min_derivatives_from_what_they_keep(axis, keepdims):
+    # against central differences (values 0.05 apart: no tie within the steps), and ties sharing
+    # the derivative evenly (by hand)
+    x = np.random.default_rng(2).permutation(60).reshape(3, 4, 5) * 0.05 - 1.5
+    for fn in (np.max, np.min, np.amax, lambda x, axis, keepdims: np.maximum.reduce(x, axis=axis, keepdims=keepdims)):
+        check_grads(lambda x, fn=fn: np.sum(np.sin(fn(x, axis=axis, keepdims=keepdims)) * 1.3), x, order=2)
+    t = np.array([[[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]])
+    g = mg.grad(lambda t: np.sum(np.max(t, axis=axis, keepdims=keepdims) * 2.0))(t)
+    if axis in (-1,):
+        np.testing.assert_array_equal(g, [[[0, 1, 1], [1, 1, 0]]])
+    if axis is None:
+        np.testing.assert_array_equal(g, [[[0, 1, 1], [0, 0, 0]]])
+    np.testing.assert_array_equal(mg.grad(lambda v: np.max(v))(np.array([1.0, np.nan, 2.0])), [0, 1, 0])
 
 
 def test_floating_point_state_of_a_differentiation_is_its_threads_own():

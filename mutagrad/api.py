@@ -2406,7 +2406,9 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
             leaf = type(leaf)(d)
         gl[k] = leaf
         per[j] = tree_unflatten(gtree, gl)
-    if group[2] is not None and not group[1]:  # (one run only: the first entry's again, compared with it)
+    if group[2] is not None and not group[1] and (fixed or not all(whole.values())):
+        # (one run only, whose number is used: the first entry's again, compared with it; a run that gave
+        # NaN again changes nothing, and needs no second: the econdp tester's pullback ran the function twice)
         try:
             entry_jvp(*group[2])
         except DifferentiationError:  # (other steps; or it failed where the first run did not)

@@ -492,6 +492,22 @@ def test_a_gradient_that_is_nan_everywhere_is_not_computed_again_entry_by_entry(
     np.testing.assert_array_equal(mg.grad(f)(np.ones(64)), np.zeros(64))  # (arctan2(u, u) = pi/4: constant)
 
 
+def test_a_nan_entry_forward_mode_gives_as_nan_too_costs_one_run():
+    # (the econdp tester: a pullback ran the function twice more for an entry whose derivative is NaN,
+    # the second run only to confirm the first, whose NaN changed nothing); x[0]'s entry by hand
+    runs = []
+
+    def f(x):
+        runs.append(1)
+        return x[0] ** 2 + np.arctan2(x[1] - 1.0, x[1] - 1.0)
+
+    x = np.array([0.5, 1.0])
+    for differentiate in (lambda: mg.grad(f)(x), lambda: mg.vjp(f, x)[1](1.0)[0]):
+        runs.clear()
+        g = differentiate()
+        assert g[0] == 1.0 and np.isnan(g[1]) and len(runs) == 2, (g, len(runs))  # (the call, one jvp)
+
+
 def test_the_exponent_derivative_of_zero_to_the_zero_is_minus_infinity():
     # 0**p jumps from 0**0 = 1 to 0 (p > 0) and inf (p < 0): both one-sided quotients go to -inf
     # (it was 0, the limit for p > 0, where the jump makes it -inf; the specialpoints tester)

@@ -2632,7 +2632,7 @@ def _scipy_rewrite(sub, name):
                 "(v[k] * (1 - w) + v[k + 1] * w along each axis).")
     if sub == "interpolate":
         return (" Evaluate the interpolant with NumPy operations, which are differentiated: np.interp(t, xp, "
-                "fp) for a linear one (in t and fp); for a spline made from plain data (CubicSpline, PPoly), "
+                "fp) for a linear one (in t, xp and fp); for a spline made from plain data (CubicSpline, PPoly), "
                 "its own coefficients: k = np.clip(np.searchsorted(s.x, t) - 1, 0, len(s.x) - 2); d = t - "
                 "s.x[k]; ((s.c[0, k] * d + s.c[1, k]) * d + s.c[2, k]) * d + s.c[3, k] (SciPy's values to "
                 "rounding, differentiated in t); for a spline of traced data, solve its linear system with "
@@ -3765,8 +3765,8 @@ class Tracer:
         if storing_into_subscript():
             raise escape_error("writing a traced value into an integer array (NumPy converts it with int(x))",
                                integer=True)
-        raise escape_error("int(x)", TracerEscapeError,
-                           TEST_HINT if in_a_test(user_frame(sys._getframe(1))) else _CONVERSION_HINT)
+        raise escape_error("int(x)", TracerEscapeError,  # (an integer: the buffer advice does not apply)
+                           TEST_HINT if in_a_test(user_frame(sys._getframe(1))) else _CONVERSION_HINT, specific=True)
 
     def __complex__(self):
         if (self._may_convert() or index_valued_call(sys._getframe(1)) or predicate_call(sys._getframe(1))
@@ -4449,7 +4449,7 @@ class ScalarTracer(Tracer):
             if self._may_convert():
                 b = bottom(self)
                 return round(b.item() if isinstance(b, np.ndarray) else b)
-            raise escape_error("round(x)", TracerEscapeError, _CONVERSION_HINT)
+            raise escape_error("round(x)", TracerEscapeError, _CONVERSION_HINT, specific=True)
         if weak(self):  # a Python float: Python's rounding (round(2.55, 1) is 2.5, NumPy's 2.6),
             return round(float(bottom(self)), ndigits)  # a constant (its derivative is zero)
         return np.round(self, ndigits)
@@ -5250,9 +5250,11 @@ def write(dest, idx, value):
                     kind = type(held).__name__
                     raise escape_error(
                         f"writing a traced value into a plain NumPy array, an item of the {kind} `{target}`",
-                        WriteToPlainArrayError, f" The {kind}'s arrays were made from plain values (np.zeros(...)): "
-                        "make them with mnp.zeros(...) (import mutagrad.numpy as mnp) or np.zeros_like(x) of a traced "
-                        "x, so that they hold traced values.", specific=True)
+                        WriteToPlainArrayError, f" The {kind}'s arrays are plain (made with np.zeros(...), or copies "
+                        "of plain arrays: a.copy() of a global or closed-over array): make them with mnp.zeros(...) "
+                        "(import mutagrad.numpy as mnp) or np.zeros_like(x) of a traced x, or pass the plain arrays "
+                        "they copy as arguments not differentiated (traced constants, whose copies can hold traced "
+                        "values), so that they hold traced values.", specific=True)
                 f = sys._getframe(1)
                 while f is not None and (f.f_globals.get("__name__") or "").startswith(("mutagrad", "numpy")):
                     f = f.f_back

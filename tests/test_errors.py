@@ -49,6 +49,9 @@ def test_escape_to_plain_value_raises(what, f):
     if what.startswith("math."):  # the fix is NumPy's twin (math.copysign's np.copysign: not a buffer)
         assert f"use np.{what[5:]}(...) instead of {what}(...)" in msg and "mnp.zeros" not in msg, msg
         return
+    if what == "int(x)":  # (an integer: the conversion's fix, not the advice on buffers)
+        assert "mg.stop_gradient" in msg and "int(np.trunc(x))" in msg and "mnp.zeros" not in msg, msg
+        return
     assert "mg.stop_gradient" in msg and ("mnp.zeros" in msg or "a, b = x" in msg)
 
 
@@ -875,7 +878,11 @@ def test_element_written_into_an_integer_array_is_named_as_a_write():
 
     msg = _raises(f, np.array([1.0, 2.0]), mg.TracerEscapeError)
     assert msg.startswith("writing a traced value into an integer array") and "k[0] = x[0] * 10" in msg
-    assert _raises(lambda x: int(x[0]) * x[1], np.array([1.0, 2.0]), mg.TracerEscapeError).startswith("int(x)")
+    msg = _raises(lambda x: int(x[0]) * x[1], np.array([1.0, 2.0]), mg.TracerEscapeError)
+    # (an integer: the fix, without the advice on buffers; the seismic tester)
+    assert msg.startswith("int(x)") and "int(np.trunc(x))" in msg and "filling a buffer" not in msg, msg
+    msg = _raises(lambda x: round(x[0]) * x[1], np.array([1.0, 2.0]), mg.TracerEscapeError)
+    assert msg.startswith("round(x)") and "filling a buffer" not in msg, msg
 
 
 @pytest.mark.parametrize("n", [3, 64, 65, 300])
@@ -4919,6 +4926,22 @@ def test_conversion_messages_name_the_call_running_and_list_items():
 
     msg = _raises(f, x, mg.WriteToPlainArrayError)
     assert "an item of the list `Fs`" in msg and "mnp.zeros" in msg
+
+    # copies of plain arrays the function closes over (SGD on a dict of weights w.r.t. the learning rate):
+    # the message names copies, and the fix it names, the arrays passed as arguments, works (the
+    # metalearn tester); the step by hand: d/dlr of sum(w0 - lr * g) is -sum(g)
+    w0 = {"A": np.array([0.5, -0.2]), "b": np.array([0.1])}
+
+    def sgd(lr, init=None):
+        fast = {k: v.copy() for k, v in (init or w0).items()}
+        for k in fast:  # noqa: PLC0206 (the user's loop under test)
+            fast[k] -= lr * np.cos(fast[k])
+        return sum(np.sum(v) for v in fast.values())
+
+    msg = _raises(sgd, 0.1, mg.WriteToPlainArrayError)
+    assert "an item of the dict `fast`" in msg and "copies of plain arrays" in msg and "as arguments" in msg, msg
+    want = -sum(np.sum(np.cos(v)) for v in w0.values())
+    np.testing.assert_allclose(mg.grad(sgd)(0.1, w0), want, rtol=1e-14)
 
 
 @pytest.mark.parametrize("call, fixed", [

@@ -1700,6 +1700,15 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True):
     return dU, dS, _H(dV)
 
 
+def _svd_unread(read, tied) -> bool:
+    """Whether no operation read the singular vectors of the values where ``tied`` (..., k) is True:
+    U's columns and Vh's rows, by ``read`` (their tape.read_mask's, either None: not known)."""
+    if read is None or read[0] is None or read[1] is None:
+        return False
+    k = np.shape(tied)[-1]
+    return _unread(read[0][..., :, :k], tied) and _unread(np.swapaxes(read[1], -1, -2)[..., :, :k], tied)
+
+
 def _svd_real_row(U, V):
     """(mask, whether it is of V) of the row LAPACK made real: row 0 of V (m >= n) or of U."""
     first, second = ((V, True), (U, False)) if np.shape(U)[-2] >= np.shape(V)[-2] else ((U, False), (V, True))
@@ -1710,7 +1719,9 @@ def _svd_real_row(U, V):
     return None, False
 
 
-def _svd_vjp(U, S, Vh, gU, gS, gVh):
+def _svd_vjp(U, S, Vh, gU, gS, gVh, read=None):
+    """Ā from the cotangents of U, S and Vh (``read``: where the operations after the decomposition
+    read U and Vh, tape.read_mask's, or None)."""
     V = _H(Vh)
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
     gS0, gS = gS, _tie_mean(S, gS)
@@ -1723,7 +1734,7 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh):
         # a distinct value's vectors have a derivative when the cotangent reads no vector of a
         # repeated value (as eigh's, _distinct_part): the pairs of repeated values drop out
         rep = np.any(_repeated_pairs(S * S), axis=-2)
-        hidden = bool(_VALUES_PULLBACK) or _zero_hides_a_tie(rep, gS0, gU, gVh)  # (as eigh's)
+        hidden = bool(_VALUES_PULLBACK) or (not _svd_unread(read, rep) and _zero_hides_a_tie(rep, gS0, gU, gVh))
         if _reaches(gU, rep[..., None, :]) or _reaches(gVh, rep[..., :, None]) or hidden is True:
             return _degenerate("np.linalg.svd")
         F = _distinct_part(S * S, ZERO)
@@ -1842,7 +1853,7 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
             # (a function of the null vector only: its derivative needs no distinct singular values)
             gU, gVh = (ZERO if not isinstance(g, Tracer) and not is_zero(g) and not np.any(g) else g
                        for g in (gU, gVh))
-        ga = _svd_vjp(U, S, Vh, gU, gS, gVh)
+        ga = _svd_vjp(U, S, Vh, gU, gS, gVh, (read_mask(0), read_mask(2)))
         if extra and not isinstance(ga, NotImplementedTangent):
             x = extra[0]
             ga = _acc(ga, _null_vector_vjp(U, Sn, Vh, y, x[..., :, 0] if xu is not None else x[..., 0, :]))
@@ -1871,6 +1882,7 @@ def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True, _impl=_sv
 
 
 svd_p.rrule, svd_p.frule = _svd_rrule, _svd_frule
+FOOTPRINTS.add(svd_p)
 
 
 _SVDResult = type(np.linalg.svd(np.eye(1)))

@@ -840,6 +840,26 @@ def test_eigh_vectors_of_a_repeated_pair_read_with_zero_cotangents_are_still_ref
     assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
 
 
+def test_svd_vectors_of_distinct_values_beside_an_unread_repeated_pair():
+    # singular values (3, 1, 1, 0.5): a function of the values and of the first singular pair, whose
+    # vectors no operation reads for the repeated 1s, is differentiated (it was refused where the values
+    # were read too); read through a zero, the pair's vectors still refuse
+    q1, _ = np.linalg.qr(np.random.default_rng(3).standard_normal((5, 5)))
+    q2, _ = np.linalg.qr(np.random.default_rng(4).standard_normal((4, 4)))
+    a = q1[:, :4] @ np.diag([3.0, 1.0, 1.0, 0.5]) @ q2.T
+    def f(a):
+        U, S, Vh = np.linalg.svd(a, full_matrices=False)
+        return S[0] * np.sum(U[:, 0] ** 2 * np.arange(5.0)) + Vh[0, 1] ** 2 + S[3]
+
+    np.testing.assert_allclose(mg.grad(f)(a), numerical_grad(f, (a,), (0,))[0], atol=1e-7)
+    def zero_read(a):
+        U, S, _ = np.linalg.svd(a, full_matrices=False)
+        return S[0] * np.sum(U[:, 0] ** 2) + np.sum(U[:, 1] * 0.0)
+
+    g = mg.grad(zero_read)(a)
+    assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
+
+
 def test_eigh_vector_of_an_unread_pair_in_a_vjp_with_a_traced_cotangent_is_refused():
     # a plain cotangent of a vjp's output is the caller's number: zero on the pair, exact
     p = np.array([0.3, 0.4])

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
+import itertools
 import weakref
 
 import numpy as np
@@ -995,31 +995,45 @@ def _repeated(v):
 
 
 class _TieReads:
-    """What the reverse passes of the eigen- and singular-value calls of one matrix (by its values) at
-    repeated values in one differentiation read: its values, its vectors. V f(w) Vᴴ from two calls,
-    eigvalsh's values and eigh's vectors (a Hencky strain at F = I), hides its tied block from the
-    cotangents as one call's does (see _zero_hides_a_tie), where neither call sees both."""
+    """What the reverse passes of the eigen- and singular-value calls at one repeated value in one
+    differentiation read: the values, the vectors. V f(w) Vᴴ from two calls, eigvalsh's values and
+    eigh's vectors (a Hencky strain at F = I), hides its tied block from the cotangents as one call's
+    does (see _zero_hides_a_tie), where neither call sees both; the calls need not be on one matrix:
+    eigvalsh(F @ F.T)'s values with eigh(F.T @ F)'s vectors, a permuted matrix's, np.linalg.eigvals'
+    (the regress57 tester), so they meet by their tied values (``tied``)."""
 
-    __slots__ = ("values", "vectors", "__weakref__")
+    __slots__ = ("values", "vectors", "tied", "__weakref__")
 
-    def __init__(self):
+    def __init__(self, tied):
         self.values = self.vectors = False
+        self.tied = tied
 
 
-_TIE_READS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (level, matrix) -> _TieReads
+_TIE_READS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (level, serial) -> _TieReads
+_TIE_SERIAL = itertools.count()
 
 
-def _tie_reads(a, values):
-    """The _TieReads that the calls on matrix ``a`` (of values ``values``) share in the running level, where
-    the values are repeated; None elsewhere."""
+def _tie_reads(a, values, squares=False):
+    """The _TieReads of the repeated values among ``values`` (eigen- or singular values of matrix ``a``)
+    in the running level, which the calls whose repeated values agree with them share (to 1e-8
+    relative); None where the values are not repeated. ``squares``: singular values, which meet
+    eigenvalues as themselves and as their squares (those of A^T A)."""
     if not _repeated(values):
         return None
-    ab = np.ascontiguousarray(bottom(a))
-    key = (id(STATE.levels[-1]) if STATE.levels else 0, ab.shape, ab.dtype.str,
-           hashlib.blake2b(ab.view(np.uint8).ravel(), digest_size=16).digest())
-    reads = _TIE_READS.get(key)
-    if reads is None:
-        reads = _TIE_READS[key] = _TieReads()
+    vb = np.asarray(bottom(values))
+    tied = vb[np.any(_repeated_pairs(values), axis=-2)].ravel()
+    if squares:
+        tied = np.concatenate([tied, tied * tied])
+    level = id(STATE.levels[-1]) if STATE.levels else 0
+    for (lv, _), reads in list(_TIE_READS.items()):
+        if lv == level:
+            d = np.abs(tied[:, None] - reads.tied[None, :])
+            scale = np.maximum(np.abs(tied[:, None]), np.abs(reads.tied[None, :]))
+            if np.any(d <= 1e-8 * np.maximum(scale, np.finfo(float).tiny)):
+                if tied.size:
+                    reads.tied = np.concatenate([reads.tied, tied])
+                return reads
+    reads = _TIE_READS[(level, next(_TIE_SERIAL))] = _TieReads(tied)
     return reads
 
 
@@ -1034,8 +1048,9 @@ def _read_apart(reads, values, vectors):
 
 
 _APART = ("the values of one call and the vectors of another at repeated values (V f(w) Vᵀ with w from "
-          "np.linalg.eigvalsh or svd(compute_uv=False) and V from np.linalg.eigh or svd: the same function as "
-          "from one call, whose tied block no cotangent shows)")
+          "np.linalg.eigvalsh, eigvals or svd(compute_uv=False) and V from np.linalg.eigh or svd, of the same "
+          "matrix or of one with the same repeated value, F @ F.T beside F.T @ F: the same function as from one "
+          "call, whose tied block no cotangent shows)")
 
 
 def _zero_values(S):
@@ -1136,6 +1151,11 @@ def _zero_hides_a_tie(tied, gw, *gvs, by_value=False):
     if _reaches(gw, tied) if by_value else not is_zero(gw):
         return True
     return "second" if _traced(gw, *gvs) else False
+
+
+def _tied_of(w):
+    """Which values ``w`` are repeated (..., n)."""
+    return np.any(_repeated_pairs(w), axis=-2)
 
 
 def _unread(read, tied) -> bool:
@@ -1539,10 +1559,12 @@ def _eigh_rrule(a, UPLO="L"):
         gw, gV = cts
         if _all_zero(gw, gV):
             return (ZERO,)
-        if _read_apart(reads, not is_zero(gw), not is_zero(gV)):
+        read = read_mask(1)
+        # (vectors read, of the tied values: none read, nothing another call's values could hide)
+        if _read_apart(reads, not is_zero(gw), not is_zero(gV) and not _unread(read, _tied_of(y[0]))):
             return (_degenerate(f"np.linalg.eigh, {_APART}"),)
         with _within(within):  # (reverse over reverse: a refusal names eigvalsh's second derivative)
-            return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L", read=read_mask(1)),)
+            return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L", read=read),)
 
     return y, pullback
 
@@ -1816,11 +1838,12 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
     y = _impl(a, full_matrices, compute_uv)
     where = None if compute_uv else _values_where(a)
     within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK and compute_uv else None  # (see _eigh_rrule)
-    reads = None if within is not None else _tie_reads(a, y[1] if compute_uv else y)
+    reads = None if within is not None else _tie_reads(a, y[1] if compute_uv else y, squares=True)
 
     def pullback(cts):
         if compute_uv:
-            vectors = not (is_zero(cts[0]) and is_zero(cts[2]))
+            vectors = not (is_zero(cts[0]) and is_zero(cts[2])) and not _svd_unread(
+                (read_mask(0), read_mask(2)), _tied_of(y[1] * y[1]))  # (as eigh's)
             values = not is_zero(cts[1])
         else:
             values, vectors = not is_zero(cts), False
@@ -2652,11 +2675,14 @@ def _eig_vjp(w, V, gw, gV, a=None):
 def _eig_rrule(a):
     y = _eig_impl(a)
     within = _VALUES_PULLBACK[-1] if _VALUES_PULLBACK else None  # (the vectors of eigvals' pullback)
+    reads = None if within is not None else _tie_reads(a, y[0])
 
     def pullback(cts):
         gw, gV = cts
         if _all_zero(gw, gV):
             return (ZERO,)
+        if _read_apart(reads, not is_zero(gw), not is_zero(gV)):
+            return (_degenerate(f"np.linalg.eig, {_APART}"),)
         with _within(within):  # (reverse over reverse: a refusal names eigvals' second derivative)
             return (_eig_vjp(y[0], y[1], gw, gV, a),)
 
@@ -2695,8 +2721,11 @@ def _one_to_one(w, w2):
 def _eigvals_rrule(a):
     y = _eigvals_impl(a)
     where = _values_where(a)
+    reads = _tie_reads(a, y)
 
     def pullback(g):
+        if _read_apart(reads, not is_zero(g), False):
+            return (_degenerate(f"np.linalg.eigvals, {_APART}"),)
         with _ValuesPullback("np.linalg.eigvals", where):  # (a refusal of its second derivative names it)
             w, V = _eig_matching(a, y)
         return (_eig_vjp(w, V, g, ZERO, a),)

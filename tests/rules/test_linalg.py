@@ -840,6 +840,38 @@ def test_eigh_vectors_of_a_repeated_pair_read_with_zero_cotangents_are_still_ref
     assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
 
 
+def test_values_and_vectors_of_two_calls_meeting_at_a_repeated_value_refuse():
+    # V diag(log w) Vᵀ with V from eigh of one matrix and w from another routine or matrix with the same
+    # spectrum (a Hencky strain as eigvalsh(F Fᵀ) beside eigh(Fᵀ F); eigvals; a permuted matrix): log 1 = 0
+    # at the tie hides the tied block from V's cotangent; it came out silently wrong (the regress57
+    # tester), and refuses now as for two calls on one matrix; the same functions off the tie match
+    # central differences
+    P = np.eye(3)[[2, 0, 1]]
+    C = np.diag([1.0, 1.0, 2.0])
+    G = np.array([[0.3, 0.1, -0.2], [0.1, 0.5, 0.4], [-0.2, 0.4, 0.7]])
+
+    def hencky(F):
+        w = np.linalg.eigvalsh(F @ F.T)
+        V = np.linalg.eigh(F.T @ F)[1]
+        return np.sum(G * (V @ np.diag(np.log(w)) @ V.T))
+
+    def with_eigvals(a):
+        w = np.sort(np.linalg.eigvals(a).real)
+        V = np.linalg.eigh(a)[1]
+        return np.sum(G * (V @ np.diag(np.log(w)) @ V.T))
+
+    def permuted(a):
+        w = np.linalg.eigvalsh(P @ a @ P.T)
+        V = np.linalg.eigh(a)[1]
+        return np.sum(G * (V @ np.diag(np.log(w)) @ V.T))
+
+    for f, x in ((hencky, P @ np.diag([1.0, 1.0, np.sqrt(2.0)])), (with_eigvals, C), (permuted, C)):
+        g = mg.grad(f)(x)
+        assert isinstance(g, mg.NotImplementedTangent) and "another" in g.message, (f.__name__, g)
+        off = x + np.diag([0.0, 0.2, 0.0])  # (off the tie)
+        np.testing.assert_allclose(mg.grad(f)(off), numerical_grad(f, (off,), (0,))[0], atol=1e-7)
+
+
 def test_svd_vectors_of_distinct_values_beside_an_unread_repeated_pair():
     # singular values (3, 1, 1, 0.5): a function of the values and of the first singular pair, whose
     # vectors no operation reads for the repeated 1s, is differentiated (it was refused where the values

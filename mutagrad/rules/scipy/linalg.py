@@ -2334,7 +2334,7 @@ def _eigh_rrule(a, *, lower=True, driver=None):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return (ZERO,)
-        if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV)):
+        if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV) and not _lin._unread(read_mask(1), _lin._tied_of(w))):
             return (_lin._degenerate(f"scipy.linalg.eigh, {_lin._APART}"),)
         if is_zero(gV):
             return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver, V), gw, gV, lower, None, False)[0],)

@@ -679,14 +679,22 @@ def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0):
     return _edge(input, axis, output, mode, cval, np.array([1, 1, 1]))
 
 
-def _laplacian(x, derivative2, dt, mode, axes):
-    """SciPy's generic_laplace: the sum of the second derivatives along ``axes``."""
+def _laplacian(x, derivative2, dt, mode, axes, out):
+    """SciPy's generic_laplace: the sum of the second derivatives along ``axes``, into the output
+    array ``out`` (or None) in SciPy's order: the first derivative written into it, then each
+    other one, computed from the input again, added to it (an output that is the input, or
+    overlaps it, gives SciPy's result: the later derivatives read the values written; the
+    ndimg tester)."""
     if not axes:
-        return _copy(x, dt)
+        return _into(out, _copy(x, dt))
     modes = _support()._normalize_sequence(mode, len(axes))
-    res = derivative2(x, axes[0], modes[0])
+    res = _into(out, derivative2(x, axes[0], modes[0]))
     for ii in range(1, len(axes)):
-        res = res + derivative2(x, axes[ii], modes[ii])
+        t = derivative2(x, axes[ii], modes[ii])
+        if out is None:
+            res = res + t
+        else:
+            out += t
     return res
 
 
@@ -703,7 +711,7 @@ def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
     x = _dense(input)
     dt, out = _output(output, x)
     axes = _support()._check_axes(axes, np.ndim(x))
-    return _into(out, _laplacian(x, lambda v, axis, m: _corr1d(v, _SECOND, axis, dt, m, cval, 0), dt, mode, axes))
+    return _laplacian(x, lambda v, axis, m: _corr1d(v, _SECOND, axis, dt, m, cval, 0), dt, mode, axes, out)
 
 
 def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, **kwargs):
@@ -733,7 +741,7 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
         order[axis] = 2
         return _gaussian(v, sigma, order, dt, m, cval, **kwargs)
 
-    return _into(out, _laplacian(x, derivative2, dt, mode, axes))
+    return _laplacian(x, derivative2, dt, mode, axes, out)
 
 
 def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, **kwargs):
@@ -761,10 +769,18 @@ def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=
         order[axis] = 1
         return _gaussian(x, sigma, order, dt, m, cval, **kwargs)
 
+    if out is not None:  # (SciPy's order, as _laplacian's: the later derivatives read an aliased input again)
+        out[...] = derivative(axes[0], modes[0])
+        np.multiply(out, out, out)
+        for ii in range(1, len(axes)):
+            t = derivative(axes[ii], modes[ii])
+            out += t * t
+        np.sqrt(out, out, casting="unsafe")
+        return out
     res = derivative(axes[0], modes[0])
     res = res * res
     for ii in range(1, len(axes)):
         t = derivative(axes[ii], modes[ii])
         res = res + t * t
     res = np.sqrt(res)
-    return _into(out, res if bottom(res).dtype == dt else res.astype(dt))
+    return res if bottom(res).dtype == dt else res.astype(dt)

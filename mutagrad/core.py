@@ -2396,6 +2396,7 @@ _CONVOLUTIONS = frozenset(("convolve", "convolve2d", "fftconvolve", "oaconvolve"
 _NDIMAGE_FILTERS = frozenset(("correlate1d", "convolve1d", "correlate", "convolve", "uniform_filter1d",
                               "uniform_filter", "gaussian_filter1d", "gaussian_filter", "sobel", "prewitt", "laplace",
                               "gaussian_laplace", "gaussian_gradient_magnitude"))  # (mutagrad.scipy.ndimage's)
+_RANK_FILTERS = frozenset(("median_filter", "maximum_filter", "minimum_filter", "percentile_filter", "rank_filter"))
 _INTERPOLATIONS = frozenset(("zoom", "map_coordinates", "shift", "rotate", "affine_transform",
                              "geometric_transform", "spline_filter"))
 _OPTIMIZERS = frozenset(("minimize", "minimize_scalar", "fmin", "fmin_bfgs", "fmin_cg", "fmin_l_bfgs_b", "fmin_powell",
@@ -2674,6 +2675,20 @@ def _scipy_rewrite(sub, name):
         return (f" Use mutagrad.scipy.ndimage in place of scipy.ndimage (import mutagrad.scipy.ndimage): "
                 f"mutagrad.scipy.ndimage.{short} is the same function (the same arguments, SciPy's values), "
                 "differentiated in the input, the weights or sigma, and cval.")
+    if sub == "ndimage" and short in _RANK_FILTERS:
+        reduce = {"median_filter": "np.median", "maximum_filter": "np.max", "minimum_filter": "np.min",
+                  "percentile_filter": "np.percentile(..., q)", "rank_filter": "np.sort(...)[..., rank]"}[short]
+        return (f" A {short} is {reduce} over the windows of the padded array, which is differentiated: "
+                "w = np.lib.stride_tricks.sliding_window_view(np.pad(x, size // 2, mode='symmetric'), (size,) * "
+                f"x.ndim), then {reduce} over the last x.ndim axes (SciPy's mode 'reflect' is np.pad's "
+                "'symmetric'; an even size shifts by SciPy's origin). mutagrad.scipy.ndimage differentiates the "
+                "linear filters (correlate, convolve, uniform_filter, gaussian_filter, sobel, laplace...).")
+    if sub == "ndimage" and short in ("generic_laplace", "generic_gradient_magnitude", "generic_filter",
+                                      "generic_filter1d"):
+        return (f" SciPy's {short} calls the function it is given on plain arrays. mutagrad.scipy.ndimage's "
+                "laplace, gaussian_laplace and gaussian_gradient_magnitude are differentiated; a filter of "
+                "your own: a function of np.lib.stride_tricks.sliding_window_view(np.pad(x, ...), shape) "
+                "(its windows), or of shifted slices, which is differentiated.")
     if short in _CONVOLUTIONS:
         return (" Write the filter with NumPy operations on the traced values, which are differentiated: "
                 "np.convolve / np.correlate in 1-D, sums of shifted slices or of "

@@ -620,7 +620,7 @@ def test_scipy_filters_name_a_rewrite_that_is_differentiated():
     msg = _raises(lambda im: np.sum(nd.uniform_filter(im, 3) ** 2), np.ones((6, 6)), mg.TracerEscapeError)
     assert "mutagrad.scipy.ndimage.uniform_filter is the same function" in msg  # (tests/rules/test_scipy_ndimage.py)
     msg = _raises(lambda im: np.sum(nd.median_filter(im, 3) ** 2), np.ones((6, 6)), mg.TracerEscapeError)
-    assert "sliding_window_view" in msg and "np.fft.rfft2" in msg and "mutagrad.scipy.signal.correlate2d" in msg
+    assert "np.median over the windows of the padded array" in msg and "sliding_window_view" in msg, msg
     sos = ss.butter(4, 0.2, output="sos")
     x = np.random.default_rng(0).standard_normal(32)
     msg = _raises(lambda x: np.sum(mss.sosfilt(sos, x) ** 2), x, mg.TracerEscapeError)

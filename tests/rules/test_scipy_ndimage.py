@@ -393,8 +393,20 @@ def test_scipys_own_filters_on_a_traced_array_point_to_ours():
         assert v == energy(x, nd)
         fd = numerical_grad(lambda x, energy=energy: energy(x, nd), (x,), (0,))[0]
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
-    # the interpolations and the nonlinear filters keep their messages
+    # the interpolations keep their message; the rank filters name their rewrite over windows, which gives
+    # SciPy's values and, off ties, its derivative (the ndimg tester: they said to write a linear filter)
     for fn, text in ((lambda x: nd.shift(x, 0.5, order=1), "Interpolate with NumPy operations"),
-                     (lambda x: nd.median_filter(x, 3), "Write the filter with NumPy operations")):
+                     (lambda x: nd.median_filter(x, 3), "np.median over the windows"),
+                     (lambda x: nd.maximum_filter(x, 3), "np.max over the windows"),
+                     (lambda x: nd.generic_laplace(x, None), "mutagrad.scipy.ndimage's laplace")):
         with pytest.raises(mg.TracerEscapeError, match=text):
             mg.grad(lambda x, fn=fn: np.sum(fn(x)))(x)
+
+    def median(x, size=3):  # the rewrite the message names
+        w = np.lib.stride_tricks.sliding_window_view(np.pad(x, size // 2, mode="symmetric"), (size,) * x.ndim)
+        return np.median(w, axis=(-2, -1))
+
+    np.testing.assert_array_equal(median(x), nd.median_filter(x, 3))
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(median(x) ** 2))(x),
+                               numerical_grad(lambda x: np.sum(nd.median_filter(x, 3) ** 2), (x,), (0,))[0],
+                               rtol=1e-6, atol=1e-8)

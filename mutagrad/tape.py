@@ -317,7 +317,8 @@ def _broadcast_to(vals, shape) -> bool:
 
 
 # primitives whose pullbacks ask which parts of their outputs the operations after them read
-# (read_mask): np.linalg.eigh's, whose vectors of repeated eigenvalues have no derivative
+# (read_mask): np.linalg.eigh's, svd's and mutagrad.scipy.linalg.eigh's, whose vectors of repeated
+# values have no derivative
 FOOTPRINTS: set = set()
 
 

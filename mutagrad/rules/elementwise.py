@@ -741,7 +741,19 @@ def _over_norm(c, y):
 defelementwise(np.hypot, lambda a, b, y: _over_norm(a, y), lambda a, b, y: _over_norm(b, y))
 defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))
-defelementwise(np.tanh, lambda x, y: 1.0 / np.square(np.cosh(x)))  # (1 - y*y cancels: 0 beyond |x| = 19)
+def _sech2(x, y):
+    """tanh's derivative sech(x)**2: 1 - y*y cancels (0 beyond |x| = 19), and 1 / cosh(x)**2 has derivatives
+    through cosh(x)**3 (0 beyond |x| = 180, where cosh overflows): 4 exp(-2|x|) beyond |x| = 20, where
+    it is sech(x)**2 to rounding; each branch at its own points."""
+    xb = bottom(x)
+    big = np.abs(xb) > 20 if not np.iscomplexobj(xb) else False
+    if not np.any(big):
+        return 1.0 / np.square(np.cosh(x))
+    far = np.where(big, x, 20.0)
+    return np.where(big, 4.0 * np.exp(-2.0 * np.abs(far)), 1.0 / np.square(np.cosh(np.where(big, 0.0, x))))
+
+
+defelementwise(np.tanh, _sech2)
 defelementwise(np.arcsinh, reciprocal(lambda x, y: 1.0 / _arcsinh_root(x, y), _arcsinh_root))
 defelementwise(np.arccosh, reciprocal(lambda x, y: 1.0 / _arccosh_root(x, y), _arccosh_root))
 defelementwise(np.arctanh, reciprocal(_inverse_one_minus_square, _one_minus_square))

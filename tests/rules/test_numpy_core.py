@@ -1113,9 +1113,11 @@ def test_tanh_and_expm1_derivatives_in_their_tails():
         np.testing.assert_allclose(mg.jvp(np.tanh, (x,), (1.0,))[1], want, rtol=1e-14)
         np.testing.assert_allclose(mg.grad(np.expm1)(x), np.exp(x), rtol=1e-15)
         np.testing.assert_allclose(mg.jvp(np.expm1, (x,), (1.0,))[1], np.exp(x), rtol=1e-15)
-    # the second derivative of tanh, -2 tanh sech**2, there too; beyond cosh's range both underflow to 0
-    x = 25.0
-    np.testing.assert_allclose(mg.hessian(np.tanh)(x), -2 * np.tanh(x) * 4 * np.exp(-2 * x), rtol=1e-12)
+    # the second derivative of tanh, -2 tanh sech**2, there too, also where cosh(x)**3 overflows (|x| > 180:
+    # it was 0; the regress58 tester), and the third at 0, -2 (no kink of |x| in the tail's formula)
+    for x in (25.0, 200.0, -350.0):
+        np.testing.assert_allclose(mg.hessian(np.tanh)(x), -2 * np.tanh(x) * 4 * np.exp(-2 * abs(x)), rtol=1e-12)
+    np.testing.assert_allclose(mg.jvp(lambda x: mg.hessian(np.tanh)(x), (0.0,), (1.0,))[1], -2.0, rtol=1e-14)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert mg.grad(lambda v: np.sum(np.tanh(v)))(np.array([800.0, -900.0]))[0] == 0.0

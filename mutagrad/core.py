@@ -2406,15 +2406,16 @@ _QUADRATURES = frozenset(("quad", "quad_vec", "dblquad", "tplquad", "nquad", "fi
 
 
 _SIGNAL_REWRITES = {
-    "sosfilt": "SOS filtering is a chain of lfilter calls, one per section: for s in sos: x = "
-               "mutagrad.scipy.signal.lfilter(s[:3], s[3:], x) (SciPy's values to rounding), which is differentiated.",
-    "filtfilt": "filtfilt is lfilter forward, then on the reversed result (y[::-1]) and reversed back, with "
-                "SciPy's edge padding (np.concatenate of reflected ends) and initial conditions "
-                "(lfilter_zi(b, a) times the first sample): mutagrad.scipy.signal.lfilter is differentiated.",
+    "sosfilt": "Use mutagrad.scipy.signal.sosfilt(sos, x, axis=, zi=) (the same arguments, SciPy's values to "
+               "rounding), differentiated in sos, x and zi.",
+    "filtfilt": "Use mutagrad.scipy.signal.filtfilt(b, a, x, axis=, padtype=, padlen=, method=, irlen=) (the same "
+                "arguments, SciPy's values to rounding), differentiated in b, a and x.",
+    "sosfiltfilt": "Use mutagrad.scipy.signal.sosfiltfilt(sos, x, axis=, padtype=, padlen=) (the same arguments, "
+                   "SciPy's values to rounding), differentiated in sos and x.",
     "stft": "Frame the signal (np.lib.stride_tricks.sliding_window_view(x, n)[::hop]), multiply by the "
             "window and take np.fft.rfft along the last axis: differentiated.",
-    "hilbert": "The analytic signal is np.fft.ifft of np.fft.fft(x) with the negative frequencies zeroed and "
-               "the positive ones doubled: differentiated.",
+    "hilbert": "Use mutagrad.scipy.signal.hilbert(x, N=, axis=) (the same arguments, SciPy's values), "
+               "differentiated.",
     "resample": "Resample in Fourier space, as SciPy does (1-D, no window): X = np.fft.rfft(x); Y = X[:m // 2 + 1] "
                 "(downsampling) or X padded with zeros to m // 2 + 1 bins (upsampling); the Nyquist bin of an "
                 "even length counts twice (Y[m // 2] *= 2 when downsampling to an even m, Y[n // 2] *= 0.5 when "
@@ -2435,13 +2436,13 @@ _SIGNAL_REWRITES = {
     "detrend": "Linear detrending is the residual of a least-squares line: A = np.vander(np.arange(n), 2); "
                "x - A @ np.linalg.lstsq(A, x)[0] (type='constant': x - np.mean(x)), SciPy's values to "
                "rounding, differentiated.",
-    "lfilter_zi": "With a and b divided by a[0] and of one length n: C = np.zeros_like(a, shape=(n - 1, n - 1)); C[0] = -a[1:]; "
-                  "C[1:, :-1] = np.eye(n - 2); zi = np.linalg.solve(np.eye(n - 1) - C.T, b[1:] - a[1:] * b[0]) "
-                  "(SciPy's own formula), differentiated.",
+    "lfilter_zi": "Use mutagrad.scipy.signal.lfilter_zi(b, a) (SciPy's linear system, solved with np.linalg.solve: "
+                  "its values to rounding), differentiated in b and a.",
+    "sosfilt_zi": "Use mutagrad.scipy.signal.sosfilt_zi(sos) (SciPy's formula: its values to rounding), "
+                  "differentiated in sos.",
     "lfiltic": "With a and b divided by a[0]: zi[m] = sum over k of b[m + 1 + k] * x[k] - a[m + 1 + k] * y[k] "
                "(the past inputs x and outputs y, most recent first, indices below len(a)), differentiated.",
 }
-_SIGNAL_REWRITES["sosfiltfilt"] = _SIGNAL_REWRITES["filtfilt"]
 _SIGNAL_REWRITES["welch"] = _SIGNAL_REWRITES["spectrogram"] = _SIGNAL_REWRITES["periodogram"] = (
     _SIGNAL_REWRITES["stft"] + " Average |X|**2 over the frames for a power spectrum (SciPy's values also "
     "subtract each frame's mean first, detrend='constant', divide by fs * np.sum(win ** 2), and double the "

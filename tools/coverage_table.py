@@ -92,6 +92,7 @@ def collect():
     rows.update(_stats_rows())
     rows.update(_scipy_linalg_rows())
     rows.update(_scipy_ndimage_rows())
+    rows.update(_scipy_signal_rows())
     return dict(sorted(rows.items()))
 
 
@@ -135,6 +136,16 @@ def _scipy_ndimage_rows():
     except ImportError:  # no SciPy
         return {}
     return {name: (True, True, "composite of differentiable operations") for name in ndimage.COMPOSITES}
+
+
+def _scipy_signal_rows():
+    """The filters of mutagrad.scipy.signal written, as SciPy writes them, with its lfilter,
+    np.linalg.solve / lstsq and scipy.fft."""
+    try:
+        from mutagrad.rules.scipy import signal
+    except ImportError:  # no SciPy
+        return {}
+    return {name: (True, True, "composite of differentiable operations") for name in signal.COMPOSITES}
 
 
 def _parameters_without_derivative():

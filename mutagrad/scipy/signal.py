@@ -5,6 +5,11 @@
 * ``convolve``, ``correlate`` (N-dimensional, every ``mode`` and ``method``), ``fftconvolve``,
   ``oaconvolve`` (along ``axes``) and ``convolve2d``, ``correlate2d`` (every ``boundary``), in
   both inputs, real or complex, with SciPy's values (its own call) and its 'valid'-mode swap;
+* ``filtfilt`` (every ``padtype``, ``padlen``, ``method='pad'`` or ``'gust'`` with ``irlen``),
+  ``sosfilt`` (with ``zi`` and ``zf``), ``sosfiltfilt``, ``lfilter_zi``, ``sosfilt_zi`` (in the
+  coefficients ``b``, ``a``, ``sos``, the signal and ``zi``) and ``hilbert`` (``N``, ``axis``),
+  written as SciPy writes them with ``lfilter``, ``np.linalg.solve``/``lstsq`` and ``scipy.fft``:
+  SciPy's values to rounding (``hilbert``'s bit for bit), its own call when nothing is traced;
 
 every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 
@@ -23,8 +28,14 @@ from ..rules.scipy.signal import (  # noqa: F401
     correlate,
     correlate2d,
     fftconvolve,
+    filtfilt,
+    hilbert,
     lfilter,
+    lfilter_zi,
     oaconvolve,
+    sosfilt,
+    sosfilt_zi,
+    sosfiltfilt,
 )
 
 

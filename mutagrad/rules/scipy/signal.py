@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import bind, bottom, get_primitive
+from ...core import Tracer, bind, bottom, get_primitive
+from ...pytree import tree_flatten
 from ...registry import conj_if_complex as _cj
 from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero
 from .sparse import _dense
@@ -331,8 +332,6 @@ def _conv2d(name, in1, in2, mode, boundary, fillvalue):
     'valid' mode) through the padding it stands for: mode 'full' is the 'valid' call on in1 padded
     with it by len(in2) - 1 on each side, mode 'same' that result's centred window (as SciPy centres
     it, correlate2d's rounded up), differentiated in the fill value too."""
-    from ...core import Tracer
-
     if isinstance(fillvalue, Tracer):
         # (SciPy's own checks of the fill value: a scalar, castable to the output's type)
         import warnings
@@ -522,3 +521,355 @@ def _conv_frule(name):
 
 for _name, _p in _CONV_P.items():
     _p.rrule, _p.frule = _conv_rrule(_name), _conv_frule(_name)
+
+
+# -- filters built from lfilter ----------------------------------------------------------
+#
+# lfilter_zi, filtfilt, sosfilt, sosfilt_zi, sosfiltfilt and hilbert, written as SciPy 1.17
+# writes them (its padding, initial conditions, axis handling and checks) with the
+# differentiable pieces: the lfilter primitive above (with zi), np.linalg.solve for
+# lfilter_zi's linear system, np.linalg.lstsq for Gustafsson's initial states, and scipy.fft
+# (differentiated as written) for hilbert. Every order, both modes; derivatives in the signal
+# and the coefficients (b, a, sos) and sosfilt's zi. A call with nothing traced is SciPy's own.
+#
+# A section of ``sos`` is filtered as lfilter(sos[s, :3], sos[s, 3:]) filters it, divided by
+# sos[s, 3] (SciPy's sosfilt requires it to be 1 and never reads it): the derivative in that
+# column is that of B(z) / A(z) with the whole of A, the one sosfilt_zi's formula has.
+
+COMPOSITES = tuple(f"scipy.signal.{name}" for name in (
+    "filtfilt", "hilbert", "lfilter_zi", "sosfilt", "sosfilt_zi", "sosfiltfilt"))
+
+
+def _ss():
+    import scipy.signal as ss
+
+    return ss
+
+
+def _traced(*values):
+    """Whether any of ``values`` (or of the lists and tuples among them) is traced."""
+    return any(isinstance(v, Tracer) for v in tree_flatten(values)[0])
+
+
+def _axis_slice(v, start=None, stop=None, step=None, axis=-1):
+    """SciPy's axis_slice: ``v[start:stop:step]`` along ``axis``."""
+    idx = [slice(None)] * np.ndim(v)
+    idx[axis] = slice(start, stop, step)
+    return v[tuple(idx)]
+
+
+def _odd_ext(x, n, axis):
+    """SciPy's odd_ext: x extended by n samples at each end, reflected through the end samples."""
+    if n < 1:
+        return x
+    left_end, left_ext = _axis_slice(x, 0, 1, axis=axis), _axis_slice(x, n, 0, -1, axis)
+    right_end, right_ext = _axis_slice(x, -1, axis=axis), _axis_slice(x, -2, -(n + 2), -1, axis)
+    return np.concatenate((2 * left_end - left_ext, x, 2 * right_end - right_ext), axis=axis)
+
+
+def _even_ext(x, n, axis):
+    """SciPy's even_ext: x extended by n samples at each end, mirrored about the end samples."""
+    if n < 1:
+        return x
+    return np.concatenate((_axis_slice(x, n, 0, -1, axis), x, _axis_slice(x, -2, -(n + 2), -1, axis)), axis=axis)
+
+
+def _const_ext(x, n, axis):
+    """SciPy's const_ext: x extended by n copies of each end sample."""
+    if n < 1:
+        return x
+    ones = np.ones(_with((1,) * np.ndim(x), axis, n), dtype=bottom(x).dtype)
+    return np.concatenate((ones * _axis_slice(x, 0, 1, axis=axis), x, ones * _axis_slice(x, -1, axis=axis)),
+                          axis=axis)
+
+
+_EXTENSIONS = {"odd": _odd_ext, "even": _even_ext, "constant": _const_ext}
+
+
+def _validate_pad(padtype, padlen, x, axis, ntaps):
+    """SciPy's _validate_pad: (edge, the extended signal; edge < its length, as the extensions need)."""
+    if padtype not in ("even", "odd", "constant", None):
+        raise ValueError(f"Unknown value '{padtype}' given to padtype. "
+                         "padtype must be 'even', 'odd', 'constant', or None.")
+    if padtype is None:
+        padlen = 0
+    edge = ntaps * 3 if padlen is None else padlen
+    if np.shape(x)[axis] <= edge:
+        raise ValueError(f"The length of the input vector x must be greater than padlen, which is {edge}.")
+    return edge, (_EXTENSIONS[padtype](x, edge, axis) if padtype is not None and edge > 0 else x)
+
+
+def _validate_x(x):
+    x = _dense(x)
+    if np.ndim(x) == 0:
+        raise ValueError("x must be at least 1-D")
+    return x
+
+
+def _validate_sos(sos):
+    sos = np.atleast_2d(_dense(sos))
+    if np.ndim(sos) != 2:
+        raise ValueError("sos array must be 2D")
+    n_sections, m = np.shape(sos)
+    if m != 6:
+        raise ValueError("sos array must be shape (n_sections, 6)")
+    if not np.all(bottom(sos)[:, 3] == 1):
+        raise ValueError("sos[:, 3] should be all ones")
+    return sos, n_sections
+
+
+def _forward_backward(run, zi, ext, edge, axis):
+    """filtfilt's two passes over the extended signal, each started from zi times its first
+    sample (``run(v, zi)``: the filter along the axis), and the padding cut off again."""
+    y = run(ext, zi * _axis_slice(ext, stop=1, axis=axis))
+    y = run(np.flip(y, axis), zi * _axis_slice(y, start=-1, axis=axis))
+    y = np.flip(y, axis)
+    return _axis_slice(y, edge, -edge, axis=axis) if edge > 0 else y
+
+
+def lfilter_zi(b, a):
+    """``scipy.signal.lfilter_zi``: the steady state of the step response, differentiated in ``b`` and ``a``.
+
+    SciPy's linear system (a and b divided by a[0], padded to one length n): (I - companion(a)ᵀ) zi =
+    b[1:] - a[1:] b[0], solved with np.linalg.solve; SciPy's values to rounding (its own call when
+    nothing is traced). The derivative in a[0] is that of the normalized filter, also where a[0] == 1
+    (SciPy divides only when a[0] != 1: the same function).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.signal import lfilter_zi
+    >>> float(mg.grad(lambda p: lfilter_zi([1.0, 0.0], [1.0, -p])[0])(0.5))  # zi = p / (1 - p)
+    4.0
+    """
+    if not _traced(b, a):
+        return _ss().lfilter_zi(b, a)
+    b, a = _coefficients(b), _coefficients(a)
+    if np.ndim(b) != 1:
+        raise ValueError("Numerator b must be 1-D.")
+    if np.ndim(a) != 1:
+        raise ValueError("Denominator a must be 1-D.")
+    lead = 0
+    while np.shape(a)[0] - lead > 1 and bottom(a)[lead] == 0.0:
+        lead += 1
+    a = a[lead:]
+    if np.size(a) < 1:
+        raise ValueError("There must be at least one nonzero `a` coefficient.")
+    b, a = b / a[0], a / a[0]
+    n = max(np.shape(a)[0], np.shape(b)[0])
+    if n < 2:  # (scipy.linalg.companion's error)
+        raise ValueError("The length of `a` along the last axis must be at least 2.")
+    a, b = (np.concatenate((v, np.zeros(n - np.shape(v)[0], dtype=bottom(v).dtype))) if np.shape(v)[0] < n else v
+            for v in (a, b))
+    # I - companion(a)ᵀ: 1 on the diagonal, -1 above it, and a[1:] added to the first column
+    plain = np.eye(n - 1) - np.eye(n - 1, k=1)
+    i_minus_a = np.concatenate((plain[:, :1] + a[1:, None], plain[:, 1:]), axis=1)
+    return np.linalg.solve(i_minus_a, b[1:] - a[1:] * b[0])
+
+
+def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None, method="pad", irlen=None):
+    """``scipy.signal.filtfilt``: the filter run forward and backward, differentiated in ``b``, ``a`` and ``x``.
+
+    As SciPy computes it: with method='pad', the signal extended at both ends (padtype 'odd',
+    'even', 'constant' or None, by padlen samples: 3 * max(len(a), len(b)) by default), each pass
+    started from lfilter_zi(b, a) times its first sample; with method='gust', Gustafsson's initial
+    states (least squares, np.linalg.lstsq; ``irlen``). Every argument, any axis, real or complex;
+    SciPy's values to rounding (its own call when nothing is traced). Where Gustafsson's matrix is
+    rank-deficient (an FIR filter with b[0] == a[0], for one), SciPy's result jumps with the
+    coefficients: their derivative is then np.linalg.lstsq's, the rank held (first order only).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.signal import filtfilt
+    >>> x = np.array([1.0, 2.0, 4.0, 8.0])
+    >>> float(mg.grad(lambda p: filtfilt([p, 0.0], [1.0, 0.0], x, padlen=1)[2])(0.5))  # y = p² x: 2 p x[2]
+    4.0
+    """
+    if not _traced(b, a, x):
+        return _ss().filtfilt(b, a, x, axis=axis, padtype=padtype, padlen=padlen, method=method, irlen=irlen)
+    b, a, x = _coefficients(b), _coefficients(a), _dense(x)
+    if method not in ("pad", "gust"):
+        raise ValueError("method must be 'pad' or 'gust'.")
+    if method == "gust":
+        return _filtfilt_gust(b, a, x, axis, irlen)
+    edge, ext = _validate_pad(padtype, padlen, x, axis, max(np.shape(a)[0], np.shape(b)[0]))
+    zi = lfilter_zi(b, a)
+    zi = np.reshape(zi, _with((1,) * np.ndim(x), axis, np.size(zi)))
+    return _forward_backward(lambda v, z: _lf(b, a, v, z, axis), zi, ext, edge, axis)
+
+
+def _filtfilt_gust(b, a, x, axis, irlen):
+    """SciPy's _filtfilt_gust (its y): Gustafsson's initial states for the forward-backward filter,
+    the least-squares solution of M ic = y_bf - y_fb (scipy.linalg.lstsq's cutoff, eps)."""
+    order = max(np.shape(b)[0], np.shape(a)[0]) - 1
+    if order == 0:  # (a scalar multiplication)
+        return (b[0] / a[0]) ** 2 * x
+    x = np.swapaxes(x, axis, -1)
+    n = np.shape(x)[-1]
+    m = n if irlen is None or n <= 2 * irlen else irlen
+    # O: the response to each initial state with no input (column k: the first one's, k samples late)
+    h = _lf(b, a, np.zeros(m), np.eye(1, order)[0], -1)
+    if np.iscomplexobj(bottom(h)):  # (SciPy writes it into an array of floats: the imaginary part discarded)
+        import warnings
+
+        warnings.warn("Casting complex values to real discards the imaginary part", np.exceptions.ComplexWarning,
+                      stacklevel=3)
+        h = np.real(h)
+    obs = np.stack([np.concatenate((np.zeros(min(k, m)), h[:max(m - k, 0)])) for k in range(order)], axis=1)
+    obsr = obs[::-1]
+    s = _lf(b, a, obsr, None, 0)
+    sr = s[::-1]
+
+    def blocks(left, right):  # [left, right], or (truncated response) [[left, 0], [0, right]]
+        if m == n:
+            return np.concatenate((left, right), axis=1)
+        z = np.zeros((m, order))
+        return np.concatenate((np.concatenate((left, z), axis=1), np.concatenate((z, right), axis=1)), axis=0)
+
+    big = blocks(sr - obs, obsr - s)
+    y_fb = np.flip(_lf(b, a, np.flip(_lf(b, a, x, None, -1), -1), None, -1), -1)
+    y_bf = _lf(b, a, np.flip(_lf(b, a, np.flip(x, -1), None, -1), -1), None, -1)
+    delta = y_bf - y_fb
+    if m != n:
+        delta = np.concatenate((delta[..., :m], delta[..., -m:]), axis=-1)
+    eps = np.finfo(np.result_type(bottom(big), bottom(delta))).eps
+    if np.ndim(delta) == 1:
+        ic = np.linalg.lstsq(big, delta, rcond=eps)[0]
+    else:
+        d2 = np.reshape(delta, (-1, np.shape(delta)[-1])).T
+        ic = np.reshape(np.linalg.lstsq(big, d2, rcond=eps)[0].T, np.shape(delta)[:-1] + (2 * order,))
+    wic = ic @ blocks(sr, obsr).T
+    if m == n:
+        y = y_fb + wic
+    else:
+        y = np.concatenate((y_fb[..., :m] + wic[..., :m], y_fb[..., m:n - m], y_fb[..., n - m:] + wic[..., -m:]),
+                           axis=-1)
+    return np.swapaxes(y, axis, -1)
+
+
+def _sos_chain(sos, x, axis, zi):
+    """The sections in turn, each lfilter(sos[s, :3], sos[s, 3:]) (zi: section s starts from zi[s])."""
+    for s in range(np.shape(sos)[0]):
+        x = _lf(sos[s, :3], sos[s, 3:], x, None if zi is None else zi[s], axis)
+    return x
+
+
+def sosfilt(sos, x, axis=-1, zi=None):
+    """``scipy.signal.sosfilt``: second-order sections, differentiated in ``sos``, ``x`` and ``zi``.
+
+    Each section in turn is lfilter(sos[s, :3], sos[s, 3:], ...) (starting from zi[s] and returning
+    its final state in zf[s] when ``zi`` is given); any axis, real or complex. SciPy's values to
+    rounding (its own call when nothing is traced; its compiled loop adds in another order). SciPy
+    requires sos[:, 3] == 1 and never reads it; the derivative in that column is that of each
+    section divided by it, as lfilter divides by a[0] (SciPy's sosfilt of sos / sos[:, 3:4]).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.signal import sosfilt
+    >>> sos = np.array([[1.0, 0.0, 0.0, 1.0, -0.5, 0.0]])
+    >>> mg.grad(lambda x: sosfilt(sos, x)[-1])(np.ones(3))
+    array([0.25, 0.5 , 1.  ])
+    """
+    if not _traced(sos, x, zi):
+        return _ss().sosfilt(sos, x, axis=axis, zi=zi)
+    x = _validate_x(x)
+    sos, n_sections = _validate_sos(sos)
+    x_zi_shape = (n_sections,) + _with(np.shape(x), axis, 2)
+    inputs = [bottom(sos), bottom(x)] + ([] if zi is None else [bottom(_dense(zi))])
+    dtype = np.result_type(*inputs)
+    if dtype.char not in "fdgFDGO":
+        raise NotImplementedError(f"input type '{dtype}' not supported")
+    zi = None if zi is None else _dense(zi)
+    if zi is not None and np.shape(zi) != x_zi_shape:
+        raise ValueError(f"Invalid zi shape. With axis={axis!r}, an input with shape {np.shape(x)!r}, and an sos "
+                         f"array with {n_sections} sections, zi must have shape {x_zi_shape!r}, got {np.shape(zi)!r}.")
+    if not n_sections:  # (no sections: SciPy 1.17 raises, in its reshape; its error)
+        _ss().sosfilt(bottom(sos), bottom(x), axis=axis, zi=None if zi is None else bottom(zi))
+        return x.astype(dtype) if zi is None else (x.astype(dtype), zi.astype(dtype))
+    if zi is None:
+        return _sos_chain(sos, x, axis, None)
+    zf = []
+    for s in range(n_sections):
+        x, z = lfilter(sos[s, :3], sos[s, 3:], x, axis=axis, zi=zi[s])
+        zf.append(z)
+    return x, np.stack(zf)
+
+
+def sosfilt_zi(sos):
+    """``scipy.signal.sosfilt_zi``: the steady state of each section's step response, differentiated in ``sos``.
+
+    SciPy's formula: zi[s] = lfilter_zi(b_s, a_s) times the gain at DC of the sections before
+    (Π sum(b) / sum(a)); SciPy's values to rounding (its own call when nothing is traced).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.signal import sosfilt_zi
+    >>> float(mg.grad(lambda p: sosfilt_zi([[1.0, 0.0, 0.0, 1.0, -p, 0.0]])[0, 0])(0.5))  # p / (1 - p)
+    4.0
+    """
+    if not _traced(sos):
+        return _ss().sosfilt_zi(sos)
+    sos = _dense(sos)
+    if np.ndim(sos) != 2 or np.shape(sos)[1] != 6:
+        raise ValueError("sos must be shape (n_sections, 6)")
+    zi, scale = [], 1.0
+    for s in range(np.shape(sos)[0]):
+        b, a = sos[s, :3], sos[s, 3:]
+        zi.append(scale * lfilter_zi(b, a))
+        scale = scale * (np.sum(b) / np.sum(a))
+    return np.stack(zi) if zi else np.zeros((0, 2), bottom(sos).dtype)
+
+
+def sosfiltfilt(sos, x, axis=-1, padtype="odd", padlen=None):
+    """``scipy.signal.sosfiltfilt``: second-order sections forward and backward, differentiated in ``sos`` and ``x``.
+
+    As SciPy computes it: the signal extended at both ends (padtype, padlen: 3 * (2 n_sections + 1 -
+    min(#(sos[:, 2] == 0), #(sos[:, 5] == 0))) by default), each pass started from sosfilt_zi(sos)
+    times its first sample; any axis, real or complex. SciPy's values to rounding (its own call when
+    nothing is traced). The default padlen counts the coefficients that are exactly zero, so it jumps
+    where one of them moves: the derivative there is that of the padding taken (give ``padlen`` to fix
+    it). sos[:, 3] as in ``sosfilt``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.signal import sosfiltfilt
+    >>> x = np.array([1.0, 2.0, 4.0, 8.0])
+    >>> float(mg.grad(lambda p: sosfiltfilt([[p, 0.0, 0.0, 1.0, 0.0, 0.0]], x, padlen=1)[2])(0.5))  # p² x[2]
+    4.0
+    """
+    if not _traced(sos, x):
+        return _ss().sosfiltfilt(sos, x, axis=axis, padtype=padtype, padlen=padlen)
+    sos, n_sections = _validate_sos(sos)
+    x = _validate_x(x)
+    p = bottom(sos)
+    ntaps = 2 * n_sections + 1 - min(int(np.sum(p[:, 2] == 0)), int(np.sum(p[:, 5] == 0)))
+    edge, ext = _validate_pad(padtype, padlen, x, axis, ntaps)
+    zi = np.reshape(sosfilt_zi(sos), (n_sections,) + _with((1,) * np.ndim(x), axis, 2))
+    return _forward_backward(lambda v, z: _sos_chain(sos, v, axis, z), zi, ext, edge, axis)
+
+
+def hilbert(x, N=None, axis=-1):
+    """``scipy.signal.hilbert``: the analytic signal, differentiated in ``x``.
+
+    SciPy's steps, written with scipy.fft (differentiated as written, SciPy's own transforms):
+    the spectrum of N points, its positive frequencies doubled and negative ones zeroed, and its
+    inverse transform; SciPy's values (its own call when nothing is traced).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.signal import hilbert
+    >>> mg.grad(lambda x: hilbert(x).imag[0])(np.zeros(4))  # a row of the (circular) Hilbert transform
+    array([ 0. , -0.5,  0. ,  0.5])
+    """
+    if not _traced(x):
+        return _ss().hilbert(x, N, axis)
+    import scipy.fft as sp_fft
+
+    x = _dense(x)
+    if np.iscomplexobj(bottom(x)):
+        raise ValueError("x must be real.")
+    if N is None:
+        N = np.shape(x)[axis]
+    if N <= 0:
+        raise ValueError("N must be positive.")
+    xf = np.moveaxis(sp_fft.fft(x, N, axis=axis), axis, -1)
+    if N % 2 == 0:
+        xf[..., 1:N // 2] *= 2.0
+        xf[..., N // 2 + 1:N] = 0.0
+    else:
+        xf[..., 1:(N + 1) // 2] *= 2.0
+        xf[..., (N + 1) // 2:N] = 0.0
+    return sp_fft.ifft(np.moveaxis(xf, -1, axis), axis=axis)

@@ -145,6 +145,7 @@ CASES = [
     ("scipy.linalg.lu", lambda a: msl.lu(a, permute_l=True), (R(2, 5),), 2),
     # svd and qr: SciPy's factors with np.linalg's rules (the one extra vector of full_matrices/"full" too)
     ("scipy.linalg.svd", lambda a: msl.svd(a, compute_uv=False), (R(4, 3),), 2),
+    ("scipy.linalg.svd", msl.svdvals, (R(3, 4),), 2),  # (svdvals: SciPy's svd(a, compute_uv=False); regress58)
     ("scipy.linalg.svd", lambda a: msl.svd(a, full_matrices=False), (R(4, 3),), 2),
     ("scipy.linalg.svd", msl.svd, (R(3, 4),), 2),
     ("scipy.linalg.svd", lambda a: msl.svd(a, lapack_driver="gesvd"), (R(4, 3),), 1),

@@ -39,7 +39,6 @@ from ...errors import MutationError, WriteToPlainArrayError, escape_error, user_
 from ...pytree import tree_flatten, tree_map, tree_unflatten
 from ...registry import conj_if_complex as _cj
 from ...registry import frule, rrule
-from ...tape import FOOTPRINTS, read_mask
 from ...tangents import (
     AbstractZero,
     NoTangent,
@@ -50,6 +49,7 @@ from ...tangents import (
     not_implemented,
     unbroadcast,
 )
+from ...tape import FOOTPRINTS, read_mask
 from .. import linalg as _lin
 from .special import scipy_primitive
 
@@ -1753,6 +1753,18 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
     return _svd(a, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv), lapack_driver=lapack_driver)
 
 
+def svdvals(a, overwrite_a=False, check_finite=True):
+    """``scipy.linalg.svdvals``: SciPy's own definition, ``svd(a, compute_uv=False)``, differentiable
+    w.r.t. ``a`` (the singular values' derivative, np.linalg.svd's).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import svdvals
+    >>> float(mg.grad(lambda t: svdvals(t * np.diag([2.0, 1.0]))[1])(3.0))  # s₁ = t
+    1.0
+    """
+    return svd(a, compute_uv=False, overwrite_a=overwrite_a, check_finite=check_finite)
+
+
 _QR_MODES = {"full": "complete", "economic": "reduced"}  # SciPy's mode -> NumPy's
 
 
@@ -2707,6 +2719,6 @@ for _name in ("block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", 
               "hankel", "inv", "logm", "lu", "lu_factor", "lu_solve", "null_space", "orth", "qr", "solve",
               "solve_banded", "solve_continuous_are", "solve_continuous_lyapunov", "solve_discrete_are",
               "solve_discrete_lyapunov", "solve_lyapunov", "solve_sylvester", "solve_triangular", "solveh_banded",
-              "sqrtm", "svd", "toeplitz"):
+              "sqrtm", "svd", "svdvals", "toeplitz"):
     globals()[_name] = _array_likes(globals()[_name])
 del _name

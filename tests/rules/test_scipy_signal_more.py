@@ -236,6 +236,29 @@ def test_gust_with_complex_coefficients_warns_as_scipy_does():
         check_grads(lambda b, a: _smooth(mss.filtfilt(b, a, X1, method="gust")), b, a)
 
 
+def test_gust_of_an_unstable_filter_refuses_its_derivative():
+    # Gustafsson's least squares for an unstable filter's growing responses is ill-conditioned: its
+    # derivative came out 1e3 times off at a pole 1.5 (condition 3e11), 1e-3 relative at 1.3 (the sigreg
+    # tester). filtfilt is linear in x, so its exact gradient along w is SciPy's of each unit vector:
+    # where the system is well enough conditioned (poles 0.9, 1.1) the gradient is that to 1e-10
+    b = np.array([0.2, 0.3, 0.1, 0.05, 0.02])
+    n = 30
+    w = np.random.default_rng(5).standard_normal(n)
+    x = np.random.default_rng(6).standard_normal(n)
+    for pole in (0.9, 1.1):
+        a = np.array([1.0, -pole])
+        g = mg.grad(lambda x, a=a: np.sum(w * mss.filtfilt(b, a, x, method="gust")))(x)
+        exact = np.array([np.sum(w * ss.filtfilt(b, a, e, method="gust")) for e in np.eye(n)])
+        np.testing.assert_allclose(g, exact, rtol=1e-10, atol=1e-10 * np.max(np.abs(exact)))
+    for pole in (1.3, 1.5):
+        a = np.array([1.0, -pole])
+        f = lambda x, a=a: np.sum(w * mss.filtfilt(b, a, x, method="gust"))
+        value, g = mg.value_and_grad(f)(x)
+        assert value == np.sum(w * ss.filtfilt(b, a, x, method="gust"))  # (SciPy's value kept)
+        assert isinstance(g, mg.NotImplementedTangent) and "ill-conditioned" in g.message
+        assert isinstance(mg.jvp(f, (x,), (w,))[1], mg.NotImplementedTangent)
+
+
 def test_gust_where_its_least_squares_matrix_is_rank_deficient():
     # An FIR filter with b[0] == a[0]: Gustafsson's matrix loses rank, and SciPy's result jumps with b[0]
     # (its differences in b[0] are ~1e5). In x (linear) every order; in the other coefficients (the rank

@@ -22,7 +22,7 @@ import numpy as np
 from ...core import Tracer, bind, bottom, get_primitive
 from ...pytree import tree_flatten
 from ...registry import conj_if_complex as _cj
-from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero
+from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented
 from .sparse import _dense
 
 
@@ -695,6 +695,20 @@ def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None, method="pad", irlen=N
     return _forward_backward(lambda v, z: _lf(b, a, v, z, axis), zi, ext, edge, axis)
 
 
+_GUST_COND = 1e5  # (condition numbers of Gustafsson's least-squares system beyond which its derivative is rounding)
+
+
+def _rounding_only_impl(x, why=""):
+    return np.copy(x)  # (a new array: the same one would be taken for a view of x, without a record)
+
+
+# the identity whose derivative is refused: a value (SciPy's) whose derivative rounding would dominate
+_ROUNDING_ONLY_P = get_primitive(_rounding_only_impl, "an ill-conditioned least-squares system of filtfilt's gust method")
+_ROUNDING_ONLY_P.rrule = lambda x, why="": (np.copy(x), lambda g: (not_implemented(why),))
+_ROUNDING_ONLY_P.frule = lambda primals, tangents, why="": (np.copy(primals[0]), not_implemented(why))
+_ROUNDING_ONLY_P.names_line = True
+
+
 def _filtfilt_gust(b, a, x, axis, irlen):
     """SciPy's _filtfilt_gust (its y): Gustafsson's initial states for the forward-backward filter,
     the least-squares solution of M ic = y_bf - y_fb (scipy.linalg.lstsq's cutoff, eps)."""
@@ -735,6 +749,17 @@ def _filtfilt_gust(b, a, x, axis, irlen):
     else:
         d2 = np.reshape(delta, (-1, np.shape(delta)[-1])).T
         ic = np.reshape(np.linalg.lstsq(big, d2, rcond=eps)[0].T, np.shape(delta)[:-1] + (2 * order,))
+    if isinstance(ic, Tracer):
+        sv = np.linalg.svd(np.asarray(bottom(big)), compute_uv=False)
+        kept = sv[sv > eps * sv[0]] if sv.size and sv[0] > 0 else sv[:0]  # (lstsq's: the rank it keeps)
+        cond = kept[0] / kept[-1] if kept.size else 1.0
+        if not cond <= _GUST_COND:  # (an unstable filter's growing responses: the sigreg tester's gradients were
+            # 1e3x off at cond 3e11, 1e-3 relative at 8e7; the error grows as cond**2 * eps)
+            ic = bind(_ROUNDING_ONLY_P, (ic,), {"why": (
+                f"scipy.signal.filtfilt(method='gust'): its least-squares system for the initial states is "
+                f"ill-conditioned (condition number {cond:.2g}, an unstable or nearly unstable filter), so "
+                "rounding would dominate the derivative of its solution; SciPy's value is kept. Use "
+                "method='pad' (the default), a stable filter, or irlen= to shorten the responses")})
     wic = ic @ blocks(sr, obsr).T
     if m == n:
         y = y_fb + wic

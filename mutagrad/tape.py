@@ -338,10 +338,20 @@ def read_mask(k):
     s = rec.outputs[k] if k < len(rec.outputs) else None
     tape = level.tape
     at = level.at
-    if s is None or not (0 <= at < len(tape)) or tape[at] is not rec or any(o is s for o in level.seeded):
+    if s is None or not (0 <= at < len(tape)) or tape[at] is not rec:
+        return None
+    return _footprint(level, at + 1, s, 0)
+
+
+def _footprint(level, start, s, depth):
+    """read_mask's answer for storage ``s`` from the records ``start`` on; a copy gathered from it
+    (``V[:, np.argsort(w)]``, the materials tester) reads only the elements whose copies are read
+    (the same question for the copy, a few gathers deep)."""
+    tape = level.tape
+    if any(o is s for o in level.seeded):
         return None
     buf = root = None
-    for i in range(at + 1, len(tape)):
+    for i in range(start, len(tape)):
         r = tape[i]
         t = type(r)
         marks = ()
@@ -349,7 +359,16 @@ def read_mask(k):
             marks = [(g, Ellipsis) for st, g, _ in r.inputs if st is s]
         elif t is GatherRecord:
             if r.src is s:
-                marks = ((r.geom, r.idx),)
+                sub = _footprint(level, i + 1, r.out, depth + 1) if depth < 3 and type(r.out) is Storage else None
+                if sub is None or sub.shape != r.out.shape:
+                    marks = ((r.geom, r.idx),)
+                elif sub.any():  # (the elements of s whose copies are read)
+                    if buf is None:
+                        buf, root = s.new_mirror(np.zeros)
+                    view = root if r.geom is None else view_of(buf, r.geom)
+                    picked = np.zeros(view.shape, dtype=bool)
+                    picked.reshape(-1)[np.asarray(np.arange(view.size).reshape(view.shape)[r.idx])[sub]] = True
+                    view[picked] = 1
         elif t is WriteRecord:
             if r.vsrc is s:
                 marks = ((r.vgeom, Ellipsis),)

@@ -826,6 +826,28 @@ def test_eigh_vectors_of_distinct_values_beside_an_unread_repeated_pair(read):
         np.testing.assert_allclose(mg.grad(h)(p), numerical_grad(h, (p,), (0,))[0], rtol=1e-6)
 
 
+def test_eigh_vectors_gathered_by_an_argsort_read_only_where_the_copies_are():
+    # w[idx], V[:, idx] with idx = argsort(w)[::-1] (the materials tester's principal direction) copies every
+    # column: only the columns whose copies are read count as read (gathers followed a few deep)
+    p = np.array([0.3, 0.4])
+
+    def principal(p):
+        w, V = np.linalg.eigh(_two_blocks(p))
+        idx = np.argsort(w)[::-1]
+        w, V = w[idx], V[:, idx]
+        return w[0] + V[2, 0] ** 2 + np.sum(V[[1, 3]][:, [0, 1]] ** 2)  # (columns 3 and 2 of the original)
+
+    np.testing.assert_allclose(mg.grad(principal)(p), numerical_grad(principal, (p,), (0,))[0], rtol=1e-6)
+
+    def tied_copy(p):
+        w, V = np.linalg.eigh(_two_blocks(p))
+        V = V[:, np.argsort(w)[::-1]]
+        return w[3] + V[2, 0] ** 2 + np.sum(V[:, 3] * 0.0)  # (a copy of a tied column, read through a zero)
+
+    g = mg.grad(tied_copy)(p)
+    assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
+
+
 @pytest.mark.parametrize("read", [
     lambda w, V: V[3, 2] + V[0, 1] * 0.0 + w[3],       # a vector of the pair, read (its cotangent: a zero)
     lambda w, V: V[3, 2] + np.sum(V * 0.0) + w[3],     # all of them, read

@@ -2519,6 +2519,12 @@ _EIGH_FUNCTION = ("of a symmetric (Hermitian) matrix: w, V = np.linalg.eigh(a); 
 _TRIG_BY_EXPM = ("{name}(a) of any square matrix is {form} with e = mutagrad.scipy.linalg.expm(1j * a) (SciPy's "
                  "own definition; .real for a real a), differentiated.")
 _LINALG_REWRITES = {
+    "cholesky_banded": "Use mutagrad.scipy.linalg.solveh_banded(ab, b, lower=) (the same banded storage: it "
+                       "factors and solves in one call), or, to factor once and solve many times, "
+                       "mutagrad.scipy.linalg.cho_factor / cho_solve of the dense matrix: differentiated.",
+    "cho_solve_banded": "Use mutagrad.scipy.linalg.solveh_banded(ab, b, lower=) on the banded matrix itself (not "
+                        "its factor), or mutagrad.scipy.linalg.cho_factor / cho_solve of the dense matrix: "
+                        "differentiated.",
     "pinv": "Use np.linalg.pinv(a) (rcond= or rtol= for SciPy's atol/rtol), differentiated.",
     "pinvh": "Use np.linalg.pinv(a, hermitian=True), differentiated.",
     "lstsq": "Use np.linalg.lstsq(a, b) (the same four results: x, residues, rank, singular values), "

@@ -798,7 +798,25 @@ def _positive_diagonal(R, Q):  # (RQ up to the signs of R's columns and Q's rows
 
 
 _E = np.array([[0.3, -0.1, 0.2], [0.0, 0.4, -0.5], [0.1, 0.2, 0.3]])
+
+
+_AB = np.array([[0.0, -1.0, 0.5], [3.0, 2.5, 2.0]])  # (a constant SPD tridiagonal matrix, upper banded)
+
+
+def _upper_band(a):  # (the tridiagonal part of a in SciPy's upper banded storage)
+    return np.stack([np.concatenate([np.zeros(1), np.diag(a, 1)]), np.diag(a)])
+
+
+def _msl():
+    return __import__("mutagrad.scipy.linalg", fromlist=["solveh_banded"])
+
+
 _LINALG_RECIPES = {  # name: (SciPy's call, the rewrite its message names), of an SPD 3 x 3 matrix
+    # (the hydro tester: a banded factor once, solves each step; the message named no rewrite)
+    "cholesky_banded": (lambda la, a: la.cho_solve_banded((la.cholesky_banded(_upper_band(a)), False), np.ones(3)),
+                        lambda a: _msl().solveh_banded(_upper_band(a), np.ones(3))),
+    "cho_solve_banded": (lambda la, a: la.cho_solve_banded((la.cholesky_banded(_AB), False), a[0]),
+                         lambda a: _msl().solveh_banded(_AB, a[0])),  # (a constant factor, a traced right-hand side)
     "cosm": (lambda la, a: la.cosm(a), lambda a: _cosm(a)),
     "polar": (lambda la, a: la.polar(a)[0], _polar_u),
     "expm_frechet": (lambda la, a: la.expm_frechet(a, _E)[1], lambda a: __import__(

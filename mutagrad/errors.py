@@ -304,14 +304,26 @@ def warn_at(frame, message, category=UserWarning):
 
 
 class KinkWarning(UserWarning):
-    """A higher derivative taken through a kink of a norm-like function exactly at its kink."""
+    """A derivative taken exactly at a kink where mutagrad's convention may not be the function's
+    derivative: a higher derivative through a norm-like function at its zero, or a branch chosen by
+    comparing two equal differentiated values."""
 
 
-def kink_warning(what: str) -> None:
+def kink_warning(what: str, branch: bool = False) -> None:
     """Warn that a higher derivative goes through ``what`` (a complex |z|, a norm) exactly at its kink (0),
     where it differentiates the first derivative's convention (0), not the function: right for a
     function with a real kink there (it has no second derivative), wrong for a composite that is
-    smooth there (|x|**2). Called by a partial evaluated on values an outer level traces."""
+    smooth there (|x|**2). Called by a partial evaluated on values an outer level traces. ``branch``:
+    ``what`` is a comparison of two equal differentiated values, which picks a branch (see below)."""
+    if branch:
+        warn_at(user_frame(sys._getframe(1)), (
+            f"{what}: the branch it picks (Python's max(a, b) or min, np.where(a > b, ...), an if) gets all of "
+            "the derivative there, a one-sided one, and where the branches meet smoothly the derivative is "
+            "wrong: the stable log-add max(a, b) + np.log1p(np.exp(-abs(a - b))) at a == b gets (1, 0) where it "
+            "is (0.5, 0.5). Write np.logaddexp(a, b), or np.maximum / np.minimum, which split a tie evenly "
+            "(docs/errors.md: kinks); a true kink there (a hinge, a max that is the function) has no derivative "
+            "at the tie and this one is a subgradient."), KinkWarning)
+        return
     warn_at(user_frame(sys._getframe(1)), (
         f"a higher derivative (mg.hessian, or a derivative of mg.grad/mg.jvp) goes through {what} exactly at its "
         "kink (0), where mutagrad differentiates the first derivative's convention (0 there): where the value "

@@ -424,6 +424,24 @@ def test_in_place_update_of_a_plain_array_in_a_helper_names_the_fix_that_reaches
     np.testing.assert_allclose(mg.grad(lambda lr: train(lr, mnp.array))(0.1), fd, rtol=1e-6)
 
 
+def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
+    # the stable log-add with Python's max at a == b: its derivative (1, 0) is not the function's (0.5, 0.5),
+    # which np.logaddexp gives (by hand: d/da log(e^a + e^b) = 1/2 at a == b); the seqdp and survival testers
+    def lae(a, b):
+        return max(a, b) + np.log1p(np.exp(-abs(a - b)))
+
+    v = np.array([0.3, 0.3])
+    for call in (lambda: mg.grad(lambda v: lae(v[0], v[1]))(v), lambda: mg.jvp(lambda v: lae(v[0], v[1]), (v,),
+                                                                              (np.array([1.0, 0.0]),))[1]):
+        with pytest.warns(mg.KinkWarning, match="np.logaddexp"):
+            call()
+    np.testing.assert_allclose(mg.grad(lambda v: np.logaddexp(v[0], v[1]))(v), [0.5, 0.5], rtol=1e-15)
+    with warnings.catch_warnings():  # (no tie, or a comparison with a constant: no warning)
+        warnings.simplefilter("error")
+        mg.grad(lambda v: lae(v[0], v[1]))(np.array([0.3, 0.5]))
+        mg.grad(lambda v: np.sum(np.where(v > 0, v, 0.0)))(np.array([0.0, 1.0]))
+
+
 def test_a_cached_output_with_no_derivative_after_an_equality_test_warns():
     # a forward model memoized on its argument (scipy's MemoizeJac: fun(x), then jac(x) at the same x;
     # the seismic and hmc testers): the cached value is plain, its derivative zero, silently before

@@ -416,10 +416,35 @@ def _write_result(ufunc, inputs, out, idx, res, where, casting="same_kind"):
     write_replayed(out, idx, res, lambda ob: ufunc(*(plain_operand(x) for x in inputs), out=ob, **kw))
 
 
+_ORDERINGS = (np.greater, np.greater_equal, np.less, np.less_equal)
+
+
+def _differentiated(x) -> bool:
+    """Whether ``x`` is a tracer that carries a derivative (at its level: an active storage, or a tangent)."""
+    return isinstance(x, Tracer) and (x._storage.active or x._storage.tangent is not None)
+
+
+def _warn_tie(inputs):
+    """Warn where two differentiated values compared for order are equal: the branch the comparison picks
+    (Python's max(a, b), np.where(a > b, ...), an if) gets all of the derivative, a one-sided one, and
+    where both branches meet smoothly the result is wrong: the stable log-add max(a, b) + log1p(exp(-|a -
+    b|)) at a == b gets (1, 0) for (0.5, 0.5) (the seqdp and survival testers: an HMM's or a Cox model's
+    recursion at zero-initialised parameters)."""
+    a, b = inputs
+    if not (_differentiated(a) and _differentiated(b)):
+        return
+    with np.errstate(invalid="ignore"):
+        tie = np.any(np.asarray(bottom(a)) == np.asarray(bottom(b)))
+    if tie:
+        kink_warning("a comparison of two differentiated values that are equal (a tie)", branch=True)
+
+
 def _nondiff_call(ufunc, inputs, kwargs):
     """Functions with boolean/integer results: computed on plain values."""
     if ufunc is np.equal or ufunc is np.not_equal:
         note_equality(inputs)
+    elif len(inputs) == 2 and ufunc in _ORDERINGS:
+        _warn_tie(inputs)
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     if "where" in kwargs:

@@ -436,10 +436,17 @@ def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
         with pytest.warns(mg.KinkWarning, match="np.logaddexp"):
             call()
     np.testing.assert_allclose(mg.grad(lambda v: np.logaddexp(v[0], v[1]))(v), [0.5, 0.5], rtol=1e-15)
-    with warnings.catch_warnings():  # (no tie, or a comparison with a constant: no warning)
+    with warnings.catch_warnings():  # (no tie, a constant, a mask of arrays, a value against itself: quiet)
         warnings.simplefilter("error")
         mg.grad(lambda v: lae(v[0], v[1]))(np.array([0.3, 0.5]))
         mg.grad(lambda v: np.sum(np.where(v > 0, v, 0.0)))(np.array([0.0, 1.0]))
+        mg.grad(lambda x: np.sum(x[x >= np.sort(x)[-2]]))(np.array([0.1, 0.5, 0.3]))  # (top-k: the warnnoise tester)
+        def best(v):  # (the best so far, on its first step: fbest is f itself)
+            f = np.sum(v ** 2)
+            fbest = f
+            return min(f, fbest)
+
+        mg.grad(best)(np.array([0.1, 0.5]))
 
 
 def test_a_cached_output_with_no_derivative_after_an_equality_test_warns():

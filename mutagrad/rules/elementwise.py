@@ -425,13 +425,16 @@ def _differentiated(x) -> bool:
 
 
 def _warn_tie(inputs):
-    """Warn where two differentiated values compared for order are equal: the branch the comparison picks
-    (Python's max(a, b), np.where(a > b, ...), an if) gets all of the derivative, a one-sided one, and
-    where both branches meet smoothly the result is wrong: the stable log-add max(a, b) + log1p(exp(-|a -
-    b|)) at a == b gets (1, 0) for (0.5, 0.5) (the seqdp and survival testers: an HMM's or a Cox model's
-    recursion at zero-initialised parameters)."""
+    """Warn where two differentiated numbers compared for order are equal: the branch the comparison picks
+    (Python's max(a, b), an if) gets all of the derivative, a one-sided one, and where both branches meet
+    smoothly the result is wrong: the stable log-add max(a, b) + log1p(exp(-|a - b|)) at a == b gets (1, 0)
+    for (0.5, 0.5) (the seqdp and survival testers: an HMM's or a Cox model's recursion at zero-initialised
+    parameters). Numbers only (one element each): a mask of arrays ties wherever it is taken against an
+    element of the array itself (x >= np.sort(x)[-k], x >= np.max(x): the warnnoise tester), and a value
+    compared with itself (if f <= best, best = f) is no choice between two."""
     a, b = inputs
-    if not (_differentiated(a) and _differentiated(b)):
+    if not (_differentiated(a) and _differentiated(b)) or np.size(a) != 1 or np.size(b) != 1 or (
+            a is b or (a._storage is b._storage and a._geom is None and b._geom is None)):
         return
     with np.errstate(invalid="ignore"):
         tie = np.any(np.asarray(bottom(a)) == np.asarray(bottom(b)))

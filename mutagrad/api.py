@@ -30,6 +30,7 @@ from .core import (
     Storage,
     Tracer,
     _bounds_of,
+    _carries_derivative,
     _get_ident,
     _may_self_overlap,
     _relockable,
@@ -2052,8 +2053,7 @@ def _warn_cached(level, out, name):
     if where is None:
         return
     for leaf in tree_flatten(out)[0]:
-        if isinstance(leaf, Tracer) and (leaf._level is not level or leaf._storage.active
-                                         or leaf._storage.tangent is not None):
+        if isinstance(leaf, Tracer) and (leaf._level is not level or _carries_derivative(leaf)):
             return
     warn_at(user_frame(sys._getframe(1)), (
         f"{name}: the function's output carries no derivative of the differentiated arguments, so its "

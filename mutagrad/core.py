@@ -442,8 +442,7 @@ def note_equality(args):
     for x in args:
         while isinstance(x, Tracer):
             lv = x._level
-            s = x._storage
-            if lv.equality_at is None and (s.active or s.tangent is not None):
+            if lv.equality_at is None and _carries_derivative(x):
                 lv.equality_at = user_place()
             x = x._value
 

@@ -1375,6 +1375,17 @@ def defelementwise(fn, *partials, impl=None):
     return p
 
 
+def refusing_identity(name):
+    """A primitive ``p(x, why=...)``: ``x``'s value (a copy: the same array would be taken for a view of x,
+    recorded by no rule), whose derivative at every order is a NotImplementedTangent saying ``why`` (a
+    value whose derivative its rule cannot give, or rounding would dominate), naming the user's line."""
+    p = get_primitive(lambda x, why="": np.copy(x), name)
+    p.rrule = lambda x, why="": (np.copy(x), lambda g: (not_implemented(why),))
+    p.frule = lambda primals, tangents, why="": (np.copy(primals[0]), not_implemented(why))
+    p.names_line = True
+    return p
+
+
 def deflinear(fn, transpose, impl=None):
     """Both rules of a function linear in its first argument.
 

@@ -351,6 +351,13 @@ def _footprint(level, start, s, depth):
     if any(o is s for o in level.seeded):
         return None
     buf = root = None
+
+    def mark(g):  # (the view ``g`` of the mirror of s's memory, to mark)
+        nonlocal buf, root
+        if buf is None:
+            buf, root = s.new_mirror(np.zeros)
+        return root if g is None else view_of(buf, g)
+
     for i in range(start, len(tape)):
         r = tape[i]
         t = type(r)
@@ -363,9 +370,7 @@ def _footprint(level, start, s, depth):
                 if sub is None or sub.shape != r.out.shape:
                     marks = ((r.geom, r.idx),)
                 elif sub.any():  # (the elements of s whose copies are read)
-                    if buf is None:
-                        buf, root = s.new_mirror(np.zeros)
-                    view = root if r.geom is None else view_of(buf, r.geom)
+                    view = mark(r.geom)
                     picked = np.zeros(view.shape, dtype=bool)
                     picked.reshape(-1)[np.asarray(np.arange(view.size).reshape(view.shape)[r.idx])[sub]] = True
                     view[picked] = 1
@@ -380,9 +385,7 @@ def _footprint(level, start, s, depth):
         for g, idx in marks:
             if g is None and idx is Ellipsis:
                 return None  # (all of it)
-            if buf is None:
-                buf, root = s.new_mirror(np.zeros)
-            (root if g is None else view_of(buf, g))[idx] = 1
+            mark(g)[idx] = 1
     if buf is None:
         return np.zeros(s.shape, dtype=bool)
     return root != 0
@@ -910,7 +913,8 @@ class ReverseLevel(Level):
                 x = leaves[i]
                 tx = type(x)
                 if tx is ArrayTracer or tx is ScalarTracer:
-                    capture(x._storage, x, vals[i])
+                    if not x._storage.captured:  # (the hottest path: no call where it is all captured)
+                        capture(x._storage, x, vals[i])
                 elif tx is _ndarray:  # a plain array, which the caller may change: its private copy
                     vals[i] = self.snapshot(x)
         if dest is not None:

@@ -419,11 +419,6 @@ def _write_result(ufunc, inputs, out, idx, res, where, casting="same_kind"):
 _ORDERINGS = (np.greater, np.greater_equal, np.less, np.less_equal)
 
 
-def _differentiated(x) -> bool:
-    """Whether ``x`` is a tracer that carries a derivative (at its level: an active storage, or a tangent)."""
-    return isinstance(x, Tracer) and (x._storage.active or x._storage.tangent is not None)
-
-
 def _warn_tie(inputs):
     """Warn where two differentiated numbers compared for order are equal: the branch the comparison picks
     (Python's max(a, b), an if) gets all of the derivative, a one-sided one, and where both branches meet
@@ -433,7 +428,7 @@ def _warn_tie(inputs):
     element of the array itself (x >= np.sort(x)[-k], x >= np.max(x): the warnnoise tester), and a value
     compared with itself (if f <= best, best = f) is no choice between two."""
     a, b = inputs
-    if not (_differentiated(a) and _differentiated(b)) or np.size(a) != 1 or np.size(b) != 1 or (
+    if not (carries_any_derivative(a) and carries_any_derivative(b)) or np.size(a) != 1 or np.size(b) != 1 or (
             a is b or (a._storage is b._storage and a._geom is None and b._geom is None)):
         return
     with np.errstate(invalid="ignore"):

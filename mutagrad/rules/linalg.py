@@ -30,7 +30,7 @@ import numpy as np
 from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, capture, carries_any_derivative,
                     get_primitive, plain_operand, plain_operands, strong_operand, write_out, write_replayed)
 from ..errors import kink_warning, user_line
-from ..registry import LAYOUT_EXACT, _Meta, pins, view_kept
+from ..registry import LAYOUT_EXACT, _Meta, pins, refusing_identity, view_kept
 from ..registry import conj_if_complex as _cj
 from ..tape import FOOTPRINTS, read_mask
 from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
@@ -1029,9 +1029,11 @@ def _tie_reads(a, values, squares=False):
         if lv == level:
             d = np.abs(tied[:, None] - reads.tied[None, :])
             scale = np.maximum(np.abs(tied[:, None]), np.abs(reads.tied[None, :]))
-            if np.any(d <= 1e-8 * np.maximum(scale, np.finfo(float).tiny)):
-                if tied.size:
-                    reads.tied = np.concatenate([reads.tied, tied])
+            close = d <= 1e-8 * np.maximum(scale, np.finfo(float).tiny)
+            if np.any(close):
+                new = tied[~np.any(close, axis=1)]  # (the chain's other values; a loop's calls add none)
+                if new.size:
+                    reads.tied = np.concatenate([reads.tied, new])
                 return reads
     reads = _TIE_READS[(level, next(_TIE_SERIAL))] = _TieReads(tied)
     return reads
@@ -1164,16 +1166,9 @@ def _unread(read, tied) -> bool:
     return read is not None and not np.any(np.any(read, axis=-2) & np.asarray(tied))
 
 
-def _no_second_impl(x, why=""):
-    return x
-
-
 # the identity whose own derivative is not implemented: a pullback's result (its value right) whose
 # derivative, at a tie, needs divided differences the traced cotangents do not show
-_no_second_p = get_primitive(_no_second_impl, "a repeated eigenvalue's second derivative")
-_no_second_p.rrule = lambda x, why="": (x, lambda g: (not_implemented(why),))
-_no_second_p.frule = lambda primals, tangents, why="": (primals[0], not_implemented(why))
-_no_second_p.names_line = True
+_no_second_p = refusing_identity("a repeated eigenvalue's second derivative")
 
 
 def _no_second(x, hidden, what):
@@ -1489,7 +1484,7 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
         bad = _near_tie_refusal(w, what)
         if bad is None and _repeated(w):
             F = _distinct_part(w, gV)
-            tied = np.any(_repeated_pairs(w), axis=-2)
+            tied = _tied_of(w)
             # (inside eigvalsh's pullback, differentiated: its second derivative at the tie, whose
             # divided differences (f'(λi) - f'(λj)) / (λi - λj) no cotangent shows, refuses; a
             # vector of a repeated value that no operation read has no cotangent at all, not a zero
@@ -1559,8 +1554,9 @@ def _eigh_rrule(a, UPLO="L"):
         gw, gV = cts
         if _all_zero(gw, gV):
             return (ZERO,)
-        read = read_mask(1)
-        # (vectors read, of the tied values: none read, nothing another call's values could hide)
+        # (which vectors the records after it read: a walk of the rest of the tape, where values tie only; none
+        # of the tied values' read, nothing another call's values could hide)
+        read = read_mask(1) if _repeated(y[0]) else None
         if _read_apart(reads, not is_zero(gw), not is_zero(gV) and not _unread(read, _tied_of(y[0]))):
             return (_degenerate(f"np.linalg.eigh, {_APART}"),)
         with _within(within):  # (reverse over reverse: a refusal names eigvalsh's second derivative)
@@ -1755,7 +1751,7 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh, read=None):
     if _repeated(S):
         # a distinct value's vectors have a derivative when the cotangent reads no vector of a
         # repeated value (as eigh's, _distinct_part): the pairs of repeated values drop out
-        rep = np.any(_repeated_pairs(S * S), axis=-2)
+        rep = _tied_of(S * S)
         hidden = bool(_VALUES_PULLBACK) or (not _svd_unread(read, rep) and _zero_hides_a_tie(rep, gS0, gU, gVh))
         if _reaches(gU, rep[..., None, :]) or _reaches(gVh, rep[..., :, None]) or hidden is True:
             return _degenerate("np.linalg.svd")
@@ -1841,18 +1837,20 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
     reads = None if within is not None else _tie_reads(a, y[1] if compute_uv else y, squares=True)
 
     def pullback(cts):
+        # (which vectors the records after it read: a walk of the rest of the tape, where values tie only)
+        read = (read_mask(0), read_mask(2)) if compute_uv and _repeated(y[1]) else None
         if compute_uv:
             vectors = not (is_zero(cts[0]) and is_zero(cts[2])) and not _svd_unread(
-                (read_mask(0), read_mask(2)), _tied_of(y[1] * y[1]))  # (as eigh's)
+                read, _tied_of(y[1] * y[1]))  # (as eigh's)
             values = not is_zero(cts[1])
         else:
             values, vectors = not is_zero(cts), False
         if (values or vectors) and _read_apart(reads, values, vectors):
             return (_degenerate(f"np.linalg.svd, {_APART}"),)
         with _within(within):
-            return _pullback(cts)
+            return _pullback(cts, read)
 
-    def _pullback(cts):
+    def _pullback(cts, read):
         if not compute_uv:
             with _ValuesPullback("np.linalg.svd(compute_uv=False)", where):
                 U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
@@ -1876,7 +1874,7 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
             # (a function of the null vector only: its derivative needs no distinct singular values)
             gU, gVh = (ZERO if not isinstance(g, Tracer) and not is_zero(g) and not np.any(g) else g
                        for g in (gU, gVh))
-        ga = _svd_vjp(U, S, Vh, gU, gS, gVh, (read_mask(0), read_mask(2)))
+        ga = _svd_vjp(U, S, Vh, gU, gS, gVh, read)
         if extra and not isinstance(ga, NotImplementedTangent):
             x = extra[0]
             ga = _acc(ga, _null_vector_vjp(U, Sn, Vh, y, x[..., :, 0] if xu is not None else x[..., 0, :]))

@@ -216,12 +216,22 @@ max_p = get_primitive(_max_impl, "np.max")
 min_p = get_primitive(_min_impl, "np.min")
 
 
+def _argext_hits(x, y, axis, keepdims):
+    """(where x attains its extreme y along axis, how many times along it), of the plain values."""
+    xb, yb = bottom(x), bottom(y)
+    ye = expand_to(yb, xb.shape, axis, keepdims)
+    hit = (xb == ye) | (np.isnan(xb) & np.isnan(ye))
+    return hit, np.sum(hit, axis=axis, keepdims=True)
+
+
+def _shared(hit, cnt):
+    """Ties share the derivative evenly."""
+    return hit / np.where(cnt == 0, 1, cnt)
+
+
 def _argext_weights(x, y, axis, keepdims):
     """Where x attains its extreme along axis; ties share the derivative evenly."""
-    xb, yb = bottom(x), bottom(y)
-    hit = (xb == expand_to(yb, xb.shape, axis, keepdims)) | (np.isnan(xb) & np.isnan(expand_to(yb, xb.shape, axis, keepdims)))
-    cnt = np.sum(hit, axis=axis, keepdims=True)
-    return hit / np.where(cnt == 0, 1, cnt)
+    return _shared(*_argext_hits(x, y, axis, keepdims))
 
 
 def _argext_kept(x, y, axis, keepdims):
@@ -231,15 +241,12 @@ def _argext_kept(x, y, axis, keepdims):
     a value iteration's max over a choice axis kept 5 MB of choices per step, the econdp tester),
     else a boolean mask of the extremes (an eighth of float64's bytes) and their counts. The
     weights are constants (of the values, at every order), so nothing is lost."""
-    xb, yb = bottom(x), bottom(y)
-    ye = expand_to(yb, xb.shape, axis, keepdims)
-    hit = (xb == ye) | (np.isnan(xb) & np.isnan(ye))
-    cnt = np.sum(hit, axis=axis, keepdims=True)
+    hit, cnt = _argext_hits(x, y, axis, keepdims)
     if (axis is None or isinstance(axis, (int, np.integer))) and np.all(cnt == 1):
         flat = axis is None
         return (np.argmax(np.reshape(hit, -1) if flat else hit, axis=None if flat else axis, keepdims=not flat),
-                None, xb.shape)
-    return hit, cnt, xb.shape
+                None, hit.shape)
+    return hit, cnt, hit.shape
 
 
 def _weights_of(kept, axis):
@@ -252,7 +259,7 @@ def _weights_of(kept, axis):
         else:
             np.put_along_axis(w, hit, 1.0, axis=axis)
         return w
-    return hit / np.where(cnt == 0, 1, cnt)
+    return _shared(hit, cnt)
 
 
 def _ext_rules(impl):

@@ -2346,13 +2346,14 @@ def _eigh_rrule(a, *, lower=True, driver=None):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return (ZERO,)
-        if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV) and not _lin._unread(read_mask(1), _lin._tied_of(w))):
+        read = read_mask(1) if _lin._repeated(w) else None  # (see np.linalg.eigh's)
+        if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV) and not _lin._unread(read, _lin._tied_of(w))):
             return (_lin._degenerate(f"scipy.linalg.eigh, {_lin._APART}"),)
         if is_zero(gV):
             return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver, V), gw, gV, lower, None, False)[0],)
         if driver in (None, "evr"):
             return (_unstable_signs(driver),)
-        return (_eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(False, lower), False, read_mask(1))[0],)
+        return (_eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(False, lower), False, read)[0],)
 
     return y, pullback
 
@@ -2365,7 +2366,8 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return ZERO, ZERO
-        abar, bbar = _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True, read_mask(1))
+        read = read_mask(1) if _lin._repeated(w) else None
+        abar, bbar = _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True, read)
         return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 
     return y, pullback

@@ -47,6 +47,8 @@ import numpy as np
 from ...core import Tracer, bind, bottom, get_primitive
 from ...registry import conj_if_complex as _cj
 from ...tangents import Thunk, ZeroTangent, is_zero
+from .linalg import _has_tracer
+from .signal import _along
 from .sparse import _dense
 
 
@@ -93,13 +95,6 @@ COMPOSITES = tuple(f"scipy.ndimage.{name}" for name in (
 
 
 # -- the extension and its adjoint -----------------------------------------------------------
-
-def _along(v, start, stop, axis):
-    """``v[start:stop]`` along ``axis``."""
-    idx = [slice(None)] * np.ndim(v)
-    idx[axis] = slice(start, stop)
-    return v[tuple(idx)]
-
 
 def _widths(ndim, axis, before, after):
     w = [(0, 0)] * ndim
@@ -176,6 +171,11 @@ def _padded_sum(g, n, geometry):
     return np.sum(g) - np.sum(middle)
 
 
+def _padded_sum_along(g, axis, lo, n):
+    """Σ of ``g`` over the samples outside the middle block (n samples at lo) along ``axis``."""
+    return np.sum(g) - np.sum(_along(g, lo, lo + n, axis))
+
+
 def _geometry(kshape, origins):
     """(lo, hi) along each axis: the samples the kernel reaches before and after the axis."""
     return tuple((k // 2 + o, k - 1 - k // 2 - o) for k, o in zip(kshape, origins))
@@ -217,27 +217,31 @@ def _correlate1d_rrule(x, k, c, *, axis, mode, origin, output):
             e = _cj(_extend(x, c, ax, lo, hi, mode))
             return np.stack([np.sum(g * _along(e, j, j + n, ax)) for j in range(nk)])
 
-        cbar = (Thunk(lambda: np.sum(ebar()) - np.sum(_along(ebar(), lo, lo + n, ax))) if mode in _CONSTANT
-                else ZeroTangent())
+        cbar = Thunk(lambda: _padded_sum_along(ebar(), ax, lo, n)) if mode in _CONSTANT else ZeroTangent()
         return Thunk(lambda: _fold(ebar(), ax, n, lo, hi, mode)), Thunk(kbar), cbar
 
     return y, pullback
 
 
-def _correlate1d_frule(primals, tangents, **kw):
-    (x, k, c), (tx, tk, tc) = primals, tangents
-    y = bind(CORRELATE1D_P, primals, kw)
-    ty = ZeroTangent()
-    tc = tc if kw["mode"] in _CONSTANT else ZeroTangent()
-    if not is_zero(tx) or not is_zero(tc):
-        ty = bind(CORRELATE1D_P, (_zeros_if(tx, x), k, 0.0 if is_zero(tc) else tc), kw)
-    if not is_zero(tk):
-        t = bind(CORRELATE1D_P, (x, tk, c), kw)
-        ty = t if is_zero(ty) else ty + t
-    return y, ty
+def _correlation_frule(prim):
+    """The forward rule of a correlation ``prim(x, k, cval)``: linear in (x, cval) and in k."""
+
+    def frule(primals, tangents, **kw):
+        (x, k, c), (tx, tk, tc) = primals, tangents
+        y = bind(prim, primals, kw)
+        ty = ZeroTangent()
+        tc = tc if kw["mode"] in _CONSTANT else ZeroTangent()
+        if not is_zero(tx) or not is_zero(tc):
+            ty = bind(prim, (_zeros_if(tx, x), k, 0.0 if is_zero(tc) else tc), kw)
+        if not is_zero(tk):
+            t = bind(prim, (x, tk, c), kw)
+            ty = t if is_zero(ty) else ty + t
+        return y, ty
+
+    return frule
 
 
-CORRELATE1D_P.rrule, CORRELATE1D_P.frule = _correlate1d_rrule, _correlate1d_frule
+CORRELATE1D_P.rrule, CORRELATE1D_P.frule = _correlate1d_rrule, _correlation_frule(CORRELATE1D_P)
 
 
 # -- correlate (N-dimensional) ----------------------------------------------------------------
@@ -275,20 +279,7 @@ def _correlate_rrule(x, k, c, *, mode, origin, output):
     return y, pullback
 
 
-def _correlate_frule(primals, tangents, **kw):
-    (x, k, c), (tx, tk, tc) = primals, tangents
-    y = bind(CORRELATE_P, primals, kw)
-    ty = ZeroTangent()
-    tc = tc if kw["mode"] in _CONSTANT else ZeroTangent()
-    if not is_zero(tx) or not is_zero(tc):
-        ty = bind(CORRELATE_P, (_zeros_if(tx, x), k, 0.0 if is_zero(tc) else tc), kw)
-    if not is_zero(tk):
-        t = bind(CORRELATE_P, (x, tk, c), kw)
-        ty = t if is_zero(ty) else ty + t
-    return y, ty
-
-
-CORRELATE_P.rrule, CORRELATE_P.frule = _correlate_rrule, _correlate_frule
+CORRELATE_P.rrule, CORRELATE_P.frule = _correlate_rrule, _correlation_frule(CORRELATE_P)
 
 
 # -- uniform_filter1d -------------------------------------------------------------------------
@@ -306,8 +297,7 @@ def _uniform_filter1d_rrule(x, c, *, size, axis, mode, origin, output):
         ebar = _cached(lambda: bind(
             UNIFORM_FILTER1D_P, (np.pad(g, _widths(np.ndim(g), ax, 0, size - 1)), 0.0),
             {"size": size, "axis": ax, "mode": "constant", "origin": size - 1 - size // 2, "output": None}))
-        cbar = (Thunk(lambda: np.sum(ebar()) - np.sum(_along(ebar(), lo, lo + n, ax))) if mode in _CONSTANT
-                else ZeroTangent())
+        cbar = Thunk(lambda: _padded_sum_along(ebar(), ax, lo, n)) if mode in _CONSTANT else ZeroTangent()
         return Thunk(lambda: _fold(ebar(), ax, n, lo, hi, mode)), cbar
 
     return y, pullback
@@ -329,14 +319,7 @@ UNIFORM_FILTER1D_P.rrule, UNIFORM_FILTER1D_P.frule = _uniform_filter1d_rrule, _u
 
 def _traced(*values):
     """Whether any of ``values`` (or of the lists, tuples and dicts among them) is traced."""
-    for v in values:
-        if isinstance(v, Tracer):
-            return True
-        if isinstance(v, (list, tuple)) and _traced(*v):
-            return True
-        if isinstance(v, dict) and _traced(*v.values()):
-            return True
-    return False
+    return _has_tracer(values)
 
 
 def _complex(v):

@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...core import Tracer, bind, bottom, get_primitive
-from ...pytree import tree_flatten
 from ...registry import conj_if_complex as _cj
-from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented
+from ...registry import refusing_identity
+from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero
+from .linalg import _has_tracer
 from .sparse import _dense
 
 
@@ -68,10 +69,10 @@ def _coefficients(c):
     return np.atleast_1d(_dense(c))
 
 
-def _along(v, start, stop, axis):
-    """``v[start:stop]`` along ``axis``."""
+def _along(v, start, stop, axis, step=None):
+    """``v[start:stop:step]`` along ``axis`` (SciPy's axis_slice)."""
     idx = [slice(None)] * np.ndim(v)
-    idx[axis] = slice(start, stop)
+    idx[axis] = slice(start, stop, step)
     return v[tuple(idx)]
 
 
@@ -547,23 +548,16 @@ def _ss():
 
 
 def _traced(*values):
-    """Whether any of ``values`` (or of the lists and tuples among them) is traced."""
-    return any(isinstance(v, Tracer) for v in tree_flatten(values)[0])
-
-
-def _axis_slice(v, start=None, stop=None, step=None, axis=-1):
-    """SciPy's axis_slice: ``v[start:stop:step]`` along ``axis``."""
-    idx = [slice(None)] * np.ndim(v)
-    idx[axis] = slice(start, stop, step)
-    return v[tuple(idx)]
+    """Whether any of ``values`` (or of the lists, tuples and dicts among them) is traced."""
+    return _has_tracer(values)
 
 
 def _odd_ext(x, n, axis):
     """SciPy's odd_ext: x extended by n samples at each end, reflected through the end samples."""
     if n < 1:
         return x
-    left_end, left_ext = _axis_slice(x, 0, 1, axis=axis), _axis_slice(x, n, 0, -1, axis)
-    right_end, right_ext = _axis_slice(x, -1, axis=axis), _axis_slice(x, -2, -(n + 2), -1, axis)
+    left_end, left_ext = _along(x, 0, 1, axis), _along(x, n, 0, axis, -1)
+    right_end, right_ext = _along(x, -1, None, axis), _along(x, -2, -(n + 2), axis, -1)
     return np.concatenate((2 * left_end - left_ext, x, 2 * right_end - right_ext), axis=axis)
 
 
@@ -571,7 +565,7 @@ def _even_ext(x, n, axis):
     """SciPy's even_ext: x extended by n samples at each end, mirrored about the end samples."""
     if n < 1:
         return x
-    return np.concatenate((_axis_slice(x, n, 0, -1, axis), x, _axis_slice(x, -2, -(n + 2), -1, axis)), axis=axis)
+    return np.concatenate((_along(x, n, 0, axis, -1), x, _along(x, -2, -(n + 2), axis, -1)), axis=axis)
 
 
 def _const_ext(x, n, axis):
@@ -579,7 +573,7 @@ def _const_ext(x, n, axis):
     if n < 1:
         return x
     ones = np.ones(_with((1,) * np.ndim(x), axis, n), dtype=bottom(x).dtype)
-    return np.concatenate((ones * _axis_slice(x, 0, 1, axis=axis), x, ones * _axis_slice(x, -1, axis=axis)),
+    return np.concatenate((ones * _along(x, 0, 1, axis), x, ones * _along(x, -1, None, axis)),
                           axis=axis)
 
 
@@ -621,10 +615,10 @@ def _validate_sos(sos):
 def _forward_backward(run, zi, ext, edge, axis):
     """filtfilt's two passes over the extended signal, each started from zi times its first
     sample (``run(v, zi)``: the filter along the axis), and the padding cut off again."""
-    y = run(ext, zi * _axis_slice(ext, stop=1, axis=axis))
-    y = run(np.flip(y, axis), zi * _axis_slice(y, start=-1, axis=axis))
+    y = run(ext, zi * _along(ext, None, 1, axis))
+    y = run(np.flip(y, axis), zi * _along(y, -1, None, axis))
     y = np.flip(y, axis)
-    return _axis_slice(y, edge, -edge, axis=axis) if edge > 0 else y
+    return _along(y, edge, -edge, axis) if edge > 0 else y
 
 
 def lfilter_zi(b, a):
@@ -698,15 +692,8 @@ def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None, method="pad", irlen=N
 _GUST_COND = 1e5  # (condition numbers of Gustafsson's least-squares system beyond which its derivative is rounding)
 
 
-def _rounding_only_impl(x, why=""):
-    return np.copy(x)  # (a new array: the same one would be taken for a view of x, without a record)
-
-
 # the identity whose derivative is refused: a value (SciPy's) whose derivative rounding would dominate
-_ROUNDING_ONLY_P = get_primitive(_rounding_only_impl, "an ill-conditioned least-squares system of filtfilt's gust method")
-_ROUNDING_ONLY_P.rrule = lambda x, why="": (np.copy(x), lambda g: (not_implemented(why),))
-_ROUNDING_ONLY_P.frule = lambda primals, tangents, why="": (np.copy(primals[0]), not_implemented(why))
-_ROUNDING_ONLY_P.names_line = True
+_ROUNDING_ONLY_P = refusing_identity("an ill-conditioned least-squares system of filtfilt's gust method")
 
 
 def _filtfilt_gust(b, a, x, axis, irlen):

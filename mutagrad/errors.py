@@ -309,14 +309,30 @@ class KinkWarning(UserWarning):
     comparing two equal differentiated values."""
 
 
-def kink_warning(what: str, branch: bool = False) -> None:
+class _Site:
+    """What :func:`warn_at` reads of a frame (its globals, file and line), kept without the frame and its locals."""
+    __slots__ = ("f_code", "f_globals", "f_lineno")
+
+    def __init__(self, frame):
+        self.f_globals, self.f_code, self.f_lineno = frame.f_globals, frame.f_code, frame.f_lineno
+
+
+def user_site(start=None):
+    """The user's innermost frame (:func:`user_frame`) as a :class:`_Site`, for a warning given later, or None."""
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    return None if frame is None else _Site(frame)
+
+
+def kink_warning(what: str, branch: bool = False, site=None) -> None:
     """Warn that a higher derivative goes through ``what`` (a complex |z|, a norm) exactly at its kink (0),
     where it differentiates the first derivative's convention (0), not the function: right for a
     function with a real kink there (it has no second derivative), wrong for a composite that is
     smooth there (|x|**2). Called by a partial evaluated on values an outer level traces. ``branch``:
-    ``what`` is a comparison of two equal differentiated values, which picks a branch (see below)."""
+    ``what`` is a comparison of two equal differentiated values, which picks a branch (see below). ``site``:
+    the user's line (:func:`user_site`), for a warning given in a pullback, after the line has run."""
+    frame = site if site is not None else user_frame(sys._getframe(1))
     if branch:
-        warn_at(user_frame(sys._getframe(1)), (
+        warn_at(frame, (
             f"{what}: the branch it picks (Python's max(a, b) or min, np.where(a > b, ...), an if) gets all of "
             "the derivative there, a one-sided one, and where the branches meet smoothly the derivative is "
             "wrong: the stable log-add max(a, b) + np.log1p(np.exp(-abs(a - b))) at a == b gets (1, 0) where it "
@@ -324,7 +340,7 @@ def kink_warning(what: str, branch: bool = False) -> None:
             "(docs/errors.md: kinks); a true kink there (a hinge, a max that is the function) has no derivative "
             "at the tie and this one is a subgradient."), KinkWarning)
         return
-    warn_at(user_frame(sys._getframe(1)), (
+    warn_at(frame, (
         f"a higher derivative (mg.hessian, or a derivative of mg.grad/mg.jvp) goes through {what} exactly at its "
         "kink (0), where mutagrad differentiates the first derivative's convention (0 there): where the value "
         "reaches the result (not an np.where branch that is not taken), a composite that is smooth there gets a "

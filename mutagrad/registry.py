@@ -1201,6 +1201,11 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
         return _strong_zero_product(g, dvc, shape)
     finite = np.isfinite(bottom(dv))
     if finite.all():  # (an event of a finite partial: an underflow, or a complex quotient's)
+        if is_traced(dv) or is_traced(g):
+            # (the event may be the partial's derivative's at an outer level, -y / b of a tiny b, whose tangent
+            # y db / b**2 overflows where the product's, through g * -y / b, does not: the quotient, where
+            # the denominator is not 0; the sinkhorn tester's d2/deps2 of an entropic OT cost was -inf)
+            return _quotient_product(g, dvc, den, xs, y, shape, conj)
         return _strong_zero_product(g, dvc, shape)
     value, factor = _partial(den[0], xs, y), den[1]
     if conj and _iscomplexobj(value):
@@ -1213,9 +1218,31 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
         ct = g / value
         if callable(den[1]) or factor != 1.0:
             ct = ct * factor
-        if finite.any():  # (the quotient only where the partial overflowed: its denominator
-            ct = np.where(finite, g * dvc, ct)  # may overflow where the partial does not)
+        keep = finite | np.isnan(bottom(ct))  # (the quotient only where the partial overflowed: its denominator
+        if keep.any():  # may overflow where the partial does not; and at x = 0, 0 ** 0.5's g / 0 * 0 is NaN)
+            ct = np.where(keep, g * dvc, ct)
     return _zero_where(ct, (g == 0) & ~np.isfinite(bottom(ct)), shape)
+
+
+def _quotient_product(g, dvc, den, xs, y, shape, conj):
+    """``g * dvc`` of a partial marked ``reciprocal`` as ``g / denominator * factor``, where the
+    denominator is not 0 (:func:`_careful_product`)."""
+    value, factor = _partial(den[0], xs, y), den[1]
+    if conj and _iscomplexobj(value):
+        value = _conj(value)
+    nonzero = bottom(value) != 0
+    if not np.any(nonzero):
+        return _strong_zero_product(g, dvc, shape)
+    if callable(factor):
+        factor = _partial(factor, xs, y)
+        if conj and _iscomplexobj(factor):
+            factor = _conj(factor)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        if np.all(nonzero):
+            ct = g / value * factor
+        else:
+            ct = np.where(nonzero, g / np.where(nonzero, value, 1.0) * factor, g * dvc)
+    return _zero_where(ct, (bottom(g) == 0) & ~np.isfinite(bottom(ct)), shape)
 
 
 def _strong_zero_product(g, dv, shape):

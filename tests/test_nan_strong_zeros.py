@@ -202,6 +202,49 @@ def test_reciprocal_partials_of_subnormal_values_are_quotients(x):
     np.testing.assert_allclose(mg.grad(loop)(v), np.log(v) + 1.0, rtol=1e-12)
 
 
+def test_reciprocal_and_negative_powers_of_tiny_values_are_quotients():
+    # (sinkhorn tester) the scaling form u = a * (K @ v) ** -1 or np.reciprocal(K @ v) of a small
+    # epsilon: -y * y and p x ** (p - 1) overflow where the cotangent, a tiny g times them, is finite;
+    # a / b (the quotient) was right. Closed form: d/dt c * (c t) ** -1 = -1 / t ** 2, at every scale
+    forms = {
+        "reciprocal": lambda t, c: c * np.reciprocal(c * t),
+        "power": lambda t, c: c * np.power(c * t, -1.0),
+        "**": lambda t, c: c * (c * t) ** -1.0,
+        "float_power": lambda t, c: c * np.float_power(c * t, -1.0),
+        "divide": lambda t, c: c / (c * t),
+    }
+    for name, form in forms.items():
+        for c in (1e-160, 1.0):
+            for t in (2.0, np.array([2.0, 0.5])):
+                f = lambda t, form=form, c=c: np.sum(form(t, c))
+                np.testing.assert_allclose(mg.grad(f)(t), -1.0 / np.square(t), rtol=1e-14, err_msg=name)
+                _, dt = mg.jvp(f, (t,), (np.ones_like(t),))
+                np.testing.assert_allclose(dt, np.sum(-1.0 / np.square(t)), rtol=1e-14, err_msg=name)
+    # at 0 the quotient g / 0 * 0 is NaN: the product (d/dx x ** 0.5 at 0 is inf, x ** 2's is 0)
+    z = np.array([0.0, 4.0])
+    assert mg.grad(lambda x: np.sum(x ** 2.0))(z).tolist() == [0.0, 8.0]
+    assert mg.grad(lambda x: np.sum(x ** 0.5))(z).tolist() == [np.inf, 0.25]
+
+
+def test_second_derivatives_through_quotients_of_tiny_values():
+    # (sinkhorn tester) log(1 / exp(-c / t)) = c / t at a small t: the partial of 1 / e, -y / e, is finite
+    # but its own derivative y de / e**2 overflows; the Hessian-vector product (forward over reverse) was inf,
+    # forward over forward NaN. Closed form: d2/dt2 c / t = 2 c / t**3
+    c, t = 17.5588, 0.05
+    f = lambda t: np.log(1.0 / np.exp(-c / t))
+    want = 2 * c / t ** 3
+    np.testing.assert_allclose(mg.jvp(mg.grad(f), (t,), (1.0,))[1], want, rtol=1e-10)
+    np.testing.assert_allclose(mg.hessian(f)(t), want, rtol=1e-10)
+    np.testing.assert_allclose(mg.jvp(lambda s: mg.jvp(f, (s,), (1.0,))[1], (t,), (1.0,))[1], want, rtol=1e-10)
+    np.testing.assert_allclose(mg.grad(mg.grad(f))(t), want, rtol=1e-10)
+
+    # an array version with an entropic term, through np.reciprocal: sum(log(reciprocal(exp(-c / t))) * w)
+    cs = np.array([17.0, 12.0, 1.0])
+    w = np.array([0.5, 2.0, -1.0])
+    g = lambda t: np.sum(np.log(np.reciprocal(np.exp(-cs / t))) * w)
+    np.testing.assert_allclose(mg.hessian(g)(t), np.sum(2 * cs * w) / t ** 3, rtol=1e-10)
+
+
 def test_the_users_own_error_call_inside_the_function():
     # np.errstate(all="call", call=handler) inside the function sends the floating-point events
     # to the user's handler, not to forward mode's strong zeros: 0 * inf gave a NaN tangent
@@ -1069,6 +1112,37 @@ def test_a_higher_derivative_through_a_kink_at_the_kink_warns(what, f, want):
         np.testing.assert_allclose(mg.hessian(f)(off), fd_hessian(f, off, 1e-4), rtol=1e-5, atol=1e-6)
         with pytest.raises(mg.KinkWarning):  # (made an error by the filter the docs name)
             mg.hessian(f)(at)
+
+
+def test_no_kink_warning_where_the_zero_norms_are_not_read():
+    # (nbody tester) the zero self-distances of a pairwise distance matrix, left out by a boolean index
+    # or a gather before use, never reach the result: no KinkWarning in the Hessian, which is right
+    # (central differences of the plain potential); one read (np.sum of all of r) still warns
+    pos = np.array([[0.0, 0.0, 0.0], [1.0, 0.2, 0.0], [0.3, 1.1, 0.4]])
+    mass = np.array([1.0, 2.0, 0.5])
+    off = ~np.eye(3, dtype=bool)
+    iu = np.triu_indices(3, 1)
+
+    def pe_mask(p):
+        r = np.linalg.norm(p[:, None] - p[None], axis=-1)
+        return -0.5 * np.sum(np.outer(mass, mass)[off] / r[off])
+
+    def pe_pairs(p):
+        r = np.linalg.norm(p[:, None] - p[None], axis=-1)
+        return -np.sum(np.outer(mass, mass)[iu] / r[iu])
+
+    want = fd_hessian(lambda x: pe_mask(x.reshape(3, 3)), pos.ravel(), 1e-4).reshape(3, 3, 3, 3)
+    for f in (pe_mask, pe_pairs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", mg.KinkWarning)
+            np.testing.assert_allclose(mg.hessian(f)(pos), want, rtol=1e-6, atol=1e-6)
+
+    def read_all(p):  # the zeros read: the kink's convention reaches the result (its Hessian there is 0)
+        r = np.linalg.norm(p[:, None] - p[None], axis=-1)
+        return np.sum(r ** 2)
+
+    with pytest.warns(mg.KinkWarning, match="np.linalg.norm at a zero vector"):
+        mg.hessian(read_all)(pos)
 
 
 def test_no_kink_warning_for_a_constant_argument_s_norm():

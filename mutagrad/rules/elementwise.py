@@ -495,7 +495,9 @@ defelementwise(np.positive, 1)
 defelementwise(np.multiply, lambda a, b, y: b, lambda a, b, y: a)
 defelementwise(np.true_divide, reciprocal(lambda a, b, y: 1.0 / b, lambda a, b, y: b),
                reciprocal(lambda a, b, y: -y / b, lambda a, b, y: b, lambda a, b, y: -y))
-defelementwise(np.reciprocal, lambda x, y: -y * y)
+# (-y * y as the quotient -y / x where it overflows: a Sinkhorn scaling 1 / (K @ v) of 1e-160, whose
+# cotangent 1e-160 * -y * y is finite; the sinkhorn tester)
+defelementwise(np.reciprocal, reciprocal(lambda x, y: -y * y, lambda x, y: x, lambda x, y: -y))
 defelementwise(np.square, lambda x, y: 2 * x)
 defelementwise(np.sqrt, lambda x, y: 0.5 / y)
 # (cbrt's partial as (1/y)² / 3, not 1 / (3 y y): at 0 the tangent of y * y is 0 · inf, a strong
@@ -566,7 +568,9 @@ def _pow_dexp(x, p, y):
     return d
 
 
-defelementwise(np.power, _pow_dbase, _pow_dexp)
+# (p x**(p-1) as the quotient p y / x where it overflows: x ** -1.0 of 1e-160, as np.reciprocal)
+_pow_dbase_q = reciprocal(_pow_dbase, lambda x, p, y: x, lambda x, p, y: p * np.power(x, p))  # (y: not kept)
+defelementwise(np.power, _pow_dbase_q, _pow_dexp)
 # a value with given slopes in x and p (a partial's limits at a point where its own slope is infinite)
 get_primitive(_with_slopes_impl, "with_slopes")  # (internal: no row of docs/coverage.md)
 _WITH_SLOPES = defelementwise(_with_slopes_impl, lambda x, p, v, sx, sp, y: sx, lambda x, p, v, sx, sp, y: sp,
@@ -594,10 +598,11 @@ def _complex_base(x, y):
 
 
 get_primitive(scalar_power, "np.float64.__pow__")
-defelementwise(scalar_power, lambda x, p, y: _pow_dbase(_complex_base(x, y), p, y),
+defelementwise(scalar_power, reciprocal(lambda x, p, y: _pow_dbase(_complex_base(x, y), p, y), lambda x, p, y: x,
+                                        lambda x, p, y: p * scalar_power(_complex_base(x, y), p)),
                lambda x, p, y: _pow_dexp(_complex_base(x, y), p, y))
 SCALAR_OPS[np.power] = REGISTRY[scalar_power]
-defelementwise(np.float_power, _pow_dbase, _pow_dexp)
+defelementwise(np.float_power, _pow_dbase_q, _pow_dexp)
 
 # -- exponentials and logarithms -------------------------------------------------
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, capture, carries_any_derivative,
                     get_primitive, plain_operand, plain_operands, strong_operand, write_out, write_replayed)
-from ..errors import kink_warning, user_line
+from ..errors import kink_warning, user_line, user_site
 from ..registry import LAYOUT_EXACT, _Meta, pins, refusing_identity, view_kept
 from ..registry import conj_if_complex as _cj
 from ..tape import FOOTPRINTS, read_mask
@@ -790,19 +790,45 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
-def _norm_kink(s):
-    """Warn where a higher derivative meets a norm's zero sum of squares ``s`` (its kink): ``s`` carries a
-    derivative at the innermost level and at one outside it (an inner level's constant of an outer traced
-    value does not: regress46)."""
-    if (isinstance(s, Tracer) and _carries_derivative(s) and carries_any_derivative(s._value)
-            and not np.all(bottom(s))):
-        kink_warning("np.linalg.norm at a zero vector")
+def _norm_kink(v):
+    """Watch a norm's value, or its sum of squares, ``v`` where it is 0 (its kink) and a higher derivative
+    meets it: ``v`` carries a derivative at the innermost level and at one outside it (an inner level's
+    constant of an outer traced value does not: regress46). The warning is given where the kink's value
+    can reach the result: in reverse mode by the pullback, unless no operation after it reads the zeros
+    (the zero self-distances of a pairwise distance matrix left out by a boolean index, ``r[off]``, or a
+    gather: the nbody tester); in forward mode at once. (A zero selected away by np.where or np.triu is
+    read, and its cotangent 0 tells nothing: the cotangent of norm(x) ** 2 at 0 is 0 too, 2 * norm.)"""
+    if (isinstance(v, Tracer) and _carries_derivative(v) and carries_any_derivative(v._value)
+            and not np.all(bottom(v))):
+        return bind(_norm_kink_p, (v,), {"site": user_site()})
+    return v
+
+
+def _norm_kink_rrule(v, site=None):
+    zero = bottom(v) == 0
+
+    def pullback(g):
+        read = read_mask(0)
+        if read is None or np.any(read & zero):
+            kink_warning("np.linalg.norm at a zero vector", site=site)
+        return (g,)
+
+    return np.copy(v), pullback
+
+
+def _norm_kink_frule(primals, tangents, site=None):
+    kink_warning("np.linalg.norm at a zero vector", site=site)
+    return np.copy(primals[0]), tangents[0]
+
+
+_norm_kink_p = get_primitive(lambda v, site=None: np.copy(v), "norm_kink")  # (internal: no row of docs/coverage.md)
+_norm_kink_p.rrule, _norm_kink_p.frule = _norm_kink_rrule, _norm_kink_frule
+FOOTPRINTS.add(_norm_kink_p)
 
 
 def _norm_root(s):
-    """np.sqrt of a norm's sum of squares (:func:`_norm_kink`)."""
-    _norm_kink(s)
-    return np.sqrt(s)
+    """np.sqrt of a norm's sum of squares, watched at its zeros (:func:`_norm_kink`)."""
+    return _norm_kink(np.sqrt(s))
 
 
 def _np_norm(args, kwargs):
@@ -825,8 +851,7 @@ def _np_norm(args, kwargs):
         # at the zero vector the norm has no derivative: 0 there (a subgradient, what central
         # differences and sqrt(sum(x**2)) give), in both modes, rather than inf * 0
         if bottom(s) == 0:
-            _norm_kink(s)
-            res = s * 0.0
+            res = _norm_kink(s) * 0.0
         else:
             res = np.sqrt(s)
         return np.reshape(res, (1,) * nd) if keepdims else res

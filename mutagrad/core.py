@@ -1106,6 +1106,19 @@ class Level:
                 "argument is also mg.hessian(f, argnums=...), which needs neither.)")
         return vv
 
+    def outer_constant(self, out):
+        """An inner level's output computed from its constants only (the copy ``u = u0.copy()`` of an
+        argument not differentiated, ``x - x.mean()``), as a constant of the outer levels too where it is
+        new memory, so that values they trace may be written into it (``u[1:-1] += k * ...`` in the function
+        of a Hessian-vector product ``mg.jvp(lambda k: mg.grad(step)(k, u0), ...)``: the thomas and transformer
+        testers; it was refused as memory plain to them). Not a view of an argument's memory, which a write
+        would change under the outer levels (check_not_outer_into_plain)."""
+        if self.index and type(out) is _ndarray and out.base is None and out.dtype.kind in "fc":
+            return lift(out, STATE.levels[:self.index])
+        if self.index and type(out) is tuple:
+            return tuple(self.outer_constant(o) for o in out)
+        return out
+
     def constant_result(self, res, leaves, ins, zero=False):
         """``res`` computed with no derivative: pristine if all its traced inputs were, or if it
         is a piecewise-constant function's (``zero``: np.floor, np.sign...), whose derivative is

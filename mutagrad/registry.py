@@ -1194,18 +1194,23 @@ def _silently_nonfinite(dv) -> bool:
 def _careful_product(g, d, dv, xs, y, shape, conj):
     """``g * dv`` (``g * conj(dv)`` with ``conj``: a cotangent) where the partial ``d`` may be
     infinite or undefined: exactly zero where ``g`` is; a partial marked ``reciprocal`` is
-    divided by instead, which keeps the finite ratio where 1/x overflowed."""
+    divided by instead where it overflowed (``g / x``: the finite ratio where log's 1/x of a subnormal
+    x is inf), and, where outer levels trace the product, where it is beyond the square root of the
+    largest number: there its own derivative (``y db / b**2`` of a quotient's ``-y / b``) may overflow
+    where the quotient's does not (the sinkhorn tester's d2/deps2 of an entropic OT cost was -inf);
+    not where the quotient is not finite (its denominator or numerator over- or underflowed: at x = 0,
+    0 ** 0.5's g / 0 * 0 is NaN; x ** 1.5's factor 1.5 x ** 1.5 underflows at x = 1e-250)."""
     den = getattr(d, "reciprocal_of", None)
     dvc = _conj(dv) if conj and _iscomplexobj(dv) else dv
     if den is None or FP.ieee:
         return _strong_zero_product(g, dvc, shape)
-    finite = np.isfinite(bottom(dv))
-    if finite.all():  # (an event of a finite partial: an underflow, or a complex quotient's)
-        if is_traced(dv) or is_traced(g):
-            # (the event may be the partial's derivative's at an outer level, -y / b of a tiny b, whose tangent
-            # y db / b**2 overflows where the product's, through g * -y / b, does not: the quotient, where
-            # the denominator is not 0; the sinkhorn tester's d2/deps2 of an entropic OT cost was -inf)
-            return _quotient_product(g, dvc, den, xs, y, shape, conj)
+    db = np.asarray(bottom(dv))
+    finite = np.isfinite(db)
+    extreme = ~finite
+    if db.dtype.kind in "fc" and (is_traced(dv) or is_traced(g)):
+        with np.errstate(invalid="ignore"):
+            extreme = extreme | (np.abs(db) > _SQRT_MAX[db.dtype.char])
+    if not extreme.any():  # (an event of a finite partial: an underflow, or a complex quotient's)
         return _strong_zero_product(g, dvc, shape)
     value, factor = _partial(den[0], xs, y), den[1]
     if conj and _iscomplexobj(value):
@@ -1215,34 +1220,17 @@ def _careful_product(g, d, dv, xs, y, shape, conj):
         if conj and _iscomplexobj(factor):
             factor = _conj(factor)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        ct = g / value
+        q = g / value
         if callable(den[1]) or factor != 1.0:
-            ct = ct * factor
-        keep = finite | np.isnan(bottom(ct))  # (the quotient only where the partial overflowed: its denominator
-        if keep.any():  # may overflow where the partial does not; and at x = 0, 0 ** 0.5's g / 0 * 0 is NaN)
-            ct = np.where(keep, g * dvc, ct)
-    return _zero_where(ct, (g == 0) & ~np.isfinite(bottom(ct)), shape)
+            q = q * factor
+        qb = bottom(q)
+        use = extreme & np.where(finite, np.isfinite(qb), ~np.isnan(qb))
+        if not use.all():
+            q = np.where(use, q, g * dvc)
+    return _zero_where(q, (bottom(g) == 0) & ~np.isfinite(bottom(q)), shape)
 
 
-def _quotient_product(g, dvc, den, xs, y, shape, conj):
-    """``g * dvc`` of a partial marked ``reciprocal`` as ``g / denominator * factor``, where the
-    denominator is not 0 (:func:`_careful_product`)."""
-    value, factor = _partial(den[0], xs, y), den[1]
-    if conj and _iscomplexobj(value):
-        value = _conj(value)
-    nonzero = bottom(value) != 0
-    if not np.any(nonzero):
-        return _strong_zero_product(g, dvc, shape)
-    if callable(factor):
-        factor = _partial(factor, xs, y)
-        if conj and _iscomplexobj(factor):
-            factor = _conj(factor)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        if np.all(nonzero):
-            ct = g / value * factor
-        else:
-            ct = np.where(nonzero, g / np.where(nonzero, value, 1.0) * factor, g * dvc)
-    return _zero_where(ct, (bottom(g) == 0) & ~np.isfinite(bottom(ct)), shape)
+_SQRT_MAX = {c: np.sqrt(np.finfo(c).max) for c in "efdgFDG"}
 
 
 def _strong_zero_product(g, dv, shape):

@@ -1047,6 +1047,8 @@ class ReverseLevel(Level):
             zero = not _any_complex(vals)
         if not active or zero:
             out = apply_inner(prim, vals, tree, kwargs)
+            if self.index:
+                out = self.outer_constant(out)
             return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, zero)
         rrule = prim.rrule
         if rrule is None:

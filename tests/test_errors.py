@@ -1613,7 +1613,10 @@ def test_constants_written_into_plain_arrays_are_plain_values():
         b[1:] = src[:2]
         c = np.zeros(3)
         np.copyto(c, src * src)
-        return x[0] * z + np.sum(x * b) + np.sum(x * c)
+        d = np.zeros(3)  # (ufunc.at too, as x[idx] = p: an edge-weight matrix of weights not differentiated;
+        np.add.at(d, [0, 2, 2], src)  # the graphs tester)
+        np.multiply.at(d, [1, 2], src[:2])
+        return x[0] * z + np.sum(x * b) + np.sum(x * c) + np.sum(x * d)
 
     x, p = np.array([0.3, -0.4, 0.5]), np.array([1.0, 2.0, -3.0])
     g = mg.grad(f)(x, p, False)

@@ -238,6 +238,18 @@ def test_second_derivatives_through_quotients_of_tiny_values():
     np.testing.assert_allclose(mg.jvp(lambda s: mg.jvp(f, (s,), (1.0,))[1], (t,), (1.0,))[1], want, rtol=1e-10)
     np.testing.assert_allclose(mg.grad(mg.grad(f))(t), want, rtol=1e-10)
 
+    # (regress60) the quotient only where the product's derivative may overflow: x ** 1.5 at 1e-250 beside
+    # an exact 0 (whose partial's derivative is inf: the event) has a finite partial 1.5e-125 and a factor
+    # 1.5 x ** 1.5 that underflows; the quotient gave 3x the second derivative, and -inf at 1e-160
+    for tiny in (1e-250, 1e-200, 1e-160):
+        x = np.array([0.0, tiny])
+        want = 1.5 * 0.5 * tiny ** -0.5
+        h = np.diag(mg.hessian(lambda v: np.sum(v ** 1.5))(x))
+        assert h[0] == np.inf
+        np.testing.assert_allclose(h[1], want, rtol=1e-12)
+        np.testing.assert_allclose(mg.jvp(mg.grad(lambda v: np.sum(v ** 1.5)), (x,), (np.array([0.0, 1.0]),))[1][1],
+                                   want, rtol=1e-12)
+
     # an array version with an entropic term, through np.reciprocal: sum(log(reciprocal(exp(-c / t))) * w)
     cs = np.array([17.0, 12.0, 1.0])
     w = np.array([0.5, 2.0, -1.0])

@@ -6,6 +6,7 @@ import pytest
 import mutagrad as mg
 import mutagrad.numpy as mnp
 from mutagrad.testing import check_grads, numerical_grad
+from tests._oracles import fd_hessian
 
 
 def test_no_perturbation_confusion():
@@ -466,9 +467,19 @@ def test_a_plain_argument_of_an_inner_grad_written_with_outer_values_names_mnp_a
         return np.sum(u ** 3)
 
     x, k = np.array([0.1, 0.5, -0.3]), np.array([0.2])
-    with pytest.raises(mg.WriteToPlainArrayError, match=r"pass mnp.array\(x\) made in the outer function"):
-        mg.grad(lambda kk: mg.grad(sim, argnums=1)(x, kk)[0])(k.copy())
     want = 6 * (x[1] + k[0] * x[0]) * x[0] ** 2 + 6 * (x[2] + k[0] * x[1]) * x[1] ** 2  # by hand
+    # (a copy of an argument the inner grad does not differentiate is a constant of the outer level too
+    # now, which can hold its values: the thomas tester's jvp(lambda k: mg.grad(step)(k, u0)))
+    assert mg.grad(lambda kk: mg.grad(sim, argnums=1)(x, kk)[0])(k.copy()) == pytest.approx([want], rel=1e-14)
+    assert mg.jvp(lambda kk: mg.grad(sim, argnums=1)(x, kk)[0], (k.copy(),), (np.ones(1),))[1] == pytest.approx(
+        want, rel=1e-14)
+
+    def into_the_argument(u0, k):  # (the argument's own memory, which the caller keeps: still refused)
+        u0[1:] += k[0] * u0[:-1]
+        return np.sum(u0 ** 3)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"pass mnp.array\(x\) made in the outer function"):
+        mg.grad(lambda kk: mg.grad(into_the_argument, argnums=1)(x.copy(), kk)[0])(k.copy())
     assert mg.grad(lambda kk: mg.grad(sim, argnums=1)(mnp.array(x), kk)[0])(k.copy()) == pytest.approx([want], rel=1e-14)
     np.testing.assert_allclose(mg.hessian(sim, argnums=1)(x, k.copy()), [[want]], rtol=1e-14)
 
@@ -549,3 +560,49 @@ def test_an_inner_derivative_that_is_zero_takes_writes_as_a_fresh_array():
     # at the top level a zero gradient is a plain array, as before
     g = mg.grad(lambda z: np.sum(np.sin(x)))(x)
     assert type(g) is np.ndarray and not np.any(g)
+
+
+def test_hessian_vector_products_through_copies_of_an_argument_held_fixed():
+    # (thomas tester) the documented Hessian-vector product, jvp of grad, of a solver whose state starts as a
+    # copy of an initial condition passed but not differentiated: the copy was memory plain to the outer
+    # level, and the parameters' values written into it were refused. Oracle: central differences of the plain
+    # function's Hessian (tests._oracles.fd_hessian) times v; reverse over reverse beside it
+    def step(k, u0):
+        u = u0.copy()
+        for _ in range(3):
+            lap = u[2:] - 2 * u[1:-1] + u[:-2]
+            u[1:-1] += 0.2 * k[1:-1] * lap + 0.05 * k[1:-1] ** 2 * u[1:-1]
+        return np.sum(u ** 2)
+
+    u0 = np.array([0.0, 1.0, 2.0, 0.5, 0.0])
+    k = np.array([0.3, 0.8, 1.1, 0.6, 0.2])
+    v = np.array([0.5, -1.0, 0.25, 2.0, 1.0])
+    want = fd_hessian(lambda kk: step(kk, u0), k, 1e-4) @ v
+    hvp = mg.jvp(lambda kk: mg.grad(step)(kk, u0), (k,), (v,))[1]
+    np.testing.assert_allclose(hvp, want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(mg.jacobian(lambda kk: mg.grad(step)(kk, u0), mode="rev")(k) @ v, want,
+                               rtol=1e-6, atol=1e-8)
+    assert u0.tolist() == [0.0, 1.0, 2.0, 0.5, 0.0]
+
+    # (transformer tester) a layer norm scaling its normalised data in place, in a one-step meta-gradient whose
+    # data is a global: xc = x - mean is computed from the inner call's constant only
+    X = np.array([[0.3, -1.2, 0.8], [1.5, 0.1, -0.4]])
+
+    def ln_loss(g, x):
+        xc = x - x.mean(-1, keepdims=True)
+        xc /= np.sqrt((xc ** 2).mean(-1, keepdims=True) + 1e-5)
+        xc *= g
+        return np.sum(np.tanh(xc) ** 2)
+
+    def meta(g):
+        return ln_loss(g - 0.1 * mg.grad(ln_loss)(g, X), X)
+
+    def meta_plain(g):  # the inner gradient by central differences: an oracle with no mutagrad in it
+        h = 1e-5
+        inner = np.array([(ln_loss(g + h * e, X) - ln_loss(g - h * e, X)) / (2 * h) for e in np.eye(3)])
+        return ln_loss(g - 0.1 * inner, X)
+
+    g0 = np.array([1.0, 0.7, 1.3])
+    want = np.array([(meta_plain(g0 + 1e-4 * e) - meta_plain(g0 - 1e-4 * e)) / 2e-4 for e in np.eye(3)])
+    np.testing.assert_allclose(mg.grad(meta)(g0), want, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(mg.jvp(meta, (g0,), (np.ones(3),))[1], np.sum(want), rtol=1e-5, atol=1e-7)

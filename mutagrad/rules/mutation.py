@@ -614,6 +614,9 @@ def _ufunc_at(ufunc, inputs, kwargs):
     indices = inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     if not isinstance(a, Tracer):  # then b is the traced operand
+        if isinstance(b, Tracer) and b._plain_constant() and not isinstance(indices, Tracer):
+            # (a constant, as a non-differentiated argument: its values, as x[idx] = b writes them; graphs tester)
+            return ufunc.at(a, indices, bottom(b))
         import sys
 
         from ..core import _plain_copy_hint

@@ -1084,8 +1084,8 @@ class Level:
 
     def check_not_outer_into_plain(self, dest, vv):
         """An inner level's write of a value an outer level traces into memory that is plain
-        to the outer levels: an array passed to this differentiation, or one computed inside
-        it from such arrays only (x.copy()). The outer levels never see that memory, which
+        to the outer levels: an array passed to this differentiation, or a view made inside it of
+        memory plain to them (new memory is theirs too: new_memory). The outer levels never see it, which
         plain code may change after the call, or jacobian(mode="fwd") between its passes: the
         value would be kept without its derivative, as in any plain array. A value that carries no
         derivative at the outer levels (made from plain values only there: np.empty_like(u) filled
@@ -1095,7 +1095,7 @@ class Level:
                 return bottom(vv)
             s = dest._storage
             what = (f"{s.name}, a plain NumPy array passed to this inner one" if s.orig is not None else
-                    "an array the inner function computed only from plain arrays passed to it, as y = x.copy()")
+                    "a view the inner function made of memory plain to it")
             raise WriteToPlainArrayError(
                 f"writing a value traced by an outer differentiation into an array at {user_line()}: that array "
                 f"is plain to the outer differentiation ({what}), so it would keep the value after the inner "
@@ -1105,19 +1105,6 @@ class Level:
                 "outer function with np.zeros_like(p) or mnp.zeros(...). (The second derivative of f in one "
                 "argument is also mg.hessian(f, argnums=...), which needs neither.)")
         return vv
-
-    def outer_constant(self, out):
-        """An inner level's output computed from its constants only (the copy ``u = u0.copy()`` of an
-        argument not differentiated, ``x - x.mean()``), as a constant of the outer levels too where it is
-        new memory, so that values they trace may be written into it (``u[1:-1] += k * ...`` in the function
-        of a Hessian-vector product ``mg.jvp(lambda k: mg.grad(step)(k, u0), ...)``: the thomas and transformer
-        testers; it was refused as memory plain to them). Not a view of an argument's memory, which a write
-        would change under the outer levels (check_not_outer_into_plain)."""
-        if self.index and type(out) is _ndarray and out.base is None and out.dtype.kind in "fc":
-            return lift(out, STATE.levels[:self.index])
-        if self.index and type(out) is tuple:
-            return tuple(self.outer_constant(o) for o in out)
-        return out
 
     def constant_result(self, res, leaves, ins, zero=False):
         """``res`` computed with no derivative: pristine if all its traced inputs were, or if it
@@ -1140,6 +1127,16 @@ class Level:
                 raise subclass_error(x)
         return vals, ins
 
+    def new_memory(self, y):
+        """An inner level's new array ``y`` whose values are plain to the outer levels (computed from plain
+        arguments, or from their copies: ``u = u0.copy()``, ``x - x.mean()``, ``q[idx]``), as a constant of
+        the outer levels too, so that values they trace may be written into it, as into the copies of an
+        argument passed as ``mnp.array(u0)`` (a Hessian-vector product ``mg.jvp(lambda k: mg.grad(step)(k,
+        u0), ...)`` of a solver starting from ``u = u0.copy()``: the thomas and transformer testers; it was
+        refused as memory plain to them). Not an argument's memory or a view of it, which a write would
+        change under the outer levels (check_not_outer_into_plain)."""
+        return lift(y, STATE.levels[:self.index])
+
     def index_value(self, t, idx):
         """``t[idx]`` at this level: (result, fresh storage or None). A view of
         t's storage for a basic index, else a new storage (the caller records
@@ -1155,6 +1152,8 @@ class Level:
                     return _basic_view(t, v, b, self), None
                 if s.contains(b):
                     return ArrayTracer(v, self, s, s.geom_of(b), False), None
+            if self.index and type(v) is _ndarray:
+                v = self.new_memory(v)
             out = Storage(self, v)
             if s.pristine:  # (set only when true: setting it makes an instance dict)
                 out.pristine = True
@@ -1181,6 +1180,8 @@ class Level:
             s = Storage(self, y)
             return ScalarTracer(y, self, s, None, True), s
         if fresh and tb is _ndarray and y.base is None and y.dtype.kind in _FLOAT_KINDS:
+            if self.index:
+                y = self.new_memory(y)
             s = Storage(self, y)
             return ArrayTracer(y, self, s, None, False), s
         b = y if tb is _ndarray else bottom(y)
@@ -1206,6 +1207,8 @@ class Level:
                         ro = not b.flags.writeable
                         y = b = b.copy()
                         b.flags.writeable = not ro
+            if self.index and type(y) is _ndarray and _sole_memory(y):  # (np.roll's reshaped result too)
+                y = self.new_memory(y)
             s = Storage(self, y)
             return ArrayTracer(y, self, s, None, False), s
         if tb is float or tb is complex or (isinstance(b, np.generic) and b.dtype.kind in _FLOAT_KINDS):

@@ -271,8 +271,6 @@ class ForwardLevel(Level):
             zero = not _any_complex(vals)
         if tans is None or zero:
             out = apply_inner(prim, vals, tree, kwargs)
-            if self.index:
-                out = self.outer_constant(out)
             return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins, zero)
         frule = prim.frule
         if frule is None:

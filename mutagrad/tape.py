@@ -937,6 +937,8 @@ class ReverseLevel(Level):
         on a plain ``d`` nothing else names giving ``d`` a new traced array, see core._promoted_inplace)."""
         ty = type(y)
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
+            if self.index:
+                y = self.new_memory(y)
             st = Storage(self, y)
             out = ArrayTracer(y, self, st, None, False)
             if y.size > DROP_SIZE or not y.size or plain:  # (the arguments of a nonempty result are no larger)
@@ -1047,8 +1049,6 @@ class ReverseLevel(Level):
             zero = not _any_complex(vals)
         if not active or zero:
             out = apply_inner(prim, vals, tree, kwargs)
-            if self.index:
-                out = self.outer_constant(out)
             return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, zero)
         rrule = prim.rrule
         if rrule is None:
@@ -1141,6 +1141,8 @@ class ReverseLevel(Level):
         """Record ``prim``'s fresh result ``y`` (a new array or a NumPy scalar)
         with ``pullback``, for a rule's fast path (see ``Primitive.fast``):
         ``inputs`` are the active arguments' (storage, geometry, position)."""
+        if self.index and type(y) is _ndarray:
+            y = self.new_memory(y)
         s = Storage(self, y)
         s.active = True
         self.tape.append(OpRecord(pullback, inputs, [s], prim, None, None))

@@ -606,3 +606,32 @@ def test_hessian_vector_products_through_copies_of_an_argument_held_fixed():
     want = np.array([(meta_plain(g0 + 1e-4 * e) - meta_plain(g0 - 1e-4 * e)) / 2e-4 for e in np.eye(3)])
     np.testing.assert_allclose(mg.grad(meta)(g0), want, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(mg.jvp(meta, (g0,), (np.ones(3),))[1], np.sum(want), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("make", [
+    lambda q: q.copy(), lambda q: q - q.mean(), lambda q: q[[0, 1, 2, 3]], lambda q: q[q > -5], np.sort,
+    lambda q: np.roll(q, 1), lambda q: np.repeat(q, 1), lambda q: np.take(q, [3, 2, 1, 0]), np.cumsum,
+], ids=["copy", "centred", "fancy", "mask", "sort", "roll", "repeat", "take", "cumsum"])
+def test_new_memory_of_an_inner_argument_holds_outer_values(make):
+    # (regress61) new arrays the inner function computes from a plain argument alone, by any operation
+    # (gathers, np.sort, np.roll's reshaped result), take values the outer differentiation traces: the inner
+    # derivative in a is sum(u ** 2), by hand, so the oracle is central differences of plain NumPy code
+    U0 = np.array([0.3, -0.7, 1.1, 0.5])
+
+    def inner(a, q, y):
+        u = make(q)
+        u[1] = y[0] * y[1]
+        return a * np.sum(u ** 2)
+
+    def outer(y):
+        return mg.grad(inner)(np.array(0.7), U0.copy(), y) * y[0]
+
+    def outer_plain(y):
+        u = make(U0.copy())
+        u[1] = y[0] * y[1]
+        return np.sum(u ** 2) * y[0]
+
+    y0 = np.array([0.8, -1.2])
+    want = np.array([(outer_plain(y0 + 1e-6 * e) - outer_plain(y0 - 1e-6 * e)) / 2e-6 for e in np.eye(2)])
+    np.testing.assert_allclose(mg.grad(outer)(y0.copy()), want, rtol=1e-7)
+    np.testing.assert_allclose(mg.jacobian(outer, mode="fwd")(y0.copy()), want, rtol=1e-7)

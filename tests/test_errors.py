@@ -448,6 +448,12 @@ def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
 
         mg.grad(best)(np.array([0.1, 0.5]))
 
+        def relax(w):  # (Bellman-Ford from +inf: inf against inf is no tie to split; the graphs tester)
+            d = w * np.inf
+            return w[0] if d[0] + w[1] < d[1] else w[1]
+
+        assert mg.grad(relax)(np.array([1.0, 2.0])).tolist() == [0.0, 1.0]
+
 
 def test_a_cached_output_with_no_derivative_after_an_equality_test_warns():
     # a forward model memoized on its argument (scipy's MemoizeJac: fun(x), then jac(x) at the same x;

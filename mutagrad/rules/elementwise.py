@@ -426,13 +426,15 @@ def _warn_tie(inputs):
     for (0.5, 0.5) (the seqdp and survival testers: an HMM's or a Cox model's recursion at zero-initialised
     parameters). Numbers only (one element each): a mask of arrays ties wherever it is taken against an
     element of the array itself (x >= np.sort(x)[-k], x >= np.max(x): the warnnoise tester), and a value
-    compared with itself (if f <= best, best = f) is no choice between two."""
+    compared with itself (if f <= best, best = f) is no choice between two; nor two infinities (a
+    Bellman-Ford relaxation's d[u] + c < d[v] at +inf: the graphs tester), which have no derivative to split."""
     a, b = inputs
     if not (carries_any_derivative(a) and carries_any_derivative(b)) or np.size(a) != 1 or np.size(b) != 1 or (
             a is b or (a._storage is b._storage and a._geom is None and b._geom is None)):
         return
     with np.errstate(invalid="ignore"):
-        tie = np.any(np.asarray(bottom(a)) == np.asarray(bottom(b)))
+        ab = np.asarray(bottom(a))
+        tie = np.any((ab == np.asarray(bottom(b))) & np.isfinite(ab))
     if tie:
         kink_warning("a comparison of two differentiated values that are equal (a tie)", branch=True)
 

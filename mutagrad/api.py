@@ -2043,6 +2043,9 @@ def _hold_full_collections(step):
                     gc.set_threshold(now[0], now[1], t[2])
 
 
+_FLOATING = frozenset(np.dtype(c) for c in "efdgFDG")
+
+
 def _warn_cached(level, out, name):
     """Warn where the output of a differentiated function carries no derivative of its arguments
     and the function compared a differentiated value for equality (``level.equality_at``): the
@@ -2050,11 +2053,24 @@ def _warn_cached(level, out, name):
     scipy.optimize's MemoizeJac), whose value from an earlier plain call has no derivative, so
     the derivative would come out zero without a word (the hmc and seismic testers)."""
     where = level.equality_at
-    if where is None:
+    if where is None and level.order_at is None:
         return
-    for leaf in tree_flatten(out)[0]:
+    leaves = tree_flatten(out)[0]
+    for leaf in leaves:
         if isinstance(leaf, Tracer) and (leaf._level is not level or _carries_derivative(leaf)):
             return
+    if where is None:  # (the neuralode tester's bisection for an event time: 0 where it is -0.70)
+        if not any(getattr(bottom(leaf), "dtype", np.result_type(leaf) if isinstance(leaf, (float, complex)) else
+                           None) in _FLOATING for leaf in leaves):
+            return  # (a mask, a count: an output of booleans or integers, whose zero derivative is evident)
+        warn_at(user_frame(sys._getframe(1)), (
+            f"{name}: the function's output carries no derivative of the differentiated arguments, so its "
+            f"derivative is zero, and the function compared a differentiated value for order at "
+            f"{line_text(level.order_at)}: if the output is a point that comparisons chose from plain values (a "
+            "bisection's brackets, a grid search), its derivative is theirs (zero), not the point's: end a "
+            "bisection with a Newton step on the traced values, s = s - g(s) / g'(s), or iterate on traced "
+            "values (docs/errors.md); if the output is piecewise constant (a count, a step), the zero is right."))
+        return
     warn_at(user_frame(sys._getframe(1)), (
         f"{name}: the function's output carries no derivative of the differentiated arguments, so its "
         f"derivative is zero, and the function compared a differentiated value for equality at "

@@ -436,14 +436,15 @@ def _bounds_of(b):
     return _byte_bounds(b)
 
 
-def note_equality(args):
+def note_equality(args, attr="equality_at"):
     """Note, on the levels of the differentiated values among ``args`` (tracers carrying a derivative),
-    the user's line of an equality test of them (a == b, np.array_equal): see Level.equality_at."""
+    the user's line of an equality test of them (a == b, np.array_equal): see Level.equality_at; with
+    ``attr="order_at"``, of an order comparison (a < b, an if on one: Level.order_at)."""
     for x in args:
         while isinstance(x, Tracer):
             lv = x._level
-            if lv.equality_at is None and _carries_derivative(x):
-                lv.equality_at = user_place()
+            if getattr(lv, attr) is None and _carries_derivative(x):
+                setattr(lv, attr, user_place())
             x = x._value
 
 
@@ -811,6 +812,9 @@ class Level:
     # where the function first compared a differentiated value for equality (np.equal, ==, np.array_equal):
     # an output with no derivative then may be a cached value (api._warn_cached)
     equality_at = None
+    # where it first compared a differentiated value for order (<, >, np.greater...): an output with no
+    # derivative then may be a point chosen by comparisons from plain values, a bisection's (api._warn_cached)
+    order_at = None
     every = False  # vjp and jvp with no argument left out: every float argument is differentiated
 
     def __init__(self):
@@ -1475,7 +1479,7 @@ def live(x, writing=False, argument=False, output=False):
             raise x._elsewhere_write()
         b = bottom(x)  # (a copy: that differentiation may go on to write into it)
         return b.copy() if type(b) is _ndarray else b
-    left = None
+    left = carrier = None
     while isinstance(x, Tracer) and x._level.closed:
         lv = x._level
         g = lv.run_group
@@ -1484,15 +1488,16 @@ def live(x, writing=False, argument=False, output=False):
         s = x._storage
         if (s.captured or s.was_captured or s.span is not None) and getattr(lv, "tape", None):
             _note_leftover_read(lv, s)
-        x = x._value
+        if carrier is None and (s.active or s.tangent is not None):  # (`tangent`: a forward-mode one's; at any
+            carrier = s  # closed level: an inner grad's constant of the outer one's traced value, c * k in a
+        x = x._value  # cache an inner call fills, carried the outer derivative: the regress62 tester)
         left = left or s
     if left is not None:
         if LOCKED:
             _check_leftover_alias(x, writing)
-        if ((left.active or left.tangent is not None) and not (argument or writing or left.leftover_warned)
+        if (carrier is not None and not (argument or writing or carrier.leftover_warned)
                 and STATE.levels and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps
-            # its derivative; `tangent`: one a forward-mode differentiation left)
-            _warn_leftover_used(left, output)
+            _warn_leftover_used(carrier, output)  # its derivative)
     return x
 
 
@@ -3657,7 +3662,8 @@ class Tracer:
                 "call is not named)", TracerEscapeError,
                 " The array it converts is traced already: leave the conversion out (.astype(dtype) for another "
                 "dtype, .copy(order='C' or 'F') for a layout); in code that also runs on plain values, call "
-                "mnp.asarray (import mutagrad.numpy as mnp), which returns a traced array as it is.", specific=True,
+                "mnp.asarray (or mnp.ascontiguousarray, mnp.asfortranarray, mnp.require; import mutagrad.numpy as "
+                "mnp), which keep a traced array traced.", specific=True,
                 subject="...")
         raise escape_error(
             "np.asarray / np.array (or np.asanyarray, np.ascontiguousarray, np.asfortranarray, "
@@ -4918,6 +4924,31 @@ def _note_plain_copy(v, frame):
     _PLAIN_COPIES[id(v)] = (weakref.ref(v), (f.f_code.co_filename, f.f_lineno))
 
 
+_NUMPY_CONVERSIONS = {getattr(np, n): n for n in ("array", "asarray", "asanyarray", "ascontiguousarray",
+                                                   "asfortranarray", "require")}
+
+
+def _made_by_conversion(name, frame):
+    """(the function, its line) where the user's function last assigned its local ``name`` the result of a
+    NumPy conversion (np.asfortranarray(...), np.require(...)) before the running line; None if it did not
+    (or assigned it something else since), or its source cannot be read."""
+    from .errors import _file_tree, _index_of
+
+    code = frame.f_code
+    tree = _file_tree(code.co_filename)
+    if tree is None:
+        return None
+    lines = _index_of(tree)[2]
+    made = None
+    for line in range(code.co_firstlineno, frame.f_lineno):
+        for node in lines.get(line, ()):
+            if (type(node) is ast.Assign and node.lineno == line
+                    and any(type(t) is ast.Name and t.id == name for t in node.targets)):
+                fn = _named(node.value.func, frame) if type(node.value) is ast.Call else None
+                made = (_NUMPY_CONVERSIONS[fn], line) if fn in _NUMPY_CONVERSIONS else None
+    return made
+
+
 def _plain_copy_of_constant(obj, array):
     """The hint for a write into ``obj`` (named ``array``), a plain copy np.array made of a traced
     constant, or a view of one; "" otherwise."""
@@ -4967,6 +4998,16 @@ def _made_outside_hint(target, frame):
     copied = _plain_copy_of_constant(obj, array) if _PLAIN_COPIES else ""
     if copied:
         return copied
+    if "." not in array and type(obj) is _ndarray and name in code.co_varnames:
+        made = _made_by_conversion(name, frame)
+        if made is not None:  # (K = np.asfortranarray(A.T @ A): NumPy's copy, made where mutagrad sees nothing)
+            from .errors import SpecificHint
+
+            return SpecificHint(
+                f" `{name}` is made at line {made[1]} by np.{made[0]}(...), which NumPy computes through the "
+                "array protocol: of a traced constant (an argument not differentiated, or a value computed from "
+                "such) it returns a plain ndarray, which cannot hold traced values. Use "
+                f"mnp.{made[0]}(...) (import mutagrad.numpy as mnp), which stays traced.")
     if "." not in array and type(obj) is _ndarray and name in code.co_varnames:
         # `for buf in bufs: np.tanh(buf, out=buf)`: an element of a list made outside the function
         for k in code.co_freevars + code.co_names:

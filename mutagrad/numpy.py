@@ -270,6 +270,50 @@ def asarray(obj, dtype=None, order=None, **kw):
 asanyarray = asarray
 
 
+def _traced_input(a):
+    return isinstance(a, _Tracer) or (isinstance(a, (list, tuple)) and _has_tracer(a))
+
+
+def ascontiguousarray(a, dtype=None, **kw):
+    """Like ``np.ascontiguousarray`` (C order, at least one dimension); a traced array stays traced
+    (NumPy's converts it through the array protocol: a plain array, or an error)."""
+    if not _traced_input(a):
+        return _np.ascontiguousarray(a, dtype=dtype, **kw)
+    res = asarray(a, dtype=dtype, order="C")
+    return res.reshape(1) if res.ndim == 0 else res
+
+
+def asfortranarray(a, dtype=None, **kw):
+    """Like ``np.asfortranarray`` (Fortran order, at least one dimension); a traced array stays traced."""
+    if not _traced_input(a):
+        return _np.asfortranarray(a, dtype=dtype, **kw)
+    res = asarray(a, dtype=dtype, order="F")
+    return res.reshape(1) if res.ndim == 0 else res
+
+
+_REQUIREMENTS = {"C": "C", "C_CONTIGUOUS": "C", "CONTIGUOUS": "C", "F": "F", "F_CONTIGUOUS": "F", "FORTRAN": "F",
+                 "A": "A", "ALIGNED": "A", "W": "W", "WRITEABLE": "W", "O": "O", "OWNDATA": "O", "E": "E",
+                 "ENSUREARRAY": "E"}
+
+
+def require(a, dtype=None, requirements=None, **kw):
+    """Like ``np.require``; a traced array stays traced (a copy where a flag asked for is not its own:
+    OWNDATA of a view, WRITEABLE of a read-only one, the order)."""
+    if not _traced_input(a):
+        return _np.require(a, dtype=dtype, requirements=requirements, **kw)
+    if not requirements:
+        return asarray(a, dtype=dtype)
+    flags = {_REQUIREMENTS[r.upper()] for r in requirements}
+    if {"C", "F"} <= flags:
+        raise ValueError('Cannot specify both "C" and "F" order')
+    order = "C" if "C" in flags else "F" if "F" in flags else None
+    res = asarray(a, dtype=dtype, order=order)
+    b = _np.asarray(_bottom(res))
+    if ("O" in flags and not b.flags.owndata and res is a) or ("W" in flags and not b.flags.writeable):
+        return array(res, order=order or "K")
+    return res
+
+
 def fromiter(iterable, dtype=float, count=-1, **kw):
     """Like ``np.fromiter``; the items may be traced scalars."""
     items = []

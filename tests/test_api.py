@@ -477,6 +477,37 @@ def test_mnp_array_and_fromiter_carry_derivatives():
     check_grads(f, np.array([0.5, 1.5]))
 
 
+@pytest.mark.parametrize("conv,order", [
+    (mnp.asfortranarray, "F"), (mnp.ascontiguousarray, "C"), (lambda a: mnp.require(a, requirements="F"), "F"),
+    (lambda a: mnp.require(a, requirements=["C", "O"]), "C"), (lambda a: mnp.require(a, None, "W"), None),
+])
+def test_mnp_layout_conversions_stay_traced(conv, order):
+    # (regress62) np.asfortranarray / np.ascontiguousarray / np.require convert a traced array through the
+    # array protocol (a plain copy or an error): mnp's stay traced, in NumPy's layout and shapes, and a
+    # buffer made of a constant by them takes traced values. Oracle: central differences of plain NumPy
+    def f(k, A, conv):
+        K = conv(A.T @ A)
+        K[0, 0] += k
+        K[1, 0] += 2.0 * k
+        return np.sum(K ** 2)
+
+    A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    plain = lambda k: f(k, A, np.asfortranarray)
+    want = (plain(1.0 + 1e-6) - plain(1.0 - 1e-6)) / 2e-6
+    np.testing.assert_allclose(mg.grad(f)(1.0, A, conv), want, rtol=1e-8)
+    K = conv(A.T @ A)
+    assert order is None or K.flags[order + "_CONTIGUOUS"]
+
+    def g(x):
+        y = conv(x.reshape(2, 2))
+        if order is not None:
+            assert mg.value(y).flags[order + "_CONTIGUOUS"]
+        return np.sum(y * y)
+
+    np.testing.assert_allclose(mg.grad(g)(np.arange(4.0)), 2 * np.arange(4.0), rtol=1e-15)
+    assert mnp.ascontiguousarray(np.float64(2.0)).shape == np.ascontiguousarray(np.float64(2.0)).shape == (1,)
+
+
 _LIST_REDUCTIONS = {
     "max": lambda q0, q1: mnp.max([q0, q1, 2.0]),
     "min": lambda q0, q1: mnp.min((q0, q1)),

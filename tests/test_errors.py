@@ -455,6 +455,34 @@ def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
         assert mg.grad(relax)(np.array([1.0, 2.0])).tolist() == [0.0, 1.0]
 
 
+def test_a_point_chosen_by_comparisons_from_plain_values_warns():
+    # (neuralode tester) an event time found by bisection on plain brackets with `if` on a traced value: the
+    # output carries no derivative, 0 silently where it is -k ** -1.5 / 2 (by hand: t = k ** -0.5)
+    def crossing_time(k):
+        lo, hi = 0.0, 2.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if 1.0 - k * mid ** 2 > 0:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+
+    for call in (lambda: mg.grad(crossing_time)(0.8), lambda: mg.jvp(crossing_time, (0.8,), (1.0,))[1]):
+        with pytest.warns(UserWarning, match=r"compared a differentiated value for order at .*test_errors.py.*Newton"):
+            assert call() == 0.0  # (the documented zero, now with the warning)
+
+    def newton_ended(k):  # the fix the warning names: a Newton step on the traced values
+        s = crossing_time(mg.stop_gradient(k))
+        return s - (1.0 - k * s ** 2) / (-2.0 * k * s)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(mg.grad(newton_ended)(0.8), -0.5 * 0.8 ** -1.5, rtol=1e-12)
+        mg.grad(lambda x: np.sum(x[x > 0] ** 2))(np.array([1.0, -2.0]))  # (an output with a derivative)
+        mg.jacobian(lambda x: x > 1.5)(np.array([1.0, 2.0]))  # (a mask: its zero is evident)
+
+
 def test_a_cached_output_with_no_derivative_after_an_equality_test_warns():
     # a forward model memoized on its argument (scipy's MemoizeJac: fun(x), then jac(x) at the same x;
     # the seismic and hmc testers): the cached value is plain, its derivative zero, silently before
@@ -1632,6 +1660,26 @@ def test_constants_written_into_plain_arrays_are_plain_values():
     _raises(lambda x: f(x, p, True), x, mg.WriteToPlainArrayError)
 
 
+def test_a_plain_array_numpy_converted_from_a_constant_is_named():
+    # (regress62) K = np.asfortranarray(A.T @ A) of an argument not differentiated is NumPy's plain copy: the
+    # write of a traced value into it names the conversion and mnp's, which stays traced (same value: 1 + ...)
+    def f(k, A, conv):
+        K = conv(A.T @ A)
+        K[0, 0] += k
+        return np.sum(K)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"`K` is made at line \d+ by np.asfortranarray.*mnp.asfortranarray"):
+        mg.grad(f)(1.0, np.eye(2), np.asfortranarray)
+    def g(k, A):
+        K = np.require(A.T @ A, requirements="F")
+        K[0, 0] += k
+        return np.sum(K)
+
+    with pytest.raises(mg.WriteToPlainArrayError, match=r"by np.require.*mnp.require"):
+        mg.grad(g)(1.0, np.eye(2))
+    assert mg.grad(f)(1.0, np.eye(2), mnp.asfortranarray) == 1.0  # (the sum of K: derivative 1, by hand)
+
+
 def test_ufunc_at_into_plain_array_raises():
     def f(x):
         acc = np.zeros(3)
@@ -2518,6 +2566,24 @@ def test_traced_values_left_behind_are_their_values():
     mg.jvp(g, (x,), (np.ones(2),))
     with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
         np.testing.assert_allclose(mg.grad(g)(x), 2.0 * x)  # (the cached 2x as a constant)
+
+    # the same when an inner differentiation filled it with a value only the outer one traced (c * k is a
+    # constant of the inner grad): the first call's derivative, of sum(2 u0 c k) by hand, is sum(2 u0 c), and
+    # the second call's the documented zero, now with the warning (regress62 tester: silent before)
+    inner_cache = {}
+    u0, c0 = np.array([2.0, 3.0]), np.array([1.0, 1.5])
+
+    def outer(k):
+        def inner(a, c):
+            if "d" not in inner_cache:
+                inner_cache["d"] = c * k[0]
+            return np.sum(a ** 2 * inner_cache["d"])
+
+        return np.sum(mg.grad(inner)(u0.copy(), c0.copy()))
+
+    np.testing.assert_allclose(mg.grad(outer)(np.array([0.7])), [np.sum(2 * u0 * c0)], rtol=1e-14)
+    with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
+        np.testing.assert_allclose(mg.grad(outer)(np.array([0.7])), [0.0])
 
 
 def test_traced_values_left_behind_work_where_plain_arrays_do():

@@ -445,6 +445,7 @@ def _nondiff_call(ufunc, inputs, kwargs):
         note_equality(inputs)
     elif len(inputs) == 2 and ufunc in _ORDERINGS:
         _warn_tie(inputs)
+        note_equality(inputs, "order_at")
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     if "where" in kwargs:

@@ -2058,6 +2058,13 @@ def _warn_cached(level, out, name):
     leaves = tree_flatten(out)[0]
     for leaf in leaves:
         if isinstance(leaf, Tracer) and (leaf._level is not level or _carries_derivative(leaf)):
+            if level.cache_key_at is not None:  # (a cached term beside another: the warnnoise2 tester)
+                warn_at(user_frame(sys._getframe(1)), (
+                    f"{name}: the function compared a differentiated array equal to a plain array of its values at "
+                    f"{line_text(level.cache_key_at)}: if that returns a value kept from an earlier call (a cache "
+                    "keyed on the argument, as scipy.optimize's MemoizeJac), the kept value is a plain number "
+                    "without derivative, and its part of the derivative is zero. Compute it inside the "
+                    "differentiation (skip or clear the cache there)."))
             return
     if where is None:  # (the neuralode tester's bisection for an event time: 0 where it is -0.70)
         if not any(getattr(bottom(leaf), "dtype", np.result_type(leaf) if isinstance(leaf, (float, complex)) else

@@ -448,6 +448,18 @@ def note_equality(args, attr="equality_at"):
             x = x._value
 
 
+def note_cache_key(args, equal):
+    """Note (Level.cache_key_at) the user's line where a differentiated array compared equal, all of it
+    (``equal``: the comparison's plain result), to a plain array of its shape: the key of a cache filled
+    by an earlier plain call (scipy.optimize's MemoizeJac: ``np.all(x == self.x)``), whose kept value
+    has no derivative, also where the output carries another one (the warnnoise2 tester)."""
+    if len(args) < 2 or not bool(np.all(equal)):
+        return
+    for x, y in ((args[0], args[1]), (args[1], args[0])):
+        if type(y) is _ndarray and y.size > 1 and isinstance(x, Tracer) and np.shape(x) == y.shape:
+            note_equality((x,), "cache_key_at")
+
+
 def capture(st, x, v):
     """Note that a pullback reads ``v``, the value of tracer ``x`` of storage ``st`` (later writes
     into it must save what they overwrite): all of ``st`` (``captured``), or for a view, the memory
@@ -815,6 +827,7 @@ class Level:
     # where it first compared a differentiated value for order (<, >, np.greater...): an output with no
     # derivative then may be a point chosen by comparisons from plain values, a bisection's (api._warn_cached)
     order_at = None
+    cache_key_at = None  # (where a differentiated array compared equal to a plain one: note_cache_key)
     every = False  # vjp and jvp with no argument left out: every float argument is differentiated
 
     def __init__(self):
@@ -5752,6 +5765,14 @@ def _statistics_error(name, into):
 def _scipy_escape(caller):
     """The error for a traced value converted to plain values inside a SciPy function the user
     called (``caller``: the converting code's frame), naming it and its fix; None elsewhere."""
+    f = caller
+    while f is not None:  # (a SciPy function outside the differentiation, which calls mg.value_and_grad of the
+        mod = f.f_globals.get("__name__") or ""  # user's objective: scipy.optimize.minimize, solve_ivp's right-
+        if mod.startswith("scipy"):  # hand side; the conversion is the user's: the sph tester)
+            break
+        if mod == "mutagrad.api":
+            return None
+        f = f.f_back
     scipy_fn = _calling_scipy(caller)
     if scipy_fn is not None and not (caller.f_globals.get("__name__") or "").startswith(
             ("scipy", "numpy", "mutagrad")) and plain_write_target(caller) is not None:

@@ -346,17 +346,27 @@ def read_mask(k):
 def _footprint(level, start, s, depth):
     """read_mask's answer for storage ``s`` from the records ``start`` on; a copy gathered from it
     (``V[:, np.argsort(w)]``, the materials tester) reads only the elements whose copies are read
-    (the same question for the copy, a few gathers deep)."""
+    (the same question for the copy, a few gathers deep); an element a write overwrites before any
+    read is not read after it (``np.fill_diagonal(r, np.inf)`` of a distance matrix's zeros: the
+    warnnoise2 tester)."""
     tape = level.tape
     if any(o is s for o in level.seeded):
         return None
     buf = root = None
+    dead = dead_root = None  # (the elements overwritten before any read: a mirror, once there is one)
 
     def mark(g):  # (the view ``g`` of the mirror of s's memory, to mark)
         nonlocal buf, root
         if buf is None:
             buf, root = s.new_mirror(np.zeros)
         return root if g is None else view_of(buf, g)
+
+    def put(g, idx):  # (mark the elements ``idx`` of view ``g`` as read, where they are not overwritten)
+        if dead is None:
+            mark(g)[idx] = 1
+            return
+        view, gone = mark(g), dead_root if g is None else view_of(dead, g)
+        view[idx] = np.where(gone[idx] != 0, view[idx], 1)
 
     for i in range(start, len(tape)):
         r = tape[i]
@@ -373,19 +383,23 @@ def _footprint(level, start, s, depth):
                     view = mark(r.geom)
                     picked = np.zeros(view.shape, dtype=bool)
                     picked.reshape(-1)[np.asarray(np.arange(view.size).reshape(view.shape)[r.idx])[sub]] = True
-                    view[picked] = 1
+                    put(r.geom, picked)
         elif t is WriteRecord:
-            if r.vsrc is s:
-                marks = ((r.vgeom, Ellipsis),)
+            if r.vsrc is s:  # (its value read first: x[1:] = x[:-1])
+                put(r.vgeom, Ellipsis)
+            if r.dest is s:
+                if dead is None:
+                    dead, dead_root = s.new_mirror(np.zeros)
+                (dead_root if r.geom is None else view_of(dead, r.geom))[r.idx] = 1
         elif t is ScalarRun:
             if any(st is s for st, _ in r.ext):
                 return None
         else:
             return None
         for g, idx in marks:
-            if g is None and idx is Ellipsis:
+            if g is None and idx is Ellipsis and dead is None:
                 return None  # (all of it)
-            mark(g)[idx] = 1
+            put(g, idx)
     if buf is None:
         return np.zeros(s.shape, dtype=bool)
     return root != 0

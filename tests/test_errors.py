@@ -455,6 +455,39 @@ def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
         assert mg.grad(relax)(np.array([1.0, 2.0])).tolist() == [0.0, 1.0]
 
 
+def test_a_cached_term_beside_a_differentiated_one_warns():
+    # (warnnoise2) the MemoizeJac pattern with a regularizer: the output carries the regularizer's derivative,
+    # the cached term's is lost (by hand the gradient is 3 sin(6x) + 0.1 x; the cache hit gives 0.1 x)
+    memo = {}
+
+    def objective(x):
+        if "x" in memo and np.array_equal(memo["x"], x):
+            d = memo["val"]
+        else:
+            d = np.sum(np.sin(3 * x) ** 2)
+            if type(x) is np.ndarray:
+                memo["x"], memo["val"] = x.copy(), d
+        return d + 0.05 * np.sum(x ** 2)
+
+    x0 = np.array([0.3, -0.7, 1.1])
+    np.testing.assert_allclose(mg.grad(objective)(x0), 3 * np.sin(6 * x0) + 0.1 * x0, rtol=1e-12)  # (no hit)
+    objective(x0)
+    for key in (lambda m, x: np.array_equal(m, x), lambda m, x: bool(np.all(m == x))):
+        memo.clear()
+        objective(x0)
+
+        def cached(x, key=key):
+            d = memo["val"] if key(memo["x"], x) else np.sum(np.sin(3 * x) ** 2)
+            return d + 0.05 * np.sum(x ** 2)
+
+        with pytest.warns(UserWarning, match="compared a differentiated array equal to a plain array of its values"):
+            np.testing.assert_allclose(mg.grad(cached)(x0), 0.1 * x0, rtol=1e-12)  # (the documented constant)
+    with warnings.catch_warnings():  # (no hit, a scalar, one element: quiet)
+        warnings.simplefilter("error")
+        mg.grad(lambda x: np.sum(x ** 2) * float(np.array_equal(x, x0 + 1)))(x0)
+        mg.grad(lambda x: np.sum(np.where(x == 0.3, x, 2 * x)))(x0)
+
+
 def test_a_point_chosen_by_comparisons_from_plain_values_warns():
     # (neuralode tester) an event time found by bisection on plain brackets with `if` on a traced value: the
     # output carries no derivative, 0 silently where it is -k ** -1.5 / 2 (by hand: t = k ** -0.5)
@@ -512,8 +545,8 @@ def test_a_cached_output_with_no_derivative_after_an_equality_test_warns():
     # no warning: the output carries a derivative, or nothing differentiated was compared
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        mg.grad(lambda x: np.sum(x) if np.array_equal(x, c) else 0.0)(c)
-        mg.grad(lambda x: 3.0 if np.array_equal(c, c) else np.sum(x))(c)
+        mg.grad(lambda x: np.sum(x) if not np.array_equal(x, c + 1.0) else 0.0)(c)  # (no equal plain key:
+        mg.grad(lambda x: 3.0 if np.array_equal(c, c) else np.sum(x))(c)  # test_a_cached_term_beside...)
         mg.grad(lambda x: 3.0)(c)
 
 
@@ -590,6 +623,20 @@ def test_a_plain_buffer_written_in_a_scipy_callback_is_named_not_scipy():
     msg = _raises(lambda p: integrate.solve_ivp(lambda t, y: np.array([-p * y[0]]), (0, 1), [1.0]).y[0, -1], 2.0,
                   mg.TracerEscapeError)
     assert "solve_ivp" in msg and "RK4" in msg
+
+
+def test_a_conversion_in_an_objective_a_scipy_driver_calls_is_the_users():
+    # (sph tester) scipy.optimize.minimize calling mg.value_and_grad of the objective: the objective's own
+    # np.array of a list of traced values was reported as minimize converting its arguments
+    opt = pytest.importorskip("scipy.optimize")
+
+    def loss(p):
+        xs = [p * 0.9, p * 0.8]
+        return np.sum(np.array(xs) ** 2)
+
+    with pytest.raises(mg.TracerEscapeError) as e:
+        opt.minimize(mg.value_and_grad(loss), np.array([1.0]), jac=True, method="L-BFGS-B")
+    assert "np.array(xs) of a list of traced values" in str(e.value) and "minimize" not in str(e.value)
 
 
 def test_a_scipy_spline_called_on_a_traced_value_names_its_coefficients():

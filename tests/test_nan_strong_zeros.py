@@ -1143,11 +1143,25 @@ def test_no_kink_warning_where_the_zero_norms_are_not_read():
         r = np.linalg.norm(p[:, None] - p[None], axis=-1)
         return -np.sum(np.outer(mass, mass)[iu] / r[iu])
 
+    def pe_filled(p):  # (overwritten before any read: the warnnoise2 tester)
+        r = np.linalg.norm(p[:, None] - p[None], axis=-1)
+        np.fill_diagonal(r, np.inf)
+        return -0.5 * np.sum(np.outer(mass, mass) / r)
+
     want = fd_hessian(lambda x: pe_mask(x.reshape(3, 3)), pos.ravel(), 1e-4).reshape(3, 3, 3, 3)
-    for f in (pe_mask, pe_pairs):
+    for f in (pe_mask, pe_pairs, pe_filled):
         with warnings.catch_warnings():
             warnings.simplefilter("error", mg.KinkWarning)
             np.testing.assert_allclose(mg.hessian(f)(pos), want, rtol=1e-6, atol=1e-6)
+
+    def read_then_filled(p):  # (read before the overwrite: the kink's convention reaches the result)
+        r = np.linalg.norm(p[:, None] - p[None], axis=-1)
+        t = np.sum(r ** 2)
+        np.fill_diagonal(r, 1.0)
+        return t + np.sum(1.0 / r)
+
+    with pytest.warns(mg.KinkWarning, match="np.linalg.norm at a zero vector"):
+        mg.hessian(read_then_filled)(pos)
 
     def read_all(p):  # the zeros read: the kink's convention reaches the result (its Hessian there is 0)
         r = np.linalg.norm(p[:, None] - p[None], axis=-1)

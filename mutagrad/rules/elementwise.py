@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core import (
     ZERO_IF_REAL,
+    note_cache_key,
     note_equality,
     FUNCTIONS,
     REGISTRY,
@@ -443,6 +444,10 @@ def _nondiff_call(ufunc, inputs, kwargs):
     """Functions with boolean/integer results: computed on plain values."""
     if ufunc is np.equal or ufunc is np.not_equal:
         note_equality(inputs)
+        if ufunc is np.equal and len(inputs) == 2 and not kwargs:
+            res = np.equal(*(plain_operand(x) for x in inputs))
+            note_cache_key(inputs, res)
+            return res
     elif len(inputs) == 2 and ufunc in _ORDERINGS:
         _warn_tie(inputs)
         note_equality(inputs, "order_at")

@@ -1104,6 +1104,8 @@ KINKS = [  # (what, a function smooth at 0 whose Hessian through the kink comes 
     ("hypot", lambda x: np.hypot(x[0], x[1]) ** 2, 2 * np.eye(2)),
     ("norm", lambda x: np.linalg.norm(x) ** 2, 2 * np.eye(2)),
     ("norm along an axis", lambda x: np.sum(np.linalg.norm(x.reshape(1, 2), axis=1) ** 2), 2 * np.eye(2)),
+    # (np.std(x) ** 2 = var(x) = (x0 - x1)**2 / 4 at a constant x: the warnnoise2 tester)
+    ("std", lambda x: np.std(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),
 ]
 
 

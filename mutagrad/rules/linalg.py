@@ -790,7 +790,7 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
-def _norm_kink(v):
+def _norm_kink(v, what="np.linalg.norm at a zero vector"):
     """Watch a norm's value, or its sum of squares, ``v`` where it is 0 (its kink) and a higher derivative
     meets it: ``v`` carries a derivative at the innermost level and at one outside it (an inner level's
     constant of an outer traced value does not: regress46). The warning is given where the kink's value
@@ -800,28 +800,28 @@ def _norm_kink(v):
     read, and its cotangent 0 tells nothing: the cotangent of norm(x) ** 2 at 0 is 0 too, 2 * norm.)"""
     if (isinstance(v, Tracer) and _carries_derivative(v) and carries_any_derivative(v._value)
             and not np.all(bottom(v))):
-        return bind(_norm_kink_p, (v,), {"site": user_site()})
+        return bind(_norm_kink_p, (v,), {"site": user_site(), "what": what})
     return v
 
 
-def _norm_kink_rrule(v, site=None):
+def _norm_kink_rrule(v, site=None, what=""):
     zero = bottom(v) == 0
 
     def pullback(g):
         read = read_mask(0)
         if read is None or np.any(read & zero):
-            kink_warning("np.linalg.norm at a zero vector", site=site)
+            kink_warning(what, site=site)
         return (g,)
 
     return np.copy(v), pullback
 
 
-def _norm_kink_frule(primals, tangents, site=None):
-    kink_warning("np.linalg.norm at a zero vector", site=site)
+def _norm_kink_frule(primals, tangents, site=None, what=""):
+    kink_warning(what, site=site)
     return np.copy(primals[0]), tangents[0]
 
 
-_norm_kink_p = get_primitive(lambda v, site=None: np.copy(v), "norm_kink")  # (internal: no row of docs/coverage.md)
+_norm_kink_p = get_primitive(lambda v, site=None, what="": np.copy(v), "norm_kink")  # (internal: no coverage.md row)
 _norm_kink_p.rrule, _norm_kink_p.frule = _norm_kink_rrule, _norm_kink_frule
 FOOTPRINTS.add(_norm_kink_p)
 

@@ -815,7 +815,9 @@ def _np_var(args, kwargs, sqrt=False):
         elif one is not None and one.any():
             res = np.where(one, np.sqrt(stop_gradient(res)), np.sqrt(np.where(one, 1.0, res)))
         else:
-            res = np.sqrt(res)
+            from .linalg import _norm_kink  # (np.std(x) ** 2 at a constant x: the warnnoise2 tester)
+
+            res = _norm_kink(np.sqrt(res), "np.std at a constant input (zero deviation)")
     if (where is True or where is None) and n - ddof <= 0 and axis is None:
         # NumPy's nan or inf over the whole array, a function of x nowhere differentiable: NaN
         # derivatives in both modes (the division by a zero count met zero deviations, or sqrt's

@@ -2067,9 +2067,11 @@ def _warn_cached(level, out, name):
                     "differentiation (skip or clear the cache there)."))
             return
     if where is None:  # (the neuralode tester's bisection for an event time: 0 where it is -0.70)
-        if not any(getattr(bottom(leaf), "dtype", np.result_type(leaf) if isinstance(leaf, (float, complex)) else
-                           None) in _FLOATING for leaf in leaves):
-            return  # (a mask, a count: an output of booleans or integers, whose zero derivative is evident)
+        floats = [leaf for leaf in leaves if getattr(bottom(leaf), "dtype", np.result_type(leaf) if isinstance(
+            leaf, (float, complex)) else None) in _FLOATING]
+        if not floats or not any(np.any(np.asarray(bottom(leaf)) != 0) for leaf in floats):
+            return  # (a mask, a count: booleans or integers; an inactive hinge or penalty, `g if g > 0 else 0.0`,
+            # is 0: their zero derivative is evident, where a point a bisection chose is not 0)
         warn_at(user_frame(sys._getframe(1)), (
             f"{name}: the function's output carries no derivative of the differentiated arguments, so its "
             f"derivative is zero, and the function compared a differentiated value for order at "

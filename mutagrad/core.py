@@ -5705,8 +5705,8 @@ _PACKAGE_HINTS = {
     "pandas": " pandas stores plain NumPy arrays only: keep the traced values in arrays (np.* on them).",
 }
 _AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{}; in code that also runs on "
-             "plain values, write mnp.asarray(x) (import mutagrad.numpy as mnp), which returns a traced array as it "
-             "is, stacks a list of traced values and converts anything else as np.asarray does.")
+             "plain values, write mnp.{}(x) (import mutagrad.numpy as mnp), which keeps a traced array traced{}, "
+             "stacks a list of traced values and converts anything else as np.{} does.")
 
 
 def _users_function(fn) -> bool:
@@ -5723,13 +5723,17 @@ def _users_function(fn) -> bool:
 
 # NumPy's converters of one array, and the fix for each when it is given a traced array
 _CONVERTERS = {
-    "asarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
-    "asanyarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)"),
+    "asarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)", "asarray", " (as it is)", "asarray"),
+    "asanyarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)", "asanyarray", " (as it is)",
+                                   "asanyarray"),
     "array": (" For a copy, write x.copy() (x.astype(dtype) for another dtype), or mnp.array(x) (import "
               "mutagrad.numpy as mnp), which takes plain and traced values and lists of them."),
-    "ascontiguousarray": _AS_IT_IS.format(" (x.copy(order='C') for a C-ordered copy)"),
-    "asfortranarray": _AS_IT_IS.format(" (x.copy(order='F') for a Fortran-ordered copy)"),
-    "require": _AS_IT_IS.format(" (x.copy(order='C' or 'F') or x.astype(dtype) for what the requirements ask)"),
+    "ascontiguousarray": _AS_IT_IS.format(" (x.copy(order='C') for a C-ordered copy)", "ascontiguousarray",
+                                          " (a C-ordered copy where it is not one)", "ascontiguousarray"),
+    "asfortranarray": _AS_IT_IS.format(" (x.copy(order='F') for a Fortran-ordered copy)", "asfortranarray",
+                                       " (a Fortran-ordered copy where it is not one)", "asfortranarray"),
+    "require": _AS_IT_IS.format(" (x.copy(order='C' or 'F') or x.astype(dtype) for what the requirements ask)",
+                                "require", " (a copy where the requirements ask for one)", "require"),
 }
 
 

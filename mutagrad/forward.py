@@ -25,6 +25,7 @@ from .core import (
     bottom,
     foreign_subclass,
     index_step,
+    note_equality,
     operand_step,
     output_leaves,
     subclass_error,
@@ -269,6 +270,7 @@ class ForwardLevel(Level):
         zero = prim.zero
         if zero is ZERO_IF_REAL:  # (np.sign: zero for real inputs, its rules for complex ones)
             zero = not _any_complex(vals)
+            note_equality(leaves, "order_at")  # (a sign test: a bisection's np.sign(f(mid)) == np.sign(f(lo)))
         if tans is None or zero:
             out = apply_inner(prim, vals, tree, kwargs)
             return self.constant_result(self.wrap(out, leaves, ins, None, ()), leaves, ins, zero)

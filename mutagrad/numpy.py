@@ -308,10 +308,19 @@ def require(a, dtype=None, requirements=None, **kw):
         raise ValueError('Cannot specify both "C" and "F" order')
     order = "C" if "C" in flags else "F" if "F" in flags else None
     res = asarray(a, dtype=dtype, order=order)
-    b = _np.asarray(_bottom(res))
-    if ("O" in flags and not b.flags.owndata and res is a) or ("W" in flags and not b.flags.writeable):
+    if "O" in flags and res is a and isinstance(a, _Tracer) and not _owns_memory(a):
         return array(res, order=order or "K")
-    return res
+    return res  # (a traced array is writeable through mutagrad, also an argument read-only to plain code)
+
+
+def _owns_memory(t):
+    """Whether traced array ``t`` owns its memory, as NumPy's OWNDATA flag of the array it stands for: not a
+    view of another traced array, nor an argument that is a view of the caller's array. (Its value's own
+    flag is not that: an argument is a read-only view of the caller's array while the function runs.)"""
+    if t._geom is not None:
+        return False
+    orig = t._storage.orig
+    return type(orig) is not _np.ndarray or orig.flags.owndata
 
 
 def fromiter(iterable, dtype=float, count=-1, **kw):

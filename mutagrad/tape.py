@@ -41,6 +41,7 @@ from .core import (
     read_within,
     element_offsets,
     ZERO_IF_REAL,
+    note_equality,
     _any_complex,
     apply_inner,
     has_repeats,
@@ -1061,6 +1062,7 @@ class ReverseLevel(Level):
         zero = prim.zero
         if zero is ZERO_IF_REAL:  # (np.sign: zero for real inputs, its rules for complex ones)
             zero = not _any_complex(vals)
+            note_equality(leaves, "order_at")  # (a sign test: a bisection's np.sign(f(mid)) == np.sign(f(lo)))
         if not active or zero:
             out = apply_inner(prim, vals, tree, kwargs)
             return self.constant_result(self.wrap(out, leaves, ins, None, prim), leaves, ins, zero)

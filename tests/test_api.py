@@ -508,6 +508,31 @@ def test_mnp_layout_conversions_stay_traced(conv, order):
     assert mnp.ascontiguousarray(np.float64(2.0)).shape == np.ascontiguousarray(np.float64(2.0)).shape == (1,)
 
 
+def test_mnp_require_owndata_returns_an_array_that_owns_its_memory_itself():
+    # (regress63) np.require(x, 'O') of an x that owns its memory is x itself: a write through it changes x.
+    # The traced argument's value is a view of the caller's array while the function runs: not the flag
+    # to read. Oracle: central differences of the plain function, which writes x through y
+    def f(x, req):
+        y = np.require(x, requirements=req) if type(x) is np.ndarray else mnp.require(x, requirements=req)
+        y *= 3.0
+        return np.sum(x ** 2) + np.sum(y)
+
+    x0 = np.array([1.0, 2.0, 3.0])
+    for req in ("O", ["O", "C"], "W"):
+        want = np.array([(f(x0 + 1e-6 * e, req) - f(x0 - 1e-6 * e, req)) / 2e-6 for e in np.eye(3)])
+        np.testing.assert_allclose(want, 18 * x0 + 3, rtol=1e-7)  # (by hand: x is tripled, then squared)
+        x = x0.copy()
+        np.testing.assert_allclose(mg.grad(f)(x, req), want, rtol=1e-7)
+        assert x.tolist() == [3.0, 6.0, 9.0]  # (as the plain call leaves it)
+
+    def view(x):  # (a view owns nothing: a copy, which x does not see)
+        y = mnp.require(x[::2], requirements="O")
+        y *= 3.0
+        return np.sum(x ** 2) + np.sum(y)
+
+    np.testing.assert_allclose(mg.grad(view)(x0.copy()), 2 * x0 + np.array([3.0, 0.0, 3.0]), rtol=1e-14)
+
+
 _LIST_REDUCTIONS = {
     "max": lambda q0, q1: mnp.max([q0, q1, 2.0]),
     "min": lambda q0, q1: mnp.min((q0, q1)),

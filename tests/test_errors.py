@@ -166,7 +166,7 @@ def test_a_conversion_of_a_recorded_list_says_to_stack_it():
 
 def test_require_and_named_conversions_name_the_array():
     msg = _raises(lambda x: np.sum(np.require(x * 2.0, requirements="C")), np.ones(2), mg.TracerEscapeError)
-    assert msg.startswith("np.require(x)") and "mnp.asarray" in msg and "mnp.zeros" not in msg
+    assert msg.startswith("np.require(x)") and "mnp.require" in msg and "mnp.zeros" not in msg
 
     def f(x, A):  # (A, an argument not differentiated, holds a traced value: the message names A, not x)
         A[0] = x[0]
@@ -181,7 +181,7 @@ def test_require_and_named_conversions_name_the_array():
 @pytest.mark.parametrize("what,f,fix", [
     ("np.asarray(x)", lambda x: np.sum(np.asarray(x * 2.0) ** 2), "mnp.asarray(x)"),
     ("np.asarray(x)", lambda x: np.sum(np.asarray(x, dtype=np.float32)), "x.astype(dtype)"),
-    ("np.asanyarray(x)", lambda x: np.sum(np.asanyarray(x)), "mnp.asarray(x)"),
+    ("np.asanyarray(x)", lambda x: np.sum(np.asanyarray(x)), "mnp.asanyarray(x)"),
     ("np.array(x)", lambda x: np.sum(np.array(x)), "x.copy()"),
     ("np.ascontiguousarray(x)", lambda x: np.sum(np.ascontiguousarray(x[::-1])), "x.copy(order='C')"),
     ("np.asfortranarray(x)", lambda x: np.sum(np.asfortranarray(x)), "x.copy(order='F')"),
@@ -482,6 +482,15 @@ def test_a_cached_term_beside_a_differentiated_one_warns():
 
         with pytest.warns(UserWarning, match="compared a differentiated array equal to a plain array of its values"):
             np.testing.assert_allclose(mg.grad(cached)(x0), 0.1 * x0, rtol=1e-12)  # (the documented constant)
+    memo.clear()
+    objective(x0)
+
+    def not_any(x):  # (the key as `not np.any(x != key)`: regress63)
+        d = memo["val"] if not np.any(x != memo["x"]) else np.sum(np.sin(3 * x) ** 2)
+        return d + 0.05 * np.sum(x ** 2)
+
+    with pytest.warns(UserWarning, match="compared a differentiated array equal to a plain array of its values"):
+        mg.grad(not_any)(x0)
     with warnings.catch_warnings():  # (no hit, a scalar, one element: quiet)
         warnings.simplefilter("error")
         mg.grad(lambda x: np.sum(x ** 2) * float(np.array_equal(x, x0 + 1)))(x0)
@@ -509,9 +518,30 @@ def test_a_point_chosen_by_comparisons_from_plain_values_warns():
         s = crossing_time(mg.stop_gradient(k))
         return s - (1.0 - k * s ** 2) / (-2.0 * k * s)
 
+    def by_sign(k):  # (the textbook sign test, and np.signbit: regress63)
+        lo, hi = 0.0, 2.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if np.sign(1.0 - k * mid ** 2) == np.sign(1.0 - k * lo ** 2):
+                lo = mid
+            else:
+                hi = mid
+        return mid
+
+    def by_signbit(k):
+        lo, hi = 0.0, 2.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if np.signbit(1.0 - k * mid ** 2) else (mid, hi)
+        return mid
+
+    for f in (by_sign, by_signbit):
+        with pytest.warns(UserWarning, match="compared a differentiated value for order"):
+            assert mg.grad(f)(0.8) == 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_allclose(mg.grad(newton_ended)(0.8), -0.5 * 0.8 ** -1.5, rtol=1e-12)
+        assert mg.grad(lambda g: g if g > 0 else 0.0)(-0.5) == 0.0  # (an inactive hinge: 0, evidently zero)
         mg.grad(lambda x: np.sum(x[x > 0] ** 2))(np.array([1.0, -2.0]))  # (an output with a derivative)
         mg.jacobian(lambda x: x > 1.5)(np.array([1.0, 2.0]))  # (a mask: its zero is evident)
 

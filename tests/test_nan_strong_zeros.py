@@ -1106,6 +1106,7 @@ KINKS = [  # (what, a function smooth at 0 whose Hessian through the kink comes 
     ("norm along an axis", lambda x: np.sum(np.linalg.norm(x.reshape(1, 2), axis=1) ** 2), 2 * np.eye(2)),
     # (np.std(x) ** 2 = var(x) = (x0 - x1)**2 / 4 at a constant x: the warnnoise2 tester)
     ("std", lambda x: np.std(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),
+    ("nanstd", lambda x: np.nanstd(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),  # (regress63)
 ]
 
 
@@ -1155,6 +1156,18 @@ def test_no_kink_warning_where_the_zero_norms_are_not_read():
         with warnings.catch_warnings():
             warnings.simplefilter("error", mg.KinkWarning)
             np.testing.assert_allclose(mg.hessian(f)(pos), want, rtol=1e-6, atol=1e-6)
+
+    def std_overwritten(x):  # (np.std's zero overwritten before any read: regress63; var's Hessian by hand)
+        s = np.std(x.reshape(2, 3), axis=1)
+        s[0] = 1.0
+        return np.sum(s ** 2)
+
+    x = np.array([1.0, 1.0, 1.0, 1.0, 2.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        h = mg.hessian(std_overwritten)(x)
+    np.testing.assert_allclose(h[3:, 3:], (np.eye(3) - 1.0 / 3) * 2 / 3, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(h[:3], 0.0, atol=0)
 
     def read_then_filled(p):  # (read before the overwrite: the kink's convention reaches the result)
         r = np.linalg.norm(p[:, None] - p[None], axis=-1)

@@ -444,12 +444,14 @@ def _nondiff_call(ufunc, inputs, kwargs):
     """Functions with boolean/integer results: computed on plain values."""
     if ufunc is np.equal or ufunc is np.not_equal:
         note_equality(inputs)
-        if ufunc is np.equal and len(inputs) == 2 and not kwargs:
-            res = np.equal(*(plain_operand(x) for x in inputs))
-            note_cache_key(inputs, res)
+        if len(inputs) == 2 and not kwargs:  # (x == key, or not np.any(x != key): a cache's key)
+            res = ufunc(*(plain_operand(x) for x in inputs))
+            note_cache_key(inputs, res if ufunc is np.equal else ~np.asarray(res))
             return res
     elif len(inputs) == 2 and ufunc in _ORDERINGS:
         _warn_tie(inputs)
+        note_equality(inputs, "order_at")
+    elif ufunc is np.signbit:  # (a sign test, as x < 0: a bisection on the sign of f, the regress63 tester)
         note_equality(inputs, "order_at")
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)

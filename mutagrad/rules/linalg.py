@@ -790,22 +790,26 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
-def _norm_kink(v, what="np.linalg.norm at a zero vector"):
+def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None):
     """Watch a norm's value, or its sum of squares, ``v`` where it is 0 (its kink) and a higher derivative
     meets it: ``v`` carries a derivative at the innermost level and at one outside it (an inner level's
     constant of an outer traced value does not: regress46). The warning is given where the kink's value
     can reach the result: in reverse mode by the pullback, unless no operation after it reads the zeros
     (the zero self-distances of a pairwise distance matrix left out by a boolean index, ``r[off]``, or a
     gather: the nbody tester); in forward mode at once. (A zero selected away by np.where or np.triu is
-    read, and its cotangent 0 tells nothing: the cotangent of norm(x) ** 2 at 0 is 0 too, 2 * norm.)"""
-    if (isinstance(v, Tracer) and _carries_derivative(v) and carries_any_derivative(v._value)
-            and not np.all(bottom(v))):
-        return bind(_norm_kink_p, (v,), {"site": user_site(), "what": what})
-    return v
+    read, and its cotangent 0 tells nothing: the cotangent of norm(x) ** 2 at 0 is 0 too, 2 * norm.)
+    ``skip``: where a zero is no kink (the std of one element, a constant)."""
+    if not (isinstance(v, Tracer) and _carries_derivative(v) and carries_any_derivative(v._value)):
+        return v
+    zero = np.asarray(bottom(v)) == 0
+    if skip is not None:
+        zero = zero & ~np.asarray(skip)
+    if not np.any(zero):
+        return v
+    return bind(_norm_kink_p, (v,), {"site": user_site(), "what": what, "zero": zero})
 
 
-def _norm_kink_rrule(v, site=None, what=""):
-    zero = bottom(v) == 0
+def _norm_kink_rrule(v, site=None, what="", zero=None):
 
     def pullback(g):
         read = read_mask(0)
@@ -816,12 +820,12 @@ def _norm_kink_rrule(v, site=None, what=""):
     return np.copy(v), pullback
 
 
-def _norm_kink_frule(primals, tangents, site=None, what=""):
+def _norm_kink_frule(primals, tangents, site=None, what="", zero=None):
     kink_warning(what, site=site)
     return np.copy(primals[0]), tangents[0]
 
 
-_norm_kink_p = get_primitive(lambda v, site=None, what="": np.copy(v), "norm_kink")  # (internal: no coverage.md row)
+_norm_kink_p = get_primitive(lambda v, site=None, what="", zero=None: np.copy(v), "norm_kink")  # (internal: no coverage.md row)
 _norm_kink_p.rrule, _norm_kink_p.frule = _norm_kink_rrule, _norm_kink_frule
 FOOTPRINTS.add(_norm_kink_p)
 

@@ -815,9 +815,7 @@ def _np_var(args, kwargs, sqrt=False):
         elif one is not None and one.any():
             res = np.where(one, np.sqrt(stop_gradient(res)), np.sqrt(np.where(one, 1.0, res)))
         else:
-            from .linalg import _norm_kink  # (np.std(x) ** 2 at a constant x: the warnnoise2 tester)
-
-            res = _norm_kink(np.sqrt(res), "np.std at a constant input (zero deviation)")
+            res = np.sqrt(res)
     if (where is True or where is None) and n - ddof <= 0 and axis is None:
         # NumPy's nan or inf over the whole array, a function of x nowhere differentiable: NaN
         # derivatives in both modes (the division by a zero count met zero deviations, or sqrt's
@@ -887,7 +885,35 @@ FUNCTIONS[np.min] = FUNCTIONS[np.amin] = _np_ext(min_p, np.minimum)
 FUNCTIONS[np.cumsum] = _np_cumsum
 FUNCTIONS[np.cumprod] = _np_cumprod
 FUNCTIONS[np.var] = _numpy_bits(np.var, _VAR_NAMES, _np_var)
-FUNCTIONS[np.std] = _numpy_bits(np.std, _VAR_NAMES, lambda args, kwargs: _np_var(args, kwargs, sqrt=True))
+_std_bits = _numpy_bits(np.std, _VAR_NAMES, lambda args, kwargs: _np_var(args, kwargs, sqrt=True))
+
+
+def std_kink(res, what="np.std", single=None):
+    """``res``, a standard deviation, watched where it is 0 under a higher derivative (np.std(x) ** 2 at a
+    constant x: the warnnoise2 tester), as np.linalg.norm's zeros are (linalg._norm_kink): after NumPy's bits
+    are put in, so that a write over its zeros before any read is seen (regress63). ``single``: where it is the
+    std of one element, the constant 0, no kink."""
+    from .linalg import _norm_kink
+
+    return _norm_kink(res, f"{what} at a constant input (zero deviation)", single)
+
+
+def _np_std(args, kwargs):
+    res = _std_bits(args, kwargs)
+    a = _reduce_args(args, kwargs, _VAR_NAMES)
+    if a.get("out") is not None or not isinstance(res, Tracer):
+        return res  # (the out= array the caller holds, as NumPy returns it)
+    where, x = a.get("where", True), a["a"]
+    if a.get("mean") is not None or a.get("ddof") or a.get("correction"):
+        single = None
+    elif where is not True and where is not None:
+        single = _where_count(where, np.shape(x), a.get("axis"), bool(a.get("keepdims", False))) <= 1
+    else:
+        single = np.size(bottom(x)) == np.size(bottom(res))  # (one element per result: each std the constant 0)
+    return std_kink(res, single=single)
+
+
+FUNCTIONS[np.std] = _np_std
 FUNCTIONS[np.ptp] = _np_ptp
 
 

@@ -20,7 +20,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 from ..core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, get_primitive, numpy_layout, weak, where_mask
 from ..core import _bits, check_reduced_out, plain_operands, replicas, with_replayed_bits, write, write_out, write_reduced
 from ..errors import NoRuleError, user_line
-from .reductions import (_numpy_bits, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
+from .reductions import (_numpy_bits, std_kink, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out, numpy_zero_signs)
 from .shape import bin_sums_p
 
@@ -167,7 +167,7 @@ def _nanvar(x, m, a, sqrt):
     bad = np.asarray(dof) <= 0
     if np.any(bad):
         res = np.where(bad, np.nan, res)
-    return np.sqrt(res) if sqrt else res
+    return std_kink(np.sqrt(res), "np.nanstd") if sqrt else res
 
 
 FUNCTIONS[np.nansum] = _nan_reducer(np.sum, 0.0, _SUM_ARGS)

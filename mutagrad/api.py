@@ -2051,7 +2051,10 @@ def _warn_cached(level, out, name):
     and the function compared a differentiated value for equality (``level.equality_at``): the
     pattern of a cache keyed on the arguments (``if np.array_equal(x, last_x): return last_y``, as
     scipy.optimize's MemoizeJac), whose value from an earlier plain call has no derivative, so
-    the derivative would come out zero without a word (the hmc and seismic testers)."""
+    the derivative would come out zero without a word (the hmc and seismic testers); or compared one for
+    order (``level.order_at``) and the output is not all zeros: a point a bisection on plain brackets chose
+    (the neuralode tester). Where the output carries a derivative: if a differentiated array compared equal
+    to a plain array of its values (``level.cache_key_at``), a cached term beside another (warnnoise2)."""
     where = level.equality_at
     if where is None and level.order_at is None:
         return

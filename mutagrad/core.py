@@ -5021,7 +5021,6 @@ def _made_outside_hint(target, frame):
                 "array protocol: of a traced constant (an argument not differentiated, or a value computed from "
                 "such) it returns a plain ndarray, which cannot hold traced values. Use "
                 f"mnp.{made[0]}(...) (import mutagrad.numpy as mnp), which stays traced.")
-    if "." not in array and type(obj) is _ndarray and name in code.co_varnames:
         # `for buf in bufs: np.tanh(buf, out=buf)`: an element of a list made outside the function
         for k in code.co_freevars + code.co_names:
             held = frame.f_locals.get(k, frame.f_globals.get(k)) if k in code.co_freevars else frame.f_globals.get(k)

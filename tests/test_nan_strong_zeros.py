@@ -1107,7 +1107,14 @@ KINKS = [  # (what, a function smooth at 0 whose Hessian through the kink comes 
     # (np.std(x) ** 2 = var(x) = (x0 - x1)**2 / 4 at a constant x: the warnnoise2 tester)
     ("std", lambda x: np.std(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),
     ("nanstd", lambda x: np.nanstd(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),  # (regress63)
+    ("std out=", lambda x: _std_into(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),  # (regress64)
 ]
+
+
+def _std_into(x):
+    buf = mnp.empty(())
+    np.std(x, out=buf)
+    return buf
 
 
 @pytest.mark.parametrize("what,f,want", KINKS, ids=[k[0] for k in KINKS])

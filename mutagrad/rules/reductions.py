@@ -816,6 +816,8 @@ def _np_var(args, kwargs, sqrt=False):
             res = np.where(one, np.sqrt(stop_gradient(res)), np.sqrt(np.where(one, 1.0, res)))
         else:
             res = np.sqrt(res)
+        if a.get("out") is not None:  # (watched here: _np_std returns the caller's out, regress64)
+            res = std_kink(res, single=one)
     if (where is True or where is None) and n - ddof <= 0 and axis is None:
         # NumPy's nan or inf over the whole array, a function of x nowhere differentiable: NaN
         # derivatives in both modes (the division by a zero count met zero deviations, or sqrt's

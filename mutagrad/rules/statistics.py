@@ -167,7 +167,9 @@ def _nanvar(x, m, a, sqrt):
     bad = np.asarray(dof) <= 0
     if np.any(bad):
         res = np.where(bad, np.nan, res)
-    return std_kink(np.sqrt(res), "np.nanstd") if sqrt else res
+    if not sqrt:
+        return res
+    return std_kink(np.sqrt(res), "np.nanstd", None if ddof else np.asarray(dof) <= 1)  # (one element: a constant)
 
 
 FUNCTIONS[np.nansum] = _nan_reducer(np.sum, 0.0, _SUM_ARGS)

@@ -2518,7 +2518,27 @@ for _n in ("ConvexHull", "Voronoi", "HalfspaceIntersection"):
 _RANKS = ("{} of the ranks is piecewise constant in the data (its derivative is zero wherever it has one): "
           "call it on mg.stop_gradient(x) for its value; a differentiable surrogate (a soft rank, Pearson's "
           "np.corrcoef of the values) is another function.")
+def _scipy_stats_module():
+    import scipy.stats
+
+    return scipy.stats
+
+
+def _scipy_distribution_types():
+    from scipy.stats import rv_continuous, rv_discrete
+
+    return (rv_continuous, rv_discrete)
+
+
 _STATS_REWRITES = {
+    "tmean": "tmean(x, (lo, hi)) is np.mean(x[(x >= lo) & (x <= hi)]) (inclusive=(False, False): > and <), "
+             "differentiated.",
+    "theilslopes": "The Theil-Sen slope is np.median of the pairwise slopes: i, j = np.triu_indices(n, 1); "
+                   "np.median((y[j] - y[i]) / (x[j] - x[i])) (pairs with x[j] != x[i]), differentiated; its "
+                   "intercept (SciPy's method='separate') np.median(y) - slope * np.median(x).",
+    "siegelslopes": "The repeated-medians slope is np.median over i of np.median over j != i of (y[j] - y[i]) / "
+                    "(x[j] - x[i]): S = (y[None] - y[:, None]) / (x[None] - x[:, None] + np.eye(n)), "
+                    "np.median(np.nanmedian(np.where(np.eye(n) == 1, np.nan, S), axis=1)), differentiated.",
     "entropy": "scipy.stats.entropy(pk) is np.sum(entr(p)) of p = pk / np.sum(pk) (along axis=0 as SciPy's; "
                "entr and rel_entr from mutagrad.scipy.special, differentiated); with qk, np.sum(rel_entr(p, q)) of "
                "the normalized q too; base=b divides by np.log(b).",
@@ -2701,6 +2721,10 @@ def _scipy_rewrite(sub, name):
         return (f" Solve with mutagrad.scipy.sparse.linalg.spsolve(A, b) (a sparse A) or np.linalg.solve(A, b) "
                 f"(a dense one), which are differentiated, or write the {short} iteration with NumPy operations "
                 "(its steps are differentiated).")
+    if sub == "stats" and "." not in name and not isinstance(getattr(_scipy_stats_module(), short, None),
+                                                            _scipy_distribution_types()):
+        return (f" scipy.stats.{short} converts its arguments to plain arrays: write the statistic with NumPy "
+                "operations (np.sort, np.median, np.mean of a masked selection...), which are differentiated.")
     if sub == "stats":
         return (" Write the log-density of a distribution not listed with NumPy operations and "
                 "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "

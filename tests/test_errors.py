@@ -655,6 +655,29 @@ def test_a_plain_buffer_written_in_a_scipy_callback_is_named_not_scipy():
     assert "solve_ivp" in msg and "RK4" in msg
 
 
+def test_scipy_stats_statistics_name_their_numpy_rewrite_not_a_density():
+    # (robuststats) tmean / theilslopes / siegelslopes got the advice for a distribution's log-density; the
+    # rewrites they name give SciPy's values (checked here on plain arrays: the oracle is SciPy itself)
+    st = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(1)
+    x, n = rng.standard_normal(9), 9
+    y = 2 * x + rng.standard_normal(9)
+    for f, name in ((lambda v: st.tmean(v, (-1, 1)), "np.mean(x[(x >= lo)"),
+                    (lambda v: st.theilslopes(v, x)[0], "np.triu_indices"),
+                    (lambda v: st.siegelslopes(v, x)[0], "np.nanmedian"),
+                    (lambda v: st.skew(v), "skewness")):
+        with pytest.raises(mg.TracerEscapeError) as e:
+            mg.grad(f)(y.copy())
+        assert name in str(e.value) and "log-density" not in str(e.value)
+    i, j = np.triu_indices(n, 1)
+    slope = np.median((y[j] - y[i]) / (x[j] - x[i]))
+    np.testing.assert_allclose([slope, np.median(y) - slope * np.median(x)], st.theilslopes(y, x)[:2], rtol=1e-14)
+    S = (y[None] - y[:, None]) / (x[None] - x[:, None] + np.eye(n))
+    np.testing.assert_allclose(np.median(np.nanmedian(np.where(np.eye(n) == 1, np.nan, S), axis=1)),
+                               st.siegelslopes(y, x)[0], rtol=1e-14)
+    np.testing.assert_allclose(np.mean(y[(y >= -1) & (y <= 1)]), st.tmean(y, (-1, 1)), rtol=1e-14)
+
+
 def test_a_conversion_in_an_objective_a_scipy_driver_calls_is_the_users():
     # (sph tester) scipy.optimize.minimize calling mg.value_and_grad of the objective: the objective's own
     # np.array of a list of traced values was reported as minimize converting its arguments

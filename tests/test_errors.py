@@ -678,6 +678,17 @@ def test_scipy_stats_statistics_name_their_numpy_rewrite_not_a_density():
     np.testing.assert_allclose(np.mean(y[(y >= -1) & (y <= 1)]), st.tmean(y, (-1, 1)), rtol=1e-14)
 
 
+def test_scipy_s_own_comparisons_of_traced_values_give_no_tie_warning():
+    # (robuststats) minimize_scalar on a traced closure: Brent's comparisons inside SciPy tie on the way to
+    # SciPy's conversion, which is the error; three KinkWarnings came before it
+    opt = pytest.importorskip("scipy.optimize")
+    x = np.array([0.3, -1.2, 2.5, 0.7, 7.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        with pytest.raises(mg.TracerEscapeError):
+            mg.grad(lambda x: opt.minimize_scalar(lambda m: np.sum((x - m) ** 2)).x)(x)
+
+
 def test_a_conversion_in_an_objective_a_scipy_driver_calls_is_the_users():
     # (sph tester) scipy.optimize.minimize calling mg.value_and_grad of the objective: the objective's own
     # np.array of a list of traced values was reported as minimize converting its arguments

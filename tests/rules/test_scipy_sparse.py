@@ -250,3 +250,33 @@ def test_a_sparse_product_of_a_constant_copy_then_written_with_traced_values():
     h = 1e-6
     fd = (f(2.0 + h, u0) - f(2.0 - h, u0)) / (2 * h)
     np.testing.assert_allclose(mg.grad(f)(2.0, u0.copy()), fd, rtol=1e-7)
+
+
+def test_a_closed_over_sparse_matrix_s_transpose_in_a_loop_is_kept_once():
+    # (tomography tester) `A.T @ r` of a closed-over csr A in a Landweber loop: each A.T is a new csc matrix
+    # over A's arrays, and each kept its own copy (tape memory one matrix per iteration). The gradient: the
+    # loop is linear in b, so its derivative is checked against central differences of the plain loop
+    import tracemalloc
+
+    A = sp.random(300, 200, density=0.2, format="csr", random_state=3)
+    b = np.random.default_rng(3).random(300)
+    target = np.linspace(0.0, 1.0, 200)
+
+    def landweber(bb, niter):
+        x = np.zeros_like(bb, shape=200)
+        for _ in range(niter):
+            x += 1e-3 * (A.T @ (bb - A @ x))
+        return 0.5 * np.sum((x - target) ** 2)
+
+    peaks = []
+    for niter in (5, 40):
+        tracemalloc.start()
+        g = mg.grad(landweber)(b.copy(), niter)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    nbytes = A.data.nbytes + A.indices.nbytes + A.indptr.nbytes
+    assert peaks[1] - peaks[0] < 2 * nbytes  # (was 35 more copies)
+    e = np.zeros(300)
+    e[7] = 1.0
+    fd = (landweber(b + 1e-6 * e, 40) - landweber(b - 1e-6 * e, 40)) / 2e-6
+    np.testing.assert_allclose(g[7], fd, rtol=1e-6)

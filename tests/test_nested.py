@@ -635,3 +635,29 @@ def test_new_memory_of_an_inner_argument_holds_outer_values(make):
     want = np.array([(outer_plain(y0 + 1e-6 * e) - outer_plain(y0 - 1e-6 * e)) / 2e-6 for e in np.eye(2)])
     np.testing.assert_allclose(mg.grad(outer)(y0.copy()), want, rtol=1e-7)
     np.testing.assert_allclose(mg.jacobian(outer, mode="fwd")(y0.copy()), want, rtol=1e-7)
+
+
+def test_a_nested_hessian_of_an_argument_with_a_plain_alias_is_not_a_write():
+    # (econometrics) Heckman's two steps: mg.hessian(ll)(b, X) inside mg.grad w.r.t. X, beside a plain view
+    # W = X[:, :2] read later; the inner forward jacobian's passes wrote X's own values back between them,
+    # which the alias took for a write into the argument (AliasingError). Oracle: central differences of
+    # the Hessian's trace written by hand, sum_i 2 |x_i|^2 (1 - 3 t_i^2)(1 - t_i^2), t = tanh(X b)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 3))
+    W = X[:, :2]
+    b = np.full(3, 0.1)
+
+    def ll(b, X):
+        return np.sum(np.tanh(X @ b) ** 2)
+
+    def est(X):
+        return np.trace(mg.hessian(ll)(b, X)) + np.sum(W)
+
+    def plain(X):
+        t = np.tanh(X @ b)
+        return np.sum(2 * np.sum(X ** 2, axis=1) * (1 - 3 * t ** 2) * (1 - t ** 2)) + np.sum(W)
+
+    want = numerical_grad(plain, (X,), (0,))[0]
+    np.testing.assert_allclose(mg.grad(est)(X), want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(mg.grad(lambda X: np.trace(mg.jacobian(mg.grad(ll), mode="fwd")(b, X)) + np.sum(W))(X),
+                               want, rtol=1e-6, atol=1e-8)

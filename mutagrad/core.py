@@ -2280,6 +2280,8 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
         r = lv.process_ew(prim, leaves)
     if r is None:
         r = _process_at(lv, prim, leaves, None, None, _EMPTY)
+        if nested and prim in NESTED_WATCH:  # (np.sqrt of a sum of squares: rules/elementwise._sqrt_watch)
+            r = NESTED_WATCH[prim](a, r)
     if scalar_op is not None and type(r) is ScalarTracer:
         # NumPy scalars' own arithmetic (complex128's differs from the ufunc loop in the last bit)
         va = plain_operand(a) if isinstance(a, Tracer) and a._level is lv else a
@@ -2294,6 +2296,9 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
             if type(y) is type(t._value):  # (r is fresh, at every level: its storage's root is its value)
                 t._value = t._storage._root = y
     return r
+
+
+NESTED_WATCH: dict = {}  # primitive -> f(operand, result): a result to watch under a higher derivative
 
 
 def ew_call(prim, leaves, dest=None):

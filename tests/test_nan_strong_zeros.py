@@ -1108,6 +1108,11 @@ KINKS = [  # (what, a function smooth at 0 whose Hessian through the kink comes 
     ("std", lambda x: np.std(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),
     ("nanstd", lambda x: np.nanstd(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),  # (regress63)
     ("std out=", lambda x: _std_into(x) ** 2, np.array([[0.5, -0.5], [-0.5, 0.5]])),  # (regress64)
+    # (a norm written out with np.sqrt: geostat's distance at a repeated site, bundleadj's rotation angle and
+    # Huber loss of a residual's norm; a guarded root, np.sqrt(np.where(hit, disc, 0)), is no sum of squares)
+    ("sqrt of a sum of squares", lambda x: np.sqrt(np.sum(x ** 2)) ** 2, 2 * np.eye(2)),
+    ("sqrt of added squares", lambda x: np.sqrt(x[0] ** 2 + x[1] ** 2) ** 2, 2 * np.eye(2)),
+    ("sqrt of w @ w", lambda x: np.sqrt(x @ x) ** 2, 2 * np.eye(2)),
 ]
 
 

@@ -18,6 +18,7 @@ from ..core import (
     note_cache_key,
     note_equality,
     FUNCTIONS,
+    NESTED_WATCH,
     REGISTRY,
     PYTHON_COMPLEX_ABS,
     RAISES_FP,
@@ -1292,3 +1293,83 @@ for _name, _uf in (("arccos", np.arccos), ("arcsin", np.arcsin), ("arctanh", np.
     _emath_rule(getattr(np.emath, _name), ("abs1",), _uf)
 _emath_rule(np.emath.power, ("neg", "int"), np.power)
 _emath_rule(np.emath.logn, ("neg", "neg"), lambda n, x: np.log(x) / np.log(n))
+
+
+# -- np.sqrt of a sum of squares: a norm written out ---------------------------------
+
+
+def _made_by(level, s, back=16):
+    """The record of ``level``'s tape, among its last ``back``, whose output is storage ``s``; or None."""
+    tape = getattr(level, "tape", None)
+    if not tape:
+        return None
+    for r in reversed(tape[-back:]):
+        if getattr(r, "out", None) is s or s in (getattr(r, "outputs", None) or ()):
+            return r
+    return None
+
+
+def _squares(level, s) -> bool:
+    """Whether storage ``s`` holds squares: made by np.square, or by np.multiply of one array by itself."""
+    r = _made_by(level, s)
+    if r is None or r.prim is None:
+        return False
+    if r.prim.name == "np.square":
+        return True
+    if r.prim.name in ("np.power", "np.float64.__pow__"):  # (x ** 2 inside a nested level: exponent 2)
+        xs = getattr(r, "xs", None)
+        p = xs[1] if xs is not None and len(xs) == 2 else None
+        return p is not None and np.ndim(bottom(p)) == 0 and bottom(p) == 2
+    ins = [(st, g) for st, g, _ in r.inputs]
+    return r.prim.name == "np.multiply" and len(ins) == 2 and ins[0][0] is ins[1][0] and ins[0][1] == ins[1][1]
+
+
+def _added_squares(level, s, depth=0) -> bool:
+    """Whether storage ``s`` holds squares, or sums of squares by np.add (dx ** 2 + dy ** 2 + dz ** 2)."""
+    if _squares(level, s):
+        return True
+    r = _made_by(level, s)
+    return (depth < 4 and r is not None and r.prim is not None and r.prim.name == "np.add" and len(r.inputs) == 2
+            and all(_added_squares(level, st, depth + 1) for st, _, _ in r.inputs))
+
+
+def _sum_of_squares(x) -> bool:
+    """Whether traced ``x`` is a sum of squares computed at its (reverse) level: np.sum of squares, or
+    w @ w, np.dot(w, w) of one vector: ``np.sqrt`` of it is a norm written out (the geostat, bundleadj and
+    warnnoise2 testers: a kernel of np.sqrt(np.sum(d ** 2)) at a repeated site, a rotation's angle
+    np.sqrt(w @ w) at w = 0, a Huber loss of a residual's norm, whose Hessians were wrong there silently)."""
+    r = _made_by(x._level, x._storage)
+    if r is None or r.prim is None:
+        return False
+    name = r.prim.name
+    if name == "np.sum":
+        return len(r.inputs) == 1 and _added_squares(x._level, r.inputs[0][0])
+    if name == "np.add":  # (np.sqrt(dx ** 2 + dy ** 2))
+        return _added_squares(x._level, x._storage)
+    if name in ("np.matmul", "np.dot", "np.vdot", "np.inner"):
+        return len(r.inputs) == 2 and r.inputs[0][0] is r.inputs[1][0] and r.inputs[0][1] == r.inputs[1][1]
+    return False
+
+
+def _sqrt_watch(x, res):
+    """np.sqrt's result ``res`` of ``x``, watched at its zeros (rules/linalg._norm_kink) where it is a norm
+    written out and a higher derivative meets it; else as it is (a guarded root's zeros,
+    np.sqrt(np.where(hit, disc, 0.0)), are not a norm's: no warning). Called for nested levels only."""
+    if (isinstance(x, Tracer) and x._level.mode == "rev" and isinstance(res, Tracer)
+            and not np.all(bottom(res)) and _sum_of_squares(x)):
+        from .linalg import _norm_kink
+
+        return _norm_kink(res, "np.sqrt of a sum of squares (a norm) at a zero vector")
+    return res
+
+
+def _sqrt_call(ufunc, inputs, kwargs):
+    """np.sqrt through the general ufunc path (a fast path not taken: out=, where=...), watched as above."""
+    res = ufunc_call(ufunc, inputs, kwargs)
+    if len(inputs) == 1 and not kwargs and len(active_levels()) > 1:
+        res = _sqrt_watch(inputs[0], res)
+    return res
+
+
+UFUNC_HANDLERS[(np.sqrt, "__call__")] = _sqrt_call
+NESTED_WATCH[REGISTRY[np.sqrt]] = _sqrt_watch

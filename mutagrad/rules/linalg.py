@@ -27,7 +27,7 @@ import weakref
 
 import numpy as np
 
-from ..core import (FUNCTIONS, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, capture, carries_any_derivative,
+from ..core import (FUNCTIONS, REGISTRY, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, capture, carries_any_derivative,
                     get_primitive, plain_operand, plain_operands, strong_operand, write_out, write_replayed)
 from ..errors import kink_warning, user_line, user_site
 from ..registry import LAYOUT_EXACT, _Meta, pins, refusing_identity, view_kept
@@ -831,8 +831,9 @@ FOOTPRINTS.add(_norm_kink_p)
 
 
 def _norm_root(s):
-    """np.sqrt of a norm's sum of squares, watched at its zeros (:func:`_norm_kink`)."""
-    return _norm_kink(np.sqrt(s))
+    """np.sqrt of a norm's sum of squares, watched at its zeros (:func:`_norm_kink`; the primitive itself,
+    not np.sqrt's call, which would watch it a second time as a norm written out)."""
+    return _norm_kink(bind(REGISTRY[np.sqrt], (s,)) if isinstance(s, Tracer) else np.sqrt(s))
 
 
 def _np_norm(args, kwargs):

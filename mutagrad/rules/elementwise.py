@@ -1305,7 +1305,7 @@ def _made_by(level, s, back=16):
         return None
     for r in reversed(tape[-back:]):
         if getattr(r, "out", None) is s or s in (getattr(r, "outputs", None) or ()):
-            return r
+            return r if getattr(r, "prim", None) is not None else None  # (a gather, a write: no operation)
     return None
 
 

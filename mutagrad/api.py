@@ -2043,9 +2043,6 @@ def _hold_full_collections(step):
                     gc.set_threshold(now[0], now[1], t[2])
 
 
-_FLOATING = frozenset(np.dtype(c) for c in "efdgFDG")
-
-
 def _warn_cached(level, out, name):
     """Warn where the output of a differentiated function carries no derivative of its arguments
     and the function compared a differentiated value for equality (``level.equality_at``): the
@@ -2070,9 +2067,9 @@ def _warn_cached(level, out, name):
                     "differentiation (skip or clear the cache there)."))
             return
     if where is None:  # (the neuralode tester's bisection for an event time: 0 where it is -0.70)
-        floats = [leaf for leaf in leaves if getattr(bottom(leaf), "dtype", np.result_type(leaf) if isinstance(
-            leaf, (float, complex)) else None) in _FLOATING]
-        if not floats or not any(np.any(np.asarray(bottom(leaf)) != 0) for leaf in floats):
+        floats = [b for b in map(bottom, leaves) if isinstance(b, (float, complex, np.ndarray, np.generic))
+                  and np.result_type(b).kind in "fc"]
+        if not any(np.any(np.asarray(b) != 0) for b in floats):
             return  # (a mask, a count: booleans or integers; an inactive hinge or penalty, `g if g > 0 else 0.0`,
             # is 0: their zero derivative is evident, where a point a bisection chose is not 0)
         warn_at(user_frame(sys._getframe(1)), (

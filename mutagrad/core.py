@@ -2523,16 +2523,11 @@ for _n in ("ConvexHull", "Voronoi", "HalfspaceIntersection"):
 _RANKS = ("{} of the ranks is piecewise constant in the data (its derivative is zero wherever it has one): "
           "call it on mg.stop_gradient(x) for its value; a differentiable surrogate (a soft rank, Pearson's "
           "np.corrcoef of the values) is another function.")
-def _scipy_stats_module():
+def _scipy_distribution(name) -> bool:
+    """Whether scipy.stats' ``name`` is a distribution (norm, halfcauchy), not a statistic (tmean)."""
     import scipy.stats
 
-    return scipy.stats
-
-
-def _scipy_distribution_types():
-    from scipy.stats import rv_continuous, rv_discrete
-
-    return (rv_continuous, rv_discrete)
+    return isinstance(getattr(scipy.stats, name, None), (scipy.stats.rv_continuous, scipy.stats.rv_discrete))
 
 
 _STATS_REWRITES = {
@@ -2726,8 +2721,7 @@ def _scipy_rewrite(sub, name):
         return (f" Solve with mutagrad.scipy.sparse.linalg.spsolve(A, b) (a sparse A) or np.linalg.solve(A, b) "
                 f"(a dense one), which are differentiated, or write the {short} iteration with NumPy operations "
                 "(its steps are differentiated).")
-    if sub == "stats" and "." not in name and not isinstance(getattr(_scipy_stats_module(), short, None),
-                                                            _scipy_distribution_types()):
+    if sub == "stats" and "." not in name and not _scipy_distribution(short):
         return (f" scipy.stats.{short} converts its arguments to plain arrays: write the statistic with NumPy "
                 "operations (np.sort, np.median, np.mean of a masked selection...), which are differentiated.")
     if sub == "stats":
@@ -5374,10 +5368,8 @@ def write(dest, idx, value):
                         "(import mutagrad.numpy as mnp) or np.zeros_like(x) of a traced x, or pass the plain arrays "
                         "they copy as arguments not differentiated (traced constants, whose copies can hold traced "
                         "values), so that they hold traced values.", specific=True)
-                f = sys._getframe(1)
-                while f is not None and (f.f_globals.get("__name__") or "").startswith(("mutagrad", "numpy")):
-                    f = f.f_back
-                if f is not None and (f.f_globals.get("__name__") or "").startswith("scipy"):
+                f = scipy_caller(sys._getframe(1))
+                if f is not None:
                     err = _scipy_escape(f)  # (SciPy's own code writes it: scipy.optimize.fixed_point's np.full_like)
                     if err is not None:
                         raise err
@@ -5732,9 +5724,9 @@ _PACKAGE_HINTS = {
                "(pint's Quantity asks mutagrad first: docs/design.md)."),
     "pandas": " pandas stores plain NumPy arrays only: keep the traced values in arrays (np.* on them).",
 }
-_AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{}; in code that also runs on "
-             "plain values, write mnp.{}(x) (import mutagrad.numpy as mnp), which keeps a traced array traced{}, "
-             "stacks a list of traced values and converts anything else as np.{} does.")
+_AS_IT_IS = (" x is an array already (a traced one): leave the conversion out{fix}; in code that also runs on "
+             "plain values, write mnp.{name}(x) (import mutagrad.numpy as mnp), which keeps a traced array traced{how}, "
+             "stacks a list of traced values and converts anything else as np.{name} does.")
 
 
 def _users_function(fn) -> bool:
@@ -5751,17 +5743,16 @@ def _users_function(fn) -> bool:
 
 # NumPy's converters of one array, and the fix for each when it is given a traced array
 _CONVERTERS = {
-    "asarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)", "asarray", " (as it is)", "asarray"),
-    "asanyarray": _AS_IT_IS.format(" (x.astype(dtype) for another dtype)", "asanyarray", " (as it is)",
-                                   "asanyarray"),
+    "asarray": _AS_IT_IS.format(fix=" (x.astype(dtype) for another dtype)", name="asarray", how=" (as it is)"),
+    "asanyarray": _AS_IT_IS.format(fix=" (x.astype(dtype) for another dtype)", name="asanyarray", how=" (as it is)"),
     "array": (" For a copy, write x.copy() (x.astype(dtype) for another dtype), or mnp.array(x) (import "
               "mutagrad.numpy as mnp), which takes plain and traced values and lists of them."),
-    "ascontiguousarray": _AS_IT_IS.format(" (x.copy(order='C') for a C-ordered copy)", "ascontiguousarray",
-                                          " (a C-ordered copy where it is not one)", "ascontiguousarray"),
-    "asfortranarray": _AS_IT_IS.format(" (x.copy(order='F') for a Fortran-ordered copy)", "asfortranarray",
-                                       " (a Fortran-ordered copy where it is not one)", "asfortranarray"),
-    "require": _AS_IT_IS.format(" (x.copy(order='C' or 'F') or x.astype(dtype) for what the requirements ask)",
-                                "require", " (a copy where the requirements ask for one)", "require"),
+    "ascontiguousarray": _AS_IT_IS.format(fix=" (x.copy(order='C') for a C-ordered copy)", name="ascontiguousarray",
+                                          how=" (a C-ordered copy where it is not one)"),
+    "asfortranarray": _AS_IT_IS.format(fix=" (x.copy(order='F') for a Fortran-ordered copy)", name="asfortranarray",
+                                       how=" (a Fortran-ordered copy where it is not one)"),
+    "require": _AS_IT_IS.format(fix=" (x.copy(order='C' or 'F') or x.astype(dtype) for what the requirements ask)",
+                                name="require", how=" (a copy where the requirements ask for one)"),
 }
 
 
@@ -5792,6 +5783,13 @@ def _statistics_error(name, into):
         f"statistics.{name}(...) of traced values (it converts them {into})", TracerEscapeError,
         f" Use NumPy's {twin} instead, which takes traced values." if twin else
         " Write it with NumPy's functions (np.mean, np.var...), which take traced values.", specific=True)
+
+
+def scipy_caller(frame):
+    """The first frame from ``frame`` out that is not mutagrad's or NumPy's, if it is SciPy's code; else None."""
+    while frame is not None and (frame.f_globals.get("__name__") or "").startswith(("mutagrad", "numpy")):
+        frame = frame.f_back
+    return frame if frame is not None and (frame.f_globals.get("__name__") or "").startswith("scipy") else None
 
 
 def _scipy_escape(caller):

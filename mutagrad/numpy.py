@@ -274,21 +274,24 @@ def _traced_input(a):
     return isinstance(a, _Tracer) or (isinstance(a, (list, tuple)) and _has_tracer(a))
 
 
-def ascontiguousarray(a, dtype=None, **kw):
-    """Like ``np.ascontiguousarray`` (C order, at least one dimension); a traced array stays traced
-    (NumPy's converts it through the array protocol: a plain array, or an error)."""
-    if not _traced_input(a):
-        return _np.ascontiguousarray(a, dtype=dtype, **kw)
-    res = asarray(a, dtype=dtype, order="C")
-    return res.reshape(1) if res.ndim == 0 else res
+def _ordered(convert, order):
+    """``np.ascontiguousarray`` / ``np.asfortranarray`` (``convert``): the array in ``order``, at least one
+    dimension; a traced array stays traced (NumPy's converts it through the array protocol: a plain array,
+    or an error)."""
+
+    def f(a, dtype=None, **kw):
+        if not _traced_input(a):
+            return convert(a, dtype=dtype, **kw)
+        res = asarray(a, dtype=dtype, order=order)
+        return res.reshape(1) if res.ndim == 0 else res
+
+    f.__name__ = f.__qualname__ = convert.__name__
+    f.__doc__ = f"Like ``np.{convert.__name__}`` ({order} order, at least one dimension); a traced array stays traced."
+    return f
 
 
-def asfortranarray(a, dtype=None, **kw):
-    """Like ``np.asfortranarray`` (Fortran order, at least one dimension); a traced array stays traced."""
-    if not _traced_input(a):
-        return _np.asfortranarray(a, dtype=dtype, **kw)
-    res = asarray(a, dtype=dtype, order="F")
-    return res.reshape(1) if res.ndim == 0 else res
+ascontiguousarray = _ordered(_np.ascontiguousarray, "C")
+asfortranarray = _ordered(_np.asfortranarray, "F")
 
 
 _REQUIREMENTS = {"C": "C", "C_CONTIGUOUS": "C", "CONTIGUOUS": "C", "F": "F", "F_CONTIGUOUS": "F", "FORTRAN": "F",

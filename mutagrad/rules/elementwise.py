@@ -39,6 +39,7 @@ from ..core import (
     lift,
     plain_operand,
     promotion_operand,
+    scipy_caller,
     where_mask,
     write,
     write_out,
@@ -439,10 +440,7 @@ def _warn_tie(inputs):
         ab = np.asarray(bottom(a))
         tie = np.any((ab == np.asarray(bottom(b))) & np.isfinite(ab))
     if tie:
-        f = sys._getframe(1)
-        while f is not None and (f.f_globals.get("__name__") or "").startswith(("mutagrad", "numpy")):
-            f = f.f_back
-        if f is not None and (f.f_globals.get("__name__") or "").startswith("scipy"):
+        if scipy_caller(sys._getframe(1)) is not None:
             return  # (SciPy's own comparisons, Brent's in minimize_scalar, before it converts: the robuststats tester)
         kink_warning("a comparison of two differentiated values that are equal (a tie)", branch=True)
 

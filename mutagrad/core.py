@@ -2280,8 +2280,8 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
         r = lv.process_ew(prim, leaves)
     if r is None:
         r = _process_at(lv, prim, leaves, None, None, _EMPTY)
-        if nested and prim in NESTED_WATCH:  # (np.sqrt of a sum of squares: rules/elementwise._sqrt_watch)
-            r = NESTED_WATCH[prim](a, r)
+        if nested and prim in NESTED_WATCH:  # (np.sqrt of a sum of squares: rules/elementwise._root_watch)
+            r = NESTED_WATCH[prim](leaves, r)
     if scalar_op is not None and type(r) is ScalarTracer:
         # NumPy scalars' own arithmetic (complex128's differs from the ufunc loop in the last bit)
         va = plain_operand(a) if isinstance(a, Tracer) and a._level is lv else a
@@ -2298,7 +2298,7 @@ def _fast_call(ufunc, self, a, b, scalar_op=None, dest=None, into=None):
     return r
 
 
-NESTED_WATCH: dict = {}  # primitive -> f(operand, result): a result to watch under a higher derivative
+NESTED_WATCH: dict = {}  # primitive -> f(operands, result): a result to watch under a higher derivative
 
 
 def ew_call(prim, leaves, dest=None):
@@ -5119,7 +5119,16 @@ def _structured_target(target, frame):
 
 
 def _plain_copy_hint(target=None):
-    outside = _made_outside_hint(target, user_frame(sys._getframe(1)))
+    """The fix for a traced value written into the plain array ``target`` (its name, or None), with the SciPy
+    call that runs the code where it does (:func:`_scipy_callback_note`)."""
+    caller = sys._getframe(1)
+    advice = _plain_copy_advice(target, caller)
+    note = _scipy_callback_note(caller)
+    return type(advice)(advice + note) if note else advice  # (a SpecificHint stays one)
+
+
+def _plain_copy_advice(target, caller):
+    outside = _made_outside_hint(target, user_frame(caller))
     if outside:
         return outside
     if target is not None and "[" in target:
@@ -5374,7 +5383,8 @@ def write(dest, idx, value):
                     if err is not None:
                         raise err
                 raise escape_error("writing a traced value into a plain NumPy array" + (
-                    "" if target is None else f" `{target}`"), WriteToPlainArrayError, _plain_copy_hint(target))
+                    "" if target is None else f" `{target}`"), WriteToPlainArrayError,
+                    _plain_copy_hint(target))
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return
@@ -5845,6 +5855,27 @@ def _scipy_escape(caller):
                     "converts its arguments with np.asarray)")
         return escape_error(what, TracerEscapeError, extra, specific=True)  # (a conversion: nothing is written)
     return None
+
+
+def _scipy_callback_note(frame) -> str:
+    """Where the failing code is a callback a SciPy function without derivative rules calls (solve_ivp's
+    right-hand side, brentq's function) inside the differentiation: that the SciPy call is the next thing to
+    change, with its fix (the clothsim tester followed the write's fix only to be refused at solve_ivp); else ''."""
+    f = frame
+    while f is not None:
+        mod = f.f_globals.get("__name__") or ""
+        if mod == "mutagrad.api":  # (SciPy outside the differentiation: scipy.optimize.minimize of mg.value_and_grad)
+            return ""
+        if mod.startswith("scipy"):
+            break
+        f = f.f_back
+    fn = _calling_scipy(frame) if f is not None else None
+    if fn is None or fn[2]:
+        return ""
+    name, sub, _ = fn
+    return (f" Next: this code is a function that scipy{'.' + sub if sub else ''}.{name} calls on plain arrays; where "
+            f"its result depends on traced values, {name}, which returns plain numbers, would drop their derivative "
+            "even with the write fixed (refused there, the next error)." + _scipy_hint(sub, name))
 
 
 def _scipy_scalar_operand(frame) -> bool:

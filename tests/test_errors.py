@@ -648,11 +648,22 @@ def test_a_plain_buffer_written_in_a_scipy_callback_is_named_not_scipy():
         return p * opt.brentq(g, 0.0, 2.0)
 
     msg = _raises(f, 2.0, mg.WriteToPlainArrayError)
-    assert "the plain NumPy array `buf`" in msg and "brentq" not in msg
+    assert "the plain NumPy array `buf`" in msg and "function brentq (plain Python" not in msg
     integrate = pytest.importorskip("scipy.integrate")
     msg = _raises(lambda p: integrate.solve_ivp(lambda t, y: np.array([-p * y[0]]), (0, 1), [1.0]).y[0, -1], 2.0,
                   mg.TracerEscapeError)
     assert "solve_ivp" in msg and "RK4" in msg
+
+    def rhs(t, y, k):  # (the clothsim tester: a buffer made from the plain state SciPy passes, refused first,
+        f = np.zeros_like(y)  # with the write's fix only; solve_ivp's refusal came after it was followed)
+        f[0] = -k * y[0]
+        return f
+
+    msg = _raises(lambda k: integrate.solve_ivp(rhs, (0, 1), [1.0], args=(k,)).y[0, -1], 2.0,
+                  mg.WriteToPlainArrayError)
+    assert "`f`" in msg and "mnp.zeros" in msg  # (the write's own fix, then the SciPy call's)
+    assert "scipy.integrate.solve_ivp calls on plain arrays" in msg and "RK4" in msg
+    assert "scipy.optimize.brentq calls" in _raises(f, 2.0, mg.WriteToPlainArrayError)  # (brentq's callback too)
 
 
 def test_scipy_stats_statistics_name_their_numpy_rewrite_not_a_density():

@@ -1113,6 +1113,20 @@ KINKS = [  # (what, a function smooth at 0 whose Hessian through the kink comes 
     ("sqrt of a sum of squares", lambda x: np.sqrt(np.sum(x ** 2)) ** 2, 2 * np.eye(2)),
     ("sqrt of added squares", lambda x: np.sqrt(x[0] ** 2 + x[1] ** 2) ** 2, 2 * np.eye(2)),
     ("sqrt of w @ w", lambda x: np.sqrt(x @ x) ** 2, 2 * np.eye(2)),
+    # (an RMS, an ARD kernel's scaled squares, np.average's weights, a root by ** 0.5: session 44)
+    ("sqrt of a mean of squares", lambda x: np.sqrt(np.mean(x ** 2)) ** 2, np.eye(2)),
+    ("sqrt of scaled squares", lambda x: np.sqrt(np.sum(x ** 2 / np.array([0.5, 2.0]) ** 2)) ** 2,
+     np.diag([8.0, 0.5])),
+    ("sqrt of an average of squares", lambda x: np.sqrt(np.average(x ** 2, weights=[0.25, 0.75])) ** 2,
+     np.diag([0.5, 1.5])),
+    ("sum of squares over n", lambda x: np.sqrt(np.sum(x * x) / 2.0) ** 2, np.eye(2)),
+    ("sum of squares ** 0.5", lambda x: (np.sum(x ** 2) ** 0.5) ** 2, 2 * np.eye(2)),
+    # (an angle at 0: arccos(1 - r**2 / 2) = 2 arcsin(r / 2), whose square is r**2 + r**4 / 12 + ...: a bending
+    # energy at a flat hinge, the clothsim tester; arcsin's and arccosh's the same kink)
+    ("arccos at 1", lambda x: np.arccos(1.0 - np.sum(x * x) / 2) ** 2, 2 * np.eye(2)),
+    ("clipped arccos at 1", lambda x: np.arccos(np.clip(1.0 - np.sum(x * x) / 2, -1.0, 1.0)) ** 2, 2 * np.eye(2)),
+    ("arcsin at 1", lambda x: (np.pi / 2 - np.arcsin(1.0 - np.sum(x * x) / 2)) ** 2, 2 * np.eye(2)),
+    ("arccosh at 1", lambda x: np.arccosh(1.0 + np.sum(x * x) / 2) ** 2, 2 * np.eye(2)),
 ]
 
 

@@ -45,7 +45,8 @@ from ..core import (
     write_out,
     write_replayed,
 )
-from ..errors import MutationError, NoRuleError, kink_warning, user_line
+from .. import core
+from ..errors import _MUTAGRAD_DIR, MutationError, NoRuleError, kink_warning, user_line
 from ..registry import (_FP_KEYS, EagerPartial, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)
 from ..tangents import ZeroTangent
@@ -1297,29 +1298,55 @@ _emath_rule(np.emath.logn, ("neg", "neg"), lambda n, x: np.log(x) / np.log(n))
 
 
 def _made_by(level, s, back=16):
-    """The record of ``level``'s tape, among its last ``back``, whose output is storage ``s``; or None."""
+    """The record of ``level``'s tape, among its last ``back``, whose output is storage ``s``, through the
+    identity that puts NumPy's own bits in (np.average's, np.mean's with where=); or None."""
     tape = getattr(level, "tape", None)
     if not tape:
         return None
     for r in reversed(tape[-back:]):
         if getattr(r, "out", None) is s or s in (getattr(r, "outputs", None) or ()):
-            return r if getattr(r, "prim", None) is not None else None  # (a gather, a write: no operation)
+            prim = getattr(r, "prim", None)
+            if prim is not None and prim.name == "a reduction's value" and len(r.inputs) == 1:
+                s = r.inputs[0][0]
+                continue
+            return r if prim is not None else None  # (a gather, a write: no operation)
     return None
 
 
-def _squares(level, s) -> bool:
-    """Whether storage ``s`` holds squares: made by np.square, or by np.multiply of one array by itself."""
+def _squares(level, s, depth=0) -> bool:
+    """Whether storage ``s`` holds squares: made by np.square, by x ** 2, or by np.multiply of one array by
+    itself; or squares scaled, np.multiply or np.divide of squares by any factor (d ** 2 / ls ** 2, the
+    weights of np.average)."""
     r = _made_by(level, s)
     if r is None or r.prim is None:
         return False
-    if r.prim.name == "np.square":
+    name = r.prim.name
+    if name == "np.square":
         return True
-    if r.prim.name in ("np.power", "np.float64.__pow__"):  # (x ** 2 inside a nested level: exponent 2)
-        xs = getattr(r, "xs", None)
-        p = xs[1] if xs is not None and len(xs) == 2 else None
-        return p is not None and np.ndim(bottom(p)) == 0 and bottom(p) == 2
-    ins = [(st, g) for st, g, _ in r.inputs]
-    return r.prim.name == "np.multiply" and len(ins) == 2 and ins[0][0] is ins[1][0] and ins[0][1] == ins[1][1]
+    if name in ("np.power", "np.float64.__pow__"):  # (x ** 2 inside a nested level: exponent 2)
+        return _exponent(r) == 2
+    ins = r.inputs
+    if name == "np.multiply" and len(ins) == 2 and ins[0][0] is ins[1][0] and ins[0][1] == ins[1][1]:
+        return True
+    return depth < 4 and _scaled(r, lambda st: _squares(level, st, depth + 1))
+
+
+def _exponent(r):
+    """The exponent of a power's record ``r``, a plain number, or None (a traced or array exponent)."""
+    xs = getattr(r, "xs", None)
+    p = xs[1] if xs is not None and len(xs) == 2 else None
+    return bottom(p) if p is not None and np.ndim(bottom(p)) == 0 and not isinstance(p, Tracer) else None
+
+
+def _scaled(r, test) -> bool:
+    """Whether record ``r`` is np.multiply of a storage that passes ``test`` by any factor, or np.divide of
+    one by any divisor."""
+    name = r.prim.name
+    if name == "np.multiply":
+        return any(test(st) for st, _, _ in r.inputs)
+    if name == "np.divide":
+        return any(pos == 0 and test(st) for st, _, pos in r.inputs)
+    return False
 
 
 def _added_squares(level, s, depth=0) -> bool:
@@ -1331,43 +1358,99 @@ def _added_squares(level, s, depth=0) -> bool:
             and all(_added_squares(level, st, depth + 1) for st, _, _ in r.inputs))
 
 
-def _sum_of_squares(x) -> bool:
-    """Whether traced ``x`` is a sum of squares computed at its (reverse) level: np.sum of squares, or
-    w @ w, np.dot(w, w) of one vector: ``np.sqrt`` of it is a norm written out (the geostat, bundleadj and
-    warnnoise2 testers: a kernel of np.sqrt(np.sum(d ** 2)) at a repeated site, a rotation's angle
-    np.sqrt(w @ w) at w = 0, a Huber loss of a residual's norm, whose Hessians were wrong there silently)."""
-    r = _made_by(x._level, x._storage)
+def _sum_of_squares(level, s, depth=0) -> bool:
+    """Whether storage ``s`` is a sum of squares computed at (reverse) ``level``: np.sum or np.mean of
+    squares, w @ w, np.dot(w, w) of one vector, or one of them scaled (np.average's division by the weights'
+    sum): ``np.sqrt`` of it is a norm written out (the geostat, bundleadj and warnnoise2 testers: a kernel
+    of np.sqrt(np.sum(d ** 2)) at a repeated site, a rotation's angle np.sqrt(w @ w) at w = 0, a Huber loss
+    of a residual's norm, whose Hessians were wrong there silently)."""
+    r = _made_by(level, s)
     if r is None or r.prim is None:
         return False
     name = r.prim.name
-    if name == "np.sum":
-        return len(r.inputs) == 1 and _added_squares(x._level, r.inputs[0][0])
+    if name in ("np.sum", "np.mean"):
+        return len(r.inputs) == 1 and _added_squares(level, r.inputs[0][0])
     if name == "np.add":  # (np.sqrt(dx ** 2 + dy ** 2))
-        return _added_squares(x._level, x._storage)
+        return _added_squares(level, s)
     if name in ("np.matmul", "np.dot", "np.vdot", "np.inner"):
         return len(r.inputs) == 2 and r.inputs[0][0] is r.inputs[1][0] and r.inputs[0][1] == r.inputs[1][1]
-    return False
+    return depth < 4 and _scaled(r, lambda st: _sum_of_squares(level, st, depth + 1))
 
 
-def _sqrt_watch(x, res):
-    """np.sqrt's result ``res`` of ``x``, watched at its zeros (rules/linalg._norm_kink) where it is a norm
-    written out and a higher derivative meets it; else as it is (a guarded root's zeros,
-    np.sqrt(np.where(hit, disc, 0.0)), are not a norm's: no warning). Called for nested levels only."""
+def _root_watch(leaves, res):
+    """np.sqrt's result ``res`` of ``leaves[0]``, or ``leaves[0] ** 0.5``'s, watched at its zeros
+    (rules/linalg._norm_kink) where it is a norm written out and a higher derivative meets it; else as it
+    is (a guarded root's zeros, np.sqrt(np.where(hit, disc, 0.0)), are not a norm's: no warning). Called
+    for nested levels only."""
+    x = leaves[0]
     if (isinstance(x, Tracer) and x._level.mode == "rev" and isinstance(res, Tracer)
-            and not np.all(bottom(res)) and _sum_of_squares(x)):
+            and not np.all(bottom(res)) and _sum_of_squares(x._level, x._storage) and not _called_by_a_rule()):
         from .linalg import _norm_kink
 
         return _norm_kink(res, "np.sqrt of a sum of squares (a norm) at a zero vector")
     return res
 
 
-def _sqrt_call(ufunc, inputs, kwargs):
-    """np.sqrt through the general ufunc path (a fast path not taken: out=, where=...), watched as above."""
-    res = ufunc_call(ufunc, inputs, kwargs)
-    if len(inputs) == 1 and not kwargs and len(active_levels()) > 1:
-        res = _sqrt_watch(inputs[0], res)
+_DISPATCH_FILES = frozenset((__file__, core.__file__))
+
+
+def _called_by_a_rule() -> bool:
+    """Whether the np.sqrt being watched was called by mutagrad's own rules (np.std's root of the variance
+    watches its kink itself, where a constant's std of one element is none), not by the user's code."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename in _DISPATCH_FILES:
+        f = f.f_back
+    return f is not None and f.f_code.co_filename.startswith(_MUTAGRAD_DIR)
+
+
+def _power_watch(leaves, res):
+    """``s ** 0.5``, watched as np.sqrt(s) is."""
+    if len(leaves) == 2 and not isinstance(leaves[1], Tracer) and np.ndim(leaves[1]) == 0 and leaves[1] == 0.5:
+        return _root_watch(leaves, res)
     return res
 
 
-UFUNC_HANDLERS[(np.sqrt, "__call__")] = _sqrt_call
-NESTED_WATCH[REGISTRY[np.sqrt]] = _sqrt_watch
+# (where each angle function has its kink: arccos(x) ~ sqrt(2 (1 - x)) at 1, arccosh(x) ~ sqrt(2 (x - 1)))
+_ANGLE_KINKS = {np.arccos: ("np.arccos at +-1 (an angle of 0 or pi)", lambda x: np.abs(x) == 1),
+                np.arcsin: ("np.arcsin at +-1 (an angle of +-pi/2)", lambda x: np.abs(x) == 1),
+                np.arccosh: ("np.arccosh at 1 (a hyperbolic distance of 0)", lambda x: x == 1)}
+
+
+def _angle_watch(ufunc):
+    """A watch (NESTED_WATCH) of np.arccos, np.arcsin or np.arccosh where its argument sits at a kink of the angle:
+    arccos(n1 @ n2) of two unit vectors is an angle, smooth in the vectors as a norm is away from 0, with a kink
+    where they are parallel (the clothsim tester: the Hessian of a bending energy arccos(c) ** 2 at a flat hinge,
+    2 by central differences, came out 0 silently: arccos's infinite slope at 1 times the zero of c's)."""
+    what, kinks = _ANGLE_KINKS[ufunc]
+
+    def watch(leaves, res):
+        x = leaves[0]
+        if not (isinstance(x, Tracer) and x._level.mode == "rev" and isinstance(res, Tracer)):
+            return res
+        xb = bottom(x)
+        if np.result_type(xb).kind != "f":
+            return res
+        at = kinks(np.asarray(xb))
+        if not at.any() or _called_by_a_rule():
+            return res
+        from .linalg import _norm_kink
+
+        return _norm_kink(res, what, at=at)
+
+    return watch
+
+
+def _watched_call(ufunc, inputs, kwargs):
+    """A watched ufunc (NESTED_WATCH: np.sqrt, np.power, np.arccos...) through the general ufunc path (a fast
+    path not taken: out=, where=...), watched as above."""
+    res = ufunc_call(ufunc, inputs, kwargs)
+    if not kwargs and len(active_levels()) > 1:
+        res = NESTED_WATCH[REGISTRY[ufunc]](inputs, res)
+    return res
+
+
+for _uf in (np.sqrt, np.power, *_ANGLE_KINKS):
+    UFUNC_HANDLERS[(_uf, "__call__")] = _watched_call
+NESTED_WATCH[REGISTRY[np.sqrt]] = _root_watch
+NESTED_WATCH[REGISTRY[np.power]] = NESTED_WATCH[REGISTRY[scalar_power]] = _power_watch
+NESTED_WATCH.update((REGISTRY[_uf], _angle_watch(_uf)) for _uf in _ANGLE_KINKS)

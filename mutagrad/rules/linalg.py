@@ -790,7 +790,7 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
-def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None):
+def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None):
     """Watch a norm's value, or its sum of squares, ``v`` where it is 0 (its kink) and a higher derivative
     meets it: ``v`` carries a derivative at the innermost level and at one outside it (an inner level's
     constant of an outer traced value does not: regress46). The warning is given where the kink's value
@@ -798,10 +798,11 @@ def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None):
     (the zero self-distances of a pairwise distance matrix left out by a boolean index, ``r[off]``, or a
     gather: the nbody tester); in forward mode at once. (A zero selected away by np.where or np.triu is
     read, and its cotangent 0 tells nothing: the cotangent of norm(x) ** 2 at 0 is 0 too, 2 * norm.)
-    ``skip``: where a zero is no kink (the std of one element, a constant)."""
+    ``skip``: where a zero is no kink (the std of one element, a constant). ``at``: where the kinks are, if
+    not at the zeros of ``v`` (np.arccos's value at -1 is pi)."""
     if not (isinstance(v, Tracer) and _carries_derivative(v) and carries_any_derivative(v._value)):
         return v
-    zero = np.asarray(bottom(v)) == 0
+    zero = np.asarray(bottom(v)) == 0 if at is None else at
     if skip is not None:
         zero = zero & ~np.asarray(skip)
     if not np.any(zero):

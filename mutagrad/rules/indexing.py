@@ -296,6 +296,44 @@ FUNCTIONS[np.where] = _np_where
 
 
 # -- sorting -----------------------------------------------------------------
+#
+# Ties: a sorted value that several elements equal has the derivative of their mean (each tied element
+# gets an even share), as np.max, np.maximum and np.clip split a tie evenly, not the element a stable
+# sort puts there. Conventions that agree at a tie compose: the winsorized mean np.clip(a, lo, hi) with
+# lo, hi = np.percentile(a, [5, 95]) at a tied 95th percentile got 0.5 and 2.5 for the tied pair, outside
+# its one-sided slopes 1 and 2 (both 1.5 now, their central difference), and np.max(a) - np.sort(a)[-1],
+# identically 0, got +-0.5 at a tied maximum (the sortstats tester).
+
+
+def tie_average(y, labels):
+    """Traced ``y`` with the derivatives of the elements that share a label (plain ints of y's shape)
+    averaged: the value is ``y``'s, bit for bit."""
+    from .reductions import _with_value
+
+    lab = np.ravel(labels)
+    counts = np.bincount(lab)
+    avg = np.reshape((np.bincount(lab, weights=np.reshape(y, -1)) / np.maximum(counts, 1))[lab], np.shape(y))
+    dt = np.result_type(bottom(y))
+    if np.result_type(bottom(avg)) != dt:
+        avg = avg.astype(dt)
+    return _with_value(avg, lambda: bottom(y))
+
+
+def runs_averaged(ys, axis):
+    """Sorted traced ``ys`` (along ``axis``) with each run of equal values given their mean's derivative
+    (:func:`tie_average`); ``ys`` itself where no two neighbours are equal."""
+    if not isinstance(ys, Tracer):
+        return ys
+    sb = np.moveaxis(bottom(ys), axis, -1)
+    if sb.dtype.kind not in "fc" or sb.shape[-1] < 2:
+        return ys
+    new = sb[..., 1:] != sb[..., :-1]  # (NaN != NaN: each NaN its own run)
+    if new.all():
+        return ys
+    flags = np.ones(sb.shape, dtype=bool)
+    flags[..., 1:] = new
+    labels = np.moveaxis((np.cumsum(flags, axis=None) - 1).reshape(sb.shape), -1, axis)
+    return tie_average(ys, labels)
 
 
 def _np_sort(args, kwargs):
@@ -310,7 +348,7 @@ def _np_sort(args, kwargs):
     xb = bottom(x)
     perm = np.argsort(xb, axis=axis, kind="stable")
     # (NumPy sorts a copy of x in order 'K': its layout)
-    res = numpy_layout(np.take_along_axis(x, perm, axis), np.empty_like(xb, order="K").strides)
+    res = numpy_layout(runs_averaged(np.take_along_axis(x, perm, axis), axis), np.empty_like(xb, order="K").strides)
     from .reductions import numpy_zero_signs
 
     kinds = {k: a[k] for k in ("kind", "stable") if a.get(k) is not None}  # (a stable sort orders tied zeros
@@ -350,8 +388,31 @@ def _np_partition(args, kwargs):
     perm = np.argpartition(xb, a["kth"], axis=axis, kind=a.get("kind", "introselect"))
     from .reductions import numpy_zero_signs
 
-    return numpy_zero_signs(np.take_along_axis(x, perm, axis), lambda: np.partition(
+    res = _kth_ties_averaged(np.take_along_axis(x, perm, axis), a["kth"], axis)
+    return numpy_zero_signs(res, lambda: np.partition(
         xb, a["kth"], axis=axis, kind=a.get("kind", "introselect")))  # (the signs of tied zeros)
+
+
+def _kth_ties_averaged(ps, kth, axis):
+    """Partitioned traced ``ps`` with the elements equal to a ``kth`` element given their mean's derivative,
+    as np.sort's ties (:func:`tie_average`), wherever the partition put them."""
+    if not isinstance(ps, Tracer):
+        return ps
+    pb = np.moveaxis(bottom(ps), axis, -1)
+    if pb.dtype.kind not in "fc" or pb.shape[-1] < 2:
+        return ps
+    labels = np.arange(pb.size).reshape(pb.shape)
+    tied = False
+    for k in np.ravel(kth).tolist():
+        k %= pb.shape[-1]  # (a negative kth counts from the end)
+        v = pb[..., k:k + 1]
+        eq = pb == v  # (a NaN equals nothing: no group)
+        many = np.sum(eq, axis=-1, keepdims=True) > 1
+        if many.any():
+            eq &= many
+            labels = np.where(eq, labels[..., k:k + 1], labels)
+            tied = True
+    return tie_average(ps, np.moveaxis(labels, -1, axis)) if tied else ps
 
 
 FUNCTIONS[np.partition] = _np_partition

@@ -266,7 +266,9 @@ def sort_inplace(x, axis=-1, kind=None, stable=None):
     xb = bottom(x)
     perm = np.argsort(xb, axis=axis, kind="stable")
     # (NumPy's bits: the signs of tied zeros)
-    write(x, Ellipsis, numpy_zero_signs(np.take_along_axis(x, perm, axis),
+    from .indexing import runs_averaged
+
+    write(x, Ellipsis, numpy_zero_signs(runs_averaged(np.take_along_axis(x, perm, axis), axis),
                                         lambda: np.sort(xb, axis=axis, kind=kind, stable=stable)))
 
 

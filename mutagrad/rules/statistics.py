@@ -22,6 +22,7 @@ from ..core import _bits, check_reduced_out, plain_operands, replicas, with_repl
 from ..errors import NoRuleError, user_line
 from .reductions import (_numpy_bits, std_kink, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out, numpy_zero_signs)
+from .indexing import runs_averaged
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue
@@ -229,7 +230,8 @@ class _SortedLanes:
     """The lanes of ``x2`` (shape K + (N,)) as a stable argsort orders them, read at a few ranks
     (``at``): the elements there found by NumPy's partition and a count of the equal values
     before them (a pass each), not by sorting every lane: the values, and the element a tie's
-    derivative goes to, are the sort's. For real lanes of more than 256 values."""
+    derivative goes to (the mean of the tied ones: indexing.tie_average), are the sort's. For real lanes of
+    more than 256 values."""
 
     def __init__(self, x2, xb):
         self.x2, self.xb = x2, xb
@@ -243,6 +245,7 @@ class _SortedLanes:
         pos = np.empty(ranks.shape, np.intp)
         isnan = np.isnan(xb)
         valid = np.sum(~isnan, axis=-1, keepdims=True)
+        ties = []  # (rank, lanes where it is tied, their mask of the equal elements)
         for k in ks.tolist():
             v = part[..., k:k + 1]
             vnan = np.isnan(v)
@@ -251,7 +254,17 @@ class _SortedLanes:
             equal = np.where(vnan, isnan, xb == v)
             first = np.argmax(np.cumsum(equal, axis=-1) > k - less, axis=-1)
             pos = np.where(ranks == k, first, pos)
-        return _gather_last(self.x2, pos)
+            tied = (np.sum(equal, axis=-1) > 1) & ~vnan[..., 0]
+            if tied.any():
+                ties.append((k, tied, equal))
+        res = _gather_last(self.x2, pos)
+        if not ties:
+            return res
+        picked = res
+        for k, tied, equal in ties:  # (the mean of the elements equal to the one picked)
+            mean = np.sum(np.where(equal, self.x2, 0), axis=-1) / np.sum(equal, axis=-1)
+            res = np.where((ranks == k) & tied, mean.astype(xb.dtype), res)
+        return _with_value(res, lambda: bottom(picked))
 
 
 def _order_stats(x, axis, omit_nan, weights=None):
@@ -263,7 +276,7 @@ def _order_stats(x, axis, omit_nan, weights=None):
         n = np.full(kshape, xb.shape[-1], dtype=np.intp)
         return _SortedLanes(x2, xb), n, nanlast, kshape, kdshape, None
     perm = np.argsort(xb, axis=-1, kind="stable")
-    xs = np.take_along_axis(x2, perm, -1)
+    xs = runs_averaged(np.take_along_axis(x2, perm, -1), -1)  # (a tie: its mean's derivative, as np.sort's)
     nanlast = np.isnan(np.take_along_axis(xb, perm[..., -1:], -1)[..., 0]) if xb.shape[-1] else np.zeros(kshape, bool)
     if omit_nan:
         n = np.sum(~np.isnan(xb), axis=-1)

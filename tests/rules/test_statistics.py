@@ -300,7 +300,7 @@ def _long_lanes():
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_quantiles_of_long_lanes_are_numpys_and_their_ties_go_where_a_stable_sort_puts_them(method):
+def test_quantiles_of_long_lanes_are_numpys_and_their_ties_share_evenly(method):
     x = _long_lanes()
     q = np.array([0.0, 0.13, 0.5, 0.77, 1.0])
     for axis in (1, None, (0, 1)):
@@ -309,14 +309,17 @@ def test_quantiles_of_long_lanes_are_numpys_and_their_ties_go_where_a_stable_sor
             warnings.simplefilter("ignore", RuntimeWarning)
             out, _ = mg.vjp(f, x)
         np.testing.assert_array_equal(out, f(x))
-    # the median of each lane without NaNs: its derivative is the element at rank (n - 1) // 2 of a
-    # stable sort (n odd: one element, a tie's too)
+    # the median of each lane without NaNs (n odd: one rank) sits on a tie: its derivative is shared evenly
+    # by the elements equal to it, as np.max's is (the mean of the tied values is the same function there);
+    # the sorted lanes' element at that rank has the same derivative
     lanes = x[:2]
-    g = mg.grad(lambda a: np.sum(np.median(a, axis=1)))(lanes)
     want = np.zeros_like(lanes)
     for r, lane in enumerate(lanes):
-        want[r, np.argsort(lane, kind="stable")[150]] = 1.0
-    np.testing.assert_array_equal(g, want)
+        tied = lane == np.median(lane)
+        assert tied.sum() > 1  # (the case)
+        want[r, tied] = 1.0 / tied.sum()
+    for f in (lambda a: np.sum(np.median(a, axis=1)), lambda a: np.sum(np.sort(a, axis=1)[:, 150])):
+        np.testing.assert_allclose(mg.grad(f)(lanes), want, rtol=1e-15, atol=0)
 
 
 def test_quantiles_of_long_lanes_against_differences():
@@ -906,3 +909,48 @@ def test_hessian_names_itself_where_its_runs_differ():
 
     with pytest.raises(mg.MutationError, match=r"^hessian at .*test_statistics\.py"):
         mg.hessian(f)(np.array([0.3, 0.5]))
+
+
+def test_a_tied_order_statistic_shares_its_derivative_as_clip_and_max_do():
+    # (the sortstats tester) the winsorized mean at a 95th percentile on a tied pair got 0.5 and 2.5 for
+    # the pair, outside the one-sided slopes 1 and 2; a tie of two is where central differences give the
+    # mean of the one-sided slopes, the derivative of sharing the tie evenly
+    x = np.round(np.linspace(0.0, 2.0, 21) ** 1.3, 1)
+    x[18] = x[19] = 2.2
+    x[20] = 2.5
+    x = np.random.default_rng(0).permutation(x)
+    assert np.sum(x == np.percentile(x, 95)) == 2  # (the case)
+
+    def winsorized(a, pick):
+        lo, hi = pick(a)
+        return np.mean(np.clip(a, lo, hi))
+
+    picks = [lambda a: np.percentile(a, [5, 95]), lambda a: np.sort(a)[[1, 19]],
+             lambda a: np.partition(a, [1, 19])[[1, 19]], lambda a: np.quantile(a, [0.05, 0.95], method="lower")]
+    for pick in picks:
+        f = functools.partial(winsorized, pick=pick)
+        g = mg.grad(f)(x.copy())
+        np.testing.assert_allclose(g, numerical_grad(f, (x,), (0,))[0], rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(mg.jvp(f, (x.copy(),), (np.ones(21),))[1], np.sum(g), rtol=1e-12)
+    # identities at a tied maximum: their derivatives are those of the identities, exactly
+    a = np.array([0.3, 2.0, -0.5, 1.0, 2.0, -1.2])
+    for f, want in [(lambda a: np.sum(np.clip(a, *np.percentile(a, [0, 100]))), np.ones(6)),
+                    (lambda a: np.max(a) - np.sort(a)[-1], np.zeros(6)),
+                    (lambda a: np.max(a) - np.partition(a, -1)[-1], np.zeros(6)),
+                    (lambda a: np.sum(np.partition(a, -2)), np.ones(6))]:
+        np.testing.assert_array_equal(mg.grad(f)(a.copy()), want)
+
+    def sorted_in_place(a):
+        b = a * 1.0
+        b.sort()
+        return b[-1] - np.max(a)
+
+    np.testing.assert_array_equal(mg.grad(sorted_in_place)(a.copy()), np.zeros(6))
+    # long lanes (read by partition) and sorted ones give the same shares
+    lane = np.round(np.random.default_rng(3).standard_normal(301), 1)
+    g1 = mg.grad(lambda a: np.median(a))(lane.copy())
+    g2 = mg.grad(lambda a: np.sort(a)[150])(lane.copy())
+    tied = lane == np.median(lane)
+    assert tied.sum() > 1
+    np.testing.assert_allclose(g1, np.where(tied, 1.0 / tied.sum(), 0.0), rtol=1e-15)
+    np.testing.assert_allclose(g2, g1, rtol=1e-15)

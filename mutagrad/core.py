@@ -3100,6 +3100,8 @@ def call_ufunc(ufunc, inputs, kwargs):
     operands = _foreign_operands(what, inputs)
     if operands is None:  # a duck array (NDArrayOperatorsMixin): NumPy's protocol, which asks it with the
         return ufunc(*inputs, **kwargs)  # tracer (ours returns NotImplemented first), as ndarray's operators do
+    if len(STATE.levels) > 1 and REGISTRY.get(ufunc) in NESTED_WATCH:  # (s **= 0.5: watched as np.sqrt(s))
+        return UFUNC_HANDLERS[(ufunc, "__call__")](ufunc, _arrayify(operands), kwargs)
     return UFUNC_HANDLERS[(None, "__call__")](ufunc, _arrayify(operands), kwargs)
 
 

@@ -342,7 +342,8 @@ def kink_warning(what: str, branch: bool = False, site=None) -> None:
         return
     warn_at(frame, (
         f"a higher derivative (mg.hessian, or a derivative of mg.grad/mg.jvp) goes through {what} exactly at its "
-        "kink, where mutagrad differentiates the first derivative's convention (0 there): where the value "
+        "kink, where mutagrad differentiates the first derivative's convention (0 there; inf or NaN where it "
+        "meets a factor that is 0 only up to rounding, sin(3 * pi)): where the value "
         "reaches the result (not an np.where branch that is not taken), a composite that is smooth there gets a "
         "wrong second derivative (the Hessian of np.abs(z) ** 2 of a complex z, np.linalg.norm(x) ** 2 or "
         "np.hypot(x, y) ** 2 at 0 comes out 0): write it without the kink (np.sum(x * x), "

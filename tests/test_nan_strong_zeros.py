@@ -1215,10 +1215,12 @@ def test_no_kink_warning_where_the_zero_norms_are_not_read():
 def test_sqrt_of_an_element_of_squares_at_zero_is_no_crash():
     # (regress66) np.sqrt(s[0]) of s = x ** 2: its producer on the tape is a gather, which has no primitive
     # (an AttributeError inside mutagrad). Values: d2/dx0^2 of np.sqrt(x0 ** 2) ** 2 = x0 ** 2 is 2, which the
-    # kink's convention gives as 0 at x0 = 0 (a gather is not followed: no warning); off it, 2 by hand
+    # kink's convention gives as 0 at x0 = 0, now with the warning (a gather of squares is followed: session
+    # 44, regress67's d[0] * d[0] + d[1] * d[1]); off it, 2 by hand
     f = lambda x: np.sqrt((x ** 2)[0]) ** 2 + x[1] ** 2
     np.testing.assert_allclose(mg.hessian(f)(np.array([0.5, 1.0])), [[2.0, 0.0], [0.0, 2.0]], rtol=1e-12)
-    h = mg.hessian(f)(np.array([0.0, 1.0]))
+    with pytest.warns(mg.KinkWarning, match="np.sqrt of a sum of squares"):
+        h = mg.hessian(f)(np.array([0.0, 1.0]))
     assert h[1, 1] == 2.0 and h[0, 1] == 0.0
 
 
@@ -1299,3 +1301,64 @@ def test_picks_share_the_derivative_by_the_documented_rule(fn):
     t = mg.jvp(lambda a: fn(a, b[clean]), (a[clean],), (np.ones(clean.sum()),))[1]
     np.testing.assert_array_equal(t, want_a[clean])
     assert mg.grad(lambda s: fn(s, 2.0))(2.0) == 0.5 and mg.grad(lambda s: fn(3.0, s))(2.0) == float(fn(3.0, 2.0) == 2.0)
+
+
+def _r_sqrt_out(d):
+    s = np.sum(d ** 2, keepdims=True)
+    np.sqrt(s, out=s)
+    return s[0]
+
+
+def _r_ipow(d):
+    s = np.sum(d ** 2, keepdims=True)
+    s **= 0.5
+    return s[0]
+
+
+def _r_loop(d):
+    s = 0.0
+    for k in range(d.shape[0]):
+        s += d[k] ** 2
+    return np.sqrt(s)
+
+
+def _r_square_out(d):
+    sq = np.empty_like(d)
+    np.square(d, out=sq)
+    return np.sqrt(sq.sum())
+
+
+NORMS_WRITTEN_OUT = [  # (regress67: each the distance |d| at d = 0, none warned)
+    ("indexed products", lambda d: np.sqrt(d[0] * d[0] + d[1] * d[1])),
+    ("a product of copies", lambda d: np.sqrt(((d + 0.0) * (d + 0.0)).sum())),
+    ("a loop", _r_loop),
+    ("np.square out=", _r_square_out),
+    ("np.sqrt out=", _r_sqrt_out),
+    ("**= 0.5", _r_ipow),
+    ("two sums", lambda d: np.sqrt(np.sum(d[:1] ** 2) + np.sum(d[1:] ** 2))),
+    ("np.float_power", lambda d: np.float_power(np.sum(d ** 2), 0.5)),
+    ("a 2-D matmul", lambda d: np.sqrt((d[None, :] @ d[:, None])[0, 0])),
+    ("a sum with where=", lambda d: np.sqrt(np.sum(d ** 2, where=np.array([True, True])))),
+    ("einsum", lambda d: np.sqrt(np.einsum("i,i->", d, d))),
+    ("expanded, clipped at 0", None),  # (of p and q: below)
+]
+
+
+@pytest.mark.parametrize("what,r", NORMS_WRITTEN_OUT, ids=[k[0] for k in NORMS_WRITTEN_OUT])
+def test_a_norm_written_out_any_way_warns_at_zero_under_a_higher_derivative(what, r):
+    f = lambda x: 0.5 * r(x[:2] - x[2:]) ** 2  # (0.5 |p - q|**2: smooth, Hessian [[I, -I], [-I, I]])
+    if r is None:  # (scikit-learn's squared distances, exactly 0 at p == q here)
+        f = lambda x: 0.5 * np.sqrt(np.maximum(x[:2] @ x[:2] + x[2:] @ x[2:] - 2 * x[:2] @ x[2:], 0.0)) ** 2
+    at = np.array([0.3, -0.2, 0.3, -0.2])
+    exact = np.block([[np.eye(2), -np.eye(2)], [-np.eye(2), np.eye(2)]])
+    np.testing.assert_allclose(fd_hessian(f, at, 1e-4), exact, atol=1e-6)  # (the oracle)
+    with pytest.warns(mg.KinkWarning, match="exactly at its kink"):
+        h = mg.hessian(f)(at.copy())
+    assert not np.allclose(h, exact)  # (the case the warning is about)
+    with pytest.warns(mg.KinkWarning):  # (reverse over forward: the inner jvp's values are the outer tape's)
+        mg.grad(lambda x: mg.jvp(f, (x,), (np.ones(4),))[1])(at.copy())
+    off = np.array([0.3, -0.2, 0.1, 0.4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(f)(off.copy()), fd_hessian(f, off, 1e-4), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(mg.grad(f)(at.copy()), 0.0, atol=1e-15)  # (first order: no warning)

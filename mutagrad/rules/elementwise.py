@@ -38,6 +38,7 @@ from ..core import (
     in_order,
     lift,
     plain_operand,
+    plain_operands,
     promotion_operand,
     scipy_caller,
     where_mask,
@@ -1297,38 +1298,81 @@ _emath_rule(np.emath.logn, ("neg", "neg"), lambda n, x: np.log(x) / np.log(n))
 # -- np.sqrt of a sum of squares: a norm written out ---------------------------------
 
 
-def _made_by(level, s, back=16):
-    """The record of ``level``'s tape, among its last ``back``, whose output is storage ``s``, through the
-    identity that puts NumPy's own bits in (np.average's, np.mean's with where=); or None."""
+def _made_by(level, s, back=24):
+    """The record of ``level``'s tape, among its last ``back``, that last wrote storage ``s``, through the
+    identity that puts NumPy's own bits in (np.average's, np.mean's with where=), gathers (``d[0]``) and writes
+    of a traced value (``out=``, ``s[...] = v``) to what they read; or None."""
     tape = getattr(level, "tape", None)
     if not tape:
         return None
     for r in reversed(tape[-back:]):
-        if getattr(r, "out", None) is s or s in (getattr(r, "outputs", None) or ()):
+        if getattr(r, "out", None) is s or s in (getattr(r, "outputs", None) or ()) or getattr(r, "dest", None) is s:
             prim = getattr(r, "prim", None)
             if prim is not None and prim.name == "a reduction's value" and len(r.inputs) == 1:
                 s = r.inputs[0][0]
                 continue
-            return r if prim is not None else None  # (a gather, a write: no operation)
+            if prim is not None:
+                return r
+            # (a gather; a write of a traced value over all of s: out=, s[...] = v. A part written: the zeros
+            # may be what was there, a buffer's constant 0)
+            nxt = getattr(r, "src", None) or (r.vsrc if getattr(r, "full", False) or (
+                getattr(r, "idx", None) is Ellipsis and r.geom is None) else None)
+            if nxt is None:
+                return None
+            s = nxt
     return None
 
 
-def _squares(level, s, depth=0) -> bool:
-    """Whether storage ``s`` holds squares: made by np.square, by x ** 2, or by np.multiply of one array by
-    itself; or squares scaled, np.multiply or np.divide of squares by any factor (d ** 2 / ls ** 2, the
-    weights of np.average)."""
+_SUMS = frozenset(("np.sum", "np.mean", "np.nansum", "np.nanmean", "np.add.reduce", "np.cumsum", "np.float64.__add__"))
+_PRODUCTS = frozenset(("np.multiply", "np.matmul", "np.dot", "np.vdot", "np.inner", "np.einsum", "np.tensordot",
+                       "np.float64.__mul__"))
+_POWERS = frozenset(("np.power", "np.float64.__pow__", "np.float_power"))
+_PICKS = frozenset(("np.maximum", "np.minimum", "np.fmax", "np.fmin", "np.clip", "np.where"))
+
+
+def _quadratic(level, s, depth=0) -> bool:
+    """Whether storage ``s`` (at reverse ``level``) holds values of second order in the traced ones: squares
+    (np.square, x ** 2, a product of two traced values: d[0] * d[0], (p - q) * (p - q), w @ w) and what is
+    added, summed, selected, scaled or taken as the maximum of them and constants (np.sum(d ** 2), s += d[k] **
+    2 in a loop, np.average's weights, d ** 2 / ls ** 2, np.maximum(p @ p + q @ q - 2 * p @ q, 0)): at an exact 0,
+    np.sqrt of it has a kink (a norm written out), where a higher derivative is wrong. A guard, whose zeros are
+    constants (np.where(hit, disc, 0.0), np.maximum(disc, 0.0) where disc < 0), is none."""
+    if depth > 8:
+        return False
     r = _made_by(level, s)
-    if r is None or r.prim is None:
+    if r is None:
         return False
     name = r.prim.name
+    ins = r.inputs
     if name == "np.square":
         return True
-    if name in ("np.power", "np.float64.__pow__"):  # (x ** 2 inside a nested level: exponent 2)
-        return _exponent(r) == 2
-    ins = r.inputs
-    if name == "np.multiply" and len(ins) == 2 and ins[0][0] is ins[1][0] and ins[0][1] == ins[1][1]:
+    if name in _POWERS:
+        return len(ins) == 1 and ins[0][2] == 0 and _exponent(r) == 2
+    if name in _PRODUCTS and len(ins) >= 2:
         return True
-    return depth < 4 and _scaled(r, lambda st: _squares(level, st, depth + 1))
+    sub = lambda st: _quadratic(level, st, depth + 1)
+    if name in ("np.add", "np.subtract") or name in _SUMS:
+        return any(sub(st) for st, _, _ in ins)
+    if name in ("np.multiply", "np.float64.__mul__", "np.negative"):  # (scaled)
+        return any(sub(st) for st, _, _ in ins)
+    if name in ("np.divide", "np.true_divide", "np.float64.__truediv__"):
+        return any(pos == 0 and sub(st) for st, _, pos in ins)
+    if name in _PICKS:
+        # a selection (np.where, np.maximum with a constant): a guard where a constant is picked at the zeros,
+        # no kink (np.sqrt(np.where(hit, disc, 0.0))); the traced value itself where it is picked there or
+        # ties (0 == 0: the expanded squared distance np.maximum(p @ p + q @ q - 2 * p @ q, 0) at p == q)
+        out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
+        return any(sub(st) and _zero_at_a_zero(out, st) for st, _, _ in ins)
+    return False
+
+
+def _zero_at_a_zero(out, st) -> bool:
+    """Whether storages ``out`` (a selection's result) and ``st`` (a traced operand) are both 0 at one element."""
+    try:
+        ob, vb = np.asarray(bottom(out.root)), np.asarray(bottom(st.root))
+        return bool(np.any((ob == 0) & (vb == 0)))
+    except (AttributeError, ValueError):  # (no result storage, a freed value, shapes that do not broadcast)
+        return True
 
 
 def _exponent(r):
@@ -1338,43 +1382,14 @@ def _exponent(r):
     return bottom(p) if p is not None and np.ndim(bottom(p)) == 0 and not isinstance(p, Tracer) else None
 
 
-def _scaled(r, test) -> bool:
-    """Whether record ``r`` is np.multiply of a storage that passes ``test`` by any factor, or np.divide of
-    one by any divisor."""
-    name = r.prim.name
-    if name == "np.multiply":
-        return any(test(st) for st, _, _ in r.inputs)
-    if name == "np.divide":
-        return any(pos == 0 and test(st) for st, _, pos in r.inputs)
-    return False
-
-
-def _added_squares(level, s, depth=0) -> bool:
-    """Whether storage ``s`` holds squares, or sums of squares by np.add (dx ** 2 + dy ** 2 + dz ** 2)."""
-    if _squares(level, s):
-        return True
-    r = _made_by(level, s)
-    return (depth < 4 and r is not None and r.prim is not None and r.prim.name == "np.add" and len(r.inputs) == 2
-            and all(_added_squares(level, st, depth + 1) for st, _, _ in r.inputs))
-
-
-def _sum_of_squares(level, s, depth=0) -> bool:
-    """Whether storage ``s`` is a sum of squares computed at (reverse) ``level``: np.sum or np.mean of
-    squares, w @ w, np.dot(w, w) of one vector, or one of them scaled (np.average's division by the weights'
-    sum): ``np.sqrt`` of it is a norm written out (the geostat, bundleadj and warnnoise2 testers: a kernel
-    of np.sqrt(np.sum(d ** 2)) at a repeated site, a rotation's angle np.sqrt(w @ w) at w = 0, a Huber loss
-    of a residual's norm, whose Hessians were wrong there silently)."""
-    r = _made_by(level, s)
-    if r is None or r.prim is None:
-        return False
-    name = r.prim.name
-    if name in ("np.sum", "np.mean"):
-        return len(r.inputs) == 1 and _added_squares(level, r.inputs[0][0])
-    if name == "np.add":  # (np.sqrt(dx ** 2 + dy ** 2))
-        return _added_squares(level, s)
-    if name in ("np.matmul", "np.dot", "np.vdot", "np.inner"):
-        return len(r.inputs) == 2 and r.inputs[0][0] is r.inputs[1][0] and r.inputs[0][1] == r.inputs[1][1]
-    return depth < 4 and _scaled(r, lambda st: _sum_of_squares(level, st, depth + 1))
+def _reverse_of(x):
+    """``x``, or the value it traces at an outer level, that a reverse-mode level traces (its tape shows how
+    it was made: grad of jvp's inner forward values are the outer reverse level's); or None."""
+    while isinstance(x, Tracer):
+        if x._level.mode == "rev":
+            return x
+        x = x._value
+    return None
 
 
 def _root_watch(leaves, res):
@@ -1382,9 +1397,9 @@ def _root_watch(leaves, res):
     (rules/linalg._norm_kink) where it is a norm written out and a higher derivative meets it; else as it
     is (a guarded root's zeros, np.sqrt(np.where(hit, disc, 0.0)), are not a norm's: no warning). Called
     for nested levels only."""
-    x = leaves[0]
-    if (isinstance(x, Tracer) and x._level.mode == "rev" and isinstance(res, Tracer)
-            and not np.all(bottom(res)) and _sum_of_squares(x._level, x._storage) and not _called_by_a_rule()):
+    x = _reverse_of(leaves[0])
+    if (x is not None and isinstance(res, Tracer) and not np.all(bottom(res)) and _quadratic(x._level, x._storage)
+            and not _called_by_a_rule()):
         from .linalg import _norm_kink
 
         return _norm_kink(res, "np.sqrt of a sum of squares (a norm) at a zero vector")
@@ -1425,7 +1440,7 @@ def _angle_watch(ufunc):
 
     def watch(leaves, res):
         x = leaves[0]
-        if not (isinstance(x, Tracer) and x._level.mode == "rev" and isinstance(res, Tracer)):
+        if not (isinstance(x, Tracer) and isinstance(res, Tracer)):
             return res
         xb = bottom(x)
         if np.result_type(xb).kind != "f":
@@ -1443,14 +1458,18 @@ def _angle_watch(ufunc):
 def _watched_call(ufunc, inputs, kwargs):
     """A watched ufunc (NESTED_WATCH: np.sqrt, np.power, np.arccos...) through the general ufunc path (a fast
     path not taken: out=, where=...), watched as above."""
-    res = ufunc_call(ufunc, inputs, kwargs)
-    if not kwargs and len(active_levels()) > 1:
-        res = NESTED_WATCH[REGISTRY[ufunc]](inputs, res)
-    return res
+    if len(active_levels()) == 1 or not set(kwargs) <= {"out"}:
+        return ufunc_call(ufunc, inputs, kwargs)
+    out = kwargs.get("out")
+    if type(out) is tuple:  # (the ufunc spelling, out=(o,); s **= 0.5)
+        out = out[0] if len(out) == 1 else out
+    res = NESTED_WATCH[REGISTRY[ufunc]](inputs, ufunc_call(ufunc, inputs, {}))
+    return write_out(res, out, lambda ob: ufunc(*plain_operands(inputs), out=ob))
 
 
-for _uf in (np.sqrt, np.power, *_ANGLE_KINKS):
+for _uf in (np.sqrt, np.power, np.float_power, *_ANGLE_KINKS):
     UFUNC_HANDLERS[(_uf, "__call__")] = _watched_call
 NESTED_WATCH[REGISTRY[np.sqrt]] = _root_watch
 NESTED_WATCH[REGISTRY[np.power]] = NESTED_WATCH[REGISTRY[scalar_power]] = _power_watch
+NESTED_WATCH[REGISTRY[np.float_power]] = _power_watch
 NESTED_WATCH.update((REGISTRY[_uf], _angle_watch(_uf)) for _uf in _ANGLE_KINKS)

@@ -351,8 +351,8 @@ def _footprint(level, start, s, depth):
     read is not read after it (``np.fill_diagonal(r, np.inf)`` of a distance matrix's zeros: the
     warnnoise2 tester)."""
     tape = level.tape
-    if any(o is s for o in level.seeded):
-        return None
+    if any(o is s for o in level.seeded) or (depth and any(o is s for o in level.outputs_given)):
+        return None  # (an output made of the kink's value reads it: its cotangent, the caller's, reaches it)
     buf = root = None
     dead = dead_root = None  # (the elements overwritten before any read: a mirror, once there is one)
 
@@ -373,7 +373,19 @@ def _footprint(level, start, s, depth):
         r = tape[i]
         t = type(r)
         marks = ()
-        if t is EWRecord or t is OpRecord:
+        if t is EWRecord and depth < 3 and any(st is s for st, _, _ in r.inputs) and type(r.out) is Storage:
+            # an elementwise operation reads an element of s where it reads its own output's element
+            # (1 / r of a distance matrix whose diagonal np.fill_diagonal then overwrites: the proteinff tester)
+            sub = _footprint(level, i + 1, r.out, depth + 1)
+            marks = []
+            for st, g, _ in r.inputs:
+                if st is s:
+                    if sub is not None and mark(g).shape == sub.shape:
+                        if sub.any():
+                            put(g, sub)
+                    else:
+                        marks.append((g, Ellipsis))
+        elif t is EWRecord or t is OpRecord:
             marks = [(g, Ellipsis) for st, g, _ in r.inputs if st is s]
         elif t is GatherRecord:
             if r.src is s:
@@ -722,6 +734,8 @@ class ReverseLevel(Level):
     ZERO = ZeroTangent()
     at = -1  # the record whose backward runs now (read_mask)
     seeded = ()  # the storages of the outputs given traced cotangents (read_mask)
+    outputs_given = ()  # the storages of the outputs given any cotangent (read_mask: what an operation reading
+    # the kink's value makes)
 
     def __init__(self, strict=None, record_lines=False):
         super().__init__()
@@ -1511,6 +1525,7 @@ class ReverseLevel(Level):
     def seed(self, s, geom, ct):
         if isinstance(ct, Tracer):  # (an output the caller gives a traced cotangent: read, see read_mask)
             self.seeded = (*self.seeded, s)
+        self.outputs_given = (*self.outputs_given, s)
         self.accumulate(s, geom, ct, None)
 
     def backward(self):

@@ -6072,3 +6072,33 @@ def test_a_conversion_through_abs_min_max_or_isclose_into_a_test_is_allowed():
     for f in (keeps, shadowed):
         _raises(f, x, mg.TracerEscapeError)
     assert "other than as an operand of a comparison" in _raises(arithmetic, x, mg.TracerEscapeError)
+
+
+def test_an_element_as_out_is_numpys_type_error_at_the_users_line():
+    # (climate tester) out=h[1] is a NumPy scalar, which NumPy refuses ("return arrays must be of ArrayType");
+    # mutagrad failed inside its reverse pass with "'numpy.float64' object does not support item assignment"
+    def f_sum(T):
+        h = np.zeros_like(T, shape=3)
+        np.sum(T, out=h[1])
+        return np.sum(h)
+
+    def f_add(T):
+        h = np.zeros_like(T, shape=3)
+        np.add(T[0], T[1], out=h[1])
+        return np.sum(h)
+
+    for f in (f_sum, f_add):
+        with pytest.raises(TypeError, match="return arrays must be of ArrayType"):
+            f(np.ones(4))  # (NumPy's own)
+        for run in (lambda f: mg.grad(f)(np.ones(4)), lambda f: mg.jvp(f, (np.ones(4),), (np.ones(4),))):
+            with pytest.raises(TypeError, match="return arrays must be of ArrayType") as info:
+                run(f)
+            assert HERE in str(info.value) and "out=h[k, ...]" in str(info.value)
+
+    def fixed(T):  # (the fix the message names: a 0-d view)
+        h = np.zeros_like(T, shape=3)
+        np.sum(T, out=h[1, ...])
+        return np.sum(h ** 2)
+
+    T = np.array([0.5, 1.0, 2.0, -1.0])
+    np.testing.assert_allclose(mg.grad(fixed)(T), numerical_grad(fixed, (T,), (0,))[0], rtol=1e-7)

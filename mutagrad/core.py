@@ -5309,7 +5309,8 @@ def write(dest, idx, value):
         vt = type(value)
     if isinstance(dest, Tracer) and dest._level.closed:
         dest = live(dest, True)  # (a pullback still to be called that reads it: see _note_leftover_read)
-    if type(dest) is ScalarTracer:  # (out=h[1]: a NumPy scalar, which NumPy refuses as an out= and cannot change)
+    if type(dest) is ScalarTracer or isinstance(dest, np.generic):  # (out=h[1]: a NumPy scalar, which NumPy
+        # refuses as an out= and cannot change; of a plain buffer too, where mnp.zeros would not help)
         raise TypeError(f"return arrays must be of ArrayType: the out= at {user_line()} is a NumPy scalar (an "
                         "element h[k] of an array), which cannot be written into, as in NumPy; pass the element "
                         "as a 0-d view, out=h[k, ...], or write the result, h[k] = ...")

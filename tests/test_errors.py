@@ -6095,6 +6095,14 @@ def test_an_element_as_out_is_numpys_type_error_at_the_users_line():
                 run(f)
             assert HERE in str(info.value) and "out=h[k, ...]" in str(info.value)
 
+    def plain(T):  # (an element of a plain buffer: the same TypeError, not the plain buffer's advice: regress68)
+        h = np.zeros(3)
+        np.sin(T[0], out=h[0])
+        return T[0]
+
+    with pytest.raises(TypeError, match="return arrays must be of ArrayType"):
+        mg.grad(plain)(np.ones(4))
+
     def fixed(T):  # (the fix the message names: a 0-d view)
         h = np.zeros_like(T, shape=3)
         np.sum(T, out=h[1, ...])

@@ -1348,7 +1348,27 @@ NORMS_WRITTEN_OUT = [  # (regress67: each the distance |d| at d = 0, none warned
     ("a sum with where=", lambda d: np.sqrt(np.sum(d ** 2, where=np.array([True, True])))),
     ("einsum", lambda d: np.sqrt(np.einsum("i,i->", d, d))),
     ("expanded, clipped at 0", None),  # (of p and q: below)
+    # (regress68: through a copy, a concatenation, a buffer written whole or element by element, np.abs)
+    ("a copy", lambda d: np.sqrt(np.sum((d ** 2).astype(float).copy()))),
+    ("a concatenation", lambda d: np.sqrt(np.sum(np.concatenate([d[:1] ** 2, d[1:] ** 2])))),
+    ("a buffer's elements", lambda d: np.sqrt(np.sum(_elementwise_buffer(d)))),
+    ("np.put", lambda d: np.sqrt(np.sum(_put_buffer(d)))),
+    ("mnp.array", lambda d: np.sqrt(mnp.array([d[0] ** 2, d[1] ** 2]).sum())),
+    ("np.abs", lambda d: np.sqrt(np.abs(d @ d))),
 ]
+
+
+def _elementwise_buffer(d):
+    b = np.zeros_like(d)
+    for k in range(d.shape[0]):
+        b[k] = d[k] * d[k]
+    return b
+
+
+def _put_buffer(d):
+    b = np.zeros_like(d)
+    np.put(b, [0, 1], d ** 2)
+    return b
 
 
 @pytest.mark.parametrize("what,r", NORMS_WRITTEN_OUT, ids=[k[0] for k in NORMS_WRITTEN_OUT])
@@ -1369,3 +1389,17 @@ def test_a_norm_written_out_any_way_warns_at_zero_under_a_higher_derivative(what
         warnings.simplefilter("error", mg.KinkWarning)
         np.testing.assert_allclose(mg.hessian(f)(off.copy()), fd_hessian(f, off, 1e-4), rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(mg.grad(f)(at.copy()), 0.0, atol=1e-15)  # (first order: no warning)
+
+
+def test_no_kink_warning_for_a_buffer_s_constant_zeros():
+    # a buffer filled in part: its zeros that were never written are constants, and np.sqrt of them no kink of
+    # a norm (the written squares are not 0 here); the Hessian against central differences of the plain function
+    def f(x):
+        r2 = mnp.zeros(3)
+        r2[1:] = (x[:2] - x[2:]) ** 2 + 1.0
+        return np.sum(np.exp(-np.sqrt(r2)) * np.array([1.0, 2.0, 3.0]))
+
+    at = np.array([0.3, -0.2, 0.3, -0.2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(f)(at), fd_hessian(f, at, 1e-4), rtol=1e-6, atol=1e-7)

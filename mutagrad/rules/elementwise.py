@@ -1298,32 +1298,39 @@ _emath_rule(np.emath.logn, ("neg", "neg"), lambda n, x: np.log(x) / np.log(n))
 # -- np.sqrt of a sum of squares: a norm written out ---------------------------------
 
 
-def _made_by(level, s, back=24):
-    """The record of ``level``'s tape, among its last ``back``, that last wrote storage ``s``, through the
-    identity that puts NumPy's own bits in (np.average's, np.mean's with where=), gathers (``d[0]``) and writes
-    of a traced value (``out=``, ``s[...] = v``) to what they read; or None."""
+def _writers(level, s, back=32):
+    """The records among the last ``back`` of ``level``'s tape that wrote storage ``s``, latest first: the
+    operation that made it (the last one yielded), and before it the writes into a part of it (a buffer filled
+    element by element, ``r2[j] = d @ d``); through the identity that puts NumPy's own bits in (np.average's,
+    np.mean's with where=), gathers (``d[0]``) and writes over all of it (``out=``, ``b[...] = v``) to what
+    they read."""
     tape = getattr(level, "tape", None)
     if not tape:
-        return None
+        return
     for r in reversed(tape[-back:]):
-        if getattr(r, "out", None) is s or s in (getattr(r, "outputs", None) or ()) or getattr(r, "dest", None) is s:
-            prim = getattr(r, "prim", None)
-            if prim is not None and prim.name == "a reduction's value" and len(r.inputs) == 1:
+        if not (getattr(r, "out", None) is s or s in (getattr(r, "outputs", None) or ())
+                or getattr(r, "dest", None) is s):
+            continue
+        prim = getattr(r, "prim", None)
+        if prim is not None:
+            if prim.name == "a reduction's value" and len(r.inputs) == 1:
                 s = r.inputs[0][0]
                 continue
-            if prim is not None:
-                return r
-            # (a gather; a write of a traced value over all of s: out=, s[...] = v. A part written: the zeros
-            # may be what was there, a buffer's constant 0)
-            nxt = getattr(r, "src", None) or (r.vsrc if getattr(r, "full", False) or (
-                getattr(r, "idx", None) is Ellipsis and r.geom is None) else None)
-            if nxt is None:
-                return None
-            s = nxt
-    return None
+            yield r
+            return
+        if getattr(r, "src", None) is not None:  # (a gather)
+            s = r.src
+            continue
+        if getattr(r, "full", False) or (getattr(r, "idx", None) is Ellipsis and r.geom is None):
+            if r.vsrc is None:  # (all of it a constant)
+                return
+            s = r.vsrc
+            continue
+        yield r  # (a write into a part of s: the parts written before it are earlier records)
 
 
-_SUMS = frozenset(("np.sum", "np.mean", "np.nansum", "np.nanmean", "np.add.reduce", "np.cumsum", "np.float64.__add__"))
+_SUMS = frozenset(("np.sum", "np.mean", "np.nansum", "np.nanmean", "np.add.reduce", "np.cumsum", "np.float64.__add__",
+                   "np.copy", "ndarray.astype", "np.concatenate", "np.stack", "np.absolute", "np.fabs"))
 _PRODUCTS = frozenset(("np.multiply", "np.matmul", "np.dot", "np.vdot", "np.inner", "np.einsum", "np.tensordot",
                        "np.float64.__mul__"))
 _POWERS = frozenset(("np.power", "np.float64.__pow__", "np.float_power"))
@@ -1339,9 +1346,24 @@ def _quadratic(level, s, depth=0) -> bool:
     constants (np.where(hit, disc, 0.0), np.maximum(disc, 0.0) where disc < 0), is none."""
     if depth > 8:
         return False
-    r = _made_by(level, s)
-    if r is None:
-        return False
+    for r in _writers(level, s):
+        if getattr(r, "prim", None) is None:  # (a write into a part: a sum of squares written there, where it is 0)
+            if r.vsrc is not None and _quadratic(level, r.vsrc, depth + 1) and _has_zero(r.vsrc):
+                return True
+            continue
+        return _quadratic_op(level, r, depth)
+    return False
+
+
+def _has_zero(st) -> bool:
+    try:
+        return bool(np.any(np.asarray(bottom(st.root)) == 0))
+    except (AttributeError, ValueError):
+        return True
+
+
+def _quadratic_op(level, r, depth) -> bool:
+    """:func:`_quadratic` of the storage record ``r`` (an operation) made."""
     name = r.prim.name
     ins = r.inputs
     if name == "np.square":

@@ -877,9 +877,23 @@ def printing_statement(frame) -> bool:
         while frame is not None and (_installed_package(frame) is not None or _frame_is_internal(frame)):
             frame = frame.f_back
     stmt = _statement_at(frame)
-    if type(stmt) is not ast.Expr or type(stmt.value) is not ast.Call:
+    if type(stmt) is not ast.Expr:
         return False
-    call = stmt.value
+    return _printing_expr(stmt.value, frame)
+
+
+def _printing_expr(expr, frame) -> bool:
+    """Whether the expression statement ``expr`` only prints or logs: a print(...) or logger call, or a
+    conditional expression of such calls and constants, ``print(...) if verbose else None``, whose test
+    calls nothing (the convnet tester)."""
+    if type(expr) is ast.IfExp:
+        if any(type(n) in (ast.Call, ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom, ast.Await)
+               for n in ast.walk(expr.test)):
+            return False
+        return all(type(b) is ast.Constant or _printing_expr(b, frame) for b in (expr.body, expr.orelse))
+    if type(expr) is not ast.Call:
+        return False
+    call = expr
     fn = call.func
     if type(fn) is ast.Name:  # print(...): the builtin (a function of the program's named print may keep values)
         if fn.id not in _PRINT_CALLS or _named(fn.id, frame) is not builtins.print:

@@ -3636,7 +3636,7 @@ class Tracer:
             if lib.startswith("np.polynomial."):
                 extra += _polynomial_fix(lib)
             raise escape_error(f"{lib} (NumPy's plain-Python code, which converts its arguments with np.asarray)",
-                               TracerEscapeError, extra)
+                               TracerEscapeError, extra, specific=lib.startswith("np.polynomial."))
         converter = (_named(call.func, frame)
                      if call is not None and call.args and isinstance(call.func, (ast.Name, ast.Attribute)) else None)
         conv = getattr(converter, "__name__", None)
@@ -4842,9 +4842,13 @@ def _polynomial_fix(lib):
         return (f" The product of two series: {mod}.{name[:-3]}val(x, c1) * {mod}.{name[:-3]}val(x, c2) at points x; "
                 "for power series coefficients, np.polymul(c1[::-1], c2[::-1])[::-1] (np.polymul takes the highest "
                 "power first), which is differentiated.")
+    vander = f"{mod}.{name[:-3]}vander" if name.endswith("val") and name[:-3] in _SERIES else f"{mod}.chebvander"
     return (" A series with traced coefficients c at plain points x is a product with the plain "
-            "Vandermonde matrix: np.polynomial.chebyshev.chebvander(x, len(c) - 1) @ c (likewise "
-            "polyvander, legvander, hermvander...); the val functions take a traced x.")
+            f"Vandermonde matrix: {vander}(x, len(c) - 1) @ c (likewise polyvander, legvander, hermvander...); "
+            "the val functions take a traced x.")
+
+
+_SERIES = frozenset(("poly", "cheb", "leg", "herm", "herme", "lag"))
 
 
 def _vectorized_function_name(vec, fname, frame):

@@ -311,9 +311,14 @@ def tie_average(y, labels):
     from .reductions import _with_value
 
     lab = np.ravel(labels)
-    counts = np.bincount(lab)
-    avg = np.reshape((np.bincount(lab, weights=np.reshape(y, -1)) / np.maximum(counts, 1))[lab], np.shape(y))
+    counts = np.maximum(np.bincount(lab), 1)
+    flat = np.reshape(y, -1)
     dt = np.result_type(bottom(y))
+    if dt.kind == "c":  # (np.bincount takes real weights: by parts)
+        means = np.bincount(lab, weights=np.real(flat)) / counts + 1j * (np.bincount(lab, weights=np.imag(flat)) / counts)
+    else:
+        means = np.bincount(lab, weights=flat) / counts
+    avg = np.reshape(means[lab], np.shape(y))
     if np.result_type(bottom(avg)) != dt:
         avg = avg.astype(dt)
     return _with_value(avg, lambda: bottom(y))

@@ -954,3 +954,22 @@ def test_a_tied_order_statistic_shares_its_derivative_as_clip_and_max_do():
     assert tied.sum() > 1
     np.testing.assert_allclose(g1, np.where(tied, 1.0 / tied.sum(), 0.0), rtol=1e-15)
     np.testing.assert_allclose(g2, g1, rtol=1e-15)
+
+
+def test_tied_sorts_share_in_complex_and_float32_and_along_an_axis():
+    # the even shares by parts for complex values (np.bincount takes real weights: it raised), in the input's
+    # dtype for float32, and per lane along an axis; oracles: the rank weights by hand, central differences
+    z = np.array([1 + 1j, 0.5 + 0j, 1 + 1j, 2 - 1j])
+    w = np.arange(1.0, 5.0)
+    f = lambda z: np.real(np.sum(w * np.sort(z) * np.conj(np.sort(z))))
+    # d/dz of sum w_r |z_(r)|^2 (mutagrad's convention df/dx - i df/dy: 2 w z); the tie at ranks 1, 2 shares 2.5
+    want = 2 * np.array([2.5, 1.0, 2.5, 4.0]) * np.conj(z)
+    np.testing.assert_allclose(mg.grad(f)(z.copy()), want, rtol=1e-15)
+    np.testing.assert_allclose(mg.jvp(f, (z.copy(),), (np.array([1, 0, 0, 0j]),))[1], want[0].real, rtol=1e-15)
+    x32 = np.array([1.0, 2.0, 1.0, 0.0], dtype=np.float32)
+    g = mg.grad(lambda x: np.sum(np.sort(x) * np.arange(4.0, dtype=np.float32)))(x32)
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g, np.array([1.5, 3.0, 1.5, 0.0], dtype=np.float32))
+    h = lambda x: np.sum(np.sort(x, axis=0) * np.arange(6.0).reshape(3, 2))
+    x = np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 3.0]])
+    np.testing.assert_allclose(mg.grad(h)(x.copy()), numerical_grad(h, (x,), (0,))[0], rtol=1e-7)

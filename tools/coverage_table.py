@@ -46,6 +46,9 @@ def collect():
             how += ("; the derivative w.r.t. its first argument (the parameter)" if missing == 1 else
                     f"; the derivative w.r.t. its first {missing} arguments (the parameters)")
             how += " is a NotImplementedTangent"
+        second = _second_derivative_missing().get(prim.name)
+        if second:
+            how += f"; its second derivative w.r.t. {second} is a NotImplementedTangent"
         rows[prim.name] = (prim.rrule is not None, prim.frule is not None, how)
     for fn, handler in FUNCTIONS.items():
         name = qualname(fn)
@@ -115,6 +118,8 @@ def _stats_rows():
             if method in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED:
                 shapes = getattr(dist, "SHAPES_NOT_DIFFERENTIATED", dist.shapes)
                 how += f"; the derivative w.r.t. {', '.join(shapes)} is a NotImplementedTangent"
+            elif method in dist.SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED:
+                how += f"; the second derivative w.r.t. {', '.join(dist.shapes)} is a NotImplementedTangent"
             rows[f"scipy.stats.{dist.name}.{method}"] = (True, True, how)
     return rows
 
@@ -154,6 +159,14 @@ def _parameters_without_derivative():
     except ImportError:  # no SciPy
         return {}
     return special.PARAMETER_DERIVATIVE_NOT_IMPLEMENTED
+
+
+def _second_derivative_missing():
+    try:
+        from mutagrad.rules.scipy import special
+    except ImportError:  # no SciPy
+        return {}
+    return special.SECOND_DERIVATIVE_NOT_IMPLEMENTED
 
 
 def _plain_functions():

@@ -82,7 +82,10 @@ def _cases(name):
         order = 2 if meth in ("logpdf", "cdf", "ppf") else 1
         if meth in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED:  # w.r.t. x, loc and scale
             cases.append((covers, _fixed_shapes(name, meth, shapes), (arg, LOC, SCALE), order))
-        else:  # w.r.t. the shape parameters too
+        else:  # w.r.t. the shape parameters too (to first order only where their second derivative is missing)
+            if meth in dist.SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED:
+                cases.append((covers, _fixed_shapes(name, meth, shapes), (arg, LOC, SCALE), order))
+                order = 1
             cases.append((covers, m(name, meth), (arg, *shapes, LOC, SCALE), order))
             cases.append((covers, _keywords(name, meth), (arg, *shapes, LOC, SCALE), 1))
     if off is not None:  # a point off the support: density 0, cdf 0, sf 1, zero derivatives there

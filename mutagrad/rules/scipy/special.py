@@ -10,8 +10,9 @@ every order is available.
 
 Orders and shape parameters: an integer order (``polygamma``'s ``n``) has no
 derivative (``NoTangent``); a real order or shape parameter (``jv``'s ``v``,
-``gammainc``'s ``a``) has one that is not implemented
-(``mg.not_implemented``), as is the derivative w.r.t. x of ``zeta(x[, q])``
+``betainc``'s ``a``) has one that is not implemented
+(``mg.not_implemented``; ``gammainc``'s ``a`` has its first derivative, not its second),
+as is the derivative w.r.t. x of ``zeta(x[, q])``
 (SciPy has no zeta'; ``scipy.special.zeta`` calls the ufuncs ``_zeta`` and
 ``_riemann_zeta``, registered under those names).
 """
@@ -59,6 +60,10 @@ def _quotient0(x, y):
 # name -> how many leading arguments (the parameters) have no derivative, or their positions when they do not
 # lead (gdtr's b): docs/coverage.md says so
 PARAMETER_DERIVATIVE_NOT_IMPLEMENTED: dict = {}
+# name -> the parameter whose second derivative is not implemented (the first is): docs/coverage.md says so
+SECOND_DERIVATIVE_NOT_IMPLEMENTED = {f"scipy.special.{n}": p for n, p in (
+    ("gammainc", "a"), ("gammaincc", "a"), ("gammaincinv", "a"), ("gammainccinv", "a"), ("chdtr", "v"),
+    ("chdtrc", "v"), ("chdtri", "v"), ("gdtr", "b"), ("gdtrc", "b"))}
 
 
 def defparametric(fn, nparams, dx, integer=False, why=None, dparams=None):
@@ -253,11 +258,92 @@ def _gamma_density(a, x, y):
     return d
 
 
-defparametric(sp.gammainc, 1, _gamma_density)
-defparametric(sp.gammaincc, 1, lambda a, x, y: -_gamma_density(a, x, y))
+# d/da of the regularized lower incomplete gamma function P(a, x) (JAX's igamma_grad_a): below a + 1 by the
+# series P = e^L sum_n c_n (L = a ln x - x - ln Γ(a+1), c_n = x^n / ((a+1)...(a+n))), each term with its
+# derivative; above, by the continued fraction of Γ(a, x) (Lentz's method), carried with its derivative in a:
+# where P or Q is near 1 the other, small one, so no digits cancel (within 1e-11 of mpmath over a in
+# [0.05, 3000]). Its own derivative in x is the density's; in a (a second derivative) it is not implemented.
+def _gammainc_da_plain(a, x):
+    a, x = np.asarray(a, dtype=float), np.asarray(x, dtype=float)
+    shape = np.broadcast_shapes(a.shape, x.shape)
+    a, x = np.broadcast_to(a, shape), np.broadcast_to(x, shape)  # (read only: the arguments may be)
+    out = np.full(shape, np.nan)
+    ok = (a > 0) & (x >= 0) & np.isfinite(a)
+    out[ok & ((x == 0) | np.isposinf(x))] = 0.0
+    fin = ok & (x > 0) & np.isfinite(x)
+    low = fin & (x < a + 1)
+    if low.any():
+        out[low] = _gammainc_da_series(a[low], x[low])
+    high = fin & ~low
+    if high.any():
+        out[high] = -_gammaincc_da_fraction(a[high], x[high])
+    return out[()] if out.ndim == 0 else out
+
+
+def _gammainc_da_series(a, x):
+    c, s, ds, h = np.ones_like(a), np.ones_like(a), np.zeros_like(a), np.zeros_like(a)
+    for n in range(1, 1_000_000):
+        c = c * x / (a + n)
+        h = h + 1.0 / (a + n)
+        s = s + c
+        ds = ds - c * h
+        if np.all(c * (1.0 + h) <= 1e-17 * np.minimum(s, 1.0)):
+            break
+    e = np.exp(a * np.log(x) - x - sp.gammaln(a + 1))
+    return e * (s * (np.log(x) - sp.digamma(a + 1)) + ds)
+
+
+def _gammaincc_da_fraction(a, x):
+    tiny = 1e-300
+    b, db = x + 1.0 - a, -np.ones_like(a)
+    c, dc = np.full_like(a, 1.0 / tiny), np.zeros_like(a)
+    d, dd = 1.0 / b, db / -b ** 2
+    h, dh = d.copy(), dd.copy()
+    for i in range(1, 1_000_000):
+        an, dan = -i * (i - a), float(i)
+        b = b + 2.0
+        den = an * d + b
+        dden = dan * d + an * dd + db
+        den = np.where(np.abs(den) < tiny, tiny, den)
+        d, dd = 1.0 / den, -dden / den ** 2
+        c, dc = b + an / c, db + dan / c - (an / c) * (dc / c)
+        c = np.where(np.abs(c) < tiny, tiny, c)
+        delta, ddelta = d * c, dd * c + d * dc
+        h, dh = h * delta, dh * delta + h * ddelta
+        if np.all(np.abs(delta - 1.0) < 1e-16) and np.all(np.abs(ddelta) <= 1e-16 * np.abs(dh) / np.abs(h) + 1e-300):
+            break
+    return np.exp(a * np.log(x) - x - sp.gammaln(a)) * (h * (np.log(x) - sp.digamma(a)) + dh)
+
+
+@scipy_primitive("the derivative of scipy.special.gammainc w.r.t. a")
+def gammainc_da(a, x):
+    """d/da of ``scipy.special.gammainc(a, x)``."""
+    with np.errstate(all="ignore"):
+        return _gammainc_da_plain(a, x)
+
+
+def _gammainc_da_dx(a, x, y):
+    d = _gamma_density(a, x, y)
+    return d * np.log(np.where(np.asarray(bottom(x)) == 0, 1.0, x)) - d * sp.digamma(a)
+
+
+defparametric(gammainc_da, 1, _gammainc_da_dx,
+              why="the second derivative of scipy.special.gammainc (and of its relatives) w.r.t. a is not implemented")
+PARAMETER_DERIVATIVE_NOT_IMPLEMENTED.pop(gammainc_da._mutagrad_primitive.name, None)  # (internal: no coverage.md row)
+
+
+def _inverse_gamma_da(a, x):
+    """dx/da of the x with gammainc(a, x) = p (or gammaincc(a, x) = q): -dP/da over the density."""
+    return -gammainc_da(a, x) * np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a))
+
+
+defparametric(sp.gammainc, 1, _gamma_density, dparams={0: lambda a, x, y: gammainc_da(a, x)})
+defparametric(sp.gammaincc, 1, lambda a, x, y: -_gamma_density(a, x, y), dparams={0: lambda a, x, y: -gammainc_da(a, x)})
 # their inverses w.r.t. the probability: the reciprocal of the density at the result
-defparametric(sp.gammaincinv, 1, lambda a, p, x: np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a)))
-defparametric(sp.gammainccinv, 1, lambda a, p, x: -np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a)))
+defparametric(sp.gammaincinv, 1, lambda a, p, x: np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a)),
+              dparams={0: lambda a, p, x: _inverse_gamma_da(a, x)})
+defparametric(sp.gammainccinv, 1, lambda a, p, x: -np.exp(x - sp.xlogy(a - 1, x) + sp.gammaln(a)),
+              dparams={0: lambda a, p, x: _inverse_gamma_da(a, x)})
 
 
 def _beta_density(a, b, x, y):
@@ -285,8 +371,8 @@ defparametric(sp.betaincc, 2, lambda a, b, x, y: -_beta_density(a, b, x, y))
 # density above. Counts are data: SciPy floors pdtr's k and bdtr's k (truncates bdtr's n, pdtri's k,
 # with a warning), so the function is piecewise constant in them and their derivative NoTangent
 # (integer=True), which a traced float count receives as a zero: right except at the integers,
-# where the function jumps. A real shape (chdtr's v, gdtr's b) has a derivative that is not
-# implemented, as gammainc's a. Where SciPy's value is NaN (outside the domain) so is the derivative.
+# where the function jumps. A real shape (chdtr's v, gdtr's b) has gammainc's derivative in a (its
+# second derivative there is not implemented). Where SciPy's value is NaN (outside the domain) so is the derivative.
 
 
 def _undefined(y, d, infinite=False):
@@ -310,11 +396,11 @@ def _inverse_gamma_density(a, x):
 
 # chdtr(v, x) = gammainc(v/2, x/2); chdtri(v, p) is the x with chdtrc(v, x) = p
 defparametric(sp.chdtr, 1, lambda v, x, y: _undefined(y, 0.5 * _gamma_density(v / 2, x / 2, y)),
-              why="the derivative of scipy.special.chdtr w.r.t. v is not implemented (only w.r.t. x)")
+              dparams={0: lambda v, x, y: _undefined(y, 0.5 * gammainc_da(v / 2, x / 2))})
 defparametric(sp.chdtrc, 1, lambda v, x, y: _undefined(y, -0.5 * _gamma_density(v / 2, x / 2, y)),
-              why="the derivative of scipy.special.chdtrc w.r.t. v is not implemented (only w.r.t. x)")
+              dparams={0: lambda v, x, y: _undefined(y, -0.5 * gammainc_da(v / 2, x / 2))})
 defparametric(sp.chdtri, 1, lambda v, p, x: _undefined(x, -2.0 * _inverse_gamma_density(v / 2, x / 2)),
-              why="the derivative of scipy.special.chdtri w.r.t. v is not implemented (only w.r.t. p)")
+              dparams={0: lambda v, p, x: _undefined(x, _inverse_gamma_da(v / 2, x / 2))})
 # pdtr(k, m) = gammaincc(floor(k) + 1, m): d/dm = -m^k e^-m / k!; pdtri(k, y) is the m with pdtr(k, m) = y
 defparametric(sp.pdtr, 1, lambda k, m, y: _undefined(y, -_gamma_density(_count(k) + 1, m, y)), integer=True)
 defparametric(sp.pdtrc, 1, lambda k, m, y: _undefined(y, _gamma_density(_count(k) + 1, m, y)), integer=True)
@@ -334,11 +420,10 @@ def _gdtr_da(a, b, x, y):
     return _undefined(y, np.where(at0, power, xs * _gamma_density(b, a * xs, y)))
 
 
-_GDTR_WHY = "the derivative of scipy.special.{} w.r.t. b is not implemented (only w.r.t. a and x)"
 defparametric(sp.gdtr, 2, lambda a, b, x, y: _undefined(y, a * _gamma_density(b, a * x, y)),
-              dparams={0: _gdtr_da}, why=_GDTR_WHY.format("gdtr"))
+              dparams={0: _gdtr_da, 1: lambda a, b, x, y: _undefined(y, gammainc_da(b, a * x))})
 defparametric(sp.gdtrc, 2, lambda a, b, x, y: _undefined(y, -a * _gamma_density(b, a * x, y)),
-              dparams={0: lambda a, b, x, y: -_gdtr_da(a, b, x, y)}, why=_GDTR_WHY.format("gdtrc"))
+              dparams={0: lambda a, b, x, y: -_gdtr_da(a, b, x, y), 1: lambda a, b, x, y: _undefined(y, -gammainc_da(b, a * x))})
 
 
 # bdtr(k, n, p) = betainc(n - k, k + 1, 1 - p) = 1 - betainc(k + 1, n - k, p), k floored and n truncated:

@@ -23,12 +23,13 @@ shape parameter <= 0) or a NaN gives NaN. The other methods (``rvs``,
 Derivatives: w.r.t. ``x``, ``loc`` and ``scale`` everywhere; w.r.t. the
 shape parameters for the densities (``logpdf``/``pdf``/``logpmf``/``pmf``)
 and for the cumulative functions and ``ppf`` of ``lognorm`` and
-``weibull_min``. Those of ``t``, ``gamma``, ``beta``, ``chi2`` and ``f`` are
-scipy.special's incomplete beta and gamma functions (and their inverses),
+``weibull_min``. Those of ``t``, ``beta`` and ``f`` are
+scipy.special's incomplete beta functions (and their inverses),
 whose derivative w.r.t. their parameters is not implemented: w.r.t. df, a,
 b, dfn, dfd they give a ``NotImplementedTangent`` (each class's
 ``SHAPE_DERIVATIVE_NOT_IMPLEMENTED`` lists those methods; docs/coverage.md
-shows them). Poisson's ``k`` is data: integers, no derivative. Where the
+shows them); those of ``gamma`` and ``chi2``, the incomplete gamma function's, have
+their first derivative w.r.t. a and df, not their second (``SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED``). Poisson's ``k`` is data: integers, no derivative. Where the
 value is an infinite density (chi2 with df < 2 at x = loc) the derivatives
 have no value and may be NaN.
 """
@@ -133,6 +134,7 @@ class _Distribution:
     METHODS: tuple = ()  # the differentiable methods, listed in docs/coverage.md
     PARAMETER_METHODS: tuple = ()  # those of them that take no x (frozen: ``_name(*parameters)``)
     SHAPE_DERIVATIVE_NOT_IMPLEMENTED: tuple = ()  # methods without a derivative w.r.t. the shapes
+    SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED: tuple = ()  # methods with a first one only (gammainc's in a)
 
     def __call__(self, *args, **kwds):
         return _Frozen(self, args, kwds)
@@ -401,7 +403,7 @@ class _Gamma(_Continuous):
     name = "gamma"
     shapes = ("a",)
     METHODS = _WITH_PPF
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # gammainc's, gammainc(c)inv's w.r.t. a
+    SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # gammainc's in a
     ppf = _quantile
     isf = _inverse_sf
     _a = 0.0
@@ -627,7 +629,7 @@ class _Chi2(_Continuous):
     name = "chi2"
     shapes = ("df",)
     METHODS = _WITH_PPF
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # gammainc's, gammainc(c)inv's w.r.t. a
+    SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # gammainc's in a
     ppf = _quantile
     isf = _inverse_sf
     _a = 0.0

@@ -5305,6 +5305,14 @@ def _write_in_order(region, seq):
             write(region, (k, Ellipsis), v)
 
 
+def _scalar_out():
+    """out=h[1]: a NumPy scalar, which NumPy refuses as an out= and cannot change (of a plain buffer too, where
+    mnp.zeros would not help: the climate and regress68 testers)."""
+    raise TypeError(f"return arrays must be of ArrayType: the out= at {user_line()} is a NumPy scalar (an element "
+                    "h[k] of an array), which cannot be written into, as in NumPy; pass the element as a 0-d view, "
+                    "out=h[k, ...], or write the result, h[k] = ...")
+
+
 def write(dest, idx, value):
     """``dest[idx] = value`` with every level that needs to see it."""
     vt = type(value)
@@ -5313,12 +5321,11 @@ def write(dest, idx, value):
         vt = type(value)
     if isinstance(dest, Tracer) and dest._level.closed:
         dest = live(dest, True)  # (a pullback still to be called that reads it: see _note_leftover_read)
-    if type(dest) is ScalarTracer or isinstance(dest, np.generic):  # (out=h[1]: a NumPy scalar, which NumPy
-        # refuses as an out= and cannot change; of a plain buffer too, where mnp.zeros would not help)
-        raise TypeError(f"return arrays must be of ArrayType: the out= at {user_line()} is a NumPy scalar (an "
-                        "element h[k] of an array), which cannot be written into, as in NumPy; pass the element "
-                        "as a 0-d view, out=h[k, ...], or write the result, h[k] = ...")
+    if type(dest) is ScalarTracer:
+        _scalar_out()
     if not isinstance(dest, Tracer):
+        if isinstance(dest, np.generic):
+            _scalar_out()
         if issubclass(vt, Tracer):
             if not value._plain_constant():
                 value._check_thread()

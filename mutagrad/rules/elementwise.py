@@ -1329,7 +1329,8 @@ def _writers(level, s, back=32):
         yield r  # (a write into a part of s: the parts written before it are earlier records)
 
 
-_SUMS = frozenset(("np.sum", "np.mean", "np.nansum", "np.nanmean", "np.add.reduce", "np.cumsum", "np.float64.__add__",
+# (what carries its operands' values at each element: sums, copies, concatenations, |x|; products; powers; picks)
+_CARRIERS = frozenset(("np.sum", "np.mean", "np.nansum", "np.nanmean", "np.add.reduce", "np.cumsum", "np.float64.__add__",
                    "np.copy", "ndarray.astype", "np.concatenate", "np.stack", "np.absolute", "np.fabs"))
 _PRODUCTS = frozenset(("np.multiply", "np.matmul", "np.dot", "np.vdot", "np.inner", "np.einsum", "np.tensordot",
                        "np.float64.__mul__"))
@@ -1373,7 +1374,7 @@ def _quadratic_op(level, r, depth) -> bool:
     if name in _PRODUCTS and len(ins) >= 2:
         return True
     sub = lambda st: _quadratic(level, st, depth + 1)
-    if name in ("np.add", "np.subtract") or name in _SUMS:
+    if name in ("np.add", "np.subtract") or name in _CARRIERS:
         return any(sub(st) for st, _, _ in ins)
     if name in ("np.multiply", "np.float64.__mul__", "np.negative"):  # (scaled)
         return any(sub(st) for st, _, _ in ins)

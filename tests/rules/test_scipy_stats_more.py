@@ -106,6 +106,9 @@ CASES = [
     ("scipy.stats.gamma.ppf", lambda q, loc, s: mst.gamma.ppf(q, 2.5, loc, s), (U01(3), R(3), P(3)), 2),
     ("scipy.stats.gamma.ppf", lambda q, s: mst.gamma.ppf(q, ALPHA3, scale=s), (U01(3), P(3)), 1),
     ("scipy.stats.gamma.isf", lambda q, loc, s: mst.gamma.isf(q, 2.5, loc, s), (U01(3), R(3), P(3)), 2),
+    # (beta by inversion, in the probability, loc and scale: the bayesvi tester; its shapes: not implemented)
+    ("scipy.stats.beta.ppf", lambda q, loc, s: mst.beta.ppf(q, 2.5, 1.7, loc, s), (U01(3), R(3), P(3)), 2),
+    ("scipy.stats.beta.isf", lambda q, loc, s: mst.beta.isf(q, 2.5, 1.7, loc, s), (U01(3), R(3), P(3)), 2),
     # dirichlet: x without its last component (1 - sum), so that x stays on the simplex
     ("scipy.stats.dirichlet.logpdf", lambda x, a: mst.dirichlet.logpdf(x, a), (SIMPLEX3[:2], ALPHA3), 2),
     ("scipy.stats.dirichlet.logpdf", lambda a: mst.dirichlet.logpdf(SIMPLEX3, a), (ALPHA3,), 2),

@@ -366,6 +366,10 @@ def _beta_density(a, b, x, y):
 
 defparametric(sp.betainc, 2, _beta_density)
 defparametric(sp.betaincc, 2, lambda a, b, x, y: -_beta_density(a, b, x, y))
+# their inverses w.r.t. the probability: the reciprocal of the density at the result (a Beta sample by inversion,
+# beta.ppf(u, a, b): the bayesvi tester)
+defparametric(sp.betaincinv, 2, lambda a, b, p, x: 1.0 / _beta_density(a, b, x, None))
+defparametric(sp.betainccinv, 2, lambda a, b, q, x: -1.0 / _beta_density(a, b, x, None))
 
 
 # -- the distribution functions of scipy.special (cdtr family) and binom ---------------------

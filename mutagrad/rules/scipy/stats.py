@@ -435,8 +435,17 @@ class _Beta(_Continuous):
 
     name = "beta"
     shapes = ("a", "b")
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # betainc's w.r.t. a, b
+    METHODS = _WITH_PPF
+    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # betainc's, betainc(c)inv's w.r.t. a, b
+    ppf = _quantile
+    isf = _inverse_sf
     _a, _b = 0.0, 1.0
+
+    def _ppf(self, q, a, b):
+        return sp.betaincinv(a, b, q)
+
+    def _isf(self, q, a, b):
+        return sp.betainccinv(a, b, q)
 
     def _logpdf(self, z, a, b):
         return sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b)

@@ -882,15 +882,22 @@ def printing_statement(frame) -> bool:
     return _printing_expr(stmt.value, frame)
 
 
+def _calls_nothing(expr) -> bool:
+    """Whether evaluating ``expr`` calls nothing and binds nothing (a test: ``verbose``, ``it % 10 == 0``)."""
+    return not any(type(n) in (ast.Call, ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom, ast.Await)
+                   for n in ast.walk(expr))
+
+
 def _printing_expr(expr, frame) -> bool:
-    """Whether the expression statement ``expr`` only prints or logs: a print(...) or logger call, or a
+    """Whether the expression statement ``expr`` only prints or logs: a print(...) or logger call, a
     conditional expression of such calls and constants, ``print(...) if verbose else None``, whose test
-    calls nothing (the convnet tester)."""
+    calls nothing (the convnet tester), or ``verbose and print(...)`` (regress69)."""
     if type(expr) is ast.IfExp:
-        if any(type(n) in (ast.Call, ast.NamedExpr, ast.Lambda, ast.Yield, ast.YieldFrom, ast.Await)
-               for n in ast.walk(expr.test)):
-            return False
-        return all(type(b) is ast.Constant or _printing_expr(b, frame) for b in (expr.body, expr.orelse))
+        return _calls_nothing(expr.test) and all(type(b) is ast.Constant or _printing_expr(b, frame)
+                                                 for b in (expr.body, expr.orelse))
+    if type(expr) is ast.BoolOp:  # (verbose and print(...): the tests call nothing, the rest prints)
+        return all(_calls_nothing(v) or _printing_expr(v, frame) for v in expr.values) and any(
+            not _calls_nothing(v) for v in expr.values)
     if type(expr) is not ast.Call:
         return False
     call = expr

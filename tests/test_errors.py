@@ -6127,6 +6127,14 @@ def test_a_print_in_a_conditional_expression_statement_prints(capsys):
 
     np.testing.assert_allclose(mg.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])
     assert "loss 5.0000" in capsys.readouterr().out
+
+    def g(w, verbose=True):  # (regress69: the `and` spelling)
+        L = np.sum(w ** 2)
+        verbose and print(f"loss {L:.3f}")
+        return L
+
+    np.testing.assert_allclose(mg.grad(g)(np.array([1.0, 2.0])), [2.0, 4.0])
+    assert "loss 5.000" in capsys.readouterr().out
     kept = []
 
     def keeps(w):
@@ -6145,3 +6153,11 @@ def test_a_print_in_a_conditional_expression_statement_prints(capsys):
 
     with pytest.raises(mg.TracerEscapeError):
         mg.grad(keeps_in_branch)(np.array([1.0, 2.0]))
+
+    def keeps_in_and(w):
+        L = np.sum(w ** 2)
+        w.size and kept.append(float(L))
+        return L
+
+    with pytest.raises(mg.TracerEscapeError):
+        mg.grad(keeps_in_and)(np.array([1.0, 2.0]))

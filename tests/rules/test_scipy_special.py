@@ -105,6 +105,8 @@ CASES = [
     ("scipy.special.poch", sp.poch, (np.array([0.7, 2.5, -1.5]), np.array([0.5, 1.2, 0.3])), 2),
     ("scipy.special.gammaincinv", lambda y: sp.gammaincinv(np.array([0.5, 1.0, 3.0]), y), (U01(3),), 2),
     ("scipy.special.gammainccinv", lambda y: sp.gammainccinv(np.array([0.5, 1.0, 3.0]), y), (U01(3),), 2),
+    ("scipy.special.betaincinv", lambda y: sp.betaincinv(np.array([0.5, 1.0, 3.0]), 2.5, y), (U01(3),), 2),
+    ("scipy.special.betainccinv", lambda y: sp.betainccinv(np.array([0.5, 1.0, 3.0]), 2.5, y), (U01(3),), 2),
     ("scipy.special.ndtri_exp", sp.ndtri_exp, (np.array([-30.0, -5.0, -0.7, -0.01]),), 2),
     ("scipy.special.owens_t", sp.owens_t, (np.array([-1.5, 0.0, 0.5, 2.0]), np.array([-2.0, 0.3, 1.0, 5.0])), 2),
     # integer-order Bessel functions (the order is data)

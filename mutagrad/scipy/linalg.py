@@ -3,8 +3,8 @@
 ``lu_factor``/``lu_solve``, ``solve_sylvester``, ``solve_continuous_lyapunov`` (``solve_lyapunov``),
 ``solve_discrete_lyapunov``, ``solve_continuous_are``, ``solve_discrete_are``, ``expm``, ``logm``, ``sqrtm``,
 ``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``solveh_banded``, ``lu``,
-``svd``, ``svdvals``, ``qr``, ``null_space``, ``orth``, ``block_diag``, ``toeplitz``, ``circulant`` and
-``hankel``; every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
+``svd``, ``svdvals``, ``qr``, ``null_space``, ``orth``, ``block_diag``, ``toeplitz``, ``circulant``,
+``hankel`` and ``khatri_rao``; every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 Stacks of matrices (leading axes) are SciPy 1.17's: its values, shapes, lists and errors.
 ``overwrite_a=True`` / ``overwrite_b=True`` (``overwrite_ab``) leave in the arrays what SciPy's own
 call leaves, which depends on their dtype and memory layout: nothing, a result (b the solution, a
@@ -31,6 +31,7 @@ from ..rules.scipy.linalg import (  # noqa: F401
     expm,
     hankel,
     inv,
+    khatri_rao,
     logm,
     lu,
     lu_factor,

@@ -485,6 +485,8 @@ def test_eigh_options_on_plain_matrices_are_scipys_and_on_traced_ones_differenti
     ("hankel", (R(3),)), ("hankel", (R(3), R(5))), ("hankel", ([1, 2, 3],)),
     ("block_diag", (R(1, 3),)), ("block_diag", (1.0, [2, 3], [[4, 5], [6, 7]])), ("block_diag", (R(2, 2), C(3, 1))),
     ("block_diag", ()), ("block_diag", (R(2, 2, 2), R(1, 1))),
+    ("khatri_rao", (R(3, 2), R(4, 2))), ("khatri_rao", (C(2, 3), R(2, 3))), ("khatri_rao", (R(2, 3, 2), R(4, 2))),
+    ("khatri_rao", (np.ones((0, 2)), R(3, 2))), ("khatri_rao", ([[1, 2], [3, 4]], [[1.5, 2.5]])),
 ])
 def test_special_matrices_are_scipys(name, args):
     got, want = getattr(msl, name)(*args), getattr(sl, name)(*args)
@@ -494,7 +496,8 @@ def test_special_matrices_are_scipys(name, args):
 
 @pytest.mark.parametrize("fn,args", [
     (msl.toeplitz, (R(3), R(4))), (msl.toeplitz, (C(3),)), (msl.toeplitz, (R(2, 3), R(2, 2))),
-    (msl.circulant, (R(2, 3),)), (msl.hankel, (R(3), R(2))),
+    (msl.circulant, (R(2, 3),)), (msl.hankel, (R(3), R(2))), (msl.khatri_rao, (R(3, 2), R(4, 2))),
+    (msl.khatri_rao, (R(2, 3, 2), C(4, 2))),
     (lambda a, b: msl.block_diag(a, b, a), (R(2, 3), R(1, 2))), (lambda a, b: msl.block_diag(a, b), (R(2, 2, 2), C(1, 1))),
 ])
 def test_special_matrices_derivatives(fn, args):

@@ -2575,8 +2575,28 @@ def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, typ
 
 # -- special matrices: gathers and concatenations of the entries (exact copies, any order) ----
 
-COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg.hankel", "scipy.linalg.lu",
-              "scipy.linalg.toeplitz")
+COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg.hankel", "scipy.linalg.khatri_rao",
+              "scipy.linalg.lu", "scipy.linalg.toeplitz")
+
+
+def khatri_rao(a, b):
+    """``scipy.linalg.khatri_rao``: the column-wise Kronecker product, c[..., i * m + j, k] = a[..., i, k] *
+    b[..., j, k] for a (..., n, k) and b (..., m, k), SciPy's products (CP-ALS's: the tensors tester); leading
+    axes are batches, as in SciPy 1.17.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import khatri_rao
+    >>> mg.grad(lambda a: khatri_rao(a, np.array([[1.0, 2.0], [3.0, 4.0]])).sum())(np.ones((1, 2)))
+    array([[4., 6.]])
+    """
+    a = a if isinstance(a, np.ndarray) else np.asarray(a)  # (lists of plain numbers; of traced ones: mnp.array)
+    b = b if isinstance(b, np.ndarray) else np.asarray(b)
+    if np.ndim(a) < 2 or np.ndim(b) < 2:
+        raise ValueError("The both arrays should be 2-dimensional.")
+    if np.shape(a)[-1] != np.shape(b)[-1]:
+        raise ValueError("The number of columns for both arrays should be equal.")
+    c = a[..., :, np.newaxis, :] * b[..., np.newaxis, :, :]
+    return np.reshape(c, np.shape(c)[:-3] + (np.shape(a)[-2] * np.shape(b)[-2], np.shape(a)[-1]))
 
 
 def _vector(x):
@@ -2718,7 +2738,7 @@ def _array_likes(fn):
 
 
 for _name in ("block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "det", "eigh", "eigvalsh", "expm",
-              "hankel", "inv", "logm", "lu", "lu_factor", "lu_solve", "null_space", "orth", "qr", "solve",
+              "hankel", "inv", "khatri_rao", "logm", "lu", "lu_factor", "lu_solve", "null_space", "orth", "qr", "solve",
               "solve_banded", "solve_continuous_are", "solve_continuous_lyapunov", "solve_discrete_are",
               "solve_discrete_lyapunov", "solve_lyapunov", "solve_sylvester", "solve_triangular", "solveh_banded",
               "sqrtm", "svd", "svdvals", "toeplitz"):

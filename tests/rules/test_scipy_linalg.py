@@ -487,6 +487,7 @@ def test_eigh_options_on_plain_matrices_are_scipys_and_on_traced_ones_differenti
     ("block_diag", ()), ("block_diag", (R(2, 2, 2), R(1, 1))),
     ("khatri_rao", (R(3, 2), R(4, 2))), ("khatri_rao", (C(2, 3), R(2, 3))), ("khatri_rao", (R(2, 3, 2), R(4, 2))),
     ("khatri_rao", (np.ones((0, 2)), R(3, 2))), ("khatri_rao", ([[1, 2], [3, 4]], [[1.5, 2.5]])),
+    ("khatri_rao", (np.array([[1.0, 2.0], [3.0, 4.0]]).view(np.matrix), R(2, 2))),  # (a view: no warning)
 ])
 def test_special_matrices_are_scipys(name, args):
     got, want = getattr(msl, name)(*args), getattr(sl, name)(*args)
@@ -1548,3 +1549,12 @@ def test_banded_solves_with_check_finite_false_ignore_the_unused_corners(hermiti
     with pytest.raises(ValueError, match="must not contain infs or NaNs"):  # (check_finite=True: SciPy's check)
         (msl.solveh_banded if hermitian else lambda ab, b: msl.solve_banded((1, 1), ab, b))(
             np.full((2 if hermitian else 3, 3), np.nan), b)
+
+
+def test_khatri_rao_batch_errors_are_scipys():
+    for a, b in [(R(0, 2, 3), R(4, 3)), (R(5, 2, 3), R(6, 4, 3))]:
+        with pytest.raises(ValueError) as want:
+            sl.khatri_rao(a, b)
+        with pytest.raises(ValueError) as got:
+            mg.grad(lambda a: np.sum(msl.khatri_rao(a, b)))(a)
+        assert str(got.value) == str(want.value)

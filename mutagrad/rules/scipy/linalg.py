@@ -2589,8 +2589,13 @@ def khatri_rao(a, b):
     >>> mg.grad(lambda a: khatri_rao(a, np.array([[1.0, 2.0], [3.0, 4.0]])).sum())(np.ones((1, 2)))
     array([[4., 6.]])
     """
-    a = a if isinstance(a, np.ndarray) else np.asarray(a)  # (lists of plain numbers; of traced ones: mnp.array)
-    b = b if isinstance(b, np.ndarray) else np.asarray(b)
+    # (lists of plain numbers, np.matrix: NumPy arrays, as SciPy makes them; lists of traced ones: mnp.array)
+    a = a if isinstance(a, Tracer) else np.asarray(a)
+    b = b if isinstance(b, Tracer) else np.asarray(b)
+    if np.ndim(a) > 2 or np.ndim(b) > 2:  # (SciPy's batches: its errors)
+        batch = np.broadcast_shapes(np.shape(a)[:-2], np.shape(b)[:-2])
+        if 0 in batch:
+            raise ValueError("`khatri_rao` does not support zero-size batches.")
     if np.ndim(a) < 2 or np.ndim(b) < 2:
         raise ValueError("The both arrays should be 2-dimensional.")
     if np.shape(a)[-1] != np.shape(b)[-1]:

@@ -1127,6 +1127,9 @@ KINKS = [  # (what, a function smooth at 0 whose Hessian through the kink comes 
     ("clipped arccos at 1", lambda x: np.arccos(np.clip(1.0 - np.sum(x * x) / 2, -1.0, 1.0)) ** 2, 2 * np.eye(2)),
     ("arcsin at 1", lambda x: (np.pi / 2 - np.arcsin(1.0 - np.sum(x * x) / 2)) ** 2, 2 * np.eye(2)),
     ("arccosh at 1", lambda x: np.arccosh(1.0 + np.sum(x * x) / 2) ** 2, 2 * np.eye(2)),
+    # (|x| ** 2 is x ** 2: Glen's law |grad s| ** (n - 1), n = 3, on a flat surface: the glaciology tester)
+    ("abs squared", lambda x: np.sum(np.abs(x) ** 2), 2 * np.eye(2)),
+    ("np.square of abs", lambda x: np.sum(np.square(np.abs(x))), 2 * np.eye(2)),
 ]
 
 

@@ -344,6 +344,25 @@ def read_mask(k):
     return _footprint(level, at + 1, s, 0)
 
 
+def _times_nonzero(r, pos, sub):
+    """Where elementwise record ``r``'s operand ``pos`` is read, of the elements of its output that are read
+    (``sub``, or None: all of them): all of those, but for a product, not where the other factor is exactly 0
+    (there its second derivative in that operand is 0, so a kink's wrong one does not reach the result:
+    Glen's flux np.abs(ds) ** 2 * ds on a flat surface, the regress71 tester)."""
+    if r.prim.name not in ("np.multiply", "np.float64.__mul__") or r.xs is None or len(r.xs) != 2 or not any(
+            p == 1 - pos for _, _, p in r.inputs):
+        return sub  # (a constant factor 0 stands for the kink's own value: np.linalg.norm's 0 * s at 0)
+    other = np.asarray(bottom(r.xs[1 - pos]))
+    shape = r.out.shape
+    if other.dtype.kind not in "fc" or not np.all(np.isfinite(other)):
+        return sub
+    try:
+        nonzero = np.broadcast_to(other != 0, shape)
+    except ValueError:
+        return sub
+    return nonzero if sub is None else sub & nonzero
+
+
 def _footprint(level, start, s, depth):
     """read_mask's answer for storage ``s`` from the records ``start`` on; a copy gathered from it
     (``V[:, np.argsort(w)]``, the materials tester) reads only the elements whose copies are read
@@ -378,11 +397,12 @@ def _footprint(level, start, s, depth):
             # (1 / r of a distance matrix whose diagonal np.fill_diagonal then overwrites: the proteinff tester)
             sub = _footprint(level, i + 1, r.out, depth + 1)
             marks = []
-            for st, g, _ in r.inputs:
+            for st, g, pos in r.inputs:
                 if st is s:
-                    if sub is not None and mark(g).shape == sub.shape:
-                        if sub.any():
-                            put(g, sub)
+                    used = _times_nonzero(r, pos, sub)
+                    if used is not None and mark(g).shape == used.shape:
+                        if used.any():
+                            put(g, used)
                     else:
                         marks.append((g, Ellipsis))
         elif t is EWRecord or t is OpRecord:

@@ -1130,7 +1130,14 @@ KINKS = [  # (what, a function smooth at 0 whose Hessian through the kink comes 
     # (|x| ** 2 is x ** 2: Glen's law |grad s| ** (n - 1), n = 3, on a flat surface: the glaciology tester)
     ("abs squared", lambda x: np.sum(np.abs(x) ** 2), 2 * np.eye(2)),
     ("np.square of abs", lambda x: np.sum(np.square(np.abs(x))), 2 * np.eye(2)),
+    ("scaled abs squared", lambda x: np.sum((np.abs(x) / 0.5) ** 2), 8 * np.eye(2)),  # (regress71)
+    ("abs times abs", lambda x: np.sum(_abs_times_abs(x)), 2 * np.eye(2)),
 ]
+
+
+def _abs_times_abs(x):
+    a = np.abs(x)
+    return a * a
 
 
 def _std_into(x):
@@ -1406,3 +1413,18 @@ def test_no_kink_warning_for_a_buffer_s_constant_zeros():
     with warnings.catch_warnings():
         warnings.simplefilter("error", mg.KinkWarning)
         np.testing.assert_allclose(mg.hessian(f)(at), fd_hessian(f, at, 1e-4), rtol=1e-6, atol=1e-7)
+
+
+def test_no_kink_warning_where_a_product_s_other_factor_is_zero():
+    # (regress71) Glen's flux |ds| ** 2 * ds on a flat surface: the kink's second derivative reaches the result
+    # only times ds, 0 there, so the Hessian is right (central differences of the plain function), no warning
+    def flux(s):
+        ds = np.diff(s)
+        return np.sum((np.abs(ds) ** 2 * ds) ** 2 + np.abs(ds) ** 2 * ds)
+
+    at = np.array([1.0, 1.0, 1.0, 1.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(flux)(at), fd_hessian(flux, at, 1e-4), atol=1e-6)
+    with pytest.warns(mg.KinkWarning):  # (the same kink times a factor that is not 0: warned)
+        mg.hessian(lambda s: np.sum(np.abs(np.diff(s)) ** 2 * (1.0 + s[1:])))(at)

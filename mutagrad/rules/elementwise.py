@@ -1457,14 +1457,40 @@ def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0"):
     Hessian is 2, but through abs's derivative sign(x), 0 at 0, it comes out 0 (the glaciology tester:
     Glen's law |grad s| ** (n - 1) with n = 3 on a flat surface); between 1 and 2 it is infinite there."""
     x = _reverse_of(leaves[0])
-    if x is None or not isinstance(res, Tracer) or np.all(bottom(res)) or _called_by_a_rule():
-        return res
-    made = next(_writers(x._level, x._storage), None)
-    if made is None or getattr(made, "prim", None) is None or made.prim.name not in ("np.absolute", "np.fabs"):
+    if x is None or not isinstance(res, Tracer) or np.all(bottom(res)) or not _abs_based(x._level, x._storage) or (
+            _called_by_a_rule()):
         return res
     from .linalg import _norm_kink
 
     return _norm_kink(res, what)
+
+
+def _abs_based(level, s, depth=0) -> bool:
+    """Whether storage ``s`` (at reverse ``level``) is np.abs of a traced value, or that scaled, shifted by a
+    constant or copied ((np.abs(r) / sigma) ** 2, (np.sqrt(w) * np.abs(r)) ** 2: regress71)."""
+    r = next(_writers(level, s), None)
+    if r is None or getattr(r, "prim", None) is None or depth > 4:
+        return False
+    name = r.prim.name
+    if name in ("np.absolute", "np.fabs"):
+        return True
+    ins = r.inputs
+    if name in ("np.multiply", "np.float64.__mul__", "np.negative", "np.copy", "ndarray.astype"):
+        return any(_abs_based(level, st, depth + 1) for st, _, _ in ins)
+    if name in ("np.divide", "np.true_divide", "np.float64.__truediv__"):
+        return any(pos == 0 and _abs_based(level, st, depth + 1) for st, _, pos in ins)
+    if name in ("np.add", "np.subtract", "np.float64.__add__"):  # (with a constant)
+        return len(ins) == 1 and _abs_based(level, ins[0][0], depth + 1)
+    return False
+
+
+def _product_watch(leaves, res):
+    """``a * a`` of one value, watched as ``a ** 2`` is (:func:`_abs_watch`)."""
+    if len(leaves) == 2 and isinstance(leaves[0], Tracer) and (leaves[0] is leaves[1] or (
+            isinstance(leaves[1], Tracer) and leaves[0]._storage is leaves[1]._storage
+            and leaves[0]._geom == leaves[1]._geom)):
+        return _abs_watch(leaves, res, "np.abs(x) * np.abs(x) at x = 0")
+    return res
 
 
 # (where each angle function has its kink: arccos(x) ~ sqrt(2 (1 - x)) at 1, arccosh(x) ~ sqrt(2 (x - 1)))
@@ -1509,10 +1535,11 @@ def _watched_call(ufunc, inputs, kwargs):
     return write_out(res, out, lambda ob: ufunc(*plain_operands(inputs), out=ob))
 
 
-for _uf in (np.sqrt, np.power, np.float_power, np.square, *_ANGLE_KINKS):
+for _uf in (np.sqrt, np.power, np.float_power, np.square, np.multiply, *_ANGLE_KINKS):
     UFUNC_HANDLERS[(_uf, "__call__")] = _watched_call
 NESTED_WATCH[REGISTRY[np.sqrt]] = _root_watch
 NESTED_WATCH[REGISTRY[np.square]] = _abs_watch
+NESTED_WATCH[REGISTRY[np.multiply]] = _product_watch
 NESTED_WATCH[REGISTRY[np.power]] = NESTED_WATCH[REGISTRY[scalar_power]] = _power_watch
 NESTED_WATCH[REGISTRY[np.float_power]] = _power_watch
 NESTED_WATCH.update((REGISTRY[_uf], _angle_watch(_uf)) for _uf in _ANGLE_KINKS)

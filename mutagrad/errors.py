@@ -1080,6 +1080,13 @@ def print_hint(frame) -> str:
         return (" The source of this line cannot be read (code given to exec, python -c), so a statement that "
                 "only prints cannot be told from one that keeps the digits: format mg.value(x) (a plain "
                 "read-only view of its value), or run the code from a file.")
+    stmt = _statement_at(user) if user is not None else None
+    if stmt is not None and any(type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "print"
+                                and any(k.arg == "file" for k in n.keywords) for n in ast.walk(stmt)):
+        # (regress70: the advice to print in the print call, which it already is, to a log file)
+        return (" A print(..., file=...) to anything but sys.stdout or sys.stderr (a log file, a buffer) keeps the "
+                "digits, which a program may read back without their derivative: format mg.value(x) (a plain "
+                "read-only view of its value) there.")
     return PRINT_HINT
 
 

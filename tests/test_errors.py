@@ -6154,6 +6154,16 @@ def test_a_print_in_a_conditional_expression_statement_prints(capsys):
     with pytest.raises(mg.TracerEscapeError):
         mg.grad(keeps_in_branch)(np.array([1.0, 2.0]))
 
+    log = io.StringIO()
+
+    def to_a_file(w):  # (regress70: the advice named the print call, which it was: the file= is the reason)
+        L = np.sum(w ** 2)
+        print(f"{L:.3f}", file=log)
+        return L
+
+    with pytest.raises(mg.TracerEscapeError, match=r"print\(\.\.\., file=\.\.\.\) to anything but sys.stdout"):
+        mg.grad(to_a_file)(np.array([1.0, 2.0]))
+
     def keeps_in_and(w):
         L = np.sum(w ** 2)
         w.size and kept.append(float(L))

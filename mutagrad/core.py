@@ -5823,14 +5823,8 @@ def scipy_caller(frame):
 def _scipy_escape(caller):
     """The error for a traced value converted to plain values inside a SciPy function the user
     called (``caller``: the converting code's frame), naming it and its fix; None elsewhere."""
-    f = caller
-    while f is not None:  # (a SciPy function outside the differentiation, which calls mg.value_and_grad of the
-        mod = f.f_globals.get("__name__") or ""  # user's objective: scipy.optimize.minimize, solve_ivp's right-
-        if mod.startswith("scipy"):  # hand side; the conversion is the user's: the sph tester)
-            break
-        if mod == "mutagrad.api":
-            return None
-        f = f.f_back
+    if not _scipy_inside(caller):
+        return None
     scipy_fn = _calling_scipy(caller)
     if scipy_fn is not None and not (caller.f_globals.get("__name__") or "").startswith(
             ("scipy", "numpy", "mutagrad")) and plain_write_target(caller) is not None:
@@ -5875,19 +5869,25 @@ def _scipy_escape(caller):
     return None
 
 
+def _scipy_inside(frame) -> bool:
+    """Whether a SciPy function's frame is on the stack from ``frame`` out inside the differentiation, before
+    mutagrad.api's: a SciPy function outside it that calls mg.value_and_grad of the user's objective
+    (scipy.optimize.minimize, solve_ivp's right-hand side) leaves the conversion the user's (the sph tester)."""
+    while frame is not None:
+        mod = frame.f_globals.get("__name__") or ""
+        if mod.startswith("scipy"):
+            return True
+        if mod == "mutagrad.api":
+            return False
+        frame = frame.f_back
+    return False
+
+
 def _scipy_callback_note(frame) -> str:
     """Where the failing code is a callback a SciPy function without derivative rules calls (solve_ivp's
     right-hand side, brentq's function) inside the differentiation: that the SciPy call is the next thing to
     change, with its fix (the clothsim tester followed the write's fix only to be refused at solve_ivp); else ''."""
-    f = frame
-    while f is not None:
-        mod = f.f_globals.get("__name__") or ""
-        if mod == "mutagrad.api":  # (SciPy outside the differentiation: scipy.optimize.minimize of mg.value_and_grad)
-            return ""
-        if mod.startswith("scipy"):
-            break
-        f = f.f_back
-    fn = _calling_scipy(frame) if f is not None else None
+    fn = _calling_scipy(frame) if _scipy_inside(frame) else None
     if fn is None or fn[2]:
         return ""
     name, sub, _ = fn

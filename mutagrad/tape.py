@@ -1543,12 +1543,11 @@ class ReverseLevel(Level):
             av[...] = av + ct
 
     def seed(self, s, geom, ct):
-        if not any(o is s for o in self.outputs_given):  # (once each: a reverse jacobian seeds one per pass)
-            self.outputs_given = (*self.outputs_given, s)
-            if isinstance(ct, Tracer):  # (an output the caller gives a traced cotangent: read, see read_mask)
-                self.seeded = (*self.seeded, s)
-        elif isinstance(ct, Tracer) and not any(o is s for o in self.seeded):
-            self.seeded = (*self.seeded, s)
+        # (each storage once: a reverse jacobian seeds an output once per pass)
+        if not any(o is s for o in self.outputs_given):
+            self.outputs_given += (s,)
+        if isinstance(ct, Tracer) and not any(o is s for o in self.seeded):  # (a traced cotangent: read, read_mask)
+            self.seeded += (s,)
         self.accumulate(s, geom, ct, None)
 
     def backward(self):

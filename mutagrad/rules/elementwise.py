@@ -1376,10 +1376,9 @@ def _quadratic_op(level, r, depth) -> bool:
     sub = lambda st: _quadratic(level, st, depth + 1)
     if name in ("np.add", "np.subtract") or name in _CARRIERS:
         return any(sub(st) for st, _, _ in ins)
-    if name in ("np.multiply", "np.float64.__mul__", "np.negative"):  # (scaled)
-        return any(sub(st) for st, _, _ in ins)
-    if name in ("np.divide", "np.true_divide", "np.float64.__truediv__"):
-        return any(pos == 0 and sub(st) for st, _, pos in ins)
+    scaled = _scaled_operands(r)
+    if scaled is not None:
+        return any(sub(st) for st in scaled)
     if name in _PICKS:
         # a selection (np.where, np.maximum with a constant): a guard where a constant is picked at the zeros,
         # no kink (np.sqrt(np.where(hit, disc, 0.0))); the traced value itself where it is picked there or
@@ -1475,13 +1474,21 @@ def _abs_based(level, s, depth=0) -> bool:
     if name in ("np.absolute", "np.fabs"):
         return True
     ins = r.inputs
-    if name in ("np.multiply", "np.float64.__mul__", "np.negative", "np.copy", "ndarray.astype"):
-        return any(_abs_based(level, st, depth + 1) for st, _, _ in ins)
-    if name in ("np.divide", "np.true_divide", "np.float64.__truediv__"):
-        return any(pos == 0 and _abs_based(level, st, depth + 1) for st, _, pos in ins)
     if name in ("np.add", "np.subtract", "np.float64.__add__"):  # (with a constant)
         return len(ins) == 1 and _abs_based(level, ins[0][0], depth + 1)
-    return False
+    scaled = _scaled_operands(r) if name not in ("np.copy", "ndarray.astype") else [st for st, _, _ in ins]
+    return scaled is not None and any(_abs_based(level, st, depth + 1) for st in scaled)
+
+
+def _scaled_operands(r):
+    """The traced operands a scaling record ``r`` carries at each element: a product's (by a constant or a
+    traced weight) and a negation's, a quotient's numerator; None for other operations."""
+    name = r.prim.name
+    if name in ("np.multiply", "np.float64.__mul__", "np.negative"):
+        return [st for st, _, _ in r.inputs]
+    if name in ("np.divide", "np.true_divide", "np.float64.__truediv__"):
+        return [st for st, _, pos in r.inputs if pos == 0]
+    return None
 
 
 def _product_watch(leaves, res):

@@ -406,18 +406,26 @@ def _kth_ties_averaged(ps, kth, axis):
     pb = np.moveaxis(bottom(ps), axis, -1)
     if pb.dtype.kind not in "fc" or pb.shape[-1] < 2:
         return ps
-    labels = np.arange(pb.size).reshape(pb.shape)
-    tied = False
-    for k in np.ravel(kth).tolist():
-        k %= pb.shape[-1]  # (a negative kth counts from the end)
-        v = pb[..., k:k + 1]
-        eq = pb == v  # (a NaN equals nothing: no group)
+    # (a negative kth counts from the end)
+    labels = equal_labels(pb, [pb[..., k:k + 1] for k in (np.ravel(kth) % pb.shape[-1]).tolist()])
+    return ps if labels is None else tie_average(ps, np.moveaxis(labels, -1, axis))
+
+
+def equal_labels(lanes, values):
+    """Labels (ints of the plain ``lanes``' shape) that put the elements of each lane (last axis) equal to one of
+    ``values`` (each of shape lanes.shape[:-1] + (1,)) in one group where more than one is, every other element in
+    its own (for :func:`tie_average`); None where no value is tied. A NaN equals nothing: no group."""
+    labels = None
+    for v in values:
+        eq = lanes == v
         many = np.sum(eq, axis=-1, keepdims=True) > 1
         if many.any():
             eq &= many
-            labels = np.where(eq, labels[..., k:k + 1], labels)
-            tied = True
-    return tie_average(ps, np.moveaxis(labels, -1, axis)) if tied else ps
+            if labels is None:
+                labels = np.arange(lanes.size).reshape(lanes.shape)
+            first = np.argmax(eq, axis=-1)[..., None]  # (a member's label: one group's, whichever value found it)
+            labels = np.where(eq, np.take_along_axis(labels, first, -1), labels)
+    return labels
 
 
 FUNCTIONS[np.partition] = _np_partition

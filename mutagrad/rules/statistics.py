@@ -22,7 +22,7 @@ from ..core import _bits, check_reduced_out, plain_operands, replicas, with_repl
 from ..errors import NoRuleError, user_line
 from .reductions import (_numpy_bits, std_kink, _reduce_args, _with_value, accumulate_axis, accumulate_out_of_another_shape,
                          as_dtype, cast_for_out, numpy_zero_signs)
-from .indexing import runs_averaged
+from .indexing import equal_labels, runs_averaged, tie_average
 from .shape import bin_sums_p
 
 _NoValue = np._NoValue
@@ -245,7 +245,6 @@ class _SortedLanes:
         pos = np.empty(ranks.shape, np.intp)
         isnan = np.isnan(xb)
         valid = np.sum(~isnan, axis=-1, keepdims=True)
-        ties = []  # (rank, lanes where it is tied, their mask of the equal elements)
         for k in ks.tolist():
             v = part[..., k:k + 1]
             vnan = np.isnan(v)
@@ -254,17 +253,9 @@ class _SortedLanes:
             equal = np.where(vnan, isnan, xb == v)
             first = np.argmax(np.cumsum(equal, axis=-1) > k - less, axis=-1)
             pos = np.where(ranks == k, first, pos)
-            tied = (np.sum(equal, axis=-1) > 1) & ~vnan[..., 0]
-            if tied.any():
-                ties.append((k, tied, equal))
-        res = _gather_last(self.x2, pos)
-        if not ties:
-            return res
-        picked = res
-        for k, tied, equal in ties:  # (the mean of the elements equal to the one picked)
-            mean = np.sum(np.where(equal, self.x2, 0), axis=-1) / np.sum(equal, axis=-1)
-            res = np.where((ranks == k) & tied, mean.astype(xb.dtype), res)
-        return _with_value(res, lambda: bottom(picked))
+        # (a tie at a rank read: the mean of the elements equal to the one picked, as np.sort's runs)
+        labels = equal_labels(xb, [part[..., k:k + 1] for k in ks.tolist()])
+        return _gather_last(self.x2 if labels is None else tie_average(self.x2, labels), pos)
 
 
 def _order_stats(x, axis, omit_nan, weights=None):

@@ -962,7 +962,7 @@ def test_tied_sorts_share_in_complex_and_float32_and_along_an_axis():
     z = np.array([1 + 1j, 0.5 + 0j, 1 + 1j, 2 - 1j])
     w = np.arange(1.0, 5.0)
     f = lambda z: np.real(np.sum(w * np.sort(z) * np.conj(np.sort(z))))
-    # d/dz of sum w_r |z_(r)|^2 (mutagrad's convention df/dx - i df/dy: 2 w z); the tie at ranks 1, 2 shares 2.5
+    # d/dz of sum w_r |z_(r)|^2 (mutagrad's convention df/dx - i df/dy: 2 w conj(z)); the tie at ranks 1, 2 shares 2.5
     want = 2 * np.array([2.5, 1.0, 2.5, 4.0]) * np.conj(z)
     np.testing.assert_allclose(mg.grad(f)(z.copy()), want, rtol=1e-15)
     np.testing.assert_allclose(mg.jvp(f, (z.copy(),), (np.array([1, 0, 0, 0j]),))[1], want[0].real, rtol=1e-15)

@@ -1951,6 +1951,29 @@ def test_add_and_subtract_at_with_repeats(case):
         np.testing.assert_allclose(g, 1 + np.bincount(np.arange(11), minlength=12) * 2 * x, rtol=1e-6)
 
 
+@pytest.mark.parametrize("ufunc", [np.add, np.maximum])
+def test_ufunc_at_values_broadcast_over_an_index_matrix(ufunc):
+    # overlap-add of a window: values (16,) broadcast over a (6, 16) index array into a 1-D array.
+    # NumPy 2.4's own loop reads past the values' memory there (a plain call gives garbage), so the
+    # oracle is the same program with the values broadcast explicitly, which NumPy sums right
+    idx = np.arange(16)[None, :] + 8 * np.arange(6)[:, None]
+
+    def f(win, explicit=False):
+        w = np.zeros_like(win, shape=(56,)) - 1.0
+        vals = win ** 2
+        if explicit:
+            vals = np.broadcast_to(vals, idx.shape).copy()
+        ufunc.at(w, idx, vals)
+        return np.sum(w ** 2 * np.arange(56.0))
+
+    win = np.hanning(18)[1:-1] + np.linspace(0.0, 0.1, 16)
+    value, grad = mg.value_and_grad(f)(win)
+    assert value == f(win, explicit=True)
+    np.testing.assert_allclose(grad, numerical_grad(lambda v: f(v, explicit=True), (win,), (0,))[0], rtol=1e-6, atol=1e-6)
+    t = np.cos(np.arange(16.0))
+    np.testing.assert_allclose(mg.jvp(f, (win,), (t,))[1], grad @ t, rtol=1e-12)
+
+
 def test_add_at_values_into_the_argument_itself():
     # the argument holds what a plain call leaves; the derivative is w.r.t. its values at the call
     def f(a, b):

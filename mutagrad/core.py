@@ -145,7 +145,7 @@ def active_levels():
 # Primitives and the registries
 
 
-_OWN_UNNAMED = frozenset(("abs", "a reduction's value"))  # mutagrad's primitives named otherwise
+_OWN_UNNAMED = frozenset(("abs", "a reduction's value", "a sum of spectral projectors"))  # mutagrad's primitives named otherwise
 
 
 class Primitive:

@@ -960,7 +960,7 @@ def _second_order_rtol(dtype):
     return SECOND_ORDER_RTOL if eps <= _EPS64 else 5e-3
 
 
-def _near_tie_refusal(v, what):
+def _near_tie_refusal(v, what, sel=slice(None)):
     """Where an outer differentiation traces the values ``v`` of a rule's vector derivative (a
     second derivative through the vectors) and two of them are nearly repeated, the refusal: the
     vectors' derivative divides by their gap, its own derivative by its square, which amplifies
@@ -968,7 +968,7 @@ def _near_tie_refusal(v, what):
     derivative passes to 1.5e-8); else None."""
     if np.shape(v)[-1] < 2 or not _differentiated(v):
         return None
-    gap = _near_tie_second(v)
+    gap = _near_tie_second(v, sel)
     if gap is None:
         return None
     return not_implemented(
@@ -991,14 +991,17 @@ def _differentiated(v) -> bool:
     return False
 
 
-def _near_tie_second(v):
-    """The smallest relative gap between two of the values ``v`` where it is below the second
-    order's threshold (a plain number), else None."""
+def _near_tie_second(v, sel=slice(None)):
+    """The smallest relative gap between two of the values ``v`` (one of them among ``sel``: a slice, or
+    a boolean (..., n) mask) where it is below the second order's threshold (a plain number), else None."""
     b = np.asarray(bottom(v))
     if not np.issubdtype(b.dtype, np.floating) and b.dtype.kind != "c":
         return None
     scale = np.max(np.abs(b), axis=-1, keepdims=True)
     gap = np.where(np.eye(b.shape[-1], dtype=bool), np.inf, np.abs(b[..., None, :] - b[..., :, None]))
+    gap = gap[..., :, sel] if type(sel) is slice else np.where(sel[..., None, :], gap, np.inf)
+    if gap.size == 0:
+        return None
     rel = np.min(gap / np.where(scale > 0, scale, 1.0)[..., None])
     return float(rel) if rel < _second_order_rtol(b.dtype) else None
 
@@ -1514,7 +1517,8 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
     hidden = False
     if not is_zero(gV):
         F = _pair_inv(w)
-        bad = _near_tie_refusal(w, what)
+        # (F ∘ Vᴴ V̄ meets the pairs of the columns V̄ reaches: its derivative divides by their gaps squared)
+        bad = _near_tie_refusal(w, what, np.any(np.asarray(bottom(gV)) != 0, axis=-2))
         if bad is None and _repeated(w):
             F = _distinct_part(w, gV)
             tied = _tied_of(w)
@@ -1554,27 +1558,33 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
                   _no_second(_herm_in_T(np.matmul(np.matmul(V, inner_b), _H(V)), lower), hidden, what))
 
 
-def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO):
+def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO, cols=None):
     """The vectors' tangent V C, C = F ∘ (X - Q Λ) - diag(Re diag Q) / 2 (X = Vᴴ Ȧ V; for
     the generalized problem Q = Vᴴ Ḃ V), with the phase term of complex vectors keeping
-    LAPACK's real row (``rows``; None: no convention known) real."""
-    if _repeated(w):
+    LAPACK's real row (``rows``; None: no convention known) real. ``cols`` (start, stop): the
+    tangents of those columns only (a subset of the vectors), which exist where their own values
+    do not repeat, whatever the others do."""
+    sel = slice(None) if cols is None else slice(*cols)
+    if np.any(_repeated_pairs(w)[..., :, sel]) if cols is not None else _repeated(w):
         return _degenerate(what, forward=True)
-    bad = _near_tie_refusal(w, what)
+    bad = _near_tie_refusal(w, what, sel)
     if bad is not None:
         return bad
-    C = _pair_inv(w) * (X if is_zero(Q) else X - Q * w[..., None, :])
+    eye = np.eye(np.shape(w)[-1])[:, sel]
+    ws = w[..., None, sel]
+    C = (1.0 / (ws - w[..., :, None] + eye) - eye) * (X[..., :, sel] if is_zero(Q) else X[..., :, sel] - Q[..., :, sel] * ws)
     if not is_zero(Q):
-        C = C - _diag_embed(_re(_diag(Q))) / 2
+        C = C - eye * _re(_diag(Q))[..., None, sel] / 2
     dV = np.matmul(V, C)
     if _is_complex(V):
-        E = _real_row(V, rows) if rows else None
+        Vs = V[..., :, sel]
+        E = _real_row(Vs, rows) if rows else None
         if E is None:
             return _phase_unknown(what)
         on = _real_members(V)
         if on is not None and (_leaves_reals(X, on) or (not is_zero(Q) and _leaves_reals(Q, on))):
             return _phase_jumps(what, forward=True)
-        dV = _phase_fix(V, dV, E)
+        dV = _phase_fix(Vs, dV, E)
     return dV
 
 
@@ -1592,6 +1602,10 @@ def _eigh_rrule(a, UPLO="L"):
         read = read_mask(1) if _repeated(y[0]) else None
         if _read_apart(reads, not is_zero(gw), not is_zero(gV) and not _unread(read, _tied_of(y[0]))):
             return (_degenerate(f"np.linalg.eigh, {_APART}"),)
+        tied = None if not is_zero(gV) else _tied_values_pullback(a, y[0], gw, UPLO.upper() == "L", "np.linalg.eigh",
+                                                                  read_mask(0))
+        if tied is not None:
+            return (tied,)
         with _within(within):  # (reverse over reverse: a refusal names eigvalsh's second derivative)
             return (_eigh_T(y[0], y[1], gw, gV, UPLO.upper() == "L", read=read),)
 
@@ -1618,6 +1632,9 @@ def _eigvalsh_rrule(a, UPLO="L"):
     def pullback(g):
         if _read_apart(reads, not is_zero(g), False):
             return (_degenerate(f"np.linalg.eigvalsh, {_APART}"),)
+        tied = _tied_values_pullback(a, y, g, UPLO.upper() == "L", "np.linalg.eigvalsh", read_mask(0))
+        if tied is not None:
+            return (tied,)
         with _ValuesPullback("np.linalg.eigvalsh", where):
             w, V = np.linalg.eigh(a, UPLO=UPLO)
         return (_eigh_T(w, V, g, ZERO, UPLO.upper() == "L"),)
@@ -1631,10 +1648,118 @@ def _eigvalsh_frule(primals, tangents, UPLO="L"):
     return _eigvalsh_impl(a, UPLO), _tie_mean(w, _re(_diag(_eigh_X(V, t, UPLO))))
 
 
+# -- the values' reverse pass at repeated values, differentiated ------------------------------------
+# V diag(g) Vᴴ, the values' pullback, for a cotangent g that no outer level traces and that is equal
+# across each group of repeated values, is Σ_C g_C P_C over the groups' projectors: a smooth function
+# of the matrix where the values only repeat within groups (a projector P_C is smooth while its group
+# stays apart from the others), though the vectors of a group have no derivative there. Its derivative
+# is Daleckii-Krein's, V (L ∘ Vᴴ dA V) Vᴴ, L_ij = (g_i - g_j) / (λ_i - λ_j), 0 where g_i = g_j (within a
+# group, and wherever g does not change): the Hessian of the largest generalized eigenvalue of a
+# buckling problem whose geometric stiffness has a null space (repeated zero values; the truss tester).
+
+
+def _spectral_sum_impl(c, g):
+    _, V = np.linalg.eigh(c)
+    return np.matmul(V * g[..., None, :], _H(V))
+
+
+spectral_sum_p = get_primitive(_spectral_sum_impl, "a sum of spectral projectors")
+
+
+def _spectral_map(c, g):
+    """(Σ g_i v_i v_iᴴ of the Hermitian ``c``, its linear derivative X ↦ V (L ∘ Vᴴ X V) Vᴴ, self-adjoint)."""
+    w, V = np.linalg.eigh(c)  # (traced by the levels outside: a third derivative meets their rules at the tie)
+    moved = g[..., :, None] != g[..., None, :]
+    gap = w[..., :, None] - w[..., None, :]
+    L = np.where(moved, (g[..., :, None] - g[..., None, :]) / np.where(moved, gap, 1.0), 0.0)
+
+    def d(x):
+        return np.matmul(np.matmul(V, L * np.matmul(np.matmul(_H(V), x), V)), _H(V))
+
+    return np.matmul(V * g[..., None, :], _H(V)), d
+
+
+def _spectral_sum_rrule(c, g):
+    y, d = _spectral_map(c, g)
+    return y, lambda gy: (d(gy), _spectral_g_cotangent(c, gy))
+
+
+def _spectral_g_cotangent(c, gy):
+    """The cotangent of the weights g of Σ g_i v_i v_iᴴ: Re diag(Vᴴ ȳ V) (a traced g is nonzero only at
+    values that do not repeat: _tied_values_cotangent)."""
+    _, V = np.linalg.eigh(c)
+    return _re(_diag(np.matmul(np.matmul(_H(V), gy), V)))
+
+
+def _spectral_sum_frule(primals, tangents):
+    (c, g), (t, tg) = primals, tangents
+    y, d = _spectral_map(c, g)
+    dy = ZERO if is_zero(t) else d(t)
+    if not is_zero(tg):
+        _, V = np.linalg.eigh(c)
+        dy = _acc(dy, np.matmul(V * tg[..., None, :], _H(V)))
+    return y, dy
+
+
+spectral_sum_p.rrule, spectral_sum_p.frule = _spectral_sum_rrule, _spectral_sum_frule
+
+
+def _tied_values_cotangent(a, w, g, what, read=None):
+    """Where the values' pullback of the matrix ``a`` (values ``w``, cotangent ``g``) runs inside an
+    outer differentiation at repeated values, and can go through spectral_sum_p: g (each group of
+    repeated values either unread by the operations after the call, ``read``: tape.read_mask of the
+    values, so that g is 0 there with no derivative, or read with g equal across it and carrying no
+    derivative; and no pair of values it tells apart within the second order's rounding threshold:
+    that refuses, as np.linalg.eigh's), or the refusal; else None (the vectors then, as at distinct
+    values: a group read with a traced g, whose derivative needs divided differences of the function
+    of the values that no cotangent carries, refuses there)."""
+    if not isinstance(a, Tracer) or is_zero(g) or not _repeated(w):
+        return None
+    gb = np.asarray(bottom(g))
+    moved = gb[..., :, None] != gb[..., None, :]
+    pairs = _repeated_pairs(w)
+    if carries_any_derivative(g):
+        if read is None or np.any(np.asarray(read) & np.any(pairs, axis=-2)):
+            return None
+    elif np.any(moved & pairs):
+        return None
+    b = np.asarray(bottom(w))
+    scale = np.max(np.abs(b), axis=-1, keepdims=True)[..., None]
+    close = np.abs(b[..., None, :] - b[..., :, None]) < _second_order_rtol(b.dtype) * scale
+    if np.any(moved & close):
+        return _near_tie_refusal(w, what) or None
+    return g
+
+
+def _tied_values_pullback(a, w, g, lower, what, read=None):
+    """The values' pullback ``herm_in_T(V diag(g) Vᴴ)`` of np.linalg.eigvalsh (scipy.linalg.eigvalsh)
+    inside an outer differentiation at repeated values, through spectral_sum_p (see
+    :func:`_tied_values_cotangent`), or a refusal; None where that does not apply."""
+    gb = _tied_values_cotangent(a, w, g, what, read)
+    if gb is None or isinstance(gb, NotImplementedTangent):
+        return gb
+    return _herm_in_T(bind(spectral_sum_p, (_herm_in(a, lower), gb)), lower)
+
+
+def _tied_values_pullback_gen(a, b, w, g, lower, what, read=None):
+    """As :func:`_tied_values_pullback`, for the generalized problem A v = λ B v: (Ā, B̄) =
+    (V diag(g) Vᴴ, -V diag(g λ) Vᴴ), by B = L Lᴴ, C = L⁻¹ A L⁻ᴴ, V = L⁻ᴴ U: (L⁻ᴴ S L⁻¹, -L⁻ᴴ S C L⁻¹)
+    with S = U diag(g) Uᴴ (which commutes with C)."""
+    gb = _tied_values_cotangent(a if isinstance(a, Tracer) else b, w, g, what, read)
+    if gb is None or isinstance(gb, NotImplementedTangent):
+        return gb
+    Linv = np.linalg.inv(np.linalg.cholesky(_herm_in(b, lower)))
+    C = np.matmul(np.matmul(Linv, _herm_in(a, lower)), _H(Linv))
+    C = (C + _H(C)) / 2  # (Hermitian to rounding: eigh reads one triangle)
+    S = bind(spectral_sum_p, (C, gb))
+    return (_herm_in_T(np.matmul(np.matmul(_H(Linv), S), Linv), lower),
+            _herm_in_T(-np.matmul(np.matmul(_H(Linv), np.matmul(S, C)), Linv), lower))
+
+
 eigh_p.rrule, eigh_p.frule = _eigh_rrule, _eigh_frule
 eigvalsh_p.rrule, eigvalsh_p.frule = _eigvalsh_rrule, _eigvalsh_frule
 FUNCTIONS[np.linalg.eigh] = _handler(eigh_p, ("a", "UPLO"), UPLO="L")
-FOOTPRINTS.add(eigh_p)
+FOOTPRINTS.update((eigh_p, eigvalsh_p))  # (their pullbacks ask which values and vectors were read)
 FUNCTIONS[np.linalg.eigvalsh] = _handler(eigvalsh_p, ("a", "UPLO"), UPLO="L")
 
 

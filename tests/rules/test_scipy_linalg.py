@@ -1001,6 +1001,56 @@ def test_eigh_subset_vectors_have_scipys_signs(seed):
         np.testing.assert_allclose(g[2, 0] + g[0, 2], (f(a + e) - f(a - e)) / (2 * h), rtol=1e-5, atol=1e-7)
 
 
+def _buckling_family():
+    """(K(t), KG(t)) at t = 0: K positive definite, -KG with a null space of dimension 2 (its generalized
+    values 0, 0, then two distinct positive ones), both moving with t."""
+    rng = np.random.default_rng(5)
+    q = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    kg0 = -q @ np.diag([0.0, 0.0, 0.4, 1.1]) @ q.T
+    m = rng.standard_normal((4, 4))
+    k0 = m @ m.T + 4 * np.eye(4)
+    e1, e2 = (x + x.T for x in rng.standard_normal((2, 4, 4)))
+    return lambda t: (k0 + t[0] * e1, kg0 + t[1] * q @ np.diag([0.0, 0.0, 0.3, -0.5]) @ q.T + t[0] * t[1] * e2)
+
+
+@pytest.mark.parametrize("kw", [{"subset_by_index": [3, 3]}, {"subset_by_index": [2, 3]},
+                                {"subset_by_value": (0.05, np.inf)}, {"standard": True}],
+                         ids=["top", "two-simple", "by-value", "standard"])
+def test_eigh_subset_vectors_beside_repeated_values_have_forward_derivatives(kw):
+    # the buckling mode of the largest load factor, beside a geometric stiffness's null space (values 0, 0):
+    # forward mode refused the mode's tangent because other values repeat (the truss tester)
+    fam = _buckling_family()
+    kw = dict(kw)
+    standard = kw.pop("standard", False)
+
+    def f(t):
+        k, kg = fam(t)
+        if standard:
+            w, v = msl.eigh(-kg + t[0] * np.diag([0.0, 1.0, 0.0, 0.0]), driver="evx", subset_by_index=[2, 3], **kw)
+        else:
+            w, v = msl.eigh(-kg, k, **kw)
+        mode = v[:, -1]
+        return (mode @ k @ mode) * w[-1] + mode[0] ** 2
+
+    t0 = np.array([0.0, 0.0])
+    g = numerical_grad(f, (t0,), (0,))[0]
+    for d in (np.array([1.0, 0.0]), np.array([0.3, -0.7])):
+        np.testing.assert_allclose(mg.jvp(f, (t0,), (d,))[1], g @ d, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(mg.grad(f)(t0), g, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(t0), g, rtol=1e-6, atol=1e-9)
+
+
+def test_eigh_subset_vector_of_a_repeated_value_stays_refused_in_forward_mode():
+    fam = _buckling_family()
+
+    def f(t):
+        k, kg = fam(t)
+        return np.sum(msl.eigh(-kg, k, subset_by_index=[1, 2])[1][:, 0] ** 2)  # (value 0, repeated)
+
+    t = mg.jvp(f, (np.zeros(2),), (np.ones(2),))[1]
+    assert isinstance(t, mg.NotImplementedTangent) and "repeated values" in t.message
+
+
 # -- Lyapunov and Riccati equations: SciPy's values, derivatives against central differences of
 # SciPy's functions (first and second order) and closed forms; the inputs SciPy solves wrongly -----
 

@@ -2243,9 +2243,10 @@ def _eigh_real_rows(generalized, lower):
     return None if lower else (-1,)
 
 
-def _eigh_vectors_tangent(w, V, P, Q, rows):
-    """dV = V C (see above), with the phase term of complex vectors (rules/linalg.py's)."""
-    return _lin._eigh_dV(w, V, P, rows, "scipy.linalg.eigh", Q)
+def _eigh_vectors_tangent(w, V, P, Q, rows, cols=None):
+    """dV = V C (see above), with the phase term of complex vectors (rules/linalg.py's); of the
+    columns ``cols`` (start, stop) only, where given."""
+    return _lin._eigh_dV(w, V, P, rows, "scipy.linalg.eigh", Q, cols)
 
 
 def _eigh_cotangents(w, V, gw, gV, lower, rows, generalized, read=None):
@@ -2284,14 +2285,34 @@ def _herm_tangent(t, lower):
     return t if is_zero(t) else _lin._herm_in(t, lower)
 
 
+def _columns(y, cols):
+    """(values, vectors) ``y`` with the vectors' columns ``cols`` (start, stop) only, where given."""
+    return tuple(y) if cols is None else (y[0], y[1][..., :, cols[0]:cols[1]])
+
+
+# (cols: a subset of the vectors, of every value's pair, whose tangents exist where their own values do not
+# repeat, even where others do: a buckling mode beside a geometric stiffness's null space, the truss tester)
 @scipy_primitive("scipy.linalg.eigh")
-def _eigh(a, *, lower=True, driver=None):
-    return tuple(sl.eigh(a, lower=lower, driver=driver, check_finite=False))
+def _eigh(a, *, lower=True, driver=None, cols=None):
+    return _columns(sl.eigh(a, lower=lower, driver=driver, check_finite=False), cols)
 
 
 @scipy_primitive("scipy.linalg.eigh")
-def _eigh_gen(a, b, *, lower=True, driver=None):
-    return tuple(sl.eigh(a, b, lower=lower, driver=driver, check_finite=False))
+def _eigh_gen(a, b, *, lower=True, driver=None, cols=None):
+    return _columns(sl.eigh(a, b, lower=lower, driver=driver, check_finite=False), cols)
+
+
+def _whole_vectors(gV, read, cols, n):
+    """The cotangent of the vectors' columns ``cols`` as one of all ``n`` (zero outside), and their
+    tape.read_mask as one of all (unread outside; None: not known)."""
+    if cols is None:
+        return gV, read
+    lo, hi = cols
+    if not is_zero(gV):
+        lead = np.shape(gV)[:-1]
+        gV = np.concatenate((np.zeros(lead + (lo,), np.result_type(bottom(gV))), gV,
+                             np.zeros(lead + (n - hi,), np.result_type(bottom(gV)))), axis=-1)
+    return gV, _whole_read(read, (lo, hi - 1), n)
 
 
 @scipy_primitive("scipy.linalg.eigvalsh")
@@ -2320,6 +2341,16 @@ def _whole(g, subset, n):
     return np.concatenate((np.zeros(lead + (lo,)), g, np.zeros(lead + (n - 1 - hi,))), axis=-1)
 
 
+def _whole_read(read, subset, n):
+    """tape.read_mask of the values ``subset`` asks for as one of all ``n`` (unread outside); None: not known."""
+    if read is None or subset is None:
+        return read
+    lo, hi = subset
+    whole = np.zeros(np.shape(read)[:-1] + (n,), bool)
+    whole[..., lo:hi + 1] = read
+    return whole
+
+
 def _gen_pairs(a, b, lower):
     """The generalized problem's values and vectors for the values' derivative (V diag(λ̄) Vᴴ:
     phase-invariant), by SciPy's default driver. Complex matrices are passed whole and
@@ -2338,18 +2369,23 @@ def _smooth_pairs(a, lower):
 
 
 @rrule(_eigh)
-def _eigh_rrule(a, *, lower=True, driver=None):
-    w, V = y = _eigh(a, lower=lower, driver=driver)
+def _eigh_rrule(a, *, lower=True, driver=None, cols=None):
+    w, V = _eigh(a, lower=lower, driver=driver)
+    y = _columns((w, V), cols)
     reads = _lin._tie_reads(a, w)  # (the calls on one matrix at a tie: see np.linalg.eigh's)
 
     def pullback(g):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return (ZERO,)
-        read = read_mask(1) if _lin._repeated(w) else None  # (see np.linalg.eigh's)
+        # (see np.linalg.eigh's)
+        gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, np.shape(w)[-1])
         if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV) and not _lin._unread(read, _lin._tied_of(w))):
             return (_lin._degenerate(f"scipy.linalg.eigh, {_lin._APART}"),)
         if is_zero(gV):
+            tied = _lin._tied_values_pullback(a, w, gw, lower, "scipy.linalg.eigh", read_mask(0))
+            if tied is not None:
+                return (tied,)
             return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver, V), gw, gV, lower, None, False)[0],)
         if driver in (None, "evr"):
             return (_unstable_signs(driver),)
@@ -2359,22 +2395,27 @@ def _eigh_rrule(a, *, lower=True, driver=None):
 
 
 @rrule(_eigh_gen)
-def _eigh_gen_rrule(a, b, *, lower=True, driver=None):
-    w, V = y = _eigh_gen(a, b, lower=lower, driver=driver)
+def _eigh_gen_rrule(a, b, *, lower=True, driver=None, cols=None):
+    w, V = _eigh_gen(a, b, lower=lower, driver=driver)
+    y = _columns((w, V), cols)
 
     def pullback(g):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return ZERO, ZERO
-        read = read_mask(1) if _lin._repeated(w) else None
+        gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, np.shape(w)[-1])
+        tied = None if not is_zero(gV) else _lin._tied_values_pullback_gen(a, b, w, gw, lower, "scipy.linalg.eigh",
+                                                                           read_mask(0))
+        if tied is not None:
+            return (tied, tied) if isinstance(tied, NotImplementedTangent) else tied
         abar, bbar = _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True, read)
         return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 
     return y, pullback
 
 
-# (their pullbacks ask which vectors the function read: tape.read_mask)
-FOOTPRINTS.update(f._mutagrad_primitive for f in (_eigh, _eigh_gen))
+# (their pullbacks ask which values and vectors the function read: tape.read_mask)
+FOOTPRINTS.update(f._mutagrad_primitive for f in (_eigh, _eigh_gen, _eigvalsh, _eigvalsh_gen))
 
 
 @rrule(_eigvalsh)
@@ -2386,9 +2427,15 @@ def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
     def pullback(g):
         if _lin._read_apart(reads, not is_zero(g), False):
             return (_lin._degenerate(f"scipy.linalg.eigh(eigvals_only=True), {_lin._APART}"),)
+        n = np.shape(bottom(a))[-1]
+        g = _whole(g, subset, n)
+        tied = _lin._tied_values_pullback(a, _eigvalsh(bottom(a), lower=lower) if subset else y, g, lower,
+                                          "scipy.linalg.eigh(eigvals_only=True)", _whole_read(read_mask(0), subset, n))
+        if tied is not None:
+            return (tied,)
         with _lin._ValuesPullback("scipy.linalg.eigh(eigvals_only=True)", where):
             w, V = _smooth_pairs(a, lower)
-        return (_eigh_cotangents(w, V, _whole(g, subset, np.shape(w)[-1]), ZERO, lower, None, False)[0],)
+        return (_eigh_cotangents(w, V, g, ZERO, lower, None, False)[0],)
 
     return y, pullback
 
@@ -2398,9 +2445,16 @@ def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None, subset=None):
     where = _lin._values_where(a) or _lin._values_where(b)
 
     def pullback(g):
+        n = np.shape(bottom(a))[-1]
+        g = _whole(g, subset, n)
+        tied = _lin._tied_values_pullback_gen(a, b, _eigvalsh_gen(bottom(a), bottom(b), lower=lower), g, lower,
+                                              "scipy.linalg.eigh(a, b, eigvals_only=True)",
+                                              _whole_read(read_mask(0), subset, n))
+        if tied is not None:
+            return (tied, tied) if isinstance(tied, NotImplementedTangent) else tied
         with _lin._ValuesPullback("scipy.linalg.eigh(a, b, eigvals_only=True)", where):
             w, V = _gen_pairs(a, b, lower)
-        abar, bbar = _eigh_cotangents(w, V, _whole(g, subset, np.shape(w)[-1]), ZERO, lower, None, True)
+        abar, bbar = _eigh_cotangents(w, V, g, ZERO, lower, None, True)
         return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 
     return _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset), pullback
@@ -2417,21 +2471,22 @@ def _eigh_tangents(w, V, ta, tb, lower):
 
 
 @frule(_eigh)
-def _eigh_frule(primals, tangents, *, lower=True, driver=None):
+def _eigh_frule(primals, tangents, *, lower=True, driver=None, cols=None):
     (a,), (ta,) = primals, tangents
-    w, V = y = _eigh(a, lower=lower, driver=driver)
+    w, V = _eigh(a, lower=lower, driver=driver)
+    y = _columns((w, V), cols)
     if driver in (None, "evr"):
         return y, (_eigh_tangents(w, _smooth_vectors(a, lower, driver), ta, None, lower)[2], _unstable_signs(driver))
     P, Q, dw = _eigh_tangents(w, V, ta, None, lower)
-    return y, (dw, _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(False, lower)))
+    return y, (dw, _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(False, lower), cols))
 
 
 @frule(_eigh_gen)
-def _eigh_gen_frule(primals, tangents, *, lower=True, driver=None):
+def _eigh_gen_frule(primals, tangents, *, lower=True, driver=None, cols=None):
     (a, b), (ta, tb) = primals, tangents
-    w, V = y = _eigh_gen(a, b, lower=lower, driver=driver)
+    w, V = _eigh_gen(a, b, lower=lower, driver=driver)
     P, Q, dw = _eigh_tangents(w, V, ta, tb, lower)
-    return y, (dw, _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(True, lower)))
+    return _columns((w, V), cols), (dw, _eigh_vectors_tangent(w, V, P, Q, _eigh_real_rows(True, lower), cols))
 
 
 @frule(_eigvalsh)
@@ -2508,23 +2563,33 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
         raise ValueError(f'"{driver}" cannot compute subsets of eigenvalues')  # (SciPy's error)
     _check_finite(check_finite, a, b)
     subset = _eigh_options(a, type, eigvals_only, subset_by_index, subset_by_value)
+    some = subset_by_index is not None or subset_by_value is not None
+    # a subset of every pair's vectors (their derivative needs all of them): by index, or by value, whose
+    # indices are read off the plain values (the pairs that fall in it)
+    sel = cols = None
+    if some and not eigvals_only:
+        if subset_by_index is not None:
+            sel = _index_range(np.shape(bottom(a))[-1], subset_by_index)
+        else:
+            sel = _subset_indices(sl.eigh(bottom(a), None if b is None else bottom(b), lower=lower, eigvals_only=True,
+                                          check_finite=False), None, subset_by_value)
+        cols = (sel.start, sel.stop)
     if b is None:
         if subset is not None:
             return _eigvalsh(a, lower=lower, driver=driver, subset=subset)
         if eigvals_only:
             w, v = _eigvalsh(a, lower=lower, driver=driver), None
         else:
-            w, v = _eigh(a, lower=lower, driver=driver)
+            w, v = _eigh(a, lower=lower, driver=driver, cols=cols)
     elif subset is not None:
         return _eigvalsh_gen(a, b, lower=lower, driver=driver, subset=subset)
     elif eigvals_only:
         w, v = _eigvalsh_gen(a, b, lower=lower, driver=driver), None
     else:
-        w, v = _eigh_gen(a, b, lower=lower, driver=driver)
-    if subset_by_index is not None or subset_by_value is not None:
-        # a subset of every pair (the derivative of a subset's vectors needs all of them): by index,
-        # or by value, whose indices are read off the plain values (the pairs that fall in it)
-        sel = _subset_indices(bottom(w), subset_by_index, subset_by_value)
+        w, v = _eigh_gen(a, b, lower=lower, driver=driver, cols=cols)
+    if some:
+        if sel is None:
+            sel = _subset_indices(bottom(w), subset_by_index, subset_by_value)
         exact = sl.eigh(bottom(a), None if b is None else bottom(b), lower=lower, driver=driver,
                         eigvals_only=v is None, subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                         check_finite=False)
@@ -2533,7 +2598,6 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
         if v is not None:
             # SciPy's subset call picks each vector's sign (phase) its own way: the same columns,
             # turned to SciPy's (a constant factor per column), so that values agree with it
-            v = v[..., :, sel]
             vb = bottom(v)
             overlap = np.sum(np.conj(vb) * vs, axis=-2)
             size = np.abs(overlap)

@@ -100,6 +100,9 @@ class _State(threading.local):
         self.off_program = 0
         # (the level, the record whose pullback runs now): see tape.read_mask
         self.footprint = None
+        # the line of the operation a nested reverse pass differentiates now (a record's line: user_place's
+        # pair or text), which the outer levels' records made in its pullback name (Level._place)
+        self.replay = None
 
 
 STATE = _State()

@@ -106,6 +106,20 @@ def user_place(start=None):
     return None if frame is None else (frame.f_code, frame.f_lineno)
 
 
+def replayed_place(replay, start=None):
+    """user_place's pair; in a nested reverse pass (``replay``: the line of the operation it differentiates,
+    core.STATE.replay), that line, unless the user's frame is in a rule of the user's that runs there."""
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    if replay is not None and (frame is None or _rule_wrapper(frame) is None):
+        return replay
+    return None if frame is None else (frame.f_code, frame.f_lineno)
+
+
+def replayed_line(replay):
+    """:func:`replayed_place` as text (``user_line`` outside a nested reverse pass)."""
+    return user_line() if replay is None else (line_text(replayed_place(replay)) or "<unknown location>")
+
+
 def line_text(line):
     """A recorded line (``user_line``'s text, ``user_place``'s pair, or None) as text, or None."""
     if type(line) is tuple:

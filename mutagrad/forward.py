@@ -13,6 +13,7 @@ import numpy as np
 
 from .core import (
     _NP_FLOAT_SCALARS,
+    STATE,
     ZERO_IF_REAL,
     ArrayTracer,
     Level,
@@ -31,7 +32,7 @@ from .core import (
     subclass_error,
     view_of,
 )
-from .errors import complex_into_real, user_line, warn_complex_cast
+from .errors import complex_into_real, replayed_line, user_line, warn_complex_cast
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
 from .registry import FP, ew_tangent, fixed_errstate
 from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
@@ -100,11 +101,11 @@ class ForwardLevel(Level):
             from .errors import NotImplementedTangentError
 
             raise NotImplementedTangentError(
-                f"the forward derivative of {prim_name} at {tdot.where or user_line()} is not implemented: "
+                f"the forward derivative of {prim_name} at {tdot.where or replayed_line(STATE.replay)} is not implemented: "
                 f"{tdot.message}. Treat that input as a constant with mg.stop_gradient, or register a rule."
             )
-        if tdot.where is None:
-            tdot = NotImplementedTangent(tdot.message, user_line())
+        if tdot.where is None:  # (in a nested reverse pass, the line of the operation it differentiates)
+            tdot = NotImplementedTangent(tdot.message, replayed_line(STATE.replay))
         return tdot
 
     # jvp's: (caller's array, its contents before the function's first write into it) for each

@@ -82,6 +82,8 @@ from .errors import (
     NotImplementedTangentError,
     complex_into_real,
     line_text,
+    replayed_line,
+    replayed_place,
     user_line,
     user_place,
     warn_complex_cast,
@@ -776,14 +778,19 @@ class ReverseLevel(Level):
     # -- forward pass -------------------------------------------------------
 
     def _line(self):
-        return user_line() if self.record_lines else None
+        return replayed_line(STATE.replay) if self.record_lines else None
 
     def _place(self, prim):
         """The line of a record of ``prim``: its text when lines are recorded; else, for a rule
-        that may not implement a derivative, the frame's place (text made when one is missing)."""
+        that may not implement a derivative, the frame's place (text made when one is missing).
+        Inside the pullback of an inner level's record, the line of the operation it differentiates
+        (STATE.replay: a second derivative's refusal names the user's gammainc, not mg.hessian's line)."""
         if self.record_lines:
-            return user_line()
-        return user_place() if prim is not None and prim.names_line else None
+            return self._line()
+        if prim is not None and prim.names_line:
+            r = STATE.replay
+            return user_place() if r is None else replayed_place(r)
+        return None
 
     def snapshot(self, a):
         """A private copy of an array a pullback will read, which code this level
@@ -1561,6 +1568,17 @@ class ReverseLevel(Level):
             # (strong zeros; an underflow in derivative code is nobody's business: no warning or
             # error under the user's np.errstate, and no call of a "log" object's write)
             with _BACKWARD_FP():
+                if self.index:  # (nested: an outer level's records made in a pullback name its record's line)
+                    prev = st.replay
+                    try:
+                        while i >= 0:
+                            self.at = i
+                            rec = tape[i]
+                            st.replay = getattr(rec, "line", None)
+                            rec.backward(self)
+                            i -= 1
+                    finally:
+                        st.replay = prev
                 while i >= 0:
                     self.at = i  # (read_mask)
                     tape[i].backward(self)

@@ -693,3 +693,19 @@ def test_the_incomplete_gamma_functions_second_derivatives_in_a():
         np.testing.assert_allclose(mg.grad(da)(x), want, rtol=1e-12)
     h = mg.hessian(lambda p: sp.gammainc(p[0], p[1]))(np.array([2.0, 1.5]))
     assert isinstance(h, mg.NotImplementedTangent) and "second derivative of scipy.special.gammainc" in h.message
+
+
+def test_a_second_derivative_refusal_names_the_users_call_not_the_hessians():
+    # the refusal arises in the reverse pass that the outer level differentiates: it named the line of
+    # mg.hessian (or of the outer grad, jvp), not the gammainc among several calls (the phylo tester)
+    def f(p):
+        y = p * 2.0
+        rate = sp.gammainc(y, 1.5)  # the line named
+        return np.sum(rate) + np.sum(sp.gammaln(p))
+
+    p = np.array([0.7, 1.2])
+    for h in (mg.hessian(f)(p), mg.jacobian(mg.grad(f), mode="rev")(p), mg.jvp(mg.grad(f), (p,), (np.ones(2),))[1]):
+        assert isinstance(h, mg.NotImplementedTangent) and "second derivative of scipy.special.gammainc" in h.message
+        assert "rate = sp.gammainc(y, 1.5)" in h.where, h.where
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match=r"rate = sp\.gammainc"):
+        mg.hessian(f)(p)

@@ -421,7 +421,14 @@ def _footprint(level, start, s, depth):
                     put(r.geom, picked)
         elif t is WriteRecord:
             if r.vsrc is s:  # (its value read first: x[1:] = x[:-1])
-                put(r.vgeom, Ellipsis)
+                # a whole array written over a whole one (an in-place elementwise step's result, V *= sign) is read
+                # where the elements it becomes are read (the eigdegen tester)
+                sub = (_footprint(level, i + 1, r.dest, depth + 1) if depth < 3 and r.full and r.vgeom is None
+                       and r.dest is not s and type(r.dest) is Storage and r.dest.shape == s.shape else None)
+                if sub is None or sub.shape != s.shape:
+                    put(r.vgeom, Ellipsis)
+                elif sub.any():
+                    put(None, sub)
             if r.dest is s:
                 if dead is None:
                     dead, dead_root = s.new_mirror(np.zeros)

@@ -849,6 +849,28 @@ def test_eigh_vectors_gathered_by_an_argsort_read_only_where_the_copies_are():
     assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
 
 
+def test_eigh_vectors_after_an_in_place_step_on_all_of_them_are_read_where_their_results_are():
+    # a sign convention on every mode shape, V *= np.sign(V[0]), then only a distinct value's mode read: the
+    # in-place step's result, written over V, is read only in that column, and so is V (it counted as read
+    # everywhere, and the gradient was refused: the eigdegen tester)
+    p = np.array([0.3, 0.4])
+
+    def f(p):
+        w, V = np.linalg.eigh(_two_blocks(p))
+        V *= np.sign(V[0] + 1e-300)
+        return w[3] + (np.arange(1.0, 5.0) @ V[:, 2]) ** 2
+
+    np.testing.assert_allclose(mg.grad(f)(p), numerical_grad(f, (p,), (0,))[0], rtol=1e-6)
+
+    def tied_read(p):  # the same step, then a tied column read through a zero: still refused
+        w, V = np.linalg.eigh(_two_blocks(p))
+        V *= np.sign(V[0] + 1e-300)
+        return w[3] + (np.arange(1.0, 5.0) @ V[:, 2]) ** 2 + V[0, 1] * 0.0
+
+    g = mg.grad(tied_read)(p)
+    assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
+
+
 @pytest.mark.parametrize("read", [
     lambda w, V: V[3, 2] + V[0, 1] * 0.0 + w[3],       # a vector of the pair, read (its cotangent: a zero)
     lambda w, V: V[3, 2] + np.sum(V * 0.0) + w[3],     # all of them, read

@@ -1667,7 +1667,8 @@ spectral_sum_p = get_primitive(_spectral_sum_impl, "a sum of spectral projectors
 
 
 def _spectral_map(c, g):
-    """(Σ g_i v_i v_iᴴ of the Hermitian ``c``, its linear derivative X ↦ V (L ∘ Vᴴ X V) Vᴴ, self-adjoint)."""
+    """(Σ g_i v_i v_iᴴ of the Hermitian ``c``, its linear derivative in c, X ↦ V (L ∘ Vᴴ X V) Vᴴ, which is
+    self-adjoint, and V)."""
     w, V = np.linalg.eigh(c)  # (traced by the levels outside: a third derivative meets their rules at the tie)
     moved = g[..., :, None] != g[..., None, :]
     gap = w[..., :, None] - w[..., None, :]
@@ -1676,27 +1677,21 @@ def _spectral_map(c, g):
     def d(x):
         return np.matmul(np.matmul(V, L * np.matmul(np.matmul(_H(V), x), V)), _H(V))
 
-    return np.matmul(V * g[..., None, :], _H(V)), d
+    return np.matmul(V * g[..., None, :], _H(V)), d, V
 
 
 def _spectral_sum_rrule(c, g):
-    y, d = _spectral_map(c, g)
-    return y, lambda gy: (d(gy), _spectral_g_cotangent(c, gy))
-
-
-def _spectral_g_cotangent(c, gy):
-    """The cotangent of the weights g of Σ g_i v_i v_iᴴ: Re diag(Vᴴ ȳ V) (a traced g is nonzero only at
-    values that do not repeat: _tied_values_cotangent)."""
-    _, V = np.linalg.eigh(c)
-    return _re(_diag(np.matmul(np.matmul(_H(V), gy), V)))
+    y, d, V = _spectral_map(c, g)
+    # (g's cotangent, Re diag(Vᴴ ȳ V): a traced g is nonzero only at values that do not repeat, see
+    # _tied_values_cotangent)
+    return y, lambda gy: (d(gy), _re(_diag(np.matmul(np.matmul(_H(V), gy), V))))
 
 
 def _spectral_sum_frule(primals, tangents):
     (c, g), (t, tg) = primals, tangents
-    y, d = _spectral_map(c, g)
+    y, d, V = _spectral_map(c, g)
     dy = ZERO if is_zero(t) else d(t)
     if not is_zero(tg):
-        _, V = np.linalg.eigh(c)
         dy = _acc(dy, np.matmul(V * tg[..., None, :], _H(V)))
     return y, dy
 

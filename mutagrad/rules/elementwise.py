@@ -1298,16 +1298,18 @@ _emath_rule(np.emath.logn, ("neg", "neg"), lambda n, x: np.log(x) / np.log(n))
 # -- np.sqrt of a sum of squares: a norm written out ---------------------------------
 
 
-def _writers(level, s, back=32):
-    """The records among the last ``back`` of ``level``'s tape that wrote storage ``s``, latest first: the
-    operation that made it (the last one yielded), and before it the writes into a part of it (a buffer filled
-    element by element, ``r2[j] = d @ d``); through the identity that puts NumPy's own bits in (np.average's,
-    np.mean's with where=), gathers (``d[0]``) and writes over all of it (``out=``, ``b[...] = v``) to what
-    they read."""
+def _writers(level, s, back=32, end=None):
+    """The records among the ``back`` of ``level``'s tape before position ``end`` (default: its end) that wrote
+    storage ``s``, latest first, with their positions: the operation that made it (the last one yielded), and
+    before it the writes into a part of it (a buffer filled element by element, ``r2[j] = d @ d``); through the
+    identity that puts NumPy's own bits in (np.average's, np.mean's with where=), gathers (``d[0]``) and writes
+    over all of it (``out=``, ``b[...] = v``, an in-place step ``s += c``) to what they read."""
     tape = getattr(level, "tape", None)
     if not tape:
         return
-    for r in reversed(tape[-back:]):
+    end = len(tape) if end is None else end
+    for i in range(end - 1, max(end - back, 0) - 1, -1):
+        r = tape[i]
         if not (getattr(r, "out", None) is s or s in (getattr(r, "outputs", None) or ())
                 or getattr(r, "dest", None) is s):
             continue
@@ -1316,7 +1318,7 @@ def _writers(level, s, back=32):
             if prim.name == "a reduction's value" and len(r.inputs) == 1:
                 s = r.inputs[0][0]
                 continue
-            yield r
+            yield i, r
             return
         if getattr(r, "src", None) is not None:  # (a gather)
             s = r.src
@@ -1326,7 +1328,7 @@ def _writers(level, s, back=32):
                 return
             s = r.vsrc
             continue
-        yield r  # (a write into a part of s: the parts written before it are earlier records)
+        yield i, r  # (a write into a part of s: the parts written before it are earlier records)
 
 
 # (what carries its operands' values at each element: sums, copies, concatenations, |x|; products; powers; picks)
@@ -1338,7 +1340,7 @@ _POWERS = frozenset(("np.power", "np.float64.__pow__", "np.float_power"))
 _PICKS = frozenset(("np.maximum", "np.minimum", "np.fmax", "np.fmin", "np.clip", "np.where"))
 
 
-def _quadratic(level, s, depth=0) -> bool:
+def _quadratic(level, s, depth=0, end=None) -> bool:
     """Whether storage ``s`` (at reverse ``level``) holds values of second order in the traced ones: squares
     (np.square, x ** 2, a product of two traced values: d[0] * d[0], (p - q) * (p - q), w @ w) and what is
     added, summed, selected, scaled or taken as the maximum of them and constants (np.sum(d ** 2), s += d[k] **
@@ -1347,12 +1349,12 @@ def _quadratic(level, s, depth=0) -> bool:
     constants (np.where(hit, disc, 0.0), np.maximum(disc, 0.0) where disc < 0), is none."""
     if depth > 8:
         return False
-    for r in _writers(level, s):
+    for i, r in _writers(level, s, end=end):
         if getattr(r, "prim", None) is None:  # (a write into a part: a sum of squares written there, where it is 0)
-            if r.vsrc is not None and _quadratic(level, r.vsrc, depth + 1) and _has_zero(r.vsrc):
+            if r.vsrc is not None and _quadratic(level, r.vsrc, depth + 1, i) and _has_zero(r.vsrc):
                 return True
             continue
-        return _quadratic_op(level, r, depth)
+        return _quadratic_op(level, r, depth, i)
     return False
 
 
@@ -1363,8 +1365,9 @@ def _has_zero(st) -> bool:
         return True
 
 
-def _quadratic_op(level, r, depth) -> bool:
-    """:func:`_quadratic` of the storage record ``r`` (an operation) made."""
+def _quadratic_op(level, r, depth, at=None) -> bool:
+    """:func:`_quadratic` of the storage record ``r`` (an operation, at tape position ``at``) made: its
+    operands as they were when it read them (an in-place step's operand is the storage it writes)."""
     name = r.prim.name
     ins = r.inputs
     if name == "np.square":
@@ -1373,7 +1376,7 @@ def _quadratic_op(level, r, depth) -> bool:
         return len(ins) == 1 and ins[0][2] == 0 and _exponent(r) == 2
     if name in _PRODUCTS and len(ins) >= 2:
         return True
-    sub = lambda st: _quadratic(level, st, depth + 1)
+    sub = lambda st: _quadratic(level, st, depth + 1, at)
     if name in ("np.add", "np.subtract") or name in _CARRIERS:
         return any(sub(st) for st, _, _ in ins)
     scaled = _scaled_operands(r)
@@ -1464,10 +1467,10 @@ def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0"):
     return _norm_kink(res, what)
 
 
-def _abs_based(level, s, depth=0) -> bool:
+def _abs_based(level, s, depth=0, end=None) -> bool:
     """Whether storage ``s`` (at reverse ``level``) is np.abs of a traced value, or that scaled, shifted by a
     constant or copied ((np.abs(r) / sigma) ** 2, (np.sqrt(w) * np.abs(r)) ** 2: regress71)."""
-    r = next(_writers(level, s), None)
+    at, r = next(_writers(level, s, end=end), (None, None))
     if r is None or getattr(r, "prim", None) is None or depth > 4:
         return False
     name = r.prim.name
@@ -1475,9 +1478,9 @@ def _abs_based(level, s, depth=0) -> bool:
         return True
     ins = r.inputs
     if name in ("np.add", "np.subtract", "np.float64.__add__"):  # (with a constant)
-        return len(ins) == 1 and _abs_based(level, ins[0][0], depth + 1)
+        return len(ins) == 1 and _abs_based(level, ins[0][0], depth + 1, at)
     scaled = _scaled_operands(r) if name not in ("np.copy", "ndarray.astype") else [st for st, _, _ in ins]
-    return scaled is not None and any(_abs_based(level, st, depth + 1) for st in scaled)
+    return scaled is not None and any(_abs_based(level, st, depth + 1, at) for st in scaled)
 
 
 def _scaled_operands(r):

@@ -2004,6 +2004,12 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
             return _pullback(cts, read)
 
     def _pullback(cts, read):
+        if not compute_uv or (is_zero(cts[0]) and is_zero(cts[2])):
+            values = (cts, read_mask(0)) if not compute_uv else (cts[1], read_mask(1))
+            what = "np.linalg.svd" + ("" if compute_uv else "(compute_uv=False)")
+            tied = _tied_singular_pullback(a, y if not compute_uv else y[1], *values, what)
+            if tied is not None:
+                return (tied,)
         if not compute_uv:
             with _ValuesPullback("np.linalg.svd(compute_uv=False)", where):
                 U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
@@ -2034,6 +2040,31 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
         return (ga,)
 
     return y, pullback
+
+
+def _tied_singular_pullback(a, S, g, read, what):
+    """The singular values' pullback U diag(g) Vᴴ inside an outer differentiation where values repeat or
+    are 0, through spectral_sum_p of the Hermitian dilation [[0, A], [Aᴴ, 0]], whose values are ±σ (and
+    |m - n| zeros: a zero singular value ties with them) and whose weights ±g give U diag(g) Vᴴ as its
+    upper right block (see _tied_values_cotangent: each tied group unread, or read with one constant
+    weight, so a zero singular value's weight must be 0); or the refusal; None where that does not apply."""
+    if not isinstance(a, Tracer) or is_zero(g):
+        return None
+    m, n = np.shape(a)[-2:]
+    sb = np.asarray(bottom(S))
+    mid = np.zeros(sb.shape[:-1] + (m + n - 2 * min(m, n),))
+    if not _repeated(np.concatenate((-sb, mid, sb[..., ::-1]), axis=-1)):
+        return None
+    gh = np.concatenate((-g, mid, g[..., ::-1]), axis=-1)
+    rh = None if read is None else np.concatenate((read, mid != 0, read[..., ::-1]), axis=-1)
+    gh = _tied_values_cotangent(a, np.concatenate((-sb, mid, sb[..., ::-1]), axis=-1), gh, what, rh)
+    if gh is None or isinstance(gh, NotImplementedTangent):
+        return gh
+    lead = np.shape(a)[:-2]
+    dt = np.result_type(bottom(a))
+    h = np.concatenate((np.concatenate((np.zeros(lead + (m, m), dt), a), axis=-1),
+                        np.concatenate((_H(a), np.zeros(lead + (n, n), dt)), axis=-1)), axis=-2)
+    return bind(spectral_sum_p, (h, gh))[..., :m, m:]
 
 
 def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True, _impl=_svd_impl):

@@ -1354,12 +1354,16 @@ def _simple_beside_a_tie_cases():
         "generalized-upper": lambda t: msl.eigvalsh(M(t), B(t), lower=False)[-1],
         "generalized-values": lambda t: msl.eigh(M(t), B(t))[0][-1],
         "generalized-subset": lambda t: msl.eigvalsh(M(t), B(t), subset_by_index=[3, 4])[1],
+        # (a traced weight on every value of a subset without the tie: a subset read whole)
+        "subset-squares": lambda t: np.sum(msl.eigvalsh(M(t), subset_by_index=[3, 4]) ** 2),
+        "generalized-subset-squares": lambda t: np.sum(msl.eigvalsh(M(t), B(t), subset_by_index=[3, 4]) ** 2),
     }
 
 
 @pytest.mark.parametrize("case", ["eigvalsh", "upper", "eigh-values", "weights-equal-on-the-tie", "reciprocal",
                                   "two-simple", "complex", "stack", "scipy", "scipy-evd-values", "scipy-subset",
-                                  "generalized", "generalized-upper", "generalized-values", "generalized-subset"])
+                                  "generalized", "generalized-upper", "generalized-values", "generalized-subset",
+                                  "subset-squares", "generalized-subset-squares"])
 def test_second_derivative_of_simple_values_beside_a_tie(case):
     # the Hessian of a buckling load, the largest generalized eigenvalue, where a geometric stiffness
     # with a null space repeats other values (0): it was refused in every mode (the truss tester);
@@ -1371,6 +1375,44 @@ def test_second_derivative_of_simple_values_beside_a_tie(case):
               np.stack([mg.jvp(mg.grad(f), (t0,), (e,))[1] for e in np.eye(3)])):
         assert not isinstance(h, mg.NotImplementedTangent), h.message
         np.testing.assert_allclose(h, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def _rank_deficient():
+    """A(t) = U diag(3, 1, 0, 0) Vᵀ + t0 E0 + 0.3 t1 E1 + t0 t2 E2 (5 x 4): repeated zero singular values at
+    t = 0, which the first-order terms split; the two largest are simple."""
+    rng = np.random.default_rng(1)
+    u, v = np.linalg.qr(rng.standard_normal((5, 5)))[0], np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    s = np.zeros((5, 4))
+    s[0, 0], s[1, 1] = 3.0, 1.0
+    es = rng.standard_normal((3, 5, 4))
+    return lambda t: u @ s @ v.T + t[0] * es[0] + 0.3 * t[1] * es[1] + t[0] * t[2] * es[2]
+
+
+_RD = _rank_deficient()
+
+
+@pytest.mark.parametrize("f", [
+    lambda t: np.linalg.norm(_RD(t), 2),
+    lambda t: np.linalg.svd(_RD(t), compute_uv=False)[0],
+    lambda t: np.linalg.svd(_RD(t))[1][0],
+    lambda t: np.linalg.svd(_RD(t).T, compute_uv=False)[:2] @ np.array([1.0, 2.0]),  # (wide)
+    lambda t: 1.0 / np.linalg.svd(_RD(t) + 1j * t[2] * _RD(t[::-1]), compute_uv=False)[1],  # (complex; traced weight)
+    lambda t: np.linalg.svd(np.stack([_RD(t), _RD(t[::-1])]), compute_uv=False)[:, 0] @ np.array([1.0, 2.0]),
+], ids=["norm-2", "svdvals", "svd-values", "wide", "complex", "stack"])
+def test_second_derivative_of_simple_singular_values_beside_zero_ones(f):
+    # the spectral norm of a rank-deficient matrix: repeated zero singular values refused its Hessian in every
+    # mode; U diag(g) Vᵀ is the corner of a sum of projectors of the Hermitian dilation [[0, A], [Aᵀ, 0]]
+    t0 = np.zeros(3)
+    want = fd_hessian(f, t0)
+    for h in (mg.hessian(f)(t0), mg.jacobian(mg.grad(f), mode="rev")(t0)):
+        assert not isinstance(h, mg.NotImplementedTangent), h.message
+        np.testing.assert_allclose(h, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_second_derivative_of_a_zero_singular_value_stays_refused():
+    # the smallest singular value of a rank-deficient matrix is a kink (|x| at 0): no Hessian
+    h = mg.hessian(lambda t: np.linalg.svd(_RD(t), compute_uv=False)[3])(np.zeros(3))
+    assert isinstance(h, mg.NotImplementedTangent)
 
 
 @pytest.mark.parametrize("f", [lambda w: np.sum(w[:3] ** 2), lambda w: np.sum(np.log(w)),

@@ -2312,7 +2312,8 @@ def _whole_vectors(gV, read, cols, n):
         lead = np.shape(gV)[:-1]
         gV = np.concatenate((np.zeros(lead + (lo,), np.result_type(bottom(gV))), gV,
                              np.zeros(lead + (n - hi,), np.result_type(bottom(gV)))), axis=-1)
-    return gV, _whole_read(read, (lo, hi - 1), n)
+    return gV, _whole_read(read, (lo, hi - 1), n, np.shape(bottom(gV))[:-2] + (np.shape(bottom(gV))[-2],)
+                           if not is_zero(gV) else ())
 
 
 @scipy_primitive("scipy.linalg.eigvalsh")
@@ -2341,13 +2342,15 @@ def _whole(g, subset, n):
     return np.concatenate((np.zeros(lead + (lo,)), g, np.zeros(lead + (n - 1 - hi,))), axis=-1)
 
 
-def _whole_read(read, subset, n):
-    """tape.read_mask of the values ``subset`` asks for as one of all ``n`` (unread outside); None: not known."""
-    if read is None or subset is None:
+def _whole_read(read, subset, n, lead=()):
+    """tape.read_mask of the values ``subset`` asks for as one of all ``n`` (``lead``: a stack's axes): unread
+    outside, which no operation can read (not returned); inside, where ``read`` says, or all of it where it
+    says nothing (None: all of it, or not known)."""
+    if subset is None:
         return read
     lo, hi = subset
-    whole = np.zeros(np.shape(read)[:-1] + (n,), bool)
-    whole[..., lo:hi + 1] = read
+    whole = np.zeros((np.shape(read)[:-1] if read is not None else tuple(lead)) + (n,), bool)
+    whole[..., lo:hi + 1] = True if read is None else read
     return whole
 
 
@@ -2430,7 +2433,8 @@ def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
         n = np.shape(bottom(a))[-1]
         g = _whole(g, subset, n)
         tied = _lin._tied_values_pullback(a, _eigvalsh(bottom(a), lower=lower) if subset else y, g, lower,
-                                          "scipy.linalg.eigh(eigvals_only=True)", _whole_read(read_mask(0), subset, n))
+                                          "scipy.linalg.eigh(eigvals_only=True)",
+                                          _whole_read(read_mask(0), subset, n, np.shape(bottom(a))[:-2]))
         if tied is not None:
             return (tied,)
         with _lin._ValuesPullback("scipy.linalg.eigh(eigvals_only=True)", where):
@@ -2449,7 +2453,8 @@ def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None, subset=None):
         g = _whole(g, subset, n)
         tied = _lin._tied_values_pullback_gen(a, b, _eigvalsh_gen(bottom(a), bottom(b), lower=lower), g, lower,
                                               "scipy.linalg.eigh(a, b, eigvals_only=True)",
-                                              _whole_read(read_mask(0), subset, n))
+                                              _whole_read(read_mask(0), subset, n,
+                                                          np.broadcast_shapes(np.shape(a)[:-2], np.shape(b)[:-2])))
         if tied is not None:
             return (tied, tied) if isinstance(tied, NotImplementedTangent) else tied
         with _lin._ValuesPullback("scipy.linalg.eigh(a, b, eigvals_only=True)", where):

@@ -619,6 +619,16 @@ def test_scipy_root_finder_and_quadrature_messages_name_fixes_that_work():
         return s - (s ** 2 - p) / (2.0 * s)
 
     assert abs(mg.grad(root)(2.0) - 0.5 / np.sqrt(2.0)) < 1e-12
+    assert "take two for a Hessian" in msg  # (one step's Hessian was wrong, silently: the chemeq tester)
+
+    def root2(p):  # two steps: the second derivative too, -1 / (4 p^(3/2)) by hand
+        s = opt.brentq(lambda s: s ** 2 - mg.value(p), 0.0, 10.0)
+        for _ in range(2):
+            s = s - (s ** 2 - p) / (2.0 * s)
+        return s
+
+    assert abs(mg.hessian(root2)(2.0) + 0.25 * 2.0 ** -1.5) < 1e-10
+    assert abs(mg.hessian(root)(2.0) + 0.25 * 2.0 ** -1.5) > 1e-3  # (one step: the case the message is about)
     msg = _raises(lambda m: opt.newton(lambda e: e - 0.6 * np.sin(e) - m, m, fprime=lambda e: 1 - 0.6 * np.cos(e)),
                   1.2, mg.TracerEscapeError)  # (Kepler's equation from a traced start: SciPy converts it)
     assert "newton" in msg and "one Newton step on the traced ones" in msg

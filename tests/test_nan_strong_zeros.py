@@ -1409,6 +1409,36 @@ def test_a_norm_written_out_any_way_warns_at_zero_under_a_higher_derivative(what
         np.testing.assert_allclose(mg.grad(f)(at.copy()), 0.0, atol=1e-15)  # (first order: no warning)
 
 
+def test_a_root_guarded_by_where_warns_where_the_guard_leaves_the_kink_out():
+    # (regress73) a Matérn 5/2 kernel at a training point through np.sqrt(d2, where=d2 > 0, out=zeros): the
+    # out's constant 0 has no derivative where |d| has its kink, so the Hessian misses the kernel's curvature,
+    # as through np.sqrt's own value there; now the KinkWarning says so, as it does for the unguarded root
+    X = np.array([[0.2, 0.1], [0.7, -0.3], [0.4, 0.5]])
+    alpha = np.array([0.5, -1.2, 0.8])
+
+    def mean(xs):
+        d2 = np.sum((X - xs) ** 2, axis=1)
+        r = np.sqrt(d2, where=d2 > 0, out=np.zeros_like(d2))
+        s = np.sqrt(5.0) * r
+        return ((1 + s + s * s / 3) * np.exp(-s)) @ alpha
+
+    at = X[1].copy()
+    want = fd_hessian(mean, at, 1e-4)
+    with pytest.warns(mg.KinkWarning, match="guarded by where="):
+        h = mg.hessian(mean)(at.copy())
+    assert not np.allclose(h, want, atol=1e-3)  # (the case the warning is about)
+    off = X[1] + np.array([0.05, -0.02])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(mean)(off.copy()), fd_hessian(mean, off, 1e-4), rtol=1e-5, atol=1e-6)
+
+        def disc_root(x):  # (a discriminant's guard: its zeros no norm's, no warning)
+            disc = x[0] - x[1]
+            return np.sum(np.sqrt(disc, where=disc > 0, out=np.zeros_like(disc)) * x[1]) * 1.0
+
+        mg.hessian(disc_root)(np.array([[1.0, 0.5], [1.0, 0.5]]).T.copy())
+
+
 def test_no_kink_warning_for_a_buffer_s_constant_zeros():
     # a buffer filled in part: its zeros that were never written are constants, and np.sqrt of them no kink of
     # a norm (the written squares are not 0 here); the Hessian against central differences of the plain function

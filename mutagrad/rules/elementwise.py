@@ -1533,10 +1533,38 @@ def _angle_watch(ufunc):
     return watch
 
 
+def _guarded_root_watch(inputs, kwargs):
+    """``np.sqrt(s, where=s > 0, out=buf)`` of a sum of squares ``s`` (a safe root, nested levels): where the
+    guard leaves a zero of s out, the result holds out's constant, whose derivatives are 0 where the norm has
+    its kink; a higher derivative through it is as wrong as through np.sqrt's own value there (a Matérn kernel's
+    Hessian at a training point: regress73), so it is watched there as the root's zeros are."""
+    res = ufunc_call(np.sqrt, inputs, kwargs)
+    x = _reverse_of(inputs[0])
+    if x is None or not isinstance(res, Tracer) or _called_by_a_rule():
+        return res
+    try:
+        hidden = (np.asarray(bottom(x)) == 0) & ~np.broadcast_to(np.asarray(bottom(kwargs["where"]), bool), res.shape)
+    except ValueError:
+        return res
+    if not np.any(hidden) or not _quadratic(x._level, x._storage):
+        return res
+    from .linalg import _norm_kink
+
+    watched = _norm_kink(res * 1.0, "np.sqrt of a sum of squares (a norm) guarded by where= at a zero vector",
+                         at=hidden)
+    if watched is not res:
+        write(res, Ellipsis, watched)  # (the same values, now watched where the guard left the kink out)
+    return res
+
+
 def _watched_call(ufunc, inputs, kwargs):
     """A watched ufunc (NESTED_WATCH: np.sqrt, np.power, np.arccos...) through the general ufunc path (a fast
     path not taken: out=, where=...), watched as above."""
-    if len(active_levels()) == 1 or not set(kwargs) <= {"out"}:
+    if len(active_levels()) == 1:
+        return ufunc_call(ufunc, inputs, kwargs)
+    if ufunc is np.sqrt and "where" in kwargs and set(kwargs) <= {"out", "where"}:
+        return _guarded_root_watch(inputs, kwargs)
+    if not set(kwargs) <= {"out"}:
         return ufunc_call(ufunc, inputs, kwargs)
     out = kwargs.get("out")
     if type(out) is tuple:  # (the ufunc spelling, out=(o,); s **= 0.5)

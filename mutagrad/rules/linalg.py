@@ -1602,8 +1602,8 @@ def _eigh_rrule(a, UPLO="L"):
         read = read_mask(1) if _repeated(y[0]) else None
         if _read_apart(reads, not is_zero(gw), not is_zero(gV) and not _unread(read, _tied_of(y[0]))):
             return (_degenerate(f"np.linalg.eigh, {_APART}"),)
-        tied = None if not is_zero(gV) else _tied_values_pullback(a, y[0], gw, UPLO.upper() == "L", "np.linalg.eigh",
-                                                                  read_mask(0))
+        tied = None if not is_zero(gV) else _tied_values_pullback(a, lambda: y[0], gw, UPLO.upper() == "L",
+                                                                  "np.linalg.eigh", lambda: read_mask(0))
         if tied is not None:
             return (tied,)
         with _within(within):  # (reverse over reverse: a refusal names eigvalsh's second derivative)
@@ -1632,7 +1632,7 @@ def _eigvalsh_rrule(a, UPLO="L"):
     def pullback(g):
         if _read_apart(reads, not is_zero(g), False):
             return (_degenerate(f"np.linalg.eigvalsh, {_APART}"),)
-        tied = _tied_values_pullback(a, y, g, UPLO.upper() == "L", "np.linalg.eigvalsh", read_mask(0))
+        tied = _tied_values_pullback(a, lambda: y, g, UPLO.upper() == "L", "np.linalg.eigvalsh", lambda: read_mask(0))
         if tied is not None:
             return (tied,)
         with _ValuesPullback("np.linalg.eigvalsh", where):
@@ -1670,7 +1670,8 @@ def _spectral_map(c, g):
     """(Σ g_i v_i v_iᴴ of the Hermitian ``c``, its linear derivative in c, X ↦ V (L ∘ Vᴴ X V) Vᴴ, which is
     self-adjoint, and V)."""
     w, V = np.linalg.eigh(c)  # (traced by the levels outside: a third derivative meets their rules at the tie)
-    moved = g[..., :, None] != g[..., None, :]
+    gb = np.asarray(bottom(g))
+    moved = gb[..., :, None] != gb[..., None, :]
     gap = w[..., :, None] - w[..., None, :]
     L = np.where(moved, (g[..., :, None] - g[..., None, :]) / np.where(moved, gap, 1.0), 0.0)
 
@@ -1700,20 +1701,24 @@ spectral_sum_p.rrule, spectral_sum_p.frule = _spectral_sum_rrule, _spectral_sum_
 
 
 def _tied_values_cotangent(a, w, g, what, read=None):
-    """Where the values' pullback of the matrix ``a`` (values ``w``, cotangent ``g``) runs inside an
-    outer differentiation at repeated values, and can go through spectral_sum_p: g (each group of
-    repeated values either unread by the operations after the call, ``read``: tape.read_mask of the
-    values, so that g is 0 there with no derivative, or read with g equal across it and carrying no
+    """Where the values' pullback of the matrix ``a`` (values ``w``: a function giving them, called only
+    there; cotangent ``g``) runs inside an outer differentiation at repeated values, and can go through
+    spectral_sum_p: g (each group of repeated values either unread by the operations after the call,
+    ``read()``: tape.read_mask of the values, so that g is 0 there with no derivative, or read with g equal across it and carrying no
     derivative; and no pair of values it tells apart within the second order's rounding threshold:
     that refuses, as np.linalg.eigh's), or the refusal; else None (the vectors then, as at distinct
     values: a group read with a traced g, whose derivative needs divided differences of the function
     of the values that no cotangent carries, refuses there)."""
-    if not isinstance(a, Tracer) or is_zero(g) or not _repeated(w):
+    if not isinstance(a, Tracer) or is_zero(g):
+        return None
+    w = w()
+    if not _repeated(w):
         return None
     gb = np.asarray(bottom(g))
     moved = gb[..., :, None] != gb[..., None, :]
     pairs = _repeated_pairs(w)
     if carries_any_derivative(g):
+        read = None if read is None else read()
         if read is None or np.any(np.asarray(read) & np.any(pairs, axis=-2)):
             return None
     elif np.any(moved & pairs):
@@ -2005,7 +2010,7 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
 
     def _pullback(cts, read):
         if not compute_uv or (is_zero(cts[0]) and is_zero(cts[2])):
-            values = (cts, read_mask(0)) if not compute_uv else (cts[1], read_mask(1))
+            values = (cts, lambda: read_mask(0)) if not compute_uv else (cts[1], lambda: read_mask(1))
             what = "np.linalg.svd" + ("" if compute_uv else "(compute_uv=False)")
             tied = _tied_singular_pullback(a, y if not compute_uv else y[1], *values, what)
             if tied is not None:
@@ -2053,11 +2058,15 @@ def _tied_singular_pullback(a, S, g, read, what):
     m, n = np.shape(a)[-2:]
     sb = np.asarray(bottom(S))
     mid = np.zeros(sb.shape[:-1] + (m + n - 2 * min(m, n),))
-    if not _repeated(np.concatenate((-sb, mid, sb[..., ::-1]), axis=-1)):
+    wh = np.concatenate((-sb, mid, sb[..., ::-1]), axis=-1)
+    if not _repeated(wh):
         return None
-    gh = np.concatenate((-g, mid, g[..., ::-1]), axis=-1)
-    rh = None if read is None else np.concatenate((read, mid != 0, read[..., ::-1]), axis=-1)
-    gh = _tied_values_cotangent(a, np.concatenate((-sb, mid, sb[..., ::-1]), axis=-1), gh, what, rh)
+
+    def rh():
+        r = read()
+        return None if r is None else np.concatenate((r, mid != 0, r[..., ::-1]), axis=-1)
+
+    gh = _tied_values_cotangent(a, lambda: wh, np.concatenate((-g, mid, g[..., ::-1]), axis=-1), what, rh)
     if gh is None or isinstance(gh, NotImplementedTangent):
         return gh
     lead = np.shape(a)[:-2]

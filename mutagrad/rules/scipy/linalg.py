@@ -2386,7 +2386,7 @@ def _eigh_rrule(a, *, lower=True, driver=None, cols=None):
         if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV) and not _lin._unread(read, _lin._tied_of(w))):
             return (_lin._degenerate(f"scipy.linalg.eigh, {_lin._APART}"),)
         if is_zero(gV):
-            tied = _lin._tied_values_pullback(a, w, gw, lower, "scipy.linalg.eigh", read_mask(0))
+            tied = _lin._tied_values_pullback(a, lambda: w, gw, lower, "scipy.linalg.eigh", lambda: read_mask(0))
             if tied is not None:
                 return (tied,)
             return (_eigh_cotangents(w, _smooth_vectors(a, lower, driver, V), gw, gV, lower, None, False)[0],)
@@ -2407,8 +2407,8 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None, cols=None):
         if _lin._all_zero(gw, gV):
             return ZERO, ZERO
         gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, np.shape(w)[-1])
-        tied = None if not is_zero(gV) else _lin._tied_values_pullback_gen(a, b, w, gw, lower, "scipy.linalg.eigh",
-                                                                           read_mask(0))
+        tied = None if not is_zero(gV) else _lin._tied_values_pullback_gen(a, b, lambda: w, gw, lower,
+                                                                           "scipy.linalg.eigh", lambda: read_mask(0))
         if tied is not None:
             return (tied, tied) if isinstance(tied, NotImplementedTangent) else tied
         abar, bbar = _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True, read)
@@ -2432,9 +2432,9 @@ def _eigvalsh_rrule(a, *, lower=True, driver=None, subset=None):
             return (_lin._degenerate(f"scipy.linalg.eigh(eigvals_only=True), {_lin._APART}"),)
         n = np.shape(bottom(a))[-1]
         g = _whole(g, subset, n)
-        tied = _lin._tied_values_pullback(a, _eigvalsh(bottom(a), lower=lower) if subset else y, g, lower,
+        tied = _lin._tied_values_pullback(a, lambda: _eigvalsh(bottom(a), lower=lower) if subset else y, g, lower,
                                           "scipy.linalg.eigh(eigvals_only=True)",
-                                          _whole_read(read_mask(0), subset, n, np.shape(bottom(a))[:-2]))
+                                          lambda: _whole_read(read_mask(0), subset, n, np.shape(bottom(a))[:-2]))
         if tied is not None:
             return (tied,)
         with _lin._ValuesPullback("scipy.linalg.eigh(eigvals_only=True)", where):
@@ -2451,10 +2451,10 @@ def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None, subset=None):
     def pullback(g):
         n = np.shape(bottom(a))[-1]
         g = _whole(g, subset, n)
-        tied = _lin._tied_values_pullback_gen(a, b, _eigvalsh_gen(bottom(a), bottom(b), lower=lower), g, lower,
-                                              "scipy.linalg.eigh(a, b, eigvals_only=True)",
-                                              _whole_read(read_mask(0), subset, n,
-                                                          np.broadcast_shapes(np.shape(a)[:-2], np.shape(b)[:-2])))
+        tied = _lin._tied_values_pullback_gen(a, b, lambda: _eigvalsh_gen(bottom(a), bottom(b), lower=lower), g,
+                                              lower, "scipy.linalg.eigh(a, b, eigvals_only=True)",
+                                              lambda: _whole_read(read_mask(0), subset, n, np.broadcast_shapes(
+                                                  np.shape(a)[:-2], np.shape(b)[:-2])))
         if tied is not None:
             return (tied, tied) if isinstance(tied, NotImplementedTangent) else tied
         with _lin._ValuesPullback("scipy.linalg.eigh(a, b, eigvals_only=True)", where):

@@ -1409,22 +1409,29 @@ def test_a_norm_written_out_any_way_warns_at_zero_under_a_higher_derivative(what
         np.testing.assert_allclose(mg.grad(f)(at.copy()), 0.0, atol=1e-15)  # (first order: no warning)
 
 
-def test_a_root_guarded_by_where_warns_where_the_guard_leaves_the_kink_out():
-    # (regress73) a Matérn 5/2 kernel at a training point through np.sqrt(d2, where=d2 > 0, out=zeros): the
-    # out's constant 0 has no derivative where |d| has its kink, so the Hessian misses the kernel's curvature,
-    # as through np.sqrt's own value there; now the KinkWarning says so, as it does for the unguarded root
+_SAFE_ROOTS = {
+    "where=": lambda d2: np.sqrt(d2, where=d2 > 0, out=np.zeros_like(d2)),
+    "double np.where": lambda d2: np.where(d2 > 0, np.sqrt(np.where(d2 > 0, d2, 1.0)), 0.0),
+}
+
+
+@pytest.mark.parametrize("guard", list(_SAFE_ROOTS))
+def test_a_root_guarded_by_where_warns_where_the_guard_leaves_the_kink_out(guard):
+    # (regress73) a Matérn 5/2 kernel at a training point through a safe root: the guard's constant has no
+    # derivative where |d| has its kink, so the Hessian misses the kernel's curvature, as through np.sqrt's
+    # own value there; now the KinkWarning says so, as it does for the unguarded root
     X = np.array([[0.2, 0.1], [0.7, -0.3], [0.4, 0.5]])
     alpha = np.array([0.5, -1.2, 0.8])
 
     def mean(xs):
         d2 = np.sum((X - xs) ** 2, axis=1)
-        r = np.sqrt(d2, where=d2 > 0, out=np.zeros_like(d2))
+        r = _SAFE_ROOTS[guard](d2)
         s = np.sqrt(5.0) * r
         return ((1 + s + s * s / 3) * np.exp(-s)) @ alpha
 
     at = X[1].copy()
     want = fd_hessian(mean, at, 1e-4)
-    with pytest.warns(mg.KinkWarning, match="guarded by where="):
+    with pytest.warns(mg.KinkWarning, match="guard"):
         h = mg.hessian(mean)(at.copy())
     assert not np.allclose(h, want, atol=1e-3)  # (the case the warning is about)
     off = X[1] + np.array([0.05, -0.02])

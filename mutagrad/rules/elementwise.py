@@ -1423,12 +1423,38 @@ def _root_watch(leaves, res):
     is (a guarded root's zeros, np.sqrt(np.where(hit, disc, 0.0)), are not a norm's: no warning). Called
     for nested levels only."""
     x = _reverse_of(leaves[0])
-    if (x is not None and isinstance(res, Tracer) and not np.all(bottom(res)) and _quadratic(x._level, x._storage)
-            and not _called_by_a_rule()):
+    if x is None or not isinstance(res, Tracer):
+        return res
+    if not np.all(bottom(res)) and _quadratic(x._level, x._storage) and not _called_by_a_rule():
         from .linalg import _norm_kink
 
         return _norm_kink(res, "np.sqrt of a sum of squares (a norm) at a zero vector")
+    hidden = _guarded_zeros(x._level, x._storage)
+    if hidden is not None and not _called_by_a_rule():
+        from .linalg import _norm_kink
+
+        return _norm_kink(res, "np.sqrt of a sum of squares (a norm) whose zero vector a guard replaced by a "
+                               "constant (np.where(s > 0, s, 1.0))", at=np.broadcast_to(hidden, res.shape))
     return res
+
+
+def _guarded_zeros(level, s):
+    """Where storage ``s`` is a selection (np.where(s2 > 0, s2, 1.0): the safe root's inner guard) that took a
+    constant in place of a sum of squares ``s2`` at its zeros (a kink left out, whose derivatives the constant's,
+    0, replace: the double-where safe norm's Hessian at a coincident point, regress73): that mask; else None."""
+    at, r = next(_writers(level, s), (None, None))
+    if r is None or getattr(r, "prim", None) is None or r.prim.name not in _PICKS:
+        return None
+    out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
+    try:
+        ob = np.asarray(bottom(out.root))
+        for st, _, _ in r.inputs:
+            hidden = (np.asarray(bottom(st.root)) == 0) & (ob != 0)
+            if np.any(hidden) and _quadratic(level, st, 1, at):
+                return hidden
+    except (AttributeError, ValueError):  # (no result storage, a freed value, shapes that do not broadcast)
+        return None
+    return None
 
 
 _DISPATCH_FILES = frozenset((__file__, core.__file__))

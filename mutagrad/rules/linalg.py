@@ -897,7 +897,9 @@ def _np_norm(args, kwargs):
     elif ord_ in (2, -2, "nuc"):
         xm = np.moveaxis(x, (r, c), (-2, -1))
         sv = np.linalg.svd(xm, compute_uv=False)
-        res = np.max(sv, axis=-1) if ord_ == 2 else np.min(sv, axis=-1) if ord_ == -2 else np.sum(sv, axis=-1)
+        # (the first or last of the descending values, as np.max and np.min pick them: a gather, which reads
+        # no other value, so the repeated zeros of a rank-deficient matrix stay unread for a second derivative)
+        res = sv[..., 0] if ord_ == 2 else sv[..., -1] if ord_ == -2 else np.sum(sv, axis=-1)
         if keepdims:
             res = np.expand_dims(np.expand_dims(res, min(r, c)), max(r, c))
         return res

@@ -1393,12 +1393,13 @@ _RD = _rank_deficient()
 
 @pytest.mark.parametrize("f", [
     lambda t: np.linalg.norm(_RD(t), 2),
+    lambda t: np.linalg.norm(_RD(t), 2) ** 2,  # (a traced weight: the norm reads the largest value alone, regress73)
     lambda t: np.linalg.svd(_RD(t), compute_uv=False)[0],
     lambda t: np.linalg.svd(_RD(t))[1][0],
     lambda t: np.linalg.svd(_RD(t).T, compute_uv=False)[:2] @ np.array([1.0, 2.0]),  # (wide)
     lambda t: 1.0 / np.linalg.svd(_RD(t) + 1j * t[2] * _RD(t[::-1]), compute_uv=False)[1],  # (complex; traced weight)
     lambda t: np.linalg.svd(np.stack([_RD(t), _RD(t[::-1])]), compute_uv=False)[:, 0] @ np.array([1.0, 2.0]),
-], ids=["norm-2", "svdvals", "svd-values", "wide", "complex", "stack"])
+], ids=["norm-2", "norm-2-squared", "svdvals", "svd-values", "wide", "complex", "stack"])
 def test_second_derivative_of_simple_singular_values_beside_zero_ones(f):
     # the spectral norm of a rank-deficient matrix: repeated zero singular values refused its Hessian in every
     # mode; U diag(g) Vᵀ is the corner of a sum of projectors of the Hermitian dilation [[0, A], [Aᵀ, 0]]

@@ -350,7 +350,19 @@ def _times_nonzero(r, pos, sub):
     """Where elementwise record ``r``'s operand ``pos`` is read, of the elements of its output that are read
     (``sub``, or None: all of them): all of those, but for a product, not where the other factor is exactly 0
     (there its second derivative in that operand is 0, so a kink's wrong one does not reach the result:
-    Glen's flux np.abs(ds) ** 2 * ds on a flat surface, the regress71 tester)."""
+    Glen's flux np.abs(ds) ** 2 * ds on a flat surface, the regress71 tester), and for a power above 2 of it,
+    not where it is 0 (r ** 3 at r = 0: its first and second derivatives are 0 whatever r's are, a cubic radial
+    basis function at a node: regress74)."""
+    if r.prim.name in ("np.power", "np.float64.__pow__") and pos == 0 and r.xs is not None and len(r.xs) == 2:
+        p, base = r.xs[1], np.asarray(bottom(r.xs[0]))
+        if not isinstance(p, Tracer) and np.ndim(p) == 0 and np.isreal(p) and float(np.real(p)) > 2 and (
+                base.dtype.kind in "fc"):
+            try:
+                nonzero = np.broadcast_to(base != 0, r.out.shape)
+            except ValueError:
+                return sub
+            return nonzero if sub is None else sub & nonzero
+        return sub
     if r.prim.name not in ("np.multiply", "np.float64.__mul__") or r.xs is None or len(r.xs) != 2 or not any(
             p == 1 - pos for _, _, p in r.inputs):
         return sub  # (a constant factor 0 stands for the kink's own value: np.linalg.norm's 0 * s at 0)

@@ -1366,6 +1366,7 @@ NORMS_WRITTEN_OUT = [  # (regress67: each the distance |d| at d = 0, none warned
     ("mnp.array", lambda d: np.sqrt(mnp.array([d[0] ** 2, d[1] ** 2]).sum())),
     ("np.abs", lambda d: np.sqrt(np.abs(d @ d))),
     ("in-place steps", lambda d: _in_place_steps(d)),
+    ("squares weighted by a matmul", lambda d: np.sqrt((d ** 2) @ np.array([1.0, 1.0]))),  # (regress74)
 ]
 
 
@@ -1444,6 +1445,30 @@ def test_a_root_guarded_by_where_warns_where_the_guard_leaves_the_kink_out(guard
             return np.sum(np.sqrt(disc, where=disc > 0, out=np.zeros_like(disc)) * x[1]) * 1.0
 
         mg.hessian(disc_root)(np.array([[1.0, 0.5], [1.0, 0.5]]).T.copy())
+
+
+def test_no_kink_warning_for_a_power_above_two_of_a_norm_at_zero():
+    # (regress74) a cubic radial basis function w @ |x - N_i| ** 3 at a node: r ** 3 has first and second
+    # derivatives 0 at r = 0 whatever r's are, so its Hessian is right there (central differences); no warning
+    nodes = np.array([[0.0, 0.0], [1.0, 0.5], [0.3, 1.2]])
+    w = np.array([0.7, -1.1, 0.4])
+
+    def f(x):
+        return w @ np.linalg.norm(x - nodes, axis=1) ** 3 + w @ np.sqrt(np.sum((x - nodes) ** 2, axis=1)) ** 3.5
+
+    def radial_hessian(d, p):  # of |d| ** p by hand: p r^(p-2) (I + (p - 2) u uᵀ), 0 at d = 0 for p > 2
+        r = np.linalg.norm(d)
+        if r == 0:
+            return np.zeros((2, 2))
+        u = d / r
+        return p * r ** (p - 2) * (np.eye(2) + (p - 2) * np.outer(u, u))
+
+    at = nodes[1].copy()
+    exact = sum(wi * (radial_hessian(at - n, 3) + radial_hessian(at - n, 3.5)) for wi, n in zip(w, nodes))
+    np.testing.assert_allclose(fd_hessian(f, at, 1e-5), exact, atol=1e-3)  # (differences: an error of 4 h at the node)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(f)(at), exact, rtol=1e-12, atol=1e-12)
 
 
 def test_no_kink_warning_for_a_buffer_s_constant_zeros():

@@ -85,7 +85,6 @@ from .errors import (
     replayed_line,
     replayed_place,
     user_line,
-    user_place,
     warn_complex_cast,
 )
 from .tangents import (
@@ -346,7 +345,7 @@ def read_mask(k):
     return _footprint(level, at + 1, s, 0)
 
 
-def _times_nonzero(r, pos, sub):
+def _kink_reaches(r, pos, sub):
     """Where elementwise record ``r``'s operand ``pos`` is read, of the elements of its output that are read
     (``sub``, or None: all of them): all of those, but for a product, not where the other factor is exactly 0
     (there its second derivative in that operand is 0, so a kink's wrong one does not reach the result:
@@ -413,7 +412,7 @@ def _footprint(level, start, s, depth):
             marks = []
             for st, g, pos in r.inputs:
                 if st is s:
-                    used = _times_nonzero(r, pos, sub)
+                    used = _kink_reaches(r, pos, sub)
                     if used is not None and mark(g).shape == used.shape:
                         if used.any():
                             put(g, used)
@@ -806,10 +805,7 @@ class ReverseLevel(Level):
         (STATE.replay: a second derivative's refusal names the user's gammainc, not mg.hessian's line)."""
         if self.record_lines:
             return self._line()
-        if prim is not None and prim.names_line:
-            r = STATE.replay
-            return user_place() if r is None else replayed_place(r)
-        return None
+        return replayed_place(STATE.replay) if prim is not None and prim.names_line else None
 
     def snapshot(self, a):
         """A private copy of an array a pullback will read, which code this level

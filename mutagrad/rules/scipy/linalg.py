@@ -2302,18 +2302,17 @@ def _eigh_gen(a, b, *, lower=True, driver=None, cols=None):
     return _columns(sl.eigh(a, b, lower=lower, driver=driver, check_finite=False), cols)
 
 
-def _whole_vectors(gV, read, cols, n):
-    """The cotangent of the vectors' columns ``cols`` as one of all ``n`` (zero outside), and their
-    tape.read_mask as one of all (unread outside; None: not known)."""
+def _whole_vectors(gV, read, cols, V):
+    """The cotangent of the vectors' columns ``cols`` as one of all of them, ``V`` (zero outside), and their
+    tape.read_mask as one of all (see :func:`_whole_read`)."""
     if cols is None:
         return gV, read
     lo, hi = cols
+    lead, n = np.shape(V)[:-1], np.shape(V)[-1]
     if not is_zero(gV):
-        lead = np.shape(gV)[:-1]
-        gV = np.concatenate((np.zeros(lead + (lo,), np.result_type(bottom(gV))), gV,
-                             np.zeros(lead + (n - hi,), np.result_type(bottom(gV)))), axis=-1)
-    return gV, _whole_read(read, (lo, hi - 1), n, np.shape(bottom(gV))[:-2] + (np.shape(bottom(gV))[-2],)
-                           if not is_zero(gV) else ())
+        dt = np.result_type(bottom(gV))
+        gV = np.concatenate((np.zeros(lead + (lo,), dt), gV, np.zeros(lead + (n - hi,), dt)), axis=-1)
+    return gV, _whole_read(read, (lo, hi - 1), n, lead)
 
 
 @scipy_primitive("scipy.linalg.eigvalsh")
@@ -2382,7 +2381,7 @@ def _eigh_rrule(a, *, lower=True, driver=None, cols=None):
         if _lin._all_zero(gw, gV):
             return (ZERO,)
         # (see np.linalg.eigh's)
-        gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, np.shape(w)[-1])
+        gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, V)
         if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV) and not _lin._unread(read, _lin._tied_of(w))):
             return (_lin._degenerate(f"scipy.linalg.eigh, {_lin._APART}"),)
         if is_zero(gV):
@@ -2406,7 +2405,7 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None, cols=None):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return ZERO, ZERO
-        gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, np.shape(w)[-1])
+        gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, V)
         tied = None if not is_zero(gV) else _lin._tied_values_pullback_gen(a, b, lambda: w, gw, lower,
                                                                            "scipy.linalg.eigh", lambda: read_mask(0))
         if tied is not None:

@@ -324,7 +324,7 @@ def _broadcast_to(vals, shape) -> bool:
 FOOTPRINTS: set = set()
 
 
-def read_mask(k):
+def read_mask(k, products=True):
     """For the pullback running now, of a primitive in FOOTPRINTS: a boolean array over its
     output ``k`` (its storage's whole memory, in its shape), True where a record after it reads
     it (takes it or a view of it as an operand, gathers from it, writes it somewhere): where it
@@ -332,7 +332,9 @@ def read_mask(k):
     (a cotangent the caller gives an output of the function, as a plain array, is the caller's
     number; a traced one, an outer differentiation's, counts as a read of all of it). None where
     that is not known (no such pullback running, a record of another kind, a run of element
-    operations reading it, an operand that is all of it)."""
+    operations reading it, an operand that is all of it). ``products``: a product's operand is not read
+    where the other factor is exactly 0 (right for a value whose first derivative is right there and
+    second is not, |x| ** 2; not for a norm's own value, whose first derivative is wrong too: r * r)."""
     fp = STATE.footprint
     if fp is None:
         return None
@@ -342,31 +344,38 @@ def read_mask(k):
     at = level.at
     if s is None or not (0 <= at < len(tape)) or tape[at] is not rec:
         return None
-    return _footprint(level, at + 1, s, 0)
+    return _footprint(level, at + 1, s, 0, products)
 
 
-def _kink_reaches(r, pos, sub):
-    """Where elementwise record ``r``'s operand ``pos`` is read, of the elements of its output that are read
-    (``sub``, or None: all of them): all of those, but for a product, not where the other factor is exactly 0
-    (there its second derivative in that operand is 0, so a kink's wrong one does not reach the result:
-    Glen's flux np.abs(ds) ** 2 * ds on a flat surface, the regress71 tester), and for a power above 2 of it,
-    not where it is 0 (r ** 3 at r = 0: its first and second derivatives are 0 whatever r's are, a cubic radial
-    basis function at a node: regress74)."""
-    if r.prim.name in ("np.power", "np.float64.__pow__") and pos == 0 and r.xs is not None and len(r.xs) == 2:
-        p, base = r.xs[1], np.asarray(bottom(r.xs[0]))
-        if not isinstance(p, Tracer) and np.ndim(p) == 0 and np.isreal(p) and float(np.real(p)) > 2 and (
-                base.dtype.kind in "fc"):
-            try:
-                nonzero = np.broadcast_to(base != 0, r.out.shape)
-            except ValueError:
-                return sub
-            return nonzero if sub is None else sub & nonzero
+def _elementwise_output(r):
+    """The one output storage of an elementwise operation recorded by the general path (an OpRecord: np.abs of
+    a 0-d value), of its operands' shape; else None."""
+    outs = r.outputs
+    if not r.prim.elementwise or len(outs) != 1 or type(outs[0]) is not Storage:
+        return None
+    return outs[0] if all(st.shape == outs[0].shape for st, g, _ in r.inputs if g is None) else None
+
+
+def _kink_reaches(r, pos, sub, shape, products=True):
+    """Where elementwise record ``r``'s operand ``pos`` is read, of the elements of its output (of ``shape``)
+    that are read (``sub``, or None: all of them): all of those, but for a power above 2 of it, not where it
+    is 0 (r ** 3 at r = 0: its first and second derivatives are 0 whatever r's are, a cubic radial basis
+    function at a node: regress74), and, with ``products``, for a product, not where the other factor is
+    exactly 0 (there its second derivative in that operand is 0, so a kink's wrong one does not reach the
+    result: Glen's flux np.abs(ds) ** 2 * ds on a flat surface, the regress71 tester; the term 2 k' f' of
+    (k f)'' keeps a kink's wrong first derivative k', so not for a norm's value, r * r: regress75)."""
+    xs = getattr(r, "xs", None)
+    if xs is None or len(xs) != 2:
         return sub
-    if r.prim.name not in ("np.multiply", "np.float64.__mul__") or r.xs is None or len(r.xs) != 2 or not any(
-            p == 1 - pos for _, _, p in r.inputs):
-        return sub  # (a constant factor 0 stands for the kink's own value: np.linalg.norm's 0 * s at 0)
-    other = np.asarray(bottom(r.xs[1 - pos]))
-    shape = r.out.shape
+    name = r.prim.name
+    if name in ("np.power", "np.float64.__pow__", "np.float_power") and pos == 0:
+        p, other = xs[1], np.asarray(bottom(xs[0]))
+        if isinstance(p, Tracer) or np.ndim(p) != 0 or not np.isreal(p) or float(np.real(p)) <= 2:
+            return sub
+    elif products and name in ("np.multiply", "np.float64.__mul__") and any(q == 1 - pos for _, _, q in r.inputs):
+        other = np.asarray(bottom(xs[1 - pos]))  # (a constant factor 0 stands for the kink's own value: 0 * s)
+    else:
+        return sub
     if other.dtype.kind not in "fc" or not np.all(np.isfinite(other)):
         return sub
     try:
@@ -376,7 +385,7 @@ def _kink_reaches(r, pos, sub):
     return nonzero if sub is None else sub & nonzero
 
 
-def _footprint(level, start, s, depth):
+def _footprint(level, start, s, depth, products=True):
     """read_mask's answer for storage ``s`` from the records ``start`` on; a copy gathered from it
     (``V[:, np.argsort(w)]``, the materials tester) reads only the elements whose copies are read
     (the same question for the copy, a few gathers deep); an element a write overwrites before any
@@ -405,14 +414,15 @@ def _footprint(level, start, s, depth):
         r = tape[i]
         t = type(r)
         marks = ()
-        if t is EWRecord and depth < 3 and any(st is s for st, _, _ in r.inputs) and type(r.out) is Storage:
+        out = r.out if t is EWRecord else _elementwise_output(r) if t is OpRecord else None
+        if type(out) is Storage and depth < 3 and any(st is s for st, _, _ in r.inputs):
             # an elementwise operation reads an element of s where it reads its own output's element
             # (1 / r of a distance matrix whose diagonal np.fill_diagonal then overwrites: the proteinff tester)
-            sub = _footprint(level, i + 1, r.out, depth + 1)
+            sub = _footprint(level, i + 1, out, depth + 1, products)
             marks = []
             for st, g, pos in r.inputs:
                 if st is s:
-                    used = _kink_reaches(r, pos, sub)
+                    used = _kink_reaches(r, pos, sub, out.shape, products)
                     if used is not None and mark(g).shape == used.shape:
                         if used.any():
                             put(g, used)
@@ -422,7 +432,8 @@ def _footprint(level, start, s, depth):
             marks = [(g, Ellipsis) for st, g, _ in r.inputs if st is s]
         elif t is GatherRecord:
             if r.src is s:
-                sub = _footprint(level, i + 1, r.out, depth + 1) if depth < 3 and type(r.out) is Storage else None
+                sub = (_footprint(level, i + 1, r.out, depth + 1, products) if depth < 3 and type(r.out) is Storage
+                       else None)
                 if sub is None or sub.shape != r.out.shape:
                     marks = ((r.geom, r.idx),)
                 elif sub.any():  # (the elements of s whose copies are read)
@@ -434,7 +445,7 @@ def _footprint(level, start, s, depth):
             if r.vsrc is s:  # (its value read first: x[1:] = x[:-1])
                 # a whole array written over a whole one (an in-place elementwise step's result, V *= sign) is read
                 # where the elements it becomes are read (the eigdegen tester)
-                sub = (_footprint(level, i + 1, r.dest, depth + 1) if depth < 3 and r.full and r.vgeom is None
+                sub = (_footprint(level, i + 1, r.dest, depth + 1, products) if depth < 3 and r.full and r.vgeom is None
                        and r.dest is not s and type(r.dest) is Storage and r.dest.shape == s.shape else None)
                 if sub is None or sub.shape != s.shape:
                     put(r.vgeom, Ellipsis)

@@ -1447,6 +1447,29 @@ def test_a_root_guarded_by_where_warns_where_the_guard_leaves_the_kink_out(guard
         mg.hessian(disc_root)(np.array([[1.0, 0.5], [1.0, 0.5]]).T.copy())
 
 
+def _R(x):
+    return np.linalg.norm(x[:2] - x[2:])
+
+
+def _abs_twice(x):
+    a = x[:2] - x[2:]
+    return np.sum(np.abs(a) * np.abs(a))
+
+
+@pytest.mark.parametrize("f", [lambda x: _R(x) * _R(x), lambda x: np.multiply(_R(x), 2.0 * _R(x)),
+                               lambda x: _R(x) * np.sin(_R(x)), _abs_twice],
+                         ids=["r * r", "r * 2r", "r * sin(r)", "abs(a) * abs(a)"])
+def test_a_kink_times_a_factor_that_is_zero_there_with_it_warns(f):
+    # (regress75) the product exemption (a traced factor 0 where the kink is) holds for |x| ** 2, whose first
+    # derivative is right there, not for a norm's own value: (r f)'' keeps 2 r' f', with r' wrong; r * r at
+    # a coincident point had Hessian 0, without a warning, where it is [[I, -I], [-I, I]] times 2 (or more)
+    at = np.array([0.3, -0.2, 0.3, -0.2])
+    want = fd_hessian(f, at, 1e-4)
+    with pytest.warns(mg.KinkWarning):
+        h = mg.hessian(f)(at.copy())
+    assert not np.allclose(h, want, atol=1e-3)  # (the case the warning is about)
+
+
 def test_no_kink_warning_for_a_power_above_two_of_a_norm_at_zero():
     # (regress74) a cubic radial basis function w @ |x - N_i| ** 3 at a node: r ** 3 has first and second
     # derivatives 0 at r = 0 whatever r's are, so its Hessian is right there (central differences); no warning
@@ -1454,7 +1477,9 @@ def test_no_kink_warning_for_a_power_above_two_of_a_norm_at_zero():
     w = np.array([0.7, -1.1, 0.4])
 
     def f(x):
-        return w @ np.linalg.norm(x - nodes, axis=1) ** 3 + w @ np.sqrt(np.sum((x - nodes) ** 2, axis=1)) ** 3.5
+        return (w @ np.linalg.norm(x - nodes, axis=1) ** 3 + w @ np.sqrt(np.sum((x - nodes) ** 2, axis=1)) ** 3.5
+                + w @ np.float_power(np.abs(np.linalg.norm(x - nodes, axis=1)), 3)  # (regress75)
+                + np.abs(np.sqrt(np.sum((x - nodes[1]) ** 2))) ** 3)  # (np.abs of a 0-d value: the general path)
 
     def radial_hessian(d, p):  # of |d| ** p by hand: p r^(p-2) (I + (p - 2) u uᵀ), 0 at d = 0 for p > 2
         r = np.linalg.norm(d)
@@ -1464,7 +1489,8 @@ def test_no_kink_warning_for_a_power_above_two_of_a_norm_at_zero():
         return p * r ** (p - 2) * (np.eye(2) + (p - 2) * np.outer(u, u))
 
     at = nodes[1].copy()
-    exact = sum(wi * (radial_hessian(at - n, 3) + radial_hessian(at - n, 3.5)) for wi, n in zip(w, nodes))
+    exact = sum(wi * (2 * radial_hessian(at - n, 3) + radial_hessian(at - n, 3.5)) for wi, n in zip(w, nodes))
+    exact = exact + radial_hessian(at - nodes[1], 3)
     np.testing.assert_allclose(fd_hessian(f, at, 1e-5), exact, atol=1e-3)  # (differences: an error of 4 h at the node)
     with warnings.catch_warnings():
         warnings.simplefilter("error", mg.KinkWarning)

@@ -1478,11 +1478,11 @@ def _power_watch(leaves, res):
         if p == 0.5:
             return _root_watch(leaves, res)
         if 0 < p <= 2:
-            return _abs_watch(leaves, res, f"np.abs(x) ** {p} at x = 0")
+            return _abs_watch(leaves, res, f"np.abs(x) ** {p} at x = 0", p > 1)
     return res
 
 
-def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0"):
+def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0", first_right=True):
     """A power of ``np.abs(x)`` at most 2, at x = 0, watched as a norm's root is: |x| ** 2 is x ** 2, whose
     Hessian is 2, but through abs's derivative sign(x), 0 at 0, it comes out 0 (the glaciology tester:
     Glen's law |grad s| ** (n - 1) with n = 3 on a flat surface); between 1 and 2 it is infinite there."""
@@ -1492,7 +1492,7 @@ def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0"):
         return res
     from .linalg import _norm_kink
 
-    return _norm_kink(res, what)
+    return _norm_kink(res, what, first_right=first_right)  # (|x| ** p, p > 1: its first derivative, 0, is right)
 
 
 def _abs_based(level, s, depth=0, end=None) -> bool:
@@ -1523,12 +1523,29 @@ def _scaled_operands(r):
 
 
 def _product_watch(leaves, res):
-    """``a * a`` of one value, watched as ``a ** 2`` is (:func:`_abs_watch`)."""
-    if len(leaves) == 2 and isinstance(leaves[0], Tracer) and (leaves[0] is leaves[1] or (
-            isinstance(leaves[1], Tracer) and leaves[0]._storage is leaves[1]._storage
-            and leaves[0]._geom == leaves[1]._geom)):
+    """``a * a`` of one value, or of two np.abs of one value (``np.abs(t) * np.abs(t)``: regress75), watched as
+    ``a ** 2`` is (:func:`_abs_watch`)."""
+    if len(leaves) == 2 and isinstance(leaves[0], Tracer) and isinstance(leaves[1], Tracer) and (
+            _same(leaves[0], leaves[1]) or _abs_of_one(leaves[0], leaves[1])):
         return _abs_watch(leaves, res, "np.abs(x) * np.abs(x) at x = 0")
     return res
+
+
+def _same(a, b) -> bool:
+    return a is b or (a._storage is b._storage and a._geom == b._geom)
+
+
+def _abs_of_one(a, b) -> bool:
+    """Whether tracers ``a`` and ``b`` are each np.abs (np.fabs) of one same traced value, just made."""
+    ra, rb = _reverse_of(a), _reverse_of(b)
+    if ra is None or rb is None or ra._level is not rb._level:
+        return False
+    picks = [next(_writers(r._level, r._storage, back=8), (None, None))[1] for r in (ra, rb)]
+    if any(p is None or getattr(p, "prim", None) is None or p.prim.name not in ("np.absolute", "np.fabs")
+           or len(p.inputs) != 1 for p in picks):
+        return False
+    (sa, ga, _), (sb, gb, _) = picks[0].inputs[0], picks[1].inputs[0]
+    return sa is sb and ga == gb
 
 
 # (where each angle function has its kink: arccos(x) ~ sqrt(2 (1 - x)) at 1, arccosh(x) ~ sqrt(2 (x - 1)))

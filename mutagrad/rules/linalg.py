@@ -790,7 +790,7 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
-def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None):
+def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None, first_right=False):
     """Watch a norm's value, or its sum of squares, ``v`` where it is 0 (its kink) and a higher derivative
     meets it: ``v`` carries a derivative at the innermost level and at one outside it (an inner level's
     constant of an outer traced value does not: regress46). The warning is given where the kink's value
@@ -799,7 +799,9 @@ def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None):
     gather: the nbody tester); in forward mode at once. (A zero selected away by np.where or np.triu is
     read, and its cotangent 0 tells nothing: the cotangent of norm(x) ** 2 at 0 is 0 too, 2 * norm.)
     ``skip``: where a zero is no kink (the std of one element, a constant). ``at``: where the kinks are, if
-    not at the zeros of ``v`` (np.arccos's value at -1 is pi)."""
+    not at the zeros of ``v`` (np.arccos's value at -1 is pi). ``first_right``: the kink's value has its first
+    derivative right there (|x| ** 2: only its second is wrong), so a product with a factor 0 there does not
+    carry it (tape.read_mask's ``products``)."""
     if not (isinstance(v, Tracer) and _carries_derivative(v) and carries_any_derivative(v._value)):
         return v
     zero = np.asarray(bottom(v)) == 0 if at is None else at
@@ -807,13 +809,13 @@ def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None):
         zero = zero & ~np.asarray(skip)
     if not np.any(zero):
         return v
-    return bind(_norm_kink_p, (v,), {"site": user_site(), "what": what, "zero": zero})
+    return bind(_norm_kink_p, (v,), {"site": user_site(), "what": what, "zero": zero, "first_right": first_right})
 
 
-def _norm_kink_rrule(v, site=None, what="", zero=None):
+def _norm_kink_rrule(v, site=None, what="", zero=None, first_right=False):
 
     def pullback(g):
-        read = read_mask(0)
+        read = read_mask(0, products=first_right)
         if read is None or np.any(read & zero):
             kink_warning(what, site=site)
         return (g,)
@@ -821,12 +823,12 @@ def _norm_kink_rrule(v, site=None, what="", zero=None):
     return np.copy(v), pullback
 
 
-def _norm_kink_frule(primals, tangents, site=None, what="", zero=None):
+def _norm_kink_frule(primals, tangents, site=None, what="", zero=None, first_right=False):
     kink_warning(what, site=site)
     return np.copy(primals[0]), tangents[0]
 
 
-_norm_kink_p = get_primitive(lambda v, site=None, what="", zero=None: np.copy(v), "norm_kink")  # (internal: no coverage.md row)
+_norm_kink_p = get_primitive(lambda v, site=None, what="", zero=None, first_right=False: np.copy(v), "norm_kink")  # (internal: no coverage.md row)
 _norm_kink_p.rrule, _norm_kink_p.frule = _norm_kink_rrule, _norm_kink_frule
 FOOTPRINTS.add(_norm_kink_p)
 

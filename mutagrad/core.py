@@ -2669,6 +2669,10 @@ def _scipy_rewrite(sub, name):
                 "(connected_components, a tree's edges) has derivative 0: call the routine on mg.value(W).")
     if sub == "integrate" and short in _INTEGRATE_REWRITES:
         return " " + _INTEGRATE_REWRITES[short]
+    if sub == "special" and short in ("comb", "perm"):  # (popgen tester: comb(N, k) of a traced N)
+        return (" scipy.special.binom(n, k), a ufunc, is comb(n, k) with exact=False, differentiated in n and k."
+                if short == "comb" else
+                " perm(n, k) with exact=False is scipy.special.poch(n - k + 1, k), a ufunc, differentiated.")
     if sub == "fft":
         return (f" scipy.fft.{short} is differentiated through SciPy's dispatch (uarray), by a backend mutagrad "
                 "registers, which SciPy asks before its own global one; a backend the program chose comes first "

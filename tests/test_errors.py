@@ -645,6 +645,20 @@ def test_scipy_root_finder_and_quadrature_messages_name_fixes_that_work():
     assert abs(mg.grad(gauss)(2.0) - exact) < 1e-12
 
 
+def test_scipy_comb_and_perm_messages_name_the_ufuncs_that_work():
+    # (popgen tester) comb(N, k) of a traced N named no rewrite; binom and poch are differentiated ufuncs
+    special = pytest.importorskip("scipy.special")
+    k = np.arange(4.0)
+    msg = _raises(lambda n: np.sum(special.comb(n, k)), 11.3, mg.TracerEscapeError)
+    assert "scipy.special.binom(n, k)" in msg
+    np.testing.assert_allclose(mg.grad(lambda n: np.sum(special.binom(n, k)))(11.3),
+                               numerical_grad(lambda n: np.sum(special.comb(n, k)), (11.3,), (0,))[0], rtol=1e-7)
+    msg = _raises(lambda n: special.perm(n, 3), 11.3, mg.TracerEscapeError)
+    assert "scipy.special.poch(n - k + 1, k)" in msg
+    np.testing.assert_allclose(mg.grad(lambda n: special.poch(n - 2.0, 3))(11.3),
+                               numerical_grad(lambda n: special.perm(n, 3), (11.3,), (0,))[0], rtol=1e-7)
+
+
 def test_a_plain_buffer_written_in_a_scipy_callback_is_named_not_scipy():
     # `buf[...] = x` in brentq's function converts x in the user's frame: the write is the user's
     # (it was reported as brentq converting its arguments); a conversion SciPy makes stays SciPy's

@@ -324,7 +324,7 @@ def _broadcast_to(vals, shape) -> bool:
 FOOTPRINTS: set = set()
 
 
-def read_mask(k, products=True):
+def read_mask(k, products=True, outputs=False):
     """For the pullback running now, of a primitive in FOOTPRINTS: a boolean array over its
     output ``k`` (its storage's whole memory, in its shape), True where a record after it reads
     it (takes it or a view of it as an operand, gathers from it, writes it somewhere): where it
@@ -334,7 +334,9 @@ def read_mask(k, products=True):
     that is not known (no such pullback running, a record of another kind, a run of element
     operations reading it, an operand that is all of it). ``products``: a product's operand is not read
     where the other factor is exactly 0 (right for a value whose first derivative is right there and
-    second is not, |x| ** 2; not for a norm's own value, whose first derivative is wrong too: r * r)."""
+    second is not, |x| ** 2; not for a norm's own value, whose first derivative is wrong too: r * r).
+    ``outputs``: an output given the caller's cotangent counts as read even where it is the primitive's own
+    (a kink's value returned as it is, np.abs(x) ** 2: regress76)."""
     fp = STATE.footprint
     if fp is None:
         return None
@@ -344,7 +346,7 @@ def read_mask(k, products=True):
     at = level.at
     if s is None or not (0 <= at < len(tape)) or tape[at] is not rec:
         return None
-    return _footprint(level, at + 1, s, 0, products)
+    return _footprint(level, at + 1, s, 0, products, outputs)
 
 
 def _elementwise_output(r):
@@ -354,6 +356,18 @@ def _elementwise_output(r):
     if not r.prim.elementwise or len(outs) != 1 or type(outs[0]) is not Storage:
         return None
     return outs[0] if all(st.shape == outs[0].shape for st, g, _ in r.inputs if g is None) else None
+
+
+def _power_above_one(r, s) -> bool:
+    """Whether elementwise record ``r`` raises storage ``s`` (its base, alone) to a plain power above 1."""
+    xs = getattr(r, "xs", None)
+    if (r.prim.name not in ("np.power", "np.float64.__pow__", "np.float_power", "np.square") or xs is None
+            or not all(pos == 0 for st, _, pos in r.inputs if st is s)):
+        return False
+    if r.prim.name == "np.square":
+        return True
+    p = xs[1] if len(xs) == 2 else None
+    return p is not None and not isinstance(p, Tracer) and np.ndim(p) == 0 and np.isreal(p) and float(np.real(p)) > 1
 
 
 def _kink_reaches(r, pos, sub, shape, products=True):
@@ -385,14 +399,14 @@ def _kink_reaches(r, pos, sub, shape, products=True):
     return nonzero if sub is None else sub & nonzero
 
 
-def _footprint(level, start, s, depth, products=True):
+def _footprint(level, start, s, depth, products=True, outputs=False):
     """read_mask's answer for storage ``s`` from the records ``start`` on; a copy gathered from it
     (``V[:, np.argsort(w)]``, the materials tester) reads only the elements whose copies are read
     (the same question for the copy, a few gathers deep); an element a write overwrites before any
     read is not read after it (``np.fill_diagonal(r, np.inf)`` of a distance matrix's zeros: the
     warnnoise2 tester)."""
     tape = level.tape
-    if any(o is s for o in level.seeded) or (depth and any(o is s for o in level.outputs_given)):
+    if any(o is s for o in level.seeded) or ((depth or outputs) and any(o is s for o in level.outputs_given)):
         return None  # (an output made of the kink's value reads it: its cotangent, the caller's, reaches it)
     buf = root = None
     dead = dead_root = None  # (the elements overwritten before any read: a mirror, once there is one)
@@ -418,7 +432,9 @@ def _footprint(level, start, s, depth, products=True):
         if type(out) is Storage and depth < 3 and any(st is s for st, _, _ in r.inputs):
             # an elementwise operation reads an element of s where it reads its own output's element
             # (1 / r of a distance matrix whose diagonal np.fill_diagonal then overwrites: the proteinff tester)
-            sub = _footprint(level, i + 1, out, depth + 1, products)
+            # (past a power above 1 of s, its first derivative is right at 0: a product with a factor 0 there
+            # does not carry the kink, |r| ** 2 * y at y = 0: regress76)
+            sub = _footprint(level, i + 1, out, depth + 1, products or _power_above_one(r, s))
             marks = []
             for st, g, pos in r.inputs:
                 if st is s:

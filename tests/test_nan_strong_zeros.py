@@ -1456,9 +1456,16 @@ def _abs_twice(x):
     return np.sum(np.abs(a) * np.abs(a))
 
 
+def _half_abs_squared(x):
+    a = np.abs(x[:2] - x[2:])
+    return np.sum(0.5 * a * a)
+
+
 @pytest.mark.parametrize("f", [lambda x: _R(x) * _R(x), lambda x: np.multiply(_R(x), 2.0 * _R(x)),
-                               lambda x: _R(x) * np.sin(_R(x)), _abs_twice],
-                         ids=["r * r", "r * 2r", "r * sin(r)", "abs(a) * abs(a)"])
+                               lambda x: _R(x) * np.sin(_R(x)), _abs_twice, _half_abs_squared,
+                               lambda x: np.abs(x[0] - x[2]) ** 2],
+                         ids=["r * r", "r * 2r", "r * sin(r)", "abs(a) * abs(a)", "0.5 * a * a (regress76)",
+                              "abs ** 2 as the output (regress76)"])
 def test_a_kink_times_a_factor_that_is_zero_there_with_it_warns(f):
     # (regress75) the product exemption (a traced factor 0 where the kink is) holds for |x| ** 2, whose first
     # derivative is right there, not for a norm's own value: (r f)'' keeps 2 r' f', with r' wrong; r * r at
@@ -1468,6 +1475,18 @@ def test_a_kink_times_a_factor_that_is_zero_there_with_it_warns(f):
     with pytest.warns(mg.KinkWarning):
         h = mg.hessian(f)(at.copy())
     assert not np.allclose(h, want, atol=1e-3)  # (the case the warning is about)
+
+
+def test_no_kink_warning_for_a_squared_norm_times_a_factor_that_is_zero_there():
+    # (regress76) |d| ** 2 * y at d = 0, y = 0: the square's first derivative is right at 0 (0), so the product
+    # with a factor 0 carries no kink; its Hessian against central differences, no warning
+    def f(x):
+        return np.linalg.norm(x[:2] - x[2:4]) ** 2 * x[4] + x[4] ** 2
+
+    at = np.array([0.3, -0.2, 0.3, -0.2, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(f)(at), fd_hessian(f, at, 1e-4), atol=1e-6)
 
 
 def test_no_kink_warning_for_a_power_above_two_of_a_norm_at_zero():

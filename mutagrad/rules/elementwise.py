@@ -1498,17 +1498,26 @@ def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0", first_right=True):
 def _abs_based(level, s, depth=0, end=None) -> bool:
     """Whether storage ``s`` (at reverse ``level``) is np.abs of a traced value, or that scaled, shifted by a
     constant or copied ((np.abs(r) / sigma) ** 2, (np.sqrt(w) * np.abs(r)) ** 2: regress71)."""
+    return _abs_source(level, s, depth, end) is not None
+
+
+def _abs_source(level, s, depth=0, end=None):
+    """(storage, geometry) of the traced value whose np.abs storage ``s`` is (see :func:`_abs_based`), or None."""
     at, r = next(_writers(level, s, end=end), (None, None))
     if r is None or getattr(r, "prim", None) is None or depth > 4:
-        return False
+        return None
     name = r.prim.name
-    if name in ("np.absolute", "np.fabs"):
-        return True
     ins = r.inputs
+    if name in ("np.absolute", "np.fabs"):
+        return (ins[0][0], ins[0][1]) if len(ins) == 1 else None
     if name in ("np.add", "np.subtract", "np.float64.__add__"):  # (with a constant)
-        return len(ins) == 1 and _abs_based(level, ins[0][0], depth + 1, at)
+        return _abs_source(level, ins[0][0], depth + 1, at) if len(ins) == 1 else None
     scaled = _scaled_operands(r) if name not in ("np.copy", "ndarray.astype") else [st for st, _, _ in ins]
-    return scaled is not None and any(_abs_based(level, st, depth + 1, at) for st in scaled)
+    for st in scaled or ():
+        src = _abs_source(level, st, depth + 1, at)
+        if src is not None:
+            return src
+    return None
 
 
 def _scaled_operands(r):
@@ -1523,8 +1532,8 @@ def _scaled_operands(r):
 
 
 def _product_watch(leaves, res):
-    """``a * a`` of one value, or of two np.abs of one value (``np.abs(t) * np.abs(t)``: regress75), watched as
-    ``a ** 2`` is (:func:`_abs_watch`)."""
+    """``a * a`` of one value, or of two np.abs (scaled or not) of one value (``np.abs(t) * np.abs(t)``,
+    ``0.5 * a * a``: regress75, regress76), watched as ``a ** 2`` is (:func:`_abs_watch`)."""
     if len(leaves) == 2 and isinstance(leaves[0], Tracer) and isinstance(leaves[1], Tracer) and (
             _same(leaves[0], leaves[1]) or _abs_of_one(leaves[0], leaves[1])):
         return _abs_watch(leaves, res, "np.abs(x) * np.abs(x) at x = 0")
@@ -1536,16 +1545,12 @@ def _same(a, b) -> bool:
 
 
 def _abs_of_one(a, b) -> bool:
-    """Whether tracers ``a`` and ``b`` are each np.abs (np.fabs) of one same traced value, just made."""
+    """Whether tracers ``a`` and ``b`` are each np.abs (np.fabs) of one same traced value, each scaled or not."""
     ra, rb = _reverse_of(a), _reverse_of(b)
     if ra is None or rb is None or ra._level is not rb._level:
         return False
-    picks = [next(_writers(r._level, r._storage, back=8), (None, None))[1] for r in (ra, rb)]
-    if any(p is None or getattr(p, "prim", None) is None or p.prim.name not in ("np.absolute", "np.fabs")
-           or len(p.inputs) != 1 for p in picks):
-        return False
-    (sa, ga, _), (sb, gb, _) = picks[0].inputs[0], picks[1].inputs[0]
-    return sa is sb and ga == gb
+    sa, sb = (_abs_source(r._level, r._storage) for r in (ra, rb))
+    return sa is not None and sb is not None and sa[0] is sb[0] and sa[1] == sb[1]
 
 
 # (where each angle function has its kink: arccos(x) ~ sqrt(2 (1 - x)) at 1, arccosh(x) ~ sqrt(2 (x - 1)))

@@ -815,7 +815,7 @@ def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None, fi
 def _norm_kink_rrule(v, site=None, what="", zero=None, first_right=False):
 
     def pullback(g):
-        read = read_mask(0, products=first_right)
+        read = read_mask(0, products=first_right, outputs=True)
         if read is None or np.any(read & zero):
             kink_warning(what, site=site)
         return (g,)

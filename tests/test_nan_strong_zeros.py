@@ -1456,6 +1456,12 @@ def _abs_twice(x):
     return np.sum(np.abs(a) * np.abs(a))
 
 
+def _huber_by_min(x):  # (regress77) the robust-statistics form: min(|r|, d) squared, plus the linear part
+    r = x[:2] - x[2:]
+    m = np.minimum(np.abs(r), 0.5)
+    return np.sum(0.5 * m ** 2 + 0.5 * (np.abs(r) - m))
+
+
 def _half_abs_squared(x):
     a = np.abs(x[:2] - x[2:])
     return np.sum(0.5 * a * a)
@@ -1463,10 +1469,12 @@ def _half_abs_squared(x):
 
 @pytest.mark.parametrize("f", [lambda x: _R(x) * _R(x), lambda x: np.multiply(_R(x), 2.0 * _R(x)),
                                lambda x: _R(x) * np.sin(_R(x)), _abs_twice, _half_abs_squared,
-                               lambda x: np.abs(x[0] - x[2]) ** 2],
+                               lambda x: np.abs(x[0] - x[2]) ** 2, _huber_by_min,
+                               lambda x: np.sum(np.concatenate([np.abs(x[:1] - x[2:3]), np.abs(x[1:2] - x[3:])]) ** 2)],
                          ids=["r * r", "r * 2r", "r * sin(r)", "abs(a) * abs(a)", "0.5 * a * a (regress76)",
-                              "abs ** 2 as the output (regress76)"])
-def test_a_kink_times_a_factor_that_is_zero_there_with_it_warns(f):
+                              "abs ** 2 as the output (regress76)", "huber by min (regress77)",
+                              "concatenated abs squared (regress77)"])
+def test_second_derivatives_through_a_kink_at_zero_warn(f):
     # (regress75) the product exemption (a traced factor 0 where the kink is) holds for |x| ** 2, whose first
     # derivative is right there, not for a norm's own value: (r f)'' keeps 2 r' f', with r' wrong; r * r at
     # a coincident point had Hessian 0, without a warning, where it is [[I, -I], [-I, I]] times 2 (or more)

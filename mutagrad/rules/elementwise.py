@@ -1512,7 +1512,13 @@ def _abs_source(level, s, depth=0, end=None):
         return (ins[0][0], ins[0][1]) if len(ins) == 1 else None
     if name in ("np.add", "np.subtract", "np.float64.__add__"):  # (with a constant)
         return _abs_source(level, ins[0][0], depth + 1, at) if len(ins) == 1 else None
-    scaled = _scaled_operands(r) if name not in ("np.copy", "ndarray.astype") else [st for st, _, _ in ins]
+    if name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
+        out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
+        scaled = [st for st, _, _ in ins if _zero_at_a_zero(out, st)]
+    elif name in _CARRIERS or name in ("np.copy", "ndarray.astype"):  # (concatenations, copies)
+        scaled = [st for st, _, _ in ins]
+    else:
+        scaled = _scaled_operands(r)
     for st in scaled or ():
         src = _abs_source(level, st, depth + 1, at)
         if src is not None:

@@ -1462,6 +1462,12 @@ def _huber_by_min(x):  # (regress77) the robust-statistics form: min(|r|, d) squ
     return np.sum(0.5 * m ** 2 + 0.5 * (np.abs(r) - m))
 
 
+def _abs_in_a_buffer(x):  # (regress78) np.abs written into a buffer, then squared
+    a = np.zeros_like(x[:2])
+    a[:] = np.abs(x[:2] - x[2:])
+    return np.sum(np.roll(a, 1) ** 2)
+
+
 def _half_abs_squared(x):
     a = np.abs(x[:2] - x[2:])
     return np.sum(0.5 * a * a)
@@ -1470,10 +1476,11 @@ def _half_abs_squared(x):
 @pytest.mark.parametrize("f", [lambda x: _R(x) * _R(x), lambda x: np.multiply(_R(x), 2.0 * _R(x)),
                                lambda x: _R(x) * np.sin(_R(x)), _abs_twice, _half_abs_squared,
                                lambda x: np.abs(x[0] - x[2]) ** 2, _huber_by_min,
-                               lambda x: np.sum(np.concatenate([np.abs(x[:1] - x[2:3]), np.abs(x[1:2] - x[3:])]) ** 2)],
+                               lambda x: np.sum(np.concatenate([np.abs(x[:1] - x[2:3]), np.abs(x[1:2] - x[3:])]) ** 2),
+                               _abs_in_a_buffer],
                          ids=["r * r", "r * 2r", "r * sin(r)", "abs(a) * abs(a)", "0.5 * a * a (regress76)",
                               "abs ** 2 as the output (regress76)", "huber by min (regress77)",
-                              "concatenated abs squared (regress77)"])
+                              "concatenated abs squared (regress77)", "abs in a buffer, rolled (regress78)"])
 def test_second_derivatives_through_a_kink_at_zero_warn(f):
     # (regress75) the product exemption (a traced factor 0 where the kink is) holds for |x| ** 2, whose first
     # derivative is right there, not for a norm's own value: (r f)'' keeps 2 r' f', with r' wrong; r * r at

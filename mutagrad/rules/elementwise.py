@@ -1504,8 +1504,11 @@ def _abs_based(level, s, depth=0, end=None) -> bool:
 def _abs_source(level, s, depth=0, end=None):
     """(storage, geometry) of the traced value whose np.abs storage ``s`` is (see :func:`_abs_based`), or None."""
     at, r = next(_writers(level, s, end=end), (None, None))
-    if r is None or getattr(r, "prim", None) is None or depth > 4:
+    if r is None or depth > 4:
         return None
+    if getattr(r, "prim", None) is None:  # (a write into a part of s, a[:] = np.abs(x): regress78)
+        vsrc = getattr(r, "vsrc", None)
+        return None if vsrc is None else _abs_source(level, vsrc, depth + 1, at)
     name = r.prim.name
     ins = r.inputs
     if name in ("np.absolute", "np.fabs"):
@@ -1515,7 +1518,7 @@ def _abs_source(level, s, depth=0, end=None):
     if name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
         out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
         scaled = [st for st, _, _ in ins if _zero_at_a_zero(out, st)]
-    elif name in _CARRIERS or name in ("np.copy", "ndarray.astype"):  # (concatenations, copies)
+    elif name in _CARRIERS or name in ("np.copy", "ndarray.astype", "np.roll"):  # (concatenations, copies)
         scaled = [st for st, _, _ in ins]
     else:
         scaled = _scaled_operands(r)

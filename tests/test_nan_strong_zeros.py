@@ -1492,6 +1492,26 @@ def test_second_derivatives_through_a_kink_at_zero_warn(f):
     assert not np.allclose(h, want, atol=1e-3)  # (the case the warning is about)
 
 
+def test_no_kink_warning_where_np_where_takes_a_constant_at_the_abs_zero():
+    # (regress78) np.where(|x| > 0.5, |x|, 0.0) ** 2 is 0 near x = 0 (the constant branch): Hessian 0 there is
+    # right, against central differences; the Huber form np.where(|x| < d, |x|, d) ** 2 takes the abs there, and warns
+    def cut(x):
+        a = np.abs(x)
+        return np.sum(np.where(a > 0.5, a, 0.0) ** 2)
+
+    at = np.array([0.0, 1.0, -0.2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(cut)(at), fd_hessian(cut, at, 1e-4), atol=1e-6)
+
+    def huber(x):
+        a = np.abs(x)
+        return np.sum(np.where(a < 0.5, a, 0.5) ** 2)
+
+    with pytest.warns(mg.KinkWarning):
+        mg.hessian(huber)(at)
+
+
 def test_no_kink_warning_for_a_squared_norm_times_a_factor_that_is_zero_there():
     # (regress76) |d| ** 2 * y at d = 0, y = 0: the square's first derivative is right at 0 (0), so the product
     # with a factor 0 carries no kink; its Hessian against central differences, no warning

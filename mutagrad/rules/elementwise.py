@@ -1393,6 +1393,17 @@ def _quadratic_op(level, r, depth, at=None) -> bool:
     return False
 
 
+def _taken_at_a_zero(cond, pos, st, out) -> bool:
+    """Whether np.where (condition ``cond``) took its operand ``pos`` (1: x, 2: y), storage ``st``, at one of
+    its zeros (np.where(np.abs(x) > 0.5, np.abs(x), 0.0) at x = 0 takes the constant there: regress78)."""
+    try:
+        zero = np.broadcast_to(np.asarray(bottom(st.root)) == 0, out.shape)
+        taken = np.broadcast_to(cond if pos == 1 else ~cond, out.shape)
+        return bool(np.any(zero & taken))
+    except (AttributeError, ValueError):
+        return True
+
+
 def _zero_at_a_zero(out, st) -> bool:
     """Whether storages ``out`` (a selection's result) and ``st`` (a traced operand) are both 0 at one element."""
     try:
@@ -1517,7 +1528,9 @@ def _abs_source(level, s, depth=0, end=None):
         return _abs_source(level, ins[0][0], depth + 1, at) if len(ins) == 1 else None
     if name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
         out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
-        scaled = [st for st, _, _ in ins if _zero_at_a_zero(out, st)]
+        cond = getattr(getattr(r, "pullback", None), "where_cond", None)
+        scaled = [st for st, _, pos in ins if (_zero_at_a_zero(out, st) if cond is None else _taken_at_a_zero(
+            cond, pos, st, out))]
     elif name in _CARRIERS or name in ("np.copy", "ndarray.astype", "np.roll"):  # (concatenations, copies)
         scaled = [st for st, _, _ in ins]
     else:

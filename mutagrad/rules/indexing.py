@@ -269,6 +269,7 @@ def _select_rrule(cond, x, y):
             Thunk(lambda: unbroadcast(np.where(c, 0, g), sy)),
         )
 
+    pullback.where_cond = c  # (which branch each element took: the kink watches ask, elementwise._abs_source)
     return out, pullback
 
 

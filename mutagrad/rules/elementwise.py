@@ -1393,6 +1393,24 @@ def _quadratic_op(level, r, depth, at=None) -> bool:
     return False
 
 
+def _masked_at_its_zeros(r, st) -> bool:
+    """Whether product record ``r`` multiplies its traced operand ``st`` by a constant that is 0 wherever st is
+    (``np.abs(x) * (np.abs(x) > 0.5)`` at x = 0: the product is 0 near there whatever st is, regress78)."""
+    xs = getattr(r, "xs", None)
+    if r.prim.name not in ("np.multiply", "np.float64.__mul__") or xs is None or len(xs) != 2 or len(r.inputs) != 1:
+        return False
+    pos = r.inputs[0][2]
+    try:
+        other = np.asarray(bottom(xs[1 - pos]))
+        zero = np.asarray(bottom(st.root)) == 0
+        if other.dtype.kind not in "biuf" or not np.any(zero):
+            return False
+        return bool(np.all(np.broadcast_to(other, np.broadcast_shapes(other.shape, zero.shape))[
+            np.broadcast_to(zero, np.broadcast_shapes(other.shape, zero.shape))] == 0))
+    except (AttributeError, ValueError):
+        return False
+
+
 def _taken_at_a_zero(cond, pos, st, out) -> bool:
     """Whether np.where (condition ``cond``) took its operand ``pos`` (1: x, 2: y), storage ``st``, at one of
     its zeros (np.where(np.abs(x) > 0.5, np.abs(x), 0.0) at x = 0 takes the constant there: regress78)."""
@@ -1534,7 +1552,7 @@ def _abs_source(level, s, depth=0, end=None):
     elif name in _CARRIERS or name in ("np.copy", "ndarray.astype", "np.roll"):  # (concatenations, copies)
         scaled = [st for st, _, _ in ins]
     else:
-        scaled = _scaled_operands(r)
+        scaled = [st for st in _scaled_operands(r) or () if not _masked_at_its_zeros(r, st)]
     for st in scaled or ():
         src = _abs_source(level, st, depth + 1, at)
         if src is not None:

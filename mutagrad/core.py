@@ -2782,8 +2782,9 @@ def _scipy_hint(sub, name):
                 "traced ones, s = s - g(s, p) / dg_ds(s, p) (dg_ds by hand or with mg.grad): at the root it has "
                 "the root's first derivative exactly, not its second; two steps have the first three (k steps, "
                 "those up to order 2^k - 1: take two for a Hessian); or write Newton's iteration with NumPy "
-                "operations, which is differentiated (a bisection's root is a fixed mix of its starting brackets: its derivative is theirs, not the "
-                "root's, so end one with that Newton step); or make the solve a @mg.primitive with an "
+                "operations, which is differentiated (a bisection's root is a fixed mix of its starting "
+                "brackets: its derivative is theirs, not the root's, so end one with that Newton step); or make "
+                "the solve a @mg.primitive with an "
                 "implicit-function rrule (docs/rules.md).")
     if short in _OPTIMIZERS:
         return (f" The optimal value E*(p) = min_y E(y, p) has the derivative of E w.r.t. p at the minimizer (the "

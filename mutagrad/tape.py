@@ -358,16 +358,27 @@ def _elementwise_output(r):
     return outs[0] if all(st.shape == outs[0].shape for st, g, _ in r.inputs if g is None) else None
 
 
+POWERS = frozenset(("np.power", "np.float64.__pow__", "np.float_power"))
+
+
+def plain_exponent(r):
+    """The exponent of power record ``r`` as a real float where it is a plain real number (not traced, 0-d), else
+    None (np.square: 2)."""
+    if r.prim.name == "np.square":
+        return 2.0
+    xs = getattr(r, "xs", None)
+    if r.prim.name not in POWERS or xs is None or len(xs) != 2:
+        return None
+    p = xs[1]
+    if isinstance(p, Tracer) or np.ndim(p) != 0 or not np.isreal(p):
+        return None
+    return float(np.real(p))
+
+
 def _power_above_one(r, s) -> bool:
     """Whether elementwise record ``r`` raises storage ``s`` (its base, alone) to a plain power above 1."""
-    xs = getattr(r, "xs", None)
-    if (r.prim.name not in ("np.power", "np.float64.__pow__", "np.float_power", "np.square") or xs is None
-            or not all(pos == 0 for st, _, pos in r.inputs if st is s)):
-        return False
-    if r.prim.name == "np.square":
-        return True
-    p = xs[1] if len(xs) == 2 else None
-    return p is not None and not isinstance(p, Tracer) and np.ndim(p) == 0 and np.isreal(p) and float(np.real(p)) > 1
+    p = plain_exponent(r)
+    return p is not None and p > 1 and all(pos == 0 for st, _, pos in r.inputs if st is s)
 
 
 def _kink_reaches(r, pos, sub, shape, products=True):
@@ -379,14 +390,13 @@ def _kink_reaches(r, pos, sub, shape, products=True):
     result: Glen's flux np.abs(ds) ** 2 * ds on a flat surface, the regress71 tester; the term 2 k' f' of
     (k f)'' keeps a kink's wrong first derivative k', so not for a norm's value, r * r: regress75)."""
     xs = getattr(r, "xs", None)
-    if xs is None or len(xs) != 2:
+    if xs is None or not xs:
         return sub
-    name = r.prim.name
-    if name in ("np.power", "np.float64.__pow__", "np.float_power") and pos == 0:
-        p, other = xs[1], np.asarray(bottom(xs[0]))
-        if isinstance(p, Tracer) or np.ndim(p) != 0 or not np.isreal(p) or float(np.real(p)) <= 2:
-            return sub
-    elif products and name in ("np.multiply", "np.float64.__mul__") and any(q == 1 - pos for _, _, q in r.inputs):
+    p = plain_exponent(r) if pos == 0 else None
+    if p is not None and p > 2:
+        other = np.asarray(bottom(xs[0]))
+    elif (products and r.prim.name in ("np.multiply", "np.float64.__mul__") and len(xs) == 2
+          and any(q == 1 - pos for _, _, q in r.inputs)):
         other = np.asarray(bottom(xs[1 - pos]))  # (a constant factor 0 stands for the kink's own value: 0 * s)
     else:
         return sub

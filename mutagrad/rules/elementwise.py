@@ -51,6 +51,7 @@ from ..errors import _MUTAGRAD_DIR, MutationError, NoRuleError, kink_warning, us
 from ..registry import (_FP_KEYS, EagerPartial, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)
 from ..tangents import ZeroTangent
+from ..tape import POWERS, plain_exponent
 
 ZERO = ZeroTangent()
 
@@ -1336,7 +1337,6 @@ _CARRIERS = frozenset(("np.sum", "np.mean", "np.nansum", "np.nanmean", "np.add.r
                    "np.copy", "ndarray.astype", "np.concatenate", "np.stack", "np.absolute", "np.fabs"))
 _PRODUCTS = frozenset(("np.multiply", "np.matmul", "np.dot", "np.vdot", "np.inner", "np.einsum", "np.tensordot",
                        "np.float64.__mul__"))
-_POWERS = frozenset(("np.power", "np.float64.__pow__", "np.float_power"))
 _PICKS = frozenset(("np.maximum", "np.minimum", "np.fmax", "np.fmin", "np.clip", "np.where"))
 
 
@@ -1372,8 +1372,8 @@ def _quadratic_op(level, r, depth, at=None) -> bool:
     ins = r.inputs
     if name == "np.square":
         return True
-    if name in _POWERS:
-        return len(ins) == 1 and ins[0][2] == 0 and _exponent(r) == 2
+    if name in POWERS:
+        return len(ins) == 1 and ins[0][2] == 0 and plain_exponent(r) == 2
     if name in _PRODUCTS and len(ins) >= 2:
         return True
     sub = lambda st: _quadratic(level, st, depth + 1, at)
@@ -1388,8 +1388,7 @@ def _quadratic_op(level, r, depth, at=None) -> bool:
         # a selection (np.where, np.maximum with a constant): a guard where a constant is picked at the zeros,
         # no kink (np.sqrt(np.where(hit, disc, 0.0))); the traced value itself where it is picked there or
         # ties (0 == 0: the expanded squared distance np.maximum(p @ p + q @ q - 2 * p @ q, 0) at p == q)
-        out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
-        return any(sub(st) and _zero_at_a_zero(out, st) for st, _, _ in ins)
+        return any(sub(st) and _taken_at_a_zero(r, st, pos) for st, _, pos in ins)
     return False
 
 
@@ -1411,31 +1410,28 @@ def _masked_at_its_zeros(r, st) -> bool:
         return False
 
 
-def _taken_at_a_zero(cond, pos, st, out) -> bool:
-    """Whether np.where (condition ``cond``) took its operand ``pos`` (1: x, 2: y), storage ``st``, at one of
-    its zeros (np.where(np.abs(x) > 0.5, np.abs(x), 0.0) at x = 0 takes the constant there: regress78)."""
+def _pick_masks(r, st, pos):
+    """(where traced operand ``st``, operand ``pos``, of selection record ``r`` is 0, where ``r`` took it, where
+    its result is not 0), in ``r``'s output's shape: np.where takes by its condition (np.where(np.abs(x) > 0.5,
+    np.abs(x), 0.0) takes the constant at x = 0: regress78), np.minimum, np.clip... where the result equals it
+    (a tie takes it too: np.maximum(p @ p + q @ q - 2 * p @ q, 0) at p == q); None where that cannot be told (no
+    result storage, a freed value, shapes that do not broadcast)."""
     try:
-        zero = np.broadcast_to(np.asarray(bottom(st.root)) == 0, out.shape)
-        taken = np.broadcast_to(cond if pos == 1 else ~cond, out.shape)
-        return bool(np.any(zero & taken))
-    except (AttributeError, ValueError):
-        return True
+        out = getattr(r, "out", None) or r.outputs[0]
+        ob = np.asarray(bottom(out.root))
+        vb = np.broadcast_to(np.asarray(bottom(st.root)), ob.shape)
+        cond = getattr(getattr(r, "pullback", None), "where_cond", None)
+        taken = (ob == vb) if cond is None else (cond if pos == 1 else ~cond)
+        return vb == 0, np.broadcast_to(taken, ob.shape), ob != 0
+    except (AttributeError, IndexError, ValueError):
+        return None
 
 
-def _zero_at_a_zero(out, st) -> bool:
-    """Whether storages ``out`` (a selection's result) and ``st`` (a traced operand) are both 0 at one element."""
-    try:
-        ob, vb = np.asarray(bottom(out.root)), np.asarray(bottom(st.root))
-        return bool(np.any((ob == 0) & (vb == 0)))
-    except (AttributeError, ValueError):  # (no result storage, a freed value, shapes that do not broadcast)
-        return True
-
-
-def _exponent(r):
-    """The exponent of a power's record ``r``, a plain number, or None (a traced or array exponent)."""
-    xs = getattr(r, "xs", None)
-    p = xs[1] if xs is not None and len(xs) == 2 else None
-    return bottom(p) if p is not None and np.ndim(bottom(p)) == 0 and not isinstance(p, Tracer) else None
+def _taken_at_a_zero(r, st, pos) -> bool:
+    """Whether selection record ``r`` took its traced operand ``st`` at one of its zeros (see :func:`_pick_masks`;
+    where that cannot be told, as if it did)."""
+    masks = _pick_masks(r, st, pos)
+    return masks is None or bool(np.any(masks[0] & masks[1]))
 
 
 def _reverse_of(x):
@@ -1476,15 +1472,11 @@ def _guarded_zeros(level, s):
     at, r = next(_writers(level, s), (None, None))
     if r is None or getattr(r, "prim", None) is None or r.prim.name not in _PICKS:
         return None
-    out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
-    try:
-        ob = np.asarray(bottom(out.root))
-        for st, _, _ in r.inputs:
-            hidden = (np.asarray(bottom(st.root)) == 0) & (ob != 0)
-            if np.any(hidden) and _quadratic(level, st, 1, at):
-                return hidden
-    except (AttributeError, ValueError):  # (no result storage, a freed value, shapes that do not broadcast)
-        return None
+    for st, _, pos in r.inputs:
+        masks = _pick_masks(r, st, pos)
+        hidden = None if masks is None else masks[0] & ~masks[1] & masks[2]  # (a nonzero constant there)
+        if hidden is not None and np.any(hidden) and _quadratic(level, st, 1, at):
+            return hidden
     return None
 
 
@@ -1545,11 +1537,8 @@ def _abs_source(level, s, depth=0, end=None):
     if name in ("np.add", "np.subtract", "np.float64.__add__"):  # (with a constant)
         return _abs_source(level, ins[0][0], depth + 1, at) if len(ins) == 1 else None
     if name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
-        out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
-        cond = getattr(getattr(r, "pullback", None), "where_cond", None)
-        scaled = [st for st, _, pos in ins if (_zero_at_a_zero(out, st) if cond is None else _taken_at_a_zero(
-            cond, pos, st, out))]
-    elif name in _CARRIERS or name in ("np.copy", "ndarray.astype", "np.roll"):  # (concatenations, copies)
+        scaled = [st for st, _, pos in ins if _taken_at_a_zero(r, st, pos)]
+    elif name in _CARRIERS or name == "np.roll":  # (concatenations, copies)
         scaled = [st for st, _, _ in ins]
     else:
         scaled = [st for st in _scaled_operands(r) or () if not _masked_at_its_zeros(r, st)]

@@ -996,14 +996,18 @@ def _differentiated(v) -> bool:
 
 
 def _near_tie_second(v, sel=slice(None)):
-    """The smallest relative gap between two of the values ``v`` (one of them among ``sel``: a slice, or
-    a boolean (..., n) mask) where it is below the second order's threshold (a plain number), else None."""
+    """The smallest relative gap between two of the values ``v`` (one of them among ``sel``: a slice, a boolean
+    (..., n) mask, or the pairs themselves, a boolean (..., n, n) mask) where it is below the second order's
+    threshold (a plain number), else None."""
     b = np.asarray(bottom(v))
     if not np.issubdtype(b.dtype, np.floating) and b.dtype.kind != "c":
         return None
     scale = np.max(np.abs(b), axis=-1, keepdims=True)
     gap = np.where(np.eye(b.shape[-1], dtype=bool), np.inf, np.abs(b[..., None, :] - b[..., :, None]))
-    gap = gap[..., :, sel] if type(sel) is slice else np.where(sel[..., None, :], gap, np.inf)
+    if type(sel) is slice:
+        gap = gap[..., :, sel]
+    else:
+        gap = np.where(sel if np.ndim(sel) == b.ndim + 1 else sel[..., None, :], gap, np.inf)
     if gap.size == 0:
         return None
     rel = np.min(gap / np.where(scale > 0, scale, 1.0)[..., None])
@@ -1569,7 +1573,7 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO, cols=None):
     tangents of those columns only (a subset of the vectors), which exist where their own values
     do not repeat, whatever the others do."""
     sel = slice(None) if cols is None else slice(*cols)
-    if np.any(_repeated_pairs(w)[..., :, sel]) if cols is not None else _repeated(w):
+    if np.any(_repeated_pairs(w)[..., :, sel]):
         return _degenerate(what, forward=True)
     bad = _near_tie_refusal(w, what, sel)
     if bad is not None:
@@ -1708,11 +1712,11 @@ def _tied_values_cotangent(a, w, g, what, read=None):
     """Where the values' pullback of the matrix ``a`` (values ``w``: a function giving them, called only
     there; cotangent ``g``) runs inside an outer differentiation at repeated values, and can go through
     spectral_sum_p: g (each group of repeated values either unread by the operations after the call,
-    ``read()``: tape.read_mask of the values, so that g is 0 there with no derivative, or read with g equal across it and carrying no
-    derivative; and no pair of values it tells apart within the second order's rounding threshold:
-    that refuses, as np.linalg.eigh's), or the refusal; else None (the vectors then, as at distinct
-    values: a group read with a traced g, whose derivative needs divided differences of the function
-    of the values that no cotangent carries, refuses there)."""
+    ``read()``: tape.read_mask of the values, so that g is 0 there with no derivative, or read with g equal
+    across it and carrying no derivative; and no pair of values it tells apart within the second order's
+    rounding threshold: that refuses, as np.linalg.eigh's), or the refusal; else None (the vectors then, as
+    at distinct values: a group read with a traced g, whose derivative needs divided differences of the
+    function of the values that no cotangent carries, refuses there)."""
     if not isinstance(a, Tracer) or is_zero(g):
         return None
     w = w()
@@ -1727,11 +1731,8 @@ def _tied_values_cotangent(a, w, g, what, read=None):
             return None
     elif np.any(moved & pairs):
         return None
-    b = np.asarray(bottom(w))
-    scale = np.max(np.abs(b), axis=-1, keepdims=True)[..., None]
-    close = np.abs(b[..., None, :] - b[..., :, None]) < _second_order_rtol(b.dtype) * scale
-    if np.any(moved & close):
-        return _near_tie_refusal(w, what) or None
+    if _near_tie_second(w, moved) is not None:  # (a pair the weights tell apart, nearly tied)
+        return _near_tie_refusal(w, what, moved) or None
     return g
 
 
@@ -1746,12 +1747,12 @@ def _tied_values_pullback(a, w, g, lower, what, read=None):
 
 
 def _tied_values_pullback_gen(a, b, w, g, lower, what, read=None):
-    """As :func:`_tied_values_pullback`, for the generalized problem A v = λ B v: (Ā, B̄) =
+    """As :func:`_tied_values_pullback` (a refusal for both), for the generalized problem A v = λ B v: (Ā, B̄) =
     (V diag(g) Vᴴ, -V diag(g λ) Vᴴ), by B = L Lᴴ, C = L⁻¹ A L⁻ᴴ, V = L⁻ᴴ U: (L⁻ᴴ S L⁻¹, -L⁻ᴴ S C L⁻¹)
     with S = U diag(g) Uᴴ (which commutes with C)."""
     gb = _tied_values_cotangent(a if isinstance(a, Tracer) else b, w, g, what, read)
     if gb is None or isinstance(gb, NotImplementedTangent):
-        return gb
+        return gb if gb is None else (gb, gb)
     Linv = np.linalg.inv(np.linalg.cholesky(_herm_in(b, lower)))
     C = np.matmul(np.matmul(Linv, _herm_in(a, lower)), _H(Linv))
     C = (C + _H(C)) / 2  # (Hermitian to rounding: eigh reads one triangle)

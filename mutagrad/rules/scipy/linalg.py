@@ -2409,7 +2409,7 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None, cols=None):
         tied = None if not is_zero(gV) else _lin._tied_values_pullback_gen(a, b, lambda: w, gw, lower,
                                                                            "scipy.linalg.eigh", lambda: read_mask(0))
         if tied is not None:
-            return (tied, tied) if isinstance(tied, NotImplementedTangent) else tied
+            return tied
         abar, bbar = _eigh_cotangents(w, V, gw, gV, lower, _eigh_real_rows(True, lower), True, read)
         return _unb(abar, np.shape(a)), _unb(bbar, np.shape(b))  # (stacks broadcast)
 
@@ -2455,7 +2455,7 @@ def _eigvalsh_gen_rrule(a, b, *, lower=True, driver=None, subset=None):
                                               lambda: _whole_read(read_mask(0), subset, n, np.broadcast_shapes(
                                                   np.shape(a)[:-2], np.shape(b)[:-2])))
         if tied is not None:
-            return (tied, tied) if isinstance(tied, NotImplementedTangent) else tied
+            return tied
         with _lin._ValuesPullback("scipy.linalg.eigh(a, b, eigvals_only=True)", where):
             w, V = _gen_pairs(a, b, lower)
         abar, bbar = _eigh_cotangents(w, V, g, ZERO, lower, None, True)

@@ -175,7 +175,24 @@ def watch_errors():
     seen = []
     stack.append(seen)
     _STACKS[threading.get_ident()] = stack
+    if sys.excepthook is not _quiet_hook:
+        _HOOKED[0] = sys.excepthook
+        sys.excepthook = _quiet_hook
     return seen
+
+
+_HOOKED = [None]  # the excepthook _quiet_hook stands in front of while differentiations run
+
+
+def _quiet_hook(kind, value, tb):
+    """sys.excepthook while differentiations run. C code that reports an exception from a Python
+    callback with PyErr_Print (SciPy's MINPACK: fsolve, leastsq) printed mutagrad's error in full
+    before raising its own, which the differentiation then replaces by that same error: it is not
+    printed twice. Other exceptions go to the hook that was in place."""
+    if isinstance(value, DifferentiationError) and any(
+            value in seen for stack in list(_STACKS.values()) for seen in stack):
+        return
+    (_HOOKED[0] or sys.__excepthook__)(kind, value, tb)
 
 
 def in_api(step):
@@ -197,6 +214,8 @@ def unwatch_errors(seen):
         stack.remove(seen)
     if not stack:
         _STACKS.pop(threading.get_ident(), None)
+        if not _STACKS and sys.excepthook is _quiet_hook:
+            sys.excepthook, _HOOKED[0] = _HOOKED[0] or sys.__excepthook__, None
 
 
 def caught_by_the_program(seen, raised=None):

@@ -10,6 +10,7 @@ import math
 import operator
 import os
 import re
+import sys
 import threading
 import types
 import warnings
@@ -4213,6 +4214,38 @@ def test_errors_that_c_code_replaced_or_mangled_are_mutagrads():
         with pytest.raises(mg.TracerEscapeError, match=r"test_errors.py:\d+"):
             mg.grad(f)(arg)
     np.testing.assert_allclose(mg.grad(lambda z: np.sum(np.sin(z)))(np.array([0.3])), [np.cos(0.3)])
+
+
+def test_minpack_does_not_print_the_escape_it_reports_and_the_excepthook_comes_back(capfd):
+    # MINPACK (fsolve, leastsq) reports its callback's exception with PyErr_Print, through
+    # sys.excepthook, before raising its own error: mutagrad's error is raised once, not printed too
+    scipy_optimize = pytest.importorskip("scipy.optimize")
+    hook = sys.excepthook
+
+    def solved(p):
+        return np.sum(scipy_optimize.fsolve(lambda t: t ** 3 - p, np.ones(2)))
+
+    def fitted(p):
+        return np.sum(scipy_optimize.leastsq(lambda t: t - p, np.ones(2))[0])
+
+    for f in (solved, fitted):
+        with pytest.raises(mg.TracerEscapeError, match=r"test_errors.py:\d+"):
+            mg.grad(f)(np.array([0.7, 1.3]))
+        assert "Traceback" not in capfd.readouterr().err
+        assert sys.excepthook is hook
+    seen = []
+    sys.excepthook = lambda *exc: seen.append(exc[1])
+    try:  # another exception C code prints while a differentiation runs reaches the hook in place
+        def other(p):
+            def residual(t):
+                raise KeyError("residual")
+            scipy_optimize.fsolve(residual, np.ones(2))
+            return np.sum(p)
+        with pytest.raises(KeyError):
+            mg.grad(other)(np.array([0.7, 1.3]))
+    finally:
+        hook_after, sys.excepthook = sys.excepthook, hook
+    assert hook_after is not hook and not [e for e in seen if isinstance(e, mg.DifferentiationError)]
 
 
 def test_traced_values_where_python_needs_plain_ones_raise_type_errors_of_ours():

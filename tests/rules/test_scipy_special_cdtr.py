@@ -148,6 +148,27 @@ def test_counts_have_no_derivative():
         assert _both_modes(f, args, i) == (0.0, 0.0)
 
 
+def test_an_endless_count_or_shape_is_flat():
+    # pdtr(inf, m) = gammaincc(inf, m) = 1 at every finite m (an open upper bound of an interval-censored count,
+    # the scipystats tester): derivative 0 in m and in the shape, and so the second; the formula was inf - inf
+    m = 1.5
+    for f, args, i in ((sp.pdtr, (np.inf, m), 1), (sp.pdtrc, (np.inf, m), 1), (sp.gammaincc, (np.inf, m), 1),
+                       (sp.gammainc, (np.inf, m), 1), (sp.gammainc, (np.inf, m), 0), (sp.gammaincc, (np.inf, m), 0)):
+        assert _central(f, args, i, 1e-3) == 0.0
+        assert _both_modes(f, args, i) == (0.0, 0.0)
+    assert mg.hessian(lambda m: sp.pdtr(np.inf, m))(m) == 0.0
+    # beside it a finite count keeps its derivative: an interval-censored likelihood with one open interval
+    lo, hi = np.array([0.0, 2.0, 5.0]), np.array([1.0, 4.0, np.inf])
+
+    def nll(th):
+        mu = np.exp(th[0])
+        return -np.sum(np.log(sp.pdtr(hi, mu) - sp.pdtr(lo - 1, mu)))
+
+    th = np.array([0.9])
+    fd = (nll(th + 1e-6) - nll(th - 1e-6)) / 2e-6
+    np.testing.assert_allclose(mg.grad(nll)(th), [fd], rtol=1e-7)
+
+
 def test_derivative_is_nan_where_scipy_is():
     # outside the domain (k < 0, m < 0, x < 0) SciPy's value is NaN: the formulas were finite there
     for f, args, i in ((sp.pdtr, (-0.5, 1.3), 1), (sp.pdtr, (0.0, -1.0), 1), (sp.chdtr, (2.0, -1.0), 1),

@@ -252,9 +252,14 @@ def _gamma_density(a, x, y):
     """x^(a-1) e^-x / Γ(a), in logs (no overflow); at x = 0 as the power itself, whose own
     derivative there is (a-1) x^(a-2) / Γ(a) (1 for a = 2: in logs it was 0 · inf, a zero)."""
     at0 = np.asarray(bottom(x)) == 0
+    endless = np.isposinf(np.asarray(bottom(a), dtype=float))  # (a = inf: P = 0, Q = 1 at every finite x, flat;
+    if np.any(endless):  # pdtr(inf, m), a count with no upper limit: the formula was inf - inf)
+        a = np.where(endless, 1.0, a)
     d = np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a))
     if np.any(at0):
         d = np.where(at0, x ** (a - 1) * np.exp(-x) * sp.rgamma(a), d)
+    if np.any(endless):
+        d = np.where(endless & np.isfinite(np.asarray(bottom(x), dtype=float)), 0.0, d)
     return d
 
 
@@ -270,6 +275,7 @@ def _gammainc_da_plain(a, x):
     out = np.full(shape, np.nan)
     ok = (a > 0) & (x >= 0) & np.isfinite(a)
     out[ok & ((x == 0) | np.isposinf(x))] = 0.0
+    out[np.isposinf(a) & (x >= 0) & np.isfinite(x)] = 0.0  # (P = 0 for every a large enough: flat)
     fin = ok & (x > 0) & np.isfinite(x)
     low = fin & (x < a + 1)
     if low.any():

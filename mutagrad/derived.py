@@ -6,10 +6,10 @@ with only ``@mg.rrule`` in forward mode (so ``jvp`` and ``hessian``), as JAX dif
 
 - **reverse from forward**: the tangent map ``t -> frule(x, t)[1]`` is linear in ``t``, so
   its transpose applied to the cotangent ``ȳ`` is the cotangent of ``x``; it is computed by
-  mutagrad's own reverse mode on the tangent map (at ``t = 0``), which the rule writes with
-  NumPy operations;
+  mutagrad's own reverse mode on the tangent map (at a generic ``t``: see _generic_like), which
+  the rule writes with NumPy operations;
 - **forward from reverse**: the pullback ``ȳ -> pullback(ȳ)`` is linear in ``ȳ`` and is the
-  transpose of the tangent map, so the reverse mode of the pullback (at ``ȳ = 0``) applied to
+  transpose of the tangent map, so the reverse mode of the pullback (at a generic ``ȳ``) applied to
   the tangent ``t`` is ``ẏ`` (the "double vjp").
 
 Both are exact: the derived rule is the transpose of a linear map that the given rule
@@ -72,8 +72,27 @@ def _zero_leaf(a):
 
 
 def _zeros_like(a):
-    """A plain zero of ``a``'s structure, shapes and types: the point the linear maps are taken at."""
+    """A plain zero of ``a``'s structure, shapes and types."""
     return tree_map(_zero_leaf, a) if type(a) in (list, tuple, dict) else _zero_leaf(a)
+
+
+def _generic_leaf(a, rng):
+    z = _zero_leaf(a)
+    if z.dtype.kind == "c":
+        return (rng.standard_normal(z.shape) + 1j * rng.standard_normal(z.shape)).astype(z.dtype)
+    return rng.standard_normal(z.shape).astype(z.dtype)
+
+
+def _generic_like(a):
+    """A plain value of ``a``'s structure, shapes and types, with generic values (normal draws of a fixed
+    seed): the point the linear maps are taken at. Their value there does not matter, but the rule's control
+    flow may depend on it: an adjoint iterated until its update is small stops at once for a cotangent of
+    zeros, as does a pullback that returns early for one (the fixedpoint tester: the derived forward mode of
+    an implicit-function rule came out wrong, silently); at a generic point it runs as for a cotangent."""
+    rng = np.random.default_rng(0)
+    if type(a) in (list, tuple, dict):
+        return tree_map(lambda v: _generic_leaf(v, rng), a)
+    return _generic_leaf(a, rng)
 
 
 def _dense(c, like):
@@ -187,7 +206,7 @@ def reverse_from_forward(prim):
 
                 _entered(prim, "rrule")
                 try:
-                    _, pb = _vjp(tangent_map, [_zeros_like(args[i])])
+                    _, pb = _vjp(tangent_map, [_generic_like(args[i])])
                     out[i] = _internal(pb, g)[0]
                 except _Unimplemented as u:  # (the forward rule's own NotImplementedTangent: it poisons)
                     out[i] = u.tangent
@@ -237,7 +256,7 @@ def forward_from_reverse(prim):
             return y, ZERO
         _entered(prim, "frule")
         try:
-            _, pb2 = _vjp(cotangent_map, [_zeros_like(ys[k]) for k in floats])
+            _, pb2 = _vjp(cotangent_map, [_generic_like(ys[k]) for k in floats])
             ydots = [_below(v, processing)
                      for v in _internal(pb2, tuple(_dense(tangents[i], primals[i]) for i in active))]
         except _Unimplemented as u:  # (the reverse rule's own NotImplementedTangent: it poisons)

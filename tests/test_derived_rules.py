@@ -625,3 +625,61 @@ def test_a_forward_rule_without_keyword_parameters_names_them():
     with pytest.raises(mg.RuleError, match=r"keyword arguments .*\(scale\).*\*\*kwargs"):
         mg.jvp(lambda x: scaled(x, scale=2.0), (np.ones(2),), (np.ones(2),))
 
+
+
+def test_a_rule_whose_control_flow_reads_the_cotangent_or_tangent_is_transposed_at_a_generic_point():
+    # (the fixedpoint tester) an implicit-function rule iterates its adjoint until the update is small, or
+    # returns early for a zero cotangent: the derived forward rule ran it on a cotangent of zeros, which
+    # stopped after one step (jvp 1.5 for 2) or at once (0 for 3 x^2); the mirror case, a forward rule
+    # iterating its tangent, gave a wrong reverse rule. Expected values by hand: z = 2 x, w = 2 zbar
+    @mg.primitive
+    def doubled(x):  # z = 0.5 z + x
+        return 2.0 * x
+
+    @mg.rrule(doubled)
+    def _(x):
+        def pullback(zbar):  # w = zbar + 0.5 w
+            w = zbar
+            for _ in range(200):
+                wn = zbar + 0.5 * w
+                if np.max(np.abs(wn - w)) < 1e-14:
+                    return (wn,)
+                w = wn
+            return (w,)
+        return doubled(x), pullback
+
+    @mg.primitive
+    def cubed(x):
+        return x ** 3
+
+    @mg.rrule(cubed)
+    def _(x):
+        def pullback(g):
+            if not np.any(g):
+                return (np.zeros_like(x),)
+            return (3.0 * x ** 2 * g,)
+        return cubed(x), pullback
+
+    @mg.primitive
+    def doubled_fwd(x):
+        return 2.0 * x
+
+    @mg.frule(doubled_fwd)
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        z = t
+        for _ in range(200):
+            zn = t + 0.5 * z
+            if np.max(np.abs(zn - z)) < 1e-14:
+                return doubled_fwd(x), zn
+            z = zn
+        return doubled_fwd(x), z
+
+    x, v = np.array([1.0, 2.0]), np.array([1.0, -0.5])
+    for f in (doubled, doubled_fwd):
+        np.testing.assert_allclose(mg.jvp(f, (x,), (v,))[1], 2.0 * v, rtol=1e-12)
+        np.testing.assert_allclose(mg.grad(lambda x: np.sum(f(x) * v))(x), 2.0 * v, rtol=1e-12)
+        np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(x), 2.0 * np.eye(2), rtol=1e-12)
+        np.testing.assert_allclose(mg.hessian(lambda x: np.sum(f(x) ** 2))(x), 8.0 * np.eye(2), rtol=1e-12)
+    np.testing.assert_allclose(mg.jvp(cubed, (x,), (v,))[1], 3.0 * x ** 2 * v, rtol=1e-14)
+    np.testing.assert_allclose(mg.hessian(lambda x: np.sum(cubed(x)))(x), np.diag(6.0 * x), rtol=1e-14)

@@ -1492,6 +1492,59 @@ def test_second_derivatives_through_a_kink_at_zero_warn(f):
     assert not np.allclose(h, want, atol=1e-3)  # (the case the warning is about)
 
 
+def _smooth_min_at_a_tie(x):  # (the levelset tester) the stable smooth minimum, smooth at a == b
+    a, b, k = x[0] + x[1], x[2] - x[3], 0.1
+    return np.minimum(a, b) - k * np.log1p(np.exp(-np.abs(a - b) / k))
+
+
+@pytest.mark.parametrize("f", [lambda x: np.sum(np.cos(np.abs(x[:2] - x[2:]))),
+                               lambda x: np.sum(np.cosh(2.0 * np.abs(x[:2] - x[2:]))),
+                               _smooth_min_at_a_tie,
+                               lambda x: np.sum((np.abs(x[:2] - x[2:]) + 1.0) ** 2),
+                               lambda x: np.sum(np.square(np.abs(x[:2] - x[2:]) + 1.0)),
+                               lambda x: np.sum((np.abs(x[:2] - x[2:]) + 1.0) ** 3),
+                               lambda x: np.sum(1.0 / (1.0 + np.abs(x[:2] - x[2:]))),
+                               lambda x: np.sum(np.exp(-np.abs(x[:2] - x[2:]) / 0.5)),
+                               lambda x: np.sum(np.logaddexp(-np.abs(x[:2] - x[2:]), 0.0)),
+                               lambda x: np.sum(2.0 ** np.abs(x[:2] - x[2:])),
+                               lambda x: np.cos(abs(x[0] - x[2])) * x[1]],
+                         ids=["cos(|d|)", "cosh(2|d|)", "stable smooth min (levelset)", "(|d| + 1) ** 2",
+                              "square(|d| + 1)", "(|d| + 1) ** 3", "1 / (1 + |d|)", "exp(-|d| / l)",
+                              "logaddexp(-|d|, 0)", "2 ** |d|", "scalar cos(abs(d))"])
+def test_a_function_of_abs_that_curves_at_its_zero_warns_under_a_second_derivative(f):
+    # g(|d|) at d = 0: through abs's derivative sign(d), 0 there, the Hessian's g''(0) sign(d) ** 2 came out 0 without
+    # a warning: wrong for cos(|d|) = cos(d), whose Hessian is -1 (central differences), and for a kink that another
+    # cancels (the smooth minimum's), where g'' is there on both sides
+    at = np.array([0.3, 0.2, 0.5, 0.0]) if f is _smooth_min_at_a_tie else np.array([0.3, -0.2, 0.3, -0.2])
+    want = fd_hessian(f, at, 1e-4)
+    with pytest.warns(mg.KinkWarning, match="of np.abs"):
+        h = mg.hessian(f)(at.copy())
+    assert not np.allclose(h, want, atol=1e-3)  # (the case the warning is about)
+
+
+def test_no_kink_warning_for_a_function_of_abs_that_is_straight_at_its_zero_or_off_it():
+    # sin, tanh, arctan of |d| at 0 are straight there (g'' = 0): |d|'s own convention, no warning; nor a quotient
+    # whose numerator is the abs, a curved function of |d| where d is not 0, or the self-distances of a pairwise
+    # Laplace kernel exp(-|x_i - x_j|), identically 0 (its Hessian at distinct points against central differences)
+    at0 = np.array([0.3, -0.2, 0.3, -0.2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        for g in (np.sin, np.tanh, np.arctan, lambda u: u / 2.0):
+            h = mg.hessian(lambda x: np.sum(g(np.abs(x[:2] - x[2:])) * x[:2]))(at0)
+            assert np.all(np.isfinite(h))
+        at = np.array([0.3, -0.2, 0.5, -0.7])
+        f = lambda x: np.sum(np.cos(np.abs(x[:2] - x[2:])))
+        np.testing.assert_allclose(mg.hessian(f)(at), fd_hessian(f, at, 1e-4), atol=1e-6)
+
+        def laplace(x):
+            return np.sum(np.exp(-np.abs(x[:, None] - x[None, :])) @ np.arange(3.0))
+
+        x = np.array([0.1, 0.5, 1.2])
+        np.testing.assert_allclose(mg.hessian(laplace)(x), fd_hessian(laplace, x, 1e-4), atol=1e-6)
+    with pytest.warns(mg.KinkWarning, match="of np.abs"):  # (two points that coincide: a kink of the kernel)
+        mg.hessian(laplace)(np.array([0.1, 0.5, 0.1]))
+
+
 def test_no_kink_warning_where_np_where_takes_a_constant_at_the_abs_zero():
     # (regress78) np.where(|x| > 0.5, |x|, 0.0) ** 2 is 0 near x = 0 (the constant branch): Hessian 0 there is
     # right, against central differences; the Huber form np.where(|x| < d, |x|, d) ** 2 takes the abs there, and warns

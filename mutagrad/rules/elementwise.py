@@ -41,6 +41,7 @@ from ..core import (
     plain_operands,
     promotion_operand,
     scipy_caller,
+    view_of,
     where_mask,
     write,
     write_out,
@@ -1493,60 +1494,191 @@ def _called_by_a_rule() -> bool:
 
 
 def _power_watch(leaves, res):
-    """``s ** 0.5``, watched as np.sqrt(s) is; ``np.abs(x) ** p`` for 0 < p <= 2 at x = 0 (:func:`_abs_watch`)."""
+    """``s ** 0.5``, watched as np.sqrt(s) is; ``np.abs(x) ** p`` for 0 < p <= 2 at x = 0 (:func:`_abs_watch`);
+    other powers of a value based on np.abs(x), or powers with such an exponent, where they curve there
+    ((np.abs(x) + 1) ** 3, 2.0 ** np.abs(x): :func:`_function_of_abs_watch`)."""
     if len(leaves) == 2 and not isinstance(leaves[1], Tracer) and np.ndim(leaves[1]) == 0:
         p = leaves[1]
         if p == 0.5:
             return _root_watch(leaves, res)
         if 0 < p <= 2:
             return _abs_watch(leaves, res, f"np.abs(x) ** {p} at x = 0", p > 1)
-    return res
+    return _power_of_abs(leaves, res)
 
 
 def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0", first_right=True):
     """A power of ``np.abs(x)`` at most 2, at x = 0, watched as a norm's root is: |x| ** 2 is x ** 2, whose
     Hessian is 2, but through abs's derivative sign(x), 0 at 0, it comes out 0 (the glaciology tester:
-    Glen's law |grad s| ** (n - 1) with n = 3 on a flat surface); between 1 and 2 it is infinite there."""
+    Glen's law |grad s| ** (n - 1) with n = 3 on a flat surface); between 1 and 2 it is infinite there. Of a
+    shifted abs, (np.abs(x) + 1) ** 2, it is 2 on either side and came out 0 too: watched at the abs's zeros."""
     x = _reverse_of(leaves[0])
-    if x is None or not isinstance(res, Tracer) or np.all(bottom(res)) or not _abs_based(x._level, x._storage) or (
-            _called_by_a_rule()):
+    if x is None or not isinstance(res, Tracer) or _called_by_a_rule():
+        return res
+    at = _abs_zeros(x)
+    if at is None:
         return res
     from .linalg import _norm_kink
 
-    return _norm_kink(res, what, first_right=first_right)  # (|x| ** p, p > 1: its first derivative, 0, is right)
+    # (|x| ** p, p > 1: its first derivative, 0, is right; of a shifted abs it is a kink's)
+    first_right = first_right and not np.any(np.broadcast_to(np.asarray(bottom(res)), at.shape)[at])
+    return _norm_kink(res, what, at=at, first_right=first_right)
 
 
 def _abs_based(level, s, depth=0, end=None) -> bool:
     """Whether storage ``s`` (at reverse ``level``) is np.abs of a traced value, or that scaled, shifted by a
     constant or copied ((np.abs(r) / sigma) ** 2, (np.sqrt(w) * np.abs(r)) ** 2: regress71)."""
-    return _abs_source(level, s, depth, end) is not None
+    return _abs_record(level, s, depth, end) is not None
 
 
 def _abs_source(level, s, depth=0, end=None):
     """(storage, geometry) of the traced value whose np.abs storage ``s`` is (see :func:`_abs_based`), or None."""
+    found = _abs_record(level, s, depth, end)
+    return None if found is None else found[0].inputs[0][:2]
+
+
+def _abs_record(level, s, depth=0, end=None):
+    """(the np.abs record whose value storage ``s`` is, scaled, shifted, selected or copied (see
+    :func:`_abs_based`); whether each step from it to ``s`` kept every element in place: an elementwise
+    operation on whole values of one shape), or None."""
     at, r = next(_writers(level, s, end=end), (None, None))
     if r is None or depth > 4:
         return None
     if getattr(r, "prim", None) is None:  # (a write into a part of s, a[:] = np.abs(x): regress78)
         vsrc = getattr(r, "vsrc", None)
-        return None if vsrc is None else _abs_source(level, vsrc, depth + 1, at)
+        found = None if vsrc is None else _abs_record(level, vsrc, depth + 1, at)
+        return None if found is None else (found[0], False)
     name = r.prim.name
     ins = r.inputs
     if name in ("np.absolute", "np.fabs"):
-        return (ins[0][0], ins[0][1]) if len(ins) == 1 else None
+        return (r, True) if len(ins) == 1 else None
+    elementwise = True
     if name in ("np.add", "np.subtract", "np.float64.__add__"):  # (with a constant)
-        return _abs_source(level, ins[0][0], depth + 1, at) if len(ins) == 1 else None
-    if name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
+        scaled = [ins[0][0]] if len(ins) == 1 else ()
+    elif name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
         scaled = [st for st, _, pos in ins if _taken_at_a_zero(r, st, pos)]
     elif name in _CARRIERS or name == "np.roll":  # (concatenations, copies)
         scaled = [st for st, _, _ in ins]
+        elementwise = name in ("np.copy", "ndarray.astype")
     else:
         scaled = [st for st in _scaled_operands(r) or () if not _masked_at_its_zeros(r, st)]
-    for st in scaled or ():
-        src = _abs_source(level, st, depth + 1, at)
-        if src is not None:
-            return src
+    for st in scaled:
+        found = _abs_record(level, st, depth + 1, at)
+        if found is not None:
+            whole = all(g is None for t, g, _ in ins if t is st)
+            return found[0], found[1] and elementwise and whole and st.shape == s.shape
     return None
+
+
+def _abs_zeros(x):
+    """Where the np.abs that reverse-level tracer ``x``'s value is based on (:func:`_abs_record`) is at 0, in
+    x's shape: those elements themselves where every step from the abs kept them in place, else all of x where
+    it has one; None where it is at no 0 (or x is no such value)."""
+    found = _abs_record(x._level, x._storage)
+    if found is None:
+        return None
+    r, in_place = found
+    src, geom, _ = r.inputs[0]
+    shape = np.shape(bottom(x))
+    # (the abs's operand, where it is a whole value, else its result, which may have been changed in place
+    # since; a large value nothing holds any more is gone: then as if it were at a 0)
+    vals = src.root if geom is None else None
+    if vals is None:
+        out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
+        vals = None if out is None else out.root
+    if vals is None:
+        return np.ones(shape, bool)
+    zero = np.asarray(bottom(vals)) == 0
+    if zero.any() and geom is None:
+        zero &= ~_self_differences(x._level, src)
+    if not zero.any():
+        return None
+    if in_place and x._geom is None and zero.shape == shape:
+        return zero
+    return np.ones(shape, bool)
+
+
+def _self_differences(level, s):
+    """Where storage ``s`` (a whole value) is the difference of an element with itself, identically 0 (the
+    diagonal of x[:, None] - x[None, :]: a pairwise kernel's self-distances, no kink whatever x is), in s's
+    shape; all False where s is no such difference or that cannot be told."""
+    shape = s.shape
+    none = np.zeros(shape, bool)
+    r = next(_writers(level, s), (None, None))[1]
+    if r is None or getattr(r, "prim", None) is None or r.prim.name != "np.subtract" or len(r.inputs) != 2:
+        return none
+    (a, ga, _), (b, gb, _) = r.inputs
+    if a is not b or a.dtype not in (np.float64, np.complex128) or (
+            getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)) is not s:
+        return none
+    try:  # (which element of a each operand reads: a mirror of a's memory holding their numbers, exact)
+        buf, root = a.new_mirror(np.zeros)
+        root[...] = np.arange(root.size).reshape(root.shape)
+        ia, ib = (np.broadcast_to(view_of(buf, g) if g is not None else root, shape) for g in (ga, gb))
+        return ia == ib
+    except (ValueError, TypeError):
+        return none
+
+
+def _curved_at(ufunc, leaves, pos, at, shape):
+    """(where ``ufunc`` of plain ``leaves``, as a function of operand ``pos`` alone, curves at the elements ``at``
+    (of its result's ``shape``): a second difference that is no rounding; whether its slope there is 0 too), by
+    central differences of NumPy's own ufunc at those few elements."""
+    vals = [np.broadcast_to(np.asarray(bottom(v)), shape)[at].astype(float) for v in leaves]
+    u = vals[pos]
+    h = 1e-4 * (1.0 + np.abs(u))
+
+    def g(d):
+        args = list(vals)
+        args[pos] = u + d
+        return ufunc(*args)
+
+    with np.errstate(all="ignore"):
+        g0, gp, gm = g(0.0), g(h), g(-h)
+        d2, d1 = (gp - 2.0 * g0 + gm) / (h * h), (gp - gm) / (2.0 * h)
+        scale = 1.0 + np.abs(g0)
+        curved = ~np.isfinite(d2) | (np.abs(d2) > 1e-6 * scale)
+        flat = np.isfinite(d1) & (np.abs(d1) <= 1e-6 * scale)
+    where = np.zeros(shape, bool)
+    where[at] = curved
+    return where, bool(np.all(flat[curved]))
+
+
+def _function_of_abs_watch(ufunc, then=None):
+    """A watch (NESTED_WATCH) of ``ufunc`` of a value based on np.abs(x) (:func:`_abs_record`: scaled, shifted,
+    selected) at x = 0, where it curves there: np.cos(np.abs(x)) is cos(x), whose Hessian is -1, but through
+    abs's derivative sign(x), 0 at 0, it comes out 0; np.exp(-np.abs(d) / k) and 1 / (1 + np.abs(x)), which have a
+    kink there, got 0 too, where each side has the curvature, and a kink may cancel another: the stable smooth
+    minimum np.minimum(a, b) - k * np.log1p(np.exp(-np.abs(a - b) / k)) is smooth at a == b, and its Hessian came
+    out wrong there (the levelset tester). No warning where the function is straight there (np.sin, np.tanh,
+    np.arctan at 0: |x|'s convention, Hessian 0 on both sides), nor for an operand it is linear in (a quotient's
+    numerator). ``then``: the ufunc's own watch, run first (np.sqrt of a sum of squares...)."""
+
+    def watch(leaves, res):
+        if then is not None:
+            res = then(leaves, res)
+        if not isinstance(res, Tracer):
+            return res
+        for pos, leaf in enumerate(leaves):
+            x = _reverse_of(leaf) if isinstance(leaf, Tracer) else None
+            at = None if x is None else _abs_zeros(x)
+            if at is None or _called_by_a_rule():
+                continue
+            shape = np.shape(bottom(res))
+            try:
+                at = np.broadcast_to(at, shape)
+            except ValueError:
+                continue
+            where, flat = _curved_at(ufunc, leaves, pos, at, shape)
+            if where.any():
+                from .linalg import _norm_kink
+
+                name = getattr(ufunc, "__name__", "a function")
+                return _norm_kink(res, f"np.{name} of np.abs(x) (scaled or shifted) at x = 0, where it curves (np.cos("
+                                       "np.abs(x)) is np.cos(x); a smooth minimum of a and b is -k * np.logaddexp(-a / k, "
+                                       "-b / k))", at=where, first_right=flat)
+        return res
+
+    return watch
 
 
 def _scaled_operands(r):
@@ -1639,7 +1771,9 @@ def _guarded_root_watch(inputs, kwargs):
 def _watched_call(ufunc, inputs, kwargs):
     """A watched ufunc (NESTED_WATCH: np.sqrt, np.power, np.arccos...) through the general ufunc path (a fast
     path not taken: out=, where=...), watched as above."""
-    if len(active_levels()) == 1:
+    if len(active_levels()) == 1 or (kwargs and ufunc in _CURVED):
+        # (a function of np.abs is watched in plain calls only: with out=, where= or an error state that raises,
+        # NumPy's order of writing and raising is the general path's, regress23)
         return ufunc_call(ufunc, inputs, kwargs)
     if ufunc is np.sqrt and "where" in kwargs and set(kwargs) <= {"out", "where"}:
         return _guarded_root_watch(inputs, kwargs)
@@ -1652,11 +1786,17 @@ def _watched_call(ufunc, inputs, kwargs):
     return write_out(res, out, lambda ob: ufunc(*plain_operands(inputs), out=ob))
 
 
-for _uf in (np.sqrt, np.power, np.float_power, np.square, np.multiply, *_ANGLE_KINKS):
+# (the smooth functions that curve somewhere: of np.abs(x) at x = 0 each is watched where it curves there)
+_CURVED = frozenset((np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos, np.tan, np.arctan,
+           np.sinh, np.cosh, np.tanh, np.arcsinh, np.arctanh, np.cbrt, np.reciprocal, np.divide, np.logaddexp,
+           np.logaddexp2, np.hypot, np.arctan2))
+for _uf in (np.sqrt, np.power, np.float_power, np.square, np.multiply, *_ANGLE_KINKS, *_CURVED):
     UFUNC_HANDLERS[(_uf, "__call__")] = _watched_call
-NESTED_WATCH[REGISTRY[np.sqrt]] = _root_watch
+NESTED_WATCH[REGISTRY[np.sqrt]] = _function_of_abs_watch(np.sqrt, _root_watch)
 NESTED_WATCH[REGISTRY[np.square]] = _abs_watch
 NESTED_WATCH[REGISTRY[np.multiply]] = _product_watch
+_power_of_abs = _function_of_abs_watch(np.power)
 NESTED_WATCH[REGISTRY[np.power]] = NESTED_WATCH[REGISTRY[scalar_power]] = _power_watch
 NESTED_WATCH[REGISTRY[np.float_power]] = _power_watch
-NESTED_WATCH.update((REGISTRY[_uf], _angle_watch(_uf)) for _uf in _ANGLE_KINKS)
+NESTED_WATCH.update((REGISTRY[_uf], _function_of_abs_watch(_uf, _angle_watch(_uf))) for _uf in _ANGLE_KINKS)
+NESTED_WATCH.update((REGISTRY[_uf], _function_of_abs_watch(_uf)) for _uf in _CURVED)

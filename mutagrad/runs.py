@@ -589,3 +589,37 @@ class ScalarRun:
     def storages(self):
         """The storages outside the run that its rows read or write."""
         return [s for s, _ in self.ext]
+
+    def reads(self, s):
+        """What the rows read of storage ``s`` (outside the run), as (geometry, index) pairs: a gathered element
+        (None, its position in s's flat root), an operand or a written value that is a view of s (its geometry,
+        Ellipsis). A write into s reads nothing of it."""
+        codes, refs, kinds, ext = self.codes, self.refs, self.kinds, self.ext
+        out = []
+
+        def operand(ref):
+            if ref < 0 and ref != _CONST:
+                t, g = ext[-1 - ref]
+                if t is s:
+                    out.append((g, Ellipsis))
+
+        r = 0
+        for k in range(len(codes)):
+            c = codes[k]
+            if c >= _EW:
+                kind = kinds[c - _EW]
+                if not kind.near:  # (a near kind's arguments are rows of the run itself)
+                    for q in range(len(kind.active)):
+                        operand(refs[r + q])
+                    r += len(kind.active)
+            elif c == _GATHER:
+                j, pos = self._locate(refs[r])
+                if ext[j][0] is s:
+                    out.append((None, pos))
+                r += 1
+            elif c >= _WRITE_PREV:
+                r += 1
+            else:
+                operand(refs[r + 1])
+                r += 2
+        return out

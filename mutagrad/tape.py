@@ -482,8 +482,11 @@ def _footprint(level, start, s, depth, products=True, outputs=False):
                     dead, dead_root = s.new_mirror(np.zeros)
                 (dead_root if r.geom is None else view_of(dead, r.geom))[r.idx] = 1
         elif t is ScalarRun:
-            if any(st is s for st, _ in r.ext):
-                return None
+            if any(st is s for st, _ in r.ext):  # (an element loop's rows: the elements they gather, the views
+                # they take as operands; w[1] + w[3] + V[2, 0] read V's column 0 alone: the vibration tester)
+                if s.root_geom() is not None:  # (positions are those of a C-contiguous root)
+                    return None
+                marks = [(g, idx if idx is Ellipsis else np.unravel_index(idx, s.shape)) for g, idx in r.reads(s)]
         else:
             return None
         for g, idx in marks:

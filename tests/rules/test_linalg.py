@@ -871,6 +871,38 @@ def test_eigh_vectors_after_an_in_place_step_on_all_of_them_are_read_where_their
     assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
 
 
+def test_eigh_tied_values_and_a_distinct_vector_read_element_by_element():
+    # (the vibration tester) a ring of six springs: values 10, 60, 60, 160, 160, 210. Two tied values and a distinct
+    # mode's elements, read by scalar arithmetic (a run of element operations, which counted as reading all of V:
+    # refused), against central differences; a tied vector read the same way is still refused
+    n = 6
+
+    def stiffness(k):
+        K = np.zeros_like(k, shape=(n, n))
+        for e in range(n):
+            i, j = e, (e + 1) % n
+            K[i, i] += k[e]
+            K[j, j] += k[e]
+            K[i, j] -= k[e]
+            K[j, i] -= k[e]
+        K[np.diag_indices(n)] += 10.0
+        return K
+
+    def f(k):
+        w, V = np.linalg.eigh(stiffness(k))
+        return w[1] + w[3] + np.sign(V[1, 0]) * V[2, 0] + V[4, 5] * V[3, 5]
+
+    k = np.full(n, 50.0)
+    np.testing.assert_allclose(mg.grad(f)(k.copy()), numerical_grad(f, (k,), (0,))[0], rtol=1e-6, atol=1e-9)
+
+    def tied(k):
+        w, V = np.linalg.eigh(stiffness(k))
+        return w[1] + w[3] + np.sign(V[1, 0]) * V[2, 0] + V[2, 1] * 0.0
+
+    g = mg.grad(tied)(k.copy())
+    assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
+
+
 @pytest.mark.parametrize("read", [
     lambda w, V: V[3, 2] + V[0, 1] * 0.0 + w[3],       # a vector of the pair, read (its cotangent: a zero)
     lambda w, V: V[3, 2] + np.sum(V * 0.0) + w[3],     # all of them, read

@@ -171,24 +171,26 @@ def _check_leaf_kind(x, where):
     _check_subclass(x, where)
     if isinstance(x, Tracer):
         if x.dtype.kind not in "fc":
-            raise TypeError(f"{where}: differentiation needs float or complex inputs, got dtype {x.dtype}")
+            raise TypeError(f"{where}: differentiation needs float or complex inputs, got dtype "
+                            f"{x.dtype} (at {user_line()})")
         return
     if isinstance(x, (bool, np.bool_)) or (isinstance(x, _ndarray) and x.dtype.kind == "b"):
         raise TypeError(
-            f"{where}: differentiation needs float or complex inputs, got a boolean {x!r}. "
+            f"{where}: differentiation needs float or complex inputs, got a boolean {x!r} at {user_line()}. "
             "Pass floats (e.g. 1.0, x.astype(float)) or leave it out of argnums."
         )
     if isinstance(x, (int, np.integer)) or (isinstance(x, _ndarray) and x.dtype.kind in "iu"):
         raise TypeError(
             f"{where}: differentiation needs float or complex inputs, got an integer "
-            f"{'array' if isinstance(x, _ndarray) else 'value'} {x!r}. Pass floats "
+            f"{'array' if isinstance(x, _ndarray) else 'value'} {x!r} at {user_line()}. Pass floats "
             "(e.g. 2.0 instead of 2, or x.astype(float)) or leave it out of argnums."
         )
     if isinstance(x, (float, complex, np.floating, np.complexfloating)):
         return
     if isinstance(x, _ndarray):
         if x.dtype.kind not in "fc":
-            raise TypeError(f"{where}: differentiation needs float or complex arrays, got dtype {x.dtype}")
+            raise TypeError(f"{where}: differentiation needs float or complex arrays, got dtype "
+                            f"{x.dtype} (at {user_line()})")
         return
     raise TypeError(f"{where}: cannot differentiate with respect to a value of type {type(x).__name__} "
                     f"(at {user_line()}): only float or complex arrays and numbers (or containers of them) "
@@ -1871,6 +1873,11 @@ def _check_hessian_output(out):
 # Reverse mode
 
 
+def _check_has_aux(has_aux, name):
+    if not isinstance(has_aux, (bool, np.bool_)):
+        raise TypeError(f"{name}: has_aux must be True or False, got {has_aux!r} (at {user_line()})")
+
+
 def _check_callable(fun, name):
     """A TypeError now for a ``fun`` that cannot be called (not at the first call, as NumPy's)."""
     if not callable(fun):
@@ -1912,6 +1919,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
     (np.float64(5.0), array([2., 4.]))
     """
     _check_callable(fun, _name)
+    _check_has_aux(has_aux, _name)
     nums, single = _normalize_argnums(argnums)
 
     @functools.wraps(fun)
@@ -2108,6 +2116,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     (array([ 3., 30.]),)
     """
     _check_callable(fun, "vjp")
+    _check_has_aux(has_aux, "vjp")
     # (_argnums, internal: differentiate only these; the other float arrays are traced constants;
     # _kwargs, internal: keyword arguments, their float arrays traced constants, as under grad)
     nums = tuple(range(len(primals))) if _argnums is None else tuple(_argnums)
@@ -2533,7 +2542,12 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 
 def _constant_by_tangent(p, t) -> bool:
     """Whether jvp may pass primal ``p`` as a constant: a plain float array whose tangent
-    ``t`` is a symbolic zero or all zeros of its shape."""
+    ``t`` is a symbolic zero or all zeros of its shape; an integer or boolean one (a count, an
+    index, a flag) whose tangent is None or a symbolic zero (JAX's float0 tangent)."""
+    if t is None or isinstance(t, AbstractZero):
+        if type(p) in (int, bool) or isinstance(p, (np.integer, np.bool_)) or (
+                type(p) is _ndarray and p.dtype.kind in "biu"):
+            return True
     if type(p) is not _ndarray or p.dtype.kind not in "fc":
         return False
     if t is None or isinstance(t, AbstractZero):
@@ -2551,7 +2565,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     it contributes nothing, even through a derivative that is not implemented or
     infinite there; a float array with such a tangent is passed as a constant,
     as ``grad`` passes the arguments it does not differentiate (its values may be
-    read as plain numbers). With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
+    read as plain numbers), and so is an integer or boolean primal whose tangent is None
+    (JAX's float0 tangent). With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
     the result is ``(output, tangent, aux)``, as JAX's.
 
     >>> import numpy as np, mutagrad as mg
@@ -2559,6 +2574,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     (np.float64(0.0), np.float64(2.0))
     """
     _check_callable(fun, "jvp")
+    _check_has_aux(has_aux, "jvp")
     for name, v in (("primals", primals), ("tangents", tangents)):
         if not isinstance(v, (tuple, list)):
             raise TypeError(f"jvp: {name} must be a tuple or list with one entry per positional argument of the "
@@ -2963,6 +2979,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
            [0., 6.]])
     """
     _check_callable(fun, "jacobian")
+    _check_has_aux(has_aux, "jacobian")
     if mode not in ("rev", "fwd"):
         raise ValueError(f"mode must be 'rev' or 'fwd', got {mode!r}")
     nums, single = _normalize_argnums(argnums)
@@ -3358,6 +3375,7 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
            [ 0., 12.]])
     """
     _check_callable(fun, "hessian")
+    _check_has_aux(has_aux, "hessian")
     # (with has_aux, the inner Jacobian gives (jacobian, aux): the pair the outer one's has_aux takes)
     return jacobian(jacobian(fun, argnums, mode="rev", has_aux=has_aux, _name="hessian"), argnums, mode="fwd",
                     has_aux=has_aux, _name="hessian")

@@ -1405,6 +1405,22 @@ def test_integer_primal_of_vjp_or_jvp_names_the_closure_fix():
     np.testing.assert_array_equal(t, [2.0, 4.0])  # (the closure fix: d(x_i^2) = 2 x_i)
 
 
+def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_aux_is_a_type_error():
+    # (apisurface3) JAX takes an integer primal with a float0 tangent: its None (or a symbolic zero) here; by hand
+    # d(a ** 3) = 3 a ** 2, d(a[idx].sum()) = the count of idx
+    assert mg.jvp(lambda a, n: a ** n, (2.0, 3), (1.0, None)) == (8.0, 12.0)
+    assert mg.jvp(lambda a, n: a * n, (2.0, np.int64(3)), (1.0, mg.ZeroTangent())) == (6.0, 3.0)
+    out, t = mg.jvp(lambda a, i: a[i].sum(), (np.arange(4.0), np.array([1, 3])), (np.ones(4), None))
+    assert (out, t) == (4.0, 2.0)
+    with pytest.raises(TypeError, match=r"integer value 3 at .*test_api.py:\d+"):  # (a tangent given for it: refused)
+        mg.jvp(lambda a, n: a * n, (2.0, 3), (1.0, 1.0))
+    for call in (lambda: mg.grad(lambda x: (x * x, 1), has_aux="no"), lambda: mg.jvp(np.sin, (1.0,), (1.0,), has_aux=1),
+                 lambda: mg.vjp(np.sin, 1.0, has_aux=None), lambda: mg.jacobian(np.sin, has_aux="yes"),
+                 lambda: mg.hessian(np.sin, has_aux=0)):
+        with pytest.raises(TypeError, match=r"has_aux must be True or False.*test_api.py:\d+"):
+            call()
+
+
 def test_has_aux_takes_a_list_pair_as_jax_does():
     x = np.array([1.0, 2.0])
     g, aux = mg.grad(lambda x: [np.sum(x ** 2), x * 2.0], has_aux=True)(x)

@@ -196,7 +196,7 @@ class NotImplementedTangent:
         # (g.astype, g.shape: an ndarray's attribute; an AttributeError too, for getattr(g, n, default))
         if name.startswith("__"):
             raise AttributeError(name)
-        raise self._error(_NotImplementedAttribute)
+        raise self._error(NotImplementedTangentAttributeError)
 
     def __repr__(self):
         # (a refusal records its line where its rule may refuse, Primitive.names_line; strict mode
@@ -227,7 +227,7 @@ def _reads_values():
 _READS_VALUES = _reads_values()
 
 
-class _NotImplementedAttribute(NotImplementedTangentError, AttributeError):
+class NotImplementedTangentAttributeError(NotImplementedTangentError, AttributeError):
     """An ndarray's attribute asked of a NotImplementedTangent (an AttributeError too, for
     ``getattr(g, name, default)``)."""
 

@@ -2544,10 +2544,9 @@ def _constant_by_tangent(p, t) -> bool:
     """Whether jvp may pass primal ``p`` as a constant: a plain float array whose tangent
     ``t`` is a symbolic zero or all zeros of its shape; an integer or boolean one (a count, an
     index, a flag) whose tangent is None or a symbolic zero (JAX's float0 tangent)."""
-    if t is None or isinstance(t, AbstractZero):
-        if type(p) in (int, bool) or isinstance(p, (np.integer, np.bool_)) or (
-                type(p) is _ndarray and p.dtype.kind in "biu"):
-            return True
+    if (t is None or isinstance(t, AbstractZero)) and (type(p) in (int, bool) or isinstance(p, (np.integer, np.bool_))
+                                                       or (type(p) is _ndarray and p.dtype.kind in "biu")):
+        return True
     if type(p) is not _ndarray or p.dtype.kind not in "fc":
         return False
     if t is None or isinstance(t, AbstractZero):

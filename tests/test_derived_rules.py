@@ -678,8 +678,8 @@ def test_a_rule_whose_control_flow_reads_the_cotangent_or_tangent_is_transposed_
     x, v = np.array([1.0, 2.0]), np.array([1.0, -0.5])
     for f in (doubled, doubled_fwd):
         np.testing.assert_allclose(mg.jvp(f, (x,), (v,))[1], 2.0 * v, rtol=1e-12)
-        np.testing.assert_allclose(mg.grad(lambda x: np.sum(f(x) * v))(x), 2.0 * v, rtol=1e-12)
+        np.testing.assert_allclose(mg.grad(lambda x, f=f: np.sum(f(x) * v))(x), 2.0 * v, rtol=1e-12)
         np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(x), 2.0 * np.eye(2), rtol=1e-12)
-        np.testing.assert_allclose(mg.hessian(lambda x: np.sum(f(x) ** 2))(x), 8.0 * np.eye(2), rtol=1e-12)
+        np.testing.assert_allclose(mg.hessian(lambda x, f=f: np.sum(f(x) ** 2))(x), 8.0 * np.eye(2), rtol=1e-12)
     np.testing.assert_allclose(mg.jvp(cubed, (x,), (v,))[1], 3.0 * x ** 2 * v, rtol=1e-14)
     np.testing.assert_allclose(mg.hessian(lambda x: np.sum(cubed(x)))(x), np.diag(6.0 * x), rtol=1e-14)

@@ -1530,7 +1530,7 @@ def test_no_kink_warning_for_a_function_of_abs_that_is_straight_at_its_zero_or_o
     with warnings.catch_warnings():
         warnings.simplefilter("error", mg.KinkWarning)
         for g in (np.sin, np.tanh, np.arctan, lambda u: u / 2.0):
-            h = mg.hessian(lambda x: np.sum(g(np.abs(x[:2] - x[2:])) * x[:2]))(at0)
+            h = mg.hessian(lambda x, g=g: np.sum(g(np.abs(x[:2] - x[2:])) * x[:2]))(at0)
             assert np.all(np.isfinite(h))
         at = np.array([0.3, -0.2, 0.5, -0.7])
         f = lambda x: np.sum(np.cos(np.abs(x[:2] - x[2:])))

@@ -324,7 +324,7 @@ def _broadcast_to(vals, shape) -> bool:
 FOOTPRINTS: set = set()
 
 
-def read_mask(k, products=True, outputs=False):
+def read_mask(k, products=True, outputs=False, kinks=True):
     """For the pullback running now, of a primitive in FOOTPRINTS: a boolean array over its
     output ``k`` (its storage's whole memory, in its shape), True where a record after it reads
     it (takes it or a view of it as an operand, gathers from it, writes it somewhere): where it
@@ -336,7 +336,10 @@ def read_mask(k, products=True, outputs=False):
     where the other factor is exactly 0 (right for a value whose first derivative is right there and
     second is not, |x| ** 2; not for a norm's own value, whose first derivative is wrong too: r * r).
     ``outputs``: an output given the caller's cotangent counts as read even where it is the primitive's own
-    (a kink's value returned as it is, np.abs(x) ** 2: regress76)."""
+    (a kink's value returned as it is, np.abs(x) ** 2: regress76). ``kinks``: the exemptions above, of a
+    kink's value (a power above 2 where it is 0, ``products``); without them every read counts: the vectors of
+    repeated eigenvalues, a basis of the tied space that no value at the tie speaks for, are read by
+    (w - 1) * V ** 2 where w - 1 is 0 (its derivative d(w) V ** 2 depends on the basis: regress81)."""
     fp = STATE.footprint
     if fp is None:
         return None
@@ -346,7 +349,7 @@ def read_mask(k, products=True, outputs=False):
     at = level.at
     if s is None or not (0 <= at < len(tape)) or tape[at] is not rec:
         return None
-    return _footprint(level, at + 1, s, 0, products, outputs)
+    return _footprint(level, at + 1, s, 0, products, outputs, kinks)
 
 
 def _elementwise_output(r):
@@ -409,7 +412,7 @@ def _kink_reaches(r, pos, sub, shape, products=True):
     return nonzero if sub is None else sub & nonzero
 
 
-def _footprint(level, start, s, depth, products=True, outputs=False):
+def _footprint(level, start, s, depth, products=True, outputs=False, kinks=True):
     """read_mask's answer for storage ``s`` from the records ``start`` on; a copy gathered from it
     (``V[:, np.argsort(w)]``, the materials tester) reads only the elements whose copies are read
     (the same question for the copy, a few gathers deep); an element a write overwrites before any
@@ -444,11 +447,11 @@ def _footprint(level, start, s, depth, products=True, outputs=False):
             # (1 / r of a distance matrix whose diagonal np.fill_diagonal then overwrites: the proteinff tester)
             # (past a power above 1 of s, its first derivative is right at 0: a product with a factor 0 there
             # does not carry the kink, |r| ** 2 * y at y = 0: regress76)
-            sub = _footprint(level, i + 1, out, depth + 1, products or _power_above_one(r, s))
+            sub = _footprint(level, i + 1, out, depth + 1, products or _power_above_one(r, s), kinks=kinks)
             marks = []
             for st, g, pos in r.inputs:
                 if st is s:
-                    used = _kink_reaches(r, pos, sub, out.shape, products)
+                    used = _kink_reaches(r, pos, sub, out.shape, products) if kinks else sub
                     if used is not None and mark(g).shape == used.shape:
                         if used.any():
                             put(g, used)
@@ -458,7 +461,7 @@ def _footprint(level, start, s, depth, products=True, outputs=False):
             marks = [(g, Ellipsis) for st, g, _ in r.inputs if st is s]
         elif t is GatherRecord:
             if r.src is s:
-                sub = (_footprint(level, i + 1, r.out, depth + 1, products) if depth < 3 and type(r.out) is Storage
+                sub = (_footprint(level, i + 1, r.out, depth + 1, products, kinks=kinks) if depth < 3 and type(r.out) is Storage
                        else None)
                 if sub is None or sub.shape != r.out.shape:
                     marks = ((r.geom, r.idx),)
@@ -471,7 +474,7 @@ def _footprint(level, start, s, depth, products=True, outputs=False):
             if r.vsrc is s:  # (its value read first: x[1:] = x[:-1])
                 # a whole array written over a whole one (an in-place elementwise step's result, V *= sign) is read
                 # where the elements it becomes are read (the eigdegen tester)
-                sub = (_footprint(level, i + 1, r.dest, depth + 1, products) if depth < 3 and r.full and r.vgeom is None
+                sub = (_footprint(level, i + 1, r.dest, depth + 1, products, kinks=kinks) if depth < 3 and r.full and r.vgeom is None
                        and r.dest is not s and type(r.dest) is Storage and r.dest.shape == s.shape else None)
                 if sub is None or sub.shape != s.shape:
                     put(r.vgeom, Ellipsis)

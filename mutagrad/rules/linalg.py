@@ -1607,7 +1607,7 @@ def _eigh_rrule(a, UPLO="L"):
             return (ZERO,)
         # (which vectors the records after it read: a walk of the rest of the tape, where values tie only; none
         # of the tied values' read, nothing another call's values could hide)
-        read = read_mask(1) if _repeated(y[0]) else None
+        read = read_mask(1, kinks=False) if _repeated(y[0]) else None
         if _read_apart(reads, not is_zero(gw), not is_zero(gV) and not _unread(read, _tied_of(y[0]))):
             return (_degenerate(f"np.linalg.eigh, {_APART}"),)
         tied = None if not is_zero(gV) else _tied_values_pullback(a, lambda: y[0], gw, UPLO.upper() == "L",
@@ -2001,7 +2001,7 @@ def _svd_rrule(a, full_matrices=True, compute_uv=True, _impl=_svd_impl):
 
     def pullback(cts):
         # (which vectors the records after it read: a walk of the rest of the tape, where values tie only)
-        read = (read_mask(0), read_mask(2)) if compute_uv and _repeated(y[1]) else None
+        read = (read_mask(0, kinks=False), read_mask(2, kinks=False)) if compute_uv and _repeated(y[1]) else None
         if compute_uv:
             vectors = not (is_zero(cts[0]) and is_zero(cts[2])) and not _svd_unread(
                 read, _tied_of(y[1] * y[1]))  # (as eigh's)

@@ -903,6 +903,35 @@ def test_eigh_tied_values_and_a_distinct_vector_read_element_by_element():
     assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
 
 
+@pytest.mark.parametrize("body", [
+    lambda w, V: np.sum((w[:2] - 1.0) * V[0, :2] ** 2),
+    lambda w, V: np.sum((w[:2] - 1.0) * V[:, :2] ** 2 * np.array([[1.0], [0.0], [0.0]])),
+    lambda w, V: np.sum((w[:2] - 1.0) * V[0, [0, 1]] ** 2),
+    lambda w, V: np.sum((w - 1.0) * V[0] ** 2 * np.array([1.0, 1.0, 0.0])),
+    lambda w, V: (w[0] - 1.0) * V[0, 0] ** 2 + (w[1] - 1.0) * V[0, 1] ** 2,
+], ids=["slice", "block", "fancy", "row", "elements"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_eigh_tied_vectors_read_through_a_factor_that_is_zero_at_the_tie_are_refused(body, strict):
+    # (regress81) (w - 1) * V ** 2 over a tied pair at w = 1 is [(C - I) P]_00 of the pair's projector P: smooth, 0.3
+    # by central differences, but a product with the factor w - 1, 0 at the tie, counted as no read of the vectors
+    # (the exemption of a kink's value), so the gradient was the values' alone, -0.05, silently (in strict mode
+    # element by element too); the vectors are read there, and refused
+    B, D = np.diag([1.0, 1.0, 2.0]), np.array([[0.3, 1.0, 0.2], [1.0, -0.4, 0.5], [0.2, 0.5, 0.1]])
+
+    def f(p):
+        return body(*np.linalg.eigh(B + p[0] * D))
+
+    h = 1e-6
+    assert abs((f(np.array([h])) - f(np.array([-h]))) / (2 * h) - 0.3) < 1e-5  # (what the gradient would be)
+    with mg.config(strict=strict):
+        if strict:
+            with pytest.raises(mg.NotImplementedTangentError, match="repeated values"):
+                mg.grad(f)(np.zeros(1))
+        else:
+            g = mg.grad(f)(np.zeros(1))
+            assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
+
+
 @pytest.mark.parametrize("read", [
     lambda w, V: V[3, 2] + V[0, 1] * 0.0 + w[3],       # a vector of the pair, read (its cotangent: a zero)
     lambda w, V: V[3, 2] + np.sum(V * 0.0) + w[3],     # all of them, read

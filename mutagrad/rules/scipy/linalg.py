@@ -2381,7 +2381,7 @@ def _eigh_rrule(a, *, lower=True, driver=None, cols=None):
         if _lin._all_zero(gw, gV):
             return (ZERO,)
         # (see np.linalg.eigh's)
-        gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, V)
+        gV, read = _whole_vectors(gV, read_mask(1, kinks=False) if _lin._repeated(w) else None, cols, V)
         if _lin._read_apart(reads, not is_zero(gw), not is_zero(gV) and not _lin._unread(read, _lin._tied_of(w))):
             return (_lin._degenerate(f"scipy.linalg.eigh, {_lin._APART}"),)
         if is_zero(gV):
@@ -2405,7 +2405,7 @@ def _eigh_gen_rrule(a, b, *, lower=True, driver=None, cols=None):
         gw, gV = g
         if _lin._all_zero(gw, gV):
             return ZERO, ZERO
-        gV, read = _whole_vectors(gV, read_mask(1) if _lin._repeated(w) else None, cols, V)
+        gV, read = _whole_vectors(gV, read_mask(1, kinks=False) if _lin._repeated(w) else None, cols, V)
         tied = None if not is_zero(gV) else _lin._tied_values_pullback_gen(a, b, lambda: w, gw, lower,
                                                                            "scipy.linalg.eigh", lambda: read_mask(0))
         if tied is not None:

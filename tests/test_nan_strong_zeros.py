@@ -1507,10 +1507,15 @@ def _smooth_min_at_a_tie(x):  # (the levelset tester) the stable smooth minimum,
                                lambda x: np.sum(np.exp(-np.abs(x[:2] - x[2:]) / 0.5)),
                                lambda x: np.sum(np.logaddexp(-np.abs(x[:2] - x[2:]), 0.0)),
                                lambda x: np.sum(2.0 ** np.abs(x[:2] - x[2:])),
-                               lambda x: np.cos(abs(x[0] - x[2])) * x[1]],
+                               lambda x: np.cos(abs(x[0] - x[2])) * x[1],
+                               lambda x: np.exp(-(np.abs(x[:2] - x[2:]) @ np.array([1.25, 0.5]))),
+                               lambda x: np.cos(np.einsum("i,i->", np.abs(x[:2] - x[2:]), np.array([1.0, 2.0]))),
+                               lambda x: np.cos(np.max(np.abs(x[:2] - x[2:]))),
+                               lambda x: np.cos(np.abs(x[0] - x[2]) + np.abs(x[1] - x[3]))],
                          ids=["cos(|d|)", "cosh(2|d|)", "stable smooth min (levelset)", "(|d| + 1) ** 2",
                               "square(|d| + 1)", "(|d| + 1) ** 3", "1 / (1 + |d|)", "exp(-|d| / l)",
-                              "logaddexp(-|d|, 0)", "2 ** |d|", "scalar cos(abs(d))"])
+                              "logaddexp(-|d|, 0)", "2 ** |d|", "scalar cos(abs(d))", "exp(-|d| @ w) (regress79)",
+                              "cos(einsum) (regress79)", "cos(max |d|) (regress79)", "cos(|a| + |b|)"])
 def test_a_function_of_abs_that_curves_at_its_zero_warns_under_a_second_derivative(f):
     # g(|d|) at d = 0: through abs's derivative sign(d), 0 there, the Hessian's g''(0) sign(d) ** 2 came out 0 without
     # a warning: wrong for cos(|d|) = cos(d), whose Hessian is -1 (central differences), and for a kink that another
@@ -1541,6 +1546,9 @@ def test_no_kink_warning_for_a_function_of_abs_that_is_straight_at_its_zero_or_o
 
         x = np.array([0.1, 0.5, 1.2])
         np.testing.assert_allclose(mg.hessian(laplace)(x), fd_hessian(laplace, x, 1e-4), atol=1e-6)
+        f = lambda x: np.cos(np.max(np.abs(x[:2] - x[2:])))  # (the maximum is not the abs at its zero)
+        at = np.array([0.3, -0.2, 0.3, 0.5])
+        np.testing.assert_allclose(mg.hessian(f)(at), fd_hessian(f, at, 1e-4), atol=1e-6)
     with pytest.warns(mg.KinkWarning, match="of np.abs"):  # (two points that coincide: a kink of the kernel)
         mg.hessian(laplace)(np.array([0.1, 0.5, 0.1]))
 

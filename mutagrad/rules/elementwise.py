@@ -1339,6 +1339,10 @@ _CARRIERS = frozenset(("np.sum", "np.mean", "np.nansum", "np.nanmean", "np.add.r
 _PRODUCTS = frozenset(("np.multiply", "np.matmul", "np.dot", "np.vdot", "np.inner", "np.einsum", "np.tensordot",
                        "np.float64.__mul__"))
 _PICKS = frozenset(("np.maximum", "np.minimum", "np.fmax", "np.fmin", "np.clip", "np.where"))
+# (linear in each operand: a function of np.abs(x) through them keeps its kink: regress79)
+_LINEAR_MAPS = frozenset(("np.convolve", "np.correlate", "np.fft.fft", "np.fft.ifft", "np.fft.rfft", "np.fft.irfft",
+                          "np.fft.fft2", "np.fft.ifft2", "np.fft.fftn", "np.fft.ifftn", "np.trace", "np.diff"))
+_EXTREMA = frozenset(("np.max", "np.min", "np.amax", "np.amin", "np.nanmax", "np.nanmin"))
 
 
 def _quadratic(level, s, depth=0, end=None) -> bool:
@@ -1552,8 +1556,16 @@ def _abs_record(level, s, depth=0, end=None):
     if name in ("np.absolute", "np.fabs"):
         return (r, True) if len(ins) == 1 else None
     elementwise = True
-    if name in ("np.add", "np.subtract", "np.float64.__add__"):  # (with a constant)
-        scaled = [ins[0][0]] if len(ins) == 1 else ()
+    if name in ("np.add", "np.subtract", "np.float64.__add__", "np.float64.__sub__"):  # (with a constant, or a sum)
+        scaled = [st for st, _, _ in ins]
+    elif (name in _PRODUCTS and _scaled_operands(r) is None) or name in _LINEAR_MAPS:  # (r @ (1 / ls), einsum: each
+        scaled = [st for st, _, _ in ins]  # operand carried, weighted by the others; a convolution: regress79)
+        elementwise = False
+    elif name in _EXTREMA:  # (np.max(np.abs(x)) at 0: the abs's zero picked, a value of 0; elsewhere a nonzero one)
+        out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
+        scaled = [st for st, _, _ in ins] if out is None or out.root is None or np.any(
+            np.asarray(bottom(out.root)) == 0) else ()
+        elementwise = False
     elif name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
         scaled = [st for st, _, pos in ins if _taken_at_a_zero(r, st, pos)]
     elif name in _CARRIERS or name == "np.roll":  # (concatenations, copies)

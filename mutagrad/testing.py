@@ -14,6 +14,7 @@ import copy
 import numpy as np
 
 from .pytree import tree_flatten, tree_unflatten
+from .tangents import NotImplementedTangent
 
 __all__ = ["check_grads", "check_rule", "numerical_grad"]
 
@@ -273,6 +274,10 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
         cts = pb(w)
         for n, c_n, fd_n in zip(argnums, cts, fd):
             _assert_close(c_n, fd_n, atol, rtol, f"vjp vs finite differences (argument {n})")
+        # linear in the cotangent: a pullback that branches on it (its sign, a zero one) agrees with finite
+        # differences at w and not at -w or w + w2 (the regress80 tester)
+        w2 = _random_like(ref_out, np.random.default_rng(seed + 1))
+        _assert_linear(pb, w, w2, cts, prec, "the pullback (vjp) is not linear in the cotangent")
     if "fwd" in modes:
         v = [_random_like(args[n], rng) for n in argnums]
         a3 = _fresh(args)
@@ -283,6 +288,9 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
         rhs = _pair(tree_flatten(fd)[0], tree_flatten(v)[0])
         if not np.isclose(lhs, rhs, atol=atol * 10, rtol=rtol * 10):
             raise AssertionError(f"forward mode vs finite differences: <w, J v> = {lhs!r}, expected {rhs!r}")
+        v2 = [_random_like(args[n], np.random.default_rng(seed + 2)) for n in argnums]
+        _assert_linear(lambda t: jvp(f, _fresh(args), t, _argnums=argnums)[1], v, v2, tout, prec,
+                       "the tangent map (jvp) is not linear in the tangent")
         if grads is not None:
             gl = list(grads) if isinstance(grads, tuple) else [grads]
             rr = _pair(tree_flatten(gl)[0], tree_flatten(v)[0])
@@ -290,6 +298,24 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
                 raise AssertionError(f"dot-product identity: <w, J v> = {lhs!r} (fwd) but <J^T w, v> = {rr!r} (rev)")
     if order >= 2:
         _check_second_order(s, args, argnums, modes, atol, rtol, eps, rng)
+
+
+def _assert_linear(m, u, u2, mu, prec, what):
+    """That the map ``m`` (a pullback, a tangent map), whose value at ``u`` is ``mu``, gives -mu at -u and
+    m(u) + m(u2) at u + u2, and zeros at 0."""
+    def comb(a, b, fa, fb):
+        la, tree = tree_flatten(a)
+        return tree_unflatten(tree, [fa * np.asarray(x) + fb * np.asarray(y) for x, y in zip(la, tree_flatten(b)[0])])
+
+    m2 = m(u2)
+    scale = 1.0 + max((float(np.max(np.abs(np.asarray(x)))) for x in tree_flatten([mu, m2])[0]
+                       if np.size(x) and not isinstance(x, NotImplementedTangent)), default=0.0)
+    rtol = max(1e-8, 100 * prec)
+    tol = rtol * scale  # (the rounding of the largest values)
+    _assert_close(m(comb(u, u, -1.0, 0.0)), comb(mu, mu, -1.0, 0.0), tol, rtol, what + " (at -u it is not -m(u))")
+    _assert_close(m(comb(u, u2, 1.0, 1.0)), comb(mu, m2, 1.0, 1.0), tol, rtol,
+                  what + " (at u + u2 it is not m(u) + m(u2))")
+    _assert_close(m(comb(u, u, 0.0, 0.0)), comb(mu, mu, 0.0, 0.0), tol, rtol, what + " (at 0 it is not 0)")
 
 
 def _precision(leaves):

@@ -155,3 +155,46 @@ def test_check_grads_refuses_arguments_that_check_nothing():
         with pytest.raises((ValueError, TypeError), match="check_grads"):
             check_grads(f, np.ones(2), **kw)
     check_grads(f, np.ones(2), modes="rev")  # one mode given as a string
+
+
+def test_a_rule_that_branches_on_its_cotangent_or_tangent_is_caught():
+    # (regress80) a pullback g * d if g[0] > 0 else 1.5 g * d agrees with finite differences at the one cotangent
+    # check_grads used, and the derived forward mode transposes it at a point where it took the same branch;
+    # so does one that returns a nonzero value for a zero cotangent, and a forward rule branching on t[0]
+    d = np.array([1.0, -2.0, 0.5])
+
+    def make(kind):
+        @mg.primitive
+        def scale(x):
+            return x * d
+
+        if kind == "frule":
+            @mg.frule(scale)
+            def _(primals, tangents):
+                (x,), (t,) = primals, tangents
+                return scale(x), (t * d if t[0] > 0 else 1.5 * t * d)
+        else:
+            @mg.rrule(scale)
+            def _(x):
+                def pullback(g):
+                    if kind == "sign":
+                        return (g * d if g[0] > 0 else 1.5 * g * d,)
+                    return (g * d + (0.1 if not np.any(g) else 0.0),)
+                return scale(x), pullback
+        return scale
+
+    x = np.array([0.3, -0.7, 1.1])
+    for kind, what in (("sign", "not linear in the cotangent"), ("zero", "not linear in the cotangent"),
+                       ("frule", "not linear in the tangent")):
+        with pytest.raises(AssertionError, match=what):
+            check_rule(make(kind), x)
+
+    @mg.primitive
+    def good(x):
+        return x * d
+
+    @mg.rrule(good)
+    def _(x):
+        return good(x), lambda g: (g * d,)
+
+    check_rule(good, x, order=2)

@@ -469,7 +469,9 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
         # (a conversion in a rule that a higher derivative differentiates: stop_gradient or value there
         # would drop that derivative silently)
         specific = True
-        extra = (f" This line is in a {rule} rule, which a higher derivative differentiates again: compute "
+        # (a differentiated counterpart the fix names, mutagrad.scipy.linalg.lu_solve, stays: regress80)
+        extra = (str(extra) if extra and "mutagrad." in str(extra) else "") + (
+                 f" This line is in a {rule} rule, which a higher derivative differentiates again: compute "
                  "with np.* functions, operators and methods on its arguments (never np.asarray, float, "
                  ".item() or mg.stop_gradient / mg.value of them, which would drop that derivative); or, for "
                  "mg.hessian (forward over reverse), register the forward rule too (@mg.frule), which the "

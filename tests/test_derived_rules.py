@@ -683,3 +683,25 @@ def test_a_rule_whose_control_flow_reads_the_cotangent_or_tangent_is_transposed_
         np.testing.assert_allclose(mg.hessian(lambda x, f=f: np.sum(f(x) ** 2))(x), 8.0 * np.eye(2), rtol=1e-12)
     np.testing.assert_allclose(mg.jvp(cubed, (x,), (v,))[1], 3.0 * x ** 2 * v, rtol=1e-14)
     np.testing.assert_allclose(mg.hessian(lambda x: np.sum(cubed(x)))(x), np.diag(6.0 * x), rtol=1e-14)
+
+
+def test_a_scipy_call_in_a_rule_that_is_differentiated_again_names_its_mutagrad_counterpart():
+    # (regress80) an implicit rule's adjoint solved with scipy.linalg.lu_solve: forward mode, derived from the
+    # pullback, cannot differentiate it; the error names mutagrad.scipy.linalg.lu_solve, which can
+    import scipy.linalg as sla
+
+    A = np.array([[3.0, 1.0], [0.5, 2.0]])
+    lu = sla.lu_factor(A)
+
+    @mg.primitive
+    def solved(b):
+        return sla.lu_solve(lu, b)
+
+    @mg.rrule(solved)
+    def _(b):
+        return solved(b), lambda g: (sla.lu_solve(lu, g, trans=1),)
+
+    b = np.array([1.0, -2.0])
+    np.testing.assert_allclose(mg.grad(lambda b: np.sum(solved(b)))(b), np.linalg.solve(A.T, np.ones(2)), rtol=1e-12)
+    with pytest.raises(mg.ForwardRuleMissingError, match=r"mutagrad\.scipy\.linalg\.lu_solve.*reverse rule"):
+        mg.jvp(solved, (b,), (np.ones(2),))

@@ -119,7 +119,8 @@ def _stats_rows():
                 shapes = getattr(dist, "SHAPES_NOT_DIFFERENTIATED", dist.shapes)
                 how += f"; the derivative w.r.t. {', '.join(shapes)} is a NotImplementedTangent"
             elif method in dist.SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED:
-                how += f"; the second derivative w.r.t. {', '.join(dist.shapes)} is a NotImplementedTangent"
+                shapes = getattr(dist, "SHAPES_NOT_DIFFERENTIATED", dist.shapes)
+                how += f"; the second derivative w.r.t. {', '.join(shapes)} is a NotImplementedTangent"
             rows[f"scipy.stats.{dist.name}.{method}"] = (True, True, how)
     return rows
 

@@ -281,15 +281,17 @@ def test_f_and_negative_binomial_edges():
 @pytest.mark.filterwarnings("ignore:non-integer arg n:DeprecationWarning")  # (SciPy's, for a float count)
 @pytest.mark.filterwarnings("ignore:floating point number truncated:RuntimeWarning")
 def test_counts_and_shapes():
-    # nbdtr floors its counts: piecewise constant, no derivative (a zero); fdtr's degrees of freedom: not implemented
+    # nbdtr floors its counts: piecewise constant, no derivative (a zero); fdtr's degrees of freedom are real shapes,
+    # with betainc's derivatives (tests/rules/test_scipy_special_betainc.py), also in strict mode
     for f, v in ((lambda k: sp.nbdtr(k, 3, 0.4), 2.5), (lambda n: sp.nbdtr(2, n, 0.4), 3.5),
                  (lambda k: sp.nbdtrc(k, 3, 0.4), 2.5)):
         assert _central(f, v, 1e-3) == 0.0
         assert _both_modes(f, np.float64(v)) == (0.0, 0.0)
-    for f, i, names in ((sp.fdtr, 0, "fdtr w.r.t. dfn and dfd"), (sp.fdtrc, 1, "fdtrc"), (sp.fdtri, 1, "fdtri")):
-        assert isinstance(mg.grad(f, argnums=i)(2.0, 3.0, 0.4), mg.NotImplementedTangent)
-        with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match=names):
-            mg.grad(f, argnums=i)(2.0, 3.0, 0.4)
+    for f, i in ((sp.fdtr, 0), (sp.fdtrc, 1), (sp.fdtri, 1)):
+        want = _central(lambda v, f=f, i=i: f(*(v if j == i else a for j, a in enumerate((2.0, 3.0, 0.4)))),
+                        (2.0, 3.0)[i])
+        with mg.config(strict=True):
+            assert mg.grad(f, argnums=i)(2.0, 3.0, 0.4) == pytest.approx(want, rel=1e-6)
 
 
 def test_factorial():

@@ -35,7 +35,8 @@ CASES = [
     ("scipy.stats.norm.logcdf", m("norm", "logcdf"), (np.array([-30.0, -3.0, 0.5]),), 2),
     ("scipy.stats.norm.ppf", m("norm", "ppf"), (U01(3), R(3), P(3)), 2),
     ("scipy.stats.norm.isf", m("norm", "isf"), (U01(3), R(3), P(3)), 2),
-    # t: densities w.r.t. df too; cdf/sf w.r.t. x, loc, scale
+    # t: densities w.r.t. df too; the cumulative functions and quantiles w.r.t. x (q), loc, scale to second order,
+    # w.r.t. df to first (their second in df is not implemented)
     ("scipy.stats.t.logpdf", m("t", "logpdf"), (R(3), P(3) + 1, R(3), P(3)), 2),
     ("scipy.stats.t.pdf", m("t", "pdf"), (R(3), P(3) + 1, R(3), P(3)), 2),
     *[(f"scipy.stats.t.{meth}", lambda x, loc, s, meth=meth: m("t", meth)(x, 2.5, loc, s), (R(3), R(3), P(3)), 2)
@@ -43,26 +44,32 @@ CASES = [
     ("scipy.stats.t.ppf", lambda q, loc, s: mst.t.ppf(q, 2.5, loc, s), (U01(3), R(3), P(3)), 2),
     ("scipy.stats.t.isf", lambda q, loc, s: mst.t.isf(q, np.array([1.0, 4.0, np.inf]), loc=loc, scale=s),
      (U01(3), R(3), P(3)), 2),
+    *[(f"scipy.stats.t.{meth}", m("t", meth), (R(3), P(3) + 1, R(3), P(3)), 1) for meth in CONT[2:]],
+    *[(f"scipy.stats.t.{meth}", m("t", meth), (U01(3), P(3) + 1, R(3), P(3)), 1) for meth in ("ppf", "isf")],
     # gamma: densities w.r.t. a too; support x >= loc
     ("scipy.stats.gamma.logpdf", m("gamma", "logpdf"), (P(3) + 1, P(3), R(3) * 0.1, P(3)), 2),
     ("scipy.stats.gamma.pdf", m("gamma", "pdf"), (P(3) + 1, P(3), R(3) * 0.1, P(3)), 2),
     ("scipy.stats.gamma.pdf", lambda x, a: mst.gamma.pdf(x, a), (np.array([-1.0, 0.5, 2.0]), P(3)), 2),
     *[(f"scipy.stats.gamma.{meth}", lambda x, loc, s, meth=meth: m("gamma", meth)(x, 1.7, loc, s),
        (P(3) + 1, R(3) * 0.1, P(3)), 2) for meth in ("cdf", "logcdf", "sf", "logsf")],
-    # beta: densities w.r.t. a, b too; support [loc, loc + scale]
+    # beta: w.r.t. a, b too (the cumulative functions and quantiles to first order); support [loc, loc + scale]
     ("scipy.stats.beta.logpdf", m("beta", "logpdf"), (U01(3), P(3), P(3)), 2),
     ("scipy.stats.beta.pdf", m("beta", "pdf"), (U01(3) * 3 - 1, P(3), P(3), -1.0, 3.0), 2),
     ("scipy.stats.beta.pdf", lambda x, a, b: mst.beta.pdf(x, a, b), (np.array([-0.5, 0.3, 1.5]), P(3), P(3)), 2),
     *[(f"scipy.stats.beta.{meth}", lambda x, loc, s, meth=meth: m("beta", meth)(x, 2.5, 1.5, loc, s),
        (U01(3), np.zeros(3), np.ones(3) * 1.2), 2) for meth in ("cdf", "logcdf", "sf", "logsf")],
+    *[(f"scipy.stats.beta.{meth}", m("beta", meth), (U01(3), P(3), P(3)), 1) for meth in CONT[2:]],
+    *[(f"scipy.stats.beta.{meth}", m("beta", meth), (U01(3), P(3), P(3), R(3), P(3)), 1) for meth in ("ppf", "isf")],
     # poisson: w.r.t. mu (k is data)
     *[(f"scipy.stats.poisson.{meth}", lambda mu, meth=meth: m("poisson", meth)(K, mu), (P(4) + 1,), 2)
       for meth in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")],
     ("scipy.stats.poisson.pmf", lambda mu: mst.poisson.pmf(np.array([-1, 0.5, 2.0]), mu, loc=1), (P(3),), 2),
-    # nbinom and binom: densities w.r.t. n and p, the cumulative functions w.r.t. p (k is data)
+    # nbinom and binom: w.r.t. n and p (k is data), the cumulative functions to first order in n
     *[(f"scipy.stats.nbinom.{meth}", lambda n, p, meth=meth: m("nbinom", meth)(K, n, p), (P(4) + 1, U01(4)), 2)
       for meth in ("logpmf", "pmf")],
     *[(f"scipy.stats.nbinom.{meth}", lambda p, meth=meth: m("nbinom", meth)(K, 2.5, p), (U01(4),), 2)
+      for meth in ("cdf", "logcdf", "sf", "logsf")],
+    *[(f"scipy.stats.nbinom.{meth}", lambda n, p, meth=meth: m("nbinom", meth)(K, n, p), (P(4) + 1, U01(4)), 1)
       for meth in ("cdf", "logcdf", "sf", "logsf")],
     *[(f"scipy.stats.binom.{meth}", lambda p, meth=meth: m("binom", meth)(K, 7, p), (U01(4),), 2)
       for meth in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")],
@@ -174,9 +181,56 @@ def test_gradients_closed_form():
     np.testing.assert_allclose(mg.grad(lambda x: mst.gamma.cdf(x, 2.5, scale=2.0))(1.2), st.gamma.pdf(1.2, 2.5, scale=2.0))
 
 
-def test_cdf_shape_parameter_derivative_is_not_implemented():
-    assert isinstance(mg.grad(lambda df: mst.t.cdf(0.3, df))(2.5), mg.NotImplementedTangent)
-    assert isinstance(mg.grad(lambda a, b: mst.beta.cdf(0.3, a, b))(2.5, 1.5), mg.NotImplementedTangent)
+# (distribution, shapes, the point: x or a probability): each cumulative function and quantile w.r.t. each shape
+SHAPE_POINTS = [("t", (2.5,), 0.7), ("t", (0.8,), -1.9), ("t", (40.0,), 2.2), ("beta", (2.5, 1.5), 0.3),
+                ("beta", (0.4, 0.7), 0.9), ("beta", (30.0, 12.0), 0.65), ("f", (2.5, 3.5), 1.2),
+                ("f", (0.8, 12.0), 0.1), ("f", (30.0, 5.0), 2.5)]
+
+
+def _in_shape(method, arg, shapes, i, loc, scale):
+    """``method`` as a function of its i-th shape."""
+    return lambda v: method(arg, *shapes[:i], v, *shapes[i + 1:], loc, scale)
+
+
+@pytest.mark.parametrize("dist,shapes,x", SHAPE_POINTS)
+def test_cumulative_functions_and_quantiles_in_their_shapes(dist, shapes, x):
+    # betainc's derivatives in its shapes, stdtr's in df, fdtr's in dfn and dfd and their inverses': against central
+    # differences of SciPy's own distribution, both modes, also with loc and scale
+    for meth in ("cdf", "logcdf", "sf", "logsf", "ppf", "isf"):
+        for loc, scale in ((0.0, 1.0), (-0.3, 1.7)):
+            arg = {"ppf": getattr(st, dist).cdf(x, *shapes), "isf": getattr(st, dist).sf(x, *shapes)}.get(
+                meth, loc + scale * x)
+            for i in range(len(shapes)):
+                ref = _in_shape(getattr(getattr(st, dist), meth), arg, shapes, i, loc, scale)
+                ours = _in_shape(getattr(getattr(mst, dist), meth), arg, shapes, i, loc, scale)
+                h = 1e-6 * shapes[i]
+                want = (ref(shapes[i] + h) - ref(shapes[i] - h)) / (2 * h)
+                assert mg.grad(ours)(shapes[i]) == pytest.approx(want, rel=1e-5, abs=1e-10), (meth, i)
+                assert mg.jvp(ours, (shapes[i],), (1.0,))[1] == pytest.approx(want, rel=1e-5, abs=1e-10), (meth, i)
+
+
+def test_count_distributions_cumulative_functions_in_n():
+    # nbinom's n is real (SciPy's own central differences); binom's is a count, SciPy's cdf NaN between, and its
+    # derivative that of the formula, betainc(n - k, k + 1, 1 - p): the sum over j <= k of the pmf's
+    # d/dn C(n, j) p^j (1-p)^(n-j) = pmf (ψ(n+1) - ψ(n-j+1) + log(1-p)), by SciPy's functions
+    import scipy.special as ssp
+
+    for k, n, p in ((3, 2.5, 0.4), (0, 0.7, 0.2), (12, 5.0, 0.6)):
+        for meth in ("cdf", "sf", "logcdf", "logsf"):
+            f, ours = (lambda n, d=d, meth=meth, k=k, p=p: getattr(d.nbinom, meth)(k, n, p) for d in (st, mst))
+            want = (f(n + 1e-6) - f(n - 1e-6)) / 2e-6
+            for got in (mg.grad(ours)(n), mg.jvp(ours, (n,), (1.0,))[1]):
+                assert got == pytest.approx(want, rel=1e-6), (k, n, p, meth)
+    for k, n, p in ((3, 10.0, 0.4), (0, 4.0, 0.7), (6, 7.0, 0.2)):
+        j = np.arange(k + 1)
+        pmf = st.binom.pmf(j, n, p)
+        want = np.sum(pmf * (ssp.digamma(n + 1) - ssp.digamma(n - j + 1) + np.log1p(-p)))
+        assert mg.grad(lambda n, k=k, p=p: mst.binom.cdf(k, n, p))(n) == pytest.approx(want, rel=1e-10)
+        assert mg.grad(lambda n, k=k, p=p: mst.binom.sf(k, n, p))(n) == pytest.approx(-want, rel=1e-10)
+    # their second derivative in n: not implemented, in p it is there
+    h = mg.hessian(lambda n: mst.nbinom.cdf(3, n, 0.4))(2.5)
+    assert isinstance(h, mg.NotImplementedTangent) and "second derivative of scipy.special.betainc" in h.message
+    assert np.isfinite(mg.hessian(lambda p: mst.nbinom.cdf(3, 2.5, p))(0.4))
 
 
 def test_other_names_fall_back_to_scipy():

@@ -106,7 +106,7 @@ CASES = [
     ("scipy.stats.gamma.ppf", lambda q, loc, s: mst.gamma.ppf(q, 2.5, loc, s), (U01(3), R(3), P(3)), 2),
     ("scipy.stats.gamma.ppf", lambda q, s: mst.gamma.ppf(q, ALPHA3, scale=s), (U01(3), P(3)), 1),
     ("scipy.stats.gamma.isf", lambda q, loc, s: mst.gamma.isf(q, 2.5, loc, s), (U01(3), R(3), P(3)), 2),
-    # (beta by inversion, in the probability, loc and scale: the bayesvi tester; its shapes: not implemented)
+    # (beta by inversion, in the probability, loc and scale: the bayesvi tester; in its shapes: test_scipy_stats.py)
     ("scipy.stats.beta.ppf", lambda q, loc, s: mst.beta.ppf(q, 2.5, 1.7, loc, s), (U01(3), R(3), P(3)), 2),
     ("scipy.stats.beta.isf", lambda q, loc, s: mst.beta.isf(q, 2.5, 1.7, loc, s), (U01(3), R(3), P(3)), 2),
     # dirichlet: x without its last component (1 - sum), so that x stays on the simplex
@@ -330,6 +330,24 @@ def test_cumulative_shape_derivatives_not_implemented_where_declared():
             g = mg.grad(method, argnums=1)(arg, *shapes)
             declared = meth in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED
             assert isinstance(g, mg.NotImplementedTangent) == declared, (dist.name, meth, g)
+
+
+def test_second_shape_derivatives_not_implemented_where_declared():
+    # SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED: the methods whose second derivative w.r.t. a shape (those
+    # SHAPES_NOT_DIFFERENTIATED names, if the class says) is a NotImplementedTangent; the others' is a number
+    # (gamma's and chi2's incomplete gamma function in a, t's, beta's, f's, nbinom's and binom's incomplete beta
+    # function in its shapes: their first derivatives are the tests above and test_scipy_stats.py's)
+    valid = {"binom": [10.0, 0.3], "nbinom": [2.5, 0.3]}
+    for dist in DISTRIBUTIONS:
+        refused = getattr(dist, "SHAPES_NOT_DIFFERENTIATED", dist.shapes)
+        for meth in dist.METHODS:
+            method, arg = getattr(dist, meth), (0.3 if meth in ("ppf", "isf") else 0.7)
+            for i, name in enumerate(dist.shapes):
+                shapes = valid.get(dist.name, [2.5] * len(dist.shapes))
+                h = mg.hessian(lambda v, f=method, a=arg, s=shapes, i=i: f(a, *s[:i], v, *s[i + 1:]))(shapes[i])
+                declared = meth in dist.SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED and name in refused
+                assert isinstance(h, mg.NotImplementedTangent) == declared, (dist.name, meth, name, h)
+                assert declared or np.isfinite(h), (dist.name, meth, name, h)
 
 
 def test_dirichlet_matches_scipy():

@@ -4,10 +4,10 @@ Continuous, location-scale (``x, *shapes, loc=0, scale=1``): ``norm``,
 ``t`` (df), ``gamma`` (a), ``beta`` (a, b), ``expon``, ``laplace``,
 ``cauchy``, ``logistic``, ``uniform``, ``chi2`` (df), ``lognorm`` (s),
 ``weibull_min`` (c), ``gumbel_r``, ``halfnorm``, ``f`` (dfn, dfd): ``logpdf``,
-``pdf``, ``cdf``, ``logcdf``, ``sf``, ``logsf``, and ``ppf`` and ``isf`` for all but
-``beta`` and ``f``. Discrete: ``poisson`` (mu), ``nbinom`` and
-``binom`` (n, p): ``logpmf``, ``pmf`` and the cumulative functions. Multivariate: ``multivariate_normal``
-(``logpdf``, ``pdf``, ``entropy``) and ``dirichlet`` (``logpdf``, ``pdf``).
+``pdf``, ``cdf``, ``logcdf``, ``sf``, ``logsf``, ``ppf`` and ``isf``. Discrete:
+``poisson`` (mu), ``nbinom`` and ``binom`` (n, p): ``logpmf``, ``pmf`` and the
+cumulative functions. Multivariate: ``multivariate_normal`` (``logpdf``,
+``pdf``, ``entropy``) and ``dirichlet`` (``logpdf``, ``pdf``).
 
 They are written with NumPy and the scipy.special functions registered in
 special.py, so they need no rules of their own and every order comes for
@@ -20,16 +20,14 @@ there, so no NaN reaches a derivative); an invalid parameter (scale <= 0, a
 shape parameter <= 0) or a NaN gives NaN. The other methods (``rvs``,
 ``fit``, ``mean``...) are SciPy's own.
 
-Derivatives: w.r.t. ``x``, ``loc`` and ``scale`` everywhere; w.r.t. the
-shape parameters for the densities (``logpdf``/``pdf``/``logpmf``/``pmf``)
-and for the cumulative functions and ``ppf`` of ``lognorm`` and
-``weibull_min``. Those of ``t``, ``beta`` and ``f`` are
-scipy.special's incomplete beta functions (and their inverses),
-whose derivative w.r.t. their parameters is not implemented: w.r.t. df, a,
-b, dfn, dfd they give a ``NotImplementedTangent`` (each class's
-``SHAPE_DERIVATIVE_NOT_IMPLEMENTED`` lists those methods; docs/coverage.md
-shows them); those of ``gamma`` and ``chi2``, the incomplete gamma function's, have
-their first derivative w.r.t. a and df, not their second (``SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED``). Poisson's ``k`` is data: integers, no derivative. Where the
+Derivatives: w.r.t. ``x``, ``loc`` and ``scale`` everywhere, and w.r.t. the
+shape parameters. Those of the cumulative functions and quantiles of ``t``,
+``beta``, ``f``, ``nbinom`` and ``binom`` are scipy.special's incomplete beta
+functions' (and their inverses'), and those of ``gamma`` and ``chi2`` the
+incomplete gamma function's: their first derivative w.r.t. df, a, b, dfn,
+dfd, n is there, their second a ``NotImplementedTangent``
+(``SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED`` lists those methods;
+docs/coverage.md shows them). Poisson's ``k`` is data: integers, no derivative. Where the
 value is an infinite density (chi2 with df < 2 at x = loc) the derivatives
 have no value and may be NaN.
 """
@@ -351,7 +349,7 @@ class _T(_Symmetric):
     name = "t"
     shapes = ("df",)
     METHODS = _WITH_PPF
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # stdtr's, stdtrit's w.r.t. df
+    SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # stdtr's, stdtrit's in df
     ppf = _quantile
     isf = _inverse_sf
 
@@ -436,7 +434,7 @@ class _Beta(_Continuous):
     name = "beta"
     shapes = ("a", "b")
     METHODS = _WITH_PPF
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # betainc's, betainc(c)inv's w.r.t. a, b
+    SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # betainc's, betainc(c)inv's in a, b
     ppf = _quantile
     isf = _inverse_sf
     _a, _b = 0.0, 1.0
@@ -814,7 +812,10 @@ class _F(_Continuous):
 
     name = "f"
     shapes = ("dfn", "dfd")
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # betainc's w.r.t. a, b
+    METHODS = _WITH_PPF
+    SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE + ("ppf", "isf")  # betainc's, fdtri's in a, b
+    ppf = _quantile
+    isf = _inverse_sf
     _a = 0.0
 
     def _logpdf(self, z, dfn, dfd):
@@ -823,7 +824,10 @@ class _F(_Continuous):
                 - (((n + m) / 2) * np.log(m + n * z) + sp.betaln(n / 2, m / 2)))
 
     def _median(self, dfn, dfd):
-        return sp.fdtri(dfn, dfd, 0.5)  # (its rule: w.r.t. the probability only)
+        return sp.fdtri(dfn, dfd, 0.5)  # (plain shapes)
+
+    def _ppf(self, q, dfn, dfd):  # scipy.special.fdtri (SciPy's isf: _ppf(1 - q), _Continuous._isf)
+        return sp.fdtri(dfn, dfd, q)
 
     def _cdf(self, z, dfn, dfd):  # scipy.special.fdtr
         w = dfn * z
@@ -895,13 +899,13 @@ class _CountDistribution(_Distribution):
     """A discrete distribution of counts k = 0, 1, ... (up to ``_upper``) with two shape
     parameters (``n``, ``p``): SciPy's NaN for invalid parameters, -inf (pmf 0) off the
     support and at non-integer k, the cumulative functions from the regularized incomplete
-    beta function (no derivative w.r.t. its parameters: w.r.t. ``n`` they give a
+    beta function (w.r.t. ``n`` its derivative in a shape, whose second is a
     NotImplementedTangent)."""
 
     shapes = ("n", "p")
     METHODS = ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # betainc's w.r.t. its parameters
-    SHAPES_NOT_DIFFERENTIATED = ("n",)  # (those methods are differentiated w.r.t. p)
+    SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED = _CUMULATIVE  # betainc's in its shapes (n's)
+    SHAPES_NOT_DIFFERENTIATED = ("n",)  # (the one of those methods' shapes without it: p has its second derivative)
     _SAFE = (1.0, 0.5)  # parameters at which the formulas are evaluated where the given ones are invalid
 
     def _k(self, k, args, kwds):
@@ -963,8 +967,7 @@ for _cls in (_Poisson, _CountDistribution):
 
 class _NBinom(_CountDistribution):
     """``scipy.stats.nbinom`` (shapes ``n`` > 0, ``p`` in (0, 1]; ``k`` is data): the number of
-    failures before the n-th success. Densities w.r.t. ``n`` and ``p``, the cumulative
-    functions w.r.t. ``p``.
+    failures before the n-th success. Every method w.r.t. ``n`` and ``p``.
 
     >>> import mutagrad as mg
     >>> from mutagrad.scipy.stats import nbinom
@@ -1017,9 +1020,9 @@ class _NBinom(_CountDistribution):
 
 class _Binom(_CountDistribution):
     """``scipy.stats.binom`` (shapes ``n``, a count, and ``p`` in [0, 1]; ``k`` is data).
-    Densities w.r.t. ``p``, and w.r.t. ``n`` the derivative of their log-gamma formula (SciPy's
-    function itself is NaN at a non-integer n, as JAX's is not); the cumulative functions
-    w.r.t. ``p``.
+    Every method w.r.t. ``p``, and w.r.t. ``n`` the derivative of its formula, the densities'
+    log-gamma one, the cumulative functions' incomplete beta one (SciPy's function itself is NaN
+    at a non-integer n, as JAX's is not).
 
     >>> import mutagrad as mg
     >>> from mutagrad.scipy.stats import binom

@@ -412,6 +412,22 @@ def _kink_reaches(r, pos, sub, shape, products=True):
     return nonzero if sub is None else sub & nonzero
 
 
+def _unread_target(level, at, r, products, kinks, depth) -> bool:
+    """Whether no record after write record ``r`` (at tape position ``at``) reads the part of its destination it
+    wrote (a pairwise distance written element by element, r[i, j] = norm(X[i] - X[j]), of which the loop after
+    reads r[i, j] for i < j alone: the self-distances' kinks are not read: regress81)."""
+    dest = r.dest
+    sub = _footprint(level, at + 1, dest, depth + 1, products, kinks=kinks)
+    if sub is None or sub.shape != dest.shape:
+        return False
+    try:
+        buf, root = dest.new_mirror(np.zeros)
+        root[...] = sub
+        return not np.any(np.asarray((root if r.geom is None else view_of(buf, r.geom))[r.idx]) != 0)
+    except (IndexError, TypeError, ValueError):
+        return False
+
+
 def _footprint(level, start, s, depth, products=True, outputs=False, kinks=True):
     """read_mask's answer for storage ``s`` from the records ``start`` on; a copy gathered from it
     (``V[:, np.argsort(w)]``, the materials tester) reads only the elements whose copies are read
@@ -474,12 +490,16 @@ def _footprint(level, start, s, depth, products=True, outputs=False, kinks=True)
             if r.vsrc is s:  # (its value read first: x[1:] = x[:-1])
                 # a whole array written over a whole one (an in-place elementwise step's result, V *= sign) is read
                 # where the elements it becomes are read (the eigdegen tester)
-                sub = (_footprint(level, i + 1, r.dest, depth + 1, products, kinks=kinks) if depth < 3 and r.full and r.vgeom is None
-                       and r.dest is not s and type(r.dest) is Storage and r.dest.shape == s.shape else None)
-                if sub is None or sub.shape != s.shape:
+                whole = depth < 3 and r.vgeom is None and r.dest is not s and type(r.dest) is Storage
+                sub = (_footprint(level, i + 1, r.dest, depth + 1, products, kinks=kinks)
+                       if whole and r.full and r.dest.shape == s.shape else None)
+                if sub is not None and sub.shape == s.shape:
+                    if sub.any():
+                        put(None, sub)
+                elif whole and not r.full and _unread_target(level, i, r, products, kinks, depth):
+                    pass  # (a value written into a part of an array whose part no one reads: r[i, i] = norm(0))
+                else:
                     put(r.vgeom, Ellipsis)
-                elif sub.any():
-                    put(None, sub)
             if r.dest is s:
                 if dead is None:
                     dead, dead_root = s.new_mirror(np.zeros)

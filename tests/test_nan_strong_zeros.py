@@ -1553,6 +1553,33 @@ def test_no_kink_warning_for_a_function_of_abs_that_is_straight_at_its_zero_or_o
         mg.hessian(laplace)(np.array([0.1, 0.5, 0.1]))
 
 
+def test_a_norm_written_element_by_element_warns_only_where_its_element_is_read():
+    # (regress81) pairwise distances written one by one into r[i, j], then read for i < j alone: the zero
+    # self-distances written on the diagonal are never read (no warning; the Hessian against central differences);
+    # read, they warn as the array-level norm's do
+    X0 = np.array([[0.3, -0.2], [1.1, 0.4], [-0.5, 0.9]])
+
+    def energy(X, diagonal):
+        n = len(X)
+        r = np.zeros_like(X, shape=(n, n))
+        for i in range(n):
+            for j in range(n):
+                r[i, j] = np.linalg.norm(X[i] - X[j])
+        E = 0.0
+        for i in range(n):
+            for j in range(i + 1, n):
+                E += (r[i, j] - 1.0) ** 2
+        return E + (np.sum(np.diag(r) ** 2) if diagonal else 0.0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        f = lambda X: energy(X, False)
+        np.testing.assert_allclose(mg.hessian(f)(X0.copy()).reshape(6, 6),
+                                   fd_hessian(lambda x: f(x.reshape(3, 2)), X0.ravel(), 1e-4), atol=1e-6)
+    with pytest.warns(mg.KinkWarning, match="norm"):
+        mg.hessian(lambda X: energy(X, True))(X0.copy())
+
+
 def test_no_kink_warning_where_np_where_takes_a_constant_at_the_abs_zero():
     # (regress78) np.where(|x| > 0.5, |x|, 0.0) ** 2 is 0 near x = 0 (the constant branch): Hessian 0 there is
     # right, against central differences; the Huber form np.where(|x| < d, |x|, d) ** 2 takes the abs there, and warns

@@ -2550,3 +2550,12 @@ def test_copies_of_a_traced_scalar_are_scalars_as_numpy_s_are():
     np.testing.assert_array_equal(mg.grad(f)(np.array([1.0, 2.0])), [6.0, 12.0])  # by hand: 3 * 2 x
     for c in (copy.copy(kept["s"]), copy.deepcopy(kept["s"])):
         assert type(c) is np.float64 and c == 5.0
+
+
+def test_a_number_where_a_ufunc_takes_its_out_array_is_numpys_type_error():
+    # (regress82) np.exp(x, 0.3), scipy.special.pdtr(3, m, 0.3): one argument too many lands in out=; NumPy's
+    # TypeError, not an AttributeError or a broadcasting error from inside mutagrad
+    sc = pytest.importorskip("scipy.special")
+    for f, x in ((lambda x: np.sum(np.exp(x, 0.3)), np.ones(2)), (lambda m: sc.pdtr(3, m, 0.3), 1.5)):
+        with pytest.raises(TypeError, match="return arrays must be of ArrayType"):
+            mg.grad(f)(x)

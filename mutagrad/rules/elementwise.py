@@ -181,6 +181,9 @@ def ufunc_call(ufunc, inputs, kwargs):
     if kwargs:
         raise TypeError(f"np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not supported on traced arrays "
                         f"(at {user_line()}). Apply the operation without them, then reshape or move axes.")
+    if out is not None and any(o is not None and not (isinstance(o, (Tracer, np.ndarray)))
+                               for o in (out if type(out) is tuple else (out,))):
+        raise TypeError("return arrays must be of ArrayType")  # (NumPy's: a number passed where out= goes, np.exp(x, 0.3))
     if (out is not None or dtype is not None or casting != "same_kind") and _may_miscast(inputs, out, dtype, casting):
         _check_casting(ufunc, inputs, out, dtype, casting)
     given = inputs  # (before a cast to dtype=, which copies)

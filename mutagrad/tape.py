@@ -477,8 +477,8 @@ def _footprint(level, start, s, depth, products=True, outputs=False, kinks=True)
             marks = [(g, Ellipsis) for st, g, _ in r.inputs if st is s]
         elif t is GatherRecord:
             if r.src is s:
-                sub = (_footprint(level, i + 1, r.out, depth + 1, products, kinks=kinks) if depth < 3 and type(r.out) is Storage
-                       else None)
+                sub = (_footprint(level, i + 1, r.out, depth + 1, products, kinks=kinks)
+                       if depth < 3 and type(r.out) is Storage else None)
                 if sub is None or sub.shape != r.out.shape:
                     marks = ((r.geom, r.idx),)
                 elif sub.any():  # (the elements of s whose copies are read)

@@ -183,7 +183,8 @@ def ufunc_call(ufunc, inputs, kwargs):
                         f"(at {user_line()}). Apply the operation without them, then reshape or move axes.")
     if out is not None and any(o is not None and not (isinstance(o, (Tracer, np.ndarray)))
                                for o in (out if type(out) is tuple else (out,))):
-        raise TypeError("return arrays must be of ArrayType")  # (NumPy's: a number passed where out= goes, np.exp(x, 0.3))
+        # (NumPy's error for a number where out= goes: np.exp(x, 0.3))
+        raise TypeError("return arrays must be of ArrayType")
     if (out is not None or dtype is not None or casting != "same_kind") and _may_miscast(inputs, out, dtype, casting):
         _check_casting(ufunc, inputs, out, dtype, casting)
     given = inputs  # (before a cast to dtype=, which copies)
@@ -1688,9 +1689,9 @@ def _function_of_abs_watch(ufunc, then=None):
                 from .linalg import _norm_kink
 
                 name = getattr(ufunc, "__name__", "a function")
-                return _norm_kink(res, f"np.{name} of np.abs(x) (scaled or shifted) at x = 0, where it curves (np.cos("
-                                       "np.abs(x)) is np.cos(x); a smooth minimum of a and b is -k * np.logaddexp(-a / k, "
-                                       "-b / k))", at=where, first_right=flat)
+                return _norm_kink(res, f"np.{name} of np.abs(x) (scaled or shifted) at x = 0, where it curves "
+                                       "(np.cos(np.abs(x)) is np.cos(x); a smooth minimum of a and b is "
+                                       "-k * np.logaddexp(-a / k, -b / k))", at=where, first_right=flat)
         return res
 
     return watch

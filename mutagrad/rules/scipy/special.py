@@ -587,7 +587,8 @@ def _betainc_d_dx(a, b, x, y, wrt):
 
 
 _BETAINC_WHY = ("the second derivative of scipy.special.betainc (and of its relatives: stdtr, fdtr, the t, beta, F, "
-                "binomial (in n) and negative binomial (in n) distributions) w.r.t. its shapes a and b is not implemented")
+                "binomial (in n) and negative binomial (in n) distributions) w.r.t. its shapes a and b is not "
+                "implemented")
 defparametric(betainc_da, 2, lambda a, b, x, y: _betainc_d_dx(a, b, x, y, 0), why=_BETAINC_WHY)
 defparametric(betainc_db, 2, lambda a, b, x, y: _betainc_d_dx(a, b, x, y, 1), why=_BETAINC_WHY)
 defparametric(betainc_da_held, 2, lambda a, b, x, y: _betainc_d_dx(a, b, x, y, 2), why=_BETAINC_WHY)

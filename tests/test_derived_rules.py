@@ -705,3 +705,28 @@ def test_a_scipy_call_in_a_rule_that_is_differentiated_again_names_its_mutagrad_
     np.testing.assert_allclose(mg.grad(lambda b: np.sum(solved(b)))(b), np.linalg.solve(A.T, np.ones(2)), rtol=1e-12)
     with pytest.raises(mg.ForwardRuleMissingError, match=r"mutagrad\.scipy\.linalg\.lu_solve.*reverse rule"):
         mg.jvp(solved, (b,), (np.ones(2),))
+
+
+def test_a_primitive_whose_body_takes_a_gradient_has_its_reverse_rule_derived_from_a_forward_rule_calling_it():
+    # (regress80) force(x) = -grad(energy)(x), a forward rule that calls force(x) for its value: the transposed
+    # tangent map runs force inside a reverse pass, where the body's mg.grad returns a traced constant; it was
+    # taken for a traced value the body closed over (RuleError). By hand: energy = sum(cos(x) x^2)
+    def energy(x):
+        return np.sum(np.cos(x) * x ** 2)
+
+    def hess(x):
+        return np.diag(-np.cos(x) * x ** 2 - 4 * x * np.sin(x) + 2 * np.cos(x))
+
+    @mg.primitive
+    def force(x):
+        return -mg.grad(energy)(x)
+
+    @mg.frule(force)
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return force(x), -(hess(x) @ t)
+
+    x = np.array([0.3, -1.1, 0.8])
+    np.testing.assert_allclose(mg.jacobian(force, mode="rev")(x), -hess(x), rtol=1e-12)
+    g = 2 * x * np.cos(x) - x ** 2 * np.sin(x)  # (the energy's gradient: force = -g, its Jacobian -hess)
+    np.testing.assert_allclose(mg.grad(lambda x: np.sum(force(x) ** 2))(x), 2 * hess(x) @ g, rtol=1e-12)

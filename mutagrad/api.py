@@ -157,7 +157,8 @@ def _check_leaf(x, where, every=False):
         msg += "" if msg.endswith(".") else "."
         if " leaf " not in where:
             raise TypeError(msg + " vjp and jvp differentiate every primal: pass the others through a "
-                            "closure (lambda x: f(x, n)).") from None
+                            "closure (lambda x: f(x, n)), or give jvp an integer or boolean primal's tangent as "
+                            "None.") from None
         # (a leaf inside a differentiated container cannot be left out by itself)
         raise TypeError(msg + (
             " vjp and jvp differentiate every leaf of every primal: keep integers, strings and other non-float "
@@ -1640,7 +1641,7 @@ def _split_aux(result, has_aux):
         raise TypeError("has_aux=True requires the function to return a pair (output, aux), got "
                         f"{'an array' if isinstance(result, Tracer) else type(result).__name__}"
                         + (f" of {len(result)} items (return (output, (aux1, aux2, ...)))"
-                           if isinstance(result, (tuple, list)) else ""))
+                           if isinstance(result, (tuple, list)) else "") + f" (differentiated at {user_line()})")
     return _no_leftovers(result[0]), _no_leftovers(result[1], warn=False)
 
 

@@ -301,8 +301,8 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=1, argnums=None, atol=1e-6
 
 
 def _assert_linear(m, u, u2, mu, prec, what):
-    """That the map ``m`` (a pullback, a tangent map), whose value at ``u`` is ``mu``, gives -mu at -u and
-    m(u) + m(u2) at u + u2, and zeros at 0."""
+    """That the map ``m`` (a pullback, a tangent map), whose value at ``u`` is ``mu``, gives -mu at -u,
+    m(u) + m(u2) at u + u2, zeros at 0 and 1000 mu at 1000 u."""
     def comb(a, b, fa, fb):
         la, tree = tree_flatten(a)
         return tree_unflatten(tree, [fa * np.asarray(x) + fb * np.asarray(y) for x, y in zip(la, tree_flatten(b)[0])])
@@ -316,6 +316,9 @@ def _assert_linear(m, u, u2, mu, prec, what):
     _assert_close(m(comb(u, u2, 1.0, 1.0)), comb(mu, m2, 1.0, 1.0), tol, rtol,
                   what + " (at u + u2 it is not m(u) + m(u2))")
     _assert_close(m(comb(u, u, 0.0, 0.0)), comb(mu, mu, 0.0, 0.0), tol, rtol, what + " (at 0 it is not 0)")
+    # (and at a large multiple: a cotangent clipped or capped inside the rule agrees at small ones: regress83)
+    _assert_close(m(comb(u, u, 1e3, 0.0)), comb(mu, mu, 1e3, 0.0), 1e3 * tol, rtol,
+                  what + " (at 1000 u it is not 1000 m(u))")
 
 
 def _precision(leaves):

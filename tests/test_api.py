@@ -2559,3 +2559,11 @@ def test_a_number_where_a_ufunc_takes_its_out_array_is_numpys_type_error():
     for f, x in ((lambda x: np.sum(np.exp(x, 0.3)), np.ones(2)), (lambda m: sc.pdtr(3, m, 0.3), 1.5)):
         with pytest.raises(TypeError, match="return arrays must be of ArrayType"):
             mg.grad(f)(x)
+
+
+def test_has_aux_without_a_pair_and_jvps_integer_primal_name_the_line_and_the_none_tangent():
+    # (regress83)
+    with pytest.raises(TypeError, match=r"requires the function to return a pair.*test_api.py:\d+"):
+        mg.grad(lambda x: x * x, has_aux=True)(2.0)
+    with pytest.raises(TypeError, match=r"integer value 3 at .*tangent as None"):
+        mg.jvp(lambda a, n: a * n, (2.0, 3), (1.0, 0))

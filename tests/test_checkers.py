@@ -179,12 +179,15 @@ def test_a_rule_that_branches_on_its_cotangent_or_tangent_is_caught():
                 def pullback(g):
                     if kind == "sign":
                         return (g * d if g[0] > 0 else 1.5 * g * d,)
+                    if kind == "clip":  # (regress83: a cap that small cotangents never reach)
+                        return (np.clip(g, -3.0, 3.0) * d,)
                     return (g * d + (0.1 if not np.any(g) else 0.0),)
                 return scale(x), pullback
         return scale
 
     x = np.array([0.3, -0.7, 1.1])
     for kind, what in (("sign", "not linear in the cotangent"), ("zero", "not linear in the cotangent"),
+                       ("clip", "not linear in the cotangent"),
                        ("frule", "not linear in the tangent")):
         with pytest.raises(AssertionError, match=what):
             check_rule(make(kind), x)

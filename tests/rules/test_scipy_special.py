@@ -710,3 +710,13 @@ def test_a_second_derivative_refusal_names_the_users_call_not_the_hessians():
         assert "rate = sp.gammainc(y, 1.5)" in h.where, h.where
     with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match=r"rate = sp\.gammainc"):
         mg.hessian(f)(p)
+
+
+def test_lambertw_derivative_of_an_argument_near_the_largest_float():
+    # (the photovoltaic tester) lambertw(np.exp(u)) for u >= 704: z (1 + W) overflowed, and W' = W / (z (1 + W))
+    # came out 0; the derivative in u is W / (1 + W) (by hand, W e^W = z), as wrightomega's
+    for u in (700.0, 704.0, 709.0):
+        w = float(sp.lambertw(np.exp(u)).real)
+        for g in (mg.grad(lambda u: sp.lambertw(np.exp(u)).real)(u), mg.jvp(lambda u: sp.lambertw(np.exp(u)).real,
+                                                                             (u,), (1.0,))[1]):
+            assert g == pytest.approx(w / (1 + w), rel=1e-12)

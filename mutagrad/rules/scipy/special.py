@@ -1074,10 +1074,12 @@ def _lambertw_d(z, k, tol, y):
     taking +0 as SciPy does), k = -1 from Im z >= +0 and k = 1 from Im z <= -0 (q negated)."""
     zb = np.asarray(bottom(z))
     at0 = zb == 0
+    # (W / z first: z (1 + W) overflows for z near the largest float, where W' is an ordinary number: the
+    # photovoltaic tester's lambertw(np.exp(u)) of a module's diode term, u >= 704, got 0)
     if np.any(at0):
-        d = np.where(at0, np.exp(-y) / (1.0 + y), y / (np.where(at0, 1.0, z) * (1.0 + y)))
+        d = np.where(at0, np.exp(-y) / (1.0 + y), y / np.where(at0, 1.0, z) / (1.0 + y))
     else:
-        d = y / (z * (1.0 + y))
+        d = y / z / (1.0 + y)
     if zb.dtype.kind in "fc":
         kb = np.asarray(bottom(k))
         gap = np.e * ((zb + _INV_E[0]) + _INV_E[1])  # e z + 1 = e (z + 1/e): z + 1/e exact near -1/e

@@ -2597,8 +2597,6 @@ _LINALG_REWRITES = {
     "sinm": _TRIG_BY_EXPM.format(name="sinm", form="(e - np.linalg.inv(e)) / 2j"),
     "coshm": "coshm(a) is (e + np.linalg.inv(e)) / 2 with e = mutagrad.scipy.linalg.expm(a), differentiated.",
     "sinhm": "sinhm(a) is (e - np.linalg.inv(e)) / 2 with e = mutagrad.scipy.linalg.expm(a), differentiated.",
-    "polar": ("The polar decomposition a = u p is u, s, vh = np.linalg.svd(a, full_matrices=False); u @ vh and "
-              "vh.conj().T @ (s[:, None] * vh), differentiated where the singular values are distinct."),
     "rq": ("RQ of a square a is QR of its flipped transpose: p = np.flipud(np.eye(n)); q, r = "
            "np.linalg.qr((p @ a).T); R = p @ r.T @ p; Q = p @ q.T (R @ Q == a; SciPy's factors are these up to the "
            "signs of R's columns and Q's rows, as LAPACK leaves them: d = np.sign(np.diag(R)); R * d, d[:, None] * Q "

@@ -975,11 +975,6 @@ def test_scipy_stats_passthroughs_name_a_rewrite_that_is_differentiated(name):
     check_grads(rewrite, x)
 
 
-def _polar_u(a):
-    u, _, vh = np.linalg.svd(a, full_matrices=False)
-    return u @ vh
-
-
 def _cosm(a):
     from mutagrad.scipy.linalg import expm
 
@@ -1024,7 +1019,6 @@ _LINALG_RECIPES = {  # name: (SciPy's call, the rewrite its message names), of a
     "cho_solve_banded": (lambda la, a: la.cho_solve_banded((la.cholesky_banded(_AB), False), a[0]),
                          lambda a: _msl().solveh_banded(_AB, a[0])),  # (a constant factor, a traced right-hand side)
     "cosm": (lambda la, a: la.cosm(a), lambda a: _cosm(a)),
-    "polar": (lambda la, a: la.polar(a)[0], _polar_u),
     "expm_frechet": (lambda la, a: la.expm_frechet(a, _E)[1], lambda a: __import__(
         "mutagrad.scipy.linalg", fromlist=["expm"]).expm(np.block([[a, _E], [np.zeros_like(a), a]]))[:3, 3:]),
     "funm": (lambda la, a: la.funm(a, np.log), _funm_sym),

@@ -1312,7 +1312,7 @@ def _degenerate(what, forward=False):
         f"that cannot be formed from {cot}: compute such a quantity without the vectors "
         "(np.linalg.inv, solve, slogdet, eigvalsh alone; a matrix function by mutagrad.scipy.linalg.expm, logm or "
         "sqrtm, which have rules: P = expm(Q * t), a Hencky strain logm(F.T @ F) / 2, the polar factor "
-        "F @ inv(sqrtm(F.T @ F)); the density matrix of a filled degenerate shell, C[:, :k] @ C[:, :k].T with "
+        "U @ Vt as mutagrad.scipy.linalg.polar(F)[0] (a rotation, also at repeated singular values); the density matrix of a filled degenerate shell, C[:, :k] @ C[:, :k].T with "
         "a gap after value k, as the spectral projector (I - S) / 2, S = A @ inv(sqrtm(A @ A)), A = H - mu I for "
         "a mu = mg.stop_gradient(...) in the gap), or use only the values. (A second derivative of the values, "
         "np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "

@@ -3,7 +3,7 @@
 ``lu_factor``/``lu_solve``, ``solve_sylvester``, ``solve_continuous_lyapunov`` (``solve_lyapunov``),
 ``solve_discrete_lyapunov``, ``solve_continuous_are``, ``solve_discrete_are``, ``expm``, ``logm``, ``sqrtm``,
 ``inv``, ``solve``, ``solve_banded``, ``det``, ``eigh``, ``eigvalsh``, ``solveh_banded``, ``lu``,
-``svd``, ``svdvals``, ``qr``, ``null_space``, ``orth``, ``block_diag``, ``toeplitz``, ``circulant``,
+``svd``, ``svdvals``, ``qr``, ``null_space``, ``orth``, ``polar``, ``block_diag``, ``toeplitz``, ``circulant``,
 ``hankel`` and ``khatri_rao``; every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 Stacks of matrices (leading axes) are SciPy 1.17's: its values, shapes, lists and errors.
 ``overwrite_a=True`` / ``overwrite_b=True`` (``overwrite_ab``) leave in the arrays what SciPy's own
@@ -38,6 +38,7 @@ from ..rules.scipy.linalg import (  # noqa: F401
     lu_solve,
     null_space,
     orth,
+    polar,
     qr,
     solve,
     solve_banded,

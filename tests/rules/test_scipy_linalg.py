@@ -160,6 +160,16 @@ CASES = [
     ("scipy.linalg.null_space", msl.null_space, (R(2, 3),), 2),
     ("scipy.linalg.orth", msl.orth, (R(4, 3),), 2),
 ]
+_POLAR = np.random.default_rng(4601)  # (its own draws: the tables above keep theirs)
+_ROT = np.array([[np.cos(0.3), -np.sin(0.3), 0.0], [np.sin(0.3), np.cos(0.3), 0.0], [0.0, 0.0, 1.0]])
+CASES += [
+    ("scipy.linalg.polar", msl.polar, (_POLAR.standard_normal((3, 3)),), 2),
+    ("scipy.linalg.polar", lambda a: msl.polar(a, side="left"), (_POLAR.standard_normal((3, 3)),), 2),
+    ("scipy.linalg.polar", msl.polar, (_POLAR.standard_normal((4, 2)),), 2),  # tall: u's columns orthonormal
+    ("scipy.linalg.polar", lambda a: msl.polar(a, "left"), (_POLAR.standard_normal((2, 4)),), 2),
+    ("scipy.linalg.polar", msl.polar, (_POLAR.standard_normal((3, 3)) + 1j * _POLAR.standard_normal((3, 3)),), 2),
+    ("scipy.linalg.polar", msl.polar, (2.0 * _ROT,), 2),  # repeated singular values: a rotation, stretched evenly
+]
 
 # stacks (SciPy 1.17 batches over leading axes, broadcasting them; a vector right-hand side
 # serves every matrix), from a stream of their own so the draws above stay as they were
@@ -1610,3 +1620,27 @@ def test_khatri_rao_batch_errors_are_scipys():
         with pytest.raises(ValueError) as got:
             mg.grad(lambda a, b=b: np.sum(msl.khatri_rao(a, b)))(a)
         assert str(got.value) == str(want.value)
+
+
+def test_polar_at_a_rotation_closed_form_and_its_refusals():
+    # (the ARAP tester) u of s R (R a rotation by t, all singular values s) is R: du/dt = dR/dt, whatever s; by hand.
+    # Where u has no derivative (rank deficient; a wide matrix's right decomposition, whose p is singular): refused
+    def rot(t):
+        return np.stack([np.stack([np.cos(t), -np.sin(t)]), np.stack([np.sin(t), np.cos(t)])])
+
+    t = 0.3
+    for s in (1.0, 2.5):
+        du = mg.jacobian(lambda t: msl.polar(s * rot(t))[0])(t)
+        np.testing.assert_allclose(du, [[-np.sin(t), -np.cos(t)], [np.cos(t), -np.sin(t)]], rtol=1e-12, atol=1e-14)
+        dp = mg.jacobian(lambda t: msl.polar(s * rot(t))[1])(t)
+        np.testing.assert_allclose(dp, np.zeros((2, 2)), atol=1e-13)  # (p = s I)
+    for a, side, why in ((np.array([[1.0, 2.0], [2.0, 4.0]]), "right", "rank-deficient"),
+                         (np.arange(8.0).reshape(2, 4) + np.eye(2, 4), "right", "side='left'"),
+                         (np.arange(8.0).reshape(4, 2) + np.eye(4, 2), "left", "side='right'")):
+        g = mg.grad(lambda a: np.sum(msl.polar(a, side)[0]))(a)
+        assert isinstance(g, mg.NotImplementedTangent) and why in g.message
+    with pytest.raises(ValueError, match="side"):
+        msl.polar(np.eye(2), side="up")
+    u, p = msl.polar(np.eye(2) * 3.0)  # (plain: SciPy's own)
+    np.testing.assert_allclose(u, np.eye(2), atol=1e-15)
+    np.testing.assert_allclose(p, 3.0 * np.eye(2), rtol=1e-15)

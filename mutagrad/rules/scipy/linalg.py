@@ -1325,6 +1325,113 @@ def _sqrtm_frule(primals, tangents):
     return x, _solve_sylvester(x, x, t)
 
 
+# -- the polar decomposition: implicit differentiation -----------------------------------------
+# side="right", a = u p with a (m, n) tall or square of full rank, u's columns orthonormal, p Hermitian
+# positive definite; side="left", a = p u, is the right one of aᴴ (uᴴ, p). With M = uᴴ ȧ and Ω = uᴴ u̇
+# (skew-Hermitian), uᴴ ȧ = Ω p + ṗ, so Ω solves the Lyapunov equation p Ω + Ω p = M - Mᴴ, which
+# has one solution where p is positive definite: repeated singular values included (a rotation, a
+# rest pose: the ARAP tester), where the vectors of an SVD have none. u̇ = u Ω + (ȧ - u M) p⁻¹ (the
+# part of ȧ outside u's columns: 0 for a square a), ṗ = M - Ω p (Hermitian; made so to rounding).
+# Transposed (inner products Re tr(Xᴴ Y)): G = uᴴ ū - p̄ p (p̄ its Hermitian part), Y = lyap(p, G),
+# R = Y - Yᴴ - uᴴ ū p⁻¹ + p̄, ā = u R + ū p⁻¹. Solved by solve_sylvester and np.linalg.solve, both
+# differentiated: every order where p is definite.
+
+
+@scipy_primitive("scipy.linalg.polar")
+def _polar(a, *, side="right"):
+    return sl.polar(a, side)
+
+
+def polar(a, side="right"):
+    """``scipy.linalg.polar``: a = u p (side="right") or p u (side="left"), u with orthonormal columns
+    (rows), p Hermitian positive semidefinite.
+
+    Derivative: of a tall or square matrix of full rank with side="right" (wide or square with
+    side="left"), by the Lyapunov equation its tangent solves, also at repeated singular values;
+    elsewhere (a rank-deficient matrix, whose u is not unique; the other side of a non-square one,
+    whose p is singular) a NotImplementedTangent.
+
+    >>> import numpy as np, mutagrad as mg, mutagrad.numpy as mnp
+    >>> from mutagrad.scipy.linalg import polar
+    >>> rot = lambda t: mnp.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+    >>> float(mg.grad(lambda t: polar(2.0 * rot(t))[0][1, 0])(0.3))  # u is the rotation: d sin(t) / dt
+    0.955336489125606
+    """
+    if side not in ("right", "left"):
+        raise ValueError("`side` must be either 'right' or 'left'")
+    return _polar(a, side=side)
+
+
+def _polar_refusal(a, side):
+    """The NotImplementedTangent of a polar decomposition without a derivative, or None."""
+    ab = np.asarray(bottom(a))
+    if ab.ndim != 2:
+        return None
+    m, n = ab.shape
+    if (m < n) if side == "right" else (m > n):
+        other = "left" if side == "right" else "right"
+        return not_implemented(f"scipy.linalg.polar(a, side={side!r}) of a {m}x{n} matrix: its p is singular, so "
+                               f"u has no derivative there; side={other!r} decomposes it with a definite p")
+    s = np.linalg.svd(ab, compute_uv=False) if ab.size else np.ones(1)
+    if s[-1] <= max(m, n) * np.finfo(ab.dtype if ab.dtype.kind in "fc" else float).eps * s[0] or s[-1] == 0:
+        return not_implemented("scipy.linalg.polar of a rank-deficient matrix: its u is not unique (any rotation "
+                               "of the null space's columns will do), so it has no derivative there")
+    return None
+
+
+def _polar_parts(a, side):
+    """(b, u_b, p): the right polar decomposition b = u_b p of b = a (side="right") or aᴴ (side="left")."""
+    u, p = _polar(a, side=side)
+    return (a, u, p) if side == "right" else (_mH(a), _mH(u), p)
+
+
+def _times_p_inv(x, p):
+    return _mH(np.linalg.solve(p, _mH(x)))  # x p⁻¹ (p Hermitian)
+
+
+@rrule(_polar)
+def _polar_rrule(a, *, side="right"):
+    y = _polar(a, side=side)
+    bad = _polar_refusal(a, side)
+
+    def pullback(g):
+        gu, gp = g
+        if bad is not None:
+            return (ZERO if is_zero(gu) and is_zero(gp) else bad,)
+        b, u, p = _polar_parts(a, side)
+        ub = ZERO if is_zero(gu) else (gu if side == "right" else _mH(gu))
+        pb = ZERO if is_zero(gp) else (gp + _mH(gp)) / 2
+        uh_ub = ZERO if is_zero(ub) else np.matmul(_mH(u), ub)
+        G = (uh_ub if not is_zero(uh_ub) else 0.0) - (np.matmul(pb, p) if not is_zero(pb) else 0.0)
+        Y = _solve_sylvester(p, p, G + np.zeros_like(p))
+        R = Y - _mH(Y)
+        if not is_zero(uh_ub):
+            R = R - _times_p_inv(uh_ub, p)
+        if not is_zero(pb):
+            R = R + pb
+        gb = np.matmul(u, R) + (0.0 if is_zero(ub) else _times_p_inv(ub, p))
+        return (gb if side == "right" else _mH(gb),)
+
+    return y, pullback
+
+
+@frule(_polar)
+def _polar_frule(primals, tangents, *, side="right"):
+    (a,), (t,) = primals, tangents
+    y = _polar(a, side=side)
+    bad = _polar_refusal(a, side)
+    if bad is not None:
+        return y, bad
+    b, u, p = _polar_parts(a, side)
+    tb = t if side == "right" else _mH(t)
+    M = np.matmul(_mH(u), tb)
+    omega = _solve_sylvester(p, p, M - _mH(M))
+    du = np.matmul(u, omega) + _times_p_inv(tb - np.matmul(u, M), p)
+    dp = M - np.matmul(omega, p)
+    dp = (dp + _mH(dp)) / 2
+    return y, ((du if side == "right" else _mH(du)), dp)
+
+
 # -- Lyapunov and Riccati equations: implicit differentiation -------------------------------
 # Each solution X is defined by an equation in X and the inputs. Differentiated, it is linear
 # in Ẋ: the tangent solves an equation of the same kind (Lyapunov, Stein) whose right-hand side

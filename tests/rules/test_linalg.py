@@ -932,6 +932,29 @@ def test_eigh_tied_vectors_read_through_a_factor_that_is_zero_at_the_tie_are_ref
             assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
 
 
+def test_eigh_tied_vector_read_with_a_factor_zero_at_the_point_alone_is_refused_without_the_values():
+    # (regress84) first-order degenerate perturbation theory written out, v @ (H - H0) @ v with v a vector of the
+    # tied pair of H0 = diag(1, 1, 2), at H = H0: its cotangent (H - H0) v is 0 there, and no value is read; the
+    # gradient came out v v^T for LAPACK's basis (central differences: 0.5 at (0, 0) and (1, 1)); refused now,
+    # and the distinct vector's own form still has its derivative (against central differences)
+    H0 = np.diag([1.0, 1.0, 2.0])
+
+    def tied(H):
+        v = np.linalg.eigh(H)[1][:, 1]
+        return v @ (H - H0) @ v
+
+    g = mg.grad(tied)(H0.copy())
+    assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
+    B = np.array([[0.3, 1.0, 0.2], [1.0, -0.4, 0.5], [0.2, 0.5, 0.1]])
+
+    def distinct(p):
+        v = np.linalg.eigh(H0 + p[0] * B)[1][:, 2]
+        return v @ B @ v * p[0] + v @ np.array([1.0, 2.0, 3.0]) ** 2
+
+    p = np.array([0.0])
+    np.testing.assert_allclose(mg.grad(distinct)(p), numerical_grad(distinct, (p,), (0,))[0], rtol=1e-6, atol=1e-9)
+
+
 @pytest.mark.parametrize("read", [
     lambda w, V: V[3, 2] + V[0, 1] * 0.0 + w[3],       # a vector of the pair, read (its cotangent: a zero)
     lambda w, V: V[3, 2] + np.sum(V * 0.0) + w[3],     # all of them, read

@@ -1944,7 +1944,10 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh, read=None):
         # others' derivative is (the terms through the arbitrary u_k or v_k cancel), when the
         # cotangent does not reach the zero value's own vectors; those terms' numerators are
         # then zero, and so are they
-        hidden = hidden or _zero_hides_a_tie(zero, gS0, gU, gVh, by_value=True)
+        # (inside a values' pullback, differentiated again: the zero value's vectors read there, U diag(g) Vh with g
+        # 0 at the point alone, have no derivative, as a tied one's: norm(x[None], 2) ** 2 at x = 0, regress85)
+        hidden = hidden or (bool(_VALUES_PULLBACK) and not _all_zero(gU, gVh)) or _zero_hides_a_tie(
+            zero, gS0, gU, gVh, by_value=True)
         if _reaches(gU, zero[..., None, :]) or _reaches(gVh, zero[..., :, None]) or hidden is True:
             return _degenerate("np.linalg.svd")
         Sd = np.where(zero, 1.0, S)

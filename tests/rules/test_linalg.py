@@ -932,6 +932,17 @@ def test_eigh_tied_vectors_read_through_a_factor_that_is_zero_at_the_tie_are_ref
             assert isinstance(g, mg.NotImplementedTangent) and "repeated values" in g.message
 
 
+def test_a_zero_singular_values_second_derivative_is_refused_in_reverse_over_reverse_too():
+    # (regress85) norm(x[None], 2) ** 2 is x @ x (Hessian 2 I); at x = 0 the 1 x 3 matrix's one singular value is 0,
+    # whose vectors have no derivative: mg.hessian refused, reverse over reverse gave [[2, 0, 0], 0, 0] (LAPACK's
+    # basis) without a word
+    for f in (lambda x: np.linalg.norm(x[None, :], 2) ** 2, lambda x: np.linalg.norm(x[:, None], 2) ** 2,
+              lambda x: np.linalg.svd(x[None], compute_uv=False)[0] ** 2):
+        for h in (mg.hessian(f), mg.jacobian(mg.grad(f))):
+            assert isinstance(h(np.zeros(3)), mg.NotImplementedTangent)
+        np.testing.assert_allclose(mg.jacobian(mg.grad(f))(np.array([0.3, -0.2, 0.5])), 2 * np.eye(3), atol=1e-12)
+
+
 def test_eigh_tied_vector_read_with_a_factor_zero_at_the_point_alone_is_refused_without_the_values():
     # (regress84) first-order degenerate perturbation theory written out, v @ (H - H0) @ v with v a vector of the
     # tied pair of H0 = diag(1, 1, 2), at H = H0: its cotangent (H - H0) v is 0 there, and no value is read; the

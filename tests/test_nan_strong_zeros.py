@@ -1553,6 +1553,23 @@ def test_no_kink_warning_for_a_function_of_abs_that_is_straight_at_its_zero_or_o
         mg.hessian(laplace)(np.array([0.1, 0.5, 0.1]))
 
 
+def test_a_maximum_and_minimum_of_two_tied_values_warn_like_an_abs():
+    # (regress85) max(a, b) - min(a, b) is |a - b|: squared, (a - b) ** 2, whose Hessian [[2, -2], [-2, 2]] came out 0
+    # at a == b without a warning (the even split, twice); max ** 2 + min ** 2 is a ** 2 + b ** 2 (2 I), which came out
+    # [[1, 1], [1, 1]]. Off the tie the Hessian is right (central differences), and no warning
+    for f in (lambda x: (np.maximum(x[0], x[2]) - np.minimum(x[0], x[2])) ** 2,
+              lambda x: np.maximum(x[0], x[2]) ** 2 + np.fmin(x[0], x[2]) ** 2,
+              lambda x: np.sum(np.cos(np.maximum(x[:2], x[2:]) - np.minimum(x[:2], x[2:])))):
+        at = np.array([1.0, 0.5, 1.0, -0.5])
+        with pytest.warns(mg.KinkWarning):
+            h = mg.hessian(f)(at.copy())
+        assert not np.allclose(h, fd_hessian(f, at, 1e-4), atol=1e-3)
+        off = np.array([1.0, 0.5, 1.3, -0.5])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", mg.KinkWarning)
+            np.testing.assert_allclose(mg.hessian(f)(off), fd_hessian(f, off, 1e-4), atol=1e-6)
+
+
 def test_a_norm_written_element_by_element_warns_only_where_its_element_is_read():
     # (regress81) pairwise distances written one by one into r[i, j], then read for i < j alone: the zero
     # self-distances written on the diagonal are never read (no warning; the Hessian against central differences);

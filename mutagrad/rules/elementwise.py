@@ -1559,6 +1559,8 @@ def _abs_record(level, s, depth=0, end=None):
     ins = r.inputs
     if name in ("np.absolute", "np.fabs"):
         return (r, True) if len(ins) == 1 else None
+    if name in _TIES and _tie_mask(r) is not None:  # (max(a, b) = (a + b + |a - b|) / 2 where a == b: regress85)
+        return r, True
     elementwise = True
     if name in ("np.add", "np.subtract", "np.float64.__add__", "np.float64.__sub__"):  # (with a constant, or a sum)
         scaled = [st for st, _, _ in ins]
@@ -1585,16 +1587,37 @@ def _abs_record(level, s, depth=0, end=None):
     return None
 
 
+_TIES = frozenset(("np.maximum", "np.minimum", "np.fmax", "np.fmin"))
+
+
+def _tie_mask(r):
+    """Where the two traced operands of maximum/minimum record ``r`` (a fast path's, which keeps them) are equal,
+    in its output's shape, where they are anywhere; else None."""
+    xs = getattr(r, "xs", None)
+    out = getattr(r, "out", None)
+    if xs is None or len(xs) != 2 or len(r.inputs) != 2 or out is None:
+        return None
+    try:
+        tie = np.broadcast_to(np.asarray(bottom(xs[0])) == np.asarray(bottom(xs[1])), out.shape)
+    except ValueError:
+        return None
+    return tie if tie.any() else None
+
+
 def _abs_zeros(x):
     """Where the np.abs that reverse-level tracer ``x``'s value is based on (:func:`_abs_record`) is at 0, in
     x's shape: those elements themselves where every step from the abs kept them in place, else all of x where
-    it has one; None where it is at no 0 (or x is no such value)."""
+    it has one; None where it is at no 0 (or x is no such value). A maximum or minimum of two traced values is
+    such an abs where they tie."""
     found = _abs_record(x._level, x._storage)
     if found is None:
         return None
     r, in_place = found
-    src, geom, _ = r.inputs[0]
     shape = np.shape(bottom(x))
+    if r.prim.name in _TIES:
+        tie = _tie_mask(r)
+        return tie if in_place and x._geom is None and tie.shape == shape else np.ones(shape, bool)
+    src, geom, _ = r.inputs[0]
     # (the abs's operand, where it is a whole value, else its result, which may have been changed in place
     # since; a large value nothing holds any more is gone: then as if it were at a 0)
     vals = src.root if geom is None else None

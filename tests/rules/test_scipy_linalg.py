@@ -1630,14 +1630,14 @@ def test_polar_at_a_rotation_closed_form_and_its_refusals():
 
     t = 0.3
     for s in (1.0, 2.5):
-        du = mg.jacobian(lambda t: msl.polar(s * rot(t))[0])(t)
+        du = mg.jacobian(lambda t, s=s: msl.polar(s * rot(t))[0])(t)
         np.testing.assert_allclose(du, [[-np.sin(t), -np.cos(t)], [np.cos(t), -np.sin(t)]], rtol=1e-12, atol=1e-14)
-        dp = mg.jacobian(lambda t: msl.polar(s * rot(t))[1])(t)
+        dp = mg.jacobian(lambda t, s=s: msl.polar(s * rot(t))[1])(t)
         np.testing.assert_allclose(dp, np.zeros((2, 2)), atol=1e-13)  # (p = s I)
     for a, side, why in ((np.array([[1.0, 2.0], [2.0, 4.0]]), "right", "rank-deficient"),
                          (np.arange(8.0).reshape(2, 4) + np.eye(2, 4), "right", "side='left'"),
                          (np.arange(8.0).reshape(4, 2) + np.eye(4, 2), "left", "side='right'")):
-        g = mg.grad(lambda a: np.sum(msl.polar(a, side)[0]))(a)
+        g = mg.grad(lambda a, side=side: np.sum(msl.polar(a, side)[0]))(a)
         assert isinstance(g, mg.NotImplementedTangent) and why in g.message
     with pytest.raises(ValueError, match="side"):
         msl.polar(np.eye(2), side="up")

@@ -1380,9 +1380,9 @@ def _polar_refusal(a, side):
 
 
 def _polar_parts(a, side):
-    """(b, u_b, p): the right polar decomposition b = u_b p of b = a (side="right") or aᴴ (side="left")."""
+    """(u_b, p): the right polar decomposition b = u_b p of b = a (side="right") or aᴴ (side="left")."""
     u, p = _polar(a, side=side)
-    return (a, u, p) if side == "right" else (_mH(a), _mH(u), p)
+    return (u, p) if side == "right" else (_mH(u), p)
 
 
 def _times_p_inv(x, p):
@@ -1398,7 +1398,7 @@ def _polar_rrule(a, *, side="right"):
         gu, gp = g
         if bad is not None:
             return (ZERO if is_zero(gu) and is_zero(gp) else bad,)
-        b, u, p = _polar_parts(a, side)
+        u, p = _polar_parts(a, side)
         ub = ZERO if is_zero(gu) else (gu if side == "right" else _mH(gu))
         pb = ZERO if is_zero(gp) else (gp + _mH(gp)) / 2
         uh_ub = ZERO if is_zero(ub) else np.matmul(_mH(u), ub)
@@ -1422,7 +1422,7 @@ def _polar_frule(primals, tangents, *, side="right"):
     bad = _polar_refusal(a, side)
     if bad is not None:
         return y, bad
-    b, u, p = _polar_parts(a, side)
+    u, p = _polar_parts(a, side)
     tb = t if side == "right" else _mH(t)
     M = np.matmul(_mH(u), tb)
     omega = _solve_sylvester(p, p, M - _mH(M))

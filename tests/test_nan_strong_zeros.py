@@ -1570,6 +1570,23 @@ def test_a_maximum_and_minimum_of_two_tied_values_warn_like_an_abs():
             np.testing.assert_allclose(mg.hessian(f)(off), fd_hessian(f, off, 1e-4), atol=1e-6)
 
 
+def test_a_tie_of_two_values_that_move_alike_does_not_warn():
+    # (regress86) a max-pool of a flat background: w * 0 + b in each of two cells ties, as a function of (w, b), not at
+    # one point alone; mg.hessian's directions move both alike, no kink is crossed, and the Hessian is right (central
+    # differences) without a warning
+    img = np.array([0.0, 0.7, 0.0, 0.2])  # (cells 0 and 2 of the background tie)
+
+    def f(th):
+        h = th[0] * img + th[1]
+        p = np.maximum(h[:2], h[2:])
+        return np.sum(np.exp(p * th[2]))
+
+    th = np.array([0.4, 0.3, 0.9])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(f)(th), fd_hessian(f, th, 1e-4), atol=1e-6)
+
+
 def test_a_norm_written_element_by_element_warns_only_where_its_element_is_read():
     # (regress81) pairwise distances written one by one into r[i, j], then read for i < j alone: the zero
     # self-distances written on the diagonal are never read (no warning; the Hessian against central differences);

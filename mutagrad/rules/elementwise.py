@@ -1529,7 +1529,7 @@ def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0", first_right=True):
 
     # (|x| ** p, p > 1: its first derivative, 0, is right; of a shifted abs it is a kink's)
     first_right = first_right and not np.any(np.broadcast_to(np.asarray(bottom(res)), at.shape)[at])
-    return _norm_kink(res, what, at=at, first_right=first_right)
+    return _norm_kink(res, what, at=_moving(x, at), first_right=first_right, keep=True)
 
 
 def _abs_based(level, s, depth=0, end=None) -> bool:
@@ -1602,6 +1602,28 @@ def _tie_mask(r):
     except ValueError:
         return None
     return tie if tie.any() else None
+
+
+def _moving(x, at):
+    """``at`` (where the kink that tracer ``x`` is based on sits) without the ties of a maximum or minimum whose two
+    operands move alike along the forward level that traces them (mg.hessian's outer level, one direction per
+    run): along it the tie stays, no kink is crossed, and the column is right (a max-pool of a flat background's
+    equal outputs: regress86). The same records whatever the direction: only the mask differs."""
+    found = _abs_record(x._level, x._storage)
+    if found is None or found[0].prim.name not in _TIES:
+        return at
+    r = found[0]
+    tangents = []
+    for v in r.xs:
+        if not isinstance(v, Tracer) or v._level.mode != "fwd":
+            return at
+        t = v._level.tangent_of(v)
+        tangents.append(np.zeros(np.shape(bottom(v))) if _is_zero(t) else np.asarray(bottom(t)))
+    try:
+        moved = np.broadcast_to(tangents[0] != tangents[1], r.out.shape) & _tie_mask(r)  # (at the ties alone)
+        return at & (moved if moved.shape == at.shape else np.any(moved))
+    except ValueError:
+        return at
 
 
 def _abs_zeros(x):
@@ -1714,7 +1736,8 @@ def _function_of_abs_watch(ufunc, then=None):
                 name = getattr(ufunc, "__name__", "a function")
                 return _norm_kink(res, f"np.{name} of np.abs(x) (scaled or shifted) at x = 0, where it curves "
                                        "(np.cos(np.abs(x)) is np.cos(x); a smooth minimum of a and b is "
-                                       "-k * np.logaddexp(-a / k, -b / k))", at=where, first_right=flat)
+                                       "-k * np.logaddexp(-a / k, -b / k))", at=_moving(x, where), first_right=flat,
+                                  keep=True)
         return res
 
     return watch

@@ -790,7 +790,7 @@ def _abs2(x):
     return np.real(x * np.conj(x)) if np.iscomplexobj(bottom(x)) else x * x
 
 
-def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None, first_right=False):
+def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None, first_right=False, keep=False):
     """Watch a norm's value, or its sum of squares, ``v`` where it is 0 (its kink) and a higher derivative
     meets it: ``v`` carries a derivative at the innermost level and at one outside it (an inner level's
     constant of an outer traced value does not: regress46). The warning is given where the kink's value
@@ -801,13 +801,14 @@ def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None, fi
     ``skip``: where a zero is no kink (the std of one element, a constant). ``at``: where the kinks are, if
     not at the zeros of ``v`` (np.arccos's value at -1 is pi). ``first_right``: the kink's value has its first
     derivative right there (|x| ** 2: only its second is wrong), so a product with a factor 0 there does not
-    carry it (tape.read_mask's ``products``)."""
+    carry it (tape.read_mask's ``products``). ``keep``: watched even where ``at`` is empty (a forward-mode
+    jacobian's runs record the same operations, whichever of them the kink's mask spares)."""
     if not (isinstance(v, Tracer) and _carries_derivative(v) and carries_any_derivative(v._value)):
         return v
     zero = np.asarray(bottom(v)) == 0 if at is None else at
     if skip is not None:
         zero = zero & ~np.asarray(skip)
-    if not np.any(zero):
+    if not np.any(zero) and not keep:
         return v
     return bind(_norm_kink_p, (v,), {"site": user_site(), "what": what, "zero": zero, "first_right": first_right})
 
@@ -815,16 +816,18 @@ def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None, fi
 def _norm_kink_rrule(v, site=None, what="", zero=None, first_right=False):
 
     def pullback(g):
-        read = read_mask(0, products=first_right, outputs=True)
-        if read is None or np.any(read & zero):
-            kink_warning(what, site=site)
+        if np.any(zero):
+            read = read_mask(0, products=first_right, outputs=True)
+            if read is None or np.any(read & zero):
+                kink_warning(what, site=site)
         return (g,)
 
     return np.copy(v), pullback
 
 
 def _norm_kink_frule(primals, tangents, site=None, what="", zero=None, first_right=False):
-    kink_warning(what, site=site)
+    if zero is None or np.any(zero):
+        kink_warning(what, site=site)
     return np.copy(primals[0]), tangents[0]
 
 

@@ -1346,10 +1346,10 @@ def polar(a, side="right"):
     """``scipy.linalg.polar``: a = u p (side="right") or p u (side="left"), u with orthonormal columns
     (rows), p Hermitian positive semidefinite.
 
-    Derivative: of a tall or square matrix of full rank with side="right" (wide or square with
-    side="left"), by the Lyapunov equation its tangent solves, also at repeated singular values;
-    elsewhere (a rank-deficient matrix, whose u is not unique; the other side of a non-square one,
-    whose p is singular) a NotImplementedTangent.
+    Derivative: of a matrix of full rank, by the Lyapunov equation its tangent solves, also at
+    repeated singular values (a tall matrix's p on the left, which is singular, as u p uᴴ of the
+    right one's, a wide one's on the right as uᴴ p u); of a rank-deficient matrix, whose u is not
+    unique, a NotImplementedTangent.
 
     >>> import numpy as np, mutagrad as mg, mutagrad.numpy as mnp
     >>> from mutagrad.scipy.linalg import polar
@@ -1359,6 +1359,11 @@ def polar(a, side="right"):
     """
     if side not in ("right", "left"):
         raise ValueError("`side` must be either 'right' or 'left'")
+    shape = np.shape(bottom(a))
+    if isinstance(a, Tracer) and len(shape) == 2 and (shape[0] > shape[1] if side == "left" else shape[0] < shape[1]):
+        # (the other side's p is singular there, but u is the same: p from it, u p uᴴ or uᴴ p u: regress86)
+        u, p = _polar(a, side="right" if side == "left" else "left")
+        return (u, np.matmul(np.matmul(u, p), _mH(u))) if side == "left" else (u, np.matmul(np.matmul(_mH(u), p), u))
     return _polar(a, side=side)
 
 
@@ -1368,10 +1373,6 @@ def _polar_refusal(a, side):
     if ab.ndim != 2:
         return None
     m, n = ab.shape
-    if (m < n) if side == "right" else (m > n):
-        other = "left" if side == "right" else "right"
-        return not_implemented(f"scipy.linalg.polar(a, side={side!r}) of a {m}x{n} matrix: its p is singular, so "
-                               f"u has no derivative there; side={other!r} decomposes it with a definite p")
     s = np.linalg.svd(ab, compute_uv=False) if ab.size else np.ones(1)
     if s[-1] <= max(m, n) * np.finfo(ab.dtype if ab.dtype.kind in "fc" else float).eps * s[0] or s[-1] == 0:
         return not_implemented("scipy.linalg.polar of a rank-deficient matrix: its u is not unique (any rotation "

@@ -1593,15 +1593,30 @@ _TIES = frozenset(("np.maximum", "np.minimum", "np.fmax", "np.fmin"))
 def _tie_mask(r):
     """Where the two traced operands of maximum/minimum record ``r`` (a fast path's, which keeps them) are equal,
     in its output's shape, where they are anywhere; else None."""
-    xs = getattr(r, "xs", None)
-    out = getattr(r, "out", None)
-    if xs is None or len(xs) != 2 or len(r.inputs) != 2 or out is None:
+    xs = _tie_operands(r)
+    out = getattr(r, "out", None) or (r.outputs[0] if getattr(r, "outputs", None) else None)
+    if xs is None or out is None:
         return None
     try:
         tie = np.broadcast_to(np.asarray(bottom(xs[0])) == np.asarray(bottom(xs[1])), out.shape)
     except ValueError:
         return None
     return tie if tie.any() else None
+
+
+def _tie_operands(r):
+    """The two traced operands of maximum/minimum record ``r`` as its level got them (tracers of the levels
+    outside, or values): a fast path's record keeps them; the general path's, of whole values, has them as its
+    inputs' roots (0-d elements: max(a, b) * min(a, b) of x[0], x[1]); else None."""
+    if len(r.inputs) != 2:
+        return None
+    xs = getattr(r, "xs", None)
+    if xs is not None:
+        return xs if len(xs) == 2 else None
+    if any(g is not None for _, g, _ in r.inputs):
+        return None
+    roots = [st.root for st, _, _ in r.inputs]
+    return None if any(v is None for v in roots) else roots
 
 
 def _moving(x, at):
@@ -1614,13 +1629,15 @@ def _moving(x, at):
         return at
     r = found[0]
     tangents = []
-    for v in r.xs:
+    for v in _tie_operands(r) or ():
         if not isinstance(v, Tracer) or v._level.mode != "fwd":
             return at
         t = v._level.tangent_of(v)
         tangents.append(np.zeros(np.shape(bottom(v))) if _is_zero(t) else np.asarray(bottom(t)))
     try:
-        moved = np.broadcast_to(tangents[0] != tangents[1], r.out.shape) & _tie_mask(r)  # (at the ties alone)
+        if len(tangents) != 2:
+            return at
+        moved = np.broadcast_to(tangents[0] != tangents[1], np.shape(_tie_mask(r))) & _tie_mask(r)  # (at the ties)
         return at & (moved if moved.shape == at.shape else np.any(moved))
     except ValueError:
         return at
@@ -1760,7 +1777,16 @@ def _product_watch(leaves, res):
     if len(leaves) == 2 and isinstance(leaves[0], Tracer) and isinstance(leaves[1], Tracer) and (
             _same(leaves[0], leaves[1]) or _abs_of_one(leaves[0], leaves[1])):
         return _abs_watch(leaves, res, "np.abs(x) * np.abs(x) at x = 0")
+    if len(leaves) == 2 and all(_tie_based(v) for v in leaves):  # (max(a, b) * min(a, b) at a == b, which is
+        return _abs_watch(leaves, res, "np.maximum(a, b) * np.minimum(a, b) at a == b")  # a * b: regress86)
     return res
+
+
+def _tie_based(v) -> bool:
+    """Whether tracer ``v`` is based on a maximum or minimum of two traced values that tie (:func:`_abs_record`)."""
+    x = _reverse_of(v) if isinstance(v, Tracer) else None
+    found = None if x is None else _abs_record(x._level, x._storage)
+    return found is not None and found[0].prim.name in _TIES
 
 
 def _same(a, b) -> bool:

@@ -1560,6 +1560,7 @@ def test_a_maximum_and_minimum_of_two_tied_values_warn_like_an_abs():
     for f in (lambda x: (np.maximum(x[0], x[2]) - np.minimum(x[0], x[2])) ** 2,
               lambda x: np.maximum(x[0], x[2]) ** 2 + np.fmin(x[0], x[2]) ** 2,
               lambda x: np.maximum(x[0], x[2]) * np.minimum(x[0], x[2]),  # (a * b: regress86)
+              lambda x: np.exp(np.maximum(np.maximum(x[0], x[2]), 0.0)),  # (a ReLU of the tied max: regress86)
               lambda x: np.sum(np.cos(np.maximum(x[:2], x[2:]) - np.minimum(x[:2], x[2:])))):
         at = np.array([1.0, 0.5, 1.0, -0.5])
         with pytest.warns(mg.KinkWarning):

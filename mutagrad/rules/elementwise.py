@@ -1573,7 +1573,7 @@ def _abs_record(level, s, depth=0, end=None):
             np.asarray(bottom(out.root)) == 0) else ()
         elementwise = False
     elif name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
-        scaled = [st for st, _, pos in ins if _taken_at_a_zero(r, st, pos)]
+        scaled = [st for st, _, pos in ins if _taken_at_a_zero(r, st, pos) or _taken_at_a_tie(level, r, st, pos, at)]
     elif name in _CARRIERS or name == "np.roll":  # (concatenations, copies)
         scaled = [st for st, _, _ in ins]
         elementwise = name in ("np.copy", "ndarray.astype")
@@ -1602,6 +1602,22 @@ def _tie_mask(r):
     except ValueError:
         return None
     return tie if tie.any() else None
+
+
+def _taken_at_a_tie(level, r, st, pos, end) -> bool:
+    """Whether selection record ``r`` took its operand ``st`` where st is a maximum or minimum of two traced values
+    at their tie (a ReLU of a tied max, np.maximum(np.maximum(a, b), 0.0) ** 2: regress86)."""
+    found = _abs_record(level, st, 1, end)
+    if found is None or found[0].prim.name not in _TIES:
+        return False
+    masks = _pick_masks(r, st, pos)
+    if masks is None:
+        return True
+    tie = _tie_mask(found[0])
+    try:
+        return bool(np.any(masks[1] & np.broadcast_to(tie, masks[1].shape)))
+    except (ValueError, TypeError):
+        return bool(np.any(masks[1]))
 
 
 def _tie_operands(r):

@@ -115,10 +115,7 @@ def _stats_rows():
     for dist in stats.DISTRIBUTIONS:
         for method in dist.METHODS:
             how = "composite of differentiable operations"
-            if method in dist.SHAPE_DERIVATIVE_NOT_IMPLEMENTED:
-                shapes = getattr(dist, "SHAPES_NOT_DIFFERENTIATED", dist.shapes)
-                how += f"; the derivative w.r.t. {', '.join(shapes)} is a NotImplementedTangent"
-            elif method in dist.SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED:
+            if method in dist.SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED:
                 shapes = getattr(dist, "SHAPES_NOT_DIFFERENTIATED", dist.shapes)
                 how += f"; the second derivative w.r.t. {', '.join(shapes)} is a NotImplementedTangent"
             rows[f"scipy.stats.{dist.name}.{method}"] = (True, True, how)

@@ -1401,6 +1401,12 @@ def _quadratic_op(level, r, depth, at=None) -> bool:
     return False
 
 
+def _out_of(r):
+    """The storage record ``r`` wrote its (first) result into: a fast path's ``out``, else its first output (None
+    where it has none)."""
+    return getattr(r, "out", None) or (r.outputs[0] if getattr(r, "outputs", None) else None)
+
+
 def _masked_at_its_zeros(r, st) -> bool:
     """Whether product record ``r`` multiplies its traced operand ``st`` by a constant that is 0 wherever st is
     (``np.abs(x) * (np.abs(x) > 0.5)`` at x = 0: the product is 0 near there whatever st is, regress78)."""
@@ -1426,7 +1432,7 @@ def _pick_masks(r, st, pos):
     (a tie takes it too: np.maximum(p @ p + q @ q - 2 * p @ q, 0) at p == q); None where that cannot be told (no
     result storage, a freed value, shapes that do not broadcast)."""
     try:
-        out = getattr(r, "out", None) or r.outputs[0]
+        out = _out_of(r)
         ob = np.asarray(bottom(out.root))
         vb = np.broadcast_to(np.asarray(bottom(st.root)), ob.shape)
         cond = getattr(getattr(r, "pullback", None), "where_cond", None)
@@ -1522,32 +1528,27 @@ def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0", first_right=True):
     x = _reverse_of(leaves[0])
     if x is None or not isinstance(res, Tracer) or _called_by_a_rule():
         return res
-    at = _abs_zeros(x)
-    if at is None:
+    found = _abs_zeros(x)
+    if found is None:
         return res
+    at, r = found
     from .linalg import _norm_kink
 
     # (|x| ** p, p > 1: its first derivative, 0, is right; of a shifted abs it is a kink's)
     first_right = first_right and not np.any(np.broadcast_to(np.asarray(bottom(res)), at.shape)[at])
-    return _norm_kink(res, what, at=_moving(x, at), first_right=first_right, keep=True)
-
-
-def _abs_based(level, s, depth=0, end=None) -> bool:
-    """Whether storage ``s`` (at reverse ``level``) is np.abs of a traced value, or that scaled, shifted by a
-    constant or copied ((np.abs(r) / sigma) ** 2, (np.sqrt(w) * np.abs(r)) ** 2: regress71)."""
-    return _abs_record(level, s, depth, end) is not None
+    return _norm_kink(res, what, at=_moving(r, at), first_right=first_right, keep=True)
 
 
 def _abs_source(level, s, depth=0, end=None):
-    """(storage, geometry) of the traced value whose np.abs storage ``s`` is (see :func:`_abs_based`), or None."""
+    """(storage, geometry) of the traced value whose np.abs storage ``s`` is (see :func:`_abs_record`), or None."""
     found = _abs_record(level, s, depth, end)
     return None if found is None else found[0].inputs[0][:2]
 
 
 def _abs_record(level, s, depth=0, end=None):
-    """(the np.abs record whose value storage ``s`` is, scaled, shifted, selected or copied (see
-    :func:`_abs_based`); whether each step from it to ``s`` kept every element in place: an elementwise
-    operation on whole values of one shape), or None."""
+    """(the np.abs record whose value storage ``s`` (at reverse ``level``) is, scaled ((np.abs(r) / sigma) ** 2,
+    (np.sqrt(w) * np.abs(r)) ** 2: regress71), shifted by a constant, summed, selected or copied; whether each step
+    from it to ``s`` kept every element in place: an elementwise operation on whole values of one shape), or None."""
     at, r = next(_writers(level, s, end=end), (None, None))
     if r is None or depth > 4:
         return None
@@ -1568,12 +1569,18 @@ def _abs_record(level, s, depth=0, end=None):
         scaled = [st for st, _, _ in ins]  # operand carried, weighted by the others; a convolution: regress79)
         elementwise = False
     elif name in _EXTREMA:  # (np.max(np.abs(x)) at 0: the abs's zero picked, a value of 0; elsewhere a nonzero one)
-        out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
+        out = _out_of(r)
         scaled = [st for st, _, _ in ins] if out is None or out.root is None or np.any(
             np.asarray(bottom(out.root)) == 0) else ()
         elementwise = False
-    elif name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77)
-        scaled = [st for st, _, pos in ins if _taken_at_a_zero(r, st, pos) or _taken_at_a_tie(level, r, st, pos, at)]
+    elif name in _PICKS:  # (min(|r|, d), np.clip(|r|, 0, d): the abs itself where it is 0, a Huber loss: regress77;
+        # a tied max(a, b) where it took it, a ReLU of it: regress86)
+        for st, _, pos in ins:
+            found = _abs_record(level, st, depth + 1, at)
+            if found is not None and (_taken_at_a_zero(r, st, pos) if found[0].prim.name not in _TIES
+                                      else _taken_at_a_tie(r, st, pos, found[0])):
+                return found[0], found[1] and all(g is None for t, g, _ in ins if t is st) and st.shape == s.shape
+        return None
     elif name in _CARRIERS or name == "np.roll":  # (concatenations, copies)
         scaled = [st for st, _, _ in ins]
         elementwise = name in ("np.copy", "ndarray.astype")
@@ -1594,7 +1601,7 @@ def _tie_mask(r):
     """Where the two traced operands of maximum/minimum record ``r`` (a fast path's, which keeps them) are equal,
     in its output's shape, where they are anywhere; else None."""
     xs = _tie_operands(r)
-    out = getattr(r, "out", None) or (r.outputs[0] if getattr(r, "outputs", None) else None)
+    out = _out_of(r)
     if xs is None or out is None:
         return None
     try:
@@ -1604,16 +1611,13 @@ def _tie_mask(r):
     return tie if tie.any() else None
 
 
-def _taken_at_a_tie(level, r, st, pos, end) -> bool:
-    """Whether selection record ``r`` took its operand ``st`` where st is a maximum or minimum of two traced values
-    at their tie (a ReLU of a tied max, np.maximum(np.maximum(a, b), 0.0) ** 2: regress86)."""
-    found = _abs_record(level, st, 1, end)
-    if found is None or found[0].prim.name not in _TIES:
-        return False
+def _taken_at_a_tie(r, st, pos, tied) -> bool:
+    """Whether selection record ``r`` took its operand ``st``, based on the maximum or minimum record ``tied`` of
+    two traced values, at their tie (a ReLU of a tied max, np.maximum(np.maximum(a, b), 0.0) ** 2: regress86)."""
     masks = _pick_masks(r, st, pos)
     if masks is None:
         return True
-    tie = _tie_mask(found[0])
+    tie = _tie_mask(tied)
     try:
         return bool(np.any(masks[1] & np.broadcast_to(tie, masks[1].shape)))
     except (ValueError, TypeError):
@@ -1635,15 +1639,13 @@ def _tie_operands(r):
     return None if any(v is None for v in roots) else roots
 
 
-def _moving(x, at):
-    """``at`` (where the kink that tracer ``x`` is based on sits) without the ties of a maximum or minimum whose two
-    operands move alike along the forward level that traces them (mg.hessian's outer level, one direction per
-    run): along it the tie stays, no kink is crossed, and the column is right (a max-pool of a flat background's
-    equal outputs: regress86). The same records whatever the direction: only the mask differs."""
-    found = _abs_record(x._level, x._storage)
-    if found is None or found[0].prim.name not in _TIES:
+def _moving(r, at):
+    """``at`` (where the kink of record ``r``, which a watched value is based on, sits) without the ties of a maximum
+    or minimum whose two operands move alike along the forward level that traces them (mg.hessian's outer level,
+    one direction per run): along it the tie stays, no kink is crossed, and the column is right (a max-pool of a
+    flat background's equal outputs: regress86). The same records whatever the direction: only the mask differs."""
+    if r.prim.name not in _TIES:
         return at
-    r = found[0]
     tangents = []
     for v in _tie_operands(r) or ():
         if not isinstance(v, Tracer) or v._level.mode != "fwd":
@@ -1653,17 +1655,18 @@ def _moving(x, at):
     try:
         if len(tangents) != 2:
             return at
-        moved = np.broadcast_to(tangents[0] != tangents[1], np.shape(_tie_mask(r))) & _tie_mask(r)  # (at the ties)
+        tie = _tie_mask(r)
+        moved = np.broadcast_to(tangents[0] != tangents[1], tie.shape) & tie  # (at the ties alone)
         return at & (moved if moved.shape == at.shape else np.any(moved))
     except ValueError:
         return at
 
 
 def _abs_zeros(x):
-    """Where the np.abs that reverse-level tracer ``x``'s value is based on (:func:`_abs_record`) is at 0, in
+    """(where the np.abs that reverse-level tracer ``x``'s value is based on (:func:`_abs_record`) is at 0, in
     x's shape: those elements themselves where every step from the abs kept them in place, else all of x where
-    it has one; None where it is at no 0 (or x is no such value). A maximum or minimum of two traced values is
-    such an abs where they tie."""
+    it has one; that record), or None where it is at no 0 (or x is no such value). A maximum or minimum of two
+    traced values is such an abs where they tie."""
     found = _abs_record(x._level, x._storage)
     if found is None:
         return None
@@ -1671,24 +1674,22 @@ def _abs_zeros(x):
     shape = np.shape(bottom(x))
     if r.prim.name in _TIES:
         tie = _tie_mask(r)
-        return tie if in_place and x._geom is None and tie.shape == shape else np.ones(shape, bool)
+        return (tie if in_place and x._geom is None and tie.shape == shape else np.ones(shape, bool)), r
     src, geom, _ = r.inputs[0]
     # (the abs's operand, where it is a whole value, else its result, which may have been changed in place
     # since; a large value nothing holds any more is gone: then as if it were at a 0)
     vals = src.root if geom is None else None
     if vals is None:
-        out = getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)
+        out = _out_of(r)
         vals = None if out is None else out.root
     if vals is None:
-        return np.ones(shape, bool)
+        return np.ones(shape, bool), r
     zero = np.asarray(bottom(vals)) == 0
     if zero.any() and geom is None:
         zero &= ~_self_differences(x._level, src)
     if not zero.any():
         return None
-    if in_place and x._geom is None and zero.shape == shape:
-        return zero
-    return np.ones(shape, bool)
+    return (zero if in_place and x._geom is None and zero.shape == shape else np.ones(shape, bool)), r
 
 
 def _self_differences(level, s):
@@ -1701,8 +1702,7 @@ def _self_differences(level, s):
     if r is None or getattr(r, "prim", None) is None or r.prim.name != "np.subtract" or len(r.inputs) != 2:
         return none
     (a, ga, _), (b, gb, _) = r.inputs
-    if a is not b or a.dtype not in (np.float64, np.complex128) or (
-            getattr(r, "out", None) or (r.outputs[0] if r.outputs else None)) is not s:
+    if a is not b or a.dtype not in (np.float64, np.complex128) or _out_of(r) is not s:
         return none
     try:  # (which element of a each operand reads: a mirror of a's memory holding their numbers, exact)
         buf, root = a.new_mirror(np.zeros)
@@ -1717,7 +1717,7 @@ def _curved_at(ufunc, leaves, pos, at, shape):
     """(where ``ufunc`` of plain ``leaves``, as a function of operand ``pos`` alone, curves at the elements ``at``
     (of its result's ``shape``): a second difference that is no rounding; whether its slope there is 0 too), by
     central differences of NumPy's own ufunc at those few elements."""
-    vals = [np.broadcast_to(np.asarray(bottom(v)), shape)[at].astype(float) for v in leaves]
+    vals = [np.broadcast_to(np.asarray(bottom(v)), shape)[at] + 0.0 for v in leaves]  # (floats: integers too)
     u = vals[pos]
     h = 1e-4 * (1.0 + np.abs(u))
 
@@ -1754,9 +1754,10 @@ def _function_of_abs_watch(ufunc, then=None):
             return res
         for pos, leaf in enumerate(leaves):
             x = _reverse_of(leaf) if isinstance(leaf, Tracer) else None
-            at = None if x is None else _abs_zeros(x)
-            if at is None or _called_by_a_rule():
+            found = None if x is None else _abs_zeros(x)
+            if found is None or _called_by_a_rule():
                 continue
+            at, r = found
             shape = np.shape(bottom(res))
             try:
                 at = np.broadcast_to(at, shape)
@@ -1769,7 +1770,7 @@ def _function_of_abs_watch(ufunc, then=None):
                 name = getattr(ufunc, "__name__", "a function")
                 return _norm_kink(res, f"np.{name} of np.abs(x) (scaled or shifted) at x = 0, where it curves "
                                        "(np.cos(np.abs(x)) is np.cos(x); a smooth minimum of a and b is "
-                                       "-k * np.logaddexp(-a / k, -b / k))", at=_moving(x, where), first_right=flat,
+                                       "-k * np.logaddexp(-a / k, -b / k))", at=_moving(r, where), first_right=flat,
                                   keep=True)
         return res
 

@@ -1214,7 +1214,7 @@ def _read_at(read, tied) -> bool:
 def _unread(read, tied) -> bool:
     """Whether no operation read the vectors (columns) where ``tied`` (..., n) is True, by ``read``
     (tape.read_mask of the vectors, (..., m, n); None: not known, so read)."""
-    return read is not None and not np.any(np.any(read, axis=-2) & np.asarray(tied))
+    return read is not None and not _read_at(read, tied)
 
 
 # the identity whose own derivative is not implemented: a pullback's result (its value right) whose
@@ -1321,7 +1321,8 @@ def _degenerate(what, forward=False):
         f"that cannot be formed from {cot}: compute such a quantity without the vectors "
         "(np.linalg.inv, solve, slogdet, eigvalsh alone; a matrix function by mutagrad.scipy.linalg.expm, logm or "
         "sqrtm, which have rules: P = expm(Q * t), a Hencky strain logm(F.T @ F) / 2, the polar factor "
-        "U @ Vt as mutagrad.scipy.linalg.polar(F)[0] (a rotation, also at repeated singular values); the density matrix of a filled degenerate shell, C[:, :k] @ C[:, :k].T with "
+        "U @ Vt as mutagrad.scipy.linalg.polar(F)[0] (a rotation, also at repeated singular values); the density "
+        "matrix of a filled degenerate shell, C[:, :k] @ C[:, :k].T with "
         "a gap after value k, as the spectral projector (I - S) / 2, S = A @ inv(sqrtm(A @ A)), A = H - mu I for "
         "a mu = mg.stop_gradient(...) in the gap), or use only the values. (A second derivative of the values, "
         "np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
@@ -1542,11 +1543,11 @@ def _eigh_T(w, V, gw, gV, lower, rows=None, what="np.linalg.eigh", generalized=F
             # (inside eigvalsh's pullback, differentiated: its second derivative at the tie, whose
             # divided differences (f'(λi) - f'(λj)) / (λi - λj) no cotangent shows, refuses; a
             # vector of a repeated value that no operation read has no cotangent at all, not a zero
-            # that may hide one: nothing hidden)
-            # (a tied vector read with a zero cotangent: the zero may be a factor that vanishes at the point
-            # only, v @ (H - H0) @ v at H = H0, whose derivative the basis LAPACK chose decides: regress84)
-            hidden = F is not None and (bool(_VALUES_PULLBACK) or _read_at(read, tied) or (
-                not _unread(read, tied) and _zero_hides_a_tie(tied, gw0, gV)))
+            # that may hide one: nothing hidden; one that an operation read, with a zero cotangent, may
+            # hide one: a factor that vanishes at the point only, v @ (H - H0) @ v at H = H0, whose
+            # derivative the basis LAPACK chose decides: regress84; where reads are not known, the cotangents)
+            hidden = F is not None and (bool(_VALUES_PULLBACK) or (
+                _zero_hides_a_tie(tied, gw0, gV) if read is None else _read_at(read, tied)))
             if F is None or hidden is True:
                 bad = _degenerate(what)
         if bad is None and _is_complex(V):

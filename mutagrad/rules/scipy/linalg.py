@@ -1367,22 +1367,21 @@ def polar(a, side="right"):
     return _polar(a, side=side)
 
 
-def _polar_refusal(a, side):
-    """The NotImplementedTangent of a polar decomposition without a derivative, or None."""
-    ab = np.asarray(bottom(a))
-    if ab.ndim != 2:
-        return None
-    m, n = ab.shape
-    s = np.linalg.svd(ab, compute_uv=False) if ab.size else np.ones(1)
-    if s[-1] <= max(m, n) * np.finfo(ab.dtype if ab.dtype.kind in "fc" else float).eps * s[0] or s[-1] == 0:
+def _polar_refusal(p):
+    """The NotImplementedTangent of a polar decomposition whose ``p`` is not definite (of a rank-deficient matrix),
+    or None; p's eigenvalues are the matrix's singular values."""
+    pb = np.asarray(bottom(p))
+    s = np.linalg.eigvalsh(pb) if pb.size else np.ones(1)
+    if s[0] <= max(pb.shape) * np.finfo(pb.dtype if pb.dtype.kind in "fc" else float).eps * s[-1] or s[-1] == 0:
         return not_implemented("scipy.linalg.polar of a rank-deficient matrix: its u is not unique (any rotation "
                                "of the null space's columns will do), so it has no derivative there")
     return None
 
 
-def _polar_parts(a, side):
-    """(u_b, p): the right polar decomposition b = u_b p of b = a (side="right") or aᴴ (side="left")."""
-    u, p = _polar(a, side=side)
+def _polar_parts(y, side):
+    """(u_b, p) from polar's result ``y``: the right polar decomposition b = u_b p of b = a (side="right") or aᴴ
+    (side="left")."""
+    u, p = y
     return (u, p) if side == "right" else (_mH(u), p)
 
 
@@ -1393,13 +1392,13 @@ def _times_p_inv(x, p):
 @rrule(_polar)
 def _polar_rrule(a, *, side="right"):
     y = _polar(a, side=side)
-    bad = _polar_refusal(a, side)
+    bad = _polar_refusal(y[1])
 
     def pullback(g):
         gu, gp = g
         if bad is not None:
             return (ZERO if is_zero(gu) and is_zero(gp) else bad,)
-        u, p = _polar_parts(a, side)
+        u, p = _polar_parts(y, side)
         ub = ZERO if is_zero(gu) else (gu if side == "right" else _mH(gu))
         pb = ZERO if is_zero(gp) else (gp + _mH(gp)) / 2
         uh_ub = ZERO if is_zero(ub) else np.matmul(_mH(u), ub)
@@ -1420,10 +1419,10 @@ def _polar_rrule(a, *, side="right"):
 def _polar_frule(primals, tangents, *, side="right"):
     (a,), (t,) = primals, tangents
     y = _polar(a, side=side)
-    bad = _polar_refusal(a, side)
+    bad = _polar_refusal(y[1])
     if bad is not None:
         return y, bad
-    u, p = _polar_parts(a, side)
+    u, p = _polar_parts(y, side)
     tb = t if side == "right" else _mH(t)
     M = np.matmul(_mH(u), tb)
     omega = _solve_sylvester(p, p, M - _mH(M))

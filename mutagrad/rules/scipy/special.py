@@ -610,14 +610,21 @@ def _betainc_dshape(a, b, x, y, wrt):
     return np.where(hi, -swapped(b, a, np.where(hi, y, 0.5)), _BETAINC_D[wrt](a, b, np.where(hi, 0.5, x)))
 
 
+def _flat_outside(inner, fn, *args):
+    """``fn`` of the values of ``args``, pairs (value, a safe stand-in), where the plain mask ``inner`` holds, and 0
+    elsewhere (the ends, where no shape moves the function), each value replaced by its stand-in there so that no
+    inf or NaN of the formula reaches a derivative."""
+    if inner.all():
+        return fn(*(v for v, _ in args))
+    return np.where(inner, fn(*(np.where(inner, v, safe) for v, safe in args)), 0.0)
+
+
 def _betaincinv_d(a, b, x, wrt):
     """dx/da (wrt 0) or dx/db of the x with betainc(a, b, x) = p, or with betaincc(a, b, x) = q (the same: 1 - q
     is constant too): -dI/da over the density at x; 0 at x = 0 and 1, which no shape moves."""
     xb = np.asarray(bottom(x))
-    inner = (xb > 0) & (xb < 1)
-    xs = x if inner.all() else np.where(inner, x, 0.5)
-    d = -(betainc_da, betainc_db)[wrt](a, b, xs) / _beta_density(a, b, xs, None)
-    return _undefined(x, d if inner.all() else np.where(inner, d, 0.0))
+    return _undefined(x, _flat_outside((xb > 0) & (xb < 1), lambda xs: -(betainc_da, betainc_db)[wrt](a, b, xs)
+                                       / _beta_density(a, b, xs, None), (x, 0.5)))
 
 
 defparametric(sp.betainc, 2, _beta_density,
@@ -741,21 +748,20 @@ def _fdtr_d(dfn, dfd, x, y, wrt):
     with b w/(1-w) = dfn x / 2 held: half of betainc's derivatives along those. 0 at x = 0 and x = inf, where fdtr
     is 0 or 1 for every shape."""
     xb = np.asarray(bottom(x))
-    inner = (xb > 0) & np.isfinite(xb)
-    xs = x if inner.all() else np.where(inner, x, 1.0)
-    s = dfd + dfn * xs
-    d = 0.5 * _betainc_dshape(dfn / 2, dfd / 2, dfn * xs / s, dfd / s, 2 + wrt)
-    return _undefined(y, d if inner.all() else np.where(inner, d, 0.0))
+
+    def along(xs):
+        s = dfd + dfn * xs
+        return 0.5 * _betainc_dshape(dfn / 2, dfd / 2, dfn * xs / s, dfd / s, 2 + wrt)
+
+    return _undefined(y, _flat_outside((xb > 0) & np.isfinite(xb), along, (x, 1.0)))
 
 
 def _fdtri_d(dfn, dfd, x, wrt):
     """dx/ddfn (wrt 0) or dx/ddfd of the x with fdtr(dfn, dfd, x) = p: -d fdtr / d dfn over the F density at x;
     0 at x = 0 and x = inf (p = 0 and 1)."""
     xb = np.asarray(bottom(x))
-    inner = (xb > 0) & np.isfinite(xb)
-    xs = x if inner.all() else np.where(inner, x, 1.0)
-    d = -_fdtr_d(dfn, dfd, xs, xs, wrt) / _f_density(dfn, dfd, xs, xs)
-    return _undefined(x, d if inner.all() else np.where(inner, d, 0.0))
+    return _undefined(x, _flat_outside((xb > 0) & np.isfinite(xb), lambda xs: -_fdtr_d(dfn, dfd, xs, xs, wrt)
+                                       / _f_density(dfn, dfd, xs, xs), (x, 1.0)))
 
 
 defparametric(sp.fdtr, 2, _f_density, dparams={0: lambda dfn, dfd, x, y: _fdtr_d(dfn, dfd, x, y, 0),
@@ -880,20 +886,18 @@ def _stdtr_ddf(df, t, y):
     betainc's derivative along b so. 0 at t = 0 (stdtr = 1/2 for every df), at t = +-inf (0 or 1) and at
     df = inf (the normal cdf)."""
     dfb, tb = np.asarray(bottom(df)), np.asarray(bottom(t))
-    inner = np.isfinite(dfb) & np.isfinite(tb) & (tb != 0)
-    if not inner.all():
-        df, t = np.where(inner, df, 1.0), np.where(inner, t, 1.0)
-    t2 = t * t
-    d = np.sign(np.asarray(bottom(t))) / 4 * _betainc_dshape(0.5, df / 2, t2 / (df + t2), df / (df + t2), 3)
-    return _undefined(y, d if inner.all() else np.where(inner, d, 0.0))
+
+    def along(df, t):
+        t2 = t * t
+        return np.sign(np.asarray(bottom(t))) / 4 * _betainc_dshape(0.5, df / 2, t2 / (df + t2), df / (df + t2), 3)
+
+    return _undefined(y, _flat_outside(np.isfinite(dfb) & np.isfinite(tb) & (tb != 0), along, (df, 1.0), (t, 1.0)))
 
 
 def _stdtrit_ddf(df, t):
     """dt/ddf of the t with stdtr(df, t) = p: -d stdtr / d df over the density at t; 0 at t = +-inf (p = 0, 1)."""
-    fin = np.isfinite(np.asarray(bottom(t)))
-    ts = t if fin.all() else np.where(fin, t, 0.0)
-    d = -_stdtr_ddf(df, ts, ts) / _t_density(df, ts, None)
-    return _undefined(t, d if fin.all() else np.where(fin, d, 0.0))
+    return _undefined(t, _flat_outside(np.isfinite(np.asarray(bottom(t))),
+                                       lambda ts: -_stdtr_ddf(df, ts, ts) / _t_density(df, ts, None), (t, 0.0)))
 
 
 defparametric(sp.stdtr, 1, _t_density, dparams={0: _stdtr_ddf})

@@ -131,7 +131,6 @@ class _Distribution:
     shapes: tuple = ()
     METHODS: tuple = ()  # the differentiable methods, listed in docs/coverage.md
     PARAMETER_METHODS: tuple = ()  # those of them that take no x (frozen: ``_name(*parameters)``)
-    SHAPE_DERIVATIVE_NOT_IMPLEMENTED: tuple = ()  # methods without a derivative w.r.t. the shapes
     SHAPE_SECOND_DERIVATIVE_NOT_IMPLEMENTED: tuple = ()  # methods with a first one only (gammainc's in a)
 
     def __call__(self, *args, **kwds):

@@ -34,6 +34,7 @@ import linecache
 import math
 import numbers
 import operator
+import os
 import sys
 import threading
 import types
@@ -442,13 +443,37 @@ def _bounds_of(b):
 def note_equality(args, attr="equality_at"):
     """Note, on the levels of the differentiated values among ``args`` (tracers carrying a derivative),
     the user's line of an equality test of them (a == b, np.array_equal): see Level.equality_at; with
-    ``attr="order_at"``, of an order comparison (a < b, an if on one: Level.order_at)."""
+    ``attr="order_at"``, of an order comparison (a < b, an if on one: Level.order_at). Not a rule's own
+    comparison (huber's |r| <= d in its partials: a third derivative of huber, 0, warned of a bisection)."""
     for x in args:
         while isinstance(x, Tracer):
             lv = x._level
             if getattr(lv, attr) is None and _carries_derivative(x):
+                if compared_by_mutagrad(sys._getframe(1)):
+                    return
                 setattr(lv, attr, user_place())
             x = x._value
+
+
+_DISPATCH_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_DISPATCH_FILES = frozenset(_DISPATCH_DIR + name for name in (
+    "core.py", "tape.py", "forward.py", "runs.py", "registry.py", os.path.join("rules", "elementwise.py")))
+_RULE_RUNNERS = frozenset(_DISPATCH_DIR + name for name in ("tape.py", "forward.py", "runs.py", "derived.py"))
+
+
+def compared_by_mutagrad(frame) -> bool:
+    """Whether the comparison whose dispatch runs in ``frame`` was made by a rule (a partial, a pullback, a
+    forward rule), not by the user's code: past the dispatch (core, tape, forward, elementwise), the
+    comparing code is mutagrad's, and a level running a rule (tape, forward, runs, derived) is between it and
+    the user's frame. (np.array_equal's handler, mutagrad's too, compares for the user: no level runs it.)"""
+    f = frame
+    while f is not None and f.f_code.co_filename in _DISPATCH_FILES:
+        f = f.f_back
+    while f is not None and f.f_code.co_filename.startswith(_DISPATCH_DIR):
+        if f.f_code.co_filename in _RULE_RUNNERS:
+            return True
+        f = f.f_back
+    return False
 
 
 def note_cache_key(args, equal):

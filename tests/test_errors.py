@@ -547,6 +547,20 @@ def test_a_point_chosen_by_comparisons_from_plain_values_warns():
         mg.jacobian(lambda x: x > 1.5)(np.array([1.0, 2.0]))  # (a mask: its zero is evident)
 
 
+def test_a_rules_own_comparisons_do_not_warn():
+    # (the higherorder tester) the third derivative of huber(1, x) at 0.5, where huber is x ** 2 / 2 (by hand:
+    # 0): its second derivative carries no derivative, and huber's rule compares |x| <= 1 in its partials, a
+    # comparison that is the rule's, not a bisection of the user's; so are sign tests in a rule's partials
+    sps = pytest.importorskip("scipy.special")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mg.grad(mg.grad(mg.grad(lambda x: sps.huber(1.0, x))))(0.5) == 0.0
+        assert mg.grad(mg.grad(mg.grad(lambda x: sps.huber(1.0, x))))(-1.5) == 0.0  # (|x| - 1/2: also 0)
+        assert mg.jvp(mg.grad(mg.grad(lambda x: sps.huber(1.0, x))), (0.5,), (1.0,))[1] == 0.0
+    with pytest.warns(UserWarning, match="compared a differentiated value for order"):  # (the user's, still noted)
+        assert mg.grad(mg.grad(mg.grad(lambda x: np.where(x <= 1, x * x / 2, x - 0.5))))(0.5) == 0.0
+
+
 def test_a_cached_output_with_no_derivative_after_an_equality_test_warns():
     # a forward model memoized on its argument (scipy's MemoizeJac: fun(x), then jac(x) at the same x;
     # the seismic and hmc testers): the cached value is plain, its derivative zero, silently before

@@ -17,6 +17,7 @@ from ..core import (
     ZERO_IF_REAL,
     note_cache_key,
     note_equality,
+    compared_by_mutagrad,
     FUNCTIONS,
     NESTED_WATCH,
     REGISTRY,
@@ -448,8 +449,10 @@ def _warn_tie(inputs):
         ab = np.asarray(bottom(a))
         tie = np.any((ab == np.asarray(bottom(b))) & np.isfinite(ab))
     if tie:
-        if scipy_caller(sys._getframe(1)) is not None:
-            return  # (SciPy's own comparisons, Brent's in minimize_scalar, before it converts: the robuststats tester)
+        if scipy_caller(sys._getframe(1)) is not None or compared_by_mutagrad(sys._getframe(1)):
+            # (SciPy's own comparisons, Brent's in minimize_scalar, before it converts: the robuststats tester;
+            # a rule's, its convention's)
+            return
         kink_warning("a comparison of two differentiated values that are equal (a tie)", branch=True)
 
 

@@ -35,7 +35,14 @@ from .core import (
 from .errors import complex_into_real, replayed_line, user_line, warn_complex_cast
 from .pytree import tree_flatten_like, tree_map, tree_unflatten
 from .registry import FP, ew_tangent, fixed_errstate
-from .tangents import AbstractZero, NotImplementedTangent, Thunk, ZeroTangent, project
+from .tangents import (
+    AbstractZero,
+    NotImplementedTangent,
+    PartlyNotImplemented,
+    Thunk,
+    ZeroTangent,
+    project,
+)
 from .tape import _broadcast_to
 
 _ndarray = np.ndarray
@@ -141,6 +148,15 @@ class ForwardLevel(Level):
         if isinstance(tdot, NotImplementedTangent):
             s.poison = self._poisoned(tdot, "an operation")
             self.ensure_tangent(s)
+            return
+        if isinstance(tdot, PartlyNotImplemented):  # (the unknown elements poisoned, as _note_poisoned_write's)
+            poison = self._poisoned(tdot.poison, "an operation")
+            self.set_tangent(s, tdot.known, inputs_tangents)
+            self.ensure_tangent(s)
+            buf, root = s.new_mirror(np.zeros)
+            root[...] = np.where(tdot.unknown, 0, (1 + 1j) if root.dtype.kind == "c" else 1)
+            self.clean_marks[id(s)] = (s, buf, root)
+            s.poison = poison
             return
         tdot = project(tdot, s.shape, s.dtype)
         if type(tdot) is type(s._root) and type(tdot) in _NP_FLOAT_SCALARS and not self.index:

@@ -242,6 +242,20 @@ def not_implemented(message: str = "") -> NotImplementedTangent:
     return NotImplementedTangent(message)
 
 
+class PartlyNotImplemented:
+    """A forward rule's tangent of one output whose derivative is known but at some of its elements:
+    ``known``, the tangent (an array of the output's shape; any values at the other elements), ``unknown``,
+    a boolean mask of those, and ``poison``, the :class:`NotImplementedTangent` they carry. The forward level
+    gives the output the known tangent and poisons the unknown elements only, so that a function that reads
+    only the others (``Vh[:k]`` of svd(full_matrices=True)) keeps its derivative, as in reverse mode, where
+    the pullback sees the cotangent of the elements read. Rules' own: not public."""
+
+    __slots__ = ("known", "poison", "unknown")
+
+    def __init__(self, known, unknown, poison: NotImplementedTangent):
+        self.known, self.unknown, self.poison = known, unknown, poison
+
+
 class Tangent:
     """A structured tangent for a composite primal (dataclass, namedtuple, object).
 

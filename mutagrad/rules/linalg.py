@@ -33,7 +33,16 @@ from ..errors import kink_warning, user_line, user_site
 from ..registry import LAYOUT_EXACT, _Meta, pins, refusing_identity, view_kept
 from ..registry import conj_if_complex as _cj
 from ..tape import FOOTPRINTS, read_mask
-from ..tangents import NotImplementedTangent, NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
+from ..tangents import (
+    NotImplementedTangent,
+    NoTangent,
+    PartlyNotImplemented,
+    Thunk,
+    ZeroTangent,
+    is_zero,
+    not_implemented,
+    unbroadcast,
+)
 
 ZERO = ZeroTangent()
 
@@ -370,6 +379,25 @@ def _einsum_impl(subscripts, *operands, optimize=False):
 einsum_p = get_primitive(_einsum_impl, "np.einsum")
 
 
+_NAIVE_EINSUM = 1 << 13  # (index spaces up to this size: np.einsum's own loop, not a planned contraction order)
+
+
+@functools.lru_cache(maxsize=512)
+def _einsum_plan(spec, shapes):
+    """np.einsum's ``optimize=`` for ``spec`` (explicit letters, no ellipsis) on operands of ``shapes``: False (NumPy's
+    one loop over every index) where that index space is small, else the contraction path ``optimize=True`` finds,
+    searched once per spec and shapes instead of at each call (a 3-operand einsum of bond dimension 3 spent 60% of
+    its pullback in NumPy's path search: 64x the plain call, the tensortrain tester)."""
+    sizes = {}
+    for letters, shape in zip(spec.split("->")[0].split(","), shapes):
+        for c, n in zip(letters, shape):
+            sizes[c] = max(sizes.get(c, 1), n)
+    if int(np.prod(list(sizes.values()), dtype=np.float64)) <= _NAIVE_EINSUM:
+        return False
+    blanks = [np.broadcast_to(np.empty(()), shape) for shape in shapes]
+    return np.einsum_path(spec, *blanks, optimize="greedy")[0]
+
+
 def _einsum_operand_ct(g, ins, out, operands, i, sizes):
     """Cotangent of operand i of a (multi)linear einsum."""
     target = ins[i]
@@ -378,7 +406,8 @@ def _einsum_operand_ct(g, ins, out, operands, i, sizes):
     avail = set(out).union(*[set(s) for s, _ in others]) if others else set(out)
     keep = "".join(c for c in uniq if c in avail)
     spec = ",".join([out] + [s for s, _ in others]) + "->" + keep
-    r = np.einsum(spec, g, *[o for _, o in others], optimize=True)
+    r = np.einsum(spec, g, *[o for _, o in others],
+                  optimize=_einsum_plan(spec, tuple(tuple(sizes[c] for c in s) for s in [out] + [s for s, _ in others])))
     # letters of the operand that appear nowhere else were summed: broadcast back
     if keep != uniq:
         shape_u = tuple(sizes[c] for c in uniq)
@@ -1831,10 +1860,28 @@ def _null_vector_vjp(U, S, Vh, y, g):
 
 _EXTRA_VECTORS = ("np.linalg.svd(full_matrices=True) of a non-square matrix: the extra singular vectors are not "
                   "unique (more than one of them, a complex matrix, or a matrix of lower rank: any rotation among "
-                  "them will do). If the function does not read them, call np.linalg.svd(a, full_matrices=False) "
-                  "(forward mode and hessian cannot tell which parts of U and Vh are read); a function of the "
+                  "them will do). A function that does not read them is differentiated (or call "
+                  "np.linalg.svd(a, full_matrices=False)); a function of the "
                   "projector onto them is: I - V Vᴴ from full_matrices=False (V = Vh.conj().T), or I - U Uᴴ for the "
                   "extra columns of U")
+
+
+def _extra_unknown(d, extra, axis, message=_EXTRA_VECTORS):
+    """The tangent of a full factor whose ``extra`` last columns (``axis`` -1) or rows (-2) have no derivative,
+    from ``d``, the tangent of the others: theirs, and the extra ones poisoned only (a function that reads the
+    others keeps its derivative, as the pullback's, which sees what is read)."""
+    bad = not_implemented(message)
+    if isinstance(d, NotImplementedTangent):
+        return d
+    if is_zero(d):
+        return bad  # (no tangent for the known part either: nothing to keep; a zero input tangent is not asked)
+    shape = list(np.shape(d))
+    shape[axis] = extra
+    pad = np.zeros(shape, np.result_type(bottom(d)))
+    known = np.concatenate((d, pad), axis=axis)
+    unknown = np.zeros(np.shape(known), bool)
+    unknown[(Ellipsis, slice(-extra, None)) if axis == -1 else (Ellipsis, slice(-extra, None), slice(None))] = True
+    return PartlyNotImplemented(known, unknown, bad)
 
 
 def _svd_impl(a, full_matrices=True, compute_uv=True):
@@ -2116,8 +2163,7 @@ def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True, _impl=_sv
     m, n = np.shape(a)[-2:]
     if full_matrices and m != n:
         if not _one_null_vector(a, S):
-            bad = not_implemented(_EXTRA_VECTORS)
-            dU, dVh = (bad, dVh) if m > n else (dU, bad)
+            dU, dVh = (_extra_unknown(dU, m - n, -1), dVh) if m > n else (dU, _extra_unknown(dVh, n - m, -2))
         elif m > n and not isinstance(dU, NotImplementedTangent):
             dU = np.concatenate((dU, _null_vector_jvp(U, S, Vh, y, t)[..., :, None]), axis=-1)
         elif m < n and not isinstance(dVh, NotImplementedTangent):
@@ -2308,9 +2354,9 @@ def _qr_reduced(a, y, mode):
 
 
 _QR_EXTRA = ("np.linalg.qr(mode='complete') of a tall matrix: the extra columns of Q are not unique (more than "
-             "one of them, a complex matrix, or a matrix of lower rank: any rotation among them will do). If the "
-             "function does not read them, use mode='reduced' (forward mode and hessian cannot tell which "
-             "columns are read); a function of the projector onto them is: I - Q Qᴴ from mode='reduced'")
+             "one of them, a complex matrix, or a matrix of lower rank: any rotation among them will do). A "
+             "function that does not read them is differentiated (or use mode='reduced'); a function of the "
+             "projector onto them is: I - Q Qᴴ from mode='reduced'")
 
 # One extra column (m = n + 1) of a real matrix of full rank is unique up to its sign, the
 # unit null vector q of Aᵀ (Householder's sign): dq = -Q R⁻ᵀ dAᵀ q, and the pullback adds
@@ -2412,7 +2458,7 @@ def _qr_frule(primals, tangents, mode="reduced", _impl=_qr_impl):
         if _one_qr_null_vector(a, R) and not isinstance(dQ, NotImplementedTangent):
             dQ = np.concatenate((dQ, _qr_null_vector_jvp(Q, R, y, t)[..., :, None]), axis=-1)
         else:
-            dQ = not_implemented(_QR_EXTRA)
+            dQ = _extra_unknown(dQ, m - n, -1, _QR_EXTRA)
         return y, (dQ, np.concatenate([dR, pad], axis=-2))
     return y, (dQ, dR)
 

@@ -330,6 +330,42 @@ def _at_sums_frule(primals, tangents):
 at_sums_p.rrule, at_sums_p.frule = _at_sums_rrule, _at_sums_frule
 
 
+def _stable_order(keys):
+    """``np.argsort(keys, kind="stable")`` of integer ``keys`` (positions, their inverse): where they are
+    nonnegative and below 2**32, by NumPy's radix sort of 16-bit keys, one pass or two (the low halves, then
+    the high ones), 3-6x faster than its merge sort of 64-bit keys (np.multiply.at of 10**6 values into
+    1000 positions spent 60% of its gradient sorting: the scatter tester)."""
+    if keys.size < 2:
+        return np.arange(keys.size)
+    lo, hi = int(keys.min()), int(keys.max())
+    if lo < 0 or hi >= 1 << 32:
+        return np.argsort(keys, kind="stable")
+    if hi < 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    low = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    return low[np.argsort((keys[low] >> 16).astype(np.uint16), kind="stable")]
+
+
+def _unique_inverse(flatpos, size):
+    """``np.unique(flatpos, return_inverse=True)`` of positions in an array of ``size`` elements: a mark per
+    element where the array is not much larger than the positions (no sort), else one radix sort."""
+    n = flatpos.size
+    if size <= 4 * n + 64:
+        mark = np.zeros(size, np.intp)
+        mark[flatpos] = 1
+        uniq = np.flatnonzero(mark)
+        mark[uniq] = np.arange(uniq.size)
+        return uniq, mark[flatpos]
+    order = _stable_order(flatpos)
+    srt = flatpos[order]
+    first = np.empty(n, np.bool_)
+    first[:1] = True
+    np.not_equal(srt[1:], srt[:-1], out=first[1:])
+    inv = np.empty(n, np.intp)
+    inv[order] = np.cumsum(first) - 1
+    return srt[first], inv
+
+
 def _rounds(positions):
     """The hits of each round of a ``ufunc.at`` with repeated ``positions`` (the r-th occurrence of every
     position in round r), each in index order: found by one sort (a scan of all hits per round made a
@@ -338,13 +374,13 @@ def _rounds(positions):
         return []
     occ = _occurrences(positions)
     ends = np.cumsum(np.bincount(occ))
-    by_round = np.argsort(occ, kind="stable")
+    by_round = _stable_order(occ)
     return np.split(by_round, ends[:-1])
 
 
 def _occurrences(inv):
     """Each element's occurrence number among the equal entries of ``inv``, in order."""
-    order = np.argsort(inv, kind="stable")
+    order = _stable_order(inv)
     sp = inv[order]
     start = np.r_[0, np.flatnonzero(np.diff(sp)) + 1]
     run_id = np.repeat(np.arange(start.size), np.diff(np.r_[start, sp.size]))
@@ -407,7 +443,7 @@ def _groups(invf):
     """(order, grp, starts, lengths, rank) of the hits ``invf`` (positions, in index order): the stable sort that
     groups each position's hits, the positions so sorted, where each group starts, its length, and each hit's
     place in its group."""
-    order = np.argsort(invf, kind="stable")
+    order = _stable_order(invf)
     grp = invf[order]
     n = grp.size
     starts = np.r_[0, np.flatnonzero(grp[1:] != grp[:-1]) + 1] if n else np.zeros(0, np.intp)
@@ -583,17 +619,8 @@ def _smooth_fold_weights(ufunc, partials, start, values, inv):
 def _positions_once(flatpos, size):
     """``(unique positions, inverse)`` of ``flatpos`` (positions in an array of ``size``
     elements), or None when each occurs once."""
-    n = flatpos.size
-    if size <= 4 * n + 64:  # a mark per element of the array: no sort
-        mark = np.zeros(size, np.intp)
-        mark[flatpos] = 1
-        uniq = np.flatnonzero(mark)
-        if uniq.size == n:
-            return None
-        mark[uniq] = np.arange(uniq.size)
-        return uniq, mark[flatpos]
-    uniq, inv = np.unique(flatpos, return_inverse=True)
-    return None if uniq.size == n else (uniq, inv)
+    uniq, inv = _unique_inverse(flatpos, size)
+    return None if uniq.size == flatpos.size else (uniq, inv)
 
 
 def _shape(v):
@@ -734,7 +761,7 @@ def _gathered(ufunc, a, b, pshape, flatpos, ashape, exact=True):
     to a's dtype)."""
     bb = np.broadcast_to(b, pshape) if _shape(b) != pshape else b
     bflat = np.reshape(bb, (-1,)) if np.ndim(bb) else np.broadcast_to(bb, flatpos.shape)
-    uniq, inv = np.unique(flatpos, return_inverse=True)
+    uniq, inv = _unique_inverse(flatpos, int(np.prod(ashape, dtype=np.int64)))
     idx = tuple(np.unravel_index(uniq, ashape)) if ashape else ()
     start = a[idx] if ashape else np.reshape(a[...], (1,))
     sb, vb = np.asarray(bottom(start)), np.asarray(bottom(bflat))
@@ -793,7 +820,7 @@ def _products_at(ufunc, a, b, pshape, flatpos, ashape):
     if not (np.all(np.isfinite(bottom(start))) and np.all(np.isfinite(bottom(bflat)))) or (
             ufunc is np.divide and not np.all(bottom(bflat))):
         return False
-    order = np.argsort(inv, kind="stable")
+    order = _stable_order(inv)
     starts = np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]
     values = bflat[order].astype(dt)  # (in a's dtype, as NumPy computes each step: an int64 product wraps)
     vb = np.asarray(bottom(values))

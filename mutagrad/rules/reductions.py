@@ -339,6 +339,32 @@ def _wider(*arrays):
     return tuple(a.astype(np.clongdouble if a.dtype.kind == "c" else ld) for a in arrays)
 
 
+def _zero_parts(xm, ym):
+    """For plain ``x`` (axis last) with zero factors and its cumprod ``y``: (before, first, after, p, q): masks of
+    the elements before each lane's first zero, of that zero, and of those after it up to the next zero; the
+    product of the factors before the first zero (1 for a lane that starts with it); and, over ``after``, the
+    products of the factors after the first zero (q_k = prod_{z < i <= k} x_i); or None where some of these
+    products over- or underflow, or a lane has no zero (_divides_exactly's case). dy_k / dx_j is then
+    y_k / x_j for j <= k before the zero, p * q_k for the zero itself (q 1 at it), and 0 for every other j."""
+    xb = np.asarray(bottom(xm))
+    zero = xb == 0
+    count = np.cumsum(zero, axis=-1)
+    if not np.all(count[..., -1:]) or not np.all(np.isfinite(xb)):
+        return None
+    before, first = count == 0, zero & (count == 1)
+    after = (count == 1) & ~zero
+    yb = np.asarray(bottom(ym))
+    tiny = np.finfo(np.result_type(yb, np.float16)).tiny
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        q = np.cumprod(np.where(after, xb, 1), axis=-1)
+        normal = lambda v: np.isfinite(v) & (np.abs(v) >= tiny)
+        if not (np.all(normal(q) | ~after) and np.all(normal(yb) | ~before)):
+            return None
+    z = np.argmax(zero, axis=-1)[..., None]
+    p = np.where(z > 0, np.take_along_axis(yb, np.maximum(z - 1, 0), axis=-1), 1)
+    return before, first, after, p, q
+
+
 def _exclusive_cumprod(xm):
     """``prev[..., j] = prod_{i < j} x_i``."""
     ones = np.ones(np.shape(xm)[:-1] + (1,), dtype=np.result_type(bottom(xm)))
@@ -380,6 +406,17 @@ def _cumprod_rrule(x, axis=None, dtype=None):
                 gy = cy * gm
             if np.all(np.isfinite(bottom(gy))):
                 return (_back(np.flip(np.cumsum(np.flip(gy, -1), axis=-1), -1) / cx, x, axis),)
+        parts = None if isinstance(x, Tracer) or isinstance(g, Tracer) else _zero_parts(xm, ym)
+        if parts is not None:  # (zero factors: the lanes' first zeros, in a few passes, not the recurrence)
+            before, first, after, p, q = parts
+            with np.errstate(over="ignore", invalid="ignore"):
+                gy = np.where(before, cy * gm, 0)
+                s = np.flip(np.cumsum(np.flip(gy, -1), axis=-1), -1)
+                at_zero = np.conj(p) * np.sum(np.where(first | after, gm * (np.conj(q) if cplx else q), 0), axis=-1,
+                                              keepdims=True)
+                r = np.where(before, s / np.where(before, cx, 1), np.where(first, at_zero, 0))
+            if np.all(np.isfinite(r)) and np.all(np.isfinite(gm)):
+                return (_back(r.astype(np.result_type(ym, gm), copy=False), x, axis),)
         n = np.shape(xm)[-1]
         if not n:
             return (_back(gm * cx, x, axis),)
@@ -402,6 +439,15 @@ def _cumprod_frule(primals, tangents, axis=None, dtype=None):
     xm, ym, tm = _along_last(x, axis), _along_last(y, axis), _along_last(t, axis)
     if not isinstance(x, Tracer) and not isinstance(t, Tracer) and _divides_exactly(xm, ym):  # (see the pullback)
         return y, _back(ym * np.cumsum(tm / xm, axis=-1), y, axis)
+    parts = None if isinstance(x, Tracer) or isinstance(t, Tracer) else _zero_parts(xm, ym)
+    if parts is not None:  # (see the pullback)
+        before, first, after, p, q = parts
+        with np.errstate(over="ignore", invalid="ignore"):
+            tz = np.sum(np.where(first, tm, 0), axis=-1, keepdims=True)
+            r = np.where(before, ym * np.cumsum(np.where(before, tm / np.where(before, xm, 1), 0), axis=-1),
+                         np.where(first | after, p * tz * q, 0))
+        if np.all(np.isfinite(r)) and np.all(np.isfinite(tm)):
+            return y, _back(r.astype(np.result_type(ym, tm), copy=False), y, axis)
     n = np.shape(xm)[-1]
     if not n:
         return y, _back(tm * ym, y, axis)
@@ -1007,13 +1053,23 @@ def _segments(starts, n):
     return lengths, offsets, owners, positions
 
 
+def _tiling(starts) -> bool:
+    """Whether reduceat's segments from ``starts`` follow one another (each start after the one before), so
+    that they tile the axis from the first start to its end, each element in one segment."""
+    return starts.size > 0 and bool(np.all(starts[1:] > starts[:-1]))
+
+
 def _add_reduceat_T(g, x, indices, axis=0):
     from ..numpy import zeros as _zeros  # (a traced buffer when an outer differentiation traces g)
 
     ax = axis % len(x.shape)
     n = x.shape[ax]
-    _, _, owners, positions = _segments(np.asarray(indices, dtype=np.intp).reshape(-1), n)
+    starts = np.asarray(indices, dtype=np.intp).reshape(-1)
+    lengths, _, owners, positions = _segments(starts, n)
     out = _zeros(x.shape, np.result_type(bottom(g), x.dtype))
+    if _tiling(starts):  # (segments one after another to the end: each element's one segment, no scatter)
+        out[(slice(None),) * ax + (slice(int(starts[0]), None),)] = np.repeat(g, lengths, axis=ax)
+        return out
     np.add.at(out, (slice(None),) * ax + (positions,), np.take(g, owners, axis=ax))
     return out
 
@@ -1083,7 +1139,8 @@ def _segment_reductions(ufunc, x, indices, axis):
     if starts.size == 0:
         return exact
     lengths, offsets, owners, positions = _segments(starts.astype(np.intp, copy=False), n)
-    xs = np.take(np.moveaxis(x, ax, 0), positions, axis=0)  # (traced: the segments' elements, in order)
+    # (traced: the segments' elements, in order; a slice where the segments tile the axis)
+    xs = np.moveaxis(x, ax, 0)[int(starts[0]):] if _tiling(starts) else np.take(np.moveaxis(x, ax, 0), positions, axis=0)
     xb = np.asarray(bottom(xs))
     eb = np.moveaxis(exact, ax, 0)
     own = (owners,) + (Ellipsis,)
@@ -1092,9 +1149,13 @@ def _segment_reductions(ufunc, x, indices, axis):
         if ufunc is np.multiply:
             res = _segment_products(xs, lengths, offsets)
         elif ufunc in (np.maximum, np.minimum, np.fmax, np.fmin):
-            sel = (xb == eb[own]) | (np.isnan(xb) & np.isnan(eb[own]))
-            w = sel / np.add.reduceat(sel, offsets, axis=0)[own]
-            res = segsum(xs * w.astype(xb.dtype))
+            at = eb[own]
+            sel = xb == at
+            if np.isnan(eb).any():
+                sel |= np.isnan(xb) & np.isnan(at)
+            w = sel.astype(xb.dtype if xb.dtype.kind in "fc" else np.float64)
+            w /= np.add.reduceat(w, offsets, axis=0)[own]
+            res = segsum(xs * w)
         elif ufunc in (np.logaddexp, np.logaddexp2):
             ex, lg = (np.exp2, np.log2) if ufunc is np.logaddexp2 else (np.exp, np.log)
             m = np.where(np.isfinite(eb), eb, 0.0)  # (a constant shift: it cancels)

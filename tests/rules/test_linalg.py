@@ -177,9 +177,36 @@ def test_cross_of_2_vectors(covers, fn, args, order):
 # -- full_matrices / mode="complete": the extra columns are not unique ---------------------
 
 
-@pytest.mark.parametrize("shape", [(4, 2), (2, 4), (2, 3, 2)])
-def test_svd_full_matrices_reverse_through_the_unique_columns(shape):
-    check_grads(_usv(full=True), R(*shape), modes=("rev",))
+@pytest.mark.parametrize("shape", [(4, 2), (2, 4), (2, 3, 2), (5, 2), (2, 3, 5)])
+def test_svd_full_matrices_through_the_unique_columns(shape):
+    # (forward mode too: the extra vectors' tangents are poisoned alone, so reading the others keeps the
+    # derivative, as reverse mode's pullback, which sees what is read: the tensortrain tester's jvp and
+    # hessian of np.linalg.svd's default, full_matrices=True, of a wide matrix)
+    check_grads(_usv(full=True), R(*shape), order=2)
+
+
+def test_qr_complete_through_the_unique_columns_forward_and_hessian():
+    def f(x):
+        Q, Rf = np.linalg.qr(x.reshape(6, 3), mode="complete")
+        return np.sum(Q[:, :3] ** 3) + np.sum(Rf ** 2)
+
+    x = np.random.default_rng(4702).standard_normal(18)
+    check_grads(f, x, order=2)
+    np.testing.assert_allclose(mg.hessian(f)(x), fd_hessian(f, x), atol=1e-5)
+
+
+@pytest.mark.parametrize("read", [lambda Vh: Vh[3:], lambda Vh: Vh, lambda Vh: Vh[:, 1:]])
+def test_svd_full_matrices_forward_reading_extra_vectors_not_implemented(read):
+    x = np.random.default_rng(4703).standard_normal((3, 5))
+
+    def f(x, read=read):
+        v = read(np.linalg.svd(x)[2])
+        return np.sum(v ** 2 * np.arange(v.shape[-1]))
+
+    t = mg.jvp(f, (x,), (x,))[1]
+    assert isinstance(t, mg.NotImplementedTangent) and "full_matrices" in t.message
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError):
+        mg.jvp(f, (x,), (x,))
 
 
 @pytest.mark.parametrize("shape", [(4, 2), (2, 4)])
@@ -1098,15 +1125,19 @@ def test_truncated_hermitian_pinv_polyfit_and_higher_orders():
 
 
 def test_the_extra_vectors_message_names_the_reduced_factorization():
-    # forward mode cannot tell whether the extra vectors are read: the message says what to call
+    # the full factorizations' Hessians where the extra vectors are not read: the squared Frobenius norm's, 2 I
+    # (sum of the squared singular values; of R's squared entries), as from the reduced factorizations
     A = np.random.default_rng(2).standard_normal((3, 5))
-    H = mg.hessian(lambda A: np.sum(np.linalg.svd(A)[1] ** 2))(A)
-    assert isinstance(H, mg.NotImplementedTangent) and "full_matrices=False" in H.message
-    # the reduced factorization: the Hessian of the squared Frobenius norm, 2 I
-    H = mg.hessian(lambda A: np.sum(np.linalg.svd(A, full_matrices=False)[1] ** 2))(A)
-    np.testing.assert_allclose(H.reshape(15, 15), 2 * np.eye(15), atol=1e-9)
     B = np.random.default_rng(3).standard_normal((5, 3))
-    H = mg.hessian(lambda B: np.sum(np.linalg.qr(B, mode="complete")[1] ** 2))(B)
+    for full in (True, False):
+        H = mg.hessian(lambda A, full=full: np.sum(np.linalg.svd(A, full_matrices=full)[1] ** 2))(A)
+        np.testing.assert_allclose(H.reshape(15, 15), 2 * np.eye(15), atol=1e-9)
+        H = mg.hessian(lambda B, full=full: np.sum(np.linalg.qr(B, mode="complete" if full else "reduced")[1] ** 2))(B)
+        np.testing.assert_allclose(H.reshape(15, 15), 2 * np.eye(15), atol=1e-9)
+    # where they are read, the message says what to call
+    H = mg.hessian(lambda A: np.sum(np.linalg.svd(A)[2][3:] ** 2 * np.arange(5.0)))(A)
+    assert isinstance(H, mg.NotImplementedTangent) and "full_matrices=False" in H.message
+    H = mg.hessian(lambda B: np.sum(np.linalg.qr(B, mode="complete")[0][:, 3:] ** 2 * np.arange(5.0)[:, None]))(B)
     assert isinstance(H, mg.NotImplementedTangent) and "mode='reduced'" in H.message
 
 

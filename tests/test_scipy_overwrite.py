@@ -383,15 +383,20 @@ def test_rewritten_elements_are_read_without_the_workspace_mark():
                     / (2 * h) for e in np.eye(2)])
     np.testing.assert_allclose(mg.hessian(f)(p), fd2, rtol=1e-4)
 
-    def half(p):  # (ab[1, 0] still holds the workspace when ab[1] is read)
+    def half(p, la=msl, rewritten=slice(1, None)):
         ab = np.zeros_like(p, shape=(3, 3))
         ab[1] = 3.0 + p[0]
         ab[0, 1:] = ab[2, :-1] = -0.1
-        c = msl.solve_banded((1, 1), ab, np.ones(3), overwrite_ab=True)
-        ab[1, 1:] = 2.0
+        c = la.solve_banded((1, 1), ab, np.ones(3), overwrite_ab=True)
+        ab[1, rewritten] = 2.0
         return np.sum(c) + np.sum(ab[1])
 
-    assert isinstance(mg.jvp(half, (p,), (np.ones(2),))[1], mg.NotImplementedTangent)
+    # (ab[1, 0], the first diagonal entry, is one SciPy's tridiagonal solver leaves as it was (in this call and in
+    # the probe's): its derivative stays, the central difference's; ab[1, 1] holds the workspace when ab[1] is read)
+    want = numerical_grad(lambda p: half(p, sl), (p,), (0,))[0] @ np.ones(2)
+    np.testing.assert_allclose(mg.jvp(half, (p,), (np.ones(2),))[1], want, rtol=1e-7)
+    assert isinstance(mg.jvp(lambda p: half(p, rewritten=slice(2, None)), (p,), (np.ones(2),))[1],
+                      mg.NotImplementedTangent)
 
 
 def test_a_workspace_in_a_view_marks_that_view_only():
@@ -569,3 +574,28 @@ def test_an_overwrite_into_mg_value_of_a_traced_array_is_refused():
         return np.sum(c) + np.sum(msl.solve(J, np.array(mg.value(c)), overwrite_b=True))
 
     np.testing.assert_array_equal(mg.grad(g)(np.array([0.3, 0.7])), [2.0, 2.0])
+
+
+def test_banded_storage_whose_unused_corners_a_loop_never_writes():
+    # (cranknicolson) Crank-Nicolson with solve_banded(overwrite_ab=True): each step refills the three bands and
+    # never writes ab[0, 0] and ab[2, -1], which LAPACK does not use (SciPy leaves them as they are): forward
+    # mode kept the whole of ab marked and refused the jvp. Against central differences of plain SciPy
+    def make(la):
+        def f(k):
+            ab = np.zeros_like(k, shape=(3, 6))
+            v = np.linspace(1.0, 2.0, 6) + 0.0 * k
+            for _ in range(3):
+                ab[0, 1:] = -k
+                ab[1, :] = 1 + 2 * k
+                ab[2, :-1] = -k
+                v = la.solve_banded((1, 1), ab, v, overwrite_ab=True)
+            return np.sum(v ** 2)
+        return f
+
+    f, plain = make(msl), make(sl)
+    h = 1e-6
+    fd = (plain(0.3 + h) - plain(0.3 - h)) / (2 * h)
+    np.testing.assert_allclose(mg.grad(f)(0.3), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(f, (0.3,), (1.0,))[1], fd, rtol=1e-7)
+    g = lambda k: (plain(k + 1e-4) - plain(k - 1e-4)) / 2e-4
+    np.testing.assert_allclose(mg.hessian(f)(0.3), (g(0.3 + 1e-4) - g(0.3 - 1e-4)) / 2e-4, rtol=1e-4)

@@ -1648,3 +1648,44 @@ def test_polar_at_a_rotation_closed_form_and_its_refusals():
     u, p = msl.polar(np.eye(2) * 3.0)  # (plain: SciPy's own)
     np.testing.assert_allclose(u, np.eye(2), atol=1e-15)
     np.testing.assert_allclose(p, 3.0 * np.eye(2), rtol=1e-15)
+
+
+# -- lu_solve / cho_solve with few right-hand sides: products with the columns, not an n x n matrix ----------
+
+
+_FEW = np.random.default_rng(4704)
+
+
+@pytest.mark.parametrize("k", [None, 1, 3, 4])  # (a vector, few columns of 6 rows, and as many as the old path takes)
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_lu_solve_few_and_many_columns(k, trans, dtype):
+    a = _FEW.standard_normal((6, 6)) + 3 * np.eye(6)
+    b = _FEW.standard_normal(6 if k is None else (6, k))
+    if dtype is complex:
+        a = a + 1j * _FEW.standard_normal((6, 6))
+        b = b + 1j * _FEW.standard_normal(b.shape)
+    w = _FEW.standard_normal(b.shape)
+
+    def f(a, b):
+        lu = msl.lu_factor(a)
+        x = msl.lu_solve(lu, b, trans=trans)
+        x = msl.lu_solve(lu, x * w + 1.0, trans=trans)  # (one factorization, two solves: its cotangents add up)
+        return np.sum(np.abs(x) ** 2)
+
+    check_grads(f, a, b, order=2 if dtype is float else 1)
+
+
+@pytest.mark.parametrize("k", [None, 1, 3, 4])
+@pytest.mark.parametrize("lower", [False, True])
+def test_cho_solve_few_and_many_columns(k, lower):
+    m = _FEW.standard_normal((6, 6))
+    a = m @ m.T + 6 * np.eye(6)
+    b = _FEW.standard_normal(6 if k is None else (6, k))
+
+    def f(a, b):
+        c = msl.cho_factor(a, lower=lower)
+        x = msl.cho_solve(c, b)
+        return np.sum(msl.cho_solve(c, x ** 2) * np.arange(1.0, 7.0).reshape((6,) + (1,) * (np.ndim(b) - 1)))
+
+    check_grads(f, a, b, order=2)

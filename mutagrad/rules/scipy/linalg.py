@@ -171,6 +171,13 @@ def _same_bits(x, y):
             and np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes())
 
 
+def _same_bits_each(x, y):
+    """Element by element, whether ``x`` and ``y`` (of one shape and dtype) hold the same bits."""
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    w = x.dtype.itemsize
+    return np.all(x.view(np.uint8).reshape(x.shape + (w,)) == y.view(np.uint8).reshape(y.shape + (w,)), axis=-1)
+
+
 def _replica(x):
     """A copy of the plain array ``x`` laid out as ``x`` (core.replicas) with its writeable flag,
     which SciPy decides by too."""
@@ -289,7 +296,7 @@ class _Overwrites:
         if len(got) != len(want):  # pragma: no cover  (the same structure: SciPy's)
             raise AssertionError(f"{self.name}: results unlike SciPy's")
         new = list(got)  # (the primitives are SciPy's own calls: the same bits as ``want``)
-        writes = []  # (flag, parameter, index of the result it holds or None, value)
+        writes = []  # (flag, parameter, index of the result it holds or None, value, where it is written)
         for flag, p, deps in targets:
             x, r = arg[p], copies[p]
             same = [i for i, w in enumerate(want) if _same_memory(w, r)]
@@ -303,14 +310,20 @@ class _Overwrites:
                 # result; equal to both, it may be either, and is taken as SciPy's intermediate values)
                 same = [i for i, w in enumerate(want) if _same_bits(w, r)][:1]
             if same:  # one of the results: its derivative is exact
-                writes.append((flag, p, same[0], new[same[0]]))
+                writes.append((flag, p, same[0], new[same[0]], Ellipsis))
                 continue
             why = (f"{self.name} with {flag}=True left intermediate values (its workspace, not one of its "
                    f"results) in the array `{p}`, and they have no derivative. Pass {flag}=False (or a copy "
                    f"of `{p}`) where the function reads `{p}` afterwards")
             traced = [v for d in deps for v in _flat_leaves(arg[d]) if isinstance(v, Tracer)]
-            writes.append((flag, p, None, _left_by_scipy(*traced, values=r, why=why) if traced else r.copy()))
-        for flag, p, i, v in writes:
+            # (the elements SciPy leaves as they were, in this call and in the probe's: their values and
+            # derivatives stay; solve_banded's unused corners of ab, which a loop that refills the bands
+            # never writes: forward mode refused its jvp, the cranknicolson tester)
+            kept = self._untouched_mask(args, kwargs, p, targets)
+            kept = None if kept is None else kept & _same_bits_each(r, _plain(x))
+            where = Ellipsis if kept is None or not kept.any() else ~kept
+            writes.append((flag, p, None, _left_by_scipy(*traced, values=r, why=why) if traced else r.copy(), where))
+        for flag, p, i, v, where in writes:
             # (SciPy's own read-only result of an earlier call is written again, as SciPy writes it: `c = solve(J, c,
             # overwrite_b=True)` in a loop; another read-only array is refused)
             twin = _writable_twin(arg[p]) if isinstance(bottom(arg[p]), np.ndarray) and not (
@@ -331,7 +344,7 @@ class _Overwrites:
             if i is None and pending is not None and p not in shared:
                 pending.append((arg[p], v))
                 continue
-            write(arg[p], Ellipsis, v)
+            write(arg[p], where, v if where is Ellipsis else v[where])
             if i is not None and _same_memory(want[i], copies[p]):  # (SciPy returns the array it wrote into)
                 new[i] = _as_returned(arg[p], want[i], copies[p])
                 want[i] = None
@@ -363,6 +376,12 @@ class _Overwrites:
         dtype its routine does not take in place), found on replicas of the arrays, ``p``'s holding
         2 p + 1 (values an overwrite changes: a triangle SciPy sets to zeros, an identity it inverts).
         A probe SciPy refuses answers no: the array's values are then taken as overwritten."""
+        kept = self._untouched_mask(args, kwargs, p, targets)
+        return kept is not None and bool(kept.all())
+
+    def _untouched_mask(self, args, kwargs, p, targets):
+        """The elements of ``p`` SciPy's call leaves as they were, on the probe of :meth:`_untouched`; None
+        where SciPy refuses the probe."""
         bound = self.sig.bind(*args, **kwargs)
         bound.apply_defaults()
         bound.arguments.update({k: _plain(v) for k, v in bound.arguments.items()})
@@ -373,7 +392,7 @@ class _Overwrites:
         bound.arguments.update({q: _replica(_plain(bound.arguments[q])) for _, q, _ in targets})
         probe = bound.arguments[p]
         if not probe.flags.writeable:
-            return True
+            return np.ones(probe.shape, bool)
         probe[...] = probe * 2 + 1
         before = probe.copy()
         try:
@@ -381,8 +400,8 @@ class _Overwrites:
                 warnings.simplefilter("ignore")
                 self.scipy_fn(*bound.args, **bound.kwargs)
         except Exception:  # noqa: BLE001 (SciPy's refusal of the probe's values)
-            return False
-        same = _same_bits(probe, before)
+            return None
+        same = _same_bits_each(probe, before)
         if key is not None and len(self.untouched) < 256:
             self.untouched[key] = same
         return same
@@ -464,9 +483,15 @@ def _overwrites(scipy_fn, batch=None, module="scipy.linalg", **flags):
 
 def _tri_mask(shape, lower, k=0):
     """The lower (upper) triangle of a (..., n, m) matrix; k > 0 moves away from
-    the diagonal (k = 1: the strict triangle)."""
-    n, m = shape[-2:]
-    return np.tri(n, m, -k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
+    the diagonal (k = 1: the strict triangle). (Read-only: one per size, kept.)"""
+    return _tri_mask_of(*shape[-2:], bool(lower), k)
+
+
+@functools.lru_cache(maxsize=64)
+def _tri_mask_of(n, m, lower, k):
+    mask = np.tri(n, m, -k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
+    mask.flags.writeable = False
+    return mask
 
 
 def _tri(x, lower, k=0):
@@ -888,8 +913,13 @@ def _cho_solve_rrule(c, b, *, lower=False):
 
     def pullback(g):
         bbar = _cho_solve(c, g, lower=lower)  # A is Hermitian
-        abar = -_outer_or_mm(bbar, x, np.ndim(b) == 1)
-        lbar = np.matmul(abar + _mH(abar), _cho_lower(c, lower))  # A = L Lᴴ
+        L = _cho_lower(c, lower)
+        if _few_columns(x, c):  # (Ā = -B̄ Xᴴ: (Ā + Āᴴ) L by products with the columns, O(n²) each: see lu_solve's)
+            F, G = (bbar[..., None], x[..., None]) if np.ndim(b) == 1 else (bbar, x)
+            lbar = -(np.matmul(F, _mH(np.matmul(_mH(L), G))) + np.matmul(G, _mH(np.matmul(_mH(L), F))))
+        else:
+            abar = -_outer_or_mm(bbar, x, np.ndim(b) == 1)
+            lbar = np.matmul(abar + _mH(abar), L)  # A = L Lᴴ
         cbar = _tri(lbar, True) if lower else _tri(_mH(lbar), False)
         return unbroadcast(cbar, np.shape(c)), unbroadcast(bbar, np.shape(b))
 
@@ -904,8 +934,14 @@ def _cho_solve_frule(primals, tangents, *, lower=False):
         return x, ZERO
     rhs = _zero_if(tb, x)
     if not is_zero(tc):
-        adot = np.matmul(_cho_lower(tc, lower), _mH(_cho_lower(c, lower)))
-        rhs = rhs - np.matmul(adot + _mH(adot), x)
+        L, dL = _cho_lower(c, lower), _cho_lower(tc, lower)
+        if _few_columns(x, c):  # ((L̇ Lᴴ + L L̇ᴴ) x by products with x's columns: see lu_solve's)
+            col = x[..., None] if np.ndim(x) == 1 else x
+            ax = np.matmul(dL, np.matmul(_mH(L), col)) + np.matmul(L, np.matmul(_mH(dL), col))
+            rhs = rhs - (ax[..., 0] if np.ndim(x) == 1 else ax)
+        else:
+            adot = np.matmul(dL, _mH(L))
+            rhs = rhs - np.matmul(adot + _mH(adot), x)
     return x, _cho_solve(c, rhs, lower=lower)
 
 
@@ -920,6 +956,11 @@ def _row_order(piv, m=None):
     as pivots unless given); of a stack's pivots (..., k), a row order per matrix (..., m)."""
     piv = np.asarray(bottom(piv))
     k = np.shape(piv)[-1]
+    if piv.ndim == 1:  # (one matrix: the interchanges on a list, a few microseconds for a hundred rows)
+        order = list(range(k if m is None else m))
+        for i, j in enumerate(piv.tolist()):
+            order[i], order[j] = order[j], order[i]
+        return np.array(order)
     perm = np.array(np.broadcast_to(np.arange(k if m is None else m), np.shape(piv)[:-1] + (k if m is None else m,)))
     for i in range(k):  # (LAPACK's interchanges in order: row i with row piv[i], every matrix at once)
         j = piv[..., i:i + 1]
@@ -1109,12 +1150,45 @@ def _lu_matrix_tangent(lu, piv, tlu):
     return _unpermute(np.matmul(_tri(tlu, True, 1), U) + np.matmul(L, _tri(tlu, False)), piv)
 
 
+def _few_columns(x, lu) -> bool:
+    """Whether right-hand sides ``x`` (columns of a matrix, or a vector) are few enough against lu's n that
+    products with them (n² per column) beat forming an n x n matrix from them (n³)."""
+    return np.ndim(x) == 1 or 2 * np.shape(x)[-1] <= np.shape(lu)[-1]
+
+
+def _lu_tangent_times(lu, piv, tlu, x, trans):
+    """op(Ȧ) x for Ȧ = P (L̇ U + L U̇), by products with x's columns (O(n²) each, not Ȧ's O(n³): an LU
+    reused over a hundred time steps cost 240x its solves, the cranknicolson tester)."""
+    L, U = _lu_parts(lu)
+    dL, dU = _tri(tlu, True, 1), _tri(tlu, False)
+    col = x[..., None] if np.ndim(x) == 1 else x
+    if trans == 0:
+        r = _unpermute(np.matmul(dL, np.matmul(U, col)) + np.matmul(L, np.matmul(dU, col)), piv)
+    else:
+        t = _mT if trans == 1 else _mH
+        z = _rows(col, _row_order(piv, np.shape(col)[-2]))  # Pᵀ x
+        r = np.matmul(t(U), np.matmul(t(dL), z)) + np.matmul(t(dU), np.matmul(t(L), z))
+    return r[..., 0] if np.ndim(x) == 1 else r
+
+
 @rrule(_lu_solve)
 def _lu_solve_rrule(lu, piv, b, *, trans=0):
     x = _lu_solve(lu, piv, b, trans=trans)
 
     def pullback(g):
         solve = lambda rhs, tr: _lu_solve(lu, piv, rhs, trans=tr)  # noqa: E731
+        if _few_columns(x, lu):
+            # (Ā = -F Gᴴ, of rank the columns': the factors' cotangent by products with them, O(n²) per column,
+            # not Ā's O(n³) products: an LU reused over a hundred steps cost 240x its solves, cranknicolson)
+            bbar = _adjoint_solve(solve, g, trans)
+            F, G = (bbar, x) if trans == 0 else ((_cj(x), _cj(bbar)) if trans == 1 else (x, bbar))
+            if np.ndim(b) == 1:
+                F, G = F[..., None], G[..., None]
+            pf = -_rows(F, _row_order(piv, np.shape(F)[-2]))  # -Pᵀ F
+            ug = np.matmul(_tri(lu, False), G)  # U G
+            lpf = np.matmul(_mH(_tri(lu, True, 1)), pf) + pf  # Lᴴ (-Pᵀ F), L's diagonal 1
+            lubar = np.where(_tri_mask(np.shape(lu), True, 1), np.matmul(pf, _mH(ug)), np.matmul(lpf, _mH(G)))
+            return unbroadcast(lubar, np.shape(lu)), NoTangent(), unbroadcast(bbar, np.shape(b))
         abar, bbar = _solve_pullback(solve, g, x, trans, np.ndim(b) == 1)
         n = np.shape(lu)[-1]  # (Ā of the matrices of lu and piv: a broadcast b's summed away)
         abar = unbroadcast(abar, np.broadcast_shapes(np.shape(lu)[:-2], np.shape(piv)[:-1]) + (n, n))
@@ -1134,7 +1208,8 @@ def _lu_solve_frule(primals, tangents, *, trans=0):
         return x, ZERO
     rhs = _zero_if(tb, x)
     if not is_zero(tlu):
-        rhs = rhs - np.matmul(_op(_lu_matrix_tangent(lu, piv, tlu), trans), x)
+        rhs = rhs - (_lu_tangent_times(lu, piv, tlu, x, trans) if _few_columns(x, lu)
+                     else np.matmul(_op(_lu_matrix_tangent(lu, piv, tlu), trans), x))
     return x, _lu_solve(lu, piv, rhs, trans=trans)
 
 

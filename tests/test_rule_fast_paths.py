@@ -92,6 +92,32 @@ def test_cumprod_at_zero_factors_whose_products_underflow():
     assert g[0] == pytest.approx(1.0 + 2e-80, rel=1e-15) and not np.any(g[1:])
 
 
+def test_cumprod_with_a_zero_in_one_lane_only():
+    x = _cumprod_case((3, 8), ())
+    x[1, 4] = 0.0
+    assert reductions._zero_parts(x, np.cumprod(x, axis=-1)) is not None  # (the other lanes: all "before")
+    check_grads(lambda x: np.sum(np.cumprod(x, axis=1) ** 2), x)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_cumprod_whose_products_underflow_without_a_zero(mode):
+    # (regress87: 2000 halves, whose products underflow from the 1075th on: the recurrence took 160x the plain
+    # call; in extended range, or by the recurrence where there is none, the same numbers) d/dx_j of
+    # sum(w * cumprod(x)) = sum_{k >= j} w_k 2 ** -k, by exact powers of two
+    import math
+
+    n = 2000
+    x = np.full(n, 0.5)
+    w = np.random.default_rng(4705).uniform(1.0, 2.0, n)
+    want = np.array([math.fsum(math.ldexp(w[k], -k) for k in range(j, n)) for j in range(0, 900, 37)])
+    if mode == "rev":
+        got = mg.grad(lambda x: np.sum(w * np.cumprod(x)))(x)[0:900:37]
+    else:
+        got = np.array([mg.jvp(lambda x: np.sum(w * np.cumprod(x)), (x,), (np.eye(1, n, j)[0],))[1]
+                        for j in range(0, 900, 37)])
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
 @pytest.mark.parametrize("bond", [2, 12])
 def test_einsum_cotangents_small_and_planned(bond):
     E = RNG.standard_normal((bond, bond))

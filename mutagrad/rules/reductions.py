@@ -344,12 +344,12 @@ def _zero_parts(xm, ym):
     the elements before each lane's first zero, of that zero, and of those after it up to the next zero; the
     product of the factors before the first zero (1 for a lane that starts with it); and, over ``after``, the
     products of the factors after the first zero (q_k = prod_{z < i <= k} x_i); or None where some of these
-    products over- or underflow, or a lane has no zero (_divides_exactly's case). dy_k / dx_j is then
+    products over- or underflow (a lane without a zero is all "before"). dy_k / dx_j is then
     y_k / x_j for j <= k before the zero, p * q_k for the zero itself (q 1 at it), and 0 for every other j."""
     xb = np.asarray(bottom(xm))
     zero = xb == 0
     count = np.cumsum(zero, axis=-1)
-    if not np.all(count[..., -1:]) or not np.all(np.isfinite(xb)):
+    if not np.any(count[..., -1:]) or not np.all(np.isfinite(xb)):  # (no zero: _divides_exactly's case)
         return None
     before, first = count == 0, zero & (count == 1)
     after = (count == 1) & ~zero
@@ -363,6 +363,43 @@ def _zero_parts(xm, ym):
     z = np.argmax(zero, axis=-1)[..., None]
     p = np.where(z > 0, np.take_along_axis(yb, np.maximum(z - 1, 0), axis=-1), 1)
     return before, first, after, p, q
+
+
+def _exact_cumprod_pullback(cx, cy, gm):
+    """cumprod's cotangent for plain values (axis last; ``cx``, ``cy`` conjugated for complex ones) where the
+    division by the factors is exact: the suffix sums of conj(y) g divided by conj(x_j) (no zero factor), or
+    each lane's parts around its first zero (_zero_parts); None where the products leave the normal range."""
+    if _divides_exactly(cx, cy):
+        with np.errstate(over="ignore", invalid="ignore"):
+            gy = cy * gm
+        if np.all(np.isfinite(gy)):
+            return np.flip(np.cumsum(np.flip(gy, -1), axis=-1), -1) / cx
+    parts = _zero_parts(cx, cy)
+    if parts is None:
+        return None
+    before, first, after, p, q = parts  # (zero factors: the lanes' first zeros, in a few passes)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = np.flip(np.cumsum(np.flip(np.where(before, cy * gm, 0), -1), axis=-1), -1)
+        at_zero = p * np.sum(np.where(first | after, gm * q, 0), axis=-1, keepdims=True)
+        r = np.where(before, s / np.where(before, cx, 1), np.where(first, at_zero, 0))
+    return r if np.all(np.isfinite(r)) and np.all(np.isfinite(gm)) else None
+
+
+def _exact_cumprod_tangent(xm, ym, tm):
+    """cumprod's tangent for plain values (axis last) where the division by the factors is exact (see
+    :func:`_exact_cumprod_pullback`): y times the prefix sums of ẋ / x, or the parts around each lane's first
+    zero; None where the products leave the normal range."""
+    if _divides_exactly(xm, ym):
+        return ym * np.cumsum(tm / xm, axis=-1)
+    parts = _zero_parts(xm, ym)
+    if parts is None:
+        return None
+    before, first, after, p, q = parts
+    with np.errstate(over="ignore", invalid="ignore"):
+        tz = np.sum(np.where(first, tm, 0), axis=-1, keepdims=True)
+        r = np.where(before, ym * np.cumsum(np.where(before, tm / np.where(before, xm, 1), 0), axis=-1),
+                     np.where(first | after, p * tz * q, 0))
+    return r if np.all(np.isfinite(r)) and np.all(np.isfinite(tm)) else None
 
 
 def _exclusive_cumprod(xm):
@@ -401,22 +438,13 @@ def _cumprod_rrule(x, axis=None, dtype=None):
         cx, cy = (np.conj(xm), np.conj(ym)) if cplx else (xm, ym)
         # (the division only on plain values: differentiated again, S_j / x_j loses x_j's cancellation
         # to rounding, catastrophically for a small x_j; the recurrence has no division)
-        if not isinstance(x, Tracer) and not isinstance(g, Tracer) and _divides_exactly(xm, ym):
-            with np.errstate(over="ignore", invalid="ignore"):
-                gy = cy * gm
-            if np.all(np.isfinite(bottom(gy))):
-                return (_back(np.flip(np.cumsum(np.flip(gy, -1), axis=-1), -1) / cx, x, axis),)
-        parts = None if isinstance(x, Tracer) or isinstance(g, Tracer) else _zero_parts(xm, ym)
-        if parts is not None:  # (zero factors: the lanes' first zeros, in a few passes, not the recurrence)
-            before, first, after, p, q = parts
-            with np.errstate(over="ignore", invalid="ignore"):
-                gy = np.where(before, cy * gm, 0)
-                s = np.flip(np.cumsum(np.flip(gy, -1), axis=-1), -1)
-                at_zero = np.conj(p) * np.sum(np.where(first | after, gm * (np.conj(q) if cplx else q), 0), axis=-1,
-                                              keepdims=True)
-                r = np.where(before, s / np.where(before, cx, 1), np.where(first, at_zero, 0))
-            if np.all(np.isfinite(r)) and np.all(np.isfinite(gm)):
-                return (_back(r.astype(np.result_type(ym, gm), copy=False), x, axis),)
+        if not isinstance(x, Tracer) and not isinstance(g, Tracer):
+            r = _exact_cumprod_pullback(cx, cy, gm)
+            wide = None if r is not None else _wider(cx, gm)
+            if wide is not None:  # (products that under- or overflow in float64: in extended range, still O(n))
+                r = _exact_cumprod_pullback(wide[0], np.cumprod(wide[0], axis=-1), wide[1])
+            if r is not None:
+                return (_back(r.astype(np.result_type(bottom(ym), bottom(g)), copy=False), x, axis),)
         n = np.shape(xm)[-1]
         if not n:
             return (_back(gm * cx, x, axis),)
@@ -437,17 +465,13 @@ def _cumprod_frule(primals, tangents, axis=None, dtype=None):
     # ẏ_k = sum_{j <= k} (dy_k/dx_j) ẋ_j: y times the prefix sums of ẋ / x where that is exact, else
     # the recurrence ẏ_k = ẏ_{k-1} x_k + y_{k-1} ẋ_k
     xm, ym, tm = _along_last(x, axis), _along_last(y, axis), _along_last(t, axis)
-    if not isinstance(x, Tracer) and not isinstance(t, Tracer) and _divides_exactly(xm, ym):  # (see the pullback)
-        return y, _back(ym * np.cumsum(tm / xm, axis=-1), y, axis)
-    parts = None if isinstance(x, Tracer) or isinstance(t, Tracer) else _zero_parts(xm, ym)
-    if parts is not None:  # (see the pullback)
-        before, first, after, p, q = parts
-        with np.errstate(over="ignore", invalid="ignore"):
-            tz = np.sum(np.where(first, tm, 0), axis=-1, keepdims=True)
-            r = np.where(before, ym * np.cumsum(np.where(before, tm / np.where(before, xm, 1), 0), axis=-1),
-                         np.where(first | after, p * tz * q, 0))
-        if np.all(np.isfinite(r)) and np.all(np.isfinite(tm)):
-            return y, _back(r.astype(np.result_type(ym, tm), copy=False), y, axis)
+    if not isinstance(x, Tracer) and not isinstance(t, Tracer):  # (see the pullback)
+        r = _exact_cumprod_tangent(xm, ym, tm)
+        wide = None if r is not None else _wider(xm, tm)
+        if wide is not None:
+            r = _exact_cumprod_tangent(wide[0], np.cumprod(wide[0], axis=-1), wide[1])
+        if r is not None:
+            return y, _back(r.astype(np.result_type(bottom(ym), bottom(t)), copy=False), y, axis)
     n = np.shape(xm)[-1]
     if not n:
         return y, _back(tm * ym, y, axis)

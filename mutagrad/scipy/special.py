@@ -1,6 +1,7 @@
 """``mutagrad.scipy.special``: ``scipy.special`` with differentiable
-``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma``, ``factorial``
-and ``multigammaln``; every other name is SciPy's own (its ufuncs dispatch on
+``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma``, ``factorial``,
+``multigammaln`` and ``spherical_jn``, ``spherical_yn``, ``spherical_in``,
+``spherical_kn``; every other name is SciPy's own (its ufuncs dispatch on
 traced arrays; see ``mutagrad/rules/scipy/special.py`` for which have rules).
 
 >>> import numpy as np, mutagrad as mg
@@ -17,6 +18,10 @@ from ..rules.scipy.special import (  # noqa: F401
     multigammaln,
     polygamma,
     softmax,
+    spherical_in,
+    spherical_jn,
+    spherical_kn,
+    spherical_yn,
 )
 
 

@@ -1,5 +1,6 @@
 """scipy.special: the ufuncs by their partial derivatives, and primitives for
-the plain-Python functions (logsumexp, softmax, log_softmax, polygamma, factorial).
+the plain-Python functions (logsumexp, softmax, log_softmax, polygamma, factorial,
+spherical_jn, spherical_yn, spherical_in, spherical_kn).
 
 The ufuncs dispatch through ``__array_ufunc__`` like NumPy's, so
 ``scipy.special.gammaln(x)`` works on traced arrays once registered here.
@@ -1025,6 +1026,152 @@ defparametric(sp.yn, 1, lambda n, x, y: 0.5 * (sp.yn(_integer_order(n) - 1, x) -
 defparametric(sp.kn, 1, lambda n, x, y: -0.5 * (sp.kn(_integer_order(n) - 1, x) + sp.kn(_integer_order(n) + 1, x)),
               integer=True)
 
+# -- Hankel functions, jve and yve, spherical Bessel functions, Airy and Struve functions ---------------------
+# H^(1)_v' = (H^(1)_{v-1} - H^(1)_{v+1}) / 2, H^(2) likewise (holomorphic: real or complex z). The scaled
+# hankel1e = H^(1) e^{-iz} and hankel2e = H^(2) e^{iz} (holomorphic too) add -i and +i times themselves.
+defparametric(sp.hankel1, 1, lambda v, z, y: 0.5 * (sp.hankel1(v - 1, z) - sp.hankel1(v + 1, z)))
+defparametric(sp.hankel2, 1, lambda v, z, y: 0.5 * (sp.hankel2(v - 1, z) - sp.hankel2(v + 1, z)))
+defparametric(sp.hankel1e, 1, lambda v, z, y: 0.5 * (sp.hankel1e(v - 1, z) - sp.hankel1e(v + 1, z)) - 1j * y)
+defparametric(sp.hankel2e, 1, lambda v, z, y: 0.5 * (sp.hankel2e(v - 1, z) - sp.hankel2e(v + 1, z)) + 1j * y)
+
+
+def _jve_d(v, z, y):
+    return 0.5 * (sp.jve(v - 1, z) - sp.jve(v + 1, z))
+
+
+def _yve_d(v, z, y):
+    return 0.5 * (sp.yve(v - 1, z) - sp.yve(v + 1, z))
+
+
+def _scaled_by_imag(p, holomorphic):
+    """The rules of jve(v, z) = jv(v, z) e^{-|Im z|} (yve likewise) over those defparametric gave ``p``,
+    which are right for a real z (the scaling is 1 there). For a complex z the function is not holomorphic:
+    dy = A dz - sign(Im z) y d(Im z), A = ``holomorphic(v, z, y)`` = (f_{v-1} - f_{v+1}) / 2 of the scaled
+    functions (the derivative of f_v times the scaling). Where Im z = 0 exactly (a complex z on the real
+    axis) |Im z| has its kink: its derivative is taken as 0 there, as np.abs's rule takes |x|' at 0, so
+    dy = A dz (the real direction's derivative; the imaginary direction's one-sided ones are A i -+ y).
+    The sign is a constant: every order follows from A's and y's own rules."""
+    base_rrule, base_frule = p.rrule, p.frule
+
+    def rule(v, z):
+        y, base_pullback = base_rrule(v, z)
+        if not np.iscomplexobj(bottom(z)):
+            return y, base_pullback
+
+        def pullback(g):
+            gv = base_pullback(g)[0]  # (the order's: not implemented)
+            if is_zero(g):
+                return gv, ZERO
+
+            def total():  # (the adjoint of t -> A t + B Im t: conj(A) g + i Re(conj(B) g), B = -sign(Im z) y)
+                s = np.sign(np.imag(bottom(z)))
+                return unbroadcast(g * _cj(holomorphic(v, z, y)) - 1j * np.real(g * _cj(s * y)), np.shape(z))
+
+            return gv, Thunk(total)
+
+        return y, pullback
+
+    def forward(primals, tangents):
+        if not np.iscomplexobj(bottom(primals[1])):
+            return base_frule(primals, tangents)
+        (v, z), tz = primals, tangents[1]
+        y, vdot = base_frule(primals, (tangents[0], ZERO))  # (the order's: zero, or not implemented)
+        if not is_zero(vdot) or is_zero(tz):
+            return y, vdot
+        s = np.sign(np.imag(bottom(z)))
+        return y, strong_times(tz, holomorphic(v, z, y)) - (s * y) * np.imag(tz)
+
+    p.rrule, p.frule = rule, forward
+    return p
+
+
+_scaled_by_imag(defparametric(sp.jve, 1, _jve_d), _jve_d)
+_scaled_by_imag(defparametric(sp.yve, 1, _yve_d), _yve_d)
+
+
+# Spherical Bessel functions: SciPy's spherical_jn, spherical_yn, spherical_in, spherical_kn are plain Python
+# (np.asarray on z), so mutagrad.scipy.special exports the functions below, calling these primitives.
+# f_n' is SciPy's derivative=True; its own derivative, f_n'', by the recurrence (2n+1) f_n' = a n f_{n-1} +
+# b (n+1) f_{n+1} (DLMF 10.51.2, 10.51.5; (a, b) = (1, -1) for j and y, (1, 1) for i, (-1, -1) for k)
+# differentiated: (2n+1) f_n'' = a n f'_{n-1} + b (n+1) f'_{n+1}. It is the ODE f'' = -(2/z) f' - (1 -
+# n(n+1)/z^2) f (+ (1 + n(n+1)/z^2) f for i and k) without its divisions by z (exact at z = 0, where j_0''
+# = -1/3). The order n is an integer (no derivative).
+def _spherical(kind, a, b):
+    name = f"scipy.special.spherical_{kind}n"
+    fun = getattr(sp, f"spherical_{kind}n")
+
+    # (copies: SciPy's wrapper broadcasts n and z with np.broadcast_arrays, which fails on the read-only
+    # arrays a rule saved, "cannot set WRITEABLE flag")
+    @scipy_primitive(name)
+    def value(n, z):
+        return fun(np.array(n), np.array(z))
+
+    @scipy_primitive(name)
+    def derivative(n, z):
+        return fun(np.array(n), np.array(z), derivative=True)
+
+    def second(n, z, y):
+        nb = np.asarray(bottom(n), dtype=float)
+        below = np.maximum(nb - 1, 0).astype(np.int64)  # (n = 0: its coefficient is 0)
+        return (a * nb * derivative(below, z) + b * (nb + 1) * derivative((nb + 1).astype(np.int64), z)) / (
+            2 * nb + 1)
+
+    defparametric(value, 1, lambda n, z, y: derivative(n, z), integer=True)
+    defparametric(derivative, 1, second, integer=True)
+
+    def public(n, z, derivative_=False):
+        return derivative(n, z) if derivative_ else value(n, z)
+
+    return value, derivative, public
+
+
+_spherical_jn, _spherical_jn_d, _spherical_jn_public = _spherical("j", 1, -1)
+_spherical_yn, _spherical_yn_d, _spherical_yn_public = _spherical("y", 1, -1)
+_spherical_in, _spherical_in_d, _spherical_in_public = _spherical("i", 1, 1)
+_spherical_kn, _spherical_kn_d, _spherical_kn_public = _spherical("k", -1, -1)
+
+
+def spherical_jn(n, z, derivative=False):
+    """``scipy.special.spherical_jn``: j_n(z), or j_n'(z) with ``derivative=True``, differentiable w.r.t. z
+    (real or complex) to any order; the integer order n has no derivative.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.special import spherical_jn
+    >>> bool(np.isclose(mg.grad(lambda z: spherical_jn(0, z))(1.0), -spherical_jn(1, 1.0)))
+    True
+    """
+    return _spherical_jn_public(n, z, derivative)
+
+
+def spherical_yn(n, z, derivative=False):
+    """``scipy.special.spherical_yn``: y_n(z), or y_n'(z) with ``derivative=True``, differentiable w.r.t. z
+    to any order; the integer order n has no derivative."""
+    return _spherical_yn_public(n, z, derivative)
+
+
+def spherical_in(n, z, derivative=False):
+    """``scipy.special.spherical_in``: i_n(z), or i_n'(z) with ``derivative=True``, differentiable w.r.t. z
+    to any order; the integer order n has no derivative."""
+    return _spherical_in_public(n, z, derivative)
+
+
+def spherical_kn(n, z, derivative=False):
+    """``scipy.special.spherical_kn``: k_n(z), or k_n'(z) with ``derivative=True``, differentiable w.r.t. z
+    to any order; the integer order n has no derivative."""
+    return _spherical_kn_public(n, z, derivative)
+
+
+# Struve functions (real x): H_v' = (H_{v-1} - H_{v+1}) / 2 + c, L_v' = (L_{v-1} + L_{v+1}) / 2 + c, c = (x/2)^v
+# / (2 sqrt(pi) Gamma(v + 3/2)) (DLMF 11.4.25, 11.4.26; checked against central differences), without the
+# division by x of H_v' = H_{v-1} - (v/x) H_v.
+def _struve_c(v, x):
+    return np.power(0.5 * x, v) * sp.rgamma(v + 1.5) / (2.0 * np.sqrt(np.pi))
+
+
+defparametric(sp.struve, 1, lambda v, x, y: 0.5 * (sp.struve(v - 1, x) - sp.struve(v + 1, x)) + _struve_c(v, x))
+defparametric(sp.modstruve, 1,
+              lambda v, x, y: 0.5 * (sp.modstruve(v - 1, x) + sp.modstruve(v + 1, x)) + _struve_c(v, x))
+
 # -- exponential integrals, dilogarithm, zeta ------------------------------------------
 
 
@@ -1467,6 +1614,8 @@ def _defoutputs(ufunc, *partials):
 _defoutputs(sp.fresnel, lambda x, ys: np.sin(_PI_2 * x * x), lambda x, ys: np.cos(_PI_2 * x * x))
 _defoutputs(sp.sici, lambda x, ys: _over_x(x, np.sin, -1.0), lambda x, ys: np.cos(x) / x)
 _defoutputs(sp.shichi, lambda x, ys: _over_x(x, np.sinh, 1.0), lambda x, ys: np.cosh(x) / x)
+# airy(z) = (Ai, Ai', Bi, Bi'): Ai'' = z Ai, Bi'' = z Bi (holomorphic: real or complex z)
+_defoutputs(sp.airy, lambda x, ys: ys[1], lambda x, ys: x * ys[0], lambda x, ys: ys[3], lambda x, ys: x * ys[2])
 
 
 # -- powm1, the arithmetic-geometric mean -------------------------------------------------

@@ -1136,6 +1136,23 @@ def _zero_values(S):
     return b <= _repeated_rtol(b.dtype) * scale
 
 
+def _zero_kinks(S, m, n, d):
+    """The derivatives (tangents or cotangents) ``d`` of the singular values ``S`` of an m x n matrix, 0 at a zero
+    value whose vectors are not unique (m != n, whose larger side's null space has two dimensions or more, or
+    a repeated zero): there the value is a cone, |t| times the norm of dA's part in the null spaces, with no
+    linear derivative, and u_kᴴ dA v_k, through the vectors LAPACK returned, is a subgradient chosen by its
+    basis (another basis gave -0.2 or 0.65 for 0.78 at a 5 x 3 matrix of rank 2); 0 is the symmetric one, what
+    central differences give, as |x| and a norm at their zero. A single zero of a square matrix keeps its
+    derivative, the value continued through zero (its two vectors are unique up to one sign). First order only:
+    differentiated again (traced values), the cone's second derivative is refused or watched as before."""
+    if is_zero(d) or isinstance(d, Tracer) or isinstance(S, Tracer):
+        return d
+    z = _zero_values(S)
+    if m == n:
+        z = z & (np.sum(z, axis=-1, keepdims=True) > 1)
+    return np.where(z, 0.0, d) if np.any(z) else d
+
+
 def _has_zero(S):
     """Whether singular values ``S`` include a zero, up to rounding."""
     return bool(np.any(_zero_values(S)))
@@ -1875,12 +1892,14 @@ def _extra_unknown(d, extra, axis, message=_EXTRA_VECTORS):
         return d
     if is_zero(d):
         return bad  # (no tangent for the known part either: nothing to keep; a zero input tangent is not asked)
+    d, old = (d.known, d.unknown) if isinstance(d, PartlyNotImplemented) else (d, None)
     shape = list(np.shape(d))
     shape[axis] = extra
     pad = np.zeros(shape, np.result_type(bottom(d)))
     known = np.concatenate((d, pad), axis=axis)
-    unknown = np.zeros(np.shape(known), bool)
-    unknown[(Ellipsis, slice(-extra, None)) if axis == -1 else (Ellipsis, slice(-extra, None), slice(None))] = True
+    unknown = np.ones(np.shape(known), bool)
+    unknown[(Ellipsis, slice(None, -extra)) if axis == -1 else (Ellipsis, slice(None, -extra), slice(None))] = (
+        False if old is None else old)
     return PartlyNotImplemented(known, unknown, bad)
 
 
@@ -1900,16 +1919,23 @@ def _svd_factors(a, y, full_matrices, compute_uv):
     return U[..., :, :k], S, Vh[..., :k, :]
 
 
-def _svd_jvp(U, S, Vh, dA, need_uv=True):
+def _svd_jvp(U, S, Vh, dA, need_uv=True, partial=False):
+    """(dU, dS, dVh) of the reduced SVD along dA. ``partial``: at a zero value of a real non-square matrix
+    (one, not repeated), the vectors of the side whose null space has two dimensions or more are not unique and
+    the others are: a PartlyNotImplemented for that side (its zero value's columns or rows), the rest computed
+    (the terms through the arbitrary vector cancel), instead of refusing both factors (regress87)."""
     V = _H(Vh)
     dP = np.matmul(np.matmul(_H(U), dA), V)
-    dS = _tie_mean(S, _re(_diag(dP)))
+    dS = _zero_kinks(S, np.shape(U)[-2], np.shape(Vh)[-1], _tie_mean(S, _re(_diag(dP))))
     if not need_uv:
         return dS
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
+    zero = None
     if _repeated(S) or (m != n and _has_zero(S)):
         bad = _degenerate("np.linalg.svd", forward=True)
-        return bad, dS, bad
+        if not partial or _repeated(S) or _is_complex(dP) or isinstance(S, Tracer):
+            return bad, dS, bad
+        zero, unknown = _zero_values(S), bad  # (one zero of a non-square matrix: see ``partial``)
     bad = _near_tie_refusal(S, "np.linalg.svd")
     if bad is not None:
         return bad, dS, bad
@@ -1923,10 +1949,16 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True):
         dUa, dVa = dUa + D, dVa - D
     dU = np.matmul(U, dUa)
     dV = np.matmul(V, dVa)
+    Sd = Sr if zero is None else np.where(zero, 1.0, S)[..., None, :]  # (the zero's own columns: not kept)
     if m > k:
-        dU = dU + (np.matmul(dA, V) - np.matmul(U, dP)) / Sr
+        dU = dU + (np.matmul(dA, V) - np.matmul(U, dP)) / Sd
     if n > k:
-        dV = dV + (np.matmul(_H(dA), U) - np.matmul(V, dPh)) / Sr
+        dV = dV + (np.matmul(_H(dA), U) - np.matmul(V, dPh)) / Sd
+    if zero is not None:
+        if m > n:
+            return PartlyNotImplemented(dU, np.broadcast_to(zero[..., None, :], np.shape(dU)), unknown), dS, _H(dV)
+        dVh = _H(dV)
+        return dU, dS, PartlyNotImplemented(dVh, np.broadcast_to(zero[..., :, None], np.shape(dVh)), unknown)
     if _is_complex(dP):  # the phase LAPACK fixes, shared by u_k and v_k
         E, of_v = _svd_real_row(U, V)
         on = _real_members(U, V)
@@ -1973,7 +2005,7 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh, read=None):
     read U and Vh, tape.read_mask's, or None)."""
     V = _H(Vh)
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
-    gS0, gS = gS, _tie_mean(S, gS)
+    gS0, gS = gS, _zero_kinks(S, m, n, _tie_mean(S, gS))
     hidden = False
     gP = ZERO if is_zero(gS) else _diag_embed(gS)
     if _all_zero(gU, gVh):
@@ -2159,7 +2191,7 @@ def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True, _impl=_sv
     U, S, Vh = _svd_factors(a, y, full_matrices, compute_uv)
     if not compute_uv:
         return y, _svd_jvp(U, S, Vh, t, need_uv=False)
-    dU, dS, dVh = _svd_jvp(U, S, Vh, t)
+    dU, dS, dVh = _svd_jvp(U, S, Vh, t, partial=True)
     m, n = np.shape(a)[-2:]
     if full_matrices and m != n:
         if not _one_null_vector(a, S):

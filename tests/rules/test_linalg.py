@@ -266,11 +266,17 @@ def test_svd_zero_singular_value_of_a_non_square_matrix(shape, cplx):
 
     check_grads(top, a, modes=("rev",))
     np.testing.assert_allclose(np.linalg.svd(a, compute_uv=False)[..., -1], 0.0, atol=1e-12)
-    g = mg.grad(lambda x: np.sum(np.abs(np.linalg.svd(x, full_matrices=False)[0][..., -1]) ** 2 * w))(a)
-    assert isinstance(g, mg.NotImplementedTangent) and "zero singular value" in g.message
-    # forward mode computes every vector's tangent: it refuses, and names reverse mode, which works
-    _, t = mg.jvp(top, (a,), (draw(*a.shape),))
-    assert isinstance(t, mg.NotImplementedTangent) and "reverse mode (mg.grad, mg.vjp" in t.message
+    last_u = lambda x: np.sum(np.abs(np.linalg.svd(x, full_matrices=False)[0][..., -1]) ** 2 * w)
+    if m < n and not cplx:  # (u_k of a wide matrix of rank m - 1: the left null vector, unique up to its sign, which
+        check_grads(last_u, a)  # forward mode differentiates, and grad's forward fill with it: regress87)
+    else:
+        g = mg.grad(last_u)(a)
+        assert isinstance(g, mg.NotImplementedTangent) and "zero singular value" in g.message
+    if cplx:  # (forward mode computes every vector's tangent: of a complex matrix it refuses, and names reverse mode)
+        _, t = mg.jvp(top, (a,), (draw(*a.shape),))
+        assert isinstance(t, mg.NotImplementedTangent) and "reverse mode (mg.grad, mg.vjp" in t.message
+    else:  # (of a real one, the non-unique vectors alone are poisoned: regress87)
+        check_grads(top, a, modes=("fwd",))
 
 
 def test_qr_raw_not_differentiable():
@@ -1806,3 +1812,58 @@ def test_einsum_order_with_optimize_and_dtype_and_views():
 
         c1, c2 = c0.copy(), c0.copy()
         assert mg.value_and_grad(h)(c2)[0] == h(c1) and np.array_equal(c1, c2)
+
+
+def test_a_zero_singular_value_whose_vectors_are_not_unique_gets_zero():
+    # (found while extending forward mode to rank-deficient SVDs) the zero singular value of a 5 x 3 matrix of rank
+    # 2 is a cone, |t| |P dA v|: its derivative came from the left null vector LAPACK returned, one of a
+    # 3-dimensional space (0.78, -0.2 or 0.65 for one direction in three bases); now 0, central differences'
+    rng = np.random.default_rng(4706)
+    A = rng.standard_normal((5, 2)) @ rng.standard_normal((2, 3))
+    T = rng.standard_normal((5, 3))
+    smallest = lambda A: np.linalg.svd(A, compute_uv=False)[2]
+    both = lambda A: np.linalg.svd(A, full_matrices=False)[1][[0, 2]] @ [1.0, 1.0]
+    h = 1e-6
+    assert abs((smallest(A + h * T) - smallest(A - h * T)) / (2 * h)) < 1e-6
+    want = (both(A + h * T) - both(A - h * T)) / (2 * h)
+    for seed in range(3):
+        Q = np.linalg.qr(np.random.default_rng(seed).standard_normal((5, 5)))[0]  # (another basis, same values)
+        for f, w in ((smallest, 0.0), (both, want)):
+            np.testing.assert_allclose(mg.jvp(f, (Q @ A,), (Q @ T,))[1], w, atol=1e-7)
+            np.testing.assert_allclose(np.sum(mg.grad(f)(Q @ A) * (Q @ T)), w, atol=1e-7)
+    # the spectral norm at 0: all its values zero and tied: 0, not the I / n of LAPACK's identity bases
+    np.testing.assert_array_equal(mg.grad(lambda A: np.linalg.norm(A, 2))(np.zeros((3, 3))), np.zeros((3, 3)))
+    # a single zero of a square matrix: the value continued through zero, u_3ᵀ dA v_3 = dA[2, 2] here
+    D = np.diag([3.0, 2.0, 0.0])
+    assert mg.jvp(lambda A: np.linalg.svd(A, compute_uv=False)[2], (D,), (T[:3],))[1] == pytest.approx(T[2, 2])
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
+@pytest.mark.parametrize("full", [True, False])
+def test_forward_svd_of_a_rank_deficient_non_square_matrix(shape, full):
+    # (regress87) rank 2: the zero value's vectors on the side whose null space has two dimensions or more are not
+    # unique, the rest are: forward mode refused every vector; now only those (reverse mode read them apart)
+    rng = np.random.default_rng(4707)
+    R = rng.standard_normal((shape[0], 2)) @ rng.standard_normal((2, shape[1]))
+    W = rng.standard_normal(shape)
+    w3 = rng.standard_normal(3)
+    T = rng.standard_normal(shape)
+
+    def nonzero_triplets(a):
+        U, s, Vt = np.linalg.svd(a, full_matrices=full)
+        return np.sum(s[:2] ** 2) + np.sum((U[:, :2] * s[:2]) @ Vt[:2] * W)
+
+    def unique_zero_vector(a):  # (tall: v_3 is the right null vector, unique up to its sign; wide: u_3)
+        U, _, Vt = np.linalg.svd(a, full_matrices=full)
+        return np.sum((Vt[2] if shape[0] > shape[1] else U[:, 2]) ** 2 * w3)
+
+    def other_zero_vector(a):
+        U, _, Vt = np.linalg.svd(a, full_matrices=full)
+        return np.sum((U[:, 2] if shape[0] > shape[1] else Vt[2]) ** 2 * np.arange(1.0, max(shape) + 1))
+
+    h = 1e-6
+    for f in (nonzero_triplets, unique_zero_vector):
+        fd = (f(R + h * T) - f(R - h * T)) / (2 * h)
+        np.testing.assert_allclose(mg.jvp(f, (R,), (T,))[1], fd, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(np.sum(mg.grad(f)(R) * T), fd, rtol=1e-6, atol=1e-8)
+    assert isinstance(mg.jvp(other_zero_vector, (R,), (T,))[1], mg.NotImplementedTangent)

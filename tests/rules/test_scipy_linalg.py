@@ -85,7 +85,7 @@ CASES = [
     ("scipy.linalg.lu_solve", lambda a, b: msl.lu_solve(msl.lu_factor(a), b), (R(3, 3), B32), 2),
     ("scipy.linalg.lu_solve", lambda a, b: msl.lu_solve(msl.lu_factor(a), b, trans=1), (R(3, 3), b3), 2),
     ("scipy.linalg.lu_solve", lambda a, b: msl.lu_solve(msl.lu_factor(a), b, trans=2), (C(3, 3), C(3, 2)), 1),
-    ("scipy.linalg.lu_solve", lambda lu, b: msl.lu_solve((lu, PIV3), b, trans="T"), (LU3, b3), 2),
+    ("scipy.linalg.lu_solve", lambda lu, b: msl.lu_solve((lu, PIV3), b, trans=1), (LU3, b3), 2),
     # Sylvester equation, matrix exponential and square root
     ("scipy.linalg.solve_sylvester", msl.solve_sylvester, (WELL(3, 3), WELL(3, 3), R(3, 3)), 2),
     ("scipy.linalg.solve_sylvester", msl.solve_sylvester, (WELL(2, 2) + 1j * R(2, 2), WELL(2, 2), C(2, 2)), 1),
@@ -1689,3 +1689,21 @@ def test_cho_solve_few_and_many_columns(k, lower):
         return np.sum(msl.cho_solve(c, x ** 2) * np.arange(1.0, 7.0).reshape((6,) + (1,) * (np.ndim(b) - 1)))
 
     check_grads(f, a, b, order=2)
+
+
+def test_trans_as_scipy_reads_it():
+    # (regress88) lu_solve took the names 'N', 'T', 'C', which SciPy's refuses, and a bad value raised a bare
+    # KeyError: now SciPy's own errors, and solve_triangular's reading of an unusual value (SciPy's too)
+    lu = msl.lu_factor(np.array([[2.0, 1.0], [0.5, 3.0]]))
+    for t in ("T", "N", "x"):
+        with pytest.raises(ValueError, match="trans"):
+            msl.lu_solve(lu, np.ones(2), trans=t)
+    for t in (1, True, 1.0, np.int64(1)):
+        np.testing.assert_array_equal(msl.lu_solve(lu, np.ones(2), trans=t), sl.lu_solve(lu, np.ones(2), trans=t))
+    a = np.array([[2.0, 0.0], [1.0, 4.0]])
+    for t in (0, "T", "C", "X", 5, 1.0):
+        want = sl.solve_triangular(a, np.ones(2), trans=t, lower=True)
+        np.testing.assert_array_equal(msl.solve_triangular(a, np.ones(2), trans=t, lower=True), want)
+        g = mg.grad(lambda b, t=t: np.sum(msl.solve_triangular(a, b, trans=t, lower=True) * [1.0, 3.0]))(np.ones(2))
+        np.testing.assert_allclose(g, numerical_grad(
+            lambda b, t=t: np.sum(sl.solve_triangular(a, b, trans=t, lower=True) * [1.0, 3.0]), (np.ones(2),), (0,))[0])

@@ -522,6 +522,24 @@ def _outer_or_mm(u, v, vec):
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
 
 
+def _trans_of(trans, scipy_fn):
+    """``trans`` as 0, 1 or 2, as SciPy's ``scipy_fn`` (solve_triangular, lu_solve) reads it: its names and
+    integers; another value is given to SciPy's own call on a 2 x 2 stand-in, whose error is raised (lu_solve's
+    for a string) or whose solution tells which of the three it took."""
+    try:
+        if trans in _TRANS and (scipy_fn is not sl.lu_solve or not isinstance(trans, str)):
+            return _TRANS[trans]
+    except TypeError:  # (unhashable)
+        pass
+    low = np.array([[2.0, 0.0], [1.0, 4.0]])
+    rhs = np.array([1.0, 2.0])
+    if scipy_fn is sl.lu_solve:
+        got = sl.lu_solve(sl.lu_factor(low), rhs, trans=trans)
+    else:
+        got = sl.solve_triangular(low, rhs, trans=trans, lower=True)
+    return 0 if np.allclose(got, np.linalg.solve(low, rhs)) else 1
+
+
 def _op(m, trans):
     return m if trans == 0 else (_mT(m) if trans == 1 else _mH(m))
 
@@ -568,7 +586,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     array([0., 1.])
     """
     _check_finite(check_finite, a, b)
-    return _as_column(_solve_triangular, a, b, trans=_TRANS[trans], lower=lower, unit_diagonal=unit_diagonal)
+    return _as_column(_solve_triangular, a, b, trans=_trans_of(trans, sl.solve_triangular), lower=lower,
+                      unit_diagonal=unit_diagonal)
 
 
 def _tri_solver(a, lower, unit_diagonal):
@@ -1139,9 +1158,10 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """``scipy.linalg.lu_solve``: x with op(A) x = b from ``lu_factor``'s
     ``(lu, piv)``; differentiable w.r.t. ``b`` and ``lu``."""
     lu, piv = lu_and_piv
+    trans = _trans_of(trans, sl.lu_solve)
     if _one_vector_for_a_stack(lu, b) or (np.ndim(b) == 1 and np.ndim(piv) > 1):
-        return _lu_solve(lu, piv, np.expand_dims(b, -1), trans=_TRANS[trans])[..., 0]
-    return _lu_solve(lu, piv, b, trans=_TRANS[trans])
+        return _lu_solve(lu, piv, np.expand_dims(b, -1), trans=trans)[..., 0]
+    return _lu_solve(lu, piv, b, trans=trans)
 
 
 def _lu_matrix_tangent(lu, piv, tlu):

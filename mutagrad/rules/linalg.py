@@ -1136,19 +1136,23 @@ def _zero_values(S):
     return b <= _repeated_rtol(b.dtype) * scale
 
 
-def _zero_kinks(S, m, n, d):
+def _zero_kinks(S, m, n, d, values_only=False):
     """The derivatives (tangents or cotangents) ``d`` of the singular values ``S`` of an m x n matrix, 0 at a zero
     value whose vectors are not unique (m != n, whose larger side's null space has two dimensions or more, or
     a repeated zero): there the value is a cone, |t| times the norm of dA's part in the null spaces, with no
     linear derivative, and u_kᴴ dA v_k, through the vectors LAPACK returned, is a subgradient chosen by its
     basis (another basis gave -0.2 or 0.65 for 0.78 at a 5 x 3 matrix of rank 2); 0 is the symmetric one, what
     central differences give, as |x| and a norm at their zero. A single zero of a square matrix keeps its
-    derivative, the value continued through zero (its two vectors are unique up to one sign). First order only:
-    differentiated again (traced values), the cone's second derivative is refused or watched as before."""
+    derivative, the value continued through zero, where the vectors are read too (``values_only`` False: the
+    factorization continued through zero, whose reconstruction U S Vᴴ has the derivative dA); of the values
+    alone (compute_uv=False, a nuclear norm, or no cotangent of the vectors) it is 0 too: the sign of that
+    continuation is LAPACK's, u and v of a zero value having a sign each (the gradient of norm(H, 'nuc') at a
+    3 x 3 matrix of rank 2 differed from central differences by u₃v₃ᵀ, and from that of Hᵀ: the lowrank
+    tester). First order only: differentiated again (traced values), refused or watched as before."""
     if is_zero(d) or isinstance(d, Tracer) or isinstance(S, Tracer):
         return d
     z = _zero_values(S)
-    if m == n:
+    if m == n and not values_only:
         z = z & (np.sum(z, axis=-1, keepdims=True) > 1)
     return np.where(z, 0.0, d) if np.any(z) else d
 
@@ -1953,7 +1957,7 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True, partial=False):
     (the terms through the arbitrary vector cancel), instead of refusing both factors (regress87)."""
     V = _H(Vh)
     dP = np.matmul(np.matmul(_H(U), dA), V)
-    dS = _zero_kinks(S, np.shape(U)[-2], np.shape(Vh)[-1], _tie_mean(S, _re(_diag(dP))))
+    dS = _zero_kinks(S, np.shape(U)[-2], np.shape(Vh)[-1], _tie_mean(S, _re(_diag(dP))), not need_uv)
     if not need_uv:
         return dS
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
@@ -2032,7 +2036,7 @@ def _svd_vjp(U, S, Vh, gU, gS, gVh, read=None):
     read U and Vh, tape.read_mask's, or None)."""
     V = _H(Vh)
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
-    gS0, gS = gS, _zero_kinks(S, m, n, _tie_mean(S, gS))
+    gS0, gS = gS, _zero_kinks(S, m, n, _tie_mean(S, gS), _all_zero(gU, gVh))
     hidden = False
     gP = ZERO if is_zero(gS) else _diag_embed(gS)
     if _all_zero(gU, gVh):

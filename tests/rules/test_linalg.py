@@ -1833,9 +1833,25 @@ def test_a_zero_singular_value_whose_vectors_are_not_unique_gets_zero():
             np.testing.assert_allclose(np.sum(mg.grad(f)(Q @ A) * (Q @ T)), w, atol=1e-7)
     # the spectral norm at 0: all its values zero and tied: 0, not the I / n of LAPACK's identity bases
     np.testing.assert_array_equal(mg.grad(lambda A: np.linalg.norm(A, 2))(np.zeros((3, 3))), np.zeros((3, 3)))
-    # a single zero of a square matrix: the value continued through zero, u_3ᵀ dA v_3 = dA[2, 2] here
-    D = np.diag([3.0, 2.0, 0.0])
-    assert mg.jvp(lambda A: np.linalg.svd(A, compute_uv=False)[2], (D,), (T[:3],))[1] == pytest.approx(T[2, 2])
+    # a single zero of a square matrix: of the values alone 0 too (the lowrank tester: norm(H, 'nuc') at rank 2
+    # differed from central differences by u₃v₃ᵀ, whose sign is LAPACK's); with the vectors, the factorization
+    # continued through zero, whose reconstruction U S Vᵀ has the derivative dA
+    D = np.diag([3.0, 2.0, 0.0]) @ np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    E = T[:3]
+    assert mg.jvp(lambda A: np.linalg.svd(A, compute_uv=False)[2], (D,), (E,))[1] == 0.0
+    assert abs(np.linalg.svd(D + h * E, compute_uv=False)[2] - np.linalg.svd(D - h * E, compute_uv=False)[2]) < 1e-9
+
+    def nuc(A):
+        return np.linalg.norm(A, "nuc")
+
+    fd = np.array([(nuc(D + h * e) - nuc(D - h * e)) / (2 * h) for e in np.eye(9).reshape(9, 3, 3)]).reshape(3, 3)
+    np.testing.assert_allclose(mg.grad(nuc)(D), fd, atol=1e-6)
+    np.testing.assert_allclose(mg.grad(nuc)(D.T).T, fd, atol=1e-6)
+    def rebuild(A):
+        u, s, vt = np.linalg.svd(A)
+        return (u * s) @ vt
+
+    np.testing.assert_allclose(mg.jvp(rebuild, (D,), (E,))[1], E, atol=1e-12)
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5)])

@@ -2073,7 +2073,7 @@ def _warn_cached(level, out, name):
                     f"{line_text(level.cache_key_at)}: if that returns a value kept from an earlier call (a cache "
                     "keyed on the argument, as scipy.optimize's MemoizeJac), the kept value is a plain number "
                     "without derivative, and its part of the derivative is zero. Compute it inside the "
-                    "differentiation (skip or clear the cache there)."))
+                    "differentiation (skip or clear the cache there)."), every=True)
             return
     if where is None:  # (the neuralode tester's bisection for an event time: 0 where it is -0.70)
         floats = [b for b in map(bottom, leaves) if isinstance(b, (float, complex, np.ndarray, np.generic))
@@ -2087,7 +2087,7 @@ def _warn_cached(level, out, name):
             f"{line_text(level.order_at)}: if the output is a point that comparisons chose from plain values (a "
             "bisection's brackets, a grid search), its derivative is theirs (zero), not the point's: end a "
             "bisection with a Newton step on the traced values, s = s - g(s) / g'(s), or iterate on traced "
-            "values (docs/errors.md); if the output is piecewise constant (a count, a step), the zero is right."))
+            "values (docs/errors.md); if the output is piecewise constant (a count, a step), the zero is right."), every=True)
         return
     warn_at(user_frame(sys._getframe(1)), (
         f"{name}: the function's output carries no derivative of the differentiated arguments, so its "
@@ -2095,7 +2095,7 @@ def _warn_cached(level, out, name):
         f"{line_text(where)}: if that returns a value kept from an earlier call when the arguments compare equal "
         "(a cache, as scipy.optimize's MemoizeJac), the kept value is a plain number without derivative and "
         "the zero is wrong. Compute the output inside the differentiation (skip or clear the cache there); "
-        "if the output does not depend on the arguments, the zero is right."))
+        "if the output does not depend on the arguments, the zero is right."), every=True)
 
 
 @_no_full_collections

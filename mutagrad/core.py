@@ -680,7 +680,9 @@ class Storage:
     # its argument (a copy inside a differentiation): a write into either raises
     prim_alias = None
     plain_views = ()  # (path, plain array, its values at the call) of each sharing its memory; plain_alias: the first's
-    leftover_warned = False  # a leftover of it used by a later differentiation has been warned about (live)
+    # a leftover of it used by a later differentiation has been warned about: that differentiation's (its
+    # outermost level's id, unique; None: none yet)
+    leftover_warned = None
     # the search for such names stopped at its budget (a large object graph): a write warns once
     alias_unchecked = False
     # (the caller's array, its bits at the call, api._arg_sum's): an argument mutagrad never writes must
@@ -1536,8 +1538,8 @@ def live(x, writing=False, argument=False, output=False):
     if left is not None:
         if LOCKED:
             _check_leftover_alias(x, writing)
-        if (carrier is not None and not (argument or writing or carrier.leftover_warned)
-                and STATE.levels and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps
+        if (carrier is not None and not (argument or writing) and STATE.levels
+                and carrier.leftover_warned != STATE.levels[0].id and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps
             _warn_leftover_used(carrier, output)  # its derivative)
     return x
 
@@ -1547,24 +1549,25 @@ def _warn_leftover_used(s, output=False):
     earlier call, a global it set), used by a running one: a constant to it, so a derivative it
     has with respect to this one's inputs (the same parameters, a cached matrix of them) is
     lost. JAX and PyTorch raise there; mutagrad reads the value, as a plain call would, and
-    warns once per value."""
+    warns once per value and differentiation (in every one that reads it: an optimiser's later steps got the
+    zero silently after the first, the cosmology tester)."""
     from .errors import warn_at
 
-    s.leftover_warned = True
+    s.leftover_warned = STATE.levels[0].id
     frame = user_frame(sys._getframe(2))
     if output:
         warn_at(frame, "the differentiated function returned a value computed in an earlier differentiation "
                        "(a memoized result, from a cache, a global, an object), which carried its derivative there: "
                        "to the running differentiation it is a constant, so its derivative is zero. Compute the "
                        "value again in every call (a cache keyed on the input returns its stale value when the "
-                       "input is equal), or return mg.stop_gradient(value) where a constant is meant.")
+                       "input is equal), or return mg.stop_gradient(value) where a constant is meant.", every=True)
         return
     warn_at(frame, f"a value computed in an earlier differentiation, which carried its derivative there (left "
                    f"in a cache, a global, an object), is used at "
                    f"{user_line(frame) if frame is not None else 'this line'} by a running differentiation: to "
                    "it the value is a constant, so a derivative it has with respect to this differentiation's "
                    "inputs is lost (a cached matrix of the parameters: 0). Compute it again in the function, or "
-                   "store mg.stop_gradient(value) where it is meant as a constant.")
+                   "store mg.stop_gradient(value) where it is meant as a constant.", every=True)
 
 
 def _check_leftover_alias(v, writing):
@@ -2393,7 +2396,10 @@ _GENERATOR_METHODS = frozenset(n for n in dir(np.random.Generator) if not n.star
 # differentiated (the same numbers: NumPy's C code computes loc + scale * the standard draw)
 _RANDOM_TRANSFORMS = {
     "multivariate_normal": ("A traced mean: mean + {rng}.multivariate_normal(np.zeros(np.shape(mean)), cov, size) "
-                            "draws the same numbers and is differentiated."),
+                            "draws the same numbers and is differentiated. A traced cov: mean + "
+                            "{rng}.standard_normal((size, len(mean))) @ np.linalg.cholesky(cov).T draws the numbers of "
+                            "multivariate_normal(..., method='cholesky') (the default, 'svd', draws others of the same "
+                            "distribution) and is differentiated."),
     "gamma": "A traced scale: scale * {rng}.standard_gamma(shape, size) draws the same numbers and is differentiated.",
     **{k: (f"A traced loc or scale: loc + scale * {{rng}}.{k}(0.0, 1.0, size) draws the same numbers and is "
            "differentiated.") for k in ("laplace", "logistic", "gumbel")},

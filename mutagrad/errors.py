@@ -322,10 +322,12 @@ class RuleError(DifferentiationError):
 _last_escape = None
 
 
-def warn_at(frame, message, category=UserWarning):
+def warn_at(frame, message, category=UserWarning, every=False):
     """Issue a warning at the user's ``frame`` (its file, line and module: a filter on them, and
     the line shown, are those of the user's code, not mutagrad's); where there is none, at the
-    caller's caller."""
+    caller's caller. ``every``: at each call, not once per line under Python's default filter (a
+    derivative that is zero for a reason the warning names: after the first, an optimiser's later
+    steps got it silently, the cosmology tester); filters that ignore or raise act as ever."""
     if frame is None:
         warnings.warn(message, category, stacklevel=3)
         return
@@ -333,7 +335,8 @@ def warn_at(frame, message, category=UserWarning):
     # (module: as warnings.warn names it, "<string>" for code whose globals have no __name__, exec'd code:
     # warn_explicit drops a warning whose module is None, silently)
     warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
-                           module=g.get("__name__") or "<string>", registry=g.setdefault("__warningregistry__", {}))
+                           module=g.get("__name__") or "<string>",
+                           registry={} if every else g.setdefault("__warningregistry__", {}))
 
 
 class KinkWarning(UserWarning):

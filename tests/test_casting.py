@@ -436,3 +436,26 @@ def test_a_ufunc_signature_numpy_refuses_or_of_several_types_is_refused():
         mg.grad(lambda x: np.sum(np.sin(x, signature="dd->d")))(x)
     with pytest.raises(TypeError, match=r"signature= of several loop types.*x\.astype\(dtype\)"):
         mg.grad(lambda x: np.sum(np.add(x, x, signature=(None, None, np.float64))))(x)
+
+
+def test_a_zero_d_ufunc_call_that_where_leaves_out_warns_of_nothing():
+    # (rotations) np.divide(np.sin(n), n, out=s, where=n > 0) at n = 0: NumPy divides nothing and warns of nothing;
+    # mutagrad divided the 0-d operands anyway and warned "invalid value encountered in divide"
+    def f(x):
+        n = np.linalg.norm(x)
+        s = np.ones_like(n)
+        np.divide(np.sin(n), n, out=s, where=n > 0)
+        return s * np.sum(x)
+
+    x0 = np.zeros(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert f(x0) == 0.0
+        g = mg.grad(f)(x0)
+        t = mg.jvp(f, (x0,), (np.array([1.0, 2.0, 3.0]),))[1]
+        with np.errstate(all="raise"):  # (nor raises, as NumPy's call does not)
+            mg.grad(f)(x0)
+    h = 1e-6  # (near 0, s = sin(n) / n = 1 - n^2 / 6: f is sum(x) to second order)
+    fd = np.array([(f(h * e) - f(-h * e)) / (2 * h) for e in np.eye(3)])
+    np.testing.assert_allclose(g, fd, rtol=1e-9)
+    assert t == pytest.approx(fd @ [1.0, 2.0, 3.0])

@@ -6236,3 +6236,43 @@ def test_a_print_in_a_conditional_expression_statement_prints(capsys):
 
     with pytest.raises(mg.TracerEscapeError):
         mg.grad(keeps_in_and)(np.array([1.0, 2.0]))
+
+
+def test_a_traced_covariance_in_multivariate_normal_names_the_cholesky_rewrite():
+    # (portfolio) the message offered a rewrite for a traced mean only; the one for a traced cov draws the numbers of
+    # method='cholesky' and is differentiated (against central differences of the plain rewrite)
+    cov = np.array([[2.0, 0.3], [0.3, 1.0]])
+    mean = np.array([0.1, -0.2])
+    with pytest.raises(mg.TracerEscapeError, match=r"A traced cov: mean \+ np.random.default_rng\(1\).standard_normal"):
+        mg.grad(lambda c: np.sum(np.random.default_rng(1).multivariate_normal(mean, c, size=5) ** 2))(cov)
+
+    def rewrite(c):
+        return np.sum((mean + np.random.default_rng(1).standard_normal((5, 2)) @ np.linalg.cholesky(c).T) ** 2)
+
+    want = np.sum(np.random.default_rng(1).multivariate_normal(mean, cov, size=5, method="cholesky") ** 2)
+    assert rewrite(cov) == pytest.approx(want, rel=1e-15)
+    h = 1e-6
+    sym = [np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([[0.0, 0.0], [0.0, 1.0]])]
+    g = mg.grad(rewrite)(cov)
+    for e in sym:  # (along symmetric directions: cholesky reads the lower triangle)
+        assert np.sum(g * e) == pytest.approx((rewrite(cov + h * e) - rewrite(cov - h * e)) / (2 * h), rel=1e-6)
+
+
+def test_a_leftover_read_by_each_later_differentiation_warns_in_each():
+    # (cosmology) a table cached on the first call, read by later ones: their derivative through it is zero (by
+    # hand: d/dp of p * sum(c) is sum(c), here 6), and the warning came once (Python's default filter, and once
+    # per value): an optimiser's later steps got the zero silently. Now once per differentiation, each time
+    cache = {}
+
+    def table(p):
+        if "t" not in cache:
+            cache["t"] = p * np.array([1.0, 2.0, 3.0])
+        return cache["t"]
+
+    def f(p):
+        return np.sum(table(p))
+
+    assert mg.grad(f)(2.0) == pytest.approx(6.0)  # (fills the cache: its own derivative)
+    for _ in range(3):
+        with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
+            assert mg.grad(f)(2.0) == 0.0  # (the documented zero, warned each time)

@@ -230,7 +230,11 @@ def ufunc_call(ufunc, inputs, kwargs):
     # (a Python number stays one: NumPy treats it as weakly typed, float32 * 0.61 is float32)
     sel = tuple(x if type(x) in (int, float, complex) or not (np.ndim(x) or shape)
                 else np.broadcast_to(x, shape)[m] for x in inputs)
-    res = bind(prim, sel)
+    if not shape and not m:  # (a 0-d call where= leaves out: NumPy computes nothing, so warns of nothing:
+        with np.errstate(all="ignore"):  # np.divide(np.sin(n), n, out=s, where=n > 0) at n = 0, rotations)
+            res = bind(prim, sel)
+    else:
+        res = bind(prim, sel)
     if ufunc.nout == 1:
         res, out0 = (res,), (out[0] if out is not None else None,)
     else:

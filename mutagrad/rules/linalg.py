@@ -1468,26 +1468,6 @@ def _real_row(V, rows):
     return (np.arange(n)[:, None] == pick[..., None, None]).astype(float) * np.ones(b.shape[-1])
 
 
-def _real_row_but_zeros(V, rows):
-    """(E, unknown): where no row is real and nonzero in every column (:func:`_real_row`), the first of ``rows``
-    that is real in every column where it is not zero, per matrix of a stack, as a one-hot mask, and the
-    columns where it is zero, whose phase convention LAPACK's real row does not show (a block of the matrix
-    whose vectors have a zero there: acoustics tester); None where no row is real so (or V is real)."""
-    b = np.asarray(bottom(V))
-    if b.dtype.kind != "c" or b.shape[-2] == 0 or b.shape[-1] == 0:
-        return None
-    n = b.shape[-2]
-    pick = np.full(b.shape[:-2], -1)
-    for r in rows:
-        row = b[..., r % n, :]
-        ok = np.all(np.abs(row.imag) <= 1e-12 * np.abs(row) + 1e-300, axis=-1) & np.any(row.real != 0, axis=-1)
-        pick = np.where((pick < 0) & ok, r % n, pick)
-    if np.any(pick < 0):
-        return None
-    E = (np.arange(n)[:, None] == pick[..., None, None]).astype(float) * np.ones(b.shape[-1])
-    return E, np.sum(E * b, axis=-2) == 0
-
-
 def _phase_fix(V, W, E):
     """W plus the phase term that keeps the rows ``E`` of V real (see above)."""
     vr = np.real(np.sum(E * V, axis=-2))
@@ -1669,18 +1649,11 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO, cols=None):
     if _is_complex(V):
         Vs = V[..., :, sel]
         E = _real_row(Vs, rows) if rows else None
-        partly = None if E is not None or not rows else _real_row_but_zeros(Vs, rows)
-        if E is None and partly is None:
+        if E is None:
             return _phase_unknown(what)
         on = _real_members(V)
         if on is not None and (_leaves_reals(X, on) or (not is_zero(Q) and _leaves_reals(Q, on))):
             return _phase_jumps(what, forward=True)
-        if partly is not None:  # (the columns whose phase the real row shows: their tangents; the others poisoned)
-            E, unknown = partly
-            vr = np.where(unknown, 1.0, np.real(np.sum(E * Vs, axis=-2)))
-            dV = dV - Vs * (1j * np.imag(np.sum(E * dV, axis=-2)) / vr)[..., None, :]
-            unknown = np.broadcast_to(unknown[..., None, :], np.shape(dV))
-            return PartlyNotImplemented(np.where(unknown, 0.0, dV), unknown, _phase_unknown(what))
         dV = _phase_fix(Vs, dV, E)
     return dV
 

@@ -1883,30 +1883,3 @@ def test_forward_svd_of_a_rank_deficient_non_square_matrix(shape, full):
         np.testing.assert_allclose(mg.jvp(f, (R,), (T,))[1], fd, rtol=1e-6, atol=1e-8)
         np.testing.assert_allclose(np.sum(mg.grad(f)(R) * T), fd, rtol=1e-6, atol=1e-8)
     assert isinstance(mg.jvp(other_zero_vector, (R,), (T,))[1], mg.NotImplementedTangent)
-
-
-def test_forward_eigh_of_a_complex_block_matrix_keeps_the_vectors_whose_phase_is_known():
-    # (acoustics) block diagonal: the vector of the lone block has a zero in row 0, the row LAPACK makes real,
-    # so its phase convention is not shown; the others' is: forward mode refused every vector's tangent
-    def herm(a):
-        H = np.diag(a).astype(complex)
-        H[0, 1] = 0.3 + 0.4j * a[1]
-        H[1, 0] = np.conj(H[0, 1])
-        H[1, 2], H[2, 1] = 0.2j, -0.2j
-        return H
-
-    a = np.array([1.0, 2.0, 2.5, 4.0])
-    v = np.array([1.0, -0.5, 0.3, 0.2])
-    lone = int(np.flatnonzero(np.abs(np.linalg.eigh(herm(a))[1][0]) == 0)[0])
-    known = [k for k in range(4) if k != lone]
-
-    def f(a):  # (phase-dependent: V[1, k] of the known columns, their phase fixed by LAPACK's real row 0)
-        w, V = np.linalg.eigh(herm(a))
-        return np.sum(w ** 2) + np.sum(np.real(V[1, known]) * np.arange(1.0, 4.0))
-
-    h = 1e-6
-    fd = np.array([(f(a + h * e) - f(a - h * e)) / (2 * h) for e in np.eye(4)])
-    np.testing.assert_allclose(mg.jvp(f, (a,), (v,))[1], fd @ v, rtol=1e-6)
-    np.testing.assert_allclose(mg.grad(f)(a), fd, rtol=1e-6, atol=1e-8)
-    t = mg.jvp(lambda a: np.real(np.linalg.eigh(herm(a))[1][3, lone]), (a,), (v,))[1]
-    assert isinstance(t, mg.NotImplementedTangent) and "phase" in t.message

@@ -1,5 +1,7 @@
 """Nested differentiation: level tags keep perturbations apart; grad of
 grad, jvp of grad and grad of jvp work, on mutating functions too."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -661,3 +663,22 @@ def test_a_nested_hessian_of_an_argument_with_a_plain_alias_is_not_a_write():
     np.testing.assert_allclose(mg.grad(est)(X), want, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(mg.grad(lambda X: np.trace(mg.jacobian(mg.grad(ll), mode="fwd")(b, X)) + np.sum(W))(X),
                                want, rtol=1e-6, atol=1e-8)
+
+
+def test_forward_over_forward_through_abs_at_its_zero_warns():
+    # (forward over forward keeps no tape, on which the reverse watches find the abs of a curved function): the
+    # Hessian of sum(|x| ** 2) at x = [0, 1] came out [[0, 0], [0, 2]] for 2I silently; now the abs warns there
+    def f(x):
+        return np.sum(np.abs(x) ** 2)
+
+    x = np.array([0.0, 1.0])
+    with pytest.warns(mg.KinkWarning, match=r"np.abs\(x\) at x = 0 \(forward over forward\)"):
+        H = mg.jacobian(mg.jacobian(f, mode="fwd"), mode="fwd")(x)
+    assert H[0, 0] == 0.0 and H[1, 1] == pytest.approx(2.0)  # (the convention, warned; 2 off the kink)
+    with pytest.warns(mg.KinkWarning):
+        mg.jvp(lambda y: mg.jvp(f, (y,), (np.array([1.0, 0.0]),))[1], (x,), (np.array([1.0, 0.0]),))
+    with warnings.catch_warnings():  # (away from zeros, and at first order: silent and right)
+        warnings.simplefilter("error")
+        y = np.array([-0.5, 1.5])
+        np.testing.assert_allclose(mg.jacobian(mg.jacobian(f, mode="fwd"), mode="fwd")(y), 2 * np.eye(2))
+        assert mg.jacobian(lambda z: np.abs(z), mode="fwd")(x)[0, 0] == 0.0

@@ -1902,8 +1902,28 @@ def _watched_call(ufunc, inputs, kwargs):
 _CURVED = frozenset((np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos, np.tan, np.arctan,
            np.sinh, np.cosh, np.tanh, np.arcsinh, np.arctanh, np.cbrt, np.reciprocal, np.divide, np.logaddexp,
            np.logaddexp2, np.hypot, np.arctan2))
-for _uf in (np.sqrt, np.power, np.float_power, np.square, np.multiply, *_ANGLE_KINKS, *_CURVED):
+def _abs_forward_watch(leaves, res):
+    """np.abs(x) of a real x under a higher derivative that no reverse level traces (forward over forward:
+    jacobian(jacobian(f, mode="fwd"), mode="fwd"), jvp of jvp), watched at x's zeros where every level traces a
+    derivative: the watches of its curved functions (np.abs(x) ** 2, np.exp(np.abs(x))) find the abs on a reverse
+    level's tape, which forward levels keep none of, so the Hessian of np.sum(np.abs(x) ** 2) at 0 came out 0 for
+    2 without a warning. Here the abs itself warns (its first derivative, sign(x), has derivative 0 at the kink):
+    right for |x| alone, which has no second derivative at 0, and what makes a smooth composite's wrong."""
+    x = leaves[0]
+    if (not isinstance(x, Tracer) or not isinstance(res, Tracer) or _reverse_of(x) is not None
+            or _called_by_a_rule()):
+        return res
+    xb = np.asarray(bottom(x))
+    if xb.dtype.kind != "f" or not np.any(xb == 0):
+        return res
+    from .linalg import _norm_kink
+
+    return _norm_kink(res, "np.abs(x) at x = 0 (forward over forward)", at=np.broadcast_to(xb == 0, np.shape(res)))
+
+
+for _uf in (np.sqrt, np.power, np.float_power, np.square, np.multiply, np.absolute, np.fabs, *_ANGLE_KINKS, *_CURVED):
     UFUNC_HANDLERS[(_uf, "__call__")] = _watched_call
+NESTED_WATCH[REGISTRY[np.absolute]] = NESTED_WATCH[REGISTRY[np.fabs]] = _abs_forward_watch
 NESTED_WATCH[REGISTRY[np.sqrt]] = _function_of_abs_watch(np.sqrt, _root_watch)
 NESTED_WATCH[REGISTRY[np.square]] = _abs_watch
 NESTED_WATCH[REGISTRY[np.multiply]] = _product_watch

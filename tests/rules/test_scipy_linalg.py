@@ -1701,9 +1701,22 @@ def test_trans_as_scipy_reads_it():
     for t in (1, True, 1.0, np.int64(1)):
         np.testing.assert_array_equal(msl.lu_solve(lu, np.ones(2), trans=t), sl.lu_solve(lu, np.ones(2), trans=t))
     a = np.array([[2.0, 0.0], [1.0, 4.0]])
-    for t in (0, "T", "C", "X", 5, 1.0):
+    for t in (0, "T", "C", "X", 5, 1.0, "n"):
         want = sl.solve_triangular(a, np.ones(2), trans=t, lower=True)
         np.testing.assert_array_equal(msl.solve_triangular(a, np.ones(2), trans=t, lower=True), want)
+    # (regress89: SciPy transposes a C-ordered matrix itself, negating an unknown trans, and passes an F-ordered
+    # one's to LAPACK, which refuses it; a complex 'c' is then a plain transpose)
+    ac = np.array([[2.0, 0.0, 0.0], [1.0 + 1.0j, 4.0, 0.0], [0.5j, -1.0, 3.0 - 1.0j]])
+    bc = np.array([1.0, 2.0j, -1.0])
+    for t in ("c", "n", 2, "C"):
+        np.testing.assert_allclose(msl.solve_triangular(ac, bc, trans=t, lower=True),
+                                   sl.solve_triangular(ac, bc, trans=t, lower=True), rtol=1e-14)
+    af = np.asfortranarray(a)
+    for t in ("n", 3, "X"):
+        with pytest.raises(Exception) as plain:
+            sl.solve_triangular(af, np.ones(2), trans=t, lower=True)
+        with pytest.raises(type(plain.value)):
+            msl.solve_triangular(af, np.ones(2), trans=t, lower=True)
         g = mg.grad(lambda b, t=t: np.sum(msl.solve_triangular(a, b, trans=t, lower=True) * [1.0, 3.0]))(np.ones(2))
         np.testing.assert_allclose(g, numerical_grad(
             lambda b, t=t: np.sum(sl.solve_triangular(a, b, trans=t, lower=True) * [1.0, 3.0]), (np.ones(2),), (0,))[0])

@@ -522,22 +522,26 @@ def _outer_or_mm(u, v, vec):
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
 
 
-def _trans_of(trans, scipy_fn):
+def _trans_of(trans, scipy_fn, a=None):
     """``trans`` as 0, 1 or 2, as SciPy's ``scipy_fn`` (solve_triangular, lu_solve) reads it: its names and
-    integers; another value is given to SciPy's own call on a 2 x 2 stand-in, whose error is raised (lu_solve's
-    for a string) or whose solution tells which of the three it took."""
-    try:
-        if trans in _TRANS and (scipy_fn is not sl.lu_solve or not isinstance(trans, str)):
-            return _TRANS[trans]
-    except TypeError:  # (unhashable)
-        pass
-    low = np.array([[2.0, 0.0], [1.0, 4.0]])
+    integers; another value is given to SciPy's own call on a 2 x 2 stand-in (of ``a``'s memory order and real
+    or complex kind: solve_triangular transposes a C-ordered matrix itself and negates such a ``trans``), whose
+    error is raised (lu_solve's for a string, solve_triangular's for an F-ordered matrix) or whose solution
+    tells which of the three it took (regress88, regress89)."""
+    exact = (0, 1, 2) if scipy_fn is sl.lu_solve else (0, 1, 2, "N", "T", "C")
+    if type(trans) in (int, str) and trans in exact:
+        return _TRANS[trans]
+    cplx = a is not None and np.iscomplexobj(bottom(a))
+    low = np.array([[2.0, 0.0], [1.0 + 1.0j if cplx else 1.0, 4.0]])
+    if a is not None and np.ndim(bottom(a)) == 2 and bottom(a).flags.f_contiguous:
+        low = np.asfortranarray(low)
     rhs = np.array([1.0, 2.0])
     if scipy_fn is sl.lu_solve:
         got = sl.lu_solve(sl.lu_factor(low), rhs, trans=trans)
     else:
         got = sl.solve_triangular(low, rhs, trans=trans, lower=True)
-    return 0 if np.allclose(got, np.linalg.solve(low, rhs)) else 1
+    modes = [np.linalg.solve(m, rhs) for m in (low, low.T, low.conj().T)]
+    return next(k for k in (0, 2, 1) if np.allclose(got, modes[k]))
 
 
 def _op(m, trans):
@@ -586,7 +590,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     array([0., 1.])
     """
     _check_finite(check_finite, a, b)
-    return _as_column(_solve_triangular, a, b, trans=_trans_of(trans, sl.solve_triangular), lower=lower,
+    return _as_column(_solve_triangular, a, b, trans=_trans_of(trans, sl.solve_triangular, a), lower=lower,
                       unit_diagonal=unit_diagonal)
 
 

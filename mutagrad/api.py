@@ -2087,7 +2087,8 @@ def _warn_cached(level, out, name):
             f"{line_text(level.order_at)}: if the output is a point that comparisons chose from plain values (a "
             "bisection's brackets, a grid search), its derivative is theirs (zero), not the point's: end a "
             "bisection with a Newton step on the traced values, s = s - g(s) / g'(s), or iterate on traced "
-            "values (docs/errors.md); if the output is piecewise constant (a count, a step), the zero is right."), every=True)
+            "values (docs/errors.md); if the output is piecewise constant (a count, a step), the zero is right."),
+            every=True)
         return
     warn_at(user_frame(sys._getframe(1)), (
         f"{name}: the function's output carries no derivative of the differentiated arguments, so its "

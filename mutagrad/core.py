@@ -1538,8 +1538,9 @@ def live(x, writing=False, argument=False, output=False):
     if left is not None:
         if LOCKED:
             _check_leftover_alias(x, writing)
-        if (carrier is not None and not (argument or writing) and STATE.levels
-                and carrier.leftover_warned != STATE.levels[0].id and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps
+        if (carrier is not None and not (argument or writing) and STATE.levels  # (once per differentiation)
+                and carrier.leftover_warned != STATE.levels[0].id
+                and not isinstance(x, Tracer)):  # (an inner leftover of an outer tracer keeps
             _warn_leftover_used(carrier, output)  # its derivative)
     return x
 

@@ -406,8 +406,8 @@ def _einsum_operand_ct(g, ins, out, operands, i, sizes):
     avail = set(out).union(*[set(s) for s, _ in others]) if others else set(out)
     keep = "".join(c for c in uniq if c in avail)
     spec = ",".join([out] + [s for s, _ in others]) + "->" + keep
-    r = np.einsum(spec, g, *[o for _, o in others],
-                  optimize=_einsum_plan(spec, tuple(tuple(sizes[c] for c in s) for s in [out] + [s for s, _ in others])))
+    shapes = tuple(tuple(sizes[c] for c in s) for s in [out] + [s for s, _ in others])
+    r = np.einsum(spec, g, *[o for _, o in others], optimize=_einsum_plan(spec, shapes))
     # letters of the operand that appear nowhere else were summed: broadcast back
     if keep != uniq:
         shape_u = tuple(sizes[c] for c in uniq)

@@ -1164,7 +1164,8 @@ def _segment_reductions(ufunc, x, indices, axis):
         return exact
     lengths, offsets, owners, positions = _segments(starts.astype(np.intp, copy=False), n)
     # (traced: the segments' elements, in order; a slice where the segments tile the axis)
-    xs = np.moveaxis(x, ax, 0)[int(starts[0]):] if _tiling(starts) else np.take(np.moveaxis(x, ax, 0), positions, axis=0)
+    xa = np.moveaxis(x, ax, 0)
+    xs = xa[int(starts[0]):] if _tiling(starts) else np.take(xa, positions, axis=0)
     xb = np.asarray(bottom(xs))
     eb = np.moveaxis(exact, ax, 0)
     own = (owners,) + (Ellipsis,)

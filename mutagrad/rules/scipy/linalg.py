@@ -937,7 +937,7 @@ def _cho_solve_rrule(c, b, *, lower=False):
     def pullback(g):
         bbar = _cho_solve(c, g, lower=lower)  # A is Hermitian
         L = _cho_lower(c, lower)
-        if _few_columns(x, c):  # (Ā = -B̄ Xᴴ: (Ā + Āᴴ) L by products with the columns, O(n²) each: see lu_solve's)
+        if _few_columns(x, c):  # (Ā = -B̄ Xᴴ: (Ā + Āᴴ) L by products with the columns, O(n²) each: lu_solve's)
             F, G = (bbar[..., None], x[..., None]) if np.ndim(b) == 1 else (bbar, x)
             lbar = -(np.matmul(F, _mH(np.matmul(_mH(L), G))) + np.matmul(G, _mH(np.matmul(_mH(L), F))))
         else:

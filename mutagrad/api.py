@@ -2543,12 +2543,18 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 
 
 def _constant_by_tangent(p, t) -> bool:
-    """Whether jvp may pass primal ``p`` as a constant: a plain float array whose tangent
+    """Whether jvp may pass primal ``p`` as a constant: a plain float array or number whose tangent
     ``t`` is a symbolic zero or all zeros of its shape; an integer or boolean one (a count, an
     index, a flag) whose tangent is None or a symbolic zero (JAX's float0 tangent)."""
     if (t is None or isinstance(t, AbstractZero)) and (type(p) in (int, bool) or isinstance(p, (np.integer, np.bool_))
                                                        or (type(p) is _ndarray and p.dtype.kind in "biu")):
         return True
+    if type(p) in (float, complex) or type(p) in (np.float64, np.float32, np.float16, np.longdouble, np.complex128,
+                                                  np.complex64, np.clongdouble):
+        # (a float number: as grad passes one it does not differentiate, plain; int(f / 100) of a frequency held
+        # fixed was refused by jvp, not by grad: the audiosynth tester)
+        return t is None or isinstance(t, AbstractZero) or (
+            type(t) in (int, float, complex) or (isinstance(t, np.generic) and t.dtype.kind in "biufc")) and t == 0
     if type(p) is not _ndarray or p.dtype.kind not in "fc":
         return False
     if t is None or isinstance(t, AbstractZero):
@@ -2564,7 +2570,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
 
     A tangent that is None, ``mg.ZeroTangent()`` or all zeros is a symbolic zero:
     it contributes nothing, even through a derivative that is not implemented or
-    infinite there; a float array with such a tangent is passed as a constant,
+    infinite there; a float array or number with such a tangent is passed as a constant,
     as ``grad`` passes the arguments it does not differentiate (its values may be
     read as plain numbers), and so is an integer or boolean primal whose tangent is None
     (JAX's float0 tangent). With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and

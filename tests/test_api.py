@@ -2567,3 +2567,19 @@ def test_has_aux_without_a_pair_and_jvps_integer_primal_name_the_line_and_the_no
         mg.grad(lambda x: x * x, has_aux=True)(2.0)
     with pytest.raises(TypeError, match=r"integer value 3 at .*tangent as None"):
         mg.jvp(lambda a, n: a * n, (2.0, 3), (1.0, 0))
+
+
+def test_jvp_passes_a_float_number_with_no_tangent_as_a_constant():
+    # (audiosynth) as grad passes an argument it does not differentiate, and as jvp passed a float array so: a
+    # Python float or NumPy float scalar with tangent None (or 0) is plain inside, int(f / 100) of a frequency
+    # held fixed was refused. d/dx of x * int(f / 100) * 3 f / 1000 at f = 437.3: 4 * 1.3119 = 5.2476, by hand
+    def gain(x, f):
+        return x * int(f / 100.0) * np.sum(np.full(3, f / 1000.0))
+
+    for f in (437.3, np.float64(437.3), np.float32(437.3)):
+        for t in (None, 0.0, mg.ZeroTangent()):
+            value, tangent = mg.jvp(gain, (1.0, f), (1.0, t))
+            assert value == gain(1.0, f) and tangent == pytest.approx(4 * 3 * float(f) / 1000.0, rel=1e-6)
+    # (a tangent that is not zero: traced, and int() of it refused as ever)
+    with pytest.raises(mg.TracerEscapeError):
+        mg.jvp(gain, (1.0, 437.3), (1.0, 1.0))

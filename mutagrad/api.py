@@ -1290,8 +1290,8 @@ def _wrap_args(level, args, argnums, fun=None, kwargs=None, every=False):
     constant traced arrays; returns (args, infos). ``every``: vjp and jvp, which
     differentiate every primal (a value that cannot be is closed over instead)."""
     _check_argnums(argnums, len(args), kwargs)
-    if every and len(set(argnums)) >= len(args):
-        level.every = True  # (no argument is a traced constant: the refusals' advice says so)
+    if every:  # (vjp and jvp: the refusals' advice names a primal with a zero tangent, also where such a
+        level.every = True  # primal is passed as a constant: jvp's float arrays and numbers)
     # a traced value a finished differentiation left behind (in a global, an attribute) is
     # the array it holds (see core.live)
     args = [live(a, argument=True) if isinstance(a, Tracer) else a for a in args]

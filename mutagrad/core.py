@@ -858,7 +858,7 @@ class Level:
     # derivative then may be a point chosen by comparisons from plain values, a bisection's (api._warn_cached)
     order_at = None
     cache_key_at = None  # (where a differentiated array compared equal to a plain one: note_cache_key)
-    every = False  # vjp and jvp with no argument left out: every float argument is differentiated
+    every = False  # vjp and jvp, which take no argnums: a value is passed in as a primal (a zero tangent: a constant)
 
     def __init__(self):
         self.id = next(_level_ids)

@@ -2398,7 +2398,8 @@ _GENERATOR_METHODS = frozenset(n for n in dir(np.random.Generator) if not n.star
 _RANDOM_TRANSFORMS = {
     "multivariate_normal": ("A traced mean: mean + {rng}.multivariate_normal(np.zeros(np.shape(mean)), cov, size) "
                             "draws the same numbers and is differentiated. A traced cov: mean + "
-                            "{rng}.standard_normal((size, len(mean))) @ np.linalg.cholesky(cov).T draws the numbers of "
+                            "{rng}.standard_normal(s + (len(mean),)) @ np.linalg.cholesky(cov).T, s the size as a "
+                            "tuple (() for None, (size,) for a number), draws the numbers of "
                             "multivariate_normal(..., method='cholesky') (the default, 'svd', draws others of the same "
                             "distribution) and is differentiated."),
     "gamma": "A traced scale: scale * {rng}.standard_gamma(shape, size) draws the same numbers and is differentiated.",

@@ -6243,11 +6243,16 @@ def test_a_traced_covariance_in_multivariate_normal_names_the_cholesky_rewrite()
     # method='cholesky' and is differentiated (against central differences of the plain rewrite)
     cov = np.array([[2.0, 0.3], [0.3, 1.0]])
     mean = np.array([0.1, -0.2])
-    with pytest.raises(mg.TracerEscapeError, match=r"A traced cov: mean \+ np.random.default_rng\(1\).standard_normal"):
+    with pytest.raises(mg.TracerEscapeError, match=r"traced cov: mean \+ np.random.default_rng\(1\).standard_normal\(s "):
         mg.grad(lambda c: np.sum(np.random.default_rng(1).multivariate_normal(mean, c, size=5) ** 2))(cov)
 
-    def rewrite(c):
-        return np.sum((mean + np.random.default_rng(1).standard_normal((5, 2)) @ np.linalg.cholesky(c).T) ** 2)
+    def rewrite(c, s=(5,)):
+        z = np.random.default_rng(1).standard_normal(s + (len(mean),))
+        return np.sum((mean + z @ np.linalg.cholesky(c).T) ** 2)
+
+    for size, s in ((None, ()), (3, (3,)), ((2, 4), (2, 4))):  # (regress90: every size, as the message says)
+        want = np.sum(np.random.default_rng(1).multivariate_normal(mean, cov, size=size, method="cholesky") ** 2)
+        assert rewrite(cov, s) == pytest.approx(want, rel=1e-15)
 
     want = np.sum(np.random.default_rng(1).multivariate_normal(mean, cov, size=5, method="cholesky") ** 2)
     assert rewrite(cov) == pytest.approx(want, rel=1e-15)

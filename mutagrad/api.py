@@ -2553,14 +2553,21 @@ def _constant_by_tangent(p, t) -> bool:
                                                   np.complex64, np.clongdouble):
         # (a float number: as grad passes one it does not differentiate, plain; int(f / 100) of a frequency held
         # fixed was refused by jvp, not by grad: the audiosynth tester)
-        return t is None or isinstance(t, AbstractZero) or (
-            type(t) in (int, float, complex) or (isinstance(t, np.generic) and t.dtype.kind in "biufc")) and t == 0
+        return t is None or isinstance(t, AbstractZero) or _zero_number(t)
     if type(p) is not _ndarray or p.dtype.kind not in "fc":
         return False
-    if t is None or isinstance(t, AbstractZero):
+    if t is None or isinstance(t, AbstractZero) or (p.ndim == 0 and _zero_number(t)):
         return True
     return isinstance(t, (_ndarray, np.generic)) and not isinstance(t, Tracer) and t.dtype.kind in "biufc" and (
         np.shape(t) == p.shape and not np.any(t))
+
+
+def _zero_number(t) -> bool:
+    """Whether tangent ``t`` is a plain zero number: a Python or NumPy one, or a 0-d array (of a number primal, or
+    given to a 0-d array: either kind, regress91)."""
+    if type(t) in (int, float, complex) or (isinstance(t, np.generic) and t.dtype.kind in "biufc"):
+        return t == 0
+    return type(t) is _ndarray and t.ndim == 0 and t.dtype.kind in "biufc" and t == 0
 
 
 @_no_full_collections
@@ -2653,6 +2660,9 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             continue
         if t is None or isinstance(t, AbstractZero):
             b = bottom(o)
+            if type(b) in (float, complex):  # (a Python number, as a constant primal of jvp returns it: its own
+                tans.append(type(b)(0))  # type's zero, a complex one for a complex number: regress91)
+                continue
             t = np.zeros(np.shape(b), getattr(b, "dtype", np.float64))
             if (isinstance(o, Tracer) and o._scalar) or (np.ndim(b) == 0 and not isinstance(b, _ndarray)):
                 t = t[()]

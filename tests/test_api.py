@@ -2580,6 +2580,12 @@ def test_jvp_passes_a_float_number_with_no_tangent_as_a_constant():
         for t in (None, 0.0, mg.ZeroTangent()):
             value, tangent = mg.jvp(gain, (1.0, f), (1.0, t))
             assert value == gain(1.0, f) and tangent == pytest.approx(4 * 3 * float(f) / 1000.0, rel=1e-6)
+    for f, t in ((437.3, np.array(0.0)), (np.array(437.3), 0.0), (np.array(437.3), np.float64(0.0))):
+        assert mg.jvp(gain, (1.0, f), (1.0, t))[1] == pytest.approx(4 * 3 * 437.3 / 1000.0)  # (either kind of zero)
+    # (regress91: a complex constant's output keeps a complex zero tangent, a Python number's its own type)
+    value, tangent = mg.jvp(lambda x, a: a * a, (2.0, 1 + 2j), (1.0, None))
+    assert value == (1 + 2j) ** 2 and type(tangent) is complex and tangent == 0
+    assert type(mg.jvp(lambda x, a: a, (2.0, 3.0), (1.0, None))[1]) is float
     # (a tangent that is not zero: traced, and int() of it refused as ever)
     with pytest.raises(mg.TracerEscapeError):
         mg.jvp(gain, (1.0, 437.3), (1.0, 1.0))

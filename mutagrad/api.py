@@ -2549,8 +2549,7 @@ def _constant_by_tangent(p, t) -> bool:
     if (t is None or isinstance(t, AbstractZero)) and (type(p) in (int, bool) or isinstance(p, (np.integer, np.bool_))
                                                        or (type(p) is _ndarray and p.dtype.kind in "biu")):
         return True
-    if type(p) in (float, complex) or type(p) in (np.float64, np.float32, np.float16, np.longdouble, np.complex128,
-                                                  np.complex64, np.clongdouble):
+    if isinstance(p, (float, complex, np.inexact)):
         # (a float number: as grad passes one it does not differentiate, plain; int(f / 100) of a frequency held
         # fixed was refused by jvp, not by grad: the audiosynth tester)
         return t is None or isinstance(t, AbstractZero) or _zero_number(t)

@@ -153,9 +153,7 @@ class ForwardLevel(Level):
             poison = self._poisoned(tdot.poison, "an operation")
             self.set_tangent(s, tdot.known, inputs_tangents)
             self.ensure_tangent(s)
-            buf, root = s.new_mirror(np.zeros)
-            root[...] = np.where(tdot.unknown, 0, (1 + 1j) if root.dtype.kind == "c" else 1)
-            self.clean_marks[id(s)] = (s, buf, root)
+            self._marks(s, clean=True)[2][tdot.unknown] = 0
             s.poison = poison
             return
         tdot = project(tdot, s.shape, s.dtype)
@@ -424,6 +422,17 @@ class ForwardLevel(Level):
             return None
         return s.poison
 
+    def _marks(self, s, clean):
+        """The clean marks of storage ``s`` (see :meth:`_note_clean_write`): (s, the mark buffer, its root view),
+        made where there are none with every element clean (``clean``) or poisoned."""
+        entry = self.clean_marks.get(id(s))
+        if entry is None or entry[0] is not s:
+            buf, root = s.new_mirror(np.zeros)
+            if clean:
+                root[...] = (1 + 1j) if root.dtype.kind == "c" else 1
+            entry = self.clean_marks[id(s)] = (s, buf, root)
+        return entry
+
     def _note_poisoned_write(self, s, dest, idx, poison):
         """A write of values that have no derivative (SciPy's workspace) into ``dest[idx]``: the storage is
         poisoned there only, the rest marked clean (a workspace that is a view of a larger buffer, whose other
@@ -436,10 +445,7 @@ class ForwardLevel(Level):
             s.poison = poison
             self.clean_marks.pop(id(s), None)
             return
-        if entry is None:
-            buf, root = s.new_mirror(np.zeros)
-            root[...] = (1 + 1j) if root.dtype.kind == "c" else 1
-            entry = self.clean_marks[id(s)] = (s, buf, root)
+        entry = self._marks(s, clean=True)
         target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
         target[idx] = 0
         s.poison = poison
@@ -449,10 +455,7 @@ class ForwardLevel(Level):
         scratch values SciPy left with overwrite_a=True): the poison covers the storage's marked elements
         (all of them, or a view's: _note_poisoned_write), so it goes once every element (both parts of a
         complex one) has been rewritten so since; reads of rewritten elements are clean before (poison_of)."""
-        entry = self.clean_marks.get(id(s))
-        if entry is None or entry[0] is not s:
-            buf, root = s.new_mirror(np.zeros)
-            entry = self.clean_marks[id(s)] = (s, buf, root)
+        entry = self._marks(s, clean=False)
         target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
         target[idx] = (1 + 1j) if target.dtype.kind == "c" else 1
         root = entry[2]

@@ -1902,6 +1902,8 @@ def _watched_call(ufunc, inputs, kwargs):
 _CURVED = frozenset((np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos, np.tan, np.arctan,
            np.sinh, np.cosh, np.tanh, np.arcsinh, np.arctanh, np.cbrt, np.reciprocal, np.divide, np.logaddexp,
            np.logaddexp2, np.hypot, np.arctan2))
+
+
 def _abs_forward_watch(leaves, res):
     """np.abs(x) of a real x under a higher derivative that no reverse level traces (forward over forward:
     jacobian(jacobian(f, mode="fwd"), mode="fwd"), jvp of jvp), watched at x's zeros where every level traces a

@@ -1939,7 +1939,7 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True, partial=False):
         bad = _degenerate("np.linalg.svd", forward=True)
         if not partial or _repeated(S) or _is_complex(dP) or isinstance(S, Tracer):
             return bad, dS, bad
-        zero, unknown = _zero_values(S), bad  # (one zero of a non-square matrix: see ``partial``)
+        zero, poison = _zero_values(S), bad  # (one zero of a non-square matrix: see ``partial``)
     bad = _near_tie_refusal(S, "np.linalg.svd")
     if bad is not None:
         return bad, dS, bad
@@ -1960,9 +1960,9 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True, partial=False):
         dV = dV + (np.matmul(_H(dA), U) - np.matmul(V, dPh)) / Sd
     if zero is not None:
         if m > n:
-            return PartlyNotImplemented(dU, np.broadcast_to(zero[..., None, :], np.shape(dU)), unknown), dS, _H(dV)
+            return PartlyNotImplemented(dU, np.broadcast_to(zero[..., None, :], np.shape(dU)), poison), dS, _H(dV)
         dVh = _H(dV)
-        return dU, dS, PartlyNotImplemented(dVh, np.broadcast_to(zero[..., :, None], np.shape(dVh)), unknown)
+        return dU, dS, PartlyNotImplemented(dVh, np.broadcast_to(zero[..., :, None], np.shape(dVh)), poison)
     if _is_complex(dP):  # the phase LAPACK fixes, shared by u_k and v_k
         E, of_v = _svd_real_row(U, V)
         on = _real_members(U, V)

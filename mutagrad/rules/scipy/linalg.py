@@ -519,7 +519,7 @@ def _outer_or_mm(u, v, vec):
 
 # -- op(A) x = b: shared by solve_triangular and lu_solve ---------------------------
 
-_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
 
 
 def _trans_of(trans, scipy_fn, a=None):
@@ -542,6 +542,13 @@ def _trans_of(trans, scipy_fn, a=None):
         got = sl.solve_triangular(low, rhs, trans=trans, lower=True)
     modes = [np.linalg.solve(m, rhs) for m in (low, low.T, low.conj().T)]
     return next(k for k in (0, 2, 1) if np.allclose(got, modes[k]))
+
+
+def _columns_of_abar(bbar, x, trans, vec):
+    """(F, G), matrices of columns, with Ā = -F Gᴴ for x = op(A)⁻¹ b and b̄ (see :func:`_solve_pullback`): the
+    rank-k form lu_solve's and cho_solve's pullbacks take products with, O(n²) per column instead of Ā's."""
+    F, G = (bbar, x) if trans == 0 else ((_cj(x), _cj(bbar)) if trans == 1 else (x, bbar))
+    return (F[..., None], G[..., None]) if vec else (F, G)
 
 
 def _op(m, trans):
@@ -938,7 +945,7 @@ def _cho_solve_rrule(c, b, *, lower=False):
         bbar = _cho_solve(c, g, lower=lower)  # A is Hermitian
         L = _cho_lower(c, lower)
         if _few_columns(x, c):  # (Ā = -B̄ Xᴴ: (Ā + Āᴴ) L by products with the columns, O(n²) each: lu_solve's)
-            F, G = (bbar[..., None], x[..., None]) if np.ndim(b) == 1 else (bbar, x)
+            F, G = _columns_of_abar(bbar, x, 0, np.ndim(b) == 1)
             lbar = -(np.matmul(F, _mH(np.matmul(_mH(L), G))) + np.matmul(G, _mH(np.matmul(_mH(L), F))))
         else:
             abar = -_outer_or_mm(bbar, x, np.ndim(b) == 1)
@@ -1205,9 +1212,7 @@ def _lu_solve_rrule(lu, piv, b, *, trans=0):
             # (Ā = -F Gᴴ, of rank the columns': the factors' cotangent by products with them, O(n²) per column,
             # not Ā's O(n³) products: an LU reused over a hundred steps cost 240x its solves, cranknicolson)
             bbar = _adjoint_solve(solve, g, trans)
-            F, G = (bbar, x) if trans == 0 else ((_cj(x), _cj(bbar)) if trans == 1 else (x, bbar))
-            if np.ndim(b) == 1:
-                F, G = F[..., None], G[..., None]
+            F, G = _columns_of_abar(bbar, x, trans, np.ndim(b) == 1)
             pf = -_rows(F, _row_order(piv, np.shape(F)[-2]))  # -Pᵀ F
             ug = np.matmul(_tri(lu, False), G)  # U G
             lpf = np.matmul(_mH(_tri(lu, True, 1)), pf) + pf  # Lᴴ (-Pᵀ F), L's diagonal 1

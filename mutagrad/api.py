@@ -1009,6 +1009,11 @@ def _called_functions(d, attr, cls, instance=None):
         return [f if td is staticmethod else _MethodType(f, cls)]
     if td is property and instance is not None:
         return [_MethodType(d.fget, instance)] if type(d.fget) is _FunctionType else []
+    get = getattr(td, "__get__", None)
+    if type(get) is _FunctionType and instance is not None:
+        # a descriptor of the program's (a validated attribute keeping values in a weak dictionary of
+        # its own): its __get__, bound to the descriptor, whose code names what it reads (the oop tester)
+        return [_MethodType(get, d)]
     return None
 
 

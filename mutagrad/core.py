@@ -1466,6 +1466,8 @@ def top_level(leaves):
                 return False  # (another thread's independent differentiation's: a constant here, see live)
             if top is None or lv.id > top.id:
                 top = lv
+        elif type(x) is _ndarray and LOCKED and not x.flags.writeable:
+            _check_argument_read(x)
     return top
 
 
@@ -1595,6 +1597,40 @@ def _check_leftover_alias(v, writing):
                     f"value is a plain array, so {lost}. Keep a copy (x.copy()) where the earlier call stored "
                     f"it, or {fix} the argument itself."
                 )
+
+
+def _check_argument_read(p):
+    """A plain read-only array ``p`` that a traced operation reads (a constant to it) is the memory
+    of an argument the function has written into: the caller's array object itself, or a view of
+    it made meanwhile, reached through a path the alias search does not follow (a ContextVar, a
+    function returning it, ``globals()[name]``, a descriptor's store). Its values are the written
+    ones, their derivative would be lost: raise. (Reads before the first write are the values at
+    the call, constants as any other reference to the caller's array is; ``mg.value(x)``'s views
+    are not the caller's array's, see value.) Only the program's own operations: a rule's (all levels
+    not visible) reads what it was given, or what SciPy wrote into an argument it was asked to."""
+    levels = STATE.levels
+    if STATE.ceiling != len(levels):
+        return
+    r = p
+    while type(r.base) is _ndarray:
+        r = r.base
+    for lv in levels:
+        for st in lv.arg_storages:
+            if not st.written:
+                continue
+            a = o = st.orig
+            while type(o.base) is _ndarray:
+                o = o.base
+            if o is r and (p is a or _shares_bounded(a, p)):
+                from .errors import AliasingError
+
+                raise AliasingError(
+                    f"reading at {user_line()} the memory of {st.name}, the caller's array itself (reached "
+                    "through another reference to it: a global, a context variable, a cache, an object's store), "
+                    "after the function wrote into it: to mutagrad that reference is a plain array, a constant, "
+                    "so the derivative of what the function wrote there would be lost. Read the argument "
+                    "itself (the traced array the function was given), or pass the object that holds the "
+                    "array and read it from there only.")
 
 
 def _note_leftover_read(lv, s):
@@ -2259,6 +2295,8 @@ def _plain_operand_ok(lv, nested, self, p) -> bool:
     numeric dtype, with an array ``self`` (not a scalar's element runs), at a single level: a reverse
     one's ``process_ew`` keeps the private copy a pullback reads (ReverseLevel.snapshot), as the
     general path does (``x * A`` of a constant A); a forward one's reads it at once."""
+    if LOCKED and not p.flags.writeable:
+        _check_argument_read(p)
     return not nested and not self._scalar and p.dtype.kind in "fciub"
 
 
@@ -5445,6 +5483,8 @@ def write(dest, idx, value):
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return
+    if vt is _ndarray and LOCKED and not value.flags.writeable:
+        _check_argument_read(value)
     if vt is complex or vt is list or vt is tuple or vt is ScalarTracer:
         refuse_python_complex(dest, value)
     while issubclass(vt, Tracer) and value._level.id > dest._level.id:
@@ -6526,6 +6566,22 @@ _MAPPING = threading.local()  # .memo: id -> the new array, for the arrays of ob
 _VALUE_OWNERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
+class _Shown:
+    """The base of mg.value's view of a traced array's memory: not the array that owns it (for
+    an argument, the caller's), so that the view and views of it are told from that array and
+    its views (a plain read of the argument's memory through another reference after a write
+    raises, _check_argument_read; a read of mg.value's is a constant, as asked)."""
+    __slots__ = ("__array_interface__", "array")
+
+
+def _shown_view(b):
+    """A view of ndarray ``b`` whose base is a _Shown, not ``b`` or what ``b`` views."""
+    h = _Shown()
+    h.__array_interface__ = b.__array_interface__
+    h.array = b
+    return np.asarray(h)
+
+
 def _base_array(a):
     """The array at the end of ``a``'s chain of bases that are arrays (``a`` itself if it has none)."""
     while type(a.base) is _ndarray:
@@ -6568,11 +6624,12 @@ def value(x):
         while isinstance(t, Tracer):
             t._storage.exported = True  # (vjp's pullback checks it has not changed)
             t = t._value
-        v = b.view()
-        v.flags.writeable = False
         if isinstance(x, Tracer):
-            o = _base_array(b)
-            _VALUE_OWNERS[id(o)] = o
+            v = _shown_view(b)
+            _VALUE_OWNERS[id(v)] = v
+        else:
+            v = b.view()
+        v.flags.writeable = False
         return v
     if isinstance(x, Tracer) and x._scalar and weak(x):
         return b.item()  # a Python float stands for itself

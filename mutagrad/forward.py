@@ -150,7 +150,9 @@ class ForwardLevel(Level):
             self.ensure_tangent(s)
             return
         if isinstance(tdot, PartlyNotImplemented):  # (the unknown elements poisoned, as _note_poisoned_write's)
-            poison = self._poisoned(tdot.poison, "an operation")
+            poison = tdot.poison  # (strict mode raises where an unknown element is read, not here)
+            if poison.where is None:
+                poison = NotImplementedTangent(poison.message, replayed_line(STATE.replay))
             self.set_tangent(s, tdot.known, inputs_tangents)
             self.ensure_tangent(s)
             self._marks(s, clean=True)[2][tdot.unknown] = 0

@@ -1352,7 +1352,10 @@ def _second_order_refusal(name, where):
 def _degenerate(what, forward=False):
     if _VALUES_PULLBACK:  # (the vectors a values-only pullback computes, differentiated by either mode)
         return _second_order_refusal(*_VALUES_PULLBACK[-1])
-    if forward:
+    if forward and "eigh" in what:  # (_eigh_dV: the other columns keep their tangents)
+        mode = ("The function read a vector of a repeated value (forward mode keeps the tangents of the vectors "
+                "of distinct values, so a function reading only those, of any member of a stack, has one). ")
+    elif forward:
         # (the reverse passes of eigh, svd and eig take the vectors of the distinct values)
         mode = ("Forward mode computes the tangents of all the vectors, so one without a derivative leaves "
                 "none: reverse mode (mg.grad, mg.vjp, mg.jacobian(f, mode=\"rev\")) differentiates a function "
@@ -1635,14 +1638,24 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO, cols=None):
     tangents of those columns only (a subset of the vectors), which exist where their own values
     do not repeat, whatever the others do."""
     sel = slice(None) if cols is None else slice(*cols)
-    if np.any(_repeated_pairs(w)[..., :, sel]):
-        return _degenerate(what, forward=True)
+    pairs = _repeated_pairs(w)[..., :, sel]
+    tied = None
+    if np.any(pairs):
+        # the columns of repeated values have no tangent; the others do (their values are apart from every
+        # other): those poisoned only, as the pullback, which sees the columns read (a stack with one tied
+        # member, the batchedlinalg tester)
+        if _VALUES_PULLBACK or _differentiated(w):
+            return _degenerate(what, forward=True)
+        tied = np.any(pairs, axis=-2)
     bad = _near_tie_refusal(w, what, sel)
     if bad is not None:
         return bad
     eye = np.eye(np.shape(w)[-1])[:, sel]
     ws = w[..., None, sel]
-    C = (1.0 / (ws - w[..., :, None] + eye) - eye) * (X[..., :, sel] if is_zero(Q) else X[..., :, sel] - Q[..., :, sel] * ws)
+    gap = ws - w[..., :, None] + eye
+    if tied is not None:
+        gap = np.where(pairs, 1.0, gap)  # (the tied pairs' terms: in the poisoned columns only)
+    C = (1.0 / gap - eye) * (X[..., :, sel] if is_zero(Q) else X[..., :, sel] - Q[..., :, sel] * ws)
     if not is_zero(Q):
         C = C - eye * _re(_diag(Q))[..., None, sel] / 2
     dV = np.matmul(V, C)
@@ -1655,6 +1668,9 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO, cols=None):
         if on is not None and (_leaves_reals(X, on) or (not is_zero(Q) and _leaves_reals(Q, on))):
             return _phase_jumps(what, forward=True)
         dV = _phase_fix(Vs, dV, E)
+    if tied is not None:
+        return PartlyNotImplemented(dV, np.broadcast_to(tied[..., None, :], np.shape(dV)),
+                                    _degenerate(what, forward=True))
     return dV
 
 

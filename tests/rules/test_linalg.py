@@ -860,6 +860,50 @@ def test_eigh_vectors_of_distinct_values_beside_an_unread_repeated_pair(read):
         np.testing.assert_allclose(mg.grad(h)(p), numerical_grad(h, (p,), (0,))[0], rtol=1e-6)
 
 
+_DISTINCT_READS = [
+    lambda w, V: V[3, 2] + w[3],
+    lambda w, V: np.sum(V[:, 2:] ** 2 * np.arange(4.0)[:, None]) * w[3],
+    lambda w, V: V.T[3] @ np.arange(4.0) + np.sum(w ** 2),
+]
+
+
+@pytest.mark.parametrize("read", _DISTINCT_READS)
+@pytest.mark.parametrize("which", ["numpy", "scipy evd", "scipy generalized"])
+def test_eigh_forward_keeps_the_tangents_of_vectors_of_distinct_values_beside_a_tie(read, which):
+    # forward mode poisoned every vector at a repeated pair; only the pair's columns have no tangent (the
+    # batchedlinalg tester). Oracles: central differences along the direction, and reverse mode
+    msl = pytest.importorskip("mutagrad.scipy.linalg")
+    eig = {"numpy": np.linalg.eigh, "scipy evd": lambda K: msl.eigh(K, driver="evd"),
+           "scipy generalized": lambda K: msl.eigh(K, 2.0 * np.eye(4))}[which]
+    f = lambda p: read(*eig(_two_blocks(p)))
+    p, d = np.array([0.3, 0.4]), np.array([0.7, -1.3])
+    with mg.config(strict=True):
+        _, t = mg.jvp(f, (p,), (d,))
+        g = mg.grad(f)(p)
+    fd = (f(p + 1e-6 * d) - f(p - 1e-6 * d)) / 2e-6
+    np.testing.assert_allclose(t, fd, rtol=1e-6)
+    np.testing.assert_allclose(t, g @ d, rtol=1e-10)
+    # a vector of the pair itself: no tangent, said so
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="repeated value"):
+        mg.jvp(lambda p: np.sum(eig(_two_blocks(p))[1][:, 0] ** 3), (p,), (d,))
+
+
+def test_eigh_forward_of_a_stack_with_one_tied_member():
+    # the batchedlinalg tester: member 1 has a repeated value, the function reads member 0's vectors only
+    rng = np.random.default_rng(4801)
+    m = rng.standard_normal((4, 4))
+    S = np.stack([m @ m.T + np.eye(4), np.diag([1.0, 2.0, 2.0, 5.0])])
+    f = lambda S: np.sum(np.linalg.eigh(S)[1][0] ** 3) + np.sum(np.linalg.eigh(S)[1][1][:, 3] ** 2)
+    v = rng.standard_normal(S.shape)
+    v = v + np.swapaxes(v, -1, -2)
+    with mg.config(strict=True):
+        _, t = mg.jvp(f, (S,), (v,))
+        g = mg.grad(f)(S)
+    fd = (f(S + 1e-6 * v) - f(S - 1e-6 * v)) / 2e-6
+    np.testing.assert_allclose(t, fd, rtol=1e-6)
+    np.testing.assert_allclose(t, np.sum(g * v), rtol=1e-10)
+
+
 def test_eigh_vectors_gathered_by_an_argsort_read_only_where_the_copies_are():
     # w[idx], V[:, idx] with idx = argsort(w)[::-1] (the materials tester's principal direction) copies every
     # column: only the columns whose copies are read count as read (gathers followed a few deep)

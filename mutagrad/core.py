@@ -2815,13 +2815,26 @@ def _scipy_rewrite(sub, name):
                 f"mutagrad.scipy.ndimage.{short} is the same function (the same arguments, SciPy's values), "
                 "differentiated in the input, the weights or sigma, and cval.")
     if sub == "ndimage" and short in _RANK_FILTERS:
-        reduce = {"median_filter": "np.median", "maximum_filter": "np.max", "minimum_filter": "np.min",
-                  "percentile_filter": "np.percentile(..., q)", "rank_filter": "np.sort(...)[..., rank]"}[short]
-        return (f" A {short} is {reduce} over the windows of the padded array, which is differentiated: "
-                "w = np.lib.stride_tricks.sliding_window_view(np.pad(x, size // 2, mode='symmetric'), (size,) * "
-                f"x.ndim), then {reduce} over the last x.ndim axes (SciPy's mode 'reflect' is np.pad's "
-                "'symmetric'; an even size shifts by SciPy's origin). mutagrad.scipy.ndimage differentiates the "
-                "linear filters (correlate, convolve, uniform_filter, gaussian_filter, sobel, laplace...).")
+        # (SciPy's median of an even count is the upper middle value, and its percentile a rank, int(n * q / 100):
+        # not np.median's and np.percentile's interpolations)
+        pick = {"median_filter": "size ** x.ndim // 2", "maximum_filter": "-1", "minimum_filter": "0",
+                "percentile_filter": "min(int(size ** x.ndim * q / 100), size ** x.ndim - 1)",
+                "rank_filter": "rank"}[short]
+        note = {"median_filter": " (for an even count SciPy takes the upper of the two middle values, not their "
+                                 "mean as np.median does)",
+                "percentile_filter": " (SciPy's rank for q percent, not np.percentile's interpolation)"}.get(short, "")
+        return (f" A {short} with a scalar size (SciPy's default mode='reflect' and origin=0) picks one value of "
+                "each sorted window of the padded array, which is differentiated: w = "
+                "np.lib.stride_tricks.sliding_window_view(np.pad(x, (size // 2, (size - 1) // 2), mode='symmetric'), "
+                "(size,) * x.ndim) (SciPy's mode 'reflect' is np.pad's 'symmetric'; an even size pads one less "
+                f"after), s = np.sort(w.reshape(x.shape + (-1,)), axis=-1), then s[..., {pick}]{note}. "
+                "mutagrad.scipy.ndimage differentiates the linear filters (correlate, convolve, uniform_filter, "
+                "gaussian_filter, sobel, laplace...).")
+    if sub == "signal" and short in ("medfilt", "medfilt2d"):
+        return (f" {short} is the median over the windows of the zero-padded array, which is differentiated: "
+                "np.median(np.lib.stride_tricks.sliding_window_view(np.pad(x, k // 2), (k,) * x.ndim), "
+                "axis=tuple(range(x.ndim, 2 * x.ndim))) for an odd scalar kernel_size k (np.pad pads zeros, as "
+                f"{short} does).")
     if sub == "ndimage" and short in ("generic_laplace", "generic_gradient_magnitude", "generic_filter",
                                       "generic_filter1d"):
         return (f" SciPy's {short} calls the function it is given on plain arrays. mutagrad.scipy.ndimage's "
@@ -3719,11 +3732,21 @@ class Tracer:
         conv = getattr(converter, "__name__", None)
         pkg = None if frame is None else _installed_package(frame)
         if pkg is not None:  # (xarray's, pandas' own np.asarray: the advice on the conversion is not the user's)
-            raise escape_error(
-                f"{pkg} converting a traced array to a plain one in its own code", TracerEscapeError,
+            from .errors import _line_text, outside_installed_packages
+
+            what = f"{pkg} converting a traced array to a plain one in its own code"
+            err = escape_error(
+                what, TracerEscapeError,
                 f" {pkg}'s results would hold plain values, with no derivative. Compute the part to differentiate "
                 f"with NumPy (or mutagrad.scipy) on the traced array itself, and give {pkg} only values that are "
                 "constants." + _PACKAGE_HINTS.get(pkg, ""), specific=True)
+            users = outside_installed_packages(frame)
+            head = f"{what} at {user_line(frame)}: "
+            if users is not None and str(err).startswith(head):
+                # (named at the user's line, the one to change; the package's own line in parentheses)
+                err.args = ((f"{what} (in {pkg} at {_line_text(frame.f_code.co_filename, frame.f_lineno)}) at "
+                             f"{user_line(users)}: {str(err)[len(head):]}"),)
+            raise err
         if conv in _CONVERTERS and converter is getattr(np, conv):
             it = conv  # (np.asarray by another name: conv = np.asarray; conv(rec))
             arg = call.args[0]
@@ -4884,48 +4907,170 @@ class _CallerBase:
 
 
 def _polynomial_fix(lib):
-    """The rewrite for a numpy.polynomial function ``lib`` (its dotted name) given traced values."""
+    """The rewrite for a numpy.polynomial function ``lib`` (its dotted name: a function of a series module or
+    of polyutils, a series class's constructor or method) given traced values; each rewrite is
+    differentiated and gives NumPy's value (tests/test_errors.py runs them)."""
     parts = lib.split(".")
     name = parts[-1]
-    mod = ".".join(parts[:3]) if len(parts) >= 4 and parts[2] != "_polybase" else "np.polynomial.chebyshev"
-    if name == "__call__":  # Polynomial(c)(x), Chebyshev(c)(x)
-        kind = lib.rsplit(".", 2)[-2]
-        fn = {"Polynomial": "polyval", "Chebyshev": "chebval", "Legendre": "legval", "Hermite": "hermval",
-              "HermiteE": "hermeval", "Laguerre": "lagval"}.get(kind, "polyval")
-        return (f" A series object's call converts its argument: evaluate its coefficients in the default window "
-                f"with the module's function, which takes a traced x: "
-                f"{mod}.{fn}(x, p.convert().coef) for p = {kind}(...).")
+    module = parts[2] if len(parts) >= 4 else ""
+    mod = f"np.polynomial.{module}"
+    k, kind = _SERIES.get(module, (None, None))
+    vanders = ", ".join(f"np.polynomial.{m}.{p}vander for {c}" for m, (p, c) in _SERIES.items())
+    tpts = "t = np.cos(np.pi * (np.arange(d + 1) + 0.5) / (d + 1))"  # (d + 1 distinct points in (-1, 1))
+    if len(parts) >= 4 and parts[3][:1].isupper():  # a series class (Legendre, or ABCPolyBase for classmethods)
+        kind = parts[3]
+        method = parts[4] if len(parts) > 4 else "__init__"
+        known = {c: (m, p) for m, (p, c) in _SERIES.items()}
+        m, k = known.get(kind, (None, None))
+        mod = f"np.polynomial.{m}"
+        if method == "__call__" and k is not None:  # p(x) of a plain p at traced points
+            return (f" A series object's call converts its argument: evaluate its coefficients in the default window "
+                    f"with the module's function, which takes a traced x: "
+                    f"{mod}.{k}val(x, p.convert().coef) for p = {kind}(...).")
+        if method == "fit":
+            return (" Cls.fit(x, y, deg, w=w) with traced values y (x and w plain) fits at x mapped to the class's "
+                    "window: with xm = np.polynomial.polyutils.mapdomain(x, (x.min(), x.max()), Cls.window) and V "
+                    f"= vander(xm, deg), the Vandermonde function of the class's module ({vanders}), its coefficients "
+                    "are np.linalg.lstsq(w[:, None] * V, w * y)[0] (without w=: np.linalg.lstsq(V, y)[0]), which is "
+                    "differentiated; keep them in an array (a series object holds plain coefficients), and "
+                    "evaluate them at points mapped likewise.")
+        if method == "fromroots":
+            return (" A series object holds plain coefficients: keep the traced ones in an array. The polynomial "
+                    "with roots r has the power-series coefficients np.poly(r)[::-1] (Polynomial.fromroots(r).coef), "
+                    "and in another class's basis np.linalg.solve(vander(t, d), np.prod(np.subtract.outer(t, r), "
+                    f"axis=-1)) for d = len(r) at d + 1 plain distinct points, {tpts}, with the Vandermonde function "
+                    f"of the class's module ({vanders}), which are differentiated.")
+        if k is None:
+            return (" A series object holds plain coefficients, and its methods convert traced values: keep traced "
+                    "coefficients c in an array and compute with the functions of the class's module (np.polynomial."
+                    "legendre for Legendre: legval, legder, legadd...), which the error for each names a rewrite "
+                    "for.")
+        values = f"np.tensordot(c, {mod}.{k}val(x, np.eye(len(c))), axes=(0, 0))"
+        if method == "__init__":
+            return (f" A {kind} holds plain coefficients (NumPy converts them): keep the traced coefficients c in an "
+                    f"array and compute with the functions of {mod}, which are differentiated: {kind}(c)(x) is "
+                    f"{values} (with domain=d, of off + scl * x in place of x, for off, scl = "
+                    f"np.polynomial.polyutils.mapparms(d, {kind}.window)), {kind}(c).deriv().coef is "
+                    f"{mod}.{k}der(np.eye(len(c))) @ c (scaled by scl with a domain).")
+        return (f" A {kind} holds plain coefficients, and its methods and operators convert traced values: keep the "
+                f"traced coefficients c in an array and compute with the functions of {mod} (p + c: p.coef and c "
+                "padded with zeros to one length, np.pad, and added; s * p: s * p.coef; values at points x: "
+                f"{values}), which are differentiated.")
+    base = name[len(k):] if k is not None and name.startswith(k) else name
+    linear = ("np.column_stack([np.pad(v, (0, {n} - len(v))) for v in map({f}, np.eye(len(c)))]) (its columns: "
+              "the call on the identity's rows, padded with zeros to one length)")
+    if k is not None and base == "val":
+        return (f" {name}(x, c) converts traced coefficients c, and points x given as a list or tuple of traced "
+                "values (a traced array x is differentiated): make such a list one array first, np.stack(values); "
+                f"for traced c (x plain or traced), {name}(x, c) is np.tensordot(c, {mod}.{k}val(x, "
+                "np.eye(len(c))), axes=(0, 0)) (an n-D c too, as with tensor=True), or "
+                f"{mod}.{k}vander(x, len(c) - 1) @ c for a 1-D c at plain points x, which are differentiated.")
+    if k is not None and base in ("val2d", "val3d", "grid2d", "grid3d"):
+        dims = int(base[-2])
+        args = ", ".join("xyz"[:dims])
+        basis = ", ".join(f"V{a} = {mod}.{k}val({a}, np.eye(C.shape[{n}]))" for n, a in enumerate("xyz"[:dims]))
+        if base.startswith("grid"):
+            spec = "ip,ij,jq->pq', Vx, C, Vy" if dims == 2 else "ip,ijk,jq,kr->pqr', Vx, C, Vy, Vz"
+        else:
+            spec = "i...,ij,j...->...', Vx, C, Vy" if dims == 2 else "i...,ijk,j...,k...->...', Vx, C, Vy, Vz"
+        return (f" {name}({args}, C) converts traced points and traced coefficients C alike: with the basis values "
+                f"{basis} (a val function with plain identity coefficients takes traced points; np.stack a list of "
+                f"them first), {name}({args}, C) is np.einsum('{spec})"
+                + (" for 1-D points" if base.startswith("grid") else "") + ", which is differentiated.")
+    if k is not None and base in ("vander2d", "vander3d"):
+        dims = int(base[-2])
+        degs = ", ".join(f"d{a}" for a in "xyz"[:dims])
+        basis = ", ".join(f"V{a} = {mod}.{k}val({a}, np.eye(d{a} + 1))" for a in "xyz"[:dims])
+        spec = "ip,jp->pij', Vx, Vy" if dims == 2 else "ip,jp,kp->pijk', Vx, Vy, Vz"
+        return (f" {name}({', '.join('xyz'[:dims])}, [{degs}]) is np.einsum('{spec}).reshape(len(x), -1) for 1-D "
+                f"points, with {basis} (a val function with plain identity coefficients takes traced points), "
+                "which is differentiated.")
     if name.endswith("vander"):
         val = name[:-len("vander")] + "val"
         return (f" The basis at traced points: {mod}.{val}(x, np.eye(deg + 1)).T is {name}(x, deg), and {val} "
                 "takes a traced x.")
-    if name == "polyroots":
-        return " The roots of c (lowest degree first): np.roots(c[::-1]), which is differentiated."
     if name == "polyvalfromroots":
         return (" The product over the roots: np.prod(x - r) for a number x (np.prod(np.subtract.outer(x, r), "
                 "axis=-1) for an array), which is differentiated.")
-    if name.endswith("fit"):
-        return (" A least-squares fit with traced values y (x plain): np.linalg.lstsq(vander(x, deg), y)[0] with "
-                "the module's Vandermonde function (np.polynomial.chebyshev.chebvander for chebfit and "
-                "Chebyshev.fit, whose domain maps x first), which is differentiated.")
-    if name.endswith("der"):
+    if k is not None and base == "fit":
+        return (f" A least-squares fit with traced values y (x and w plain): with V = {mod}.{k}vander(x, deg), "
+                f"{name}(x, y, deg) is np.linalg.lstsq(V, y)[0] and {name}(x, y, deg, w=w) is "
+                "np.linalg.lstsq(w[:, None] * V, w * y)[0], which are differentiated.")
+    if k is not None and base == "der":
         return (f" {name} is linear in the coefficients: {mod}.{name}(np.eye(len(c))) @ c, with the plain matrix "
                 "of the same call on the identity (the same m=, scl=, axis=0 arguments).")
-    if name.endswith("int"):  # (k= and lbnd= add a constant: affine, not linear)
+    if k is not None and base == "int":  # (k= and lbnd= add a constant: affine, not linear)
         return (f" {name} is affine in the coefficients: b = {mod}.{name}(np.zeros(len(c)), ...) and M = "
                 f"{mod}.{name}(np.eye(len(c)), ...) (the same m=, k=, lbnd=, scl= arguments, plain), then "
                 "(M - b[:, None]) @ c + b (b is 0 without k= and lbnd=).")
-    if name in ("polymul", "chebmul", "legmul", "hermmul", "hermemul", "lagmul"):
-        return (f" The product of two series: {mod}.{name[:-3]}val(x, c1) * {mod}.{name[:-3]}val(x, c2) at points x; "
-                "for power series coefficients, np.polymul(c1[::-1], c2[::-1])[::-1] (np.polymul takes the highest "
-                "power first), which is differentiated.")
-    vander = f"{mod}.{name[:-3]}vander" if name.endswith("val") and name[:-3] in _SERIES else f"{mod}.chebvander"
-    return (" A series with traced coefficients c at plain points x is a product with the plain "
-            f"Vandermonde matrix: {vander}(x, len(c) - 1) @ c (likewise polyvander, legvander, hermvander...); "
-            "the val functions take a traced x.")
+    if k is not None and base == "mul":
+        return (f" The product of two series: at plain points x, ({mod}.{k}vander(x, len(c1) - 1) @ c1) * "
+                f"({mod}.{k}vander(x, len(c2) - 1) @ c2); its coefficients, np.linalg.solve({mod}.{k}vander(t, d), "
+                f"({mod}.{k}vander(t, len(c1) - 1) @ c1) * ({mod}.{k}vander(t, len(c2) - 1) @ c2)) for d = len(c1) "
+                f"+ len(c2) - 2 at d + 1 plain distinct points, {tpts}; for power series coefficients, "
+                "np.polymul(c1[::-1], c2[::-1])[::-1] (np.polymul takes the highest power first), which are "
+                "differentiated.")
+    if k is not None and base in ("add", "sub"):
+        op = "+" if base == "add" else "-"
+        return (f" {name}(c1, c2) is c1 {op} c2 once both have one length: pad the shorter with zeros, "
+                f"c1 {op} np.pad(c2, (0, len(c1) - len(c2))) where c2 is the shorter (np.pad(c1, (0, len(c2) - "
+                f"len(c1))) {op} c2 where c1 is), which is differentiated.")
+    if k is not None and (base == "mulx" or base.endswith("2poly") or base.startswith("poly2")):
+        n = "len(c) + 1" if base == "mulx" else "len(c)"
+        return (f" {name} is linear in the coefficients: M @ c with the plain matrix M = "
+                + linear.format(n=n, f=f"{mod}.{name}") + ", which is differentiated.")
+    if k is not None and base == "pow":
+        return (f" {name}(c, n) is a power of the series: at points x, np.tensordot(c, {mod}.{k}val(x, "
+                f"np.eye(len(c))), axes=(0, 0)) ** n; its coefficients, np.linalg.solve({mod}.{k}vander(t, d), "
+                f"({mod}.{k}vander(t, len(c) - 1) @ c) ** n) for d = n * (len(c) - 1) at d + 1 plain distinct "
+                f"points, {tpts}, which are differentiated.")
+    if k is not None and base == "line":
+        return (f" {name}(off, scl) is off * np.array([1.0, 0.0]) + scl * {mod}.{k}line(0, 1), which is "
+                "differentiated.")
+    if k is not None and base == "fromroots":
+        power = (" its coefficients in powers of x are np.poly(r)[::-1] (np.poly gives the highest power first);"
+                 if k == "poly" else
+                 f" its coefficients, np.linalg.solve({mod}.{k}vander(t, d), np.prod(np.subtract.outer(t, r), "
+                 f"axis=-1)) for d = len(r) at d + 1 plain distinct points, {tpts};")
+        return (f" {name}(r) is the polynomial with the roots r:{power} its values at points x, "
+                "np.prod(np.subtract.outer(x, r), axis=-1), which are differentiated.")
+    if k is not None and base == "roots":
+        if k == "poly":
+            return " The roots of c (lowest degree first): np.sort(np.roots(c[::-1])), which is differentiated."
+        return (" The roots of the same polynomial in powers of x: p = M @ c with the plain matrix M = "
+                + linear.format(n="len(c)", f=f"{mod}.{k}2poly")
+                + f", then np.sort(np.roots(p[::-1])) ({name} sorts them), which is differentiated.")
+    if k is not None and base == "companion":
+        return (f" {name}(c) is affine in q = c[:-1] / c[-1]: K0 + np.tensordot(c[:-1] / c[-1], D, axes=1) with the "
+                f"plain K0 = {mod}.{name}(np.eye(len(c))[-1]) and D = np.stack([{mod}.{name}(np.r_[e, 1.0]) - K0 "
+                "for e in np.eye(len(c) - 1)]), which is differentiated.")
+    if k is not None and base == "div":
+        return (" For power series, np.polydiv(c1[::-1], c2[::-1]) gives the quotient and the remainder, the highest "
+                "power first (reverse both), which is differentiated" + ("." if k == "poly" else
+                f"; in another basis, convert to power series first and back after, with the plain matrices M @ c "
+                f"of {mod}.{k}2poly and {mod}.poly2{k}: M = " + linear.format(n="len(c)", f=f"{mod}.{k}2poly") + "."))
+    if name in ("trimcoef", "trimseq"):
+        which = ("within tol (legtrim, chebtrim... are np.polynomial.polyutils.trimcoef)" if name == "trimcoef"
+                 else "that are zero")
+        return (f" {name} drops the trailing coefficients {which}: slice with a plain count instead, c[:n] for n = "
+                f"len(np.polynomial.polyutils.{name}(mg.value(c){', tol' if name == 'trimcoef' else ''})), which "
+                "is differentiated" + (" (NumPy gives [0.] when every coefficient is within tol)."
+                                       if name == "trimcoef" else "."))
+    if name in ("mapdomain", "mapparms"):
+        return (" Map with arithmetic, which is differentiated: scl = (new[1] - new[0]) / (old[1] - old[0]) and off "
+                "= new[0] - scl * old[0] (mapparms(old, new) is off, scl), and mapdomain(x, old, new) is "
+                "off + scl * x.")
+    if name == "getdomain":
+        return " The domain of real points x: np.stack([np.min(x), np.max(x)]), which is differentiated."
+    if k is not None:
+        return (f" The series' values at points x are differentiated: np.tensordot(c, {mod}.{k}val(x, "
+                "np.eye(len(c))), axes=(0, 0)) for traced coefficients c.")
+    return ""
 
 
-_SERIES = frozenset(("poly", "cheb", "leg", "herm", "herme", "lag"))
+# numpy.polynomial's series modules: their functions' prefix and their series class
+_SERIES = {"polynomial": ("poly", "Polynomial"), "chebyshev": ("cheb", "Chebyshev"), "legendre": ("leg", "Legendre"),
+           "hermite": ("herm", "Hermite"), "hermite_e": ("herme", "HermiteE"), "laguerre": ("lag", "Laguerre")}
 
 
 def _vectorized_function_name(vec, fname, frame):

@@ -10,6 +10,7 @@ import ast
 import builtins
 import cmath
 import dis
+import functools
 import inspect
 import itertools
 import linecache
@@ -85,12 +86,37 @@ def user_line(start=None) -> str:
 
 
 def _installed_package(frame):
-    """The top-level name of the installed package (site-packages) whose code ``frame`` runs, or None."""
+    """The top-level name of the installed package whose code ``frame`` runs, or None: one under
+    site-packages, or one in a directory that pip installed into (pip install --target dir: the
+    package's .dist-info beside it, on sys.path)."""
     parts = frame.f_code.co_filename.replace("\\", "/").split("/")
+    name = frame.f_globals.get("__name__", "") or ""
     for k, p in enumerate(parts[:-1]):
         if p in ("site-packages", "dist-packages"):
-            return (frame.f_globals.get("__name__", "") or "").partition(".")[0] or parts[k + 1]
+            return name.partition(".")[0] or parts[k + 1]
+    dotted = name.split(".")
+    top = len(parts) - len(dotted) - (parts[-1] == "__init__.py")  # (the top-level package's directory, or module)
+    if name and name != "__main__" and 1 <= top < len(parts) and parts[top].removesuffix(".py") == dotted[0] and (
+            _pip_installed_into("/".join(parts[:top]) or "/")):
+        return dotted[0]
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _pip_installed_into(directory) -> bool:
+    """Whether pip installed packages into ``directory`` (it holds their .dist-info directories)."""
+    try:
+        return any(entry.endswith(".dist-info") for entry in os.listdir(directory))
+    except OSError:
+        return False
+
+
+def outside_installed_packages(frame):
+    """The first frame from ``frame`` out that runs neither mutagrad's, NumPy's nor an installed
+    package's code (pandas' converting a traced array: the user's call of it), or None."""
+    while frame is not None and (_frame_is_internal(frame) or _installed_package(frame) is not None):
+        frame = frame.f_back
+    return frame
 
 
 def _line_text(filename, lineno) -> str:

@@ -840,7 +840,7 @@ def test_scipy_filters_name_a_rewrite_that_is_differentiated():
     msg = _raises(lambda im: np.sum(nd.uniform_filter(im, 3) ** 2), np.ones((6, 6)), mg.TracerEscapeError)
     assert "mutagrad.scipy.ndimage.uniform_filter is the same function" in msg  # (tests/rules/test_scipy_ndimage.py)
     msg = _raises(lambda im: np.sum(nd.median_filter(im, 3) ** 2), np.ones((6, 6)), mg.TracerEscapeError)
-    assert "np.median over the windows of the padded array" in msg and "sliding_window_view" in msg, msg
+    assert "picks one value of each sorted window of the padded array" in msg and "sliding_window_view" in msg, msg
     sos = ss.butter(4, 0.2, output="sos")
     x = np.random.default_rng(0).standard_normal(32)
     msg = _raises(lambda x: np.sum(ss.sosfilt(sos, x) ** 2), x, mg.TracerEscapeError)
@@ -5074,13 +5074,328 @@ def test_numpy_polynomial_refusals_name_a_fix_for_each_function():
         (lambda c: np.sum(P.polymul(c, c) ** 2), c, "np.polymul(c1[::-1], c2[::-1])[::-1]",
          lambda c: np.sum(np.polymul(c[::-1], c[::-1])[::-1] ** 2)),
         (lambda y: np.sum(C.chebfit(np.linspace(-1, 1, 6), y[:6], 2)), np.linspace(0, 1, 6),
-         "np.linalg.lstsq(vander(x, deg), y)[0]",
+         "np.linalg.lstsq(V, y)[0]",
          lambda y: np.sum(np.linalg.lstsq(C.chebvander(np.linspace(-1, 1, 6), 2), y, rcond=None)[0])),
     ]
     for f, arg, fix, fixed in cases:
         assert fix in _raises(f, arg, mg.TracerEscapeError)
         np.testing.assert_allclose(mg.value_and_grad(fixed)(arg)[0], f(arg), rtol=1e-12)  # (the same function)
         check_grads(fixed, arg)
+
+
+def _rewrite(code, **names):
+    """The value of ``code``, a rewrite an error message names, run as written (``names``: its variables)."""
+    return eval(code, {"np": np, "mg": mg, **names})
+
+
+def _same_as_refused(refused, rewrite, arg):
+    """``rewrite`` under mg.grad: the refused plain call's value and its central differences."""
+    value, g = mg.value_and_grad(rewrite)(arg)
+    np.testing.assert_allclose(value, refused(arg), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g, numerical_grad(refused, (arg,), (0,))[0], rtol=1e-6, atol=1e-8)
+
+
+def _poly_refusal(f, arg, name, *fixes):
+    """The TracerEscapeError of mg.grad(f)(arg), naming the numpy.polynomial function ``name`` and ``fixes``."""
+    msg = _raises(f, arg, mg.TracerEscapeError)
+    assert f"np.polynomial.{name} (NumPy's plain-Python code" in msg, msg
+    for fix in fixes:
+        assert fix in msg, (fix, msg)
+    return msg
+
+
+def test_numpy_polynomial_rewrites_named_by_each_refusal_give_its_values_and_derivatives():
+    # (the polychaos tester) the fallback named {module}.chebvander, which exists only in np.polynomial.chebyshev
+    # (legadd, legtrim, legval2d, Polynomial(c)...), spoke of traced coefficients at plain points where the points
+    # were traced, and legfit(w=)'s rewrite dropped the weights; each rewrite named is run here as written
+    from numpy.polynomial import Chebyshev, Laguerre, Legendre, Polynomial
+    from numpy.polynomial import chebyshev as C
+    from numpy.polynomial import hermite as H
+    from numpy.polynomial import hermite_e as E
+    from numpy.polynomial import laguerre as G
+    from numpy.polynomial import legendre as L
+    from numpy.polynomial import polynomial as P
+
+    c = np.array([0.3, -1.2, 0.7, 0.25])
+    x = np.array([-0.6, 0.2, 0.7])
+    c2 = np.array([0.4, -0.9])
+    C2 = np.arange(12.0).reshape(4, 3) / 10 - 0.5
+
+    # *val: traced coefficients (x plain or traced, n-D c), a list of traced points
+    val = "np.tensordot(c, np.polynomial.{m}.{k}val(x, np.eye(len(c))), axes=(0, 0))"
+    fix = val.format(m="legendre", k="leg")
+    _poly_refusal(lambda c: np.sum(np.sin(L.legval(x, c))), c, "legendre.legval", fix, "np.stack(values)")
+    _same_as_refused(lambda c: np.sum(np.sin(L.legval(x, c))), lambda c: np.sum(np.sin(_rewrite(fix, c=c, x=x))), c)
+    vander = "np.polynomial.legendre.legvander(x, len(c) - 1) @ c"
+    _same_as_refused(lambda c: np.sum(np.sin(L.legval(x, c))), lambda c: np.sum(np.sin(_rewrite(vander, c=c, x=x))),
+                     c)
+    both = np.concatenate([c, x])  # (points and coefficients traced)
+    fix = val.format(m="chebyshev", k="cheb")
+    _poly_refusal(lambda z: np.sum(np.sin(C.chebval(z[4:], z[:4]))), both, "chebyshev.chebval", fix)
+    _same_as_refused(lambda z: np.sum(np.sin(C.chebval(z[4:], z[:4]))),
+                     lambda z: np.sum(np.sin(_rewrite(fix, c=z[:4], x=z[4:]))), both)
+    fix = val.format(m="hermite", k="herm")  # (a 2-D c: tensor=True's shape)
+    _poly_refusal(lambda c: np.sum(np.sin(H.hermval(x, C2 * c[:, None]))), c, "hermite.hermval", fix)
+    _same_as_refused(lambda c: np.sum(np.sin(H.hermval(x, C2 * c[:, None]))),
+                     lambda c: np.sum(np.sin(_rewrite(fix, c=C2 * c[:, None], x=x))), c)
+    _poly_refusal(lambda c: np.sum(G.lagval([c[0], c[1]], c2)), c, "laguerre.lagval", "np.stack(values)")
+    _same_as_refused(lambda c: np.sum(np.sin(G.lagval([c[0], c[1]], c2))),
+                     lambda c: np.sum(np.sin(G.lagval(_rewrite("np.stack(values)", values=[c[0], c[1]]), c2))), c)
+
+    # *val2d, *grid2d, *val3d: traced points or traced coefficients
+    basis = "np.polynomial.{m}.{k}val({a}, np.eye(C.shape[{n}]))"
+    ev2 = "np.einsum('i...,ij,j...->...', Vx, C, Vy)"
+    _poly_refusal(lambda z: np.sum(np.sin(L.legval2d(z[:3], z[1:4], C2))), c, "legendre.legval2d",
+                  "Vx = " + basis.format(m="legendre", k="leg", a="x", n=0), ev2)
+
+    def rewritten(z, M=C2, x=None, y=None, m="legendre", k="leg", spec=ev2):
+        px, py = (z[:3], z[1:4]) if x is None else (x, y)
+        Vx = _rewrite(basis.format(m=m, k=k, a="x", n=0), x=px, C=M)
+        Vy = _rewrite(basis.format(m=m, k=k, a="y", n=1), y=py, C=M)
+        return _rewrite(spec, Vx=Vx, Vy=Vy, C=M)
+
+    _same_as_refused(lambda z: np.sum(np.sin(L.legval2d(z[:3], z[1:4], C2))), lambda z: np.sum(np.sin(rewritten(z))),
+                     c)
+    grid = "np.einsum('ip,ij,jq->pq', Vx, C, Vy)"
+    _poly_refusal(lambda c: np.sum(E.hermegrid2d(x, x[:2], C2 * c[:, None])), c, "hermite_e.hermegrid2d", grid)
+    _same_as_refused(lambda c: np.sum(np.sin(E.hermegrid2d(x, x[:2], C2 * c[:, None]))),
+                     lambda c: np.sum(np.sin(rewritten(None, C2 * c[:, None], x, x[:2], "hermite_e", "herme", grid))),
+                     c)
+    C3 = np.arange(24.0).reshape(2, 3, 4) / 20
+    ev3 = "np.einsum('i...,ijk,j...,k...->...', Vx, C, Vy, Vz)"
+    _poly_refusal(lambda z: np.sum(C.chebval3d(z[:3], z[1:], z[:3] ** 2, C3)), c, "chebyshev.chebval3d", ev3)
+    _same_as_refused(
+        lambda z: np.sum(np.sin(C.chebval3d(z[:3], z[1:], z[:3] ** 2, C3))),
+        lambda z: np.sum(np.sin(_rewrite(ev3, C=C3, **{
+            f"V{a}": _rewrite(basis.format(m="chebyshev", k="cheb", a=a, n=n), C=C3, **{a: p})
+            for n, (a, p) in enumerate(zip("xyz", (z[:3], z[1:], z[:3] ** 2)))}))), c)
+    fix = "np.einsum('ip,jp->pij', Vx, Vy).reshape(len(x), -1)"
+    _poly_refusal(lambda z: np.sum(L.legvander2d(z[:2], z[2:], [2, 1])), c, "legendre.legvander2d", fix,
+                  "Vx = np.polynomial.legendre.legval(x, np.eye(dx + 1))")
+    _same_as_refused(lambda z: np.sum(np.sin(L.legvander2d(z[:2], z[2:], [2, 1]))),
+                     lambda z: np.sum(np.sin(_rewrite(fix, x=z[:2], Vx=L.legval(z[:2], np.eye(3)),
+                                                      Vy=L.legval(z[2:], np.eye(2))))), c)
+
+    # *trim (polyutils.trimcoef): a slice with a plain count
+    padded = np.array([0.0, 1e-12])
+    count = "len(np.polynomial.polyutils.trimcoef(mg.value(c), tol))"
+    _poly_refusal(lambda c: np.sum(L.legtrim(np.concatenate([c, padded]), 1e-9)), c, "polyutils.trimcoef",
+                  "c[:n]", count, "legtrim")
+    _same_as_refused(lambda c: np.sum(np.sin(L.legtrim(np.concatenate([c, padded]), 1e-9))),
+                     lambda c: np.sum(np.sin(_rewrite("c[:n]", c=np.concatenate([c, padded]), n=_rewrite(
+                         count, c=np.concatenate([c, padded]), tol=1e-9)))), c)
+
+    # *add, *sub: zero-padded arrays
+    fix = "c1 + np.pad(c2, (0, len(c1) - len(c2)))"
+    _poly_refusal(lambda c: np.sum(H.hermadd(c, c2)), c, "hermite.hermadd", fix)
+    _same_as_refused(lambda c: np.sum(np.sin(H.hermadd(c, c2))), lambda c: np.sum(np.sin(_rewrite(fix, c1=c, c2=c2))),
+                     c)
+    fix = "np.pad(c1, (0, len(c2) - len(c1))) - c2"
+    _poly_refusal(lambda c: np.sum(G.lagsub(c2, c)), c, "laguerre.lagsub", fix)
+    _same_as_refused(lambda c: np.sum(np.sin(G.lagsub(c2, c))), lambda c: np.sum(np.sin(_rewrite(fix, c1=c2, c2=c))),
+                     c)
+
+    # *mulx and the conversions: M @ c with the plain matrix of the call on the identity's rows
+    linear = "np.column_stack([np.pad(v, (0, {n} - len(v))) for v in map(np.polynomial.{f}, np.eye(len(c)))])"
+    for f, name, n in ((H.hermmulx, "hermite.hermmulx", "len(c) + 1"), (L.leg2poly, "legendre.leg2poly", "len(c)"),
+                       (C.poly2cheb, "chebyshev.poly2cheb", "len(c)")):
+        fix = linear.format(n=n, f=name)
+        _poly_refusal(lambda c, f=f: np.sum(f(c)), c, name, "M @ c", fix)
+        _same_as_refused(lambda c, f=f: np.sum(np.sin(f(c))),
+                         lambda c, fix=fix: np.sum(np.sin(_rewrite(fix, c=c) @ c)), c)
+
+    # *pow: the power of the values; its coefficients by interpolation at plain points
+    points = "t = np.cos(np.pi * (np.arange(d + 1) + 0.5) / (d + 1))"
+    fix = ("np.linalg.solve(np.polynomial.legendre.legvander(t, d), (np.polynomial.legendre.legvander(t, len(c) - 1) "
+           "@ c) ** n)")
+    at = val.format(m="legendre", k="leg") + " ** n"
+    _poly_refusal(lambda c: np.sum(L.legpow(c, 3)), c, "legendre.legpow", fix, points, at,
+                  "d = n * (len(c) - 1)")
+    t = _rewrite(points[4:], d=9)
+    _same_as_refused(lambda c: np.sum(np.sin(L.legpow(c, 3))),
+                     lambda c: np.sum(np.sin(_rewrite(fix, c=c, t=t, d=9, n=3))), c)
+    _same_as_refused(lambda c: np.sum(np.sin(L.legval(x, L.legpow(c, 3)))),
+                     lambda c: np.sum(np.sin(_rewrite(at, c=c, x=x, n=3))), c)
+
+    # *line
+    fix = "off * np.array([1.0, 0.0]) + scl * np.polynomial.laguerre.lagline(0, 1)"
+    _poly_refusal(lambda z: np.sum(G.lagline(z[0], z[1])), c, "laguerre.lagline", fix)
+    _same_as_refused(lambda z: np.sum(np.sin(G.lagline(z[0], z[1]))),
+                     lambda z: np.sum(np.sin(_rewrite(fix, off=z[0], scl=z[1]))), c)
+
+    # *fromroots: np.poly for power series, interpolation in the other bases, the product at points
+    _poly_refusal(lambda r: np.sum(P.polyfromroots(r)), c, "polynomial.polyfromroots", "np.poly(r)[::-1]")
+    _same_as_refused(lambda r: np.sum(np.sin(P.polyfromroots(r))),
+                     lambda r: np.sum(np.sin(_rewrite("np.poly(r)[::-1]", r=r))), c)
+    fix = "np.linalg.solve(np.polynomial.legendre.legvander(t, d), np.prod(np.subtract.outer(t, r), axis=-1))"
+    at = "np.prod(np.subtract.outer(x, r), axis=-1)"
+    _poly_refusal(lambda r: np.sum(L.legfromroots(r)), c, "legendre.legfromroots", fix, "d = len(r)", at)
+    t = _rewrite(points[4:], d=4)
+    _same_as_refused(lambda r: np.sum(np.sin(L.legfromroots(r))),
+                     lambda r: np.sum(np.sin(_rewrite(fix, r=r, t=t, d=4))), c)
+    _same_as_refused(lambda r: np.sum(np.sin(L.legval(x, L.legfromroots(r)))),
+                     lambda r: np.sum(np.sin(_rewrite(at, r=r, x=x))), c)
+    fix = "np.prod(np.subtract.outer(x, r), axis=-1)"
+    _poly_refusal(lambda r: np.sum(P.polyvalfromroots(x, r)), c, "polynomial.polyvalfromroots", fix)
+    _same_as_refused(lambda r: np.sum(np.sin(P.polyvalfromroots(x, r))),
+                     lambda r: np.sum(np.sin(_rewrite(fix, r=r, x=x))), c)
+
+    # *roots: np.roots of the power-series coefficients (a plain conversion matrix)
+    real = 1.3 * L.poly2leg(np.poly([-0.7, 0.1, 0.6])[::-1])  # (real roots: sorted alike)
+    M = linear.format(n="len(c)", f="legendre.leg2poly")
+    _poly_refusal(lambda c: np.sum(L.legroots(c)), real, "legendre.legroots", M, "np.sort(np.roots(p[::-1]))")
+    _same_as_refused(lambda c: np.sum(np.sin(L.legroots(c))),
+                     lambda c: np.sum(np.sin(_rewrite("np.sort(np.roots(p[::-1]))", p=_rewrite(M, c=c) @ c))), real)
+    fix = "np.sort(np.roots(c[::-1]))"
+    real = 1.3 * np.poly([-0.7, 0.1, 0.6])[::-1]
+    _poly_refusal(lambda c: np.sum(P.polyroots(c)), real, "polynomial.polyroots", fix)
+    _same_as_refused(lambda c: np.sum(np.sin(P.polyroots(c))), lambda c: np.sum(np.sin(_rewrite(fix, c=c))), real)
+
+    # *companion: affine in c[:-1] / c[-1]
+    fix = "K0 + np.tensordot(c[:-1] / c[-1], D, axes=1)"
+    K0 = "np.polynomial.legendre.legcompanion(np.eye(len(c))[-1])"
+    D = "np.stack([np.polynomial.legendre.legcompanion(np.r_[e, 1.0]) - K0 for e in np.eye(len(c) - 1)])"
+    _poly_refusal(lambda c: np.sum(L.legcompanion(c)), c, "legendre.legcompanion", fix, K0, D)
+
+    def companion(c):
+        k0 = _rewrite(K0, c=c)
+        return _rewrite(fix, c=c, K0=k0, D=_rewrite(D, c=c, K0=k0))
+
+    _same_as_refused(lambda c: np.sum(np.sin(L.legcompanion(c))), lambda c: np.sum(np.sin(companion(c))), c)
+
+    # *div: np.polydiv of the power series (highest power first)
+    fix = "np.polydiv(c1[::-1], c2[::-1])"
+    _poly_refusal(lambda c: np.sum(P.polydiv(c, c2)[0]), c, "polynomial.polydiv", fix)
+    _same_as_refused(lambda c: np.sum(np.sin(P.polydiv(c, c2)[0])) + np.sum(np.sin(P.polydiv(c, c2)[1])),
+                     lambda c: sum(np.sum(np.sin(part[::-1])) for part in _rewrite(fix, c1=c, c2=c2)), c)
+
+    # *fit with weights, and a series class's fit (x mapped to its window)
+    xs = np.linspace(-1.0, 1.0, 9)
+    ys = np.cos(2 * xs)
+    w = 1 + 0.2 * xs
+    fix = "np.linalg.lstsq(w[:, None] * V, w * y)[0]"
+    V = "np.polynomial.legendre.legvander(x, deg)"
+    _poly_refusal(lambda y: np.sum(L.legfit(xs, y, 3, w=w)), ys, "legendre.legfit", fix, "V = " + V,
+                  "np.linalg.lstsq(V, y)[0]")
+    _same_as_refused(lambda y: np.sum(np.sin(L.legfit(xs, y, 3, w=w))),
+                     lambda y: np.sum(np.sin(_rewrite(fix, w=w, y=y, V=_rewrite(V, x=xs, deg=3)))), ys)
+    xs = np.linspace(0.3, 2.1, 9)
+    mapped = "np.polynomial.polyutils.mapdomain(x, (x.min(), x.max()), Cls.window)"
+    msg = _poly_refusal(lambda y: np.sum(Laguerre.fit(xs, y, 3, w=w).coef), ys, "_polybase.ABCPolyBase.fit",
+                        fix, "xm = " + mapped, "np.polynomial.laguerre.lagvander for Laguerre")
+    assert "chebvander for Chebyshev" in msg and "chebvander(x" not in msg
+    _same_as_refused(lambda y: np.sum(np.sin(Laguerre.fit(xs, y, 3, w=w).coef)),
+                     lambda y: np.sum(np.sin(_rewrite(fix, w=w, y=y, V=G.lagvander(
+                         _rewrite(mapped, x=xs, Cls=Laguerre), 3)))), ys)
+
+    # series classes: fromroots, the constructor (values at points, with a domain; deriv), an operator
+    fix = "np.linalg.solve(vander(t, d), np.prod(np.subtract.outer(t, r), axis=-1))"
+    _poly_refusal(lambda r: np.sum(Chebyshev.fromroots(r).coef), c, "_polybase.ABCPolyBase.fromroots", fix,
+                  "np.polynomial.chebyshev.chebvander for Chebyshev", "np.poly(r)[::-1]")
+    t = _rewrite(points[4:], d=4)
+    _same_as_refused(lambda r: np.sum(np.sin(Chebyshev.fromroots(r).coef)),
+                     lambda r: np.sum(np.sin(_rewrite(fix, r=r, t=t, d=4, vander=C.chebvander))), c)
+    fix = val.format(m="legendre", k="leg")
+    parms = "off, scl = np.polynomial.polyutils.mapparms(d, Legendre.window)"
+    _poly_refusal(lambda c: np.sum(Legendre(c, domain=[0.0, 2.0])(x + 1)), c, "legendre.Legendre",
+                  "Legendre(c)(x) is " + fix, "off + scl * x", parms)
+    off, scl = _rewrite(parms.partition(" = ")[2], d=[0.0, 2.0], Legendre=Legendre)
+    _same_as_refused(lambda c: np.sum(np.sin(Legendre(c, domain=[0.0, 2.0])(x + 1))),
+                     lambda c: np.sum(np.sin(_rewrite(fix, c=c, x=_rewrite("off + scl * x", off=off, scl=scl,
+                                                                              x=x + 1)))), c)
+    fix = "np.polynomial.polynomial.polyder(np.eye(len(c))) @ c"
+    _poly_refusal(lambda c: np.sum(Polynomial(c).deriv().coef), c, "polynomial.Polynomial",
+                  "Polynomial(c).deriv().coef is " + fix)
+    _same_as_refused(lambda c: np.sum(np.sin(Polynomial(c).deriv().coef)),
+                     lambda c: np.sum(np.sin(_rewrite(fix, c=c))), c)
+    p = Legendre(c2)
+    _poly_refusal(lambda c: np.sum((p + c).coef), c, "legendre.Legendre.__add__", "p.coef and c padded with zeros")
+    _same_as_refused(lambda c: np.sum(np.sin((p + c).coef)),
+                     lambda c: np.sum(np.sin(np.pad(p.coef, (0, len(c) - len(p.coef))) + c)), c)
+
+    # polyutils.mapdomain of traced points (and a traced domain)
+    fix = "off + scl * x"
+    _poly_refusal(lambda z: np.sum(np.polynomial.polyutils.mapdomain(z[1:], [z[0], 2.0], [-1.0, 1.0])), c,
+                  "polyutils.mapdomain", fix, "scl = (new[1] - new[0]) / (old[1] - old[0])",
+                  "off = new[0] - scl * old[0]")
+
+    def mapped(z):
+        old, new = [z[0], 2.0], [-1.0, 1.0]
+        s = _rewrite("(new[1] - new[0]) / (old[1] - old[0])", old=old, new=new)
+        return _rewrite(fix, off=_rewrite("new[0] - scl * old[0]", old=old, new=new, scl=s), scl=s, x=z[1:])
+
+    _same_as_refused(lambda z: np.sum(np.sin(np.polynomial.polyutils.mapdomain(z[1:], [z[0], 2.0], [-1.0, 1.0]))),
+                     lambda z: np.sum(np.sin(mapped(z))), c)
+
+    # *mul: coefficients by interpolation (any basis)
+    fix = ("np.linalg.solve(np.polynomial.hermite_e.hermevander(t, d), (np.polynomial.hermite_e.hermevander(t, "
+           "len(c1) - 1) @ c1) * (np.polynomial.hermite_e.hermevander(t, len(c2) - 1) @ c2))")
+    _poly_refusal(lambda c: np.sum(E.hermemul(c, c2)), c, "hermite_e.hermemul", fix, "d = len(c1) + len(c2) - 2")
+    t = _rewrite(points[4:], d=4)
+    _same_as_refused(lambda c: np.sum(np.sin(E.hermemul(c, c2))),
+                     lambda c: np.sum(np.sin(_rewrite(fix, c1=c, c2=c2, t=t, d=4))), c)
+
+
+def test_rank_filter_and_medfilt_refusals_name_scipy_s_windows_for_every_size():
+    # (the quantiles tester) the recipe padded size // 2 on both sides, a window too many for an even size (17
+    # values gave 18), and its np.median averaged the two middle values where SciPy takes the upper one;
+    # scipy.signal.medfilt (zero padding) had no recipe. Each recipe is run here as written.
+    nd = pytest.importorskip("scipy.ndimage")
+    ss = pytest.importorskip("scipy.signal")
+    rng = np.random.default_rng(3)
+    windows = ("np.lib.stride_tricks.sliding_window_view(np.pad(x, (size // 2, (size - 1) // 2), mode='symmetric'), "
+               "(size,) * x.ndim)")
+    order = "s = np.sort(w.reshape(x.shape + (-1,)), axis=-1)"
+    picks = {"median_filter": (lambda x, size: nd.median_filter(x, size), "size ** x.ndim // 2"),
+             "percentile_filter": (lambda x, size: nd.percentile_filter(x, 30, size),
+                                   "min(int(size ** x.ndim * q / 100), size ** x.ndim - 1)"),
+             "rank_filter": (lambda x, size: nd.rank_filter(x, 1, size), "rank"),
+             "maximum_filter": (lambda x, size: nd.maximum_filter(x, size), "-1"),
+             "minimum_filter": (lambda x, size: nd.minimum_filter(x, size), "0")}
+    for short, (scipy_filter, pick) in picks.items():
+        for shape in ((9,), (4, 5)):
+            x = rng.standard_normal(shape)
+            msg = _raises(lambda x, f=scipy_filter: np.sum(f(x, 2)), x, mg.TracerEscapeError)
+            assert f"scipy.ndimage function {short}" in msg and "w = " + windows in msg and order in msg, msg
+            assert f"s[..., {pick}]" in msg, msg
+
+            def recipe(x, size, pick=pick):
+                w = _rewrite(windows, x=x, size=size)
+                s = _rewrite(order.partition(" = ")[2], w=w, x=x)
+                return _rewrite(f"s[..., {pick}]", s=s, x=x, size=size, q=30, rank=1)
+
+            for size in range(2, 7 if len(shape) == 1 else 5):
+                assert recipe(x, size).shape == scipy_filter(x, size).shape == x.shape
+                _same_as_refused(lambda x, f=scipy_filter, size=size: np.sum(np.sin(f(x, size))),
+                                 lambda x, size=size: np.sum(np.sin(recipe(x, size))), x)
+    fix = "np.median(np.lib.stride_tricks.sliding_window_view(np.pad(x, k // 2), (k,) * x.ndim), axis=tuple(range(" \
+          "x.ndim, 2 * x.ndim)))"
+    for medfilt, x in ((ss.medfilt, rng.standard_normal(9)), (ss.medfilt, rng.standard_normal((4, 5))),
+                       (ss.medfilt2d, rng.standard_normal((4, 5)))):
+        msg = _raises(lambda x, f=medfilt: np.sum(f(x, 3)), x, mg.TracerEscapeError)
+        assert f"scipy.signal function {medfilt.__name__}" in msg and fix in msg, msg
+        for k in (1, 3) if x.ndim == 2 else (1, 3, 5):
+            _same_as_refused(lambda x, f=medfilt, k=k: np.sum(np.sin(f(x, k))),
+                             lambda x, k=k: np.sum(np.sin(_rewrite(fix, x=x, k=k))), x)
+
+
+def test_numpy_polynomial_refusals_name_only_functions_that_exist():
+    # (the polychaos tester) np.polynomial.legendre.chebvander, np.polynomial.polyutils.chebvander: every name a
+    # numpy.polynomial refusal gives, for every public function and series class method, exists
+    from mutagrad.core import _SERIES, _polynomial_fix
+
+    libs = [f"np.polynomial.polyutils.{f}" for f in np.polynomial.polyutils.__all__]
+    for module, (_, cls) in _SERIES.items():
+        mod = getattr(np.polynomial, module)
+        libs += [f"np.polynomial.{module}.{f}" for f in mod.__all__ if callable(getattr(mod, f))]
+        libs += [f"np.polynomial.{module}.{cls}", f"np.polynomial.{module}.{cls}.__call__",
+                 f"np.polynomial.{module}.{cls}.__add__", f"np.polynomial.{module}.{cls}.interpolate"]
+    libs += [f"np.polynomial._polybase.ABCPolyBase.{m}" for m in ("fit", "fromroots", "basis", "cast")]
+    for lib in libs:
+        fix = _polynomial_fix(lib)
+        for module, name in re.findall(r"np\.polynomial\.(\w+)\.(\w+)\b", fix):
+            assert hasattr(getattr(np.polynomial, module), name), (lib, fix)
+        assert "at plain points x is a product" not in fix
 
 
 def test_polyval_of_a_poly1d_is_the_composition():
@@ -6035,10 +6350,69 @@ def test_an_installed_package_converting_a_traced_array_gets_advice_for_the_call
         mg.grad(f)(np.array([1.0, 2.0]))
     msg = str(info.value)
     assert "fakeframe_mg converting a traced array to a plain one in its own code" in msg
-    assert "in fakeframe_mg, called from" in msg and HERE in msg and "leave the conversion out" not in msg
+    # (named at the user's line, the package's own line in parentheses: the leontief tester)
+    assert re.search(r"in its own code \(in fakeframe_mg at \S+__init__.py:4: `self.data = np.asarray\(data\)`\) "
+                     rf"at \S+{HERE}:\d+: `return np.sum\(fakeframe_mg.Frame\(x \* 2.0\).data\)`: ", msg), msg
+    assert "leave the conversion out" not in msg
     # the constant fix it names works: d/dx of sum(x) + sum(const) = 1
     g = mg.grad(lambda x: np.sum(x) + np.sum(fakeframe_mg.Frame(mg.stop_gradient(x) * 2.0).data))(np.ones(2))
     np.testing.assert_array_equal(g, [1.0, 1.0])
+
+
+def test_a_package_pip_installed_into_a_directory_of_its_own_converts_at_the_user_s_line(tmp_path, monkeypatch):
+    # (the leontief tester: pandas installed with pip install --target pylib, pylib put on sys.path) its
+    # conversion was named at pandas' own line (construction.py) as if it were the user's, with advice for it
+    from mutagrad.errors import _installed_package, outside_installed_packages
+
+    lib = tmp_path / "pylib"
+    (lib / "targetlib_mg" / "core").mkdir(parents=True)
+    (lib / "targetlib_mg-1.0.dist-info").mkdir()
+    (lib / "targetlib_mg" / "__init__.py").write_text("from .core.frame import Frame\n")
+    (lib / "targetlib_mg" / "core" / "__init__.py").write_text("")
+    (lib / "targetlib_mg" / "core" / "frame.py").write_text(
+        "import sys\n"
+        "import numpy as np\n"
+        "class Frame:\n"
+        "    def __init__(self, data):\n"
+        "        self.frames = sys._getframe(), sys._getframe(1)\n"
+        "        self.data = np.array(data, copy=True)\n")
+    (tmp_path / "mine_mg.py").write_text("import sys\ndef here():\n    return sys._getframe()\n")
+    monkeypatch.syspath_prepend(str(lib))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("targetlib_mg", "targetlib_mg.core", "targetlib_mg.core.frame", "mine_mg"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import mine_mg
+    import targetlib_mg
+
+    inner, caller = targetlib_mg.Frame(np.ones(2)).frames
+    assert _installed_package(inner) == "targetlib_mg" and _installed_package(caller) is None
+    assert outside_installed_packages(inner) is caller  # (the user's frame: this test's)
+    assert _installed_package(mine_mg.here()) is None  # (a module of the user's, beside no .dist-info)
+
+    def f(x):
+        df = targetlib_mg.Frame(x * 2.0)
+        return np.sum(df.data)
+
+    msg = _raises(f, np.array([1.0, 2.0]), mg.TracerEscapeError)
+    assert msg.startswith("targetlib_mg converting a traced array to a plain one in its own code (in targetlib_mg "
+                          "at "), msg
+    assert re.search(rf"frame.py:6: `self.data = np.array\(data, copy=True\)`\) at \S+{HERE}:\d+: "
+                     r"`df = targetlib_mg.Frame\(x \* 2.0\)`: ", msg), msg
+    assert "give targetlib_mg only values that are constants" in msg and "values.copy()" not in msg
+
+
+def test_pandas_converting_a_traced_array_is_named_at_the_user_s_line():
+    pd = pytest.importorskip("pandas")  # (not a dependency: mostly skipped)
+
+    def pdsam(Zm):
+        df = pd.DataFrame(Zm, index=list("abcd"), columns=list("abcd"))
+        A = df.div(df.sum(axis=0), axis=1)
+        return np.linalg.inv(np.eye(4) - 0.5 * A.values).sum()
+
+    msg = _raises(pdsam, np.random.default_rng(0).uniform(0.1, 1, (4, 4)), mg.TracerEscapeError)
+    assert msg.startswith("pandas converting a traced array to a plain one in its own code (in pandas at "), msg
+    assert re.search(rf"\) at \S+{HERE}:\d+: `df = pd.DataFrame\(Zm, ", msg), msg
+    assert "pandas stores plain NumPy arrays only" in msg
 
 
 def test_a_conversion_compared_in_a_test_is_allowed():

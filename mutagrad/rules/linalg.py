@@ -1352,7 +1352,7 @@ def _second_order_refusal(name, where):
 def _degenerate(what, forward=False):
     if _VALUES_PULLBACK:  # (the vectors a values-only pullback computes, differentiated by either mode)
         return _second_order_refusal(*_VALUES_PULLBACK[-1])
-    if forward and "eigh" in what:  # (_eigh_dV: the other columns keep their tangents)
+    if forward and ("eigh" in what or what == "np.linalg.eig"):  # (_eigh_dV, _eig_jvp: the others keep theirs)
         mode = ("The function read a vector of a repeated value (forward mode keeps the tangents of the vectors "
                 "of distinct values, so a function reading only those, of any member of a stack, has one). ")
     elif forward:
@@ -2891,6 +2891,34 @@ def _eigvals_T_left(a, w, V, gw):
     return np.matmul(Wt * g[..., None, :], _H(V))
 
 
+def _eigvals_T_simple(a, y, gw):
+    """Ā for the cotangent ``gw`` of the eigenvalues ``y`` of the matrix ``a``, which an outer
+    differentiation traces, where repeated values are among them and none of those is read:
+    Σ_k u_k ḡ_k v_kᴴ / conj(u_kᴴ v_k) over the read (simple) values' columns only, taken from the
+    vectors by column, so that the outer derivative goes through those columns' vectors alone, which
+    have derivatives (the tied ones have none: the neutronics tester's Hessian of the dominant
+    eigenvalue of A⁻¹F beside an n-fold zero one). None where no value repeats, or a repeated one is read."""
+    w, V = np.linalg.eig(a)
+    wb, vb = np.asarray(bottom(w)), np.asarray(bottom(V))
+    try:
+        pairs = _eig_tied_pairs(wb, _eig_rounding_gaps(wb, vb, np.linalg.inv(vb)))
+    except np.linalg.LinAlgError:  # (dependent vectors: not diagonalizable, the general path's refusal)
+        return None
+    read = np.asarray(bottom(gw)) != 0
+    if not np.any(pairs) or np.any(read & np.any(pairs, axis=-2)):
+        return None
+    yb = np.asarray(bottom(y))
+    cols = np.flatnonzero(read)
+    right = _one_to_one(yb, wb)[cols]
+    wl, Ul = np.linalg.eig(_H(a))
+    left = _one_to_one(np.conj(yb), np.asarray(bottom(wl)))[cols]
+    Vs, U = V[:, right], Ul[:, left]
+    s = np.sum(_cj(U) * Vs, axis=0)
+    if np.any(np.abs(np.asarray(bottom(s))) * _ILL_CONDITIONED < 1):
+        return None
+    return np.matmul(U * (gw[cols] / _cj(s)), _H(Vs))
+
+
 def _eig_rounding_gaps(w, V, vi):
     """(|λ_i - λ_j|, the error LAPACK's rounding leaves in the difference: 10 eps max|λ| (κ_i +
     κ_j), with κ_i = |u_i| |v_i| / |u_iᴴ v_i| the eigenvalue's condition number), (..., n, n), of
@@ -2958,8 +2986,17 @@ def _eig_jvp(w, V, dA, need_v=True):
     dw = _eig_tie_mean(_eig_value_ties(w, gaps), _diag(X))
     if not need_v:
         return dw
-    if np.any(_eig_tied_pairs(w, gaps)):
-        return dw, _degenerate("np.linalg.eig", forward=True)
+    pairs = _eig_tied_pairs(w, gaps)
+    if np.any(pairs):
+        # the columns of tied values have no tangent, the others do (as eigh's, _eigh_dV: the neutronics
+        # tester's dominant mode of A⁻¹F beside an n-fold zero eigenvalue)
+        bad = _degenerate("np.linalg.eig", forward=True)
+        if _differentiated(w):
+            return dw, bad
+        eye = np.eye(np.shape(w)[-1])
+        F = 1.0 / np.where(pairs, 1.0, w[..., None, :] - w[..., :, None] + eye) - eye
+        dV = _eig_gauge(V, np.matmul(V, np.where(pairs, 0.0, F) * X))
+        return dw, PartlyNotImplemented(dV, np.broadcast_to(np.any(pairs, axis=-2)[..., None, :], np.shape(dV)), bad)
     near = _near_tie_refusal(w, "np.linalg.eig")
     if near is not None:
         return dw, near
@@ -3046,6 +3083,10 @@ def _eigvals_rrule(a):
         if _read_apart(reads, not is_zero(g), False):
             return (_degenerate(f"np.linalg.eigvals, {_APART}"),)
         with _ValuesPullback("np.linalg.eigvals", where):  # (a refusal of its second derivative names it)
+            if isinstance(a, Tracer) and not is_zero(g) and np.ndim(y) == 1:
+                abar = _eigvals_T_simple(a, y, g)
+                if abar is not None:
+                    return (abar,)
             w, V = _eig_matching(a, y)
         return (_eig_vjp(w, V, g, ZERO, a),)
 

@@ -114,6 +114,11 @@ LOCKED_TRACED: dict = {}
 # id(array) -> array: the arrays that running levels locked (Level.lock, Level.lock_traced),
 # whichever levels the running code sees
 LOCKED: dict = {}
+# id(storage) -> (storage, what the caller passed: its ndarray or an outer level's traced array, the array at the
+# end of that ndarray's chain of bases (None for a traced one)): arguments of running differentiations into which
+# a value with a derivative has been written (Level.check_writable); the program's traced operations must not
+# read that memory as a plain constant after it (_check_argument_read)
+WRITTEN_ARGS: dict = {}
 # id(array) -> [the running levels holding it locked, in any thread; the array; the writable view
 # the first one made]: it becomes writable again when the last of them ends
 _LOCK_REFS: dict = {}
@@ -673,6 +678,7 @@ class Storage:
     poison = None  # a NotImplementedTangent that every derivative through here carries
     name = None  # "argument 0", ... for messages
     written = False  # ever written through mutagrad
+    written_active = False  # an argument into which a value with a derivative was written (WRITTEN_ARGS)
     # an argument that is the memory of a plain array the function names (api._mark_plain_aliases):
     # that name, and the argument's values at the call
     plain_alias = None
@@ -847,6 +853,7 @@ class Level:
     mode = "?"
     run_group = None  # a RunGroup: one of the runs of a forward-mode jacobian (see live)
     arg_storages = ()  # the storages of the caller's arrays its tracers hold (api._caller_array)
+    written_args = ()  # those of its arguments (the caller's arrays, outer traced arrays) in WRITTEN_ARGS
     last_result = None  # the last large result of a traced operator (elide.note_result)
 
     thread = None  # the thread running it (threading.get_ident)
@@ -902,6 +909,9 @@ class Level:
         st.ceiling = self._saved_ceiling
         self.closed = True
         self.arg_storages = ()  # (storages refer to their level: no cycle left for the collector)
+        for ws in self.written_args:
+            WRITTEN_ARGS.pop(id(ws), None)
+        self.written_args = ()
         if exc and exc[0] is not None:  # (raised: the arguments' checks after the call will not run, and the
             self.plain_aliases = ()  # tape, whose records refer to storages that refer to this level, is dead)
             if getattr(self, "tape", None):
@@ -1036,6 +1046,8 @@ class Level:
         the written values carry a derivative; ``idx``: the index written (None: all of it)."""
         s = dest._storage
         s.written = True
+        if active and not s.written_active and s.level is self:
+            _note_written_argument(self, s)
         if active and s.overlapping_arg and self.mode == "rev":
             raise MutationError(
                 f"writing a traced value into {s.name} at {user_line()}: its elements share memory (an "
@@ -1466,8 +1478,12 @@ def top_level(leaves):
                 return False  # (another thread's independent differentiation's: a constant here, see live)
             if top is None or lv.id > top.id:
                 top = lv
-        elif type(x) is _ndarray and LOCKED and not x.flags.writeable:
+        elif WRITTEN_ARGS and type(x) is _ndarray:
             _check_argument_read(x)
+    if WRITTEN_ARGS and top is not None:  # (an outer level's traced array read by an inner level's operation)
+        for x in leaves:
+            if isinstance(x, Tracer) and x._level is not top:
+                _check_argument_read(x)
     return top
 
 
@@ -1599,38 +1615,61 @@ def _check_leftover_alias(v, writing):
                 )
 
 
+def _note_written_argument(lv, s):
+    """Note argument storage ``s`` of level ``lv`` in WRITTEN_ARGS: a value with a derivative was written into it."""
+    s.written_active = True
+    arg = s.orig if s.orig is not None else s.__dict__.get("outer_arg")
+    if arg is None:  # (not an argument: a buffer the function made)
+        return
+    WRITTEN_ARGS[id(s)] = (s, arg, None if isinstance(arg, Tracer) else _base_array(arg))
+    lv.written_args = [*lv.written_args, s]
+
+
 def _check_argument_read(p):
-    """A plain read-only array ``p`` that a traced operation reads (a constant to it) is the memory
-    of an argument the function has written into: the caller's array object itself, or a view of
-    it made meanwhile, reached through a path the alias search does not follow (a ContextVar, a
-    function returning it, ``globals()[name]``, a descriptor's store). Its values are the written
-    ones, their derivative would be lost: raise. (Reads before the first write are the values at
-    the call, constants as any other reference to the caller's array is; ``mg.value(x)``'s views
-    are not the caller's array's, see value.) Only the program's own operations: a rule's (all levels
+    """A plain array ``p`` that a traced operation of the program reads (a constant to it), or an outer
+    level's traced array read by an inner one, is memory of an argument the function has written a value
+    with a derivative into: the caller's array itself or a view of it, reached through a reference the
+    alias search does not follow (a ContextVar, a function returning it, ``globals()[name]``; a view made
+    before the call; the whole array of which the argument is the interior). Its values are the written
+    ones, their derivative would be lost: raise (the oop and regress92 testers). Reads before such a write
+    are the values at the call, constants as any other reference to the caller's array is; ``mg.value(x)``'s
+    views are not the caller's array's (see value). Only the program's own operations: a rule's (all levels
     not visible) reads what it was given, or what SciPy wrote into an argument it was asked to."""
     levels = STATE.levels
     if STATE.ceiling != len(levels):
         return
-    r = p
-    while type(r.base) is _ndarray:
-        r = r.base
-    for lv in levels:
-        for st in lv.arg_storages:
-            if not st.written:
+    traced = isinstance(p, Tracer)
+    if traced:
+        b = bottom(p)
+        r = unknown = None
+    else:
+        b = r = p
+        while type(r.base) is _ndarray:
+            r = r.base
+        # (memory whose owner is no array: as_strided's, np.frombuffer's, ctypes'; mg.value's excepted)
+        unknown = r.base is not None and type(r.base) is not _Shown
+    for s, arg, root in list(WRITTEN_ARGS.values()):
+        if s.level not in levels:
+            continue
+        if traced:
+            if root is not None or p._level.id >= s.level.id:
                 continue
-            a = o = st.orig
-            while type(o.base) is _ndarray:
-                o = o.base
-            if o is r and (p is a or _shares_bounded(a, p)):
-                from .errors import AliasingError
+            a = bottom(arg)
+        else:
+            if root is None or not (root is r or unknown):
+                continue
+            a = arg
+        if np.may_share_memory(a, b) and _shares_bounded(a, b):
+            from .errors import AliasingError
 
-                raise AliasingError(
-                    f"reading at {user_line()} the memory of {st.name}, the caller's array itself (reached "
-                    "through another reference to it: a global, a context variable, a cache, an object's store), "
-                    "after the function wrote into it: to mutagrad that reference is a plain array, a constant, "
-                    "so the derivative of what the function wrote there would be lost. Read the argument "
-                    "itself (the traced array the function was given), or pass the object that holds the "
-                    "array and read it from there only.")
+            raise AliasingError(
+                f"reading at {user_line()} the memory of {s.name}"
+                + (", the outer differentiation's traced array" if traced else ", the caller's array")
+                + " (reached through another reference to it: a global, a context variable, a cache, an object's "
+                "store, a view made before the call), after the function wrote into it: to mutagrad that reference "
+                "is a constant, so the derivative of what the function wrote there would be lost. Read the argument "
+                "itself (the traced array the function was given), or pass the object that holds the array and "
+                "read it from there only.")
 
 
 def _note_leftover_read(lv, s):
@@ -2295,7 +2334,7 @@ def _plain_operand_ok(lv, nested, self, p) -> bool:
     numeric dtype, with an array ``self`` (not a scalar's element runs), at a single level: a reverse
     one's ``process_ew`` keeps the private copy a pullback reads (ReverseLevel.snapshot), as the
     general path does (``x * A`` of a constant A); a forward one's reads it at once."""
-    if LOCKED and not p.flags.writeable:
+    if WRITTEN_ARGS:
         _check_argument_read(p)
     return not nested and not self._scalar and p.dtype.kind in "fciub"
 
@@ -5628,7 +5667,7 @@ def write(dest, idx, value):
             value = bottom(value)  # a pristine constant may be read as plain values (as float(x))
         dest[idx] = value
         return
-    if vt is _ndarray and LOCKED and not value.flags.writeable:
+    if WRITTEN_ARGS and (vt is _ndarray or (issubclass(vt, Tracer) and value._level is not dest._level)):
         _check_argument_read(value)
     if vt is complex or vt is list or vt is tuple or vt is ScalarTracer:
         refuse_python_complex(dest, value)
@@ -6722,9 +6761,13 @@ class _Shown:
 def _shown_view(b):
     """A view of ndarray ``b`` whose base is a _Shown, not ``b`` or what ``b`` views."""
     h = _Shown()
-    h.__array_interface__ = b.__array_interface__
     h.array = b
-    return np.asarray(h)
+    try:
+        h.__array_interface__ = b.__array_interface__
+        v = np.asarray(h)
+    except (TypeError, ValueError):  # (a dtype the interface does not carry: StringDType, objects)
+        return b.view()
+    return v if v.dtype == b.dtype and v.dtype.metadata == b.dtype.metadata else b.view()
 
 
 def _base_array(a):
@@ -6772,6 +6815,8 @@ def value(x):
         if isinstance(x, Tracer):
             v = _shown_view(b)
             _VALUE_OWNERS[id(v)] = v
+        elif STATE.levels:  # (a plain array, a constant as asked: even the memory of an argument, see above)
+            v = _shown_view(b)
         else:
             v = b.view()
         v.flags.writeable = False

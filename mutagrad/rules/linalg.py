@@ -1950,16 +1950,24 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True, partial=False):
     if not need_uv:
         return dS
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
-    zero = None
+    zero = pairs = None
     if _repeated(S) or (m != n and _has_zero(S)):
         bad = _degenerate("np.linalg.svd", forward=True)
-        if not partial or _repeated(S) or _is_complex(dP) or isinstance(S, Tracer):
+        if not partial or _is_complex(dP) or isinstance(S, Tracer):
             return bad, dS, bad
-        zero, poison = _zero_values(S), bad  # (one zero of a non-square matrix: see ``partial``)
+        # (the vectors of repeated values, zeros too, have no tangent, the others do: those poisoned only, as
+        # eigh's, _eigh_dV; one zero of a non-square matrix: see ``partial``)
+        poison, pairs = bad, _repeated_pairs(S)
+        zero = _zero_values(S)
     bad = _near_tie_refusal(S, "np.linalg.svd")
     if bad is not None:
         return bad, dS, bad
-    F = _pair_inv(S * S)
+    if pairs is None:
+        F = _pair_inv(S * S)
+    else:
+        eye = np.eye(k)
+        S2 = S * S
+        F = np.where(pairs, 0.0, 1.0 / np.where(pairs, 1.0, S2[..., None, :] - S2[..., :, None] + eye) - eye)
     Sr, Sc = S[..., None, :], S[..., :, None]
     dPh = _H(dP)
     dUa = F * (dP * Sr + Sc * dPh)
@@ -1975,10 +1983,14 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True, partial=False):
     if n > k:
         dV = dV + (np.matmul(_H(dA), U) - np.matmul(V, dPh)) / Sd
     if zero is not None:
-        if m > n:
-            return PartlyNotImplemented(dU, np.broadcast_to(zero[..., None, :], np.shape(dU)), poison), dS, _H(dV)
+        tied = np.any(pairs, axis=-2)
+        on_u, on_v = tied | (zero & (m > n)), tied | (zero & (n > m))  # (a lone zero: the larger side's vector)
         dVh = _H(dV)
-        return dU, dS, PartlyNotImplemented(dVh, np.broadcast_to(zero[..., :, None], np.shape(dVh)), poison)
+        if np.any(on_u):
+            dU = PartlyNotImplemented(dU, np.broadcast_to(on_u[..., None, :], np.shape(dU)), poison)
+        if np.any(on_v):
+            dVh = PartlyNotImplemented(dVh, np.broadcast_to(on_v[..., :, None], np.shape(dVh)), poison)
+        return dU, dS, dVh
     if _is_complex(dP):  # the phase LAPACK fixes, shared by u_k and v_k
         E, of_v = _svd_real_row(U, V)
         on = _real_members(U, V)

@@ -979,6 +979,33 @@ def test_eigh_forward_of_a_stack_with_one_tied_member():
     np.testing.assert_allclose(t, np.sum(g * v), rtol=1e-10)
 
 
+@pytest.mark.parametrize("shape", [(4, 4), (6, 4), (4, 6), (2, 5, 4)], ids=["square", "tall", "wide", "stack"])
+def test_svd_forward_keeps_the_vectors_of_distinct_values_beside_a_repeated_pair(shape):
+    # forward mode refused every singular vector at a repeated pair; only the pair's columns have none now
+    # (the statmech tester's TRG). Oracles: central differences along the direction, and reverse mode
+    rng = np.random.default_rng(4804)
+    *batch, m, n = shape
+    k = min(m, n)
+    U, _ = np.linalg.qr(rng.standard_normal((*batch, m, k)))
+    V, _ = np.linalg.qr(rng.standard_normal((*batch, n, k)))
+    A = U @ (np.array([3.0, 2.0, 2.0, 0.7])[..., :, None] * np.swapaxes(V, -1, -2))
+    if batch:
+        A[0] = rng.standard_normal((m, n))  # (one member without a tie)
+    c, d = rng.standard_normal((m, n)), rng.standard_normal(A.shape)
+
+    def f(A):  # sign-invariant functions of the vectors of the distinct values 3 and 0.7
+        u, s, vh = np.linalg.svd(A, full_matrices=False)
+        return np.sum((u[..., :, 0, None] * vh[..., None, 0, :] * c) ** 2) + np.sum(u[..., :, 3] ** 4) + np.sum(s)
+
+    with mg.config(strict=True):
+        _, t = mg.jvp(f, (A,), (d,))
+        g = mg.grad(f)(A)
+    np.testing.assert_allclose(t, (f(A + 1e-6 * d) - f(A - 1e-6 * d)) / 2e-6, rtol=1e-6)
+    np.testing.assert_allclose(t, np.sum(g * d), rtol=1e-10)
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError, match="repeated"):
+        mg.jvp(lambda A: np.sum(np.linalg.svd(A, full_matrices=False)[2][..., 1, :] ** 4), (A,), (d,))
+
+
 def test_eigh_vectors_gathered_by_an_argsort_read_only_where_the_copies_are():
     # w[idx], V[:, idx] with idx = argsort(w)[::-1] (the materials tester's principal direction) copies every
     # column: only the columns whose copies are read count as read (gathers followed a few deep)

@@ -396,11 +396,13 @@ def kink_warning(what: str, branch: bool = False, site=None) -> None:
     if branch:
         warn_at(frame, (
             f"{what}: the branch it picks (Python's max(a, b) or min, np.where(a > b, ...), an if) gets all of "
-            "the derivative there, a one-sided one, and where the branches meet smoothly the derivative is "
-            "wrong: the stable log-add max(a, b) + np.log1p(np.exp(-abs(a - b))) at a == b gets (1, 0) where it "
-            "is (0.5, 0.5). Write np.logaddexp(a, b), or np.maximum / np.minimum, which split a tie evenly "
-            "(docs/errors.md: kinks); a true kink there (a hinge, a max that is the function) has no derivative "
-            "at the tie and this one is a subgradient."), KinkWarning)
+            "the derivative there, a one-sided one. It is right where both branches have the same derivative "
+            "there (a loop that stops exactly at its bound, `while t < b` after `h = min(h, b - t)`), wrong where "
+            "the branches meet smoothly with different ones: the stable log-add max(a, b) + "
+            "np.log1p(np.exp(-abs(a - b))) at a == b gets (1, 0) where it is (0.5, 0.5). Write np.logaddexp(a, b), "
+            "or np.maximum / np.minimum, which split a tie evenly (docs/errors.md: kinks); a true kink there (a "
+            "hinge, a max that is the function) has no derivative at the tie and this one is a subgradient."),
+            KinkWarning)
         return
     warn_at(frame, (
         f"a higher derivative (mg.hessian, or a derivative of mg.grad/mg.jvp) goes through {what} exactly at its "

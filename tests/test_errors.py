@@ -456,6 +456,31 @@ def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
         assert mg.grad(relax)(np.array([1.0, 2.0])).tolist() == [0.0, 1.0]
 
 
+def test_a_tie_of_numbers_with_the_same_tangent_does_not_warn_in_forward_mode():
+    # (the adaptivequad tester) `while t < b` after h = min(h, b - t) stops with t == b exactly, and t moves as b
+    # does: the branch not taken (one more step of length 0) has the same derivative. forward mode sees that the
+    # tangents agree; reverse mode cannot tell at the comparison and warns. Oracle: central differences
+    def integral(b, k=3.0):
+        t, h, s = 0.0, 0.13, 0.0
+        while t < b:
+            h = min(h, b - t)
+            s = s + h * np.sin(k * (t + h / 2))
+            t = t + h
+        return s
+
+    b = 1.0
+    fd = (integral(b + 1e-7) - integral(b - 1e-7)) / 2e-7
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        _, t = mg.jvp(integral, (b,), (1.0,))
+    np.testing.assert_allclose(t, fd, rtol=1e-6)
+    with pytest.warns(mg.KinkWarning, match="same derivative"):
+        np.testing.assert_allclose(mg.grad(integral)(b), t, rtol=1e-12)
+    # a tie whose tangents differ still warns in forward mode (max(a, b) along (1, 2))
+    with pytest.warns(mg.KinkWarning, match="a tie"):
+        mg.jvp(lambda v: max(v[0], v[1]), (np.array([1.0, 1.0]),), (np.array([1.0, 2.0]),))
+
+
 def test_a_cached_term_beside_a_differentiated_one_warns():
     # (warnnoise2) the MemoizeJac pattern with a regularizer: the output carries the regularizer's derivative,
     # the cached term's is lost (by hand the gradient is 3 sin(6x) + 0.1 x; the cache hit gives 0.1 x)

@@ -1377,7 +1377,9 @@ def _degenerate(what, forward=False):
         "U @ Vt as mutagrad.scipy.linalg.polar(F)[0] (a rotation, also at repeated singular values); the density "
         "matrix of a filled degenerate shell, C[:, :k] @ C[:, :k].T with "
         "a gap after value k, as the spectral projector (I - S) / 2, S = A @ inv(sqrtm(A @ A)), A = H - mu I for "
-        "a mu = mg.stop_gradient(...) in the gap), or use only the values. (A second derivative of the values, "
+        "a mu = mg.stop_gradient(...) in the gap; a whole group's eigenspace from the other vectors, whose values "
+        "are distinct: MUSIC's noise projector En @ En.conj().T as I - Es @ Es.conj().T, Es the signal vectors), "
+        "or use only the values. (A second derivative of the values, "
         "np.linalg.eigvalsh's too, goes through the vectors of the reverse pass: at "
         "repeated values it has no general formula from the cotangent either.)"
     )

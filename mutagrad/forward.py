@@ -310,15 +310,28 @@ class ForwardLevel(Level):
             y, ydot = _frule_events_apart(prim, frule, primals, tangents, kwargs)
         self.check_rule_output(prim, y)
         poison = None
+        unknown = []  # (an elementwise primitive's operands poisoned at some elements only: their masks)
         for i in ins:
             p = leaves[i]._storage.poison
             if p is not None and leaves[i]._storage.tangent is not None and self.poison_of(leaves[i]) is not None:
-                poison = p
+                m = self._unknown_of(leaves[i]) if prim.elementwise is not None and type(y) is _ndarray else None
+                if m is None:
+                    poison = p
+                else:
+                    unknown.append((m, p))
         if isinstance(ydot, NotImplementedTangent):
             poison = self._poisoned(ydot, prim.name)
         if poison is not None:  # every output depends on a derivative nobody can give
             ys, ytree = output_leaves(y)
             ydot = poison if ytree is None else tree_unflatten(ytree, [poison] * len(ys))
+        elif unknown:
+            # an output element reads its operands' elements at its own place only: it is poisoned where one
+            # of those is (the columns of a tied eigenvector's, V * turn or V ** 3: the regress93 tester)
+            mask = np.zeros(np.shape(y), bool)
+            for m, _ in unknown:
+                mask |= np.broadcast_to(m, np.shape(y))
+            known = np.zeros(np.shape(y), y.dtype) if isinstance(ydot, AbstractZero) else ydot
+            ydot = PartlyNotImplemented(known, mask, unknown[0][1])
         in_t = [x for x in tans if not isinstance(x, AbstractZero)]
         return self.wrap(y, leaves, ins, ydot, in_t, prim)
 
@@ -423,6 +436,17 @@ class ForwardLevel(Level):
         if np.all(np.real(marks) != 0) and (marks.dtype.kind != "c" or np.all(marks.imag != 0)):
             return None
         return s.poison
+
+    def _unknown_of(self, t):
+        """Where traced ``t``, whose storage is poisoned, is poisoned (a boolean array of its shape), by its clean
+        marks; None where there are none (the whole storage is)."""
+        s = t._storage
+        entry = self.clean_marks.get(id(s))
+        if entry is None or entry[0] is not s:
+            return None
+        marks = entry[2] if t._geom is None else view_of(entry[1], t._geom)
+        marks = np.asarray(marks)
+        return (marks.real == 0) | ((marks.imag == 0) if marks.dtype.kind == "c" else False)
 
     def _marks(self, s, clean):
         """The clean marks of storage ``s`` (see :meth:`_note_clean_write`): (s, the mark buffer, its root view),

@@ -2231,10 +2231,22 @@ def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True, _impl=_sv
         if not _one_null_vector(a, S):
             dU, dVh = (_extra_unknown(dU, m - n, -1), dVh) if m > n else (dU, _extra_unknown(dVh, n - m, -2))
         elif m > n and not isinstance(dU, NotImplementedTangent):
-            dU = np.concatenate((dU, _null_vector_jvp(U, S, Vh, y, t)[..., :, None]), axis=-1)
+            dU = _appended(dU, _null_vector_jvp(U, S, Vh, y, t)[..., :, None], -1)
         elif m < n and not isinstance(dVh, NotImplementedTangent):
-            dVh = np.concatenate((dVh, _null_vector_jvp(U, S, Vh, y, t)[..., None, :]), axis=-2)
+            dVh = _appended(dVh, _null_vector_jvp(U, S, Vh, y, t)[..., None, :], -2)
     return y, (dU, dS, dVh)
+
+
+def _appended(d, extra, axis):
+    """Tangent ``d`` (an array, or a PartlyNotImplemented of the columns of repeated values: _svd_jvp) with the
+    known tangent ``extra`` of one more column (``axis`` -1) or row (-2) appended (the regress93 tester: a
+    repeated value beside the null vector crashed the concatenation)."""
+    if not isinstance(d, PartlyNotImplemented):
+        return np.concatenate((d, extra), axis=axis)
+    known = np.concatenate((d.known, extra), axis=axis)
+    unknown = np.concatenate((np.broadcast_to(d.unknown, np.shape(d.known)), np.zeros(np.shape(extra), bool)),
+                             axis=axis)
+    return PartlyNotImplemented(known, unknown, d.poison)
 
 
 svd_p.rrule, svd_p.frule = _svd_rrule, _svd_frule

@@ -1042,6 +1042,56 @@ def test_eigh_vectors_of_a_whole_repeated_group_are_refused_and_the_complement_i
         assert isinstance(mg.grad(f)(K0), mg.NotImplementedTangent)
 
 
+def test_forward_poison_of_tied_columns_follows_elementwise_operations():
+    # (the regress93 tester) the poison of a tied member's columns spread to the whole array at the first
+    # elementwise operation (V ** 3, V * turn in mutagrad.scipy.linalg.eigh's subset path), refusing reads of the
+    # distinct values' vectors after it. Oracles: central differences along the direction, reverse mode
+    rng = np.random.default_rng(4807)
+    m = rng.standard_normal((4, 4))
+    S = np.stack([m @ m.T + np.eye(4), np.diag([1.0, 2.0, 2.0, 5.0])])
+    d = rng.standard_normal(S.shape)
+    d = d + np.swapaxes(d, -1, -2)
+    for f in (lambda S: np.sum((np.linalg.eigh(S)[1] ** 3)[0]),
+              lambda S: np.sum(np.cos(np.linalg.eigh(S)[1] * np.arange(4.0))[1][:, [0, 3]])):  # (even: sign-free)
+        with mg.config(strict=True):
+            _, t = mg.jvp(f, (S,), (d,))
+        np.testing.assert_allclose(t, (f(S + 1e-6 * d) - f(S - 1e-6 * d)) / 2e-6, rtol=1e-6)
+        np.testing.assert_allclose(t, np.sum(mg.grad(f)(S) * d), rtol=1e-10)
+    with mg.config(strict=True), pytest.raises(mg.NotImplementedTangentError):
+        mg.jvp(lambda S: np.sum((np.linalg.eigh(S)[1] ** 3)[1]), (S,), (d,))
+
+    # a subset of scipy.linalg.eigh's whose first value ties with one outside it: the other's vector
+    msl = pytest.importorskip("mutagrad.scipy.linalg")
+    q, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    A0 = q @ np.diag([1.0, 1.0, 2.0, 3.0]) @ q.T
+    A0 = (A0 + A0.T) / 2
+    D = rng.standard_normal((4, 4))
+    D = D + D.T
+    sub = lambda A: np.sum(np.outer(*[msl.eigh(A, subset_by_index=[1, 2], driver="evx")[1][:, 1]] * 2)
+                           * np.arange(16.0).reshape(4, 4))
+    with mg.config(strict=True):
+        _, t = mg.jvp(sub, (A0,), (D,))
+    np.testing.assert_allclose(t, (sub(A0 + 1e-6 * D) - sub(A0 - 1e-6 * D)) / 2e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 4, 3)])
+def test_svd_full_matrices_forward_beside_a_repeated_value_and_the_null_vector(shape):
+    # (the regress93 tester) a ValueError from concatenating the null vector's tangent to a partly poisoned one
+    rng = np.random.default_rng(4808)
+    *batch, m, n = shape
+    k = min(m, n)
+    U, _ = np.linalg.qr(rng.standard_normal((*batch, m, k)))
+    V, _ = np.linalg.qr(rng.standard_normal((*batch, n, k)))
+    A = U @ (np.array([2.0, 2.0, 1.0])[..., :, None] * np.swapaxes(V, -1, -2))
+    d = rng.standard_normal(A.shape)
+    values = lambda A: np.sum(np.linalg.svd(A)[1] ** 2)
+    distinct = lambda A: np.sum(np.linalg.svd(A)[0][..., :, 2] ** 4) + np.sum(np.linalg.svd(A)[2][..., 2, :] ** 4)
+    for f in (values, distinct):
+        with mg.config(strict=True):
+            _, t = mg.jvp(f, (A,), (d,))
+        np.testing.assert_allclose(t, (f(A + 1e-6 * d) - f(A - 1e-6 * d)) / 2e-6, rtol=1e-6)
+
+
 def test_eigh_vectors_gathered_by_an_argsort_read_only_where_the_copies_are():
     # w[idx], V[:, idx] with idx = argsort(w)[::-1] (the materials tester's principal direction) copies every
     # column: only the columns whose copies are read count as read (gathers followed a few deep)

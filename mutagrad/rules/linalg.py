@@ -2924,8 +2924,7 @@ def _eigvals_T_simple(a, y, gw):
     vectors by column, so that the outer derivative goes through those columns' vectors alone, which
     have derivatives (the tied ones have none: the neutronics tester's Hessian of the dominant
     eigenvalue of A⁻¹F beside an n-fold zero one). None where no value repeats, or a repeated one is read."""
-    w, V = np.linalg.eig(a)
-    wb, vb = np.asarray(bottom(w)), np.asarray(bottom(V))
+    wb, vb = np.linalg.eig(np.asarray(bottom(a)))  # (plain: whether the case is one, before any traced step)
     try:
         pairs = _eig_tied_pairs(wb, _eig_rounding_gaps(wb, vb, np.linalg.inv(vb)))
     except np.linalg.LinAlgError:  # (dependent vectors: not diagonalizable, the general path's refusal)
@@ -2933,6 +2932,8 @@ def _eigvals_T_simple(a, y, gw):
     read = np.asarray(bottom(gw)) != 0
     if not np.any(pairs) or np.any(read & np.any(pairs, axis=-2)):
         return None
+    w, V = np.linalg.eig(a)
+    wb = np.asarray(bottom(w))
     yb = np.asarray(bottom(y))
     cols = np.flatnonzero(read)
     right = _one_to_one(yb, wb)[cols]
@@ -3066,6 +3067,10 @@ def _eig_rrule(a):
         if _read_apart(reads, not is_zero(gw), not is_zero(gV)):
             return (_degenerate(f"np.linalg.eig, {_APART}"),)
         with _within(within):  # (reverse over reverse: a refusal names eigvals' second derivative)
+            if is_zero(gV) and isinstance(a, Tracer) and np.ndim(y[0]) == 1:  # (the values alone, as eigvals')
+                abar = _eigvals_T_simple(a, y[0], gw)
+                if abar is not None:
+                    return (abar,)
             return (_eig_vjp(y[0], y[1], gw, gV, a),)
 
     return y, pullback

@@ -381,6 +381,23 @@ def test_second_derivatives_of_simple_eigenvalues_beside_a_repeated_unread_one()
         mg.hessian(lambda x: np.sum(np.sort(np.linalg.eigvals(_k_eff(x, A)).real)[:2] ** 2))(x)
 
 
+def test_second_derivative_of_eig_values_alone_beside_a_repeated_one():
+    # (the regress93 tester) the values of np.linalg.eig, its vectors unread, as eigvals' (it refused); oracle:
+    # central differences of the gradient
+    rng = np.random.default_rng(4809)
+    N = rng.standard_normal((4, 4)) + 3 * np.eye(4)
+    B = N @ np.diag([5.0, 1.0, 1.0, -2.0]) @ np.linalg.inv(N)
+    f = lambda A: np.max(np.linalg.eig(A)[0].real) ** 2
+    D = rng.standard_normal((4, 4))
+    g = mg.grad(f)
+    fd = (g(B + 1e-5 * D) - g(B - 1e-5 * D)) / 2e-5
+    with mg.config(strict=True):
+        _, hv = mg.jvp(g, (B,), (D,))
+        H = mg.jacobian(g, mode="rev")(B)
+    np.testing.assert_allclose(hv, fd, atol=1e-6)
+    np.testing.assert_allclose(np.einsum("ijkl,kl->ij", H, D), fd, atol=1e-6)
+
+
 def test_second_derivatives_of_a_complex_pair_beside_a_repeated_unread_zero():
     # Q D(x) Q⁻¹ with eigenvalues x0 ± i x1, x2 and a double zero
     rng = np.random.default_rng(4803)

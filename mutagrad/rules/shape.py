@@ -819,12 +819,24 @@ def _np_fix(args, kwargs):
 
 
 def _np_unwrap(args, kwargs):
-    # unwrap(p) = p + a piecewise-constant multiple of the period: the derivative is the identity
+    # unwrap(p) = p + k period with k integers, piecewise constant: the derivative is the identity in p, and
+    # k in the period (the numpyedge2 tester: a traced period= was refused); the discontinuity picks k only
     from ..core import stop_gradient
 
-    p = args[0]
-    plain = np.unwrap(bottom(p), *args[1:], **kwargs)
-    return p + stop_gradient(np.asarray(plain) - bottom(p))
+    a = dict(zip(("p", "discont", "axis", "period"), args))
+    a.update(kwargs)
+    p = a.pop("p")
+    period = a.get("period", 2 * np.pi)
+    pb = np.asarray(bottom(p))
+    plain = np.asarray(np.unwrap(pb, **{k: bottom(v) for k, v in a.items()}))
+    if not isinstance(period, Tracer):
+        return p + stop_gradient(plain - pb)
+    k = np.round((plain - pb) / bottom(period))
+    r = p + k * period
+    rb = bottom(r)
+    if type(rb) is np.ndarray and rb.shape == plain.shape and rb.dtype == plain.dtype:
+        rb[...] = plain  # (NumPy's own bits: the same values up to rounding)
+    return r
 
 
 def _np_bincount(args, kwargs):

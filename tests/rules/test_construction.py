@@ -762,3 +762,25 @@ def test_poly1d_with_a_leading_zero_coefficient_is_refused():
     m = np.array([0.0, 1.0, 1.0])
     np.testing.assert_allclose(mg.grad(lambda a: np.sum(np.trim_zeros(a * m) ** 2))(np.array([0.5, 2.0, 3.0])),
                                [0.0, 4.0, 6.0], rtol=1e-15)
+
+
+def test_traced_fill_values_and_period_over_plain_data():
+    # (the numpyedge2 tester) np.nan_to_num(data, nan=c) and np.unwrap(phase, period=p) with plain data dispatch
+    # on the data only, so NumPy's own code runs: refused, naming mnp's; mnp.nan_to_num wrote the traced fill
+    # into a plain copy, and unwrap dropped the period (refused). Oracles: central differences, reverse vs forward
+    import mutagrad.numpy as mnp
+
+    data = np.array([np.nan, 1.0, np.inf, -np.inf, 2.0])
+    phase = np.array([0.0, 1.5, 3.1, 4.4, 0.2, 1.9, 3.3])
+    cases = [(lambda c: np.sum(mnp.nan_to_num(data, nan=c, posinf=2 * c, neginf=-c) ** 2), 0.7),
+             (lambda p: np.sum(mnp.unwrap(phase, period=p) ** 2), 5.0),
+             (lambda p: np.sum(np.unwrap(phase * p / 5.0, period=p, discont=0.6 * p) ** 3), 5.0)]
+    for f, c in cases:
+        fd = (f(c + 1e-6) - f(c - 1e-6)) / 2e-6
+        np.testing.assert_allclose(mg.grad(f)(c), fd, rtol=1e-7)
+        np.testing.assert_allclose(mg.jvp(f, (c,), (1.0,))[1], mg.grad(f)(c), rtol=1e-12)
+    # the values are NumPy's, bit for bit
+    v = mg.vjp(lambda p: mnp.unwrap(phase, period=p), 5.0)[0]
+    assert np.array_equal(v, np.unwrap(phase, period=5.0))
+    with pytest.raises(mg.TracerEscapeError, match="mnp"):
+        mg.grad(lambda p: np.sum(np.unwrap(phase, period=p)))(5.0)

@@ -481,6 +481,25 @@ def test_a_tie_of_numbers_with_the_same_tangent_does_not_warn_in_forward_mode():
         mg.jvp(lambda v: max(v[0], v[1]), (np.array([1.0, 1.0]),), (np.array([1.0, 2.0]),))
 
 
+def test_argmax_and_argmin_of_a_differentiated_array_at_a_tie_warn():
+    # (the assignment tester) x[np.argmax(x)] - np.max(x) is identically 0; at the tie (1, 3, 3, 0.5) the gather
+    # gave (0, 0.5, -0.5, 0) with no warning (central differences: 0). A gather at the index gets all of the tied
+    # elements' derivative, np.max splits it: the tie warns, as a comparison of two equal values does
+    x = np.array([1.0, 3.0, 3.0, 0.5])
+    f = lambda x: x[np.argmax(x)] - np.max(x)
+    fd = np.array([(f(x + 1e-7 * e) - f(x - 1e-7 * e)) / 2e-7 for e in np.eye(4)])
+    np.testing.assert_allclose(fd, 0.0, atol=1e-12)
+    for call in (lambda: mg.grad(f)(x), lambda: mg.grad(lambda x: x[x.argmin()])(-x),
+                 lambda: mg.jvp(lambda x: x[np.argmax(x.reshape(2, 2), axis=1)], (np.array([3.0, 3.0, 1.0, 2.0]),),
+                                (np.ones(4),))):
+        with pytest.warns(mg.KinkWarning, match="is tied"):
+            call()
+    with warnings.catch_warnings():  # (no tie, or no derivative: quiet)
+        warnings.simplefilter("error")
+        mg.grad(lambda x: x[np.argmax(x)])(np.array([1.0, 3.0, 2.0]))
+        mg.grad(lambda x: np.sum(x) * np.argmax(mg.stop_gradient(x)))(x)
+
+
 def test_a_cached_term_beside_a_differentiated_one_warns():
     # (warnnoise2) the MemoizeJac pattern with a regularizer: the output carries the regularizer's derivative,
     # the cached term's is lost (by hand the gradient is 3 sin(6x) + 0.1 x; the cache hit gives 0.1 x)

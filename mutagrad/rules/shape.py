@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from ..core import (write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, ew_call,
-                    note_cache_key, note_equality,
+                    note_cache_key, note_equality, carries_any_derivative, compared_by_mutagrad,
                     get_primitive, plain_operands)
 from ..registry import deflinear, operands_dead
 from .elementwise import CLIP, _has_nan
@@ -567,6 +567,46 @@ for _f in (np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplex
            np.isin, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from, np.common_type,
            np.einsum_path):
     _plain(_f)
+
+
+def _warn_pick_at_a_tie(fn):
+    """np.argmax / np.argmin (and nanarg*) of a differentiated array whose extreme is tied: the index picks one
+    of the tied elements, and a gather there (x[np.argmax(x)]) gives it all of their derivative, a one-sided
+    choice, where np.max / np.min split a tie evenly: x[np.argmax(x)] - np.max(x), identically 0, got
+    (0, 0.5, -0.5, 0) at (1, 3, 3, 0.5), a k-means residual D[np.argmin(D)] - D.min() (2, 0), with no warning
+    (the assignment tester). Warned as a comparison of two equal values is (errors.kink_warning)."""
+    general = FUNCTIONS[fn]
+    extreme = np.max if "max" in fn.__name__ else np.min
+
+    def handler(args, kwargs):
+        out = general(args, kwargs)
+        x = args[0] if args else kwargs.get("a")
+        if isinstance(x, Tracer) and carries_any_derivative(x) and np.size(x) > 1:
+            xb = np.asarray(bottom(x))
+            axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
+            with np.errstate(invalid="ignore"):
+                m = extreme(xb, axis=axis, keepdims=True) if "nan" not in fn.__name__ else (
+                    np.nanmax if extreme is np.max else np.nanmin)(xb, axis=axis, keepdims=True)
+                tied = np.any(np.sum((xb == m) & np.isfinite(xb), axis=axis) > 1)
+            if tied and not compared_by_mutagrad(sys._getframe(1)):
+                from ..errors import KinkWarning, user_frame, user_line, warn_at
+
+                frame = user_frame(sys._getframe(1))
+                warn_at(frame, (
+                    f"np.{fn.__name__} of a differentiated array whose {'largest' if extreme is np.max else 'smallest'} "
+                    f"value is tied (at {user_line(frame) if frame is not None else 'this line'}): the index picks "
+                    "one of the tied elements, and a value gathered there (x[np.argmax(x)], np.take_along_axis) gets "
+                    "all of their derivative, a one-sided choice, where np.max and np.min split a tie evenly: the "
+                    "two mixed (x[np.argmax(x)] - np.max(x), identically 0) give a nonzero derivative. Take the "
+                    "value with np.max / np.min (or np.take_along_axis with the index throughout) consistently."),
+                    KinkWarning)
+        return out
+
+    FUNCTIONS[fn] = handler
+
+
+for _f in (np.argmax, np.argmin, np.nanargmax, np.nanargmin):
+    _warn_pick_at_a_tie(_f)
 
 
 def _attribute(fn, read):

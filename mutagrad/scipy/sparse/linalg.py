@@ -1,5 +1,5 @@
 """``mutagrad.scipy.sparse.linalg``: ``scipy.sparse.linalg`` with ``spsolve``,
-``spsolve_triangular``, ``splu`` and ``factorized`` differentiated in the
+``spsolve_triangular``, ``splu``, ``spilu`` and ``factorized`` differentiated in the
 right-hand side (the sparse matrix is a constant); every other name is SciPy's own (and raises mutagrad's
 escape error on a traced array).
 
@@ -12,7 +12,7 @@ array([0.5 , 0.25])
 import scipy.sparse.linalg as _ssl
 
 from ...rules.scipy.linalg import _overwrites
-from ...rules.scipy.sparse import SuperLU, factorized, splu, spsolve  # noqa: F401
+from ...rules.scipy.sparse import SuperLU, factorized, spilu, splu, spsolve  # noqa: F401
 from ...rules.scipy.sparse import spsolve_triangular as _spsolve_triangular
 
 # (overwrite_b: SciPy's call leaves its intermediate values in b where its dtype allows; replayed, as

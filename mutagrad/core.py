@@ -1732,6 +1732,20 @@ class RunGroup:
                                                          self.name))
             raise self.diverged_error()
 
+    def noted_alike(self, alike, *args) -> bool:
+        """Whether a step needs no record for :meth:`note`: a run whose steps are not noted, or a later run's
+        step that ``alike(first run's step, *args)`` finds the same, counted as :meth:`note` counts it (a
+        cheap comparison, instead of a record of every operand of every step of every run). False: note it."""
+        if STATE.off_program or self.free:
+            return True
+        if self.recording:
+            return False
+        k = self.pos
+        if k < len(self.trail) and alike(self.trail[k], *args):
+            self.pos = k + 1
+            return True
+        return False
+
     def finish_run(self):
         if self.free:
             self.free = False
@@ -4574,12 +4588,13 @@ class ArrayTracer(Tracer):
     def __getitem__(self, idx):
         lv = self._level
         ti = type(idx)
-        if ((ti is slice or ti is tuple and _is_basic(idx)) and lv.index == 0 and STATE.ceiling == 1 and not lv.closed
-                and lv.run_group is None):
+        if (ti is slice or ti is tuple and _is_basic(idx)) and lv.index == 0 and STATE.ceiling == 1 and not lv.closed:
             # the outermost level and a basic index: a view of this storage, nothing to record (a
             # forward-mode jacobian's run notes the index: runs that take other views compute another function)
             v = self._value[idx]
             if type(v) is _ndarray:
+                if lv.run_group is not None:
+                    lv.run_group.note(("getitem", index_step(idx)))  # (as ForwardLevel.getitem's)
                 return _basic_view(self, v, v, lv)
         if ti is int and self.ndim > 1:
             f = sys._getframe(1)

@@ -16,6 +16,7 @@ from .core import (
     STATE,
     ZERO_IF_REAL,
     ArrayTracer,
+    _StepValue,
     Level,
     ScalarTracer,
     Tracer,
@@ -72,6 +73,52 @@ def _keyword_step(v):
     if v is None or type(v) is str:
         return v
     return operand_step(v)
+
+
+def _run_step(prim, ins, vals, kwargs=None):
+    """What a forward-mode jacobian's run notes of ``prim`` applied to ``vals`` (its operands' values; ``ins``:
+    the positions of the traced ones) with ``kwargs`` (RunGroup.note), on every path that applies it."""
+    return (prim.name, tuple(ins)) + tuple(
+        ("moved", np.shape(v)) if i == 0 and prim.moves else operand_step(v) for i, v in enumerate(vals)) + (
+        tuple((k, _keyword_step(v)) for k, v in kwargs.items()) if kwargs else ())
+
+
+def _note_step(group, prim, ins, vals, kwargs=None):
+    """``group.note(_run_step(prim, ins, vals, kwargs))``, without the record where a later run's step is
+    the first run's (:func:`_alike`)."""
+    if kwargs or prim.moves or not group.noted_alike(_alike, prim.name, ins, vals):
+        group.note(_run_step(prim, ins, vals, kwargs))
+
+
+_F8 = np.dtype(np.float64)
+
+
+def _alike(first, name, ins, vals) -> bool:
+    """Whether the first run's step ``first`` is the record :func:`_run_step` makes of operation ``name`` on
+    ``vals`` (no keywords), by the common operands' bits: small arrays, NumPy scalars and Python numbers,
+    whose records keep their bytes. False where it cannot tell: RunGroup.note compares the record."""
+    if type(first) is not tuple or len(first) != len(vals) + 2 or first[0] != name or first[1] != tuple(ins):
+        return False
+    i = 1
+    for v in vals:
+        i += 1
+        s = first[i]
+        t = type(v)
+        if t is int:
+            if type(s) is not int or s != v:
+                return False
+        elif type(s) is not _StepValue or s.total is not None:  # (a large array's record: a sample and a sum)
+            return False
+        elif t is float:
+            if s.dtype is not _F8 or s.data != _F8.type(v).tobytes():
+                return False
+        elif t is _ndarray or issubclass(t, np.generic):  # (an object array's record is no _StepValue; a
+            # traced value, whose type pretends to be an array's, is left to the record)
+            if s.shape != v.shape or (s.dtype is not v.dtype and s.dtype != v.dtype) or s.data != v.tobytes():
+                return False
+        else:
+            return False
+    return True
 
 
 def _frule_events_apart(prim, frule, primals, tangents, kwargs):
@@ -179,9 +226,7 @@ class ForwardLevel(Level):
         """:meth:`process` for an elementwise primitive whose forward rule is defelementwise's, on
         this level's tracers (of plain values: the outermost level) and plain numbers, with no
         keywords; None for what it leaves to :meth:`process` (no tangent among the arguments, a
-        poisoned one, a jacobian's runs)."""
-        if self.run_group is not None:
-            return None
+        poisoned one). A jacobian's run notes the step as :meth:`process` would."""
         vals = []
         tans = []
         ins = []
@@ -207,6 +252,8 @@ class ForwardLevel(Level):
                 tans.append(ZERO)
         if not active:
             return None
+        if self.run_group is not None:
+            _note_step(self.run_group, prim, ins, vals)
         y, ydot = prim.frule(tuple(vals), tuple(tans))
         if isinstance(ydot, NotImplementedTangent):
             ydot = self._poisoned(ydot, prim.name)
@@ -224,8 +271,7 @@ class ForwardLevel(Level):
         dv = dest._value
         uf = prim.elementwise[2]
         s = dest._storage
-        if (self.run_group is not None or self.index or type(dv) is not _ndarray or type(uf) is not np.ufunc
-                or s.poison is not None):
+        if self.index or type(dv) is not _ndarray or type(uf) is not np.ufunc or s.poison is not None:
             return None
         vals = []
         tans = []
@@ -248,6 +294,9 @@ class ForwardLevel(Level):
             return None
         if np.result_type(*vals) != dv.dtype or not _broadcast_to(vals, dv.shape):
             return None
+        if self.run_group is not None:  # (the general path's steps: the operation, then its write into dest)
+            _note_step(self.run_group, prim, [i for i, x in enumerate(leaves) if isinstance(x, Tracer)], vals)
+            self.run_group.note(("write", index_step(Ellipsis)))
         self.check_writable(dest, True, Ellipsis)
         if s.pristine:
             s.pristine = False
@@ -274,9 +323,7 @@ class ForwardLevel(Level):
             # `step[0] * x` after `step[0] += 1`, is not: at x = 0 the outputs would still agree)
             # (the array a layout operation moves: by its shape, see Primitive.moves; its axes, order, k by value;
             # keyword arguments too, np.rot90(x, k=state))
-            self.run_group.note((prim.name, tuple(ins)) + tuple(
-                ("moved", np.shape(v)) if i == 0 and prim.moves else operand_step(v) for i, v in enumerate(vals))
-                + (tuple((k, _keyword_step(v)) for k, v in kwargs.items()) if kwargs else ()))
+            _note_step(self.run_group, prim, ins, vals, kwargs)
         tans = None
         for i in ins:
             t = leaves[i]

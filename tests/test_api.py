@@ -2356,6 +2356,53 @@ def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
     np.testing.assert_allclose(H, want, rtol=1e-12, atol=1e-12)
 
 
+def _in_place_steps(x, c=0.5, op=np.subtract):
+    u = np.sin(x) * 1.0
+    u += x[::-1]  # (in place: elementwise steps that jvp computes into u)
+    u *= x[0]
+    w = u[1:3]  # (a basic view, written through)
+    op(w, c * x[2:4], out=w)
+    m = np.outer(u, x)
+    m @= np.tanh(m)  # (a product into one of its operands)
+    return np.concatenate([np.arctan2(u, 1.5), m[0]])
+
+
+def test_forward_jacobian_columns_are_jvps_of_in_place_steps():
+    # each run of jacobian(mode='fwd') is a jvp on a basis vector, through the same in-place steps: its columns
+    # are those jvps bit for bit, its matrix mode='rev''s and central differences'
+    x = np.array([0.3, -0.8, 1.1, 0.45])
+    J = mg.jacobian(_in_place_steps, mode="fwd")(x.copy())
+    cols = np.stack([mg.jvp(_in_place_steps, (x.copy(),), (e,))[1] for e in np.eye(4)], axis=-1)
+    np.testing.assert_array_equal(J, cols)
+    np.testing.assert_allclose(J, mg.jacobian(_in_place_steps, mode="rev")(x.copy()), rtol=1e-12, atol=1e-14)
+    h = 1e-6
+    fd = np.stack([(_in_place_steps(x + e) - _in_place_steps(x - e)) / (2 * h) for e in np.eye(4) * h], axis=-1)
+    np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-8)
+    H = mg.hessian(lambda x: np.sum(_in_place_steps(x) ** 2))(x.copy())
+    np.testing.assert_allclose(H, fd_hessian(lambda x: np.sum(_in_place_steps(x) ** 2), x), rtol=1e-4, atol=1e-5)
+
+
+def test_forward_jacobian_refuses_runs_whose_in_place_steps_differ():
+    # the in-place steps (computed in place, as jvp computes them) are steps of the runs too: a constant the
+    # function changes between runs (other values), another operation into the same view (other steps)
+    state = [0.5, np.subtract]
+
+    def values(x):
+        state[0] += 0.25
+        return _in_place_steps(x, state[0])
+
+    def steps(x):
+        state[1] = np.add if state[1] is np.subtract else np.subtract
+        return _in_place_steps(x, 0.5, state[1])
+
+    x = np.array([0.3, -0.8, 1.1, 0.45])
+    for f, what in ((values, "operands of other values than run 1"), (steps, "took other steps than the first")):
+        with pytest.raises(mg.MutationError, match=what):
+            mg.jacobian(f, mode="fwd")(x.copy())
+        with pytest.raises(mg.MutationError, match="runs the function once per input element"):
+            mg.hessian(lambda x: np.sum(f(x) ** 2))(x.copy())
+
+
 def test_a_forward_jacobian_over_uninitialized_memory_names_np_empty():
     # np.empty's values differ from run to run though every element is overwritten before it is
     # read: the runs' operands differ at the addition that makes the array; the message names it

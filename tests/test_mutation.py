@@ -14,6 +14,7 @@ import pytest
 import mutagrad as mg
 import mutagrad.numpy as mnp
 from mutagrad.testing import check_grads, numerical_grad
+from tests._oracles import fd_hessian
 
 MASK6 = np.array([True, False, True, True, False, False])
 
@@ -1836,6 +1837,156 @@ def test_inplace_matmul_errors_are_numpys(other):
     with pytest.raises(ValueError) as ours:
         mg.grad(f)(np.ones((3, 2)))
     assert str(ours.value) == str(numpys.value)
+
+
+_T3 = np.array([[0.9, -0.3, 0.2], [0.1, 0.8, -0.4], [0.3, 0.2, 0.7]])
+_C3 = _T3 + 1j * _T3[::-1]
+
+
+def _products_into():
+    """Programs (p, m) -> scalar that write products into an out= (``m``: an argument they write into too):
+    an out that is an operand, a view of one, or overlaps one; F-ordered, strided, complex, batched; and
+    outs the product is cast or broadcast into."""
+
+    def imatmul(p, m):
+        m *= p[0]
+        t = _T3 * p[1] + p[2]
+        m @= t
+        m @= t
+        return np.sum(np.sin(m))
+
+    def out_is_second(p, m):
+        t = np.cos(_T3 * p[1])
+        np.matmul(m * p[0], t, out=t)
+        np.matmul(t, t, out=t)
+        np.matmul(t, m, out=m)
+        return np.sum(t * m) + p[2] * np.sum(m ** 2)
+
+    def row_from_itself(p, m):
+        m *= p
+        np.matmul(m[0], m, out=m[1])  # (out overlaps the second operand: NumPy reads a copy of it)
+        np.matmul(m, m[2], out=m[0])
+        return np.sum(m ** 3)
+
+    def strided(p, m):  # m: (6, 3), out every other row
+        m[::2] *= p
+        np.matmul(m[::2], _T3 * p[2], out=m[::2])
+        return np.sum(np.tanh(m))
+
+    def batched(p, m):  # m: (2, 3, 3)
+        m *= p[0]
+        m @= _T3 * p[1]
+        np.matmul(m, m[::-1], out=m)
+        return np.sum(m * m) * p[2]
+
+    def complex_out(p, m):  # m complex
+        m *= p[0] + 1j * p[1]
+        m @= _C3 * p[2]
+        return np.sum(np.abs(m) ** 2)
+
+    def vector(p, m):  # m: (3,)
+        m *= p
+        np.matmul(_T3 * p[0], m, out=m)
+        np.matmul(m, _T3 * p[1], out=m)
+        return np.sum(np.exp(m))
+
+    def cast_and_broadcast(p, m):  # (NumPy's cast into a float32 out; a product broadcast into a larger out)
+        o32 = np.zeros((3, 3), np.float32) + p[0]
+        np.matmul(m * p[1], _T3, out=o32)
+        big = np.zeros((2, 3, 3)) + p[2]
+        np.matmul(m * p[1], _T3 * p[0], out=big)
+        return np.sum(o32.astype(np.float64) * big)
+
+    def dot(p, m):
+        v = np.sin(p)
+        np.dot(m * p[0], v, out=v)  # (an out that is the second operand)
+        np.dot(m, _T3 * p[1], out=m)
+        return np.sum(v ** 2) + np.sum(m * p[2])
+
+    def einsum(p, m):
+        m *= p[0]
+        np.einsum("ij,jk->ik", m, _T3 * p[1], out=m)
+        np.einsum("ij->ji", m, out=m)  # (a transpose into itself: NumPy reads a copy)
+        t = np.cos(m)
+        np.einsum("ij,kj,kl->il", t, m, t * p[2], out=t, optimize=True)
+        return np.sum(t * m)
+
+    m33 = np.array([[0.5, -0.2, 0.3], [0.4, 0.6, -0.1], [-0.3, 0.2, 0.8]])
+    return {
+        "M @= T": (imatmul, m33),
+        "M @= T, M Fortran-ordered": (imatmul, np.asfortranarray(m33)),
+        "out= the second operand": (out_is_second, m33),
+        "out= a row, reading its own array": (row_from_itself, m33),
+        "out= a strided view": (strided, np.linspace(-0.5, 0.7, 18).reshape(6, 3)),
+        "batched": (batched, np.stack([m33, m33.T])),
+        "complex": (complex_out, m33 + 0.5j * m33.T),
+        "vector": (vector, np.array([0.3, -0.6, 0.9])),
+        "cast and broadcast outs": (cast_and_broadcast, m33),
+        "np.dot": (dot, m33),
+        "np.einsum": (einsum, m33),
+    }
+
+
+_PRODUCTS_INTO = _products_into()
+
+
+@pytest.mark.parametrize("name", list(_PRODUCTS_INTO))
+def test_products_into_out_are_numpys_and_differentiated(name):
+    # M @= T, np.matmul/np.dot/np.einsum(..., out=): NumPy's own call computes the product into out (its bits:
+    # its kernel on out's layout, an overlapping operand read from a copy), and the derivative is that of the
+    # operands as they were. The values and the argument's final contents are a plain call's, bit for bit;
+    # the derivatives are central differences of the plain program (first and second order)
+    f, m0 = _PRODUCTS_INTO[name]
+    p = np.array([0.8, 1.1, -0.3])
+    d = np.array([0.3, -0.7, 0.5])
+    m_plain = m0.copy(order="K")
+    plain = f(p.copy(), m_plain)
+    m = m0.copy(order="K")
+    value, g = mg.value_and_grad(f)(p.copy(), m)
+    assert value == plain
+    np.testing.assert_array_equal(m, m_plain)
+    m = m0.copy(order="K")
+    y, t = mg.jvp(f, (p.copy(), m), (d, np.zeros_like(m)))
+    assert y == plain
+    np.testing.assert_array_equal(m, m_plain)
+    h = 1e-6
+    fd = np.array([(f(p + e, m0.copy(order="K")) - f(p - e, m0.copy(order="K"))) / (2 * h)
+                   for e in np.eye(3) * h])
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(t, fd @ d, rtol=1e-6, atol=1e-8)
+    H = mg.hessian(f)(p.copy(), m0.copy(order="K"))
+    np.testing.assert_allclose(H, fd_hessian(lambda q: f(q, m0.copy(order="K")), p), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(p.copy(), m0.copy(order="K")), H, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_product_into_out_keeps_out_where_numpy_refuses():
+    # NumPy's own errors for an out it refuses (a wrong shape, an F-ordered np.dot out, an integer out), and the
+    # out's contents left as they were, under grad and jvp as in a plain call
+    calls = [
+        lambda p, m: np.matmul(m * p[0], _T3, out=m[:, :2]),
+        lambda p, m: np.dot(m * p[0], _T3, out=np.asfortranarray(m)),
+        lambda p, m: np.einsum("ij,jk->ik", m * p[0], _T3[:2], out=m),
+        lambda p, m: np.matmul(m * p[0], _T3, out=np.zeros_like(m, dtype=np.int64)),
+    ]
+    for call in calls:
+        def f(p, m):
+            try:
+                call(p, m)
+            except (ValueError, TypeError) as e:
+                return np.sum(m * p), f"{type(e).__name__}: {e}"
+            return np.sum(m * p), None
+
+        m0 = _T3.copy()
+        m = m0.copy()
+        plain = f(np.ones(3), m)
+        assert plain[1] is not None
+        for run in (lambda m: mg.grad(f, has_aux=True)(np.ones(3), m),
+                    lambda m: mg.jvp(f, (np.ones(3), m), (np.ones(3), np.zeros_like(m)), has_aux=True)):
+            m = m0.copy()
+            res = run(m)
+            assert res[-1] == plain[1]
+            np.testing.assert_array_equal(m, m0)
 
 
 def _windows(x):

@@ -212,6 +212,8 @@ def ufunc_call(ufunc, inputs, kwargs):
     if where is True:
         if out is not None and ufunc.nout == 1:  # NumPy's own in-place call: its bits, whatever the loop
             r = _into(ufunc, inputs, out[0])
+            if r is None and ufunc in PRODUCT_INTO and dtype is None and casting == "same_kind":
+                r = PRODUCT_INTO[ufunc](inputs, out[0])  # (M @= T: the product computed once, NumPy's call)
             if r is not None:
                 return r
         res = bind(prim, inputs)
@@ -263,6 +265,11 @@ def ufunc_call(ufunc, inputs, kwargs):
             write(o, m, r)
         dests.append(o)
     return dests[0] if ufunc.nout == 1 else tuple(dests)
+
+
+# ufunc -> f(inputs, out): ufunc(*inputs, out=out) computed by NumPy's own call into out, its value then given to
+# the rules (rules/linalg.py product_into: np.matmul), or None
+PRODUCT_INTO: dict = {}
 
 
 # Correctly rounded (or exact) operations give the same bits whatever loop

@@ -29,10 +29,13 @@ import numpy as np
 
 from ..core import (FUNCTIONS, REGISTRY, STATE, ArrayTracer, Tracer, _carries_derivative, bind, bottom, capture, carries_any_derivative,
                     get_primitive, plain_operand, plain_operands, strong_operand, write_out, write_replayed)
+from ..core import write
 from ..errors import kink_warning, user_line, user_site
 from ..registry import LAYOUT_EXACT, _Meta, pins, refusing_identity, view_kept
 from ..registry import conj_if_complex as _cj
 from ..tape import FOOTPRINTS, read_mask
+from .elementwise import PRODUCT_INTO
+from .reductions import _Bits
 from ..tangents import (
     NotImplementedTangent,
     NoTangent,
@@ -118,22 +121,34 @@ def _stand_in(x):
 _STAND_INS: dict = {}
 
 
+def _matmul_pullback(a, b):
+    return _ProductPullback(lambda g, xs, i: _matmul_vjp(g, xs[0], xs[1], i), (a, b))
+
+
 def _matmul_rrule(a, b):
-    return np.matmul(a, b), _ProductPullback(lambda g, xs, i: _matmul_vjp(g, xs[0], xs[1], i), (a, b))
+    return np.matmul(a, b), _matmul_pullback(a, b)
+
+
+def _bilinear_tangent(fn, primals, tangents, kw):
+    """The tangent of ``fn(a, b, **kw)``, linear in each of ``a``, ``b``."""
+    a, b = primals[:2]
+    ta, tb = tangents[:2]
+    acc = ZERO
+    if not is_zero(ta):
+        acc = fn(ta, b, **kw)
+    if not is_zero(tb):
+        t = fn(a, tb, **kw)
+        if type(acc) is np.ndarray and type(t) is np.ndarray and acc.shape == t.shape and (
+                acc.dtype == np.result_type(acc, t)):
+            acc += t  # (acc: fn's new array, which nothing else holds; one temporary less)
+        else:
+            acc = t if is_zero(acc) else acc + t
+    return acc
 
 
 def _bilinear_frule(fn):
     def frule(primals, tangents, **kw):
-        a, b = primals[:2]
-        ta, tb = tangents[:2]
-        y = fn(a, b, **kw)
-        acc = ZERO
-        if not is_zero(ta):
-            acc = fn(ta, b, **kw)
-        if not is_zero(tb):
-            t = fn(a, tb, **kw)
-            acc = t if is_zero(acc) else acc + t
-        return y, acc
+        return fn(*primals[:2], **kw), _bilinear_tangent(fn, primals, tangents, kw)
 
     return frule
 
@@ -179,6 +194,97 @@ def _matmul_fast(level, leaves, dest=None):
 
 
 matmul_p.fast = _matmul_fast
+
+
+# -- a product into out= (M @= T, np.dot(a, b, out=c), np.einsum(..., out=c)) -----------------
+
+
+def _given_twin(p, pullback, tangent):
+    """A twin of product primitive ``p`` (its name, derivatives and reads) whose value NumPy's own call
+    into an ``out=`` has computed, passed as ``value=_Bits(y)`` (:func:`product_into`): not computed
+    again. ``pullback(*args, **kw)``: ``p``'s pullback; ``tangent(primals, tangents, kw)``: its tangent."""
+
+    def impl(*args, value=None, **kw):
+        if any(isinstance(x, Tracer) for x in args):  # (an outer level's traced operands, in a nested
+            return bind(twin, args, dict(kw, value=value))  # differentiation's rule: the twin at that level)
+        return value.v
+
+    def rrule(*args, value=None, **kw):
+        return impl(*args, value=value, **kw), pullback(*args, **kw)
+
+    def frule(primals, tangents, value=None, **kw):
+        return impl(*primals, value=value, **kw), tangent(primals, tangents, kw)
+
+    twin = get_primitive(impl, p.name)
+    twin.rrule, twin.frule, twin.reads = rrule, frule, p.reads
+    return twin
+
+
+def product_into(prim, args, kwargs, out, shape, dtype, replay):
+    """``out[...] = p(*args)`` where NumPy's call ``replay(plain out)`` of product ``p`` writes into traced
+    ``out`` (``M @= T``), the product computed once: by that call, whose bits (its kernel on out's layout,
+    an operand that overlaps out read from a copy) and floating-point events are the plain call's, its
+    value then that of ``prim`` (a twin, :func:`_given_twin`) of the operands as they were, written into
+    ``out`` by a recorded write (the derivative). ``shape``, ``dtype``: the product's. (``prim``, so named:
+    a floating-point event's message names it, registry._operation_name.) None, with nothing done, where
+    ``out`` is not a writable traced array of them: the caller's general path (the rule's product, then
+    the replayed call's bits, :func:`write_replayed`)."""
+    ob = bottom(out)
+    if (not isinstance(out, Tracer) or type(ob) is not np.ndarray or not shape or ob.shape != shape
+            or ob.dtype != dtype or not ob.size or not ob.flags.writeable or out._level.closed):
+        return None
+    y = ob.copy()
+    try:
+        replay(ob)
+    except BaseException:
+        ob[...] = y
+        raise
+    _swap(ob, y)  # (out as it was, for the rules, and the write, which saves what it overwrites; y the product)
+    write(out, Ellipsis, bind(prim, args, dict(kwargs, value=_Bits(y))))
+    return out
+
+
+def _swap(a, b):
+    """Exchange the contents of arrays ``a`` and ``b`` (of one shape and dtype) by blocks of ``a``'s first
+    axis, through a temporary of 64 KiB, not one of their size (a new large array costs page faults)."""
+    step = max(1, (1 << 16) // max(1, a.nbytes // len(a)))
+    for i in range(0, len(a), step):
+        t = a[i:i + step].copy()
+        a[i:i + step] = b[i:i + step]
+        b[i:i + step] = t
+
+
+def _matmul_shape(sa, sb):
+    """np.matmul's result shape for operands of shapes ``sa``, ``sb`` (None where they do not broadcast)."""
+    if not sa or not sb:
+        return None
+    if len(sa) == 1 or len(sb) == 1:
+        return () if len(sa) == len(sb) else sb[:-2] + sb[-1:] if len(sa) == 1 else sa[:-1]
+    try:
+        return np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+    except ValueError:
+        return None
+
+
+matmul_given_p = _given_twin(matmul_p, _matmul_pullback,
+                             lambda primals, tangents, kw: _bilinear_tangent(np.matmul, primals, tangents, kw))
+
+
+def matmul_into(inputs, out):
+    """``np.matmul(*inputs, out=out)`` (``M @= T``) by :func:`product_into`, or None (see there)."""
+    a, b = inputs
+    pa, pb = plain_operand(a), plain_operand(b)
+    if type(pa) is not np.ndarray or type(pb) is not np.ndarray:
+        return None
+    try:
+        dt = np.matmul.resolve_dtypes((pa.dtype, pb.dtype, None))[-1]
+    except (TypeError, ValueError):
+        return None
+    return product_into(matmul_given_p, (a, b), {}, out, _matmul_shape(pa.shape, pb.shape), dt,
+                        lambda ob: np.matmul(pa, pb, out=ob))
+
+
+PRODUCT_INTO[np.matmul] = matmul_into
 
 
 # -- tensordot (dot, inner are expressed through it) -------------------------
@@ -252,21 +358,44 @@ def _dot_axes(na, nb):
 dot_p = get_primitive(lambda a, b: np.dot(a, b), "np.dot")
 
 
-def _dot_rrule(a, b):
-    y = np.dot(a, b)  # NumPy's own dot: the same bits as a plain call
+def _dot_pullback(a, b):
     axes = _dot_axes(np.ndim(a), np.ndim(b))
-    return y, _ProductPullback(lambda g, xs, i: _tensordot_vjp(g, xs[0], xs[1], axes, i), (a, b))
+    return _ProductPullback(lambda g, xs, i: _tensordot_vjp(g, xs[0], xs[1], axes, i), (a, b))
+
+
+def _dot_rrule(a, b):
+    return np.dot(a, b), _dot_pullback(a, b)  # (NumPy's own dot: the same bits as a plain call)
 
 
 dot_p.rrule = _dot_rrule
 dot_p.reads = (((1,), False), ((0,), False))
 dot_p.frule = _bilinear_frule(lambda a, b: np.dot(a, b))
+dot_given_p = _given_twin(dot_p, _dot_pullback,
+                          lambda primals, tangents, kw: _bilinear_tangent(np.dot, primals, tangents, kw))
+
+
+def _dot_into(a, b, out):
+    """``np.dot(a, b, out=out)`` of arrays by :func:`product_into`, or None (see there)."""
+    pa, pb = plain_operand(a), plain_operand(b)
+    if type(pa) is not np.ndarray or type(pb) is not np.ndarray or not pa.ndim or not pb.ndim or (
+            pa.dtype.kind not in "biufc" or pb.dtype.kind not in "biufc"):
+        return None
+    ob = bottom(out)
+    if type(ob) is not np.ndarray or not ob.flags.c_contiguous:  # (NumPy's error: the general path's)
+        return None
+    shape = pa.shape[:-1] + (pb.shape[:-2] + pb.shape[-1:] if pb.ndim > 1 else ())
+    return product_into(dot_given_p, (a, b), {}, out, shape, np.result_type(pa.dtype, pb.dtype),
+                        lambda o: np.dot(pa, pb, out=o))
 
 
 def _np_dot(args, kwargs):
     d = dict(zip(("a", "b", "out"), args))
     d.update(kwargs)
     a, b, out = d["a"], d["b"], d.get("out")
+    if out is not None:
+        r = _dot_into(a, b, out)  # (the product computed once: by NumPy's own call into out)
+        if r is not None:
+            return r
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         res = np.multiply(strong_operand(a), strong_operand(b))  # (np.dot makes arrays of Python numbers)
     else:
@@ -443,16 +572,23 @@ def _einsum_vjp(subscripts, shapes):
     return lambda g, operands, i: unbroadcast(_einsum_operand_ct(g, ins, out, operands, i, sizes), shapes[i])
 
 
-def _einsum_rrule(subscripts, *operands, optimize=False):
-    y = _einsum_impl(subscripts, *operands, optimize=optimize)
+def _einsum_pullback(subscripts, *operands, optimize=False):
     vjp = _einsum_vjp(subscripts, [np.shape(o) for o in operands])
-    return y, _ProductPullback(lambda g, xs, i: vjp(g, xs[1:], i - 1), (subscripts, *operands), (NoTangent(),))
+    return _ProductPullback(lambda g, xs, i: vjp(g, xs[1:], i - 1), (subscripts, *operands), (NoTangent(),))
+
+
+def _einsum_rrule(subscripts, *operands, optimize=False):
+    return _einsum_impl(subscripts, *operands, optimize=optimize), _einsum_pullback(subscripts, *operands)
 
 
 def _einsum_frule(primals, tangents, optimize=False):
+    return _einsum_impl(*primals, optimize=optimize), _einsum_tangent(primals, tangents, {"optimize": optimize})
+
+
+def _einsum_tangent(primals, tangents, kw):
     subscripts, *operands = primals
     _, *tans = tangents
-    y = _einsum_impl(subscripts, *operands, optimize=optimize)
+    optimize = kw.get("optimize", False)
     acc = ZERO
     for i, t in enumerate(tans):
         if is_zero(t):
@@ -461,7 +597,7 @@ def _einsum_frule(primals, tangents, optimize=False):
         ops[i] = t
         term = np.einsum(subscripts, *ops, optimize=optimize)
         acc = term if is_zero(acc) else acc + term
-    return y, acc
+    return acc
 
 
 einsum_p.rrule, einsum_p.frule = _einsum_rrule, _einsum_frule
@@ -473,6 +609,26 @@ einsum2_p = get_primitive(lambda subscripts, a, b, optimize=False: _einsum_impl(
 einsum2_p.rrule, einsum2_p.frule = _einsum_rrule, _einsum_frule
 einsum2_p.reads = ((), ((2,), False), ((1,), False))
 LAYOUT_EXACT.add(einsum2_p)
+einsum_given_p = _given_twin(einsum_p, _einsum_pullback, _einsum_tangent)
+einsum2_given_p = _given_twin(einsum2_p, _einsum_pullback, _einsum_tangent)
+
+
+def _einsum_shape(subscripts, shapes):
+    """np.einsum's result shape for operands of ``shapes`` (None where NumPy would refuse them)."""
+    try:
+        ins, out = _parse_einsum(subscripts, shapes)
+        if len(ins) != len(shapes):
+            return None
+        sizes = {}
+        for s, shp in zip(ins, shapes):
+            if len(s) != len(shp):
+                return None
+            for c, n in zip(s, shp):
+                if n != 1 or c not in sizes:
+                    sizes[c] = n
+        return tuple(sizes[c] for c in out)
+    except (KeyError, ValueError):
+        return None
 
 
 def _np_einsum(args, kwargs):
@@ -511,6 +667,15 @@ def _np_einsum(args, kwargs):
     # (an out= that overlaps an operand: NumPy's einsum iterates with NPY_ITER_COPY_IF_OVERLAP, so its
     # result is the einsum of the operands' values before the call, as computed here, then written)
     opt = bool(optimize) if optimize is not True else True
+    if out is not None and dtype is None:  # (the product computed once: by NumPy's own call into out)
+        ops = [plain_operand(x) for x in given]
+        if all(type(p) is np.ndarray and p.dtype.kind in "biufc" for p in ops):
+            r = product_into(einsum2_given_p if len(ops) == 2 else einsum_given_p, tuple(args), {"optimize": opt},
+                             out, _einsum_shape(args[0], [p.shape for p in ops]), np.result_type(*ops),
+                             lambda ob: np.einsum(args[0], *ops, out=ob, optimize=optimize, order=order,
+                                                  **given_casting))
+            if r is not None:
+                return r
     res = bind(einsum2_p if len(args) == 3 else einsum_p, tuple(args), {"optimize": opt})
     if out is None:
         if (dtype is not None or order not in ("K", "k")) and not (

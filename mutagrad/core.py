@@ -186,7 +186,8 @@ class Primitive:
         self.fresh = False  # its results never alias its arguments (elementwise functions)
         # its result holds its first argument's values moved (a transpose, a reshape, a flip): a forward-mode
         # jacobian's runs compare the operands' shapes, not their values, which only the operations that
-        # compute with them read (np.empty's uninitialized memory, other on each run, through buf.T)
+        # compute with them read (np.empty's uninitialized memory, other on each run, through buf.T); or a
+        # function of the operands' values giving the position of the one moved, or None (np.einsum's views)
         self.moves = False
         # its pullback returns newly made cotangents that it keeps no reference to (or views
         # of them), so the tape may adopt them as adjoint buffers without copying

@@ -78,8 +78,10 @@ def _keyword_step(v):
 def _run_step(prim, ins, vals, kwargs=None):
     """What a forward-mode jacobian's run notes of ``prim`` applied to ``vals`` (its operands' values; ``ins``:
     the positions of the traced ones) with ``kwargs`` (RunGroup.note), on every path that applies it."""
+    moves = prim.moves
+    moved = (0 if moves is True else moves(vals)) if moves else None  # (Primitive.moves)
     return (prim.name, tuple(ins)) + tuple(
-        ("moved", np.shape(v)) if i == 0 and prim.moves else operand_step(v) for i, v in enumerate(vals)) + (
+        ("moved", np.shape(v)) if i == moved else operand_step(v) for i, v in enumerate(vals)) + (
         tuple((k, _keyword_step(v)) for k, v in kwargs.items()) if kwargs else ())
 
 

@@ -2638,3 +2638,23 @@ def test_jvp_passes_a_float_number_with_no_tangent_as_a_constant():
     # (a tangent that is not zero: traced, and int() of it refused as ever)
     with pytest.raises(mg.TracerEscapeError):
         mg.jvp(gain, (1.0, 437.3), (1.0, 1.0))
+
+
+def test_forward_jacobian_of_an_einsum_view_of_an_uninitialized_workspace():
+    # (the levmar tester) np.einsum('ii->i', A) of np.empty_like's A, taken before A is filled: a view, whose
+    # values the runs compared (np.empty's, other on each run): refused. Oracles: central differences, reverse
+    # mode, and the jacobian by hand
+    def f(x):
+        A = np.empty_like(x, shape=(2, 2))
+        d = np.einsum("ii->i", A)
+        A[...] = np.outer(x, x)
+        d += 1.0
+        return np.linalg.solve(A, x)
+
+    x = np.array([1.0, 2.0])
+    fd = np.stack([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(2)], axis=-1)
+    J = mg.jacobian(f, mode="fwd")(x)
+    np.testing.assert_allclose(J, fd, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(J, mg.jacobian(f, mode="rev")(x), rtol=1e-12)
+    s = x @ x  # (A = I + x xᵀ: A⁻¹ x = x / (1 + s), its jacobian I / (1 + s) - 2 x xᵀ / (1 + s)²)
+    np.testing.assert_allclose(J, np.eye(2) / (1 + s) - 2 * np.outer(x, x) / (1 + s) ** 2, rtol=1e-12)

@@ -601,6 +601,22 @@ def _einsum_tangent(primals, tangents, kw):
 
 
 einsum_p.rrule, einsum_p.frule = _einsum_rrule, _einsum_frule
+
+
+def _einsum_moves(vals):
+    """Primitive.moves of np.einsum: its operand's position where the subscripts of one operand sum over no
+    index (np.einsum("ii->i", A), "ij->ji": NumPy's view of A, whose values a forward-mode jacobian's runs
+    need not compare: a workspace's np.empty values, the levmar tester), else None."""
+    if len(vals) != 2 or type(vals[0]) is not str:
+        return None
+    sub = vals[0].replace(" ", "")
+    if "," in sub or "->" not in sub:
+        return None
+    lhs, out = sub.split("->")
+    return 1 if set(lhs.replace(".", "")) <= set(out.replace(".", "")) else None
+
+
+einsum_p.moves = _einsum_moves
 LAYOUT_EXACT.update((matmul_p, tensordot_p, dot_p, einsum_p, vdot_p))  # (their values from the operands as they are)
 # einsum of two operands: each one's cotangent reads the other (more: every other), so the
 # tape keeps only a constant operand of a product with one traced operand

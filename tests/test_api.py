@@ -2400,7 +2400,7 @@ def test_forward_jacobian_refuses_runs_whose_in_place_steps_differ():
         with pytest.raises(mg.MutationError, match=what):
             mg.jacobian(f, mode="fwd")(x.copy())
         with pytest.raises(mg.MutationError, match="runs the function once per input element"):
-            mg.hessian(lambda x: np.sum(f(x) ** 2))(x.copy())
+            mg.hessian(lambda x, f=f: np.sum(f(x) ** 2))(x.copy())
 
 
 def test_a_forward_jacobian_over_uninitialized_memory_names_np_empty():

@@ -1970,7 +1970,7 @@ def test_product_into_out_keeps_out_where_numpy_refuses():
         lambda p, m: np.matmul(m * p[0], _T3, out=np.zeros_like(m, dtype=np.int64)),
     ]
     for call in calls:
-        def f(p, m):
+        def f(p, m, call=call):
             try:
                 call(p, m)
             except (ValueError, TypeError) as e:

@@ -592,8 +592,9 @@ def _warn_pick_at_a_tie(fn):
                 from ..errors import KinkWarning, user_frame, user_line, warn_at
 
                 frame = user_frame(sys._getframe(1))
+                which = "largest" if extreme is np.max else "smallest"
                 warn_at(frame, (
-                    f"np.{fn.__name__} of a differentiated array whose {'largest' if extreme is np.max else 'smallest'} "
+                    f"np.{fn.__name__} of a differentiated array whose {which} "
                     f"value is tied (at {user_line(frame) if frame is not None else 'this line'}): the index picks "
                     "one of the tied elements, and a value gathered there (x[np.argmax(x)], np.take_along_axis) gets "
                     "all of their derivative, a one-sided choice, where np.max and np.min split a tie evenly: the "

@@ -4961,10 +4961,40 @@ class _CallerBase:
     __array_ufunc__ = __array_function__ = _refuse
 
 
-def _polynomial_fix(lib):
+def _polynomial_fix(lib, mirror=True):
     """The rewrite for a numpy.polynomial function ``lib`` (its dotted name: a function of a series module or
-    of polyutils, a series class's constructor or method) given traced values; each rewrite is
-    differentiated and gives NumPy's value (tests/test_errors.py runs them)."""
+    of polyutils, a series class's constructor or method) given traced values: first the same function or
+    class of mutagrad.numpy.polynomial (NumPy's code, differentiated), then (``mirror`` False: only) a
+    rewrite with NumPy's functions; each rewrite is differentiated and gives NumPy's value
+    (tests/test_errors.py runs them)."""
+    if mirror:  # (mutagrad.numpy.polynomial: the same names, mutagrad/_polynomial.py)
+        from .numpy import polynomial as mirrored
+
+        path = lib.split(".")[2:]
+        rewrite = _polynomial_fix(lib, False)
+        rewrite = " Or by hand:" + rewrite if rewrite else ""
+        cls = next((p for p in path[:2] if p[:1].isupper()), None)
+        if cls is None and len(path) == 2 and hasattr(getattr(mirrored, path[0], None), path[1]):
+            name = ".".join(path)
+            return (f" Use mutagrad.numpy.polynomial.{name} (import mutagrad.numpy as mnp: mnp.polynomial.{name}), "
+                    "the same function, differentiated." + rewrite)
+        if cls is not None and hasattr(mirrored, cls):
+            method = path[2] if len(path) > 2 else "__init__"
+            use = (f"for a series p of NumPy's, mnp.polynomial.{cls}(p.coef, p.domain, p.window)"
+                   + ("(x)" if method == "__call__" else ""))
+            if method == "__init__":
+                use = f"mnp.polynomial.{cls}(c)(x), mnp.polynomial.{cls}.fit(x, y, deg)"
+            elif method in ("fit", "fromroots", "interpolate", "basis", "identity", "cast"):  # (classmethods)
+                use = (f"mnp.polynomial.{cls}.{method}(...)" if hasattr(getattr(mirrored, cls), method)
+                       else f"mnp.polynomial.{cls}")
+            return (f" Use mutagrad.numpy.polynomial.{cls} (import mutagrad.numpy as mnp: {use}), the same class "
+                    "(a subclass of NumPy's), whose objects hold traced coefficients and whose methods and "
+                    "operators are differentiated." + rewrite)
+        if cls is not None:  # (ABCPolyBase's classmethods: fit, fromroots, cast...)
+            return (" Call it on the class of the same name of mutagrad.numpy.polynomial (import mutagrad.numpy as "
+                    "mnp: mnp.polynomial.Polynomial.fit(x, y, deg), mnp.polynomial.Legendre.fromroots(r)...), the "
+                    "same classes (subclasses of NumPy's), whose methods are differentiated." + rewrite)
+        return rewrite
     parts = lib.split(".")
     name = parts[-1]
     module = parts[2] if len(parts) >= 4 else ""

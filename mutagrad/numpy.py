@@ -684,3 +684,8 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(dir(_np)))
+
+
+# numpy.polynomial, differentiated (mnp.polynomial.legendre.legval, mnp.polynomial.Legendre...): NumPy's code in
+# the mirror's globals (mutagrad/_polynomial.py), registered in sys.modules as mutagrad.numpy.polynomial.*
+from ._polynomial import polynomial  # noqa: F401  (mnp.polynomial)

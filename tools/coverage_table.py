@@ -195,9 +195,18 @@ def render() -> str:
          "(their values agree with SciPy's to a few units in the last place, not bit for bit). "
          "A `scipy.sparse` matrix is a constant (it holds plain numbers): its products with traced arrays and "
          "the sparse solves are differentiated with respect to the traced operand. `numpy.polynomial` has no "
-         "rows: its functions and series classes are NumPy's plain-Python code, which takes a traced x in the "
-         "`*val` functions but converts traced coefficients (and `*vander`'s x, a series object's argument) with "
-         "np.asarray; those calls raise `TracerEscapeError` naming the rewrite (`chebvander(x, deg) @ c` for "
+         "rows: its functions and series classes are NumPy's plain-Python code. They are differentiated (in "
+         "coefficients and points alike) when called through `mutagrad.numpy.polynomial` (`mnp.polynomial` "
+         "after `import mutagrad.numpy as mnp`; the same names: `mnp.polynomial.legendre.legval(x, c)`, "
+         "`mnp.polynomial.Legendre(c)(x)`, "
+         "`mnp.polynomial.Polynomial.fit(x, y, deg)`; `import mutagrad.numpy.polynomial.legendre as L` works "
+         "too), which runs NumPy's own code with array creation that keeps traced values traced, so its values "
+         "are NumPy's to rounding and plain inputs give NumPy's plain results; its series classes are subclasses "
+         "of NumPy's. Degrees (`deg`, `*gauss(deg)`, `*pts`) are plain integers, and `*roots` (eigenvalues of "
+         "the companion matrix) are differentiated at simple roots. NumPy's own take a "
+         "traced x in the `*val` functions but convert traced coefficients (and `*vander`'s x, a series "
+         "object's argument) with np.asarray; those calls raise `TracerEscapeError` naming the mirror's "
+         "function first, then a rewrite with NumPy's functions (`chebvander(x, len(c) - 1) @ c` for "
          "`chebval(x, c)`, `chebval(x, p.convert().coef)` for `p(x)`)."),
         "",
         "| function | reverse | forward | how |",

@@ -3778,7 +3778,7 @@ class Tracer:
                 extra = (" Use mnp.kaiser(M, beta) (import mutagrad.numpy as mnp): NumPy's formula, "
                          "differentiated in beta.")
             if lib.startswith("np.polynomial."):
-                extra += _polynomial_fix(lib)
+                extra = _polynomial_fix(lib)  # (a differentiated mirror: no "no rule" first)
             raise escape_error(f"{lib} (NumPy's plain-Python code, which converts its arguments with np.asarray)",
                                TracerEscapeError, extra, specific=lib.startswith("np.polynomial."))
         converter = (_named(call.func, frame)

@@ -166,8 +166,8 @@ class Primitive:
     """
 
     __slots__ = ("fn", "_name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts", "moves",
-                 "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "eager", "lists_as_arrays",
-                 "__weakref__")
+                 "pointwise", "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "eager",
+                 "lists_as_arrays", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -189,6 +189,9 @@ class Primitive:
         # compute with them read (np.empty's uninitialized memory, other on each run, through buf.T); or a
         # function of the operands' values giving the position of the one moved, or None (np.einsum's views)
         self.moves = False
+        # each output element reads the operands' elements at its own place only (broadcast): np.where, astype,
+        # as an elementwise function's: a forward level poisons an output where an operand is (ForwardLevel.process)
+        self.pointwise = False
         # its pullback returns newly made cotangents that it keeps no reference to (or views
         # of them), so the tape may adopt them as adjoint buffers without copying
         self.fresh_cts = False

@@ -363,7 +363,8 @@ class ForwardLevel(Level):
         for i in ins:
             p = leaves[i]._storage.poison
             if p is not None and leaves[i]._storage.tangent is not None and self.poison_of(leaves[i]) is not None:
-                m = self._unknown_of(leaves[i]) if prim.elementwise is not None and type(y) is _ndarray else None
+                m = self._unknown_of(leaves[i]) if (prim.elementwise is not None or prim.pointwise) and (
+                    type(y) is _ndarray) else None
                 if m is None:
                     poison = p
                 else:
@@ -454,7 +455,11 @@ class ForwardLevel(Level):
             vv = vv.real
         dest._value[idx] = vv
         if own and value._storage.poison is not None and self.poison_of(value) is not None:
-            self._note_poisoned_write(s, dest, idx, value._storage.poison)
+            unknown = self._unknown_of(value)
+            if unknown is None:
+                self._note_poisoned_write(s, dest, idx, value._storage.poison)
+            else:  # (poisoned at some elements only: those written there, V *= 2 of tied columns: regress94)
+                self._note_partial_write(s, dest, idx, value._storage.poison, unknown)
         elif s.poison is not None:
             self._note_clean_write(s, dest, idx)
         if s.tangent is None and isinstance(vdot, AbstractZero):
@@ -523,6 +528,18 @@ class ForwardLevel(Level):
         entry = self._marks(s, clean=True)
         target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
         target[idx] = 0
+        s.poison = poison
+
+    def _note_partial_write(self, s, dest, idx, poison, unknown):
+        """A write into ``dest[idx]`` of a value poisoned where ``unknown`` (its shape, broadcast over the region)
+        is True: the storage's marks there are the value's (a storage poisoned all over stays so)."""
+        entry = self.clean_marks.get(id(s))
+        if s.poison is not None and (entry is None or entry[0] is not s):
+            return
+        entry = self._marks(s, clean=True)
+        target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
+        clean = (1 + 1j) if target.dtype.kind == "c" else 1
+        target[idx] = np.where(np.broadcast_to(unknown, np.shape(target[idx])), 0, clean)
         s.poison = poison
 
     def _note_clean_write(self, s, dest, idx):

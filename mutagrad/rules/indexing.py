@@ -253,6 +253,7 @@ def _select_impl(cond, x, y):
 
 select_p = get_primitive(_select_impl, "np.where")
 select_p.weak_args = True  # (np.where(c, s, x32) is float32 for a Python float s)
+select_p.pointwise = True
 
 
 def _select_rrule(cond, x, y):

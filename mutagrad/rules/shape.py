@@ -427,6 +427,7 @@ def _astype_impl(x, dtype):
 
 
 astype_p = get_primitive(_astype_impl, "ndarray.astype")
+astype_p.pointwise = True
 
 
 def _astype_T(g, x, dtype):

@@ -1065,11 +1065,18 @@ def test_forward_poison_of_tied_columns_follows_elementwise_operations():
     # distinct values' vectors after it. Oracles: central differences along the direction, reverse mode
     rng = np.random.default_rng(4807)
     m = rng.standard_normal((4, 4))
-    S = np.stack([m @ m.T + np.eye(4), np.diag([1.0, 2.0, 2.0, 5.0])])
+    q, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    S = np.stack([m @ m.T + np.eye(4), q @ np.diag([1.0, 2.0, 2.0, 5.0]) @ q.T])  # (member 1: a tie)
     d = rng.standard_normal(S.shape)
     d = d + np.swapaxes(d, -1, -2)
+    def in_place(S):  # (the partial poison carried by a write too: regress94)
+        V = np.linalg.eigh(S)[1]
+        V *= 2.0
+        return np.sum(V[1][:, [0, 3]] ** 2 * np.arange(4.0)[:, None])
+
     for f in (lambda S: np.sum((np.linalg.eigh(S)[1] ** 3)[0]),
-              lambda S: np.sum(np.cos(np.linalg.eigh(S)[1] * np.arange(4.0))[1][:, [0, 3]])):  # (even: sign-free)
+              lambda S: np.sum(np.cos(np.linalg.eigh(S)[1] * np.arange(4.0))[1][:, [0, 3]]),  # (even: sign-free)
+              in_place, lambda S: np.sum(np.where(np.arange(4)[:, None] > 1, np.linalg.eigh(S)[1], 0.0)[1][:, 3] ** 2)):
         with mg.config(strict=True):
             _, t = mg.jvp(f, (S,), (d,))
         np.testing.assert_allclose(t, (f(S + 1e-6 * d) - f(S - 1e-6 * d)) / 2e-6, rtol=1e-6)

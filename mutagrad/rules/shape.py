@@ -395,10 +395,21 @@ def _one_clip(x, lo, hi) -> bool:
     if type(lo) in _NUMBERS and type(hi) in _NUMBERS:  # (the common case: two numbers)
         return not (math.isnan(lo) or math.isnan(hi)) and lo != hi
     lb, hb = bottom(lo), bottom(hi)
+    if type(lb) in (list, tuple) or type(hb) in (list, tuple):  # (bounds as lists: np.result_type takes no list)
+        if _holds_traced(lb) or _holds_traced(hb):
+            return False
+        lb, hb = np.asarray(lb), np.asarray(hb)
     if np.result_type(lb).kind not in "fiub" or np.result_type(hb).kind not in "fiub" or _has_nan(lb) or (
             _has_nan(hb)):
         return False
     return not np.any(np.equal(lb, hb))
+
+
+def _holds_traced(v) -> bool:
+    """Whether a bound ``v`` (a list or tuple of them, nested) holds a traced value."""
+    if type(v) in (list, tuple):
+        return any(_holds_traced(u) for u in v)
+    return isinstance(v, Tracer)
 
 
 _NUMBERS = (float, int)

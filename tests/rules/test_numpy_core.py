@@ -1122,3 +1122,16 @@ def test_tanh_and_expm1_derivatives_in_their_tails():
         warnings.simplefilter("error")
         assert mg.grad(lambda v: np.sum(np.tanh(v)))(np.array([800.0, -900.0]))[0] == 0.0
     check_grads(lambda v: np.sum(np.tanh(v) * np.expm1(v)), np.array([-3.0, 0.2, 2.5]), order=2)
+
+
+def test_clip_with_bounds_given_as_lists():
+    # (the spectroscopy tester) np.clip(p, [..], [..]) with both bounds lists raised NumPy's TypeError from
+    # np.result_type inside mutagrad; oracle: central differences, forward against reverse
+    p0 = np.array([0.3, 0.1, 0.5])
+    for f in (lambda p: np.sum(np.clip(p, [0.5, -0.2, 0.01], [2.0, 0.2, 1.0]) ** 3 * np.arange(1.0, 4.0)),
+              lambda p: np.sum(p.clip((0.5, -0.2, 0.01), (2.0, 0.2, 1.0)) ** 3),
+              lambda p: np.sum(np.clip(p, [0, -1, 0], [1, 1, 1]) * p)):
+        g = mg.grad(f)(p0)
+        fd = np.array([(f(p0 + 1e-6 * e) - f(p0 - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+        np.testing.assert_allclose(g, fd, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(mg.jvp(f, (p0,), (np.ones(3),))[1], g.sum(), rtol=1e-12)

@@ -119,6 +119,9 @@ LOCKED: dict = {}
 # a value with a derivative has been written (Level.check_writable); the program's traced operations must not
 # read that memory as a plain constant after it (_check_argument_read)
 WRITTEN_ARGS: dict = {}
+# id(index) -> (index, its function's name): what np.argmax / np.argmin returned for a differentiated array whose
+# extreme is tied (rules/shape.py); a gather of a traced array at that very index warns (note_tied_pick)
+TIED_PICKS: dict = {}
 # id(array) -> [the running levels holding it locked, in any thread; the array; the writable view
 # the first one made]: it becomes writable again when the last of them ends
 _LOCK_REFS: dict = {}
@@ -683,6 +686,9 @@ class Storage:
     name = None  # "argument 0", ... for messages
     written = False  # ever written through mutagrad
     written_active = False  # an argument into which a value with a derivative was written (WRITTEN_ARGS)
+    # in a forward-mode jacobian's run, the storage's place in the order the run made its storages: steps note
+    # their traced operands' (RunGroup: a run reading another array of the same values computes another function)
+    birth = None
     # an argument that is the memory of a plain array the function names (api._mark_plain_aliases):
     # that name, and the argument's values at the call
     plain_alias = None
@@ -737,6 +743,10 @@ class Storage:
     def __init__(self, level, root, active=False):
         self.level = level
         self._bounds = None
+        g = level.run_group if level is not None else None
+        if g is not None and not STATE.off_program:  # (a reverse pass's: other in number where its rules take
+            self.birth = g.births  # other paths, RunGroup.note)
+            g.births += 1
         tr = type(root)
         if tr is _ndarray:
             self.shape = root.shape
@@ -916,6 +926,8 @@ class Level:
         for ws in self.written_args:
             WRITTEN_ARGS.pop(id(ws), None)
         self.written_args = ()
+        if not st.levels:
+            TIED_PICKS.clear()
         if exc and exc[0] is not None:  # (raised: the arguments' checks after the call will not run, and the
             self.plain_aliases = ()  # tape, whose records refer to storages that refer to this level, is dead)
             if getattr(self, "tape", None):
@@ -1676,6 +1688,31 @@ def _check_argument_read(p):
                 "read it from there only.")
 
 
+def note_tied_pick(idx):
+    """A gather of a traced array at an index np.argmax / np.argmin picked among tied extremes (TIED_PICKS; idx
+    itself, or an item of an index tuple): the gathered value gets all of the tied elements' derivative, where
+    np.max and np.min split it, so x[np.argmax(x)] - np.max(x), identically 0, had a nonzero derivative silently
+    (the assignment tester). Warned here, where the index picks a differentiated value, not at the argmax: an
+    accuracy metric (np.argmax(logits, 1) == labels) or a pivot search reads the index only (regress96)."""
+    for i in (idx if type(idx) is tuple else (idx,)):
+        hit = TIED_PICKS.get(id(i))
+        b = i
+        while (hit is None or hit[0] is not b) and type(b) is _ndarray and b.base is not None:  # (a view of it:
+            b = b.base  # idx[:, None] for np.take_along_axis)
+            hit = TIED_PICKS.get(id(b))
+        if hit is not None and hit[0] is b:
+            from .errors import KinkWarning, warn_at
+
+            frame = user_frame(sys._getframe(2))
+            warn_at(frame, (
+                f"a value gathered at {user_line(frame) if frame is not None else 'this line'} at the index "
+                f"np.{hit[1]} picked among tied elements of a differentiated array: it gets all of their "
+                "derivative, a one-sided choice, where np.max and np.min split a tie evenly, so the two mixed "
+                "(x[np.argmax(x)] - np.max(x), identically 0) give a nonzero derivative. Take the value with "
+                "np.max / np.min, or gather at the index throughout (docs/errors.md: kinks)."), KinkWarning)
+            return
+
+
 def _note_leftover_read(lv, s):
     """A leftover whose memory a pullback still to be called (an mg.vjp's) reads is used by
     plain code, which may write into it or into views of it: the pullback compares the
@@ -1694,18 +1731,20 @@ class RunGroup:
     values, so the runs' outputs agree, but the derivative through it is lost for every
     direction but the first, while reverse mode, which runs once, keeps it."""
 
-    __slots__ = ("free", "name", "pos", "recording", "running", "trail")
+    __slots__ = ("births", "free", "name", "pos", "recording", "running", "trail")
 
     def __init__(self, name="jacobian(mode='fwd')"):
         self.name = name  # (the call the messages name: hessian's too)
         self.running = True
         self.trail = []  # what the first run did: the operations and the plain indices they took
         self.pos = 0
+        self.births = 0  # (the storages the run has made: Storage.birth)
         self.recording = True
         self.free = False  # a run whose steps are not compared: a careful second run (api._careful_jvp)
 
     def start_run(self, first, free=False):
         self.pos = 0
+        self.births = 0
         self.recording = first
         self.free = free
 
@@ -4592,13 +4631,15 @@ class ArrayTracer(Tracer):
     def __getitem__(self, idx):
         lv = self._level
         ti = type(idx)
+        if TIED_PICKS:
+            note_tied_pick(idx)
         if (ti is slice or ti is tuple and _is_basic(idx)) and lv.index == 0 and STATE.ceiling == 1 and not lv.closed:
             # the outermost level and a basic index: a view of this storage, nothing to record (a
             # forward-mode jacobian's run notes the index: runs that take other views compute another function)
             v = self._value[idx]
             if type(v) is _ndarray:
                 if lv.run_group is not None:
-                    lv.run_group.note(("getitem", index_step(idx)))  # (as ForwardLevel.getitem's)
+                    lv.run_group.note(("getitem", index_step(idx), self._storage.birth))  # (as ForwardLevel's)
                 return _basic_view(self, v, v, lv)
         if ti is int and self.ndim > 1:
             f = sys._getframe(1)

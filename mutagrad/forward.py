@@ -85,6 +85,19 @@ def _run_step(prim, ins, vals, kwargs=None):
         tuple((k, _keyword_step(v)) for k, v in kwargs.items()) if kwargs else ())
 
 
+def _birth(x):
+    """Storage.birth of traced ``x`` (None for a plain value)."""
+    return x._storage.birth if isinstance(x, Tracer) else None
+
+
+def _traced_at(leaves, ins=None):
+    """The traced operands' (position, Storage.birth) among ``leaves`` (at ``ins``, given): what a jacobian's
+    run notes of them, so that a run reading another array of the same values takes another step (regress95)."""
+    if ins is None:
+        return tuple((i, x._storage.birth) for i, x in enumerate(leaves) if isinstance(x, Tracer))
+    return tuple((i, leaves[i]._storage.birth) for i in ins)
+
+
 def _note_step(group, prim, ins, vals, kwargs=None):
     """``group.note(_run_step(prim, ins, vals, kwargs))``, without the record where a later run's step is
     the first run's (:func:`_alike`)."""
@@ -255,7 +268,7 @@ class ForwardLevel(Level):
         if not active:
             return None
         if self.run_group is not None:
-            _note_step(self.run_group, prim, ins, vals)
+            _note_step(self.run_group, prim, _traced_at(leaves, ins), vals)
         y, ydot = prim.frule(tuple(vals), tuple(tans))
         if isinstance(ydot, NotImplementedTangent):
             ydot = self._poisoned(ydot, prim.name)
@@ -297,8 +310,8 @@ class ForwardLevel(Level):
         if np.result_type(*vals) != dv.dtype or not _broadcast_to(vals, dv.shape):
             return None
         if self.run_group is not None:  # (the general path's steps: the operation, then its write into dest)
-            _note_step(self.run_group, prim, [i for i, x in enumerate(leaves) if isinstance(x, Tracer)], vals)
-            self.run_group.note(("write", index_step(Ellipsis)))
+            _note_step(self.run_group, prim, _traced_at(leaves), vals)
+            self.run_group.note(("write", index_step(Ellipsis), s.birth, None))
         self.check_writable(dest, True, Ellipsis)
         if s.pristine:
             s.pristine = False
@@ -325,7 +338,7 @@ class ForwardLevel(Level):
             # `step[0] * x` after `step[0] += 1`, is not: at x = 0 the outputs would still agree)
             # (the array a layout operation moves: by its shape, see Primitive.moves; its axes, order, k by value;
             # keyword arguments too, np.rot90(x, k=state))
-            _note_step(self.run_group, prim, ins, vals, kwargs)
+            _note_step(self.run_group, prim, _traced_at(leaves, ins), vals, kwargs)
         tans = None
         for i in ins:
             t = leaves[i]
@@ -425,7 +438,7 @@ class ForwardLevel(Level):
 
     def getitem(self, t, idx):
         if self.run_group is not None:
-            self.run_group.note(("getitem", index_step(idx)))
+            self.run_group.note(("getitem", index_step(idx), t._storage.birth))
         res, out = self.index_value(t, idx)
         if out is None:
             return res
@@ -441,7 +454,7 @@ class ForwardLevel(Level):
 
     def write(self, dest, idx, value):
         if self.run_group is not None:
-            self.run_group.note(("write", index_step(idx)))
+            self.run_group.note(("write", index_step(idx), dest._storage.birth, _birth(value)))
         own = isinstance(value, Tracer) and value._level is self
         s = self.check_writable(dest, own and _carries_derivative(value), idx)
         if s.pristine and own and not value._storage.pristine:

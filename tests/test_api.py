@@ -2658,3 +2658,30 @@ def test_forward_jacobian_of_an_einsum_view_of_an_uninitialized_workspace():
     np.testing.assert_allclose(J, mg.jacobian(f, mode="rev")(x), rtol=1e-12)
     s = x @ x  # (A = I + x xᵀ: A⁻¹ x = x / (1 + s), its jacobian I / (1 + s) - 2 x xᵀ / (1 + s)²)
     np.testing.assert_allclose(J, np.eye(2) / (1 + s) - 2 * np.outer(x, x) / (1 + s) ** 2, rtol=1e-12)
+
+
+def test_forward_jacobian_refuses_runs_that_read_another_array_of_the_same_values():
+    # (the regress95 tester) a counter the function keeps picks which of two fresh arrays of equal values it
+    # reads: the runs compute two functions, whose columns mixed gave [2, 0, 0, 2] (neither [2, 2, 0, 0] nor
+    # [0, 0, 2, 2]); the steps now note which array (its place in the run's order of arrays) they read
+    count = [0]
+
+    def f(x):
+        count[0] += 1
+        u, w = x[:2] ** 2, x[2:] ** 2
+        return np.sum(u if count[0] % 2 else w)
+
+    def g(x):
+        count[0] += 1
+        u, v = x[:2] * 1.0, x[2:] * 1.0
+        if count[0] % 2:
+            u *= v
+        else:
+            v *= u
+        return np.sum(u + 2 * v)
+
+    for h in (f, g):
+        with pytest.raises(mg.MutationError, match="took other steps than the first"):
+            mg.jacobian(h, mode="fwd")(np.ones(4))
+    # the same program without the counter: one function, its jacobian (by hand: 2x on the first two)
+    np.testing.assert_allclose(mg.jacobian(lambda x: np.sum(x[:2] ** 2), mode="fwd")(np.ones(4)), [2, 2, 0, 0])

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..core import (write_in_order, write_out, plain_operands, FUNCTIONS, UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, strong_operand,
+from ..core import (TIED_PICKS, note_tied_pick, write_in_order, write_out, plain_operands, FUNCTIONS,
+                   UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, strong_operand,
                    write, index_array, index_positions, numpy_layout, refuse_python_complex, _reread_scalar)
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
@@ -199,6 +200,8 @@ def _wrap_indices(indices, n, mode):
 def _np_take(args, kwargs):
     a = dict(zip(("a", "indices", "axis", "out", "mode"), args))
     a.update(kwargs)
+    if TIED_PICKS:
+        note_tied_pick(a.get("indices"))
     x, ind, axis = a["a"], a["indices"], a.get("axis")
     mode = a.get("mode", "raise")
     if axis is None:
@@ -233,6 +236,8 @@ def _along_axis_index(arr, indices, axis):
 def _np_take_along_axis(args, kwargs):
     a = dict(zip(("arr", "indices", "axis"), args))
     a.update(kwargs)
+    if TIED_PICKS:
+        note_tied_pick(a.get("indices"))
     arr = a["arr"]
     idx, flat = _along_axis_index(arr, a["indices"], a.get("axis", -1))
     if flat:

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from ..core import (write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, ew_call,
-                    note_cache_key, note_equality, carries_any_derivative, compared_by_mutagrad,
+                    note_cache_key, note_equality, carries_any_derivative, compared_by_mutagrad, TIED_PICKS,
                     get_primitive, plain_operands)
 from ..registry import deflinear, operands_dead
 from .elementwise import CLIP, _has_nan
@@ -586,7 +586,9 @@ def _warn_pick_at_a_tie(fn):
     of the tied elements, and a gather there (x[np.argmax(x)]) gives it all of their derivative, a one-sided
     choice, where np.max / np.min split a tie evenly: x[np.argmax(x)] - np.max(x), identically 0, got
     (0, 0.5, -0.5, 0) at (1, 3, 3, 0.5), a k-means residual D[np.argmin(D)] - D.min() (2, 0), with no warning
-    (the assignment tester). Warned as a comparison of two equal values is (errors.kink_warning)."""
+    (the assignment tester). The index is noted (core.TIED_PICKS), and the warning given where a traced array is
+    gathered at it (core.note_tied_pick), not here: an accuracy metric (np.argmax(logits, 1) == labels at tied
+    zero-initialised logits) or a pivot search reads the index only, with no derivative to split (regress96)."""
     general = FUNCTIONS[fn]
     extreme = np.max if "max" in fn.__name__ else np.min
 
@@ -601,18 +603,10 @@ def _warn_pick_at_a_tie(fn):
                     np.nanmax if extreme is np.max else np.nanmin)(xb, axis=axis, keepdims=True)
                 tied = np.any(np.sum((xb == m) & np.isfinite(xb), axis=axis) > 1)
             if tied and not compared_by_mutagrad(sys._getframe(1)):
-                from ..errors import KinkWarning, user_frame, user_line, warn_at
-
-                frame = user_frame(sys._getframe(1))
-                which = "largest" if extreme is np.max else "smallest"
-                warn_at(frame, (
-                    f"np.{fn.__name__} of a differentiated array whose {which} "
-                    f"value is tied (at {user_line(frame) if frame is not None else 'this line'}): the index picks "
-                    "one of the tied elements, and a value gathered there (x[np.argmax(x)], np.take_along_axis) gets "
-                    "all of their derivative, a one-sided choice, where np.max and np.min split a tie evenly: the "
-                    "two mixed (x[np.argmax(x)] - np.max(x), identically 0) give a nonzero derivative. Take the "
-                    "value with np.max / np.min (or np.take_along_axis with the index throughout) consistently."),
-                    KinkWarning)
+                # (warned where a traced array is gathered at this index: core.note_tied_pick)
+                if len(TIED_PICKS) >= 64:
+                    del TIED_PICKS[next(iter(TIED_PICKS))]
+                TIED_PICKS[id(out)] = (out, fn.__name__)
         return out
 
     FUNCTIONS[fn] = handler

@@ -464,27 +464,7 @@ def _warn_tie(inputs):
             # (SciPy's own comparisons, Brent's in minimize_scalar, before it converts: the robuststats tester;
             # a rule's, its convention's)
             return
-        if _same_tangents(a, b):
-            return
         kink_warning("a comparison of two differentiated values that are equal (a tie)", branch=True)
-
-
-def _same_tangents(a, b) -> bool:
-    """Whether tied numbers ``a`` and ``b`` of a single forward-mode differentiation have the same tangent (up
-    to rounding): a branch a continuous function takes at a == b then has the other's derivative along the
-    direction (they differ by a multiple of d(a - b)), so no warning: the loop that stops exactly at its bound,
-    `while t < b` after `h = min(h, b - t)` (the adaptivequad tester). Reverse mode cannot tell at the comparison."""
-    levels = core.STATE.levels
-    if len(levels) != 1 or levels[0].mode != "fwd" or a._level is not levels[0] or b._level is not levels[0]:
-        return False
-    lv = levels[0]
-    ta, tb = lv.tangent_of(a), lv.tangent_of(b)
-    if a._storage.poison is not None or b._storage.poison is not None:
-        return False
-    ta = 0.0 if _is_zero(ta) else np.asarray(ta)
-    tb = 0.0 if _is_zero(tb) else np.asarray(tb)
-    with np.errstate(all="ignore"):
-        return bool(np.all(np.abs(ta - tb) <= 1e-10 * np.maximum(np.abs(ta), np.abs(tb))))
 
 
 def _nondiff_call(ufunc, inputs, kwargs):

@@ -686,8 +686,9 @@ class Storage:
     name = None  # "argument 0", ... for messages
     written = False  # ever written through mutagrad
     written_active = False  # an argument into which a value with a derivative was written (WRITTEN_ARGS)
-    # in a forward-mode jacobian's run, the storage's place in the order the run made its storages: steps note
-    # their traced operands' (RunGroup: a run reading another array of the same values computes another function)
+    # in a forward-mode jacobian's run, the step of the run that made the storage (the arguments: their order):
+    # steps note their traced operands' (RunGroup: a run reading another array of the same values computes
+    # another function)
     birth = None
     # an argument that is the memory of a plain array the function names (api._mark_plain_aliases):
     # that name, and the argument's values at the call
@@ -745,8 +746,12 @@ class Storage:
         self._bounds = None
         g = level.run_group if level is not None else None
         if g is not None and not STATE.off_program:  # (a reverse pass's: other in number where its rules take
-            self.birth = g.births  # other paths, RunGroup.note)
-            g.births += 1
+            k = len(g.trail) if g.recording else g.pos  # other paths, RunGroup.note)
+            if k:  # (the step that made it: the paths that apply a step make other temporaries, regress97)
+                self.birth = k
+            else:  # (the arguments, before any step: in their order)
+                self.birth = (0, g.births)
+                g.births += 1
         tr = type(root)
         if tr is _ndarray:
             self.shape = root.shape
@@ -1738,7 +1743,7 @@ class RunGroup:
         self.running = True
         self.trail = []  # what the first run did: the operations and the plain indices they took
         self.pos = 0
-        self.births = 0  # (the storages the run has made: Storage.birth)
+        self.births = 0  # (the storages the run made before its first step: Storage.birth)
         self.recording = True
         self.free = False  # a run whose steps are not compared: a careful second run (api._careful_jvp)
 

@@ -310,8 +310,10 @@ class ForwardLevel(Level):
         if np.result_type(*vals) != dv.dtype or not _broadcast_to(vals, dv.shape):
             return None
         if self.run_group is not None:  # (the general path's steps: the operation, then its write into dest)
-            _note_step(self.run_group, prim, _traced_at(leaves), vals)
-            self.run_group.note(("write", index_step(Ellipsis), s.birth, None))
+            g = self.run_group
+            _note_step(g, prim, _traced_at(leaves), vals)
+            # (the general path's write of the result it made: a storage born at this step, Storage.birth)
+            g.note(("write", index_step(Ellipsis), s.birth, len(g.trail) if g.recording else g.pos))
         self.check_writable(dest, True, Ellipsis)
         if s.pristine:
             s.pristine = False

@@ -107,6 +107,7 @@ deflinear(np.copy, lambda g, x, order="K", subok=False: g)
 for _moving in (np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.expand_dims, np.squeeze,
                 np.broadcast_to, np.flip, np.fliplr, np.flipud, np.rot90, np.copy):
     get_primitive(_moving).moves = True  # (see Primitive.moves)
+get_primitive(np.copy).pointwise = True  # (an element of the copy is the element: Primitive.pointwise)
 
 
 def _real_T(g, x):

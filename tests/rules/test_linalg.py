@@ -1076,7 +1076,8 @@ def test_forward_poison_of_tied_columns_follows_elementwise_operations():
 
     for f in (lambda S: np.sum((np.linalg.eigh(S)[1] ** 3)[0]),
               lambda S: np.sum(np.cos(np.linalg.eigh(S)[1] * np.arange(4.0))[1][:, [0, 3]]),  # (even: sign-free)
-              in_place, lambda S: np.sum(np.where(np.arange(4)[:, None] > 1, np.linalg.eigh(S)[1], 0.0)[1][:, 3] ** 2)):
+              in_place, lambda S: np.sum(np.where(np.arange(4)[:, None] > 1, np.linalg.eigh(S)[1], 0.0)[1][:, 3] ** 2),
+              lambda S: np.sum(np.linalg.eigh(S)[1].copy()[1][:, 3] ** 3 * np.arange(4.0))):
         with mg.config(strict=True):
             _, t = mg.jvp(f, (S,), (d,))
         np.testing.assert_allclose(t, (f(S + 1e-6 * d) - f(S - 1e-6 * d)) / 2e-6, rtol=1e-6)

@@ -1699,7 +1699,7 @@ def note_tied_pick(idx):
     np.max and np.min split it, so x[np.argmax(x)] - np.max(x), identically 0, had a nonzero derivative silently
     (the assignment tester). Warned here, where the index picks a differentiated value, not at the argmax: an
     accuracy metric (np.argmax(logits, 1) == labels) or a pivot search reads the index only (regress96)."""
-    for i in (idx if type(idx) is tuple else (idx,)):
+    for i in (idx if type(idx) is tuple or type(idx) is list else (idx,)):  # (x[[k]], x[k, j]: items too)
         hit = TIED_PICKS.get(id(i))
         b = i
         while (hit is None or hit[0] is not b) and type(b) is _ndarray and b.base is not None:  # (a view of it:

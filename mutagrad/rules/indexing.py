@@ -97,6 +97,8 @@ class FlatIter:
         self._x = x
 
     def __getitem__(self, idx):
+        if TIED_PICKS:
+            note_tied_pick(idx)  # (x.flat[np.argmax(x)]: the regress98 tester)
         e = _element(self._x, idx)  # (one element: an element loop's read, by the basic index)
         if e is not None:
             return self._x[e]

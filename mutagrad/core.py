@@ -1141,10 +1141,13 @@ class Level:
             if not bottom(dest).flags.writeable:
                 raise ValueError("assignment destination is read-only")
             raise MutationError(
-                f"writing through a self-overlapping view (a broadcast result of np.broadcast_arrays, which "
-                f"NumPy deprecates writing through, or np.lib.stride_tricks.as_strided or similar) at "
-                f"{user_line()} cannot be differentiated: several elements of the view are the same memory. "
-                "Write into the base array instead (x[0] = v for the broadcast row x[0])."
+                f"writing through a self-overlapping view (the overlapping frames of "
+                f"sliding_window_view(..., writeable=True), a broadcast result of np.broadcast_arrays, which NumPy "
+                f"deprecates writing through, np.lib.stride_tricks.as_strided or similar) at {user_line()} cannot "
+                "be differentiated: several elements of the view are the same memory, and the result depends on "
+                "the order NumPy writes them in. Work on a copy (frames = sliding_window_view(y, n)[::hop].copy(); "
+                "frames *= window, then add the frames back where overlap-add is meant), or write into the base "
+                "array (x[0] = v for the broadcast row x[0])."
             )
         return s
 

@@ -3389,3 +3389,26 @@ def test_a_write_that_saves_nothing_does_not_keep_its_array():
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert (peaks[1] - peaks[0]) / 36 < 0.25 * x.nbytes, peaks  # (each step's t kept: one x a step)
+
+
+def test_writing_through_overlapping_sliding_windows_names_them_and_a_copy():
+    # (the stft tester) the refusal named broadcast rows only; windowing overlapping frames in place is refused
+    # (the result depends on NumPy's write order) with a fix that runs: windowing a copy of the frames
+    y0 = np.linspace(0.0, 1.0, 40)
+    w = np.hanning(16)
+
+    def in_place(y):
+        v = np.lib.stride_tricks.sliding_window_view(y, 16, writeable=True)[::4]
+        v *= w
+        return np.sum(y)
+
+    with pytest.raises(mg.MutationError, match=r"sliding_window_view.*\.copy\(\)"):
+        mg.grad(in_place)(y0.copy())
+
+    def on_a_copy(y):
+        frames = np.lib.stride_tricks.sliding_window_view(y, 16)[::4].copy()
+        frames *= w
+        return np.sum(frames ** 2)
+
+    fd = np.array([(on_a_copy(y0 + 1e-6 * e) - on_a_copy(y0 - 1e-6 * e)) / 2e-6 for e in np.eye(40)])
+    np.testing.assert_allclose(mg.grad(on_a_copy)(y0), fd, rtol=1e-6, atol=1e-9)

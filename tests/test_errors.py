@@ -489,7 +489,8 @@ def test_argmax_and_argmin_of_a_differentiated_array_at_a_tie_warn():
     fd = np.array([(f(x + 1e-7 * e) - f(x - 1e-7 * e)) / 2e-7 for e in np.eye(4)])
     np.testing.assert_allclose(fd, 0.0, atol=1e-12)
     for call in (lambda: mg.grad(f)(x), lambda: mg.grad(lambda x: x[x.argmin()])(-x),
-                 lambda: mg.grad(lambda x: x.flat[np.argmax(x)])(x), lambda: mg.grad(lambda x: np.sum(x[[np.argmax(x)]]))(x),
+                 lambda: mg.grad(lambda x: x.flat[np.argmax(x)])(x),
+                 lambda: mg.grad(lambda x: np.sum(x[[np.argmax(x)]]))(x),
                  lambda: mg.jvp(lambda x: x[np.argmax(x.reshape(2, 2), axis=1)], (np.array([3.0, 3.0, 1.0, 2.0]),),
                                 (np.ones(4),))):
         with pytest.warns(mg.KinkWarning, match="picked among tied elements"):

@@ -39,6 +39,7 @@ from numpy.polynomial import polynomial as _np_polynomial
 from numpy.polynomial import polyutils as _np_polyutils
 
 from . import numpy as _mnp
+from .core import _SERIES
 from .core import Tracer as _Tracer
 from .core import active_levels as _active_levels
 
@@ -48,8 +49,7 @@ PACKAGE = "mutagrad.numpy.polynomial"
 _MODULES = {"polyutils": _np_polyutils, "_polybase": _np_polybase, "polynomial": _np_polynomial,
             "chebyshev": _np_chebyshev, "legendre": _np_legendre, "hermite": _np_hermite,
             "hermite_e": _np_hermite_e, "laguerre": _np_laguerre}
-_CLASSES = {"polynomial": "Polynomial", "chebyshev": "Chebyshev", "legendre": "Legendre", "hermite": "Hermite",
-            "hermite_e": "HermiteE", "laguerre": "Laguerre"}
+_CLASSES = {module: cls for module, (_, cls) in _SERIES.items()}  # (module -> its series class)
 
 
 class _NumPy(types.ModuleType):

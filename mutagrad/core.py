@@ -744,9 +744,9 @@ class Storage:
     def __init__(self, level, root, active=False):
         self.level = level
         self._bounds = None
-        g = level.run_group if level is not None else None
+        g = level.run_group
         if g is not None and not STATE.off_program:  # (a reverse pass's: other in number where its rules take
-            k = len(g.trail) if g.recording else g.pos  # other paths, RunGroup.note)
+            k = g.at()  # other paths, RunGroup.note)
             if k:  # (the step that made it: the paths that apply a step make other temporaries, regress97)
                 self.birth = k
             else:  # (the arguments, before any step: in their order)
@@ -1667,9 +1667,7 @@ def _check_argument_read(p):
         b = bottom(p)
         r = unknown = None
     else:
-        b = r = p
-        while type(r.base) is _ndarray:
-            r = r.base
+        b, r = p, _base_array(p)
         # (memory whose owner is no array: as_strided's, np.frombuffer's, ctypes'; mg.value's excepted)
         unknown = r.base is not None and type(r.base) is not _Shown
     for s, arg, root in list(WRITTEN_ARGS.values()):
@@ -1782,6 +1780,10 @@ class RunGroup:
                 raise MutationError(other_values_message("an operation of this run took operands of other values than run 1",
                                                          self.name))
             raise self.diverged_error()
+
+    def at(self) -> int:
+        """How many steps the running run has noted (Storage.birth: a storage made now is born at this step)."""
+        return len(self.trail) if self.recording else self.pos
 
     def noted_alike(self, alike, *args) -> bool:
         """Whether a step needs no record for :meth:`note`: a run whose steps are not noted, or a later run's

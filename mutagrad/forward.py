@@ -313,7 +313,7 @@ class ForwardLevel(Level):
             g = self.run_group
             _note_step(g, prim, _traced_at(leaves), vals)
             # (the general path's write of the result it made: a storage born at this step, Storage.birth)
-            g.note(("write", index_step(Ellipsis), s.birth, len(g.trail) if g.recording else g.pos))
+            g.note(("write", index_step(Ellipsis), s.birth, g.at()))
         self.check_writable(dest, True, Ellipsis)
         if s.pristine:
             s.pristine = False
@@ -470,11 +470,7 @@ class ForwardLevel(Level):
             vv = vv.real
         dest._value[idx] = vv
         if own and value._storage.poison is not None and self.poison_of(value) is not None:
-            unknown = self._unknown_of(value)
-            if unknown is None:
-                self._note_poisoned_write(s, dest, idx, value._storage.poison)
-            else:  # (poisoned at some elements only: those written there, V *= 2 of tied columns: regress94)
-                self._note_partial_write(s, dest, idx, value._storage.poison, unknown)
+            self._note_poisoned_write(s, dest, idx, value._storage.poison, self._unknown_of(value))
         elif s.poison is not None:
             self._note_clean_write(s, dest, idx)
         if s.tangent is None and isinstance(vdot, AbstractZero):
@@ -496,15 +492,10 @@ class ForwardLevel(Level):
         s = t._storage
         if s.poison is None:
             return None
-        entry = self.clean_marks.get(id(s))
-        if entry is None or entry[0] is not s:
+        unknown = self._unknown_of(t)
+        if unknown is None:
             return s.poison
-        marks = entry[2] if t._geom is None else view_of(entry[1], t._geom)
-        if idx is not None:
-            marks = marks[idx]
-        if np.all(np.real(marks) != 0) and (marks.dtype.kind != "c" or np.all(marks.imag != 0)):
-            return None
-        return s.poison
+        return s.poison if np.any(unknown if idx is None else unknown[idx]) else None
 
     def _unknown_of(self, t):
         """Where traced ``t``, whose storage is poisoned, is poisoned (a boolean array of its shape), by its clean
@@ -528,33 +519,27 @@ class ForwardLevel(Level):
             entry = self.clean_marks[id(s)] = (s, buf, root)
         return entry
 
-    def _note_poisoned_write(self, s, dest, idx, poison):
+    def _note_poisoned_write(self, s, dest, idx, poison, unknown=None):
         """A write of values that have no derivative (SciPy's workspace) into ``dest[idx]``: the storage is
         poisoned there only, the rest marked clean (a workspace that is a view of a larger buffer, whose other
-        elements keep their derivatives); all of it poisoned at once for a write over the whole storage."""
+        elements keep their derivatives); all of it poisoned at once for a write over the whole storage.
+        ``unknown``: where a value poisoned at some elements only is (its shape, broadcast over the region:
+        ``V *= 2`` of tied eigenvector columns, regress94), whose marks the region takes."""
         entry = self.clean_marks.get(id(s))
         if entry is not None and entry[0] is not s:
             entry = None
-        whole = dest._geom is None and (idx is Ellipsis or (type(idx) is tuple and not idx))
+        whole = unknown is None and dest._geom is None and (idx is Ellipsis or (type(idx) is tuple and not idx))
         if whole or (s.poison is not None and entry is None):  # (already poisoned all over: stays so)
             s.poison = poison
             self.clean_marks.pop(id(s), None)
             return
         entry = self._marks(s, clean=True)
         target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
-        target[idx] = 0
-        s.poison = poison
-
-    def _note_partial_write(self, s, dest, idx, poison, unknown):
-        """A write into ``dest[idx]`` of a value poisoned where ``unknown`` (its shape, broadcast over the region)
-        is True: the storage's marks there are the value's (a storage poisoned all over stays so)."""
-        entry = self.clean_marks.get(id(s))
-        if s.poison is not None and (entry is None or entry[0] is not s):
-            return
-        entry = self._marks(s, clean=True)
-        target = entry[2] if dest._geom is None else view_of(entry[1], dest._geom)
-        clean = (1 + 1j) if target.dtype.kind == "c" else 1
-        target[idx] = np.where(np.broadcast_to(unknown, np.shape(target[idx])), 0, clean)
+        if unknown is None:
+            target[idx] = 0
+        else:
+            clean = (1 + 1j) if target.dtype.kind == "c" else 1
+            target[idx] = np.where(np.broadcast_to(unknown, np.shape(target[idx])), 0, clean)
         s.poison = poison
 
     def _note_clean_write(self, s, dest, idx):

@@ -1159,10 +1159,14 @@ def _re(x):
     return np.real(x) if _is_complex(x) else x
 
 
-def _pair_inv(v):
-    """F[..., i, j] = 1 / (v_j - v_i) off the diagonal, 0 on it."""
+def _pair_inv(v, pairs=None):
+    """F[..., i, j] = 1 / (v_j - v_i) off the diagonal, 0 on it, and 0 where ``pairs`` (the repeated values'
+    pairs, _repeated_pairs's) is True: dropped, with no 1/0 computed."""
     eye = np.eye(np.shape(v)[-1])
-    return 1.0 / (v[..., None, :] - v[..., :, None] + eye) - eye
+    d = v[..., None, :] - v[..., :, None] + eye
+    if pairs is None:
+        return 1.0 / d - eye
+    return np.where(pairs, 0.0, 1.0 / np.where(pairs, 1.0, d) - eye)
 
 
 SECOND_ORDER_RTOL = 1e-5  # float64 values closer than this: the second derivative through the vectors is refused
@@ -1404,9 +1408,7 @@ def _distinct_part(w, gV, pairs=None):
         pairs = _repeated_pairs(w)
     if _reaches(gV, np.any(pairs, axis=-2)[..., None, :]):  # (the columns of repeated values)
         return None
-    eye = np.eye(np.shape(w)[-1])
-    denom = np.where(pairs, 1.0, w[..., None, :] - w[..., :, None] + eye)  # (no 1/0 for the pairs dropped)
-    return np.where(pairs, 0.0, 1.0 / denom - eye)
+    return _pair_inv(w, pairs)
 
 
 def _zero_hides_a_tie(tied, gw, *gvs, by_value=False):
@@ -1533,8 +1535,8 @@ def _second_order_refusal(name, where):
 def _degenerate(what, forward=False):
     if _VALUES_PULLBACK:  # (the vectors a values-only pullback computes, differentiated by either mode)
         return _second_order_refusal(*_VALUES_PULLBACK[-1])
-    if forward and ("eigh" in what or what == "np.linalg.eig"):  # (_eigh_dV, _eig_jvp: the others keep theirs)
-        mode = ("The function read a vector of a repeated value (forward mode keeps the tangents of the vectors "
+    if forward == "partial":  # (_eigh_dV, _eig_jvp, a real _svd_jvp: the vectors of distinct values keep theirs)
+        mode = ("The function read such a vector (forward mode keeps the tangents of the other vectors, those "
                 "of distinct values, so a function reading only those, of any member of a stack, has one). ")
     elif forward:
         # (the reverse passes of eigh, svd and eig take the vectors of the distinct values)
@@ -1821,24 +1823,22 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO, cols=None):
     tangents of those columns only (a subset of the vectors), which exist where their own values
     do not repeat, whatever the others do."""
     sel = slice(None) if cols is None else slice(*cols)
-    pairs = _repeated_pairs(w)[..., :, sel]
+    pairs = _repeated_pairs(w)
     tied = None
-    if np.any(pairs):
+    if np.any(pairs[..., :, sel]):
         # the columns of repeated values have no tangent; the others do (their values are apart from every
         # other): those poisoned only, as the pullback, which sees the columns read (a stack with one tied
         # member, the batchedlinalg tester)
         if _VALUES_PULLBACK or _differentiated(w):
             return _degenerate(what, forward=True)
-        tied = np.any(pairs, axis=-2)
+        tied = np.any(pairs[..., :, sel], axis=-2)
     bad = _near_tie_refusal(w, what, sel)
     if bad is not None:
         return bad
     eye = np.eye(np.shape(w)[-1])[:, sel]
     ws = w[..., None, sel]
-    gap = ws - w[..., :, None] + eye
-    if tied is not None:
-        gap = np.where(pairs, 1.0, gap)  # (the tied pairs' terms: in the poisoned columns only)
-    C = (1.0 / gap - eye) * (X[..., :, sel] if is_zero(Q) else X[..., :, sel] - Q[..., :, sel] * ws)
+    F = _pair_inv(w, pairs if np.any(pairs) else None)[..., :, sel]  # (tied pairs: poisoned or unasked columns)
+    C = F * (X[..., :, sel] if is_zero(Q) else X[..., :, sel] - Q[..., :, sel] * ws)
     if not is_zero(Q):
         C = C - eye * _re(_diag(Q))[..., None, sel] / 2
     dV = np.matmul(V, C)
@@ -1853,7 +1853,7 @@ def _eigh_dV(w, V, X, rows, what="np.linalg.eigh", Q=ZERO, cols=None):
         dV = _phase_fix(Vs, dV, E)
     if tied is not None:
         return PartlyNotImplemented(dV, np.broadcast_to(tied[..., None, :], np.shape(dV)),
-                                    _degenerate(what, forward=True))
+                                    _degenerate(what, forward="partial"))
     return dV
 
 
@@ -2095,15 +2095,10 @@ def _extra_unknown(d, extra, axis, message=_EXTRA_VECTORS):
         return d
     if is_zero(d):
         return bad  # (no tangent for the known part either: nothing to keep; a zero input tangent is not asked)
-    d, old = (d.known, d.unknown) if isinstance(d, PartlyNotImplemented) else (d, None)
-    shape = list(np.shape(d))
+    known = d.known if isinstance(d, PartlyNotImplemented) else d
+    shape = list(np.shape(known))
     shape[axis] = extra
-    pad = np.zeros(shape, np.result_type(bottom(d)))
-    known = np.concatenate((d, pad), axis=axis)
-    unknown = np.ones(np.shape(known), bool)
-    unknown[(Ellipsis, slice(None, -extra)) if axis == -1 else (Ellipsis, slice(None, -extra), slice(None))] = (
-        False if old is None else old)
-    return PartlyNotImplemented(known, unknown, bad)
+    return _appended(d, np.zeros(shape, np.result_type(bottom(known))), axis, bad)
 
 
 def _svd_impl(a, full_matrices=True, compute_uv=True):
@@ -2135,8 +2130,9 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True, partial=False):
     m, k, n = np.shape(U)[-2], np.shape(S)[-1], np.shape(V)[-2]
     zero = pairs = None
     if _repeated(S) or (m != n and _has_zero(S)):
-        bad = _degenerate("np.linalg.svd", forward=True)
-        if not partial or _is_complex(dP) or isinstance(S, Tracer):
+        whole = not partial or _is_complex(dP) or isinstance(S, Tracer)
+        bad = _degenerate("np.linalg.svd", forward=True if whole else "partial")
+        if whole:
             return bad, dS, bad
         # (the vectors of repeated values, zeros too, have no tangent, the others do: those poisoned only, as
         # eigh's, _eigh_dV; one zero of a non-square matrix: see ``partial``)
@@ -2145,12 +2141,7 @@ def _svd_jvp(U, S, Vh, dA, need_uv=True, partial=False):
     bad = _near_tie_refusal(S, "np.linalg.svd")
     if bad is not None:
         return bad, dS, bad
-    if pairs is None:
-        F = _pair_inv(S * S)
-    else:
-        eye = np.eye(k)
-        S2 = S * S
-        F = np.where(pairs, 0.0, 1.0 / np.where(pairs, 1.0, S2[..., None, :] - S2[..., :, None] + eye) - eye)
+    F = _pair_inv(S * S, pairs)
     Sr, Sc = S[..., None, :], S[..., :, None]
     dPh = _H(dP)
     dUa = F * (dP * Sr + Sc * dPh)
@@ -2418,16 +2409,18 @@ def _svd_frule(primals, tangents, full_matrices=True, compute_uv=True, _impl=_sv
     return y, (dU, dS, dVh)
 
 
-def _appended(d, extra, axis):
+def _appended(d, extra, axis, poison=None):
     """Tangent ``d`` (an array, or a PartlyNotImplemented of the columns of repeated values: _svd_jvp) with the
-    known tangent ``extra`` of one more column (``axis`` -1) or row (-2) appended (the regress93 tester: a
-    repeated value beside the null vector crashed the concatenation)."""
-    if not isinstance(d, PartlyNotImplemented):
+    tangent ``extra`` of more columns (``axis`` -1) or rows (-2) appended: known, or with no derivative,
+    ``poison`` (_extra_unknown). (The regress93 tester: a repeated value beside the null vector crashed the
+    concatenation of its known tangent.)"""
+    if poison is None and not isinstance(d, PartlyNotImplemented):
         return np.concatenate((d, extra), axis=axis)
-    known = np.concatenate((d.known, extra), axis=axis)
-    unknown = np.concatenate((np.broadcast_to(d.unknown, np.shape(d.known)), np.zeros(np.shape(extra), bool)),
+    known, old = (d.known, d.unknown) if isinstance(d, PartlyNotImplemented) else (d, False)
+    unknown = np.concatenate((np.broadcast_to(old, np.shape(known)), np.full(np.shape(extra), poison is not None)),
                              axis=axis)
-    return PartlyNotImplemented(known, unknown, d.poison)
+    return PartlyNotImplemented(np.concatenate((known, extra), axis=axis), unknown,
+                                d.poison if poison is None else poison)
 
 
 svd_p.rrule, svd_p.frule = _svd_rrule, _svd_frule
@@ -3075,11 +3068,14 @@ def _not_diagonalizable(forward=False, vectors=False):
     )
 
 
-def _left_vectors(a, w):
+def _left_vectors(a, w, cols=None):
     """Left eigenvectors of ``a`` for its eigenvalues ``w`` (columns u_k, u_kᴴ a = λ_k u_kᴴ): the
-    right ones of aᴴ, matched to conj(w)."""
+    right ones of aᴴ, matched to conj(w). ``cols``: of those eigenvalues only, of a matrix (not a stack),
+    taken by column (an outer differentiation reads no other column: _eigvals_T_simple)."""
     wl, U = np.linalg.eig(_H(a))
     perm = _one_to_one(np.conj(np.asarray(bottom(w))), np.asarray(bottom(wl)))
+    if cols is not None:
+        return U[:, perm[cols]]
     return np.take_along_axis(U, perm[..., None, :], axis=-1)
 
 
@@ -3113,14 +3109,9 @@ def _eigvals_T_simple(a, y, gw):
     read = np.asarray(bottom(gw)) != 0
     if not np.any(pairs) or np.any(read & np.any(pairs, axis=-2)):
         return None
-    w, V = np.linalg.eig(a)
-    wb = np.asarray(bottom(w))
-    yb = np.asarray(bottom(y))
     cols = np.flatnonzero(read)
-    right = _one_to_one(yb, wb)[cols]
-    wl, Ul = np.linalg.eig(_H(a))
-    left = _one_to_one(np.conj(yb), np.asarray(bottom(wl)))[cols]
-    Vs, U = V[:, right], Ul[:, left]
+    Vs = np.linalg.eig(a)[1][:, _one_to_one(np.asarray(bottom(y)), wb)[cols]]  # (wb: the same call's values)
+    U = _left_vectors(a, y, cols)
     s = np.sum(_cj(U) * Vs, axis=0)
     if np.any(np.abs(np.asarray(bottom(s))) * _ILL_CONDITIONED < 1):
         return None
@@ -3198,12 +3189,10 @@ def _eig_jvp(w, V, dA, need_v=True):
     if np.any(pairs):
         # the columns of tied values have no tangent, the others do (as eigh's, _eigh_dV: the neutronics
         # tester's dominant mode of A⁻¹F beside an n-fold zero eigenvalue)
-        bad = _degenerate("np.linalg.eig", forward=True)
         if _differentiated(w):
-            return dw, bad
-        eye = np.eye(np.shape(w)[-1])
-        F = 1.0 / np.where(pairs, 1.0, w[..., None, :] - w[..., :, None] + eye) - eye
-        dV = _eig_gauge(V, np.matmul(V, np.where(pairs, 0.0, F) * X))
+            return dw, _degenerate("np.linalg.eig", forward=True)
+        bad = _degenerate("np.linalg.eig", forward="partial")
+        dV = _eig_gauge(V, np.matmul(V, _pair_inv(w, pairs) * X))
         return dw, PartlyNotImplemented(dV, np.broadcast_to(np.any(pairs, axis=-2)[..., None, :], np.shape(dV)), bad)
     near = _near_tie_refusal(w, "np.linalg.eig")
     if near is not None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core import (write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, ew_call,
                     note_cache_key, note_equality, carries_any_derivative, compared_by_mutagrad, TIED_PICKS,
+                    _flatten_args,
                     get_primitive, plain_operands)
 from ..registry import deflinear, operands_dead
 from .elementwise import CLIP, _has_nan
@@ -397,20 +398,13 @@ def _one_clip(x, lo, hi) -> bool:
         return not (math.isnan(lo) or math.isnan(hi)) and lo != hi
     lb, hb = bottom(lo), bottom(hi)
     if type(lb) in (list, tuple) or type(hb) in (list, tuple):  # (bounds as lists: np.result_type takes no list)
-        if _holds_traced(lb) or _holds_traced(hb):
+        if any(isinstance(v, Tracer) for v in _flatten_args((lb, hb))[0]):
             return False
         lb, hb = np.asarray(lb), np.asarray(hb)
     if np.result_type(lb).kind not in "fiub" or np.result_type(hb).kind not in "fiub" or _has_nan(lb) or (
             _has_nan(hb)):
         return False
     return not np.any(np.equal(lb, hb))
-
-
-def _holds_traced(v) -> bool:
-    """Whether a bound ``v`` (a list or tuple of them, nested) holds a traced value."""
-    if type(v) in (list, tuple):
-        return any(_holds_traced(u) for u in v)
-    return isinstance(v, Tracer)
 
 
 _NUMBERS = (float, int)
@@ -591,7 +585,7 @@ def _warn_pick_at_a_tie(fn):
     gathered at it (core.note_tied_pick), not here: an accuracy metric (np.argmax(logits, 1) == labels at tied
     zero-initialised logits) or a pivot search reads the index only, with no derivative to split (regress96)."""
     general = FUNCTIONS[fn]
-    extreme = np.max if "max" in fn.__name__ else np.min
+    extreme = {"argmax": np.max, "argmin": np.min, "nanargmax": np.nanmax, "nanargmin": np.nanmin}[fn.__name__]
 
     def handler(args, kwargs):
         out = general(args, kwargs)
@@ -600,8 +594,7 @@ def _warn_pick_at_a_tie(fn):
             xb = np.asarray(bottom(x))
             axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
             with np.errstate(invalid="ignore"):
-                m = extreme(xb, axis=axis, keepdims=True) if "nan" not in fn.__name__ else (
-                    np.nanmax if extreme is np.max else np.nanmin)(xb, axis=axis, keepdims=True)
+                m = extreme(xb, axis=axis, keepdims=True)
                 tied = np.any(np.sum((xb == m) & np.isfinite(xb), axis=axis) > 1)
             if tied and not compared_by_mutagrad(sys._getframe(1)):
                 # (warned where a traced array is gathered at this index: core.note_tied_pick)

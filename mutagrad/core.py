@@ -2915,7 +2915,8 @@ def _scipy_rewrite(sub, name):
         return (" Interpolate with NumPy operations, which are differentiated with respect to the image and "
                 "the coordinates: linear interpolation at y is i = np.floor(y).astype(int), w = y - i, "
                 "im[i] * (1 - w) + im[i + 1] * w along each axis (bilinear in 2-D: the four neighbours "
-                "im[i, j], im[i + 1, j], ... by fancy indexing, i and j clipped to the image).")
+                "im[i, j], im[i + 1, j], ... by fancy indexing, i and j clipped to the image, or wrapped with "
+                "np.mod(i, n) for a periodic mode='grid-wrap' or 'wrap').")
     if sub == "ndimage" and short in _NDIMAGE_FILTERS:
         return (f" Use mutagrad.scipy.ndimage in place of scipy.ndimage (import mutagrad.scipy.ndimage): "
                 f"mutagrad.scipy.ndimage.{short} is the same function (the same arguments, SciPy's values), "

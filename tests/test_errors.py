@@ -1751,6 +1751,7 @@ def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     img = np.arange(72.0).reshape(8, 9) ** 0.5
     msg = _raises(lambda s: np.sum(ndimage.shift(img, s, order=1)), np.array([0.3, 0.4]), mg.TracerEscapeError)
     assert "np.floor(y).astype(int)" in msg and "sliding_window_view" not in msg
+    assert "np.mod(i, n) for a periodic mode='grid-wrap'" in msg  # (a periodic scheme wraps, not clips)
 
     def shifted(s):  # the rewrite it names (interior samples), against SciPy's values and differences
         i = np.floor(-s).astype(int)

@@ -2911,9 +2911,16 @@ def _scipy_rewrite(sub, name):
                 "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "
                 "mutagrad.scipy.stats.cauchy.logpdf(x, 0, s) + np.log(2) for x >= 0, an inverse gamma "
                 "a log(b) - gammaln(a) - (a + 1) log(x) - b / x.")
+    if sub == "ndimage" and short in ("map_coordinates", "shift", "zoom"):
+        return (" Use mutagrad.scipy.ndimage in place of scipy.ndimage (import mutagrad.scipy.ndimage): "
+                f"mutagrad.scipy.ndimage.{short} is the same function (the same arguments, SciPy's values, spline "
+                "orders 0 to 5, every mode), differentiated in the input, "
+                + {"map_coordinates": "the coordinates", "shift": "the shift", "zoom": "(not the zoom factors)"}[short]
+                + " and cval.")
     if short in _INTERPOLATIONS:
-        return (" Interpolate with NumPy operations, which are differentiated with respect to the image and "
-                "the coordinates: linear interpolation at y is i = np.floor(y).astype(int), w = y - i, "
+        return (" mutagrad.scipy.ndimage.map_coordinates(im, coords, order=...) (import mutagrad.scipy.ndimage) "
+                "interpolates at any coordinates you compute, differentiated in both; or interpolate with NumPy "
+                "operations, which are differentiated with respect to the image and the coordinates: linear interpolation at y is i = np.floor(y).astype(int), w = y - i, "
                 "im[i] * (1 - w) + im[i + 1] * w along each axis (bilinear in 2-D: the four neighbours "
                 "im[i, j], im[i + 1, j], ... by fancy indexing, i and j clipped to the image, or wrapped with "
                 "np.mod(i, n) for a periodic mode='grid-wrap' or 'wrap').")

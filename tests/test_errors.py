@@ -1750,8 +1750,12 @@ def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     ndimage = pytest.importorskip("scipy.ndimage")
     img = np.arange(72.0).reshape(8, 9) ** 0.5
     msg = _raises(lambda s: np.sum(ndimage.shift(img, s, order=1)), np.array([0.3, 0.4]), mg.TracerEscapeError)
+    assert "mutagrad.scipy.ndimage.shift is the same function" in msg and "the shift and cval" in msg
+    msg = _raises(lambda s: np.sum(ndimage.affine_transform(img, np.eye(2), offset=-s, order=1)),
+                  np.array([0.3, 0.4]), mg.TracerEscapeError)
     assert "np.floor(y).astype(int)" in msg and "sliding_window_view" not in msg
     assert "np.mod(i, n) for a periodic mode='grid-wrap'" in msg  # (a periodic scheme wraps, not clips)
+    assert "mutagrad.scipy.ndimage.map_coordinates(im, coords, order=...)" in msg
 
     def shifted(s):  # the rewrite it names (interior samples), against SciPy's values and differences
         i = np.floor(-s).astype(int)

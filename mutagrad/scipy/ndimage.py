@@ -5,11 +5,14 @@
   derivatives of the Gaussian, ``truncate``, ``radius``; in the input, ``sigma`` and ``cval``);
 * ``sobel``, ``prewitt``, ``laplace``, ``gaussian_laplace``, ``gaussian_gradient_magnitude``;
 
+* ``map_coordinates`` (in the input, the coordinates and ``cval``), ``shift`` (in the input, the
+  shift and ``cval``), ``zoom`` (in the input and ``cval``): spline orders 0 to 5, ``prefilter``;
+
 every boundary ``mode`` (per axis where SciPy takes a sequence), ``origin``, ``axis``/``axes``,
 ``output=`` (a dtype, or an array written in place, traced too), real or complex, with SciPy's
-values (its own calls). Every other name is SciPy's own: the interpolations (``shift``,
-``zoom``, ``map_coordinates``...) and the nonlinear filters (``median_filter``...) raise
-mutagrad's escape error on a traced array.
+values (its own calls). Every other name is SciPy's own: the other interpolations
+(``affine_transform``, ``rotate``, ``geometric_transform``, ``spline_filter``) and the nonlinear
+filters (``median_filter``...) raise mutagrad's escape error on a traced array.
 
 >>> import numpy as np, mutagrad as mg
 >>> import mutagrad.scipy.ndimage as mnd
@@ -28,10 +31,13 @@ from ..rules.scipy.ndimage import (  # noqa: F401
     gaussian_gradient_magnitude,
     gaussian_laplace,
     laplace,
+    map_coordinates,
     prewitt,
+    shift,
     sobel,
     uniform_filter,
     uniform_filter1d,
+    zoom,
 )
 
 

@@ -80,6 +80,10 @@ CASES = [  # (what it covers, function, arguments, order): one line per function
     ("scipy.ndimage.gaussian_laplace", _either("gaussian_laplace", ("input", "sigma")), (X2, 0.9), 2),
     ("scipy.ndimage.gaussian_gradient_magnitude", _either("gaussian_gradient_magnitude", ("input", "sigma")),
      (X2, 0.9), 2),
+    ("scipy.ndimage.map_coordinates", _either("map_coordinates", ("input", "coordinates", "cval"), mode="constant"),
+     (X2, np.array([[0.3, 1.4, 1.8, -0.6], [0.7, 2.2, 3.6, 1.3]]), 0.4), 2),
+    ("scipy.ndimage.shift", _either("shift", ("input", "shift"), mode="nearest"), (X2, np.array([0.3, -0.45])), 2),
+    ("scipy.ndimage.zoom", _either("zoom", ("input",), zoom=1.5, order=1, mode="mirror"), (X2,), 2),
 ]
 
 
@@ -355,7 +359,7 @@ def test_second_order_hessian_and_reverse_over_reverse():
 def test_plain_calls_are_scipys_and_other_names_pass_through():
     x = _draw((4, 5))
     np.testing.assert_array_equal(mnd.gaussian_filter(x, 1.2, order=1), nd.gaussian_filter(x, 1.2, order=1))
-    assert mnd.median_filter is nd.median_filter and mnd.shift is nd.shift and mnd.zoom is nd.zoom
+    assert mnd.median_filter is nd.median_filter and mnd.affine_transform is nd.affine_transform
     assert "gaussian_filter" in dir(mnd) and "map_coordinates" in dir(mnd)
     import mutagrad.scipy
 
@@ -395,7 +399,7 @@ def test_scipys_own_filters_on_a_traced_array_point_to_ours():
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
     # the interpolations keep their message; the rank filters name their rewrite over windows, which gives
     # SciPy's values and, off ties, its derivative (the ndimg tester: they said to write a linear filter)
-    for fn, text in ((lambda x: nd.shift(x, 0.5, order=1), "Interpolate with NumPy operations"),
+    for fn, text in ((lambda x: nd.shift(x, 0.5, order=1), "mutagrad.scipy.ndimage.shift is the same function"),
                      (lambda x: nd.median_filter(x, 3), r"picks one value of each sorted window.*s\[\.\.\., size "),
                      (lambda x: nd.maximum_filter(x, 3), r"picks one value of each sorted window.*s\[\.\.\., -1\]"),
                      (lambda x: nd.generic_laplace(x, None), "mutagrad.scipy.ndimage's laplace")):
@@ -410,3 +414,137 @@ def test_scipys_own_filters_on_a_traced_array_point_to_ours():
     np.testing.assert_allclose(mg.grad(lambda x: np.sum(median(x) ** 2))(x),
                                numerical_grad(lambda x: np.sum(nd.median_filter(x, 3) ** 2), (x,), (0,))[0],
                                rtol=1e-6, atol=1e-8)
+
+
+# -- interpolation: map_coordinates, shift, zoom ------------------------------------------------------
+# Values: SciPy's own call (bits and dtype). Derivatives: central differences of SciPy's function, forward
+# against reverse; coordinates drawn off the nodes (and off the folds), on both sides of the axis.
+
+def _points(rng, shape, npts, lo=-1.5, hi=2.5):
+    """Coordinates (len(shape), npts), uniform over [lo n, hi n] along each axis of n samples."""
+    return np.stack([rng.uniform(lo * n - 1, hi * n, npts) for n in shape])
+
+
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("mode", MODES)
+def test_map_coordinates_every_mode_and_order(mode, order):
+    rng = np.random.default_rng(4910 + order)
+    shapes = [(6,), (4, 5), (3, 2, 4)] if order in (0, 1, 3) else [(4, 5)]
+    for shape in shapes:
+        x, c = rng.standard_normal(shape), _points(rng, shape, 6)
+        _check("map_coordinates", ("input", "coordinates", "cval"), (x, c, 0.3), order=order, mode=mode)
+    # prefilter=False: the input taken as the spline's coefficients
+    if order > 1:
+        x, c = rng.standard_normal((4, 5)), _points(rng, (4, 5), 5)
+        _check("map_coordinates", ("input", "coordinates", "cval"), (x, c, -0.4), order=order, mode=mode,
+               prefilter=False)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_map_coordinates_axes_of_one_and_two_samples(mode):
+    rng = np.random.default_rng(4911)
+    for shape in [(1,), (2,), (1, 3), (2, 1)]:
+        x, c = rng.standard_normal(shape), _points(rng, shape, 5)
+        for order in (1, 3):
+            _check("map_coordinates", ("input", "coordinates", "cval"), (x, c, 0.6), order=order, mode=mode)
+
+
+def test_map_coordinates_complex_float32_and_output():
+    rng = np.random.default_rng(4912)
+    x, c = rng.standard_normal((4, 5)) + 1j * rng.standard_normal((4, 5)), _points(rng, (4, 5), 6)
+    for mode in ("constant", "grid-constant", "reflect"):
+        _check("map_coordinates", ("input", "coordinates", "cval"), (x, c, 0.3 - 0.2j), order=3, mode=mode)
+    x32 = rng.standard_normal((4, 5)).astype(np.float32)
+    _check("map_coordinates", ("input", "coordinates"), (x32, c), order=1, mode="nearest")
+    _check("map_coordinates", ("input", "coordinates"), (x32, c), order=3, mode="mirror")
+    _check("map_coordinates", ("input", "coordinates"), (rng.standard_normal((4, 5)), c), order=3, output=np.float32)
+
+    def into(x, c):  # an output array, written in place
+        out = np.zeros_like(c[0])
+        res = mnd.map_coordinates(x, c, output=out, order=1, mode="wrap")
+        assert res is out
+        return out * c[1]
+
+    x = rng.standard_normal((4, 5))
+    check_grads(into, x, c)
+    np.testing.assert_array_equal(mg.vjp(into, x, c)[0], nd.map_coordinates(x, c, order=1, mode="wrap") * c[1])
+
+
+def test_map_coordinates_derivative_on_a_node_is_the_right_sides():
+    x = np.array([0.0, 1.0, 4.0, 9.0])
+    for order, want in ((1, 3.0), (0, 0.0)):  # on the node 1.0: the piece [1, 2) (order 1: x[2] - x[1])
+        def at(c, order=order):
+            return mnd.map_coordinates(x, c[None], order=order, mode="nearest")[0]
+
+        g = mg.grad(at)(np.array([1.0]))
+        assert g[0] == want
+    # after a fold: 'mirror' maps -1 - t to 1 + t, so the node -1 sees the piece [1, 2) from the left: -(x[2] - x[1])
+    g = mg.grad(lambda c: mnd.map_coordinates(x, c[None], order=1, mode="mirror")[0])(np.array([-1.0]))
+    assert g[0] == -3.0
+
+
+def test_map_coordinates_coordinates_as_a_list_and_semi_lagrangian_advection():
+    # one step of u(x - v dt) on a periodic grid (mode 'grid-wrap'), the coordinates a list of traced arrays
+    rng = np.random.default_rng(4913)
+    u0 = rng.standard_normal((6, 7))
+    ii, jj = np.indices(u0.shape, dtype=float)
+
+    def advect(v, module):
+        u = u0
+        for _ in range(2):
+            u = module.map_coordinates(u, [ii - 0.7 * v[0], jj - 0.7 * v[1]], order=3, mode="grid-wrap")
+        return np.sum(u * u0)
+
+    v = rng.uniform(-1.0, 1.0, (2, 6, 7))
+    np.testing.assert_array_equal(mg.value_and_grad(advect)(v, mnd)[0], advect(v, nd))
+    np.testing.assert_allclose(mg.grad(advect)(v, mnd), numerical_grad(lambda v: advect(v, nd), (v,), (0,))[0],
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_map_coordinates_trilinear_sampling_and_a_hessian():
+    # NeRF-style: a 3-D grid sampled trilinearly (order=1) at traced points
+    rng = np.random.default_rng(4914)
+    grid, pts = rng.standard_normal((3, 4, 2)), _points(rng, (3, 4, 2), 5, lo=0.0, hi=0.9)
+    _check("map_coordinates", ("input", "coordinates"), (grid, pts), order=1, mode="nearest")
+
+    def flat(v, module):  # a smooth function of (image, points, cval) as one vector: second order, cubic
+        g, p, c = v[:12].reshape(3, 4), v[12:20].reshape(2, 4), v[20]
+        return np.sum(np.sin(module.map_coordinates(g, p, order=3, mode="grid-constant", cval=c)))
+
+    v = np.concatenate([rng.standard_normal(12), _points(rng, (3, 4), 4).ravel(), [0.4]])
+    h_fwd_rev = mg.hessian(lambda v: flat(v, mnd))(v)
+    h_rev_rev = mg.jacobian(mg.grad(lambda v: flat(v, mnd)), mode="rev")(v)
+    np.testing.assert_allclose(h_fwd_rev, h_rev_rev, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mg.grad(lambda v: flat(v, mnd))(v), numerical_grad(lambda v: flat(v, nd), (v,), (0,))[0],
+                               rtol=1e-6, atol=1e-8)
+    h, grad = 1e-5, mg.grad(lambda v: flat(v, mnd))
+    for e in rng.standard_normal((3, len(v))):  # (Hessian-vector products against differences of the gradient)
+        np.testing.assert_allclose(h_fwd_rev @ e, (grad(v + h * e) - grad(v - h * e)) / (2 * h), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("order", [0, 1, 3])
+@pytest.mark.parametrize("mode", MODES)
+def test_shift_and_zoom_every_mode(mode, order):
+    rng = np.random.default_rng(4915 + order)
+    x = rng.standard_normal((4, 5))
+    _check("shift", ("input", "shift", "cval"), (x, np.array([0.37, -1.71]), 0.3), order=order, mode=mode)
+    _check("shift", ("input", "shift"), (rng.standard_normal(6), 2.29), order=order, mode=mode)
+    _check("zoom", ("input", "cval"), (x, 0.3), zoom=(1.6, 0.7), order=order, mode=mode)
+    if mode.startswith("grid-"):
+        _check("zoom", ("input", "cval"), (x, 0.3), zoom=1.3, order=order, mode=mode, grid_mode=True)
+
+
+def test_interpolation_plain_calls_and_scipys_errors():
+    rng = np.random.default_rng(4916)
+    x, c = rng.standard_normal((4, 5)), _points(rng, (4, 5), 3)
+    np.testing.assert_array_equal(mnd.map_coordinates(x, c), nd.map_coordinates(x, c))
+    np.testing.assert_array_equal(mnd.shift(x, 0.3, order=1), nd.shift(x, 0.3, order=1))
+    np.testing.assert_array_equal(mnd.zoom(x, 1.5, mode="mirror"), nd.zoom(x, 1.5, mode="mirror"))
+    for call, err in [(lambda x: mnd.map_coordinates(x, c, order=6), RuntimeError),
+                      (lambda x: mnd.map_coordinates(x, c[:1]), RuntimeError),  # (one row for two axes)
+                      (lambda x: mnd.map_coordinates(x, c + 0j), TypeError),
+                      (lambda x: mnd.map_coordinates(x, c, mode="bogus"), RuntimeError),
+                      (lambda x: mnd.map_coordinates(x, c, output=np.zeros(2)), RuntimeError),
+                      (lambda x: mnd.shift(x, [1.0, 2.0, 3.0]), RuntimeError)]:
+        with pytest.raises(err):
+            mg.grad(lambda x, call=call: np.sum(call(x)))(x)

@@ -35,10 +35,18 @@ extension before an axis of n >= 2 samples reaches 4n samples or more (the sampl
 axis, m >= 2, read the element before the line: a previous row's, or memory before the array); with
 a traced argument that call raises
 ``UnsupportedInputError`` (correlate1d and the separable filters extend lines correctly).
+
+``map_coordinates``, ``shift`` and ``zoom`` (spline orders 0 to 5, every mode, ``prefilter``) are
+primitives whose value is SciPy's own call; their rules (see "interpolation" below) evaluate the
+piecewise polynomial SciPy evaluates, with NumPy operations: the prefilter as a matrix per axis
+(spline_filter1d of the identity), the B-spline weights as polynomials of the coordinates, the
+stencil gathered with SciPy's boundary folds, and its transpose scattered with np.bincount.
 """
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 import numbers
 from collections.abc import Iterable
 
@@ -47,7 +55,7 @@ import numpy as np
 from ...core import Tracer, bind, bottom, get_primitive
 from ...registry import conj_if_complex as _cj
 from ...tangents import Thunk, ZeroTangent, is_zero
-from .linalg import _has_tracer
+from .linalg import _has_tracer, _plain
 from .signal import _along
 from .sparse import _dense
 
@@ -326,11 +334,11 @@ def _complex(v):
     return np.iscomplexobj(bottom(v))
 
 
-def _output(output, x, complex_output=False):
+def _output(output, x, complex_output=False, shape=None):
     """(the output's dtype, the array to write the result into or None), as SciPy's _get_output
-    resolves ``output`` (None, a dtype, or an array: traced too)."""
+    resolves ``output`` (None, a dtype, or an array: traced too) for a result of ``shape`` (x's)."""
     if isinstance(output, (Tracer, np.ndarray)):
-        if np.shape(output) != np.shape(x):
+        if np.shape(output) != (np.shape(x) if shape is None else tuple(shape)):
             raise RuntimeError("output shape not correct")
         dt = bottom(output).dtype
         if complex_output and dt.kind != "c":
@@ -767,3 +775,516 @@ def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=
         res = res + t * t
     res = np.sqrt(res)
     return res if bottom(res).dtype == dt else res.astype(dt)
+
+
+# -- interpolation: map_coordinates, shift, zoom ------------------------------------------------
+#
+# SciPy's interpolation of order n (0 to 5) is, for fixed coordinates, linear in (input, cval):
+#
+#     y[p] = Σ_k Π_d w_n(u_d[p])[k_d] · X[j_0[k_0, p], ..., j_{D-1}[k_{D-1}, p]]
+#
+# X the coefficients: the input itself (order <= 1 or prefilter=False), else SciPy's
+# spline_filter of it (after 12 samples of np.pad 'edge' for 'nearest', of cval for
+# 'grid-constant', each axis): per axis a matrix A_d = F_d E_d (F_d: spline_filter1d of the
+# identity, E_d: the padding), so X = (⊗ A_d) x + cval V. Along axis d, the coordinate c (+ the
+# padding) is first mapped into the axis as SciPy's map_coordinate maps it: cc = s c + K (a
+# reflection s = -1 or translation s = 1 by an integer K, s = 0 where it is clamped; 'nearest'
+# and 'grid-constant' are not mapped, 'constant' gives cval at every point outside [0, n - 1]
+# along some axis); the stencil starts at floor(cc) - n // 2 (odd n) or floor(cc + 1/2) - n // 2
+# (even n), its n + 1 indices j folded into the axis by the spline's boundary ('mirror' for
+# 'constant' and 'wrap', the mode itself for the others; 'grid-constant': cval outside), and the
+# weights are the B-spline's, polynomials of u = cc - floor(cc) (odd n) or cc + 1/2 - floor(cc + 1/2):
+#
+#     w_n(u)[k] = (1/n!) Σ_{i=0}^{n-k} (-1)^i C(n+1, i) (u + n - k - i)^n.
+#
+# So ẏ = y(ẋ, ċval) + Σ_d s_d ∂_u y · ċ_d (∂_u y: the same sum with w_n' along axis d), and
+# x̄ = (⊗ A_dᵀ) X̄, c̄val = <V, X̄> (+ ȳ at the 'constant' points outside), X̄ = Σ_k scatter-add of
+# w ȳ at the stencil (np.bincount), c̄_d = Re(conj(s_d ∂_u y) ȳ). The piece is the one SciPy
+# evaluates: at a coordinate on a node (or a fold), the derivative is the one-sided slope of
+# the piece that starts at floor(cc) (the node's right side, after the fold). Every rule is
+# written with NumPy operations on the traced values, so every order is available.
+
+_INTERPOLATION_MODES = ("constant", "grid-constant", "nearest", "reflect", "grid-mirror", "mirror", "wrap",
+                        "grid-wrap")
+
+
+@functools.lru_cache(maxsize=8)
+def _bspline_coefficients(order):
+    """The power-series coefficients of w_n(u)[k] (row k) and of their derivatives."""
+    n = order
+    coef = np.zeros((n + 1, n + 1))
+    for k in range(n + 1):
+        for i in range(n - k + 1):
+            a = n - k - i  # (u + a)^n = Σ_m C(n, m) a^(n-m) u^m
+            sign = (-1) ** i * math.comb(n + 1, i)
+            for m in range(n + 1):
+                coef[k, m] += sign * math.comb(n, m) * a ** (n - m)
+    coef /= math.factorial(n)
+    deriv = coef[:, 1:] * np.arange(1, n + 1)
+    coef.flags.writeable = deriv.flags.writeable = False
+    return coef, deriv
+
+
+def _horner(coef, u):
+    """Σ_m coef[m] u^m (coef plain, u traced or plain)."""
+    if len(coef) == 0:
+        return 0.0 * u
+    w = coef[-1]
+    for a in coef[-2::-1]:
+        w = w * u + a
+    return w if len(coef) > 1 else w + 0.0 * u
+
+
+def _mapped(v, n, mode):
+    """SciPy's map_coordinate of the plain coordinates ``v`` on an axis of n samples as (s, K, outside):
+    the mapped coordinate is s v + K (K an integer, s = ±1, or 0 where it is a constant), ``outside``
+    the coordinates that mode 'constant' maps to -1 (cval)."""
+    v = np.asarray(v, dtype=np.float64)
+    s, k0 = np.ones(v.shape), np.zeros(v.shape)
+    lo, hi = v < 0, v > n - 1
+    outside = np.zeros(v.shape, bool)
+    if mode == "constant":
+        return s, k0, lo | hi
+    if mode == "nearest":
+        s[lo | hi] = 0.0
+        k0[hi] = n - 1
+        return s, k0, outside
+    if n <= 1:
+        s[lo | hi] = 0.0
+        return s, k0, outside
+    with np.errstate(invalid="ignore", over="ignore"):
+        if mode == "mirror":
+            p = 2 * n - 2
+            q = np.trunc(-v / p)
+            back = lo & (p * q + v <= 1 - n)
+            flip = lo & ~back
+            k0[back], s[flip], k0[flip] = (p * q + p)[back], -1.0, (-p * q)[flip]
+            q = np.trunc(v / p)
+            flip = hi & (v - p * q >= n)
+            k0[flip], s[flip] = (p + p * q)[flip], -1.0
+            k0[hi & ~flip] = (-p * q)[hi & ~flip]
+        elif mode in ("reflect", "grid-mirror"):
+            p = 2 * n
+            q = np.where(v < -p, np.trunc(-v / p), 0.0)
+            w = p * q + v
+            back = lo & (w < -n)
+            tiny = lo & ~back & (w > -1e-15)  # (SciPy's guard: a constant just inside)
+            flip = lo & ~back & ~tiny
+            k0[back] = (p * q + p)[back]
+            s[tiny], k0[tiny] = 0.0, 1e-15 - 1
+            s[flip], k0[flip] = -1.0, (-p * q - 1)[flip]
+            q = np.trunc(v / p)
+            flip = hi & (v - p * q >= n)
+            s[flip], k0[flip] = -1.0, (p + p * q - 1)[flip]
+            k0[hi & ~flip] = (-p * q)[hi & ~flip]
+        elif mode == "wrap":
+            p = n - 1
+            k0[lo] = (p * (np.trunc(-v / p) + 1))[lo]
+            k0[hi] = (-p * np.trunc(v / p))[hi]
+        elif mode == "grid-wrap":
+            k0[lo] = (n * (np.trunc((-1 - v) / n) + 1))[lo]
+            k0[hi] = (-n * np.trunc(v / n))[hi]
+    return s, k0, outside
+
+
+class _Stencil:
+    """The plain part of an interpolation at plain coordinates ``c`` (D, *points) of an input of shape
+    ``shape``: per axis the map (s, K), the piece's origin and the n + 1 indices into the coefficients
+    (the extra slot of each axis, index N_d, holds cval in mode 'grid-constant'); ``outside``: the
+    points that are cval (mode 'constant')."""
+
+    def __init__(self, c, shape, order, mode, npad):
+        self.order, self.npad, self.mode = order, npad, mode
+        self.shape = tuple(m + 2 * npad for m in shape)
+        self.s, self.k, self.origin, self.idx = [], [], [], []
+        self.outside = np.zeros(np.shape(c)[1:], bool)
+        spline_mode = "mirror" if mode in ("constant", "wrap") else mode
+        ks = np.arange(order + 1).reshape((-1,) + (1,) * (np.ndim(c) - 1))
+        for d, n in enumerate(self.shape):
+            v = np.asarray(c[d], dtype=np.float64) + npad
+            bad = ~np.isfinite(v)  # (SciPy's cval, or an undefined value: a constant)
+            v = np.where(bad, 0.0, v)
+            if mode in ("nearest", "grid-constant"):
+                s, k0, out = np.ones(v.shape), np.zeros(v.shape), np.zeros(v.shape, bool)
+            else:
+                s, k0, out = _mapped(v, n, mode)
+            cc = np.where(out, 0.0, s * v + k0)
+            origin = np.floor(cc + 0.5) if order % 2 == 0 else np.floor(cc)
+            j = np.where(out, 0, origin.astype(np.intp) - order // 2) + ks
+            if mode == "grid-constant":
+                j = np.where((j < 0) | (j >= n), n, j)
+            else:
+                fs, fk, _ = _mapped(j, n, spline_mode)
+                j = (fs * j + fk).astype(np.intp)
+            self.s.append(s)
+            self.k.append(k0)
+            self.origin.append(origin - (0.5 if order % 2 == 0 else 0.0))
+            self.idx.append(j)
+            self.outside |= out | bad
+        self.ext = tuple(n + 1 for n in self.shape) if mode == "grid-constant" else self.shape
+
+    def weights(self, c, d, derivative=False):
+        """The n + 1 weights along axis d (or their derivatives in c[d]), traced where c is."""
+        coef, deriv = _bspline_coefficients(self.order)
+        if self.order == 0:
+            return [0.0 if derivative else 1.0]
+        u = self.s[d] * (c[d] + self.npad) + (self.k[d] - self.origin[d])
+        if derivative:
+            return [self.s[d] * _horner(deriv[k], u) for k in range(self.order + 1)]
+        return [_horner(coef[k], u) for k in range(self.order + 1)]
+
+    def combos(self):
+        return itertools.product(range(self.order + 1), repeat=len(self.shape))
+
+    def evaluate(self, xe, ws):
+        """Σ_k Π_d ws[d][k_d] xe[j(k)] at every point (0 at the points outside)."""
+        total = None
+        for k in self.combos():
+            term = xe[tuple(self.idx[d][k[d]] for d in range(len(self.shape)))]
+            for d, kd in enumerate(k):
+                if not (isinstance(ws[d][kd], float) and ws[d][kd] == 1.0):
+                    term = term * ws[d][kd]
+            total = term if total is None else total + term
+        return np.where(self.outside, 0.0, total) if self.outside.any() else total
+
+    def scatter(self, g, ws):
+        """The transpose of ``evaluate``: Σ_k of each point's w g added at its stencil index, of shape ext."""
+        if self.outside.any():
+            g = np.where(self.outside, 0.0, g)
+        flats, vals = [], []
+        for k in self.combos():
+            flats.append(np.ravel_multi_index(tuple(self.idx[d][k[d]] for d in range(len(self.shape))),
+                                              self.ext).ravel())
+            term = g
+            for d, kd in enumerate(k):
+                if not (isinstance(ws[d][kd], float) and ws[d][kd] == 1.0):
+                    term = term * ws[d][kd]
+            vals.append(np.ravel(term))
+        flat, val = np.concatenate(flats), np.concatenate(vals)
+        size = int(np.prod(self.ext))
+        if _complex(val):
+            out = np.bincount(flat, np.real(val), size) + 1j * np.bincount(flat, np.imag(val), size)
+        else:
+            out = np.bincount(flat, val, size)
+        return np.reshape(out, self.ext)
+
+
+@functools.lru_cache(maxsize=64)
+def _axis_map(n, order, mode, npad):
+    """A_d = F E along an axis of n samples: (the matrix, F's row sums) for the prefilter of
+    ``order`` in ``mode`` after padding by npad ('edge' for 'nearest', zeros for 'grid-constant')."""
+    m = n + 2 * npad
+    f = _nd().spline_filter1d(np.eye(m), order, axis=0, output=np.float64, mode=mode)
+    e = np.eye(n)
+    if npad:
+        e = np.pad(e, ((npad, npad), (0, 0)), mode="edge" if mode == "nearest" else "constant")
+    a, rows = f @ e, f.sum(axis=1)
+    a.flags.writeable = rows.flags.writeable = False
+    return a, rows
+
+
+def _apply_along(a, v, axis):
+    """The matrix a applied along ``axis`` of v."""
+    return np.moveaxis(np.tensordot(a, v, axes=([1], [axis])), 0, axis)
+
+
+class _Coefficients:
+    """X = (⊗ A_d) x + cval V (with the cval slots of 'grid-constant'), and its transpose."""
+
+    def __init__(self, shape, order, mode, prefilter):
+        self.shape, self.mode = tuple(shape), mode
+        filtered = prefilter and order > 1
+        self.npad = 12 if filtered and mode in ("nearest", "grid-constant") else 0
+        self.mats = [_axis_map(n, order, mode, self.npad)[0] for n in shape] if filtered else None
+        self.v = None
+        if mode == "grid-constant":
+            v = np.zeros(tuple(n + 2 * self.npad for n in shape))
+            if self.mats is not None:  # (⊗ F 1) - (⊗ A 1): the prefilter's response to the cval padding
+                full, inner = np.ones(()), np.ones(())
+                for n in shape:
+                    a, rows = _axis_map(n, order, mode, self.npad)
+                    full, inner = np.multiply.outer(full, rows), np.multiply.outer(inner, a.sum(axis=1))
+                v = full - inner
+            self.v = np.pad(v, [(0, 1)] * len(shape), constant_values=1.0)
+
+    def __call__(self, x, cval):
+        xe = x
+        if self.mats is not None:
+            for d, a in enumerate(self.mats):
+                xe = _apply_along(a, xe, d)
+        if self.v is not None:
+            xe = np.pad(xe, [(0, 1)] * len(self.shape))
+            if isinstance(cval, Tracer) or cval != 0:
+                xe = xe + cval * self.v
+        return xe
+
+    def transpose(self, xbar):
+        """(x̄, c̄val) of X̄ (c̄val None where cval is not read)."""
+        cbar = None
+        if self.v is not None:
+            cbar = np.sum(xbar * self.v)
+            xbar = xbar[tuple(slice(0, m - 1) for m in np.shape(xbar))]
+        if self.mats is not None:
+            for d, a in enumerate(self.mats):
+                xbar = _apply_along(a.T, xbar, d)
+        return xbar, cbar
+
+
+def _map_coordinates(x, c, cval, *, order, mode, prefilter, output):
+    return _nd().map_coordinates(x, c, output, order, mode, cval, prefilter)
+
+
+MAP_COORDINATES_P = get_primitive(_map_coordinates, "scipy.ndimage.map_coordinates")
+
+
+def _inexact(x):
+    """x in double precision (complex128 for a complex x), for the rules' sums."""
+    dt = np.complex128 if _complex(x) else np.float64
+    return x if np.asarray(bottom(x)).dtype == dt else x.astype(dt)
+
+
+def _plan(x, c, order, mode, prefilter):
+    co = _Coefficients(np.shape(x), order, mode, prefilter)
+    return co, _Stencil(np.asarray(bottom(c)), np.shape(x), order, mode, co.npad)
+
+
+def _slopes(co, st, x, c, cval):
+    """∂y/∂c_d at every point, for each axis d (0 at the points that are cval)."""
+    xe, ws = co(_inexact(x), cval), [st.weights(c, d) for d in range(len(st.shape))]
+    return [st.evaluate(xe, ws[:d] + [st.weights(c, d, True)] + ws[d + 1:]) for d in range(len(st.shape))]
+
+
+def _interpolation_pullback(x, c, cval, g, order, mode, prefilter):
+    """(x̄, c̄, c̄val) of y(x, c, cval) for the cotangent g (Thunks; c̄val ZeroTangent where cval is not read)."""
+    co, st = _plan(x, c, order, mode, prefilter)
+    g = _inexact(g)
+    ws = [st.weights(c, d) for d in range(np.ndim(x))]
+    linear = _cached(lambda: co.transpose(st.scatter(g, ws)))
+
+    def xbar():
+        xb = linear()[0]
+        return xb.astype(bottom(x).dtype) if np.asarray(bottom(x)).dtype.kind in "fc" else xb
+
+    def cbar():
+        sl = _slopes(co, st, x, c, cval)
+        return np.stack([np.real(np.conj(s) * g) if _complex(s) or _complex(g) else s * g for s in sl])
+
+    def cvalbar():
+        cb = linear()[1]
+        if st.outside.any():
+            out = np.sum(np.where(st.outside, g, 0.0))
+            cb = out if cb is None else cb + out
+        return cb
+
+    return Thunk(xbar), Thunk(cbar), Thunk(cvalbar) if mode in _CONSTANT else ZeroTangent()
+
+
+def _interpolation_tangent(x, c, cval, tx, tc, tcv, order, mode, prefilter, output):
+    """ẏ of y(x, c, cval) (ZeroTangent where nothing moves)."""
+    tcv = tcv if mode in _CONSTANT else ZeroTangent()
+    if np.dtype(output).kind not in "fc" or (is_zero(tx) and is_zero(tc) and is_zero(tcv)):
+        return ZeroTangent()
+    co, st = _plan(x, c, order, mode, prefilter)
+    ty = None
+    if not (is_zero(tx) and is_zero(tcv)):
+        v = _inexact(_zeros_if(tx, x))
+        ty = st.evaluate(co(v, 0.0 if is_zero(tcv) else tcv), [st.weights(c, d) for d in range(np.ndim(x))])
+        if st.outside.any() and not is_zero(tcv):
+            ty = ty + np.where(st.outside, tcv, 0.0)
+    if not is_zero(tc):
+        for d, s in enumerate(_slopes(co, st, x, c, cval)):
+            ty = s * tc[d] if ty is None else ty + s * tc[d]
+    return ty if np.asarray(bottom(ty)).dtype == np.dtype(output) else ty.astype(output)
+
+
+def _map_coordinates_rrule(x, c, cval, *, order, mode, prefilter, output):
+    kw = {"order": order, "mode": mode, "prefilter": prefilter, "output": output}
+    y = bind(MAP_COORDINATES_P, (x, c, cval), kw)
+
+    def pullback(g):
+        if is_zero(g) or np.size(y) == 0 or np.dtype(output).kind not in "fc":
+            return ZeroTangent(), ZeroTangent(), ZeroTangent()
+        return _interpolation_pullback(x, c, cval, g, order, mode, prefilter)
+
+    return y, pullback
+
+
+def _map_coordinates_frule(primals, tangents, *, order, mode, prefilter, output):
+    (x, c, cval), (tx, tc, tcv) = primals, tangents
+    y = bind(MAP_COORDINATES_P, primals, {"order": order, "mode": mode, "prefilter": prefilter, "output": output})
+    if np.size(y) == 0:
+        return y, ZeroTangent()
+    return y, _interpolation_tangent(x, c, cval, tx, tc, tcv, order, mode, prefilter, output)
+
+
+MAP_COORDINATES_P.rrule, MAP_COORDINATES_P.frule = _map_coordinates_rrule, _map_coordinates_frule
+
+
+def _coordinates(coordinates):
+    if isinstance(coordinates, Tracer):
+        return coordinates
+    if _traced(coordinates):
+        return np.stack([_dense(v) for v in coordinates])
+    return np.asarray(coordinates)
+
+
+def map_coordinates(input, coordinates, output=None, order=3, mode="constant", cval=0.0, prefilter=True):
+    """``scipy.ndimage.map_coordinates`` (spline orders 0 to 5, every mode, ``prefilter``), differentiated in
+    ``input``, ``coordinates`` and ``cval``: its value is SciPy's call, its derivatives those of the
+    piecewise polynomial SciPy evaluates (order 1: the slope of the linear interpolation, order 0: 0;
+    on a node, the slope of the piece to its right, after the mode's fold).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import map_coordinates
+    >>> im = np.array([[0.0, 1.0], [2.0, 4.0]])
+    >>> mg.grad(lambda c: map_coordinates(im, c[:, None], order=1)[0])(np.array([0.25, 0.5]))  # bilinear
+    array([2.5 , 1.25])
+    """
+    if not _traced(input, coordinates, output, cval):
+        return _nd().map_coordinates(input, coordinates, output, order, mode, cval, prefilter)
+    x, c = _dense(input), _coordinates(coordinates)
+    if _complex(c):
+        raise TypeError("Complex type not supported")
+    if np.ndim(c) < 2 or np.shape(c)[0] != np.ndim(x):
+        raise RuntimeError("invalid shape for coordinate array" if np.ndim(c) >= 2
+                           else "input and output rank must be > 0")
+    dt, out = _output(output, x, complex_output=_complex(x), shape=np.shape(c)[1:])
+    return _into(out, bind(MAP_COORDINATES_P, (x, c, cval),
+                           {"order": order, "mode": mode, "prefilter": bool(prefilter), "output": dt}))
+
+
+# -- shift and zoom: the same interpolation on a grid of coordinates ------------------------------
+
+def _shift(x, sh, cval, *, order, mode, prefilter, output):
+    return _nd().shift(x, sh, output, order, mode, cval, prefilter)
+
+
+def _zoom(x, cval, *, zoom, order, mode, prefilter, grid_mode, output):
+    import warnings
+
+    with warnings.catch_warnings():  # (the public function has given SciPy's warning)
+        warnings.simplefilter("ignore")
+        return _nd().zoom(x, zoom, output, order, mode, cval, prefilter, grid_mode=grid_mode)
+
+
+SHIFT_P = get_primitive(_shift, "scipy.ndimage.shift")
+ZOOM_P = get_primitive(_zoom, "scipy.ndimage.zoom")
+
+
+def _shift_coordinates(shape, sh):
+    """SciPy's shift samples x at k - shift along each axis: the coordinates (D, *shape)."""
+    grid = np.indices(shape, dtype=np.float64)
+    return grid - np.reshape(sh, (-1,) + (1,) * len(shape))
+
+
+def _shift_rrule(x, sh, cval, *, order, mode, prefilter, output):
+    kw = {"order": order, "mode": mode, "prefilter": prefilter, "output": output}
+    y = bind(SHIFT_P, (x, sh, cval), kw)
+
+    def pullback(g):
+        if is_zero(g) or np.size(y) == 0 or np.dtype(output).kind not in "fc":
+            return ZeroTangent(), ZeroTangent(), ZeroTangent()
+        xb, cb, cvb = _interpolation_pullback(x, _shift_coordinates(np.shape(x), sh), cval, g, order, mode, prefilter)
+        return xb, Thunk(lambda: -np.sum(np.reshape(cb(), (np.ndim(x), -1)), axis=1)), cvb
+
+    return y, pullback
+
+
+def _shift_frule(primals, tangents, *, order, mode, prefilter, output):
+    (x, sh, cval), (tx, tsh, tcv) = primals, tangents
+    y = bind(SHIFT_P, primals, {"order": order, "mode": mode, "prefilter": prefilter, "output": output})
+    if np.size(y) == 0:
+        return y, ZeroTangent()
+    tc = ZeroTangent() if is_zero(tsh) else -np.reshape(tsh, (-1,) + (1,) * np.ndim(x)) * np.ones(np.shape(x))
+    c = _shift_coordinates(np.shape(x), sh)
+    return y, _interpolation_tangent(x, c, cval, tx, tc, tcv, order, mode, prefilter, output)
+
+
+SHIFT_P.rrule, SHIFT_P.frule = _shift_rrule, _shift_frule
+
+
+def _zoom_coordinates(shape, zoom, grid_mode):
+    """The coordinates SciPy's zoom samples (D, *output shape), computed as SciPy computes them."""
+    out_shape = tuple(round(n * z) for n, z in zip(shape, zoom))
+    axes = []
+    for n, m in zip(shape, out_shape):
+        num, div = (n, m) if grid_mode else (n - 1, m - 1)
+        ratio = num / div if div != 0 else 1.0
+        k = np.arange(m, dtype=np.float64)
+        axes.append((k + 0.5) * ratio - 0.5 if grid_mode else k * ratio)
+    return np.stack(np.meshgrid(*axes, indexing="ij")) if axes else np.zeros((0,))
+
+
+def _zoom_rrule(x, cval, *, zoom, order, mode, prefilter, grid_mode, output):
+    kw = {"zoom": zoom, "order": order, "mode": mode, "prefilter": prefilter, "grid_mode": grid_mode, "output": output}
+    y = bind(ZOOM_P, (x, cval), kw)
+
+    def pullback(g):
+        if is_zero(g) or np.size(y) == 0 or np.dtype(output).kind not in "fc":
+            return ZeroTangent(), ZeroTangent()
+        xb, _, cvb = _interpolation_pullback(x, _zoom_coordinates(np.shape(x), zoom, grid_mode), cval, g, order,
+                                            mode, prefilter)
+        return xb, cvb
+
+    return y, pullback
+
+
+def _zoom_frule(primals, tangents, **kw):
+    (x, cval), (tx, tcv) = primals, tangents
+    y = bind(ZOOM_P, primals, kw)
+    if np.size(y) == 0:
+        return y, ZeroTangent()
+    c = _zoom_coordinates(np.shape(x), kw["zoom"], kw["grid_mode"])
+    return y, _interpolation_tangent(x, c, cval, tx, ZeroTangent(), tcv, kw["order"], kw["mode"], kw["prefilter"],
+                                     kw["output"])
+
+
+ZOOM_P.rrule, ZOOM_P.frule = _zoom_rrule, _zoom_frule
+
+
+def shift(input, shift, output=None, order=3, mode="constant", cval=0.0, prefilter=True):
+    """``scipy.ndimage.shift`` (x sampled at k - shift along each axis), differentiated in ``input``, ``shift``
+    and ``cval``: SciPy's value, the derivatives of map_coordinates at those coordinates.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import shift
+    >>> float(mg.grad(lambda s: shift(np.array([0.0, 1.0, 4.0]), s, order=1)[2])(0.25))  # -(x[2] - x[1])
+    -3.0
+    """
+    if not _traced(input, shift, output, cval):
+        return _nd().shift(input, shift, output, order, mode, cval, prefilter)
+    x = _dense(input)
+    if np.ndim(x) < 1:
+        raise RuntimeError("input and output rank must be > 0")
+    sh = _dense(list(_sequence(shift, np.ndim(x))))
+    dt, out = _output(output, x, complex_output=_complex(x))
+    return _into(out, bind(SHIFT_P, (x, sh, cval),
+                           {"order": order, "mode": mode, "prefilter": bool(prefilter), "output": dt}))
+
+
+def zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter=True, *, grid_mode=False):
+    """``scipy.ndimage.zoom``, differentiated in ``input`` and ``cval`` (the zoom factors set the output's
+    shape, on which the result depends: their derivative is 0).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import zoom
+    >>> mg.grad(lambda x: zoom(x, 1.5, order=1)[1])(np.array([0.0, 1.0]))  # x sampled at 1/2
+    array([0.5, 0.5])
+    """
+    zoom = _plain(zoom)  # (the factors' derivative is 0)
+    if not _traced(input, output, cval):
+        return _nd().zoom(input, zoom, output, order, mode, cval, prefilter, grid_mode=grid_mode)
+    x = _dense(input)
+    if np.ndim(x) < 1:
+        raise RuntimeError("input and output rank must be > 0")
+    factors = tuple(float(z) for z in _support()._normalize_sequence(zoom, np.ndim(x)))
+    if grid_mode and mode in ("constant", "wrap"):
+        import warnings
+
+        warnings.warn(f"It is recommended to use mode = {'grid-' + mode} instead of {mode} when grid_mode is True.",
+                      stacklevel=2)
+    shape = tuple(round(n * z) for n, z in zip(np.shape(x), factors))
+    dt, out = _output(output, x, complex_output=_complex(x), shape=shape)
+    return _into(out, bind(ZOOM_P, (x, cval), {"zoom": factors, "order": order, "mode": mode,
+                                                "prefilter": bool(prefilter), "grid_mode": bool(grid_mode),
+                                                "output": dt}))

@@ -2074,7 +2074,7 @@ def _warn_cached(level, out, name):
         if isinstance(leaf, Tracer) and (leaf._level is not level or _carries_derivative(leaf)):
             if level.cache_key_at is not None:  # (a cached term beside another: the warnnoise2 tester)
                 warn_at(user_frame(sys._getframe(1)), (
-                    f"{name}: the function compared a differentiated array equal to a plain array of its values at "
+                    f"{name}: the function compared a differentiated value equal to a plain one kept at "
                     f"{line_text(level.cache_key_at)}: if that returns a value kept from an earlier call (a cache "
                     "keyed on the argument, as scipy.optimize's MemoizeJac), the kept value is a plain number "
                     "without derivative, and its part of the derivative is zero. Compute it inside the "

@@ -496,8 +496,55 @@ def note_cache_key(args, equal):
     if len(args) < 2 or not bool(np.all(equal)):
         return
     for x, y in ((args[0], args[1]), (args[1], args[0])):
-        if type(y) is _ndarray and y.size > 1 and isinstance(x, Tracer) and np.shape(x) == y.shape:
+        if not isinstance(x, Tracer) or np.shape(x) != np.shape(y):
+            continue
+        if type(y) is _ndarray and y.size > 1:
             note_equality((x,), "cache_key_at")
+        elif isinstance(y, (float, np.floating, _ndarray)) and np.ndim(y) == 0 and _kept_operand(sys._getframe(1), y):
+            # (one number: `if B == self.B and C == self.C: return self.F`, a cache filled by a plain call
+            # first: the vehicle tester; a number compared with a constant, `if x == 0:`, is a special case)
+            note_equality((x,), "cache_key_at")
+
+
+def _kept_operand(frame, y) -> bool:
+    """Whether the comparison ``a == b`` the user's frame is at reads the plain number ``y`` from where a
+    value is kept between calls: an attribute (``self.B``), an item (``memo["B"]``), or a name that is not
+    the function's own local (a global, a closed-over ``nonlocal``): looked up, nothing run."""
+    user = user_frame(frame)
+    node = call_at(user, ast.Compare)
+    if node is None:
+        return False
+    local = user.f_code.co_varnames
+    for n in (node.left, *node.comparators):
+        if type(n) is ast.Name and n.id in local:
+            continue
+        if type(n) in (ast.Attribute, ast.Subscript, ast.Name) and _looked_up(n, user) is y:
+            return True
+    return False
+
+
+def _looked_up(node, frame):
+    """The value of a name, an attribute of one (its instance's or class's own, no property run) or an item
+    of a dict or list at a constant key, in the user's ``frame``; _UNRESOLVED otherwise."""
+    if type(node) is ast.Name:
+        return frame.f_locals[node.id] if node.id in frame.f_locals else frame.f_globals.get(node.id, _UNRESOLVED)
+    if type(node) is ast.Attribute:
+        obj = _looked_up(node.value, frame)
+        d = getattr(obj, "__dict__", None)
+        if isinstance(d, dict) and node.attr in d:
+            return d[node.attr]
+        for klass in type(obj).__mro__:
+            if node.attr in vars(klass):
+                v = vars(klass)[node.attr]
+                return v if isinstance(v, (numbers.Number, _ndarray)) else _UNRESOLVED
+        return _UNRESOLVED
+    if type(node) is ast.Subscript and type(node.slice) is ast.Constant:
+        obj = _looked_up(node.value, frame)
+        try:
+            return obj[node.slice.value] if type(obj) in (dict, list, tuple) else _UNRESOLVED
+        except (KeyError, IndexError, TypeError):
+            return _UNRESOLVED
+    return _UNRESOLVED
 
 
 def capture(st, x, v):

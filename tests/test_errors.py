@@ -542,7 +542,7 @@ def test_a_cached_term_beside_a_differentiated_one_warns():
             d = memo["val"] if key(memo["x"], x) else np.sum(np.sin(3 * x) ** 2)
             return d + 0.05 * np.sum(x ** 2)
 
-        with pytest.warns(UserWarning, match="compared a differentiated array equal to a plain array of its values"):
+        with pytest.warns(UserWarning, match="compared a differentiated value equal to a plain one kept at"):
             np.testing.assert_allclose(mg.grad(cached)(x0), 0.1 * x0, rtol=1e-12)  # (the documented constant)
     memo.clear()
     objective(x0)
@@ -551,12 +551,54 @@ def test_a_cached_term_beside_a_differentiated_one_warns():
         d = memo["val"] if not np.any(x != memo["x"]) else np.sum(np.sin(3 * x) ** 2)
         return d + 0.05 * np.sum(x ** 2)
 
-    with pytest.warns(UserWarning, match="compared a differentiated array equal to a plain array of its values"):
+    with pytest.warns(UserWarning, match="compared a differentiated value equal to a plain one kept at"):
         mg.grad(not_any)(x0)
     with warnings.catch_warnings():  # (no hit, a scalar, one element: quiet)
         warnings.simplefilter("error")
         mg.grad(lambda x: np.sum(x ** 2) * float(np.array_equal(x, x0 + 1)))(x0)
         mg.grad(lambda x: np.sum(np.where(x == 0.3, x, 2 * x)))(x0)
+
+
+class _Tyre:  # (the vehicle tester) a curve kept for the last parameters, keyed number by number
+    alpha = np.linspace(-0.2, 0.2, 9)
+
+    def __init__(self):
+        self.B = self.C = None
+
+    def curve(self, B, C):
+        if B == self.B and C == self.C:
+            return self.F
+        self.B, self.C = B, C
+        self.F = np.sin(C * np.arctan(B * self.alpha))
+        return self.F
+
+
+def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_another():
+    tyre = _Tyre()
+
+    def loss(p, reg):
+        return np.mean(tyre.curve(p[0], p[1]) ** 2) + reg * np.sum(p ** 2)
+
+    p = np.array([10.0, 1.4])
+    for reg in (1e-4, 0.0):  # (0.0: the output still carries a derivative, zero, and comes out 0)
+        loss(p, reg)  # (a plain call fills the cache, as an optimizer's first evaluation)
+        with pytest.warns(UserWarning, match=r"compared a differentiated value equal to a plain one kept at "
+                                             r".*`if B == self.B and C == self.C:`"):
+            np.testing.assert_allclose(mg.grad(loss)(p, reg), 2 * reg * p, rtol=1e-12)  # (the kept term's 0)
+        tyre.B = None  # (cleared: the derivative of both terms, against central differences)
+        fd = [(loss(p + 1e-6 * e, reg) - loss(p - 1e-6 * e, reg)) / 2e-6 for e in np.eye(2)]
+        tyre.B = None
+        np.testing.assert_allclose(mg.grad(loss)(p, reg), fd, rtol=1e-6)
+        tyre.B = None
+    with warnings.catch_warnings():  # (a number compared with a constant or a local: a special case, quiet)
+        warnings.simplefilter("error")
+        mg.grad(lambda x: np.sum(x ** 2) + (1.0 if x[0] == 0.3 else 0.0))(np.array([0.3, 0.5]))
+
+        def local_key(x):
+            k = 0.3
+            return np.sum(x ** 2) + (1.0 if x[0] == k else 0.0)
+
+        mg.grad(local_key)(np.array([0.3, 0.5]))
 
 
 def test_a_point_chosen_by_comparisons_from_plain_values_warns():

@@ -2662,6 +2662,12 @@ _NDIMAGE_FILTERS = frozenset(("correlate1d", "convolve1d", "correlate", "convolv
                               "uniform_filter", "gaussian_filter1d", "gaussian_filter", "sobel", "prewitt", "laplace",
                               "gaussian_laplace", "gaussian_gradient_magnitude"))  # (mutagrad.scipy.ndimage's)
 _RANK_FILTERS = frozenset(("median_filter", "maximum_filter", "minimum_filter", "percentile_filter", "rank_filter"))
+# mutagrad.scipy.ndimage's interpolations and Fourier filters: what else they are differentiated in
+_NDIMAGE_DIFFERENTIATED = {"map_coordinates": "the coordinates and cval (spline orders 0 to 5, every mode)",
+                           "shift": "the shift and cval (spline orders 0 to 5, every mode)",
+                           "zoom": "cval, not the zoom factors (spline orders 0 to 5, every mode)",
+                           "fourier_shift": "the shift", "fourier_gaussian": "sigma", "fourier_uniform": "the size",
+                           "fourier_ellipsoid": "the size"}
 _INTERPOLATIONS = frozenset(("zoom", "map_coordinates", "shift", "rotate", "affine_transform",
                              "geometric_transform", "spline_filter"))
 _OPTIMIZERS = frozenset(("minimize", "minimize_scalar", "fmin", "fmin_bfgs", "fmin_cg", "fmin_l_bfgs_b", "fmin_powell",
@@ -2958,12 +2964,10 @@ def _scipy_rewrite(sub, name):
                 "mutagrad.scipy.special (gammaln, betaln, xlogy), which are differentiated: a half-Cauchy is "
                 "mutagrad.scipy.stats.cauchy.logpdf(x, 0, s) + np.log(2) for x >= 0, an inverse gamma "
                 "a log(b) - gammaln(a) - (a + 1) log(x) - b / x.")
-    if sub == "ndimage" and short in ("map_coordinates", "shift", "zoom"):
+    if sub == "ndimage" and short in _NDIMAGE_DIFFERENTIATED:
         return (" Use mutagrad.scipy.ndimage in place of scipy.ndimage (import mutagrad.scipy.ndimage): "
-                f"mutagrad.scipy.ndimage.{short} is the same function (the same arguments, SciPy's values, spline "
-                "orders 0 to 5, every mode), differentiated in the input, "
-                + {"map_coordinates": "the coordinates", "shift": "the shift", "zoom": "(not the zoom factors)"}[short]
-                + " and cval.")
+                f"mutagrad.scipy.ndimage.{short} is the same function (the same arguments, SciPy's values), "
+                f"differentiated in the input and {_NDIMAGE_DIFFERENTIATED[short]}.")
     if short in _INTERPOLATIONS:
         return (" mutagrad.scipy.ndimage.map_coordinates(im, coords, order=...) (import mutagrad.scipy.ndimage) "
                 "interpolates at any coordinates you compute, differentiated in both; or interpolate with NumPy "

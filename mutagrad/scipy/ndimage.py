@@ -7,6 +7,9 @@
 
 * ``map_coordinates`` (in the input, the coordinates and ``cval``), ``shift`` (in the input, the
   shift and ``cval``), ``zoom`` (in the input and ``cval``): spline orders 0 to 5, ``prefilter``;
+* ``fourier_gaussian``, ``fourier_uniform``, ``fourier_ellipsoid`` (1-D to 3-D), ``fourier_shift``: the
+  (transformed) input times the kernel, ``n`` and ``axis`` for a real transform, in the input (real or
+  complex) and ``sigma``, ``size`` or ``shift``, SciPy's values to rounding (its own calls when nothing is traced);
 
 every boundary ``mode`` (per axis where SciPy takes a sequence), ``origin``, ``axis``/``axes``,
 ``output=`` (a dtype, or an array written in place, traced too), real or complex, with SciPy's
@@ -26,6 +29,10 @@ from ..rules.scipy.ndimage import (  # noqa: F401
     convolve1d,
     correlate,
     correlate1d,
+    fourier_ellipsoid,
+    fourier_gaussian,
+    fourier_shift,
+    fourier_uniform,
     gaussian_filter,
     gaussian_filter1d,
     gaussian_gradient_magnitude,

@@ -3,6 +3,8 @@ differences of scipy.ndimage's function itself on plain arrays (``_either``: the
 test calls SciPy's when no argument is traced, mutagrad's when one is), forward mode against
 reverse mode (check_grads), second order against differences of the gradient; every value
 against a plain SciPy call, bit for bit (and dtype)."""
+import math
+
 import numpy as np
 import pytest
 
@@ -62,6 +64,7 @@ def _origins(k):
 
 
 X2, W4, W23 = _draw((3, 5)), _draw(4), _draw((2, 3))
+XF = np.fft.fft2(_draw((3, 5)))  # (a transform: the Fourier filters' input)
 CASES = [  # (what it covers, function, arguments, order): one line per function, second order
     ("scipy.ndimage.correlate1d", _either("correlate1d", ("input", "weights", "cval"), mode="constant", origin=1),
      (X2, W4, 0.4), 2),
@@ -84,6 +87,10 @@ CASES = [  # (what it covers, function, arguments, order): one line per function
      (X2, np.array([[0.3, 1.4, 1.8, -0.6], [0.7, 2.2, 3.6, 1.3]]), 0.4), 2),
     ("scipy.ndimage.shift", _either("shift", ("input", "shift"), mode="nearest"), (X2, np.array([0.3, -0.45])), 2),
     ("scipy.ndimage.zoom", _either("zoom", ("input",), zoom=1.5, order=1, mode="mirror"), (X2,), 2),
+    ("scipy.ndimage.fourier_gaussian", _either("fourier_gaussian", ("input", "sigma")), (XF, np.array([0.8, 1.3])), 2),
+    ("scipy.ndimage.fourier_uniform", _either("fourier_uniform", ("input", "size"), n=9), (XF, 2.3), 2),
+    ("scipy.ndimage.fourier_ellipsoid", _either("fourier_ellipsoid", ("input", "size")), (XF, np.array([1.7, 3.1])), 2),
+    ("scipy.ndimage.fourier_shift", _either("fourier_shift", ("input", "shift"), n=8, axis=0), (XF, 0.7), 2),
 ]
 
 
@@ -548,3 +555,142 @@ def test_interpolation_plain_calls_and_scipys_errors():
                       (lambda x: mnd.shift(x, [1.0, 2.0, 3.0]), RuntimeError)]:
         with pytest.raises(err):
             mg.grad(lambda x, call=call: np.sum(call(x)))(x)
+
+
+# -- the Fourier filters: fourier_gaussian, fourier_uniform, fourier_ellipsoid, fourier_shift --------------------
+# Values: SciPy's own call to rounding (rtol 1e-13; the kernel is NumPy's arithmetic, not SciPy's C) and its dtype.
+# Derivatives: central differences of SciPy's function, forward against reverse.
+
+FOURIER = {"fourier_gaussian": "sigma", "fourier_uniform": "size", "fourier_ellipsoid": "size",
+           "fourier_shift": "shift"}
+
+
+def _check_fourier(name, args, deriv=True, argnames=None, **kw):
+    """The traced call's value is SciPy's to rounding (and its dtype); derivatives in (input, parameter)."""
+    argnames = argnames or ("input", FOURIER[name])
+    want = getattr(nd, name)(**dict(zip(argnames, args)), **kw)
+    got = mg.vjp(_either(name, argnames, **kw), *args)[0]
+    assert got.dtype == want.dtype, (name, kw, got.dtype, want.dtype)
+    tol = 1e-13 if want.dtype in (np.float64, np.complex128) else 1e-6
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.max(np.abs(want), initial=0.0),
+                               err_msg=f"{name} {kw}")
+    if deriv:
+        check_grads(_either(name, argnames, **kw), *args)
+
+
+FOURIER_GRIDS = [((7,), -1, -1), ((6,), 11, 0), ((4, 5), -1, -1), ((4, 6), 10, 1), ((5, 3), 9, 0), ((3, 1), -1, 0),
+                 ((1, 4), 7, 0), ((2, 3, 4), -1, -1), ((3, 2, 4), 6, 1)]
+
+
+@pytest.mark.parametrize("name", list(FOURIER))
+def test_fourier_filters_every_grid(name):
+    rng = np.random.default_rng(4930)
+    for i, (shape, n, axis) in enumerate(FOURIER_GRIDS):
+        x = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+        p = rng.uniform(0.4, 3.5, len(shape)) * (1 if name != "fourier_shift" else rng.choice([-1, 1], len(shape)))
+        _check_fourier(name, (x, p), n=n, axis=axis)
+        # a scalar parameter, a real input (a real result, complex for fourier_shift)
+        _check_fourier(name, (rng.standard_normal(shape), float(p[0])), deriv=i % 3 == 0, n=n, axis=axis)
+
+
+def test_fourier_parameter_edge_cases():
+    rng = np.random.default_rng(4931)
+    x2, x3 = np.fft.fft2(rng.standard_normal((6, 7))), np.fft.fftn(rng.standard_normal((4, 5, 3)))
+    # fourier_uniform: SciPy keeps only the zero frequency along an axis of size <= 0 (a constant kernel there)
+    _check_fourier("fourier_uniform", (x2, np.array([0.0, 2.5])), deriv=False)  # (SciPy's jumps at size 0)
+    _check_fourier("fourier_uniform", (x2, np.array([-1.5, 2.5])), n=13)
+    # negative sigma and sizes: squared by the Gaussian and the ellipsoid
+    _check_fourier("fourier_gaussian", (x2, np.array([-0.7, 1.1])))
+    _check_fourier("fourier_ellipsoid", (x2, np.array([-1.5, 2.0])))
+    _check_fourier("fourier_ellipsoid", (x2, np.array([0.0, 2.0])))
+    # the ellipsoid near r = 0 (its series) and far out (past several zeros of J1 and of the 3-D kernel)
+    for size in (0.01, 0.3, 1.0, 9.0):
+        _check_fourier("fourier_ellipsoid", (x2, size))
+        _check_fourier("fourier_ellipsoid", (x3, np.array([size, 2 * size, 0.5 * size])), deriv=size > 0.1, n=8,
+                       axis=1)
+    _check_fourier("fourier_ellipsoid", (rng.standard_normal(9) + 0j, 0.05))
+    # SciPy's 3-D kernel 3 (sin r - r cos r) / r³ cancels at small r (relative error ~1e-16 / r²): its value is
+    # kept (above), its differences are noise; the derivative against differences of the exact kernel, the series
+    w = rng.standard_normal(x3.shape)
+    k = [np.fft.fftfreq(m) for m in x3.shape]
+    k[1] = np.arange(x3.shape[1]) / 8
+
+    def exact(s):
+        q = sum(np.reshape((np.pi * si * ki) ** 2, [-1 if d == e else 1 for e in range(3)])
+                for d, (si, ki) in enumerate(zip(s, k)))
+        phi = sum((-q) ** i * 6 * (i + 1) / math.factorial(2 * i + 3) for i in range(10))
+        return np.sum(np.real(x3 * phi) * w)
+
+    for size in (0.003, 0.01, 0.05):
+        s = np.array([size, 2 * size, 0.5 * size])
+        g = mg.grad(lambda s: np.sum(np.real(mnd.fourier_ellipsoid(x3, s, n=8, axis=1)) * w))(s)
+        np.testing.assert_allclose(g, numerical_grad(exact, (s,), (0,))[0], rtol=1e-6)
+    # second order in a size that puts most frequencies in the series
+    check_grads(lambda s: np.sin(np.real(mnd.fourier_ellipsoid(x3, s))), np.array([0.1, 0.2, 0.15]), order=2)
+    check_grads(lambda s: np.sin(np.real(mnd.fourier_ellipsoid(x2, s))), np.array([0.1, 0.2]), order=2)
+    # large shifts (a phase of many turns)
+    _check_fourier("fourier_shift", (x2, np.array([23.4, -51.7])))
+
+
+def test_fourier_dtypes_and_output():
+    rng = np.random.default_rng(4932)
+    x = rng.standard_normal((4, 5))
+    for name, param in FOURIER.items():
+        p = np.array([0.9, 1.7])
+        for inp in (x.astype(np.float32), (x + 1j * x[::-1]).astype(np.complex64)):
+            _check_fourier(name, (inp, p), deriv=False)
+        # an integer input (a plain constant) with a traced parameter; an output dtype
+        _check_fourier(name, (p,), argnames=(param,), input=np.arange(20).reshape(4, 5))
+        _check_fourier(name, (x + 0j, p), output=np.complex64)
+
+        def into(x, p, name=name):  # an output array, written in place and returned
+            out = np.zeros_like(x)  # (traced: it can hold the traced result)
+            res = getattr(mnd, name)(x, p, output=out)
+            assert res is out
+            return out * p[0]
+
+        check_grads(into, x + 1j, p)
+        np.testing.assert_allclose(mg.vjp(into, x + 1j, p)[0], getattr(nd, name)(x + 1j, p) * p[0], rtol=1e-13)
+    _check_fourier("fourier_gaussian", (x, 1.2), output=np.float32)
+
+
+def test_fourier_plain_calls_and_scipys_errors():
+    rng = np.random.default_rng(4933)
+    x = np.fft.fft2(rng.standard_normal((4, 5)))
+    for name in FOURIER:
+        assert "fourier" in name and name in dir(mnd)
+        np.testing.assert_array_equal(getattr(mnd, name)(x, 1.3, n=7, axis=0), getattr(nd, name)(x, 1.3, n=7, axis=0))
+    cases = [(lambda p: mnd.fourier_ellipsoid(np.ones((2, 2, 2, 2)) * p, 1.0), NotImplementedError),
+             (lambda p: mnd.fourier_gaussian(x, [p, p, p]), RuntimeError),
+             (lambda p: mnd.fourier_gaussian(x, p, axis=2), np.exceptions.AxisError),
+             (lambda p: mnd.fourier_uniform(x, p, output=np.zeros((2, 2))), RuntimeError),
+             (lambda p: mnd.fourier_uniform(x, p, output=np.int64), RuntimeError),
+             (lambda p: mnd.fourier_uniform(x, p, output=np.zeros((4, 5))), RuntimeError),  # (complex into real)
+             (lambda p: mnd.fourier_shift(x, p, output=np.float64), RuntimeError),
+             (lambda p: mnd.fourier_shift(x, p, output=np.zeros((4, 5), np.float32)), RuntimeError),
+             (lambda p: mnd.fourier_gaussian(x.real.astype(np.float16), p), RuntimeError),
+             (lambda p: mnd.fourier_shift(x, p, n=0), UnsupportedInputError)]  # (SciPy divides by n = 0)
+    for call, err in cases:
+        with pytest.raises(err):
+            mg.grad(lambda p, call=call: np.sum(np.real(call(p))))(0.8)
+
+
+def test_fourier_filters_in_a_pipeline_and_a_hessian():
+    # fft -> fourier_gaussian -> fourier_shift -> irfft: a smoothed, shifted signal; the Hessian in (sigma, shift)
+    rng = np.random.default_rng(4934)
+    sig = rng.standard_normal(12)
+
+    def f(p, module):
+        spec = np.fft.rfft(sig)
+        spec = module.fourier_gaussian(spec, p[0], n=12)
+        spec = module.fourier_shift(spec, p[1], n=12)
+        return np.sum(np.fft.irfft(spec, 12) ** 2 * np.arange(12))
+
+    p = np.array([0.9, 1.4])
+    np.testing.assert_allclose(mg.value_and_grad(f)(p, mnd)[0], f(p, nd), rtol=1e-13)
+    np.testing.assert_allclose(mg.grad(f)(p, mnd), numerical_grad(lambda p: f(p, nd), (p,), (0,))[0], rtol=1e-6)
+    h = mg.hessian(lambda p: f(p, mnd))(p)
+    np.testing.assert_allclose(h, mg.jacobian(mg.grad(lambda p: f(p, mnd)), mode="rev")(p), rtol=1e-10, atol=1e-12)
+    e = 1e-5
+    fd = np.stack([(mg.grad(f)(p + e * u, mnd) - mg.grad(f)(p - e * u, mnd)) / (2 * e) for u in np.eye(2)])
+    np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6)

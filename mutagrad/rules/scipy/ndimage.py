@@ -98,8 +98,9 @@ UNIFORM_FILTER1D_P = get_primitive(_uniform_filter1d, "scipy.ndimage.uniform_fil
 
 # the functions written with them (docs/coverage.md's rows)
 COMPOSITES = tuple(f"scipy.ndimage.{name}" for name in (
-    "convolve", "convolve1d", "gaussian_filter", "gaussian_filter1d", "gaussian_gradient_magnitude",
-    "gaussian_laplace", "laplace", "prewitt", "sobel", "uniform_filter"))
+    "convolve", "convolve1d", "fourier_ellipsoid", "fourier_gaussian", "fourier_shift", "fourier_uniform",
+    "gaussian_filter", "gaussian_filter1d", "gaussian_gradient_magnitude", "gaussian_laplace", "laplace", "prewitt",
+    "sobel", "uniform_filter"))
 
 
 # -- the extension and its adjoint -----------------------------------------------------------
@@ -1288,3 +1289,220 @@ def zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter
     return _into(out, bind(ZOOM_P, (x, cval), {"zoom": factors, "order": order, "mode": mode,
                                                 "prefilter": bool(prefilter), "grid_mode": bool(grid_mode),
                                                 "output": dt}))
+
+
+# -- the Fourier filters: fourier_gaussian, fourier_uniform, fourier_ellipsoid, fourier_shift ------------------
+#
+# Each multiplies its input (a transform) by a kernel K of the frequency grid, y = x K. Along axis d, of m_d
+# samples, the frequency is f = k / L: k = 0, 1, ..., -2, -1 (NumPy's fftfreq(m_d) * m_d) and L = m_d, or,
+# along ``axis`` when n >= 0 (the input there is a real FFT of n samples), k = 0, 1, ..., m_d - 1 and L = n
+# (SciPy leaves an axis of one sample alone: f = 0 there). With per-axis parameters p_d:
+#
+#     fourier_gaussian   K = Π_d exp(-2 (π σ_d f_d)²)
+#     fourier_uniform    K = Π_d sinc(s_d f_d)          sinc(t) = sin(π t) / (π t); s_d <= 0: 1 at f_d = 0, else 0
+#     fourier_shift      K = Π_d exp(-2πi a_d f_d)
+#     fourier_ellipsoid  K = φ(r), r = π (Σ_d (s_d f_d)²)^½:   sin(r) / r (1-D), 2 J₁(r) / r (2-D),
+#                        3 (sin r - r cos r) / r³ (3-D), φ(0) = 1
+#
+# K is written with NumPy operations on the traced parameters (plain frequency grids), so every order is
+# differentiated in x and in them. Below r = 1/4 the 2-D and 3-D φ are evaluated as their power series in
+# q = r² (SciPy's 3-D formula cancels there, sin r - r cos r ~ r³/3: its value, computed on the plain q, is
+# kept as a plain correction added to the series, so the value is SciPy's and the derivatives the series'):
+#
+#     2 J₁(r) / r = Σ_i (-q/4)^i / (i! (i + 1)!),     3 (sin r - r cos r) / r³ = Σ_i (-q)^i 6 (i + 1) / (2i + 3)!
+
+_FOURIER_SMALL_Q = 1.0 / 16  # (r < 1/4: the series, 8 terms, to rounding)
+_ELLIPSOID_SERIES = {
+    2: tuple((-0.25) ** i / (math.factorial(i) * math.factorial(i + 1)) for i in range(8)),
+    3: tuple((-1.0) ** i * 6 * (i + 1) / math.factorial(2 * i + 3) for i in range(8))}
+
+
+def _fourier_grid(shape, n, axis):
+    """(k, L) along each axis: the plain frequency indices and the length dividing them (None: SciPy
+    leaves the axis alone)."""
+    grid = []
+    for d, m in enumerate(shape):
+        if m <= 1:
+            grid.append(None)
+        elif d == axis and n >= 0:
+            if n == 0:
+                from ...errors import UnsupportedInputError, user_line
+
+                raise UnsupportedInputError(
+                    f"scipy.ndimage's Fourier filters at {user_line()}: n=0 along an axis of {m} samples: SciPy "
+                    "divides the frequencies by n = 0 (its result holds NaN), and mutagrad does not differentiate "
+                    "it. n is the length of the real signal whose rfft the input is along `axis` (n >= 1), or -1 "
+                    "for a complex FFT.")
+            grid.append((np.arange(m, dtype=np.float64), n))
+        else:
+            grid.append((np.concatenate([np.arange((m + 1) // 2), np.arange(-(m // 2), 0)]).astype(np.float64), m))
+    return grid
+
+
+def _along_axis(v, d, ndim):
+    """The 1-D ``v`` shaped to broadcast along axis d of ndim."""
+    return np.reshape(v, [-1 if e == d else 1 for e in range(ndim)])
+
+
+def _separable(grid, params, factor):
+    """Π_d factor(p_d, k_d, L_d), each along its axis (1.0 where no axis is filtered)."""
+    kernel = 1.0
+    for d, (g, p) in enumerate(zip(grid, params)):
+        if g is not None:
+            kernel = kernel * _along_axis(factor(p, *g), d, len(grid))
+    return kernel
+
+
+def _gaussian_factor(sigma, k, n):
+    t = (np.pi * sigma / n) * k
+    return np.exp(-2.0 * (t * t))
+
+
+def _uniform_factor(size, k, n):
+    if not np.pi * float(np.real(bottom(size))) / n > 0:  # (SciPy's: only the zero frequency passes)
+        return (k == 0).astype(np.float64)
+    return np.sinc(size * (k / n))
+
+
+def _shift_factor(a, k, n):
+    phase = (-2.0 * np.pi * a / n) * k
+    return np.cos(phase) + 1j * np.sin(phase)
+
+
+def _ellipsoid_plain(q, ndim):
+    """φ of the plain q = r² > 0, as SciPy writes it (2-D, 3-D)."""
+    r = np.sqrt(q)
+    if ndim == 2:
+        return 2.0 * _special().j1(r) / r
+    return 3.0 * (np.sin(r) - r * np.cos(r)) / (r * r * r)
+
+
+def _special():
+    import scipy.special as sp
+
+    return sp
+
+
+def _ellipsoid_kernel(grid, sizes):
+    """φ(r) of the ellipsoid (see above), r² = Σ_d (π s_d f_d)²."""
+    ndim = len(grid)
+    if ndim == 1:
+        return 1.0 if grid[0] is None else np.sinc(sizes[0] * (grid[0][0] / grid[0][1]))
+    q = 0.0
+    for d, (g, s) in enumerate(zip(grid, sizes)):
+        if g is not None:
+            t = (np.pi * s / g[1]) * g[0]
+            q = q + _along_axis(t * t, d, ndim)
+    if np.ndim(q) == 0:
+        return 1.0
+    qv = np.real(np.asarray(bottom(q)))
+    small = qv < _FOURIER_SMALL_Q
+    kernel = None
+    if not small.all():
+        qb = np.where(small, 1.0, q) if small.any() else q
+        r = np.sqrt(qb)
+        kernel = 2.0 * _special().j1(r) / r if ndim == 2 else 3.0 * (np.sin(r) - r * np.cos(r)) / (r * r * r)
+    if small.any():
+        qs = np.where(small, q, 0.0)
+        series = _horner(_ELLIPSOID_SERIES[ndim], qs)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scipys = np.where(qv > 0, _ellipsoid_plain(np.where(small & (qv > 0), qv, 1.0), ndim), 1.0)
+        series = series + np.where(small, scipys - np.asarray(bottom(series)), 0.0)  # (a plain correction)
+        kernel = series if kernel is None else np.where(small, series, kernel)
+    return kernel
+
+
+_FOURIER_INPUTS = (np.float32, np.float64, np.complex64, np.complex128)
+
+
+def _fourier_call(name, x, params, n, axis, output, kernel_of, complex_result):
+    """y = x K into SciPy's output: the checks and dtypes of scipy.ndimage._fourier, then the kernel."""
+    from scipy.ndimage import _fourier
+
+    x = x if isinstance(x, Tracer) else np.asarray(x)
+    xdt = np.asarray(bottom(x)).dtype
+    if isinstance(output, (Tracer, np.ndarray)):
+        if np.shape(output) != np.shape(x):
+            raise RuntimeError("output shape not correct")
+        dt, out = np.asarray(bottom(output)).dtype, output
+    else:
+        resolve = _fourier._get_output_fourier_complex if complex_result else _fourier._get_output_fourier
+        dt, out = resolve(output, np.broadcast_to(np.zeros((), xdt), np.shape(x))).dtype, None
+    if name == "fourier_ellipsoid" and np.size(x) == 0:
+        return _into(out, np.zeros(np.shape(x), dt))
+    ax = _ndim_axis(x, axis)
+    params = _sequence(params, np.ndim(x))
+    allowed = _FOURIER_INPUTS[2:] if complex_result else _FOURIER_INPUTS
+    if (xdt.kind not in "biu" and xdt not in _FOURIER_INPUTS) or dt not in allowed or (xdt.kind == "c"
+                                                                                        and dt.kind != "c"):
+        raise RuntimeError("data type not supported")
+    y = x * kernel_of(_fourier_grid(np.shape(x), int(n), ax), params)
+    if np.asarray(bottom(y)).dtype != dt:
+        y = y.astype(dt)
+    return _into(out, y)
+
+
+def fourier_gaussian(input, sigma, n=-1, axis=-1, output=None):
+    """``scipy.ndimage.fourier_gaussian``: the input times Π_d exp(-2 (π σ_d f_d)²), differentiated in
+    ``input`` and ``sigma`` (a number or one per axis).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import fourier_gaussian
+    >>> X = np.fft.fft(np.array([0.0, 1.0, 0.0, 0.0]))
+    >>> round(float(mg.grad(lambda s: np.real(np.fft.ifft(fourier_gaussian(X, s)))[1])(1.0)), 6)  # the peak falls
+    -0.377015
+    """
+    if not _traced(input, sigma, output):
+        return _nd().fourier_gaussian(input, sigma, n, axis, output)
+    return _fourier_call("fourier_gaussian", _dense(input), sigma, n, axis, output,
+                         lambda grid, p: _separable(grid, p, _gaussian_factor), False)
+
+
+def fourier_uniform(input, size, n=-1, axis=-1, output=None):
+    """``scipy.ndimage.fourier_uniform``: the input times Π_d sinc(s_d f_d) (the transform of a box of s_d
+    samples; SciPy's: s_d <= 0 keeps only the zero frequency), differentiated in ``input`` and ``size``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import fourier_uniform
+    >>> round(float(mg.grad(lambda s: np.real(fourier_uniform(np.ones(4, complex), s))[1])(2.0)), 6)  # -1/π
+    -0.31831
+    """
+    if not _traced(input, size, output):
+        return _nd().fourier_uniform(input, size, n, axis, output)
+    return _fourier_call("fourier_uniform", _dense(input), size, n, axis, output,
+                         lambda grid, p: _separable(grid, p, _uniform_factor), False)
+
+
+def fourier_ellipsoid(input, size, n=-1, axis=-1, output=None):
+    """``scipy.ndimage.fourier_ellipsoid`` (1-D, 2-D and 3-D inputs, as SciPy's): the input times the transform
+    of an ellipsoid of axes ``size``, φ(π (Σ_d (s_d f_d)²)^½) (sin r / r, 2 J₁(r) / r, 3 (sin r - r cos r) / r³),
+    differentiated in ``input`` and ``size``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import fourier_ellipsoid
+    >>> g = mg.grad(lambda s: np.sum(np.real(fourier_ellipsoid(np.ones((4, 4), complex), s))))(np.array([2.0, 1.0]))
+    >>> g.shape
+    (2,)
+    """
+    if not _traced(input, size, output):
+        return _nd().fourier_ellipsoid(input, size, n, axis, output)
+    x = _dense(input)
+    if np.ndim(x) > 3:
+        raise NotImplementedError("Only 1d, 2d and 3d inputs are supported")
+    return _fourier_call("fourier_ellipsoid", x, size, n, axis, output, _ellipsoid_kernel, False)
+
+
+def fourier_shift(input, shift, n=-1, axis=-1, output=None):
+    """``scipy.ndimage.fourier_shift``: the input times Π_d exp(-2πi a_d f_d) (a shift by a_d samples; a
+    complex result), differentiated in ``input`` and ``shift``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import fourier_shift
+    >>> X = np.fft.fft(np.array([0.0, 1.0, 0.0, 0.0, 0.0]))
+    >>> abs(float(mg.grad(lambda a: np.real(np.fft.ifft(fourier_shift(X, a)))[2])(1.0))) < 1e-12  # the peak's top
+    True
+    """
+    if not _traced(input, shift, output):
+        return _nd().fourier_shift(input, shift, n, axis, output)
+    return _fourier_call("fourier_shift", _dense(input), shift, n, axis, output,
+                         lambda grid, p: _separable(grid, p, _shift_factor), True)

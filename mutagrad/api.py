@@ -68,6 +68,7 @@ from .errors import (
     user_frame,
     user_line,
     warn_at,
+    warn_type_tests,
     watch_errors,
 )
 from .forward import ForwardLevel
@@ -1551,6 +1552,7 @@ def _call(level, fun, args, kwargs=None):
     """``fun(*args, **kwargs)`` at ``level``, the caller's containers synced after it returns or raises."""
     forget_escape()
     ensure_shuffle_filter()
+    warn_type_tests(fun)
     seen = watch_errors()
     try:
         out = fun(*args, **(kwargs or {}))

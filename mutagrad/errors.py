@@ -23,6 +23,7 @@ import sys
 import threading
 import types
 import warnings
+import weakref
 
 import numpy as np
 
@@ -1821,3 +1822,104 @@ def replaced_error(exc: BaseException):
             "its derivative would be lost. Combine it with the result by a traced operation instead "
             "(np.sum(a, initial=s) is s + np.sum(a); np.max(a, initial=s) is np.maximum(np.max(a), s)).")
     return None
+
+
+# -- `type(x) is np.float64`: a test that sees the tracer's class -------------------------------------------
+#
+# A tracer's __class__ is the plain value's (isinstance takes the plain call's branch), but type(x) is the
+# tracer's own class, and no method of it runs for `type(x) is np.ndarray`: the test takes the other branch
+# than a plain call, silently (the pythonic tester). Before a differentiated function runs, its code, the
+# functions nested in it and the module-level functions it names (transitively) are searched once for such
+# tests against NumPy's array and scalar types or Python's float and complex, and each is warned of.
+
+# code -> (its file, the Compare nodes testing type(...) in it, the global names it loads); the functions
+# searched (weakly: neither keeps a program's function or code alive)
+_TYPE_TESTS = weakref.WeakKeyDictionary()
+_TYPE_CHECKED = weakref.WeakSet()
+_TYPE_OPS = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+
+
+def _type_tests(code):
+    hit = _TYPE_TESTS.get(code)
+    if hit is not None and hit[0] == code.co_filename:  # (equal code of another file compares equal)
+        return hit[1:]
+    names, uses_type, codes = set(), False, [code]
+    while codes:
+        c = codes.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                names.add(ins.argval)
+                uses_type = uses_type or ins.argval == "type"
+        codes.extend(k for k in c.co_consts if type(k) is type(code))
+    tests = []
+    tree = _file_tree(code.co_filename) if uses_type else None
+    if tree is not None:
+        last = max((line for _, _, line in code.co_lines() if line is not None), default=code.co_firstlineno)
+        for node in ast.walk(tree):
+            if type(node) is ast.Compare and code.co_firstlineno <= node.lineno <= last and all(
+                    type(op) in _TYPE_OPS for op in node.ops) and any(
+                    type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "type" and len(n.args) == 1
+                    for n in (node.left, *node.comparators)):
+                tests.append(node)
+    _TYPE_TESTS[code] = (code.co_filename, tuple(tests), frozenset(names))
+    return tuple(tests), frozenset(names)
+
+
+def _plain_types_named(node, glob):
+    """The NumPy array or scalar types, float or complex, that ``node`` (a name, ``np.float64``, a tuple of
+    them) names in the module ``glob``: looked up, nothing run."""
+    if type(node) in (ast.Tuple, ast.List, ast.Set):
+        return [t for n in node.elts for t in _plain_types_named(n, glob)]
+    if type(node) is ast.Name:
+        v = glob.get(node.id, builtins.__dict__.get(node.id))
+    elif type(node) is ast.Attribute and type(node.value) is ast.Name:
+        mod = glob.get(node.value.id)
+        v = vars(mod).get(node.attr) if isinstance(mod, types.ModuleType) else None
+    else:
+        return []
+    return [v] if isinstance(v, type) and (issubclass(v, (np.ndarray, np.generic)) or v in (float, complex)) else []
+
+
+def warn_type_tests(fun) -> None:
+    """Warn of each test of ``type(...)`` against np.ndarray, a NumPy scalar type, float or complex in the code
+    ``fun`` runs (see above), once per function."""
+    todo = [getattr(fun, "__func__", fun)]
+    while type(todo[0]) is functools.partial:
+        todo[0] = todo[0].func
+    seen = set()
+    while todo:
+        f = todo.pop()
+        code = getattr(f, "__code__", None)
+        if type(code) is not types.CodeType or code in seen or len(seen) > 64:
+            continue
+        if f in _TYPE_CHECKED:
+            continue
+        seen.add(code)
+        _TYPE_CHECKED.add(f)
+        glob = getattr(f, "__globals__", {})
+        if (glob.get("__name__") or "").partition(".")[0] in _INTERNAL_PACKAGES:
+            continue
+        tests, names = _type_tests(code)
+        for node in tests:
+            named = [t for n in (node.left, *node.comparators) for t in _plain_types_named(n, glob)]
+            if named:
+                what = f"np.{named[0].__name__}" if named[0].__module__ == "numpy" else named[0].__name__
+                warnings.warn_explicit(
+                    f"`{ast.unparse(node)}` tests the exact type of a value: under differentiation a traced "
+                    f"value's type is mutagrad's tracer class, not {what}, so the test takes another branch than a "
+                    f"plain call takes and the derivative would be another function's. Test isinstance(v, {what}) "
+                    "instead, which sees the plain call's class (np.ndarray, the NumPy scalar type, float), or "
+                    "np.ndim(v) == 0 for a number; where telling a differentiation from a plain call is the point "
+                    "(a cache skipped while differentiating), the other branch is meant.", UserWarning, code.co_filename, node.lineno,
+                    module=glob.get("__name__") or "<string>", registry=glob.setdefault("__warningregistry__", {}))
+        for n in names:
+            v = glob.get(n)
+            if type(v) is types.FunctionType:
+                todo.append(v)
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if type(v) is types.FunctionType:
+                todo.append(v)

@@ -7,6 +7,7 @@ plain call's path. Oracles: the plain call's value and final arguments, and
 central differences.
 """
 import numbers
+import warnings
 
 import numpy as np
 import pytest
@@ -164,3 +165,32 @@ def test_attributes_and_membership_as_on_plain_arrays():
     assert value == plain
     np.testing.assert_allclose(g, 2 * x, rtol=1e-15)  # d/dx sum(x²), by hand
     assert seen[0] == seen[1] == (hasattr(np.ndarray, "ptp"), True, False, True)
+
+
+def _sq_norm(v):  # (the pythonic tester) a "fast path" chosen by the exact type
+    if type(v) is np.float64:
+        return v * v
+    return np.sum(np.abs(v))
+
+
+def _exact_type_branches(x):
+    return _sq_norm(x[0]) + (np.sum(x[1:] ** 2) if type(x) == np.ndarray else np.sum(x[1:]))
+
+
+def test_a_test_of_the_exact_type_warns_where_it_is_written():
+    # type(x) is the tracer's class: the branch is not the plain call's, and no method of the tracer runs to
+    # tell. Each such test in the code the function runs (a helper it names too) is warned of, once
+    x = np.array([0.7, 1.3, 0.4])
+    with pytest.warns(UserWarning) as record:
+        g = mg.grad(_exact_type_branches)(x)
+    texts = [str(w.message) for w in record]
+    assert any(t.startswith("`type(v) is np.float64` tests the exact type") and "isinstance(v, np.float64)" in t
+               for t in texts)
+    assert any(t.startswith("`type(x) == np.ndarray` tests the exact type") for t in texts)
+    h = 1e-6  # (the warning is about this: another branch than the plain call's, here 1 where it is 1.4)
+    fd = [(_exact_type_branches(x + h * e) - _exact_type_branches(x - h * e)) / (2 * h) for e in np.eye(3)]
+    assert not np.allclose(g, fd) and np.allclose(fd, [1.4, 2.6, 0.8])
+    with warnings.catch_warnings():  # (once: the same function again is quiet; isinstance is quiet)
+        warnings.simplefilter("error")
+        mg.grad(_exact_type_branches)(x)
+        mg.grad(lambda v: np.sum(v ** 2) if isinstance(v, np.ndarray) and type(v) is not list else 0.0)(x)

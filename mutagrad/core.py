@@ -3552,6 +3552,17 @@ def _leftover_memory(name, cls):
 _NO_VALUES = np.empty(0)
 
 
+@functools.cache
+def _like_twins():
+    """NumPy's creation functions that take ``like=`` -> their mutagrad.numpy twins, which make a traced array
+    (NumPy calls like='s __array_function__ with the function, its other arguments, and no like=)."""
+    from . import numpy as mnp
+
+    names = ("empty", "zeros", "ones", "full", "array", "asarray", "asanyarray", "ascontiguousarray",
+             "asfortranarray", "require", "arange", "identity", "eye", "fromiter")
+    return {getattr(np, n): getattr(mnp, n) for n in names}
+
+
 class Tracer:
     """A value being differentiated. Behaves like ``numpy.ndarray`` (or, for
     a NumPy scalar, like the scalar: no ``len``, no iteration).
@@ -3595,6 +3606,9 @@ class Tracer:
         return ufunc_dispatch(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        twin = _like_twins().get(func)
+        if twin is not None:  # np.empty(shape, like=x): NumPy hands a creation function to like='s protocol
+            return twin(*args, **kwargs)
         if len(types) > 1:
             for t in types:
                 if not issubclass(t, (_ndarray, Tracer)) and t.__array_function__ is not _NDARRAY_AF:

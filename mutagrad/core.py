@@ -3886,6 +3886,12 @@ class Tracer:
                                    " x is an array already (a traced one): leave the conversion out, and test its "
                                    "values (if not np.all(np.isfinite(x)): raise ValueError(...)), which works on "
                                    "traced arrays.", specific=True)
+            if lib == "np.ma.getdata":  # (code that takes masked or plain input: the maskedarrays tester)
+                raise escape_error(
+                    f"{lib}(x) of a traced array x (its plain-Python code converts it with np.asarray)",
+                    TracerEscapeError,
+                    " A traced array has no mask: its data is x itself. Take it as it is where x is not a masked "
+                    "array: d = x.data if isinstance(x, np.ma.MaskedArray) else x.", specific=True)
             if lib.startswith("np.ma."):
                 raise escape_error(
                     f"{lib} (a masked array holds plain data: NumPy's plain-Python code converts traced values "

@@ -5556,6 +5556,10 @@ def test_scipy_integrate_fft_and_masked_array_refusals_name_their_numpy_rewrites
     msg = _raises(lambda v: np.ma.masked_array(v, mask=v > 1.0).mean(), v, mg.TracerEscapeError)
     assert "np.mean(x, where=~mask)" in msg and "mnp.zeros" not in msg
     np.testing.assert_array_equal(mg.grad(lambda v: np.mean(v, where=~(mg.value(v) > 1.0)))(v), [0.5, 0, 0.5, 0])
+    msg = _raises(lambda v: np.sum(np.ma.getdata(v) ** 2), v, mg.TracerEscapeError)  # (the maskedarrays tester)
+    assert "its data is x itself" in msg and "x.data if isinstance(x, np.ma.MaskedArray) else x" in msg
+    np.testing.assert_array_equal(  # (the fix: d(sum v²)/dv = 2v, by hand)
+        mg.grad(lambda v: np.sum((v.data if isinstance(v, np.ma.MaskedArray) else v) ** 2))(v), 2 * v)
 
 
 def test_attribute_and_default_argument_buffers_name_what_is_traced():

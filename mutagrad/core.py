@@ -5519,14 +5519,20 @@ def _made_outside_hint(target, frame):
         owner = _resolve_name(array.rsplit(".", 1)[0], frame)
         plain_obj = (owner is not None and hasattr(owner, "__dict__") and not dataclasses.is_dataclass(owner)
                      and not isinstance(owner, (types.ModuleType, type)))
-        return (f" `{array}` holds plain values: it was made from plain values alone (np.zeros(n), even inside "
-                "the differentiated function), outside it (in __init__ run before it, at module level: "
-                "mnp.zeros/mnp.empty make a plain ndarray there), or as a copy of an array the function reads from "
-                "outside (`self.x = x0.copy()` of a global or closed-over x0). "
-                "Make it inside the function from traced values (mnp.array(x0), mnp.zeros(...) there; import "
-                "mutagrad.numpy as mnp), or pass the arrays in: the array fields of a @dataclass argument arrive "
-                "traced" + (", the attributes of a plain class's instance do not, even when it is an argument"
-                            if plain_obj else "") + "; or " + _as_an_argument() + ".")
+        from .errors import SpecificHint
+
+        # (the whole fix: the generic advice's mnp.empty, followed in __init__, makes a plain array again:
+        # the pythonic tester's scratch buffer)
+        return SpecificHint(
+            f" `{array}` holds plain values: it was made outside the differentiated function (in __init__ run "
+            "before it, at module level: mnp.zeros/mnp.empty make a plain ndarray there too), from plain values "
+            "alone (np.zeros(n), even inside the function), or as a copy of an array the function reads from "
+            "outside (`self.x = x0.copy()` of a global or closed-over x0). Make the buffer inside the "
+            f"differentiated function, where the traced values are ({array} = np.empty_like(u) of a traced u, "
+            f"mnp.zeros(...), mnp.array(x0); import mutagrad.numpy as mnp), or leave out= out ({array} = "
+            "np.matmul(A, u)); or pass the arrays in: the array fields of a @dataclass argument arrive traced"
+            + (", the attributes of a plain class's instance do not, even when it is an argument"
+               if plain_obj else "") + "; or " + _as_an_argument() + ".")
     if not name.isidentifier() or name in code.co_varnames or name in code.co_cellvars:
         return ""
     if name not in code.co_freevars and name not in frame.f_globals:

@@ -500,26 +500,33 @@ def note_cache_key(args, equal):
             continue
         if type(y) is _ndarray and y.size > 1:
             note_equality((x,), "cache_key_at")
-        elif isinstance(y, (float, np.floating, _ndarray)) and np.ndim(y) == 0 and _kept_operand(sys._getframe(1), y):
+        elif (not isinstance(y, Tracer) and isinstance(y, (float, np.floating, _ndarray)) and np.ndim(y) == 0
+              and _kept_operand(sys._getframe(1), y)):
             # (one number: `if B == self.B and C == self.C: return self.F`, a cache filled by a plain call
             # first: the vehicle tester; a number compared with a constant, `if x == 0:`, is a special case)
             note_equality((x,), "cache_key_at")
 
 
 def _kept_operand(frame, y) -> bool:
-    """Whether the comparison ``a == b`` the user's frame is at reads the plain number ``y`` from where a
-    value is kept between calls: an attribute (``self.B``), an item (``memo["B"]``), or a name that is not
-    the function's own local (a global, a closed-over ``nonlocal``): looked up, nothing run."""
+    """Whether the comparison ``a == b`` (or ``np.isclose(a, b)``) the user's frame is at reads the plain finite
+    number ``y`` from where a value is kept between calls: an attribute (``self.B``, not a module's constant:
+    ``np.inf``), an item (``memo["B"]``, ``self.p[0]``), or a name that is not the function's own local (a
+    global, a closed-over ``nonlocal``): looked up, nothing run."""
+    if not np.isfinite(y):  # (`if act[i] == np.inf:`, a placeholder's test: the cardiac tester)
+        return False
     user = user_frame(frame)
     node = call_at(user, ast.Compare)
-    if node is None:
-        return False
+    operands = (node.left, *node.comparators) if node is not None else getattr(call_at(user), "args", ())
     local = user.f_code.co_varnames
-    for n in (node.left, *node.comparators):
+    for n in operands:
         if type(n) is ast.Name and n.id in local:
             continue
-        if type(n) in (ast.Attribute, ast.Subscript, ast.Name) and _looked_up(n, user) is y:
-            return True
+        if type(n) is ast.Attribute and isinstance(_looked_up(n.value, user), types.ModuleType):
+            continue
+        if type(n) in (ast.Attribute, ast.Subscript, ast.Name):
+            v = _looked_up(n, user)
+            if v is y or (isinstance(v, (float, np.floating)) and v == y):
+                return True
     return False
 
 
@@ -541,7 +548,7 @@ def _looked_up(node, frame):
     if type(node) is ast.Subscript and type(node.slice) is ast.Constant:
         obj = _looked_up(node.value, frame)
         try:
-            return obj[node.slice.value] if type(obj) in (dict, list, tuple) else _UNRESOLVED
+            return obj[node.slice.value] if type(obj) in (dict, list, tuple, _ndarray) else _UNRESOLVED
         except (KeyError, IndexError, TypeError):
             return _UNRESOLVED
     return _UNRESOLVED

@@ -590,9 +590,46 @@ def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_anothe
         tyre.B = None
         np.testing.assert_allclose(mg.grad(loss)(p, reg), fd, rtol=1e-6)
         tyre.B = None
+    class Lik:  # (regress100) a key with a tolerance, and a key on the items of a kept vector
+        a = p = None
+
+        def tol(self, a):
+            if self.a is not None and np.isclose(a, self.a):
+                return self.v
+            self.a, self.v = a, np.sin(a) * a ** 2
+            return self.v
+
+        def items(self, p):
+            if self.p is not None and p[0] == self.p[0] and p[1] == self.p[1]:
+                return self.v + p[2]
+            self.p, self.v = p.copy(), np.sin(p[0]) * p[1]
+            return self.v + p[2]
+
+    lik = Lik()
+    lik.tol(1.3)
+    with pytest.warns(UserWarning, match=r"plain one kept at .*np.isclose\(a, self.a\)"):
+        assert mg.grad(lambda a: lik.tol(a) + 0.5 * a ** 2)(1.3) == pytest.approx(1.3, rel=1e-14)  # (the kept 0)
+    q = np.array([1.0, 2.0, 3.0])
+    lik.items(q.copy())
+    with pytest.warns(UserWarning, match=r"plain one kept at .*p\[0\] == self.p\[0\]"):
+        np.testing.assert_array_equal(mg.grad(lik.items)(q.copy()), [0.0, 0.0, 1.0])
+
+    class Memo:  # a memo filled and hit inside one differentiation: its key is traced, the value too
+        a = None
+
+        def __call__(self, a):
+            if a == self.a:
+                return self.v
+            self.a, self.v = a, np.sin(a) * a ** 2
+            return self.v
+
+    memo, act = Memo(), np.array([np.inf, 0.5])
     with warnings.catch_warnings():  # (a number compared with a constant or a local: a special case, quiet)
         warnings.simplefilter("error")
         mg.grad(lambda x: np.sum(x ** 2) + (1.0 if x[0] == 0.3 else 0.0))(np.array([0.3, 0.5]))
+        assert mg.grad(lambda a: memo(a) + memo(a))(1.3) == pytest.approx(
+            2 * (np.cos(1.3) * 1.3 ** 2 + 2 * 1.3 * np.sin(1.3)), rel=1e-14)  # (by hand)
+        mg.grad(lambda t: t[1] * (2.0 if t[0] == np.inf else 1.0))(act)  # (a placeholder's test: cardiac)
 
         def local_key(x):
             k = 0.3

@@ -547,7 +547,8 @@ def _plain(fn):
     def handler(args, kwargs):
         if equality:
             note_equality(args)
-            if fn is not np.isclose:
+            if fn is not np.isclose or all(np.ndim(a) == 0 for a in args[:2]):
+                # (np.isclose of one number: a cache's key with a tolerance, `np.isclose(a, self.a)`: regress100)
                 res = fn(*plain_operands(list(args)), **plain_operands(dict(kwargs)))
                 note_cache_key(args, res)
                 return res

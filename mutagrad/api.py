@@ -1552,7 +1552,7 @@ def _call(level, fun, args, kwargs=None):
     """``fun(*args, **kwargs)`` at ``level``, the caller's containers synced after it returns or raises."""
     forget_escape()
     ensure_shuffle_filter()
-    warn_type_tests(fun)
+    warn_type_tests(fun, args)
     seen = watch_errors()
     try:
         out = fun(*args, **(kwargs or {}))

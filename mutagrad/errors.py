@@ -1843,13 +1843,15 @@ def _type_tests(code):
     hit = _TYPE_TESTS.get(code)
     if hit is not None and hit[0] == code.co_filename:  # (equal code of another file compares equal)
         return hit[1:]
-    names, uses_type, codes = set(), False, [code]
+    names, attrs, uses_type, codes = set(), set(), False, [code]
     while codes:
         c = codes.pop()
         for ins in dis.get_instructions(c):
             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
                 names.add(ins.argval)
                 uses_type = uses_type or ins.argval == "type"
+            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                attrs.add(ins.argval)
         codes.extend(k for k in c.co_consts if type(k) is type(code))
     tests = []
     tree = _file_tree(code.co_filename) if uses_type else None
@@ -1861,8 +1863,8 @@ def _type_tests(code):
                     type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "type" and len(n.args) == 1
                     for n in (node.left, *node.comparators)):
                 tests.append(node)
-    _TYPE_TESTS[code] = (code.co_filename, tuple(tests), frozenset(names))
-    return tuple(tests), frozenset(names)
+    _TYPE_TESTS[code] = (code.co_filename, tuple(tests), frozenset(names), frozenset(attrs))
+    return tuple(tests), frozenset(names), frozenset(attrs)
 
 
 def _plain_types_named(node, glob):
@@ -1880,12 +1882,16 @@ def _plain_types_named(node, glob):
     return [v] if isinstance(v, type) and (issubclass(v, (np.ndarray, np.generic)) or v in (float, complex)) else []
 
 
-def warn_type_tests(fun) -> None:
+def warn_type_tests(fun, args=()) -> None:
     """Warn of each test of ``type(...)`` against np.ndarray, a NumPy scalar type, float or complex in the code
-    ``fun`` runs (see above), once per function."""
+    ``fun`` runs (see above), once per function: its own, the functions it names (module-level, a module's
+    attribute, closed over) and the methods of the classes and objects it names or is given in ``args``."""
     todo = [getattr(fun, "__func__", fun)]
     while type(todo[0]) is functools.partial:
         todo[0] = todo[0].func
+    self_ = getattr(fun, "__self__", None)
+    for a in (args if self_ is None else (self_, *args)):
+        _functions_of(a, (), todo)
     seen = set()
     while todo:
         f = todo.pop()
@@ -1899,7 +1905,7 @@ def warn_type_tests(fun) -> None:
         glob = getattr(f, "__globals__", {})
         if (glob.get("__name__") or "").partition(".")[0] in _INTERNAL_PACKAGES:
             continue
-        tests, names = _type_tests(code)
+        tests, names, attrs = _type_tests(code)
         for node in tests:
             named = [t for n in (node.left, *node.comparators) for t in _plain_types_named(n, glob)]
             if named:
@@ -1910,16 +1916,39 @@ def warn_type_tests(fun) -> None:
                     f"plain call takes and the derivative would be another function's. Test isinstance(v, {what}) "
                     "instead, which sees the plain call's class (np.ndarray, the NumPy scalar type, float), or "
                     "np.ndim(v) == 0 for a number; where telling a differentiation from a plain call is the point "
-                    "(a cache skipped while differentiating), the other branch is meant.", UserWarning, code.co_filename, node.lineno,
-                    module=glob.get("__name__") or "<string>", registry=glob.setdefault("__warningregistry__", {}))
+                    "(a cache skipped while differentiating), the other branch is meant.", UserWarning,
+                    code.co_filename, node.lineno, module=glob.get("__name__") or "<string>",
+                    registry=glob.setdefault("__warningregistry__", {}))
         for n in names:
-            v = glob.get(n)
-            if type(v) is types.FunctionType:
-                todo.append(v)
+            _functions_of(glob.get(n), attrs, todo)
         for cell in getattr(f, "__closure__", None) or ():
             try:
                 v = cell.cell_contents
             except ValueError:
                 continue
-            if type(v) is types.FunctionType:
-                todo.append(v)
+            _functions_of(v, attrs, todo)
+
+
+_NOT_THE_PROGRAMS = _INTERNAL_PACKAGES | _STDLIB | {"builtins"}
+
+
+def _functions_of(v, attrs, todo):
+    """Into ``todo``: ``v`` if it is a Python function, else the functions a program's module ``v`` holds under
+    the names in ``attrs``, or the methods (properties' getters too) of a program's class ``v`` or of the
+    class of a program's object ``v``."""
+    tv = type(v)
+    if tv is types.FunctionType:
+        todo.append(v)
+        return
+    if tv is types.ModuleType:
+        if (getattr(v, "__name__", "") or "").partition(".")[0] not in _NOT_THE_PROGRAMS:
+            todo.extend(f for f in (vars(v).get(a) for a in attrs) if type(f) is types.FunctionType)
+        return
+    cls = v if isinstance(v, type) else tv
+    for k in getattr(cls, "__mro__", ()):
+        if (getattr(k, "__module__", "") or "").partition(".")[0] in _NOT_THE_PROGRAMS:
+            continue
+        for d in list(vars(k).values()):
+            f = d.fget if type(d) is property else getattr(d, "__func__", d)
+            if type(f) is types.FunctionType:
+                todo.append(f)

@@ -194,3 +194,35 @@ def test_a_test_of_the_exact_type_warns_where_it_is_written():
         warnings.simplefilter("error")
         mg.grad(_exact_type_branches)(x)
         mg.grad(lambda v: np.sum(v ** 2) if isinstance(v, np.ndarray) and type(v) is not list else 0.0)(x)
+
+
+class _Model:  # (regress100) the test in a method called through an object, and in another module's function
+    def energy(self, x):
+        if type(x) is np.ndarray:
+            return np.sum(x ** 2)
+        return np.sum(x)
+
+
+_MODEL = _Model()
+
+
+def test_a_test_of_the_exact_type_in_a_method_or_another_module_warns(tmp_path, monkeypatch):
+    x = np.array([1.0, 2.0, 3.0])
+    with pytest.warns(UserWarning, match=r"`type\(x\) is np.ndarray` tests the exact type"):
+        mg.grad(lambda x: _MODEL.energy(x))(x)  # (a global object's method)
+    (tmp_path / "typetest_helpers.py").write_text(
+        "import numpy as np\n"
+        "def sq(x):\n"
+        "    return np.sum(x ** 2) if type(x) == np.ndarray else np.sum(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import typetest_helpers
+
+    with pytest.warns(UserWarning, match=r"`type\(x\) == np.ndarray` tests the exact type"):
+        mg.grad(lambda x: typetest_helpers.sq(x))(x)  # (a module's function)
+
+    class Local:
+        def energy(self, x):
+            return np.sum(x ** 2) if type(x) in (np.ndarray, list) else np.sum(x)
+
+    with pytest.warns(UserWarning, match=r"tests the exact type"):  # (an object given as an argument)
+        mg.grad(lambda x, m: m.energy(x))(x, Local())

@@ -3051,6 +3051,10 @@ def _scipy_hint(sub, name):
         return (" Integrate with fixed nodes on the traced integrand instead: x, w = "
                 "np.polynomial.legendre.leggauss(n) (plain nodes, mapped to [a, b]) and np.sum(w * f(x)), or "
                 "np.trapezoid(f(x), x) on a grid; their derivative is that of the rule, exact for it.")
+    if sub in ("ndimage", "signal", "linalg", "special", "stats", "sparse", "sparse.linalg"):
+        return (f" mutagrad.scipy.{sub} (docs/coverage.md lists what it differentiates) has no rule for "
+                f"{short}: write the computation with NumPy operations on the traced values, which are "
+                "differentiated.")
     return (f" mutagrad has no derivative rules for scipy{'.' + sub if sub else ''}: write the computation "
             "with NumPy operations on the traced values (a filter as a loop over the elements, an ODE solver "
             "as explicit steps, an optimizer's iterations), which are differentiated.")

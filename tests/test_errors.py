@@ -1832,6 +1832,8 @@ def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     assert "mutagrad.scipy.ndimage.shift is the same function" in msg and "the shift and cval" in msg
     msg = _raises(lambda s: np.sum(np.abs(ndimage.fourier_shift(np.fft.fft2(img), s)) ** 2), 0.3, mg.TracerEscapeError)
     assert "mutagrad.scipy.ndimage.fourier_shift is the same function" in msg  # (the phaseretrieval tester)
+    msg = _raises(lambda x: np.sum(ndimage.spline_filter1d(x)), img[0], mg.TracerEscapeError)
+    assert "mutagrad.scipy.ndimage (docs/coverage.md lists what it differentiates) has no rule for spline_filter1d" in msg
     msg = _raises(lambda s: np.sum(ndimage.affine_transform(img, np.eye(2), offset=-s, order=1)),
                   np.array([0.3, 0.4]), mg.TracerEscapeError)
     assert "np.floor(y).astype(int)" in msg and "sliding_window_view" not in msg

@@ -2892,9 +2892,11 @@ def _scipy_rewrite(sub, name):
                 "use_out_degree=True: axis=1), differentiated; normed=True: with Wz = W less its diagonal, d = "
                 "Wz.sum(axis=0) and s = np.sqrt(np.where(d > 0, d, 1.0)), np.diag(d > 0) - Wz / np.outer(s, s).")
     if sub.startswith("sparse") and short == "expm_multiply":  # (start=, stop=, num=: its interval algorithm)
-        return (" Without start=, stop= and num=, expm_multiply(A, b) is differentiated in b (SciPy's own code, "
-                "products of the constant A with b); for several times, call it once per time: np.stack("
-                "[expm_multiply(t * A, b) for t in np.linspace(start, stop, num)]).")
+        return (" Without start=, stop= and num=, expm_multiply(A, b) of a sparse constant A is differentiated in "
+                "b (SciPy's own code, products of A with b): pass a dense A as scipy.sparse.csr_array(A) (its "
+                "products with a plain ndarray A convert b), or compute mutagrad.scipy.linalg.expm(A) @ b; for "
+                "several times, call it once per time: np.stack([expm_multiply(t * A, b) for t in "
+                "np.linspace(start, stop, num)]).")
     if sub.startswith("sparse") and short == "validate_graph":  # (a compiled csgraph routine's check)
         return (" scipy.sparse.csgraph's graph routines run on plain values. A path's length (shortest_path, "
                 "dijkstra...) is a sum of the weights along a path chosen by comparisons: find the paths on "

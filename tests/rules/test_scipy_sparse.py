@@ -194,6 +194,12 @@ def test_expm_multiply_over_an_interval_names_the_rewrite_which_works():
 
     b = np.array([0.3, -0.8])
     np.testing.assert_allclose(mg.grad(f)(b), numerical_grad(lambda v: f(v, ssl), (b,), (0,))[0], rtol=1e-7)
+    dense = A.toarray()  # (the bateman tester: a dense A is converted by its products with b; the message says so)
+    with pytest.raises(mg.TracerEscapeError, match=r"pass a dense A as scipy.sparse.csr_array\(A\)"):
+        mg.grad(lambda b: np.sum(np.sin(mssl.expm_multiply(dense, b))))(b)
+    np.testing.assert_allclose(mg.grad(lambda b: np.sum(np.sin(mssl.expm_multiply(sp.csr_array(dense), b))))(b),
+                               numerical_grad(lambda v: np.sum(np.sin(ssl.expm_multiply(dense, v))), (b,), (0,))[0],
+                               rtol=1e-7)
 
 
 def test_sparse_matrices_from_traced_values_and_scipys_own_solvers_name_the_fix():

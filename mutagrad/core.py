@@ -987,6 +987,7 @@ class Level:
         self.written_args = ()
         if not st.levels:
             TIED_PICKS.clear()
+            ZERO_KINKS.clear()
         if exc and exc[0] is not None:  # (raised: the arguments' checks after the call will not run, and the
             self.plain_aliases = ()  # tape, whose records refer to storages that refer to this level, is dead)
             if getattr(self, "tape", None):
@@ -1746,6 +1747,113 @@ def _check_argument_read(p):
                 "is a constant, so the derivative of what the function wrote there would be lost. Read the argument "
                 "itself (the traced array the function was given), or pass the object that holds the array and "
                 "read it from there only.")
+
+
+ZERO_KINKS: dict = {}  # id(a traced value) -> [it, where a comparison with 0 tied, where |.| was taken at 0, places,
+# warned]: see note_zero_kink
+KINK_WATCH = [None]  # (y, watch) -> y through an identity primitive whose pullback checks the cotangent (elementwise)
+
+_ZERO_KINK_TEXT = (
+    "the comparison's branch (np.where(z > 0, ...), z * (z > 0), a mask, an if, Python's max(z, 0)) gets a one-sided "
+    "derivative there and |z| gets 0, so where the two add up to a smooth function, a stable softplus np.where(z > 0, "
+    "z, 0) + np.log1p(np.exp(-np.abs(z))) or log-sigmoid, the derivative is wrong (0 for the softplus's 0.5). Write "
+    "np.logaddexp(0, z) for the softplus, or np.maximum(z, 0) for the branch, which splits the tie evenly as |z|'s 0 "
+    "needs (docs/errors.md: kinks). An element whose derivative cannot reach the result, the zero diagonal of pairwise "
+    "differences theta[:, None] - theta[None, :], is no matter.")
+
+
+def note_zero_kink(x, mask, abs_taken):
+    """Note that a comparison of traced ``x`` with 0 tied (``abs_taken`` False), or that |x| was taken, at the
+    elements ``mask`` of ``x``. Where both meet at an element whose derivative reaches the result, the
+    comparison's branch gets a one-sided derivative there and |x| gets 0, which add up wrong where the sum is
+    smooth (the stable softplus np.where(z > 0, z, 0) + np.log1p(np.exp(-np.abs(z))) at z = 0 gets 0 for 0.5:
+    the ranking tester's Bradley-Terry likelihood at its all-zero start): a KinkWarning, here where a forward
+    level's tangent there is not 0, in the pullback of |x| (KINK_WATCH) where its cotangent there is not 0
+    (the zero diagonal of a matrix of pairwise differences theta_i - theta_j, weighted 0 or of derivative 0,
+    stays quiet). Returns the entry, kept per outermost differentiation for 1024 values."""
+    e = ZERO_KINKS.get(id(x))
+    if e is None or e[0] is not x:
+        if len(ZERO_KINKS) >= 1024:
+            return None
+        e = ZERO_KINKS[id(x)] = [x, None, None, None, None, False]
+    k = 2 if abs_taken else 1
+    e[k] = mask if e[k] is None else e[k] | mask
+    if e[k + 2] is None:
+        e[k + 2] = user_place()
+    if not e[5] and e[3 - k] is not None:
+        both = e[1] & e[2]
+        if both.any() and (_forward_tangent_at(x, both) or not abs_taken and not _only_forward(x)):
+            # (|x| first, the comparison after: no watch on |x| to read its cotangent, so a reverse level warns here)
+            e[5] = True
+            from .errors import KinkWarning, line_text, warn_at
+
+            warn_at(user_frame(sys._getframe(1)), (
+                f"{'|z|' if abs_taken else 'a comparison of z with 0'} at z = 0 where "
+                f"{'a comparison of the same z with 0 ties' if abs_taken else 'np.abs(z) of the same z was taken'} "
+                f"({line_text(e[3] if abs_taken else e[4])}): " + _ZERO_KINK_TEXT), KinkWarning)
+    return e
+
+
+def _forward_tangent_at(x, mask) -> bool:
+    """Whether a forward level tracing ``x`` has a tangent of it that is not 0 at ``mask``."""
+    from .tangents import is_zero
+
+    t = x
+    while isinstance(t, Tracer):
+        lv = t._level
+        if getattr(lv, "mode", None) == "fwd":
+            tan = lv.tangent_of(t)
+            if not is_zero(tan) and np.any(np.broadcast_to(np.asarray(bottom(tan)), mask.shape)[mask] != 0):
+                return True
+        t = t._value
+    return False
+
+
+class _KinkWatch:
+    """What the pullback of |z| checks (KINK_WATCH): the comparison-and-|z| entry of z, its zeros, the line."""
+    __slots__ = ("entry", "mask", "site")
+
+    def __init__(self, entry, mask, site):
+        self.entry, self.mask, self.site = entry, mask, site
+
+    def check(self, g):
+        e = self.entry
+        if e[5] or e[1] is None or isinstance(g, ZeroTangent):
+            return
+        both = e[1] & self.mask
+        gb = bottom(g)
+        if both.any() and np.any(np.broadcast_to(np.asarray(gb), both.shape)[both] != 0):
+            e[5] = True
+            from .errors import KinkWarning, line_text, warn_at
+
+            warn_at(self.site, f"|z| at z = 0 where a comparison of the same z with 0 ties ({line_text(e[3])}): "
+                    + _ZERO_KINK_TEXT, KinkWarning)
+
+
+def abs_watched(x):
+    """np.abs of traced ``x`` where it has zeros and carries a derivative: note them (note_zero_kink), and
+    return |x| through KINK_WATCH where a reverse level traces x; None otherwise (np.abs as usual)."""
+    b = bottom(x)
+    if np.iscomplexobj(b) or np.all(b) or not carries_any_derivative(x) or compared_by_mutagrad(sys._getframe(1)):
+        return None
+    from .errors import user_site
+
+    mask = np.asarray(b) == 0
+    e = note_zero_kink(x, mask, True)
+    if e is None or e[1] is None or not (e[1] & mask).any() or KINK_WATCH[0] is None or e[5] or not any(
+            getattr(t._level, "mode", None) != "fwd" for t in _tracer_chain(x)):
+        return None  # (a watch only where a comparison with 0 tied first: |x| alone is as it was)
+    return KINK_WATCH[0](ufunc_dispatch(np.absolute, "__call__", (x,), {}), _KinkWatch(e, mask, user_site()))
+
+
+def _only_forward(x) -> bool:
+    return all(getattr(t._level, "mode", None) == "fwd" for t in _tracer_chain(x))
+
+
+def _tracer_chain(x):
+    while isinstance(x, Tracer):
+        yield x
+        x = x._value
 
 
 def note_tied_pick(idx):
@@ -3607,6 +3715,10 @@ class Tracer:
                 if r is not None:
                     return r
         if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
+            if ufunc is np.absolute:  # (|z| at 0 beside a comparison's tie: note_zero_kink)
+                r = abs_watched(self)
+                if r is not None:
+                    return r
             if self._scalar and len(inputs) == 2 and inputs[1] is self and isinstance(inputs[0], np.generic) and (
                     ufunc in _SCALAR_REFLECTED) and at_an_operator(sys._getframe(1), _SCALAR_REFLECTED[ufunc][0]):
                 # `c ** s`, `c * s` of a NumPy scalar c: NumPy's scalar operator hands a traced s to
@@ -4482,6 +4594,9 @@ class Tracer:
             return _weak_result(call_ufunc(np.absolute, (self,), {}), ())
         if self._scalar and self.dtype.kind == "c":  # (a NumPy complex scalar's own abs, as above)
             return bind(PYTHON_COMPLEX_ABS[1], (self,))
+        r = abs_watched(self)  # (|z| at 0 beside a comparison's tie: note_zero_kink)
+        if r is not None:
+            return r
         r = _fast_call(np.absolute, self, self, _NOARG)
         return call_ufunc(np.absolute, (self,), {}) if r is None else r
 

@@ -456,7 +456,51 @@ def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
         assert mg.grad(relax)(np.array([1.0, 2.0])).tolist() == [0.0, 1.0]
 
 
+def _softplus_where(z):
+    return np.where(z > 0, z, 0.0) + np.log1p(np.exp(-np.abs(z)))
+
+
+def _softplus_abs_first(z):  # (|z| taken before the branch's comparison, the branch as a masked write)
+    out = np.log1p(np.exp(-np.abs(z)))
+    out[z > 0] += z[z > 0]
+    return out
+
+
+def _softplus_loop(z):  # (the ecommerce tester: Python's max and abs on each element)
+    return sum(max(zi, 0.0) + np.log1p(np.exp(-abs(zi))) for zi in z)
+
+
+def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
+    # (the ranking tester) a Bradley-Terry likelihood with the stable softplus at its all-zero start: the branch's
+    # one-sided 0 and |z|'s 0 added up to a gradient of 0 where it is Σ_j (W_ji - W_ij) / 2 (by hand), silently
+    W = np.array([[0.0, 3, 1, 4], [1, 0, 2, 2], [3, 1, 0, 1], [1, 2, 4, 0]])
+
+    def nll(theta, softplus):
+        return np.sum(W * softplus(theta[None, :] - theta[:, None]))
+
+    theta = np.zeros(4)
+    fd = np.array([(nll(theta + 1e-6 * e, _softplus_where) - nll(theta - 1e-6 * e, _softplus_where)) / 2e-6
+                   for e in np.eye(4)])
+    np.testing.assert_allclose(fd, 0.5 * (W.T - W).sum(axis=1), rtol=1e-6, atol=1e-8)
+    for sp in (_softplus_where, _softplus_abs_first):
+        for call in (lambda sp=sp: mg.grad(nll)(theta, sp), lambda sp=sp: mg.jvp(lambda t: nll(t, sp), (theta,),
+                                                                               (np.eye(4)[0],))[1]):
+            with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
+                call()
+    with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
+        assert mg.grad(lambda z: _softplus_loop(z))(np.zeros(2)).tolist() == [1.0, 1.0]  # (for 0.5: by hand)
+    with warnings.catch_warnings():  # (the rewrites it names, which are right; no tie; |z| or the branch alone)
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(mg.grad(nll)(theta, lambda z: np.logaddexp(0.0, z)), fd, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(mg.grad(nll)(theta, lambda z: np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))),
+                                   fd, rtol=1e-6, atol=1e-8)
+        mg.grad(nll)(np.array([0.1, -0.3, 0.7, 0.2]), _softplus_where)
+        mg.grad(lambda z: np.sum(np.abs(z)) + np.sum(np.where(z > 1.0, z, 0.0)))(np.array([0.0, 1.0]))
+        mg.grad(lambda z: np.sum(np.where(z > 0, z, 0.0)) + np.sum(np.abs(z + 1.0)))(np.array([0.0, 1.0]))
+
+
 def test_a_tie_of_numbers_with_the_same_tangent_still_warns_in_forward_mode():
+
     # equal tangents of the two tied numbers do not make the taken branch's derivative right: x ** 2 touches
     # 2x - 1 at 1, where np.where takes 3x - 1 (derivative 3) of a function that is 2x on both sides (central
     # differences: 2; the regress98 tester: a skip of the warning there gave 3 silently)

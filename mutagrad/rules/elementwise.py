@@ -16,6 +16,7 @@ import numpy as np
 from ..core import (
     ZERO_IF_REAL,
     note_cache_key,
+    note_zero_kink,
     note_equality,
     compared_by_mutagrad,
     FUNCTIONS,
@@ -50,7 +51,8 @@ from ..core import (
 )
 from .. import core
 from ..errors import _MUTAGRAD_DIR, MutationError, NoRuleError, kink_warning, user_line
-from ..registry import (_FP_KEYS, EagerPartial, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
+from ..registry import (_FP_KEYS, EagerPartial, UserFPErrors, defelementwise, deflinear, defnotimplemented, defzero,
+                        fp_event_as_numpy,
                         reciprocal, strong_times)
 from ..tangents import ZeroTangent
 from ..tape import POWERS, plain_exponent
@@ -467,6 +469,37 @@ def _warn_tie(inputs):
         kink_warning("a comparison of two differentiated values that are equal (a tie)", branch=True)
 
 
+def _note_zero_tie(inputs):
+    """A traced value compared for order with a plain 0 and equal to it: its elements there, for np.abs's
+    convention meeting the comparison's (core.note_zero_kink)."""
+    for x, c in ((inputs[0], inputs[1]), (inputs[1], inputs[0])):
+        if isinstance(x, Tracer) and not isinstance(c, Tracer):
+            cb, xb = np.asarray(c), bottom(x)
+            if cb.dtype.kind not in "fiub" or np.iscomplexobj(xb) or np.all(xb) or np.all(cb):
+                return
+            mask = (np.asarray(xb) == 0) & (cb == 0)
+            if mask.shape == np.shape(xb) and mask.any() and carries_any_derivative(x) and not (
+                    compared_by_mutagrad(sys._getframe(1)) or scipy_caller(sys._getframe(1)) is not None):
+                note_zero_kink(x, mask, False)
+            return
+
+
+def _kink_watch_impl(y, watch=None):
+    """``y`` (|z| of a z with zeros): the identity, whose pullback checks the cotangent (core.note_zero_kink); a
+    new array (an output that is its input is no operation of the tape's)."""
+    return y.copy()
+
+
+def _kink_watch_transpose(g, y, watch=None):
+    watch.check(g)
+    return g
+
+
+get_primitive(_kink_watch_impl, "abs")  # (internal: np.abs's row of docs/coverage.md)
+deflinear(_kink_watch_impl, _kink_watch_transpose)
+core.KINK_WATCH[0] = lambda y, watch: bind(REGISTRY[_kink_watch_impl], (y,), {"watch": watch})
+
+
 def _nondiff_call(ufunc, inputs, kwargs):
     """Functions with boolean/integer results: computed on plain values."""
     if ufunc is np.equal or ufunc is np.not_equal:
@@ -477,6 +510,7 @@ def _nondiff_call(ufunc, inputs, kwargs):
             return res
     elif len(inputs) == 2 and ufunc in _ORDERINGS:
         _warn_tie(inputs)
+        _note_zero_tie(inputs)
         note_equality(inputs, "order_at")
     elif ufunc is np.signbit:  # (a sign test, as x < 0: a bisection on the sign of f, the regress63 tester)
         note_equality(inputs, "order_at")

@@ -525,8 +525,9 @@ def _kept_operand(frame, y) -> bool:
             continue
         if type(n) in (ast.Attribute, ast.Subscript, ast.Name):
             v = _looked_up(n, user)
-            if v is y or (isinstance(v, (float, np.floating)) and v == y):
-                return True
+            if v is y or (isinstance(v, (float, np.floating)) and v == y) or (
+                    type(v) in (tuple, list) and len(v) <= 64 and any(k is y for k in v)):
+                return True  # (a tuple key, `(a, b) == self.key`: its items compared one by one, regress102)
     return False
 
 

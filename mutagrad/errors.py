@@ -1860,11 +1860,20 @@ def _type_tests(code):
         for node in ast.walk(tree):
             if type(node) is ast.Compare and code.co_firstlineno <= node.lineno <= last and all(
                     type(op) in _TYPE_OPS for op in node.ops) and any(
-                    type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "type" and len(n.args) == 1
-                    for n in (node.left, *node.comparators)):
+                    _type_call(n) or (type(n) is ast.Attribute and n.attr in ("__name__", "__qualname__", "__module__")
+                                      and _type_call(n.value)) for n in (node.left, *node.comparators)):
                 tests.append(node)
     _TYPE_TESTS[code] = (code.co_filename, tuple(tests), frozenset(names), frozenset(attrs))
     return tuple(tests), frozenset(names), frozenset(attrs)
+
+
+def _type_call(n) -> bool:
+    return type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "type" and len(n.args) == 1
+
+
+_NAMES_OF_PLAIN_TYPES = {"ndarray": np.ndarray, "numpy": np.ndarray, "float": float, "complex": complex,
+                         **{t.__name__: t for t in (np.float64, np.float32, np.float16, np.complex128, np.complex64,
+                                                    np.longdouble, np.clongdouble)}}
 
 
 def _plain_types_named(node, glob):
@@ -1872,6 +1881,9 @@ def _plain_types_named(node, glob):
     them) names in the module ``glob``: looked up, nothing run."""
     if type(node) in (ast.Tuple, ast.List, ast.Set):
         return [t for n in node.elts for t in _plain_types_named(n, glob)]
+    if type(node) is ast.Constant and type(node.value) is str:  # (type(x).__name__ == "ndarray")
+        t = _NAMES_OF_PLAIN_TYPES.get(node.value.rpartition(".")[2])
+        return [] if t is None else [t]
     if type(node) is ast.Name:
         v = glob.get(node.id, builtins.__dict__.get(node.id))
     elif type(node) is ast.Attribute and type(node.value) is ast.Name:
@@ -1886,11 +1898,16 @@ def warn_type_tests(fun, args=()) -> None:
     """Warn of each test of ``type(...)`` against np.ndarray, a NumPy scalar type, float or complex in the code
     ``fun`` runs (see above), once per function: its own, the functions it names (module-level, a module's
     attribute, closed over) and the methods of the classes and objects it names or is given in ``args``."""
-    todo = [getattr(fun, "__func__", fun)]
-    while type(todo[0]) is functools.partial:
-        todo[0] = todo[0].func
-    self_ = getattr(fun, "__self__", None)
-    for a in (args if self_ is None else (self_, *args)):
+    f = fun
+    while type(f) is functools.partial:
+        f = f.func
+    todo = []
+    if type(f) is types.MethodType:
+        todo.append(f.__func__)
+        _functions_of(f.__self__, (), todo)
+    else:
+        _functions_of(f, (), todo)  # (a function, or a callable object: its class's methods, its attributes')
+    for a in args:
         _functions_of(a, (), todo)
     seen = set()
     while todo:
@@ -1932,10 +1949,11 @@ def warn_type_tests(fun, args=()) -> None:
 _NOT_THE_PROGRAMS = _INTERNAL_PACKAGES | _STDLIB | {"builtins"}
 
 
-def _functions_of(v, attrs, todo):
+def _functions_of(v, attrs, todo, depth=0):
     """Into ``todo``: ``v`` if it is a Python function, else the functions a program's module ``v`` holds under
     the names in ``attrs``, or the methods (properties' getters too) of a program's class ``v`` or of the
-    class of a program's object ``v``."""
+    class of a program's object ``v``, and, two levels deep, of what a short list, tuple or dict ``v`` or such
+    an object's attributes hold (a model's layers: the regress102 tester)."""
     tv = type(v)
     if tv is types.FunctionType:
         todo.append(v)
@@ -1944,11 +1962,25 @@ def _functions_of(v, attrs, todo):
         if (getattr(v, "__name__", "") or "").partition(".")[0] not in _NOT_THE_PROGRAMS:
             todo.extend(f for f in (vars(v).get(a) for a in attrs) if type(f) is types.FunctionType)
         return
-    cls = v if isinstance(v, type) else tv
+    if tv in (list, tuple, dict):
+        if depth < 2 and len(v) <= 64:
+            for item in (v.values() if tv is dict else v):
+                _functions_of(item, attrs, todo, depth + 1)
+        return
+    cls = v if issubclass(tv, type) else tv  # (type() only: a proxy's __class__ or __getattr__ runs no code)
+    mine = False
     for k in getattr(cls, "__mro__", ()):
         if (getattr(k, "__module__", "") or "").partition(".")[0] in _NOT_THE_PROGRAMS:
             continue
+        mine = True
         for d in list(vars(k).values()):
             f = d.fget if type(d) is property else getattr(d, "__func__", d)
             if type(f) is types.FunctionType:
                 todo.append(f)
+    try:
+        own = object.__getattribute__(v, "__dict__") if mine and cls is tv else None
+    except AttributeError:
+        own = None
+    if type(own) is dict and depth < 2 and len(own) <= 64:
+        for item in list(own.values()):
+            _functions_of(item, attrs, todo, depth + 1)

@@ -448,6 +448,16 @@ def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
             return min(f, fbest)
 
         mg.grad(best)(np.array([0.1, 0.5]))
+        kept = {"loss": np.inf}
+
+        def best_so_far(v):  # (a value an earlier differentiation left: a constant to the next; regress102)
+            f = np.sum(v ** 2)
+            if f < kept["loss"]:
+                kept["loss"] = f
+            return f
+
+        mg.grad(best_so_far)(np.array([0.1, 0.5]))
+        mg.grad(best_so_far)(np.array([0.1, 0.5]))
 
         def relax(w):  # (Bellman-Ford from +inf: inf against inf is no tie to split; the graphs tester)
             d = w * np.inf
@@ -667,6 +677,19 @@ def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_anothe
             self.a, self.v = a, np.sin(a) * a ** 2
             return self.v
 
+    class Pair:  # (regress102) a tuple key: its items compared one by one
+        key = None
+
+        def __call__(self, p):
+            if self.key is not None and (p[0], p[1]) == self.key:
+                return self.v
+            self.key, self.v = (p[0], p[1]), np.sin(p[0]) * p[1]
+            return self.v
+
+    pair = Pair()
+    pair(q)
+    with pytest.warns(UserWarning, match=r"plain one kept at .*\(p\[0\], p\[1\]\) == self.key"):
+        mg.grad(lambda p: pair(p) + p[2])(q)
     memo, act = Memo(), np.array([np.inf, 0.5])
     with warnings.catch_warnings():  # (a number compared with a constant or a local: a special case, quiet)
         warnings.simplefilter("error")

@@ -226,3 +226,29 @@ def test_a_test_of_the_exact_type_in_a_method_or_another_module_warns(tmp_path, 
 
     with pytest.warns(UserWarning, match=r"tests the exact type"):  # (an object given as an argument)
         mg.grad(lambda x, m: m.energy(x))(x, Local())
+
+
+class _Tanh:  # (regress102) a layer's method reached through a model's list of layers, and a test of the name
+    def __call__(self, h):
+        if type(h).__name__ == "ndarray":
+            return np.tanh(h)
+        return h
+
+
+class _Sequential:
+    def __init__(self, layers):
+        self.layers = layers
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return np.sum(x)
+
+
+def test_a_test_of_the_exact_type_in_a_layer_of_a_model_warns():
+    x = np.array([0.5, 1.5])
+    model = _Sequential([_Tanh(), _Tanh()])
+    with pytest.warns(UserWarning, match=r"`type\(h\).__name__ == 'ndarray'` tests the exact type"):
+        g = mg.grad(model)(x)
+    exact = (1 - np.tanh(np.tanh(x)) ** 2) * (1 - np.tanh(x) ** 2)  # (by hand: the plain call's branch)
+    assert not np.allclose(g, exact)  # (what the warning is about: the other branch's derivative, 1)

@@ -2556,6 +2556,10 @@ def _constant_by_tangent(p, t) -> bool:
     if (t is None or isinstance(t, AbstractZero)) and (type(p) in (int, bool) or isinstance(p, (np.integer, np.bool_))
                                                        or (type(p) is _ndarray and p.dtype.kind in "biu")):
         return True
+    if t is None and type(p) in (list, tuple) and p and all(
+            type(q) in (int, bool) or isinstance(q, (np.integer, np.bool_)) or (type(q) is _ndarray and q.dtype.kind
+                                                                                in "biu") for q in tree_flatten(p)[0]):
+        return True  # (a list of indices, `mg.jvp(f, (u, [0, 2]), (v, None))`: the ecommerce tester)
     if isinstance(p, (float, complex, np.inexact)):
         # (a float number: as grad passes one it does not differentiate, plain; int(f / 100) of a frequency held
         # fixed was refused by jvp, not by grad: the audiosynth tester)

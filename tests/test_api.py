@@ -1414,6 +1414,8 @@ def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_
     assert mg.jvp(lambda a, n: a * n, (2.0, np.int64(3)), (1.0, mg.ZeroTangent())) == (6.0, 3.0)
     out, t = mg.jvp(lambda a, i: a[i].sum(), (np.arange(4.0), np.array([1, 3])), (np.ones(4), None))
     assert (out, t) == (4.0, 2.0)
+    out, t = mg.jvp(lambda a, i: a[i].sum(), (np.arange(4.0), [1, 3]), (np.ones(4), None))  # (a list: ecommerce)
+    assert (out, t) == (4.0, 2.0)
     with pytest.raises(TypeError, match=r"integer value 3 at .*test_api.py:\d+"):  # (a tangent given for it: refused)
         mg.jvp(lambda a, n: a * n, (2.0, 3), (1.0, 1.0))
     for call in (lambda: mg.grad(lambda x: (x * x, 1), has_aux="no"), lambda: mg.jvp(np.sin, (1.0,), (1.0,), has_aux=1),

@@ -2964,7 +2964,11 @@ _INTEGRATE_REWRITES = {
     "cumtrapz": ("The cumulative trapezoid rule is np.cumsum((y[1:] + y[:-1]) / 2 * np.diff(x)) (dx * ... for a "
                  "spacing dx), differentiated."),
     "simpson": ("Simpson's rule on an odd number of equally spaced points is dx / 3 * (y[0] + 4 * np.sum(y[1:-1:2]) "
-                "+ 2 * np.sum(y[2:-1:2]) + y[-1]) (SciPy's rule, its value to rounding), differentiated; or np.trapezoid(y, x)."),
+                "+ 2 * np.sum(y[2:-1:2]) + y[-1]) (SciPy's rule, its value to rounding), differentiated; on unequally "
+                "spaced x (an odd number of points), with h0, h1 = np.diff(x)[0::2], np.diff(x)[1::2]: np.sum((h0 + "
+                "h1) / 6 * ((2 - h1 / h0) * y[:-2:2] + (h0 + h1) ** 2 / (h0 * h1) * y[1:-1:2] + (2 - h0 / h1) * "
+                "y[2::2])) (SciPy's too; for an even number of points SciPy corrects the last interval); or "
+                "np.trapezoid(y, x)."),
     "romb": ("Romberg's table on 2**k + 1 equally spaced points is built from np.trapezoid of the subsampled "
              "y[::2**j] with Richardson's weights (R[j, m] = R[j, m-1] + (R[j, m-1] - R[j-1, m-1]) / (4**m - 1)), "
              "differentiated."),

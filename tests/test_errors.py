@@ -5650,6 +5650,12 @@ def test_scipy_integrate_fft_and_masked_array_refusals_name_their_numpy_rewrites
     np.testing.assert_allclose(dx / 3 * (y[0] + 4 * np.sum(y[1:-1:2]) + 2 * np.sum(y[2:-1:2]) + y[-1]),
                                si.simpson(y, x=x), rtol=1e-14)
     np.testing.assert_allclose(np.cumsum((y[1:] + y[:-1]) / 2 * np.diff(x)), si.cumulative_trapezoid(y, x), rtol=1e-14)
+    assert "(h0 + h1) ** 2 / (h0 * h1) * y[1:-1:2]" in msg  # (unequal spacing: the bem tester's radial stations)
+    xu = np.sort(np.random.default_rng(4960).uniform(0.0, 1.0, 9))
+    yu, (h0, h1) = np.exp(-0.9 * xu), (np.diff(xu)[0::2], np.diff(xu)[1::2])
+    np.testing.assert_allclose(np.sum((h0 + h1) / 6 * ((2 - h1 / h0) * yu[:-2:2] + (h0 + h1) ** 2 / (h0 * h1)
+                                                      * yu[1:-1:2] + (2 - h0 / h1) * yu[2::2])),
+                               si.simpson(yu, x=xu), rtol=1e-13)
     m = np.random.default_rng(0).random((3, 8)) + 0.1
     # scipy.fft.dct is differentiated as written (rules/scipy/fft.py): the same derivative as its matrix
     M = scipy.fft.dct(np.eye(8), axis=0, norm="ortho")

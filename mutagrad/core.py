@@ -3093,7 +3093,8 @@ def _scipy_rewrite(sub, name):
     if short in _INTERPOLATIONS:
         return (" mutagrad.scipy.ndimage.map_coordinates(im, coords, order=...) (import mutagrad.scipy.ndimage) "
                 "interpolates at any coordinates you compute, differentiated in both; or interpolate with NumPy "
-                "operations, which are differentiated with respect to the image and the coordinates: linear interpolation at y is i = np.floor(y).astype(int), w = y - i, "
+                "operations, which are differentiated with respect to the image and the coordinates: linear "
+                "interpolation at y is i = np.floor(y).astype(int), w = y - i, "
                 "im[i] * (1 - w) + im[i + 1] * w along each axis (bilinear in 2-D: the four neighbours "
                 "im[i, j], im[i + 1, j], ... by fancy indexing, i and j clipped to the image, or wrapped with "
                 "np.mod(i, n) for a periodic mode='grid-wrap' or 'wrap').")

@@ -452,7 +452,7 @@ def test_a_branch_on_a_tie_of_two_differentiated_values_warns():
 
         def best_so_far(v):  # (a value an earlier differentiation left: a constant to the next; regress102)
             f = np.sum(v ** 2)
-            if f < kept["loss"]:
+            if f < kept["loss"]:  # noqa: PLR1730 (the comparison is the point)
                 kept["loss"] = f
             return f
 

@@ -1750,8 +1750,7 @@ def _check_argument_read(p):
                 "read it from there only.")
 
 
-ZERO_KINKS: dict = {}  # id(a traced value) -> [it, where a comparison with 0 tied, where |.| was taken at 0, places,
-# warned]: see note_zero_kink
+ZERO_KINKS: dict = {}  # id(a traced value) -> its _ZeroKink: see note_zero_kink
 KINK_WATCH = [None]  # (y, watch) -> y through an identity primitive whose pullback checks the cotangent (elementwise)
 
 _ZERO_KINK_TEXT = (
@@ -1763,35 +1762,46 @@ _ZERO_KINK_TEXT = (
     "differences theta[:, None] - theta[None, :], is no matter.")
 
 
+class _ZeroKink:
+    """A traced value's elements where a comparison with 0 tied (``ties``, at the line ``tie_at``) and where |.| was
+    taken at 0 (``zeros``, ``zero_at``); ``warned``: once."""
+    __slots__ = ("value", "ties", "zeros", "tie_at", "zero_at", "warned")
+
+    def __init__(self, value):
+        self.value, self.ties, self.zeros, self.tie_at, self.zero_at, self.warned = value, None, None, None, None, False
+
+
 def note_zero_kink(x, mask, abs_taken):
     """Note that a comparison of traced ``x`` with 0 tied (``abs_taken`` False), or that |x| was taken, at the
     elements ``mask`` of ``x``. Where both meet at an element whose derivative reaches the result, the
     comparison's branch gets a one-sided derivative there and |x| gets 0, which add up wrong where the sum is
     smooth (the stable softplus np.where(z > 0, z, 0) + np.log1p(np.exp(-np.abs(z))) at z = 0 gets 0 for 0.5:
     the ranking tester's Bradley-Terry likelihood at its all-zero start): a KinkWarning, here where a forward
-    level's tangent there is not 0, in the pullback of |x| (KINK_WATCH) where its cotangent there is not 0
-    (the zero diagonal of a matrix of pairwise differences theta_i - theta_j, weighted 0 or of derivative 0,
-    stays quiet). Returns the entry, kept per outermost differentiation for 1024 values."""
+    level's tangent there is not 0 (or, the comparison after |x|, at a reverse level: |x| went unwatched), in
+    the pullback of |x| (KINK_WATCH) where its cotangent there is not 0 (the zero diagonal of a matrix of
+    pairwise differences theta_i - theta_j, weighted 0, stays quiet). Returns x's _ZeroKink, kept per outermost
+    differentiation for 1024 values (None past them)."""
     e = ZERO_KINKS.get(id(x))
-    if e is None or e[0] is not x:
+    if e is None or e.value is not x:
         if len(ZERO_KINKS) >= 1024:
             return None
-        e = ZERO_KINKS[id(x)] = [x, None, None, None, None, False]
-    k = 2 if abs_taken else 1
-    e[k] = mask if e[k] is None else e[k] | mask
-    if e[k + 2] is None:
-        e[k + 2] = user_place()
-    if not e[5] and e[3 - k] is not None:
-        both = e[1] & e[2]
+        e = ZERO_KINKS[id(x)] = _ZeroKink(x)
+    if abs_taken:
+        e.zeros = mask if e.zeros is None else e.zeros | mask
+        e.zero_at = e.zero_at or user_place()
+    else:
+        e.ties = mask if e.ties is None else e.ties | mask
+        e.tie_at = e.tie_at or user_place()
+    if not e.warned and e.ties is not None and e.zeros is not None:
+        both = e.ties & e.zeros
         if both.any() and (_forward_tangent_at(x, both) or not abs_taken and not _only_forward(x)):
-            # (|x| first, the comparison after: no watch on |x| to read its cotangent, so a reverse level warns here)
-            e[5] = True
+            e.warned = True
             from .errors import KinkWarning, line_text, warn_at
 
             warn_at(user_frame(sys._getframe(1)), (
                 f"{'|z|' if abs_taken else 'a comparison of z with 0'} at z = 0 where "
                 f"{'a comparison of the same z with 0 ties' if abs_taken else 'np.abs(z) of the same z was taken'} "
-                f"({line_text(e[3] if abs_taken else e[4])}): " + _ZERO_KINK_TEXT), KinkWarning)
+                f"({line_text(e.tie_at if abs_taken else e.zero_at)}): " + _ZERO_KINK_TEXT), KinkWarning)
     return e
 
 
@@ -1811,7 +1821,7 @@ def _forward_tangent_at(x, mask) -> bool:
 
 
 class _KinkWatch:
-    """What the pullback of |z| checks (KINK_WATCH): the comparison-and-|z| entry of z, its zeros, the line."""
+    """What the pullback of |z| checks (KINK_WATCH): z's _ZeroKink, its zeros, the line."""
     __slots__ = ("entry", "mask", "site")
 
     def __init__(self, entry, mask, site):
@@ -1819,15 +1829,14 @@ class _KinkWatch:
 
     def check(self, g):
         e = self.entry
-        if e[5] or e[1] is None or isinstance(g, ZeroTangent):
+        if e.warned or e.ties is None or isinstance(g, ZeroTangent):
             return
-        both = e[1] & self.mask
-        gb = bottom(g)
-        if both.any() and np.any(np.broadcast_to(np.asarray(gb), both.shape)[both] != 0):
-            e[5] = True
+        both = e.ties & self.mask
+        if both.any() and np.any(np.broadcast_to(np.asarray(bottom(g)), both.shape)[both] != 0):
+            e.warned = True
             from .errors import KinkWarning, line_text, warn_at
 
-            warn_at(self.site, f"|z| at z = 0 where a comparison of the same z with 0 ties ({line_text(e[3])}): "
+            warn_at(self.site, f"|z| at z = 0 where a comparison of the same z with 0 ties ({line_text(e.tie_at)}): "
                     + _ZERO_KINK_TEXT, KinkWarning)
 
 
@@ -1841,8 +1850,8 @@ def abs_watched(x):
 
     mask = np.asarray(b) == 0
     e = note_zero_kink(x, mask, True)
-    if e is None or e[1] is None or not (e[1] & mask).any() or KINK_WATCH[0] is None or e[5] or not any(
-            getattr(t._level, "mode", None) != "fwd" for t in _tracer_chain(x)):
+    if e is None or e.ties is None or not (e.ties & mask).any() or KINK_WATCH[0] is None or e.warned or (
+            _only_forward(x)):
         return None  # (a watch only where a comparison with 0 tied first: |x| alone is as it was)
     return KINK_WATCH[0](ufunc_dispatch(np.absolute, "__call__", (x,), {}), _KinkWatch(e, mask, user_site()))
 

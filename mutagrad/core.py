@@ -1780,11 +1780,12 @@ def note_zero_kink(x, mask, abs_taken):
     level's tangent there is not 0 (or, the comparison after |x|, at a reverse level: |x| went unwatched), in
     the pullback of |x| (KINK_WATCH) where its cotangent there is not 0 (the zero diagonal of a matrix of
     pairwise differences theta_i - theta_j, weighted 0, stays quiet). Returns x's _ZeroKink, kept per outermost
-    differentiation for 1024 values (None past them)."""
+    differentiation for the last 1024 values."""
     e = ZERO_KINKS.get(id(x))
     if e is None or e.value is not x:
-        if len(ZERO_KINKS) >= 1024:
-            return None
+        if len(ZERO_KINKS) >= 1024:  # (the oldest go: a comparison and the |x| after it are near each other)
+            for k in list(itertools.islice(ZERO_KINKS, 256)):
+                del ZERO_KINKS[k]
         e = ZERO_KINKS[id(x)] = _ZeroKink(x)
     if abs_taken:
         e.zeros = mask if e.zeros is None else e.zeros | mask
@@ -1840,9 +1841,10 @@ class _KinkWatch:
                     + _ZERO_KINK_TEXT, KinkWarning)
 
 
-def abs_watched(x):
-    """np.abs of traced ``x`` where it has zeros and carries a derivative: note them (note_zero_kink), and
-    return |x| through KINK_WATCH where a reverse level traces x; None otherwise (np.abs as usual)."""
+def abs_watched(x, ufunc=np.absolute):
+    """np.abs (``ufunc``: or np.fabs) of traced ``x`` where it has zeros and carries a derivative: note them
+    (note_zero_kink), and return |x| through KINK_WATCH where a reverse level traces x and a comparison of it with
+    0 tied there; None otherwise (np.abs as usual)."""
     b = bottom(x)
     if np.iscomplexobj(b) or np.all(b) or not carries_any_derivative(x) or compared_by_mutagrad(sys._getframe(1)):
         return None
@@ -1850,10 +1852,10 @@ def abs_watched(x):
 
     mask = np.asarray(b) == 0
     e = note_zero_kink(x, mask, True)
-    if e is None or e.ties is None or not (e.ties & mask).any() or KINK_WATCH[0] is None or e.warned or (
-            _only_forward(x)):
+    # (on the values alone, not on whether it warned: a forward jacobian's runs must take the same steps)
+    if e is None or e.ties is None or not (e.ties & mask).any() or KINK_WATCH[0] is None or _only_forward(x):
         return None  # (a watch only where a comparison with 0 tied first: |x| alone is as it was)
-    return KINK_WATCH[0](ufunc_dispatch(np.absolute, "__call__", (x,), {}), _KinkWatch(e, mask, user_site()))
+    return KINK_WATCH[0](ufunc_dispatch(ufunc, "__call__", (x,), {}), _KinkWatch(e, mask, user_site()))
 
 
 def _only_forward(x) -> bool:
@@ -3730,8 +3732,8 @@ class Tracer:
                 if r is not None:
                     return r
         if method == "__call__" and not kwargs and 0 < len(inputs) <= 2:
-            if ufunc is np.absolute:  # (|z| at 0 beside a comparison's tie: note_zero_kink)
-                r = abs_watched(self)
+            if ufunc is np.absolute or ufunc is np.fabs:  # (|z| at 0 beside a comparison's tie: note_zero_kink)
+                r = abs_watched(self, ufunc)
                 if r is not None:
                     return r
             if self._scalar and len(inputs) == 2 and inputs[1] is self and isinstance(inputs[0], np.generic) and (

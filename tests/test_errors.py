@@ -499,6 +499,14 @@ def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
                 call()
     with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
         assert mg.grad(lambda z: _softplus_loop(z))(np.zeros(2)).tolist() == [1.0, 1.0]  # (for 0.5: by hand)
+    with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):  # (np.fabs too: regress103)
+        mg.grad(lambda z: np.sum(np.where(z > 0, z, 0.0) + np.log1p(np.exp(-np.fabs(z)))))(np.zeros(2))
+    # mg.hessian's forward runs take the same steps whether or not one of them warned (regress103: its second run
+    # was refused as another program); against reverse over reverse
+    sp2 = lambda z: np.sum(_softplus_where(z) * np.array([1.0, 2.0]))
+    with pytest.warns(mg.KinkWarning):
+        np.testing.assert_allclose(mg.hessian(sp2)(np.array([0.0, 0.4])),
+                                   mg.jacobian(mg.grad(sp2), mode="rev")(np.array([0.0, 0.4])), rtol=1e-14)
     with warnings.catch_warnings():  # (the rewrites it names, which are right; no tie; |z| or the branch alone)
         warnings.simplefilter("error")
         np.testing.assert_allclose(mg.grad(nll)(theta, lambda z: np.logaddexp(0.0, z)), fd, rtol=1e-6, atol=1e-8)

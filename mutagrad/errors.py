@@ -411,8 +411,9 @@ def kink_warning(what: str, branch: bool = False, site=None) -> None:
         "meets a factor that is 0 only up to rounding, sin(3 * pi)): where the value "
         "reaches the result (not an np.where branch that is not taken), a composite that is smooth there gets a "
         "wrong second derivative (the Hessian of np.abs(z) ** 2 of a complex z, np.linalg.norm(x) ** 2 or "
-        "np.hypot(x, y) ** 2 at 0 comes out 0): write it without the kink (np.sum(x * x), "
-        "(z * np.conj(z)).real), or step off the point. A function with a true kink there (a norm) has no "
+        "np.hypot(x, y) ** 2 at 0 comes out 0; the stable softplus np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z))) "
+        "gets 0 for 0.25): write it without the kink (np.sum(x * x), (z * np.conj(z)).real, np.logaddexp(0, z) "
+        "for the softplus), or step off the point. A function with a true kink there (a norm) has no "
         "second derivative at that point (docs/errors.md: a second derivative through a kink)."), KinkWarning)
 
 

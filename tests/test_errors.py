@@ -501,6 +501,12 @@ def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
         assert mg.grad(lambda z: _softplus_loop(z))(np.zeros(2)).tolist() == [1.0, 1.0]  # (for 0.5: by hand)
     with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):  # (np.fabs too: regress103)
         mg.grad(lambda z: np.sum(np.where(z > 0, z, 0.0) + np.log1p(np.exp(-np.fabs(z)))))(np.zeros(2))
+    # (ml2) the form that splits the tie has the right first derivative, and its Hessian there says so: 0 for
+    # 0.25 (by hand: the softplus'' at 0 is sigmoid'(0)), which np.logaddexp(0, z) gives
+    mx = lambda z: np.sum(np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z))))
+    with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\) for the softplus"):
+        np.testing.assert_array_equal(mg.hessian(mx)(np.zeros(2)), np.zeros((2, 2)))
+    np.testing.assert_allclose(mg.hessian(lambda z: np.sum(np.logaddexp(0.0, z)))(np.zeros(2)), 0.25 * np.eye(2))
     # mg.hessian's forward runs take the same steps whether or not one of them warned (regress103: its second run
     # was refused as another program); against reverse over reverse
     sp2 = lambda z: np.sum(_softplus_where(z) * np.array([1.0, 2.0]))

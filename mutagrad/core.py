@@ -1765,7 +1765,7 @@ _ZERO_KINK_TEXT = (
 class _ZeroKink:
     """A traced value's elements where a comparison with 0 tied (``ties``, at the line ``tie_at``) and where |.| was
     taken at 0 (``zeros``, ``zero_at``); ``warned``: once."""
-    __slots__ = ("value", "ties", "zeros", "tie_at", "zero_at", "warned")
+    __slots__ = ("tie_at", "ties", "value", "warned", "zero_at", "zeros")
 
     def __init__(self, value):
         self.value, self.ties, self.zeros, self.tie_at, self.zero_at, self.warned = value, None, None, None, None, False

@@ -531,6 +531,41 @@ def _kept_operand(frame, y) -> bool:
     return False
 
 
+def note_tolerance_key(inputs):
+    """An order comparison of a traced number that is exactly 0 with a positive one, where the comparison takes
+    a difference with a value kept between calls: a cache's key with a tolerance (`np.max(np.abs(x - self.x))
+    < 1e-12`, `abs(s - self.s) <= 1e-14 * abs(s)`), hit where an earlier plain call filled it (regress102):
+    noted as note_cache_key notes an equality."""
+    for x, c in ((inputs[0], inputs[1]), (inputs[1], inputs[0])):
+        if isinstance(x, Tracer) and np.size(x) == 1 and np.size(c) == 1:
+            xb, cb = np.asarray(bottom(x)), np.asarray(bottom(c))
+            if xb.dtype.kind == "f" and xb == 0 and cb.dtype.kind in "fiu" and cb > 0 and carries_any_derivative(x) and (
+                    _kept_difference(sys._getframe(1))):
+                note_equality((x,), "cache_key_at")
+            return
+
+
+def _kept_difference(frame) -> bool:
+    """Whether the comparison the user's frame is at takes a difference (a - b) with a plain value kept where
+    :func:`_kept_operand` looks (an attribute, an item, a name not the function's own)."""
+    user = user_frame(frame)
+    node = call_at(user, ast.Compare)
+    if node is None:
+        return False
+    local = user.f_code.co_varnames
+    for sub in ast.walk(node):
+        if type(sub) is ast.BinOp and type(sub.op) is ast.Sub:
+            for n in (sub.left, sub.right):
+                if type(n) not in (ast.Attribute, ast.Subscript, ast.Name) or (
+                        type(n) is ast.Name and n.id in local) or (
+                        type(n) is ast.Attribute and isinstance(_looked_up(n.value, user), types.ModuleType)):
+                    continue
+                v = _looked_up(n, user)
+                if isinstance(v, (float, np.floating, _ndarray)) and not isinstance(v, Tracer):
+                    return True
+    return False
+
+
 def _looked_up(node, frame):
     """The value of a name, an attribute of one (its instance's or class's own, no property run) or an item
     of a dict or list at a constant key, in the user's ``frame``; _UNRESOLVED otherwise."""

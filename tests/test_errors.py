@@ -704,6 +704,28 @@ def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_anothe
     pair(q)
     with pytest.warns(UserWarning, match=r"plain one kept at .*\(p\[0\], p\[1\]\) == self.key"):
         mg.grad(lambda p: pair(p) + p[2])(q)
+    class Tolerant:  # (regress102) keys compared within a tolerance, on an array and on a number
+        x = s = None
+
+        def arr(self, x):
+            if self.x is not None and np.max(np.abs(x - self.x)) < 1e-12:
+                return self.v
+            self.x, self.v = x.copy(), np.sum(np.sin(x))
+            return self.v
+
+        def num(self, s):
+            if self.s is not None and abs(s - self.s) <= 1e-14 * abs(s):
+                return self.w
+            self.s, self.w = s, np.sin(s)
+            return self.w
+
+    tol = Tolerant()
+    tol.arr(q.copy())
+    tol.num(0.7)
+    with pytest.warns(UserWarning, match=r"plain one kept at .*np.max\(np.abs\(x - self.x\)\) < 1e-12"):
+        np.testing.assert_allclose(mg.grad(lambda x: tol.arr(x) + 0.5 * np.sum(x ** 2))(q.copy()), q)  # (the kept 0)
+    with pytest.warns(UserWarning, match=r"plain one kept at .*abs\(s - self.s\) <= 1e-14"):
+        assert mg.grad(lambda s: tol.num(s) + s)(0.7) == 1.0
     memo, act = Memo(), np.array([np.inf, 0.5])
     with warnings.catch_warnings():  # (a number compared with a constant or a local: a special case, quiet)
         warnings.simplefilter("error")
@@ -711,6 +733,17 @@ def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_anothe
         assert mg.grad(lambda a: memo(a) + memo(a))(1.3) == pytest.approx(
             2 * (np.cos(1.3) * 1.3 ** 2 + 2 * 1.3 * np.sin(1.3)), rel=1e-14)  # (by hand)
         mg.grad(lambda t: t[1] * (2.0 if t[0] == np.inf else 1.0))(act)  # (a placeholder's test: cardiac)
+
+        def newton(a):  # (a convergence test on the function's own values: no kept value)
+            x = 1.0
+            for _ in range(50):
+                fx = x * x - a
+                if abs(fx) < 1e-12:
+                    break
+                x = x - fx / (2 * x)
+            return x
+
+        assert mg.grad(newton)(4.0) == pytest.approx(0.25, rel=1e-12)  # (d sqrt(a)/da at 4, by hand)
 
         def local_key(x):
             k = 0.3

@@ -16,6 +16,7 @@ import numpy as np
 from ..core import (
     ZERO_IF_REAL,
     note_cache_key,
+    note_tolerance_key,
     note_zero_kink,
     note_equality,
     compared_by_mutagrad,
@@ -512,6 +513,7 @@ def _nondiff_call(ufunc, inputs, kwargs):
     elif len(inputs) == 2 and ufunc in _ORDERINGS:
         _warn_tie(inputs)
         _note_zero_tie(inputs)
+        note_tolerance_key(inputs)
         note_equality(inputs, "order_at")
     elif ufunc is np.signbit:  # (a sign test, as x < 0: a bisection on the sign of f, the regress63 tester)
         note_equality(inputs, "order_at")

@@ -537,9 +537,12 @@ def note_tolerance_key(inputs):
     < 1e-12`, `abs(s - self.s) <= 1e-14 * abs(s)`), hit where an earlier plain call filled it (regress102):
     noted as note_cache_key notes an equality."""
     for x, c in ((inputs[0], inputs[1]), (inputs[1], inputs[0])):
-        if isinstance(x, Tracer) and np.size(x) == 1 and np.size(c) == 1:
-            xb, cb = np.asarray(bottom(x)), np.asarray(bottom(c))
-            if xb.dtype.kind == "f" and xb == 0 and cb.dtype.kind in "fiu" and cb > 0 and carries_any_derivative(x) and (
+        if isinstance(x, Tracer) and x._scalar:
+            xb = bottom(x)
+            if xb != 0 or np.size(c) != 1:  # (the common case, first: an element loop's comparisons)
+                return
+            cb = np.asarray(bottom(c))
+            if np.asarray(xb).dtype.kind == "f" and cb.dtype.kind in "fiu" and cb > 0 and carries_any_derivative(x) and (
                     _kept_difference(sys._getframe(1))):
                 note_equality((x,), "cache_key_at")
             return
@@ -1815,19 +1818,35 @@ def note_zero_kink(x, mask, abs_taken):
     level's tangent there is not 0 (or, the comparison after |x|, at a reverse level: |x| went unwatched), in
     the pullback of |x| (KINK_WATCH) where its cotangent there is not 0 (the zero diagonal of a matrix of
     pairwise differences theta_i - theta_j, weighted 0, stays quiet). Returns x's _ZeroKink, kept per outermost
-    differentiation for the last 1024 values."""
-    e = ZERO_KINKS.get(id(x))
-    if e is None or e.value is not x:
-        if len(ZERO_KINKS) >= 1024:  # (the oldest go: a comparison and the |x| after it are near each other)
-            for k in list(itertools.islice(ZERO_KINKS, 256)):
-                del ZERO_KINKS[k]
-        e = ZERO_KINKS[id(x)] = _ZeroKink(x)
+    differentiation for the last 1024 values. A number is noted under its statement too: an element read again
+    for each use, `max(z[i], 0.0) + np.log1p(np.exp(-abs(z[i])))`, is a new traced number each time (ml2)."""
+    place = user_place()
+    keys = [id(x)] + ([("statement",) + place] if x._scalar and place is not None else [])
+    found, warned = None, False
+    for key in keys:
+        e = ZERO_KINKS.get(key)
+        if e is None or (type(key) is int and e.value is not x):
+            if len(ZERO_KINKS) >= 1024:  # (the oldest go: a comparison and the |x| after it are near each other)
+                for k in list(itertools.islice(ZERO_KINKS, 256)):
+                    del ZERO_KINKS[k]
+            e = ZERO_KINKS[key] = _ZeroKink(x if type(key) is int else None)
+        was = e.warned
+        e.warned = e.warned or warned  # (one warning for one event)
+        _note_kink_in(e, x, mask, abs_taken, place)
+        warned = warned or (e.warned and not was)
+        if found is None or (found.ties is None and e.ties is not None):
+            found = e
+    return found
+
+
+def _note_kink_in(e, x, mask, abs_taken, place):
+    """note_zero_kink's record of one event in the _ZeroKink ``e``, and its warning where the two meet."""
     if abs_taken:
         e.zeros = mask if e.zeros is None else e.zeros | mask
-        e.zero_at = e.zero_at or user_place()
+        e.zero_at = e.zero_at or place
     else:
         e.ties = mask if e.ties is None else e.ties | mask
-        e.tie_at = e.tie_at or user_place()
+        e.tie_at = e.tie_at or place
     if not e.warned and e.ties is not None and e.zeros is not None:
         both = e.ties & e.zeros
         if both.any() and (_forward_tangent_at(x, both) or not abs_taken and not _only_forward(x)):
@@ -1838,7 +1857,6 @@ def note_zero_kink(x, mask, abs_taken):
                 f"{'|z|' if abs_taken else 'a comparison of z with 0'} at z = 0 where "
                 f"{'a comparison of the same z with 0 ties' if abs_taken else 'np.abs(z) of the same z was taken'} "
                 f"({line_text(e.tie_at if abs_taken else e.zero_at)}): " + _ZERO_KINK_TEXT), KinkWarning)
-    return e
 
 
 def _forward_tangent_at(x, mask) -> bool:
@@ -1881,7 +1899,9 @@ def abs_watched(x, ufunc=np.absolute):
     (note_zero_kink), and return |x| through KINK_WATCH where a reverse level traces x and a comparison of it with
     0 tied there; None otherwise (np.abs as usual)."""
     b = bottom(x)
-    if np.iscomplexobj(b) or np.all(b) or not carries_any_derivative(x) or compared_by_mutagrad(sys._getframe(1)):
+    if (b != 0 if x._scalar else np.all(b)):  # (the common case first: an element loop's abs)
+        return None
+    if np.iscomplexobj(b) or not carries_any_derivative(x) or compared_by_mutagrad(sys._getframe(1)):
         return None
     from .errors import user_site
 

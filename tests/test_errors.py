@@ -480,6 +480,10 @@ def _softplus_loop(z):  # (the ecommerce tester: Python's max and abs on each el
     return sum(max(zi, 0.0) + np.log1p(np.exp(-abs(zi))) for zi in z)
 
 
+def _softplus_indexed(z):  # (ml2: the element read again in each term, a new traced number each time)
+    return sum(max(z[i], 0.0) + np.log1p(np.exp(-abs(z[i]))) for i in range(len(z)))
+
+
 def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
     # (the ranking tester) a Bradley-Terry likelihood with the stable softplus at its all-zero start: the branch's
     # one-sided 0 and |z|'s 0 added up to a gradient of 0 where it is Σ_j (W_ji - W_ij) / 2 (by hand), silently
@@ -497,8 +501,9 @@ def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
                                                                                (np.eye(4)[0],))[1]):
             with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
                 call()
-    with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
-        assert mg.grad(lambda z: _softplus_loop(z))(np.zeros(2)).tolist() == [1.0, 1.0]  # (for 0.5: by hand)
+    for sp in (_softplus_loop, _softplus_indexed):
+        with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
+            assert mg.grad(sp)(np.zeros(2)).tolist() == [1.0, 1.0]  # (for 0.5: by hand)
     with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):  # (np.fabs too: regress103)
         mg.grad(lambda z: np.sum(np.where(z > 0, z, 0.0) + np.log1p(np.exp(-np.fabs(z)))))(np.zeros(2))
     # (ml2) the form that splits the tie has the right first derivative, and its Hessian there says so: 0 for

@@ -1821,7 +1821,12 @@ def note_zero_kink(x, mask, abs_taken):
     differentiation for the last 1024 values. A number is noted under its statement too: an element read again
     for each use, `max(z[i], 0.0) + np.log1p(np.exp(-abs(z[i])))`, is a new traced number each time (ml2)."""
     place = user_place()
-    keys = [id(x)] + ([("statement",) + place] if x._scalar and place is not None else [])
+    keys = [id(x)]
+    if x._scalar and place is not None:
+        keys.append(("statement",) + place)
+        element = _element_read(x, sys._getframe(1))
+        if element is not None:
+            keys.append(element)
     found, warned = None, False
     for key in keys:
         e = ZERO_KINKS.get(key)
@@ -1837,6 +1842,37 @@ def note_zero_kink(x, mask, abs_taken):
         if found is None or (found.ties is None and e.ties is not None):
             found = e
     return found
+
+
+def _element_read(x, frame):
+    """("element", its array's storage and view, the index) where the traced number ``x`` of a comparison or an
+    abs is the user's ``a[i]`` read (one subscript, of a traced array's name, at a name or constant index), that
+    element read again in another statement (`m = max(z[i], 0.0)`, then `abs(z[i])`: regress105); else None.
+    Looked up, nothing run."""
+    user = user_frame(frame)
+    node = call_at(user, ast.Compare)
+    operands = (node.left, *node.comparators) if node is not None else getattr(call_at(user), "args", ())
+    subs = [n for n in operands if type(n) is ast.Subscript and type(n.value) is ast.Name]
+    if len(subs) != 1:
+        return None
+    n = subs[0]
+    a = user.f_locals.get(n.value.id)
+    parts = n.slice.elts if type(n.slice) is ast.Tuple else (n.slice,)
+    idx = []
+    for p in parts:
+        v = p.value if type(p) is ast.Constant else user.f_locals.get(p.id) if type(p) is ast.Name else None
+        if type(v) is not int and not isinstance(v, np.integer):
+            return None
+        idx.append(int(v))
+    if not isinstance(a, Tracer) or a._scalar or len(idx) != np.ndim(a):
+        return None
+    try:
+        if bottom(a)[tuple(idx)] != bottom(x):
+            return None
+    except IndexError:
+        return None
+    g = a._geom
+    return ("element", id(a._storage), None if g is None else (g.offset, g.shape, g.strides), tuple(idx))
 
 
 def _note_kink_in(e, x, mask, abs_taken, place):

@@ -2553,12 +2553,9 @@ def _constant_by_tangent(p, t) -> bool:
     """Whether jvp may pass primal ``p`` as a constant: a plain float array or number whose tangent
     ``t`` is a symbolic zero or all zeros of its shape; an integer or boolean one (a count, an
     index, a flag) whose tangent is None or a symbolic zero (JAX's float0 tangent)."""
-    if (t is None or isinstance(t, AbstractZero)) and (type(p) in (int, bool) or isinstance(p, (np.integer, np.bool_))
-                                                       or (type(p) is _ndarray and p.dtype.kind in "biu")):
+    if (t is None or isinstance(t, AbstractZero)) and _integer_valued(p):
         return True
-    if t is None and type(p) in (list, tuple) and p and all(
-            type(q) in (int, bool) or isinstance(q, (np.integer, np.bool_)) or (type(q) is _ndarray and q.dtype.kind
-                                                                                in "biu") for q in tree_flatten(p)[0]):
+    if t is None and type(p) in (list, tuple) and p and all(_integer_valued(q) for q in tree_flatten(p)[0]):
         return True  # (a list of indices, `mg.jvp(f, (u, [0, 2]), (v, None))`: the ecommerce tester)
     if isinstance(p, (float, complex, np.inexact)):
         # (a float number: as grad passes one it does not differentiate, plain; int(f / 100) of a frequency held
@@ -2570,6 +2567,12 @@ def _constant_by_tangent(p, t) -> bool:
         return True
     return isinstance(t, (_ndarray, np.generic)) and not isinstance(t, Tracer) and t.dtype.kind in "biufc" and (
         np.shape(t) == p.shape and not np.any(t))
+
+
+def _integer_valued(p) -> bool:
+    """An integer or boolean number or array (a count, an index, a flag)."""
+    return type(p) in (int, bool) or isinstance(p, (np.integer, np.bool_)) or (
+        type(p) is _ndarray and p.dtype.kind in "biu")
 
 
 def _zero_number(t) -> bool:

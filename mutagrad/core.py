@@ -515,20 +515,30 @@ def _kept_operand(frame, y) -> bool:
     if not np.isfinite(y):  # (`if act[i] == np.inf:`, a placeholder's test: the cardiac tester)
         return False
     user = user_frame(frame)
-    node = call_at(user, ast.Compare)
-    operands = (node.left, *node.comparators) if node is not None else getattr(call_at(user), "args", ())
-    local = user.f_code.co_varnames
-    for n in operands:
-        if type(n) is ast.Name and n.id in local:
-            continue
-        if type(n) is ast.Attribute and isinstance(_looked_up(n.value, user), types.ModuleType):
-            continue
-        if type(n) in (ast.Attribute, ast.Subscript, ast.Name):
-            v = _looked_up(n, user)
-            if v is y or (isinstance(v, (float, np.floating)) and v == y) or (
-                    type(v) in (tuple, list) and len(v) <= 64 and any(k is y for k in v)):
-                return True  # (a tuple key, `(a, b) == self.key`: its items compared one by one, regress102)
+    for n in _compared_operands(user):
+        v = _kept_value(n, user)
+        if v is y or (isinstance(v, (float, np.floating)) and v == y) or (
+                type(v) in (tuple, list) and len(v) <= 64 and any(k is y for k in v)):
+            return True  # (a tuple key, `(a, b) == self.key`: its items compared one by one, regress102)
     return False
+
+
+def _compared_operands(user):
+    """The operands of the comparison the user's frame is at (``a == b``, ``a < b``), or of the call it is at
+    (``np.isclose(a, b)``, Python's ``max(a, 0.0)``, ``abs(a)``): AST nodes; () where there is none."""
+    node = call_at(user, ast.Compare)
+    return (node.left, *node.comparators) if node is not None else getattr(call_at(user), "args", ())
+
+
+def _kept_value(n, user):
+    """The value the operand ``n`` reads where it reads one kept between calls, looked up (:func:`_looked_up`):
+    an attribute (``self.B``, not a module's constant: ``np.inf``), an item (``memo["B"]``, ``self.p[0]``),
+    or a name that is not the function's own local (a global, a closed-over ``nonlocal``); else _UNRESOLVED."""
+    if type(n) not in (ast.Attribute, ast.Subscript, ast.Name) or (
+            type(n) is ast.Name and n.id in user.f_code.co_varnames) or (
+            type(n) is ast.Attribute and isinstance(_looked_up(n.value, user), types.ModuleType)):
+        return _UNRESOLVED
+    return _looked_up(n, user)
 
 
 def note_tolerance_key(inputs):
@@ -555,15 +565,10 @@ def _kept_difference(frame) -> bool:
     node = call_at(user, ast.Compare)
     if node is None:
         return False
-    local = user.f_code.co_varnames
     for sub in ast.walk(node):
         if type(sub) is ast.BinOp and type(sub.op) is ast.Sub:
             for n in (sub.left, sub.right):
-                if type(n) not in (ast.Attribute, ast.Subscript, ast.Name) or (
-                        type(n) is ast.Name and n.id in local) or (
-                        type(n) is ast.Attribute and isinstance(_looked_up(n.value, user), types.ModuleType)):
-                    continue
-                v = _looked_up(n, user)
+                v = _kept_value(n, user)
                 if isinstance(v, (float, np.floating, _ndarray)) and not isinstance(v, Tracer):
                     return True
     return False
@@ -1789,7 +1794,6 @@ def _check_argument_read(p):
 
 
 ZERO_KINKS: dict = {}  # id(a traced value) -> its _ZeroKink: see note_zero_kink
-KINK_WATCH = [None]  # (y, watch) -> y through an identity primitive whose pullback checks the cotangent (elementwise)
 
 _ZERO_KINK_TEXT = (
     "the comparison's branch (np.where(z > 0, ...), z * (z > 0), a mask, an if, Python's max(z, 0)) gets a one-sided "
@@ -1816,7 +1820,7 @@ def note_zero_kink(x, mask, abs_taken):
     smooth (the stable softplus np.where(z > 0, z, 0) + np.log1p(np.exp(-np.abs(z))) at z = 0 gets 0 for 0.5:
     the ranking tester's Bradley-Terry likelihood at its all-zero start): a KinkWarning, here where a forward
     level's tangent there is not 0 (or, the comparison after |x|, at a reverse level: |x| went unwatched), in
-    the pullback of |x| (KINK_WATCH) where its cotangent there is not 0 (the zero diagonal of a matrix of
+    the pullback of a watch on |x| (abs_watched) where its cotangent there is not 0 (the zero diagonal of a matrix of
     pairwise differences theta_i - theta_j, weighted 0, stays quiet). Returns x's _ZeroKink, kept per outermost
     differentiation for the last 1024 values. A number is noted under its statement too: an element read again
     for each use, `max(z[i], 0.0) + np.log1p(np.exp(-abs(z[i])))`, is a new traced number each time (ml2)."""
@@ -1850,9 +1854,7 @@ def _element_read(x, frame):
     element read again in another statement (`m = max(z[i], 0.0)`, then `abs(z[i])`: regress105); else None.
     Looked up, nothing run."""
     user = user_frame(frame)
-    node = call_at(user, ast.Compare)
-    operands = (node.left, *node.comparators) if node is not None else getattr(call_at(user), "args", ())
-    subs = [n for n in operands if type(n) is ast.Subscript and type(n.value) is ast.Name]
+    subs = [n for n in _compared_operands(user) if type(n) is ast.Subscript and type(n.value) is ast.Name]
     if len(subs) != 1:
         return None
     n = subs[0]
@@ -1911,7 +1913,7 @@ def _forward_tangent_at(x, mask) -> bool:
 
 
 class _KinkWatch:
-    """What the pullback of |z| checks (KINK_WATCH): z's _ZeroKink, its zeros, the line."""
+    """What the pullback of the watch on |z| checks (abs_watched): z's _ZeroKink, its zeros, the line."""
     __slots__ = ("entry", "mask", "site")
 
     def __init__(self, entry, mask, site):
@@ -1932,8 +1934,8 @@ class _KinkWatch:
 
 def abs_watched(x, ufunc=np.absolute):
     """np.abs (``ufunc``: or np.fabs) of traced ``x`` where it has zeros and carries a derivative: note them
-    (note_zero_kink), and return |x| through KINK_WATCH where a reverse level traces x and a comparison of it with
-    0 tied there; None otherwise (np.abs as usual)."""
+    (note_zero_kink), and return |x| through a watch (rules/linalg's _norm_kink_p, with a check) where a reverse
+    level traces x and a comparison of it with 0 tied there; None otherwise (np.abs as usual)."""
     b = bottom(x)
     if (b != 0 if x._scalar else np.all(b)):  # (the common case first: an element loop's abs)
         return None
@@ -1944,9 +1946,13 @@ def abs_watched(x, ufunc=np.absolute):
     mask = np.asarray(b) == 0
     e = note_zero_kink(x, mask, True)
     # (on the values alone, not on whether it warned: a forward jacobian's runs must take the same steps)
-    if e is None or e.ties is None or not (e.ties & mask).any() or KINK_WATCH[0] is None or _only_forward(x):
+    if e is None or e.ties is None or not (e.ties & mask).any() or _only_forward(x):
         return None  # (a watch only where a comparison with 0 tied first: |x| alone is as it was)
-    return KINK_WATCH[0](ufunc_dispatch(ufunc, "__call__", (x,), {}), _KinkWatch(e, mask, user_site()))
+    # (the norms' watch, an identity whose pullback runs the check)
+    from .rules.linalg import _norm_kink_p
+
+    return bind(_norm_kink_p, (ufunc_dispatch(ufunc, "__call__", (x,), {}),),
+                {"check": _KinkWatch(e, mask, user_site()).check})
 
 
 def _only_forward(x) -> bool:
@@ -2564,6 +2570,9 @@ def function_dispatch(func, args, kwargs):
             return run_lent(lv, function_dispatch, func, args, kwargs)
     h = FUNCTIONS.get(func)
     if h is None:
+        twin = _like_twins().get(func)
+        if twin is not None:  # np.empty(shape, like=x): NumPy hands a creation function to like='s protocol
+            return twin(*args, **kwargs)
         plain = _leftovers_only(args, kwargs)
         if plain is not None:  # (np.save(f, y) of a value a returned differentiation left behind)
             return func(*plain[0], **plain[1])
@@ -3839,9 +3848,6 @@ class Tracer:
         return ufunc_dispatch(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        twin = _like_twins().get(func)
-        if twin is not None:  # np.empty(shape, like=x): NumPy hands a creation function to like='s protocol
-            return twin(*args, **kwargs)
         if len(types) > 1:
             for t in types:
                 if not issubclass(t, (_ndarray, Tracer)) and t.__array_function__ is not _NDARRAY_AF:

@@ -52,8 +52,7 @@ from ..core import (
 )
 from .. import core
 from ..errors import _MUTAGRAD_DIR, MutationError, NoRuleError, kink_warning, user_line
-from ..registry import (_FP_KEYS, EagerPartial, UserFPErrors, defelementwise, deflinear, defnotimplemented, defzero,
-                        fp_event_as_numpy,
+from ..registry import (_FP_KEYS, EagerPartial, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)
 from ..tangents import ZeroTangent
 from ..tape import POWERS, plain_exponent
@@ -494,22 +493,6 @@ def _note_zero_tie(inputs):
     if mask.shape == np.shape(xb) and mask.any() and carries_any_derivative(x) and not (
             compared_by_mutagrad(sys._getframe(1)) or scipy_caller(sys._getframe(1)) is not None):
         note_zero_kink(x, mask, False)
-
-
-def _kink_watch_impl(y, watch=None):
-    """``y`` (|z| of a z with zeros): the identity, whose pullback checks the cotangent (core.note_zero_kink); a
-    new array (an output that is its input is no operation of the tape's)."""
-    return y.copy()
-
-
-def _kink_watch_transpose(g, y, watch=None):
-    watch.check(g)
-    return g
-
-
-get_primitive(_kink_watch_impl, "abs")  # (internal: np.abs's row of docs/coverage.md)
-deflinear(_kink_watch_impl, _kink_watch_transpose)
-core.KINK_WATCH[0] = lambda y, watch: bind(REGISTRY[_kink_watch_impl], (y,), {"watch": watch})
 
 
 def _nondiff_call(ufunc, inputs, kwargs):

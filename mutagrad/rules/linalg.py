@@ -1023,10 +1023,13 @@ def _norm_kink(v, what="np.linalg.norm at a zero vector", skip=None, at=None, fi
     return bind(_norm_kink_p, (v,), {"site": user_site(), "what": what, "zero": zero, "first_right": first_right})
 
 
-def _norm_kink_rrule(v, site=None, what="", zero=None, first_right=False):
+def _norm_kink_rrule(v, site=None, what="", zero=None, first_right=False, check=None):
+    # (``check``: another watch's test of the cotangent, core.abs_watched's of |z| beside a comparison's tie)
 
     def pullback(g):
-        if np.any(zero):
+        if check is not None:
+            check(g)
+        elif np.any(zero):
             read = read_mask(0, products=first_right, outputs=True)
             if read is None or np.any(read & zero):
                 kink_warning(what, site=site)
@@ -1035,13 +1038,14 @@ def _norm_kink_rrule(v, site=None, what="", zero=None, first_right=False):
     return np.copy(v), pullback
 
 
-def _norm_kink_frule(primals, tangents, site=None, what="", zero=None, first_right=False):
-    if zero is None or np.any(zero):
+def _norm_kink_frule(primals, tangents, site=None, what="", zero=None, first_right=False, check=None):
+    if check is None and (zero is None or np.any(zero)):
         kink_warning(what, site=site)
     return np.copy(primals[0]), tangents[0]
 
 
-_norm_kink_p = get_primitive(lambda v, site=None, what="", zero=None, first_right=False: np.copy(v), "norm_kink")  # (internal: no coverage.md row)
+_norm_kink_p = get_primitive(lambda v, site=None, what="", zero=None, first_right=False, check=None: np.copy(v),
+                             "norm_kink")  # (internal: no coverage.md row)
 _norm_kink_p.rrule, _norm_kink_p.frule = _norm_kink_rrule, _norm_kink_frule
 FOOTPRINTS.add(_norm_kink_p)
 

@@ -941,10 +941,7 @@ class _Stencil:
         """Σ_k Π_d ws[d][k_d] xe[j(k)] at every point (0 at the points outside)."""
         total = None
         for k in self.combos():
-            term = xe[tuple(self.idx[d][k[d]] for d in range(len(self.shape)))]
-            for d, kd in enumerate(k):
-                if not (isinstance(ws[d][kd], float) and ws[d][kd] == 1.0):
-                    term = term * ws[d][kd]
+            term = _weighted(xe[tuple(self.idx[d][k[d]] for d in range(len(self.shape)))], ws, k)
             total = term if total is None else total + term
         return np.where(self.outside, 0.0, total) if self.outside.any() else total
 
@@ -956,11 +953,7 @@ class _Stencil:
         for k in self.combos():
             flats.append(np.ravel_multi_index(tuple(self.idx[d][k[d]] for d in range(len(self.shape))),
                                               self.ext).ravel())
-            term = g
-            for d, kd in enumerate(k):
-                if not (isinstance(ws[d][kd], float) and ws[d][kd] == 1.0):
-                    term = term * ws[d][kd]
-            vals.append(np.ravel(term))
+            vals.append(np.ravel(_weighted(g, ws, k)))
         flat, val = np.concatenate(flats), np.concatenate(vals)
         size = int(np.prod(self.ext))
         if _complex(val):
@@ -968,6 +961,14 @@ class _Stencil:
         else:
             out = np.bincount(flat, val, size)
         return np.reshape(out, self.ext)
+
+
+def _weighted(term, ws, k):
+    """``term`` times the weights ws[d][k[d]] of every axis (an order-0 weight, the number 1.0, left out)."""
+    for d, kd in enumerate(k):
+        if not (isinstance(ws[d][kd], float) and ws[d][kd] == 1.0):
+            term = term * ws[d][kd]
+    return term
 
 
 @functools.lru_cache(maxsize=64)
@@ -1370,7 +1371,7 @@ def _shift_factor(a, k, n):
 
 
 def _ellipsoid_plain(q, ndim):
-    """φ of the plain q = r² > 0, as SciPy writes it (2-D, 3-D)."""
+    """φ of q = r² > 0, as SciPy writes it (2-D, 3-D): on plain values, SciPy's; on traced ones, differentiated."""
     r = np.sqrt(q)
     if ndim == 2:
         return 2.0 * _special().j1(r) / r
@@ -1399,9 +1400,7 @@ def _ellipsoid_kernel(grid, sizes):
     small = qv < _FOURIER_SMALL_Q
     kernel = None
     if not small.all():
-        qb = np.where(small, 1.0, q) if small.any() else q
-        r = np.sqrt(qb)
-        kernel = 2.0 * _special().j1(r) / r if ndim == 2 else 3.0 * (np.sin(r) - r * np.cos(r)) / (r * r * r)
+        kernel = _ellipsoid_plain(np.where(small, 1.0, q) if small.any() else q, ndim)  # (traced q too)
     if small.any():
         qs = np.where(small, q, 0.0)
         series = _horner(_ELLIPSOID_SERIES[ndim], qs)

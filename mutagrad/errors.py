@@ -1858,18 +1858,24 @@ def _type_tests(code):
     tree = _file_tree(code.co_filename) if uses_type else None
     if tree is not None:
         last = max((line for _, _, line in code.co_lines() if line is not None), default=code.co_firstlineno)
-        for node in ast.walk(tree):
-            if type(node) is ast.Compare and code.co_firstlineno <= node.lineno <= last and all(
-                    type(op) in _TYPE_OPS for op in node.ops) and any(
-                    _type_call(n) or (type(n) is ast.Attribute and n.attr in ("__name__", "__qualname__", "__module__")
-                                      and _type_call(n.value)) for n in (node.left, *node.comparators)):
+        inside = [node for node in ast.walk(tree) if code.co_firstlineno <= getattr(node, "lineno", 0) <= last]
+        # (t = type(x) ... t is np.ndarray: a name bound to a type(...) call in the function stands for it)
+        kept = {t.id for node in inside if type(node) is ast.Assign and _type_call(node.value, ())
+                for t in node.targets if type(t) is ast.Name}
+        for node in inside:
+            if type(node) is ast.Compare and all(type(op) in _TYPE_OPS for op in node.ops) and any(
+                    _type_call(n, kept) or (type(n) is ast.Attribute and n.attr in ("__name__", "__qualname__",
+                                                                                    "__module__")
+                                            and _type_call(n.value, kept)) for n in (node.left, *node.comparators)):
                 tests.append(node)
     _TYPE_TESTS[code] = (code.co_filename, tuple(tests), frozenset(names), frozenset(attrs))
     return tuple(tests), frozenset(names), frozenset(attrs)
 
 
-def _type_call(n) -> bool:
-    return type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "type" and len(n.args) == 1
+def _type_call(n, kept) -> bool:
+    """``n`` is ``type(x)``, or a name in ``kept`` (bound to one)."""
+    return (type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "type" and len(n.args) == 1) or (
+        type(n) is ast.Name and n.id in kept)
 
 
 _NAMES_OF_PLAIN_TYPES = {"ndarray": np.ndarray, "numpy": np.ndarray, "float": float, "complex": complex,

@@ -252,3 +252,21 @@ def test_a_test_of_the_exact_type_in_a_layer_of_a_model_warns():
         g = mg.grad(model)(x)
     exact = (1 - np.tanh(np.tanh(x)) ** 2) * (1 - np.tanh(x) ** 2)  # (by hand: the plain call's branch)
     assert not np.allclose(g, exact)  # (what the warning is about: the other branch's derivative, 1)
+
+
+def _type_kept_in_a_name(x):
+    kind = type(x)  # (the exact type kept, then tested: the same other branch)
+    unrelated = type(x[0])
+    if unrelated is list:  # (a test against a type that is no NumPy type: quiet)
+        return 0.0
+    return np.sum(x ** 2) if kind is np.ndarray else np.sum(x)
+
+
+def test_a_type_kept_in_a_name_then_tested_warns():
+    x = np.array([0.5, 1.5])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        g = mg.grad(_type_kept_in_a_name)(x)
+    texts = [str(w.message) for w in record]
+    assert len(texts) == 1 and texts[0].startswith("`kind is np.ndarray` tests the exact type")
+    assert not np.allclose(g, 2 * x)  # (2x by hand, the plain call's branch: the warning is about this)

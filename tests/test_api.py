@@ -2467,6 +2467,30 @@ def test_hessian_of_columns_written_through_a_transpose_into_uninitialized_memor
         np.testing.assert_allclose(mg.hessian(f)(x), fd, rtol=1e-6, atol=1e-6)
 
 
+def test_hessian_through_real_imag_and_diagonal_views_of_uninitialized_memory():
+    # z.real, z.imag, np.diagonal of np.empty_like's memory taken before it is filled: the view's operand,
+    # other bits on each run, was compared between the runs (MutationError; heston). A view only moves values.
+    # f = sum(Re(e^{(a + ib) u})^2) + sum(Im(...)^2) + trace(M)^2 with M = diag(a, b): oracle central differences
+    u = np.linspace(0.1, 1.0, 7)
+
+    def f(p):
+        phi = np.exp((p[0] + 1j * p[1]) * u)
+        work = np.empty_like(phi)
+        re, im = work.real, work.imag
+        np.copyto(work, phi)
+        m = np.empty_like(p, shape=(2, 2))
+        d = np.diagonal(m)
+        m[...] = np.diag(p)
+        return np.sum(re ** 2) + np.sum(im ** 3) + np.sum(d) ** 2
+
+    p, h = np.array([0.3, 0.7]), 1e-4
+    fd = np.array([[(f(p + h * (ei + ej)) - f(p + h * (ei - ej)) - f(p - h * (ei - ej)) + f(p - h * (ei + ej)))
+                    / (4 * h * h) for ej in np.eye(2)] for ei in np.eye(2)])
+    for _ in range(2):
+        np.testing.assert_allclose(mg.hessian(f)(p), fd, rtol=1e-6)
+        np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="fwd")(p), fd, rtol=1e-6)
+
+
 def test_hessian_of_a_buffer_set_and_read_under_one_mask():
     # set only where mask, read only there (copyto where=, a ufunc's out= where=): the masked write's copy of
     # the uninitialized values it overwrites was compared between the runs (MutationError; nestedmut).

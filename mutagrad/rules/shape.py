@@ -122,6 +122,7 @@ def _imag_T(g, x):
 deflinear(np.real, _real_T)
 deflinear(np.imag, _imag_T)
 get_primitive(np.real).weak_args = get_primitive(np.imag).weak_args = True  # (np.real(3.5) is 3.5, a float)
+get_primitive(np.real).moves = get_primitive(np.imag).moves = True  # (z.real of an unfilled buffer: Primitive.moves)
 
 
 def _diagonal_T(g, x, offset=0, axis1=0, axis2=1):
@@ -136,6 +137,7 @@ def _diagonal_T(g, x, offset=0, axis1=0, axis2=1):
 
 
 deflinear(np.diagonal, _diagonal_T)
+get_primitive(np.diagonal).moves = True
 
 
 # -- joining and splitting --------------------------------------------------

@@ -5075,9 +5075,11 @@ class ScalarTracer(Tracer):
             raise TypeError(f"must be real number, not {self.dtype.type.__name__}")
         if self._plain_constant():  # (no print exception: math.floor is not among the printing calls)
             return getattr(math, name)(bottom(self))
-        raise escape_error(f"math.{name}(x)", TracerEscapeError,
-                           f" For a traced value with derivative zero use np.{name}(x); for a plain int, "
-                           f"math.{name}(mg.stop_gradient(x)).")
+        raise escape_error(f"math.{name}(x)", TracerEscapeError,  # (an integer: the buffer advice does not apply)
+                           f" Use np.{name}(x), a traced value whose derivative is zero (as math.{name}'s, "
+                           f"between the jumps); for an index (a grid cell, j = math.{name}(x / dx)), "
+                           f"int(np.{name}(x)), a plain int, while the rest of the code keeps x's derivative "
+                           f"(a weight x / dx - j).", specific=True)
 
     def __trunc__(self):
         return self._integral("trunc")

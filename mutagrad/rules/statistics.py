@@ -1139,6 +1139,8 @@ def fold_reduceat(ufunc, x, indices, axis):
     NumPy's bits (and its errors, from its own call first)."""
     with np.errstate(all="ignore"):
         exact = ufunc.reduceat(bottom(x), indices, axis)
+    if getattr(UFUNC_HANDLERS.get((ufunc, "reduce")), "folds_checked", False):
+        require_left_fold(ufunc, "reduce", "reduceat")
     ax = normalize_axis_index(operator.index(axis), np.ndim(x))
     n = np.shape(x)[ax]
     starts = [int(i) for i in np.asarray(indices).reshape(-1)]
@@ -1366,6 +1368,22 @@ def _numpy_folds(ufunc, method):
 _FOLDS_HERE: dict = {}  # (ufunc, method) -> whether NumPy folds on this machine
 
 
+def require_left_fold(ufunc, method, called=None):
+    """Raise where NumPy's ``ufunc.method`` does not compute the left fold on this machine (checked once per
+    ufunc and method); ``called``: the method the program called (reduceat folds each segment by reduce)."""
+    ok = _FOLDS_HERE.get((ufunc, method))
+    if ok is None:
+        ok = _FOLDS_HERE[(ufunc, method)] = _numpy_folds(ufunc, method)
+    if not ok:
+        name = f"np.{ufunc.__name__}.{called or method}"
+        raise NoRuleError(
+            f"{name} was applied to a traced value at {user_line()}, but on this machine NumPy's {name} "
+            f"does not compute the left fold x[0] {ufunc.__name__} x[1] {ufunc.__name__} ... along the axis"
+            f"{' of each segment' if called == 'reduceat' else ''} (its result depends on the CPU its loops "
+            "were built for), so there is no derivative of what it computes here. "
+            f"Write the fold as a loop of np.{ufunc.__name__} calls, which is differentiated.")
+
+
 def _checked_fold(handler, method):
     """The fold's handler, behind a check (made once per ufunc and method, at
     the first call) that NumPy computes the same left fold on this machine.
@@ -1375,17 +1393,7 @@ def _checked_fold(handler, method):
     function than the one the program runs untraced."""
 
     def fold(ufunc, inputs, kwargs):
-        ok = _FOLDS_HERE.get((ufunc, method))
-        if ok is None:
-            ok = _FOLDS_HERE[(ufunc, method)] = _numpy_folds(ufunc, method)
-        if not ok:
-            raise NoRuleError(
-                f"np.{ufunc.__name__}.{method} was applied to a traced value at {user_line()}, but "
-                f"on this machine NumPy's np.{ufunc.__name__}.{method} does not compute the left fold "
-                f"x[0] {ufunc.__name__} x[1] {ufunc.__name__} ... along the axis (its result depends on "
-                "the CPU its loops were built for), so there is no derivative of what it computes here. "
-                f"Write the fold as a loop of np.{ufunc.__name__} calls, which is differentiated."
-            )
+        require_left_fold(ufunc, method)
         return handler(ufunc, inputs, kwargs)
 
     fold.__name__ = handler.__name__

@@ -360,6 +360,9 @@ def test_reduce_that_numpy_does_not_fold_raises(monkeypatch):
     monkeypatch.setitem(statistics._FOLDS_HERE, (np.power, "reduce"), False)
     with pytest.raises(mg.NoRuleError, match=r"np.power.reduce.*test_statistics.py.*loop of np.power"):
         mg.grad(lambda a: np.power.reduce(a, axis=1).sum())(P(3, 4))
+    # reduceat folds each segment: the message names the method called (it named reduce; npfunctional)
+    with pytest.raises(mg.NoRuleError, match=r"^np.power.reduceat was applied.*np.power.reduceat does not"):
+        mg.grad(lambda a: np.power.reduceat(a, [0, 2], axis=1).sum())(P(3, 4))
     # forced to "folds", the handler differentiates the left fold: compared with
     # differences of that fold written as a loop (NumPy's own reduce may not fold here)
     monkeypatch.setitem(statistics._FOLDS_HERE, (np.power, "reduce"), True)

@@ -5065,6 +5065,21 @@ def test_a_ufunc_method_of_a_list_of_traced_arrays_names_itself_and_the_stack():
     np.testing.assert_allclose(g, fd, atol=1e-8)
 
 
+def test_a_ufunc_of_a_tuple_a_function_returns_names_itself_and_the_stack():
+    # np.square(g(a, x)) of a function returning a tuple: the sequence is not written on the line, and the
+    # message named np.asarray and a write into a plain array (the opticalflow tester)
+    def g(a, x):
+        return a * x, 2 * a * x
+
+    x = np.array([0.3, -0.2, 1.1])
+    for f, name in ((lambda a: np.sum(np.square(g(a, x))), "np.square"),
+                    (lambda a: np.sum(np.maximum(g(a, x), 0.0)), "np.maximum")):
+        msg = _raises(f, 0.5, mg.TracerEscapeError)
+        assert msg.startswith(f"{name} of traced values inside a list or tuple") and "np.stack(values)" in msg, msg
+    np.testing.assert_allclose(mg.grad(lambda a: np.sum(np.square(np.stack(g(a, x)))))(0.5),
+                               10 * 0.5 * np.sum(x ** 2))  # d/da (a^2 + 4 a^2) |x|^2, by hand
+
+
 def test_reverse_mode_refusal_names_its_line():
     # the refusal reverse mode returns names the line of the operation (as forward mode's does);
     # strict mode raises there

@@ -3913,6 +3913,13 @@ class Tracer:
         err = _scipy_escape(caller)
         if err is not None:
             raise err
+        if _reducing_an_object_array(caller):
+            raise escape_error(
+                "a mean, var or std of an object array holding traced values (NumPy converts their sum with "
+                "np.float64(...), which takes the plain value)", TracerEscapeError,
+                " Make the object array one traced array first: np.stack(a.tolist()) (or mnp.array(a.tolist()), "
+                "import mutagrad.numpy as mnp), then take np.mean, np.var or np.std of it; or a.sum() / a.size, "
+                "which is differentiated on the object array itself.", specific=True)
         if _numpys_as_strided(sys._getframe(1).f_code):
             raise NoRuleError(
                 f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "
@@ -3941,6 +3948,13 @@ class Tracer:
                     "fields cannot hold derivatives (not even one mnp.zeros makes): make one buffer per field "
                     "instead (u = mnp.zeros(shape); v = mnp.zeros(shape), import mutagrad.numpy as mnp, or "
                     "np.zeros_like(x) of a traced x).", specific=True)
+            if _object_target(target, user_frame(sys._getframe(1))):
+                raise escape_error(
+                    f"writing traced values into the object array `{target}` by a slice, a mask or a list (NumPy "
+                    "converts them with np.asarray first)", WriteToPlainArrayError,
+                    " An element write stores the traced value itself (a[i] = v, for i, v in enumerate(values)); "
+                    "better, hold them in a traced array, mnp.zeros(n) (import mutagrad.numpy as mnp) filled by "
+                    "any write, or np.stack(values), on which NumPy's functions are differentiated.", specific=True)
             raise escape_error(f"writing a traced array into the plain NumPy array `{target}`", WriteToPlainArrayError,
                                _plain_copy_hint(target))
         frame = user_frame(sys._getframe(1))
@@ -5819,6 +5833,13 @@ def _structured_target(target, frame):
     return dt if dt is not None and dt.names is not None else None
 
 
+def _object_target(target, frame) -> bool:
+    """Whether the user's ``target`` expression writes into a plain array of dtype object (by the name before
+    its subscript)."""
+    obj = _resolve_name(target.split("[", 1)[0].strip(), frame) if frame is not None else None
+    return type(obj) is np.ndarray and obj.dtype == object
+
+
 def _plain_copy_hint(target=None):
     """The fix for a traced value written into the plain array ``target`` (its name, or None), with the SciPy
     call that runs the code where it does (:func:`_scipy_callback_note`)."""
@@ -6392,6 +6413,19 @@ def _calling_vectorize(frame):
 
 _NDINDEX_HINT = (" Loop over the indices instead (for i in np.ndindex(x.shape): v = x[i], or x[i] = ...), "
                  "which is differentiated.")
+
+
+def _reducing_an_object_array(frame) -> bool:
+    """Whether NumPy's mean, var or std (numpy/_core/_methods.py) of an object array runs at ``frame`` or
+    above it (it converts the sum of the elements, a traced scalar, with its dtype's type: the structured
+    tester's a.mean() of an object array filled with traced values)."""
+    f = frame
+    while f is not None and (f.f_globals.get("__name__", "") or "").startswith("numpy"):
+        if f.f_globals.get("__name__") == "numpy._core._methods" and f.f_code.co_name in ("_mean", "_var", "_std"):
+            arr = f.f_locals.get("arr", f.f_locals.get("a"))
+            return isinstance(arr, np.ndarray) and arr.dtype == object
+        f = f.f_back
+    return False
 
 
 def _calling_numpy_python(frame):

@@ -6963,3 +6963,31 @@ def test_a_leftover_read_by_each_later_differentiation_warns_in_each():
     for _ in range(3):
         with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
             assert mg.grad(f)(2.0) == 0.0  # (the documented zero, warned each time)
+
+
+def test_object_arrays_of_traced_values_name_their_fixes():
+    # (the structured tester) a.mean() of an object array filled element by element: NumPy converts the sum with
+    # np.float64, and the message said to write np.mean(a), which fails the same way; a slice write of traced
+    # values into an object array was told to use mnp.zeros
+    x = np.array([0.3, -0.8, 1.1])
+
+    def filled(x):
+        a = np.empty(3, dtype=object)
+        for i in range(3):
+            a[i] = x[i] ** 2
+        return a
+
+    for red in (lambda a: a.mean(), np.mean, np.var, lambda a: a.std()):
+        msg = _raises(lambda x, red=red: red(filled(x)), x, mg.TracerEscapeError)
+        assert msg.startswith("a mean, var or std of an object array") and "np.stack(a.tolist())" in msg, msg
+
+    def sliced(x):
+        a = np.empty(3, dtype=object)
+        a[:] = [x[0], x[1], x[2]]
+        return a.sum()
+
+    msg = _raises(sliced, x, mg.WriteToPlainArrayError)
+    assert msg.startswith("writing traced values into the object array `a`") and "a[i] = v" in msg, msg
+    # the fixes the messages give: 2 x / 3 (the mean's) and 1 (the sum's), by hand
+    np.testing.assert_allclose(mg.grad(lambda x: np.mean(np.stack(filled(x).tolist())))(x), 2 * x / 3)
+    np.testing.assert_allclose(mg.grad(lambda x: filled(x).sum() / 3)(x), 2 * x / 3)

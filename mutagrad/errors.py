@@ -669,10 +669,53 @@ def compared_in_a_test(frame, convert) -> bool:
     if hit is None or hit[0] is not call:
         if len(_COMPARED) > 1024:
             _COMPARED.clear()
-        hit = _COMPARED[key] = (call, _tests_of(tree, call))
-    # (the static answer: each way the number reaches a test, the wrappers it passes and the other operands)
-    return any(all(_resolved(frame, w) is want for w, want in wrappers) and all(_plain_operand(frame, o) for o in others)
-               for wrappers, others in hit[1])
+        ways = _tests_of(tree, call)
+        hit = _COMPARED[key] = (call, [ways] if ways else _tests_of_name(tree, call))
+    # (the static answer: for each place the number is read, each way it reaches a test there, the wrappers it
+    # passes and the other operands; every place must have one)
+    return bool(hit[1]) and all(any(
+        all(_resolved(frame, w) is want for w, want in wrappers) and all(_plain_operand(frame, o) for o in others)
+        for wrappers, others in ways) for ways in hit[1])
+
+
+def _tests_of_name(tree, call):
+    """The ways, for each read of the name that ``call``'s result is assigned to (``err = float(np.max(r))``),
+    in which the read reaches a test alone or is formatted (an f-string's field, an argument of ``print``): a
+    list per read (see :func:`_tests_of`), or [] where one read goes elsewhere (``h *= (tol / err) ** 0.2``: a
+    derivative the conversion would lose), or the name is not a local of a function (the chromatography tester:
+    ``while err > tol:`` after it)."""
+    stmt = next((n for n in ast.walk(tree) if type(n) in (ast.Assign, ast.AnnAssign) and n.value is call), None)
+    targets = [] if stmt is None else stmt.targets if type(stmt) is ast.Assign else [stmt.target]
+    if len(targets) != 1 or type(targets[0]) is not ast.Name:
+        return []
+    name = targets[0].id
+    scope = None
+    for n in ast.walk(tree):  # (the innermost function holding the call)
+        if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.lineno <= call.lineno <= n.end_lineno and (
+                scope is None or n.lineno >= scope.lineno):
+            scope = n
+    if scope is None:
+        return []
+    found = []
+    for n in ast.walk(scope):
+        if type(n) in (ast.Global, ast.Nonlocal) and name in n.names:
+            return []
+        if type(n) is ast.Name and n.id == name and type(n.ctx) is ast.Load:
+            ways = _tests_of(scope, n) or _formatted(scope, n)
+            if not ways:
+                return []
+            found.append(ways)
+    return found
+
+
+def _formatted(scope, node):
+    """[a way] where ``node`` is read only to be shown: a field of an f-string, or an argument of ``print``."""
+    for n in ast.walk(scope):
+        if type(n) is ast.FormattedValue and n.value is node:
+            return [([], [])]
+        if type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "print" and any(a is node for a in n.args):
+            return [([(n.func, builtins.print)], [])]
+    return []
 
 
 def in_a_test(frame) -> bool:

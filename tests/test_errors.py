@@ -381,9 +381,9 @@ def test_a_leftover_is_written_as_its_value():
 def test_float_of_a_traced_value_for_a_test_says_comparisons_need_no_conversion():
     def f(x):
         err = np.sum(x ** 2)
-        e = float(err)  # (kept in a name: the test's comparison is the next statement's)
+        e = float(err)  # (kept in a name, read by the next statement's test and beside it: its derivative lost)
         if e < 1.0:
-            return err
+            return err * e
         return 2.0 * err
 
     msg = _raises(f, np.array([0.1, 0.2]), mg.TracerEscapeError)
@@ -6824,6 +6824,42 @@ def test_a_conversion_through_abs_min_max_or_isclose_into_a_test_is_allowed():
     for f in (keeps, shadowed):
         _raises(f, x, mg.TracerEscapeError)
     assert "other than as an operand of a comparison" in _raises(arithmetic, x, mg.TracerEscapeError)
+
+
+def test_a_conversion_kept_in_a_name_read_only_by_tests_is_allowed():
+    # chromatography: `err = float(np.max(np.abs(r)))` then `while err > tol:` in a Newton loop was refused; each
+    # read of the name is a test (or an f-string's field, print's argument), so the number carries no derivative
+    # anywhere. Oracle: central differences. A name also read elsewhere (a step-size controller) stays refused
+    def newton(p, shown=False):
+        c = np.zeros_like(p, shape=4) + 0.1
+        err = 1.0
+        while err > 1e-13:
+            r = c + p[0] * c / (1 + p[1] * c) - 1.0
+            c = c - r / (1 + p[0] / (1 + p[1] * c) ** 2)
+            err = float(np.max(np.abs(r)))
+            if shown:
+                print(f"residual {err:.2e}", err)
+        return np.sum(c ** 2)
+
+    p, h = np.array([2.0, 1.5]), 1e-6
+    fd = [(newton(p + h * e) - newton(p - h * e)) / (2 * h) for e in np.eye(2)]
+    np.testing.assert_allclose(mg.grad(newton)(p), fd, rtol=1e-6)
+    np.testing.assert_allclose(mg.grad(lambda p: newton(p, True))(p), fd, rtol=1e-6)
+
+    def controlled(p):
+        c, dt = p.copy(), 0.1
+        for _ in range(3):
+            c = c + dt * p[0] * c
+            err = float(np.max(np.abs(c)))
+            dt = dt * (1e-3 / err) ** 0.2  # (the step depends on err: its derivative would be lost)
+        return np.sum(c)
+
+    def returned(p):
+        err = float(np.sum(p))
+        return err
+
+    for f in (controlled, returned):
+        assert _raises(f, p, mg.TracerEscapeError).startswith("float(x)")
 
 
 def test_an_element_as_out_is_numpys_type_error_at_the_users_line():

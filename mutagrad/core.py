@@ -3084,8 +3084,7 @@ _INTEGRATE_REWRITES = {
              "y[::2**j] with Richardson's weights (R[j, m] = R[j, m-1] + (R[j, m-1] - R[j-1, m-1]) / (4**m - 1)), "
              "differentiated."),
 }
-_ITERATIVE_SOLVERS = frozenset(("cg", "cgs", "bicg", "bicgstab", "gmres", "lgmres", "minres", "qmr", "gcrotmk",
-                                "tfqmr", "lsqr", "lsmr"))
+_ITERATIVE_SOLVERS = frozenset(("lsqr", "lsmr"))  # (the Krylov solvers of square systems are differentiated)
 _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
 
 
@@ -3186,9 +3185,11 @@ def _scipy_rewrite(sub, name):
                 "to LinearOperator, or A @ x for the matrix it was made from), which is differentiated where it "
                 "is written with NumPy operations.")
     if sub == "sparse.linalg" and short in _ITERATIVE_SOLVERS:
-        return (f" Solve with mutagrad.scipy.sparse.linalg.spsolve(A, b) (a sparse A) or np.linalg.solve(A, b) "
-                f"(a dense one), which are differentiated, or write the {short} iteration with NumPy operations "
-                "(its steps are differentiated).")
+        return (f" mutagrad.scipy.sparse.linalg differentiates the Krylov solvers of square systems (cg, gmres, "
+                f"bicgstab, minres...), not {short}: for the least-squares solution solve the normal equations, "
+                "mutagrad.scipy.sparse.linalg.cg(A.T @ A, A.T @ b) (add damp**2 * I for damp=), or use "
+                "np.linalg.lstsq(A, b) for a dense A, which are differentiated; for a square A, "
+                "mutagrad.scipy.sparse.linalg.gmres(A, b) or spsolve(A, b).")
     if sub == "stats" and "." not in name and not _scipy_distribution(short):
         return (f" scipy.stats.{short} converts its arguments to plain arrays: write the statistic with NumPy "
                 "operations (np.sort, np.median, np.mean of a masked selection...), which are differentiated.")
@@ -6584,7 +6585,7 @@ def _scipy_escape(caller):
         elif sub == "sparse":
             extra = (" A scipy.sparse matrix holds plain numbers, so it cannot be built from traced values: "
                      "build it from plain ones (a constant), whose products with traced arrays (A @ x, "
-                     "x @ A, A.dot(x)) and solves (mutagrad.scipy.sparse.linalg.spsolve, splu, factorized) "
+                     "x @ A, A.dot(x)) and solves (mutagrad.scipy.sparse.linalg.spsolve, splu, factorized, cg, gmres...) "
                      "are differentiated; for a matrix that depends on traced values, use a dense array "
                      "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
         else:

@@ -33,7 +33,9 @@ def _dense(b):
     return b
 
 
-def _constant_matrix(a, what):
+def _constant_matrix(a, what, fix=None):
+    """Refuse a traced matrix, or a sparse one holding traced values, naming ``fix`` (how to solve with a
+    matrix that depends on traced values) or, by default, the dense solve np.linalg.solve."""
     held = next((getattr(a, k, None) for k in ("data", "indices", "indptr", "row", "col", "offsets")
                  if isinstance(getattr(a, k, None), Tracer)), None) if not isinstance(a, Tracer) else None
     if held is not None:  # (K.data = traced values, the pattern kept: SciPy's C code then refuses them)
@@ -43,9 +45,9 @@ def _constant_matrix(a, what):
             f"{what} of a scipy.sparse matrix holding traced values at {user_line()} (its .data, or another of "
             "its arrays, was set to a traced array): a sparse matrix holds plain numbers, and mutagrad "
             "differentiates the sparse solvers with respect to the right-hand side only. For a matrix that "
-            "depends on traced values, assemble it dense (np.zeros_like(x, shape=(n, n)) filled by index writes, "
-            "np.add.at(K, (rows, cols), vals)) and solve with np.linalg.solve(K, b), which is differentiated in "
-            "both.")
+            "depends on traced values, " + (fix or (
+                "assemble it dense (np.zeros_like(x, shape=(n, n)) filled by index writes, np.add.at(K, (rows, "
+                "cols), vals)) and solve with np.linalg.solve(K, b), which is differentiated in both")) + ".")
     if isinstance(a, Tracer):
         from ...errors import TracedTypeError, user_line
 
@@ -257,3 +259,6 @@ def factorized(A):
 
         lu = ssl.splu(sp.csc_matrix(A))
     return SuperLU(lu).solve
+
+
+from . import krylov as _krylov  # noqa: F401  (the Krylov solvers, registered with the other sparse solves)

@@ -1,6 +1,9 @@
 """``mutagrad.scipy.sparse.linalg``: ``scipy.sparse.linalg`` with ``spsolve``,
 ``spsolve_triangular``, ``splu``, ``spilu`` and ``factorized`` differentiated in the
-right-hand side (the sparse matrix is a constant); every other name is SciPy's own (and raises mutagrad's
+right-hand side (the sparse matrix is a constant), and the Krylov solvers ``cg``, ``bicg``,
+``bicgstab``, ``cgs``, ``gmres``, ``lgmres``, ``minres``, ``qmr``, ``gcrotmk`` and ``tfqmr``
+(SciPy's values, differentiated as the exact solution A⁻¹ b in b and a dense A:
+mutagrad.rules.scipy.krylov); every other name is SciPy's own (and raises mutagrad's
 escape error on a traced array).
 
 >>> import numpy as np, scipy.sparse as sp, mutagrad as mg
@@ -11,6 +14,18 @@ array([0.5 , 0.25])
 """
 import scipy.sparse.linalg as _ssl
 
+from ...rules.scipy.krylov import (  # noqa: F401
+    bicg,
+    bicgstab,
+    cg,
+    cgs,
+    gcrotmk,
+    gmres,
+    lgmres,
+    minres,
+    qmr,
+    tfqmr,
+)
 from ...rules.scipy.linalg import _overwrites
 from ...rules.scipy.sparse import SuperLU, factorized, spilu, splu, spsolve  # noqa: F401
 from ...rules.scipy.sparse import spsolve_triangular as _spsolve_triangular

@@ -2894,7 +2894,10 @@ _NDIMAGE_DIFFERENTIATED = {"map_coordinates": "the coordinates and cval (spline 
                            "shift": "the shift and cval (spline orders 0 to 5, every mode)",
                            "zoom": "cval, not the zoom factors (spline orders 0 to 5, every mode)",
                            "fourier_shift": "the shift", "fourier_gaussian": "sigma", "fourier_uniform": "the size",
-                           "fourier_ellipsoid": "the size"}
+                           "fourier_ellipsoid": "the size",
+                           "affine_transform": "the matrix, the offset and cval (spline orders 0 to 5, every mode)",
+                           "rotate": "the angle and cval (spline orders 0 to 5, every mode)",
+                           "spline_filter1d": "", "spline_filter": ""}
 _INTERPOLATIONS = frozenset(("zoom", "map_coordinates", "shift", "rotate", "affine_transform",
                              "geometric_transform", "spline_filter"))
 _OPTIMIZERS = frozenset(("minimize", "minimize_scalar", "fmin", "fmin_bfgs", "fmin_cg", "fmin_l_bfgs_b", "fmin_powell",
@@ -3201,7 +3204,8 @@ def _scipy_rewrite(sub, name):
     if sub == "ndimage" and short in _NDIMAGE_DIFFERENTIATED:
         return (" Use mutagrad.scipy.ndimage in place of scipy.ndimage (import mutagrad.scipy.ndimage): "
                 f"mutagrad.scipy.ndimage.{short} is the same function (the same arguments, SciPy's values), "
-                f"differentiated in the input and {_NDIMAGE_DIFFERENTIATED[short]}.")
+                f"differentiated in the input{' and ' if _NDIMAGE_DIFFERENTIATED[short] else ''}"
+                f"{_NDIMAGE_DIFFERENTIATED[short]}.")
     if short in _INTERPOLATIONS:
         return (" mutagrad.scipy.ndimage.map_coordinates(im, coords, order=...) (import mutagrad.scipy.ndimage) "
                 "interpolates at any coordinates you compute, differentiated in both; or interpolate with NumPy "

@@ -1964,8 +1964,11 @@ def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     msg = _raises(lambda s: np.sum(np.abs(ndimage.fourier_shift(np.fft.fft2(img), s)) ** 2), 0.3, mg.TracerEscapeError)
     assert "mutagrad.scipy.ndimage.fourier_shift is the same function" in msg  # (the phaseretrieval tester)
     msg = _raises(lambda x: np.sum(ndimage.spline_filter1d(x)), img[0], mg.TracerEscapeError)
-    assert "mutagrad.scipy.ndimage (docs/coverage.md lists what it differentiates) has no rule for spline_filter1d" in msg
+    assert "mutagrad.scipy.ndimage.spline_filter1d is the same function" in msg and "in the input." in msg
     msg = _raises(lambda s: np.sum(ndimage.affine_transform(img, np.eye(2), offset=-s, order=1)),
+                  np.array([0.3, 0.4]), mg.TracerEscapeError)
+    assert "mutagrad.scipy.ndimage.affine_transform is the same function" in msg and "the offset and cval" in msg
+    msg = _raises(lambda s: np.sum(ndimage.geometric_transform(img, lambda c: (c[0] - s[0], c[1]), order=1)),
                   np.array([0.3, 0.4]), mg.TracerEscapeError)
     assert "np.floor(y).astype(int)" in msg and "sliding_window_view" not in msg
     assert "np.mod(i, n) for a periodic mode='grid-wrap'" in msg  # (a periodic scheme wraps, not clips)

@@ -1,4 +1,4 @@
-"""``mutagrad.scipy.ndimage``: ``scipy.ndimage`` with differentiable linear filters
+"""``mutagrad.scipy.ndimage``: ``scipy.ndimage`` with differentiable linear filters, interpolations and Fourier filters
 
 * ``correlate1d``, ``convolve1d``, ``correlate``, ``convolve`` (in the input, the weights and ``cval``);
 * ``uniform_filter1d``, ``uniform_filter``, ``gaussian_filter1d``, ``gaussian_filter`` (``order=``
@@ -6,15 +6,17 @@
 * ``sobel``, ``prewitt``, ``laplace``, ``gaussian_laplace``, ``gaussian_gradient_magnitude``;
 
 * ``map_coordinates`` (in the input, the coordinates and ``cval``), ``shift`` (in the input, the
-  shift and ``cval``), ``zoom`` (in the input and ``cval``): spline orders 0 to 5, ``prefilter``;
+  shift and ``cval``), ``zoom`` (in the input and ``cval``), ``affine_transform`` (in the input, the
+  matrix, the offset and ``cval``; every matrix form SciPy takes), ``rotate`` (in the input, the angle
+  and ``cval``): spline orders 0 to 5, ``prefilter``;
+* ``spline_filter1d``, ``spline_filter`` (in the input, real or complex);
 * ``fourier_gaussian``, ``fourier_uniform``, ``fourier_ellipsoid`` (1-D to 3-D), ``fourier_shift``: the
   (transformed) input times the kernel, ``n`` and ``axis`` for a real transform, in the input (real or
   complex) and ``sigma``, ``size`` or ``shift``, SciPy's values to rounding (its own calls when nothing is traced);
 
 every boundary ``mode`` (per axis where SciPy takes a sequence), ``origin``, ``axis``/``axes``,
 ``output=`` (a dtype, or an array written in place, traced too), real or complex, with SciPy's
-values (its own calls). Every other name is SciPy's own: the other interpolations
-(``affine_transform``, ``rotate``, ``geometric_transform``, ``spline_filter``) and the nonlinear
+values (its own calls). Every other name is SciPy's own: ``geometric_transform`` and the nonlinear
 filters (``median_filter``...) raise mutagrad's escape error on a traced array.
 
 >>> import numpy as np, mutagrad as mg
@@ -25,6 +27,7 @@ array([ 0., -2.,  4.])
 import scipy.ndimage as _nd
 
 from ..rules.scipy.ndimage import (  # noqa: F401
+    affine_transform,
     convolve,
     convolve1d,
     correlate,
@@ -40,8 +43,11 @@ from ..rules.scipy.ndimage import (  # noqa: F401
     laplace,
     map_coordinates,
     prewitt,
+    rotate,
     shift,
     sobel,
+    spline_filter,
+    spline_filter1d,
     uniform_filter,
     uniform_filter1d,
     zoom,

@@ -87,6 +87,11 @@ CASES = [  # (what it covers, function, arguments, order): one line per function
      (X2, np.array([[0.3, 1.4, 1.8, -0.6], [0.7, 2.2, 3.6, 1.3]]), 0.4), 2),
     ("scipy.ndimage.shift", _either("shift", ("input", "shift"), mode="nearest"), (X2, np.array([0.3, -0.45])), 2),
     ("scipy.ndimage.zoom", _either("zoom", ("input",), zoom=1.5, order=1, mode="mirror"), (X2,), 2),
+    ("scipy.ndimage.affine_transform", _either("affine_transform", ("input", "matrix", "offset", "cval")),
+     (X2, np.array([[0.9, 0.35], [-0.25, 1.1]]), np.array([0.37, -0.61]), 0.4), 2),
+    ("scipy.ndimage.rotate", _either("rotate", ("input", "angle", "cval"), mode="constant"), (X2, 23.7, 0.4), 2),
+    ("scipy.ndimage.spline_filter1d", _either("spline_filter1d", ("input",), axis=0, mode="nearest"), (X2,), 2),
+    ("scipy.ndimage.spline_filter", _either("spline_filter", ("input",), order=4, mode="grid-wrap"), (X2,), 2),
     ("scipy.ndimage.fourier_gaussian", _either("fourier_gaussian", ("input", "sigma")), (XF, np.array([0.8, 1.3])), 2),
     ("scipy.ndimage.fourier_uniform", _either("fourier_uniform", ("input", "size"), n=9), (XF, 2.3), 2),
     ("scipy.ndimage.fourier_ellipsoid", _either("fourier_ellipsoid", ("input", "size")), (XF, np.array([1.7, 3.1])), 2),
@@ -366,7 +371,7 @@ def test_second_order_hessian_and_reverse_over_reverse():
 def test_plain_calls_are_scipys_and_other_names_pass_through():
     x = _draw((4, 5))
     np.testing.assert_array_equal(mnd.gaussian_filter(x, 1.2, order=1), nd.gaussian_filter(x, 1.2, order=1))
-    assert mnd.median_filter is nd.median_filter and mnd.affine_transform is nd.affine_transform
+    assert mnd.median_filter is nd.median_filter and mnd.geometric_transform is nd.geometric_transform
     assert "gaussian_filter" in dir(mnd) and "map_coordinates" in dir(mnd)
     import mutagrad.scipy
 
@@ -555,6 +560,258 @@ def test_interpolation_plain_calls_and_scipys_errors():
                       (lambda x: mnd.shift(x, [1.0, 2.0, 3.0]), RuntimeError)]:
         with pytest.raises(err):
             mg.grad(lambda x, call=call: np.sum(call(x)))(x)
+
+
+# -- affine_transform, rotate: the interpolation at c = m k + o ---------------------------------------------------
+# Values: SciPy's own call (bits and dtype). Derivatives: central differences of SciPy's function (its own matrix
+# forms and checks), forward against reverse; the matrices and offsets drawn so that no coordinate is on a node.
+
+def _homogeneous(top):
+    """The (D + 1, D + 1) matrix of its top D rows (whose bottom row, fixed, finite differences leave alone)."""
+    bottom_row = np.zeros((1, top.shape[1]))
+    bottom_row[0, -1] = 1.0
+    return np.concatenate([top, bottom_row])
+
+
+def _affine_forms(rng, d=2):
+    """(what, argument names, matrix, offset, keywords) for each form of the matrix SciPy takes."""
+    m, o = np.eye(d) + rng.uniform(-0.3, 0.3, (d, d)), rng.uniform(-0.9, 0.9, d)
+    top = np.concatenate([m, o[:, None]], axis=1)
+    return [("matrix", m, o, {}),
+            ("diagonal", np.diag(m), o, {}),
+            ("a scalar offset, output_shape", m, float(o[0]), {"output_shape": (3, 6)}),
+            ("(D, D + 1)", top, None, {}),
+            ("(D + 1, D + 1)", top, None, {"homogeneous": True}),
+            ("(D, 1), a line", rng.uniform(0.3, 0.6, (d, 1)), o, {"output_shape": (7,)}),
+            ("(D, D_out), a 4-D output", rng.uniform(-0.6, 0.6, (d, 4)) + np.eye(d, 4), o,
+             {"output_shape": (3, 2, 2, 2)}),
+            ("a diagonal, a 3-D output", np.diag(m), o, {"output_shape": (4, 5, 2)})]
+
+
+def _affine(m, o, homogeneous, **kw):
+    """affine_transform(input, matrix, offset, cval) as _either calls it: the homogeneous matrix built of its
+    top rows, the offset left out where the matrix holds it."""
+    def f(x, m, *rest):
+        mod = mnd if any(isinstance(a, Tracer) for a in (x, m, *rest)) else nd
+        mm = _homogeneous(m) if homogeneous else m
+        if o is None:
+            return mod.affine_transform(x, mm, cval=rest[-1], **kw)
+        return mod.affine_transform(x, mm, rest[0], cval=rest[1], **kw)
+
+    return f
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_affine_transform_every_matrix_form_mode_and_order(mode):
+    rng = np.random.default_rng(4920 + MODES.index(mode))
+    x = rng.standard_normal((4, 5))
+    for i, (what, m, o, kw) in enumerate(_affine_forms(rng)):
+        homogeneous = kw.pop("homogeneous", False)
+        order = (i + MODES.index(mode)) % 6  # (each form in turn at every order, over the modes)
+        f = _affine(m, o, homogeneous, order=order, mode=mode, **kw)
+        args = (x, m, 0.3) if o is None else (x, m, np.asarray(o, dtype=float), 0.3)
+        want = f(*args)
+        got = mg.vjp(f, *args)[0]
+        assert got.dtype == want.dtype, what
+        np.testing.assert_array_equal(got, want, err_msg=f"{what} {mode} {order}")
+        # order 0: piecewise constant in the coordinates (the matrix and offset's derivatives are 0)
+        check_grads(f, *args, argnums=(0, len(args) - 1) if order == 0 else None)
+
+
+def test_affine_transform_prefilter_complex_float32_and_lists():
+    rng = np.random.default_rng(4921)
+    m, o = np.array([[0.9, 0.35], [-0.25, 1.1]]), np.array([0.37, -0.61])
+    x = rng.standard_normal((4, 5))
+    for order in (2, 5):
+        _check("affine_transform", ("input", "matrix", "offset", "cval"), (x, m, o, -0.4), order=order,
+               mode="grid-constant", prefilter=False)
+    xc = x + 1j * rng.standard_normal((4, 5))
+    for mode in ("constant", "grid-constant", "mirror"):
+        _check("affine_transform", ("input", "matrix", "offset", "cval"), (xc, m, o, 0.3 - 0.2j), order=3, mode=mode)
+    for x32, kw in ((x.astype(np.float32), {"mode": "nearest"}), (x, {"output": np.float32})):
+        _check_value("affine_transform", ("input", "matrix", "offset"), (x32, m, o), order=3, **kw)
+        # (a smaller step than float32's default 5e-3: the cubic's third derivative jumps at the nodes)
+        check_grads(_either("affine_transform", ("input", "matrix", "offset"), order=3, **kw), x32, m, o, eps=1e-3)
+
+    def rotation(t, module):  # the matrix and offset as lists of traced numbers
+        return np.sum(module.affine_transform(x, [[np.cos(t), np.sin(t)], [-np.sin(t), np.cos(t)]], [0.3, t])
+                      ** 2)
+
+    np.testing.assert_array_equal(mg.value_and_grad(rotation)(0.2, mnd)[0], rotation(0.2, nd))
+    np.testing.assert_allclose(mg.grad(rotation)(0.2, mnd), numerical_grad(lambda t: rotation(t, nd), (0.2,), (0,))[0],
+                               rtol=1e-6)
+
+
+def test_affine_transform_diagonal_of_an_output_of_other_rank():
+    # a diagonal matrix with an output of higher rank: its other axes repeat the result (SciPy's zoom_shift)
+    rng = np.random.default_rng(4922)
+    x, m, o = rng.standard_normal((3, 4)), np.array([0.8, 1.2]), np.array([0.21, -0.43])
+    _check("affine_transform", ("input", "matrix", "offset"), (x, m, o), output_shape=(4, 3, 2), order=3)
+    # of lower rank, SciPy's zoom_shift reads past the output's shape (it may crash): refused
+    with pytest.raises(UnsupportedInputError, match="a diagonal matrix .1-D. with an output of rank 1"):
+        mg.grad(lambda m: np.sum(mnd.affine_transform(x, m, o, output_shape=(3,))))(m)
+
+
+def test_affine_transform_rules_read_scipys_coordinates():
+    # the coordinates the rules build their stencil at are SciPy's, bit for bit (the matrix's o + k_0 m[:, 0] + ...,
+    # the diagonal's (k + o / m) m): map_coordinates there gives affine_transform's bits
+    from mutagrad.rules.scipy.ndimage import _affine_coordinates
+
+    rng = np.random.default_rng(4929)
+    x = rng.standard_normal((6, 7))
+    for _ in range(20):
+        m, d, o = rng.uniform(-2.0, 2.0, (2, 2)), rng.uniform(-2.0, 2.0, 2), rng.uniform(-5.0, 5.0, 2)
+        for mat, shape in ((m, (5, 8)), (d, (6, 7))):
+            np.testing.assert_array_equal(nd.map_coordinates(x, _affine_coordinates(mat, o, shape), mode="mirror"),
+                                          nd.affine_transform(x, mat, o, output_shape=shape, mode="mirror"))
+
+
+@pytest.mark.parametrize("order", [1, 3])
+@pytest.mark.parametrize("mode", ["constant", "nearest", "reflect", "mirror", "wrap", "grid-wrap", "grid-constant"])
+def test_rotate_reshape_planes_and_angle(mode, order):
+    rng = np.random.default_rng(4923 + order)
+    x2, x3 = rng.standard_normal((4, 5)), rng.standard_normal((3, 2, 4))
+    for reshape in (True, False):
+        angle = 23.7 if reshape else -131.2
+        _check("rotate", ("input", "angle", "cval"), (x2, angle, 0.3), reshape=reshape, order=order, mode=mode)
+        _check("rotate", ("input", "angle", "cval"), (x3, angle, 0.3), axes=(0, 2), reshape=reshape, order=order,
+               mode=mode)
+    for angle in (0.0, 90.0, -270.0, 45.0, 180.0):  # (cosdg, sindg: the quarter turns exact, the shapes SciPy's)
+        for x, axes in ((x2, (1, 0)), (x3, (2, 0)), (x3, (-1, 1))):
+            _check_value("rotate", ("input", "angle"), (x, angle), axes=axes, order=order, mode=mode)
+
+
+def test_rotate_and_affine_transform_output_arrays_written_in_place():
+    rng = np.random.default_rng(4924)
+    x, m, o = rng.standard_normal((4, 5)), np.array([[0.9, 0.35], [-0.25, 1.1]]), np.array([0.37, -0.61])
+
+    def affine_into(x, m):
+        out = np.zeros_like(x, shape=(3, 6))
+        res = mnd.affine_transform(x, m, o, output=out, order=3, mode="reflect")
+        assert res is out
+        return out * m[0, 0]
+
+    check_grads(affine_into, x, m)
+    np.testing.assert_array_equal(mg.vjp(affine_into, x, m)[0],
+                                  nd.affine_transform(x, m, o, output_shape=(3, 6), mode="reflect") * m[0, 0])
+
+    def rotate_into(x, a):
+        out = np.zeros_like(x, dtype=np.float32)
+        res = mnd.rotate(x, a, reshape=False, output=out, order=1, mode="nearest")
+        assert res is out
+        return out
+
+    check_grads(rotate_into, x, 17.0)
+    y = mg.vjp(rotate_into, x, 17.0)[0]
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y, nd.rotate(x, 17.0, reshape=False, output=np.float32, order=1, mode="nearest"))
+
+
+def test_affine_transform_and_rotate_hessians():
+    rng = np.random.default_rng(4925)
+    x = rng.standard_normal((4, 5))
+
+    def check_hessian(flat, v):  # against central differences of the gradient, itself checked against SciPy's
+        f, grad = (lambda v: flat(v, mnd)), mg.grad(lambda v: flat(v, mnd))
+        h = mg.hessian(f)(v)
+        np.testing.assert_allclose(h, mg.jacobian(grad, mode="rev")(v), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(grad(v), numerical_grad(lambda v: flat(v, nd), (v,), (0,))[0], rtol=1e-6, atol=1e-8)
+        e = 1e-5
+        fd = np.stack([(grad(v + e * u) - grad(v - e * u)) / (2 * e) for u in np.eye(len(v))])
+        np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6)
+
+    def matrix(v, module):  # the matrix, the offset and cval as one vector
+        return np.sum(np.sin(module.affine_transform(x, v[:4].reshape(2, 2), v[4:6], order=3, mode="constant",
+                                                     cval=v[6])))
+
+    def diagonal(v, module):
+        return np.sum(np.sin(module.affine_transform(x, v[:2], v[2:4], order=3, mode="grid-constant", cval=v[4])))
+
+    check_hessian(matrix, np.array([0.9, 0.35, -0.25, 1.1, 0.37, -0.61, 0.3]))
+    check_hessian(diagonal, np.array([0.85, 1.15, 0.37, -0.61, 0.3]))
+    x3 = rng.standard_normal((3, 4, 5))
+
+    def angle(v, module):
+        return np.sum(np.sin(module.rotate(x3, v[0], axes=(0, 2), order=3, mode="nearest", cval=v[1])))
+
+    check_hessian(angle, np.array([23.7, 0.3]))
+
+
+def test_affine_transform_and_rotate_plain_calls_and_scipys_errors():
+    rng = np.random.default_rng(4926)
+    x, m = rng.standard_normal((4, 5)), np.array([[0.9, 0.35], [-0.25, 1.1]])
+    np.testing.assert_array_equal(mnd.affine_transform(x, m, 0.3), nd.affine_transform(x, m, 0.3))
+    np.testing.assert_array_equal(mnd.rotate(x, 30.0), nd.rotate(x, 30.0))
+    np.testing.assert_array_equal(mnd.spline_filter(x, 4), nd.spline_filter(x, 4))
+    for call, err, text in [
+            (lambda x: mnd.affine_transform(x, m, order=6), RuntimeError, "spline order not supported"),
+            (lambda x: mnd.affine_transform(x, np.ones((2, 2, 2))), RuntimeError, "no proper affine matrix"),
+            (lambda x: mnd.affine_transform(x, np.ones((3, 3))), ValueError, "bottom row was not equal to .0, 0, 1."),
+            (lambda x: mnd.affine_transform(x, np.ones((3, 2))), RuntimeError, "wrong number of rows"),
+            (lambda x: mnd.affine_transform(x, np.ones((2, 4))), RuntimeError, "wrong number of columns"),
+            (lambda x: mnd.affine_transform(x, m, [1.0, 2.0, 3.0]), RuntimeError, "length equal to input rank"),
+            (lambda x: mnd.affine_transform(x, m, [[1.0], [2.0]]), RuntimeError, "no proper offset"),
+            (lambda x: mnd.affine_transform(x, m, output_shape=()), RuntimeError, "rank must be > 0"),
+            (lambda x: mnd.affine_transform(x, m, mode="bogus"), RuntimeError, "boundary mode"),
+            (lambda x: mnd.rotate(x[0], 3.0), ValueError, "at least 2D"),
+            (lambda x: mnd.rotate(x, 3.0, axes=(0, 1, 2)), ValueError, "exactly two values"),
+            (lambda x: mnd.rotate(x, 3.0, axes=(0.5, 1)), ValueError, "integer values"),
+            (lambda x: mnd.rotate(x, 3.0, axes=(0, 2)), ValueError, "invalid rotation plane"),
+            (lambda x: mnd.spline_filter1d(x, 6), RuntimeError, "spline order not supported"),
+            (lambda x: mnd.spline_filter(x, 1), RuntimeError, "spline order not supported")]:
+        with pytest.raises(err, match=text):  # (SciPy's own, on plain arrays)
+            call(x)
+        with pytest.raises(err, match=text):
+            mg.grad(lambda x, call=call: np.sum(call(x)))(x)
+
+
+# -- spline_filter1d, spline_filter -----------------------------------------------------------------------------
+# Linear: the forward mode is SciPy's filter of the tangent, the reverse mode the transpose of the matrix whose
+# columns are SciPy's filter of the unit vectors (which is not the filter: not symmetric at the boundary).
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spline_filter1d_transpose_is_the_explicit_matrixs(mode):
+    for order in range(6):
+        for n in (1, 2, 3, 7):
+            explicit = np.stack([nd.spline_filter1d(e, order, mode=mode) for e in np.eye(n)], axis=1)
+
+            def f(v, order=order):
+                return mnd.spline_filter1d(v, order, mode=mode)
+
+            np.testing.assert_allclose(mg.jacobian(f, mode="rev")(np.zeros(n)), explicit, rtol=1e-13, atol=1e-15)
+            np.testing.assert_array_equal(mg.jacobian(f, mode="fwd")(np.zeros(n)), explicit)
+            if order == 3 and n == 7 and mode == "mirror":  # (why the transpose is not the filter itself)
+                assert not np.allclose(explicit, explicit.T)
+    rng = np.random.default_rng(4927 + MODES.index(mode))
+    x = rng.standard_normal((3, 4))
+    for order in (2, 3, 5):
+        _check("spline_filter1d", ("input",), (x,), order=order, axis=0, mode=mode)
+        _check("spline_filter", ("input",), (x,), order=order, mode=mode)
+
+
+def test_spline_filters_complex_dtypes_orders_and_output_arrays():
+    rng = np.random.default_rng(4928)
+    x = rng.standard_normal((3, 4, 5))
+    _check("spline_filter", ("input",), (x,), order=3, mode="mirror")
+    _check("spline_filter1d", ("input",), (x,), order=4, axis=1, mode="reflect")
+    for order in (0, 1):  # (a copy)
+        _check("spline_filter1d", ("input",), (x[0],), order=order)
+    xc = x[0] + 1j * rng.standard_normal((4, 5))
+    with pytest.warns(UserWarning, match="promoting specified output dtype to complex"):  # (SciPy's, for float64)
+        _check("spline_filter", ("input",), (xc,), order=3)
+    _check("spline_filter1d", ("input",), (xc,), order=5, output=np.complex64)
+    x32 = x[0].astype(np.float32)
+    for out in (np.float32, np.float64):  # (float32 between the passes, as SciPy's)
+        _check("spline_filter", ("input",), (x32,), order=3, output=out)
+
+    def into(x):
+        out = np.zeros_like(x)
+        res = mnd.spline_filter(x, 3, output=out, mode="grid-wrap")
+        assert res is out
+        return out * x
+
+    check_grads(into, x[0])
+    np.testing.assert_array_equal(mg.vjp(into, x[0])[0], nd.spline_filter(x[0], 3, mode="grid-wrap") * x[0])
 
 
 # -- the Fourier filters: fourier_gaussian, fourier_uniform, fourier_ellipsoid, fourier_shift --------------------

@@ -36,11 +36,16 @@ axis, m >= 2, read the element before the line: a previous row's, or memory befo
 a traced argument that call raises
 ``UnsupportedInputError`` (correlate1d and the separable filters extend lines correctly).
 
-``map_coordinates``, ``shift`` and ``zoom`` (spline orders 0 to 5, every mode, ``prefilter``) are
-primitives whose value is SciPy's own call; their rules (see "interpolation" below) evaluate the
-piecewise polynomial SciPy evaluates, with NumPy operations: the prefilter as a matrix per axis
-(spline_filter1d of the identity), the B-spline weights as polynomials of the coordinates, the
-stencil gathered with SciPy's boundary folds, and its transpose scattered with np.bincount.
+``map_coordinates``, ``shift``, ``zoom`` and ``affine_transform`` (spline orders 0 to 5, every mode,
+``prefilter``) are primitives whose value is SciPy's own call; their rules (see "interpolation" below)
+evaluate the piecewise polynomial SciPy evaluates, with NumPy operations: the prefilter as a matrix per
+axis (spline_filter1d of the identity), the B-spline weights as polynomials of the coordinates, the
+stencil gathered with SciPy's boundary folds, and its transpose scattered with np.bincount. shift and
+affine_transform sample at c = m k + o (k the output index), so the coordinates' cotangent maps to the
+matrix's and the offset's by contraction with the grid k. ``rotate`` is written as SciPy writes it, an
+affine_transform per plane whose matrix and offset are traced functions of the angle. ``spline_filter1d``
+is a linear primitive (SciPy's call; its transpose the filter's matrix transposed, not the filter), and
+``spline_filter`` a pass of it per axis.
 """
 from __future__ import annotations
 
@@ -54,6 +59,7 @@ import numpy as np
 
 from ...core import Tracer, bind, bottom, get_primitive
 from ...registry import conj_if_complex as _cj
+from ...registry import deflinear
 from ...tangents import Thunk, ZeroTangent, is_zero
 from .linalg import _has_tracer, _plain
 from .signal import _along
@@ -100,7 +106,7 @@ UNIFORM_FILTER1D_P = get_primitive(_uniform_filter1d, "scipy.ndimage.uniform_fil
 COMPOSITES = tuple(f"scipy.ndimage.{name}" for name in (
     "convolve", "convolve1d", "fourier_ellipsoid", "fourier_gaussian", "fourier_shift", "fourier_uniform",
     "gaussian_filter", "gaussian_filter1d", "gaussian_gradient_magnitude", "gaussian_laplace", "laplace", "prewitt",
-    "sobel", "uniform_filter"))
+    "rotate", "sobel", "spline_filter", "uniform_filter"))
 
 
 # -- the extension and its adjoint -----------------------------------------------------------
@@ -778,7 +784,7 @@ def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=
     return res if bottom(res).dtype == dt else res.astype(dt)
 
 
-# -- interpolation: map_coordinates, shift, zoom ------------------------------------------------
+# -- interpolation: map_coordinates, shift, zoom, affine_transform (rotate) ------------------------------
 #
 # SciPy's interpolation of order n (0 to 5) is, for fixed coordinates, linear in (input, cval):
 #
@@ -1176,7 +1182,42 @@ ZOOM_P = get_primitive(_zoom, "scipy.ndimage.zoom")
 def _shift_coordinates(shape, sh):
     """SciPy's shift samples x at k - shift along each axis: the coordinates (D, *shape)."""
     grid = np.indices(shape, dtype=np.float64)
-    return grid - np.reshape(sh, (-1,) + (1,) * len(shape))
+    return grid - _column(sh, len(shape))
+
+
+def _column(v, rank):
+    """The 1-D ``v`` shaped (len(v), 1, ..., 1), to broadcast over a grid of ``rank`` axes."""
+    return np.reshape(v, (-1,) + (1,) * rank)
+
+
+# shift and affine_transform sample at c = m k + o, k the output index (m: a matrix, its diagonal, or none):
+# the coordinates' cotangent c̄ (D, *out_shape) and tangent ċ map to and from the parameters' by the grid k.
+
+def _grid_cotangents(cbar, out_shape, mdim):
+    """(m̄, ō) of c̄ for c = m k + o at the output indices k: ō = Σ_k c̄[:, k], m̄ = Σ_k c̄[:, k] kᵀ for a
+    matrix (mdim 2), m̄_d = Σ_k c̄[d, k] k_d for a diagonal (mdim 1), None without one (mdim 0)."""
+    flat = np.reshape(cbar, (np.shape(cbar)[0], -1))
+    obar = np.sum(flat, axis=1)
+    if mdim == 0:
+        return None, obar
+    grid = np.reshape(np.indices(out_shape, dtype=np.float64), (len(out_shape), -1))
+    if mdim == 1:
+        return np.sum(flat * grid[:np.shape(flat)[0]], axis=1), obar
+    return flat @ grid.T, obar
+
+
+def _grid_tangent(tm, to, out_shape, mdim):
+    """ċ = ṁ k + ȯ at the output indices k, (D, *out_shape) (ZeroTangent where neither moves)."""
+    if is_zero(tm) and is_zero(to):
+        return ZeroTangent()
+    rank, tc = len(out_shape), None
+    if not is_zero(to):
+        tc = _column(to, rank) * np.ones((1,) + tuple(out_shape))
+    if not is_zero(tm):
+        grid = np.indices(out_shape, dtype=np.float64)
+        t = _column(tm, rank) * grid[:np.shape(tm)[0]] if mdim == 1 else np.tensordot(tm, grid, axes=1)
+        tc = t if tc is None else tc + t
+    return tc
 
 
 def _shift_rrule(x, sh, cval, *, order, mode, prefilter, output):
@@ -1187,7 +1228,7 @@ def _shift_rrule(x, sh, cval, *, order, mode, prefilter, output):
         if is_zero(g) or np.size(y) == 0 or np.dtype(output).kind not in "fc":
             return ZeroTangent(), ZeroTangent(), ZeroTangent()
         xb, cb, cvb = _interpolation_pullback(x, _shift_coordinates(np.shape(x), sh), cval, g, order, mode, prefilter)
-        return xb, Thunk(lambda: -np.sum(np.reshape(cb(), (np.ndim(x), -1)), axis=1)), cvb
+        return xb, Thunk(lambda: -_grid_cotangents(cb(), np.shape(x), 0)[1]), cvb  # (c = k + o, o = -shift)
 
     return y, pullback
 
@@ -1197,7 +1238,7 @@ def _shift_frule(primals, tangents, *, order, mode, prefilter, output):
     y = bind(SHIFT_P, primals, {"order": order, "mode": mode, "prefilter": prefilter, "output": output})
     if np.size(y) == 0:
         return y, ZeroTangent()
-    tc = ZeroTangent() if is_zero(tsh) else -np.reshape(tsh, (-1,) + (1,) * np.ndim(x)) * np.ones(np.shape(x))
+    tc = ZeroTangent() if is_zero(tsh) else _grid_tangent(ZeroTangent(), -tsh, np.shape(x), 0)
     c = _shift_coordinates(np.shape(x), sh)
     return y, _interpolation_tangent(x, c, cval, tx, tc, tcv, order, mode, prefilter, output)
 
@@ -1290,6 +1331,262 @@ def zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter
     return _into(out, bind(ZOOM_P, (x, cval), {"zoom": factors, "order": order, "mode": mode,
                                                 "prefilter": bool(prefilter), "grid_mode": bool(grid_mode),
                                                 "output": dt}))
+
+
+# -- affine_transform and rotate: the interpolation at c = m k + o ------------------------------------------
+#
+# affine_transform samples the input at c = m k + o, k the output index: m a (D, D_out) matrix or the diagonal
+# (D,) of one (SciPy's zoom_shift then computes (k + o / m) m), o the offset. Its value is SciPy's call; its
+# derivatives are map_coordinates' at those coordinates, with m̄ = Σ_k c̄ kᵀ (the diagonal's Σ_k c̄_d k_d) and
+# ō = Σ_k c̄. rotate is written as SciPy writes it, with the matrix [[cos, sin], [-sin, cos]] of the angle (in
+# degrees, special.cosdg and sindg) and the offset in_centre - m out_centre traced, the output's shape (a step
+# function of the angle) from the plain angle, one affine_transform per plane along the two axes.
+
+def _affine_transform(x, m, o, cval, *, output_shape, order, mode, prefilter, output):
+    return _nd().affine_transform(x, m, o, output_shape, output, order, mode, cval, prefilter)
+
+
+AFFINE_TRANSFORM_P = get_primitive(_affine_transform, "scipy.ndimage.affine_transform")
+
+
+def _affine_coordinates(m, o, out_shape):
+    """The coordinates SciPy's affine_transform samples, (D, *out_shape), in its operations (its bits): a
+    matrix's o + k_0 m[:, 0] + k_1 m[:, 1] + ...; a diagonal's (k + o / m) m, there as m k + o plus the plain
+    difference (a constant), so that the derivatives are m k + o's."""
+    rank = len(out_shape)
+    grid = np.indices(out_shape, dtype=np.float64)
+    if np.ndim(m) == 2:
+        c = _column(o, rank) + _column(m[:, 0], rank) * grid[0]
+        for ll in range(1, rank):
+            c = c + _column(m[:, ll], rank) * grid[ll]
+        return c
+    k = grid[:np.shape(m)[0]]  # (an output of higher rank: its other axes repeat the result)
+    mp, op = np.asarray(bottom(m)), np.asarray(bottom(o))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scipys = (k + _column(op / mp, rank)) * _column(mp, rank)
+        if not _traced(m, o):
+            return scipys
+        c = _column(m, rank) * k + _column(o, rank)
+        return c + (scipys - np.asarray(bottom(c)))
+
+
+def _affine_transform_rrule(x, m, o, cval, *, output_shape, order, mode, prefilter, output):
+    kw = {"output_shape": output_shape, "order": order, "mode": mode, "prefilter": prefilter, "output": output}
+    y = bind(AFFINE_TRANSFORM_P, (x, m, o, cval), kw)
+
+    def pullback(g):
+        if is_zero(g) or np.size(y) == 0 or np.dtype(output).kind not in "fc":
+            return ZeroTangent(), ZeroTangent(), ZeroTangent(), ZeroTangent()
+        xb, cb, cvb = _interpolation_pullback(x, _affine_coordinates(m, o, output_shape), cval, g, order, mode,
+                                              prefilter)
+        params = _cached(lambda: _grid_cotangents(cb(), output_shape, np.ndim(m)))
+        return xb, Thunk(lambda: params()[0]), Thunk(lambda: params()[1]), cvb
+
+    return y, pullback
+
+
+def _affine_transform_frule(primals, tangents, *, output_shape, order, mode, prefilter, output):
+    (x, m, o, cval), (tx, tm, to, tcv) = primals, tangents
+    kw = {"output_shape": output_shape, "order": order, "mode": mode, "prefilter": prefilter, "output": output}
+    y = bind(AFFINE_TRANSFORM_P, primals, kw)
+    if np.size(y) == 0:
+        return y, ZeroTangent()
+    tc = _grid_tangent(tm, to, output_shape, np.ndim(m))
+    return y, _interpolation_tangent(x, _affine_coordinates(m, o, output_shape), cval, tx, tc, tcv, order, mode,
+                                     prefilter, output)
+
+
+AFFINE_TRANSFORM_P.rrule, AFFINE_TRANSFORM_P.frule = _affine_transform_rrule, _affine_transform_frule
+
+
+def _float64(v):
+    if isinstance(v, Tracer):
+        return v if bottom(v).dtype == np.float64 else v.astype(np.float64)
+    return np.asarray(v, dtype=np.float64)
+
+
+def _affine_parameters(matrix, offset, shape, out_rank):
+    """SciPy's affine_transform's checks and forms: (the (D, out_rank) matrix or its diagonal (D,), the
+    offset (D,)), float64; a homogeneous matrix, (D, D + 1) or (D + 1, D + 1), gives both."""
+    ndim = len(shape)
+    m = _float64(_dense(matrix))
+    if np.ndim(m) not in (1, 2) or np.shape(m)[0] < 1:
+        raise RuntimeError("no proper affine matrix provided")
+    if np.ndim(m) == 2 and np.shape(m)[1] == ndim + 1 and np.shape(m)[0] in (ndim, ndim + 1):
+        if np.shape(m)[0] == ndim + 1:
+            exptd = [0] * ndim + [1]
+            if not np.all(np.asarray(bottom(m))[ndim] == exptd):
+                raise ValueError(f"Expected homogeneous transformation matrix with shape {np.shape(m)} for image "
+                                 f"shape {tuple(shape)}, but bottom row was not equal to {exptd}")
+        offset, m = m[:ndim, ndim], m[:ndim, :ndim]
+    if np.shape(m)[0] != ndim:
+        raise RuntimeError("affine matrix has wrong number of rows")
+    if np.ndim(m) == 2 and np.shape(m)[1] != out_rank:
+        raise RuntimeError("affine matrix has wrong number of columns")
+    if np.ndim(m) == 1 and out_rank < ndim:
+        from ...errors import UnsupportedInputError, user_line
+
+        raise UnsupportedInputError(
+            f"scipy.ndimage.affine_transform at {user_line()}: a diagonal matrix (1-D) with an output of rank "
+            f"{out_rank} for an input of rank {ndim}: SciPy's zoom_shift reads the output's shape along every axis "
+            "of the input (past its end: its result, if any, is not a function of the input), and mutagrad does "
+            "not differentiate it. Give output_shape of the input's rank, or the matrix np.diag(matrix) with as "
+            "many columns as output axes.")
+    o = _float64(_dense(list(_sequence(offset, ndim))))
+    if np.ndim(o) != 1:
+        raise RuntimeError("no proper offset provided")
+    return m, o
+
+
+def affine_transform(input, matrix, offset=0.0, output_shape=None, output=None, order=3, mode="constant", cval=0.0,
+                     prefilter=True):
+    """``scipy.ndimage.affine_transform`` (the input sampled at ``matrix @ k + offset`` for each output index k;
+    the matrix (D, D_out), its diagonal (D,), or homogeneous, (D, D + 1) or (D + 1, D + 1), which holds the offset),
+    differentiated in ``input``, ``matrix``, ``offset`` and ``cval``: SciPy's value, the derivatives of
+    map_coordinates at those coordinates.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import affine_transform
+    >>> im = np.array([[0.0, 1.0], [2.0, 4.0]])  # bilinear: 2 c0 + c1 + c0 c1 at c = m @ (0, 1)
+    >>> mg.grad(lambda m: affine_transform(im, m, order=1, output_shape=(1, 2))[0, 1])(np.array([[1.0, 0.25],
+    ...                                                                                          [0.0, 0.5]]))
+    array([[0.  , 2.5 ],
+           [0.  , 1.25]])
+    """
+    if not _traced(input, matrix, offset, output, cval):
+        return _nd().affine_transform(input, matrix, offset, output_shape, output, order, mode, cval, prefilter)
+    if order < 0 or order > 5:
+        raise RuntimeError("spline order not supported")
+    x = _dense(input)
+    if output_shape is None:
+        output_shape = np.shape(output) if isinstance(output, (Tracer, np.ndarray)) else np.shape(x)
+    output_shape = tuple(int(n) for n in output_shape)
+    if np.ndim(x) < 1 or len(output_shape) < 1:
+        raise RuntimeError("input and output rank must be > 0")
+    dt, out = _output(output, x, complex_output=_complex(x), shape=output_shape)
+    m, o = _affine_parameters(matrix, offset, np.shape(x), len(output_shape))
+    return _into(out, bind(AFFINE_TRANSFORM_P, (x, m, o, cval),
+                           {"output_shape": output_shape, "order": order, "mode": mode, "prefilter": bool(prefilter),
+                            "output": dt}))
+
+
+def rotate(input, angle, axes=(1, 0), reshape=True, output=None, order=3, mode="constant", cval=0.0, prefilter=True):
+    """``scipy.ndimage.rotate`` (by ``angle`` degrees in the plane of ``axes``), differentiated in ``input``,
+    ``angle`` and ``cval``: SciPy's affine_transform of each plane, its matrix and offset traced functions of the
+    angle (the output's shape, with ``reshape``, is a step function of it: its derivative 0).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import rotate
+    >>> im = np.outer(np.arange(3.0), np.ones(3))  # the row index: y[1, 2] = 1 + sin(a°)
+    >>> round(float(mg.grad(lambda a: rotate(im, a, reshape=False, order=1)[1, 2])(30.0)), 6)  # cos(30°) π / 180
+    0.015115
+    """
+    if not _traced(input, angle, output, cval):
+        return _nd().rotate(input, angle, axes, reshape, output, order, mode, cval, prefilter)
+    x = _dense(input)
+    ndim = np.ndim(x)
+    if ndim < 2:
+        raise ValueError("input array should be at least 2D")
+    axes = list(axes)
+    if len(axes) != 2:
+        raise ValueError("axes should contain exactly two values")
+    if not all(float(ax).is_integer() for ax in axes):
+        raise ValueError("axes should contain only integer values")
+    axes = [ax + ndim if ax < 0 else ax for ax in axes]
+    if axes[0] < 0 or axes[1] < 0 or axes[0] >= ndim or axes[1] >= ndim:
+        raise ValueError("invalid rotation plane specified")
+    axes.sort()
+    sp, a0 = _special(), bottom(angle)
+    c, s = sp.cosdg(angle), sp.sindg(angle)
+    rot = _dense([[c, s], [-s, c]]) if _traced(angle) else np.array([[c, s], [-s, c]])
+    img_shape = np.asarray(np.shape(x))
+    in_plane_shape = img_shape[axes]
+    if reshape:  # (SciPy's, on the plain angle)
+        iy, ix = in_plane_shape
+        out_bounds = np.array([[sp.cosdg(a0), sp.sindg(a0)], [-sp.sindg(a0), sp.cosdg(a0)]]) @ [[0, 0, iy, iy],
+                                                                                                [0, ix, 0, ix]]
+        out_plane_shape = (np.ptp(out_bounds, axis=1) + 0.5).astype(int)
+    else:
+        out_plane_shape = img_shape[axes]
+    offset = (in_plane_shape - 1) / 2 - rot @ ((out_plane_shape - 1) / 2)
+    output_shape = img_shape.copy()
+    output_shape[axes] = out_plane_shape
+    output_shape, plane = tuple(int(n) for n in output_shape), tuple(int(n) for n in out_plane_shape)
+    dt, out = _output(output, x, complex_output=_complex(x), shape=output_shape)
+    if ndim == 2:
+        return _into(out, affine_transform(x, rot, offset, plane, dt, order, mode, cval, prefilter))
+    planes = np.moveaxis(x, axes, (-2, -1))  # (SciPy's loop over the planes parallel to the axes)
+    lead = np.shape(planes)[:-2]
+    planes = np.reshape(planes, (-1,) + np.shape(planes)[-2:])
+    if np.shape(planes)[0] == 0:
+        return _into(out, np.zeros(output_shape, dt))
+    res = np.stack([affine_transform(planes[i], rot, offset, plane, dt, order, mode, cval, prefilter)
+                    for i in range(np.shape(planes)[0])])
+    return _into(out, np.moveaxis(np.reshape(res, lead + plane), (-2, -1), axes))
+
+
+# -- spline_filter1d, spline_filter -------------------------------------------------------------------------
+#
+# spline_filter1d is linear: y = F x along the axis, F (n, n) the filter's matrix, spline_filter1d of the
+# identity (the prefilter's _axis_map). Its transpose x̄ = Fᵀ ȳ is not the filter: F is the inverse of the
+# B-spline's sampling matrix with the mode's boundary, which is not symmetric at the ends ('mirror': a cubic's
+# first row samples x[1] twice). spline_filter runs one pass per axis, as SciPy does.
+
+def _spline_filter1d(x, *, order, axis, mode, output):
+    return _nd().spline_filter1d(x, order, axis, output, mode)
+
+
+def _spline_filter1d_transpose(g, x, *, order, axis, mode, output):
+    if order > 1:
+        from numpy.lib.array_utils import normalize_axis_index
+
+        ax = normalize_axis_index(axis, x.ndim)
+        g = _apply_along(_axis_map(x.shape[ax], order, mode, 0)[0].T, g, ax)
+    return g.astype(x.dtype) if x.dtype.kind in "fc" and np.asarray(bottom(g)).dtype != x.dtype else g
+
+
+SPLINE_FILTER1D_P = get_primitive(_spline_filter1d, "scipy.ndimage.spline_filter1d")
+deflinear(_spline_filter1d, _spline_filter1d_transpose, impl=lambda x, **kw: bind(SPLINE_FILTER1D_P, (x,), kw))
+
+
+def spline_filter1d(input, order=3, axis=-1, output=np.float64, mode="mirror"):
+    """``scipy.ndimage.spline_filter1d`` (the B-spline coefficients of ``order`` along ``axis``), differentiated in
+    ``input``: its reverse mode the filter's transpose, which is not the filter.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import spline_filter1d
+    >>> mg.grad(lambda x: np.sum(spline_filter1d(x)))(np.zeros(3))  # F's column sums (its row sums are 1)
+    array([1.5, 0. , 1.5])
+    """
+    if not _traced(input, output):
+        return _nd().spline_filter1d(input, order, axis, output, mode)
+    if order < 0 or order > 5:
+        raise RuntimeError("spline order not supported")
+    x = _dense(input)
+    dt, out = _output(output, x, complex_output=_complex(x))
+    return _into(out, bind(SPLINE_FILTER1D_P, (x,), {"order": order, "axis": axis, "mode": mode, "output": dt}))
+
+
+def spline_filter(input, order=3, output=np.float64, mode="mirror"):
+    """``scipy.ndimage.spline_filter`` (spline_filter1d along each axis), differentiated in ``input``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.ndimage import spline_filter
+    >>> mg.grad(lambda x: np.sum(spline_filter(x)))(np.zeros((3, 3)))  # the product of the axes' column sums
+    array([[2.25, 0.  , 2.25],
+           [0.  , 0.  , 0.  ],
+           [2.25, 0.  , 2.25]])
+    """
+    if not _traced(input, output):
+        return _nd().spline_filter(input, order, output, mode)
+    if order < 2 or order > 5:
+        raise RuntimeError("spline order not supported")
+    x = _dense(input)
+    dt, out = _output(output, x, complex_output=_complex(x))
+    res = x
+    for axis in range(np.ndim(x)):
+        res = bind(SPLINE_FILTER1D_P, (res,), {"order": order, "axis": axis, "mode": mode, "output": dt})
+    return _into(out, res if np.ndim(x) else _copy(x, dt))
 
 
 # -- the Fourier filters: fourier_gaussian, fourier_uniform, fourier_ellipsoid, fourier_shift ------------------

@@ -3918,13 +3918,14 @@ class Tracer:
         err = _scipy_escape(caller)
         if err is not None:
             raise err
-        if _reducing_an_object_array(caller):
+        reducing = _reducing_an_object_array(caller)
+        if reducing is not None:
             raise escape_error(
-                "a mean, var or std of an object array holding traced values (NumPy converts their sum with "
+                f"np.{reducing} of an object array holding traced values (NumPy's mean converts their sum with "
                 "np.float64(...), which takes the plain value)", TracerEscapeError,
                 " Make the object array one traced array first: np.stack(a.tolist()) (or mnp.array(a.tolist()), "
-                "import mutagrad.numpy as mnp), then take np.mean, np.var or np.std of it; or a.sum() / a.size, "
-                "which is differentiated on the object array itself.", specific=True)
+                f"import mutagrad.numpy as mnp), then take np.{reducing} of it; for a mean, a.sum() / a.size is "
+                "differentiated on the object array itself.", specific=True)
         if _numpys_as_strided(sys._getframe(1).f_code):
             raise NoRuleError(
                 f"np.lib.stride_tricks.as_strided was applied to a traced array at {user_line()}: it "
@@ -6420,17 +6421,22 @@ _NDINDEX_HINT = (" Loop over the indices instead (for i in np.ndindex(x.shape): 
                  "which is differentiated.")
 
 
-def _reducing_an_object_array(frame) -> bool:
-    """Whether NumPy's mean, var or std (numpy/_core/_methods.py) of an object array runs at ``frame`` or
-    above it (it converts the sum of the elements, a traced scalar, with its dtype's type: the structured
-    tester's a.mean() of an object array filled with traced values)."""
-    f = frame
+def _reducing_an_object_array(frame):
+    """The NumPy function (its name: "mean", "median", "var"...) the user called whose mean (numpy/_core/
+    _methods.py) of an object array runs at ``frame`` or above it (it converts the sum of the elements, a
+    traced scalar, with its dtype's type: the structured tester's a.mean() of an object array filled with
+    traced values), or None."""
+    f, found = frame, False
     while f is not None and (f.f_globals.get("__name__", "") or "").startswith("numpy"):
-        if f.f_globals.get("__name__") == "numpy._core._methods" and f.f_code.co_name in ("_mean", "_var", "_std"):
+        if not found and f.f_globals.get("__name__") == "numpy._core._methods" and f.f_code.co_name in (
+                "_mean", "_var", "_std"):
             arr = f.f_locals.get("arr", f.f_locals.get("a"))
-            return isinstance(arr, np.ndarray) and arr.dtype == object
+            if not (isinstance(arr, np.ndarray) and arr.dtype == object):
+                return None
+            found = True
+        name = f.f_code.co_name.lstrip("_")  # (the outermost NumPy frame: the function called, a.mean's _mean)
         f = f.f_back
-    return False
+    return name if found else None
 
 
 def _calling_numpy_python(frame):

@@ -700,20 +700,28 @@ def _tests_of_name(tree, call):
     for n in ast.walk(scope):
         if type(n) in (ast.Global, ast.Nonlocal) and name in n.names:
             return []
+        if (type(n) is ast.Name and n.id in _DYNAMIC_READS) or (type(n) is ast.Attribute and n.attr in _DYNAMIC_READS):
+            return []  # (eval("err"), locals()["err"], sys._getframe().f_locals: reads no search sees; regress106)
         if type(n) is ast.Name and n.id == name and type(n.ctx) is ast.Load:
-            ways = _tests_of(scope, n) or _formatted(scope, n)
+            ways = _tests_of(scope, n) or _printed(scope, n)
             if not ways:
                 return []
             found.append(ways)
     return found
 
 
-def _formatted(scope, node):
-    """[a way] where ``node`` is read only to be shown: a field of an f-string, or an argument of ``print``."""
+_DYNAMIC_READS = frozenset(("eval", "exec", "locals", "vars", "globals", "_getframe", "f_locals", "currentframe"))
+
+
+def _printed(scope, node):
+    """[a way] where ``node`` is read only to be printed: an argument of ``print`` (to the screen: no ``file=``),
+    alone or as a field of an f-string that is one (an f-string kept, or written to a file, can be read back
+    as a number: regress106)."""
     for n in ast.walk(scope):
-        if type(n) is ast.FormattedValue and n.value is node:
-            return [([], [])]
-        if type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "print" and any(a is node for a in n.args):
+        if type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "print" and all(
+                k.arg in ("sep", "end", "flush") for k in n.keywords) and any(
+                a is node or (type(a) is ast.JoinedStr and any(
+                    type(v) is ast.FormattedValue and v.value is node for v in a.values)) for a in n.args):
             return [([(n.func, builtins.print)], [])]
     return []
 
@@ -1902,15 +1910,25 @@ def _type_tests(code):
     if tree is not None:
         last = max((line for _, _, line in code.co_lines() if line is not None), default=code.co_firstlineno)
         inside = [node for node in ast.walk(tree) if code.co_firstlineno <= getattr(node, "lineno", 0) <= last]
-        # (t = type(x) ... t is np.ndarray: a name bound to a type(...) call in the function stands for it)
+        # (t = type(x) ... t is np.ndarray: a name bound to a type(...) call in the function stands for it, and
+        # one bound to its name, kind = type(x).__name__, for that)
         kept = {t.id for node in inside if type(node) is ast.Assign and _type_call(node.value, ())
                 for t in node.targets if type(t) is ast.Name}
+        named = {t.id for node in inside if type(node) is ast.Assign and _type_name(node.value, kept, ())
+                 for t in node.targets if type(t) is ast.Name}
         for node in inside:
-            if type(node) is ast.Compare and all(type(op) in _TYPE_OPS for op in node.ops) and any(
-                    _type_call(n, kept) or (type(n) is ast.Attribute and n.attr in ("__name__", "__qualname__",
-                                                                                    "__module__")
-                                            and _type_call(n.value, kept)) for n in (node.left, *node.comparators)):
-                tests.append(node)
+            if type(node) is ast.Compare and all(type(op) in _TYPE_OPS for op in node.ops):
+                operands = (node.left, *node.comparators)
+                if any(_type_call(n, kept) or _type_name(n, kept, named) for n in operands):
+                    tests.append((node, operands))
+            elif type(node) is ast.Call and type(node.func) is ast.Name and node.func.id == "issubclass" and len(
+                    node.args) == 2 and _type_call(node.args[0], kept):  # (issubclass(type(x), np.ndarray))
+                tests.append((node, node.args[1:]))
+            elif type(node) is ast.Subscript and type(node.value) is ast.Name and _type_call(node.slice, kept):
+                tests.append((node, (node.value,)))  # (HANDLERS[type(x)]: a table keyed by the exact type)
+            elif type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "get" and type(
+                    node.func.value) is ast.Name and node.args and _type_call(node.args[0], kept):
+                tests.append((node, (node.func.value,)))  # (HANDLERS.get(type(x), default))
     _TYPE_TESTS[code] = (code.co_filename, tuple(tests), frozenset(names), frozenset(attrs))
     return tuple(tests), frozenset(names), frozenset(attrs)
 
@@ -1919,6 +1937,13 @@ def _type_call(n, kept) -> bool:
     """``n`` is ``type(x)``, or a name in ``kept`` (bound to one)."""
     return (type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == "type" and len(n.args) == 1) or (
         type(n) is ast.Name and n.id in kept)
+
+
+def _type_name(n, kept, named) -> bool:
+    """``n`` is ``type(x).__name__`` (``__qualname__``, ``__module__``; of a name in ``kept``), or a name in
+    ``named`` (bound to one)."""
+    return (type(n) is ast.Attribute and n.attr in ("__name__", "__qualname__", "__module__")
+            and _type_call(n.value, kept)) or (type(n) is ast.Name and n.id in named)
 
 
 _NAMES_OF_PLAIN_TYPES = {"ndarray": np.ndarray, "numpy": np.ndarray, "float": float, "complex": complex,
@@ -1936,6 +1961,9 @@ def _plain_types_named(node, glob):
         return [] if t is None else [t]
     if type(node) is ast.Name:
         v = glob.get(node.id, builtins.__dict__.get(node.id))
+        if type(v) is dict:  # (a table keyed by types: HANDLERS[type(x)], type(x) in HANDLERS)
+            return [k for k in v if isinstance(k, type) and (issubclass(k, (np.ndarray, np.generic))
+                                                             or k in (float, complex))]
     elif type(node) is ast.Attribute and type(node.value) is ast.Name:
         mod = glob.get(node.value.id)
         v = vars(mod).get(node.attr) if isinstance(mod, types.ModuleType) else None
@@ -1973,8 +2001,8 @@ def warn_type_tests(fun, args=()) -> None:
         if (glob.get("__name__") or "").partition(".")[0] in _INTERNAL_PACKAGES:
             continue
         tests, names, attrs = _type_tests(code)
-        for node in tests:
-            named = [t for n in (node.left, *node.comparators) for t in _plain_types_named(n, glob)]
+        for node, operands in tests:
+            named = [t for n in operands for t in _plain_types_named(n, glob)]
             if named:
                 what = f"np.{named[0].__name__}" if named[0].__module__ == "numpy" else named[0].__name__
                 warnings.warn_explicit(

@@ -270,3 +270,33 @@ def test_a_type_kept_in_a_name_then_tested_warns():
     texts = [str(w.message) for w in record]
     assert len(texts) == 1 and texts[0].startswith("`kind is np.ndarray` tests the exact type")
     assert not np.allclose(g, 2 * x)  # (2x by hand, the plain call's branch: the warning is about this)
+
+
+def _issubclass_of_the_type(x):
+    return np.sum(x ** 2) if issubclass(type(x), np.ndarray) else np.sum(x)
+
+
+def _type_name_kept(x):
+    kind = type(x).__name__
+    return np.sum(x ** 2) if kind == "ndarray" else np.sum(x)
+
+
+_BY_TYPE = {np.ndarray: lambda v: np.sum(v ** 2)}
+
+
+def _dispatch_on_the_type(x):
+    return _BY_TYPE.get(type(x), np.sum)(x)
+
+
+@pytest.mark.parametrize("fn, test", [(_issubclass_of_the_type, "issubclass(type(x), np.ndarray)"),
+                                      (_type_name_kept, "kind == 'ndarray'"),
+                                      (_dispatch_on_the_type, "_BY_TYPE.get(type(x), np.sum)")])
+def test_issubclass_a_kept_type_name_and_a_table_keyed_by_the_type_warn(fn, test):
+    # (regress106) each takes the other branch than a plain call, and warned of nothing
+    x = np.array([0.7, 1.3, 0.4])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        g = mg.grad(fn)(x)
+    assert any(str(w.message).startswith(f"`{test}` tests the exact type") for w in record), [
+        str(w.message) for w in record]
+    assert not np.allclose(g, 2 * x)  # (2x by hand: the plain call's branch; the warning is about this)

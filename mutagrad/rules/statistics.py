@@ -1147,6 +1147,14 @@ def fold_reduceat(ufunc, x, indices, axis):
     if not starts:
         return exact
     xm = np.moveaxis(x, ax, 0)
+    if ufunc is np.subtract and np.all(np.isfinite(bottom(x))):
+        # each segment's first value less the others' sum, one pass: 2 x_s - (x_s + ... + x_{e-1}), x_s alone
+        # where the segment is empty (linear: its derivative is exact; NumPy's bits put back)
+        ends = np.array(starts[1:] + [n])
+        first = xm[np.array(starts)]
+        whole = np.where(_column_of(np.array(starts) < ends, np.ndim(x)), 2 * first - np.add.reduceat(xm, starts),
+                         first)
+        return _with_bits(np.moveaxis(_as_fold_dtype(ufunc, whole, bottom(x).dtype), 0, ax), exact)
     parts = []
     for k, s in enumerate(starts):
         e = starts[k + 1] if k + 1 < len(starts) else n
@@ -1154,6 +1162,11 @@ def fold_reduceat(ufunc, x, indices, axis):
     res = np.moveaxis(np.stack(parts), 0, ax)
     res = _as_fold_dtype(ufunc, res, bottom(x).dtype)
     return _with_bits(res, exact)
+
+
+def _column_of(v, rank):
+    """The 1-D ``v`` shaped (len(v), 1, ..., 1), to broadcast along the first of ``rank`` axes."""
+    return np.reshape(v, (-1,) + (1,) * (rank - 1))
 
 
 def _as_fold_dtype(ufunc, r, dt):
@@ -1205,6 +1218,55 @@ def _hypotenuse(x2):
 _ONE_PASS = {**_LOGSUMEXP, np.subtract: _difference, np.hypot: _hypotenuse}
 
 
+# -- the running folds in one pass: accumulate along axis 0 of xm, the first element x_0 itself ---------------
+# Each returns None where its formula could part from the fold's derivative (a non-finite value, a product or a
+# sum of squares near the dtype's range): the elementwise fold runs there. NumPy's bits are put back after.
+
+def _running_difference(xm):
+    """subtract.accumulate: y_k = x_0 - (x_1 + ... + x_k) (linear: its derivative is exact)."""
+    if not np.all(np.isfinite(bottom(xm))):
+        return None
+    return np.concatenate([xm[:1], xm[:1] - np.cumsum(xm[1:], axis=0)])
+
+
+def _within_range(v, dt):
+    """Whether every magnitude of the plain ``v`` lies well inside ``dt``'s normal range (2**±40 from its ends)."""
+    fi = np.finfo(dt)
+    a = np.abs(v)
+    return bool(np.all((a >= fi.tiny * 2.0 ** 40) & (a <= fi.max / 2.0 ** 40)))
+
+
+def _running_quotient(xm):
+    """divide.accumulate: y_k = x_0 / (x_1 ... x_k), where no factor is 0 and neither the running product nor
+    the quotient nears the dtype's range (the fold's own steps stay finite and nonzero there)."""
+    xb = np.asarray(bottom(xm))
+    with np.errstate(all="ignore"):
+        prods = np.cumprod(xb[1:], axis=0)
+        ok = np.all(np.isfinite(xb)) and _within_range(xb, xb.dtype) and _within_range(prods, xb.dtype) and (
+            _within_range(xb[:1] / prods, xb.dtype))
+    if not ok:
+        return None
+    return np.concatenate([xm[:1], xm[:1] / np.cumprod(xm[1:], axis=0)])
+
+
+def _running_hypotenuse(xm):
+    """hypot.accumulate: y_k = (x_0² + ... + x_k²)^½ for k >= 1, scaled by the (constant) largest magnitude
+    along the axis, where each such sum is well above underflow (its derivative x_j / y_k there)."""
+    xb = np.asarray(bottom(xm))
+    if xb.dtype.kind != "f" or not np.all(np.isfinite(xb)):
+        return None
+    mb = np.max(np.abs(xb), axis=0, keepdims=True)
+    with np.errstate(all="ignore"):
+        sums = np.cumsum((xb / mb) ** 2, axis=0)[1:]
+    if not np.all(sums >= np.finfo(xb.dtype).tiny * 2.0 ** 40):
+        return None
+    return np.concatenate([xm[:1], mb * np.sqrt(np.cumsum((xm / mb) ** 2, axis=0)[1:])])
+
+
+_ONE_PASS_ACCUMULATE = {np.subtract: _running_difference, np.true_divide: _running_quotient,
+                        np.hypot: _running_hypotenuse}
+
+
 def _accumulate_args(ufunc, inputs, kwargs):
     (x,) = inputs
     if np.ndim(x) == 0:  # NumPy's own error (cannot accumulate on a scalar)
@@ -1240,12 +1302,18 @@ def _fold_accumulate(ufunc, inputs, kwargs):
     if len(xm) == 0:
         layout()  # (NumPy's error for a dtype the ufunc has no loop for, which no step raises here)
         return write_out(_as_fold_dtype(ufunc, np.copy(x), bottom(x).dtype), out)
-    r = xm[0]
-    steps = [r]
-    for i in range(1, len(xm)):
-        r = ufunc(r, xm[i])
-        steps.append(r)
-    res = _as_fold_dtype(ufunc, np.stack(steps, axis=axis), bottom(x).dtype)
+    fast = _ONE_PASS_ACCUMULATE.get(ufunc) if out is None and len(xm) > 1 else None
+    res = fast(xm) if fast is not None else None  # (one pass in place of n steps, where its formula holds)
+    if res is not None:
+        res = np.moveaxis(res, 0, axis)
+    else:
+        r = xm[0]
+        steps = [r]
+        for i in range(1, len(xm)):
+            r = ufunc(r, xm[i])
+            steps.append(r)
+        res = np.stack(steps, axis=axis)
+    res = _as_fold_dtype(ufunc, res, bottom(x).dtype)
     with np.errstate(all="ignore"):  # NumPy's own bits (its accumulate loop rounds power, arctan2 otherwise)
         res = _with_bits(res, ufunc.accumulate(bottom(x), axis=axis))
     if out is None and np.ndim(res) > 1:

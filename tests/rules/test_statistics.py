@@ -976,3 +976,46 @@ def test_tied_sorts_share_in_complex_and_float32_and_along_an_axis():
     h = lambda x: np.sum(np.sort(x, axis=0) * np.arange(6.0).reshape(3, 2))
     x = np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 3.0]])
     np.testing.assert_allclose(mg.grad(h)(x.copy()), numerical_grad(h, (x,), (0,))[0], rtol=1e-7)
+
+
+@pytest.mark.parametrize("ufunc", [np.subtract, np.divide, np.hypot])
+def test_running_folds_of_subtract_divide_and_hypot_are_a_few_operations(ufunc):
+    # (the npfunctional tester: one operation per element, ~10^4x the primal at n = 20000) x_0 less a running
+    # sum, over a running product, the running norm: a few operations, NumPy's values; the derivatives against
+    # central differences of NumPy's own accumulate, along either axis, and the Hessian against the other mode
+    rng = np.random.default_rng(4980)
+    x = rng.uniform(0.5, 2.0, (6, 5)) * rng.choice([-1.0, 1.0], (6, 5))
+    w = rng.standard_normal((6, 5))
+    for axis in (0, 1):
+        f = lambda x, axis=axis: np.sum(w * ufunc.accumulate(x, axis=axis))
+        assert str(mg.explain(f, x)).count(" op ") < 12
+        np.testing.assert_array_equal(mg.vjp(lambda x, axis=axis: ufunc.accumulate(x, axis=axis), x)[0],
+                                      ufunc.accumulate(x, axis=axis))
+        want = numerical_grad(f, (x,), (0,))[0]
+        np.testing.assert_allclose(mg.grad(f)(x), want, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(mg.jvp(f, (x,), (w,))[1], np.sum(want * w), rtol=1e-6)
+    g = lambda v: np.sum(ufunc.accumulate(v) ** 2)
+    v = x[0]
+    np.testing.assert_allclose(mg.hessian(g)(v), mg.jacobian(mg.grad(g), mode="rev")(v), rtol=1e-10, atol=1e-12)
+    # where the formula could part from the fold (a zero factor, a zero start of the norm, a non-finite value)
+    # the elementwise fold runs, with its derivative (central differences where it is smooth)
+    edge = {np.subtract: np.array([1.0, np.inf, 2.0]), np.divide: np.array([0.0, 2.0, 0.5]),
+            np.hypot: np.array([0.0, 0.0, 1.5, -2.0])}[ufunc]
+    assert str(mg.explain(lambda v: np.sum(ufunc.accumulate(v)), edge)).count(" op ") >= len(edge) - 1
+    if np.all(np.isfinite(edge)) and ufunc is not np.hypot:
+        h = lambda v: np.sum(np.linspace(1.0, 2.0, len(edge)) * ufunc.accumulate(v))
+        np.testing.assert_allclose(mg.grad(h)(edge), numerical_grad(h, (edge,), (0,))[0], rtol=1e-6)
+
+
+def test_subtract_reduceat_is_a_few_operations():
+    # (the npfunctional tester: 32000x the primal at segments of 10) each segment's first value less the others'
+    # sum in one pass; NumPy's values, an empty segment (5 >= 5) its start alone; central differences
+    rng = np.random.default_rng(4981)
+    x = rng.standard_normal((4, 9))
+    starts = [0, 2, 5, 5, 8]
+    w = rng.standard_normal((4, 5))
+    f = lambda x: np.sum(w * np.subtract.reduceat(x, starts, axis=1))
+    assert str(mg.explain(f, x)).count(" op ") < 12
+    np.testing.assert_array_equal(mg.vjp(lambda x: np.subtract.reduceat(x, starts, axis=1), x)[0],
+                                  np.subtract.reduceat(x, starts, axis=1))
+    np.testing.assert_allclose(mg.grad(f)(x), numerical_grad(f, (x,), (0,))[0], rtol=1e-6, atol=1e-8)

@@ -490,9 +490,32 @@ def test_map_coordinates_derivative_on_a_node_is_the_right_sides():
 
         g = mg.grad(at)(np.array([1.0]))
         assert g[0] == want
-    # after a fold: 'mirror' maps -1 - t to 1 + t, so the node -1 sees the piece [1, 2) from the left: -(x[2] - x[1])
+    # after a fold the side is still the right one in the coordinate's own direction: 'mirror' maps -1 + t to
+    # 1 - t, so the node -1 sees the piece [0, 1] run backwards: -(x[1] - x[0]) (it took [1, 2): -(x[2] - x[1]))
     g = mg.grad(lambda c: mnd.map_coordinates(x, c[None], order=1, mode="mirror")[0])(np.array([-1.0]))
-    assert g[0] == -3.0
+    assert g[0] == -1.0
+    # in mode 'constant' the last sample's right is cval (a jump): the piece inside, x[3] - x[2]
+    g = mg.grad(lambda c: mnd.map_coordinates(x, c[None], order=1, mode="constant")[0])(np.array([3.0]))
+    assert g[0] == 5.0
+
+
+@pytest.mark.parametrize("mode", ["mirror", "reflect", "grid-mirror", "nearest", "grid-wrap", "grid-constant"])
+def test_an_integer_shift_gets_one_one_sided_derivative(mode):
+    # (the imgaffine tester) every sample sits on a node: each took the piece to its right after the mode's fold,
+    # which for a mirrored sample is the left one, and the sum of the two sides' slopes was neither one-sided
+    # derivative (+1/6 where both sides are -1/3). Now each sample takes the right side of its own coordinate,
+    # c = k - s: the total is the left derivative in s, against one-sided differences of SciPy's shift
+    rng = np.random.default_rng(4982)
+    a = rng.standard_normal(6)
+    img = rng.standard_normal((5, 6))
+    h = 1e-7
+    for x, s0 in ((a, 1.0), (a, 2.0), (a, -1.0), (img, np.array([2.0, -3.0]))):
+        f = lambda s, m=mnd, x=x: np.mean(m.shift(x, s, order=1, mode=mode) * np.arange(1.0, x.shape[-1] + 1))
+        g = np.atleast_1d(mg.grad(f)(s0))
+        for k in range(np.size(s0)):
+            e = np.eye(np.size(s0))[k] if np.ndim(s0) else 1.0
+            left = (f(s0, nd) - f(s0 - h * e, nd)) / h
+            np.testing.assert_allclose(g[k], left, rtol=1e-5, atol=1e-6)
 
 
 def test_map_coordinates_coordinates_as_a_list_and_semi_lagrangian_advection():

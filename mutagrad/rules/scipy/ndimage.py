@@ -917,6 +917,15 @@ class _Stencil:
                 s, k0, out = _mapped(v, n, mode)
             cc = np.where(out, 0.0, s * v + k0)
             origin = np.floor(cc + 0.5) if order % 2 == 0 else np.floor(cc)
+            if order > 0:
+                # on a node the pieces meet (in value): the one to the right in the coordinate's own direction,
+                # so that every point's derivative is the same one-sided one (a mirrored point's mapped
+                # coordinate runs backwards: its piece to the left; the imgaffine tester: at an integer shift
+                # the sum of the two sides' slopes was neither one-sided derivative); in mode 'constant' the last
+                # sample's right is cval (a jump): the piece inside
+                node = origin == (cc + 0.5 if order % 2 == 0 else cc)
+                back = (s < 0) | ((v == n - 1) & (mode == "constant"))
+                origin = np.where(node & back & ~out, origin - 1, origin)
             j = np.where(out, 0, origin.astype(np.intp) - order // 2) + ks
             if mode == "grid-constant":
                 j = np.where((j < 0) | (j >= n), n, j)
@@ -1140,7 +1149,8 @@ def map_coordinates(input, coordinates, output=None, order=3, mode="constant", c
     """``scipy.ndimage.map_coordinates`` (spline orders 0 to 5, every mode, ``prefilter``), differentiated in
     ``input``, ``coordinates`` and ``cval``: its value is SciPy's call, its derivatives those of the
     piecewise polynomial SciPy evaluates (order 1: the slope of the linear interpolation, order 0: 0;
-    on a node, the slope of the piece to its right, after the mode's fold).
+    on a node, the slope of the piece to its right in the coordinate's own direction, through the mode's
+    fold too, so an integer shift gets one one-sided derivative; the last sample's in mode 'constant', inside).
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.ndimage import map_coordinates

@@ -838,14 +838,16 @@ defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))
 def _sech2(x, y):
     """tanh's derivative sech(x)**2: 1 - y*y cancels (0 beyond |x| = 19), and 1 / cosh(x)**2 has derivatives
-    through cosh(x)**3 (0 beyond |x| = 180, where cosh overflows): 4 exp(-2|x|) beyond |x| = 20, where
-    it is sech(x)**2 to rounding; each branch at its own points."""
-    xb = bottom(x)
-    big = np.abs(xb) > 20 if not np.iscomplexobj(xb) else False
+    through cosh(x)**3 (0 beyond |x| = 180, where cosh overflows; a complex one's NaN beyond |Re x| = 355,
+    where tanh is ±1 + 0j: the eis tester): 4 exp(∓2x) beyond |Re x| = 20 (the sign of Re x), where it is
+    sech(x)**2 to rounding; each branch at its own points."""
+    xb = np.asarray(bottom(x))
+    big = np.abs(np.real(xb)) > 20
     if not np.any(big):
         return 1.0 / np.square(np.cosh(x))
     far = np.where(big, x, 20.0)
-    return np.where(big, 4.0 * np.exp(-2.0 * np.abs(far)), 1.0 / np.square(np.cosh(np.where(big, 0.0, x))))
+    sign = np.where(np.real(xb) < 0, -1.0, 1.0)  # (a constant: the side of the plane)
+    return np.where(big, 4.0 * np.exp(-2.0 * sign * far), 1.0 / np.square(np.cosh(np.where(big, 0.0, x))))
 
 
 defelementwise(np.tanh, _sech2)

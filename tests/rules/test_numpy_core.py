@@ -1122,6 +1122,16 @@ def test_tanh_and_expm1_derivatives_in_their_tails():
         warnings.simplefilter("error")
         assert mg.grad(lambda v: np.sum(np.tanh(v)))(np.array([800.0, -900.0]))[0] == 0.0
     check_grads(lambda v: np.sum(np.tanh(v) * np.expm1(v)), np.array([-3.0, 0.2, 2.5]), order=2)
+    # complex: 1 / cosh(z)**2 was NaN beyond |Re z| = 355, where cosh overflows and tanh is ±1 + 0j (the eis
+    # tester's Warburg element at high frequency); closed form sech(z)**2 = 4 e^(-2z) / (1 + e^(-2z))**2 (Re z > 0)
+    for z in (25.0 + 3.0j, -30.0 - 2.0j, 400.0 + 400.0j, -400.0 + 3.0j, 21.0 - 0.5j):
+        s = 1.0 if z.real > 0 else -1.0
+        e = np.exp(-2 * s * z)
+        want = 4 * e / (1 + e) ** 2
+        got = mg.jvp(np.tanh, (z,), (1.0 + 0.0j,))[1]
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300)
+        f = lambda t, z=z: np.real(np.tanh(t * z))
+        np.testing.assert_allclose(mg.grad(f)(1.0), np.real(want * z), rtol=1e-13, atol=1e-300)
 
 
 def test_clip_with_bounds_given_as_lists():

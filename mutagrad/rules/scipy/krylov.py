@@ -46,6 +46,7 @@ from ...core import Tracer, bind, bottom, get_primitive
 from ...errors import (
     DifferentiationError,
     NoRuleError,
+    TracerEscapeError,
     line_text,
     user_line,
     user_site,
@@ -108,9 +109,9 @@ def _adjoint_class():
                 raise NoRuleError(
                     f"the derivative of scipy.sparse.linalg.{self.solver} at {where} solves with the adjoint of "
                     f"{self.role}, a LinearOperator that has no rmatvec (its adjoint's product): give it one, "
-                    "LinearOperator(shape, matvec=f, rmatvec=fh) with fh(v) = Aᴴ v (for a preconditioner made "
-                    "from an incomplete factorization, rmatvec=lambda r: ilu.solve(r, 'H')), or pass the matrix "
-                    "itself (dense or scipy.sparse), whose conjugate transpose mutagrad takes.") from e
+                    "LinearOperator(shape, matvec=f, rmatvec=fh) with fh(v) = Aᴴ v, or pass the matrix itself "
+                    "(dense or scipy.sparse), whose conjugate transpose mutagrad takes; forward mode (mg.jvp, "
+                    "jacobian(mode='fwd')) needs no adjoint.") from e
 
         def _rmatvec(self, v):
             return self.op.matvec(v)
@@ -158,11 +159,25 @@ def _derivative_kw(name, a, rhs, kw, adjoint, site):
         d["atol"] = 0.0
     if adjoint and not SOLVERS[name]:
         if d.get("M") is not None:
-            d["M"] = _adjoint(d["M"], "the preconditioner M", name, site)
+            d["M"] = _preconditioner_adjoint(d["M"])
         if d.get("M1") is not None or d.get("M2") is not None:  # (M1 A M2 well conditioned: so is M2ᴴ Aᴴ M1ᴴ)
-            d["M1"], d["M2"] = (_adjoint(d.get("M2"), "the preconditioner M2", name, site),
-                                _adjoint(d.get("M1"), "the preconditioner M1", name, site))
+            m1, m2 = _preconditioner_adjoint(d.get("M2")), _preconditioner_adjoint(d.get("M1"))
+            d["M1"], d["M2"] = (m1, m2) if (m1 is None) == (m2 is None) else (None, None)
     return d
+
+
+def _preconditioner_adjoint(m):
+    """Mᴴ of a preconditioner, or None (no preconditioner) for a LinearOperator without rmatvec (an incomplete
+    factorization's solve, the krylovuse tester): a preconditioner shapes the iteration, not the solution, so
+    the adjoint solve goes on without it (and warns if it then does not converge)."""
+    if m is None:
+        return None
+    if not isinstance(m, (Tracer, np.ndarray)) and isinstance(m, _ssl().LinearOperator):
+        try:
+            m.rmatvec(np.zeros(m.shape[0], dtype=m.dtype or np.float64))
+        except NotImplementedError:
+            return None
+    return _adjoint(m, "the preconditioner", "", None)
 
 
 def _derivative_solve(name, a, rhs, shift, kw, adjoint, site):
@@ -260,20 +275,69 @@ def _krylov(name, A, b, x0, kw):
         if isinstance(A, _ssl().LinearOperator) and getattr(A, "A", None) is not None:
             _constant_matrix(A.A, what, fix=_DENSE_FIX)  # (aslinearoperator(K): the matrix it holds)
     shift = (kw.pop("shift"),) if name == "minres" else ()
-    # (x0, M and the tolerances shape the iteration, not the exact solution: their values)
-    kw = {k: bottom(v) for k, v in kw.items()}
+    # (x0, M and the tolerances shape the iteration, not the exact solution: their values; a preconditioner
+    # written as a LinearOperator over traced values, a Jacobi preconditioner of a traced matrix, too)
+    kw = {k: _values_of(v) if k in _PRECONDITIONERS else bottom(v) for k, v in kw.items()}
     if x0 is not None:
         kw["x0"] = bottom(x0)
     b = _dense(b)
-    x, info = _solve(name, A, b, shift, kw)
+    try:
+        x, info = _solve(name, A, b, shift, kw)
+    except TracerEscapeError as e:
+        if not isinstance(A, _ssl().LinearOperator):
+            raise
+        raise TracerEscapeError(
+            f"{what} at {user_line()}: the LinearOperator A computes with traced values (its matvec closes over "
+            "them), and SciPy takes its products as plain arrays, which would drop their derivative. mutagrad "
+            "differentiates the Krylov solvers in b and in a traced dense matrix: assemble A as one (A = k * "
+            "L.toarray() + c * np.eye(n), or np.stack of the operator's columns A @ e_j) and pass that; a "
+            "LinearOperator over plain values is a constant.") from e
     info = int(bottom(info))
-    if info != 0 and any(isinstance(v, Tracer) for v in (A, b) + shift):
+    differentiated = any(isinstance(v, Tracer) for v in (A, b) + shift)
+    if info != 0 and differentiated:
         warn_at(user_site(), (
             f"{what} did not converge at {user_line()} ({_why(info, kw)}): mutagrad differentiates the exact "
             "solution x = A⁻¹ b, and the iterate returned is not it, so the derivative is not that of the "
             "value returned. Raise maxiter (or give a preconditioner M, or use another solver after a "
             "breakdown) until info is 0."), UserWarning)
+    elif differentiated and not _solves(A, bottom(b), bottom(x), tuple(bottom(v) for v in shift), kw):
+        warn_at(user_site(), (
+            f"{what} returned info=0 at {user_line()}, but its x leaves a residual |b - A x| above the "
+            "tolerance it was given (SciPy's stopping test measures another residual: tfqmr with a "
+            "preconditioner M does): mutagrad differentiates the exact solution x = A⁻¹ b, which x is not, so "
+            "the derivative is not that of the value returned. Use another solver (gmres, bicgstab) or no M."),
+            UserWarning)
     return x, info
+
+
+def _values_of(m):
+    """A preconditioner's values: a LinearOperator whose products are plain arrays (those of ``m``, whose
+    matvec may compute with traced values), or the plain value of an array."""
+    if m is None or isinstance(m, (Tracer, np.ndarray)) or not isinstance(m, _ssl().LinearOperator):
+        return bottom(m)
+    ssl = _ssl()
+
+    def plain(f):
+        return lambda v: np.asarray(bottom(f(v)))
+
+    try:
+        m.rmatvec(np.zeros(m.shape[0], dtype=m.dtype or np.float64))
+        rmatvec = plain(m._rmatvec)
+    except (NotImplementedError, TracerEscapeError):
+        rmatvec = None
+    return ssl.LinearOperator(m.shape, matvec=plain(m._matvec), rmatvec=rmatvec, dtype=m.dtype)
+
+
+def _solves(a, b, x, shift, kw) -> bool:
+    """Whether x solves (A - σI) x = b to the call's tolerance, max(rtol |b|, atol), within rounding: one more
+    product with A (plain values)."""
+    a = bottom(a)
+    ax = a @ x if isinstance(a, np.ndarray) else (a.matvec(x) if hasattr(a, "matvec") else a @ x)
+    r = np.reshape(b, -1) - np.reshape(ax, -1) + (shift[0] * np.reshape(x, -1) if shift else 0.0)
+    nb, nax = np.linalg.norm(np.reshape(b, -1)), np.linalg.norm(np.reshape(ax, -1))
+    eps = np.finfo(np.result_type(r.dtype, np.float32)).eps
+    bound = 10 * max(kw.get("rtol", 1e-5) * nb, kw.get("atol", 0.0) or 0.0) + 1e3 * eps * (nb + nax)
+    return bool(np.linalg.norm(r) <= bound)
 
 
 def cg(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None):

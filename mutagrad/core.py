@@ -2950,22 +2950,55 @@ _SIGNAL_REWRITES["welch"] = _SIGNAL_REWRITES["spectrogram"] = _SIGNAL_REWRITES["
     "one-sided bins other than 0 and Nyquist).")
 
 
+_METRICS = {  # (a distance of two vectors u, v, in NumPy operations: scipy.spatial.distance's formulas)
+    "euclidean": "np.linalg.norm(u - v)", "sqeuclidean": "np.sum((u - v) ** 2)",
+    "cityblock": "np.sum(np.abs(u - v))", "chebyshev": "np.max(np.abs(u - v))",
+    "minkowski": "np.sum(np.abs(u - v) ** p) ** (1 / p)",
+    "cosine": "1 - u @ v / (np.linalg.norm(u) * np.linalg.norm(v))",
+    "correlation": "1 - uc @ vc / (np.linalg.norm(uc) * np.linalg.norm(vc)) with uc = u - np.mean(u), "
+                   "vc = v - np.mean(v)",
+    "braycurtis": "np.sum(np.abs(u - v)) / np.sum(np.abs(u + v))",
+    "canberra": "np.sum(np.abs(u - v) / (np.abs(u) + np.abs(v)))",
+    "seuclidean": "np.sqrt(np.sum((u - v) ** 2 / V))", "mahalanobis": "np.sqrt((u - v) @ VI @ (u - v))",
+}
+_PAIRS = ("the pairs u = A[:, None, :], v = B[None, :, :] reduced along axis=-1: sqeuclidean np.sum((u - v) ** 2, "
+          "axis=-1) and euclidean its np.sqrt (whose derivative is infinite at a zero distance: add a small "
+          "constant inside, or write a kernel of the squared distance), cityblock np.sum(np.abs(u - v), axis=-1), "
+          "chebyshev np.max(np.abs(u - v), axis=-1), minkowski np.sum(np.abs(u - v) ** p, axis=-1) ** (1 / p), "
+          "cosine 1 - np.sum(u * v, axis=-1) / (np.linalg.norm(u, axis=-1) * np.linalg.norm(v, axis=-1))")
 _DISTANCES = {
-    "cdist": "cdist(A, B, 'sqeuclidean') is np.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=-1) and the "
-             "Euclidean one its np.sqrt (whose derivative is infinite at a zero distance: add a small constant "
-             "inside, or write a kernel as a function of the squared distance)",
-    "pdist": "pdist(X, 'sqeuclidean') is the upper triangle D[np.triu_indices(n, 1)] of the matrix "
-             "D = np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1), the Euclidean one its np.sqrt (whose "
-             "derivative is infinite at a zero distance: add a small constant inside)",
+    "cdist": f"cdist(A, B, metric) is the metric of {_PAIRS}",
+    "pdist": f"pdist(X, metric) is the upper triangle D[np.triu_indices(n, 1)] of the metric of {_PAIRS} (A = B = X)",
     "squareform": "squareform(d) of a condensed vector is a matrix filled by D = np.zeros_like(d, shape=(n, n)); "
                   "D[np.triu_indices(n, 1)] = d; D = D + D.T",
+    "directed_hausdorff": (f"directed_hausdorff(A, B)[0] is np.max(np.min(D, axis=1)) of the Euclidean distances D "
+                           f"of {_PAIRS} (its derivative is one-sided where two distances tie)"),
 }
-for _d in ("euclidean", "sqeuclidean", "cityblock", "cosine", "minkowski", "chebyshev", "correlation", "braycurtis",
-           "canberra", "seuclidean", "mahalanobis"):
-    _DISTANCES[_d] = (f"{_d}(u, v) of two vectors: np.linalg.norm(u - v) is the Euclidean distance (sqeuclidean "
-                      "np.sum((u - v) ** 2), cityblock np.sum(np.abs(u - v)), chebyshev np.max(np.abs(u - v)), "
-                      "minkowski np.sum(np.abs(u - v) ** p) ** (1 / p), cosine 1 - u @ v / (np.linalg.norm(u) * "
-                      "np.linalg.norm(v)))")
+for _d in ("distance_matrix", "minkowski_distance", "minkowski_distance_p"):
+    _DISTANCES[_d] = _DISTANCES["cdist"].replace("cdist(A, B, metric)", f"{_d}(A, B, p)")
+for _d, _f in _METRICS.items():
+    _DISTANCES[_d] = f"{_d}(u, v) of two vectors is {_f}"
+_ROTATION = ("A Rotation holds plain numbers: write the rotation matrix of the traced parameters with NumPy operations, "
+             "which are differentiated: from a quaternion q = (x, y, z, w) (SciPy's scalar-last order), q = q / "
+             "np.linalg.norm(q) and R = np.stack([1 - 2 * (y*y + z*z), 2 * (x*y - z*w), 2 * (x*z + y*w), "
+             "2 * (x*y + z*w), 1 - 2 * (x*x + z*z), 2 * (y*z - x*w), 2 * (x*z - y*w), 2 * (y*z + x*w), "
+             "1 - 2 * (x*x + y*y)]).reshape(3, 3); from a rotation vector r, mutagrad.scipy.linalg.expm(K) of its "
+             "skew matrix K = [[0, -r2, r1], [r2, 0, -r0], [-r1, r0, 0]] (np.stack of the entries); from Euler "
+             "angles, the product of the axes' matrices; r.apply(X) is X @ R.T; align_vectors(a, b) is the Kabsch "
+             "rotation of mutagrad.scipy.linalg.orthogonal_procrustes (or np.linalg.svd of b.T @ a).")
+_SPATIAL_REWRITES = {
+    **dict.fromkeys(("from_quat", "from_rotvec", "from_euler", "from_matrix", "from_mrp", "from_davenport",
+                     "as_matrix", "as_quat", "as_rotvec", "as_euler", "apply", "align_vectors", "magnitude",
+                     "Rotation"), _ROTATION),
+    "procrustes": ("procrustes(A, B) standardizes both (centred, divided by their Frobenius norms) and rotates B "
+                   "onto A by the orthogonal Procrustes rotation: mutagrad.scipy.linalg.orthogonal_procrustes, or "
+                   "u, s, vt = np.linalg.svd(B.T @ A); R = u @ vt, both differentiated (away from repeated "
+                   "singular values); the disparity is np.sum((A - B @ R * np.sum(s)) ** 2) of the standardized "
+                   "A and B."),
+    "geometric_slerp": ("The spherical interpolation of unit vectors p0, p1 at t is (np.sin((1 - t) * w) * p0 + "
+                        "np.sin(t * w) * p1) / np.sin(w) with w = np.arccos(np.clip(p0 @ p1, -1, 1)), "
+                        "differentiated (for w away from 0)."),
+}
 _SPATIAL_INDICES = {
     "KDTree": ("A k-d tree's neighbours are indices, piecewise constant in the points: build the tree on the plain "
                "values, tree = {name}(mg.value(x)), and compute the distances of the pairs it finds from the traced "
@@ -2981,8 +3014,11 @@ _SPATIAL_INDICES = {
 }
 for _n in ("cKDTree",):
     _SPATIAL_INDICES[_n] = _SPATIAL_INDICES["KDTree"]
-for _n in ("ConvexHull", "Voronoi", "HalfspaceIntersection"):
+for _n in ("ConvexHull", "Voronoi", "HalfspaceIntersection", "SphericalVoronoi"):
     _SPATIAL_INDICES[_n] = _SPATIAL_INDICES["Delaunay"]
+for _n in ("query", "query_ball_point", "query_pairs", "query_ball_tree", "count_neighbors",
+           "sparse_distance_matrix"):  # (a tree's methods given traced points)
+    _SPATIAL_INDICES[_n] = _SPATIAL_INDICES["KDTree"].replace("{name}", "KDTree")
 _RANKS = ("{} of the ranks is piecewise constant in the data (its derivative is zero wherever it has one): "
           "call it on mg.stop_gradient(x) for its value; a differentiable surrogate (a soft rank, Pearson's "
           "np.corrcoef of the values) is another function.")
@@ -3146,6 +3182,14 @@ def _scipy_rewrite(sub, name):
                                                             else "."))
     if short in _DISTANCES:
         return f" Write the distances with NumPy operations, which are differentiated: {_DISTANCES[short]}."
+    if sub.startswith("spatial") and short in _SPATIAL_REWRITES:
+        return " " + _SPATIAL_REWRITES[short]
+    if sub == "interpolate" and short in ("LinearNDInterpolator", "griddata"):
+        return (" Interpolate on the triangulation with NumPy operations, differentiated in the values (and the "
+                "points): on the plain query points xi, s = tri.find_simplex(xi) and the barycentric coordinates "
+                "T = tri.transform[s]; b = np.einsum('nij,nj->ni', T[:, :2], xi - T[:, 2]); bary = "
+                "np.c_[b, 1 - b.sum(axis=1)]; then np.sum(values[tri.simplices[s]] * bary, axis=1) (tri = "
+                "scipy.spatial.Delaunay(points) on plain points).")
     if sub == "spatial" and (short in _SPATIAL_INDICES or name.split(".", 1)[0] in _SPATIAL_INDICES):
         cls = short if short in _SPATIAL_INDICES else name.split(".", 1)[0]
         return " " + _SPATIAL_INDICES[cls].format(name=cls)

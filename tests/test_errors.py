@@ -1936,15 +1936,66 @@ def test_scipy_spatial_trees_and_meshes_name_the_plain_build_and_the_traced_geom
     check_grads(energy, x, modes=("rev", "fwd"))
 
 
+def test_scipy_spatial_rotations_procrustes_and_distances_name_their_rewrites():
+    # (the spatial tester) Rotation.from_quat, r.apply, procrustes, directed_hausdorff, a metric's own function
+    # and LinearNDInterpolator got the generic "write the computation with NumPy operations" advice, or another
+    # metric's formula; each rewrite named is checked against SciPy's values (and central differences)
+    Rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    spatial = pytest.importorskip("scipy.spatial")
+    distance = pytest.importorskip("scipy.spatial.distance")
+    interpolate = pytest.importorskip("scipy.interpolate")
+    q0 = np.array([0.3, -0.2, 0.5, 0.7])
+    msg = _raises(lambda q: np.sum(Rotation.from_quat(q).as_matrix()), q0, mg.TracerEscapeError)
+    assert "scalar-last" in msg and "r.apply(X) is X @ R.T" in msg and "a filter as a loop" not in msg
+
+    def matrix(q):
+        q = q / np.linalg.norm(q)
+        x, y, z, w = q[0], q[1], q[2], q[3]
+        return np.stack([1 - 2 * (y*y + z*z), 2 * (x*y - z*w), 2 * (x*z + y*w), 2 * (x*y + z*w),
+                         1 - 2 * (x*x + z*z), 2 * (y*z - x*w), 2 * (x*z - y*w), 2 * (y*z + x*w),
+                         1 - 2 * (x*x + y*y)]).reshape(3, 3)
+
+    np.testing.assert_allclose(matrix(q0), Rotation.from_quat(q0).as_matrix(), atol=1e-15)
+    W = np.arange(9.0).reshape(3, 3)
+    fd = numerical_grad(lambda q: np.sum(W * Rotation.from_quat(q).as_matrix()), (q0,), (0,))[0]
+    np.testing.assert_allclose(mg.grad(lambda q: np.sum(W * matrix(q)))(q0), fd, rtol=1e-6, atol=1e-8)
+    A = np.array([[0.0, 1.0], [1.5, 0.2], [0.3, -0.7], [1.1, 0.9]])
+    B = np.array([[0.2, 0.8], [1.2, 0.5], [0.1, -0.4], [1.4, 1.1]])
+    msg = _raises(lambda a: spatial.procrustes(a, B)[2], A, mg.TracerEscapeError)
+    assert "orthogonal_procrustes" in msg and "np.linalg.svd(B.T @ A)" in msg
+    As, Bs = A - A.mean(0), B - B.mean(0)
+    As, Bs = As / np.linalg.norm(As), Bs / np.linalg.norm(Bs)
+    u, s, vt = np.linalg.svd(Bs.T @ As)
+    np.testing.assert_allclose(np.sum((As - Bs @ (u @ vt) * np.sum(s)) ** 2), spatial.procrustes(A, B)[2])
+    msg = _raises(lambda a: distance.directed_hausdorff(a, B)[0], A, mg.TracerEscapeError)
+    assert "np.max(np.min(D, axis=1))" in msg
+    assert np.isclose(np.max(np.min(distance.cdist(A, B), axis=1)), distance.directed_hausdorff(A, B)[0])
+    msg = _raises(lambda a: distance.correlation(a[0], a[1]), A.T, mg.TracerEscapeError)
+    assert msg.count("correlation(u, v) of two vectors is 1 - uc @ vc") == 1 and "cityblock" not in msg
+    tri = spatial.Delaunay(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    xi = np.array([[0.2, 0.3], [0.7, 0.6]])
+    msg = _raises(lambda v: np.sum(interpolate.LinearNDInterpolator(tri, v)(xi)), np.arange(4.0), mg.TracerEscapeError)
+    assert "tri.find_simplex(xi)" in msg and "barycentric" in msg
+    simplex = tri.find_simplex(xi)
+    T = tri.transform[simplex]
+    b = np.einsum("nij,nj->ni", T[:, :2], xi - T[:, 2])
+    bary = np.c_[b, 1 - b.sum(axis=1)]
+    vals = np.array([0.5, 1.5, -1.0, 2.0])
+    np.testing.assert_allclose(np.sum(vals[tri.simplices[simplex]] * bary, axis=1),
+                               interpolate.LinearNDInterpolator(tri, vals)(xi))
+
+
 def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     spatial = pytest.importorskip("scipy.spatial.distance")
     integrate = pytest.importorskip("scipy.integrate")
     X = np.array([[0.0, 1.0], [1.5, 0.2], [0.3, -0.7]])
     msg = _raises(lambda X: np.sum(spatial.cdist(X, X, "sqeuclidean")), X, mg.TracerEscapeError)
-    assert "np.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=-1)" in msg and "mnp.zeros" not in msg
+    assert "u = A[:, None, :], v = B[None, :, :]" in msg and "np.sum((u - v) ** 2, axis=-1)" in msg
+    assert "cityblock np.sum(np.abs(u - v), axis=-1)" in msg and "mnp.zeros" not in msg
 
     def rewritten(X):  # the rewrite it names, against SciPy's values and central differences
-        return np.sum(np.exp(-np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)))
+        u, v = X[:, None, :], X[None, :, :]
+        return np.sum(np.exp(-np.sum((u - v) ** 2, axis=-1)))
 
     assert np.isclose(rewritten(X), np.sum(np.exp(-spatial.cdist(X, X, "sqeuclidean"))))
     check_grads(rewritten, X)

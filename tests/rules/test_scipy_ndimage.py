@@ -482,40 +482,45 @@ def test_map_coordinates_complex_float32_and_output():
     np.testing.assert_array_equal(mg.vjp(into, x, c)[0], nd.map_coordinates(x, c, order=1, mode="wrap") * c[1])
 
 
-def test_map_coordinates_derivative_on_a_node_is_the_right_sides():
+def test_map_coordinates_derivative_on_a_node_is_the_mean_of_both_sides():
+    # on a node the pieces on either side meet with other slopes (order 1): the mean of the two, as np.maximum
+    # splits a tie (by hand: x[1] - x[0] = 1 on the left of 1.0, x[2] - x[1] = 3 on the right); order 0: 0
     x = np.array([0.0, 1.0, 4.0, 9.0])
-    for order, want in ((1, 3.0), (0, 0.0)):  # on the node 1.0: the piece [1, 2) (order 1: x[2] - x[1])
+    for order, want in ((1, 2.0), (0, 0.0)):
         def at(c, order=order):
             return mnd.map_coordinates(x, c[None], order=order, mode="nearest")[0]
 
-        g = mg.grad(at)(np.array([1.0]))
-        assert g[0] == want
-    # after a fold the side is still the right one in the coordinate's own direction: 'mirror' maps -1 + t to
-    # 1 - t, so the node -1 sees the piece [0, 1] run backwards: -(x[1] - x[0]) (it took [1, 2): -(x[2] - x[1]))
+        assert mg.grad(at)(np.array([1.0]))[0] == want
+        assert mg.jvp(at, (np.array([1.0]),), (np.array([1.0]),))[1] == want
+    # through a fold too: 'mirror' maps -1 + t to 1 - t, whose sides are -(x[1] - x[0]) and -(x[2] - x[1])
     g = mg.grad(lambda c: mnd.map_coordinates(x, c[None], order=1, mode="mirror")[0])(np.array([-1.0]))
-    assert g[0] == -1.0
-    # in mode 'constant' the last sample's right is cval (a jump): the piece inside, x[3] - x[2]
-    g = mg.grad(lambda c: mnd.map_coordinates(x, c[None], order=1, mode="constant")[0])(np.array([3.0]))
-    assert g[0] == 5.0
+    assert g[0] == -2.0
+    # where the right is a jump (the last sample in modes 'constant' and 'wrap', next to cval or the first
+    # sample) the piece inside alone, x[3] - x[2] (regress107: 'wrap' took the mirrored piece, -(x[3] - x[2]))
+    for mode in ("constant", "wrap"):
+        g = mg.grad(lambda c, mode=mode: mnd.map_coordinates(x, c[None], order=1, mode=mode)[0])(np.array([3.0]))
+        assert g[0] == 5.0
 
 
 @pytest.mark.parametrize("mode", ["mirror", "reflect", "grid-mirror", "nearest", "grid-wrap", "grid-constant"])
-def test_an_integer_shift_gets_one_one_sided_derivative(mode):
-    # (the imgaffine tester) every sample sits on a node: each took the piece to its right after the mode's fold,
-    # which for a mirrored sample is the left one, and the sum of the two sides' slopes was neither one-sided
-    # derivative (+1/6 where both sides are -1/3). Now each sample takes the right side of its own coordinate,
-    # c = k - s: the total is the left derivative in s, against one-sided differences of SciPy's shift
+def test_an_integer_shift_or_a_rotation_by_zero_gets_the_mean_of_the_one_sided_derivatives(mode):
+    # (the imgaffine and regress107 testers) every sample sits on a node: one side per sample, mixed by a
+    # mirroring fold or by the directions the samples move in (a rotation), gave neither one-sided derivative
+    # (+1/6 where both sides are -1/3). The mean of both sides' slopes per sample gives the mean of the one-sided
+    # derivatives of the total, against one-sided differences of SciPy's own calls
     rng = np.random.default_rng(4982)
     a = rng.standard_normal(6)
     img = rng.standard_normal((5, 6))
     h = 1e-7
-    for x, s0 in ((a, 1.0), (a, 2.0), (a, -1.0), (img, np.array([2.0, -3.0]))):
-        f = lambda s, m=mnd, x=x: np.mean(m.shift(x, s, order=1, mode=mode) * np.arange(1.0, x.shape[-1] + 1))
-        g = np.atleast_1d(mg.grad(f)(s0))
-        for k in range(np.size(s0)):
-            e = np.eye(np.size(s0))[k] if np.ndim(s0) else 1.0
-            left = (f(s0, nd) - f(s0 - h * e, nd)) / h
-            np.testing.assert_allclose(g[k], left, rtol=1e-5, atol=1e-6)
+    cases = [(lambda s, m=mnd: np.mean(m.shift(a, s, order=1, mode=mode) * np.arange(1.0, 7.0)), s0)
+             for s0 in (1.0, 2.0, -1.0)]
+    cases.append((lambda t, m=mnd: np.sum(m.rotate(img, t, reshape=False, order=1, mode=mode) * img), 0.0))
+    cases.append((lambda t, m=mnd: np.sum(m.rotate(img[:5, :5], t, reshape=False, order=1, mode=mode) ** 2), 90.0))
+    for f, s0 in cases:
+        left = (f(s0, nd) - f(s0 - h, nd)) / h
+        right = (f(s0 + h, nd) - f(s0, nd)) / h
+        np.testing.assert_allclose(mg.grad(f)(s0), 0.5 * (left + right), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(mg.jvp(f, (s0,), (1.0,))[1], 0.5 * (left + right), rtol=1e-5, atol=1e-6)
 
 
 def test_map_coordinates_coordinates_as_a_list_and_semi_lagrangian_advection():

@@ -49,6 +49,7 @@ is a linear primitive (SciPy's call; its transpose the filter's matrix transpose
 """
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import math
@@ -903,10 +904,9 @@ class _Stencil:
     def __init__(self, c, shape, order, mode, npad):
         self.order, self.npad, self.mode = order, npad, mode
         self.shape = tuple(m + 2 * npad for m in shape)
-        self.s, self.k, self.origin, self.idx = [], [], [], []
+        self.s, self.k, self.origin, self.idx, self.nodes = [], [], [], [], []
         self.outside = np.zeros(np.shape(c)[1:], bool)
-        spline_mode = "mirror" if mode in ("constant", "wrap") else mode
-        ks = np.arange(order + 1).reshape((-1,) + (1,) * (np.ndim(c) - 1))
+        self._spline_mode = "mirror" if mode in ("constant", "wrap") else mode
         for d, n in enumerate(self.shape):
             v = np.asarray(c[d], dtype=np.float64) + npad
             bad = ~np.isfinite(v)  # (SciPy's cval, or an undefined value: a constant)
@@ -917,27 +917,51 @@ class _Stencil:
                 s, k0, out = _mapped(v, n, mode)
             cc = np.where(out, 0.0, s * v + k0)
             origin = np.floor(cc + 0.5) if order % 2 == 0 else np.floor(cc)
+            node = np.zeros(v.shape, bool)
             if order > 0:
-                # on a node the pieces meet (in value): the one to the right in the coordinate's own direction,
-                # so that every point's derivative is the same one-sided one (a mirrored point's mapped
-                # coordinate runs backwards: its piece to the left; the imgaffine tester: at an integer shift
-                # the sum of the two sides' slopes was neither one-sided derivative); in mode 'constant' the last
-                # sample's right is cval (a jump): the piece inside
-                node = origin == (cc + 0.5 if order % 2 == 0 else cc)
-                back = (s < 0) | ((v == n - 1) & (mode == "constant"))
-                origin = np.where(node & back & ~out, origin - 1, origin)
-            j = np.where(out, 0, origin.astype(np.intp) - order // 2) + ks
-            if mode == "grid-constant":
-                j = np.where((j < 0) | (j >= n), n, j)
-            else:
-                fs, fk, _ = _mapped(j, n, spline_mode)
-                j = (fs * j + fk).astype(np.intp)
+                # on a node the pieces meet in value, and the slopes in a coordinate of order 1 (and higher
+                # derivatives) differ: the piece to the right in the coordinate's own direction (a mirrored
+                # point's mapped coordinate runs backwards: the one to the left there), and the coordinate's
+                # derivatives the mean of both sides' (Stencil.other_side), as np.maximum splits a tie: an
+                # integer shift's, a rotation's by 0 (the imgaffine and regress107 testers: one side per sample,
+                # mixed by the fold or by the directions the samples move in, was neither one-sided derivative).
+                # Where the right is a jump (the last sample in mode 'constant' or 'wrap', next to cval or the
+                # first sample) the piece inside, alone.
+                at = (origin == (cc + 0.5 if order % 2 == 0 else cc)) & ~out & ~bad
+                jump = (v == n - 1) & (mode in ("constant", "wrap"))
+                origin = np.where(at & ((s < 0) | jump), origin - 1, origin)
+                node = at & ~jump & (s != 0)
             self.s.append(s)
             self.k.append(k0)
             self.origin.append(origin - (0.5 if order % 2 == 0 else 0.0))
-            self.idx.append(j)
+            self.idx.append(self._indices(origin, out, n))
+            self.nodes.append(node)
             self.outside |= out | bad
         self.ext = tuple(n + 1 for n in self.shape) if mode == "grid-constant" else self.shape
+
+    def _indices(self, origin, out, n):
+        """The order + 1 indices into the coefficients of the pieces at ``origin``, folded by the mode."""
+        ks = np.arange(self.order + 1).reshape((-1,) + (1,) * np.ndim(origin))
+        j = np.where(out, 0, origin.astype(np.intp) - self.order // 2) + ks
+        if self.mode == "grid-constant":
+            return np.where((j < 0) | (j >= n), n, j)
+        fs, fk, _ = _mapped(j, n, self._spline_mode)
+        return (fs * j + fk).astype(np.intp)
+
+    def other_side(self, d):
+        """This stencil with axis d's points on a node on the piece across it (None: no such point)."""
+        node = self.nodes[d]
+        if not node.any():
+            return None
+        half = 0.5 if self.order % 2 == 0 else 0.0
+        chosen = self.origin[d] + half  # (the piece taken: the right one in the mapped coordinate, or the left)
+        other = copy.copy(self)
+        other.origin, other.idx = list(self.origin), list(self.idx)
+        step = np.where(self.s[d] < 0, 1.0, -1.0)  # (across the node from the piece taken)
+        origin = np.where(node, chosen + step, chosen)
+        other.origin[d] = origin - half
+        other.idx[d] = self._indices(origin, np.zeros(origin.shape, bool), self.shape[d])
+        return other
 
     def weights(self, c, d, derivative=False):
         """The n + 1 weights along axis d (or their derivatives in c[d]), traced where c is."""
@@ -1066,9 +1090,18 @@ def _plan(x, c, order, mode, prefilter):
 
 
 def _slopes(co, st, x, c, cval):
-    """∂y/∂c_d at every point, for each axis d (0 at the points that are cval)."""
+    """∂y/∂c_d at every point, for each axis d (0 at the points that are cval; on a node of axis d, the mean of
+    the two sides' slopes: _Stencil.__init__)."""
     xe, ws = co(_inexact(x), cval), [st.weights(c, d) for d in range(len(st.shape))]
-    return [st.evaluate(xe, ws[:d] + [st.weights(c, d, True)] + ws[d + 1:]) for d in range(len(st.shape))]
+    slopes = []
+    for d in range(len(st.shape)):
+        slope = st.evaluate(xe, ws[:d] + [st.weights(c, d, True)] + ws[d + 1:])
+        other = st.other_side(d)
+        if other is not None:  # (the weights of the other axes are the same on either side: continuous there)
+            across = other.evaluate(xe, ws[:d] + [other.weights(c, d, True)] + ws[d + 1:])
+            slope = np.where(st.nodes[d], 0.5 * (slope + across), slope)
+        slopes.append(slope)
+    return slopes
 
 
 def _interpolation_pullback(x, c, cval, g, order, mode, prefilter):
@@ -1149,8 +1182,9 @@ def map_coordinates(input, coordinates, output=None, order=3, mode="constant", c
     """``scipy.ndimage.map_coordinates`` (spline orders 0 to 5, every mode, ``prefilter``), differentiated in
     ``input``, ``coordinates`` and ``cval``: its value is SciPy's call, its derivatives those of the
     piecewise polynomial SciPy evaluates (order 1: the slope of the linear interpolation, order 0: 0;
-    on a node, the slope of the piece to its right in the coordinate's own direction, through the mode's
-    fold too, so an integer shift gets one one-sided derivative; the last sample's in mode 'constant', inside).
+    on a node, the mean of the two sides' slopes, as np.maximum splits a tie: an integer shift or a rotation
+    by 0 gets the mean of its one-sided derivatives; the last sample's in modes 'constant' and 'wrap', next
+    to a jump, the slope inside).
 
     >>> import numpy as np, mutagrad as mg
     >>> from mutagrad.scipy.ndimage import map_coordinates

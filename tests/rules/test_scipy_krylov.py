@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import mutagrad as mg
+from mutagrad.testing import numerical_grad
 
 sp = pytest.importorskip("scipy.sparse")
 ssl = pytest.importorskip("scipy.sparse.linalg")
@@ -413,6 +414,18 @@ def test_an_operator_without_rmatvec():
         return W @ solve(mssl, "gmres", NONSYM, b, M=P)
 
     check(jacobi, lambda b: W @ solve(ssl, "gmres", NONSYM, b), B)
+    # and so under a forward jacobian, whose runs apply it to other vectors (regress107: MutationError), and with
+    # an rmatvec computing with traced values too, which bicg applies (regress107: refused)
+    def scaled(p):
+        d = np.diag(NONSYM) * (1.0 + 0.0 * p[0])
+        P = ssl.LinearOperator((N, N), matvec=lambda v: v / d, rmatvec=lambda v: v / d, dtype=float)
+        return solve(mssl, "bicg", NONSYM + np.diag(p), B, M=P)
+
+    p0 = np.linspace(0.1, 0.5, N)
+    plain_scaled = lambda p: solve(ssl, "bicg", NONSYM + np.diag(p), B)
+    want = numerical_grad(lambda p: W @ plain_scaled(p), (p0,), (0,))[0]
+    np.testing.assert_allclose(mg.grad(lambda p: W @ scaled(p))(p0), want, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(W @ mg.jacobian(scaled, mode="fwd")(p0), want, rtol=1e-6, atol=1e-9)
     # an A computing with traced values is refused, naming the operator and the dense rewrite
     def traced_operator(k):
         op = ssl.LinearOperator((N, N), matvec=lambda v: k * (SPD @ v), dtype=float)

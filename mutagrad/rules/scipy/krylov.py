@@ -42,7 +42,7 @@ import functools
 
 import numpy as np
 
-from ...core import Tracer, bind, bottom, get_primitive
+from ...core import STATE, Tracer, bind, bottom, get_primitive
 from ...errors import (
     DifferentiationError,
     NoRuleError,
@@ -318,12 +318,20 @@ def _values_of(m):
     ssl = _ssl()
 
     def plain(f):
-        return lambda v: np.asarray(bottom(f(v)))
+        def product(v):
+            st = STATE
+            st.off_program += 1  # (its traced steps are no steps of the program: a forward jacobian's runs
+            try:  # apply it to other vectors in their derivative solves, regress107)
+                return np.asarray(bottom(f(v)))
+            finally:
+                st.off_program -= 1
 
-    try:
-        m.rmatvec(np.zeros(m.shape[0], dtype=m.dtype or np.float64))
+        return product
+
+    try:  # (the product itself, not LinearOperator.rmatvec, which converts what a traced closure returns)
+        plain(m._rmatvec)(np.zeros(m.shape[0], dtype=m.dtype or np.float64))
         rmatvec = plain(m._rmatvec)
-    except (NotImplementedError, TracerEscapeError):
+    except NotImplementedError:
         rmatvec = None
     return ssl.LinearOperator(m.shape, matvec=plain(m._matvec), rmatvec=rmatvec, dtype=m.dtype)
 

@@ -735,9 +735,10 @@ def in_a_test(frame) -> bool:
 
 
 def _tests_around(tree, call):
-    """The conditions of ``tree`` (an ``if``'s, ``while``'s, ``assert``'s, conditional expression's or
-    comprehension's ``if``) whose lines hold ``call``'s first line."""
+    """The conditions of ``tree`` (an ``if``'s, ``while``'s, ``assert``'s, conditional expression's,
+    comprehension's ``if`` or a ``case``'s guard) whose lines hold ``call``'s first line."""
     return [t for node in ast.walk(tree) for t in (node.ifs if type(node) is ast.comprehension
+                                                   else [node.guard] if type(node) is ast.match_case
                                                    else [getattr(node, "test", None)])
             if isinstance(t, ast.expr) and t.lineno <= call.lineno <= (t.end_lineno or t.lineno)]
 

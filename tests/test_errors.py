@@ -6901,6 +6901,16 @@ def test_a_conversion_kept_in_a_name_read_only_by_tests_is_allowed():
     np.testing.assert_allclose(mg.grad(newton)(p), fd, rtol=1e-6)
     np.testing.assert_allclose(mg.grad(lambda p: newton(p, True))(p), fd, rtol=1e-6)
 
+    def matched(p, mode=1):  # (a case's guard is a test too: regress106)
+        err = float(np.max(np.abs(p)))
+        match mode:
+            case 1 if err > 1.0:
+                return np.sum(p ** 2)
+            case _:
+                return np.sum(p)
+
+    np.testing.assert_allclose(mg.grad(matched)(p), 2 * p)  # (by hand: max |p| = 2 > 1)
+
     def controlled(p):
         c, dt = p.copy(), 0.1
         for _ in range(3):

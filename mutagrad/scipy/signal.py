@@ -10,6 +10,18 @@
   coefficients ``b``, ``a``, ``sos``, the signal and ``zi``) and ``hilbert`` (``N``, ``axis``),
   written as SciPy writes them with ``lfilter``, ``np.linalg.solve``/``lstsq`` and ``scipy.fft``:
   SciPy's values to rounding (``hilbert``'s bit for bit), its own call when nothing is traced;
+* the frequency responses ``freqz`` (SciPy's FFT or polynomial path), ``freqz_sos`` (``sosfreqz``),
+  ``freqz_zpk``, ``freqs``, ``freqs_zpk`` and ``group_delay`` (in the coefficients, zeros, poles and
+  gain, the frequencies ``worN`` and ``fs``);
+* filter design: ``iirnotch``, ``iirpeak`` (in ``w0``, ``Q``, ``fs``), ``bilinear``, ``bilinear_zpk``,
+  ``lp2lp_zpk``, ``lp2hp_zpk``, ``lp2bp_zpk``, ``lp2bs_zpk``, ``zpk2tf``, ``tf2zpk``, ``zpk2sos`` (SciPy's
+  pairing, made on the plain values) and ``iirfilter``, ``butter``, ``cheby1``, ``cheby2``, ``ellip``,
+  ``bessel`` (in ``Wn``, ``fs`` and the Chebyshev ripples ``rp``, ``rs``; every ``btype`` and ``output``);
+* ``savgol_coeffs`` (in ``delta``) and ``savgol_filter`` (in ``x``, ``delta``, ``cval``; every mode);
+* the spectral estimates ``periodogram``, ``welch``, ``csd`` and ``coherence`` (in the signals and
+  ``fs``; ``detrend`` 'constant', 'linear', a function or False, ``scaling``, ``return_onesided``,
+  ``average`` 'mean' or 'median'), written as SciPy writes them: its values to rounding, its own call
+  when nothing is traced;
 
 every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 
@@ -19,6 +31,8 @@ every other name is SciPy's own (and raises mutagrad's escape error on a traced 
 2.0
 >>> mg.grad(lambda x: np.sum(mss.convolve(x, np.array([1.0, -1.0]), mode="same") ** 2))(np.array([1.0, 2.0, 4.0]))
 array([ 0., -2.,  4.])
+>>> float(mg.grad(lambda p: np.abs(mss.freqz([1.0], [1.0, -p], worN=[0.0])[1][0]))(0.5))  # 1/(1-p)
+4.0
 """
 import scipy.signal as _ss
 
@@ -36,6 +50,38 @@ from ..rules.scipy.signal import (  # noqa: F401
     sosfilt,
     sosfilt_zi,
     sosfiltfilt,
+)
+from ..rules.scipy.signal_design import (  # noqa: F401
+    bessel,
+    bilinear,
+    bilinear_zpk,
+    butter,
+    cheby1,
+    cheby2,
+    coherence,
+    csd,
+    ellip,
+    freqs,
+    freqs_zpk,
+    freqz,
+    freqz_sos,
+    freqz_zpk,
+    group_delay,
+    iirfilter,
+    iirnotch,
+    iirpeak,
+    lp2bp_zpk,
+    lp2bs_zpk,
+    lp2hp_zpk,
+    lp2lp_zpk,
+    periodogram,
+    savgol_coeffs,
+    savgol_filter,
+    sosfreqz,
+    tf2zpk,
+    welch,
+    zpk2sos,
+    zpk2tf,
 )
 
 

@@ -2854,8 +2854,11 @@ def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, typ
 
 # -- special matrices: gathers and concatenations of the entries (exact copies, any order) ----
 
-COMPOSITES = ("scipy.linalg.block_diag", "scipy.linalg.circulant", "scipy.linalg.hankel", "scipy.linalg.khatri_rao",
-              "scipy.linalg.lu", "scipy.linalg.toeplitz")
+COMPOSITES = tuple(f"scipy.linalg.{name}" for name in (
+    "block_diag", "circulant", "companion", "convolution_matrix", "cosm", "coshm", "diagsvd", "eig",
+    "eigh_tridiagonal", "eigvals", "eigvalsh_tridiagonal", "fiedler", "fiedler_companion", "hankel", "khatri_rao",
+    "leslie", "lu", "norm", "orthogonal_procrustes", "sinhm", "sinm", "solve_circulant", "subspace_angles", "tanhm",
+    "tanm", "toeplitz"))
 
 
 def khatri_rao(a, b):
@@ -2971,6 +2974,1346 @@ def block_diag(*arrs):
         rows.append(np.concatenate((left, a.astype(dtype, copy=False), right), axis=-1))
         before += w
     return np.concatenate(rows, axis=-2)
+
+
+# -- shared by the functions below ------------------------------------------------------
+
+
+def _scipys_when_plain(scipy_fn):
+    """The public function it decorates is SciPy's own call when no argument is traced (its values,
+    containers and errors, every option)."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if not _has_tracer([list(args), list(kwargs.values())]):
+                return scipy_fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+
+        return call
+
+    return decorate
+
+
+def _as_arrays(*xs):
+    """The arguments as arrays: a list holding traced numbers as a traced array, another list (or a number)
+    as np.asarray makes it, as SciPy does; arrays and None as they are."""
+    out = []
+    for x in xs:
+        if x is not None and not isinstance(x, (Tracer, np.ndarray)):
+            (x,) = _lists_as_arrays(x)
+            x = x if isinstance(x, Tracer) else np.asarray(x)
+        out.append(x)
+    return tuple(out)
+
+
+def _project(g, like):
+    """The cotangent ``g`` of the argument ``like``: summed over the axes it was broadcast along, and
+    real for a real argument (symbolic ones as they are)."""
+    if is_zero(g) or isinstance(g, (NotImplementedTangent, NoTangent)):
+        return g
+    g = unbroadcast(g, np.shape(like))
+    if np.iscomplexobj(bottom(g)) and not np.iscomplexobj(bottom(like)):
+        g = np.real(g)
+    return g
+
+
+def _like_output(d, y):
+    """The tangent ``d`` of the output ``y`` in its dtype's kind: complex where SciPy returns a complex
+    result for real arguments (fractional_matrix_power), real where a complex computation gave rounding."""
+    cd, cy = np.iscomplexobj(bottom(d)), np.iscomplexobj(bottom(y))
+    if cd and not cy:
+        return np.real(d)
+    if cy and not cd:
+        return d.astype(bottom(y).dtype)
+    return d
+
+
+def _over_batch(name, fn, arrays, cores):
+    """SciPy 1.17's batch decorator (scipy._lib._util._apply_over_batch) on traced arrays: ``fn`` of
+    the arrays' core parts (``cores``: 1, 2 or "1|2" axes), matrix by matrix of their broadcast leading
+    axes, in order, the results stacked (a list of several, as SciPy's); ``fn`` of the arrays themselves
+    where none has leading axes."""
+    cores = [_core_ndim(c, v) if v is not None else c for c, v in zip(cores, arrays)]
+    batches = [np.shape(v)[:np.ndim(v) - c] if v is not None else () for v, c in zip(arrays, cores)]
+    if not any(batches):
+        return fn(*arrays)
+    batch = np.broadcast_shapes(*batches)
+    if 0 in batch:
+        raise ValueError(f"`{name}` does not support zero-size batches.")
+    arrays = [None if v is None else np.broadcast_to(v, batch + np.shape(v)[np.ndim(v) - c:])
+              for v, c in zip(arrays, cores)]
+    rows = []
+    for idx in np.ndindex(batch):
+        res = fn(*(None if v is None else v[idx] for v in arrays))
+        rows.append(res if isinstance(res, tuple) else (res,))
+    cols = [np.reshape(np.stack(col), batch + np.shape(col[0])) for col in zip(*rows)]
+    return cols[0] if len(cols) == 1 else cols
+
+
+def _placed(vals, src):
+    """The matrix whose entry (i, j) is ``vals[..., src[i, j]]``: the special matrices below are
+    SciPy's assignments into zeros, made on an index matrix ``src`` (slot 0 of ``vals`` holding the
+    zero), then one gather of the (traced) values."""
+    return vals[..., src]
+
+
+# -- Toeplitz and circulant systems ------------------------------------------------------
+# T (n x m) has T[i, j] = c[i - j] on and below the diagonal and r[j - i] above it: SciPy reads
+# r[0] nowhere (the diagonal is c[0]). A cotangent T̄ of its entries folds onto c̄[d] = Σ_{i-j=d} T̄ij
+# and r̄[d] = Σ_{j-i=d} T̄ij (d ≥ 1; r̄[0] = 0): sums along the diagonals. Tᴴ is the m x n Toeplitz
+# matrix of (conj(c₀, r₁, r₂, ...), conj(c)).
+# matmul_toeplitz, y = T x, is linear in (c, r) and in x: x̄ = Tᴴ ȳ (matmul_toeplitz again), T̄ = ȳ xᴴ;
+# ẏ = Ṫ x + T ẋ. solve_toeplitz, x = T⁻¹ b (SciPy's Levinson recursion): b̄ = T⁻ᴴ x̄ (solve_toeplitz
+# of the adjoint's (c, r)), T̄ = -b̄ xᴴ; ẋ = T⁻¹ (ḃ - Ṫ x), Ṫ x by matmul_toeplitz. The rules call the
+# primitives, so every order is SciPy's calls. Leading axes are batches (SciPy 1.17): c's and r's
+# broadcast against b's (x's) beyond its core, a vector b one right-hand side for every matrix.
+
+
+def _toeplitz_pair(c_or_cr):
+    """(c, r) of SciPy's ``c_or_cr``: the tuple (c, r), or c with r = conj(c)."""
+    if isinstance(c_or_cr, tuple):
+        c, r = c_or_cr
+        return _as_arrays(c, r)
+    (c,) = _as_arrays(c_or_cr)
+    return c, np.conjugate(c)
+
+
+def _toeplitz_adjoint(c, r):
+    """(c, r) of Tᴴ (see above)."""
+    batch = np.broadcast_shapes(np.shape(c)[:-1], np.shape(r)[:-1])
+    first = np.broadcast_to(c[..., :1], batch + (1,))
+    rest = np.broadcast_to(r[..., 1:], batch + (np.shape(r)[-1] - 1,))
+    return _cj(np.concatenate([first, rest], axis=-1)), _cj(c)
+
+
+def _diagonal_sums(M):
+    """s[..., k] = Σ M[..., i, j] over j - i = k - (n - 1), k = 0 .. n + m - 2, of n x m matrices: the
+    rows turned upside down and padded with n zeros, read with one entry fewer per row, so that row i
+    starts i places later."""
+    n, m = np.shape(M)[-2:]
+    lead = np.shape(M)[:-2]
+    w = n + m
+    padded = np.concatenate([M[..., ::-1, :], np.zeros(lead + (n, n), dtype=bottom(M).dtype)], axis=-1)
+    flat = np.reshape(padded, lead + (n * w,))[..., :n * (w - 1)]
+    return np.sum(np.reshape(flat, lead + (n, w - 1)), axis=-2)
+
+
+def _toeplitz_fold(tbar):
+    """(c̄, r̄) from the cotangent ``tbar`` of the n x m Toeplitz matrix's entries (see above)."""
+    n = np.shape(tbar)[-2]
+    s = _diagonal_sums(tbar)
+    rbar = np.concatenate([np.zeros(np.shape(s)[:-1] + (1,), dtype=bottom(s).dtype), s[..., n:]], axis=-1)
+    return s[..., n - 1::-1], rbar
+
+
+def _toeplitz_column(x, c, r):
+    """Whether a vector ``x`` goes with batches of (c, r): one right-hand side for every matrix, solved as
+    a column (SciPy's values: its loop gives each matrix the vector)."""
+    return np.ndim(x) == 1 and (np.ndim(c) > 1 or np.ndim(r) > 1)
+
+
+@scipy_primitive("scipy.linalg.matmul_toeplitz")
+def _matmul_toeplitz(c, r, x, *, workers=None):
+    return sl.matmul_toeplitz((c, r), x, check_finite=False, workers=workers)
+
+
+@rrule(_matmul_toeplitz)
+def _matmul_toeplitz_rrule(c, r, x, *, workers=None):
+    y = _matmul_toeplitz(c, r, x, workers=workers)
+
+    def pullback(g):
+        cbar, rbar = _toeplitz_fold(_outer_or_mm(g, x, np.ndim(x) == 1))  # T̄ = ȳ xᴴ
+        xbar = _matmul_toeplitz(*_toeplitz_adjoint(c, r), g, workers=workers)
+        return _project(cbar, c), _project(rbar, r), _project(xbar, x)
+
+    return y, pullback
+
+
+def _toeplitz_tangent_times(c, r, tc, tr, x, workers=None):
+    """Ṫ x (None where both tangents are zero)."""
+    if is_zero(tc) and is_zero(tr):
+        return None
+    return _matmul_toeplitz(_zero_if(tc, c), _zero_if(tr, r), x, workers=workers)
+
+
+@frule(_matmul_toeplitz)
+def _matmul_toeplitz_frule(primals, tangents, *, workers=None):
+    (c, r, x), (tc, tr, tx) = primals, tangents
+    y = _matmul_toeplitz(c, r, x, workers=workers)
+    dy = _toeplitz_tangent_times(c, r, tc, tr, x, workers)
+    if not is_zero(tx):
+        tx = _matmul_toeplitz(c, r, tx, workers=workers)
+        dy = tx if dy is None else dy + tx
+    return y, ZERO if dy is None else dy
+
+
+@_scipys_when_plain(sl.matmul_toeplitz)
+def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
+    """``scipy.linalg.matmul_toeplitz``: T x by FFT, T the Toeplitz matrix of ``c_or_cr`` (c, or
+    (c, r)); SciPy's values, differentiable w.r.t. c, r (r[0] is not read) and x, in which it is linear.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import matmul_toeplitz
+    >>> # T = [[1, 3], [2, 1]]: sum(T x) = 3 x₀ + 4 x₁
+    >>> mg.grad(lambda x: matmul_toeplitz((np.array([1.0, 2.0]), np.array([1.0, 3.0])), x).sum())(np.ones(2))
+    array([3., 4.])
+    """
+    c, r = _toeplitz_pair(c_or_cr)
+    (x,) = _as_arrays(x)
+    _check_finite(check_finite, c, r, x)
+    if _toeplitz_column(x, c, r):
+        return _matmul_toeplitz(c, r, x[..., None], workers=workers)[..., 0]
+    return _matmul_toeplitz(c, r, x, workers=workers)
+
+
+@scipy_primitive("scipy.linalg.solve_toeplitz")
+def _solve_toeplitz(c, r, b):
+    return sl.solve_toeplitz((c, r), b, check_finite=False)
+
+
+@rrule(_solve_toeplitz)
+def _solve_toeplitz_rrule(c, r, b):
+    x = _solve_toeplitz(c, r, b)
+
+    def pullback(g):
+        bbar = _solve_toeplitz(*_toeplitz_adjoint(c, r), g)  # T⁻ᴴ x̄
+        cbar, rbar = _toeplitz_fold(-_outer_or_mm(bbar, x, np.ndim(b) == 1))  # T̄ = -b̄ xᴴ
+        return _project(cbar, c), _project(rbar, r), _project(bbar, b)
+
+    return x, pullback
+
+
+@frule(_solve_toeplitz)
+def _solve_toeplitz_frule(primals, tangents):
+    (c, r, b), (tc, tr, tb) = primals, tangents
+    x = _solve_toeplitz(c, r, b)
+    tx = _toeplitz_tangent_times(c, r, tc, tr, x)
+    rhs = tb if tx is None else (-tx if is_zero(tb) else tb - tx)  # ḃ - Ṫ x
+    return x, ZERO if is_zero(rhs) else _solve_toeplitz(c, r, rhs)
+
+
+@_scipys_when_plain(sl.solve_toeplitz)
+def solve_toeplitz(c_or_cr, b, check_finite=True):
+    """``scipy.linalg.solve_toeplitz``: x with T x = b, T the Toeplitz matrix of ``c_or_cr`` (c, or
+    (c, r); r[0] is not read); SciPy's Levinson values, differentiable w.r.t. c, r and b (implicitly:
+    the derivatives solve with T and Tᴴ, every order); leading axes are batches.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_toeplitz
+    >>> # T = [[2, 1], [1, 2]] (c alone: symmetric): x = T⁻¹ b, d sum(x) / db = T⁻ᵀ 1 = [1/3, 1/3]
+    >>> mg.grad(lambda b: solve_toeplitz(np.array([2.0, 1.0]), b).sum())(np.ones(2))
+    array([0.33333333, 0.33333333])
+    """
+    c, r = _toeplitz_pair(c_or_cr)
+    (b,) = _as_arrays(b)
+    _check_finite(check_finite, c, r, b)
+    if _toeplitz_column(b, c, r):
+        return _solve_toeplitz(c, r, b[..., None])[..., 0]
+    return _solve_toeplitz(c, r, b)
+
+
+def _axis_length(name, a, axis):
+    """SciPy's length of ``a`` along ``axis`` (solve_circulant's caxis, baxis), or its error."""
+    ax = axis + np.ndim(a) if axis < 0 else axis
+    if 0 <= ax < np.ndim(a):
+        return np.shape(a)[ax]
+    raise ValueError(f"'{name}axis' entry is out of bounds")
+
+
+@_scipys_when_plain(sl.solve_circulant)
+def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis=0):
+    """``scipy.linalg.solve_circulant``: x with C x = b, C the circulant matrix of ``c``, by SciPy's
+    formula x = ifft(fft(b) / fft(c)) with np.fft (its values), differentiable w.r.t. c and b.
+    ``singular="lstsq"`` zeroes the quotients of the eigenvalues within ``tol`` (decided on the values:
+    the derivative is that of the same least-squares solution).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import solve_circulant
+    >>> # C = 2 I + J (c = [3, 1, 1]): C 1 = 5 · 1, so d sum(x) / db = C⁻ᵀ 1 = 1/5
+    >>> mg.grad(lambda b: solve_circulant(np.array([3.0, 1.0, 1.0]), b).sum())(np.ones(3))
+    array([0.2, 0.2, 0.2])
+    """
+    c, b = _as_arrays(c, b)
+    c, b = np.atleast_1d(c), np.atleast_1d(b)
+    nc, nb = _axis_length("c", c, caxis), _axis_length("b", b, baxis)
+    if nc != nb:
+        raise ValueError(f"Shapes of c {np.shape(c)} and b {np.shape(b)} are incompatible")
+    if np.size(b) == 0:  # (no entries: SciPy's empty array)
+        return sl.solve_circulant(bottom(c), bottom(b), singular, tol, caxis, baxis, outaxis)
+    fc = np.fft.fft(np.moveaxis(c, caxis, -1), axis=-1)
+    abs_fc = np.abs(bottom(fc))
+    if tol is None:  # (SciPy's: np.linalg.matrix_rank's tolerance)
+        tol = abs_fc.max(axis=-1) * nc * np.finfo(np.float64).eps
+        tol = tol.reshape(tol.shape + (1,)) if tol.shape != () else np.atleast_1d(tol)
+    near_zeros = abs_fc <= tol
+    singular_ = bool(np.any(near_zeros))
+    if singular_:
+        if singular == "raise":
+            raise np.linalg.LinAlgError("near singular circulant matrix.")
+        fc = np.where(near_zeros, 1, fc)
+    fb = np.fft.fft(np.moveaxis(b, baxis, -1), axis=-1)
+    q = fb / fc
+    if singular_:
+        mask = np.ones(np.shape(b), dtype=bool) & near_zeros
+        np.zeros(np.shape(q), bool)[mask] = True  # (SciPy's q[mask] = 0: its IndexError where the shapes differ)
+        q = np.where(mask, 0, q)
+    x = np.fft.ifft(q, axis=-1)
+    if not (np.iscomplexobj(bottom(c)) or np.iscomplexobj(bottom(b))):
+        x = np.real(x)
+    return x if outaxis == -1 else np.moveaxis(x, -1, outaxis)
+
+
+# -- expm_frechet: the block identity -------------------------------------------------------
+# expm([[A, E], [0, A]]) = [[e^A, L(A, E)], [0, e^A]]: SciPy's pair (e^A, L(A, E)) is two blocks of
+# the exponential of M = [[A, E], [0, A]], which is linear in (A, E). Its tangent is the Fréchet
+# derivative of expm at M in the direction Ṁ = [[Ȧ, Ė], [0, Ȧ]], L(M, Ṁ), whose blocks are the
+# tangents; its cotangent M̄ = L(M, Gᴴ)ᴴ (the Fréchet derivative's symmetry under the trace, as for
+# expm above), G = [[ē, L̄], [0, 0]], folded back: Ā = M̄₁₁ + M̄₂₂, Ē = M̄₁₂. Both are SciPy's
+# expm_frechet of M (2n x 2n), the same primitive: every order.
+
+
+def _upper_blocks(a, e):
+    """[[a, e], [0, a]] (of stacks, broadcast)."""
+    batch = np.broadcast_shapes(np.shape(a)[:-2], np.shape(e)[:-2])
+    a = np.broadcast_to(a, batch + np.shape(a)[-2:])
+    e = np.broadcast_to(e, batch + np.shape(e)[-2:])
+    dtype = np.result_type(bottom(a), bottom(e))
+    top = np.concatenate([a, e], axis=-1)
+    return np.concatenate([top, np.concatenate([np.zeros(np.shape(e), dtype), a], axis=-1)], axis=-2)
+
+
+@scipy_primitive("scipy.linalg.expm_frechet")
+def _expm_frechet(a, e, *, method=None):
+    return tuple(sl.expm_frechet(a, e, method=method, check_finite=False))
+
+
+@rrule(_expm_frechet)
+def _expm_frechet_rrule(a, e, *, method=None):
+    y = _expm_frechet(a, e, method=method)
+
+    def pullback(g):
+        ge, gl = (_zero_if(t, v) for t, v in zip(g, y))
+        n = np.shape(ge)[-1]
+        G = _upper_blocks(ge, gl)
+        G = np.concatenate([G[..., :n, :], np.zeros_like(G[..., n:, :])], axis=-2)  # (the lower blocks are not returned)
+        mbar = _mH(_expm_frechet(_upper_blocks(a, e), _mH(G), method=method)[1])
+        return (_project(mbar[..., :n, :n] + mbar[..., n:, n:], a), _project(mbar[..., :n, n:], e))
+
+    return y, pullback
+
+
+@frule(_expm_frechet)
+def _expm_frechet_frule(primals, tangents, *, method=None):
+    (a, e), (ta, te) = primals, tangents
+    y = _expm_frechet(a, e, method=method)
+    if is_zero(ta) and is_zero(te):
+        return y, (ZERO, ZERO)
+    n = np.shape(y[0])[-1]
+    d = _expm_frechet(_upper_blocks(a, e), _upper_blocks(_zero_if(ta, a), _zero_if(te, e)), method=method)[1]
+    return y, (_like_output(d[..., :n, :n], y[0]), _like_output(d[..., :n, n:], y[1]))
+
+
+@_scipys_when_plain(sl.expm_frechet)
+def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
+    """``scipy.linalg.expm_frechet``: (e^A, L(A, E)), the Fréchet derivative of expm at A in the
+    direction E (L alone without ``compute_expm``), SciPy's values; differentiable w.r.t. A and E
+    through expm([[A, E], [0, A]]) = [[e^A, L(A, E)], [0, e^A]] (every order). Leading axes are
+    batches (SciPy's list of the two for a stack).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import expm_frechet
+    >>> # A = t I: L(A, E) = e^t E, so d L₀₀ / dt = e^t at t = 0 (E = I)
+    >>> float(mg.grad(lambda t: expm_frechet(t * np.eye(2), np.eye(2))[1][0, 0])(0.0))
+    1.0
+    """
+    A, E = _as_arrays(A, E)
+    _check_finite(check_finite, A, E)
+    ea, L = _expm_frechet(A, E, method=method)
+    if not compute_expm:
+        return L
+    return [ea, L] if np.ndim(A) > 2 or np.ndim(E) > 2 else (ea, L)
+
+
+# -- trigonometric and hyperbolic matrix functions: SciPy's formulas ----------------------------
+# SciPy writes them with expm and solve (scipy/linalg/_matfuncs.py); so are they here, with the
+# differentiable expm and solve above: the same calls on the same values, so SciPy's values, and
+# every order.
+
+
+def _maybe_real(A, B):
+    """SciPy's _maybe_real: a complex B computed from a real A, the real part where its imaginary part
+    is within SciPy's tolerance (matrix by matrix of a stack, as SciPy's loop decides)."""
+    if np.iscomplexobj(bottom(A)) or not np.iscomplexobj(bottom(B)):
+        return B
+    b = np.asarray(bottom(B))
+    tol = np.finfo(np.float32).eps * 1e3 if b.dtype == np.complex64 else np.finfo(float).eps * 1e6
+    close = np.all(np.abs(b.imag) <= tol, axis=(-2, -1))
+    if np.all(close):
+        return np.real(B)
+    return np.where(close[..., None, None], np.real(B), B) if np.any(close) else B
+
+
+def _matfunc_input(A):
+    """``A`` as SciPy's matrix functions take it (_asarray_square, matrix by matrix of a stack)."""
+    (A,) = _as_arrays(A)
+    if np.ndim(A) < 2 or np.shape(A)[-1] != np.shape(A)[-2]:
+        raise ValueError("expected square array_like input")
+    return A
+
+
+@_scipys_when_plain(sl.cosm)
+def cosm(A):
+    """``scipy.linalg.cosm``: the matrix cosine, SciPy's formula (expm(iA), its real part for a real A).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import cosm
+    >>> float(mg.grad(lambda t: cosm(t * np.eye(2))[0, 0])(0.0))  # d cos(t) / dt = -sin(0)
+    -0.0
+    """
+    A = _matfunc_input(A)
+    if np.iscomplexobj(bottom(A)):
+        return 0.5 * (expm(1j * A) + expm(-1j * A))
+    return np.real(expm(1j * A))
+
+
+@_scipys_when_plain(sl.sinm)
+def sinm(A):
+    """``scipy.linalg.sinm``: the matrix sine, SciPy's formula (expm(iA), its imaginary part for a real A).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import sinm
+    >>> float(mg.grad(lambda t: sinm(t * np.eye(2))[0, 0])(0.0))  # d sin(t) / dt = cos(0)
+    1.0
+    """
+    A = _matfunc_input(A)
+    if np.iscomplexobj(bottom(A)):
+        return -0.5j * (expm(1j * A) - expm(-1j * A))
+    return np.imag(expm(1j * A))
+
+
+@_scipys_when_plain(sl.tanm)
+def tanm(A):
+    """``scipy.linalg.tanm``: the matrix tangent, SciPy's formula solve(cosm(A), sinm(A)).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import tanm
+    >>> float(mg.grad(lambda t: tanm(t * np.eye(2))[0, 0])(0.0))  # d tan(t) / dt = 1 / cos²(0)
+    1.0
+    """
+    A = _matfunc_input(A)
+    return _maybe_real(A, solve(cosm(A), sinm(A)))
+
+
+@_scipys_when_plain(sl.coshm)
+def coshm(A):
+    """``scipy.linalg.coshm``: the hyperbolic matrix cosine, SciPy's formula (expm(A) + expm(-A)) / 2.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import coshm
+    >>> float(mg.grad(lambda t: coshm(t * np.eye(2))[0, 0])(0.0))  # d cosh(t) / dt = sinh(0)
+    0.0
+    """
+    A = _matfunc_input(A)
+    return _maybe_real(A, 0.5 * (expm(A) + expm(-A)))
+
+
+@_scipys_when_plain(sl.sinhm)
+def sinhm(A):
+    """``scipy.linalg.sinhm``: the hyperbolic matrix sine, SciPy's formula (expm(A) - expm(-A)) / 2.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import sinhm
+    >>> float(mg.grad(lambda t: sinhm(t * np.eye(2))[0, 0])(0.0))  # d sinh(t) / dt = cosh(0)
+    1.0
+    """
+    A = _matfunc_input(A)
+    return _maybe_real(A, 0.5 * (expm(A) - expm(-A)))
+
+
+@_scipys_when_plain(sl.tanhm)
+def tanhm(A):
+    """``scipy.linalg.tanhm``: the hyperbolic matrix tangent, SciPy's formula solve(coshm(A), sinhm(A)).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import tanhm
+    >>> float(mg.grad(lambda t: tanhm(t * np.eye(2))[0, 0])(0.0))  # d tanh(t) / dt = 1 / cosh²(0)
+    1.0
+    """
+    A = _matfunc_input(A)
+    return _maybe_real(A, solve(coshm(A), sinhm(A)))
+
+
+# -- fractional_matrix_power: A^t = expm(t logm(A)) ----------------------------------------------
+# SciPy computes A^t by a Schur-Padé algorithm (matrix_power for an integer t); its values agree with
+# expm(t logm(A)) to rounding (1e-13 relative of well-conditioned matrices), whose derivative is that
+# of A^t: with B = t logm(A), Ḃ = ṫ logm(A) + t L_log(A, Ȧ) and Ẋ = L_exp(B, Ḃ) (the Fréchet
+# derivatives above); B̄ = L_exp(B, X̄ᴴ)ᴴ, Ā = t L_log(A, B̄ᴴ)ᴴ, t̄ = Re Σ B̄ ∘ conj(logm(A)). The value is
+# SciPy's call; the derivatives are expm's and logm's primitives: every order.
+
+
+@scipy_primitive("scipy.linalg.fractional_matrix_power")
+def _fractional_matrix_power(a, t):
+    return sl.fractional_matrix_power(a, t)
+
+
+@rrule(_fractional_matrix_power)
+def _fractional_matrix_power_rrule(a, t):
+    y = _fractional_matrix_power(a, t)
+
+    def pullback(g):
+        lg = _logm(a)
+        bbar = _mH(_frechet(_expm, t * lg, _mH(g)))
+        abar = Thunk(lambda: _project(_mH(_frechet(_logm, a, _mH(t * bbar))), a))
+        if np.asarray(bottom(t)).dtype.kind in "biu":  # (an integer power: no derivative in it)
+            return abar, NoTangent()
+        return abar, Thunk(lambda: _project(np.sum(bbar * _cj(lg)), t))
+
+    return y, pullback
+
+
+@frule(_fractional_matrix_power)
+def _fractional_matrix_power_frule(primals, tangents):
+    (a, t), (ta, tt) = primals, tangents
+    y = _fractional_matrix_power(a, t)
+    lg = _logm(a)
+    db = _tangent_sum((ta, lambda d: t * _frechet(_logm, a, d)), (tt, lambda d: d * lg))
+    if db is None:
+        return y, ZERO
+    return y, _like_output(_frechet(_expm, t * lg, db), y)
+
+
+@_scipys_when_plain(sl.fractional_matrix_power)
+def fractional_matrix_power(A, t):
+    """``scipy.linalg.fractional_matrix_power``: A^t, SciPy's values; differentiable w.r.t. ``A`` and
+    ``t`` as expm(t logm(A)), to which SciPy's values agree to rounding (every order). Leading axes of
+    ``A`` are batches.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import fractional_matrix_power
+    >>> # (4 I)^t = 4^t I: d/dt at t = 0.5 is 2 log 4; d/da of a^0.5 at a = 4 is 1/4
+    >>> round(float(mg.grad(lambda t: fractional_matrix_power(4.0 * np.eye(2), t)[0, 0].real)(0.5)), 12)
+    2.77258872224
+    >>> round(float(mg.grad(lambda a: fractional_matrix_power(a * np.eye(2), 0.5)[0, 0].real)(4.0)), 12)
+    0.25
+    """
+    return _fractional_matrix_power(_matfunc_input(A), t)
+
+
+# -- pinv, pinvh, lstsq: SciPy's values, np.linalg's rules -----------------------------------------
+# SciPy's pseudo-inverses keep the singular values (pinvh: the eigenvalues' magnitudes, which are a
+# Hermitian matrix's singular values) above atol + rtol · max(s), matrix by matrix; np.linalg.pinv's
+# rule (rules/linalg.py: constant rank near A, the truncated pseudo-inverse's derivative where a value
+# cut off is not zero) with the same cutoff, rtol = (atol + rtol · max s) / max s, is theirs. lstsq is
+# LAPACK's gelsd (gelss, gelsy) with rcond = cond (machine precision by default), np.linalg.lstsq's
+# with that rcond. The primitives return SciPy's values; their rules are np.linalg's.
+
+
+def _relative_cutoff(s, atol, rtol, shape, dtype):
+    """(the relative cutoff np.linalg.pinv's rule takes, the rank of each matrix) for SciPy's ``atol``
+    and ``rtol`` and the singular values ``s`` (..., k) of the matrices."""
+    atol = 0.0 if atol is None else atol
+    if rtol is None:
+        rtol = max(shape[-2:]) * np.finfo(np.result_type(dtype, np.float32).char.lower()).eps  # (SciPy's)
+    smax = np.max(s, axis=-1, initial=0.0)
+    val = atol + smax * rtol
+    rank = np.sum(s > val[..., None], axis=-1)
+    return np.where(smax > 0, val / np.where(smax > 0, smax, 1.0), 1.0), rank
+
+
+def _pinv_rules(prim, matrix, fold):
+    """Both rules of the primitive ``prim(a, *, rel, ...)``, SciPy's pseudo-inverse of ``matrix(a, ...)``,
+    by np.linalg.pinv's with the relative cutoff ``rel``; ``fold(g, ...)``: the transpose of ``matrix``."""
+
+    def reverse(a, **kw):
+        _, pb = _lin._pinv_rrule(matrix(a, **kw), rtol=kw["rel"])
+
+        def pullback(g):
+            (gm,) = pb(g)
+            return (gm if is_zero(gm) or isinstance(gm, NotImplementedTangent) else fold(gm, **kw),)
+
+        return prim(a, **kw), pullback
+
+    def forward(primals, tangents, **kw):
+        (a,), (t,) = primals, tangents
+        y = prim(a, **kw)
+        if is_zero(t):
+            return y, ZERO
+        return y, _lin._pinv_frule((matrix(a, **kw),), (matrix(t, **kw),), rtol=kw["rel"])[1]
+
+    rrule(prim)(reverse)
+    frule(prim)(forward)
+
+
+@scipy_primitive("scipy.linalg.pinv")
+def _pinv(a, *, atol=None, rtol=None, rel=None):
+    return sl.pinv(a, atol=atol, rtol=rtol, check_finite=False)
+
+
+_pinv_rules(_pinv, lambda a, **kw: a, lambda g, **kw: g)
+
+
+def _pinv_cutoff(name, a, atol, rtol, s):
+    """SciPy's checks of a pseudo-inverse's arguments, and (relative cutoff, ranks) from the plain
+    singular values ``s`` (see _relative_cutoff)."""
+    _no_empty_stack(name, a)
+    if (atol is not None and atol < 0) or (rtol is not None and rtol < 0):
+        raise ValueError("atol and rtol values must be positive.")
+    return _relative_cutoff(s(), atol, rtol, np.shape(a), bottom(a).dtype)
+
+
+def _with_rank(x, rank, a, return_rank):
+    if not return_rank:
+        return x
+    return [x, rank] if np.ndim(a) > 2 else (x, rank)
+
+
+@_scipys_when_plain(sl.pinv)
+def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
+    """``scipy.linalg.pinv``: the pseudo-inverse (singular values above ``atol + rtol · max(s)`` kept,
+    matrix by matrix), SciPy's values; differentiable w.r.t. ``a`` with np.linalg.pinv's rule (constant
+    rank). The rank of ``return_rank`` is an integer.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import pinv
+    >>> float(mg.grad(lambda t: pinv(t * np.eye(2))[0, 0])(2.0))  # d (1/t) / dt
+    -0.25
+    """
+    (a,) = _as_arrays(a)
+    _check_finite(check_finite, a)
+    rel, rank = _pinv_cutoff("pinv", a, atol, rtol, lambda: sl.svd(bottom(a), compute_uv=False, check_finite=False))
+    return _with_rank(_pinv(a, atol=atol, rtol=rtol, rel=rel), rank, a, return_rank)
+
+
+@scipy_primitive("scipy.linalg.pinvh")
+def _pinvh(a, *, lower=True, atol=None, rtol=None, rel=None):
+    return sl.pinvh(a, atol=atol, rtol=rtol, lower=lower, check_finite=False)
+
+
+# (np.linalg.pinv's rules of the Hermitian matrix read from one triangle, the cotangent folded onto it)
+_pinv_rules(_pinvh, lambda a, lower=True, **kw: _lin._herm_in(a, lower),
+            lambda g, lower=True, **kw: _lin._herm_in_T(g, lower))
+
+
+@_scipys_when_plain(sl.pinvh)
+def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=True):
+    """``scipy.linalg.pinvh``: the pseudo-inverse of the Hermitian matrix read from the ``lower``
+    (upper) triangle of ``a`` (eigenvalues of magnitude above ``atol + rtol · max|λ|`` kept), SciPy's
+    values; differentiable w.r.t. that triangle with np.linalg.pinv's rule (constant rank).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import pinvh
+    >>> mg.grad(lambda a: pinvh(a)[0, 0])(np.diag([2.0, 0.0]))  # a₀₀⁻¹; the zero eigenvalue cut off
+    array([[-0.25,  0.  ],
+           [ 0.  ,  0.  ]])
+    """
+    (a,) = _as_arrays(a)
+    _check_finite(check_finite, a)
+    rel, rank = _pinv_cutoff("pinvh", a, atol, rtol, lambda: np.abs(sl.eigh(
+        bottom(a), lower=lower, eigvals_only=True, driver="ev", check_finite=False)))
+    rank = rank if np.ndim(a) > 2 else int(rank)  # (SciPy's: a Python int, a stack's an array)
+    return _with_rank(_pinvh(a, lower=lower, atol=atol, rtol=rtol, rel=rel), rank, a, return_rank)
+
+
+@scipy_primitive("scipy.linalg.lstsq")
+def _lstsq(a, b, *, cond=None, lapack_driver=None, rcond=None):
+    x, res, rank, s = sl.lstsq(a, b, cond=cond, check_finite=False, lapack_driver=lapack_driver)
+    return x, res, rank, np.empty(0) if s is None else s  # (gelsy's None: an empty placeholder)
+
+
+def _lstsq_residues(d, res):
+    """The tangent ``d`` of np.linalg.lstsq's residuals (one per column; a vector b's of shape (1,)) as
+    one of SciPy's ``res`` (a vector b's a number); zero where SciPy returns none."""
+    return ZERO if is_zero(d) or not np.size(res) else np.reshape(d, np.shape(res))
+
+
+@rrule(_lstsq)
+def _lstsq_rrule(a, b, *, cond=None, lapack_driver=None, rcond=None):
+    y = _lstsq(a, b, cond=cond, lapack_driver=lapack_driver, rcond=rcond)
+    _, pb = _lin._lstsq_rrule(a, b, rcond)
+
+    def pullback(g):
+        gx, gres, _, gs = g
+        gres = ZERO if is_zero(gres) or not np.size(y[1]) else np.reshape(gres, (-1,))
+        return pb((gx, gres, ZERO, ZERO if lapack_driver == "gelsy" else gs))
+
+    return y, pullback
+
+
+@frule(_lstsq)
+def _lstsq_frule(primals, tangents, *, cond=None, lapack_driver=None, rcond=None):
+    y = _lstsq(*primals, cond=cond, lapack_driver=lapack_driver, rcond=rcond)
+    dx, dres, _, ds = _lin._lstsq_frule(primals, tangents, rcond)[1]
+    return y, (dx, _lstsq_residues(dres, y[1]), ZERO, ZERO if lapack_driver == "gelsy" else ds)
+
+
+@_overwrites(sl.lstsq, overwrite_a=("a", ("a",)), overwrite_b=("b", ("a", "b")), batch=(("a", 2), ("b", "1|2")))
+@_scipys_when_plain(sl.lstsq)
+def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True, lapack_driver=None):
+    """``scipy.linalg.lstsq``: (x, residues, rank, s), SciPy's values (its drivers; ``s`` None for
+    "gelsy"), differentiable w.r.t. ``a`` and ``b`` in x, the residues and ``s`` with np.linalg.lstsq's
+    rules, singular values below ``cond`` (machine precision) · max(s) cut off; the rank is an integer.
+    Leading axes are batches, solved matrix by matrix as SciPy's.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import lstsq
+    >>> # the mean of b fits a column of ones: x = sum(b) / 3
+    >>> mg.grad(lambda b: lstsq(np.ones((3, 1)), b)[0][0])(np.array([1.0, 2.0, 6.0]))
+    array([0.33333333, 0.33333333, 0.33333333])
+    """
+    a, b = _as_arrays(a, b)
+    _check_finite(check_finite, a, b)
+
+    def one(a, b):
+        if np.ndim(a) != 2:
+            raise ValueError("Input array a should be 2D")
+        if np.size(a) == 0:  # (no entries: SciPy's zeros, of no derivative)
+            return tuple(sl.lstsq(bottom(a), bottom(b), cond, check_finite=False, lapack_driver=lapack_driver))
+        dt = np.result_type(bottom(a), bottom(b), np.float32)
+        rcond = np.finfo(dt.char.lower()).eps if cond is None else cond  # (LAPACK's: machine precision)
+        x, res, rank, s = _lstsq(a, b, cond=cond, lapack_driver=lapack_driver, rcond=rcond)
+        return x, res, rank, None if lapack_driver == "gelsy" else s
+
+    return _over_batch("lstsq", one, (a, b), (2, "1|2"))
+
+
+@_scipys_when_plain(sl.norm)
+def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
+    """``scipy.linalg.norm``: np.linalg.norm (differentiated as mutagrad differentiates it; SciPy's
+    BLAS and LAPACK norms agree with it to rounding), with SciPy's ``check_finite``.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import norm
+    >>> mg.grad(norm)(np.array([3.0, 4.0]))  # x / |x|
+    array([0.6, 0.8])
+    """
+    (a,) = _as_arrays(a)
+    _check_finite(check_finite, a)
+    return np.linalg.norm(a, ord=ord, axis=axis, keepdims=keepdims)
+
+
+# -- eig, eigvals: np.linalg's rules, SciPy's conventions -----------------------------------------------
+# SciPy's eig is LAPACK's geev, as np.linalg.eig is: the same eigenvectors (unit norm, the largest
+# component real), whose rules (rules/linalg.py) differentiate them. SciPy returns the values complex
+# (the vectors real where every value is), the left vectors with left=True (right ones of Aᴴ, matched to
+# conj(λ)), and the values' pairs (λ, 1) with homogeneous_eigvals=True. np.linalg's results are put in
+# SciPy's order and the vectors given SciPy's signs (the two LAPACK builds may differ in either), read
+# from SciPy's own call on the values. The generalized problem (b given) has no rule.
+
+
+def _refuse_generalized_eig(name, b):
+    if b is None:
+        return
+    from ...errors import UnsupportedInputError
+
+    raise UnsupportedInputError(
+        f"scipy.linalg.{name}(a, b), the generalized eigenproblem A v = λ B v, of traced matrices at "
+        f"{user_line()} has no rule in mutagrad. For an invertible b, its eigenvalues (and right eigenvectors, "
+        f"up to their normalisation) are those of solve(b, a): mutagrad.scipy.linalg.{name}("
+        "mutagrad.scipy.linalg.solve(b, a)), which is differentiated; for a Hermitian a and a positive "
+        "definite b, mutagrad.scipy.linalg.eigh(a, b).")
+
+
+def _square_for_eig(a):
+    if np.ndim(a) < 2 or np.shape(a)[-1] != np.shape(a)[-2]:
+        raise ValueError("expected square matrix")
+
+
+def _signs_of(V, want):
+    """``V`` with each column's sign turned to that of the same column ``want`` (SciPy's) where they
+    point opposite ways (a constant factor: the derivative is that of the column so turned)."""
+    overlap = np.real(np.sum(np.conj(np.asarray(bottom(V))) * want, axis=-2))
+    return V * np.where(overlap < 0, -1.0, 1.0)[..., None, :]
+
+
+def _complex_values(w):
+    dt = np.result_type(bottom(w), np.complex64)
+    return w if bottom(w).dtype == dt else w.astype(dt)
+
+
+def _homogeneous(w, homogeneous_eigvals):
+    """SciPy's values: (λ, 1) pairs for ``homogeneous_eigvals``."""
+    if not homogeneous_eigvals:
+        return w
+    return np.stack([w, np.ones(np.shape(w), bottom(w).dtype)], axis=-2)
+
+
+@_overwrites(sl.eig, overwrite_a=("a", ("a",)), overwrite_b=("b", ("b",)), batch=(("a", 2), ("b", 2)))
+@_scipys_when_plain(sl.eig)
+def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False, check_finite=True,
+        homogeneous_eigvals=False):
+    """``scipy.linalg.eig``: the eigenvalues (complex) and the ``left`` and ``right`` eigenvectors of a
+    general matrix, in SciPy's order and with its signs; differentiable w.r.t. ``a`` with the rules of
+    np.linalg.eig (simple eigenvalues for the vectors). The generalized problem (``b``) has no rule
+    (UnsupportedInputError, naming the rewrite through solve(b, a)).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import eig
+    >>> a = lambda t: np.array([[1.0, 0.0], [0.0, 2.0]]) + t * np.array([[0.0, 0.0], [0.0, 1.0]])
+    >>> mg.grad(lambda t: eig(a(t))[0].real.sum())(0.0)  # λ = 1, 2 + t
+    1.0
+    """
+    _refuse_generalized_eig("eig", b)
+    (a,) = _as_arrays(a)
+    _check_finite(check_finite, a)
+    _square_for_eig(a)
+    if np.size(a) == 0:  # (no entries: SciPy's empty arrays)
+        return sl.eig(bottom(a), left=left, right=right, homogeneous_eigvals=homogeneous_eigvals)
+    want = sl.eig(bottom(a), left=True, right=True, check_finite=False)
+    w, V = np.linalg.eig(a)
+    perm = _lin._one_to_one(want[0], np.asarray(bottom(w)))
+    w = _complex_values(np.take_along_axis(w, perm, axis=-1))
+    out = [_homogeneous(w, homogeneous_eigvals)]
+    if left:
+        out.append(_signs_of(_lin._left_vectors(a, w), want[1]))
+    if right:
+        out.append(_signs_of(np.take_along_axis(V, perm[..., None, :], axis=-1), want[2]))
+    if len(out) == 1:
+        return out[0]
+    return out if np.ndim(a) > 2 else tuple(out)
+
+
+@_overwrites(sl.eigvals, overwrite_a=("a", ("a",)), batch=(("a", 2), ("b", 2)))
+@_scipys_when_plain(sl.eigvals)
+def eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
+    """``scipy.linalg.eigvals``: the eigenvalues (complex) of a general matrix, in SciPy's order;
+    differentiable w.r.t. ``a`` with the rule of np.linalg.eigvals (at simple eigenvalues). The
+    generalized problem (``b``) has no rule, as for :func:`eig`.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import eigvals
+    >>> mg.grad(lambda t: eigvals([[0.0, 1.0], [-t, 0.0]])[0].imag ** 2)(4.0)  # λ = ±i√t
+    1.0
+    """
+    _refuse_generalized_eig("eigvals", b)
+    (a,) = _as_arrays(a)
+    _check_finite(check_finite, a)
+    _square_for_eig(a)
+    if np.size(a) == 0:
+        return sl.eigvals(bottom(a), homogeneous_eigvals=homogeneous_eigvals)
+    w = np.linalg.eigvals(a)
+    perm = _lin._one_to_one(sl.eigvals(bottom(a), check_finite=False), np.asarray(bottom(w)))
+    return _homogeneous(_complex_values(np.take_along_axis(w, perm, axis=-1)), homogeneous_eigvals)
+
+
+# -- orthogonal_procrustes, subspace_angles: SciPy's code on the differentiable svd and orth -------
+
+
+@_scipys_when_plain(sl.orthogonal_procrustes)
+def orthogonal_procrustes(A, B, check_finite=True):
+    """``scipy.linalg.orthogonal_procrustes``: (R, scale), the orthogonal (unitary) R minimising
+    ‖A R - B‖ and the sum of the singular values of Aᴴ B, by SciPy's formula R = U Vᴴ of the svd of
+    Aᴴ B (its values), differentiable w.r.t. A and B where those singular values are distinct (the
+    rules of svd). Leading axes are batches.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import orthogonal_procrustes
+    >>> # A = I, B = t diag(2, 1): R = I, scale = 3t
+    >>> float(mg.grad(lambda t: orthogonal_procrustes(np.eye(2), t * np.diag([2.0, 1.0]))[1])(1.0))
+    3.0
+    """
+    A, B = _as_arrays(A, B)
+    _check_finite(check_finite, A, B)
+
+    def one(A, B):
+        if np.ndim(A) != 2:
+            raise ValueError(f"expected ndim to be 2, but observed {np.ndim(A)}")
+        if np.shape(A) != np.shape(B):
+            raise ValueError(f"the shapes of A and B differ ({np.shape(A)} vs {np.shape(B)})")
+        u, w, vt = svd(np.matmul(_mT(B), np.conjugate(A)).T)
+        return np.matmul(u, vt), np.sum(w)
+
+    return _over_batch("orthogonal_procrustes", one, (A, B), (2, 2))
+
+
+def _subspace_angles(A, B):
+    """SciPy's subspace_angles of two matrices (scipy/linalg/_decomp_svd.py), step by step."""
+    _check_finite(True, A)
+    if np.ndim(A) != 2:
+        raise ValueError(f"expected 2D array, got shape {np.shape(A)}")
+    QA = orth(A)
+    _check_finite(True, B)
+    if np.ndim(B) != 2:
+        raise ValueError(f"expected 2D array, got shape {np.shape(B)}")
+    if np.shape(B)[0] != np.shape(QA)[0]:
+        raise ValueError(f"A and B must have the same number of rows, got {np.shape(QA)[0]} and {np.shape(B)[0]}")
+    QB = orth(B)
+    QA_H_QB = np.dot(np.conjugate(QA.T), QB)
+    sigma = svdvals(QA_H_QB)
+    if np.shape(QA)[1] >= np.shape(QB)[1]:
+        B = QB - np.dot(QA, QA_H_QB)
+    else:
+        B = QA - np.dot(QB, np.conjugate(QA_H_QB.T))
+    mask = np.asarray(bottom(sigma)) ** 2 >= 0.5
+    mu_arcsin = np.arcsin(np.clip(svdvals(B), -1.0, 1.0)) if mask.any() else 0.0
+    return np.where(mask, mu_arcsin, np.arccos(np.clip(sigma[::-1], -1.0, 1.0)))
+
+
+@_scipys_when_plain(sl.subspace_angles)
+def subspace_angles(A, B):
+    """``scipy.linalg.subspace_angles``: the principal angles between the ranges of A and B (largest
+    first), SciPy's steps with the differentiable orth and svdvals (its values); differentiable where
+    the angles are distinct and inside (0, π/2). Leading axes are batches.
+
+    >>> import numpy as np, mutagrad as mg, mutagrad.numpy as mnp
+    >>> from mutagrad.scipy.linalg import subspace_angles
+    >>> # the lines along (1, 0) and (cos t, sin t) meet at the angle t
+    >>> float(mg.grad(lambda t: subspace_angles(np.array([[1.0], [0.0]]), mnp.array([[np.cos(t)], [np.sin(t)]]))[0])(0.5))
+    1.0
+    """
+    A, B = _as_arrays(A, B)
+    return _over_batch("subspace_angles", _subspace_angles, (A, B), (2, 2))
+
+
+# -- special matrices: SciPy's constructions on the values (exact copies) ---------------------------
+
+
+@_scipys_when_plain(sl.diagsvd)
+def diagsvd(s, M, N):
+    """``scipy.linalg.diagsvd``: the M x N matrix with ``s`` on its diagonal (leading axes of ``s``
+    are batches).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import diagsvd
+    >>> mg.grad(lambda s: diagsvd(s, 3, 2).sum())(np.array([1.0, 2.0]))
+    array([1., 1.])
+    """
+    (s,) = _as_arrays(s)
+
+    def one(s):
+        part = np.diag(s)
+        dt = bottom(part).dtype
+        if np.shape(s)[0] == M:
+            return np.concatenate([part, np.zeros((M, N - M), dtype=dt)], axis=1)
+        if np.shape(s)[0] == N:
+            return np.concatenate([part, np.zeros((M - N, N), dtype=dt)], axis=0)
+        raise ValueError("Length of s must be M or N.")
+
+    return _over_batch("diagsvd", one, (s,), (1,))
+
+
+@_scipys_when_plain(sl.companion)
+def companion(a):
+    """``scipy.linalg.companion``: the companion matrix of the polynomial ``a`` (first row
+    -a[1:] / a[0], ones below the diagonal); leading axes are batches.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import companion
+    >>> mg.grad(lambda a: companion(a)[0, 0])(np.array([2.0, 4.0, 1.0]))  # -a₁ / a₀
+    array([ 1. , -0.5,  0. ])
+    """
+    (a,) = _as_arrays(a)
+    a = np.atleast_1d(a)
+    n = np.shape(a)[-1]
+    if n < 2:
+        raise ValueError("The length of `a` along the last axis must be at least 2.")
+    if np.any(np.asarray(bottom(a))[..., 0] == 0):
+        raise ValueError("The first coefficient(s) of `a` (i.e. elements of `a[..., 0]`) must not be zero.")
+    first_row = -a[..., 1:] / (1.0 * a[..., 0:1])
+    dt = bottom(first_row).dtype
+    src = np.zeros((n - 1, n - 1), dtype=np.intp)  # (slot 0: zero, 1: one, 2 + j: first_row[j])
+    src[0, :] = 2 + np.arange(n - 1)
+    src[np.arange(1, n - 1), np.arange(0, n - 2)] = 1
+    fixed = np.broadcast_to(np.array([0, 1], dtype=dt), np.shape(first_row)[:-1] + (2,))
+    return _placed(np.concatenate([fixed, first_row], axis=-1), src)
+
+
+@_scipys_when_plain(sl.leslie)
+def leslie(f, s):
+    """``scipy.linalg.leslie``: the Leslie matrix of fecundities ``f`` (first row) and survival
+    rates ``s`` (below the diagonal); leading axes are batches.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import leslie
+    >>> mg.grad(lambda s: leslie(np.array([0.0, 1.0, 2.0]), s).sum())(np.array([0.5, 0.5]))
+    array([1., 1.])
+    """
+    f, s = (np.atleast_1d(v) for v in _as_arrays(f, s))
+
+    def one(f, s):
+        if np.shape(f)[-1] != np.shape(s)[-1] + 1:
+            raise ValueError("Incorrect lengths for f and s. The length of s along the last axis must be one "
+                             "less than the length of f.")
+        if np.shape(s)[-1] == 0:
+            raise ValueError("The length of s must be at least 1.")
+        n = np.shape(f)[-1]
+        dt = (np.asarray(bottom(f))[0] + np.asarray(bottom(s))[0]).dtype
+        src = np.zeros((n, n), dtype=np.intp)  # (slot 0: zero, 1 + j: f[j], 1 + n + j: s[j])
+        src[0] = 1 + np.arange(n)
+        src[np.arange(1, n), np.arange(0, n - 1)] = 1 + n + np.arange(n - 1)
+        return _placed(np.concatenate([np.zeros(1, dt), f.astype(dt), s.astype(dt)]), src)
+
+    return _over_batch("leslie", one, (f, s), (1, 1))
+
+
+@_scipys_when_plain(sl.fiedler)
+def fiedler(a):
+    """``scipy.linalg.fiedler``: F[i, j] = |a[i] - a[j]| (leading axes of ``a`` are batches).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import fiedler
+    >>> mg.grad(lambda a: fiedler(a)[0, 1])(np.array([1.0, 3.0]))
+    array([-1.,  1.])
+    """
+    (a,) = _as_arrays(a)
+    a = np.atleast_1d(a)
+    if np.size(a) == 0:
+        return np.asarray([], dtype=np.float64)
+    if np.size(a) == 1:
+        return np.asarray([[0.0]])
+    return np.abs(a[..., :, np.newaxis] - a[..., np.newaxis, :])
+
+
+def _fiedler_companion(a):
+    """SciPy's fiedler_companion of one polynomial: its assignments made on slots of an index matrix
+    (slot 0: zero, 1: one, k + 1: -a[k] / a[0])."""
+    if np.size(a) <= 2:
+        if np.size(a) == 2:
+            return np.reshape(-(a / a[0])[-1], (1, 1))
+        return np.array([], dtype=bottom(a).dtype)
+    if np.asarray(bottom(a))[0] == 0.0:
+        raise ValueError("Leading coefficient is zero.")
+    a = a / a[0]
+    n = np.size(a) - 1
+    src = np.zeros((n, n), dtype=np.intp)
+    src[range(3, n, 2), range(1, n - 2, 2)] = 1
+    src[range(2, n, 2), range(1, n - 1, 2)] = 1 + np.arange(3, n + 1, 2)
+    src[range(0, n - 2, 2), range(2, n, 2)] = 1
+    src[range(0, n - 1, 2), range(1, n, 2)] = 1 + np.arange(2, n + 1, 2)
+    src[[0, 1], 0] = [2, 1]
+    return _placed(np.concatenate([np.array([0, 1], dtype=bottom(a).dtype), -a[1:]]), src)
+
+
+@_scipys_when_plain(sl.fiedler_companion)
+def fiedler_companion(a):
+    """``scipy.linalg.fiedler_companion``: the Fiedler companion matrix of the polynomial ``a``
+    (its entries ±a[k] / a[0] and ones); leading axes are batches.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import fiedler_companion
+    >>> mg.grad(lambda a: fiedler_companion(a)[0, 0])(np.array([2.0, 4.0, 1.0]))  # -a₁ / a₀
+    array([ 1. , -0.5,  0. ])
+    """
+    (a,) = _as_arrays(a)
+    a = np.atleast_1d(a)
+    if np.ndim(a) > 1:
+        return _over_batch("fiedler_companion", _fiedler_companion, (a,), (1,))
+    return _fiedler_companion(a)
+
+
+def _convolution_matrix(a, n, mode):
+    """SciPy's convolution_matrix of one vector: a Toeplitz matrix of the zero-padded a."""
+    zeros = np.zeros(n - 1, dtype=bottom(a).dtype)
+    az, raz = np.concatenate([a, zeros]), np.concatenate([a[::-1], zeros])
+    if mode == "full":
+        col0, row0 = az, raz[-n:]
+    else:
+        tb = min(n, np.shape(a)[0]) - 1
+        te = tb if mode == "valid" else tb - tb // 2
+        tb = tb if mode == "valid" else tb // 2
+        col0, row0 = az[tb:np.shape(az)[0] - te], raz[-n - tb:np.shape(raz)[0] - tb]
+    return toeplitz(col0, row0)
+
+
+@_scipys_when_plain(sl.convolution_matrix)
+def convolution_matrix(a, n, mode="full"):
+    """``scipy.linalg.convolution_matrix``: A with A @ v = np.convolve(a, v, mode) for v of length
+    ``n``, a Toeplitz matrix of ``a`` (leading axes are batches).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import convolution_matrix
+    >>> mg.grad(lambda a: convolution_matrix(a, 2).sum())(np.array([1.0, 2.0]))  # each entry twice
+    array([2., 2.])
+    """
+    if n <= 0:
+        raise ValueError("n must be a positive integer.")
+    (a,) = _as_arrays(a)
+    if np.size(a) == 0:
+        raise ValueError("len(a) must be at least 1.")
+    if mode not in ("full", "valid", "same"):
+        raise ValueError("'mode' argument must be one of ('full', 'valid', 'same')")
+    if np.ndim(a) > 1:
+        return _over_batch("convolution_matrix", lambda v: _convolution_matrix(v, n, mode), (a,), (1,))
+    return _convolution_matrix(a, n, mode)
+
+
+# -- banded Cholesky: cholesky_banded, cho_solve_banded ----------------------------------------------
+# The factor's band cb is in solve_banded's form: U's (upper form) with bandwidths (0, p), L's (lower
+# form) with (p, 0), A = Uᴴ U = L Lᴴ; write A = Gᴴ G (G = U, or Lᴴ). cho_solve_banded, x = A⁻¹ b:
+# b̄ = A⁻¹ x̄ (A Hermitian: the same solve), Ḡ = G (Ā + Āᴴ) = -(G b̄) xᴴ - (G x) b̄ᴴ on the band
+# (L̄ = Ḡᴴ), products of banded matrices with vectors only; ẋ = A⁻¹ (ḃ - Ġᴴ G x - Gᴴ Ġ x).
+# cholesky_banded: the dense rule of cholesky above (L̇ = L Φ(L⁻¹ Ȧ L⁻ᴴ), which keeps the band) on the
+# dense matrices of the bands, the band of the result taken. The entries of the band's unused corner
+# are the input's, passed through (SciPy's LAPACK call leaves them as they were).
+
+
+def _band_dense(ab, lower, upper):
+    """The n x n matrix of the band ``ab`` (solve_banded's form: A[i, j] = ab[u + i - j, j])."""
+    n = np.shape(ab)[-1]
+    i, j = np.indices((n, n))
+    r = upper + i - j
+    return np.where((r >= 0) & (r <= lower + upper), ab[..., np.clip(r, 0, lower + upper), j], 0)
+
+
+def _band_inside(lower, upper, n):
+    """The entries of a band (l + u + 1, n) that hold entries of the matrix (not its unused corners)."""
+    r, j = np.indices((lower + upper + 1, n))
+    i = j + r - upper
+    return (i >= 0) & (i < n)
+
+
+def _dense_band(M, lower, upper):
+    """The band (solve_banded's form) of the n x n matrix ``M``, zeros in its unused corners."""
+    n = np.shape(M)[-1]
+    r, j = np.indices((lower + upper + 1, n))
+    i = j + r - upper
+    return np.where(_band_inside(lower, upper, n), M[..., np.clip(i, 0, n - 1), j], 0)
+
+
+def _factor_band(cb, lower):
+    """(l, u) of the factor's band ``cb``: L's (p, 0) or U's (0, p)."""
+    p = np.shape(cb)[-2] - 1
+    return (p, 0) if lower else (0, p)
+
+
+def _factor_times(cb, v, lower, adjoint=False):
+    """G v (Gᴴ v with ``adjoint``) for the factor G of A = Gᴴ G (U, or Lᴴ) of the band ``cb``."""
+    lo, up = _factor_band(cb, lower)
+    if lower != adjoint:  # (Lᴴ v, Uᴴ v: the adjoint's band)
+        return _band_times(_band_adjoint(cb, lo, up), v, up, lo)
+    return _band_times(cb, v, lo, up)
+
+
+@scipy_primitive("scipy.linalg.cho_solve_banded")
+def _cho_solve_banded(cb, b, *, lower=False):
+    return sl.cho_solve_banded((cb, lower), b, check_finite=False)
+
+
+@rrule(_cho_solve_banded)
+def _cho_solve_banded_rrule(cb, b, *, lower=False):
+    x = _cho_solve_banded(cb, b, lower=lower)
+
+    def pullback(g):
+        bbar = _cho_solve_banded(cb, g, lower=lower)
+        lo, up = _factor_band(cb, lower)
+        gb, gx = _factor_times(cb, bbar, lower), _factor_times(cb, x, lower)  # G b̄, G x
+        if lower:  # L̄ = Ḡᴴ = -x (G b̄)ᴴ - b̄ (G x)ᴴ
+            cbar = _band_of_outer(x, gb, lo, up) + _band_of_outer(bbar, gx, lo, up)
+        else:
+            cbar = _band_of_outer(gb, x, lo, up) + _band_of_outer(gx, bbar, lo, up)
+        return _project(cbar, cb), _project(bbar, b)
+
+    return x, pullback
+
+
+@frule(_cho_solve_banded)
+def _cho_solve_banded_frule(primals, tangents, *, lower=False):
+    (cb, b), (tc, tb) = primals, tangents
+    x = _cho_solve_banded(cb, b, lower=lower)
+    if is_zero(tc) and is_zero(tb):
+        return x, ZERO
+    rhs = _zero_if(tb, x)
+    if not is_zero(tc):  # Ȧ x = Ġᴴ G x + Gᴴ Ġ x
+        rhs = rhs - (_factor_times(tc, _factor_times(cb, x, lower), lower, adjoint=True)
+                     + _factor_times(cb, _factor_times(tc, x, lower), lower, adjoint=True))
+    return x, _cho_solve_banded(cb, rhs, lower=lower)
+
+
+@_overwrites(sl.cho_solve_banded, overwrite_b=("b", ("cb_and_lower", "b")),
+             batch=((("cb_and_lower", 0), 2), ("b", "1|2")))
+@_scipys_when_plain(sl.cho_solve_banded)
+def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
+    """``scipy.linalg.cho_solve_banded``: x with A x = b from :func:`cholesky_banded`'s ``(cb,
+    lower)``; SciPy's values, differentiable w.r.t. the factor's band and ``b`` (every order).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import cho_solve_banded
+    >>> cb = np.array([[0.0, 0.5], [2.0, 1.0]])  # U = [[2, 0.5], [0, 1]]: A = Uᵀ U = [[4, 1], [1, 1.25]]
+    >>> mg.grad(lambda b: cho_solve_banded((cb, False), b).sum())(np.ones(2))  # A⁻¹ 1
+    array([0.0625, 0.75  ])
+    """
+    cb, lower = cb_and_lower
+    cb, b = _as_arrays(cb, b)
+    _check_finite(check_finite, cb, b)
+    return _as_column(_cho_solve_banded, cb, b, lower=bool(lower))
+
+
+@scipy_primitive("scipy.linalg.cholesky_banded")
+def _cholesky_banded(ab, *, lower=False):
+    return sl.cholesky_banded(ab, lower=lower, check_finite=False)
+
+
+def _banded_factor_dense(cb, lower):
+    """L (dense) with A = L Lᴴ, from the factor's band ``cb``."""
+    F = _band_dense(cb, *_factor_band(cb, lower))
+    return F if lower else _mH(F)
+
+
+@rrule(_cholesky_banded)
+def _cholesky_banded_rrule(ab, *, lower=False):
+    cb = _cholesky_banded(ab, lower=lower)
+
+    def pullback(g):
+        band = _factor_band(cb, lower)
+        inside = _band_inside(*band, np.shape(ab)[-1])
+        G = _band_dense(np.where(inside, g, 0), *band)  # (the factor's cotangent, dense: L̄, or Ū = L̄ᴴ)
+        abar = _chol_cotangent(_banded_factor_dense(cb, lower), G if lower else _mH(G), lower)
+        return (np.where(inside, _dense_band(abar, *band), g),)
+
+    return cb, pullback
+
+
+@frule(_cholesky_banded)
+def _cholesky_banded_frule(primals, tangents, *, lower=False):
+    (ab,), (t,) = primals, tangents
+    cb = _cholesky_banded(ab, lower=lower)
+    gab, p = _general_band(t, lower)  # (Ȧ: the Hermitian matrix of the band read, as LAPACK reads it)
+    ldot = _chol_tangent(_banded_factor_dense(cb, lower), _band_dense(gab, p, p))
+    band = _factor_band(cb, lower)
+    return cb, np.where(_band_inside(*band, np.shape(ab)[-1]), _dense_band(ldot if lower else _mH(ldot), *band), t)
+
+
+@_overwrites(sl.cholesky_banded, overwrite_ab=("ab", ("ab",)), batch=(("ab", 2),))
+@_scipys_when_plain(sl.cholesky_banded)
+def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
+    """``scipy.linalg.cholesky_banded``: the band of the Cholesky factor (U with A = Uᴴ U, or L with
+    A = L Lᴴ if ``lower``) of the Hermitian positive definite band ``ab`` (one triangle); SciPy's
+    values, differentiable w.r.t. the band read (the diagonal's imaginary part, which LAPACK does not
+    read, has none), every order; the unused corner of the band passes through.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import cholesky_banded
+    >>> ab = np.array([[0.0, 1.0], [4.0, 2.0]])  # A = [[4, 1], [1, 2]]: U₀₁ = a₀₁ / √a₀₀
+    >>> mg.grad(lambda ab: cholesky_banded(ab)[0, 1])(ab)  # d/da₀₀ = -a₀₁ / (2 a₀₀^1.5) = -1/16
+    array([[ 0.    ,  0.5   ],
+           [-0.0625,  0.    ]])
+    """
+    (ab,) = _as_arrays(ab)
+    _check_finite(check_finite, ab)
+    return _cholesky_banded(ab, lower=bool(lower))
+
+
+# -- eigh_tridiagonal, eigvalsh_tridiagonal: eigh of the dense tridiagonal matrix ---------------------
+# The symmetric tridiagonal T of d and e, dense, and the rules of eigh above (lower=True: d and e are
+# the triangle read); the pairs SciPy's call selects (a run of the ascending values: all, by index, or
+# by value) taken from all of them, with the eigenvectors of driver "evd" (whose signs are stable) given
+# SciPy's signs. The values agree with SciPy's to rounding (LAPACK's tridiagonal solvers).
+
+
+def _tridiagonal(d, e):
+    """The symmetric tridiagonal matrix of ``d`` and ``e`` (leading axes broadcast)."""
+    n = np.shape(d)[-1]
+    batch = np.broadcast_shapes(np.shape(d)[:-1], np.shape(e)[:-1])
+    dt = np.result_type(bottom(d), bottom(e))
+    ee = np.concatenate([np.broadcast_to(e, batch + (n - 1,)), np.zeros(batch + (1,), dt)], axis=-1)
+    i, j = np.indices((n, n))
+    return np.where(i == j, d[..., j], np.where(i == j + 1, ee[..., j], np.where(j == i + 1, ee[..., i], 0)))
+
+
+def _selected(x, first, k, axis):
+    """The ``k`` entries of ``x`` along ``axis`` (-1, or -2's columns: -1 too) from ``first`` on (one
+    start per matrix of a stack)."""
+    first = np.asarray(first)
+    if first.ndim == 0 or np.all(first == first.flat[0]):
+        f = int(first.flat[0]) if first.ndim else int(first)
+        return x[..., f:f + k]
+    idx = first[..., None] + np.arange(k)
+    return np.take_along_axis(x, idx if axis == -1 else idx[..., None, :], axis=-1)
+
+
+@_scipys_when_plain(sl.eigh_tridiagonal)
+def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None, check_finite=True, tol=0.0,
+                     lapack_driver="auto"):
+    """``scipy.linalg.eigh_tridiagonal``: the eigenvalues (and vectors) of the real symmetric
+    tridiagonal matrix of ``d`` and ``e``, SciPy's selection (``select``, ``select_range``) and
+    vectors' signs, the values equal to SciPy's to rounding; differentiable w.r.t. ``d`` and ``e`` by
+    the rules of eigh of the dense matrix. Leading axes are batches.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import eigh_tridiagonal
+    >>> # [[0, e], [e, 0]] has eigenvalues ±e
+    >>> float(mg.grad(lambda e: eigh_tridiagonal(np.zeros(2), e, eigvals_only=True)[1])(np.array([2.0]))[0])
+    1.0
+    """
+    d, e = _as_arrays(d, e)
+    _check_finite(check_finite, d, e)
+    want = sl.eigh_tridiagonal(np.asarray(bottom(d)), np.asarray(bottom(e)), eigvals_only=eigvals_only,
+                               select=select, select_range=select_range, check_finite=False, tol=tol,
+                               lapack_driver=lapack_driver)  # (SciPy's selection, signs and errors)
+    ws = np.asarray(want if eigvals_only else want[0])
+    k = np.shape(ws)[-1]
+    if k == 0:  # (nothing selected)
+        return want
+    T = _tridiagonal(d, e)
+    every = np.linalg.eigvalsh(np.asarray(bottom(T)))
+    if select in ("a", "all", 0):
+        first = 0
+    elif select in ("i", "index", 2):
+        first = int(select_range[0])
+    else:  # (by value: where SciPy's first value falls among all)
+        first = np.argmin(np.abs(every - ws[..., :1]), axis=-1)
+    if eigvals_only:
+        return _selected(_eigvalsh(T), first, k, -1)
+    w, V = _eigh(T, driver="evd")
+    out = [_selected(w, first, k, -1), _signs_of(_selected(V, first, k, -2), want[1])]
+    return out if np.ndim(T) > 2 else tuple(out)
+
+
+@_scipys_when_plain(sl.eigvalsh_tridiagonal)
+def eigvalsh_tridiagonal(d, e, select="a", select_range=None, check_finite=True, tol=0.0, lapack_driver="auto"):
+    """``scipy.linalg.eigvalsh_tridiagonal``: the eigenvalues of :func:`eigh_tridiagonal`.
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import eigvalsh_tridiagonal
+    >>> mg.grad(lambda d: eigvalsh_tridiagonal(d, np.array([0.0]))[1])(np.array([1.0, 3.0]))
+    array([0., 1.])
+    """
+    return eigh_tridiagonal(d, e, eigvals_only=True, select=select, select_range=select_range,
+                            check_finite=check_finite, tol=tol, lapack_driver=lapack_driver)
+
+
+# -- structure queries: answers about the values (yes or no, two integers) ----------------------------
+
+
+def _values(a):
+    """The plain values of ``a`` (a traced array's, a list of traced numbers'), for a query about them."""
+    (a,) = _as_arrays(a)
+    return np.array(bottom(a)) if isinstance(a, Tracer) else a
+
+
+def bandwidth(a):
+    """``scipy.linalg.bandwidth`` of the values: (lower, upper), integers (no derivative).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import bandwidth
+    >>> float(mg.grad(lambda a: a.sum() * bandwidth(a)[1])(np.triu(np.ones((3, 3))))[0, 0])  # (0, 2): 2 · sum
+    2.0
+    """
+    return sl.bandwidth(_values(a))
+
+
+def issymmetric(a, atol=None, rtol=None):
+    """``scipy.linalg.issymmetric`` of the values: a boolean (no derivative).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import issymmetric
+    >>> mg.grad(lambda a: a.sum() if issymmetric(a) else 0.0)(np.eye(2))
+    array([[1., 1.],
+           [1., 1.]])
+    """
+    return sl.issymmetric(_values(a), atol=atol, rtol=rtol)
+
+
+def ishermitian(a, atol=None, rtol=None):
+    """``scipy.linalg.ishermitian`` of the values: a boolean (no derivative).
+
+    >>> import numpy as np, mutagrad as mg
+    >>> from mutagrad.scipy.linalg import ishermitian
+    >>> mg.grad(lambda a: a.sum() if ishermitian(a) else 2.0 * a.sum())(np.array([[1.0, 2.0], [3.0, 1.0]]))
+    array([[2., 2.],
+           [2., 2.]])
+    """
+    return sl.ishermitian(_values(a), atol=atol, rtol=rtol)
 
 
 # -- array_like arguments ----------------------------------------------------------

@@ -2925,15 +2925,6 @@ _SIGNAL_REWRITES = {
     "sepfir2d": "sepfir2d(x, hrow, hcol) is a separable convolution with symmetric boundaries (odd kernel "
                 "lengths): mutagrad.scipy.signal.convolve2d(np.pad(x, ((len(hcol) // 2,) * 2, (len(hrow) // 2,) * 2), "
                 "mode='symmetric'), np.outer(hcol, hrow), mode='valid'), SciPy's values to rounding, differentiated.",
-    "freqz": "A frequency response is the coefficients' polynomials in z = np.exp(-1j * w), lowest power "
-             "first: h = np.polyval(b[::-1], z) / np.polyval(a[::-1], z) (np.polyval takes the highest power "
-             "first), differentiated.",
-    "savgol_filter": "A Savitzky-Golay filter is a convolution with plain coefficients c = "
-                     "scipy.signal.savgol_coeffs(window, polyorder): with mode='mirror', 'nearest' or 'wrap', "
-                     "np.convolve(np.pad(x, window // 2, mode='reflect' / 'edge' / 'wrap'), c, mode='valid') "
-                     "(SciPy's values to rounding); with the default mode='interp', np.convolve(x, c, "
-                     "mode='same') is SciPy's away from the window // 2 edge samples, which SciPy fits with "
-                     "np.polyfit. Both are differentiated.",
     "detrend": "Linear detrending is the residual of a least-squares line: A = np.vander(np.arange(n), 2); "
                "x - A @ np.linalg.lstsq(A, x)[0] (type='constant': x - np.mean(x)), SciPy's values to "
                "rounding, differentiated.",
@@ -2944,10 +2935,10 @@ _SIGNAL_REWRITES = {
     "lfiltic": "With a and b divided by a[0]: zi[m] = sum over k of b[m + 1 + k] * x[k] - a[m + 1 + k] * y[k] "
                "(the past inputs x and outputs y, most recent first, indices below len(a)), differentiated.",
 }
-_SIGNAL_REWRITES["welch"] = _SIGNAL_REWRITES["spectrogram"] = _SIGNAL_REWRITES["periodogram"] = (
+_SIGNAL_REWRITES["spectrogram"] = (
     _SIGNAL_REWRITES["stft"] + " Average |X|**2 over the frames for a power spectrum (SciPy's values also "
     "subtract each frame's mean first, detrend='constant', divide by fs * np.sum(win ** 2), and double the "
-    "one-sided bins other than 0 and Nyquist).")
+    "one-sided bins other than 0 and Nyquist); mutagrad.scipy.signal.welch and periodogram are differentiated.")
 
 
 _METRICS = {  # (a distance of two vectors u, v, in NumPy operations: scipy.spatial.distance's formulas)
@@ -3068,43 +3059,13 @@ _STATS_REWRITES = {
 }
 _EIGH_FUNCTION = ("of a symmetric (Hermitian) matrix: w, V = np.linalg.eigh(a); (V * {f}) @ V.conj().T, "
                   "differentiated where the eigenvalues are distinct (repeated ones: docs/errors.md)")
-_TRIG_BY_EXPM = ("{name}(a) of any square matrix is {form} with e = mutagrad.scipy.linalg.expm(1j * a) (SciPy's "
-                 "own definition; .real for a real a), differentiated.")
 _LINALG_REWRITES = {
-    "cholesky_banded": "Use mutagrad.scipy.linalg.solveh_banded(ab, b, lower=) (the same banded storage: it "
-                       "factors and solves in one call), or, to factor once and solve many times, "
-                       "mutagrad.scipy.linalg.cho_factor / cho_solve of the dense matrix: differentiated.",
-    "cho_solve_banded": "Use mutagrad.scipy.linalg.solveh_banded(ab, b, lower=) on the banded matrix itself (not "
-                        "its factor), or mutagrad.scipy.linalg.cho_factor / cho_solve of the dense matrix: "
-                        "differentiated.",
-    "pinv": "Use np.linalg.pinv(a) (rcond= or rtol= for SciPy's atol/rtol), differentiated.",
-    "pinvh": "Use np.linalg.pinv(a, hermitian=True), differentiated.",
-    "lstsq": "Use np.linalg.lstsq(a, b) (the same four results: x, residues, rank, singular values), "
-             "differentiated.",
-    "norm": "Use np.linalg.norm(a, ord, axis, keepdims), differentiated.",
-    "eig": "Use np.linalg.eig(a) (for SciPy's generalized eig(a, b): np.linalg.eig(np.linalg.solve(b, a)), "
-           "the same values, vectors up to scale), differentiated.",
-    "eigvals": "Use np.linalg.eigvals(a) (generalized: np.linalg.eigvals(np.linalg.solve(b, a))), differentiated.",
     "funm": "A matrix function " + _EIGH_FUNCTION.format(f="func(w)") + ".",
-    "fractional_matrix_power": ("A matrix power " + _EIGH_FUNCTION.format(f="w ** p")
-                                + "; an integer power is np.linalg.matrix_power(a, n)."),
     "signm": "The matrix sign " + _EIGH_FUNCTION.format(f="np.sign(w)") + ".",
-    "cosm": _TRIG_BY_EXPM.format(name="cosm", form="(e + np.linalg.inv(e)) / 2"),
-    "sinm": _TRIG_BY_EXPM.format(name="sinm", form="(e - np.linalg.inv(e)) / 2j"),
-    "coshm": "coshm(a) is (e + np.linalg.inv(e)) / 2 with e = mutagrad.scipy.linalg.expm(a), differentiated.",
-    "sinhm": "sinhm(a) is (e - np.linalg.inv(e)) / 2 with e = mutagrad.scipy.linalg.expm(a), differentiated.",
     "rq": ("RQ of a square a is QR of its flipped transpose: p = np.flipud(np.eye(n)); q, r = "
            "np.linalg.qr((p @ a).T); R = p @ r.T @ p; Q = p @ q.T (R @ Q == a; SciPy's factors are these up to the "
            "signs of R's columns and Q's rows, as LAPACK leaves them: d = np.sign(np.diag(R)); R * d, d[:, None] * Q "
            "makes R's diagonal positive), differentiated."),
-    "eigh_tridiagonal": ("The eigenvalues of the tridiagonal matrix with diagonal d and off-diagonal e are "
-                         "np.linalg.eigh(np.diag(d) + np.diag(e, 1) + np.diag(e, -1)) (eigvalsh for the values "
-                         "only), differentiated where they are distinct."),
-    "eigvalsh_tridiagonal": ("np.linalg.eigvalsh(np.diag(d) + np.diag(e, 1) + np.diag(e, -1)): the same "
-                             "eigenvalues, differentiated where they are distinct."),
-    "expm_frechet": ("The derivative of expm at a along e is the top-right block of mutagrad.scipy.linalg.expm("
-                     "np.block([[a, e], [np.zeros_like(a), a]])) (SciPy's own method), or mg.jvp("
-                     "mutagrad.scipy.linalg.expm, (a,), (e,))[1], differentiated."),
 }
 _INTEGRATE_REWRITES = {
     "trapezoid": "Use np.trapezoid(y, x, dx=, axis=) instead (the same rule and arguments), differentiated.",
@@ -3125,6 +3086,12 @@ _INTEGRATE_REWRITES = {
 }
 _ITERATIVE_SOLVERS = frozenset(("lsqr", "lsmr"))  # (the Krylov solvers of square systems are differentiated)
 _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
+
+
+_SPLINE_COEFFICIENTS = (
+    " For a piecewise-cubic spline SciPy already made from plain data (CubicSpline, PPoly), evaluate its own "
+    "coefficients: k = np.clip(np.searchsorted(s.x, t) - 1, 0, len(s.x) - 2); d = t - s.x[k]; ((s.c[0, k] * d + "
+    "s.c[1, k]) * d + s.c[2, k]) * d + s.c[3, k] (SciPy's values to rounding, differentiated in t).")
 
 
 def _scipy_fft_has(short):
@@ -3199,19 +3166,12 @@ def _scipy_rewrite(sub, name):
                 "2*k3 + k4)) into a preallocated array (ys = mnp.zeros((n, y0.size)), import mutagrad.numpy as mnp: "
                 "a traced buffer even where y0 is a plain constant; ys[i] = y); for adaptive steps, choose them "
                 "on plain values (a run with mg.value(p)) and take the same steps traced.")
-    if sub == "interpolate" and short in ("RegularGridInterpolator", "interpn"):
-        return (" Interpolate on the grid with NumPy operations, which are differentiated with respect to the "
-                "values (and the points): along each axis the cell index from np.floor of the plain coordinates "
-                "(k = np.clip(np.searchsorted(g, t) - 1, 0, len(g) - 2)), the weight w = (t - g[k]) / (g[k + 1] - "
-                "g[k]), and a weighted sum of the traced values gathered at the cell's corners "
-                "(v[k] * (1 - w) + v[k + 1] * w along each axis).")
     if sub == "interpolate":
-        return (" Evaluate the interpolant with NumPy operations, which are differentiated: np.interp(t, xp, "
-                "fp) for a linear one (in t, xp and fp); for a spline made from plain data (CubicSpline, PPoly), "
-                "its own coefficients: k = np.clip(np.searchsorted(s.x, t) - 1, 0, len(s.x) - 2); d = t - "
-                "s.x[k]; ((s.c[0, k] * d + s.c[1, k]) * d + s.c[2, k]) * d + s.c[3, k] (SciPy's values to "
-                "rounding, differentiated in t); for a spline of traced data, solve its linear system with "
-                "np.linalg.solve.")
+        return (" mutagrad.scipy.interpolate differentiates the interpolating splines (CubicSpline, "
+                "PchipInterpolator, Akima1DInterpolator, make_interp_spline and BSpline, interp1d, "
+                "RegularGridInterpolator and interpn): an interpolating spline is make_interp_spline(x, y, k) "
+                "there. Else evaluate the interpolant with NumPy operations, which are differentiated: "
+                "np.interp(t, xp, fp) for a linear one (in t, xp and fp)." + _SPLINE_COEFFICIENTS)
     if sub == "stats" and name.startswith("Covariance."):
         return (" A scipy.stats.Covariance keeps plain arrays, except those from_cholesky(L) and from_precision(P) "
                 "make of traced ones, which mutagrad.scipy.stats.multivariate_normal differentiates. Otherwise "
@@ -6626,6 +6586,8 @@ def _scipy_escape(caller):
                      + (f"mutagrad.scipy.{sub}.{name} is the same function, differentiated (docs/coverage.md "
                         "lists the others)." if ours == "twin" else
                         "the same names, differentiated where docs/coverage.md lists them."))
+            if sub == "interpolate" and ours == "twin":  # (an interpolant SciPy already made: its coefficients)
+                extra += _SPLINE_COEFFICIENTS
         elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
             extra = _scipy_rewrite(sub, name)
         elif sub == "sparse" and name in ("__mul__", "__rmul__", "multiply") and _scipy_scalar_operand(caller):
@@ -6741,7 +6703,7 @@ def _calling_scipy(frame):
     sub = parts[1] if len(parts) > 1 and not parts[1].startswith("_") else None
     if sub == "sparse" and len(parts) > 2 and parts[2] == "linalg":
         sub = "sparse.linalg"
-    ours = sub in ("special", "linalg", "stats", "sparse.linalg", "signal")  # the mutagrad.scipy modules
+    ours = sub in ("special", "linalg", "stats", "sparse.linalg", "signal", "interpolate")  # the mutagrad.scipy modules
     if ours:
         import importlib
 

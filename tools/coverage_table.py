@@ -13,7 +13,6 @@ import sys
 
 import numpy as np
 
-
 import mutagrad  # noqa: F401  (fills the registries)
 from mutagrad.core import FUNCTIONS, REGISTRY, UFUNC_HANDLERS, qualname
 from mutagrad.registry import NOT_DIFFERENTIABLE
@@ -96,6 +95,7 @@ def collect():
     rows.update(_scipy_linalg_rows())
     rows.update(_scipy_ndimage_rows())
     rows.update(_scipy_signal_rows())
+    rows.update(_scipy_interpolate_rows())
     return dict(sorted(rows.items()))
 
 
@@ -145,10 +145,21 @@ def _scipy_signal_rows():
     """The filters of mutagrad.scipy.signal written, as SciPy writes them, with its lfilter,
     np.linalg.solve / lstsq and scipy.fft."""
     try:
-        from mutagrad.rules.scipy import signal
+        from mutagrad.rules.scipy import signal, signal_design
     except ImportError:  # no SciPy
         return {}
-    return {name: (True, True, "composite of differentiable operations") for name in signal.COMPOSITES}
+    return {name: (True, True, "composite of differentiable operations")
+            for name in (*signal.COMPOSITES, *signal_design.COMPOSITES)}
+
+
+def _scipy_interpolate_rows():
+    """The interpolators of mutagrad.scipy.interpolate (subclasses of SciPy's classes), written as
+    SciPy writes them with NumPy operations, np.linalg.solve and solve_banded."""
+    try:
+        from mutagrad.rules.scipy import interpolate
+    except ImportError:  # no SciPy
+        return {}
+    return {name: (True, True, "composite of differentiable operations") for name in interpolate.COMPOSITES}
 
 
 def _parameters_without_derivative():
@@ -187,8 +198,8 @@ def render() -> str:
          "functions, called as written (through SciPy's own dispatch: mutagrad registers a uarray backend that "
          "SciPy asks first). The other `scipy.*` rows are "
          "SciPy's plain-Python functions: they are differentiated when called through `mutagrad.scipy.special`, "
-         "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats`, `mutagrad.scipy.signal`, `mutagrad.scipy.ndimage` or "
-         "`mutagrad.scipy.sparse.linalg` "
+         "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats`, `mutagrad.scipy.signal`, `mutagrad.scipy.ndimage`, "
+         "`mutagrad.scipy.interpolate` (its classes: subclasses of SciPy's) or `mutagrad.scipy.sparse.linalg` "
          "(the same names); "
          "SciPy's own raise `TracerEscapeError`, naming the module to use. The `scipy.stats.<distribution>.<method>` "
          "rows are the distributions of `mutagrad.scipy.stats`, written with the differentiable functions above "

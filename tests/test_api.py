@@ -1416,6 +1416,19 @@ def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_
     assert (out, t) == (4.0, 2.0)
     out, t = mg.jvp(lambda a, i: a[i].sum(), (np.arange(4.0), [1, 3]), (np.ones(4), None))  # (a list: ecommerce)
     assert (out, t) == (4.0, 2.0)
+
+    def running(p, state):  # (normflows: a dict of running statistics, None for its tangent: every leaf constant)
+        state["mean"] *= 0.9
+        state["mean"] += 0.1 * p
+        return np.sum(p ** 2 * state["mean"])
+
+    p, plain = np.array([1.0, 2.0]), {"mean": np.ones(2)}
+    want = running(p, plain)
+    state = {"mean": np.ones(2)}
+    out, t = mg.jvp(running, (p, state), (np.ones(2), None))
+    # by hand: mean = 0.9 + 0.1 p, d/dp_i (p_i^2 (0.9 + 0.1 p_i)) = 1.8 p_i + 0.3 p_i^2, summed over p = (1, 2)
+    assert out == want and t == 1.8 * 3 + 0.3 * 5
+    np.testing.assert_array_equal(state["mean"], plain["mean"])  # (the dict ends as a plain call leaves it)
     with pytest.raises(TypeError, match=r"integer value 3 at .*test_api.py:\d+"):  # (a tangent given for it: refused)
         mg.jvp(lambda a, n: a * n, (2.0, 3), (1.0, 1.0))
     for call in (lambda: mg.grad(lambda x: (x * x, 1), has_aux="no"), lambda: mg.jvp(np.sin, (1.0,), (1.0,), has_aux=1),

@@ -680,10 +680,10 @@ def compared_in_a_test(frame, convert) -> bool:
 
 def _tests_of_name(tree, call):
     """The ways, for each read of the name that ``call``'s result is assigned to (``err = float(np.max(r))``),
-    in which the read reaches a test alone or is formatted (an f-string's field, an argument of ``print``): a
-    list per read (see :func:`_tests_of`), or [] where one read goes elsewhere (``h *= (tol / err) ** 0.2``: a
-    derivative the conversion would lose), or the name is not a local of a function (the chromatography tester:
-    ``while err > tol:`` after it)."""
+    in which the read reaches a test alone or is printed (:func:`_printed`): a list per read (see
+    :func:`_tests_of`), or [] where one read goes elsewhere (``h *= (tol / err) ** 0.2``: a derivative the
+    conversion would lose), the name is not a local of a function, or the function reads its names
+    dynamically (the chromatography tester: ``while err > tol:`` after it)."""
     stmt = next((n for n in ast.walk(tree) if type(n) in (ast.Assign, ast.AnnAssign) and n.value is call), None)
     targets = [] if stmt is None else stmt.targets if type(stmt) is ast.Assign else [stmt.target]
     if len(targets) != 1 or type(targets[0]) is not ast.Name:

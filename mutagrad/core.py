@@ -3088,6 +3088,8 @@ _ITERATIVE_SOLVERS = frozenset(("lsqr", "lsmr"))  # (the Krylov solvers of squar
 _ODE_SOLVERS = frozenset(("solve_ivp", "odeint", "ode", "RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"))
 
 
+_PIECEWISE_CUBICS = frozenset(("CubicSpline", "PPoly", "PchipInterpolator", "Akima1DInterpolator",
+                               "CubicHermiteSpline"))
 _SPLINE_COEFFICIENTS = (
     " For a piecewise-cubic spline SciPy already made from plain data (CubicSpline, PPoly), evaluate its own "
     "coefficients: k = np.clip(np.searchsorted(s.x, t) - 1, 0, len(s.x) - 2); d = t - s.x[k]; ((s.c[0, k] * d + "
@@ -6586,7 +6588,7 @@ def _scipy_escape(caller):
                      + (f"mutagrad.scipy.{sub}.{name} is the same function, differentiated (docs/coverage.md "
                         "lists the others)." if ours == "twin" else
                         "the same names, differentiated where docs/coverage.md lists them."))
-            if sub == "interpolate" and ours == "twin":  # (an interpolant SciPy already made: its coefficients)
+            if sub == "interpolate" and name in _PIECEWISE_CUBICS:  # (one SciPy already made: its coefficients)
                 extra += _SPLINE_COEFFICIENTS
         elif sub == "sparse" and _scipy_rewrite(sub, name):  # (csgraph's routines)
             extra = _scipy_rewrite(sub, name)

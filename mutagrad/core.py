@@ -3107,6 +3107,13 @@ def _scipy_rewrite(sub, name):
     short = name.rsplit(".", 1)[-1]
     if sub == "signal" and short in _SIGNAL_REWRITES:
         return " " + _SIGNAL_REWRITES[short]
+    if sub == "signal" and (name.startswith("windows.") or short == "get_window"):
+        return (" SciPy computes its windows on plain numbers: write the window's formula with NumPy operations of "
+                "the traced parameter, which are differentiated (a Tukey window of M samples and taper alpha: "
+                "n = np.arange(M); w = np.ones(M); edge = n < alpha * (M - 1) / 2, w = np.where(edge, 0.5 * (1 + "
+                "np.cos(np.pi * (2 * n / (alpha * (M - 1)) - 1))), w) and its mirror image at the end), and pass "
+                "the samples as the window (mutagrad.scipy.signal's welch, periodogram, csd and coherence take "
+                "traced samples); or mg.stop_gradient of the parameter.")
     if sub == "fftpack" and short in ("rfft", "irfft"):
         return (f" scipy.fftpack.{short} packs its real spectrum in its own order (r0, r1, i1, r2, i2...); "
                 f"scipy.fft.{short}(...) (complex bins) computes the same transform and is differentiated: "
@@ -5106,6 +5113,9 @@ class ScalarTracer(Tracer):
             raise TypeError(f"must be real number, not {self.dtype.type.__name__}")
         if self._plain_constant():  # (no print exception: math.floor is not among the printing calls)
             return getattr(math, name)(bottom(self))
+        err = _scipy_escape(sys._getframe(2))  # (SciPy's own math.floor of a traced argument: scipy.signal's
+        if err is not None:  # windows.tukey(M, alpha), the spectral2 tester: named by the SciPy function)
+            raise err
         raise escape_error(f"math.{name}(x)", TracerEscapeError,  # (an integer: the buffer advice does not apply)
                            f" Use np.{name}(x), a traced value whose derivative is zero (as math.{name}'s, "
                            f"between the jumps); for an index (a grid cell, j = math.{name}(x / dx)), "

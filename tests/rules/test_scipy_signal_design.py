@@ -386,3 +386,37 @@ def test_scipys_own_functions_on_traced_arrays_name_ours(name, call):
     with pytest.raises(mg.TracerEscapeError) as e:
         mg.grad(lambda x: np.sum(call(x)))(np.linspace(0.1, 0.9, 16))
     assert f"mutagrad.scipy.signal.{name} is the same function, differentiated" in str(e.value)
+
+
+@pytest.mark.parametrize("scaling", ["density", "spectrum"])
+def test_a_window_given_as_traced_samples_is_differentiated(scaling):
+    # (the spectral2 tester: a learned window was refused, with advice to use the function it called) welch,
+    # periodogram, csd and coherence take the window's samples traced; against central differences of SciPy's own
+    rng = np.random.default_rng(4983)
+    sig, other = rng.standard_normal(96), rng.standard_normal(96)
+    w0 = np.hanning(24) + 0.1
+
+    def loss(w, m):
+        return (np.sum(np.log(m.welch(sig, window=w, nperseg=24, scaling=scaling)[1]))
+                + np.sum(m.periodogram(sig[:24], window=w, scaling=scaling)[1] ** 0.5)
+                + np.sum(np.abs(m.csd(sig, other, window=w, nperseg=24, scaling=scaling)[1]))
+                + np.sum(m.coherence(sig, other, window=w, nperseg=24)[1]))
+
+    np.testing.assert_allclose(mg.value_and_grad(loss)(w0, mss)[0], loss(w0, ss), rtol=1e-12)
+    want = numerical_grad(lambda w: loss(w, ss), (w0,), (0,))[0]
+    np.testing.assert_allclose(mg.grad(loss)(w0, mss), want, rtol=1e-6, atol=1e-8)
+    d = rng.standard_normal(24)
+    np.testing.assert_allclose(mg.jvp(lambda w: loss(w, mss), (w0,), (d,))[1], want @ d, rtol=1e-6)
+
+
+def test_a_window_with_a_traced_parameter_names_the_samples_rewrite():
+    sig = np.random.default_rng(4984).standard_normal(64)
+    with pytest.raises(mg.NoRuleError, match=r"window 'kaiser' with a traced parameter.*np\.i0\(beta"):
+        mg.grad(lambda b: np.sum(mss.welch(sig, window=("kaiser", b), nperseg=16)[1]))(4.0)
+    M, beta = 16, 4.0  # (the rewrite it names: SciPy's periodic window)
+    samples = np.i0(beta * np.sqrt(1 - (2 * np.arange(M) / M - 1) ** 2)) / np.i0(beta)
+    np.testing.assert_allclose(samples, ss.get_window(("kaiser", beta), M), atol=1e-15)
+    # a window function of scipy.signal.windows with a traced parameter (math.floor inside SciPy: named as such)
+    with pytest.raises(mg.TracerEscapeError, match=r"windows\.tukey.*a Tukey window of M samples") as info:
+        mg.grad(lambda a: np.sum(mss.windows.tukey(32, a)))(0.4)
+    assert "math.floor(x) at" not in str(info.value)

@@ -18,8 +18,9 @@ derivatives follow and their values are SciPy's to rounding (its own call when n
 * ``savgol_coeffs`` (in ``delta``) and ``savgol_filter`` (in ``x``, ``delta`` and ``cval``): SciPy's
   least squares (np.linalg.lstsq of its plain matrices), ndimage's convolve1d and, for
   mode='interp', its polynomial fits of the edges.
-* ``periodogram``, ``welch``, ``csd`` and ``coherence`` (in the signals and ``fs``): the segments of
-  SciPy's ShortTimeFFT (detrend 'constant', 'linear', a function or none), its scaled window (plain),
+* ``periodogram``, ``welch``, ``csd`` and ``coherence`` (in the signals, ``fs`` and a window given as its
+  samples): the segments of SciPy's ShortTimeFFT (detrend 'constant', 'linear', a function or none), its
+  scaled window (a named window's plain; a (name, parameter) window with a traced parameter is refused),
   scipy.fft's transforms, the one-sided bins doubled, the 'mean' or 'median' over the segments. SciPy's
   own call on the plain values checks the arguments first (its errors and warnings).
 """
@@ -1062,9 +1063,22 @@ def _csd(x, y, same, fs, window, nperseg, noverlap, nfft, detrend, return_onesid
     ss = _ss()
     px = np.asarray(bottom(_dense(x)))
     py = px if same else np.asarray(bottom(_dense(y)))
+    traced_window = _window_traced(window)
+    if traced_window and isinstance(window, tuple):
+        from ...errors import NoRuleError, user_line
+
+        raise NoRuleError(
+            f"scipy.signal's window {window[0]!r} with a traced parameter at {user_line()}: SciPy computes its "
+            "windows on plain numbers. Pass the window's samples as an array, written with NumPy operations of "
+            "the traced parameter, which is differentiated: the periodic Kaiser window of M samples that a name "
+            "gives is np.i0(beta * np.sqrt(1 - (2 * np.arange(M) / M - 1) ** 2)) / np.i0(beta); or pass "
+            "mg.stop_gradient of the parameter.")
+    if traced_window:  # (a window given as traced samples: a learned window, differentiated)
+        window = _dense(window)
     # SciPy's own call on the plain values: its checks (errors, warnings) and its frequencies
-    f, plain = ss.csd(px, py, fs=bottom(fs), window=window, nperseg=nperseg, noverlap=noverlap, nfft=nfft,
-                      detrend=detrend, return_onesided=return_onesided, scaling=scaling, axis=axis, average=average)
+    f, plain = ss.csd(px, py, fs=bottom(fs), window=bottom(window) if traced_window else window, nperseg=nperseg,
+                      noverlap=noverlap, nfft=nfft, detrend=detrend, return_onesided=return_onesided,
+                      scaling=scaling, axis=axis, average=average)
     if px.size == 0 or py.size == 0:
         return f, plain
     axis = int(axis)
@@ -1075,7 +1089,7 @@ def _csd(x, y, same, fs, window, nperseg, noverlap, nfft, detrend, return_onesid
         nperseg = min(int(nperseg) if nperseg is not None else 256, n)
         win = ss.get_window(window, nperseg)
     else:
-        win = np.asarray(window)
+        win = window if traced_window else np.asarray(window)
         nperseg = len(win) if nperseg is None else nperseg
     nfft = int(nfft) if nfft is not None else nperseg
     noverlap = int(noverlap) if noverlap is not None else nperseg // 2
@@ -1087,8 +1101,11 @@ def _csd(x, y, same, fs, window, nperseg, noverlap, nfft, detrend, return_onesid
     sft = ss.ShortTimeFFT(win, hop, bottom(fs), fft_mode="onesided" if onesided else "twosided", mfft=nfft,
                           scale_to={"spectrum": "magnitude", "density": "psd"}[scaling], phase_shift=None)
     scaled = sft.win
+    if traced_window:  # (SciPy's scaled window, of the traced samples: ShortTimeFFT.scale_to)
+        scaled = (win * (1 / np.sqrt(np.sum(np.real(win) ** 2 + np.imag(win) ** 2) / (1 / fs)))
+                  if scaling == "density" else win / np.sum(win))
     if isinstance(fs, Tracer):  # (SciPy's factors, with T = 1 / fs traced)
-        if scaling == "density":
+        if scaling == "density" and not traced_window:
             scaled = win * (1 / np.sqrt(sum(win.real ** 2 + win.imag ** 2) / (1 / fs)))
         T = 1 / fs
         k = np.arange(nfft // 2 + 1) if onesided else np.concatenate(
@@ -1127,6 +1144,12 @@ def _csd(x, y, same, fs, window, nperseg, noverlap, nfft, detrend, return_onesid
     return f, _as(np.real(pxy) if same else pxy, plain.dtype)
 
 
+def _window_traced(window) -> bool:
+    """Whether ``window`` holds traced values (samples, or a (name, parameter) tuple)."""
+    parts = window if isinstance(window, (tuple, list)) else (window,)
+    return any(isinstance(w, Tracer) or (isinstance(w, (list, tuple)) and _traced(*w)) for w in parts)
+
+
 def csd(x, y, fs=1.0, window="hann_periodic", nperseg=None, noverlap=None, nfft=None, detrend="constant",
         return_onesided=True, scaling="density", axis=-1, average="mean"):
     """``scipy.signal.csd``: the cross power spectral density (Welch), differentiated in ``x``, ``y`` and ``fs``.
@@ -1137,7 +1160,7 @@ def csd(x, y, fs=1.0, window="hann_periodic", nperseg=None, noverlap=None, nfft=
     >>> g  # Pxy[0] = sum(x) sum(y) / (fs n)
     array([1., 1., 1., 1.])
     """
-    if not _traced(x, y, fs):
+    if not (_traced(x, y, fs) or _window_traced(window)):
         return _ss().csd(x, y, fs, window, nperseg, noverlap, nfft, detrend, return_onesided, scaling, axis,
                          average)
     return _csd(x, y, y is x, fs, window, nperseg, noverlap, nfft, detrend, return_onesided, scaling, axis, average)
@@ -1153,7 +1176,7 @@ def welch(x, fs=1.0, window="hann_periodic", nperseg=None, noverlap=None, nfft=N
     >>> mg.grad(f)(np.ones(8))  # the mean over 2 segments of sum(segment)² / 4
     array([1., 1., 1., 1., 1., 1., 1., 1.])
     """
-    if not _traced(x, fs):
+    if not (_traced(x, fs) or _window_traced(window)):
         return _ss().welch(x, fs, window, nperseg, noverlap, nfft, detrend, return_onesided, scaling, axis, average)
     return _csd(x, x, True, fs, window, nperseg, noverlap, nfft, detrend, return_onesided, scaling, axis, average)
 
@@ -1167,7 +1190,7 @@ def periodogram(x, fs=1.0, window="boxcar", nfft=None, detrend="constant", retur
     >>> mg.grad(lambda x: periodogram(x, detrend=False)[1][0])(np.ones(4))  # sum(x)² / 4
     array([2., 2., 2., 2.])
     """
-    if not _traced(x, fs):
+    if not (_traced(x, fs) or _window_traced(window)):
         return _ss().periodogram(x, fs, window, nfft, detrend, return_onesided, scaling, axis)
     x = _dense(x)
     if np.size(x) == 0:
@@ -1199,7 +1222,7 @@ def coherence(x, y, fs=1.0, window="hann_periodic", nperseg=None, noverlap=None,
     >>> bool(np.allclose(g, 0.0))
     True
     """
-    if not _traced(x, y, fs):
+    if not (_traced(x, y, fs) or _window_traced(window)):
         return _ss().coherence(x, y, fs, window, nperseg, noverlap, nfft, detrend, axis)
     kw = {"fs": fs, "window": window, "nperseg": nperseg, "noverlap": noverlap, "nfft": nfft, "detrend": detrend,
           "axis": axis}

@@ -1564,6 +1564,9 @@ def _call(level, fun, args, kwargs=None):
             if caught is not None:
                 raise caught
         _check_still_locked(level)
+        if type(out) in _CONTAINERS:  # (an argument's container returned: `return state`; the sync below puts
+            leaves, tree = tree_flatten(out)  # plain values back into it, and the output needs its traced
+            out = tree_unflatten(tree, leaves)  # ones: a new container of the same leaves, regress108)
         return out
     except DifferentiationError:
         raise

@@ -1429,6 +1429,19 @@ def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_
     # by hand: mean = 0.9 + 0.1 p, d/dp_i (p_i^2 (0.9 + 0.1 p_i)) = 1.8 p_i + 0.3 p_i^2, summed over p = (1, 2)
     assert out == want and t == 1.8 * 3 + 0.3 * 5
     np.testing.assert_array_equal(state["mean"], plain["mean"])  # (the dict ends as a plain call leaves it)
+
+    def returned(x, state):  # (regress108: the argument's container returned had its leaves made plain first)
+        state["buf"][:] = x ** 2
+        return state
+
+    x, v = np.array([0.3, 0.1, -0.4]), np.array([1.0, -2.0, 0.5])
+    for container, t0 in (({"buf": np.zeros(3)}, None), ({"buf": np.zeros(3)}, {"buf": None})):
+        out, t = mg.jvp(returned, (x, container), (v, t0))
+        np.testing.assert_array_equal(t["buf"], 2 * x * v)  # (by hand)
+        np.testing.assert_array_equal(out["buf"], x ** 2)
+        np.testing.assert_array_equal(container["buf"], x ** 2)  # (the caller's dict: a plain call's values)
+    out, t = mg.jvp(lambda x, L: (L[0].__setitem__(slice(None), x ** 2), L)[1], (x, [np.zeros(3)]), (v, None))
+    np.testing.assert_array_equal(t[0], 2 * x * v)
     with pytest.raises(TypeError, match=r"integer value 3 at .*test_api.py:\d+"):  # (a tangent given for it: refused)
         mg.jvp(lambda a, n: a * n, (2.0, 3), (1.0, 1.0))
     for call in (lambda: mg.grad(lambda x: (x * x, 1), has_aux="no"), lambda: mg.jvp(np.sin, (1.0,), (1.0,), has_aux=1),

@@ -840,9 +840,23 @@ def _poly_args(*ps):
 
 
 def _trim_leading(p):
-    """np.poly1d's coefficients: leading zeros dropped ([0] if nothing is left)."""
+    """np.poly1d's coefficients: leading zeros dropped ([0] if nothing is left). Traced zeros dropped leave
+    their derivative NotImplemented, as np.poly1d's own trim does (shape._np_trim_zeros: a plain [0] in place
+    of a traced zero polynomial lost it silently, regress108's np.poly1d(0.0) * q and scipy's lagrange)."""
     nz = np.flatnonzero(bottom(p))
-    return p[nz[0]:] if nz.size else np.zeros(1, bottom(p).dtype)
+    start = nz[0] if nz.size else len(p)
+    if start == 0 or (len(p) == 1 and not isinstance(p, Tracer)):
+        return p
+    if not isinstance(p, Tracer):
+        return p[start:] if nz.size else np.zeros(1, bottom(p).dtype)
+    from .shape import _trimmed_p
+
+    kept = p[start:] if nz.size else p[-1:] + 0.0  # (all zero: the constant term, +0.0 as NumPy's [0])
+    dropped = p[:min(start, len(p) - 1)]
+    if not len(dropped):
+        return kept  # (a zero constant is kept: nothing dropped)
+    # (NotImplemented along the dropped coefficients' tangents alone: zeros by a constant factor stay exact)
+    return kept + bind(_trimmed_p, (dropped,), {"shape": tuple(np.shape(kept))})
 
 
 def _np_polymul(args, kwargs):

@@ -970,9 +970,15 @@ def _np_trim_zeros(args, kwargs):
         # leading coefficient's derivative is x**n, which was dropped silently), but not through the trim,
         # whose length would change; -0.0 keeps every bit of the slice. All zero: poly1d would put a plain
         # [0.] in place of the empty slice (and its refusal): [0.] here, traced (regress46)
+        dropped = filt
         if not np.size(res) and nd == 1 and fb.size:
-            res = filt[-1:] - filt[-1:]  # (0.0, as NumPy's: +0 whatever the zero's sign)
-        res = res + bind(_trimmed_p, (filt,), {"shape": tuple(np.shape(res))})
+            res = filt[-1:] + 0.0  # (the constant term, 0.0 as NumPy's [0]: +0 whatever the zero's sign)
+            if fb.size == 1:  # (a zero constant, np.poly1d(0.0): nothing dropped, its derivative kept; regress108)
+                return res
+            dropped = filt[:-1]
+        elif nd == 1 and trim == "f":  # (poly1d's: the leading ones; NotImplemented along their tangents alone)
+            dropped = filt[:fb.size - np.size(res)]
+        res = res + bind(_trimmed_p, (dropped,), {"shape": tuple(np.shape(res))})
     return res
 
 

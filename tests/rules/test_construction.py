@@ -758,6 +758,14 @@ def test_poly1d_with_a_leading_zero_coefficient_is_refused():
     x = np.array([0.3, -1.2, 2.0])
     assert isinstance(mg.grad(lambda c: np.sum(np.poly1d(c)(x)))(np.zeros(3)), mg.NotImplementedTangent)
     assert np.array_equal(mg.vjp(lambda c: np.poly1d(c).coeffs, -np.zeros(3))[0], np.poly1d(-np.zeros(3)).coeffs)
+    # a zero constant polynomial drops nothing: its derivative is kept (by hand: d/dc of the constant c is 1); a
+    # product whose leading coefficients are 0 drops them, and is refused, not a silent 0 (regress108: np.poly1d
+    # (0.0) * q, and scipy's lagrange with a zero datum, got 0 where the derivative is 1)
+    assert mg.grad(lambda c: np.poly1d(c)(2.0))(0.0) == 1.0
+    assert mg.jvp(lambda c: np.poly1d(c)(2.0), (0.0,), (1.0,))[1] == 1.0
+    g = mg.grad(lambda c: (np.poly1d(c) * np.poly1d([1.0, -1.0]))(2.0))(0.0)
+    assert isinstance(g, mg.NotImplementedTangent) and "np.polyval(c, x)" in g.message
+    assert mg.grad(lambda c: (np.poly1d(c) * np.poly1d([1.0, -1.0]))(2.0))(0.5) == 1.0  # (x - 1 at 2)
     # a trim the values do not depend on (zeros by a constant factor) stays differentiated
     m = np.array([0.0, 1.0, 1.0])
     np.testing.assert_allclose(mg.grad(lambda a: np.sum(np.trim_zeros(a * m) ** 2))(np.array([0.5, 2.0, 3.0])),

@@ -2560,8 +2560,10 @@ def _constant_by_tangent(p, t) -> bool:
         return True
     if t is None and type(p) in (list, tuple) and p and all(_integer_valued(q) for q in tree_flatten(p)[0]):
         return True  # (a list of indices, `mg.jvp(f, (u, [0, 2]), (v, None))`: the ecommerce tester)
-    if t is None and type(p) in (dict, list, tuple):
-        return True  # (a container with None for its tangent, a state dict: every leaf a constant; normflows)
+    if t is None and (type(p) in (dict, list, tuple) or tree_flatten(p)[0] != [p]):
+        # (a container with None for its tangent, a state dict, a namedtuple or dataclass of arrays: every leaf a
+        # constant; normflows, regress108)
+        return True
     if isinstance(p, (float, complex, np.inexact)):
         # (a float number: as grad passes one it does not differentiate, plain; int(f / 100) of a frequency held
         # fixed was refused by jvp, not by grad: the audiosynth tester)

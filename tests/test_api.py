@@ -1442,6 +1442,9 @@ def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_
         np.testing.assert_array_equal(container["buf"], x ** 2)  # (the caller's dict: a plain call's values)
     out, t = mg.jvp(lambda x, L: (L[0].__setitem__(slice(None), x ** 2), L)[1], (x, [np.zeros(3)]), (v, None))
     np.testing.assert_array_equal(t[0], 2 * x * v)
+    Pair = namedtuple("Pair", "a b")  # (regress108: a namedtuple's None tangent was a structure error)
+    out, t = mg.jvp(lambda x, p: np.sum(x * p.a) + p.b, (x, Pair(np.ones(3), 2.0)), (v, None))
+    assert t == np.sum(v)  # (by hand: d/dx of sum(x * 1))
     with pytest.raises(TypeError, match=r"integer value 3 at .*test_api.py:\d+"):  # (a tangent given for it: refused)
         mg.jvp(lambda a, n: a * n, (2.0, 3), (1.0, 1.0))
     for call in (lambda: mg.grad(lambda x: (x * x, 1), has_aux="no"), lambda: mg.jvp(np.sin, (1.0,), (1.0,), has_aux=1),

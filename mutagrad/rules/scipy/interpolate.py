@@ -1110,7 +1110,10 @@ class interp1d(_si.interp1d):
             idx = np.clip(np.searchsorted(self._x_shift, tp, side=self._side), 1 - self._ind, n - self._ind)
             y_new = self._y[idx.astype(np.intp) + self._ind - 1]
         elif call is _si.interp1d._call_spline:
-            y_new = self._spline(x_new)
+            spline = self._spline
+            if not isinstance(spline, BSpline):  # (SciPy's own, of plain data: called at traced points, regress108)
+                spline = BSpline(spline.t, spline.c, spline.k, extrapolate=spline.extrapolate, axis=spline.axis)
+            y_new = spline(x_new)
         else:  # (_call_nan_spline: NaN in the data)
             y_new = np.full(np.shape(tp) + np.shape(self._y)[1:], np.nan)
         if not self._extrapolate:

@@ -9,7 +9,7 @@ import pytest
 
 import mutagrad as mg
 import mutagrad.numpy as mnp
-from mutagrad.testing import check_grads
+from mutagrad.testing import check_grads, numerical_grad
 from tests._oracles import fd_hessian
 
 si = pytest.importorskip("scipy.interpolate")
@@ -291,3 +291,17 @@ def test_grid_values_and_nu():
     # a length-one axis, as SciPy takes it (index -1: the single value)
     g1 = (GRID[0], np.array([0.5]))
     check_grads(lambda v, x0: msi.interpn(g1, v, np.stack([x0, np.full(4, 0.5)], axis=1)), V[:, :1, 0], XI[:4, 0])
+
+
+@pytest.mark.parametrize("kind", ["slinear", "quadratic", "cubic", "zero", "linear"])
+def test_interp1d_of_plain_data_at_traced_points(kind):
+    # (regress108) the spline kinds built on plain data hold SciPy's own BSpline, which refused traced points;
+    # against central differences of SciPy's own interp1d
+    xs = np.array([0.0, 0.4, 1.1, 1.5, 2.2, 3.0, 3.4])
+    ys = np.sin(xs) + 0.3 * xs
+    t = np.array([0.1, 0.7, 1.7, 2.9])
+    f = msi.interp1d(xs, ys, kind=kind)
+    plain = si.interp1d(xs, ys, kind=kind)
+    want = numerical_grad(lambda t: np.sum(plain(t) ** 2), (t,), (0,))[0]
+    np.testing.assert_allclose(mg.grad(lambda t: np.sum(f(t) ** 2))(t), want, rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(mg.vjp(f, t)[0], plain(t))

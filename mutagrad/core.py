@@ -6763,11 +6763,18 @@ def _calling_scipy(frame):
         elif mine is not None and mine is getattr(theirs_mod, key, None):
             ours = "passthrough"  # mutagrad.scipy re-exports it as it is: no advice to switch
         elif "." in name.replace("(...)", "") and name.rsplit(".", 1)[1] not in getattr(
-                mine, "METHODS", (name.rsplit(".", 1)[1],)):
-            ours = "passthrough"  # a method mutagrad's distribution hands to SciPy's (rvs, fit, entropy...)
+                mine, "METHODS", _own_names(mine) if isinstance(mine, type) else (name.rsplit(".", 1)[1],)):
+            # a method mutagrad's distribution hands to SciPy's (rvs, fit, entropy...), or one a subclass of
+            # SciPy's (mutagrad.scipy.interpolate's BSpline) inherits from it (construct_fast: splinefit)
+            ours = "passthrough"
         elif mine is not None:
             ours = "twin"  # mutagrad.scipy's own function of that name, differentiated
     return name, sub, ours
+
+
+def _own_names(cls):
+    """The attributes mutagrad's class ``cls`` (a subclass of SciPy's) defines itself, not inherited from SciPy."""
+    return frozenset(k for c in cls.__mro__ if (c.__module__ or "").startswith("mutagrad") for k in vars(c))
 
 
 _FunctionType = types.FunctionType

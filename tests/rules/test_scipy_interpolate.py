@@ -305,3 +305,14 @@ def test_interp1d_of_plain_data_at_traced_points(kind):
     want = numerical_grad(lambda t: np.sum(plain(t) ** 2), (t,), (0,))[0]
     np.testing.assert_allclose(mg.grad(lambda t: np.sum(f(t) ** 2))(t), want, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(mg.vjp(f, t)[0], plain(t))
+
+
+def test_a_classmethod_inherited_from_scipy_is_named_as_scipys_own():
+    # (splinefit) BSpline.construct_fast of traced coefficients was told to use the function it called
+    t = np.r_[[0.0] * 4, 1.0, [2.0] * 4]
+    with pytest.raises(mg.TracerEscapeError, match=r"BSpline\.construct_fast is SciPy's own function, passed "
+                                                   r"through without a derivative rule"):
+        mg.grad(lambda c: np.sum(msi.BSpline.construct_fast(t, c, 3)(np.array([0.5, 1.5]))))(np.ones(5))
+    # the class itself is differentiated in its coefficients (by hand: B-splines sum to 1 inside the knots)
+    np.testing.assert_allclose(mg.grad(lambda c: np.sum(msi.BSpline(t, c, 3)(np.array([0.5, 1.5]))))(np.ones(5)).sum(),
+                               2.0)

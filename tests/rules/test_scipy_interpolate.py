@@ -316,3 +316,20 @@ def test_a_classmethod_inherited_from_scipy_is_named_as_scipys_own():
     # the class itself is differentiated in its coefficients (by hand: B-splines sum to 1 inside the knots)
     np.testing.assert_allclose(mg.grad(lambda c: np.sum(msi.BSpline(t, c, 3)(np.array([0.5, 1.5]))))(np.ones(5)).sum(),
                                2.0)
+
+
+def test_regular_grid_spline_values_are_scipys_own_solvers():
+    # (regress108, splinefit) 'cubic' on a regular grid: SciPy solves iteratively (gcrotmk, atol 1e-6), and the
+    # traced value was the exact spline's, not SciPy's; now SciPy's own value, bit for bit, with or without a
+    # solver given, while the derivative is the exact spline's (against central differences with spsolve)
+    ssl = pytest.importorskip("scipy.sparse.linalg")
+    rng = np.random.default_rng(4985)
+    grid = (np.linspace(0.0, 1.0, 7), np.linspace(0.0, 2.0, 8))
+    v = rng.standard_normal((7, 8))
+    xi = np.array([[0.31, 0.77], [0.62, 1.45]])
+    for kw in ({}, {"solver": ssl.spsolve}, {"solver_args": {"atol": 1e-3}}):
+        f = lambda v, kw=kw: msi.RegularGridInterpolator(grid, v, method="cubic", **kw)(xi)
+        np.testing.assert_array_equal(mg.vjp(f, v)[0], si.RegularGridInterpolator(grid, v, method="cubic", **kw)(xi))
+    exact = lambda v: np.sum(si.RegularGridInterpolator(grid, v, method="cubic", solver=ssl.spsolve)(xi))
+    np.testing.assert_allclose(mg.grad(lambda v: np.sum(msi.RegularGridInterpolator(grid, v, method="cubic")(xi)))(v),
+                               numerical_grad(exact, (v,), (0,))[0], rtol=1e-6, atol=1e-9)

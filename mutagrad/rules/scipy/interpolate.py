@@ -35,6 +35,7 @@ import numpy as np
 import scipy.interpolate as _si
 
 from ...core import Tracer, bottom
+from ..reductions import _with_value
 from .linalg import _has_tracer, _plain
 from .sparse import _dense
 
@@ -1154,10 +1155,9 @@ class RegularGridInterpolator(_si.RegularGridInterpolator):
     extrapolates the edge cells) and 'nearest' (a gather: derivative in ``values`` only), as SciPy
     computes them; the spline methods with the interpolating spline of ``make_interp_spline``:
     'slinear_legacy', 'cubic_legacy', 'quintic_legacy' and 'pchip' point by point as SciPy does,
-    and 'slinear', 'cubic', 'quintic' (SciPy: an iterative sparse solve, scipy.sparse.linalg.gcrotmk
-    with atol=1e-6, so SciPy's own values differ from the exact interpolant's by up to its tolerance;
-    equal to rounding with ``solver=scipy.sparse.linalg.spsolve``) as the tensor-product
-    interpolating spline, made axis by axis, with ``nu``. Cell indices from the plain values, as
+    and 'slinear', 'cubic', 'quintic' as the tensor-product interpolating spline, made axis by axis,
+    with ``nu``: its values SciPy's own (SciPy solves for the spline iteratively, scipy.sparse.linalg.gcrotmk
+    to atol=1e-6 by default, or with the ``solver`` given), its derivatives the exact spline's. Cell indices from the plain values, as
     SciPy finds them. The object is SciPy's, made from the plain values, holding the traced
     arrays; a call with nothing traced is SciPy's own.
 
@@ -1218,6 +1218,9 @@ class RegularGridInterpolator(_si.RegularGridInterpolator):
             result = self._recursive(safe, method)
         else:
             result = _ndspline_eval(self._grid, self._values, self._SPLINE_DEGREE_MAP[method], safe, nu)
+            # SciPy's values are its solver's (gcrotmk to atol 1e-6 by default, or the one given): its own
+            # spline's, made from the plain values, at the plain points; the derivatives the exact spline's
+            result = _with_value(result, lambda: self._plain_spline(method)(np.asarray(bottom(safe)), nu=nu))
         trail = np.shape(self._values)[ndim:]
         mask = nans
         if not self.bounds_error and self.fill_value is not None:
@@ -1229,6 +1232,14 @@ class RegularGridInterpolator(_si.RegularGridInterpolator):
         if mask.any():
             result = np.where(_column(mask, np.ndim(result)), np.nan, result)
         return np.reshape(result, xi_shape[:-1] + trail)
+
+    def _plain_spline(self, method):
+        """SciPy's NdBSpline of the plain values for ``method`` (the one __init__ made, with its solver)."""
+        if method == self.method and getattr(self, "_spline", None) is not None:
+            return self._spline
+        plain = _si.RegularGridInterpolator(tuple(np.asarray(bottom(g)) for g in self._grid),
+                                            np.asarray(bottom(self._values)), method=method)
+        return plain._spline
 
     def _cells(self, xi, method):
         """find_indices, then _evaluate_linear (or the 2-d fast path's sum) or _evaluate_nearest."""

@@ -6617,7 +6617,7 @@ def _scipy_escape(caller):
                      "are differentiated; for a matrix that depends on traced values, use a dense array "
                      "(np.zeros_like(x, shape=...) filled by index writes, np.add.at).")
         else:
-            extra = _scipy_hint(sub, name)
+            extra = _scipy_hint(sub, name) + _metric_called(caller, name)
         what = f"scipy{'.' + sub if sub else ''} function {name} (plain Python that converts its arguments " \
                "with np.asarray)"
         if name == "validate_graph":  # (named by the user's call, where its source tells)
@@ -6627,6 +6627,18 @@ def _scipy_escape(caller):
                     "converts its arguments with np.asarray)")
         return escape_error(what, TracerEscapeError, extra, specific=True)  # (a conversion: nothing is written)
     return None
+
+
+def _metric_called(frame, name) -> str:
+    """For cdist / pdist: the formula of the metric the call names (its frame's ``metric``), or ""."""
+    if name not in ("cdist", "pdist"):
+        return ""
+    f = frame
+    while f is not None and f.f_code.co_name != name:
+        f = f.f_back
+    metric = f.f_locals.get("metric") if f is not None else None
+    formula = _METRICS.get(metric) if type(metric) is str else None
+    return f" The metric {metric!r} of two vectors u, v is {formula}." if formula else ""
 
 
 def _scipy_inside(frame) -> bool:

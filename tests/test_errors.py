@@ -1943,6 +1943,8 @@ def test_scipy_distance_and_ode_messages_lead_with_the_numpy_rewrite():
     msg = _raises(lambda X: np.sum(spatial.cdist(X, X, "sqeuclidean")), X, mg.TracerEscapeError)
     assert "u = A[:, None, :], v = B[None, :, :]" in msg and "np.sum((u - v) ** 2, axis=-1)" in msg
     assert "cityblock np.sum(np.abs(u - v), axis=-1)" in msg and "mnp.zeros" not in msg
+    msg = _raises(lambda X: np.sum(spatial.cdist(X, X, metric="canberra")), X, mg.TracerEscapeError)
+    assert "The metric 'canberra' of two vectors u, v is np.sum(np.abs(u - v) / (np.abs(u) + np.abs(v)))" in msg
 
     def rewritten(X):  # the rewrite it names, against SciPy's values and central differences
         u, v = X[:, None, :], X[None, :, :]

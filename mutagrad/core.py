@@ -5655,10 +5655,14 @@ def _leftover_hint(target, frame):
     obj = _resolve_name(array, frame)
     if not (isinstance(obj, Tracer) and obj._level.closed):
         return ""
-    return (f" `{array}` holds an array an earlier differentiation made (on an earlier call, inside the "
-            "function) and left behind: once that differentiation ended it holds plain values, which a "
-            "later one cannot write traced values into. Make the buffer inside the function on every "
-            "call, or pass it as an argument.")
+    from .errors import SpecificHint
+
+    # (the cause alone: the buffer advice, mnp.zeros, is what made it: the rnea tester's cached workspace)
+    return SpecificHint(
+        f" `{array}` holds an array an earlier differentiation made (on an earlier call, inside the function, "
+        "with mnp.zeros or of traced values) and left behind: once that differentiation ended it holds plain "
+        "values, which a later one cannot write traced values into. Make the buffer inside the function on "
+        "every call, or pass it as an argument.")
 
 
 def _local_base(name, frame):

@@ -5208,6 +5208,7 @@ def test_write_into_a_buffer_an_earlier_differentiation_left_says_so():
     np.testing.assert_array_equal(mg.grad(s.loss)(h), 2 * h)
     msg = _raises(s.loss, h, mg.WriteToPlainArrayError)
     assert "`self.work` holds an array an earlier differentiation made" in msg and "on every call" in msg
+    assert "create it with mnp.zeros" not in msg  # (the cause alone, not the advice that made it: rnea)
 
     class Accumulating(Solver):
         def loss(self, h):

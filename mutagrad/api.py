@@ -197,7 +197,9 @@ def _check_leaf_kind(x, where):
     raise TypeError(f"{where}: cannot differentiate with respect to a value of type {type(x).__name__} "
                     f"(at {user_line()}): only float or complex arrays and numbers (or containers of them) "
                     "have derivatives (not a random generator, an object, a callback): pass it as an argument "
-                    "that is not differentiated, or leave it out of argnums.")
+                    "that is not differentiated, or leave it out of argnums; for an object holding arrays (a "
+                    "model's parameters), register its class as a container with "
+                    "mutagrad.pytree.register_pytree, or pass its arrays (a dict of them).")
 
 
 def _wrap_leaf(level, x, name):
@@ -1757,9 +1759,12 @@ def _finish_leaf(g, info):
 
 
 def _normalize_argnums(argnums):
-    if isinstance(argnums, (int, np.integer)):
+    def index(a):  # (not a bool: argnums=True was taken as 1, apisurface4)
+        return isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+
+    if index(argnums):
         return (int(argnums),), True
-    if isinstance(argnums, (tuple, list)) and all(isinstance(a, (int, np.integer)) for a in argnums):
+    if isinstance(argnums, (tuple, list)) and all(index(a) for a in argnums):
         return tuple(int(a) for a in argnums), False
     raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
 

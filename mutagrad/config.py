@@ -93,4 +93,6 @@ class config(metaclass=_ConfigType):
         scoped = _SCOPED.get()
         if scoped is not None and name in scoped:
             return scoped[name]
+        if name not in _OPTIONS:  # (a bare KeyError: apisurface4)
+            raise ValueError(f"mg.config has no option {name!r}; its options are {sorted(_OPTIONS)}")
         return _OPTIONS[name]

@@ -2762,3 +2762,20 @@ def test_forward_jacobian_of_several_arguments_with_in_place_updates():
         c = np.cos((a + 1) * b)
         np.testing.assert_allclose(Ja, c * b, rtol=1e-12)
         np.testing.assert_allclose(Jb, c * (a + 1), rtol=1e-12)
+
+
+def test_argnums_of_a_bool_an_unknown_option_and_an_unregistered_class_are_named():
+    # (apisurface4) argnums=True was taken as 1; mg.config.get of an unknown name was a bare KeyError; a class
+    # holding arrays was refused without naming register_pytree
+    for a in (True, (0, False)):
+        with pytest.raises(TypeError, match="argnums must be an int or a tuple of ints"):
+            mg.grad(lambda x, y: x * y, argnums=a)(1.0, 2.0)
+    with pytest.raises(ValueError, match=r"mg.config has no option 'foo'; its options are \['strict'\]"):
+        mg.config.get("foo")
+
+    class Model:
+        def __init__(self, w):
+            self.w = w
+
+    with pytest.raises(TypeError, match="register_pytree"):
+        mg.grad(lambda m: np.sum(m.w ** 2))(Model(np.ones(2)))

@@ -2149,7 +2149,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
     _check_plain_aliases(level)
     _warn_cached(level, out, _name)
     out_leaves, out_tree = tree_flatten(out)
-    _check_outputs(out_leaves, _name)
+    _check_outputs(out_leaves, _name, out)
     out_vals = _unwrap_level(out, level)
     storages = _storages_of(level, infos)
     # what the caller can still write into: the arguments, the outputs, aux and mg.value views
@@ -2669,7 +2669,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         with user_fp_state():  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         out_leaves, out_tree = tree_flatten(out)
-        _check_outputs(out_leaves, _name)
+        _check_outputs(out_leaves, _name, out)
         _check_plain_aliases(level)  # (a tangent read after plain code changed the argument unseen)
         if _run_group is None:
             _warn_cached(level, out, _name)
@@ -3127,19 +3127,23 @@ def _holds_tracer(v) -> bool:
     return t is _ndarray and v.dtype == object and any(_holds_tracer(u) for u in v.flat)
 
 
-def _check_outputs(leaves, api):
+def _check_outputs(leaves, api, out=None):
     """The outputs of vjp, jvp and jacobian (which call them, under its name): numbers and arrays in
     the containers mutagrad looks into (an object it does not know, holding traced values, would get
-    zero derivatives silently)."""
+    zero derivatives silently). ``out``: the output itself, whose leaves' paths name them."""
+    def named(k):  # (output['name'], not output leaf 2: apisurface4)
+        paths = leaf_paths(out) if out is not None else ()
+        return f"output{paths[k]}" if len(paths) == len(leaves) and paths[k] else f"output leaf {k}"
+
     for k, o in enumerate(leaves):
         if type(o) is _ndarray and o.dtype == object and _holds_tracer(o):
             raise TypeError(
-                f"{api}: output leaf {k} is an array of dtype object holding traced values (mnp.vectorize with "
+                f"{api}: {named(k)} is an array of dtype object holding traced values (mnp.vectorize with "
                 "otypes=[object], np.empty(n, dtype=object) filled with them): an object array carries no "
                 "derivative. Return a numeric array of them (mnp.array(list(a)), otypes=[float]).")
         if not isinstance(o, (Tracer, _ndarray, np.generic, float, int, complex, bool, NotImplementedTangent)):
             raise TypeError(
-                f"{api}: output leaf {k} is a {type(o).__name__}, not a number or an array: its derivative "
+                f"{api}: {named(k)} is a {type(o).__name__}, not a number or an array: its derivative "
                 "cannot be given. mutagrad looks into tuples, lists, dicts (OrderedDict and defaultdict too), "
                 "namedtuples and dataclasses: return the values in one of those (or register the container "
                 "with mutagrad.pytree.register_pytree), or return other values as aux (has_aux=True).")

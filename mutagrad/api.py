@@ -1566,9 +1566,11 @@ def _call(level, fun, args, kwargs=None):
             if caught is not None:
                 raise caught
         _check_still_locked(level)
-        if type(out) in _CONTAINERS:  # (an argument's container returned: `return state`; the sync below puts
-            leaves, tree = tree_flatten(out)  # plain values back into it, and the output needs its traced
-            out = tree_unflatten(tree, leaves)  # ones: a new container of the same leaves, regress108)
+        if type(out) not in _NOT_OBJECTS:  # (an argument's container returned, `return state`, a dict or a
+            leaves, tree = tree_flatten(out)  # dataclass: the sync below puts plain values back into it, and the
+            if not (len(leaves) == 1 and leaves[0] is out):  # output needs its traced ones: a new container of
+                # the same leaves; regress108/109)
+                out = tree_unflatten(tree, leaves)
         return out
     except DifferentiationError:
         raise
@@ -2557,6 +2559,12 @@ _LD_BYTES = 10 if np.finfo(np.longdouble).nmant == 63 else _LD_ITEM
 # Forward mode
 
 
+def _a_container(p) -> bool:
+    """Whether ``p`` is a pytree container (a namedtuple, a dataclass, a registered class), not a leaf."""
+    leaves = tree_flatten(p)[0]
+    return not (len(leaves) == 1 and leaves[0] is p)
+
+
 def _constant_by_tangent(p, t) -> bool:
     """Whether jvp may pass primal ``p`` as a constant: a plain float array or number whose tangent
     ``t`` is a symbolic zero or all zeros of its shape; an integer or boolean one (a count, an
@@ -2565,7 +2573,7 @@ def _constant_by_tangent(p, t) -> bool:
         return True
     if t is None and type(p) in (list, tuple) and p and all(_integer_valued(q) for q in tree_flatten(p)[0]):
         return True  # (a list of indices, `mg.jvp(f, (u, [0, 2]), (v, None))`: the ecommerce tester)
-    if t is None and (type(p) in (dict, list, tuple) or tree_flatten(p)[0] != [p]):
+    if t is None and (type(p) in (dict, list, tuple) or _a_container(p)):
         # (a container with None for its tangent, a state dict, a namedtuple or dataclass of arrays: every leaf a
         # constant; normflows, regress108)
         return True

@@ -1442,6 +1442,22 @@ def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_
         np.testing.assert_array_equal(container["buf"], x ** 2)  # (the caller's dict: a plain call's values)
     out, t = mg.jvp(lambda x, L: (L[0].__setitem__(slice(None), x ** 2), L)[1], (x, [np.zeros(3)]), (v, None))
     np.testing.assert_array_equal(t[0], 2 * x * v)
+    @dataclasses.dataclass
+    class State:
+        u: np.ndarray
+        k: float
+
+    def step(s):  # (regress109: a dataclass argument returned itself: every derivative 0)
+        s.u *= s.k
+        return s
+
+    u0 = np.array([0.1, 0.2, 0.4])
+    _, t = mg.jvp(step, (State(u0.copy(), 3.0),), (State(np.ones(3), 0.0),))
+    np.testing.assert_array_equal(t.u, [3.0, 3.0, 3.0])  # (by hand: d(k u)/du = k)
+    _, pull = mg.vjp(step, State(u0.copy(), 3.0))
+    ct = pull(State(np.ones(3), 0.0))[0]
+    np.testing.assert_allclose(ct.u, [3.0, 3.0, 3.0])
+    np.testing.assert_allclose(ct.k, np.sum(u0))  # (d(sum(k u))/dk = sum(u))
     Pair = namedtuple("Pair", "a b")  # (regress108: a namedtuple's None tangent was a structure error)
     out, t = mg.jvp(lambda x, p: np.sum(x * p.a) + p.b, (x, Pair(np.ones(3), 2.0)), (v, None))
     assert t == np.sum(v)  # (by hand: d/dx of sum(x * 1))

@@ -1076,8 +1076,8 @@ def _csd(x, y, same, fs, window, nperseg, noverlap, nfft, detrend, return_onesid
     if traced_window:  # (a window given as traced samples: a learned window, differentiated)
         window = _dense(window)
     # SciPy's own call on the plain values: its checks (errors, warnings) and its frequencies
-    f, plain = ss.csd(px, py, fs=bottom(fs), window=bottom(window) if traced_window else window, nperseg=nperseg,
-                      noverlap=noverlap, nfft=nfft, detrend=detrend, return_onesided=return_onesided,
+    f, plain = ss.csd(px, py, fs=bottom(fs), window=np.array(bottom(window)) if traced_window else window,
+                      nperseg=nperseg, noverlap=noverlap, nfft=nfft, detrend=detrend, return_onesided=return_onesided,
                       scaling=scaling, axis=axis, average=average)
     if px.size == 0 or py.size == 0:
         return f, plain
@@ -1098,8 +1098,9 @@ def _csd(x, y, same, fs, window, nperseg, noverlap, nfft, detrend, return_onesid
         x, y = (v if np.shape(v)[axis] == n else np.concatenate(
             (v, np.zeros(_with(np.shape(v), axis, n - np.shape(v)[axis]))), axis=axis) for v in (x, y))
     hop = nperseg - noverlap
-    sft = ss.ShortTimeFFT(win, hop, bottom(fs), fft_mode="onesided" if onesided else "twosided", mfft=nfft,
-                          scale_to={"spectrum": "magnitude", "density": "psd"}[scaling], phase_shift=None)
+    # (a copy of the window: SciPy makes the one it is given read-only, the caller's array; regress109)
+    sft = ss.ShortTimeFFT(np.array(bottom(win)), hop, bottom(fs), fft_mode="onesided" if onesided else "twosided",
+                          mfft=nfft, scale_to={"spectrum": "magnitude", "density": "psd"}[scaling], phase_shift=None)
     scaled = sft.win
     if traced_window:  # (SciPy's scaled window, of the traced samples: ShortTimeFFT.scale_to)
         scaled = (win * (1 / np.sqrt(np.sum(np.real(win) ** 2 + np.imag(win) ** 2) / (1 / fs)))

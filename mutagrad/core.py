@@ -3200,6 +3200,13 @@ def _scipy_rewrite(sub, name):
         return (" Call the product the operator wraps on the traced vector yourself (the matvec function given "
                 "to LinearOperator, or A @ x for the matrix it was made from), which is differentiated where it "
                 "is written with NumPy operations.")
+    if sub == "sparse.linalg" and short == "LinearOperator":  # (its dtype found by a product with zeros)
+        return (" Without dtype=, SciPy finds a LinearOperator's dtype by applying its matvec to a zero vector, "
+                "as plain numbers: a matvec that computes with traced values (a preconditioner of a traced "
+                "matrix) is refused there. Give it dtype=float (or the traced values' dtype): "
+                "mutagrad.scipy.sparse.linalg's Krylov solvers take a preconditioner that computes with traced "
+                "values (its values: a preconditioner shapes the iteration, not the solution); an operator A "
+                "that does must be a traced dense matrix.")
     if sub == "sparse.linalg" and short in _ITERATIVE_SOLVERS:
         return (f" mutagrad.scipy.sparse.linalg differentiates the Krylov solvers of square systems (cg, gmres, "
                 f"bicgstab, minres...), not {short}: for the least-squares solution solve the normal equations, "

@@ -426,6 +426,14 @@ def test_an_operator_without_rmatvec():
     want = numerical_grad(lambda p: W @ plain_scaled(p), (p0,), (0,))[0]
     np.testing.assert_allclose(mg.grad(lambda p: W @ scaled(p))(p0), want, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(W @ mg.jacobian(scaled, mode="fwd")(p0), want, rtol=1e-6, atol=1e-9)
+    # without dtype=, SciPy applies the matvec to zeros to find it: refused there, naming dtype= (regress109)
+    def untyped(b):
+        d = np.diag(NONSYM) * (1.0 + 0.0 * b[0])
+        P = ssl.LinearOperator((N, N), matvec=lambda v: v / d)
+        return W @ solve(mssl, "gmres", NONSYM, b, M=P)
+
+    with pytest.raises(mg.TracerEscapeError, match=r"Give it dtype=float"):
+        mg.grad(untyped)(B)
     # an A computing with traced values is refused, naming the operator and the dense rewrite
     def traced_operator(k):
         op = ssl.LinearOperator((N, N), matvec=lambda v: k * (SPD @ v), dtype=float)

@@ -1566,11 +1566,12 @@ def _call(level, fun, args, kwargs=None):
             if caught is not None:
                 raise caught
         _check_still_locked(level)
-        if type(out) not in _NOT_OBJECTS:  # (an argument's container returned, `return state`, a dict or a
-            leaves, tree = tree_flatten(out)  # dataclass: the sync below puts plain values back into it, and the
-            if not (len(leaves) == 1 and leaves[0] is out):  # output needs its traced ones: a new container of
-                # the same leaves; regress108/109)
-                out = tree_unflatten(tree, leaves)
+        if type(out) not in _NOT_OBJECTS and _a_container(out):
+            # (an argument's container returned, `return state`, a dict or a dataclass: the sync below puts plain
+            # values back into it, and the output needs its traced ones: a new container of the same leaves;
+            # regress108/109)
+            leaves, tree = tree_flatten(out)
+            out = tree_unflatten(tree, leaves)
         return out
     except DifferentiationError:
         raise

@@ -197,9 +197,10 @@ def _check_leaf_kind(x, where):
     raise TypeError(f"{where}: cannot differentiate with respect to a value of type {type(x).__name__} "
                     f"(at {user_line()}): only float or complex arrays and numbers (or containers of them) "
                     "have derivatives (not a random generator, an object, a callback): pass it as an argument "
-                    "that is not differentiated, or leave it out of argnums; for an object holding arrays (a "
-                    "model's parameters), register its class as a container with "
-                    "mutagrad.pytree.register_pytree, or pass its arrays (a dict of them).")
+                    "that is not differentiated, or leave it out of argnums"
+                    + ("; for an object holding arrays (a model's parameters), register its class as a container "
+                       "with mutagrad.pytree.register_pytree, or pass its arrays (a dict of them)."
+                       if hasattr(x, "__dict__") and not callable(x) else "."))
 
 
 def _wrap_leaf(level, x, name):
@@ -2079,7 +2080,7 @@ def _warn_cached(level, out, name):
     order (``level.order_at``) and the output is not all zeros: a point a bisection on plain brackets chose
     (the neuralode tester). Where the output carries a derivative: if a differentiated array compared equal
     to a plain array of its values (``level.cache_key_at``), a cached term beside another (warnnoise2)."""
-    where = level.equality_at
+    where = level.equality_at or level.value_at
     if where is None and level.order_at is None:
         return
     leaves = tree_flatten(out)[0]
@@ -2108,9 +2109,11 @@ def _warn_cached(level, out, name):
             "values (docs/errors.md); if the output is piecewise constant (a count, a step), the zero is right."),
             every=True)
         return
+    how = ("compared a differentiated value for equality" if level.equality_at is not None else
+           "took the plain value of a differentiated one (mg.value, a cache's key)")
     warn_at(user_frame(sys._getframe(1)), (
         f"{name}: the function's output carries no derivative of the differentiated arguments, so its "
-        f"derivative is zero, and the function compared a differentiated value for equality at "
+        f"derivative is zero, and the function {how} at "
         f"{line_text(where)}: if that returns a value kept from an earlier call when the arguments compare equal "
         "(a cache, as scipy.optimize's MemoizeJac), the kept value is a plain number without derivative and "
         "the zero is wrong. Compute the output inside the differentiation (skip or clear the cache there); "

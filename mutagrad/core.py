@@ -982,6 +982,9 @@ class Level:
     # derivative then may be a point chosen by comparisons from plain values, a bisection's (api._warn_cached)
     order_at = None
     cache_key_at = None  # (where a differentiated array compared equal to a plain one: note_cache_key)
+    # where it took the plain value of a differentiated one (mg.value(x)): an output with no derivative then may
+    # be a cached value keyed on it (`cache[mg.value(p).tobytes()]`: the sensitivity tester; api._warn_cached)
+    value_at = None
     every = False  # vjp and jvp, which take no argnums: a value is passed in as a primal (a zero tangent: a constant)
 
     def __init__(self):
@@ -7333,6 +7336,7 @@ def value(x):
         return _opaque(x, "mg.value")
     if isinstance(x, Tracer) and not x._level.closed:
         _refuse_in_a_rule(x, "mg.value")
+        note_equality((x,), "value_at")
     b = bottom(x)
     if isinstance(b, _ndarray):
         t = x

@@ -7064,3 +7064,30 @@ def test_object_arrays_of_traced_values_name_their_fixes():
     # the fixes the messages give: 2 x / 3 (the mean's) and 1 (the sum's), by hand
     np.testing.assert_allclose(mg.grad(lambda x: np.mean(np.stack(filled(x).tolist())))(x), 2 * x / 3)
     np.testing.assert_allclose(mg.grad(lambda x: filled(x).sum() / 3)(x), 2 * x / 3)
+
+
+def test_a_cache_keyed_on_the_plain_value_of_an_argument_warns():
+    # (the sensitivity tester) `cache[mg.value(p).tobytes()]`, filled by a plain call: the differentiated call
+    # returned the plain kept value, derivative 0, silently; now it warns, naming mg.value's line. Oracle: central
+    # differences of the same function with the cache cleared (its true derivative)
+    cache = {}
+
+    def model(p):
+        key = mg.value(p).tobytes()
+        if key in cache:
+            return cache[key]
+        y = np.sin(p) * p
+        cache[key] = y
+        return y
+
+    p = np.array([0.3, 0.7])
+    model(p)
+    with pytest.warns(UserWarning, match=r"took the plain value of a differentiated one \(mg.value, a cache's key\)"):
+        g = mg.grad(lambda q: np.sum(model(q)))(p)
+    assert np.all(g == 0.0)  # (what the warning is about)
+    cache.clear()
+    want = np.sin(p) + p * np.cos(p)  # (by hand)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a derivative that reaches the output: quiet)
+        cache.clear()
+        np.testing.assert_allclose(mg.grad(lambda q: np.sum(model(q) * 1.0))(p), want)

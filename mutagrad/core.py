@@ -3203,6 +3203,12 @@ def _scipy_rewrite(sub, name):
         return (" Call the product the operator wraps on the traced vector yourself (the matvec function given "
                 "to LinearOperator, or A @ x for the matrix it was made from), which is differentiated where it "
                 "is written with NumPy operations.")
+    if sub == "sparse.linalg" and short in ("eigsh", "eigs", "svds", "lobpcg"):
+        return (" For eigenpairs of a matrix that depends on traced values, form it dense and use "
+                "np.linalg.eigh(A) (the k smallest: w, V = np.linalg.eigh(A); w[:k], V[:, :k]), np.linalg.eig, "
+                "or np.linalg.svd for svds: differentiated where the eigenvalues "
+                "(singular values) are distinct; a constant sparse matrix's eigenpairs need no derivative "
+                "(mg.stop_gradient).")
     if sub == "sparse.linalg" and short == "LinearOperator":  # (its dtype found by a product with zeros)
         return (" Without dtype=, SciPy finds a LinearOperator's dtype by applying its matvec to a zero vector, "
                 "as plain numbers: a matvec that computes with traced values (a preconditioner of a traced "

@@ -7091,3 +7091,14 @@ def test_a_cache_keyed_on_the_plain_value_of_an_argument_warns():
         warnings.simplefilter("error")  # (a derivative that reaches the output: quiet)
         cache.clear()
         np.testing.assert_allclose(mg.grad(lambda q: np.sum(model(q) * 1.0))(p), want)
+
+
+def test_sparse_eigensolvers_of_traced_values_name_the_dense_rewrite():
+    # (spectralembedding) eigsh of a traced matrix offered only mg.stop_gradient; the rewrite it names, against
+    # the sum of the two smallest eigenvalues' derivative by hand (A * p: d/dp of p (w0 + w1) is w0 + w1)
+    ssl = pytest.importorskip("scipy.sparse.linalg")
+    A = np.diag(np.arange(1.0, 7.0)) + 0.1
+    msg = _raises(lambda p: np.sum(ssl.eigsh(A * p, k=2, which="SA")[0]), 1.0, mg.TracerEscapeError)
+    assert "w, V = np.linalg.eigh(A); w[:k], V[:, :k]" in msg
+    w = np.linalg.eigvalsh(A)
+    np.testing.assert_allclose(mg.grad(lambda p: np.sum(np.linalg.eigh(A * p)[0][:2]))(1.0), w[0] + w[1])

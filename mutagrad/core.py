@@ -4526,8 +4526,13 @@ class Tracer:
         return (1, 0)  # (DLPack's CPU)
 
     def __array_namespace__(self, *, api_version=None):
-        """NumPy's namespace (array API code: ``xp = x.__array_namespace__()``), whose functions take traced arrays."""
-        return _ndarray.__array_namespace__(_NO_VALUES, api_version=api_version)
+        """The array API namespace of array API code (``xp = x.__array_namespace__()``): mutagrad.numpy, NumPy's
+        names whose creation functions (xp.asarray, xp.zeros, xp.empty...) make traced arrays, as NumPy's own
+        functions take them (NumPy's namespace refused xp.asarray(x) and made plain buffers: numpy2api)."""
+        _ndarray.__array_namespace__(_NO_VALUES, api_version=api_version)  # (NumPy's check of the version)
+        from . import numpy as mnp
+
+        return mnp
 
     @property
     def device(self):

@@ -6376,13 +6376,25 @@ def test_the_statistics_module_of_traced_values_names_numpys_twin(name, twin):
 
 
 def test_array_api_namespace_and_raw_memory_attributes_of_a_traced_array():
-    # array-API code asks the array for its namespace: NumPy's, whose functions take traced arrays
+    # array-API code asks the array for its namespace: mutagrad.numpy, NumPy's names whose creation functions
+    # make traced arrays (xp.asarray(x), xp.zeros(...) written into: numpy2api; NumPy's refused them)
     # (d/dx sum(sin(x)^2) = sin(2x), by hand); the raw-memory protocols are refused with the fix named
     # (they were bare AttributeErrors), and their absence is what NumPy's conversions and hasattr see
     x = np.array([0.3, 0.7, 0.5])
     np.testing.assert_allclose(mg.grad(lambda x: np.sum(x.__array_namespace__().sin(x) ** 2))(x), np.sin(2 * x),
                                rtol=1e-14)
-    assert mg.grad(lambda x: (x.__array_namespace__(api_version="2023.12") is np) * np.sum(x))(x).tolist() == [1.0] * 3
+    assert mg.grad(lambda x: (x.__array_namespace__(api_version="2023.12") is mnp) * np.sum(x))(x).tolist() == [1.0] * 3
+
+    def generic(x):  # (array API style: its first line, and a buffer made by the namespace)
+        xp = x.__array_namespace__()
+        x = xp.asarray(x, dtype=xp.float64)
+        buf = xp.zeros(x.shape, dtype=x.dtype)
+        buf[...] = xp.sin(x)
+        return xp.sum(buf ** 2)
+
+    np.testing.assert_allclose(mg.grad(generic)(x), np.sin(2 * x), rtol=1e-14)
+    with pytest.raises(ValueError):  # (NumPy's check of the version)
+        mg.grad(lambda x: np.sum(x) * (x.__array_namespace__(api_version="1999.01") is mnp))(x)
     for get, cls, what in [(lambda x: x.__array_interface__["data"][0], mg.errors.TracedAttributeError,
                             "x.__array_interface__"),
                            (lambda x: x.__array_struct__, mg.errors.TracedAttributeError, "x.__array_struct__"),

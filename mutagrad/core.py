@@ -467,6 +467,17 @@ def note_equality(args, attr="equality_at"):
             x = x._value
 
 
+def note_plain_read(x):
+    """Note, on the open levels tracing ``x`` (a traced value without derivative there: np.round(x, 8) of an
+    argument), where the program read its plain numbers (x.tobytes(), x.tolist()): an output with no derivative
+    then may be a cached value keyed on them (`cache[np.round(x, 8).tobytes()]`: regress111; api._warn_cached)."""
+    while isinstance(x, Tracer):
+        lv = x._level
+        if lv.value_at is None and not lv.closed and not compared_by_mutagrad(sys._getframe(1)):
+            lv.value_at = user_place()
+        x = x._value
+
+
 _DISPATCH_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _DISPATCH_FILES = frozenset(_DISPATCH_DIR + name for name in (
     "core.py", "tape.py", "forward.py", "runs.py", "registry.py", os.path.join("rules", "elementwise.py")))
@@ -4469,6 +4480,7 @@ class Tracer:
 
     def tolist(self):
         if self._may_convert():
+            note_plain_read(self)
             return bottom(self).tolist()
         self._check_thread("x.tolist()")
         raise escape_error("x.tolist() of a traced array (a list of plain numbers)", TracerEscapeError,
@@ -4478,6 +4490,7 @@ class Tracer:
 
     def tobytes(self, *a, **k):
         if self._plain_constant():
+            note_plain_read(self)
             return bottom(self).tobytes(*a, **k)
         raise escape_error("x.tobytes()")
 

@@ -7097,6 +7097,20 @@ def test_a_cache_keyed_on_the_plain_value_of_an_argument_warns():
     with pytest.warns(UserWarning, match=r"took the plain value of a differentiated one \(mg.value, a cache's key\)"):
         g = mg.grad(lambda q: np.sum(model(q)))(p)
     assert np.all(g == 0.0)  # (what the warning is about)
+    # keys read from a value without derivative (regress111): rounded, or mg.stop_gradient's
+    for key_of in (lambda q: np.round(q, 8).tobytes(), lambda q: tuple(np.round(q, 8).tolist()),
+                   lambda q: mg.stop_gradient(q).tobytes()):
+        kept = {}
+
+        def keyed(q, key_of=key_of, kept=kept):
+            key = key_of(q)
+            if key not in kept:
+                kept[key] = np.sin(q) * q
+            return kept[key]
+
+        keyed(p)
+        with pytest.warns(UserWarning, match=r"took the plain value of a differentiated one"):
+            assert np.all(mg.grad(lambda q, keyed=keyed: np.sum(keyed(q)))(p) == 0.0)
     cache.clear()
     want = np.sin(p) + p * np.cos(p)  # (by hand)
     with warnings.catch_warnings():

@@ -18,6 +18,7 @@ import mutagrad.scipy.linalg as msl
 from mutagrad.errors import UnsupportedInputError
 from mutagrad.pytree import tree_flatten
 from mutagrad.testing import numerical_grad
+from tests._oracles import fd_hessian
 from tests.rules._draws import Draws
 
 _d = Draws(5011)
@@ -111,18 +112,6 @@ def assert_values(msl_fn, sl_fn, args, rtol=0.0, atol=0.0):
             np.testing.assert_array_equal(g, w)
         else:
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
-
-
-def _second_differences(f, x, h=1e-3):
-    """The Hessian of the plain scalar function ``f`` at ``x`` (a vector) by second central
-    differences of f itself."""
-    e = h * np.eye(x.size)
-    hess = np.empty((x.size, x.size))
-    for i in range(x.size):
-        for j in range(i, x.size):
-            hess[i, j] = hess[j, i] = (f(x + e[i] + e[j]) - f(x + e[i] - e[j]) - f(x - e[i] + e[j])
-                                       + f(x - e[i] - e[j])) / (4 * h * h)
-    return hess
 
 
 def _both(name, call):
@@ -297,7 +286,7 @@ def test_hessians_against_second_differences(name, call, args):
     def f(mod):
         return lambda t: sum(np.real(np.sum(w * y)) for w, y in zip(weights, _leaves(call(mod, *_unflat(t, args)))))
 
-    want = _second_differences(f(sl), theta)
+    want = fd_hessian(f(sl), theta, h=1e-3)
     np.testing.assert_allclose(mg.hessian(f(msl))(theta), want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(mg.jacobian(mg.grad(f(msl)), mode="rev")(theta), want, rtol=1e-4, atol=1e-5)
 

@@ -228,23 +228,32 @@ def _held(name):
     return property(get, put)
 
 
-class _TracedPPoly:
-    """PPoly's methods for coefficients or breakpoints that may be traced: its own where
-    nothing is (the next class in the method order: SciPy's)."""
+class _TracedCall:
+    """A piecewise polynomial's call at points: SciPy's where nothing is traced (the next class in the method
+    order), else ``_traced_evaluate`` of the flat points with NumPy operations, shaped as SciPy shapes the result."""
 
     def _is_traced(self):
-        return isinstance(self._c, Tracer) or isinstance(self._x, Tracer)
-
-    c = _held("_c")
-    x = _held("_x")
+        return any(isinstance(getattr(self, name), Tracer) for name in self._HELD)
 
     def __call__(self, x, nu=0, extrapolate=None):
         if not (self._is_traced() or _traced(x)):
             return super().__call__(x, nu, extrapolate)
         if extrapolate is None:
             extrapolate = self.extrapolate
-        t, t_shape = _points(x)
-        return _finish(_ppoly_eval(self._c, self._x, t, nu, extrapolate), t_shape, self.axis)
+        points, shape = _points(x)
+        return _finish(self._traced_evaluate(points, nu, extrapolate), shape, self.axis)
+
+
+class _TracedPPoly(_TracedCall):
+    """PPoly's methods for coefficients or breakpoints that may be traced: its own where
+    nothing is (the next class in the method order: SciPy's)."""
+
+    _HELD = ("_c", "_x")
+    c = _held("_c")
+    x = _held("_x")
+
+    def _traced_evaluate(self, t, nu, extrapolate):
+        return _ppoly_eval(self._c, self._x, t, nu, extrapolate)
 
     def derivative(self, nu=1):
         if not self._is_traced():
@@ -756,7 +765,7 @@ def _bspline(cls, t, c, k, extrapolate, axis):
     return self
 
 
-class BSpline(_si.BSpline):
+class BSpline(_TracedCall, _si.BSpline):
     """``scipy.interpolate.BSpline``, differentiated in ``c``, the knots ``t`` and the points.
 
     Evaluation (``nu``, ``extrapolate`` incl. 'periodic'), ``derivative``, ``antiderivative`` and
@@ -785,19 +794,12 @@ class BSpline(_si.BSpline):
         self._t, self._c, self.k = _as(t, np.float64), c, plain.k
         self.extrapolate, self.axis, self._asarray = plain.extrapolate, plain.axis, np.asarray
 
-    def _is_traced(self):
-        return isinstance(self._c, Tracer) or isinstance(self._t, Tracer)
-
+    _HELD = ("_c", "_t")
     t = _held("_t")
     c = _held("_c")
 
-    def __call__(self, x, nu=0, extrapolate=None):
-        if not (self._is_traced() or _traced(x)):
-            return super().__call__(x, nu, extrapolate)
-        if extrapolate is None:
-            extrapolate = self.extrapolate
-        xs, x_shape = _points(x)
-        return _finish(_bspl_eval(self._t, self._c, self.k, xs, nu, extrapolate), x_shape, self.axis)
+    def _traced_evaluate(self, xs, nu, extrapolate):
+        return _bspl_eval(self._t, self._c, self.k, xs, nu, extrapolate)
 
     def derivative(self, nu=1):
         if not self._is_traced():

@@ -4355,7 +4355,10 @@ class Tracer:
     def _may_convert(self):
         """A conversion to plain values (float(x), np.asarray(x), x.item()...) is allowed: of a
         pristine constant, or in a statement that only prints or logs (its caller's caller)."""
-        return self._plain_constant() or printing_statement(sys._getframe(2))
+        if self._plain_constant():
+            note_plain_read(self)  # (float(np.round(t, 8)), a cache's key: see note_plain_read)
+            return True
+        return printing_statement(sys._getframe(2))
 
     def _plain_constant(self):
         t = live(self)

@@ -7099,7 +7099,8 @@ def test_a_cache_keyed_on_the_plain_value_of_an_argument_warns():
     assert np.all(g == 0.0)  # (what the warning is about)
     # keys read from a value without derivative (regress111): rounded, or mg.stop_gradient's
     for key_of in (lambda q: np.round(q, 8).tobytes(), lambda q: tuple(np.round(q, 8).tolist()),
-                   lambda q: mg.stop_gradient(q).tobytes()):
+                   lambda q: mg.stop_gradient(q).tobytes(), lambda q: float(np.round(np.sum(q), 8)),
+                   lambda q: np.round(q[0], 8).item()):  # (regress112: float() and .item() of a rounded value)
         kept = {}
 
         def keyed(q, key_of=key_of, kept=kept):

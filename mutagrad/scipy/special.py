@@ -26,7 +26,11 @@ from ..rules.scipy.special import (  # noqa: F401
 
 
 def __getattr__(name):
-    return getattr(_sp, name)
+    # (SciPy's own name; with SCIPY_ARRAY_API=1 a ufunc SciPy wraps in a Python function, which converts a
+    # traced array, is the ufunc itself)
+    from ..rules.scipy.special import sp
+
+    return getattr(sp, name)
 
 
 def __dir__():

@@ -720,3 +720,23 @@ def test_lambertw_derivative_of_an_argument_near_the_largest_float():
         for g in (mg.grad(lambda u: sp.lambertw(np.exp(u)).real)(u), mg.jvp(lambda u: sp.lambertw(np.exp(u)).real,
                                                                              (u,), (1.0,))[1]):
             assert g == pytest.approx(w / (1 + w), rel=1e-12)
+
+
+def test_import_and_rules_with_scipys_array_api_switch():
+    # (arrayapi2) with SCIPY_ARRAY_API=1, scipy.special's ufuncs are Python wrappers (gammaln, digamma's psi...):
+    # `import mutagrad` failed registering them; the rules are on the ufuncs, and mutagrad.scipy.special's names
+    # are those ufuncs. Oracle: central differences of the same function, in the same process
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, mutagrad as mg, mutagrad.scipy.special as ss\n"
+            "f = lambda x: np.sum(ss.gammaln(x) + ss.digamma(x) + ss.betainc(2.0, 3.0, x / 10))\n"
+            "x, h = np.array([1.5, 2.5]), 1e-6\n"
+            "fd = np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(2)])\n"
+            "assert np.allclose(mg.grad(f)(x), fd, rtol=1e-6), (mg.grad(f)(x), fd)\n"
+            "print('ok')\n")
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]

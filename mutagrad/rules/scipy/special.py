@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special as sp
+import scipy.special as _scipy_special
 from scipy.special import _ufuncs as _spu  # zeta(x[, q]) is a Python function calling these
 
 from ...core import Tracer, bottom, get_primitive, stop_gradient
@@ -31,6 +31,20 @@ from ...registry import conj_if_complex as _cj
 from ...registry import defelementwise, defnotimplemented, defzero, frule, primitive, rrule, strong_times
 from ...tangents import NoTangent, Thunk, ZeroTangent, is_zero, not_implemented, unbroadcast
 from ..reductions import expand_to
+
+
+class _Special:
+    """scipy.special's names, each its ufunc itself where SciPy wraps one in a Python function (with
+    SCIPY_ARRAY_API=1 gammaln, betainc... are such wrappers, which call the ufunc for NumPy arrays, traced
+    ones too): the rules are registered on the ufuncs (arrayapi2: `import mutagrad` failed)."""
+
+    def __getattr__(self, name):
+        f = getattr(_scipy_special, name)
+        wrapped = getattr(f, "__wrapped__", None)  # (functools.wraps of the ufunc: digamma's is psi)
+        return wrapped if not isinstance(f, np.ufunc) and isinstance(wrapped, np.ufunc) else f
+
+
+sp = _Special()
 
 ZERO = ZeroTangent()
 _2_SQRT_PI = 2.0 / np.sqrt(np.pi)
@@ -112,8 +126,6 @@ def defparametric(fn, nparams, dx, integer=False, why=None, dparams=None):
 def polygamma(n, x):
     """``scipy.special.polygamma``: the n-th derivative of digamma (n an integer)."""
     return sp.polygamma(n, x)
-
-
 
 
 def _polygamma_next(n, x, name):
@@ -1917,8 +1929,6 @@ def _log_softmax_frule(primals, tangents, *, axis=None):
     (x,), (t,) = primals, tangents
     y = _log_softmax(x, axis=axis)
     return y, t - _axis_sum(strong_times(t, np.exp(y)), axis)
-
-
 
 
 # factorial(n, exact=False) = Γ(n + 1), 0 for n < 0 (extend="zero", SciPy's default; extend="complex" is Γ(n + 1)

@@ -71,11 +71,12 @@ def full(shape, fill_value, dtype=None, order="C", **kw):
     return _traced(_np.full(shape, fill_value, dtype, order, **kw))
 
 
-def _like(fn, a, dtype, order, subok, shape, *fill):
-    # a traced ``a``: NumPy's function, dispatched (a traced result at a's levels); a plain one: a traced buffer
+def _like(fn, a, dtype, order, subok, shape, *fill, **kw):
+    # a traced ``a``: NumPy's function, dispatched (a traced result at a's levels); a plain one: a traced buffer.
+    # ``kw``: NumPy's other keywords (device=, which array API code passes: arrayapi2)
     if isinstance(a, _Tracer):
-        return fn(a, *fill, dtype=dtype, order=order, subok=subok, shape=shape)
-    return _traced(fn(a, *fill, dtype=dtype, order=order, subok=subok, shape=shape))
+        return fn(a, *fill, dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+    return _traced(fn(a, *fill, dtype=dtype, order=order, subok=subok, shape=shape, **kw))
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kw):

@@ -6393,6 +6393,14 @@ def test_array_api_namespace_and_raw_memory_attributes_of_a_traced_array():
         return xp.sum(buf ** 2)
 
     np.testing.assert_allclose(mg.grad(generic)(x), np.sin(2 * x), rtol=1e-14)
+
+    def like(x):  # (arrayapi2: xp.zeros_like(..., device=) was mutagrad's internal TypeError)
+        xp = x.__array_namespace__()
+        b = xp.zeros_like(x, device=x.device)
+        b[...] = xp.sin(x)
+        return xp.sum(b ** 2 * xp.ones_like(x, device="cpu"))
+
+    np.testing.assert_allclose(mg.grad(like)(x), np.sin(2 * x), rtol=1e-14)
     with pytest.raises(ValueError):  # (NumPy's check of the version)
         mg.grad(lambda x: np.sum(x) * (x.__array_namespace__(api_version="1999.01") is mnp))(x)
     for get, cls, what in [(lambda x: x.__array_interface__["data"][0], mg.errors.TracedAttributeError,

@@ -3076,6 +3076,14 @@ _EIGH_FUNCTION = ("of a symmetric (Hermitian) matrix: w, V = np.linalg.eigh(a); 
 _LINALG_REWRITES = {
     "funm": "A matrix function " + _EIGH_FUNCTION.format(f="func(w)") + ".",
     "signm": "The matrix sign " + _EIGH_FUNCTION.format(f="np.sign(w)") + ".",
+    **dict.fromkeys(("qz", "ordqz", "schur", "rsf2csf"), (
+        "A (generalized) Schur form's basis of a subspace (Blanchard-Kahn, Klein: the stable eigenvalues) is "
+        "differentiated through its eigenvectors instead: the pencil's eigenpairs w, V = np.linalg.eig("
+        "np.linalg.solve(B, A)) (or of the inverted pencil, np.linalg.solve(A, B), whose eigenvalues are 1/λ, "
+        "where B is singular), the stable ones selected on the plain values, their span V[:, stable]; or solve "
+        "the policy matrix directly by a fixed-point iteration or cyclic reduction on traced values "
+        "(P = -np.linalg.solve(A @ P + B, C) until it converges), which is differentiated. mg.stop_gradient "
+        "would make the policy's derivative zero.")),
     "rq": ("RQ of a square a is QR of its flipped transpose: p = np.flipud(np.eye(n)); q, r = "
            "np.linalg.qr((p @ a).T); R = p @ r.T @ p; Q = p @ q.T (R @ Q == a; SciPy's factors are these up to the "
            "signs of R's columns and Q's rows, as LAPACK leaves them: d = np.sign(np.diag(R)); R * d, d[:, None] * Q "
@@ -3774,6 +3782,11 @@ def _object_operand(what, x):
     carry no derivative."""
     from .errors import TracedTypeError
 
+    solver = _calling_scipy(sys._getframe(1))
+    if solver is not None and solver[1] == "sparse.linalg" and solver[0] in _ITERATIVE_SOLVERS:
+        # (lsmr's np.result_type(A, b) of a traced b: the solver's own message, not its internals': cgls)
+        return TracedTypeError(f"scipy.sparse.linalg.{solver[0]} of a traced array at {user_line()}:"
+                               + _scipy_rewrite("sparse.linalg", solver[0]))
     if scipy_sparse_object(x):
         return TracedTypeError(
             f"{what} of a traced array and a scipy.sparse matrix at {user_line()}: NumPy's functions "

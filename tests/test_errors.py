@@ -7146,3 +7146,19 @@ def test_sparse_eigensolvers_of_traced_values_name_the_dense_rewrite():
     assert "w, V = np.linalg.eigh(A); w[:k], V[:, :k]" in msg
     w = np.linalg.eigvalsh(A)
     np.testing.assert_allclose(mg.grad(lambda p: np.sum(np.linalg.eigh(A * p)[0][:2]))(1.0), w[0] + w[1])
+
+
+def test_qz_and_lsmr_of_traced_values_name_rewrites_that_work():
+    # (dsge) ordqz/qz/schur offered only mg.stop_gradient, which would make a policy's derivative zero; (cgls)
+    # lsmr's refusal spoke of np.result_type. The rewrite named for a pencil: its eigenvalues through solve
+    la = pytest.importorskip("scipy.linalg")
+    mssl = pytest.importorskip("mutagrad.scipy.sparse.linalg")
+    sp = pytest.importorskip("scipy.sparse")
+    A, B = np.eye(3) + 0.1, np.diag([0.5, 2.0, 3.0])
+    msg = _raises(lambda p: np.sum(np.abs(la.ordqz(A * p, B, sort="iuc")[0])), 1.0, mg.TracerEscapeError)
+    assert "cyclic reduction" in msg and "np.linalg.solve(B, A)" in msg
+    lam = la.eigvals(A, B)  # (the pencil's eigenvalues, SciPy's, against those of solve(B, A))
+    np.testing.assert_allclose(np.sort(np.linalg.eigvals(np.linalg.solve(B, A)).real), np.sort(lam.real), rtol=1e-12)
+    msg = _raises(lambda b: np.sum(mssl.lsmr(sp.csr_matrix(2.0 * np.eye(3)), b)[0] ** 2), np.ones(3),
+                  mg.errors.TracedTypeError)
+    assert msg.startswith("scipy.sparse.linalg.lsmr of a traced array") and "cg(A.T @ A, A.T @ b)" in msg

@@ -3710,8 +3710,9 @@ def _refuse_generalized_eig(name, b):
         f"scipy.linalg.{name}(a, b), the generalized eigenproblem A v = λ B v, of traced matrices at "
         f"{user_line()} has no rule in mutagrad. For an invertible b, its eigenvalues (and right eigenvectors, "
         f"up to their normalisation) are those of solve(b, a): mutagrad.scipy.linalg.{name}("
-        "mutagrad.scipy.linalg.solve(b, a)), which is differentiated; for a Hermitian a and a positive "
-        "definite b, mutagrad.scipy.linalg.eigh(a, b).")
+        "mutagrad.scipy.linalg.solve(b, a)), which is differentiated; for a singular b and an invertible a "
+        "(a DSGE model's lead matrix), the inverted pencil: the eigenvalues μ of solve(a, b) are 1/λ, the "
+        "infinite λ at μ = 0; for a Hermitian a and a positive definite b, mutagrad.scipy.linalg.eigh(a, b).")
 
 
 def _square_for_eig(a):

@@ -263,9 +263,7 @@ def asarray(obj, dtype=None, order=None, **kw):
         if copy is False and res is not obj:
             raise ValueError("Unable to avoid copy while creating an array as requested.")
         return res
-    if isinstance(obj, (list, tuple)) and (_has_tracer(obj) or kw.get("copy") is not False):
-        # (a list's values: a new array, traced as mnp.array's, so array API code's xp.asarray([1.0, 0.0])
-        # is a buffer traced values can be written into, as xp.zeros is: arrayapi2)
+    if isinstance(obj, (list, tuple)) and _has_tracer(obj):
         return array(obj, dtype=dtype, order="F" if order == "F" else "K")
     return _np.asarray(obj, dtype=dtype, order=order, **kw)
 

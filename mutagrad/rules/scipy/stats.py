@@ -34,7 +34,7 @@ have no value and may be NaN.
 from __future__ import annotations
 
 import numpy as np
-import scipy.special as sp
+from .special import sp
 
 from ...core import Tracer, bottom, strong_operand
 from ..reductions import _with_value

@@ -34,10 +34,10 @@ have no value and may be NaN.
 from __future__ import annotations
 
 import numpy as np
-from .special import sp
 
 from ...core import Tracer, bottom, strong_operand
 from ..reductions import _with_value
+from .special import sp
 
 _LOG_2 = np.log(2.0)
 _LOG_PI = np.log(np.pi)

@@ -29,6 +29,7 @@ from .core import (
     ScalarTracer,
     Storage,
     Tracer,
+    _LOCK_REFS,
     _bounds_of,
     _carries_derivative,
     _get_ident,
@@ -902,6 +903,8 @@ class _Holdings:
             if probes is not None:
                 probes.read(probes.ATTR, v, "__name__", getattr(v, "__name__", None))
             if (getattr(v, "__name__", "") or "").partition(".")[0] in _INTERNAL_PACKAGES:
+                if v is np.random or (v is np and "random" in self.attrs):  # (np.random.normal: NumPy's global
+                    b.generators[id(np.random.mtrand._rand)] = np.random.mtrand._rand  # generator, drawn from)
                 return
             attrs = vars(v)
             for attr in self.attrs:
@@ -2818,11 +2821,19 @@ def _snapshot_args(args, nums):
         for leaf in tree_flatten(args[n])[0]:
             b = bottom(leaf)
             if isinstance(b, _ndarray):
-                if b.flags.writeable:
+                if b.flags.writeable or _locked_by_a_level(b):
+                    # (read-only while a differentiation holds it, one in another thread too: writable again
+                    # when that ends, and a copy to put back only if a run wrote into it; not put back
+                    # read-only, which left it so for good: the threads tester's two jacobian(mode='fwd'))
                     saved.append((leaf, np.copy(leaf)))
                 else:  # (read-only as given: a run may make it writable and write into it)
                     saved.append((_ReadOnlyArgument(leaf), None))
     return saved
+
+
+def _locked_by_a_level(b) -> bool:
+    refs = _LOCK_REFS.get(id(b))
+    return refs is not None and refs[1] is b
 
 
 class _ReadOnlyArgument:
@@ -2970,8 +2981,13 @@ def _generator_states(fun, args, kwargs):
     what objects among them hold), those the alias search reaches from the function (its names,
     those of the functions it calls, the attributes, items and callbacks of the objects they hold:
     ``self.rng``, ``state["rng"]``, a partial's keyword), and NumPy's legacy global one
-    (np.random.normal...), each once."""
-    found = {id(np.random.mtrand._rand): np.random.mtrand._rand, **_generators_reached(fun, args, kwargs)}
+    (np.random.normal...), each once. With other threads running, NumPy's global one only where the
+    search finds it named (np.random.normal): putting it back rewinds their draws too (the threads
+    tester: a hessian of a function that draws nothing made another thread's np.random.random()
+    repeat); a run that draws from it unseen draws other numbers, and its runs disagree (MutationError)."""
+    found = _generators_reached(fun, args, kwargs)
+    if threading.active_count() == 1:
+        found = {id(np.random.mtrand._rand): np.random.mtrand._rand, **found}
     return [(_GeneratorState(g), None) for g in found.values()]
 
 
@@ -3019,7 +3035,8 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
     before each run, so they end as after one plain call, and so are the
     random generators among the arguments, those ``fun`` reaches by name
     (its globals and closures, the functions it calls, the attributes and
-    items of the objects they hold), and NumPy's global one; other state that ``fun``
+    items of the objects they hold), and NumPy's global one (with other threads running, where ``fun``
+    names ``np.random``); other state that ``fun``
     mutates elsewhere (globals, closures) is mutated by every run,
     and a run that returns other values than the first (state read after
     such a change, fresh random draws), or takes other steps (other indices

@@ -1120,10 +1120,12 @@ class Level:
         st = STATE
         saved = st.ceiling
         st.ceiling = self.index  # (a view at x's levels only: the same storages, an array of its own)
-        try:
+        st.off_program += 1  # (not a step of the program: a forward jacobian's run takes it or not as another
+        try:  # thread's differentiation holds the array read-only or not, RunGroup.note; the threads tester)
             v = x[...]
         finally:
             st.ceiling = saved
+            st.off_program -= 1
         b.flags.writeable = False
         locked[id(b)] = (b, bottom(v), name, v)
         LOCKED[id(b)] = b

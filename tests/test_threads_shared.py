@@ -226,3 +226,108 @@ def test_an_error_a_worker_thread_ended_with_is_noted_as_such():
         mg.grad(f)(np.ones(2))
     notes = " ".join(getattr(info.value, "__notes__", ()))
     assert "in a worker thread, which ended with it" in notes and "caught it" not in notes
+
+
+def _holding(x, go):
+    """A gradient in another thread that holds ``x`` (its argument) until ``go`` is set; returns the thread."""
+    def slow(v):
+        STARTED.set()
+        go.wait(10)
+        return np.sum(v ** 2)
+
+    t = threading.Thread(target=lambda: mg.grad(slow)(x))
+    t.start()
+    assert STARTED.wait(10)
+    return t
+
+
+def test_a_forward_jacobian_leaves_a_shared_argument_writable_when_another_thread_released_it_meanwhile():
+    # (threads tester) the first run saw X read-only (another thread's gradient held it) and took it as given
+    # read-only: put back read-only before the next runs, and so for good
+    X = np.array([[1.0, 2.0], [3.0, 4.0], [0.5, -1.0]])
+    X0 = X.copy()
+    w = np.array([0.3, -0.2])
+    go = threading.Event()
+    t = _holding(X, go)
+
+    def loss(w, X):
+        if not go.is_set():  # (the first run: the other thread ends while this one runs)
+            go.set()
+            t.join(10)
+        return np.sum(np.sin(X @ w))
+
+    J = mg.jacobian(loss, mode="fwd")(w, X)
+    assert X.flags.writeable and np.array_equal(X, X0)
+    plain = lambda w: np.sum(np.sin(X0 @ w))
+    np.testing.assert_allclose(J, _central(plain, w), rtol=1e-8)
+
+
+def test_a_hessians_runs_take_the_same_steps_whether_another_thread_holds_the_argument_or_not():
+    # (threads tester) the first run met w read-only (another thread's gradient held it), the next ones
+    # writable: the view an inner level takes of a writable argument was a step of the program, so the runs
+    # "took other steps" (a MutationError on a function of w alone)
+    w = np.array([0.5, -1.5, 2.0])
+    go = threading.Event()
+    t = _holding(w, go)
+
+    def f(v):
+        if not go.is_set():
+            go.set()
+            t.join(10)
+        return np.sum(v ** 3)
+
+    H = mg.hessian(f)(w)
+    np.testing.assert_allclose(H, np.diag(6 * w), rtol=1e-15)  # (d²/dv² of sum v³, by hand)
+    assert w.flags.writeable
+
+
+def test_a_forward_jacobian_does_not_rewind_numpys_global_generator_under_another_threads_draws():
+    # (threads tester) the generator was put back before each run, though the function draws nothing from
+    # it: another thread's np.random.random() repeated its numbers
+    drawn, draw, go = [], threading.Event(), threading.Event()
+
+    def drawer():
+        while not go.is_set():
+            if draw.wait(0.01):
+                drawn.append(np.random.random())
+                draw.clear()
+
+    t = threading.Thread(target=drawer)
+    t.start()
+    try:
+        np.random.seed(7)
+        state = np.random.get_state()
+
+        def f(v):
+            if not drawn:  # (the first run: the other thread draws one number meanwhile)
+                draw.set()
+                while not drawn:
+                    threading.Event().wait(0.001)
+            return np.sum(np.sin(v) * v)
+
+        v = np.array([0.4, 1.1])
+        J = mg.jacobian(f, mode="fwd")(v)
+        expected = np.random.RandomState()
+        expected.set_state(state)
+        expected.random()  # (the other thread's one draw, which stays drawn)
+        assert np.random.random() == expected.random()
+        np.testing.assert_allclose(J, _central(lambda v: np.sum(np.sin(v) * v), v), rtol=1e-8)
+    finally:
+        go.set()
+        t.join(10)
+
+
+def test_a_forward_jacobian_of_a_function_drawing_from_numpys_global_generator_puts_it_back_with_threads_alive():
+    # each run draws what one plain call draws, as without threads: the function names np.random.normal
+    go = threading.Event()
+    t = threading.Thread(target=go.wait, args=(10,))
+    t.start()
+    try:
+        np.random.seed(3)
+        z = np.random.normal(size=3)  # (what a plain call draws from this state)
+        np.random.seed(3)
+        J = mg.jacobian(lambda x: x * np.random.normal(size=3), mode="fwd")(np.ones(3))
+        np.testing.assert_array_equal(J, np.diag(z))
+    finally:
+        go.set()
+        t.join(10)

@@ -6763,10 +6763,14 @@ def _calling_scipy(frame):
     elif public and name == "__init__" and "<" not in qual:  # a class made: named by the class
         obj = top.f_locals.get("self")  # (the class made, not the base class whose __init__ runs)
         name = type(obj).__name__ if obj is not None else qual.removesuffix(".__init__")
+    elif name == "wrapped" and isinstance(getattr(top.f_locals.get("self"), "name", None), str):
+        name = top.f_locals["self"].name  # (scipy.special's array-API wrapper, SCIPY_ARRAY_API=1: its ufunc's name)
     elif not public or "wrapper" in name or name.startswith("__"):
         # a decorator's frame (a private one, or a public wrapper such as scipy.stats'
-        # axis_nan_policy_wrapper): the function it wraps, from its locals
-        for v in top.f_locals.values():
+        # axis_nan_policy_wrapper): the function it wraps, from its locals (SciPy's array-API wrappers'
+        # `func` first, before their `delegator`, gaussian_filter_signature: SCIPY_ARRAY_API=1, regress114;
+        # axis_nan_policy's `hypotest_fun_in`, before the hypotest_fun_out it makes for weights=)
+        for _, v in sorted(top.f_locals.items(), key=lambda kv: kv[0] not in ("func", "hypotest_fun_in")):
             mod = getattr(v, "__module__", None) or ""
             if type(v) is _FunctionType and mod.startswith("scipy.") and v.__code__ is not top.f_code:
                 name = v.__name__

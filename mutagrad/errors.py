@@ -1733,6 +1733,26 @@ def error_note(exc: BaseException):
     return None
 
 
+def _array_api_mix_error(exc):
+    """SciPy's array-API dispatch (SCIPY_ARRAY_API=1) refusing a traced array beside plain NumPy arrays: a
+    traced array's namespace is mutagrad.numpy (__array_namespace__), another than NumPy's (regress114)."""
+    from .core import _calling_scipy
+
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    got = _calling_scipy(tb.tb_frame)
+    name = f"scipy.{got[1]}.{got[0]}" if got is not None and got[1] else "a SciPy function"
+    twin = ""
+    if got is not None and got[2]:
+        twin = f"use mutagrad.scipy.{got[1]}.{got[0]} if docs/coverage.md lists it, or "
+    return TracedTypeError(
+        f"{name} at {_where(exc)} refused a traced array beside plain NumPy arrays (SciPy's \"{exc}\"): with "
+        "SCIPY_ARRAY_API=1, SciPy dispatches on the arrays' namespaces, and a traced array's is mutagrad.numpy "
+        f"(for array API code), not NumPy. To differentiate it, {twin}write the computation with NumPy "
+        "operations on the traced values (which are differentiated), or run without SCIPY_ARRAY_API=1.")
+
+
 def replaced_error(exc: BaseException):
     """The clear error to raise instead of ``exc``, an exception leaving the
     user's function, or None: the escape error NumPy replaced by its own
@@ -1749,6 +1769,9 @@ def replaced_error(exc: BaseException):
         # library code that caught mutagrad's error and raised its own (scipy.sparse's constructors:
         # "unrecognized csr_array constructor input"): mutagrad's is the one to see
         return exc.__context__
+    if type(exc) is TypeError and str(exc).startswith("Multiple namespaces for array inputs") and (
+            _raised_in_library(exc)):
+        return _array_api_mix_error(exc)
     if isinstance(exc, DifferentiationError) or exc.__context__ is not None:
         return None
     if isinstance(exc, UserWarning) and "shuffling a '" in str(exc) or (

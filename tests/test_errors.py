@@ -7153,3 +7153,13 @@ def test_qz_and_lsmr_of_traced_values_name_rewrites_that_work():
     msg = _raises(lambda b: np.sum(mssl.lsmr(sp.csr_matrix(2.0 * np.eye(3)), b)[0] ** 2), np.ones(3),
                   mg.errors.TracedTypeError)
     assert msg.startswith("scipy.sparse.linalg.lsmr of a traced array") and "cg(A.T @ A, A.T @ b)" in msg
+
+
+def test_a_scipy_stats_function_with_weights_is_named_by_itself_not_its_decorators_helper():
+    # (regress114) axis_nan_policy makes a hypotest_fun_out for weights=: the message named it
+    import scipy.stats as ss
+
+    w = np.array([0.5, 1.0, 2.0])
+    with pytest.raises(mg.TracerEscapeError) as info:
+        mg.grad(lambda x: ss.gmean(np.exp(x), weights=w))(np.array([0.3, 1.2, 2.0]))
+    assert "scipy.stats function gmean" in str(info.value) and "hypotest" not in str(info.value), info.value

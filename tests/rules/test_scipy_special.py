@@ -745,3 +745,32 @@ def test_import_and_rules_with_scipys_array_api_switch():
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                          check=False)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+def test_refusals_under_scipys_array_api_switch_name_scipys_function_and_the_fix():
+    # (regress114) SciPy's array-API wrappers: the message named "wrapped" and "gaussian_filter_signature", and
+    # a traced array beside a plain one raised SciPy's bare "Multiple namespaces" TypeError
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, mutagrad as mg, scipy.special as sp, scipy.ndimage as nd, scipy.stats as st\n"
+            "x, w = np.array([0.3, 1.2, 2.0]), np.array([0.5, 1.0, 2.0])\n"
+            "for f in (lambda x: np.sum(sp.gammaln(x)), lambda x: np.sum(nd.gaussian_filter(x, 1.0)),\n"
+            "          lambda x: sp.logsumexp(x, b=w), lambda x: st.tmean(x)):\n"
+            "    try:\n"
+            "        mg.grad(f)(x)\n"
+            "    except mg.DifferentiationError as e:\n"
+            "        print(type(e).__name__, str(e).replace(chr(10), ' '))\n")
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.strip().split("\n")
+    assert len(lines) == 4, run.stdout
+    assert "mutagrad.scipy.special.gammaln is the same function, differentiated" in lines[0], lines[0]
+    assert "wrapped" not in lines[0], lines[0]
+    assert "mutagrad.scipy.ndimage.gaussian_filter is the same function" in lines[1], lines[1]
+    assert "signature" not in lines[1], lines[1]
+    for line, name in zip(lines[2:], ("scipy.special.logsumexp", "scipy.stats.tmean")):
+        assert line.startswith("TracedTypeError " + name) and "SCIPY_ARRAY_API=1" in line and "<string>:" in line, line

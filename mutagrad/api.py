@@ -1247,6 +1247,17 @@ def _check_plain_aliases(level):
 
 
 def _check_plain_aliases_of(level):
+    sums = level.__dict__.pop("read_only_sums", None)
+    for a, before in (sums or {}).values():
+        if not _same_sum(a, before):
+            raise MutationError(
+                f"a read-only array of shape {a.shape} that the function reads as a constant (closed over, a "
+                "global, an attribute) changed while it ran, after an operation read it: through a writable view "
+                "of its memory made before it was made read-only, a.setflags(write=True), or ufunc.at (which "
+                "NumPy lets write into read-only arrays). mutagrad does not copy a read-only array, so the "
+                f"derivative would use the new values (differentiated at {user_line()}). Leave the array "
+                "writable (mutagrad then copies what an operation reads), pass it as an argument, or change a "
+                "copy of it.")
     for info in level.plain_aliases:
         st = info.storage
         if st.captured or st.was_captured or st.span is not None or st.active or st.tangent is not None:  # (forward mode: a tangent)

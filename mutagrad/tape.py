@@ -832,6 +832,9 @@ def _saved_copy(v):
         st.off_program -= 1
 
 
+READONLY_SUM_LIMIT = 1 << 20  # (larger read-only constants are not summed: documented, docs/mutation.md)
+
+
 class ReverseLevel(Level):
     mode = "rev"
     ZERO = ZeroTangent()
@@ -890,6 +893,8 @@ class ReverseLevel(Level):
                 # caller's array passed as an argument, whose traced writes go through a view of it,
                 # as mg.value(x) of the argument shows; a read-only view of writable memory can)
                 if owner is not None and _LOCKED.get(id(owner)) is not owner:
+                    if a.nbytes <= READONLY_SUM_LIMIT:
+                        self._note_read_only(a)
                     return a
             elif PRIVATE.get(key) is a:  # (a rule's own copy, which no code writes)
                 return a
@@ -927,6 +932,20 @@ class ReverseLevel(Level):
             snap.flags.writeable = False
         cache[key] = (a if traced else None, snap, buf)
         return snap
+
+    def _note_read_only(self, a):
+        """Note the bits of a read-only constant a pullback reads, uncopied: its memory may still change
+        (through a writable view made before it was made read-only, setflags(write=True), ufunc.at, which
+        NumPy lets write into read-only arrays), which the reverse pass would not see; checked when the
+        function returns (api._check_plain_aliases; the copying tester)."""
+        sums = self.__dict__.get("read_only_sums")
+        if sums is None:
+            sums = self.read_only_sums = {}
+        hit = sums.get(id(a))
+        if hit is None or hit[0] is not a:
+            from .api import _arg_sum
+
+            sums[id(a)] = (a, _arg_sum(a))
 
     def _plain_snapshots(self):
         """Where the copies of plain arrays are kept: the outermost reverse level's, so that each

@@ -3412,3 +3412,43 @@ def test_writing_through_overlapping_sliding_windows_names_them_and_a_copy():
 
     fd = np.array([(on_a_copy(y0 + 1e-6 * e) - on_a_copy(y0 - 1e-6 * e)) / 2e-6 for e in np.eye(40)])
     np.testing.assert_allclose(mg.grad(on_a_copy)(y0), fd, rtol=1e-6, atol=1e-9)
+
+
+def _read_only_with_writable_view():
+    M = np.array([[1.0, 2.0], [3.0, 4.0]])
+    Mw = M[:]  # (made before M is made read-only: it stays writable)
+    M.flags.writeable = False
+    return M, Mw
+
+
+@pytest.mark.parametrize("how", ["view", "setflags", "ufunc.at"])
+def test_a_read_only_constant_changed_after_an_operation_read_it_is_refused(how):
+    # (copying tester) a read-only constant is not copied; a change through a writable view, setflags or
+    # ufunc.at after `M @ x` read it made the gradient use the new values: [-180, -260] for [-18, -26]
+    M, Mw = _read_only_with_writable_view()
+
+    def f(x):
+        y = M @ x
+        if how == "view":
+            Mw[...] *= 10
+        elif how == "setflags":
+            M.setflags(write=True)
+            M[...] *= 10
+            M.setflags(write=False)
+        else:
+            np.multiply.at(M, ([0, 0, 1, 1], [0, 1, 0, 1]), 10.0)  # (NumPy lets this one write into it)
+        return np.sum(y ** 2)
+
+    with pytest.raises(mg.MutationError, match=r"read-only array of shape \(2, 2\).*changed while it ran"):
+        mg.grad(f)(np.array([1.0, -1.0]))
+
+
+def test_an_unchanged_read_only_constant_is_read_uncopied_and_its_derivative_right():
+    M, _ = _read_only_with_writable_view()
+
+    def f(x):
+        return np.sum((M @ x) ** 2)
+
+    x = np.array([1.0, -1.0])
+    np.testing.assert_allclose(mg.grad(f)(x), _central(f, x), rtol=1e-8)
+    np.testing.assert_allclose(mg.grad(f)(x), 2 * M.T @ (M @ x), rtol=1e-15)  # (by hand)

@@ -1682,8 +1682,9 @@ def readonly_error(exc: BaseException, names, outer_locked=None, joined=False):
         "reads without its knowing. Write through the argument itself, or pass a copy "
         "(mg.grad(f)(x.copy())) if the other reference should keep its own values. If the array is "
         "not one of those: np.asarray(x) of a traced constant and mg.value(x) are read-only views "
-        "(np.array(x) is a writable copy), and an array read-only in your program raises the same "
-        "ValueError in a plain call.")
+        "(np.array(x) is a writable copy; mnp.asarray(x), import mutagrad.numpy as mnp, is x itself, as "
+        "NumPy's asarray of an array, whose writes are recorded), and an array read-only in your program "
+        "raises the same ValueError in a plain call.")
 
 
 def shuffle_error(where):

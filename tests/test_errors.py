@@ -7163,3 +7163,23 @@ def test_a_scipy_stats_function_with_weights_is_named_by_itself_not_its_decorato
     with pytest.raises(mg.TracerEscapeError) as info:
         mg.grad(lambda x: ss.gmean(np.exp(x), weights=w))(np.array([0.3, 1.2, 2.0]))
     assert "scipy.stats function gmean" in str(info.value) and "hypotest" not in str(info.value), info.value
+
+
+def test_a_write_through_np_asarray_of_a_constant_argument_names_mnp_asarray_which_works():
+    # (copying) `b = np.asarray(buf); b[0] = 3.0` of an argument not differentiated: a read-only view
+    import mutagrad.numpy as mnp
+
+    def f(x, buf, asarray=np.asarray):
+        b = asarray(buf)
+        b[0] = 3.0
+        return np.sum(x * b)
+
+    x = np.array([1.0, 2.0])
+    with pytest.raises(mg.LockedArrayWriteError, match=r"mnp\.asarray\(x\)"):
+        mg.grad(f)(x, np.zeros(2))
+    buf, plain = np.zeros(2), np.zeros(2)
+    g = mg.grad(lambda x, buf: f(x, buf, mnp.asarray))(x, buf)
+    fd = [(f(x + 1e-6 * e, np.zeros(2)) - f(x - 1e-6 * e, np.zeros(2))) / 2e-6 for e in np.eye(2)]
+    np.testing.assert_allclose(g, fd, rtol=1e-8)
+    f(x, plain)
+    np.testing.assert_array_equal(buf, plain)  # (the argument as a plain call leaves it)

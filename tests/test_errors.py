@@ -7175,7 +7175,7 @@ def test_a_write_through_np_asarray_of_a_constant_argument_names_mnp_asarray_whi
         return np.sum(x * b)
 
     x = np.array([1.0, 2.0])
-    with pytest.raises(mg.LockedArrayWriteError, match=r"mnp\.asarray\(x\)"):
+    with pytest.raises(mg.DifferentiationError, match=r"mnp\.asarray\(x\)"):
         mg.grad(f)(x, np.zeros(2))
     buf, plain = np.zeros(2), np.zeros(2)
     g = mg.grad(lambda x, buf: f(x, buf, mnp.asarray))(x, buf)

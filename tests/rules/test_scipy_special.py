@@ -722,14 +722,20 @@ def test_lambertw_derivative_of_an_argument_near_the_largest_float():
             assert g == pytest.approx(w / (1 + w), rel=1e-12)
 
 
-def test_import_and_rules_with_scipys_array_api_switch():
-    # (arrayapi2) with SCIPY_ARRAY_API=1, scipy.special's ufuncs are Python wrappers (gammaln, digamma's psi...):
-    # `import mutagrad` failed registering them; the rules are on the ufuncs, and mutagrad.scipy.special's names
-    # are those ufuncs. Oracle: central differences of the same function, in the same process
+def _with_scipy_array_api(code):
+    """``code`` run by a new Python with SciPy's SCIPY_ARRAY_API=1 (read when SciPy is imported)."""
     import os
     import subprocess
     import sys
 
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, SCIPY_ARRAY_API="1"),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_import_and_rules_with_scipys_array_api_switch():
+    # (arrayapi2) with SCIPY_ARRAY_API=1, scipy.special's ufuncs are Python wrappers (gammaln, digamma's psi...):
+    # `import mutagrad` failed registering them; the rules are on the ufuncs, and mutagrad.scipy.special's names
+    # are those ufuncs. Oracle: central differences of the same function, in the same process
     code = ("import numpy as np, mutagrad as mg, mutagrad.scipy.special as ss\n"
             "f = lambda x: np.sum(ss.gammaln(x) + ss.digamma(x) + ss.betainc(2.0, 3.0, x / 10))\n"
             "x, h = np.array([1.5, 2.5]), 1e-6\n"
@@ -741,19 +747,13 @@ def test_import_and_rules_with_scipys_array_api_switch():
             "fd = np.array([(g(p + h * e) - g(p - h * e)) / (2 * h) for e in np.eye(2)])\n"
             "assert np.allclose(mg.grad(g)(p), fd, rtol=1e-6), (mg.grad(g)(p), fd)\n"
             "print('ok')\n")
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                         check=False)
+    run = _with_scipy_array_api(code)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
 
 
 def test_refusals_under_scipys_array_api_switch_name_scipys_function_and_the_fix():
     # (regress114) SciPy's array-API wrappers: the message named "wrapped" and "gaussian_filter_signature", and
     # a traced array beside a plain one raised SciPy's bare "Multiple namespaces" TypeError
-    import os
-    import subprocess
-    import sys
-
     code = ("import numpy as np, mutagrad as mg, scipy.special as sp, scipy.ndimage as nd, scipy.stats as st\n"
             "x, w = np.array([0.3, 1.2, 2.0]), np.array([0.5, 1.0, 2.0])\n"
             "for f in (lambda x: np.sum(sp.gammaln(x)), lambda x: np.sum(nd.gaussian_filter(x, 1.0)),\n"
@@ -762,9 +762,7 @@ def test_refusals_under_scipys_array_api_switch_name_scipys_function_and_the_fix
             "        mg.grad(f)(x)\n"
             "    except mg.DifferentiationError as e:\n"
             "        print(type(e).__name__, str(e).replace(chr(10), ' '))\n")
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                         check=False)
+    run = _with_scipy_array_api(code)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.strip().split("\n")
     assert len(lines) == 4, run.stdout

@@ -22,6 +22,10 @@
   ``fs``; ``detrend`` 'constant', 'linear', a function or False, ``scaling``, ``return_onesided``,
   ``average`` 'mean' or 'median'), written as SciPy writes them: its values to rounding, its own call
   when nothing is traced;
+* the linear time-invariant systems: ``tf2ss``, ``ss2tf``, ``zpk2ss``, ``ss2zpk``, ``cont2discrete``
+  (every method: 'zoh', 'foh', 'impulse' by ``scipy.linalg.expm``, 'gbt', 'bilinear', 'euler',
+  'backward_diff'; every system form), ``dlsim`` and ``lsim`` (equally spaced times), in the
+  matrices, coefficients, zeros, poles and gain, ``dt``, the input and the initial state;
 
 every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 
@@ -82,6 +86,15 @@ from ..rules.scipy.signal_design import (  # noqa: F401
     welch,
     zpk2sos,
     zpk2tf,
+)
+from ..rules.scipy.signal_lti import (  # noqa: F401
+    cont2discrete,
+    dlsim,
+    lsim,
+    ss2tf,
+    ss2zpk,
+    tf2ss,
+    zpk2ss,
 )
 
 

@@ -38,3 +38,19 @@ def assert_values_match_numpy(fn, args):
     for o, r in zip(tree_flatten(out)[0], tree_flatten(ref)[0]):
         assert np.asarray(o).dtype == np.asarray(r).dtype
         np.testing.assert_array_equal(o, r)
+
+
+def float_argnums(args):
+    """The indices of the float arguments (arrays, numbers, tuples of them) of a table's call: the rest
+    (orders, window lengths, integer sizes, strings) stays plain."""
+    def diff(a):
+        if isinstance(a, tuple):
+            return all(diff(u) for u in a)
+        return isinstance(a, (float, complex)) or (isinstance(a, np.ndarray) and a.dtype.kind in "fc")
+
+    return tuple(i for i, a in enumerate(args) if diff(a))
+
+
+def leaves(v):
+    """The non-sequence items of nested tuples and lists, in order."""
+    return [u for w in v for u in leaves(w)] if isinstance(v, (tuple, list)) else [v]

@@ -15,6 +15,7 @@ from mutagrad.testing import check_grads, numerical_grad
 
 ss = pytest.importorskip("scipy.signal")
 import mutagrad.scipy.signal as mss
+from tests.rules._draws import float_argnums, leaves
 
 RNG = np.random.default_rng(23)
 B, A = ss.butter(3, 0.3)  # an IIR filter: freqz's polynomial path
@@ -249,31 +250,16 @@ VALUES = [  # (function, positional arguments, keywords): traced, against SciPy'
 ]
 
 
-def _floats(args):
-    """The indices of the float arguments (arrays, numbers, tuples of them): the orders, window lengths,
-    int worN and strings stay plain."""
-    def diff(a):
-        if isinstance(a, tuple):
-            return all(diff(u) for u in a)
-        return isinstance(a, (float, complex)) or (isinstance(a, np.ndarray) and a.dtype.kind in "fc")
-
-    return tuple(i for i, a in enumerate(args) if diff(a))
-
-
-def _leaves(v):
-    return [u for w in v for u in _leaves(w)] if isinstance(v, (tuple, list)) else [v]
-
-
 @pytest.mark.parametrize("name,args,kw", VALUES, ids=[f"{v[0]}-{i}" for i, v in enumerate(VALUES)])
 def test_values_are_scipys(name, args, kw):
     want = getattr(ss, name)(*args, **kw)
-    got = mg.vjp(lambda *a: getattr(mss, name)(*a, **kw), *args, _argnums=_floats(args))[0]
-    for g, w in zip(_leaves(got), _leaves(want), strict=True):
+    got = mg.vjp(lambda *a: getattr(mss, name)(*a, **kw), *args, _argnums=float_argnums(args))[0]
+    for g, w in zip(leaves(got), leaves(want), strict=True):
         g, w = np.asarray(mg.value(g)), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14 * np.max(np.abs(w), initial=1.0))
     plain = getattr(mss, name)(*args, **kw)  # nothing traced: SciPy's own call
-    for p, w in zip(_leaves(plain), _leaves(want), strict=True):
+    for p, w in zip(leaves(plain), leaves(want), strict=True):
         assert np.array_equal(p, w)
 
 
@@ -375,7 +361,7 @@ def test_scipys_errors(name, args, kw):
         getattr(ss, name)(*args, **kw)
     with pytest.raises(type(theirs.value), match=re.escape(str(theirs.value))), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mg.vjp(lambda *a: getattr(mss, name)(*a, **kw), *args, _argnums=_floats(args))
+        mg.vjp(lambda *a: getattr(mss, name)(*a, **kw), *args, _argnums=float_argnums(args))
 
 
 @pytest.mark.parametrize("name,call", [

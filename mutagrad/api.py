@@ -2586,9 +2586,11 @@ def _a_container(p) -> bool:
 def _constant_by_tangent(p, t) -> bool:
     """Whether jvp may pass primal ``p`` as a constant: a plain float array or number whose tangent
     ``t`` is a symbolic zero or all zeros of its shape; an integer or boolean one (a count, an
-    index, a flag) whose tangent is None or a symbolic zero (JAX's float0 tangent)."""
-    if (t is None or isinstance(t, AbstractZero)) and _integer_valued(p):
-        return True
+    index, a flag) or a non-numeric one (strings, objects, dates) whose tangent is None or a symbolic
+    zero (JAX's float0 tangent)."""
+    if (t is None or isinstance(t, AbstractZero)) and (_integer_valued(p) or type(p) in (str, bytes) or (
+            type(p) is _ndarray and p.dtype.kind in "USOMmV")):
+        return True  # (a non-numeric one too, string keys of groups as grad takes them: the groupby tester)
     if t is None and type(p) in (list, tuple) and p and all(_integer_valued(q) for q in tree_flatten(p)[0]):
         return True  # (a list of indices, `mg.jvp(f, (u, [0, 2]), (v, None))`: the ecommerce tester)
     if t is None and (type(p) in (dict, list, tuple) or _a_container(p)):
@@ -2630,8 +2632,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     it contributes nothing, even through a derivative that is not implemented or
     infinite there; a float array or number with such a tangent is passed as a constant,
     as ``grad`` passes the arguments it does not differentiate (its values may be
-    read as plain numbers), and so is an integer or boolean primal whose tangent is None
-    (JAX's float0 tangent). With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
+    read as plain numbers), and so is an integer, boolean or non-numeric (string keys) primal
+    whose tangent is None (JAX's float0 tangent). With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
     the result is ``(output, tangent, aux)``, as JAX's.
 
     >>> import numpy as np, mutagrad as mg

@@ -1416,6 +1416,9 @@ def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_
     assert (out, t) == (4.0, 2.0)
     out, t = mg.jvp(lambda a, i: a[i].sum(), (np.arange(4.0), [1, 3]), (np.ones(4), None))  # (a list: ecommerce)
     assert (out, t) == (4.0, 2.0)
+    for keys in (np.array(["a", "b", "a", "c"]), np.array(["a", "b", "a", "c"], dtype=object)):  # (groupby)
+        out, t = mg.jvp(lambda a, k: np.sum(a[k == "a"] ** 2), (np.arange(4.0), keys), (np.ones(4), None))
+        assert (out, t) == (4.0, 4.0)  # (by hand: d(a_0^2 + a_2^2) = 2 a_0 + 2 a_2 = 4)
 
     def running(p, state):  # (normflows: a dict of running statistics, None for its tangent: every leaf constant)
         state["mean"] *= 0.9

@@ -6627,6 +6627,14 @@ def _statistics_error(name, into):
         " Write it with NumPy's functions (np.mean, np.var...), which take traced values.", specific=True)
 
 
+def library_caller(frame) -> bool:
+    """Whether the first frame from ``frame`` out that is not mutagrad's is NumPy's or SciPy's code (np.isclose's
+    own x == y), not the user's."""
+    while frame is not None and (frame.f_globals.get("__name__") or "").startswith("mutagrad"):
+        frame = frame.f_back
+    return frame is not None and (frame.f_globals.get("__name__") or "").startswith(("numpy", "scipy"))
+
+
 def scipy_caller(frame):
     """The first frame from ``frame`` out that is not mutagrad's or NumPy's, if it is SciPy's code; else None."""
     while frame is not None and (frame.f_globals.get("__name__") or "").startswith(("mutagrad", "numpy")):

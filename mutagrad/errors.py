@@ -386,7 +386,7 @@ def user_site(start=None):
     return None if frame is None else _Site(frame)
 
 
-def kink_warning(what: str, branch: bool = False, site=None) -> None:
+def kink_warning(what: str, branch: bool = False, site=None, equality: bool = False) -> None:
     """Warn that a higher derivative goes through ``what`` (a complex |z|, a norm) exactly at its kink (0),
     where it differentiates the first derivative's convention (0), not the function: right for a
     function with a real kink there (it has no second derivative), wrong for a composite that is
@@ -394,6 +394,16 @@ def kink_warning(what: str, branch: bool = False, site=None) -> None:
     ``what`` is a comparison of two equal differentiated values, which picks a branch (see below). ``site``:
     the user's line (:func:`user_site`), for a warning given in a pullback, after the line has run."""
     frame = site if site is not None else user_frame(sys._getframe(1))
+    if equality:
+        warn_at(frame, (
+            f"{what}: the branch it picks holds at this point alone, and its derivative is that branch's (the "
+            "guard's constant: 0), where the expression it guards may have a limit with another derivative "
+            "((exp(k) - 1) / k at k = 0 has derivative 1/2, not 0; sin(x) / x has 0, right by chance). Where the "
+            "expression is smooth through the point, divide by np.maximum(x, eps) or write its series near the "
+            "point (np.where(abs(k) < 1e-4, 1 + k / 2 + k ** 2 / 6, (np.exp(k) - 1) / k)), or step off the point "
+            "(docs/errors.md: kinks). If the test only counts or reports (np.sum(x == 0)), this is no matter."),
+            KinkWarning)
+        return
     if branch:
         warn_at(frame, (
             f"{what}: the branch it picks (Python's max(a, b) or min, np.where(a > b, ...), an if) gets all of "

@@ -637,10 +637,12 @@ def test_a_cached_term_beside_a_differentiated_one_warns():
 
     with pytest.warns(UserWarning, match="compared a differentiated value equal to a plain one kept at"):
         mg.grad(not_any)(x0)
-    with warnings.catch_warnings():  # (no hit, a scalar, one element: quiet)
+    with warnings.catch_warnings():  # (no hit: quiet)
         warnings.simplefilter("error")
         mg.grad(lambda x: np.sum(x ** 2) * float(np.array_equal(x, x0 + 1)))(x0)
-        mg.grad(lambda x: np.sum(np.where(x == 0.3, x, 2 * x)))(x0)
+    with pytest.warns(mg.KinkWarning, match="equality with the constant 0.3") as seen:  # (one element, a literal:
+        mg.grad(lambda x: np.sum(np.where(x == 0.3, x, 2 * x)))(x0)  # no cache's key; a branch at a jump, though)
+    assert not any("kept at" in str(w.message) for w in seen)
 
 
 class _Tyre:  # (the vehicle tester) a curve kept for the last parameters, keyed number by number
@@ -743,9 +745,11 @@ def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_anothe
     with pytest.warns(UserWarning, match=r"plain one kept at .*abs\(s - self.s\) <= 1e-14"):
         assert mg.grad(lambda s: tol.num(s) + s)(0.7) == 1.0
     memo, act = Memo(), np.array([np.inf, 0.5])
-    with warnings.catch_warnings():  # (a number compared with a constant or a local: a special case, quiet)
+    with pytest.warns(mg.KinkWarning, match="equality with the constant 0.3") as seen:  # (a number compared with
+        mg.grad(lambda x: np.sum(x ** 2) + (1.0 if x[0] == 0.3 else 0.0))(np.array([0.3, 0.5]))  # a literal: no
+    assert not any("kept at" in str(w.message) for w in seen)  # cache's key; a branch at a jump, though)
+    with warnings.catch_warnings():  # (a number compared with a local: quiet)
         warnings.simplefilter("error")
-        mg.grad(lambda x: np.sum(x ** 2) + (1.0 if x[0] == 0.3 else 0.0))(np.array([0.3, 0.5]))
         assert mg.grad(lambda a: memo(a) + memo(a))(1.3) == pytest.approx(
             2 * (np.cos(1.3) * 1.3 ** 2 + 2 * 1.3 * np.sin(1.3)), rel=1e-14)  # (by hand)
         mg.grad(lambda t: t[1] * (2.0 if t[0] == np.inf else 1.0))(act)  # (a placeholder's test: cardiac)
@@ -761,11 +765,13 @@ def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_anothe
 
         assert mg.grad(newton)(4.0) == pytest.approx(0.25, rel=1e-12)  # (d sqrt(a)/da at 4, by hand)
 
-        def local_key(x):
-            k = 0.3
-            return np.sum(x ** 2) + (1.0 if x[0] == k else 0.0)
+    def local_key(x):
+        k = 0.3
+        return np.sum(x ** 2) + (1.0 if x[0] == k else 0.0)
 
-        mg.grad(local_key)(np.array([0.3, 0.5]))
+    with pytest.warns(mg.KinkWarning, match="equality with the constant 0.3") as seen:  # (a local: no cache's key;
+        mg.grad(local_key)(np.array([0.3, 0.5]))  # a branch at a jump, though)
+    assert not any("kept at" in str(w.message) for w in seen)
 
 
 def test_a_point_chosen_by_comparisons_from_plain_values_warns():
@@ -7183,3 +7189,39 @@ def test_a_write_through_np_asarray_of_a_constant_argument_names_mnp_asarray_whi
     np.testing.assert_allclose(g, fd, rtol=1e-8)
     f(x, plain)
     np.testing.assert_array_equal(buf, plain)  # (the argument as a plain call leaves it)
+
+
+def test_a_guard_of_equality_with_a_constant_that_holds_warns_and_names_the_series():
+    # (lambdify) SymPy's integrate(exp(k t), (t, 0, 1)) is Piecewise(((exp(k) - 1) / k, Ne(k, 0)), (1, True)),
+    # lambdified to np.select([np.not_equal(k, 0), True], ...): at k = 0 the guard's constant gives 0 where the
+    # derivative is 1/2 (the series 1 + k/2 + k^2/6 by hand; central differences agree), silently
+    def piecewise(k):
+        return np.select([np.not_equal(k, 0), True], [(np.exp(k) - 1) / k, 1.0], default=np.nan)
+
+    def guarded(x):
+        if x == 0:
+            return 1.0 + 0.0 * x
+        return (np.exp(x) - 1) / x
+
+    for f in (piecewise, guarded):
+        with np.errstate(all="ignore"), pytest.warns(mg.KinkWarning, match=r"equality with the constant 0 .*series"):
+            g = mg.grad(f)(np.array(0.0) if f is piecewise else 0.0)
+        assert g == 0.0  # (the documented branch derivative, beside the warning)
+        fd = (f(1e-4) - f(-1e-4)) / 2e-4  # (cancellation in exp(k) - 1 limits the step)
+        assert abs(fd - 0.5) < 1e-6  # (what it should be: the warning is right to speak)
+    with np.errstate(all="ignore"), pytest.warns(mg.KinkWarning, match="equality with the constant 0"):
+        mg.jvp(piecewise, (np.array(0.0),), (np.array(1.0),))
+    series = lambda k: np.where(abs(k) < 1e-4, 1 + k / 2 + k ** 2 / 6, (np.exp(k) - 1) / k)  # (the fix it names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        with np.errstate(all="ignore"):
+            assert mg.grad(series)(np.array(0.0)) == 0.5
+
+
+def test_equality_tests_that_do_not_hold_or_are_numpys_own_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        x = np.array([0.5, 1.5])
+        mg.grad(lambda x: np.sum(np.where(x == 0, 1.0, np.sin(x) / x)))(x)  # (no element is 0)
+        mg.grad(lambda x: np.sum(x ** 2) * np.isclose(x, [0.5, 2.0]).sum())(x)  # (np.isclose's own x == y)
+        mg.grad(lambda x: np.sum(x[x == x.max()]))(x)  # (a comparison with a traced value: no constant)

@@ -43,6 +43,7 @@ from ..core import (
     plain_operand,
     plain_operands,
     promotion_operand,
+    library_caller,
     scipy_caller,
     view_of,
     where_mask,
@@ -495,10 +496,41 @@ def _note_zero_tie(inputs):
         note_zero_kink(x, mask, False)
 
 
+def _warn_equality_tie(inputs):
+    """Warn where a differentiated value is tested for equality with a plain number and equals it: the
+    branch that test picks holds at this point alone, a guard of a removable singularity (SymPy's
+    Piecewise(((exp(k) - 1) / k, Ne(k, 0)), (1, True)), lambdified to select([not_equal(k, 0), True], ...);
+    `if x == 0: return 1.0`), and its derivative is the guard's constant's, 0, where the expression has a
+    limit (1/2 there: the lambdify tester). Not NumPy's or SciPy's own tests (np.isclose's x == y), nor a
+    rule's. (Checked on every equality test: plain Python tests first.)"""
+    a, b = inputs
+    x, c = (a, b) if isinstance(a, Tracer) else (b, a)
+    if not isinstance(x, Tracer) or isinstance(c, Tracer):
+        return
+    tc = type(c)
+    if not (tc is int or tc is float or (isinstance(c, (np.integer, np.floating)))
+            or (tc is np.ndarray and c.ndim == 0 and c.dtype.kind in "fiu")):
+        return
+    with np.errstate(invalid="ignore"):
+        xb = np.asarray(bottom(x))
+        if xb.dtype.kind not in "fc" or not np.isfinite(c) or not np.any(xb == c):
+            return
+    if not carries_any_derivative(x) or x._level.closed:
+        return
+    frame = sys._getframe(1)
+    if compared_by_mutagrad(frame) or library_caller(frame) or core._kept_operand(frame, c):
+        return  # (a kept number, `if B == self.B:`, is a cache's key: its own warning, api._warn_cached)
+    kink_warning(f"a test of a differentiated value's equality with the constant {c!r} that holds here (a guard: "
+                 "np.where(x == 0, ...), np.select([x != 0, ...]) as SymPy's lambdify writes a Piecewise, "
+                 "`if x == 0:`)", equality=True)
+
+
 def _nondiff_call(ufunc, inputs, kwargs):
     """Functions with boolean/integer results: computed on plain values."""
     if ufunc is np.equal or ufunc is np.not_equal:
         note_equality(inputs)
+        if len(inputs) == 2:
+            _warn_equality_tie(inputs)
         if len(inputs) == 2 and not kwargs:  # (x == key, or not np.any(x != key): a cache's key)
             res = ufunc(*(plain_operand(x) for x in inputs))
             note_cache_key(inputs, res if ufunc is np.equal else ~np.asarray(res))

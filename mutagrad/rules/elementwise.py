@@ -511,10 +511,14 @@ def _warn_equality_tie(inputs):
     if not (tc is int or tc is float or (isinstance(c, (np.integer, np.floating)))
             or (tc is np.ndarray and c.ndim == 0 and c.dtype.kind in "fiu")):
         return
-    with np.errstate(invalid="ignore"):
-        xb = np.asarray(bottom(x))
-        if xb.dtype.kind not in "fc" or not np.isfinite(c) or not np.any(xb == c):
+    xb = bottom(x)  # (an equality test raises no floating-point event: no errstate; the common case, no tie of a
+    if type(xb) is np.ndarray:  # number, first: microseconds a test in an element loop)
+        if xb.dtype.kind not in "fc" or not (xb == c).any():
             return
+    elif not isinstance(xb, (float, complex, np.inexact)) or xb != c:
+        return
+    if not math.isfinite(c):
+        return
     if not carries_any_derivative(x) or x._level.closed:
         return
     frame = sys._getframe(1)

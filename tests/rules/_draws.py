@@ -54,3 +54,21 @@ def float_argnums(args):
 def leaves(v):
     """The non-sequence items of nested tuples and lists, in order."""
     return [u for w in v for u in leaves(w)] if isinstance(v, (tuple, list)) else [v]
+
+
+def assert_raises_as_theirs(theirs, ours, args, kw):
+    """``ours(*args, **kw)`` with every float argument traced raises what ``theirs(*args, **kw)`` raises (SciPy's
+    function and mutagrad's twin): the same type and message."""
+    import re
+    import warnings
+
+    import pytest
+
+    import mutagrad as mg
+
+    with pytest.raises(Exception) as raised, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs(*args, **kw)
+    with pytest.raises(type(raised.value), match=re.escape(str(raised.value))), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mg.vjp(lambda *a: ours(*a, **kw), *args, _argnums=float_argnums(args))

@@ -2951,6 +2951,21 @@ _SIGNAL_REWRITES = {
     "lfiltic": "With a and b divided by a[0]: zi[m] = sum over k of b[m + 1 + k] * x[k] - a[m + 1 + k] * y[k] "
                "(the past inputs x and outputs y, most recent first, indices below len(a)), differentiated.",
 }
+_SIGNAL_REWRITES.update({  # (the responses and LTI objects: the sysid tester)
+    name: ("A step or impulse response is a simulation: mutagrad.scipy.signal.lsim(system, U, T) with U = "
+           "np.ones_like(T) (step) of a (num, den), (z, p, k) or (A, B, C, D) tuple (an impulse: the state-space "
+           "system's response to X0 = B[:, 0] with no input, lsim((A, B, C, D), None, T, X0=B[:, 0])), or for a "
+           "discrete one mutagrad.scipy.signal.dlsim with a tuple (..., dt): differentiated.")
+    for name in ("step", "step2", "impulse", "impulse2", "dstep", "dimpulse")})
+_SIGNAL_REWRITES.update({
+    name: ("A frequency response is mutagrad.scipy.signal.freqs(b, a, worN=w) (continuous) or freqz(b, a, worN=w) "
+           "(discrete), with magnitude 20 * np.log10(np.abs(h)) and phase np.unwrap(np.angle(h)): differentiated.")
+    for name in ("bode", "dbode", "freqresp", "dfreqresp")})
+_SIGNAL_REWRITES.update({
+    name: ("SciPy's LTI classes hold their coefficients as plain arrays: pass the system as a tuple, (num, den), "
+           "(z, p, k) or (A, B, C, D) (with dt last for a discrete one), to mutagrad.scipy.signal's cont2discrete, "
+           "lsim, dlsim, tf2ss, ss2tf...: differentiated.")
+    for name in ("lti", "dlti", "TransferFunction", "StateSpace", "ZerosPolesGain")})
 _SIGNAL_REWRITES["spectrogram"] = (
     _SIGNAL_REWRITES["stft"] + " Average |X|**2 over the frames for a power spectrum (SciPy's values also "
     "subtract each frame's mean first, detrend='constant', divide by fs * np.sum(win ** 2), and double the "
@@ -5812,6 +5827,11 @@ def _made_outside_hint(target, frame):
     if target is None or frame is None:
         return ""
     array = target.split("[", 1)[0].strip()
+    for view in (".flat", ".real", ".imag", ".T", ".mT"):  # (`A.flat[::p + 1] += lam` writes into A: the glm
+        if array.endswith(view):  # tester's message said `A.flat = np.empty_like(u)`, an attribute's fix)
+            array = array[: -len(view)]
+            target = array
+            break
     name = array.split(".", 1)[0].strip()
     code = frame.f_code
     left = _leftover_hint(target, frame)

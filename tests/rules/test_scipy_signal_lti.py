@@ -5,6 +5,7 @@ Every derivative against central differences of SciPy's own function on plain ar
 mutagrad's functions call SciPy's when nothing is traced), reverse against forward mode (the dot-product
 identity); the values against SciPy's with every float argument traced; SciPy's errors on traced
 arguments, and the refusal of lsim's unequal time steps."""
+import re
 import warnings
 
 import numpy as np
@@ -257,3 +258,28 @@ def test_scipys_own_functions_on_traced_arrays_name_ours(name, call):
     with pytest.raises(mg.TracerEscapeError) as e:
         mg.grad(lambda a: np.sum(call(a)))(A)
     assert f"mutagrad.scipy.signal.{name} is the same function, differentiated" in str(e.value)
+
+
+def test_tf2ss_outputs_take_traced_writes():
+    # (sysid) B = eye(k - 1, 1) came back plain: `B[:, 0] = B[:, 0] * g` was refused with mnp.zeros advice
+    def plain(p):
+        A, B, C, D = ss.tf2ss(p[:1], np.r_[1.0, p[2]])
+        B[:, 0] = B[:, 0] * p[3]
+        return np.sum(ss.ss2tf(A, B, C, D)[0] ** 2)
+
+    def traced(p):
+        A, B, C, D = mss.tf2ss(p[:1], np.concatenate([np.ones(1), p[2:3]]))
+        B[:, 0] = B[:, 0] * p[3]
+        return np.sum(mss.ss2tf(A, B, C, D)[0] ** 2)
+
+    p = np.array([2.0, 0.0, 4.0, 1.5])
+    np.testing.assert_allclose(mg.grad(traced)(p), numerical_grad(plain, (p,), (0,))[0], rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("call,fix", [
+    (lambda p: ss.step((p[:1], np.r_[1.0, 1.0]), T=np.linspace(0, 1, 5))[1], "np.ones_like(T)"),
+    (lambda p: ss.bode((p[:1], np.r_[1.0, 1.0]), w=[1.0])[1], "freqs(b, a, worN=w)"),
+    (lambda p: ss.lti(p[:1], np.r_[1.0, 1.0]).num, "pass the system as a tuple")])
+def test_responses_and_lti_objects_name_the_rewrite(call, fix):
+    with pytest.raises(mg.DifferentiationError, match=re.escape(fix)):
+        mg.grad(lambda p: np.sum(call(p)))(np.array([1.2]))

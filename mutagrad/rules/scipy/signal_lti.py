@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import numpy as mnp
 from ...core import Tracer, bottom
 from .linalg import expm, solve
 from .signal import _ss, _traced
@@ -61,11 +62,13 @@ def tf2ss(num, den):
         return tuple(np.array([], float) for _ in range(4))
     num = np.hstack((np.zeros((rows, k - m), dtype=_dtype(num)), num))
     d = num[:, 0][:, None]
+    # (the constant matrices traced too, mnp's: the caller may write traced values into them, `B[:, 0] *= g`,
+    # as into SciPy's new arrays: the sysid tester)
     if k == 1:
-        return np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((rows, 1)), d
+        return mnp.zeros((1, 1)), mnp.zeros((1, 1)), mnp.zeros((rows, 1)), d
     a = np.concatenate((-den[None, 1:], np.eye(k - 2, k - 1)))
     c = num[:, 1:] - np.outer(num[:, 0], den[1:])
-    return a, np.eye(k - 1, 1), c, d
+    return a, mnp.eye(k - 1, 1), c, d
 
 
 def _abcd(a=None, b=None, c=None, d=None):
@@ -81,7 +84,7 @@ def _abcd(a=None, b=None, c=None, d=None):
     n = np.shape(a)[0] or np.shape(b)[0] or np.shape(c)[1] or 0
     p = np.shape(b)[1] or np.shape(d)[1] or 0
     q = np.shape(c)[0] or np.shape(d)[0] or 0
-    a, b, c, d = (np.zeros(shape) if np.size(m) == 0 else m
+    a, b, c, d = (mnp.zeros(shape) if np.size(m) == 0 else m
                   for m, shape in ((a, (n, n)), (b, (n, p)), (c, (q, n)), (d, (q, p))))
     for name, m, shape in (("A", a, (n, n)), ("B", b, (n, p)), ("C", c, (q, n)), ("D", d, (q, p))):
         if np.shape(m) != shape:

@@ -1256,18 +1256,23 @@ def _check_plain_aliases(level):
             level.plain_aliases = [info for info in level.plain_aliases if info.storage.plain_views]
 
 
-def _check_plain_aliases_of(level):
-    sums = level.__dict__.pop("read_only_sums", None)
-    for a, before in (sums or {}).values():
+def _check_read_only_constants(level, when="while it ran"):
+    """The read-only constants a pullback reads uncopied (ReverseLevel._note_read_only) must hold the bits they
+    held when an operation first read them: when the function returns, and when vjp's pullback is called."""
+    for a, before in (level.__dict__.get("read_only_sums") or {}).values():
         if not _same_sum(a, before):
             raise MutationError(
                 f"a read-only array of shape {a.shape} that the function reads as a constant (closed over, a "
-                "global, an attribute) changed while it ran, after an operation read it: through a writable view "
+                f"global, an attribute) changed {when}, after an operation read it: through a writable view "
                 "of its memory made before it was made read-only, a.setflags(write=True), or ufunc.at (which "
                 "NumPy lets write into read-only arrays). mutagrad does not copy a read-only array, so the "
-                f"derivative would use the new values (differentiated at {user_line()}). Leave the array "
+                f"derivative would use the new values (at {user_line()}). Leave the array "
                 "writable (mutagrad then copies what an operation reads), pass it as an argument, or change a "
-                "copy of it.")
+                "copy of it" + (" after calling the pullback." if when != "while it ran" else "."))
+
+
+def _check_plain_aliases_of(level):
+    _check_read_only_constants(level)
     for info in level.plain_aliases:
         st = info.storage
         if st.captured or st.was_captured or st.span is not None or st.active or st.tangent is not None:  # (forward mode: a tangent)
@@ -2194,6 +2199,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
 
     @_no_full_collections
     def pullback(ct):
+        _check_read_only_constants(level, "after vjp returned, before the pullback was called")
         for s, fp in list(getattr(level, "leftover_prints", {}).values()):
             if _fingerprint(s) != fp:
                 raise MutationError(

@@ -4629,7 +4629,11 @@ class Tracer:
         return self.__reduce_ex__(2)
 
     def __bool__(self):
-        return bool(bottom(self))
+        b = bottom(self)
+        res = bool(b)
+        if not res and _TRUTH_TIE[0] is not None and type(b) is not _ndarray:  # (`if not k:` at k = 0: a guard
+            _TRUTH_TIE[0](self)  # as `if k == 0:`, rules.elementwise; an array's truth is NumPy's error)
+        return res
 
     def __repr__(self):
         if self._level.closed:  # a leftover: the value it had (see live)
@@ -6645,6 +6649,9 @@ def _statistics_error(name, into):
         f"statistics.{name}(...) of traced values (it converts them {into})", TracerEscapeError,
         f" Use NumPy's {twin} instead, which takes traced values." if twin else
         " Write it with NumPy's functions (np.mean, np.var...), which take traced values.", specific=True)
+
+
+_TRUTH_TIE = [None]  # (rules.elementwise's check of a differentiated number that is 0, tested for its truth)
 
 
 def library_caller(frame) -> bool:

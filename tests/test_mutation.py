@@ -3452,3 +3452,15 @@ def test_an_unchanged_read_only_constant_is_read_uncopied_and_its_derivative_rig
     x = np.array([1.0, -1.0])
     np.testing.assert_allclose(mg.grad(f)(x), _central(f, x), rtol=1e-8)
     np.testing.assert_allclose(mg.grad(f)(x), 2 * M.T @ (M @ x), rtol=1e-15)  # (by hand)
+
+
+def test_a_read_only_constant_changed_between_vjp_and_its_pullback_is_refused():
+    # (regress115) the check ran when the function returned; the pullback, called later, read the new weights:
+    # [60, -40, 100, 220] for 2 w x = [0.6, -0.8, 3.0, 8.8]
+    M, Mw = _read_only_with_writable_view()
+    x = np.array([0.3, -0.2])
+    y, pullback = mg.vjp(lambda v: np.sum(M @ (v ** 2)), x)
+    np.testing.assert_allclose(pullback(1.0)[0], 2 * x * M.sum(axis=0), rtol=1e-15)  # (unchanged: by hand)
+    Mw[...] = 100.0
+    with pytest.raises(mg.MutationError, match="read-only array of shape \\(2, 2\\).*before the pullback"):
+        pullback(1.0)

@@ -513,20 +513,33 @@ def _warn_equality_tie(inputs):
         return
     xb = bottom(x)  # (an equality test raises no floating-point event: no errstate; the common case, no tie of a
     if type(xb) is np.ndarray:  # number, first: microseconds a test in an element loop)
-        if xb.dtype.kind not in "fc" or not (xb == c).any():
+        # a number's (one element): a mask of an array (p[p != 0] after np.pad, np.sum(h == 0) of a ReLU's output,
+        # w[w != 0] of a lasso's) ties at its elements without derivative, and warned always (regress115)
+        if xb.size != 1 or xb.dtype.kind not in "fc" or not (xb == c).any():
             return
     elif not isinstance(xb, (float, complex, np.inexact)) or xb != c:
         return
     if not math.isfinite(c):
         return
+    _warn_guard(x, c, sys._getframe(1), f"a test of a differentiated value's equality with the constant {c!r}")
+
+
+def _warn_guard(x, c, frame, what):
     if not carries_any_derivative(x) or x._level.closed:
         return
-    frame = sys._getframe(1)
     if compared_by_mutagrad(frame) or library_caller(frame) or core._kept_operand(frame, c):
         return  # (a kept number, `if B == self.B:`, is a cache's key: its own warning, api._warn_cached)
-    kink_warning(f"a test of a differentiated value's equality with the constant {c!r} that holds here (a guard: "
-                 "np.where(x == 0, ...), np.select([x != 0, ...]) as SymPy's lambdify writes a Piecewise, "
-                 "`if x == 0:`)", equality=True)
+    kink_warning(what + " that holds here (a guard: np.where(x == 0, ...), np.select([x != 0, ...]) as SymPy's "
+                 "lambdify writes a Piecewise, `if x == 0:`, `if not x:`)", equality=True)
+
+
+def _truth_tie(x):
+    """`if not k:` of a differentiated number that is 0 (Tracer.__bool__): a guard, as `if k == 0:`."""
+    if isinstance(bottom(x), (float, complex, np.inexact)):
+        _warn_guard(x, 0, sys._getframe(2), "a truth test of a differentiated number that is 0")
+
+
+core._TRUTH_TIE[0] = _truth_tie
 
 
 def _nondiff_call(ufunc, inputs, kwargs):

@@ -2105,7 +2105,7 @@ class RunGroup:
             "a cache the first run filled), or ran its steps in an order that changes from run to run (a loop "
             "over a set of objects, worker threads), so its column may be the derivative of another "
             "function. Seed the generator inside the function (np.random.default_rng(seed)), fill caches "
-            f"before differentiating, or {_once_advice(self.name)}, which runs the function once."
+            f"before differentiating, or {_once_advice(self.name)}, which runs the function once." + _threads_note()
         )
 
     def leftover_error(self):
@@ -2139,7 +2139,18 @@ def other_values_message(what, name="jacobian(mode='fwd')"):
         "values, mnp.empty's and np.empty_like's too, other on each run, even where they are overwritten later: "
         "np.empty(n) + 0 * p; make the array with np.zeros, mnp.zeros or np.zeros_like). Pass that state as an argument, or set it inside the function (seed "
         "the generator there; sum in a fixed order); or use mg.jacobian(f, mode='rev') (for a Hessian, "
-        "mg.jacobian(mg.grad(f), mode='rev')), which runs the function once.")
+        "mg.jacobian(mg.grad(f), mode='rev')), which runs the function once." + _threads_note())
+
+
+def _threads_note():
+    """With other threads running: a generator the runs put back (NumPy's global one, np.random.normal) may be
+    drawn from by them meanwhile, so a run draws other numbers (regress115)."""
+    if threading.active_count() == 1:
+        return ""
+    return (f" Other threads are running ({threading.active_count() - 1}): if one of them draws from the same "
+            "random generator meanwhile (NumPy's global one: np.random.normal in either), each run draws other "
+            "numbers; give the function its own generator, np.random.default_rng(seed) made inside it or passed "
+            "in.")
 
 
 def index_step(idx):

@@ -331,3 +331,35 @@ def test_a_forward_jacobian_of_a_function_drawing_from_numpys_global_generator_p
     finally:
         go.set()
         t.join(10)
+
+
+def test_draws_from_numpys_global_generator_by_another_thread_between_runs_are_named():
+    # (regress115) the runs put the generator back, another thread drew from it meanwhile: the message blamed
+    # state the function changes itself
+    drawn, draw, go = [], threading.Event(), threading.Event()
+
+    def drawer():
+        while not go.is_set():
+            if draw.wait(0.01):
+                np.random.random()
+                drawn.append(1)
+                draw.clear()
+
+    t = threading.Thread(target=drawer)
+    t.start()
+    try:
+        runs = []
+
+        def f(v):
+            runs.append(1)
+            if len(runs) == 2:  # (the second run: the other thread draws once, after the generator was put back)
+                draw.set()
+                while not drawn:
+                    threading.Event().wait(0.001)
+            return v * np.random.normal(size=2)
+
+        with pytest.raises(mg.MutationError, match="Other threads are running.*np.random.default_rng"):
+            mg.jacobian(f, mode="fwd")(np.array([0.4, 1.1]))
+    finally:
+        go.set()
+        t.join(10)

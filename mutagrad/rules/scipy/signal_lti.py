@@ -9,7 +9,8 @@ values are SciPy's to rounding (its own call when nothing is traced).
 * ``cont2discrete``: every method ('gbt', 'bilinear'/'tustin', 'euler'/'forward_diff', 'backward_diff',
   'zoh', 'foh', 'impulse') and every system form (a tf or zpk system goes through ``tf2ss``/``zpk2ss``
   and back, as SciPy's does), differentiated in the matrices (coefficients, zeros, poles, gain), in
-  ``dt`` and in ``alpha``. The generalised bilinear transform solves with ``scipy.linalg.solve``; the
+  ``dt`` and in ``alpha`` (a zpk system's result comes from ``np.roots``, as SciPy's: a repeated zero, the
+  bilinear transform's at -1, has no derivative there). The generalised bilinear transform solves with ``scipy.linalg.solve``; the
   holds take the matrix exponential of SciPy's augmented matrix (``scipy.linalg.expm``, differentiated).
 * ``dlsim`` and ``lsim``: SciPy's recursion x[i+1] = A x[i] + B u[i] (``lsim``: the matrices of the
   exponential of its augmented matrix, computed once, with a zero- or first-order hold of the input),

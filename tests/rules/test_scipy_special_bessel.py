@@ -34,6 +34,7 @@ CASES = [
     ("scipy.special.jve", lambda z: sp.jve(V[:, None], z), (C(2),), 2),  # broadcast over the orders
     ("scipy.special.jve", lambda x: sp.jve(2, x), (np.array([-1.5, 0.0, 2.0]),), 2),
     ("scipy.special.kve", lambda z: sp.kve(V, z), (C(4),), 2),  # (kve = kv e^z: holomorphic, its rule as it was)
+    ("scipy.special.ive", lambda z: sp.ive(V, z), (C(4),), 2),  # (ive = iv e^{-|Re z|}, Re z > 0 here)
     *[(f"scipy.special.spherical_{k}n", lambda z, k=k, d=d: getattr(msp, f"spherical_{k}n")(N, z, d), (z,), 2)
       for k in ("j", "i") for d in (False, True) for z in (XS, C(4))],
     *[(f"scipy.special.spherical_{k}n", lambda z, k=k, d=d: getattr(msp, f"spherical_{k}n")(N, z, d), (z,), 2)
@@ -55,10 +56,11 @@ def test_rule(covers, fn, args, order):
     check_grads(fn, *args, modes=("fwd", "rev"), order=order)
 
 
-@pytest.mark.parametrize("fn", [sp.jve, sp.yve, sp.hankel1e, sp.hankel2e])
+@pytest.mark.parametrize("fn", [sp.jve, sp.yve, sp.ive, sp.hankel1e, sp.hankel2e])
 def test_complex_argument_in_every_direction(fn):
-    # jve and yve are not holomorphic (e^{-|Im z|}): jvp along 1, i and a mixed direction, and the gradient of a
-    # real function (df/dx - i df/dy), against central differences of SciPy's function
+    # jve and yve are not holomorphic (e^{-|Im z|}), nor ive (e^{-|Re z|}: refused until the mom tester): jvp along
+    # 1, i and a mixed direction, and the gradient of a real function (df/dx - i df/dy), against central
+    # differences of SciPy's function
     z = np.array([0.8 + 0.4j, 1.7 - 0.6j, -2.1 + 0.3j, 1.2 - 1.1j])
     h = 1e-6
     for t in (1.0, 1j, 0.6 - 0.8j):

@@ -1002,16 +1002,12 @@ defparametric(sp.iv, 1, lambda v, x, y: 0.5 * (sp.iv(v - 1, x) + sp.iv(v + 1, x)
 defparametric(sp.kv, 1, lambda v, x, y: -0.5 * (sp.kv(v - 1, x) + sp.kv(v + 1, x)))
 
 
-def _ive_dx(v, x, y):
-    if np.iscomplexobj(bottom(x)):
-        # SciPy's ive(v, z) is iv(v, z) exp(-|Re z|): not holomorphic (the holomorphic
-        # formula gave every derivative wrong)
-        return not_implemented("scipy.special.ive of a complex argument (iv(v, z) * exp(-|Re z|) is not "
-                               "holomorphic); use scipy.special.iv(v, z) * np.exp(-np.abs(z.real))")
-    return 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x)) - _sign(x) * y
+def _ive_d(v, z, y):  # (the derivative of iv times the scaling: for a complex z, _scaled_by_imag's A)
+    return 0.5 * (sp.ive(v - 1, z) + sp.ive(v + 1, z))
 
 
-defparametric(sp.ive, 1, _ive_dx)
+def _ive_dx(v, x, y):  # (a real x: ive = iv e^{-|x|})
+    return _ive_d(v, x, y) - _sign(x) * y
 defparametric(sp.kve, 1, lambda v, x, y: y - 0.5 * (sp.kve(v - 1, x) + sp.kve(v + 1, x)))
 defelementwise(sp.j0, lambda x, y: -sp.j1(x))
 defelementwise(sp.j1, lambda x, y: 0.5 * (sp.j0(x) - sp.jv(2, x)))
@@ -1055,14 +1051,15 @@ def _yve_d(v, z, y):
     return 0.5 * (sp.yve(v - 1, z) - sp.yve(v + 1, z))
 
 
-def _scaled_by_imag(p, holomorphic):
+def _scaled_by_imag(p, holomorphic, part=np.imag):
     """The rules of jve(v, z) = jv(v, z) e^{-|Im z|} (yve likewise) over those defparametric gave ``p``,
     which are right for a real z (the scaling is 1 there). For a complex z the function is not holomorphic:
     dy = A dz - sign(Im z) y d(Im z), A = ``holomorphic(v, z, y)`` = (f_{v-1} - f_{v+1}) / 2 of the scaled
     functions (the derivative of f_v times the scaling). Where Im z = 0 exactly (a complex z on the real
     axis) |Im z| has its kink: its derivative is taken as 0 there, as np.abs's rule takes |x|' at 0, so
     dy = A dz (the real direction's derivative; the imaginary direction's one-sided ones are A i -+ y).
-    The sign is a constant: every order follows from A's and y's own rules."""
+    The sign is a constant: every order follows from A's and y's own rules. ``part=np.real``: the scaling
+    e^{-|Re z|} of ive(v, z) = iv(v, z) e^{-|Re z|}, dy = A dz - sign(Re z) y d(Re z) (the mom tester)."""
     base_rrule, base_frule = p.rrule, p.frule
 
     def rule(v, z):
@@ -1075,9 +1072,11 @@ def _scaled_by_imag(p, holomorphic):
             if is_zero(g):
                 return gv, ZERO
 
-            def total():  # (the adjoint of t -> A t + B Im t: conj(A) g + i Re(conj(B) g), B = -sign(Im z) y)
-                s = np.sign(np.imag(bottom(z)))
-                return unbroadcast(g * _cj(holomorphic(v, z, y)) - 1j * np.real(g * _cj(s * y)), np.shape(z))
+            def total():  # (the adjoint of t -> A t + B Im t: conj(A) g + i Re(conj(B) g), B = -sign(Im z) y;
+                s = np.sign(part(bottom(z)))  # of t -> A t + B Re t: conj(A) g + Re(conj(B) g))
+                scaled = np.real(g * _cj(s * y))
+                return unbroadcast(g * _cj(holomorphic(v, z, y)) - (1j * scaled if part is np.imag else scaled),
+                                   np.shape(z))
 
             return gv, Thunk(total)
 
@@ -1090,13 +1089,14 @@ def _scaled_by_imag(p, holomorphic):
         y, vdot = base_frule(primals, (tangents[0], ZERO))  # (the order's: zero, or not implemented)
         if not is_zero(vdot) or is_zero(tz):
             return y, vdot
-        s = np.sign(np.imag(bottom(z)))
-        return y, strong_times(tz, holomorphic(v, z, y)) - (s * y) * np.imag(tz)
+        s = np.sign(part(bottom(z)))
+        return y, strong_times(tz, holomorphic(v, z, y)) - (s * y) * part(tz)
 
     p.rrule, p.frule = rule, forward
     return p
 
 
+_scaled_by_imag(defparametric(sp.ive, 1, _ive_dx), _ive_d, np.real)  # (ive(v, z) = iv e^{-|Re z|}: not holomorphic)
 _scaled_by_imag(defparametric(sp.jve, 1, _jve_d), _jve_d)
 _scaled_by_imag(defparametric(sp.yve, 1, _yve_d), _yve_d)
 

@@ -7234,3 +7234,22 @@ def test_equality_tests_that_do_not_hold_or_are_numpys_own_do_not_warn():
         h = np.array([0.5, -1.0, 2.0])
         mg.grad(lambda h: np.sum(np.maximum(h, 0) ** 2) + 0.0 * np.sum(np.maximum(h, 0) == 0))(h)
         mg.grad(lambda v: np.sum(np.pad(v, 2)[np.pad(v, 2) != 0] ** 2))(h)
+
+
+def test_hypots_kink_warns_for_a_hessian_only_where_its_zeros_are_read():
+    # (mom) a MoM code's zero self-distances, np.hypot(0, 0), overwritten by np.fill_diagonal before any use warned
+    # at every Hessian; hypot(x, y) ** 2 at 0, whose Hessian 2 I comes out 0, still warns
+    def field(x):
+        R = np.hypot(np.subtract.outer(x, x), 0.1 * np.subtract.outer(x ** 2, x ** 2))
+        np.fill_diagonal(R, 1.0)
+        return np.sum(np.cos(R))
+
+    x = np.array([0.1, 0.5, 0.9])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        H = mg.hessian(field)(x)
+    g = mg.grad(field)
+    np.testing.assert_allclose(H, [(g(x + 1e-5 * e) - g(x - 1e-5 * e)) / 2e-5 for e in np.eye(3)], rtol=1e-6, atol=1e-8)
+    for second in (mg.hessian, lambda f: mg.jacobian(mg.grad(f), mode="rev")):
+        with pytest.warns(mg.KinkWarning, match="np.hypot at"):
+            second(lambda p: np.hypot(p[0], p[1]) ** 2)(np.zeros(2))

@@ -865,16 +865,17 @@ def _over_hypot2(c, a, b):
 defelementwise(np.arctan2, lambda a, b, y: _over_hypot2(b, a, b), lambda a, b, y: _over_hypot2(-a, a, b))
 
 
-def _over_norm(c, y):
+def _over_norm(c, y, watched=False):
     """c / y for the partials of a norm y (hypot, complex abs), 0 where y is 0: there the norm
     has no derivative, and 0 is what central differences give and what |x| has at 0 (a
     subgradient), in both modes, rather than 0/0. (inf / inf at an infinite element is NaN,
-    which strong_times makes zero for a zero cotangent or tangent.)"""
+    which strong_times makes zero for a zero cotangent or tangent.) ``watched``: hypot's zeros are watched
+    where they are made (_hypot_watch), which warns only where they reach the result."""
     yb = bottom(y)
     with np.errstate(invalid="ignore"):
         if not np.any(yb == 0):
             return c / y
-        if carries_any_derivative(y) or carries_any_derivative(c):  # (a higher derivative at the kink; not for a
+        if not watched and (carries_any_derivative(y) or carries_any_derivative(c)):  # (a higher derivative at the kink; not for a
             # real |x|, np.sqrt or x ** 0.5, whose zeros are as often a branch np.where does not take, a Huber
             # loss's or a guarded root's, as a smooth composite's: docs/errors.md)
             kink_warning("a norm (complex |z|, np.hypot)")
@@ -882,7 +883,18 @@ def _over_norm(c, y):
         return np.where(zero, 0.0, c / np.where(zero, 1.0, y))
 
 
-defelementwise(np.hypot, lambda a, b, y: _over_norm(a, y), lambda a, b, y: _over_norm(b, y))
+defelementwise(np.hypot, lambda a, b, y: _over_norm(a, y, True), lambda a, b, y: _over_norm(b, y, True))
+
+
+def _hypot_watch(leaves, res):
+    """np.hypot's result watched at its zeros where a higher derivative meets them (rules/linalg._norm_kink):
+    its pullback warns only where they are read after (not the zero self-distances a MoM code overwrites with
+    np.fill_diagonal: the mom tester's Hessians warned at each call)."""
+    if not isinstance(res, Tracer) or np.all(bottom(res)) or _called_by_a_rule():
+        return res
+    from .linalg import _norm_kink
+
+    return _norm_kink(res, "np.hypot at (0, 0) (a norm)")
 defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))
 def _sech2(x, y):
@@ -2022,3 +2034,4 @@ NESTED_WATCH[REGISTRY[np.power]] = NESTED_WATCH[REGISTRY[scalar_power]] = _power
 NESTED_WATCH[REGISTRY[np.float_power]] = _power_watch
 NESTED_WATCH.update((REGISTRY[_uf], _function_of_abs_watch(_uf, _angle_watch(_uf))) for _uf in _ANGLE_KINKS)
 NESTED_WATCH.update((REGISTRY[_uf], _function_of_abs_watch(_uf)) for _uf in _CURVED)
+NESTED_WATCH[REGISTRY[np.hypot]] = _function_of_abs_watch(np.hypot, _hypot_watch)

@@ -875,7 +875,8 @@ def _over_norm(c, y, watched=False):
     with np.errstate(invalid="ignore"):
         if not np.any(yb == 0):
             return c / y
-        if not watched and (carries_any_derivative(y) or carries_any_derivative(c)):  # (a higher derivative at the kink; not for a
+        if not (watched and _WATCHED_HYPOTS.get(id(yb)) is yb) and (
+                carries_any_derivative(y) or carries_any_derivative(c)):  # (a higher derivative at the kink; not for a
             # real |x|, np.sqrt or x ** 0.5, whose zeros are as often a branch np.where does not take, a Huber
             # loss's or a guarded root's, as a smooth composite's: docs/errors.md)
             kink_warning("a norm (complex |z|, np.hypot)")
@@ -894,7 +895,16 @@ def _hypot_watch(leaves, res):
         return res
     from .linalg import _norm_kink
 
-    return _norm_kink(res, "np.hypot at (0, 0) (a norm)")
+    watched = _norm_kink(res, "np.hypot at (0, 0) (a norm)")
+    if watched is not res:  # (its partials leave the warning to the watch: _over_norm; a result made another way,
+        b = bottom(res)  # out= or where=, is not watched, and its partials warn at once: regress116)
+        if len(_WATCHED_HYPOTS) > 256:
+            _WATCHED_HYPOTS.clear()  # (a result forgotten warns at once again: noise, never silence)
+        _WATCHED_HYPOTS[id(b)] = b
+    return watched
+
+
+_WATCHED_HYPOTS: dict = {}  # id(values) -> values: np.hypot results whose zeros _hypot_watch watches
 defelementwise(np.sinh, lambda x, y: np.cosh(x))
 defelementwise(np.cosh, lambda x, y: np.sinh(x))
 def _sech2(x, y):

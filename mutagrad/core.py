@@ -4642,8 +4642,8 @@ class Tracer:
     def __bool__(self):
         b = bottom(self)
         res = bool(b)
-        if not res and _TRUTH_TIE[0] is not None and type(b) is not _ndarray:  # (`if not k:` at k = 0: a guard
-            _TRUTH_TIE[0](self)  # as `if k == 0:`, rules.elementwise; an array's truth is NumPy's error)
+        if not res and _TRUTH_TIE[0] is not None:  # (`if not k:` at k = 0: a guard as `if k == 0:`,
+            _TRUTH_TIE[0](self)  # rules.elementwise; a larger array's truth is NumPy's error, raised above)
         return res
 
     def __repr__(self):

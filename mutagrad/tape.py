@@ -1778,6 +1778,8 @@ def _same_bits(a, b) -> bool:
         return bool(np.array_equal(_bits(a), _bits(b)))  # (one element per comparison, not one byte)
     if a.flags.c_contiguous and b.flags.c_contiguous and a.dtype.kind in "fc" and a.dtype.itemsize == b.dtype.itemsize:
         return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
+    if a.dtype.kind not in "fcmM" or b.dtype.kind not in "fcmM":  # (strings, objects: no NaN to take equal; an
+        return bool(np.array_equal(a, b))  # argument of keys given to a hessian: regress116)
     return bool(np.array_equal(a, b, equal_nan=True))
 
 

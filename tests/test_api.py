@@ -1419,6 +1419,9 @@ def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_
     for keys in (np.array(["a", "b", "a", "c"]), np.array(["a", "b", "a", "c"], dtype=object)):  # (groupby)
         out, t = mg.jvp(lambda a, k: np.sum(a[k == "a"] ** 2), (np.arange(4.0), keys), (np.ones(4), None))
         assert (out, t) == (4.0, 4.0)  # (by hand: d(a_0^2 + a_2^2) = 2 a_0 + 2 a_2 = 4)
+        # (regress116: a hessian's runs compared the keys with equal_nan, NumPy's TypeError for strings)
+        H = mg.hessian(lambda a, k: np.sum(a[k == "a"] ** 2))(np.arange(4.0), keys)
+        np.testing.assert_array_equal(H, np.diag([2.0, 0.0, 2.0, 0.0]))  # (by hand)
 
     def running(p, state):  # (normflows: a dict of running statistics, None for its tangent: every leaf constant)
         state["mean"] *= 0.9

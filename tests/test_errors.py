@@ -7213,8 +7213,15 @@ def test_a_guard_of_equality_with_a_constant_that_holds_warns_and_names_the_seri
     def truthy(k):  # (regress115: `if not k:`, the guard by truth)
         return 1.0 + 0.0 * k if not k else (np.exp(k) - 1) / k
 
-    with pytest.warns(mg.KinkWarning, match="truth test of a differentiated number that is 0"):
-        assert mg.grad(truthy)(0.0) == 0.0
+    for k in (0.0, np.array(0.0)):  # (a 0-d array too: regress116)
+        with pytest.warns(mg.KinkWarning, match="truth test of a differentiated number that is 0"):
+            assert mg.grad(truthy)(k) == 0.0
+
+    def pick(p):  # (regress116: `if a == b:` of two differentiated numbers at a tie, as `if a < b:` warns)
+        return p[0] if p[0] == p[1] else np.log((np.exp(p[0]) + np.exp(p[1])) / 2)
+
+    with pytest.warns(mg.KinkWarning, match="two differentiated values that are equal"):
+        np.testing.assert_array_equal(mg.grad(pick)(np.array([0.3, 0.3])), [1.0, 0.0])  # (the branch's; FD: 0.5 each)
     series = lambda k: np.where(abs(k) < 1e-4, 1 + k / 2 + k ** 2 / 6, (np.exp(k) - 1) / k)  # (the fix it names)
     with warnings.catch_warnings():
         warnings.simplefilter("error", mg.KinkWarning)

@@ -535,7 +535,8 @@ def _warn_guard(x, c, frame, what):
 
 def _truth_tie(x):
     """`if not k:` of a differentiated number that is 0 (Tracer.__bool__): a guard, as `if k == 0:`."""
-    if isinstance(bottom(x), (float, complex, np.inexact)):
+    b = bottom(x)
+    if isinstance(b, (float, complex, np.inexact)) or (type(b) is np.ndarray and b.dtype.kind in "fc"):
         _warn_guard(x, 0, sys._getframe(2), "a truth test of a differentiated number that is 0")
 
 
@@ -548,6 +549,7 @@ def _nondiff_call(ufunc, inputs, kwargs):
         note_equality(inputs)
         if len(inputs) == 2:
             _warn_equality_tie(inputs)
+            _warn_tie(inputs)  # (`if a == b:` of two differentiated numbers that are equal: regress116)
         if len(inputs) == 2 and not kwargs:  # (x == key, or not np.any(x != key): a cache's key)
             res = ufunc(*(plain_operand(x) for x in inputs))
             note_cache_key(inputs, res if ufunc is np.equal else ~np.asarray(res))

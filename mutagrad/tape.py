@@ -832,7 +832,8 @@ def _saved_copy(v):
         st.off_program -= 1
 
 
-READONLY_SUM_LIMIT = 1 << 20  # (larger read-only constants are not summed: documented, docs/mutation.md)
+READONLY_SUM_LIMIT = 1 << 20  # (larger read-only constants are not summed, as api.CHECKSUM_LIMIT's arguments: two
+# passes over an 8 MB matrix cost half the gradient of A @ x; documented, docs/mutation.md)
 
 
 class ReverseLevel(Level):
@@ -937,7 +938,7 @@ class ReverseLevel(Level):
         """Note the bits of a read-only constant a pullback reads, uncopied: its memory may still change
         (through a writable view made before it was made read-only, setflags(write=True), ufunc.at, which
         NumPy lets write into read-only arrays), which the reverse pass would not see; checked when the
-        function returns (api._check_plain_aliases; the copying tester)."""
+        function returns and when vjp's pullback is called (api._check_read_only_constants; the copying tester)."""
         sums = self.__dict__.get("read_only_sums")
         if sums is None:
             sums = self.read_only_sums = {}

@@ -548,8 +548,9 @@ def _nondiff_call(ufunc, inputs, kwargs):
     if ufunc is np.equal or ufunc is np.not_equal:
         note_equality(inputs)
         if len(inputs) == 2:
-            _warn_equality_tie(inputs)
-            _warn_tie(inputs)  # (`if a == b:` of two differentiated numbers that are equal: regress116)
+            _warn_equality_tie(inputs)  # (not _warn_tie's `if a == b:` of two differentiated numbers: that is
+            # a Newton loop's `if xn == x: break` at convergence, or a pair skip `x[i] == x[j]` at i == j, where
+            # the derivative is right, at every call: regress117; `if a == b:` at a real tie stays unwarned)
         if len(inputs) == 2 and not kwargs:  # (x == key, or not np.any(x != key): a cache's key)
             res = ufunc(*(plain_operand(x) for x in inputs))
             note_cache_key(inputs, res if ufunc is np.equal else ~np.asarray(res))

@@ -1188,7 +1188,9 @@ def _segment_reductions(ufunc, x, indices, axis):
         else:  # hypot: |segment|, scaled by its plain largest magnitude
             sc = np.maximum.reduceat(np.abs(xb), offsets, axis=0)
             sc = np.where((sc > 0) & np.isfinite(sc), sc, 1.0)
-            res = sc * np.sqrt(segsum((xs / sc[own]) ** 2))
+            from .linalg import _norm_kink
+
+            res = _norm_kink(sc * np.sqrt(segsum((xs / sc[own]) ** 2)), "np.hypot.reduceat at a zero segment (a norm)")
         single = (lengths == 1).reshape((-1,) + (1,) * (np.ndim(xb) - 1))
         if np.any(single):  # (one element is itself: reduceat copies it; hypot.reduce would give |x|)
             res = np.where(single, np.take(xs, offsets, axis=0), res)

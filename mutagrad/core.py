@@ -2469,7 +2469,10 @@ def _promoted_inplace(ufunc, inputs, p, frame):
     # the target a name, which the statement rebinds itself (an attribute or an item may be read
     # from one object and stored into another: a class attribute, a proxy, a ChainMap)
     stmt = _statement_at(frame)
-    if type(stmt) is not ast.AugAssign or type(stmt.target) is not ast.Name:
+    if stmt is None:  # (no source, exec'd code: the instruction that stores the result tells the target; the
+        if not _stores_into_a_name(frame):  # raking tester's `lam -= step` worked from a file only)
+            return None
+    elif type(stmt) is not ast.AugAssign or type(stmt.target) is not ast.Name:
         return None
     axes = _INPLACE_AXES.get(ufunc)
     with np.errstate(all="ignore"):  # NumPy's own errors (shapes, casting), as in a plain call
@@ -2489,6 +2492,19 @@ def _promoted_inplace(ufunc, inputs, p, frame):
 
 
 _INPLACE_AXES = {np.matmul: [(-2, -1), (-2, -1), (-2, -1)]}  # (what ndarray.__imatmul__ passes)
+_NAME_STORES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"))
+
+
+def _stores_into_a_name(frame) -> bool:
+    """Whether the instruction after the in-place operator the frame is at stores into a name (`x -= t`), not
+    an attribute or an item (`a.x -= t`, `a[i] -= t`, whose objects may differ): the bytecode's answer where
+    the statement's source cannot be read."""
+    after = False
+    for ins in dis.get_instructions(frame.f_code):
+        if after:
+            return ins.opname in _NAME_STORES
+        after = ins.offset == frame.f_lasti
+    return False
 
 
 _BINARY_OP_CODE = dis.opmap.get("BINARY_OP", -1)

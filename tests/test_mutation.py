@@ -3464,3 +3464,16 @@ def test_a_read_only_constant_changed_between_vjp_and_its_pullback_is_refused():
     Mw[...] = 100.0
     with pytest.raises(mg.MutationError, match="read-only array of shape \\(2, 2\\).*before the pullback"):
         pullback(1.0)
+
+
+def test_an_in_place_operator_on_a_plain_local_rebinds_it_in_code_without_source_too():
+    # (raking) `lam = np.zeros(k); lam -= step` worked from a file and was refused from exec'd code, whose
+    # statement could not be read: the bytecode's store tells a name from an attribute
+    ns = {"np": np}
+    exec("def f(x):\n    lam = np.zeros(2)\n    lam -= 2.0 * x\n    return np.sum(lam ** 2)\n"
+         "def g(x):\n    class O:\n        pass\n    o = O()\n    o.v = np.zeros(2)\n    o.v -= x\n"
+         "    return np.sum(o.v ** 2)\n", ns)
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(mg.grad(ns["f"])(x), _central(ns["f"], x), rtol=1e-8)  # (8 x, by hand)
+    with pytest.raises(mg.WriteToPlainArrayError):  # (an attribute may be read from one object, stored into another)
+        mg.grad(ns["g"])(x)

@@ -2469,10 +2469,11 @@ def _promoted_inplace(ufunc, inputs, p, frame):
     # the target a name, which the statement rebinds itself (an attribute or an item may be read
     # from one object and stored into another: a class attribute, a proxy, a ChainMap)
     stmt = _statement_at(frame)
-    if stmt is None:  # (no source, exec'd code: the instruction that stores the result tells the target; the
-        if not _stores_into_a_name(frame):  # raking tester's `lam -= step` worked from a file only)
-            return None
-    elif type(stmt) is not ast.AugAssign or type(stmt.target) is not ast.Name:
+    if stmt is not None and (type(stmt) is not ast.AugAssign or type(stmt.target) is not ast.Name):
+        return None
+    # (the instruction that stores the result tells the target where no source can be read, exec'd code: the
+    # raking tester's `lam -= step` worked from a file only; and whether the name is stored where it was read)
+    if not _stores_into_its_name(frame, p):
         return None
     axes = _INPLACE_AXES.get(ufunc)
     with np.errstate(all="ignore"):  # NumPy's own errors (shapes, casting), as in a plain call
@@ -2492,19 +2493,29 @@ def _promoted_inplace(ufunc, inputs, p, frame):
 
 
 _INPLACE_AXES = {np.matmul: [(-2, -1), (-2, -1), (-2, -1)]}  # (what ndarray.__imatmul__ passes)
-_NAME_STORES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"))
 
 
-def _stores_into_a_name(frame) -> bool:
+def _stores_into_its_name(frame, p) -> bool:
     """Whether the instruction after the in-place operator the frame is at stores into a name (`x -= t`), not
-    an attribute or an item (`a.x -= t`, `a[i] -= t`, whose objects may differ): the bytecode's answer where
-    the statement's source cannot be read."""
-    after = False
-    for ins in dis.get_instructions(frame.f_code):
-        if after:
-            return ins.opname in _NAME_STORES
-        after = ins.offset == frame.f_lasti
-    return False
+    an attribute or an item (`a.x -= t`, `a[i] -= t`, whose objects may differ), and into the namespace that
+    holds ``p`` under that name: a name read from the globals and stored into other locals (exec(code, env,
+    loc), a class body) would leave the array it read unchanged, where NumPy changes it (regress118)."""
+    code = frame.f_code
+    stores = _STORES_AFTER.get(code)
+    if stores is None:  # (each code object's instructions read once: an in-place operator in a loop asks each time)
+        if len(_STORES_AFTER) > 512:
+            _STORES_AFTER.clear()
+        ins = list(dis.get_instructions(code))
+        stores = _STORES_AFTER[code] = {a.offset: (b.opname, b.argval) for a, b in zip(ins, ins[1:])}
+    opname, name = stores.get(frame.f_lasti, (None, None))
+    if opname == "STORE_NAME":
+        return frame.f_locals.get(name) is p
+    if opname == "STORE_GLOBAL":
+        return frame.f_globals.get(name) is p
+    return opname in ("STORE_FAST", "STORE_DEREF")  # (read from the same slot or cell)
+
+
+_STORES_AFTER: dict = {}  # code -> {offset: (the next instruction's name, its argument)}
 
 
 _BINARY_OP_CODE = dis.opmap.get("BINARY_OP", -1)

@@ -848,6 +848,31 @@ def call_at(frame, kind=ast.Call):
     return _index_of(tree)[1].get((kind, *pos))
 
 
+def loop_control_test(frame) -> bool:
+    """Whether the comparison the user's ``frame`` is at is a loop's control: the test of a ``while``, or of an
+    ``if`` whose body only breaks or continues (a Newton loop's ``if xn == x: break`` at convergence, a pair skip
+    ``if x[i] == x[j]: continue``), not a guard that picks a value. False where the source cannot be read."""
+    node = call_at(frame, ast.Compare)
+    if node is None:
+        return False
+    tree = _file_tree(frame.f_code.co_filename)
+    key = (id(tree), id(node))
+    hit = _LOOP_TESTS.get(key)
+    if hit is None or hit[0] is not node:
+        if len(_LOOP_TESTS) > 1024:
+            _LOOP_TESTS.clear()
+        found = False
+        for n in ast.walk(tree):
+            if type(n) in (ast.While, ast.If) and any(m is node for m in ast.walk(n.test)):
+                found = type(n) is ast.While or all(type(b) in (ast.Break, ast.Continue, ast.Pass) for b in n.body)
+                break
+        hit = _LOOP_TESTS[key] = (node, found)
+    return hit[1]
+
+
+_LOOP_TESTS: dict = {}  # (id(tree), id(compare)) -> (compare, whether it is a loop's control)
+
+
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
              ast.AsyncFunctionDef, ast.ClassDef, ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 

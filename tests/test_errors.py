@@ -7229,6 +7229,16 @@ def test_a_guard_of_equality_with_a_constant_that_holds_warns_and_names_the_seri
     with warnings.catch_warnings():
         warnings.simplefilter("error", mg.KinkWarning)
         assert mg.grad(heron)(2.0) == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)  # (d sqrt(a)/da, by hand)
+
+    def lmtd(dT):  # (regress118: a guard between two differentiated numbers, the log-mean temperature difference)
+        if dT[0] == dT[1]:
+            return dT[0]
+        return (dT[0] - dT[1]) / np.log(dT[0] / dT[1])
+
+    with pytest.warns(mg.KinkWarning, match="two differentiated values that are equal"):
+        np.testing.assert_array_equal(mg.grad(lmtd)(np.array([10.0, 10.0])), [1.0, 0.0])  # (the branch's)
+    fd = [(lmtd(np.array([10.0, 10.0]) + 1e-4 * e) - lmtd(np.array([10.0, 10.0]) - 1e-4 * e)) / 2e-4 for e in np.eye(2)]
+    np.testing.assert_allclose(fd, [0.5, 0.5], atol=1e-5)  # (what it should be, by symmetry: the warning is right)
     series = lambda k: np.where(abs(k) < 1e-4, 1 + k / 2 + k ** 2 / 6, (np.exp(k) - 1) / k)  # (the fix it names)
     with warnings.catch_warnings():
         warnings.simplefilter("error", mg.KinkWarning)

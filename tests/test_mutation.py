@@ -3477,3 +3477,18 @@ def test_an_in_place_operator_on_a_plain_local_rebinds_it_in_code_without_source
     np.testing.assert_allclose(mg.grad(ns["f"])(x), _central(ns["f"], x), rtol=1e-8)  # (8 x, by hand)
     with pytest.raises(mg.WriteToPlainArrayError):  # (an attribute may be read from one object, stored into another)
         mg.grad(ns["g"])(x)
+
+    def split(x):  # (regress118: read from the globals, stored into other locals: env's array stays plain zeros)
+        env, loc = {"np": np, "x": x, "lam": np.zeros(2)}, {}
+        exec("lam -= 2.0 * x", env, loc)
+        return np.sum(env["lam"] ** 2)
+
+    with pytest.raises(mg.WriteToPlainArrayError):
+        mg.grad(split)(x)
+
+    def one(x):  # (one namespace: read and stored there, rebound)
+        env = {"np": np, "x": x, "lam": np.zeros(2)}
+        exec("lam -= 2.0 * x", env)
+        return np.sum(env["lam"] ** 2)
+
+    np.testing.assert_allclose(mg.grad(one)(x), 8 * x, rtol=1e-15)  # (by hand: d sum(4 x^2) = 8 x)

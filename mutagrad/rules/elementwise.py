@@ -52,7 +52,7 @@ from ..core import (
     write_replayed,
 )
 from .. import core
-from ..errors import _MUTAGRAD_DIR, MutationError, NoRuleError, kink_warning, user_line
+from ..errors import _MUTAGRAD_DIR, MutationError, NoRuleError, kink_warning, loop_control_test, user_frame, user_line
 from ..registry import (_FP_KEYS, EagerPartial, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)
 from ..tangents import ZeroTangent
@@ -446,7 +446,7 @@ def _write_result(ufunc, inputs, out, idx, res, where, casting="same_kind"):
 _ORDERINGS = (np.greater, np.greater_equal, np.less, np.less_equal)
 
 
-def _warn_tie(inputs):
+def _warn_tie(inputs, equality=False):
     """Warn where two differentiated numbers compared for order are equal: the branch the comparison picks
     (Python's max(a, b), an if) gets all of the derivative, a one-sided one, and where both branches meet
     smoothly the result is wrong: the stable log-add max(a, b) + log1p(exp(-|a - b|)) at a == b gets (1, 0)
@@ -467,6 +467,8 @@ def _warn_tie(inputs):
         if scipy_caller(sys._getframe(1)) is not None or compared_by_mutagrad(sys._getframe(1)):
             # (SciPy's own comparisons, Brent's in minimize_scalar, before it converts: the robuststats tester;
             # a rule's, its convention's)
+            return
+        if equality and loop_control_test(user_frame(sys._getframe(1))):  # (see _nondiff_call)
             return
         kink_warning("a comparison of two differentiated values that are equal (a tie)", branch=True)
 
@@ -548,9 +550,13 @@ def _nondiff_call(ufunc, inputs, kwargs):
     if ufunc is np.equal or ufunc is np.not_equal:
         note_equality(inputs)
         if len(inputs) == 2:
-            _warn_equality_tie(inputs)  # (not _warn_tie's `if a == b:` of two differentiated numbers: that is
-            # a Newton loop's `if xn == x: break` at convergence, or a pair skip `x[i] == x[j]` at i == j, where
-            # the derivative is right, at every call: regress117; `if a == b:` at a real tie stays unwarned)
+            _warn_equality_tie(inputs)
+            # `if a == b:` of two differentiated numbers at a tie, a guard (a log-mean temperature difference's
+            # `if dT1 == dT2: return dT1` gets (1, 0) for (0.5, 0.5): regress118), as `if a < b:` warns; not a
+            # loop's control, a Newton loop's `if xn == x: break` at convergence or a pair skip `x[i] == x[j]: continue`
+            # at i == j, where the derivative is right at every call (regress117)
+            if isinstance(inputs[0], Tracer) and isinstance(inputs[1], Tracer):  # (a constant: no tie of two)
+                _warn_tie(inputs, equality=True)
         if len(inputs) == 2 and not kwargs:  # (x == key, or not np.any(x != key): a cache's key)
             res = ufunc(*(plain_operand(x) for x in inputs))
             note_cache_key(inputs, res if ufunc is np.equal else ~np.asarray(res))

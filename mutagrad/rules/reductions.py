@@ -1188,12 +1188,17 @@ def _segment_reductions(ufunc, x, indices, axis):
         else:  # hypot: |segment|, scaled by its plain largest magnitude
             sc = np.maximum.reduceat(np.abs(xb), offsets, axis=0)
             sc = np.where((sc > 0) & np.isfinite(sc), sc, 1.0)
-            from .linalg import _norm_kink
-
-            res = _norm_kink(sc * np.sqrt(segsum((xs / sc[own]) ** 2)), "np.hypot.reduceat at a zero segment (a norm)")
+            res = sc * np.sqrt(segsum((xs / sc[own]) ** 2))
         single = (lengths == 1).reshape((-1,) + (1,) * (np.ndim(xb) - 1))
         if np.any(single):  # (one element is itself: reduceat copies it; hypot.reduce would give |x|)
             res = np.where(single, np.take(xs, offsets, axis=0), res)
+        if ufunc is np.hypot:  # (a zero segment is the norm's kink: watched where a higher derivative meets it
+            from .linalg import _norm_kink  # and what comes after reads it, not a one-element segment, its
+            # element: regress117/118)
+
+            skip = np.moveaxis(np.broadcast_to(single, np.shape(res)), 0, ax)
+            return _norm_kink(_with_value(np.moveaxis(res, 0, ax), lambda: exact),
+                              "np.hypot.reduceat at a zero segment (a norm)", skip=skip)
     return _with_value(np.moveaxis(res, 0, ax), lambda: exact)
 
 

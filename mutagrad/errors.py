@@ -419,12 +419,17 @@ def kink_warning(what: str, branch: bool = False, site=None, equality: bool = Fa
         f"a higher derivative (mg.hessian, or a derivative of mg.grad/mg.jvp) goes through {what} exactly at its "
         "kink, where mutagrad differentiates the first derivative's convention (0 there; inf or NaN where it "
         "meets a factor that is 0 only up to rounding, sin(3 * pi)): where the value "
-        "reaches the result (not an np.where branch that is not taken), a composite that is smooth there gets a "
+        "reaches the result, or an np.where (np.triu) guard replaces it (a guard's constant has no curvature), a "
+        "composite that is smooth there gets a "
         "wrong second derivative (the Hessian of np.abs(z) ** 2 of a complex z, np.linalg.norm(x) ** 2 or "
         "np.hypot(x, y) ** 2 at 0 comes out 0; the stable softplus np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z))) "
         "gets 0 for 0.25): write it without the kink (np.sum(x * x), (z * np.conj(z)).real, np.logaddexp(0, z) "
         "for the softplus), or step off the point. A function with a true kink there (a norm) has no "
-        "second derivative at that point (docs/errors.md: a second derivative through a kink)."), KinkWarning)
+        "second derivative at that point (docs/errors.md: a second derivative through a kink)." + (
+            " The zero self-distances of a pairwise distance matrix, left out by np.where(np.eye(n, dtype=bool), "
+            "c, r) or np.triu(r, 1), warn too although they are zero for every x: leave them out with a boolean "
+            "index, r[~np.eye(n, dtype=bool)], or overwrite them first, np.fill_diagonal(r, c), and nothing is "
+            "said." if any(w in what for w in ("norm", "hypot", "sum of squares")) else "")), KinkWarning)
 
 
 _COMPLEX_SCALARS = (complex, np.complex128, np.complex64, np.clongdouble)

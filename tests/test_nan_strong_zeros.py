@@ -1200,6 +1200,15 @@ def test_no_kink_warning_where_the_zero_norms_are_not_read():
             warnings.simplefilter("error", mg.KinkWarning)
             np.testing.assert_allclose(mg.hessian(f)(pos), want, rtol=1e-6, atol=1e-6)
 
+    def pe_where(p):  # (mdsim) np.where's guard reads the zeros (a guard's constant may drop curvature): it
+        # warns, naming the two rewrites above, which are quiet; its Hessian is right here all the same
+        r = np.linalg.norm(p[:, None] - p[None], axis=-1)
+        return -0.5 * np.sum(np.where(~off, 0.0, np.outer(mass, mass) / np.where(off, r, 1.0)))
+
+    with pytest.warns(mg.KinkWarning, match=r"r\[~np.eye\(n, dtype=bool\)\].*np.fill_diagonal\(r, c\)"):
+        h = mg.hessian(pe_where)(pos)
+    np.testing.assert_allclose(h, want, rtol=1e-6, atol=1e-6)
+
     def std_overwritten(x):  # (np.std's zero overwritten before any read: regress63; var's Hessian by hand)
         s = np.std(x.reshape(2, 3), axis=1)
         s[0] = 1.0

@@ -4168,10 +4168,11 @@ class Tracer:
             raise escape_error(
                 f"{rng}.{it}(...) with a traced parameter (the generator converts its parameters to plain "
                 "arrays)", TracerEscapeError,
-                " Integer draws (choice with p=, binomial, poisson, multinomial...) take traced parameters "
+                ("" if it not in _RANDOM_TRANSFORMS else " " + _RANDOM_TRANSFORMS[it].format(rng=rng))
+                + " Integer draws (choice with p=, binomial, poisson, multinomial...) take traced parameters "
                 "(derivative zero); the other samplers' draws have no derivative w.r.t. their parameters. "
-                "If the draws need no derivative w.r.t. the parameter, pass mg.stop_gradient(param)."
-                + ("" if it not in _RANDOM_TRANSFORMS else " " + _RANDOM_TRANSFORMS[it].format(rng=rng)))
+                "If the draws need no derivative w.r.t. the parameter, pass mg.stop_gradient(param).",
+                specific=it in _RANDOM_TRANSFORMS)  # (the transform first, not the buffer advice: the enkf tester)
         if it == "arange" and isinstance(call.func, (ast.Attribute, ast.Name)):
             raise escape_error(
                 "np.arange with a traced start, stop or step (it converts them to plain numbers)", TracerEscapeError,
@@ -5862,6 +5863,17 @@ def _converted_argument(filename, lineno):
     return "x"
 
 
+def _argument_named(obj):
+    """The name of the argument of a running differentiation whose caller's array ``obj`` is, or None."""
+    if not isinstance(obj, np.ndarray):
+        return None
+    for lv in reversed(STATE.levels):
+        hit = lv.locked.get(id(obj)) if lv.locked else None
+        if hit is not None and hit[0] is obj:
+            return hit[2]
+    return None
+
+
 def _made_outside_hint(target, frame):
     """Where the array written into is a global or closed-over name of the user's function:
     made outside the differentiation, so plain even if mnp made it; or an array an earlier
@@ -5940,6 +5952,15 @@ def _made_outside_hint(target, frame):
         return ""
     if name not in code.co_freevars and name not in frame.f_globals:
         return ""
+    arg = _argument_named(obj)
+    if arg is not None:  # (np.add.at(F, ...) of a global F passed as argument f: "pass it as an argument" was
+        from .errors import SpecificHint  # no fix: the mdsim tester)
+
+        return SpecificHint(
+            f" `{name}` (a global or a closed-over name) is the caller's array passed as {arg} of the differentiated "
+            f"function: the function sees that argument traced, under the parameter that receives it, while `{name}` "
+            "still names the caller's plain array. Write through that parameter instead, which is differentiated "
+            "(the caller's array holds after the call what a plain call leaves).")
     return (f" `{name}` was made outside the differentiated function (a global or a closed-over name): "
             "there, mnp.zeros/mnp.empty make a plain ndarray too. Make the buffer inside the function, or "
             + _as_an_argument() + ".")

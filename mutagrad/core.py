@@ -3038,6 +3038,9 @@ for _d in ("distance_matrix", "minkowski_distance", "minkowski_distance_p"):
     _DISTANCES[_d] = _DISTANCES["cdist"].replace("cdist(A, B, metric)", f"{_d}(A, B, p)")
 for _d, _f in _METRICS.items():
     _DISTANCES[_d] = f"{_d}(u, v) of two vectors is {_f}"
+# (the names mutagrad.scipy.spatial and .spatial.distance differentiate: rules/scipy/spatial.COMPOSITES)
+_OURS_SPATIAL = frozenset((*_METRICS, "pdist", "cdist", "squareform", "distance_matrix", "minkowski_distance",
+                           "minkowski_distance_p"))
 _ROTATION = ("A Rotation holds plain numbers: write the rotation matrix of the traced parameters with NumPy operations, "
              "which are differentiated: from a quaternion q = (x, y, z, w) (SciPy's scalar-last order), q = q / "
              "np.linalg.norm(q) and R = np.stack([1 - 2 * (y*y + z*z), 2 * (x*y - z*w), 2 * (x*z + y*w), "
@@ -3234,6 +3237,12 @@ def _scipy_rewrite(sub, name):
                 "try_last=True) restores SciPy's default)" + (f", or use np.fft.{short}(...)." if hasattr(np.fft, short)
                                                             else "."))
     if short in _DISTANCES:
+        if short in _OURS_SPATIAL:  # (mutagrad.scipy.spatial: the same call, differentiated)
+            where = "spatial" if short in ("distance_matrix", "minkowski_distance", "minkowski_distance_p") else (
+                "spatial.distance")
+            return (f" Call mutagrad.scipy.{where}.{short} (the same names and arguments: import "
+                    f"mutagrad.scipy.{where} as ...), which is differentiated; or write it with NumPy operations: "
+                    f"{_DISTANCES[short]}.")
         return f" Write the distances with NumPy operations, which are differentiated: {_DISTANCES[short]}."
     if sub.startswith("spatial") and short in _SPATIAL_REWRITES:
         return " " + _SPATIAL_REWRITES[short]

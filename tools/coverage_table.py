@@ -96,6 +96,7 @@ def collect():
     rows.update(_scipy_ndimage_rows())
     rows.update(_scipy_signal_rows())
     rows.update(_scipy_interpolate_rows())
+    rows.update(_scipy_spatial_rows())
     return dict(sorted(rows.items()))
 
 
@@ -162,6 +163,16 @@ def _scipy_interpolate_rows():
     return {name: (True, True, "composite of differentiable operations") for name in interpolate.COMPOSITES}
 
 
+def _scipy_spatial_rows():
+    """The distances of mutagrad.scipy.spatial (pdist, cdist, squareform, the pair functions), written with
+    NumPy operations."""
+    try:
+        from mutagrad.rules.scipy import spatial
+    except ImportError:  # no SciPy
+        return {}
+    return {name: (True, True, "composite of differentiable operations") for name in spatial.COMPOSITES}
+
+
 def _parameters_without_derivative():
     try:
         from mutagrad.rules.scipy import special
@@ -199,7 +210,8 @@ def render() -> str:
          "SciPy asks first). The other `scipy.*` rows are "
          "SciPy's plain-Python functions: they are differentiated when called through `mutagrad.scipy.special`, "
          "`mutagrad.scipy.linalg`, `mutagrad.scipy.stats`, `mutagrad.scipy.signal`, `mutagrad.scipy.ndimage`, "
-         "`mutagrad.scipy.interpolate` (its classes: subclasses of SciPy's) or `mutagrad.scipy.sparse.linalg` "
+         "`mutagrad.scipy.interpolate` (its classes: subclasses of SciPy's), `mutagrad.scipy.spatial` (with "
+         "`.spatial.distance`) or `mutagrad.scipy.sparse.linalg` "
          "(the same names); "
          "SciPy's own raise `TracerEscapeError`, naming the module to use. The `scipy.stats.<distribution>.<method>` "
          "rows are the distributions of `mutagrad.scipy.stats`, written with the differentiable functions above "

@@ -1,7 +1,7 @@
 """``mutagrad.scipy``: drop-in SciPy namespaces, like ``autograd.scipy``.
 
-``mutagrad.scipy.special``, ``.linalg``, ``.stats``, ``.signal``, ``.ndimage``, ``.interpolate`` and
-``.sparse`` (with ``.sparse.linalg``) hold every name of the SciPy module of the same name; the
+``mutagrad.scipy.special``, ``.linalg``, ``.stats``, ``.signal``, ``.ndimage``, ``.interpolate``,
+``.spatial`` (with ``.spatial.distance``) and ``.sparse`` (with ``.sparse.linalg``) hold every name of the SciPy module of the same name; the
 functions SciPy writes in plain Python (which call ``np.asarray`` and so cannot see traced arrays)
 are replaced by differentiable ones (``.interpolate``'s classes are subclasses of SciPy's,
 differentiated in the data, the knots and the points). SciPy's ufuncs (``scipy.special.gammaln``...) dispatch
@@ -14,7 +14,7 @@ by themselves and are the same objects here.
 """
 import importlib
 
-__all__ = ["interpolate", "linalg", "ndimage", "signal", "sparse", "special", "stats"]
+__all__ = ["interpolate", "linalg", "ndimage", "signal", "sparse", "spatial", "special", "stats"]
 
 
 def __getattr__(name):

@@ -1363,6 +1363,31 @@ class Level:
             out.pristine = True
         return ScalarTracer(v, self, out, None, True), out
 
+    @staticmethod
+    def check_shared_outputs(outs, fresh, prim):
+        """Refuse outputs of one operation, each given its own new storage, that share memory (a rule's
+        ``return y, y[::-1]``, the same array under two keys): each would get its own derivative, and a
+        write through one would change the other's value and not its derivative (the customrules tester:
+        a gradient silently wrong)."""
+        new = [(j, bottom(o)) for j, (o, s) in enumerate(zip(outs, fresh)) if s is not None]
+        if len(new) < 2:
+            return
+        for a in range(len(new)):
+            ja, ba = new[a]
+            if type(ba) is not _ndarray:
+                continue
+            for jb, bb in new[a + 1:]:
+                if type(bb) is _ndarray and np.may_share_memory(ba, bb) and _shares_bounded(ba, bb):
+                    from .errors import RuleError
+
+                    name = prim.name if prim is not None else "an operation"
+                    raise RuleError(
+                        f"{name} returned outputs {ja} and {jb} that share memory (one a view of the other, or "
+                        "one array returned twice), at " + user_line() + ": mutagrad gives each output its own "
+                        "derivative, so a write through one would change the other's value but not its "
+                        "derivative. Return copies (np.copy(...)), or return the array once and take the view "
+                        "outside the primitive.")
+
     def wrap_output(self, y, leaves, ins, fresh=False):
         """Wrap one output leaf: a view of an input's storage, a fresh storage,
         or (for non-float outputs) the plain value. Returns (out, fresh_storage).

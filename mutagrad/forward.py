@@ -416,6 +416,7 @@ class ForwardLevel(Level):
                         f"that do not match its outputs ({e}); return one tangent per output, in the outputs' "
                         f"structure (mg.ZeroTangent() for a zero one), at {user_line()}") from None
             outs = []
+            fresh = []
             zero = prim.zero_outputs if prim is not None else ()
             for j, (yl, dl) in enumerate(zip(ys, dls)):
                 o, s = self.wrap_output(yl, leaves, ins)
@@ -425,6 +426,8 @@ class ForwardLevel(Level):
                     else:
                         self.set_tangent(s, dl, in_t)
                 outs.append(o)
+                fresh.append(s)
+            self.check_shared_outputs(outs, fresh, prim)
             return tree_unflatten(ytree, outs)
         if isinstance(ydot, (tuple, list, dict)):  # (summed into the array it would make: never right)
             from .errors import RuleError

@@ -1337,6 +1337,7 @@ class ReverseLevel(Level):
                 o, s = self.wrap_output(yl, leaves, ins)
                 outs.append(o)
                 fresh.append(s)
+            self.check_shared_outputs(outs, fresh, prim)
             res = tree_unflatten(ytree, outs)
             outtree = functools.partial(tree_unflatten, ytree)  # the cotangents in the outputs' structure
         else:

@@ -467,6 +467,36 @@ class _Params:
         self.w, self.b = w, b
 
 
+class _CopyingBody:
+    def __init__(self, pos, vel):  # (a defensive copy, as many classes make)
+        self.pos = pos.copy()
+        self.vel = vel.copy()
+
+
+def test_a_registered_pytree_that_copies_its_leaves_gets_the_functions_writes():
+    # (customrules) the rebuilt object wrote into its own copies; the caller's object was paired with its
+    # untouched arrays by attribute name, so it kept them after grad and jvp (a plain call moves it)
+    def kick(b):
+        b.vel += -0.1 * b.pos
+        b.pos += 0.1 * b.vel
+        return np.sum(b.pos ** 2)
+
+    p0, v0 = np.array([1.0, 2.0]), np.array([0.5, -0.5])
+    plain = _CopyingBody(p0, v0)
+    kick(plain)
+    with _registered(_CopyingBody, "pos", "vel"):
+        for run in (lambda b: mg.grad(kick)(b), lambda b: mg.jvp(kick, (b,), (_CopyingBody(np.ones(2), np.zeros(2)),)),
+                    lambda b: mg.vjp(kick, b)[1](1.0)):
+            b = _CopyingBody(p0, v0)
+            run(b)
+            np.testing.assert_array_equal(b.pos, plain.pos)
+            np.testing.assert_array_equal(b.vel, plain.vel)
+            assert type(b.pos) is np.ndarray and b.pos.flags.writeable
+        g = mg.grad(kick)(_CopyingBody(p0, v0))
+        want = [(kick(_CopyingBody(p0 + 1e-6 * e, v0)) - kick(_CopyingBody(p0 - 1e-6 * e, v0))) / 2e-6 for e in np.eye(2)]
+        np.testing.assert_allclose(g.pos, want, rtol=1e-7)
+
+
 def test_a_registered_pytree_objects_rebound_attributes_reach_the_caller():
     # p.b = p.b * 2 rebinds an attribute of the object the function was given: the caller's object
     # kept its old attributes after grad, jvp and hessian (the function saw a rebuilt one)

@@ -682,3 +682,14 @@ def test_forward_over_forward_through_abs_at_its_zero_warns():
         y = np.array([-0.5, 1.5])
         np.testing.assert_allclose(mg.jacobian(mg.jacobian(f, mode="fwd"), mode="fwd")(y), 2 * np.eye(2))
         assert mg.jacobian(lambda z: np.abs(z), mode="fwd")(x)[0, 0] == 0.0
+
+
+def test_second_derivative_of_a_power_with_a_complex_exponent():
+    # (peersuite, autograd's test_complex) the Hessian of np.real(x ** c), c a Python complex: the power's kink
+    # watch compared 0 < c and raised a bare TypeError; first derivative right before, now the second too
+    c = 0.4 + 1.2j
+    x = np.array([1.48, 0.7])
+    for f in (lambda x: np.sum(np.real(x ** c)), lambda x: np.sum(np.imag((np.abs(x) + 1.0) ** c))):
+        want = fd_hessian(f, x, 1e-4)
+        np.testing.assert_allclose(mg.hessian(f)(x), want, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(x), want, rtol=1e-6, atol=1e-8)

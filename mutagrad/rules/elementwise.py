@@ -1637,7 +1637,8 @@ def _power_watch(leaves, res):
     """``s ** 0.5``, watched as np.sqrt(s) is; ``np.abs(x) ** p`` for 0 < p <= 2 at x = 0 (:func:`_abs_watch`);
     other powers of a value based on np.abs(x), or powers with such an exponent, where they curve there
     ((np.abs(x) + 1) ** 3, 2.0 ** np.abs(x): :func:`_function_of_abs_watch`)."""
-    if len(leaves) == 2 and not isinstance(leaves[1], Tracer) and np.ndim(leaves[1]) == 0:
+    if (len(leaves) == 2 and not isinstance(leaves[1], Tracer) and np.ndim(leaves[1]) == 0
+            and np.isrealobj(leaves[1])):  # (a complex exponent: no abs's kink to watch; 0 < p failed: peersuite)
         p = leaves[1]
         if p == 0.5:
             return _root_watch(leaves, res)

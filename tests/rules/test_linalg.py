@@ -2179,3 +2179,54 @@ def test_second_derivatives_through_a_tall_least_squares_fit_form_no_n_by_n_proj
     g = mg.grad(f)
     fd = (g(x + 1e-6 * v) - g(x - 1e-6 * v)) / 2e-6
     np.testing.assert_allclose(hv, fd, rtol=1e-5, atol=1e-6 * np.max(np.abs(fd)))
+
+
+def test_lstsq_and_pinv_of_an_ill_conditioned_full_rank_matrix():
+    # (finance2) the projections I - X A of a tall full-rank A (and I - A X of a wide one) are zero, but formed in
+    # floating point they were rounding times |X|^2: at cond 7e8 (a regression on a cubic of raw prices, as in a
+    # Longstaff-Schwartz pricer) the derivative came out 500 times too large, reverse and forward disagreeing.
+    # The oracle: the same derivatives by the QR factorization (A = Q R: x = R^-1 Q^T b), worked by hand in NumPy
+    rng = np.random.default_rng(0)
+    S0, cash = 100 * rng.uniform(0.7, 1.0, 40), rng.uniform(0.0, 30.0, 40)
+    w = (rng.uniform(size=40) < 0.5) * 0.95
+    basis = lambda S: np.stack([np.ones_like(S), S, S ** 2, S ** 3], 1)  # noqa: E731
+
+    def value(S):
+        A = basis(S)
+        return np.sum(w * (A @ np.linalg.lstsq(A, cash, rcond=None)[0]))
+
+    A = basis(S0)
+    Q, R = np.linalg.qr(A)
+    Ri = lambda v: np.linalg.solve(R, v)  # noqa: E731
+    RiT = lambda v: np.linalg.solve(R.T, v)  # noqa: E731
+    x = Ri(Q.T @ cash)
+    r = cash - A @ x
+    dcol = np.stack([0 * S0, 1 + 0 * S0, 2 * S0, 3 * S0 ** 2], 1)  # (dA/dS_k: row k)
+    want = np.empty(40)
+    for k in range(40):
+        dA = np.zeros_like(A)
+        dA[k] = dcol[k]
+        dx = Ri(RiT(dA.T @ r)) - Ri(Q.T @ (dA @ x))  # dx of a full-column-rank least-squares solution
+        want[k] = w @ (dA @ x + A @ dx)
+    np.testing.assert_allclose(mg.grad(value)(S0), want, rtol=0, atol=1e-7 * np.max(np.abs(want)))
+    v = rng.standard_normal(40)
+    _, t = mg.jvp(value, (S0,), (v,))
+    assert abs(t - want @ v) <= 1e-7 * np.abs(want) @ np.abs(v)
+    # pinv: dX = -X dA X + X X^T dA^T (I - A X), X X^T = R^-1 R^-T
+    dA = rng.standard_normal(A.shape)
+    X = Ri(Q.T)
+    want_dX = -X @ dA @ X + Ri(RiT(dA.T - dA.T @ A @ X))
+    _, tX = mg.jvp(np.linalg.pinv, (A,), (dA,))
+    np.testing.assert_allclose(tX, want_dX, rtol=1e-6, atol=1e-6 * np.max(np.abs(want_dX)))
+    C = rng.standard_normal(X.shape)
+    g = mg.grad(lambda a: np.sum(C * np.linalg.pinv(a)))(A)
+    assert np.sum(g * dA) == pytest.approx(np.sum(C * want_dX), rel=1e-6)
+    # a wide full-row-rank A (the minimum-norm solution: A^T = Q R, x = Q R^-T b): I - A X is zero
+    W = A.T.copy()
+    bw, dW = rng.uniform(0, 30, 4), rng.standard_normal(W.shape)
+    Q2, R2 = np.linalg.qr(W.T)
+    Xw = Q2 @ np.linalg.inv(R2.T)
+    xw = Xw @ bw
+    want_dxw = -Xw @ (dW @ xw) + (dW.T @ (Xw.T @ xw) - Xw @ (W @ (dW.T @ (Xw.T @ xw))))
+    _, tw = mg.jvp(lambda a: np.linalg.lstsq(a, bw, rcond=None)[0], (W,), (dW,))
+    np.testing.assert_allclose(tw, want_dxw, rtol=1e-6, atol=1e-6 * np.max(np.abs(want_dxw)))

@@ -1994,7 +1994,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
                     out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
                 _check_scalar_output(out, _name)
             _check_plain_aliases(level)
-            _warn_cached(level, out, _name)
+            _warn_cached(level, out, _name, fun)
 
             def seed():
                 if isinstance(out, Tracer) and out._level is level:
@@ -2020,6 +2020,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
             return (val, _unwrap_level(aux, level)), grads
         return val, grads
 
+    wrapped._mutagrad_derivative = True  # (its output is a derivative: _warn_cached)
     return wrapped
 
 
@@ -2048,6 +2049,7 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="grad") -> Ca
             return g, aux
         return vg(*args, **kwargs)[1]
 
+    wrapped._mutagrad_derivative = True  # (its output is a derivative: _warn_cached)
     return wrapped
 
 
@@ -2111,7 +2113,7 @@ def _hold_full_collections(step):
                     gc.set_threshold(now[0], now[1], t[2])
 
 
-def _warn_cached(level, out, name):
+def _warn_cached(level, out, name, fun=None):
     """Warn where the output of a differentiated function carries no derivative of its arguments
     and the function compared a differentiated value for equality (``level.equality_at``): the
     pattern of a cache keyed on the arguments (``if np.array_equal(x, last_x): return last_y``, as
@@ -2135,6 +2137,9 @@ def _warn_cached(level, out, name):
                     "differentiation (skip or clear the cache there)."), every=True)
             return
     if where is None:  # (the neuralode tester's bisection for an event time: 0 where it is -0.70)
+        if getattr(fun, "_mutagrad_derivative", False):
+            return  # (mg.grad(f)'s output, the partials of a piecewise-linear f that comparisons chose: jvp of
+            # grad, a Hessian-vector product, is 0 there, as hessian's is, not a bisection's point: peersuite)
         floats = [b for b in map(bottom, leaves) if isinstance(b, (float, complex, np.ndarray, np.generic))
                   and np.result_type(b).kind in "fc"]
         if not any(np.any(np.asarray(b) != 0) for b in floats):
@@ -2193,7 +2198,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         with user_fp_state():  # (NumPy's warnings at the user's lines)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
     _check_plain_aliases(level)
-    _warn_cached(level, out, _name)
+    _warn_cached(level, out, _name, fun)
     out_leaves, out_tree = tree_flatten(out)
     _check_outputs(out_leaves, _name, out)
     out_vals = _unwrap_level(out, level)
@@ -2727,7 +2732,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         _check_outputs(out_leaves, _name, out)
         _check_plain_aliases(level)  # (a tangent read after plain code changed the argument unseen)
         if _run_group is None:
-            _warn_cached(level, out, _name)
+            _warn_cached(level, out, _name, fun)
         raw = [(level.tangent_of(o) if level.poison_of(o) is None else o._storage.poison)
                if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]
         again = (_run_group is None and not FP.careful and not pairs and _nan_tangent(out_leaves, raw)
@@ -3119,6 +3124,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
                            _name)
         return (_owned(res[0]), res[1]) if has_aux else _owned(res)
 
+    wrapped._mutagrad_derivative = True  # (its output is a derivative: _warn_cached)
     return wrapped
 
 

@@ -832,6 +832,9 @@ def test_a_rules_own_comparisons_do_not_warn():
         assert mg.grad(mg.grad(mg.grad(lambda x: sps.huber(1.0, x))))(-1.5) == 0.0  # (|x| - 1/2: also 0)
         assert mg.jvp(mg.grad(mg.grad(lambda x: sps.huber(1.0, x))), (0.5,), (1.0,))[1] == 0.0
     with pytest.warns(UserWarning, match="compared a differentiated value for order"):  # (the user's, still noted)
+        assert mg.jvp(lambda x: np.where(x <= 1, 0.5, 1.5), (0.5,), (1.0,))[1] == 0.0
+    with warnings.catch_warnings():  # (but not where the output is mg.grad's, a derivative: peersuite)
+        warnings.simplefilter("error")
         assert mg.grad(mg.grad(mg.grad(lambda x: np.where(x <= 1, x * x / 2, x - 0.5))))(0.5) == 0.0
 
 

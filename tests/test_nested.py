@@ -693,3 +693,32 @@ def test_second_derivative_of_a_power_with_a_complex_exponent():
         want = fd_hessian(f, x, 1e-4)
         np.testing.assert_allclose(mg.hessian(f)(x), want, rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(x), want, rtol=1e-6, atol=1e-7)
+
+
+def test_a_hessian_vector_product_of_a_piecewise_linear_function_is_quiet():
+    # (peersuite) jvp(grad(f)) of a leaky ReLU: grad's output, partials that comparisons chose, carries no
+    # derivative, and a warning told of a bisection's chosen point; its zero is right (as hessian's, which was
+    # quiet): central differences of the gradient. A bisection's chosen point itself still warns
+    x = np.array([-0.4, 1.3, 0.2])
+    f = lambda x: np.sum(np.where(x > 0, x, 0.1 * x))  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, t = mg.jvp(mg.grad(f), (x,), (np.array([1.0, -2.0, 0.5]),))
+        h = mg.hessian(f)(x)
+    g = mg.grad(f)
+    want = np.array([(g(x + 1e-6 * e) - g(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    np.testing.assert_allclose(t, want @ np.array([1.0, -2.0, 0.5]), atol=1e-9)
+    np.testing.assert_allclose(h, want, atol=1e-9)
+
+    def root(c):  # (a bisection on plain brackets: its point has the brackets' zero derivative)
+        lo, hi = 0.0, 2.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if mid * mid - c > 0:
+                hi = mid
+            else:
+                lo = mid
+        return mid
+
+    with pytest.warns(UserWarning, match="bisection"):
+        mg.jvp(root, (2.0,), (1.0,))

@@ -2431,9 +2431,12 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
     # it, operands' values included (a run that draws fresh numbers from a generator the states do
     # not hold computes another function, though its output may agree: sin(x * z) at x = 0), and all
     # run careful (strong zeros: jvp's own second run, _careful_jvp, is not made inside a group)
-    group = [None, 0, None]  # (the RunGroup, its runs compared so far, the entry its first run gave)
+    # (one group per argument: an argument's runs trace it alone, and take other steps than another's,
+    # np.concatenate([theta, [c]]) with a traced c: the customrules tester's argnums=(0, 1))
+    groups = {}
 
     def entry_jvp(n, k, i):
+        group = groups.setdefault(n, [None, 0, None])  # (the RunGroup, its runs compared so far, its first entry)
         tree, linfo = infos[n]
         units = [np.zeros(info.shape, info.dtype) for info in linfo]
         units[k].flat[i] = 1.0
@@ -2509,16 +2512,17 @@ def _forward_fill(grads, fun, args, kwargs, nums, single, infos, has_aux, value,
             leaf = type(leaf)(d)
         gl[k] = leaf
         per[j] = tree_unflatten(gtree, gl)
-    if group[2] is not None and not group[1] and (fixed or not all(whole.values())):
-        # (one run only, whose number is used: the first entry's again, compared with it; a run that gave
-        # NaN again changes nothing, and needs no second: the econdp tester's pullback ran the function twice)
-        try:
-            entry_jvp(*group[2])
-        except DifferentiationError:  # (other steps; or it failed where the first run did not)
-            _drew(states)
-            return grads
-        if _drew(states):
-            return grads
+    for group in list(groups.values()):
+        if group[2] is not None and not group[1] and (fixed or not all(whole.values())):
+            # (one run only, whose number is used: the first entry's again, compared with it; a run that gave
+            # NaN again changes nothing, and needs no second: the econdp tester's pullback ran the function twice)
+            try:
+                entry_jvp(*group[2])
+            except DifferentiationError:  # (other steps; or it failed where the first run did not)
+                _drew(states)
+                return grads
+            if _drew(states):
+                return grads
     for (n, k), left in whole.items():
         if left:
             continue  # (an entry forward mode could not give either: the leaf stays poisoned)

@@ -2402,6 +2402,29 @@ def test_parameter_held_fixed_inside_a_vector_with_a_users_rule(with_frule):
     assert isinstance(mg.jvp(inner, (1.0,), (1.0,))[1], mg.NotImplementedTangent)
 
 
+def test_parameter_held_fixed_inside_a_vector_with_several_differentiated_arguments():
+    # (customrules) with argnums=(0, 1) theta's gradient stayed poisoned: c's forward run traced [c] (np.stack
+    # first) where theta's did not, and the one run group refused them all; one group per argument now. theta's
+    # gradient against central differences, c's (d/dn, not implemented) still poisoned
+    @mg.primitive
+    def decay(x, nu):
+        return np.exp(-nu * x) * x ** 2
+
+    @mg.rrule(decay)
+    def _(x, nu):
+        return decay(x, nu), lambda yb: (yb * np.exp(-nu * x) * (2 * x - nu * x ** 2), mg.not_implemented("d/dnu"))
+
+    def f(theta, c):
+        v = np.concatenate([theta, [c]])
+        return np.sum(decay(v[:-1], v[-1]))
+
+    theta, c = np.array([0.3, 1.2, 2.0]), 0.7
+    gt, gc = mg.grad(f, argnums=(0, 1))(theta, c)
+    want = [(f(theta + 1e-6 * e, c) - f(theta - 1e-6 * e, c)) / 2e-6 for e in np.eye(3)]
+    np.testing.assert_allclose(gt, want, rtol=1e-7)
+    assert isinstance(gc, mg.NotImplementedTangent) and "d/dnu" in gc.message
+
+
 def test_parameter_held_fixed_with_a_flag_and_a_count_among_the_arguments():
     # forward mode fills the gradient in: the arguments that are no floats (a flag, a count) are
     # not primals of its jvp (they were, and jvp's TypeError for a boolean escaped)

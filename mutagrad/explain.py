@@ -315,7 +315,8 @@ def explain(f: Callable, *args: Any, argnums=0, dot: str | os.PathLike | None = 
     level = ReverseLevel(record_lines=True)
     try:
         with level:
-            targs, infos = _wrap_args(level, args, nums)
+            kwargs = dict(kwargs)  # (its float arrays traced constants, buffers as grad's are: customrules)
+            targs, infos = _wrap_args(level, args, nums, f, kwargs)
             out = f(*targs, **kwargs)
         label = _Namer()
         arg_labels = [label(info.storage) for _, linfo in infos.values() for info in linfo]

@@ -523,7 +523,11 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
                  "with np.* functions, operators and methods on its arguments (never np.asarray, float, "
                  ".item() or mg.stop_gradient / mg.value of them, which would drop that derivative); or, for "
                  "mg.hessian (forward over reverse), register the forward rule too (@mg.frule), which the "
-                 "forward level then uses.")
+                 "forward level then uses.") + (
+                 " A buffer the rule makes from a plain array (np.zeros_like(b) of a constant b, np.zeros(n)) is "
+                 "plain and cannot hold the traced values: make it from the cotangent or tangent "
+                 "(np.zeros_like(g)), or with mnp.zeros_like(b) (import mutagrad.numpy as mnp)."
+                 if "plain NumPy array" in what or cls.__name__ == "WriteToPlainArrayError" else "")
     if specific:
         body = (f"this would turn a traced value into a plain number or array and silently drop its "
                 f"derivative.{extra}" + ("" if rule is not None else

@@ -768,3 +768,35 @@ def test_stop_gradient_in_a_rules_own_helper_of_the_rules_traced_argument_raises
     np.testing.assert_allclose(mg.grad(cube)(x), 3 * x ** 2, rtol=1e-15)  # (first order: fine; by hand)
     with pytest.raises(mg.TracerEscapeError, match="mg.stop_gradient"):
         mg.hessian(cube)(x)
+
+
+def test_a_pullbacks_plain_buffer_under_forward_mode_names_the_buffers_fix():
+    # (customrules) a pullback filling np.zeros_like(b) of a constant b works in reverse mode; forward mode,
+    # which differentiates the pullback, refused it with advice that did not name the buffer. Now it does, and
+    # the buffer made from the cotangent works in both modes (central differences)
+    def make(buffer):
+        @mg.primitive
+        def diag_solve(d, b):
+            return b / d
+
+        @mg.rrule(diag_solve)
+        def _(d, b):
+            x = diag_solve(d, b)
+
+            def pb(g):
+                bbar = buffer(b, g)
+                bbar[:] = g / d
+                return -bbar * x, bbar
+
+            return x, pb
+
+        return lambda d, b: np.sum(diag_solve(d, b) ** 2)
+
+    d0, b0 = np.array([2.0, 4.0]), np.array([1.0, 3.0])
+    f = make(lambda b, g: np.zeros_like(b))
+    with pytest.raises(mg.ForwardRuleMissingError, match=r"np.zeros_like\(g\).*mnp.zeros_like\(b\)"):
+        mg.jvp(f, (d0, b0), (np.ones(2), None))
+    f = make(lambda b, g: np.zeros_like(g))
+    want = sum((f(d0 + 1e-6 * e, b0) - f(d0 - 1e-6 * e, b0)) / 2e-6 for e in np.eye(2))
+    assert mg.jvp(f, (d0, b0), (np.ones(2), None))[1] == pytest.approx(want, rel=1e-7)
+    assert np.sum(mg.grad(f)(d0, b0)) == pytest.approx(want, rel=1e-7)

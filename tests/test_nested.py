@@ -14,12 +14,12 @@ from tests._oracles import fd_hessian
 def test_no_perturbation_confusion():
     assert mg.grad(lambda x: x * mg.grad(lambda y: x + y)(1.0))(2.0) == 1.0
     # the classic Siskind-Pearlmutter example with forward mode inside reverse
-    inner = lambda x: mg.jvp(lambda y: x * y, (1.0,), (1.0,))[1]  # noqa: E731  d/dy (x*y) = x
+    inner = lambda x: mg.jvp(lambda y: x * y, (1.0,), (1.0,))[1]
     assert mg.grad(lambda x: x * inner(x))(3.0) == 6.0
 
 
 def test_grad_of_grad():
-    f = lambda x: np.sin(x) * x ** 2  # noqa: E731
+    f = lambda x: np.sin(x) * x ** 2
     d2 = mg.grad(mg.grad(f))(0.7)
     x = 0.7
     expected = -np.sin(x) * x ** 2 + 4 * x * np.cos(x) + 2 * np.sin(x)
@@ -95,7 +95,7 @@ def test_inner_value_written_into_outer_buffer_raises():
 
 
 def test_third_order():
-    f = lambda x: np.exp(2 * x)  # noqa: E731
+    f = lambda x: np.exp(2 * x)
     assert abs(mg.grad(mg.grad(mg.grad(f)))(0.3) - 8 * np.exp(0.6)) < 1e-10
 
 
@@ -497,7 +497,7 @@ def test_an_inner_loss_logged_into_an_outer_buffer_names_has_aux():
             def L(w):
                 out = np.sum((w * lr) ** 2)
                 if log_inside:
-                    hist[t] = out  # noqa: B023  (called within the iteration)
+                    hist[t] = out
                 return out, out
 
             g, aux = mg.grad(L, has_aux=True)(w)
@@ -512,7 +512,7 @@ def test_an_inner_loss_logged_into_an_outer_buffer_names_has_aux():
         hist = np.zeros_like(lr, shape=3)
         w = np.array([1.0, 2.0])
         for t in range(3):
-            w = w - 0.1 * mg.grad(lambda w: np.sum((w * lr) ** 2, out=hist[t, ...]))(w)  # noqa: B023
+            w = w - 0.1 * mg.grad(lambda w: np.sum((w * lr) ** 2, out=hist[t, ...]))(w)
         return np.sum(w) + np.sum(hist)
 
     with pytest.raises(mg.MutationError, match=r"has_aux=True"):
@@ -700,7 +700,7 @@ def test_a_hessian_vector_product_of_a_piecewise_linear_function_is_quiet():
     # derivative, and a warning told of a bisection's chosen point; its zero is right (as hessian's, which was
     # quiet): central differences of the gradient. A bisection's chosen point itself still warns
     x = np.array([-0.4, 1.3, 0.2])
-    f = lambda x: np.sum(np.where(x > 0, x, 0.1 * x))  # noqa: E731
+    f = lambda x: np.sum(np.where(x > 0, x, 0.1 * x))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _, t = mg.jvp(mg.grad(f), (x,), (np.array([1.0, -2.0, 0.5]),))

@@ -16,7 +16,7 @@ import pytest
 import mutagrad as mg
 from mutagrad.testing import check_grads, numerical_grad
 from tests._oracles import fd_hessian
-from tests.rules._draws import Draws  # noqa: E402
+from tests.rules._draws import Draws
 
 _draws = Draws(5)
 R, C = _draws.R, _draws.C
@@ -2046,14 +2046,14 @@ def test_einsum_sums_in_the_order_asked(spec, order):
     r = np.random.default_rng(3)
     for x in (r.standard_normal((20, 30)), np.asfortranarray(r.standard_normal((20, 30)))):
         ops = (x,) if "," not in spec else (x, r.standard_normal((25, 30)))
-        f = lambda a: np.einsum(spec, a, *ops[1:], order=order)  # noqa: B023  (called within the iteration)
+        f = lambda a: np.einsum(spec, a, *ops[1:], order=order)
         want = f(x.copy(order="K"))
         got = mg.vjp(f, x.copy(order="K"))[0]
         assert np.array_equal(got, want)
         assert np.array_equal(mg.jvp(f, (x.copy(order="K"),), (np.ones_like(x),))[0], want)
         o_plain, o_traced = np.zeros(np.shape(want)), np.zeros(np.shape(want))
         np.einsum(spec, x, *ops[1:], order=order, out=o_plain)
-        mg.grad(lambda a, o: np.sum(np.einsum(spec, a, *ops[1:], order=order, out=o)), argnums=(0, 1))(  # noqa: B023
+        mg.grad(lambda a, o: np.sum(np.einsum(spec, a, *ops[1:], order=order, out=o)), argnums=(0, 1))(
             x.copy(order="K"), o_traced)
         assert np.array_equal(o_traced, o_plain)
 
@@ -2065,7 +2065,7 @@ def test_einsum_order_with_optimize_and_dtype_and_views():
     r = np.random.default_rng(5)
     a = np.asfortranarray(r.standard_normal((17, 23)))
     for optimize in (True, "greedy", "optimal"):
-        f = lambda a: np.einsum("ij->", a, order="C", optimize=optimize)  # noqa: B023
+        f = lambda a: np.einsum("ij->", a, order="C", optimize=optimize)
         assert mg.value_and_grad(f)(a.copy(order="K"))[0] == f(a)
     s = r.standard_normal((26, 58))[::2, ::2]
     b = np.asfortranarray(r.standard_normal((29, 11)))
@@ -2074,7 +2074,7 @@ def test_einsum_order_with_optimize_and_dtype_and_views():
     c0 = np.arange(12.0).reshape(3, 4)
     for spec, order in (("ij->ji", "C"), ("ij->ji", "F"), ("ij", "F")):
         def h(c):
-            t = np.einsum(spec, c, order=order)  # noqa: B023
+            t = np.einsum(spec, c, order=order)
             t[0, 0] = 100.0
             return np.sum(c * c)
 
@@ -2189,7 +2189,7 @@ def test_lstsq_and_pinv_of_an_ill_conditioned_full_rank_matrix():
     rng = np.random.default_rng(0)
     S0, cash = 100 * rng.uniform(0.7, 1.0, 40), rng.uniform(0.0, 30.0, 40)
     w = (rng.uniform(size=40) < 0.5) * 0.95
-    basis = lambda S: np.stack([np.ones_like(S), S, S ** 2, S ** 3], 1)  # noqa: E731
+    basis = lambda S: np.stack([np.ones_like(S), S, S ** 2, S ** 3], 1)
 
     def value(S):
         A = basis(S)
@@ -2197,8 +2197,8 @@ def test_lstsq_and_pinv_of_an_ill_conditioned_full_rank_matrix():
 
     A = basis(S0)
     Q, R = np.linalg.qr(A)
-    Ri = lambda v: np.linalg.solve(R, v)  # noqa: E731
-    RiT = lambda v: np.linalg.solve(R.T, v)  # noqa: E731
+    Ri = lambda v: np.linalg.solve(R, v)
+    RiT = lambda v: np.linalg.solve(R.T, v)
     x = Ri(Q.T @ cash)
     r = cash - A @ x
     dcol = np.stack([0 * S0, 1 + 0 * S0, 2 * S0, 3 * S0 ** 2], 1)  # (dA/dS_k: row k)

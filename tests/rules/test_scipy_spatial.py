@@ -120,9 +120,9 @@ def test_every_function_has_a_case():
 @pytest.mark.parametrize("metric", ["euclidean", "cosine", "mahalanobis", "canberra", "chebyshev"])
 def test_jacobian_forward_equals_reverse(metric):
     xa, xb = _pts(metric, XA, XB)
-    f = lambda a: msd.cdist(a, xb, metric)  # noqa: E731
+    f = lambda a: msd.cdist(a, xb, metric)
     np.testing.assert_allclose(mg.jacobian(f, mode="fwd")(xa), mg.jacobian(f, mode="rev")(xa), rtol=1e-12, atol=1e-14)
-    g = lambda x: msd.pdist(x, metric)  # noqa: E731
+    g = lambda x: msd.pdist(x, metric)
     np.testing.assert_allclose(mg.jacobian(g, mode="fwd")(xa), mg.jacobian(g, mode="rev")(xa), rtol=1e-12, atol=1e-14)
 
 
@@ -233,7 +233,7 @@ def test_cdist_of_x_with_itself_has_the_off_diagonal_gradient():
     # identically 0 diagonal from two equal points), and the value is right (the diagonal's part is 0)
     with pytest.warns(mg.KinkWarning, match="euclidean distance of scipy.spatial.distance at a zero distance"):
         H = mg.hessian(lambda x: np.sum(np.exp(-msd.cdist(x, x) ** 2)))(X)
-    s = lambda x: np.sum(np.exp(-sd.cdist(x.reshape(X.shape), x.reshape(X.shape)) ** 2))  # noqa: E731
+    s = lambda x: np.sum(np.exp(-sd.cdist(x.reshape(X.shape), x.reshape(X.shape)) ** 2))
     np.testing.assert_allclose(H.reshape(X.size, X.size), fd_hessian(s, X.ravel()), rtol=1e-5, atol=1e-6)
     with pytest.warns(mg.KinkWarning):
         H = mg.hessian(lambda x: np.sum(msd.cdist(x, x)))(X)

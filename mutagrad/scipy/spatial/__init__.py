@@ -19,7 +19,11 @@ import importlib
 
 import scipy.spatial as _sp
 
-from ...rules.scipy.spatial import distance_matrix, minkowski_distance, minkowski_distance_p  # noqa: F401
+from ...rules.scipy.spatial import (
+    distance_matrix,
+    minkowski_distance,
+    minkowski_distance_p,
+)
 
 
 def __getattr__(name):

@@ -14,7 +14,7 @@ from tests._oracles import fd_hessian
 def test_no_perturbation_confusion():
     assert mg.grad(lambda x: x * mg.grad(lambda y: x + y)(1.0))(2.0) == 1.0
     # the classic Siskind-Pearlmutter example with forward mode inside reverse
-    inner = lambda x: mg.jvp(lambda y: x * y, (1.0,), (1.0,))[1]
+    inner = lambda x: mg.jvp(lambda y: x * y, (1.0,), (1.0,))[1]  # d/dy (x*y) = x
     assert mg.grad(lambda x: x * inner(x))(3.0) == 6.0
 
 

@@ -3364,13 +3364,18 @@ def _scipy_rewrite(sub, name):
         note = {"median_filter": " (for an even count SciPy takes the upper of the two middle values, not their "
                                  "mean as np.median does)",
                 "percentile_filter": " (SciPy's rank for q percent, not np.percentile's interpolation)"}.get(short, "")
-        return (f" A {short} with a scalar size (SciPy's default mode='reflect' and origin=0) picks one value of "
+        return (f" Use mutagrad.scipy.ndimage.{short} (import mutagrad.scipy.ndimage: the same function and "
+                "arguments, SciPy's values), which is differentiated in the input and cval (each output the "
+                "element its window selects, a tie shared evenly); or write it with NumPy operations:"
+                f" a {short} with a scalar size (SciPy's default mode='reflect' and origin=0) picks one value of "
                 "each sorted window of the padded array, which is differentiated: w = "
                 "np.lib.stride_tricks.sliding_window_view(np.pad(x, (size // 2, (size - 1) // 2), mode='symmetric'), "
                 "(size,) * x.ndim) (SciPy's mode 'reflect' is np.pad's 'symmetric'; an even size pads one less "
-                f"after), s = np.sort(w.reshape(x.shape + (-1,)), axis=-1), then s[..., {pick}]{note}. "
-                "mutagrad.scipy.ndimage differentiates the linear filters (correlate, convolve, uniform_filter, "
-                "gaussian_filter, sobel, laplace...).")
+                f"after), s = np.sort(w.reshape(x.shape + (-1,)), axis=-1), then s[..., {pick}]{note}.")
+    if sub == "ndimage" and short in ("minimum_filter1d", "maximum_filter1d", "grey_erosion", "grey_dilation"):
+        return (f" Use mutagrad.scipy.ndimage.{short} (import mutagrad.scipy.ndimage: the same function and "
+                "arguments, SciPy's values), which is differentiated in the input, cval and a structure (each "
+                "output the element its window selects, a tie shared evenly).")
     if sub == "signal" and short in ("medfilt", "medfilt2d"):
         return (f" {short} is the median over the windows of the zero-padded array, which is differentiated: "
                 "np.median(np.lib.stride_tricks.sliding_window_view(np.pad(x, k // 2), (k,) * x.ndim), "

@@ -136,10 +136,11 @@ def _scipy_ndimage_rows():
     """The filters of mutagrad.scipy.ndimage written, as SciPy writes them, with its correlate1d,
     correlate and uniform_filter1d."""
     try:
-        from mutagrad.rules.scipy import ndimage
+        from mutagrad.rules.scipy import ndimage, ndimage_rank
     except ImportError:  # no SciPy
         return {}
-    return {name: (True, True, "composite of differentiable operations") for name in ndimage.COMPOSITES}
+    return {name: (True, True, "composite of differentiable operations")
+            for name in (*ndimage.COMPOSITES, *ndimage_rank.COMPOSITES)}
 
 
 def _scipy_signal_rows():

@@ -14,10 +14,17 @@
   (transformed) input times the kernel, ``n`` and ``axis`` for a real transform, in the input (real or
   complex) and ``sigma``, ``size`` or ``shift``, SciPy's values to rounding (its own calls when nothing is traced);
 
+* the rank filters ``minimum_filter1d``, ``maximum_filter1d``, ``minimum_filter``, ``maximum_filter``,
+  ``rank_filter``, ``median_filter``, ``percentile_filter``, ``grey_erosion``, ``grey_dilation``
+  (``size``, ``footprint``, a non-flat ``structure``; in the input, ``cval`` and the structure): each
+  output the selected element of its window, a tie shared evenly as np.max's; SciPy's values, bit for
+  bit, checked against the window's (where SciPy's value is not the window's, or the input holds NaN,
+  they raise ``UnsupportedInputError``);
+
 every boundary ``mode`` (per axis where SciPy takes a sequence), ``origin``, ``axis``/``axes``,
 ``output=`` (a dtype, or an array written in place, traced too), real or complex, with SciPy's
-values (its own calls). Every other name is SciPy's own: ``geometric_transform`` and the nonlinear
-filters (``median_filter``...) raise mutagrad's escape error on a traced array.
+values (its own calls). Every other name is SciPy's own: ``geometric_transform``, ``generic_filter``
+and the morphology beyond grey_erosion and grey_dilation raise mutagrad's escape error on a traced array.
 
 >>> import numpy as np, mutagrad as mg
 >>> import mutagrad.scipy.ndimage as mnd
@@ -51,6 +58,17 @@ from ..rules.scipy.ndimage import (  # noqa: F401
     uniform_filter,
     uniform_filter1d,
     zoom,
+)
+from ..rules.scipy.ndimage_rank import (  # noqa: F401
+    grey_dilation,
+    grey_erosion,
+    maximum_filter,
+    maximum_filter1d,
+    median_filter,
+    minimum_filter,
+    minimum_filter1d,
+    percentile_filter,
+    rank_filter,
 )
 
 

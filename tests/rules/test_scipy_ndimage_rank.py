@@ -196,10 +196,10 @@ def test_second_order():
 
 def test_a_tie_is_shared_evenly_as_np_max_shares_it():
     x = np.array([1.0, 3.0, 3.0, 2.0, 0.5, 0.5, 0.5])
-    f = lambda x: mnd.maximum_filter1d(x, 3, mode="constant", cval=-1.0)  # noqa: E731
+    f = lambda x: mnd.maximum_filter1d(x, 3, mode="constant", cval=-1.0)
     jac = mg.jacobian(f)(x)
     # np.max of the same windows (the padded array's sliding windows): mutagrad's own tie convention
-    windows = lambda x: np.lib.stride_tricks.sliding_window_view(  # noqa: E731
+    windows = lambda x: np.lib.stride_tricks.sliding_window_view(
         np.pad(x, 1, constant_values=-1.0), 3)
     np.testing.assert_array_equal(jac, mg.jacobian(lambda x: np.max(windows(x), axis=-1))(x))
     np.testing.assert_array_equal(jac[1], [0, 0.5, 0.5, 0, 0, 0, 0])  # (3, 3 tie in output 1's window)
@@ -208,7 +208,7 @@ def test_a_tie_is_shared_evenly_as_np_max_shares_it():
     # maximum is convex: the slope up is the larger), a tie of two is their mean (the central difference), and
     # the shares of a tie add up to the slope of moving the tied elements together
     h = 1e-7
-    plain = lambda x: nd.maximum_filter1d(x, 3, mode="constant", cval=-1.0)  # noqa: E731
+    plain = lambda x: nd.maximum_filter1d(x, 3, mode="constant", cval=-1.0)
     up = np.stack([(plain(x + h * e) - plain(x)) / h for e in np.eye(7)], axis=-1)
     down = np.stack([(plain(x) - plain(x - h * e)) / h for e in np.eye(7)], axis=-1)
     assert np.all(down - 1e-6 <= jac) and np.all(jac <= up + 1e-6)

@@ -19,7 +19,7 @@ import importlib
 
 import scipy.spatial as _sp
 
-from ...rules.scipy.spatial import (
+from ...rules.scipy.spatial import (  # noqa: F401
     distance_matrix,
     minkowski_distance,
     minkowski_distance_p,

@@ -14,7 +14,7 @@ from tests._oracles import fd_hessian
 def test_no_perturbation_confusion():
     assert mg.grad(lambda x: x * mg.grad(lambda y: x + y)(1.0))(2.0) == 1.0
     # the classic Siskind-Pearlmutter example with forward mode inside reverse
-    inner = lambda x: mg.jvp(lambda y: x * y, (1.0,), (1.0,))[1]  # d/dy (x*y) = x
+    inner = lambda x: mg.jvp(lambda y: x * y, (1.0,), (1.0,))[1]
     assert mg.grad(lambda x: x * inner(x))(3.0) == 6.0
 
 
@@ -497,7 +497,7 @@ def test_an_inner_loss_logged_into_an_outer_buffer_names_has_aux():
             def L(w):
                 out = np.sum((w * lr) ** 2)
                 if log_inside:
-                    hist[t] = out
+                    hist[t] = out  # noqa: B023  (called within the iteration)
                 return out, out
 
             g, aux = mg.grad(L, has_aux=True)(w)
@@ -512,7 +512,7 @@ def test_an_inner_loss_logged_into_an_outer_buffer_names_has_aux():
         hist = np.zeros_like(lr, shape=3)
         w = np.array([1.0, 2.0])
         for t in range(3):
-            w = w - 0.1 * mg.grad(lambda w: np.sum((w * lr) ** 2, out=hist[t, ...]))(w)
+            w = w - 0.1 * mg.grad(lambda w: np.sum((w * lr) ** 2, out=hist[t, ...]))(w)  # noqa: B023
         return np.sum(w) + np.sum(hist)
 
     with pytest.raises(mg.MutationError, match=r"has_aux=True"):

@@ -2046,14 +2046,14 @@ def test_einsum_sums_in_the_order_asked(spec, order):
     r = np.random.default_rng(3)
     for x in (r.standard_normal((20, 30)), np.asfortranarray(r.standard_normal((20, 30)))):
         ops = (x,) if "," not in spec else (x, r.standard_normal((25, 30)))
-        f = lambda a: np.einsum(spec, a, *ops[1:], order=order)
+        f = lambda a: np.einsum(spec, a, *ops[1:], order=order)  # noqa: B023  (called within the iteration)
         want = f(x.copy(order="K"))
         got = mg.vjp(f, x.copy(order="K"))[0]
         assert np.array_equal(got, want)
         assert np.array_equal(mg.jvp(f, (x.copy(order="K"),), (np.ones_like(x),))[0], want)
         o_plain, o_traced = np.zeros(np.shape(want)), np.zeros(np.shape(want))
         np.einsum(spec, x, *ops[1:], order=order, out=o_plain)
-        mg.grad(lambda a, o: np.sum(np.einsum(spec, a, *ops[1:], order=order, out=o)), argnums=(0, 1))(
+        mg.grad(lambda a, o: np.sum(np.einsum(spec, a, *ops[1:], order=order, out=o)), argnums=(0, 1))(  # noqa: B023
             x.copy(order="K"), o_traced)
         assert np.array_equal(o_traced, o_plain)
 
@@ -2065,7 +2065,7 @@ def test_einsum_order_with_optimize_and_dtype_and_views():
     r = np.random.default_rng(5)
     a = np.asfortranarray(r.standard_normal((17, 23)))
     for optimize in (True, "greedy", "optimal"):
-        f = lambda a: np.einsum("ij->", a, order="C", optimize=optimize)
+        f = lambda a: np.einsum("ij->", a, order="C", optimize=optimize)  # noqa: B023
         assert mg.value_and_grad(f)(a.copy(order="K"))[0] == f(a)
     s = r.standard_normal((26, 58))[::2, ::2]
     b = np.asfortranarray(r.standard_normal((29, 11)))
@@ -2074,7 +2074,7 @@ def test_einsum_order_with_optimize_and_dtype_and_views():
     c0 = np.arange(12.0).reshape(3, 4)
     for spec, order in (("ij->ji", "C"), ("ij->ji", "F"), ("ij", "F")):
         def h(c):
-            t = np.einsum(spec, c, order=order)
+            t = np.einsum(spec, c, order=order)  # noqa: B023
             t[0, 0] = 100.0
             return np.sum(c * c)
 

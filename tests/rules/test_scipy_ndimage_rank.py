@@ -188,7 +188,7 @@ def test_second_order():
         h = mg.hessian(smooth)(v)
         fd = np.stack([(mg.grad(smooth)(v + 1e-5 * e) - mg.grad(smooth)(v - 1e-5 * e)) / 2e-5 for e in np.eye(12)])
         np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6, err_msg=name)
-        np.testing.assert_allclose(h, fd_hessian(lambda v: smooth(v, filt=theirs), v), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(h, fd_hessian(lambda v: smooth(v, filt=theirs), v), rtol=1e-4, atol=1e-5)  # noqa: B023  (called within the iteration)
         check_grads(smooth, v, order=2)
 
 
@@ -257,7 +257,7 @@ def test_refusals():
             continue
         refused += 1
         with pytest.raises(UnsupportedInputError, match=f"is not the value of rank {rank} of its window"):
-            mg.grad(lambda x: np.sum(mnd.rank_filter(x, rank, **kw)))(short)
+            mg.grad(lambda x: np.sum(mnd.rank_filter(x, rank, **kw)))(short)  # noqa: B023  (called within the iteration)
     assert refused
     # and writes another output dtype as reinterpreted memory
     with pytest.raises(UnsupportedInputError, match="reinterpreted memory"):

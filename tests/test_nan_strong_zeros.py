@@ -1716,3 +1716,19 @@ def test_no_kink_warning_where_a_product_s_other_factor_is_zero():
         np.testing.assert_allclose(mg.hessian(flux)(at), fd_hessian(flux, at, 1e-4), atol=1e-6)
     with pytest.warns(mg.KinkWarning):  # (the same kink times a factor that is not 0: warned)
         mg.hessian(lambda s: np.sum(np.abs(np.diff(s)) ** 2 * (1.0 + s[1:])))(at)
+
+
+@pytest.mark.parametrize("layout", [np.atleast_1d, lambda s: np.reshape(s, -1), lambda s: np.expand_dims(s, 0)])
+def test_a_reshaped_sum_of_squares_under_a_root_warns_as_the_root_does(layout):
+    # (robotics2) the angle np.sqrt(np.atleast_1d(w @ w)) of a rotation vector: at w = 0 the Hessian of
+    # cos(angle) is -I (central second differences of the plain function) and comes out 0, as without the
+    # reshape, which warned; the reshape hid the sum of squares, and nothing was said
+    def f(w):
+        return np.cos(np.sqrt(layout(w @ w)))[0]
+
+    w0 = np.zeros(3)
+    want = fd_hessian(f, w0, 1e-4)
+    np.testing.assert_allclose(want, -np.eye(3), atol=1e-6)
+    with pytest.warns(mg.KinkWarning, match="sum of squares"):
+        h = mg.hessian(f)(w0)
+    assert not np.allclose(h, want, atol=1e-3)  # (the case the warning is about)

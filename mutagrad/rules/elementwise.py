@@ -1514,7 +1514,8 @@ def _quadratic_op(level, r, depth, at=None) -> bool:
     sub = lambda st: _quadratic(level, st, depth + 1, at)
     if name in _PRODUCTS and len(ins) == 1:  # (squares weighted by constants, (d ** 2) @ (1 / ls ** 2): regress74)
         return sub(ins[0][0])
-    if name in ("np.add", "np.subtract") or name in _CARRIERS:
+    if name in ("np.add", "np.subtract") or name in _CARRIERS or getattr(r.prim, "moves", False):
+        # (a layout operation keeps the values: np.sqrt(np.atleast_1d(w @ w)), a reshape's, was no norm: robotics2)
         return any(sub(st) for st, _, _ in ins)
     scaled = _scaled_operands(r)
     if scaled is not None:

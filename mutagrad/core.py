@@ -558,12 +558,16 @@ def note_tolerance_key(inputs):
     < 1e-12`, `abs(s - self.s) <= 1e-14 * abs(s)`), hit where an earlier plain call filled it (regress102):
     noted as note_cache_key notes an equality."""
     for x, c in ((inputs[0], inputs[1]), (inputs[1], inputs[0])):
-        if isinstance(x, Tracer) and x._scalar:
+        if isinstance(x, Tracer):
             xb = bottom(x)
-            if xb != 0 or np.size(c) != 1:  # (the common case, first: an element loop's comparisons)
-                return
+            if x._scalar:
+                if xb != 0 or np.size(c) != 1:  # (the common case, first: an element loop's comparisons)
+                    return
+            elif np.size(c) != 1 or xb.dtype.kind != "f" or xb.size == 0 or np.any(xb):
+                return  # (an array all 0: (np.abs(k - self.k) > 0).any(), np.all(np.abs(k - self.k) <= tol): fem2)
             cb = np.asarray(bottom(c))
-            if np.asarray(xb).dtype.kind == "f" and cb.dtype.kind in "fiu" and cb > 0 and carries_any_derivative(x) and (
+            # (a bound of 0 too, np.max(np.abs(k - self.k)) > 0 (fem2): the difference with a kept value decides)
+            if np.asarray(xb).dtype.kind == "f" and cb.dtype.kind in "fiu" and cb >= 0 and carries_any_derivative(x) and (
                     _kept_difference(sys._getframe(1))):
                 note_equality((x,), "cache_key_at")
             return

@@ -742,6 +742,30 @@ def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_anothe
         np.testing.assert_allclose(mg.grad(lambda x: tol.arr(x) + 0.5 * np.sum(x ** 2))(q.copy()), q)  # (the kept 0)
     with pytest.warns(UserWarning, match=r"plain one kept at .*abs\(s - self.s\) <= 1e-14"):
         assert mg.grad(lambda s: tol.num(s) + s)(0.7) == 1.0
+
+    class Refresh:  # (fem2) refreshed where the difference from the kept key exceeds 0, as a number or an array
+        def __init__(self, kind):
+            self.x, self.kind = None, kind
+
+        def __call__(self, x):
+            if self.x is None:
+                stale = True
+            elif self.kind == 0:
+                stale = np.max(np.abs(x - self.x)) > 0
+            elif self.kind == 1:
+                stale = (np.abs(x - self.x) > 0).any()
+            else:
+                stale = not np.all(np.abs(x - self.x) <= 1e-14)
+            if stale:
+                self.x, self.v = x.copy(), np.sum(np.sin(x))
+            return self.v
+
+    for kind, shown in ((0, r"np.max\(np.abs\(x - self.x\)\) > 0"), (1, r"\(np.abs\(x - self.x\) > 0\).any\(\)"),
+                        (2, r"np.all\(np.abs\(x - self.x\) <= 1e-14\)")):
+        ref = Refresh(kind)
+        ref(q.copy())
+        with pytest.warns(UserWarning, match=r"plain one kept at .*" + shown):
+            np.testing.assert_allclose(mg.grad(lambda x: ref(x) + 0.5 * np.sum(x ** 2))(q.copy()), q)  # (the kept 0)
     memo, act = Memo(), np.array([np.inf, 0.5])
     with pytest.warns(mg.KinkWarning, match="equality with the constant 0.3") as seen:  # (a number compared with
         mg.grad(lambda x: np.sum(x ** 2) + (1.0 if x[0] == 0.3 else 0.0))(np.array([0.3, 0.5]))  # a literal: no

@@ -1592,6 +1592,8 @@ def _root_watch(leaves, res):
     is (a guarded root's zeros, np.sqrt(np.where(hit, disc, 0.0)), are not a norm's: no warning). Called
     for nested levels only."""
     x = _reverse_of(leaves[0])
+    if x is None and isinstance(res, Tracer) and isinstance(leaves[0], Tracer):
+        return _second_order_zero_root(leaves[0], res)
     if x is None or not isinstance(res, Tracer):
         return res
     if not np.all(bottom(res)) and _quadratic(x._level, x._storage) and not _called_by_a_rule():
@@ -1605,6 +1607,31 @@ def _root_watch(leaves, res):
         return _norm_kink(res, "np.sqrt of a sum of squares (a norm) whose zero vector a guard replaced by a "
                                "constant (np.where(s > 0, s, 1.0))", at=np.broadcast_to(hidden, res.shape))
     return res
+
+
+def _second_order_zero_root(s, res):
+    """np.sqrt of ``s`` under forward levels only (forward over forward: no tape shows a sum of squares), watched
+    where ``s`` is 0 with a zero tangent at its innermost level: a zero of second order, a sum of squares at its
+    minimum (x @ x at 0, whose root's Hessian came out 0 without a warning that hessian gives: regress120); a
+    root of a value that crosses 0 (a tangent there) is no norm."""
+    sb = np.asarray(bottom(s))
+    if sb.dtype.kind != "f" or np.all(sb) or _called_by_a_rule():
+        return res
+    t = s._level.tangent_of(s) if hasattr(s._level, "tangent_of") else None
+    if t is None:
+        return res
+    zero = sb == 0
+    if not _is_zero(t):
+        try:
+            zero = zero & np.broadcast_to(np.asarray(bottom(t)) == 0, zero.shape)
+        except ValueError:
+            return res
+    if not np.any(zero):
+        return res
+    from .linalg import _norm_kink
+
+    return _norm_kink(res, "np.sqrt of a value that is 0 to second order (a sum of squares, a norm) at a zero "
+                           "vector (forward over forward)", at=np.broadcast_to(zero, np.shape(res)))
 
 
 def _guarded_zeros(level, s):

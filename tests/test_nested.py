@@ -722,3 +722,18 @@ def test_a_hessian_vector_product_of_a_piecewise_linear_function_is_quiet():
 
     with pytest.warns(UserWarning, match="bisection"):
         mg.jvp(root, (2.0,), (1.0,))
+
+
+def test_jvp_of_jvp_of_an_elementwise_kink_away_from_it_is_quiet():
+    # (regress120) np.abs's partial, sign(x), computed under jvp of jvp: its sign test was taken for the user's
+    # comparison, and the zero second derivative (right: central differences of sign at 1) warned of a bisection
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = mg.jvp(lambda a: mg.jvp(np.abs, (a,), (1.0,))[1], (1.0,), (1.0,))[1]
+        W, c = np.array([[1.0, -2.0], [0.5, 1.5]]), np.array([0.3, 0.7])
+        f = lambda x: np.sum(np.abs(W @ x) * c)  # noqa: E731
+        v = np.array([1.0, 0.5])
+        t = mg.jvp(lambda x: mg.jvp(f, (x,), (v,))[1], (np.array([0.4, -0.9]),), (v,))[1]
+    assert r == 0.0 and t == 0.0
+    x0 = np.array([0.4, -0.9])
+    assert (f(x0 + 1e-4 * v) - 2 * f(x0) + f(x0 - 1e-4 * v)) / 1e-8 == pytest.approx(0.0, abs=1e-5)

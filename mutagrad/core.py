@@ -6973,6 +6973,9 @@ def _calling_scipy(frame):
                 if (not attr.startswith("_") and isinstance(v, types.ModuleType)
                         and getattr(getattr(v, key, None), "__code__", None) is top.f_code):
                     name = f"{attr}.{name}"
+                    mine_fn = getattr(getattr(mine_mod, attr, None), key, None)
+                    if mine_fn is not None and mine_fn is not getattr(v, key):
+                        ours = "twin"  # (mutagrad.scipy.signal.windows.tukey: differentiated in its parameter)
                     break
         elif mine is not None and mine is getattr(theirs_mod, key, None):
             ours = "passthrough"  # mutagrad.scipy re-exports it as it is: no advice to switch

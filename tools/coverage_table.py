@@ -147,11 +147,12 @@ def _scipy_signal_rows():
     """The filters, designs and linear systems of mutagrad.scipy.signal written, as SciPy writes them, with
     its lfilter, np.linalg.solve / lstsq, scipy.linalg.expm and scipy.fft."""
     try:
-        from mutagrad.rules.scipy import signal, signal_design, signal_lti
+        from mutagrad.rules.scipy import signal, signal_design, signal_lti, signal_resample
     except ImportError:  # no SciPy
         return {}
     return {name: (True, True, "composite of differentiable operations")
-            for name in (*signal.COMPOSITES, *signal_design.COMPOSITES, *signal_lti.COMPOSITES)}
+            for name in (*signal.COMPOSITES, *signal_design.COMPOSITES, *signal_lti.COMPOSITES,
+                         *signal_resample.COMPOSITES)}
 
 
 def _scipy_interpolate_rows():

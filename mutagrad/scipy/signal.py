@@ -26,6 +26,16 @@
   (every method: 'zoh', 'foh', 'impulse' by ``scipy.linalg.expm``, 'gbt', 'bilinear', 'euler',
   'backward_diff'; every system form), ``dlsim`` and ``lsim`` (equally spaced times), in the
   matrices, coefficients, zeros, poles and gain, ``dt``, the input and the initial state;
+* multirate filtering and resampling: ``upfirdn`` (in ``h``, ``x``, ``cval``; every mode),
+  ``resample_poly`` (in ``x``, a window given as taps or a traced window parameter; every ``padtype``)
+  and ``resample`` (in ``x``, ``t`` and the window);
+* FIR design: ``firwin`` (in ``cutoff``, ``width``, ``fs``) and ``firwin2`` (in ``freq``, ``gain``);
+* the short-time Fourier transforms ``stft`` and ``istft`` (SciPy's legacy functions; in the signal or the
+  transform, ``fs`` and the window as samples or by a traced parameter);
+* ``get_window`` with traced window parameters (kaiser's beta, gaussian's std, general_gaussian's p and
+  sig, tukey's alpha, exponential's center and tau, chebwin's at, general_hamming's alpha,
+  general_cosine's coefficients, kaiser_bessel_derived's beta), and those windows in ``windows``
+  (``mutagrad.scipy.signal.windows``: SciPy's scipy.signal.windows for every other name);
 
 every other name is SciPy's own (and raises mutagrad's escape error on a traced array).
 
@@ -95,6 +105,17 @@ from ..rules.scipy.signal_lti import (  # noqa: F401
     ss2zpk,
     tf2ss,
     zpk2ss,
+)
+from ..rules.scipy.signal_resample import (  # noqa: F401
+    firwin,
+    firwin2,
+    get_window,
+    istft,
+    resample,
+    resample_poly,
+    stft,
+    upfirdn,
+    windows,
 )
 
 

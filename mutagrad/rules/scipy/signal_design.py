@@ -20,7 +20,8 @@ derivatives follow and their values are SciPy's to rounding (its own call when n
   mode='interp', its polynomial fits of the edges.
 * ``periodogram``, ``welch``, ``csd`` and ``coherence`` (in the signals, ``fs`` and a window given as its
   samples): the segments of SciPy's ShortTimeFFT (detrend 'constant', 'linear', a function or none), its
-  scaled window (a named window's plain; a (name, parameter) window with a traced parameter is refused),
+  scaled window (a named window's plain; a (name, parameter) window with a traced parameter, ('kaiser', beta),
+  by signal_resample.get_window, differentiated in the parameter),
   scipy.fft's transforms, the one-sided bins doubled, the 'mean' or 'median' over the segments. SciPy's
   own call on the plain values checks the arguments first (its errors and warnings).
 """
@@ -1065,14 +1066,12 @@ def _csd(x, y, same, fs, window, nperseg, noverlap, nfft, detrend, return_onesid
     py = px if same else np.asarray(bottom(_dense(y)))
     traced_window = _window_traced(window)
     if traced_window and isinstance(window, tuple):
-        from ...errors import NoRuleError, user_line
+        # (a (name, parameter) window with a traced parameter, ('kaiser', beta): its samples as SciPy makes them for
+        # the segments, periodic, differentiated in the parameter by signal_resample.get_window: the audio tester)
+        from .signal_resample import get_window
 
-        raise NoRuleError(
-            f"scipy.signal's window {window[0]!r} with a traced parameter at {user_line()}: SciPy computes its "
-            "windows on plain numbers. Pass the window's samples as an array, written with NumPy operations of "
-            "the traced parameter, which is differentiated: the periodic Kaiser window of M samples that a name "
-            "gives is np.i0(beta * np.sqrt(1 - (2 * np.arange(M) / M - 1) ** 2)) / np.i0(beta); or pass "
-            "mg.stop_gradient of the parameter.")
+        length = max(px.shape[int(axis)], 1 if same else py.shape[int(axis)])
+        window = get_window(window, min(int(nperseg) if nperseg is not None else 256, length))
     if traced_window:  # (a window given as traced samples: a learned window, differentiated)
         window = _dense(window)
     # SciPy's own call on the plain values: its checks (errors, warnings) and its frequencies

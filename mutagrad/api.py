@@ -1256,6 +1256,26 @@ def _check_plain_aliases(level):
             level.plain_aliases = [info for info in level.plain_aliases if info.storage.plain_views]
 
 
+def _warn_unread_aliases(level, infos, nums, name):
+    """Warn of a differentiated argument that no cotangent reached while the function reaches the caller's same
+    array by another name (``model.params['W']`` of a global model, given ``model.params``): it reads plain values
+    there, so its derivative is zero, though a change of that array changes the output (the metalearn tester's
+    meta-objective; a write there raises AliasingError)."""
+    if not level.plain_aliases:
+        return
+    differentiated = {id(i.storage) for n in nums for i in infos[n][1]}  # (not the constants passed beside them)
+    for info in level.plain_aliases:
+        st = info.storage
+        if (st.plain_views and id(st) in differentiated and st.adj is None and st.poison is None
+                and not st.written):
+            warn_at(user_frame(sys._getframe(1)), (
+                f"{name}: {st.name} is not read through the argument, but the function can reach the same array "
+                f"as `{st.plain_views[0][0]}` (a global, a closed-over or an attribute's name): values read there "
+                "are plain numbers, so the derivative comes out zero, though the output may change with that "
+                "array. Read it through the argument the function is given (a model that uses the parameters "
+                "passed in: model.forward(X, params)), or pass a copy if the zero is meant."), every=True)
+
+
 def _check_read_only_constants(level, when="while it ran"):
     """The read-only constants a pullback reads uncopied (ReverseLevel._note_read_only) must hold the bits they
     held when an operation first read them: when the function returns, and when vjp's pullback is called."""
@@ -2004,6 +2024,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="va
             seed()
             own_nan = isinstance(out, Tracer) and out._level is level and _seeded_nan([(out, 1.0)])
             nan = _backward(level, infos, seed, None, own_nan)
+            _warn_unread_aliases(level, infos, nums, _name)
             grads = _collect(level, infos, nums, single)
         finally:
             try:  # (the caller's arrays first: an interrupt while the tape is freed leaves them writable)

@@ -7,6 +7,7 @@ import random
 import sys
 import threading
 import types
+import warnings
 import weakref
 from collections import namedtuple
 
@@ -2801,3 +2802,43 @@ def test_argnums_of_a_bool_an_unknown_option_and_an_unregistered_class_are_named
 
     with pytest.raises(TypeError, match="register_pytree"):
         mg.grad(lambda m: np.sum(m.w ** 2))(Model(np.ones(2)))
+
+
+class _ModelOfGlobals:
+    def __init__(self, params):
+        self.params = params
+
+    def forward(self, X):
+        return np.tanh(X @ self.params["W"]) @ self.params["v"]
+
+
+def test_an_argument_read_only_through_another_name_warns():
+    # (metalearn) mg.grad(val_loss)(model.params) where val_loss reads the parameters through the model: the
+    # argument is never read, its gradient zero, silently; a change of those arrays changes the loss (central
+    # differences in place). Now a warning names the other reference; read through the argument, it is right
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((6, 3)), rng.standard_normal(6)
+    model = _ModelOfGlobals({"W": rng.standard_normal((3, 4)) * 0.5, "v": rng.standard_normal(4) * 0.5})
+
+    def val_loss(params):
+        return np.mean((model.forward(X) - y) ** 2)
+
+    with pytest.warns(UserWarning, match=r"not read through the argument.*model.params\['v'\]"):
+        g = mg.grad(val_loss)(model.params)
+    assert not np.any(g["v"])
+
+    def own_loss(params):
+        return np.mean((np.tanh(X @ params["W"]) @ params["v"] - y) ** 2)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = mg.grad(own_loss)(model.params)
+    v = model.params["v"]
+    for i in range(4):  # (in place, as the tester's oracle: the array the model reads)
+        o = v[i]
+        v[i] = o + 1e-6
+        up = val_loss(None)
+        v[i] = o - 1e-6
+        down = val_loss(None)
+        v[i] = o
+        assert g["v"][i] == pytest.approx((up - down) / 2e-6, rel=1e-6)

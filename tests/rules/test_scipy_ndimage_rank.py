@@ -300,3 +300,23 @@ def test_a_256_by_256_image_with_a_5_by_5_window():
     pick = np.take_along_axis(win, np.argmax(vals == med[..., None], axis=-1)[..., None], -1)[..., 0]
     np.add.at(sel.ravel(), pick.ravel(), 2 * med.ravel())
     np.testing.assert_allclose(g, 2 * im * keep + sel, rtol=1e-12, atol=1e-12)
+
+
+def test_axes_out_of_order_with_a_footprint_or_per_axis_sizes_are_refused():
+    # (newrules) SciPy applies a footprint and per-axis origins in the axes' own order in some filters and in the
+    # given order in others; the window read here was the given order's, so a derivative went to another element
+    # silently (or an internal IndexError escaped). Refused now; in increasing order (or uniform values) it is the
+    # derivative of SciPy's value (central differences of SciPy's)
+    x = np.random.default_rng(7).random((5, 6))
+    fp = np.array([[1, 0, 0], [0, 0, 1]], bool)
+    for name, kw in (("maximum_filter", dict(footprint=fp, origin=(0, -1), axes=(1, 0))),
+                     ("median_filter", dict(size=(2, 3), origin=(0, 1), axes=(1, 0))),
+                     ("grey_dilation", dict(footprint=fp, axes=(1, 0)))):
+        with pytest.raises(UnsupportedInputError, match=r"axes=\(1, 0\), not in increasing order"):
+            mg.grad(lambda z: np.sum(getattr(mnd, name)(z, **kw) ** 2))(x)
+    for kw in (dict(size=3, axes=(1, 0)), dict(footprint=fp, origin=(0, -1), axes=(0, 1))):
+        g = mg.grad(lambda z: np.sum(mnd.maximum_filter(z, **kw) ** 2))(x)
+        want = np.array([(np.sum(nd.maximum_filter(x + 1e-6 * e, **kw) ** 2)
+                          - np.sum(nd.maximum_filter(x - 1e-6 * e, **kw) ** 2)) / 2e-6
+                         for e in np.eye(x.size).reshape(-1, *x.shape)]).reshape(x.shape)
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-8)

@@ -284,6 +284,31 @@ def _filter(name, x, cval, plan, dt, out, y_exact):
     return _into(out, _with_value(y, lambda: y_exact))
 
 
+def _uniform(v) -> bool:
+    """Whether a size, origin or mode is one value for every axis (a scalar, or a sequence of equal ones)."""
+    if isinstance(v, str) or np.ndim(v) == 0:
+        return True
+    vals = list(v)
+    return all(u == vals[0] for u in vals)
+
+
+def _axes_in_order(name, ndim, axes, size, footprint, structure, origin, mode):
+    """Refuse ``axes`` naming every axis out of increasing order where the order matters (a footprint, a structure, or sizes,
+    origins or modes that differ per axis): SciPy 1.17 applies them in the given order in some filters
+    (maximum_filter's sizes and origins) and in the axes' own in others (a footprint; median_filter's sizes),
+    and the window read here must be SciPy's (the newrules tester: a derivative put at another element)."""
+    if axes is None:
+        return
+    order = list(_support()._check_axes(axes, ndim))
+    if len(order) < ndim or order == sorted(order) or (footprint is None and structure is None
+                                  and all(_uniform(v) for v in (size, origin, mode))):
+        return
+    _refuse(name, f"with axes={tuple(axes)!r}, not in increasing order,",
+            "and a footprint, a structure, or sizes, origins or modes that differ per axis: SciPy applies these in "
+            "the given order in some filters and in the axes' own in others. Pass the axes in increasing order, "
+            "with the sizes, origins, modes and footprint in the same order.")
+
+
 def _prepare(input, output):
     x = _dense(input)
     dt, out = _output(output, x)
@@ -336,6 +361,7 @@ def _min_or_max(name, input, size, footprint, structure, output, mode, cval, ori
     plain_s = None if structure is None else _plain(structure)
     fpb = None if footprint is None else _plain(footprint)
     y = call(_plain(x), size, fpb, plain_s, dt, mode, _plain_scalar(cval), origin, axes)
+    _axes_in_order(name, np.ndim(y), axes, size, fpb, plain_s, origin, mode)
     plan = _min_or_max_plan(np.ndim(y), size, fpb, structure, mode, origin, axes, which, sign)
     return _filter(name, x, cval, plan, dt, out, y)
 
@@ -425,6 +451,7 @@ def grey_dilation(input, size=None, footprint=None, structure=None, output=None,
             origins[i] -= 1
     y = call(_plain(x), size, None if footprint is None else _plain(footprint),
              None if structure is None else _plain(structure), dt, mode, _plain_scalar(cval), origin, axes)
+    _axes_in_order("grey_dilation", np.ndim(y), axes, size, fp, s, origin, mode)
     plan = _min_or_max_plan(np.ndim(y), size, fp, s, mode, origins, axes, "max", 1)
     return _filter("grey_dilation", x, cval, plan, dt, out, y)
 
@@ -437,6 +464,7 @@ def _rank_like(name, kind, input, rank, size, footprint, output, mode, cval, ori
     x, dt, out = _prepare(input, output)
     fpb = None if footprint is None else _plain(footprint)
     y = fn(_plain(x), *args, size, fpb, dt, mode, _plain_scalar(cval), origin, axes=axes)
+    _axes_in_order(name, np.ndim(y), axes, size, fpb, None, origin, mode)
     plan = _rank_plan(np.shape(y), rank, kind, size, fpb, mode, origin, axes)
     return _filter(name, x, cval, plan, dt, out, y)
 

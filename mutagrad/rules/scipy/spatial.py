@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import Tracer, bottom
+from ...core import Tracer, bottom, stop_gradient
 from .signal_design import _as, _dtype
 from .sparse import _dense
 
@@ -166,7 +166,11 @@ def _k_cosine(u, v, w=None, centered=False):
         else:
             u, v = u - np.sum(u * w, axis=-1, keepdims=True), v - np.sum(v * w, axis=-1, keepdims=True)
     uv, uu, vv = _wsum(u * v, w), _wsum(u * u, w), _wsum(v * v, w)
-    return np.clip(1.0 - uv / np.sqrt(uu * vv), 0.0, 2.0)  # (SciPy clips the rounding errors)
+    d = 1.0 - uv / np.sqrt(uu * vv)
+    # SciPy clips the rounding errors to [0, 2]: its bits, with the derivative of 1 - cos, which the clip's would
+    # halve (a tie at the bound) or zero at parallel vectors, where the function is smooth (newrules: a Hessian
+    # at a duplicate point). d + (clip(d) - d) is clip(d) exactly: 0 - d and 2 - d are exact (Sterbenz)
+    return d + stop_gradient(np.clip(d, 0.0, 2.0) - d)
 
 
 def _k_correlation(u, v, w=None):

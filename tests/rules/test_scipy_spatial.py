@@ -376,10 +376,10 @@ def test_cosine_and_correlation_have_the_smooth_hessian_at_parallel_vectors():
 
     u = np.array([0.3, -1.2, 0.8])
     for name, v in (("cosine", 2.0 * u), ("correlation", 3.0 * u + 1.0)):
-        f = lambda a, m=msd, name=name, v=v: getattr(m, name)(a, v)  # noqa: E731
+        f = lambda a, m=msd, name=name, v=v: getattr(m, name)(a, v)
         assert f(u) == getattr(sd, name)(u, v)
-        np.testing.assert_allclose(mg.hessian(f)(u), fd_hessian(lambda a: f(a, sd), u, 1e-4), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(mg.hessian(f)(u), fd_hessian(lambda a, f=f: f(a, sd), u, 1e-4), rtol=1e-5, atol=1e-6)
     X = np.array([[0.3, -1.2, 0.8], [0.3, -1.2, 0.8], [1.0, 0.5, -0.4]])  # (a duplicated row)
-    loss = lambda Y, m=msd: np.sum(m.pdist(Y.reshape(3, 3), "cosine") ** 2 + m.pdist(Y.reshape(3, 3), "cosine"))  # noqa: E731
+    loss = lambda Y, m=msd: np.sum(m.pdist(Y.reshape(3, 3), "cosine") ** 2 + m.pdist(Y.reshape(3, 3), "cosine"))
     np.testing.assert_allclose(mg.hessian(loss)(X.ravel()), fd_hessian(lambda Y: loss(Y, sd), X.ravel(), 1e-4),
                                rtol=1e-5, atol=1e-6)

@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from ...core import Tracer, bottom
+from ..reductions import _with_value
 from .linalg import _plain
 from .signal import _along, _const_ext, _dense, _even_ext, _odd_ext, _ss, _traced
 from .signal_design import _as, _detrended, _dtype, _window_traced
@@ -420,7 +421,10 @@ def upfirdn(h, x, up=1, down=1, axis=-1, mode="constant", cval=0):
     plain = _ss().upfirdn(_plain(h), _plain(x), up, down, axis, mode, _plain(cval))  # (SciPy's checks, dtype)
     if plain.size == 0:
         return plain
-    return _as(_upfirdn(h, x, int(up), int(down), axis, m, cval, plain.dtype), plain.dtype)
+    # (SciPy's bits: its C loop sums in another order, 1 ulp apart, and a function writing the result into its
+    # argument left it otherwise than a plain call: newrules)
+    return _with_value(_as(_upfirdn(h, x, int(up), int(down), axis, m, cval, plain.dtype), plain.dtype),
+                       lambda: plain)
 
 
 # -- resample_poly, resample ----------------------------------------------------------------
@@ -478,7 +482,7 @@ def resample_poly(x, up, down, axis=0, window=("kaiser", 5.0), padtype="constant
     y = _along(y, n_pre_remove, n_pre_remove + n_out, axis)
     if padtype in funcs:
         y = y + background
-    return _as(y, plain.dtype)
+    return _with_value(_as(y, plain.dtype), lambda: plain)  # (SciPy's bits, as upfirdn's)
 
 
 def resample(x, num, t=None, axis=0, window=None, domain="time"):
@@ -523,6 +527,8 @@ def _resampled(x, num, axis, window, domain, dtype):
         W = None
     elif isinstance(window, Tracer) or hasattr(window, "shape"):
         W = window
+    elif callable(window):  # (a callable's plain samples, in the FFT's order as SciPy takes them: newrules)
+        W = np.asarray(window(sp_fft.fftfreq(n_x)))
     else:
         W = _as(sp_fft.fftshift(get_window(window, n_x)), np.float64)
     if domain == "time" and _dtype(x).kind != "c":

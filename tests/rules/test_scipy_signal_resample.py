@@ -245,7 +245,7 @@ def test_resample_with_a_callable_window_of_plain_samples():
     # (newrules) a callable window whose samples are plain (SciPy documents callables) raised SciPy's ValueError
     # from get_window on a traced signal; its samples are used in the FFT's order, as SciPy's (central differences)
     x = np.random.default_rng(3).standard_normal(16)
-    win = lambda f: np.exp(-(f / 0.3) ** 2)  # noqa: E731
+    win = lambda f: np.exp(-(f / 0.3) ** 2)
 
     def loss(v, m):
         return np.sum(m.resample(v, 12, window=win) ** 2)

@@ -428,6 +428,11 @@ def _unread_target(level, at, r, products, kinks, depth) -> bool:
         return False
 
 
+# (elementwise steps followed from a kink's value to the write that overwrites it: np.exp(-np.sqrt(3) * r / ls)
+# before np.fill_diagonal is four; three warned of a Matern kernel's self-distances: the geostats tester)
+_ELEMENTWISE_DEPTH = 6
+
+
 def _footprint(level, start, s, depth, products=True, outputs=False, kinks=True):
     """read_mask's answer for storage ``s`` from the records ``start`` on; a copy gathered from it
     (``V[:, np.argsort(w)]``, the materials tester) reads only the elements whose copies are read
@@ -458,7 +463,7 @@ def _footprint(level, start, s, depth, products=True, outputs=False, kinks=True)
         t = type(r)
         marks = ()
         out = r.out if t is EWRecord else _elementwise_output(r) if t is OpRecord else None
-        if type(out) is Storage and depth < 3 and any(st is s for st, _, _ in r.inputs):
+        if type(out) is Storage and depth < _ELEMENTWISE_DEPTH and any(st is s for st, _, _ in r.inputs):
             # an elementwise operation reads an element of s where it reads its own output's element
             # (1 / r of a distance matrix whose diagonal np.fill_diagonal then overwrites: the proteinff tester)
             # (past a power above 1 of s, its first derivative is right at 0: a product with a factor 0 there

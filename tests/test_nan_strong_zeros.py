@@ -1752,3 +1752,25 @@ def test_a_root_of_a_sum_of_squares_warns_under_forward_over_forward(root):
         warnings.simplefilter("error", mg.KinkWarning)
         h = mg.jacobian(mg.jacobian(g, mode="fwd"), mode="fwd")(np.array([-0.5, 0.3]))
     np.testing.assert_allclose(h, fd_hessian(g, np.array([-0.5, 0.3]), 1e-4), atol=1e-6)
+
+
+def test_self_distances_through_a_scaled_kernel_overwritten_by_fill_diagonal_are_quiet():
+    # (geostats) np.exp(-np.sqrt(3) * r / ls) then np.fill_diagonal(K, 1.0): the zero self-distances reach only
+    # elements the write replaces, four elementwise steps on (three were followed): the Hessian is right
+    # (central differences of the plain function) and warned once per run. Read before the write, it still warns
+    X = np.array([[0.0, 0.0], [1.0, 0.5], [0.3, 2.0]])
+
+    def kernel_sum(x, read_diagonal=False):
+        x = x.reshape(3, 2)
+        r = np.linalg.norm(x[:, None, :] - x[None, :, :], axis=-1)
+        K = (1.0 + np.sqrt(3.0) * r / 1.3) * np.exp(-np.sqrt(3.0) * r / 1.3)
+        extra = np.sum(np.diagonal(K).copy()) if read_diagonal else 0.0
+        np.fill_diagonal(K, 1.0)
+        return np.sum(K) + extra
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        h = mg.hessian(kernel_sum)(X.ravel())
+    np.testing.assert_allclose(h, fd_hessian(kernel_sum, X.ravel(), 1e-4), rtol=1e-5, atol=1e-6)
+    with pytest.warns(mg.KinkWarning):
+        mg.hessian(lambda x: kernel_sum(x, True))(X.ravel())

@@ -2186,6 +2186,20 @@ def _warn_cached(level, out, name, fun=None):
         "if the output does not depend on the arguments, the zero is right."), every=True)
 
 
+def _one_at_a_time(fn):
+    """``fn`` (a vjp pullback, which runs its tape's reverse pass in the tape's own buffers) called by one thread
+    at a time: calls from several threads take turns (they gave wrong cotangents, or raised from inside mutagrad:
+    the regress122 tester's Jacobian rows in a thread pool)."""
+    lock = threading.RLock()
+
+    @functools.wraps(fn)
+    def serialized(*args, **kwargs):
+        with lock:
+            return fn(*args, **kwargs)
+
+    return serialized
+
+
 @_no_full_collections
 def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=None, _name="vjp"):
     """Run ``fun(*primals)`` and return ``(out, pullback)``.
@@ -2234,6 +2248,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         id(s) in reach or s.exported)]
     prints = [_fingerprint(s) for s in guarded]
 
+    @_one_at_a_time
     @_no_full_collections
     def pullback(ct):
         _check_read_only_constants(level, "after vjp returned, before the pullback was called")

@@ -363,3 +363,36 @@ def test_draws_from_numpys_global_generator_by_another_thread_between_runs_are_n
     finally:
         go.set()
         t.join(10)
+
+
+def test_one_vjp_pullback_called_from_several_threads_at_once():
+    # (regress122) the rows of a Jacobian from one pullback in a thread pool: its reverse pass runs in the tape's
+    # own buffers, and concurrent calls gave wrong cotangents silently or raised from inside mutagrad; they take
+    # turns now. The oracle: central differences of J^T c
+    def f(x):
+        y = x.copy()
+        for i in range(300):
+            y[i % 5] += 0.01 * np.sin(y[(i + 1) % 5])
+        return y
+
+    x = np.linspace(0.1, 0.5, 5)
+    _, pb = mg.vjp(f, x)
+    want = {k: np.array([np.sum((k + 1.0) * (f(x + 1e-6 * e) - f(x - 1e-6 * e))) / 2e-6 for e in np.eye(5)])
+            for k in range(3)}
+    got, errors = {}, []
+
+    def worker(k):
+        try:
+            got[k] = [pb(np.full(5, k + 1.0))[0] for _ in range(15)]
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for k, rows in got.items():
+        for g in rows:
+            np.testing.assert_allclose(g, want[k], rtol=1e-7)

@@ -2842,3 +2842,19 @@ def test_an_argument_read_only_through_another_name_warns():
         down = val_loss(None)
         v[i] = o
         assert g["v"][i] == pytest.approx((up - down) / 2e-6, rel=1e-6)
+
+
+def test_an_iterator_argument_of_a_function_run_per_element_is_named():
+    # (regress122) hessian and jacobian(mode='fwd') run the function once per input element; an iterator argument
+    # is used up by the first run, and hessian then blamed the output (an int 0); the argument is named now, and
+    # jacobian(grad, mode='rev') takes it (central differences of the gradient)
+    def f(x, batches):
+        return sum(np.sum(np.sin(b * x)) for b in batches)
+
+    x, bs = np.array([0.3, -0.7]), [np.array([1.0, 2.0]), np.array([0.5, 1.5])]
+    for run in (lambda: mg.hessian(f)(x, iter(bs)), lambda: mg.jacobian(f, mode="fwd")(x, iter(bs))):
+        with pytest.raises(TypeError, match=r"argument 1 is an iterator \(list_iterator\).*list\(it\)"):
+            run()
+    g = mg.grad(f)
+    want = np.array([(g(x + 1e-6 * e, bs) - g(x - 1e-6 * e, bs)) / 2e-6 for e in np.eye(2)])
+    np.testing.assert_allclose(mg.hessian(f)(x, bs), want, rtol=1e-6, atol=1e-9)

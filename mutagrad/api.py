@@ -2293,7 +2293,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
                 raise TypeError(f"the pullback's cotangent for output leaf {k} is a {kind}: pass a number or an "
                                 "array of numbers of the output's shape")
             if np.shape(c) != np.shape(o):
-                raise ValueError(f"cotangent shape {np.shape(c)} does not match output shape {np.shape(o)}")
+                raise ValueError(f"cotangent shape {np.shape(c)} does not match output shape {np.shape(o)}"
+                                 + (f" (output leaf {k})" if len(out_leaves) > 1 else "")
+                                 + f", the pullback called at {user_line()}: pass one of the output's shape")
             if np.iscomplexobj(bottom(c)) and not np.iscomplexobj(bottom(o)):
                 raise TypeError("a complex cotangent for a real output: its imaginary part would be dropped. "
                                 "Pass np.real(ct), or make the output complex.")
@@ -2750,7 +2752,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                 if isinstance(tv, Tracer):
                     tv = live(tv, argument=True)  # (a leftover of a finished differentiation: its value, data)
                 if np.shape(tv) != info.shape:
-                    raise ValueError(f"jvp: tangent shape {np.shape(tv)} does not match primal shape {info.shape}")
+                    raise ValueError(f"jvp: tangent shape {np.shape(tv)} does not match primal shape {info.shape} "
+                                     f"({info.storage.name}) at {user_line()}: pass a tangent of the primal's shape")
                 if isinstance(tv, Tracer):  # a tangent traced by an outer differentiation
                     level.set_tangent(info.storage, tv if tv.dtype == info.dtype else tv.astype(info.dtype))
                     continue

@@ -155,6 +155,14 @@ def test_api_misuse_is_reported():
             mg.jacobian(lambda x: (x ** 2, "s"), mode=mode)(x)
     with pytest.raises(TypeError, match="nothing to check"):
         mg.testing.check_grads(lambda n: n * 2.0, 3)
+    # (regress122) a cotangent or tangent of another shape names the caller's line, as other errors do
+    _, pb = mg.vjp(lambda x: np.outer(x, x), x)
+    with pytest.raises(ValueError, match=r"cotangent shape \(3,\) does not match output shape \(3, 3\), the "
+                       r"pullback called at .*test_rule_and_view_errors.py"):
+        pb(np.ones(3))
+    with pytest.raises(ValueError, match=r"tangent shape \(2,\) does not match primal shape \(3,\) \(argument 0\) "
+                       r"at .*test_rule_and_view_errors.py"):
+        mg.jvp(np.sin, (x,), (np.ones(2),))
 
 
 def test_plain_write_through_an_aliased_name_names_the_call():

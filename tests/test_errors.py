@@ -7369,3 +7369,23 @@ def test_hypots_kink_warns_for_a_hessian_only_where_its_zeros_are_read():
 
     with pytest.warns(mg.KinkWarning, match="a norm"):
         mg.hessian(into)(np.zeros(2))
+
+
+def test_an_equality_guard_of_a_value_still_along_the_pushed_direction_is_quiet():
+    # (tabml) coordinate descent's `if w[j] != 0.0:` under jvp, where w[j] is 0 and its tangent 0: the guard's
+    # branches agree there to first order, and the warning was noise; with a tangent there it still warns
+    def f(w, X):
+        r = X @ w * 0.0 + 1.0
+        for j in range(len(w)):
+            if w[j] != 0.0:
+                r = r + X[:, j] * w[j]
+        return np.sum(r ** 2)
+
+    X = np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.3]])
+    w = np.array([0.0, 0.7])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        _, t = mg.jvp(f, (w, X), (np.array([0.0, 1.0]), np.zeros_like(X)))
+    assert t == pytest.approx((f(w + np.array([0, 1e-6]), X) - f(w - np.array([0, 1e-6]), X)) / 2e-6, rel=1e-6)
+    with pytest.warns(mg.KinkWarning, match="equality with the constant 0.0"):
+        mg.jvp(f, (w, X), (np.array([1.0, 0.0]), np.zeros_like(X)))

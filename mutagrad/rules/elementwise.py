@@ -526,8 +526,24 @@ def _warn_equality_tie(inputs):
     _warn_guard(x, c, sys._getframe(1), f"a test of a differentiated value's equality with the constant {c!r}")
 
 
+def _still_to_first_order(x) -> bool:
+    """Whether every level tracing ``x`` is a forward one whose tangent of it is exactly 0: x does not move along
+    the directions pushed, so a guard's branches (which agree at the guard's value) have the same first derivative
+    there (the tabml tester's `if w_j != 0.0:` in coordinate descent, warned under jvp)."""
+    t = x
+    while isinstance(t, Tracer):
+        lv = t._level
+        if lv.mode != "fwd" or not hasattr(lv, "tangent_of"):
+            return False
+        d = lv.tangent_of(t)
+        if not _is_zero(d) and np.any(np.asarray(bottom(d)) != 0):
+            return False
+        t = t._value
+    return True
+
+
 def _warn_guard(x, c, frame, what):
-    if not carries_any_derivative(x) or x._level.closed:
+    if not carries_any_derivative(x) or x._level.closed or _still_to_first_order(x):
         return
     if compared_by_mutagrad(frame) or library_caller(frame) or core._kept_operand(frame, c):
         return  # (a kept number, `if B == self.B:`, is a cache's key: its own warning, api._warn_cached)

@@ -673,9 +673,9 @@ def _mutagrad_code(code) -> bool:
 
 
 _FunctionType, _MethodType, _BuiltinMethod = types.FunctionType, types.MethodType, types.BuiltinMethodType
-_NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, np.generic, str, bytes, int, float, complex, bool, set, frozenset,
-                range)
+_NOT_HOLDERS = (types.BuiltinFunctionType, np.ufunc, np.generic, str, bytes, int, float, complex, bool, range)
 _SEQUENCES = (list, tuple, collections.deque)
+_PLAIN_KEYS = (str, int, float, bytes, bool, tuple, frozenset, type(None), complex)  # (dict keys that hold no array)
 
 
 def _long_container(items):
@@ -873,7 +873,24 @@ class _Holdings:
             except RuntimeError:  # (a deque another thread changes meanwhile: a Barrier's, a queue's)
                 return
             return
+        if tv is set or tv is frozenset or tv is weakref.WeakSet:  # (particles, observers kept in a set: their
+            try:  # views of an argument went unseen, and a gradient silently wrong: the regress123 tester)
+                items = list(v)
+            except RuntimeError:  # (changed by another thread meanwhile)
+                b.truncated = True
+                return
+            if all(type(item) in _PLAIN_KEYS for item in items):  # (names, numbers: the common set, nothing held)
+                return
+            if len(items) > 256:
+                self.visit_long(name, items, enumerate(items), depth, "<item {}>")
+                return
+            for k, item in enumerate(items):
+                self.visit((name, "<item {}>", k), item, depth)
+            return
         if issubclass(tv, dict):
+            for k, key in enumerate(list(dict.keys(v))[:256]):  # (objects as keys: the set's case)
+                if not isinstance(key, _PLAIN_KEYS):
+                    self.visit((name, "<key {}>", k), key, depth)
             if len(v) <= 256:
                 entries = list(dict.items(v))
             elif self.visit_long(name, dict.values(v), dict.items(v), depth, "[{!r}]"):
@@ -927,7 +944,7 @@ class _Holdings:
         try:  # (the instance dictionary itself: no __getattribute__ or __getattr__ of the user's runs)
             attrs = object.__getattribute__(v, "__dict__")
         except Exception:  # noqa: BLE001 (none, or a descriptor that refuses)
-            attrs = None
+            attrs = v.__dict__ if isinstance(v, threading.local) else None  # (its thread's: regress123)
         if type(attrs) is not dict:
             attrs = None
         if self.reflective and attrs is not None and len(attrs) <= 256:  # getattr(self, name): any of them

@@ -1540,12 +1540,14 @@ def test_reading_the_argument_after_a_write_through_an_unsearched_reference_rais
         x *= 2.0
         return np.sum(read(get, x))
 
-    with pytest.raises(mg.AliasingError, match=r"memory of argument 0.*after the function wrote into it"):
+    # (a threading.local's attributes are searched now, regress123: its array is named at the write)
+    found = r"|shares its memory with the plain array `_TL.u`" if make.__name__ == "by_local" else ""
+    with pytest.raises(mg.AliasingError, match=r"memory of argument 0.*after the function wrote into it" + found):
         mg.grad(f)(x)
     assert x.flags.writeable  # (unlocked, however it ended)
     x = np.array([1.0, 2.0, 3.0])
     get = make(x)
-    with pytest.raises(mg.AliasingError, match="after the function wrote into it"):
+    with pytest.raises(mg.AliasingError, match="after the function wrote into it" + found):
         mg.jvp(f, (x,), (np.ones(3),))
 
 

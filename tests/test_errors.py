@@ -765,7 +765,7 @@ def test_a_cache_keyed_on_single_numbers_warns_where_its_term_sits_beside_anothe
         ref = Refresh(kind)
         ref(q.copy())
         with pytest.warns(UserWarning, match=r"plain one kept at .*" + shown):
-            np.testing.assert_allclose(mg.grad(lambda x: ref(x) + 0.5 * np.sum(x ** 2))(q.copy()), q)  # (the kept 0)
+            np.testing.assert_allclose(mg.grad(lambda x, ref=ref: ref(x) + 0.5 * np.sum(x ** 2))(q.copy()), q)  # (kept 0)
     memo, act = Memo(), np.array([np.inf, 0.5])
     with pytest.warns(mg.KinkWarning, match="equality with the constant 0.3") as seen:  # (a number compared with
         mg.grad(lambda x: np.sum(x ** 2) + (1.0 if x[0] == 0.3 else 0.0))(np.array([0.3, 0.5]))  # a literal: no
@@ -7389,3 +7389,48 @@ def test_an_equality_guard_of_a_value_still_along_the_pushed_direction_is_quiet(
     assert t == pytest.approx((f(w + np.array([0, 1e-6]), X) - f(w - np.array([0, 1e-6]), X)) / 2e-6, rel=1e-6)
     with pytest.warns(mg.KinkWarning, match="equality with the constant 0.0"):
         mg.jvp(f, (w, X), (np.array([1.0, 0.0]), np.zeros_like(X)))
+
+
+class _SetParticle:
+    def __init__(self, state, i):
+        self.pos = state[i]
+
+
+_SET_HOLDERS = {}
+
+
+def _set_wall(kind):
+    for p in _SET_HOLDERS[kind] if kind != "local" else _SET_HOLDERS["local"].ps:
+        if p.pos[0] > 1.0:
+            p.pos[0] = 1.0
+
+
+@pytest.mark.parametrize("kind", ["set", "frozenset", "WeakSet", "keys", "local"])
+def test_views_of_an_argument_held_in_a_set_are_found(kind):
+    # (regress123) particles whose .pos are views of the state, made before the call and kept in a set (a
+    # frozenset, a WeakSet, a dict's keys, a threading.local), written by a wall hook after x *= 1.5: the search
+    # for other references did not look into them, and the gradient was wrong silently ([2.25, 0.45, 3, 0.9]
+    # where central differences give 0 for the walled element); now the write raises, as with a list
+    import weakref
+
+    x = np.array([[0.5, 0.1], [0.8, 0.2]])
+    ps = [_SetParticle(x, i) for i in range(2)]
+    holder = {"set": lambda: set(ps), "frozenset": lambda: frozenset(ps), "WeakSet": lambda: weakref.WeakSet(ps),
+              "keys": lambda: dict.fromkeys(ps, 1)}.get(kind)
+    if holder is None:
+        local = threading.local()
+        local.ps = ps
+        _SET_HOLDERS["local"] = local
+    else:
+        _SET_HOLDERS[kind] = holder()
+
+    def f(z):
+        z *= 1.5
+        _set_wall(kind)
+        return np.sum(z ** 2)
+
+    try:
+        with pytest.raises(mg.AliasingError, match="shares its memory with the plain array"):
+            mg.grad(f)(x)
+    finally:
+        _SET_HOLDERS.pop(kind, None)

@@ -1740,14 +1740,14 @@ def test_a_root_of_a_sum_of_squares_warns_under_forward_over_forward(root):
     # Hessian 0 for 2 I (second differences of the plain function) without the KinkWarning hessian gives; a
     # root's argument that is 0 with a zero tangent (0 to second order) now warns. A root of a value that
     # crosses 0, np.sqrt(x[0] + 1) ** 2 near x[0] = -1, does not
-    f = lambda x: root(x @ x) ** 2  # noqa: E731
+    f = lambda x: root(x @ x) ** 2
     x0 = np.zeros(2)
     np.testing.assert_allclose(fd_hessian(f, x0, 1e-4), 2 * np.eye(2), atol=1e-6)
     with pytest.warns(mg.KinkWarning, match="second order"):
         mg.jacobian(mg.jacobian(f, mode="fwd"), mode="fwd")(x0)
     with pytest.warns(mg.KinkWarning, match="second order"):
         mg.jvp(lambda x: mg.jvp(f, (x,), (np.array([1.0, 0.0]),))[1], (x0,), (np.array([1.0, 0.0]),))
-    g = lambda x: root(x[0] + 1.0) ** 2 + x[1]  # noqa: E731
+    g = lambda x: root(x[0] + 1.0) ** 2 + x[1]
     with warnings.catch_warnings():
         warnings.simplefilter("error", mg.KinkWarning)
         h = mg.jacobian(mg.jacobian(g, mode="fwd"), mode="fwd")(np.array([-0.5, 0.3]))

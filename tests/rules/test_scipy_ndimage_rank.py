@@ -309,13 +309,13 @@ def test_axes_out_of_order_with_a_footprint_or_per_axis_sizes_are_refused():
     # derivative of SciPy's value (central differences of SciPy's)
     x = np.random.default_rng(7).random((5, 6))
     fp = np.array([[1, 0, 0], [0, 0, 1]], bool)
-    for name, kw in (("maximum_filter", dict(footprint=fp, origin=(0, -1), axes=(1, 0))),
-                     ("median_filter", dict(size=(2, 3), origin=(0, 1), axes=(1, 0))),
-                     ("grey_dilation", dict(footprint=fp, axes=(1, 0)))):
+    for name, kw in (("maximum_filter", {"footprint": fp, "origin": (0, -1), "axes": (1, 0)}),
+                     ("median_filter", {"size": (2, 3), "origin": (0, 1), "axes": (1, 0)}),
+                     ("grey_dilation", {"footprint": fp, "axes": (1, 0)})):
         with pytest.raises(UnsupportedInputError, match=r"axes=\(1, 0\), not in increasing order"):
-            mg.grad(lambda z: np.sum(getattr(mnd, name)(z, **kw) ** 2))(x)
-    for kw in (dict(size=3, axes=(1, 0)), dict(footprint=fp, origin=(0, -1), axes=(0, 1))):
-        g = mg.grad(lambda z: np.sum(mnd.maximum_filter(z, **kw) ** 2))(x)
+            mg.grad(lambda z, name=name, kw=kw: np.sum(getattr(mnd, name)(z, **kw) ** 2))(x)
+    for kw in ({"size": 3, "axes": (1, 0)}, {"footprint": fp, "origin": (0, -1), "axes": (0, 1)}):
+        g = mg.grad(lambda z, kw=kw: np.sum(mnd.maximum_filter(z, **kw) ** 2))(x)
         want = np.array([(np.sum(nd.maximum_filter(x + 1e-6 * e, **kw) ** 2)
                           - np.sum(nd.maximum_filter(x - 1e-6 * e, **kw) ** 2)) / 2e-6
                          for e in np.eye(x.size).reshape(-1, *x.shape)]).reshape(x.shape)

@@ -398,7 +398,7 @@ def test_a_window_with_a_traced_parameter_names_the_samples_rewrite():
     sig = np.random.default_rng(4984).standard_normal(64)
     # (a traced Kaiser beta in welch's window, refused before, is differentiated: audio; central differences of SciPy's)
     for nperseg in (16, None):
-        def psd(b, sp=mss):
+        def psd(b, sp=mss, nperseg=nperseg):
             return np.sum(sp.welch(sig, window=("kaiser", b), nperseg=nperseg)[1])
 
         want = (psd(4.0 + 1e-6, ss) - psd(4.0 - 1e-6, ss)) / 2e-6

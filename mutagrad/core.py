@@ -4103,13 +4103,7 @@ class Tracer:
         if target is not None:
             fields = _structured_target(target, user_frame(sys._getframe(1)))
             if fields is not None:
-                raise escape_error(
-                    f"writing a traced array into the field of the plain structured array `{target}` (dtype "
-                    f"{fields})", WriteToPlainArrayError,
-                    " mutagrad traces arrays of floating-point or complex numbers, so a structured array's "
-                    "fields cannot hold derivatives (not even one mnp.zeros makes): make one buffer per field "
-                    "instead (u = mnp.zeros(shape); v = mnp.zeros(shape), import mutagrad.numpy as mnp, or "
-                    "np.zeros_like(x) of a traced x).", specific=True)
+                raise _structured_error(target, fields)
             if _object_target(target, user_frame(sys._getframe(1))):
                 raise escape_error(
                     f"writing traced values into the object array `{target}` by a slice, a mask or a list (NumPy "
@@ -6034,12 +6028,34 @@ def _as_an_argument(what="it", copy=False):
 
 def _structured_target(target, frame):
     """The structured dtype of the plain array the user's ``target`` expression writes into
-    (``rec["u"]``, by the name before its subscript), or None."""
+    (``rec["u"]``, by the name before its subscript; ``v = rec["v"]; v[:] = ...``, a field's view), or None."""
     if frame is None:
         return None
     obj = _resolve_name(target.split("[", 1)[0].strip(), frame)
-    dt = getattr(obj, "dtype", None) if type(obj) is np.ndarray else None
-    return dt if dt is not None and dt.names is not None else None
+    return _structured_base(obj) if type(obj) is np.ndarray else None
+
+
+def _structured_base(a):
+    """The structured dtype of plain array ``a`` or of the array it views (a field's view), or None."""
+    for _ in range(8):
+        if not isinstance(a, np.ndarray):
+            return None
+        if a.dtype.names is not None:
+            return a.dtype
+        a = a.base
+    return None
+
+
+def _structured_error(target, fields):
+    from .errors import WriteToPlainArrayError, escape_error
+
+    return escape_error(
+        f"writing a traced array into the field of the plain structured array `{target}` (dtype {fields})",
+        WriteToPlainArrayError,
+        " mutagrad traces arrays of floating-point or complex numbers, so a structured array's fields cannot "
+        "hold derivatives (not even one mnp.zeros makes, nor an argument's): make one buffer per field instead "
+        "(u = mnp.zeros(shape); v = mnp.zeros(shape), import mutagrad.numpy as mnp, or np.zeros_like(x) of a "
+        "traced x), or pass the fields as separate arguments.", specific=True)
 
 
 def _object_target(target, frame) -> bool:
@@ -6325,6 +6341,9 @@ def write(dest, idx, value):
                     err = _scipy_escape(f)  # (SciPy's own code writes it: scipy.optimize.fixed_point's np.full_like)
                     if err is not None:
                         raise err
+                fields = _structured_base(d)
+                if fields is not None:  # (parts['v'] -= k * parts['x'] of a structured argument: regress123)
+                    raise _structured_error(target or "x", fields)
                 raise escape_error("writing a traced value into a plain NumPy array" + (
                     "" if target is None else f" `{target}`"), WriteToPlainArrayError,
                     _plain_copy_hint(target))

@@ -1127,6 +1127,23 @@ def test_write_into_a_plain_structured_buffer_names_one_buffer_per_field():
         return np.sum(u ** 2)
 
     check_grads(g, np.array([0.5, -1.0, 2.0, 3.0]))
+    # (regress123) a structured argument's field written in place, and a field's view written: the same refusal,
+    # not the buffer advice (it is an argument already)
+    parts = np.zeros(3, dtype=[("x", "f8"), ("v", "f8")])
+    parts["x"] = [1.0, 2.0, 3.0]
+
+    def in_place(k, parts):
+        parts["v"] -= k * parts["x"]
+        return np.sum(parts["v"] ** 2)
+
+    def through_view(k, parts):
+        v = parts["v"]
+        v[:] = k * parts["x"]
+        return np.sum(v ** 2)
+
+    for f, name in ((in_place, "parts"), (through_view, "v")):
+        with pytest.raises(mg.WriteToPlainArrayError, match=rf"structured array `{name}`.*one buffer per field"):
+            mg.grad(f)(1.5, parts.copy())
 
 
 @pytest.mark.parametrize("case", sorted(_COMPLEX_INTO_REAL))

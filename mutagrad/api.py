@@ -874,15 +874,19 @@ class _Holdings:
                 return
             return
         if tv is set or tv is frozenset or tv is weakref.WeakSet:  # (particles, observers kept in a set: their
-            try:  # views of an argument went unseen, and a gradient silently wrong: the regress123 tester)
+            # views of an argument went unseen, and a gradient silently wrong: the regress123 tester)
+            if len(v) > 100_000:  # (a vocabulary's set of names: not searched, as before sets were)
+                return
+            try:
                 items = list(v)
             except RuntimeError:  # (changed by another thread meanwhile)
                 b.truncated = True
                 return
-            if all(type(item) in _PLAIN_KEYS for item in items):  # (names, numbers: the common set, nothing held)
-                return
             if len(items) > 256:
-                self.visit_long(name, items, enumerate(items), depth, "<item {}>")
+                if _long_container(items) != "nothing":  # (names, numbers: nothing held)
+                    self.visit_long(name, items, enumerate(items), depth, "<item {}>")
+                return
+            if all(type(item) in _PLAIN_KEYS for item in items):  # (names, numbers: the common set, nothing held)
                 return
             for k, item in enumerate(items):
                 self.visit((name, "<item {}>", k), item, depth)

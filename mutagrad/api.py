@@ -2791,8 +2791,13 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, _tangent_in(tv, info.dtype, n))
         pairs = bool(level.__dict__.get("container_pairs", ((),))[0])  # (mutable containers among the arguments)
+        held = _containers_held(list(primals) + list((_kwargs or {}).values()))
         with user_fp_state():  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
+        # a second run may start alike only where the function changed no container among the arguments, the
+        # differentiated ones' (a dict of logits: the seqmodels tester's NaN through a -inf recursion) or the others'
+        # (a log list appended to, which a second run appended to again)
+        pairs = held is None or held != _containers_held(None, held)
         out_leaves, out_tree = tree_flatten(out)
         _check_outputs(out_leaves, _name, out)
         _check_plain_aliases(level)  # (a tangent read after plain code changed the argument unseen)
@@ -2865,6 +2870,29 @@ def _reruns_agree(run, states) -> bool:
     return True
 
 
+def _containers_held(values, before=None):
+    """The containers among ``values`` (the arguments: lists, dicts, dataclass and registered objects, and those
+    they hold, up to 256) with the identities of the items each holds; with ``before`` (a previous answer), the
+    same containers' now. None where there are more."""
+    if before is not None:
+        return [(c, [id(v) for _, v in (_items(c) or (None, ()))[1]]) for c, _ in before]
+    found, todo, seen = [], list(values), set()
+    while todo:
+        v = todo.pop()
+        if id(v) in seen or type(v) in _NOT_OBJECTS:
+            continue
+        seen.add(id(v))
+        got = _items(v)
+        if got is None:
+            continue
+        kids = [k for _, k in got[1]]
+        found.append((v, [id(k) for k in kids]))
+        if len(found) > 256:
+            return None
+        todo.extend(kids)
+    return found
+
+
 def _unsaved_writes(level, targs, kwargs) -> bool:
     """Whether the function wrote into one of its (wrapped) array arguments without its contents
     saved before (ForwardLevel.saved_args), so that a second run cannot start from them."""
@@ -2896,8 +2924,8 @@ def _careful_jvp(first, fun, given, has_aux, argnums, kwargs, saved_args=None):
     of a log-space recursion at -inf, whose logaddexp has partial 0 downstream) is zero, as
     reverse mode's careful pass (api._backward) and finite differences say, but IEEE's
     0 * nan is nan. Forward mode has no tape to run again, so the function runs again (not
-    when its arguments are containers, whose first run changed them; the arrays it wrote into
-    get their contents back first). A second run that returns other values than the first
+    when its first run rebound or added an item of a container among its arguments; the arrays
+    it wrote into get their contents back first). A second run that returns other values than the first
     (fresh random numbers) is not the same function: the first run's result stands."""
     states = _rerun_states(fun, given[0], kwargs)
     got = []

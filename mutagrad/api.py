@@ -2790,14 +2790,15 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
                     raise TypeError(f"jvp: a complex tangent for the real primal {n}: its imaginary part would be "
                                     "dropped. Pass a real tangent, or make the primal complex.")
                 level.set_tangent(info.storage, _tangent_in(tv, info.dtype, n))
-        pairs = bool(level.__dict__.get("container_pairs", ((),))[0])  # (mutable containers among the arguments)
-        held = _containers_held(list(primals) + list((_kwargs or {}).values()))
+        held = []  # (the containers among the arguments and their items, as a forward jacobian's runs save them)
+        for v in (*primals, *(_kwargs or {}).values()):
+            _snapshot_containers(v, held)
         with user_fp_state():  # (strong zeros; the user's modes, see UserFPErrors)
             out, aux = _split_aux(_call(level, fun, targs, kwargs), has_aux)
         # a second run may start alike only where the function changed no container among the arguments, the
         # differentiated ones' (a dict of logits: the seqmodels tester's NaN through a -inf recursion) or the others'
         # (a log list appended to, which a second run appended to again)
-        pairs = held is None or held != _containers_held(None, held)
+        pairs = not _items_kept(held)
         out_leaves, out_tree = tree_flatten(out)
         _check_outputs(out_leaves, _name, out)
         _check_plain_aliases(level)  # (a tangent read after plain code changed the argument unseen)
@@ -2870,27 +2871,19 @@ def _reruns_agree(run, states) -> bool:
     return True
 
 
-def _containers_held(values, before=None):
-    """The containers among ``values`` (the arguments: lists, dicts, dataclass and registered objects, and those
-    they hold, up to 256) with the identities of the items each holds; with ``before`` (a previous answer), the
-    same containers' now. None where there are more."""
-    if before is not None:
-        return [(c, [id(v) for _, v in (_items(c) or (None, ()))[1]]) for c, _ in before]
-    found, todo, seen = [], list(values), set()
-    while todo:
-        v = todo.pop()
-        if id(v) in seen or type(v) in _NOT_OBJECTS:
-            continue
-        seen.add(id(v))
-        got = _items(v)
-        if got is None:
-            continue
-        kids = [k for _, k in got[1]]
-        found.append((v, [id(k) for k in kids]))
-        if len(found) > 256:
-            return None
-        todo.extend(kids)
-    return found
+def _items_kept(saved) -> bool:
+    """Whether the containers ``_snapshot_containers`` saved still hold the same items (the same objects, under the
+    same keys): none was rebound, added or removed since."""
+    for obj, before in saved:
+        now = _items(obj)[1]
+        if len(now) != len(before):
+            return False
+        if type(before) is list:
+            if any(v is not b for (_, v), b in zip(now, before)):
+                return False
+        elif any(before.get(k, _ABSENT) is not v for k, v in now):
+            return False
+    return True
 
 
 def _unsaved_writes(level, targs, kwargs) -> bool:

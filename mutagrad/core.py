@@ -2540,7 +2540,7 @@ def _stores_into_its_name(frame, p) -> bool:
         if len(_STORES_AFTER) > 512:
             _STORES_AFTER.clear()
         ins = list(dis.get_instructions(code))
-        stores = _STORES_AFTER[code] = {a.offset: (b.opname, b.argval) for a, b in zip(ins, ins[1:])}
+        stores = _STORES_AFTER[code] = {a.offset: (b.opname, b.argval) for a, b in itertools.pairwise(ins)}
     opname, name = stores.get(frame.f_lasti, (None, None))
     if opname == "STORE_NAME":
         return frame.f_locals.get(name) is p
@@ -3072,9 +3072,6 @@ for _d in ("distance_matrix", "minkowski_distance", "minkowski_distance_p"):
     _DISTANCES[_d] = _DISTANCES["cdist"].replace("cdist(A, B, metric)", f"{_d}(A, B, p)")
 for _d, _f in _METRICS.items():
     _DISTANCES[_d] = f"{_d}(u, v) of two vectors is {_f}"
-# (the names mutagrad.scipy.spatial and .spatial.distance differentiate: rules/scipy/spatial.COMPOSITES)
-_OURS_SPATIAL = frozenset((*_METRICS, "pdist", "cdist", "squareform", "distance_matrix", "minkowski_distance",
-                           "minkowski_distance_p"))
 _ROTATION = ("A Rotation holds plain numbers: write the rotation matrix of the traced parameters with NumPy operations, "
              "which are differentiated: from a quaternion q = (x, y, z, w) (SciPy's scalar-last order), q = q / "
              "np.linalg.norm(q) and R = np.stack([1 - 2 * (y*y + z*z), 2 * (x*y - z*w), 2 * (x*z + y*w), "
@@ -3215,6 +3212,15 @@ def _scipy_fft_has(short):
     return fft is not None and short in getattr(fft, "__all__", ())
 
 
+def _composite_module(rules, short):
+    """The SciPy module (``scipy.spatial.distance``) whose function ``short`` mutagrad.scipy's rules module
+    ``rules`` (rules/scipy/spatial.py: its COMPOSITES) writes, or None."""
+    import importlib
+
+    names = importlib.import_module(f"mutagrad.rules.scipy.{rules}").COMPOSITES
+    return next((c.rsplit(".", 1)[0] for c in names if c.rsplit(".", 1)[1] == short), None)
+
+
 def _scipy_rewrite(sub, name):
     """The NumPy (or mutagrad.scipy) rewrite of a SciPy function without a rule, or ""."""
     sub = sub or ""  # (None: a private module's function, scipy._lib's)
@@ -3271,12 +3277,10 @@ def _scipy_rewrite(sub, name):
                 "try_last=True) restores SciPy's default)" + (f", or use np.fft.{short}(...)." if hasattr(np.fft, short)
                                                             else "."))
     if short in _DISTANCES:
-        if short in _OURS_SPATIAL:  # (mutagrad.scipy.spatial: the same call, differentiated)
-            where = "spatial" if short in ("distance_matrix", "minkowski_distance", "minkowski_distance_p") else (
-                "spatial.distance")
-            return (f" Call mutagrad.scipy.{where}.{short} (the same names and arguments: import "
-                    f"mutagrad.scipy.{where} as ...), which is differentiated; or write it with NumPy operations: "
-                    f"{_DISTANCES[short]}.")
+        where = _composite_module("spatial", short)
+        if where is not None:  # (mutagrad.scipy.spatial: the same call, differentiated)
+            return (f" Call mutagrad.{where}.{short} (the same names and arguments: import mutagrad.{where} as ...), "
+                    f"which is differentiated; or write it with NumPy operations: {_DISTANCES[short]}.")
         return f" Write the distances with NumPy operations, which are differentiated: {_DISTANCES[short]}."
     if sub.startswith("spatial") and short in _SPATIAL_REWRITES:
         return " " + _SPATIAL_REWRITES[short]
@@ -3381,7 +3385,7 @@ def _scipy_rewrite(sub, name):
                 "np.lib.stride_tricks.sliding_window_view(np.pad(x, (size // 2, (size - 1) // 2), mode='symmetric'), "
                 "(size,) * x.ndim) (SciPy's mode 'reflect' is np.pad's 'symmetric'; an even size pads one less "
                 f"after), s = np.sort(w.reshape(x.shape + (-1,)), axis=-1), then s[..., {pick}]{note}.")
-    if sub == "ndimage" and short in ("minimum_filter1d", "maximum_filter1d", "grey_erosion", "grey_dilation"):
+    if sub == "ndimage" and _composite_module("ndimage_rank", short) is not None:  # (the rank filters' others)
         return (f" Use mutagrad.scipy.ndimage.{short} (import mutagrad.scipy.ndimage: the same function and "
                 "arguments, SciPy's values), which is differentiated in the input, cval and a structure (each "
                 "output the element its window selects, a tie shared evenly).")
@@ -4593,8 +4597,7 @@ class Tracer:
         raise escape_error("x.item()", TracerEscapeError, TEST_HINT if in_a_test(user_frame(sys._getframe(1))) else "")
 
     def tolist(self):
-        if self._may_convert():
-            note_plain_read(self)
+        if self._may_convert():  # (which notes the plain read: note_plain_read)
             return bottom(self).tolist()
         self._check_thread("x.tolist()")
         raise escape_error("x.tolist() of a traced array (a list of plain numbers)", TracerEscapeError,

@@ -683,18 +683,17 @@ def compared_in_a_test(frame, convert) -> bool:
     elif type(fn) is not ast.Name or _resolved(frame, fn) is not convert:
         return False
     tree = _file_tree(frame.f_code.co_filename)
-    key = (id(tree), id(call))
-    hit = _COMPARED.get(key)
-    if hit is None or hit[0] is not call:
-        if len(_COMPARED) > 1024:
-            _COMPARED.clear()
+
+    def tests(call):
         ways = _tests_of(tree, call)
-        hit = _COMPARED[key] = (call, [ways] if ways else _tests_of_name(tree, call))
+        return [ways] if ways else _tests_of_name(tree, call)
+
+    places = _per_node(_COMPARED, tree, call, tests)
     # (the static answer: for each place the number is read, each way it reaches a test there, the wrappers it
     # passes and the other operands; every place must have one)
-    return bool(hit[1]) and all(any(
+    return bool(places) and all(any(
         all(_resolved(frame, w) is want for w, want in wrappers) and all(_plain_operand(frame, o) for o in others)
-        for wrappers, others in ways) for ways in hit[1])
+        for wrappers, others in ways) for ways in places)
 
 
 def _tests_of_name(tree, call):
@@ -865,21 +864,29 @@ def loop_control_test(frame) -> bool:
     if node is None:
         return False
     tree = _file_tree(frame.f_code.co_filename)
-    key = (id(tree), id(node))
-    hit = _LOOP_TESTS.get(key)
-    if hit is None or hit[0] is not node:
-        if len(_LOOP_TESTS) > 1024:
-            _LOOP_TESTS.clear()
-        found = False
+
+    def controls(node):
         for n in ast.walk(tree):
             if type(n) in (ast.While, ast.If) and any(m is node for m in ast.walk(n.test)):
-                found = type(n) is ast.While or all(type(b) in (ast.Break, ast.Continue, ast.Pass) for b in n.body)
-                break
-        hit = _LOOP_TESTS[key] = (node, found)
-    return hit[1]
+                return type(n) is ast.While or all(type(b) in (ast.Break, ast.Continue, ast.Pass) for b in n.body)
+        return False
+
+    return _per_node(_LOOP_TESTS, tree, node, controls)
 
 
 _LOOP_TESTS: dict = {}  # (id(tree), id(compare)) -> (compare, whether it is a loop's control)
+
+
+def _per_node(cache, tree, node, compute):
+    """``compute(node)`` for an AST ``node`` of a file's ``tree``, remembered in ``cache`` by their ids (the node
+    kept beside its answer, so that an id reused by another tree's node is told apart; at most 1024 kept)."""
+    key = (id(tree), id(node))
+    hit = cache.get(key)
+    if hit is None or hit[0] is not node:
+        if len(cache) > 1024:
+            cache.clear()
+        hit = cache[key] = (node, compute(node))
+    return hit[1]
 
 
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,

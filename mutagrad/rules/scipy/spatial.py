@@ -22,7 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...core import Tracer, bottom, stop_gradient
+from .signal import _traced
 from .signal_design import _as, _dtype
+from .signal_lti import _array
 from .sparse import _dense
 
 COMPOSITES = (
@@ -43,18 +45,6 @@ def _sp():
     import scipy.spatial as sp
 
     return sp
-
-
-def _traced(*values):
-    from .linalg import _has_tracer
-
-    return _has_tracer(values)
-
-
-def _array(v):
-    """An operand as an array: traced (a list holding traced numbers too) or plain."""
-    v = _dense(v)
-    return v if isinstance(v, Tracer) else np.asarray(v)
 
 
 def _where(fname):

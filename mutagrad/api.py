@@ -53,10 +53,12 @@ from .core import (
 )
 from .errors import (
     _INTERNAL_PACKAGES,
+    ATTEMPT,
     DifferentiationError,
     MutationError,
     NoRuleError,
     NotImplementedTangentError,
+    WarnedInAttempt,
     caught_by_the_program,
     ensure_shuffle_filter,
     error_note,
@@ -1288,14 +1290,55 @@ def _warn_unread_aliases(level, infos, nums, name):
     differentiated = {id(i.storage) for n in nums for i in infos[n][1]}  # (not the constants passed beside them)
     for info in level.plain_aliases:
         st = info.storage
-        if (st.plain_views and id(st) in differentiated and st.adj is None and st.poison is None
-                and not st.written):
+        if not st.plain_views or id(st) not in differentiated or st.poison is not None or st.written:
+            continue
+        if st.adj is None:
             warn_at(user_frame(sys._getframe(1)), (
                 f"{name}: {st.name} is not read through the argument, but the function can reach the same array "
                 f"as `{st.plain_views[0][0]}` (a global, a closed-over or an attribute's name): values read there "
                 "are plain numbers, so the derivative comes out zero, though the output may change with that "
                 "array. Read it through the argument the function is given (a model that uses the parameters "
                 "passed in: model.forward(X, params)), or pass a copy if the zero is meant."), every=True)
+            continue
+        # Part of the argument read through it, part through a plain view that the function reaches (a model
+        # holding views of a flat parameter vector, model.W = theta[:4].reshape(2, 2), and a loss reading
+        # theta[4:] as well: the regress124 tester): no derivative reaches the elements the view covers
+        a = bottom(info.orig)
+        adj = st.adj
+        if not (type(a) is _ndarray and type(adj) is _ndarray and adj.size == a.size) or st.adjshared is not None:
+            continue
+        for path, v, _ in st.plain_views:
+            mask = _covered(a, v)
+            if mask is not None and mask.any() and not mask.all() and not np.any(np.reshape(adj, a.shape)[mask]):
+                warn_at(user_frame(sys._getframe(1)), (
+                    f"{name}: no derivative reached the elements of {st.name} that the function can also reach as "
+                    f"`{path}` (a plain array sharing their memory: a global, a closed-over or an attribute's name). "
+                    "Values read there are plain numbers, so their derivative comes out zero, though the output "
+                    "may change with them. Read them through the argument the function is given (slice the "
+                    "parameters passed in, as model.forward(X, params) would), or pass a copy if the zero is "
+                    "meant."), every=True)
+                break
+
+
+def _covered(a, v):
+    """Which elements of array ``a`` share their memory with the array ``v`` (a boolean mask of ``a``'s shape), or
+    None where their layouts cannot be related element by element (other item sizes, or a huge span)."""
+    item = a.itemsize
+    if v.itemsize != item or any(s % item for s in a.strides + v.strides) or not a.size or not v.size:
+        return None
+    lo_a, hi_a = np.lib.array_utils.byte_bounds(a)
+    lo_v, hi_v = np.lib.array_utils.byte_bounds(v)
+    lo, hi = min(lo_a, lo_v), max(hi_a, hi_v)
+    if (hi - lo) // item > 4 * (a.size + v.size) + 1024:
+        return None
+    mem = np.zeros((hi - lo) // item, bool)
+
+    def at(x):  # mem's elements at x's memory, in x's layout
+        off = (x.__array_interface__["data"][0] - lo) // item
+        return np.lib.stride_tricks.as_strided(mem[off:], x.shape, [s // item for s in x.strides])
+
+    at(v)[...] = True
+    return at(a).copy()
 
 
 def _check_read_only_constants(level, when="while it ran"):
@@ -3153,7 +3196,7 @@ class _GlobalState:
 
 
 def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False, *,
-             _name="jacobian(mode='fwd')") -> Callable:
+             _name="jacobian(mode='fwd')", _hessian_role=None) -> Callable:
     """Return a function computing the Jacobian of ``fun`` w.r.t. ``args[argnums]``.
 
     The result has shape ``out.shape + arg.shape`` (pytrees: the output's
@@ -3204,7 +3247,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
         # (keyword arguments: their float arrays traced constants, as under grad)
         if mode == "rev":
             res = _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux,
-                           "jacobian" if _name.startswith("jacobian") else _name)
+                           "jacobian" if _name.startswith("jacobian") else _name, _hessian_role)
         else:  # (every pass starts from the arguments as given, keyword arguments included)
             res = _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux,
                            _name)
@@ -3310,14 +3353,16 @@ def _check_outputs(leaves, api, out=None):
                 "with mutagrad.pytree.register_pytree), or return other values as aux (has_aux=True).")
 
 
-def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False, name="jacobian"):
+def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False, name="jacobian", hessian_role=None):
     # (the arguments' structures at the call: the function may add or remove items of a list or
     # dict it is given, and the pullback's cotangents have the call's structure)
     in_trees = [tree_flatten(d) for d in dargs]
     res = vjp(f, *args, has_aux=has_aux, _argnums=nums, _kwargs=kwargs, _name=name)
     out, pb = res[:2]
-    if name == "hessian":
+    if name == "hessian" and hessian_role != "outer":
         _check_hessian_output(out)
+        if hessian_role == "inner" and not _one_real_number(out):
+            raise _NotOneNumber  # (hessian takes forward over reverse instead: see there)
     out_leaves, out_tree = tree_flatten(out)
     # per output leaf: list over its elements of the pulled-back cotangent tuple
     per_out = []
@@ -3365,6 +3410,18 @@ def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False, name="jacobian
         results.append(out_struct)
     jac = _jac_tree(out_tree, results, single)
     return (jac, res[2]) if has_aux else jac
+
+
+class _NotOneNumber(BaseException):  # (not an Exception: a function's `except Exception:` lets it through)
+    """Raised by the gradient that hessian's reverse over reverse differentiates, where the
+    function's output is not one real number: hessian runs forward over reverse instead."""
+
+
+def _one_real_number(out) -> bool:
+    leaves = tree_flatten(out)[0]
+    if len(leaves) != 1 or isinstance(leaves[0], NotImplementedTangent):
+        return False
+    return _leaf_dtype(leaves[0]).kind in "biuf" and int(np.prod(_leaf_shape(leaves[0]), dtype=np.int64)) == 1
 
 
 def _jac_tree(out_tree, blocks, single):
@@ -3580,16 +3637,18 @@ def _same_value(a, o) -> bool:
 
 
 def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
-    """Return a function computing the Hessian of ``fun`` (forward-over-reverse:
-    ``jacobian(jacobian(fun, mode="rev"), mode="fwd")``, see the latter's note on repeated
-    runs). For a scalar ``fun`` it has shape ``arg.shape + arg.shape``; for an array output,
+    """Return a function computing the Hessian of ``fun``. For a function whose output is one real
+    number, of real arguments, it is reverse over reverse, ``jacobian(grad(fun), mode="rev")``:
+    one run of ``fun``, then one reverse pass per argument element. Otherwise (an array or complex
+    output, complex arguments) it is forward over reverse, ``jacobian(jacobian(fun, mode="rev"),
+    mode="fwd")``, which runs ``fun`` once per argument element (see the latter's note on repeated
+    runs); an output found not to be one real number by the first run is put back with the
+    arguments, so such a ``fun`` runs once more. For a scalar ``fun`` it has shape ``arg.shape + arg.shape``; for an array output,
     ``out.shape + arg.shape + arg.shape`` (pytrees and tuple ``argnums`` nest as JAX's
     ``jax.hessian``: ``H[out][arg_i][arg_j]``), whose items follow ``jacobian``'s rules (an
     integer item gives zeros, a complex output of real arguments a complex Hessian); an output
     that is None or an integer is refused, as by ``grad``. With ``has_aux=True``, ``fun`` returns
-    ``(value, aux)`` and the result is ``(hessian, aux)``. ``jacobian(grad(fun), mode="rev")``
-    (reverse over reverse) gives the same matrix of a real scalar function from one run,
-    several times faster for small problems (docs/index.md).
+    ``(value, aux)`` and the result is ``(hessian, aux)``.
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
@@ -3599,5 +3658,71 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     _check_callable(fun, "hessian")
     _check_has_aux(has_aux, "hessian")
     # (with has_aux, the inner Jacobian gives (jacobian, aux): the pair the outer one's has_aux takes)
-    return jacobian(jacobian(fun, argnums, mode="rev", has_aux=has_aux, _name="hessian"), argnums, mode="fwd",
-                    has_aux=has_aux, _name="hessian")
+    fwd = jacobian(jacobian(fun, argnums, mode="rev", has_aux=has_aux, _name="hessian"), argnums, mode="fwd",
+                   has_aux=has_aux, _name="hessian")
+    rev = jacobian(jacobian(fun, argnums, mode="rev", has_aux=has_aux, _name="hessian", _hessian_role="inner"),
+                   argnums, mode="rev", has_aux=has_aux, _name="hessian", _hessian_role="outer")
+    nums = _normalize_argnums(argnums)[0]
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        # A real function of real arguments: reverse over reverse, one run of ``fun`` and one reverse
+        # pass per argument element, which costs less than a forward run per element (each run pays
+        # for the function's operations at two levels, a pass only for its records: 5-25 times less
+        # for element loops). Where the output is not one real number, m outputs would take m passes
+        # per element: its arguments are put back and forward over reverse runs instead.
+        if not nums or not _all_real_leaves(args, nums, kwargs):
+            return fwd(*args, **kwargs)
+        allargs = tuple(args) + tuple(kwargs.values())
+        _refuse_iterators([*enumerate(allargs), *kwargs.items()], "hessian")
+        saved = _snapshot_args(allargs, range(len(allargs))) + _generator_states(fun, allargs, kwargs)
+        st = STATE
+        outer, st.started = st.started, []
+        started = st.started
+        attempting = getattr(ATTEMPT, "on", False)
+        ATTEMPT.on = True  # (a warning there: forward over reverse instead, whose watches are finer, see there)
+        try:
+            res = rev(*args, **kwargs)
+            if not any(isinstance(v, NotImplementedTangent) for v in tree_flatten(res)[0]):
+                return res
+            _restore(saved)  # (a part without derivative: forward over reverse may have it, a workspace's elements
+        except (_NotOneNumber, WarnedInAttempt, DifferentiationError):  # that no run reads, say; else its reason)
+            _restore(saved)
+        finally:
+            ATTEMPT.on = attempting
+            st.started = outer
+            if outer is not None:
+                outer.extend(started)
+        # The forward runs must not read what the first run kept (a memoized intermediate: a constant to
+        # them, whose derivative would be lost), as a forward run must not read what an earlier one kept
+        group = RunGroup("hessian")
+        for lv in started:
+            lv.run_group = group
+        ATTEMPT.on = False
+        try:
+            return fwd(*args, **kwargs)
+        finally:
+            ATTEMPT.on = attempting
+            group.running = False
+
+    wrapped._mutagrad_derivative = True
+    return wrapped
+
+
+def _all_real_leaves(args, nums, kwargs) -> bool:
+    """Whether the arguments ``hessian`` differentiates are all real numbers or arrays (a complex one takes
+    forward over reverse, whose entries are checked for holomorphy as jacobian's)."""
+    try:
+        _check_argnums(nums, len(args), kwargs)
+    except (TypeError, ValueError, IndexError):
+        return False  # (the forward path raises the error)
+    for n in nums:
+        for leaf in tree_flatten(args[n])[0]:
+            b = bottom(leaf)
+            dt = getattr(b, "dtype", None)
+            if dt is None:
+                if not isinstance(b, (float, int)) or isinstance(b, bool):
+                    return False
+            elif not isinstance(b, (_ndarray, np.generic)) or dt.kind != "f":
+                return False
+    return True

@@ -104,6 +104,9 @@ class _State(threading.local):
         # the line of the operation a nested reverse pass differentiates now (a record's line: user_place's
         # pair or text), which the outer levels' records made in its pullback name (Level._place)
         self.replay = None
+        # a list that collects the levels this thread starts (api.hessian's reverse-over-reverse attempt,
+        # whose leftovers its forward runs must refuse as a run group's), or None
+        self.started = None
 
 
 STATE = _State()
@@ -543,7 +546,50 @@ def _compared_operands(user):
     """The operands of the comparison the user's frame is at (``a == b``, ``a < b``), or of the call it is at
     (``np.isclose(a, b)``, Python's ``max(a, 0.0)``, ``abs(a)``): AST nodes; () where there is none."""
     node = call_at(user, ast.Compare)
-    return (node.left, *node.comparators) if node is not None else getattr(call_at(user), "args", ())
+    if node is not None:
+        return (node.left, *node.comparators)
+    node = call_at(user)
+    if node is not None:
+        return node.args
+    return _compared_in_bytecode(user) if user is not None else ()
+
+
+_LEAF_LOADS = {"LOAD_FAST": "name", "LOAD_NAME": "name", "LOAD_GLOBAL": "name", "LOAD_DEREF": "name",
+               "LOAD_CLASSDEREF": "name", "LOAD_CONST": "const"}
+
+
+def _compared_in_bytecode(user):
+    """The two operands of the comparison (``COMPARE_OP``) ``user`` is at, rebuilt as AST nodes from its bytecode
+    where they are names, attributes and constant-key items (code run by exec or ``python -c`` has no source to
+    parse: a cache's ``if self._nu != nu:`` there was taken for a guard, the spectral tester); () otherwise."""
+    try:
+        ins = [i for i in dis.get_instructions(user.f_code) if i.offset <= user.f_lasti]
+    except Exception:  # noqa: BLE001 (code dis cannot read)
+        return ()
+    if not ins or ins[-1].opname != "COMPARE_OP" or ins[-1].offset != user.f_lasti:
+        return ()
+
+    def parse(j):  # the expression whose value instruction j leaves on the stack: (node, its first instruction)
+        if j < 0:
+            return None, j
+        i = ins[j]
+        kind = _LEAF_LOADS.get(i.opname)
+        if kind == "name" and isinstance(i.argval, str):
+            return ast.Name(id=i.argval, ctx=ast.Load()), j
+        if kind == "const":
+            return ast.Constant(value=i.argval), j
+        if i.opname == "LOAD_ATTR" and isinstance(i.argval, str):
+            value, k = parse(j - 1)
+            return (None, k) if value is None else (ast.Attribute(value=value, attr=i.argval, ctx=ast.Load()), k)
+        if i.opname == "BINARY_SUBSCR":
+            key, k = parse(j - 1)
+            value, k = parse(k - 1) if key is not None else (None, k)
+            return (None, k) if value is None else (ast.Subscript(value=value, slice=key, ctx=ast.Load()), k)
+        return None, j
+
+    right, k = parse(len(ins) - 2)
+    left, _ = parse(k - 1) if right is not None else (None, k)
+    return (left, right) if left is not None else ()
 
 
 def _kept_value(n, user):
@@ -1030,6 +1076,8 @@ class Level:
             st.levels.append(self)
             st.ceiling = len(st.levels)
             self.thread = _get_ident()
+            if st.started is not None:
+                st.started.append(self)
             return self  # (inside the try: an interrupt on this line too puts the levels back)
         except BaseException:
             # (an interrupt part-way, Ctrl-C: `with` calls no __exit__ when __enter__ raises, so the
@@ -2130,7 +2178,7 @@ class RunGroup:
     def diverged_error(self):
         return MutationError(
             f"{self.name} at {user_line()} runs the function once per input element (forward mode "
-            "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
+            "pushes one direction per run; hessian of an array output or of complex arguments is forward over reverse, so it does too), and this run "
             "took other steps than the first (other indices, another branch, another order, operands with other "
             "values): it drew from a "
             "random generator the runs do not rewind (one in a container of more than 1024 objects, or in an "
@@ -2145,7 +2193,7 @@ class RunGroup:
     def leftover_error(self):
         return MutationError(
             f"{self.name} at {user_line()} runs the function once per input element (forward mode "
-            "pushes one direction per run; hessian is forward over reverse, so it does too), and this run "
+            "pushes one direction per run; hessian of an array output or of complex arguments is forward over reverse, so it does too), and this run "
             "reads a value an earlier run computed and kept (a memoized intermediate, a cache in a global, "
             "a closure or an object): its derivative would be lost here. Compute it in every call (clear the "
             f"cache when the function starts), or {_once_advice(self.name)}, which runs the function once.")
@@ -2154,7 +2202,7 @@ class RunGroup:
 def _once_advice(name):
     """How to differentiate in one run instead of ``name``'s one run per input element."""
     if name.startswith("hessian"):
-        return "use mg.jacobian(mg.grad(f), mode='rev') (reverse over reverse)"
+        return "use mg.jacobian(mg.jacobian(f), mode='rev') (reverse over reverse)"
     return "use mode='rev'"
 
 
@@ -2163,7 +2211,7 @@ def other_values_message(what, name="jacobian(mode='fwd')"):
     first (``what``: where it showed; ``name``: the call, hessian's too)."""
     return (
         f"{name} at {user_line()} runs the function once per input element (forward mode pushes one "
-        f"direction per run; hessian is forward over reverse, so it does too), and {what}: the function reads "
+        f"direction per run; hessian of an array output or of complex arguments is forward over reverse, so it does too), and {what}: the function reads "
         "state that it changes itself outside its arguments (a global or closure array, a counter, an object's "
         "attribute, a random generator held where the runs do not rewind it, in a container of more than 1024 "
         "objects or an object a call returns: the arguments' arrays and generators, and the generators the "
@@ -2523,7 +2571,36 @@ def _promoted_inplace(ufunc, inputs, p, frame):
         res = res.astype(p.dtype)
     if not p.flags.c_contiguous and p.ndim > 1:  # (the array's layout: a Fortran-ordered one stays so)
         res = numpy_layout(res, p.strides)
+    _note_promotion(frame)
     return res
+
+
+def _note_promotion(frame):
+    """Keep where an in-place operator gave a name a new traced array (per code object, in this differentiation):
+    a plain buffer made from the plain array before (tmp = np.empty_like(P) before `P += q * I`) stays plain, and
+    the error of a write into it names that line (the garch tester's Kalman filter blamed `tmp` alone)."""
+    st = STATE
+    if not st.levels:
+        return
+    promoted = st.__dict__.setdefault("promoted", {})
+    if len(promoted) > 64:
+        promoted.clear()
+    name = _STORES_AFTER.get(frame.f_code, {}).get(frame.f_lasti, (None, None))[1]
+    if isinstance(name, str):
+        promoted.setdefault(frame.f_code, (st.levels[0].id, name, frame.f_lineno))
+
+
+def _promotion_note(frame) -> str:
+    """The note of :func:`_note_promotion` for an error at the user's ``frame``, or ''."""
+    promoted = STATE.__dict__.get("promoted")
+    got = promoted.get(frame.f_code) if promoted and frame is not None else None
+    if got is None or not STATE.levels or got[0] != STATE.levels[0].id:
+        return ""
+    _, name, line = got
+    return (f" Note: `{name}` was made from plain values, and its in-place operator at line {line} gave it a new "
+            f"traced array (nothing else referred to it); arrays made from the plain `{name}` before that "
+            f"(np.empty_like({name}), {name}.copy()) stay plain. Make `{name}` traced where it is made "
+            "(mnp.eye, mnp.zeros, np.zeros_like of a traced value), or pass it in as an argument.")
 
 
 _INPLACE_AXES = {np.matmul: [(-2, -1), (-2, -1), (-2, -1)]}  # (what ndarray.__imatmul__ passes)
@@ -2992,6 +3069,11 @@ _OPTIMIZERS = frozenset(("minimize", "minimize_scalar", "fmin", "fmin_bfgs", "fm
                          "fmin_tnc", "basinhopping", "differential_evolution", "dual_annealing", "shgo", "brute"))
 _QUADRATURES = frozenset(("quad", "quad_vec", "dblquad", "tplquad", "nquad", "fixed_quad", "quadrature",
                           "romberg"))
+# SciPy functions whose results are indices, labels or an assignment: constant under a small change of the values
+_INDEX_RESULTS = frozenset(("linear_sum_assignment", "find_peaks", "find_peaks_cwt", "argrelextrema", "argrelmax",
+                            "argrelmin", "label", "find_objects", "connected_components", "fcluster", "fclusterdata",
+                            "leaves_list", "maximum_bipartite_matching", "min_weight_full_bipartite_matching",
+                            "reverse_cuthill_mckee", "breadth_first_order", "depth_first_order"))
 
 
 _SIGNAL_REWRITES = {
@@ -3434,6 +3516,11 @@ def _scipy_hint(sub, name):
                 "one; the minimizer res.x itself moves with p by the implicit function theorem: a @mg.primitive "
                 "with an implicit-function rrule, docs/rules.md, or its iterations written with NumPy "
                 "operations, which are differentiated).")
+    if short in _INDEX_RESULTS:
+        return (f" {short} returns indices (an assignment, labels, positions), which do not change under a small "
+                f"change of the values, so they carry no derivative: pass mg.value(x) to {short} and index the "
+                "traced values with what it returns (C[r, c].sum() after linear_sum_assignment(mg.value(C))), "
+                "which has the derivative at that choice, as with np.argsort's indices.")
     if short in _QUADRATURES:
         return (" Integrate with fixed nodes on the traced integrand instead: x, w = "
                 "np.polynomial.legendre.leggauss(n) (plain nodes, mapped to [a, b]) and np.sum(w * f(x)), or "
@@ -6073,7 +6160,7 @@ def _plain_copy_hint(target=None):
     call that runs the code where it does (:func:`_scipy_callback_note`)."""
     caller = sys._getframe(1)
     advice = _plain_copy_advice(target, caller)
-    note = _scipy_callback_note(caller)
+    note = _scipy_callback_note(caller) + _promotion_note(user_frame(caller))
     return type(advice)(advice + note) if note else advice  # (a SpecificHint stays one)
 
 

@@ -349,12 +349,25 @@ class RuleError(DifferentiationError):
 _last_escape = None
 
 
+class WarnedInAttempt(BaseException):
+    """Raised instead of a warning while ``hessian`` tries reverse over reverse (``ATTEMPT.on``): it puts the
+    arguments back and runs forward over reverse, whose watches see the directions it pushes (a tie whose values
+    move alike along each one is no kink), and whose warnings are given. A BaseException, so that a function's
+    own ``except Exception:`` does not take it for one of its errors."""
+
+
+ATTEMPT = threading.local()  # .on: a hessian's reverse-over-reverse attempt runs in this thread
+
+
 def warn_at(frame, message, category=UserWarning, every=False):
     """Issue a warning at the user's ``frame`` (its file, line and module: a filter on them, and
     the line shown, are those of the user's code, not mutagrad's); where there is none, at the
     caller's caller. ``every``: at each call, not once per line under Python's default filter (a
     derivative that is zero for a reason the warning names: after the first, an optimiser's later
     steps got it silently, the cosmology tester); filters that ignore or raise act as ever."""
+    if getattr(ATTEMPT, "on", False):
+        ATTEMPT.on = False  # (once: the attempt's clean-up gives no warning)
+        raise WarnedInAttempt
     if frame is None:
         warnings.warn(message, category, stacklevel=3)
         return
@@ -522,8 +535,8 @@ def escape_error(what: str, cls=TracerEscapeError, extra: str = "", integer=None
                  f" This line is in a {rule} rule, which a higher derivative differentiates again: compute "
                  "with np.* functions, operators and methods on its arguments (never np.asarray, float, "
                  ".item() or mg.stop_gradient / mg.value of them, which would drop that derivative); or, for "
-                 "mg.hessian (forward over reverse), register the forward rule too (@mg.frule), which the "
-                 "forward level then uses.") + (
+                 "forward over reverse (mg.jvp of mg.grad, mg.hessian of an array output), register the forward "
+                 "rule too (@mg.frule), which the forward level then uses.") + (
                  " A buffer the rule makes from a plain array (np.zeros_like(b) of a constant b, np.zeros(n)) is "
                  "plain and cannot hold the traced values: make it from the cotangent or tangent "
                  "(np.zeros_like(g)), or with mnp.zeros_like(b) (import mutagrad.numpy as mnp)."

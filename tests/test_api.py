@@ -192,7 +192,8 @@ def _writes_its_constant(x, c):
     return y + c * x * x
 
 
-@pytest.mark.parametrize("how", ["jacobian rev", "jacobian fwd", "hessian", "jacobian fwd, no input elements"])
+@pytest.mark.parametrize("how", ["jacobian rev", "jacobian fwd", "hessian", "hessian, array output",
+                                 "jacobian fwd, no input elements"])
 def test_jacobians_leave_arguments_as_one_plain_call(how):
     # every pass starts from the arguments as given, and they end as after one plain call
     # (a single-leaf output had made jacobian(mode="fwd") and hessian run f once more)
@@ -211,7 +212,15 @@ def test_jacobians_leave_arguments_as_one_plain_call(how):
         fd = [(g(x + h * e, np.array([1.0, 2.0, 3.0])) - g(x - h * e, np.array([1.0, 2.0, 3.0]))) / (2 * h)
               for e in np.eye(3)]
         np.testing.assert_allclose(H, np.array(fd).T, rtol=1e-6, atol=1e-8)
-        n = 3
+        n = 1  # (a real scalar output: reverse over reverse, one run)
+    elif how == "hessian, array output":
+        H = mg.hessian(lambda x, c: f(x, c)[:2])(x.copy(), c)
+        h = 1e-5
+        J = mg.jacobian(lambda x, c: _writes_its_constant(x, c)[:2])
+        fd = [(J(x + h * e, np.array([1.0, 2.0, 3.0])) - J(x - h * e, np.array([1.0, 2.0, 3.0]))) / (2 * h)
+              for e in np.eye(3)]
+        np.testing.assert_allclose(H, np.moveaxis(np.array(fd), 0, -1), rtol=1e-6, atol=1e-8)
+        n = 4  # (a run in reverse over reverse finds the output is not one number: put back, then one run per element)
     elif how.startswith("jacobian fwd, no"):
         mg.jacobian(lambda z, c: f(x.copy(), c) + np.sum(z), mode="fwd")(np.zeros(0), c)
         n = 1
@@ -1202,9 +1211,10 @@ def test_forward_jacobian_refuses_a_run_that_reads_what_an_earlier_run_kept():
 
     x = np.array([0.1, 0.5, 0.9])
     # each refusal advises a call that runs once, and one that takes the same arguments
+    # (hessian of an array output is forward over reverse; its first run, in reverse over reverse, found the
+    # output is not one number, and what that run kept is refused too)
     for run, advice in ((lambda: mg.jacobian(f, mode="fwd")(x), "use mode='rev'"),
-                        (lambda: mg.hessian(lambda x: np.sum(f(x)))(x),
-                         "use mg.jacobian(mg.grad(f), mode='rev')")):
+                        (lambda: mg.hessian(f)(x), "use mg.jacobian(mg.jacobian(f), mode='rev')")):
         cache.clear()
         with pytest.raises(mg.MutationError, match=r"test_api.py:\d+.*an earlier run computed and kept") as e:
             run()
@@ -1213,8 +1223,12 @@ def test_forward_jacobian_refuses_a_run_that_reads_what_an_earlier_run_kept():
     want = np.diag((1 + x) * np.exp(x))  # d/dx_i of exp(x_i) x_i, the function as the first call computes it
     np.testing.assert_allclose(mg.jacobian(f, mode="rev")(x), want, rtol=1e-12)
     cache.clear()  # the Hessian the advice gives: d2/dx_i2 of exp(x_i) x_i = (2 + x_i) exp(x_i)
-    np.testing.assert_allclose(mg.jacobian(mg.grad(lambda x: np.sum(f(x))), mode="rev")(x),
-                               np.diag((2 + x) * np.exp(x)), rtol=1e-12)
+    want = np.zeros((3, 3, 3))
+    want[range(3), range(3), range(3)] = (2 + x) * np.exp(x)
+    np.testing.assert_allclose(mg.jacobian(mg.jacobian(f), mode="rev")(x), want, rtol=1e-12)
+    # hessian of a real scalar function runs it once (reverse over reverse)
+    cache.clear()
+    np.testing.assert_allclose(mg.hessian(lambda x: np.sum(f(x)))(x), np.diag((2 + x) * np.exp(x)), rtol=1e-12)
     # after the jacobian, a leftover is the value it had, as after any differentiation: a constant
     # to a later one, which says so (it carried a derivative)
     with pytest.warns(UserWarning, match="computed in an earlier differentiation"):
@@ -1233,7 +1247,7 @@ def test_forward_jacobian_refuses_runs_that_compute_another_function():
         return y * np.sum(x)
 
     with pytest.raises(mg.MutationError, match=r"test_api.py:\d+.*runs the function once per input element"):
-        mg.hessian(f)(np.array([1.0, 1.0]))
+        mg.hessian(lambda x: f(x) * x)(np.array([1.0, 1.0]))  # (an array output: forward over reverse)
     unseen = [None] * 2000 + [np.random.default_rng(0)]  # (where the search does not look: not rewound)
     with pytest.raises(mg.MutationError, match="other values than run 1.*a random generator held"):
         mg.jacobian(lambda x: x * unseen[-1].normal(size=3), mode="fwd")(np.ones(3))
@@ -1250,6 +1264,9 @@ def test_forward_jacobian_refuses_runs_that_compute_another_function():
     c[:] = [1.0, 2.0]
     np.testing.assert_allclose(mg.jacobian(mg.grad(f), mode="rev")(x0), fd_hessian(with_c_at_call, x0), atol=1e-6)
     np.testing.assert_array_equal(c, [2.0, 4.0])  # as after one plain call
+    c[:] = [1.0, 2.0]  # (and so is hessian of a real scalar function)
+    np.testing.assert_allclose(mg.hessian(f)(x0), fd_hessian(with_c_at_call, x0), atol=1e-6)
+    np.testing.assert_array_equal(c, [2.0, 4.0])
     # side effects that do not change the values are not refused (they run once per pass)
     log = []
 
@@ -1259,9 +1276,11 @@ def test_forward_jacobian_refuses_runs_that_compute_another_function():
 
     x1 = np.array([1.0, 2.0])
     h = mg.hessian(g)(x1)
-    assert len(log) == 2
+    assert len(log) == 1  # (reverse over reverse: one run)
     np.testing.assert_allclose(h, fd_hessian(g, x1), atol=1e-6)
-    np.testing.assert_allclose(h, mg.jacobian(mg.grad(g), mode="rev")(x1), rtol=1e-12)  # the other mode
+    log.clear()
+    np.testing.assert_allclose(h, mg.jacobian(mg.jacobian(g), mode="fwd")(x1), rtol=1e-12)  # the other mode
+    assert len(log) == 2  # (forward over reverse: a run per element)
 
 
 @pytest.mark.parametrize("slots", [False, True])
@@ -1588,8 +1607,8 @@ def test_forward_jacobian_refuses_runs_that_take_other_steps_with_equal_values(d
     with pytest.raises(mg.MutationError, match="took other steps than the first"):
         mg.jacobian(f, mode="fwd")(np.ones(5))
     with pytest.raises(mg.MutationError, match="took other steps than the first.*"
-                       r"use mg\.jacobian\(mg\.grad\(f\), mode='rev'\)"):
-        mg.hessian(lambda x: np.sum(f(x)))(np.ones(5))
+                       r"use mg\.jacobian\(mg\.jacobian\(f\), mode='rev'\)"):
+        mg.hessian(f)(np.ones(5))  # (an array output: forward over reverse)
 
 
 def test_forward_jacobian_refuses_runs_whose_operands_differ_with_equal_values():
@@ -1620,7 +1639,12 @@ def test_forward_jacobian_refuses_runs_whose_operands_differ_with_equal_values()
             mg.jacobian(f, mode="fwd")(x.copy())
     fr = Freeze()
     with pytest.raises(mg.MutationError, match="took other steps than the first"):
-        mg.hessian(lambda w: np.sum(fr(w) ** 2))(x.copy())
+        mg.jacobian(mg.jacobian(lambda w: fr(w) ** 2), mode="fwd")(x.copy())
+    # a real scalar output: reverse over reverse runs once, the Hessian of tanh(w) ** 2 that run computes
+    fr = Freeze()
+    t = np.tanh(x)
+    np.testing.assert_allclose(mg.hessian(lambda w: np.sum(fr(w) ** 2))(x.copy()),
+                               np.diag(2 * (1 - t ** 2) ** 2 - 4 * t ** 2 * (1 - t ** 2)), rtol=1e-12)
     # which values carry a tangent differs by run without the function differing: each run seeds one
     # leaf of a pytree argument, and a missing derivative times a zero tangent is zero (no tangent):
     # a Jacobian against the closed form, and the missing derivative, not a refusal
@@ -2293,9 +2317,9 @@ def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
         step[0] += 1.0
         return np.sin(step[0] * x)
 
-    def h(x):
+    def h(x):  # (an array output: hessian is forward over reverse)
         step[0] += 1.0
-        return np.sum(np.cos(step[0] * x))
+        return np.cos(step[0] * x)
 
     for run in (lambda: mg.jacobian(f, mode="fwd")(np.zeros(3)), lambda: mg.hessian(h)(np.zeros(3))):
         step[:] = 0.0
@@ -2304,7 +2328,11 @@ def test_forward_runs_that_read_changed_state_at_equal_outputs_are_refused():
     step[:] = 0.0
     np.testing.assert_array_equal(mg.jacobian(f, mode="rev")(np.zeros(3)), np.eye(3))
     step[:] = 0.0
-    np.testing.assert_array_equal(mg.jacobian(mg.grad(h), mode="rev")(np.zeros(3)), -np.eye(3))
+    want = np.zeros((3, 3, 3))
+    want[range(3), range(3), range(3)] = -1.0
+    np.testing.assert_array_equal(mg.jacobian(mg.jacobian(h), mode="rev")(np.zeros(3)), want)
+    step[:] = 0.0  # (a real scalar output: hessian runs it once, reverse over reverse)
+    np.testing.assert_array_equal(mg.hessian(lambda x: np.sum(h(x)))(np.zeros(3)), -np.eye(3))
     # a view chosen by state the function changes (x[::-1] in odd runs), a sparse matrix it
     # changes, two elements of a large array it swaps (outside the sample the runs keep of it):
     # rev gives each function's one-call derivative, by hand
@@ -2454,7 +2482,7 @@ def test_forward_jacobian_refuses_runs_whose_in_place_steps_differ():
         with pytest.raises(mg.MutationError, match=what):
             mg.jacobian(f, mode="fwd")(x.copy())
         with pytest.raises(mg.MutationError, match="runs the function once per input element"):
-            mg.hessian(lambda x, f=f: np.sum(f(x) ** 2))(x.copy())
+            mg.hessian(lambda x, f=f: f(x) ** 2)(x.copy())  # (an array output: forward over reverse)
 
 
 def test_a_forward_jacobian_over_uninitialized_memory_names_np_empty():
@@ -2842,6 +2870,58 @@ def test_an_argument_read_only_through_another_name_warns():
         down = val_loss(None)
         v[i] = o
         assert g["v"][i] == pytest.approx((up - down) / 2e-6, rel=1e-6)
+
+
+class _ViewsOfTheta:
+    def __init__(self, theta):
+        self.W = theta[:6].reshape(3, 2).T  # (views of the flat parameter vector, as for scipy.optimize)
+        self.b = theta[6:]
+
+    def load(self, theta):
+        self.W = theta[:6].reshape(3, 2).T
+        self.b = theta[6:]
+
+
+def _fd_in_place(f, theta, h=1e-6):
+    g = np.zeros_like(theta)
+    for i in range(theta.size):  # (in place: the memory the model's views read)
+        o = theta[i]
+        theta[i] = o + h
+        up = f(theta)
+        theta[i] = o - h
+        down = f(theta)
+        theta[i] = o
+        g[i] = (up - down) / (2 * h)
+    return g
+
+
+def test_part_of_an_argument_read_through_another_name_warns():
+    # (regress124) a model holds views of the flat parameter vector, and the loss reads the weights through the
+    # model but the biases through the argument: the weights' part of the gradient came out 0 silently (central
+    # differences in place give it); a warning names the view. Loaded from the argument, no warning, and right
+    theta = np.linspace(0.1, 1.2, 9)
+    model = _ViewsOfTheta(theta)
+    ones = np.ones(3)
+
+    def through_the_model(th):
+        return np.sum(np.tanh(model.W @ ones)) + np.sum(th[6:] ** 2)
+
+    with pytest.warns(UserWarning, match=r"no derivative reached the elements of argument 0 .*`model.W`"):
+        g = mg.grad(through_the_model)(theta)
+    assert not np.any(g[:6]) and np.any(_fd_in_place(through_the_model, theta)[:6])
+
+    def loaded(th):
+        model.load(th)
+        return np.sum(np.tanh(model.W @ ones)) + np.sum(model.b ** 2)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = mg.grad(loaded)(theta)
+    model = _ViewsOfTheta(theta)
+    np.testing.assert_allclose(g, _fd_in_place(through_the_model, theta), rtol=1e-6)
+    with warnings.catch_warnings():  # (a view whose elements the argument's reads reach as well: quiet)
+        warnings.simplefilter("error")
+        g = mg.grad(lambda th: np.sum(np.tanh(model.W @ ones)) + np.sum(th ** 2))(theta)
 
 
 def test_an_iterator_argument_of_a_function_run_per_element_is_named():

@@ -643,6 +643,41 @@ def test_a_cached_term_beside_a_differentiated_one_warns():
         mg.grad(lambda x: np.sum(np.where(x == 0.3, x, 2 * x)))(x0)
 
 
+_SOLVER_SOURCE = """
+class Solver:
+    _nu = None
+
+    def coeffs(self, nu):
+        if self._nu != nu:
+            self._E = np.exp(-0.1 * nu * k ** 2)
+            self._nu = nu
+        return self._E
+
+    def loss(self, u, nu):
+        return np.sum(np.fft.irfft(self.coeffs(nu) * np.fft.rfft(u), n=8) ** 2)
+"""
+
+
+def test_a_cache_keyed_on_a_number_in_code_without_source_gets_the_cache_warning():
+    # (spectral) run by exec, whose source mutagrad cannot read, the cache's `if self._nu != nu:` was taken for an
+    # equality guard of a removable singularity, whose KinkWarning named the wrong fix; its operands are now read
+    # from the bytecode, and the cache's own warning names the line
+    env = {"np": np, "k": np.fft.rfftfreq(8, 1 / 8)}
+    exec(compile(_SOLVER_SOURCE, "<solver>", "exec"), env)  # noqa: S102 (code without source is the case)
+    u0 = np.sin(np.arange(8.0)) + 0.2
+    solver = env["Solver"]()
+    solver.loss(u0, 0.3)  # (a plain call fills the cache)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = mg.grad(solver.loss, argnums=(0, 1))(u0, 0.3)[1]
+    assert g == 0.0  # (the kept coefficients' derivative is lost, as the warning says)
+    assert [w.category for w in caught] == [UserWarning]
+    assert re.search(r"compared a differentiated value equal to a plain one kept at <solver>:6", str(caught[0].message))
+    fresh = env["Solver"]()
+    fd = (env["Solver"]().loss(u0, 0.3 + 1e-6) - env["Solver"]().loss(u0, 0.3 - 1e-6)) / 2e-6
+    assert mg.grad(fresh.loss, argnums=1)(u0, 0.3) == pytest.approx(fd, rel=1e-6) and fd != 0
+
+
 class _Tyre:  # (the vehicle tester) a curve kept for the last parameters, keyed number by number
     alpha = np.linspace(-0.2, 0.2, 9)
 
@@ -895,6 +930,45 @@ def test_a_cached_output_with_no_derivative_after_an_equality_test_warns():
         mg.grad(lambda x: 3.0 if np.array_equal(c, c) else np.sum(x))(c.copy())  # test_a_cached_term_beside...;
         # a copy: c itself, read by its global name, warns of an argument reached by another name: test_api)
         mg.grad(lambda x: 3.0)(c)
+
+
+def test_a_plain_buffer_made_before_an_in_place_promotion_names_the_promoted_name():
+    # (garch) `P += q * I` gives a plain local P a new traced array; a scratch buffer made from the plain P before
+    # stays plain, and the write into it raised naming `tmp` alone: the message now names P's line too
+    A = np.array([[0.9, 0.1], [0.0, 0.8]])
+
+    def step_all(P, q):
+        tmp = np.empty_like(P)
+        for _ in range(3):
+            np.matmul(A, P, out=tmp)
+            P += q * np.eye(2)
+        return np.sum(P)
+
+    msg = _raises(lambda q: step_all(np.eye(2), q), 0.1, mg.WriteToPlainArrayError)
+    assert "`tmp`" in msg and re.search(r"Note: `P` was made from plain values, and its in-place operator at line "
+                                        r"\d+ gave it a new traced array", msg)
+    # made traced where it is made: differentiated (against central differences)
+    g = mg.grad(lambda q: step_all(mnp.eye(2) + 0.0 * q, q))(0.1)
+    assert g == pytest.approx((step_all(np.eye(2), 0.1 + 1e-6) - step_all(np.eye(2), 0.1 - 1e-6)) / 2e-6, rel=1e-6)
+
+
+def test_an_assignment_of_traced_costs_names_mg_value_which_works():
+    # (sinkhorn) linear_sum_assignment converts its argument in compiled code; its result, an assignment, carries
+    # no derivative: the message names mg.value, and the cost of the assignment on the traced matrix is then
+    # differentiated (against central differences of the plain function)
+    opt = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(4, 2)), rng.normal(size=(4, 2))
+
+    def cost(X, pick=lambda C: C):
+        C = np.sum((X[:, None] - Y[None]) ** 2, -1)
+        r, c = opt.linear_sum_assignment(pick(C))
+        return C[r, c].sum()
+
+    msg = _raises(cost, X, mg.TracerEscapeError)
+    assert "linear_sum_assignment returns indices" in msg and "mg.value(x)" in msg
+    fd = np.array([(cost(X + 1e-6 * e) - cost(X - 1e-6 * e)) / 2e-6 for e in np.eye(8).reshape(8, 4, 2)])
+    np.testing.assert_allclose(mg.grad(cost)(X, mg.value).ravel(), fd, rtol=1e-6)
 
 
 def test_scipy_minimize_message_names_the_envelope_theorem_which_works():

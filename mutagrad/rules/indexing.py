@@ -12,7 +12,9 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from ..core import (TIED_PICKS, note_tied_pick, write_in_order, write_out, plain_operands, FUNCTIONS,
                    UFUNC_HANDLERS, Tracer, bind, bottom, get_primitive, strong_operand,
-                   write, index_array, index_positions, numpy_layout, refuse_python_complex, _reread_scalar)
+                   write, index_array, index_positions, numpy_layout, refuse_python_complex, _reread_scalar,
+                   _carries_derivative, carries_any_derivative)
+from ..errors import kink_warning
 from ..tangents import NoTangent, ZeroTangent, is_zero, unbroadcast
 
 ZERO = ZeroTangent()
@@ -321,6 +323,8 @@ def tie_average(y, labels):
 
     lab = np.ravel(labels)
     counts = np.maximum(np.bincount(lab), 1)
+    if isinstance(y, Tracer) and isinstance(y._value, Tracer):
+        _watch_second_order_tie(y, lab, counts)
     flat = np.reshape(y, -1)
     dt = np.result_type(bottom(y))
     if dt.kind == "c":  # (np.bincount takes real weights: by parts)
@@ -331,6 +335,42 @@ def tie_average(y, labels):
     if np.result_type(bottom(avg)) != dt:
         avg = avg.astype(dt)
     return _with_value(avg, lambda: bottom(y))
+
+
+def _watch_second_order_tie(y, lab, counts):
+    """Warn where a higher derivative goes through a tie that :func:`tie_average` shares: the even share is the
+    first derivative's convention, and its own derivative is the mean's, so a function that is smooth through
+    the tie gets a wrong second derivative (np.sum(np.sort(x) ** 2) at tied x: every entry 2/3 for 2 I, the
+    regress125 tester), and one with a kink there has none. Not where the tied values move alike along a forward
+    level's direction (copies of one value, a ReLU's zeros: their tangents agree), which keeps the tie."""
+    if not _carries_derivative(y) or not carries_any_derivative(y._value) or not (counts > 1).any():
+        return
+    t = y
+    while isinstance(t, Tracer):  # (the levels that trace y: a forward one tells whether the tie moves apart)
+        lv = t._level
+        if lv.mode == "fwd" and hasattr(lv, "tangent_of"):
+            d = lv.tangent_of(t)
+            if is_zero(d):
+                return
+            tb = np.ravel(np.asarray(bottom(d)))
+            if tb.size == lab.size and _constant_on_groups(tb, lab, counts.size):
+                return
+        t = t._value
+    kink_warning("a tie among sorted values (np.sort, np.partition, np.median, a percentile or quantile), whose "
+                 "derivative is shared evenly among the tied elements (np.sum(np.sort(x) ** 2) at tied x gets 2/3 "
+                 "everywhere for 2 I; move off the tie by a tiny distinct offset, or write a symmetric function "
+                 "of the values without the sort: np.sum(x ** 2))")
+
+
+def _constant_on_groups(t, lab, n):
+    for part in ((t.real, t.imag) if np.iscomplexobj(t) else (t,)):
+        hi = np.full(n, -np.inf)
+        lo = np.full(n, np.inf)
+        np.maximum.at(hi, lab, part)
+        np.minimum.at(lo, lab, part)
+        if not np.all((hi == lo) | np.isnan(hi)):
+            return False
+    return True
 
 
 def runs_averaged(ys, axis):

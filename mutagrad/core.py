@@ -63,6 +63,7 @@ from .errors import (
     index_valued_call,
     method_calls,
     note_escape,
+    parse,
     plain_augassign_target,
     plain_call_target,
     plain_write_target,
@@ -5985,7 +5986,7 @@ def _plain_copy_of_constant(obj, array):
 def _converted_argument(filename, lineno):
     """The text of the first argument of the np.array(...) call on that line ("x" if it cannot be read)."""
     try:
-        tree = ast.parse(linecache.getline(filename, lineno).strip())
+        tree = parse(linecache.getline(filename, lineno).strip())
     except SyntaxError:
         return "x"
     for node in ast.walk(tree):

@@ -589,7 +589,7 @@ def _statement_at(frame):
     if tree is None:
         src = linecache.getline(code.co_filename, line).strip()  # (a file that no longer parses: this line)
         try:
-            tree, line, col = ast.parse(src), 1, None
+            tree, line, col = parse(src), 1, None
         except (SyntaxError, ValueError):
             return None
     best = None
@@ -607,6 +607,15 @@ def _statement_at(frame):
 
 
 _TREES: dict = {}  # file name -> (linecache's lines, its source, its AST): a loop that prints parses its file once
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(source):
+    """``ast.parse(source)``, one thread at a time: CPython 3.11's conversion of the tree to Python objects keeps
+    its recursion depth per interpreter, and two threads parsing at once (worker threads' errors, each naming
+    its line) raised SystemError "AST constructor recursion depth mismatch" (test_threads_shared, in CI)."""
+    with _PARSE_LOCK:
+        return ast.parse(source)
 
 
 def _file_tree(filename):
@@ -620,7 +629,7 @@ def _file_tree(filename):
         _TREES[filename] = (lines, source, hit[2])
         return hit[2]
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return None
     if len(_TREES) > 64:
@@ -1359,7 +1368,7 @@ def _traced_out(exc):
         v = None if name is None else frame.f_locals.get(name, frame.f_globals.get(name))
         return (None, None) if isinstance(v, Tracer) else None
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:  # (a statement over several lines)
         return None
     for node in ast.walk(tree):

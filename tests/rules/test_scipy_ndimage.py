@@ -979,3 +979,35 @@ def test_fourier_filters_in_a_pipeline_and_a_hessian():
     e = 1e-5
     fd = np.stack([(mg.grad(f)(p + e * u, mnd) - mg.grad(f)(p - e * u, mnd)) / (2 * e) for u in np.eye(2)])
     np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_an_interpolation_into_its_own_input_without_a_prefilter_is_refused():
+    # (advect) shift(q, s, output=q, order=1): SciPy reads the input while it writes the output, so its values depend
+    # on the order of its writes; mutagrad computed as into a separate output, another value and derivative,
+    # silently. Now refused, at order 0 or 1 or without the prefilter; with it (order 3), SciPy reads a filtered
+    # copy, and the result is SciPy's, its derivative central differences' of the plain call, the argument as left
+    q0 = np.sin(np.arange(12.0)).reshape(3, 4) + 1.5
+    I, J = np.meshgrid(np.arange(3.0), np.arange(4.0), indexing="ij")
+    calls = {
+        "shift": lambda nd, q, s, **kw: nd.shift(q, (s, -0.3), output=q, mode="grid-wrap", **kw),
+        "map_coordinates": lambda nd, q, s, **kw: nd.map_coordinates(q, [I - s, J + 0.2], output=q, mode="nearest",
+                                                                     **kw),
+        "affine_transform": lambda nd, q, s, **kw: nd.affine_transform(q, np.eye(2) * s, output=q, **kw),
+        "rotate": lambda nd, q, s, **kw: nd.rotate(q, 10.0 * s, reshape=False, output=q, **kw),
+    }
+    for name, call in calls.items():
+        for kw in ({"order": 1}, {"order": 0}, {"order": 3, "prefilter": False}):
+            with pytest.raises(UnsupportedInputError, match=rf"scipy.ndimage.{name} at .*output= shares memory"):
+                mg.grad(lambda s, call=call, kw=kw: np.sum(call(mnd, q0.copy(), s, **kw) ** 2))(0.9)
+
+        def f(q, s, ns, call=call):
+            call(ns, q, s, order=3)
+            return np.sum(q ** 2)
+
+        q = q0.copy()
+        g = mg.grad(f, argnums=(0, 1))(q, 0.9, mnd)
+        plain = q0.copy()
+        f(plain, 0.9, nd)
+        np.testing.assert_array_equal(q, plain)
+        fd = (f(q0.copy(), 0.9 + 1e-6, nd) - f(q0.copy(), 0.9 - 1e-6, nd)) / 2e-6
+        np.testing.assert_allclose(g[1], fd, rtol=1e-5)

@@ -773,3 +773,20 @@ def test_refusals_under_scipys_array_api_switch_name_scipys_function_and_the_fix
     assert "signature" not in lines[1], lines[1]
     for line, name in zip(lines[2:], ("scipy.special.logsumexp", "scipy.stats.tmean")):
         assert line.startswith("TracedTypeError " + name) and "SCIPY_ARRAY_API=1" in line and "<string>:" in line, line
+
+
+def test_the_hessian_through_a_softmax_weight_that_is_zero_is_finite():
+    # (rl) an action masked by a -1e9 logit has probability exactly 0, where entr', xlogy's and log's derivatives
+    # are infinite: softmax's pullback multiplied them by the 0 weight, NaN, which the gradient's forward fill
+    # repairs but a Hessian's inner pass did not (NaN everywhere). The weight now drops its cotangent (as the
+    # forward rule did); against central differences of central differences of the plain function
+    ss = pytest.importorskip("scipy.special")
+    mss = pytest.importorskip("mutagrad.scipy.special")
+    z0 = np.array([0.3, -0.5, -1e9])
+    for sm, plain_sm in ((mss.softmax, ss.softmax), (lambda z: np.exp(mss.log_softmax(z)),
+                                                     lambda z: np.exp(ss.log_softmax(z)))):
+        f = lambda z, sm=sm: np.sum(ss.entr(sm(z))) + np.sum(ss.xlogy(sm(z), sm(z)) ** 2)
+        plain = lambda z, sm=plain_sm: np.sum(ss.entr(sm(z))) + np.sum(ss.xlogy(sm(z), sm(z)) ** 2)
+        want = fd_hessian(plain, z0, 1e-4)
+        np.testing.assert_allclose(mg.hessian(f)(z0), want, atol=1e-6)
+        np.testing.assert_allclose(mg.jvp(mg.grad(f), (z0,), (np.array([1.0, 0.0, 0.0]),))[1], want[0], atol=1e-6)

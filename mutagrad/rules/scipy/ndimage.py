@@ -356,6 +356,24 @@ def _output(output, x, complex_output=False, shape=None):
     return _support()._get_output(output, probe, shape=(0,), complex_output=complex_output).dtype, None
 
 
+def _refuse_output_over_input(name, output, input, order, prefilter):
+    """SciPy's interpolations read the input while they write the output. Where no prefilter copies it first (order 0
+    or 1, or prefilter=False), an output sharing the input's memory makes SciPy read values it has already overwritten,
+    which depend on the order of its own writes: the result computed as from a separate output was another one, and
+    its derivative too, silently (the advect tester's semi-Lagrangian step, shift(q, s, output=q, order=1))."""
+    if not isinstance(output, (Tracer, np.ndarray)) or (order > 1 and prefilter):
+        return
+    a, b = bottom(output), bottom(input)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.may_share_memory(a, b) and np.shares_memory(a, b):
+        from ...errors import UnsupportedInputError, user_line
+
+        raise UnsupportedInputError(
+            f"scipy.ndimage.{name} at {user_line()}: output= shares memory with the input, and at order {order}"
+            f"{'' if order <= 1 else ' with prefilter=False'} SciPy reads the input while it writes the output, so "
+            "the values it reads depend on the order of its own writes; mutagrad does not differentiate that. Write "
+            f"the result into the array instead, `q[...] = {name}(q, ...)`, or pass an output of its own.")
+
+
 def _into(out, y):
     """The result, written into the output array if one was given (which is then returned)."""
     if out is None:
@@ -1201,6 +1219,7 @@ def map_coordinates(input, coordinates, output=None, order=3, mode="constant", c
         raise RuntimeError("invalid shape for coordinate array" if np.ndim(c) >= 2
                            else "input and output rank must be > 0")
     dt, out = _output(output, x, complex_output=_complex(x), shape=np.shape(c)[1:])
+    _refuse_output_over_input("map_coordinates", output, input, order, prefilter)
     return _into(out, bind(MAP_COORDINATES_P, (x, c, cval),
                            {"order": order, "mode": mode, "prefilter": bool(prefilter), "output": dt}))
 
@@ -1345,6 +1364,7 @@ def shift(input, shift, output=None, order=3, mode="constant", cval=0.0, prefilt
         raise RuntimeError("input and output rank must be > 0")
     sh = _dense(list(_sequence(shift, np.ndim(x))))
     dt, out = _output(output, x, complex_output=_complex(x))
+    _refuse_output_over_input("shift", output, input, order, prefilter)
     return _into(out, bind(SHIFT_P, (x, sh, cval),
                            {"order": order, "mode": mode, "prefilter": bool(prefilter), "output": dt}))
 
@@ -1508,6 +1528,7 @@ def affine_transform(input, matrix, offset=0.0, output_shape=None, output=None, 
     if np.ndim(x) < 1 or len(output_shape) < 1:
         raise RuntimeError("input and output rank must be > 0")
     dt, out = _output(output, x, complex_output=_complex(x), shape=output_shape)
+    _refuse_output_over_input("affine_transform", output, input, order, prefilter)
     m, o = _affine_parameters(matrix, offset, np.shape(x), len(output_shape))
     return _into(out, bind(AFFINE_TRANSFORM_P, (x, m, o, cval),
                            {"output_shape": output_shape, "order": order, "mode": mode, "prefilter": bool(prefilter),
@@ -1557,6 +1578,7 @@ def rotate(input, angle, axes=(1, 0), reshape=True, output=None, order=3, mode="
     output_shape[axes] = out_plane_shape
     output_shape, plane = tuple(int(n) for n in output_shape), tuple(int(n) for n in out_plane_shape)
     dt, out = _output(output, x, complex_output=_complex(x), shape=output_shape)
+    _refuse_output_over_input("rotate", output, input, order, prefilter)
     if ndim == 2:
         return _into(out, affine_transform(x, rot, offset, plane, dt, order, mode, cval, prefilter))
     planes = np.moveaxis(x, axes, (-2, -1))  # (SciPy's loop over the planes parallel to the axes)

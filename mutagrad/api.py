@@ -58,7 +58,6 @@ from .errors import (
     MutationError,
     NoRuleError,
     NotImplementedTangentError,
-    WarnedInAttempt,
     caught_by_the_program,
     ensure_shuffle_filter,
     error_note,
@@ -3643,7 +3642,11 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     output, complex arguments) it is forward over reverse, ``jacobian(jacobian(fun, mode="rev"),
     mode="fwd")``, which runs ``fun`` once per argument element (see the latter's note on repeated
     runs); an output found not to be one real number by the first run is put back with the
-    arguments, so such a ``fun`` runs once more. For a scalar ``fun`` it has shape ``arg.shape + arg.shape``; for an array output,
+    arguments, so such a ``fun`` runs once more, and so is a first run that gives a warning of
+    mutagrad's (held back: forward over reverse's watches see its directions, and its warnings are
+    given), raises a DifferentiationError or leaves a part without derivative. NaN entries of a real
+    scalar function's Hessian are computed again in forward over forward (one run each), as a gradient's
+    are in forward mode. For a scalar ``fun`` it has shape ``arg.shape + arg.shape``; for an array output,
     ``out.shape + arg.shape + arg.shape`` (pytrees and tuple ``argnums`` nest as JAX's
     ``jax.hessian``: ``H[out][arg_i][arg_j]``), whose items follow ``jacobian``'s rules (an
     integer item gives zeros, a complex output of real arguments a complex Hessian); an output
@@ -3662,7 +3665,7 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
                    has_aux=has_aux, _name="hessian")
     rev = jacobian(jacobian(fun, argnums, mode="rev", has_aux=has_aux, _name="hessian", _hessian_role="inner"),
                    argnums, mode="rev", has_aux=has_aux, _name="hessian", _hessian_role="outer")
-    nums = _normalize_argnums(argnums)[0]
+    nums, single = _normalize_argnums(argnums)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -3679,17 +3682,17 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
         st = STATE
         outer, st.started = st.started, []
         started = st.started
-        attempting = getattr(ATTEMPT, "on", False)
-        ATTEMPT.on = True  # (a warning there: forward over reverse instead, whose watches are finer, see there)
+        attempting, warned = getattr(ATTEMPT, "on", False), getattr(ATTEMPT, "warned", False)
+        ATTEMPT.on, ATTEMPT.warned = True, False  # (a warning there: forward over reverse instead, see errors.ATTEMPT)
         try:
             res = rev(*args, **kwargs)
-            if not any(isinstance(v, NotImplementedTangent) for v in tree_flatten(res)[0]):
-                return res
+            if not ATTEMPT.warned and not any(isinstance(v, NotImplementedTangent) for v in tree_flatten(res)[0]):
+                return _nan_entries_filled(fun, args, kwargs, nums, single, has_aux, res, saved)
             _restore(saved)  # (a part without derivative: forward over reverse may have it, a workspace's elements
-        except (_NotOneNumber, WarnedInAttempt, DifferentiationError):  # that no run reads, say; else its reason)
+        except (_NotOneNumber, DifferentiationError):  # that no run reads, say; else its reason)
             _restore(saved)
         finally:
-            ATTEMPT.on = attempting
+            ATTEMPT.on, ATTEMPT.warned = attempting, warned or ATTEMPT.warned
             st.started = outer
             if outer is not None:
                 outer.extend(started)
@@ -3700,13 +3703,50 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
             lv.run_group = group
         ATTEMPT.on = False
         try:
-            return fwd(*args, **kwargs)
+            res = fwd(*args, **kwargs)
         finally:
             ATTEMPT.on = attempting
             group.running = False
+        return _nan_entries_filled(fun, args, kwargs, nums, single, has_aux, res, saved)
 
     wrapped._mutagrad_derivative = True
     return wrapped
+
+
+def _nan_entries_filled(fun, args, kwargs, nums, single, has_aux, res, saved):
+    """The Hessian ``res`` of a real scalar function of one array argument with its NaN entries computed again in
+    forward over forward, as a gradient's NaN entries are by forward mode (:func:`_forward_fill`). A reverse pass
+    multiplies the zero cotangent of a branch np.where does not take by its infinite partial (W / theta at
+    theta = 0, beside a small-angle series): 0 * inf = NaN, which forward mode, pushing tangents through the
+    branch and dropping them at the np.where, does not make (the robotics3 tester's batched Rodrigues). An entry
+    whose transposed one is finite takes that one (a Hessian is symmetric where it exists); the others one run
+    each, from the arguments as given. Not inside another differentiation (its entries are traced)."""
+    H, aux = res if has_aux else (res, None)
+    n = nums[0]
+    x = args[n] if single else None
+    shape = np.shape(x)
+    if (STATE.levels or not single or type(H) is not _ndarray or H.dtype.kind != "f" or H.shape != shape + shape
+            or not isinstance(x, (_ndarray, float, np.floating)) or not np.isnan(H).any()):
+        return res
+    size = int(np.prod(shape, dtype=np.int64))
+    flat = H.reshape(size, size)  # (a view: H is the result's own array)
+    bad = np.isnan(flat)
+    lone = bad & ~bad.T
+    flat[lone] = flat.T[lone]
+    dtype = _inexact(_leaf_dtype(x))
+
+    def along(ej):
+        def first(w):
+            out = fun(*_replace(args, (n,), [w]), **kwargs)
+            return _split_aux(out, True)[0] if has_aux else out
+        return lambda u: jvp(first, (u,), (ej,))[1]
+
+    for i, j in np.argwhere(np.isnan(flat) & np.triu(np.ones_like(bad))):
+        _restore(saved)
+        v = jvp(along(_basis(shape, dtype, j)), (x,), (_basis(shape, dtype, i),))[1]
+        flat[i, j] = flat[j, i] = np.asarray(bottom(v), dtype=H.dtype)
+    H = flat.reshape(H.shape)  # (H itself where the reshape was a view)
+    return (H, aux) if has_aux else H
 
 
 def _all_real_leaves(args, nums, kwargs) -> bool:

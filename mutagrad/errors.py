@@ -349,14 +349,12 @@ class RuleError(DifferentiationError):
 _last_escape = None
 
 
-class WarnedInAttempt(BaseException):
-    """Raised instead of a warning while ``hessian`` tries reverse over reverse (``ATTEMPT.on``): it puts the
-    arguments back and runs forward over reverse, whose watches see the directions it pushes (a tie whose values
-    move alike along each one is no kink), and whose warnings are given. A BaseException, so that a function's
-    own ``except Exception:`` does not take it for one of its errors."""
-
-
-ATTEMPT = threading.local()  # .on: a hessian's reverse-over-reverse attempt runs in this thread
+# .on: a hessian's reverse-over-reverse attempt runs in this thread; .warned: a warning of mutagrad's own (not NumPy's
+# floating-point ones) came up in it, and was held back: hessian then puts the arguments back and runs forward over
+# reverse, whose watches see the directions it pushes (a tie whose values move alike along each one is no kink), and
+# whose warnings are given. (Not an exception raised through the function: a bare `except:` in it took one, and the
+# function went on along another branch, silently: the regress126 tester.)
+ATTEMPT = threading.local()
 
 
 def warn_at(frame, message, category=UserWarning, every=False):
@@ -365,9 +363,9 @@ def warn_at(frame, message, category=UserWarning, every=False):
     caller's caller. ``every``: at each call, not once per line under Python's default filter (a
     derivative that is zero for a reason the warning names: after the first, an optimiser's later
     steps got it silently, the cosmology tester); filters that ignore or raise act as ever."""
-    if getattr(ATTEMPT, "on", False):
-        ATTEMPT.on = False  # (once: the attempt's clean-up gives no warning)
-        raise WarnedInAttempt
+    if getattr(ATTEMPT, "on", False) and not issubclass(category, RuntimeWarning):
+        ATTEMPT.warned = True
+        return
     if frame is None:
         warnings.warn(message, category, stacklevel=3)
         return

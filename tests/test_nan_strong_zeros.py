@@ -1815,3 +1815,39 @@ def test_jvp_of_a_log_space_recursion_with_container_arguments_is_finite():
     logged({"x": x.copy()}, plain_log)
     mg.jvp(logged, ({"x": x.copy()}, log), ({"x": v}, None))
     assert log == plain_log
+
+
+def _rodrigues_rows(W):
+    """Rotation matrices of the rows of W, with a small-angle branch np.where takes where a row is 0 (W / theta is
+    NaN there, in the branch not taken)."""
+    theta = np.linalg.norm(W, axis=1)
+    def hat(V):
+        S = np.zeros_like(V, shape=(len(V), 3, 3))
+        S[:, 0, 1], S[:, 0, 2], S[:, 1, 2] = -V[:, 2], V[:, 1], -V[:, 0]
+        return S - np.swapaxes(S, 1, 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        K = hat(W / theta[:, None])
+    s, c = np.sin(theta)[:, None, None], np.cos(theta)[:, None, None]
+    full = np.eye(3) + s * K + (1 - c) * (K @ K)
+    small = np.eye(3) + hat(W) + 0.5 * hat(W) @ hat(W)  # (the series to second order: both branches' Hessian at 0)
+    return np.where((theta < 1e-8)[:, None, None], small, full)
+
+
+def test_a_hessian_through_the_branch_np_where_does_not_take_is_finite():
+    # (robotics3) a camera with exactly zero rotation: the reverse pass multiplies the untaken branch's zero
+    # cotangent by W / theta's infinite partial, NaN, and its Hessian rows came out NaN (the gradient's NaN entries
+    # are filled by forward mode; the Hessian's were not). They are computed again in forward over forward, which
+    # drops the branch's tangents at the np.where; against second central differences of the plain function
+    X, C = np.array([1.0, -2.0, 0.5]), np.array([0.3, -0.7, 0.2])
+    loss = lambda w: np.sum((_rodrigues_rows(w.reshape(2, 3)) @ X) ** 2 @ C)
+    w = np.array([0.1, -0.2, 0.3, 0.0, 0.0, 0.0])
+    want = fd_hessian(loss, w, 1e-4)
+    for has_aux in (False, True):
+        f = (lambda w: (loss(w), "aux")) if has_aux else loss
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mg.KinkWarning)  # (the norm's zero: documented)
+            got = mg.hessian(f, has_aux=has_aux)(w.copy())
+        H = got[0] if has_aux else got
+        assert not np.isnan(H).any()
+        np.testing.assert_allclose(H, want, atol=1e-5)
+

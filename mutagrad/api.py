@@ -1303,7 +1303,7 @@ def _warn_unread_aliases(level, infos, nums, name):
         # holding views of a flat parameter vector, model.W = theta[:4].reshape(2, 2), and a loss reading
         # theta[4:] as well: the regress124 tester): no derivative reaches the elements the view covers
         a = bottom(info.orig)
-        adj = st.adj
+        adj = bottom(st.adj)  # (inside an outer differentiation, traced: its values)
         if not (type(a) is _ndarray and type(adj) is _ndarray and adj.size == a.size) or st.adjshared is not None:
             continue
         for path, v, _ in st.plain_views:
@@ -2312,6 +2312,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         id(s) in reach or s.exported)]
     prints = [_fingerprint(s) for s in guarded]
 
+    alias_checked = []  # (the first pullback of a scalar output warns of arguments read by another name)
+
     @_one_at_a_time
     @_no_full_collections
     def pullback(ct):
@@ -2375,6 +2377,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         seed()
         own_nan = _seeded_nan(seeds)
         nan = _backward(level, infos, seed, storages, own_nan)
+        if (len(seeds) == 1 and np.size(bottom(seeds[0][1])) == 1 and np.all(np.asarray(bottom(seeds[0][1])) != 0)
+                and not alias_checked):  # (one scalar output: a gradient's pass, jacobian's or hessian's, as grad's)
+            alias_checked.append(True)
+            _warn_unread_aliases(level, infos, nums, "hessian" if _name == "hessian" else _name)
         res = _collect(level, infos, nums, False)
         if not STATE.levels and not outer and not own_nan and (nan or _poison_in_gradients(infos, nums)):
             res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs,

@@ -2909,6 +2909,10 @@ def test_part_of_an_argument_read_through_another_name_warns():
     with pytest.warns(UserWarning, match=r"no derivative reached the elements of argument 0 .*`model.W`"):
         g = mg.grad(through_the_model)(theta)
     assert not np.any(g[:6]) and np.any(_fd_in_place(through_the_model, theta)[:6])
+    for name, d in (("jacobian", mg.jacobian(through_the_model)), ("hessian", mg.hessian(through_the_model)),
+                    ("vjp", lambda th: mg.vjp(through_the_model, th)[1](1.0))):  # (a scalar's pass, as grad's)
+        with pytest.warns(UserWarning, match=rf"{name}: no derivative reached the elements of argument 0"):
+            d(theta)
 
     def loaded(th):
         model.load(th)

@@ -3677,7 +3677,7 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     def wrapped(*args, **kwargs):
         # A real function of real arguments: reverse over reverse, one run of ``fun`` and one reverse
         # pass per argument element, which costs less than a forward run per element (each run pays
-        # for the function's operations at two levels, a pass only for its records: 5-25 times less
+        # for the function's operations at two levels, a pass only for its records: 3-6 times less
         # for element loops). Where the output is not one real number, m outputs would take m passes
         # per element: its arguments are put back and forward over reverse runs instead.
         if not nums or not _all_real_leaves(args, nums, kwargs):

@@ -2135,6 +2135,8 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, _name="grad") -> Ca
         return vg(*args, **kwargs)[1]
 
     wrapped._mutagrad_derivative = True  # (its output is a derivative: _warn_cached)
+    if isinstance(argnums, (int, np.integer)) and not has_aux:
+        wrapped._mutagrad_grad_of = (fun, int(argnums))  # (jvp of it, a Hessian-vector product: _hvp_filled)
     return wrapped
 
 
@@ -2769,7 +2771,7 @@ def _zero_number(t) -> bool:
 
 @_no_full_collections
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False, _argnums=None,
-        _run_group=None, _kwargs=None, _name="jvp"):
+        _run_group=None, _kwargs=None, _name="jvp", _filled=False):
     """Forward mode: return ``(fun(*primals), J @ tangents)``.
 
     A tangent that is None, ``mg.ZeroTangent()`` or all zeros is a symbolic zero:
@@ -2784,6 +2786,11 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     >>> mg.jvp(np.sin, (0.0,), (2.0,))
     (np.float64(0.0), np.float64(2.0))
     """
+    grad_of = getattr(fun, "_mutagrad_grad_of", None)
+    if (grad_of is not None and not _filled and not has_aux and _argnums is None and _run_group is None
+            and _kwargs is None and not FP.careful and not STATE.levels and isinstance(primals, (tuple, list))
+            and isinstance(tangents, (tuple, list)) and len(primals) == len(tangents)):
+        return _hvp_filled(fun, grad_of, tuple(primals), tuple(tangents), _name)
     _check_callable(fun, "jvp")
     _check_has_aux(has_aux, "jvp")
     for name, v in (("primals", primals), ("tangents", tangents)):
@@ -2957,6 +2964,43 @@ def _nan_tangent(out_leaves, raw) -> bool:
             continue
         return True
     return False
+
+
+def _hvp_filled(fun, grad_of, primals, tangents, name):
+    """``jvp(mg.grad(f), primals, tangents)``, a Hessian-vector product, with the entries that came out NaN where the
+    gradient is finite computed again in forward over forward (one run each, from the arguments as given), as
+    hessian's NaN entries are (:func:`_nan_entries_filled`): a reverse pass multiplies the zero cotangent of a
+    branch np.where does not take by its infinite partial, which forward mode drops (the robotics3 tester)."""
+    f, n = grad_of
+    saved = _snapshot_args(primals, range(len(primals))) + _generator_states(fun, primals, {})
+    res = jvp(fun, primals, tangents, _name=name, _filled=True)
+    g, t = res
+    if not (-len(primals) <= n < len(primals)) or type(t) is not _ndarray or t.dtype.kind != "f":
+        return res
+    n %= len(primals)
+    x = primals[n]
+    shape = np.shape(x)
+    gb = np.asarray(bottom(g))
+    if t.shape != shape or gb.shape != shape or not isinstance(x, (_ndarray, float, np.floating)) or not (
+            np.isnan(t).any() or np.isnan(gb).any()):
+        return res
+    # (the gradient itself, computed inside the jvp, is not filled by forward mode either: its NaN entries too)
+    dtype = _inexact(_leaf_dtype(x))
+    t, gb = t.copy(), gb.astype(t.dtype, copy=True)
+    for i in np.flatnonzero(np.isnan(t) | np.isnan(gb)):
+        _restore(saved)
+        e = _basis(shape, dtype, i)
+        along = tuple(e if k == n else None for k in range(len(primals)))
+
+        def partial_i(*ps, along=along):  # (df/dx_i, traced by the outer jvp)
+            return jvp(f, ps, along)[1]
+
+        gi, ti = jvp(partial_i, primals, tangents)
+        gb.reshape(-1)[i] = np.asarray(bottom(gi), dtype=t.dtype)
+        t.reshape(-1)[i] = np.asarray(bottom(ti), dtype=t.dtype)
+    if np.ndim(t) == 0 and not isinstance(x, _ndarray):
+        return gb[()], t[()]
+    return gb, t
 
 
 def _careful_jvp(first, fun, given, has_aux, argnums, kwargs, saved_args=None):

@@ -1850,4 +1850,12 @@ def test_a_hessian_through_the_branch_np_where_does_not_take_is_finite():
         H = got[0] if has_aux else got
         assert not np.isnan(H).any()
         np.testing.assert_allclose(H, want, atol=1e-5)
+    # a Hessian-vector product, jvp of grad, likewise (its gradient too, which the jvp computes nested)
+    v = np.array([0.3, -0.2, 0.5, 1.0, 0.4, -0.7])
+    g_plain = np.array([(loss(w + 1e-6 * e) - loss(w - 1e-6 * e)) / 2e-6 for e in np.eye(6)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mg.KinkWarning)
+        g, hv = mg.jvp(mg.grad(loss), (w.copy(),), (v,))
+    np.testing.assert_allclose(g, g_plain, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(hv, want @ v, atol=1e-5)
 

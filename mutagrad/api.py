@@ -2967,10 +2967,11 @@ def _nan_tangent(out_leaves, raw) -> bool:
 
 
 def _hvp_filled(fun, grad_of, primals, tangents, name):
-    """``jvp(mg.grad(f), primals, tangents)``, a Hessian-vector product, with the entries that came out NaN where the
-    gradient is finite computed again in forward over forward (one run each, from the arguments as given), as
-    hessian's NaN entries are (:func:`_nan_entries_filled`): a reverse pass multiplies the zero cotangent of a
-    branch np.where does not take by its infinite partial, which forward mode drops (the robotics3 tester)."""
+    """``jvp(mg.grad(f), primals, tangents)``, a Hessian-vector product, with the entries that came out NaN (of the
+    product, and of the gradient beside it, which the jvp computes nested, where forward mode does not fill it)
+    computed again in forward over forward, one run each from the arguments as given, as hessian's NaN entries are
+    (:func:`_nan_entries_filled`): a reverse pass multiplies the zero cotangent of a branch np.where does not take by
+    its infinite partial, which forward mode drops (the robotics3 tester). A NaN that is the derivative's own stays."""
     f, n = grad_of
     saved = _snapshot_args(primals, range(len(primals))) + _generator_states(fun, primals, {})
     res = jvp(fun, primals, tangents, _name=name, _filled=True)

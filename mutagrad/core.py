@@ -174,7 +174,7 @@ class Primitive:
 
     __slots__ = ("fn", "_name", "impl", "rrule", "frule", "linear", "zero", "reads", "fresh", "fresh_cts", "moves",
                  "pointwise", "elementwise", "fast", "weak_args", "zero_outputs", "names_line", "user", "eager",
-                 "lists_as_arrays", "__weakref__")
+                 "lists_as_arrays", "ties", "__weakref__")
 
     def __init__(self, fn, name=None, impl=None):
         self.fn = fn
@@ -211,6 +211,8 @@ class Primitive:
         # EagerPartial); None (the attribute, or its answer for these operands): the operands are kept (a
         # reference to an array that lives on anyway costs nothing, a partial per call would)
         self.eager = None
+        # np.maximum, np.minimum, np.fmax, np.fmin: its records note where the operands tie (tape.note_ties)
+        self.ties = False
         # its function converts its positional arguments with np.asarray (SciPy's functions under mutagrad's own
         # primitives): a list or tuple holding traced values is made a traced array before the call, as that
         # conversion makes it (a user's primitive gets the list, with a cotangent per element)

@@ -73,7 +73,8 @@ from .core import (
 from .core import LOCKED as _LOCKED
 from .core import _bits
 from .pytree import tree_unflatten
-from .registry import (DROP_SIZE, EAGER, LAYOUT_EXACT, ElementwisePullback, _fp_event, drop_unread, ew_cotangent,
+from .registry import (DROP_SIZE, EAGER, LAYOUT_EXACT, EagerPartial, ElementwisePullback, _fp_event, drop_unread,
+                       ew_cotangent,
                        fixed_errstate, pins, unpin, view_kept)
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
@@ -524,6 +525,27 @@ def _footprint(level, start, s, depth, products=True, outputs=False, kinks=True)
     if buf is None:
         return np.zeros(s.shape, dtype=bool)
     return root != 0
+
+
+def _ties_of(vals):
+    """Where the two operands of a maximum or minimum (``vals`` as its fast path got them: values, or its eager
+    partials, 2 a win, 1 a tie, 0 a loss) are equal, as the operation saw them, for the kink watches (elementwise.
+    _tie_mask): a later write into an operand (y[:] = np.maximum(y, 2 * y)) leaves the record other values there,
+    in which the watch read a tie that never was (regress127). False where none ties; None where it cannot be told."""
+    if len(vals) != 2:
+        return None
+    a, b = vals
+    if type(a) is EagerPartial or type(b) is EagerPartial:
+        ep = next((v for v in (a, b) if type(v) is EagerPartial and v.value is not None), None)
+        if ep is None:
+            return None
+        tie = ep.value == 1
+    else:
+        try:  # (an equality test raises no floating-point event: no errstate, microseconds a call)
+            tie = np.equal(a if type(a) is _ndarray else bottom(a), b if type(b) is _ndarray else bottom(b))
+        except (TypeError, ValueError):
+            return None
+    return tie if tie.any() else False
 
 
 class EWRecord:
@@ -1100,6 +1122,7 @@ class ReverseLevel(Level):
         among them; ``plain``: plain arrays may be, which the record lets go of whatever their
         size: holding one would count as a reference to it, and stop ``d -= t * np.round(d / t)``
         on a plain ``d`` nothing else names giving ``d`` a new traced array, see core._promoted_inplace)."""
+        tie = _ties_of(vals) if prim.ties else None
         ty = type(y)
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             if self.index:
@@ -1121,6 +1144,8 @@ class ReverseLevel(Level):
             unpin(vals, need, None, leaves)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
                                   self._place(prim) if self.record_lines or prim.names_line else None))
+        if tie is not None:
+            self.__dict__.setdefault("tie_masks", {})[id(self.tape[-1])] = tie
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)
         return out
@@ -1160,6 +1185,7 @@ class ReverseLevel(Level):
         return buf
 
     def _ew_into(self, prim, vals, inputs, need, dest, dv, eager=None):
+        tie = _ties_of(vals) if prim.ties else None  # (before the result overwrites an operand: out=y of y)
         s = self.check_writable(dest)
         if s.pristine:
             s.pristine = False  # (an active result is written)
@@ -1177,6 +1203,8 @@ class ReverseLevel(Level):
         st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
         st.active = True
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
+        if tie is not None:
+            self.__dict__.setdefault("tie_masks", {})[id(self.tape[-1])] = tie
         rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
         rec.vsrc = st
         rec.vshape = dv.shape

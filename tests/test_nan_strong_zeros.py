@@ -1859,3 +1859,40 @@ def test_a_hessian_through_the_branch_np_where_does_not_take_is_finite():
     np.testing.assert_allclose(g, g_plain, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(hv, want @ v, atol=1e-5)
 
+
+
+def test_a_maximum_written_back_into_its_operand_is_watched_as_the_operation_saw_it():
+    # (regress127) y[:] = np.maximum(y, 2 * y), or np.maximum(y, y[::-1], out=y): the kink watch compared the record's
+    # operands after the write had changed y, and read a tie that never was (a KinkWarning at every Hessian-vector
+    # product, reverse over reverse; hessian fell back to forward over reverse). The ties are noted as the operation
+    # saw them: quiet, and right (against central differences of the plain gradient); a real tie still warns
+    v = np.array([0.3, -0.2, 0.5, 0.1])
+    x0 = np.array([-1.391, 0.385, -0.144, 1.365])
+
+    def doubled(x):
+        y = x.copy()
+        y[:] = np.maximum(y, 2.0 * y)
+        return np.sum(np.tanh(y))
+
+    def mirrored(x):
+        y = x.copy()
+        np.maximum(y, y[::-1], out=y)
+        return np.sum(np.tanh(y))
+
+    def fd_gradient(f, x, h=1e-6):
+        return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+    for f in (doubled, mirrored):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            hv = mg.grad(lambda y, f=f: np.dot(mg.grad(f)(y), v))(x0.copy())
+        want = (fd_gradient(f, x0 + 1e-4 * v) - fd_gradient(f, x0 - 1e-4 * v)) / 2e-4
+        np.testing.assert_allclose(hv, want, atol=1e-5)
+
+    def folded(x):  # (|x| written in place: at x = 0 a real tie, and the square's Hessian there is the abs's kink)
+        y = x.copy()
+        y[:] = np.fmax(y, -y)
+        return np.sum(y ** 2)
+
+    with pytest.warns(mg.KinkWarning):
+        mg.grad(lambda y: np.dot(mg.grad(folded)(y), v))(np.array([0.0, 0.5, -0.3, 1.0]))

@@ -1038,7 +1038,9 @@ def _has_nan(x) -> bool:
 
 
 for _pick, _nan_loses in ((np.maximum, False), (np.minimum, False), (np.fmax, True), (np.fmin, True)):
-    defelementwise(_pick, *_picks(_pick, _nan_loses)).eager = _eager_picks(_pick)
+    _prim = defelementwise(_pick, *_picks(_pick, _nan_loses))
+    _prim.eager = _eager_picks(_pick)
+    _prim.ties = True  # (its records note where the operands tie: tape._ties_of, _tie_mask)
 
 
 # np.clip(x, lo, hi) with both bounds as one primitive, NumPy's clip ufunc (the one behind np.clip and ndarray.clip):
@@ -1771,12 +1773,19 @@ _TIES = frozenset(("np.maximum", "np.minimum", "np.fmax", "np.fmin"))
 def _tie_mask(r):
     """Where the two traced operands of maximum/minimum record ``r`` (a fast path's, which keeps them) are equal,
     in its output's shape, where they are anywhere; else None."""
-    xs = _tie_operands(r)
     out = _out_of(r)
-    if xs is None or out is None:
-        return None
+    noted = None if out is None else getattr(out.level, "__dict__", {}).get("tie_masks")
+    if noted is not None and id(r) in noted:  # (as the operation saw its operands: a later write may change them)
+        tie = noted[id(r)]
+        if tie is False:
+            return None
+    else:
+        xs = _tie_operands(r)
+        if xs is None or out is None:
+            return None
+        tie = np.asarray(bottom(xs[0])) == np.asarray(bottom(xs[1]))
     try:
-        tie = np.broadcast_to(np.asarray(bottom(xs[0])) == np.asarray(bottom(xs[1])), out.shape)
+        tie = np.broadcast_to(tie, out.shape)
     except ValueError:
         return None
     return tie if tie.any() else None

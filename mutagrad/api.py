@@ -2969,9 +2969,8 @@ def _nan_tangent(out_leaves, raw) -> bool:
 def _hvp_filled(fun, grad_of, primals, tangents, name):
     """``jvp(mg.grad(f), primals, tangents)``, a Hessian-vector product, with the entries that came out NaN (of the
     product, and of the gradient beside it, which the jvp computes nested, where forward mode does not fill it)
-    computed again in forward over forward, one run each from the arguments as given, as hessian's NaN entries are
-    (:func:`_nan_entries_filled`): a reverse pass multiplies the zero cotangent of a branch np.where does not take by
-    its infinite partial, which forward mode drops (the robotics3 tester). A NaN that is the derivative's own stays."""
+    computed again in forward over forward (:func:`_forward_over_forward`), one run each from the arguments as given.
+    A NaN that is the derivative's own stays."""
     f, n = grad_of
     saved = _snapshot_args(primals, range(len(primals))) + _generator_states(fun, primals, {})
     res = jvp(fun, primals, tangents, _name=name, _filled=True)
@@ -2990,13 +2989,7 @@ def _hvp_filled(fun, grad_of, primals, tangents, name):
     t, gb = t.copy(), gb.astype(t.dtype, copy=True)
     for i in np.flatnonzero(np.isnan(t) | np.isnan(gb)):
         _restore(saved)
-        e = _basis(shape, dtype, i)
-        along = tuple(e if k == n else None for k in range(len(primals)))
-
-        def partial_i(*ps, along=along):  # (df/dx_i, traced by the outer jvp)
-            return jvp(f, ps, along)[1]
-
-        gi, ti = jvp(partial_i, primals, tangents)
+        gi, ti = _forward_over_forward(f, primals, n, _basis(shape, dtype, i), tangents)
         gb.reshape(-1)[i] = np.asarray(bottom(gi), dtype=t.dtype)
         t.reshape(-1)[i] = np.asarray(bottom(ti), dtype=t.dtype)
     if np.ndim(t) == 0 and not isinstance(x, _ndarray):
@@ -3246,7 +3239,7 @@ class _GlobalState:
 
 
 def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False, *,
-             _name="jacobian(mode='fwd')", _hessian_role=None) -> Callable:
+             _name="jacobian(mode='fwd')") -> Callable:
     """Return a function computing the Jacobian of ``fun`` w.r.t. ``args[argnums]``.
 
     The result has shape ``out.shape + arg.shape`` (pytrees: the output's
@@ -3297,7 +3290,7 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
         # (keyword arguments: their float arrays traced constants, as under grad)
         if mode == "rev":
             res = _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux,
-                           "jacobian" if _name.startswith("jacobian") else _name, _hessian_role)
+                           "jacobian" if _name.startswith("jacobian") else _name)
         else:  # (every pass starts from the arguments as given, keyword arguments included)
             res = _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux,
                            _name)
@@ -3403,16 +3396,14 @@ def _check_outputs(leaves, api, out=None):
                 "with mutagrad.pytree.register_pytree), or return other values as aux (has_aux=True).")
 
 
-def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False, name="jacobian", hessian_role=None):
+def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False, name="jacobian"):
     # (the arguments' structures at the call: the function may add or remove items of a list or
     # dict it is given, and the pullback's cotangents have the call's structure)
     in_trees = [tree_flatten(d) for d in dargs]
     res = vjp(f, *args, has_aux=has_aux, _argnums=nums, _kwargs=kwargs, _name=name)
     out, pb = res[:2]
-    if name == "hessian" and hessian_role != "outer":
+    if name == "hessian":
         _check_hessian_output(out)
-        if hessian_role == "inner" and not _one_real_number(out):
-            raise _NotOneNumber  # (hessian takes forward over reverse instead: see there)
     out_leaves, out_tree = tree_flatten(out)
     # per output leaf: list over its elements of the pulled-back cotangent tuple
     per_out = []
@@ -3460,18 +3451,6 @@ def _jac_rev(f, args, nums, dargs, single, kwargs, has_aux=False, name="jacobian
         results.append(out_struct)
     jac = _jac_tree(out_tree, results, single)
     return (jac, res[2]) if has_aux else jac
-
-
-class _NotOneNumber(BaseException):  # (not an Exception: a function's `except Exception:` lets it through)
-    """Raised by the gradient that hessian's reverse over reverse differentiates, where the
-    function's output is not one real number: hessian runs forward over reverse instead."""
-
-
-def _one_real_number(out) -> bool:
-    leaves = tree_flatten(out)[0]
-    if len(leaves) != 1 or isinstance(leaves[0], NotImplementedTangent):
-        return False
-    return _leaf_dtype(leaves[0]).kind in "biuf" and int(np.prod(_leaf_shape(leaves[0]), dtype=np.int64)) == 1
 
 
 def _jac_tree(out_tree, blocks, single):
@@ -3714,8 +3693,20 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     # (with has_aux, the inner Jacobian gives (jacobian, aux): the pair the outer one's has_aux takes)
     fwd = jacobian(jacobian(fun, argnums, mode="rev", has_aux=has_aux, _name="hessian"), argnums, mode="fwd",
                    has_aux=has_aux, _name="hessian")
-    rev = jacobian(jacobian(fun, argnums, mode="rev", has_aux=has_aux, _name="hessian", _hessian_role="inner"),
-                   argnums, mode="rev", has_aux=has_aux, _name="hessian", _hessian_role="outer")
+
+    @functools.wraps(fun)
+    def one_number(*args, **kwargs):  # (fun, where its output is one real number; else forward over reverse)
+        res = fun(*args, **kwargs)
+        out = _split_aux(res, True)[0] if has_aux else res
+        _check_hessian_output(out)
+        leaves = tree_flatten(out)[0]
+        if (len(leaves) != 1 or isinstance(leaves[0], NotImplementedTangent) or _leaf_dtype(leaves[0]).kind != "f"
+                or int(np.prod(_leaf_shape(leaves[0]), dtype=np.int64)) != 1):
+            raise _NotOneNumber
+        return res
+
+    rev = jacobian(jacobian(one_number, argnums, mode="rev", has_aux=has_aux, _name="hessian"), argnums, mode="rev",
+                   has_aux=has_aux, _name="hessian")
     nums, single = _normalize_argnums(argnums)
 
     @functools.wraps(fun)
@@ -3764,14 +3755,26 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
     return wrapped
 
 
+class _NotOneNumber(BaseException):  # (not an Exception: a function's `except Exception:` lets it through)
+    """Raised where the function hessian's reverse over reverse differentiates returns other than one real number:
+    m outputs would take m reverse passes per element, and hessian runs forward over reverse instead."""
+
+
+def _forward_over_forward(f, primals, n, e, tangents):
+    """``(d f / d primals[n] along e, its derivative along tangents)``, in forward over forward: one run of ``f``.
+    A reverse pass multiplies the zero cotangent of a branch np.where does not take by its infinite partial (W / theta
+    at theta = 0 beside a small-angle series), 0 * inf = NaN; forward mode pushes the tangents through that branch
+    and drops them at the np.where (the robotics3 tester's batched Rodrigues). Second derivatives' NaN entries are
+    computed again here (:func:`_nan_entries_filled`, :func:`_hvp_filled`), as a gradient's are by forward mode."""
+    along = tuple(e if k == n else None for k in range(len(primals)))
+    return jvp(lambda *ps: jvp(f, ps, along)[1], primals, tangents)
+
+
 def _nan_entries_filled(fun, args, kwargs, nums, single, has_aux, res, saved):
     """The Hessian ``res`` of a real scalar function of one array argument with its NaN entries computed again in
-    forward over forward, as a gradient's NaN entries are by forward mode (:func:`_forward_fill`). A reverse pass
-    multiplies the zero cotangent of a branch np.where does not take by its infinite partial (W / theta at
-    theta = 0, beside a small-angle series): 0 * inf = NaN, which forward mode, pushing tangents through the
-    branch and dropping them at the np.where, does not make (the robotics3 tester's batched Rodrigues). An entry
-    whose transposed one is finite takes that one (a Hessian is symmetric where it exists); the others one run
-    each, from the arguments as given. Not inside another differentiation (its entries are traced)."""
+    forward over forward (:func:`_forward_over_forward`): an entry whose transposed one is finite takes that one (a
+    Hessian is symmetric where it exists); the others one run each, from the arguments as given. Not inside another
+    differentiation (its entries are traced)."""
     H, aux = res if has_aux else (res, None)
     n = nums[0]
     x = args[n] if single else None
@@ -3780,21 +3783,19 @@ def _nan_entries_filled(fun, args, kwargs, nums, single, has_aux, res, saved):
             or not isinstance(x, (_ndarray, float, np.floating)) or not np.isnan(H).any()):
         return res
     size = int(np.prod(shape, dtype=np.int64))
-    flat = H.reshape(size, size)  # (a view: H is the result's own array)
+    flat = H.reshape(size, size)
     bad = np.isnan(flat)
     lone = bad & ~bad.T
     flat[lone] = flat.T[lone]
     dtype = _inexact(_leaf_dtype(x))
-
-    def along(ej):
-        def first(w):
-            out = fun(*_replace(args, (n,), [w]), **kwargs)
-            return _split_aux(out, True)[0] if has_aux else out
-        return lambda u: jvp(first, (u,), (ej,))[1]
-
+    n %= len(args)
+    bound = functools.partial(fun, **kwargs)
+    f = (lambda *a: _split_aux(bound(*a), True)[0]) if has_aux else bound
     for i, j in np.argwhere(np.isnan(flat) & np.triu(np.ones_like(bad))):
         _restore(saved)
-        v = jvp(along(_basis(shape, dtype, j)), (x,), (_basis(shape, dtype, i),))[1]
+        ei = _basis(shape, dtype, i)
+        v = _forward_over_forward(f, tuple(args), n, _basis(shape, dtype, j),
+                                  tuple(ei if k == n else None for k in range(len(args))))[1]
         flat[i, j] = flat[j, i] = np.asarray(bottom(v), dtype=H.dtype)
     H = flat.reshape(H.shape)  # (H itself where the reshape was a view)
     return (H, aux) if has_aux else H

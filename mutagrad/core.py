@@ -211,7 +211,7 @@ class Primitive:
         # EagerPartial); None (the attribute, or its answer for these operands): the operands are kept (a
         # reference to an array that lives on anyway costs nothing, a partial per call would)
         self.eager = None
-        # np.maximum, np.minimum, np.fmax, np.fmin: its records note where the operands tie (tape.note_ties)
+        # np.maximum, np.minimum, np.fmax, np.fmin: its records note where the operands tie (tape._ties_of)
         self.ties = False
         # its function converts its positional arguments with np.asarray (SciPy's functions under mutagrad's own
         # primitives): a list or tuple holding traced values is made a traced array before the call, as that
@@ -572,7 +572,7 @@ def _compared_in_bytecode(user):
     if not ins or ins[-1].opname != "COMPARE_OP" or ins[-1].offset != user.f_lasti:
         return ()
 
-    def parse(j):  # the expression whose value instruction j leaves on the stack: (node, its first instruction)
+    def operand(j):  # the expression whose value instruction j leaves on the stack: (node, its first instruction)
         if j < 0:
             return None, j
         i = ins[j]
@@ -582,16 +582,16 @@ def _compared_in_bytecode(user):
         if kind == "const":
             return ast.Constant(value=i.argval), j
         if i.opname == "LOAD_ATTR" and isinstance(i.argval, str):
-            value, k = parse(j - 1)
+            value, k = operand(j - 1)
             return (None, k) if value is None else (ast.Attribute(value=value, attr=i.argval, ctx=ast.Load()), k)
         if i.opname == "BINARY_SUBSCR":
-            key, k = parse(j - 1)
-            value, k = parse(k - 1) if key is not None else (None, k)
+            key, k = operand(j - 1)
+            value, k = operand(k - 1) if key is not None else (None, k)
             return (None, k) if value is None else (ast.Subscript(value=value, slice=key, ctx=ast.Load()), k)
         return None, j
 
-    right, k = parse(len(ins) - 2)
-    left, _ = parse(k - 1) if right is not None else (None, k)
+    right, k = operand(len(ins) - 2)
+    left, _ = operand(k - 1) if right is not None else (None, k)
     return (left, right) if left is not None else ()
 
 
@@ -2180,8 +2180,7 @@ class RunGroup:
 
     def diverged_error(self):
         return MutationError(
-            f"{self.name} at {user_line()} runs the function once per input element (forward mode "
-            "pushes one direction per run; hessian of an array output or of complex arguments is forward over reverse, so it does too), and this run "
+            f"{self.name} at {user_line()} {_PER_ELEMENT}, and this run "
             "took other steps than the first (other indices, another branch, another order, operands with other "
             "values): it drew from a "
             "random generator the runs do not rewind (one in a container of more than 1024 objects, or in an "
@@ -2195,11 +2194,15 @@ class RunGroup:
 
     def leftover_error(self):
         return MutationError(
-            f"{self.name} at {user_line()} runs the function once per input element (forward mode "
-            "pushes one direction per run; hessian of an array output or of complex arguments is forward over reverse, so it does too), and this run "
+            f"{self.name} at {user_line()} {_PER_ELEMENT}, and this run "
             "reads a value an earlier run computed and kept (a memoized intermediate, a cache in a global, "
             "a closure or an object): its derivative would be lost here. Compute it in every call (clear the "
             f"cache when the function starts), or {_once_advice(self.name)}, which runs the function once.")
+
+
+# (what the three refusals of a forward jacobian's run say first)
+_PER_ELEMENT = ("runs the function once per input element (forward mode pushes one direction per run; hessian of an "
+                "array output or of complex arguments is forward over reverse, so it does too)")
 
 
 def _once_advice(name):
@@ -2213,8 +2216,7 @@ def other_values_message(what, name="jacobian(mode='fwd')"):
     """The message of a forward-mode jacobian's run that computed with other values than the
     first (``what``: where it showed; ``name``: the call, hessian's too)."""
     return (
-        f"{name} at {user_line()} runs the function once per input element (forward mode pushes one "
-        f"direction per run; hessian of an array output or of complex arguments is forward over reverse, so it does too), and {what}: the function reads "
+        f"{name} at {user_line()} {_PER_ELEMENT}, and {what}: the function reads "
         "state that it changes itself outside its arguments (a global or closure array, a counter, an object's "
         "attribute, a random generator held where the runs do not rewind it, in a container of more than 1024 "
         "objects or an object a call returns: the arguments' arrays and generators, and the generators the "

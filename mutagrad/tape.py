@@ -74,8 +74,7 @@ from .core import LOCKED as _LOCKED
 from .core import _bits
 from .pytree import tree_unflatten
 from .registry import (DROP_SIZE, EAGER, LAYOUT_EXACT, EagerPartial, ElementwisePullback, _fp_event, drop_unread,
-                       ew_cotangent,
-                       fixed_errstate, pins, unpin, view_kept)
+                       ew_cotangent, fixed_errstate, pins, unpin, view_kept)
 from .runs import _NO, MAX_ROWS, RunStorage, ScalarRun, arg_kind, element_position
 from .runs import operation as run_operation
 from .errors import (
@@ -1122,7 +1121,7 @@ class ReverseLevel(Level):
         among them; ``plain``: plain arrays may be, which the record lets go of whatever their
         size: holding one would count as a reference to it, and stop ``d -= t * np.round(d / t)``
         on a plain ``d`` nothing else names giving ``d`` a new traced array, see core._promoted_inplace)."""
-        tie = _ties_of(vals) if prim.ties else None
+        tie = _ties_of(vals) if prim.ties and self.index else None  # (see _note_ties)
         ty = type(y)
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             if self.index:
@@ -1144,8 +1143,7 @@ class ReverseLevel(Level):
             unpin(vals, need, None, leaves)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
                                   self._place(prim) if self.record_lines or prim.names_line else None))
-        if tie is not None:
-            self.__dict__.setdefault("tie_masks", {})[id(self.tape[-1])] = tie
+        self._note_ties(tie)
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)
         return out
@@ -1184,8 +1182,15 @@ class ReverseLevel(Level):
         into._value = _ELIDED  # (a stack temporary dies now; an object array's element must not be read)
         return buf
 
+    def _note_ties(self, tie):
+        """Keep ``tie`` (:func:`_ties_of`) for the record just appended, a maximum's or minimum's, where the kink
+        watches read it (elementwise._tie_mask). Only at a nested level: the watches are of a higher derivative,
+        whose inner levels' values an outer one traces; an outermost level's records fall back to their operands."""
+        if tie is not None:
+            self.__dict__.setdefault("tie_masks", {})[id(self.tape[-1])] = tie
+
     def _ew_into(self, prim, vals, inputs, need, dest, dv, eager=None):
-        tie = _ties_of(vals) if prim.ties else None  # (before the result overwrites an operand: out=y of y)
+        tie = _ties_of(vals) if prim.ties and self.index else None  # (before the result overwrites an operand)
         s = self.check_writable(dest)
         if s.pristine:
             s.pristine = False  # (an active result is written)
@@ -1203,8 +1208,7 @@ class ReverseLevel(Level):
         st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
         st.active = True
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
-        if tie is not None:
-            self.__dict__.setdefault("tie_masks", {})[id(self.tape[-1])] = tie
+        self._note_ties(tie)
         rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
         rec.vsrc = st
         rec.vshape = dv.shape

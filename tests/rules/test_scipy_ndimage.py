@@ -1011,3 +1011,6 @@ def test_an_interpolation_into_its_own_input_without_a_prefilter_is_refused():
         np.testing.assert_array_equal(q, plain)
         fd = (f(q0.copy(), 0.9 + 1e-6, nd) - f(q0.copy(), 0.9 - 1e-6, nd)) / 2e-6
         np.testing.assert_allclose(g[1], fd, rtol=1e-5)
+        d = np.cos(np.arange(12.0)).reshape(3, 4)  # (and in the field, along a direction)
+        fd = (f(q0 + 1e-6 * d, 0.9, nd) - f(q0 - 1e-6 * d, 0.9, nd)) / 2e-6
+        np.testing.assert_allclose(np.sum(g[0] * d), fd, rtol=1e-5)

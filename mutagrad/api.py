@@ -2200,14 +2200,17 @@ def _hold_full_collections(step):
                     gc.set_threshold(now[0], now[1], t[2])
 
 
+_BISECTION_STEPS = 8  # comparisons for order below which an output without derivative is no bisection's point
+
+
 def _warn_cached(level, out, name, fun=None):
     """Warn where the output of a differentiated function carries no derivative of its arguments
     and the function compared a differentiated value for equality (``level.equality_at``): the
     pattern of a cache keyed on the arguments (``if np.array_equal(x, last_x): return last_y``, as
     scipy.optimize's MemoizeJac), whose value from an earlier plain call has no derivative, so
     the derivative would come out zero without a word (the hmc and seismic testers); or compared one for
-    order (``level.order_at``) and the output is not all zeros: a point a bisection on plain brackets chose
-    (the neuralode tester). Where the output carries a derivative: if a differentiated array compared equal
+    order (``level.order_at``), 8 times or more, and the output is not all zeros: a point a bisection on plain
+    brackets chose (the neuralode tester; a few comparisons pick a step, an elastic return mapping's stress). Where the output carries a derivative: if a differentiated array compared equal
     to a plain array of its values (``level.cache_key_at``), a cached term beside another (warnnoise2)."""
     where = level.equality_at or level.value_at
     if where is None and level.order_at is None:
@@ -2232,6 +2235,9 @@ def _warn_cached(level, out, name, fun=None):
         if not any(np.any(np.asarray(b) != 0) for b in floats):
             return  # (a mask, a count: booleans or integers; an inactive hinge or penalty, `g if g > 0 else 0.0`,
             # is 0: their zero derivative is evident, where a point a bisection chose is not 0)
+        if level.orders < _BISECTION_STEPS:
+            return  # (a few comparisons pick among a few plain values, a step: `if f > 0:` of a return mapping at
+            # an elastic point, whose stress is plain; a bisection halves its brackets many times: plasticity)
         warn_at(user_frame(sys._getframe(1)), (
             f"{name}: the function's output carries no derivative of the differentiated arguments, so its "
             f"derivative is zero, and the function compared a differentiated value for order at "

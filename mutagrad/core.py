@@ -466,10 +466,14 @@ def note_equality(args, attr="equality_at"):
     for x in args:
         while isinstance(x, Tracer):
             lv = x._level
-            if getattr(lv, attr) is None and _carries_derivative(x):
-                if compared_by_mutagrad(sys._getframe(1)):
-                    return
-                setattr(lv, attr, user_place())
+            if getattr(lv, attr) is None:
+                if _carries_derivative(x):
+                    if compared_by_mutagrad(sys._getframe(1)):
+                        return
+                    setattr(lv, attr, user_place())
+                    lv.orders = 1
+            elif attr == "order_at":
+                lv.orders += 1  # (the comparisons after the first, counted: a bisection makes many)
             x = x._value
 
 
@@ -1050,6 +1054,7 @@ class Level:
     # where it first compared a differentiated value for order (<, >, np.greater...): an output with no
     # derivative then may be a point chosen by comparisons from plain values, a bisection's (api._warn_cached)
     order_at = None
+    orders = 0  # how many comparisons for order it made from the first one noted on (a bisection makes many)
     cache_key_at = None  # (where a differentiated array compared equal to a plain one: note_cache_key)
     # where it took the plain value of a differentiated one (mg.value(x)): an output with no derivative then may
     # be a cached value keyed on it (`cache[mg.value(p).tobytes()]`: the sensitivity tester; api._warn_cached)

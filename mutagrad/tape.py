@@ -1143,7 +1143,8 @@ class ReverseLevel(Level):
             unpin(vals, need, None, leaves)
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
                                   self._place(prim) if self.record_lines or prim.names_line else None))
-        self._note_ties(tie)
+        if tie is not None:
+            self._note_ties(tie)
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)
         return out

@@ -880,6 +880,40 @@ def test_a_point_chosen_by_comparisons_from_plain_values_warns():
         mg.jacobian(lambda x: x > 1.5)(np.array([1.0, 2.0]))  # (a mask: its zero is evident)
 
 
+def _where_bisection(k, where):
+    lo, hi = 0.0, 2.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        left = where(1.0 - k * mid ** 2 > 0, 1.0, 0.0)
+        lo, hi = (mid, hi) if left else (lo, mid)
+    return mid
+
+
+def test_a_step_chosen_by_a_few_comparisons_does_not_warn():
+    # (plasticity tester) a return mapping at an elastic point: its stress is plain, and its derivative in the
+    # yield stress, 0, is right (central differences: 0); one comparison picks between two plain values, a step,
+    # where a bisection halves its brackets many times. It warned of a bisection's point.
+    def stress(sy, E=200e3, eps=1.25e-3, H=1000.0):
+        s = E * eps
+        f = abs(s) - sy
+        if f > 0:
+            s = s - f * E / (E + H)
+        return s
+
+    def gauss_points(sy):  # (a few points, all elastic)
+        return sum(stress(sy, eps=e) for e in (1e-4, 2e-4, 3e-4))
+
+    h = 1e-6
+    for f in (stress, gauss_points):
+        fd = (f(260.0 + h) - f(260.0 - h)) / (2 * h)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert mg.grad(f)(260.0) == fd == 0.0
+            assert mg.jvp(f, (260.0,), (1.0,))[1] == 0.0
+    with pytest.warns(UserWarning, match="compared a differentiated value for order"):  # (a bisection still warns)
+        assert mg.grad(lambda k: _where_bisection(k, np.where))(0.8) == 0.0
+
+
 def test_a_rules_own_comparisons_do_not_warn():
     # (the higherorder tester) the third derivative of huber(1, x) at 0.5, where huber is x ** 2 / 2 (by hand:
     # 0): its second derivative carries no derivative, and huber's rule compares |x| <= 1 in its partials, a
@@ -890,8 +924,9 @@ def test_a_rules_own_comparisons_do_not_warn():
         assert mg.grad(mg.grad(mg.grad(lambda x: sps.huber(1.0, x))))(0.5) == 0.0
         assert mg.grad(mg.grad(mg.grad(lambda x: sps.huber(1.0, x))))(-1.5) == 0.0  # (|x| - 1/2: also 0)
         assert mg.jvp(mg.grad(mg.grad(lambda x: sps.huber(1.0, x))), (0.5,), (1.0,))[1] == 0.0
-    with pytest.warns(UserWarning, match="compared a differentiated value for order"):  # (the user's, still noted)
-        assert mg.jvp(lambda x: np.where(x <= 1, 0.5, 1.5), (0.5,), (1.0,))[1] == 0.0
+    with pytest.warns(UserWarning, match="compared a differentiated value for order"):  # (the user's, still noted:
+        # a bisection's np.where on the sign, which halves plain brackets)
+        assert mg.jvp(lambda x: _where_bisection(x, np.where), (0.5,), (1.0,))[1] == 0.0
     with warnings.catch_warnings():  # (but not where the output is mg.grad's, a derivative: peersuite)
         warnings.simplefilter("error")
         assert mg.grad(mg.grad(mg.grad(lambda x: np.where(x <= 1, x * x / 2, x - 0.5))))(0.5) == 0.0
@@ -7508,3 +7543,23 @@ def test_views_of_an_argument_held_in_a_set_are_found(kind):
             mg.grad(f)(x)
     finally:
         _SET_HOLDERS.pop(kind, None)
+
+
+def test_the_abs_power_watch_says_when_the_power_is_of_a_value_computed_from_the_abs():
+    # (traffic tester) a MUSCL reconstruction's flux 0.5 * qL ** 2, with a minmod limiter at a zero slope inside
+    # qL: the warning named np.abs(x) ** 2 at a line without np.abs. Along a direction that moves no slope the
+    # gradient is smooth, and the Hessian-vector product is its central difference along it
+    def obs(q):
+        d = np.diff(q)
+        s = 0.5 * (np.sign(d[:-1]) + np.sign(d[1:])) * np.minimum(np.abs(d[:-1]), np.abs(d[1:]))
+        qL = q[1:-1] + 0.5 * s
+        return np.sum(0.5 * qL ** 2)
+
+    q = np.array([0.0, 1.0, 1.0, 3.0, 2.0])
+    with pytest.warns(mg.KinkWarning, match=r"np.abs\(x\) \*\* 2 at x = 0 \(here of a value computed from"):
+        hv = mg.jvp(mg.grad(obs), (q,), (np.ones(5),))[1]
+    v, h = np.ones(5), 1e-5
+    np.testing.assert_allclose(hv, (mg.grad(obs)(q + h * v) - mg.grad(obs)(q - h * v)) / (2 * h), atol=1e-8)
+    with pytest.warns(mg.KinkWarning) as seen:  # (the power of the abs itself: no such note)
+        mg.hessian(lambda x: np.sum(np.abs(x) ** 2))(np.array([0.0, 1.0]))
+    assert seen and not any("computed from" in str(w.message) for w in seen)

@@ -3263,6 +3263,23 @@ def test_flat_assignment_to_no_position_writes_nothing():
         np.testing.assert_array_equal(mg.grad(f)(np.arange(6.0)), 2 * np.arange(6.0))
 
 
+@pytest.mark.parametrize("idx", [[1, 2], slice(1, 3), [1, 10], np.array([True, False, True])])
+def test_flat_assignment_of_an_empty_value_writes_nothing(idx):
+    # (regress129: y.flat[[1, 2]] = x[:0] raised ValueError from inside mutagrad, without the user's line); NumPy
+    # writes nothing, even at positions out of range. The derivative against central differences of the plain call
+    def f(x):
+        y = x * 2.0
+        y.flat[idx] = x[:0]
+        return np.sum(y ** 2)
+
+    x0 = np.array([0.5, 1.5, 2.5])
+    fd = np.array([(f(x0 + 1e-6 * e) - f(x0 - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    np.testing.assert_allclose(mg.grad(f)(x0.copy()), fd, rtol=1e-7)
+    np.testing.assert_allclose(mg.jvp(f, (x0.copy(),), (np.ones(3),))[1], fd.sum(), rtol=1e-7)
+    with pytest.raises(ValueError, match="single item"):  # (one position: NumPy refuses an empty array)
+        mg.grad(lambda x: (x * 1.0).flat.__setitem__(1, x[:0]))(x0.copy())
+
+
 @pytest.mark.parametrize("ufunc", [np.add, np.subtract, np.maximum, np.power, np.multiply])
 def test_ufunc_at_of_complex_values_into_a_real_array_warns_once_at_the_users_line(ufunc):
     # (powergrid: np.add.at's ComplexWarning came from mutagrad's own call of ufunc.at, one per call of it:

@@ -113,6 +113,9 @@ class FlatIter:
             if e is not None:
                 write(self._x, e, value)
                 return
+        if isinstance(value, (list, tuple, np.ndarray, Tracer)) and np.size(bottom(value)) == 0 and not isinstance(
+                idx[0] if type(idx) is tuple and len(idx) == 1 else idx, (int, np.integer)):
+            return  # (an empty value: NumPy writes nothing, whatever the positions, out of range ones too)
         try:
             pos = flat_positions(self._x, idx)
         except IndexError:

@@ -1932,6 +1932,9 @@ def note_zero_kink(x, mask, abs_taken):
     for each use, `max(z[i], 0.0) + np.log1p(np.exp(-abs(z[i])))`, is a new traced number each time (ml2)."""
     place = user_place()
     keys = [id(x)]
+    src = _copied_from(x)
+    if src is not None:  # (a copy's comparison is its source's: h = z.copy(); h[h < 0] = 0 beside np.abs(z))
+        keys.append((id(src), src))
     if x._scalar and place is not None:
         keys.append(("statement",) + place)
         element = _element_read(x, sys._getframe(1))
@@ -1939,12 +1942,15 @@ def note_zero_kink(x, mask, abs_taken):
             keys.append(element)
     found, warned = None, False
     for key in keys:
+        value = x
+        if type(key) is tuple and type(key[0]) is int:
+            key, value = key
         e = ZERO_KINKS.get(key)
-        if e is None or (type(key) is int and e.value is not x):
+        if e is None or (type(key) is int and e.value is not value):
             if len(ZERO_KINKS) >= 1024:  # (the oldest go: a comparison and the |x| after it are near each other)
                 for k in list(itertools.islice(ZERO_KINKS, 256)):
                     del ZERO_KINKS[k]
-            e = ZERO_KINKS[key] = _ZeroKink(x if type(key) is int else None)
+            e = ZERO_KINKS[key] = _ZeroKink(value if type(key) is int else None)
         was = e.warned
         e.warned = e.warned or warned  # (one warning for one event)
         _note_kink_in(e, x, mask, abs_taken, place)
@@ -1952,6 +1958,30 @@ def note_zero_kink(x, mask, abs_taken):
         if found is None or (found.ties is None and e.ties is not None):
             found = e
     return found
+
+
+COPIES: dict = {}  # id(a traced copy) -> (weak references to it and to what it copied): see note_copy
+
+
+def note_copy(src, res):
+    """Note that traced ``res`` is a copy of traced ``src`` (np.copy, x.copy()), for note_zero_kink: a comparison of
+    the copy with 0 is one of its source (relu written h = z.copy(); h[h < 0] = 0 beside np.abs(z) in a stable
+    softplus, whose derivative at z = 0 came out wrong without a warning: mlscratch). Weak references, the last 1024."""
+    if isinstance(res, Tracer) and isinstance(src, Tracer) and res is not src and not res._scalar:
+        if len(COPIES) >= 1024:
+            for k in list(itertools.islice(COPIES, 256)):
+                del COPIES[k]
+        COPIES[id(res)] = (weakref.ref(res), weakref.ref(src))
+    return res
+
+
+def _copied_from(x):
+    """The traced value ``x`` is a copy of (note_copy), of its shape, where it is alive; else None."""
+    c = COPIES.get(id(x))
+    if c is None or c[0]() is not x:
+        return None
+    src = c[1]()
+    return src if src is not None and np.shape(bottom(src)) == np.shape(bottom(x)) else None
 
 
 def _element_read(x, frame):

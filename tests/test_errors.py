@@ -539,6 +539,51 @@ def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
         mg.grad(lambda z: np.sum(np.where(z > 0, z, 0.0)) + np.sum(np.abs(z + 1.0)))(np.array([0.0, 1.0]))
 
 
+def _relu_copy_mask(z):
+    h = z.copy()
+    h[h < 0] = 0.0
+    return h
+
+
+def _relu_copy_times(z):
+    h = np.copy(z)
+    h *= (h > 0)
+    return h
+
+
+def _relu_copy_putmask(z):
+    h = z.copy()
+    np.putmask(h, h < 0, 0.0)
+    return h
+
+
+@pytest.mark.parametrize("relu", [_relu_copy_mask, _relu_copy_times, _relu_copy_putmask])
+def test_a_comparison_of_a_copy_with_zero_meets_abs_of_its_source(relu):
+    # (mlscratch) the stable BCE with logits, relu(z) - z * y + log1p(exp(-|z|)), at a zero-initialised logistic
+    # layer, with relu written on a copy: the copy's comparison was not paired with |z|, so its wrong gradient
+    # (against central differences) came without a warning
+    X = np.array([[1.0, 2.0], [-0.5, 1.5], [2.0, -1.0]])
+    y = np.array([1.0, 0.0, 1.0])
+
+    def bce(w):
+        z = X @ w
+        return np.mean(relu(z) - z * y + np.log1p(np.exp(-np.abs(z))))
+
+    w0 = np.zeros(2)
+    fd = np.array([(bce(w0 + 1e-6 * e) - bce(w0 - 1e-6 * e)) / 2e-6 for e in np.eye(2)])
+    with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
+        g = mg.grad(bce)(w0)
+    assert not np.allclose(g, fd, atol=1e-3)  # (the one-sided branch: the warning is due)
+    with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
+        mg.jvp(bce, (w0,), (np.array([1.0, 0.0]),))
+    with warnings.catch_warnings():  # (off the tie, or a copy without |z| of its source: quiet and right)
+        warnings.simplefilter("error")
+        w1 = np.array([0.3, -0.2])
+        fd1 = np.array([(bce(w1 + 1e-6 * e) - bce(w1 - 1e-6 * e)) / 2e-6 for e in np.eye(2)])
+        np.testing.assert_allclose(mg.grad(bce)(w1), fd1, rtol=1e-6)
+        mg.grad(lambda w: np.sum(relu(X @ w)) + np.sum(np.abs(X @ w + 1.0)))(w0)
+
+
 def test_a_tie_of_numbers_with_the_same_tangent_still_warns_in_forward_mode():
 
     # equal tangents of the two tied numbers do not make the taken branch's derivative right: x ** 2 touches
@@ -7563,3 +7608,15 @@ def test_the_abs_power_watch_says_when_the_power_is_of_a_value_computed_from_the
     with pytest.warns(mg.KinkWarning) as seen:  # (the power of the abs itself: no such note)
         mg.hessian(lambda x: np.sum(np.abs(x) ** 2))(np.array([0.0, 1.0]))
     assert seen and not any("computed from" in str(w.message) for w in seen)
+
+
+def test_the_abs_power_watch_names_a_maximum_at_its_tie():
+    # (regress130) np.maximum(x, 0.5) ** 2 at the tie x = 0.5 warned of "np.abs(x) ** 2 at x = 0", which the
+    # code does not have. By hand: d2/dx2 of max(x, 0.5) ** 2 + x ** 3 is 3 left of 0.5 and 5 right of it, and
+    # 2 + 6 = 8 at x = 1
+    f = lambda x: np.sum(np.maximum(x, 0.5) ** 2 + x ** 3)
+    with pytest.warns(mg.KinkWarning, match=r"np.maximum\(a, b\) \*\* 2 at a tie a == b") as seen:
+        H = mg.hessian(f)(np.array([0.5, 1.0]))
+    assert not any("np.abs(x)" in str(w.message)[:120] for w in seen)
+    assert 3.0 <= H[0, 0] <= 5.0 and H[0, 1] == H[1, 0] == 0.0
+    np.testing.assert_allclose(H[1, 1], 8.0, rtol=1e-12)

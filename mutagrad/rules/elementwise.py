@@ -1707,7 +1707,9 @@ def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0", first_right=True):
     at, r = found
     from .linalg import _norm_kink
 
-    if next(_writers(x._level, x._storage), (None, None))[1] is not r:  # (the power of a value computed from the abs:
+    if r.prim.name in _TIES and what.startswith("np.abs(x) **"):  # (np.maximum(x, 0.5) ** 2 at the tie: regress130)
+        what = f"{r.prim.name}(a, b) {what[len('np.abs(x) '):].replace('at x = 0', 'at a tie a == b')}"
+    elif next(_writers(x._level, x._storage), (None, None))[1] is not r:  # (a power of a value computed from the abs:
         what += " (here of a value computed from an np.abs at its zero: shifted, scaled, summed or selected)"  # traffic)
     # (|x| ** p, p > 1: its first derivative, 0, is right; of a shifted abs it is a kink's)
     first_right = first_right and not np.any(np.broadcast_to(np.asarray(bottom(res)), at.shape)[at])

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core import (write, write_out, write_reduced, FUNCTIONS, UFUNC_HANDLERS, ArrayTracer, Tracer, bind, bottom, ew_call,
                     note_cache_key, note_equality, carries_any_derivative, compared_by_mutagrad, TIED_PICKS,
-                    _flatten_args,
+                    _flatten_args, note_copy,
                     get_primitive, plain_operands)
 from ..registry import deflinear, operands_dead
 from .elementwise import CLIP, _has_nan
@@ -109,6 +109,8 @@ for _moving in (np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np
                 np.broadcast_to, np.flip, np.fliplr, np.flipud, np.rot90, np.copy):
     get_primitive(_moving).moves = True  # (see Primitive.moves)
 get_primitive(np.copy).pointwise = True  # (an element of the copy is the element: Primitive.pointwise)
+_copy_handler = FUNCTIONS[np.copy]
+FUNCTIONS[np.copy] = lambda args, kwargs: note_copy(args[0] if args else kwargs.get("a"), _copy_handler(args, kwargs))
 
 
 def _real_T(g, x):

@@ -2210,8 +2210,9 @@ def _warn_cached(level, out, name, fun=None):
     scipy.optimize's MemoizeJac), whose value from an earlier plain call has no derivative, so
     the derivative would come out zero without a word (the hmc and seismic testers); or compared one for
     order (``level.order_at``), 8 times or more, and the output is not all zeros: a point a bisection on plain
-    brackets chose (the neuralode tester; a few comparisons pick a step, an elastic return mapping's stress). Where the output carries a derivative: if a differentiated array compared equal
-    to a plain array of its values (``level.cache_key_at``), a cached term beside another (warnnoise2)."""
+    brackets chose (the neuralode tester; a few comparisons pick a step, an elastic return mapping's stress).
+    Where the output carries a derivative: if a differentiated array compared equal to a plain array of its
+    values (``level.cache_key_at``), a cached term beside another (warnnoise2)."""
     where = level.equality_at or level.value_at
     if where is None and level.order_at is None:
         return

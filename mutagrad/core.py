@@ -473,7 +473,7 @@ def note_equality(args, attr="equality_at"):
                     setattr(lv, attr, user_place())
                     lv.orders = 1
             elif attr == "order_at":
-                lv.orders += 1  # (the comparisons after the first, counted: a bisection makes many)
+                lv.orders += 1  # (the comparisons after the first, a rule's too, counted: a bisection makes many)
             x = x._value
 
 

@@ -3278,6 +3278,16 @@ def test_flat_assignment_of_an_empty_value_writes_nothing(idx):
     np.testing.assert_allclose(mg.jvp(f, (x0.copy(),), (np.ones(3),))[1], fd.sum(), rtol=1e-7)
     with pytest.raises(ValueError, match="single item"):  # (one position: NumPy refuses an empty array)
         mg.grad(lambda x: (x * 1.0).flat.__setitem__(1, x[:0]))(x0.copy())
+    for empty in ([], ()):  # (an empty list or tuple too; one of traced values is written)
+        def g(x, empty=empty):
+            y = x * 2.0
+            y.flat[idx] = empty
+            y.flat[[0, 1]] = [x[1], x[2] * 3]
+            return np.sum(y ** 2)
+
+        fd = np.array([(g(x0 + 1e-6 * e) - g(x0 - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+        np.testing.assert_allclose(mg.grad(g)(x0.copy()), fd, rtol=1e-7)
+        np.testing.assert_allclose(mg.jvp(g, (x0.copy(),), (np.ones(3),))[1], fd.sum(), rtol=1e-7)
 
 
 @pytest.mark.parametrize("ufunc", [np.add, np.subtract, np.maximum, np.power, np.multiply])

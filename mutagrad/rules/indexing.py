@@ -113,7 +113,8 @@ class FlatIter:
             if e is not None:
                 write(self._x, e, value)
                 return
-        if isinstance(value, (list, tuple, np.ndarray, Tracer)) and np.size(bottom(value)) == 0 and not isinstance(
+        if (len(value) == 0 if type(value) is list or type(value) is tuple else isinstance(value, (np.ndarray, Tracer))
+                and np.size(bottom(value)) == 0) and not isinstance(
                 idx[0] if type(idx) is tuple and len(idx) == 1 else idx, (int, np.integer)):
             return  # (an empty value: NumPy writes nothing, whatever the positions, out of range ones too)
         try:

@@ -399,8 +399,10 @@ def _kink_reaches(r, pos, sub, shape, products=True):
     if p is not None and p > 2:
         other = np.asarray(bottom(xs[0]))
     elif (products and r.prim.name in ("np.multiply", "np.float64.__mul__") and len(xs) == 2
-          and any(q == 1 - pos for _, _, q in r.inputs)):
-        other = np.asarray(bottom(xs[1 - pos]))  # (a constant factor 0 stands for the kink's own value: 0 * s)
+          and (any(q == 1 - pos for _, _, q in r.inputs) or (type(xs[1 - pos]) is np.ndarray and xs[1 - pos].ndim))):
+        # (a constant number 0 stands for the kink's own value, 0 * s; a constant array's zeros are weights, K2 *
+        # np.abs(psih) ** 2 of a spectral energy whose mean mode is 0: ns2d)
+        other = np.asarray(bottom(xs[1 - pos]))
     else:
         return sub
     if other.dtype.kind not in "fc" or not np.all(np.isfinite(other)):

@@ -7620,3 +7620,19 @@ def test_the_abs_power_watch_names_a_maximum_at_its_tie():
     assert not any("np.abs(x)" in str(w.message)[:120] for w in seen)
     assert 3.0 <= H[0, 0] <= 5.0 and H[0, 1] == H[1, 0] == 0.0
     np.testing.assert_allclose(H[1, 1], 8.0, rtol=1e-12)
+
+
+def test_a_power_of_abs_weighted_by_a_constant_zero_does_not_warn():
+    # (ns2d) a spectral energy np.sum(K2 * np.abs(psih) ** 2) whose mean mode is 0 where its weight K2 is 0: the
+    # kink's wrong second derivative does not reach the result (the term is 0 whatever psih is there), and
+    # the watch warned at every Hessian. By hand: the Hessian is diag(2 K2), right where the weight is 0; a weight
+    # that is not 0 there still warns (2 at the kink comes out 0)
+    K2 = np.array([0.0, 1.0, 4.0])
+    x = np.array([0.0, -1.2, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(mg.hessian(lambda x: np.sum(K2 * np.abs(x) ** 2))(x), np.diag(2 * K2),
+                                   atol=1e-12)
+    with pytest.warns(mg.KinkWarning, match=r"np.abs\(x\) \*\* 2"):
+        H = mg.hessian(lambda x: np.sum(np.array([1.0, 1.0, 4.0]) * np.abs(x) ** 2))(x)
+    assert H[0, 0] == 0.0  # (the subgradient's derivative, warned: 2 by hand)

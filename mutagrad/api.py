@@ -10,6 +10,7 @@ import gc
 import hashlib
 import itertools
 import math
+import numbers
 import operator
 import os
 import random
@@ -54,6 +55,7 @@ from .core import (
 from .errors import (
     _INTERNAL_PACKAGES,
     ATTEMPT,
+    warnings_once,
     DifferentiationError,
     MutationError,
     NoRuleError,
@@ -2750,6 +2752,9 @@ def _constant_by_tangent(p, t) -> bool:
         # (a container with None for its tangent, a state dict, a namedtuple or dataclass of arrays: every leaf a
         # constant; normflows, regress108)
         return True
+    if (t is None or isinstance(t, AbstractZero)) and not isinstance(
+            p, (Tracer, _ndarray, np.generic, numbers.Number)):  # (any other object, a random generator, a callback,
+        return True  # a model object: passed as it is, as grad passes an argument it does not differentiate: smc)
     if isinstance(p, (float, complex, np.inexact)):
         # (a float number: as grad passes one it does not differentiate, plain; int(f / 100) of a frequency held
         # fixed was refused by jvp, not by grad: the audiosynth tester)
@@ -2786,7 +2791,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     infinite there; a float array or number with such a tangent is passed as a constant,
     as ``grad`` passes the arguments it does not differentiate (its values may be
     read as plain numbers), and so is an integer, boolean or non-numeric (string keys) primal
-    whose tangent is None (JAX's float0 tangent). With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
+    whose tangent is None (JAX's float0 tangent), or any other object (a random generator, a
+    callback), passed as it is, as ``grad`` passes an argument it does not differentiate. With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
     the result is ``(output, tangent, aux)``, as JAX's.
 
     >>> import numpy as np, mutagrad as mg
@@ -3298,9 +3304,10 @@ def jacobian(fun: Callable, argnums=0, mode: str = "rev", has_aux: bool = False,
         if mode == "rev":
             res = _jac_rev(fun, args, anums, dargs, single, kwargs, has_aux,
                            "jacobian" if _name.startswith("jacobian") else _name)
-        else:  # (every pass starts from the arguments as given, keyword arguments included)
-            res = _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux,
-                           _name)
+        else:  # (every pass starts from the arguments as given, keyword arguments included; a warning of theirs once)
+            with warnings_once():
+                res = _jac_fwd(fun, args, anums, dargs, single, tuple(args) + tuple(kwargs.values()), kwargs, has_aux,
+                               _name)
         return (_owned(res[0]), res[1]) if has_aux else _owned(res)
 
     wrapped._mutagrad_derivative = True  # (its output is a derivative: _warn_cached)
@@ -3718,6 +3725,10 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Callable:
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
+        with warnings_once():  # (its runs give a warning of theirs once: errors.ONCE)
+            return hessian_of(*args, **kwargs)
+
+    def hessian_of(*args, **kwargs):
         # A real function of real arguments: reverse over reverse, one run of ``fun`` and one reverse
         # pass per argument element, which costs less than a forward run per element (each run pays
         # for the function's operations at two levels, a pass only for its records: 3-6 times less

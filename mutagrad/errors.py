@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import cmath
+import contextlib
 import dis
 import functools
 import inspect
@@ -356,6 +357,24 @@ _last_escape = None
 # function went on along another branch, silently: the regress126 tester.)
 ATTEMPT = threading.local()
 
+# .seen: the warnings (message, category, file, line) given so far in one call of mg.hessian or of a forward-mode
+# mg.jacobian, whose runs (one per argument element) give the same warning at the same line once each: given once per
+# call (18 copies of one KinkWarning under simplefilter("always"): the mlscratch and plasticity testers)
+ONCE = threading.local()
+
+
+@contextlib.contextmanager
+def warnings_once():
+    """Within it, :func:`warn_at` gives each warning once (the outermost such call's set serves nested ones)."""
+    if getattr(ONCE, "seen", None) is not None:
+        yield
+        return
+    ONCE.seen = set()
+    try:
+        yield
+    finally:
+        ONCE.seen = None
+
 
 def warn_at(frame, message, category=UserWarning, every=False):
     """Issue a warning at the user's ``frame`` (its file, line and module: a filter on them, and
@@ -366,6 +385,12 @@ def warn_at(frame, message, category=UserWarning, every=False):
     if getattr(ATTEMPT, "on", False) and not issubclass(category, RuntimeWarning):
         ATTEMPT.warned = True
         return
+    seen = getattr(ONCE, "seen", None)
+    if seen is not None:
+        key = (message, category) if frame is None else (message, category, frame.f_code.co_filename, frame.f_lineno)
+        if key in seen:
+            return
+        seen.add(key)
     if frame is None:
         warnings.warn(message, category, stacklevel=3)
         return

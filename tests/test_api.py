@@ -1427,6 +1427,29 @@ def test_integer_primal_of_vjp_or_jvp_names_the_closure_fix():
     np.testing.assert_array_equal(t, [2.0, 4.0])  # (the closure fix: d(x_i^2) = 2 x_i)
 
 
+def test_an_object_primal_with_no_tangent_is_a_constant_of_jvp_as_of_grad():
+    # (smc) a random generator passed to jvp with a None tangent was refused (TypeError) where grad takes it as an
+    # argument it does not differentiate. The derivative against central differences with the same seed; the
+    # generator ends as after a plain call
+    def f(th, rng, scale):
+        return np.mean(np.cos(th[0] + th[1] * rng.standard_normal(30))) * scale(2.0)
+
+    th, v = np.array([0.2, 0.5]), np.array([1.0, -0.5])
+    plain_rng = np.random.default_rng(3)
+    want = f(th, plain_rng, np.sqrt)
+    fd = (f(th + 1e-6 * v, np.random.default_rng(3), np.sqrt)
+          - f(th - 1e-6 * v, np.random.default_rng(3), np.sqrt)) / 2e-6
+    rng = np.random.default_rng(3)
+    out, t = mg.jvp(f, (th, rng, np.sqrt), (v, None, None))
+    assert out == want
+    np.testing.assert_allclose(t, fd, rtol=1e-7)
+    assert rng.bit_generator.state == plain_rng.bit_generator.state
+    g = mg.grad(f)(th, np.random.default_rng(3), np.sqrt)
+    np.testing.assert_allclose(t, g @ v, rtol=1e-12)
+    with pytest.raises(TypeError, match="Generator"):  # (with a tangent given, it is differentiated: refused)
+        mg.jvp(f, (th, np.random.default_rng(3), np.sqrt), (v, 1.0, None))
+
+
 def test_an_integer_primal_with_no_tangent_is_a_constant_of_jvp_and_a_wrong_has_aux_is_a_type_error():
     # (apisurface3) JAX takes an integer primal with a float0 tangent: its None (or a symbolic zero) here; by hand
     # d(a ** 3) = 3 a ** 2, d(a[idx].sum()) = the count of idx

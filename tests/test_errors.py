@@ -7636,3 +7636,24 @@ def test_a_power_of_abs_weighted_by_a_constant_zero_does_not_warn():
     with pytest.warns(mg.KinkWarning, match=r"np.abs\(x\) \*\* 2"):
         H = mg.hessian(lambda x: np.sum(np.array([1.0, 1.0, 4.0]) * np.abs(x) ** 2))(x)
     assert H[0, 0] == 0.0  # (the subgradient's derivative, warned: 2 by hand)
+
+
+def test_hessian_and_a_forward_jacobian_give_a_warning_of_their_runs_once():
+    # (mlscratch, plasticity) one run per argument element gave the same KinkWarning at the same line once each:
+    # 18 copies under simplefilter("always"). By hand: the Hessian of max(x, 0.5) ** 2 + x ** 3 at x = (0.5, 1, 2)
+    # is diag(h, 8, 14), h between the one-sided 3 and 5
+    f = lambda x: np.sum(np.maximum(x, 0.5) ** 2 + x ** 3)
+    x = np.array([0.5, 1.0, 2.0])
+    for call in (lambda: mg.hessian(f)(x), lambda: mg.jacobian(mg.grad(f), mode="fwd")(x)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            H = call()
+        kinks = [w for w in seen if issubclass(w.category, mg.KinkWarning)]
+        assert len(kinks) == 1, [str(w.message)[:80] for w in seen]
+        assert 3.0 <= H[0, 0] <= 5.0
+        np.testing.assert_allclose(np.diag(H)[1:], [8.0, 14.0], rtol=1e-12)
+    with warnings.catch_warnings(record=True) as seen:  # (two calls: two warnings, as before)
+        warnings.simplefilter("always")
+        mg.hessian(f)(x)
+        mg.hessian(f)(x)
+    assert len([w for w in seen if issubclass(w.category, mg.KinkWarning)]) == 2

@@ -2792,8 +2792,9 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     as ``grad`` passes the arguments it does not differentiate (its values may be
     read as plain numbers), and so is an integer, boolean or non-numeric (string keys) primal
     whose tangent is None (JAX's float0 tangent), or any other object (a random generator, a
-    callback), passed as it is, as ``grad`` passes an argument it does not differentiate. With ``has_aux=True``, ``fun`` returns ``(output, aux)`` and
-    the result is ``(output, tangent, aux)``, as JAX's.
+    callback), passed as it is, as ``grad`` passes an argument it does not differentiate. With
+    ``has_aux=True``, ``fun`` returns ``(output, aux)`` and the result is ``(output, tangent, aux)``,
+    as JAX's.
 
     >>> import numpy as np, mutagrad as mg
     >>> mg.jvp(np.sin, (0.0,), (2.0,))

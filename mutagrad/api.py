@@ -2391,7 +2391,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, _argnums=None, _kwargs=N
         if (len(seeds) == 1 and np.size(bottom(seeds[0][1])) == 1 and np.all(np.asarray(bottom(seeds[0][1])) != 0)
                 and not alias_checked):  # (one scalar output: a gradient's pass, jacobian's or hessian's, as grad's)
             alias_checked.append(True)
-            _warn_unread_aliases(level, infos, nums, "hessian" if _name == "hessian" else _name)
+            _warn_unread_aliases(level, infos, nums, _name)
         res = _collect(level, infos, nums, False)
         if not STATE.levels and not outer and not own_nan and (nan or _poison_in_gradients(infos, nums)):
             res = _forward_fill(res, fun, primals, kwargs, nums, False, infos, has_aux, out_vals, ct_leaves, targs,

@@ -1931,26 +1931,23 @@ def note_zero_kink(x, mask, abs_taken):
     differentiation for the last 1024 values. A number is noted under its statement too: an element read again
     for each use, `max(z[i], 0.0) + np.log1p(np.exp(-abs(z[i])))`, is a new traced number each time (ml2)."""
     place = user_place()
-    keys = [id(x)]
+    keys = [(id(x), x)]  # (key, the traced value it stands for; None for a statement's or an element's key)
     src = _copied_from(x)
     if src is not None:  # (a copy's comparison is its source's: h = z.copy(); h[h < 0] = 0 beside np.abs(z))
         keys.append((id(src), src))
     if x._scalar and place is not None:
-        keys.append(("statement",) + place)
+        keys.append((("statement",) + place, None))
         element = _element_read(x, sys._getframe(1))
         if element is not None:
-            keys.append(element)
+            keys.append((element, None))
     found, warned = None, False
-    for key in keys:
-        value = x
-        if type(key) is tuple and type(key[0]) is int:
-            key, value = key
+    for key, value in keys:
         e = ZERO_KINKS.get(key)
-        if e is None or (type(key) is int and e.value is not value):
+        if e is None or (value is not None and e.value is not value):
             if len(ZERO_KINKS) >= 1024:  # (the oldest go: a comparison and the |x| after it are near each other)
                 for k in list(itertools.islice(ZERO_KINKS, 256)):
                     del ZERO_KINKS[k]
-            e = ZERO_KINKS[key] = _ZeroKink(value if type(key) is int else None)
+            e = ZERO_KINKS[key] = _ZeroKink(value)
         was = e.warned
         e.warned = e.warned or warned  # (one warning for one event)
         _note_kink_in(e, x, mask, abs_taken, place)

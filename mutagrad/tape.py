@@ -1189,8 +1189,7 @@ class ReverseLevel(Level):
         """Keep ``tie`` (:func:`_ties_of`) for the record just appended, a maximum's or minimum's, where the kink
         watches read it (elementwise._tie_mask). Only at a nested level: the watches are of a higher derivative,
         whose inner levels' values an outer one traces; an outermost level's records fall back to their operands."""
-        if tie is not None:
-            self.__dict__.setdefault("tie_masks", {})[id(self.tape[-1])] = tie
+        self.__dict__.setdefault("tie_masks", {})[id(self.tape[-1])] = tie
 
     def _ew_into(self, prim, vals, inputs, need, dest, dv, eager=None):
         tie = _ties_of(vals) if prim.ties and self.index else None  # (before the result overwrites an operand)
@@ -1211,7 +1210,8 @@ class ReverseLevel(Level):
         st = Storage(self, dv)  # the result, a storage of its own (no tracer ever shows it)
         st.active = True
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
-        self._note_ties(tie)
+        if tie is not None:
+            self._note_ties(tie)
         rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
         rec.vsrc = st
         rec.vshape = dv.shape

@@ -90,6 +90,13 @@ def cycle_to(values, count):
     return np.reshape(values, (-1,))[np.arange(count) % vsize]
 
 
+def _empty(value) -> bool:
+    """Whether ``value`` is an empty list, tuple or array (its length, not np.size: a list may hold traced values)."""
+    if type(value) is list or type(value) is tuple:
+        return len(value) == 0
+    return isinstance(value, (np.ndarray, Tracer)) and np.size(bottom(value)) == 0
+
+
 class FlatIter:
     """``x.flat`` of a traced array: reads and writes by flat position."""
 
@@ -113,9 +120,8 @@ class FlatIter:
             if e is not None:
                 write(self._x, e, value)
                 return
-        if (len(value) == 0 if type(value) is list or type(value) is tuple else isinstance(value, (np.ndarray, Tracer))
-                and np.size(bottom(value)) == 0) and not isinstance(
-                idx[0] if type(idx) is tuple and len(idx) == 1 else idx, (int, np.integer)):
+        if _empty(value) and not isinstance(idx[0] if type(idx) is tuple and len(idx) == 1 else idx,
+                                             (int, np.integer)):
             return  # (an empty value: NumPy writes nothing, whatever the positions, out of range ones too)
         try:
             pos = flat_positions(self._x, idx)

@@ -7622,6 +7622,22 @@ def test_the_abs_power_watch_names_a_maximum_at_its_tie():
     np.testing.assert_allclose(H[1, 1], 8.0, rtol=1e-12)
 
 
+def test_the_function_of_abs_watch_names_a_maximum_or_minimum_at_its_tie():
+    # (hydro tester) a storage cap np.sin(np.minimum(S, cap)) with S at the cap warned of "np.sin of np.abs(x)
+    # at x = 0", which the code does not have. The warning stands (a true kink: the one-sided second
+    # derivatives of sin(max(x, 0.5)) at 0.5 are 0 and -sin(0.5)); its text names the maximum. By hand: d2/dx2
+    # of sin(max(x, 0.5)) at x = 0.7 is -sin(0.7)
+    for f, name, h11 in ((lambda x: np.sum(np.sin(np.maximum(x, 0.5))), "np.maximum", -np.sin(0.7)),
+                         (lambda x: np.sum(np.exp(2 * np.minimum(x, 0.5))), "np.minimum", 0.0)):
+        with pytest.warns(mg.KinkWarning, match=rf"{name}\(a, b\) \(scaled or shifted\) at a tie a == b") as seen:
+            H = mg.hessian(f)(np.array([0.5, 0.7]))
+        assert not any("np.abs(x)" in str(w.message)[:150] for w in seen)
+        assert H[0, 1] == H[1, 0] == 0.0
+        np.testing.assert_allclose(H[1, 1], h11, rtol=1e-12, atol=1e-300)
+    with pytest.warns(mg.KinkWarning, match=r"np.cos of np.abs\(x\) \(scaled or shifted\) at x = 0, where"):
+        mg.hessian(lambda x: np.sum(np.cos(np.abs(x))))(np.array([0.0, 0.7]))
+
+
 def test_a_power_of_abs_weighted_by_a_constant_zero_does_not_warn():
     # (ns2d) a spectral energy np.sum(K2 * np.abs(psih) ** 2) whose mean mode is 0 where its weight K2 is 0: the
     # kink's wrong second derivative does not reach the result (the term is 0 whatever psih is there), and

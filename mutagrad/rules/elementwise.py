@@ -1707,13 +1707,24 @@ def _abs_watch(leaves, res, what="np.abs(x) ** 2 at x = 0", first_right=True):
     at, r = found
     from .linalg import _norm_kink
 
-    if r.prim.name in _TIES and what.startswith("np.abs(x) **"):  # (np.maximum(x, 0.5) ** 2 at the tie: regress130)
-        what = f"{r.prim.name}(a, b) {what[len('np.abs(x) '):].replace('at x = 0', 'at a tie a == b')}"
-    elif next(_writers(x._level, x._storage), (None, None))[1] is not r:  # (a power of a value computed from the abs:
-        what += " (here of a value computed from an np.abs at its zero: shifted, scaled, summed or selected)"  # traffic)
+    if what.startswith("np.abs(x) **"):
+        what = _kink_words(x, r, what[len("np.abs(x) "):].replace(" at x = 0", ""))
     # (|x| ** p, p > 1: its first derivative, 0, is right; of a shifted abs it is a kink's)
     first_right = first_right and not np.any(np.broadcast_to(np.asarray(bottom(res)), at.shape)[at])
     return _norm_kink(res, what, at=_moving(r, at), first_right=first_right, keep=True)
+
+
+def _kink_words(x, r, then, before="", note=True):
+    """How a warning names the kink that the np.abs (or tied maximum) record ``r``, found from tracer ``x``,
+    is: ``before`` + that kink + ``then``, at its point, e.g. "np.abs(x) ** 2 at x = 0". A maximum or minimum
+    is named as written (np.maximum(x, 0.5) ** 2 at the tie: regress130; np.sin(np.minimum(S, cap)): hydro),
+    and a value computed from the abs is said to be, if ``note`` (a minmod inside a flux: traffic)."""
+    if r.prim.name in _TIES:
+        return f"{before}{r.prim.name}(a, b) {then} at a tie a == b"
+    what = f"{before}np.abs(x) {then} at x = 0"
+    if note and next(_writers(x._level, x._storage), (None, None))[1] is not r:
+        what += " (here of a value computed from an np.abs at its zero: shifted, scaled, summed or selected)"
+    return what
 
 
 def _abs_source(level, s, depth=0, end=None):
@@ -1952,10 +1963,10 @@ def _function_of_abs_watch(ufunc, then=None):
                 from .linalg import _norm_kink
 
                 name = getattr(ufunc, "__name__", "a function")
-                return _norm_kink(res, f"np.{name} of np.abs(x) (scaled or shifted) at x = 0, where it curves "
-                                       "(np.cos(np.abs(x)) is np.cos(x); a smooth minimum of a and b is "
-                                       "-k * np.logaddexp(-a / k, -b / k))", at=_moving(r, where), first_right=flat,
-                                  keep=True)
+                what = _kink_words(x, r, "(scaled or shifted)", f"np.{name} of ", note=False)
+                return _norm_kink(res, f"{what}, where it curves (np.cos(np.abs(x)) is np.cos(x); a smooth minimum "
+                                       "of a and b is -k * np.logaddexp(-a / k, -b / k))", at=_moving(r, where),
+                                  first_right=flat, keep=True)
         return res
 
     return watch

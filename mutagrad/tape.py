@@ -93,6 +93,7 @@ from .tangents import (
     NotImplementedTangent,
     Thunk,
     ZeroTangent,
+    is_zero,
     no_tangent_for_active,
     project,
     unbroadcast,
@@ -547,6 +548,27 @@ def _ties_of(vals):
         except (TypeError, ValueError):
             return None
     return tie if tie.any() else False
+
+
+def _tie_moves(vals, tie):
+    """Where, among the ties ``tie`` (:func:`_ties_of`) of a maximum's or minimum's two operands ``vals``, their
+    tangents at the forward level that traces them (mg.hessian's outer level, one direction per run) differ, as
+    the operation saw them; None where that cannot be told (an operand that is no such tracer, eager partials).
+    A later write into an operand changes its tangent there too: the watch read it then, and two copies of one
+    element, tied and moving alike, were taken for a kink (regress132, np.minimum(a[:6], a[6:], out=a[6:]) and
+    then a.flat[[1, 4, 4]] = a[:3])."""
+    if tie is None or tie is False or len(vals) != 2:
+        return None
+    tangents = []
+    for v in vals:
+        if not isinstance(v, Tracer) or v._level.mode != "fwd":
+            return None
+        t = v._level.tangent_of(v)
+        tangents.append(np.zeros(np.shape(bottom(v))) if is_zero(t) else np.asarray(bottom(t)))
+    try:
+        return np.broadcast_to(tangents[0] != tangents[1], tie.shape) & tie
+    except ValueError:
+        return None
 
 
 class EWRecord:
@@ -1124,6 +1146,7 @@ class ReverseLevel(Level):
         size: holding one would count as a reference to it, and stop ``d -= t * np.round(d / t)``
         on a plain ``d`` nothing else names giving ``d`` a new traced array, see core._promoted_inplace)."""
         tie = _ties_of(vals) if prim.ties and self.index else None  # (see _note_ties)
+        moves = None if tie is None else _tie_moves(vals, tie)
         ty = type(y)
         if ty is _ndarray and prim.fresh and y.base is None and y.dtype.kind in _FLOAT_KINDS:
             if self.index:
@@ -1146,7 +1169,7 @@ class ReverseLevel(Level):
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), y if out_read else None, inputs, st, prim,
                                   self._place(prim) if self.record_lines or prim.names_line else None))
         if tie is not None:
-            self._note_ties(tie)
+            self._note_ties(tie, moves)
         st.active = True
         st.captured = out_read  # the pullback reads its own output (exp, tanh...)
         return out
@@ -1185,14 +1208,19 @@ class ReverseLevel(Level):
         into._value = _ELIDED  # (a stack temporary dies now; an object array's element must not be read)
         return buf
 
-    def _note_ties(self, tie):
+    def _note_ties(self, tie, moves=None):
         """Keep ``tie`` (:func:`_ties_of`) for the record just appended, a maximum's or minimum's, where the kink
-        watches read it (elementwise._tie_mask). Only at a nested level: the watches are of a higher derivative,
-        whose inner levels' values an outer one traces; an outermost level's records fall back to their operands."""
-        self.__dict__.setdefault("tie_masks", {})[id(self.tape[-1])] = tie
+        watches read it (elementwise._tie_mask), and ``moves`` (:func:`_tie_moves`), where they read which ties
+        move (elementwise._moving). Only at a nested level: the watches are of a higher derivative, whose inner
+        levels' values an outer one traces; an outermost level's records fall back to their operands."""
+        key = id(self.tape[-1])
+        self.__dict__.setdefault("tie_masks", {})[key] = tie
+        if moves is not None:
+            self.__dict__.setdefault("tie_moves", {})[key] = moves
 
     def _ew_into(self, prim, vals, inputs, need, dest, dv, eager=None):
         tie = _ties_of(vals) if prim.ties and self.index else None  # (before the result overwrites an operand)
+        moves = None if tie is None else _tie_moves(vals, tie)
         s = self.check_writable(dest)
         if s.pristine:
             s.pristine = False  # (an active result is written)
@@ -1211,7 +1239,7 @@ class ReverseLevel(Level):
         st.active = True
         self.tape.append(EWRecord(prim.elementwise[1], tuple(vals), None, inputs, st, prim, line))
         if tie is not None:
-            self._note_ties(tie)
+            self._note_ties(tie, moves)
         rec = WriteRecord(s, None, Ellipsis, saved, dv, line)
         rec.vsrc = st
         rec.vshape = dv.shape

@@ -1610,6 +1610,28 @@ def test_a_tie_of_two_values_that_move_alike_does_not_warn():
         np.testing.assert_allclose(mg.hessian(f)(th), fd_hessian(f, th, 1e-4), atol=1e-6)
 
 
+def test_a_tie_of_two_copies_moves_alike_as_the_operation_saw_them():
+    # (regress132) np.minimum of two copies of one element, min(x0, x0), is smooth; a write into an operand after
+    # the minimum (a[0] = 3 * x[1]) changed its tangent there, and the watch, reading the operands' tangents
+    # afterwards, took the tie for a kink and warned. By hand: a ends as (3 x1, x1, x0, x3), m = (x0, x1) at
+    # x1 < x3, so the Hessian is diag(2 - sin(x0), 20 - sin(x1), 0, 2), with no warning
+    def f(x):
+        a = np.zeros_like(x)
+        a[:] = x
+        a[2] = a[0]
+        m = np.minimum(a[:2], a[2:])
+        a[0] = 3.0 * x[1]
+        return np.sum(np.sin(m)) + np.sum(a ** 2)
+
+    x = np.array([0.3, 0.8, 0.5, 0.9])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mg.KinkWarning)
+        np.testing.assert_allclose(mg.hessian(f)(x), np.diag([2 - np.sin(0.3), 20 - np.sin(0.8), 0.0, 2.0]),
+                                   rtol=1e-12, atol=1e-14)
+    with pytest.warns(mg.KinkWarning, match=r"np.minimum\(a, b\)"):  # (a tie of two elements that move apart)
+        mg.hessian(lambda x: np.sum(np.sin(np.minimum(x[:2], x[2:]))))(np.array([0.3, 0.8, 0.3, 0.9]))
+
+
 def test_a_norm_written_element_by_element_warns_only_where_its_element_is_read():
     # (regress81) pairwise distances written one by one into r[i, j], then read for i < j alone: the zero
     # self-distances written on the diagonal are never read (no warning; the Hessian against central differences);

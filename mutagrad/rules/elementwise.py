@@ -1841,6 +1841,11 @@ def _moving(r, at):
     flat background's equal outputs: regress86). The same records whatever the direction: only the mask differs."""
     if r.prim.name not in _TIES:
         return at
+    out = _out_of(r)
+    noted = None if out is None else getattr(out.level, "__dict__", {}).get("tie_moves")
+    if noted is not None and id(r) in noted:  # (as the operation saw its operands: tape._tie_moves)
+        moved = noted[id(r)]
+        return at & (moved if moved.shape == np.shape(at) else np.any(moved))
     tangents = []
     for v in _tie_operands(r) or ():
         if not isinstance(v, Tracer) or v._level.mode != "fwd":

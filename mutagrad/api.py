@@ -2221,6 +2221,8 @@ def _warn_cached(level, out, name, fun=None):
     leaves = tree_flatten(out)[0]
     for leaf in leaves:
         if isinstance(leaf, Tracer) and (leaf._level is not level or _carries_derivative(leaf)):
+            if level.searches is not None and not getattr(fun, "_mutagrad_derivative", False):
+                _warn_search(level, name)
             if level.cache_key_at is not None:  # (a cached term beside another: the warnnoise2 tester)
                 warn_at(user_frame(sys._getframe(1)), (
                     f"{name}: the function compared a differentiated value equal to a plain one kept at "
@@ -2259,6 +2261,93 @@ def _warn_cached(level, out, name, fun=None):
         "(a cache, as scipy.optimize's MemoizeJac), the kept value is a plain number without derivative and "
         "the zero is wrong. Compute the output inside the differentiation (skip or clear the cache there); "
         "if the output does not depend on the arguments, the zero is right."), every=True)
+
+
+_SEARCH_BAND = 10  # comparisons of a descent between a tenth of its largest gap and rounding (a Newton's: 3)
+
+
+def _converged_search(seq):
+    """Whether the comparisons ``seq`` (core.note_search's pairs (x - c, c) at one instruction, in order, of
+    numbers) hold a bisection's: after a comparison far from the tie (a gap |x - c| of a tenth of the largest
+    so far, or more), 10 or more (_SEARCH_BAND) with gaps between a tenth of it and its rounding (10 ** -12 of
+    it), then one within a hundred-thousandth of it (and of c, if c is not 0), and those either on both sides
+    of the tie (3 or more changes of sign) or, on one side (a root at a bracket's end, or at a midpoint), each
+    half the one before (to 2 %), 7 in a row. Halving a bracket converges so in 17 halvings or more (a test of
+    a product g(lo) * g(mid) too, at a quarter a step), whatever the function's slope. A Newton or secant
+    iteration's gaps fall through that band in a few comparisons, a tolerance test's (err > tol) stay near
+    tol, and a field decaying along an element loop or a regula falsi keeps its sign, at a rate of its own.
+    :func:`_converged_searches` is the same test, element by element, of arrays."""
+    big = 0.0  # the largest gap of the current descent
+    band = changes = halves = 0
+    last = None  # the last gap in the band, signed
+    for d, c in seq:
+        g = abs(d)
+        if g >= 0.1 * big:
+            big = max(big, g)
+            band = changes = halves = 0
+            last = None
+            continue
+        if g > 1e-12 * big:
+            band += 1
+            if last is not None:
+                if (d > 0) != (last > 0):
+                    changes += 1
+                halves = halves + 1 if 0.49 * abs(last) <= g <= 0.51 * abs(last) else 0
+            last = d
+        if (g <= 1e-5 * big and (c == 0 or g <= 1e-5 * abs(c)) and band >= _SEARCH_BAND
+                and (changes >= 3 or halves >= 7)):
+            return True
+    return False
+
+
+def _converged_searches(seq):
+    """:func:`_converged_search` of arrays ``seq`` (pairs (x - c, c) of one shape), element by element: whether
+    any element's comparisons converged as a bisection's do (``np.where(f(mid) > 0, mid, lo)``, one root per
+    element)."""
+    shape = np.shape(seq[0][0])
+    big = np.zeros(shape)
+    band, changes, halves = (np.zeros(shape, np.int64) for _ in range(3))
+    last = np.full(shape, np.nan)
+    for d, c in seq:
+        g = np.abs(d)
+        reset = g >= 0.1 * big
+        big = np.where(reset, np.maximum(big, g), big)
+        band, changes, halves = (np.where(reset, 0, v) for v in (band, changes, halves))
+        last = np.where(reset, np.nan, last)
+        inband = ~reset & (g > 1e-12 * big)
+        seen = inband & ~np.isnan(last)
+        changes = changes + (seen & ((d > 0) != (last > 0)))
+        half = (g >= 0.49 * np.abs(last)) & (g <= 0.51 * np.abs(last))
+        halves = np.where(seen, np.where(half, halves + 1, 0), halves)
+        band = band + inband
+        last = np.where(inband, d, last)
+        if np.any(~reset & (g <= 1e-5 * big) & ((c == 0) | (g <= 1e-5 * abs(c))) & (band >= _SEARCH_BAND)
+                  & ((changes >= 3) | (halves >= 7))):
+            return True
+    return False
+
+
+def _warn_search(level, name):
+    """Warn where the function's comparisons of a differentiated number with a constant at one instruction
+    converged as a bisection's do (:func:`_converged_search`), though its output carries a derivative: a point
+    bisected on plain brackets is a plain number, and a value computed from it, an event time t + theta * h,
+    gets the derivative of the rest alone, silently (the adaptode tester: 2 where it is 0). Searches in
+    mutagrad's own code are not the user's."""
+    for seq in level.searches.values():
+        place = seq[0]
+        if len(seq) < 17 or place[0].co_filename.startswith(_MUTAGRAD_DIR) or not (
+                _converged_search(seq[1:]) if type(seq[1][0]) is float else _converged_searches(seq[1:])):
+            continue
+        warn_at(user_frame(sys._getframe(2)), (
+            f"{name}: the function compared a differentiated number with a constant {len(seq) - 1} times at "
+            f"{line_text(place)}, and the comparisons converged on where the two are equal, as a bisection's do: "
+            "the point such a search finds is a plain number to mutagrad (its brackets, "
+            "halved by `if`, are), so where the output depends on it (an event time t + theta * h with theta "
+            "bisected), its derivative misses the point's motion. Run the search on mg.stop_gradient values and "
+            "end it with a Newton step on the traced values, s = s - g(s) / g'(s), which gives the point's "
+            "derivative (docs/errors.md); if the output does not depend on that point, or a Newton step on the "
+            "traced values already ends the search, the derivative is right."), every=True)
+        return
 
 
 def _one_at_a_time(fn):
@@ -2871,7 +2960,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         out_leaves, out_tree = tree_flatten(out)
         _check_outputs(out_leaves, _name, out)
         _check_plain_aliases(level)  # (a tangent read after plain code changed the argument unseen)
-        if _run_group is None:
+        if _run_group is None or _run_group.recording:  # (a forward jacobian's first run: once per call)
             _warn_cached(level, out, _name, fun)
         raw = [(level.tangent_of(o) if level.poison_of(o) is None else o._storage.poison)
                if isinstance(o, Tracer) and o._level is level else None for o in out_leaves]

@@ -477,6 +477,44 @@ def note_equality(args, attr="equality_at"):
             x = x._value
 
 
+SEARCH_CAP = 4096  # comparisons kept per instruction (note_search); a bisection makes tens
+SEARCH_SIZE = 4096  # the largest array whose comparisons are kept (np.where(f > 0, mid, lo), one root per element)
+
+
+def note_search(x, c, frame):
+    """Note, on the level of differentiated ``x`` (a number, or an array of at most SEARCH_SIZE elements), a
+    comparison for order of it with the plain number ``c`` (Python's x > c, c < x) at the instruction
+    ``frame`` is at: x - c (a float, or an array) and c, kept per instruction and shape (at most SEARCH_CAP,
+    and 2 ** 20 elements; a list whose first item is the place, for line_text), from which api._warn_search
+    tells a bisection on plain brackets converging on a point the output may depend on."""
+    tc = type(c)
+    if tc is not float and tc is not int and tc is not np.float64:  # (a traced or an array other: no such search)
+        return
+    if not _carries_derivative(x):
+        return
+    b = bottom(x)
+    tb = type(b)
+    if tb is _ndarray:
+        if b.dtype.kind != "f" or not 0 < b.size <= SEARCH_SIZE:  # (a complex raises where NumPy's does)
+            return
+        key = (frame.f_code, frame.f_lasti, b.shape)
+        cap = min(SEARCH_CAP, (1 << 20) // b.size)
+    elif tb is np.float64 or tb is np.float32 or tb is float:
+        key = (frame.f_code, frame.f_lasti)
+        cap = SEARCH_CAP
+    else:
+        return
+    lv = x._level
+    s = lv.searches
+    if s is None:
+        s = lv.searches = {}
+    seq = s.get(key)
+    if seq is None:
+        seq = s[key] = [(frame.f_code, frame.f_lineno)]
+    if len(seq) <= cap:
+        seq.append(((b - c).astype(np.float64) if tb is _ndarray else float(b) - c, c))
+
+
 def note_plain_read(x):
     """Note, on the open levels tracing ``x`` (a traced value without derivative there: np.round(x, 8) of an
     argument), where the program read its plain numbers (x.tobytes(), x.tolist()): an output with no derivative
@@ -1055,6 +1093,7 @@ class Level:
     # derivative then may be a point chosen by comparisons from plain values, a bisection's (api._warn_cached)
     order_at = None
     orders = 0  # how many comparisons for order it made from the first one noted on (a bisection makes many)
+    searches = None  # {(code, instruction): [place, (x - c, c)...]}: Python's x > c of a differentiated x (note_search)
     cache_key_at = None  # (where a differentiated array compared equal to a plain one: note_cache_key)
     # where it took the plain value of a differentiated one (mg.value(x)): an output with no derivative then may
     # be a cached value keyed on it (`cache[mg.value(p).tobytes()]`: the sensitivity tester; api._warn_cached)
@@ -5034,21 +5073,25 @@ class Tracer:
     def __lt__(self, o):
         if self._scalar and weak(self):
             _python_order("<", self, o)
+        note_search(self, o, _getframe(1))
         return np.less(self, o)
 
     def __le__(self, o):
         if self._scalar and weak(self):
             _python_order("<=", self, o)
+        note_search(self, o, _getframe(1))
         return np.less_equal(self, o)
 
     def __gt__(self, o):
         if self._scalar and weak(self):
             _python_order(">", self, o)
+        note_search(self, o, _getframe(1))
         return np.greater(self, o)
 
     def __ge__(self, o):
         if self._scalar and weak(self):
             _python_order(">=", self, o)
+        note_search(self, o, _getframe(1))
         return np.greater_equal(self, o)
 
     def __eq__(self, o):

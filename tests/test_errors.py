@@ -925,6 +925,168 @@ def test_a_point_chosen_by_comparisons_from_plain_values_warns():
         mg.jacobian(lambda x: x > 1.5)(np.array([1.0, 2.0]))  # (a mask: its zero is evident)
 
 
+def _event_bisection(t, h, lo=0.0, hi=1.0, steps=60):
+    """theta in [lo, hi] where t + theta * h crosses 1, bisected on plain brackets with `if` on a traced value."""
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if (t + mid * h) - 1.0 > 0:
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
+def test_a_bisected_point_the_output_depends_on_warns():
+    # (adaptode tester) an event time t + theta * h, theta bisected on plain brackets: the output carries a
+    # derivative through t and h, but not theta's motion. By hand: t = p, h = 2 p, the event is at 1 for every p,
+    # derivative 0; mutagrad gives that of t + theta * h at a fixed theta, 1 + 2 theta = 2 at p = 0.5 (theta =
+    # 0.5, a midpoint: the comparisons approach it from one side) and 1 + (1 - p) / p at p = 0.45 (both sides)
+    def event_time(p):
+        t, h = p, 2.0 * p
+        return t + _event_bisection(t, h) * h
+
+    for p in (0.5, 0.45):
+        for call in (lambda: mg.grad(event_time)(p), lambda: mg.jvp(event_time, (p,), (1.0,))[1]):
+            with pytest.warns(UserWarning, match=r"compared a differentiated number with a constant 60 times at "
+                                                 r".*test_errors.py.*as a bisection's do.*Newton step"):
+                np.testing.assert_allclose(call(), 1.0 + (1.0 - p) / p, rtol=1e-9)  # (the documented wrong one)
+
+    def sign_product(t):  # (regress133) the textbook test g(lo) * g(mid) < 0 on wide brackets, a steep g, 25 steps
+        g = lambda z: z ** 3 + z - t
+        lo, hi = -50.0, 50.0
+        for _ in range(25):
+            mid = 0.5 * (lo + hi)
+            if g(lo) * g(mid) < 0:
+                hi = mid
+            else:
+                lo = mid
+        return 0.5 * (lo + hi) * t
+
+    def numpy_number_left(x):  # (finance3) a NumPy number on the left: its operator hands x to np.greater
+        lo, hi = 0.0, 2.0
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if np.float64(mid ** 3) > x:
+                hi = mid
+            else:
+                lo = mid
+        return 0.5 * (lo + hi) * x
+
+    def per_element(y0):  # (contact) one root per element, by np.where on plain brackets; the loss has y0 too
+        lo, hi = np.zeros_like(y0), np.full_like(y0, 2.0)
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            above = y0 - 4.9 * mid ** 2 > 0
+            lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+        return np.sum(0.5 * (lo + hi)) + np.sum(y0 ** 2)
+
+    for f, x in ((sign_product, 2.0), (numpy_number_left, 0.7), (per_element, np.array([1.0, 0.5, 2.0]))):
+        for call in (lambda: mg.grad(f)(x), lambda: mg.jvp(f, (x,), (np.ones_like(x),)),
+                     lambda: mg.jacobian(f, mode="fwd")(x)):
+            with pytest.warns(UserWarning, match="as a bisection's do"):
+                call()
+
+    def newton_ended(p):  # the fix the warning names: the search on plain values, a Newton step on traced ones
+        t, h = p, 2.0 * p
+        theta = _event_bisection(mg.stop_gradient(t), mg.stop_gradient(h))
+        theta = theta - (t + theta * h - 1.0) / h
+        return t + theta * h
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert abs(mg.grad(newton_ended)(0.45)) < 1e-12
+        assert abs(mg.jvp(newton_ended, (0.45,), (1.0,))[1]) < 1e-12
+
+
+def test_converging_comparisons_that_are_no_bisection_do_not_warn():
+    # comparisons of a differentiated number with a constant that converge otherwise than a bisection's, where the
+    # derivative is right: a safeguarded Newton iteration on traced values (quadratic: its gaps skip the band), a
+    # tolerance test of a linearly converging iteration (its gap stays near the tolerance), a field decaying
+    # along an element loop compared with 0 (one sign, its own rate), a golden-section search comparing two
+    # differentiated numbers (by the envelope theorem, the derivative of max_x -(x - p) ** 2 + p is 1), a regula
+    # falsi (one-sided) and a secant iteration (superlinear) on traced values. By hand: sqrt(p)' = 0.5 / sqrt(p);
+    # the fixed point p, 1; sum_i exp(-i / 3); the root's implicit derivative
+    def newton(p):
+        x, lo, hi = 1.0, 0.0, 4.0
+        for _ in range(50):
+            f = x * x - p
+            if f > 0:
+                hi = x
+            else:
+                lo = x
+            x = x - f / (2.0 * x)
+        return x + 0.0 * (lo + hi)
+
+    def fixed_point(p):
+        x, err = 0.0, 1.0
+        while err > 1e-12:
+            x_new = 0.5 * (x + p)
+            err = abs(x_new - x)
+            x = x_new
+        return x
+
+    def decaying(a):
+        s = 0.0
+        for i in range(120):
+            u = a * np.exp(-i / 3.0)
+            if u > 0:
+                s = s + u
+        return s
+
+    def regula_falsi(p):  # (regress133) a root by false position on traced values: linear, one-sided
+        a, b = 0.0, 3.0
+        fa, fb = a ** 3 + p * a - 2.0, b ** 3 + p * b - 2.0
+        for _ in range(200):
+            c = b - fb * (b - a) / (fb - fa)
+            fc = c ** 3 + p * c - 2.0
+            if abs(fc) < 1e-15:
+                break
+            if fa * fc < 0:
+                b, fb = c, fc
+            else:
+                a, fa = c, fc
+        return c
+
+    def secant(p):  # superlinear, with the bracket a safeguard would keep (its sign test)
+        x0, x1 = 0.0, 3.0
+        f0 = x0 ** 3 + p * x0 - 2.0
+        lo, hi = x0, x1
+        for _ in range(60):
+            f1 = x1 ** 3 + p * x1 - 2.0
+            if f1 > 0:
+                hi = x1
+            else:
+                lo = x1
+            if f1 == f0:
+                break
+            x0, x1, f0 = x1, x1 - f1 * (x1 - x0) / (f1 - f0), f1
+        return x1 + 0.0 * (hi - lo)
+
+    def golden(p):
+        f = lambda x: -(x - p) ** 2 + p
+        a, b = -3.0, 3.0
+        r = (np.sqrt(5.0) - 1.0) / 2.0
+        for _ in range(80):
+            c, d = b - r * (b - a), a + r * (b - a)
+            if f(c) > f(d):
+                b = d
+            else:
+                a = c
+        return f(0.5 * (a + b))
+
+    p = 2.0
+    z = 0.7709169970592481  # (the root of z ** 3 + 2 z - 2: the implicit derivative -z / (3 z ** 2 + p))
+    assert abs(z ** 3 + p * z - 2.0) < 1e-14
+    expected = ((newton, 0.5 / np.sqrt(p)), (fixed_point, 1.0), (decaying, np.sum(np.exp(-np.arange(120) / 3.0))),
+                (golden, 1.0), (regula_falsi, -z / (3 * z * z + p)), (secant, -z / (3 * z * z + p)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", "a comparison of two differentiated values that are equal", mg.KinkWarning)
+        for f, d in expected:  # (golden's last comparisons tie: that warning is another's, left out here)
+            np.testing.assert_allclose(mg.grad(f)(p), d, rtol=1e-7, err_msg=f.__name__)
+            np.testing.assert_allclose(mg.jvp(f, (p,), (1.0,))[1], d, rtol=1e-7, err_msg=f.__name__)
+
+
 def _where_bisection(k, where):
     lo, hi = 0.0, 2.0
     for _ in range(40):

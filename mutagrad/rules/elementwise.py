@@ -582,6 +582,14 @@ def _nondiff_call(ufunc, inputs, kwargs):
         _note_zero_tie(inputs)
         note_tolerance_key(inputs)
         note_equality(inputs, "order_at")
+        c = inputs[0]
+        if isinstance(inputs[1], Tracer) and not isinstance(c, Tracer) and isinstance(c, (np.generic, np.ndarray)) and (
+                c.ndim == 0 and c.dtype.kind in "fiu"):
+            # (a NumPy number's operator, np.float64(price) > x, hands a traced x to the ufunc, as a 0-d array;
+            # a traced operand's own operator notes its comparison: core.note_search, as Python's c > x: finance3)
+            frame = user_frame(sys._getframe(1))
+            if frame is not None:
+                core.note_search(inputs[1], float(c), frame)
     elif ufunc is np.signbit:  # (a sign test, as x < 0: a bisection on the sign of f, the regress63 tester)
         note_equality(inputs, "order_at")
     kwargs = dict(kwargs)

@@ -2272,21 +2272,29 @@ def _converged_search(seq):
     so far, or more), 10 or more (_SEARCH_BAND) with gaps between a tenth of it and its rounding (10 ** -12 of
     it), then one within a hundred-thousandth of it (and of c, if c is not 0), and those either on both sides
     of the tie (3 or more changes of sign) or, on one side (a root at a bracket's end, or at a midpoint), each
-    half the one before (to 2 %), 7 in a row. Halving a bracket converges so in 17 halvings or more (a test of
-    a product g(lo) * g(mid) too, at a quarter a step), whatever the function's slope. A Newton or secant
-    iteration's gaps fall through that band in a few comparisons, a tolerance test's (err > tol) stay near
-    tol, and a field decaying along an element loop or a regula falsi keeps its sign, at a rate of its own.
+    half the one before (to 2 %), 7 in a row; and none above 8 times the largest halved at each comparison
+    since (a bisection's gap is its slope times the distance to the root, at most half the bracket, which
+    halves). Halving a bracket converges so in 17 halvings or more (a test of a product g(lo) * g(mid) too, at
+    a quarter a step), whatever the function's slope. A Newton or secant iteration's gaps fall through that
+    band in a few comparisons, a tolerance test's (err > tol) stay near tol, a field decaying along an element
+    loop or a regula falsi keeps its sign, at a rate of its own, and a smooth field's values along an element
+    loop (a limiter's a * b <= 0 near its extrema) come back from their zeros.
     :func:`_converged_searches` is the same test, element by element, of arrays."""
     big = 0.0  # the largest gap of the current descent
     band = changes = halves = 0
     last = None  # the last gap in the band, signed
+    bound = 0.0  # the halving bound of the descent: no gap of a bisection's comes back above it
     for d, c in seq:
         g = abs(d)
         if g >= 0.1 * big:
             big = max(big, g)
             band = changes = halves = 0
             last = None
+            bound = 8.0 * big
             continue
+        bound *= 0.5
+        if g > bound:  # (a smooth field along an element loop comes back from its zeros: advect's minmod)
+            band = -(1 << 62)
         if g > 1e-12 * big:
             band += 1
             if last is not None:
@@ -2308,12 +2316,15 @@ def _converged_searches(seq):
     big = np.zeros(shape)
     band, changes, halves = (np.zeros(shape, np.int64) for _ in range(3))
     last = np.full(shape, np.nan)
+    bound = np.zeros(shape)
     for d, c in seq:
         g = np.abs(d)
         reset = g >= 0.1 * big
         big = np.where(reset, np.maximum(big, g), big)
         band, changes, halves = (np.where(reset, 0, v) for v in (band, changes, halves))
         last = np.where(reset, np.nan, last)
+        bound = np.where(reset, 8.0 * big, 0.5 * bound)
+        band = np.where(~reset & (g > bound), -(1 << 62), band)
         inband = ~reset & (g > 1e-12 * big)
         seen = inband & ~np.isnan(last)
         changes = changes + (seen & ((d > 0) != (last > 0)))
@@ -2342,7 +2353,7 @@ def _warn_search(level, name):
             f"{name}: the function compared a differentiated number with a constant {len(seq) - 1} times at "
             f"{line_text(place)}, and the comparisons converged on where the two are equal, as a bisection's do: "
             "the point such a search finds is a plain number to mutagrad (its brackets, "
-            "halved by `if`, are), so where the output depends on it (an event time t + theta * h with theta "
+            "halved by comparisons, are), so where the output depends on it (an event time t + theta * h with theta "
             "bisected), its derivative misses the point's motion. Run the search on mg.stop_gradient values and "
             "end it with a Newton step on the traced values, s = s - g(s) / g'(s), which gives the point's "
             "derivative (docs/errors.md); if the output does not depend on that point, or a Newton step on the "

@@ -1004,7 +1004,8 @@ def test_converging_comparisons_that_are_no_bisection_do_not_warn():
     # tolerance test of a linearly converging iteration (its gap stays near the tolerance), a field decaying
     # along an element loop compared with 0 (one sign, its own rate), a golden-section search comparing two
     # differentiated numbers (by the envelope theorem, the derivative of max_x -(x - p) ** 2 + p is 1), a regula
-    # falsi (one-sided) and a secant iteration (superlinear) on traced values. By hand: sqrt(p)' = 0.5 / sqrt(p);
+    # falsi (one-sided) and a secant iteration (superlinear) on traced values, a minmod limiter along an element
+    # loop (central differences; its products near the field's extrema come back from 0). By hand: sqrt(p)' = 0.5 / sqrt(p);
     # the fixed point p, 1; sum_i exp(-i / 3); the root's implicit derivative
     def newton(p):
         x, lo, hi = 1.0, 0.0, 4.0
@@ -1073,6 +1074,29 @@ def test_converging_comparisons_that_are_no_bisection_do_not_warn():
             else:
                 a = c
         return f(0.5 * (a + b))
+
+    def minmod_loop(q0):  # (advect) a limiter along an element loop: a * b near 0 at the field's extrema
+        n = q0.size
+        q = np.zeros_like(q0, shape=n + 2)
+        q[1:-1] = q0
+        F = np.zeros_like(q0, shape=n + 1)
+        for _ in range(3):
+            q[0], q[-1] = q[n], q[1]
+            for k in range(n + 1):
+                a = q[k] - q[k - 1] if k > 0 else 0.0
+                b = q[k + 1] - q[k] if k < n + 1 else 0.0
+                slope = 0.0 if a * b <= 0 else (a if abs(a) < abs(b) else b)
+                F[k] = 0.7 * (q[k] + 0.3 * slope)
+            q[1:-1] -= 0.4 * (F[1:] - F[:-1])
+        return np.sum(q[1:-1] ** 2)
+
+    q0 = np.sin(2 * np.pi * np.arange(100) / 100) + 0.3 * np.cos(4 * np.pi * np.arange(100) / 100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = mg.grad(minmod_loop)(q0)
+    e = np.eye(100)[[0, 17, 50]]
+    np.testing.assert_allclose(g[[0, 17, 50]], [(minmod_loop(q0 + 1e-6 * v) - minmod_loop(q0 - 1e-6 * v)) / 2e-6
+                                                for v in e], rtol=1e-6, atol=1e-8)
 
     p = 2.0
     z = 0.7709169970592481  # (the root of z ** 3 + 2 z - 2: the implicit derivative -z / (3 z ** 2 + p))

@@ -2272,7 +2272,9 @@ def _converged_search(seq):
     so far, or more), 10 or more (_SEARCH_BAND) with gaps between a tenth of it and its rounding (10 ** -12 of
     it), then one within a hundred-thousandth of it (and of c, if c is not 0), and those either on both sides
     of the tie (3 or more changes of sign) or, on one side (a root at a bracket's end, or at a midpoint), each
-    half the one before (to 2 %), 7 in a row; and none above 8 times the largest halved at each comparison
+    half the one before (to 2 %, and not exactly: c *= 0.5, an explicit Euler decay at k * dt = 0.5 under a
+    positivity test, halves exactly, and so does a bisection of a linear function at a binary fraction, whose
+    point cannot be told from it: regress134), 7 in a row; and none above 8 times the largest halved at each comparison
     since (a bisection's gap is its slope times the distance to the root, at most half the bracket, which
     halves). Halving a bracket converges so in 17 halvings or more (a test of a product g(lo) * g(mid) too, at
     a quarter a step), whatever the function's slope. A Newton or secant iteration's gaps fall through that
@@ -2300,7 +2302,7 @@ def _converged_search(seq):
             if last is not None:
                 if (d > 0) != (last > 0):
                     changes += 1
-                halves = halves + 1 if 0.49 * abs(last) <= g <= 0.51 * abs(last) else 0
+                halves = halves + 1 if 0.49 * abs(last) <= g <= 0.51 * abs(last) and g != 0.5 * abs(last) else 0
             last = d
         if (g <= 1e-5 * big and (c == 0 or g <= 1e-5 * abs(c)) and band >= _SEARCH_BAND
                 and (changes >= 3 or halves >= 7)):
@@ -2328,7 +2330,7 @@ def _converged_searches(seq):
         inband = ~reset & (g > 1e-12 * big)
         seen = inband & ~np.isnan(last)
         changes = changes + (seen & ((d > 0) != (last > 0)))
-        half = (g >= 0.49 * np.abs(last)) & (g <= 0.51 * np.abs(last))
+        half = (g >= 0.49 * np.abs(last)) & (g <= 0.51 * np.abs(last)) & (g != 0.5 * np.abs(last))
         halves = np.where(seen, np.where(half, halves + 1, 0), halves)
         band = band + inband
         last = np.where(inband, d, last)

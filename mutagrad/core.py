@@ -488,8 +488,13 @@ def note_search(x, c, frame):
     and 2 ** 20 elements; a list whose first item is the place, for line_text), from which api._warn_search
     tells a bisection on plain brackets converging on a point the output may depend on."""
     tc = type(c)
-    if tc is not float and tc is not int and tc is not np.float64:  # (a traced or an array other: no such search)
-        return
+    if tc is not float and tc is not int and tc is not np.float64:
+        if isinstance(c, (np.generic, _ndarray)) and not isinstance(c, Tracer) and c.dtype.kind in "fiu":
+            # (np.float32(0), np.int64(0), np.array(0.0); a plain array of targets, one per element, F(mid) > u:
+            # regress134)
+            c = float(c) if c.ndim == 0 else c
+        else:  # (a traced other, a complex, a bool: no such search)
+            return
     if not _carries_derivative(x):
         return
     b = bottom(x)
@@ -497,8 +502,12 @@ def note_search(x, c, frame):
     if tb is _ndarray:
         if b.dtype.kind != "f" or not 0 < b.size <= SEARCH_SIZE:  # (a complex raises where NumPy's does)
             return
+        if type(c) is _ndarray and c.shape != b.shape:
+            return
         key = (frame.f_code, frame.f_lasti, b.shape)
         cap = min(SEARCH_CAP, (1 << 20) // b.size)
+    elif type(c) is _ndarray:
+        return
     elif tb is np.float64 or tb is np.float32 or tb is float:
         key = (frame.f_code, frame.f_lasti)
         cap = SEARCH_CAP

@@ -939,17 +939,31 @@ def _event_bisection(t, h, lo=0.0, hi=1.0, steps=60):
 def test_a_bisected_point_the_output_depends_on_warns():
     # (adaptode tester) an event time t + theta * h, theta bisected on plain brackets: the output carries a
     # derivative through t and h, but not theta's motion. By hand: t = p, h = 2 p, the event is at 1 for every p,
-    # derivative 0; mutagrad gives that of t + theta * h at a fixed theta, 1 + 2 theta = 2 at p = 0.5 (theta =
-    # 0.5, a midpoint: the comparisons approach it from one side) and 1 + (1 - p) / p at p = 0.45 (both sides)
+    # derivative 0; mutagrad gives that of t + theta * h at a fixed theta, 1 + (1 - p) / p (the comparisons on
+    # both sides of the root)
     def event_time(p):
         t, h = p, 2.0 * p
         return t + _event_bisection(t, h) * h
 
-    for p in (0.5, 0.45):
-        for call in (lambda: mg.grad(event_time)(p), lambda: mg.jvp(event_time, (p,), (1.0,))[1]):
-            with pytest.warns(UserWarning, match=r"compared a differentiated number with a constant 60 times at "
-                                                 r".*test_errors.py.*as a bisection's do.*Newton step"):
-                np.testing.assert_allclose(call(), 1.0 + (1.0 - p) / p, rtol=1e-9)  # (the documented wrong one)
+    p = 0.45
+    for call in (lambda: mg.grad(event_time)(p), lambda: mg.jvp(event_time, (p,), (1.0,))[1]):
+        with pytest.warns(UserWarning, match=r"compared a differentiated number with a constant 60 times at "
+                                             r".*test_errors.py.*as a bisection's do.*Newton step"):
+            np.testing.assert_allclose(call(), 1.0 + (1.0 - p) / p, rtol=1e-9)  # (the documented wrong one)
+
+    def at_a_midpoint(p):  # a root at the brackets' midpoint, 0.5 sqrt(p) = 0.5 at p = 1: approached from one side
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if mid * mid - 0.25 * p > 0:
+                hi = mid
+            else:
+                lo = mid
+        return 0.5 * (lo + hi) * p  # by hand: (0.5 sqrt(p) p)' = 0.75 at p = 1; the root's motion left out: 0.5
+
+    for call in (lambda: mg.grad(at_a_midpoint)(1.0), lambda: mg.jvp(at_a_midpoint, (1.0,), (1.0,))[1]):
+        with pytest.warns(UserWarning, match="as a bisection's do"):
+            assert call() == 0.5
 
     def sign_product(t):  # (regress133) the textbook test g(lo) * g(mid) < 0 on wide brackets, a steep g, 25 steps
         g = lambda z: z ** 3 + z - t
@@ -980,7 +994,27 @@ def test_a_bisected_point_the_output_depends_on_warns():
             lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
         return np.sum(0.5 * (lo + hi)) + np.sum(y0 ** 2)
 
-    for f, x in ((sign_product, 2.0), (numpy_number_left, 0.7), (per_element, np.array([1.0, 0.5, 2.0]))):
+    def targets(s):  # (regress134) one plain target per element: a CDF inverted at three quantiles
+        u = np.array([0.1, 0.5, 0.9])
+        lo, hi = np.full(3, -10.0), np.full(3, 10.0)
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            above = 1.0 / (1.0 + np.exp(-mid / s)) > u
+            lo, hi = np.where(above, lo, mid), np.where(above, mid, hi)
+        return np.sum(0.5 * (lo + hi)) * s
+
+    def signbit(x):  # (regress134) not np.signbit(g), for g >= 0
+        lo, hi = 0.0, 2.0
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if not np.signbit(mid ** 3 - x):
+                hi = mid
+            else:
+                lo = mid
+        return 0.5 * (lo + hi) * x
+
+    for f, x in ((sign_product, 2.0), (numpy_number_left, 0.7), (per_element, np.array([1.0, 0.5, 2.0])),
+                 (targets, 1.3), (signbit, 0.7)):
         for call in (lambda: mg.grad(f)(x), lambda: mg.jvp(f, (x,), (np.ones_like(x),)),
                      lambda: mg.jacobian(f, mode="fwd")(x)):
             with pytest.warns(UserWarning, match="as a bisection's do"):
@@ -1074,6 +1108,18 @@ def test_converging_comparisons_that_are_no_bisection_do_not_warn():
             else:
                 a = c
         return f(0.5 * (a + b))
+
+    def halving_decay(c0):  # (regress134) explicit Euler at k * dt = 0.5 under a positivity clip: halves exactly
+        c = c0
+        for _ in range(60):
+            c = c - 0.5 * c
+            if c < 0.0:
+                c = 0.0
+        return c * c0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(mg.grad(halving_decay)(3.0), 2 * 3.0 * 0.5 ** 60, rtol=1e-12)
 
     def minmod_loop(q0):  # (advect) a limiter along an element loop: a * b near 0 at the field's extrema
         n = q0.size

@@ -561,6 +561,13 @@ def _truth_tie(x):
 core._TRUTH_TIE[0] = _truth_tie
 
 
+def _note_search_here(x, c):
+    """core.note_search of a comparison of traced ``x`` with plain ``c`` that a ufunc call made, at the user's frame."""
+    frame = user_frame(sys._getframe(2))
+    if frame is not None:
+        core.note_search(x, c, frame)
+
+
 def _nondiff_call(ufunc, inputs, kwargs):
     """Functions with boolean/integer results: computed on plain values."""
     if ufunc is np.equal or ufunc is np.not_equal:
@@ -582,16 +589,14 @@ def _nondiff_call(ufunc, inputs, kwargs):
         _note_zero_tie(inputs)
         note_tolerance_key(inputs)
         note_equality(inputs, "order_at")
-        c = inputs[0]
-        if isinstance(inputs[1], Tracer) and not isinstance(c, Tracer) and isinstance(c, (np.generic, np.ndarray)) and (
-                c.ndim == 0 and c.dtype.kind in "fiu"):
+        if isinstance(inputs[1], Tracer) and not isinstance(inputs[0], Tracer):
             # (a NumPy number's operator, np.float64(price) > x, hands a traced x to the ufunc, as a 0-d array;
             # a traced operand's own operator notes its comparison: core.note_search, as Python's c > x: finance3)
-            frame = user_frame(sys._getframe(1))
-            if frame is not None:
-                core.note_search(inputs[1], float(c), frame)
+            _note_search_here(inputs[1], inputs[0])
     elif ufunc is np.signbit:  # (a sign test, as x < 0: a bisection on the sign of f, the regress63 tester)
         note_equality(inputs, "order_at")
+        if len(inputs) == 1 and isinstance(inputs[0], Tracer):
+            _note_search_here(inputs[0], 0.0)  # (not np.signbit(f(mid)): regress134)
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     if "where" in kwargs:

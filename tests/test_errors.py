@@ -1015,8 +1015,8 @@ def test_a_bisected_point_the_output_depends_on_warns():
 
     for f, x in ((sign_product, 2.0), (numpy_number_left, 0.7), (per_element, np.array([1.0, 0.5, 2.0])),
                  (targets, 1.3), (signbit, 0.7)):
-        for call in (lambda: mg.grad(f)(x), lambda: mg.jvp(f, (x,), (np.ones_like(x),)),
-                     lambda: mg.jacobian(f, mode="fwd")(x)):
+        for call in (lambda f=f, x=x: mg.grad(f)(x), lambda f=f, x=x: mg.jvp(f, (x,), (np.ones_like(x),)),
+                     lambda f=f, x=x: mg.jacobian(f, mode="fwd")(x)):
             with pytest.warns(UserWarning, match="as a bisection's do"):
                 call()
 
@@ -1113,7 +1113,7 @@ def test_converging_comparisons_that_are_no_bisection_do_not_warn():
         c = c0
         for _ in range(60):
             c = c - 0.5 * c
-            if c < 0.0:
+            if c < 0.0:  # noqa: PLR1730 (the comparison is the point: a positivity test)
                 c = 0.0
         return c * c0
 

@@ -2151,7 +2151,11 @@ def note_tied_pick(idx):
     itself, or an item of an index tuple): the gathered value gets all of the tied elements' derivative, where
     np.max and np.min split it, so x[np.argmax(x)] - np.max(x), identically 0, had a nonzero derivative silently
     (the assignment tester). Warned here, where the index picks a differentiated value, not at the argmax: an
-    accuracy metric (np.argmax(logits, 1) == labels) or a pivot search reads the index only (regress96)."""
+    accuracy metric (np.argmax(logits, 1) == labels) or a pivot search reads the index only (regress96). Not a
+    reverse pass's gather (a write's pullback takes its cotangent at the index the write had, which an outer
+    level traces under mg.hessian: it warned there, naming the mg.hessian line: regress135)."""
+    if STATE.off_program:
+        return
     for i in (idx if type(idx) is tuple or type(idx) is list else (idx,)):  # (x[[k]], x[k, j]: items too)
         hit = TIED_PICKS.get(id(i))
         b = i

@@ -646,6 +646,26 @@ def test_argmax_and_argmin_of_a_differentiated_array_at_a_tie_warn():
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
 
 
+def test_a_write_at_a_tied_argmax_does_not_warn_under_a_second_derivative():
+    # (regress135) v[np.argmax(m)] = ... at a tie of m: the write's pullback takes its cotangent at that index,
+    # which mg.hessian's outer level traces; that gather warned of a tied pick, naming the mg.hessian line, where
+    # mg.grad gave none. By hand: m = (x0, x0, x0), v = (2 x0, x1, x2), so the Hessian of sum(v ** 2) is
+    # diag(8, 2, 2); a gather of the user's own at a tied argmax still warns, at the user's line
+    def f(x):
+        m = np.maximum.accumulate(x)
+        v = x.copy()
+        v[np.argmax(m)] = m.max() * 2.0
+        return np.sum(v ** 2)
+
+    x = np.array([0.5, 0.2, 0.1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(mg.hessian(f)(x), np.diag([8.0, 2.0, 2.0]), rtol=1e-12)
+        np.testing.assert_allclose(mg.jvp(mg.grad(f), (x,), (np.ones(3),))[1], [8.0, 2.0, 2.0], rtol=1e-12)
+    with pytest.warns(mg.KinkWarning, match=r"a value gathered at .*test_errors.py"):
+        mg.hessian(lambda x: x[np.argmax(x)] ** 2)(np.array([0.5, 0.5, 0.1]))
+
+
 def test_a_cached_term_beside_a_differentiated_one_warns():
     # (warnnoise2) the MemoizeJac pattern with a regularizer: the output carries the regularizer's derivative,
     # the cached term's is lost (by hand the gradient is 3 sin(6x) + 0.1 x; the cache hit gives 0.1 x)

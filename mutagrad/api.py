@@ -2232,9 +2232,10 @@ def _warn_cached(level, out, name, fun=None):
                     "differentiation (skip or clear the cache there)."), every=True)
             return
     if where is None:  # (the neuralode tester's bisection for an event time: 0 where it is -0.70)
-        if getattr(fun, "_mutagrad_derivative", False):
+        if getattr(fun, "_mutagrad_derivative", False) or level.nested_run:
             return  # (mg.grad(f)'s output, the partials of a piecewise-linear f that comparisons chose: jvp of
-            # grad, a Hessian-vector product, is 0 there, as hessian's is, not a bisection's point: peersuite)
+            # grad, a Hessian-vector product, is 0 there, as hessian's is, not a bisection's point: peersuite;
+            # so is a function that calls mg.grad, lambda x: mg.grad(f)(x, W): regress136)
         floats = [b for b in map(bottom, leaves) if isinstance(b, (float, complex, np.ndarray, np.generic))
                   and np.result_type(b).kind in "fc"]
         if not any(np.any(np.asarray(b) != 0) for b in floats):

@@ -1103,6 +1103,7 @@ class Level:
     order_at = None
     orders = 0  # how many comparisons for order it made from the first one noted on (a bisection makes many)
     searches = None  # {(code, instruction): [place, (x - c, c)...]}: Python's x > c of a differentiated x (note_search)
+    nested_run = False  # whether a differentiation ran inside it (an mg.grad in the function: api._warn_cached)
     cache_key_at = None  # (where a differentiated array compared equal to a plain one: note_cache_key)
     # where it took the plain value of a differentiated one (mg.value(x)): an output with no derivative then may
     # be a cached value keyed on it (`cache[mg.value(p).tobytes()]`: the sensitivity tester; api._warn_cached)
@@ -1129,6 +1130,8 @@ class Level:
                 del st.levels[c:]
             self.index = len(st.levels)
             self.outer = tuple(st.levels)  # (a worker thread's operation on this level's values runs in them)
+            for o in self.outer:
+                o.nested_run = True
             st.levels.append(self)
             st.ceiling = len(st.levels)
             self.thread = _get_ident()

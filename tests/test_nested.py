@@ -723,6 +723,21 @@ def test_a_hessian_vector_product_of_a_piecewise_linear_function_is_quiet():
     with pytest.warns(UserWarning, match="bisection"):
         mg.jvp(root, (2.0,), (1.0,))
 
+    def loop(x, w):  # (regress136) an element loop's branches, its gradient taken inside a lambda: 10 comparisons
+        s = 0.0
+        for i in range(x.shape[0]):
+            if x[i] > -0.4:
+                s = s + w * x[i]
+            else:
+                s = s - x[i]
+        return s
+
+    x = np.linspace(-1.0, 1.0, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, t = mg.jvp(lambda xx: mg.grad(loop)(xx, 0.5), (x,), (np.ones(10),))
+    np.testing.assert_array_equal(t, np.zeros(10))  # (by hand: the gradient is 0.5 or -1 per element, constant)
+
 
 def test_jvp_of_jvp_of_an_elementwise_kink_away_from_it_is_quiet():
     # (regress120) np.abs's partial, sign(x), computed under jvp of jvp: its sign test was taken for the user's

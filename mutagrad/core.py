@@ -1986,24 +1986,34 @@ def note_zero_kink(x, mask, abs_taken):
     src = _copied_from(x)
     if src is not None:  # (a copy's comparison is its source's: h = z.copy(); h[h < 0] = 0 beside np.abs(z))
         keys.append((id(src), src))
+    keys = [(k, v, x, mask) for k, v in keys]
     if x._scalar and place is not None:
-        keys.append((("statement",) + place, None))
+        keys.append((("statement",) + place, None, x, mask))
         element = _element_read(x, sys._getframe(1))
         if element is not None:
-            keys.append((element, None))
+            key, a, idx = element
+            keys.append((key, None, x, mask))
+            # (and as that element of its array: r[i] = max(z[i], 0.0) in a loop, then np.abs(z) of the whole,
+            # a stable softplus at z = 0 whose derivative came out wrong without a warning: mltrain)
+            one = np.zeros(np.shape(bottom(a)), bool)
+            one[idx] = bool(np.all(mask))
+            keys.append((id(a), a, a, one))
     found, warned = None, False
-    for key, value in keys:
+    for key, value, y, m in keys:
         e = ZERO_KINKS.get(key)
         if e is None or (value is not None and e.value is not value):
             if len(ZERO_KINKS) >= 1024:  # (the oldest go: a comparison and the |x| after it are near each other)
                 for k in list(itertools.islice(ZERO_KINKS, 256)):
                     del ZERO_KINKS[k]
             e = ZERO_KINKS[key] = _ZeroKink(value)
+        if e.ties is not None and np.shape(e.ties) != np.shape(m) or (
+                e.zeros is not None and np.shape(e.zeros) != np.shape(m)):
+            continue  # (another value's entry of another shape under this key)
         was = e.warned
         e.warned = e.warned or warned  # (one warning for one event)
-        _note_kink_in(e, x, mask, abs_taken, place)
+        _note_kink_in(e, y, m, abs_taken, place)
         warned = warned or (e.warned and not was)
-        if found is None or (found.ties is None and e.ties is not None):
+        if y is x and (found is None or (found.ties is None and e.ties is not None)):  # (x's own, of its shape)
             found = e
     return found
 
@@ -2033,8 +2043,8 @@ def _copied_from(x):
 
 
 def _element_read(x, frame):
-    """("element", its array's storage and view, the index) where the traced number ``x`` of a comparison or an
-    abs is the user's ``a[i]`` read (one subscript, of a traced array's name, at a name or constant index), that
+    """(("element", its array's storage and view, the index), the array, the index) where the traced number ``x``
+    of a comparison or an abs is the user's ``a[i]`` read (one subscript, of a traced array's name, at a name or constant index), that
     element read again in another statement (`m = max(z[i], 0.0)`, then `abs(z[i])`: regress105); else None.
     Looked up, nothing run."""
     user = user_frame(frame)
@@ -2058,7 +2068,7 @@ def _element_read(x, frame):
     except IndexError:
         return None
     g = a._geom
-    return ("element", id(a._storage), None if g is None else (g.offset, g.shape, g.strides), tuple(idx))
+    return ("element", id(a._storage), None if g is None else (g.offset, g.shape, g.strides), tuple(idx)), a, tuple(idx)
 
 
 def _note_kink_in(e, x, mask, abs_taken, place):

@@ -492,6 +492,13 @@ def _softplus_two_statements(z):  # (regress105: the element read again in a sec
     return s
 
 
+def _softplus_loop_relu(z):  # (mltrain: the ReLU an element loop, np.abs of the whole array after it)
+    r = np.zeros_like(z)
+    for i in range(len(z)):
+        r[i] = max(z[i], 0.0)
+    return np.sum(r + np.log1p(np.exp(-np.abs(z))))
+
+
 def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
     # (the ranking tester) a Bradley-Terry likelihood with the stable softplus at its all-zero start: the branch's
     # one-sided 0 and |z|'s 0 added up to a gradient of 0 where it is Σ_j (W_ji - W_ij) / 2 (by hand), silently
@@ -509,7 +516,7 @@ def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
                                                                                (np.eye(4)[0],))[1]):
             with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
                 call()
-    for sp in (_softplus_loop, _softplus_indexed, _softplus_two_statements):
+    for sp in (_softplus_loop, _softplus_indexed, _softplus_two_statements, _softplus_loop_relu):
         with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):
             assert mg.grad(sp)(np.zeros(2)).tolist() == [1.0, 1.0]  # (for 0.5: by hand)
     with pytest.warns(mg.KinkWarning, match=r"np.logaddexp\(0, z\)"):  # (np.fabs too: regress103)
@@ -533,6 +540,9 @@ def test_a_comparison_with_zero_and_abs_meeting_at_zero_warn():
                                    fd, rtol=1e-6, atol=1e-8)
         mg.grad(nll)(np.array([0.1, -0.3, 0.7, 0.2]), _softplus_where)
         mg.grad(_softplus_two_statements)(np.array([0.1, -0.3]))
+        mg.grad(_softplus_loop_relu)(np.array([0.1, -0.3]))
+        # (an element's tie beside |z| of another element at 0: each element is its own)
+        mg.grad(lambda z: max(z[0], 0.0) + np.sum(np.abs(z[1:])) + np.sum(z * z))(np.array([0.0, 0.0]))
         # (a loop whose other elements tie: each element is its own, z[1] at 0 only in the comparison)
         mg.grad(lambda z: max(z[0], 0.0) + np.log1p(np.exp(-abs(z[1] + 1.0))))(np.array([0.0, 0.5]))
         mg.grad(lambda z: np.sum(np.abs(z)) + np.sum(np.where(z > 1.0, z, 0.0)))(np.array([0.0, 1.0]))

@@ -7900,6 +7900,21 @@ def test_the_function_of_abs_watch_names_a_maximum_or_minimum_at_its_tie():
         mg.hessian(lambda x: np.sum(np.cos(np.abs(x))))(np.array([0.0, 0.7]))
 
 
+def test_a_power_of_abs_beside_a_tied_comparison_still_warns_under_a_second_derivative():
+    # (regress137) np.where(z > 0, z, 0) ** 2 + np.abs(z) ** 2 at z = 0: the comparison's tie put a watch on |z|
+    # (core.abs_watched), and the power's watch did not see the abs through it: the Hessian 0, outside the
+    # one-sided 2 and 4 (by hand: 2 z ** 2 right of 0, z ** 2 left), came without a word of the second derivative
+    f = lambda z: np.sum(np.where(z > 0, z, 0.0) ** 2) + np.sum(np.abs(z) ** 2)
+    with pytest.warns(mg.KinkWarning) as seen:
+        H = mg.hessian(f)(np.array([0.0]))
+    texts = [str(w.message) for w in seen]
+    assert any("np.abs(x) ** 2 at x = 0 exactly at its kink" in t for t in texts), texts
+    assert H[0, 0] == 0.0  # (the documented wrong one, now warned)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(mg.hessian(f)(np.array([0.5])), [[4.0]], rtol=1e-12)
+
+
 def test_a_power_of_abs_weighted_by_a_constant_zero_does_not_warn():
     # (ns2d) a spectral energy np.sum(K2 * np.abs(psih) ** 2) whose mean mode is 0 where its weight K2 is 0: the
     # kink's wrong second derivative does not reach the result (the term is 0 whatever psih is there), and

@@ -1735,7 +1735,10 @@ def _kink_words(x, r, then, before="", note=True):
     if r.prim.name in _TIES:
         return f"{before}{r.prim.name}(a, b) {then} at a tie a == b"
     what = f"{before}np.abs(x) {then} at x = 0"
-    if note and next(_writers(x._level, x._storage), (None, None))[1] is not r:
+    w = next(_writers(x._level, x._storage), (None, None))[1]
+    if w is not None and getattr(getattr(w, "prim", None), "name", None) == "norm_kink":  # (a watch: the abs itself)
+        w = next(_writers(x._level, w.inputs[0][0]), (None, None))[1]
+    if note and w is not r:
         what += " (here of a value computed from an np.abs at its zero: shifted, scaled, summed or selected)"
     return what
 
@@ -1785,6 +1788,8 @@ def _abs_record(level, s, depth=0, end=None):
     elif name in _CARRIERS or name == "np.roll":  # (concatenations, copies)
         scaled = [st for st, _, _ in ins]
         elementwise = name in ("np.copy", "ndarray.astype")
+    elif name == "norm_kink":  # (a watch, the identity: np.abs(z) beside a comparison of z with 0 at a tie,
+        scaled = [st for st, _, _ in ins]  # core.abs_watched; its power's watch went quiet: regress137)
     else:
         scaled = [st for st in _scaled_operands(r) or () if not _masked_at_its_zeros(r, st)]
     for st in scaled:

@@ -2275,7 +2275,10 @@ def _converged_search(seq):
     of the tie (3 or more changes of sign) or, on one side (a root at a bracket's end, or at a midpoint), each
     half the one before (to 2 %, and not exactly: c *= 0.5, an explicit Euler decay at k * dt = 0.5 under a
     positivity test, halves exactly, and so does a bisection of a linear function at a binary fraction, whose
-    point cannot be told from it: regress134), 7 in a row; and none above 8 times the largest halved at each comparison
+    point cannot be told from it: regress134), 7 in a row, the last within 0.1 % (a nonlinear function's
+    bisection converges to halving; a decay at 0.495 stays there: regress137); on both sides, not at one
+    ratio other than a half (an overshooting controller's error shrinks by its own 0.45, alternating: a
+    bisection's ratios vary, or are a half each, its root at 1/3 of the bracket); and none above 8 times the largest halved at each comparison
     since (a bisection's gap is its slope times the distance to the root, at most half the bracket, which
     halves). Halving a bracket converges so in 17 halvings or more (a test of a product g(lo) * g(mid) too, at
     a quarter a step), whatever the function's slope. A Newton or secant iteration's gaps fall through that
@@ -2286,6 +2289,7 @@ def _converged_search(seq):
     big = 0.0  # the largest gap of the current descent
     band = changes = halves = 0
     last = None  # the last gap in the band, signed
+    ratio, low, high = 0.0, np.inf, 0.0  # the last ratio of a gap to the one before, the least, the largest
     bound = 0.0  # the halving bound of the descent: no gap of a bisection's comes back above it
     for d, c in seq:
         g = abs(d)
@@ -2293,6 +2297,7 @@ def _converged_search(seq):
             big = max(big, g)
             band = changes = halves = 0
             last = None
+            ratio, low, high = 0.0, np.inf, 0.0
             bound = 8.0 * big
             continue
         bound *= 0.5
@@ -2300,13 +2305,16 @@ def _converged_search(seq):
             band = -(1 << 62)
         if g > 1e-12 * big:
             band += 1
-            if last is not None:
+            if last is not None and last != 0:
                 if (d > 0) != (last > 0):
                     changes += 1
-                halves = halves + 1 if 0.49 * abs(last) <= g <= 0.51 * abs(last) and g != 0.5 * abs(last) else 0
+                ratio = g / abs(last)
+                low, high = min(low, ratio), max(high, ratio)
+                halves = halves + 1 if 0.49 <= ratio <= 0.51 and ratio != 0.5 else 0
             last = d
         if (g <= 1e-5 * big and (c == 0 or g <= 1e-5 * abs(c)) and band >= _SEARCH_BAND
-                and (changes >= 3 or halves >= 7)):
+                and (changes >= 3 and not (high <= 1.1 * low and not 0.49 <= low <= high <= 0.51)
+                     or halves >= 7 and abs(ratio - 0.5) <= 1e-3)):
             return True
     return False
 
@@ -2319,6 +2327,7 @@ def _converged_searches(seq):
     big = np.zeros(shape)
     band, changes, halves = (np.zeros(shape, np.int64) for _ in range(3))
     last = np.full(shape, np.nan)
+    ratio, low, high = np.zeros(shape), np.full(shape, np.inf), np.zeros(shape)
     bound = np.zeros(shape)
     for d, c in seq:
         g = np.abs(d)
@@ -2326,17 +2335,22 @@ def _converged_searches(seq):
         big = np.where(reset, np.maximum(big, g), big)
         band, changes, halves = (np.where(reset, 0, v) for v in (band, changes, halves))
         last = np.where(reset, np.nan, last)
+        ratio, low, high = np.where(reset, 0.0, ratio), np.where(reset, np.inf, low), np.where(reset, 0.0, high)
         bound = np.where(reset, 8.0 * big, 0.5 * bound)
         band = np.where(~reset & (g > bound), -(1 << 62), band)
         inband = ~reset & (g > 1e-12 * big)
-        seen = inband & ~np.isnan(last)
+        seen = inband & ~np.isnan(last) & (last != 0)
         changes = changes + (seen & ((d > 0) != (last > 0)))
-        half = (g >= 0.49 * np.abs(last)) & (g <= 0.51 * np.abs(last)) & (g != 0.5 * np.abs(last))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(seen, g / np.abs(last), ratio)
+        low, high = np.where(seen, np.minimum(low, ratio), low), np.where(seen, np.maximum(high, ratio), high)
+        half = (ratio >= 0.49) & (ratio <= 0.51) & (ratio != 0.5)
         halves = np.where(seen, np.where(half, halves + 1, 0), halves)
         band = band + inband
         last = np.where(inband, d, last)
+        regular = (high <= 1.1 * low) & ~((low >= 0.49) & (high <= 0.51))
         if np.any(~reset & (g <= 1e-5 * big) & ((c == 0) | (g <= 1e-5 * abs(c))) & (band >= _SEARCH_BAND)
-                  & ((changes >= 3) | (halves >= 7))):
+                  & ((changes >= 3) & ~regular | (halves >= 7) & (np.abs(ratio - 0.5) <= 1e-3))):
             return True
     return False
 

@@ -1147,9 +1147,34 @@ def test_converging_comparisons_that_are_no_bisection_do_not_warn():
                 c = 0.0
         return c * c0
 
+    def near_halving_decay(c0):  # (regress137) the same at k * dt = 0.495: within 2 % of halving, and stays so
+        c = c0
+        for _ in range(60):
+            c = c - 0.495 * c
+            if c < 0.0:  # noqa: PLR1730 (the comparison is the point: a positivity test)
+                c = 0.0
+        return c * c0
+
+    def controller(p):  # (regress137) an overshooting proportional controller: its error alternates, shrinking by 0.45
+        t, energy = p[1], 0.0
+        for _ in range(25):
+            e = p[0] - t
+            if e > 0:
+                energy = energy + 1.45 * e
+            else:
+                energy = energy - 0.725 * e
+            t = t + 1.45 * e
+        return energy + t
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_allclose(mg.grad(halving_decay)(3.0), 2 * 3.0 * 0.5 ** 60, rtol=1e-12)
+        np.testing.assert_allclose(mg.grad(near_halving_decay)(3.0), 2 * 3.0 * 0.505 ** 60, rtol=1e-12)
+        p0 = np.array([20.0, 15.0])
+        g = mg.grad(controller)(p0)
+        np.testing.assert_allclose(g, [(controller(p0 + 1e-6 * e) - controller(p0 - 1e-6 * e)) / 2e-6
+                                       for e in np.eye(2)], rtol=1e-6)
+        mg.jvp(controller, (p0,), (np.array([1.0, 0.0]),))
 
     def minmod_loop(q0):  # (advect) a limiter along an element loop: a * b near 0 at the field's extrema
         n = q0.size

@@ -1139,18 +1139,10 @@ def test_converging_comparisons_that_are_no_bisection_do_not_warn():
                 a = c
         return f(0.5 * (a + b))
 
-    def halving_decay(c0):  # (regress134) explicit Euler at k * dt = 0.5 under a positivity clip: halves exactly
-        c = c0
+    def decay(c0, kdt):  # explicit Euler under a positivity clip: at k * dt = 0.5 it halves exactly (regress134),
+        c = c0  # at 0.495 within 2 % of halving, and stays so (regress137)
         for _ in range(60):
-            c = c - 0.5 * c
-            if c < 0.0:  # noqa: PLR1730 (the comparison is the point: a positivity test)
-                c = 0.0
-        return c * c0
-
-    def near_halving_decay(c0):  # (regress137) the same at k * dt = 0.495: within 2 % of halving, and stays so
-        c = c0
-        for _ in range(60):
-            c = c - 0.495 * c
+            c = c - kdt * c
             if c < 0.0:  # noqa: PLR1730 (the comparison is the point: a positivity test)
                 c = 0.0
         return c * c0
@@ -1168,8 +1160,8 @@ def test_converging_comparisons_that_are_no_bisection_do_not_warn():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        np.testing.assert_allclose(mg.grad(halving_decay)(3.0), 2 * 3.0 * 0.5 ** 60, rtol=1e-12)
-        np.testing.assert_allclose(mg.grad(near_halving_decay)(3.0), 2 * 3.0 * 0.505 ** 60, rtol=1e-12)
+        for kdt in (0.5, 0.495):
+            np.testing.assert_allclose(mg.grad(decay)(3.0, kdt), 2 * 3.0 * (1 - kdt) ** 60, rtol=1e-12)
         p0 = np.array([20.0, 15.0])
         g = mg.grad(controller)(p0)
         np.testing.assert_allclose(g, [(controller(p0 + 1e-6 * e) - controller(p0 - 1e-6 * e)) / 2e-6

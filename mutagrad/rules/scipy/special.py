@@ -1397,14 +1397,41 @@ def _carlson_split(phi):
     return k, phi - k * np.pi
 
 
+def _ellipinc_dm_series(p, s, c, m, kind, terms=8):
+    """dF/dm (dE/dm) of ellipkinc (ellipeinc) at φ' = p, |φ'| <= π/2, for |m sin(φ')²| <= 1e-3: the binomial series
+    of (1 - m sin²θ) ** (-3/2) (** (-1/2)) integrated term by term, Σ (a)_k / k! m^k I_(2k+2), I_n = ∫_0^p sin^n θ dθ
+    by its recurrence; 8 terms reach rounding there, and every order of derivative in m and φ is the series'."""
+    a = 1.5 if kind == "F" else 0.5
+    integral = p / 2 - s * c / 2  # I_2
+    total = integral
+    power = s * s * s  # sin(p) ** (n - 1), n = 4
+    coef, mk = 1.0, 1.0
+    for k in range(1, terms):
+        n = 2 * k + 2
+        integral = (n - 1) / n * integral - power * c / n
+        power = power * s * s
+        coef = coef * (a + k - 1) / k
+        mk = mk * m
+        total = total + coef * mk * integral
+    return total / 2 if kind == "F" else -total / 2
+
+
 def _ellipinc_dm(phi, m, y, kind):
     k, p = _carlson_split(phi)
     s, c = np.sin(p), np.cos(p)
-    delta2 = 1 - m * s * s
+    # (near m sin² = 0, R_D's arguments 1 and Δ² meet, where its derivative, this one's second, is refused: the
+    # series there, R_D at safe inputs elsewhere: specfun)
+    sb = np.asarray(bottom(s))
+    near = np.abs(np.asarray(bottom(m)) * sb * sb) <= 1e-3
+    cc, delta2 = c * c, 1 - m * s * s
+    if near.any():  # (R_D's arguments apart there: 0.25, 1 and 3)
+        cc, delta2 = np.where(near, 0.25, cc), np.where(near, 3.0, delta2)
     if kind == "F":
-        d = s ** 3 * sp.elliprd(c * c, 1.0, delta2) / 6
+        d = s ** 3 * sp.elliprd(cc, 1.0, delta2) / 6
     else:
-        d = -(s ** 3) * sp.elliprd(c * c, delta2, 1.0) / 6
+        d = -(s ** 3) * sp.elliprd(cc, delta2, 1.0) / 6
+    if near.any():
+        d = np.where(near, _ellipinc_dm_series(p, s, c, np.where(near, m, 0.0), kind), d)
     periods = k != 0
     if periods.any():  # (each branch at safe inputs: K'(1) is infinite)
         mk = np.where(periods, m, 0.5)

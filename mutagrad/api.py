@@ -2232,10 +2232,11 @@ def _warn_cached(level, out, name, fun=None):
                     "differentiation (skip or clear the cache there)."), every=True)
             return
     if where is None:  # (the neuralode tester's bisection for an event time: 0 where it is -0.70)
-        if getattr(fun, "_mutagrad_derivative", False) or level.nested_run:
+        if level.nested_run:
             return  # (mg.grad(f)'s output, the partials of a piecewise-linear f that comparisons chose: jvp of
             # grad, a Hessian-vector product, is 0 there, as hessian's is, not a bisection's point: peersuite;
-            # so is a function that calls mg.grad, lambda x: mg.grad(f)(x, W): regress136)
+            # so is a function that calls mg.grad, lambda x: mg.grad(f)(x, W): regress136; a differentiation
+            # ran inside this one's level either way)
         floats = [b for b in map(bottom, leaves) if isinstance(b, (float, complex, np.ndarray, np.generic))
                   and np.result_type(b).kind in "fc"]
         if not any(np.any(np.asarray(b) != 0) for b in floats):
@@ -2265,6 +2266,7 @@ def _warn_cached(level, out, name, fun=None):
 
 
 _SEARCH_BAND = 10  # comparisons of a descent between a tenth of its largest gap and rounding (a Newton's: 3)
+_SEARCH_MIN = 16  # comparisons at one instruction below which it is no search (a bisection makes 17 and more)
 
 
 def _converged_search(seq):
@@ -2363,7 +2365,7 @@ def _warn_search(level, name):
     mutagrad's own code are not the user's."""
     for seq in level.searches.values():
         place = seq[0]
-        if len(seq) < 17 or place[0].co_filename.startswith(_MUTAGRAD_DIR) or not (
+        if len(seq) - 1 < _SEARCH_MIN or place[0].co_filename.startswith(_MUTAGRAD_DIR) or not (
                 _converged_search(seq[1:]) if type(seq[1][0]) is float else _converged_searches(seq[1:])):
             continue
         warn_at(user_frame(sys._getframe(2)), (

@@ -521,7 +521,7 @@ def note_search(x, c, frame):
     if seq is None:
         seq = s[key] = [(frame.f_code, frame.f_lineno)]
     if len(seq) <= cap:
-        seq.append(((b - c).astype(np.float64) if tb is _ndarray else float(b) - c, c))
+        seq.append((np.subtract(b, c, dtype=np.float64) if tb is _ndarray else float(b) - c, c))
 
 
 def note_plain_read(x):
@@ -1982,11 +1982,11 @@ def note_zero_kink(x, mask, abs_taken):
     differentiation for the last 1024 values. A number is noted under its statement too: an element read again
     for each use, `max(z[i], 0.0) + np.log1p(np.exp(-abs(z[i])))`, is a new traced number each time (ml2)."""
     place = user_place()
-    keys = [(id(x), x)]  # (key, the traced value it stands for; None for a statement's or an element's key)
+    # (key, the traced value it stands for: None for a statement's or an element's key; the value noted, its mask)
+    keys = [(id(x), x, x, mask)]
     src = _copied_from(x)
     if src is not None:  # (a copy's comparison is its source's: h = z.copy(); h[h < 0] = 0 beside np.abs(z))
-        keys.append((id(src), src))
-    keys = [(k, v, x, mask) for k, v in keys]
+        keys.append((id(src), src, x, mask))
     if x._scalar and place is not None:
         keys.append((("statement",) + place, None, x, mask))
         element = _element_read(x, sys._getframe(1))

@@ -976,6 +976,7 @@ def test_a_bisected_point_the_output_depends_on_warns():
         return t + _event_bisection(t, h) * h
 
     p = 0.45
+    assert abs((event_time(p + 1e-6) - event_time(p - 1e-6)) / 2e-6) < 1e-8  # (central differences: the event's 0)
     for call in (lambda: mg.grad(event_time)(p), lambda: mg.jvp(event_time, (p,), (1.0,))[1]):
         with pytest.warns(UserWarning, match=r"compared a differentiated number with a constant 60 times at "
                                              r".*test_errors.py.*as a bisection's do.*Newton step"):
@@ -991,6 +992,7 @@ def test_a_bisected_point_the_output_depends_on_warns():
                 lo = mid
         return 0.5 * (lo + hi) * p  # by hand: (0.5 sqrt(p) p)' = 0.75 at p = 1; the root's motion left out: 0.5
 
+    np.testing.assert_allclose((at_a_midpoint(1.0 + 1e-6) - at_a_midpoint(1.0 - 1e-6)) / 2e-6, 0.75, rtol=1e-6)
     for call in (lambda: mg.grad(at_a_midpoint)(1.0), lambda: mg.jvp(at_a_midpoint, (1.0,), (1.0,))[1]):
         with pytest.warns(UserWarning, match="as a bisection's do"):
             assert call() == 0.5
@@ -1062,6 +1064,35 @@ def test_a_bisected_point_the_output_depends_on_warns():
         assert abs(mg.jvp(newton_ended, (0.45,), (1.0,))[1]) < 1e-12
 
 
+def test_the_search_test_of_numbers_and_of_arrays_agree():
+    # api._converged_search (a Python loop, for numbers) and api._converged_searches (NumPy over the elements, for
+    # arrays) are one test written twice: they must say the same of the same sequences. The sequences: bisections
+    # (both sides; one side, halving to the end or exactly), decays (clamped, at 0.5 and 0.495), an overshooting
+    # controller, a Newton iteration, random values with exact zeros
+    from mutagrad.api import _converged_search, _converged_searches
+
+    def bisect(root, steps=60, g=lambda x: x):
+        lo, hi, out = 0.0, 1.0, []
+        for _ in range(steps):
+            mid = 0.5 * (lo + hi)
+            out.append(g(mid) - g(root))
+            lo, hi = (lo, mid) if out[-1] > 0 else (mid, hi)
+        return out
+
+    rng = np.random.default_rng(3)
+    sequences = [bisect(0.3), bisect(0.5, g=lambda x: x + x * x), bisect(0.5), bisect(1 / 3), bisect(0.71, 20),
+                 list(0.5 ** np.arange(60)), list(0.495 ** np.arange(60)), list((-0.45) ** np.arange(25)),
+                 [1.0, 0.3, 0.03, 3e-4, 1e-7, 1e-14] + [0.0] * 30, list(rng.random(200) * (rng.random(200) > 0.3))]
+    said = []
+    for seq in sequences:
+        pairs = [(float(d), 0.0) for d in seq]
+        one = _converged_search(pairs)
+        assert one == _converged_searches([(np.array([d]), c) for d, c in pairs]) == _converged_searches(
+            [(np.array([d, 1.0]), c) for d, c in pairs])
+        said.append(one)
+    assert said == [True, True, False, True, True, False, False, False, False, False]
+
+
 def test_converging_comparisons_that_are_no_bisection_do_not_warn():
     # comparisons of a differentiated number with a constant that converge otherwise than a bisection's, where the
     # derivative is right: a safeguarded Newton iteration on traced values (quadratic: its gaps skip the band), a
@@ -1112,19 +1143,18 @@ def test_converging_comparisons_that_are_no_bisection_do_not_warn():
                 a, fa = c, fc
         return c
 
-    def secant(p):  # superlinear, with the bracket a safeguard would keep (its sign test)
+    def secant(p):  # superlinear, with the bracket a safeguard would keep (its sign test), 40 steps: past its root
         x0, x1 = 0.0, 3.0
         f0 = x0 ** 3 + p * x0 - 2.0
         lo, hi = x0, x1
-        for _ in range(60):
+        for _ in range(40):
             f1 = x1 ** 3 + p * x1 - 2.0
             if f1 > 0:
                 hi = x1
             else:
                 lo = x1
-            if f1 == f0:
-                break
-            x0, x1, f0 = x1, x1 - f1 * (x1 - x0) / (f1 - f0), f1
+            if f1 != f0:
+                x0, x1, f0 = x1, x1 - f1 * (x1 - x0) / (f1 - f0), f1
         return x1 + 0.0 * (hi - lo)
 
     def golden(p):

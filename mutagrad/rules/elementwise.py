@@ -56,7 +56,7 @@ from ..errors import _MUTAGRAD_DIR, MutationError, NoRuleError, kink_warning, lo
 from ..registry import (_FP_KEYS, EagerPartial, UserFPErrors, defelementwise, defnotimplemented, defzero, fp_event_as_numpy,
                         reciprocal, strong_times)
 from ..tangents import ZeroTangent
-from ..tape import POWERS, plain_exponent
+from ..tape import POWERS, _tie_moves, plain_exponent
 
 ZERO = ZeroTangent()
 
@@ -1861,23 +1861,14 @@ def _moving(r, at):
         return at
     out = _out_of(r)
     noted = None if out is None else getattr(out.level, "__dict__", {}).get("tie_moves")
-    if noted is not None and id(r) in noted:  # (as the operation saw its operands: tape._tie_moves)
+    if noted is not None and id(r) in noted:  # (as the operation saw its operands)
         moved = noted[id(r)]
-        return at & (moved if moved.shape == np.shape(at) else np.any(moved))
-    tangents = []
-    for v in _tie_operands(r) or ():
-        if not isinstance(v, Tracer) or v._level.mode != "fwd":
-            return at
-        t = v._level.tangent_of(v)
-        tangents.append(np.zeros(np.shape(bottom(v))) if _is_zero(t) else np.asarray(bottom(t)))
-    try:
-        if len(tangents) != 2:
-            return at
-        tie = _tie_mask(r)
-        moved = np.broadcast_to(tangents[0] != tangents[1], tie.shape) & tie  # (at the ties alone)
-        return at & (moved if moved.shape == at.shape else np.any(moved))
-    except ValueError:
+    else:  # (its operands now: a record that noted none)
+        tie, xs = _tie_mask(r), _tie_operands(r)
+        moved = None if tie is None or xs is None else _tie_moves(xs, tie)
+    if moved is None:
         return at
+    return at & (moved if moved.shape == np.shape(at) else np.any(moved))
 
 
 def _abs_zeros(x):
